@@ -1,0 +1,83 @@
+// Bundles the extension, the CLI and the webviews with esbuild, and copies the tree-sitter
+// runtime and grammars next to them. `--watch` rebuilds on change.
+import * as esbuild from 'esbuild';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { createRequire } from 'node:module';
+
+const require = createRequire(import.meta.url);
+const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
+const dist = path.join(root, 'dist');
+const watch = process.argv.includes('--watch');
+
+// Grammars Turnwise parses (src/ast/treesitter.ts GRAMMARS).
+const GRAMMARS = ['bash', 'python', 'javascript', 'typescript', 'tsx', 'go'];
+
+const common = {
+  bundle: true,
+  platform: 'node',
+  target: 'node20',
+  format: 'cjs',
+  sourcemap: true,
+  logLevel: 'warning',
+  // Native addons and packages that locate files relative to themselves stay external and
+  // ship in node_modules (see .vscodeignore).
+  external: ['vscode', 'onnxruntime-node', 'ssh2', 'cpu-features'],
+  // The ESM build of web-tree-sitter calls createRequire(import.meta.url), which breaks in CJS.
+  plugins: [
+    {
+      name: 'web-tree-sitter-cjs',
+      setup(b) {
+        b.onResolve({ filter: /^web-tree-sitter$/ }, () => ({ path: require.resolve('web-tree-sitter') }));
+      },
+    },
+  ],
+};
+
+const entries = [
+  { entryPoints: [path.join(root, 'src/extension/extension.ts')], outfile: path.join(dist, 'extension.js') },
+  {
+    entryPoints: [path.join(root, 'src/cli/main.ts')],
+    outfile: path.join(dist, 'cli.js'),
+    banner: { js: '#!/usr/bin/env node' },
+  },
+];
+
+// Webview apps run in the browser: src/extension/webviews/<name>/main.ts → dist/webviews/<name>.js
+const webviewRoot = path.join(root, 'src/extension/webviews');
+if (fs.existsSync(webviewRoot)) {
+  for (const name of fs.readdirSync(webviewRoot)) {
+    const main = path.join(webviewRoot, name, 'main.ts');
+    if (fs.existsSync(main)) {
+      entries.push({
+        entryPoints: [main],
+        outfile: path.join(dist, 'webviews', `${name}.js`),
+        platform: 'browser',
+        format: 'iife',
+        target: 'es2022',
+        external: [],
+        plugins: [],
+      });
+    }
+  }
+}
+
+function copyGrammars() {
+  const out = path.join(dist, 'grammars');
+  fs.mkdirSync(out, { recursive: true });
+  const wasmDir = path.join(path.dirname(require.resolve('@vscode/tree-sitter-wasm/package.json')), 'wasm');
+  for (const g of GRAMMARS) fs.copyFileSync(path.join(wasmDir, `tree-sitter-${g}.wasm`), path.join(out, `tree-sitter-${g}.wasm`));
+  fs.copyFileSync(require.resolve('web-tree-sitter/web-tree-sitter.wasm'), path.join(out, 'web-tree-sitter.wasm'));
+}
+
+fs.mkdirSync(dist, { recursive: true });
+copyGrammars();
+if (watch) {
+  for (const e of entries) (await esbuild.context({ ...common, ...e })).watch();
+  console.log('watching…');
+} else {
+  const t0 = Date.now();
+  await Promise.all(entries.map((e) => esbuild.build({ ...common, ...e })));
+  fs.chmodSync(path.join(dist, 'cli.js'), 0o755);
+  console.log(`built ${entries.length} bundles + ${GRAMMARS.length} grammars into dist/ in ${Date.now() - t0} ms`);
+}

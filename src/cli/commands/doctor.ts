@@ -1,0 +1,14 @@
+import type { CliCommand } from '../command';
+import { formatDoctorReport, runDoctor } from '../../train/doctor';
+
+export const doctorCommand: CliCommand = {
+  name: 'doctor',
+  summary: 'check Docker, sandbox images, ONNX Runtime providers, tree-sitter grammars and Node',
+  usage: '[--docker-host URL] [--json]',
+  options: { 'docker-host': { type: 'string' } },
+  async run(args, io) {
+    const report = await runDoctor({ dockerHost: args.values['docker-host'] as string | undefined });
+    io.out(io.json ? JSON.stringify(report, null, 2) : formatDoctorReport(report));
+    return report.ok ? 0 : 1;
+  },
+};

@@ -1,0 +1,5 @@
+// Every `turnwise` subcommand. Add yours here (one line), keeping the list sorted by name.
+import type { CliCommand } from '../command';
+import { doctorCommand } from './doctor';
+
+export const COMMANDS: CliCommand[] = [doctorCommand];

@@ -1,0 +1,4 @@
+// The core layer: types, file formats, errors. Imports nothing from other layers.
+export * from './errors';
+export * from './fs';
+export * from './schema';

@@ -1,0 +1,88 @@
+// On-disk record shapes (design.md "On-disk formats"). Every file carries
+// `"schema": "turnwise/<kind>@<n>"` so a reader can refuse what it does not understand.
+
+export const SCHEMA = {
+  task: 'turnwise/task@1',
+  trajectory: 'turnwise/trajectory@1',
+  runConfig: 'turnwise/run-config@1',
+  metrics: 'turnwise/metrics@1',
+  checkpoint: 'turnwise/checkpoint@1',
+  doctor: 'turnwise/doctor@1',
+} as const;
+
+export type TaskSource = 'failing-tests' | 'mutation' | 'file';
+export type Language = 'python' | 'javascript' | 'typescript' | 'go';
+
+/** A test report format a runner can produce. */
+export type ReportFormat = 'junit-xml' | 'jest-json' | 'go-test-json';
+
+/** Where a mutation task's bug sits; never shown to the policy. */
+export interface MutationInfo {
+  file: string;
+  /** tree-sitter node kind of the mutated node. */
+  nodeKind: string;
+  operator: string;
+  /** Enclosing function or method (qualified), if any. */
+  enclosing?: string;
+  /** Original span as UTF-16 offsets into the original file, and its text. */
+  span: { start: number; end: number; text: string };
+  replacement: string;
+}
+
+export interface Task {
+  schema: typeof SCHEMA.task;
+  id: string;
+  source: TaskSource;
+  instruction: string;
+  language: Language;
+  /** Shell command that runs the tests; `{tests}` is replaced by selected test ids when present. */
+  testCommand: string;
+  reportFormat?: ReportFormat;
+  fail_to_pass: string[];
+  pass_to_pass: string[];
+  mutation?: MutationInfo;
+}
+
+/** Reward components stored with every trajectory (issue: tasks and rewards). */
+export interface RewardComponents {
+  /** Fraction of fail_to_pass ∪ pass_to_pass tests that pass; NaN when the report was unusable. */
+  passRate: number;
+  resolved: boolean;
+  turns: number;
+  maxTurns: number;
+  formatError: boolean;
+  efficiencyPenalty: number;
+  formatPenalty: number;
+  /** R = passRate − efficiencyPenalty − formatPenalty (NaN propagates). */
+  reward: number;
+  /** True when the agent changed a test file (the change was undone before scoring). */
+  testsEdited?: boolean;
+  error?: string;
+}
+
+export interface Turn {
+  index: number;
+  action: string;
+  /** bash intent signature tokens (credit/ast). */
+  intentSignature?: string[];
+  /** edit signature tokens: E:<path>::<def>, N:<kind>:<old>→<new>. */
+  editSignature?: string[];
+  /** observation text shown to the policy (capped). */
+  observation: string;
+  exitCode: number | null;
+  durationMs: number;
+  formatError?: string;
+  tokenIds?: number[];
+  logprobs?: number[];
+}
+
+export interface Trajectory {
+  schema: typeof SCHEMA.trajectory;
+  taskId: string;
+  groupId: string;
+  trajId: string;
+  checkpoint: string;
+  turns: Turn[];
+  testReport?: { passed: string[]; failed: string[]; errors?: string[] };
+  reward: RewardComponents;
+}

@@ -1,0 +1,106 @@
+// Connecting to a Docker engine through dockerode: the local socket, DOCKER_HOST, or an
+// explicit host (tcp with TLS, ssh). Every failure becomes a TurnwiseError with the fix.
+import Docker from 'dockerode';
+import * as fs from 'node:fs';
+import { TurnwiseError } from '../core/errors';
+
+export interface EngineTarget {
+  /** What a user would recognise: a socket path or a URL. */
+  label: string;
+  options: Docker.DockerOptions;
+}
+
+/** Resolves which engine to talk to: explicit host, else DOCKER_HOST, else the local socket. */
+export function resolveEngineTarget(host?: string, env: NodeJS.ProcessEnv = process.env): EngineTarget {
+  const spec = host?.trim() || env.DOCKER_HOST?.trim() || '';
+  if (spec === '' || spec.startsWith('unix://') || spec.startsWith('/')) {
+    const socketPath = spec === '' ? '/var/run/docker.sock' : spec.replace(/^unix:\/\//, '');
+    return { label: socketPath, options: { socketPath } };
+  }
+  let url: URL;
+  try {
+    url = new URL(spec);
+  } catch {
+    throw new TurnwiseError('invalid-input', `cannot understand Docker host ${JSON.stringify(spec)}`, {
+      hint: 'use unix:///path/to/docker.sock, tcp://HOST:PORT or ssh://USER@HOST',
+    });
+  }
+  if (url.protocol === 'ssh:') {
+    return {
+      label: spec,
+      options: { protocol: 'ssh', host: url.hostname, port: url.port ? Number(url.port) : 22, username: url.username || undefined },
+    };
+  }
+  if (url.protocol === 'tcp:' || url.protocol === 'http:' || url.protocol === 'https:') {
+    const tls = url.protocol === 'https:' || env.DOCKER_TLS_VERIFY === '1';
+    const options: Docker.DockerOptions = {
+      protocol: tls ? 'https' : 'http',
+      host: url.hostname,
+      port: url.port ? Number(url.port) : tls ? 2376 : 2375,
+    };
+    if (tls) {
+      const dir = env.DOCKER_CERT_PATH || `${env.HOME ?? ''}/.docker`;
+      const read = (f: string) => {
+        try {
+          return fs.readFileSync(`${dir}/${f}`);
+        } catch {
+          throw new TurnwiseError('docker-unreachable', `TLS is on for ${spec} but ${dir}/${f} cannot be read`, {
+            hint: 'set DOCKER_CERT_PATH to the folder holding ca.pem, cert.pem and key.pem',
+          });
+        }
+      };
+      Object.assign(options, { ca: read('ca.pem'), cert: read('cert.pem'), key: read('key.pem') });
+    }
+    return { label: spec, options };
+  }
+  throw new TurnwiseError('invalid-input', `unsupported Docker host scheme ${url.protocol} in ${spec}`, {
+    hint: 'use unix://, tcp:// or ssh://',
+  });
+}
+
+export function connectEngine(host?: string): { docker: Docker; target: EngineTarget } {
+  const target = resolveEngineTarget(host);
+  return { docker: new Docker(target.options), target };
+}
+
+/** Maps a low-level connection error to a message that says what to do. */
+export function engineError(e: unknown, target: EngineTarget): TurnwiseError {
+  const err = e as NodeJS.ErrnoException & { statusCode?: number };
+  const code = err?.code ?? '';
+  const why =
+    code === 'ENOENT'
+      ? 'the socket does not exist'
+      : code === 'ECONNREFUSED'
+        ? 'nothing is listening there'
+        : code === 'EACCES'
+          ? 'permission denied'
+          : err?.message ?? String(e);
+  const hint =
+    code === 'EACCES'
+      ? 'add your user to the docker group (then log in again), or run with access to the socket'
+      : 'start the Docker engine (e.g. `sudo systemctl start docker`), or set turnwise.docker.host / DOCKER_HOST to a running engine';
+  return new TurnwiseError('docker-unreachable', `Docker is not reachable at ${target.label}: ${why}`, { hint, cause: e });
+}
+
+export interface EngineInfo {
+  target: string;
+  version: string;
+  apiVersion: string;
+  os: string;
+}
+
+/** Pings the engine and reads its version; throws a docker-unreachable error otherwise. */
+export async function engineInfo(docker: Docker, target: EngineTarget, timeoutMs = 5000): Promise<EngineInfo> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(Object.assign(new Error(`no answer within ${timeoutMs} ms`), { code: 'ETIMEDOUT' })), timeoutMs);
+  });
+  try {
+    const v = await Promise.race([docker.version(), timeout]);
+    return { target: target.label, version: v.Version, apiVersion: v.ApiVersion, os: `${v.Os}/${v.Arch}` };
+  } catch (e) {
+    throw engineError(e, target);
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -1,0 +1,116 @@
+// `npm test`: runs the three test tiers (unit, docker, vscode) in order, each with its own
+// summary, then one closing line "total: N passed, N failed, N skipped".
+//   node scripts/test.mjs [unit|docker|vscode ...]
+// A tier that cannot run fails with the reason. A developer may skip the docker or vscode tier
+// only by setting TURNWISE_SKIP_DOCKER=1 / TURNWISE_SKIP_VSCODE=1 (CI never sets them); the
+// summary then says it was skipped.
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+
+const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
+const requested = process.argv.slice(2);
+const tiers = requested.length ? requested : ['unit', 'docker', 'vscode'];
+const mochaBin = path.join(root, 'node_modules', 'mocha', 'bin', 'mocha.js');
+
+function run(cmd, args, env = {}) {
+  const r = spawnSync(cmd, args, { cwd: root, stdio: 'inherit', env: { ...process.env, ...env } });
+  return r.status ?? 1;
+}
+
+function readSummary(file) {
+  try {
+    return JSON.parse(fs.readFileSync(file, 'utf8'));
+  } catch {
+    return undefined;
+  }
+}
+
+function dockerReachable() {
+  const r = spawnSync(process.execPath, ['-e', `
+    const D = require('dockerode'); new D().ping().then(() => process.exit(0), (e) => { console.error(e.message); process.exit(1); });
+  `], { cwd: root, encoding: 'utf8', timeout: 10000 });
+  return r.status === 0 ? undefined : (r.stderr || 'no answer').trim();
+}
+
+function build() {
+  const code = run(process.execPath, [path.join(root, 'scripts', 'build.mjs')]);
+  if (code !== 0) throw new Error('build failed');
+}
+
+const tierDefs = {
+  unit: () => ({ cmd: process.execPath, args: [mochaBin, 'test/unit/**/*.test.ts'] }),
+  docker: () => {
+    if (process.env.TURNWISE_SKIP_DOCKER === '1') return { skip: 'TURNWISE_SKIP_DOCKER=1' };
+    const why = dockerReachable();
+    if (why) return { fail: `the docker tier needs a running Docker engine (${why}). Start it (see .ci/run / scripts/ci/provision-system.sh), or set TURNWISE_SKIP_DOCKER=1 to skip this tier on purpose.` };
+    return { cmd: process.execPath, args: [mochaBin, '--timeout', '120000', 'test/docker/**/*.test.ts'] };
+  },
+  vscode: () => {
+    if (process.env.TURNWISE_SKIP_VSCODE === '1') return { skip: 'TURNWISE_SKIP_VSCODE=1' };
+    build();
+    const pkg = run('npm', ['run', '--silent', 'package']);
+    if (pkg !== 0) return { fail: 'packaging the .vsix failed (npm run package)' };
+    return { cmd: process.execPath, args: [path.join(root, 'test', 'vscode', 'run.mjs')] };
+  },
+};
+
+const results = [];
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'turnwise-test-'));
+for (const tier of tiers) {
+  const def = tierDefs[tier];
+  if (!def) {
+    console.error(`unknown tier ${tier}; tiers: ${Object.keys(tierDefs).join(', ')}`);
+    process.exit(2);
+  }
+  console.log(`\n━━ ${tier} tier ━━`);
+  const t0 = Date.now();
+  let plan;
+  try {
+    plan = def();
+  } catch (e) {
+    plan = { fail: e.message };
+  }
+  if (plan.skip) {
+    results.push({ tier, skipped: true, reason: plan.skip });
+    console.log(`${tier}: SKIPPED (${plan.skip})`);
+    continue;
+  }
+  if (plan.fail) {
+    results.push({ tier, passed: 0, failed: 1, skipped: 0, error: plan.fail });
+    console.log(`${tier}: FAILED: ${plan.fail}`);
+    continue;
+  }
+  const summaryFile = path.join(tmp, `${tier}.json`);
+  const code = run(plan.cmd, plan.args, { TURNWISE_TEST_SUMMARY: summaryFile });
+  const s = readSummary(summaryFile);
+  const secs = ((Date.now() - t0) / 1000).toFixed(1);
+  if (!s) {
+    results.push({ tier, passed: 0, failed: 1, skipped: 0, error: `exited ${code} without a summary` });
+    console.log(`${tier}: FAILED: exited ${code} without writing a summary (${secs} s)`);
+  } else {
+    // A non-zero exit with no failed test (e.g. a crash after the run) still fails the tier.
+    const failed = s.failed + (code !== 0 && s.failed === 0 ? 1 : 0);
+    results.push({ tier, passed: s.passed, failed, skipped: s.skipped });
+    console.log(`${tier}: ${s.passed} passed, ${failed} failed, ${s.skipped} skipped (${secs} s)`);
+  }
+}
+fs.rmSync(tmp, { recursive: true, force: true });
+
+console.log('\n━━ summary ━━');
+let passed = 0;
+let failed = 0;
+let skipped = 0;
+for (const r of results) {
+  if (r.skipped) {
+    console.log(`  ${r.tier.padEnd(7)} SKIPPED (${r.reason})`);
+    continue;
+  }
+  passed += r.passed;
+  failed += r.failed;
+  skipped += r.skipped;
+  console.log(`  ${r.tier.padEnd(7)} ${r.passed} passed, ${r.failed} failed, ${r.skipped} skipped${r.error ? `  (${r.error})` : ''}`);
+}
+console.log(`total: ${passed} passed, ${failed} failed, ${skipped} skipped`);
+process.exit(failed > 0 ? 1 : 0);

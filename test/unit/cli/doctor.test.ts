@@ -1,0 +1,69 @@
+// The doctor against engines that are not there. A stopped dockerd leaves its socket file
+// behind with nothing listening (ECONNREFUSED); a missing engine has no socket (ENOENT).
+// Both are reproduced with real sockets, so the shared engine is never stopped.
+import * as assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { main } from '../../../src/cli/main';
+import type { DoctorReport } from '../../../src/train/doctor';
+
+async function runCli(args: string[]): Promise<{ code: number; out: string; err: string }> {
+  let out = '';
+  let err = '';
+  const code = await main(args, { out: (t) => (out += t + '\n'), err: (t) => (err += t + '\n') });
+  return { code, out, err };
+}
+
+describe('turnwise doctor', function () {
+  this.timeout(60000);
+  let dir: string;
+  before(() => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-doctor-'));
+  });
+  after(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it('exits non-zero and says how to start Docker when the socket does not exist', async () => {
+    const sock = path.join(dir, 'missing.sock');
+    const r = await runCli(['doctor', '--docker-host', `unix://${sock}`]);
+    assert.equal(r.code, 1);
+    assert.match(r.out, new RegExp(`✗ docker: Docker is not reachable at ${sock}: the socket does not exist`));
+    assert.match(r.out, /fix: start the Docker engine/);
+    assert.match(r.out, /✗ sandbox images: not checked: Docker is not reachable/);
+    assert.match(r.out, /problem\(s\) must be fixed before a run/);
+  });
+
+  it('reports a stopped engine (stale socket, nothing listening) in --json with the fix', async () => {
+    const sock = path.join(dir, 'stale.sock');
+    // Bind without listen, then exit without unlinking: exactly what a dead dockerd leaves.
+    execFileSync('python3', ['-c', `import socket; s=socket.socket(socket.AF_UNIX); s.bind(${JSON.stringify(sock)})`]);
+    assert.ok(fs.existsSync(sock));
+    const r = await runCli(['doctor', '--docker-host', `unix://${sock}`, '--json']);
+    assert.equal(r.code, 1);
+    const report = JSON.parse(r.out) as DoctorReport;
+    assert.equal(report.schema, 'turnwise/doctor@1');
+    assert.equal(report.ok, false);
+    const docker = report.checks.find((c) => c.name === 'docker')!;
+    assert.equal(docker.status, 'fail');
+    assert.match(docker.detail, /nothing is listening there/);
+    assert.match(docker.fix ?? '', /start the Docker engine|DOCKER_HOST/);
+    // The rest of the report is still produced: the CPU provider and grammars are checked for real.
+    assert.equal(report.checks.find((c) => c.name === 'onnxruntime cpu')?.status, 'ok');
+    assert.equal(report.checks.find((c) => c.name === 'tree-sitter grammars')?.status, 'ok');
+  });
+
+  it('rejects a Docker host it cannot understand with a usage hint', async () => {
+    const r = await runCli(['doctor', '--docker-host', 'ftp://x', '--json']);
+    assert.equal(r.code, 1);
+    assert.match(r.err, /unsupported Docker host scheme ftp:/);
+    assert.match(r.err, /use unix:\/\/, tcp:\/\/ or ssh:\/\//);
+  });
+
+  it('unknown commands and options exit 2 with usage', async () => {
+    assert.equal((await runCli(['frobnicate'])).code, 2);
+    const r = await runCli(['doctor', '--nope']);
+    assert.equal(r.code, 2);
+    assert.match(r.err, /usage: turnwise doctor/);
+  });
+});

@@ -70,8 +70,29 @@ function copyGrammars() {
   fs.copyFileSync(require.resolve('web-tree-sitter/web-tree-sitter.wasm'), path.join(out, 'web-tree-sitter.wasm'));
 }
 
+// onnxruntime-node is a native addon that loads its binding relative to itself, so it stays
+// outside the bundle. Stage it (this platform's binaries only) under dist/node_modules, where
+// require() from dist/*.js finds it in the packaged extension.
+function stageOnnxRuntime() {
+  const copy = (from, to) => fs.cpSync(from, to, { recursive: true, dereference: true });
+  const ortDir = path.dirname(require.resolve('onnxruntime-node/package.json'));
+  const commonDir = path.resolve(path.dirname(require.resolve('onnxruntime-common', { paths: [ortDir] })), '..', '..');
+  const out = path.join(dist, 'node_modules');
+  fs.rmSync(out, { recursive: true, force: true });
+  const bin = path.join('bin', 'napi-v6', process.platform, process.arch);
+  copy(path.join(ortDir, 'package.json'), path.join(out, 'onnxruntime-node', 'package.json'));
+  copy(path.join(ortDir, 'dist'), path.join(out, 'onnxruntime-node', 'dist'));
+  copy(path.join(ortDir, bin), path.join(out, 'onnxruntime-node', bin));
+  copy(path.join(commonDir, 'package.json'), path.join(out, 'onnxruntime-common', 'package.json'));
+  copy(path.join(commonDir, 'dist', 'cjs'), path.join(out, 'onnxruntime-common', 'dist', 'cjs'));
+  for (const f of fs.readdirSync(path.join(out, 'onnxruntime-node', 'dist'))) {
+    if (f.endsWith('.map') || f.endsWith('.d.ts')) fs.rmSync(path.join(out, 'onnxruntime-node', 'dist', f));
+  }
+}
+
 fs.mkdirSync(dist, { recursive: true });
 copyGrammars();
+stageOnnxRuntime();
 if (watch) {
   for (const e of entries) (await esbuild.context({ ...common, ...e })).watch();
   console.log('watching…');

@@ -40,7 +40,12 @@ function build() {
 }
 
 const tierDefs = {
-  unit: () => ({ cmd: process.execPath, args: [mochaBin, 'test/unit/**/*.test.ts'] }),
+  unit: () => {
+    // The type check is part of the unit tier: a type error fails the run like a failing test.
+    const tsc = run(process.execPath, [path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '--noEmit', '-p', root]);
+    if (tsc !== 0) return { fail: 'type check failed (tsc --noEmit): see the errors above' };
+    return { cmd: process.execPath, args: [mochaBin, 'test/unit/**/*.test.ts'] };
+  },
   docker: () => {
     if (process.env.TURNWISE_SKIP_DOCKER === '1') return { skip: 'TURNWISE_SKIP_DOCKER=1' };
     const why = dockerReachable();

@@ -1,0 +1,257 @@
+// Reference policy losses as plain array code (credit-assignment.md "Policy losses"). The ONNX
+// training graph is checked against these numbers, so they favour clarity over speed.
+//
+// Shapes: every per-token array is a flat row-major [batch, seq] buffer (length batch*seq);
+// row b is one turn (one action sequence). `mask[b*seq+t]` is 1 for action tokens and 0 for
+// prompt, observation and padding tokens: masked tokens never change any output.
+// `advantages` is either per row ([batch]) or per token ([batch, seq]).
+//
+// Loss = pgLoss + klCoef * kl − entCoef * entropy, where kl and entropy are token means over
+// action tokens. `gradLogp` is d loss / d logp per token (0 at masked positions); the entropy
+// term has no logp gradient here because entropy is passed in as its own input
+// (d loss / d entropy[t] = −entCoef / #action tokens).
+import { TurnwiseError } from '../core/errors';
+
+export type Numbers = ArrayLike<number>;
+
+export interface PolicyLossInput {
+  batch: number;
+  seq: number;
+  /** log π_θ(token) of each taken token, [batch, seq]. */
+  logp: Numbers;
+  /** log π_old(token) at rollout time, [batch, seq]. */
+  oldLogp: Numbers;
+  /** [batch] (one advantage per turn) or [batch, seq]. */
+  advantages: Numbers;
+  /** 1 = action token, 0 = everything else, [batch, seq]. */
+  mask: Numbers;
+  /** log π_ref(token), [batch, seq]; required when klCoef > 0. */
+  refLogp?: Numbers;
+  /** Per-token entropy of π_θ's distribution, [batch, seq]; required when entCoef > 0 (see tokenEntropy). */
+  entropy?: Numbers;
+}
+
+export interface PolicyLossParams {
+  /** ratio lower bound is 1 − clipLow. Default 0.2. */
+  clipLow?: number;
+  /** ratio upper bound is 1 + clipHigh. Default 0.2 (ppo-token), 0.2 (gspo-seq). */
+  clipHigh?: number;
+  /** weight of the k3 KL estimate to the reference policy. Default 0. */
+  klCoef?: number;
+  /** weight of the entropy bonus (subtracted). Default 0. */
+  entCoef?: number;
+}
+
+export interface PolicyLossOutput {
+  /** pgLoss + klCoef·kl − entCoef·entropy. */
+  loss: number;
+  pgLoss: number;
+  /** ppo-token: fraction of action tokens whose clipped term was taken; gspo-seq: fraction of turns. */
+  clipFrac: number;
+  /** token mean of (oldLogp − logp) over action tokens (verl's ppo_kl). */
+  approxKl: number;
+  /** token mean of k3 = exp(ref − logp) − (ref − logp) − 1; 0 when no refLogp. */
+  kl: number;
+  /** token mean of the entropy input; 0 when none. */
+  entropy: number;
+  /** d loss / d logp, [batch, seq]. */
+  gradLogp: Float64Array;
+}
+
+export type PolicyLossFn = (input: PolicyLossInput, params?: PolicyLossParams) => PolicyLossOutput;
+
+function check(input: PolicyLossInput, params: PolicyLossParams | undefined): Required<PolicyLossParams> {
+  const { batch, seq } = input;
+  const n = batch * seq;
+  const bad = (what: string): never => {
+    throw new TurnwiseError('invalid-input', `policy loss: ${what}`, { hint: 'pass flat [batch, seq] arrays (see src/credit/losses.ts)' });
+  };
+  if (!Number.isInteger(batch) || !Number.isInteger(seq) || batch < 0 || seq < 0) bad(`batch and seq must be non-negative integers, got ${batch}, ${seq}`);
+  for (const [name, arr] of [['logp', input.logp], ['oldLogp', input.oldLogp], ['mask', input.mask]] as const) {
+    if (arr.length !== n) bad(`${name} has length ${arr.length}, expected batch*seq = ${n}`);
+  }
+  if (input.advantages.length !== batch && input.advantages.length !== n) {
+    bad(`advantages has length ${input.advantages.length}, expected batch = ${batch} or batch*seq = ${n}`);
+  }
+  const p = { clipLow: params?.clipLow ?? 0.2, clipHigh: params?.clipHigh ?? 0.2, klCoef: params?.klCoef ?? 0, entCoef: params?.entCoef ?? 0 };
+  if (p.klCoef !== 0 && (!input.refLogp || input.refLogp.length !== n)) bad('klCoef > 0 needs refLogp of length batch*seq');
+  if (p.entCoef !== 0 && (!input.entropy || input.entropy.length !== n)) bad('entCoef > 0 needs entropy of length batch*seq');
+  if (input.refLogp && input.refLogp.length !== n) bad(`refLogp has length ${input.refLogp.length}, expected ${n}`);
+  if (input.entropy && input.entropy.length !== n) bad(`entropy has length ${input.entropy.length}, expected ${n}`);
+  return p;
+}
+
+function advantageAt(input: PolicyLossInput, b: number, i: number): number {
+  return input.advantages.length === input.batch * input.seq ? input.advantages[i] : input.advantages[b];
+}
+
+/** KL (k3), approxKl and entropy token means plus the KL part of the gradient; shared by both losses. */
+function regularizers(input: PolicyLossInput, p: Required<PolicyLossParams>, nTok: number, grad: Float64Array) {
+  let approx = 0;
+  let kl = 0;
+  let ent = 0;
+  const n = input.batch * input.seq;
+  for (let i = 0; i < n; i++) {
+    if (!input.mask[i]) continue;
+    approx += input.oldLogp[i] - input.logp[i];
+    if (input.refLogp) {
+      const d = input.refLogp[i] - input.logp[i];
+      kl += Math.exp(d) - d - 1;
+      if (p.klCoef !== 0) grad[i] += (p.klCoef * (1 - Math.exp(d))) / nTok;
+    }
+    if (input.entropy) ent += input.entropy[i];
+  }
+  const denom = Math.max(nTok, 1);
+  return { approxKl: approx / denom, kl: kl / denom, entropy: ent / denom };
+}
+
+/**
+ * `ppo-token`: PPO/GRPO clipped surrogate per token, mean over all action tokens of the batch
+ * (verl's "token-mean"). ratio_t = exp(logp_t − oldLogp_t);
+ * l_t = max(−A·ratio_t, −A·clip(ratio_t, 1 − clipLow, 1 + clipHigh)).
+ */
+export const ppoTokenLoss: PolicyLossFn = (input, params) => {
+  const p = check(input, params);
+  const n = input.batch * input.seq;
+  const grad = new Float64Array(n);
+  let nTok = 0;
+  for (let i = 0; i < n; i++) if (input.mask[i]) nTok++;
+  let pg = 0;
+  let clipped = 0;
+  for (let b = 0; b < input.batch; b++) {
+    for (let t = 0; t < input.seq; t++) {
+      const i = b * input.seq + t;
+      if (!input.mask[i]) continue;
+      const a = advantageAt(input, b, i);
+      const ratio = Math.exp(input.logp[i] - input.oldLogp[i]);
+      const l1 = -a * ratio;
+      const l2 = -a * Math.min(Math.max(ratio, 1 - p.clipLow), 1 + p.clipHigh);
+      if (l2 > l1) {
+        pg += l2;
+        clipped++;
+      } else {
+        pg += l1;
+        grad[i] = l1 / nTok; // d(−A·e^{logp−old})/d logp = −A·ratio
+      }
+    }
+  }
+  const reg = regularizers(input, p, nTok, grad);
+  const pgLoss = nTok ? pg / nTok : 0;
+  return {
+    loss: pgLoss + p.klCoef * reg.kl - p.entCoef * reg.entropy,
+    pgLoss,
+    clipFrac: nTok ? clipped / nTok : 0,
+    ...reg,
+    gradLogp: grad,
+  };
+};
+
+/** Cap on the mean log-ratio of a sequence before exp, as in the a3 release. */
+export const GSPO_LOG_RATIO_CAP = 10;
+
+/**
+ * `gspo-seq`: one ratio per turn, ratio_b = exp(min(mean_t∈action(logp − oldLogp), 10));
+ * l_b = max(−A_b·ratio_b, −A_b·clip(ratio_b, 1 − clipLow, 1 + clipHigh)); pgLoss = mean over turns
+ * that have at least one action token. Per-token advantages are averaged over the turn's action tokens.
+ */
+export const gspoSeqLoss: PolicyLossFn = (input, params) => {
+  const p = check(input, params);
+  const n = input.batch * input.seq;
+  const grad = new Float64Array(n);
+  let nTok = 0;
+  for (let i = 0; i < n; i++) if (input.mask[i]) nTok++;
+  let nSeq = 0;
+  for (let b = 0; b < input.batch; b++) {
+    for (let t = 0; t < input.seq; t++) if (input.mask[b * input.seq + t]) { nSeq++; break; }
+  }
+  let pg = 0;
+  let clipped = 0;
+  for (let b = 0; b < input.batch; b++) {
+    let cnt = 0;
+    let sum = 0;
+    let aSum = 0;
+    for (let t = 0; t < input.seq; t++) {
+      const i = b * input.seq + t;
+      if (!input.mask[i]) continue;
+      cnt++;
+      sum += input.logp[i] - input.oldLogp[i];
+      aSum += advantageAt(input, b, i);
+    }
+    if (cnt === 0) continue;
+    const a = aSum / cnt;
+    const s = sum / cnt;
+    const ratio = Math.exp(Math.min(s, GSPO_LOG_RATIO_CAP));
+    const l1 = -a * ratio;
+    const l2 = -a * Math.min(Math.max(ratio, 1 - p.clipLow), 1 + p.clipHigh);
+    if (l2 > l1) {
+      pg += l2;
+      clipped++;
+    } else {
+      pg += l1;
+      if (s < GSPO_LOG_RATIO_CAP) {
+        for (let t = 0; t < input.seq; t++) {
+          const i = b * input.seq + t;
+          if (input.mask[i]) grad[i] = l1 / cnt / nSeq;
+        }
+      }
+    }
+  }
+  const reg = regularizers(input, p, nTok, grad);
+  const pgLoss = nSeq ? pg / nSeq : 0;
+  return {
+    loss: pgLoss + p.klCoef * reg.kl - p.entCoef * reg.entropy,
+    pgLoss,
+    clipFrac: nSeq ? clipped / nSeq : 0,
+    ...reg,
+    gradLogp: grad,
+  };
+};
+
+/**
+ * Entropy of softmax(logits) per position: logits is [rows, vocab] flat; returns [rows].
+ * H = logsumexp(z) − Σ softmax(z)·z, computed with the max subtracted for stability.
+ */
+export function tokenEntropy(logits: Numbers, rows: number, vocab: number): Float64Array {
+  if (logits.length !== rows * vocab) {
+    throw new TurnwiseError('invalid-input', `tokenEntropy: logits has length ${logits.length}, expected rows*vocab = ${rows * vocab}`);
+  }
+  const out = new Float64Array(rows);
+  for (let r = 0; r < rows; r++) {
+    let max = -Infinity;
+    for (let v = 0; v < vocab; v++) max = Math.max(max, logits[r * vocab + v]);
+    let z = 0;
+    let zx = 0;
+    for (let v = 0; v < vocab; v++) {
+      const x = logits[r * vocab + v] - max;
+      const e = Math.exp(x);
+      z += e;
+      zx += e * x;
+    }
+    out[r] = Math.log(z) - zx / z;
+  }
+  return out;
+}
+
+/** Per-token k3 KL estimate exp(ref − logp) − (ref − logp) − 1 (≥ 0, unbiased for KL(π‖π_ref)). */
+export function klK3(logp: number, refLogp: number): number {
+  const d = refLogp - logp;
+  return Math.exp(d) - d - 1;
+}
+
+const LOSSES = new Map<string, PolicyLossFn>([
+  ['ppo-token', ppoTokenLoss],
+  ['gspo-seq', gspoSeqLoss],
+]);
+
+export function policyLossNames(): string[] {
+  return [...LOSSES.keys()];
+}
+
+/** The loss registered as `name`; unknown names raise, listing the valid ones. */
+export function getPolicyLoss(name: string): PolicyLossFn {
+  const fn = LOSSES.get(name);
+  if (!fn) {
+    throw new TurnwiseError('invalid-input', `unknown policy loss "${name}"`, { hint: `valid: ${policyLossNames().join(', ')}` });
+  }
+  return fn;
+}

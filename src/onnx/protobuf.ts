@@ -71,6 +71,16 @@ export class ProtoWriter {
     return this.bytes(field, new Uint8Array(f.buffer, f.byteOffset, f.byteLength));
   }
 
+  packedDoubles(field: number, values: ArrayLike<number>): this {
+    const f = Float64Array.from(values as ArrayLike<number>);
+    return this.bytes(field, new Uint8Array(f.buffer, f.byteOffset, f.byteLength));
+  }
+
+  /** Number of bytes written so far (lets callers check size limits without finishing). */
+  get size(): number {
+    return this.length + this.cur.length;
+  }
+
   finish(): Uint8Array {
     this.flushCur();
     const out = new Uint8Array(this.length);

@@ -1,6 +1,8 @@
 // ONNX Runtime sessions and execution providers. Asking onnxruntime-node for an EP whose
 // libraries are absent throws instead of falling back, so every EP is tried for real.
 import * as ort from 'onnxruntime-node';
+import { TurnwiseError } from '../core/errors';
+import type { DType, TensorData } from './graph';
 import { ProtoWriter } from './protobuf';
 
 export type ExecutionProviderName = 'cpu' | 'cuda' | 'webgpu';
@@ -56,6 +58,177 @@ export async function probeProvider(provider: ExecutionProviderName): Promise<Pr
     return { provider, ok: false, bundled, ms: performance.now() - t0, error: (e as Error).message.split('\n')[0] };
   } finally {
     await session?.release().catch(() => undefined);
+  }
+}
+
+
+
+/** The user-facing setting: a provider, or `auto` (CUDA when it loads, else CPU). */
+export type ProviderSetting = 'auto' | ExecutionProviderName;
+
+export interface SessionSettings {
+  provider?: ProviderSetting;
+  /** Intra-op threads; 0 or undefined lets ONNX Runtime use one per physical core. */
+  threads?: number;
+  /** Where the one fallback warning goes (default: stderr). */
+  onWarning?: (message: string) => void;
+  /** Graph optimization level (default 'all'). */
+  optimization?: 'disabled' | 'basic' | 'extended' | 'all';
+}
+
+/** A host-side tensor: what `OnnxSession.run` takes and returns. */
+export interface HostTensor {
+  dtype: DType;
+  dims: readonly number[];
+  data: TensorData;
+}
+
+const ORT_TYPE: Record<DType, ort.Tensor.Type> = { float32: 'float32', float64: 'float64', int64: 'int64', int32: 'int32', bool: 'bool' };
+
+export function toOrt(t: HostTensor | ort.Tensor): ort.Tensor {
+  if (t instanceof ort.Tensor) return t;
+  const h = t as HostTensor;
+  return new ort.Tensor(ORT_TYPE[h.dtype], h.data as never, h.dims);
+}
+
+function fromOrt(t: ort.Tensor): HostTensor {
+  const dtype = (Object.keys(ORT_TYPE) as DType[]).find((k) => ORT_TYPE[k] === t.type);
+  if (!dtype) throw new TurnwiseError('internal', `ONNX Runtime returned an unsupported tensor type ${t.type}`);
+  return { dtype, dims: t.dims, data: t.data as TensorData };
+}
+
+/** Providers that failed to load in this process: asked again, they go straight to CPU. */
+const unavailable = new Map<ExecutionProviderName, string>();
+const warned = new Set<string>();
+
+function warnOnce(settings: SessionSettings, key: string, message: string): void {
+  if (warned.has(key)) return;
+  warned.add(key);
+  (settings.onWarning ?? ((m: string) => process.stderr.write(`warning: ${m}\n`)))(message);
+}
+
+/** Test hook: forget which providers failed and which warnings were shown. */
+export function resetProviderState(): void {
+  unavailable.clear();
+  warned.clear();
+}
+
+function ortOptions(provider: ExecutionProviderName, s: SessionSettings): ort.InferenceSession.SessionOptions {
+  return {
+    executionProviders: [provider],
+    graphOptimizationLevel: s.optimization ?? 'all',
+    intraOpNumThreads: s.threads ?? 0,
+    interOpNumThreads: 1,
+    executionMode: 'sequential',
+    enableCpuMemArena: true,
+    enableMemPattern: true,
+    logSeverityLevel: 3,
+  };
+}
+
+/** An inference session on a resolved execution provider. */
+export class OnnxSession {
+  private constructor(
+    readonly session: ort.InferenceSession,
+    readonly provider: ExecutionProviderName,
+  ) {}
+
+  /**
+   * Creates a session. `cuda`/`webgpu` that cannot be loaded (onnxruntime-node throws rather than
+   * falling back) give one warning and a CPU session; `auto` tries CUDA silently, then CPU.
+   */
+  static async create(model: Uint8Array, settings: SessionSettings = {}): Promise<OnnxSession> {
+    const want = settings.provider ?? 'auto';
+    const order: ExecutionProviderName[] = want === 'auto' ? ['cuda', 'cpu'] : want === 'cpu' ? ['cpu'] : [want, 'cpu'];
+    let lastError: unknown;
+    for (const p of order) {
+      if (p !== 'cpu' && unavailable.has(p)) continue;
+      try {
+        const session = await ort.InferenceSession.create(model, ortOptions(p, settings));
+        return new OnnxSession(session, p);
+      } catch (e) {
+        lastError = e;
+        if (p === 'cpu') break;
+        const reason = (e as Error).message.split('\n')[0];
+        unavailable.set(p, reason);
+      }
+    }
+    if (want !== 'auto' && want !== 'cpu' && unavailable.has(want)) {
+      warnOnce(
+        settings,
+        want,
+        `the ${want} execution provider could not be loaded (${unavailable.get(want)}); running on CPU. ` +
+          (want === 'cuda'
+            ? 'For CUDA install CUDA 12 + cuDNN 9 and run `npm rebuild onnxruntime-node --onnxruntime-node-install=cuda12`.'
+            : 'WebGPU needs a GPU adapter visible to the process.'),
+      );
+    }
+    if (lastError === undefined) throw new TurnwiseError('internal', 'no execution provider was tried');
+    throw new TurnwiseError('runtime-unavailable', `ONNX Runtime could not create a session: ${(lastError as Error).message.split('\n')[0]}`, {
+      hint: 'run `turnwise doctor`; if the model was generated by Turnwise this is a bug worth reporting',
+      cause: lastError,
+    });
+  }
+
+  get inputNames(): readonly string[] {
+    return this.session.inputNames;
+  }
+  get outputNames(): readonly string[] {
+    return this.session.outputNames;
+  }
+
+  /** Runs the session; feeds may be host tensors or ort tensors. Returns host tensors. */
+  async run(feeds: Record<string, HostTensor | ort.Tensor>, fetches?: readonly string[]): Promise<Record<string, HostTensor>> {
+    const f: Record<string, ort.Tensor> = {};
+    for (const [k, v] of Object.entries(feeds)) f[k] = toOrt(v);
+    const out = fetches ? await this.session.run(f, fetches) : await this.session.run(f);
+    const res: Record<string, HostTensor> = {};
+    for (const [k, v] of Object.entries(out)) res[k] = fromOrt(v as ort.Tensor);
+    return res;
+  }
+
+  async release(): Promise<void> {
+    await this.session.release().catch(() => undefined);
+  }
+}
+
+/**
+ * Sessions keyed by a graph signature (shape class, loss, provider...): a graph is built and a
+ * session created once per key, then reused. Least recently used sessions are released.
+ */
+export class SessionCache {
+  private readonly map = new Map<string, Promise<OnnxSession>>();
+  constructor(
+    private readonly settings: SessionSettings = {},
+    private readonly capacity = 8,
+  ) {}
+
+  get size(): number {
+    return this.map.size;
+  }
+
+  get(key: string, build: () => Uint8Array): Promise<OnnxSession> {
+    const hit = this.map.get(key);
+    if (hit) {
+      this.map.delete(key);
+      this.map.set(key, hit);
+      return hit;
+    }
+    const p = OnnxSession.create(build(), this.settings);
+    p.catch(() => this.map.delete(key));
+    this.map.set(key, p);
+    while (this.map.size > this.capacity) {
+      const [oldKey, old] = this.map.entries().next().value as [string, Promise<OnnxSession>];
+      this.map.delete(oldKey);
+      void old.then((s) => s.release(), () => undefined);
+    }
+    return p;
+  }
+
+  async clear(): Promise<void> {
+    const all = [...this.map.values()];
+    this.map.clear();
+    for (const p of all) await p.then((s) => s.release(), () => undefined);
   }
 }
 

@@ -1,0 +1,172 @@
+// Checkpoint directories in Hugging Face layout: model.safetensors, optimizer.safetensors,
+// config.json, tokenizer.json (+ tokenizer_config.json). A directory is written complete
+// under a temporary name and renamed into place, so a crash never leaves a half checkpoint
+// under the real name, and loading validates every file before anything is used.
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { TurnwiseError } from '../core/errors';
+import { writeFileAtomic } from '../core/fs';
+import { configToJson, paramSpecs, parseQwen2Config, type Qwen2Config } from './config';
+import { decodeSafetensors, encodeSafetensors, numel, type TensorMap } from './safetensors';
+import { loadTokenizer, type PolicyTokenizer } from './tokenizer';
+import { weightsFromTensors, weightsToTensors, type PolicyWeights } from './weights';
+
+/** AdamW moments in the parameters' layout, and the number of steps taken. */
+export interface OptimizerState {
+  step: number;
+  expAvg: Map<string, Float32Array>;
+  expAvgSq: Map<string, Float32Array>;
+}
+
+export interface Checkpoint {
+  weights: PolicyWeights;
+  optimizer?: OptimizerState;
+  tokenizerJson: Record<string, unknown>;
+  tokenizerConfig?: Record<string, unknown>;
+}
+
+export interface LoadedCheckpoint extends Checkpoint {
+  tokenizer: PolicyTokenizer;
+  dir: string;
+}
+
+export function zeroOptimizerState(config: Qwen2Config): OptimizerState {
+  const expAvg = new Map<string, Float32Array>();
+  const expAvgSq = new Map<string, Float32Array>();
+  for (const p of paramSpecs(config)) {
+    expAvg.set(p.name, new Float32Array(numel(p.shape)));
+    expAvgSq.set(p.name, new Float32Array(numel(p.shape)));
+  }
+  return { step: 0, expAvg, expAvgSq };
+}
+
+export function optimizerToTensors(config: Qwen2Config, s: OptimizerState): TensorMap {
+  const m: TensorMap = new Map();
+  m.set('step', { dtype: 'I64', shape: [], data: BigInt64Array.of(BigInt(s.step)) });
+  for (const p of paramSpecs(config)) {
+    m.set(`exp_avg.${p.name}`, { dtype: 'F32', shape: p.shape, data: s.expAvg.get(p.name)! });
+    m.set(`exp_avg_sq.${p.name}`, { dtype: 'F32', shape: p.shape, data: s.expAvgSq.get(p.name)! });
+  }
+  return m;
+}
+
+export function optimizerFromTensors(config: Qwen2Config, t: TensorMap, source = 'optimizer.safetensors'): OptimizerState {
+  const problems: string[] = [];
+  const step = t.get('step');
+  if (!step || step.dtype !== 'I64' || step.data.length !== 1) problems.push('missing I64 scalar "step"');
+  const expAvg = new Map<string, Float32Array>();
+  const expAvgSq = new Map<string, Float32Array>();
+  const known = new Set(['step']);
+  for (const p of paramSpecs(config)) {
+    for (const [prefix, into] of [['exp_avg', expAvg], ['exp_avg_sq', expAvgSq]] as const) {
+      const name = `${prefix}.${p.name}`;
+      known.add(name);
+      const x = t.get(name);
+      if (!x) problems.push(`missing tensor ${name}`);
+      else if (x.dtype !== 'F32') problems.push(`${name} has dtype ${x.dtype}, expected F32`);
+      else if (x.shape.join(',') !== p.shape.join(',')) problems.push(`${name} has shape [${x.shape}], expected [${p.shape}]`);
+      else into.set(p.name, x.data as Float32Array);
+    }
+  }
+  for (const name of t.keys()) if (!known.has(name)) problems.push(`unexpected tensor ${name}`);
+  if (problems.length > 0) {
+    throw new TurnwiseError('invalid-file', `${source} does not match the model:\n  ${problems.slice(0, 20).join('\n  ')}`, {
+      hint: 'delete optimizer.safetensors to restart the optimizer from zero, or use the matching checkpoint',
+    });
+  }
+  return { step: Number((step!.data as BigInt64Array)[0]), expAvg, expAvgSq };
+}
+
+let dirCounter = 0;
+
+/** Writes a complete checkpoint to `dir`, replacing any checkpoint there only once the new one is complete. */
+export function saveCheckpoint(dir: string, ck: Checkpoint): void {
+  const target = path.resolve(dir);
+  const tmp = `${target}.tmp-${process.pid}-${dirCounter++}`;
+  fs.rmSync(tmp, { recursive: true, force: true });
+  fs.mkdirSync(tmp, { recursive: true });
+  try {
+    const c = ck.weights.config;
+    writeFileAtomic(path.join(tmp, 'model.safetensors'), encodeSafetensors(weightsToTensors(ck.weights), { format: 'pt' }));
+    if (ck.optimizer) {
+      writeFileAtomic(path.join(tmp, 'optimizer.safetensors'), encodeSafetensors(optimizerToTensors(c, ck.optimizer), { format: 'turnwise-adamw' }));
+    }
+    writeFileAtomic(path.join(tmp, 'config.json'), JSON.stringify(configToJson(c), null, 2) + '\n');
+    writeFileAtomic(path.join(tmp, 'tokenizer.json'), JSON.stringify(ck.tokenizerJson) + '\n');
+    if (ck.tokenizerConfig) writeFileAtomic(path.join(tmp, 'tokenizer_config.json'), JSON.stringify(ck.tokenizerConfig, null, 2) + '\n');
+    // A directory cannot be renamed over a non-empty one: move the old one aside first and
+    // put it back if the swap fails.
+    let old: string | undefined;
+    if (fs.existsSync(target)) {
+      old = `${target}.old-${process.pid}-${dirCounter++}`;
+      fs.renameSync(target, old);
+    }
+    try {
+      fs.renameSync(tmp, target);
+    } catch (e) {
+      if (old) fs.renameSync(old, target);
+      throw e;
+    }
+    if (old) fs.rmSync(old, { recursive: true, force: true });
+  } catch (e) {
+    fs.rmSync(tmp, { recursive: true, force: true });
+    throw new TurnwiseError('internal', `could not write checkpoint ${target}: ${(e as Error).message}`, {
+      hint: 'check free disk space and permissions; any previous checkpoint there is unchanged',
+      cause: e,
+    });
+  }
+}
+
+function readJson(file: string): unknown {
+  let text: string;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch (e) {
+    throw new TurnwiseError('not-found', `cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`, {
+      hint: 'a checkpoint directory holds config.json, model.safetensors and tokenizer.json; create one with `turnwise policy init --out DIR`',
+    });
+  }
+  try {
+    return JSON.parse(text);
+  } catch (e) {
+    throw new TurnwiseError('invalid-file', `${file} is not valid JSON (${(e as Error).message})`, { hint: 'the file is damaged; use an earlier checkpoint' });
+  }
+}
+
+function readBytes(file: string): Uint8Array {
+  try {
+    return fs.readFileSync(file);
+  } catch (e) {
+    throw new TurnwiseError('not-found', `cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`, {
+      hint: 'the checkpoint is incomplete; use an earlier one or create one with `turnwise policy init --out DIR`',
+    });
+  }
+}
+
+/** Loads and validates a checkpoint directory; throws a TurnwiseError naming the bad file otherwise. */
+export function loadCheckpoint(dir: string, options: { optimizer?: boolean } = {}): LoadedCheckpoint {
+  const d = path.resolve(dir);
+  if (!fs.existsSync(d) || !fs.statSync(d).isDirectory()) {
+    throw new TurnwiseError('not-found', `model directory ${d} does not exist`, { hint: 'create one with `turnwise policy init --out DIR`' });
+  }
+  const configFile = path.join(d, 'config.json');
+  const config = parseQwen2Config(readJson(configFile), configFile);
+  const modelFile = path.join(d, 'model.safetensors');
+  const weights = weightsFromTensors(config, decodeSafetensors(readBytes(modelFile), modelFile).tensors, modelFile);
+  const tokFile = path.join(d, 'tokenizer.json');
+  const tokenizerJson = readJson(tokFile) as Record<string, unknown>;
+  const tcFile = path.join(d, 'tokenizer_config.json');
+  const tokenizerConfig = fs.existsSync(tcFile) ? (readJson(tcFile) as Record<string, unknown>) : undefined;
+  const tokenizer = loadTokenizer(tokenizerJson, tokenizerConfig, tokFile);
+  if (tokenizer.size > config.vocab_size) {
+    throw new TurnwiseError('invalid-file', `${tokFile} has ${tokenizer.size} tokens but config.json vocab_size is ${config.vocab_size}`, {
+      hint: 'the tokenizer belongs to another model; use the tokenizer.json saved with these weights',
+    });
+  }
+  let optimizer: OptimizerState | undefined;
+  const optFile = path.join(d, 'optimizer.safetensors');
+  if (options.optimizer !== false && fs.existsSync(optFile)) {
+    optimizer = optimizerFromTensors(config, decodeSafetensors(readBytes(optFile), optFile).tensors, optFile);
+  }
+  return { dir: d, weights, optimizer, tokenizerJson, tokenizerConfig, tokenizer };
+}

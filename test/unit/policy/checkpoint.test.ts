@@ -1,0 +1,117 @@
+import * as assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { TurnwiseError } from '../../../src/core/errors';
+import { loadCheckpoint, saveCheckpoint, zeroOptimizerState } from '../../../src/policy/checkpoint';
+import { configToJson, paramSpecs } from '../../../src/policy/config';
+import { byteLevelTokenizerConfig, byteLevelTokenizerJson } from '../../../src/policy/tokenizer';
+import { initWeights } from '../../../src/policy/weights';
+import { SMALL_CONFIG } from './helpers';
+
+const BYTE_CONFIG = { ...SMALL_CONFIG, vocab_size: 260, tie_word_embeddings: false };
+
+function bits(a: Float32Array): Uint32Array {
+  return new Uint32Array(a.slice().buffer);
+}
+
+describe('policy/checkpoint', () => {
+  let tmp: string;
+  beforeEach(() => (tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-ckpt-'))));
+  afterEach(() => fs.rmSync(tmp, { recursive: true, force: true }));
+
+  function save(dir: string, seed: number) {
+    const weights = initWeights(BYTE_CONFIG, seed);
+    const optimizer = zeroOptimizerState(BYTE_CONFIG);
+    optimizer.step = 7;
+    optimizer.expAvg.get('model.norm.weight')![3] = 0.125;
+    optimizer.expAvgSq.get('lm_head.weight')![0] = 1e-30;
+    saveCheckpoint(dir, { weights, optimizer, tokenizerJson: byteLevelTokenizerJson(), tokenizerConfig: byteLevelTokenizerConfig() });
+    return { weights, optimizer };
+  }
+
+  it('round-trips weights and optimizer state bit-exactly, with Hugging Face file names', () => {
+    const dir = path.join(tmp, 'ck');
+    const { weights } = save(dir, 11);
+    assert.deepEqual(fs.readdirSync(dir).sort(), ['config.json', 'model.safetensors', 'optimizer.safetensors', 'tokenizer.json', 'tokenizer_config.json']);
+    const back = loadCheckpoint(dir);
+    assert.deepEqual(back.weights.config, BYTE_CONFIG);
+    for (const p of paramSpecs(BYTE_CONFIG)) assert.deepEqual(bits(back.weights.tensors.get(p.name)!), bits(weights.tensors.get(p.name)!), p.name);
+    assert.equal(back.optimizer!.step, 7);
+    assert.equal(back.optimizer!.expAvg.get('model.norm.weight')![3], 0.125);
+    assert.equal(back.optimizer!.expAvgSq.get('lm_head.weight')![0], Math.fround(1e-30));
+    assert.deepEqual(back.tokenizer.encode('ok'), [111, 107]);
+    // Saving what was loaded gives identical bytes.
+    const dir2 = path.join(tmp, 'ck2');
+    saveCheckpoint(dir2, back);
+    for (const f of ['model.safetensors', 'optimizer.safetensors', 'config.json']) assert.ok(fs.readFileSync(path.join(dir, f)).equals(fs.readFileSync(path.join(dir2, f))), f);
+  });
+
+  it('same seed → same weights; different seed → different weights', () => {
+    const a = initWeights(BYTE_CONFIG, 5).tensors.get('model.layers.0.mlp.up_proj.weight')!;
+    const b = initWeights(BYTE_CONFIG, 5).tensors.get('model.layers.0.mlp.up_proj.weight')!;
+    const c = initWeights(BYTE_CONFIG, 6).tensors.get('model.layers.0.mlp.up_proj.weight')!;
+    assert.deepEqual(a, b);
+    assert.notDeepEqual(a, c);
+    let s2 = 0;
+    for (const x of a) s2 += x * x;
+    assert.ok(Math.abs(Math.sqrt(s2 / a.length) - 0.02) < 0.002, 'std 0.02');
+  });
+
+  it('overwriting replaces the whole directory and leaves no temp dirs', () => {
+    const dir = path.join(tmp, 'ck');
+    save(dir, 1);
+    const { weights } = save(dir, 2);
+    assert.deepEqual(loadCheckpoint(dir).weights.tensors.get('model.embed_tokens.weight'), weights.tensors.get('model.embed_tokens.weight'));
+    assert.deepEqual(fs.readdirSync(tmp), ['ck']);
+  });
+
+  it('a failed write leaves the previous checkpoint as it was', () => {
+    const dir = path.join(tmp, 'ck');
+    const { weights } = save(dir, 1);
+    const broken = initWeights(BYTE_CONFIG, 2);
+    broken.tensors.set('model.norm.weight', new Float32Array(3)); // wrong size: encoding throws midway
+    assert.throws(() => saveCheckpoint(dir, { weights: broken, tokenizerJson: byteLevelTokenizerJson() }), TurnwiseError);
+    assert.deepEqual(loadCheckpoint(dir).weights.tensors.get('model.embed_tokens.weight'), weights.tensors.get('model.embed_tokens.weight'));
+    assert.deepEqual(fs.readdirSync(tmp), ['ck']);
+  });
+
+  it('refuses a corrupt checkpoint with the file named, while an older one stays loadable', () => {
+    const old = path.join(tmp, '1');
+    const cur = path.join(tmp, '2');
+    save(old, 1);
+    save(cur, 2);
+    const model = path.join(cur, 'model.safetensors');
+    const buf = fs.readFileSync(model);
+    fs.writeFileSync(model, buf.subarray(0, buf.length - 100));
+    assert.throws(() => loadCheckpoint(cur), (e: unknown) => e instanceof TurnwiseError && e.code === 'invalid-file' && e.message.includes(model) && /truncated/.test(e.message));
+    assert.equal(loadCheckpoint(old).optimizer!.step, 7);
+  });
+
+  it('validates names, shapes and dtypes against config.json', () => {
+    const dir = path.join(tmp, 'ck');
+    save(dir, 1);
+    // A config with a different hidden size: every weight shape mismatches.
+    fs.writeFileSync(path.join(dir, 'config.json'), JSON.stringify(configToJson({ ...BYTE_CONFIG, intermediate_size: 64 })));
+    assert.throws(() => loadCheckpoint(dir), /model.layers.0.mlp.gate_proj.weight has shape \[48,32\], the config needs \[64,32\]/);
+    // Tied config: lm_head.weight may be present (ignored), but an unknown tensor is refused.
+    fs.writeFileSync(path.join(dir, 'config.json'), JSON.stringify(configToJson({ ...BYTE_CONFIG, num_hidden_layers: 1 })));
+    assert.throws(() => loadCheckpoint(dir), /unexpected tensor model.layers.1.input_layernorm.weight/);
+    fs.writeFileSync(path.join(dir, 'config.json'), '{"hidden_size": ');
+    assert.throws(() => loadCheckpoint(dir), /config.json is not valid JSON/);
+    fs.rmSync(path.join(dir, 'config.json'));
+    assert.throws(() => loadCheckpoint(dir), /cannot read .*config.json: ENOENT/);
+    assert.throws(() => loadCheckpoint(path.join(tmp, 'nope')), /does not exist/);
+  });
+
+  it('refuses an optimizer file that belongs to another model', () => {
+    const dir = path.join(tmp, 'ck');
+    save(dir, 1);
+    const other = path.join(tmp, 'other');
+    const small = { ...BYTE_CONFIG, num_hidden_layers: 1 };
+    saveCheckpoint(other, { weights: initWeights(small, 1), optimizer: zeroOptimizerState(small), tokenizerJson: byteLevelTokenizerJson() });
+    fs.copyFileSync(path.join(other, 'optimizer.safetensors'), path.join(dir, 'optimizer.safetensors'));
+    assert.throws(() => loadCheckpoint(dir), /optimizer.safetensors does not match the model:\n  missing tensor exp_avg.model.layers.1/);
+    assert.equal(loadCheckpoint(dir, { optimizer: false }).optimizer, undefined);
+  });
+});

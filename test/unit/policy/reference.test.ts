@@ -1,0 +1,37 @@
+import * as assert from 'node:assert/strict';
+import { referenceLogits } from '../../../src/policy/reference';
+import { initWeights } from '../../../src/policy/weights';
+import { formulaWeights, GOLDEN_CONFIG, maxAbsDiff, SMALL_CONFIG } from './helpers';
+
+describe('policy/reference: float64 Qwen2 forward', () => {
+  it('matches an independent numpy implementation of HF Qwen2 (golden/qwen2_np.py)', () => {
+    const w = formulaWeights(GOLDEN_CONFIG);
+    const ids = [3, 7, 1, 10, 0, 5];
+    const logits = referenceLogits(w, ids);
+    const V = GOLDEN_CONFIG.vocab_size;
+    // Printed by `python3 test/unit/policy/golden/qwen2_np.py`.
+    const first = [-0.0046275536, 0.0698405884, -0.1327568762, 0.1913074325, -0.2435667513, 0.2878162916, -0.3226008891, 0.3467766427, -0.3595484765, 0.3604964817, -0.3495894188];
+    const last = [0.4306508241, -0.3942926817, 0.3449681286, -0.2842990898, 0.2142808248, -0.1372158605, 0.0556384721, 0.0277685789, -0.1102624531, 0.1891303119, -0.2617785922];
+    assert.ok(maxAbsDiff(logits.subarray(0, V), first) < 1e-9);
+    assert.ok(maxAbsDiff(logits.subarray(5 * V, 6 * V), last) < 1e-9);
+    assert.ok(Math.abs(logits.reduce((a, b) => a + b, 0) - -0.006601892963832734) < 1e-9);
+  });
+
+  it('is causal: a later token never changes earlier logits', () => {
+    const w = initWeights(SMALL_CONFIG, 3, 0.2);
+    const a = referenceLogits(w, [1, 2, 3, 4]);
+    const b = referenceLogits(w, [1, 2, 3, 9]);
+    const V = SMALL_CONFIG.vocab_size;
+    assert.equal(maxAbsDiff(a.subarray(0, 3 * V), b.subarray(0, 3 * V)), 0);
+    assert.ok(maxAbsDiff(a.subarray(3 * V), b.subarray(3 * V)) > 1e-3);
+  });
+
+  it('depends on relative positions only (RoPE): shifting every position id leaves logits unchanged', () => {
+    const w = initWeights(SMALL_CONFIG, 4, 0.2);
+    const a = referenceLogits(w, [5, 6, 7], { positions: [0, 1, 2] });
+    const b = referenceLogits(w, [5, 6, 7], { positions: [10, 11, 12] });
+    const c = referenceLogits(w, [5, 6, 7], { positions: [0, 2, 4] });
+    assert.ok(maxAbsDiff(a, b) < 1e-9);
+    assert.ok(maxAbsDiff(a, c) > 1e-4, 'positions must matter');
+  });
+});

@@ -16,6 +16,9 @@ export type Language = 'python' | 'javascript' | 'typescript' | 'go';
 /** A test report format a runner can produce. */
 export type ReportFormat = 'junit-xml' | 'jest-json' | 'go-test-json';
 
+/** The tool that runs a task's tests (decides how report ids are built). */
+export type RunnerKind = 'pytest' | 'node-test' | 'mocha' | 'jest' | 'go-test';
+
 /** Where a mutation task's bug sits; never shown to the policy. */
 export interface MutationInfo {
   file: string;
@@ -38,6 +41,7 @@ export interface Task {
   /** Shell command that runs the tests; `{tests}` is replaced by selected test ids when present. */
   testCommand: string;
   reportFormat?: ReportFormat;
+  runner?: RunnerKind;
   fail_to_pass: string[];
   pass_to_pass: string[];
   mutation?: MutationInfo;

@@ -1,0 +1,332 @@
+// Test report parsers: JUnit XML (pytest, node:test, mocha xunit), jest --json and
+// `go test -json` → per-test results with stable ids. Pure functions: text in, TestReport out;
+// an unreadable report throws a TurnwiseError('test-report'), never returns an empty pass.
+import { TurnwiseError } from '../core/errors';
+import type { ReportFormat } from '../core/schema';
+import { parseXml, XmlError, type XmlElement } from './xml';
+
+export type TestOutcome = 'passed' | 'failed' | 'error' | 'skipped';
+
+export interface TestResult {
+  /** Stable id: `<file>::<suite path joined by " > ">::<name>` (pytest: its node id). */
+  id: string;
+  outcome: TestOutcome;
+  durationMs: number;
+  /** Failure or error text (message plus details), capped. */
+  message?: string;
+  /** Test file relative to the workspace, when the report says. */
+  file?: string;
+}
+
+/** A file or package that could not be loaded at all (import error, syntax error, build failure). */
+export interface CollectionError {
+  file?: string;
+  message: string;
+}
+
+export interface TestReport {
+  format: ReportFormat;
+  tests: TestResult[];
+  collectionErrors: CollectionError[];
+}
+
+/** Which tool wrote a JUnit XML report; it decides how ids are built. */
+export type JunitFlavor = 'pytest' | 'node' | 'mocha' | 'generic';
+
+export interface ParseOptions {
+  flavor?: JunitFlavor;
+  /** Workspace root inside the container; absolute paths under it are made relative. */
+  root?: string;
+  /** Test file the report belongs to (node:test writes one report per file). */
+  file?: string;
+}
+
+export const MESSAGE_CAP = 4000;
+
+/** The line that starts each part of a multi-part report (one part per test file). */
+export const REPORT_PART_MARKER = '#turnwise-report file=';
+
+export function reportError(message: string, hint?: string, cause?: unknown): TurnwiseError {
+  return new TurnwiseError('test-report', message, {
+    hint: hint ?? 'the episode is scored NaN and left out of baselines; check the test command and report format (runner override)',
+    cause,
+  });
+}
+
+function cap(s: string, n = MESSAGE_CAP): string {
+  if (s.length <= n) return s;
+  const half = Math.floor((n - 40) / 2);
+  return `${s.slice(0, half)}\n… [${s.length - 2 * half} characters elided] …\n${s.slice(-half)}`;
+}
+
+export function relativize(p: string, root = '/workspace'): string {
+  const r = root.endsWith('/') ? root : root + '/';
+  if (p.startsWith(r)) return p.slice(r.length);
+  return p.replace(/^\.\//, '');
+}
+
+/**
+ * Splits a report made of parts (each introduced by a `#turnwise-report file=<path>` line)
+ * into its parts. Text before the first marker is a part without a file.
+ */
+export function splitReportParts(text: string): Array<{ file?: string; text: string }> {
+  if (!text.includes(REPORT_PART_MARKER)) return [{ text }];
+  const parts: Array<{ file?: string; text: string }> = [];
+  const lines = text.split('\n');
+  let cur: { file?: string; lines: string[] } = { lines: [] };
+  for (const line of lines) {
+    if (line.startsWith(REPORT_PART_MARKER)) {
+      if (cur.file !== undefined || cur.lines.some((l) => l.trim() !== '')) parts.push({ file: cur.file, text: cur.lines.join('\n') });
+      cur = { file: line.slice(REPORT_PART_MARKER.length).trim(), lines: [] };
+    } else cur.lines.push(line);
+  }
+  if (cur.file !== undefined || cur.lines.some((l) => l.trim() !== '')) parts.push({ file: cur.file, text: cur.lines.join('\n') });
+  return parts;
+}
+
+/** Parses a report of any supported format; multi-part reports are parsed part by part. */
+export function parseReport(format: ReportFormat, text: string, opts: ParseOptions = {}): TestReport {
+  if (text.trim() === '') throw reportError(`the ${format} test report is empty`);
+  const parts = splitReportParts(text);
+  const report: TestReport = { format, tests: [], collectionErrors: [] };
+  for (const part of parts) {
+    const o = { ...opts, file: part.file ?? opts.file };
+    let r: TestReport;
+    if (part.text.trim() === '') {
+      // A part with no report at all: the runner crashed before writing it for this file.
+      report.collectionErrors.push({ file: o.file, message: 'the test runner wrote no report for this file' });
+      continue;
+    }
+    if (format === 'junit-xml') r = parseJunit(part.text, o);
+    else if (format === 'jest-json') r = parseJestJson(part.text, o);
+    else if (format === 'go-test-json') r = parseGoTestJson(part.text);
+    else throw reportError(`unknown report format ${JSON.stringify(format)}`, 'use junit-xml, jest-json or go-test-json');
+    report.tests.push(...r.tests);
+    report.collectionErrors.push(...r.collectionErrors);
+  }
+  return report;
+}
+
+// ---------------------------------------------------------------- JUnit XML
+
+function junitFlavorOf(root: XmlElement): JunitFlavor {
+  const suites = root.name === 'testsuite' ? [root] : root.children.filter((c) => c.name === 'testsuite');
+  if (suites.some((s) => s.attrs.name === 'pytest')) return 'pytest';
+  if (root.name === 'testsuite' && root.attrs.name === 'Mocha Tests') return 'mocha';
+  return 'generic';
+}
+
+function pytestId(tc: XmlElement, root: string): { id: string; file?: string } {
+  const name = tc.attrs.name ?? '';
+  const classname = tc.attrs.classname ?? '';
+  const file = tc.attrs.file ? relativize(tc.attrs.file, root) : undefined;
+  if (!file) return { id: classname ? `${classname}::${name}` : name };
+  const modPath = file.replace(/\.py$/, '').split('/').join('.');
+  const modName = modPath.split('.').pop() ?? modPath;
+  let rest = '';
+  if (classname === modPath) rest = '';
+  else if (classname.startsWith(modPath + '.')) rest = classname.slice(modPath.length + 1);
+  else {
+    // rootdir/package layouts can shorten the dotted module path: cut after the module name.
+    const segs = classname.split('.');
+    const k = segs.lastIndexOf(modName);
+    rest = k >= 0 ? segs.slice(k + 1).join('.') : '';
+  }
+  const inner = rest ? rest.split('.').join('::') + '::' : '';
+  return { id: `${file}::${inner}${name}`, file };
+}
+
+function failureText(el: XmlElement): string {
+  const msg = el.attrs.message ?? '';
+  const body = el.text.trim();
+  if (!msg) return body;
+  if (!body || body.includes(msg)) return body || msg;
+  return `${msg}\n${body}`;
+}
+
+export function parseJunit(text: string, opts: ParseOptions = {}): TestReport {
+  let doc: XmlElement;
+  try {
+    doc = parseXml(text);
+  } catch (e) {
+    if (e instanceof XmlError) throw reportError(`the JUnit XML test report cannot be read: ${e.message}`, undefined, e);
+    throw e;
+  }
+  if (doc.name !== 'testsuites' && doc.name !== 'testsuite') {
+    throw reportError(`the JUnit XML test report has root <${doc.name}>, expected <testsuites> or <testsuite>`);
+  }
+  const root = opts.root ?? '/workspace';
+  const flavor = opts.flavor ?? junitFlavorOf(doc);
+  const report: TestReport = { format: 'junit-xml', tests: [], collectionErrors: [] };
+  const partFile = opts.file ? relativize(opts.file, root) : undefined;
+
+  const visit = (el: XmlElement, suitePath: string[], depth: number) => {
+    for (const c of el.children) {
+      if (c.name === 'testsuite') {
+        // The outer suite of pytest/mocha/generic reports is the whole run, not a describe block.
+        const isRunSuite = depth === 0 && flavor !== 'node';
+        visit(c, isRunSuite || !c.attrs.name ? suitePath : [...suitePath, c.attrs.name], depth + 1);
+      } else if (c.name === 'testcase') {
+        addCase(c, suitePath);
+      }
+    }
+  };
+
+  const addCase = (tc: XmlElement, suitePath: string[]) => {
+    const name = tc.attrs.name ?? '';
+    const failure = tc.children.find((c) => c.name === 'failure');
+    const error = tc.children.find((c) => c.name === 'error');
+    const skipped = tc.children.find((c) => c.name === 'skipped');
+    const durationMs = Number(tc.attrs.time ?? 0) * 1000 || 0;
+    let outcome: TestOutcome = 'passed';
+    let message: string | undefined;
+    if (failure) {
+      outcome = 'failed';
+      message = failureText(failure);
+    } else if (error) {
+      outcome = 'error';
+      message = failureText(error);
+    } else if (tc.attrs.failure !== undefined) {
+      outcome = 'failed';
+      message = tc.attrs.failure;
+    } else if (skipped) outcome = 'skipped';
+
+    let id: string;
+    let file: string | undefined;
+    if (flavor === 'pytest') {
+      // A module that failed to import: a testcase with empty classname and "collection failure".
+      if ((tc.attrs.classname ?? '') === '' && error && /collection failure/.test(error.attrs.message ?? '')) {
+        report.collectionErrors.push({ file: tc.attrs.file ? relativize(tc.attrs.file, root) : name, message: cap(message ?? '') });
+        return;
+      }
+      ({ id, file } = pytestId(tc, root));
+    } else if (flavor === 'node') {
+      file = partFile;
+      // node:test reports a file that crashed before defining tests as one case named by its path.
+      if (suitePath.length === 0 && name.startsWith('/') && (partFile === undefined || relativize(name, root) === partFile)) {
+        report.collectionErrors.push({ file: relativize(name, root), message: cap(message ?? 'test file failed to load') });
+        return;
+      }
+      id = `${file ?? ''}::${[...suitePath, name].join(' > ')}`;
+    } else if (flavor === 'mocha') {
+      file = tc.attrs.file ? relativize(tc.attrs.file, root) : partFile;
+      const cls = tc.attrs.classname ?? '';
+      id = `${file ?? ''}::${cls ? `${cls} > ` : ''}${name}`;
+    } else {
+      file = tc.attrs.file ? relativize(tc.attrs.file, root) : partFile;
+      const cls = tc.attrs.classname ?? '';
+      id = [file, ...suitePath, cls, name].filter((s) => s !== undefined && s !== '').join('::');
+    }
+    report.tests.push({ id, outcome, durationMs, ...(message !== undefined ? { message: cap(message) } : {}), ...(file ? { file } : {}) });
+  };
+
+  if (doc.name === 'testsuite') visit({ name: '#doc', attrs: {}, children: [doc], text: '' }, [], 0);
+  else visit(doc, [], flavor === 'node' ? 1 : 0);
+  return report;
+}
+
+// ---------------------------------------------------------------- jest --json
+
+interface JestAssertion {
+  ancestorTitles?: unknown;
+  title?: unknown;
+  status?: unknown;
+  duration?: unknown;
+  failureMessages?: unknown;
+}
+
+export function parseJestJson(text: string, opts: ParseOptions = {}): TestReport {
+  let doc: unknown;
+  try {
+    doc = JSON.parse(text);
+  } catch (e) {
+    throw reportError(`the jest JSON test report is not valid JSON: ${(e as Error).message}`, undefined, e);
+  }
+  const results = (doc as { testResults?: unknown })?.testResults;
+  if (!Array.isArray(results)) throw reportError('the jest JSON test report has no testResults array (was it written by `jest --json`?)');
+  const root = opts.root ?? '/workspace';
+  const report: TestReport = { format: 'jest-json', tests: [], collectionErrors: [] };
+  for (const suite of results as Array<Record<string, unknown>>) {
+    const file = typeof suite.name === 'string' ? relativize(suite.name, root) : undefined;
+    const assertions = Array.isArray(suite.assertionResults) ? (suite.assertionResults as JestAssertion[]) : [];
+    if (assertions.length === 0 && suite.status === 'failed') {
+      report.collectionErrors.push({ file, message: cap(String(suite.message ?? suite.failureMessage ?? 'test suite failed to run')) });
+      continue;
+    }
+    for (const a of assertions) {
+      const titles = Array.isArray(a.ancestorTitles) ? a.ancestorTitles.map(String) : [];
+      const status = String(a.status ?? '');
+      const outcome: TestOutcome = status === 'passed' ? 'passed' : status === 'failed' ? 'failed' : 'skipped';
+      const msgs = Array.isArray(a.failureMessages) ? a.failureMessages.map(String) : [];
+      report.tests.push({
+        id: `${file ?? ''}::${[...titles, String(a.title ?? '')].join(' > ')}`,
+        outcome,
+        durationMs: typeof a.duration === 'number' ? a.duration : 0,
+        ...(msgs.length ? { message: cap(msgs.join('\n')) } : {}),
+        ...(file ? { file } : {}),
+      });
+    }
+  }
+  return report;
+}
+
+// ---------------------------------------------------------------- go test -json
+
+interface GoEvent {
+  Action?: string;
+  Package?: string;
+  Test?: string;
+  Elapsed?: number;
+  Output?: string;
+}
+
+export function parseGoTestJson(text: string): TestReport {
+  const report: TestReport = { format: 'go-test-json', tests: [], collectionErrors: [] };
+  const tests = new Map<string, { pkg: string; name: string; outcome?: TestOutcome; elapsed: number; output: string[] }>();
+  const pkgs = new Map<string, { outcome?: string; output: string[] }>();
+  const lines = text.split('\n');
+  let events = 0;
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i].trim();
+    if (line === '') continue;
+    let ev: GoEvent;
+    try {
+      ev = JSON.parse(line) as GoEvent;
+    } catch {
+      // `go test -json` passes build errors through as plain text lines before the events.
+      if (events === 0 && !line.startsWith('{')) continue;
+      throw reportError(`the go test -json report has a line that is not JSON (line ${i + 1}): ${line.slice(0, 80)}`);
+    }
+    if (ev === null || typeof ev !== 'object' || typeof ev.Action !== 'string') {
+      throw reportError(`the go test -json report has a line without an Action (line ${i + 1})`);
+    }
+    events++;
+    const pkg = ev.Package ?? '';
+    if (!ev.Test) {
+      const p = pkgs.get(pkg) ?? { output: [] };
+      if (ev.Action === 'output' || ev.Action === 'build-output') p.output.push(ev.Output ?? '');
+      if (ev.Action === 'pass' || ev.Action === 'fail' || ev.Action === 'skip') p.outcome = ev.Action;
+      pkgs.set(pkg, p);
+      continue;
+    }
+    const key = `${pkg}::${ev.Test}`;
+    const t = tests.get(key) ?? { pkg, name: ev.Test, elapsed: 0, output: [] };
+    if (ev.Action === 'output') t.output.push(ev.Output ?? '');
+    else if (ev.Action === 'pass') t.outcome = 'passed';
+    else if (ev.Action === 'fail') t.outcome = 'failed';
+    else if (ev.Action === 'skip') t.outcome = 'skipped';
+    if (typeof ev.Elapsed === 'number') t.elapsed = ev.Elapsed;
+    tests.set(key, t);
+  }
+  if (events === 0) throw reportError('the go test -json report has no events');
+  for (const [key, t] of tests) {
+    const outcome = t.outcome ?? 'error';
+    const message = outcome === 'passed' || outcome === 'skipped' ? undefined : t.outcome ? t.output.join('') : `no result (run interrupted?)\n${t.output.join('')}`;
+    report.tests.push({ id: key, outcome, durationMs: t.elapsed * 1000, ...(message ? { message: cap(message) } : {}) });
+  }
+  for (const [pkg, p] of pkgs) {
+    const hasTests = [...tests.values()].some((t) => t.pkg === pkg);
+    if (p.outcome === 'fail' && !hasTests) report.collectionErrors.push({ file: pkg, message: cap(p.output.join('') || 'package failed to build') });
+  }
+  return report;
+}

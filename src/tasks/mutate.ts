@@ -1,0 +1,359 @@
+// Mutation operators over tree-sitter syntax trees (Python, JavaScript, TypeScript): each
+// operator turns one node into a plausible bug. Candidates that do not re-parse cleanly are
+// dropped here; whether a candidate is a *task* is decided by running the tests (synth.ts).
+import { createHash } from 'node:crypto';
+import type { Language } from '../core/schema';
+import { createParser, type Parser, type SyntaxNode } from '../ast/treesitter';
+
+export const MUTATION_OPERATORS = [
+  'flip-comparison',
+  'swap-arithmetic',
+  'swap-boolean',
+  'negate-condition',
+  'off-by-one',
+  'swap-arguments',
+  'delete-statement',
+  'delete-return',
+  'change-constant',
+] as const;
+export type MutationOperator = (typeof MUTATION_OPERATORS)[number];
+
+export interface MutationCandidate {
+  file: string;
+  language: Language;
+  operator: MutationOperator;
+  /** tree-sitter kind of the node that was changed. */
+  nodeKind: string;
+  /** UTF-16 offsets into the original source. */
+  start: number;
+  end: number;
+  original: string;
+  replacement: string;
+  /** Qualified name of the enclosing function or method (Class.method), if any. */
+  enclosing?: string;
+  /** 1-based line of the change (for humans; never shown to the policy). */
+  line: number;
+  mutatedSource: string;
+  /** Hash of file + mutated text: identical diffs share it. */
+  key: string;
+}
+
+type Edit = { operator: MutationOperator; node: SyntaxNode; start: number; end: number; replacement: string };
+
+const COMPARISON_FLIP: Record<string, string> = {
+  '<': '<=', '<=': '<', '>': '>=', '>=': '>', '==': '!=', '!=': '==', '===': '!==', '!==': '===',
+  in: 'not in', 'not in': 'in', is: 'is not', 'is not': 'is',
+};
+const ARITH_SWAP: Record<string, string> = {
+  '+': '-', '-': '+', '*': '/', '/': '*', '//': '*', '%': '*',
+  '+=': '-=', '-=': '+=', '*=': '/=', '/=': '*=',
+};
+const BOOL_SWAP: Record<string, string> = { and: 'or', or: 'and', '&&': '||', '||': '&&' };
+
+function grammarFor(file: string, language: Language): 'python' | 'javascript' | 'typescript' | 'tsx' | undefined {
+  if (language === 'python') return 'python';
+  if (language === 'javascript') return 'javascript';
+  if (language === 'typescript') return file.endsWith('.tsx') ? 'tsx' : 'typescript';
+  return undefined;
+}
+
+const parsers = new Map<string, Promise<Parser>>();
+function parserFor(grammar: 'python' | 'javascript' | 'typescript' | 'tsx'): Promise<Parser> {
+  let p = parsers.get(grammar);
+  if (!p) {
+    p = createParser(grammar);
+    parsers.set(grammar, p);
+  }
+  return p;
+}
+
+/** Inside a type (TS annotations, aliases, interfaces): literals there are not runtime values. */
+function inTypePosition(n: SyntaxNode): boolean {
+  for (let p: SyntaxNode | null = n.parent; p; p = p.parent) {
+    if (/^(type_annotation|type_alias_declaration|interface_declaration|type_arguments|type_parameters|enum_declaration|decorator)$/.test(p.type)) return true;
+  }
+  return false;
+}
+
+function isStringLike(n: SyntaxNode | null): boolean {
+  return !!n && /^(string|template_string|concatenated_string)$/.test(n.type);
+}
+
+/** Name of the function/method around `n`, qualified with its class: `Inventory.remove`. */
+export function enclosingName(n: SyntaxNode): string | undefined {
+  const names: string[] = [];
+  let fn = false;
+  for (let p: SyntaxNode | null = n; p; p = p.parent) {
+    const t = p.type;
+    if (t === 'function_definition' || t === 'function_declaration' || t === 'generator_function_declaration' || t === 'method_definition') {
+      const nm = p.childForFieldName('name')?.text;
+      if (nm) names.unshift(nm);
+      fn = true;
+    } else if ((t === 'arrow_function' || t === 'function_expression' || t === 'function') && p.parent?.type === 'variable_declarator') {
+      const nm = p.parent.childForFieldName('name')?.text;
+      if (nm) names.unshift(nm);
+      fn = true;
+    } else if ((t === 'class_definition' || t === 'class_declaration' || t === 'class') && fn) {
+      const nm = p.childForFieldName('name')?.text;
+      if (nm) names.unshift(nm);
+    }
+  }
+  return names.length ? names.join('.') : undefined;
+}
+
+function operatorToken(n: SyntaxNode, table: Record<string, string>): SyntaxNode | undefined {
+  const op = n.childForFieldName('operator');
+  if (op && table[op.type] !== undefined) return op;
+  // Python comparison_operator has no operator field; its operators are unnamed children.
+  for (const c of n.children) if (c && !c.isNamed && table[c.type] !== undefined) return c;
+  return undefined;
+}
+
+function pythonEdits(root: SyntaxNode, src: string): Edit[] {
+  const edits: Edit[] = [];
+  const walk = (n: SyntaxNode) => {
+    const t = n.type;
+    if (t === 'comparison_operator') {
+      // one edit per operator token (a < b < c has two)
+      for (const c of n.children) if (c && !c.isNamed && COMPARISON_FLIP[c.type] !== undefined) {
+        edits.push({ operator: 'flip-comparison', node: n, start: c.startIndex, end: c.endIndex, replacement: COMPARISON_FLIP[c.type] });
+      }
+    } else if (t === 'binary_operator' || t === 'augmented_assignment') {
+      const op = operatorToken(n, ARITH_SWAP);
+      const l = n.childForFieldName('left');
+      const r = n.childForFieldName('right');
+      if (op && !(op.type.startsWith('+') && (isStringLike(l) || isStringLike(r)))) {
+        edits.push({ operator: 'swap-arithmetic', node: n, start: op.startIndex, end: op.endIndex, replacement: ARITH_SWAP[op.type] });
+      }
+    } else if (t === 'boolean_operator') {
+      const op = operatorToken(n, BOOL_SWAP);
+      if (op) edits.push({ operator: 'swap-boolean', node: n, start: op.startIndex, end: op.endIndex, replacement: BOOL_SWAP[op.type] });
+    } else if (t === 'integer') {
+      if (/^\d+$/.test(n.text)) {
+        const v = Number(n.text);
+        edits.push({ operator: 'off-by-one', node: n, start: n.startIndex, end: n.endIndex, replacement: String(v + 1) });
+        if (v > 0) edits.push({ operator: 'off-by-one', node: n, start: n.startIndex, end: n.endIndex, replacement: String(v - 1) });
+      }
+    } else if (t === 'true' || t === 'false' || t === 'none') {
+      const rep = t === 'true' ? 'False' : t === 'false' ? 'True' : 'False';
+      edits.push({ operator: 'change-constant', node: n, start: n.startIndex, end: n.endIndex, replacement: rep });
+    } else if (t === 'call') {
+      const args = n.childForFieldName('arguments');
+      if (args?.type === 'argument_list') {
+        const pos = args.namedChildren.filter((c): c is SyntaxNode => !!c && !/^(keyword_argument|list_splat|dictionary_splat|comment)$/.test(c.type));
+        pushArgumentSwaps(edits, n, pos, src);
+        // range bound: range(stop) / range(start, stop[, step]) with a non-literal stop
+        if (n.childForFieldName('function')?.text === 'range' && pos.length >= 1 && pos.length <= 3) {
+          const stop = pos.length === 1 ? pos[0] : pos[1];
+          if (stop.type !== 'integer') edits.push({ operator: 'off-by-one', node: stop, start: stop.startIndex, end: stop.endIndex, replacement: `${stop.text} - 1` });
+        }
+      }
+    }
+    if (t === 'if_statement' || t === 'elif_clause' || t === 'while_statement') {
+      const c = n.childForFieldName('condition');
+      if (c) edits.push(negation(c, 'python'));
+    }
+    if (t === 'expression_statement' || t === 'raise_statement') {
+      const only = n.namedChildren[0];
+      const isDocstring = t === 'expression_statement' && only?.type === 'string';
+      if (!isDocstring && n.parent?.type === 'block') edits.push({ operator: 'delete-statement', node: n, start: n.startIndex, end: n.endIndex, replacement: 'pass' });
+    }
+    if (t === 'return_statement' && n.namedChildCount > 0) {
+      edits.push({ operator: 'delete-return', node: n, start: n.startIndex, end: n.endIndex, replacement: 'pass' });
+    }
+    for (const c of n.namedChildren) if (c) walk(c);
+  };
+  walk(root);
+  return edits;
+}
+
+function pushArgumentSwaps(edits: Edit[], call: SyntaxNode, args: SyntaxNode[], src: string) {
+  for (let i = 0; i + 1 < args.length; i++) {
+    const a = args[i];
+    const b = args[i + 1];
+    if (a.text === b.text) continue;
+    const between = src.slice(a.endIndex, b.startIndex);
+    edits.push({ operator: 'swap-arguments', node: call, start: a.startIndex, end: b.endIndex, replacement: `${b.text}${between}${a.text}` });
+  }
+}
+
+function negation(cond: SyntaxNode, lang: 'python' | 'js'): Edit {
+  if (lang === 'python') {
+    if (cond.type === 'not_operator') {
+      const arg = cond.childForFieldName('argument');
+      return { operator: 'negate-condition', node: cond, start: cond.startIndex, end: cond.endIndex, replacement: arg ? arg.text : cond.text };
+    }
+    return { operator: 'negate-condition', node: cond, start: cond.startIndex, end: cond.endIndex, replacement: `not (${cond.text})` };
+  }
+  // JS: the condition is a parenthesized_expression; negate what is inside.
+  const inner = cond.type === 'parenthesized_expression' ? (cond.namedChildren[0] ?? cond) : cond;
+  if (inner.type === 'unary_expression' && inner.childForFieldName('operator')?.type === '!') {
+    const arg = inner.childForFieldName('argument');
+    return { operator: 'negate-condition', node: inner, start: inner.startIndex, end: inner.endIndex, replacement: arg ? arg.text : inner.text };
+  }
+  return { operator: 'negate-condition', node: inner, start: inner.startIndex, end: inner.endIndex, replacement: `!(${inner.text})` };
+}
+
+function jsEdits(root: SyntaxNode, src: string): Edit[] {
+  const edits: Edit[] = [];
+  const walk = (n: SyntaxNode) => {
+    if (inTypePosition(n)) return;
+    const t = n.type;
+    if (t === 'binary_expression') {
+      const op = n.childForFieldName('operator');
+      const l = n.childForFieldName('left');
+      const r = n.childForFieldName('right');
+      if (op) {
+        if (COMPARISON_FLIP[op.type] !== undefined && op.type !== 'in' && op.type !== 'is') {
+          edits.push({ operator: 'flip-comparison', node: n, start: op.startIndex, end: op.endIndex, replacement: COMPARISON_FLIP[op.type] });
+        } else if (ARITH_SWAP[op.type] !== undefined && op.type !== '//' && !(op.type === '+' && (isStringLike(l) || isStringLike(r)))) {
+          edits.push({ operator: 'swap-arithmetic', node: n, start: op.startIndex, end: op.endIndex, replacement: ARITH_SWAP[op.type] });
+        } else if (BOOL_SWAP[op.type] !== undefined) {
+          edits.push({ operator: 'swap-boolean', node: n, start: op.startIndex, end: op.endIndex, replacement: BOOL_SWAP[op.type] });
+        }
+      }
+    } else if (t === 'augmented_assignment_expression') {
+      const op = n.childForFieldName('operator');
+      if (op && ARITH_SWAP[op.type] !== undefined) edits.push({ operator: 'swap-arithmetic', node: n, start: op.startIndex, end: op.endIndex, replacement: ARITH_SWAP[op.type] });
+    } else if (t === 'number') {
+      if (/^\d+$/.test(n.text)) {
+        const v = Number(n.text);
+        edits.push({ operator: 'off-by-one', node: n, start: n.startIndex, end: n.endIndex, replacement: String(v + 1) });
+        if (v > 0) edits.push({ operator: 'off-by-one', node: n, start: n.startIndex, end: n.endIndex, replacement: String(v - 1) });
+      }
+    } else if (t === 'true' || t === 'false' || t === 'null' || t === 'undefined') {
+      const rep = t === 'true' ? 'false' : t === 'false' ? 'true' : t === 'null' ? 'undefined' : 'null';
+      edits.push({ operator: 'change-constant', node: n, start: n.startIndex, end: n.endIndex, replacement: rep });
+    } else if (t === 'call_expression' || t === 'new_expression') {
+      const args = n.childForFieldName('arguments');
+      if (args?.type === 'arguments') {
+        const pos = args.namedChildren.filter((c): c is SyntaxNode => !!c && c.type !== 'spread_element' && c.type !== 'comment');
+        pushArgumentSwaps(edits, n, pos, src);
+      }
+    }
+    if (t === 'if_statement' || t === 'while_statement' || t === 'do_statement') {
+      const c = n.childForFieldName('condition');
+      if (c) edits.push(negation(c, 'js'));
+    } else if (t === 'ternary_expression') {
+      const c = n.childForFieldName('condition');
+      if (c) edits.push(negation(c, 'js'));
+    } else if (t === 'for_statement') {
+      // range bound: `i < xs.length` → `i < xs.length - 1`
+      const c = n.childForFieldName('condition');
+      const cmp = c?.type === 'expression_statement' ? c.namedChildren[0] : c;
+      if (cmp?.type === 'binary_expression' && /^[<>]=?$/.test(cmp.childForFieldName('operator')?.type ?? '')) {
+        const r = cmp.childForFieldName('right');
+        if (r && r.type !== 'number') edits.push({ operator: 'off-by-one', node: r, start: r.startIndex, end: r.endIndex, replacement: `${r.text} - 1` });
+      }
+    }
+    if ((t === 'expression_statement' || t === 'throw_statement') && n.parent?.type === 'statement_block') {
+      const only = n.namedChildren[0];
+      if (!(t === 'expression_statement' && only?.type === 'string')) edits.push({ operator: 'delete-statement', node: n, start: n.startIndex, end: n.endIndex, replacement: ';' });
+    }
+    if (t === 'return_statement' && n.namedChildCount > 0) {
+      edits.push({ operator: 'delete-return', node: n, start: n.startIndex, end: n.endIndex, replacement: ';' });
+    }
+    for (const c of n.namedChildren) if (c) walk(c);
+  };
+  walk(root);
+  return edits;
+}
+
+/** Every mutation of one source file that still parses. Deterministic: same source, same list. */
+export async function mutationCandidates(file: string, source: string, language: Language): Promise<MutationCandidate[]> {
+  const grammar = grammarFor(file, language);
+  if (!grammar) return [];
+  const parser = await parserFor(grammar);
+  const tree = parser.parse(source);
+  if (!tree) return [];
+  try {
+    if (tree.rootNode.hasError) return []; // do not mutate what we cannot read
+    const edits = grammar === 'python' ? pythonEdits(tree.rootNode, source) : jsEdits(tree.rootNode, source);
+    const out: MutationCandidate[] = [];
+    for (const e of edits) {
+      const original = source.slice(e.start, e.end);
+      if (original === e.replacement) continue;
+      const mutatedSource = source.slice(0, e.start) + e.replacement + source.slice(e.end);
+      const check = parser.parse(mutatedSource);
+      const ok = !!check && !check.rootNode.hasError;
+      check?.delete();
+      if (!ok) continue;
+      out.push({
+        file,
+        language,
+        operator: e.operator,
+        nodeKind: e.node.type,
+        start: e.start,
+        end: e.end,
+        original,
+        replacement: e.replacement,
+        enclosing: enclosingName(e.node),
+        line: e.node.startPosition.row + 1,
+        mutatedSource,
+        key: createHash('sha256').update(file).update('\0').update(mutatedSource).digest('hex').slice(0, 16),
+      });
+    }
+    return out;
+  } finally {
+    tree.delete();
+  }
+}
+
+/** Drops candidates whose diff is identical to an earlier one; returns the kept list and the count dropped. */
+export function dedupeCandidates(cands: MutationCandidate[]): { kept: MutationCandidate[]; duplicates: number } {
+  const seen = new Set<string>();
+  const kept: MutationCandidate[] = [];
+  for (const c of cands) {
+    if (seen.has(c.key)) continue;
+    seen.add(c.key);
+    kept.push(c);
+  }
+  return { kept, duplicates: cands.length - kept.length };
+}
+
+/** mulberry32: a tiny seedable PRNG (same seed, same sequence, on every platform). */
+export function seededRandom(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+export function shuffle<T>(xs: T[], rand: () => number): T[] {
+  const a = xs.slice();
+  for (let i = a.length - 1; i > 0; i--) {
+    const j = Math.floor(rand() * (i + 1));
+    [a[i], a[j]] = [a[j], a[i]];
+  }
+  return a;
+}
+
+/**
+ * Seeded order in which candidates are tried: shuffled, then interleaved by operator so every
+ * operator is tried early (a run with --max 10 does not come back with ten off-by-ones).
+ */
+export function orderCandidates(cands: MutationCandidate[], seed: number): MutationCandidate[] {
+  const rand = seededRandom(seed);
+  const byOp = new Map<string, MutationCandidate[]>();
+  for (const c of shuffle(cands, rand)) {
+    const l = byOp.get(c.operator) ?? [];
+    l.push(c);
+    byOp.set(c.operator, l);
+  }
+  const ops = shuffle([...byOp.keys()].sort(), rand);
+  const out: MutationCandidate[] = [];
+  for (let i = 0; out.length < cands.length; i++) for (const op of ops) {
+    const l = byOp.get(op)!;
+    if (i < l.length) out.push(l[i]);
+  }
+  return out;
+}
+
+/** A unified-diff-like view of one candidate (for logs and task metadata, never the policy). */
+export function candidateDiff(c: MutationCandidate): string {
+  return `--- a/${c.file}\n+++ b/${c.file}\n@@ line ${c.line} @@\n-${c.original}\n+${c.replacement}`;
+}

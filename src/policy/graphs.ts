@@ -1,0 +1,182 @@
+// The Qwen2 forward pass as ONNX graph ops (built with src/onnx's Graph), shared by the
+// inference graphs here and the training graphs in training.ts. Weights are graph inputs named
+// by their Hugging Face names; Linear weights are fed transposed ([in, out], "graph layout") so
+// every projection is a plain MatMul with no per-run Transpose.
+import { Graph, type Dim, type HostTensor, type Value } from '../onnx';
+import { headDim, paramSpecs, type Qwen2Config } from './config';
+import type { PolicyWeights } from './weights';
+
+/** Additive attention bias for disallowed (future or padding) keys. Finite so fully masked rows stay finite. */
+export const MASKED = -1e9;
+
+/** Linear weights are transposed in graph layout; everything else keeps its HF shape. */
+export function isTransposedInGraph(name: string): boolean {
+  return name.endsWith('_proj.weight') || name === 'lm_head.weight';
+}
+
+export interface GraphParamSpec {
+  name: string;
+  /** Shape in graph layout. */
+  shape: number[];
+}
+
+export function graphParamSpecs(c: Qwen2Config): GraphParamSpec[] {
+  return paramSpecs(c).map((p) => ({ name: p.name, shape: isTransposedInGraph(p.name) ? [p.shape[1], p.shape[0]] : p.shape }));
+}
+
+function transpose2d(a: Float32Array, rows: number, cols: number): Float32Array {
+  const out = new Float32Array(a.length);
+  for (let r = 0; r < rows; r++) for (let c = 0; c < cols; c++) out[c * rows + r] = a[r * cols + c];
+  return out;
+}
+
+/** name → tensor in graph layout (Linear weights transposed). `tensors` is HF-layout. */
+export function toGraphLayout(c: Qwen2Config, tensors: Map<string, Float32Array>): Map<string, Float32Array> {
+  const out = new Map<string, Float32Array>();
+  for (const p of paramSpecs(c)) {
+    const a = tensors.get(p.name)!;
+    out.set(p.name, isTransposedInGraph(p.name) ? transpose2d(a, p.shape[0], p.shape[1]) : a);
+  }
+  return out;
+}
+
+/** Inverse of toGraphLayout. */
+export function fromGraphLayout(c: Qwen2Config, tensors: Map<string, Float32Array>): Map<string, Float32Array> {
+  const out = new Map<string, Float32Array>();
+  for (const p of paramSpecs(c)) {
+    const a = tensors.get(p.name)!;
+    out.set(p.name, isTransposedInGraph(p.name) ? transpose2d(a, p.shape[1], p.shape[0]) : a);
+  }
+  return out;
+}
+
+/** Host tensors for every weight input, graph layout. */
+export function weightFeeds(w: PolicyWeights): Record<string, HostTensor> {
+  const g = toGraphLayout(w.config, w.tensors);
+  const feeds: Record<string, HostTensor> = {};
+  for (const p of graphParamSpecs(w.config)) feeds[p.name] = { dtype: 'float32', dims: p.shape, data: g.get(p.name)! };
+  return feeds;
+}
+
+/** Declares every weight as a graph input (graph layout). */
+export function declareParams(g: Graph, c: Qwen2Config): Map<string, Value> {
+  const m = new Map<string, Value>();
+  for (const p of graphParamSpecs(c)) m.set(p.name, g.input(p.name, 'float32', p.shape));
+  return m;
+}
+
+export interface ForwardInputs {
+  /** int64 [B, T] token ids. */
+  ids: Value;
+  /** int64 [B, T] position ids (RoPE). */
+  positions: Value;
+  /** float32, broadcastable to [B, 1, T, S]: 0 where a query may attend a key, MASKED elsewhere. */
+  bias: Value;
+  /** Cached keys/values per layer, [B, nkv, P, d] each; absent for a full forward. */
+  past?: { key: Value; value: Value }[];
+  dims: { B: Dim; T: Dim; P?: Dim; S: Dim };
+}
+
+export interface ForwardOutputs {
+  /** float32 [B, T, V]. */
+  logits: Value;
+  /** Keys/values after this step, [B, nkv, S, d] each (S = P + T). */
+  present: { key: Value; value: Value }[];
+}
+
+/** Builds the Qwen2 forward pass into `g` (modeling_qwen2.py semantics; see reference.ts). */
+export function buildForward(g: Graph, c: Qwen2Config, W: Map<string, Value>, inp: ForwardInputs): ForwardOutputs {
+  const h = c.hidden_size;
+  const d = headDim(c);
+  const nh = c.num_attention_heads;
+  const nkv = c.num_key_value_heads;
+  const group = nh / nkv;
+  const { B, T, S } = inp.dims;
+  const P = inp.dims.P;
+  const param = (n: string) => W.get(n) ?? (() => { throw new Error(`missing weight input ${n}`); })();
+
+  // RoPE tables from position ids: angle = pos · inv_freq, repeated over both halves (HF layout).
+  const half = d / 2;
+  const invFreq = g.tensor('float32', [1, 1, half], Array.from({ length: half }, (_, i) => 1 / c.rope_theta ** ((2 * i) / d)));
+  const pos = g.unsqueeze(g.cast(inp.positions, 'float32'), [2]); // [B,T,1]
+  const ang = g.mul(pos, invFreq); // [B,T,half]
+  const ang2 = g.concat([ang, ang], 2); // [B,T,d]
+  const cos = g.unsqueeze(g.cos(ang2), [1]); // [B,1,T,d]
+  const sin = g.unsqueeze(g.sin(ang2), [1]);
+  const rope = (x: Value) => {
+    const x1 = g.slice(x, [0], [half], [3]);
+    const x2 = g.slice(x, [half], [d], [3]);
+    const rot = g.concat([g.neg(x2), x1], 3);
+    return g.add(g.mul(x, cos), g.mul(rot, sin));
+  };
+  const rmsNorm = (x: Value, w: Value) => {
+    const ms = g.reduceMean(g.mul(x, x), [-1], true);
+    return g.mul(g.div(x, g.sqrt(g.add(ms, c.rms_norm_eps))), w);
+  };
+  // [B,T,H·] → [B,heads,T,d]
+  const heads = (x: Value, n: number) => g.transpose(g.reshape(x, [0, 0, n, d], [B, T, n, d]), [0, 2, 1, 3]);
+  const bias5 = g.unsqueeze(inp.bias, [1]); // [B,1,1,T,S]
+  const scale = 1 / Math.sqrt(d);
+
+  const embed = param('model.embed_tokens.weight');
+  let x = g.gather(embed, inp.ids, 0); // [B,T,H]
+  const present: { key: Value; value: Value }[] = [];
+  for (let l = 0; l < c.num_hidden_layers; l++) {
+    const p = `model.layers.${l}.`;
+    const xn = rmsNorm(x, param(`${p}input_layernorm.weight`));
+    const q = rope(heads(g.add(g.matmul(xn, param(`${p}self_attn.q_proj.weight`)), param(`${p}self_attn.q_proj.bias`)), nh));
+    let k = rope(heads(g.add(g.matmul(xn, param(`${p}self_attn.k_proj.weight`)), param(`${p}self_attn.k_proj.bias`)), nkv));
+    let v = heads(g.add(g.matmul(xn, param(`${p}self_attn.v_proj.weight`)), param(`${p}self_attn.v_proj.bias`)), nkv);
+    if (inp.past) {
+      k = g.concat([inp.past[l].key, k], 2);
+      v = g.concat([inp.past[l].value, v], 2);
+      // Concat of symbolic dims gets a fresh name; pin it to S so shapes stay comparable.
+      k = g.reshape(k, [0, 0, -1, d], [B, nkv, S, d]);
+      v = g.reshape(v, [0, 0, -1, d], [B, nkv, S, d]);
+    }
+    present.push({ key: k, value: v });
+    // Grouped-query attention without copying K/V: query heads are grouped under their KV head,
+    // [B,nkv,g,T,d] · [B,nkv,1,d,S] → [B,nkv,g,T,S].
+    const qg = g.reshape(q, [0, nkv, group, -1, d], [B, nkv, group, T, d]);
+    const kT = g.unsqueeze(g.transpose(k, [0, 1, 3, 2]), [2]); // [B,nkv,1,d,S]
+    const scores = g.add(g.mul(g.matmul(qg, kT), scale), bias5);
+    const probs = g.softmax(scores, -1);
+    const ctx = g.matmul(probs, g.unsqueeze(v, [2])); // [B,nkv,g,T,d]
+    const merged = g.reshape(g.transpose(g.reshape(ctx, [0, nh, -1, d], [B, nh, T, d]), [0, 2, 1, 3]), [0, 0, h], [B, T, h]);
+    x = g.add(x, g.matmul(merged, param(`${p}self_attn.o_proj.weight`)));
+    const xn2 = rmsNorm(x, param(`${p}post_attention_layernorm.weight`));
+    const gate = g.matmul(xn2, param(`${p}mlp.gate_proj.weight`));
+    const up = g.matmul(xn2, param(`${p}mlp.up_proj.weight`));
+    x = g.add(x, g.matmul(g.mul(g.mul(gate, g.sigmoid(gate)), up), param(`${p}mlp.down_proj.weight`)));
+  }
+  x = rmsNorm(x, param('model.norm.weight'));
+  const head = c.tie_word_embeddings ? g.transpose(embed, [1, 0]) : param('lm_head.weight');
+  void P;
+  return { logits: g.matmul(x, head), present };
+}
+
+/**
+ * The inference "step" graph: prefill (P = 0, T = prompt length) and decode (T = 1) are the same
+ * graph with different shapes. Inputs: weights, input_ids, position_ids int64 [B,T],
+ * attn_bias float [B,1,T,S], past.{l}.key/value [B,nkv,P,d]. Outputs: logits [B,T,V],
+ * present.{l}.key/value [B,nkv,S,d].
+ */
+export function buildStepGraph(c: Qwen2Config): Graph {
+  const g = Graph.create('qwen2_step');
+  const W = declareParams(g, c);
+  const d = headDim(c);
+  const ids = g.input('input_ids', 'int64', ['B', 'T']);
+  const positions = g.input('position_ids', 'int64', ['B', 'T']);
+  const bias = g.input('attn_bias', 'float32', ['B', 1, 'T', 'S']);
+  const past = Array.from({ length: c.num_hidden_layers }, (_, l) => ({
+    key: g.input(`past.${l}.key`, 'float32', ['B', c.num_key_value_heads, 'P', d]),
+    value: g.input(`past.${l}.value`, 'float32', ['B', c.num_key_value_heads, 'P', d]),
+  }));
+  const out = buildForward(g, c, W, { ids, positions, bias, past, dims: { B: 'B', T: 'T', P: 'P', S: 'S' } });
+  g.output(out.logits, 'logits');
+  out.present.forEach((p, l) => {
+    g.output(p.key, `present.${l}.key`);
+    g.output(p.value, `present.${l}.value`);
+  });
+  return g;
+}

@@ -1,0 +1,92 @@
+import * as assert from 'node:assert/strict';
+import { Policy, sampleToken, logSoftmax } from '../../../src/policy/policy';
+import { referenceLogits } from '../../../src/policy/reference';
+import { initWeights, SeededRandom } from '../../../src/policy/weights';
+import { formulaWeights, GOLDEN_CONFIG, maxAbsDiff, SMALL_CONFIG } from './helpers';
+
+describe('policy/inference: ONNX forward, KV cache, sampling', function () {
+  this.timeout(60000);
+  const weights = initWeights(SMALL_CONFIG, 7, 0.3);
+  let policy: Policy;
+  before(() => (policy = new Policy(weights, undefined, { provider: 'cpu' })));
+  after(() => policy.dispose());
+
+  it('ONNX logits equal the float64 reference (1e-4), GQA and untied head included', async () => {
+    const golden = new Policy(formulaWeights(GOLDEN_CONFIG), undefined, { provider: 'cpu' });
+    const ids = [3, 7, 1, 10, 0, 5];
+    const [got] = await golden.logits([ids]);
+    assert.ok(maxAbsDiff(got, referenceLogits(formulaWeights(GOLDEN_CONFIG), ids)) < 1e-4);
+    await golden.dispose();
+    const seq = Array.from({ length: 37 }, (_, i) => (i * 7 + 3) % SMALL_CONFIG.vocab_size);
+    const [mine] = await policy.logits([seq]);
+    const ref = referenceLogits(weights, seq);
+    const diff = maxAbsDiff(mine, ref);
+    assert.ok(diff < 1e-4, `max diff ${diff}`);
+  });
+
+  it('a left-padded batch gives each row the logits it gets alone', async () => {
+    const a = [1, 2, 3, 4, 5, 6, 7, 8];
+    const b = [9, 10, 11];
+    const [la, lb] = await policy.logits([a, b]);
+    assert.ok(maxAbsDiff(lb, referenceLogits(weights, b)) < 1e-4);
+    assert.ok(maxAbsDiff(la, referenceLogits(weights, a)) < 1e-4);
+  });
+
+  it('KV-cache decode logits equal full recomputation (1e-4), batched with padding', async () => {
+    const prompts = [[1, 2, 3, 4, 5], [6, 7]];
+    const opts = { maxNewTokens: 12, temperature: 0, stopIds: [] };
+    const withKv = await policy.generateIds(prompts, { ...opts, kvCache: true });
+    const noKv = await policy.generateIds(prompts, { ...opts, kvCache: false });
+    assert.deepEqual(withKv.map((r) => r.tokenIds), noKv.map((r) => r.tokenIds));
+    for (let b = 0; b < 2; b++) {
+      assert.equal(withKv[b].tokenIds.length, 12);
+      // Each sampled token's log-prob equals the reference model's on the full sequence.
+      const full = [...prompts[b], ...withKv[b].tokenIds];
+      const ref = referenceLogits(weights, full);
+      const V = SMALL_CONFIG.vocab_size;
+      for (let t = 0; t < 12; t++) {
+        const pos = prompts[b].length - 1 + t;
+        const lp = logSoftmax(ref.subarray(pos * V, (pos + 1) * V));
+        const want = withKv[b].tokenIds[t];
+        assert.ok(Math.abs(lp[want] - withKv[b].logprobs[t]) < 1e-4, `row ${b} token ${t}`);
+        assert.equal(want, lp.indexOf(Math.max(...lp)), 'greedy picks the argmax');
+      }
+    }
+  });
+
+  it('sampling is seeded; top-p keeps only the nucleus; log-probs use the temperature', async () => {
+    const a = await policy.generateIds([[1, 2, 3]], { maxNewTokens: 10, temperature: 1.5, seed: 42, stopIds: [] });
+    const b = await policy.generateIds([[1, 2, 3]], { maxNewTokens: 10, temperature: 1.5, seed: 42, stopIds: [] });
+    const c = await policy.generateIds([[1, 2, 3]], { maxNewTokens: 10, temperature: 1.5, seed: 43, stopIds: [] });
+    assert.deepEqual(a, b);
+    assert.notDeepEqual(a[0].tokenIds, c[0].tokenIds);
+    const row = [2, 1, 0.5, -3];
+    const rng = new SeededRandom(1);
+    const seen = new Set<number>();
+    // p = .626, .230, .140, .004: nucleus 0.6 is {0}; nucleus 0.85 is {0, 1}; 1.0 reaches 2 as well.
+    for (let i = 0; i < 200; i++) seen.add(sampleToken(row, 1, 0.6, rng).id);
+    assert.deepEqual([...seen], [0]);
+    seen.clear();
+    for (let i = 0; i < 400; i++) seen.add(sampleToken(row, 1, 0.85, rng).id);
+    assert.deepEqual([...seen].sort(), [0, 1]);
+    seen.clear();
+    for (let i = 0; i < 400; i++) seen.add(sampleToken(row, 1, 1, rng).id);
+    assert.ok(seen.has(2));
+    const t2 = sampleToken(row, 2, 1, new SeededRandom(3));
+    assert.ok(Math.abs(t2.logprob - logSoftmax(row.map((x) => x / 2))[t2.id]) < 1e-12);
+  });
+
+  it('stops at a stop token and reports why', async () => {
+    const free = await policy.generateIds([[1, 2, 3]], { maxNewTokens: 8, temperature: 0, stopIds: [] });
+    const stopAt = free[0].tokenIds[2];
+    const firstIdx = free[0].tokenIds.indexOf(stopAt);
+    const r = await policy.generateIds([[1, 2, 3]], { maxNewTokens: 8, temperature: 0, stopIds: [stopAt] });
+    assert.equal(r[0].finishReason, 'stop');
+    assert.deepEqual(r[0].tokenIds, free[0].tokenIds.slice(0, firstIdx + 1));
+    assert.equal(free[0].finishReason, 'length');
+  });
+
+  it('refuses ids outside the vocabulary', async () => {
+    await assert.rejects(policy.logits([[1, 99]]), /token id 99 is outside the vocabulary/);
+  });
+});

@@ -108,6 +108,7 @@ class ModelState {
   names = new Set<string>();
   counter = 0;
   initializers: { name: string; tensor: ConstTensor }[] = [];
+  constByName = new Map<string, ConstTensor>();
   constCache = new Map<string, Value>();
   unique(hint: string): string {
     let n = hint;
@@ -148,6 +149,17 @@ export class Graph {
 
   get initializers(): readonly { name: string; tensor: ConstTensor }[] {
     return this.state.initializers;
+  }
+
+  /** The tensor of a constant (initializer) value, or undefined for computed values and inputs. */
+  constValue(v: Value | null): ConstTensor | undefined {
+    return v ? this.state.constByName.get(v.name) : undefined;
+  }
+
+  /** Numbers of a constant value (int64 as numbers), or undefined when `v` is not a constant. */
+  constNumbers(v: Value | null): number[] | undefined {
+    const t = this.constValue(v);
+    return t ? Array.from(t.data as ArrayLike<number | bigint>, Number) : undefined;
   }
 
   /** Whether `v` can be used in this graph (it belongs here or to an enclosing graph). */
@@ -195,6 +207,7 @@ export class Graph {
     const name = this.state.unique(hint);
     const v = new Value(root, name, tensor.dtype, tensor.dims);
     this.state.initializers.push({ name, tensor });
+    this.state.constByName.set(name, tensor);
     if (key !== undefined) this.state.constCache.set(key, v);
     return v;
   }

@@ -34,3 +34,4 @@ export * from './graph';
 export { toModelProto } from './model';
 export { ProtoWriter } from './protobuf';
 export * from './runtime';
+export { gradients, unbroadcast, shapeTensor, DIFFERENTIABLE_OPS } from './autodiff';

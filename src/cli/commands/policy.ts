@@ -1,0 +1,105 @@
+// `turnwise policy init | logits | generate`: create, inspect and sample the ONNX policy.
+import { TurnwiseError } from '../../core/errors';
+import type { ProviderSetting } from '../../onnx';
+import { initPolicyDir, loadPolicy } from '../../policy';
+import { optionalNumber, requireString, UsageError, type CliCommand, type ParsedArgs } from '../command';
+
+const PROVIDERS = ['auto', 'cpu', 'cuda', 'webgpu'];
+
+function provider(args: ParsedArgs): ProviderSetting {
+  const p = (args.values.provider as string | undefined) ?? 'auto';
+  if (!PROVIDERS.includes(p)) throw new UsageError(`--provider must be one of ${PROVIDERS.join(', ')}, got ${JSON.stringify(p)}`);
+  return p as ProviderSetting;
+}
+
+export const policyInitCommand: CliCommand = {
+  name: 'policy init',
+  summary: 'write a randomly initialized model (safetensors, config.json, tokenizer.json) to a directory',
+  usage: '--out DIR [--size tiny] [--seed S] [--force] [--json]',
+  options: { out: { type: 'string' }, size: { type: 'string' }, seed: { type: 'string' }, force: { type: 'boolean' } },
+  async run(args, io) {
+    const seed = optionalNumber(args, 'seed', 0);
+    if (!Number.isInteger(seed) || seed < 0) throw new UsageError(`--seed must be a non-negative integer, got ${seed}`);
+    const r = initPolicyDir(requireString(args, 'out'), { size: (args.values.size as string | undefined) ?? 'tiny', seed, force: args.values.force === true });
+    if (io.json) io.out(JSON.stringify({ ok: true, ...r }, null, 2));
+    else io.out(`wrote turnwise-${r.size} (${(r.parameters / 1e6).toFixed(2)}M parameters, seed ${r.seed}) to ${r.dir}`);
+    return 0;
+  },
+};
+
+function parseIds(text: string): number[] {
+  const ids = text.split(',').map((s) => s.trim()).filter((s) => s !== '').map(Number);
+  if (ids.length === 0 || ids.some((n) => !Number.isInteger(n))) throw new UsageError(`--ids must be comma-separated token ids, got ${JSON.stringify(text)}`);
+  return ids;
+}
+
+export const policyLogitsCommand: CliCommand = {
+  name: 'policy logits',
+  summary: 'print the logits at every position for a sequence of token ids',
+  usage: '--model DIR (--ids 1,2,3 | --text TEXT) [--provider auto|cpu|cuda|webgpu] [--json]',
+  options: { model: { type: 'string' }, ids: { type: 'string' }, text: { type: 'string' }, provider: { type: 'string' } },
+  async run(args, io) {
+    const policy = loadPolicy(requireString(args, 'model'), { provider: provider(args), onWarning: (m) => io.err(`warning: ${m}`) });
+    try {
+      const ids = typeof args.values.ids === 'string' ? parseIds(args.values.ids) : typeof args.values.text === 'string' ? policy.tokenizer!.encode(args.values.text) : (() => { throw new UsageError('--ids or --text is required'); })();
+      if (ids.length === 0) throw new TurnwiseError('invalid-input', 'the text encodes to no tokens', { hint: 'give a non-empty --text' });
+      const [flat] = await policy.logits([ids]);
+      const V = policy.config.vocab_size;
+      const rows = ids.map((_, t) => Array.from(flat.subarray(t * V, (t + 1) * V)));
+      if (io.json) {
+        io.out(JSON.stringify({ ok: true, ids, vocab_size: V, provider: await policy.provider, logits: rows }));
+      } else {
+        for (let t = 0; t < ids.length; t++) {
+          const top = rows[t].map((v, i) => [v, i] as const).sort((a, b) => b[0] - a[0]).slice(0, 5);
+          const show = (i: number) => JSON.stringify(policy.tokenizer?.decode([i]) ?? String(i));
+          io.out(`${t}\t${ids[t]}\t→ ${top.map(([v, i]) => `${i} ${show(i)} ${v.toFixed(3)}`).join('  ')}`);
+        }
+      }
+      return 0;
+    } finally {
+      await policy.dispose();
+    }
+  },
+};
+
+export const policyGenerateCommand: CliCommand = {
+  name: 'policy generate',
+  summary: 'sample a continuation of a prompt with the KV cache',
+  usage: '--model DIR --prompt TEXT [--max-tokens N] [--temperature T] [--top-p P] [--seed S] [--provider auto|cpu|cuda|webgpu] [--json]',
+  options: {
+    model: { type: 'string' },
+    prompt: { type: 'string' },
+    'max-tokens': { type: 'string' },
+    temperature: { type: 'string' },
+    'top-p': { type: 'string' },
+    seed: { type: 'string' },
+    provider: { type: 'string' },
+  },
+  async run(args, io) {
+    const prompt = requireString(args, 'prompt');
+    const maxNewTokens = optionalNumber(args, 'max-tokens', 64);
+    if (!Number.isInteger(maxNewTokens) || maxNewTokens < 1) throw new UsageError(`--max-tokens must be a positive integer, got ${maxNewTokens}`);
+    const policy = loadPolicy(requireString(args, 'model'), { provider: provider(args), onWarning: (m) => io.err(`warning: ${m}`) });
+    try {
+      const t0 = performance.now();
+      const [r] = await policy.generate([prompt], {
+        maxNewTokens,
+        temperature: optionalNumber(args, 'temperature', 1),
+        topP: optionalNumber(args, 'top-p', 1),
+        seed: optionalNumber(args, 'seed', 0),
+      });
+      const ms = performance.now() - t0;
+      if (io.json) {
+        io.out(JSON.stringify({ ok: true, text: r.text, token_ids: r.tokenIds, logprobs: r.logprobs, finish_reason: r.finishReason, provider: await policy.provider, ms: Math.round(ms) }, null, 2));
+      } else {
+        io.out(r.text);
+        io.err(`${r.tokenIds.length} tokens in ${ms.toFixed(0)} ms (${r.finishReason})`);
+      }
+      return 0;
+    } finally {
+      await policy.dispose();
+    }
+  },
+};
+
+export const policyCommands: CliCommand[] = [policyInitCommand, policyLogitsCommand, policyGenerateCommand];

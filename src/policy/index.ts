@@ -1,0 +1,47 @@
+// The policy layer: a Qwen2 transformer held as ONNX graphs (inference and training), its
+// Hugging Face checkpoint format, and the byte-level default model turnwise-tiny. Imports core, onnx.
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { TurnwiseError } from '../core/errors';
+import type { SessionSettings } from '../onnx';
+import { loadCheckpoint, saveCheckpoint, zeroOptimizerState } from './checkpoint';
+import { parameterCount, presetConfig, type Qwen2Config } from './config';
+import { Policy } from './policy';
+import { byteLevelTokenizerConfig, byteLevelTokenizerJson } from './tokenizer';
+import { initWeights } from './weights';
+
+export * from './checkpoint';
+export * from './config';
+export * from './policy';
+export * from './safetensors';
+export * from './tokenizer';
+export * from './weights';
+export { buildStepGraph, graphParamSpecs, toGraphLayout, fromGraphLayout } from './graphs';
+
+export interface InitResult {
+  dir: string;
+  size: string;
+  seed: number;
+  parameters: number;
+  config: Qwen2Config;
+}
+
+/** Writes a freshly initialized model (weights, zero optimizer state, config, tokenizer) to `dir`. */
+export function initPolicyDir(dir: string, options: { size?: string; seed?: number; force?: boolean } = {}): InitResult {
+  const size = options.size ?? 'tiny';
+  const seed = options.seed ?? 0;
+  const config = presetConfig(size);
+  const target = path.resolve(dir);
+  if (fs.existsSync(target) && fs.readdirSync(target).length > 0 && !options.force) {
+    throw new TurnwiseError('invalid-input', `${target} already exists and is not empty`, { hint: 'choose another --out directory, or pass --force to replace it' });
+  }
+  const weights = initWeights(config, seed);
+  saveCheckpoint(target, { weights, optimizer: zeroOptimizerState(config), tokenizerJson: byteLevelTokenizerJson(), tokenizerConfig: byteLevelTokenizerConfig() });
+  return { dir: target, size, seed, parameters: parameterCount(config), config };
+}
+
+/** Loads a checkpoint directory as a ready-to-run policy. */
+export function loadPolicy(dir: string, settings: SessionSettings = {}): Policy {
+  const ck = loadCheckpoint(dir, { optimizer: false });
+  return new Policy(ck.weights, ck.tokenizer, settings);
+}

@@ -1,0 +1,86 @@
+// The persistent shell: one bash started as the container's main process, attached once, that
+// runs each command as a fresh child and marks its end with a sentinel on stdout and stderr.
+// An engine-API exec costs ~70 ms (runc sets up a process); this costs ~1-3 ms.
+//
+// State between commands (tell the agent): NOTHING carries over except the filesystem. Each
+// command starts in the workspace (or the cwd asked for) with the login environment; `cd`,
+// `export`, shell functions and background processes end with the command (leftover processes
+// in the command's process group are killed when it returns).
+
+/** For the agent's prompt: what carries over between commands. */
+export const SHELL_STATE_NOTE =
+  'Each command runs in a fresh bash in /workspace: files persist between commands, but cd, exported variables and background processes do not.';
+
+/** Printed on both streams once the shell is ready. */
+export const READY_MARKER = '\0TWREADY\0';
+
+/**
+ * The server, passed as `bash -lc SERVER` (so it ships with the code, not the image).
+ * Protocol, host to container on stdin: `ID TIMEOUT_MS PRELUDE_BYTES COMMAND_BYTES\n`, then
+ * the prelude (host-quoted `cd`/`export` lines) and the command, byte counted.
+ * Container to host, after the command's output on each stream: `\0TW<ID>:<rc>:<oom>:<timedout>\0`.
+ * LC_ALL=C is a shell variable here, not exported: `read -N` counts bytes, children keep LANG.
+ */
+export const SHELL_SERVER = String.raw`
+LC_ALL=C
+cd /workspace 2>/dev/null || cd /
+oomf=/sys/fs/cgroup/memory.events
+[[ -r $oomf ]] || oomf=/sys/fs/cgroup/memory/memory.oom_control
+oomcount() { __oom=0; local k v; [[ -r $oomf ]] || return 0; while read -r k v; do [[ $k == oom_kill ]] && __oom=$v; done < "$oomf"; }
+printf '\0TWREADY\0'; printf '\0TWREADY\0' >&2
+while IFS=' ' read -r id tmo plen clen; do
+  pre=''; cmd=''
+  (( plen > 0 )) && IFS= read -r -d '' -N "$plen" pre
+  (( clen > 0 )) && IFS= read -r -d '' -N "$clen" cmd
+  oomcount; o0=$__oom
+  printf -v tsec '%d.%03d' $(( tmo / 1000 )) $(( tmo % 1000 ))
+  t0=${"$"}{EPOCHREALTIME/./}
+  ( eval "$pre" && exec timeout -k 2 "$tsec" bash -c "$cmd" ) </dev/null &
+  pid=$!
+  { wait "$pid"; } 2>/dev/null; rc=$?
+  kill -KILL -- "-$pid" 2>/dev/null
+  t1=${"$"}{EPOCHREALTIME/./}
+  oomcount
+  to=0
+  (( (rc == 124 || rc == 137) && (t1 - t0) / 1000 >= tmo )) && to=1
+  printf '\0TW%s:%s:%s:%s\0' "$id" "$rc" "$(( __oom - o0 ))" "$to"
+  printf '\0TW%s:%s:%s:%s\0' "$id" "$rc" "$(( __oom - o0 ))" "$to" >&2
+done
+`;
+
+/** Single-quotes a string for bash. */
+export function shellQuote(s: string): string {
+  return `'${s.replace(/'/g, `'\\''`)}'`;
+}
+
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/** The request bytes for one command. Throws on env names bash cannot export. */
+export function encodeRequest(id: string, command: string, timeoutMs: number, cwd: string, env: Record<string, string> = {}): Buffer {
+  const lines = [`cd -- ${shellQuote(cwd)} || exit 126`];
+  for (const [k, v] of Object.entries(env)) {
+    if (!ENV_NAME.test(k)) throw new Error(`environment variable name ${JSON.stringify(k)} is not valid`);
+    lines.push(`export ${k}=${shellQuote(v.replace(/\0/g, ''))}`);
+  }
+  const pre = Buffer.from(lines.join('\n'), 'utf8');
+  // bash's `read` drops NUL bytes anyway; removing them keeps the byte count honest.
+  const cmd = Buffer.from(command.replace(/\0/g, ''), 'utf8');
+  const ms = Math.max(1, Math.round(timeoutMs));
+  return Buffer.concat([Buffer.from(`${id} ${ms} ${pre.length} ${cmd.length}\n`), pre, cmd]);
+}
+
+export interface SentinelFields {
+  exitCode: number;
+  oomKills: number;
+  timedOut: boolean;
+}
+
+export function parseSentinelFields(fields: string): SentinelFields {
+  const [rc, oom, to] = fields.split(':').map(Number);
+  if (![rc, oom, to].every(Number.isFinite)) throw new Error(`malformed sentinel fields ${JSON.stringify(fields)}`);
+  return { exitCode: rc, oomKills: oom, timedOut: to === 1 };
+}
+
+export function sentinelMarker(id: string): Buffer {
+  return Buffer.from(`\0TW${id}:`, 'latin1');
+}

@@ -1,0 +1,236 @@
+// Workspace snapshots: an image that layers the workspace's files on a language image, with a
+// fresh git repository committed inside. Tagged by a content hash, so an unchanged workspace
+// is never rebuilt, and every container starts from it copy-on-write (O(1) in workspace size).
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import type Docker from 'dockerode';
+import * as tar from 'tar-stream';
+import { TurnwiseError } from '../core/errors';
+import type { EngineTarget } from './engine';
+import { sandboxError } from './errors';
+import { buildFromContext, imageExists, type BuildProgress } from './images';
+import { LABEL } from './owner';
+import { WORKSPACE_DIR } from './types';
+
+/** Bump when the snapshot layout changes, so old tags are not reused. */
+const SNAPSHOT_FORMAT = 'snapshot@1';
+export const DEFAULT_MAX_SNAPSHOT_BYTES = 1024 ** 3;
+
+export interface WorkspaceFile {
+  /** POSIX path relative to the workspace root. */
+  rel: string;
+  size: number;
+  mode: number;
+  /** Target of a symbolic link; undefined for regular files. */
+  link?: string;
+}
+
+export interface ListOptions {
+  /** Include node_modules/ even where it is ignored (Node test runners need it). */
+  includeNodeModules?: boolean;
+}
+
+function walk(root: string, rel: string, out: string[], skip: (rel: string, name: string) => boolean): void {
+  for (const e of fs.readdirSync(path.join(root, rel), { withFileTypes: true })) {
+    const r = rel ? `${rel}/${e.name}` : e.name;
+    if (skip(r, e.name)) continue;
+    if (e.isDirectory()) walk(root, r, out, skip);
+    else if (e.isFile() || e.isSymbolicLink()) out.push(r);
+  }
+}
+
+function isGitWorkTree(dir: string): boolean {
+  try {
+    return execFileSync('git', ['-C', dir, 'rev-parse', '--show-prefix'], { stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim() === '';
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The files a snapshot holds: in a git work tree, tracked plus untracked-but-not-ignored files
+ * (`git ls-files -co --exclude-standard`); elsewhere every file. Never `.git` internals.
+ */
+export function listWorkspaceFiles(dir: string, opts: ListOptions = {}): WorkspaceFile[] {
+  const root = path.resolve(dir);
+  if (!fs.existsSync(root) || !fs.statSync(root).isDirectory()) {
+    throw new TurnwiseError('not-found', `workspace ${root} is not a directory`, { hint: 'pass the folder that holds the project' });
+  }
+  let rels: string[] = [];
+  if (isGitWorkTree(root)) {
+    const raw = execFileSync('git', ['-C', root, 'ls-files', '-z', '-c', '-o', '--exclude-standard'], { maxBuffer: 1 << 30 });
+    rels = raw.toString('utf8').split('\0').filter((r) => r !== '');
+    // Submodules are listed as one path: take their files too.
+    const expanded: string[] = [];
+    for (const r of rels) {
+      const st = fs.lstatSync(path.join(root, r), { throwIfNoEntry: false });
+      if (st?.isDirectory()) walk(root, r, expanded, (_rel, name) => name === '.git');
+      else expanded.push(r);
+    }
+    rels = expanded;
+  } else {
+    walk(root, '', rels, (_rel, name) => name === '.git' || name === 'node_modules');
+  }
+  if (opts.includeNodeModules && fs.existsSync(path.join(root, 'node_modules'))) {
+    const nm: string[] = [];
+    walk(root, 'node_modules', nm, (_r, name) => name === '.git');
+    rels.push(...nm);
+  }
+  const seen = new Set<string>();
+  const files: WorkspaceFile[] = [];
+  for (const rel of rels) {
+    if (seen.has(rel) || rel.split('/').includes('.git')) continue;
+    seen.add(rel);
+    const abs = path.join(root, rel);
+    const st = fs.lstatSync(abs, { throwIfNoEntry: false });
+    if (!st) continue; // tracked but deleted in the work tree
+    if (st.isSymbolicLink()) files.push({ rel, size: 0, mode: 0o777, link: fs.readlinkSync(abs) });
+    else if (st.isFile()) files.push({ rel, size: st.size, mode: st.mode & 0o111 ? 0o755 : 0o644 });
+  }
+  files.sort((a, b) => (a.rel < b.rel ? -1 : a.rel > b.rel ? 1 : 0));
+  return files;
+}
+
+/** The size-cap error: names the largest files and top-level folders so the user can act. */
+export function checkSnapshotSize(files: WorkspaceFile[], maxBytes: number, root: string): void {
+  const total = files.reduce((s, f) => s + f.size, 0);
+  if (total <= maxBytes) return;
+  const mb = (n: number) => `${(n / 1024 ** 2).toFixed(1)} MB`;
+  const byTop = new Map<string, number>();
+  for (const f of files) {
+    const top = f.rel.includes('/') ? `${f.rel.split('/')[0]}/` : f.rel;
+    byTop.set(top, (byTop.get(top) ?? 0) + f.size);
+  }
+  const largest = [...files].sort((a, b) => b.size - a.size).slice(0, 5).map((f) => `${f.rel} (${mb(f.size)})`);
+  const folders = [...byTop].filter(([k]) => k.endsWith('/')).sort((a, b) => b[1] - a[1]).slice(0, 3).map(([k, v]) => `${k} (${mb(v)})`);
+  throw new TurnwiseError(
+    'invalid-input',
+    `workspace ${root} is ${mb(total)}, over the ${mb(maxBytes)} snapshot cap. Largest files: ${largest.join(', ')}` +
+      (folders.length ? `; largest folders: ${folders.join(', ')}` : ''),
+    { hint: 'add large generated or data files to .gitignore, or raise the cap (turnwise.sandbox.maxSnapshotMb / --max-snapshot-mb)' },
+  );
+}
+
+function hashFile(abs: string): string {
+  const h = createHash('sha256');
+  const fd = fs.openSync(abs, 'r');
+  try {
+    const buf = Buffer.allocUnsafe(1 << 20);
+    let n: number;
+    while ((n = fs.readSync(fd, buf, 0, buf.length, null)) > 0) h.update(buf.subarray(0, n));
+  } finally {
+    fs.closeSync(fd);
+  }
+  return h.digest('hex');
+}
+
+/** Content hash of the snapshot: files (path, mode, bytes) plus the image it layers on. */
+export function snapshotHash(root: string, files: WorkspaceFile[], baseImageId: string): string {
+  const h = createHash('sha256').update(`${SNAPSHOT_FORMAT}\0${baseImageId}\0`);
+  for (const f of files) {
+    h.update(`${f.rel}\0${f.mode.toString(8)}\0`);
+    h.update(f.link !== undefined ? `link:${f.link}` : hashFile(path.join(root, f.rel)));
+    h.update('\0');
+  }
+  return h.digest('hex');
+}
+
+/** The Dockerfile of a snapshot. The RUN commits the files as the repository's first commit. */
+export function snapshotDockerfile(baseImage: string): string {
+  return [
+    `FROM ${baseImage}`,
+    `COPY --chown=1000:1000 ws/ ${WORKSPACE_DIR}/`,
+    `USER 1000:1000`,
+    `WORKDIR ${WORKSPACE_DIR}`,
+    // -f: the files were chosen already; a tracked file matching .gitignore must still be committed.
+    `RUN git init -q && git add -A -f . && git commit -q --no-verify -m "turnwise snapshot"`,
+    '',
+  ].join('\n');
+}
+
+function packSnapshot(root: string, files: WorkspaceFile[], baseImage: string): NodeJS.ReadableStream {
+  const pack = tar.pack();
+  void (async () => {
+    try {
+      const add = (header: Partial<tar.Header> & { name: string }, body: Buffer | string = '') =>
+        new Promise<void>((res, rej) => {
+          pack.entry(header, body, (err) => (err ? rej(err) : res()));
+        });
+      await add({ name: 'Dockerfile', mode: 0o644 }, snapshotDockerfile(baseImage));
+      // An empty workspace still needs ws/ for the COPY.
+      await add({ name: 'ws/', type: 'directory', mode: 0o755 });
+      for (const f of files) {
+        const name = `ws/${f.rel}`;
+        if (f.link !== undefined) {
+          await add({ name, type: 'symlink', linkname: f.link, mode: 0o777 });
+          continue;
+        }
+        const abs = path.join(root, f.rel);
+        const size = fs.statSync(abs).size;
+        await new Promise<void>((res, rej) => {
+          const entry = pack.entry({ name, size, mode: f.mode }, (err) => (err ? rej(err) : res()));
+          const rs = fs.createReadStream(abs);
+          rs.on('error', rej);
+          rs.pipe(entry);
+        });
+      }
+      pack.finalize();
+    } catch (e) {
+      pack.destroy(e as Error);
+    }
+  })();
+  return pack as unknown as NodeJS.ReadableStream;
+}
+
+export interface Snapshot {
+  /** Image tag: `turnwise/snapshot:<hash>`. */
+  image: string;
+  hash: string;
+  workspace: string;
+  files: number;
+  bytes: number;
+  /** False when an image with this content hash already existed. */
+  built: boolean;
+  ms: number;
+}
+
+export interface SnapshotOptions extends ListOptions {
+  /** The language image to layer on (see images.ts `languageImageTag`). */
+  baseImage: string;
+  maxBytes?: number;
+  onProgress?: BuildProgress;
+}
+
+/** Builds (or finds) the snapshot image of `dir` on one engine. */
+export async function buildSnapshot(docker: Docker, target: EngineTarget, dir: string, opts: SnapshotOptions): Promise<Snapshot> {
+  const t0 = Date.now();
+  const root = path.resolve(dir);
+  const files = listWorkspaceFiles(root, opts);
+  checkSnapshotSize(files, opts.maxBytes ?? DEFAULT_MAX_SNAPSHOT_BYTES, root);
+  let baseId: string;
+  try {
+    baseId = (await docker.getImage(opts.baseImage).inspect()).Id;
+  } catch (e) {
+    throw sandboxError(e, target, `looking up ${opts.baseImage}`, opts.baseImage);
+  }
+  const hash = snapshotHash(root, files, baseId).slice(0, 16);
+  const image = `turnwise/snapshot:${hash}`;
+  const info = { image, hash, workspace: root, files: files.length, bytes: files.reduce((s, f) => s + f.size, 0) };
+  let exists: boolean;
+  try {
+    exists = await imageExists(docker, image);
+  } catch (e) {
+    throw sandboxError(e, target, `looking up ${image}`);
+  }
+  if (exists) return { ...info, built: false, ms: Date.now() - t0 };
+  await buildFromContext(
+    docker,
+    target,
+    packSnapshot(root, files, opts.baseImage),
+    { t: image, labels: { [LABEL.snapshot]: hash, [LABEL.workspace]: root } },
+    opts.onProgress,
+  );
+  return { ...info, built: true, ms: Date.now() - t0 };
+}

@@ -1,0 +1,196 @@
+// Reward after an episode: put every test file back as it was in the snapshot, run the task's
+// tests, and score R = pass_rate − λ_eff·turns/max_turns − λ_fmt·[any format error].
+// An unreadable report gives NaN (left out of baselines), never a silent 0.
+import { createHash } from 'node:crypto';
+import { formatError, TurnwiseError } from '../core/errors';
+import type { RewardComponents, Task } from '../core/schema';
+import type { Sandbox } from '../sandbox/types';
+import { WORKSPACE_DIR } from '../sandbox/types';
+import { parseReport, type JunitFlavor, type TestOutcome, type TestReport } from './report';
+import { DEFAULT_REPORT_PATH, shq } from './runners';
+import { isTestInfraFile, listFilesCommand } from './testfiles';
+
+export interface RewardWeights {
+  /** λ_eff: weight of turns/max_turns. Default 0.1. */
+  efficiency: number;
+  /** λ_fmt: penalty when any turn had a format error. Default 0.5. */
+  format: number;
+}
+
+export const DEFAULT_REWARD_WEIGHTS: RewardWeights = { efficiency: 0.1, format: 0.5 };
+
+export interface RewardInput {
+  /** Outcome per test id from the report; tests absent from it count as not passing. */
+  outcomes: ReadonlyMap<string, TestOutcome> | undefined;
+  failToPass: readonly string[];
+  passToPass: readonly string[];
+  turns: number;
+  maxTurns: number;
+  formatError: boolean;
+  weights?: Partial<RewardWeights>;
+  /** Why the report could not be used; makes pass rate and reward NaN. */
+  error?: string;
+  testsEdited?: boolean;
+}
+
+/** The pure reward formula. NaN pass rate (unusable report) gives NaN reward. */
+export function computeReward(input: RewardInput): RewardComponents {
+  const w = { ...DEFAULT_REWARD_WEIGHTS, ...(input.weights ?? {}) };
+  const ids = [...new Set([...input.failToPass, ...input.passToPass])];
+  let passRate = NaN;
+  let resolved = false;
+  if (input.error === undefined && input.outcomes) {
+    const passed = ids.filter((id) => input.outcomes!.get(id) === 'passed').length;
+    passRate = ids.length ? passed / ids.length : NaN;
+    resolved = ids.length > 0 && passed === ids.length;
+  }
+  const maxTurns = Math.max(1, input.maxTurns);
+  const efficiencyPenalty = w.efficiency * Math.min(input.turns, maxTurns) / maxTurns;
+  const formatPenalty = input.formatError ? w.format : 0;
+  return {
+    passRate,
+    resolved,
+    turns: input.turns,
+    maxTurns: input.maxTurns,
+    formatError: input.formatError,
+    efficiencyPenalty,
+    formatPenalty,
+    reward: passRate - efficiencyPenalty - formatPenalty,
+    ...(input.testsEdited !== undefined ? { testsEdited: input.testsEdited } : {}),
+    ...(input.error !== undefined ? { error: input.error } : input.outcomes && ids.length === 0 ? { error: 'the task names no tests' } : {}),
+  };
+}
+
+const sha = (b: Buffer | string) => createHash('sha256').update(b).digest('hex');
+
+export interface RestoreResult {
+  /** Test files whose content differed from the snapshot (now restored). */
+  modified: string[];
+  /** Test files the agent deleted (now restored). */
+  deleted: string[];
+  /** Test-like files the agent added (now removed). */
+  added: string[];
+}
+
+/**
+ * Makes every test-infrastructure file in the sandbox identical to `originals` (path → bytes,
+ * read from the snapshot's source): differing files are rewritten, missing ones recreated,
+ * new ones removed. Returns what was changed, so the episode can be flagged.
+ */
+export async function restoreTestFiles(sandbox: Sandbox, originals: ReadonlyMap<string, Buffer>, workspace = WORKSPACE_DIR): Promise<RestoreResult> {
+  const list = await sandbox.exec(listFilesCommand(), { cwd: workspace, timeoutMs: 60_000, maxOutputBytes: 8 * 1024 * 1024 });
+  if (list.exitCode !== 0 || list.truncated) {
+    throw new TurnwiseError('sandbox-failed', `cannot list workspace files to restore the tests (exit ${list.exitCode}${list.truncated ? ', output truncated' : ''}): ${list.stderr.slice(-300)}`);
+  }
+  const present = list.stdout.split('\n').filter((f) => f !== '' && isTestInfraFile(f));
+  const presentSet = new Set(present);
+  const added = present.filter((f) => !originals.has(f));
+  const deleted = [...originals.keys()].filter((f) => !presentSet.has(f));
+  const both = present.filter((f) => originals.has(f));
+  const modified: string[] = [];
+  if (both.length > 0) {
+    const sums = await sandbox.exec(`sha256sum -- ${both.map(shq).join(' ')}`, { cwd: workspace, timeoutMs: 60_000, maxOutputBytes: 8 * 1024 * 1024 });
+    const got = new Map<string, string>();
+    for (const line of sums.stdout.split('\n')) {
+      const m = /^([0-9a-f]{64}) [ *](.+)$/.exec(line);
+      if (m) got.set(m[2], m[1]);
+    }
+    for (const f of both) if (got.get(f) !== sha(originals.get(f)!)) modified.push(f);
+  }
+  for (const f of [...modified, ...deleted]) {
+    const dir = f.includes('/') ? f.slice(0, f.lastIndexOf('/')) : '';
+    if (dir) await sandbox.exec(`mkdir -p ${shq(dir)} && rm -rf ${shq(f)}`, { cwd: workspace, timeoutMs: 30_000 });
+    else await sandbox.exec(`rm -rf ${shq(f)}`, { cwd: workspace, timeoutMs: 30_000 });
+    await sandbox.writeFile(`${workspace}/${f}`, originals.get(f)!);
+  }
+  if (added.length > 0) await sandbox.exec(`rm -f -- ${added.map(shq).join(' ')}`, { cwd: workspace, timeoutMs: 30_000 });
+  return { modified, deleted, added };
+}
+
+export interface RunTestsResult {
+  report?: TestReport;
+  /** Set when there is no usable report (missing, unreadable). */
+  error?: string;
+  timedOut: boolean;
+  exitCode: number | null;
+  durationMs: number;
+}
+
+function flavorOf(task: Pick<Task, 'runner'>): JunitFlavor | undefined {
+  return task.runner === 'pytest' ? 'pytest' : task.runner === 'node-test' ? 'node' : task.runner === 'mocha' ? 'mocha' : undefined;
+}
+
+/**
+ * Runs a test command in the sandbox and parses its report. Never throws for a bad report:
+ * the error is returned, so callers can score NaN. `$TURNWISE_REPORT` names the report path.
+ */
+export async function runTests(
+  sandbox: Sandbox,
+  spec: Pick<Task, 'testCommand' | 'reportFormat' | 'runner'>,
+  opts: { timeoutMs?: number; reportPath?: string; workspace?: string } = {},
+): Promise<RunTestsResult> {
+  const reportPath = opts.reportPath ?? DEFAULT_REPORT_PATH;
+  const workspace = opts.workspace ?? WORKSPACE_DIR;
+  const res = await sandbox.exec(spec.testCommand, {
+    cwd: workspace,
+    timeoutMs: opts.timeoutMs ?? 120_000,
+    env: { TURNWISE_REPORT: reportPath, PYTHONDONTWRITEBYTECODE: '1', CI: '1' },
+  });
+  const base = { timedOut: res.timedOut, exitCode: res.exitCode, durationMs: res.durationMs };
+  let text: string;
+  try {
+    text = (await sandbox.readFile(reportPath)).toString('utf8');
+  } catch (e) {
+    const tail = (res.stderr || res.stdout).trim().split('\n').slice(-6).join('\n');
+    const why = res.timedOut ? `the test command timed out after ${Math.round(res.durationMs / 1000)} s` : `the test command exited with ${res.exitCode}`;
+    return { ...base, error: `no test report at ${reportPath}: ${why}${tail ? `; its last output:\n${tail}` : ''} (${formatError(e)})` };
+  }
+  try {
+    return { ...base, report: parseReport(spec.reportFormat ?? 'junit-xml', text, { flavor: flavorOf(spec), root: workspace }) };
+  } catch (e) {
+    return { ...base, error: formatError(e) };
+  }
+}
+
+export function outcomesOf(report: TestReport): Map<string, TestOutcome> {
+  const m = new Map<string, TestOutcome>();
+  for (const t of report.tests) m.set(t.id, t.outcome);
+  return m;
+}
+
+export interface EpisodeScore {
+  reward: RewardComponents;
+  /** Per-test summary stored with the trajectory (only the task's tests). */
+  testReport?: { passed: string[]; failed: string[]; errors?: string[] };
+  restored: RestoreResult;
+}
+
+export interface ScoreOptions {
+  /** Test files from the snapshot (collectTestFiles on the workspace the snapshot was built from). */
+  originalTestFiles: ReadonlyMap<string, Buffer>;
+  turns: number;
+  maxTurns: number;
+  formatError: boolean;
+  weights?: Partial<RewardWeights>;
+  timeoutMs?: number;
+}
+
+/** Scores a finished episode in its own sandbox: restore tests, run them, compute R. */
+export async function scoreEpisode(sandbox: Sandbox, task: Task, opts: ScoreOptions): Promise<EpisodeScore> {
+  const restored = await restoreTestFiles(sandbox, opts.originalTestFiles);
+  const testsEdited = restored.modified.length + restored.deleted.length + restored.added.length > 0;
+  const run = await runTests(sandbox, task, { timeoutMs: opts.timeoutMs });
+  const ids = [...new Set([...task.fail_to_pass, ...task.pass_to_pass])];
+  const common = { failToPass: task.fail_to_pass, passToPass: task.pass_to_pass, turns: opts.turns, maxTurns: opts.maxTurns, formatError: opts.formatError, weights: opts.weights, testsEdited };
+  if (!run.report) {
+    return { reward: computeReward({ ...common, outcomes: undefined, error: run.error ?? 'no test report' }), restored };
+  }
+  const outcomes = outcomesOf(run.report);
+  const passed = ids.filter((id) => outcomes.get(id) === 'passed');
+  const failed = ids.filter((id) => outcomes.has(id) && outcomes.get(id) !== 'passed');
+  const missing = ids.filter((id) => !outcomes.has(id));
+  // A run that timed out but left a report still scores what it reported; the rest count as not passing.
+  const reward = computeReward({ ...common, outcomes });
+  if (run.timedOut) reward.error = `the test run timed out; ${missing.length} of the task's tests have no result and count as failing`;
+  return { reward, testReport: { passed, failed, ...(missing.length ? { errors: missing } : {}) }, restored };
+}

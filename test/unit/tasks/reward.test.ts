@@ -1,0 +1,86 @@
+import * as assert from 'node:assert/strict';
+import { computeReward } from '../../../src/tasks/reward';
+import { buildInstruction, redactLocations } from '../../../src/tasks/instruction';
+import type { TestOutcome } from '../../../src/tasks/report';
+
+const outcomes = (o: Record<string, TestOutcome>) => new Map(Object.entries(o));
+
+describe('tasks/reward: computeReward', () => {
+  it('R = pass_rate − 0.1·turns/max − 0.5·[format error] with the defaults', () => {
+    const r = computeReward({
+      outcomes: outcomes({ a: 'passed', b: 'failed', c: 'passed', d: 'passed', z: 'failed' }),
+      failToPass: ['a', 'b'],
+      passToPass: ['c', 'd'],
+      turns: 5,
+      maxTurns: 20,
+      formatError: true,
+    });
+    assert.equal(r.passRate, 0.75);
+    assert.equal(r.resolved, false);
+    assert.ok(Math.abs(r.efficiencyPenalty - 0.025) < 1e-12);
+    assert.equal(r.formatPenalty, 0.5);
+    assert.ok(Math.abs(r.reward - (0.75 - 0.025 - 0.5)) < 1e-12);
+  });
+
+  it('all passing is resolved; weights are configurable; tests missing from the report count as failing', () => {
+    const all = computeReward({ outcomes: outcomes({ a: 'passed', c: 'passed' }), failToPass: ['a'], passToPass: ['c'], turns: 10, maxTurns: 10, formatError: false, weights: { efficiency: 0.2 } });
+    assert.equal(all.resolved, true);
+    assert.ok(Math.abs(all.reward - 0.8) < 1e-12);
+    const missing = computeReward({ outcomes: outcomes({ a: 'passed' }), failToPass: ['a'], passToPass: ['c'], turns: 0, maxTurns: 10, formatError: false });
+    assert.equal(missing.passRate, 0.5);
+    assert.equal(missing.resolved, false);
+    const skipped = computeReward({ outcomes: outcomes({ a: 'skipped' }), failToPass: ['a'], passToPass: [], turns: 0, maxTurns: 10, formatError: false });
+    assert.equal(skipped.passRate, 0, 'a skipped test is not a pass');
+  });
+
+  it('an unusable report gives NaN, never 0, and keeps the reason', () => {
+    const r = computeReward({ outcomes: undefined, failToPass: ['a'], passToPass: [], turns: 3, maxTurns: 10, formatError: false, error: 'the JUnit XML test report cannot be read' });
+    assert.ok(Number.isNaN(r.passRate));
+    assert.ok(Number.isNaN(r.reward));
+    assert.equal(r.resolved, false);
+    assert.match(r.error!, /cannot be read/);
+  });
+});
+
+describe('tasks/instruction', () => {
+  const pytestFailure = [
+    'tests/test_pricing.py:31: in test_total_member_discount',
+    '    assert total([(30, 2)], member=True) == 54',
+    'shop/pricing.py:22: in total',
+    '    subtotal = discount(subtotal, 10)',
+    'E   assert 60 == 54',
+  ].join('\n');
+  const nodeFailure = [
+    'AssertionError [ERR_ASSERTION]: Expected values to be strictly equal:',
+    '60 !== 54',
+    '    at total (/workspace/src/pricing.js:21:5)',
+    '    at TestContext.<anonymous> (/workspace/test/pricing.test.js:27:16)',
+  ].join('\n');
+
+  it('removes every frame that points into the mutated file, keeps the rest', () => {
+    const py = redactLocations(pytestFailure, ['shop/pricing.py']);
+    assert.doesNotMatch(py, /\bpricing\.py|subtotal = discount/);
+    assert.match(py, /tests\/test_pricing\.py:31/);
+    assert.match(py, /assert total\(\[\(30, 2\)\], member=True\) == 54/);
+    assert.match(py, /E   assert 60 == 54/);
+    const js = redactLocations(nodeFailure, ['src/pricing.js']);
+    assert.doesNotMatch(js, /src\/pricing\.js|at total/);
+    assert.match(js, /pricing\.test\.js:27/);
+    assert.match(js, /60 !== 54/);
+  });
+
+  it('names the failing tests and their output, never the hidden file', () => {
+    const text = buildInstruction(
+      [
+        { id: 'tests/test_pricing.py::test_total_member_discount', message: pytestFailure },
+        { id: 'tests/test_pricing.py::test_total_sums_lines' },
+      ],
+      { hideFiles: ['shop/pricing.py'] },
+    );
+    assert.match(text, /These 2 tests fail:/);
+    assert.match(text, /- tests\/test_pricing\.py::test_total_member_discount/);
+    assert.match(text, /- tests\/test_pricing\.py::test_total_sums_lines/);
+    assert.match(text, /E   assert 60 == 54/);
+    assert.doesNotMatch(text, /shop\/pricing\.py|\bpricing\.py/);
+  });
+});

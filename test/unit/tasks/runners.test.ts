@@ -1,0 +1,101 @@
+import * as assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { TurnwiseError } from '../../../src/core/errors';
+import { commandForTests, detectRunner, runnerCommand } from '../../../src/tasks/runners';
+import { collectTestFiles, isMutableSource, isTestInfraFile } from '../../../src/tasks/testfiles';
+
+const fixtures = path.join(__dirname, '..', '..', 'fixtures');
+
+describe('tasks/runners: detection and commands', () => {
+  let dir: string;
+  beforeEach(() => (dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-run-'))));
+  afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const write = (rel: string, text: string) => {
+    fs.mkdirSync(path.dirname(path.join(dir, rel)), { recursive: true });
+    fs.writeFileSync(path.join(dir, rel), text);
+  };
+
+  it('py-shop is pytest with JUnit XML (xunit1, collection errors do not stop the run)', () => {
+    const r = detectRunner(path.join(fixtures, 'py-shop'));
+    assert.equal(r.kind, 'pytest');
+    assert.equal(r.language, 'python');
+    assert.equal(r.reportFormat, 'junit-xml');
+    assert.equal(r.flavor, 'pytest');
+    assert.deepEqual(r.testFiles, ['tests/test_inventory.py', 'tests/test_pricing.py']);
+    assert.match(r.command, /python3 -m pytest .*-o junit_family=xunit1 .*--continue-on-collection-errors .*--junitxml=\/tmp\/turnwise\/report/);
+  });
+
+  it('js-shop is node:test with one junit report per test file', () => {
+    const r = detectRunner(path.join(fixtures, 'js-shop'));
+    assert.equal(r.kind, 'node-test');
+    assert.equal(r.flavor, 'node');
+    assert.deepEqual(r.testFiles, ['test/inventory.test.js', 'test/pricing.test.js']);
+    assert.match(r.command, /node --test --test-reporter=junit --test-reporter-destination=\/tmp\/turnwise\/report\.d\/0\.xml test\/inventory\.test\.js/);
+    assert.match(r.command, /#turnwise-report file=test\/pricing\.test\.js/);
+  });
+
+  it('package.json decides jest and mocha; go.mod gives go test', () => {
+    write('package.json', JSON.stringify({ devDependencies: { jest: '29' } }));
+    write('src/a.test.js', "test('x', () => {})");
+    let r = detectRunner(dir);
+    assert.equal(r.kind, 'jest');
+    assert.equal(r.reportFormat, 'jest-json');
+    assert.match(r.command, /jest --ci --json --outputFile=/);
+    write('package.json', JSON.stringify({ scripts: { test: 'mocha test/' } }));
+    r = detectRunner(dir);
+    assert.equal(r.kind, 'mocha');
+    assert.match(r.command, /--reporter xunit --reporter-option output=\/tmp\/turnwise\/report/);
+    fs.rmSync(path.join(dir, 'package.json'));
+    fs.rmSync(path.join(dir, 'src'), { recursive: true });
+    write('go.mod', 'module example.com/x\n');
+    r = detectRunner(dir);
+    assert.equal(r.kind, 'go-test');
+    assert.equal(r.reportFormat, 'go-test-json');
+  });
+
+  it('the override replaces command and report format', () => {
+    const r = detectRunner(path.join(fixtures, 'py-shop'), { command: 'make test-xml', reportFormat: 'junit-xml', reportPath: '/tmp/out.xml' });
+    assert.equal(r.command, 'make test-xml');
+    assert.equal(r.reportPath, '/tmp/out.xml');
+    assert.throws(() => detectRunner(dir, { reportFormat: 'tap' as never }), /unknown report format "tap"/);
+  });
+
+  it('a folder without tests is a clear error', () => {
+    write('README.md', 'hi');
+    assert.throws(
+      () => detectRunner(dir),
+      (e: unknown) => e instanceof TurnwiseError && e.code === 'not-found' && /no test suite found/.test(e.message) && !!e.hint,
+    );
+  });
+
+  it('scoring runs only the files that hold the task tests', () => {
+    const r = detectRunner(path.join(fixtures, 'js-shop'));
+    const cmd = commandForTests(r, ['test/pricing.test.js::clamp > at the bounds']);
+    assert.match(cmd, /pricing\.test\.js/);
+    assert.doesNotMatch(cmd, /inventory\.test\.js/);
+    const py = detectRunner(path.join(fixtures, 'py-shop'));
+    assert.match(commandForTests(py, ['tests/test_pricing.py::test_clamp_at_bounds']), /--junitxml=\/tmp\/turnwise\/report tests\/test_pricing\.py$/);
+    assert.equal(runnerCommand('go-test', []).endsWith('go test -json ./... > /tmp/turnwise/report'), true);
+  });
+});
+
+describe('tasks/testfiles', () => {
+  it('classifies tests, runner hooks and sources', () => {
+    for (const f of ['tests/test_a.py', 'pkg/a_test.py', 'conftest.py', 'sub/conftest.py', 'test/helpers.js', 'src/a.test.ts', 'src/__tests__/x.js', 'jest.config.js', 'x_test.go', 'sitecustomize.py']) {
+      assert.equal(isTestInfraFile(f), true, f);
+    }
+    for (const f of ['shop/pricing.py', 'src/index.ts', 'lib/contest.py', 'src/testing_utils.js']) assert.equal(isTestInfraFile(f), false, f);
+    assert.equal(isMutableSource('shop/pricing.py'), true);
+    assert.equal(isMutableSource('src/types.d.ts'), false);
+    assert.equal(isMutableSource('tests/test_a.py'), false);
+    assert.equal(isMutableSource('main.go'), false, 'Go is not mutated (yet)');
+  });
+
+  it('collectTestFiles reads exactly the test files of a fixture', () => {
+    const m = collectTestFiles(path.join(fixtures, 'js-shop'));
+    assert.deepEqual([...m.keys()], ['test/inventory.test.js', 'test/pricing.test.js']);
+    assert.match(m.get('test/pricing.test.js')!.toString(), /installments put the remainder last/);
+  });
+});

@@ -1,0 +1,136 @@
+// Bash intent signatures (credit-assignment.md "Intent signature"): the token sequence A³ and
+// turnwise cluster turns by. A pre-order walk over the named nodes of the tree-sitter-bash parse.
+import type { Parser, SyntaxNode } from './treesitter';
+import { createParser } from './treesitter';
+
+const CONTROL_KINDS = new Set([
+  'pipeline',
+  'subshell',
+  'compound_statement',
+  'list',
+  'function_definition',
+  'do_group',
+  'negated_command',
+  'case_item',
+  'elif_clause',
+  'else_clause',
+]);
+const LITERAL_KINDS = new Set(['word', 'string_content', 'variable_name', 'number']);
+const NOOP_VERBS = new Set(['true', 'false', ':', '']);
+
+export function isControlKind(kind: string): boolean {
+  return kind.endsWith('_statement') || CONTROL_KINDS.has(kind);
+}
+
+/**
+ * Surface normalization of verbs and literals: trim, strip leading/trailing `'` and `"`,
+ * lowercase, first 96 characters (code points, as a Python slice counts them).
+ */
+export function normalizeSurface(text: string): string {
+  let s = text.trim();
+  let a = 0;
+  let b = s.length;
+  while (a < b && (s[a] === "'" || s[a] === '"')) a++;
+  while (b > a && (s[b - 1] === "'" || s[b - 1] === '"')) b--;
+  s = s.slice(a, b).toLowerCase();
+  if (s.length > 96) s = Array.from(s).slice(0, 96).join('');
+  return s;
+}
+
+function normalizeVerb(text: string): string {
+  const v = normalizeSurface(text);
+  return NOOP_VERBS.has(v) ? ':noop' : v;
+}
+
+/** The node whose text is the verb (first named child of command_name when a word or string_content). */
+function verbNode(command: SyntaxNode): SyntaxNode | null {
+  const name = command.childForFieldName('name');
+  const first = name?.firstNamedChild ?? null;
+  return first && (first.type === 'word' || first.type === 'string_content') ? first : null;
+}
+
+function pushLiterals(node: SyntaxNode, verb: SyntaxNode | null, out: string[]): void {
+  for (const child of node.namedChildren) {
+    if (!child) continue;
+    if (child.type === 'command' || child.type === 'arithmetic_expansion') continue;
+    if (LITERAL_KINDS.has(child.type) && !(verb && child.id === verb.id)) out.push(`W:${normalizeSurface(child.text)}`);
+    pushLiterals(child, verb, out);
+  }
+}
+
+function walk(node: SyntaxNode, out: string[]): void {
+  if (node.type === 'command') {
+    const verb = verbNode(node);
+    out.push(`V:${verb ? normalizeVerb(verb.text) : '?'}`);
+    pushLiterals(node, verb, out);
+  } else if (isControlKind(node.type)) {
+    out.push(`K:${node.type}`);
+  }
+  for (const child of node.namedChildren) if (child) walk(child, out);
+}
+
+/** Intent signature of a parsed bash tree's root (or any node). */
+export function intentSignatureOfNode(root: SyntaxNode): string[] {
+  const out: string[] = [];
+  walk(root, out);
+  return out;
+}
+
+/** Intent signature of `bash` with a caller-held bash parser (synchronous; ~0.1 ms per command). */
+export function intentSignatureWith(parser: Parser, bash: string): string[] {
+  const tree = parser.parse(bash);
+  if (!tree) return [];
+  try {
+    return intentSignatureOfNode(tree.rootNode);
+  } finally {
+    tree.delete();
+  }
+}
+
+/** A reusable signer: loads tree-sitter-bash once, then signs synchronously. */
+export async function createBashSigner(): Promise<(bash: string) => string[]> {
+  const parser = await createParser('bash');
+  return (bash) => intentSignatureWith(parser, bash);
+}
+
+/** Intent signature of one bash string. Callers that sign many strings should use createBashSigner. */
+export async function intentSignature(bash: string): Promise<string[]> {
+  return (await createBashSigner())(bash);
+}
+
+/**
+ * Signs `commands.join("\n")` (A³'s multi-command scope snippets). Joining programs
+ * concatenates their signatures unless a command reaches into the next line (a heredoc, a
+ * trailing backslash, or a parse error such as an unclosed quote); only then is the joined
+ * text parsed. Per-command results are memoized, so signing all snippets of a batch is cheap.
+ */
+export async function createJoinedSigner(): Promise<(commands: readonly string[]) => string[]> {
+  const parser = await createParser('bash');
+  const memo = new Map<string, { sig: string[]; selfContained: boolean }>();
+  const one = (bash: string) => {
+    let e = memo.get(bash);
+    if (!e) {
+      const tree = parser.parse(bash);
+      if (!tree) e = { sig: [], selfContained: false };
+      else {
+        try {
+          e = {
+            sig: intentSignatureOfNode(tree.rootNode),
+            selfContained: !tree.rootNode.hasError && !bash.includes('<<') && !/\\\s*$/.test(bash),
+          };
+        } finally {
+          tree.delete();
+        }
+      }
+      if (memo.size > 50_000) memo.clear();
+      memo.set(bash, e);
+    }
+    return e;
+  };
+  return (commands) => {
+    if (commands.length === 1) return one(commands[0]).sig.slice();
+    const parts = commands.map(one);
+    if (parts.every((x) => x.selfContained)) return parts.flatMap((x) => x.sig);
+    return intentSignatureWith(parser, commands.join('\n'));
+  };
+}

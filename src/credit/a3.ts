@@ -1,0 +1,316 @@
+// A³ (Action Advantage Assignment) as its authors released it, and `turnwise`, our turn-level,
+// edit-aware variant (credit-assignment.md). Both: a robust episode backbone, an intent
+// residual from clustering the rollouts' bash signatures per (task, turn, scope), and a tree
+// margin over states where rollouts branched. One core with three switches.
+import { TurnwiseError } from '../core/errors';
+import { baseDiagnostics, indexBatch, num, type BatchIndex } from './batch';
+import { robustSquash, signatureDistance, tanhB, TokenInterner, UnionFind } from './stats';
+import type { EstimatorContext, EstimatorResult, EstimatorSpec, Params, TurnRow } from './types';
+
+export const A3_DEFAULTS: Params = {
+  epsilon: 1e-6,
+  bound: 1.1,
+  minCount: 2,
+  wTrie: 0.65,
+  supportPrior: 0.1,
+  gamma: 0.9,
+  wTree: 1.0,
+  scopes: [1, 2, 3, -1],
+  scopeWeights: [0.25, 0.25, 0.25, 0.25],
+  treeTau: 0.05,
+  timeDecay: 0.84,
+};
+
+interface Variant {
+  /** turnwise: residual normalized per (promptId, turn) cell and kept per turn; a3: first row per trajectory, per group. */
+  residualPerCell: boolean;
+  /** turnwise: scope −1 is the prefix up to k; a3: all of the trajectory's commands. */
+  scopeAllIsPrefix: boolean;
+  /** turnwise: edit tokens join each turn's signature. */
+  editTokens: boolean;
+}
+
+/** A (promptId, turn k) cell: the rows of trajectories that have a turn k, in batch order. */
+interface Cell {
+  promptId: string;
+  turn: number;
+  rows: number[];
+}
+
+function cellsOf(rows: readonly TurnRow[], batch: BatchIndex): Cell[] {
+  const cells: Cell[] = [];
+  for (const [promptId, members] of batch.groups) {
+    const byTurn = new Map<number, number[]>();
+    for (const t of members) {
+      for (const i of batch.trajs[t].rows) {
+        let c = byTurn.get(rows[i].turn);
+        if (!c) byTurn.set(rows[i].turn, (c = []));
+        c.push(i);
+      }
+    }
+    for (const turn of [...byTurn.keys()].sort((a, b) => a - b)) cells.push({ promptId, turn, rows: byTurn.get(turn)! });
+  }
+  return cells;
+}
+
+/** Signature tokens of the snippet made of the trajectory's turns at positions [from, to]. */
+function makeSnippetTokens(rows: readonly TurnRow[], batch: BatchIndex, ctx: EstimatorContext, variant: Variant) {
+  const interner = new TokenInterner();
+  const memo = new Map<string, Int32Array>();
+  const rowSig = (i: number): string[] => {
+    const r = rows[i];
+    if (r.signature) return r.signature;
+    if (ctx.signJoined) return ctx.signJoined([r.bash]);
+    throw new TurnwiseError('invalid-input', `row ${i} (${r.trajId} turn ${r.turn}) has no intent signature`, {
+      hint: 'compute signatures first (attachSignatures in src/credit/signatures.ts) or pass ctx.signJoined',
+    });
+  };
+  return (traj: number, from: number, to: number): Int32Array => {
+    const key = `${traj}:${from}:${to}`;
+    let toks = memo.get(key);
+    if (toks) return toks;
+    const idx = batch.trajs[traj].rows.slice(from, to + 1);
+    let words: string[];
+    if (variant.editTokens) {
+      // turnwise: each turn is its own program; its tokens are intent then edit tokens
+      words = idx.flatMap((i) => [...rowSig(i), ...(rows[i].editSig ?? [])]);
+    } else if (ctx.signJoined && idx.length > 1) {
+      words = ctx.signJoined(idx.map((i) => rows[i].bash));
+    } else {
+      words = idx.flatMap(rowSig);
+    }
+    toks = interner.intern(words);
+    memo.set(key, toks);
+    return toks;
+  };
+}
+
+/** Single-linkage clustering to K* = max(1, min(m, ⌈m / minCount⌉)) components; ties keep (i, j) order. */
+export function singleLinkage(tokens: readonly Int32Array[], minCount: number): { labels: number[]; k: number } {
+  const m = tokens.length;
+  if (m <= 1) return { labels: new Array(m).fill(0), k: m };
+  const target = Math.max(1, Math.min(m, Math.ceil(m / minCount)));
+  const pairs: { i: number; j: number; d: number }[] = [];
+  for (let i = 0; i < m; i++) for (let j = i + 1; j < m; j++) pairs.push({ i, j, d: signatureDistance(tokens[i], tokens[j]) });
+  pairs.sort((a, b) => a.d - b.d); // stable: equal distances stay in (i, j) order
+  const uf = new UnionFind(m);
+  for (const p of pairs) {
+    if (uf.components <= target) break;
+    uf.union(p.i, p.j);
+  }
+  return { labels: uf.labels(), k: uf.components };
+}
+
+function validate(params: Params): { scopes: number[]; w: number[] } {
+  const scopes = params.scopes as number[];
+  const weights = params.scopeWeights as number[];
+  if (scopes.length === 0 || scopes.length !== weights.length) {
+    throw new TurnwiseError('invalid-input', `scopes (${scopes.length}) and scopeWeights (${weights.length}) must be non-empty and of equal length`);
+  }
+  for (const s of scopes) {
+    if (!Number.isInteger(s) || (s < 1 && s !== -1)) {
+      throw new TurnwiseError('invalid-input', `scope ${s} is not valid`, { hint: 'scopes are integers ≥ 1, or −1 for the whole trajectory' });
+    }
+  }
+  const total = weights.reduce((a, b) => a + b, 0);
+  if (!(total > 0)) throw new TurnwiseError('invalid-input', 'scopeWeights must sum to a positive number');
+  if (!(num(params, 'minCount') >= 1)) throw new TurnwiseError('invalid-input', 'minCount must be ≥ 1');
+  return { scopes, w: weights.map((x) => x / total) };
+}
+
+function a3Core(rows: readonly TurnRow[], params: Params, ctx: EstimatorContext, variant: Variant): EstimatorResult {
+  const { scopes, w } = validate(params);
+  const eps = num(params, 'epsilon');
+  const p = num(params, 'supportPrior');
+  const gamma = num(params, 'gamma');
+  const tau = num(params, 'treeTau');
+  const decay = num(params, 'timeDecay');
+  const minCount = num(params, 'minCount');
+  const n = rows.length;
+  const batch = indexBatch(rows);
+  const cells = cellsOf(rows, batch);
+  const snippet = makeSnippetTokens(rows, batch, ctx, variant);
+
+  // --- clustering and leave-one-out means, per (promptId, k, scope)
+  const labels = scopes.map(() => new Array<number>(n).fill(-1));
+  const residual = new Array<number>(n).fill(0);
+  let multi = 0;
+  for (const cell of cells) {
+    const m = cell.rows.length;
+    for (let si = 0; si < scopes.length; si++) {
+      const s = scopes[si];
+      const toks = cell.rows.map((i) => {
+        const t = batch.trajOfRow[i];
+        const pos = batch.posOfRow[i];
+        if (s === -1) return snippet(t, 0, variant.scopeAllIsPrefix ? pos : batch.trajs[t].rows.length - 1);
+        return snippet(t, pos - Math.min(s, pos + 1) + 1, pos);
+      });
+      const { labels: lab, k } = singleLinkage(toks, minCount);
+      if (k >= 2) multi++;
+      const sum = new Map<number, { total: number; count: number }>();
+      for (let a = 0; a < m; a++) {
+        const e = sum.get(lab[a]) ?? { total: 0, count: 0 };
+        e.total += rows[cell.rows[a]].score;
+        e.count++;
+        sum.set(lab[a], e);
+      }
+      for (let a = 0; a < m; a++) {
+        const i = cell.rows[a];
+        labels[si][i] = lab[a];
+        const e = sum.get(lab[a])!;
+        const loo = e.count > 1 ? (e.total - rows[i].score) / (e.count - 1) : rows[i].score;
+        residual[i] += w[si] * (rows[i].score - loo);
+      }
+    }
+  }
+
+  // --- backbone: robust episode standardization per group
+  const backbone = new Array<number>(n).fill(0);
+  const resNorm = new Array<number>(n).fill(0);
+  for (const members of batch.groups.values()) {
+    const b = robustSquash(members.map((t) => batch.trajs[t].score), eps, 1.0);
+    members.forEach((t, a) => batch.trajs[t].rows.forEach((i) => (backbone[i] = b[a])));
+    if (!variant.residualPerCell) {
+      const r = robustSquash(members.map((t) => residual[batch.trajs[t].firstRow]), eps, 1.0);
+      members.forEach((t, a) => batch.trajs[t].rows.forEach((i) => (resNorm[i] = r[a])));
+    }
+  }
+  if (variant.residualPerCell) {
+    for (const cell of cells) {
+      const r = robustSquash(cell.rows.map((i) => residual[i]), eps, 1.0);
+      cell.rows.forEach((i, a) => (resNorm[i] = r[a]));
+    }
+  }
+
+  // --- tree margin: states (same earlier turns, near-equal earlier cluster vectors), actions within states
+  const rowAt = new Map<string, number>(); // `${traj}:${turn}` → row
+  for (let t = 0; t < batch.trajs.length; t++) for (const i of batch.trajs[t].rows) rowAt.set(`${t}:${rows[i].turn}`, i);
+  const hamming = (a: number, b: number): number => {
+    let h = 0;
+    for (let si = 0; si < scopes.length; si++) if (labels[si][a] !== labels[si][b]) h += w[si];
+    return h;
+  };
+  const gain = new Array<number>(n).fill(0);
+  const support = new Array<number>(n).fill(0);
+  for (const cell of cells) {
+    const m = cell.rows.length;
+    if (m < 2) continue;
+    const earlier = cell.rows.map((i) => {
+      const tr = batch.trajs[batch.trajOfRow[i]];
+      return tr.rows.slice(0, batch.posOfRow[i]).map((j) => rows[j].turn);
+    });
+    const earlierKey = earlier.map((e) => e.join(','));
+    const states = new UnionFind(m);
+    for (let a = 0; a < m; a++) {
+      for (let b = a + 1; b < m; b++) {
+        if (earlierKey[a] !== earlierKey[b]) continue;
+        const ts = earlier[a];
+        let same = true;
+        if (ts.length > 0) {
+          let wsum = 0;
+          for (let q = 0; q < ts.length; q++) wsum += Math.pow(decay, q);
+          let d = 0;
+          const ta = batch.trajOfRow[cell.rows[a]];
+          const tb = batch.trajOfRow[cell.rows[b]];
+          for (let q = 0; q < ts.length; q++) {
+            d += (Math.pow(decay, q) / wsum) * hamming(rowAt.get(`${ta}:${ts[q]}`)!, rowAt.get(`${tb}:${ts[q]}`)!);
+          }
+          same = d <= tau;
+        }
+        if (same) states.union(a, b);
+      }
+    }
+    const stateLabels = states.labels();
+    const byState = new Map<number, number[]>();
+    stateLabels.forEach((s, a) => {
+      let l = byState.get(s);
+      if (!l) byState.set(s, (l = []));
+      l.push(a);
+    });
+    for (const members of byState.values()) {
+      if (members.length < 2) continue;
+      const actions = new UnionFind(members.length);
+      for (let x = 0; x < members.length; x++) {
+        for (let y = x + 1; y < members.length; y++) {
+          if (hamming(cell.rows[members[x]], cell.rows[members[y]]) <= tau) actions.union(x, y);
+        }
+      }
+      if (actions.components < 2) continue;
+      const parent = members.reduce((s, a) => s + rows[cell.rows[a]].score, 0) / members.length;
+      const actionLabels = actions.labels();
+      const branches = new Map<number, number[]>();
+      actionLabels.forEach((l, x) => {
+        let b = branches.get(l);
+        if (!b) branches.set(l, (b = []));
+        b.push(cell.rows[members[x]]);
+      });
+      for (const branch of branches.values()) {
+        const shrink = branch.length / (branch.length + p + eps);
+        const bMean = branch.reduce((s, i) => s + rows[i].score, 0) / branch.length;
+        for (const i of branch) {
+          gain[i] = shrink * (bMean - parent);
+          support[i] = shrink;
+        }
+      }
+    }
+  }
+  const tree = new Array<number>(n).fill(0);
+  const gate = new Array<number>(n).fill(0);
+  for (const tr of batch.trajs) {
+    let G = 0;
+    let S = 0;
+    for (let q = tr.rows.length - 1; q >= 0; q--) {
+      const i = tr.rows[q];
+      G = gain[i] + gamma * G;
+      S = support[i] + gamma * S;
+      gate[i] = S / (S + p + eps);
+      tree[i] = gate[i] * G;
+    }
+  }
+
+  // --- combine: each term divided by its mean absolute value over the batch
+  const scored: number[] = [];
+  for (let i = 0; i < n; i++) if (batch.trajOfRow[i] >= 0) scored.push(i);
+  const meanAbs = (xs: number[]) => scored.reduce((s, i) => s + Math.abs(xs[i]), 0) / Math.max(scored.length, 1) + 1e-9;
+  const [sb, sr, st] = [meanAbs(backbone), meanAbs(resNorm), meanAbs(tree)];
+  const wTrie = num(params, 'wTrie');
+  const wTree = num(params, 'wTree');
+  const bound = num(params, 'bound');
+  const advantages = new Array<number>(n).fill(0);
+  for (const i of scored) advantages[i] = tanhB(backbone[i] / sb + (wTrie * resNorm[i]) / sr + (wTree * tree[i]) / st, bound);
+
+  const clusters: Record<string, number[]> = {};
+  scopes.forEach((s, si) => (clusters[`scope${s}`] = labels[si]));
+  const diagnostics = baseDiagnostics(batch);
+  diagnostics.frac_cells_multi_cluster = cells.length ? multi / (cells.length * scopes.length) : 0;
+  diagnostics.mean_tree_gate = scored.length ? scored.reduce((s, i) => s + gate[i], 0) / scored.length : 0;
+  return {
+    advantages,
+    components: { backbone, residualRaw: residual, residual: resNorm, tree, gate, gain, support },
+    clusters,
+    diagnostics,
+  };
+}
+
+export function a3Advantages(rows: readonly TurnRow[], params: Params = A3_DEFAULTS, ctx: EstimatorContext = {}): EstimatorResult {
+  return a3Core(rows, params, ctx, { residualPerCell: false, scopeAllIsPrefix: false, editTokens: false });
+}
+
+export function turnwiseAdvantages(rows: readonly TurnRow[], params: Params = A3_DEFAULTS, ctx: EstimatorContext = {}): EstimatorResult {
+  return a3Core(rows, params, ctx, { residualPerCell: true, scopeAllIsPrefix: true, editTokens: true });
+}
+
+export const A3_SPECS: EstimatorSpec[] = [
+  {
+    name: 'a3',
+    summary: 'A³ as released: robust backbone + per-trajectory intent residual + tree margin over branching states',
+    defaults: A3_DEFAULTS,
+    fn: a3Advantages,
+  },
+  {
+    name: 'turnwise',
+    summary: 'A³ made turn-level and edit-aware: per-turn residual, prefix-only scopes, code-edit tokens',
+    defaults: A3_DEFAULTS,
+    fn: turnwiseAdvantages,
+  },
+];

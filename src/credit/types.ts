@@ -1,0 +1,66 @@
+// The data every advantage estimator works on (credit-assignment.md): one row per turn, in
+// batch order (trajectories in order of first appearance, turns ascending).
+
+export interface TurnRow {
+  /** Task id: rows with the same promptId form a group (the G rollouts of one task). */
+  promptId: string;
+  trajId: string;
+  /** Turn index within the trajectory (ascending). */
+  turn: number;
+  /** The bash command of this turn. */
+  bash: string;
+  /** Episode reward R of the trajectory (same on every row of it); NaN when the sandbox failed. */
+  score: number;
+  /** Intent signature of `bash` (src/ast/bash.ts); a3/turnwise need it, see attachSignatures. */
+  signature?: string[];
+  /** Edit tokens of the turn: E:<path>::<def>, N:<kind>:<old>→<new> (turnwise only). */
+  editSig?: string[];
+  /** Observation text the policy saw before this turn (gigpo's anchor state); '' at turn 0. */
+  observation?: string;
+}
+
+/** Parameter values an estimator accepts: numbers, number lists (scopes) or enum strings (scale). */
+export type ParamValue = number | string | number[];
+export type Params = Record<string, ParamValue>;
+
+export interface EstimatorContext {
+  /**
+   * Intent signature of commands joined by "\n" (createJoinedSigner in src/ast/bash.ts). a3
+   * signs its multi-command scope snippets with it; when absent, a snippet's signature is the
+   * concatenation of its rows' `signature`s (the same unless a command continues onto the next).
+   */
+  signJoined?: (commands: readonly string[]) => string[];
+}
+
+export interface CreditDiagnostics {
+  /** Fraction of groups whose (non-NaN) scores all equal. */
+  frac_reward_zero_std: number;
+  /** Fraction of (promptId, turn, scope) clustering cells with at least two clusters; null when the estimator does not cluster. */
+  frac_cells_multi_cluster: number | null;
+  /** Mean over rows of the tree gate S / (S + p + ε); null when the estimator has no tree term. */
+  mean_tree_gate: number | null;
+  /** Rows whose score is NaN (excluded, advantage 0). */
+  rows_nan: number;
+}
+
+export interface EstimatorResult {
+  /** One advantage per input row, same order. */
+  advantages: number[];
+  /** Named per-row terms the advantage is made of (e.g. backbone, residual, tree, gate). */
+  components: Record<string, number[]>;
+  /** Per-row cluster labels, one list per scope (key "scope<s>"); labels are comparable only within a (promptId, turn) cell. */
+  clusters?: Record<string, number[]>;
+  diagnostics: CreditDiagnostics;
+}
+
+export type EstimatorFn = (rows: readonly TurnRow[], params: Params, ctx: EstimatorContext) => EstimatorResult;
+
+export interface EstimatorSpec {
+  name: string;
+  summary: string;
+  /** Every parameter with its default; params not listed here are rejected. */
+  defaults: Params;
+  /** For enum parameters: the allowed values. */
+  choices?: Record<string, readonly string[]>;
+  fn: EstimatorFn;
+}

@@ -35,3 +35,5 @@ export { toModelProto } from './model';
 export { ProtoWriter } from './protobuf';
 export * from './runtime';
 export { gradients, unbroadcast, shapeTensor, DIFFERENTIABLE_OPS } from './autodiff';
+export * from './optim';
+export * from './training';

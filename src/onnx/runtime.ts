@@ -1,5 +1,7 @@
 // ONNX Runtime sessions and execution providers. Asking onnxruntime-node for an EP whose
 // libraries are absent throws instead of falling back, so every EP is tried for real.
+import * as fs from 'node:fs';
+import * as path from 'node:path';
 import * as ort from 'onnxruntime-node';
 import { TurnwiseError } from '../core/errors';
 import type { DType, TensorData } from './graph';
@@ -113,6 +115,23 @@ export function resetProviderState(): void {
   warned.clear();
 }
 
+/**
+ * Why CUDA cannot load, found without asking ONNX Runtime (which would print a native error line
+ * on every start): its provider libraries sit next to the binding when they were installed.
+ */
+function cudaLibrariesMissing(): string | undefined {
+  if (process.platform !== 'linux' && process.platform !== 'win32') return undefined;
+  let binDir: string;
+  try {
+    binDir = path.join(path.dirname(require.resolve('onnxruntime-node')), '..', 'bin', 'napi-v6', process.platform, process.arch);
+  } catch {
+    return undefined;
+  }
+  if (!fs.existsSync(binDir)) return undefined;
+  const lib = process.platform === 'win32' ? 'onnxruntime_providers_cuda.dll' : 'libonnxruntime_providers_cuda.so';
+  return fs.existsSync(path.join(binDir, lib)) ? undefined : `${lib} is not installed with onnxruntime-node`;
+}
+
 function ortOptions(provider: ExecutionProviderName, s: SessionSettings): ort.InferenceSession.SessionOptions {
   return {
     executionProviders: [provider],
@@ -142,6 +161,20 @@ export class OnnxSession {
     const order: ExecutionProviderName[] = want === 'auto' ? ['cuda', 'cpu'] : want === 'cpu' ? ['cpu'] : [want, 'cpu'];
     let lastError: unknown;
     for (const p of order) {
+      if (p === 'cpu' && want !== 'auto' && want !== 'cpu' && unavailable.has(want)) {
+        warnOnce(
+          settings,
+          want,
+          `the ${want} execution provider could not be loaded (${unavailable.get(want)}); running on CPU. ` +
+            (want === 'cuda'
+              ? 'For CUDA install CUDA 12 + cuDNN 9 and run `npm rebuild onnxruntime-node --onnxruntime-node-install=cuda12`.'
+              : 'WebGPU needs a GPU adapter visible to the process.'),
+        );
+      }
+      if (p === 'cuda' && !unavailable.has(p)) {
+        const missing = cudaLibrariesMissing();
+        if (missing) unavailable.set(p, missing);
+      }
       if (p !== 'cpu' && unavailable.has(p)) continue;
       try {
         const session = await ort.InferenceSession.create(model, ortOptions(p, settings));
@@ -149,19 +182,8 @@ export class OnnxSession {
       } catch (e) {
         lastError = e;
         if (p === 'cpu') break;
-        const reason = (e as Error).message.split('\n')[0];
-        unavailable.set(p, reason);
+        unavailable.set(p, (e as Error).message.split('\n')[0].slice(0, 300));
       }
-    }
-    if (want !== 'auto' && want !== 'cpu' && unavailable.has(want)) {
-      warnOnce(
-        settings,
-        want,
-        `the ${want} execution provider could not be loaded (${unavailable.get(want)}); running on CPU. ` +
-          (want === 'cuda'
-            ? 'For CUDA install CUDA 12 + cuDNN 9 and run `npm rebuild onnxruntime-node --onnxruntime-node-install=cuda12`.'
-            : 'WebGPU needs a GPU adapter visible to the process.'),
-      );
     }
     if (lastError === undefined) throw new TurnwiseError('internal', 'no execution provider was tried');
     throw new TurnwiseError('runtime-unavailable', `ONNX Runtime could not create a session: ${(lastError as Error).message.split('\n')[0]}`, {

@@ -1,0 +1,240 @@
+// Training graphs: forward (given by the caller) + backward + global-norm clipping + AdamW in one
+// ONNX graph, optionally K optimizer steps in one run() through an ONNX Loop.
+import { TurnwiseError } from '../core/errors';
+import { gradients } from './autodiff';
+import { DType, Dim, Graph, Value, makeData } from './graph';
+import { toModelProto } from './model';
+import { adamwStep, clipByGlobalNorm } from './optim';
+import { HostTensor, OnnxSession, SessionCache, SessionSettings } from './runtime';
+
+export interface ParamSpec {
+  /** Graph input name, e.g. a Hugging Face tensor name `model.layers.0.mlp.up_proj.weight`. */
+  name: string;
+  shape: readonly number[];
+  /** Decoupled weight decay applies (default: rank >= 2, i.e. not biases and norm gains). */
+  decay?: boolean;
+}
+
+export interface BatchSpec {
+  name: string;
+  dtype: DType;
+  /** Per-step shape (symbolic dims allowed). With `batchPerStep` the fed tensor has a leading K axis. */
+  shape: readonly Dim[];
+}
+
+/** What a forward builder returns: a scalar loss and extra scalar metrics (entropy, clip fraction...). */
+export interface ForwardResult {
+  loss: Value;
+  metrics?: Record<string, Value>;
+}
+
+export type ForwardBuilder = (g: Graph, params: Record<string, Value>, batch: Record<string, Value>) => ForwardResult;
+
+export interface TrainingGraphSpec {
+  params: readonly ParamSpec[];
+  batch: readonly BatchSpec[];
+  forward: ForwardBuilder;
+  /** Names of the scalar metrics `forward` returns (fixed so outputs are known before building). */
+  metricNames?: readonly string[];
+  /** Parameter dtype (float64 is for gradient tests). Default float32. */
+  dtype?: 'float32' | 'float64';
+  /** Optimizer steps per run(): 1 = a plain graph, K > 1 = an ONNX Loop of K steps. */
+  steps?: number;
+  /** With steps > 1: each batch input carries a leading axis of K minibatches, one per step. */
+  batchPerStep?: boolean;
+}
+
+/** Input and output names of a training graph. */
+export const TRAIN_IO = {
+  m: (p: string) => `${p}.adam_m`,
+  v: (p: string) => `${p}.adam_v`,
+  next: (name: string) => `${name}.next`,
+  metric: (k: string) => `metric.${k}`,
+  hyper: ['lr', 'beta1', 'beta2', 'eps', 'weight_decay', 'max_grad_norm'] as const,
+  step: 'step',
+};
+
+export type HyperName = (typeof TRAIN_IO.hyper)[number];
+export type Hyperparameters = Record<HyperName, number>;
+
+export const DEFAULT_HYPER: Hyperparameters = { lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.01, max_grad_norm: 1.0 };
+
+/**
+ * Builds the training graph. Inputs: every param, its AdamW moments (`<p>.adam_m`, `<p>.adam_v`),
+ * `step` (updates done so far, scalar), the hyperparameters (scalars) and the batch.
+ * Outputs: `<p>.next`, `<p>.adam_m.next`, `<p>.adam_v.next`, `step.next`, and `metric.loss`,
+ * `metric.grad_norm` and `metric.<k>` per forward metric: scalars for steps = 1, `[K]` for a Loop.
+ */
+export function buildTrainingGraph(spec: TrainingGraphSpec): Graph {
+  const dtype = spec.dtype ?? 'float32';
+  const K = spec.steps ?? 1;
+  if (!Number.isInteger(K) || K < 1) throw new TurnwiseError('invalid-input', `training steps per run must be a positive integer, got ${K}`);
+  const seen = new Set<string>();
+  for (const n of [...spec.params.map((p) => p.name), ...spec.batch.map((b) => b.name), ...TRAIN_IO.hyper, TRAIN_IO.step]) {
+    if (seen.has(n)) throw new TurnwiseError('invalid-input', `training graph: name ${n} is used twice`, { hint: 'rename the batch input or parameter' });
+    seen.add(n);
+  }
+  const g = Graph.create(K > 1 ? `train_loop_${K}` : 'train_step');
+  const params = spec.params.map((p) => g.input(p.name, dtype, p.shape));
+  const ms = spec.params.map((p) => g.input(TRAIN_IO.m(p.name), dtype, p.shape));
+  const vs = spec.params.map((p) => g.input(TRAIN_IO.v(p.name), dtype, p.shape));
+  const step = g.input(TRAIN_IO.step, dtype, []);
+  const hp = Object.fromEntries(TRAIN_IO.hyper.map((h) => [h, g.input(h, dtype, [])])) as Record<HyperName, Value>;
+  const stacked = K > 1 && !!spec.batchPerStep;
+  const batchIn = spec.batch.map((b) => g.input(b.name, b.dtype, stacked ? [K, ...b.shape] : b.shape));
+  const decay = spec.params.map((p) => p.decay ?? p.shape.length >= 2);
+  const metricNames = ['loss', 'grad_norm', ...(spec.metricNames ?? [])];
+
+  // One optimizer step inside graph `b`, from state values visible in `b`.
+  const oneStep = (b: Graph, p: Value[], m: Value[], v: Value[], s: Value, batch: Value[]) => {
+    const named = Object.fromEntries(spec.params.map((ps, i) => [ps.name, p[i]]));
+    const namedBatch = Object.fromEntries(spec.batch.map((bs, i) => [bs.name, batch[i]]));
+    const fwd = spec.forward(b, named, namedBatch);
+    if (fwd.loss.rank !== 0) throw new TurnwiseError('internal', `training graph: the loss must be a scalar, got ${fwd.loss}`);
+    const grads = gradients(b, fwd.loss, p);
+    const { grads: clipped, norm } = clipByGlobalNorm(b, grads, hp.max_grad_norm);
+    const upd = adamwStep(b, p, clipped, m, v, s, { lr: hp.lr, beta1: hp.beta1, beta2: hp.beta2, eps: hp.eps, weightDecay: hp.weight_decay }, decay);
+    const extra = fwd.metrics ?? {};
+    for (const k of Object.keys(extra)) if (!metricNames.includes(k)) throw new TurnwiseError('internal', `training graph: metric ${k} is not listed in metricNames`);
+    const metrics = metricNames.map((k) => {
+      const val = k === 'loss' ? fwd.loss : k === 'grad_norm' ? norm : extra[k];
+      if (!val) throw new TurnwiseError('internal', `training graph: forward did not return metric ${k}`);
+      if (val.rank !== 0) throw new TurnwiseError('internal', `training graph: metric ${k} must be a scalar, got ${val}`);
+      return val.dtype === dtype ? val : b.cast(val, dtype);
+    });
+    return { ...upd, metrics };
+  };
+
+  let result: { params: Value[]; m: Value[]; v: Value[]; step: Value; metrics: Value[] };
+  if (K === 1) result = oneStep(g, params, ms, vs, step, batchIn);
+  else {
+    const n = params.length;
+    const loop = g.loop(K, [...params, ...ms, ...vs, step], (b, iter, c) => {
+      const batch = stacked ? batchIn.map((x) => b.gather(x, iter, 0)) : batchIn;
+      const r = oneStep(b, c.slice(0, n), c.slice(n, 2 * n), c.slice(2 * n, 3 * n), c[3 * n], batch);
+      return { carried: [...r.params, ...r.m, ...r.v, r.step], scan: r.metrics };
+    });
+    const c = loop.carried;
+    result = { params: c.slice(0, n), m: c.slice(n, 2 * n), v: c.slice(2 * n, 3 * n), step: c[3 * n], metrics: loop.scan };
+  }
+  spec.params.forEach((p, i) => {
+    g.output(result.params[i], TRAIN_IO.next(p.name));
+    g.output(result.m[i], TRAIN_IO.next(TRAIN_IO.m(p.name)));
+    g.output(result.v[i], TRAIN_IO.next(TRAIN_IO.v(p.name)));
+  });
+  g.output(result.step, TRAIN_IO.next(TRAIN_IO.step));
+  metricNames.forEach((k, i) => g.output(result.metrics[i], TRAIN_IO.metric(k)));
+  return g;
+}
+
+/** Parameters and AdamW state held on the host between runs. */
+export interface TrainState {
+  params: Record<string, Float32Array | Float64Array>;
+  m: Record<string, Float32Array | Float64Array>;
+  v: Record<string, Float32Array | Float64Array>;
+  /** Updates done so far. */
+  step: number;
+}
+
+/** Fresh AdamW state (zero moments, step 0) for the given parameter values. */
+export function initTrainState(params: Record<string, Float32Array | Float64Array>): TrainState {
+  const zeros = (a: Float32Array | Float64Array) => (a instanceof Float64Array ? new Float64Array(a.length) : new Float32Array(a.length));
+  return {
+    params: { ...params },
+    m: Object.fromEntries(Object.entries(params).map(([k, a]) => [k, zeros(a)])),
+    v: Object.fromEntries(Object.entries(params).map(([k, a]) => [k, zeros(a)])),
+    step: 0,
+  };
+}
+
+/**
+ * Runs training graphs. Sessions are built once per (key, steps) and reused; `key` names the shape
+ * class (the caller's choice, e.g. `tiny|ppo-token|seq512`). Batch dims may vary between calls
+ * where the graph declares them symbolic.
+ */
+export class Trainer {
+  private readonly cache: SessionCache;
+  constructor(
+    readonly spec: Omit<TrainingGraphSpec, 'steps'>,
+    readonly key: string,
+    settings: SessionSettings = {},
+    cache?: SessionCache,
+  ) {
+    this.cache = cache ?? new SessionCache(settings);
+  }
+
+  session(steps = 1): Promise<OnnxSession> {
+    return this.cache.get(`${this.key}|K=${steps}|${this.spec.batchPerStep ? 'stacked' : 'same'}|${this.spec.dtype ?? 'float32'}`, () =>
+      toModelProto(buildTrainingGraph({ ...this.spec, steps })),
+    );
+  }
+
+  /**
+   * `steps` optimizer updates (one run). Returns the new state and metrics per step
+   * (arrays of length `steps`). `state` is not modified.
+   */
+  async step(state: TrainState, batch: Record<string, HostTensor>, hyper: Partial<Hyperparameters> = {}, steps = 1): Promise<{ state: TrainState; metrics: Record<string, number[]> }> {
+    const s = await this.session(steps);
+    const dtype = this.spec.dtype ?? 'float32';
+    const h = { ...DEFAULT_HYPER, ...hyper };
+    const feeds: Record<string, HostTensor> = { ...batch };
+    const scalar = (x: number): HostTensor => ({ dtype, dims: [], data: makeData(dtype, [x]) });
+    for (const p of this.spec.params) {
+      const get = (rec: Record<string, Float32Array | Float64Array>, what: string) => {
+        const a = rec[p.name];
+        if (!a) throw new TurnwiseError('invalid-input', `training state has no ${what} for parameter ${p.name}`);
+        const n = p.shape.reduce((x, y) => x * y, 1);
+        if (a.length !== n) throw new TurnwiseError('invalid-input', `${what} of ${p.name} has ${a.length} values, expected ${n} (shape [${p.shape}])`);
+        return { dtype, dims: p.shape, data: a } as HostTensor;
+      };
+      feeds[p.name] = get(state.params, 'values');
+      feeds[TRAIN_IO.m(p.name)] = get(state.m, 'first moment');
+      feeds[TRAIN_IO.v(p.name)] = get(state.v, 'second moment');
+    }
+    feeds[TRAIN_IO.step] = scalar(state.step);
+    for (const k of TRAIN_IO.hyper) feeds[k] = scalar(h[k]);
+    const out = await s.run(feeds);
+    const next: TrainState = { params: {}, m: {}, v: {}, step: Number((out[TRAIN_IO.next(TRAIN_IO.step)].data as Float32Array)[0]) };
+    for (const p of this.spec.params) {
+      next.params[p.name] = out[TRAIN_IO.next(p.name)].data as Float32Array;
+      next.m[p.name] = out[TRAIN_IO.next(TRAIN_IO.m(p.name))].data as Float32Array;
+      next.v[p.name] = out[TRAIN_IO.next(TRAIN_IO.v(p.name))].data as Float32Array;
+    }
+    const metrics: Record<string, number[]> = {};
+    for (const k of ['loss', 'grad_norm', ...(this.spec.metricNames ?? [])]) metrics[k] = Array.from(out[TRAIN_IO.metric(k)].data as Float32Array, Number);
+    return { state: next, metrics };
+  }
+
+  release(): Promise<void> {
+    return this.cache.clear();
+  }
+}
+
+/**
+ * Times K optimizer steps as one Loop run against K separate runs on the same batch (after a
+ * warm-up of each). Returns `loop_speedup` = separate / loop (the `bench train` field).
+ */
+export async function measureLoopSpeedup(
+  trainer: Trainer,
+  state: TrainState,
+  batch: Record<string, HostTensor>,
+  opts: { k?: number; repeats?: number; hyper?: Partial<Hyperparameters> } = {},
+): Promise<{ loop_speedup: number; k: number; separate_ms: number; loop_ms: number }> {
+  const k = opts.k ?? 8;
+  const repeats = opts.repeats ?? 3;
+  if (trainer.spec.batchPerStep) throw new TurnwiseError('invalid-input', 'measureLoopSpeedup needs a trainer without batchPerStep (the same batch every step)');
+  await trainer.step(state, batch, opts.hyper, 1);
+  await trainer.step(state, batch, opts.hyper, k);
+  let separate = Infinity;
+  let loop = Infinity;
+  for (let r = 0; r < repeats; r++) {
+    let t0 = performance.now();
+    let s = state;
+    for (let i = 0; i < k; i++) s = (await trainer.step(s, batch, opts.hyper, 1)).state;
+    separate = Math.min(separate, performance.now() - t0);
+    t0 = performance.now();
+    await trainer.step(state, batch, opts.hyper, k);
+    loop = Math.min(loop, performance.now() - t0);
+  }
+  return { loop_speedup: separate / loop, k, separate_ms: separate, loop_ms: loop };
+}

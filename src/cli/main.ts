@@ -4,6 +4,7 @@ import { parseArgs } from 'node:util';
 import { errorToJson, formatError, isTurnwiseError } from '../core/errors';
 import { UsageError, type CliCommand, type CliIO } from './command';
 import { COMMANDS } from './commands/index';
+import { reapAtStartup } from '../sandbox/reaper';
 
 function usage(commands: CliCommand[]): string {
   const width = Math.max(...commands.map((c) => c.name.length));
@@ -72,6 +73,7 @@ export async function main(argv: string[], io?: Partial<CliIO>): Promise<number>
 }
 
 if (require.main === module) {
+  void reapAtStartup(); // removes sandboxes left by crashed Turnwise processes; best effort, never throws
   main(process.argv.slice(2)).then(
     (code) => {
       process.exitCode = code;

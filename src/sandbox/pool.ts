@@ -86,6 +86,12 @@ export class SandboxPool implements AsyncDisposable {
     return new SandboxPool(opts, engines);
   }
 
+  /** The dockerode client and target of engine `i`, for tools that need the raw engine. */
+  engineAt(i = 0): { docker: Docker; target: EngineTarget } {
+    const e = this.engines[i];
+    return { docker: e.docker, target: e.target };
+  }
+
   get engineLabels(): string[] {
     return this.engines.map((e) => e.target.label);
   }

@@ -1,0 +1,73 @@
+import * as assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { TurnwiseError } from '../../../src/core/errors';
+import { checkSnapshotSize, listWorkspaceFiles, snapshotHash } from '../../../src/sandbox/snapshot';
+
+function write(root: string, rel: string, data: string | Buffer) {
+  fs.mkdirSync(path.dirname(path.join(root, rel)), { recursive: true });
+  fs.writeFileSync(path.join(root, rel), data);
+}
+
+describe('sandbox/snapshot file selection', () => {
+  let dir: string;
+  beforeEach(() => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-snap-'));
+  });
+  afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it('in a git repo: tracked + untracked-not-ignored, no .git, no ignored, no node_modules unless asked', () => {
+    execFileSync('git', ['init', '-q', dir]);
+    write(dir, '.gitignore', 'build/\n*.log\nnode_modules/\n');
+    write(dir, 'src/a.py', 'a');
+    write(dir, 'src/b.py', 'b');
+    write(dir, 'notes.log', 'ignored');
+    write(dir, 'build/out.bin', 'ignored');
+    write(dir, 'new_untracked.py', 'u');
+    write(dir, 'node_modules/jest/index.js', 'j');
+    write(dir, 'forced.log', 'tracked though ignored');
+    execFileSync('git', ['-C', dir, 'add', 'src/a.py', '.gitignore']);
+    execFileSync('git', ['-C', dir, 'add', '-f', 'forced.log']);
+    fs.symlinkSync('src/a.py', path.join(dir, 'link.py'));
+    const rels = listWorkspaceFiles(dir).map((f) => f.rel);
+    assert.deepEqual(rels, ['.gitignore', 'forced.log', 'link.py', 'new_untracked.py', 'src/a.py', 'src/b.py']);
+    assert.equal(listWorkspaceFiles(dir).find((f) => f.rel === 'link.py')!.link, 'src/a.py');
+    const withNm = listWorkspaceFiles(dir, { includeNodeModules: true }).map((f) => f.rel);
+    assert.ok(withNm.includes('node_modules/jest/index.js'));
+  });
+
+  it('outside git: every file except .git and node_modules; executable bits kept', () => {
+    write(dir, 'x/run.sh', '#!/bin/sh\n');
+    fs.chmodSync(path.join(dir, 'x/run.sh'), 0o755);
+    write(dir, '.git/config', 'not a repo, still skipped');
+    write(dir, 'node_modules/m/i.js', '');
+    const files = listWorkspaceFiles(dir);
+    assert.deepEqual(files.map((f) => [f.rel, f.mode]), [['x/run.sh', 0o755]]);
+  });
+
+  it('content hash changes with content, mode and base image, and not otherwise', () => {
+    write(dir, 'a.txt', 'one');
+    const h1 = snapshotHash(dir, listWorkspaceFiles(dir), 'sha256:base');
+    assert.equal(snapshotHash(dir, listWorkspaceFiles(dir), 'sha256:base'), h1);
+    assert.notEqual(snapshotHash(dir, listWorkspaceFiles(dir), 'sha256:other'), h1);
+    write(dir, 'a.txt', 'two');
+    const h2 = snapshotHash(dir, listWorkspaceFiles(dir), 'sha256:base');
+    assert.notEqual(h2, h1);
+    fs.chmodSync(path.join(dir, 'a.txt'), 0o755);
+    assert.notEqual(snapshotHash(dir, listWorkspaceFiles(dir), 'sha256:base'), h2);
+  });
+
+  it('the size cap error names the largest files and folders', () => {
+    write(dir, 'data/big.bin', Buffer.alloc(3000));
+    write(dir, 'data/mid.bin', Buffer.alloc(1500));
+    write(dir, 'small.txt', 'x');
+    const files = listWorkspaceFiles(dir);
+    checkSnapshotSize(files, 10_000, dir); // under the cap: fine
+    assert.throws(
+      () => checkSnapshotSize(files, 2000, dir),
+      (e: unknown) => e instanceof TurnwiseError && /data\/big\.bin/.test(e.message) && /data\//.test(e.message) && /over the/.test(e.message) && !!e.hint,
+    );
+  });
+});

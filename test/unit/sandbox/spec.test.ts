@@ -1,0 +1,60 @@
+import * as assert from 'node:assert/strict';
+import { containerSpec } from '../../../src/sandbox/container';
+import { LABEL, ownerId, ownerState, processStartTime } from '../../../src/sandbox/owner';
+import { resolveEngineTarget } from '../../../src/sandbox/engine';
+import { sandboxLanguageFor } from '../../../src/sandbox/images';
+import { spawnSync } from 'node:child_process';
+
+describe('sandbox/container spec', () => {
+  it('sets every isolation setting and the owner labels', () => {
+    const s = containerSpec({ image: 'img', run: 'run 1', rollout: 'r7' }, '123:456', 'hostA');
+    const h = s.HostConfig!;
+    assert.equal(h.NetworkMode, 'none');
+    assert.deepEqual(h.CapDrop, ['ALL']);
+    assert.deepEqual(h.SecurityOpt, ['no-new-privileges']);
+    assert.equal(h.Memory, 2 * 1024 ** 3);
+    assert.equal(h.MemorySwap, h.Memory);
+    assert.equal(h.PidsLimit, 256);
+    assert.equal(h.NanoCpus, 1e9);
+    assert.equal(h.Init, true);
+    assert.match(h.Tmpfs!['/tmp'], /size=536870912/);
+    assert.equal(s.User, '1000:1000');
+    assert.deepEqual(s.Labels, { [LABEL.run]: 'run 1', [LABEL.rollout]: 'r7', [LABEL.owner]: '123:456', [LABEL.host]: 'hostA' });
+    assert.match(s.name!, /^tw-run-1-[0-9a-f]{8}$/);
+    const custom = containerSpec({ image: 'i', run: 'r', limits: { memoryBytes: 1e8, pidsLimit: 32 } });
+    assert.equal(custom.HostConfig!.Memory, 1e8);
+    assert.equal(custom.HostConfig!.MemorySwap, 1e8);
+    assert.equal(custom.HostConfig!.PidsLimit, 32);
+  });
+});
+
+describe('sandbox/owner', () => {
+  it('knows this process is alive and a dead or reused pid is gone', () => {
+    const me = ownerId();
+    assert.equal(me, `${process.pid}:${processStartTime(process.pid)}`);
+    assert.equal(ownerState(me, undefined), 'alive');
+    const [pid] = me.split(':');
+    assert.equal(ownerState(`${pid}:1`, undefined), 'gone', 'same pid, other start time = a reused pid');
+    const child = spawnSync('true');
+    assert.equal(ownerState(`${child.pid}:${processStartTime(process.pid)}`, undefined), 'gone');
+    assert.equal(ownerState(me, 'some-other-host', 'this-host'), 'unknown');
+    assert.equal(ownerState(undefined, undefined), 'gone');
+  });
+});
+
+describe('sandbox/engine targets and languages', () => {
+  it('resolves unix, tcp, tls and ssh hosts', () => {
+    assert.deepEqual(resolveEngineTarget('', {}).options, { socketPath: '/var/run/docker.sock' });
+    assert.deepEqual(resolveEngineTarget('unix:///tmp/d.sock', {}).options, { socketPath: '/tmp/d.sock' });
+    assert.deepEqual(resolveEngineTarget(undefined, { DOCKER_HOST: 'tcp://127.0.0.1:2375' }).options, { protocol: 'http', host: '127.0.0.1', port: 2375 });
+    assert.equal(resolveEngineTarget('ssh://me@box', {}).options.protocol, 'ssh');
+    assert.throws(() => resolveEngineTarget('tcp://h:2376', { DOCKER_TLS_VERIFY: '1', DOCKER_CERT_PATH: '/nonexistent' }), /ca\.pem/);
+    assert.throws(() => resolveEngineTarget('ftp://x', {}), /unsupported/);
+  });
+
+  it('maps task languages to sandbox images', () => {
+    assert.equal(sandboxLanguageFor('python'), 'python');
+    assert.equal(sandboxLanguageFor('typescript'), 'node');
+    assert.throws(() => sandboxLanguageFor('cobol'), /no sandbox image/);
+  });
+});

@@ -3,6 +3,7 @@
 import * as vscode from 'vscode';
 import { formatError } from '../core/errors';
 import { formatDoctorReport, runDoctor } from '../train/doctor';
+import { disposeAllSandboxes, reapAtStartup } from '../sandbox';
 
 let log: vscode.LogOutputChannel | undefined;
 
@@ -12,16 +13,27 @@ export function activate(context: vscode.ExtensionContext): { checkEnvironment: 
   const checkEnvironment = () => checkEnvironmentCommand(log!);
   context.subscriptions.push(vscode.commands.registerCommand('turnwise.checkEnvironment', checkEnvironment));
   log.info(`Turnwise ${context.extension.packageJSON.version} activated`);
+  // Sandboxes left behind by a Turnwise process that died (crash, kill -9) are removed at every
+  // start. Best effort and capped in time: a missing engine is reported by the commands that need it.
+  void reapAtStartup(dockerHostSetting()).then((r) => {
+    if (r && r.removed.length > 0) log?.info(`removed ${r.removed.length} sandbox container(s) left by exited Turnwise processes`);
+  });
   // The API returned here is what extension-host tests use to reach the extension's results.
   return { checkEnvironment };
 }
 
-export function deactivate(): void {
+export async function deactivate(): Promise<void> {
+  // Sandboxes this window still holds are removed before the extension host goes away.
+  await disposeAllSandboxes(5000);
   log = undefined;
 }
 
+function dockerHostSetting(): string | undefined {
+  return vscode.workspace.getConfiguration('turnwise').get<string>('docker.host') || undefined;
+}
+
 async function checkEnvironmentCommand(out: vscode.LogOutputChannel) {
-  const dockerHost = vscode.workspace.getConfiguration('turnwise').get<string>('docker.host') || undefined;
+  const dockerHost = dockerHostSetting();
   try {
     const report = await vscode.window.withProgress(
       { location: vscode.ProgressLocation.Notification, title: 'Turnwise: checking the environment…' },

@@ -1,0 +1,185 @@
+// Training graphs: the Qwen2 forward, token log-probs and a loss (ppo-token | gspo-seq | sft
+// cross-entropy, optional k3 KL and entropy bonus), handed to src/onnx's buildTrainingGraph, which
+// adds gradients, global-norm clipping and AdamW, K optimizer steps per run in an ONNX Loop.
+//
+// Per-token arrays are [B, T] and aligned with input_ids: value t belongs to token ids[t], whose
+// log-prob comes from the logits at t − 1. Column 0 therefore never carries loss (no logit
+// predicts the first token); loss_mask must be 1 only on action tokens.
+import { TurnwiseError } from '../core/errors';
+import { Graph, type Value } from '../onnx';
+import { buildTrainingGraph, type BatchSpec, type ForwardBuilder, type TrainingGraphSpec } from '../onnx/training';
+import { type Qwen2Config } from './config';
+import { buildForward, graphParamSpecs, MASKED } from './graphs';
+
+export type TrainLoss = 'ppo-token' | 'gspo-seq' | 'sft';
+export const TRAIN_LOSSES: readonly TrainLoss[] = ['ppo-token', 'gspo-seq', 'sft'];
+
+/** Sequence-level log-ratio cap before exp (credit-assignment.md, as in src/credit/losses.ts). */
+export const GSPO_LOG_RATIO_CAP = 10;
+
+export interface TrainGraphOptions {
+  loss: TrainLoss;
+  batch: number;
+  seq: number;
+  /** Add klCoef · k3 KL to the reference policy to the loss (needs ref_logp). */
+  kl?: boolean;
+  /** Subtract entCoef · mean entropy from the loss. */
+  entropy?: boolean;
+}
+
+export const METRICS = ['loss', 'pg_loss', 'clip_frac', 'approx_kl', 'kl', 'entropy', 'grad_norm'] as const;
+export type MetricName = (typeof METRICS)[number];
+
+/** Per-token inputs each loss reads (besides input_ids and attention_mask). */
+export function batchInputs(o: TrainGraphOptions): string[] {
+  const names = ['loss_mask'];
+  if (o.loss !== 'sft') names.push('advantages', 'old_logp');
+  if (o.kl) names.push('ref_logp');
+  return names;
+}
+
+export interface PolicyLossValues {
+  /** log π(token), [B, N], N = T − 1 (tokens 1..T−1). */
+  logp: Value;
+  mask: Value;
+  advantages?: Value;
+  oldLogp?: Value;
+  refLogp?: Value;
+  /** Per-token entropy, [B, N]. */
+  entropy: Value;
+}
+
+export interface PolicyLossGraph {
+  loss: Value;
+  metrics: Record<Exclude<MetricName, 'grad_norm'>, Value>;
+}
+
+/**
+ * The loss and its metrics as graph ops over per-token values. Matches src/credit/losses.ts
+ * (ppoTokenLoss, gspoSeqLoss) for the policy losses; `sft` is the token-mean negative log-likelihood.
+ */
+export function buildPolicyLoss(
+  g: Graph,
+  kind: TrainLoss,
+  v: PolicyLossValues,
+  h: { clipLow: Value; clipHigh: Value; klCoef: Value; entCoef: Value },
+  flags: { kl?: boolean; entropy?: boolean },
+): PolicyLossGraph {
+  const mask = v.mask;
+  const nTok = g.max(g.reduceSum(mask), 1);
+  const tokenMean = (x: Value) => g.div(g.reduceSum(g.mul(x, mask)), nTok);
+  const zero = g.scalar(0, 'float32');
+  const entropy = tokenMean(v.entropy);
+  let pg: Value;
+  let clipFrac: Value = zero;
+  let approxKl: Value = zero;
+  if (kind === 'sft') {
+    pg = g.neg(tokenMean(v.logp));
+  } else {
+    const adv = v.advantages!;
+    const old = v.oldLogp!;
+    const lo = g.sub(1, h.clipLow);
+    const hi = g.add(1, h.clipHigh);
+    approxKl = tokenMean(g.sub(old, v.logp));
+    if (kind === 'ppo-token') {
+      const ratio = g.exp(g.sub(v.logp, old));
+      const l1 = g.mul(g.neg(adv), ratio);
+      const l2 = g.mul(g.neg(adv), g.min(g.max(ratio, lo), hi));
+      // Max picks l1 on ties, as the reference does (the clipped branch only when strictly larger).
+      pg = tokenMean(g.max(l1, l2));
+      clipFrac = tokenMean(g.cast(g.greater(l2, l1), 'float32'));
+    } else {
+      const cnt = g.reduceSum(mask, [1]); // [B]
+      const denom = g.max(cnt, 1);
+      const has = g.cast(g.greater(cnt, 0), 'float32');
+      const nSeq = g.max(g.reduceSum(has), 1);
+      const s = g.div(g.reduceSum(g.mul(g.sub(v.logp, old), mask), [1]), denom);
+      const a = g.div(g.reduceSum(g.mul(adv, mask), [1]), denom);
+      const ratio = g.exp(g.min(s, GSPO_LOG_RATIO_CAP));
+      const l1 = g.mul(g.neg(a), ratio);
+      const l2 = g.mul(g.neg(a), g.min(g.max(ratio, lo), hi));
+      pg = g.div(g.reduceSum(g.mul(g.max(l1, l2), has)), nSeq);
+      clipFrac = g.div(g.reduceSum(g.mul(g.cast(g.greater(l2, l1), 'float32'), has)), nSeq);
+    }
+  }
+  let kl: Value = zero;
+  if (v.refLogp) {
+    const d = g.sub(v.refLogp, v.logp);
+    kl = tokenMean(g.sub(g.sub(g.exp(d), d), 1));
+  }
+  let loss = pg;
+  if (flags.kl && v.refLogp) loss = g.add(loss, g.mul(h.klCoef, kl));
+  if (flags.entropy) loss = g.sub(loss, g.mul(h.entCoef, entropy));
+  // Metrics that are the same constant (0 for sft) still need distinct values to be distinct outputs.
+  const own = (x: Value) => (x === zero ? g.identity(zero) : x);
+  return { loss, metrics: { loss, pg_loss: pg, clip_frac: own(clipFrac), approx_kl: own(approxKl), kl: own(kl), entropy } };
+}
+
+/** log-probs of ids[:, 1:] and per-token entropies from logits [B, T, V] (divided by temperature). */
+export function tokenLogprobs(g: Graph, logits: Value, ids: Value, temperature: Value, B: number, T: number): { logp: Value; entropy: Value } {
+  const pred = g.slice(logits, [0], [T - 1], [1]); // [B,T-1,V]
+  const lsm = g.logSoftmax(g.div(pred, temperature), -1);
+  const targets = g.unsqueeze(g.slice(ids, [1], [T], [1]), [2]); // [B,T-1,1]
+  const logp = g.reshape(g.gatherElements(lsm, targets, 2), [B, T - 1]);
+  const entropy = g.neg(g.reduceSum(g.mul(g.exp(lsm), lsm), [2]));
+  return { logp, entropy };
+}
+
+/** Loss hyperparameters fed per step (scalars; [K] when K steps are stacked). */
+export const LOSS_HYPER_INPUTS = ['clip_low', 'clip_high', 'kl_coef', 'ent_coef', 'temperature'] as const;
+export type LossHyperName = (typeof LOSS_HYPER_INPUTS)[number];
+
+/** Metrics the forward builder adds to `loss` and `grad_norm` (which src/onnx's helper always outputs). */
+export const LOSS_METRICS = ['pg_loss', 'clip_frac', 'approx_kl', 'kl', 'entropy'] as const;
+
+/**
+ * The training-graph spec for src/onnx's buildTrainingGraph: weights (graph layout, HF names,
+ * weight decay on matrices only), batch inputs input_ids int64 [B,T], attention_mask and
+ * batchInputs(o) float32 [B,T] plus LOSS_HYPER_INPUTS scalars, and the forward builder
+ * (Qwen2 forward → token log-probs → loss).
+ */
+export function policyTrainingSpec(c: Qwen2Config, o: TrainGraphOptions): Omit<TrainingGraphSpec, 'steps'> {
+  const { batch: B, seq: T } = o;
+  if (T < 2) throw new TurnwiseError('invalid-input', `training needs sequences of at least 2 tokens, got seq ${T}`);
+  const perToken = batchInputs(o);
+  const batch: BatchSpec[] = [
+    { name: 'input_ids', dtype: 'int64', shape: [B, T] },
+    { name: 'attention_mask', dtype: 'float32', shape: [B, T] },
+    ...perToken.map((name) => ({ name, dtype: 'float32' as const, shape: [B, T] })),
+    ...LOSS_HYPER_INPUTS.map((name) => ({ name, dtype: 'float32' as const, shape: [] })),
+  ];
+  const causal = new Float32Array(T * T);
+  for (let i = 0; i < T; i++) for (let j = i + 1; j < T; j++) causal[i * T + j] = MASKED;
+  const forward: ForwardBuilder = (g, params, inp) => {
+    const causalV = g.tensor('float32', [1, 1, T, T], causal);
+    const positions = g.tensor('int64', [1, T], Array.from({ length: T }, (_, i) => i));
+    const keyBias = g.reshape(g.mul(g.sub(1, inp.attention_mask), MASKED), [B, 1, 1, T]);
+    const bias = g.add(causalV, keyBias);
+    const W = new Map(Object.entries(params));
+    const { logits } = buildForward(g, c, W, { ids: inp.input_ids, positions, bias, dims: { B, T, S: T } });
+    const { logp, entropy } = tokenLogprobs(g, logits, inp.input_ids, inp.temperature, B, T);
+    const tail = (name: string) => (inp[name] ? g.slice(inp[name], [1], [T], [1]) : undefined);
+    const { loss, metrics } = buildPolicyLoss(
+      g,
+      o.loss,
+      { logp, entropy, mask: tail('loss_mask')!, advantages: tail('advantages'), oldLogp: tail('old_logp'), refLogp: tail('ref_logp') },
+      { clipLow: inp.clip_low, clipHigh: inp.clip_high, klCoef: inp.kl_coef, entCoef: inp.ent_coef },
+      { kl: o.kl, entropy: o.entropy },
+    );
+    const { loss: _l, ...extra } = metrics;
+    void _l;
+    return { loss, metrics: extra };
+  };
+  return {
+    params: graphParamSpecs(c).map((p) => ({ name: p.name, shape: p.shape, decay: p.shape.length === 2 })),
+    batch,
+    forward,
+    metricNames: LOSS_METRICS,
+    batchPerStep: true,
+  };
+}
+
+/** The training graph for `steps` optimizer steps per run (an ONNX Loop when steps > 1). */
+export function buildTrainGraph(c: Qwen2Config, o: TrainGraphOptions, steps = 1): Graph {
+  return buildTrainingGraph({ ...policyTrainingSpec(c, o), steps });
+}

@@ -45,7 +45,8 @@ export interface NodeDef {
 export class Value {
   constructor(
     readonly graph: Graph,
-    readonly name: string,
+    /** Mutable only through Graph.output, which renames a computed value instead of copying it. */
+    public name: string,
     readonly dtype: DType,
     readonly shape: Shape,
   ) {}
@@ -188,8 +189,13 @@ export class Graph {
   output(v: Value, name?: string): Value {
     let out = v;
     const isInput = this.inputs.includes(v) || !v.producer || v.graph !== this;
-    if ((name !== undefined && name !== v.name) || isInput || this.outputs.includes(v)) {
+    if (isInput || this.outputs.includes(v)) {
       out = this.node('Identity', [v], {}, { name: name ?? `${v.name}_out` })[0];
+    } else if (name !== undefined && name !== v.name) {
+      // Rename in place: an Identity would copy the tensor on every run.
+      this.claim(name);
+      this.state.names.delete(v.name);
+      v.name = name;
     }
     this.outputs.push(out);
     return out;

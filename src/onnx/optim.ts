@@ -15,7 +15,13 @@ export interface AdamWHyper {
  * Global L2 norm of all gradients and the gradients scaled so that norm <= maxNorm
  * (coefficient maxNorm / (norm + 1e-6), capped at 1, as in PyTorch). maxNorm <= 0 disables clipping.
  */
-export function clipByGlobalNorm(g: Graph, grads: readonly Value[], maxNorm: Value): { grads: Value[]; norm: Value } {
+export function clipByGlobalNorm(g: Graph, grads: readonly Value[], maxNorm: Value): { grads: Value[]; norm: Value; scale: Value } {
+  const { norm, scale } = clipCoefficient(g, grads, maxNorm);
+  return { grads: grads.map((d) => g.mul(d, scale)), norm, scale };
+}
+
+/** The global norm and the clipping coefficient alone (to fold into the optimizer's scalars). */
+export function clipCoefficient(g: Graph, grads: readonly Value[], maxNorm: Value): { norm: Value; scale: Value } {
   let sq: Value | undefined;
   for (const d of grads) {
     const s = g.reduceSumSquare(d, undefined, false);
@@ -24,11 +30,11 @@ export function clipByGlobalNorm(g: Graph, grads: readonly Value[], maxNorm: Val
   const norm = g.sqrt(sq!);
   const coef = g.min(g.div(maxNorm, g.add(norm, 1e-6)), 1);
   const scale = g.where(g.greater(maxNorm, 0), coef, 1);
-  return { grads: grads.map((d) => g.mul(d, scale)), norm };
+  return { norm, scale };
 }
 
 /**
- * One AdamW update. `step` is the number of updates done before this one (float scalar); the
+ * One AdamW update of `gradScale`·grads (the clipping coefficient; default 1). `step` is the number of updates done before this one (float scalar); the
  * returned step is step + 1. `decay[i]` says whether weight decay applies to params[i].
  *
  *   t = step + 1; p ← p·(1 − lr·wd); m ← β1·m + (1 − β1)·g; v ← β2·v + (1 − β2)·g²
@@ -43,14 +49,16 @@ export function adamwStep(
   step: Value,
   h: AdamWHyper,
   decay: readonly boolean[],
+  gradScale?: Value,
 ): { params: Value[]; m: Value[]; v: Value[]; step: Value } {
   const t = g.add(step, 1);
   const bc1 = g.sub(1, g.pow(h.beta1, t));
   const bc2 = g.sub(1, g.pow(h.beta2, t));
   const stepSize = g.div(h.lr, bc1);
   const invSqrtBc2 = g.reciprocal(g.sqrt(bc2));
-  const oneMinusB1 = g.sub(1, h.beta1);
-  const oneMinusB2 = g.sub(1, h.beta2);
+  // A gradient scale (clipping coefficient) is folded into these scalars: one less full-size Mul per param.
+  const oneMinusB1 = gradScale ? g.mul(g.sub(1, h.beta1), gradScale) : g.sub(1, h.beta1);
+  const oneMinusB2 = gradScale ? g.mul(g.sub(1, h.beta2), g.mul(gradScale, gradScale)) : g.sub(1, h.beta2);
   const decayFactor = g.sub(1, g.mul(h.lr, h.weightDecay));
   const out = { params: [] as Value[], m: [] as Value[], v: [] as Value[], step: t };
   params.forEach((p, i) => {

@@ -4,7 +4,7 @@ import { TurnwiseError } from '../core/errors';
 import { gradients } from './autodiff';
 import { DType, Dim, Graph, Value, makeData } from './graph';
 import { toModelProto } from './model';
-import { adamwStep, clipByGlobalNorm } from './optim';
+import { adamwStep, clipCoefficient } from './optim';
 import { HostTensor, OnnxSession, SessionCache, SessionSettings } from './runtime';
 
 export interface ParamSpec {
@@ -20,6 +20,8 @@ export interface BatchSpec {
   dtype: DType;
   /** Per-step shape (symbolic dims allowed). With `batchPerStep` the fed tensor has a leading K axis. */
   shape: readonly Dim[];
+  /** Fed once and used by every step even with `batchPerStep` (loss hyperparameters, constants). */
+  shared?: boolean;
 }
 
 /** What a forward builder returns: a scalar loss and extra scalar metrics (entropy, clip fraction...). */
@@ -81,7 +83,7 @@ export function buildTrainingGraph(spec: TrainingGraphSpec): Graph {
   const step = g.input(TRAIN_IO.step, dtype, []);
   const hp = Object.fromEntries(TRAIN_IO.hyper.map((h) => [h, g.input(h, dtype, [])])) as Record<HyperName, Value>;
   const stacked = K > 1 && !!spec.batchPerStep;
-  const batchIn = spec.batch.map((b) => g.input(b.name, b.dtype, stacked ? [K, ...b.shape] : b.shape));
+  const batchIn = spec.batch.map((b) => g.input(b.name, b.dtype, stacked && !b.shared ? [K, ...b.shape] : b.shape));
   const decay = spec.params.map((p) => p.decay ?? p.shape.length >= 2);
   const metricNames = ['loss', 'grad_norm', ...(spec.metricNames ?? [])];
 
@@ -92,8 +94,8 @@ export function buildTrainingGraph(spec: TrainingGraphSpec): Graph {
     const fwd = spec.forward(b, named, namedBatch);
     if (fwd.loss.rank !== 0) throw new TurnwiseError('internal', `training graph: the loss must be a scalar, got ${fwd.loss}`);
     const grads = gradients(b, fwd.loss, p);
-    const { grads: clipped, norm } = clipByGlobalNorm(b, grads, hp.max_grad_norm);
-    const upd = adamwStep(b, p, clipped, m, v, s, { lr: hp.lr, beta1: hp.beta1, beta2: hp.beta2, eps: hp.eps, weightDecay: hp.weight_decay }, decay);
+    const { norm, scale } = clipCoefficient(b, grads, hp.max_grad_norm);
+    const upd = adamwStep(b, p, grads, m, v, s, { lr: hp.lr, beta1: hp.beta1, beta2: hp.beta2, eps: hp.eps, weightDecay: hp.weight_decay }, decay, scale);
     const extra = fwd.metrics ?? {};
     for (const k of Object.keys(extra)) if (!metricNames.includes(k)) throw new TurnwiseError('internal', `training graph: metric ${k} is not listed in metricNames`);
     const metrics = metricNames.map((k) => {
@@ -110,7 +112,7 @@ export function buildTrainingGraph(spec: TrainingGraphSpec): Graph {
   else {
     const n = params.length;
     const loop = g.loop(K, [...params, ...ms, ...vs, step], (b, iter, c) => {
-      const batch = stacked ? batchIn.map((x) => b.gather(x, iter, 0)) : batchIn;
+      const batch = stacked ? batchIn.map((x, i) => (spec.batch[i].shared ? x : b.gather(x, iter, 0))) : batchIn;
       const r = oneStep(b, c.slice(0, n), c.slice(n, 2 * n), c.slice(2 * n, 3 * n), c[3 * n], batch);
       return { carried: [...r.params, ...r.m, ...r.v, r.step], scan: r.metrics };
     });

@@ -226,6 +226,37 @@ describe('onnx training graphs', function () {
     await plain.release();
   });
 
+  it('shared batch inputs are fed once and used by every step of a stacked Loop', async () => {
+    const spec: Omit<TrainingGraphSpec, 'steps'> = {
+      dtype: 'float64',
+      batchPerStep: true,
+      params: [{ name: 'p', shape: [2] }],
+      batch: [
+        { name: 'c', dtype: 'float64', shape: [2] },
+        { name: 'scale', dtype: 'float64', shape: [], shared: true },
+      ],
+      forward: (g, p, b) => ({ loss: g.mul(b.scale, g.reduceSum(g.mul(g.mul(p.p, p.p), b.c))) }),
+    };
+    const loop = new Trainer(spec, 'shared', { provider: 'cpu' });
+    const one = new Trainer({ ...spec, batchPerStep: false }, 'shared1', { provider: 'cpu' });
+    const cs = [[1, 2], [3, -1], [0.5, 0.5]];
+    const scale = { dtype: 'float64' as const, dims: [], data: Float64Array.of(0.7) };
+    const s0 = initTrainState({ p: Float64Array.of(0.3, -0.6) });
+    let sep = s0;
+    const losses: number[] = [];
+    for (const c of cs) {
+      const r = await one.step(sep, { c: { dtype: 'float64', dims: [2], data: Float64Array.from(c) }, scale }, { lr: 0.1, max_grad_norm: 0 });
+      sep = r.state;
+      losses.push(r.metrics.loss[0]);
+    }
+    const r = await loop.step(s0, { c: { dtype: 'float64', dims: [3, 2], data: Float64Array.from(cs.flat()) }, scale }, { lr: 0.1, max_grad_norm: 0 }, 3);
+    r.metrics.loss.forEach((l, i) => assert.ok(Math.abs(l - losses[i]) < 1e-12, `${l} vs ${losses[i]}`));
+    assert.ok(Math.abs(losses[0] - 0.7 * (0.09 * 1 + 0.36 * 2)) < 1e-12);
+    for (let i = 0; i < 2; i++) assert.ok(Math.abs(r.state.params.p[i] - sep.params.p[i]) < 1e-12);
+    await loop.release();
+    await one.release();
+  });
+
   it('learns the toy task, reuses one session per shape class and takes new hyperparameters without rebuilding', async () => {
     const spec = mlpSpec();
     const cache = new SessionCache({ provider: 'cpu' });

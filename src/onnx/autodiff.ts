@@ -69,6 +69,25 @@ function transposeLast2(g: Graph, x: Value): Value {
   return g.transpose(x, perm);
 }
 
+/** Pads built by the Slice rule: slices that tile an axis get their gradient by one Concat instead. */
+const sliceGrads = new WeakMap<Value, { dy: Value; axis: number; begin: number; len: number }>();
+
+/** Sum of contributions that are padded slice gradients exactly tiling one axis, as a Concat. */
+function concatOfSliceGrads(g: Graph, target: Value, parts: Value[]): Value | undefined {
+  const metas = parts.map((p) => sliceGrads.get(p));
+  if (metas.some((m) => !m) || parts.length < 2) return undefined;
+  const ms = (metas as { dy: Value; axis: number; begin: number; len: number }[]).slice().sort((a, b) => a.begin - b.begin);
+  const axis = ms[0].axis;
+  let at = 0;
+  for (const m of ms) {
+    if (m.axis !== axis || m.begin !== at) return undefined;
+    at += m.len;
+  }
+  if (at !== target.shape[axis]) return undefined;
+  for (const p of parts) if (p.producer) g.dropUnusedNode(p.producer);
+  return g.concat(ms.map((m) => m.dy), axis);
+}
+
 const RULES: Record<string, Rule> = {
   Identity: (_g, _n, [dy]) => [dy],
   Add: (g, n, [dy], need) => [need[0] ? unbroadcast(g, dy!, n.inputs[0]!) : null, need[1] ? unbroadcast(g, dy!, n.inputs[1]!) : null],
@@ -268,7 +287,9 @@ const RULES: Record<string, Rule> = {
     const pads = dynamic
       ? g.concat([...before, ...after].map((p) => (typeof p === 'number' ? g.ints([p]) : p)), 0)
       : g.ints([...before, ...after] as number[]);
-    return [g.pad(dy!, pads, x.shape, g.scalar(0, dy!)), null, null, null, null];
+    const padded = g.pad(dy!, pads, x.shape, g.scalar(0, dy!));
+    if (!dynamic && ax.length === 1) sliceGrads.set(padded, { dy: dy!, axis: ax[0], begin: before[ax[0]] as number, len: dy!.shape[ax[0]] as number });
+    return [padded, null, null, null, null];
   },
   Trilu: (g, n, [dy], need) => {
     if (need[1]) unsupported('gradient with respect to Trilu k');
@@ -322,6 +343,11 @@ export function gradients(g: Graph, loss: Value, wrt: readonly Value[], seed?: V
   const total = (v: Value): Value | null => {
     const l = contrib.get(v);
     if (!l || !l.length) return null;
+    const tiled = l.length > 1 ? concatOfSliceGrads(g, v, l) : undefined;
+    if (tiled) {
+      contrib.set(v, [tiled]);
+      return tiled;
+    }
     let s = l[0];
     for (let i = 1; i < l.length; i++) s = g.add(s, l[i]);
     contrib.set(v, [s]);

@@ -261,6 +261,13 @@ export class Graph {
     return def.outputs;
   }
 
+  /** Drops a node nobody consumes yet (autodiff replaces some of its own just-built nodes). */
+  dropUnusedNode(def: NodeDef): void {
+    const i = this.nodes.indexOf(def);
+    if (i < 0 || this.nodes.some((n) => n.inputs.some((v) => v && def.outputs.includes(v))) || this.outputs.some((o) => def.outputs.includes(o))) return;
+    this.nodes.splice(i, 1);
+  }
+
   private claim(name: string): string {
     if (this.state.names.has(name)) bad(`duplicate name ${name}`);
     this.state.names.add(name);

@@ -1,5 +1,6 @@
 import * as assert from 'node:assert/strict';
-import { DIFFERENTIABLE_OPS } from '../../../src/onnx/autodiff';
+import { DIFFERENTIABLE_OPS, gradients } from '../../../src/onnx/autodiff';
+import { Graph } from '../../../src/onnx';
 import { checkGradients, FdInput } from './fd';
 
 const T = (name: string, shape: (number | string)[], extra: Partial<FdInput> = {}): FdInput => ({ name, shape, ...extra });
@@ -100,11 +101,32 @@ describe('autodiff: finite-difference checks per op (float64)', function () {
   op('Slice', 'Pad')('symbolic dim (rotary half-split)', () =>
     checkGradients([T('a', [2, 'D'], { dims: [2, 6] })], (g, [a]) =>
       g.reduceSum(g.mul(g.slice(a, [0], [3], [1]), g.slice(a, [3], [6], [1])), [1])));
+  op('Slice', 'Concat')('static halves that tile the axis (gradient by Concat)', () =>
+    checkGradients([T('a', [2, 6])], (g, [a]) => {
+      const lo = g.slice(a, [0], [3], [1]);
+      const hi = g.slice(a, [3], [6], [1]);
+      return g.concat([g.neg(g.mul(hi, hi)), g.exp(lo)], 1);
+    }));
   op('Trilu')('lower triangle', () => checkGradients([T('a', [3, 3])], (g, [a]) => g.trilu(a, false)));
   op('Identity')('', () => checkGradients([T('a', [3])], (g, [a]) => g.identity(g.exp(a))));
 
   it('covers every op that has a backward rule', () => {
     const missing = DIFFERENTIABLE_OPS.filter((o) => !covered.has(o) && o !== 'Flatten');
     assert.deepEqual(missing, []);
+  });
+});
+
+describe('autodiff: graph shape of backward rules', () => {
+  it('slices that tile an axis (rotary halves) backprop through one Concat, not Pads and Adds', () => {
+    const g = Graph.create();
+    const x = g.input('x', 'float32', [2, 8]);
+    const a = g.slice(x, [0], [4], [1]);
+    const b = g.slice(x, [4], [8], [1]);
+    const loss = g.reduceSum(g.mul(g.concat([g.neg(b), a], 1), g.tensor('float32', [8], [1, 2, 3, 4, 5, 6, 7, 8])));
+    const before = g.nodes.length;
+    const [dx] = gradients(g, loss, [x]);
+    const ops = g.nodes.slice(before).map((n) => n.op);
+    assert.ok(!ops.includes('Pad'), ops.join(','));
+    assert.equal(dx.producer?.op, 'Concat');
   });
 });

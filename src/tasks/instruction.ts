@@ -42,6 +42,14 @@ export function redactLocations(text: string, hideFiles: string[]): string {
   return out.join('\n');
 }
 
+/** Stack frames inside the runtime (node:internal, node:async_hooks) say nothing about the code. */
+export function dropRuntimeFrames(text: string): string {
+  return text
+    .split('\n')
+    .filter((l) => !/^\s*at (async )?(.*\()?(node:|internal\/)/.test(l))
+    .join('\n');
+}
+
 function clip(s: string, n: number): string {
   return s.length <= n ? s : `${s.slice(0, n)}\n… [truncated]`;
 }
@@ -60,7 +68,7 @@ export function buildInstruction(failing: FailingTest[], opts: InstructionOption
   const outputs: string[] = [];
   for (const t of failing) {
     if (!t.message || budget <= 0) continue;
-    const body = clip(redactLocations(t.message, hide).trim(), Math.min(per, budget));
+    const body = clip(redactLocations(dropRuntimeFrames(t.message), hide).trim(), Math.min(per, budget));
     budget -= body.length;
     outputs.push(`--- ${t.id}\n${body}`);
   }

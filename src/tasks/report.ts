@@ -46,6 +46,9 @@ export const MESSAGE_CAP = 4000;
 /** The line that starts each part of a multi-part report (one part per test file). */
 export const REPORT_PART_MARKER = '#turnwise-report file=';
 
+/** First line of a report part whose test file died before writing a report; its stderr follows. */
+export const LOAD_ERROR_MARKER = '#turnwise-load-error';
+
 export function reportError(message: string, hint?: string, cause?: unknown): TurnwiseError {
   return new TurnwiseError('test-report', message, {
     hint: hint ?? 'the episode is scored NaN and left out of baselines; check the test command and report format (runner override)',
@@ -97,6 +100,11 @@ export function parseReport(format: ReportFormat, text: string, opts: ParseOptio
       report.collectionErrors.push({ file: o.file, message: 'the test runner wrote no report for this file' });
       continue;
     }
+    if (part.text.trimStart().startsWith(LOAD_ERROR_MARKER)) {
+      const stderr = part.text.trimStart().slice(LOAD_ERROR_MARKER.length).trim();
+      report.collectionErrors.push({ file: o.file, message: cap(stderr || 'the test file exited before writing a report') });
+      continue;
+    }
     if (format === 'junit-xml') r = parseJunit(part.text, o);
     else if (format === 'jest-json') r = parseJestJson(part.text, o);
     else if (format === 'go-test-json') r = parseGoTestJson(part.text);
@@ -136,12 +144,10 @@ function pytestId(tc: XmlElement, root: string): { id: string; file?: string } {
   return { id: `${file}::${inner}${name}`, file };
 }
 
+/** The failure body when there is one (it holds the message and more), else the message. */
 function failureText(el: XmlElement): string {
-  const msg = el.attrs.message ?? '';
   const body = el.text.trim();
-  if (!msg) return body;
-  if (!body || body.includes(msg)) return body || msg;
-  return `${msg}\n${body}`;
+  return body || (el.attrs.message ?? '');
 }
 
 export function parseJunit(text: string, opts: ParseOptions = {}): TestReport {

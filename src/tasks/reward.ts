@@ -107,6 +107,9 @@ export async function restoreTestFiles(sandbox: Sandbox, originals: ReadonlyMap<
   return { modified, deleted, added };
 }
 
+/** Reports larger than this are refused (a runaway report is a broken run). */
+export const REPORT_MAX_BYTES = 32 * 1024 * 1024;
+
 export interface RunTestsResult {
   report?: TestReport;
   /** Set when there is no usable report (missing, unreadable). */
@@ -137,14 +140,15 @@ export async function runTests(
     env: { TURNWISE_REPORT: reportPath, PYTHONDONTWRITEBYTECODE: '1', CI: '1' },
   });
   const base = { timedOut: res.timedOut, exitCode: res.exitCode, durationMs: res.durationMs };
-  let text: string;
-  try {
-    text = (await sandbox.readFile(reportPath)).toString('utf8');
-  } catch (e) {
+  // Read with cat, not the archive API: /tmp is a tmpfs, which `docker cp` cannot see.
+  const cat = await sandbox.exec(`cat -- ${shq(reportPath)}`, { timeoutMs: 30_000, maxOutputBytes: REPORT_MAX_BYTES });
+  if (cat.exitCode !== 0) {
     const tail = (res.stderr || res.stdout).trim().split('\n').slice(-6).join('\n');
     const why = res.timedOut ? `the test command timed out after ${Math.round(res.durationMs / 1000)} s` : `the test command exited with ${res.exitCode}`;
-    return { ...base, error: `no test report at ${reportPath}: ${why}${tail ? `; its last output:\n${tail}` : ''} (${formatError(e)})` };
+    return { ...base, error: `no test report at ${reportPath}: ${why}${tail ? `; its last output:\n${tail}` : ''}` };
   }
+  if (cat.truncated) return { ...base, error: `the test report at ${reportPath} is larger than ${REPORT_MAX_BYTES} bytes` };
+  const text = cat.stdout;
   try {
     return { ...base, report: parseReport(spec.reportFormat ?? 'junit-xml', text, { flavor: flavorOf(spec), root: workspace }) };
   } catch (e) {

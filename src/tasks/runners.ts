@@ -5,7 +5,7 @@ import * as path from 'node:path';
 import { TurnwiseError } from '../core/errors';
 import type { Language, ReportFormat, RunnerKind } from '../core/schema';
 import type { JunitFlavor } from './report';
-import { REPORT_PART_MARKER } from './report';
+import { LOAD_ERROR_MARKER, REPORT_PART_MARKER } from './report';
 import { listWorkspaceFiles } from './testfiles';
 
 export const RUNNER_KINDS: readonly RunnerKind[] = ['pytest', 'node-test', 'mocha', 'jest', 'go-test'];
@@ -99,12 +99,17 @@ export function runnerCommand(kind: RunnerKind, files: string[], reportPath = DE
       return `${prep}; PYTHONDONTWRITEBYTECODE=1 python3 -m pytest -q -p no:cacheprovider -o junit_family=xunit1 --continue-on-collection-errors --tb=short --junitxml=${R} ${args}`.trimEnd();
     case 'node-test': {
       // Node 18's junit reporter does not name the test file, so each file gets its own run and
-      // report part (run in parallel), concatenated behind `#turnwise-report file=` markers.
+      // report part (all in parallel), concatenated behind `#turnwise-report file=` markers.
+      // Files run directly (`node --test-reporter=junit f`, one process) rather than under
+      // `node --test` (two processes): half the start-up cost, same results per file. A file
+      // that dies before writing its report gets its stderr tail as a load-error part.
       if (files.length === 0) throw new TurnwiseError('invalid-input', 'node:test runner needs the list of test files');
       const runs = files
-        .map((f, i) => `(node --test --test-reporter=junit --test-reporter-destination=${R}.d/${i}.xml ${shq(f)} >/dev/null 2>&1) &`)
+        .map((f, i) => `(node --test-reporter=junit --test-reporter-destination=${R}.d/${i}.xml ${shq(f)} >/dev/null 2>${R}.d/${i}.err) &`)
         .join(' ');
-      const cat = files.map((f, i) => `echo ${shq(REPORT_PART_MARKER + f)}; cat ${R}.d/${i}.xml 2>/dev/null; echo`).join('; ');
+      const cat = files
+        .map((f, i) => `echo ${shq(REPORT_PART_MARKER + f)}; if [ -s ${R}.d/${i}.xml ]; then cat ${R}.d/${i}.xml; else echo ${LOAD_ERROR_MARKER}; tail -c 3000 ${R}.d/${i}.err; fi; echo`)
+        .join('; ');
       return `${prep} && mkdir -p ${R}.d; ${runs} wait; { ${cat}; } > ${R}`;
     }
     case 'mocha':

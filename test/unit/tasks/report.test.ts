@@ -5,7 +5,7 @@ import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { TurnwiseError } from '../../../src/core/errors';
-import { parseReport, splitReportParts, REPORT_PART_MARKER, type TestReport } from '../../../src/tasks/report';
+import { LOAD_ERROR_MARKER, parseReport, splitReportParts, REPORT_PART_MARKER, type TestReport } from '../../../src/tasks/report';
 
 const dir = path.join(__dirname, '..', '..', 'fixtures', 'reports');
 const read = (f: string) => fs.readFileSync(path.join(dir, f), 'utf8');
@@ -111,6 +111,14 @@ describe('tasks/report: node:test junit (per-file parts)', () => {
       r.collectionErrors.map((c) => c.file),
       ['test/syntax.test.js', 'test/empty.test.js'],
     );
+  });
+
+  it('a file that died before writing its report becomes a collection error with its stderr', () => {
+    const text = `${REPORT_PART_MARKER}test/a.test.js\n${LOAD_ERROR_MARKER}\n/workspace/src/x.js:3\nSyntaxError: Unexpected token ')'\n`;
+    const r = parseReport('junit-xml', text, { flavor: 'node' });
+    assert.equal(r.tests.length, 0);
+    assert.equal(r.collectionErrors[0].file, 'test/a.test.js');
+    assert.match(r.collectionErrors[0].message, /SyntaxError: Unexpected token/);
   });
 
   it('splitReportParts keeps the order and the file names', () => {

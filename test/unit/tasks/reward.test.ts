@@ -1,6 +1,6 @@
 import * as assert from 'node:assert/strict';
 import { computeReward } from '../../../src/tasks/reward';
-import { buildInstruction, redactLocations } from '../../../src/tasks/instruction';
+import { buildInstruction, dropRuntimeFrames, redactLocations } from '../../../src/tasks/instruction';
 import type { TestOutcome } from '../../../src/tasks/report';
 
 const outcomes = (o: Record<string, TestOutcome>) => new Map(Object.entries(o));
@@ -63,6 +63,7 @@ describe('tasks/instruction', () => {
     assert.match(py, /tests\/test_pricing\.py:31/);
     assert.match(py, /assert total\(\[\(30, 2\)\], member=True\) == 54/);
     assert.match(py, /E   assert 60 == 54/);
+    assert.doesNotMatch(dropRuntimeFrames('x\n    at Test.run (node:internal/test_runner/test:631:25)\n    at async Promise.all (index 0)\n    at async startSubtest (node:internal/test_runner/harness:214:3)'), /node:internal/);
     const js = redactLocations(nodeFailure, ['src/pricing.js']);
     assert.doesNotMatch(js, /src\/pricing\.js|at total/);
     assert.match(js, /pricing\.test\.js:27/);

@@ -32,7 +32,7 @@ describe('tasks/runners: detection and commands', () => {
     assert.equal(r.kind, 'node-test');
     assert.equal(r.flavor, 'node');
     assert.deepEqual(r.testFiles, ['test/inventory.test.js', 'test/pricing.test.js']);
-    assert.match(r.command, /node --test --test-reporter=junit --test-reporter-destination=\/tmp\/turnwise\/report\.d\/0\.xml test\/inventory\.test\.js/);
+    assert.match(r.command, /node --test-reporter=junit --test-reporter-destination=\/tmp\/turnwise\/report\.d\/0\.xml test\/inventory\.test\.js/);
     assert.match(r.command, /#turnwise-report file=test\/pricing\.test\.js/);
   });
 

@@ -1,0 +1,392 @@
+// Task sources that need the tests to run: mutation synthesis (SWE-smith style: a mutant is a
+// task only if it makes ≥ 1 passing test fail) and the workspace's currently failing tests.
+// Validation runs in parallel sandboxes from one snapshot; each sandbox is reused for several
+// mutants (write mutant → run → write original back), which is safe because the runners write
+// no bytecode or caches (runners.ts) and a sandbox that timed out is replaced.
+import { createHash } from 'node:crypto';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { TurnwiseError } from '../core/errors';
+import { SCHEMA, type Task } from '../core/schema';
+import { SandboxPool, type PoolSnapshot } from '../sandbox';
+import type { Sandbox } from '../sandbox/types';
+import { buildInstruction, type FailingTest } from './instruction';
+import {
+  MUTATION_OPERATORS,
+  dedupeCandidates,
+  mutationCandidates,
+  orderCandidates,
+  seededRandom,
+  shuffle,
+  type MutationCandidate,
+  type MutationOperator,
+} from './mutate';
+import type { TestReport, TestResult } from './report';
+import { runTests, type RunTestsResult } from './reward';
+import { commandForTests, detectRunner, type RunnerOverride, type TestRunner } from './runners';
+import { isMutableSource, languageOfFile, listWorkspaceFiles } from './testfiles';
+
+/** Why a candidate was not kept. */
+export type DropReason = 'no-failing-test' | 'collection-broken' | 'timeout' | 'no-report' | 'sandbox-error';
+export const DROP_REASONS: readonly DropReason[] = ['no-failing-test', 'collection-broken', 'timeout', 'no-report', 'sandbox-error'];
+
+export interface SynthProgress {
+  tried: number;
+  kept: number;
+  dropped: number;
+  /** Upper bound on candidates that will be tried. */
+  total: number;
+}
+
+export interface SourceOptions {
+  workspace: string;
+  override?: RunnerOverride;
+  /** An open pool to use (else one is opened and closed here). */
+  pool?: SandboxPool;
+  /** Run id for container labels when a pool is opened here. */
+  run?: string;
+  seed?: number;
+}
+
+export interface SynthOptions extends SourceOptions {
+  /** Most tasks to keep. Default 20. */
+  max?: number;
+  /** Most candidates to try. Default 5 × max. */
+  maxCandidates?: number;
+  /** Sandboxes validating in parallel. Default 2. */
+  concurrency?: number;
+  /** Per-candidate test-run timeout. Default max(10 s, 3 × the baseline run + 5 s). */
+  timeoutMs?: number;
+  /** Only these operators (tests, targeted runs). */
+  operators?: MutationOperator[];
+  /** Stop after keeping this many tasks per operator (spreads a small --max over operators). */
+  maxPerOperator?: number;
+  onProgress?: (p: SynthProgress) => void;
+}
+
+export interface OperatorCounts {
+  candidates: number;
+  tried: number;
+  kept: number;
+  dropped: number;
+}
+
+export interface SynthSummary {
+  workspace: string;
+  runner: string;
+  seed: number;
+  concurrency: number;
+  baseline: { tests: number; passing: number; failing: number; durationMs: number };
+  candidates: { generated: number; duplicates: number; tried: number; kept: number; dropped: number };
+  dropped: Record<DropReason, number>;
+  operators: Record<string, OperatorCounts>;
+  durationMs: number;
+  validationMs: number;
+  /** Kept tasks per minute of validation wall time. */
+  tasksPerMinute: number;
+}
+
+export interface SynthResult {
+  tasks: Task[];
+  summary: SynthSummary;
+  /** The candidate behind each task (same order), for tests and logs. */
+  candidates: MutationCandidate[];
+}
+
+const hash = (s: string) => createHash('sha256').update(s).digest('hex').slice(0, 12);
+
+async function withPool<T>(opts: SourceOptions, fn: (pool: SandboxPool) => Promise<T>): Promise<T> {
+  if (opts.pool) return fn(opts.pool);
+  const pool = await SandboxPool.connect({ run: opts.run ?? `tasks-${process.pid}-${Date.now().toString(36)}` });
+  try {
+    return await fn(pool);
+  } finally {
+    await pool.close();
+  }
+}
+
+async function snapshotFor(pool: SandboxPool, workspace: string, runner: TestRunner): Promise<PoolSnapshot> {
+  return pool.snapshot(workspace, { language: runner.language === 'python' ? 'python' : 'javascript' });
+}
+
+/** Runs the whole suite once on the unmodified snapshot. */
+async function baselineRun(pool: SandboxPool, snap: PoolSnapshot, runner: TestRunner, timeoutMs: number): Promise<{ run: RunTestsResult; report: TestReport }> {
+  const sb = await pool.acquire(snap, { rollout: 'baseline' });
+  try {
+    const run = await runTests(sb, { testCommand: runner.command, reportFormat: runner.reportFormat, runner: runner.kind }, { timeoutMs, reportPath: runner.reportPath });
+    if (!run.report) {
+      throw new TurnwiseError('test-report', `the test suite of the workspace could not be run: ${run.error}`, {
+        hint: 'run the tests by hand in the workspace; if they need another command or report format, set the runner override',
+      });
+    }
+    return { run, report: run.report };
+  } finally {
+    await sb.dispose();
+  }
+}
+
+function failingOf(report: TestReport): TestResult[] {
+  return report.tests.filter((t) => t.outcome === 'failed' || t.outcome === 'error');
+}
+
+/** What one mutant did to the baseline-passing tests. */
+export function classifyMutant(
+  baselinePassing: readonly string[],
+  run: RunTestsResult,
+): { kept: true; failToPass: FailingTest[]; passToPass: string[] } | { kept: false; reason: DropReason; detail?: string } {
+  if (run.timedOut) return { kept: false, reason: 'timeout' };
+  if (!run.report) return { kept: false, reason: 'no-report', detail: run.error };
+  const byId = new Map(run.report.tests.map((t) => [t.id, t]));
+  const reported = baselinePassing.filter((id) => byId.has(id));
+  if (reported.length === 0) {
+    return { kept: false, reason: 'collection-broken', detail: run.report.collectionErrors[0]?.message };
+  }
+  const collection = run.report.collectionErrors.map((c) => `${c.file ?? ''}: ${c.message}`).join('\n');
+  const failToPass: FailingTest[] = [];
+  const passToPass: string[] = [];
+  for (const id of baselinePassing) {
+    const t = byId.get(id);
+    if (t?.outcome === 'passed') passToPass.push(id);
+    else if (t) failToPass.push({ id, message: t.message });
+    else failToPass.push({ id, message: `the test did not run: its file failed to load\n${collection}` });
+  }
+  if (failToPass.length === 0) return { kept: false, reason: 'no-failing-test' };
+  return { kept: true, failToPass, passToPass };
+}
+
+/** Lists mutation candidates of a workspace's source files in the runner's language family. */
+export async function workspaceCandidates(workspace: string, runner: TestRunner, operators?: MutationOperator[]): Promise<MutationCandidate[]> {
+  const wantPython = runner.language === 'python';
+  const out: MutationCandidate[] = [];
+  for (const rel of listWorkspaceFiles(workspace)) {
+    if (!isMutableSource(rel)) continue;
+    const lang = languageOfFile(rel)!;
+    if ((lang === 'python') !== wantPython) continue;
+    let text: string;
+    try {
+      const st = fs.statSync(path.join(workspace, rel));
+      if (st.size > 512 * 1024) continue; // generated or vendored
+      text = fs.readFileSync(path.join(workspace, rel), 'utf8');
+    } catch {
+      continue;
+    }
+    for (const c of await mutationCandidates(rel, text, lang)) if (!operators || operators.includes(c.operator)) out.push(c);
+  }
+  return out;
+}
+
+function mutationTask(c: MutationCandidate, runner: TestRunner, failToPass: FailingTest[], passToPass: string[]): Task {
+  return {
+    schema: SCHEMA.task,
+    id: `mut-${c.key}`,
+    source: 'mutation',
+    instruction: buildInstruction(failToPass, { hideFiles: [c.file] }),
+    language: c.language,
+    testCommand: runner.command,
+    reportFormat: runner.reportFormat,
+    runner: runner.kind,
+    fail_to_pass: failToPass.map((f) => f.id),
+    pass_to_pass: passToPass,
+    mutation: {
+      file: c.file,
+      nodeKind: c.nodeKind,
+      operator: c.operator,
+      ...(c.enclosing ? { enclosing: c.enclosing } : {}),
+      span: { start: c.start, end: c.end, text: c.original },
+      replacement: c.replacement,
+    },
+  };
+}
+
+/** Mutation synthesis: candidates from tree-sitter, validated by the workspace's own tests. */
+export async function synthesizeMutationTasks(opts: SynthOptions): Promise<SynthResult> {
+  const t0 = Date.now();
+  const seed = opts.seed ?? 0;
+  const max = opts.max ?? 20;
+  const concurrency = Math.max(1, opts.concurrency ?? 2);
+  const runner = detectRunner(opts.workspace, opts.override);
+  if (runner.language === 'go') {
+    throw new TurnwiseError('invalid-input', 'mutation synthesis supports Python, JavaScript and TypeScript workspaces, not Go (yet)', {
+      hint: 'use `turnwise tasks failing` or a task file for Go projects',
+    });
+  }
+  const all = await workspaceCandidates(opts.workspace, runner, opts.operators);
+  const { kept: unique, duplicates } = dedupeCandidates(all);
+  const ordered = orderCandidates(unique, seed);
+  const maxCandidates = Math.min(ordered.length, opts.maxCandidates ?? max * 5);
+
+  const operators: Record<string, OperatorCounts> = {};
+  for (const op of MUTATION_OPERATORS) operators[op] = { candidates: 0, tried: 0, kept: 0, dropped: 0 };
+  for (const c of unique) operators[c.operator].candidates++;
+  const dropped = Object.fromEntries(DROP_REASONS.map((r) => [r, 0])) as Record<DropReason, number>;
+
+  return withPool(opts, async (pool) => {
+    const snap = await snapshotFor(pool, opts.workspace, runner);
+    const base = await baselineRun(pool, snap, runner, Math.max(opts.timeoutMs ?? 0, 300_000));
+    const passing = base.report.tests.filter((t) => t.outcome === 'passed').map((t) => t.id);
+    const baseline = { tests: base.report.tests.length, passing: passing.length, failing: failingOf(base.report).length, durationMs: base.run.durationMs };
+    if (passing.length === 0) {
+      throw new TurnwiseError('invalid-input', `no test passes in ${opts.workspace} (${base.report.tests.length} tests ran), so no mutant can be validated`, {
+        hint: 'fix the suite first, or use `turnwise tasks failing` to make tasks from the failing tests',
+      });
+    }
+    const timeoutMs = opts.timeoutMs ?? Math.max(10_000, 3 * base.run.durationMs + 5_000);
+    const tV = Date.now();
+    const originals = new Map<string, string>();
+    const original = (file: string) => {
+      let s = originals.get(file);
+      if (s === undefined) {
+        s = fs.readFileSync(path.join(opts.workspace, file), 'utf8');
+        originals.set(file, s);
+      }
+      return s;
+    };
+
+    const tasks: Task[] = [];
+    const keptCands: MutationCandidate[] = [];
+    let next = 0;
+    let tried = 0;
+    let droppedN = 0;
+    const keptPerOp = new Map<string, number>();
+    const report = () => opts.onProgress?.({ tried, kept: tasks.length, dropped: droppedN, total: maxCandidates });
+    const done = () => tasks.length >= max || next >= maxCandidates;
+    const nextCandidate = (): MutationCandidate | undefined => {
+      while (!done()) {
+        const c = ordered[next++];
+        if (opts.maxPerOperator !== undefined && (keptPerOp.get(c.operator) ?? 0) >= opts.maxPerOperator) continue;
+        return c;
+      }
+      return undefined;
+    };
+
+    const worker = async (w: number) => {
+      let sb: Sandbox | undefined;
+      try {
+        for (let c = nextCandidate(); c; c = nextCandidate()) {
+          sb ??= await pool.acquire(snap, { rollout: `validate-${w}` });
+          let run: RunTestsResult | undefined;
+          let sandboxError: string | undefined;
+          try {
+            await sb.writeFile(c.file, c.mutatedSource);
+            run = await runTests(sb, { testCommand: runner.command, reportFormat: runner.reportFormat, runner: runner.kind }, { timeoutMs, reportPath: runner.reportPath });
+          } catch (e) {
+            sandboxError = (e as Error).message;
+          }
+          if (run?.timedOut || sandboxError) {
+            // Leftover processes or a dead container: never reuse it.
+            await sb.dispose().catch(() => undefined);
+            sb = undefined;
+          } else {
+            await sb.writeFile(c.file, original(c.file));
+          }
+          tried++;
+          operators[c.operator].tried++;
+          const verdict = run ? classifyMutant(passing, run) : ({ kept: false, reason: 'sandbox-error', detail: sandboxError } as const);
+          if (verdict.kept && tasks.length < max && (opts.maxPerOperator === undefined || (keptPerOp.get(c.operator) ?? 0) < opts.maxPerOperator)) {
+            tasks.push(mutationTask(c, runner, verdict.failToPass, verdict.passToPass));
+            keptCands.push(c);
+            keptPerOp.set(c.operator, (keptPerOp.get(c.operator) ?? 0) + 1);
+            operators[c.operator].kept++;
+          } else if (!verdict.kept) {
+            dropped[verdict.reason]++;
+            droppedN++;
+            operators[c.operator].dropped++;
+          }
+          report();
+        }
+      } finally {
+        await sb?.dispose().catch(() => undefined);
+      }
+    };
+    report();
+    await Promise.all(Array.from({ length: concurrency }, (_, i) => worker(i)));
+    const validationMs = Date.now() - tV;
+    // Deterministic output order regardless of which worker finished first.
+    const order = new Map(ordered.map((c, i) => [c.key, i]));
+    const idx = tasks.map((_, i) => i).sort((a, b) => order.get(keptCands[a].key)! - order.get(keptCands[b].key)!);
+    return {
+      tasks: idx.map((i) => tasks[i]),
+      candidates: idx.map((i) => keptCands[i]),
+      summary: {
+        workspace: opts.workspace,
+        runner: runner.kind,
+        seed,
+        concurrency,
+        baseline,
+        candidates: { generated: all.length, duplicates, tried, kept: tasks.length, dropped: droppedN },
+        dropped,
+        operators,
+        durationMs: Date.now() - t0,
+        validationMs,
+        tasksPerMinute: validationMs > 0 ? (tasks.length * 60_000) / validationMs : 0,
+      },
+    };
+  });
+}
+
+export interface FailingOptions extends SourceOptions {
+  /** Passing tests sampled as pass-to-pass per task. Default 20. */
+  passToPassSample?: number;
+  timeoutMs?: number;
+}
+
+export interface FailingSummary {
+  workspace: string;
+  runner: string;
+  tests: number;
+  passing: number;
+  failing: number;
+  collectionErrors: Array<{ file?: string; message: string }>;
+  tasks: number;
+  durationMs: number;
+}
+
+/** The workspace's failing tests, one task per test file: "make these pass without changing the tests". */
+export async function failingTestTasks(opts: FailingOptions): Promise<{ tasks: Task[]; summary: FailingSummary }> {
+  const t0 = Date.now();
+  const runner = detectRunner(opts.workspace, opts.override);
+  const sample = opts.passToPassSample ?? 20;
+  return withPool(opts, async (pool) => {
+    const snap = await snapshotFor(pool, opts.workspace, runner);
+    const { report } = await baselineRun(pool, snap, runner, opts.timeoutMs ?? 300_000);
+    const failing = failingOf(report);
+    const passing = report.tests.filter((t) => t.outcome === 'passed').map((t) => t.id);
+    const byFile = new Map<string, TestResult[]>();
+    for (const t of failing) {
+      const f = t.file ?? t.id.split('::')[0];
+      byFile.set(f, [...(byFile.get(f) ?? []), t]);
+    }
+    const rand = seededRandom(opts.seed ?? 0);
+    const tasks: Task[] = [];
+    for (const [file, tests] of [...byFile].sort((a, b) => (a[0] < b[0] ? -1 : 1))) {
+      const p2p = shuffle(passing, rand).slice(0, sample).sort();
+      const f2p = tests.map((t) => t.id);
+      tasks.push({
+        schema: SCHEMA.task,
+        id: `fail-${hash(`${file}\0${f2p.join('\0')}`)}`,
+        source: 'failing-tests',
+        instruction: buildInstruction(tests.map((t) => ({ id: t.id, message: t.message }))),
+        language: runner.language,
+        testCommand: commandForTests(runner, [...f2p, ...p2p]),
+        reportFormat: runner.reportFormat,
+        runner: runner.kind,
+        fail_to_pass: f2p,
+        pass_to_pass: p2p,
+      });
+    }
+    return {
+      tasks,
+      summary: {
+        workspace: opts.workspace,
+        runner: runner.kind,
+        tests: report.tests.length,
+        passing: passing.length,
+        failing: failing.length,
+        collectionErrors: report.collectionErrors,
+        tasks: tasks.length,
+        durationMs: Date.now() - t0,
+      },
+    };
+  });
+}
+

@@ -16,10 +16,39 @@ export interface EngineSpec {
   capacity?: number;
 }
 
+/**
+ * Reads the multi-engine setting: an array of `{ host, capacity }` objects or strings, or a
+ * string `HOST[*CAPACITY], HOST[*CAPACITY]` (the `TURNWISE_DOCKER_ENGINES` variable), e.g.
+ * `unix:///var/run/docker.sock*8, ssh://ci@build-1*32`. Empty: undefined (one default engine).
+ */
+export function parseEngineSpecs(value: unknown): EngineSpec[] | undefined {
+  const bad = (why: string) =>
+    new TurnwiseError('invalid-input', `cannot read the Docker engines setting: ${why}`, {
+      hint: 'write engines as "HOST*CAPACITY, HOST*CAPACITY", e.g. "unix:///var/run/docker.sock*8, ssh://me@box*16"',
+    });
+  if (value === undefined || value === null || value === '') return undefined;
+  const items: unknown[] = typeof value === 'string' ? value.split(/[,\s]+/).filter((x) => x !== '') : Array.isArray(value) ? value : [value];
+  const specs = items.map((item): EngineSpec => {
+    if (typeof item === 'string') {
+      const m = /^(.*?)(?:\*(\d+))?$/.exec(item.trim())!;
+      return { host: m[1], capacity: m[2] !== undefined ? Number(m[2]) : undefined };
+    }
+    if (item && typeof item === 'object') {
+      const o = item as { host?: unknown; capacity?: unknown };
+      if (o.host !== undefined && typeof o.host !== 'string') throw bad('host must be a string');
+      if (o.capacity !== undefined && (typeof o.capacity !== 'number' || !(o.capacity >= 1))) throw bad('capacity must be a number ≥ 1');
+      return { host: o.host as string | undefined, capacity: o.capacity as number | undefined };
+    }
+    throw bad(`unexpected entry ${JSON.stringify(item)}`);
+  });
+  for (const s of specs) if (s.capacity !== undefined && !(s.capacity >= 1)) throw bad(`capacity of ${s.host} must be ≥ 1`);
+  return specs.length ? specs : undefined;
+}
+
 export interface PoolOptions {
   /** Run id, the `turnwise.run` label of every container. */
   run: string;
-  /** Engines used as one pool. Default: one, from DOCKER_HOST or the local socket. */
+  /** Engines used as one pool. Default: TURNWISE_DOCKER_ENGINES, else one from DOCKER_HOST or the local socket. */
   engines?: EngineSpec[];
   /** Containers kept started ahead of need, per snapshot. Default 0 (set per snapshot with `warm`). */
   warm?: number;
@@ -76,7 +105,7 @@ export class SandboxPool implements AsyncDisposable {
   /** Connects to every engine (pinging each, so a dead one fails here with its fix). */
   static async connect(opts: PoolOptions): Promise<SandboxPool> {
     if (!opts.run) throw new TurnwiseError('invalid-input', 'a sandbox pool needs a run id', { hint: 'pass { run: "<run-id>" }' });
-    const specs = opts.engines?.length ? opts.engines : [{}];
+    const specs = opts.engines?.length ? opts.engines : parseEngineSpecs(process.env.TURNWISE_DOCKER_ENGINES) ?? [{}];
     const engines: PoolEngine[] = [];
     for (const s of specs) {
       const { docker, target } = connectEngine(s.host);

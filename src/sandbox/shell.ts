@@ -35,10 +35,13 @@ while IFS=' ' read -r id tmo plen clen; do
   oomcount; o0=$__oom
   printf -v tsec '%d.%03d' $(( tmo / 1000 )) $(( tmo % 1000 ))
   t0=${"$"}{EPOCHREALTIME/./}
-  ( eval "$pre" && exec timeout -k 2 "$tsec" bash -c "$cmd" ) </dev/null &
+  # One argument may not exceed 128 KiB (MAX_ARG_STRLEN): a longer command goes through a file.
+  if (( clen > 100000 )); then cf=/tmp/.tw-cmd-$id; printf '%s' "$cmd" > "$cf"; set -- bash "$cf"; else cf=''; set -- bash -c "$cmd"; fi
+  ( eval "$pre" && exec timeout -k 2 "$tsec" "$@" ) </dev/null &
   pid=$!
   { wait "$pid"; } 2>/dev/null; rc=$?
   kill -KILL -- "-$pid" 2>/dev/null
+  [[ -n $cf ]] && rm -f "$cf"
   t1=${"$"}{EPOCHREALTIME/./}
   oomcount
   to=0

@@ -111,6 +111,13 @@ describe('sandbox/shell protocol (local bash)', function () {
     assert.ok(stat === '' || stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z'), `sleep ${pid} still runs: ${stat}`);
   });
 
+  it('runs a command longer than one argument may be (128 KiB)', async () => {
+    const body = 'x'.repeat(300_000);
+    const r = await sh.run(`cat <<'EOF' | wc -c\n${body}\nEOF`);
+    assert.equal(r.rc, 0, r.err);
+    assert.equal(r.out.trim(), String(body.length + 1));
+  });
+
   it('encodeRequest counts bytes, not characters, and rejects bad env names', () => {
     const req = encodeRequest('ab', 'echo ✓', 1500, '/w');
     const [header] = req.toString('utf8').split('\n');

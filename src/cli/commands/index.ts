@@ -1,9 +1,12 @@
 // Every `turnwise` subcommand. Add yours here (one line), keeping the list sorted by name.
 import type { CliCommand } from '../command';
+import { advantagesCommand } from './advantages';
+import { benchCreditCommand } from './bench-credit';
 import { benchSandboxCommand } from './bench-sandbox';
+import { benchTrainCommand } from './bench-train';
 import { doctorCommand } from './doctor';
 import { imagesBuildCommand } from './images';
 import { policyCommands } from './policy';
 import { sandboxPruneCommand } from './sandbox';
 
-export const COMMANDS: CliCommand[] = [benchSandboxCommand, doctorCommand, imagesBuildCommand, ...policyCommands, sandboxPruneCommand];
+export const COMMANDS: CliCommand[] = [advantagesCommand, benchCreditCommand, benchSandboxCommand, benchTrainCommand, doctorCommand, imagesBuildCommand, ...policyCommands, sandboxPruneCommand];

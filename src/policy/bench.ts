@@ -1,0 +1,123 @@
+// `turnwise bench train`: training-step time, tokens/s, the K-step Loop speedup, KV-cache vs
+// no-cache decode speed at 512 tokens of context, and peak RSS, for turnwise-tiny on this machine.
+import type { SessionSettings } from '../onnx';
+import { presetConfig, parameterCount } from './config';
+import { Policy } from './policy';
+import { PolicyTrainer, type TrainBatch } from './trainer';
+import { initWeights, SeededRandom } from './weights';
+
+export interface TrainBenchOptions {
+  size?: string;
+  batch?: number;
+  seq?: number;
+  /** Timed training steps (after one warm-up). */
+  steps?: number;
+  /** Steps per Loop run for loop_speedup. */
+  k?: number;
+  context?: number;
+  decodeTokens?: number;
+  settings?: SessionSettings;
+  onProgress?: (message: string) => void;
+}
+
+export interface TrainBenchResult {
+  config: string;
+  parameters: number;
+  provider: string;
+  batch: number;
+  seq: number;
+  loss: string;
+  train_step_ms: number;
+  tokens_per_s: number;
+  loop_k: number;
+  loop_ms_per_step: number;
+  separate_ms_per_step: number;
+  loop_speedup: number;
+  decode_context: number;
+  decode_tokens_per_s_kv: number;
+  decode_tokens_per_s_nokv: number;
+  kv_speedup: number;
+  peak_rss_mb: number;
+}
+
+const round = (x: number, d = 2) => Math.round(x * 10 ** d) / 10 ** d;
+
+export async function benchTrain(o: TrainBenchOptions = {}): Promise<TrainBenchResult> {
+  const size = o.size ?? 'tiny';
+  const c = presetConfig(size);
+  const B = o.batch ?? 4;
+  const T = o.seq ?? 128;
+  const K = o.k ?? 8;
+  const steps = o.steps ?? 3;
+  const ctx = o.context ?? 512;
+  const nDecode = o.decodeTokens ?? 32;
+  const log = o.onProgress ?? (() => undefined);
+  const rng = new SeededRandom(1);
+  const weights = initWeights(c, 0);
+
+  const batchOf = (): TrainBatch => {
+    const ids = Array.from({ length: B * T }, () => Math.floor(rng.next() * 256));
+    const lossMask = ids.map((_, i) => (i % T >= T / 2 ? 1 : 0));
+    const oldLogp = ids.map(() => -5.5);
+    const advantages = ids.map(() => rng.next() * 2 - 1);
+    return { inputIds: ids, lossMask, oldLogp, advantages };
+  };
+  const trainer = new PolicyTrainer(weights, undefined, o.settings);
+  const opts = { loss: 'ppo-token' as const, batch: B, seq: T };
+  const hyper = { lr: 1e-4 };
+  const batch = batchOf();
+  log(`training: ${B}×${T} tokens, warm-up…`);
+  await trainer.train(opts, [batch], hyper);
+  let t0 = performance.now();
+  for (let i = 0; i < steps; i++) await trainer.train(opts, [batch], hyper);
+  const stepMs = (performance.now() - t0) / steps;
+  log(`training: ${stepMs.toFixed(0)} ms/step; Loop of ${K}…`);
+  const batches = new Array(K).fill(batch);
+  await trainer.train(opts, batches, hyper); // warm-up: builds the K-step session
+  t0 = performance.now();
+  await trainer.train(opts, batches, hyper);
+  const loopMs = performance.now() - t0;
+  t0 = performance.now();
+  for (let i = 0; i < K; i++) await trainer.train(opts, [batch], hyper);
+  const sepMs = performance.now() - t0;
+  await trainer.dispose();
+
+  log(`decode at ${ctx} tokens of context…`);
+  const policy = new Policy(weights, undefined, o.settings);
+  const provider = await policy.provider;
+  const prompt = Array.from({ length: ctx }, () => Math.floor(rng.next() * 256));
+  const gen = { temperature: 0, stopIds: [] as number[] };
+  await policy.generateIds([prompt], { ...gen, maxNewTokens: 2 });
+  // Time prefill + n tokens and prefill + 1 token; the difference is n − 1 decode steps.
+  const timeGen = async (n: number, kvCache: boolean) => {
+    const t = performance.now();
+    await policy.generateIds([prompt], { ...gen, maxNewTokens: n, kvCache });
+    return performance.now() - t;
+  };
+  const base = await timeGen(1, true);
+  const kvMs = (await timeGen(nDecode + 1, true)) - base;
+  const nNo = Math.max(2, Math.floor(nDecode / 8));
+  const noMs = (await timeGen(nNo + 1, false)) - base;
+  await policy.dispose();
+  const kvTps = nDecode / (kvMs / 1000);
+  const noTps = nNo / (noMs / 1000);
+  return {
+    config: `turnwise-${size}`,
+    parameters: parameterCount(c),
+    provider,
+    batch: B,
+    seq: T,
+    loss: 'ppo-token',
+    train_step_ms: round(stepMs, 1),
+    tokens_per_s: round((B * T) / (stepMs / 1000), 0),
+    loop_k: K,
+    loop_ms_per_step: round(loopMs / K, 1),
+    separate_ms_per_step: round(sepMs / K, 1),
+    loop_speedup: round(sepMs / loopMs),
+    decode_context: ctx,
+    decode_tokens_per_s_kv: round(kvTps, 1),
+    decode_tokens_per_s_nokv: round(noTps, 1),
+    kv_speedup: round(kvTps / noTps, 1),
+    peak_rss_mb: round(process.resourceUsage().maxRSS / 1024, 0),
+  };
+}

@@ -1,0 +1,71 @@
+// `turnwise policy init | logits | generate` through main(), on a small model directory.
+import * as assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { main } from '../../../src/cli/main';
+import { loadCheckpoint } from '../../../src/policy/checkpoint';
+import { referenceLogits } from '../../../src/policy/reference';
+
+async function run(argv: string[]) {
+  const out: string[] = [];
+  const err: string[] = [];
+  const code = await main(argv, { out: (t) => out.push(t), err: (t) => err.push(t) });
+  return { code, out: out.join('\n'), err: err.join('\n') };
+}
+
+describe('cli: turnwise policy', function () {
+  this.timeout(60000);
+  let tmp: string;
+  before(() => (tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-policy-cli-'))));
+  after(() => fs.rmSync(tmp, { recursive: true, force: true }));
+
+  it('init writes turnwise-tiny; same seed → same bytes; refuses a non-empty dir without --force', async () => {
+    const a = path.join(tmp, 'a');
+    const r = await run(['policy', 'init', '--out', a, '--seed', '5', '--json']);
+    assert.equal(r.code, 0, r.err);
+    const j = JSON.parse(r.out);
+    assert.equal(j.ok, true);
+    assert.equal(j.config.vocab_size, 260);
+    assert.ok(j.parameters > 2e6);
+    const b = path.join(tmp, 'b');
+    assert.equal((await run(['policy', 'init', '--out', b, '--seed', '5'])).code, 0);
+    assert.ok(fs.readFileSync(path.join(a, 'model.safetensors')).equals(fs.readFileSync(path.join(b, 'model.safetensors'))));
+    const again = await run(['policy', 'init', '--out', a]);
+    assert.equal(again.code, 1);
+    assert.match(again.err, /already exists and is not empty/);
+    assert.equal((await run(['policy', 'init', '--out', a, '--seed', '6', '--force'])).code, 0);
+    assert.ok(!fs.readFileSync(path.join(a, 'model.safetensors')).equals(fs.readFileSync(path.join(b, 'model.safetensors'))));
+  });
+
+  it('logits --json prints every position, equal to the reference forward', async () => {
+    const dir = path.join(tmp, 'b');
+    const r = await run(['policy', 'logits', '--model', dir, '--ids', '72,105,33', '--json']);
+    assert.equal(r.code, 0, r.err);
+    const j = JSON.parse(r.out);
+    assert.equal(j.logits.length, 3);
+    assert.equal(j.logits[0].length, 260);
+    const ref = referenceLogits(loadCheckpoint(dir).weights, [72, 105, 33]);
+    let d = 0;
+    for (let t = 0; t < 3; t++) for (let v = 0; v < 260; v++) d = Math.max(d, Math.abs(j.logits[t][v] - ref[t * 260 + v]));
+    assert.ok(d < 1e-4, `max diff ${d}`);
+  });
+
+  it('generate returns text, ids and log-probs; bad input is a clear error, not a stack trace', async () => {
+    const dir = path.join(tmp, 'b');
+    const r = await run(['policy', 'generate', '--model', dir, '--prompt', 'ls', '--max-tokens', '5', '--seed', '1', '--json']);
+    assert.equal(r.code, 0, r.err);
+    const j = JSON.parse(r.out);
+    assert.ok(j.token_ids.length >= 1 && j.token_ids.length <= 5);
+    assert.equal(j.logprobs.length, j.token_ids.length);
+    assert.ok(j.logprobs.every((x: number) => x <= 0 && Number.isFinite(x)));
+    const bad = await run(['policy', 'logits', '--model', dir, '--ids', '1,999']);
+    assert.equal(bad.code, 1);
+    assert.match(bad.err, /token id 999 is outside the vocabulary/);
+    assert.doesNotMatch(bad.err, /at .*\.ts:\d+/);
+    const missing = await run(['policy', 'logits', '--model', path.join(tmp, 'nope'), '--ids', '1']);
+    assert.equal(missing.code, 1);
+    assert.match(missing.err, /does not exist[\s\S]*policy init/);
+    assert.equal((await run(['policy', 'logits', '--model', dir, '--ids', 'a,b'])).code, 2);
+  });
+});

@@ -4,7 +4,7 @@
 // margin over states where rollouts branched. One core with three switches.
 import { TurnwiseError } from '../core/errors';
 import { baseDiagnostics, indexBatch, num, type BatchIndex } from './batch';
-import { robustSquash, signatureDistance, tanhB, TokenInterner, UnionFind } from './stats';
+import { levenshteinTable, robustSquash, signatureDistance, tanhB, TokenInterner, UnionFind } from './stats';
 import type { EstimatorContext, EstimatorResult, EstimatorSpec, Params, TurnRow } from './types';
 
 export const A3_DEFAULTS: Params = {
@@ -21,7 +21,7 @@ export const A3_DEFAULTS: Params = {
   timeDecay: 0.84,
 };
 
-interface Variant {
+export interface A3Variant {
   /** turnwise: residual normalized per (promptId, turn) cell and kept per turn; a3: first row per trajectory, per group. */
   residualPerCell: boolean;
   /** turnwise: scope −1 is the prefix up to k; a3: all of the trajectory's commands. */
@@ -54,7 +54,7 @@ function cellsOf(rows: readonly TurnRow[], batch: BatchIndex): Cell[] {
 }
 
 /** Signature tokens of the snippet made of the trajectory's turns at positions [from, to]. */
-function makeSnippetTokens(rows: readonly TurnRow[], batch: BatchIndex, ctx: EstimatorContext, variant: Variant) {
+function makeSnippetTokens(rows: readonly TurnRow[], batch: BatchIndex, ctx: EstimatorContext, variant: A3Variant) {
   const interner = new TokenInterner();
   const memo = new Map<string, Int32Array>();
   const rowSig = (i: number): string[] => {
@@ -65,7 +65,14 @@ function makeSnippetTokens(rows: readonly TurnRow[], batch: BatchIndex, ctx: Est
       hint: 'compute signatures first (attachSignatures in src/credit/signatures.ts) or pass ctx.signJoined',
     });
   };
-  return (traj: number, from: number, to: number): Int32Array => {
+  let nextId = 0;
+  const ids = new Map<Int32Array, number>();
+  const idOf = (t: Int32Array) => {
+    let id = ids.get(t);
+    if (id === undefined) ids.set(t, (id = nextId++));
+    return id;
+  };
+  const get = (traj: number, from: number, to: number): Int32Array => {
     const key = `${traj}:${from}:${to}`;
     let toks = memo.get(key);
     if (toks) return toks;
@@ -83,15 +90,20 @@ function makeSnippetTokens(rows: readonly TurnRow[], batch: BatchIndex, ctx: Est
     memo.set(key, toks);
     return toks;
   };
+  return { get, idOf };
 }
 
 /** Single-linkage clustering to K* = max(1, min(m, ⌈m / minCount⌉)) components; ties keep (i, j) order. */
 export function singleLinkage(tokens: readonly Int32Array[], minCount: number): { labels: number[]; k: number } {
-  const m = tokens.length;
+  return singleLinkageBy(tokens.length, (i, j) => signatureDistance(tokens[i], tokens[j]), minCount);
+}
+
+/** singleLinkage over m items with a pairwise distance function. */
+export function singleLinkageBy(m: number, distance: (i: number, j: number) => number, minCount: number): { labels: number[]; k: number } {
   if (m <= 1) return { labels: new Array(m).fill(0), k: m };
   const target = Math.max(1, Math.min(m, Math.ceil(m / minCount)));
   const pairs: { i: number; j: number; d: number }[] = [];
-  for (let i = 0; i < m; i++) for (let j = i + 1; j < m; j++) pairs.push({ i, j, d: signatureDistance(tokens[i], tokens[j]) });
+  for (let i = 0; i < m; i++) for (let j = i + 1; j < m; j++) pairs.push({ i, j, d: distance(i, j) });
   pairs.sort((a, b) => a.d - b.d); // stable: equal distances stay in (i, j) order
   const uf = new UnionFind(m);
   for (const p of pairs) {
@@ -118,7 +130,7 @@ function validate(params: Params): { scopes: number[]; w: number[] } {
   return { scopes, w: weights.map((x) => x / total) };
 }
 
-function a3Core(rows: readonly TurnRow[], params: Params, ctx: EstimatorContext, variant: Variant): EstimatorResult {
+function a3Core(rows: readonly TurnRow[], params: Params, ctx: EstimatorContext, variant: A3Variant): EstimatorResult {
   const { scopes, w } = validate(params);
   const eps = num(params, 'epsilon');
   const p = num(params, 'supportPrior');
@@ -130,6 +142,28 @@ function a3Core(rows: readonly TurnRow[], params: Params, ctx: EstimatorContext,
   const batch = indexBatch(rows);
   const cells = cellsOf(rows, batch);
   const snippet = makeSnippetTokens(rows, batch, ctx, variant);
+  // Distances between equal snippet pairs are computed once (a3's scope −1 snippet is the same in
+  // every cell of a trajectory). Prefix snippets built by concatenation (turnwise) read every
+  // prefix pair off one Levenshtein table per trajectory pair.
+  const distCache = new Map<number, number>();
+  const snippetDistance = (x: Int32Array, y: Int32Array): number => {
+    const a = snippet.idOf(x);
+    const b = snippet.idOf(y);
+    const key = a < b ? a * 4194304 + b : b * 4194304 + a;
+    let d = distCache.get(key);
+    if (d === undefined) distCache.set(key, (d = signatureDistance(x, y)));
+    return d;
+  };
+  const prefixByTable = variant.scopeAllIsPrefix && (variant.editTokens || !ctx.signJoined);
+  const tables = new Map<number, Int32Array>();
+  const prefixDistance = (ta: number, la: number, tb: number, lb: number): number => {
+    if (ta > tb) return prefixDistance(tb, lb, ta, la);
+    const full = (t: number) => snippet.get(t, 0, batch.trajs[t].rows.length - 1);
+    const key = ta * 4194304 + tb;
+    let table = tables.get(key);
+    if (!table) tables.set(key, (table = levenshteinTable(full(ta), full(tb))));
+    return table[la * (full(tb).length + 1) + lb] / Math.max(la, lb, 1);
+  };
 
   // --- clustering and leave-one-out means, per (promptId, k, scope)
   const labels = scopes.map(() => new Array<number>(n).fill(-1));
@@ -139,13 +173,21 @@ function a3Core(rows: readonly TurnRow[], params: Params, ctx: EstimatorContext,
     const m = cell.rows.length;
     for (let si = 0; si < scopes.length; si++) {
       const s = scopes[si];
-      const toks = cell.rows.map((i) => {
-        const t = batch.trajOfRow[i];
-        const pos = batch.posOfRow[i];
-        if (s === -1) return snippet(t, 0, variant.scopeAllIsPrefix ? pos : batch.trajs[t].rows.length - 1);
-        return snippet(t, pos - Math.min(s, pos + 1) + 1, pos);
-      });
-      const { labels: lab, k } = singleLinkage(toks, minCount);
+      let distance: (x: number, y: number) => number;
+      if (s === -1 && prefixByTable) {
+        const tr = cell.rows.map((i) => batch.trajOfRow[i]);
+        const len = cell.rows.map((i, a) => snippet.get(tr[a], 0, batch.posOfRow[i]).length);
+        distance = (x, y) => prefixDistance(tr[x], len[x], tr[y], len[y]);
+      } else {
+        const toks = cell.rows.map((i) => {
+          const t = batch.trajOfRow[i];
+          const pos = batch.posOfRow[i];
+          if (s === -1) return snippet.get(t, 0, variant.scopeAllIsPrefix ? pos : batch.trajs[t].rows.length - 1);
+          return snippet.get(t, pos - Math.min(s, pos + 1) + 1, pos);
+        });
+        distance = (x, y) => snippetDistance(toks[x], toks[y]);
+      }
+      const { labels: lab, k } = singleLinkageBy(m, distance, minCount);
       if (k >= 2) multi++;
       const sum = new Map<number, { total: number; count: number }>();
       for (let a = 0; a < m; a++) {
@@ -290,6 +332,11 @@ function a3Core(rows: readonly TurnRow[], params: Params, ctx: EstimatorContext,
     clusters,
     diagnostics,
   };
+}
+
+/** A³ with any subset of turnwise's changes switched on (for ablations). */
+export function a3VariantAdvantages(rows: readonly TurnRow[], params: Params, ctx: EstimatorContext, variant: A3Variant): EstimatorResult {
+  return a3Core(rows, params, ctx, variant);
 }
 
 export function a3Advantages(rows: readonly TurnRow[], params: Params = A3_DEFAULTS, ctx: EstimatorContext = {}): EstimatorResult {

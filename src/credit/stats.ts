@@ -40,14 +40,21 @@ export function robustSquash(xs: readonly number[], eps: number, bound = 1.0): n
   return xs.map((x) => tanhB((x - center) / scale, bound));
 }
 
+let rowA = new Int32Array(64);
+let rowB = new Int32Array(64);
+
 /** Levenshtein distance between two token sequences (tokens already interned as integers). */
 export function levenshtein(a: ArrayLike<number>, b: ArrayLike<number>): number {
   const n = a.length;
   const m = b.length;
   if (n === 0) return m;
   if (m === 0) return n;
-  let prev = new Int32Array(m + 1);
-  let cur = new Int32Array(m + 1);
+  if (rowA.length < m + 1) {
+    rowA = new Int32Array(2 * (m + 1));
+    rowB = new Int32Array(2 * (m + 1));
+  }
+  let prev = rowA;
+  let cur = rowB;
   for (let j = 0; j <= m; j++) prev[j] = j;
   for (let i = 1; i <= n; i++) {
     cur[0] = i;
@@ -63,6 +70,29 @@ export function levenshtein(a: ArrayLike<number>, b: ArrayLike<number>): number 
     cur = t;
   }
   return prev[m];
+}
+
+/**
+ * The full Levenshtein table of a and b, (n+1)×(m+1) row-major: entry [i, j] is the distance
+ * between the prefixes a[:i] and b[:j], so one table answers every prefix pair.
+ */
+export function levenshteinTable(a: ArrayLike<number>, b: ArrayLike<number>): Int32Array {
+  const n = a.length;
+  const m = b.length;
+  const w = m + 1;
+  const d = new Int32Array((n + 1) * w);
+  for (let j = 0; j <= m; j++) d[j] = j;
+  for (let i = 1; i <= n; i++) {
+    d[i * w] = i;
+    const ai = a[i - 1];
+    for (let j = 1; j <= m; j++) {
+      const sub = d[(i - 1) * w + j - 1] + (ai === b[j - 1] ? 0 : 1);
+      const del = d[(i - 1) * w + j] + 1;
+      const ins = d[i * w + j - 1] + 1;
+      d[i * w + j] = sub < del ? (sub < ins ? sub : ins) : del < ins ? del : ins;
+    }
+  }
+  return d;
 }
 
 /** Levenshtein over tokens divided by max(len a, len b, 1): the signature distance of credit-assignment.md. */

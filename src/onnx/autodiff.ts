@@ -72,11 +72,14 @@ function transposeLast2(g: Graph, x: Value): Value {
 /** Pads built by the Slice rule: slices that tile an axis get their gradient by one Concat instead. */
 const sliceGrads = new WeakMap<Value, { dy: Value; axis: number; begin: number; len: number }>();
 
-/** Sum of contributions that are padded slice gradients exactly tiling one axis, as a Concat. */
-function concatOfSliceGrads(g: Graph, target: Value, parts: Value[]): Value | undefined {
-  const metas = parts.map((p) => sliceGrads.get(p));
-  if (metas.some((m) => !m) || parts.length < 2) return undefined;
-  const ms = (metas as { dy: Value; axis: number; begin: number; len: number }[]).slice().sort((a, b) => a.begin - b.begin);
+/**
+ * Contributions where the padded slice gradients among them exactly tile one axis are merged into
+ * one Concat (the other contributions are kept); undefined when there is nothing to merge.
+ */
+function mergeSliceGrads(g: Graph, target: Value, parts: Value[]): Value[] | undefined {
+  const padded = parts.filter((p) => sliceGrads.has(p));
+  if (padded.length < 2) return undefined;
+  const ms = padded.map((p) => sliceGrads.get(p)!).sort((a, b) => a.begin - b.begin);
   const axis = ms[0].axis;
   let at = 0;
   for (const m of ms) {
@@ -84,8 +87,8 @@ function concatOfSliceGrads(g: Graph, target: Value, parts: Value[]): Value | un
     at += m.len;
   }
   if (at !== target.shape[axis]) return undefined;
-  for (const p of parts) if (p.producer) g.dropUnusedNode(p.producer);
-  return g.concat(ms.map((m) => m.dy), axis);
+  for (const p of padded) if (p.producer) g.dropUnusedNode(p.producer);
+  return [g.concat(ms.map((m) => m.dy), axis), ...parts.filter((p) => !sliceGrads.has(p))];
 }
 
 const RULES: Record<string, Rule> = {
@@ -343,11 +346,8 @@ export function gradients(g: Graph, loss: Value, wrt: readonly Value[], seed?: V
   const total = (v: Value): Value | null => {
     const l = contrib.get(v);
     if (!l || !l.length) return null;
-    const tiled = l.length > 1 ? concatOfSliceGrads(g, v, l) : undefined;
-    if (tiled) {
-      contrib.set(v, [tiled]);
-      return tiled;
-    }
+    const merged = l.length > 1 ? mergeSliceGrads(g, v, l) : undefined;
+    if (merged) l.splice(0, l.length, ...merged);
     let s = l[0];
     for (let i = 1; i < l.length; i++) s = g.add(s, l[i]);
     contrib.set(v, [s]);

@@ -2,8 +2,6 @@
 import type { CliCommand } from '../command';
 import { advantagesCommand } from './advantages';
 import { benchCreditCommand } from './bench-credit';
-import { advantagesCommand } from './advantages';
-import { benchCreditCommand } from './bench-credit';
 import { benchSandboxCommand } from './bench-sandbox';
 import { benchTrainCommand } from './bench-train';
 import { doctorCommand } from './doctor';
@@ -11,4 +9,4 @@ import { imagesBuildCommand } from './images';
 import { policyCommands } from './policy';
 import { sandboxPruneCommand } from './sandbox';
 
-export const COMMANDS: CliCommand[] = [advantagesCommand, benchCreditCommand, advantagesCommand, benchCreditCommand, benchSandboxCommand, benchTrainCommand, doctorCommand, imagesBuildCommand, ...policyCommands, sandboxPruneCommand];
+export const COMMANDS: CliCommand[] = [advantagesCommand, benchCreditCommand, benchSandboxCommand, benchTrainCommand, doctorCommand, imagesBuildCommand, ...policyCommands, sandboxPruneCommand];

@@ -294,7 +294,10 @@ export class DockerSandbox implements Sandbox {
     }
   }
 
-  /** Reads a file through the archive API (no process in the container). */
+  /**
+   * Reads a file through the archive API (no process in the container). The archive API sees
+   * the container's filesystem, not its tmpfs mounts: files under /tmp are read with exec (cat).
+   */
   async readFile(pathInContainer: string, maxBytes = 64 * 1024 ** 2): Promise<Buffer> {
     const abs = path.posix.resolve(WORKSPACE_DIR, pathInContainer);
     let stream: NodeJS.ReadableStream;

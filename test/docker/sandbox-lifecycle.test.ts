@@ -219,6 +219,22 @@ describe('sandbox lifecycle (docker)', function () {
     }
   });
 
+  it('runs node:test in a Node snapshot', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-node-'));
+    try {
+      fs.writeFileSync(path.join(dir, 'sum.js'), 'module.exports = (a, b) => a + b;\n');
+      fs.writeFileSync(path.join(dir, 'sum.test.js'), "const test = require('node:test');\nconst assert = require('node:assert');\nconst sum = require('./sum');\ntest('adds', () => assert.equal(sum(1, 2), 3));\n");
+      await using pool = await SandboxPool.connect({ run: RUN });
+      const snap = await pool.snapshot(dir, { language: 'javascript' });
+      await using sb = await pool.acquire(snap);
+      const r = await sb.exec('node --test sum.test.js');
+      assert.equal(r.exitCode, 0, r.stdout + r.stderr);
+      assert.match(r.stdout, /# pass 1/);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('says what to do when the image is missing or Docker is unreachable', async () => {
     await assert.rejects(
       DockerSandbox.start(docker, target, { image: 'turnwise/snapshot:doesnotexist', run: RUN }),

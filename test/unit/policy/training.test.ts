@@ -2,6 +2,10 @@
 // reference, the AdamW/clipping wiring, K steps in one Loop vs K runs, SFT learning a corpus,
 // and the direction of a PPO step.
 import * as assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { loadCheckpoint, saveCheckpoint } from '../../../src/policy/checkpoint';
 import { ppoTokenLoss, tokenEntropy } from '../../../src/credit/losses';
 import { gradients, Graph, OnnxSession, toModelProto, type HostTensor, type Value } from '../../../src/onnx';
 import { adamwReference } from '../../../src/onnx/optim';
@@ -10,7 +14,7 @@ import { fromGraphLayout, weightFeeds } from '../../../src/policy/graphs';
 import { referenceLogits, logSoftmaxRows } from '../../../src/policy/reference';
 import { PolicyTrainer, type TrainBatch } from '../../../src/policy/trainer';
 import { LOSS_HYPER_INPUTS, policyTrainingSpec, type TrainGraphOptions } from '../../../src/policy/training';
-import { byteLevelTokenizer } from '../../../src/policy/tokenizer';
+import { byteLevelTokenizer, byteLevelTokenizerJson } from '../../../src/policy/tokenizer';
 import { initWeights, SeededRandom, type PolicyWeights } from '../../../src/policy/weights';
 import { Policy } from '../../../src/policy/policy';
 import { GOLDEN_CONFIG, SMALL_CONFIG } from './helpers';
@@ -193,6 +197,39 @@ describe('policy/training: gradients, optimizer, learning', function () {
     assert.ok(ml[2].loss !== ml[0].loss, 'the steps really differ');
     await loop.dispose();
     await sep.dispose();
+  });
+
+  it('a training run resumes from a checkpoint exactly where it stopped', async () => {
+    const c = { ...SMALL_CONFIG, vocab_size: 260 }; // the byte tokenizer saved with it has 260 tokens
+    const B = 2;
+    const T = 8;
+    const mk = (s: number): TrainBatch => {
+      const b = makeBatch(c, B, T, s);
+      return { inputIds: b.ids, lossMask: b.mask, advantages: b.adv, oldLogp: b.old };
+    };
+    const hyper = { lr: 5e-3, weightDecay: 0.05 };
+    const o = { loss: 'ppo-token' as const, batch: B, seq: T };
+    const straight = new PolicyTrainer(initWeights(c, 8, 0.1), undefined, { provider: 'cpu' });
+    await straight.train(o, [mk(1), mk(2)], hyper);
+    const first = new PolicyTrainer(initWeights(c, 8, 0.1), undefined, { provider: 'cpu' });
+    await first.train(o, [mk(1)], hyper);
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-resume-'));
+    try {
+      saveCheckpoint(dir, { weights: first.weights(), optimizer: first.optimizerState(), tokenizerJson: byteLevelTokenizerJson() });
+      const ck = loadCheckpoint(dir);
+      assert.equal(ck.optimizer!.step, 1);
+      const resumed = new PolicyTrainer(ck.weights, ck.optimizer, { provider: 'cpu' });
+      await resumed.train(o, [mk(2)], hyper);
+      const a = resumed.weights().tensors;
+      let diff = 0;
+      for (const [name, x] of straight.weights().tensors) for (let i = 0; i < x.length; i++) diff = Math.max(diff, Math.abs(x[i] - a.get(name)![i]));
+      assert.ok(diff < 1e-6, `resumed run differs by ${diff}`);
+      await resumed.dispose();
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+      await straight.dispose();
+      await first.dispose();
+    }
   });
 
   it('SFT drives the loss on a fixed small corpus below 10% of its start', async () => {

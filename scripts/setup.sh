@@ -24,7 +24,8 @@ stamp "build"
 npm run --silent build
 
 stamp "sandbox images"
-bash scripts/bootstrap-base-image.sh
+bash scripts/bootstrap-base-image.sh      # base from Debian packages when no registry has it
+node dist/cli.js images build            # language images on top; skips what exists
 
 stamp "VS Code test tools"
 bash scripts/ci/provision-vscode-test.sh

@@ -4,7 +4,7 @@ import { SCHEMA } from '../core/schema';
 import { formatError } from '../core/errors';
 import { GRAMMARS, createParser } from '../ast/treesitter';
 import { connectEngine, engineInfo } from '../sandbox/engine';
-import { baseImageTag } from '../sandbox/images';
+import { SANDBOX_LANGUAGES, baseImageTag, languageImageTag } from '../sandbox/images';
 import { EXECUTION_PROVIDERS, probeProvider } from '../onnx/runtime';
 
 export type CheckStatus = 'ok' | 'warn' | 'fail';
@@ -49,7 +49,7 @@ async function dockerChecks(host?: string): Promise<Check[]> {
     ];
   }
   const checks: Check[] = [{ name: 'docker', status: 'ok', detail: `Docker ${info.version} (API ${info.apiVersion}, ${info.os}) at ${info.target}` }];
-  const wanted = [baseImageTag()];
+  const wanted = [baseImageTag(), ...SANDBOX_LANGUAGES.map((l) => languageImageTag(l))];
   const missing: string[] = [];
   for (const tag of wanted) {
     try {
@@ -65,7 +65,7 @@ async function dockerChecks(host?: string): Promise<Check[]> {
           name: 'sandbox images',
           status: 'fail',
           detail: `missing: ${missing.join(', ')}`,
-          fix: 'build them: `sudo scripts/bootstrap-base-image.sh` (no registry needed; uses debootstrap)',
+          fix: 'build them: `turnwise images build` (bootstraps the base from Debian packages when no registry has it; that step needs root and debootstrap)',
         },
   );
   return checks;

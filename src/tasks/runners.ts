@@ -108,7 +108,7 @@ export function runnerCommand(kind: RunnerKind, files: string[], reportPath = DE
         .map((f, i) => `(node --test-reporter=junit --test-reporter-destination=${R}.d/${i}.xml ${shq(f)} >/dev/null 2>${R}.d/${i}.err) &`)
         .join(' ');
       const cat = files
-        .map((f, i) => `echo ${shq(REPORT_PART_MARKER + f)}; if [ -s ${R}.d/${i}.xml ]; then cat ${R}.d/${i}.xml; else echo ${LOAD_ERROR_MARKER}; tail -c 3000 ${R}.d/${i}.err; fi; echo`)
+        .map((f, i) => `echo ${shq(REPORT_PART_MARKER + f)}; if [ -s ${R}.d/${i}.xml ]; then cat ${R}.d/${i}.xml; else echo ${shq(LOAD_ERROR_MARKER)}; tail -c 3000 ${R}.d/${i}.err; fi; echo`)
         .join('; ');
       return `${prep} && mkdir -p ${R}.d; ${runs} wait; { ${cat}; } > ${R}`;
     }

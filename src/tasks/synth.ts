@@ -77,7 +77,8 @@ export interface SynthSummary {
   seed: number;
   concurrency: number;
   baseline: { tests: number; passing: number; failing: number; durationMs: number };
-  candidates: { generated: number; duplicates: number; tried: number; kept: number; dropped: number };
+  /** tried = kept + dropped + surplus (valid mutants found by parallel workers after a limit was reached). */
+  candidates: { generated: number; duplicates: number; tried: number; kept: number; dropped: number; surplus: number };
   dropped: Record<DropReason, number>;
   operators: Record<string, OperatorCounts>;
   durationMs: number;
@@ -247,6 +248,7 @@ export async function synthesizeMutationTasks(opts: SynthOptions): Promise<Synth
     let next = 0;
     let tried = 0;
     let droppedN = 0;
+    let surplus = 0;
     const keptPerOp = new Map<string, number>();
     const report = () => opts.onProgress?.({ tried, kept: tasks.length, dropped: droppedN, total: maxCandidates });
     const done = () => tasks.length >= max || next >= maxCandidates;
@@ -291,7 +293,7 @@ export async function synthesizeMutationTasks(opts: SynthOptions): Promise<Synth
             dropped[verdict.reason]++;
             droppedN++;
             operators[c.operator].dropped++;
-          }
+          } else surplus++;
           report();
         }
       } finally {
@@ -313,7 +315,7 @@ export async function synthesizeMutationTasks(opts: SynthOptions): Promise<Synth
         seed,
         concurrency,
         baseline,
-        candidates: { generated: all.length, duplicates, tried, kept: tasks.length, dropped: droppedN },
+        candidates: { generated: all.length, duplicates, tried, kept: tasks.length, dropped: droppedN, surplus },
         dropped,
         operators,
         durationMs: Date.now() - t0,

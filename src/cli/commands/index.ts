@@ -3,10 +3,12 @@ import type { CliCommand } from '../command';
 import { advantagesCommand } from './advantages';
 import { benchCreditCommand } from './bench-credit';
 import { benchSandboxCommand } from './bench-sandbox';
+import { benchTasksCommand } from './bench-tasks';
 import { benchTrainCommand } from './bench-train';
 import { doctorCommand } from './doctor';
 import { imagesBuildCommand } from './images';
 import { policyCommands } from './policy';
 import { sandboxPruneCommand } from './sandbox';
+import { tasksCommands } from './tasks';
 
-export const COMMANDS: CliCommand[] = [advantagesCommand, benchCreditCommand, benchSandboxCommand, benchTrainCommand, doctorCommand, imagesBuildCommand, ...policyCommands, sandboxPruneCommand];
+export const COMMANDS: CliCommand[] = [advantagesCommand, benchCreditCommand, benchSandboxCommand, benchTasksCommand, benchTrainCommand, doctorCommand, imagesBuildCommand, ...policyCommands, sandboxPruneCommand, ...tasksCommands];

@@ -1,0 +1,53 @@
+// Extension-host tests: the Turnwise extension under development (the repository root) loaded
+// by a real VS Code extension host (code-server's), with the real `vscode` API, Docker engine and
+// ONNX Runtime. Nothing is mocked.
+const assert = require('node:assert/strict');
+const vscode = require('vscode');
+
+const EXTENSION_ID = 'turnwise.turnwise';
+
+describe('Turnwise extension in the extension host', function () {
+  let api;
+
+  it('activates and returns its API', async function () {
+    const ext = vscode.extensions.getExtension(EXTENSION_ID);
+    assert.ok(ext, `extension ${EXTENSION_ID} is not known to the extension host`);
+    api = await ext.activate();
+    assert.equal(ext.isActive, true);
+    assert.equal(typeof api?.checkEnvironment, 'function', 'activate() must return { checkEnvironment }');
+  });
+
+  it('registers the command turnwise.checkEnvironment', async function () {
+    const commands = await vscode.commands.getCommands(true);
+    assert.ok(commands.includes('turnwise.checkEnvironment'), 'turnwise.checkEnvironment is not registered');
+    const contributed = vscode.extensions.getExtension(EXTENSION_ID).packageJSON.contributes.commands;
+    const entry = contributed.find((c) => c.command === 'turnwise.checkEnvironment');
+    assert.deepEqual([entry?.category, entry?.title], ['Turnwise', 'Check Environment']);
+  });
+
+  it('"Check Environment" returns a report with docker and onnxruntime cpu ok', async function () {
+    this.timeout(120000);
+    const report = await vscode.commands.executeCommand('turnwise.checkEnvironment');
+    assert.ok(report && Array.isArray(report.checks), `the command returned ${JSON.stringify(report)}`);
+    const byName = new Map(report.checks.map((c) => [c.name, c]));
+    for (const name of ['node', 'docker', 'onnxruntime cpu', 'tree-sitter grammars']) {
+      const c = byName.get(name);
+      assert.ok(c, `no "${name}" check in ${[...byName.keys()].join(', ')}`);
+      assert.equal(c.status, 'ok', `${name}: ${c.status}: ${c.detail}${c.fix ? ` (fix: ${c.fix})` : ''}`);
+    }
+    assert.match(byName.get('docker').detail, /^Docker \d+\.\d+/);
+    // The extension host runs on code-server's Node (24), not the machine's Node 20.
+    assert.equal(byName.get('node').detail, `Node ${process.versions.node}`);
+    // Every failing check is a required one; the machine has all of them, so the report is ok.
+    assert.equal(report.ok, true, report.checks.filter((c) => c.status === 'fail').map((c) => `${c.name}: ${c.detail}`).join('; '));
+  });
+
+  it('the API and the command agree on which checks exist', async function () {
+    this.timeout(120000);
+    const viaApi = await api.checkEnvironment();
+    assert.ok(viaApi && Array.isArray(viaApi.checks));
+    const names = viaApi.checks.map((c) => c.name);
+    assert.ok(names.includes('onnxruntime cuda') && names.includes('onnxruntime webgpu'), `providers tried: ${names.join(', ')}`);
+    assert.equal(new Set(names).size, names.length, 'duplicate check names');
+  });
+});

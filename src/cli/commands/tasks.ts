@@ -47,7 +47,7 @@ function formatSynthSummary(s: SynthSummary, out: string, n: number): string {
   return [
     `${n} task(s) written to ${out}`,
     `suite: ${s.runner}, ${s.baseline.passing}/${s.baseline.tests} passing, ${(s.baseline.durationMs / 1000).toFixed(1)} s per run`,
-    `candidates: ${s.candidates.generated} generated (${s.candidates.duplicates} duplicate diffs removed), ${s.candidates.tried} tried, ${s.candidates.kept} kept, ${s.candidates.dropped} dropped`,
+    `candidates: ${s.candidates.generated} generated (${s.candidates.duplicates} duplicate diffs removed), ${s.candidates.tried} tried, ${s.candidates.kept} kept, ${s.candidates.dropped} dropped, ${s.candidates.surplus} surplus`,
     `  ${'operator'.padEnd(18)} ${'cands'.padStart(5)} ${'tried'.padStart(6)} ${'kept'.padStart(5)} ${'dropped'.padStart(8)}`,
     ...rows,
     `dropped because: ${drops || 'none'}`,

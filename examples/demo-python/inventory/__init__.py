@@ -1,0 +1,1 @@
+"""A tiny stock ledger: items, reservations and reorder rules."""

@@ -32,7 +32,9 @@ const say = (msg) => console.log(`[vscode +${elapsed()}] ${msg}`);
 
 // ── results ───────────────────────────────────────────────────────────────────────────────────
 const results = []; // { title, state: 'passed'|'failed'|'skipped', ms, error? }
+let aborted; // set on a signal or the tier's time limit: what fails after that is a consequence
 function record(r) {
+  if (aborted && !r.abort) return;
   results.push(r);
   const mark = { passed: '✓', failed: '✗', skipped: '-' }[r.state];
   console.log(`  ${mark} ${r.title}${r.ms ? ` (${(r.ms / 1000).toFixed(1)} s)` : ''}${r.state === 'skipped' && r.error ? `  [${r.error}]` : ''}`);
@@ -61,6 +63,7 @@ function finish() {
 // ── cleanup: everything started registers a stop function ────────────────────────────────────
 const stoppers = [];
 const groups = new Set(); // pids of process groups we started (code-server)
+let tmpDir; // isolated state of this run, removed at the end
 let cleaning;
 function cleanup() {
   cleaning ??= (async () => {
@@ -81,11 +84,22 @@ process.on('exit', () => {
       process.kill(-pid, 'SIGKILL');
     } catch {}
   }
+  try {
+    if (tmpDir) fs.rmSync(tmpDir, { recursive: true, force: true, maxRetries: 3 });
+  } catch (e) {
+    console.error(`could not remove ${tmpDir}: ${e.message}`);
+  }
 });
+/** Stops work in progress: nothing new starts, and later failures are not reported as tests. */
+function abort(why) {
+  record({ title: 'vscode tier', state: 'failed', error: why, abort: true });
+  aborted = why;
+}
 for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
   process.on(sig, () => {
+    if (aborted) return;
     console.error(`\n${sig}: stopping code-server and Chromium`);
-    record({ title: 'vscode tier', state: 'failed', error: `interrupted by ${sig}` });
+    abort(`interrupted by ${sig}`);
     cleanup().finally(() => {
       finish();
       process.exit(130);
@@ -162,6 +176,8 @@ function codeServerEnv(tools, state, extra = {}) {
     XDG_DATA_HOME: path.join(state, 'xdg-data'),
     // The suite's index.js loads mocha from the provisioned tools (extension host inherits env).
     TURNWISE_MOCHA: tools.mocha,
+    // Lets the suite check that the extension it sees is the one under development here.
+    TURNWISE_REPO_ROOT: root,
     ...extra,
   };
 }
@@ -195,6 +211,7 @@ function prepareState(state) {
 
 /** Runs code-server's CLI (no server) to completion; resolves with its output. */
 function codeServerCli(tools, state, args, timeoutMs = 120000) {
+  if (aborted) return Promise.reject(new Error(aborted));
   const { user, ext } = prepareState(state);
   return new Promise((resolve, reject) => {
     const child = spawn(tools.node, [tools.codeServer, '--user-data-dir', user, '--extensions-dir', ext, ...args], {
@@ -203,6 +220,7 @@ function codeServerCli(tools, state, args, timeoutMs = 120000) {
       detached: true,
     });
     groups.add(child.pid);
+    stoppers.push(() => stopGroup(child.pid, `code-server ${args[0]}`));
     let out = '';
     child.stdout.on('data', (d) => (out += d));
     child.stderr.on('data', (d) => (out += d));
@@ -252,6 +270,7 @@ async function stopGroup(pid, label) {
 async function startCodeServer(tools, state, workspace, label, { smokeTestDriver = false } = {}) {
   const { user, ext } = prepareState(state);
   for (let attempt = 1; ; attempt++) {
+    if (aborted) throw new Error(aborted);
     const port = await freePort();
     const logFile = path.join(resultsDir, `code-server-${label}.log`);
     const log = fs.openSync(logFile, 'w');
@@ -294,11 +313,12 @@ async function startCodeServer(tools, state, workspace, label, { smokeTestDriver
 
 // ── browser ───────────────────────────────────────────────────────────────────────────────────
 async function launchBrowser(tools, state) {
+  if (aborted) throw new Error(aborted);
   const require = createRequire(import.meta.url);
   const { chromium } = require(tools.playwrightCore);
   const profile = path.join(state, 'chromium-profile');
   fs.mkdirSync(profile, { recursive: true });
-  const context = await chromium.launchPersistentContext(profile, {
+  const launching = chromium.launchPersistentContext(profile, {
     executablePath: chromiumPath,
     headless: true,
     // We stop the browser ourselves, after code-server, on these signals.
@@ -317,7 +337,10 @@ async function launchBrowser(tools, state) {
       '--disable-sync',
     ],
   });
-  stoppers.push(() => context.close());
+  // Registered before the launch settles, so an interrupt during the launch still closes it.
+  stoppers.push(async () => (await launching.catch(() => undefined))?.close());
+  const context = await launching;
+  if (aborted) throw new Error(aborted);
   return context;
 }
 
@@ -585,7 +608,8 @@ async function main() {
   fs.rmSync(resultsDir, { recursive: true, force: true });
   fs.mkdirSync(resultsDir, { recursive: true });
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'turnwise-vscode-'));
-  stoppers.push(() => fs.rmSync(tmp, { recursive: true, force: true }));
+  tmpDir = tmp;
+  stoppers.push(() => fs.rmSync(tmp, { recursive: true, force: true, maxRetries: 3 }));
   const workspace = path.join(tmp, 'workspace');
   fs.mkdirSync(workspace);
   fs.writeFileSync(path.join(workspace, 'README.md'), '# Turnwise VS Code tier workspace\n');
@@ -606,7 +630,7 @@ async function main() {
 }
 
 const guard = setTimeout(() => {
-  record({ title: 'vscode tier', state: 'failed', error: `the tier ran past ${tierLimitMs / 1000} s (TURNWISE_VSCODE_TIMEOUT_S)` });
+  abort(`the tier ran past ${tierLimitMs / 1000} s (TURNWISE_VSCODE_TIMEOUT_S)`);
   cleanup().finally(() => {
     finish();
     process.exit(1);

@@ -6,12 +6,15 @@ const vscode = require('vscode');
 
 const EXTENSION_ID = 'turnwise.turnwise';
 
-describe('Turnwise extension in the extension host', function () {
+describe('Turnwise', function () {
   let api;
 
-  it('activates and returns its API', async function () {
+  it('activates from the checkout and returns its API', async function () {
     const ext = vscode.extensions.getExtension(EXTENSION_ID);
     assert.ok(ext, `extension ${EXTENSION_ID} is not known to the extension host`);
+    // The extension under development (the checkout), not some installed copy.
+    assert.ok(process.env.TURNWISE_REPO_ROOT, 'TURNWISE_REPO_ROOT did not reach the extension host (run.mjs sets it)');
+    assert.equal(ext.extensionUri.fsPath, process.env.TURNWISE_REPO_ROOT);
     api = await ext.activate();
     assert.equal(ext.isActive, true);
     assert.equal(typeof api?.checkEnvironment, 'function', 'activate() must return { checkEnvironment }');

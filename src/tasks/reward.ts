@@ -137,7 +137,8 @@ export async function runTests(
   const res = await sandbox.exec(spec.testCommand, {
     cwd: workspace,
     timeoutMs: opts.timeoutMs ?? 120_000,
-    env: { TURNWISE_REPORT: reportPath, PYTHONDONTWRITEBYTECODE: '1', CI: '1' },
+    // No user site-packages: an agent could drop a .pth or usercustomize there to hook the runner.
+    env: { TURNWISE_REPORT: reportPath, PYTHONDONTWRITEBYTECODE: '1', PYTHONNOUSERSITE: '1', CI: '1' },
   });
   const base = { timedOut: res.timedOut, exitCode: res.exitCode, durationMs: res.durationMs };
   // Read with cat, not the archive API: /tmp is a tmpfs, which `docker cp` cannot see.

@@ -243,20 +243,22 @@ export async function synthesizeMutationTasks(opts: SynthOptions): Promise<Synth
       return s;
     };
 
-    const tasks: Task[] = [];
-    const keptCands: MutationCandidate[] = [];
+    // Valid mutants as they complete; the kept ones are chosen at the end in candidate order,
+    // so parallel workers keep exactly what a sequential run would (same seed, same tasks).
+    const valid: Array<{ index: number; c: MutationCandidate; failToPass: FailingTest[]; passToPass: string[] }> = [];
     let next = 0;
     let tried = 0;
     let droppedN = 0;
-    let surplus = 0;
-    const keptPerOp = new Map<string, number>();
-    const report = () => opts.onProgress?.({ tried, kept: tasks.length, dropped: droppedN, total: maxCandidates });
-    const done = () => tasks.length >= max || next >= maxCandidates;
-    const nextCandidate = (): MutationCandidate | undefined => {
+    const validPerOp = new Map<string, number>();
+    const countsTowardsLimit = () => (opts.maxPerOperator === undefined ? valid.length : [...validPerOp.values()].reduce((a, n) => a + Math.min(n, opts.maxPerOperator!), 0));
+    const report = () => opts.onProgress?.({ tried, kept: Math.min(max, countsTowardsLimit()), dropped: droppedN, total: maxCandidates });
+    const done = () => countsTowardsLimit() >= max || next >= maxCandidates;
+    const nextCandidate = (): { c: MutationCandidate; index: number } | undefined => {
       while (!done()) {
-        const c = ordered[next++];
-        if (opts.maxPerOperator !== undefined && (keptPerOp.get(c.operator) ?? 0) >= opts.maxPerOperator) continue;
-        return c;
+        const index = next++;
+        const c = ordered[index];
+        if (opts.maxPerOperator !== undefined && (validPerOp.get(c.operator) ?? 0) >= opts.maxPerOperator) continue;
+        return { c, index };
       }
       return undefined;
     };
@@ -264,7 +266,8 @@ export async function synthesizeMutationTasks(opts: SynthOptions): Promise<Synth
     const worker = async (w: number) => {
       let sb: Sandbox | undefined;
       try {
-        for (let c = nextCandidate(); c; c = nextCandidate()) {
+        for (let item = nextCandidate(); item; item = nextCandidate()) {
+          const { c, index } = item;
           sb ??= await pool.acquire(snap, { rollout: `validate-${w}` });
           let run: RunTestsResult | undefined;
           let sandboxError: string | undefined;
@@ -284,16 +287,14 @@ export async function synthesizeMutationTasks(opts: SynthOptions): Promise<Synth
           tried++;
           operators[c.operator].tried++;
           const verdict = run ? classifyMutant(passing, run) : ({ kept: false, reason: 'sandbox-error', detail: sandboxError } as const);
-          if (verdict.kept && tasks.length < max && (opts.maxPerOperator === undefined || (keptPerOp.get(c.operator) ?? 0) < opts.maxPerOperator)) {
-            tasks.push(mutationTask(c, runner, verdict.failToPass, verdict.passToPass));
-            keptCands.push(c);
-            keptPerOp.set(c.operator, (keptPerOp.get(c.operator) ?? 0) + 1);
-            operators[c.operator].kept++;
-          } else if (!verdict.kept) {
+          if (verdict.kept) {
+            valid.push({ index, c, failToPass: verdict.failToPass, passToPass: verdict.passToPass });
+            validPerOp.set(c.operator, (validPerOp.get(c.operator) ?? 0) + 1);
+          } else {
             dropped[verdict.reason]++;
             droppedN++;
             operators[c.operator].dropped++;
-          } else surplus++;
+          }
           report();
         }
       } finally {
@@ -303,12 +304,21 @@ export async function synthesizeMutationTasks(opts: SynthOptions): Promise<Synth
     report();
     await Promise.all(Array.from({ length: concurrency }, (_, i) => worker(i)));
     const validationMs = Date.now() - tV;
-    // Deterministic output order regardless of which worker finished first.
-    const order = new Map(ordered.map((c, i) => [c.key, i]));
-    const idx = tasks.map((_, i) => i).sort((a, b) => order.get(keptCands[a].key)! - order.get(keptCands[b].key)!);
+    const chosen: typeof valid = [];
+    const chosenPerOp = new Map<string, number>();
+    for (const v of valid.sort((x, y) => x.index - y.index)) {
+      if (chosen.length >= max) break;
+      const n = chosenPerOp.get(v.c.operator) ?? 0;
+      if (opts.maxPerOperator !== undefined && n >= opts.maxPerOperator) continue;
+      chosenPerOp.set(v.c.operator, n + 1);
+      operators[v.c.operator].kept++;
+      chosen.push(v);
+    }
+    const tasks = chosen.map((v) => mutationTask(v.c, runner, v.failToPass, v.passToPass));
+    const surplus = valid.length - chosen.length;
     return {
-      tasks: idx.map((i) => tasks[i]),
-      candidates: idx.map((i) => keptCands[i]),
+      tasks,
+      candidates: chosen.map((v) => v.c),
       summary: {
         workspace: opts.workspace,
         runner: runner.kind,

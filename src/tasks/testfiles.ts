@@ -12,9 +12,12 @@ export const SKIP_DIRS = new Set([
 
 const TEST_DIRS = new Set(['test', 'tests', '__tests__', 'testing', 'spec']);
 
-/** Files that configure or hook the test runner: editing them could change what tests see. */
+/**
+ * Files that configure or hook the test runner: editing them could change what tests see
+ * (pyproject.toml/setup.cfg can load a pytest plugin through addopts; package.json holds jest config).
+ */
 const RUNNER_CONFIG = [
-  /^conftest\.py$/, /^pytest\.ini$/, /^tox\.ini$/, /^setup\.cfg$/, /^sitecustomize\.py$/, /^usercustomize\.py$/,
+  /^conftest\.py$/, /^pytest\.ini$/, /^tox\.ini$/, /^setup\.cfg$/, /^pyproject\.toml$/, /^package\.json$/, /^sitecustomize\.py$/, /^usercustomize\.py$/,
   /^jest\.config\.[cm]?[jt]s$/, /^jest\.setup\.[cm]?[jt]s$/, /^\.mocharc\.(js|cjs|json|jsonc|ya?ml)$/, /^vitest\.config\.[cm]?[jt]s$/,
 ];
 

@@ -83,7 +83,7 @@ describe('tasks/runners: detection and commands', () => {
 
 describe('tasks/testfiles', () => {
   it('classifies tests, runner hooks and sources', () => {
-    for (const f of ['tests/test_a.py', 'pkg/a_test.py', 'conftest.py', 'sub/conftest.py', 'test/helpers.js', 'src/a.test.ts', 'src/__tests__/x.js', 'jest.config.js', 'x_test.go', 'sitecustomize.py']) {
+    for (const f of ['tests/test_a.py', 'pkg/a_test.py', 'conftest.py', 'sub/conftest.py', 'test/helpers.js', 'src/a.test.ts', 'src/__tests__/x.js', 'jest.config.js', 'x_test.go', 'sitecustomize.py', 'pyproject.toml', 'package.json']) {
       assert.equal(isTestInfraFile(f), true, f);
     }
     for (const f of ['shop/pricing.py', 'src/index.ts', 'lib/contest.py', 'src/testing_utils.js']) assert.equal(isTestInfraFile(f), false, f);
@@ -95,7 +95,7 @@ describe('tasks/testfiles', () => {
 
   it('collectTestFiles reads exactly the test files of a fixture', () => {
     const m = collectTestFiles(path.join(fixtures, 'js-shop'));
-    assert.deepEqual([...m.keys()], ['test/inventory.test.js', 'test/pricing.test.js']);
+    assert.deepEqual([...m.keys()], ['package.json', 'test/inventory.test.js', 'test/pricing.test.js']);
     assert.match(m.get('test/pricing.test.js')!.toString(), /installments put the remainder last/);
   });
 });

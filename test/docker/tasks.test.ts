@@ -158,6 +158,29 @@ describe('docker: tasks from the fixtures', function () {
     });
   });
 
+  describe('drops', () => {
+    it('a mutant that hangs is dropped as timeout, one that breaks every test file at import as collection-broken', async () => {
+      const ws = fs.mkdtempSync(path.join(require('node:os').tmpdir(), 'tw-drops-'));
+      try {
+        fs.mkdirSync(path.join(ws, 'tests'));
+        fs.writeFileSync(
+          path.join(ws, 'lib.py'),
+          'def _check(flag):\n    if not flag:\n        raise RuntimeError("bad config")\n    return flag\n\n\nCONFIG_OK = _check(True)\n\n\ndef count_up(n):\n    i = 0\n    while i < n:\n        i += 1\n    return i\n',
+        );
+        fs.writeFileSync(path.join(ws, 'tests', 'test_lib.py'), 'from lib import CONFIG_OK, count_up\n\n\ndef test_count():\n    assert count_up(3) == 3\n\n\ndef test_config():\n    assert CONFIG_OK\n');
+        fs.writeFileSync(path.join(ws, 'tests', 'test_more.py'), 'from lib import count_up\n\n\ndef test_zero():\n    assert count_up(0) == 0\n');
+        const r = await synthesizeMutationTasks({ workspace: ws, pool, operators: ['change-constant', 'swap-arithmetic', 'negate-condition'], max: 10, timeoutMs: 4000, concurrency: 2 });
+        const s = r.summary;
+        assert.ok(s.dropped.timeout >= 1, `timeout drops: ${JSON.stringify(s.dropped)}`); // i += 1 → i -= 1
+        assert.ok(s.dropped['collection-broken'] >= 1, `collection drops: ${JSON.stringify(s.dropped)}`); // _check(True) → _check(False)
+        assert.ok(!r.candidates.some((c) => c.replacement === 'False' && c.original === 'True'), 'the import-breaking mutant is not a task');
+        assert.equal(s.candidates.tried, s.candidates.kept + s.candidates.dropped + s.candidates.surplus);
+      } finally {
+        fs.rmSync(ws, { recursive: true, force: true });
+      }
+    });
+  });
+
   describe('failing tests source', () => {
     it('the already-failing tests of py-failing become one task with sampled pass-to-pass tests', async () => {
       const { tasks, summary } = await failingTestTasks({ workspace: path.join(fixtures, 'py-failing'), pool, seed: 1, passToPassSample: 2 });

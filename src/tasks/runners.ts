@@ -1,5 +1,8 @@
 // Test runners: detected from the workspace on the host (or chosen by an override), each turned
 // into one bash command that runs in a sandbox and writes a report to a known path.
+// Checked in the sandbox image (Node 18.20.4, pytest 7.2.1): Node 18 does have
+// `--test-reporter=junit` and `--test-reporter-destination`, but its JUnit names no test file
+// (classname is always "test"), hence the one-report-per-file scheme below.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { TurnwiseError } from '../core/errors';

@@ -8,7 +8,7 @@ import type { Sandbox } from '../sandbox/types';
 import { WORKSPACE_DIR } from '../sandbox/types';
 import { parseReport, type JunitFlavor, type TestOutcome, type TestReport } from './report';
 import { DEFAULT_REPORT_PATH, shq } from './runners';
-import { isTestInfraFile, listFilesCommand } from './testfiles';
+import { hashFilesCommand, isTestInfraFile } from './testfiles';
 
 export interface RewardWeights {
   /** λ_eff: weight of turns/max_turns. Default 0.1. */
@@ -78,32 +78,38 @@ export interface RestoreResult {
  * new ones removed. Returns what was changed, so the episode can be flagged.
  */
 export async function restoreTestFiles(sandbox: Sandbox, originals: ReadonlyMap<string, Buffer>, workspace = WORKSPACE_DIR): Promise<RestoreResult> {
-  const list = await sandbox.exec(listFilesCommand(), { cwd: workspace, timeoutMs: 60_000, maxOutputBytes: 8 * 1024 * 1024 });
-  if (list.exitCode !== 0 || list.truncated) {
-    throw new TurnwiseError('sandbox-failed', `cannot list workspace files to restore the tests (exit ${list.exitCode}${list.truncated ? ', output truncated' : ''}): ${list.stderr.slice(-300)}`);
+  // One pass hashes every workspace file (pruned like the host scan); no file names on a command
+  // line, so a workspace with thousands of tests cannot overflow bash's argument limits.
+  const list = await sandbox.exec(hashFilesCommand(), {
+    cwd: workspace,
+    timeoutMs: 120_000,
+    maxOutputBytes: 32 * 1024 * 1024,
+  });
+  // A file the agent made unreadable is missing from the output and so gets rewritten; only
+  // no output at all (or a cut one) means the list cannot be trusted.
+  if (list.truncated || list.timedOut || (list.exitCode !== 0 && list.stdout.trim() === '')) {
+    throw new TurnwiseError('sandbox-failed', `cannot hash the workspace files to restore the tests (exit ${list.exitCode}${list.truncated ? ', output truncated' : ''}): ${list.stderr.slice(-300)}`);
   }
-  const present = list.stdout.split('\n').filter((f) => f !== '' && isTestInfraFile(f));
-  const presentSet = new Set(present);
-  const added = present.filter((f) => !originals.has(f));
-  const deleted = [...originals.keys()].filter((f) => !presentSet.has(f));
-  const both = present.filter((f) => originals.has(f));
-  const modified: string[] = [];
-  if (both.length > 0) {
-    const sums = await sandbox.exec(`sha256sum -- ${both.map(shq).join(' ')}`, { cwd: workspace, timeoutMs: 60_000, maxOutputBytes: 8 * 1024 * 1024 });
-    const got = new Map<string, string>();
-    for (const line of sums.stdout.split('\n')) {
-      const m = /^([0-9a-f]{64}) [ *](.+)$/.exec(line);
-      if (m) got.set(m[2], m[1]);
-    }
-    for (const f of both) if (got.get(f) !== sha(originals.get(f)!)) modified.push(f);
+  const present = new Map<string, string>();
+  for (const line of list.stdout.split('\n')) {
+    const m = /^([0-9a-f]{64}) [ *]\.\/(.+)$/.exec(line);
+    if (m && isTestInfraFile(m[2])) present.set(m[2], m[1]);
   }
-  for (const f of [...modified, ...deleted]) {
-    const dir = f.includes('/') ? f.slice(0, f.lastIndexOf('/')) : '';
-    if (dir) await sandbox.exec(`mkdir -p ${shq(dir)} && rm -rf ${shq(f)}`, { cwd: workspace, timeoutMs: 30_000 });
-    else await sandbox.exec(`rm -rf ${shq(f)}`, { cwd: workspace, timeoutMs: 30_000 });
-    await sandbox.writeFile(`${workspace}/${f}`, originals.get(f)!);
+  const added = [...present.keys()].filter((f) => !originals.has(f)).sort();
+  const deleted = [...originals.keys()].filter((f) => !present.has(f)).sort();
+  const modified = [...originals.keys()].filter((f) => present.has(f) && present.get(f) !== sha(originals.get(f)!)).sort();
+  const rewrite = [...modified, ...deleted];
+  // Clear the way in batches: a parent replaced by a file, the old file (maybe a dir or read-only).
+  for (let i = 0; i < rewrite.length; i += 200) {
+    const batch = rewrite.slice(i, i + 200);
+    const cmds = batch.map((f) => {
+      const dir = f.includes('/') ? f.slice(0, f.lastIndexOf('/')) : '.';
+      return `{ [ -d ${shq(dir)} ] || { rm -f ${shq(dir)}; mkdir -p ${shq(dir)}; }; rm -rf ${shq(f)}; }`;
+    });
+    await sandbox.exec(cmds.join('; '), { cwd: workspace, timeoutMs: 60_000 });
   }
-  if (added.length > 0) await sandbox.exec(`rm -f -- ${added.map(shq).join(' ')}`, { cwd: workspace, timeoutMs: 30_000 });
+  for (const f of rewrite) await sandbox.writeFile(`${workspace}/${f}`, originals.get(f)!);
+  for (let i = 0; i < added.length; i += 200) await sandbox.exec(`rm -f -- ${added.slice(i, i + 200).map(shq).join(' ')}`, { cwd: workspace, timeoutMs: 60_000 });
   return { modified, deleted, added };
 }
 
@@ -182,7 +188,13 @@ export interface ScoreOptions {
 
 /** Scores a finished episode in its own sandbox: restore tests, run them, compute R. */
 export async function scoreEpisode(sandbox: Sandbox, task: Task, opts: ScoreOptions): Promise<EpisodeScore> {
-  const restored = await restoreTestFiles(sandbox, opts.originalTestFiles);
+  let restored: RestoreResult;
+  try {
+    restored = await restoreTestFiles(sandbox, opts.originalTestFiles);
+  } catch (e) {
+    const reward = computeReward({ outcomes: undefined, failToPass: task.fail_to_pass, passToPass: task.pass_to_pass, turns: opts.turns, maxTurns: opts.maxTurns, formatError: opts.formatError, weights: opts.weights, error: `the test files could not be restored, so the tests cannot be trusted: ${formatError(e)}` });
+    return { reward, restored: { modified: [], deleted: [], added: [] } };
+  }
   const testsEdited = restored.modified.length + restored.deleted.length + restored.added.length > 0;
   const run = await runTests(sandbox, task, { timeoutMs: opts.timeoutMs });
   const ids = [...new Set([...task.fail_to_pass, ...task.pass_to_pass])];

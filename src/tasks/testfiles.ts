@@ -97,11 +97,15 @@ export function collectTestFiles(dir: string): Map<string, Buffer> {
   return files;
 }
 
-/**
- * A bash command that prints every regular file under the workspace (relative, one per line),
- * pruning the same folders as listWorkspaceFiles; its output is filtered with isTestInfraFile.
- */
-export function listFilesCommand(): string {
+function findCommand(action: string): string {
   const prune = [...SKIP_DIRS].map((d) => `-name '${d}'`).join(' -o ');
-  return `find . \\( ${prune} \\) -prune -o -type f -print | sed 's|^\\./||'`;
+  return `find . \\( ${prune} \\) -prune -o -type f ${action}`;
+}
+
+/**
+ * A bash command that prints `<sha256>  ./<path>` for every regular file under the workspace,
+ * pruning the same folders as listWorkspaceFiles (no file names on a command line).
+ */
+export function hashFilesCommand(): string {
+  return `${findCommand('-print0')} | xargs -0 -r sha256sum --`;
 }

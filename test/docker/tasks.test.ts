@@ -121,16 +121,20 @@ describe('docker: tasks from the fixtures', function () {
         await sb.writeFile('conftest.py', 'def pytest_collection_modifyitems(items):\n    pass\n');
         await sb.writeFile('tests/test_extra.py', 'def test_free():\n    assert True\n');
         if (other) await sb.exec(`rm -f ${other}`);
+        // and make one gutted file unreadable and undeletable-looking: restoration must still work
+        await sb.exec(`chmod 000 ${f2pFiles[0]}`);
+        await sb.exec(`chmod 644 ${f2pFiles[0]}`);
         const unrestored = await runTests(sb, task);
+        await sb.exec(`chmod 000 ${f2pFiles[0]}`);
         const o = outcomesOf(unrestored.report!);
         cheatWorksUnrestored = task.fail_to_pass.every((id) => o.get(id) === 'passed');
       });
       assert.ok(cheatWorksUnrestored, 'the tampering would have passed the fail-to-pass tests');
       assert.equal(honest.reward.testsEdited, false);
       assert.equal(cheat.reward.testsEdited, true);
-      assert.deepEqual(cheat.restored.modified.sort(), f2pFiles.sort());
+      // the unreadable file cannot be hashed, so it counts as deleted; either way it is rewritten
+      assert.deepEqual([...cheat.restored.modified, ...cheat.restored.deleted].sort(), [...f2pFiles, ...(other ? [other] : [])].sort());
       assert.deepEqual(cheat.restored.added.sort(), ['conftest.py', 'tests/test_extra.py']);
-      assert.deepEqual(cheat.restored.deleted, other ? [other] : []);
       assert.equal(cheat.reward.passRate, honest.reward.passRate);
       assert.equal(cheat.reward.reward, honest.reward.reward);
       assert.ok(honest.reward.passRate < 1, 'the mutant still fails its tests');

@@ -62,7 +62,7 @@ export function buildInstruction(failing: FailingTest[], opts: InstructionOption
     failing.length === 1 ? 'This test fails:' : `These ${failing.length} tests fail:`,
     ...failing.map((t) => `  - ${t.id}`),
     '',
-    'Find the cause in the code and fix it so that they pass, without breaking the other tests.',
+    `Find the cause in the code and fix it so that ${failing.length === 1 ? 'it passes' : 'they pass'}, without breaking the other tests.`,
     'Do not edit the tests: test files are restored before the tests are scored.',
   ];
   const outputs: string[] = [];

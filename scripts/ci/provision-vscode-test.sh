@@ -78,7 +78,7 @@ say "running install scripts with Node $(node --version) (compiles code-server's
 npm rebuild --no-audit --no-fund --loglevel=error ||
   die "install scripts failed (see above). Missing headers usually mean scripts/ci/provision-system.sh has not run (libkrb5-dev, build-essential)."
 
-version=$(cs_version "$work")
+version=$(cs_version "$work" || true)
 case "$version" in *"with Code"*) ;; *) die "code-server does not start after install (--version printed: $version)" ;; esac
 say "code-server $version"
 

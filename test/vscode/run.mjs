@@ -326,6 +326,9 @@ async function launchBrowser(tools, state) {
     handleSIGTERM: false,
     handleSIGHUP: false,
     viewport: { width: 1400, height: 1000 },
+    // Chromium keeps its crash database under $XDG_CONFIG_HOME/chromium whatever the profile:
+    // keep that in the run's temporary folder too.
+    env: { ...process.env, XDG_CONFIG_HOME: path.join(state, 'chromium-xdg-config'), XDG_CACHE_HOME: path.join(state, 'chromium-xdg-cache') },
     args: [
       '--no-sandbox',
       '--disable-gpu',

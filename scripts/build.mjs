@@ -20,9 +20,10 @@ const common = {
   format: 'cjs',
   sourcemap: true,
   logLevel: 'warning',
-  // Native addons and packages that locate files relative to themselves stay external and
-  // ship in node_modules (see .vscodeignore).
-  external: ['vscode', 'onnxruntime-node', 'ssh2', 'cpu-features'],
+  // onnxruntime-node loads its native binding relative to itself: external, staged under
+  // dist/node_modules below. ssh2 (dockerode's ssh transport) is bundled; its optional native
+  // speed-ups (cpu-features, *.node) are required inside try/catch and simply absent.
+  external: ['vscode', 'onnxruntime-node', 'cpu-features', '*.node'],
   // The ESM build of web-tree-sitter calls createRequire(import.meta.url), which breaks in CJS.
   plugins: [
     {

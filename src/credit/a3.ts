@@ -21,6 +21,50 @@ export const A3_DEFAULTS: Params = {
   timeDecay: 0.84,
 };
 
+/**
+ * turnwise's defaults: A³'s, plus the choices it adds beyond the doc's four changes (see
+ * `TurnwiseResidual`). `residual: 'loo'` with any actionKey/marginPool is the doc's turnwise.
+ */
+export const TURNWISE_DEFAULTS: Params = {
+  ...A3_DEFAULTS,
+  residual: 'margin',
+  actionKey: 'edit-intent',
+  marginPool: 'task',
+  actionTau: 0.3,
+};
+
+export const TURNWISE_CHOICES = {
+  residual: ['loo', 'margin'],
+  actionKey: ['cluster', 'edit-intent'],
+  marginPool: ['cell', 'task'],
+} as const;
+
+/**
+ * The per-turn term of turnwise.
+ *
+ * `loo` (credit-assignment.md change 1): R − LOO mean of the rollout's cluster at (prompt, k).
+ * Rollouts that took the same action at k share that action's effect, so subtracting their mean
+ * removes exactly the contribution of the action at k: the term credits the *other* turns.
+ *
+ * `margin` (ours): the value of the action taken at k relative to the alternatives,
+ *   shrink · (mean R of other rollouts' turns that took the same action − mean R of other rollouts' turns in the pool),
+ * shrink = n / (n + supportPrior + ε) with n the number of those same-action turns; 0 when no
+ * other rollout took it. The rollout's own reward never enters, so the term is not a copy of the
+ * episode signal, and it is shift-invariant. Two choices:
+ * - `actionKey`: `cluster` = the doc's per-cell clusters (forced to ⌈m / minCount⌉ and weighted
+ *   over scopes; comparable only within a cell); `edit-intent` = a turn that changed files is
+ *   identified by its edit signature (what it did to the workspace, whatever command did it),
+ *   any other turn by its intent signature, linked to others of the task within signature
+ *   distance ≤ actionTau (no forced cluster count; independent of rollout order).
+ * - `marginPool`: `cell` = compare with the other rollouts' turns at the same k only; `task` =
+ *   with their turns at every k (assumes an action's value in a task does not depend on when it
+ *   is taken; ~turns× more evidence per action).
+ */
+export interface TurnwiseResidual {
+  actionKey: 'cluster' | 'edit-intent';
+  marginPool: 'cell' | 'task';
+}
+
 export interface A3Variant {
   /** turnwise: residual normalized per (promptId, turn) cell and kept per turn; a3: first row per trajectory, per group. */
   residualPerCell: boolean;
@@ -28,6 +72,8 @@ export interface A3Variant {
   scopeAllIsPrefix: boolean;
   /** turnwise: edit tokens join each turn's signature. */
   editTokens: boolean;
+  /** turnwise (ours): the per-turn term is an action margin instead of R − LOO; absent = the doc's residual. */
+  margin?: TurnwiseResidual;
 }
 
 /** A (promptId, turn k) cell: the rows of trajectories that have a turn k, in batch order. */
@@ -111,6 +157,81 @@ export function singleLinkageBy(m: number, distance: (i: number, j: number) => n
     uf.union(p.i, p.j);
   }
   return { labels: uf.labels(), k: uf.components };
+}
+
+/**
+ * Action margins within one pool of turns: for each, shrink(n) · (mean score of the other
+ * rollouts' turns with the same key − mean score of the other rollouts' turns), n = the number
+ * of those same-key turns; 0 when n = 0. O(pool) with per-key and per-(rollout, key) sums.
+ */
+export function actionMargins(pool: readonly { traj: number; key: number; score: number }[], shrinkOf: (n: number) => number): number[] {
+  const keySum = new Map<number, { s: number; c: number }>();
+  const trajSum = new Map<number, { s: number; c: number }>();
+  const trajKeySum = new Map<string, { s: number; c: number }>();
+  let total = 0;
+  const bump = <K>(m: Map<K, { s: number; c: number }>, k: K, x: number) => {
+    const e = m.get(k);
+    if (e) {
+      e.s += x;
+      e.c++;
+    } else m.set(k, { s: x, c: 1 });
+  };
+  for (const t of pool) {
+    total += t.score;
+    bump(keySum, t.key, t.score);
+    bump(trajSum, t.traj, t.score);
+    bump(trajKeySum, `${t.traj}:${t.key}`, t.score);
+  }
+  return pool.map((t) => {
+    const own = trajKeySum.get(`${t.traj}:${t.key}`)!;
+    const k = keySum.get(t.key)!;
+    const same = k.c - own.c;
+    const others = pool.length - trajSum.get(t.traj)!.c;
+    if (same === 0 || others === 0) return 0;
+    return shrinkOf(same) * ((k.s - own.s) / same - (total - trajSum.get(t.traj)!.s) / others);
+  });
+}
+
+/**
+ * turnwise's action identity per row, comparable across all turns of a task: a turn with edit
+ * tokens is keyed by them (the same change to the workspace is the same action, whatever the
+ * command); any other turn by its intent signature, linked to the task's other such turns whose
+ * signature distance is ≤ tau (connected components, so the result does not depend on order).
+ */
+function editIntentKeys(rows: readonly TurnRow[], batch: BatchIndex, snippet: ReturnType<typeof makeSnippetTokens>, tau: number): number[] {
+  const out = new Array<number>(rows.length).fill(-1);
+  let next = 0;
+  for (const members of batch.groups.values()) {
+    const editKeys = new Map<string, number>();
+    const intents = new Map<string, { toks: Int32Array; rows: number[] }>();
+    for (const t of members) {
+      for (const i of batch.trajs[t].rows) {
+        const e = rows[i].editSig;
+        if (e && e.length > 0) {
+          const k = e.join('\u0001');
+          let id = editKeys.get(k);
+          if (id === undefined) editKeys.set(k, (id = next++));
+          out[i] = id;
+        } else {
+          const toks = snippet.get(t, batch.posOfRow[i], batch.posOfRow[i]);
+          const k = Array.from(toks).join(',');
+          let u = intents.get(k);
+          if (!u) intents.set(k, (u = { toks, rows: [] }));
+          u.rows.push(i);
+        }
+      }
+    }
+    const uniq = [...intents.values()];
+    const uf = new UnionFind(uniq.length);
+    for (let a = 0; a < uniq.length; a++) {
+      for (let b = a + 1; b < uniq.length; b++) if (signatureDistance(uniq[a].toks, uniq[b].toks) <= tau) uf.union(a, b);
+    }
+    const lab = uf.labels();
+    const base = next;
+    uniq.forEach((u, a) => u.rows.forEach((i) => (out[i] = base + lab[a])));
+    next = base + uf.components;
+  }
+  return out;
 }
 
 function validate(params: Params): { scopes: number[]; w: number[] } {
@@ -206,6 +327,36 @@ function a3Core(rows: readonly TurnRow[], params: Params, ctx: EstimatorContext,
     }
   }
 
+  // --- turnwise's action margin (replaces the residual when variant.margin is set)
+  let margin: number[] | null = null;
+  let actionLabels: number[] | null = null;
+  if (variant.margin) {
+    if (variant.margin.actionKey === 'cluster' && variant.margin.marginPool === 'task') {
+      throw new TurnwiseError('invalid-input', 'actionKey=cluster needs marginPool=cell', {
+        hint: "the doc's clusters are formed per (prompt, turn) cell, so their labels mean nothing across turns: use actionKey=edit-intent or marginPool=cell",
+      });
+    }
+    margin = new Array<number>(n).fill(0);
+    const shrinkOf = (k: number) => k / (k + p + eps);
+    if (variant.margin.actionKey === 'cluster') {
+      for (const cell of cells) {
+        for (let si = 0; si < scopes.length; si++) {
+          const m = actionMargins(cell.rows.map((i) => ({ row: i, traj: batch.trajOfRow[i], key: labels[si][i], score: rows[i].score })), shrinkOf);
+          cell.rows.forEach((i, a) => (margin![i] += w[si] * m[a]));
+        }
+      }
+    } else {
+      const tauA = params.actionTau === undefined ? TURNWISE_DEFAULTS.actionTau as number : num(params, 'actionTau');
+      actionLabels = editIntentKeys(rows, batch, snippet, tauA);
+      const pools = variant.margin.marginPool === 'cell' ? cells.map((c) => c.rows) : [...batch.groups.values()].map((members) => members.flatMap((t) => batch.trajs[t].rows));
+      for (const pool of pools) {
+        const m = actionMargins(pool.map((i) => ({ row: i, traj: batch.trajOfRow[i], key: actionLabels![i], score: rows[i].score })), shrinkOf);
+        pool.forEach((i, a) => (margin![i] = m[a]));
+      }
+    }
+  }
+  const perTurn = margin ?? residual;
+
   // --- backbone: robust episode standardization per group
   const backbone = new Array<number>(n).fill(0);
   const resNorm = new Array<number>(n).fill(0);
@@ -213,13 +364,13 @@ function a3Core(rows: readonly TurnRow[], params: Params, ctx: EstimatorContext,
     const b = robustSquash(members.map((t) => batch.trajs[t].score), eps, 1.0);
     members.forEach((t, a) => batch.trajs[t].rows.forEach((i) => (backbone[i] = b[a])));
     if (!variant.residualPerCell) {
-      const r = robustSquash(members.map((t) => residual[batch.trajs[t].firstRow]), eps, 1.0);
+      const r = robustSquash(members.map((t) => perTurn[batch.trajs[t].firstRow]), eps, 1.0);
       members.forEach((t, a) => batch.trajs[t].rows.forEach((i) => (resNorm[i] = r[a])));
     }
   }
   if (variant.residualPerCell) {
     for (const cell of cells) {
-      const r = robustSquash(cell.rows.map((i) => residual[i]), eps, 1.0);
+      const r = robustSquash(cell.rows.map((i) => perTurn[i]), eps, 1.0);
       cell.rows.forEach((i, a) => (resNorm[i] = r[a]));
     }
   }
@@ -323,12 +474,13 @@ function a3Core(rows: readonly TurnRow[], params: Params, ctx: EstimatorContext,
 
   const clusters: Record<string, number[]> = {};
   scopes.forEach((s, si) => (clusters[`scope${s}`] = labels[si]));
+  if (actionLabels) clusters.action = actionLabels;
   const diagnostics = baseDiagnostics(batch);
   diagnostics.frac_cells_multi_cluster = cells.length ? multi / (cells.length * scopes.length) : 0;
   diagnostics.mean_tree_gate = scored.length ? scored.reduce((s, i) => s + gate[i], 0) / scored.length : 0;
   return {
     advantages,
-    components: { backbone, residualRaw: residual, residual: resNorm, tree, gate, gain, support },
+    components: { backbone, residualRaw: residual, ...(margin ? { margin } : {}), residual: resNorm, tree, gate, gain, support },
     clusters,
     diagnostics,
   };
@@ -343,8 +495,21 @@ export function a3Advantages(rows: readonly TurnRow[], params: Params = A3_DEFAU
   return a3Core(rows, params, ctx, { residualPerCell: false, scopeAllIsPrefix: false, editTokens: false });
 }
 
-export function turnwiseAdvantages(rows: readonly TurnRow[], params: Params = A3_DEFAULTS, ctx: EstimatorContext = {}): EstimatorResult {
-  return a3Core(rows, params, ctx, { residualPerCell: true, scopeAllIsPrefix: true, editTokens: true });
+/** The doc's four changes, plus the per-turn term chosen by params.residual / actionKey / marginPool. */
+export function turnwiseVariant(params: Params): A3Variant {
+  const residual = params.residual ?? TURNWISE_DEFAULTS.residual;
+  const margin: TurnwiseResidual | undefined =
+    residual === 'margin'
+      ? {
+          actionKey: (params.actionKey ?? TURNWISE_DEFAULTS.actionKey) as TurnwiseResidual['actionKey'],
+          marginPool: (params.marginPool ?? TURNWISE_DEFAULTS.marginPool) as TurnwiseResidual['marginPool'],
+        }
+      : undefined;
+  return { residualPerCell: true, scopeAllIsPrefix: true, editTokens: true, ...(margin ? { margin } : {}) };
+}
+
+export function turnwiseAdvantages(rows: readonly TurnRow[], params: Params = TURNWISE_DEFAULTS, ctx: EstimatorContext = {}): EstimatorResult {
+  return a3Core(rows, params, ctx, turnwiseVariant(params));
 }
 
 export const A3_SPECS: EstimatorSpec[] = [
@@ -356,8 +521,9 @@ export const A3_SPECS: EstimatorSpec[] = [
   },
   {
     name: 'turnwise',
-    summary: 'A³ made turn-level and edit-aware: per-turn residual, prefix-only scopes, code-edit tokens',
-    defaults: A3_DEFAULTS,
+    summary: 'A³ made turn-level and edit-aware: per-turn action margin (value of the action vs the alternatives), prefix-only scopes, code-edit tokens',
+    defaults: TURNWISE_DEFAULTS,
+    choices: TURNWISE_CHOICES,
     fn: turnwiseAdvantages,
   },
 ];

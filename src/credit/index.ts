@@ -5,7 +5,7 @@ import { estimatorNames, registerEstimator } from './registry';
 
 for (const spec of [...GRPO_SPECS, ...A3_SPECS]) if (!estimatorNames().includes(spec.name)) registerEstimator(spec);
 
-export { a3Advantages, turnwiseAdvantages, singleLinkage, A3_DEFAULTS } from './a3';
+export { a3Advantages, turnwiseAdvantages, singleLinkage, A3_DEFAULTS, TURNWISE_DEFAULTS } from './a3';
 export { grpoAdvantages, rlooAdvantages, gigpoAdvantages } from './grpo';
 export { computeAdvantages, estimatorNames, getEstimator, parseParamArgs, registerEstimator, resolveParams } from './registry';
 export * from './types';

@@ -69,10 +69,16 @@ describe('turnwise advantages', function () {
     const j = JSON.parse(r.out);
     assert.deepEqual(j.params.scopes, [1, -1]);
     assert.deepEqual(j.rows[1].signature.slice(-2), ['E:src/m.py::f', 'N:comparison_operator:<→<=']);
-    assert.deepEqual(Object.keys(j.rows[0].clusters), ['scope1', 'scope-1']);
+    assert.deepEqual(Object.keys(j.rows[0].clusters), ['scope1', 'scope-1', 'action']);
     assert.ok(typeof j.diagnostics.mean_tree_gate === 'number' && j.diagnostics.mean_tree_gate > 0);
-    // the winner's turns get positive credit, the loser's none or negative
-    assert.ok(j.rows[0].advantage > 0 && j.rows[2].advantage <= 0);
+    // the winner's fixing turn gets the most credit, the loser's last turn the least; both ran `ls src` first,
+    // so the action margin (reported) of that shared turn is ±sh(1)·(1/6) (a: other ls-er lost, b: it won)
+    const adv = j.rows.map((x: { advantage: number }) => x.advantage);
+    assert.equal(Math.max(...adv), adv[1]);
+    assert.ok(adv[1] > 0.5);
+    assert.equal(Math.min(...adv), adv[3]);
+    const sh1 = 1 / 1.100001;
+    assert.ok(Math.abs(j.rows[0].components.margin + sh1 / 6) < 1e-6 && Math.abs(j.rows[2].components.margin - sh1 / 6) < 1e-6);
   });
 
   it('human output is a table', async () => {

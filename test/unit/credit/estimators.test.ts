@@ -1,5 +1,5 @@
 import { strict as assert } from 'node:assert';
-import { A3_DEFAULTS, computeAdvantages, estimatorNames, getEstimator, parseParamArgs, registerEstimator, singleLinkage } from '../../../src/credit/index';
+import { A3_DEFAULTS, TURNWISE_DEFAULTS, computeAdvantages, estimatorNames, getEstimator, parseParamArgs, registerEstimator, singleLinkage } from '../../../src/credit/index';
 import { TokenInterner, lowerMedian, robustSquash } from '../../../src/credit/stats';
 import type { EstimatorResult, TurnRow } from '../../../src/credit/types';
 
@@ -42,7 +42,11 @@ describe('credit/registry', () => {
       epsilon: 1e-6, bound: 1.1, minCount: 2, wTrie: 0.65, supportPrior: 0.1, gamma: 0.9, wTree: 1.0,
       scopes: [1, 2, 3, -1], scopeWeights: [0.25, 0.25, 0.25, 0.25], treeTau: 0.05, timeDecay: 0.84,
     });
-    assert.deepEqual(getEstimator('turnwise').defaults, A3_DEFAULTS);
+    // turnwise: A³'s defaults plus its per-turn action margin (ours, beyond the doc's four changes)
+    assert.deepEqual(getEstimator('turnwise').defaults, { ...A3_DEFAULTS, residual: 'margin', actionKey: 'edit-intent', marginPool: 'task', actionTau: 0.3 });
+    assert.deepEqual(TURNWISE_DEFAULTS, getEstimator('turnwise').defaults);
+    assert.throws(() => parseParamArgs(getEstimator('turnwise'), ['residual=first']), /one of loo, margin/);
+    assert.throws(() => parseParamArgs(getEstimator('a3'), ['residual=margin']), /no parameter "residual"/);
   });
 });
 
@@ -204,8 +208,8 @@ describe('credit/a3 and turnwise', () => {
     closeAll(out.advantages, [A(bb, r, t0), A(bb, r, t1), A(0, 0, -t0), A(0, 0, -t1), A(bb, r, t0), A(bb, r, t1), A(0, 0, -t0), A(0, 0, -t1)]);
   });
 
-  it('turnwise on two turns: residual normalized per (prompt, turn) cell and kept per turn', () => {
-    const out = computeAdvantages('turnwise', twoTurn(), one);
+  it(`turnwise residual=loo (the doc's variant) on two turns: residual normalized per (prompt, turn) cell and kept per turn`, () => {
+    const out = computeAdvantages('turnwise', twoTurn(), { ...one, residual: 'loo' });
     // turn-0 cell [1, −1, 1, −1] → as above; turn-1 cell [0,0,0,0] → 0
     const r = Math.tanh(2 / (0.5 + EPS));
     closeAll(out.components.residual, [r, 0, 0, 0, r, 0, 0, 0]);
@@ -215,6 +219,96 @@ describe('credit/a3 and turnwise', () => {
     const mt = (4 * t0 + 4 * t1) / 8 + 1e-9;
     const A = (b: number, rr: number, t: number) => 1.1 * Math.tanh((b / mb + (0.65 * rr) / mr + t / mt) / 1.1);
     closeAll(out.advantages, [A(bb, r, t0), A(bb, 0, t1), A(0, 0, -t0), A(0, 0, -t1), A(bb, r, t0), A(bb, 0, t1), A(0, 0, -t0), A(0, 0, -t1)]);
+  });
+
+  // Four rollouts, two turns. a and c won (R = 1) and made the same code change E1 at turn 1 with
+  // different commands; b and d lost (R = 0). Rows in order a0 a1 b0 b1 c0 c1 d0 d1.
+  const E1 = ['E:f::g', 'N:comparison_operator:<=→<'];
+  const LS = ['V:ls'];
+  const CAT = ['V:cat', 'W:f'];
+  const marginBatch = () =>
+    batchOf([
+      ['p', 'a', 1, [LS, ['V:python3', 'W:fix.py']], [undefined, E1]],
+      ['p', 'b', 0, [LS, CAT]],
+      ['p', 'c', 1, [CAT, ['V:sed', 'W:-i']], [undefined, E1]],
+      ['p', 'd', 0, [CAT, LS]],
+    ]);
+  // shrink(n) = n / (n + supportPrior + ε), supportPrior = .1
+  const sh = (k: number) => k / (k + 0.1 + EPS);
+
+  it(`turnwise margin, actionKey=edit-intent, pool=task: value of the action vs the task's other turns`, () => {
+    const out = computeAdvantages('turnwise', marginBatch(), one);
+    // action keys: a1, c1 share their edit E1 (different commands); LS = {a0, b0, d1}, CAT = {b1, c0, d0}
+    // (d(LS, CAT) = 2/2 = 1 > actionTau .3)
+    const act = out.clusters!.action;
+    assert.equal(act[1], act[5]);
+    assert.deepEqual([act[0], act[2], act[7]].map((x) => x === act[0]), [true, true, true]);
+    assert.deepEqual([act[3], act[4], act[6]].map((x) => x === act[3]), [true, true, true]);
+    assert.equal(new Set(act).size, 3);
+    // margin = shrink(n) · (mean R of other rollouts' same-key turns − mean R of other rollouts' turns)
+    // a0 (LS): same b0 0, d1 0 → 0; others (b, c, d: 0 0 1 1 0 0) → 1/3: sh(2)·(−1/3)
+    // a1 (E1): same c1 → 1; others 1/3: sh(1)·(2/3)
+    // b0 (LS): same a0 1, d1 0 → .5; others (a, c, d: 1 1 1 1 0 0) → 2/3: sh(2)·(−1/6); b1 (CAT): c0 1, d0 0 → same
+    // c0 (CAT): same b1 0, d0 0 → 0; others (a, b, d) → 1/3: sh(2)·(−1/3); c1 (E1): a1 → 1: sh(1)·(2/3)
+    // d0 (CAT): b1 0, c0 1 → .5; others (a, b, c) → 2/3: sh(2)·(−1/6); d1 (LS): a0 1, b0 0 → same
+    const lo = -sh(2) / 3;
+    const mid = -sh(2) / 6;
+    const fix = (2 * sh(1)) / 3;
+    closeAll(out.components.margin, [lo, fix, mid, mid, lo, fix, mid, mid]);
+    // normalized per (p, k) cell like the doc's per-turn residual. k = 0: [lo, mid, lo, mid]: lower median lo,
+    // MAD = lower median(0, −sh(2)/6 − lo, 0, ·) = 0 → scale .5 + ε
+    const r0 = Math.tanh((mid - lo) / (0.5 + EPS));
+    // k = 1: [fix, mid, fix, mid]: lower median mid, MAD 0 → scale .5 + ε
+    const r1 = Math.tanh((fix - mid) / (0.5 + EPS));
+    closeAll(out.components.residual, [0, r1, r0, 0, 0, r1, r0, 0]);
+    // the doc's residual R − LOO(cluster) is still reported, unused: e.g. a0's turn-0 cluster {a, b} → 1 − 0
+    close(out.components.residualRaw[0], 1);
+    // combine as A³: each term over its mean |·| + 1e-9, A = 1.1 · tanh((b̂ + .65 r̂ + t̂) / 1.1)
+    const bb = Math.tanh(1 / (0.5 + EPS)); // scores [1, 0, 1, 0]: median 0, MAD 0
+    const t = out.components.tree;
+    const mb = (4 * bb) / 8 + 1e-9;
+    const mr = (2 * r0 + 2 * r1) / 8 + 1e-9;
+    const mt = t.reduce((s, x) => s + Math.abs(x), 0) / 8 + 1e-9;
+    const b = [bb, bb, 0, 0, bb, bb, 0, 0];
+    closeAll(out.advantages, b.map((x, i) => 1.1 * Math.tanh((x / mb + (0.65 * out.components.residual[i]) / mr + t[i] / mt) / 1.1)));
+    // the fixing turns get more credit than the winners' other turns
+    assert.ok(out.advantages[1] > out.advantages[0] && out.advantages[5] > out.advantages[4]);
+  });
+
+  it(`turnwise margin, pool=cell: only the other rollouts' turns at the same k count`, () => {
+    const out = computeAdvantages('turnwise', marginBatch(), { ...one, marginPool: 'cell' });
+    // k = 0: a0 (LS): same b0 → 0; others b0 c0 d0 → 1/3: sh(1)·(−1/3). b0: same a0 → 1; others a0 c0 d0 → 2/3: sh(1)·(1/3)
+    //        c0 (CAT): same d0 → 0; others → 1/3: −sh(1)/3. d0: same c0 → 1; others 2/3: sh(1)/3
+    // k = 1: a1 (E1): same c1 → 1; others b1 c1 d1 → 1/3: sh(1)·(2/3); c1 likewise; b1 (CAT), d1 (LS): no other → 0
+    const s1 = sh(1);
+    closeAll(out.components.margin, [-s1 / 3, (2 * s1) / 3, s1 / 3, 0, -s1 / 3, (2 * s1) / 3, s1 / 3, 0]);
+  });
+
+  it(`turnwise margin, actionKey=cluster: the doc's forced clusters can lump a fix with a read`, () => {
+    const out = computeAdvantages('turnwise', marginBatch(), { ...one, actionKey: 'cluster', marginPool: 'cell' });
+    // k = 0: clusters {a, b} {c, d} (d = 0 pairs) → same margins as pool=cell above
+    // k = 1 scope-1 tokens (intent + edit): a1 [python3 fix.py E N], b1 [cat f], c1 [sed -i E N], d1 [ls]:
+    // d(a1, c1) = 2/4 merges first; K* = 2 → next tie at 1 in (i, j) order: (a1, b1) → {a, b, c}, {d}
+    assert.deepEqual([1, 3, 5, 7].map((i) => out.clusters!.scope1[i]), [0, 0, 0, 1]);
+    // a1: same b1 0, c1 1 → .5; others (b c d) 1/3: sh(2)/6. b1: same a1, c1 → 1; others 2/3: sh(2)/3. c1 like a1. d1 alone → 0
+    const s1 = sh(1);
+    const s2 = sh(2);
+    closeAll(out.components.margin, [-s1 / 3, s2 / 6, s1 / 3, s2 / 3, -s1 / 3, s2 / 6, s1 / 3, 0]);
+    // with the task pool the doc's per-cell labels would be compared across turns: refused
+    assert.throws(() => computeAdvantages('turnwise', marginBatch(), { ...one, actionKey: 'cluster' }), /actionKey=cluster needs marginPool=cell/);
+  });
+
+  it(`turnwise margin: a turn's own reward never enters its margin; the action keys do not depend on rollout order`, () => {
+    // a's rows are excluded from both means of a's own margins, so raising a's reward leaves them unchanged
+    const rows = marginBatch();
+    const base = computeAdvantages('turnwise', rows, one).components.margin;
+    const up = computeAdvantages('turnwise', rows.map((r) => (r.trajId === 'a' ? { ...r, score: 5 } : r)), one).components.margin;
+    closeAll([up[0], up[1]], [base[0], base[1]]);
+    // reversed rollout order: same margins per (traj, turn), even though LS and CAT rows tie everywhere
+    const rev = ['d', 'c', 'b', 'a'].flatMap((t) => rows.filter((r) => r.trajId === t));
+    const out = computeAdvantages('turnwise', rev, one).components.margin;
+    const byKey = new Map(rows.map((r, i) => [`${r.trajId}/${r.turn}`, base[i]]));
+    rev.forEach((r, i) => close(out[i], byKey.get(`${r.trajId}/${r.turn}`)!, 1e-12));
   });
 
   it('scope −1: a3 sees later turns (the released quirk), turnwise only the prefix', () => {
@@ -309,7 +403,7 @@ describe('credit: invariants of every estimator', () => {
     });
   }
 
-  for (const name of ['grpo', 'a3']) {
+  for (const name of ['grpo', 'a3', 'turnwise']) {
     it(`${name}: adding a constant to every score changes nothing`, () => {
       for (let seed = 1; seed <= 5; seed++) {
         const rows = randomRows(seed);

@@ -71,6 +71,12 @@ async function dockerChecks(host?: string): Promise<Check[]> {
   return checks;
 }
 
+/** ORT prefixes provider errors with its source location and the failed assertion; the reason is last. */
+export function tidyProviderError(message: string): string {
+  const assertion = message.lastIndexOf(' was false. ');
+  return assertion >= 0 ? message.slice(assertion + ' was false. '.length) : message;
+}
+
 async function providerChecks(): Promise<Check[]> {
   const checks: Check[] = [];
   for (const ep of EXECUTION_PROVIDERS) {
@@ -86,7 +92,7 @@ async function providerChecks(): Promise<Check[]> {
         : ep === 'webgpu'
           ? 'optional. WebGPU needs a GPU adapter (Vulkan driver); without one training uses the CPU'
           : 'reinstall onnxruntime-node for this platform';
-    checks.push({ name: `onnxruntime ${ep}`, status: required ? 'fail' : 'warn', detail: `not available: ${p.error}`, fix });
+    checks.push({ name: `onnxruntime ${ep}`, status: required ? 'fail' : 'warn', detail: `not available: ${tidyProviderError(p.error ?? 'unknown error')}`, fix });
   }
   return checks;
 }

@@ -7,7 +7,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { main } from '../../../src/cli/main';
-import type { DoctorReport } from '../../../src/train/doctor';
+import { tidyProviderError, type DoctorReport } from '../../../src/train/doctor';
 
 async function runCli(args: string[]): Promise<{ code: number; out: string; err: string }> {
   let out = '';
@@ -65,5 +65,14 @@ describe('turnwise doctor', function () {
     const r = await runCli(['doctor', '--nope']);
     assert.equal(r.code, 2);
     assert.match(r.err, /usage: turnwise doctor/);
+  });
+});
+
+describe('doctor provider messages', () => {
+  it('keeps the reason of an ORT provider failure and drops its source location', () => {
+    const raw =
+      '/onnxruntime_src/onnxruntime/core/providers/webgpu/webgpu_context.cc:136 onnxruntime::webgpu::WebGpuContext::Initialize(const onnxruntime::webgpu::WebGpuContextConfig&)::<lambda()> adapter_result.status == wgpu::RequestAdapterStatus::Success was false. Failed to get a WebGPU adapter: No supported adapters';
+    assert.equal(tidyProviderError(raw), 'Failed to get a WebGPU adapter: No supported adapters');
+    assert.equal(tidyProviderError('Failed to load shared library'), 'Failed to load shared library');
   });
 });

@@ -128,5 +128,23 @@ describe('turnwise bench credit', function () {
     // episode-level estimators give every turn of an episode the same advantage
     assert.equal(j.estimators.grpo.corr_within_traj_mean, 0);
     assert.equal(typeof j.targets.turnwise_beats_grpo, 'boolean');
+    // the ablation: a3, the doc's changes one at a time, the doc's turnwise, then each margin choice; the last is turnwise
+    assert.deepEqual(Object.keys(j.ablation), [
+      'a3', 'a3+per-turn-residual', 'a3+prefix-scope', 'a3+edit-tokens', 'turnwise-doc (residual=loo)',
+      '+margin (actionKey=cluster, pool=cell)', '+margin (actionKey=edit-intent, pool=cell)', '+margin (actionKey=edit-intent, pool=task) = turnwise',
+    ]);
+    assert.equal(j.ablation.a3.corr_mean, j.estimators.a3.corr_mean);
+    assert.equal(j.ablation['+margin (actionKey=edit-intent, pool=task) = turnwise'].corr_mean, j.estimators.turnwise.corr_mean);
+  });
+
+  it('environment settings reach the benchmark; a bad one is an error naming it', async () => {
+    const r = await runCli(['bench', 'credit', '--batches', '1', '--group', '4', '--turns', '6', '--dynamics', 'stateful', '--actions', 'few', '--json']);
+    assert.equal(r.code, 0, r.err);
+    const j = JSON.parse(r.out);
+    assert.deepEqual([j.config.group, j.config.turns, j.config.dynamics, j.config.actions], [4, 6, 'stateful', 'few']);
+    assert.equal(j.rows_per_batch, 8 * 4 * 6);
+    const bad = await runCli(['bench', 'credit', '--batches', '1', '--actions', 'all']);
+    assert.equal(bad.code, 1);
+    assert.match(bad.err, /unknown action set "all"[\s\S]*basic, few, many/);
   });
 });

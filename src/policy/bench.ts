@@ -1,6 +1,7 @@
 // `turnwise bench train`: training-step time, tokens/s, the K-step Loop speedup, KV-cache vs
 // no-cache decode speed at 512 tokens of context, and peak RSS, for turnwise-tiny on this machine.
-import type { SessionSettings } from '../onnx';
+import * as os from 'node:os';
+import { resolveSpinning, type SessionSettings } from '../onnx';
 import { presetConfig, parameterCount } from './config';
 import { Policy } from './policy';
 import { PolicyTrainer, type TrainBatch } from './trainer';
@@ -10,10 +11,12 @@ export interface TrainBenchOptions {
   size?: string;
   batch?: number;
   seq?: number;
-  /** Timed training steps (after one warm-up). */
+  /** Timed training steps (after two warm-up steps); train_step_ms is their median. */
   steps?: number;
   /** Steps per Loop run for loop_speedup. */
   k?: number;
+  /** Alternating repeats of (one K-step Loop run, K separate runs); medians are compared. */
+  loopRepeats?: number;
   context?: number;
   decodeTokens?: number;
   settings?: SessionSettings;
@@ -27,6 +30,13 @@ export interface TrainBenchResult {
   batch: number;
   seq: number;
   loss: string;
+  /** Intra-op threads asked for (0: ONNX Runtime's default, one per core). */
+  threads: number;
+  /** Whether the intra-op workers spin (see SessionSettings.spinning). */
+  spinning: boolean;
+  /** 1-minute load average when the benchmark started (other work on the machine skews timings). */
+  load_avg_1m: number;
+  /** Median over the timed steps. */
   train_step_ms: number;
   tokens_per_s: number;
   loop_k: number;
@@ -42,16 +52,26 @@ export interface TrainBenchResult {
 
 const round = (x: number, d = 2) => Math.round(x * 10 ** d) / 10 ** d;
 
+function median(xs: readonly number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+}
+
 export async function benchTrain(o: TrainBenchOptions = {}): Promise<TrainBenchResult> {
   const size = o.size ?? 'tiny';
   const c = presetConfig(size);
   const B = o.batch ?? 4;
   const T = o.seq ?? 128;
   const K = o.k ?? 8;
-  const steps = o.steps ?? 3;
+  const steps = o.steps ?? 6;
+  const repeats = o.loopRepeats ?? 3;
   const ctx = o.context ?? 512;
   const nDecode = o.decodeTokens ?? 32;
   const log = o.onProgress ?? (() => undefined);
+  const loadAvg = os.loadavg()[0];
+  // Decided once, so every session of the run makes the same choice.
+  const settings: SessionSettings = { ...o.settings, spinning: resolveSpinning(o.settings ?? {}) };
   const rng = new SeededRandom(1);
   const weights = initWeights(c, 0);
 
@@ -62,28 +82,39 @@ export async function benchTrain(o: TrainBenchOptions = {}): Promise<TrainBenchR
     const advantages = ids.map(() => rng.next() * 2 - 1);
     return { inputIds: ids, lossMask, oldLogp, advantages };
   };
-  const trainer = new PolicyTrainer(weights, undefined, o.settings);
+  const trainer = new PolicyTrainer(weights, undefined, settings);
   const opts = { loss: 'ppo-token' as const, batch: B, seq: T };
   const hyper = { lr: 1e-4 };
   const batch = batchOf();
+  const timed = async (batches: TrainBatch[]) => {
+    const t0 = performance.now();
+    await trainer.train(opts, batches, hyper);
+    return performance.now() - t0;
+  };
   log(`training: ${B}×${T} tokens, warm-up…`);
-  await trainer.train(opts, [batch], hyper);
-  let t0 = performance.now();
-  for (let i = 0; i < steps; i++) await trainer.train(opts, [batch], hyper);
-  const stepMs = (performance.now() - t0) / steps;
-  log(`training: ${stepMs.toFixed(0)} ms/step; Loop of ${K}…`);
-  const batches = new Array(K).fill(batch);
-  await trainer.train(opts, batches, hyper); // warm-up: builds the K-step session
-  t0 = performance.now();
-  await trainer.train(opts, batches, hyper);
-  const loopMs = performance.now() - t0;
-  t0 = performance.now();
-  for (let i = 0; i < K; i++) await trainer.train(opts, [batch], hyper);
-  const sepMs = performance.now() - t0;
+  // The first runs of a session are slower (allocations, arena growth): not what a training run sees.
+  for (let i = 0; i < 2; i++) await timed([batch]);
+  const stepTimes: number[] = [];
+  for (let i = 0; i < steps; i++) stepTimes.push(await timed([batch]));
+  const stepMs = median(stepTimes);
+  log(`training: ${stepMs.toFixed(0)} ms/step (median of ${steps}); Loop of ${K}…`);
+  const batches = new Array<TrainBatch>(K).fill(batch);
+  for (let i = 0; i < 2; i++) await timed(batches); // builds and warms the K-step session
+  // Loop and separate runs alternate, so load from other processes hits both alike.
+  const loopTimes: number[] = [];
+  const sepTimes: number[] = [];
+  for (let r = 0; r < repeats; r++) {
+    loopTimes.push(await timed(batches));
+    let sep = 0;
+    for (let i = 0; i < K; i++) sep += await timed([batch]);
+    sepTimes.push(sep);
+  }
+  const loopMs = median(loopTimes);
+  const sepMs = median(sepTimes);
   await trainer.dispose();
 
   log(`decode at ${ctx} tokens of context…`);
-  const policy = new Policy(weights, undefined, o.settings);
+  const policy = new Policy(weights, undefined, settings);
   const provider = await policy.provider;
   const prompt = Array.from({ length: ctx }, () => Math.floor(rng.next() * 256));
   const gen = { temperature: 0, stopIds: [] as number[] };
@@ -108,6 +139,9 @@ export async function benchTrain(o: TrainBenchOptions = {}): Promise<TrainBenchR
     batch: B,
     seq: T,
     loss: 'ppo-token',
+    threads: settings.threads ?? 0,
+    spinning: settings.spinning === true,
+    load_avg_1m: round(loadAvg),
     train_step_ms: round(stepMs, 1),
     tokens_per_s: round((B * T) / (stepMs / 1000), 0),
     loop_k: K,

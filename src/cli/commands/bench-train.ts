@@ -3,12 +3,22 @@ import { benchTrain } from '../../policy/bench';
 import { optionalNumber, UsageError, type CliCommand } from '../command';
 
 const PROVIDERS = ['auto', 'cpu', 'cuda', 'webgpu'] as const;
+const SPIN = ['auto', 'on', 'off'] as const;
 
 export const benchTrainCommand: CliCommand = {
   name: 'bench train',
   summary: 'time a training step, the K-step Loop, and KV-cache vs no-cache decoding of turnwise-tiny',
-  usage: '[--batch B] [--seq T] [--steps N] [--k K] [--context C] [--provider auto|cpu|cuda|webgpu] [--json]',
-  options: { batch: { type: 'string' }, seq: { type: 'string' }, steps: { type: 'string' }, k: { type: 'string' }, context: { type: 'string' }, provider: { type: 'string' } },
+  usage: '[--batch B] [--seq T] [--steps N] [--k K] [--context C] [--provider auto|cpu|cuda|webgpu] [--threads N] [--spin auto|on|off] [--json]',
+  options: {
+    batch: { type: 'string' },
+    seq: { type: 'string' },
+    steps: { type: 'string' },
+    k: { type: 'string' },
+    context: { type: 'string' },
+    provider: { type: 'string' },
+    threads: { type: 'string' },
+    spin: { type: 'string' },
+  },
   async run(args, io) {
     const int = (name: string, fallback: number, min: number) => {
       const v = optionalNumber(args, name, fallback);
@@ -17,13 +27,20 @@ export const benchTrainCommand: CliCommand = {
     };
     const provider = (args.values.provider as string | undefined) ?? 'auto';
     if (!(PROVIDERS as readonly string[]).includes(provider)) throw new UsageError(`--provider must be one of ${PROVIDERS.join(', ')}`);
+    const spin = (args.values.spin as string | undefined) ?? 'auto';
+    if (!(SPIN as readonly string[]).includes(spin)) throw new UsageError(`--spin must be one of ${SPIN.join(', ')}`);
     const r = await benchTrain({
       batch: int('batch', 4, 1),
       seq: int('seq', 128, 2),
-      steps: int('steps', 3, 1),
+      steps: int('steps', 6, 1),
       k: int('k', 8, 2),
       context: int('context', 512, 1),
-      settings: { provider: provider as (typeof PROVIDERS)[number], onWarning: (m) => io.err(`warning: ${m}`) },
+      settings: {
+        provider: provider as (typeof PROVIDERS)[number],
+        threads: int('threads', 0, 0),
+        spinning: spin === 'auto' ? 'auto' : spin === 'on',
+        onWarning: (m) => io.err(`warning: ${m}`),
+      },
       onProgress: io.json ? undefined : (m) => io.err(m),
     });
     if (io.json) io.out(JSON.stringify(r, null, 2));
@@ -31,6 +48,7 @@ export const benchTrainCommand: CliCommand = {
       io.out(
         [
           `${r.config} (${(r.parameters / 1e6).toFixed(2)}M params) on ${r.provider}, batch ${r.batch} × seq ${r.seq}, ${r.loss}`,
+          `  threads         ${r.threads || 'one per core'}, spinning ${r.spinning ? 'on' : 'off'}, load average ${r.load_avg_1m}`,
           `  train step      ${r.train_step_ms} ms  (${r.tokens_per_s} tokens/s)`,
           `  Loop of ${r.loop_k}       ${r.loop_ms_per_step} ms/step vs ${r.separate_ms_per_step} ms/step separately (×${r.loop_speedup})`,
           `  decode @${r.decode_context}    ${r.decode_tokens_per_s_kv} tokens/s with KV cache, ${r.decode_tokens_per_s_nokv} without (×${r.kv_speedup})`,

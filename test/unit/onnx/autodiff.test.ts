@@ -33,6 +33,15 @@ describe('autodiff: finite-difference checks per op (float64)', function () {
   op('Log')('', () => checkGradients([T('a', [5], { range: [0.5, 3] })], (g, [a]) => g.log(a)));
   op('Reciprocal')('', () => checkGradients([T('a', [5], { range: [0.5, 3] })], (g, [a]) => g.reciprocal(a)));
   op('Sigmoid')('', () => checkGradients([T('a', [6], { range: [-3, 3] })], (g, [a]) => g.sigmoid(a)));
+  op('Mul', 'Sigmoid')('x·sigmoid(x) (SiLU, fused rule), either operand order, sigmoid also used elsewhere', async () => {
+    await checkGradients([T('a', [2, 5], { range: [-4, 4] })], (g, [a]) => g.mul(a, g.sigmoid(a)));
+    await checkGradients([T('a', [2, 5], { range: [-4, 4] })], (g, [a]) => g.mul(g.sigmoid(a), a));
+    // The sigmoid's other consumer still sends its own gradient through the Sigmoid rule.
+    await checkGradients([T('a', [7], { range: [-4, 4] }), T('u', [7])], (g, [a, u]) => {
+      const s = g.sigmoid(a);
+      return g.add(g.mul(g.mul(a, s), u), g.mul(s, s));
+    });
+  });
   op('Tanh')('', () => checkGradients([T('a', [6], { range: [-2, 2] })], (g, [a]) => g.tanh(a)));
   op('Relu')('away from the kink', () =>
     checkGradients([T('a', [6], { values: [-1, -0.5, -0.2, 0.3, 0.7, 2] })], (g, [a]) => g.relu(a)));
@@ -130,5 +139,16 @@ describe('autodiff: graph shape of backward rules', () => {
     assert.ok(!ops.includes('Pad'), ops.join(','));
     assert.equal(ops.filter((o) => o === 'Concat').length, 1);
     assert.equal(dx.producer?.op, 'Add');
+  });
+
+  it('SiLU (x·sigmoid(x)) backprops with 4 full-size ops and no gradient through the Sigmoid', () => {
+    const g = Graph.create();
+    const x = g.input('x', 'float32', [4, 16]);
+    const dy = g.input('dy', 'float32', [4, 16]);
+    const y = g.mul(x, g.sigmoid(x));
+    const before = g.nodes.length;
+    gradients(g, y, [x], dy);
+    const ops = g.nodes.slice(before).map((n) => n.op);
+    assert.deepEqual([...ops].sort(), ['Add', 'Mul', 'Mul', 'Sub']);
   });
 });

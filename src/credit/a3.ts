@@ -1,7 +1,9 @@
 // A³ (Action Advantage Assignment) as its authors released it, and `turnwise`, our turn-level,
 // edit-aware variant (credit-assignment.md). Both: a robust episode backbone, an intent
 // residual from clustering the rollouts' bash signatures per (task, turn, scope), and a tree
-// margin over states where rollouts branched. One core with three switches.
+// margin over states where rollouts branched. One core with the doc's three switches, plus
+// turnwise's own per-turn term beyond the doc (`TurnwiseResidual`: residual=margin replaces
+// R − LOO by the value of the action taken at k; residual=loo is the doc's turnwise).
 import { TurnwiseError } from '../core/errors';
 import { baseDiagnostics, indexBatch, num, type BatchIndex } from './batch';
 import { levenshteinTable, robustSquash, signatureDistance, tanhB, TokenInterner, UnionFind } from './stats';

@@ -403,6 +403,20 @@ describe('credit: invariants of every estimator', () => {
     });
   }
 
+  it('turnwise: the action margin permutes exactly with the rollouts, ties included (no batch-order tie-breaking)', () => {
+    for (let seed = 1; seed <= 5; seed++) {
+      const rows = randomRows(seed);
+      const base = computeAdvantages('turnwise', rows).components.margin;
+      const trajOrder = [...new Set(rows.map((r) => r.trajId))].reverse();
+      const permuted = trajOrder.flatMap((t) => rows.filter((r) => r.trajId === t));
+      const out = computeAdvantages('turnwise', permuted).components.margin;
+      const byKey = new Map(rows.map((r, i) => [`${r.trajId}/${r.turn}`, base[i]]));
+      permuted.forEach((r, i) => close(out[i], byKey.get(`${r.trajId}/${r.turn}`)!, 1e-12));
+      // and it is not trivially zero on these batches
+      assert.ok(base.some((x) => Math.abs(x) > 1e-3));
+    }
+  });
+
   for (const name of ['grpo', 'a3', 'turnwise']) {
     it(`${name}: adding a constant to every score changes nothing`, () => {
       for (let seed = 1; seed <= 5; seed++) {

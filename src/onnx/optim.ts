@@ -55,8 +55,10 @@ export function adamwStep(
   const bc1 = g.sub(1, g.pow(h.beta1, t));
   const sqrtBc2 = g.sqrt(g.sub(1, g.pow(h.beta2, t)));
   // m / (√v/√bc2 + ε) · lr/bc1 = m / (√v + ε·√bc2) · lr·√bc2/bc1: the bias corrections and the
-  // learning rate become two scalars, so the full-size work is 12 elementwise passes (11 without
-  // decay) instead of 14. This is memory-bound work over every parameter, once per step.
+  // learning rate become two scalars, so the full-size work is 13 elementwise passes (12 without
+  // decay) instead of 14. This is memory-bound work over every parameter, once per step; kept per
+  // parameter tensor on purpose (tensors of ≤ 0.8 MB stay in cache between the passes: one flat
+  // buffer for all parameters measured ~7% slower per training step on CPU).
   const stepSize = g.div(g.mul(h.lr, sqrtBc2), bc1);
   const epsHat = g.mul(h.eps, sqrtBc2);
   // A gradient scale (clipping coefficient) is folded into these scalars: one less full-size Mul per param.

@@ -1,0 +1,36 @@
+// `turnwise bench train`: option checking through main(), and one tiny real run whose fields must
+// agree with each other (real ONNX Runtime; timings themselves are the machine's).
+import * as assert from 'node:assert/strict';
+import { main } from '../../../src/cli/main';
+import { benchTrain } from '../../../src/policy/bench';
+
+async function run(argv: string[]) {
+  const out: string[] = [];
+  const err: string[] = [];
+  const code = await main(argv, { out: (t) => out.push(t), err: (t) => err.push(t) });
+  return { code, out: out.join('\n'), err: err.join('\n') };
+}
+
+describe('bench train', function () {
+  this.timeout(120000);
+
+  it('refuses bad --spin and --threads values with a usage error', async () => {
+    const spin = await run(['bench', 'train', '--spin', 'sometimes']);
+    assert.equal(spin.code, 2);
+    assert.match(spin.err, /--spin must be one of auto, on, off/);
+    const threads = await run(['bench', 'train', '--threads', '1.5']);
+    assert.equal(threads.code, 2);
+    assert.match(threads.err, /--threads must be an integer ≥ 0/);
+  });
+
+  it('a tiny run reports consistent fields: tokens/s from the step time, speedup from the two timings', async () => {
+    const r = await benchTrain({ batch: 1, seq: 4, steps: 2, k: 2, loopRepeats: 1, context: 8, decodeTokens: 2, settings: { provider: 'cpu', threads: 1 } });
+    assert.equal(r.config, 'turnwise-tiny');
+    assert.equal(r.provider, 'cpu');
+    assert.deepEqual([r.batch, r.seq, r.loop_k, r.threads, r.spinning], [1, 4, 2, 1, false]);
+    assert.ok(r.train_step_ms > 0 && r.loop_ms_per_step > 0 && r.separate_ms_per_step > 0);
+    assert.ok(Math.abs(r.tokens_per_s - 4 / (r.train_step_ms / 1000)) <= 0.01 * r.tokens_per_s + 1, JSON.stringify(r));
+    assert.ok(Math.abs(r.loop_speedup - r.separate_ms_per_step / r.loop_ms_per_step) < 0.02 * r.loop_speedup + 0.01, JSON.stringify(r));
+    assert.ok(r.load_avg_1m >= 0 && r.peak_rss_mb > 0);
+  });
+});

@@ -2,3 +2,4 @@
 export * from './errors';
 export * from './fs';
 export * from './schema';
+export * from './random';

@@ -16,6 +16,7 @@
 //   reward is φ(final) + noise, so contributions still sum to the noiseless reward.
 // What it leaves out: real observations (gigpo's anchors are built from a coarse synthetic
 // observation), information gained by reading, and rewards clipped to [0, 1].
+import { gaussian, seededRandom } from '../core/random';
 import { createBashSigner, createJoinedSigner } from '../ast/bash';
 import { TurnwiseError } from '../core/errors';
 import { a3VariantAdvantages, TURNWISE_DEFAULTS, type A3Variant } from './a3';
@@ -198,22 +199,6 @@ const ACTION_SETS: Record<ActionSetName, ActionType[]> = {
 /** `git checkout`: only in the stateful world, where it undoes every edit so far. */
 const REVERT_COMMANDS = (f: string) => [`git checkout -- ${f}`, `git stash`, `git restore ${f} && git status --short`];
 
-export function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-function gaussian(r: () => number): number {
-  const u = Math.max(r(), 1e-12);
-  return Math.sqrt(-2 * Math.log(u)) * Math.cos(2 * Math.PI * r());
-}
-
 export interface SyntheticBatch {
   rows: TurnRow[];
   /** True contribution of each row's turn. */
@@ -244,7 +229,7 @@ interface Workspace {
 
 /** One batch: prompts × group rollouts × turns, reward = Σ contributions + noise. */
 export function syntheticBatch(cfg: CreditBenchConfig, seed: number): SyntheticBatch {
-  const r = mulberry32(seed);
+  const r = seededRandom(seed);
   const actions = ACTION_SETS[cfg.actions];
   const stateful = cfg.dynamics === 'stateful';
   const REVERT = '__revert__';

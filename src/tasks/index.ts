@@ -23,7 +23,6 @@ export {
   dedupeCandidates,
   mutationCandidates,
   orderCandidates,
-  seededRandom,
   type MutationCandidate,
   type MutationOperator,
 } from './mutate';

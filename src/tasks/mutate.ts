@@ -4,6 +4,7 @@
 import { createHash } from 'node:crypto';
 import type { Language } from '../core/schema';
 import { createParser, type Parser, type SyntaxNode } from '../ast/treesitter';
+import { seededRandom } from '../core/random';
 
 export const MUTATION_OPERATORS = [
   'flip-comparison',
@@ -311,17 +312,6 @@ export function dedupeCandidates(cands: MutationCandidate[]): { kept: MutationCa
   return { kept, duplicates: cands.length - kept.length };
 }
 
-/** mulberry32: a tiny seedable PRNG (same seed, same sequence, on every platform). */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 export function shuffle<T>(xs: T[], rand: () => number): T[] {
   const a = xs.slice();

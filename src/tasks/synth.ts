@@ -16,11 +16,11 @@ import {
   dedupeCandidates,
   mutationCandidates,
   orderCandidates,
-  seededRandom,
   shuffle,
   type MutationCandidate,
   type MutationOperator,
 } from './mutate';
+import { seededRandom } from '../core/random';
 import type { TestReport, TestResult } from './report';
 import { runTests, type RunTestsResult } from './reward';
 import { commandForTests, detectRunner, type RunnerOverride, type TestRunner } from './runners';

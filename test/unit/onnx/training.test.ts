@@ -2,6 +2,9 @@ import * as assert from 'node:assert/strict';
 import {
   Graph,
   HostTensor,
+  PACK_BELOW,
+  Value,
+  buildTrainingGraph,
   OnnxSession,
   SessionCache,
   Trainer,
@@ -173,6 +176,59 @@ describe('onnx training graphs', function () {
       }
     }
     await trainer.release();
+  });
+
+  it('small tensors packed for AdamW (both decay groups, a scalar) and a large one update exactly like the reference, over a Loop too', async () => {
+    const shapes: Record<string, number[]> = { big: [130, 128], w: [3, 4], b1: [5], b2: [2], s: [] };
+    assert.ok(130 * 128 >= PACK_BELOW && 12 < PACK_BELOW);
+    const names = Object.keys(shapes);
+    const size = (n: string) => shapes[n].reduce((a, b) => a * b, 1);
+    const spec: Omit<TrainingGraphSpec, 'steps'> = {
+      dtype: 'float64',
+      params: names.map((n) => ({ name: n, shape: shapes[n] })),
+      batch: names.map((n) => ({ name: `c_${n}`, dtype: 'float64' as const, shape: shapes[n] })),
+      // loss = Σ sum(c ⊙ p) + 0.5·Σ p²: gradient c + p, known in closed form.
+      forward: (g, p, b) => {
+        let loss: Value | undefined;
+        for (const n of names) {
+          const t = g.reduceSum(g.add(g.mul(p[n], b[`c_${n}`]), g.mul(g.mul(p[n], p[n]), 0.5)));
+          loss = loss ? g.add(loss, t) : t;
+        }
+        return { loss: loss! };
+      },
+    };
+    const r = rng(21);
+    const p0 = Object.fromEntries(names.map((n) => [n, Float64Array.from({ length: size(n) }, () => r())]));
+    const c = Object.fromEntries(names.map((n) => [n, Float64Array.from({ length: size(n) }, () => r(-2, 2))]));
+    const batch = Object.fromEntries(names.map((n) => [`c_${n}`, { dtype: 'float64' as const, dims: shapes[n], data: c[n] }]));
+    const hyper = { lr: 0.05, beta1: 0.9, beta2: 0.95, eps: 1e-8, weight_decay: 0.1, max_grad_norm: 5 };
+    // Reference: two steps of clipped AdamW, decay on rank >= 2 only.
+    const ref = Object.fromEntries(names.map((n) => [n, p0[n].slice()]));
+    const m = Object.fromEntries(names.map((n) => [n, new Float64Array(size(n))]));
+    const v = Object.fromEntries(names.map((n) => [n, new Float64Array(size(n))]));
+    for (let t = 0; t < 2; t++) {
+      const grad = Object.fromEntries(names.map((n) => [n, Array.from(c[n], (x, i) => x + ref[n][i])]));
+      const norm = Math.sqrt(names.reduce((acc, n) => acc + grad[n].reduce((a, x) => a + x * x, 0), 0));
+      const coef = Math.min(1, hyper.max_grad_norm / (norm + 1e-6));
+      assert.ok(coef < 1, 'clipping is active');
+      for (const n of names) adamwReference(ref[n], grad[n].map((x) => x * coef), m[n], v[n], t, { ...hyper, weightDecay: hyper.weight_decay }, shapes[n].length >= 2);
+    }
+    const check = (got: ReturnType<typeof initTrainState>, what: string) => {
+      for (const n of names) for (let i = 0; i < size(n); i++) {
+        assert.ok(Math.abs(got.params[n][i] - ref[n][i]) < 1e-12, `${what} ${n}[${i}] ${got.params[n][i]} vs ${ref[n][i]}`);
+        assert.ok(Math.abs(got.v[n][i] - v[n][i]) < 1e-12, `${what} v ${n}[${i}]`);
+      }
+    };
+    const one = new Trainer(spec, 'packed', { provider: 'cpu' });
+    let st = initTrainState(p0);
+    for (let t = 0; t < 2; t++) st = (await one.step(st, batch, hyper)).state;
+    check(st, 'separate');
+    check((await one.step(initTrainState(p0), batch, hyper, 2)).state, 'loop');
+    // Three AdamW units: `big`, `w` (the only small decayed tensor) and b1+b2+s packed; one Sqrt
+    // each plus the global norm's and the bias correction's.
+    const g = buildTrainingGraph({ ...spec, steps: 1 });
+    assert.equal(g.nodes.filter((n) => n.op === 'Sqrt').length, 3 + 2);
+    await one.release();
   });
 
   it('K steps in one Loop run equal K separate runs (float32, same batch)', async () => {

@@ -1,7 +1,6 @@
 // ONNX Runtime sessions and execution providers. Asking onnxruntime-node for an EP whose
 // libraries are absent throws instead of falling back, so every EP is tried for real.
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import * as ort from 'onnxruntime-node';
 import { TurnwiseError } from '../core/errors';
@@ -79,20 +78,18 @@ export interface SessionSettings {
   optimization?: 'disabled' | 'basic' | 'extended' | 'all';
   /**
    * Whether idle intra-op worker threads busy-wait for the next op (ONNX Runtime's default) instead
-   * of sleeping. `auto` (default) decides when a session is created: spin only while the machine
-   * has idle cores (1-minute load average below the core count). Measured on a 2-core machine
-   * (turnwise-tiny training step, 2 threads): spinning is ~10% faster when the cores are free and
-   * 2× slower when they are shared (a spinning worker takes the core from the thread it waits for).
+   * of sleeping. Default false. Measured on a 2-core machine (turnwise-tiny training step, 2
+   * threads): spinning is ~7-10% faster while nothing else runs, and 2-3× slower as soon as another
+   * process wants a core (a spinning worker takes the core from the thread it waits for), which a
+   * decision taken from the load average at session creation cannot foresee. Turn it on for a
+   * machine dedicated to the run.
    */
-  spinning?: boolean | 'auto';
+  spinning?: boolean;
 }
 
-/** The spinning decision for `s` (see SessionSettings.spinning). */
+/** Whether the intra-op workers of a session with settings `s` spin. */
 export function resolveSpinning(s: SessionSettings): boolean {
-  if (typeof s.spinning === 'boolean') return s.spinning;
-  const cores = typeof os.availableParallelism === 'function' ? os.availableParallelism() : os.cpus().length;
-  if (s.threads === 1 || cores <= 1) return false; // no worker threads to spin
-  return os.loadavg()[0] < cores;
+  return s.spinning === true && s.threads !== 1;
 }
 
 /** A host-side tensor: what `OnnxSession.run` takes and returns. */

@@ -70,8 +70,7 @@ export async function benchTrain(o: TrainBenchOptions = {}): Promise<TrainBenchR
   const nDecode = o.decodeTokens ?? 32;
   const log = o.onProgress ?? (() => undefined);
   const loadAvg = os.loadavg()[0];
-  // Decided once, so every session of the run makes the same choice.
-  const settings: SessionSettings = { ...o.settings, spinning: resolveSpinning(o.settings ?? {}) };
+  const settings: SessionSettings = { ...o.settings };
   const rng = new SeededRandom(1);
   const weights = initWeights(c, 0);
 
@@ -140,7 +139,7 @@ export async function benchTrain(o: TrainBenchOptions = {}): Promise<TrainBenchR
     seq: T,
     loss: 'ppo-token',
     threads: settings.threads ?? 0,
-    spinning: settings.spinning === true,
+    spinning: resolveSpinning(settings),
     load_avg_1m: round(loadAvg),
     train_step_ms: round(stepMs, 1),
     tokens_per_s: round((B * T) / (stepMs / 1000), 0),

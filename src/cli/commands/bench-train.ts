@@ -3,12 +3,12 @@ import { benchTrain } from '../../policy/bench';
 import { optionalNumber, UsageError, type CliCommand } from '../command';
 
 const PROVIDERS = ['auto', 'cpu', 'cuda', 'webgpu'] as const;
-const SPIN = ['auto', 'on', 'off'] as const;
+const SPIN = ['on', 'off'] as const;
 
 export const benchTrainCommand: CliCommand = {
   name: 'bench train',
   summary: 'time a training step, the K-step Loop, and KV-cache vs no-cache decoding of turnwise-tiny',
-  usage: '[--batch B] [--seq T] [--steps N] [--k K] [--context C] [--provider auto|cpu|cuda|webgpu] [--threads N] [--spin auto|on|off] [--json]',
+  usage: '[--batch B] [--seq T] [--steps N] [--k K] [--context C] [--provider auto|cpu|cuda|webgpu] [--threads N] [--spin on|off] [--json]',
   options: {
     batch: { type: 'string' },
     seq: { type: 'string' },
@@ -27,7 +27,7 @@ export const benchTrainCommand: CliCommand = {
     };
     const provider = (args.values.provider as string | undefined) ?? 'auto';
     if (!(PROVIDERS as readonly string[]).includes(provider)) throw new UsageError(`--provider must be one of ${PROVIDERS.join(', ')}`);
-    const spin = (args.values.spin as string | undefined) ?? 'auto';
+    const spin = (args.values.spin as string | undefined) ?? 'off';
     if (!(SPIN as readonly string[]).includes(spin)) throw new UsageError(`--spin must be one of ${SPIN.join(', ')}`);
     const r = await benchTrain({
       batch: int('batch', 4, 1),
@@ -38,7 +38,7 @@ export const benchTrainCommand: CliCommand = {
       settings: {
         provider: provider as (typeof PROVIDERS)[number],
         threads: int('threads', 0, 0),
-        spinning: spin === 'auto' ? 'auto' : spin === 'on',
+        spinning: spin === 'on',
         onWarning: (m) => io.err(`warning: ${m}`),
       },
       onProgress: io.json ? undefined : (m) => io.err(m),

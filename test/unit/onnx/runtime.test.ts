@@ -1,41 +1,15 @@
-// Session settings: when intra-op worker threads spin. The machine's load cannot be set from a
-// test, so os.loadavg is replaced for the 'auto' cases (and restored).
+// Session settings: whether intra-op worker threads spin (off unless asked; never with one thread).
 import * as assert from 'node:assert/strict';
-import * as os from 'node:os';
 import { Graph, OnnxSession, resolveSpinning, toModelProto } from '../../../src/onnx';
 
 describe('onnx runtime: intra-op spinning', () => {
-  // The module object itself (an ES namespace import is read-only).
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
-  const osModule = require('node:os') as { loadavg: () => number[] };
-  const realLoadavg = osModule.loadavg;
-  const cores = typeof os.availableParallelism === 'function' ? os.availableParallelism() : os.cpus().length;
-  afterEach(() => {
-    osModule.loadavg = realLoadavg;
-  });
-  const withLoad = (load: number) => {
-    osModule.loadavg = () => [load, load, load];
-  };
-
-  it('explicit true/false wins over the load', () => {
-    withLoad(1000);
-    assert.equal(resolveSpinning({ spinning: true }), true);
-    withLoad(0);
-    assert.equal(resolveSpinning({ spinning: false }), false);
-  });
-
-  it('auto spins only while the 1-minute load is below the core count, never with one thread', function () {
-    if (cores < 2) this.skip(); // one core: auto never spins, checked below
-    withLoad(0);
-    assert.equal(resolveSpinning({}), true);
-    assert.equal(resolveSpinning({ spinning: 'auto' }), true);
-    assert.equal(resolveSpinning({ threads: 1 }), false);
-    withLoad(cores - 0.5);
-    assert.equal(resolveSpinning({}), true);
-    withLoad(cores);
+  it('is off unless asked for, and never with one thread', () => {
     assert.equal(resolveSpinning({}), false);
-    withLoad(cores * 3);
     assert.equal(resolveSpinning({ threads: 2 }), false);
+    assert.equal(resolveSpinning({ spinning: false }), false);
+    assert.equal(resolveSpinning({ spinning: true }), true);
+    assert.equal(resolveSpinning({ spinning: true, threads: 0 }), true);
+    assert.equal(resolveSpinning({ spinning: true, threads: 1 }), false);
   });
 
   it('sessions with and without spinning compute the same', async () => {

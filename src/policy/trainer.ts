@@ -85,7 +85,7 @@ export class PolicyTrainer {
   }
 
   private trainer(o: TrainGraphOptions): Trainer {
-    const key = `${o.loss}|B${o.batch}|T${o.seq}|${o.kl ? 'kl' : ''}|${o.entropy ? 'ent' : ''}`;
+    const key = `${o.loss}|B${o.batch}|T${o.seq}|${o.kl ? 'kl' : ''}|${o.entropy ? 'ent' : ''}|${o.weightDecay === false ? 'nowd' : 'wd'}`;
     let t = this.trainers.get(key);
     if (!t) {
       t = new Trainer(policyTrainingSpec(this.config, o), key, this.settings, this.cache);
@@ -96,14 +96,22 @@ export class PolicyTrainer {
 
   /**
    * One optimizer step per batch, all in one session run (an ONNX Loop when there are several).
-   * The KL and entropy terms are in the graph only when klCoef / entCoef are non-zero.
+   * The KL and entropy terms are in the graph only when klCoef / entCoef are non-zero, the weight
+   * decay multiply only when weightDecay is.
    */
   async train(o: TrainStepOptions, batches: readonly TrainBatch[], hyper: TrainHyper): Promise<StepMetrics[]> {
     const { batch: B, seq: T } = o;
     const K = batches.length;
     if (K === 0) return [];
     if (T > this.config.max_position_embeddings) throw new TurnwiseError('invalid-input', `seq ${T} exceeds max_position_embeddings ${this.config.max_position_embeddings}`, { hint: 'truncate the batch' });
-    const graphOpts: TrainGraphOptions = { loss: o.loss, batch: B, seq: T, kl: (hyper.klCoef ?? 0) !== 0, entropy: (hyper.entCoef ?? 0) !== 0 };
+    const graphOpts: TrainGraphOptions = {
+      loss: o.loss,
+      batch: B,
+      seq: T,
+      kl: (hyper.klCoef ?? 0) !== 0,
+      entropy: (hyper.entCoef ?? 0) !== 0,
+      weightDecay: (hyper.weightDecay ?? 0) !== 0,
+    };
     const lead = K > 1 ? [K] : [];
     const n = B * T;
     const ids = new BigInt64Array(K * n);

@@ -25,6 +25,11 @@ export interface TrainGraphOptions {
   kl?: boolean;
   /** Subtract entCoef · mean entropy from the loss. */
   entropy?: boolean;
+  /**
+   * Decoupled weight decay on the matrices (default true). False builds the graph without the
+   * decay multiply: one full-size pass over the parameters less per step, for weight_decay 0.
+   */
+  weightDecay?: boolean;
 }
 
 export const METRICS = ['loss', 'pg_loss', 'clip_frac', 'approx_kl', 'kl', 'entropy', 'grad_norm'] as const;
@@ -171,7 +176,7 @@ export function policyTrainingSpec(c: Qwen2Config, o: TrainGraphOptions): Omit<T
     return { loss, metrics: extra };
   };
   return {
-    params: graphParamSpecs(c).map((p) => ({ name: p.name, shape: p.shape, decay: p.shape.length === 2 })),
+    params: graphParamSpecs(c).map((p) => ({ name: p.name, shape: p.shape, decay: o.weightDecay !== false && p.shape.length === 2 })),
     batch,
     forward,
     metricNames: LOSS_METRICS,

@@ -14,6 +14,7 @@ import { fromGraphLayout, weightFeeds } from '../../../src/policy/graphs';
 import { referenceLogits, logSoftmaxRows } from '../../../src/policy/reference';
 import { PolicyTrainer, type TrainBatch } from '../../../src/policy/trainer';
 import { LOSS_HYPER_INPUTS, policyTrainingSpec, type TrainGraphOptions } from '../../../src/policy/training';
+import { buildTrainingGraph } from '../../../src/onnx/training';
 import { byteLevelTokenizer, byteLevelTokenizerJson } from '../../../src/policy/tokenizer';
 import { initWeights, SeededRandom, type PolicyWeights } from '../../../src/policy/weights';
 import { Policy } from '../../../src/policy/policy';
@@ -169,6 +170,31 @@ describe('policy/training: gradients, optimizer, learning', function () {
     }
     assert.equal(trainer.step, 1);
     await trainer.dispose();
+  });
+
+  it('weight decay 0 trains on a graph without the decay multiply, with the same result', async () => {
+    const c = SMALL_CONFIG;
+    const o = { loss: 'ppo-token' as const, batch: 2, seq: 6 };
+    const count = (g: Graph) => g.nodes.length;
+    const withWd = count(buildTrainingGraph({ ...policyTrainingSpec(c, { ...o, weightDecay: true }), steps: 1 }));
+    const without = count(buildTrainingGraph({ ...policyTrainingSpec(c, { ...o, weightDecay: false }), steps: 1 }));
+    assert.ok(without < withWd, `${without} vs ${withWd} nodes`);
+    const w = initWeights(c, 5, 0.1);
+    const b = makeBatch(c, 2, 6, 3);
+    const batch: TrainBatch = { inputIds: b.ids, lossMask: b.mask, advantages: b.adv, oldLogp: b.old };
+    const run = async (weightDecay: number) => {
+      const t = new PolicyTrainer(w, undefined, { provider: 'cpu' });
+      await t.train(o, [batch, batch], { lr: 1e-3, weightDecay });
+      const out = t.weights().tensors;
+      await t.dispose();
+      return out;
+    };
+    // 1e-30 builds the decayed graph, whose factor 1 − lr·1e-30 rounds to exactly 1 in float32.
+    const a = await run(0);
+    const d = await run(1e-30);
+    for (const [name, x] of a) assert.deepEqual(Array.from(x), Array.from(d.get(name)!), name);
+    const moved = await run(0.5);
+    assert.notDeepEqual(Array.from(moved.get('model.layers.0.mlp.up_proj.weight')!), Array.from(a.get('model.layers.0.mlp.up_proj.weight')!));
   });
 
   it('K steps in one Loop run equal K separate runs', async () => {

@@ -124,15 +124,10 @@ export const ppoTokenLoss: PolicyLossFn = (input, params) => {
       if (!input.mask[i]) continue;
       const a = advantageAt(input, b, i);
       const ratio = Math.exp(input.logp[i] - input.oldLogp[i]);
-      const l1 = -a * ratio;
-      const l2 = -a * Math.min(Math.max(ratio, 1 - p.clipLow), 1 + p.clipHigh);
-      if (l2 > l1) {
-        pg += l2;
-        clipped++;
-      } else {
-        pg += l1;
-        grad[i] = l1 / nTok; // d(−A·e^{logp−old})/d logp = −A·ratio
-      }
+      const s = clippedSurrogate(a, ratio, p);
+      pg += s.loss;
+      if (s.clipped) clipped++;
+      else grad[i] = s.loss / nTok; // d(−A·e^{logp−old})/d logp = −A·ratio
     }
   }
   const reg = regularizers(input, p, nTok, grad);
@@ -145,6 +140,16 @@ export const ppoTokenLoss: PolicyLossFn = (input, params) => {
     gradLogp: grad,
   };
 };
+
+/**
+ * The PPO clipped surrogate for one ratio: max(−A·ratio, −A·clip(ratio, 1 − clipLow, 1 + clipHigh)).
+ * `clipped` is true when the clipped branch wins (its gradient with respect to the ratio is 0).
+ */
+function clippedSurrogate(a: number, ratio: number, p: { clipLow: number; clipHigh: number }): { loss: number; clipped: boolean } {
+  const l1 = -a * ratio;
+  const l2 = -a * Math.min(Math.max(ratio, 1 - p.clipLow), 1 + p.clipHigh);
+  return l2 > l1 ? { loss: l2, clipped: true } : { loss: l1, clipped: false };
+}
 
 /** Cap on the mean log-ratio of a sequence before exp, as in the a3 release. */
 export const GSPO_LOG_RATIO_CAP = 10;
@@ -181,18 +186,13 @@ export const gspoSeqLoss: PolicyLossFn = (input, params) => {
     const a = aSum / cnt;
     const s = sum / cnt;
     const ratio = Math.exp(Math.min(s, GSPO_LOG_RATIO_CAP));
-    const l1 = -a * ratio;
-    const l2 = -a * Math.min(Math.max(ratio, 1 - p.clipLow), 1 + p.clipHigh);
-    if (l2 > l1) {
-      pg += l2;
-      clipped++;
-    } else {
-      pg += l1;
-      if (s < GSPO_LOG_RATIO_CAP) {
-        for (let t = 0; t < input.seq; t++) {
-          const i = b * input.seq + t;
-          if (input.mask[i]) grad[i] = l1 / cnt / nSeq;
-        }
+    const sur = clippedSurrogate(a, ratio, p);
+    pg += sur.loss;
+    if (sur.clipped) clipped++;
+    else if (s < GSPO_LOG_RATIO_CAP) {
+      for (let t = 0; t < input.seq; t++) {
+        const i = b * input.seq + t;
+        if (input.mask[i]) grad[i] = sur.loss / cnt / nSeq;
       }
     }
   }

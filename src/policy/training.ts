@@ -71,6 +71,11 @@ export function buildPolicyLoss(
   flags: { kl?: boolean; entropy?: boolean },
 ): PolicyLossGraph {
   const mask = v.mask;
+  // Values at masked positions are replaced by 0 *before* any arithmetic: multiplying by the
+  // mask afterwards would turn a caller's NaN or ±1e30 sentinel (or exp overflow of a garbage
+  // log-ratio) into Inf·0 = NaN in the loss and in every gradient.
+  const keep = g.greater(mask, 0);
+  const masked = (x: Value) => g.where(keep, x, 0);
   const nTok = g.max(g.reduceSum(mask), 1);
   const tokenMean = (x: Value) => g.div(g.reduceSum(g.mul(x, mask)), nTok);
   const zero = g.scalar(0, 'float32');
@@ -81,13 +86,13 @@ export function buildPolicyLoss(
   if (kind === 'sft') {
     pg = g.neg(tokenMean(v.logp));
   } else {
-    const adv = v.advantages!;
-    const old = v.oldLogp!;
+    const adv = masked(v.advantages!);
+    const logRatio = masked(g.sub(v.logp, v.oldLogp!));
     const lo = g.sub(1, h.clipLow);
     const hi = g.add(1, h.clipHigh);
-    approxKl = tokenMean(g.sub(old, v.logp));
+    approxKl = tokenMean(g.neg(logRatio));
     if (kind === 'ppo-token') {
-      const ratio = g.exp(g.sub(v.logp, old));
+      const ratio = g.exp(logRatio);
       const l1 = g.mul(g.neg(adv), ratio);
       const l2 = g.mul(g.neg(adv), g.min(g.max(ratio, lo), hi));
       // Max picks l1 on ties, as the reference does (the clipped branch only when strictly larger).
@@ -98,7 +103,7 @@ export function buildPolicyLoss(
       const denom = g.max(cnt, 1);
       const has = g.cast(g.greater(cnt, 0), 'float32');
       const nSeq = g.max(g.reduceSum(has), 1);
-      const s = g.div(g.reduceSum(g.mul(g.sub(v.logp, old), mask), [1]), denom);
+      const s = g.div(g.reduceSum(g.mul(logRatio, mask), [1]), denom);
       const a = g.div(g.reduceSum(g.mul(adv, mask), [1]), denom);
       const ratio = g.exp(g.min(s, GSPO_LOG_RATIO_CAP));
       const l1 = g.mul(g.neg(a), ratio);
@@ -109,7 +114,7 @@ export function buildPolicyLoss(
   }
   let kl: Value = zero;
   if (v.refLogp) {
-    const d = g.sub(v.refLogp, v.logp);
+    const d = masked(g.sub(v.refLogp, v.logp));
     kl = tokenMean(g.sub(g.sub(g.exp(d), d), 1));
   }
   let loss = pg;

@@ -79,10 +79,50 @@ export function optimizerFromTensors(config: Qwen2Config, t: TensorMap, source =
 
 let dirCounter = 0;
 
+/**
+ * saveCheckpoint swaps directories in two renames (target → .old-*, tmp → target): a crash
+ * between them leaves no directory under the real name and the previous, complete checkpoint
+ * under `<target>.old-<pid>-<n>`. Puts the newest such directory back when `target` is missing.
+ */
+function recoverInterruptedSwap(target: string): void {
+  if (fs.existsSync(target)) return;
+  const parent = path.dirname(target);
+  const prefix = `${path.basename(target)}.old-`;
+  let entries: string[];
+  try {
+    entries = fs.readdirSync(parent);
+  } catch {
+    return;
+  }
+  const olds = entries
+    .filter((e) => e.startsWith(prefix))
+    .map((e) => path.join(parent, e))
+    .filter((p) => fs.statSync(p).isDirectory())
+    .sort((a, b) => fs.statSync(b).mtimeMs - fs.statSync(a).mtimeMs);
+  if (olds.length > 0) {
+    fs.renameSync(olds[0], target);
+    fsyncDir(parent);
+  }
+}
+
+/** Makes renames inside `dir` durable (best effort: not every platform can open a directory). */
+function fsyncDir(dir: string): void {
+  let fd: number | undefined;
+  try {
+    fd = fs.openSync(dir, 'r');
+    fs.fsyncSync(fd);
+  } catch {
+    // directories cannot be fsynced on some platforms (Windows); the renames still happened
+  } finally {
+    if (fd !== undefined) fs.closeSync(fd);
+  }
+}
+
 /** Writes a complete checkpoint to `dir`, replacing any checkpoint there only once the new one is complete. */
 export function saveCheckpoint(dir: string, ck: Checkpoint): void {
   const target = path.resolve(dir);
   const tmp = `${target}.tmp-${process.pid}-${dirCounter++}`;
+  recoverInterruptedSwap(target);
   fs.rmSync(tmp, { recursive: true, force: true });
   fs.mkdirSync(tmp, { recursive: true });
   try {
@@ -96,6 +136,7 @@ export function saveCheckpoint(dir: string, ck: Checkpoint): void {
     if (ck.tokenizerConfig) writeFileAtomic(path.join(tmp, 'tokenizer_config.json'), JSON.stringify(ck.tokenizerConfig, null, 2) + '\n');
     // A directory cannot be renamed over a non-empty one: move the old one aside first and
     // put it back if the swap fails.
+    fsyncDir(tmp);
     let old: string | undefined;
     if (fs.existsSync(target)) {
       old = `${target}.old-${process.pid}-${dirCounter++}`;
@@ -107,6 +148,7 @@ export function saveCheckpoint(dir: string, ck: Checkpoint): void {
       if (old) fs.renameSync(old, target);
       throw e;
     }
+    fsyncDir(path.dirname(target));
     if (old) fs.rmSync(old, { recursive: true, force: true });
   } catch (e) {
     fs.rmSync(tmp, { recursive: true, force: true });
@@ -146,6 +188,7 @@ function readBytes(file: string): Uint8Array {
 /** Loads and validates a checkpoint directory; throws a TurnwiseError naming the bad file otherwise. */
 export function loadCheckpoint(dir: string, options: { optimizer?: boolean } = {}): LoadedCheckpoint {
   const d = path.resolve(dir);
+  recoverInterruptedSwap(d);
   if (!fs.existsSync(d) || !fs.statSync(d).isDirectory()) {
     throw new TurnwiseError('not-found', `model directory ${d} does not exist`, { hint: 'create one with `turnwise policy init --out DIR`' });
   }

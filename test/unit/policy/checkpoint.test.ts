@@ -47,6 +47,22 @@ describe('policy/checkpoint', () => {
     for (const f of ['model.safetensors', 'optimizer.safetensors', 'config.json']) assert.ok(fs.readFileSync(path.join(dir, f)).equals(fs.readFileSync(path.join(dir2, f))), f);
   });
 
+  it('a save interrupted between its two renames leaves the previous checkpoint loadable under the real name', () => {
+    const dir = path.join(tmp, 'ck');
+    const { weights } = save(dir, 11);
+    // The state a crash right after `rename(target, target.old-…)` leaves behind: no `ck`, a
+    // complete previous checkpoint beside it, and a complete new one under its temporary name.
+    fs.renameSync(dir, `${dir}.old-999-0`);
+    const back = loadCheckpoint(dir);
+    const name = 'model.layers.0.mlp.up_proj.weight';
+    assert.deepEqual(bits(back.weights.tensors.get(name)!), bits(weights.tensors.get(name)!));
+    assert.equal(back.optimizer!.step, 7);
+    // The next save replaces it normally and leaves nothing behind.
+    fs.renameSync(dir, `${dir}.old-999-1`);
+    save(dir, 12);
+    assert.deepEqual(fs.readdirSync(tmp), ['ck']);
+  });
+
   it('same seed → same weights; different seed → different weights', () => {
     const a = initWeights(BYTE_CONFIG, 5).tensors.get('model.layers.0.mlp.up_proj.weight')!;
     const b = initWeights(BYTE_CONFIG, 5).tensors.get('model.layers.0.mlp.up_proj.weight')!;

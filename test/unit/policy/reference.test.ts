@@ -17,6 +17,21 @@ describe('policy/reference: float64 Qwen2 forward', () => {
     assert.ok(Math.abs(logits.reduce((a, b) => a + b, 0) - -0.006601892963832734) < 1e-9);
   });
 
+  it('matches the numpy HF Qwen2 at head dim 8 (rotate_half layout, inv_freq = θ^(−2i/d), GQA 2 → 1)', () => {
+    // Head dim 2 (the config above) cannot tell rotate_half from interleaved RoPE, nor check the
+    // inv_freq exponent: there is one frequency and one pair. Head dim 8 can.
+    const c = { ...GOLDEN_CONFIG, hidden_size: 16, num_attention_heads: 2, num_key_value_heads: 1 };
+    const w = formulaWeights(c);
+    const logits = referenceLogits(w, [3, 7, 1, 10, 0, 5]);
+    const V = c.vocab_size;
+    // Printed by `python3 test/unit/policy/golden/qwen2_np.py 16 2 1`.
+    const first = [0.5092497761, 0.6747216566, 0.7521692533, 0.7314888236, 0.6153782705, 0.4189856075, 0.1679318786, -0.1050300763, -0.3642899337, -0.5760244548, -0.7126108474];
+    const last = [-2.0269791644, -3.163308677, -3.8869527981, -4.1035048386, -3.7847133909, -2.972168202, -1.7718736453, -0.3404205221, 1.1354439805, 2.4631783519, 3.4695664499];
+    assert.ok(maxAbsDiff(logits.subarray(0, V), first) < 1e-9);
+    assert.ok(maxAbsDiff(logits.subarray(5 * V, 6 * V), last) < 1e-9);
+    assert.ok(Math.abs(logits.reduce((a, b) => a + b, 0) - -14.15320259930974) < 1e-8);
+  });
+
   it('is causal: a later token never changes earlier logits', () => {
     const w = initWeights(SMALL_CONFIG, 3, 0.2);
     const a = referenceLogits(w, [1, 2, 3, 4]);

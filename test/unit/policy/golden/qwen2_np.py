@@ -1,8 +1,11 @@
 # Independent numpy Qwen2 forward (vectorized, HF rotate_half) for golden values.
-import numpy as np, json
+import numpy as np, json, sys
+# `python3 qwen2_np.py [hidden heads kv_heads]`: default 8 4 2 (head dim 2); 16 2 1 gives head dim 8,
+# where rotate_half (HF) and interleaved (GPT-J) RoPE and the inv_freq exponents differ.
 cfg = dict(hidden_size=8, intermediate_size=12, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
            rms_norm_eps=1e-6, rope_theta=10000.0, vocab_size=11, max_position_embeddings=64, tie_word_embeddings=False)
-H=8; I=12; L=2; NH=4; NKV=2; D=H//NH; V=11
+H, NH, NKV = (int(a) for a in sys.argv[1:4]) if len(sys.argv) > 3 else (8, 4, 2)
+I=12; L=2; D=H//NH; V=11
 def specs():
     out=[('model.embed_tokens.weight',(V,H))]
     for i in range(L):

@@ -8,7 +8,7 @@ import type { Sandbox } from '../sandbox/types';
 import { WORKSPACE_DIR } from '../sandbox/types';
 import { parseReport, type JunitFlavor, type TestOutcome, type TestReport } from './report';
 import { DEFAULT_REPORT_PATH, shq } from './runners';
-import { hashFilesCommand, isTestInfraFile } from './testfiles';
+import { findCommand, hashFilesCommand, isTestInfraFile } from './testfiles';
 
 export interface RewardWeights {
   /** λ_eff: weight of turns/max_turns. Default 0.1. */
@@ -95,7 +95,23 @@ export async function restoreTestFiles(sandbox: Sandbox, originals: ReadonlyMap<
     const m = /^([0-9a-f]{64}) [ *]\.\/(.+)$/.exec(line);
     if (m && isTestInfraFile(m[2])) present.set(m[2], m[1]);
   }
-  const added = [...present.keys()].filter((f) => !originals.has(f)).sort();
+  // Symlinks: find -type f skips them, so a test folder swapped for a link to the agent's own
+  // folder (with a conftest.py in it) made every test look deleted and the restore wrote the
+  // originals THROUGH the link, next to the agent's hooks; a symlinked conftest.py was never seen.
+  // Every link that is test infrastructure or stands on the path of an original test file goes.
+  const links = await sandbox.exec(`${findCommand('-print', 'l')}`, { cwd: workspace, timeoutMs: 60_000, maxOutputBytes: 8 * 1024 * 1024 });
+  if (links.truncated || links.timedOut || links.exitCode !== 0) {
+    throw new TurnwiseError('sandbox-failed', `cannot list the workspace's symlinks to restore the tests (exit ${links.exitCode}): ${links.stderr.slice(-300)}`);
+  }
+  const badLinks = links.stdout
+    .split('\n')
+    .filter((l) => l.startsWith('./'))
+    .map((l) => l.slice(2))
+    .filter((l) => isTestInfraFile(l) || [...originals.keys()].some((f) => f.startsWith(`${l}/`)));
+  for (let i = 0; i < badLinks.length; i += 200) await sandbox.exec(`rm -f -- ${badLinks.slice(i, i + 200).map(shq).join(' ')}`, { cwd: workspace, timeoutMs: 60_000 });
+  // Files found under a removed folder link were the agent's, not the workspace's.
+  for (const f of [...present.keys()]) if (badLinks.some((l) => f.startsWith(`${l}/`))) present.delete(f);
+  const added = [...new Set([...[...present.keys()].filter((f) => !originals.has(f)), ...badLinks.filter((l) => !originals.has(l))])].sort();
   const deleted = [...originals.keys()].filter((f) => !present.has(f)).sort();
   const modified = [...originals.keys()].filter((f) => present.has(f) && present.get(f) !== sha(originals.get(f)!)).sort();
   const rewrite = [...modified, ...deleted];
@@ -109,7 +125,8 @@ export async function restoreTestFiles(sandbox: Sandbox, originals: ReadonlyMap<
     await sandbox.exec(cmds.join('; '), { cwd: workspace, timeoutMs: 60_000 });
   }
   for (const f of rewrite) await sandbox.writeFile(`${workspace}/${f}`, originals.get(f)!);
-  for (let i = 0; i < added.length; i += 200) await sandbox.exec(`rm -f -- ${added.slice(i, i + 200).map(shq).join(' ')}`, { cwd: workspace, timeoutMs: 60_000 });
+  const addedFiles = added.filter((f) => !badLinks.includes(f));
+  for (let i = 0; i < addedFiles.length; i += 200) await sandbox.exec(`rm -f -- ${addedFiles.slice(i, i + 200).map(shq).join(' ')}`, { cwd: workspace, timeoutMs: 60_000 });
   return { modified, deleted, added };
 }
 
@@ -140,6 +157,13 @@ export async function runTests(
 ): Promise<RunTestsResult> {
   const reportPath = opts.reportPath ?? DEFAULT_REPORT_PATH;
   const workspace = opts.workspace ?? WORKSPACE_DIR;
+  // The report must be this run's: an agent could leave a fake one behind, read-only in a
+  // read-only folder, that the runner's own `rm -rf` cannot remove and the runner cannot overwrite.
+  const R = shq(reportPath);
+  const clear = await sandbox.exec(`d=$(dirname -- ${R}); if [ -L "$d" ]; then rm -f -- "$d"; elif [ -d "$d" ]; then chmod u+rwx -- "$d"; chmod -R u+rwX -- ${R} ${R}.d; fi 2>/dev/null; rm -rf -- ${R} ${R}.d; [ ! -e ${R} ] && [ ! -L ${R} ]`, { timeoutMs: 30_000 });
+  if (clear.exitCode !== 0) {
+    return { timedOut: false, exitCode: null, durationMs: 0, error: `cannot remove an old report at ${reportPath} before the test run (exit ${clear.exitCode}): ${clear.stderr.slice(-300)}` };
+  }
   const res = await sandbox.exec(spec.testCommand, {
     cwd: workspace,
     timeoutMs: opts.timeoutMs ?? 120_000,
@@ -186,10 +210,20 @@ export interface ScoreOptions {
   timeoutMs?: number;
 }
 
+/**
+ * Kills every process in the sandbox except the shell running this command and its ancestors
+ * (the shell server, init). Processes an agent moved to their own session (setsid) outlive its
+ * commands; left alone they could rewrite test files after the restore or the report after the run.
+ * Repeated so a forking process cannot slip through between listing and killing.
+ */
+export const KILL_STRAYS_COMMAND = String.raw`declare -A keep; p=$BASHPID; while (( p > 1 )); do keep[$p]=1; read -r st < /proc/$p/stat || break; st=${"$"}{st##*) }; set -- $st; p=$2; done; for r in 1 2 3 4 5; do n=0; for d in /proc/[0-9]*; do q=${"$"}{d#/proc/}; [[ -n ${"$"}{keep[$q]} || $q == 1 ]] && continue; kill -KILL "$q" 2>/dev/null && n=$((n+1)); done; (( n == 0 )) && break; sleep 0.05; done; true`;
+
 /** Scores a finished episode in its own sandbox: restore tests, run them, compute R. */
 export async function scoreEpisode(sandbox: Sandbox, task: Task, opts: ScoreOptions): Promise<EpisodeScore> {
   let restored: RestoreResult;
   try {
+    const k = await sandbox.exec(KILL_STRAYS_COMMAND, { timeoutMs: 30_000 });
+    if (k.exitCode !== 0) throw new TurnwiseError('sandbox-failed', `cannot stop the agent's leftover processes (exit ${k.exitCode}): ${k.stderr.slice(-300)}`);
     restored = await restoreTestFiles(sandbox, opts.originalTestFiles);
   } catch (e) {
     const reward = computeReward({ outcomes: undefined, failToPass: task.fail_to_pass, passToPass: task.pass_to_pass, turns: opts.turns, maxTurns: opts.maxTurns, formatError: opts.formatError, weights: opts.weights, error: `the test files could not be restored, so the tests cannot be trusted: ${formatError(e)}` });

@@ -99,7 +99,11 @@ export function runnerCommand(kind: RunnerKind, files: string[], reportPath = DE
     case 'pytest':
       // xunit1 carries file= so ids can be pytest node ids; no bytecode or cache files, so a
       // container reused for several mutants never runs a stale .pyc.
-      return `${prep}; PYTHONDONTWRITEBYTECODE=1 python3 -m pytest -q -p no:cacheprovider -o junit_family=xunit1 --continue-on-collection-errors --tb=short --junitxml=${R} ${args}`.trimEnd();
+      // -P and `import pytest` before the workspace joins sys.path: with `python3 -m pytest` the
+      // workspace came first, so an agent's pytest.py (or _pytest/) stood in for the runner and
+      // wrote whatever report it liked. The workspace then goes in front of site-packages only
+      // (stdlib stays unshadowable), which is what the tests need to import the project.
+      return `${prep}; PYTHONDONTWRITEBYTECODE=1 python3 -P -c ${shq(PYTEST_MAIN)} -q -p no:cacheprovider -o junit_family=xunit1 --continue-on-collection-errors --tb=short --junitxml=${R} ${args}`.trimEnd();
     case 'node-test': {
       // Node 18's junit reporter does not name the test file, so each file gets its own run and
       // report part (all in parallel), concatenated behind `#turnwise-report file=` markers.
@@ -123,6 +127,10 @@ export function runnerCommand(kind: RunnerKind, files: string[], reportPath = DE
       return `${prep}; go test -json ${files.length ? args : './...'} > ${R}`;
   }
 }
+
+/** `python3 -P -c` program: pytest imported from the system, then the workspace on sys.path. */
+export const PYTEST_MAIN =
+  'import sys, pytest; i = next((k for k, p in enumerate(sys.path) if p.endswith(("site-packages", "dist-packages"))), len(sys.path)); sys.path.insert(i, ""); sys.exit(pytest.main())';
 
 /** Finds the test runner of a workspace. Throws a TurnwiseError naming what it looked for. */
 export function detectRunner(dir: string, override: RunnerOverride = {}): TestRunner {

@@ -97,9 +97,9 @@ export function collectTestFiles(dir: string): Map<string, Buffer> {
   return files;
 }
 
-function findCommand(action: string): string {
+export function findCommand(action: string, type: 'f' | 'l' = 'f'): string {
   const prune = [...SKIP_DIRS].map((d) => `-name '${d}'`).join(' -o ');
-  return `find . \\( ${prune} \\) -prune -o -type f ${action}`;
+  return `find . \\( ${prune} \\) -prune -o -type ${type} ${action}`;
 }
 
 /**

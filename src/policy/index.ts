@@ -32,6 +32,9 @@ export function initPolicyDir(dir: string, options: { size?: string; seed?: numb
   const seed = options.seed ?? 0;
   const config = presetConfig(size);
   const target = path.resolve(dir);
+  if (fs.existsSync(target) && !fs.statSync(target).isDirectory()) {
+    throw new TurnwiseError('invalid-input', `${target} exists and is a file, not a directory`, { hint: 'choose another --out directory' });
+  }
   if (fs.existsSync(target) && fs.readdirSync(target).length > 0 && !options.force) {
     throw new TurnwiseError('invalid-input', `${target} already exists and is not empty`, { hint: 'choose another --out directory, or pass --force to replace it' });
   }

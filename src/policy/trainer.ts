@@ -148,12 +148,19 @@ export class PolicyTrainer {
       ref_logp: (b) => b.refLogp,
     };
     for (const name of batchInputs(graphOpts)) feeds[name] = stack(name, getters[name]);
+    const temperature = hyper.temperature ?? 1;
+    if (!(temperature > 0) || !Number.isFinite(temperature)) {
+      // The training graph divides the logits by it; 0 (greedy sampling) has no log-probs to train on.
+      throw new TurnwiseError('invalid-input', `training temperature must be a finite number > 0, got ${temperature}`, {
+        hint: 'use the temperature the rollouts were sampled at; greedy (0) rollouts carry no sampling log-probs, train them at 1',
+      });
+    }
     const lossHyper: Record<LossHyperName, number> = {
       clip_low: hyper.clipLow ?? 0.2,
       clip_high: hyper.clipHigh ?? 0.2,
       kl_coef: hyper.klCoef ?? 0,
       ent_coef: hyper.entCoef ?? 0,
-      temperature: hyper.temperature ?? 1,
+      temperature,
     };
     for (const [k, x] of Object.entries(lossHyper)) feeds[k] = { dtype: 'float32', dims: lead, data: new Float32Array(K).fill(x) };
     const { state, metrics } = await this.trainer(graphOpts).step(

@@ -36,6 +36,12 @@ describe('cli: turnwise policy', function () {
     assert.match(again.err, /already exists and is not empty/);
     assert.equal((await run(['policy', 'init', '--out', a, '--seed', '6', '--force'])).code, 0);
     assert.ok(!fs.readFileSync(path.join(a, 'model.safetensors')).equals(fs.readFileSync(path.join(b, 'model.safetensors'))));
+    const file = path.join(tmp, 'a-file');
+    fs.writeFileSync(file, 'x');
+    const onFile = await run(['policy', 'init', '--out', file]);
+    assert.equal(onFile.code, 1);
+    assert.match(onFile.err, /exists and is a file, not a directory/);
+    assert.equal(fs.readFileSync(file, 'utf8'), 'x');
   });
 
   it('logits --json prints every position, equal to the reference forward', async () => {

@@ -45,3 +45,21 @@ describe('policy/training: masked positions never change the step', function () 
     }
   }
 });
+
+describe('policy/training: hyperparameters the graph cannot take', function () {
+  this.timeout(60000);
+  it('temperature 0 (or negative, or NaN) is refused with the reason before any run', async () => {
+    const c = SMALL_CONFIG;
+    const t = new PolicyTrainer(initWeights(c, 4, 0.2), undefined, { provider: 'cpu' });
+    const before = new Map([...t.weights().tensors].map(([k, v]) => [k, Float32Array.from(v)]));
+    const batch = { inputIds: [1, 2, 3, 4], lossMask: Float32Array.from([0, 1, 1, 1]), advantages: Float32Array.from([0, 1, 1, 1]), oldLogp: Float32Array.from([0, -5, -5, -5]) };
+    for (const temperature of [0, -1, NaN]) {
+      await assert.rejects(t.train({ loss: 'ppo-token', batch: 1, seq: 4 }, [batch], { lr: 0.01, temperature }), /training temperature must be a finite number > 0/);
+    }
+    // Nothing was stepped: the weights are the initial ones.
+    const after = t.weights().tensors;
+    assert.ok(before.size > 5);
+    for (const [name, w] of before) assert.deepEqual(after.get(name), w, name);
+    await t.dispose();
+  });
+});

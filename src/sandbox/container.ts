@@ -16,7 +16,7 @@ import { isGoneOrGoing, sandboxError } from './errors';
 import { trackLive, untrackLive } from './lifecycle';
 import { CappedOutput, DemuxParser, SentinelScanner } from './output';
 import { LABEL, ownerId } from './owner';
-import { SHELL_SERVER, encodeRequest, parseSentinelFields, sentinelMarker } from './shell';
+import { SHELL_SERVER, encodeRequest, parseSentinelFields, sentinelMarker, shellQuote } from './shell';
 import { WORKSPACE_DIR, type ExecOptions, type ExecResult, type Sandbox, type SandboxLimits } from './types';
 
 export const DEFAULT_LIMITS: Required<SandboxLimits> = {
@@ -363,7 +363,7 @@ export class DockerSandbox implements Sandbox {
       await put();
     } catch (e) {
       if ((e as { statusCode?: number }).statusCode !== 404) throw sandboxError(e, this.target, `writing ${abs}`);
-      const mk = await this.exec(`mkdir -p -- ${JSON.stringify(dir).replace(/^"|"$/g, "'")}`, { timeoutMs: 10_000 });
+      const mk = await this.exec(`mkdir -p -- ${shellQuote(dir)}`, { timeoutMs: 10_000 });
       if (mk.exitCode !== 0) throw new TurnwiseError('sandbox-failed', `cannot create ${dir} in sandbox ${this.name}: ${mk.stderr.trim()}`);
       try {
         await put();

@@ -208,6 +208,8 @@ export class SandboxPool implements AsyncDisposable {
   /** Removes every container of this pool (warm and leased). */
   async close(): Promise<void> {
     this.closed = true;
+    // Acquires waiting for a slot wake up, see the pool closed and reject (they hung forever).
+    for (const w of this.waiters.splice(0)) w();
     const all: DockerSandbox[] = [...this.leased];
     for (const s of this.warmSets.values()) {
       all.push(...s.ready.splice(0));
@@ -267,9 +269,9 @@ export class SandboxPool implements AsyncDisposable {
 
   private async waitForSlot(): Promise<number> {
     for (;;) {
+      if (this.closed) throw new TurnwiseError('sandbox-failed', 'the sandbox pool is closed', { hint: 'acquire sandboxes before closing the pool' });
       const i = this.pickEngine();
       if (i !== undefined) return i;
-      if (this.closed) throw new TurnwiseError('sandbox-failed', 'the sandbox pool is closed');
       await new Promise<void>((r) => this.waiters.push(r));
     }
   }
@@ -287,6 +289,12 @@ export class SandboxPool implements AsyncDisposable {
       throw err;
     }
     sb.onDisposed = () => this.release(i);
+    // The pool closed while this one started: close() no longer knows about it, so nobody
+    // else would ever remove it.
+    if (this.closed) {
+      await sb.dispose().catch(() => undefined);
+      throw new TurnwiseError('sandbox-failed', 'the sandbox pool is closed', { hint: 'acquire sandboxes before closing the pool' });
+    }
     return sb;
   }
 

@@ -3,6 +3,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { Language } from '../core/schema';
+import { listWorkspaceFiles as listSnapshotFiles } from '../sandbox/snapshot';
 
 /** Folders never scanned: dependencies, caches, build output, VCS data. */
 export const SKIP_DIRS = new Set([
@@ -11,6 +12,19 @@ export const SKIP_DIRS = new Set([
 ]);
 
 const TEST_DIRS = new Set(['test', 'tests', '__tests__', 'testing', 'spec']);
+
+/**
+ * Folders the test-infrastructure scan (the originals, and the restore inside the sandbox)
+ * leaves out: only those the runners never look into (pytest's default norecursedirs: dot
+ * folders, build, dist, node_modules, venv, *.egg, CVS, _darcs, {arch}; and __pycache__).
+ * Pruning more (vendor/, out/, env/ like SKIP_DIRS does for mutation targets) would let an agent
+ * hide a conftest.py where pytest still loads it.
+ */
+const TEST_SCAN_PRUNE = ['build', 'dist', 'node_modules', 'venv', 'CVS', '_darcs', '{arch}', '__pycache__'];
+
+function prunedForTestScan(name: string): boolean {
+  return name.startsWith('.') || name.endsWith('.egg') || TEST_SCAN_PRUNE.includes(name);
+}
 
 /**
  * Files that configure or hook the test runner: editing them could change what tests see
@@ -90,21 +104,29 @@ export function listWorkspaceFiles(dir: string, maxFiles = 50_000): string[] {
   return out.sort();
 }
 
-/** Reads every test-infrastructure file of a workspace: the originals restored before scoring. */
+/**
+ * Reads every test-infrastructure file of a workspace as the snapshot holds it (the same file set:
+ * tracked plus untracked-but-not-ignored files in a git work tree), except in folders the runners
+ * never enter: the originals restored before scoring. Symbolic links are not originals.
+ */
 export function collectTestFiles(dir: string): Map<string, Buffer> {
   const files = new Map<string, Buffer>();
-  for (const rel of listWorkspaceFiles(dir)) if (isTestInfraFile(rel)) files.set(rel, fs.readFileSync(path.join(dir, rel)));
+  for (const f of listSnapshotFiles(dir)) {
+    if (f.link !== undefined || f.rel.split('/').some(prunedForTestScan) || !isTestInfraFile(f.rel)) continue;
+    files.set(f.rel, fs.readFileSync(path.join(dir, f.rel)));
+  }
   return files;
 }
 
+/** `find` over the workspace with the test scan's pruning (see TEST_SCAN_PRUNE). */
 export function findCommand(action: string, type: 'f' | 'l' = 'f'): string {
-  const prune = [...SKIP_DIRS].map((d) => `-name '${d}'`).join(' -o ');
-  return `find . \\( ${prune} \\) -prune -o -type ${type} ${action}`;
+  const prune = ["-name '.*'", "-name '*.egg'", ...TEST_SCAN_PRUNE.map((d) => `-name '${d}'`)].join(' -o ');
+  return `find . -mindepth 1 \\( ${prune} \\) -prune -o -type ${type} ${action}`;
 }
 
 /**
  * A bash command that prints `<sha256>  ./<path>` for every regular file under the workspace,
- * pruning the same folders as listWorkspaceFiles (no file names on a command line).
+ * pruning the same folders as collectTestFiles (no file names on a command line).
  */
 export function hashFilesCommand(): string {
   return `${findCommand('-print0')} | xargs -0 -r sha256sum --`;

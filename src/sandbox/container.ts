@@ -311,25 +311,32 @@ export class DockerSandbox implements Sandbox {
     }
     return new Promise<Buffer>((resolve, reject) => {
       const extract = tar.extract();
+      let settled = false;
+      // Settles once; on failure the archive stream is destroyed at once, so a refused
+      // (oversized, non-file) entry is not downloaded to the end and no connection lingers.
+      const settle = (err: Error | undefined, value?: Buffer) => {
+        if (settled) return;
+        settled = true;
+        if (err) {
+          (stream as NodeJS.ReadableStream & { destroy?: () => void }).destroy?.();
+          extract.destroy();
+          reject(err);
+        } else resolve(value!);
+      };
       let result: Buffer | undefined;
-      let failure: Error | undefined;
       extract.on('entry', (header, entry, next) => {
-        if (result !== undefined || failure) {
+        if (result !== undefined) {
           entry.resume();
           entry.on('end', next);
           return;
         }
         if (header.type !== 'file') {
-          failure = new TurnwiseError('invalid-input', `${abs} in sandbox ${this.name} is a ${header.type}, not a file`);
-          entry.resume();
-          entry.on('end', next);
-          return;
+          return settle(new TurnwiseError('invalid-input', `${abs} in sandbox ${this.name} is a ${header.type}, not a file`));
         }
         if ((header.size ?? 0) > maxBytes) {
-          failure = new TurnwiseError('invalid-input', `${abs} is ${header.size} bytes, over the ${maxBytes}-byte read limit`, { hint: 'read a part of it with exec (head/tail) instead' });
-          entry.resume();
-          entry.on('end', next);
-          return;
+          return settle(
+            new TurnwiseError('invalid-input', `${abs} is ${header.size} bytes, over the ${maxBytes}-byte read limit`, { hint: 'read a part of it with exec (head/tail) instead' }),
+          );
         }
         const chunks: Buffer[] = [];
         entry.on('data', (c) => {
@@ -340,8 +347,9 @@ export class DockerSandbox implements Sandbox {
           next();
         });
       });
-      extract.on('finish', () => (failure ? reject(failure) : result ? resolve(result) : reject(new TurnwiseError('not-found', `${abs} not found in sandbox ${this.name}`))));
-      extract.on('error', reject);
+      extract.on('finish', () => settle(result ? undefined : new TurnwiseError('not-found', `${abs} not found in sandbox ${this.name}`), result));
+      extract.on('error', (e) => settle(e));
+      (stream as NodeJS.ReadableStream).on('error', (e: Error) => settle(e));
       (stream as NodeJS.ReadableStream).pipe(extract);
     });
   }

@@ -137,4 +137,15 @@ describe('sandbox isolation (docker)', function () {
     await assert.rejects(sb.readFile('nope.txt'), (e: unknown) => e instanceof TurnwiseError && e.code === 'not-found');
     await assert.rejects(sb.readFile('deep'), (e: unknown) => e instanceof TurnwiseError && /not a file/.test(e.message));
   });
+
+  it('refuses a file over the read limit without downloading it, and keeps working', async () => {
+    await sb.exec('head -c 300000000 /dev/zero > big.bin');
+    const t0 = Date.now();
+    await assert.rejects(sb.readFile('big.bin', 1024 * 1024), (e: unknown) => e instanceof TurnwiseError && /over the 1048576-byte read limit/.test(e.message));
+    // Refusing at the tar header takes ~40 ms; draining 300 MB through the archive API ~800 ms.
+    assert.ok(Date.now() - t0 < 400, `refusal took ${Date.now() - t0} ms (reading it all takes ~800 ms here)`);
+    await sb.writeFile('small.txt', 'ok');
+    assert.equal((await sb.readFile('small.txt')).toString(), 'ok');
+    await sb.exec('rm -f big.bin');
+  });
 });

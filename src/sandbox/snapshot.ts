@@ -80,9 +80,27 @@ export function listWorkspaceFiles(dir: string, opts: ListOptions = {}): Workspa
   }
   const seen = new Set<string>();
   const files: WorkspaceFile[] = [];
+  // A path is taken only if every folder on it is a real folder: a tracked `conf/key` whose
+  // `conf` was replaced by a link to ~/.ssh, or a linked node_modules, would otherwise copy
+  // files from outside the workspace into the image (lstat only skips links in the last part).
+  const realDir = new Map<string, boolean>();
+  const underRealDirs = (rel: string): boolean => {
+    const parts = rel.split('/');
+    for (let i = 1; i < parts.length; i++) {
+      const d = parts.slice(0, i).join('/');
+      let ok = realDir.get(d);
+      if (ok === undefined) {
+        ok = fs.lstatSync(path.join(root, d), { throwIfNoEntry: false })?.isDirectory() ?? false;
+        realDir.set(d, ok);
+      }
+      if (!ok) return false;
+    }
+    return true;
+  };
   for (const rel of rels) {
     if (seen.has(rel) || rel.split('/').includes('.git')) continue;
     seen.add(rel);
+    if (!underRealDirs(rel)) continue;
     const abs = path.join(root, rel);
     const st = fs.lstatSync(abs, { throwIfNoEntry: false });
     if (!st) continue; // tracked but deleted in the work tree

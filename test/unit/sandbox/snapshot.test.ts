@@ -70,4 +70,28 @@ describe('sandbox/snapshot file selection', () => {
       (e: unknown) => e instanceof TurnwiseError && /data\/big\.bin/.test(e.message) && /data\//.test(e.message) && /over the/.test(e.message) && !!e.hint,
     );
   });
+
+  it('never takes files through a symlinked folder (a tracked path whose folder became a link, a linked node_modules)', () => {
+    const outside = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-outside-'));
+    try {
+      write(outside, 'secret', 'host secret');
+      write(outside, 'pkg/index.js', 'host module');
+      execFileSync('git', ['init', '-q', dir]);
+      write(dir, 'conf/secret', 'tracked');
+      write(dir, 'keep.py', 'k');
+      execFileSync('git', ['-C', dir, 'add', '.']);
+      fs.rmSync(path.join(dir, 'conf'), { recursive: true });
+      fs.symlinkSync(outside, path.join(dir, 'conf'));
+      fs.symlinkSync(outside, path.join(dir, 'node_modules'));
+      const files = listWorkspaceFiles(dir, { includeNodeModules: true });
+      const rels = files.map((f) => f.rel);
+      assert.ok(!rels.includes('conf/secret'), `took conf/secret through the link: ${rels}`);
+      assert.ok(!rels.some((r) => r.startsWith('node_modules/')), `took files through linked node_modules: ${rels}`);
+      assert.ok(rels.includes('keep.py'));
+      // The link itself is kept (as a link), so the tree still matches the workspace.
+      assert.equal(files.find((f) => f.rel === 'conf')?.link, outside);
+    } finally {
+      fs.rmSync(outside, { recursive: true, force: true });
+    }
+  });
 });

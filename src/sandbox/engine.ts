@@ -32,10 +32,12 @@ export function resolveEngineTarget(host?: string, env: NodeJS.ProcessEnv = proc
     };
   }
   if (url.protocol === 'tcp:' || url.protocol === 'http:' || url.protocol === 'https:') {
-    const tls = url.protocol === 'https:' || env.DOCKER_TLS_VERIFY === '1';
+    // As the docker CLI: any non-empty DOCKER_TLS_VERIFY (or DOCKER_TLS) turns TLS on.
+    const tls = url.protocol === 'https:' || !!env.DOCKER_TLS_VERIFY || !!env.DOCKER_TLS;
     const options: Docker.DockerOptions = {
       protocol: tls ? 'https' : 'http',
-      host: url.hostname,
+      // URL keeps the brackets of an IPv6 literal ("[::1]"); a socket needs the bare address.
+      host: url.hostname.replace(/^\[(.*)\]$/, '$1'),
       port: url.port ? Number(url.port) : tls ? 2376 : 2375,
     };
     if (tls) {

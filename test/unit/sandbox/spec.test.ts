@@ -52,6 +52,16 @@ describe('sandbox/engine targets and languages', () => {
     assert.throws(() => resolveEngineTarget('ftp://x', {}), /unsupported/);
   });
 
+  it('follows the docker CLI on TLS env values and IPv6 hosts', () => {
+    // docker turns TLS on for any non-empty DOCKER_TLS_VERIFY (and for DOCKER_TLS), not only '1'.
+    for (const env of [{ DOCKER_TLS_VERIFY: 'true' }, { DOCKER_TLS_VERIFY: 'yes' }, { DOCKER_TLS: '1' }]) {
+      assert.throws(() => resolveEngineTarget('tcp://h:2376', { ...env, DOCKER_CERT_PATH: '/nonexistent' }), /ca\.pem/, JSON.stringify(env));
+    }
+    assert.equal(resolveEngineTarget('tcp://h:2375', { DOCKER_TLS_VERIFY: '' }).options.protocol, 'http');
+    // URL keeps the brackets of an IPv6 literal; a socket connect to "[::1]" fails with ENOTFOUND.
+    assert.deepEqual(resolveEngineTarget('tcp://[::1]:2375', {}).options, { protocol: 'http', host: '::1', port: 2375 });
+  });
+
   it('maps task languages to sandbox images', () => {
     assert.equal(sandboxLanguageFor('python'), 'python');
     assert.equal(sandboxLanguageFor('typescript'), 'node');

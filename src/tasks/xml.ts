@@ -40,6 +40,9 @@ export function decodeEntities(s: string, offset = 0): string {
   });
 }
 
+/** Deepest element nesting accepted (real test reports nest a few levels per describe block). */
+export const MAX_DEPTH = 1000;
+
 const NAME = /[A-Za-z_:][-A-Za-z0-9_:.]*/y;
 const ATTR = /\s*([A-Za-z_:][-A-Za-z0-9_:.]*)\s*=\s*("([^"]*)"|'([^']*)')/y;
 
@@ -111,6 +114,8 @@ export function parseXml(text: string): XmlElement {
         if (stack.length === 0) root = el;
       } else if (text[j] === '>') {
         i = j + 1;
+        // Readers of the tree recurse; a report nested deeper than any real one would blow the stack.
+        if (stack.length >= MAX_DEPTH) throw new XmlError(`elements nested deeper than ${MAX_DEPTH}`, i);
         stack.push(el);
       } else {
         throw new XmlError(j >= n ? `unterminated tag <${m[0]}` : `unexpected ${JSON.stringify(text[j])} in tag <${m[0]}>`, j);

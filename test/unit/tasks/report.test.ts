@@ -199,5 +199,10 @@ describe('tasks/report: truncated or garbage reports give the clear error', () =
   it('JSON that is not a jest report', () => assertReportError(() => parseReport('jest-json', '{"ok":true}'), /no testResults/));
   it('garbage between go test events', () =>
     assertReportError(() => parseReport('go-test-json', read('go-test-handwritten.jsonl').replace('\n{"Time":"2026-11-29T08:40:00.2Z","Action":"run"', '\n%%garbage%%\n{"Time":"2026-11-29T08:40:00.2Z","Action":"run"')), /not JSON \(line \d+\)/));
+  it('absurdly deep nesting is a report error, not a stack overflow', () => {
+    const d = 200_000;
+    const x = '<testsuites>' + '<testsuite name="a">'.repeat(d) + '</testsuite>'.repeat(d) + '</testsuites>';
+    assertReportError(() => parseReport('junit-xml', x), /cannot be read.*nested/s);
+  });
   it('unknown entity', () => assertReportError(() => parseReport('junit-xml', '<testsuites><testcase name="a &nbsp; b"/></testsuites>'), /unknown entity/));
 });

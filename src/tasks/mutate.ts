@@ -110,6 +110,21 @@ function operatorToken(n: SyntaxNode, table: Record<string, string>): SyntaxNode
   return undefined;
 }
 
+/**
+ * `bound - 1` for a range or loop bound. A bound that binds looser than `-` (`n >> k`,
+ * `a if c else b`, `x or y`) is parenthesized, else the -1 would land on its last operand.
+ */
+function minusOne(n: SyntaxNode): string {
+  const tight = /^(identifier|attribute|member_expression|subscript|subscript_expression|call|call_expression|parenthesized_expression|this|property_identifier)$/.test(n.type);
+  const additive = /^binary_(operator|expression)$/.test(n.type) && /^[-+*/%]$|^\/\/$|^\*\*$/.test(n.childForFieldName('operator')?.type ?? '');
+  return tight || additive ? `${n.text} - 1` : `(${n.text}) - 1`;
+}
+
+/** An integer literal plus `d`, exact past 2^53. */
+function plus(text: string, d: number): string {
+  return (BigInt(text) + BigInt(d)).toString();
+}
+
 function pythonEdits(root: SyntaxNode, src: string): Edit[] {
   const edits: Edit[] = [];
   const walk = (n: SyntaxNode) => {
@@ -131,9 +146,8 @@ function pythonEdits(root: SyntaxNode, src: string): Edit[] {
       if (op) edits.push({ operator: 'swap-boolean', node: n, start: op.startIndex, end: op.endIndex, replacement: BOOL_SWAP[op.type] });
     } else if (t === 'integer') {
       if (/^\d+$/.test(n.text)) {
-        const v = Number(n.text);
-        edits.push({ operator: 'off-by-one', node: n, start: n.startIndex, end: n.endIndex, replacement: String(v + 1) });
-        if (v > 0) edits.push({ operator: 'off-by-one', node: n, start: n.startIndex, end: n.endIndex, replacement: String(v - 1) });
+        edits.push({ operator: 'off-by-one', node: n, start: n.startIndex, end: n.endIndex, replacement: plus(n.text, 1) });
+        if (BigInt(n.text) > 0n) edits.push({ operator: 'off-by-one', node: n, start: n.startIndex, end: n.endIndex, replacement: plus(n.text, -1) });
       }
     } else if (t === 'true' || t === 'false' || t === 'none') {
       const rep = t === 'true' ? 'False' : t === 'false' ? 'True' : 'False';
@@ -146,7 +160,7 @@ function pythonEdits(root: SyntaxNode, src: string): Edit[] {
         // range bound: range(stop) / range(start, stop[, step]) with a non-literal stop
         if (n.childForFieldName('function')?.text === 'range' && pos.length >= 1 && pos.length <= 3) {
           const stop = pos.length === 1 ? pos[0] : pos[1];
-          if (stop.type !== 'integer') edits.push({ operator: 'off-by-one', node: stop, start: stop.startIndex, end: stop.endIndex, replacement: `${stop.text} - 1` });
+          if (stop.type !== 'integer') edits.push({ operator: 'off-by-one', node: stop, start: stop.startIndex, end: stop.endIndex, replacement: minusOne(stop) });
         }
       }
     }
@@ -218,9 +232,8 @@ function jsEdits(root: SyntaxNode, src: string): Edit[] {
       if (op && ARITH_SWAP[op.type] !== undefined) edits.push({ operator: 'swap-arithmetic', node: n, start: op.startIndex, end: op.endIndex, replacement: ARITH_SWAP[op.type] });
     } else if (t === 'number') {
       if (/^\d+$/.test(n.text)) {
-        const v = Number(n.text);
-        edits.push({ operator: 'off-by-one', node: n, start: n.startIndex, end: n.endIndex, replacement: String(v + 1) });
-        if (v > 0) edits.push({ operator: 'off-by-one', node: n, start: n.startIndex, end: n.endIndex, replacement: String(v - 1) });
+        edits.push({ operator: 'off-by-one', node: n, start: n.startIndex, end: n.endIndex, replacement: plus(n.text, 1) });
+        if (BigInt(n.text) > 0n) edits.push({ operator: 'off-by-one', node: n, start: n.startIndex, end: n.endIndex, replacement: plus(n.text, -1) });
       }
     } else if (t === 'true' || t === 'false' || t === 'null' || t === 'undefined') {
       const rep = t === 'true' ? 'false' : t === 'false' ? 'true' : t === 'null' ? 'undefined' : 'null';
@@ -244,7 +257,7 @@ function jsEdits(root: SyntaxNode, src: string): Edit[] {
       const cmp = c?.type === 'expression_statement' ? c.namedChildren[0] : c;
       if (cmp?.type === 'binary_expression' && /^[<>]=?$/.test(cmp.childForFieldName('operator')?.type ?? '')) {
         const r = cmp.childForFieldName('right');
-        if (r && r.type !== 'number') edits.push({ operator: 'off-by-one', node: r, start: r.startIndex, end: r.endIndex, replacement: `${r.text} - 1` });
+        if (r && r.type !== 'number') edits.push({ operator: 'off-by-one', node: r, start: r.startIndex, end: r.endIndex, replacement: minusOne(r) });
       }
     }
     if ((t === 'expression_statement' || t === 'throw_statement') && n.parent?.type === 'statement_block') {

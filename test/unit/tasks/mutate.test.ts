@@ -138,3 +138,21 @@ describe('tasks/mutate: de-duplication and seeded order', () => {
     assert.equal(firstOps.size, nOps, 'the first round tries each operator once');
   });
 });
+
+describe('tasks/mutate: off-by-one changes the bound itself', () => {
+  it('a range/loop bound looser than `-` is parenthesized, so the -1 lands on the whole bound', async () => {
+    const py = await mutationCandidates('m.py', 'def f(n, k, c):\n    for i in range(n >> k):\n        pass\n    for j in range(0, n if c else k):\n        pass\n', 'python');
+    const pyBounds = py.filter((c) => c.operator === 'off-by-one' && c.replacement.endsWith(' - 1')).map((c) => c.replacement);
+    assert.deepEqual(pyBounds.sort(), ['(n >> k) - 1', '(n if c else k) - 1']);
+    const js = await mutationCandidates('m.js', 'function f(xs, k) {\n  for (let i = 0; i < xs.length >> k; i++) {}\n  for (let i = 0; i < xs.length; i++) {}\n}\n', 'javascript');
+    const jsBounds = js.filter((c) => c.operator === 'off-by-one' && c.replacement.endsWith(' - 1')).map((c) => c.replacement);
+    assert.deepEqual(jsBounds.sort(), ['(xs.length >> k) - 1', 'xs.length - 1']);
+  });
+
+  it('integers past 2^53 move by exactly one', async () => {
+    const py = await mutationCandidates('m.py', 'LIMIT = 9007199254740993\n', 'python');
+    assert.deepEqual(py.filter((c) => c.operator === 'off-by-one').map((c) => c.replacement).sort(), ['9007199254740992', '9007199254740994']);
+    const js = await mutationCandidates('m.js', 'const LIMIT = 18014398509481985;\n', 'javascript');
+    assert.deepEqual(js.filter((c) => c.operator === 'off-by-one').map((c) => c.replacement).sort(), ['18014398509481984', '18014398509481986']);
+  });
+});

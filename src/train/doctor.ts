@@ -3,7 +3,8 @@
 import { SCHEMA } from '../core/schema';
 import { formatError } from '../core/errors';
 import { GRAMMARS, createParser } from '../ast/treesitter';
-import { connectEngine, engineInfo } from '../sandbox/engine';
+import Docker from 'dockerode';
+import { engineInfo, resolveEngineTarget } from '../sandbox/engine';
 import { SANDBOX_LANGUAGES, baseImageTag, languageImageTag } from '../sandbox/images';
 import { EXECUTION_PROVIDERS, probeProvider } from '../onnx/runtime';
 
@@ -36,11 +37,18 @@ async function nodeCheck(minNode: number): Promise<Check> {
     : { name: 'node', status: 'fail', detail: `Node ${process.versions.node} is too old`, fix: `install Node ${minNode} or newer` };
 }
 
+/** How long the doctor waits for the Docker engine to answer one request. */
+const ENGINE_TIMEOUT_MS = 5000;
+
 async function dockerChecks(host?: string): Promise<Check[]> {
-  const { docker, target } = connectEngine(host);
+  const target = resolveEngineTarget(host);
+  // A per-request socket timeout: an engine that accepts the connection and never answers (a
+  // wedged dockerd, a tcp:// host behind a firewall that drops packets) must not keep the process
+  // alive. engineInfo's own race only stops waiting; the request would stay open forever.
+  const docker = new Docker({ ...target.options, timeout: ENGINE_TIMEOUT_MS });
   let info;
   try {
-    info = await engineInfo(docker, target);
+    info = await engineInfo(docker, target, ENGINE_TIMEOUT_MS);
   } catch (e) {
     const [msg, hint] = formatError(e).split('\n  → ');
     return [

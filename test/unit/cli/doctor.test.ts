@@ -2,7 +2,8 @@
 // behind with nothing listening (ECONNREFUSED); a missing engine has no socket (ENOENT).
 // Both are reproduced with real sockets, so the shared engine is never stopped.
 import * as assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
+import * as net from 'node:net';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -51,6 +52,38 @@ describe('turnwise doctor', function () {
     // The rest of the report is still produced: the CPU provider and grammars are checked for real.
     assert.equal(report.checks.find((c) => c.name === 'onnxruntime cpu')?.status, 'ok');
     assert.equal(report.checks.find((c) => c.name === 'tree-sitter grammars')?.status, 'ok');
+  });
+
+  it('exits (does not hang) when the Docker host accepts the connection and never answers', async function () {
+    this.timeout(45000);
+    // A silent server: what a wedged dockerd or a firewalled tcp:// host looks like to a client.
+    const held: net.Socket[] = [];
+    const server = net.createServer((c) => void held.push(c));
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const port = (server.address() as net.AddressInfo).port;
+    try {
+      const t0 = Date.now();
+      const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'doctor', '--docker-host', `tcp://127.0.0.1:${port}`, '--json'], {
+        stdio: ['ignore', 'pipe', 'ignore'],
+      });
+      let out = '';
+      child.stdout.on('data', (d) => (out += d));
+      const code = await new Promise<number | null>((resolve) => {
+        const kill = setTimeout(() => child.kill('SIGKILL'), 30000);
+        child.on('exit', (c) => {
+          clearTimeout(kill);
+          resolve(c);
+        });
+      });
+      const secs = (Date.now() - t0) / 1000;
+      assert.equal(code, 1, `doctor was killed after ${secs.toFixed(1)} s: it hung on the silent engine`);
+      assert.ok(secs < 25, `doctor took ${secs.toFixed(1)} s`);
+      const docker = (JSON.parse(out) as DoctorReport).checks.find((c) => c.name === 'docker')!;
+      assert.equal(docker.status, 'fail');
+    } finally {
+      for (const c of held) c.destroy();
+      server.close();
+    }
   });
 
   it('rejects a Docker host it cannot understand with a usage hint', async () => {

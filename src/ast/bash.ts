@@ -49,24 +49,44 @@ function verbNode(command: SyntaxNode): SyntaxNode | null {
   return first && (first.type === 'word' || first.type === 'string_content') ? first : null;
 }
 
+// Both walks use an explicit stack: an agent's command can nest thousands of levels deep
+// (`$($($(…)))`), which overflowed the JS call stack when they recursed.
+
+/** Pre-order literals below a command, not entering nested commands or arithmetic. */
 function pushLiterals(node: SyntaxNode, verb: SyntaxNode | null, out: string[]): void {
-  for (const child of node.namedChildren) {
-    if (!child) continue;
-    if (child.type === 'command' || child.type === 'arithmetic_expansion') continue;
+  const stack: SyntaxNode[] = [];
+  const pushChildren = (n: SyntaxNode) => {
+    const kids = n.namedChildren;
+    for (let i = kids.length - 1; i >= 0; i--) {
+      const c = kids[i];
+      if (c && c.type !== 'command' && c.type !== 'arithmetic_expansion') stack.push(c);
+    }
+  };
+  pushChildren(node);
+  while (stack.length) {
+    const child = stack.pop()!;
     if (LITERAL_KINDS.has(child.type) && !(verb && child.id === verb.id)) out.push(`W:${normalizeSurface(child.text)}`);
-    pushLiterals(child, verb, out);
+    pushChildren(child);
   }
 }
 
-function walk(node: SyntaxNode, out: string[]): void {
-  if (node.type === 'command') {
-    const verb = verbNode(node);
-    out.push(`V:${verb ? normalizeVerb(verb.text) : '?'}`);
-    pushLiterals(node, verb, out);
-  } else if (isControlKind(node.type)) {
-    out.push(`K:${node.type}`);
+function walk(root: SyntaxNode, out: string[]): void {
+  const stack: SyntaxNode[] = [root];
+  while (stack.length) {
+    const node = stack.pop()!;
+    if (node.type === 'command') {
+      const verb = verbNode(node);
+      out.push(`V:${verb ? normalizeVerb(verb.text) : '?'}`);
+      pushLiterals(node, verb, out);
+    } else if (isControlKind(node.type)) {
+      out.push(`K:${node.type}`);
+    }
+    const kids = node.namedChildren;
+    for (let i = kids.length - 1; i >= 0; i--) {
+      const c = kids[i];
+      if (c) stack.push(c);
+    }
   }
-  for (const child of node.namedChildren) if (child) walk(child, out);
 }
 
 /** Intent signature of a parsed bash tree's root (or any node). */

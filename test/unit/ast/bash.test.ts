@@ -9,6 +9,15 @@ describe('ast/bash intent signatures (real tree-sitter-bash)', () => {
     joined = await createJoinedSigner();
   });
 
+  it('deeply nested command substitutions (agent output) sign without overflowing the stack', () => {
+    // 20000 levels: the recursive walk threw RangeError (Maximum call stack size exceeded) at ~5000.
+    const n = 20000;
+    const sig = sign('$('.repeat(n) + 'x' + ')'.repeat(n));
+    assert.equal(sig.length, n + 1);
+    assert.deepEqual(sig.slice(0, 2), ['V:?', 'V:?']);
+    assert.equal(sig[n], 'V:x');
+  });
+
   it('list with && : K:list, verbs, literals; raw_string arguments are not literals', () => {
     assert.deepEqual(sign("sed -i 's/a/b/' src/x.py && python -m pytest -q tests/test_x.py"), [
       'K:list', 'V:sed', 'W:-i', 'W:src/x.py', 'V:python', 'W:-m', 'W:pytest', 'W:-q', 'W:tests/test_x.py',

@@ -116,13 +116,15 @@ const RULES: Record<string, Rule> = {
       const c = g.constNumbers(b);
       if (c && c.length === 1) {
         const e = c[0];
-        if (e === 1) da = dy!;
+        if (e === 0) da = g.mul(dy!, 0); // a^0 is constant; e·a^(e-1) would be 0·inf = NaN at a = 0
+        else if (e === 1) da = dy!;
         else if (e === 2) da = g.mul(dy!, g.mul(a, 2));
         else da = g.mul(dy!, g.mul(g.pow(a, e - 1), e));
-      } else da = g.mul(dy!, g.mul(b, g.pow(a, g.sub(b, 1))));
+      } else da = g.mul(dy!, g.where(g.equal(b, 0), 0, g.mul(b, g.pow(a, g.sub(b, 1)))));
       da = unbroadcast(g, da, a);
     }
-    const db = need[1] ? unbroadcast(g, g.mul(dy!, g.mul(y, g.log(a))), b) : null;
+    // y·log a is 0·(-inf) = NaN at a = 0; PyTorch's value there is 0 for b >= 0 (the right limit).
+    const db = need[1] ? unbroadcast(g, g.mul(dy!, g.where(g.and(g.equal(a, 0), g.greaterOrEqual(b, 0)), 0, g.mul(y, g.log(a)))), b) : null;
     return [da, db];
   },
   Sqrt: (g, n, [dy]) => [g.div(dy!, g.mul(n.outputs[0], 2))],

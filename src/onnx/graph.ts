@@ -434,11 +434,14 @@ export class Graph {
   }
   /** ReduceSum (opset 13+: axes as an input). `axes` undefined = all axes. */
   reduceSum(x: Value, axes?: readonly number[], keepdims = false): Value {
+    if (axes !== undefined && axes.length === 0) return this.identity(x); // ONNX: empty axes = all axes
     const r = this.reducedShape(x, axes, keepdims);
     return this.one('ReduceSum', axes === undefined ? [x] : [x, this.ints(r.axes)], x.dtype, r.shape, { keepdims: keepdims ? 1 : 0 });
   }
   /** ReduceMean/Max/Min/SumSquare/Prod (opset 17: axes as an attribute). */
   private reduceAttr(op: string, x: Value, axes: readonly number[] | undefined, keepdims: boolean): Value {
+    // Reducing over no axis is the identity; ONNX reads an empty axes list as "every axis".
+    if (axes !== undefined && axes.length === 0) return this.identity(x);
     const r = this.reducedShape(x, axes, keepdims);
     const attrs: Record<string, Attr> = { keepdims: keepdims ? 1 : 0 };
     if (axes !== undefined) attrs.axes = r.axes;

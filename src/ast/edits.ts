@@ -92,7 +92,11 @@ function collectDefinitions(root: SyntaxNode, lang: EditLanguage): Definition[] 
   const visit = (node: SyntaxNode, prefix: string) => {
     const own = definitionName(node, lang);
     const qualified = own !== undefined ? (prefix ? `${prefix}.${own}` : own) : prefix;
-    if (own !== undefined) out.push({ name: qualified, start: node.startIndex, end: node.endIndex, text: node.text });
+    if (own !== undefined) {
+      // A Python decorator belongs to its definition: `@app.route("/a")` → `("/b")` changes `f`.
+      const span = lang === 'python' && node.parent?.type === 'decorated_definition' ? node.parent : node;
+      out.push({ name: qualified, start: span.startIndex, end: span.endIndex, text: span.text });
+    }
     for (const child of node.namedChildren) if (child) visit(child, qualified);
   };
   visit(root, '');

@@ -1,5 +1,5 @@
 import { strict as assert } from 'node:assert';
-import { createEditSigner, editLanguageOf, type EditSignature } from '../../../src/ast/edits';
+import { createEditSigner, editLanguageOf, editSignature, type EditSignature } from '../../../src/ast/edits';
 
 describe('ast/edits edit signatures (real tree-sitter grammars)', () => {
   let sign: (path: string, before: string, after: string) => EditSignature | undefined;
@@ -73,5 +73,10 @@ describe('ast/edits edit signatures (real tree-sitter grammars)', () => {
     assert.equal(editLanguageOf('a/b.tsx'), 'tsx');
     assert.equal(editLanguageOf('README.md'), undefined);
     assert.equal(sign('README.md', 'a', 'b'), undefined);
+  });
+  it('python: a changed decorator modifies the decorated definition', async () => {
+    const sig = (await editSignature('app.py', '@app.route("/a")\ndef f():\n    return 1\n', '@app.route("/b")\ndef f():\n    return 1\n'))!;
+    assert.deepEqual(sig.definitions, [{ name: 'f', change: 'modified' }]);
+    assert.equal(sig.tokens[0], 'E:app.py::f');
   });
 });

@@ -199,6 +199,9 @@ function mutationTask(c: MutationCandidate, runner: TestRunner, failToPass: Fail
   };
 }
 
+/** Puts a validation sandbox's workspace back to the snapshot's commit (tracked and untracked files). */
+export const RESET_WORKSPACE = 'git reset -q --hard && git clean -fdq';
+
 /** Mutation synthesis: candidates from tree-sitter, validated by the workspace's own tests. */
 export async function synthesizeMutationTasks(opts: SynthOptions): Promise<SynthResult> {
   const t0 = Date.now();
@@ -233,15 +236,6 @@ export async function synthesizeMutationTasks(opts: SynthOptions): Promise<Synth
     }
     const timeoutMs = opts.timeoutMs ?? Math.max(10_000, 3 * base.run.durationMs + 5_000);
     const tV = Date.now();
-    const originals = new Map<string, string>();
-    const original = (file: string) => {
-      let s = originals.get(file);
-      if (s === undefined) {
-        s = fs.readFileSync(path.join(opts.workspace, file), 'utf8');
-        originals.set(file, s);
-      }
-      return s;
-    };
 
     // Valid mutants as they complete; the kept ones are chosen at the end in candidate order,
     // so parallel workers keep exactly what a sequential run would (same seed, same tasks).
@@ -277,12 +271,14 @@ export async function synthesizeMutationTasks(opts: SynthOptions): Promise<Synth
           } catch (e) {
             sandboxError = (e as Error).message;
           }
-          if (run?.timedOut || sandboxError) {
-            // Leftover processes or a dead container: never reuse it.
+          // The sandbox is reused for the next mutant only when it is back to the snapshot: the
+          // mutated file, and anything this run wrote or deleted (the snapshot is a committed git
+          // repo; ignored files such as node_modules are kept, so no -x).
+          const reset = run?.timedOut || sandboxError ? undefined : await sb.exec(RESET_WORKSPACE, { timeoutMs: 60_000 }).catch(() => undefined);
+          if (reset?.exitCode !== 0) {
+            // Leftover processes, a dead container or a workspace that could not be reset: never reuse it.
             await sb.dispose().catch(() => undefined);
             sb = undefined;
-          } else {
-            await sb.writeFile(c.file, original(c.file));
           }
           tried++;
           operators[c.operator].tried++;

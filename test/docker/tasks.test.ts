@@ -185,6 +185,32 @@ describe('docker: tasks from the fixtures', function () {
     });
   });
 
+  describe('isolation between mutants', () => {
+    it("a mutant's test run that writes into the workspace does not change later verdicts", async () => {
+      // test_fresh fails whenever an earlier run left marker.txt behind. If a validation sandbox
+      // were reused without resetting its workspace, every later mutant would "break" it and be
+      // kept, however harmless: here the harmless ones (on an unused function) must be dropped.
+      const ws = fs.mkdtempSync(path.join(require('node:os').tmpdir(), 'tw-isolation-'));
+      try {
+        fs.mkdirSync(path.join(ws, 'tests'));
+        fs.writeFileSync(path.join(ws, 'lib.py'), 'def used(a, b):\n    return a + b\n\n\ndef unused(a, b):\n    return a - b * 2 + 1\n');
+        fs.writeFileSync(
+          path.join(ws, 'tests', 'test_lib.py'),
+          'import os\nfrom lib import used\n\n\ndef test_fresh():\n    assert not os.path.exists("marker.txt")\n    open("marker.txt", "w").write("x")\n\n\ndef test_used():\n    assert used(2, 3) == 5\n',
+        );
+        const r = await synthesizeMutationTasks({ workspace: ws, pool, operators: ['swap-arithmetic', 'off-by-one'], max: 20, maxCandidates: 20, concurrency: 1, seed: 1 });
+        assert.ok(r.summary.candidates.tried >= 3, JSON.stringify(r.summary.candidates));
+        for (const t of r.tasks) {
+          assert.ok(!t.fail_to_pass.includes('tests/test_lib.py::test_fresh'), `${t.mutation?.enclosing}: test_fresh counted as broken`);
+          assert.equal(t.mutation?.enclosing, 'used', `a mutant of ${t.mutation?.enclosing} was kept`);
+        }
+        assert.ok(r.summary.dropped['no-failing-test'] >= 1, JSON.stringify(r.summary.dropped));
+      } finally {
+        fs.rmSync(ws, { recursive: true, force: true });
+      }
+    });
+  });
+
   describe('failing tests source', () => {
     it('the already-failing tests of py-failing become one task with sampled pass-to-pass tests', async () => {
       const { tasks, summary } = await failingTestTasks({ workspace: path.join(fixtures, 'py-failing'), pool, seed: 1, passToPassSample: 2 });

@@ -214,18 +214,36 @@ export class OnnxSession {
     return this.session.outputNames;
   }
 
+  private inFlight = new Set<Promise<unknown>>();
+  private released: Promise<void> | undefined;
+
   /** Runs the session; feeds may be host tensors or ort tensors. Returns host tensors. */
   async run(feeds: Record<string, HostTensor | ort.Tensor>, fetches?: readonly string[]): Promise<Record<string, HostTensor>> {
+    if (this.released) throw new TurnwiseError('internal', 'this ONNX Runtime session was released; create a new one');
     const f: Record<string, ort.Tensor> = {};
     for (const [k, v] of Object.entries(feeds)) f[k] = toOrt(v);
-    const out = fetches ? await this.session.run(f, fetches) : await this.session.run(f);
-    const res: Record<string, HostTensor> = {};
-    for (const [k, v] of Object.entries(out)) res[k] = fromOrt(v as ort.Tensor);
-    return res;
+    const pending = fetches ? this.session.run(f, fetches) : this.session.run(f);
+    this.inFlight.add(pending);
+    try {
+      const out = await pending;
+      const res: Record<string, HostTensor> = {};
+      for (const [k, v] of Object.entries(out)) res[k] = fromOrt(v as ort.Tensor);
+      return res;
+    } finally {
+      this.inFlight.delete(pending);
+    }
   }
 
-  async release(): Promise<void> {
-    await this.session.release().catch(() => undefined);
+  /**
+   * Frees the native session once the runs already started have finished (a cache may evict a
+   * session another caller is still running); later runs are refused. Idempotent.
+   */
+  release(): Promise<void> {
+    this.released ??= (async () => {
+      await Promise.allSettled([...this.inFlight]);
+      await this.session.release().catch(() => undefined);
+    })();
+    return this.released;
   }
 }
 
@@ -252,7 +270,8 @@ export class SessionCache {
       return hit;
     }
     const p = OnnxSession.create(build(), this.settings);
-    p.catch(() => this.map.delete(key));
+    // Forget a failed creation, but only if the key still maps to it (it may have been evicted and rebuilt).
+    p.catch(() => this.map.get(key) === p && this.map.delete(key));
     this.map.set(key, p);
     while (this.map.size > this.capacity) {
       const [oldKey, old] = this.map.entries().next().value as [string, Promise<OnnxSession>];

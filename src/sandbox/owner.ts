@@ -56,6 +56,20 @@ export function ownerState(owner: string | undefined, host: string | undefined, 
     }
   }
   const now = processStartTime(pid);
-  if (now === undefined) return fs.existsSync('/proc/self/stat') ? 'gone' : 'unknown';
+  if (now === undefined) return fs.existsSync('/proc/self/stat') ? stateWithoutStat(pid) : 'unknown';
   return now === start ? 'alive' : 'gone';
+}
+
+/**
+ * /proc has no readable entry for `pid`. With /proc mounted hidepid, another user's live
+ * process looks exactly like that, so ask the kernel: no such process is gone; one that exists
+ * (EPERM: another user's) cannot be matched to the owner's start time, so it is left alone.
+ */
+export function stateWithoutStat(pid: number, kill: (pid: number, signal: 0) => void = (p, sig) => void process.kill(p, sig)): OwnerState {
+  try {
+    kill(pid, 0);
+    return 'unknown';
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'ESRCH' ? 'gone' : 'unknown';
+  }
 }

@@ -1,6 +1,6 @@
 import * as assert from 'node:assert/strict';
 import { containerSpec } from '../../../src/sandbox/container';
-import { LABEL, ownerId, ownerState, processStartTime } from '../../../src/sandbox/owner';
+import { LABEL, ownerId, ownerState, processStartTime, stateWithoutStat } from '../../../src/sandbox/owner';
 import { resolveEngineTarget } from '../../../src/sandbox/engine';
 import { sandboxLanguageFor } from '../../../src/sandbox/images';
 import { spawnSync } from 'node:child_process';
@@ -39,6 +39,19 @@ describe('sandbox/owner', () => {
     assert.equal(ownerState(`${child.pid}:${processStartTime(process.pid)}`, undefined), 'gone');
     assert.equal(ownerState(me, 'some-other-host', 'this-host'), 'unknown');
     assert.equal(ownerState(undefined, undefined), 'gone');
+  });
+
+  it('a pid hidden from /proc (hidepid) that the kernel still knows is not reaped', () => {
+    // hidepid cannot be mounted in a test; the kernel's answers are stood in for by `kill`.
+    const throwing = (code: string) => () => {
+      throw Object.assign(new Error(code), { code });
+    };
+    assert.equal(stateWithoutStat(4242, throwing('EPERM')), 'unknown', "another user's live process");
+    assert.equal(stateWithoutStat(4242, throwing('ESRCH')), 'gone');
+    assert.equal(stateWithoutStat(4242, () => undefined), 'unknown');
+    // And for real: a pid that has exited is gone.
+    const child = spawnSync('true');
+    assert.equal(stateWithoutStat(child.pid!), 'gone');
   });
 });
 

@@ -43,7 +43,10 @@ function walk(root: string, rel: string, out: string[], skip: (rel: string, name
 
 function isGitWorkTree(dir: string): boolean {
   try {
-    return execFileSync('git', ['-C', dir, 'rev-parse', '--show-prefix'], { stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim() === '';
+    // Inside a work tree at any depth: a workspace that is a subfolder of a repository (a
+    // monorepo package) follows the repository's ignore rules too. ls-files paths are relative
+    // to the folder it runs in.
+    return execFileSync('git', ['-C', dir, 'rev-parse', '--is-inside-work-tree'], { stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim() === 'true';
   } catch {
     return false;
   }

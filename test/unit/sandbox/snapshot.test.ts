@@ -38,6 +38,19 @@ describe('sandbox/snapshot file selection', () => {
     assert.ok(withNm.includes('node_modules/jest/index.js'));
   });
 
+  it('a subfolder of a git repo follows the repo\'s ignore rules, with paths relative to the subfolder', () => {
+    execFileSync('git', ['init', '-q', dir]);
+    write(dir, '.gitignore', '.venv/\n*.log\n');
+    write(dir, 'pkg/.gitignore', 'out/\n');
+    write(dir, 'pkg/src/a.py', 'a');
+    write(dir, 'pkg/.venv/lib/site.py', 'ignored by the parent');
+    write(dir, 'pkg/run.log', 'ignored by the parent');
+    write(dir, 'pkg/out/x.bin', 'ignored by the subfolder');
+    write(dir, 'other/b.py', 'outside the workspace');
+    const rels = listWorkspaceFiles(path.join(dir, 'pkg')).map((f) => f.rel);
+    assert.deepEqual(rels, ['.gitignore', 'src/a.py']);
+  });
+
   it('outside git: every file except .git and node_modules; executable bits kept', () => {
     write(dir, 'x/run.sh', '#!/bin/sh\n');
     fs.chmodSync(path.join(dir, 'x/run.sh'), 0o755);

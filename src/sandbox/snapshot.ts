@@ -136,7 +136,16 @@ export function checkSnapshotSize(files: WorkspaceFile[], maxBytes: number, root
 
 function hashFile(abs: string): string {
   const h = createHash('sha256');
-  const fd = fs.openSync(abs, 'r');
+  let fd: number;
+  try {
+    fd = fs.openSync(abs, 'r');
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    throw new TurnwiseError('invalid-input', `cannot read ${abs} to snapshot the workspace (${code ?? (e as Error).message})`, {
+      hint: code === 'EACCES' ? 'make the file readable, or add it to .gitignore so it stays out of sandboxes' : 'check that the workspace is not changing while the snapshot is built',
+      cause: e,
+    });
+  }
   try {
     const buf = Buffer.allocUnsafe(1 << 20);
     let n: number;

@@ -51,6 +51,17 @@ describe('sandbox/snapshot file selection', () => {
     assert.deepEqual(rels, ['.gitignore', 'src/a.py']);
   });
 
+  it('a file that cannot be read while hashing is a clear error, not a raw ENOENT/EACCES', () => {
+    write(dir, 'a.py', 'a');
+    write(dir, 'b.py', 'b');
+    const files = listWorkspaceFiles(dir);
+    fs.rmSync(path.join(dir, 'b.py')); // changed between listing and hashing (EACCES needs non-root)
+    assert.throws(
+      () => snapshotHash(dir, files, 'sha256:base'),
+      (e: unknown) => e instanceof TurnwiseError && /cannot read .*b\.py to snapshot the workspace \(ENOENT\)/.test(e.message) && !!e.hint,
+    );
+  });
+
   it('outside git: every file except .git and node_modules; executable bits kept', () => {
     write(dir, 'x/run.sh', '#!/bin/sh\n');
     fs.chmodSync(path.join(dir, 'x/run.sh'), 0o755);

@@ -15,7 +15,8 @@ export class SeededRandom {
   private s: number;
   private spare: number | undefined;
   constructor(seed: number) {
-    this.s = seed >>> 0 || 0x9e3779b9;
+    // splitmix adds the increment before mixing, so every 32-bit seed (0 included) has its own stream.
+    this.s = seed >>> 0;
   }
   /** Uniform in [0, 1). */
   next(): number {

@@ -2,6 +2,7 @@ import * as assert from 'node:assert/strict';
 import { TurnwiseError } from '../../../src/core/errors';
 import { configToJson, parameterCount, paramSpecs, parseQwen2Config, presetConfig, TURNWISE_TINY } from '../../../src/policy/config';
 import { GOLDEN_CONFIG } from './helpers';
+import { SeededRandom } from '../../../src/policy/weights';
 
 describe('policy/config: Qwen2 config.json', () => {
   it('reads a Hugging Face Qwen2 config and ignores fields it does not use', () => {
@@ -66,5 +67,16 @@ describe('policy/config: Qwen2 config.json', () => {
     assert.ok(!paramSpecs({ ...GOLDEN_CONFIG, tie_word_embeddings: true }).some((p) => p.name === 'lm_head.weight'));
     const k = paramSpecs(GOLDEN_CONFIG).find((p) => p.name === 'model.layers.0.self_attn.k_proj.weight')!;
     assert.deepEqual(k.shape, [4, 8]); // [num_key_value_heads * head_dim, hidden]
+  });
+});
+
+describe('policy/weights: seeds', () => {
+  it('seed 0 and seed 0x9e3779b9 give different streams (0 used to be remapped onto it)', () => {
+    const a = new SeededRandom(0);
+    const b = new SeededRandom(0x9e3779b9);
+    const xs = [a.next(), a.next(), a.next()];
+    assert.notDeepEqual(xs, [b.next(), b.next(), b.next()]);
+    const again = new SeededRandom(0);
+    assert.deepEqual([again.next(), again.next(), again.next()], xs);
   });
 });

@@ -11,6 +11,13 @@ export interface EngineTarget {
 }
 
 /** Resolves which engine to talk to: explicit host, else DOCKER_HOST, else the local socket. */
+/** The port written in a URL. `URL` drops a scheme's default port (http://h:80 → ''), which is
+ * still the port the user asked for. */
+function explicitPort(spec: string): number | undefined {
+  const m = /^[a-z][a-z0-9+.-]*:\/\/(?:[^@/]*@)?(?:\[[^\]]*\]|[^:/]*):(\d+)(?:[/?#]|$)/i.exec(spec);
+  return m ? Number(m[1]) : undefined;
+}
+
 export function resolveEngineTarget(host?: string, env: NodeJS.ProcessEnv = process.env): EngineTarget {
   const spec = host?.trim() || env.DOCKER_HOST?.trim() || '';
   if (spec === '' || spec.startsWith('unix://') || spec.startsWith('/')) {
@@ -38,7 +45,7 @@ export function resolveEngineTarget(host?: string, env: NodeJS.ProcessEnv = proc
       protocol: tls ? 'https' : 'http',
       // URL keeps the brackets of an IPv6 literal ("[::1]"); a socket needs the bare address.
       host: url.hostname.replace(/^\[(.*)\]$/, '$1'),
-      port: url.port ? Number(url.port) : tls ? 2376 : 2375,
+      port: url.port ? Number(url.port) : (explicitPort(spec) ?? (tls ? 2376 : 2375)),
     };
     if (tls) {
       const dir = env.DOCKER_CERT_PATH || `${env.HOME ?? ''}/.docker`;

@@ -75,6 +75,13 @@ describe('sandbox/engine targets and languages', () => {
     assert.deepEqual(resolveEngineTarget('tcp://[::1]:2375', {}).options, { protocol: 'http', host: '::1', port: 2375 });
   });
 
+  it('keeps a port the URL parser would drop as the scheme default', () => {
+    assert.equal(resolveEngineTarget('http://h:80', {}).options.port, 80);
+    assert.equal(resolveEngineTarget('http://[::1]:80/', {}).options.port, 80);
+    assert.equal(resolveEngineTarget('http://h', {}).options.port, 2375);
+    assert.equal(resolveEngineTarget('tcp://h:2375', {}).options.port, 2375);
+  });
+
   it('maps task languages to sandbox images', () => {
     assert.equal(sandboxLanguageFor('python'), 'python');
     assert.equal(sandboxLanguageFor('typescript'), 'node');

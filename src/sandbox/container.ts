@@ -398,6 +398,9 @@ export class DockerSandbox implements Sandbox {
             untrackLive(this);
             throw sandboxError(e, this.target, `removing sandbox ${this.name}`);
           }
+          // 409: the engine's own auto-remove (the attach socket just closed) is under way.
+          // Disposed means gone, so wait for it rather than return while it still exists.
+          await this.waitUntilGone(10_000);
         }
         untrackLive(this);
       })().finally(() => this.onDisposed?.());
@@ -407,5 +410,17 @@ export class DockerSandbox implements Sandbox {
 
   [Symbol.asyncDispose](): Promise<void> {
     return this.dispose();
+  }
+
+  private async waitUntilGone(capMs: number): Promise<void> {
+    const deadline = Date.now() + capMs;
+    while (Date.now() < deadline) {
+      try {
+        await this.container.inspect();
+      } catch (e) {
+        if ((e as { statusCode?: number }).statusCode === 404) return;
+      }
+      await new Promise((r) => setTimeout(r, 25));
+    }
   }
 }

@@ -205,8 +205,11 @@ export class Policy {
     if (!(topP > 0 && topP <= 1)) throw new TurnwiseError('invalid-input', `top-p must be in (0, 1], got ${topP}`);
     if (!(temperature >= 0)) throw new TurnwiseError('invalid-input', `temperature must be ≥ 0, got ${temperature}`);
     const stop = new Set(options.stopIds ?? this.defaultStopIds());
-    const rng = new SeededRandom(options.seed ?? 0);
     const B = prompts.length;
+    // One generator per row, so a row's sample depends on the seed, its index and its own
+    // logits only: not on how many draws the other rows of the batch took before it stopped.
+    const seed = (options.seed ?? 0) >>> 0;
+    const rngs = prompts.map((_, b) => new SeededRandom((seed + Math.imul(b, 0x632be5ab)) >>> 0));
     const V = this.config.vocab_size;
     const maxLen = Math.max(...prompts.map((p) => p.length));
     const budget = Math.min(maxNew, this.config.max_position_embeddings - maxLen);
@@ -225,7 +228,7 @@ export class Policy {
           continue;
         }
         const row = logits.subarray((b * T + T - 1) * V, (b * T + T) * V);
-        const { id, logprob } = sampleToken(row, temperature, topP, rng);
+        const { id, logprob } = sampleToken(row, temperature, topP, rngs[b]);
         rows[b].tokenIds.push(id);
         rows[b].logprobs.push(logprob);
         if (stop.has(id)) {

@@ -76,6 +76,18 @@ describe('policy/inference: ONNX forward, KV cache, sampling', function () {
     assert.ok(Math.abs(t2.logprob - logSoftmax(row.map((x) => x / 2))[t2.id]) < 1e-12);
   });
 
+  it("a row's sample depends on the seed and its own index, not on the other rows of the batch", async () => {
+    const opts = { maxNewTokens: 16, temperature: 1.5, seed: 7, stopIds: [] };
+    const alone = await policy.generateIds([[5, 6, 7]], opts);
+    const withOther = await policy.generateIds([[5, 6, 7], [9, 9, 9]], opts);
+    const withAnother = await policy.generateIds([[5, 6, 7], [1, 2, 3]], opts);
+    assert.deepEqual(withOther[0].tokenIds, alone[0].tokenIds);
+    assert.deepEqual(withAnother[0].tokenIds, alone[0].tokenIds);
+    // Rows of one batch draw from different streams: the same prompt twice gives two samples.
+    const twice = await policy.generateIds([[5, 6, 7], [5, 6, 7]], opts);
+    assert.notDeepEqual(twice[0].tokenIds, twice[1].tokenIds);
+  });
+
   it('stops at a stop token and reports why', async () => {
     const free = await policy.generateIds([[1, 2, 3]], { maxNewTokens: 8, temperature: 0, stopIds: [] });
     const stopAt = free[0].tokenIds[2];

@@ -242,6 +242,12 @@ export class Trainer {
         if (!a) throw new TurnwiseError('invalid-input', `training state has no ${what} for parameter ${p.name}`);
         const n = p.shape.reduce((x, y) => x * y, 1);
         if (a.length !== n) throw new TurnwiseError('invalid-input', `${what} of ${p.name} has ${a.length} values, expected ${n} (shape [${p.shape}])`);
+        const want = dtype === 'float64' ? Float64Array : Float32Array;
+        if (!(a instanceof want)) {
+          throw new TurnwiseError('invalid-input', `${what} of ${p.name} is a ${a.constructor.name}, but this training graph is ${dtype}`, {
+            hint: `pass ${want.name}s (convert with ${want.name}.from(values))`,
+          });
+        }
         return { dtype, dims: p.shape, data: a } as HostTensor;
       };
       feeds[p.name] = get(state.params, 'values');

@@ -309,6 +309,11 @@ describe('onnx training graphs', function () {
     r.metrics.loss.forEach((l, i) => assert.ok(Math.abs(l - losses[i]) < 1e-12, `${l} vs ${losses[i]}`));
     assert.ok(Math.abs(losses[0] - 0.7 * (0.09 * 1 + 0.36 * 2)) < 1e-12);
     for (let i = 0; i < 2; i++) assert.ok(Math.abs(r.state.params.p[i] - sep.params.p[i]) < 1e-12);
+    // Parameters of the wrong float width are refused by name, before ONNX Runtime sees them.
+    await assert.rejects(
+      one.step(initTrainState({ p: Float32Array.of(0.3, -0.6) }), { c: { dtype: 'float64', dims: [2], data: Float64Array.from(cs[0]) }, scale }, { lr: 0.1 }),
+      /values of p is a Float32Array, but this training graph is float64/,
+    );
     await loop.release();
     await one.release();
   });

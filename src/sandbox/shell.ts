@@ -51,9 +51,9 @@ while IFS=' ' read -r id tmo plen clen; do
 done
 `;
 
-/** Single-quotes a string for bash. */
+/** Quotes a word for bash: bare when it has only characters bash never interprets, else single quotes. */
 export function shellQuote(s: string): string {
-  return `'${s.replace(/'/g, `'\\''`)}'`;
+  return /^[A-Za-z0-9_./:=@%+-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
 }
 
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;

@@ -7,7 +7,8 @@ import type { RewardComponents, Task } from '../core/schema';
 import type { Sandbox } from '../sandbox/types';
 import { WORKSPACE_DIR } from '../sandbox/types';
 import { parseReport, type JunitFlavor, type TestOutcome, type TestReport } from './report';
-import { DEFAULT_REPORT_PATH, shq } from './runners';
+import { shellQuote as shq } from '../sandbox/shell';
+import { DEFAULT_REPORT_PATH } from './runners';
 import { findCommand, hashFilesCommand, isTestInfraFile } from './testfiles';
 
 export interface RewardWeights {

@@ -10,6 +10,7 @@ import type { Language, ReportFormat, RunnerKind } from '../core/schema';
 import type { JunitFlavor } from './report';
 import { LOAD_ERROR_MARKER, REPORT_PART_MARKER } from './report';
 import { listWorkspaceFiles } from './testfiles';
+import { shellQuote as shq } from '../sandbox/shell';
 
 export const RUNNER_KINDS: readonly RunnerKind[] = ['pytest', 'node-test', 'mocha', 'jest', 'go-test'];
 
@@ -40,10 +41,6 @@ export interface RunnerOverride {
 
 const REPORT_FORMATS: readonly ReportFormat[] = ['junit-xml', 'jest-json', 'go-test-json'];
 
-/** Single-quotes a word for bash. */
-export function shq(s: string): string {
-  return /^[A-Za-z0-9_./:=@%+-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
-}
 
 /** node:test's default discovery patterns (Node 18–20), applied to workspace-relative paths. */
 export function isNodeTestFile(rel: string): boolean {

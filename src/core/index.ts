@@ -3,3 +3,4 @@ export * from './errors';
 export * from './fs';
 export * from './schema';
 export * from './random';
+export * from './stats';

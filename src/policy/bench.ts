@@ -6,6 +6,7 @@ import { presetConfig, parameterCount } from './config';
 import { Policy } from './policy';
 import { PolicyTrainer, type TrainBatch } from './trainer';
 import { initWeights, SeededRandom } from './weights';
+import { median } from '../core/stats';
 
 export interface TrainBenchOptions {
   size?: string;
@@ -52,11 +53,6 @@ export interface TrainBenchResult {
 
 const round = (x: number, d = 2) => Math.round(x * 10 ** d) / 10 ** d;
 
-function median(xs: readonly number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
-}
 
 export async function benchTrain(o: TrainBenchOptions = {}): Promise<TrainBenchResult> {
   const size = o.size ?? 'tiny';

@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { DockerSandbox } from './container';
 import { ensureLanguageImage } from './images';
 import { SandboxPool } from './pool';
+import { median } from '../core/stats';
 
 export interface SandboxBenchResult {
   exec_p50_ms: number;
@@ -19,11 +20,6 @@ export interface SandboxBenchResult {
   samples: number;
 }
 
-export function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
-}
 
 const round = (x: number) => Math.round(x * 100) / 100;
 

@@ -67,9 +67,16 @@ export function resolveEngineTarget(host?: string, env: NodeJS.ProcessEnv = proc
   });
 }
 
-export function connectEngine(host?: string): { docker: Docker; target: EngineTarget } {
+/**
+ * A client for the engine. `requestTimeoutMs` bounds every request at the socket, so an engine
+ * that accepts connections and never answers (a wedged dockerd, a firewalled tcp:// host) cannot
+ * keep the process alive; only for short-lived clients (doctor, the start-up reaper): it would
+ * also cut the long-lived attach streams of sandboxes.
+ */
+export function connectEngine(host?: string, opts: { requestTimeoutMs?: number } = {}): { docker: Docker; target: EngineTarget } {
   const target = resolveEngineTarget(host);
-  return { docker: new Docker(target.options), target };
+  const options = opts.requestTimeoutMs ? { ...target.options, timeout: opts.requestTimeoutMs } : target.options;
+  return { docker: new Docker(options), target };
 }
 
 /** Maps a low-level connection error to a message that says what to do. */

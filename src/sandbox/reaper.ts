@@ -75,7 +75,9 @@ export async function pruneSnapshotImages(docker: Docker, target: EngineTarget):
 export async function reapAtStartup(host?: string, capMs = 3000): Promise<ReapResult | undefined> {
   let timer: NodeJS.Timeout | undefined;
   try {
-    const { docker, target } = connectEngine(host);
+    // Bounded at the socket too: the cap alone stops waiting but leaves the request open,
+    // which kept every CLI command alive forever against a silent DOCKER_HOST.
+    const { docker, target } = connectEngine(host, { requestTimeoutMs: capMs });
     const cap = new Promise<undefined>((r) => {
       timer = setTimeout(() => r(undefined), capMs);
       timer.unref();

@@ -3,8 +3,7 @@
 import { SCHEMA } from '../core/schema';
 import { formatError } from '../core/errors';
 import { GRAMMARS, createParser } from '../ast/treesitter';
-import Docker from 'dockerode';
-import { engineInfo, resolveEngineTarget } from '../sandbox/engine';
+import { connectEngine, engineInfo } from '../sandbox/engine';
 import { SANDBOX_LANGUAGES, baseImageTag, languageImageTag } from '../sandbox/images';
 import { EXECUTION_PROVIDERS, probeProvider } from '../onnx/runtime';
 
@@ -41,11 +40,8 @@ async function nodeCheck(minNode: number): Promise<Check> {
 const ENGINE_TIMEOUT_MS = 5000;
 
 async function dockerChecks(host?: string): Promise<Check[]> {
-  const target = resolveEngineTarget(host);
-  // A per-request socket timeout: an engine that accepts the connection and never answers (a
-  // wedged dockerd, a tcp:// host behind a firewall that drops packets) must not keep the process
-  // alive. engineInfo's own race only stops waiting; the request would stay open forever.
-  const docker = new Docker({ ...target.options, timeout: ENGINE_TIMEOUT_MS });
+  // engineInfo's own race only stops waiting; the socket timeout closes the request itself.
+  const { docker, target } = connectEngine(host, { requestTimeoutMs: ENGINE_TIMEOUT_MS });
   let info;
   try {
     info = await engineInfo(docker, target, ENGINE_TIMEOUT_MS);

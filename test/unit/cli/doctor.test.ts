@@ -86,6 +86,37 @@ describe('turnwise doctor', function () {
     }
   });
 
+  it('a command that needs no Docker is not held up by the start-up reaper on a silent DOCKER_HOST', async function () {
+    this.timeout(45000);
+    const held: net.Socket[] = [];
+    const server = net.createServer((c) => void held.push(c));
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const port = (server.address() as net.AddressInfo).port;
+    const file = path.join(dir, 'tasks.jsonl');
+    fs.writeFileSync(file, '{}\n');
+    try {
+      const t0 = Date.now();
+      // The reaper runs at every CLI start; its request to the engine must not outlive its cap.
+      const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'tasks', 'check', file], {
+        stdio: 'ignore',
+        env: { ...process.env, DOCKER_HOST: `tcp://127.0.0.1:${port}` },
+      });
+      const code = await new Promise<number | null>((resolve) => {
+        const kill = setTimeout(() => child.kill('SIGKILL'), 20000);
+        child.on('exit', (c) => {
+          clearTimeout(kill);
+          resolve(c);
+        });
+      });
+      const secs = (Date.now() - t0) / 1000;
+      assert.equal(code, 1, `tasks check was killed after ${secs.toFixed(1)} s: it hung on the silent engine`);
+      assert.ok(secs < 15, `tasks check took ${secs.toFixed(1)} s`);
+    } finally {
+      for (const c of held) c.destroy();
+      server.close();
+    }
+  });
+
   it('rejects a Docker host it cannot understand with a usage hint', async () => {
     const r = await runCli(['doctor', '--docker-host', 'ftp://x', '--json']);
     assert.equal(r.code, 1);

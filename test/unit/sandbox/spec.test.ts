@@ -2,8 +2,9 @@ import * as assert from 'node:assert/strict';
 import { containerSpec } from '../../../src/sandbox/container';
 import { LABEL, ownerId, ownerState, processStartTime, stateWithoutStat } from '../../../src/sandbox/owner';
 import { resolveEngineTarget } from '../../../src/sandbox/engine';
-import { sandboxLanguageFor } from '../../../src/sandbox/images';
-import { spawnSync } from 'node:child_process';
+import { baseImageTag, sandboxLanguageFor } from '../../../src/sandbox/images';
+import { execFileSync, spawnSync } from 'node:child_process';
+import * as path from 'node:path';
 
 describe('sandbox/container spec', () => {
   it('sets every isolation setting and the owner labels', () => {
@@ -80,6 +81,13 @@ describe('sandbox/engine targets and languages', () => {
     assert.equal(resolveEngineTarget('http://[::1]:80/', {}).options.port, 80);
     assert.equal(resolveEngineTarget('http://h', {}).options.port, 2375);
     assert.equal(resolveEngineTarget('tcp://h:2375', {}).options.port, 2375);
+  });
+
+  it('the base image tag is the one scripts/bootstrap-base-image.sh builds (two implementations, one answer)', () => {
+    const script = path.join(__dirname, '..', '..', '..', 'scripts', 'bootstrap-base-image.sh');
+    const fromScript = execFileSync('bash', [script, '--print-tag']).toString().trim();
+    assert.match(fromScript, /^turnwise\/base:bookworm-[0-9a-f]{12}$/);
+    assert.equal(baseImageTag(), fromScript);
   });
 
   it('maps task languages to sandbox images', () => {

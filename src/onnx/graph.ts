@@ -111,6 +111,8 @@ class ModelState {
   initializers: { name: string; tensor: ConstTensor }[] = [];
   constByName = new Map<string, ConstTensor>();
   constCache = new Map<string, Value>();
+  /** Prefix of node names (`fwd/layer0/Mul`), set by Graph.scope: profiles read by phase. */
+  scope = '';
   unique(hint: string): string {
     let n = hint;
     while (this.names.has(n)) n = `${hint}_${++this.counter}`;
@@ -249,7 +251,7 @@ export class Graph {
     for (const v of inputs) if (v && !this.sees(v)) bad(`${op}: input ${v.name} belongs to another graph`);
     const first = inputs.find((v): v is Value => !!v);
     const outTypes = opts.outputs ?? (first ? [{ dtype: first.dtype, shape: first.shape }] : bad(`${op}: output types needed`));
-    const nodeName = this.state.unique(`${op}`);
+    const nodeName = this.state.unique(this.state.scope ? `${this.state.scope}/${op}` : op);
     const def: NodeDef = { op, domain: opts.domain ?? '', name: nodeName, inputs: [...inputs], outputs: [], attrs };
     outTypes.forEach((t, i) => {
       const name = opts.names?.[i] ?? (i === 0 && opts.name ? opts.name : undefined);
@@ -259,6 +261,20 @@ export class Graph {
     });
     this.nodes.push(def);
     return def.outputs;
+  }
+
+  /**
+   * Runs `build` with node names prefixed by `name/` (nested scopes join with '/'). Names only:
+   * ONNX Runtime's profiler reports nodes by name, so time can be read per phase or layer.
+   */
+  scope<T>(name: string, build: () => T): T {
+    const prev = this.state.scope;
+    this.state.scope = prev ? `${prev}/${name}` : name;
+    try {
+      return build();
+    } finally {
+      this.state.scope = prev;
+    }
   }
 
   /** Drops a node nobody consumes yet (autodiff replaces some of its own just-built nodes). */

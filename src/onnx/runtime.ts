@@ -85,6 +85,11 @@ export interface SessionSettings {
    * machine dedicated to the run.
    */
   spinning?: boolean;
+  /**
+   * Write ONNX Runtime's per-node profile (Chrome trace JSON) to `<profile>_<timestamp>.json` when
+   * the session is released. For `scripts/profile-train.ts`; slows every run.
+   */
+  profile?: string;
 }
 
 /** Whether the intra-op workers of a session with settings `s` spin. */
@@ -157,6 +162,7 @@ function ortOptions(provider: ExecutionProviderName, s: SessionSettings): ort.In
     enableMemPattern: true,
     logSeverityLevel: 3,
     extra: { session: { intra_op: { allow_spinning: resolveSpinning(s) ? '1' : '0' } } },
+    ...(s.profile ? { enableProfiling: true, profileFilePrefix: s.profile } : {}),
   };
 }
 

@@ -102,10 +102,10 @@ export function buildTrainingGraph(spec: TrainingGraphSpec): Graph {
   const oneStep = (b: Graph, p: Value[], m: Value[], v: Value[], s: Value, batch: Value[]) => {
     const named = Object.fromEntries(spec.params.map((ps, i) => [ps.name, p[i]]));
     const namedBatch = Object.fromEntries(spec.batch.map((bs, i) => [bs.name, batch[i]]));
-    const fwd = spec.forward(b, named, namedBatch);
+    const fwd = b.scope('fwd', () => spec.forward(b, named, namedBatch));
     if (fwd.loss.rank !== 0) throw new TurnwiseError('internal', `training graph: the loss must be a scalar, got ${fwd.loss}`);
-    const grads = gradients(b, fwd.loss, p);
-    const { norm, upd } = optimizerStep(b, p, grads, m, v, s, hp, decay);
+    const grads = b.scope('bwd', () => gradients(b, fwd.loss, p));
+    const { norm, upd } = b.scope('opt', () => optimizerStep(b, p, grads, m, v, s, hp, decay));
     const extra = fwd.metrics ?? {};
     for (const k of Object.keys(extra)) if (!metricNames.includes(k)) throw new TurnwiseError('internal', `training graph: metric ${k} is not listed in metricNames`);
     const metrics = metricNames.map((k) => {

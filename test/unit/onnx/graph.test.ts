@@ -34,6 +34,19 @@ describe('onnx graph builder', () => {
     await s.release();
   });
 
+  it('prefixes node names with nested scopes and restores the scope after a throw', () => {
+    const g = Graph.create('scoped');
+    const x = g.input('x', 'float32', [2]);
+    const a = g.scope('fwd', () => g.scope('layer0', () => g.neg(x)));
+    assert.throws(() => g.scope('bwd', () => {
+      g.exp(a);
+      throw new Error('boom');
+    }), /boom/);
+    g.sqrt(a);
+    const names = g.nodes.map((n) => n.name);
+    assert.deepEqual(names, ['fwd/layer0/Neg', 'bwd/Exp', 'Sqrt']);
+  });
+
   it('runs a Loop with carried values and scan outputs', async () => {
     const g = Graph.create('loop');
     const x = g.input('x', 'float64', [2]);

@@ -231,6 +231,18 @@ describe('onnx training graphs', function () {
     await one.release();
   });
 
+  it('names every node of a training graph by phase (fwd, bwd, opt), inside a Loop body too', () => {
+    for (const steps of [1, 3]) {
+      const g = buildTrainingGraph({ ...mlpSpec(), steps });
+      const body = steps === 1 ? g.nodes : (g.nodes.find((n) => n.op === 'Loop')!.attrs.body as unknown as Graph).nodes;
+      const phase = (op: string) => new Set(body.filter((n) => n.op === op).map((n) => n.name.split('/')[0]));
+      assert.deepEqual(phase('Tanh'), new Set(['fwd']));
+      assert.ok(phase('Gemm').has('bwd') || phase('MatMul').has('bwd'), 'weight gradients are backward nodes');
+      assert.deepEqual(phase('Sqrt'), new Set(['opt'])); // AdamW's √v and the global norm
+      assert.ok(body.every((n) => /^(fwd|bwd|opt)\//.test(n.name) || ['Gather', 'Identity', 'Add'].includes(n.op)), body.filter((n) => !/^(fwd|bwd|opt)\//.test(n.name)).map((n) => n.name).join(' '));
+    }
+  });
+
   it('K steps in one Loop run equal K separate runs (float32, same batch)', async () => {
     const spec = mlpSpec();
     const trainer = new Trainer(spec, 'mlp', { provider: 'cpu', threads: 1 });

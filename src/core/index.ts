@@ -4,3 +4,4 @@ export * from './fs';
 export * from './schema';
 export * from './random';
 export * from './stats';
+export * from './text';

@@ -1,5 +1,6 @@
 // `turnwise policy init | logits | generate`: create, inspect and sample the ONNX policy.
 import { TurnwiseError } from '../../core/errors';
+import { escapeControlChars } from '../../core/text';
 import type { ProviderSetting } from '../../onnx';
 import { initPolicyDir, loadPolicy } from '../../policy';
 import { optionalNumber, requireString, UsageError, type CliCommand, type ParsedArgs } from '../command';
@@ -92,7 +93,8 @@ export const policyGenerateCommand: CliCommand = {
       if (io.json) {
         io.out(JSON.stringify({ ok: true, text: r.text, token_ids: r.tokenIds, logprobs: r.logprobs, finish_reason: r.finishReason, provider: await policy.provider, ms: Math.round(ms) }, null, 2));
       } else {
-        io.out(r.text);
+        // An untrained model emits arbitrary bytes: ESC sequences would reach the terminal.
+        io.out(escapeControlChars(r.text));
         io.err(`${r.tokenIds.length} tokens in ${ms.toFixed(0)} ms (${r.finishReason})`);
       }
       return 0;

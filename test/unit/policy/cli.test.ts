@@ -4,6 +4,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { main } from '../../../src/cli/main';
+import { escapeControlChars } from '../../../src/core/text';
 import { loadCheckpoint } from '../../../src/policy/checkpoint';
 import { referenceLogits } from '../../../src/policy/reference';
 
@@ -73,5 +74,22 @@ describe('cli: turnwise policy', function () {
     assert.equal(missing.code, 1);
     assert.match(missing.err, /does not exist[\s\S]*policy init/);
     assert.equal((await run(['policy', 'logits', '--model', dir, '--ids', 'a,b'])).code, 2);
+  });
+
+  it('generate prints control bytes an untrained model emits as escapes, never raw to the terminal', async () => {
+    const dir = path.join(tmp, 'b');
+    const control = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/;
+    let seed = 0;
+    let text = '';
+    // A random byte-level model emits a control byte in most 64-token samples; find one that does.
+    for (; seed < 20 && !control.test(text); seed++) {
+      const j = await run(['policy', 'generate', '--model', dir, '--prompt', 'ls', '--seed', String(seed), '--json']);
+      text = JSON.parse(j.out).text;
+    }
+    assert.match(text, control, 'no sample with a control byte in 20 seeds');
+    const human = await run(['policy', 'generate', '--model', dir, '--prompt', 'ls', '--seed', String(seed - 1)]);
+    assert.equal(human.code, 0, human.err);
+    assert.doesNotMatch(human.out, control);
+    assert.equal(human.out, escapeControlChars(text));
   });
 });

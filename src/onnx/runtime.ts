@@ -1,5 +1,6 @@
 // ONNX Runtime sessions and execution providers. Asking onnxruntime-node for an EP whose
 // libraries are absent throws instead of falling back, so every EP is tried for real.
+import * as childProcess from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as ort from 'onnxruntime-node';
@@ -41,8 +42,8 @@ export interface ProviderProbe {
   error?: string;
 }
 
-/** Creates a session on `provider` alone and checks that it computes 2·x correctly. */
-export async function probeProvider(provider: ExecutionProviderName): Promise<ProviderProbe> {
+/** Creates a session on `provider` alone and checks that it computes 2·x correctly, in this process. */
+export async function probeProviderInProcess(provider: ExecutionProviderName): Promise<ProviderProbe> {
   const bundled = ort.listSupportedBackends().find((b) => b.name === provider)?.bundled ?? false;
   const t0 = performance.now();
   let session: ort.InferenceSession | undefined;
@@ -63,7 +64,115 @@ export async function probeProvider(provider: ExecutionProviderName): Promise<Pr
   }
 }
 
+// The child's whole program: load onnxruntime-node from the parent's path, probe, print JSON.
+const PROBE_CHILD = `
+const [ortPath, provider, modelB64] = process.argv.slice(1);
+const ort = require(ortPath);
+(async () => {
+  const bundled = (ort.listSupportedBackends().find((b) => b.name === provider) || {}).bundled || false;
+  const t0 = performance.now();
+  const done = (r) => process.stdout.write(JSON.stringify({ provider, bundled, ms: performance.now() - t0, ...r }) + '\\n');
+  try {
+    const s = await ort.InferenceSession.create(Buffer.from(modelB64, 'base64'), { executionProviders: [provider], logSeverityLevel: 4 });
+    const x = new Float32Array([1, 2, 3, 4]);
+    const y = (await s.run({ X: new ort.Tensor('float32', x, [4]) })).Y.data;
+    const good = y.length === 4 && y.every((v, i) => v === 2 * x[i]);
+    done(good ? { ok: true } : { ok: false, error: 'wrong result ' + Array.from(y) });
+  } catch (e) {
+    done({ ok: false, error: String(e && e.message || e).split('\\n')[0] });
+  }
+})();
+`;
 
+/**
+ * What a native library wrote to stderr that explains a failure (Dawn and ONNX Runtime log there):
+ * the last two telling lines, without colour codes, log prefixes, source paths or known noise.
+ */
+export function nativeReason(stderr: string): string | undefined {
+  const lines = stderr
+    .split('\n')
+    // eslint-disable-next-line no-control-regex
+    .map((l) => l.replace(/\u001b\[[0-9;]*m/g, '').trim())
+    .filter((l) => l && !/^at |^- While|^\[m?$|XDG_RUNTIME_DIR/.test(l))
+    .map((l) =>
+      l
+        .replace(/^\S+ \S+ \[[EWIF]:onnxruntime[^\]]*\] /, '') // "2026-… [E:onnxruntime:…, file.cc:12 Fn] "
+        .replace(/^.*\[ONNXRuntimeError\] : \d+ : \w+ : /, '')
+        .replace(/^(Warning|Error): /i, ''),
+    );
+  const pick = lines.filter((l) => /error|cannot|failed|not found|required|couldn't/i.test(l)).slice(-2);
+  return pick.length ? pick.join('; ').slice(0, 400) : undefined;
+}
+
+/**
+ * Probes an execution provider in a child process: GPU providers load native drivers (Dawn,
+ * Vulkan, CUDA) that print to the process's stderr and can crash it. The child's stderr is
+ * captured (its last telling line becomes part of the error), a crash or hang is reported as
+ * such, and nothing stays loaded in this process. `cpu` is probed in process (nothing to isolate).
+ */
+export async function probeProvider(
+  provider: ExecutionProviderName,
+  opts: {
+    timeoutMs?: number;
+    /** Test hook: the child's program instead of the probe (to simulate a crashing or hanging driver). */
+    program?: string;
+  } = {},
+): Promise<ProviderProbe> {
+  if (provider === 'cpu') return probeProviderInProcess(provider);
+  if (provider === 'cuda') {
+    const missing = cudaLibrariesMissing();
+    if (missing) return { provider, ok: false, bundled: false, ms: 0, error: missing };
+  }
+  const t0 = performance.now();
+  let ortPath: string;
+  try {
+    ortPath = require.resolve('onnxruntime-node');
+  } catch (e) {
+    return { provider, ok: false, bundled: false, ms: 0, error: `onnxruntime-node cannot be found (${(e as Error).message.split('\n')[0]})` };
+  }
+  const timeoutMs = opts.timeoutMs ?? 60_000;
+  const res = await new Promise<{ stdout: string; stderr: string; code: number | null; signal: NodeJS.Signals | null; timedOut: boolean; spawnError?: Error }>((resolve) => {
+    let stdout = '';
+    let stderr = '';
+    let timedOut = false;
+    // ELECTRON_RUN_AS_NODE: inside VS Code's extension host execPath is Electron (or code-server's node).
+    const child = childProcess.spawn(process.execPath, ['-e', opts.program ?? PROBE_CHILD, ortPath, provider, Buffer.from(probeModel()).toString('base64')], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, ELECTRON_RUN_AS_NODE: '1' },
+    });
+    const timer = setTimeout(() => {
+      timedOut = true;
+      child.kill('SIGKILL');
+    }, timeoutMs);
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-16384)));
+    child.on('error', (e) => {
+      clearTimeout(timer);
+      resolve({ stdout, stderr, code: null, signal: null, timedOut, spawnError: e });
+    });
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      resolve({ stdout, stderr, code, signal, timedOut });
+    });
+  });
+  const ms = performance.now() - t0;
+  const reason = nativeReason(res.stderr);
+  if (res.spawnError) return { provider, ok: false, bundled: false, ms, error: `the probe process could not start: ${res.spawnError.message}` };
+  if (res.timedOut) return { provider, ok: false, bundled: false, ms, error: `the probe did not finish in ${Math.round(timeoutMs / 1000)} s (a driver hung)${reason ? `; ${reason}` : ''}` };
+  const line = res.stdout.trim().split('\n').pop() ?? '';
+  let parsed: ProviderProbe | undefined;
+  try {
+    parsed = JSON.parse(line) as ProviderProbe;
+  } catch {
+    parsed = undefined;
+  }
+  if (!parsed) {
+    const how = res.signal ? `was killed by ${res.signal}` : `exited with code ${res.code}`;
+    return { provider, ok: false, bundled: false, ms, error: `the probe process ${how} before answering (a driver crashed)${reason ? `; ${reason}` : ''}` };
+  }
+  if (!parsed.ok && reason && parsed.error && !parsed.error.includes(reason)) parsed.error = `${parsed.error} (${reason})`;
+  return { ...parsed, ms: parsed.ms };
+}
 
 /** The user-facing setting: a provider, or `auto` (CUDA when it loads, else CPU). */
 export type ProviderSetting = 'auto' | ExecutionProviderName;
@@ -121,6 +230,7 @@ function fromOrt(t: ort.Tensor): HostTensor {
 /** Providers that failed to load in this process: asked again, they go straight to CPU. */
 const unavailable = new Map<ExecutionProviderName, string>();
 const warned = new Set<string>();
+let webgpuProbed = false;
 
 function warnOnce(settings: SessionSettings, key: string, message: string): void {
   if (warned.has(key)) return;
@@ -132,6 +242,7 @@ function warnOnce(settings: SessionSettings, key: string, message: string): void
 export function resetProviderState(): void {
   unavailable.clear();
   warned.clear();
+  webgpuProbed = false;
 }
 
 /**
@@ -195,6 +306,13 @@ export class OnnxSession {
       if (p === 'cuda' && !unavailable.has(p)) {
         const missing = cudaLibrariesMissing();
         if (missing) unavailable.set(p, missing);
+      }
+      if (p === 'webgpu' && !unavailable.has(p) && !webgpuProbed) {
+        // Dawn prints its adapter search to this process's stderr and a broken driver can take
+        // the process down: ask a child first, once per process.
+        webgpuProbed = true;
+        const probe = await probeProvider('webgpu');
+        if (!probe.ok) unavailable.set(p, probe.error ?? 'no WebGPU adapter');
       }
       if (p !== 'cpu' && unavailable.has(p)) continue;
       try {

@@ -1,6 +1,8 @@
 // Session settings: whether intra-op worker threads spin (off unless asked; never with one thread).
 import * as assert from 'node:assert/strict';
-import { Graph, OnnxSession, SessionCache, resolveSpinning, toModelProto } from '../../../src/onnx';
+import { spawnSync } from 'node:child_process';
+import * as path from 'node:path';
+import { Graph, OnnxSession, SessionCache, nativeReason, probeProvider, resolveSpinning, toModelProto, type ProviderProbe } from '../../../src/onnx';
 
 describe('onnx runtime: intra-op spinning', () => {
   it('is off unless asked for, and never with one thread', () => {
@@ -47,5 +49,43 @@ describe('onnx runtime: releasing a session', () => {
     assert.ok(Math.abs((out.y.data as Float32Array)[0] - 1 / n) < 1e-5, `got ${(out.y.data as Float32Array)[0]}`);
     await assert.rejects(first.run({ a: { dtype: 'float32', dims: [n, n], data } }), /session was released/);
     await cache.clear();
+  });
+});
+
+describe('execution provider probes in a child process', function () {
+  this.timeout(60000);
+
+  it('reads the reason out of native log lines: colour codes, ORT prefixes and known noise removed', () => {
+    const ort =
+      '\u001b[1;31m2026-11-29 10:19:07.18 [E:onnxruntime:onnxruntime-node, provider_bridge_ort.cc:2146 Create] /onnxruntime_src/x.cc:1988 Get() ' +
+      '[ONNXRuntimeError] : 1 : FAIL : Failed to load library libonnxruntime_providers_cuda.so with error: libcublasLt.so.12: cannot open shared object file\n\u001b[m\n';
+    assert.equal(nativeReason(ort), 'Failed to load library libonnxruntime_providers_cuda.so with error: libcublasLt.so.12: cannot open shared object file');
+    const dawn = "error: XDG_RUNTIME_DIR is invalid or not set in the environment.\nWarning: Couldn't load Vulkan: libvulkan.so.1: cannot open shared object file: No such file or directory\n    at operator() (/build/BackendVk.cpp:368)\n";
+    assert.equal(nativeReason(dawn), "Couldn't load Vulkan: libvulkan.so.1: cannot open shared object file: No such file or directory");
+    assert.equal(nativeReason('all good\n'), undefined);
+  });
+
+  it('a probe whose process crashes or hangs is reported as a driver crash or hang, not thrown', async () => {
+    const crashed = await probeProvider('webgpu', { program: "process.stderr.write('Error: vkCreateDevice failed\\n'); process.kill(process.pid, 'SIGSEGV')" });
+    assert.equal(crashed.ok, false);
+    assert.match(crashed.error ?? '', /was killed by SIGSEGV before answering \(a driver crashed\); vkCreateDevice failed/);
+    const hung = await probeProvider('webgpu', { program: 'setInterval(() => {}, 1000)', timeoutMs: 1000 });
+    assert.equal(hung.ok, false);
+    assert.match(hung.error ?? '', /did not finish in 1 s \(a driver hung\)/);
+  });
+
+  it('the real WebGPU and CUDA probes answer from the child: ok, or the reason, and nothing native printed by this process', async () => {
+    // Run the probes in a fresh process (as the doctor does) and read that process's stderr:
+    // in-process, Dawn and ONNX Runtime write their adapter search and library errors there.
+    const runtime = path.resolve(__dirname, '../../../src/onnx/runtime');
+    const program = `require(${JSON.stringify(runtime)}).probeProvider('webgpu').then(async (w) => { const c = await require(${JSON.stringify(runtime)}).probeProvider('cuda'); console.log(JSON.stringify([w, c])); })`;
+    const r = spawnSync(process.execPath, ['-r', 'tsx/cjs', '-e', program], { encoding: 'utf8', timeout: 60000 });
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(r.stderr, '');
+    const [w, c] = JSON.parse(r.stdout) as ProviderProbe[];
+    assert.equal(w.provider, 'webgpu');
+    if (!w.ok) assert.match(w.error ?? '', /adapter|Vulkan/i);
+    assert.equal(c.provider, 'cuda');
+    if (!c.ok) assert.match(c.error ?? '', /cuda|CUDA/);
   });
 });

@@ -1,6 +1,8 @@
 // Execution-provider selection as the policy sees it. No GPU here: asking for CUDA must warn once
 // and run on CPU with the same results (real onnxruntime-node, no mocks).
 import * as assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import * as path from 'node:path';
 import { resetProviderState } from '../../../src/onnx';
 import { Policy } from '../../../src/policy/policy';
 import { initWeights } from '../../../src/policy/weights';
@@ -28,6 +30,36 @@ describe('policy/provider: cuda | cpu | auto', function () {
     assert.match(warnings[0], /CPU/);
     assert.equal(maxAbsDiff(got, want), 0);
     for (const p of [cpu, a, b]) await p.dispose();
+  });
+
+  it('webgpu without an adapter: one warning with the reason, CPU, same logits, no native output', async function () {
+    // In a fresh process, so its whole stderr can be read: the one warning must be all there is
+    // (Dawn's adapter search runs in a probe child, not in the process that trains).
+    const here = path.resolve(__dirname, '../../../src');
+    const program = `
+      const { Policy } = require(${JSON.stringify(here + '/policy/policy')});
+      const { initWeights } = require(${JSON.stringify(here + '/policy/weights')});
+      const { SMALL_CONFIG } = require(${JSON.stringify(path.resolve(__dirname, 'helpers'))});
+      (async () => {
+        const w = initWeights(SMALL_CONFIG, 2, 0.2);
+        const out = [];
+        for (const provider of ['cpu', 'webgpu', 'webgpu']) {
+          const p = new Policy(w, undefined, { provider });
+          const [l] = await p.logits([[1, 2, 3]]);
+          out.push({ provider: await p.provider, logits: Array.from(l.slice(0, 50)) });
+          await p.dispose();
+        }
+        console.log(JSON.stringify(out));
+      })();`;
+    const r = spawnSync(process.execPath, ['-r', 'tsx/cjs', '-e', program], { encoding: 'utf8', timeout: 60000 });
+    assert.equal(r.status, 0, r.stderr);
+    const [cpu, a, b] = JSON.parse(r.stdout) as { provider: string; logits: number[] }[];
+    if (a.provider === 'webgpu') this.skip(); // a machine with a WebGPU adapter: nothing to fall back from
+    assert.equal(b.provider, 'cpu');
+    assert.deepEqual(a.logits, cpu.logits);
+    const lines = r.stderr.trim().split('\n');
+    assert.equal(lines.length, 1, r.stderr);
+    assert.match(lines[0], /^warning: the webgpu execution provider could not be loaded \(.*(adapter|Vulkan).*\); running on CPU\./);
   });
 
   it('auto runs without a warning', async () => {

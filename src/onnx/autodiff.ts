@@ -69,6 +69,11 @@ function transposeLast2(g: Graph, x: Value): Value {
   return g.transpose(x, perm);
 }
 
+/** An ONNX axis attribute (negative counts from the end) as a non-negative index. */
+function normAxis(axis: number, rank: number): number {
+  return axis < 0 ? axis + rank : axis;
+}
+
 /** Pads built by the Slice rule: slices that tile an axis get their gradient by one Concat instead. */
 const sliceGrads = new WeakMap<Value, { dy: Value; axis: number; begin: number; len: number }>();
 
@@ -230,7 +235,7 @@ const RULES: Record<string, Rule> = {
   Gather: (g, n, [dy], need) => {
     if (need[1]) unsupported('gradient with respect to Gather indices');
     const [data, idx] = n.inputs as Value[];
-    const axis = (n.attrs.axis as number | undefined) ?? 0;
+    const axis = normAxis((n.attrs.axis as number | undefined) ?? 0, data.rank);
     if (axis !== 0) unsupported('Gather gradient for axis != 0 (transpose the data so the gathered axis is first)');
     // ScatterND with reduction=add: O(tokens·D), against O(tokens·V·D) for a one-hot MatMul.
     return [g.scatterND(g.zerosLike(data), g.unsqueeze(idx, [-1]), dy!, 'add'), null];
@@ -241,7 +246,7 @@ const RULES: Record<string, Rule> = {
     return [g.scatterElements(g.zerosLike(data), idx, dy!, n.attrs.axis as number, 'add'), null];
   },
   Concat: (g, n, [dy], need) => {
-    const axis = n.attrs.axis as number;
+    const axis = normAxis(n.attrs.axis as number, dy!.rank);
     const sizes = n.inputs.map((x) => x!.shape[axis]);
     if (sizes.every((s): s is number => typeof s === 'number')) {
       const parts = g.split(dy!, sizes, axis);
@@ -259,7 +264,7 @@ const RULES: Record<string, Rule> = {
     return out;
   },
   Split: (g, n, dys) => {
-    const axis = (n.attrs.axis as number | undefined) ?? 0;
+    const axis = normAxis((n.attrs.axis as number | undefined) ?? 0, n.inputs[0]!.rank);
     const parts = dys.map((d, i) => d ?? g.zerosLike(n.outputs[i]));
     return [g.concat(parts, axis), null];
   },

@@ -103,6 +103,22 @@ describe('autodiff: finite-difference checks per op (float64)', function () {
   op('Concat', 'Slice')('symbolic sizes', () =>
     checkGradients([T('a', [2, 'M'], { dims: [2, 2] }), T('b', [2, 'N'], { dims: [2, 3] })], (g, [a, b]) =>
       g.reduceSum(g.mul(g.exp(g.concat([a, b], 1)), g.concat([a, b], 1)), [1])));
+  // Raw nodes with negative axes (the builder helpers normalise axes; g.node does not).
+  op('Concat', 'Split')('negative axis, static sizes (raw node)', () =>
+    checkGradients([T('a', [2, 2]), T('b', [2, 3])], (g, [a, b]) => g.tanh(g.node('Concat', [a, b], { axis: -1 }, { outputs: [{ dtype: 'float64', shape: [2, 5] }] })[0])));
+  op('Concat', 'Slice')('negative axis, symbolic sizes (raw node)', () =>
+    checkGradients([T('a', [2, 'M'], { dims: [2, 2] }), T('b', [2, 'N'], { dims: [2, 3] })], (g, [a, b]) => {
+      const c = g.node('Concat', [a, b], { axis: -1 }, { outputs: [{ dtype: 'float64', shape: [2, 'MN'] }] })[0];
+      return g.reduceSum(g.mul(g.exp(c), c), [1]);
+    }));
+  op('Gather', 'ScatterND')('axis -2 of a matrix is axis 0 (raw node)', () =>
+    checkGradients([T('w', [5, 3]), T('ids', [4], { fixed: { dtype: 'int64', data: [0, 2, 2, 4] } })], (g, [w, ids]) =>
+      g.node('Gather', [w, ids], { axis: -2 }, { outputs: [{ dtype: 'float64', shape: [4, 3] }] })[0]));
+  op('Split', 'Concat')('negative axis (raw node)', () =>
+    checkGradients([T('a', [2, 5])], (g, [a]) => {
+      const [x, y] = g.node('Split', [a, g.ints([2, 3])], { axis: -1 }, { outputs: [{ dtype: 'float64', shape: [2, 2] }, { dtype: 'float64', shape: [2, 3] }] });
+      return g.add(g.reduceSum(g.exp(x), [1]), g.reduceSum(g.mul(y, y), [1]));
+    }));
   op('Split')('some outputs unused', () =>
     checkGradients([T('a', [2, 5])], (g, [a]) => g.exp(g.split(a, [2, 3], 1)[1])));
   op('Slice', 'Pad')('static dims, negative start', () =>

@@ -204,6 +204,14 @@ export function initTrainState(params: Record<string, Float32Array | Float64Arra
   };
 }
 
+const specIds = new WeakMap<object, number>();
+let nextSpecId = 0;
+function specId(spec: object): number {
+  let id = specIds.get(spec);
+  if (id === undefined) specIds.set(spec, (id = ++nextSpecId));
+  return id;
+}
+
 /**
  * Runs training graphs. Sessions are built once per (key, steps) and reused; `key` names the shape
  * class (the caller's choice, e.g. `tiny|ppo-token|seq512`). Batch dims may vary between calls
@@ -221,7 +229,9 @@ export class Trainer {
   }
 
   session(steps = 1): Promise<OnnxSession> {
-    return this.cache.get(`${this.key}|K=${steps}|${this.spec.batchPerStep ? 'stacked' : 'same'}|${this.spec.dtype ?? 'float32'}`, () =>
+    // The spec's identity is part of the key: two Trainers given the same key (a caller's slip) but
+    // different specs sharing one cache must never run each other's graphs.
+    return this.cache.get(`${this.key}|spec${specId(this.spec)}|K=${steps}|${this.spec.batchPerStep ? 'stacked' : 'same'}|${this.spec.dtype ?? 'float32'}`, () =>
       toModelProto(buildTrainingGraph({ ...this.spec, steps })),
     );
   }

@@ -351,6 +351,22 @@ describe('onnx training graphs', function () {
     await cache.clear();
   });
 
+  it('two Trainers given the same key but different specs, sharing a cache, never run each other\'s graph', async () => {
+    const cache = new SessionCache({ provider: 'cpu' });
+    const a = mlpSpec();
+    // Same parameters and batch, different loss: half the cross-entropy.
+    const b: typeof a = { ...a, forward: (g, p, x) => { const r = a.forward(g, p, x); return { ...r, loss: g.mul(r.loss, 0.5) }; } };
+    const ta = new Trainer(a, 'same-key', {}, cache);
+    const tb = new Trainer(b, 'same-key', {}, cache);
+    const s = initTrainState(initParams(a, 3));
+    const batch = toyData(16, 4);
+    const la = (await ta.step(s, batch, { lr: 0 })).metrics.loss[0];
+    const lb = (await tb.step(s, batch, { lr: 0 })).metrics.loss[0];
+    assert.ok(Math.abs(lb - la / 2) < 1e-6, `${lb} vs ${la / 2}`);
+    assert.equal(cache.size, 2);
+    await cache.clear();
+  });
+
   it('measureLoopSpeedup reports K steps in one run as faster than K runs', async () => {
     const spec = mlpSpec();
     const trainer = new Trainer(spec, 'mlp-bench', { provider: 'cpu', threads: 1 });

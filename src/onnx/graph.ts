@@ -208,7 +208,9 @@ export class Graph {
     const n = tensor.data.length;
     if (n !== (tensor.dims.length ? tensor.dims.reduce((a, b) => a * b, 1) : 1)) bad(`constant ${hint}: ${n} values for dims [${tensor.dims}]`);
     let key: string | undefined;
-    if (n <= 16) key = `${tensor.dtype}|${tensor.dims.join(',')}|${Array.from(tensor.data as ArrayLike<number | bigint>, String).join(',')}`;
+    // Object.is tells -0 from 0 (String(-0) is "0"; 1/x and copysign-like uses differ).
+    const str = (x: number | bigint) => (Object.is(x, -0) ? '-0' : String(x));
+    if (n <= 16) key = `${tensor.dtype}|${tensor.dims.join(',')}|${Array.from(tensor.data as ArrayLike<number | bigint>, str).join(',')}`;
     const hit = key !== undefined ? this.state.constCache.get(key) : undefined;
     if (hit) return hit;
     const root = this.root;

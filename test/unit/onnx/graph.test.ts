@@ -47,6 +47,21 @@ describe('onnx graph builder', () => {
     assert.deepEqual(names, ['fwd/layer0/Neg', 'bwd/Exp', 'Sqrt']);
   });
 
+  it('shares equal small constants but keeps -0 and +0 apart (1/x tells them apart)', async () => {
+    const g = Graph.create('zeros');
+    assert.equal(g.scalar(2, 'float32'), g.scalar(2, 'float32'));
+    const neg = g.scalar(-0, 'float32');
+    const pos = g.scalar(0, 'float32');
+    assert.notEqual(neg, pos);
+    g.output(g.div(g.scalar(1, 'float32'), neg), 'a');
+    g.output(g.div(g.scalar(1, 'float32'), pos), 'b');
+    const s = await OnnxSession.create(toModelProto(g), { provider: 'cpu' });
+    const out = await s.run({});
+    assert.equal((out.a.data as Float32Array)[0], -Infinity);
+    assert.equal((out.b.data as Float32Array)[0], Infinity);
+    await s.release();
+  });
+
   it('runs a Loop with carried values and scan outputs', async () => {
     const g = Graph.create('loop');
     const x = g.input('x', 'float64', [2]);

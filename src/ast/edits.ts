@@ -77,7 +77,28 @@ function definitionName(node: SyntaxNode, lang: EditLanguage): string | undefine
     const value = node.childForFieldName('value');
     if (value && JS_FUNCTION_VALUES.has(value.type)) return node.childForFieldName('name')?.text;
   }
+  // `{ get: () => … }` / `{ get: function () {…} }`: a method of an object literal.
+  if (node.type === 'pair') {
+    const value = node.childForFieldName('value');
+    if (value && JS_FUNCTION_VALUES.has(value.type)) return propertyKey(node.childForFieldName('key'));
+  }
   return undefined;
+}
+
+/** The name a JS object-literal key stands for (`get`, `'get'`, `"get"`); computed keys have none. */
+function propertyKey(key: SyntaxNode | null): string | undefined {
+  if (!key) return undefined;
+  if (key.type === 'string') return key.text.slice(1, -1);
+  return key.type === 'computed_property_name' ? undefined : key.text;
+}
+
+/**
+ * A name that prefixes the definitions inside `node` without being one itself: a variable holding
+ * an object literal (`const api = { get() {} }` → `api.get`).
+ */
+function namespaceName(node: SyntaxNode, lang: EditLanguage): string | undefined {
+  if (lang === 'python' || node.type !== 'variable_declarator') return undefined;
+  return node.childForFieldName('value')?.type === 'object' ? node.childForFieldName('name')?.text : undefined;
 }
 
 interface Definition {
@@ -91,7 +112,9 @@ function collectDefinitions(root: SyntaxNode, lang: EditLanguage): Definition[] 
   const out: Definition[] = [];
   const visit = (node: SyntaxNode, prefix: string) => {
     const own = definitionName(node, lang);
-    const qualified = own !== undefined ? (prefix ? `${prefix}.${own}` : own) : prefix;
+    const space = own === undefined ? namespaceName(node, lang) : undefined;
+    const local = own ?? space;
+    const qualified = local !== undefined ? (prefix ? `${prefix}.${local}` : local) : prefix;
     if (own !== undefined) {
       // A Python decorator belongs to its definition: `@app.route("/a")` → `("/b")` changes `f`.
       const span = lang === 'python' && node.parent?.type === 'decorated_definition' ? node.parent : node;

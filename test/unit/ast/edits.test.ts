@@ -74,6 +74,19 @@ describe('ast/edits edit signatures (real tree-sitter grammars)', () => {
     assert.equal(editLanguageOf('README.md'), undefined);
     assert.equal(sign('README.md', 'a', 'b'), undefined);
   });
+  it('JavaScript object-literal methods are qualified by the variable that holds the object', () => {
+    const src = (op: string) =>
+      `const api = {\n  get(k) { return k ${op} 1; },\n  put: function (k) { return k; },\n  'del': (k) => k,\n};\n`;
+    assert.deepEqual(tokens('api.js', src('-'), src('+')), ['E:api.js::api.get', 'N:binary_expression:-→+']);
+    const a = "const api = {\n  put: function (k) { return k; },\n  'del': (k) => k,\n};\n";
+    const b = "const api = {\n  put: function (k) { return -k; },\n  'del': (k) => !k,\n};\n";
+    assert.deepEqual(sign('api.js', a, b)!.definitions, [
+      { name: 'api.del', change: 'modified' },
+      { name: 'api.put', change: 'modified' },
+    ]);
+    // The object itself is not a definition: an edit to a plain property is outside any.
+    assert.deepEqual(sign('api.js', 'const api = { n: 1 };\n', 'const api = { n: 2 };\n')!.definitions, []);
+  });
   it('python: a changed decorator modifies the decorated definition', async () => {
     const sig = (await editSignature('app.py', '@app.route("/a")\ndef f():\n    return 1\n', '@app.route("/b")\ndef f():\n    return 1\n'))!;
     assert.deepEqual(sig.definitions, [{ name: 'f', change: 'modified' }]);

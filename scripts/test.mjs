@@ -8,6 +8,7 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { summarize } from './lib/test-summary.mjs';
 
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
 const requested = process.argv.slice(2);
@@ -78,7 +79,7 @@ for (const tier of tiers) {
     plan = { fail: e.message };
   }
   if (plan.skip) {
-    results.push({ tier, skipped: true, reason: plan.skip });
+    results.push({ tier, tierSkipped: true, reason: plan.skip });
     console.log(`${tier}: SKIPPED (${plan.skip})`);
     continue;
   }
@@ -104,18 +105,6 @@ for (const tier of tiers) {
 fs.rmSync(tmp, { recursive: true, force: true });
 
 console.log('\n━━ summary ━━');
-let passed = 0;
-let failed = 0;
-let skipped = 0;
-for (const r of results) {
-  if (r.skipped) {
-    console.log(`  ${r.tier.padEnd(7)} SKIPPED (${r.reason})`);
-    continue;
-  }
-  passed += r.passed;
-  failed += r.failed;
-  skipped += r.skipped;
-  console.log(`  ${r.tier.padEnd(7)} ${r.passed} passed, ${r.failed} failed, ${r.skipped} skipped${r.error ? `  (${r.error})` : ''}`);
-}
-console.log(`total: ${passed} passed, ${failed} failed, ${skipped} skipped`);
-process.exit(failed > 0 ? 1 : 0);
+const summary = summarize(results);
+for (const line of summary.lines) console.log(line);
+process.exit(summary.failed > 0 ? 1 : 0);

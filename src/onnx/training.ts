@@ -143,6 +143,14 @@ export function buildTrainingGraph(spec: TrainingGraphSpec): Graph {
 export const PACK_BELOW = 16384;
 
 /**
+ * Most tensors in one pack. A pack is one Concat of its members and one Split back: a node with
+ * n inputs or outputs binds n + 1 storage buffers in a WebGPU shader, and WebGPU guarantees only
+ * 8 per shader stage (maxStorageBuffersPerShaderStage; adapters commonly offer 8-16). Found on
+ * Mesa's lavapipe (16): a Split into 16 failed at run time.
+ */
+export const PACK_MAX = 7;
+
+/**
  * Global-norm clipping and AdamW over all parameters. Small tensors (biases, norm gains) of the
  * same decay group are first concatenated into one 1-D tensor: one set of a dozen elementwise
  * nodes for all of them instead of a set per tensor, where per-node dispatch dominates the work
@@ -162,7 +170,10 @@ function optimizerStep(
   const packs: number[][] = [];
   for (const dec of [true, false]) {
     const idx = p.map((_, i) => i).filter((i) => decay[i] === dec && (staticSize(p[i].shape) ?? PACK_BELOW) < PACK_BELOW);
-    if (idx.length >= 2) packs.push(idx);
+    for (let at = 0; at < idx.length; at += PACK_MAX) {
+      const pack = idx.slice(at, at + PACK_MAX);
+      if (pack.length >= 2) packs.push(pack);
+    }
   }
   const packed = new Set(packs.flat());
   const singles = p.map((_, i) => i).filter((i) => !packed.has(i));

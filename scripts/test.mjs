@@ -1,9 +1,9 @@
-// `npm test`: runs the three test tiers (unit, docker, vscode) in order, each with its own
+// `npm test`: runs the test tiers (unit, webgpu, docker, vscode) in order, each with its own
 // summary, then one closing line "total: N passed, N failed, N skipped".
-//   node scripts/test.mjs [unit|docker|vscode ...]
-// A tier that cannot run fails with the reason. A developer may skip the docker or vscode tier
-// only by setting TURNWISE_SKIP_DOCKER=1 / TURNWISE_SKIP_VSCODE=1 (CI never sets them); the
-// summary then says it was skipped.
+//   node scripts/test.mjs [unit|webgpu|docker|vscode ...]
+// A tier that cannot run fails with the reason. A developer may skip the webgpu, docker or vscode
+// tier only by setting TURNWISE_SKIP_WEBGPU=1 / TURNWISE_SKIP_DOCKER=1 / TURNWISE_SKIP_VSCODE=1
+// (CI never sets them); the summary then says it was skipped.
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -12,7 +12,7 @@ import { summarize } from './lib/test-summary.mjs';
 
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
 const requested = process.argv.slice(2);
-const tiers = requested.length ? requested : ['unit', 'docker', 'vscode'];
+const tiers = requested.length ? requested : ['unit', 'webgpu', 'docker', 'vscode'];
 const mochaBin = path.join(root, 'node_modules', 'mocha', 'bin', 'mocha.js');
 
 function run(cmd, args, env = {}) {
@@ -35,6 +35,19 @@ function dockerReachable() {
   return r.status === 0 ? undefined : (r.stderr || 'no answer').trim();
 }
 
+/** Why no WebGPU adapter can be used here (the same child-process probe as `turnwise doctor`), or undefined. */
+function webgpuUnavailable() {
+  const r = spawnSync(process.execPath, ['-r', 'tsx/cjs', '-e', `
+    require('./src/onnx/runtime').probeProvider('webgpu').then((p) => { console.log(JSON.stringify(p)); });
+  `], { cwd: root, encoding: 'utf8', timeout: 120000 });
+  try {
+    const p = JSON.parse(r.stdout.trim().split('\n').pop());
+    return p.ok ? undefined : p.error;
+  } catch {
+    return (r.stderr || 'the probe gave no answer').trim().slice(0, 500);
+  }
+}
+
 function build() {
   const code = run(process.execPath, [path.join(root, 'scripts', 'build.mjs')]);
   if (code !== 0) throw new Error('build failed');
@@ -46,6 +59,16 @@ const tierDefs = {
     const tsc = run(process.execPath, [path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '--noEmit', '-p', root]);
     if (tsc !== 0) return { fail: 'type check failed (tsc --noEmit): see the errors above' };
     return { cmd: process.execPath, args: [mochaBin, 'test/unit/**/*.test.ts'] };
+  },
+  webgpu: () => {
+    if (process.env.TURNWISE_SKIP_WEBGPU === '1') return { skip: 'TURNWISE_SKIP_WEBGPU=1' };
+    const why = webgpuUnavailable();
+    if (why) {
+      return {
+        fail: `the webgpu tier needs a WebGPU adapter (${why}). Without a GPU, Mesa's lavapipe >= 24 is one (Debian 12: mesa-vulkan-drivers from bookworm-backports; scripts/ci/provision-system.sh installs it), or set TURNWISE_SKIP_WEBGPU=1 to skip this tier on purpose.`,
+      };
+    }
+    return { cmd: process.execPath, args: [mochaBin, '--timeout', '300000', 'test/webgpu/**/*.test.ts'] };
   },
   docker: () => {
     if (process.env.TURNWISE_SKIP_DOCKER === '1') return { skip: 'TURNWISE_SKIP_DOCKER=1' };

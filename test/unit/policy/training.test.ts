@@ -9,7 +9,7 @@ import { loadCheckpoint, saveCheckpoint } from '../../../src/policy/checkpoint';
 import { ppoTokenLoss, tokenEntropy } from '../../../src/credit/losses';
 import { gradients, Graph, OnnxSession, toModelProto, type HostTensor, type Value } from '../../../src/onnx';
 import { adamwReference } from '../../../src/onnx/optim';
-import { paramSpecs, type Qwen2Config } from '../../../src/policy/config';
+import { paramSpecs, presetConfig, type Qwen2Config } from '../../../src/policy/config';
 import { fromGraphLayout, weightFeeds } from '../../../src/policy/graphs';
 import { referenceLogits, logSoftmaxRows } from '../../../src/policy/reference';
 import { PolicyTrainer, type TrainBatch } from '../../../src/policy/trainer';
@@ -320,4 +320,18 @@ describe('policy/training: gradients, optimizer, learning', function () {
       await trainer.dispose();
     });
   }
+
+  it('no node of the turnwise-tiny training graph binds more than 8 tensors (WebGPU guarantees 8 storage buffers per shader)', () => {
+    // Constant inputs (Split sizes, axes, shapes) are read on the host, not bound to the shader.
+    for (const steps of [1, 2]) {
+      const g = buildTrainingGraph({ ...policyTrainingSpec(presetConfig('tiny'), { loss: 'ppo-token', batch: 2, seq: 8, kl: true, entropy: true }), steps });
+      const body = steps === 1 ? g : (g.nodes.find((n) => n.op === 'Loop')!.attrs.body as unknown as Graph);
+      const wide = body.nodes
+        .filter((n) => n.op !== 'Loop' && n.op !== 'If')
+        .map((n) => ({ n, bound: n.inputs.filter((v) => v && !g.constValue(v)).length + n.outputs.length }))
+        .filter((x) => x.bound > 8)
+        .map((x) => `${x.n.name} (${x.bound})`);
+      assert.deepEqual(wide, []);
+    }
+  });
 });

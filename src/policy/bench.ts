@@ -44,12 +44,22 @@ export interface TrainBenchResult {
   loop_ms_per_step: number;
   separate_ms_per_step: number;
   loop_speedup: number;
+  /**
+   * The same comparison at SMALL_LOOP (1 × 16 tokens), where a step's compute is small next to
+   * what every run() costs (copying ~38 MB of weights and moments out): what the Loop saves.
+   */
+  loop_small_batch: number;
+  loop_small_seq: number;
+  loop_speedup_small: number;
   decode_context: number;
   decode_tokens_per_s_kv: number;
   decode_tokens_per_s_nokv: number;
   kv_speedup: number;
   peak_rss_mb: number;
 }
+
+/** The overhead-dominated shape loop_speedup_small is measured at. */
+export const SMALL_LOOP = { batch: 1, seq: 16 };
 
 const round = (x: number, d = 2) => Math.round(x * 10 ** d) / 10 ** d;
 
@@ -70,42 +80,48 @@ export async function benchTrain(o: TrainBenchOptions = {}): Promise<TrainBenchR
   const rng = new SeededRandom(1);
   const weights = initWeights(c, 0);
 
-  const batchOf = (): TrainBatch => {
-    const ids = Array.from({ length: B * T }, () => Math.floor(rng.next() * 256));
-    const lossMask = ids.map((_, i) => (i % T >= T / 2 ? 1 : 0));
+  const batchOf = (b: number, t: number): TrainBatch => {
+    const ids = Array.from({ length: b * t }, () => Math.floor(rng.next() * 256));
+    const lossMask = ids.map((_, i) => (i % t >= t / 2 ? 1 : 0));
     const oldLogp = ids.map(() => -5.5);
     const advantages = ids.map(() => rng.next() * 2 - 1);
     return { inputIds: ids, lossMask, oldLogp, advantages };
   };
   const trainer = new PolicyTrainer(weights, undefined, settings);
-  const opts = { loss: 'ppo-token' as const, batch: B, seq: T };
   const hyper = { lr: 1e-4 };
-  const batch = batchOf();
-  const timed = async (batches: TrainBatch[]) => {
+  const timed = async (b: number, t: number, batches: TrainBatch[]) => {
     const t0 = performance.now();
-    await trainer.train(opts, batches, hyper);
+    await trainer.train({ loss: 'ppo-token', batch: b, seq: t }, batches, hyper);
     return performance.now() - t0;
   };
+  /** ms for K steps as one Loop run and as K runs (medians of alternating repeats). */
+  const loopVsSeparate = async (b: number, t: number) => {
+    const batch = batchOf(b, t);
+    const batches = new Array<TrainBatch>(K).fill(batch);
+    for (let i = 0; i < 2; i++) await timed(b, t, [batch]);
+    for (let i = 0; i < 2; i++) await timed(b, t, batches); // builds and warms the K-step session
+    // Loop and separate runs alternate, so load from other processes hits both alike.
+    const loopTimes: number[] = [];
+    const sepTimes: number[] = [];
+    for (let r = 0; r < repeats; r++) {
+      loopTimes.push(await timed(b, t, batches));
+      let sep = 0;
+      for (let i = 0; i < K; i++) sep += await timed(b, t, [batch]);
+      sepTimes.push(sep);
+    }
+    return { loop: median(loopTimes), separate: median(sepTimes) };
+  };
   log(`training: ${B}×${T} tokens, warm-up…`);
+  const batch = batchOf(B, T);
   // The first runs of a session are slower (allocations, arena growth): not what a training run sees.
-  for (let i = 0; i < 2; i++) await timed([batch]);
+  for (let i = 0; i < 2; i++) await timed(B, T, [batch]);
   const stepTimes: number[] = [];
-  for (let i = 0; i < steps; i++) stepTimes.push(await timed([batch]));
+  for (let i = 0; i < steps; i++) stepTimes.push(await timed(B, T, [batch]));
   const stepMs = median(stepTimes);
   log(`training: ${stepMs.toFixed(0)} ms/step (median of ${steps}); Loop of ${K}…`);
-  const batches = new Array<TrainBatch>(K).fill(batch);
-  for (let i = 0; i < 2; i++) await timed(batches); // builds and warms the K-step session
-  // Loop and separate runs alternate, so load from other processes hits both alike.
-  const loopTimes: number[] = [];
-  const sepTimes: number[] = [];
-  for (let r = 0; r < repeats; r++) {
-    loopTimes.push(await timed(batches));
-    let sep = 0;
-    for (let i = 0; i < K; i++) sep += await timed([batch]);
-    sepTimes.push(sep);
-  }
-  const loopMs = median(loopTimes);
-  const sepMs = median(sepTimes);
+  const main = await loopVsSeparate(B, T);
+  log(`Loop of ${K} at ${SMALL_LOOP.batch}×${SMALL_LOOP.seq} tokens…`);
+  const small = await loopVsSeparate(SMALL_LOOP.batch, SMALL_LOOP.seq);
   await trainer.dispose();
 
   log(`decode at ${ctx} tokens of context…`);
@@ -140,9 +156,12 @@ export async function benchTrain(o: TrainBenchOptions = {}): Promise<TrainBenchR
     train_step_ms: round(stepMs, 1),
     tokens_per_s: round((B * T) / (stepMs / 1000), 0),
     loop_k: K,
-    loop_ms_per_step: round(loopMs / K, 1),
-    separate_ms_per_step: round(sepMs / K, 1),
-    loop_speedup: round(sepMs / loopMs),
+    loop_ms_per_step: round(main.loop / K, 1),
+    separate_ms_per_step: round(main.separate / K, 1),
+    loop_speedup: round(main.separate / main.loop),
+    loop_small_batch: SMALL_LOOP.batch,
+    loop_small_seq: SMALL_LOOP.seq,
+    loop_speedup_small: round(small.separate / small.loop),
     decode_context: ctx,
     decode_tokens_per_s_kv: round(kvTps, 1),
     decode_tokens_per_s_nokv: round(noTps, 1),

@@ -2,7 +2,7 @@
 // agree with each other (real ONNX Runtime; timings themselves are the machine's).
 import * as assert from 'node:assert/strict';
 import { main } from '../../../src/cli/main';
-import { benchTrain } from '../../../src/policy/bench';
+import { benchTrain, SMALL_LOOP } from '../../../src/policy/bench';
 
 async function run(argv: string[]) {
   const out: string[] = [];
@@ -32,5 +32,7 @@ describe('bench train', function () {
     assert.ok(Math.abs(r.tokens_per_s - 4 / (r.train_step_ms / 1000)) <= 0.01 * r.tokens_per_s + 1, JSON.stringify(r));
     assert.ok(Math.abs(r.loop_speedup - r.separate_ms_per_step / r.loop_ms_per_step) < 0.02 * r.loop_speedup + 0.01, JSON.stringify(r));
     assert.ok(r.load_avg_1m >= 0 && r.peak_rss_mb > 0);
+    assert.deepEqual([r.loop_small_batch, r.loop_small_seq], [SMALL_LOOP.batch, SMALL_LOOP.seq]);
+    assert.ok(Number.isFinite(r.loop_speedup_small) && r.loop_speedup_small > 0);
   });
 });

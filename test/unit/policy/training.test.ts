@@ -18,7 +18,7 @@ import { buildTrainingGraph } from '../../../src/onnx/training';
 import { byteLevelTokenizer, byteLevelTokenizerJson } from '../../../src/policy/tokenizer';
 import { initWeights, SeededRandom, type PolicyWeights } from '../../../src/policy/weights';
 import { Policy } from '../../../src/policy/policy';
-import { GOLDEN_CONFIG, SMALL_CONFIG } from './helpers';
+import { GOLDEN_CONFIG, maxAbsDiff, SMALL_CONFIG } from './helpers';
 
 const HYPER = { clip_low: 0.2, clip_high: 0.2, kl_coef: 0.3, ent_coef: 0.02, temperature: 1 };
 
@@ -190,9 +190,11 @@ describe('policy/training: gradients, optimizer, learning', function () {
       return out;
     };
     // 1e-30 builds the decayed graph, whose factor 1 − lr·1e-30 rounds to exactly 1 in float32.
+    // The two graphs pack small tensors differently (packs are per decay group), so the global
+    // gradient norm sums in another order: equal up to float32 rounding, not bit for bit.
     const a = await run(0);
     const d = await run(1e-30);
-    for (const [name, x] of a) assert.deepEqual(Array.from(x), Array.from(d.get(name)!), name);
+    for (const [name, x] of a) assert.ok(maxAbsDiff(x, d.get(name)!) < 1e-7, `${name}: ${maxAbsDiff(x, d.get(name)!)}`);
     const moved = await run(0.5);
     assert.notDeepEqual(Array.from(moved.get('model.layers.0.mlp.up_proj.weight')!), Array.from(a.get('model.layers.0.mlp.up_proj.weight')!));
   });

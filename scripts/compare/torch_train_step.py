@@ -8,6 +8,12 @@ global-norm clipping at 1 and AdamW. Prints one JSON object.
 
 Not part of the test suite: it needs PyTorch (Debian: `apt-get install python3-torch`).
     /usr/bin/python3 scripts/compare/torch_train_step.py [--threads 2] [--batch 4] [--seq 128]
+
+Debian 12's PyTorch 1.13.1 is built against the generic BLAS interface: with the reference BLAS
+(the default) a step takes ~2.5 s on 2 cores; install libopenblas0-pthread, and run with
+OPENBLAS_NUM_THREADS=<cores> --threads 1 (the BLAS threads and PyTorch's OpenMP threads otherwise
+fight over the cores: ~600 ms instead of ~240 ms). A PyTorch wheel from PyPI (MKL, oneDNN) is the
+fairer comparison where PyPI is reachable.
 """
 import argparse
 import json
@@ -151,6 +157,8 @@ print(json.dumps({
     "framework": f"pytorch {torch.__version__}",
     "parameters": params,
     "threads": torch.get_num_threads(),
+    "blas": torch.__config__.show().split("BLAS_INFO=")[1].split(",")[0] if "BLAS_INFO=" in torch.__config__.show() else "?",
+    "openblas_threads": os.environ.get("OPENBLAS_NUM_THREADS"),
     "batch": B,
     "seq": T,
     "loss": "ppo-token",

@@ -70,18 +70,24 @@ export interface ForwardInputs {
   ids: Value;
   /** int64 [B, T] position ids (RoPE). */
   positions: Value;
-  /** float32, broadcastable to [B, 1, T, S]: 0 where a query may attend a key, MASKED elsewhere. */
+  /** float32, broadcastable to [B, 1, T, T]: 0 where a new token may attend a new token, MASKED elsewhere. */
   bias: Value;
-  /** Cached keys/values per layer, [B, nkv, P, d] each; absent for a full forward. */
-  past?: { key: Value; value: Value }[];
-  dims: { B: Dim; T: Dim; P?: Dim; S: Dim };
+  /**
+   * A KV cache of capacity C per layer: keys transposed [B, nkv, d, C], values [B, nkv, C, d],
+   * with `cacheBias` [B, 1, T, C] masking the slots a query may not see (unfilled, padding).
+   * The layout lets the caller write each new token in place between runs (see Policy): nothing
+   * O(cache) is copied per step, in or out. Absent for a forward over the whole sequence.
+   */
+  cache?: { keyT: Value; value: Value }[];
+  cacheBias?: Value;
+  dims: { B: Dim; T: Dim; C?: Dim };
 }
 
 export interface ForwardOutputs {
   /** float32 [B, T, V]. */
   logits: Value;
-  /** Keys/values after this step, [B, nkv, S, d] each (S = P + T). */
-  present: { key: Value; value: Value }[];
+  /** This step's keys (transposed, [B, nkv, d, T]) and values ([B, nkv, T, d]) per layer. */
+  present: { keyT: Value; value: Value }[];
 }
 
 /** Builds the Qwen2 forward pass into `g` (modeling_qwen2.py semantics; see reference.ts). */
@@ -91,8 +97,7 @@ export function buildForward(g: Graph, c: Qwen2Config, W: Map<string, Value>, in
   const nh = c.num_attention_heads;
   const nkv = c.num_key_value_heads;
   const group = nh / nkv;
-  const { B, T, S } = inp.dims;
-  const P = inp.dims.P;
+  const { B, T } = inp.dims;
   const param = (n: string) => W.get(n) ?? (() => { throw new Error(`missing weight input ${n}`); })();
 
   // RoPE tables from position ids: angle = pos · inv_freq, repeated over both halves (HF layout).
@@ -115,33 +120,40 @@ export function buildForward(g: Graph, c: Qwen2Config, W: Map<string, Value>, in
   };
   // [B,T,H·] → [B,heads,T,d]
   const heads = (x: Value, n: number) => g.transpose(g.reshape(x, [0, 0, n, d], [B, T, n, d]), [0, 2, 1, 3]);
-  const bias5 = g.unsqueeze(inp.bias, [1]); // [B,1,1,T,S]
+  const bias5 = g.unsqueeze(inp.bias, [1]); // [B,1,1,T,T]
+  if (!!inp.cache !== !!inp.cacheBias) throw new Error('buildForward: cache and cacheBias go together');
+  const cacheBias5 = inp.cacheBias ? g.unsqueeze(inp.cacheBias, [1]) : undefined; // [B,1,1,T,C]
   const scale = 1 / Math.sqrt(d);
 
   const embed = param('model.embed_tokens.weight');
   let x = g.gather(embed, inp.ids, 0); // [B,T,H]
-  const present: { key: Value; value: Value }[] = [];
+  const present: { keyT: Value; value: Value }[] = [];
   for (let l = 0; l < c.num_hidden_layers; l++) {
     const p = `model.layers.${l}.`;
     const xn = rmsNorm(x, param(`${p}input_layernorm.weight`));
     const q = rope(heads(g.add(g.matmul(xn, param(`${p}self_attn.q_proj.weight`)), param(`${p}self_attn.q_proj.bias`)), nh));
-    let k = rope(heads(g.add(g.matmul(xn, param(`${p}self_attn.k_proj.weight`)), param(`${p}self_attn.k_proj.bias`)), nkv));
-    let v = heads(g.add(g.matmul(xn, param(`${p}self_attn.v_proj.weight`)), param(`${p}self_attn.v_proj.bias`)), nkv);
-    if (inp.past) {
-      k = g.concat([inp.past[l].key, k], 2);
-      v = g.concat([inp.past[l].value, v], 2);
-      // Concat of symbolic dims gets a fresh name; pin it to S so shapes stay comparable.
-      k = g.reshape(k, [0, 0, -1, d], [B, nkv, S, d]);
-      v = g.reshape(v, [0, 0, -1, d], [B, nkv, S, d]);
-    }
-    present.push({ key: k, value: v });
+    const k = rope(heads(g.add(g.matmul(xn, param(`${p}self_attn.k_proj.weight`)), param(`${p}self_attn.k_proj.bias`)), nkv));
+    const v = heads(g.add(g.matmul(xn, param(`${p}self_attn.v_proj.weight`)), param(`${p}self_attn.v_proj.bias`)), nkv);
+    const kT = g.transpose(k, [0, 1, 3, 2]); // [B,nkv,d,T]
+    present.push({ keyT: kT, value: v });
     // Grouped-query attention without copying K/V: query heads are grouped under their KV head,
     // [B,nkv,g,T,d] · [B,nkv,1,d,S] → [B,nkv,g,T,S].
     const qg = g.reshape(q, [0, nkv, group, -1, d], [B, nkv, group, T, d]);
-    const kT = g.unsqueeze(g.transpose(k, [0, 1, 3, 2]), [2]); // [B,nkv,1,d,S]
-    const scores = g.add(g.mul(g.matmul(qg, kT), scale), bias5);
-    const probs = g.softmax(scores, -1);
-    const ctx = g.matmul(probs, g.unsqueeze(v, [2])); // [B,nkv,g,T,d]
+    const scoresNew = g.add(g.mul(g.matmul(qg, g.unsqueeze(kT, [2])), scale), bias5); // [B,nkv,g,T,T]
+    let ctx: Value; // [B,nkv,g,T,d]
+    if (!inp.cache) {
+      ctx = g.matmul(g.softmax(scoresNew, -1), g.unsqueeze(v, [2]));
+    } else {
+      // Softmax over [cache slots ‖ new tokens] without concatenating the cache: one max and one
+      // normalizer over both score blocks.
+      const cached = inp.cache[l];
+      const scoresCache = g.add(g.mul(g.matmul(qg, g.unsqueeze(cached.keyT, [2])), scale), cacheBias5!); // [B,nkv,g,T,C]
+      const m = g.max(g.reduceMax(scoresCache, [-1], true), g.reduceMax(scoresNew, [-1], true));
+      const eCache = g.exp(g.sub(scoresCache, m));
+      const eNew = g.exp(g.sub(scoresNew, m));
+      const denom = g.add(g.reduceSum(eCache, [-1], true), g.reduceSum(eNew, [-1], true));
+      ctx = g.div(g.add(g.matmul(eCache, g.unsqueeze(cached.value, [2])), g.matmul(eNew, g.unsqueeze(v, [2]))), denom);
+    }
     const merged = g.reshape(g.transpose(g.reshape(ctx, [0, nh, -1, d], [B, nh, T, d]), [0, 2, 1, 3]), [0, 0, h], [B, T, h]);
     x = g.add(x, g.matmul(merged, param(`${p}self_attn.o_proj.weight`)));
     const xn2 = rmsNorm(x, param(`${p}post_attention_layernorm.weight`));
@@ -151,32 +163,38 @@ export function buildForward(g: Graph, c: Qwen2Config, W: Map<string, Value>, in
   }
   x = rmsNorm(x, param('model.norm.weight'));
   const head = c.tie_word_embeddings ? g.transpose(embed, [1, 0]) : param('lm_head.weight');
-  void P;
   return { logits: g.matmul(x, head), present };
 }
 
 /**
- * The inference "step" graph: prefill (P = 0, T = prompt length) and decode (T = 1) are the same
- * graph with different shapes. Inputs: weights, input_ids, position_ids int64 [B,T],
- * attn_bias float [B,1,T,S], past.{l}.key/value [B,nkv,P,d]. Outputs: logits [B,T,V],
- * present.{l}.key/value [B,nkv,S,d].
+ * The inference graphs. `prefill`: the whole prompt (left-padded rows), inputs weights,
+ * input_ids and position_ids int64 [B,T], attn_bias float [B,1,T,T]. `decode`: T new tokens on
+ * top of a KV cache, adding cache.{l}.key [B,nkv,d,C] (keys transposed), cache.{l}.value
+ * [B,nkv,C,d] and cache_bias [B,1,T,C]. Both output logits [B,T,V] and this step's keys and
+ * values, new.{l}.key [B,nkv,d,T] and new.{l}.value [B,nkv,T,d], which the caller writes into
+ * its cache (Policy).
  */
-export function buildStepGraph(c: Qwen2Config): Graph {
-  const g = Graph.create('qwen2_step');
+export function buildStepGraph(c: Qwen2Config, kind: 'prefill' | 'decode'): Graph {
+  const g = Graph.create(`qwen2_${kind}`);
   const W = declareParams(g, c);
   const d = headDim(c);
+  const nkv = c.num_key_value_heads;
   const ids = g.input('input_ids', 'int64', ['B', 'T']);
   const positions = g.input('position_ids', 'int64', ['B', 'T']);
-  const bias = g.input('attn_bias', 'float32', ['B', 1, 'T', 'S']);
-  const past = Array.from({ length: c.num_hidden_layers }, (_, l) => ({
-    key: g.input(`past.${l}.key`, 'float32', ['B', c.num_key_value_heads, 'P', d]),
-    value: g.input(`past.${l}.value`, 'float32', ['B', c.num_key_value_heads, 'P', d]),
-  }));
-  const out = buildForward(g, c, W, { ids, positions, bias, past, dims: { B: 'B', T: 'T', P: 'P', S: 'S' } });
+  const bias = g.input('attn_bias', 'float32', ['B', 1, 'T', 'T']);
+  const cache =
+    kind === 'decode'
+      ? Array.from({ length: c.num_hidden_layers }, (_, l) => ({
+          keyT: g.input(`cache.${l}.key`, 'float32', ['B', nkv, d, 'C']),
+          value: g.input(`cache.${l}.value`, 'float32', ['B', nkv, 'C', d]),
+        }))
+      : undefined;
+  const cacheBias = kind === 'decode' ? g.input('cache_bias', 'float32', ['B', 1, 'T', 'C']) : undefined;
+  const out = buildForward(g, c, W, { ids, positions, bias, cache, cacheBias, dims: { B: 'B', T: 'T', C: 'C' } });
   g.output(out.logits, 'logits');
   out.present.forEach((p, l) => {
-    g.output(p.key, `present.${l}.key`);
-    g.output(p.value, `present.${l}.value`);
+    g.output(p.keyT, `new.${l}.key`);
+    g.output(p.value, `new.${l}.value`);
   });
   return g;
 }

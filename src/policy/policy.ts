@@ -32,11 +32,20 @@ export interface GeneratedRow {
   finishReason: 'stop' | 'length';
 }
 
-interface KvState {
-  past: Record<string, HostTensor>;
-  /** [B][S] whether key j of row b is a real token. */
+/**
+ * The KV cache of a batch being generated, held on the host in the layout the decode graph reads
+ * in place: per layer, keys transposed [B, nkv, d, C] and values [B, nkv, C, d], C the capacity.
+ * Each step's new keys and values are written into the next slots; nothing O(C) is copied per step.
+ */
+interface KvCache {
+  capacity: number;
+  /** Slots written so far (the same for every row: padding slots are masked, not skipped). */
+  filled: number;
+  keys: Float32Array[];
+  values: Float32Array[];
+  /** [B][slot] whether a slot holds a real token (not left padding). */
   valid: boolean[][];
-  /** Next position id per row. */
+  /** Next position id per row (left padding takes none). */
   nextPos: number[];
 }
 
@@ -96,7 +105,7 @@ export class Policy {
   ) {
     this.config = weights.config;
     this.feeds = weightFeeds(weights);
-    this.sessions = new SessionCache(settings, 2);
+    this.sessions = new SessionCache(settings, 2); // prefill and decode
   }
 
   /** Replaces the weights (after a training step); sessions are kept. */
@@ -109,12 +118,12 @@ export class Policy {
     for (const [name, t] of Object.entries(this.feeds)) this.feeds[name] = { ...t, data: graphTensors.get(name)! };
   }
 
-  private session(): Promise<OnnxSession> {
-    return this.sessions.get('step', () => toModelProto(buildStepGraph(this.config)));
+  private session(kind: 'prefill' | 'decode'): Promise<OnnxSession> {
+    return this.sessions.get(kind, () => toModelProto(buildStepGraph(this.config, kind)));
   }
 
   get provider(): Promise<string> {
-    return this.session().then((s) => s.provider);
+    return this.session('prefill').then((s) => s.provider);
   }
 
   private checkIds(rows: readonly (readonly number[])[]): void {
@@ -130,53 +139,80 @@ export class Policy {
     }
   }
 
-  private emptyPast(b: number): Record<string, HostTensor> {
-    const past: Record<string, HostTensor> = {};
-    const dims = [b, this.config.num_key_value_heads, 0, headDim(this.config)];
-    for (let l = 0; l < this.config.num_hidden_layers; l++) {
-      past[`past.${l}.key`] = { dtype: 'float32', dims, data: new Float32Array(0) };
-      past[`past.${l}.value`] = { dtype: 'float32', dims, data: new Float32Array(0) };
-    }
-    return past;
+  private newCache(B: number, capacity: number): KvCache {
+    const { num_hidden_layers: L, num_key_value_heads: nkv } = this.config;
+    const n = B * nkv * headDim(this.config) * capacity;
+    return {
+      capacity,
+      filled: 0,
+      keys: Array.from({ length: L }, () => new Float32Array(n)),
+      values: Array.from({ length: L }, () => new Float32Array(n)),
+      valid: Array.from({ length: B }, () => []),
+      nextPos: new Array(B).fill(0),
+    };
   }
 
-  /** Runs T new tokens per row on top of `state` (a prefill when the cache is empty); returns logits [B,T,V]. */
-  private async step(state: KvState, ids: number[][]): Promise<Float32Array> {
+  /**
+   * Runs T new tokens per row on top of `cache` (a prefill when it is empty; ids of -1 are left
+   * padding) and writes their keys and values into it. Returns logits [B, T, V].
+   */
+  private async step(cache: KvCache, ids: number[][]): Promise<Float32Array> {
     const B = ids.length;
     const T = ids[0].length;
-    const P = state.valid[0].length;
-    const S = P + T;
+    const P = cache.filled;
+    const C = cache.capacity;
+    if (P + T > C) throw new TurnwiseError('internal', `KV cache of ${C} slots cannot take ${T} more tokens after ${P}`);
     const idArr = new BigInt64Array(B * T);
     const posArr = new BigInt64Array(B * T);
-    const bias = new Float32Array(B * T * S);
+    const bias = new Float32Array(B * T * T);
     for (let b = 0; b < B; b++) {
-      for (let i = 0; i < T; i++) idArr[b * T + i] = BigInt(ids[b][i]);
-    }
-    // Left padding: ids equal to -1 mark padding in a prefill.
-    for (let b = 0; b < B; b++) {
+      const valid = cache.valid[b];
       for (let i = 0; i < T; i++) {
         const real = ids[b][i] >= 0;
-        if (!real) idArr[b * T + i] = 0n;
-        state.valid[b].push(real);
-        posArr[b * T + i] = BigInt(state.nextPos[b]);
-        if (real) state.nextPos[b]++;
+        idArr[b * T + i] = real ? BigInt(ids[b][i]) : 0n;
+        valid.push(real);
+        posArr[b * T + i] = BigInt(cache.nextPos[b]);
+        if (real) cache.nextPos[b]++;
       }
-      for (let i = 0; i < T; i++) {
-        for (let j = 0; j < S; j++) bias[(b * T + i) * S + j] = j <= P + i && state.valid[b][j] ? 0 : MASKED;
-      }
+      for (let i = 0; i < T; i++) for (let j = 0; j < T; j++) bias[(b * T + i) * T + j] = j <= i && valid[P + j] ? 0 : MASKED;
     }
-    const session = await this.session();
-    const out = await session.run({
+    const feeds: Record<string, HostTensor> = {
       ...this.feeds,
-      ...state.past,
       input_ids: { dtype: 'int64', dims: [B, T], data: idArr },
       position_ids: { dtype: 'int64', dims: [B, T], data: posArr },
-      attn_bias: { dtype: 'float32', dims: [B, 1, T, S], data: bias },
-    });
-    for (let l = 0; l < this.config.num_hidden_layers; l++) {
-      state.past[`past.${l}.key`] = out[`present.${l}.key`];
-      state.past[`past.${l}.value`] = out[`present.${l}.value`];
+      attn_bias: { dtype: 'float32', dims: [B, 1, T, T], data: bias },
+    };
+    const nkv = this.config.num_key_value_heads;
+    const d = headDim(this.config);
+    const L = this.config.num_hidden_layers;
+    let session: OnnxSession;
+    if (P === 0) session = await this.session('prefill');
+    else {
+      session = await this.session('decode');
+      // Every slot is fed (capacity C): unfilled and padding slots are masked out.
+      const cacheBias = new Float32Array(B * T * C).fill(MASKED);
+      for (let b = 0; b < B; b++) {
+        for (let j = 0; j < P; j++) {
+          if (!cache.valid[b][j]) continue;
+          for (let i = 0; i < T; i++) cacheBias[(b * T + i) * C + j] = 0;
+        }
+      }
+      feeds.cache_bias = { dtype: 'float32', dims: [B, 1, T, C], data: cacheBias };
+      for (let l = 0; l < L; l++) {
+        feeds[`cache.${l}.key`] = { dtype: 'float32', dims: [B, nkv, d, C], data: cache.keys[l] };
+        feeds[`cache.${l}.value`] = { dtype: 'float32', dims: [B, nkv, C, d], data: cache.values[l] };
+      }
     }
+    const out = await session.run(feeds);
+    for (let l = 0; l < L; l++) {
+      const k = out[`new.${l}.key`].data as Float32Array; // [B,nkv,d,T]
+      const v = out[`new.${l}.value`].data as Float32Array; // [B,nkv,T,d]
+      const K = cache.keys[l];
+      const V = cache.values[l];
+      for (let r = 0; r < B * nkv * d; r++) K.set(k.subarray(r * T, (r + 1) * T), r * C + P);
+      for (let bh = 0; bh < B * nkv; bh++) V.set(v.subarray(bh * T * d, (bh + 1) * T * d), (bh * C + P) * d);
+    }
+    cache.filled = P + T;
     return out.logits.data as Float32Array;
   }
 
@@ -189,9 +225,8 @@ export class Policy {
     const B = rows.length;
     const T = Math.max(...rows.map((r) => r.length));
     const V = this.config.vocab_size;
-    const state: KvState = { past: this.emptyPast(B), valid: rows.map(() => []), nextPos: rows.map(() => 0) };
     const padded = rows.map((r) => [...new Array(T - r.length).fill(-1), ...r]);
-    const all = await this.step(state, padded);
+    const all = await this.step(this.newCache(B, T), padded);
     return rows.map((r, b) => all.slice((b * T + T - r.length) * V, (b + 1) * T * V));
   }
 
@@ -216,9 +251,11 @@ export class Policy {
     const rows: GeneratedRow[] = prompts.map(() => ({ tokenIds: [], logprobs: [], finishReason: 'length' }));
     const done = new Array(B).fill(false);
     const kv = options.kvCache ?? true;
-    let state: KvState = { past: this.emptyPast(B), valid: prompts.map(() => []), nextPos: prompts.map(() => 0) };
+    // Capacity for the prompt and every token but the last (which is sampled, never fed back).
+    const capacity = (kv: boolean, len: number) => (kv ? maxLen + Math.max(0, budget - 1) : len);
     const seqs = prompts.map((p) => [...new Array(maxLen - p.length).fill(-1), ...p]);
-    let logits = await this.step(state, seqs);
+    const cache = this.newCache(B, capacity(kv, maxLen));
+    let logits = await this.step(cache, seqs);
     let T = maxLen;
     for (let n = 0; n < budget; n++) {
       const next: number[] = [];
@@ -240,11 +277,10 @@ export class Policy {
       if (done.every(Boolean) || n === budget - 1) break;
       for (let b = 0; b < B; b++) seqs[b].push(next[b]);
       if (kv) {
-        logits = await this.step(state, next.map((t) => [t]));
+        logits = await this.step(cache, next.map((t) => [t]));
         T = 1;
       } else {
-        state = { past: this.emptyPast(B), valid: prompts.map(() => []), nextPos: prompts.map(() => 0) };
-        logits = await this.step(state, seqs);
+        logits = await this.step(this.newCache(B, seqs[0].length), seqs);
         T = seqs[0].length;
       }
     }

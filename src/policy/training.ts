@@ -166,7 +166,7 @@ export function policyTrainingSpec(c: Qwen2Config, o: TrainGraphOptions): Omit<T
     const keyBias = g.reshape(g.mul(g.sub(1, inp.attention_mask), MASKED), [B, 1, 1, T]);
     const bias = g.add(causalV, keyBias);
     const W = new Map(Object.entries(params));
-    const { logits } = buildForward(g, c, W, { ids: inp.input_ids, positions, bias, dims: { B, T, S: T } });
+    const { logits } = buildForward(g, c, W, { ids: inp.input_ids, positions, bias, dims: { B, T } });
     const { logp, entropy } = tokenLogprobs(g, logits, inp.input_ids, inp.temperature, B, T);
     const tail = (name: string) => (inp[name] ? g.slice(inp[name], [1], [T], [1]) : undefined);
     const { loss, metrics } = buildPolicyLoss(

@@ -1,4 +1,5 @@
 import * as assert from 'node:assert/strict';
+import { buildStepGraph } from '../../../src/policy/graphs';
 import { Policy, sampleToken, logSoftmax } from '../../../src/policy/policy';
 import { referenceLogits } from '../../../src/policy/reference';
 import { initWeights, SeededRandom } from '../../../src/policy/weights';
@@ -100,5 +101,26 @@ describe('policy/inference: ONNX forward, KV cache, sampling', function () {
 
   it('refuses ids outside the vocabulary', async () => {
     await assert.rejects(policy.logits([[1, 99]]), /token id 99 is outside the vocabulary/);
+  });
+
+  it('the decode graph reads the cache in place: it takes the cache and returns only this step\'s keys and values', () => {
+    const g = buildStepGraph(SMALL_CONFIG, 'decode');
+    const d = SMALL_CONFIG.hidden_size / SMALL_CONFIG.num_attention_heads;
+    const key0 = g.inputs.find((v) => v.name === 'cache.0.key')!;
+    assert.deepEqual(key0.shape, ['B', SMALL_CONFIG.num_key_value_heads, d, 'C']);
+    for (const o of g.outputs) assert.ok(!o.shape.includes('C'), `${o.name} [${o.shape}] is cache-sized`);
+    assert.deepEqual(g.outputs.find((o) => o.name === 'new.0.key')!.shape, ['B', SMALL_CONFIG.num_key_value_heads, d, 'T']);
+  });
+
+  it('generation up to max_position_embeddings fills the cache exactly; KV decode = full recomputation there too', async () => {
+    const max = SMALL_CONFIG.max_position_embeddings;
+    const long = Array.from({ length: max - 4 }, (_, i) => (i * 3 + 1) % SMALL_CONFIG.vocab_size);
+    const short = [5, 6, 7];
+    const opts = { maxNewTokens: 50, temperature: 0, stopIds: [] };
+    const kv = await policy.generateIds([long, short], { ...opts, kvCache: true });
+    const full = await policy.generateIds([long, short], { ...opts, kvCache: false });
+    assert.equal(kv[0].tokenIds.length, 4, 'the budget is what the context has left');
+    assert.deepEqual(kv.map((r) => r.tokenIds), full.map((r) => r.tokenIds));
+    for (let b = 0; b < 2; b++) assert.ok(maxAbsDiff(kv[b].logprobs, full[b].logprobs) < 1e-4);
   });
 });

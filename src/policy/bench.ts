@@ -54,9 +54,15 @@ export interface TrainBenchResult {
   decode_context: number;
   decode_tokens_per_s_kv: number;
   decode_tokens_per_s_nokv: number;
+  /** Rows decoded together for decode_tokens_per_s_kv_batched (tokens of all rows per second). */
+  decode_batch: number;
+  decode_tokens_per_s_kv_batched: number;
   kv_speedup: number;
   peak_rss_mb: number;
 }
+
+/** Rows in the batched decode measurement (a rollout group). */
+export const DECODE_BATCH = 8;
 
 /** The overhead-dominated shape loop_speedup_small is measured at. */
 export const SMALL_LOOP = { batch: 1, seq: 16 };
@@ -131,15 +137,20 @@ export async function benchTrain(o: TrainBenchOptions = {}): Promise<TrainBenchR
   const gen = { temperature: 0, stopIds: [] as number[] };
   await policy.generateIds([prompt], { ...gen, maxNewTokens: 2 });
   // Time prefill + n tokens and prefill + 1 token; the difference is n − 1 decode steps.
-  const timeGen = async (n: number, kvCache: boolean) => {
+  const timeGen = async (n: number, kvCache: boolean, rows: number[][] = [prompt]) => {
     const t = performance.now();
-    await policy.generateIds([prompt], { ...gen, maxNewTokens: n, kvCache });
+    await policy.generateIds(rows, { ...gen, maxNewTokens: n, kvCache });
     return performance.now() - t;
   };
   const base = await timeGen(1, true);
   const kvMs = (await timeGen(nDecode + 1, true)) - base;
   const nNo = Math.max(2, Math.floor(nDecode / 8));
   const noMs = (await timeGen(nNo + 1, false)) - base;
+  // Rollouts decode a group of episodes together: DECODE_BATCH rows of the same context length.
+  const rows = Array.from({ length: DECODE_BATCH }, () => Array.from({ length: ctx }, () => Math.floor(rng.next() * 256)));
+  await timeGen(2, true, rows);
+  const baseBatch = await timeGen(1, true, rows);
+  const batchMs = (await timeGen(nDecode + 1, true, rows)) - baseBatch;
   await policy.dispose();
   const kvTps = nDecode / (kvMs / 1000);
   const noTps = nNo / (noMs / 1000);
@@ -165,6 +176,8 @@ export async function benchTrain(o: TrainBenchOptions = {}): Promise<TrainBenchR
     decode_context: ctx,
     decode_tokens_per_s_kv: round(kvTps, 1),
     decode_tokens_per_s_nokv: round(noTps, 1),
+    decode_batch: DECODE_BATCH,
+    decode_tokens_per_s_kv_batched: round((DECODE_BATCH * nDecode) / (batchMs / 1000), 1),
     kv_speedup: round(kvTps / noTps, 1),
     peak_rss_mb: round(process.resourceUsage().maxRSS / 1024, 0),
   };

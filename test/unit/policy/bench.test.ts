@@ -34,5 +34,7 @@ describe('bench train', function () {
     assert.ok(r.load_avg_1m >= 0 && r.peak_rss_mb > 0);
     assert.deepEqual([r.loop_small_batch, r.loop_small_seq], [SMALL_LOOP.batch, SMALL_LOOP.seq]);
     assert.ok(Number.isFinite(r.loop_speedup_small) && r.loop_speedup_small > 0);
+    assert.equal(r.decode_batch, 8);
+    assert.ok(r.decode_tokens_per_s_kv_batched > 0 && Number.isFinite(r.decode_tokens_per_s_kv_batched));
   });
 });

@@ -74,7 +74,7 @@ export interface ForwardInputs {
   bias: Value;
   /**
    * A KV cache of capacity C per layer: keys transposed [B, nkv, d, C], values [B, nkv, C, d],
-   * with `cacheBias` [B, 1, T, C] masking the slots a query may not see (unfilled, padding).
+   * with `cacheBias` (broadcastable to [B, 1, T, C]) masking the slots a query may not see.
    * The layout lets the caller write each new token in place between runs (see Policy): nothing
    * O(cache) is copied per step, in or out. Absent for a forward over the whole sequence.
    */
@@ -122,7 +122,7 @@ export function buildForward(g: Graph, c: Qwen2Config, W: Map<string, Value>, in
   const heads = (x: Value, n: number) => g.transpose(g.reshape(x, [0, 0, n, d], [B, T, n, d]), [0, 2, 1, 3]);
   const bias5 = g.unsqueeze(inp.bias, [1]); // [B,1,1,T,T]
   if (!!inp.cache !== !!inp.cacheBias) throw new Error('buildForward: cache and cacheBias go together');
-  const cacheBias5 = inp.cacheBias ? g.unsqueeze(inp.cacheBias, [1]) : undefined; // [B,1,1,T,C]
+  const cacheBias5 = inp.cacheBias ? g.unsqueeze(inp.cacheBias, [1]) : undefined; // [B,1,1,·,C]
   const scale = 1 / Math.sqrt(d);
 
   const embed = param('model.embed_tokens.weight');
@@ -138,6 +138,7 @@ export function buildForward(g: Graph, c: Qwen2Config, W: Map<string, Value>, in
     present.push({ keyT: kT, value: v });
     // Grouped-query attention without copying K/V: query heads are grouped under their KV head,
     // [B,nkv,g,T,d] · [B,nkv,1,d,S] → [B,nkv,g,T,S].
+    // The 1/√d scale goes on the queries ([.., T, d]), not on the scores ([.., T, S]): fewer values.
     const qg = g.reshape(q, [0, nkv, group, -1, d], [B, nkv, group, T, d]);
     const scoresNew = g.add(g.mul(g.matmul(qg, g.unsqueeze(kT, [2])), scale), bias5); // [B,nkv,g,T,T]
     let ctx: Value; // [B,nkv,g,T,d]
@@ -168,9 +169,11 @@ export function buildForward(g: Graph, c: Qwen2Config, W: Map<string, Value>, in
 
 /**
  * The inference graphs. `prefill`: the whole prompt (left-padded rows), inputs weights,
- * input_ids and position_ids int64 [B,T], attn_bias float [B,1,T,T]. `decode`: T new tokens on
- * top of a KV cache, adding cache.{l}.key [B,nkv,d,C] (keys transposed), cache.{l}.value
- * [B,nkv,C,d] and cache_bias [B,1,T,C]. Both output logits [B,T,V] and this step's keys and
+ * input_ids and position_ids int64 [B,T], attention_mask float [B,T] (1 real, 0 padding) and
+ * token_index int64 [T] (0..T−1). `decode`: T new tokens on top of a KV cache, inputs weights,
+ * input_ids, position_ids, attn_bias float [B,1,T,T] (0 visible, MASKED not), cache.{l}.key
+ * [B,nkv,d,C] (keys transposed), cache.{l}.value [B,nkv,C,d] and cache_bias float [B,1,1,C]
+ * (0 for a filled slot holding a real token, MASKED otherwise). Both output logits [B,T,V] and this step's keys and
  * values, new.{l}.key [B,nkv,d,T] and new.{l}.value [B,nkv,T,d], which the caller writes into
  * its cache (Policy).
  */
@@ -181,15 +184,28 @@ export function buildStepGraph(c: Qwen2Config, kind: 'prefill' | 'decode'): Grap
   const nkv = c.num_key_value_heads;
   const ids = g.input('input_ids', 'int64', ['B', 'T']);
   const positions = g.input('position_ids', 'int64', ['B', 'T']);
-  const bias = g.input('attn_bias', 'float32', ['B', 1, 'T', 'T']);
-  const cache =
-    kind === 'decode'
-      ? Array.from({ length: c.num_hidden_layers }, (_, l) => ({
-          keyT: g.input(`cache.${l}.key`, 'float32', ['B', nkv, d, 'C']),
-          value: g.input(`cache.${l}.value`, 'float32', ['B', nkv, 'C', d]),
-        }))
-      : undefined;
-  const cacheBias = kind === 'decode' ? g.input('cache_bias', 'float32', ['B', 1, 'T', 'C']) : undefined;
+  let bias: Value;
+  let cache: { keyT: Value; value: Value }[] | undefined;
+  let cacheBias: Value | undefined;
+  if (kind === 'prefill') {
+    // The B·T·T bias is built here from the masks (the host would otherwise build and feed it):
+    // causal from the token indices, padding from attention_mask.
+    const mask = g.input('attention_mask', 'float32', ['B', 'T']);
+    const idx = g.input('token_index', 'int64', ['T']); // 0..T−1
+    const future = g.greater(g.unsqueeze(idx, [0]), g.unsqueeze(idx, [1])); // [T,T]: key after query
+    const causal = g.where(future, g.scalar(MASKED, 'float32'), g.scalar(0, 'float32'));
+    const keyPad = g.reshape(g.mul(g.sub(1, mask), MASKED), [0, 1, 1, -1], ['B', 1, 1, 'T']);
+    bias = g.add(g.unsqueeze(causal, [0, 1]), keyPad); // [B,1,T,T]
+  } else {
+    // Decode steps are a handful of tokens: their small biases come from the host, the cache's
+    // one ([B,1,1,C]: every new token sees every valid slot) kept up to date slot by slot.
+    bias = g.input('attn_bias', 'float32', ['B', 1, 'T', 'T']);
+    cacheBias = g.input('cache_bias', 'float32', ['B', 1, 1, 'C']);
+    cache = Array.from({ length: c.num_hidden_layers }, (_, l) => ({
+      keyT: g.input(`cache.${l}.key`, 'float32', ['B', nkv, d, 'C']),
+      value: g.input(`cache.${l}.value`, 'float32', ['B', nkv, 'C', d]),
+    }));
+  }
   const out = buildForward(g, c, W, { ids, positions, bias, cache, cacheBias, dims: { B: 'B', T: 'T', C: 'C' } });
   g.output(out.logits, 'logits');
   out.present.forEach((p, l) => {

@@ -43,8 +43,8 @@ interface KvCache {
   filled: number;
   keys: Float32Array[];
   values: Float32Array[];
-  /** [B][slot] whether a slot holds a real token (not left padding). */
-  valid: boolean[][];
+  /** [B, capacity]: 0 where a slot is filled with a real token, MASKED where unfilled or padding. */
+  bias: Float32Array;
   /** Next position id per row (left padding takes none). */
   nextPos: number[];
 }
@@ -147,7 +147,7 @@ export class Policy {
       filled: 0,
       keys: Array.from({ length: L }, () => new Float32Array(n)),
       values: Array.from({ length: L }, () => new Float32Array(n)),
-      valid: Array.from({ length: B }, () => []),
+      bias: new Float32Array(B * capacity).fill(MASKED),
       nextPos: new Array(B).fill(0),
     };
   }
@@ -164,40 +164,36 @@ export class Policy {
     if (P + T > C) throw new TurnwiseError('internal', `KV cache of ${C} slots cannot take ${T} more tokens after ${P}`);
     const idArr = new BigInt64Array(B * T);
     const posArr = new BigInt64Array(B * T);
-    const bias = new Float32Array(B * T * T);
+    const mask = new Float32Array(B * T);
     for (let b = 0; b < B; b++) {
-      const valid = cache.valid[b];
       for (let i = 0; i < T; i++) {
         const real = ids[b][i] >= 0;
         idArr[b * T + i] = real ? BigInt(ids[b][i]) : 0n;
-        valid.push(real);
+        mask[b * T + i] = real ? 1 : 0;
         posArr[b * T + i] = BigInt(cache.nextPos[b]);
         if (real) cache.nextPos[b]++;
       }
-      for (let i = 0; i < T; i++) for (let j = 0; j < T; j++) bias[(b * T + i) * T + j] = j <= i && valid[P + j] ? 0 : MASKED;
     }
     const feeds: Record<string, HostTensor> = {
       ...this.feeds,
       input_ids: { dtype: 'int64', dims: [B, T], data: idArr },
       position_ids: { dtype: 'int64', dims: [B, T], data: posArr },
-      attn_bias: { dtype: 'float32', dims: [B, 1, T, T], data: bias },
     };
     const nkv = this.config.num_key_value_heads;
     const d = headDim(this.config);
     const L = this.config.num_hidden_layers;
     let session: OnnxSession;
-    if (P === 0) session = await this.session('prefill');
-    else {
+    if (P === 0) {
+      session = await this.session('prefill');
+      feeds.attention_mask = { dtype: 'float32', dims: [B, T], data: mask };
+      feeds.token_index = { dtype: 'int64', dims: [T], data: BigInt64Array.from({ length: T }, (_, i) => BigInt(i)) };
+    } else {
       session = await this.session('decode');
+      const bias = new Float32Array(B * T * T);
+      for (let b = 0; b < B; b++) for (let i = 0; i < T; i++) for (let j = 0; j < T; j++) bias[(b * T + i) * T + j] = j <= i && mask[b * T + j] ? 0 : MASKED;
+      feeds.attn_bias = { dtype: 'float32', dims: [B, 1, T, T], data: bias };
       // Every slot is fed (capacity C): unfilled and padding slots are masked out.
-      const cacheBias = new Float32Array(B * T * C).fill(MASKED);
-      for (let b = 0; b < B; b++) {
-        for (let j = 0; j < P; j++) {
-          if (!cache.valid[b][j]) continue;
-          for (let i = 0; i < T; i++) cacheBias[(b * T + i) * C + j] = 0;
-        }
-      }
-      feeds.cache_bias = { dtype: 'float32', dims: [B, 1, T, C], data: cacheBias };
+      feeds.cache_bias = { dtype: 'float32', dims: [B, 1, 1, C], data: cache.bias };
       for (let l = 0; l < L; l++) {
         feeds[`cache.${l}.key`] = { dtype: 'float32', dims: [B, nkv, d, C], data: cache.keys[l] };
         feeds[`cache.${l}.value`] = { dtype: 'float32', dims: [B, nkv, C, d], data: cache.values[l] };
@@ -212,6 +208,7 @@ export class Policy {
       for (let r = 0; r < B * nkv * d; r++) K.set(k.subarray(r * T, (r + 1) * T), r * C + P);
       for (let bh = 0; bh < B * nkv; bh++) V.set(v.subarray(bh * T * d, (bh + 1) * T * d), (bh * C + P) * d);
     }
+    for (let b = 0; b < B; b++) for (let i = 0; i < T; i++) if (mask[b * T + i]) cache.bias[b * C + P + i] = 0;
     cache.filled = P + T;
     return out.logits.data as Float32Array;
   }

@@ -270,7 +270,11 @@ function ortOptions(provider: ExecutionProviderName, s: SessionSettings): ort.In
     interOpNumThreads: 1,
     executionMode: 'sequential',
     enableCpuMemArena: true,
-    enableMemPattern: true,
+    // ONNX Runtime's memory pattern preallocates one block for every intermediate from the first
+    // run's trace. Measured on a turnwise-tiny training step (CPU): no speed difference (within
+    // noise at 4x128 and 4x1024, decode too), but peak RSS 1.96 GB instead of 1.1 GB at 4x1024
+    // tokens and 370 instead of 309 MB at 4x128. The arena stays (without it steps are ~20% slower).
+    enableMemPattern: false,
     logSeverityLevel: 3,
     extra: { session: { intra_op: { allow_spinning: resolveSpinning(s) ? '1' : '0' } } },
     ...(s.profile ? { enableProfiling: true, profileFilePrefix: s.profile } : {}),

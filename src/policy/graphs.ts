@@ -138,7 +138,6 @@ export function buildForward(g: Graph, c: Qwen2Config, W: Map<string, Value>, in
     present.push({ keyT: kT, value: v });
     // Grouped-query attention without copying K/V: query heads are grouped under their KV head,
     // [B,nkv,g,T,d] · [B,nkv,1,d,S] → [B,nkv,g,T,S].
-    // The 1/√d scale goes on the queries ([.., T, d]), not on the scores ([.., T, S]): fewer values.
     const qg = g.reshape(q, [0, nkv, group, -1, d], [B, nkv, group, T, d]);
     const scoresNew = g.add(g.mul(g.matmul(qg, g.unsqueeze(kT, [2])), scale), bias5); // [B,nkv,g,T,T]
     let ctx: Value; // [B,nkv,g,T,d]

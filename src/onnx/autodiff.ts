@@ -1,7 +1,7 @@
 // Reverse-mode autodiff over a Graph: appends the backward pass as standard ONNX ops, so one
 // training graph runs on every execution provider. Broadcast axes are known at build time.
 import { TurnwiseError } from '../core/errors';
-import { Graph, NodeDef, Value, isFloat, staticSize } from './graph';
+import { Graph, NodeDef, STOP_GRADIENT, Value, isFloat, staticSize } from './graph';
 
 /** Gradient rule: output grads (null where none flows) -> input grads (null where not needed). */
 type Rule = (g: Graph, n: NodeDef, dy: (Value | null)[], need: boolean[]) => (Value | null)[];
@@ -358,7 +358,7 @@ export function gradients(g: Graph, loss: Value, wrt: readonly Value[], seed?: V
   const nodes = g.nodes.slice(); // snapshot: rules append nodes
   const requires = new Set<Value>(wrt);
   for (const n of nodes) {
-    if (NO_GRAD.has(n.op)) continue;
+    if (NO_GRAD.has(n.op) || STOP_GRADIENT.has(n)) continue;
     if (n.inputs.some((i) => i && requires.has(i))) for (const o of n.outputs) if (isFloat(o.dtype)) requires.add(o);
   }
   if (!requires.has(loss)) return wrt.map((w) => g.zerosLike(w));

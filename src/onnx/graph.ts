@@ -104,6 +104,9 @@ function normAxis(axis: number, rank: number): number {
   return a;
 }
 
+/** Identity nodes made by Graph.stopGradient: autodiff passes no gradient through them. */
+export const STOP_GRADIENT = new WeakSet<NodeDef>();
+
 /** State shared by a root graph and its subgraphs: unique names, constants, fresh dims. */
 class ModelState {
   names = new Set<string>();
@@ -392,6 +395,16 @@ export class Graph {
   }
   identity(x: Value): Value {
     return this.unary('Identity', x);
+  }
+  /**
+   * `x` as a value autodiff treats as a constant (an Identity node it never differentiates
+   * through), like PyTorch's `detach()`: for terms a function is invariant to, such as the max
+   * subtracted in a log-softmax.
+   */
+  stopGradient(x: Value): Value {
+    const y = this.unary('Identity', x);
+    STOP_GRADIENT.add(y.producer!);
+    return y;
   }
   softmax(x: Value, axis = -1): Value {
     return this.unary('Softmax', x, { axis });

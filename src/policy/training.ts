@@ -125,10 +125,21 @@ export function buildPolicyLoss(
   return { loss, metrics: { loss, pg_loss: pg, clip_frac: own(clipFrac), approx_kl: own(approxKl), kl: own(kl), entropy } };
 }
 
+/**
+ * log-softmax over the last axis as z − m − log Σ exp(z − m), m = max(z) held constant (the
+ * function does not depend on it). Not ONNX's LogSoftmax: ONNX Runtime 1.30's WebGPU provider has
+ * no kernel for it and ran it on the CPU, copying the logits (the largest activation) off the GPU
+ * and back every step. These ops all run on WebGPU; on the CPU the cost is within noise.
+ */
+export function logSoftmaxComposed(g: Graph, z: Value): Value {
+  const shifted = g.sub(z, g.stopGradient(g.reduceMax(z, [-1], true)));
+  return g.sub(shifted, g.log(g.reduceSum(g.exp(shifted), [-1], true)));
+}
+
 /** log-probs of ids[:, 1:] and per-token entropies from logits [B, T, V] (divided by temperature). */
 export function tokenLogprobs(g: Graph, logits: Value, ids: Value, temperature: Value, B: number, T: number): { logp: Value; entropy: Value } {
   const pred = g.slice(logits, [0], [T - 1], [1]); // [B,T-1,V]
-  const lsm = g.logSoftmax(g.div(pred, temperature), -1);
+  const lsm = logSoftmaxComposed(g, g.div(pred, temperature));
   const targets = g.unsqueeze(g.slice(ids, [1], [T], [1]), [2]); // [B,T-1,1]
   const logp = g.reshape(g.gatherElements(lsm, targets, 2), [B, T - 1]);
   const entropy = g.neg(g.reduceSum(g.mul(g.exp(lsm), lsm), [2]));

@@ -1,6 +1,7 @@
 import * as assert from 'node:assert/strict';
 import { DIFFERENTIABLE_OPS, gradients } from '../../../src/onnx/autodiff';
-import { Graph } from '../../../src/onnx';
+import { Graph, OnnxSession, toModelProto } from '../../../src/onnx';
+import { logSoftmaxComposed } from '../../../src/policy/training';
 import { checkGradients, FdInput } from './fd';
 
 const T = (name: string, shape: (number | string)[], extra: Partial<FdInput> = {}): FdInput => ({ name, shape, ...extra });
@@ -52,6 +53,8 @@ describe('autodiff: finite-difference checks per op (float64)', function () {
   op('Softmax')('last axis', () => checkGradients([T('a', [2, 5])], (g, [a]) => g.softmax(a, -1)));
   op('Softmax')('middle axis', () => checkGradients([T('a', [2, 3, 2])], (g, [a]) => g.softmax(a, 1)));
   op('LogSoftmax')('last axis', () => checkGradients([T('a', [3, 4])], (g, [a]) => g.logSoftmax(a, -1)));
+  op('ReduceMax', 'Sub', 'Exp', 'Log')('log-softmax composed with a stop-gradient max (policy/training)', () =>
+    checkGradients([T('a', [3, 5], { range: [-4, 4] })], (g, [a]) => logSoftmaxComposed(g, a)));
   op('MatMul', 'Gemm')('[B,T,K] @ [K,N] (Gemm path)', () =>
     checkGradients([T('a', [2, 3, 4]), T('b', [4, 5])], (g, [a, b]) => g.matmul(a, b)));
   op('MatMul')('2-D @ 2-D', () => checkGradients([T('a', [3, 4]), T('b', [4, 2])], (g, [a, b]) => g.matmul(a, b)));
@@ -166,5 +169,27 @@ describe('autodiff: graph shape of backward rules', () => {
     gradients(g, y, [x], dy);
     const ops = g.nodes.slice(before).map((n) => n.op);
     assert.deepEqual([...ops].sort(), ['Add', 'Mul', 'Mul', 'Sub']);
+  });
+});
+
+describe('autodiff: stopGradient', () => {
+  it('passes the value through and no gradient: d/dx (x·sg(x)) is sg(x), not 2x', async () => {
+    const g = Graph.create();
+    const x = g.input('x', 'float64', [3]);
+    const y = g.reduceSum(g.mul(x, g.stopGradient(x)));
+    const [dx] = gradients(g, y, [x]);
+    g.output(dx, 'dx');
+    g.output(y, 'y');
+    const s = await OnnxSession.create(toModelProto(g), { provider: 'cpu' });
+    const out = await s.run({ x: { dtype: 'float64', dims: [3], data: Float64Array.of(1, -2, 3) } });
+    assert.deepEqual(Array.from(out.dx.data as Float64Array), [1, -2, 3]);
+    assert.equal((out.y.data as Float64Array)[0], 14);
+    await s.release();
+  });
+  it('a loss that depends on x only through a stop-gradient has zero gradient', () => {
+    const g = Graph.create();
+    const x = g.input('x', 'float64', [2]);
+    const [dx] = gradients(g, g.reduceSum(g.exp(g.stopGradient(x))), [x]);
+    assert.equal(dx.producer?.op, 'Expand'); // zerosLike: no backward nodes were built
   });
 });

@@ -80,6 +80,11 @@ export interface ForwardInputs {
    */
   cache?: { keyT: Value; value: Value }[];
   cacheBias?: Value;
+  /**
+   * Causal attention in this many query chunks (T static and divisible, no cache): each chunk
+   * computes scores only up to its own end. `bias` must be causal. Default 1.
+   */
+  attentionChunks?: number;
   dims: { B: Dim; T: Dim; C?: Dim };
 }
 
@@ -98,6 +103,10 @@ export function buildForward(g: Graph, c: Qwen2Config, W: Map<string, Value>, in
   const nkv = c.num_key_value_heads;
   const group = nh / nkv;
   const { B, T } = inp.dims;
+  const chunks = inp.attentionChunks ?? 1;
+  if (chunks > 1 && (inp.cache || typeof T !== 'number' || T % chunks !== 0)) {
+    throw new Error(`buildForward: ${chunks} attention chunks need a static sequence length divisible by them and no cache`);
+  }
   const param = (n: string) => W.get(n) ?? (() => { throw new Error(`missing weight input ${n}`); })();
 
   // RoPE tables from position ids: angle = pos · inv_freq, repeated over both halves (HF layout).
@@ -139,11 +148,24 @@ export function buildForward(g: Graph, c: Qwen2Config, W: Map<string, Value>, in
     // Grouped-query attention without copying K/V: query heads are grouped under their KV head,
     // [B,nkv,g,T,d] · [B,nkv,1,d,S] → [B,nkv,g,T,S].
     const qg = g.reshape(q, [0, nkv, group, -1, d], [B, nkv, group, T, d]);
-    const scoresNew = g.add(g.mul(g.matmul(qg, g.unsqueeze(kT, [2])), scale), bias5); // [B,nkv,g,T,T]
+    const attend = (qs: Value, ks: Value, vs: Value, b: Value) =>
+      g.matmul(g.softmax(g.add(g.mul(g.matmul(qs, g.unsqueeze(ks, [2])), scale), b), -1), g.unsqueeze(vs, [2]));
     let ctx: Value; // [B,nkv,g,T,d]
-    if (!inp.cache) {
-      ctx = g.matmul(g.softmax(scoresNew, -1), g.unsqueeze(v, [2]));
+    if (!inp.cache && chunks > 1) {
+      // Causal attention by query chunks: chunk i sees only keys before its end, so the masked
+      // upper triangle is mostly never computed ((n+1)/2n of the full scores for n chunks).
+      const size = (T as number) / chunks;
+      const parts: Value[] = [];
+      for (let i = 0; i < chunks; i++) {
+        const [a, e] = [i * size, (i + 1) * size];
+        const bi = g.slice(bias5, [a, 0], [e, e], [3, 4]); // [B,1,1,size,e]
+        parts.push(attend(g.slice(qg, [a], [e], [3]), g.slice(kT, [0], [e], [3]), g.slice(v, [0], [e], [2]), bi));
+      }
+      ctx = g.concat(parts, 3);
+    } else if (!inp.cache) {
+      ctx = attend(qg, kT, v, bias5);
     } else {
+      const scoresNew = g.add(g.mul(g.matmul(qg, g.unsqueeze(kT, [2])), scale), bias5); // [B,nkv,g,T,T]
       // Softmax over [cache slots ‖ new tokens] without concatenating the cache: one max and one
       // normalizer over both score blocks.
       const cached = inp.cache[l];

@@ -146,6 +146,16 @@ export function tokenLogprobs(g: Graph, logits: Value, ids: Value, temperature: 
   return { logp, entropy };
 }
 
+/**
+ * Query chunks for causal attention over `seq` tokens in a training graph (see buildForward).
+ * Measured on turnwise-tiny (CPU, 2 cores): 4 chunks at 2 x 1024 tokens 495 -> 422 ms per step;
+ * at 512 tokens 2 chunks gain ~4%; at 256 and below nothing (more nodes, little masked work).
+ */
+export function attentionChunksFor(seq: number): number {
+  for (const n of seq >= 1024 ? [4, 2] : seq >= 512 ? [2] : []) if (seq % n === 0) return n;
+  return 1;
+}
+
 /** Loss hyperparameters fed per step (scalars; [K] when K steps are stacked). */
 export const LOSS_HYPER_INPUTS = ['clip_low', 'clip_high', 'kl_coef', 'ent_coef', 'temperature'] as const;
 export type LossHyperName = (typeof LOSS_HYPER_INPUTS)[number];
@@ -177,7 +187,7 @@ export function policyTrainingSpec(c: Qwen2Config, o: TrainGraphOptions): Omit<T
     const keyBias = g.reshape(g.mul(g.sub(1, inp.attention_mask), MASKED), [B, 1, 1, T]);
     const bias = g.add(causalV, keyBias);
     const W = new Map(Object.entries(params));
-    const { logits } = buildForward(g, c, W, { ids: inp.input_ids, positions, bias, dims: { B, T } });
+    const { logits } = buildForward(g, c, W, { ids: inp.input_ids, positions, bias, attentionChunks: attentionChunksFor(T), dims: { B, T } });
     const { logp, entropy } = tokenLogprobs(g, logits, inp.input_ids, inp.temperature, B, T);
     const tail = (name: string) => (inp[name] ? g.slice(inp[name], [1], [T], [1]) : undefined);
     const { loss, metrics } = buildPolicyLoss(

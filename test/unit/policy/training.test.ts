@@ -10,10 +10,10 @@ import { ppoTokenLoss, tokenEntropy } from '../../../src/credit/losses';
 import { gradients, Graph, OnnxSession, toModelProto, type HostTensor, type Value } from '../../../src/onnx';
 import { adamwReference } from '../../../src/onnx/optim';
 import { paramSpecs, presetConfig, type Qwen2Config } from '../../../src/policy/config';
-import { fromGraphLayout, weightFeeds } from '../../../src/policy/graphs';
+import { buildForward, fromGraphLayout, graphParamSpecs, MASKED, weightFeeds } from '../../../src/policy/graphs';
 import { referenceLogits, logSoftmaxRows } from '../../../src/policy/reference';
 import { PolicyTrainer, type TrainBatch } from '../../../src/policy/trainer';
-import { LOSS_HYPER_INPUTS, policyTrainingSpec, type TrainGraphOptions } from '../../../src/policy/training';
+import { attentionChunksFor, LOSS_HYPER_INPUTS, policyTrainingSpec, type TrainGraphOptions } from '../../../src/policy/training';
 import { buildTrainingGraph } from '../../../src/onnx/training';
 import { byteLevelTokenizer, byteLevelTokenizerJson } from '../../../src/policy/tokenizer';
 import { initWeights, SeededRandom, type PolicyWeights } from '../../../src/policy/weights';
@@ -386,5 +386,55 @@ describe('policy/training: padding', function () {
       assert.ok(Math.abs(m.approx_kl - alone.approx_kl) < 1e-5, `approx_kl ${m.approx_kl} vs ${alone.approx_kl}`);
       assert.ok(Math.abs(m.entropy - alone.entropy) < 1e-5);
     }
+  });
+});
+
+describe('policy/training: chunked causal attention', function () {
+  this.timeout(60000);
+  it('attention in query chunks gives the logits and weight gradients of full attention (float32, 1e-5)', async () => {
+    const c = SMALL_CONFIG;
+    const B = 2;
+    const T = 12;
+    const w = initWeights(c, 6, 0.3);
+    const r = new SeededRandom(9);
+    const ids = Array.from({ length: B * T }, () => Math.floor(r.next() * c.vocab_size));
+    const mask = Array.from({ length: B * T }, (_, i) => (i === T + T - 1 || i === T + T - 2 ? 0 : 1)); // right padding in row 2
+    const seeds = Float32Array.from({ length: B * T * c.vocab_size }, () => r.next() - 0.5);
+    const run = async (chunks: number) => {
+      const g = Graph.create('chunks');
+      const W = new Map(graphParamSpecs(c).map((p) => [p.name, g.input(p.name, 'float32', p.shape)] as [string, Value]));
+      const idsV = g.input('ids', 'int64', [B, T]);
+      const m = g.input('mask', 'float32', [B, T]);
+      const causal = new Float32Array(T * T);
+      for (let i = 0; i < T; i++) for (let j = i + 1; j < T; j++) causal[i * T + j] = MASKED;
+      const bias = g.add(g.tensor('float32', [1, 1, T, T], causal), g.reshape(g.mul(g.sub(1, m), MASKED), [B, 1, 1, T]));
+      const positions = g.tensor('int64', [1, T], Array.from({ length: T }, (_, i) => i));
+      const { logits } = buildForward(g, c, W, { ids: idsV, positions, bias, attentionChunks: chunks, dims: { B, T } });
+      const loss = g.reduceSum(g.mul(logits, g.tensor('float32', [B, T, c.vocab_size], seeds)));
+      const names = [...W.keys()];
+      gradients(g, loss, names.map((n) => W.get(n)!)).forEach((d, i) => g.output(d, `grad.${names[i]}`));
+      g.output(logits, 'logits');
+      const s = await OnnxSession.create(toModelProto(g), { provider: 'cpu' });
+      const feeds: Record<string, HostTensor> = {
+        ids: { dtype: 'int64', dims: [B, T], data: BigInt64Array.from(ids, BigInt) },
+        mask: { dtype: 'float32', dims: [B, T], data: Float32Array.from(mask) },
+      };
+      Object.assign(feeds, weightFeeds(w));
+      const out = await s.run(feeds);
+      await s.release();
+      return out;
+    };
+    const full = await run(1);
+    for (const chunks of [2, 3, 4]) {
+      const part = await run(chunks);
+      for (const [name, t] of Object.entries(full)) {
+        const ref = t.data as Float32Array;
+        const scale = Math.max(1, ...Array.from(ref, Math.abs));
+        const diff = maxAbsDiff(part[name].data as Float32Array, ref);
+        assert.ok(diff < 1e-5 * scale, `${chunks} chunks, ${name}: ${diff} (scale ${scale})`);
+      }
+    }
+    assert.throws(() => buildForward(Graph.create(), c, new Map(), { ids: null as never, positions: null as never, bias: null as never, attentionChunks: 5, dims: { B, T } }), /divisible/);
+    assert.deepEqual([attentionChunksFor(128), attentionChunksFor(512), attentionChunksFor(1024), attentionChunksFor(1022)], [1, 2, 4, 2]);
   });
 });

@@ -71,7 +71,8 @@ const ort = require(ortPath);
 (async () => {
   const bundled = (ort.listSupportedBackends().find((b) => b.name === provider) || {}).bundled || false;
   const t0 = performance.now();
-  const done = (r) => process.stdout.write(JSON.stringify({ provider, bundled, ms: performance.now() - t0, ...r }) + '\\n');
+  // Exit once the answer is written: a driver's own threads must not keep the probe alive.
+  const done = (r) => process.stdout.write(JSON.stringify({ provider, bundled, ms: performance.now() - t0, ...r }) + '\\n', () => process.exit(0));
   try {
     const s = await ort.InferenceSession.create(Buffer.from(modelB64, 'base64'), { executionProviders: [provider], logSeverityLevel: 4 });
     const x = new Float32Array([1, 2, 3, 4]);
@@ -171,7 +172,7 @@ export async function probeProvider(
     return { provider, ok: false, bundled: false, ms, error: `the probe process ${how} before answering (a driver crashed)${reason ? `; ${reason}` : ''}` };
   }
   if (!parsed.ok && reason && parsed.error && !parsed.error.includes(reason)) parsed.error = `${parsed.error} (${reason})`;
-  return { ...parsed, ms: parsed.ms };
+  return parsed;
 }
 
 /** The user-facing setting: a provider, or `auto` (CUDA when it loads, else CPU). */

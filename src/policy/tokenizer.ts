@@ -104,7 +104,8 @@ export function loadTokenizer(tokenizerJson: unknown, tokenizerConfig: Record<st
   const size = tok.get_vocab(true).size;
   return {
     encode: (text) => tok.encode(text, { add_special_tokens: false }).ids,
-    decode: (ids, skipSpecial = false) => tok.decode(Array.from(ids), { skip_special_tokens: skipSpecial, clean_up_tokenization_spaces: false }),
+    // @huggingface/tokenizers throws on an empty list; nothing decodes to nothing.
+    decode: (ids, skipSpecial = false) => (ids.length === 0 ? '' : tok.decode(Array.from(ids), { skip_special_tokens: skipSpecial, clean_up_tokenization_spaces: false })),
     tokenId: (t) => tok.token_to_id(t),
     size,
   };

@@ -96,6 +96,7 @@ export const policyGenerateCommand: CliCommand = {
         // An untrained model emits arbitrary bytes: ESC sequences would reach the terminal.
         io.out(escapeControlChars(r.text));
         io.err(`${r.tokenIds.length} tokens in ${ms.toFixed(0)} ms (${r.finishReason})`);
+        if (r.tokenIds.length === 0) io.err(`the prompt fills the model's context (max_position_embeddings ${policy.config.max_position_embeddings}): shorten it to leave room`);
       }
       return 0;
     } finally {

@@ -92,4 +92,20 @@ describe('cli: turnwise policy', function () {
     assert.doesNotMatch(human.out, control);
     assert.equal(human.out, escapeControlChars(text));
   });
+
+  it('a prompt that fills the whole context generates nothing and says why (no internal error)', async () => {
+    const dir = path.join(tmp, 'b');
+    const { config } = loadCheckpoint(dir).weights;
+    const full = 'a'.repeat(config.max_position_embeddings);
+    const j = await run(['policy', 'generate', '--model', dir, '--prompt', full, '--json']);
+    assert.equal(j.code, 0, j.err);
+    const out = JSON.parse(j.out);
+    assert.deepEqual([out.text, out.token_ids, out.finish_reason], ['', [], 'length']);
+    const human = await run(['policy', 'generate', '--model', dir, '--prompt', full]);
+    assert.equal(human.code, 0, human.err);
+    assert.match(human.err, /0 tokens .*\(length\)\nthe prompt fills the model's context \(max_position_embeddings \d+\)/);
+    const over = await run(['policy', 'generate', '--model', dir, '--prompt', full + 'a']);
+    assert.equal(over.code, 1);
+    assert.match(over.err, /exceeds max_position_embeddings/);
+  });
 });

@@ -1,7 +1,7 @@
 // Reverse-mode autodiff over a Graph: appends the backward pass as standard ONNX ops, so one
 // training graph runs on every execution provider. Broadcast axes are known at build time.
 import { TurnwiseError } from '../core/errors';
-import { Graph, NodeDef, STOP_GRADIENT, Value, isFloat, staticSize } from './graph';
+import { Graph, NodeDef, STOP_GRADIENT, Value, isFloat, normAxis, staticSize } from './graph';
 
 /** Gradient rule: output grads (null where none flows) -> input grads (null where not needed). */
 type Rule = (g: Graph, n: NodeDef, dy: (Value | null)[], need: boolean[]) => (Value | null)[];
@@ -67,11 +67,6 @@ function transposeLast2(g: Graph, x: Value): Value {
   const perm = x.shape.map((_, i) => i);
   [perm[x.rank - 2], perm[x.rank - 1]] = [perm[x.rank - 1], perm[x.rank - 2]];
   return g.transpose(x, perm);
-}
-
-/** An ONNX axis attribute (negative counts from the end) as a non-negative index. */
-function normAxis(axis: number, rank: number): number {
-  return axis < 0 ? axis + rank : axis;
 }
 
 /** Pads built by the Slice rule: slices that tile an axis get their gradient by one Concat instead. */

@@ -98,7 +98,8 @@ export function broadcastShapes(...shapes: Shape[]): Dim[] {
   return out;
 }
 
-function normAxis(axis: number, rank: number): number {
+/** An ONNX axis (negative counts from the end) as an index in [0, rank); out of range is an error. */
+export function normAxis(axis: number, rank: number): number {
   const a = axis < 0 ? axis + rank : axis;
   if (a < 0 || a >= rank) bad(`axis ${axis} out of range for rank ${rank}`);
   return a;

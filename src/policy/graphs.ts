@@ -9,6 +9,11 @@ import type { PolicyWeights } from './weights';
 /** Additive attention bias for disallowed (future or padding) keys. Finite so fully masked rows stay finite. */
 export const MASKED = -1e9;
 
+/** Additive bias [B,1,1,T] from a key mask [B,T] (1 real, 0 padding): 0 or MASKED per key. */
+export function keyPaddingBias(g: Graph, mask: Value): Value {
+  return g.reshape(g.mul(g.sub(1, mask), MASKED), [0, 1, 1, -1], [mask.shape[0], 1, 1, mask.shape[1]]);
+}
+
 /** Linear weights are transposed in graph layout; everything else keeps its HF shape. */
 export function isTransposedInGraph(name: string): boolean {
   return name.endsWith('_proj.weight') || name === 'lm_head.weight';
@@ -133,6 +138,9 @@ export function buildForward(g: Graph, c: Qwen2Config, W: Map<string, Value>, in
   if (!!inp.cache !== !!inp.cacheBias) throw new Error('buildForward: cache and cacheBias go together');
   const cacheBias5 = inp.cacheBias ? g.unsqueeze(inp.cacheBias, [1]) : undefined; // [B,1,1,·,C]
   const scale = 1 / Math.sqrt(d);
+  // Scaled scores of grouped queries [B,nkv,g,T,d] against transposed keys [B,nkv,d,S], plus a bias.
+  const scores = (qs: Value, ksT: Value, b: Value) => g.add(g.mul(g.matmul(qs, g.unsqueeze(ksT, [2])), scale), b);
+  const attend = (qs: Value, ksT: Value, vs: Value, b: Value) => g.matmul(g.softmax(scores(qs, ksT, b), -1), g.unsqueeze(vs, [2]));
 
   const embed = param('model.embed_tokens.weight');
   let x = g.gather(embed, inp.ids, 0); // [B,T,H]
@@ -148,8 +156,6 @@ export function buildForward(g: Graph, c: Qwen2Config, W: Map<string, Value>, in
     // Grouped-query attention without copying K/V: query heads are grouped under their KV head,
     // [B,nkv,g,T,d] · [B,nkv,1,d,S] → [B,nkv,g,T,S].
     const qg = g.reshape(q, [0, nkv, group, -1, d], [B, nkv, group, T, d]);
-    const attend = (qs: Value, ks: Value, vs: Value, b: Value) =>
-      g.matmul(g.softmax(g.add(g.mul(g.matmul(qs, g.unsqueeze(ks, [2])), scale), b), -1), g.unsqueeze(vs, [2]));
     let ctx: Value; // [B,nkv,g,T,d]
     if (!inp.cache && chunks > 1) {
       // Causal attention by query chunks: chunk i sees only keys before its end, so the masked
@@ -165,11 +171,11 @@ export function buildForward(g: Graph, c: Qwen2Config, W: Map<string, Value>, in
     } else if (!inp.cache) {
       ctx = attend(qg, kT, v, bias5);
     } else {
-      const scoresNew = g.add(g.mul(g.matmul(qg, g.unsqueeze(kT, [2])), scale), bias5); // [B,nkv,g,T,T]
       // Softmax over [cache slots ‖ new tokens] without concatenating the cache: one max and one
       // normalizer over both score blocks.
       const cached = inp.cache[l];
-      const scoresCache = g.add(g.mul(g.matmul(qg, g.unsqueeze(cached.keyT, [2])), scale), cacheBias5!); // [B,nkv,g,T,C]
+      const scoresNew = scores(qg, kT, bias5); // [B,nkv,g,T,T]
+      const scoresCache = scores(qg, cached.keyT, cacheBias5!); // [B,nkv,g,T,C]
       const m = g.max(g.reduceMax(scoresCache, [-1], true), g.reduceMax(scoresNew, [-1], true));
       const eCache = g.exp(g.sub(scoresCache, m));
       const eNew = g.exp(g.sub(scoresNew, m));
@@ -194,9 +200,9 @@ export function buildForward(g: Graph, c: Qwen2Config, W: Map<string, Value>, in
  * token_index int64 [T] (0..T−1). `decode`: T new tokens on top of a KV cache, inputs weights,
  * input_ids, position_ids, attn_bias float [B,1,T,T] (0 visible, MASKED not), cache.{l}.key
  * [B,nkv,d,C] (keys transposed), cache.{l}.value [B,nkv,C,d] and cache_bias float [B,1,1,C]
- * (0 for a filled slot holding a real token, MASKED otherwise). Both output logits [B,T,V] and this step's keys and
- * values, new.{l}.key [B,nkv,d,T] and new.{l}.value [B,nkv,T,d], which the caller writes into
- * its cache (Policy).
+ * (0 for a filled slot holding a real token, MASKED otherwise). Both output logits [B,T,V] and
+ * this step's keys and values, new.{l}.key [B,nkv,d,T] and new.{l}.value [B,nkv,T,d], which the
+ * caller writes into its cache (Policy).
  */
 export function buildStepGraph(c: Qwen2Config, kind: 'prefill' | 'decode'): Graph {
   const g = Graph.create(`qwen2_${kind}`);
@@ -215,8 +221,7 @@ export function buildStepGraph(c: Qwen2Config, kind: 'prefill' | 'decode'): Grap
     const idx = g.input('token_index', 'int64', ['T']); // 0..T−1
     const future = g.greater(g.unsqueeze(idx, [0]), g.unsqueeze(idx, [1])); // [T,T]: key after query
     const causal = g.where(future, g.scalar(MASKED, 'float32'), g.scalar(0, 'float32'));
-    const keyPad = g.reshape(g.mul(g.sub(1, mask), MASKED), [0, 1, 1, -1], ['B', 1, 1, 'T']);
-    bias = g.add(g.unsqueeze(causal, [0, 1]), keyPad); // [B,1,T,T]
+    bias = g.add(g.unsqueeze(causal, [0, 1]), keyPaddingBias(g, mask)); // [B,1,T,T]
   } else {
     // Decode steps are a handful of tokens: their small biases come from the host, the cache's
     // one ([B,1,1,C]: every new token sees every valid slot) kept up to date slot by slot.

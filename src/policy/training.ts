@@ -9,7 +9,7 @@ import { TurnwiseError } from '../core/errors';
 import { Graph, type Value } from '../onnx';
 import { buildTrainingGraph, type BatchSpec, type ForwardBuilder, type TrainingGraphSpec } from '../onnx/training';
 import { type Qwen2Config } from './config';
-import { buildForward, graphParamSpecs, MASKED } from './graphs';
+import { buildForward, graphParamSpecs, keyPaddingBias, MASKED } from './graphs';
 
 export type TrainLoss = 'ppo-token' | 'gspo-seq' | 'sft';
 export const TRAIN_LOSSES: readonly TrainLoss[] = ['ppo-token', 'gspo-seq', 'sft'];
@@ -184,8 +184,7 @@ export function policyTrainingSpec(c: Qwen2Config, o: TrainGraphOptions): Omit<T
   const forward: ForwardBuilder = (g, params, inp) => {
     const causalV = g.tensor('float32', [1, 1, T, T], causal);
     const positions = g.tensor('int64', [1, T], Array.from({ length: T }, (_, i) => i));
-    const keyBias = g.reshape(g.mul(g.sub(1, inp.attention_mask), MASKED), [B, 1, 1, T]);
-    const bias = g.add(causalV, keyBias);
+    const bias = g.add(causalV, keyPaddingBias(g, inp.attention_mask));
     const W = new Map(Object.entries(params));
     const { logits } = buildForward(g, c, W, { ids: inp.input_ids, positions, bias, attentionChunks: attentionChunksFor(T), dims: { B, T } });
     const { logp, entropy } = tokenLogprobs(g, logits, inp.input_ids, inp.temperature, B, T);

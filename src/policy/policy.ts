@@ -248,10 +248,9 @@ export class Policy {
     const rows: GeneratedRow[] = prompts.map(() => ({ tokenIds: [], logprobs: [], finishReason: 'length' }));
     const done = new Array(B).fill(false);
     const kv = options.kvCache ?? true;
-    // Capacity for the prompt and every token but the last (which is sampled, never fed back).
-    const capacity = (kv: boolean, len: number) => (kv ? maxLen + Math.max(0, budget - 1) : len);
     const seqs = prompts.map((p) => [...new Array(maxLen - p.length).fill(-1), ...p]);
-    const cache = this.newCache(B, capacity(kv, maxLen));
+    // Room for the prompt and every sampled token but the last (it is never fed back).
+    const cache = this.newCache(B, kv ? maxLen + Math.max(0, budget - 1) : maxLen);
     let logits = await this.step(cache, seqs);
     let T = maxLen;
     for (let n = 0; n < budget; n++) {

@@ -42,29 +42,8 @@ export interface ProviderProbe {
   error?: string;
 }
 
-/** Creates a session on `provider` alone and checks that it computes 2·x correctly, in this process. */
-export async function probeProviderInProcess(provider: ExecutionProviderName): Promise<ProviderProbe> {
-  const bundled = ort.listSupportedBackends().find((b) => b.name === provider)?.bundled ?? false;
-  const t0 = performance.now();
-  let session: ort.InferenceSession | undefined;
-  try {
-    session = await ort.InferenceSession.create(probeModel(), {
-      executionProviders: [provider],
-      logSeverityLevel: 4,
-    });
-    const x = new Float32Array([1, 2, 3, 4]);
-    const out = await session.run({ X: new ort.Tensor('float32', x, [4]) });
-    const y = out.Y.data as Float32Array;
-    const good = y.length === 4 && y.every((v, i) => v === 2 * x[i]);
-    return { provider, ok: good, bundled, ms: performance.now() - t0, ...(good ? {} : { error: `wrong result ${Array.from(y)}` }) };
-  } catch (e) {
-    return { provider, ok: false, bundled, ms: performance.now() - t0, error: (e as Error).message.split('\n')[0] };
-  } finally {
-    await session?.release().catch(() => undefined);
-  }
-}
-
-// The child's whole program: load onnxruntime-node from the parent's path, probe, print JSON.
+// The child's whole program: load onnxruntime-node from the parent's path, create a session on
+// the provider alone, check that it computes 2·x correctly, print JSON.
 const PROBE_CHILD = `
 const [ortPath, provider, modelB64] = process.argv.slice(1);
 const ort = require(ortPath);
@@ -109,7 +88,7 @@ export function nativeReason(stderr: string): string | undefined {
  * Probes an execution provider in a child process: GPU providers load native drivers (Dawn,
  * Vulkan, CUDA) that print to the process's stderr and can crash it. The child's stderr is
  * captured (its last telling line becomes part of the error), a crash or hang is reported as
- * such, and nothing stays loaded in this process. `cpu` is probed in process (nothing to isolate).
+ * such, and nothing stays loaded in this process. `cpu` goes the same way, so there is one probe.
  */
 export async function probeProvider(
   provider: ExecutionProviderName,
@@ -119,7 +98,6 @@ export async function probeProvider(
     program?: string;
   } = {},
 ): Promise<ProviderProbe> {
-  if (provider === 'cpu') return probeProviderInProcess(provider);
   if (provider === 'cuda') {
     const missing = cudaLibrariesMissing();
     if (missing) return { provider, ok: false, bundled: false, ms: 0, error: missing };

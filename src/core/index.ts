@@ -5,3 +5,5 @@ export * from './schema';
 export * from './random';
 export * from './stats';
 export * from './text';
+export * from './events';
+export * from './run';

@@ -8,6 +8,9 @@ export const SCHEMA = {
   metrics: 'turnwise/metrics@1',
   checkpoint: 'turnwise/checkpoint@1',
   doctor: 'turnwise/doctor@1',
+  runStatus: 'turnwise/run-status@1',
+  runSplits: 'turnwise/run-splits@1',
+  event: 'turnwise/event@1',
 } as const;
 
 export type TaskSource = 'failing-tests' | 'mutation' | 'file';
@@ -64,6 +67,18 @@ export interface RewardComponents {
   error?: string;
 }
 
+/**
+ * One file a turn changed: its text before and after the turn (null = the file did not exist).
+ * Texts over the cap are left out (`truncated`), so a trajectory line stays small; the viewer
+ * builds its before/after documents from these, never from the user's files.
+ */
+export interface FileEdit {
+  path: string;
+  before: string | null;
+  after: string | null;
+  truncated?: boolean;
+}
+
 export interface Turn {
   index: number;
   action: string;
@@ -78,6 +93,12 @@ export interface Turn {
   formatError?: string;
   tokenIds?: number[];
   logprobs?: number[];
+  /** Files this turn changed (git status in the sandbox after the turn). */
+  edits?: FileEdit[];
+  /** Per-turn advantage from the run's estimator, once computed (train trajectories only). */
+  advantage?: number;
+  /** The named terms of `advantage` (e.g. backbone, residual, tree). */
+  advantageComponents?: Record<string, number>;
 }
 
 export interface Trajectory {
@@ -89,4 +110,14 @@ export interface Trajectory {
   turns: Turn[];
   testReport?: { passed: string[]; failed: string[]; errors?: string[] };
   reward: RewardComponents;
+  /** RL iteration that produced it (0 = evaluation of the starting checkpoint). */
+  iteration?: number;
+  /** 'train' rollouts are trained on; 'heldout' ones only evaluated. */
+  split?: 'train' | 'heldout';
+  /** Sampling seed of the episode (reproducible with the same checkpoint). */
+  seed?: number;
+  startedAt?: string;
+  durationMs?: number;
+  /** Set when the sandbox or the runner failed: the episode is unscored (reward NaN). */
+  failure?: string;
 }

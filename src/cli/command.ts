@@ -40,8 +40,29 @@ export function optionalNumber(args: ParsedArgs, name: string, fallback: number)
   const v = args.values[name];
   if (v === undefined) return fallback;
   const n = Number(v);
-  if (typeof v !== 'string' || !Number.isFinite(n)) throw new UsageError(`--${name} must be a number, got ${JSON.stringify(v)}`);
+  if (typeof v !== 'string' || v.trim() === '' || !Number.isFinite(n)) throw new UsageError(`--${name} must be a number, got ${JSON.stringify(v)}`);
   return n;
+}
+
+/** A number option within [min, max] (inclusive unless `minExclusive`), checked before any work. */
+export function numberInRange(args: ParsedArgs, name: string, fallback: number, range: { min?: number; max?: number; minExclusive?: boolean; integer?: boolean }): number {
+  const n = optionalNumber(args, name, fallback);
+  const { min, max, minExclusive, integer } = range;
+  const bad = (integer && !Number.isInteger(n)) || (min !== undefined && (minExclusive ? n <= min : n < min)) || (max !== undefined && n > max);
+  if (bad) {
+    const kind = integer ? 'an integer' : 'a number';
+    const lo = min === undefined ? '' : minExclusive ? `greater than ${min}` : `at least ${min}`;
+    const hi = max === undefined ? '' : `at most ${max}`;
+    throw new UsageError(`--${name} must be ${kind}${lo || hi ? ' ' : ''}${[lo, hi].filter(Boolean).join(' and ')}, got ${JSON.stringify(args.values[name])}`);
+  }
+  return n;
+}
+
+/** Seeds are unsigned 32-bit integers (what the generators take); others would silently become another seed. */
+export const MAX_SEED = 4294967295;
+
+export function seedOption(args: ParsedArgs, name = 'seed'): number {
+  return numberInRange(args, name, 0, { min: 0, max: MAX_SEED, integer: true });
 }
 
 export class UsageError extends Error {

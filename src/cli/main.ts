@@ -44,6 +44,7 @@ export async function main(argv: string[], io?: Partial<CliIO>): Promise<number>
   }
   const { command, rest } = findCommand(argv);
   if (!command) {
+    if (json) cli.out(JSON.stringify({ ok: false, error: { code: 'invalid-input', message: `unknown command "${argv.filter((a) => !a.startsWith('-')).join(' ')}"`, hint: 'run `turnwise --help` for the list of commands' } }, null, 2));
     cli.err(`turnwise: unknown command "${argv.filter((a) => !a.startsWith('-')).join(' ')}"\n\n${usage(COMMANDS)}`);
     return 2;
   }
@@ -61,7 +62,11 @@ export async function main(argv: string[], io?: Partial<CliIO>): Promise<number>
     return await command.run({ values: parsed.values, positionals: parsed.positionals }, cli);
   } catch (e) {
     const isUsage = e instanceof UsageError || (e as NodeJS.ErrnoException)?.code?.startsWith?.('ERR_PARSE_ARGS');
-    if (json) cli.out(JSON.stringify({ ok: false, error: errorToJson(e) }, null, 2));
+    if (json) {
+      // A usage error is the caller's input, not Turnwise failing: never code "internal".
+      const error = isUsage ? { code: 'invalid-input', message: (e as Error).message, hint: `usage: turnwise ${command.name} ${command.usage ?? ''}`.trim() } : errorToJson(e);
+      cli.out(JSON.stringify({ ok: false, error }, null, 2));
+    }
     if (isUsage) {
       cli.err(`turnwise ${command.name}: ${(e as Error).message}\nusage: turnwise ${command.name} ${command.usage ?? ''}`);
       return 2;

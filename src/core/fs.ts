@@ -1,28 +1,234 @@
-// Atomic file writes and line-numbered JSONL reading: every artifact Turnwise writes
-// survives a crash mid-write (temp file + fsync + rename).
+// Atomic file and directory writes, checked reads of user files, and line-numbered JSONL
+// reading: every artifact Turnwise writes survives a crash mid-write (temp + fsync + rename),
+// and a path of the wrong kind is refused with a message that names it.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { TurnwiseError } from './errors';
+import { escapeControlChars } from './text';
 
 let tmpCounter = 0;
 
+/**
+ * Why `file` cannot be written, or undefined when it looks writable: it is a folder, a parent
+ * on its path is a file, or the nearest existing folder is not writable. Checked before work
+ * starts, so a long run does not end in a raw ENOTDIR/EISDIR/EACCES on a temp file.
+ */
+export function outputPathProblem(file: string): string | undefined {
+  const target = path.resolve(file);
+  let st: fs.Stats | undefined;
+  try {
+    st = fs.statSync(target);
+  } catch {
+    st = undefined;
+  }
+  if (st?.isDirectory()) return `${target} is a folder, not a file`;
+  let dir = path.dirname(target);
+  for (;;) {
+    let d: fs.Stats | undefined;
+    try {
+      d = fs.statSync(dir);
+    } catch {
+      d = undefined;
+    }
+    if (d) {
+      if (!d.isDirectory()) return `${dir} is a file, so ${target} cannot be created under it`;
+      try {
+        fs.accessSync(dir, fs.constants.W_OK);
+      } catch {
+        return `the folder ${dir} is not writable (permission denied), so ${target} cannot be written`;
+      }
+      return undefined;
+    }
+    const up = path.dirname(dir);
+    if (up === dir) return undefined;
+    dir = up;
+  }
+}
+
+/** Throws a TurnwiseError('invalid-input') naming `option` when `file` cannot be written. */
+export function assertWritableOutput(file: string, option = '--out'): void {
+  const problem = outputPathProblem(file);
+  if (problem) throw new TurnwiseError('invalid-input', `${option}: ${problem}`, { hint: `give ${option} a file path in a folder you can write to` });
+}
+
+/** A write failure as a user reads it: the real path (not the temp file) and why. */
+function writeError(file: string, e: unknown): TurnwiseError {
+  const code = (e as NodeJS.ErrnoException).code;
+  const why =
+    outputPathProblem(file) ??
+    (code === 'ENOSPC' ? 'the disk is full' : code === 'EROFS' ? 'the file system is read-only' : code === 'EACCES' || code === 'EPERM' ? 'permission denied' : (code ?? (e as Error).message));
+  return new TurnwiseError('invalid-input', `cannot write ${path.resolve(file)}: ${why}`, {
+    hint: code === 'ENOSPC' ? 'free some disk space and run again' : 'choose a path in a folder you can write to',
+    cause: e,
+  });
+}
+
 /** Writes `data` to `file` so that readers see either the old or the new content, never a mix. */
 export function writeFileAtomic(file: string, data: string | Uint8Array): void {
-  fs.mkdirSync(path.dirname(file), { recursive: true });
   const tmp = `${file}.tmp-${process.pid}-${tmpCounter++}`;
-  const fd = fs.openSync(tmp, 'w');
   try {
-    fs.writeSync(fd, typeof data === 'string' ? Buffer.from(data, 'utf8') : data);
-    fs.fsyncSync(fd);
-  } finally {
-    fs.closeSync(fd);
-  }
-  try {
+    fs.mkdirSync(path.dirname(file), { recursive: true });
+    const fd = fs.openSync(tmp, 'w');
+    try {
+      fs.writeSync(fd, typeof data === 'string' ? Buffer.from(data, 'utf8') : data);
+      fs.fsyncSync(fd);
+    } finally {
+      fs.closeSync(fd);
+    }
     fs.renameSync(tmp, file);
   } catch (e) {
-    fs.rmSync(tmp, { force: true });
+    try {
+      fs.rmSync(tmp, { force: true });
+    } catch {
+      // the temp file could not even be created (its folder is a file or unwritable)
+    }
+    if (e instanceof TurnwiseError) throw e;
+    throw writeError(file, e);
+  }
+}
+
+/** Makes renames inside `dir` durable (best effort: not every platform can open a directory). */
+export function fsyncDir(dir: string): void {
+  let fd: number | undefined;
+  try {
+    fd = fs.openSync(dir, 'r');
+    fs.fsyncSync(fd);
+  } catch {
+    // directories cannot be fsynced on some platforms (Windows); the renames still happened
+  } finally {
+    if (fd !== undefined) fs.closeSync(fd);
+  }
+}
+
+/**
+ * The file inside a directory that replaceDirAtomic moved aside. Recovery only ever touches a
+ * sibling that has both Turnwise's name (`<name>.turnwise-old-*`) and this marker naming the
+ * target, so a user's own `<name>.old-v1` or `<name>.turnwise-old-x` folder is never taken.
+ */
+export const SWAP_MARKER = '.turnwise-swap';
+const SWAP_SCHEMA = 'turnwise/swap@1';
+let dirCounter = 0;
+
+function isOwnLeftover(dir: string, targetName: string): boolean {
+  try {
+    const m = JSON.parse(fs.readFileSync(path.join(dir, SWAP_MARKER), 'utf8')) as { schema?: unknown; target?: unknown };
+    return m.schema === SWAP_SCHEMA && m.target === targetName && fs.statSync(dir).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The complete previous directory an interrupted replaceDirAtomic left beside `target`
+ * (newest first), or undefined. Read-only: renames nothing, so a read command can load from it.
+ */
+export function interruptedSwapOf(target: string): string | undefined {
+  const t = path.resolve(target);
+  if (fs.existsSync(t)) return undefined;
+  const parent = path.dirname(t);
+  const name = path.basename(t);
+  let entries: string[];
+  try {
+    entries = fs.readdirSync(parent);
+  } catch {
+    return undefined;
+  }
+  return entries
+    .filter((e) => e.startsWith(`${name}.turnwise-old-`))
+    .map((e) => path.join(parent, e))
+    .filter((p) => isOwnLeftover(p, name))
+    .sort((a, b) => fs.statSync(b).mtimeMs - fs.statSync(a).mtimeMs)[0];
+}
+
+/** Puts back what an interrupted replaceDirAtomic left (only Turnwise's own, marked leftovers). */
+export function recoverInterruptedSwap(target: string): void {
+  const t = path.resolve(target);
+  const old = interruptedSwapOf(t);
+  if (!old) return;
+  fs.renameSync(old, t);
+  fs.rmSync(path.join(t, SWAP_MARKER), { force: true });
+  fsyncDir(path.dirname(t));
+}
+
+/**
+ * Replaces the directory `target` by one `build` fills, so that `target` always names either
+ * the complete old directory or the complete new one. A directory cannot be renamed over a
+ * non-empty one, so the swap takes two renames (target → `<target>.turnwise-old-*`, temp →
+ * target); a crash between them leaves the previous directory, marked, which the next swap
+ * (or recoverInterruptedSwap) puts back and interruptedSwapOf finds without renaming.
+ */
+export function replaceDirAtomic(target: string, build: (tmpDir: string) => void): void {
+  const t = path.resolve(target);
+  const name = path.basename(t);
+  const tmp = `${t}.turnwise-tmp-${process.pid}-${dirCounter++}`;
+  recoverInterruptedSwap(t);
+  fs.rmSync(tmp, { recursive: true, force: true });
+  fs.mkdirSync(tmp, { recursive: true });
+  try {
+    build(tmp);
+    fsyncDir(tmp);
+    let old: string | undefined;
+    if (fs.existsSync(t)) {
+      old = `${t}.turnwise-old-${process.pid}-${dirCounter++}`;
+      // Marked before it moves, so the leftover of a crash right after the rename is recognisable.
+      writeFileAtomic(path.join(t, SWAP_MARKER), JSON.stringify({ schema: SWAP_SCHEMA, target: name, pid: process.pid }) + '\n');
+      fs.renameSync(t, old);
+    }
+    try {
+      fs.renameSync(tmp, t);
+    } catch (e) {
+      if (old) {
+        fs.renameSync(old, t);
+        fs.rmSync(path.join(t, SWAP_MARKER), { force: true });
+      }
+      throw e;
+    }
+    fsyncDir(path.dirname(t));
+    if (old) fs.rmSync(old, { recursive: true, force: true });
+  } catch (e) {
+    fs.rmSync(tmp, { recursive: true, force: true });
+    fs.rmSync(path.join(t, SWAP_MARKER), { force: true });
     throw e;
   }
+}
+
+/** Largest user file read whole into memory (task files, trajectories): 256 MiB. */
+export const MAX_READ_BYTES = 256 * 1024 * 1024;
+
+/**
+ * Reads a user's text file, refusing with a message that says what is wrong: missing, a
+ * folder, too large, or binary (a NUL byte in the first 8 KiB; its bytes are never echoed).
+ * `what` names the file in messages ("task file"), `hint` says where a good one comes from.
+ */
+export function readUserTextFile(file: string, what = 'file', options: { hint?: string; maxBytes?: number } = {}): string {
+  const abs = path.resolve(file);
+  const max = options.maxBytes ?? MAX_READ_BYTES;
+  let st: fs.Stats;
+  try {
+    st = fs.statSync(abs);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    const why = code === 'ENOENT' ? 'it does not exist' : code === 'ENOTDIR' ? 'a part of the path is a file, not a folder' : code === 'EACCES' ? 'permission denied' : (code ?? (e as Error).message);
+    throw new TurnwiseError('not-found', `cannot read ${what} ${abs}: ${why}`, { hint: options.hint ?? 'check the path' });
+  }
+  if (st.isDirectory()) throw new TurnwiseError('invalid-input', `${what} ${abs} is a folder, not a file`, { hint: options.hint ?? 'give the path of a file inside it' });
+  if (!st.isFile()) throw new TurnwiseError('invalid-input', `${what} ${abs} is not a regular file`, { hint: options.hint ?? 'give the path of a regular file' });
+  if (st.size > max) {
+    throw new TurnwiseError('invalid-input', `${what} ${abs} is ${(st.size / 1048576).toFixed(0)} MiB, more than the ${(max / 1048576).toFixed(0)} MiB Turnwise reads at once`, {
+      hint: 'split it into smaller files',
+    });
+  }
+  let buf: Buffer;
+  try {
+    buf = fs.readFileSync(abs);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    throw new TurnwiseError('not-found', `cannot read ${what} ${abs}: ${code === 'EACCES' ? 'permission denied' : (code ?? (e as Error).message)}`, { hint: options.hint ?? 'check the path and its permissions' });
+  }
+  if (buf.subarray(0, 8192).includes(0)) {
+    throw new TurnwiseError('invalid-file', `${what} ${abs} is a binary file, not text`, { hint: options.hint ?? 'give the path of a text file' });
+  }
+  return buf.toString('utf8');
 }
 
 export function writeJsonAtomic(file: string, value: unknown): void {
@@ -68,19 +274,39 @@ export function parseJsonl<T>(
   return { rows, errors };
 }
 
-/** Reads a JSONL file and throws one error listing every bad line (up to 50) when any is bad. */
-export function readJsonlStrict<T>(file: string, validate?: (row: unknown, line: number) => string[]): T[] {
-  let text: string;
-  try {
-    text = fs.readFileSync(file, 'utf8');
-  } catch (e) {
-    throw new TurnwiseError('not-found', `cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+/**
+ * Line errors as a user reads them: at most `limit` lines, control characters escaped, and a
+ * problem repeated on many lines shown 3 times and then counted ("… and 263,458 more line(s)
+ * with: not valid JSON"). Problems are the same when they read alike before any "(detail)".
+ */
+export function summarizeLineErrors(file: string, errors: readonly LineError[], limit = 50): string[] {
+  const kindOf = (reason: string) => reason.split(' (')[0];
+  const total = new Map<string, number>();
+  for (const e of errors) total.set(kindOf(e.reason), (total.get(kindOf(e.reason)) ?? 0) + 1);
+  const shown = new Map<string, number>();
+  const out: string[] = [];
+  for (const e of errors) {
+    const k = kindOf(e.reason);
+    const n = shown.get(k) ?? 0;
+    if (out.length >= limit || n >= 3) continue;
+    shown.set(k, n + 1);
+    const reason = escapeControlChars(e.reason);
+    out.push(`  ${file}:${e.line}: ${reason.length > 300 ? reason.slice(0, 299) + '…' : reason}`);
   }
+  for (const [k, count] of total) {
+    const n = shown.get(k) ?? 0;
+    if (count > n) out.push(`  … and ${count - n} more line(s) with: ${escapeControlChars(k.length > 80 ? k.slice(0, 79) + '…' : k)}`);
+  }
+  return out;
+}
+
+/** Reads a JSONL file and throws one error listing its bad lines (summarized) when any is bad. */
+export function readJsonlStrict<T>(file: string, validate?: (row: unknown, line: number) => string[], what = 'file'): T[] {
+  const text = readUserTextFile(file, what);
   const { rows, errors } = parseJsonl<T>(text, validate);
   if (errors.length > 0) {
-    const shown = errors.slice(0, 50).map((e) => `  ${file}:${e.line}: ${e.reason}`);
-    if (errors.length > 50) shown.push(`  … and ${errors.length - 50} more`);
-    throw new TurnwiseError('invalid-file', `${file} has ${errors.length} invalid line(s):\n${shown.join('\n')}`, {
+    const lines = new Set(errors.map((e) => e.line)).size;
+    throw new TurnwiseError('invalid-file', `${file} has ${lines} invalid line(s):\n${summarizeLineErrors(file, errors).join('\n')}`, {
       hint: 'fix the lines listed above; nothing was run',
     });
   }

@@ -5,7 +5,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { TurnwiseError } from '../core/errors';
-import { writeFileAtomic } from '../core/fs';
+import { interruptedSwapOf, replaceDirAtomic, SWAP_MARKER, writeFileAtomic } from '../core/fs';
 import { configToJson, paramSpecs, parseQwen2Config, type Qwen2Config } from './config';
 import { decodeSafetensors, encodeSafetensors, numel, type TensorMap } from './safetensors';
 import { loadTokenizer, type PolicyTokenizer } from './tokenizer';
@@ -77,82 +77,28 @@ export function optimizerFromTensors(config: Qwen2Config, t: TensorMap, source =
   return { step: Number((step!.data as BigInt64Array)[0]), expAvg, expAvgSq };
 }
 
-let dirCounter = 0;
+/** Files a checkpoint directory may hold; anything else in one is the user's. */
+export const CHECKPOINT_FILES: readonly string[] = ['model.safetensors', 'optimizer.safetensors', 'config.json', 'tokenizer.json', 'tokenizer_config.json', SWAP_MARKER];
 
 /**
- * saveCheckpoint swaps directories in two renames (target → .old-*, tmp → target): a crash
- * between them leaves no directory under the real name and the previous, complete checkpoint
- * under `<target>.old-<pid>-<n>`. Puts the newest such directory back when `target` is missing.
+ * Writes a complete checkpoint to `dir`, replacing any checkpoint there only once the new one
+ * is complete (replaceDirAtomic: a crash mid-swap leaves the previous one, recognisably).
  */
-function recoverInterruptedSwap(target: string): void {
-  if (fs.existsSync(target)) return;
-  const parent = path.dirname(target);
-  const prefix = `${path.basename(target)}.old-`;
-  let entries: string[];
-  try {
-    entries = fs.readdirSync(parent);
-  } catch {
-    return;
-  }
-  const olds = entries
-    .filter((e) => e.startsWith(prefix))
-    .map((e) => path.join(parent, e))
-    .filter((p) => fs.statSync(p).isDirectory())
-    .sort((a, b) => fs.statSync(b).mtimeMs - fs.statSync(a).mtimeMs);
-  if (olds.length > 0) {
-    fs.renameSync(olds[0], target);
-    fsyncDir(parent);
-  }
-}
-
-/** Makes renames inside `dir` durable (best effort: not every platform can open a directory). */
-function fsyncDir(dir: string): void {
-  let fd: number | undefined;
-  try {
-    fd = fs.openSync(dir, 'r');
-    fs.fsyncSync(fd);
-  } catch {
-    // directories cannot be fsynced on some platforms (Windows); the renames still happened
-  } finally {
-    if (fd !== undefined) fs.closeSync(fd);
-  }
-}
-
-/** Writes a complete checkpoint to `dir`, replacing any checkpoint there only once the new one is complete. */
 export function saveCheckpoint(dir: string, ck: Checkpoint): void {
   const target = path.resolve(dir);
-  const tmp = `${target}.tmp-${process.pid}-${dirCounter++}`;
-  recoverInterruptedSwap(target);
-  fs.rmSync(tmp, { recursive: true, force: true });
-  fs.mkdirSync(tmp, { recursive: true });
   try {
-    const c = ck.weights.config;
-    writeFileAtomic(path.join(tmp, 'model.safetensors'), encodeSafetensors(weightsToTensors(ck.weights), { format: 'pt' }));
-    if (ck.optimizer) {
-      writeFileAtomic(path.join(tmp, 'optimizer.safetensors'), encodeSafetensors(optimizerToTensors(c, ck.optimizer), { format: 'turnwise-adamw' }));
-    }
-    writeFileAtomic(path.join(tmp, 'config.json'), JSON.stringify(configToJson(c), null, 2) + '\n');
-    writeFileAtomic(path.join(tmp, 'tokenizer.json'), JSON.stringify(ck.tokenizerJson) + '\n');
-    if (ck.tokenizerConfig) writeFileAtomic(path.join(tmp, 'tokenizer_config.json'), JSON.stringify(ck.tokenizerConfig, null, 2) + '\n');
-    // A directory cannot be renamed over a non-empty one: move the old one aside first and
-    // put it back if the swap fails.
-    fsyncDir(tmp);
-    let old: string | undefined;
-    if (fs.existsSync(target)) {
-      old = `${target}.old-${process.pid}-${dirCounter++}`;
-      fs.renameSync(target, old);
-    }
-    try {
-      fs.renameSync(tmp, target);
-    } catch (e) {
-      if (old) fs.renameSync(old, target);
-      throw e;
-    }
-    fsyncDir(path.dirname(target));
-    if (old) fs.rmSync(old, { recursive: true, force: true });
+    replaceDirAtomic(target, (tmp) => {
+      const c = ck.weights.config;
+      writeFileAtomic(path.join(tmp, 'model.safetensors'), encodeSafetensors(weightsToTensors(ck.weights), { format: 'pt' }));
+      if (ck.optimizer) {
+        writeFileAtomic(path.join(tmp, 'optimizer.safetensors'), encodeSafetensors(optimizerToTensors(c, ck.optimizer), { format: 'turnwise-adamw' }));
+      }
+      writeFileAtomic(path.join(tmp, 'config.json'), JSON.stringify(configToJson(c), null, 2) + '\n');
+      writeFileAtomic(path.join(tmp, 'tokenizer.json'), JSON.stringify(ck.tokenizerJson) + '\n');
+      if (ck.tokenizerConfig) writeFileAtomic(path.join(tmp, 'tokenizer_config.json'), JSON.stringify(ck.tokenizerConfig, null, 2) + '\n');
+    });
   } catch (e) {
-    fs.rmSync(tmp, { recursive: true, force: true });
-    throw new TurnwiseError('internal', `could not write checkpoint ${target}: ${(e as Error).message}`, {
+    throw new TurnwiseError(e instanceof TurnwiseError && e.code === 'invalid-input' ? 'invalid-input' : 'internal', `could not write checkpoint ${target}: ${(e as Error).message}`, {
       hint: 'check free disk space and permissions; any previous checkpoint there is unchanged',
       cause: e,
     });
@@ -187,10 +133,14 @@ function readBytes(file: string): Uint8Array {
 
 /** Loads and validates a checkpoint directory; throws a TurnwiseError naming the bad file otherwise. */
 export function loadCheckpoint(dir: string, options: { optimizer?: boolean } = {}): LoadedCheckpoint {
-  const d = path.resolve(dir);
-  recoverInterruptedSwap(d);
-  if (!fs.existsSync(d) || !fs.statSync(d).isDirectory()) {
+  // Reading never renames: after a save interrupted mid-swap, the previous checkpoint is read
+  // where the swap left it, and the next save puts it back.
+  const d = interruptedSwapOf(dir) ?? path.resolve(dir);
+  if (!fs.existsSync(d)) {
     throw new TurnwiseError('not-found', `model directory ${d} does not exist`, { hint: 'create one with `turnwise policy init --out DIR`' });
+  }
+  if (!fs.statSync(d).isDirectory()) {
+    throw new TurnwiseError('invalid-input', `${d} is a file, not a model directory`, { hint: 'give the directory that holds config.json, model.safetensors and tokenizer.json' });
   }
   const configFile = path.join(d, 'config.json');
   const config = parseQwen2Config(readJson(configFile), configFile);
@@ -211,5 +161,5 @@ export function loadCheckpoint(dir: string, options: { optimizer?: boolean } = {
   if (options.optimizer !== false && fs.existsSync(optFile)) {
     optimizer = optimizerFromTensors(config, decodeSafetensors(readBytes(optFile), optFile).tensors, optFile);
   }
-  return { dir: d, weights, optimizer, tokenizerJson, tokenizerConfig, tokenizer };
+  return { dir: path.resolve(dir), weights, optimizer, tokenizerJson, tokenizerConfig, tokenizer };
 }

@@ -4,7 +4,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { TurnwiseError } from '../core/errors';
 import type { SessionSettings } from '../onnx';
-import { loadCheckpoint, saveCheckpoint, zeroOptimizerState } from './checkpoint';
+import { CHECKPOINT_FILES, loadCheckpoint, saveCheckpoint, zeroOptimizerState } from './checkpoint';
 import { parameterCount, presetConfig, type Qwen2Config } from './config';
 import { Policy } from './policy';
 import { byteLevelTokenizerConfig, byteLevelTokenizerJson } from './tokenizer';
@@ -35,8 +35,18 @@ export function initPolicyDir(dir: string, options: { size?: string; seed?: numb
   if (fs.existsSync(target) && !fs.statSync(target).isDirectory()) {
     throw new TurnwiseError('invalid-input', `${target} exists and is a file, not a directory`, { hint: 'choose another --out directory' });
   }
-  if (fs.existsSync(target) && fs.readdirSync(target).length > 0 && !options.force) {
-    throw new TurnwiseError('invalid-input', `${target} already exists and is not empty`, { hint: 'choose another --out directory, or pass --force to replace it' });
+  const present = fs.existsSync(target) ? fs.readdirSync(target) : [];
+  // --force replaces a checkpoint's own files, never anything else: `--out .` in a project
+  // must not delete its sources.
+  const foreign = present.filter((f) => !CHECKPOINT_FILES.includes(f)).sort();
+  if (foreign.length > 0) {
+    const shown = foreign.slice(0, 10).join(', ') + (foreign.length > 10 ? `, … (${foreign.length} in all)` : '');
+    throw new TurnwiseError('invalid-input', `${target} holds files that are not part of a checkpoint: ${shown}`, {
+      hint: 'choose an empty or new --out directory; --force only replaces an existing checkpoint, never other files',
+    });
+  }
+  if (present.length > 0 && !options.force) {
+    throw new TurnwiseError('invalid-input', `${target} already holds a checkpoint`, { hint: 'choose another --out directory, or pass --force to replace it' });
   }
   const weights = initWeights(config, seed);
   saveCheckpoint(target, { weights, optimizer: zeroOptimizerState(config), tokenizerJson: byteLevelTokenizerJson(), tokenizerConfig: byteLevelTokenizerConfig() });

@@ -3,7 +3,7 @@ import { TurnwiseError } from '../../core/errors';
 import { escapeControlChars } from '../../core/text';
 import type { ProviderSetting } from '../../onnx';
 import { initPolicyDir, loadPolicy } from '../../policy';
-import { optionalNumber, requireString, UsageError, type CliCommand, type ParsedArgs } from '../command';
+import { numberInRange, requireString, seedOption, UsageError, type CliCommand, type ParsedArgs } from '../command';
 
 const PROVIDERS = ['auto', 'cpu', 'cuda', 'webgpu'];
 
@@ -19,8 +19,7 @@ export const policyInitCommand: CliCommand = {
   usage: '--out DIR [--size tiny] [--seed S] [--force] [--json]',
   options: { out: { type: 'string' }, size: { type: 'string' }, seed: { type: 'string' }, force: { type: 'boolean' } },
   async run(args, io) {
-    const seed = optionalNumber(args, 'seed', 0);
-    if (!Number.isInteger(seed) || seed < 0) throw new UsageError(`--seed must be a non-negative integer, got ${seed}`);
+    const seed = seedOption(args);
     const r = initPolicyDir(requireString(args, 'out'), { size: (args.values.size as string | undefined) ?? 'tiny', seed, force: args.values.force === true });
     if (io.json) io.out(JSON.stringify({ ok: true, ...r }, null, 2));
     else io.out(`wrote turnwise-${r.size} (${(r.parameters / 1e6).toFixed(2)}M parameters, seed ${r.seed}) to ${r.dir}`);
@@ -40,9 +39,14 @@ export const policyLogitsCommand: CliCommand = {
   usage: '--model DIR (--ids 1,2,3 | --text TEXT) [--provider auto|cpu|cuda|webgpu] [--json]',
   options: { model: { type: 'string' }, ids: { type: 'string' }, text: { type: 'string' }, provider: { type: 'string' } },
   async run(args, io) {
+    if (typeof args.values.ids !== 'string' && typeof args.values.text !== 'string') throw new UsageError('--ids or --text is required');
+    const given = typeof args.values.ids === 'string' ? parseIds(args.values.ids) : undefined;
     const policy = loadPolicy(requireString(args, 'model'), { provider: provider(args), onWarning: (m) => io.err(`warning: ${m}`) });
     try {
-      const ids = typeof args.values.ids === 'string' ? parseIds(args.values.ids) : typeof args.values.text === 'string' ? policy.tokenizer!.encode(args.values.text) : (() => { throw new UsageError('--ids or --text is required'); })();
+      const ids = given ?? policy.tokenizer!.encode(args.values.text as string);
+      const V0 = policy.config.vocab_size;
+      const outside = ids.find((i) => i < 0 || i >= V0);
+      if (outside !== undefined) throw new TurnwiseError('invalid-input', `token id ${outside} is outside the vocabulary (0 … ${V0 - 1})`, { hint: `give --ids between 0 and ${V0 - 1}` });
       if (ids.length === 0) throw new TurnwiseError('invalid-input', 'the text encodes to no tokens', { hint: 'give a non-empty --text' });
       const [flat] = await policy.logits([ids]);
       const V = policy.config.vocab_size;
@@ -78,16 +82,18 @@ export const policyGenerateCommand: CliCommand = {
   },
   async run(args, io) {
     const prompt = requireString(args, 'prompt');
-    const maxNewTokens = optionalNumber(args, 'max-tokens', 64);
-    if (!Number.isInteger(maxNewTokens) || maxNewTokens < 1) throw new UsageError(`--max-tokens must be a positive integer, got ${maxNewTokens}`);
+    const maxNewTokens = numberInRange(args, 'max-tokens', 64, { min: 1, integer: true });
+    const temperature = numberInRange(args, 'temperature', 1, { min: 0 });
+    const topP = numberInRange(args, 'top-p', 1, { min: 0, max: 1, minExclusive: true });
+    const seed = seedOption(args);
     const policy = loadPolicy(requireString(args, 'model'), { provider: provider(args), onWarning: (m) => io.err(`warning: ${m}`) });
     try {
       const t0 = performance.now();
       const [r] = await policy.generate([prompt], {
         maxNewTokens,
-        temperature: optionalNumber(args, 'temperature', 1),
-        topP: optionalNumber(args, 'top-p', 1),
-        seed: optionalNumber(args, 'seed', 0),
+        temperature,
+        topP,
+        seed,
       });
       const ms = performance.now() - t0;
       if (io.json) {

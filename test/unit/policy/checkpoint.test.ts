@@ -3,6 +3,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { TurnwiseError } from '../../../src/core/errors';
+import { SWAP_MARKER } from '../../../src/core/fs';
 import { loadCheckpoint, saveCheckpoint, zeroOptimizerState } from '../../../src/policy/checkpoint';
 import { configToJson, paramSpecs } from '../../../src/policy/config';
 import { byteLevelTokenizerConfig, byteLevelTokenizerJson } from '../../../src/policy/tokenizer';
@@ -47,20 +48,40 @@ describe('policy/checkpoint', () => {
     for (const f of ['model.safetensors', 'optimizer.safetensors', 'config.json']) assert.ok(fs.readFileSync(path.join(dir, f)).equals(fs.readFileSync(path.join(dir2, f))), f);
   });
 
-  it('a save interrupted between its two renames leaves the previous checkpoint loadable under the real name', () => {
+  /** The state a crash right after replaceDirAtomic's first rename leaves: the marked previous directory beside a missing target. */
+  function interruptAfterFirstRename(dir: string, n: number): string {
+    const old = `${dir}.turnwise-old-999-${n}`;
+    fs.writeFileSync(path.join(dir, SWAP_MARKER), JSON.stringify({ schema: 'turnwise/swap@1', target: path.basename(dir), pid: 999 }));
+    fs.renameSync(dir, old);
+    return old;
+  }
+
+  it('a save interrupted between its two renames leaves the previous checkpoint loadable; loading renames nothing', () => {
     const dir = path.join(tmp, 'ck');
     const { weights } = save(dir, 11);
-    // The state a crash right after `rename(target, target.old-…)` leaves behind: no `ck`, a
-    // complete previous checkpoint beside it, and a complete new one under its temporary name.
-    fs.renameSync(dir, `${dir}.old-999-0`);
+    const old = interruptAfterFirstRename(dir, 0);
     const back = loadCheckpoint(dir);
     const name = 'model.layers.0.mlp.up_proj.weight';
     assert.deepEqual(bits(back.weights.tensors.get(name)!), bits(weights.tensors.get(name)!));
     assert.equal(back.optimizer!.step, 7);
-    // The next save replaces it normally and leaves nothing behind.
-    fs.renameSync(dir, `${dir}.old-999-1`);
+    assert.equal(back.dir, dir);
+    assert.deepEqual(fs.readdirSync(tmp), [path.basename(old)], 'a read-only load renames nothing');
+    // The next save puts it back, replaces it normally and leaves nothing behind.
     save(dir, 12);
     assert.deepEqual(fs.readdirSync(tmp), ['ck']);
+    assert.ok(!fs.readdirSync(dir).includes(SWAP_MARKER));
+  });
+
+  it("never takes a user's folder for an interrupted swap: <name>.old-*, or a Turnwise-like name without the marker", () => {
+    const dir = path.join(tmp, 'model');
+    for (const sib of ['model.old-v1', 'model.old-backup', 'model.turnwise-old-1-0']) {
+      fs.mkdirSync(path.join(tmp, sib));
+      fs.writeFileSync(path.join(tmp, sib, 'w.bin'), 'mine');
+    }
+    assert.throws(() => loadCheckpoint(dir), /does not exist/);
+    save(dir, 1);
+    for (const sib of ['model.old-v1', 'model.old-backup', 'model.turnwise-old-1-0']) assert.equal(fs.readFileSync(path.join(tmp, sib, 'w.bin'), 'utf8'), 'mine', sib);
+    assert.deepEqual(fs.readdirSync(tmp).sort(), ['model', 'model.old-backup', 'model.old-v1', 'model.turnwise-old-1-0']);
   });
 
   it('same seed → same weights; different seed → different weights', () => {

@@ -34,7 +34,7 @@ describe('cli: turnwise policy', function () {
     assert.ok(fs.readFileSync(path.join(a, 'model.safetensors')).equals(fs.readFileSync(path.join(b, 'model.safetensors'))));
     const again = await run(['policy', 'init', '--out', a]);
     assert.equal(again.code, 1);
-    assert.match(again.err, /already exists and is not empty/);
+    assert.match(again.err, /already holds a checkpoint/);
     assert.equal((await run(['policy', 'init', '--out', a, '--seed', '6', '--force'])).code, 0);
     assert.ok(!fs.readFileSync(path.join(a, 'model.safetensors')).equals(fs.readFileSync(path.join(b, 'model.safetensors'))));
     const file = path.join(tmp, 'a-file');

@@ -33,7 +33,7 @@ export function resolveParams(spec: EstimatorSpec, overrides: Partial<Params> = 
   const out: Params = { ...spec.defaults };
   for (const [key, value] of Object.entries(overrides)) {
     if (value === undefined) continue;
-    if (!(key in spec.defaults)) {
+    if (!Object.hasOwn(spec.defaults, key)) {
       throw new TurnwiseError('invalid-input', `estimator "${spec.name}" has no parameter "${key}"`, {
         hint: `its parameters: ${Object.keys(spec.defaults).join(', ') || '(none)'}`,
       });
@@ -61,13 +61,14 @@ function describe(def: ParamValue): string {
 
 /** Parses CLI `key=value` strings into typed overrides, using each default's type. */
 export function parseParamArgs(spec: EstimatorSpec, pairs: readonly string[]): Partial<Params> {
-  const out: Partial<Params> = {};
+  const out: Partial<Params> = Object.create(null) as Partial<Params>;
   for (const pair of pairs) {
     const eq = pair.indexOf('=');
     if (eq <= 0) throw new TurnwiseError('invalid-input', `--param "${pair}" is not key=value`, { hint: 'e.g. --param gamma=0.9 --param scopes=1,2,-1' });
     const key = pair.slice(0, eq).trim();
     const raw = pair.slice(eq + 1).trim();
-    const def = spec.defaults[key];
+    // Own keys only: `constructor` or `__proto__` are not parameters of any estimator.
+    const def = Object.hasOwn(spec.defaults, key) ? spec.defaults[key] : undefined;
     if (def === undefined) {
       throw new TurnwiseError('invalid-input', `estimator "${spec.name}" has no parameter "${key}"`, {
         hint: `its parameters: ${Object.keys(spec.defaults).join(', ') || '(none)'}`,
@@ -77,7 +78,8 @@ export function parseParamArgs(spec: EstimatorSpec, pairs: readonly string[]): P
     else if (Array.isArray(def)) out[key] = raw === '' ? [] : raw.split(',').map((s) => num(key, s));
     else out[key] = num(key, raw);
   }
-  return resolveParams(spec, out) && out;
+  resolveParams(spec, out);
+  return { ...out };
 }
 
 function num(key: string, s: string): number {

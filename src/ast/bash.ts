@@ -42,18 +42,29 @@ function normalizeVerb(text: string): string {
   return NOOP_VERBS.has(v) ? ':noop' : v;
 }
 
-/** The node whose text is the verb (first named child of command_name when a word or string_content). */
-function verbNode(command: SyntaxNode): SyntaxNode | null {
+/**
+ * The command name's node when it is a literal (word, string_content, number, …): the release
+ * never emits it as a `W:` token, whichever literal it is.
+ */
+function nameLiteral(command: SyntaxNode): SyntaxNode | null {
   const name = command.childForFieldName('name');
   const first = name?.firstNamedChild ?? null;
-  return first && (first.type === 'word' || first.type === 'string_content') ? first : null;
+  return first && LITERAL_KINDS.has(first.type) ? first : null;
+}
+
+/** The node whose text is the verb (the name literal when a word or string_content; a number is no verb: `V:?`). */
+function verbNode(nameLit: SyntaxNode | null): SyntaxNode | null {
+  return nameLit && (nameLit.type === 'word' || nameLit.type === 'string_content') ? nameLit : null;
 }
 
 // Both walks use an explicit stack: an agent's command can nest thousands of levels deep
 // (`$($($(…)))`), which overflowed the JS call stack when they recursed.
 
-/** Pre-order literals below a command, not entering nested commands or arithmetic. */
-function pushLiterals(node: SyntaxNode, verb: SyntaxNode | null, out: string[]): void {
+/**
+ * Pre-order literals below a command, not entering nested commands or arithmetic, and not
+ * descending into a literal (`16#${x}` is one number: `W:16#${x}`, no `W:x`), as the release.
+ */
+function pushLiterals(node: SyntaxNode, nameLit: SyntaxNode | null, out: string[]): void {
   const stack: SyntaxNode[] = [];
   const pushChildren = (n: SyntaxNode) => {
     const kids = n.namedChildren;
@@ -65,7 +76,10 @@ function pushLiterals(node: SyntaxNode, verb: SyntaxNode | null, out: string[]):
   pushChildren(node);
   while (stack.length) {
     const child = stack.pop()!;
-    if (LITERAL_KINDS.has(child.type) && !(verb && child.id === verb.id)) out.push(`W:${normalizeSurface(child.text)}`);
+    if (LITERAL_KINDS.has(child.type)) {
+      if (!(nameLit && child.id === nameLit.id)) out.push(`W:${normalizeSurface(child.text)}`);
+      continue;
+    }
     pushChildren(child);
   }
 }
@@ -75,9 +89,10 @@ function walk(root: SyntaxNode, out: string[]): void {
   while (stack.length) {
     const node = stack.pop()!;
     if (node.type === 'command') {
-      const verb = verbNode(node);
+      const nameLit = nameLiteral(node);
+      const verb = verbNode(nameLit);
       out.push(`V:${verb ? normalizeVerb(verb.text) : '?'}`);
-      pushLiterals(node, verb, out);
+      pushLiterals(node, nameLit, out);
     } else if (isControlKind(node.type)) {
       out.push(`K:${node.type}`);
     }

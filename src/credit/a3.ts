@@ -236,7 +236,11 @@ function editIntentKeys(rows: readonly TurnRow[], batch: BatchIndex, snippet: Re
   return out;
 }
 
-function validate(params: Params): { scopes: number[]; w: number[] } {
+/** The sums the release normalizes weights by: scope weights for the residual (+1e-12), for the tree's distances (+1e-9), and time-decay weights (+1e-9). */
+const RESIDUAL_WEIGHT_EPS = 1e-12;
+const TREE_WEIGHT_EPS = 1e-9;
+
+function validate(params: Params): { scopes: number[]; wResidual: number[]; wTree: number[] } {
   const scopes = params.scopes as number[];
   const weights = params.scopeWeights as number[];
   if (scopes.length === 0 || scopes.length !== weights.length) {
@@ -250,29 +254,41 @@ function validate(params: Params): { scopes: number[]; w: number[] } {
   const total = weights.reduce((a, b) => a + b, 0);
   if (!(total > 0)) throw new TurnwiseError('invalid-input', 'scopeWeights must sum to a positive number');
   if (!(num(params, 'minCount') >= 1)) throw new TurnwiseError('invalid-input', 'minCount must be ≥ 1');
-  return { scopes, w: weights.map((x) => x / total) };
+  return { scopes, wResidual: weights.map((x) => x / (total + RESIDUAL_WEIGHT_EPS)), wTree: weights.map((x) => x / (total + TREE_WEIGHT_EPS)) };
 }
 
-function a3Core(rows: readonly TurnRow[], params: Params, ctx: EstimatorContext, variant: A3Variant): EstimatorResult {
-  const { scopes, w } = validate(params);
-  const eps = num(params, 'epsilon');
-  const p = num(params, 'supportPrior');
-  const gamma = num(params, 'gamma');
-  const tau = num(params, 'treeTau');
-  const decay = num(params, 'timeDecay');
-  const minCount = num(params, 'minCount');
-  const n = rows.length;
-  const batch = indexBatch(rows);
-  const cells = cellsOf(rows, batch);
-  const snippet = makeSnippetTokens(rows, batch, ctx, variant);
+/** Weights of a state's earlier turns, oldest first: decay^q / (Σ decay^q + 1e-9), as the release has them. */
+export function timeDecayWeights(count: number, decay: number): number[] {
+  const raw = Array.from({ length: count }, (_, q) => Math.pow(decay, q));
+  const sum = raw.reduce((a, b) => a + b, 0);
+  return raw.map((x) => x / (sum + TREE_WEIGHT_EPS));
+}
+
+/** What every phase of a3Core reads: the batch, its cells, snippet tokens and the parameters. */
+interface A3Batch {
+  rows: readonly TurnRow[];
+  n: number;
+  batch: BatchIndex;
+  cells: Cell[];
+  snippet: ReturnType<typeof makeSnippetTokens>;
+  scopes: number[];
+  wResidual: number[];
+  wTree: number[];
+  eps: number;
+  supportPrior: number;
+}
+
+/** Per (promptId, k, scope): single-linkage clusters of the scope's snippets, and R − LOO mean of the row's cluster, weighted over scopes. */
+function clusterResidual(a: A3Batch, ctx: EstimatorContext, variant: A3Variant, minCount: number): { labels: number[][]; residual: number[]; multi: number } {
+  const { rows, n, batch, cells, snippet, scopes } = a;
   // Distances between equal snippet pairs are computed once (a3's scope −1 snippet is the same in
   // every cell of a trajectory). Prefix snippets built by concatenation (turnwise) read every
   // prefix pair off one Levenshtein table per trajectory pair.
   const distCache = new Map<number, number>();
   const snippetDistance = (x: Int32Array, y: Int32Array): number => {
-    const a = snippet.idOf(x);
-    const b = snippet.idOf(y);
-    const key = a < b ? a * 4194304 + b : b * 4194304 + a;
+    const ia = snippet.idOf(x);
+    const ib = snippet.idOf(y);
+    const key = ia < ib ? ia * 4194304 + ib : ib * 4194304 + ia;
     let d = distCache.get(key);
     if (d === undefined) distCache.set(key, (d = signatureDistance(x, y)));
     return d;
@@ -288,7 +304,6 @@ function a3Core(rows: readonly TurnRow[], params: Params, ctx: EstimatorContext,
     return table[la * (full(tb).length + 1) + lb] / Math.max(la, lb, 1);
   };
 
-  // --- clustering and leave-one-out means, per (promptId, k, scope)
   const labels = scopes.map(() => new Array<number>(n).fill(-1));
   const residual = new Array<number>(n).fill(0);
   let multi = 0;
@@ -299,7 +314,7 @@ function a3Core(rows: readonly TurnRow[], params: Params, ctx: EstimatorContext,
       let distance: (x: number, y: number) => number;
       if (s === -1 && prefixByTable) {
         const tr = cell.rows.map((i) => batch.trajOfRow[i]);
-        const len = cell.rows.map((i, a) => snippet.get(tr[a], 0, batch.posOfRow[i]).length);
+        const len = cell.rows.map((i, q) => snippet.get(tr[q], 0, batch.posOfRow[i]).length);
         distance = (x, y) => prefixDistance(tr[x], len[x], tr[y], len[y]);
       } else {
         const toks = cell.rows.map((i) => {
@@ -313,76 +328,87 @@ function a3Core(rows: readonly TurnRow[], params: Params, ctx: EstimatorContext,
       const { labels: lab, k } = singleLinkageBy(m, distance, minCount);
       if (k >= 2) multi++;
       const sum = new Map<number, { total: number; count: number }>();
-      for (let a = 0; a < m; a++) {
-        const e = sum.get(lab[a]) ?? { total: 0, count: 0 };
-        e.total += rows[cell.rows[a]].score;
+      for (let q = 0; q < m; q++) {
+        const e = sum.get(lab[q]) ?? { total: 0, count: 0 };
+        e.total += rows[cell.rows[q]].score;
         e.count++;
-        sum.set(lab[a], e);
+        sum.set(lab[q], e);
       }
-      for (let a = 0; a < m; a++) {
-        const i = cell.rows[a];
-        labels[si][i] = lab[a];
-        const e = sum.get(lab[a])!;
+      for (let q = 0; q < m; q++) {
+        const i = cell.rows[q];
+        labels[si][i] = lab[q];
+        const e = sum.get(lab[q])!;
         const loo = e.count > 1 ? (e.total - rows[i].score) / (e.count - 1) : rows[i].score;
-        residual[i] += w[si] * (rows[i].score - loo);
+        residual[i] += a.wResidual[si] * (rows[i].score - loo);
       }
     }
   }
+  return { labels, residual, multi };
+}
 
-  // --- turnwise's action margin (replaces the residual when variant.margin is set)
-  let margin: number[] | null = null;
-  let actionLabels: number[] | null = null;
-  if (variant.margin) {
-    if (variant.margin.actionKey === 'cluster' && variant.margin.marginPool === 'task') {
-      throw new TurnwiseError('invalid-input', 'actionKey=cluster needs marginPool=cell', {
-        hint: "the doc's clusters are formed per (prompt, turn) cell, so their labels mean nothing across turns: use actionKey=edit-intent or marginPool=cell",
-      });
-    }
-    margin = new Array<number>(n).fill(0);
-    const shrinkOf = (k: number) => k / (k + p + eps);
-    if (variant.margin.actionKey === 'cluster') {
-      for (const cell of cells) {
-        for (let si = 0; si < scopes.length; si++) {
-          const m = actionMargins(cell.rows.map((i) => ({ row: i, traj: batch.trajOfRow[i], key: labels[si][i], score: rows[i].score })), shrinkOf);
-          cell.rows.forEach((i, a) => (margin![i] += w[si] * m[a]));
-        }
-      }
-    } else {
-      const tauA = params.actionTau === undefined ? TURNWISE_DEFAULTS.actionTau as number : num(params, 'actionTau');
-      actionLabels = editIntentKeys(rows, batch, snippet, tauA);
-      const pools = variant.margin.marginPool === 'cell' ? cells.map((c) => c.rows) : [...batch.groups.values()].map((members) => members.flatMap((t) => batch.trajs[t].rows));
-      for (const pool of pools) {
-        const m = actionMargins(pool.map((i) => ({ row: i, traj: batch.trajOfRow[i], key: actionLabels![i], score: rows[i].score })), shrinkOf);
-        pool.forEach((i, a) => (margin![i] = m[a]));
-      }
-    }
+/** turnwise's action margin (replaces the residual when variant.margin is set). */
+function turnwiseMargin(a: A3Batch, margin: TurnwiseResidual, labels: number[][], actionTau: number): { margin: number[]; actionLabels: number[] | null } {
+  const { rows, n, batch, cells, scopes } = a;
+  if (margin.actionKey === 'cluster' && margin.marginPool === 'task') {
+    throw new TurnwiseError('invalid-input', 'actionKey=cluster needs marginPool=cell', {
+      hint: "the doc's clusters are formed per (prompt, turn) cell, so their labels mean nothing across turns: use actionKey=edit-intent or marginPool=cell",
+    });
   }
-  const perTurn = margin ?? residual;
+  const out = new Array<number>(n).fill(0);
+  const shrinkOf = (k: number) => k / (k + a.supportPrior + a.eps);
+  if (margin.actionKey === 'cluster') {
+    for (const cell of cells) {
+      for (let si = 0; si < scopes.length; si++) {
+        const m = actionMargins(cell.rows.map((i) => ({ row: i, traj: batch.trajOfRow[i], key: labels[si][i], score: rows[i].score })), shrinkOf);
+        cell.rows.forEach((i, q) => (out[i] += a.wResidual[si] * m[q]));
+      }
+    }
+    return { margin: out, actionLabels: null };
+  }
+  const actionLabels = editIntentKeys(rows, batch, a.snippet, actionTau);
+  const pools = margin.marginPool === 'cell' ? cells.map((c) => c.rows) : [...batch.groups.values()].map((members) => members.flatMap((t) => batch.trajs[t].rows));
+  for (const pool of pools) {
+    const m = actionMargins(pool.map((i) => ({ row: i, traj: batch.trajOfRow[i], key: actionLabels[i], score: rows[i].score })), shrinkOf);
+    pool.forEach((i, q) => (out[i] = m[q]));
+  }
+  return { margin: out, actionLabels };
+}
 
-  // --- backbone: robust episode standardization per group
+/** Robust episode standardization per group (backbone), and the per-turn term standardized per group (a3) or per cell (turnwise). */
+function backboneAndResidual(a: A3Batch, perTurn: readonly number[], residualPerCell: boolean): { backbone: number[]; resNorm: number[] } {
+  const { n, batch, cells, eps } = a;
   const backbone = new Array<number>(n).fill(0);
   const resNorm = new Array<number>(n).fill(0);
   for (const members of batch.groups.values()) {
     const b = robustSquash(members.map((t) => batch.trajs[t].score), eps, 1.0);
-    members.forEach((t, a) => batch.trajs[t].rows.forEach((i) => (backbone[i] = b[a])));
-    if (!variant.residualPerCell) {
+    members.forEach((t, q) => batch.trajs[t].rows.forEach((i) => (backbone[i] = b[q])));
+    if (!residualPerCell) {
       const r = robustSquash(members.map((t) => perTurn[batch.trajs[t].firstRow]), eps, 1.0);
-      members.forEach((t, a) => batch.trajs[t].rows.forEach((i) => (resNorm[i] = r[a])));
+      members.forEach((t, q) => batch.trajs[t].rows.forEach((i) => (resNorm[i] = r[q])));
     }
   }
-  if (variant.residualPerCell) {
+  if (residualPerCell) {
     for (const cell of cells) {
       const r = robustSquash(cell.rows.map((i) => perTurn[i]), eps, 1.0);
-      cell.rows.forEach((i, a) => (resNorm[i] = r[a]));
+      cell.rows.forEach((i, q) => (resNorm[i] = r[q]));
     }
   }
+  return { backbone, resNorm };
+}
 
-  // --- tree margin: states (same earlier turns, near-equal earlier cluster vectors), actions within states
+/**
+ * Tree margin: per cell, states are rollouts with the same earlier turns whose earlier cluster
+ * vectors are near-equal (time-decayed weighted Hamming ≤ tau); within a state, actions are near-equal
+ * cluster vectors at k. Each branch gains shrink · (branch mean − state mean), discounted back along the trajectory.
+ */
+function treeMargin(a: A3Batch, labels: number[][], tau: number, decay: number, gamma: number): { tree: number[]; gate: number[]; gain: number[]; support: number[] } {
+  const { rows, n, batch, cells, scopes, wTree, eps } = a;
+  const p = a.supportPrior;
   const rowAt = new Map<string, number>(); // `${traj}:${turn}` → row
   for (let t = 0; t < batch.trajs.length; t++) for (const i of batch.trajs[t].rows) rowAt.set(`${t}:${rows[i].turn}`, i);
-  const hamming = (a: number, b: number): number => {
+  const hamming = (x: number, y: number): number => {
     let h = 0;
-    for (let si = 0; si < scopes.length; si++) if (labels[si][a] !== labels[si][b]) h += w[si];
+    for (let si = 0; si < scopes.length; si++) if (labels[si][x] !== labels[si][y]) h += wTree[si];
     return h;
   };
   const gain = new Array<number>(n).fill(0);
@@ -396,31 +422,27 @@ function a3Core(rows: readonly TurnRow[], params: Params, ctx: EstimatorContext,
     });
     const earlierKey = earlier.map((e) => e.join(','));
     const states = new UnionFind(m);
-    for (let a = 0; a < m; a++) {
-      for (let b = a + 1; b < m; b++) {
-        if (earlierKey[a] !== earlierKey[b]) continue;
-        const ts = earlier[a];
+    for (let x = 0; x < m; x++) {
+      for (let y = x + 1; y < m; y++) {
+        if (earlierKey[x] !== earlierKey[y]) continue;
+        const ts = earlier[x];
         let same = true;
         if (ts.length > 0) {
-          let wsum = 0;
-          for (let q = 0; q < ts.length; q++) wsum += Math.pow(decay, q);
+          const tw = timeDecayWeights(ts.length, decay);
           let d = 0;
-          const ta = batch.trajOfRow[cell.rows[a]];
-          const tb = batch.trajOfRow[cell.rows[b]];
-          for (let q = 0; q < ts.length; q++) {
-            d += (Math.pow(decay, q) / wsum) * hamming(rowAt.get(`${ta}:${ts[q]}`)!, rowAt.get(`${tb}:${ts[q]}`)!);
-          }
+          const tx = batch.trajOfRow[cell.rows[x]];
+          const ty = batch.trajOfRow[cell.rows[y]];
+          for (let q = 0; q < ts.length; q++) d += tw[q] * hamming(rowAt.get(`${tx}:${ts[q]}`)!, rowAt.get(`${ty}:${ts[q]}`)!);
           same = d <= tau;
         }
-        if (same) states.union(a, b);
+        if (same) states.union(x, y);
       }
     }
-    const stateLabels = states.labels();
     const byState = new Map<number, number[]>();
-    stateLabels.forEach((s, a) => {
-      let l = byState.get(s);
-      if (!l) byState.set(s, (l = []));
-      l.push(a);
+    states.labels().forEach((st, q) => {
+      let l = byState.get(st);
+      if (!l) byState.set(st, (l = []));
+      l.push(q);
     });
     for (const members of byState.values()) {
       if (members.length < 2) continue;
@@ -431,17 +453,16 @@ function a3Core(rows: readonly TurnRow[], params: Params, ctx: EstimatorContext,
         }
       }
       if (actions.components < 2) continue;
-      const parent = members.reduce((s, a) => s + rows[cell.rows[a]].score, 0) / members.length;
-      const actionLabels = actions.labels();
+      const parent = members.reduce((acc, q) => acc + rows[cell.rows[q]].score, 0) / members.length;
       const branches = new Map<number, number[]>();
-      actionLabels.forEach((l, x) => {
+      actions.labels().forEach((l, x) => {
         let b = branches.get(l);
         if (!b) branches.set(l, (b = []));
         b.push(cell.rows[members[x]]);
       });
       for (const branch of branches.values()) {
         const shrink = branch.length / (branch.length + p + eps);
-        const bMean = branch.reduce((s, i) => s + rows[i].score, 0) / branch.length;
+        const bMean = branch.reduce((acc, i) => acc + rows[i].score, 0) / branch.length;
         for (const i of branch) {
           gain[i] = shrink * (bMean - parent);
           support[i] = shrink;
@@ -462,27 +483,51 @@ function a3Core(rows: readonly TurnRow[], params: Params, ctx: EstimatorContext,
       tree[i] = gate[i] * G;
     }
   }
+  return { tree, gate, gain, support };
+}
 
-  // --- combine: each term divided by its mean absolute value over the batch
+/** Each term divided by its mean absolute value over the scored rows (+1e-9), then A = tanhB(b̂ + wTrie · r̂ + wTree · t̂, bound). */
+function combineTerms(batch: BatchIndex, n: number, terms: { backbone: number[]; resNorm: number[]; tree: number[] }, wTrie: number, wTree: number, bound: number): { advantages: number[]; scored: number[] } {
   const scored: number[] = [];
   for (let i = 0; i < n; i++) if (batch.trajOfRow[i] >= 0) scored.push(i);
-  const meanAbs = (xs: number[]) => scored.reduce((s, i) => s + Math.abs(xs[i]), 0) / Math.max(scored.length, 1) + 1e-9;
-  const [sb, sr, st] = [meanAbs(backbone), meanAbs(resNorm), meanAbs(tree)];
-  const wTrie = num(params, 'wTrie');
-  const wTree = num(params, 'wTree');
-  const bound = num(params, 'bound');
+  const meanAbs = (xs: number[]) => scored.reduce((acc, i) => acc + Math.abs(xs[i]), 0) / Math.max(scored.length, 1) + 1e-9;
+  const [sb, sr, st] = [meanAbs(terms.backbone), meanAbs(terms.resNorm), meanAbs(terms.tree)];
   const advantages = new Array<number>(n).fill(0);
-  for (const i of scored) advantages[i] = tanhB(backbone[i] / sb + (wTrie * resNorm[i]) / sr + (wTree * tree[i]) / st, bound);
+  for (const i of scored) advantages[i] = tanhB(terms.backbone[i] / sb + (wTrie * terms.resNorm[i]) / sr + (wTree * terms.tree[i]) / st, bound);
+  return { advantages, scored };
+}
+
+function a3Core(rows: readonly TurnRow[], params: Params, ctx: EstimatorContext, variant: A3Variant): EstimatorResult {
+  const { scopes, wResidual, wTree } = validate(params);
+  const batch = indexBatch(rows);
+  const a: A3Batch = {
+    rows,
+    n: rows.length,
+    batch,
+    cells: cellsOf(rows, batch),
+    snippet: makeSnippetTokens(rows, batch, ctx, variant),
+    scopes,
+    wResidual,
+    wTree,
+    eps: num(params, 'epsilon'),
+    supportPrior: num(params, 'supportPrior'),
+  };
+  const { labels, residual, multi } = clusterResidual(a, ctx, variant, num(params, 'minCount'));
+  const actionTau = params.actionTau === undefined ? (TURNWISE_DEFAULTS.actionTau as number) : num(params, 'actionTau');
+  const m = variant.margin ? turnwiseMargin(a, variant.margin, labels, actionTau) : null;
+  const { backbone, resNorm } = backboneAndResidual(a, m?.margin ?? residual, variant.residualPerCell);
+  const { tree, gate, gain, support } = treeMargin(a, labels, num(params, 'treeTau'), num(params, 'timeDecay'), num(params, 'gamma'));
+  const { advantages, scored } = combineTerms(batch, a.n, { backbone, resNorm, tree }, num(params, 'wTrie'), num(params, 'wTree'), num(params, 'bound'));
 
   const clusters: Record<string, number[]> = {};
   scopes.forEach((s, si) => (clusters[`scope${s}`] = labels[si]));
-  if (actionLabels) clusters.action = actionLabels;
+  if (m?.actionLabels) clusters.action = m.actionLabels;
   const diagnostics = baseDiagnostics(batch);
-  diagnostics.frac_cells_multi_cluster = cells.length ? multi / (cells.length * scopes.length) : 0;
-  diagnostics.mean_tree_gate = scored.length ? scored.reduce((s, i) => s + gate[i], 0) / scored.length : 0;
+  diagnostics.frac_cells_multi_cluster = a.cells.length ? multi / (a.cells.length * scopes.length) : 0;
+  diagnostics.mean_tree_gate = scored.length ? scored.reduce((acc, i) => acc + gate[i], 0) / scored.length : 0;
   return {
     advantages,
-    components: { backbone, residualRaw: residual, ...(margin ? { margin } : {}), residual: resNorm, tree, gate, gain, support },
+    components: { backbone, residualRaw: residual, ...(m ? { margin: m.margin } : {}), residual: resNorm, tree, gate, gain, support },
     clusters,
     diagnostics,
   };

@@ -61,6 +61,12 @@ describe('ast/bash intent signatures (real tree-sitter-bash)', () => {
     assert.deepEqual(sign('FOO=1 make test'), ['V:make', 'W:foo', 'W:1', 'W:test']);
   });
 
+  it('as the release: a literal command name of any kind is never a W: token, and literals are not descended into', () => {
+    assert.deepEqual(sign('42'), ['V:?']);
+    assert.deepEqual(sign('42 x'), ['V:?', 'W:x']);
+    assert.deepEqual(sign('echo 16#${x}'), ['V:echo', 'W:16#${x}']);
+  });
+
   it('normalization: trim, strip quotes, lowercase, 96 characters', () => {
     assert.equal(normalizeSurface(`  "'ABC'" `), 'abc');
     assert.equal(normalizeSurface('x'.repeat(200)).length, 96);

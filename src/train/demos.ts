@@ -1,0 +1,273 @@
+// Demonstrations for the supervised warm start. A mutation task's fix is known (the original
+// span), so a teacher can write the episode a good agent would have: find the suspect lines,
+// undo the mutation with one `sed`, check with the tests, submit. Two sources:
+//  - generated Python modules (random functions from templates) mutated by the real mutation
+//    engine (tasks/mutate.ts), with tool output simulated in the exact format of the sandbox's
+//    `tw-suspects` / `tw-test` (sandbox-images/python/tools/turnwise_tools.py);
+//  - a workspace's own mutation tasks (train split only), whose tool output is recorded for
+//    real in a sandbox (workspaceDemos in warmstart.ts).
+// Plus a copy curriculum of short tasks in the same chat format (copy a location, undo an
+// operator, assemble a sed command, fix one given line): a byte-level model of 3M parameters
+// first has to learn to copy from its context (issue 11's measurements).
+import { seededRandom } from '../core/random';
+import { observationText, SUBMIT, taskText, type Segment } from '../agent/prompt';
+import { mutationCandidates, type MutationCandidate } from '../tasks/mutate';
+
+/** One training example: the segments, and which are actions (trained at full weight). */
+export interface Demo {
+  kind: string;
+  segments: Segment[];
+}
+
+type Rng = () => number;
+const pick = <T>(r: Rng, xs: readonly T[]): T => xs[Math.floor(r() * xs.length)];
+const int = (r: Rng, lo: number, hi: number) => lo + Math.floor(r() * (hi - lo + 1));
+
+const NOUNS = [
+  'qty', 'total', 'price', 'limit', 'count', 'items', 'size', 'stock', 'rate', 'score', 'level', 'budget', 'width', 'height',
+  'start', 'end', 'step', 'value', 'amount', 'index', 'weight', 'cost', 'days', 'hours', 'balance', 'quota', 'capacity',
+  'available', 'threshold', 'target', 'minimum', 'maximum', 'offset', 'delta', 'speed', 'depth', 'tax', 'fee', 'rows', 'cols',
+];
+const VERBS = ['compute', 'check', 'needs', 'count', 'apply', 'clamp', 'scale', 'is', 'has', 'total', 'pick', 'find', 'split', 'merge', 'round', 'cap'];
+const MODULES = ['pricing', 'billing', 'stock', 'orders', 'grid', 'stats', 'calendar', 'ledger', 'shipping', 'scores', 'quota', 'rates', 'cart', 'report', 'budget', 'levels'];
+const PACKAGES = ['shop', 'app', 'core', 'lib', 'inventory', 'billing', 'tools', 'engine', 'src', 'util'];
+const CMP = ['<', '<=', '>', '>=', '==', '!='];
+const ARITH = ['+', '-', '*', '//'];
+
+function ident(r: Rng, taken: Set<string>): string {
+  for (let i = 0; i < 20; i++) {
+    const n = pick(r, NOUNS);
+    if (!taken.has(n)) {
+      taken.add(n);
+      return n;
+    }
+  }
+  const n = `${pick(r, NOUNS)}_${taken.size}`;
+  taken.add(n);
+  return n;
+}
+
+/** One function: its name and source lines (4-space indentation). */
+function genFunction(r: Rng): { name: string; lines: string[] } {
+  const taken = new Set<string>();
+  const a = ident(r, taken);
+  const b = ident(r, taken);
+  const c = ident(r, taken);
+  const k = String(int(r, 0, 12));
+  const k2 = String(int(r, 1, 9));
+  const name = `${pick(r, VERBS)}_${pick(r, NOUNS)}`;
+  const shapes: (() => string[])[] = [
+    () => [`def ${name}(${a}, ${b}):`, `    return ${a} ${pick(r, CMP)} ${b}`],
+    () => [`def ${name}(${a}, ${b}):`, `    if ${a} ${pick(r, CMP)} ${b}:`, `        return ${a} ${pick(r, ARITH)} ${k}`, `    return ${b}`],
+    () => [`def ${name}(${a}, ${b}, ${c}):`, `    ${c} = (${a} ${pick(r, ARITH)} ${b}) ${pick(r, ARITH)} ${k2}`, `    return ${c}`],
+    () => [`def ${name}(${a}):`, `    ${b} = 0`, `    for x in ${a}:`, `        if x ${pick(r, CMP)} ${k}:`, `            ${b} += x`, `    return ${b}`],
+    () => [`def ${name}(${a}, ${b}):`, `    return ${a} ${pick(r, CMP)} ${k} and ${b} ${pick(r, CMP)} ${k2}`],
+    () => [`def ${name}(${a}):`, `    if not ${a}:`, `        return None`, `    return ${a}[${int(r, 0, 1)}]`],
+    () => [`def ${name}(${a}, ${b}):`, `    ${c} = []`, `    for i in range(${a}):`, `        ${c}.append(i * ${b})`, `    return ${c}`],
+    () => [`def ${name}(${a}, ${b}):`, `    if ${a} ${pick(r, CMP)} ${b} or ${a} ${pick(r, CMP)} ${k}:`, `        return True`, `    return False`],
+    () => [`def ${name}(${a}, ${b}):`, `    ${c} = ${a} ${pick(r, ARITH)} ${b}`, `    if ${c} ${pick(r, CMP)} ${k}:`, `        return ${k}`, `    return ${c} ${pick(r, ARITH)} ${k2}`],
+    () => [`def ${name}(${a}, ${b}):`, `    ${c} = max(${a}, ${b}) - min(${a}, ${b})`, `    return ${c} ${pick(r, CMP)} ${k}`],
+  ];
+  return { name, lines: pick(r, shapes)() };
+}
+
+export interface GeneratedModule {
+  path: string;
+  source: string;
+  /** Function name → [first line, last line], 1-based. */
+  functions: Map<string, [number, number]>;
+}
+
+export function generateModule(r: Rng): GeneratedModule {
+  const pkg = pick(r, PACKAGES);
+  const mod = pick(r, MODULES);
+  const lines: string[] = [];
+  if (r() < 0.5) lines.push(`"""${mod[0].toUpperCase()}${mod.slice(1)} rules."""`, '', '');
+  const functions = new Map<string, [number, number]>();
+  const n = int(r, 2, 4);
+  for (let i = 0; i < n; i++) {
+    const f = genFunction(r);
+    if (functions.has(f.name)) continue;
+    const first = lines.length + 1;
+    lines.push(...f.lines);
+    functions.set(f.name, [first, lines.length]);
+    lines.push('', '');
+  }
+  return { path: `${pkg}/${mod}.py`, source: lines.join('\n').replace(/\n+$/, '\n'), functions };
+}
+
+/** Mutations whose fix can be read off the code (deleted statements cannot be restored by reading). */
+const FIXABLE = new Set(['flip-comparison', 'swap-arithmetic', 'swap-boolean', 'negate-condition', 'off-by-one', 'swap-arguments', 'change-constant']);
+
+const sedPattern = (s: string) => s.replace(/[\\/.*[\]^$]/g, (c) => `\\${c}`);
+const sedReplacement = (s: string) => s.replace(/[\\/&]/g, (c) => `\\${c}`);
+
+/**
+ * The one-line `sed` that turns the mutated line back into the original: the smallest differing
+ * span, widened to whole words and until it occurs once in the line. Undefined when the change
+ * spans lines or the line holds a single quote (the command is single-quoted).
+ */
+export function fixCommand(path: string, line: number, mutatedLine: string, originalLine: string): string | undefined {
+  if (mutatedLine.includes("'") || originalLine.includes("'") || mutatedLine === originalLine) return undefined;
+  let p = 0;
+  while (p < mutatedLine.length && p < originalLine.length && mutatedLine[p] === originalLine[p]) p++;
+  let s = 0;
+  while (s < mutatedLine.length - p && s < originalLine.length - p && mutatedLine[mutatedLine.length - 1 - s] === originalLine[originalLine.length - 1 - s]) s++;
+  // Whole tokens around the change (an insertion takes the token after it), widened token by
+  // token until the span occurs once in the line.
+  const toks = [...mutatedLine.matchAll(/\w+|[^\w\s()[\]{},:'"]+|[()[\]{},:'"]|\s+/g)].map((m) => ({ s: m.index!, e: m.index! + m[0].length, ws: /^\s+$/.test(m[0]) }));
+  const a = p;
+  const b = mutatedLine.length - s;
+  let i = toks.findIndex((t) => t.e > a);
+  if (i < 0) return undefined;
+  let j = i;
+  while (j + 1 < toks.length && toks[j].e < b) j++;
+  while (toks[i].ws && i < j) i++;
+  while (toks[j].ws && j > i) j--;
+  if (toks[i].ws) return undefined;
+  const count = (x: string) => mutatedLine.split(x).length - 1;
+  const span = () => mutatedLine.slice(toks[i].s, toks[j].e);
+  while (count(span()) > 1) {
+    const canL = i > 0;
+    const canR = j + 1 < toks.length;
+    if (!canL && !canR) return undefined;
+    if (canL) do i--; while (i > 0 && toks[i].ws);
+    if (canR) do j++; while (j + 1 < toks.length && toks[j].ws);
+  }
+  const old = span();
+  const neu = originalLine.slice(toks[i].s, originalLine.length - (mutatedLine.length - toks[j].e));
+  if (old === '' || count(old) !== 1) return undefined;
+  return `sed -i '${line}s/${sedPattern(old)}/${sedReplacement(neu)}/' ${path}`;
+}
+
+/** Lines of the file as `tw-suspects` prints them: `path:line: code` (code trimmed). */
+function suspectLine(path: string, lines: string[], n: number): string {
+  return `${path}:${n}: ${lines[n - 1].trim().slice(0, 100)}`;
+}
+
+/**
+ * A plausible `tw-suspects` ranking for a mutated function: the function's executed body lines
+ * in order (ties in Ochiai order by line), some moved down (also covered by passing tests),
+ * at most 5, the mutated line always among them.
+ */
+function simulatedSuspects(r: Rng, path: string, mutatedLines: string[], fn: [number, number], bugLine: number): string[] {
+  let body: number[] = [];
+  for (let n = fn[0] + 1; n <= fn[1]; n++) if (mutatedLines[n - 1]?.trim()) body.push(n);
+  const demoted: number[] = [];
+  body = body.filter((n) => {
+    if (n !== bugLine && r() < 0.25) {
+      demoted.push(n);
+      return false;
+    }
+    return true;
+  });
+  let order = [...body, ...demoted].slice(0, 5);
+  if (!order.includes(bugLine)) order = [bugLine, ...order.slice(0, 4)];
+  return order.map((n) => suspectLine(path, mutatedLines, n));
+}
+
+function testIds(r: Rng, path: string, fnName: string, n: number): string[] {
+  const mod = path.split('/').pop()!.replace(/\.py$/, '');
+  const suffixes = ['basic', 'edge', 'zero', 'large', 'empty', 'boundary', 'rounds', 'negative', 'default', 'limit'];
+  const ids = new Set<string>();
+  while (ids.size < n) ids.add(`tests/test_${mod}.py::test_${fnName}${r() < 0.8 ? `_${pick(r, suffixes)}` : ''}${ids.size ? `_${ids.size}` : ''}`);
+  return [...ids];
+}
+
+/** The facts a fix episode is written from. */
+export interface FixCase {
+  path: string;
+  line: number;
+  mutatedLine: string;
+  originalLine: string;
+  fix: string;
+  failing: string[];
+  passing: number;
+  /** `tw-suspects` output lines after the summary. */
+  suspects: string[];
+}
+
+/** Up to `n` fix cases from one generated module (parsing dominates: several per module). */
+export async function syntheticCases(r: Rng, n = 4): Promise<FixCase[]> {
+  const mod = generateModule(r);
+  const cands = (await mutationCandidates(mod.path, mod.source, 'python')).filter((c) => FIXABLE.has(c.operator));
+  const out: FixCase[] = [];
+  for (let i = 0; i < n && cands.length > 0; i++) {
+    const c = cands.splice(Math.floor(r() * cands.length), 1)[0];
+    const fc = caseFromCandidate(r, mod, c);
+    if (fc) out.push(fc);
+  }
+  return out;
+}
+
+function caseFromCandidate(r: Rng, mod: GeneratedModule, c: MutationCandidate): FixCase | undefined {
+  const before = mod.source.split('\n');
+  const after = c.mutatedSource.split('\n');
+  if (before.length !== after.length) return undefined;
+  const line = c.line;
+  if (before[line - 1] === after[line - 1]) return undefined;
+  const fix = fixCommand(mod.path, line, after[line - 1], before[line - 1]);
+  if (!fix) return undefined;
+  const fn = [...mod.functions.entries()].find(([, [a, b]]) => line >= a && line <= b);
+  if (!fn) return undefined;
+  const failing = testIds(r, mod.path, fn[0], int(r, 1, 3));
+  return {
+    path: mod.path,
+    line,
+    mutatedLine: after[line - 1],
+    originalLine: before[line - 1],
+    fix,
+    failing,
+    passing: int(r, 3, 24),
+    suspects: simulatedSuspects(r, mod.path, after, fn[1], line),
+  };
+}
+
+const obs = (exitCode: number, stdout: string) => observationText({ exitCode, stdout, stderr: '' });
+
+function twTestOutput(failing: string[], passing: number): string {
+  const lines = failing.slice(0, 3).map((id) => `FAIL ${id}`);
+  if (failing.length > 3) lines.push(`... ${failing.length - 3} more`);
+  lines.push(`${failing.length} failed, ${passing} passed`);
+  return lines.join('\n');
+}
+
+/** The teacher's episode for a fix case: [tw-test,] tw-suspects, sed, tw-test, submit. */
+export function fixEpisode(r: Rng, c: FixCase): Demo {
+  const segs: Segment[] = [{ role: 'task', text: taskText({ fail_to_pass: c.failing, source: 'mutation' }) }];
+  const turn = (action: string, observation?: string) => {
+    segs.push({ role: 'agent', text: action });
+    if (observation !== undefined) segs.push({ role: 'obs', text: observation });
+  };
+  if (r() < 0.2) turn('tw-test', obs(1, twTestOutput(c.failing, c.passing)));
+  turn('tw-suspects', obs(1, [`${c.failing.length} failed, ${c.passing} passed`, ...c.suspects].join('\n')));
+  turn(c.fix, obs(0, ''));
+  turn('tw-test', obs(0, `0 failed, ${c.failing.length + c.passing} passed`));
+  turn(SUBMIT);
+  return { kind: 'episode', segments: segs };
+}
+
+const UNDO_TABLE: Record<string, string> = {
+  '<': '<=', '<=': '<', '>': '>=', '>=': '>', '==': '!=', '!=': '==', '+': '-', '-': '+', and: 'or', or: 'and', True: 'False', False: 'True',
+};
+
+/** Short copy/undo/assemble tasks in the chat format, built from a fix case. */
+export function curriculumTask(r: Rng, c: FixCase): Demo {
+  const one = (task: string, answer: string, kind: string): Demo => ({ kind, segments: [{ role: 'task', text: task }, { role: 'agent', text: answer }] });
+  const k = r();
+  if (k < 0.2) {
+    const i = int(r, 0, Math.min(2, c.suspects.length - 1));
+    const m = /^(.*?:\d+):/.exec(c.suspects[i])!;
+    return one(`Location of suspect ${i + 1}:\n${c.suspects.join('\n')}`, m[1], 'copy-location');
+  }
+  if (k < 0.35) {
+    const op = pick(r, Object.keys(UNDO_TABLE));
+    return one(`Undo the mutation of: ${op}`, UNDO_TABLE[op], 'undo-operator');
+  }
+  if (k < 0.55) {
+    const m = /^sed -i '(\d+)s\/(.*)\/(.*)\/' (.*)$/.exec(c.fix);
+    if (m) return one(`sed command: file ${m[4]}, line ${m[1]}, replace ${m[2]} with ${m[3]}`, c.fix, 'assemble-sed');
+  }
+  if (k < 0.8) return one(`Fix ${c.path}:${c.line}: ${c.mutatedLine.trim()}`, c.fix, 'fix-line');
+  return one(`Fix the bug at ${c.path}:${c.line} in:\n${c.suspects.join('\n')}`, c.fix, 'fix-marked');
+}

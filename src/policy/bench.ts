@@ -58,11 +58,21 @@ export interface TrainBenchResult {
   decode_batch: number;
   decode_tokens_per_s_kv_batched: number;
   kv_speedup: number;
+  /**
+   * Sampled tokens per second over decode_batch sequences of ragged lengths (decode_context/8 …
+   * decode_context), a turn each: a SEQUENCE_OBSERVATION-token observation appended through the
+   * per-sequence caches (Policy.extend), then decode_tokens sampled at temperature 1, per-row
+   * seeds (Policy.sample). The observation's prefill is part of the time, as in an episode.
+   */
+  sequence_sample_tokens_per_s: number;
   peak_rss_mb: number;
 }
 
 /** Rows in the batched decode measurement (a rollout group). */
 export const DECODE_BATCH = 8;
+
+/** Tokens of the observation appended per turn in sequence_sample_tokens_per_s. */
+export const SEQUENCE_OBSERVATION = 32;
 
 /** The overhead-dominated shape loop_speedup_small is measured at. */
 export const SMALL_LOOP = { batch: 1, seq: 16 };
@@ -151,6 +161,18 @@ export async function benchTrain(o: TrainBenchOptions = {}): Promise<TrainBenchR
   await timeGen(2, true, rows);
   const baseBatch = await timeGen(1, true, rows);
   const batchMs = (await timeGen(nDecode + 1, true, rows)) - baseBatch;
+  // Episodes as the agent runs them: DECODE_BATCH sequences of ragged lengths (ctx/8 … ctx), a
+  // turn = an observation appended to each and a sampled action, per-row seeds; one warm-up turn.
+  log(`sampling ${DECODE_BATCH} sequences of ragged lengths…`);
+  const seqs = Array.from({ length: DECODE_BATCH }, (_, b) => policy.newSequence(Array.from({ length: Math.max(1, Math.round((ctx * (b + 1)) / DECODE_BATCH)) }, () => Math.floor(rng.next() * 256))));
+  const turn = async () => {
+    const t = performance.now();
+    await policy.extend(seqs.map((seq) => ({ seq, ids: Array.from({ length: SEQUENCE_OBSERVATION }, () => Math.floor(rng.next() * 256)) })));
+    await policy.sample(seqs.map((seq, b) => ({ seq, seed: b, maxNewTokens: nDecode, temperature: 1, stopIds: [] })));
+    return performance.now() - t;
+  };
+  await turn();
+  const seqMs = await turn();
   await policy.dispose();
   const kvTps = nDecode / (kvMs / 1000);
   const noTps = nNo / (noMs / 1000);
@@ -179,6 +201,7 @@ export async function benchTrain(o: TrainBenchOptions = {}): Promise<TrainBenchR
     decode_batch: DECODE_BATCH,
     decode_tokens_per_s_kv_batched: round((DECODE_BATCH * nDecode) / (batchMs / 1000), 1),
     kv_speedup: round(kvTps / noTps, 1),
+    sequence_sample_tokens_per_s: round((DECODE_BATCH * nDecode) / (seqMs / 1000), 1),
     peak_rss_mb: round(process.resourceUsage().maxRSS / 1024, 0),
   };
 }

@@ -1,12 +1,15 @@
-// The policy at inference time: full-sequence logits, prefill + KV-cache decode batched across
-// episodes (left padding, per-row position ids and masks), and seeded sampling with temperature
-// and top-p that returns token ids and their log-probs.
+// The policy at inference time: full-sequence logits, batched sampling over per-sequence KV
+// caches (episodes whose conversations grow turn by turn, see sequences.ts), and seeded sampling
+// with temperature and top-p that returns token ids and their log-probs.
 import { SessionCache, toModelProto, type HostTensor, type OnnxSession, type SessionSettings } from '../onnx';
 import { TurnwiseError } from '../core/errors';
 import { headDim, type Qwen2Config } from './config';
 import { buildStepGraph, MASKED, weightFeeds } from './graphs';
+import { checkTokenIds, gatherSequences, newKvCache, scatterSequences, Sequence, type KvCache } from './sequences';
 import type { PolicyTokenizer } from './tokenizer';
 import { SeededRandom, type PolicyWeights } from './weights';
+
+export { Sequence } from './sequences';
 
 export interface GenerateOptions {
   maxNewTokens?: number;
@@ -32,21 +35,25 @@ export interface GeneratedRow {
   finishReason: 'stop' | 'length';
 }
 
-/**
- * The KV cache of a batch being generated, held on the host in the layout the decode graph reads
- * in place: per layer, keys transposed [B, nkv, d, C] and values [B, nkv, C, d], C the capacity.
- * Each step's new keys and values are written into the next slots; nothing O(C) is copied per step.
- */
-interface KvCache {
-  capacity: number;
-  /** Slots written so far (the same for every row: padding slots are masked, not skipped). */
-  filled: number;
-  keys: Float32Array[];
-  values: Float32Array[];
-  /** [B, capacity]: 0 where a slot is filled with a real token, MASKED where unfilled or padding. */
-  bias: Float32Array;
-  /** Next position id per row (left padding takes none). */
-  nextPos: number[];
+/** Tokens to append to a sequence and feed to the model now (Policy.extend). */
+export interface ExtendRequest {
+  seq: Sequence;
+  ids?: readonly number[];
+}
+
+/** One sequence to continue (Policy.sample). */
+export interface SampleRequest {
+  seq: Sequence;
+  /** This row's random stream: the same seed gives the same draws whatever else is in the batch. Default 0. */
+  seed?: number;
+  /** Default 64; never past max_position_embeddings. */
+  maxNewTokens?: number;
+  /** 0 = greedy. Default 1. */
+  temperature?: number;
+  /** Nucleus sampling mass in (0, 1]. Default 1. */
+  topP?: number;
+  /** Token ids that end the row (default: eos_token_id and <|im_end|> when known). */
+  stopIds?: readonly number[];
 }
 
 /** Log-softmax of one row in float64, with an optional temperature. */
@@ -97,6 +104,7 @@ export class Policy {
   readonly config: Qwen2Config;
   private feeds: Record<string, HostTensor>;
   private readonly sessions: SessionCache;
+  private weightsVersion = 0;
 
   constructor(
     weights: PolicyWeights,
@@ -108,14 +116,24 @@ export class Policy {
     this.sessions = new SessionCache(settings, 2); // prefill and decode
   }
 
-  /** Replaces the weights (after a training step); sessions are kept. */
+  /** Replaces the weights (after a training step); sessions are kept, sequence caches recomputed. */
   setWeights(weights: PolicyWeights): void {
     this.feeds = weightFeeds(weights);
+    this.weightsVersion++;
   }
 
   /** Replaces the weights with tensors already in graph layout (from the trainer, no copy). */
   setGraphWeights(graphTensors: Map<string, Float32Array>): void {
     for (const [name, t] of Object.entries(this.feeds)) this.feeds[name] = { ...t, data: graphTensors.get(name)! };
+    this.weightsVersion++;
+  }
+
+  /**
+   * Counts weight changes. A sequence's cache remembers the version it was computed under;
+   * a stale one is recomputed by the next extend or sample, so no old keys meet new weights.
+   */
+  get version(): number {
+    return this.weightsVersion;
   }
 
   private session(kind: 'prefill' | 'decode'): Promise<OnnxSession> {
@@ -127,29 +145,11 @@ export class Policy {
   }
 
   private checkIds(rows: readonly (readonly number[])[]): void {
-    for (const r of rows) {
-      for (const id of r) {
-        if (!Number.isInteger(id) || id < 0 || id >= this.config.vocab_size) {
-          throw new TurnwiseError('invalid-input', `token id ${id} is outside the vocabulary (0..${this.config.vocab_size - 1})`, { hint: 'pass ids the model\'s tokenizer produced' });
-        }
-      }
-      if (r.length > this.config.max_position_embeddings) {
-        throw new TurnwiseError('invalid-input', `sequence of ${r.length} tokens exceeds max_position_embeddings ${this.config.max_position_embeddings}`, { hint: 'shorten the prompt' });
-      }
-    }
+    for (const r of rows) checkTokenIds(this.config, r);
   }
 
   private newCache(B: number, capacity: number): KvCache {
-    const { num_hidden_layers: L, num_key_value_heads: nkv } = this.config;
-    const n = B * nkv * headDim(this.config) * capacity;
-    return {
-      capacity,
-      filled: 0,
-      keys: Array.from({ length: L }, () => new Float32Array(n)),
-      values: Array.from({ length: L }, () => new Float32Array(n)),
-      bias: new Float32Array(B * capacity).fill(MASKED),
-      nextPos: new Array(B).fill(0),
-    };
+    return newKvCache(this.config, B, capacity);
   }
 
   /**
@@ -227,7 +227,132 @@ export class Policy {
     return rows.map((r, b) => all.slice((b * T + T - r.length) * V, (b + 1) * T * V));
   }
 
-  /** Samples continuations of token-id prompts, batched, with a KV cache. */
+  /** A new, empty sequence with its own KV cache (see Sequence, extend, sample). */
+  newSequence(tokens: readonly number[] = []): Sequence {
+    return new Sequence(this, this.config).append(tokens);
+  }
+
+  /** Marks the sequences busy for one call, after checking they belong here and appear once. */
+  private claim(seqs: readonly Sequence[]): () => void {
+    const seen = new Set<Sequence>();
+    for (const s of seqs) {
+      if (s.owner !== this) throw new TurnwiseError('invalid-input', 'this sequence belongs to another policy', { hint: 'create sequences with the policy that runs them' });
+      if (s.busy) throw new TurnwiseError('invalid-input', 'this sequence is in use by a running extend or sample call', { hint: 'await the call before using the sequence again' });
+      if (seen.has(s)) throw new TurnwiseError('invalid-input', 'a sequence appears twice in one call', { hint: 'give each sequence once per call' });
+      seen.add(s);
+    }
+    for (const s of seqs) {
+      s.busy = true;
+      // A cache computed under older weights is recomputed from the start.
+      if (s.version !== this.weightsVersion) s.cached = 0;
+    }
+    return () => seqs.forEach((s) => (s.busy = false));
+  }
+
+  /**
+   * Runs `rows` (token ids, -1 = padding) for `seqs` on top of their caches in one batched run
+   * with room for `extra` more decode slots; returns the batch cache and the logits [B, T, V].
+   */
+  private async feedSequences(seqs: readonly Sequence[], rows: number[][], extra: number): Promise<{ cache: KvCache; logits: Float32Array; from: number }> {
+    const T = Math.max(...rows.map((r) => r.length));
+    const padded = rows.map((r) => (r.length < T ? [...r, ...new Array(T - r.length).fill(-1)] : r));
+    const from = Math.max(...seqs.map((s) => s.cached));
+    const cache = gatherSequences(this.config, seqs, from + T + extra);
+    const logits = await this.step(cache, padded);
+    return { cache, logits, from };
+  }
+
+  /**
+   * Appends `ids` to each sequence and feeds them now, all sequences in one batched run (ragged:
+   * rows are padded, positions continue per sequence). The last token of each sequence is left
+   * for the next sample to feed. Validates every request before changing any sequence.
+   */
+  async extend(requests: readonly ExtendRequest[]): Promise<void> {
+    for (const r of requests) checkTokenIds(this.config, r.ids ?? [], r.seq.length);
+    const release = this.claim(requests.map((r) => r.seq));
+    try {
+      for (const r of requests) for (const id of r.ids ?? []) r.seq.tokens.push(id);
+      const seqs = requests.map((r) => r.seq).filter((s) => s.length - 1 > s.cached);
+      if (seqs.length === 0) return;
+      const rows = seqs.map((s) => s.tokens.slice(s.cached, s.length - 1));
+      const { cache, from } = await this.feedSequences(seqs, rows, 0);
+      scatterSequences(this.config, cache, seqs, from, this.weightsVersion);
+    } finally {
+      release();
+    }
+  }
+
+  /**
+   * Samples a continuation of each sequence, all in one batch: the first run feeds each
+   * sequence's uncached tokens (ragged), then one token per row per run. A row's draws come from
+   * its own seed only, so a sequence gives the same tokens alone or batched with any others.
+   * The sampled tokens are appended to each sequence; its cache follows.
+   */
+  async sample(requests: readonly SampleRequest[]): Promise<GeneratedRow[]> {
+    const out: GeneratedRow[] = requests.map(() => ({ tokenIds: [], logprobs: [], finishReason: 'length' }));
+    const maxPos = this.config.max_position_embeddings;
+    const plans = requests.map((r) => {
+      const temperature = r.temperature ?? 1;
+      const topP = r.topP ?? 1;
+      if (!(topP > 0 && topP <= 1)) throw new TurnwiseError('invalid-input', `top-p must be in (0, 1], got ${topP}`);
+      if (!(temperature >= 0)) throw new TurnwiseError('invalid-input', `temperature must be ≥ 0, got ${temperature}`);
+      if (r.seq.length === 0) throw new TurnwiseError('invalid-input', 'an empty sequence cannot be continued', { hint: 'give at least one token' });
+      const maxNew = r.maxNewTokens ?? 64;
+      if (!(Number.isInteger(maxNew) && maxNew >= 0)) throw new TurnwiseError('invalid-input', `maxNewTokens must be a whole number ≥ 0, got ${maxNew}`);
+      return {
+        temperature,
+        topP,
+        budget: Math.min(maxNew, maxPos - r.seq.length),
+        stop: new Set(r.stopIds ?? this.defaultStopIds()),
+        rng: new SeededRandom((r.seed ?? 0) >>> 0),
+      };
+    });
+    const release = this.claim(requests.map((r) => r.seq));
+    try {
+      const active = requests.map((_, i) => i).filter((i) => plans[i].budget > 0);
+      if (active.length === 0) return out;
+      const seqs = active.map((i) => requests[i].seq);
+      const fed = seqs.map((s) => s.tokens.slice(s.cached));
+      // Room for the fed tokens and every sampled token but the last (it is fed by the next call).
+      const steps = Math.max(...active.map((i) => plans[i].budget));
+      const first = await this.feedSequences(seqs, fed, steps - 1);
+      const { cache, from } = first;
+      let logits = first.logits;
+      const V = this.config.vocab_size;
+      let T = Math.max(...fed.map((f) => f.length));
+      let last = fed.map((f) => f.length - 1);
+      const done = active.map(() => false);
+      for (let n = 0; ; n++) {
+        const next: number[][] = [];
+        active.forEach((i, b) => {
+          if (done[b]) {
+            next.push([-1]);
+            return;
+          }
+          const p = plans[i];
+          const { id, logprob } = sampleToken(logits.subarray((b * T + last[b]) * V, (b * T + last[b] + 1) * V), p.temperature, p.topP, p.rng);
+          out[i].tokenIds.push(id);
+          out[i].logprobs.push(logprob);
+          if (p.stop.has(id)) {
+            out[i].finishReason = 'stop';
+            done[b] = true;
+          } else if (out[i].tokenIds.length >= p.budget) done[b] = true;
+          next.push(done[b] ? [-1] : [id]);
+        });
+        if (done.every(Boolean)) break;
+        logits = await this.step(cache, next);
+        T = 1;
+        last = active.map(() => 0);
+      }
+      scatterSequences(this.config, cache, seqs, from, this.weightsVersion);
+      active.forEach((i) => requests[i].seq.tokens.push(...out[i].tokenIds));
+      return out;
+    } finally {
+      release();
+    }
+  }
+
+  /** Samples continuations of token-id prompts, batched, with a KV cache (one sequence per prompt). */
   async generateIds(prompts: readonly (readonly number[])[], options: GenerateOptions = {}): Promise<GeneratedRow[]> {
     this.checkIds(prompts);
     if (prompts.some((p) => p.length === 0)) throw new TurnwiseError('invalid-input', 'an empty prompt cannot be continued', { hint: 'give at least one token' });
@@ -236,49 +361,43 @@ export class Policy {
     const topP = options.topP ?? 1;
     if (!(topP > 0 && topP <= 1)) throw new TurnwiseError('invalid-input', `top-p must be in (0, 1], got ${topP}`);
     if (!(temperature >= 0)) throw new TurnwiseError('invalid-input', `temperature must be ≥ 0, got ${temperature}`);
-    const stop = new Set(options.stopIds ?? this.defaultStopIds());
-    const B = prompts.length;
+    const stopIds = options.stopIds ?? this.defaultStopIds();
     // One generator per row, so a row's sample depends on the seed, its index and its own
     // logits only: not on how many draws the other rows of the batch took before it stopped.
     const seed = (options.seed ?? 0) >>> 0;
-    const rngs = prompts.map((_, b) => new SeededRandom((seed + Math.imul(b, 0x632be5ab)) >>> 0));
-    const V = this.config.vocab_size;
+    const rowSeed = (b: number) => (seed + Math.imul(b, 0x632be5ab)) >>> 0;
     const maxLen = Math.max(...prompts.map((p) => p.length));
+    // One budget for the whole batch: what the longest prompt leaves of the context.
     const budget = Math.min(maxNew, this.config.max_position_embeddings - maxLen);
+    if (options.kvCache ?? true) {
+      return this.sample(prompts.map((p, b) => ({ seq: this.newSequence(p), seed: rowSeed(b), maxNewTokens: budget, temperature, topP, stopIds })));
+    }
+    // Without a cache: the whole left-padded batch is recomputed for every token.
+    const stop = new Set(stopIds);
+    const B = prompts.length;
+    const rngs = prompts.map((_, b) => new SeededRandom(rowSeed(b)));
+    const V = this.config.vocab_size;
     const rows: GeneratedRow[] = prompts.map(() => ({ tokenIds: [], logprobs: [], finishReason: 'length' }));
     const done = new Array(B).fill(false);
-    const kv = options.kvCache ?? true;
     const seqs = prompts.map((p) => [...new Array(maxLen - p.length).fill(-1), ...p]);
-    // Room for the prompt and every sampled token but the last (it is never fed back).
-    const cache = this.newCache(B, kv ? maxLen + Math.max(0, budget - 1) : maxLen);
-    let logits = await this.step(cache, seqs);
-    let T = maxLen;
     for (let n = 0; n < budget; n++) {
-      const next: number[] = [];
+      const T = seqs[0].length;
+      const logits = await this.step(this.newCache(B, T), seqs);
       for (let b = 0; b < B; b++) {
         if (done[b]) {
-          next.push(this.config.pad_token_id ?? 0);
+          seqs[b].push(this.config.pad_token_id ?? 0);
           continue;
         }
-        const row = logits.subarray((b * T + T - 1) * V, (b * T + T) * V);
-        const { id, logprob } = sampleToken(row, temperature, topP, rngs[b]);
+        const { id, logprob } = sampleToken(logits.subarray((b * T + T - 1) * V, (b * T + T) * V), temperature, topP, rngs[b]);
         rows[b].tokenIds.push(id);
         rows[b].logprobs.push(logprob);
         if (stop.has(id)) {
           done[b] = true;
           rows[b].finishReason = 'stop';
         }
-        next.push(id);
+        seqs[b].push(id);
       }
-      if (done.every(Boolean) || n === budget - 1) break;
-      for (let b = 0; b < B; b++) seqs[b].push(next[b]);
-      if (kv) {
-        logits = await this.step(cache, next.map((t) => [t]));
-        T = 1;
-      } else {
-        logits = await this.step(this.newCache(B, seqs[0].length), seqs);
-        T = seqs[0].length;
-      }
+      if (done.every(Boolean)) break;
     }
     return rows;
   }

@@ -52,6 +52,7 @@ export const benchTrainCommand: CliCommand = {
           `  train step      ${r.train_step_ms} ms  (${r.tokens_per_s} tokens/s)`,
           `  Loop of ${r.loop_k}       ${r.loop_ms_per_step} ms/step vs ${r.separate_ms_per_step} ms/step separately (×${r.loop_speedup}); ×${r.loop_speedup_small} at ${r.loop_small_batch} × ${r.loop_small_seq}`,
           `  decode @${r.decode_context}    ${r.decode_tokens_per_s_kv} tokens/s with KV cache, ${r.decode_tokens_per_s_nokv} without (×${r.kv_speedup}); ${r.decode_tokens_per_s_kv_batched} tokens/s for ${r.decode_batch} rows at once`,
+          `  sequences       ${r.sequence_sample_tokens_per_s} tokens/s sampling ${r.decode_batch} sequences of ragged lengths, a turn each`,
           `  peak RSS        ${r.peak_rss_mb} MB`,
         ].join('\n'),
       );

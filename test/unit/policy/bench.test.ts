@@ -36,5 +36,6 @@ describe('bench train', function () {
     assert.ok(Number.isFinite(r.loop_speedup_small) && r.loop_speedup_small > 0);
     assert.equal(r.decode_batch, 8);
     assert.ok(r.decode_tokens_per_s_kv_batched > 0 && Number.isFinite(r.decode_tokens_per_s_kv_batched));
+    assert.ok(r.sequence_sample_tokens_per_s > 0 && Number.isFinite(r.sequence_sample_tokens_per_s));
   });
 });

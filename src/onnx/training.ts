@@ -55,6 +55,11 @@ export interface TrainingGraphSpec {
   steps?: number;
   /** With steps > 1: each batch input carries a leading axis of K minibatches, one per step. */
   batchPerStep?: boolean;
+  /**
+   * With steps > 1: the `lr` input is [K], step k of the Loop using lr[k] (a per-step schedule
+   * such as warm-up then cosine decay). Otherwise `lr` is a scalar shared by every step.
+   */
+  lrPerStep?: boolean;
 }
 
 /** Input and output names of a training graph. */
@@ -71,6 +76,9 @@ export type HyperName = (typeof TRAIN_IO.hyper)[number];
 export type Hyperparameters = Record<HyperName, number>;
 
 export const DEFAULT_HYPER: Hyperparameters = { lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.01, max_grad_norm: 1.0 };
+
+/** Hyperparameters for one run: `lr` may give one rate per step (length `steps`). */
+export type StepHyperparameters = Partial<Omit<Hyperparameters, 'lr'>> & { lr?: number | readonly number[] };
 
 /**
  * Builds the training graph. Inputs: every param, its AdamW moments (`<p>.adam_m`, `<p>.adam_v`),
@@ -92,20 +100,21 @@ export function buildTrainingGraph(spec: TrainingGraphSpec): Graph {
   const ms = spec.params.map((p) => g.input(TRAIN_IO.m(p.name), dtype, p.shape));
   const vs = spec.params.map((p) => g.input(TRAIN_IO.v(p.name), dtype, p.shape));
   const step = g.input(TRAIN_IO.step, dtype, []);
-  const hp = Object.fromEntries(TRAIN_IO.hyper.map((h) => [h, g.input(h, dtype, [])])) as Record<HyperName, Value>;
+  const lrStacked = K > 1 && !!spec.lrPerStep;
+  const hp = Object.fromEntries(TRAIN_IO.hyper.map((h) => [h, g.input(h, dtype, h === 'lr' && lrStacked ? [K] : [])])) as Record<HyperName, Value>;
   const stacked = K > 1 && !!spec.batchPerStep;
   const batchIn = spec.batch.map((b) => g.input(b.name, b.dtype, stacked && !b.shared ? [K, ...b.shape] : b.shape));
   const decay = spec.params.map((p) => p.decay ?? p.shape.length >= 2);
   const metricNames = ['loss', 'grad_norm', ...(spec.metricNames ?? [])];
 
   // One optimizer step inside graph `b`, from state values visible in `b`.
-  const oneStep = (b: Graph, p: Value[], m: Value[], v: Value[], s: Value, batch: Value[]) => {
+  const oneStep = (b: Graph, p: Value[], m: Value[], v: Value[], s: Value, batch: Value[], hps = hp) => {
     const named = Object.fromEntries(spec.params.map((ps, i) => [ps.name, p[i]]));
     const namedBatch = Object.fromEntries(spec.batch.map((bs, i) => [bs.name, batch[i]]));
     const fwd = b.scope('fwd', () => spec.forward(b, named, namedBatch));
     if (fwd.loss.rank !== 0) throw new TurnwiseError('internal', `training graph: the loss must be a scalar, got ${fwd.loss}`);
     const grads = b.scope('bwd', () => gradients(b, fwd.loss, p));
-    const { norm, upd } = b.scope('opt', () => optimizerStep(b, p, grads, m, v, s, hp, decay));
+    const { norm, upd } = b.scope('opt', () => optimizerStep(b, p, grads, m, v, s, hps, decay));
     const extra = fwd.metrics ?? {};
     for (const k of Object.keys(extra)) if (!metricNames.includes(k)) throw new TurnwiseError('internal', `training graph: metric ${k} is not listed in metricNames`);
     const metrics = metricNames.map((k) => {
@@ -123,7 +132,8 @@ export function buildTrainingGraph(spec: TrainingGraphSpec): Graph {
     const n = params.length;
     const loop = g.loop(K, [...params, ...ms, ...vs, step], (b, iter, c) => {
       const batch = stacked ? batchIn.map((x, i) => (spec.batch[i].shared ? x : b.gather(x, iter, 0))) : batchIn;
-      const r = oneStep(b, c.slice(0, n), c.slice(n, 2 * n), c.slice(2 * n, 3 * n), c[3 * n], batch);
+      const hps = lrStacked ? { ...hp, lr: b.gather(hp.lr, iter, 0) } : hp;
+      const r = oneStep(b, c.slice(0, n), c.slice(n, 2 * n), c.slice(2 * n, 3 * n), c[3 * n], batch, hps);
       return { carried: [...r.params, ...r.m, ...r.v, r.step], scan: r.metrics };
     });
     const c = loop.carried;
@@ -251,10 +261,17 @@ export class Trainer {
    * `steps` optimizer updates (one run). Returns the new state and metrics per step
    * (arrays of length `steps`). `state` is not modified.
    */
-  async step(state: TrainState, batch: Record<string, HostTensor>, hyper: Partial<Hyperparameters> = {}, steps = 1): Promise<{ state: TrainState; metrics: Record<string, number[]> }> {
+  async step(state: TrainState, batch: Record<string, HostTensor>, hyper: StepHyperparameters = {}, steps = 1): Promise<{ state: TrainState; metrics: Record<string, number[]> }> {
     const s = await this.session(steps);
     const dtype = this.spec.dtype ?? 'float32';
-    const h = { ...DEFAULT_HYPER, ...hyper };
+    const { lr, ...rest } = hyper;
+    const h = { ...DEFAULT_HYPER, ...rest };
+    const lrs = typeof lr === 'number' ? new Array<number>(steps).fill(lr) : lr === undefined ? new Array<number>(steps).fill(DEFAULT_HYPER.lr) : Array.from(lr);
+    if (lrs.length !== steps) throw new TurnwiseError('invalid-input', `got ${lrs.length} learning rates for ${steps} steps`, { hint: 'pass one rate, or one per step' });
+    const lrPerStep = steps > 1 && !!this.spec.lrPerStep;
+    if (!lrPerStep && lrs.some((x) => x !== lrs[0])) {
+      throw new TurnwiseError('invalid-input', 'this training graph takes one learning rate for all its steps', { hint: 'build it with lrPerStep, or run the steps separately' });
+    }
     const feeds: Record<string, HostTensor> = { ...batch };
     const scalar = (x: number): HostTensor => ({ dtype, dims: [], data: makeData(dtype, [x]) });
     for (const p of this.spec.params) {
@@ -276,7 +293,7 @@ export class Trainer {
       feeds[TRAIN_IO.v(p.name)] = get(state.v, 'second moment');
     }
     feeds[TRAIN_IO.step] = scalar(state.step);
-    for (const k of TRAIN_IO.hyper) feeds[k] = scalar(h[k]);
+    for (const k of TRAIN_IO.hyper) feeds[k] = k !== 'lr' ? scalar(h[k]) : lrPerStep ? { dtype, dims: [steps], data: makeData(dtype, lrs) } : scalar(lrs[0]);
     const out = await s.run(feeds);
     const next: TrainState = { params: {}, m: {}, v: {}, step: Number((out[TRAIN_IO.next(TRAIN_IO.step)].data as Float32Array)[0]) };
     for (const p of this.spec.params) {

@@ -1,7 +1,8 @@
 // Runs the training graphs through src/onnx's Trainer: keeps weights and AdamW moments in graph
 // layout between runs, feeds K stacked batches per run (K optimizer steps in one ONNX Loop), and
 // converts back to Hugging Face layout for checkpoints. Sessions are cached per shape class
-// (loss, batch, seq, kl, entropy) and per K.
+// (loss, batch, seq, kl, entropy, packed) and per K. The learning rate may change every step
+// (one rate, one per step, or a schedule of the global step such as warmupCosineLr).
 import { TurnwiseError } from '../core/errors';
 import { SessionCache, type HostTensor, type SessionSettings } from '../onnx';
 import { Trainer, type TrainState } from '../onnx/training';
@@ -14,17 +15,59 @@ import type { PolicyWeights } from './weights';
 /** One optimizer step's batch: flat row-major [batch, seq] arrays aligned with input_ids. */
 export interface TrainBatch {
   inputIds: ArrayLike<number>;
-  /** 1 for real tokens, 0 for right padding. Default: all 1. */
+  /** 1 for real tokens, 0 for padding. Default: all 1. Not with segmentIds (0 there is padding). */
   attentionMask?: ArrayLike<number>;
-  /** 1 on action tokens (the tokens whose log-prob is trained), 0 elsewhere; column 0 is ignored. */
+  /**
+   * Packed rows: the example each token belongs to, 0 for padding, a positive integer per
+   * example (contiguous runs; ids may repeat across rows). A token attends only to earlier
+   * tokens of its own example and positions restart at 0 at each example's first token, so a
+   * packed row trains exactly like its examples as separate rows. If any batch of a train() call
+   * has segmentIds, the others are packed from their attentionMask (one example per row).
+   */
+  segmentIds?: ArrayLike<number>;
+  /**
+   * Per-token loss weight (≥ 0): the loss is the weighted token mean Σ w·l / Σ w over the whole
+   * batch (sft: Σ w·nll / Σ w). 1 on action tokens, 0 elsewhere for RL; for SFT e.g. 1 on action
+   * tokens and 0.3 on prompt tokens. Column 0, padding and each packed example's first token carry
+   * no loss whatever the weight (no logit of their own example predicts them).
+   */
   lossMask: ArrayLike<number>;
+  /**
+   * 0/1: the tokens whose mean NLL is reported as the `action_loss` metric.
+   * Default: tokens with loss weight ≥ 1.
+   */
+  actionMask?: ArrayLike<number>;
   advantages?: ArrayLike<number>;
   oldLogp?: ArrayLike<number>;
   refLogp?: ArrayLike<number>;
 }
 
+/**
+ * Learning rate of a train() call: one rate for all its steps, one per step (length = number
+ * of batches), or a function of the global step (optimizer updates done before this one,
+ * `PolicyTrainer.step + k` for the call's k-th batch).
+ */
+export type LearningRate = number | readonly number[] | ((step: number) => number);
+
+/**
+ * Linear warm-up from peak/warmupSteps to peak over the first warmupSteps steps, then cosine
+ * decay from peak to floor at totalSteps (and floor after). `step` counts updates done before.
+ */
+export function warmupCosineLr(o: { peak: number; warmupSteps: number; totalSteps: number; floor?: number }): (step: number) => number {
+  const floor = o.floor ?? 0;
+  if (!(o.peak >= 0) || !(floor >= 0) || !(o.warmupSteps >= 0) || !(o.totalSteps >= o.warmupSteps)) {
+    throw new TurnwiseError('invalid-input', `learning-rate schedule: need peak ≥ 0, floor ≥ 0 and 0 ≤ warmupSteps ≤ totalSteps, got ${JSON.stringify(o)}`);
+  }
+  return (step) => {
+    if (step < o.warmupSteps) return (o.peak * (step + 1)) / o.warmupSteps;
+    const span = o.totalSteps - o.warmupSteps;
+    const progress = span > 0 ? Math.min(1, (step - o.warmupSteps) / span) : 1;
+    return floor + (o.peak - floor) * 0.5 * (1 + Math.cos(Math.PI * progress));
+  };
+}
+
 export interface TrainHyper {
-  lr: number;
+  lr: LearningRate;
   beta1?: number;
   beta2?: number;
   eps?: number;
@@ -85,10 +128,10 @@ export class PolicyTrainer {
   }
 
   private trainer(o: TrainGraphOptions): Trainer {
-    const key = `${o.loss}|B${o.batch}|T${o.seq}|${o.kl ? 'kl' : ''}|${o.entropy ? 'ent' : ''}|${o.weightDecay === false ? 'nowd' : 'wd'}`;
+    const key = `${o.loss}|B${o.batch}|T${o.seq}|${o.kl ? 'kl' : ''}|${o.entropy ? 'ent' : ''}|${o.weightDecay === false ? 'nowd' : 'wd'}|${o.packed ? 'packed' : ''}`;
     let t = this.trainers.get(key);
     if (!t) {
-      t = new Trainer(policyTrainingSpec(this.config, o), key, this.settings, this.cache);
+      t = new Trainer({ ...policyTrainingSpec(this.config, o), lrPerStep: true }, key, this.settings, this.cache);
       this.trainers.set(key, t);
     }
     return t;
@@ -111,7 +154,12 @@ export class PolicyTrainer {
       kl: (hyper.klCoef ?? 0) !== 0,
       entropy: (hyper.entCoef ?? 0) !== 0,
       weightDecay: (hyper.weightDecay ?? 0) !== 0,
+      packed: batches.some((b) => b.segmentIds !== undefined),
     };
+    const lrs = this.learningRates(hyper.lr, K);
+    if (graphOpts.packed && o.loss === 'gspo-seq') {
+      throw new TurnwiseError('invalid-input', 'gspo-seq takes one ratio per row, so it cannot train packed rows', { hint: 'give each turn its own row (no segmentIds), or use ppo-token' });
+    }
     const lead = K > 1 ? [K] : [];
     const n = B * T;
     const ids = new BigInt64Array(K * n);
@@ -123,7 +171,9 @@ export class PolicyTrainer {
         ids[k * n + i] = BigInt(id);
       }
     });
-    const stack = (name: string, get: (b: TrainBatch) => ArrayLike<number> | undefined, fill?: number): HostTensor => {
+    // Packed: per batch, the tokens that can carry loss (real, not an example's first token).
+    const layouts = graphOpts.packed ? batches.map((b) => packedLayout(b, B, T)) : undefined;
+    const stack = (name: string, get: (b: TrainBatch) => ArrayLike<number> | undefined, fill?: number, onlyLossTokens = false): HostTensor => {
       const out = new Float32Array(K * n);
       batches.forEach((b, k) => {
         const a = get(b);
@@ -134,20 +184,35 @@ export class PolicyTrainer {
         }
         if (a.length !== n) throw new TurnwiseError('invalid-input', `${name} has length ${a.length}, expected batch·seq = ${n}`);
         out.set(a, k * n);
+        if (onlyLossTokens && layouts) for (let i = 0; i < n; i++) if (!layouts[k].lossTokens[i]) out[k * n + i] = 0;
       });
       return { dtype: 'float32', dims: [...lead, B, T], data: out };
     };
-    const feeds: Record<string, HostTensor> = {
-      input_ids: { dtype: 'int64', dims: [...lead, B, T], data: ids },
-      attention_mask: stack('attentionMask', (b) => b.attentionMask, 1),
-    };
+    const feeds: Record<string, HostTensor> = { input_ids: { dtype: 'int64', dims: [...lead, B, T], data: ids } };
+    if (layouts) {
+      const cat = (get: (l: PackedLayout) => BigInt64Array): HostTensor => {
+        const out = new BigInt64Array(K * n);
+        layouts.forEach((l, k) => out.set(get(l), k * n));
+        return { dtype: 'int64', dims: [...lead, B, T], data: out };
+      };
+      feeds.segment_ids = cat((l) => l.segments);
+      feeds.position_ids = cat((l) => l.positions);
+    } else feeds.attention_mask = stack('attentionMask', (b) => b.attentionMask, 1);
+    for (const b of batches) {
+      if (b.lossMask.length !== n) throw new TurnwiseError('invalid-input', `lossMask has length ${b.lossMask.length}, expected batch·seq = ${n}`);
+      for (let i = 0; i < n; i++) {
+        const w = b.lossMask[i];
+        if (!(w >= 0) || !Number.isFinite(w)) throw new TurnwiseError('invalid-input', `lossMask holds ${w} at ${i}: loss weights must be finite and ≥ 0`);
+      }
+    }
     const getters: Record<string, (b: TrainBatch) => ArrayLike<number> | undefined> = {
+      action_mask: (b) => b.actionMask ?? Float32Array.from(b.lossMask, (w) => (w >= 1 ? 1 : 0)),
       loss_mask: (b) => b.lossMask,
       advantages: (b) => b.advantages,
       old_logp: (b) => b.oldLogp,
       ref_logp: (b) => b.refLogp,
     };
-    for (const name of batchInputs(graphOpts)) feeds[name] = stack(name, getters[name]);
+    for (const name of batchInputs(graphOpts)) feeds[name] = stack(name, getters[name], undefined, name === 'loss_mask' || name === 'action_mask');
     const temperature = hyper.temperature ?? 1;
     if (!(temperature > 0) || !Number.isFinite(temperature)) {
       // The training graph divides the logits by it; 0 (greedy sampling) has no log-probs to train on.
@@ -166,7 +231,7 @@ export class PolicyTrainer {
     const { state, metrics } = await this.trainer(graphOpts).step(
       this.state,
       feeds,
-      { lr: hyper.lr, beta1: hyper.beta1 ?? 0.9, beta2: hyper.beta2 ?? 0.999, eps: hyper.eps ?? 1e-8, weight_decay: hyper.weightDecay ?? 0, max_grad_norm: hyper.maxGradNorm ?? 1 },
+      { lr: lrs, beta1: hyper.beta1 ?? 0.9, beta2: hyper.beta2 ?? 0.999, eps: hyper.eps ?? 1e-8, weight_decay: hyper.weightDecay ?? 0, max_grad_norm: hyper.maxGradNorm ?? 1 },
       K,
     );
     this.state = state;
@@ -179,7 +244,59 @@ export class PolicyTrainer {
     return rows;
   }
 
+  /** The K rates of the next K steps. */
+  private learningRates(lr: LearningRate, K: number): number[] {
+    const out = typeof lr === 'number' ? new Array<number>(K).fill(lr) : typeof lr === 'function' ? Array.from({ length: K }, (_, k) => lr(this.state.step + k)) : Array.from(lr);
+    if (out.length !== K) throw new TurnwiseError('invalid-input', `got ${out.length} learning rates for ${K} batches`, { hint: 'pass one rate, one per batch, or a schedule function' });
+    for (const x of out) if (!(x >= 0) || !Number.isFinite(x)) throw new TurnwiseError('invalid-input', `learning rate ${x} is not a finite number ≥ 0`);
+    return out;
+  }
+
   async dispose(): Promise<void> {
     await this.cache.clear();
   }
+}
+
+interface PackedLayout {
+  segments: BigInt64Array;
+  positions: BigInt64Array;
+  /** 1 where a token can carry loss: real and not the first token of its example. */
+  lossTokens: Uint8Array;
+}
+
+/**
+ * Segment ids, restarting position ids and loss-carrying tokens of a packed batch. Segments must
+ * be contiguous within a row (an id that comes back after another would join two examples).
+ * A batch without segmentIds is one example per row, its padding from attentionMask.
+ */
+function packedLayout(b: TrainBatch, B: number, T: number): PackedLayout {
+  const n = B * T;
+  if (b.segmentIds && b.attentionMask) {
+    throw new TurnwiseError('invalid-input', 'a batch has both segmentIds and attentionMask', { hint: 'segment id 0 marks padding: drop attentionMask' });
+  }
+  const src = b.segmentIds ?? b.attentionMask;
+  if (src && src.length !== n) throw new TurnwiseError('invalid-input', `${b.segmentIds ? 'segmentIds' : 'attentionMask'} has length ${src.length}, expected batch·seq = ${n}`);
+  const segments = new BigInt64Array(n);
+  const positions = new BigInt64Array(n);
+  const lossTokens = new Uint8Array(n);
+  for (let r = 0; r < B; r++) {
+    const seen = new Set<number>();
+    let prev = 0;
+    let pos = 0;
+    for (let t = 0; t < T; t++) {
+      const i = r * T + t;
+      const s = src ? src[i] : 1;
+      if (!Number.isInteger(s) || s < 0) throw new TurnwiseError('invalid-input', `segment id ${s} at row ${r}, token ${t}: segment ids are integers ≥ 0 (0 = padding)`);
+      if (s !== 0 && s !== prev) {
+        if (seen.has(s)) throw new TurnwiseError('invalid-input', `segment ${s} of row ${r} is not contiguous (it resumes at token ${t})`, { hint: 'give each packed example its own id' });
+        seen.add(s);
+        pos = 0;
+      }
+      segments[i] = BigInt(s);
+      positions[i] = BigInt(s === 0 ? 0 : pos++);
+      lossTokens[i] = s !== 0 && s === prev ? 1 : 0;
+      prev = s;
+    }
+  }
+  return { segments, positions, lossTokens };
 }

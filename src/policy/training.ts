@@ -4,7 +4,15 @@
 //
 // Per-token arrays are [B, T] and aligned with input_ids: value t belongs to token ids[t], whose
 // log-prob comes from the logits at t − 1. Column 0 therefore never carries loss (no logit
-// predicts the first token); loss_mask must be 1 only on action tokens.
+// predicts the first token). loss_mask is a per-token weight (0 = no loss): the losses are
+// weighted token means Σ w·l / Σ w (sft: Σ w·nll / Σ w), so 1 on action tokens and e.g. 0.3 on
+// prompt tokens trains the prompt at 0.3 of an action token's weight. action_mask (0/1) picks the
+// tokens of the `action_loss` metric, the mean NLL of the actions alone.
+//
+// Packed rows (`packed`): several examples per row, told apart by segment_ids (int64 [B, T],
+// 0 = padding, one positive id per example, contiguous). A token attends only to earlier tokens
+// of its own segment, and position_ids (int64 [B, T], fed) restart at 0 at each segment start.
+// The trainer zeroes the loss weight of each segment's first token, as of column 0.
 import { TurnwiseError } from '../core/errors';
 import { Graph, type Value } from '../onnx';
 import { buildTrainingGraph, type BatchSpec, type ForwardBuilder, type TrainingGraphSpec } from '../onnx/training';
@@ -30,14 +38,16 @@ export interface TrainGraphOptions {
    * decay multiply: one full-size pass over the parameters less per step, for weight_decay 0.
    */
   weightDecay?: boolean;
+  /** Packed rows: segment_ids and position_ids replace attention_mask (see the file header). */
+  packed?: boolean;
 }
 
-export const METRICS = ['loss', 'pg_loss', 'clip_frac', 'approx_kl', 'kl', 'entropy', 'grad_norm'] as const;
+export const METRICS = ['loss', 'pg_loss', 'clip_frac', 'approx_kl', 'kl', 'entropy', 'action_loss', 'grad_norm'] as const;
 export type MetricName = (typeof METRICS)[number];
 
-/** Per-token inputs each loss reads (besides input_ids and attention_mask). */
+/** Per-token float inputs each loss reads (besides input_ids and attention_mask or the packing inputs). */
 export function batchInputs(o: TrainGraphOptions): string[] {
-  const names = ['loss_mask'];
+  const names = ['loss_mask', 'action_mask'];
   if (o.loss !== 'sft') names.push('advantages', 'old_logp');
   if (o.kl) names.push('ref_logp');
   return names;
@@ -46,7 +56,10 @@ export function batchInputs(o: TrainGraphOptions): string[] {
 export interface PolicyLossValues {
   /** log π(token), [B, N], N = T − 1 (tokens 1..T−1). */
   logp: Value;
+  /** Per-token loss weight, [B, N]. */
   mask: Value;
+  /** 0/1 tokens of the action_loss metric, [B, N]; default: weight ≥ 1. */
+  actionMask?: Value;
   advantages?: Value;
   oldLogp?: Value;
   refLogp?: Value;
@@ -76,8 +89,13 @@ export function buildPolicyLoss(
   // log-ratio) into Inf·0 = NaN in the loss and in every gradient.
   const keep = g.greater(mask, 0);
   const masked = (x: Value) => g.where(keep, x, 0);
-  const nTok = g.max(g.reduceSum(mask), 1);
+  // Σ w, or 1 when nothing carries weight (every term is then 0): not max(Σ w, 1), which would
+  // shrink a batch whose weights sum below 1 (a few prompt tokens at 0.3).
+  const orOne = (x: Value) => g.where(g.greater(x, 0), x, 1);
+  const nTok = orOne(g.reduceSum(mask));
   const tokenMean = (x: Value) => g.div(g.reduceSum(g.mul(x, mask)), nTok);
+  const actionMask = v.actionMask ?? g.cast(g.greaterOrEqual(mask, 1), 'float32');
+  const actionLoss = g.div(g.reduceSum(g.mul(g.neg(g.where(g.greater(actionMask, 0), v.logp, 0)), actionMask)), orOne(g.reduceSum(actionMask)));
   const zero = g.scalar(0, 'float32');
   const entropy = tokenMean(v.entropy);
   let pg: Value;
@@ -100,7 +118,7 @@ export function buildPolicyLoss(
       clipFrac = tokenMean(g.cast(g.greater(l2, l1), 'float32'));
     } else {
       const cnt = g.reduceSum(mask, [1]); // [B]
-      const denom = g.max(cnt, 1);
+      const denom = orOne(cnt);
       const has = g.cast(g.greater(cnt, 0), 'float32');
       const nSeq = g.max(g.reduceSum(has), 1);
       const s = g.div(g.reduceSum(g.mul(logRatio, mask), [1]), denom);
@@ -122,7 +140,7 @@ export function buildPolicyLoss(
   if (flags.entropy) loss = g.sub(loss, g.mul(h.entCoef, entropy));
   // Metrics that are the same constant (0 for sft) still need distinct values to be distinct outputs.
   const own = (x: Value) => (x === zero ? g.identity(zero) : x);
-  return { loss, metrics: { loss, pg_loss: pg, clip_frac: own(clipFrac), approx_kl: own(approxKl), kl: own(kl), entropy } };
+  return { loss, metrics: { loss, pg_loss: pg, clip_frac: own(clipFrac), approx_kl: own(approxKl), kl: own(kl), entropy, action_loss: actionLoss } };
 }
 
 /**
@@ -161,12 +179,24 @@ export const LOSS_HYPER_INPUTS = ['clip_low', 'clip_high', 'kl_coef', 'ent_coef'
 export type LossHyperName = (typeof LOSS_HYPER_INPUTS)[number];
 
 /** Metrics the forward builder adds to `loss` and `grad_norm` (which src/onnx's helper always outputs). */
-export const LOSS_METRICS = ['pg_loss', 'clip_frac', 'approx_kl', 'kl', 'entropy'] as const;
+export const LOSS_METRICS = ['pg_loss', 'clip_frac', 'approx_kl', 'kl', 'entropy', 'action_loss'] as const;
+
+/**
+ * Additive bias [B,1,T,T] from segment ids [B,T] (0 padding): 0 where query and key are in the
+ * same segment and the key is real, MASKED elsewhere. Added to the causal bias, a token sees only
+ * the earlier tokens of its own example. Built from the ids in the graph: the host feeds B·T ids,
+ * not a B·T·T mask.
+ */
+export function segmentBias(g: Graph, seg: Value): Value {
+  const same = g.equal(g.unsqueeze(seg, [2]), g.unsqueeze(seg, [1])); // [B,T,T]
+  const allowed = g.and(same, g.greater(g.unsqueeze(seg, [1]), g.scalar(0, 'int64'))); // key real
+  return g.unsqueeze(g.where(allowed, g.scalar(0, 'float32'), g.scalar(MASKED, 'float32')), [1]);
+}
 
 /**
  * The training-graph spec for src/onnx's buildTrainingGraph: weights (graph layout, HF names,
- * weight decay on matrices only), batch inputs input_ids int64 [B,T], attention_mask and
- * batchInputs(o) float32 [B,T] plus LOSS_HYPER_INPUTS scalars, and the forward builder
+ * weight decay on matrices only), batch inputs input_ids int64 [B,T], attention_mask float32 [B,T]
+ * (or, packed, segment_ids and position_ids int64 [B,T]), batchInputs(o) float32 [B,T] plus LOSS_HYPER_INPUTS scalars, and the forward builder
  * (Qwen2 forward → token log-probs → loss).
  */
 export function policyTrainingSpec(c: Qwen2Config, o: TrainGraphOptions): Omit<TrainingGraphSpec, 'steps'> {
@@ -175,7 +205,12 @@ export function policyTrainingSpec(c: Qwen2Config, o: TrainGraphOptions): Omit<T
   const perToken = batchInputs(o);
   const batch: BatchSpec[] = [
     { name: 'input_ids', dtype: 'int64', shape: [B, T] },
-    { name: 'attention_mask', dtype: 'float32', shape: [B, T] },
+    ...(o.packed
+      ? [
+          { name: 'segment_ids', dtype: 'int64' as const, shape: [B, T] },
+          { name: 'position_ids', dtype: 'int64' as const, shape: [B, T] },
+        ]
+      : [{ name: 'attention_mask', dtype: 'float32' as const, shape: [B, T] }]),
     ...perToken.map((name) => ({ name, dtype: 'float32' as const, shape: [B, T] })),
     ...LOSS_HYPER_INPUTS.map((name) => ({ name, dtype: 'float32' as const, shape: [] })),
   ];
@@ -183,8 +218,8 @@ export function policyTrainingSpec(c: Qwen2Config, o: TrainGraphOptions): Omit<T
   for (let i = 0; i < T; i++) for (let j = i + 1; j < T; j++) causal[i * T + j] = MASKED;
   const forward: ForwardBuilder = (g, params, inp) => {
     const causalV = g.tensor('float32', [1, 1, T, T], causal);
-    const positions = g.tensor('int64', [1, T], Array.from({ length: T }, (_, i) => i));
-    const bias = g.add(causalV, keyPaddingBias(g, inp.attention_mask));
+    const positions = o.packed ? inp.position_ids : g.tensor('int64', [1, T], Array.from({ length: T }, (_, i) => i));
+    const bias = g.add(causalV, o.packed ? segmentBias(g, inp.segment_ids) : keyPaddingBias(g, inp.attention_mask));
     const W = new Map(Object.entries(params));
     const { logits } = buildForward(g, c, W, { ids: inp.input_ids, positions, bias, attentionChunks: attentionChunksFor(T), dims: { B, T } });
     const { logp, entropy } = tokenLogprobs(g, logits, inp.input_ids, inp.temperature, B, T);
@@ -192,7 +227,7 @@ export function policyTrainingSpec(c: Qwen2Config, o: TrainGraphOptions): Omit<T
     const { loss, metrics } = buildPolicyLoss(
       g,
       o.loss,
-      { logp, entropy, mask: tail('loss_mask')!, advantages: tail('advantages'), oldLogp: tail('old_logp'), refLogp: tail('ref_logp') },
+      { logp, entropy, mask: tail('loss_mask')!, actionMask: tail('action_mask'), advantages: tail('advantages'), oldLogp: tail('old_logp'), refLogp: tail('ref_logp') },
       { clipLow: inp.clip_low, clipHigh: inp.clip_high, klCoef: inp.kl_coef, entCoef: inp.ent_coef },
       { kl: o.kl, entropy: o.entropy },
     );

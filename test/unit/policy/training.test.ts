@@ -81,6 +81,7 @@ async function onnxGradients(w: PolicyWeights, b: Batch, B: number, T: number) {
     input_ids: { dtype: 'int64', dims: [B, T], data: BigInt64Array.from(b.ids, BigInt) },
     attention_mask: t(new Float32Array(B * T).fill(1)),
     loss_mask: t(b.mask),
+    action_mask: t(b.mask),
     advantages: t(b.adv),
     old_logp: t(b.old),
     ref_logp: t(b.ref),

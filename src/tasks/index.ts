@@ -60,6 +60,6 @@ export {
   type SynthResult,
   type SynthSummary,
 } from './synth';
-export { parseTaskFile, readTaskFile, validateTask, writeTaskFile } from './taskfile';
+export { checkTaskFile, parseTaskFile, readTaskFile, validateTask, writeTaskFile, type TaskFileCheck } from './taskfile';
 export { collectTestFiles, isMutableSource, isTestInfraFile } from './testfiles';
 export { benchTasks, type BenchTasksResult } from './bench';

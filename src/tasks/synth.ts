@@ -31,6 +31,10 @@ export type DropReason = 'no-failing-test' | 'collection-broken' | 'timeout' | '
 export const DROP_REASONS: readonly DropReason[] = ['no-failing-test', 'collection-broken', 'timeout', 'no-report', 'sandbox-error'];
 
 export interface SynthProgress {
+  /** What is happening now: the snapshot build, the baseline run of the suite, or validation of mutants. */
+  phase: 'snapshot' | 'baseline' | 'validate';
+  /** Seconds since the command started (progress is reported at least once a second). */
+  elapsedS: number;
   tried: number;
   kept: number;
   dropped: number;
@@ -55,7 +59,7 @@ export interface SynthOptions extends SourceOptions {
   maxCandidates?: number;
   /** Sandboxes validating in parallel. Default 2. */
   concurrency?: number;
-  /** Per-candidate test-run timeout. Default max(10 s, 3 × the baseline run + 5 s). */
+  /** Per-candidate test-run timeout, and the baseline run's too. Default max(10 s, 3 × the baseline run + 5 s); the baseline 300 s. */
   timeoutMs?: number;
   /** Only these operators (tests, targeted runs). */
   operators?: MutationOperator[];
@@ -110,11 +114,19 @@ async function snapshotFor(pool: SandboxPool, workspace: string, runner: TestRun
   return pool.snapshot(workspace, { language: runner.language === 'python' ? 'python' : 'javascript' });
 }
 
+/** The default timeout of the baseline run (a whole suite) when the user gave none. */
+export const DEFAULT_BASELINE_TIMEOUT_MS = 300_000;
+
 /** Runs the whole suite once on the unmodified snapshot. */
 async function baselineRun(pool: SandboxPool, snap: PoolSnapshot, runner: TestRunner, timeoutMs: number): Promise<{ run: RunTestsResult; report: TestReport }> {
   const sb = await pool.acquire(snap, { rollout: 'baseline' });
   try {
     const run = await runTests(sb, { testCommand: runner.command, reportFormat: runner.reportFormat, runner: runner.kind }, { timeoutMs, reportPath: runner.reportPath });
+    if (run.timedOut) {
+      throw new TurnwiseError('test-report', `the test suite of the workspace did not finish within ${Math.round(timeoutMs / 1000)} s`, {
+        hint: 'run the tests by hand to see whether they hang; give a longer --timeout SECONDS if they are just slow',
+      });
+    }
     if (!run.report) {
       throw new TurnwiseError('test-report', `the test suite of the workspace could not be run: ${run.error}`, {
         hint: 'run the tests by hand in the workspace; if they need another command or report format, set the runner override',
@@ -224,9 +236,26 @@ export async function synthesizeMutationTasks(opts: SynthOptions): Promise<Synth
   for (const c of unique) operators[c.operator].candidates++;
   const dropped = Object.fromEntries(DROP_REASONS.map((r) => [r, 0])) as Record<DropReason, number>;
 
+  // Progress from the first second: the snapshot and the baseline can take minutes, and a
+  // silent terminal looks hung.
+  let phase: SynthProgress['phase'] = 'snapshot';
+  let progress: Omit<SynthProgress, 'phase' | 'elapsedS'> = { tried: 0, kept: 0, dropped: 0, total: maxCandidates };
+  const emit = () => opts.onProgress?.({ phase, elapsedS: Math.round((Date.now() - t0) / 1000), ...progress });
+  const ticker = opts.onProgress ? setInterval(emit, 1000) : undefined;
+  ticker?.unref();
+  emit();
+  try {
+    return await synthInPool();
+  } finally {
+    clearInterval(ticker);
+  }
+  async function synthInPool(): Promise<SynthResult> {
   return withPool(opts, async (pool) => {
     const snap = await snapshotFor(pool, opts.workspace, runner);
-    const base = await baselineRun(pool, snap, runner, Math.max(opts.timeoutMs ?? 0, 300_000));
+    phase = 'baseline';
+    emit();
+    const base = await baselineRun(pool, snap, runner, opts.timeoutMs ?? DEFAULT_BASELINE_TIMEOUT_MS);
+    phase = 'validate';
     const passing = base.report.tests.filter((t) => t.outcome === 'passed').map((t) => t.id);
     const baseline = { tests: base.report.tests.length, passing: passing.length, failing: failingOf(base.report).length, durationMs: base.run.durationMs };
     if (passing.length === 0) {
@@ -245,7 +274,10 @@ export async function synthesizeMutationTasks(opts: SynthOptions): Promise<Synth
     let droppedN = 0;
     const validPerOp = new Map<string, number>();
     const countsTowardsLimit = () => (opts.maxPerOperator === undefined ? valid.length : [...validPerOp.values()].reduce((a, n) => a + Math.min(n, opts.maxPerOperator!), 0));
-    const report = () => opts.onProgress?.({ tried, kept: Math.min(max, countsTowardsLimit()), dropped: droppedN, total: maxCandidates });
+    const report = () => {
+      progress = { tried, kept: Math.min(max, countsTowardsLimit()), dropped: droppedN, total: maxCandidates };
+      emit();
+    };
     const done = () => countsTowardsLimit() >= max || next >= maxCandidates;
     const nextCandidate = (): { c: MutationCandidate; index: number } | undefined => {
       while (!done()) {
@@ -330,6 +362,7 @@ export async function synthesizeMutationTasks(opts: SynthOptions): Promise<Synth
       },
     };
   });
+  }
 }
 
 export interface FailingOptions extends SourceOptions {
@@ -356,7 +389,7 @@ export async function failingTestTasks(opts: FailingOptions): Promise<{ tasks: T
   const sample = opts.passToPassSample ?? 20;
   return withPool(opts, async (pool) => {
     const snap = await snapshotFor(pool, opts.workspace, runner);
-    const { report } = await baselineRun(pool, snap, runner, opts.timeoutMs ?? 300_000);
+    const { report } = await baselineRun(pool, snap, runner, opts.timeoutMs ?? DEFAULT_BASELINE_TIMEOUT_MS);
     const failing = failingOf(report);
     const passing = report.tests.filter((t) => t.outcome === 'passed').map((t) => t.id);
     const byFile = new Map<string, TestResult[]>();

@@ -1,8 +1,7 @@
 // Task files (JSONL, design.md "Task"): validation of every line, so a user sees all bad lines
 // at once and nothing runs until the file is valid.
-import * as fs from 'node:fs';
 import { TurnwiseError } from '../core/errors';
-import { parseJsonl, toJsonl, writeFileAtomic, type LineError } from '../core/fs';
+import { parseJsonl, readUserTextFile, summarizeLineErrors, toJsonl, writeFileAtomic, type LineError } from '../core/fs';
 import { SCHEMA, type Task } from '../core/schema';
 
 const SOURCES = ['failing-tests', 'mutation', 'file'];
@@ -81,20 +80,14 @@ export function parseTaskFile(text: string): { tasks: Task[]; errors: LineError[
   return { tasks: rows, errors };
 }
 
+const READ_HINT = 'check the path, or create tasks with `turnwise tasks synth` / `turnwise tasks failing`';
+
 /** Reads and validates a task file; throws one error listing every bad line. */
 export function readTaskFile(file: string): Task[] {
-  let text: string;
-  try {
-    text = fs.readFileSync(file, 'utf8');
-  } catch (e) {
-    throw new TurnwiseError('not-found', `cannot read task file ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`, {
-      hint: 'check the path, or create tasks with `turnwise tasks synth` / `turnwise tasks failing`',
-    });
-  }
+  const text = readUserTextFile(file, 'task file', { hint: READ_HINT });
   const { tasks, errors } = parseTaskFile(text);
   if (errors.length > 0) {
-    const shown = errors.slice(0, 50).map((e) => `  ${file}:${e.line}: ${e.reason}`);
-    if (errors.length > 50) shown.push(`  … and ${errors.length - 50} more`);
+    const shown = summarizeLineErrors(file, errors);
     const lines = new Set(errors.map((e) => e.line)).size;
     throw new TurnwiseError('invalid-file', `${file} has ${lines} invalid line(s):\n${shown.join('\n')}`, {
       hint: 'fix the lines listed above; nothing was run',
@@ -102,6 +95,25 @@ export function readTaskFile(file: string): Task[] {
   }
   if (tasks.length === 0) throw new TurnwiseError('invalid-file', `${file} holds no tasks`, { hint: 'add one task per line (JSON)' });
   return tasks;
+}
+
+/** What `tasks check` reports about a task file: valid tasks per source and every bad line. */
+export interface TaskFileCheck {
+  file: string;
+  /** True when every line is valid and there is at least one task. */
+  ok: boolean;
+  valid: number;
+  invalidLines: number;
+  bySource: Record<string, number>;
+  errors: LineError[];
+}
+
+/** Validates a task file without running anything (a missing, binary or folder path throws). */
+export function checkTaskFile(file: string): TaskFileCheck {
+  const { tasks, errors } = parseTaskFile(readUserTextFile(file, 'task file', { hint: READ_HINT }));
+  const bySource: Record<string, number> = {};
+  for (const t of tasks) bySource[t.source] = (bySource[t.source] ?? 0) + 1;
+  return { file, ok: errors.length === 0 && tasks.length > 0, valid: tasks.length, invalidLines: new Set(errors.map((e) => e.line)).size, bySource, errors };
 }
 
 export function writeTaskFile(file: string, tasks: Task[]): void {

@@ -3,11 +3,13 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { TurnwiseError } from '../../core/errors';
+import { assertWritableOutput, summarizeLineErrors } from '../../core/fs';
+import { escapeControlChars } from '../../core/text';
 import type { ReportFormat, RunnerKind } from '../../core/schema';
-import { parseTaskFile, writeTaskFile } from '../../tasks/taskfile';
+import { checkTaskFile, writeTaskFile } from '../../tasks/taskfile';
 import { failingTestTasks, synthesizeMutationTasks, type SynthSummary } from '../../tasks/synth';
-import type { RunnerOverride } from '../../tasks/runners';
-import { optionalNumber, requireString, UsageError, type CliCommand, type OptionSpec, type ParsedArgs } from '../command';
+import { RUNNER_KINDS, type RunnerOverride } from '../../tasks/runners';
+import { numberInRange, requireString, seedOption, UsageError, type CliCommand, type OptionSpec, type ParsedArgs } from '../command';
 import { ProgressBar } from '../progress';
 
 const RUNNER_OPTIONS: OptionSpec = {
@@ -16,11 +18,16 @@ const RUNNER_OPTIONS: OptionSpec = {
   'report-format': { type: 'string' },
   'report-path': { type: 'string' },
 };
+const REPORT_FORMATS: readonly string[] = ['junit-xml', 'jest-json', 'go-test-json'] satisfies ReportFormat[];
 const RUNNER_USAGE = '[--runner pytest|node-test|mocha|jest|go-test] [--test-command CMD --report-format junit-xml|jest-json|go-test-json [--report-path P]]';
 
 function runnerOverride(args: ParsedArgs): RunnerOverride {
   const o: RunnerOverride = {};
-  if (typeof args.values.runner === 'string') o.kind = args.values.runner as RunnerKind;
+  const runner = args.values.runner;
+  if (typeof runner === 'string' && !(RUNNER_KINDS as readonly string[]).includes(runner)) throw new UsageError(`--runner must be one of ${RUNNER_KINDS.join(', ')}, got ${JSON.stringify(runner)}`);
+  const format = args.values['report-format'];
+  if (typeof format === 'string' && !REPORT_FORMATS.includes(format)) throw new UsageError(`--report-format must be one of ${REPORT_FORMATS.join(', ')}, got ${JSON.stringify(format)}`);
+  if (typeof runner === 'string') o.kind = runner as RunnerKind;
   if (typeof args.values['test-command'] === 'string') o.command = args.values['test-command'];
   if (typeof args.values['report-format'] === 'string') o.reportFormat = args.values['report-format'] as ReportFormat;
   if (typeof args.values['report-path'] === 'string') o.reportPath = args.values['report-path'];
@@ -30,9 +37,8 @@ function runnerOverride(args: ParsedArgs): RunnerOverride {
 
 function workspaceArg(args: ParsedArgs): string {
   const ws = path.resolve(requireString(args, 'workspace'));
-  if (!fs.existsSync(ws) || !fs.statSync(ws).isDirectory()) {
-    throw new TurnwiseError('not-found', `workspace ${ws} is not a folder`, { hint: 'pass --workspace DIR pointing at a project folder' });
-  }
+  if (!fs.existsSync(ws)) throw new TurnwiseError('not-found', `workspace ${ws} does not exist`, { hint: 'pass --workspace DIR pointing at a project folder' });
+  if (!fs.statSync(ws).isDirectory()) throw new TurnwiseError('invalid-input', `workspace ${ws} is a file, not a folder`, { hint: 'pass --workspace DIR pointing at the project folder that holds it' });
   return ws;
 }
 
@@ -55,6 +61,14 @@ function formatSynthSummary(s: SynthSummary, out: string, n: number): string {
   ].join('\n');
 }
 
+/** Everything `tasks synth` and `tasks failing` share, checked before any sandbox starts. */
+function commonTaskArgs(args: ParsedArgs): { workspace: string; out: string; seed: number; override: RunnerOverride } {
+  const workspace = workspaceArg(args);
+  const out = path.resolve(requireString(args, 'out'));
+  assertWritableOutput(out);
+  return { workspace, out, seed: seedOption(args), override: runnerOverride(args) };
+}
+
 export const tasksSynthCommand: CliCommand = {
   name: 'tasks synth',
   summary: 'synthesize bug-fix tasks by AST mutation of the workspace source, kept only when its tests catch them',
@@ -70,15 +84,14 @@ export const tasksSynthCommand: CliCommand = {
     ...RUNNER_OPTIONS,
   },
   async run(args, io) {
-    const workspace = workspaceArg(args);
-    const out = path.resolve(requireString(args, 'out'));
-    const max = optionalNumber(args, 'max', 20);
-    const seed = optionalNumber(args, 'seed', 0);
-    const concurrency = optionalNumber(args, 'concurrency', 2);
-    if (max < 1 || concurrency < 1) throw new UsageError('--max and --concurrency must be at least 1');
-    const maxCandidates = args.values['max-candidates'] !== undefined ? optionalNumber(args, 'max-candidates', 0) : undefined;
-    const timeoutS = args.values.timeout !== undefined ? optionalNumber(args, 'timeout', 0) : undefined;
+    const { workspace, out, seed, override } = commonTaskArgs(args);
+    const max = numberInRange(args, 'max', 20, { min: 1, integer: true });
+    const concurrency = numberInRange(args, 'concurrency', 2, { min: 1, max: 64, integer: true });
+    const maxCandidates = args.values['max-candidates'] !== undefined ? numberInRange(args, 'max-candidates', 0, { min: 1, integer: true }) : undefined;
+    // 0 or less would drop every mutant as a timeout after the whole run.
+    const timeoutS = args.values.timeout !== undefined ? numberInRange(args, 'timeout', 0, { min: 0, minExclusive: true, max: 86_400 }) : undefined;
     let bar: ProgressBar | undefined;
+    let phase = '';
     const r = await synthesizeMutationTasks({
       workspace,
       max,
@@ -86,15 +99,21 @@ export const tasksSynthCommand: CliCommand = {
       concurrency,
       maxCandidates,
       timeoutMs: timeoutS !== undefined ? timeoutS * 1000 : undefined,
-      override: runnerOverride(args),
+      override,
       onProgress: (p) => {
+        if (p.phase !== phase) {
+          phase = p.phase;
+          if (!io.json) io.err(p.phase === 'snapshot' ? 'building the workspace snapshot…' : p.phase === 'baseline' ? `running the test suite once (baseline${timeoutS !== undefined ? `, timeout ${timeoutS} s` : ''})…` : 'validating mutants…');
+        }
+        if (p.phase !== 'validate') return;
         bar ??= new ProgressBar('validating mutants', p.total, { json: io.json });
         bar.update(p.tried, `kept ${p.kept}, dropped ${p.dropped}`);
       },
     });
     bar?.done(`kept ${r.tasks.length}`);
-    writeTaskFile(out, r.tasks);
-    io.out(io.json ? JSON.stringify({ ok: true, out, tasks: r.tasks.length, summary: r.summary }, null, 2) : formatSynthSummary(r.summary, out, r.tasks.length));
+    if (r.tasks.length > 0) writeTaskFile(out, r.tasks);
+    const summary = formatSynthSummary(r.summary, out, r.tasks.length);
+    io.out(io.json ? JSON.stringify({ ok: true, out: r.tasks.length > 0 ? out : null, tasks: r.tasks.length, summary: r.summary }, null, 2) : r.tasks.length > 0 ? summary : summary.replace(/^0 task\(s\) written to .*$/m, `no mutant made a test fail: nothing written (${out} left as it was)`));
     return 0;
   },
 };
@@ -105,24 +124,19 @@ export const tasksFailingCommand: CliCommand = {
   usage: `--workspace DIR --out FILE [--seed S] [--pass-to-pass N] ${RUNNER_USAGE} [--json]`,
   options: { workspace: { type: 'string' }, out: { type: 'string' }, seed: { type: 'string' }, 'pass-to-pass': { type: 'string' }, ...RUNNER_OPTIONS },
   async run(args, io) {
-    const workspace = workspaceArg(args);
-    const out = path.resolve(requireString(args, 'out'));
+    const { workspace, out, seed, override } = commonTaskArgs(args);
+    const passToPassSample = numberInRange(args, 'pass-to-pass', 20, { min: 0, integer: true });
     if (!io.json) io.err('running the test suite in a sandbox…');
-    const { tasks, summary } = await failingTestTasks({
-      workspace,
-      seed: optionalNumber(args, 'seed', 0),
-      passToPassSample: optionalNumber(args, 'pass-to-pass', 20),
-      override: runnerOverride(args),
-    });
-    writeTaskFile(out, tasks);
-    if (io.json) io.out(JSON.stringify({ ok: true, out, tasks: tasks.length, summary }, null, 2));
+    const { tasks, summary } = await failingTestTasks({ workspace, seed, passToPassSample, override });
+    // Nothing to write is not an empty file: an existing --out (earlier tasks) is kept.
+    if (tasks.length > 0) writeTaskFile(out, tasks);
+    if (io.json) io.out(JSON.stringify({ ok: true, out: tasks.length > 0 ? out : null, tasks: tasks.length, summary }, null, 2));
     else {
       io.out(
         [
-          `${tasks.length} task(s) written to ${out}`,
+          tasks.length > 0 ? `${tasks.length} task(s) written to ${out}` : `no test fails: nothing written (${out} left as it was); try \`turnwise tasks synth\``,
           `suite: ${summary.runner}, ${summary.tests} tests: ${summary.passing} passing, ${summary.failing} failing`,
-          ...summary.collectionErrors.map((c) => `  could not load ${c.file ?? '?'} (no task made for it): ${c.message.split('\n').slice(-1)[0]}`),
-          ...(tasks.length === 0 ? ['no failing tests: nothing to fix (try `turnwise tasks synth`)'] : []),
+          ...summary.collectionErrors.map((c) => `  could not load ${c.file ?? '?'} (no task made for it): ${escapeControlChars(c.message.split('\n').slice(-1)[0])}`),
         ].join('\n'),
       );
     }
@@ -137,27 +151,17 @@ export const tasksCheckCommand: CliCommand = {
   allowPositionals: true,
   async run(args, io) {
     if (args.positionals.length !== 1) throw new UsageError('give exactly one task file');
-    const file = path.resolve(args.positionals[0]);
-    let text: string;
-    try {
-      text = fs.readFileSync(file, 'utf8');
-    } catch (e) {
-      throw new TurnwiseError('not-found', `cannot read task file ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`, { hint: 'check the path' });
-    }
-    const { tasks, errors } = parseTaskFile(text);
-    const ok = errors.length === 0 && tasks.length > 0;
-    const bySource: Record<string, number> = {};
-    for (const t of tasks) bySource[t.source] = (bySource[t.source] ?? 0) + 1;
+    const c = checkTaskFile(path.resolve(args.positionals[0]));
     if (io.json) {
-      io.out(JSON.stringify({ ok, file, valid: tasks.length, invalidLines: new Set(errors.map((e) => e.line)).size, bySource, errors }, null, 2));
-    } else if (ok) {
-      io.out(`${file}: ${tasks.length} valid task(s) (${Object.entries(bySource).map(([k, v]) => `${k} ${v}`).join(', ')})`);
-    } else if (errors.length === 0) {
-      io.out(`${file}: no tasks in the file`);
+      io.out(JSON.stringify(c, null, 2));
+    } else if (c.ok) {
+      io.out(`${c.file}: ${c.valid} valid task(s) (${Object.entries(c.bySource).map(([k, v]) => `${k} ${v}`).join(', ')})`);
+    } else if (c.errors.length === 0) {
+      io.out(`${c.file}: no tasks in the file`);
     } else {
-      io.out([`${file}: ${new Set(errors.map((e) => e.line)).size} invalid line(s); nothing will run until they are fixed`, ...errors.map((e) => `  ${file}:${e.line}: ${e.reason}`)].join('\n'));
+      io.out([`${c.file}: ${c.invalidLines} invalid line(s); nothing will run until they are fixed`, ...summarizeLineErrors(c.file, c.errors, 200)].join('\n'));
     }
-    return ok ? 0 : 1;
+    return c.ok ? 0 : 1;
   },
 };
 

@@ -79,7 +79,7 @@ describe('tasks/taskfile', () => {
     const f = path.join(dir, 'out.jsonl');
     writeTaskFile(f, [good, { ...good, id: 't2' }]);
     assert.deepEqual(readTaskFile(f).map((t) => t.id), ['t1', 't2']);
-    assert.throws(() => readTaskFile(path.join(dir, 'nope.jsonl')), /cannot read task file.*ENOENT/);
+    assert.throws(() => readTaskFile(path.join(dir, 'nope.jsonl')), /cannot read task file.*it does not exist/);
     fs.writeFileSync(path.join(dir, 'empty.jsonl'), '\n');
     assert.throws(() => readTaskFile(path.join(dir, 'empty.jsonl')), /holds no tasks/);
   });

@@ -3,6 +3,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { TurnwiseError } from '../core/errors';
+import { outputPathProblem } from '../core/fs';
 import type { SessionSettings } from '../onnx';
 import { CHECKPOINT_FILES, loadCheckpoint, saveCheckpoint, zeroOptimizerState } from './checkpoint';
 import { parameterCount, presetConfig, type Qwen2Config } from './config';
@@ -35,6 +36,8 @@ export function initPolicyDir(dir: string, options: { size?: string; seed?: numb
   if (fs.existsSync(target) && !fs.statSync(target).isDirectory()) {
     throw new TurnwiseError('invalid-input', `${target} exists and is a file, not a directory`, { hint: 'choose another --out directory' });
   }
+  const unwritable = outputPathProblem(path.join(target, 'config.json'));
+  if (unwritable) throw new TurnwiseError('invalid-input', `cannot write a model to ${target}: ${unwritable}`, { hint: 'choose an --out directory in a folder you can write to' });
   const present = fs.existsSync(target) ? fs.readdirSync(target) : [];
   // --force replaces a checkpoint's own files, never anything else: `--out .` in a project
   // must not delete its sources.

@@ -75,14 +75,42 @@ export function resolveEngineTarget(host?: string, env: NodeJS.ProcessEnv = proc
  */
 export function connectEngine(host?: string, opts: { requestTimeoutMs?: number } = {}): { docker: Docker; target: EngineTarget } {
   const target = resolveEngineTarget(host);
+  if (target.options.protocol === 'ssh') silenceModemSshUrlWarning();
   const options = opts.requestTimeoutMs ? { ...target.options, timeout: opts.requestTimeoutMs } : target.options;
   return { docker: new Docker(options), target };
+}
+
+let sshWarningFiltered = false;
+
+/**
+ * docker-modem builds an ssh request's URL from the bare host name with the legacy url.parse,
+ * which makes Node print DEP0170 ("The URL ssh:host:22host is invalid") on every request. The
+ * URL is never dialled (the ssh agent carries the request), so that one warning is dropped;
+ * every other warning is printed as Node would.
+ */
+function silenceModemSshUrlWarning(): void {
+  if (sshWarningFiltered) return;
+  sshWarningFiltered = true;
+  const emit = process.emitWarning.bind(process);
+  process.emitWarning = ((warning: string | Error, ...rest: unknown[]) => {
+    const text = typeof warning === 'string' ? warning : warning.message;
+    const code = typeof rest[0] === 'object' && rest[0] ? (rest[0] as { code?: string }).code : rest[1];
+    if ((code === 'DEP0170' || (rest[0] === 'DeprecationWarning' && /^The URL ssh:/.test(text))) && /^The URL ssh:/.test(text)) return;
+    (emit as (...a: unknown[]) => void)(warning, ...rest);
+  }) as typeof process.emitWarning;
 }
 
 /** Maps a low-level connection error to a message that says what to do. */
 export function engineError(e: unknown, target: EngineTarget): TurnwiseError {
   const err = e as NodeJS.ErrnoException & { statusCode?: number };
   const code = err?.code ?? '';
+  if (typeof err?.statusCode === 'number' && err.statusCode !== 500 && !code) {
+    // Something answered HTTP, but not as a Docker engine would: dockerode's text is "(HTTP code 404) unexpected".
+    return new TurnwiseError('docker-unreachable', `${target.label} answered HTTP ${err.statusCode}, but not as a Docker engine: no Docker API there`, {
+      hint: 'check the host and port of turnwise.docker.host / DOCKER_HOST (the engine listens on 2375, or 2376 with TLS), or unset it to use the local socket',
+      cause: e,
+    });
+  }
   const why =
     code === 'ENOENT'
       ? 'the socket does not exist'

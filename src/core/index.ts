@@ -7,3 +7,4 @@ export * from './stats';
 export * from './text';
 export * from './events';
 export * from './run';
+export * from './losses';

@@ -2,8 +2,9 @@
 // training graph is checked against these numbers, so they favour clarity over speed.
 //
 // Shapes: every per-token array is a flat row-major [batch, seq] buffer (length batch*seq);
-// row b is one turn (one action sequence). `mask[b*seq+t]` is 1 for action tokens and 0 for
-// prompt, observation and padding tokens: masked tokens never change any output.
+// row b is one turn (one action sequence). `mask[b*seq+t]` is a per-token weight: 1 for action
+// tokens and 0 for prompt, observation and padding tokens in RL; masked (0) tokens never change
+// any output. Means over tokens are weighted, Σ w·x / Σ w, as in the ONNX training graph.
 // `advantages` is either per row ([batch]) or per token ([batch, seq]).
 //
 // Loss = pgLoss + klCoef * kl − entCoef * entropy, where kl and entropy are token means over
@@ -11,6 +12,9 @@
 // term has no logp gradient here because entropy is passed in as its own input
 // (d loss / d entropy[t] = −entCoef / #action tokens).
 import { TurnwiseError } from '../core/errors';
+import { GSPO_LOG_RATIO_CAP, lossHyper, lossName, RL_LOSS_NAMES, type RlLossName } from '../core/losses';
+
+export { GSPO_LOG_RATIO_CAP };
 
 export type Numbers = ArrayLike<number>;
 
@@ -23,7 +27,7 @@ export interface PolicyLossInput {
   oldLogp: Numbers;
   /** [batch] (one advantage per turn) or [batch, seq]. */
   advantages: Numbers;
-  /** 1 = action token, 0 = everything else, [batch, seq]. */
+  /** Per-token weight ≥ 0: 1 = action token, 0 = everything else, [batch, seq]. */
   mask: Numbers;
   /** log π_ref(token), [batch, seq]; required when klCoef > 0. */
   refLogp?: Numbers;
@@ -32,13 +36,13 @@ export interface PolicyLossInput {
 }
 
 export interface PolicyLossParams {
-  /** ratio lower bound is 1 − clipLow. Default 0.2. */
+  /** ratio lower bound is 1 − clipLow. Default: POLICY_LOSSES in core/losses.ts. */
   clipLow?: number;
-  /** ratio upper bound is 1 + clipHigh. Default 0.2 (ppo-token), 0.2 (gspo-seq). */
+  /** ratio upper bound is 1 + clipHigh. Default: POLICY_LOSSES. */
   clipHigh?: number;
-  /** weight of the k3 KL estimate to the reference policy. Default 0. */
+  /** weight of the k3 KL estimate to the reference policy. Default: POLICY_LOSSES (0). */
   klCoef?: number;
-  /** weight of the entropy bonus (subtracted). Default 0. */
+  /** weight of the entropy bonus (subtracted). Default: POLICY_LOSSES (0). */
   entCoef?: number;
 }
 
@@ -60,7 +64,7 @@ export interface PolicyLossOutput {
 
 export type PolicyLossFn = (input: PolicyLossInput, params?: PolicyLossParams) => PolicyLossOutput;
 
-function check(input: PolicyLossInput, params: PolicyLossParams | undefined): Required<PolicyLossParams> {
+function check(name: RlLossName, input: PolicyLossInput, params: PolicyLossParams | undefined): Required<PolicyLossParams> {
   const { batch, seq } = input;
   const n = batch * seq;
   const bad = (what: string): never => {
@@ -73,12 +77,19 @@ function check(input: PolicyLossInput, params: PolicyLossParams | undefined): Re
   if (input.advantages.length !== batch && input.advantages.length !== n) {
     bad(`advantages has length ${input.advantages.length}, expected batch = ${batch} or batch*seq = ${n}`);
   }
-  const p = { clipLow: params?.clipLow ?? 0.2, clipHigh: params?.clipHigh ?? 0.2, klCoef: params?.klCoef ?? 0, entCoef: params?.entCoef ?? 0 };
+  for (let i = 0; i < n; i++) if (!(input.mask[i] >= 0) || !Number.isFinite(input.mask[i])) bad(`mask[${i}] is ${input.mask[i]}: weights must be finite and ≥ 0`);
+  const p = lossHyper(name, params);
   if (p.klCoef !== 0 && (!input.refLogp || input.refLogp.length !== n)) bad('klCoef > 0 needs refLogp of length batch*seq');
   if (p.entCoef !== 0 && (!input.entropy || input.entropy.length !== n)) bad('entCoef > 0 needs entropy of length batch*seq');
   if (input.refLogp && input.refLogp.length !== n) bad(`refLogp has length ${input.refLogp.length}, expected ${n}`);
   if (input.entropy && input.entropy.length !== n) bad(`entropy has length ${input.entropy.length}, expected ${n}`);
   return p;
+}
+
+function weightSum(mask: Numbers, from: number, to: number): number {
+  let s = 0;
+  for (let i = from; i < to; i++) s += mask[i];
+  return s;
 }
 
 function advantageAt(input: PolicyLossInput, b: number, i: number): number {
@@ -92,16 +103,17 @@ function regularizers(input: PolicyLossInput, p: Required<PolicyLossParams>, nTo
   let ent = 0;
   const n = input.batch * input.seq;
   for (let i = 0; i < n; i++) {
-    if (!input.mask[i]) continue;
-    approx += input.oldLogp[i] - input.logp[i];
+    const w = input.mask[i];
+    if (!w) continue;
+    approx += w * (input.oldLogp[i] - input.logp[i]);
     if (input.refLogp) {
       const d = input.refLogp[i] - input.logp[i];
-      kl += Math.exp(d) - d - 1;
-      if (p.klCoef !== 0) grad[i] += (p.klCoef * (1 - Math.exp(d))) / nTok;
+      kl += w * (Math.exp(d) - d - 1);
+      if (p.klCoef !== 0) grad[i] += (w * p.klCoef * (1 - Math.exp(d))) / nTok;
     }
-    if (input.entropy) ent += input.entropy[i];
+    if (input.entropy) ent += w * input.entropy[i];
   }
-  const denom = Math.max(nTok, 1);
+  const denom = nTok > 0 ? nTok : 1;
   return { approxKl: approx / denom, kl: kl / denom, entropy: ent / denom };
 }
 
@@ -111,23 +123,23 @@ function regularizers(input: PolicyLossInput, p: Required<PolicyLossParams>, nTo
  * l_t = max(−A·ratio_t, −A·clip(ratio_t, 1 − clipLow, 1 + clipHigh)).
  */
 export const ppoTokenLoss: PolicyLossFn = (input, params) => {
-  const p = check(input, params);
+  const p = check('ppo-token', input, params);
   const n = input.batch * input.seq;
   const grad = new Float64Array(n);
-  let nTok = 0;
-  for (let i = 0; i < n; i++) if (input.mask[i]) nTok++;
+  const nTok = weightSum(input.mask, 0, n);
   let pg = 0;
   let clipped = 0;
   for (let b = 0; b < input.batch; b++) {
     for (let t = 0; t < input.seq; t++) {
       const i = b * input.seq + t;
-      if (!input.mask[i]) continue;
+      const w = input.mask[i];
+      if (!w) continue;
       const a = advantageAt(input, b, i);
       const ratio = Math.exp(input.logp[i] - input.oldLogp[i]);
       const s = clippedSurrogate(a, ratio, p);
-      pg += s.loss;
-      if (s.clipped) clipped++;
-      else grad[i] = s.loss / nTok; // d(−A·e^{logp−old})/d logp = −A·ratio
+      pg += w * s.loss;
+      if (s.clipped) clipped += w;
+      else grad[i] = (w * s.loss) / nTok; // d(−A·e^{logp−old})/d logp = −A·ratio
     }
   }
   const reg = regularizers(input, p, nTok, grad);
@@ -151,8 +163,6 @@ function clippedSurrogate(a: number, ratio: number, p: { clipLow: number; clipHi
   return l2 > l1 ? { loss: l2, clipped: true } : { loss: l1, clipped: false };
 }
 
-/** Cap on the mean log-ratio of a sequence before exp, as in the a3 release. */
-export const GSPO_LOG_RATIO_CAP = 10;
 
 /**
  * `gspo-seq`: one ratio per turn, ratio_b = exp(min(mean_t∈action(logp − oldLogp), 10));
@@ -160,15 +170,12 @@ export const GSPO_LOG_RATIO_CAP = 10;
  * that have at least one action token. Per-token advantages are averaged over the turn's action tokens.
  */
 export const gspoSeqLoss: PolicyLossFn = (input, params) => {
-  const p = check(input, params);
+  const p = check('gspo-seq', input, params);
   const n = input.batch * input.seq;
   const grad = new Float64Array(n);
-  let nTok = 0;
-  for (let i = 0; i < n; i++) if (input.mask[i]) nTok++;
+  const nTok = weightSum(input.mask, 0, n);
   let nSeq = 0;
-  for (let b = 0; b < input.batch; b++) {
-    for (let t = 0; t < input.seq; t++) if (input.mask[b * input.seq + t]) { nSeq++; break; }
-  }
+  for (let b = 0; b < input.batch; b++) if (weightSum(input.mask, b * input.seq, (b + 1) * input.seq) > 0) nSeq++;
   let pg = 0;
   let clipped = 0;
   for (let b = 0; b < input.batch; b++) {
@@ -177,12 +184,13 @@ export const gspoSeqLoss: PolicyLossFn = (input, params) => {
     let aSum = 0;
     for (let t = 0; t < input.seq; t++) {
       const i = b * input.seq + t;
-      if (!input.mask[i]) continue;
-      cnt++;
-      sum += input.logp[i] - input.oldLogp[i];
-      aSum += advantageAt(input, b, i);
+      const w = input.mask[i];
+      if (!w) continue;
+      cnt += w;
+      sum += w * (input.logp[i] - input.oldLogp[i]);
+      aSum += w * advantageAt(input, b, i);
     }
-    if (cnt === 0) continue;
+    if (!(cnt > 0)) continue;
     const a = aSum / cnt;
     const s = sum / cnt;
     const ratio = Math.exp(Math.min(s, GSPO_LOG_RATIO_CAP));
@@ -192,7 +200,7 @@ export const gspoSeqLoss: PolicyLossFn = (input, params) => {
     else if (s < GSPO_LOG_RATIO_CAP) {
       for (let t = 0; t < input.seq; t++) {
         const i = b * input.seq + t;
-        if (input.mask[i]) grad[i] = sur.loss / cnt / nSeq;
+        if (input.mask[i]) grad[i] = (input.mask[i] * sur.loss) / cnt / nSeq;
       }
     }
   }
@@ -238,20 +246,17 @@ export function klK3(logp: number, refLogp: number): number {
   return Math.exp(d) - d - 1;
 }
 
-const LOSSES = new Map<string, PolicyLossFn>([
-  ['ppo-token', ppoTokenLoss],
-  ['gspo-seq', gspoSeqLoss],
-]);
+/** The reference of every RL loss in core/losses.ts's table (sft is a plain weighted NLL mean). */
+const LOSSES: Record<RlLossName, PolicyLossFn> = {
+  'ppo-token': ppoTokenLoss,
+  'gspo-seq': gspoSeqLoss,
+};
 
-export function policyLossNames(): string[] {
-  return [...LOSSES.keys()];
+export function policyLossNames(): RlLossName[] {
+  return [...RL_LOSS_NAMES];
 }
 
 /** The loss registered as `name`; unknown names raise, listing the valid ones. */
 export function getPolicyLoss(name: string): PolicyLossFn {
-  const fn = LOSSES.get(name);
-  if (!fn) {
-    throw new TurnwiseError('invalid-input', `unknown policy loss "${name}"`, { hint: `valid: ${policyLossNames().join(', ')}` });
-  }
-  return fn;
+  return LOSSES[lossName(name, RL_LOSS_NAMES)];
 }

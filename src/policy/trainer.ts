@@ -4,6 +4,7 @@
 // (loss, batch, seq, kl, entropy, packed) and per K. The learning rate may change every step
 // (one rate, one per step, or a schedule of the global step such as warmupCosineLr).
 import { TurnwiseError } from '../core/errors';
+import { lossHyper, OPTIMIZER_DEFAULTS, POLICY_LOSSES, type LossHyper, type OptimizerHyper } from '../core/losses';
 import { SessionCache, type HostTensor, type SessionSettings } from '../onnx';
 import { Trainer, type TrainState } from '../onnx/training';
 import { zeroOptimizerState, type OptimizerState } from './checkpoint';
@@ -66,21 +67,12 @@ export function warmupCosineLr(o: { peak: number; warmupSteps: number; totalStep
   };
 }
 
-export interface TrainHyper {
+/**
+ * A train() call's settings. Defaults: OPTIMIZER_DEFAULTS and the loss's row of POLICY_LOSSES
+ * (core/losses.ts), where each field is documented.
+ */
+export interface TrainHyper extends Partial<OptimizerHyper>, Partial<LossHyper> {
   lr: LearningRate;
-  beta1?: number;
-  beta2?: number;
-  eps?: number;
-  /** Decoupled weight decay, applied to matrices only (not norms or biases). Default 0. */
-  weightDecay?: number;
-  /** Global gradient-norm clip; ≤ 0 disables. Default 1. */
-  maxGradNorm?: number;
-  clipLow?: number;
-  clipHigh?: number;
-  klCoef?: number;
-  entCoef?: number;
-  /** Sampling temperature the log-probs are computed at. Default 1. */
-  temperature?: number;
 }
 
 export type StepMetrics = Record<MetricName, number>;
@@ -151,14 +143,14 @@ export class PolicyTrainer {
       loss: o.loss,
       batch: B,
       seq: T,
-      kl: (hyper.klCoef ?? 0) !== 0,
-      entropy: (hyper.entCoef ?? 0) !== 0,
-      weightDecay: (hyper.weightDecay ?? 0) !== 0,
+      kl: lossHyper(o.loss, hyper).klCoef !== 0,
+      entropy: lossHyper(o.loss, hyper).entCoef !== 0,
+      weightDecay: (hyper.weightDecay ?? OPTIMIZER_DEFAULTS.weightDecay) !== 0,
       packed: batches.some((b) => b.segmentIds !== undefined),
     };
     const lrs = this.learningRates(hyper.lr, K);
-    if (graphOpts.packed && o.loss === 'gspo-seq') {
-      throw new TurnwiseError('invalid-input', 'gspo-seq takes one ratio per row, so it cannot train packed rows', { hint: 'give each turn its own row (no segmentIds), or use ppo-token' });
+    if (graphOpts.packed && !POLICY_LOSSES[o.loss].packable) {
+      throw new TurnwiseError('invalid-input', `${o.loss} takes one ratio per row, so it cannot train packed rows`, { hint: 'give each turn its own row (no segmentIds), or use ppo-token' });
     }
     const lead = K > 1 ? [K] : [];
     const n = B * T;
@@ -213,25 +205,21 @@ export class PolicyTrainer {
       ref_logp: (b) => b.refLogp,
     };
     for (const name of batchInputs(graphOpts)) feeds[name] = stack(name, getters[name], undefined, name === 'loss_mask' || name === 'action_mask');
-    const temperature = hyper.temperature ?? 1;
+    const opt = { ...OPTIMIZER_DEFAULTS, ...definedOnly(hyper) };
+    const lh = lossHyper(o.loss, hyper);
+    const temperature = opt.temperature;
     if (!(temperature > 0) || !Number.isFinite(temperature)) {
       // The training graph divides the logits by it; 0 (greedy sampling) has no log-probs to train on.
       throw new TurnwiseError('invalid-input', `training temperature must be a finite number > 0, got ${temperature}`, {
         hint: 'use the temperature the rollouts were sampled at; greedy (0) rollouts carry no sampling log-probs, train them at 1',
       });
     }
-    const lossHyper: Record<LossHyperName, number> = {
-      clip_low: hyper.clipLow ?? 0.2,
-      clip_high: hyper.clipHigh ?? 0.2,
-      kl_coef: hyper.klCoef ?? 0,
-      ent_coef: hyper.entCoef ?? 0,
-      temperature,
-    };
-    for (const [k, x] of Object.entries(lossHyper)) feeds[k] = { dtype: 'float32', dims: lead, data: new Float32Array(K).fill(x) };
+    const lossFeeds: Record<LossHyperName, number> = { clip_low: lh.clipLow, clip_high: lh.clipHigh, kl_coef: lh.klCoef, ent_coef: lh.entCoef, temperature };
+    for (const [k, x] of Object.entries(lossFeeds)) feeds[k] = { dtype: 'float32', dims: lead, data: new Float32Array(K).fill(x) };
     const { state, metrics } = await this.trainer(graphOpts).step(
       this.state,
       feeds,
-      { lr: lrs, beta1: hyper.beta1 ?? 0.9, beta2: hyper.beta2 ?? 0.999, eps: hyper.eps ?? 1e-8, weight_decay: hyper.weightDecay ?? 0, max_grad_norm: hyper.maxGradNorm ?? 1 },
+      { lr: lrs, beta1: opt.beta1, beta2: opt.beta2, eps: opt.eps, weight_decay: opt.weightDecay, max_grad_norm: opt.maxGradNorm },
       K,
     );
     this.state = state;
@@ -299,4 +287,9 @@ function packedLayout(b: TrainBatch, B: number, T: number): PackedLayout {
     }
   }
   return { segments, positions, lossTokens };
+}
+
+/** The fields of `o` that are not undefined (so spreading it over defaults keeps the defaults). */
+function definedOnly<T extends object>(o: T): Partial<T> {
+  return Object.fromEntries(Object.entries(o).filter(([, x]) => x !== undefined)) as Partial<T>;
 }

@@ -14,16 +14,16 @@
 // of its own segment, and position_ids (int64 [B, T], fed) restart at 0 at each segment start.
 // The trainer zeroes the loss weight of each segment's first token, as of column 0.
 import { TurnwiseError } from '../core/errors';
+import { GSPO_LOG_RATIO_CAP, LOSS_NAMES, POLICY_LOSSES, type LossName } from '../core/losses';
 import { Graph, type Value } from '../onnx';
 import { buildTrainingGraph, type BatchSpec, type ForwardBuilder, type TrainingGraphSpec } from '../onnx/training';
 import { type Qwen2Config } from './config';
 import { buildForward, graphParamSpecs, keyPaddingBias, MASKED } from './graphs';
 
-export type TrainLoss = 'ppo-token' | 'gspo-seq' | 'sft';
-export const TRAIN_LOSSES: readonly TrainLoss[] = ['ppo-token', 'gspo-seq', 'sft'];
-
-/** Sequence-level log-ratio cap before exp (credit-assignment.md, as in src/credit/losses.ts). */
-export const GSPO_LOG_RATIO_CAP = 10;
+/** The losses of core/losses.ts's table; each has a graph builder in PG_LOSSES below. */
+export type TrainLoss = LossName;
+export const TRAIN_LOSSES: readonly TrainLoss[] = LOSS_NAMES;
+export { GSPO_LOG_RATIO_CAP };
 
 export interface TrainGraphOptions {
   loss: TrainLoss;
@@ -48,7 +48,7 @@ export type MetricName = (typeof METRICS)[number];
 /** Per-token float inputs each loss reads (besides input_ids and attention_mask or the packing inputs). */
 export function batchInputs(o: TrainGraphOptions): string[] {
   const names = ['loss_mask', 'action_mask'];
-  if (o.loss !== 'sft') names.push('advantages', 'old_logp');
+  if (POLICY_LOSSES[o.loss].rl) names.push('advantages', 'old_logp');
   if (o.kl) names.push('ref_logp');
   return names;
 }
@@ -72,9 +72,60 @@ export interface PolicyLossGraph {
   metrics: Record<Exclude<MetricName, 'grad_norm'>, Value>;
 }
 
+/** Helpers over the per-token values that every policy-gradient builder shares. */
+interface LossOps {
+  /** x with masked (weight 0) positions replaced by 0 before any arithmetic. */
+  masked: (x: Value) => Value;
+  /** Weighted token mean Σ w·x / Σ w over the batch. */
+  tokenMean: (x: Value) => Value;
+  /** x where x > 0, else 1: a weight sum as a denominator. */
+  orOne: (x: Value) => Value;
+  /** Clip bounds 1 − clipLow, 1 + clipHigh. */
+  lo: Value;
+  hi: Value;
+}
+
+/** The policy-gradient term of one loss, with its clip fraction and approx KL (0 when they do not apply). */
+type PgBuilder = (g: Graph, v: PolicyLossValues, ops: LossOps) => { pg: Value; clipFrac?: Value; approxKl?: Value };
+
+const logRatioOf = (g: Graph, v: PolicyLossValues, ops: LossOps) => ops.masked(g.sub(v.logp, v.oldLogp!));
+
+/** Graph builders keyed by the loss table: the compiler insists on one per loss. Match src/credit/losses.ts. */
+const PG_LOSSES: Record<LossName, PgBuilder> = {
+  'ppo-token': (g, v, ops) => {
+    const adv = ops.masked(v.advantages!);
+    const logRatio = logRatioOf(g, v, ops);
+    const ratio = g.exp(logRatio);
+    const l1 = g.mul(g.neg(adv), ratio);
+    const l2 = g.mul(g.neg(adv), g.min(g.max(ratio, ops.lo), ops.hi));
+    // Max picks l1 on ties, as the reference does (the clipped branch only when strictly larger).
+    return { pg: ops.tokenMean(g.max(l1, l2)), clipFrac: ops.tokenMean(g.cast(g.greater(l2, l1), 'float32')), approxKl: ops.tokenMean(g.neg(logRatio)) };
+  },
+  'gspo-seq': (g, v, ops) => {
+    const adv = ops.masked(v.advantages!);
+    const logRatio = logRatioOf(g, v, ops);
+    const cnt = g.reduceSum(v.mask, [1]); // [B]
+    const denom = ops.orOne(cnt);
+    const has = g.cast(g.greater(cnt, 0), 'float32');
+    const nSeq = g.max(g.reduceSum(has), 1);
+    const s = g.div(g.reduceSum(g.mul(logRatio, v.mask), [1]), denom);
+    const a = g.div(g.reduceSum(g.mul(adv, v.mask), [1]), denom);
+    const ratio = g.exp(g.min(s, GSPO_LOG_RATIO_CAP));
+    const l1 = g.mul(g.neg(a), ratio);
+    const l2 = g.mul(g.neg(a), g.min(g.max(ratio, ops.lo), ops.hi));
+    return {
+      pg: g.div(g.reduceSum(g.mul(g.max(l1, l2), has)), nSeq),
+      clipFrac: g.div(g.reduceSum(g.mul(g.cast(g.greater(l2, l1), 'float32'), has)), nSeq),
+      approxKl: ops.tokenMean(g.neg(logRatio)),
+    };
+  },
+  sft: (g, v, ops) => ({ pg: g.neg(ops.tokenMean(v.logp)) }),
+};
+
 /**
- * The loss and its metrics as graph ops over per-token values. Matches src/credit/losses.ts
- * (ppoTokenLoss, gspoSeqLoss) for the policy losses; `sft` is the token-mean negative log-likelihood.
+ * The loss and its metrics as graph ops over per-token values: the loss's policy-gradient term
+ * (PG_LOSSES), plus klCoef · k3 KL and − entCoef · entropy when flagged. Matches
+ * src/credit/losses.ts (ppoTokenLoss, gspoSeqLoss); `sft` is the weighted mean NLL Σ w·nll / Σ w.
  */
 export function buildPolicyLoss(
   g: Graph,
@@ -98,38 +149,8 @@ export function buildPolicyLoss(
   const actionLoss = g.div(g.reduceSum(g.mul(g.neg(g.where(g.greater(actionMask, 0), v.logp, 0)), actionMask)), orOne(g.reduceSum(actionMask)));
   const zero = g.scalar(0, 'float32');
   const entropy = tokenMean(v.entropy);
-  let pg: Value;
-  let clipFrac: Value = zero;
-  let approxKl: Value = zero;
-  if (kind === 'sft') {
-    pg = g.neg(tokenMean(v.logp));
-  } else {
-    const adv = masked(v.advantages!);
-    const logRatio = masked(g.sub(v.logp, v.oldLogp!));
-    const lo = g.sub(1, h.clipLow);
-    const hi = g.add(1, h.clipHigh);
-    approxKl = tokenMean(g.neg(logRatio));
-    if (kind === 'ppo-token') {
-      const ratio = g.exp(logRatio);
-      const l1 = g.mul(g.neg(adv), ratio);
-      const l2 = g.mul(g.neg(adv), g.min(g.max(ratio, lo), hi));
-      // Max picks l1 on ties, as the reference does (the clipped branch only when strictly larger).
-      pg = tokenMean(g.max(l1, l2));
-      clipFrac = tokenMean(g.cast(g.greater(l2, l1), 'float32'));
-    } else {
-      const cnt = g.reduceSum(mask, [1]); // [B]
-      const denom = orOne(cnt);
-      const has = g.cast(g.greater(cnt, 0), 'float32');
-      const nSeq = g.max(g.reduceSum(has), 1);
-      const s = g.div(g.reduceSum(g.mul(logRatio, mask), [1]), denom);
-      const a = g.div(g.reduceSum(g.mul(adv, mask), [1]), denom);
-      const ratio = g.exp(g.min(s, GSPO_LOG_RATIO_CAP));
-      const l1 = g.mul(g.neg(a), ratio);
-      const l2 = g.mul(g.neg(a), g.min(g.max(ratio, lo), hi));
-      pg = g.div(g.reduceSum(g.mul(g.max(l1, l2), has)), nSeq);
-      clipFrac = g.div(g.reduceSum(g.mul(g.cast(g.greater(l2, l1), 'float32'), has)), nSeq);
-    }
-  }
+  const ops: LossOps = { masked, tokenMean, orOne, lo: g.sub(1, h.clipLow), hi: g.add(1, h.clipHigh) };
+  const { pg, clipFrac = zero, approxKl = zero } = PG_LOSSES[kind](g, v, ops);
   let kl: Value = zero;
   if (v.refLogp) {
     const d = masked(g.sub(v.refLogp, v.logp));

@@ -9,7 +9,7 @@ import { SeededRandom } from '../../../src/policy/weights';
 const B = 4;
 const N = 9;
 
-function data(seed: number) {
+function data(seed: number, weighted = false) {
   const r = new SeededRandom(seed);
   const n = B * N;
   const u = (lo: number, hi: number) => lo + (hi - lo) * r.next();
@@ -22,6 +22,8 @@ function data(seed: number) {
   const advantages = Float32Array.from({ length: n }, () => u(-1.5, 1.5));
   const entropy = Float32Array.from({ length: n }, () => u(0.1, 4));
   const mask = Float32Array.from({ length: n }, (_, i) => (Math.floor(i / N) === 2 ? 0 : r.next() < 0.7 ? 1 : 0)); // row 2 has no action token
+  // Per-token weights (lossMask as a weight): the means become Σ w·x / Σ w in both.
+  if (weighted) for (let i = 0; i < n; i++) if (mask[i]) mask[i] = [1, 0.3, 0.05, 2][Math.floor(r.next() * 4)];
   return { logp, oldLogp, refLogp, advantages, entropy, mask };
 }
 
@@ -45,13 +47,14 @@ async function onnxLoss(kind: TrainLoss, d: ReturnType<typeof data>, h: { clipLo
 }
 
 function compare(kind: TrainLoss, ref: PolicyLossFn) {
-  for (const [seed, h] of [
-    [1, { clipLow: 0.2, clipHigh: 0.2, klCoef: 0.1, entCoef: 0.01 }],
-    [2, { clipLow: 0.2, clipHigh: 0.28, klCoef: 0, entCoef: 0 }],
-    [4, { clipLow: 0.1, clipHigh: 0.3, klCoef: 0.5, entCoef: 0.05 }],
+  for (const [seed, h, weighted] of [
+    [1, { clipLow: 0.2, clipHigh: 0.2, klCoef: 0.1, entCoef: 0.01 }, false],
+    [2, { clipLow: 0.2, clipHigh: 0.28, klCoef: 0, entCoef: 0 }, false],
+    [4, { clipLow: 0.1, clipHigh: 0.3, klCoef: 0.5, entCoef: 0.05 }, false],
+    [6, { clipLow: 0.2, clipHigh: 0.2, klCoef: 0.2, entCoef: 0.02 }, true],
   ] as const) {
-    it(`${kind} equals the reference (seed ${seed}, clip ${h.clipLow}/${h.clipHigh}, kl ${h.klCoef}, entropy ${h.entCoef})`, async () => {
-      const d = data(seed);
+    it(`${kind} equals the reference (seed ${seed}, clip ${h.clipLow}/${h.clipHigh}, kl ${h.klCoef}, entropy ${h.entCoef}${weighted ? ', weighted tokens' : ''})`, async () => {
+      const d = data(seed, weighted);
       const want = ref({ batch: B, seq: N, logp: d.logp, oldLogp: d.oldLogp, advantages: d.advantages, mask: d.mask, refLogp: d.refLogp, entropy: d.entropy }, h);
       const got = await onnxLoss(kind, d, h);
       for (const k of ['loss', 'pgLoss', 'clipFrac', 'approxKl', 'kl', 'entropy'] as const) {

@@ -42,6 +42,8 @@ const entries = [
     outfile: path.join(dist, 'cli.js'),
     banner: { js: '#!/usr/bin/env node' },
   },
+  // The policy's worker thread (src/policy/worker.ts loads it from next to the bundle running).
+  { entryPoints: [path.join(root, 'src/policy/worker-main.ts')], outfile: path.join(dist, 'policy-worker.js') },
 ];
 
 // Webview apps run in the browser: src/extension/webviews/<name>/main.ts → dist/webviews/<name>.js

@@ -44,6 +44,8 @@ export interface ExtendRequest {
 /** One sequence to continue (Policy.sample). */
 export interface SampleRequest {
   seq: Sequence;
+  /** Tokens to append first (an observation): fed in the same run as the sampling's first step. */
+  ids?: readonly number[];
   /** This row's random stream: the same seed gives the same draws whatever else is in the batch. Default 0. */
   seed?: number;
   /** Default 64; never past max_position_embeddings. */
@@ -296,19 +298,22 @@ export class Policy {
       const topP = r.topP ?? 1;
       if (!(topP > 0 && topP <= 1)) throw new TurnwiseError('invalid-input', `top-p must be in (0, 1], got ${topP}`);
       if (!(temperature >= 0)) throw new TurnwiseError('invalid-input', `temperature must be ≥ 0, got ${temperature}`);
-      if (r.seq.length === 0) throw new TurnwiseError('invalid-input', 'an empty sequence cannot be continued', { hint: 'give at least one token' });
+      checkTokenIds(this.config, r.ids ?? [], r.seq.length);
+      const length = r.seq.length + (r.ids?.length ?? 0);
+      if (length === 0) throw new TurnwiseError('invalid-input', 'an empty sequence cannot be continued', { hint: 'give at least one token' });
       const maxNew = r.maxNewTokens ?? 64;
       if (!(Number.isInteger(maxNew) && maxNew >= 0)) throw new TurnwiseError('invalid-input', `maxNewTokens must be a whole number ≥ 0, got ${maxNew}`);
       return {
         temperature,
         topP,
-        budget: Math.min(maxNew, maxPos - r.seq.length),
+        budget: Math.min(maxNew, maxPos - length),
         stop: new Set(r.stopIds ?? this.defaultStopIds()),
         rng: new SeededRandom((r.seed ?? 0) >>> 0),
       };
     });
     const release = this.claim(requests.map((r) => r.seq));
     try {
+      for (const r of requests) for (const id of r.ids ?? []) r.seq.tokens.push(id);
       const active = requests.map((_, i) => i).filter((i) => plans[i].budget > 0);
       if (active.length === 0) return out;
       const seqs = active.map((i) => requests[i].seq);

@@ -1,0 +1,233 @@
+// The policy being trained: one owner of the weights, shared by sampling (Policy, sequences
+// addressed by id) and the optimizer (PolicyTrainer), so whatever samples or scores after a
+// train() uses the new weights, and a KL reference (the starting weights) for log-probs.
+// PolicyWorker runs one of these in a worker thread behind the same PolicyService interface.
+import { TurnwiseError } from '../core/errors';
+import type { SessionSettings } from '../onnx';
+import { loadCheckpoint, saveCheckpoint, zeroOptimizerState, type OptimizerState } from './checkpoint';
+import type { Qwen2Config } from './config';
+import { logSoftmax, Policy, type GeneratedRow, type SampleRequest } from './policy';
+import type { Sequence } from './sequences';
+import { PolicyTrainer, type StepMetrics } from './trainer';
+import type { PolicyWeights } from './weights';
+
+export type SequenceId = number;
+
+/** PolicyTrainer.train's arguments, whatever they grow into. */
+export type TrainArgs = Parameters<PolicyTrainer['train']>;
+
+export interface SampleByIdRequest extends Omit<SampleRequest, 'seq'> {
+  seq: SequenceId;
+}
+
+export interface ExtendByIdRequest {
+  seq: SequenceId;
+  ids?: readonly number[];
+}
+
+export interface LogprobOptions {
+  /** The sampling temperature the log-probs are for. Default 1. */
+  temperature?: number;
+  /** `current` (default): the weights being trained; `reference`: the KL reference weights. */
+  model?: 'current' | 'reference';
+}
+
+/** What a loaded policy is. */
+export interface PolicyInfo {
+  config: Qwen2Config;
+  /** Optimizer updates done so far (the checkpoint's, then counting). */
+  step: number;
+  /** Execution provider the sessions run on. */
+  provider: string;
+  /** The tokenizer files, to build the same tokenizer elsewhere (loadTokenizer). */
+  tokenizerJson?: Record<string, unknown>;
+  tokenizerConfig?: Record<string, unknown>;
+}
+
+/** What a trained-and-sampled policy offers, in this thread (TrainablePolicy) or a worker (PolicyWorker). */
+export interface PolicyService {
+  info(): Promise<PolicyInfo>;
+  /** A new sequence (optionally with its first tokens); nothing runs until extend or sample. */
+  newSequence(tokens?: readonly number[]): Promise<SequenceId>;
+  /** The whole sequence: prompt, observations, sampled tokens. */
+  tokens(seq: SequenceId): Promise<number[]>;
+  /** Replaces a sequence's tokens by a re-rendered context, keeping the cache of the common prefix. */
+  reset(seq: SequenceId, ids: readonly number[]): Promise<void>;
+  /** Forgets a sequence and its cache. Unknown ids are ignored. */
+  release(seq: SequenceId): Promise<void>;
+  /** Appends tokens to sequences and runs them now, batched (Policy.extend). */
+  extend(requests: readonly ExtendByIdRequest[]): Promise<void>;
+  /** Samples continuations of sequences, batched, per-row seeds (Policy.sample). */
+  sample(requests: readonly SampleByIdRequest[]): Promise<GeneratedRow[]>;
+  /**
+   * Per row, log π(token i | tokens before i) at the temperature for i ≥ 1, aligned with the ids
+   * (index 0 is 0): what TrainBatch.oldLogp / refLogp take.
+   */
+  logprobs(rows: readonly (readonly number[])[], options?: LogprobOptions): Promise<Float32Array[]>;
+  /** PolicyTrainer.train; sampling and log-probs use the new weights from then on. */
+  train(...args: TrainArgs): Promise<StepMetrics[]>;
+  saveCheckpoint(dir: string): Promise<void>;
+  weights(): Promise<PolicyWeights>;
+  optimizerState(): Promise<OptimizerState>;
+  dispose(): Promise<void>;
+}
+
+export interface TrainableOptions {
+  optimizer?: OptimizerState;
+  /** KL reference weights (default: the starting weights). */
+  reference?: PolicyWeights;
+  /** Tokenizer files, written with saveCheckpoint. */
+  tokenizerJson?: Record<string, unknown>;
+  tokenizerConfig?: Record<string, unknown>;
+  settings?: SessionSettings;
+}
+
+/** Rows scored per run by logprobs (bounds the logits held at once: rows × T × V floats). */
+const LOGPROB_ROWS_PER_RUN = 8;
+
+export class TrainablePolicy implements PolicyService {
+  readonly config: Qwen2Config;
+  private readonly policy: Policy;
+  private trainer: PolicyTrainer | undefined;
+  private referencePolicy: Policy | undefined;
+  private readonly sequences = new Map<SequenceId, Sequence>();
+  private nextId = 1;
+  // Calls run one at a time: a train() must not swap the weights under a sample in progress.
+  private queue: Promise<unknown> = Promise.resolve();
+  private disposed = false;
+
+  constructor(
+    private readonly start: PolicyWeights,
+    private readonly options: TrainableOptions = {},
+  ) {
+    this.config = start.config;
+    this.policy = new Policy(start, undefined, options.settings);
+  }
+
+  /** Loads a checkpoint directory (weights, optimizer state, tokenizer); the reference defaults to its weights. */
+  static fromCheckpoint(dir: string, settings: SessionSettings = {}, options: { referenceDir?: string } = {}): TrainablePolicy {
+    const ck = loadCheckpoint(dir);
+    const reference = options.referenceDir ? loadCheckpoint(options.referenceDir, { optimizer: false }).weights : undefined;
+    return new TrainablePolicy(ck.weights, { optimizer: ck.optimizer, reference, tokenizerJson: ck.tokenizerJson, tokenizerConfig: ck.tokenizerConfig, settings });
+  }
+
+  private serial<T>(f: () => Promise<T> | T): Promise<T> {
+    const run = this.queue.then(() => {
+      if (this.disposed) throw new TurnwiseError('internal', 'this policy was disposed', { hint: 'load the policy again' });
+      return f();
+    });
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  private seq(id: SequenceId): Sequence {
+    const s = this.sequences.get(id);
+    if (!s) throw new TurnwiseError('invalid-input', `no sequence ${id}: never created here, or released`, { hint: 'create sequences with newSequence() and release each once' });
+    return s;
+  }
+
+  info(): Promise<PolicyInfo> {
+    return this.serial(async () => ({
+      config: this.config,
+      step: this.trainer?.step ?? this.options.optimizer?.step ?? 0,
+      provider: await this.policy.provider,
+      tokenizerJson: this.options.tokenizerJson,
+      tokenizerConfig: this.options.tokenizerConfig,
+    }));
+  }
+
+  newSequence(tokens: readonly number[] = []): Promise<SequenceId> {
+    return this.serial(() => {
+      const s = this.policy.newSequence(tokens);
+      const id = this.nextId++;
+      this.sequences.set(id, s);
+      return id;
+    });
+  }
+
+  tokens(seq: SequenceId): Promise<number[]> {
+    return this.serial(() => [...this.seq(seq).tokens]);
+  }
+
+  reset(seq: SequenceId, ids: readonly number[]): Promise<void> {
+    return this.serial(() => void this.seq(seq).reset(ids));
+  }
+
+  release(seq: SequenceId): Promise<void> {
+    return this.serial(() => void this.sequences.delete(seq));
+  }
+
+  extend(requests: readonly ExtendByIdRequest[]): Promise<void> {
+    return this.serial(() => this.policy.extend(requests.map((r) => ({ seq: this.seq(r.seq), ids: r.ids }))));
+  }
+
+  sample(requests: readonly SampleByIdRequest[]): Promise<GeneratedRow[]> {
+    return this.serial(() => this.policy.sample(requests.map((r) => ({ ...r, seq: this.seq(r.seq) }))));
+  }
+
+  logprobs(rows: readonly (readonly number[])[], options: LogprobOptions = {}): Promise<Float32Array[]> {
+    return this.serial(async () => {
+      const temperature = options.temperature ?? 1;
+      if (!(temperature > 0) || !Number.isFinite(temperature)) throw new TurnwiseError('invalid-input', `log-prob temperature must be a finite number > 0, got ${temperature}`);
+      const policy = options.model === 'reference' ? (this.referencePolicy ??= new Policy(this.options.reference ?? this.start, undefined, this.options.settings)) : this.policy;
+      const V = this.config.vocab_size;
+      const out: Float32Array[] = rows.map((r) => new Float32Array(r.length));
+      // Rows of similar length run together, so little of each run is padding.
+      const order = rows.map((_, i) => i).filter((i) => rows[i].length > 1).sort((a, b) => rows[a].length - rows[b].length);
+      for (let k = 0; k < order.length; k += LOGPROB_ROWS_PER_RUN) {
+        const chunk = order.slice(k, k + LOGPROB_ROWS_PER_RUN);
+        const logits = await policy.logits(chunk.map((i) => rows[i]));
+        chunk.forEach((i, j) => {
+          const r = rows[i];
+          for (let t = 1; t < r.length; t++) out[i][t] = logSoftmax(logits[j].subarray((t - 1) * V, t * V), temperature)[r[t]];
+        });
+      }
+      return out;
+    });
+  }
+
+  train(...args: TrainArgs): Promise<StepMetrics[]> {
+    return this.serial(async () => {
+      this.trainer ??= new PolicyTrainer(this.start, this.options.optimizer, this.options.settings);
+      try {
+        return await this.trainer.train(...args);
+      } finally {
+        // The trainer owns the weights; sampling reads them (graph layout, shared, no copy).
+        this.policy.setGraphWeights(this.trainer.graphWeights());
+      }
+    });
+  }
+
+  private currentWeights(): PolicyWeights {
+    return this.trainer ? this.trainer.weights() : this.start;
+  }
+
+  private currentOptimizer(): OptimizerState {
+    return this.trainer ? this.trainer.optimizerState() : (this.options.optimizer ?? zeroOptimizerState(this.config));
+  }
+
+  saveCheckpoint(dir: string): Promise<void> {
+    return this.serial(() => {
+      if (!this.options.tokenizerJson) throw new TurnwiseError('internal', 'this policy was built without its tokenizer files, so it cannot be saved as a checkpoint', { hint: 'load it from a checkpoint directory, or pass tokenizerJson' });
+      saveCheckpoint(dir, { weights: this.currentWeights(), optimizer: this.currentOptimizer(), tokenizerJson: this.options.tokenizerJson, tokenizerConfig: this.options.tokenizerConfig });
+    });
+  }
+
+  weights(): Promise<PolicyWeights> {
+    return this.serial(() => this.currentWeights());
+  }
+
+  optimizerState(): Promise<OptimizerState> {
+    return this.serial(() => this.currentOptimizer());
+  }
+
+  dispose(): Promise<void> {
+    return this.serial(async () => {
+      this.disposed = true;
+      this.sequences.clear();
+      await this.policy.dispose();
+      await this.referencePolicy?.dispose();
+      await this.trainer?.dispose();
+    });
+  }
+}

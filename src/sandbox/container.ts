@@ -13,7 +13,7 @@ import * as tar from 'tar-stream';
 import { TurnwiseError } from '../core/errors';
 import type { EngineTarget } from './engine';
 import { isGoneOrGoing, sandboxError } from './errors';
-import { trackLive, untrackLive } from './lifecycle';
+import { isShuttingDown, trackLive, trackPending, untrackLive } from './lifecycle';
 import { CappedOutput, DemuxParser, SentinelScanner } from './output';
 import { LABEL, ownerId } from './owner';
 import { SHELL_SERVER, encodeRequest, parseSentinelFields, sentinelMarker, shellQuote } from './shell';
@@ -134,14 +134,27 @@ export class DockerSandbox implements Sandbox {
   /** Creates, attaches and starts a container, and waits until its shell answers. */
   static async start(docker: Docker, target: EngineTarget, opts: StartOptions): Promise<DockerSandbox> {
     const spec = containerSpec(opts);
-    let container: Docker.Container;
+    if (isShuttingDown()) throw new TurnwiseError('sandbox-failed', 'not starting a sandbox: Turnwise is shutting down', { hint: 'run the command again' });
+    let sb: DockerSandbox | undefined;
+    // Tracked while in flight: a signal that arrives now waits for the container to exist and
+    // removes it (trackLive runs in the same continuation that the shutdown awaits).
+    const created = trackPending(
+      docker.createContainer(spec).then((c) => {
+        sb = new DockerSandbox(docker, target, c, spec.name!, opts.image);
+        trackLive(sb);
+        return c;
+      }),
+    );
     try {
-      container = await docker.createContainer(spec);
+      await created;
     } catch (e) {
       throw sandboxError(e, target, `creating a sandbox from ${opts.image}`, opts.image);
     }
-    const sb = new DockerSandbox(docker, target, container, spec.name!, opts.image);
-    trackLive(sb);
+    if (!sb) throw new TurnwiseError('internal', 'sandbox was created but not tracked');
+    if (isShuttingDown()) {
+      await sb.dispose();
+      throw new TurnwiseError('sandbox-failed', 'not starting a sandbox: Turnwise is shutting down', { hint: 'run the command again' });
+    }
     try {
       await sb.boot(opts.readyTimeoutMs ?? 60_000);
       return sb;

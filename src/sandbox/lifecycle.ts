@@ -7,7 +7,28 @@ export interface Disposer {
 }
 
 const live = new Set<Disposer>();
+/** Engine calls under way that will leave something to remove (a container being created, an image being built). */
+const pending = new Set<Promise<unknown>>();
 let hooked = false;
+let shuttingDown = false;
+
+/**
+ * Tracks an engine call whose result must be cleaned up: on a signal, shutdown waits for it
+ * (bounded) before disposing, so a container created while Ctrl-C arrives is removed too
+ * instead of being left created-but-never-started.
+ */
+export function trackPending<T>(p: Promise<T>): Promise<T> {
+  pending.add(p);
+  installShutdownHooks();
+  const done = () => pending.delete(p);
+  p.then(done, done);
+  return p;
+}
+
+/** True once SIGINT/SIGTERM cleanup has begun: nothing new should be started. */
+export function isShuttingDown(): boolean {
+  return shuttingDown;
+}
 
 export function trackLive(d: Disposer): void {
   live.add(d);
@@ -24,13 +45,18 @@ export function liveCount(): number {
 
 /** Removes every live sandbox of this process; resolves when all are gone or after `capMs`. */
 export async function disposeAllSandboxes(capMs = 10_000): Promise<void> {
-  const all = [...live].map((d) => d.dispose().catch(() => undefined));
-  let timer: NodeJS.Timeout | undefined;
-  await Promise.race([Promise.all(all), new Promise((r) => (timer = setTimeout(r, capMs)))]);
-  clearTimeout(timer);
+  const within = async (p: Promise<unknown>, ms: number) => {
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([p, new Promise((r) => (timer = setTimeout(r, ms)))]);
+    clearTimeout(timer);
+  };
+  // Creations in flight first (a short wait): their results register themselves as live when they land.
+  await within(Promise.allSettled([...pending]), Math.min(2000, capMs / 3));
+  await within(Promise.all([...live].map((d) => d.dispose().catch(() => undefined))), capMs);
 }
 
 function onSignal(signal: NodeJS.Signals): void {
+  shuttingDown = true;
   process.removeListener(signal, onSignal);
   const others = process.listenerCount(signal);
   void disposeAllSandboxes(5000).finally(() => {

@@ -11,11 +11,12 @@ import { TurnwiseError } from '../core/errors';
 import type { EngineTarget } from './engine';
 import { sandboxError } from './errors';
 import { buildFromContext, imageExists, type BuildProgress } from './images';
+import { trackLive, untrackLive } from './lifecycle';
 import { LABEL } from './owner';
 import { WORKSPACE_DIR } from './types';
 
 /** Bump when the snapshot layout changes, so old tags are not reused. */
-const SNAPSHOT_FORMAT = 'snapshot@1';
+const SNAPSHOT_FORMAT = 'snapshot@2';
 export const DEFAULT_MAX_SNAPSHOT_BYTES = 1024 ** 3;
 
 export interface WorkspaceFile {
@@ -167,10 +168,17 @@ export function snapshotHash(root: string, files: WorkspaceFile[], baseImageId: 
   return h.digest('hex');
 }
 
-/** The Dockerfile of a snapshot. The RUN commits the files as the repository's first commit. */
-export function snapshotDockerfile(baseImage: string): string {
+/**
+ * The Dockerfile of a snapshot. The RUN commits the files as the repository's first commit.
+ * The labels come first so that every intermediate image of the build carries them: a build
+ * interrupted after COPY leaves an image holding the whole workspace, and without the label
+ * `sandbox prune --images` (and the shutdown cleanup) could not tell it is Turnwise's.
+ */
+export function snapshotDockerfile(baseImage: string, labels: Record<string, string> = {}): string {
+  const labelLine = Object.entries(labels).map(([k, v]) => `${JSON.stringify(k)}=${JSON.stringify(v)}`).join(' ');
   return [
     `FROM ${baseImage}`,
+    ...(labelLine ? [`LABEL ${labelLine}`] : []),
     `COPY --chown=1000:1000 ws/ ${WORKSPACE_DIR}/`,
     `USER 1000:1000`,
     `WORKDIR ${WORKSPACE_DIR}`,
@@ -180,7 +188,7 @@ export function snapshotDockerfile(baseImage: string): string {
   ].join('\n');
 }
 
-function packSnapshot(root: string, files: WorkspaceFile[], baseImage: string): NodeJS.ReadableStream {
+function packSnapshot(root: string, files: WorkspaceFile[], baseImage: string, labels: Record<string, string>): NodeJS.ReadableStream {
   const pack = tar.pack();
   void (async () => {
     try {
@@ -188,7 +196,7 @@ function packSnapshot(root: string, files: WorkspaceFile[], baseImage: string): 
         new Promise<void>((res, rej) => {
           pack.entry(header, body, (err) => (err ? rej(err) : res()));
         });
-      await add({ name: 'Dockerfile', mode: 0o644 }, snapshotDockerfile(baseImage));
+      await add({ name: 'Dockerfile', mode: 0o644 }, snapshotDockerfile(baseImage, labels));
       // An empty workspace still needs ws/ for the COPY.
       await add({ name: 'ws/', type: 'directory', mode: 0o755 });
       for (const f of files) {
@@ -255,12 +263,34 @@ export async function buildSnapshot(docker: Docker, target: EngineTarget, dir: s
     throw sandboxError(e, target, `looking up ${image}`);
   }
   if (exists) return { ...info, built: false, ms: Date.now() - t0 };
-  await buildFromContext(
-    docker,
-    target,
-    packSnapshot(root, files, opts.baseImage),
-    { t: image, labels: { [LABEL.snapshot]: hash, [LABEL.workspace]: root } },
-    opts.onProgress,
-  );
+  const labels = { [LABEL.snapshot]: hash, [LABEL.workspace]: root };
+  // While the build runs, a signal aborts it and removes what it leaves: the untagged images
+  // of this snapshot's steps (each holds a copy of the workspace).
+  const abort = new AbortController();
+  let building: Promise<void> = Promise.resolve();
+  const leftovers = {
+    dispose: async () => {
+      abort.abort();
+      await Promise.race([building.catch(() => undefined), new Promise((r) => setTimeout(r, 2000))]);
+      // The engine stops the build when the request goes away, and may commit a step meanwhile.
+      for (let i = 0; i < 4; i++) {
+        await removeUntaggedSnapshotImages(docker, hash);
+        await new Promise((r) => setTimeout(r, 250));
+      }
+    },
+  };
+  trackLive(leftovers);
+  try {
+    building = buildFromContext(docker, target, packSnapshot(root, files, opts.baseImage, labels), { t: image, labels, abortSignal: abort.signal }, opts.onProgress);
+    await building;
+  } finally {
+    untrackLive(leftovers);
+  }
   return { ...info, built: true, ms: Date.now() - t0 };
+}
+
+/** Removes the untagged (dangling) images of snapshot `hash`: what an interrupted build leaves. Best effort. */
+export async function removeUntaggedSnapshotImages(docker: Docker, hash: string): Promise<void> {
+  const images = await docker.listImages({ filters: { label: [`${LABEL.snapshot}=${hash}`], dangling: ['true'] } }).catch(() => []);
+  for (const img of images) await docker.getImage(img.Id).remove({ force: true }).catch(() => undefined);
 }

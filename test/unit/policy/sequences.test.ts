@@ -39,11 +39,16 @@ describe('policy/sequences: per-sequence KV caches, batched ragged extend and sa
     start = seq.length;
     const r2 = (await policy.sample([{ seq, maxNewTokens: 5, temperature: 0, stopIds: [] }]))[0];
     checkAgainstReference(seq.tokens, start, r2, 0, true);
-    // An observation appended without a run is fed by the sample itself; temperature sampling too.
-    seq.append(ids(4, 3));
-    start = seq.length;
-    const r3 = (await policy.sample([{ seq, seed: 5, maxNewTokens: 7, temperature: 1.3, stopIds: [] }]))[0];
+    // An observation given to sample is fed in its first run; temperature sampling too.
+    start = seq.length + 4;
+    const r3 = (await policy.sample([{ seq, ids: ids(4, 3), seed: 5, maxNewTokens: 7, temperature: 1.3, stopIds: [] }]))[0];
+    assert.deepEqual(seq.tokens.slice(start - 4, start), ids(4, 3));
     checkAgainstReference(seq.tokens, start, r3, 1.3, false);
+    // One appended without a run is fed by the next sample the same way.
+    seq.append(ids(3, 2));
+    start = seq.length;
+    const r4 = (await policy.sample([{ seq, maxNewTokens: 3, temperature: 0, stopIds: [] }]))[0];
+    checkAgainstReference(seq.tokens, start, r4, 0, true);
   });
 
   it('a sequence samples the same tokens and log-probs alone or batched with sequences of other lengths, at any batch position', async () => {

@@ -1,40 +1,104 @@
-// VS Code entry point: a thin activate() that wires commands to the core. The core never
-// imports `vscode`; everything here is glue (settings, output channel, notifications).
+// VS Code entry point: a thin activate() that builds the pieces and registers them. Activation
+// happens on the first command or view (package.json lists no eager activation event) and does
+// no I/O: the Runs view reads and watches .turnwise/runs when it is first shown; the training
+// and Docker code is loaded when a command needs it. Everything heavy runs in CLI children.
+import * as path from 'node:path';
 import * as vscode from 'vscode';
 import { formatError } from '../core/errors';
-import { formatDoctorReport, runDoctor } from '../train/doctor';
-import { disposeAllSandboxes, reapAtStartup } from '../sandbox';
+import { RunDir } from '../core/run';
+import { registerCommands } from './commands';
+import { config } from './config';
+import { runsRoot, TrajectoryScanCache } from './model/runIndex';
+import { REWARD_VIEW_TYPE, RewardPanel } from './rewardPanel';
+import type { RewardPanelState } from './webviews/reward/protocol';
+import type { TrajectoryPanelState } from './webviews/trajectory/protocol';
+import { RunController } from './runController';
+import { RunsTreeProvider } from './runsView';
+import { SCHEME, TrajectoryEditors } from './trajectoryEditor';
+import { TRAJECTORY_VIEW_TYPE, TrajectoryPanel } from './trajectoryPanel';
 
 let log: vscode.LogOutputChannel | undefined;
+let controller: RunController | undefined;
 
-export function activate(context: vscode.ExtensionContext): { checkEnvironment: () => Promise<unknown> } {
+export function activate(context: vscode.ExtensionContext) {
+  const t0 = performance.now();
+  try {
+    return activateInner(context, t0);
+  } catch (e) {
+    // VS Code swallows activation errors: say it where the user looks.
+    void vscode.window.showErrorMessage(`Turnwise failed to start: ${formatError(e)}`);
+    throw e;
+  }
+}
+
+function activateInner(context: vscode.ExtensionContext, t0: number) {
   log = vscode.window.createOutputChannel('Turnwise', { log: true });
-  context.subscriptions.push(log);
-  const checkEnvironment = () => checkEnvironmentCommand(log!);
-  context.subscriptions.push(vscode.commands.registerCommand('turnwise.checkEnvironment', checkEnvironment));
-  log.info(`Turnwise ${context.extension.packageJSON.version} activated`);
-  // Sandboxes left behind by a Turnwise process that died (crash, kill -9) are removed at every
-  // start. Best effort and capped in time: a missing engine is reported by the commands that need it.
-  void reapAtStartup(dockerHostSetting()).then((r) => {
-    if (r && r.removed.length > 0) log?.info(`removed ${r.removed.length} sandbox container(s) left by exited Turnwise processes`);
-  });
-  // The API returned here is what extension-host tests use to reach the extension's results.
-  return { checkEnvironment };
+  const out = log;
+  const subs = context.subscriptions;
+  subs.push(out);
+  const scans = new TrajectoryScanCache();
+  const tree = new RunsTreeProvider(scans);
+  const treeView = vscode.window.createTreeView('turnwise.runs', { treeDataProvider: tree, showCollapseAll: true });
+  const editors = new TrajectoryEditors(scans);
+  controller = new RunController(context.extensionPath, out);
+  const ctrl = controller;
+  const runDirs = () => tree.workspaceRoots().flatMap((root) => RunDir.list(runsRoot(root)).map((id) => path.join(runsRoot(root), id)));
+  const checkEnvironment = () => checkEnvironmentCommand(out);
+  subs.push(
+    tree,
+    treeView,
+    editors,
+    ctrl,
+    vscode.workspace.registerTextDocumentContentProvider(SCHEME, editors),
+    vscode.languages.registerCodeLensProvider({ scheme: SCHEME }, editors),
+    vscode.languages.registerHoverProvider({ scheme: SCHEME }, editors),
+    ...registerCommands({ extensionUri: context.extensionUri, log: out, controller: ctrl, tree, editors, runDirs, checkEnvironment }),
+    vscode.window.registerWebviewPanelSerializer(REWARD_VIEW_TYPE, {
+      deserializeWebviewPanel: async (panel, state) => RewardPanel.revive(panel, context.extensionUri, { runDirs }, scans, state as RewardPanelState | undefined),
+    }),
+    vscode.window.registerWebviewPanelSerializer(TRAJECTORY_VIEW_TYPE, {
+      deserializeWebviewPanel: async (panel, state) => {
+        await TrajectoryPanel.revive(panel, context.extensionUri, editors, state as TrajectoryPanelState | undefined);
+        void vscode.commands.executeCommand('setContext', 'turnwise.trajectoryOpen', true);
+      },
+    }),
+    // The Runs view and the reward panel follow the active run at once, not only through the watcher.
+    ctrl.onEvent((e) => {
+      if (e.type === 'iteration-finished' || e.type === 'run-started' || e.type.startsWith('run-')) tree.scheduleRefresh();
+    }),
+  );
+  const activationMs = performance.now() - t0;
+  out.info(`Turnwise ${context.extension.packageJSON.version} activated in ${activationMs.toFixed(1)} ms`);
+  // What extension-host tests reach through the extension's exports.
+  return {
+    checkEnvironment,
+    activationMs,
+    runsTree: tree,
+    trajectories: editors,
+    controller: ctrl,
+    rewardPanel: () => RewardPanel.instance,
+    trajectoryPanel: () => TrajectoryPanel.instance,
+  };
 }
 
 export async function deactivate(): Promise<void> {
-  // Sandboxes this window still holds are removed before the extension host goes away.
-  await disposeAllSandboxes(5000);
+  // A run going in this window is stopped cleanly (the CLI removes its containers), and
+  // sandboxes this extension host holds itself are removed.
+  await controller?.stopAll(4000);
+  const { disposeAllSandboxes } = await import('../sandbox');
+  await disposeAllSandboxes(3000);
   log = undefined;
 }
 
-function dockerHostSetting(): string | undefined {
-  return vscode.workspace.getConfiguration('turnwise').get<string>('docker.host') || undefined;
-}
-
 async function checkEnvironmentCommand(out: vscode.LogOutputChannel) {
-  const dockerHost = dockerHostSetting();
+  const dockerHost = config.dockerHost();
   try {
+    const { runDoctor, formatDoctorReport } = await import('../train/doctor');
+    const { reapAtStartup } = await import('../sandbox');
+    // Sandboxes left behind by a Turnwise process that died are removed when Docker is first used.
+    void reapAtStartup(dockerHost).then((r) => {
+      if (r && r.removed.length > 0) out.info(`removed ${r.removed.length} sandbox container(s) left by exited Turnwise processes`);
+    });
     const report = await vscode.window.withProgress(
       { location: vscode.ProgressLocation.Notification, title: 'Turnwise: checking the environment…' },
       () => runDoctor({ dockerHost }),

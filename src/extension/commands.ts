@@ -1,0 +1,366 @@
+// The Turnwise commands. Each checks first whether it can run here and, when it cannot, says
+// why and what to do (no folder open, a run already going, Docker unreachable…); the
+// `when` clauses in package.json hide them from the palette where they make no sense.
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import * as vscode from 'vscode';
+import { formatError } from '../core/errors';
+import { config, ESTIMATORS, type Estimator } from './config';
+import { listIterations, listRuns, runsRoot, type RunSummary, type TrajectoryRef } from './model/runIndex';
+import { formatSigned, pct } from './model/turnView';
+import { CommandCancelled, type RunController } from './runController';
+import { trajectoryRef, type RunsNode, type RunsTreeProvider } from './runsView';
+import type { TrajectoryEditors } from './trajectoryEditor';
+import { TrajectoryPanel } from './trajectoryPanel';
+import { RewardPanel } from './rewardPanel';
+
+export interface CommandContext {
+  extensionUri: vscode.Uri;
+  log: vscode.LogOutputChannel;
+  controller: RunController;
+  tree: RunsTreeProvider;
+  editors: TrajectoryEditors;
+  runDirs: () => string[];
+  checkEnvironment: () => Promise<unknown>;
+}
+
+/** A command that cannot run: the message says why and what to do; actions are offered as buttons. */
+export class CannotRun extends Error {
+  constructor(
+    message: string,
+    readonly actions: Array<{ title: string; command: string; args?: unknown[] }> = [],
+  ) {
+    super(message);
+  }
+}
+
+const TASKS_DIR = path.join('.turnwise', 'tasks');
+
+function workspaceRoot(what: string): string {
+  const f = (vscode.workspace.workspaceFolders ?? []).find((x) => x.uri.scheme === 'file');
+  if (!f) throw new CannotRun(`cannot ${what} because no folder is open: open the repository to train on (File › Open Folder…).`, [{ title: 'Open Folder…', command: 'vscode.openFolder' }]);
+  return f.uri.fsPath;
+}
+
+function noActiveRun(ctx: CommandContext, what: string): void {
+  const a = ctx.controller.current;
+  if (a) {
+    throw new CannotRun(`cannot ${what} because a run is already going (${a.progress.runId ?? a.label}): stop it first, or wait for it to finish.`, [
+      { title: 'Stop Run', command: 'turnwise.stopRun' },
+      { title: 'Show Log', command: 'turnwise.showLog' },
+    ]);
+  }
+}
+
+async function dockerReachable(what: string): Promise<void> {
+  const { connectEngine, engineInfo } = await import('../sandbox');
+  try {
+    const { docker, target } = connectEngine(config.dockerHost(), { requestTimeoutMs: 4000 });
+    await engineInfo(docker, target, 4000);
+  } catch (e) {
+    const hint = (e as { hint?: string }).hint;
+    throw new CannotRun(`cannot ${what} because Docker is not reachable: ${(e as Error).message}${hint ? ` — ${hint}` : ''}`, [
+      { title: 'Check Environment', command: 'turnwise.checkEnvironment' },
+      { title: 'Docker Settings', command: 'workbench.action.openSettings', args: ['turnwise.docker'] },
+    ]);
+  }
+}
+
+/** Wraps a command body: CannotRun becomes a warning with its buttons, other errors an error message. */
+function guarded<A extends unknown[], R>(ctx: CommandContext, fn: (...args: A) => Promise<R>): (...args: A) => Promise<R | undefined> {
+  return async (...args: A) => {
+    try {
+      return await fn(...args);
+    } catch (e) {
+      if (e instanceof CommandCancelled) {
+        ctx.log.info(e.message);
+        return undefined;
+      }
+      if (e instanceof CannotRun) {
+        ctx.log.warn(e.message);
+        void vscode.window.showWarningMessage(`Turnwise: ${e.message}`, ...e.actions.map((a) => a.title)).then((choice) => {
+          const a = e.actions.find((x) => x.title === choice);
+          if (a) void vscode.commands.executeCommand(a.command, ...(a.args ?? []));
+        });
+        return undefined;
+      }
+      const hint = (e as { hint?: string }).hint;
+      ctx.log.error(`${formatError(e)}${hint ? ` (${hint})` : ''}`);
+      void vscode.window.showErrorMessage(`Turnwise: ${(e as Error).message}${hint ? ` — ${hint}` : ''}`, 'Show Log').then((c) => c && ctx.log.show());
+      return undefined;
+    }
+  };
+}
+
+export interface StartRunOptions {
+  /** A task file (skips the task-source pick). */
+  tasks?: string;
+  estimator?: Estimator;
+  iterations?: number;
+  /** Use the workspace's turnwise.json. */
+  config?: string;
+  /** Return once the run has started instead of when it ends. */
+  detach?: boolean;
+}
+
+async function pickStartOptions(root: string): Promise<StartRunOptions | undefined> {
+  const cfgFile = path.join(root, 'turnwise.json');
+  if (fs.existsSync(cfgFile)) {
+    const use = await vscode.window.showQuickPick(
+      [
+        { label: '$(file) Use turnwise.json', description: 'the workspace\'s run configuration', value: 'config' },
+        { label: '$(settings) Choose tasks, estimator and iterations…', value: 'pick' },
+      ],
+      { title: 'Start Training Run', placeHolder: 'How should the run be configured?' },
+    );
+    if (!use) return undefined;
+    if (use.value === 'config') return { config: cfgFile };
+  }
+  const synthFile = path.join(root, TASKS_DIR, 'synth.jsonl');
+  const sources = [
+    { label: '$(beaker) Synthesize bugs from the workspace', description: 'tree-sitter mutations your tests catch', value: 'synth' },
+    { label: '$(testing-failed-icon) Failing tests of the workspace', description: 'one task per currently failing test', value: 'failing' },
+    ...(fs.existsSync(synthFile) ? [{ label: '$(history) Tasks synthesized earlier', description: path.relative(root, synthFile), value: 'previous' }] : []),
+    { label: '$(file) Task file (JSONL)…', value: 'file' },
+  ];
+  const source = await vscode.window.showQuickPick(sources, { title: 'Start Training Run (1/3): tasks', placeHolder: 'Where do the tasks come from?' });
+  if (!source) return undefined;
+  let tasks: string | undefined;
+  if (source.value === 'previous') tasks = synthFile;
+  else if (source.value === 'file') {
+    const picked = await vscode.window.showOpenDialog({ title: 'Task file', canSelectMany: false, filters: { 'Task files': ['jsonl'] }, defaultUri: vscode.Uri.file(root) });
+    if (!picked?.[0]) return undefined;
+    tasks = picked[0].fsPath;
+  } else tasks = `${source.value}:`;
+  const current = config.estimator();
+  const est = await vscode.window.showQuickPick(
+    ESTIMATORS.map((e) => ({ label: e, description: e === current ? 'turnwise.train.estimator' : undefined, picked: e === current })),
+    { title: 'Start Training Run (2/3): advantage estimator', placeHolder: `Estimator (setting: ${current})` },
+  );
+  if (!est) return undefined;
+  const defIters = config.iterations();
+  const iterItems = [...new Set([1, 3, defIters, 10, 30])].sort((a, b) => a - b).map((n) => ({ label: String(n), description: n === defIters ? 'turnwise.train.iterations' : undefined }));
+  const iters = await vscode.window.showQuickPick([...iterItems, { label: 'Other…', description: undefined }], { title: 'Start Training Run (3/3): iterations' });
+  if (!iters) return undefined;
+  let iterations = Number(iters.label);
+  if (iters.label === 'Other…') {
+    const v = await vscode.window.showInputBox({ title: 'Iterations', value: String(defIters), validateInput: (s) => (/^[1-9]\d*$/.test(s.trim()) ? undefined : 'a whole number ≥ 1') });
+    if (!v) return undefined;
+    iterations = Number(v);
+  }
+  return { tasks, estimator: est.label as Estimator, iterations };
+}
+
+export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
+  const { controller } = ctx;
+  const reg = <A extends unknown[]>(id: string, fn: (...args: A) => Promise<unknown>) => vscode.commands.registerCommand(id, guarded(ctx, fn));
+
+  /** Makes a task file from a source pick ("synth:" / "failing:"), through the CLI. */
+  const materializeTasks = async (root: string, tasks: string): Promise<string> => {
+    if (!tasks.endsWith(':')) return tasks;
+    const kind = tasks.slice(0, -1);
+    const out = path.join(root, TASKS_DIR, `${kind}.jsonl`);
+    await controller.runCommand(kind === 'synth' ? 'synthesizing tasks from the workspace…' : 'collecting failing tests…', ['tasks', kind, '--workspace', root, '--out', out], root);
+    const n = countLines(out);
+    if (n === 0) {
+      throw new CannotRun(
+        kind === 'synth'
+          ? 'cannot start a run because no tasks were found: no mutation of the workspace broke one of its tests. Make sure the tests run (set turnwise.tasks.testCommand), or give a task file.'
+          : 'cannot start a run because no test of the workspace fails: synthesize tasks instead, or give a task file.',
+        [{ title: 'Start Training Run…', command: 'turnwise.startRun' }],
+      );
+    }
+    return out;
+  };
+
+  const startRun = async (opts?: StartRunOptions) => {
+    const root = workspaceRoot('start a run');
+    noActiveRun(ctx, 'start a run');
+    await dockerReachable('start a run');
+    const o = opts && (opts.tasks || opts.config) ? opts : { ...(await pickStartOptions(root)), detach: opts?.detach };
+    if (!o || (!o.tasks && !o.config)) return undefined;
+    const args = ['train', '--workspace', root];
+    if (o.config) args.push('--config', o.config);
+    if (o.tasks) args.push('--tasks', await materializeTasks(root, o.tasks));
+    if (o.estimator) args.push('--estimator', o.estimator);
+    if (o.iterations) args.push('--iterations', String(o.iterations));
+    noActiveRun(ctx, 'start a run');
+    const running = controller.startTraining(`training (${o.estimator ?? 'turnwise.json'})`, args, root);
+    ctx.tree.scheduleRefresh(1000);
+    if (o.detach) {
+      running.catch(() => {});
+      return { started: true };
+    }
+    return running;
+  };
+
+  const pickRun = async (filter: (r: RunSummary) => boolean, title: string, none: string): Promise<RunSummary | undefined> => {
+    const root = workspaceRoot(title.toLowerCase());
+    const runs = listRuns(runsRoot(root)).filter(filter);
+    if (runs.length === 0) throw new CannotRun(none, [{ title: 'Start Training Run…', command: 'turnwise.startRun' }]);
+    const pick = await vscode.window.showQuickPick(
+      runs.map((r) => ({ label: r.runId, description: `${r.state}${r.lastCompleteIteration !== undefined ? ` · ${r.lastCompleteIteration}/${r.iterations ?? '?'} it` : ''}`, run: r })),
+      { title },
+    );
+    return pick?.run;
+  };
+
+  const resumeRun = async (arg?: RunsNode | string) => {
+    const root = workspaceRoot('resume a run');
+    noActiveRun(ctx, 'resume a run');
+    let dir: string | undefined;
+    if (typeof arg === 'string') dir = arg;
+    else if (arg && arg.kind === 'run') dir = arg.run.dir;
+    else dir = (await pickRun((r) => r.state !== 'finished' && r.state !== 'running', 'Resume Run', 'there is no run to resume: every run of this workspace finished (or none was started).'))?.dir;
+    if (!dir) return undefined;
+    await dockerReachable('resume a run');
+    return controller.startTraining(`resuming ${path.basename(dir)}`, ['train', '--workspace', root, '--resume', dir], root);
+  };
+
+  const openTrajectory = async (arg?: RunsNode | TrajectoryRef, turn?: number) => {
+    let ref: TrajectoryRef | undefined;
+    if (arg && 'kind' in arg && arg.kind === 'trajectory') ref = trajectoryRef(arg);
+    else if (arg && 'trajId' in arg) ref = arg;
+    else {
+      const run = await pickRun(() => true, 'Open Trajectory: run', 'there are no runs in this workspace yet.');
+      if (!run) return undefined;
+      const its = listIterations(run.dir).filter((i) => i.trainFile || i.heldoutFile);
+      const it = await vscode.window.showQuickPick(
+        [...its].reverse().map((i) => ({ label: `Iteration ${i.iteration}`, description: i.metrics ? `pass ${pct(i.metrics['tests/pass_rate'] as number)} · reward ${formatSigned(i.metrics['reward/mean'] as number, 2)}` : 'in progress', it: i })),
+        { title: 'Open Trajectory: iteration' },
+      );
+      if (!it) return undefined;
+      const items: Array<vscode.QuickPickItem & { ref: TrajectoryRef }> = [];
+      for (const [split, file] of [['train', it.it.trainFile], ['heldout', it.it.heldoutFile]] as const) {
+        if (!file) continue;
+        for (const s of (await ctx.tree.scans.scan(file)).summaries) {
+          items.push({
+            label: s.trajId,
+            description: `${s.taskId}${split === 'heldout' ? ' (held-out)' : ''}`,
+            detail: s.failure ? `unscored: ${s.failure}` : `reward ${formatSigned(s.reward, 2)} · pass ${pct(s.passRate)} · ${s.turns} turns${s.resolved ? ' · resolved' : ''}`,
+            ref: { runDir: run.dir, iteration: it.it.iteration, split, trajId: s.trajId, offset: s.offset, length: s.length },
+          });
+        }
+      }
+      const t = await vscode.window.showQuickPick(items, { title: 'Open Trajectory', matchOnDescription: true, matchOnDetail: true });
+      ref = t?.ref;
+    }
+    if (!ref) return undefined;
+    await TrajectoryPanel.show(ctx.extensionUri, ctx.editors, ref, turn);
+    void vscode.commands.executeCommand('setContext', 'turnwise.trajectoryOpen', true);
+    return ref;
+  };
+
+  const showRewardPanel = async (arg?: RunsNode | string) => {
+    workspaceRoot('show the reward panel');
+    const runId = typeof arg === 'string' ? arg : arg && 'run' in arg ? arg.run.runId : undefined;
+    const panel = RewardPanel.show(ctx.extensionUri, { runDirs: ctx.runDirs }, ctx.tree.scans, runId);
+    return { selected: panel.selected };
+  };
+
+  const synthesizeTasks = async () => {
+    const root = workspaceRoot('synthesize tasks');
+    await dockerReachable('synthesize tasks (each candidate bug is checked by running your tests in a sandbox)');
+    const out = path.join(root, TASKS_DIR, 'synth.jsonl');
+    await controller.runCommand('synthesizing tasks from the workspace…', ['tasks', 'synth', '--workspace', root, '--out', out], root);
+    const n = countLines(out);
+    if (n === 0) throw new CannotRun('no tasks were synthesized: no mutation of the workspace broke one of its tests. Check that the tests run (turnwise.tasks.testCommand).');
+    void vscode.window.showInformationMessage(`Turnwise: ${n} task(s) written to ${path.relative(root, out)}.`, 'Start Training Run…', 'Open File').then((c) => {
+      if (c === 'Open File') void vscode.window.showTextDocument(vscode.Uri.file(out));
+      else if (c) void vscode.commands.executeCommand('turnwise.startRun');
+    });
+    return { tasks: out, count: n };
+  };
+
+  const evaluatePolicy = async () => {
+    const root = workspaceRoot('evaluate a policy');
+    await dockerReachable('evaluate a policy');
+    const checkpoints: Array<vscode.QuickPickItem & { dir: string }> = [];
+    for (const r of listRuns(runsRoot(root))) {
+      const cdir = path.join(r.dir, 'checkpoints');
+      let names: string[] = [];
+      try {
+        names = fs.readdirSync(cdir).filter((n) => /^\d+$/.test(n));
+      } catch {
+        continue;
+      }
+      for (const n of names.sort((a, b) => Number(b) - Number(a))) checkpoints.push({ label: `${r.runId} · checkpoint ${n}`, dir: path.join(cdir, n) });
+    }
+    if (checkpoints.length === 0) throw new CannotRun('cannot evaluate because this workspace has no checkpoint yet: start a training run first.', [{ title: 'Start Training Run…', command: 'turnwise.startRun' }]);
+    const model = await vscode.window.showQuickPick(checkpoints, { title: 'Evaluate Policy: checkpoint' });
+    if (!model) return undefined;
+    const synth = path.join(root, TASKS_DIR, 'synth.jsonl');
+    const tasksPick = await vscode.window.showOpenDialog({ title: 'Evaluate Policy: task file', canSelectMany: false, filters: { 'Task files': ['jsonl'] }, defaultUri: vscode.Uri.file(fs.existsSync(synth) ? synth : root) });
+    if (!tasksPick?.[0]) return undefined;
+    const result = await controller.runCommand('evaluating the policy…', ['eval', '--tasks', tasksPick[0].fsPath, '--model', model.dir], root);
+    ctx.log.info(`evaluation: ${JSON.stringify(result)}`);
+    ctx.log.show(true);
+    void vscode.window.showInformationMessage('Turnwise: evaluation finished; the results are in the Turnwise log.');
+    return result;
+  };
+
+  return [
+    reg('turnwise.startRun', startRun),
+    reg('turnwise.stopRun', async () => {
+      if (!(await controller.stop())) throw new CannotRun('there is no run to stop: no training run is going in this window.');
+      return true;
+    }),
+    reg('turnwise.resumeRun', resumeRun),
+    reg('turnwise.synthesizeTasks', synthesizeTasks),
+    reg('turnwise.evaluatePolicy', evaluatePolicy),
+    reg('turnwise.buildImages', async () => {
+      await dockerReachable('build the sandbox images');
+      const r = await controller.runCommand('building sandbox images…', ['images', 'build'], workspaceRootOrHome());
+      void vscode.window.showInformationMessage('Turnwise: sandbox images are ready.');
+      return r;
+    }),
+    reg('turnwise.pruneSandboxes', async () => {
+      await dockerReachable('prune sandboxes');
+      const r = await controller.runCommand('removing leftover sandboxes…', ['sandbox', 'prune'], workspaceRootOrHome());
+      const removed = (r as { removed?: unknown[] } | undefined)?.removed;
+      void vscode.window.showInformationMessage(`Turnwise: ${Array.isArray(removed) ? `${removed.length} leftover sandbox(es) removed` : 'leftover sandboxes removed'}.`);
+      return r;
+    }),
+    reg('turnwise.openTrajectory', openTrajectory),
+    reg('turnwise.showRewardPanel', showRewardPanel),
+    reg('turnwise.checkEnvironment', ctx.checkEnvironment),
+    reg('turnwise.showLog', async () => ctx.log.show()),
+    // Runs view
+    reg('turnwise.runs.refresh', async () => ctx.tree.refresh()),
+    reg('turnwise.runs.revealFolder', async (node?: RunsNode) => {
+      if (!node || !('run' in node)) return;
+      await vscode.commands.executeCommand('revealFileInOS', vscode.Uri.file(node.run.dir)).then(undefined, () => vscode.commands.executeCommand('revealInExplorer', vscode.Uri.file(node.run.dir)));
+    }),
+    reg('turnwise.runs.delete', async (node?: RunsNode, confirmed?: boolean) => {
+      if (!node || node.kind !== 'run') return false;
+      if (ctx.controller.current?.progress.runDir === node.run.dir || node.run.state === 'running') {
+        throw new CannotRun(`cannot delete ${node.run.runId} because it is running: stop it first.`, [{ title: 'Stop Run', command: 'turnwise.stopRun' }]);
+      }
+      if (!confirmed) {
+        const ok = await vscode.window.showWarningMessage(`Delete run ${node.run.runId}?`, { modal: true, detail: `Its folder ${node.run.dir} (trajectories, metrics, checkpoints) is deleted from disk.` }, 'Delete');
+        if (ok !== 'Delete') return false;
+      }
+      await fs.promises.rm(node.run.dir, { recursive: true, force: true });
+      ctx.tree.scans.invalidate(node.run.dir);
+      ctx.tree.refresh();
+      return true;
+    }),
+    // Trajectory viewer
+    reg('turnwise.trajectory.nextTurn', async () => ctx.editors.step(1)),
+    reg('turnwise.trajectory.previousTurn', async () => ctx.editors.step(-1)),
+    reg('turnwise.trajectory.goToTurn', async (index: number) => ctx.editors.setTurn(index)),
+    reg('turnwise.trajectory.showDiff', async (ref: TrajectoryRef, turn: number, file: string) => ctx.editors.showDiff(ref, turn, file)),
+  ];
+}
+
+function workspaceRootOrHome(): string {
+  return (vscode.workspace.workspaceFolders ?? []).find((x) => x.uri.scheme === 'file')?.uri.fsPath ?? process.env.HOME ?? '/';
+}
+
+function countLines(file: string): number {
+  try {
+    return fs.readFileSync(file, 'utf8').split('\n').filter((l) => l.trim()).length;
+  } catch {
+    return 0;
+  }
+}

@@ -1,0 +1,147 @@
+// The trajectory viewer's webview: a timeline of the turns (command, observation, exit code,
+// reward, advantage and its components, signatures), next/previous turn from the keyboard;
+// it drives TrajectoryEditors, which keeps the editor in step. Restored after a reload.
+import * as path from 'node:path';
+import * as vscode from 'vscode';
+import type { Trajectory } from '../core/schema';
+import type { TrajectoryRef } from './model/runIndex';
+import { advantageScale, advantageStyle } from './model/turnView';
+import { changedFiles } from './model/blame';
+import { refKey, type TrajectoryEditors } from './trajectoryEditor';
+import { webviewHtml } from './webviewHtml';
+import { CurrentTurnNotification, OpenFileCommand, ReadyCommand, SelectTurnCommand, ShowDiffCommand, ShowTrajectoryNotification, type TrajectoryPanelState, type TrajectoryView } from './webviews/trajectory/protocol';
+
+export const TRAJECTORY_VIEW_TYPE = 'turnwise.trajectory';
+const OBSERVATION_CAP = 8000;
+
+export function trajectoryView(traj: Trajectory): TrajectoryView {
+  const scale = advantageScale(traj);
+  const r = traj.reward;
+  const finite = (x: number | undefined) => (typeof x === 'number' && Number.isFinite(x) ? x : null);
+  return {
+    title: `${traj.taskId} · ${traj.trajId}`,
+    trajId: traj.trajId,
+    taskId: traj.taskId,
+    iteration: traj.iteration,
+    split: traj.split,
+    checkpoint: traj.checkpoint,
+    reward: { reward: finite(r?.reward), passRate: finite(r?.passRate), resolved: !!r?.resolved, turns: r?.turns ?? traj.turns.length, efficiencyPenalty: r?.efficiencyPenalty, formatPenalty: r?.formatPenalty, testsEdited: r?.testsEdited, error: r?.error },
+    tests: traj.testReport ? { passed: traj.testReport.passed.length, failed: traj.testReport.failed.length, errors: traj.testReport.errors?.length ?? 0, failedNames: traj.testReport.failed.slice(0, 20) } : undefined,
+    failure: traj.failure,
+    turns: traj.turns.map((t) => ({
+      index: t.index,
+      action: t.action,
+      observation: t.observation.length > OBSERVATION_CAP ? `${t.observation.slice(0, OBSERVATION_CAP)}\n… (${t.observation.length - OBSERVATION_CAP} more characters)` : t.observation,
+      exitCode: t.exitCode,
+      durationMs: t.durationMs,
+      formatError: t.formatError,
+      intentSignature: t.intentSignature,
+      editSignature: t.editSignature,
+      advantage: t.advantage,
+      advantageComponents: t.advantageComponents,
+      style: advantageStyle(t.advantage, scale),
+      files: (t.edits ?? []).map((e) => e.path),
+    })),
+  };
+}
+
+export class TrajectoryPanel implements vscode.Disposable {
+  private static current: TrajectoryPanel | undefined;
+  private ready = false;
+  private readonly disposables: vscode.Disposable[] = [];
+
+  static get instance(): TrajectoryPanel | undefined {
+    return TrajectoryPanel.current;
+  }
+
+  /** Opens (or reuses) the viewer on `ref`, at `turn` (default: the first). */
+  static async show(extensionUri: vscode.Uri, editors: TrajectoryEditors, ref: TrajectoryRef, turn?: number): Promise<TrajectoryPanel> {
+    let p = TrajectoryPanel.current;
+    if (!p) {
+      const panel = vscode.window.createWebviewPanel(TRAJECTORY_VIEW_TYPE, 'Trajectory', { viewColumn: vscode.ViewColumn.Two, preserveFocus: false }, TrajectoryPanel.options(extensionUri));
+      p = new TrajectoryPanel(panel, extensionUri, editors);
+    } else p.panel.reveal(vscode.ViewColumn.Two, false);
+    await p.open(ref, turn);
+    return p;
+  }
+
+  static options(extensionUri: vscode.Uri): vscode.WebviewPanelOptions & vscode.WebviewOptions {
+    return { enableScripts: true, retainContextWhenHidden: false, localResourceRoots: [vscode.Uri.joinPath(extensionUri, 'dist', 'webviews')] };
+  }
+
+  /** Restores a viewer after a reload (WebviewPanelSerializer). */
+  static async revive(panel: vscode.WebviewPanel, extensionUri: vscode.Uri, editors: TrajectoryEditors, state: TrajectoryPanelState | undefined): Promise<void> {
+    panel.webview.options = TrajectoryPanel.options(extensionUri);
+    const p = new TrajectoryPanel(panel, extensionUri, editors);
+    const ref = state?.ref as TrajectoryRef | undefined;
+    if (ref && typeof ref.runDir === 'string') {
+      try {
+        await p.open(ref, state?.turn);
+      } catch (e) {
+        void vscode.window.showWarningMessage(`Turnwise: cannot restore the trajectory viewer: ${(e as Error).message}`);
+      }
+    }
+  }
+
+  private ref: TrajectoryRef | undefined;
+
+  private constructor(
+    readonly panel: vscode.WebviewPanel,
+    private readonly extensionUri: vscode.Uri,
+    private readonly editors: TrajectoryEditors,
+  ) {
+    TrajectoryPanel.current = this;
+    const asUri = (f: string) => panel.webview.asWebviewUri(vscode.Uri.joinPath(extensionUri, 'dist', 'webviews', f)).toString();
+    panel.iconPath = vscode.Uri.joinPath(extensionUri, 'media', 'turnwise.svg');
+    panel.webview.html = webviewHtml({ cspSource: panel.webview.cspSource, scriptUri: asUri('trajectory.js'), styleUris: [asUri('trajectory.css')], title: 'Trajectory' });
+    this.disposables.push(
+      panel.webview.onDidReceiveMessage((m) => this.onMessage(m)),
+      panel.onDidDispose(() => this.dispose()),
+      editors.onDidChangeTurn((index) => {
+        if (this.ready) void panel.webview.postMessage(CurrentTurnNotification.make({ index }));
+      }),
+    );
+  }
+
+  private async open(ref: TrajectoryRef, turn?: number): Promise<void> {
+    const traj = await this.editors.activate(ref, turn);
+    this.ref = ref;
+    this.panel.title = `Trajectory ${traj.trajId}`;
+    if (this.ready) this.post();
+    const file = changedFiles(traj)[0];
+    const a = this.editors.active!;
+    const turnFile = traj.turns.find((t) => t.index === a.turn)?.edits?.[0]?.path ?? file;
+    if (turnFile) await this.editors.openFile(turnFile, vscode.ViewColumn.One);
+  }
+
+  private post(): void {
+    const a = this.editors.active;
+    if (!a || !this.ref || refKey(a.ref) !== refKey(this.ref)) return;
+    void this.panel.webview.postMessage(ShowTrajectoryNotification.make({ view: trajectoryView(a.traj), current: a.turn, state: { ref: this.ref, turn: a.turn } }));
+  }
+
+  private async onMessage(m: unknown): Promise<void> {
+    if (ReadyCommand.is(m)) {
+      this.ready = true;
+      this.post();
+    } else if (SelectTurnCommand.is(m)) {
+      await this.editors.setTurn(m.params.index);
+    } else if (ShowDiffCommand.is(m)) {
+      if (this.ref) await this.editors.showDiff(this.ref, m.params.index, m.params.path);
+    } else if (OpenFileCommand.is(m)) {
+      await this.editors.openFile(m.params.path);
+    }
+  }
+
+  get webviewReady(): boolean {
+    return this.ready;
+  }
+
+  dispose(): void {
+    if (TrajectoryPanel.current === this) TrajectoryPanel.current = undefined;
+    for (const d of this.disposables) d.dispose();
+    this.panel.dispose();
+  }
+}
+
+export const trajectoryTitle = (ref: TrajectoryRef) => `${path.basename(ref.runDir)} · iteration ${ref.iteration} · ${ref.trajId}`;

@@ -1,0 +1,49 @@
+// Messages of the trajectory viewer (host ↔ webview). Each says which way it travels.
+import { message } from '../shared/ipc';
+import type { AdvantageStyle } from '../../model/turnView';
+
+export { ReadyCommand } from '../shared/ipc';
+
+export interface TurnRow {
+  index: number;
+  action: string;
+  observation: string;
+  exitCode: number | null;
+  durationMs: number;
+  formatError?: string;
+  intentSignature?: string[];
+  editSignature?: string[];
+  advantage?: number;
+  advantageComponents?: Record<string, number>;
+  style: AdvantageStyle;
+  files: string[];
+}
+
+export interface TrajectoryView {
+  title: string;
+  trajId: string;
+  taskId: string;
+  iteration?: number;
+  split?: string;
+  checkpoint: string;
+  reward: { reward: number | null; passRate: number | null; resolved: boolean; turns: number; efficiencyPenalty?: number; formatPenalty?: number; testsEdited?: boolean; error?: string };
+  tests?: { passed: number; failed: number; errors: number; failedNames: string[] };
+  failure?: string;
+  turns: TurnRow[];
+}
+
+/** Viewer UI state kept by the webview (getState/setState) and restored by the serializer. */
+export interface TrajectoryPanelState {
+  ref?: unknown;
+  turn?: number;
+}
+
+// host → webview
+export const ShowTrajectoryNotification = message<{ view: TrajectoryView; current: number; state: TrajectoryPanelState }>()('trajectory/show');
+export const CurrentTurnNotification = message<{ index: number }>()('turn/current');
+
+// webview → host
+export const SelectTurnCommand = message<{ index: number }>()('turn/select');
+export const ShowDiffCommand = message<{ index: number; path: string }>()('turn/showDiff');
+/** Open the file as it is after the current turn, with the turns' decorations. */
+export const OpenFileCommand = message<{ path: string }>()('file/open');

@@ -1,0 +1,119 @@
+import * as assert from 'node:assert/strict';
+import { blame, changedRanges, lineOrigins, splitLines, textAt, firstLineByTurn } from '../../../src/extension/model/blame';
+import { advantageStyle, turnHoverMarkdown, turnLensTitle } from '../../../src/extension/model/turnView';
+import { fractionDone, initialProgress, reduceProgress, statusBarText } from '../../../src/extension/model/progress';
+import { CHARTS, chartColumns } from '../../../src/extension/model/chartSeries';
+import { advantageHistogram, taskTable, toPoints } from '../../../src/extension/model/rewardData';
+import { webviewHtml } from '../../../src/extension/webviewHtml';
+import { makeEvent } from '../../../src/core/events';
+import { SCHEMA } from '../../../src/core/schema';
+import { BUG_LINE, FIXED, HEADER, ORIGINAL, FIXTURE_FILE, fixtureTrajectory } from '../../support/runFixture';
+
+const traj = (good = true) => fixtureTrajectory({ taskId: 't', groupId: 'g', trajId: 'x', iteration: 1, split: 'train', good, r: () => 0.5, scoreBase: 0 });
+
+describe('extension: blame by turn', () => {
+  it('lineOrigins keeps common lines and marks changed and inserted ones', () => {
+    assert.deepEqual(lineOrigins(['a', 'b', 'c'], ['a', 'x', 'c']), [0, -1, 2]);
+    assert.deepEqual(lineOrigins(['a', 'b', 'c'], ['z', 'a', 'b', 'c']), [-1, 0, 1, 2]);
+    // A swap keeps one of the two lines (either is a longest common subsequence).
+    assert.equal(lineOrigins(['a', 'b', 'c', 'd'], ['a', 'c', 'b', 'd']).filter((o) => o >= 0).length, 3);
+    assert.deepEqual(changedRanges([0, -1, -1, 3, -1]), [[1, 3], [4, 5]]);
+    // Too large to compare: the middle counts as replaced.
+    assert.deepEqual(lineOrigins(['a', 'b', 'q'], ['c', 'b', 'r'], 1), [-1, -1, -1]);
+  });
+
+  it('texts before and after each turn come from the recorded edits', () => {
+    const t = traj();
+    assert.equal(textAt(t, FIXTURE_FILE, 1, 'after'), ORIGINAL);
+    assert.equal(textAt(t, FIXTURE_FILE, 2, 'before'), ORIGINAL);
+    assert.equal(textAt(t, FIXTURE_FILE, 2, 'after'), FIXED);
+    assert.equal(textAt(t, FIXTURE_FILE, 4, 'after'), HEADER + FIXED);
+    assert.equal(textAt(t, 'other.py', 4), undefined);
+  });
+
+  it('attributes each line to the turn that last wrote it', () => {
+    const t = traj();
+    const at2 = blame(t, FIXTURE_FILE, 2)!;
+    assert.deepEqual(at2.currentRanges, [[BUG_LINE, BUG_LINE + 1]]);
+    assert.deepEqual(at2.lineTurns.flatMap((x, i) => (x === undefined ? [] : [[i, x]])), [[BUG_LINE, 2]]);
+    const at4 = blame(t, FIXTURE_FILE, 4)!;
+    assert.deepEqual(at4.currentRanges, [[0, 2]]);
+    assert.deepEqual(at4.lineTurns.flatMap((x, i) => (x === undefined ? [] : [[i, x]])), [[0, 4], [1, 4], [BUG_LINE + 2, 2]]);
+    assert.deepEqual([...firstLineByTurn(at4)], [[4, 0], [2, BUG_LINE + 2]]);
+    assert.equal(at4.text.split('\n').length, splitLines(HEADER + FIXED).length);
+    // Before any edit there is nothing to attribute.
+    assert.deepEqual(blame(t, FIXTURE_FILE, 1)!.lineTurns.filter((x) => x !== undefined), []);
+  });
+});
+
+describe('extension: turn view', () => {
+  it('styles advantages by sign and size relative to the trajectory', () => {
+    assert.equal(advantageStyle(0.9, 1), 'positiveStrong');
+    assert.equal(advantageStyle(0.2, 1), 'positive');
+    assert.equal(advantageStyle(-0.2, 1), 'negative');
+    assert.equal(advantageStyle(-0.6, 1), 'negativeStrong');
+    assert.equal(advantageStyle(0, 1), 'neutral');
+    assert.equal(advantageStyle(undefined, 1), 'unscored');
+  });
+  it('lens title and hover carry the command and the advantage with its components', () => {
+    const t = traj();
+    const turn = t.turns[1];
+    assert.match(turnLensTitle(turn), /^Turn 2 · A \+0\.\d{3} \(backbone \+0\.300, residual [+−]0\.\d{3}, tree \+0\.010\)$/);
+    const md = turnHoverMarkdown(turn, t);
+    assert.ok(md.includes(turn.action));
+    assert.match(md, /advantage \*\*\+0\.\d+\*\*/);
+  });
+});
+
+describe('extension: run progress', () => {
+  it('folds events into the status bar text and a fraction done', () => {
+    const ev = (b: Parameters<typeof makeEvent>[1]) => makeEvent('r1', b);
+    let p = initialProgress();
+    assert.equal(statusBarText(p), '$(sync~spin) Turnwise starting…');
+    p = reduceProgress(p, ev({ type: 'run-started', runDir: '/x', iterations: 3, trainTasks: 4, heldoutTasks: 1 }));
+    p = reduceProgress(p, ev({ type: 'phase', iteration: 1, phase: 'rollout', done: 8, total: 16 }));
+    assert.equal(statusBarText(p), '$(sync~spin) Turnwise 1/3');
+    assert.ok(Math.abs(fractionDone(p) - 1.5 / 4) < 1e-9);
+    p = reduceProgress(p, ev({ type: 'iteration-finished', iteration: 1, metrics: { schema: SCHEMA.metrics, iteration: 1, 'tests/pass_rate': 0.43 } }));
+    assert.equal(statusBarText(p), '$(sync~spin) Turnwise 1/3 · pass 43%');
+    p = reduceProgress(p, ev({ type: 'run-failed', error: { code: 'x', message: 'boom', hint: 'do y' } }));
+    assert.equal(p.state, 'failed');
+    assert.equal(p.error?.hint, 'do y');
+  });
+});
+
+describe('extension: reward panel data', () => {
+  const rows = (n: number, f: number) => Array.from({ length: n }, (_, i) => ({ schema: SCHEMA.metrics, iteration: i, 'tests/pass_rate': i * f, 'reward/mean': 0.5, 'reward/std': 0.1 }));
+  it('aligns two runs on the union of their iterations, with a ± std band', () => {
+    const main = toPoints(rows(3, 0.1));
+    const over = toPoints(rows(5, 0.2));
+    const pass = chartColumns(CHARTS.find((c) => c.id === 'passRate')!, main, over, { main: 'turnwise', overlay: 'grpo' });
+    assert.deepEqual(pass.x, [0, 1, 2, 3, 4]);
+    assert.deepEqual(pass.ys[0], [0, 0.1, 0.2, null, null]);
+    assert.deepEqual(pass.series.map((s) => s.label), ['train · turnwise', 'held-out · turnwise', 'train · grpo', 'held-out · grpo']);
+    assert.equal(pass.points, 8);
+    const reward = chartColumns(CHARTS.find((c) => c.id === 'reward')!, main);
+    assert.deepEqual(reward.series.map((s) => s.kind), ['line', 'lower', 'upper']);
+    assert.deepEqual(reward.ys[1], [0.4, 0.4, 0.4]);
+  });
+  it('builds the per-task table and the advantage histogram', () => {
+    const s = (taskId: string, passRate: number | null) => ({ taskId, passRate }) as never;
+    const table = taskTable([
+      { iteration: 1, split: 'train', summaries: [s('a', 1), s('a', 0), s('b', null)] },
+      { iteration: 2, split: 'train', summaries: [s('a', 1)] },
+      { iteration: 2, split: 'heldout', summaries: [s('h', 0.5)] },
+    ]);
+    assert.deepEqual(table, { iterations: [1, 2], rows: [{ taskId: 'a', split: 'train', passRates: [0.5, 1] }, { taskId: 'h', split: 'heldout', passRates: [null, 0.5] }] });
+    const h = advantageHistogram([traj(true), traj(false)], 1, 10)!;
+    assert.equal(h.turns, 10);
+    assert.deepEqual(Object.keys(h.counts), ['total', 'backbone', 'residual', 'tree']);
+    for (const c of Object.values(h.counts)) assert.equal(c.reduce((a, b) => a + b, 0), 10);
+    assert.equal(advantageHistogram([{ turns: [] }], 1), null);
+  });
+  it('the webview shell allows only its nonce\'d script', () => {
+    const html = webviewHtml({ cspSource: 'vscode-resource:', scriptUri: 'x.js', styleUris: ['x.css'], title: 't', nonce: 'abc' });
+    assert.match(html, /default-src 'none'/);
+    assert.match(html, /script-src 'nonce-abc'/);
+    assert.match(html, /<script nonce="abc" src="x.js">/);
+  });
+});

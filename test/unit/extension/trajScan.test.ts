@@ -1,0 +1,96 @@
+import * as assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { readTrajectoryAt, scanTrajectoryFile } from '../../../src/extension/model/trajScan';
+import { groupByTask, listIterations, listRuns, runsRoot, summarizeRun } from '../../../src/extension/model/runIndex';
+import { writeFixtureRun } from '../../support/runFixture';
+
+describe('extension: trajectory file scan', () => {
+  let tmp: string;
+  before(() => (tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-scan-'))));
+  after(() => fs.rmSync(tmp, { recursive: true, force: true }));
+
+  it('summarizes every line like JSON.parse would, and reads each back by its byte range', async () => {
+    const dir = writeFixtureRun(tmp, { iterations: 2, trajectories: 12 });
+    const file = path.join(dir, 'iterations', '1', 'trajectories.jsonl');
+    const lines = fs.readFileSync(file, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+    // A tiny chunk forces lines across chunk edges and buffer growth.
+    for (const chunk of [64, 4 << 20]) {
+      const { summaries, badLines } = await scanTrajectoryFile(file, chunk);
+      assert.deepEqual(badLines, []);
+      assert.equal(summaries.length, lines.length);
+      for (const [i, s] of summaries.entries()) {
+        const t = lines[i];
+        assert.deepEqual([s.taskId, s.trajId, s.groupId, s.reward, s.passRate, s.resolved, s.turns, s.iteration, s.split], [t.taskId, t.trajId, t.groupId, t.reward.reward, t.reward.passRate, t.reward.resolved, t.reward.turns, t.iteration, t.split]);
+        const back = await readTrajectoryAt(file, s.offset, s.length);
+        assert.deepEqual(back, t);
+      }
+    }
+  });
+
+  it('copes with escapes, braces in strings, unicode, a bad line, CRLF and no final newline', async () => {
+    const file = path.join(tmp, 'odd.jsonl');
+    const a = { taskId: 'a"}{[', trajId: 'ü—✓', groupId: 'g\\', turns: [{ action: 'echo "}}]]\\" {', observation: '\u0000\n"' }], reward: { reward: -0.5, passRate: 0, resolved: false, turns: 1 } };
+    const b = { turns: [], trajId: 'b', taskId: 't', groupId: 'g', failure: 'sandbox died', reward: { reward: null, passRate: null, resolved: false, turns: 0 } };
+    fs.writeFileSync(file, `${JSON.stringify(a)}\r\n\nnot json\n  ${JSON.stringify(b, null, 0)}`);
+    const { summaries, badLines } = await scanTrajectoryFile(file, 16);
+    assert.deepEqual(badLines, [3]);
+    assert.deepEqual(summaries.map((s) => [s.taskId, s.trajId, s.groupId, s.reward, s.failure]), [
+      ['a"}{[', 'ü—✓', 'g\\', -0.5, undefined],
+      ['t', 'b', 'g', null, 'sandbox died'],
+    ]);
+    assert.equal((await readTrajectoryAt(file, summaries[0].offset, summaries[0].length)).trajId, 'ü—✓');
+  });
+
+  it('a missing file is an empty scan', async () => {
+    assert.deepEqual(await scanTrajectoryFile(path.join(tmp, 'nope.jsonl')), { summaries: [], badLines: [], bytes: 0 });
+  });
+
+  it('lists runs, iterations with metrics, tasks grouped with their numbers; a dead writer reads as interrupted', () => {
+    const ws = fs.mkdtempSync(path.join(tmp, 'ws-'));
+    writeFixtureRun(ws, { runId: 'a__grpo__1__20250101-100000', estimator: 'grpo', iterations: 2, trajectories: 8 });
+    writeFixtureRun(ws, { runId: 'b__turnwise__1__20250102-100000', iterations: 1, trajectories: 8, state: 'running', pid: 2 ** 22 + 12345 });
+    const runs = listRuns(runsRoot(ws));
+    assert.deepEqual(runs.map((r) => [r.runId, r.state, r.estimator]), [
+      ['b__turnwise__1__20250102-100000', 'interrupted', 'turnwise'],
+      ['a__grpo__1__20250101-100000', 'finished', 'grpo'],
+    ]);
+    const its = listIterations(runs[1].dir);
+    assert.deepEqual(its.map((i) => [i.iteration, !!i.trainFile, !!i.heldoutFile, typeof i.metrics?.['heldout/pass_rate']]), [
+      [0, false, true, 'number'],
+      [1, true, true, 'number'],
+      [2, true, true, 'number'],
+    ]);
+    assert.equal(summarizeRun(runs[1].dir).last?.iteration, 2);
+  });
+
+  it('groups by task with means over scored episodes', async () => {
+    const dir = writeFixtureRun(tmp, { runId: 'g__x__1__20250101-000000', iterations: 1, trajectories: 8, groupSize: 4 });
+    const { summaries } = await scanTrajectoryFile(path.join(dir, 'iterations', '1', 'trajectories.jsonl'));
+    summaries[0].reward = null;
+    const tasks = groupByTask(summaries, 'train');
+    assert.deepEqual(tasks.map((t) => [t.taskId, t.episodes]), [['mut-clamp-compare', 4], ['mut-add-sign', 4]]);
+    const first = summaries.slice(1, 4).map((s) => s.reward!);
+    assert.ok(Math.abs(tasks[0].meanReward! - first.reduce((a, b) => a + b, 0) / 3) < 1e-12);
+    assert.equal(tasks[0].resolved, summaries.slice(0, 4).filter((s) => s.resolved).length);
+  });
+
+  it('performance: an iteration of 10,000 trajectories is scanned and grouped in ≤ 1 s', async function () {
+    this.timeout(120000);
+    const ws = fs.mkdtempSync(path.join(tmp, 'big-'));
+    const dir = writeFixtureRun(ws, { runId: 'big__turnwise__1__20250101-000000', iterations: 1, trajectories: 10000, groupSize: 8 });
+    const file = path.join(dir, 'iterations', '1', 'trajectories.jsonl');
+    const mb = fs.statSync(file).size / 2 ** 20;
+    const t0 = performance.now();
+    const { summaries } = await scanTrajectoryFile(file);
+    const tasks = groupByTask(summaries, 'train');
+    const ms = performance.now() - t0;
+    const t1 = performance.now();
+    fs.readFileSync(file, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));
+    const parseMs = performance.now() - t1;
+    console.log(`      10,000 trajectories (${mb.toFixed(1)} MiB): scan + group ${ms.toFixed(0)} ms (${tasks.length} tasks); full JSON.parse for comparison ${parseMs.toFixed(0)} ms`);
+    assert.equal(summaries.length, 10000);
+    assert.ok(ms <= 1000, `scan took ${ms.toFixed(0)} ms`);
+  });
+});

@@ -4,9 +4,18 @@ import { Tokenizer } from '@huggingface/tokenizers';
 import { TurnwiseError } from '../core/errors';
 import { BYTE_SPECIAL_TOKENS } from './config';
 
+export interface EncodeOptions {
+  /**
+   * Whether special-token strings in the text (`<|im_end|>`, …) become their control ids
+   * (default true). Untrusted text (workspace files, tool output) is data: encode it with
+   * `special: false`, so a file that contains `<|im_end|>` cannot end a turn.
+   */
+  special?: boolean;
+}
+
 export interface PolicyTokenizer {
-  /** Token ids of `text`; special-token strings in the text become their ids. */
-  encode(text: string): number[];
+  /** Token ids of `text`; special-token strings in the text become their ids unless `special: false`. */
+  encode(text: string, options?: EncodeOptions): number[];
   /** Text of `ids`; special tokens are dropped when `skipSpecial` is set. */
   decode(ids: readonly number[], skipSpecial?: boolean): string;
   /** Id of a token string (e.g. "<|im_end|>"), or undefined. */
@@ -102,8 +111,15 @@ export function loadTokenizer(tokenizerJson: unknown, tokenizerConfig: Record<st
     });
   }
   const size = tok.get_vocab(true).size;
+  // With special tokens off, text is encoded by a twin without the special added tokens: the
+  // library has no switch for it (transformers' split_special_tokens is not implemented).
+  let plain: Tokenizer | undefined;
+  const plainTokenizer = () => {
+    const json = tokenizerJson as { added_tokens?: { special?: boolean }[] };
+    return (plain ??= new Tokenizer({ ...json, added_tokens: (json.added_tokens ?? []).filter((t) => !t.special) }, { clean_up_tokenization_spaces: false, ...tokenizerConfig }));
+  };
   return {
-    encode: (text) => tok.encode(text, { add_special_tokens: false }).ids,
+    encode: (text, options = {}) => (options.special === false ? plainTokenizer() : tok).encode(text, { add_special_tokens: false }).ids,
     // @huggingface/tokenizers throws on an empty list; nothing decodes to nothing.
     decode: (ids, skipSpecial = false) => (ids.length === 0 ? '' : tok.decode(Array.from(ids), { skip_special_tokens: skipSpecial, clean_up_tokenization_spaces: false })),
     tokenId: (t) => tok.token_to_id(t),

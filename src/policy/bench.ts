@@ -91,7 +91,7 @@ export const SEQUENCE_OBSERVATION = 32;
 export const SFT_PACKED = { batch: 8, seq: 640 };
 
 /**
- * Rows of `seq` tokens packed greedily with examples of random lengths (48–320 tokens, the last
+ * Rows of `seq` tokens packed greedily with examples of random lengths (7.5–50% of a row, the last
  * quarter the action at weight 1, the rest prompt at 0.3) until the next one does not fit;
  * the rest of the row is padding. Returns the batch and its real-token count.
  */
@@ -100,10 +100,13 @@ export function packedSftBatch(rows: number, seq: number, rng: SeededRandom): { 
   const segmentIds: number[] = [];
   const lossMask: number[] = [];
   let real = 0;
+  // 48–320 tokens at 640: short tasks of the curriculum up to full prompts with their action.
+  const lo = Math.max(2, Math.round(seq * 0.075));
+  const hi = Math.max(lo, Math.round(seq / 2));
   for (let r = 0; r < rows; r++) {
     let used = 0;
     for (let seg = 1; ; seg++) {
-      const len = 48 + Math.floor(rng.next() * 273);
+      const len = lo + Math.floor(rng.next() * (hi - lo + 1));
       if (used + len > seq) break; // the next example starts the next row
       for (let t = 0; t < len; t++) {
         inputIds.push(Math.floor(rng.next() * 256));

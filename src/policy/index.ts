@@ -16,6 +16,8 @@ export * from './config';
 export * from './policy';
 export * from './safetensors';
 export * from './tokenizer';
+export * from './trainable';
+export * from './worker';
 export * from './weights';
 export { buildStepGraph, graphParamSpecs, toGraphLayout, fromGraphLayout } from './graphs';
 

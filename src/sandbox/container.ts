@@ -188,6 +188,9 @@ export class DockerSandbox implements Sandbox {
       this.onDead = (why) => reject(new TurnwiseError('sandbox-failed', `sandbox ${this.name} ended while starting: ${why}`, { hint: 'check that the image has bash and that the engine has free memory' }));
       this.readyCleanup = () => clearTimeout(timer);
     });
+    // Disposal during start rejects `ready` before it is awaited: mark it handled so that the
+    // rejection is not an unhandledRejection that kills the process mid-cleanup (Ctrl-C).
+    ready.catch(() => undefined);
     await this.container.start();
     try {
       await ready;

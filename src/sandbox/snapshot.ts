@@ -289,8 +289,10 @@ export async function buildSnapshot(docker: Docker, target: EngineTarget, dir: s
   return { ...info, built: true, ms: Date.now() - t0 };
 }
 
-/** Removes the untagged (dangling) images of snapshot `hash`: what an interrupted build leaves. Best effort. */
+/** Removes the untagged images of snapshot `hash` (intermediate ones included): what an interrupted build leaves. Best effort. */
 export async function removeUntaggedSnapshotImages(docker: Docker, hash: string): Promise<void> {
-  const images = await docker.listImages({ filters: { label: [`${LABEL.snapshot}=${hash}`], dangling: ['true'] } }).catch(() => []);
-  for (const img of images) await docker.getImage(img.Id).remove({ force: true }).catch(() => undefined);
+  const images = await docker.listImages({ all: true, filters: { label: [`${LABEL.snapshot}=${hash}`] } }).catch(() => []);
+  const untagged = images.filter((i) => !(i.RepoTags ?? []).some((t) => t !== '<none>:<none>')).sort((x, y) => y.Created - x.Created);
+  // Newest first: a step image is the parent of the next one, and a parent cannot go before its child.
+  for (const img of untagged) await docker.getImage(img.Id).remove({ force: true }).catch(() => undefined);
 }

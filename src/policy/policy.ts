@@ -58,6 +58,22 @@ export interface SampleRequest {
   stopIds?: readonly number[];
 }
 
+/** How one row of a sample call draws its tokens. */
+interface SamplePlan {
+  temperature: number;
+  topP: number;
+  /** Tokens this call may add to the row. */
+  budget: number;
+  stop: Set<number>;
+  rng: SeededRandom;
+}
+
+/**
+ * A sample call regathers its batch once half of the rows are done, if the longest remaining
+ * row may still take more than this many tokens (the copy then costs less than the rows saved).
+ */
+const REGATHER_MIN_STEPS = 4;
+
 /** Log-softmax of one row in float64, with an optional temperature. */
 export function logSoftmax(row: ArrayLike<number>, temperature = 1): Float64Array {
   const n = row.length;
@@ -272,6 +288,7 @@ export class Policy {
   async extend(requests: readonly ExtendRequest[]): Promise<void> {
     for (const r of requests) checkTokenIds(this.config, r.ids ?? [], r.seq.length);
     const release = this.claim(requests.map((r) => r.seq));
+    const lengths = requests.map((r) => r.seq.length);
     try {
       for (const r of requests) for (const id of r.ids ?? []) r.seq.tokens.push(id);
       const seqs = requests.map((r) => r.seq).filter((s) => s.length - 1 > s.cached);
@@ -279,6 +296,9 @@ export class Policy {
       const rows = seqs.map((s) => s.tokens.slice(s.cached, s.length - 1));
       const { cache, from } = await this.feedSequences(seqs, rows, 0);
       scatterSequences(this.config, cache, seqs, from, this.weightsVersion);
+    } catch (e) {
+      requests.forEach((r, i) => r.seq.restore(lengths[i]));
+      throw e;
     } finally {
       release();
     }
@@ -303,57 +323,73 @@ export class Policy {
       if (length === 0) throw new TurnwiseError('invalid-input', 'an empty sequence cannot be continued', { hint: 'give at least one token' });
       const maxNew = r.maxNewTokens ?? 64;
       if (!(Number.isInteger(maxNew) && maxNew >= 0)) throw new TurnwiseError('invalid-input', `maxNewTokens must be a whole number ≥ 0, got ${maxNew}`);
-      return {
+      const plan: SamplePlan = {
         temperature,
         topP,
         budget: Math.min(maxNew, maxPos - length),
         stop: new Set(r.stopIds ?? this.defaultStopIds()),
         rng: new SeededRandom((r.seed ?? 0) >>> 0),
       };
+      return plan;
     });
     const release = this.claim(requests.map((r) => r.seq));
+    const lengths = requests.map((r) => r.seq.length);
     try {
       for (const r of requests) for (const id of r.ids ?? []) r.seq.tokens.push(id);
-      const active = requests.map((_, i) => i).filter((i) => plans[i].budget > 0);
-      if (active.length === 0) return out;
-      const seqs = active.map((i) => requests[i].seq);
-      const fed = seqs.map((s) => s.tokens.slice(s.cached));
-      // Room for the fed tokens and every sampled token but the last (it is fed by the next call).
-      const steps = Math.max(...active.map((i) => plans[i].budget));
-      const first = await this.feedSequences(seqs, fed, steps - 1);
-      const { cache, from } = first;
-      let logits = first.logits;
-      const V = this.config.vocab_size;
-      let T = Math.max(...fed.map((f) => f.length));
-      let last = fed.map((f) => f.length - 1);
-      const done = active.map(() => false);
-      for (let n = 0; ; n++) {
-        const next: number[][] = [];
-        active.forEach((i, b) => {
-          if (done[b]) {
-            next.push([-1]);
-            return;
-          }
-          const p = plans[i];
-          const { id, logprob } = sampleToken(logits.subarray((b * T + last[b]) * V, (b * T + last[b] + 1) * V), p.temperature, p.topP, p.rng);
-          out[i].tokenIds.push(id);
-          out[i].logprobs.push(logprob);
-          if (p.stop.has(id)) {
-            out[i].finishReason = 'stop';
-            done[b] = true;
-          } else if (out[i].tokenIds.length >= p.budget) done[b] = true;
-          next.push(done[b] ? [-1] : [id]);
-        });
-        if (done.every(Boolean)) break;
-        logits = await this.step(cache, next);
-        T = 1;
-        last = active.map(() => 0);
-      }
-      scatterSequences(this.config, cache, seqs, from, this.weightsVersion);
-      active.forEach((i) => requests[i].seq.tokens.push(...out[i].tokenIds));
+      let active = requests.map((_, i) => i).filter((i) => plans[i].budget > 0);
+      // Rounds: a batch runs until every row is done or half of them are; then the rows still
+      // going are gathered into a smaller batch, so finished rows stop costing compute.
+      while (active.length > 0) active = await this.sampleRound(active.map((i) => ({ seq: requests[i].seq, plan: plans[i], out: out[i] })), active);
       return out;
+    } catch (e) {
+      // A failed call leaves every sequence as it was (its cache may keep valid slots).
+      requests.forEach((r, i) => r.seq.restore(lengths[i]));
+      throw e;
     } finally {
       release();
+    }
+  }
+
+  /**
+   * One batch of a sample call: feeds each row's uncached tokens, then decodes one token per
+   * row per run. Sampled tokens join their sequence as they are drawn. Returns the indices
+   * (from `ids`) of the rows that still have tokens to sample when the round stops early.
+   */
+  private async sampleRound(rows: { seq: Sequence; plan: SamplePlan; out: GeneratedRow }[], ids: number[]): Promise<number[]> {
+    const seqs = rows.map((r) => r.seq);
+    const fed = seqs.map((s) => s.tokens.slice(s.cached));
+    const remaining = (r: (typeof rows)[number]) => r.plan.budget - r.out.tokenIds.length;
+    // Room for the fed tokens and every sampled token but the last (it is fed by the next call).
+    const steps = Math.max(...rows.map(remaining));
+    const first = await this.feedSequences(seqs, fed, steps - 1);
+    const { cache, from } = first;
+    let logits = first.logits;
+    const V = this.config.vocab_size;
+    let T = Math.max(...fed.map((f) => f.length));
+    let last = fed.map((f) => f.length - 1);
+    const done = rows.map(() => false);
+    for (;;) {
+      const next: number[][] = rows.map((r, b) => {
+        if (done[b]) return [-1];
+        const { id, logprob } = sampleToken(logits.subarray((b * T + last[b]) * V, (b * T + last[b] + 1) * V), r.plan.temperature, r.plan.topP, r.plan.rng);
+        r.out.tokenIds.push(id);
+        r.out.logprobs.push(logprob);
+        r.seq.tokens.push(id);
+        if (r.plan.stop.has(id)) {
+          r.out.finishReason = 'stop';
+          done[b] = true;
+        } else if (remaining(r) <= 0) done[b] = true;
+        return done[b] ? [-1] : [id];
+      });
+      const going = rows.map((r, b) => (done[b] ? -1 : b)).filter((b) => b >= 0);
+      const worthRegathering = going.length <= rows.length / 2 && Math.max(...going.map((b) => remaining(rows[b]))) > REGATHER_MIN_STEPS;
+      if (going.length === 0 || worthRegathering) {
+        scatterSequences(this.config, cache, seqs, from, this.weightsVersion);
+        return going.map((b) => ids[b]);
+      }
+      logits = await this.step(cache, next);
+      T = 1;
+      last = rows.map(() => 0);
     }
   }
 

@@ -87,10 +87,15 @@ export class Sequence {
   truncate(n: number): this {
     this.checkFree();
     if (!Number.isInteger(n) || n < 0) throw new TurnwiseError('invalid-input', `cannot truncate a sequence to ${n} tokens`, { hint: 'give a whole number ≥ 0' });
+    this.restore(n);
+    return this;
+  }
+
+  /** @internal truncate() for the call that holds the sequence (a failed call undoing itself). */
+  restore(n: number): void {
     if (n < this.tokens.length) this.tokens.length = n;
     // The last token stays uncached so that the next sample has logits to draw from.
     this.cached = Math.min(this.cached, Math.max(0, this.tokens.length - 1));
-    return this;
   }
 
   /**

@@ -58,7 +58,8 @@ describe('policy/sequences: per-sequence KV caches, batched ragged extend and sa
     // Two turns per sequence: sample, then an observation, then sample again.
     const run = async (order: number[]) => {
       const seqs = order.map((i) => policy.newSequence(prompts[i]));
-      const req = (turn: number) => seqs.map((seq, k) => ({ seq, seed: seeds[order[k]] + turn, maxNewTokens: 8 + order[k], temperature: 1.2, topP: 0.95, stopIds: [] }));
+      // Budgets far apart: rows finish at different steps and the batch is regathered smaller.
+      const req = (turn: number) => seqs.map((seq, k) => ({ seq, seed: seeds[order[k]] + turn, maxNewTokens: [3, 20, 2, 12][order[k]], temperature: 1.2, topP: 0.95, stopIds: [] }));
       const first = await policy.sample(req(0));
       await policy.extend(seqs.map((seq, k) => ({ seq, ids: observations[order[k]] })));
       const second = await policy.sample(req(1));

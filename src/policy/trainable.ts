@@ -189,12 +189,11 @@ export class TrainablePolicy implements PolicyService {
   train(...args: TrainArgs): Promise<StepMetrics[]> {
     return this.serial(async () => {
       this.trainer ??= new PolicyTrainer(this.start, this.options.optimizer, this.options.settings);
-      try {
-        return await this.trainer.train(...args);
-      } finally {
-        // The trainer owns the weights; sampling reads them (graph layout, shared, no copy).
-        this.policy.setGraphWeights(this.trainer.graphWeights());
-      }
+      const metrics = await this.trainer.train(...args);
+      // The trainer owns the weights; sampling reads them (graph layout, shared, no copy), and
+      // sequence caches computed under the old ones are recomputed on their next call.
+      this.policy.setGraphWeights(this.trainer.graphWeights());
+      return metrics;
     });
   }
 

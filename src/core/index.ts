@@ -8,3 +8,4 @@ export * from './text';
 export * from './events';
 export * from './run';
 export * from './losses';
+export * from './trajectory';

@@ -34,6 +34,7 @@ class _Collector:
         self.trace = trace
         self.outcomes = {}
         self.lines = {}
+        self.errors = []
 
     def pytest_runtest_logreport(self, report):
         nid = report.nodeid
@@ -80,6 +81,10 @@ def _make_plugin(col):
         def pytest_runtest_logreport(self, report):
             col.pytest_runtest_logreport(report)
 
+        def pytest_collectreport(self, report):
+            if report.failed:
+                col.errors.append(report.nodeid or "collection")
+
     return Plugin()
 
 
@@ -103,32 +108,43 @@ def _summary(col):
     return failed, passed
 
 
+def _counts(failed, passed, col):
+    line = "%d failed, %d passed" % (len(failed), passed)
+    if col.errors:
+        line += ", %d error%s" % (len(col.errors), "" if len(col.errors) == 1 else "s")
+    return line
+
+
 def tw_test():
     code, col, out = _run(False)
     failed, passed = _summary(col)
-    if not col.outcomes:
+    if not col.outcomes and not col.errors:
         tail = [l for l in out.strip().splitlines() if l.strip()][-3:]
         print("no tests ran (pytest exit %d)" % code)
         for l in tail:
             print(l[:160])
         return 2
-    for n in failed[:3]:
-        print("FAIL " + n)
-    if len(failed) > 3:
-        print("... %d more" % (len(failed) - 3))
-    print("%d failed, %d passed" % (len(failed), passed))
-    return 1 if failed else 0
+    # Files that do not even import come first: every test in them is lost.
+    shown = ["ERROR " + n for n in col.errors] + ["FAIL " + n for n in failed]
+    for l in shown[:3]:
+        print(l)
+    if len(shown) > 3:
+        print("... %d more" % (len(shown) - 3))
+    print(_counts(failed, passed, col))
+    return 1 if failed or col.errors else 0
 
 
 def tw_suspects():
     code, col, out = _run(True)
     failed, passed = _summary(col)
-    if not col.outcomes:
+    if not col.outcomes and not col.errors:
         print("no tests ran (pytest exit %d)" % code)
         return 2
-    print("%d failed, %d passed" % (len(failed), passed))
+    print(_counts(failed, passed, col))
+    for n in col.errors[:2]:
+        print("ERROR " + n)
     if not failed:
-        return 0
+        return 1 if col.errors else 0
     ef, ep = {}, {}
     for nid, outcome in col.outcomes.items():
         for key in col.lines.get(nid, ()):

@@ -1,0 +1,195 @@
+// One episode: prepare the sandbox (a mutation task's bug written in, hidden from git), then
+// turn by turn ask the model for one bash command or `submit`, run it, record the observation
+// and what it changed; at the end score it with the test files restored. A sandbox or runner
+// failure fails only this episode: reward NaN, `failure` says why.
+import { formatError, TurnwiseError } from '../core/errors';
+import { SCHEMA, type FileEdit, type RewardComponents, type Task, type Trajectory, type Turn } from '../core/schema';
+import { createBashSigner } from '../ast/bash';
+import { createEditSigner } from '../ast/edits';
+import { shellQuote } from '../sandbox/shell';
+import type { Sandbox } from '../sandbox/types';
+import { WORKSPACE_DIR } from '../sandbox/types';
+import { computeReward, scoreEpisode, type RewardWeights } from '../tasks/reward';
+import { parseAction } from './action';
+import { formatErrorObservation, observationText, taskText, type PromptTurn } from './prompt';
+import type { ActRequest, ActResult } from './types';
+
+export interface EpisodeOptions {
+  task: Task;
+  sandbox: Sandbox;
+  /** Asks the model for this episode's next action (the scheduler batches these). */
+  act: (req: ActRequest) => Promise<ActResult>;
+  episodeId: string;
+  groupId: string;
+  checkpoint: string;
+  seed: number;
+  /** Test files of the snapshot, restored before scoring. */
+  originalTestFiles: ReadonlyMap<string, Buffer>;
+  maxTurns?: number;
+  commandTimeoutMs?: number;
+  testTimeoutMs?: number;
+  rewardWeights?: Partial<RewardWeights>;
+  iteration?: number;
+  split?: 'train' | 'heldout';
+  signal?: AbortSignal;
+  /** Time spent in the sandbox and waiting for the model (for the run's phase timings). */
+  timing?: { sandboxMs: number; modelWaitMs: number };
+}
+
+export const DEFAULT_MAX_TURNS = 8;
+export const DEFAULT_COMMAND_TIMEOUT_MS = 20_000;
+/** Bytes of a changed file kept in the trajectory (before and after), per side. */
+export const EDIT_TEXT_CAP = 64 * 1024;
+/** Changed files recorded per turn. */
+const EDITS_PER_TURN = 8;
+
+/** A separate git dir tracks what each turn changed, so the agent's own repository stays as it was. */
+const TRACK = `git --git-dir=/home/agent/.turnwise-track --work-tree=${WORKSPACE_DIR}`;
+
+let signers: Promise<{ bash: (s: string) => string[]; edit: Awaited<ReturnType<typeof createEditSigner>> }> | undefined;
+function getSigners() {
+  signers ??= Promise.all([createBashSigner(), createEditSigner()]).then(([bash, edit]) => ({ bash, edit }));
+  return signers;
+}
+
+async function must(sb: Sandbox, command: string, what: string, timeoutMs = 60_000): Promise<string> {
+  const r = await sb.exec(command, { timeoutMs });
+  if (r.exitCode !== 0) throw new TurnwiseError('sandbox-failed', `${what} failed in the sandbox (exit ${r.exitCode}${r.timedOut ? ', timed out' : ''}): ${(r.stderr || r.stdout).trim().slice(-300)}`);
+  return r.stdout;
+}
+
+/**
+ * Writes a mutation task's bug into the workspace and makes it the repository's only commit,
+ * so neither `git diff` nor the history shows the original; starts the edit tracker.
+ */
+export async function prepareSandbox(sb: Sandbox, task: Task): Promise<void> {
+  if (task.mutation) {
+    const m = task.mutation;
+    const file = `${WORKSPACE_DIR}/${m.file}`;
+    const original = (await sb.readFile(file)).toString('utf8');
+    if (original.slice(m.span.start, m.span.end) !== m.span.text) {
+      throw new TurnwiseError('invalid-input', `task ${task.id}: ${m.file} does not hold ${JSON.stringify(m.span.text)} at ${m.span.start}..${m.span.end}; the workspace changed since the task was made`, {
+        hint: 'synthesize the tasks again (`turnwise tasks synth`) for the current workspace',
+      });
+    }
+    await sb.writeFile(file, original.slice(0, m.span.start) + m.replacement + original.slice(m.span.end));
+    await must(sb, 'rm -rf .git && git init -q && git add -A -f . && git commit -q --no-verify -m "workspace" && git gc -q --prune=now', 'hiding the task from git');
+  }
+  await must(sb, `${TRACK} init -q && ${TRACK} add -A -f . && ${TRACK} commit -q --no-verify --allow-empty -m base`, 'starting the edit tracker');
+}
+
+/** Files changed since the last call, with their text before and after; commits the new state. */
+export async function collectEdits(sb: Sandbox): Promise<FileEdit[]> {
+  const out = await must(sb, `${TRACK} add -A -f . >/dev/null 2>&1; ${TRACK} diff --cached --name-status --no-renames -z HEAD`, 'listing changed files', 30_000);
+  const parts = out.split('\0').filter((p) => p !== '');
+  const changes: { status: string; path: string }[] = [];
+  for (let i = 0; i + 1 < parts.length; i += 2) changes.push({ status: parts[i], path: parts[i + 1] });
+  if (changes.length === 0) return [];
+  const edits: FileEdit[] = [];
+  const readCapped = async (cmd: string): Promise<{ text: string; truncated: boolean }> => {
+    const r = await sb.exec(`${cmd} | head -c ${EDIT_TEXT_CAP + 1}`, { timeoutMs: 30_000, maxOutputBytes: EDIT_TEXT_CAP + 1024 });
+    const truncated = Buffer.byteLength(r.stdout) > EDIT_TEXT_CAP || r.truncated;
+    return { text: truncated ? '' : r.stdout, truncated };
+  };
+  for (const c of changes.slice(0, EDITS_PER_TURN)) {
+    const q = shellQuote(c.path);
+    const before = c.status === 'A' ? undefined : await readCapped(`${TRACK} show HEAD:${q}`);
+    const after = c.status === 'D' ? undefined : await readCapped(`cat -- ${q}`);
+    const truncated = !!before?.truncated || !!after?.truncated;
+    edits.push({ path: c.path, before: before ? (truncated ? null : before.text) : null, after: after ? (truncated ? null : after.text) : null, ...(truncated ? { truncated } : {}) });
+  }
+  await must(sb, `${TRACK} commit -q --no-verify -m turn`, 'recording the turn', 30_000);
+  return edits;
+}
+
+/** Runs one episode to the end and returns its trajectory. Never throws for sandbox trouble. */
+export async function runEpisode(o: EpisodeOptions): Promise<Trajectory> {
+  const started = Date.now();
+  const maxTurns = o.maxTurns ?? DEFAULT_MAX_TURNS;
+  const timing = o.timing ?? { sandboxMs: 0, modelWaitMs: 0 };
+  const turns: Turn[] = [];
+  const promptTurns: PromptTurn[] = [];
+  const task = taskText(o.task);
+  const { bash: signBash, edit: signEdit } = await getSigners();
+  let anyFormatError = false;
+  let failure: string | undefined;
+  let reward: RewardComponents | undefined;
+  let testReport: Trajectory['testReport'];
+  const timed = async <T>(key: 'sandboxMs' | 'modelWaitMs', f: () => Promise<T>): Promise<T> => {
+    const t = Date.now();
+    try {
+      return await f();
+    } finally {
+      timing[key] += Date.now() - t;
+    }
+  };
+  try {
+    await timed('sandboxMs', () => prepareSandbox(o.sandbox, o.task));
+    for (let k = 0; k < maxTurns; k++) {
+      if (o.signal?.aborted) throw new TurnwiseError('internal', 'stopped');
+      const res = await timed('modelWaitMs', () => o.act({ episodeId: o.episodeId, task, turns: promptTurns, seed: (o.seed + Math.imul(k, 0x9e3779b1)) >>> 0 }));
+      const parsed = await parseAction(res.text, res.finishReason === 'stop');
+      const t0 = Date.now();
+      const turn: Turn = { index: k, action: res.text.trim(), observation: '', exitCode: null, durationMs: 0, tokenIds: res.tokenIds, logprobs: res.logprobs };
+      if (parsed.kind === 'submit') {
+        turns.push(turn);
+        break;
+      }
+      if (parsed.kind === 'format-error') {
+        anyFormatError = true;
+        turn.formatError = parsed.reason;
+        turn.observation = formatErrorObservation(parsed.reason);
+      } else {
+        turn.intentSignature = signBash(parsed.command);
+        const r = await timed('sandboxMs', () => o.sandbox.exec(parsed.command, { timeoutMs: o.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS }));
+        turn.exitCode = r.exitCode;
+        turn.observation = observationText(r);
+        const edits = await timed('sandboxMs', () => collectEdits(o.sandbox));
+        if (edits.length) {
+          turn.edits = edits;
+          const sig: string[] = [];
+          for (const e of edits) {
+            if (e.before === null || e.after === null) {
+              sig.push(`E:${e.path}::${e.before === null ? '+' : e.after === null ? '-' : '?'}`);
+              continue;
+            }
+            const s = signEdit(e.path, e.before, e.after);
+            sig.push(...(s ? s.tokens : [`E:${e.path}::?`]));
+          }
+          turn.editSignature = sig;
+        }
+      }
+      turn.durationMs = Date.now() - t0;
+      turns.push(turn);
+      promptTurns.push({ action: turn.action, observation: turn.observation });
+    }
+    const actions = turns.filter((t) => t.action !== 'submit').length;
+    const score = await timed('sandboxMs', () =>
+      scoreEpisode(o.sandbox, o.task, { originalTestFiles: o.originalTestFiles, turns: actions, maxTurns, formatError: anyFormatError, weights: o.rewardWeights, timeoutMs: o.testTimeoutMs }),
+    );
+    reward = score.reward;
+    testReport = score.testReport;
+  } catch (e) {
+    failure = formatError(e);
+  }
+  if (!reward || failure) {
+    const actions = turns.filter((t) => t.action !== 'submit').length;
+    reward = computeReward({ outcomes: undefined, failToPass: o.task.fail_to_pass, passToPass: o.task.pass_to_pass, turns: actions, maxTurns, formatError: anyFormatError, weights: o.rewardWeights, error: failure ?? 'no reward' });
+  }
+  return {
+    schema: SCHEMA.trajectory,
+    taskId: o.task.id,
+    groupId: o.groupId,
+    trajId: o.episodeId,
+    checkpoint: o.checkpoint,
+    turns,
+    ...(testReport ? { testReport } : {}),
+    reward,
+    ...(o.iteration !== undefined ? { iteration: o.iteration } : {}),
+    ...(o.split ? { split: o.split } : {}),
+    seed: o.seed,
+    startedAt: new Date(started).toISOString(),
+    durationMs: Date.now() - started,
+    ...(failure ? { failure } : {}),
+  };
+}

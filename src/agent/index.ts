@@ -1,0 +1,8 @@
+// The agent layer: the action language, what the policy sees, one episode in a sandbox, and the
+// scheduler that runs many at once with batched generation. Imports core, sandbox, ast, tasks.
+export * from './action';
+export * from './docker';
+export * from './episode';
+export * from './prompt';
+export * from './scheduler';
+export * from './types';

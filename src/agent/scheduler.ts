@@ -1,0 +1,194 @@
+// The async scheduler: many episodes in flight, each an async loop that alternates between
+// waiting for the model and running its command in its own sandbox. Requests for actions are
+// batched: whatever episodes are waiting when the model becomes free go in one batch, so
+// generation for some episodes overlaps sandbox commands of others. The model runs off the
+// event loop (train/ puts the policy in a worker thread), so sandbox I/O never waits on it.
+import { formatError } from '../core/errors';
+import type { Task, Trajectory } from '../core/schema';
+import type { Sandbox } from '../sandbox/types';
+import type { RewardWeights } from '../tasks/reward';
+import { runEpisode } from './episode';
+import type { ActionModel, ActRequest, ActResult, SandboxProvider } from './types';
+
+/** One interval of work, for overlap checks and timing breakdowns. */
+export interface Span {
+  kind: 'generate' | 'exec';
+  start: number;
+  end: number;
+  /** Requests in the batch (generate). */
+  size?: number;
+}
+
+/** Collects concurrent `act` calls into batches for the model, one batch at a time. */
+export class ActionBatcher {
+  private queue: { req: ActRequest; resolve: (r: ActResult) => void; reject: (e: unknown) => void }[] = [];
+  private busy = false;
+  /** Total time the model spent generating, and the batch sizes it saw. */
+  generateMs = 0;
+  batches: number[] = [];
+
+  constructor(
+    private readonly model: ActionModel,
+    private readonly opts: { maxBatch?: number; spans?: Span[] } = {},
+  ) {}
+
+  act(req: ActRequest): Promise<ActResult> {
+    return new Promise((resolve, reject) => {
+      this.queue.push({ req, resolve, reject });
+      // Let every episode that becomes ready in this tick join the batch.
+      setImmediate(() => void this.pump());
+    });
+  }
+
+  private async pump(): Promise<void> {
+    if (this.busy || this.queue.length === 0) return;
+    this.busy = true;
+    const batch = this.queue.splice(0, this.opts.maxBatch ?? 16);
+    const start = Date.now();
+    try {
+      const results = await this.model.act(batch.map((b) => b.req));
+      batch.forEach((b, i) => b.resolve(results[i]));
+    } catch (e) {
+      for (const b of batch) b.reject(e);
+    } finally {
+      const end = Date.now();
+      this.generateMs += end - start;
+      this.batches.push(batch.length);
+      this.opts.spans?.push({ kind: 'generate', start, end, size: batch.length });
+      this.busy = false;
+      if (this.queue.length) setImmediate(() => void this.pump());
+    }
+  }
+}
+
+export interface EpisodeJob {
+  task: Task;
+  episodeId: string;
+  groupId: string;
+  seed: number;
+  split: 'train' | 'heldout';
+}
+
+export interface RolloutOptions {
+  provider: SandboxProvider;
+  model: ActionModel;
+  checkpoint: string;
+  /** Test files of the snapshot (restored before scoring). */
+  originalTestFiles: ReadonlyMap<string, Buffer>;
+  /** Episodes in flight (= sandboxes held) at once. */
+  concurrency: number;
+  maxBatch?: number;
+  maxTurns?: number;
+  commandTimeoutMs?: number;
+  testTimeoutMs?: number;
+  rewardWeights?: Partial<RewardWeights>;
+  iteration?: number;
+  signal?: AbortSignal;
+  onEpisode?: (t: Trajectory) => void;
+  /** Record generate/exec intervals here (tests, benchmarks). */
+  spans?: Span[];
+}
+
+export interface RolloutResult {
+  trajectories: Trajectory[];
+  /** Wall time, time the model was generating, and summed sandbox time over episodes. */
+  wallMs: number;
+  generateMs: number;
+  sandboxMs: number;
+  meanBatch: number;
+}
+
+/** Wraps a sandbox so each exec is recorded as a span. */
+function traced(sb: Sandbox, spans: Span[]): Sandbox {
+  return new Proxy(sb, {
+    get(target, prop, receiver) {
+      if (prop === 'exec') {
+        return async (...args: Parameters<Sandbox['exec']>) => {
+          const start = Date.now();
+          try {
+            return await target.exec(...args);
+          } finally {
+            spans.push({ kind: 'exec', start, end: Date.now() });
+          }
+        };
+      }
+      const v = Reflect.get(target, prop, receiver);
+      return typeof v === 'function' ? v.bind(target) : v;
+    },
+  });
+}
+
+/** Runs every job, at most `concurrency` at a time; results in job order. */
+export async function runRollouts(jobs: readonly EpisodeJob[], o: RolloutOptions): Promise<RolloutResult> {
+  const t0 = Date.now();
+  const batcher = new ActionBatcher(o.model, { maxBatch: o.maxBatch, spans: o.spans });
+  const results: Trajectory[] = new Array(jobs.length);
+  const timing = { sandboxMs: 0, modelWaitMs: 0 };
+  let next = 0;
+  const worker = async () => {
+    while (next < jobs.length && !o.signal?.aborted) {
+      const i = next++;
+      const job = jobs[i];
+      let sandbox: Sandbox | undefined;
+      try {
+        try {
+          const a = Date.now();
+          sandbox = await o.provider.acquire({ rollout: job.episodeId, signal: o.signal });
+          timing.sandboxMs += Date.now() - a;
+        } catch (e) {
+          results[i] = failedTrajectory(job, o, `no sandbox: ${formatError(e)}`);
+          o.onEpisode?.(results[i]);
+          continue;
+        }
+        results[i] = await runEpisode({
+          task: job.task,
+          sandbox: o.spans ? traced(sandbox, o.spans) : sandbox,
+          act: (req) => batcher.act(req),
+          episodeId: job.episodeId,
+          groupId: job.groupId,
+          checkpoint: o.checkpoint,
+          seed: job.seed,
+          originalTestFiles: o.originalTestFiles,
+          maxTurns: o.maxTurns,
+          commandTimeoutMs: o.commandTimeoutMs,
+          testTimeoutMs: o.testTimeoutMs,
+          rewardWeights: o.rewardWeights,
+          iteration: o.iteration,
+          split: job.split,
+          signal: o.signal,
+          timing,
+        });
+        o.onEpisode?.(results[i]);
+      } finally {
+        o.model.release(job.episodeId);
+        if (sandbox) await sandbox.dispose().catch(() => undefined);
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, Math.min(o.concurrency, jobs.length)) }, worker));
+  const done = results.filter((r) => r !== undefined);
+  return {
+    trajectories: done,
+    wallMs: Date.now() - t0,
+    generateMs: batcher.generateMs,
+    sandboxMs: timing.sandboxMs,
+    meanBatch: batcher.batches.length ? batcher.batches.reduce((a, b) => a + b, 0) / batcher.batches.length : 0,
+  };
+}
+
+function failedTrajectory(job: EpisodeJob, o: RolloutOptions, why: string): Trajectory {
+  const maxTurns = o.maxTurns ?? 8;
+  return {
+    schema: 'turnwise/trajectory@1',
+    taskId: job.task.id,
+    groupId: job.groupId,
+    trajId: job.episodeId,
+    checkpoint: o.checkpoint,
+    turns: [],
+    reward: { passRate: NaN, resolved: false, turns: 0, maxTurns, formatError: false, efficiencyPenalty: 0, formatPenalty: 0, reward: NaN, error: why },
+    ...(o.iteration !== undefined ? { iteration: o.iteration } : {}),
+    split: job.split,
+    seed: job.seed,
+    failure: why,
+  };
+}

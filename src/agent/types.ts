@@ -1,0 +1,39 @@
+// The two interfaces the agent layer owns. agent/ may not import policy/ (design.md), so the
+// model is an `ActionModel` that train/ implements over the ONNX policy; sandboxes come from a
+// `SandboxProvider` (the Docker pool is one, a test fake another, Kubernetes pods later).
+import type { Sandbox } from '../sandbox/types';
+import type { PromptTurn } from './prompt';
+
+export interface ActRequest {
+  /** Stable id of the episode: the model keeps its context (KV cache) under it between turns. */
+  episodeId: string;
+  /** The task segment's text. */
+  task: string;
+  /** Finished turns, oldest first, as the prompt shows them. */
+  turns: readonly PromptTurn[];
+  /** Seed of this request's sampling: its result must not depend on what it is batched with. */
+  seed: number;
+}
+
+export interface ActResult {
+  /** Decoded action text (without the end-of-turn token). */
+  text: string;
+  /** Sampled token ids, the end-of-turn token included when it was sampled. */
+  tokenIds: number[];
+  /** log π of each sampled token under the sampling distribution. */
+  logprobs: number[];
+  /** 'length': the action did not end within the model's action budget. */
+  finishReason: 'stop' | 'length';
+}
+
+/** A policy that writes actions. Several requests form one batch. */
+export interface ActionModel {
+  act(requests: readonly ActRequest[]): Promise<ActResult[]>;
+  /** Frees what the model holds for an episode. Idempotent. */
+  release(episodeId: string): void;
+}
+
+/** Where episodes run: one fresh sandbox per episode, started from a workspace snapshot. */
+export interface SandboxProvider {
+  acquire(opts: { rollout: string; signal?: AbortSignal }): Promise<Sandbox>;
+}

@@ -1,0 +1,142 @@
+// Docker tier: episodes end to end in real sandboxes of the demo workspace. The policy here is
+// scripted (a fixed list of actions per episode, or a fake that only sleeps): the one place a
+// non-learned policy stands in, because these tests check the episode machinery (sandbox prep,
+// format errors, edits, reward, scheduling), not what a model writes.
+import * as assert from 'node:assert/strict';
+import * as path from 'node:path';
+import { SandboxPool, LABEL, type PoolSnapshot } from '../../src/sandbox';
+import type { Task } from '../../src/core/schema';
+import { synthesizeMutationTasks } from '../../src/tasks/synth';
+import { collectTestFiles } from '../../src/tasks/testfiles';
+import { poolProvider, runRollouts, type ActionModel, type ActRequest, type ActResult, type Span } from '../../src/agent';
+import { fixCommand } from '../../src/train/demos';
+
+const demo = path.join(__dirname, '..', '..', 'examples', 'demo-python');
+const RUN = `episode-docker-${process.pid}`;
+
+/** A scripted "model": per episode, the next action of a fixed list (then `submit`). */
+class ScriptedModel implements ActionModel {
+  calls: ActRequest[][] = [];
+  constructor(
+    private readonly scripts: Record<string, string[]>,
+    private readonly delayMs = 0,
+  ) {}
+  async act(reqs: readonly ActRequest[]): Promise<ActResult[]> {
+    this.calls.push([...reqs]);
+    if (this.delayMs) await new Promise((r) => setTimeout(r, this.delayMs));
+    return reqs.map((r) => {
+      const script = this.scripts[r.episodeId] ?? [];
+      const text = script[r.turns.length] ?? 'submit';
+      return { text, tokenIds: [...Buffer.from(text)], logprobs: [...Buffer.from(text)].map(() => -0.5), finishReason: 'stop' as const };
+    });
+  }
+  release(): void {}
+}
+
+function fixFor(task: Task, source: string): string {
+  const m = task.mutation!;
+  const mutated = source.slice(0, m.span.start) + m.replacement + source.slice(m.span.end);
+  const line = source.slice(0, m.span.start).split('\n').length;
+  const cmd = fixCommand(m.file, line, mutated.split('\n')[line - 1], source.split('\n')[line - 1]);
+  assert.ok(cmd, `a one-line fix exists for ${task.id}`);
+  return cmd!;
+}
+
+describe('docker: episodes in the demo workspace', function () {
+  this.timeout(300_000);
+  let pool: SandboxPool;
+  let snap: PoolSnapshot;
+  let task: Task;
+  let originals: Map<string, Buffer>;
+
+  before(async () => {
+    pool = await SandboxPool.connect({ run: RUN });
+    const r = await synthesizeMutationTasks({ workspace: demo, pool, seed: 1, max: 1, operators: ['flip-comparison'], concurrency: 1 });
+    assert.equal(r.tasks.length, 1);
+    task = r.tasks[0];
+    snap = await pool.snapshot(demo, { language: 'python' });
+    originals = collectTestFiles(demo);
+  });
+
+  after(async () => {
+    await pool?.close();
+    const { docker } = pool.engineAt(0);
+    const left = await docker.listContainers({ all: true, filters: { label: [`${LABEL.run}=${RUN}`] } });
+    assert.equal(left.length, 0, `containers left behind: ${left.map((c) => c.Names.join(',')).join(' ')}`);
+  });
+
+  it('a fixing episode: bug hidden from git, tools, a recorded edit, resolved with the tests restored', async () => {
+    const fs = await import('node:fs');
+    const source = fs.readFileSync(path.join(demo, task.mutation!.file), 'utf8');
+    const fix = fixFor(task, source);
+    const model = new ScriptedModel({
+      e1: [
+        'git status --porcelain; git log --oneline | wc -l; git diff HEAD | wc -c',
+        'echo "unterminated',
+        'tw-suspects',
+        fix,
+        'echo tampered > tests/test_reorder.py',
+        'tw-test',
+      ],
+    });
+    const res = await runRollouts([{ task, episodeId: 'e1', groupId: 'g', seed: 1, split: 'train' }], {
+      provider: poolProvider(pool, snap),
+      model,
+      checkpoint: 'scripted',
+      originalTestFiles: originals,
+      concurrency: 1,
+    });
+    const t = res.trajectories[0];
+    assert.equal(t.failure, undefined, t.failure);
+    const [git, bad, suspects, sed, tamper, after, submit] = t.turns;
+    // The mutation is the repository's only state: no diff, one commit, a clean tree.
+    assert.equal(git.observation, 'exit 0\n1\n0');
+    // A format error is not run; the observation says why and the episode goes on.
+    assert.match(bad.formatError ?? '', /bash syntax error/);
+    assert.match(bad.observation, /^not run: bash syntax error/);
+    assert.equal(bad.exitCode, null);
+    // tw-suspects names the mutated file among the suspects.
+    assert.match(suspects.observation, new RegExp(`^exit 1\\n\\d+ failed, \\d+ passed\\n[\\s\\S]*${task.mutation!.file.replace('.', '\\.')}:`));
+    // The fix is recorded as an edit of that file, with its signature.
+    assert.equal(sed.exitCode, 0);
+    assert.equal(sed.edits?.length, 1);
+    assert.equal(sed.edits![0].path, task.mutation!.file);
+    assert.equal(sed.edits![0].after, source, 'after the sed the file is the original again');
+    assert.ok(sed.edits![0].before!.includes(task.mutation!.replacement));
+    assert.ok(sed.editSignature?.some((s) => s.startsWith(`E:${task.mutation!.file}::`)), JSON.stringify(sed.editSignature));
+    assert.deepEqual(tamper.edits?.map((e) => e.path), ['tests/test_reorder.py']);
+    assert.match(after.observation, /^exit 1\n/, 'tw-test sees the tampered test file fail');
+    assert.equal(submit.action, 'submit');
+    // Scored with the tests restored: resolved, format penalty for the bad turn.
+    assert.equal(t.reward.passRate, 1);
+    assert.equal(t.reward.resolved, true);
+    assert.equal(t.reward.testsEdited, true);
+    assert.equal(t.reward.formatError, true);
+    assert.equal(t.reward.turns, 6);
+    assert.ok(t.turns.every((x) => x.tokenIds && x.logprobs && x.tokenIds.length === x.logprobs.length));
+  });
+
+  it('generation and sandbox commands overlap, and a sandbox failure fails only its episode', async () => {
+    const spans: Span[] = [];
+    const scripts: Record<string, string[]> = {};
+    for (let i = 0; i < 4; i++) scripts[`o${i}`] = ['sleep 0.6', 'sleep 0.6', 'true'];
+    const model = new ScriptedModel(scripts, 300);
+    const provider = poolProvider(pool, snap);
+    let n = 0;
+    const flaky = { acquire: (o: { rollout: string }) => (o.rollout === 'o2' && ++n ? Promise.reject(new Error('engine hiccup')) : provider.acquire(o)) };
+    const res = await runRollouts(
+      Object.keys(scripts).map((id) => ({ task, episodeId: id, groupId: 'g', seed: 2, split: 'train' as const })),
+      { provider: flaky, model, checkpoint: 'scripted', originalTestFiles: originals, concurrency: 4, spans },
+    );
+    const failed = res.trajectories.filter((t) => t.failure);
+    assert.deepEqual(failed.map((t) => t.trajId), ['o2']);
+    assert.ok(Number.isNaN(failed[0].reward.reward));
+    assert.match(failed[0].failure!, /engine hiccup/);
+    for (const t of res.trajectories.filter((x) => !x.failure)) assert.equal(t.turns.length, 4);
+    const gens = spans.filter((s) => s.kind === 'generate');
+    const execs = spans.filter((s) => s.kind === 'exec');
+    const overlap = gens.some((g) => execs.some((e) => e.start < g.end && g.start < e.end));
+    assert.ok(overlap, 'some generation ran while a sandbox command ran');
+    assert.ok(model.calls.some((c) => c.length > 1), `requests were batched: ${model.calls.map((c) => c.length)}`);
+  });
+});

@@ -37,6 +37,8 @@ const common = {
 
 const entries = [
   { entryPoints: [path.join(root, 'src/extension/extension.ts')], outfile: path.join(dist, 'extension.js') },
+  // The extension's Docker/ONNX/doctor code, loaded on first use (src/extension/lazy.ts): activation stays small.
+  { entryPoints: [path.join(root, 'src/extension/services.ts')], outfile: path.join(dist, 'extension-services.js') },
   {
     entryPoints: [path.join(root, 'src/cli/main.ts')],
     outfile: path.join(dist, 'cli.js'),

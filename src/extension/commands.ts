@@ -5,6 +5,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import { formatError } from '../core/errors';
+import { services } from './lazy';
 import { config, ESTIMATORS, type Estimator } from './config';
 import { listIterations, listRuns, runsRoot, type RunSummary, type TrajectoryRef } from './model/runIndex';
 import { formatSigned, pct } from './model/turnView';
@@ -53,7 +54,7 @@ function noActiveRun(ctx: CommandContext, what: string): void {
 }
 
 async function dockerReachable(what: string): Promise<void> {
-  const { connectEngine, engineInfo } = await import('../sandbox');
+  const { connectEngine, engineInfo } = services();
   try {
     const { docker, target } = connectEngine(config.dockerHost(), { requestTimeoutMs: 4000 });
     await engineInfo(docker, target, 4000);

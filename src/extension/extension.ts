@@ -7,6 +7,7 @@ import * as vscode from 'vscode';
 import { formatError } from '../core/errors';
 import { RunDir } from '../core/run';
 import { registerCommands } from './commands';
+import { services, servicesLoaded } from './lazy';
 import { config } from './config';
 import { runsRoot, TrajectoryScanCache } from './model/runIndex';
 import { REWARD_VIEW_TYPE, RewardPanel } from './rewardPanel';
@@ -85,16 +86,15 @@ export async function deactivate(): Promise<void> {
   // A run going in this window is stopped cleanly (the CLI removes its containers), and
   // sandboxes this extension host holds itself are removed.
   await controller?.stopAll(4000);
-  const { disposeAllSandboxes } = await import('../sandbox');
-  await disposeAllSandboxes(3000);
+  // Only when the services were loaded: nothing else can hold sandboxes.
+  if (servicesLoaded()) await services().disposeAllSandboxes(3000);
   log = undefined;
 }
 
 async function checkEnvironmentCommand(out: vscode.LogOutputChannel) {
   const dockerHost = config.dockerHost();
   try {
-    const { runDoctor, formatDoctorReport } = await import('../train/doctor');
-    const { reapAtStartup } = await import('../sandbox');
+    const { runDoctor, formatDoctorReport, reapAtStartup } = services();
     // Sandboxes left behind by a Turnwise process that died are removed when Docker is first used.
     void reapAtStartup(dockerHost).then((r) => {
       if (r && r.removed.length > 0) out.info(`removed ${r.removed.length} sandbox container(s) left by exited Turnwise processes`);

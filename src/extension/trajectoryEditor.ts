@@ -185,12 +185,12 @@ export class TrajectoryEditors implements vscode.TextDocumentContentProvider, vs
   }
 
   /** Opens `path` as it is after the current turn, in the first editor column. */
-  async openFile(filePath: string, column = vscode.ViewColumn.One): Promise<vscode.TextEditor | undefined> {
+  async openFile(filePath: string, column = vscode.ViewColumn.One, preserveFocus = true): Promise<vscode.TextEditor | undefined> {
     const a = this.active;
     if (!a) return undefined;
     const uri = trajDocUri({ ref: a.ref, path: filePath, view: 'current' });
     const doc = await vscode.workspace.openTextDocument(uri);
-    const editor = await vscode.window.showTextDocument(doc, { viewColumn: column, preview: true, preserveFocus: true });
+    const editor = await vscode.window.showTextDocument(doc, { viewColumn: column, preview: true, preserveFocus });
     this.decorate(editor);
     this.revealCurrentLines(filePath);
     return editor;

@@ -56,17 +56,25 @@ export class TrajectoryPanel implements vscode.Disposable {
 
   /** Opens (or reuses) the viewer on `ref`, at `turn` (default: the first). */
   static async show(extensionUri: vscode.Uri, editors: TrajectoryEditors, ref: TrajectoryRef, turn?: number): Promise<TrajectoryPanel> {
+    // The file goes to the first editor group, the timeline beside it: opened in that order so
+    // the timeline never ends up as a hidden tab behind the file.
+    const traj = await editors.activate(ref, turn);
+    const a = editors.active!;
+    const file = traj.turns.find((t) => t.index === a.turn)?.edits?.[0]?.path ?? changedFiles(traj)[0];
+    if (file) await editors.openFile(file, vscode.ViewColumn.One, false);
     let p = TrajectoryPanel.current;
     if (!p) {
       const panel = vscode.window.createWebviewPanel(TRAJECTORY_VIEW_TYPE, 'Trajectory', { viewColumn: vscode.ViewColumn.Two, preserveFocus: false }, TrajectoryPanel.options(extensionUri));
       p = new TrajectoryPanel(panel, extensionUri, editors);
     } else p.panel.reveal(vscode.ViewColumn.Two, false);
-    await p.open(ref, turn);
+    p.ref = ref;
+    p.panel.title = `Trajectory ${traj.trajId}`;
+    if (p.ready) p.post();
     return p;
   }
 
   static options(extensionUri: vscode.Uri): vscode.WebviewPanelOptions & vscode.WebviewOptions {
-    return { enableScripts: true, retainContextWhenHidden: false, localResourceRoots: [vscode.Uri.joinPath(extensionUri, 'dist', 'webviews')] };
+    return { enableScripts: true, retainContextWhenHidden: true, localResourceRoots: [vscode.Uri.joinPath(extensionUri, 'dist', 'webviews')] };
   }
 
   /** Restores a viewer after a reload (WebviewPanelSerializer). */

@@ -49,6 +49,8 @@ export interface FixtureOptions {
   state?: 'finished' | 'running' | 'stopped' | 'failed';
   /** pid written to status.json when state is running (default: this process). */
   pid?: number;
+  /** Only config, status and metrics (a long run for chart timings): no episodes on disk. */
+  metricsOnly?: boolean;
 }
 
 function rng(seed: number) {
@@ -155,6 +157,16 @@ export function fixtureTrajectory(o: { taskId: string; groupId: string; trajId: 
   };
 }
 
+function metricsOnlyRow(it: number, r: () => number): MetricsRow {
+  const p = 1 - 0.8 * Math.exp(-it / 300) - 0.05 * r();
+  const row: MetricsRow = { schema: SCHEMA.metrics, iteration: it, 'heldout/pass_rate': p * 0.9, 'heldout/resolved': p * 0.6 };
+  if (it === 0) return row;
+  return Object.assign(row, {
+    'reward/mean': p - 0.1, 'reward/std': 0.2 + 0.05 * r(), 'tests/pass_rate': p, resolved: p * 0.7, 'turns/mean': 6 - 2 * p,
+    format_errors: Math.round(3 * (1 - p) * r()), 'loss/policy': 0.3 * (1 - p) + 0.02 * r(), kl: 0.01 * r(), grad_norm: 1 + r(),
+  });
+}
+
 /** Writes a run directory under `<workspace>/.turnwise/runs/`; returns its path. */
 export function writeFixtureRun(workspace: string, opts: FixtureOptions = {}): string {
   const estimator = opts.estimator ?? 'turnwise';
@@ -181,6 +193,10 @@ export function writeFixtureRun(workspace: string, opts: FixtureOptions = {}): s
   const rate = estimator === 'turnwise' ? 0.18 : 0.1;
   for (let it = 0; it <= iterations; it++) {
     const skill = Math.min(0.95, 0.2 + rate * it);
+    if (opts.metricsOnly) {
+      metrics.push(metricsOnlyRow(it, r));
+      continue;
+    }
     const heldout: Trajectory[] = HELDOUT_IDS.flatMap((taskId) =>
       Array.from({ length: G }, (_, g) => fixtureTrajectory({ taskId, groupId: `${taskId}@${it}`, trajId: `h${it}-${taskId}-${g}`, iteration: it, split: 'heldout', good: r() < skill, r, scoreBase: 0 })),
     );
@@ -251,6 +267,7 @@ if (require.main === module) {
     trajectories: arg('trajectories') ? Number(arg('trajectories')) : undefined,
     seed: arg('seed') ? Number(arg('seed')) : undefined,
     state: arg('state') as FixtureOptions['state'],
+    metricsOnly: process.argv.includes('--metrics-only'),
   });
   console.log(dir);
 }

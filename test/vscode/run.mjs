@@ -8,7 +8,7 @@
 // Tools come from scripts/ci/provision-vscode-test.sh (or TURNWISE_VSCODE_TOOLS=<folder>).
 // Writes {passed, failed, skipped, failures:[{title, error}]} to $TURNWISE_TEST_SUMMARY when set.
 // Always stops what it started (code-server process groups, Chromium), also on failure and SIGINT.
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
@@ -32,6 +32,7 @@ const say = (msg) => console.log(`[vscode +${elapsed()}] ${msg}`);
 
 // ── results ───────────────────────────────────────────────────────────────────────────────────
 const results = []; // { title, state: 'passed'|'failed'|'skipped', ms, error? }
+const perfs = []; // { name, value, ... } from TURNWISE-PERF lines of the extension host
 let aborted; // set on a signal or the tier's time limit: what fails after that is a consequence
 function record(r) {
   if (aborted && !r.abort) return;
@@ -53,6 +54,7 @@ function finish() {
     skipped: count('skipped'),
     failures: results.filter((r) => r.state === 'failed').map(({ title, error }) => ({ title, error })),
   };
+  if (perfs.length && fs.existsSync(resultsDir)) fs.writeFileSync(path.join(resultsDir, 'perf.json'), JSON.stringify(perfs, null, 2));
   if (process.env.TURNWISE_TEST_SUMMARY) fs.writeFileSync(process.env.TURNWISE_TEST_SUMMARY, JSON.stringify(summary, null, 2));
   console.log(`\nvscode tier: ${summary.passed} passed, ${summary.failed} failed, ${summary.skipped} skipped (${elapsed()})`);
   for (const f of summary.failures) console.log(`  ✗ ${f.title}: ${String(f.error).split('\n')[0]}`);
@@ -411,6 +413,13 @@ async function extensionHostTests(tools, context, tmp, workspace) {
     hostLog.write(`[${type}] ${line}\n`);
     for (const l of line.split('\n')) {
       if (l.startsWith('TURNWISE-TEST-END')) ended = true;
+      else if (l.startsWith('TURNWISE-PERF ')) {
+        try {
+          const p = JSON.parse(l.slice('TURNWISE-PERF '.length));
+          perfs.push(p);
+          console.log(`    perf: ${p.name} = ${p.value}${Object.keys(p).length > 2 ? ` ${JSON.stringify(Object.fromEntries(Object.entries(p).filter(([k]) => k !== 'name' && k !== 'value')))}` : ''}`);
+        } catch {}
+      }
       else if (l.startsWith('TURNWISE-TEST ')) {
         try {
           const r = JSON.parse(l.slice('TURNWISE-TEST '.length));
@@ -535,8 +544,9 @@ async function uiTests(tools, context, tmp, workspace, installing) {
       },
       { dependsOn: [T_PALETTE] },
     );
+    await viewUiTests(page);
   } else {
-    for (const t of [T_PALETTE, T_OUTPUT]) record({ title: t, state: 'skipped', error: 'not run: the workbench did not open' });
+    for (const t of [T_PALETTE, T_OUTPUT, ...VIEW_TESTS]) record({ title: t, state: 'skipped', error: 'not run: the workbench did not open' });
   }
   if (page && results.some((r) => r.state === 'failed' && r.title.startsWith('ui:'))) {
     await screenshot(page, 'ui-failure.png').catch(() => {});
@@ -546,12 +556,158 @@ async function uiTests(tools, context, tmp, workspace, installing) {
   if (server) await stopGroup(server.pid, 'code-server ui');
 }
 
+
+// ── UI tests of the views (fixture runs in the UI workspace) ─────────────────────────────────
+const T_REWARD = 'ui: "Turnwise: Show Reward Panel" draws charts with points, a task table, and overlays a second run';
+const T_TRAJ = 'ui: a trajectory opened from the Runs view steps to turn 2 with the keyboard; decorations, CodeLens and the diff of turn 2 show';
+const T_RUN = 'ui: "Turnwise: Start Training Run…" from the palette starts a tiny run and the status bar advances';
+const VIEW_TESTS = [T_REWARD, T_TRAJ, T_RUN];
+
+const webviewFrame = (page) => page.frameLocator('iframe.webview.ready').frameLocator('#active-frame');
+
+async function waitFor(what, fn, timeoutMs = 30000) {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn().catch(() => undefined);
+    if (v) return v;
+    if (Date.now() > end) throw new Error(`timed out after ${timeoutMs / 1000} s waiting for ${what}`);
+    await sleep(200);
+  }
+}
+
+/** Answers the open quick pick: types `text`, waits for a focused row containing it, Enter. */
+async function answerQuickPick(page, text) {
+  const input = page.locator('.quick-input-widget input');
+  await input.waitFor({ state: 'visible', timeout: 20000 });
+  await input.fill(text);
+  const focused = page.locator('.quick-input-list .monaco-list-row.focused', { hasText: text });
+  await focused.first().waitFor({ state: 'visible', timeout: 10000 });
+  await page.keyboard.press('Enter');
+}
+
+async function closeEditors(page) {
+  await runFromPalette(page, 'View: Close All Editors', { shot: null });
+  // Room for the views in the screenshots: the bottom panel and the secondary side bar closed.
+  if (await page.locator('.part.panel').isVisible().catch(() => false)) await page.keyboard.press('Control+J');
+  if (await page.locator('.part.auxiliarybar').isVisible().catch(() => false)) await page.keyboard.press('Control+Alt+B');
+  await sleep(500);
+}
+
+function cliHasTrain() {
+  const r = spawnSync(process.execPath, [path.join(root, 'dist', 'cli.js'), 'train', '--help'], { encoding: 'utf8', timeout: 20000 });
+  return r.status === 0 && !/unknown command/.test(`${r.stdout}${r.stderr}`);
+}
+
+async function viewUiTests(page) {
+  await uiTest(
+    T_REWARD,
+    async () => {
+      await closeEditors(page);
+      await runFromPalette(page, 'Turnwise: Show Reward Panel', { shot: null });
+      const frame = webviewFrame(page);
+      await frame.locator('#chart-passRate canvas').first().waitFor({ state: 'visible', timeout: 30000 });
+      const points = await waitFor('chart points', async () => {
+        const n = Number(await frame.locator('body').getAttribute('data-points'));
+        return n > 0 ? n : undefined;
+      });
+      const canvases = await frame.locator('.uplot canvas').count();
+      if (canvases < 9) throw new Error(`only ${canvases} charts drawn`);
+      await frame.locator('#tasks table tbody tr').first().waitFor({ state: 'visible', timeout: 20000 });
+      const rows = await frame.locator('#tasks table tbody tr').count();
+      if (rows < 5) throw new Error(`the task table has ${rows} rows`);
+      await frame.locator('#status', { hasText: /drawn in/ }).waitFor({ timeout: 10000 });
+      await screenshot(page, '05-reward-panel.png');
+      say(`reward panel: ${points} points, ${canvases} charts, ${rows} task rows`);
+      await frame.locator('#overlay').selectOption(FIXTURE.overlay);
+      await frame.locator('#chart-passRate .u-legend', { hasText: '· grpo' }).waitFor({ timeout: 20000 });
+      await screenshot(page, '06-reward-overlay.png');
+    },
+    { dependsOn: [T_INSTALL], timeoutMs: 120000 },
+  );
+
+  await uiTest(
+    T_TRAJ,
+    async () => {
+      await closeEditors(page);
+      await page.locator('.activitybar .action-item a[aria-label^="Turnwise"], .activitybar .action-label[aria-label^="Turnwise"]').first().click({ timeout: 20000 });
+      const row = (text) => page.locator('.pane-body .monaco-list-row', { hasText: text }).first();
+      for (const label of [FIXTURE.run, 'Iteration 1', 'mut-clamp-compare', 't1-0']) {
+        await row(label).waitFor({ state: 'visible', timeout: 20000 });
+        await row(label).click();
+        await sleep(400);
+      }
+      const frame = webviewFrame(page);
+      await frame.locator('.turn').first().waitFor({ state: 'visible', timeout: 30000 });
+      await frame.locator('.summary h1').click();
+      await page.keyboard.press('j');
+      await waitFor('turn 2 in the webview', async () => (await frame.locator('body').getAttribute('data-current-turn')) === '2');
+      // The editor shows calc/ops.py after turn 2: the fixed line, decorated, with its lenses.
+      const editor = page.locator('.editor-instance .monaco-editor', { has: page.locator('.view-lines', { hasText: 'if x > hi:' }) }).first();
+      await editor.waitFor({ state: 'visible', timeout: 20000 });
+      const lens = editor.locator('.codelens-decoration a', { hasText: 'Show Diff for Turn 2' }).first();
+      await lens.waitFor({ state: 'visible', timeout: 20000 });
+      const turnLens = await editor.locator('.codelens-decoration', { hasText: /Turn 2 · A \+0\.\d{3}/ }).count();
+      if (turnLens < 1) throw new Error('no "Turn 2 · A +…" CodeLens');
+      const decorated = await waitFor('advantage decorations', async () => {
+        const n = await editor.locator('.view-overlays [class*="ced-"]').count();
+        return n > 0 ? n : undefined;
+      });
+      await screenshot(page, '07-trajectory-turn2.png');
+      say(`trajectory viewer: turn 2, ${decorated} decorated line(s)`);
+      await lens.click();
+      const diff = page.locator('.monaco-diff-editor').first();
+      await diff.waitFor({ state: 'visible', timeout: 20000 });
+      await diff.locator('.editor.original .view-lines', { hasText: '# BUG: should be >' }).waitFor({ timeout: 20000 });
+      await diff.locator('.editor.modified .view-lines', { hasText: 'if x > hi:' }).waitFor({ timeout: 20000 });
+      const tabTitle = await page.locator('.tab.active').first().innerText();
+      if (!/turn 2/.test(tabTitle)) throw new Error(`the active tab is "${tabTitle}"`);
+      await screenshot(page, '08-diff-turn2.png');
+    },
+    { dependsOn: [T_INSTALL], timeoutMs: 150000 },
+  );
+
+  if (!cliHasTrain()) {
+    record({ title: T_RUN, state: 'skipped', error: 'dist/cli.js has no `train` command yet (the training-run issue); the test runs once it lands' });
+    return;
+  }
+  await uiTest(
+    T_RUN,
+    async () => {
+      await closeEditors(page);
+      await runFromPalette(page, 'Turnwise: Start Training Run…', { shot: null });
+      await answerQuickPick(page, 'Tasks synthesized earlier');
+      await answerQuickPick(page, 'grpo');
+      await answerQuickPick(page, '1');
+      const item = page.locator('.statusbar-item', { hasText: /Turnwise/ }).first();
+      await item.waitFor({ state: 'visible', timeout: 60000 });
+      const first = (await item.innerText()).trim();
+      await screenshot(page, '09-run-started.png');
+      say(`status bar: "${first}"`);
+      // The status bar advances: an iteration counter appears and moves, or the run ends.
+      const seen = new Set([first]);
+      const advanced = await waitFor('the status bar to advance', async () => {
+        const t = (await item.innerText()).trim();
+        seen.add(t);
+        return [...seen].some((x) => /Turnwise 1\/1|pass \d+%/.test(x)) ? t : undefined;
+      }, 420000);
+      say(`status bar went through: ${[...seen].join(' → ')}`);
+      await screenshot(page, '10-run-progress.png');
+      if (!/Turnwise/.test(advanced)) throw new Error(`status bar reads "${advanced}"`);
+    },
+    { dependsOn: [T_INSTALL], timeoutMs: 480000 },
+  );
+  // Whatever happened, no run is left going.
+  if (await page.locator('.statusbar-item', { hasText: 'Turnwise' }).locator('.codicon-sync').count()) {
+    await runFromPalette(page, 'Turnwise: Stop Run', { shot: null }).catch(() => {});
+  }
+}
+
 /**
  * F1, type the command's title, wait until the palette row carrying that title is the focused
  * one, then Enter. Contributed commands reach the palette a few seconds after the workbench
  * renders, so the palette is reopened until the row shows up.
  */
-async function runFromPalette(page, title) {
+async function runFromPalette(page, title, { shot = '02-palette.png' } = {}) {
   const deadline = Date.now() + 60000;
   const input = page.locator('.quick-input-widget input');
   const row = page.locator('.quick-input-list .monaco-list-row', { hasText: title });
@@ -565,7 +721,7 @@ async function runFromPalette(page, title) {
       await focused.waitFor({ state: 'visible', timeout: 5000 });
       const label = (await focused.innerText()).replace(/\s+/g, ' ');
       if (!label.includes(title)) throw new Error(`focused palette row is "${label}"`);
-      await screenshot(page, '02-palette.png');
+      if (shot) await screenshot(page, shot);
       await page.keyboard.press('Enter');
       return;
     } catch (e) {
@@ -588,6 +744,26 @@ async function waitForOutputText(page, needles, timeoutMs) {
     if (Date.now() > deadline) throw new Error(`the output panel does not show ${missing.map((m) => `"${m}"`).join(', ')}; it shows:\n${text || '(no output editor visible)'}`);
     await sleep(250);
   }
+}
+
+
+// ── fixture workspaces ───────────────────────────────────────────────────────────────────────
+const FIXTURE = { run: 'fixture__turnwise__1__20250101-120000', overlay: 'fixture__grpo__2__20250101-110000', long: 'long__turnwise__3__20240101-000000', big: 'big__turnwise__4__20230101-000000' };
+
+function makeWorkspace(dir, { big }) {
+  fs.mkdirSync(dir, { recursive: true });
+  fs.writeFileSync(path.join(dir, 'README.md'), '# Turnwise VS Code tier workspace\n');
+  const gen = (args) => {
+    const r = spawnSync(process.execPath, ['-r', 'tsx/cjs', path.join(root, 'test', 'support', 'runFixture.ts'), '--workspace', dir, ...args], { cwd: root, encoding: 'utf8' });
+    if (r.status !== 0) throw new Error(`runFixture.ts ${args.join(' ')} failed:\n${r.stderr}`);
+  };
+  gen(['--files', '--run-id', FIXTURE.run, '--estimator', 'turnwise', '--iterations', '3', '--seed', '1']);
+  gen(['--run-id', FIXTURE.overlay, '--estimator', 'grpo', '--iterations', '3', '--seed', '2']);
+  gen(['--run-id', FIXTURE.long, '--iterations', '1000', '--seed', '3', '--metrics-only']);
+  if (big) gen(['--run-id', FIXTURE.big, '--iterations', '1', '--trajectories', '10000', '--seed', '4']);
+  // Tasks "synthesized earlier", which "Start Training Run…" offers first.
+  fs.mkdirSync(path.join(dir, '.turnwise', 'tasks'), { recursive: true });
+  fs.copyFileSync(path.join(dir, '.turnwise', 'runs', FIXTURE.run, 'tasks.jsonl'), path.join(dir, '.turnwise', 'tasks', 'synth.jsonl'));
 }
 
 // ── main ──────────────────────────────────────────────────────────────────────────────────────
@@ -613,9 +789,12 @@ async function main() {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'turnwise-vscode-'));
   tmpDir = tmp;
   stoppers.push(() => fs.rmSync(tmp, { recursive: true, force: true, maxRetries: 3 }));
+  // Two workspaces with fixture runs (test/support/runFixture.ts): the extension-host one also
+  // holds a run with 10,000 trajectories for the Runs view timing.
   const workspace = path.join(tmp, 'workspace');
-  fs.mkdirSync(workspace);
-  fs.writeFileSync(path.join(workspace, 'README.md'), '# Turnwise VS Code tier workspace\n');
+  const uiWorkspace = path.join(tmp, 'ui-workspace');
+  makeWorkspace(workspace, { big: true });
+  makeWorkspace(uiWorkspace, { big: false });
 
   // Install the .vsix (its own code-server state) while the extension-host tests run.
   const installing = fs.existsSync(vsixPath)
@@ -629,7 +808,7 @@ async function main() {
   } catch (e) {
     record({ title: 'extension host: test run', state: 'failed', error: e.stack || e.message });
   }
-  await uiTests(tools, context, tmp, workspace, installing);
+  await uiTests(tools, context, tmp, uiWorkspace, installing);
 }
 
 const guard = setTimeout(() => {

@@ -15,7 +15,14 @@ describe('Turnwise', function () {
     // The extension under development (the checkout), not some installed copy.
     assert.ok(process.env.TURNWISE_REPO_ROOT, 'TURNWISE_REPO_ROOT did not reach the extension host (run.mjs sets it)');
     assert.equal(ext.extensionUri.fsPath, process.env.TURNWISE_REPO_ROOT);
+    // Nothing activates Turnwise before its first command or view: the suite is the first use.
+    const wasActive = ext.isActive;
+    const t0 = performance.now();
     api = await ext.activate();
+    const ms = performance.now() - t0;
+    console.log(`TURNWISE-PERF ${JSON.stringify({ name: 'activation_ms', value: Math.round(ms), activateFnMs: Number(api.activationMs.toFixed(1)), kind: 'bundle load + activate()' })}`);
+    assert.equal(wasActive, false, 'the extension was activated before its first use');
+    assert.ok(ms <= 300, `activation took ${ms.toFixed(0)} ms`);
     assert.equal(ext.isActive, true);
     assert.equal(typeof api?.checkEnvironment, 'function', 'activate() must return { checkEnvironment }');
   });

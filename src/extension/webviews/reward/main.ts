@@ -82,7 +82,9 @@ function plotWidth(el: HTMLElement): number {
 
 function axes(rate: boolean): uPlot.Axis[] {
   const a: uPlot.Axis = { stroke: axisColor, grid: { stroke: gridColor, width: 1 }, ticks: { stroke: gridColor, width: 1 } };
-  return [{ ...a, label: 'iteration', labelSize: 14 }, { ...a, size: 48, values: rate ? (_u: uPlot, vals: number[]) => vals.map((v) => `${Math.round(v * 100)}%`) : undefined }];
+  // Iterations are whole numbers: integer tick steps only.
+  const incrs = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000];
+  return [{ ...a, label: 'iteration', labelSize: 14, incrs, values: (_u: uPlot, vals: number[]) => vals.map((v) => String(Math.round(v))) }, { ...a, size: 48, values: rate ? (_u: uPlot, vals: number[]) => vals.map((v) => `${Math.round(v * 100)}%`) : undefined }];
 }
 
 // ── charts ─────────────────────────────────────────────────────────────────────────────────────

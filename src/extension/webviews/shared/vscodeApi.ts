@@ -20,6 +20,8 @@ export function h<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Record<s
     if (v === undefined || v === false) continue;
     if (typeof v === 'function') el.addEventListener(k.replace(/^on/, ''), v);
     else if (k === 'class') el.className = String(v);
+    // Through the CSSOM: a style attribute would be refused by the webview's CSP.
+    else if (k === 'style') el.style.cssText = String(v);
     else el.setAttribute(k, v === true ? '' : String(v));
   }
   for (const c of children) if (c !== undefined && c !== null && c !== false) el.append(c);

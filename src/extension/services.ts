@@ -1,0 +1,5 @@
+// The extension's heavier dependencies (Docker client, ONNX Runtime probes, the doctor), built
+// into their own bundle (dist/extension-services.js) and loaded on the first command that needs
+// them: activation loads only the views.
+export { formatDoctorReport, runDoctor } from '../train/doctor';
+export { connectEngine, disposeAllSandboxes, engineInfo, reapAtStartup } from '../sandbox';

@@ -95,9 +95,26 @@ function stageOnnxRuntime() {
   }
 }
 
+// The embedded warm-started policy (models/turnwise-tiny, made by `turnwise warmstart`): the
+// bundle and the .vsix carry its weights, config and tokenizer, not its optimizer state.
+function copyEmbeddedModel() {
+  const from = path.join(root, 'models', 'turnwise-tiny');
+  const to = path.join(dist, 'models', 'turnwise-tiny');
+  if (!fs.existsSync(path.join(from, 'model.safetensors'))) {
+    console.warn('build: models/turnwise-tiny is missing; the bundle has no embedded policy');
+    return;
+  }
+  fs.rmSync(to, { recursive: true, force: true });
+  fs.mkdirSync(to, { recursive: true });
+  for (const f of ['model.safetensors', 'config.json', 'tokenizer.json', 'tokenizer_config.json', 'warmstart.json']) {
+    if (fs.existsSync(path.join(from, f))) fs.copyFileSync(path.join(from, f), path.join(to, f));
+  }
+}
+
 fs.mkdirSync(dist, { recursive: true });
 copyGrammars();
 stageOnnxRuntime();
+copyEmbeddedModel();
 if (watch) {
   for (const e of entries) (await esbuild.context({ ...common, ...e })).watch();
   console.log('watching…');

@@ -33,7 +33,7 @@ export interface EpisodeOptions {
   split?: 'train' | 'heldout';
   signal?: AbortSignal;
   /** Time spent in the sandbox and waiting for the model (for the run's phase timings). */
-  timing?: { sandboxMs: number; modelWaitMs: number };
+  timing?: { sandboxMs: number; modelWaitMs: number; rewardMs: number };
 }
 
 export const DEFAULT_MAX_TURNS = 8;
@@ -106,7 +106,7 @@ export async function collectEdits(sb: Sandbox): Promise<FileEdit[]> {
 export async function runEpisode(o: EpisodeOptions): Promise<Trajectory> {
   const started = Date.now();
   const maxTurns = o.maxTurns ?? DEFAULT_MAX_TURNS;
-  const timing = o.timing ?? { sandboxMs: 0, modelWaitMs: 0 };
+  const timing = o.timing ?? { sandboxMs: 0, modelWaitMs: 0, rewardMs: 0 };
   const turns: Turn[] = [];
   const promptTurns: PromptTurn[] = [];
   const task = taskText(o.task);
@@ -115,7 +115,7 @@ export async function runEpisode(o: EpisodeOptions): Promise<Trajectory> {
   let failure: string | undefined;
   let reward: RewardComponents | undefined;
   let testReport: Trajectory['testReport'];
-  const timed = async <T>(key: 'sandboxMs' | 'modelWaitMs', f: () => Promise<T>): Promise<T> => {
+  const timed = async <T>(key: 'sandboxMs' | 'modelWaitMs' | 'rewardMs', f: () => Promise<T>): Promise<T> => {
     const t = Date.now();
     try {
       return await f();
@@ -164,7 +164,7 @@ export async function runEpisode(o: EpisodeOptions): Promise<Trajectory> {
       promptTurns.push({ action: turn.action, observation: turn.observation });
     }
     const actions = turns.filter((t) => t.action !== 'submit').length;
-    const score = await timed('sandboxMs', () =>
+    const score = await timed('rewardMs', () =>
       scoreEpisode(o.sandbox, o.task, { originalTestFiles: o.originalTestFiles, turns: actions, maxTurns, formatError: anyFormatError, weights: o.rewardWeights, timeoutMs: o.testTimeoutMs }),
     );
     reward = score.reward;

@@ -94,7 +94,9 @@ export interface RolloutResult {
   /** Wall time, time the model was generating, and summed sandbox time over episodes. */
   wallMs: number;
   generateMs: number;
+  /** Summed over episodes: sandbox commands and setup, and scoring (tests run with the test files restored). */
   sandboxMs: number;
+  rewardMs: number;
   meanBatch: number;
 }
 
@@ -123,7 +125,7 @@ export async function runRollouts(jobs: readonly EpisodeJob[], o: RolloutOptions
   const t0 = Date.now();
   const batcher = new ActionBatcher(o.model, { maxBatch: o.maxBatch, spans: o.spans });
   const results: Trajectory[] = new Array(jobs.length);
-  const timing = { sandboxMs: 0, modelWaitMs: 0 };
+  const timing = { sandboxMs: 0, modelWaitMs: 0, rewardMs: 0 };
   let next = 0;
   const worker = async () => {
     while (next < jobs.length && !o.signal?.aborted) {
@@ -172,6 +174,7 @@ export async function runRollouts(jobs: readonly EpisodeJob[], o: RolloutOptions
     wallMs: Date.now() - t0,
     generateMs: batcher.generateMs,
     sandboxMs: timing.sandboxMs,
+    rewardMs: timing.rewardMs,
     meanBatch: batcher.batches.length ? batcher.batches.reduce((a, b) => a + b, 0) / batcher.batches.length : 0,
   };
 }

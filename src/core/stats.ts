@@ -7,3 +7,31 @@ export function median(xs: readonly number[]): number {
   const m = s.length >> 1;
   return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
 }
+
+/** Mean of the finite values; NaN when there are none. */
+export function mean(xs: readonly number[]): number {
+  let s = 0;
+  let n = 0;
+  for (const x of xs) {
+    if (Number.isFinite(x)) {
+      s += x;
+      n++;
+    }
+  }
+  return n ? s / n : NaN;
+}
+
+/** Population standard deviation of the finite values; NaN when there are none. */
+export function std(xs: readonly number[]): number {
+  const m = mean(xs);
+  if (!Number.isFinite(m)) return NaN;
+  let s = 0;
+  let n = 0;
+  for (const x of xs) {
+    if (Number.isFinite(x)) {
+      s += (x - m) ** 2;
+      n++;
+    }
+  }
+  return Math.sqrt(s / n);
+}

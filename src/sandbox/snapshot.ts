@@ -75,7 +75,7 @@ export function listWorkspaceFiles(dir: string, opts: ListOptions = {}): Workspa
     }
     rels = expanded;
   } else {
-    walk(root, '', rels, (_rel, name) => name === '.git' || name === 'node_modules');
+    walk(root, '', rels, (rel, name) => name === '.git' || name === 'node_modules' || rel === '.turnwise');
   }
   if (opts.includeNodeModules && fs.existsSync(path.join(root, 'node_modules'))) {
     const nm: string[] = [];
@@ -102,7 +102,8 @@ export function listWorkspaceFiles(dir: string, opts: ListOptions = {}): Workspa
     return true;
   };
   for (const rel of rels) {
-    if (seen.has(rel) || rel.split('/').includes('.git')) continue;
+    // .turnwise/ holds Turnwise's own runs and caches: never part of what the agent sees.
+    if (seen.has(rel) || rel.split('/').includes('.git') || rel.split('/')[0] === '.turnwise') continue;
     seen.add(rel);
     if (!underRealDirs(rel)) continue;
     const abs = path.join(root, rel);
@@ -131,7 +132,7 @@ export function checkSnapshotSize(files: WorkspaceFile[], maxBytes: number, root
     'invalid-input',
     `workspace ${root} is ${mb(total)}, over the ${mb(maxBytes)} snapshot cap. Largest files: ${largest.join(', ')}` +
       (folders.length ? `; largest folders: ${folders.join(', ')}` : ''),
-    { hint: 'add large generated or data files to .gitignore, or raise the cap (turnwise.sandbox.maxSnapshotMb / --max-snapshot-mb)' },
+    { hint: 'add large generated or data files to .gitignore (files it ignores stay out of sandboxes)' },
   );
 }
 

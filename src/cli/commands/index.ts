@@ -10,5 +10,6 @@ import { imagesBuildCommand } from './images';
 import { policyCommands } from './policy';
 import { sandboxPruneCommand } from './sandbox';
 import { tasksCommands } from './tasks';
+import { trainCommands } from './train';
 
-export const COMMANDS: CliCommand[] = [advantagesCommand, benchCreditCommand, benchSandboxCommand, benchTasksCommand, benchTrainCommand, doctorCommand, imagesBuildCommand, ...policyCommands, sandboxPruneCommand, ...tasksCommands];
+export const COMMANDS: CliCommand[] = [advantagesCommand, benchCreditCommand, benchSandboxCommand, benchTasksCommand, benchTrainCommand, doctorCommand, imagesBuildCommand, ...policyCommands, sandboxPruneCommand, ...tasksCommands, ...trainCommands].sort((a, b) => a.name.localeCompare(b.name));

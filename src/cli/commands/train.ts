@@ -1,0 +1,252 @@
+// `turnwise train | eval | warmstart | demo`: the training run and its companions. Flags are
+// parsed here; the work is in src/train. With --json, train and demo print one RunEvent per line
+// (what the editor reads); otherwise a progress line and a table row per iteration.
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { TurnwiseError } from '../../core/errors';
+import type { RunEvent } from '../../core/events';
+import { RUNS_DIR } from '../../core/run';
+import { readTaskFile } from '../../tasks/taskfile';
+import { detectRunner } from '../../tasks/runners';
+import { readConfigFile, resolveTrainConfig, TRAIN_DEFAULTS, type TrainConfig } from '../../train/config';
+import { embeddedModelDir } from '../../train/embedded';
+import { evaluateTasks, openRig, summarizeEval, trainRun } from '../../train/run';
+import { warmstart, type WarmstartLogRow } from '../../train/warmstart';
+import { numberInRange, requireString, seedOption, UsageError, type CliCommand, type CliIO, type ParsedArgs } from '../command';
+
+/** SIGINT/SIGTERM abort the run (cleanly: containers removed, partial iteration discarded). */
+function stopOnSignals(io: CliIO): { signal: AbortSignal; dispose: () => void } {
+  const ac = new AbortController();
+  let count = 0;
+  const onSig = (sig: NodeJS.Signals) => {
+    count++;
+    if (count === 1) {
+      io.err(`\nturnwise: ${sig}: stopping after cleanup (containers removed, the unfinished iteration discarded); press Ctrl-C again to force`);
+      ac.abort();
+    } else {
+      process.exit(130);
+    }
+  };
+  process.on('SIGINT', onSig);
+  process.on('SIGTERM', onSig);
+  return { signal: ac.signal, dispose: () => (process.off('SIGINT', onSig), process.off('SIGTERM', onSig)) };
+}
+
+const fmt = (v: unknown, digits = 3) => (typeof v === 'number' && Number.isFinite(v) ? v.toFixed(digits) : '—');
+
+/** Human output of run events: a progress line on a terminal, a table row per iteration. */
+export function humanEventPrinter(io: CliIO): (e: RunEvent) => void {
+  const tty = !!process.stderr.isTTY;
+  let headerDone = false;
+  const header = () => {
+    if (headerDone) return;
+    headerDone = true;
+    io.out(`${'iter'.padStart(4)}  ${'reward'.padStart(7)}  ${'pass'.padStart(6)}  ${'resolved'.padStart(8)}  ${'held-out'.padStart(8)}  ${'turns'.padStart(5)}  ${'time'.padStart(6)}`);
+  };
+  return (e) => {
+    switch (e.type) {
+      case 'run-started':
+        io.err(`run ${e.runId}${e.resumedFrom !== undefined ? ` (resumed after iteration ${e.resumedFrom})` : ''}: ${e.trainTasks} train task(s), ${e.heldoutTasks} held out, ${e.iterations} iteration(s)\n  ${e.runDir}`);
+        break;
+      case 'phase':
+        if (tty) process.stderr.write(`\r\x1b[2Kiteration ${e.iteration} ${e.phase}${e.total ? ` ${e.done ?? 0}/${e.total}` : ''}${e.detail ? ` ${e.detail}` : ''}`.slice(0, 110));
+        else if (e.done === undefined || e.done === 0) io.err(`iteration ${e.iteration}: ${e.phase}${e.detail ? ` (${e.detail})` : ''}`);
+        break;
+      case 'iteration-finished': {
+        if (tty) process.stderr.write('\r\x1b[2K');
+        header();
+        const m = e.metrics;
+        io.out(`${String(e.iteration).padStart(4)}  ${fmt(m['reward/mean']).padStart(7)}  ${fmt(m['tests/pass_rate']).padStart(6)}  ${fmt(m.resolved).padStart(8)}  ${fmt(m['heldout/resolved']).padStart(8)}  ${fmt(m['turns/mean'], 1).padStart(5)}  ${fmt(m['time/iteration_s'] ?? m['time/eval_s'], 0).padStart(5)}s`);
+        break;
+      }
+      case 'log':
+        if (tty) process.stderr.write('\r\x1b[2K');
+        io.err(`${e.level === 'warn' ? 'warning: ' : ''}${e.message}`);
+        break;
+      case 'run-finished':
+        io.err(`run finished: ${e.runDir}`);
+        break;
+      case 'run-stopped':
+        io.err(`run stopped; iterations up to ${e.lastCompleteIteration} are kept (resume with --resume)`);
+        break;
+      default:
+        break;
+    }
+  };
+}
+
+function configFromArgs(args: ParsedArgs): TrainConfig {
+  const file = typeof args.values.config === 'string' ? args.values.config : fs.existsSync('turnwise.json') && !args.values.workspace ? 'turnwise.json' : undefined;
+  const given: Record<string, unknown> = file ? readConfigFile(file) : {};
+  const v = args.values;
+  if (typeof v.workspace === 'string') given.workspace = path.resolve(v.workspace);
+  if (typeof v.tasks === 'string') {
+    given.taskSource = 'file';
+    given.tasksFile = path.resolve(v.tasks);
+  }
+  if (typeof v['task-source'] === 'string') given.taskSource = v['task-source'];
+  if (typeof v.model === 'string') given.model = path.resolve(v.model);
+  if (typeof v.estimator === 'string') given.estimator = v.estimator;
+  if (v.iterations !== undefined) given.iterations = numberInRange(args, 'iterations', 1, { min: 0, integer: true });
+  if (v['group-size'] !== undefined) given.groupSize = numberInRange(args, 'group-size', 4, { min: 1, integer: true });
+  if (v.seed !== undefined) given.seed = seedOption(args);
+  if (typeof v.provider === 'string') given.executionProvider = v.provider;
+  const c = resolveTrainConfig(given, file ?? 'the flags');
+  c.workspace = path.resolve(c.workspace);
+  return c;
+}
+
+const TRAIN_OPTIONS = {
+  config: { type: 'string' },
+  workspace: { type: 'string' },
+  resume: { type: 'string' },
+  runs: { type: 'string' },
+  tasks: { type: 'string' },
+  'task-source': { type: 'string' },
+  model: { type: 'string' },
+  estimator: { type: 'string' },
+  iterations: { type: 'string' },
+  'group-size': { type: 'string' },
+  seed: { type: 'string' },
+  provider: { type: 'string' },
+} as const;
+
+async function runTraining(c: TrainConfig, args: ParsedArgs, io: CliIO, name?: string): Promise<number> {
+  const runsRoot = path.resolve(typeof args.values.runs === 'string' ? args.values.runs : RUNS_DIR);
+  const { signal, dispose } = stopOnSignals(io);
+  const print = io.json ? (e: RunEvent) => io.out(JSON.stringify(e)) : humanEventPrinter(io);
+  try {
+    const r = await trainRun({ config: c, runsRoot, resume: typeof args.values.resume === 'string' ? args.values.resume : undefined, signal, onEvent: print, name });
+    return r.state === 'stopped' ? 130 : 0;
+  } finally {
+    dispose();
+  }
+}
+
+export const trainCommand: CliCommand = {
+  name: 'train',
+  summary: 'a training run: tasks from the workspace, rollouts in sandboxes, advantages, policy updates, held-out evaluation',
+  usage: '[--config turnwise.json] [--workspace DIR] [--resume RUN] [--runs DIR] [--tasks FILE | --task-source mutation|failing-tests] [--model DIR] [--estimator grpo|rloo|gigpo|a3|turnwise] [--iterations N] [--group-size G] [--seed S] [--provider auto|cpu|cuda|webgpu]',
+  options: TRAIN_OPTIONS,
+  async run(args, io) {
+    if (args.values.resume !== undefined && (args.values.workspace !== undefined || args.values.config !== undefined)) {
+      throw new UsageError('--resume continues a run with its own config; do not combine it with --workspace or --config');
+    }
+    const c = args.values.resume !== undefined ? resolveTrainConfig({}) : configFromArgs(args);
+    return runTraining(c, args, io);
+  },
+};
+
+/** The bundled demo workspace (examples/demo-python), next to the bundle or in the source tree. */
+export function demoWorkspace(): string {
+  const candidates = [path.join(__dirname, '..', 'examples', 'demo-python'), path.join(__dirname, '..', '..', '..', 'examples', 'demo-python')];
+  const found = candidates.find((d) => fs.existsSync(path.join(d, 'inventory')));
+  if (!found) throw new TurnwiseError('not-found', `the demo workspace is missing (looked in ${candidates.join(', ')})`, { hint: 'run from a checkout of Turnwise' });
+  return found;
+}
+
+/** The demo's settings: sized to finish in about 15 minutes on 2 CPU cores. */
+export const DEMO_CONFIG: Partial<TrainConfig> = {
+  maxTasks: 32,
+  heldoutFraction: 0.25,
+  iterations: 3,
+  tasksPerIteration: 6,
+  groupSize: 4,
+  maxTurns: 6,
+  concurrency: 6,
+  estimator: 'turnwise',
+  minibatches: 4,
+  lr: 2e-5,
+};
+
+export const demoCommand: CliCommand = {
+  name: 'demo',
+  summary: 'the main job: a training run on the bundled demo workspace from the embedded warm-started policy, with held-out evaluation',
+  usage: '[--iterations N] [--quick] [--estimator NAME] [--runs DIR] [--seed S]',
+  options: { iterations: { type: 'string' }, quick: { type: 'boolean' }, estimator: { type: 'string' }, runs: { type: 'string' }, seed: { type: 'string' } },
+  async run(args, io) {
+    const quick = args.values.quick === true;
+    const given: Record<string, unknown> = {
+      ...DEMO_CONFIG,
+      workspace: demoWorkspace(),
+      ...(quick ? { iterations: 1, maxTasks: 8, tasksPerIteration: 2, groupSize: 2, maxTurns: 4, concurrency: 4 } : {}),
+    };
+    if (args.values.iterations !== undefined) given.iterations = numberInRange(args, 'iterations', 3, { min: 0, integer: true });
+    if (typeof args.values.estimator === 'string') given.estimator = args.values.estimator;
+    if (args.values.seed !== undefined) given.seed = seedOption(args);
+    const c = resolveTrainConfig(given, 'the demo settings');
+    if (!io.json) io.err(`demo: workspace ${c.workspace}, policy ${embeddedModelDir()}, estimator ${c.estimator}, ${c.iterations} iteration(s) of ${c.tasksPerIteration} task(s) × ${c.groupSize} rollouts`);
+    return runTraining(c, args, io, 'demo');
+  },
+};
+
+export const evalCommand: CliCommand = {
+  name: 'eval',
+  summary: 'evaluate a policy on a task file: pass@1, resolved rate, mean turns, format-error rate, per task',
+  usage: '--tasks FILE [--model DIR] [--workspace DIR] [--max-turns N] [--concurrency N] [--seed S]',
+  options: { tasks: { type: 'string' }, model: { type: 'string' }, workspace: { type: 'string' }, 'max-turns': { type: 'string' }, concurrency: { type: 'string' }, seed: { type: 'string' }, provider: { type: 'string' } },
+  async run(args, io) {
+    const tasksFile = requireString(args, 'tasks');
+    const tasks = readTaskFile(tasksFile);
+    if (tasks.length === 0) throw new TurnwiseError('invalid-input', `${tasksFile} holds no task`, { hint: 'make tasks with `turnwise tasks synth`' });
+    const workspace = path.resolve(typeof args.values.workspace === 'string' ? args.values.workspace : '.');
+    const model = typeof args.values.model === 'string' ? path.resolve(args.values.model) : embeddedModelDir();
+    const c = resolveTrainConfig({
+      workspace,
+      maxTurns: numberInRange(args, 'max-turns', TRAIN_DEFAULTS.maxTurns, { min: 1, max: 100, integer: true }),
+      concurrency: numberInRange(args, 'concurrency', 4, { min: 1, max: 64, integer: true }),
+      seed: seedOption(args),
+      ...(typeof args.values.provider === 'string' ? { executionProvider: args.values.provider } : {}),
+    });
+    const runner = detectRunner(workspace);
+    const { signal, dispose } = stopOnSignals(io);
+    const rig = await openRig({ runId: `eval-${process.pid}`, workspace, language: runner.language, checkpoint: model, config: c, onLog: (m) => io.err(`warning: ${m}`) });
+    try {
+      let done = 0;
+      const res = await evaluateTasks(rig, tasks, { iteration: 0, seed: c.seed, config: c, checkpoint: model, signal, onEpisode: () => !io.json && io.err(`  ${++done}/${tasks.length} episodes`) });
+      if (signal.aborted) return 130;
+      const s = summarizeEval(res.trajectories);
+      if (io.json) io.out(JSON.stringify({ ok: true, model, taskCount: tasks.length, ...s }, null, 2));
+      else {
+        io.out(`pass@1 ${fmt(s['pass@1'])}  resolved ${fmt(s.resolved)}  pass rate ${fmt(s.pass_rate)}  turns ${fmt(s['turns/mean'], 1)}  format errors ${fmt(s.format_error_rate)}${s.failed ? `  (${s.failed} episode(s) failed)` : ''}`);
+        for (const t of s.tasks) io.out(`  ${t.resolved ? '✓' : '✗'} ${t.taskId}  pass ${fmt(t.passRate, 2)}  turns ${t.turns}${t.formatErrors ? `  format errors ${t.formatErrors}` : ''}${t.failure ? `  failed: ${t.failure}` : ''}`);
+      }
+      return 0;
+    } finally {
+      dispose();
+      await rig.close();
+    }
+  },
+};
+
+export const warmstartCommand: CliCommand = {
+  name: 'warmstart',
+  summary: 'supervised warm start on demonstrations (generated modules + a copy curriculum): the embedded policy is made with this',
+  usage: '--out DIR [--from DIR] [--minutes M] [--seed S]',
+  options: { out: { type: 'string' }, from: { type: 'string' }, minutes: { type: 'string' }, seed: { type: 'string' } },
+  async run(args, io) {
+    const out = path.resolve(requireString(args, 'out'));
+    const minutes = numberInRange(args, 'minutes', 70, { min: 0, minExclusive: true, max: 10_000 });
+    const seed = seedOption(args);
+    if (fs.existsSync(out) && !fs.existsSync(path.join(out, 'model.safetensors')) && fs.readdirSync(out).length > 0) {
+      throw new TurnwiseError('invalid-input', `${out} exists and is not a checkpoint folder`, { hint: 'choose an empty or new --out folder' });
+    }
+    const { signal, dispose } = stopOnSignals(io);
+    try {
+      const r = await warmstart({
+        out,
+        from: typeof args.values.from === 'string' ? path.resolve(args.values.from) : undefined,
+        minutes,
+        seed,
+        signal,
+        onLog: (row: WarmstartLogRow) => (io.json ? io.out(JSON.stringify(row)) : io.err(`step ${row.step}  ${row.minutes.toFixed(1)} min  loss ${fmt(row.loss)}  action loss ${fmt(row.action_loss)}  ${Math.round(row.tokens_per_s)} tok/s${row.exact_fix !== undefined ? `  exact fix ${fmt(row.exact_fix, 2)}  right line ${fmt(row.right_line, 2)}` : ''}`)),
+      });
+      if (!io.json) io.out(`warm start: ${r.steps} steps, ${r.tokens} tokens in ${r.minutes.toFixed(1)} min → ${r.out}`);
+      return signal.aborted ? 130 : 0;
+    } finally {
+      dispose();
+    }
+  },
+};
+
+export const trainCommands: CliCommand[] = [demoCommand, evalCommand, trainCommand, warmstartCommand];

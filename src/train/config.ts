@@ -1,0 +1,172 @@
+// The training run's configuration (`turnwise.json`, CLI flags on top): every field with its
+// default and a one-line meaning, validated by name; an unknown field, estimator or loss is an
+// error that lists the valid ones. The resolved config is written to the run's config.json.
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { TurnwiseError } from '../core/errors';
+import { LOSS_NAMES, RL_LOSS_NAMES, type RlLossName } from '../core/losses';
+import { SCHEMA } from '../core/schema';
+import { estimatorNames, getEstimator, resolveParams } from '../credit/registry';
+import type { Params } from '../credit/types';
+import { DEFAULT_REWARD_WEIGHTS } from '../tasks/reward';
+
+export interface TrainConfig {
+  /** The workspace the tasks come from (never modified). */
+  workspace: string;
+  /** `mutation`: synthesized bugs; `failing-tests`: the currently failing tests; `file`: `tasksFile`. */
+  taskSource: 'mutation' | 'failing-tests' | 'file';
+  tasksFile?: string;
+  /** Most tasks synthesized (mutation source). */
+  maxTasks: number;
+  /** Fraction of tasks held out for evaluation (never trained on). */
+  heldoutFraction: number;
+  /** Starting checkpoint; empty: the embedded warm-started turnwise-tiny. */
+  model: string;
+  iterations: number;
+  /** Train tasks sampled per iteration. */
+  tasksPerIteration: number;
+  /** Rollouts per task (G). */
+  groupSize: number;
+  maxTurns: number;
+  commandTimeoutMs: number;
+  /** Episodes in flight (sandboxes held) at once. */
+  concurrency: number;
+  estimator: string;
+  estimatorParams: Params;
+  loss: RlLossName;
+  epochs: number;
+  minibatches: number;
+  lr: number;
+  klCoef: number;
+  entCoef: number;
+  clipLow: number;
+  clipHigh: number;
+  temperature: number;
+  topP: number;
+  /** Tokens an action may take. */
+  maxActionTokens: number;
+  reward: { efficiency: number; format: number };
+  /** Evaluate held-out tasks every N iterations (and at 0 and the last). 0: only at 0 and the end. */
+  evalEvery: number;
+  seed: number;
+  executionProvider: 'auto' | 'cpu' | 'cuda' | 'webgpu';
+  /** Docker engine host (empty: DOCKER_HOST or the local socket). */
+  dockerHost: string;
+  /** Test command override (empty: detected). */
+  testCommand: string;
+}
+
+export const TRAIN_DEFAULTS: TrainConfig = {
+  workspace: '.',
+  taskSource: 'mutation',
+  maxTasks: 32,
+  heldoutFraction: 0.25,
+  model: '',
+  iterations: 4,
+  tasksPerIteration: 6,
+  groupSize: 4,
+  maxTurns: 8,
+  commandTimeoutMs: 20_000,
+  concurrency: 8,
+  estimator: 'turnwise',
+  estimatorParams: {},
+  loss: 'ppo-token',
+  epochs: 1,
+  minibatches: 4,
+  lr: 2e-5,
+  klCoef: 0,
+  entCoef: 0,
+  clipLow: 0.2,
+  clipHigh: 0.28,
+  temperature: 1,
+  topP: 1,
+  maxActionTokens: 96,
+  reward: { ...DEFAULT_REWARD_WEIGHTS },
+  evalEvery: 1,
+  seed: 0,
+  executionProvider: 'auto',
+  dockerHost: '',
+  testCommand: '',
+};
+
+const bad = (msg: string, hint: string) => new TurnwiseError('invalid-input', msg, { hint });
+
+function checkNumber(key: string, v: unknown, lo: number, hi: number, integer = false): number {
+  if (typeof v !== 'number' || !Number.isFinite(v) || v < lo || v > hi || (integer && !Number.isInteger(v))) {
+    throw bad(`config field "${key}" must be ${integer ? 'an integer' : 'a number'} in [${lo}, ${hi}], got ${JSON.stringify(v)}`, `fix "${key}" in the config`);
+  }
+  return v;
+}
+
+/**
+ * Overlays `given` (parsed turnwise.json and flags) on the defaults and validates every field.
+ * `source` names where the values came from, for messages.
+ */
+export function resolveTrainConfig(given: Record<string, unknown>, source = 'the config'): TrainConfig {
+  if (given === null || typeof given !== 'object' || Array.isArray(given)) throw bad(`${source} must be a JSON object`, 'see the README for turnwise.json');
+  const known = new Set(Object.keys(TRAIN_DEFAULTS));
+  const unknown = Object.keys(given).filter((k) => !known.has(k) && k !== 'schema' && given[k] !== undefined);
+  if (unknown.length) {
+    throw bad(`${source} has unknown field${unknown.length > 1 ? 's' : ''} ${unknown.map((k) => JSON.stringify(k)).join(', ')}`, `valid fields: ${[...known].join(', ')}`);
+  }
+  const c = { ...TRAIN_DEFAULTS, ...Object.fromEntries(Object.entries(given).filter(([, v]) => v !== undefined)) } as TrainConfig;
+  c.reward = { ...DEFAULT_REWARD_WEIGHTS, ...((given.reward as object) ?? {}) };
+  for (const k of Object.keys(c.reward)) if (!(k in DEFAULT_REWARD_WEIGHTS)) throw bad(`${source}: unknown reward field "${k}"`, `valid: ${Object.keys(DEFAULT_REWARD_WEIGHTS).join(', ')}`);
+  for (const k of ['workspace', 'model', 'dockerHost', 'testCommand'] as const) if (typeof c[k] !== 'string') throw bad(`config field "${k}" must be a string`, `fix "${k}"`);
+  if (!['mutation', 'failing-tests', 'file'].includes(c.taskSource)) throw bad(`config field "taskSource" must be mutation, failing-tests or file, got ${JSON.stringify(c.taskSource)}`, 'fix "taskSource"');
+  if (c.taskSource === 'file' && !c.tasksFile) throw bad('taskSource "file" needs "tasksFile"', 'set "tasksFile" to a JSONL task file (`turnwise tasks synth --out`)');
+  checkNumber('maxTasks', c.maxTasks, 1, 10_000, true);
+  checkNumber('heldoutFraction', c.heldoutFraction, 0, 0.9);
+  checkNumber('iterations', c.iterations, 0, 100_000, true);
+  checkNumber('tasksPerIteration', c.tasksPerIteration, 1, 10_000, true);
+  checkNumber('groupSize', c.groupSize, 1, 256, true);
+  checkNumber('maxTurns', c.maxTurns, 1, 100, true);
+  checkNumber('commandTimeoutMs', c.commandTimeoutMs, 100, 3_600_000, true);
+  checkNumber('concurrency', c.concurrency, 1, 256, true);
+  checkNumber('epochs', c.epochs, 1, 100, true);
+  checkNumber('minibatches', c.minibatches, 1, 1000, true);
+  checkNumber('lr', c.lr, 0, 1);
+  checkNumber('klCoef', c.klCoef, 0, 100);
+  checkNumber('entCoef', c.entCoef, 0, 100);
+  checkNumber('clipLow', c.clipLow, 0, 1);
+  checkNumber('clipHigh', c.clipHigh, 0, 10);
+  checkNumber('temperature', c.temperature, 0.01, 10);
+  checkNumber('topP', c.topP, 0.01, 1);
+  checkNumber('maxActionTokens', c.maxActionTokens, 8, 512, true);
+  checkNumber('evalEvery', c.evalEvery, 0, 100_000, true);
+  checkNumber('seed', c.seed, 0, 2 ** 32 - 1, true);
+  checkNumber('reward.efficiency', c.reward.efficiency, 0, 10);
+  checkNumber('reward.format', c.reward.format, 0, 10);
+  if (!['auto', 'cpu', 'cuda', 'webgpu'].includes(c.executionProvider)) throw bad(`config field "executionProvider" must be auto, cpu, cuda or webgpu, got ${JSON.stringify(c.executionProvider)}`, 'fix "executionProvider"');
+  if (!estimatorNames().includes(c.estimator)) throw bad(`unknown estimator ${JSON.stringify(c.estimator)}`, `use one of: ${estimatorNames().join(', ')}`);
+  if (typeof c.estimatorParams !== 'object' || c.estimatorParams === null || Array.isArray(c.estimatorParams)) throw bad('config field "estimatorParams" must be an object', 'e.g. {"scale": "none"}');
+  resolveParams(getEstimator(c.estimator), c.estimatorParams); // throws naming an unknown parameter
+  if (!(RL_LOSS_NAMES as readonly string[]).includes(c.loss)) {
+    throw bad(`unknown RL loss ${JSON.stringify(c.loss)}${(LOSS_NAMES as readonly string[]).includes(c.loss) ? ' (that loss is for the warm start only)' : ''}`, `use one of: ${RL_LOSS_NAMES.join(', ')}`);
+  }
+  return c;
+}
+
+/** Reads turnwise.json (or another file) as the `given` part of resolveTrainConfig. */
+export function readConfigFile(file: string): Record<string, unknown> {
+  let text: string;
+  try {
+    if (fs.statSync(file).isDirectory()) throw bad(`${file} is a folder, not a config file`, 'pass the path of turnwise.json');
+    text = fs.readFileSync(file, 'utf8');
+  } catch (e) {
+    if (e instanceof TurnwiseError) throw e;
+    throw new TurnwiseError('not-found', `cannot read the config ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`, { hint: 'check the path of --config' });
+  }
+  try {
+    const v = JSON.parse(text) as Record<string, unknown>;
+    if (v && typeof v === 'object' && typeof v.workspace === 'string' && !path.isAbsolute(v.workspace)) v.workspace = path.resolve(path.dirname(file), v.workspace);
+    return v;
+  } catch (e) {
+    throw new TurnwiseError('invalid-file', `${file} is not valid JSON: ${(e as Error).message}`, { hint: 'fix the JSON syntax' });
+  }
+}
+
+/** What config.json of a run holds. */
+export function runConfigRecord(c: TrainConfig, extra: Record<string, unknown>): Record<string, unknown> {
+  return { schema: SCHEMA.runConfig, ...c, ...extra };
+}

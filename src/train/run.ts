@@ -1,0 +1,531 @@
+// A training run: tasks from the workspace (split into train and held-out), the held-out tasks
+// evaluated at the start, then per iteration: sample tasks → G rollouts each (batched
+// generation in the policy worker, sandboxes in parallel) → rewards → per-turn advantages →
+// policy update → checkpoint → metrics line. Everything goes to the run directory (core/run.ts);
+// an iteration counts once its metrics line is written, so `resume` redoes at most the one an
+// interruption cut. What it leaves out (said plainly): no value model, no reward model; the
+// reference policy for KL is the starting checkpoint; one policy on one device.
+import { createHash } from 'node:crypto';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { TurnwiseError, errorToJson } from '../core/errors';
+import { makeEvent, type MetricsRow, type RunEvent, type RunEventBody } from '../core/events';
+import { RunDir, newRunId } from '../core/run';
+import { SCHEMA, type Task, type Trajectory } from '../core/schema';
+import { mean, std } from '../core/stats';
+import { poolProvider } from '../agent/docker';
+import { taskText as taskTextOf } from '../agent/prompt';
+import { runRollouts, type EpisodeJob, type RolloutResult } from '../agent/scheduler';
+import { trajectoryAdvantages } from '../credit/advantages';
+import { loadTokenizer } from '../policy/tokenizer';
+import { PolicyWorker } from '../policy/worker';
+import type { PolicyService } from '../policy/trainable';
+import type { StepMetrics, TrainBatch } from '../policy/trainer';
+import { SandboxPool, type PoolSnapshot } from '../sandbox';
+import { parseEngineSpecs } from '../sandbox/pool';
+import { failingTestTasks, synthesizeMutationTasks } from '../tasks/synth';
+import { readTaskFile } from '../tasks/taskfile';
+import { collectTestFiles } from '../tasks/testfiles';
+import { detectRunner } from '../tasks/runners';
+import { chatCodec, renderPrompt, type ChatCodec } from './chat';
+import { resolveTrainConfig, runConfigRecord, type TrainConfig } from './config';
+import { embeddedModelDir } from './embedded';
+import { PolicyActionModel } from './model';
+
+export interface TrainRunOptions {
+  config: TrainConfig;
+  /** Folder holding run directories. */
+  runsRoot: string;
+  /** Run id or directory to resume. */
+  resume?: string;
+  /** Name part of a new run id (default: the workspace folder's name). */
+  name?: string;
+  signal?: AbortSignal;
+  onEvent?: (e: RunEvent) => void;
+}
+
+export interface TrainRunResult {
+  runDir: string;
+  runId: string;
+  metrics: MetricsRow[];
+  state: 'finished' | 'stopped';
+}
+
+/** Stable split: held-out = the tasks whose seeded hash is smallest (at least one when there are two or more). */
+export function splitTasks(tasks: readonly Task[], fraction: number, seed: number): { train: string[]; heldout: string[] } {
+  const h = (id: string) => createHash('sha256').update(`${seed}\0${id}`).digest('hex');
+  const order = [...tasks].map((t) => t.id).sort((a, b) => (h(a) < h(b) ? -1 : 1));
+  let k = Math.round(tasks.length * fraction);
+  if (fraction > 0 && k === 0 && tasks.length >= 2) k = 1;
+  if (k >= tasks.length) k = tasks.length - 1;
+  const held = new Set(order.slice(0, k));
+  return { train: tasks.filter((t) => !held.has(t.id)).map((t) => t.id), heldout: tasks.filter((t) => held.has(t.id)).map((t) => t.id) };
+}
+
+const seedOf = (...parts: (string | number)[]) => parseInt(createHash('sha256').update(parts.join('\0')).digest('hex').slice(0, 8), 16);
+
+/** Everything one training row needs from one turn. */
+interface TurnRowData {
+  ids: number[];
+  /** Index in ids where the action starts. */
+  actionStart: number;
+  logprobs: number[];
+  advantage: number;
+}
+
+/** The prompt+action token rows of a trajectory's turns, as they were sampled. */
+export function turnTokenRows(codec: ChatCodec, task: string, t: Trajectory, promptBudget: number): TurnRowData[] {
+  const rows: TurnRowData[] = [];
+  const prior: { action: string; observation: string }[] = [];
+  for (const turn of t.turns) {
+    if (turn.tokenIds?.length && turn.logprobs?.length === turn.tokenIds.length) {
+      const { ids } = renderPrompt(codec, task, prior, promptBudget);
+      rows.push({ ids: [...ids, ...turn.tokenIds], actionStart: ids.length, logprobs: turn.logprobs, advantage: turn.advantage ?? 0 });
+    }
+    prior.push({ action: turn.action, observation: turn.observation });
+  }
+  return rows;
+}
+
+const BUCKETS = [128, 256, 384, 512, 768, 1024];
+
+/** Minibatches of turn rows, padded to a few fixed shapes (each new shape builds a session). */
+export function packMinibatches(rows: TurnRowData[], minibatches: number, refLogp?: Float32Array[]): { batch: TrainBatch; B: number; T: number }[] {
+  const n = Math.max(1, Math.min(minibatches, rows.length));
+  const per = Math.ceil(rows.length / n);
+  const out: { batch: TrainBatch; B: number; T: number }[] = [];
+  for (let i = 0; i < rows.length; i += per) {
+    const part = rows.slice(i, i + per);
+    const refs = refLogp?.slice(i, i + per);
+    const maxLen = Math.max(...part.map((r) => r.ids.length));
+    const T = BUCKETS.find((b) => b >= maxLen) ?? maxLen;
+    const B = per;
+    const ids = new Array<number>(B * T).fill(0);
+    const att = new Array<number>(B * T).fill(0);
+    const mask = new Array<number>(B * T).fill(0);
+    const adv = new Array<number>(B * T).fill(0);
+    const old = new Array<number>(B * T).fill(0);
+    const ref = refs ? new Array<number>(B * T).fill(0) : undefined;
+    part.forEach((r, b) => {
+      for (let j = 0; j < r.ids.length; j++) {
+        const o = b * T + j;
+        ids[o] = r.ids[j];
+        att[o] = 1;
+        if (j >= r.actionStart) {
+          mask[o] = 1;
+          adv[o] = r.advantage;
+          old[o] = r.logprobs[j - r.actionStart];
+          if (ref) ref[o] = refs![b][j];
+        }
+      }
+    });
+    // Rows of padding only (B fixed per run) keep at least one real token so every row is valid.
+    for (let b = part.length; b < B; b++) att[b * T] = 1;
+    out.push({ batch: { inputIds: ids, attentionMask: att, lossMask: mask, advantages: adv, oldLogp: old, ...(ref ? { refLogp: ref } : {}) }, B, T });
+  }
+  return out;
+}
+
+function episodeMetrics(prefix: string, trajs: readonly Trajectory[]): Record<string, number> {
+  const scored = trajs.filter((t) => !t.failure && Number.isFinite(t.reward.reward));
+  const turns = trajs.flatMap((t) => t.turns);
+  const m: Record<string, number> = {
+    [`${prefix}reward/mean`]: mean(scored.map((t) => t.reward.reward)),
+    [`${prefix}reward/std`]: scored.length > 1 ? std(scored.map((t) => t.reward.reward)) : 0,
+    [`${prefix}pass_rate`]: mean(scored.map((t) => t.reward.passRate)),
+    [`${prefix}resolved`]: scored.length ? scored.filter((t) => t.reward.resolved).length / scored.length : NaN,
+    [`${prefix}turns/mean`]: mean(trajs.filter((t) => !t.failure).map((t) => t.turns.length)),
+    [`${prefix}format_errors`]: turns.length ? turns.filter((t) => t.formatError).length / turns.length : 0,
+    [`${prefix}episodes`]: trajs.length,
+    [`${prefix}episodes/failed`]: trajs.filter((t) => t.failure).length,
+  };
+  return m;
+}
+
+/** NaN is not JSON: metrics keep null for "no value". */
+function jsonSafe(m: Record<string, number>): Record<string, number | null> {
+  return Object.fromEntries(Object.entries(m).map(([k, v]) => [k, Number.isFinite(v) ? v : null]));
+}
+
+export interface EvalTaskRow {
+  taskId: string;
+  resolved: boolean;
+  passRate: number | null;
+  turns: number;
+  formatErrors: number;
+  failure?: string;
+}
+
+export interface EvalSummary {
+  'pass@1': number;
+  resolved: number;
+  pass_rate: number;
+  'turns/mean': number;
+  format_error_rate: number;
+  episodes: number;
+  failed: number;
+  tasks: EvalTaskRow[];
+}
+
+export function summarizeEval(trajs: readonly Trajectory[]): EvalSummary {
+  const m = episodeMetrics('', trajs);
+  return {
+    'pass@1': m.resolved,
+    resolved: m.resolved,
+    pass_rate: m.pass_rate,
+    'turns/mean': m['turns/mean'],
+    format_error_rate: m.format_errors,
+    episodes: trajs.length,
+    failed: m['episodes/failed'],
+    tasks: trajs.map((t) => ({
+      taskId: t.taskId,
+      resolved: t.reward.resolved,
+      passRate: Number.isFinite(t.reward.passRate) ? t.reward.passRate : null,
+      turns: t.turns.length,
+      formatErrors: t.turns.filter((x) => x.formatError).length,
+      ...(t.failure ? { failure: t.failure } : {}),
+    })),
+  };
+}
+
+/** Sandboxes, snapshot, policy worker and model adapter of a run or an evaluation. */
+export interface Rig {
+  pool: SandboxPool;
+  snapshot: PoolSnapshot;
+  originals: Map<string, Buffer>;
+  policy: PolicyService;
+  codec: ChatCodec;
+  model: PolicyActionModel;
+  contextTokens: number;
+  close(): Promise<void>;
+}
+
+export async function openRig(o: {
+  runId: string;
+  workspace: string;
+  language: string;
+  checkpoint: string;
+  referenceDir?: string;
+  config: Pick<TrainConfig, 'dockerHost' | 'executionProvider' | 'maxActionTokens' | 'temperature' | 'topP' | 'concurrency'>;
+  pool?: SandboxPool;
+  onLog?: (m: string) => void;
+}): Promise<Rig> {
+  const engines = parseEngineSpecs(process.env.TURNWISE_DOCKER_ENGINES) ?? (o.config.dockerHost ? [{ host: o.config.dockerHost }] : undefined);
+  const pool = o.pool ?? (await SandboxPool.connect({ run: o.runId, ...(engines ? { engines } : {}) }));
+  const policy = new PolicyWorker({ onWarning: (m) => o.onLog?.(m) });
+  try {
+    const snapshot = await pool.snapshot(o.workspace, { language: o.language });
+    pool.warm(snapshot, Math.min(o.config.concurrency, 4));
+    const info = await (policy as PolicyWorker).loadCheckpoint(o.checkpoint, { provider: o.config.executionProvider }, o.referenceDir ? { referenceDir: o.referenceDir } : {});
+    if (!info.tokenizerJson) throw new TurnwiseError('invalid-file', `${o.checkpoint} has no tokenizer.json`, { hint: 'use a checkpoint written by Turnwise or a Hugging Face model folder' });
+    const codec = chatCodec(loadTokenizer(info.tokenizerJson, info.tokenizerConfig));
+    const contextTokens = info.config.max_position_embeddings;
+    const model = new PolicyActionModel(policy, codec, { contextTokens, maxActionTokens: o.config.maxActionTokens, temperature: o.config.temperature, topP: o.config.topP });
+    return {
+      pool,
+      snapshot,
+      originals: collectTestFiles(o.workspace),
+      policy,
+      codec,
+      model,
+      contextTokens,
+      close: async () => {
+        await policy.dispose().catch(() => undefined);
+        if (!o.pool) await pool.close();
+      },
+    };
+  } catch (e) {
+    await policy.dispose().catch(() => undefined);
+    if (!o.pool) await pool.close().catch(() => undefined);
+    throw e;
+  }
+}
+
+/** Runs `tasks` once each (held-out evaluation), greedy unless a temperature is given. */
+export async function evaluateTasks(rig: Rig, tasks: readonly Task[], o: { iteration: number; seed: number; config: TrainConfig; checkpoint: string; signal?: AbortSignal; onEpisode?: (t: Trajectory) => void }): Promise<RolloutResult> {
+  const jobs: EpisodeJob[] = tasks.map((task, i) => ({ task, episodeId: `eval-${o.iteration}-${i}`, groupId: `eval-${o.iteration}-${task.id}`, seed: seedOf(o.seed, 'eval', o.iteration, task.id), split: 'heldout' }));
+  return runRollouts(jobs, rolloutOptions(rig, o.config, o.checkpoint, o.iteration, o.signal, o.onEpisode));
+}
+
+function rolloutOptions(rig: Rig, c: TrainConfig, checkpoint: string, iteration: number, signal?: AbortSignal, onEpisode?: (t: Trajectory) => void) {
+  return {
+    provider: poolProvider(rig.pool, rig.snapshot),
+    model: rig.model,
+    checkpoint,
+    originalTestFiles: rig.originals,
+    concurrency: c.concurrency,
+    maxBatch: c.concurrency,
+    maxTurns: c.maxTurns,
+    commandTimeoutMs: c.commandTimeoutMs,
+    rewardWeights: c.reward,
+    iteration,
+    signal,
+    onEpisode,
+  };
+}
+
+class Stopped extends Error {}
+
+/** Resolves the tasks of a new run from its config (synthesis runs in sandboxes of `pool`). */
+async function resolveTasks(c: TrainConfig, pool: SandboxPool, emit: (b: RunEventBody) => void): Promise<Task[]> {
+  const override = c.testCommand ? { command: c.testCommand } : undefined;
+  if (c.taskSource === 'file') return readTaskFile(c.tasksFile!);
+  if (c.taskSource === 'failing-tests') {
+    const r = await failingTestTasks({ workspace: c.workspace, pool, seed: c.seed, override });
+    return r.tasks;
+  }
+  const r = await synthesizeMutationTasks({
+    workspace: c.workspace,
+    pool,
+    seed: c.seed,
+    max: c.maxTasks,
+    override,
+    onProgress: (p) => emit({ type: 'phase', iteration: 0, phase: 'tasks', done: p.kept, total: p.total, detail: `${p.phase ?? 'validate'}: ${p.tried} tried, ${p.kept} kept` }),
+  });
+  return r.tasks;
+}
+
+/** Starts or resumes a run and drives it to the end (or until `signal` aborts it). */
+export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
+  let run: RunDir;
+  let c: TrainConfig;
+  if (o.resume) {
+    run = RunDir.open(o.resume, o.runsRoot);
+    const stored = run.readConfig<Record<string, unknown>>();
+    const { schema: _s, runId: _r, startModel: _m, createdAt: _c, ...given } = stored;
+    c = resolveTrainConfig(given, `${run.file('config.json')}`);
+  } else {
+    c = o.config;
+    const runId = newRunId({ name: o.name ?? path.basename(path.resolve(c.workspace)), estimator: c.estimator, seed: c.seed });
+    fs.mkdirSync(o.runsRoot, { recursive: true });
+    run = RunDir.create(o.runsRoot, runId, runConfigRecord(c, { runId, startModel: c.model || embeddedModelDir(), createdAt: new Date().toISOString() }));
+  }
+  const runId = run.runId;
+  const emit = (b: RunEventBody) => o.onEvent?.(makeEvent(runId, b));
+  const log = (message: string, level: 'info' | 'warn' = 'info') => emit({ type: 'log', level, message });
+  const check = () => {
+    if (o.signal?.aborted) throw new Stopped('stopped');
+  };
+  let last = run.lastCompleteIteration();
+  const removed = run.discardAfter(last);
+  if (removed.length) log(`discarded the incomplete iteration${removed.length > 1 ? 's' : ''} ${removed.join(', ')} left by an interrupted run`);
+  run.writeStatus({ state: 'running', pid: process.pid, iterations: c.iterations, lastCompleteIteration: last });
+
+  let rig: Rig | undefined;
+  let pool: SandboxPool | undefined;
+  try {
+    const runner = detectRunner(c.workspace, c.testCommand ? { command: c.testCommand } : undefined);
+    const engines = parseEngineSpecs(process.env.TURNWISE_DOCKER_ENGINES) ?? (c.dockerHost ? [{ host: c.dockerHost }] : undefined);
+    pool = await SandboxPool.connect({ run: runId, ...(engines ? { engines } : {}) });
+    let tasks: Task[];
+    let splits: { train: string[]; heldout: string[] };
+    if (fs.existsSync(run.file('splits.json'))) {
+      tasks = run.readTasks();
+      splits = run.readSplits();
+    } else {
+      emit({ type: 'phase', iteration: 0, phase: 'tasks', detail: `${c.taskSource} tasks from ${c.workspace}` });
+      tasks = await resolveTasks(c, pool, emit);
+      check();
+      if (tasks.length === 0) {
+        throw new TurnwiseError('invalid-input', `no task survived validation in ${c.workspace}: no mutation of its source made one of its passing tests fail`, {
+          hint: 'check that the tests exercise the code (`turnwise tasks synth --workspace … --json` shows why candidates were dropped), or use taskSource "failing-tests" / "file"',
+        });
+      }
+      splits = splitTasks(tasks, c.heldoutFraction, c.seed);
+      run.writeTasks(tasks, splits);
+    }
+    const byId = new Map(tasks.map((t) => [t.id, t]));
+    const train = splits.train.map((id) => byId.get(id)!).filter(Boolean);
+    const heldout = splits.heldout.map((id) => byId.get(id)!).filter(Boolean);
+    if (train.length === 0) throw new TurnwiseError('invalid-input', `all ${tasks.length} task(s) are held out; none is left to train on`, { hint: 'lower heldoutFraction or add tasks' });
+    emit({ type: 'run-started', runDir: run.dir, iterations: c.iterations, trainTasks: train.length, heldoutTasks: heldout.length, ...(last >= 0 ? { resumedFrom: last } : {}) });
+
+    const startModel = (run.readConfig<{ startModel?: string }>().startModel as string) || c.model || embeddedModelDir();
+    const from = last >= 0 ? run.checkpointDir(last) : startModel;
+    emit({ type: 'phase', iteration: Math.max(0, last), phase: 'snapshot', detail: 'workspace snapshot and policy' });
+    rig = await openRig({ runId, workspace: c.workspace, language: runner.language, checkpoint: from, referenceDir: last >= 0 ? run.checkpointDir(0) : undefined, config: c, pool, onLog: (m) => log(m, 'warn') });
+    check();
+
+    const evalDue = (n: number) => n === 0 || n === c.iterations || (c.evalEvery > 0 && n % c.evalEvery === 0);
+    const runEval = async (n: number): Promise<{ m: Record<string, number>; trajs: Trajectory[] }> => {
+      if (!heldout.length || !evalDue(n)) return { m: {}, trajs: [] };
+      emit({ type: 'phase', iteration: n, phase: 'eval', done: 0, total: heldout.length });
+      const t0 = Date.now();
+      let done = 0;
+      // Held-out episodes are greedy at temperature 0: pass@1 of the policy's best guess.
+      const res = await evaluateTasks(rig!, heldout, {
+        iteration: n,
+        seed: c.seed,
+        config: { ...c, temperature: c.temperature },
+        checkpoint: run.checkpointDir(n),
+        signal: o.signal,
+        onEpisode: (t) => {
+          done++;
+          emit({ type: 'phase', iteration: n, phase: 'eval', done, total: heldout.length });
+          emitEpisode(emit, n, t);
+        },
+      });
+      check();
+      const m = episodeMetrics('heldout/', res.trajectories);
+      return { m: { ...m, 'time/eval_s': (Date.now() - t0) / 1000 }, trajs: res.trajectories };
+    };
+
+    if (last < 0) {
+      // Iteration 0: the starting checkpoint, evaluated on the held-out tasks.
+      const ev = await runEval(0);
+      run.writeTrajectories(0, 'heldout', ev.trajs);
+      await rig.policy.saveCheckpoint(run.checkpointDir(0));
+      const row: MetricsRow = { schema: SCHEMA.metrics, iteration: 0, ...jsonSafe(ev.m) } as MetricsRow;
+      run.appendMetrics(row);
+      emit({ type: 'checkpoint-written', iteration: 0, path: run.checkpointDir(0) });
+      emit({ type: 'iteration-finished', iteration: 0, metrics: row });
+      last = 0;
+      run.writeStatus({ state: 'running', pid: process.pid, iterations: c.iterations, lastCompleteIteration: last });
+    }
+
+    for (let n = last + 1; n <= c.iterations; n++) {
+      check();
+      const it0 = Date.now();
+      // Tasks of this iteration: a seeded shuffle of the train split, cycled.
+      const order = [...train].sort((a, b) => seedOf(c.seed, n, a.id) - seedOf(c.seed, n, b.id));
+      const picked = Array.from({ length: Math.min(c.tasksPerIteration, Math.max(train.length, c.tasksPerIteration)) }, (_, i) => order[i % order.length]);
+      const jobs: EpisodeJob[] = [];
+      picked.forEach((task, ti) => {
+        for (let g = 0; g < c.groupSize; g++) jobs.push({ task, episodeId: `it${n}-t${ti}-g${g}`, groupId: `it${n}-t${ti}`, seed: seedOf(c.seed, n, ti, g), split: 'train' });
+      });
+      let done = 0;
+      emit({ type: 'phase', iteration: n, phase: 'rollout', done: 0, total: jobs.length });
+      const ro = await runRollouts(jobs, {
+        ...rolloutOptions(rig, c, run.checkpointDir(n - 1), n, o.signal, (t) => {
+          done++;
+          emit({ type: 'phase', iteration: n, phase: 'rollout', done, total: jobs.length });
+          emitEpisode(emit, n, t);
+        }),
+      });
+      check();
+      const trajs = ro.trajectories;
+      const failed = trajs.filter((t) => t.failure);
+      if (failed.length === trajs.length) {
+        throw new TurnwiseError('sandbox-failed', `every episode of iteration ${n} failed; the first: ${failed[0]?.failure}`, { hint: 'check Docker (`turnwise doctor`) and the workspace\'s tests' });
+      }
+      if (failed.length) log(`${failed.length} of ${trajs.length} episodes failed and are left out of the update (first: ${failed[0].failure})`, 'warn');
+
+      // Advantages: the run's estimator over the scored episodes; failed ones get 0.
+      emit({ type: 'phase', iteration: n, phase: 'advantages' });
+      const tA = Date.now();
+      const scored = trajs.filter((t) => !t.failure);
+      // A group is one picked task slot (the same task may be picked twice in one iteration).
+      const report = await trajectoryAdvantages(
+        scored.map((t) => ({ ...t, taskId: t.groupId })),
+        c.estimator,
+        c.estimatorParams,
+      );
+      const byTraj = new Map(scored.map((t) => [t.trajId, t]));
+      for (const r of report.rows) {
+        const turn = byTraj.get(r.trajId)?.turns.find((x) => x.index === r.turn);
+        if (turn) {
+          turn.advantage = r.advantage;
+          turn.advantageComponents = r.components;
+        }
+      }
+      const advS = (Date.now() - tA) / 1000;
+
+      // Update.
+      emit({ type: 'phase', iteration: n, phase: 'update' });
+      const tU = Date.now();
+      const budget = rig.contextTokens - c.maxActionTokens;
+      const taskText = (t: Trajectory) => taskTextOf(byId.get(t.taskId)!);
+      const rows = scored.flatMap((t) => turnTokenRows(rig!.codec, taskText(t), t, budget)).filter((r) => c.klCoef > 0 || c.entCoef > 0 || Math.abs(r.advantage) > 1e-9);
+      const stepMetrics: StepMetrics[] = [];
+      if (rows.length) {
+        for (let epoch = 0; epoch < c.epochs; epoch++) {
+          const shuffled = [...rows].sort((a, b) => seedOf(c.seed, n, epoch, a.ids.length, a.advantage) - seedOf(c.seed, n, epoch, b.ids.length, b.advantage));
+          const ref = c.klCoef > 0 ? await rig.policy.logprobs(shuffled.map((r) => r.ids), { temperature: c.temperature, model: 'reference' }) : undefined;
+          for (const mb of packMinibatches(shuffled, c.minibatches, ref)) {
+            check();
+            const ms = await rig.policy.train({ loss: c.loss, batch: mb.B, seq: mb.T }, [mb.batch], { lr: c.lr, klCoef: c.klCoef, entCoef: c.entCoef, clipLow: c.clipLow, clipHigh: c.clipHigh, temperature: c.temperature });
+            stepMetrics.push(...ms);
+          }
+        }
+      }
+      const updS = (Date.now() - tU) / 1000;
+      check();
+
+      // Checkpoint, evaluation, then the metrics line that commits the iteration.
+      await rig.policy.saveCheckpoint(run.checkpointDir(n));
+      emit({ type: 'checkpoint-written', iteration: n, path: run.checkpointDir(n) });
+      const ev = await runEval(n);
+      run.writeTrajectories(n, 'train', trajs);
+      if (ev.trajs.length) run.writeTrajectories(n, 'heldout', ev.trajs);
+      const advs = scored.flatMap((t) => t.turns.map((x) => x.advantage ?? 0));
+      const sm = (k: keyof StepMetrics) => (stepMetrics.length ? mean(stepMetrics.map((s) => s[k])) : NaN);
+      const row: MetricsRow = {
+        schema: SCHEMA.metrics,
+        iteration: n,
+        ...jsonSafe({
+          ...episodeMetrics('', trajs),
+          'tests/pass_rate': episodeMetrics('', trajs).pass_rate,
+          frac_reward_zero_std: report.diagnostics.frac_reward_zero_std,
+          'adv/mean': mean(advs),
+          'adv/std': advs.length > 1 ? std(advs) : 0,
+          'adv/abs_mean': mean(advs.map(Math.abs)),
+          'loss/policy': sm('pg_loss'),
+          'loss/total': sm('loss'),
+          kl: sm('kl'),
+          approx_kl: sm('approx_kl'),
+          clip_frac: sm('clip_frac'),
+          entropy: sm('entropy'),
+          grad_norm: sm('grad_norm'),
+          'update/steps': stepMetrics.length,
+          'update/rows': rows.length,
+          'time/rollout_s': ro.wallMs / 1000,
+          'time/generation_s': ro.generateMs / 1000,
+          'time/sandbox_s': ro.sandboxMs / 1000,
+          'time/reward_s': ro.rewardMs / 1000,
+          'time/advantages_s': advS,
+          'time/update_s': updS,
+          'time/iteration_s': (Date.now() - it0) / 1000,
+          'rollout/mean_batch': ro.meanBatch,
+          ...ev.m,
+        }),
+      } as MetricsRow;
+      delete (row as Record<string, unknown>).pass_rate;
+      run.appendMetrics(row);
+      last = n;
+      run.writeStatus({ state: 'running', pid: process.pid, iterations: c.iterations, lastCompleteIteration: last });
+      emit({ type: 'iteration-finished', iteration: n, metrics: row });
+    }
+    run.writeStatus({ state: 'finished', iterations: c.iterations, lastCompleteIteration: last });
+    emit({ type: 'run-finished', iterations: c.iterations, runDir: run.dir });
+    return { runDir: run.dir, runId, metrics: run.readMetrics(), state: 'finished' };
+  } catch (e) {
+    if (e instanceof Stopped || o.signal?.aborted) {
+      run.discardAfter(last);
+      run.writeStatus({ state: 'stopped', iterations: c.iterations, lastCompleteIteration: last });
+      emit({ type: 'run-stopped', lastCompleteIteration: last, reason: 'stopped by the user' });
+      return { runDir: run.dir, runId, metrics: run.readMetrics(), state: 'stopped' };
+    }
+    run.writeStatus({ state: 'failed', iterations: c.iterations, lastCompleteIteration: last, error: errorToJson(e) });
+    emit({ type: 'run-failed', error: errorToJson(e) });
+    throw e;
+  } finally {
+    await rig?.close().catch(() => undefined);
+    await pool?.close().catch(() => undefined);
+  }
+}
+
+function emitEpisode(emit: (b: RunEventBody) => void, iteration: number, t: Trajectory): void {
+  emit({
+    type: 'episode-finished',
+    iteration,
+    split: t.split ?? 'train',
+    taskId: t.taskId,
+    trajId: t.trajId,
+    reward: Number.isFinite(t.reward.reward) ? t.reward.reward : null,
+    passRate: Number.isFinite(t.reward.passRate) ? t.reward.passRate : null,
+    resolved: t.reward.resolved,
+    turns: t.turns.length,
+    formatErrors: t.turns.filter((x) => x.formatError).length,
+    ...(t.failure ? { failure: t.failure } : {}),
+  });
+}

@@ -1,0 +1,295 @@
+// Supervised warm start: teaches the policy the agent format and the fix skill before RL
+// (RL cannot learn from a start that never succeeds). Packed rows of demonstrations and a copy
+// curriculum whose share falls from `curriculumStart` to `curriculumEnd` over the budget;
+// prompt tokens in the loss at `promptWeight`, action tokens at 1; warm-up then cosine learning
+// rate by elapsed budget. Checkpoints (weights + optimizer) are written every few minutes, so a
+// killed warm start keeps its progress, and a JSONL log records loss and held-out exact-fix rate.
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { seededRandom } from '../core/random';
+import { TurnwiseError } from '../core/errors';
+import { writeFileAtomic } from '../core/fs';
+import { taskText } from '../agent/prompt';
+import { loadCheckpoint, saveCheckpoint } from '../policy/checkpoint';
+import { presetConfig } from '../policy/config';
+import { Policy } from '../policy/policy';
+import { byteLevelTokenizerConfig, byteLevelTokenizerJson, loadTokenizer } from '../policy/tokenizer';
+import { PolicyTrainer, type TrainBatch } from '../policy/trainer';
+import { initWeights } from '../policy/weights';
+import type { SessionSettings } from '../onnx';
+import { chatCodec, encodeDemo, renderPrompt, type ChatCodec } from './chat';
+import { curriculumTask, fixEpisode, syntheticCases, type Demo, type FixCase } from './demos';
+
+export interface WarmstartOptions {
+  /** Checkpoint to start from; absent: a fresh turnwise-tiny with `seed`. */
+  from?: string;
+  /** Where the warm-started checkpoint is written (replaced atomically at each save). */
+  out: string;
+  /** Wall-clock budget. */
+  minutes: number;
+  seed?: number;
+  rows?: number;
+  rowTokens?: number;
+  peakLr?: number;
+  floorLr?: number;
+  /** Fraction of the budget spent warming the learning rate up. */
+  warmupFrac?: number;
+  promptWeight?: number;
+  curriculumStart?: number;
+  curriculumEnd?: number;
+  /** Fix cases recorded from a workspace (train split only), oversampled to `workspaceShare` of episodes. */
+  workspaceCases?: FixCase[];
+  workspaceShare?: number;
+  /** Synthetic cases generated up front (reused with fresh random phrasing). */
+  poolSize?: number;
+  checkpointEveryMin?: number;
+  evalEveryMin?: number;
+  /** Held-out synthetic cases for the exact-fix rate. */
+  evalCases?: number;
+  settings?: SessionSettings;
+  onLog?: (row: WarmstartLogRow) => void;
+  signal?: AbortSignal;
+}
+
+export interface WarmstartLogRow {
+  step: number;
+  minutes: number;
+  lr: number;
+  curriculum: number;
+  loss: number;
+  action_loss: number;
+  tokens: number;
+  tokens_per_s: number;
+  /** Set on evaluation rows. */
+  exact_fix?: number;
+  right_line?: number;
+  valid_sed?: number;
+  workspace_exact_fix?: number;
+}
+
+export interface WarmstartResult {
+  out: string;
+  steps: number;
+  tokens: number;
+  minutes: number;
+  log: WarmstartLogRow[];
+}
+
+/** Generates `n` synthetic fix cases (several per generated module). */
+export async function casePool(seed: number, n: number): Promise<FixCase[]> {
+  const r = seededRandom(seed);
+  const out: FixCase[] = [];
+  while (out.length < n) out.push(...(await syntheticCases(r, 5)));
+  return out.slice(0, n);
+}
+
+/** Greedy packing of encoded examples into rows of `rowTokens` (each example one segment). */
+export function packRows(examples: { ids: number[]; weights: number[] }[], rows: number, rowTokens: number): { batch: TrainBatch; tokens: number; used: number } {
+  const ids = new Array<number>(rows * rowTokens).fill(0);
+  const seg = new Array<number>(rows * rowTokens).fill(0);
+  const w = new Array<number>(rows * rowTokens).fill(0);
+  const act = new Array<number>(rows * rowTokens).fill(0);
+  const fill = new Array<number>(rows).fill(0);
+  let tokens = 0;
+  let used = 0;
+  let segId = 0;
+  for (const ex of examples) {
+    const n = Math.min(ex.ids.length, rowTokens);
+    const r = fill.findIndex((f) => f + n <= rowTokens);
+    if (r < 0) continue;
+    segId++;
+    for (let i = 0; i < n; i++) {
+      const o = r * rowTokens + fill[r] + i;
+      ids[o] = ex.ids[i];
+      seg[o] = segId;
+      w[o] = ex.weights[i];
+      act[o] = ex.weights[i] >= 1 ? 1 : 0;
+    }
+    fill[r] += n;
+    tokens += n;
+    used++;
+  }
+  return { batch: { inputIds: ids, segmentIds: seg, lossMask: w, actionMask: act }, tokens, used };
+}
+
+function lrAt(frac: number, o: { peak: number; floor: number; warmup: number }): number {
+  if (frac < o.warmup) return o.peak * Math.max(0.02, frac / o.warmup);
+  const p = Math.min(1, (frac - o.warmup) / Math.max(1e-9, 1 - o.warmup));
+  return o.floor + (o.peak - o.floor) * 0.5 * (1 + Math.cos(Math.PI * p));
+}
+
+/** The prompt a fix case's episode is at when the fix is due: task, then `tw-suspects` and its output. */
+export function fixPromptTurns(c: FixCase): { task: string; turns: { action: string; observation: string }[] } {
+  return {
+    task: taskText({ fail_to_pass: c.failing, source: 'mutation' }),
+    turns: [{ action: 'tw-suspects', observation: `exit 1\n${[`${c.failing.length} failed, ${c.passing} passed`, ...c.suspects].join('\n')}` }],
+  };
+}
+
+/** Greedy fix-turn accuracy on cases: exact command, right line number, any `sed -i 'N…'`. */
+export async function evaluateFixes(policy: Policy, codec: ChatCodec, cases: readonly FixCase[], budget = 1024 - 96): Promise<{ exact: number; rightLine: number; validSed: number }> {
+  let exact = 0;
+  let line = 0;
+  let sed = 0;
+  const B = 16;
+  for (let i = 0; i < cases.length; i += B) {
+    const chunk = cases.slice(i, i + B);
+    const prompts = chunk.map((c) => {
+      const p = fixPromptTurns(c);
+      return renderPrompt(codec, p.task, p.turns, budget).ids;
+    });
+    const rows = await policy.generateIds(prompts, { maxNewTokens: 96, temperature: 0, stopIds: [codec.imEnd] });
+    rows.forEach((row, k) => {
+      const text = codec.decode(row.tokenIds.filter((t) => t !== codec.imEnd)).trim();
+      const c = chunk[k];
+      if (text === c.fix) exact++;
+      const m = /^sed -i '(\d+)s\//.exec(text);
+      if (m) {
+        sed++;
+        if (Number(m[1]) === c.line) line++;
+      }
+    });
+  }
+  const n = Math.max(1, cases.length);
+  return { exact: exact / n, rightLine: line / n, validSed: sed / n };
+}
+
+export async function warmstart(o: WarmstartOptions): Promise<WarmstartResult> {
+  const seed = o.seed ?? 0;
+  const rows = o.rows ?? 8;
+  const rowTokens = o.rowTokens ?? 640;
+  const peak = o.peakLr ?? 2e-3;
+  const floor = o.floorLr ?? peak * 0.05;
+  const warmup = o.warmupFrac ?? 0.04;
+  const promptWeight = o.promptWeight ?? 0.3;
+  const cStart = o.curriculumStart ?? 0.7;
+  const cEnd = o.curriculumEnd ?? 0.2;
+  const wsShare = o.workspaceCases?.length ? (o.workspaceShare ?? 0.2) : 0;
+  if (!(o.minutes > 0)) throw new TurnwiseError('invalid-input', `the warm-start budget must be > 0 minutes, got ${o.minutes}`);
+
+  let weights;
+  let optimizer;
+  let tokenizerJson: Record<string, unknown>;
+  let tokenizerConfig: Record<string, unknown> | undefined;
+  if (o.from) {
+    const ck = loadCheckpoint(o.from, { optimizer: true });
+    weights = ck.weights;
+    optimizer = ck.optimizer;
+    tokenizerJson = ck.tokenizerJson;
+    tokenizerConfig = ck.tokenizerConfig;
+  } else {
+    weights = initWeights(presetConfig('tiny'), seed);
+    tokenizerJson = byteLevelTokenizerJson();
+    tokenizerConfig = byteLevelTokenizerConfig();
+  }
+  const tokenizer = loadTokenizer(tokenizerJson, tokenizerConfig);
+  const codec = chatCodec(tokenizer);
+  const ctx = weights.config.max_position_embeddings;
+  const trainer = new PolicyTrainer(weights, optimizer, o.settings);
+
+  // Train cases and held-out eval cases come from different seeds of the generator.
+  const pool = await casePool(seed * 7919 + 1, o.poolSize ?? 6000);
+  const evalCases = await casePool(seed * 7919 + 2, o.evalCases ?? 64);
+  const r = seededRandom(seed * 7919 + 3);
+  const pickCase = (): FixCase => (wsShare > 0 && r() < wsShare ? o.workspaceCases![Math.floor(r() * o.workspaceCases!.length)] : pool[Math.floor(r() * pool.length)]);
+
+  const log: WarmstartLogRow[] = [];
+  const logFile = path.join(path.dirname(path.resolve(o.out)), `${path.basename(o.out)}.warmstart-log.jsonl`);
+  const emit = (row: WarmstartLogRow) => {
+    log.push(row);
+    fs.mkdirSync(path.dirname(logFile), { recursive: true });
+    fs.appendFileSync(logFile, JSON.stringify(row) + '\n');
+    o.onLog?.(row);
+  };
+  const save = () => saveCheckpoint(o.out, { weights: trainer.weights(), optimizer: trainer.optimizerState(), tokenizerJson, tokenizerConfig });
+  const evaluate = async (): Promise<Pick<WarmstartLogRow, 'exact_fix' | 'right_line' | 'valid_sed' | 'workspace_exact_fix'>> => {
+    const policy = new Policy(trainer.weights(), tokenizer, o.settings);
+    try {
+      const e = await evaluateFixes(policy, codec, evalCases);
+      const ws = o.workspaceCases?.length ? await evaluateFixes(policy, codec, o.workspaceCases.slice(0, 32)) : undefined;
+      return { exact_fix: e.exact, right_line: e.rightLine, valid_sed: e.validSed, ...(ws ? { workspace_exact_fix: ws.exact } : {}) };
+    } finally {
+      await policy.dispose();
+    }
+  };
+
+  const t0 = Date.now();
+  const budgetMs = o.minutes * 60_000;
+  let lastSave = t0;
+  let lastEval = t0;
+  let step = 0;
+  let tokens = 0;
+  let windowTokens = 0;
+  let windowT = t0;
+  let lossAcc = 0;
+  let actAcc = 0;
+  let accN = 0;
+  try {
+    while (Date.now() - t0 < budgetMs && !o.signal?.aborted) {
+      const frac = (Date.now() - t0) / budgetMs;
+      const cur = cStart + (cEnd - cStart) * frac;
+      const examples: { ids: number[]; weights: number[] }[] = [];
+      // Over-draw: packing keeps what fits.
+      for (let i = 0; i < rows * 10; i++) {
+        const c = pickCase();
+        const demo: Demo = r() < cur ? curriculumTask(r, c) : r() < 0.85 ? fixEpisode(r, c) : { kind: 'fix-turn', segments: fixOnlySegments(c) };
+        const enc = encodeDemo(codec, demo.segments, promptWeight);
+        if (enc.ids.length <= Math.min(rowTokens, ctx)) examples.push(enc);
+      }
+      const { batch, tokens: n } = packRows(examples, rows, rowTokens);
+      const lr = lrAt(frac, { peak, floor, warmup });
+      const [m] = await trainer.train({ loss: 'sft', batch: rows, seq: rowTokens }, [batch], { lr, weightDecay: 0.01 });
+      step++;
+      tokens += n;
+      windowTokens += n;
+      lossAcc += m.loss;
+      actAcc += (m as Record<string, number>).action_loss ?? m.loss;
+      accN++;
+      const now = Date.now();
+      const dueEval = now - lastEval >= (o.evalEveryMin ?? 5) * 60_000;
+      if (step % 25 === 0 || dueEval) {
+        const row: WarmstartLogRow = {
+          step,
+          minutes: (now - t0) / 60_000,
+          lr,
+          curriculum: cur,
+          loss: lossAcc / accN,
+          action_loss: actAcc / accN,
+          tokens,
+          tokens_per_s: (windowTokens / Math.max(1, now - windowT)) * 1000,
+        };
+        lossAcc = actAcc = accN = 0;
+        windowTokens = 0;
+        windowT = now;
+        if (dueEval) {
+          Object.assign(row, await evaluate());
+          lastEval = Date.now();
+        }
+        emit(row);
+      }
+      if (Date.now() - lastSave >= (o.checkpointEveryMin ?? 5) * 60_000) {
+        save();
+        lastSave = Date.now();
+      }
+    }
+    save();
+    const final = await evaluate();
+    emit({ step, minutes: (Date.now() - t0) / 60_000, lr: 0, curriculum: cEnd, loss: NaN, action_loss: NaN, tokens, tokens_per_s: 0, ...final });
+    writeFileAtomic(path.join(path.resolve(o.out), 'warmstart.json'), JSON.stringify({ steps: step, tokens, minutes: (Date.now() - t0) / 60_000, seed, final }, null, 2) + '\n');
+    return { out: path.resolve(o.out), steps: step, tokens, minutes: (Date.now() - t0) / 60_000, log };
+  } finally {
+    await trainer.dispose();
+  }
+}
+
+/** Just the fix turn in context (task, tw-suspects and its output, the fix), a short full-weight example. */
+function fixOnlySegments(c: FixCase) {
+  const p = fixPromptTurns(c);
+  return [
+    { role: 'task' as const, text: p.task },
+    { role: 'agent' as const, text: p.turns[0].action },
+    { role: 'obs' as const, text: p.turns[0].observation },
+    { role: 'agent' as const, text: c.fix },
+  ];
+}
+

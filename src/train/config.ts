@@ -6,7 +6,8 @@ import * as path from 'node:path';
 import { TurnwiseError } from '../core/errors';
 import { LOSS_NAMES, RL_LOSS_NAMES, type RlLossName } from '../core/losses';
 import { SCHEMA } from '../core/schema';
-import { estimatorNames, getEstimator, resolveParams } from '../credit/registry';
+// The credit index, not the registry: importing it registers the estimators.
+import { estimatorNames, getEstimator, resolveParams } from '../credit';
 import type { Params } from '../credit/types';
 import { DEFAULT_REWARD_WEIGHTS } from '../tasks/reward';
 

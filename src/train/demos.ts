@@ -124,6 +124,10 @@ export function fixCommand(path: string, line: number, mutatedLine: string, orig
   while (j + 1 < toks.length && toks[j].e < b) j++;
   while (toks[i].ws && i < j) i++;
   while (toks[j].ws && j > i) j--;
+  // Trimming must not drop changed characters (a deleted ` - 1` starts with its space): take
+  // the neighbouring word instead, so the span still covers the whole change.
+  if (toks[i].s > a) do i--; while (i > 0 && toks[i].ws);
+  if (toks[j].e < b) do j++; while (j + 1 < toks.length && toks[j].ws);
   if (toks[i].ws) return undefined;
   const count = (x: string) => mutatedLine.split(x).length - 1;
   const span = () => mutatedLine.slice(toks[i].s, toks[j].e);

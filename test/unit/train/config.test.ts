@@ -1,0 +1,97 @@
+// The run's config is validated by name: an unknown field, estimator or loss, or a number out
+// of range is an error that names the field and what is valid.
+import * as assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { TurnwiseError } from '../../../src/core/errors';
+import { RL_LOSS_NAMES } from '../../../src/core/losses';
+import { estimatorNames } from '../../../src/credit/registry';
+import { readConfigFile, resolveTrainConfig, TRAIN_DEFAULTS } from '../../../src/train/config';
+
+function refused(given: Record<string, unknown>, problem: RegExp, fix: RegExp): void {
+  assert.throws(
+    () => resolveTrainConfig(given),
+    (e: unknown) => {
+      assert.ok(e instanceof TurnwiseError, String(e));
+      assert.equal(e.code, 'invalid-input');
+      assert.match(e.message, problem);
+      assert.match(`${e.message}\n${e.hint ?? ''}`, fix);
+      return true;
+    },
+  );
+}
+
+describe('train/config: resolveTrainConfig', () => {
+  it('empty config: the defaults', () => {
+    assert.deepEqual(resolveTrainConfig({}), TRAIN_DEFAULTS);
+  });
+
+  it('given values override, schema is allowed, undefined is ignored', () => {
+    const c = resolveTrainConfig({ schema: 'x', iterations: 2, groupSize: undefined, estimator: 'grpo', reward: { format: 0.5 } });
+    assert.equal(c.iterations, 2);
+    assert.equal(c.groupSize, TRAIN_DEFAULTS.groupSize);
+    assert.equal(c.estimator, 'grpo');
+    assert.equal(c.reward.format, 0.5);
+    assert.equal(c.reward.efficiency, TRAIN_DEFAULTS.reward.efficiency);
+  });
+
+  it('every estimator and RL loss is selectable', () => {
+    for (const estimator of estimatorNames()) assert.equal(resolveTrainConfig({ estimator }).estimator, estimator);
+    for (const loss of RL_LOSS_NAMES) assert.equal(resolveTrainConfig({ loss }).loss, loss);
+    assert.ok(estimatorNames().length >= 5);
+  });
+
+  it('unknown field: named, with the valid fields', () => {
+    refused({ itertions: 3 }, /unknown field "itertions"/, /valid fields: .*iterations/);
+    refused({ a: 1, b: 2 }, /unknown fields "a", "b"/, /valid fields/);
+  });
+  it('unknown reward field', () => refused({ reward: { speed: 1 } }, /unknown reward field "speed"/, /valid: .*efficiency.*format|valid: .*format/));
+  it('unknown estimator: named, with the valid ones', () => refused({ estimator: 'ppo' }, /unknown estimator "ppo"/, new RegExp(`use one of: ${estimatorNames().join(', ')}`)));
+  it('unknown estimator parameter', () => refused({ estimator: 'grpo', estimatorParams: { nope: 1 } }, /no parameter "nope"/, /its parameters/));
+  it('unknown loss: named, with the valid ones', () => refused({ loss: 'dpo' }, /unknown RL loss "dpo"/, new RegExp(`use one of: ${RL_LOSS_NAMES.join(', ')}`)));
+  it('a warm-start-only loss is refused for RL and says why', () => refused({ loss: 'sft' }, /unknown RL loss "sft" \(that loss is for the warm start only\)/, /use one of/));
+  it('not an object', () => {
+    for (const v of [null, [], 'x']) refused(v as never, /must be a JSON object/, /turnwise\.json/);
+  });
+
+  const ranges: [string, unknown, RegExp][] = [
+    ['groupSize', 0, /"groupSize" must be an integer in \[1, 256\], got 0/],
+    ['groupSize', 2.5, /"groupSize" must be an integer/],
+    ['iterations', -1, /"iterations" must be an integer in \[0, /],
+    ['lr', 2, /"lr" must be a number in \[0, 1\], got 2/],
+    ['lr', '1e-5', /"lr" must be a number .*got "1e-5"/],
+    ['heldoutFraction', 1, /"heldoutFraction" must be a number in \[0, 0\.9\]/],
+    ['maxActionTokens', 4, /"maxActionTokens" must be an integer in \[8, 512\]/],
+    ['topP', 0, /"topP" must be a number in \[0\.01, 1\]/],
+    ['seed', 2 ** 32, /"seed" must be an integer/],
+    ['concurrency', Number.NaN, /"concurrency" must be an integer/],
+  ];
+  for (const [field, value, problem] of ranges) {
+    it(`${field} = ${JSON.stringify(value) ?? String(value)}: out of range, named`, () => refused({ [field]: value }, problem, new RegExp(`fix "${field}"`)));
+  }
+  it('reward.format out of range', () => refused({ reward: { format: -1 } }, /"reward\.format" must be a number in \[0, 10\]/, /fix "reward\.format"/));
+  it('taskSource and executionProvider list their values', () => {
+    refused({ taskSource: 'git' }, /"taskSource" must be mutation, failing-tests or file, got "git"/, /fix "taskSource"/);
+    refused({ executionProvider: 'tpu' }, /"executionProvider" must be auto, cpu, cuda or webgpu/, /fix/);
+    refused({ taskSource: 'file' }, /needs "tasksFile"/, /tasks synth/);
+  });
+  it('a string field given a number', () => refused({ model: 3 }, /"model" must be a string/, /fix "model"/));
+});
+
+describe('train/config: readConfigFile', () => {
+  let dir: string;
+  beforeEach(() => (dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-config-'))));
+  afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it('a relative workspace is resolved against the config file, not the cwd', () => {
+    fs.writeFileSync(path.join(dir, 'turnwise.json'), JSON.stringify({ workspace: 'ws', iterations: 1 }));
+    assert.equal(readConfigFile(path.join(dir, 'turnwise.json')).workspace, path.join(dir, 'ws'));
+  });
+  it('missing, a folder, bad JSON: each says so', () => {
+    assert.throws(() => readConfigFile(path.join(dir, 'nope.json')), /cannot read the config .*ENOENT/);
+    assert.throws(() => readConfigFile(dir), /is a folder, not a config file/);
+    fs.writeFileSync(path.join(dir, 'bad.json'), '{ "iterations": ');
+    assert.throws(() => readConfigFile(path.join(dir, 'bad.json')), /is not valid JSON/);
+  });
+});

@@ -1,0 +1,121 @@
+// The demonstrations' fix commands are the warm start's ground truth: a `sed` that does not
+// restore the file teaches the policy a wrong fix. Each command is applied for real with
+// /bin/sed to a file holding the mutated module and must give back the original source byte
+// for byte, over many generated modules and every fixable mutation of each.
+import * as assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { seededRandom } from '../../../src/core/random';
+import { mutationCandidates } from '../../../src/tasks/mutate';
+import { curriculumTask, fixCommand, fixEpisode, generateModule, syntheticCases } from '../../../src/train/demos';
+
+const FIXABLE = new Set(['flip-comparison', 'swap-arithmetic', 'swap-boolean', 'negate-condition', 'off-by-one', 'swap-arguments', 'change-constant']);
+const SED = fs.existsSync('/bin/sed') ? '/bin/sed' : 'sed';
+
+/** Runs a `sed -i '…' path` command (as the policy would) in `cwd`, without a shell. */
+function applySed(cmd: string, cwd: string): void {
+  const m = /^sed -i '([^']*)' (\S+)$/.exec(cmd);
+  assert.ok(m, `not a single-quoted one-line sed: ${cmd}`);
+  execFileSync(SED, ['-i', m![1], m![2]], { cwd, stdio: 'pipe' });
+}
+
+describe('train/demos: fix commands restore the original source when run with sed', function () {
+  this.timeout(120_000);
+  let dir: string;
+  before(() => (dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-demos-'))));
+  after(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it('every fixable mutation of 30 generated modules: sed(mutated) = original', async () => {
+    const r = seededRandom(11);
+    let tried = 0;
+    let fixed = 0;
+    const byOp = new Map<string, number>();
+    for (let k = 0; k < 30; k++) {
+      const mod = generateModule(r);
+      const cands = (await mutationCandidates(mod.path, mod.source, 'python')).filter((c) => FIXABLE.has(c.operator));
+      for (const c of cands) {
+        const before = mod.source.split('\n');
+        const after = c.mutatedSource.split('\n');
+        if (before.length !== after.length || before[c.line - 1] === after[c.line - 1]) continue;
+        tried++;
+        const cmd = fixCommand(mod.path, c.line, after[c.line - 1], before[c.line - 1]);
+        if (!cmd) continue;
+        const file = path.join(dir, mod.path);
+        fs.mkdirSync(path.dirname(file), { recursive: true });
+        fs.writeFileSync(file, c.mutatedSource);
+        applySed(cmd, dir);
+        assert.equal(fs.readFileSync(file, 'utf8'), mod.source, `${c.operator} at ${mod.path}:${c.line}\n  mutated:  ${after[c.line - 1]}\n  original: ${before[c.line - 1]}\n  command:  ${cmd}`);
+        fixed++;
+        byOp.set(c.operator, (byOp.get(c.operator) ?? 0) + 1);
+      }
+    }
+    assert.ok(tried > 50, `${tried} candidates`);
+    // Single-line mutations of generated code nearly always have a one-line fix.
+    assert.ok(fixed / tried > 0.9, `${fixed}/${tried} have a fix command`);
+    assert.ok(byOp.size >= 5, `operators covered: ${[...byOp.keys()].join(', ')}`);
+  });
+
+  it('syntheticCases: each case\'s fix turns its mutated line back, in a file with look-alike lines around it', async () => {
+    const r = seededRandom(5);
+    let n = 0;
+    for (let k = 0; k < 40; k++) {
+      for (const c of await syntheticCases(r, 4)) {
+        // Lines before and after hold the mutated text too: the command must touch only its line.
+        const lines = [...Array(c.line - 1).fill(c.mutatedLine), c.mutatedLine, c.mutatedLine];
+        const file = path.join(dir, c.path);
+        fs.mkdirSync(path.dirname(file), { recursive: true });
+        fs.writeFileSync(file, lines.join('\n') + '\n');
+        applySed(c.fix, dir);
+        const want = [...lines];
+        want[c.line - 1] = c.originalLine;
+        assert.equal(fs.readFileSync(file, 'utf8'), want.join('\n') + '\n', c.fix);
+        assert.ok(c.suspects.some((s) => s.startsWith(`${c.path}:${c.line}:`)), 'the bug line is among the suspects');
+        n++;
+      }
+    }
+    assert.ok(n > 80, `${n} cases`);
+  });
+
+  const tricky: [string, string][] = [
+    ['    return a[0] * 2', '    return a[1] * 2'],
+    ['    return x.y <= 3', '    return x.y < 3'],
+    ['    if a == b and a == c:', '    if a == b and a != c:'],
+    ['    return price ^ 2 & mask', '    return price ^ 3 & mask'],
+    ['    s = "a/b\\\\c" + t', '    s = "a/b\\\\c" - t'],
+    ['    return f(b, a)', '    return f(a, b)'],
+    ['    return $x * .5', '    return $x * .6'],
+  ];
+  for (const [mutated, original] of tricky) {
+    it(`special characters: ${mutated.trim()} → ${original.trim()}`, () => {
+      const cmd = fixCommand('m.py', 2, mutated, original);
+      assert.ok(cmd, 'a command exists');
+      fs.writeFileSync(path.join(dir, 'm.py'), `# head\n${mutated}\n${mutated}\n`);
+      applySed(cmd!, dir);
+      assert.equal(fs.readFileSync(path.join(dir, 'm.py'), 'utf8'), `# head\n${original}\n${mutated}\n`, cmd);
+    });
+  }
+
+  it('no command for an unchanged line or a line with a single quote (the command is single-quoted)', () => {
+    assert.equal(fixCommand('m.py', 1, 'x = 1', 'x = 1'), undefined);
+    assert.equal(fixCommand('m.py', 1, "x = 'a' + b", "x = 'a' - b"), undefined);
+  });
+
+  it('episodes and curriculum tasks are deterministic per seed and end with submit', async () => {
+    const cases = await syntheticCases(seededRandom(3), 3);
+    assert.ok(cases.length > 0);
+    const a = fixEpisode(seededRandom(1), cases[0]);
+    const b = fixEpisode(seededRandom(1), cases[0]);
+    assert.deepEqual(a, b);
+    assert.equal(a.segments[0].role, 'task');
+    assert.deepEqual(a.segments[a.segments.length - 1], { role: 'agent', text: 'submit' });
+    assert.ok(a.segments.some((s) => s.role === 'agent' && s.text === cases[0].fix));
+    const r = seededRandom(2);
+    for (let i = 0; i < 50; i++) {
+      const d = curriculumTask(r, cases[i % cases.length]);
+      assert.deepEqual(d.segments.map((s) => s.role), ['task', 'agent']);
+      assert.ok(d.segments[1].text.length > 0, d.kind);
+    }
+  });
+});

@@ -113,7 +113,7 @@ export class RunController implements vscode.Disposable {
       this.log.info(`run ${name} stopped`);
       void vscode.window.showInformationMessage(`Turnwise: run ${name} stopped${p.lastFinished !== undefined ? ` after iteration ${p.lastFinished}` : ''}; resume it with "Turnwise: Resume Run".`);
     } else {
-      const msg = p.error?.message ?? describeFailure('the run', exit).message;
+      const msg = (p.error?.message ?? describeFailure('the run', exit).message).replace(/^the run failed: /, '');
       this.log.error(`run ${name} failed: ${msg}${p.error?.hint ? ` (${p.error.hint})` : ''}`);
       void vscode.window.showErrorMessage(`Turnwise: run failed: ${msg}${p.error?.hint ? ` — ${p.error.hint}` : ''}`, 'Show Log').then((c) => c && this.log.show());
     }

@@ -568,7 +568,10 @@ const webviewFrame = (page) => page.frameLocator('iframe.webview.ready').frameLo
 async function waitFor(what, fn, timeoutMs = 30000) {
   const end = Date.now() + timeoutMs;
   for (;;) {
-    const v = await fn().catch(() => undefined);
+    const v = await fn().catch((e) => {
+      if (/^the run failed/.test(e.message)) throw e;
+      return undefined;
+    });
     if (v) return v;
     if (Date.now() > end) throw new Error(`timed out after ${timeoutMs / 1000} s waiting for ${what}`);
     await sleep(200);
@@ -610,8 +613,11 @@ async function viewUiTests(page) {
         const n = Number(await frame.locator('body').getAttribute('data-points'));
         return n > 0 ? n : undefined;
       });
-      const canvases = await frame.locator('.uplot canvas').count();
-      if (canvases < 9) throw new Error(`only ${canvases} charts drawn`);
+      // Eight metric charts, then the advantage histogram (it arrives after the trajectories are read).
+      const canvases = await waitFor('9 charts (8 metrics + the advantage histogram)', async () => {
+        const n = await frame.locator('.uplot canvas').count();
+        return n >= 9 ? n : undefined;
+      }, 20000);
       await frame.locator('#tasks table tbody tr').first().waitFor({ state: 'visible', timeout: 20000 });
       const rows = await frame.locator('#tasks table tbody tr').count();
       if (rows < 5) throw new Error(`the task table has ${rows} rows`);
@@ -685,7 +691,12 @@ async function viewUiTests(page) {
       say(`status bar: "${first}"`);
       // The status bar advances: an iteration counter appears and moves, or the run ends.
       const seen = new Set([first]);
+      const failure = page.locator('.notification-toast:has(.codicon-error)', { hasText: 'Turnwise' }).first();
       const advanced = await waitFor('the status bar to advance', async () => {
+        if (await failure.isVisible()) {
+          await screenshot(page, '10-run-progress.png');
+          throw new Error(`the run failed: ${(await failure.innerText()).replace(/\s+/g, ' ')}`);
+        }
         const t = (await item.innerText()).trim();
         seen.add(t);
         return [...seen].some((x) => /Turnwise 1\/1|pass \d+%/.test(x)) ? t : undefined;

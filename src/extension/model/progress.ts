@@ -56,7 +56,8 @@ const pct = (x: number | undefined) => (x === undefined ? undefined : `${Math.ro
 /** Status bar text, e.g. "$(sync~spin) Turnwise 2/5 · pass 43%". */
 export function statusBarText(p: RunProgress): string {
   const icon = p.state === 'running' || p.state === 'starting' ? '$(sync~spin)' : p.state === 'failed' ? '$(error)' : p.state === 'stopped' ? '$(debug-stop)' : '$(check)';
-  const iter = p.iterations !== undefined ? ` ${p.iteration}/${p.iterations}` : p.state === 'starting' ? ' starting…' : ` ${p.iteration}`;
+  const iter =
+    p.iterations !== undefined ? ` ${p.iteration}/${p.iterations}` : p.state === 'starting' ? ' starting…' : p.state === 'running' ? ` ${p.iteration}` : ` ${p.state}`;
   const pass = pct(p.heldoutPassRate ?? p.passRate);
   return `${icon} Turnwise${iter}${pass ? ` · pass ${pass}` : ''}`;
 }

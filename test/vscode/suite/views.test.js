@@ -139,6 +139,8 @@ describe('Turnwise views', function () {
       await vscode.commands.executeCommand('turnwise.trajectory.nextTurn'); // 3: no edit
       await vscode.commands.executeCommand('turnwise.trajectory.nextTurn'); // 4
       const editor = currentEditor();
+      // The virtual document's new text arrives asynchronously (onDidChange → provider).
+      await until('turn 4 content', () => editor.document.lineAt(0).text === '# edited by the agent');
       const d = await until('decorations of turn 4', () => {
         const a = api.trajectories.applied.get(editor.document.uri.toString());
         return a && a.upTo === 4 ? a : undefined;

@@ -105,7 +105,8 @@ function checkNumber(key: string, v: unknown, lo: number, hi: number, integer = 
  */
 export function resolveTrainConfig(given: Record<string, unknown>, source = 'the config'): TrainConfig {
   if (given === null || typeof given !== 'object' || Array.isArray(given)) throw bad(`${source} must be a JSON object`, 'see the README for turnwise.json');
-  const known = new Set(Object.keys(TRAIN_DEFAULTS));
+  // tasksFile is the one optional field (no default), so it is not among TRAIN_DEFAULTS' keys.
+  const known = new Set([...Object.keys(TRAIN_DEFAULTS), 'tasksFile']);
   const unknown = Object.keys(given).filter((k) => !known.has(k) && k !== 'schema' && given[k] !== undefined);
   if (unknown.length) {
     throw bad(`${source} has unknown field${unknown.length > 1 ? 's' : ''} ${unknown.map((k) => JSON.stringify(k)).join(', ')}`, `valid fields: ${[...known].join(', ')}`);
@@ -115,6 +116,7 @@ export function resolveTrainConfig(given: Record<string, unknown>, source = 'the
   for (const k of Object.keys(c.reward)) if (!(k in DEFAULT_REWARD_WEIGHTS)) throw bad(`${source}: unknown reward field "${k}"`, `valid: ${Object.keys(DEFAULT_REWARD_WEIGHTS).join(', ')}`);
   for (const k of ['workspace', 'model', 'dockerHost', 'testCommand'] as const) if (typeof c[k] !== 'string') throw bad(`config field "${k}" must be a string`, `fix "${k}"`);
   if (!['mutation', 'failing-tests', 'file'].includes(c.taskSource)) throw bad(`config field "taskSource" must be mutation, failing-tests or file, got ${JSON.stringify(c.taskSource)}`, 'fix "taskSource"');
+  if (c.tasksFile !== undefined && typeof c.tasksFile !== 'string') throw bad('config field "tasksFile" must be a string', 'fix "tasksFile"');
   if (c.taskSource === 'file' && !c.tasksFile) throw bad('taskSource "file" needs "tasksFile"', 'set "tasksFile" to a JSONL task file (`turnwise tasks synth --out`)');
   checkNumber('maxTasks', c.maxTasks, 1, 10_000, true);
   checkNumber('heldoutFraction', c.heldoutFraction, 0, 0.9);
@@ -160,7 +162,7 @@ export function readConfigFile(file: string): Record<string, unknown> {
   }
   try {
     const v = JSON.parse(text) as Record<string, unknown>;
-    if (v && typeof v === 'object' && typeof v.workspace === 'string' && !path.isAbsolute(v.workspace)) v.workspace = path.resolve(path.dirname(file), v.workspace);
+    for (const k of ['workspace', 'tasksFile']) if (v && typeof v === 'object' && typeof v[k] === 'string' && !path.isAbsolute(v[k] as string)) v[k] = path.resolve(path.dirname(file), v[k] as string);
     return v;
   } catch (e) {
     throw new TurnwiseError('invalid-file', `${file} is not valid JSON: ${(e as Error).message}`, { hint: 'fix the JSON syntax' });

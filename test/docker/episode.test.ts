@@ -73,6 +73,7 @@ describe('docker: episodes in the demo workspace', function () {
       e1: [
         'git status --porcelain; git log --oneline | wc -l; git diff HEAD | wc -c',
         'echo "unterminated',
+        '',
         'tw-suspects',
         fix,
         'echo tampered > tests/test_reorder.py',
@@ -88,13 +89,18 @@ describe('docker: episodes in the demo workspace', function () {
     });
     const t = res.trajectories[0];
     assert.equal(t.failure, undefined, t.failure);
-    const [git, bad, suspects, sed, tamper, after, submit] = t.turns;
+    const [git, bad, empty, suspects, sed, tamper, after, submit] = t.turns;
     // The mutation is the repository's only state: no diff, one commit, a clean tree.
     assert.equal(git.observation, 'exit 0\n1\n0');
     // A format error is not run; the observation says why and the episode goes on.
     assert.match(bad.formatError ?? '', /bash syntax error/);
     assert.match(bad.observation, /^not run: bash syntax error/);
     assert.equal(bad.exitCode, null);
+    // An empty action (the policy wrote only <|im_end|>) is a format error too.
+    assert.equal(empty.formatError, 'empty action');
+    assert.match(empty.observation, /^not run: empty action\./);
+    assert.equal(empty.exitCode, null);
+    assert.equal(empty.edits, undefined);
     // tw-suspects names the mutated file among the suspects.
     assert.match(suspects.observation, new RegExp(`^exit 1\\n\\d+ failed, \\d+ passed\\n[\\s\\S]*${task.mutation!.file.replace('.', '\\.')}:`));
     // The fix is recorded as an edit of that file, with its signature.
@@ -112,7 +118,7 @@ describe('docker: episodes in the demo workspace', function () {
     assert.equal(t.reward.resolved, true);
     assert.equal(t.reward.testsEdited, true);
     assert.equal(t.reward.formatError, true);
-    assert.equal(t.reward.turns, 6);
+    assert.equal(t.reward.turns, 7);
     assert.ok(t.turns.every((x) => x.tokenIds && x.logprobs && x.tokenIds.length === x.logprobs.length));
   });
 

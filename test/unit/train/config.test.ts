@@ -46,6 +46,11 @@ describe('train/config: resolveTrainConfig', () => {
     refused({ itertions: 3 }, /unknown field "itertions"/, /valid fields: .*iterations/);
     refused({ a: 1, b: 2 }, /unknown fields "a", "b"/, /valid fields/);
   });
+  it('tasksFile (the one optional field) is accepted, and taskSource "file" needs it', () => {
+    const c = resolveTrainConfig({ taskSource: 'file', tasksFile: '/x/tasks.jsonl' });
+    assert.equal(c.tasksFile, '/x/tasks.jsonl');
+    refused({ taskSource: 'file', tasksFile: 3 }, /"tasksFile" must be a string/, /fix "tasksFile"/);
+  });
   it('unknown reward field', () => refused({ reward: { speed: 1 } }, /unknown reward field "speed"/, /valid: .*efficiency.*format|valid: .*format/));
   it('unknown estimator: named, with the valid ones', () => refused({ estimator: 'ppo' }, /unknown estimator "ppo"/, new RegExp(`use one of: ${estimatorNames().join(', ')}`)));
   it('unknown estimator parameter', () => refused({ estimator: 'grpo', estimatorParams: { nope: 1 } }, /no parameter "nope"/, /its parameters/));
@@ -84,9 +89,11 @@ describe('train/config: readConfigFile', () => {
   beforeEach(() => (dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-config-'))));
   afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
 
-  it('a relative workspace is resolved against the config file, not the cwd', () => {
-    fs.writeFileSync(path.join(dir, 'turnwise.json'), JSON.stringify({ workspace: 'ws', iterations: 1 }));
-    assert.equal(readConfigFile(path.join(dir, 'turnwise.json')).workspace, path.join(dir, 'ws'));
+  it('a relative workspace or tasksFile is resolved against the config file, not the cwd', () => {
+    fs.writeFileSync(path.join(dir, 'turnwise.json'), JSON.stringify({ workspace: 'ws', tasksFile: 't/tasks.jsonl', iterations: 1 }));
+    const v = readConfigFile(path.join(dir, 'turnwise.json'));
+    assert.equal(v.workspace, path.join(dir, 'ws'));
+    assert.equal(v.tasksFile, path.join(dir, 't', 'tasks.jsonl'));
   });
   it('missing, a folder, bad JSON: each says so', () => {
     assert.throws(() => readConfigFile(path.join(dir, 'nope.json')), /cannot read the config .*ENOENT/);

@@ -67,8 +67,20 @@ function genFunction(r: Rng): { name: string; lines: string[] } {
     () => [`def ${name}(${a}, ${b}):`, `    if ${a} ${pick(r, CMP)} ${b} or ${a} ${pick(r, CMP)} ${k}:`, `        return True`, `    return False`],
     () => [`def ${name}(${a}, ${b}):`, `    ${c} = ${a} ${pick(r, ARITH)} ${b}`, `    if ${c} ${pick(r, CMP)} ${k}:`, `        return ${k}`, `    return ${c} ${pick(r, ARITH)} ${k2}`],
     () => [`def ${name}(${a}, ${b}):`, `    ${c} = max(${a}, ${b}) - min(${a}, ${b})`, `    return ${c} ${pick(r, CMP)} ${k}`],
+    () => [`def ${name}(${a}, ${b}):`, `    return ${a}.get(${b}, 0) ${pick(r, ARITH)} ${k2}`],
+    () => [`def ${name}(${a}, ${b}, ${c}):`, `    if ${b} ${pick(r, CMP)} ${c}:`, `        raise ValueError("${b} out of range")`, `    ${a}[${b}] = ${a}.get(${b}, 0) ${pick(r, ARITH)} ${c}`, `    return ${a}[${b}]`],
+    () => [`def ${name}(${a}, ${b}):`, `    if not ${a}:`, `        return 0`, `    return round(${b} / (sum(${a}) / ${k2}), 1)`],
   ];
   return { name, lines: pick(r, shapes)() };
+}
+
+/** The function as a method of a class: its first parameter becomes `self.<name>` state. */
+function asMethod(f: { name: string; lines: string[] }): { name: string; lines: string[] } | undefined {
+  const m = /^def (\w+)\((\w+)(, )?(.*)\):$/.exec(f.lines[0]);
+  if (!m) return undefined;
+  const attr = m[2];
+  const re = new RegExp(`\\b${attr}\\b`, 'g');
+  return { name: f.name, lines: [`    def ${m[1]}(self${m[4] ? `, ${m[4]}` : ''}):`, ...f.lines.slice(1).map((l) => `    ${l.replace(re, `self.${attr}`)}`)] };
 }
 
 export interface GeneratedModule {
@@ -85,13 +97,16 @@ export function generateModule(r: Rng): GeneratedModule {
   if (r() < 0.5) lines.push(`"""${mod[0].toUpperCase()}${mod.slice(1)} rules."""`, '', '');
   const functions = new Map<string, [number, number]>();
   const n = int(r, 2, 4);
+  const asClass = r() < 0.35;
+  if (asClass) lines.push(`class ${mod[0].toUpperCase()}${mod.slice(1)}:`);
   for (let i = 0; i < n; i++) {
-    const f = genFunction(r);
-    if (functions.has(f.name)) continue;
+    const g = genFunction(r);
+    const f = asClass ? asMethod(g) : g;
+    if (!f || functions.has(f.name)) continue;
     const first = lines.length + 1;
     lines.push(...f.lines);
     functions.set(f.name, [first, lines.length]);
-    lines.push('', '');
+    lines.push(...(asClass ? [''] : ['', '']));
   }
   return { path: `${pkg}/${mod}.py`, source: lines.join('\n').replace(/\n+$/, '\n'), functions };
 }
@@ -180,6 +195,8 @@ function testIds(r: Rng, path: string, fnName: string, n: number): string[] {
 
 /** The facts a fix episode is written from. */
 export interface FixCase {
+  /** The workspace task it was recorded from (absent for generated modules). */
+  taskId?: string;
   path: string;
   line: number;
   mutatedLine: string;

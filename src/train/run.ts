@@ -17,6 +17,7 @@ import { poolProvider } from '../agent/docker';
 import { taskText as taskTextOf } from '../agent/prompt';
 import { runRollouts, type EpisodeJob, type RolloutResult } from '../agent/scheduler';
 import { trajectoryAdvantages } from '../credit/advantages';
+import { loadCheckpoint } from '../policy/checkpoint';
 import { loadTokenizer } from '../policy/tokenizer';
 import { PolicyWorker } from '../policy/worker';
 import type { PolicyService } from '../policy/trainable';
@@ -30,6 +31,10 @@ import { detectRunner } from '../tasks/runners';
 import { chatCodec, renderPrompt, type ChatCodec } from './chat';
 import { resolveTrainConfig, runConfigRecord, type TrainConfig } from './config';
 import { embeddedModelDir } from './embedded';
+import { splitTasks } from './split';
+
+export { splitTasks };
+import { demonstrationTaskIds } from './warmstart';
 import { PolicyActionModel } from './model';
 
 export interface TrainRunOptions {
@@ -49,17 +54,6 @@ export interface TrainRunResult {
   runId: string;
   metrics: MetricsRow[];
   state: 'finished' | 'stopped';
-}
-
-/** Stable split: held-out = the tasks whose seeded hash is smallest (at least one when there are two or more). */
-export function splitTasks(tasks: readonly Task[], fraction: number, seed: number): { train: string[]; heldout: string[] } {
-  const h = (id: string) => createHash('sha256').update(`${seed}\0${id}`).digest('hex');
-  const order = [...tasks].map((t) => t.id).sort((a, b) => (h(a) < h(b) ? -1 : 1));
-  let k = Math.round(tasks.length * fraction);
-  if (fraction > 0 && k === 0 && tasks.length >= 2) k = 1;
-  if (k >= tasks.length) k = tasks.length - 1;
-  const held = new Set(order.slice(0, k));
-  return { train: tasks.filter((t) => !held.has(t.id)).map((t) => t.id), heldout: tasks.filter((t) => held.has(t.id)).map((t) => t.id) };
 }
 
 const seedOf = (...parts: (string | number)[]) => parseInt(createHash('sha256').update(parts.join('\0')).digest('hex').slice(0, 8), 16);
@@ -241,9 +235,13 @@ export async function openRig(o: {
   }
 }
 
-/** Runs `tasks` once each (held-out evaluation), greedy unless a temperature is given. */
+/**
+ * Runs `tasks` once each (held-out evaluation). A task's sampling seed does not depend on the
+ * iteration: every evaluation of a run draws the same random numbers, so a change in the held-out
+ * rate between iterations comes from the policy, not from new sampling noise.
+ */
 export async function evaluateTasks(rig: Rig, tasks: readonly Task[], o: { iteration: number; seed: number; config: TrainConfig; checkpoint: string; signal?: AbortSignal; onEpisode?: (t: Trajectory) => void }): Promise<RolloutResult> {
-  const jobs: EpisodeJob[] = tasks.map((task, i) => ({ task, episodeId: `eval-${o.iteration}-${i}`, groupId: `eval-${o.iteration}-${task.id}`, seed: seedOf(o.seed, 'eval', o.iteration, task.id), split: 'heldout' }));
+  const jobs: EpisodeJob[] = tasks.map((task, i) => ({ task, episodeId: `eval-${o.iteration}-${i}`, groupId: `eval-${o.iteration}-${task.id}`, seed: seedOf(o.seed, 'eval', task.id), split: 'heldout' }));
   return runRollouts(jobs, rolloutOptions(rig, o.config, o.checkpoint, o.iteration, o.signal, o.onEpisode));
 }
 
@@ -297,6 +295,12 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
   } else {
     c = o.config;
     const runId = newRunId({ name: o.name ?? path.basename(path.resolve(c.workspace)), estimator: c.estimator, seed: c.seed });
+    // Mistakes found before any work (no test suite, an unreadable starting model, Docker down)
+    // are refused here, so they leave no failed run directory behind.
+    detectRunner(c.workspace, c.testCommand ? { command: c.testCommand } : undefined);
+    loadCheckpoint(c.model || embeddedModelDir(), { optimizer: false });
+    const engines = parseEngineSpecs(process.env.TURNWISE_DOCKER_ENGINES) ?? (c.dockerHost ? [{ host: c.dockerHost }] : undefined);
+    await (await SandboxPool.connect({ run: runId, ...(engines ? { engines } : {}) })).close();
     fs.mkdirSync(o.runsRoot, { recursive: true });
     run = RunDir.create(o.runsRoot, runId, runConfigRecord(c, { runId, startModel: c.model || embeddedModelDir(), createdAt: new Date().toISOString() }));
   }
@@ -331,7 +335,10 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
           hint: 'check that the tests exercise the code (`turnwise tasks synth --workspace … --json` shows why candidates were dropped), or use taskSource "failing-tests" / "file"',
         });
       }
-      splits = splitTasks(tasks, c.heldoutFraction, c.seed);
+      const seen = new Set(demonstrationTaskIds(c.model || embeddedModelDir()));
+      splits = splitTasks(tasks, c.heldoutFraction, c.seed, seen);
+      const kept = tasks.filter((t) => seen.has(t.id)).length;
+      if (kept) log(`${kept} task(s) were demonstrations of the starting model's warm start: they stay in the train split`);
       run.writeTasks(tasks, splits);
     }
     const byId = new Map(tasks.map((t) => [t.id, t]));

@@ -275,10 +275,37 @@ export async function warmstart(o: WarmstartOptions): Promise<WarmstartResult> {
     save();
     const final = await evaluate();
     emit({ step, minutes: (Date.now() - t0) / 60_000, lr: 0, curriculum: cEnd, loss: NaN, action_loss: NaN, tokens, tokens_per_s: 0, ...final });
-    writeFileAtomic(path.join(path.resolve(o.out), 'warmstart.json'), JSON.stringify({ steps: step, tokens, minutes: (Date.now() - t0) / 60_000, seed, final }, null, 2) + '\n');
+    writeFileAtomic(path.join(path.resolve(o.out), 'warmstart.json'), JSON.stringify(warmstartRecord(o, { steps: step, tokens, minutes: (Date.now() - t0) / 60_000, seed, final }), null, 2) + '\n');
     return { out: path.resolve(o.out), steps: step, tokens, minutes: (Date.now() - t0) / 60_000, log };
   } finally {
     await trainer.dispose();
+  }
+}
+
+/**
+ * What warmstart.json records: this phase's numbers appended to the earlier phases' (a warm start
+ * continued with --from keeps its history), and every workspace task used as a demonstration:
+ * a training run never holds one of those out (splitTasks' `neverHeldOut`).
+ */
+function warmstartRecord(o: WarmstartOptions, phase: Record<string, unknown>): Record<string, unknown> {
+  let prev: { phases?: unknown[]; demonstrationTaskIds?: string[] } = {};
+  const from = o.from ? path.join(path.resolve(o.from), 'warmstart.json') : undefined;
+  try {
+    if (from && fs.existsSync(from)) prev = JSON.parse(fs.readFileSync(from, 'utf8'));
+  } catch {
+    prev = {};
+  }
+  const ids = new Set([...(prev.demonstrationTaskIds ?? []), ...(o.workspaceCases ?? []).map((c) => c.taskId).filter((x): x is string => !!x)]);
+  return { phases: [...(prev.phases ?? []), phase], demonstrationTaskIds: [...ids].sort() };
+}
+
+/** Task ids a checkpoint was warm-started on (its warmstart.json), [] when none are recorded. */
+export function demonstrationTaskIds(checkpointDir: string): string[] {
+  try {
+    const v = JSON.parse(fs.readFileSync(path.join(checkpointDir, 'warmstart.json'), 'utf8')) as { demonstrationTaskIds?: unknown };
+    return Array.isArray(v.demonstrationTaskIds) ? v.demonstrationTaskIds.filter((x): x is string => typeof x === 'string') : [];
+  } catch {
+    return [];
   }
 }
 

@@ -12,6 +12,9 @@ import { readConfigFile, resolveTrainConfig, TRAIN_DEFAULTS, type TrainConfig } 
 import { embeddedModelDir } from '../../train/embedded';
 import { evaluateTasks, openRig, summarizeEval, trainRun } from '../../train/run';
 import { warmstart, type WarmstartLogRow } from '../../train/warmstart';
+import { workspaceCasesFor } from '../../train/workspace-demos';
+import type { FixCase } from '../../train/demos';
+import { SandboxPool } from '../../sandbox';
 import { numberInRange, requireString, seedOption, UsageError, type CliCommand, type CliIO, type ParsedArgs } from '../command';
 
 /** SIGINT/SIGTERM abort the run (cleanly: containers removed, partial iteration discarded). */
@@ -222,8 +225,19 @@ export const evalCommand: CliCommand = {
 export const warmstartCommand: CliCommand = {
   name: 'warmstart',
   summary: 'supervised warm start on demonstrations (generated modules + a copy curriculum): the embedded policy is made with this',
-  usage: '--out DIR [--from DIR] [--minutes M] [--seed S]',
-  options: { out: { type: 'string' }, from: { type: 'string' }, minutes: { type: 'string' }, seed: { type: 'string' } },
+  usage: '--out DIR [--from DIR] [--minutes M] [--seed S] [--workspace DIR [--max-tasks N] [--heldout-fraction F] [--workspace-share F]] [--peak-lr X] [--curriculum A,B]',
+  options: {
+    out: { type: 'string' },
+    from: { type: 'string' },
+    minutes: { type: 'string' },
+    seed: { type: 'string' },
+    workspace: { type: 'string' },
+    'max-tasks': { type: 'string' },
+    'heldout-fraction': { type: 'string' },
+    'workspace-share': { type: 'string' },
+    'peak-lr': { type: 'string' },
+    curriculum: { type: 'string' },
+  },
   async run(args, io) {
     const out = path.resolve(requireString(args, 'out'));
     const minutes = numberInRange(args, 'minutes', 70, { min: 0, minExclusive: true, max: 10_000 });
@@ -231,14 +245,44 @@ export const warmstartCommand: CliCommand = {
     if (fs.existsSync(out) && !fs.existsSync(path.join(out, 'model.safetensors')) && fs.readdirSync(out).length > 0) {
       throw new TurnwiseError('invalid-input', `${out} exists and is not a checkpoint folder`, { hint: 'choose an empty or new --out folder' });
     }
+    const peakLr = args.values['peak-lr'] !== undefined ? numberInRange(args, 'peak-lr', 2e-3, { min: 0, minExclusive: true, max: 1 }) : undefined;
+    let curriculum: [number, number] | undefined;
+    if (typeof args.values.curriculum === 'string') {
+      const parts = args.values.curriculum.split(',').map(Number);
+      if (parts.length !== 2 || parts.some((x) => !(x >= 0 && x <= 1))) throw new UsageError(`--curriculum takes START,END shares in [0, 1], got ${JSON.stringify(args.values.curriculum)}`);
+      curriculum = [parts[0], parts[1]];
+    }
     const { signal, dispose } = stopOnSignals(io);
+    let workspaceCases: FixCase[] | undefined;
     try {
+      if (typeof args.values.workspace === 'string') {
+        // Demonstrations from the workspace's own train split, recorded in sandboxes.
+        const workspace = path.resolve(args.values.workspace);
+        const pool = await SandboxPool.connect({ run: `warmstart-${process.pid}` });
+        try {
+          const r = await workspaceCasesFor({
+            workspace,
+            seed,
+            maxTasks: numberInRange(args, 'max-tasks', 32, { min: 1, integer: true }),
+            heldoutFraction: numberInRange(args, 'heldout-fraction', 0.25, { min: 0, max: 0.9 }),
+            pool,
+            onLog: (m) => io.err(m),
+          });
+          workspaceCases = r.cases;
+        } finally {
+          await pool.close();
+        }
+      }
       const r = await warmstart({
         out,
         from: typeof args.values.from === 'string' ? path.resolve(args.values.from) : undefined,
         minutes,
         seed,
         signal,
+        workspaceCases,
+        ...(args.values['workspace-share'] !== undefined ? { workspaceShare: numberInRange(args, 'workspace-share', 0.3, { min: 0, max: 1 }) } : {}),
+        ...(peakLr !== undefined ? { peakLr } : {}),
+        ...(curriculum ? { curriculumStart: curriculum[0], curriculumEnd: curriculum[1] } : {}),
         onLog: (row: WarmstartLogRow) => (io.json ? io.out(JSON.stringify(row)) : io.err(`step ${row.step}  ${row.minutes.toFixed(1)} min  loss ${fmt(row.loss)}  action loss ${fmt(row.action_loss)}  ${Math.round(row.tokens_per_s)} tok/s${row.exact_fix !== undefined ? `  exact fix ${fmt(row.exact_fix, 2)}  right line ${fmt(row.right_line, 2)}` : ''}`)),
       });
       if (!io.json) io.out(`warm start: ${r.steps} steps, ${r.tokens} tokens in ${r.minutes.toFixed(1)} min → ${r.out}`);

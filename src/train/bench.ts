@@ -1,0 +1,473 @@
+// The training benchmarks. `bench rollout`: episodes per minute one at a time vs `concurrency`
+// in flight with batched generation, on the same tasks, policy and seeds, with the timings that
+// explain the ratio. `bench learn`: held-out resolved rate after the warm start and after N RL
+// iterations with the grpo and turnwise estimators, identical seeds, tasks and budget.
+// The summaries are pure functions over what the runs return (unit-tested); the rest drives
+// real sandboxes and the ONNX policy.
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { createHash } from 'node:crypto';
+import { TurnwiseError } from '../core/errors';
+import type { MetricsRow, RunEvent } from '../core/events';
+import { mean } from '../core/stats';
+import type { Task, Trajectory } from '../core/schema';
+import { runRollouts, type EpisodeJob, type RolloutResult, type Span } from '../agent/scheduler';
+import { poolProvider } from '../agent/docker';
+import { CHECKPOINT_FILES, loadCheckpoint, saveCheckpoint } from '../policy/checkpoint';
+import { SandboxPool } from '../sandbox';
+import { parseEngineSpecs } from '../sandbox/pool';
+import { synthesizeMutationTasks } from '../tasks/synth';
+import { readTaskFile, writeTaskFile } from '../tasks/taskfile';
+import { detectRunner } from '../tasks/runners';
+import { resolveTrainConfig, TRAIN_DEFAULTS, type TrainConfig } from './config';
+import { openRig, trainRun } from './run';
+
+const round = (x: number, digits = 3) => (Number.isFinite(x) ? Math.round(x * 10 ** digits) / 10 ** digits : null);
+const seedOf = (...parts: (string | number)[]) => parseInt(createHash('sha256').update(parts.join('\0')).digest('hex').slice(0, 8), 16);
+
+/**
+ * Copies a checkpoint to `dest` through load + save, so a checkpoint that another process
+ * rewrites meanwhile (the embedded one is, by the warm start) is read whole or not at all.
+ */
+export async function snapshotCheckpoint(src: string, dest: string, o: { optimizer?: boolean } = {}): Promise<string> {
+  let last: unknown;
+  for (let attempt = 0; attempt < 5; attempt++) {
+    try {
+      const ck = loadCheckpoint(src, { optimizer: o.optimizer ?? false });
+      saveCheckpoint(dest, o.optimizer ? ck : { ...ck, optimizer: undefined });
+      // Files beside the weights travel too (warmstart.json names the tasks the warm start was
+      // shown, which a run must never hold out).
+      for (const f of fs.readdirSync(src)) {
+        const file = path.join(src, f);
+        if (!CHECKPOINT_FILES.includes(f) && fs.statSync(file).isFile()) fs.copyFileSync(file, path.join(dest, f));
+      }
+      return dest;
+    } catch (e) {
+      last = e;
+      await new Promise((r) => setTimeout(r, 1000 * (attempt + 1)));
+    }
+  }
+  throw last instanceof Error ? last : new TurnwiseError('invalid-file', `cannot copy the checkpoint ${src}`);
+}
+
+/** Seconds during which a generate span and at least one exec span were running at once. */
+export function overlapSeconds(spans: readonly Span[]): number {
+  const execs = spans.filter((s) => s.kind === 'exec').sort((a, b) => a.start - b.start);
+  // Union of exec intervals, then intersect with each generate span.
+  const merged: [number, number][] = [];
+  for (const s of execs) {
+    const last = merged[merged.length - 1];
+    if (last && s.start <= last[1]) last[1] = Math.max(last[1], s.end);
+    else merged.push([s.start, s.end]);
+  }
+  let ms = 0;
+  for (const g of spans) {
+    if (g.kind !== 'generate') continue;
+    for (const [a, b] of merged) ms += Math.max(0, Math.min(b, g.end) - Math.max(a, g.start));
+  }
+  return ms / 1000;
+}
+
+/** What one pass measured: the scheduler's timings and the model's token counters. */
+export interface PassInput {
+  concurrency: number;
+  result: RolloutResult;
+  /** Batch sizes the model saw (from the spans). */
+  batches: number[];
+  sampledTokens: number;
+  promptTokens: number;
+  overlapS: number;
+  loadAvg1m: number;
+}
+
+export interface RolloutPassStats {
+  concurrency: number;
+  episodes: number;
+  failed: number;
+  turns: number;
+  wall_s: number | null;
+  episodes_per_min: number | null;
+  /** Time the model was generating (batches one after another: wall time, not summed). */
+  generation_s: number | null;
+  /** Summed over episodes: sandbox start, task setup, commands and edit tracking. */
+  sandbox_s: number | null;
+  /** Summed over episodes: the test run that scores each episode. */
+  reward_s: number | null;
+  /** Generation seconds during which some sandbox command ran too. */
+  overlap_s: number | null;
+  generation_frac_of_wall: number | null;
+  batches: number;
+  mean_batch: number | null;
+  sampled_tokens: number;
+  prompt_tokens: number;
+  /** Sampled tokens per generation second. */
+  tokens_per_s: number | null;
+  load_avg_1m: number | null;
+}
+
+export function passStats(p: PassInput): RolloutPassStats {
+  const r = p.result;
+  const wallS = r.wallMs / 1000;
+  const genS = r.generateMs / 1000;
+  return {
+    concurrency: p.concurrency,
+    episodes: r.trajectories.length,
+    failed: r.trajectories.filter((t) => t.failure).length,
+    turns: r.trajectories.reduce((a, t) => a + t.turns.length, 0),
+    wall_s: round(wallS),
+    episodes_per_min: round(wallS > 0 ? r.trajectories.length / (wallS / 60) : NaN),
+    generation_s: round(genS),
+    sandbox_s: round(r.sandboxMs / 1000),
+    reward_s: round(r.rewardMs / 1000),
+    overlap_s: round(p.overlapS),
+    generation_frac_of_wall: round(wallS > 0 ? genS / wallS : NaN),
+    batches: p.batches.length,
+    mean_batch: round(mean(p.batches)),
+    sampled_tokens: p.sampledTokens,
+    prompt_tokens: p.promptTokens,
+    tokens_per_s: round(genS > 0 ? p.sampledTokens / genS : NaN, 1),
+    load_avg_1m: round(p.loadAvg1m, 2),
+  };
+}
+
+/** Fraction of episodes whose actions are the same in both passes (seeded sampling must not depend on the batch). */
+export function sameActionsFraction(a: readonly Trajectory[], b: readonly Trajectory[]): number | null {
+  const n = Math.min(a.length, b.length);
+  if (n === 0) return null;
+  let same = 0;
+  for (let i = 0; i < n; i++) {
+    const x = a[i].turns.map((t) => t.action);
+    const y = b[i].turns.map((t) => t.action);
+    if (x.length === y.length && x.every((s, k) => s === y[k])) same++;
+  }
+  return same / n;
+}
+
+export interface RolloutBenchResult {
+  episodes_per_min_sequential: number | null;
+  episodes_per_min_concurrent: number | null;
+  /** concurrent / sequential episodes per minute. */
+  speedup: number | null;
+  target_speedup: number;
+  mean_batch: number | null;
+  generation_s_sequential: number | null;
+  generation_s_concurrent: number | null;
+  sandbox_s_sequential: number | null;
+  sandbox_s_concurrent: number | null;
+  tokens_per_s_sequential: number | null;
+  tokens_per_s_concurrent: number | null;
+  /** Fraction of episodes with identical actions in both passes (1: same seeds gave the same work). */
+  same_actions: number | null;
+  tasks: number;
+  episodes: number;
+  max_turns: number;
+  concurrency: number;
+  seed: number;
+  model: string;
+  workspace: string;
+  cpus: number;
+  setup_s: number | null;
+  sequential: RolloutPassStats;
+  concurrent: RolloutPassStats;
+}
+
+export function rolloutSummary(
+  seq: RolloutPassStats,
+  conc: RolloutPassStats,
+  ctx: { tasks: number; maxTurns: number; seed: number; model: string; workspace: string; setupS: number; sameActions: number | null; cpus?: number },
+): RolloutBenchResult {
+  const s = seq.episodes_per_min;
+  const c = conc.episodes_per_min;
+  return {
+    episodes_per_min_sequential: s,
+    episodes_per_min_concurrent: c,
+    speedup: s && c !== null ? round(c / s) : null,
+    target_speedup: 2.5,
+    mean_batch: conc.mean_batch,
+    generation_s_sequential: seq.generation_s,
+    generation_s_concurrent: conc.generation_s,
+    sandbox_s_sequential: seq.sandbox_s,
+    sandbox_s_concurrent: conc.sandbox_s,
+    tokens_per_s_sequential: seq.tokens_per_s,
+    tokens_per_s_concurrent: conc.tokens_per_s,
+    same_actions: ctx.sameActions === null ? null : round(ctx.sameActions),
+    tasks: ctx.tasks,
+    episodes: seq.episodes,
+    max_turns: ctx.maxTurns,
+    concurrency: conc.concurrency,
+    seed: ctx.seed,
+    model: ctx.model,
+    workspace: ctx.workspace,
+    cpus: ctx.cpus ?? os.cpus().length,
+    setup_s: round(ctx.setupS),
+    sequential: seq,
+    concurrent: conc,
+  };
+}
+
+export interface RolloutBenchOptions {
+  workspace: string;
+  /** Checkpoint folder (copied to a temp folder first). */
+  model: string;
+  /** A task file; else `tasks` mutation tasks are synthesized from the workspace with `seed`. */
+  tasksFile?: string;
+  tasks?: number;
+  /** Episodes per pass (default: one per task). */
+  episodes?: number;
+  concurrency?: number;
+  maxTurns?: number;
+  seed?: number;
+  config?: Partial<Pick<TrainConfig, 'executionProvider' | 'maxActionTokens' | 'temperature' | 'topP' | 'commandTimeoutMs' | 'dockerHost'>>;
+  onProgress?: (message: string) => void;
+  signal?: AbortSignal;
+}
+
+/** `turnwise bench rollout`: the same episodes one at a time, then `concurrency` in flight. */
+export async function benchRollout(o: RolloutBenchOptions): Promise<RolloutBenchResult> {
+  const t0 = Date.now();
+  const log = o.onProgress ?? (() => undefined);
+  const concurrency = o.concurrency ?? 8;
+  const maxTurns = o.maxTurns ?? 4;
+  const seed = o.seed ?? 0;
+  const c = { ...TRAIN_DEFAULTS, ...o.config, concurrency };
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'turnwise-bench-rollout-'));
+  const runId = `bench-rollout-${process.pid}`;
+  const engines = parseEngineSpecs(process.env.TURNWISE_DOCKER_ENGINES) ?? (c.dockerHost ? [{ host: c.dockerHost }] : undefined);
+  let pool: SandboxPool | undefined;
+  let rig: Awaited<ReturnType<typeof openRig>> | undefined;
+  try {
+    log(`copying the checkpoint ${o.model}`);
+    const model = await snapshotCheckpoint(o.model, path.join(tmp, 'model'));
+    pool = await SandboxPool.connect({ run: runId, ...(engines ? { engines } : {}) });
+    let tasks: Task[];
+    if (o.tasksFile) tasks = readTaskFile(o.tasksFile).slice(0, o.tasks ?? Infinity);
+    else {
+      log(`synthesizing ${o.tasks ?? 8} tasks from ${o.workspace}`);
+      tasks = (await synthesizeMutationTasks({ workspace: o.workspace, pool, seed, max: o.tasks ?? 8 })).tasks;
+    }
+    if (tasks.length === 0) throw new TurnwiseError('invalid-input', `no task for the rollout benchmark in ${o.workspace}`, { hint: 'use a workspace whose tests exercise its code, or pass --tasks-file' });
+    const runner = detectRunner(o.workspace);
+    rig = await openRig({ runId, workspace: o.workspace, language: runner.language, checkpoint: model, config: c, pool, onLog: (m) => log(`warning: ${m}`) });
+    const episodes = o.episodes ?? tasks.length;
+    const jobsFor = (pass: string, n = episodes): EpisodeJob[] =>
+      Array.from({ length: n }, (_, i) => {
+        const task = tasks[i % tasks.length];
+        return { task, episodeId: `bench-${pass}-${i}`, groupId: `bench-${task.id}`, seed: seedOf(seed, i), split: 'train' };
+      });
+    const pass = async (name: string, conc: number, jobs: EpisodeJob[], turns: number): Promise<{ stats: RolloutPassStats; result: RolloutResult }> => {
+      // Both passes start with a full warm pool (its size = episodes in flight), so neither pays cold starts the other does not.
+      pool!.warm(rig!.snapshot, conc);
+      await pool!.whenWarm(rig!.snapshot, 120_000);
+      const spans: Span[] = [];
+      const s0 = rig!.model.sampledTokens;
+      const p0 = rig!.model.promptTokens;
+      let done = 0;
+      const result = await runRollouts(jobs, {
+        provider: poolProvider(rig!.pool, rig!.snapshot),
+        model: rig!.model,
+        checkpoint: model,
+        originalTestFiles: rig!.originals,
+        concurrency: conc,
+        maxBatch: conc,
+        maxTurns: turns,
+        commandTimeoutMs: c.commandTimeoutMs,
+        rewardWeights: c.reward,
+        signal: o.signal,
+        spans,
+        onEpisode: () => log(`  ${name}: ${++done}/${jobs.length} episodes`),
+      });
+      const stats = passStats({
+        concurrency: conc,
+        result,
+        batches: spans.filter((s) => s.kind === 'generate').map((s) => s.size ?? 1),
+        sampledTokens: rig!.model.sampledTokens - s0,
+        promptTokens: rig!.model.promptTokens - p0,
+        overlapS: overlapSeconds(spans),
+        loadAvg1m: os.loadavg()[0],
+      });
+      return { stats, result };
+    };
+    // Warm-up (untimed): builds the policy's sessions for batch 1 and batch `concurrency`.
+    log('warm-up');
+    await pass('warm-up', concurrency, jobsFor('warmup', Math.min(concurrency, episodes)), 1);
+    log(`sequential: ${episodes} episodes, one at a time`);
+    const seq = await pass('sequential', 1, jobsFor('seq'), maxTurns);
+    log(`concurrent: ${episodes} episodes, ${concurrency} in flight`);
+    const conc = await pass('concurrent', concurrency, jobsFor('conc'), maxTurns);
+    pool.warm(rig.snapshot, 0);
+    return rolloutSummary(seq.stats, conc.stats, {
+      tasks: tasks.length,
+      maxTurns,
+      seed,
+      model: o.model,
+      workspace: o.workspace,
+      setupS: (Date.now() - t0) / 1000 - (seq.result.wallMs + conc.result.wallMs) / 1000,
+      sameActions: sameActionsFraction(seq.result.trajectories, conc.result.trajectories),
+    });
+  } finally {
+    await rig?.close().catch(() => undefined);
+    await pool?.close().catch(() => undefined);
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
+}
+
+/** The learn benchmark's training settings (the demo's, with evaluation every iteration). */
+export const LEARN_DEFAULTS: Partial<TrainConfig> = {
+  maxTasks: 32,
+  heldoutFraction: 0.25,
+  iterations: 4,
+  tasksPerIteration: 6,
+  groupSize: 4,
+  maxTurns: 6,
+  concurrency: 6,
+  minibatches: 4,
+  lr: 2e-5,
+  evalEvery: 1,
+};
+
+export const LEARN_ESTIMATORS = ['grpo', 'turnwise'] as const;
+export type LearnEstimator = (typeof LEARN_ESTIMATORS)[number];
+
+const num = (v: unknown): number | null => (typeof v === 'number' && Number.isFinite(v) ? v : null);
+
+/** Per-iteration values of one metric, indexed by iteration (null where the row lacks it). */
+export function metricCurve(metrics: readonly MetricsRow[], key: string, iterations: number): (number | null)[] {
+  const byIt = new Map(metrics.map((m) => [m.iteration, m]));
+  return Array.from({ length: iterations + 1 }, (_, i) => num(byIt.get(i)?.[key]));
+}
+
+/** Mean of several curves point by point (nulls left out; null where all are null). */
+export function meanCurve(curves: readonly (number | null)[][]): (number | null)[] {
+  const n = Math.max(0, ...curves.map((c) => c.length));
+  return Array.from({ length: n }, (_, i) => {
+    const xs = curves.map((c) => c[i]).filter((x): x is number => x !== null && x !== undefined);
+    return xs.length ? round(mean(xs), 4) : null;
+  });
+}
+
+/** First iteration ≥ 1 whose value is above the iteration-0 value (null: never). */
+export function firstImprovement(curve: readonly (number | null)[]): number | null {
+  const base = curve[0];
+  if (base === null || base === undefined) return null;
+  for (let i = 1; i < curve.length; i++) if (curve[i] !== null && curve[i]! > base + 1e-9) return i;
+  return null;
+}
+
+export interface LearnRun {
+  seed: number;
+  estimator: LearnEstimator;
+  runDir: string;
+  metrics: MetricsRow[];
+  wallS: number;
+}
+
+export interface LearnBenchResult {
+  resolved_warmstart: number | null;
+  resolved_grpo: number | null;
+  resolved_turnwise: number | null;
+  heldout_tasks: number | null;
+  iterations: number;
+  seeds: number[];
+  /** Held-out resolved rate per iteration (index 0 = the warm start), mean over seeds. */
+  curve_grpo: (number | null)[];
+  curve_turnwise: (number | null)[];
+  /** Mean train-episode reward per iteration (index 0: no training, null). */
+  reward_curve_grpo: (number | null)[];
+  reward_curve_turnwise: (number | null)[];
+  /** Mean held-out episode reward per iteration. */
+  heldout_reward_curve_grpo: (number | null)[];
+  heldout_reward_curve_turnwise: (number | null)[];
+  /** First iteration whose held-out resolved rate beats the warm start (null: none did). */
+  first_improvement_grpo: number | null;
+  first_improvement_turnwise: number | null;
+  /** Both estimators' runs saw the same warm-start evaluation (same tasks, seeds and policy). */
+  warmstart_agrees: boolean;
+  runs: { seed: number; estimator: LearnEstimator; run_dir: string; wall_s: number | null; curve: (number | null)[] }[];
+  runs_root: string;
+  config: Record<string, unknown>;
+}
+
+/** Assembles the learn benchmark's result from its finished runs (pure). */
+export function learnSummary(runs: readonly LearnRun[], ctx: { iterations: number; runsRoot: string; config: Record<string, unknown> }): LearnBenchResult {
+  const seeds = [...new Set(runs.map((r) => r.seed))];
+  const of = (e: LearnEstimator) => runs.filter((r) => r.estimator === e);
+  const curves = (e: LearnEstimator, key: string) => meanCurve(of(e).map((r) => metricCurve(r.metrics, key, ctx.iterations)));
+  const curveG = curves('grpo', 'heldout/resolved');
+  const curveT = curves('turnwise', 'heldout/resolved');
+  const warm = seeds.map((s) => runs.filter((r) => r.seed === s).map((r) => metricCurve(r.metrics, 'heldout/resolved', 0)[0]));
+  const heldout = runs.map((r) => num(r.metrics.find((m) => m.iteration === 0)?.['heldout/episodes']));
+  return {
+    resolved_warmstart: curveG[0] ?? curveT[0] ?? null,
+    resolved_grpo: curveG[ctx.iterations] ?? null,
+    resolved_turnwise: curveT[ctx.iterations] ?? null,
+    heldout_tasks: heldout.find((h) => h !== null) ?? null,
+    iterations: ctx.iterations,
+    seeds,
+    curve_grpo: curveG,
+    curve_turnwise: curveT,
+    reward_curve_grpo: curves('grpo', 'reward/mean'),
+    reward_curve_turnwise: curves('turnwise', 'reward/mean'),
+    heldout_reward_curve_grpo: curves('grpo', 'heldout/reward/mean'),
+    heldout_reward_curve_turnwise: curves('turnwise', 'heldout/reward/mean'),
+    first_improvement_grpo: firstImprovement(curveG),
+    first_improvement_turnwise: firstImprovement(curveT),
+    warmstart_agrees: warm.every((w) => w.every((x) => x === w[0])),
+    runs: runs.map((r) => ({ seed: r.seed, estimator: r.estimator, run_dir: r.runDir, wall_s: round(r.wallS, 1), curve: metricCurve(r.metrics, 'heldout/resolved', ctx.iterations) })),
+    runs_root: ctx.runsRoot,
+    config: ctx.config,
+  };
+}
+
+export interface LearnBenchOptions {
+  workspace: string;
+  /** Starting checkpoint (copied, optimizer state included, to the runs folder first). */
+  model: string;
+  iterations: number;
+  /** Seeds 0 … seeds-1; each seed gets its own tasks and both estimators. */
+  seeds?: number;
+  /** Where the runs go (default: a new temp folder, kept). */
+  runsRoot?: string;
+  /** Training settings over LEARN_DEFAULTS (identical for both estimators). */
+  config?: Partial<TrainConfig>;
+  onEvent?: (e: RunEvent, run: { seed: number; estimator: LearnEstimator }) => void;
+  onProgress?: (message: string) => void;
+  signal?: AbortSignal;
+}
+
+/** `turnwise bench learn`: per seed, the same tasks trained once with each estimator. */
+export async function benchLearn(o: LearnBenchOptions): Promise<LearnBenchResult> {
+  const log = o.onProgress ?? (() => undefined);
+  const runsRoot = path.resolve(o.runsRoot ?? fs.mkdtempSync(path.join(os.tmpdir(), 'turnwise-bench-learn-')));
+  fs.mkdirSync(runsRoot, { recursive: true });
+  const base = { ...LEARN_DEFAULTS, ...o.config, iterations: o.iterations, workspace: path.resolve(o.workspace) };
+  log(`copying the checkpoint ${o.model}`);
+  const model = await snapshotCheckpoint(o.model, path.join(runsRoot, 'start-model'), { optimizer: true });
+  const runs: LearnRun[] = [];
+  for (let seed = 0; seed < (o.seeds ?? 1); seed++) {
+    // One task file per seed, shared by both estimators: identical tasks and held-out split.
+    const tasksFile = path.join(runsRoot, `tasks-seed${seed}.jsonl`);
+    if (!fs.existsSync(tasksFile)) {
+      log(`seed ${seed}: synthesizing up to ${base.maxTasks} tasks`);
+      const pool = await SandboxPool.connect({ run: `bench-learn-${process.pid}` });
+      try {
+        const r = await synthesizeMutationTasks({ workspace: base.workspace, pool, seed, max: base.maxTasks });
+        if (r.tasks.length < 2) throw new TurnwiseError('invalid-input', `only ${r.tasks.length} task(s) survived validation in ${base.workspace}; the benchmark needs train and held-out tasks`, { hint: 'use a workspace with more tested code' });
+        writeTaskFile(tasksFile, r.tasks);
+      } finally {
+        await pool.close();
+      }
+    }
+    for (const estimator of LEARN_ESTIMATORS) {
+      if (o.signal?.aborted) break;
+      const config = resolveTrainConfig({ ...base, model, taskSource: 'file', tasksFile, seed, estimator }, 'the learn benchmark settings');
+      log(`seed ${seed}: training with ${estimator} (${config.iterations} iterations)`);
+      const t0 = Date.now();
+      const r = await trainRun({ config, runsRoot, name: `bench-learn`, signal: o.signal, onEvent: (e) => o.onEvent?.(e, { seed, estimator }) });
+      runs.push({ seed, estimator, runDir: r.runDir, metrics: r.metrics, wallS: (Date.now() - t0) / 1000 });
+      if (r.state === 'stopped') break;
+    }
+  }
+  const { workspace, ...rest } = base;
+  return learnSummary(runs, { iterations: o.iterations, runsRoot, config: { workspace, model: o.model, ...rest } });
+}

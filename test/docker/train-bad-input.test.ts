@@ -1,0 +1,181 @@
+// Bad input for `turnwise train`, table-driven like test/unit/cli/bad-input.test.ts: each row
+// asserts the exit code, that the message names the problem and the fix, that the workspace is
+// byte for byte as it was, and that a mistake found before any work leaves no run directory
+// behind. Docker tier: some rows get as far as the sandboxes (no task survives validation).
+import * as assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { main } from '../../src/cli/main';
+import { RunDir } from '../../src/core/run';
+
+const root = path.join(__dirname, '..', '..');
+
+async function cli(argv: string[]) {
+  let out = '';
+  let err = '';
+  const code = await main(argv, { out: (t) => (out += t + '\n'), err: (t) => (err += t + '\n') });
+  return { code, out, err };
+}
+
+function treeHash(dir: string): string {
+  const h = createHash('sha256');
+  const walk = (rel: string) => {
+    for (const e of fs.readdirSync(path.join(dir, rel), { withFileTypes: true }).sort((a, b) => (a.name < b.name ? -1 : 1))) {
+      const r = path.join(rel, e.name);
+      h.update(`${r}\0${fs.lstatSync(path.join(dir, r)).mode}\0`);
+      if (e.isDirectory()) walk(r);
+      else h.update(fs.readFileSync(path.join(dir, r)));
+    }
+  };
+  walk('');
+  return h.digest('hex');
+}
+
+interface Row {
+  name: string;
+  /** Makes the workspace `ws` (and anything else) under `dir`. */
+  setup: (dir: string) => void;
+  argv: (dir: string) => string[];
+  env?: Record<string, string>;
+  code: number;
+  problem: RegExp;
+  fix: RegExp;
+  /** The run got as far as creating its directory: it must say `failed` with the error. */
+  failedRun?: boolean;
+}
+
+const shop = path.join(root, 'test', 'fixtures', 'py-shop');
+const withShop = (d: string) => fs.cpSync(shop, path.join(d, 'ws'), { recursive: true });
+const model = (d: string) => path.join(d, 'model');
+const copyModel = (d: string) => fs.cpSync(path.join(root, 'models', 'turnwise-tiny'), model(d), { recursive: true });
+const base = (d: string, ...more: string[]) => ['train', '--workspace', path.join(d, 'ws'), '--runs', path.join(d, 'runs'), ...more];
+const config = (d: string, c: Record<string, unknown>) => {
+  fs.writeFileSync(path.join(d, 'turnwise.json'), JSON.stringify({ workspace: 'ws', ...c }));
+  return ['train', '--config', path.join(d, 'turnwise.json'), '--runs', path.join(d, 'runs')];
+};
+
+const ROWS: Row[] = [
+  {
+    name: 'a workspace without detectable tests',
+    setup: (d) => {
+      fs.mkdirSync(path.join(d, 'ws'));
+      fs.writeFileSync(path.join(d, 'ws', 'app.py'), 'def add(a, b):\n    return a + b\n');
+      copyModel(d);
+    },
+    argv: (d) => base(d, '--model', model(d)),
+    code: 1,
+    problem: /no test suite found in .*ws/,
+    fix: /add tests/,
+  },
+  {
+    name: 'no task survives validation (the tests do not exercise the code)',
+    setup: (d) => {
+      fs.mkdirSync(path.join(d, 'ws', 'tests'), { recursive: true });
+      fs.writeFileSync(path.join(d, 'ws', 'calc.py'), 'def add(a, b):\n    return a + b\n');
+      fs.writeFileSync(path.join(d, 'ws', 'tests', 'test_calc.py'), 'def test_truth():\n    assert 1 + 1 == 2\n');
+      copyModel(d);
+    },
+    argv: (d) => [...config(d, { maxTasks: 2, model: model(d) }), '--json'],
+    code: 1,
+    problem: /no task survived validation/,
+    fix: /tests exercise the code/,
+    failedRun: true,
+  },
+  {
+    name: 'Docker down',
+    setup: (d) => {
+      withShop(d);
+      copyModel(d);
+    },
+    argv: (d) => base(d, '--model', model(d)),
+    env: { DOCKER_HOST: 'unix:///nonexistent.sock' },
+    code: 1,
+    problem: /Docker/,
+    fix: /start Docker|DOCKER_HOST|turnwise\.docker\.host|doctor/,
+  },
+  {
+    name: '--model names a folder that does not exist',
+    setup: withShop,
+    argv: (d) => base(d, '--model', path.join(d, 'no-such-model')),
+    code: 1,
+    problem: /model directory .*no-such-model does not exist/,
+    fix: /policy init|--model/,
+  },
+  {
+    name: '--model holds a corrupt model.safetensors',
+    setup: (d) => {
+      withShop(d);
+      copyModel(d);
+      fs.writeFileSync(path.join(model(d), 'model.safetensors'), Buffer.from('this is not a safetensors file at all'));
+    },
+    argv: (d) => base(d, '--model', model(d)),
+    code: 1,
+    problem: /model\.safetensors/,
+    fix: /→ /,
+  },
+  {
+    name: 'a config with an unknown estimator',
+    setup: withShop,
+    argv: (d) => config(d, { estimator: 'ppo' }),
+    code: 1,
+    problem: /unknown estimator "ppo"/,
+    fix: /use one of: .*grpo/,
+  },
+  {
+    name: 'a config with an unknown field',
+    setup: withShop,
+    argv: (d) => config(d, { itertions: 2 }),
+    code: 1,
+    problem: /unknown field "itertions"/,
+    fix: /valid fields: .*iterations/,
+  },
+  {
+    name: '--resume of a run that does not exist',
+    setup: withShop,
+    argv: (d) => ['train', '--resume', 'no-such-run', '--runs', path.join(d, 'runs')],
+    code: 1,
+    problem: /no run "no-such-run"/,
+    fix: /give a run id/,
+  },
+];
+
+describe('docker: turnwise train refuses bad input with the problem and the fix, and changes nothing', function () {
+  this.timeout(600_000);
+  let dir: string;
+  beforeEach(() => (dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-train-bad-'))));
+  afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  for (const row of ROWS) {
+    it(row.name, async () => {
+      row.setup(dir);
+      const ws = path.join(dir, 'ws');
+      const before = treeHash(ws);
+      const saved = Object.fromEntries(Object.keys(row.env ?? {}).map((k) => [k, process.env[k]]));
+      Object.assign(process.env, row.env ?? {});
+      let r: Awaited<ReturnType<typeof cli>>;
+      try {
+        r = await cli(row.argv(dir));
+      } finally {
+        for (const [k, v] of Object.entries(saved)) if (v === undefined) delete process.env[k];
+        else process.env[k] = v;
+      }
+      const text = r.err + r.out;
+      assert.equal(r.code, row.code, `exit code; output:\n${text.slice(-3000)}`);
+      assert.match(text, row.problem);
+      assert.match(text, row.fix);
+      assert.ok(!/\n\s+at .*\(.*:\d+:\d+\)/.test(text), 'no stack trace');
+      assert.equal(treeHash(ws), before, 'the workspace changed');
+      const runs = RunDir.list(path.join(dir, 'runs'));
+      if (row.failedRun) {
+        assert.equal(runs.length, 1);
+        const st = RunDir.open(runs[0], path.join(dir, 'runs')).readStatus();
+        assert.equal(st?.state, 'failed');
+        assert.match(st?.error?.message ?? '', row.problem);
+      } else {
+        assert.deepEqual(runs, [], 'a mistake found before any work leaves no run directory');
+      }
+    });
+  }
+});

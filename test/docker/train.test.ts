@@ -1,0 +1,226 @@
+// Docker tier: real training runs on the demo workspace with the embedded policy (real sandboxes,
+// real ONNX Runtime in the policy worker), at tiny settings. Checks the run directory a run
+// leaves (metrics rows, loadable checkpoints, trajectories with tokens, log-probs and
+// advantages), the event stream, and the three ways a run ends early: SIGKILL then --resume,
+// SIGINT (exit 130, state stopped), both without a container left.
+import * as assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { parseEventLine, type RunEvent } from '../../src/core/events';
+import { RunDir } from '../../src/core/run';
+import { loadCheckpoint } from '../../src/policy/checkpoint';
+import { connectEngine } from '../../src/sandbox/engine';
+import { LABEL } from '../../src/sandbox';
+import { resolveTrainConfig } from '../../src/train/config';
+import { trainRun } from '../../src/train/run';
+
+const root = path.join(__dirname, '..', '..');
+const demo = path.join(root, 'examples', 'demo-python');
+
+/** The smallest run that still does everything: 2 episodes per iteration of at most 2 turns. */
+const TINY = {
+  workspace: demo,
+  maxTasks: 6,
+  heldoutFraction: 0.2,
+  iterations: 2,
+  tasksPerIteration: 1,
+  groupSize: 2,
+  maxTurns: 2,
+  concurrency: 2,
+  maxActionTokens: 32,
+  minibatches: 1,
+  evalEvery: 0,
+  executionProvider: 'cpu',
+  seed: 3,
+};
+
+async function containersOf(runId: string): Promise<string[]> {
+  const { docker } = connectEngine();
+  const list = await docker.listContainers({ all: true, filters: { label: [`${LABEL.run}=${runId}`] } });
+  return list.map((c) => c.Names.join(','));
+}
+
+async function noContainersEventually(runId: string, ms = 30_000): Promise<void> {
+  const end = Date.now() + ms;
+  let left = await containersOf(runId);
+  while (left.length && Date.now() < end) {
+    await new Promise((r) => setTimeout(r, 1000));
+    left = await containersOf(runId);
+  }
+  assert.deepEqual(left, [], `containers of run ${runId} left behind`);
+}
+
+/** The CLI as a child process (`node -r tsx/cjs src/cli/main.ts …`: the node process itself, so a signal reaches it). */
+class CliChild {
+  readonly proc: ChildProcess;
+  readonly events: RunEvent[] = [];
+  stderr = '';
+  private waiters: { pred: (e: RunEvent) => boolean; resolve: (e: RunEvent) => void }[] = [];
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+
+  constructor(args: string[]) {
+    this.proc = spawn(process.execPath, ['-r', 'tsx/cjs', path.join(root, 'src', 'cli', 'main.ts'), ...args], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+    let buf = '';
+    this.proc.stdout!.on('data', (d: Buffer) => {
+      buf += d.toString('utf8');
+      let nl: number;
+      while ((nl = buf.indexOf('\n')) >= 0) {
+        const e = parseEventLine(buf.slice(0, nl));
+        buf = buf.slice(nl + 1);
+        if (!e) continue;
+        this.events.push(e);
+        this.waiters = this.waiters.filter((w) => (w.pred(e) ? (w.resolve(e), false) : true));
+      }
+    });
+    this.proc.stderr!.on('data', (d: Buffer) => (this.stderr += d.toString('utf8')));
+    this.exited = new Promise((resolve) => this.proc.on('exit', (code, signal) => resolve({ code, signal })));
+  }
+
+  /** The first event (already seen or coming) that matches; rejects if the process exits first. */
+  waitFor(pred: (e: RunEvent) => boolean, what: string): Promise<RunEvent> {
+    const seen = this.events.find(pred);
+    if (seen) return Promise.resolve(seen);
+    return new Promise((resolve, reject) => {
+      this.waiters.push({ pred, resolve });
+      void this.exited.then((x) => reject(new Error(`the CLI exited (${x.code ?? x.signal}) before ${what}:\n${this.stderr.slice(-3000)}`)));
+    });
+  }
+}
+
+function assertRunDir(run: RunDir, iterations: number): void {
+  const metrics = run.readMetrics();
+  assert.deepEqual(metrics.map((m) => m.iteration), Array.from({ length: iterations + 1 }, (_, i) => i), 'one metrics row per iteration, in order, none twice');
+  const lines = fs.readFileSync(run.file('metrics.jsonl'), 'utf8').split('\n').filter(Boolean);
+  assert.equal(lines.length, iterations + 1, 'no partial or extra line');
+  for (const l of lines) JSON.parse(l);
+  for (let n = 0; n <= iterations; n++) {
+    const ck = loadCheckpoint(run.checkpointDir(n));
+    assert.ok(ck.weights.config.num_hidden_layers > 0 && ck.weights.tensors.size > 0, `checkpoint ${n} loads`);
+  }
+  for (let n = 1; n <= iterations; n++) {
+    const m = metrics[n];
+    for (const k of ['reward/mean', 'tests/pass_rate', 'resolved', 'turns/mean', 'format_errors', 'time/rollout_s', 'time/generation_s', 'time/sandbox_s', 'time/reward_s', 'time/advantages_s', 'time/update_s']) assert.ok(k in m, `metrics row ${n} has ${k}`);
+    const trajs = run.readTrajectories(n, 'train');
+    assert.equal(trajs.length, 2, `iteration ${n}: tasksPerIteration × groupSize trajectories`);
+    for (const t of trajs) {
+      assert.equal(t.iteration, n);
+      assert.ok(t.turns.length >= 1 && t.turns.length <= 2, `turns ${t.turns.length}`);
+      for (const turn of t.turns) {
+        assert.ok(turn.tokenIds && turn.tokenIds.length > 0 && turn.tokenIds.length <= 32, 'token ids of the action');
+        assert.equal(turn.logprobs?.length, turn.tokenIds!.length, 'one log-prob per token');
+        assert.ok(turn.logprobs!.every((x) => Number.isFinite(x) && x <= 0), 'log-probs are ≤ 0');
+        if (!t.failure) assert.equal(typeof turn.advantage, 'number', 'train turns carry an advantage');
+      }
+    }
+  }
+  const status = run.readStatus()!;
+  assert.equal(status.state, 'finished');
+  assert.equal(status.lastCompleteIteration, iterations);
+}
+
+describe('docker: turnwise train, a real tiny run', function () {
+  this.timeout(900_000);
+  let dir: string;
+  let model: string;
+  let tasksFile: string;
+
+  before(() => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-train-docker-'));
+    // The shipped model is rewritten by a background job: train from a copy.
+    model = path.join(dir, 'model');
+    fs.cpSync(path.join(root, 'models', 'turnwise-tiny'), model, { recursive: true });
+  });
+  after(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it('a run: metrics rows 0..N, checkpoints that load, trajectories with tokens and advantages, events in order, no container left', async () => {
+    const events: RunEvent[] = [];
+    const runs = path.join(dir, 'runs-a');
+    const r = await trainRun({ config: resolveTrainConfig({ ...TINY, model }), runsRoot: runs, onEvent: (e) => events.push(e) });
+    assert.equal(r.state, 'finished');
+    const run = RunDir.open(r.runDir);
+    assertRunDir(run, 2);
+    const splits = run.readSplits();
+    assert.ok(splits.heldout.length >= 1 && splits.train.length >= 1);
+    assert.ok(run.readTrajectories(0, 'heldout').length === splits.heldout.length, 'held-out evaluated at iteration 0');
+    // Later runs reuse these tasks (no second synthesis).
+    tasksFile = path.join(dir, 'tasks.jsonl');
+    fs.copyFileSync(run.file('tasks.jsonl'), tasksFile);
+
+    const types = events.map((e) => e.type);
+    assert.equal(types.filter((t) => t === 'run-started').length, 1);
+    assert.equal(types[types.length - 1], 'run-finished');
+    assert.ok(events.every((e) => e.runId === r.runId));
+    const idx = (p: (e: RunEvent) => boolean) => events.findIndex(p);
+    const started = idx((e) => e.type === 'run-started');
+    const fin = [0, 1, 2].map((n) => idx((e) => e.type === 'iteration-finished' && e.iteration === n));
+    const ck = [0, 1, 2].map((n) => idx((e) => e.type === 'checkpoint-written' && e.iteration === n));
+    assert.ok(fin.every((i) => i > started), 'iterations finish after run-started');
+    assert.ok(fin[0] < fin[1] && fin[1] < fin[2], 'iterations in order');
+    assert.ok(ck.every((c, n) => c >= 0 && c < fin[n]), 'each checkpoint is written before its iteration is finished');
+    const ep1 = events.filter((e) => e.type === 'episode-finished' && e.iteration === 1 && e.split === 'train');
+    assert.equal(ep1.length, 2);
+    assert.ok(ep1.every((e) => events.indexOf(e) < fin[1] && events.indexOf(e) > fin[0]));
+    const m1 = events[fin[1]];
+    assert.ok(m1.type === 'iteration-finished' && m1.metrics.iteration === 1);
+    await noContainersEventually(r.runId);
+  });
+
+  it('kill -9 during an iteration, then --resume: no duplicated or partial iteration, checkpoints load, no container left', async () => {
+    assert.ok(tasksFile, 'needs the first test\'s tasks');
+    const runs = path.join(dir, 'runs-kill');
+    const cfg = path.join(dir, 'kill.json');
+    fs.writeFileSync(cfg, JSON.stringify({ ...TINY, taskSource: 'file', tasksFile, model, iterations: 3 }));
+    const child = new CliChild(['train', '--config', cfg, '--runs', runs, '--json']);
+    const started = await child.waitFor((e) => e.type === 'run-started', 'run-started');
+    await child.waitFor((e) => e.type === 'iteration-finished' && e.iteration === 1, 'iteration 1 finished');
+    await child.waitFor((e) => e.type === 'phase' && e.iteration === 2, 'a phase of iteration 2');
+    // Wait until iteration 2 holds sandboxes, so the kill leaves containers for the reaper.
+    const end = Date.now() + 60_000;
+    while ((await containersOf(started.runId)).length === 0 && Date.now() < end) await new Promise((r) => setTimeout(r, 300));
+    child.proc.kill('SIGKILL');
+    const x = await child.exited;
+    assert.equal(x.signal, 'SIGKILL');
+    const left = await containersOf(started.runId);
+    assert.ok(left.length > 0, 'the killed run left containers (otherwise the reaper check below proves nothing)');
+
+    const run = RunDir.open(started.runId, runs);
+    assert.equal(run.lastCompleteIteration(), 1);
+    assert.deepEqual(run.readMetrics().map((m) => m.iteration), [0, 1]);
+    assert.equal(run.readStatus()?.state, 'running', 'a killed run could not say otherwise');
+
+    const resumed = new CliChild(['train', '--resume', started.runId, '--runs', runs, '--json']);
+    const rs = await resumed.waitFor((e) => e.type === 'run-started', 'run-started of the resumed run');
+    assert.ok(rs.type === 'run-started' && rs.resumedFrom === 1, JSON.stringify(rs));
+    const done = await resumed.exited;
+    assert.equal(done.code, 0, resumed.stderr.slice(-3000));
+    assert.equal(resumed.events[resumed.events.length - 1]?.type, 'run-finished');
+    assert.deepEqual(resumed.events.filter((e) => e.type === 'iteration-finished').map((e) => (e as { iteration: number }).iteration), [2, 3], 'the resumed run redoes iteration 2 only once and goes on');
+    assertRunDir(run, 3);
+    await noContainersEventually(started.runId);
+  });
+
+  it('SIGINT: exit 130, state stopped, the unfinished iteration discarded, no container left', async () => {
+    assert.ok(tasksFile, 'needs the first test\'s tasks');
+    const runs = path.join(dir, 'runs-int');
+    const cfg = path.join(dir, 'int.json');
+    fs.writeFileSync(cfg, JSON.stringify({ ...TINY, taskSource: 'file', tasksFile, model }));
+    const child = new CliChild(['train', '--config', cfg, '--runs', runs, '--json']);
+    const started = await child.waitFor((e) => e.type === 'run-started', 'run-started');
+    await child.waitFor((e) => e.type === 'iteration-finished' && e.iteration === 0, 'iteration 0 finished');
+    await child.waitFor((e) => e.type === 'phase' && e.iteration === 1 && e.phase === 'rollout', 'the rollout of iteration 1');
+    child.proc.kill('SIGINT');
+    const x = await child.exited;
+    assert.equal(x.code, 130, child.stderr.slice(-3000));
+    const stopped = child.events.find((e) => e.type === 'run-stopped');
+    assert.ok(stopped && stopped.type === 'run-stopped' && stopped.lastCompleteIteration === 0, JSON.stringify(child.events.slice(-3)));
+    const run = RunDir.open(started.runId, runs);
+    assert.equal(run.readStatus()?.state, 'stopped');
+    assert.equal(run.readStatus()?.lastCompleteIteration, 0);
+    assert.deepEqual(run.readMetrics().map((m) => m.iteration), [0]);
+    assert.ok(!fs.existsSync(run.iterationDir(1)) && !fs.existsSync(run.checkpointDir(1)), 'iteration 1 discarded');
+    loadCheckpoint(run.checkpointDir(0));
+    await noContainersEventually(started.runId, 10_000);
+  });
+});

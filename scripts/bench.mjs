@@ -1,13 +1,15 @@
 // `npm run bench`: every benchmark in one command, one JSON object on stdout
-// ({ machine, benches: { sandbox, tasks, credit, train } }), also saved to bench-results/.
-//   node scripts/bench.mjs [sandbox tasks credit train]
+// ({ machine, benches: { sandbox, tasks, credit, train, rollout } }), also saved to bench-results/.
+// `rollout` takes a few minutes (real episodes with the embedded policy); `bench learn` (up to an
+// hour) is not part of it: run `turnwise bench learn --json` on its own.
+//   node scripts/bench.mjs [sandbox tasks credit train rollout]
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
-const all = ['sandbox', 'tasks', 'credit', 'train'];
+const all = ['sandbox', 'tasks', 'credit', 'train', 'rollout'];
 const which = process.argv.slice(2).length ? process.argv.slice(2) : all;
 const cli = path.join(root, 'dist', 'cli.js');
 if (!fs.existsSync(cli)) {

@@ -2,6 +2,8 @@
 import type { CliCommand } from '../command';
 import { advantagesCommand } from './advantages';
 import { benchCreditCommand } from './bench-credit';
+import { benchLearnCommand } from './bench-learn';
+import { benchRolloutCommand } from './bench-rollout';
 import { benchSandboxCommand } from './bench-sandbox';
 import { benchTasksCommand } from './bench-tasks';
 import { benchTrainCommand } from './bench-train';
@@ -12,4 +14,4 @@ import { sandboxPruneCommand } from './sandbox';
 import { tasksCommands } from './tasks';
 import { trainCommands } from './train';
 
-export const COMMANDS: CliCommand[] = [advantagesCommand, benchCreditCommand, benchSandboxCommand, benchTasksCommand, benchTrainCommand, doctorCommand, imagesBuildCommand, ...policyCommands, sandboxPruneCommand, ...tasksCommands, ...trainCommands].sort((a, b) => a.name.localeCompare(b.name));
+export const COMMANDS: CliCommand[] = [advantagesCommand, benchCreditCommand, benchLearnCommand, benchRolloutCommand, benchSandboxCommand, benchTasksCommand, benchTrainCommand, doctorCommand, imagesBuildCommand, ...policyCommands, sandboxPruneCommand, ...tasksCommands, ...trainCommands].sort((a, b) => a.name.localeCompare(b.name));

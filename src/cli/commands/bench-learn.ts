@@ -1,0 +1,65 @@
+// `turnwise bench learn`: held-out resolved rate after the warm start and after N RL iterations
+// with grpo and with turnwise, on identical seeds, tasks and budget. Slow (up to an hour on 2
+// cores at the defaults); not part of `npm run bench`. The work is in src/train/bench.ts.
+import * as path from 'node:path';
+import { embeddedModelDir } from '../../train/embedded';
+import { benchLearn, LEARN_DEFAULTS } from '../../train/bench';
+import { numberInRange, type CliCommand } from '../command';
+import { demoWorkspace } from './train';
+
+const fmtCurve = (c: (number | null)[]) => c.map((x) => (x === null ? '—' : x.toFixed(2))).join(' → ');
+
+export const benchLearnCommand: CliCommand = {
+  name: 'bench learn',
+  summary: 'held-out resolved rate after warm start vs after N RL iterations with grpo and with turnwise (same seeds and budget; slow)',
+  usage: '[--iterations N] [--seeds N] [--workspace DIR] [--model DIR] [--runs DIR] [--max-tasks N] [--tasks-per-iteration N] [--group-size G] [--max-turns N] [--concurrency N] [--json]',
+  options: {
+    iterations: { type: 'string' },
+    seeds: { type: 'string' },
+    workspace: { type: 'string' },
+    model: { type: 'string' },
+    runs: { type: 'string' },
+    'max-tasks': { type: 'string' },
+    'tasks-per-iteration': { type: 'string' },
+    'group-size': { type: 'string' },
+    'max-turns': { type: 'string' },
+    concurrency: { type: 'string' },
+  },
+  async run(args, io) {
+    const v = args.values;
+    const int = (name: string, fallback: number, min = 1) => numberInRange(args, name, fallback, { min, max: 10_000, integer: true });
+    const d = LEARN_DEFAULTS;
+    const r = await benchLearn({
+      workspace: typeof v.workspace === 'string' ? path.resolve(v.workspace) : demoWorkspace(),
+      model: typeof v.model === 'string' ? path.resolve(v.model) : embeddedModelDir(),
+      iterations: int('iterations', d.iterations!),
+      seeds: int('seeds', 1),
+      ...(typeof v.runs === 'string' ? { runsRoot: path.resolve(v.runs) } : {}),
+      config: {
+        maxTasks: int('max-tasks', d.maxTasks!, 2),
+        tasksPerIteration: int('tasks-per-iteration', d.tasksPerIteration!),
+        groupSize: int('group-size', d.groupSize!),
+        maxTurns: int('max-turns', d.maxTurns!),
+        concurrency: int('concurrency', d.concurrency!),
+      },
+      onProgress: (m) => io.err(m),
+      onEvent: (e, run) => {
+        if (e.type === 'iteration-finished') io.err(`  seed ${run.seed} ${run.estimator}: iteration ${e.iteration} held-out resolved ${e.metrics['heldout/resolved'] ?? '—'} reward ${e.metrics['reward/mean'] ?? '—'}`);
+        else if (e.type === 'log' && e.level === 'warn') io.err(`  warning: ${e.message}`);
+      },
+    });
+    if (io.json) {
+      io.out(JSON.stringify(r, null, 2));
+      return 0;
+    }
+    io.out(
+      [
+        `${r.heldout_tasks} held-out task(s), ${r.iterations} iteration(s), seeds ${r.seeds.join(', ')}; runs in ${r.runs_root}`,
+        `  warm start   ${r.resolved_warmstart}`,
+        `  grpo         ${fmtCurve(r.curve_grpo)}  (first above the warm start: ${r.first_improvement_grpo ?? 'never'})`,
+        `  turnwise     ${fmtCurve(r.curve_turnwise)}  (first above the warm start: ${r.first_improvement_turnwise ?? 'never'})`,
+      ].join('\n'),
+    );
+    return 0;
+  },
+};

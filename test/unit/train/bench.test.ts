@@ -1,0 +1,135 @@
+// The pure parts of the training benchmarks: pass statistics, the rollout summary (speedup =
+// concurrent / sequential), generate/exec overlap, and the learn benchmark's curves.
+import { strict as assert } from 'node:assert';
+import type { MetricsRow } from '../../../src/core/events';
+import type { Trajectory } from '../../../src/core/schema';
+import type { RolloutResult, Span } from '../../../src/agent/scheduler';
+import { firstImprovement, learnSummary, meanCurve, metricCurve, overlapSeconds, passStats, rolloutSummary, sameActionsFraction, type LearnRun } from '../../../src/train/bench';
+
+const traj = (actions: string[], failure?: string): Trajectory =>
+  ({
+    schema: 'turnwise/trajectory@1',
+    taskId: 't',
+    groupId: 'g',
+    trajId: 'x',
+    checkpoint: 'c',
+    turns: actions.map((action, index) => ({ index, action, observation: '', exitCode: 0, durationMs: 0 })),
+    reward: { passRate: 1, resolved: true, turns: actions.length, maxTurns: 4, formatError: false, efficiencyPenalty: 0, formatPenalty: 0, reward: 1 },
+    ...(failure ? { failure } : {}),
+  }) as Trajectory;
+
+const result = (wallMs: number, trajs: Trajectory[], generateMs = 1000): RolloutResult => ({ trajectories: trajs, wallMs, generateMs, sandboxMs: 4000, rewardMs: 2000, meanBatch: 0 });
+
+const row = (iteration: number, m: Record<string, number | null>): MetricsRow => ({ schema: 'turnwise/metrics@1', iteration, ...m }) as MetricsRow;
+
+describe('train/bench: rollout summary', () => {
+  it('passStats: episodes per minute, tokens per generation second, failed and turns counted', () => {
+    const s = passStats({ concurrency: 1, result: result(30_000, [traj(['ls', 'submit']), traj(['cat a'], 'boom')], 2000), batches: [1, 1, 1], sampledTokens: 100, promptTokens: 900, overlapS: 0, loadAvg1m: 3.456 });
+    assert.equal(s.episodes, 2);
+    assert.equal(s.failed, 1);
+    assert.equal(s.turns, 3);
+    assert.equal(s.episodes_per_min, 4);
+    assert.equal(s.tokens_per_s, 50);
+    assert.equal(s.mean_batch, 1);
+    assert.equal(s.generation_frac_of_wall, 0.067);
+    assert.equal(s.load_avg_1m, 3.46);
+  });
+
+  it('rolloutSummary: speedup = concurrent / sequential, the explaining figures taken from each pass', () => {
+    const trajs = Array.from({ length: 8 }, () => traj(['ls']));
+    const seq = passStats({ concurrency: 1, result: result(120_000, trajs), batches: [1, 1], sampledTokens: 80, promptTokens: 0, overlapS: 0, loadAvg1m: 2 });
+    const conc = passStats({ concurrency: 8, result: result(40_000, trajs, 3000), batches: [4, 2, 2], sampledTokens: 80, promptTokens: 0, overlapS: 1.5, loadAvg1m: 2 });
+    const r = rolloutSummary(seq, conc, { tasks: 8, maxTurns: 4, seed: 0, model: 'm', workspace: 'w', setupS: 10, sameActions: 1, cpus: 2 });
+    assert.equal(r.episodes_per_min_sequential, 4);
+    assert.equal(r.episodes_per_min_concurrent, 12);
+    assert.equal(r.speedup, 3);
+    assert.equal(r.mean_batch, 2.667);
+    assert.equal(r.episodes, 8);
+    assert.equal(r.concurrency, 8);
+    assert.equal(r.generation_s_concurrent, 3);
+    assert.equal(r.tokens_per_s_concurrent, 26.7);
+    assert.deepEqual(r.concurrent, conc);
+  });
+
+  it('rolloutSummary: no speedup when the sequential pass produced nothing (null, not Infinity)', () => {
+    const seq = passStats({ concurrency: 1, result: result(0, []), batches: [], sampledTokens: 0, promptTokens: 0, overlapS: 0, loadAvg1m: 1 });
+    const conc = passStats({ concurrency: 8, result: result(1000, [traj(['ls'])]), batches: [1], sampledTokens: 1, promptTokens: 0, overlapS: 0, loadAvg1m: 1 });
+    const r = rolloutSummary(seq, conc, { tasks: 1, maxTurns: 1, seed: 0, model: 'm', workspace: 'w', setupS: 0, sameActions: null });
+    assert.equal(r.speedup, null);
+    assert.equal(r.episodes_per_min_sequential, null);
+    assert.equal(JSON.parse(JSON.stringify(r)).speedup, null);
+  });
+
+  it('overlapSeconds: generation time covered by the union of exec spans', () => {
+    const spans: Span[] = [
+      { kind: 'generate', start: 0, end: 1000 },
+      { kind: 'exec', start: 500, end: 800 },
+      { kind: 'exec', start: 700, end: 1500 }, // overlaps the previous exec: counted once
+      { kind: 'generate', start: 2000, end: 3000 },
+      { kind: 'exec', start: 2900, end: 4000 },
+    ];
+    assert.equal(overlapSeconds(spans), 0.6);
+    assert.equal(overlapSeconds([{ kind: 'generate', start: 0, end: 10 }]), 0);
+  });
+
+  it('sameActionsFraction: episodes compared in job order by their action lists', () => {
+    assert.equal(sameActionsFraction([traj(['a', 'b']), traj(['c'])], [traj(['a', 'b']), traj(['d'])]), 0.5);
+    assert.equal(sameActionsFraction([traj(['a'])], [traj(['a', 'b'])]), 0);
+    assert.equal(sameActionsFraction([], []), null);
+  });
+});
+
+describe('train/bench: learn curves', () => {
+  const metrics = (heldout: (number | null)[], reward: (number | null)[]) =>
+    heldout.map((h, i) => row(i, { 'heldout/resolved': h, 'reward/mean': i === 0 ? null : reward[i - 1], ...(i === 0 ? { 'heldout/episodes': 4 } : {}) }));
+
+  it('metricCurve: indexed by iteration, null where a row or the key is missing', () => {
+    const m = [row(0, { a: 0.25 }), row(2, { a: 0.5, b: 1 })];
+    assert.deepEqual(metricCurve(m, 'a', 3), [0.25, null, 0.5, null]);
+    assert.deepEqual(metricCurve(m, 'b', 2), [null, null, 1]);
+  });
+
+  it('meanCurve: point-by-point mean over seeds, nulls left out', () => {
+    assert.deepEqual(meanCurve([[0, 0.5, null], [0.5, 1, null]]), [0.25, 0.75, null]);
+    assert.deepEqual(meanCurve([[1, null], [0.5, 0.5]]), [0.75, 0.5]);
+    assert.deepEqual(meanCurve([]), []);
+  });
+
+  it('firstImprovement: the first iteration above iteration 0, or null', () => {
+    assert.equal(firstImprovement([0.25, 0.25, 0.5, 0.75]), 2);
+    assert.equal(firstImprovement([0.5, 0.25, 0.5]), null);
+    assert.equal(firstImprovement([null, 1]), null);
+  });
+
+  it('learnSummary: warm start, final rates, curves and runs from two estimators and two seeds', () => {
+    const runs: LearnRun[] = [
+      { seed: 0, estimator: 'grpo', runDir: '/r/g0', metrics: metrics([0.25, 0.25, 0.5], [0.1, 0.2]), wallS: 10 },
+      { seed: 0, estimator: 'turnwise', runDir: '/r/t0', metrics: metrics([0.25, 0.5, 0.5], [0.2, 0.3]), wallS: 11 },
+      { seed: 1, estimator: 'grpo', runDir: '/r/g1', metrics: metrics([0.5, 0.5, 0.5], [0.3, 0.4]), wallS: 12 },
+      { seed: 1, estimator: 'turnwise', runDir: '/r/t1', metrics: metrics([0.5, 0.75, 1], [0.4, 0.5]), wallS: 13 },
+    ];
+    const s = learnSummary(runs, { iterations: 2, runsRoot: '/r', config: { groupSize: 4 } });
+    assert.equal(s.resolved_warmstart, 0.375);
+    assert.equal(s.resolved_grpo, 0.5);
+    assert.equal(s.resolved_turnwise, 0.75);
+    assert.equal(s.heldout_tasks, 4);
+    assert.deepEqual(s.seeds, [0, 1]);
+    assert.deepEqual(s.curve_grpo, [0.375, 0.375, 0.5]);
+    assert.deepEqual(s.curve_turnwise, [0.375, 0.625, 0.75]);
+    assert.deepEqual(s.reward_curve_grpo, [null, 0.2, 0.3]);
+    assert.deepEqual(s.reward_curve_turnwise, [null, 0.3, 0.4]);
+    assert.equal(s.first_improvement_grpo, 2);
+    assert.equal(s.first_improvement_turnwise, 1);
+    assert.equal(s.warmstart_agrees, true);
+    assert.deepEqual(s.runs.map((r) => r.run_dir), ['/r/g0', '/r/t0', '/r/g1', '/r/t1']);
+    assert.deepEqual(s.runs[1].curve, [0.25, 0.5, 0.5]);
+  });
+
+  it('learnSummary: flags estimators whose warm-start evaluations differ on a seed', () => {
+    const runs: LearnRun[] = [
+      { seed: 0, estimator: 'grpo', runDir: 'a', metrics: metrics([0.25, 0.5], [0.1]), wallS: 1 },
+      { seed: 0, estimator: 'turnwise', runDir: 'b', metrics: metrics([0.5, 0.5], [0.1]), wallS: 1 },
+    ];
+    assert.equal(learnSummary(runs, { iterations: 1, runsRoot: 'r', config: {} }).warmstart_agrees, false);
+  });
+});

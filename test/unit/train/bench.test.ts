@@ -1,10 +1,14 @@
 // The pure parts of the training benchmarks: pass statistics, the rollout summary (speedup =
 // concurrent / sequential), generate/exec overlap, and the learn benchmark's curves.
 import { strict as assert } from 'node:assert';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { initPolicyDir } from '../../../src/policy';
 import type { MetricsRow } from '../../../src/core/events';
 import type { Trajectory } from '../../../src/core/schema';
 import type { RolloutResult, Span } from '../../../src/agent/scheduler';
-import { firstImprovement, learnSummary, meanCurve, metricCurve, overlapSeconds, passStats, rolloutSummary, sameActionsFraction, type LearnRun } from '../../../src/train/bench';
+import { firstImprovement, learnSummary, meanCurve, metricCurve, overlapSeconds, passStats, rolloutSummary, sameActionsFraction, snapshotCheckpoint, type LearnRun } from '../../../src/train/bench';
 
 const traj = (actions: string[], failure?: string): Trajectory =>
   ({
@@ -131,5 +135,27 @@ describe('train/bench: learn curves', () => {
       { seed: 0, estimator: 'turnwise', runDir: 'b', metrics: metrics([0.5, 0.5], [0.1]), wallS: 1 },
     ];
     assert.equal(learnSummary(runs, { iterations: 1, runsRoot: 'r', config: {} }).warmstart_agrees, false);
+  });
+});
+
+describe('train/bench: snapshotCheckpoint', () => {
+  it('copies a whole checkpoint with the files beside it (warmstart.json), the optimizer only when asked', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-bench-ck-'));
+    try {
+      const src = path.join(dir, 'src');
+      initPolicyDir(src, { seed: 1 });
+      fs.writeFileSync(path.join(src, 'warmstart.json'), JSON.stringify({ demonstrationTaskIds: ['t1'] }));
+      await snapshotCheckpoint(src, path.join(dir, 'a'));
+      assert.deepEqual(JSON.parse(fs.readFileSync(path.join(dir, 'a', 'warmstart.json'), 'utf8')), { demonstrationTaskIds: ['t1'] });
+      assert.ok(fs.existsSync(path.join(dir, 'a', 'model.safetensors')));
+      assert.ok(!fs.existsSync(path.join(dir, 'a', 'optimizer.safetensors')));
+      assert.deepEqual(fs.readFileSync(path.join(dir, 'a', 'model.safetensors')), fs.readFileSync(path.join(src, 'model.safetensors')));
+      if (fs.existsSync(path.join(src, 'optimizer.safetensors'))) {
+        await snapshotCheckpoint(src, path.join(dir, 'b'), { optimizer: true });
+        assert.ok(fs.existsSync(path.join(dir, 'b', 'optimizer.safetensors')));
+      }
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

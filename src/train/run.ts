@@ -209,7 +209,7 @@ export async function openRig(o: {
   const policy = new PolicyWorker({ onWarning: (m) => o.onLog?.(m) });
   try {
     const snapshot = await pool.snapshot(o.workspace, { language: o.language });
-    pool.warm(snapshot, Math.min(o.config.concurrency, 4));
+    pool.warm(snapshot, Math.min(o.config.concurrency, 8));
     const info = await (policy as PolicyWorker).loadCheckpoint(o.checkpoint, { provider: o.config.executionProvider }, o.referenceDir ? { referenceDir: o.referenceDir } : {});
     if (!info.tokenizerJson) throw new TurnwiseError('invalid-file', `${o.checkpoint} has no tokenizer.json`, { hint: 'use a checkpoint written by Turnwise or a Hugging Face model folder' });
     const codec = chatCodec(loadTokenizer(info.tokenizerJson, info.tokenizerConfig));
@@ -240,9 +240,17 @@ export async function openRig(o: {
  * iteration: every evaluation of a run draws the same random numbers, so a change in the held-out
  * rate between iterations comes from the policy, not from new sampling noise.
  */
-export async function evaluateTasks(rig: Rig, tasks: readonly Task[], o: { iteration: number; seed: number; config: TrainConfig; checkpoint: string; signal?: AbortSignal; onEpisode?: (t: Trajectory) => void }): Promise<RolloutResult> {
+export async function evaluateTasks(
+  rig: Rig,
+  tasks: readonly Task[],
+  o: { iteration: number; seed: number; config: TrainConfig; checkpoint: string; signal?: AbortSignal; onEpisode?: (t: Trajectory) => void; sampled?: boolean },
+): Promise<RolloutResult> {
   const jobs: EpisodeJob[] = tasks.map((task, i) => ({ task, episodeId: `eval-${o.iteration}-${i}`, groupId: `eval-${o.iteration}-${task.id}`, seed: seedOf(o.seed, 'eval', task.id), split: 'heldout' }));
-  return runRollouts(jobs, rolloutOptions(rig, o.config, o.checkpoint, o.iteration, o.signal, o.onEpisode));
+  // pass@1 of the policy's best guess: greedy decoding unless sampling is asked for.
+  const model = o.sampled
+    ? rig.model
+    : new PolicyActionModel(rig.policy, rig.codec, { contextTokens: rig.contextTokens, maxActionTokens: o.config.maxActionTokens, temperature: 0, topP: 1 });
+  return runRollouts(jobs, { ...rolloutOptions(rig, o.config, o.checkpoint, o.iteration, o.signal, o.onEpisode), model });
 }
 
 function rolloutOptions(rig: Rig, c: TrainConfig, checkpoint: string, iteration: number, signal?: AbortSignal, onEpisode?: (t: Trajectory) => void) {
@@ -359,11 +367,11 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
       emit({ type: 'phase', iteration: n, phase: 'eval', done: 0, total: heldout.length });
       const t0 = Date.now();
       let done = 0;
-      // Held-out episodes are greedy at temperature 0: pass@1 of the policy's best guess.
+      // Held-out episodes decode greedily: pass@1 of the policy's best guess.
       const res = await evaluateTasks(rig!, heldout, {
         iteration: n,
         seed: c.seed,
-        config: { ...c, temperature: c.temperature },
+        config: c,
         checkpoint: run.checkpointDir(n),
         signal: o.signal,
         onEpisode: (t) => {

@@ -7,6 +7,7 @@ import * as vscode from 'vscode';
 import { formatError } from '../core/errors';
 import { services } from './lazy';
 import { config, ESTIMATORS, type Estimator } from './config';
+import { launchConfig, readBaseConfig, writeLaunchConfig } from './model/launchConfig';
 import { listIterations, listRuns, runsRoot, type RunSummary, type TrajectoryRef } from './model/runIndex';
 import { formatSigned, pct } from './model/turnView';
 import { CommandCancelled, type RunController } from './runController';
@@ -180,17 +181,28 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
     await dockerReachable('start a run');
     const o = opts && (opts.tasks || opts.config) ? opts : { ...(await pickStartOptions(root)), detach: opts?.detach };
     if (!o || (!o.tasks && !o.config)) return undefined;
-    const args = ['train', '--workspace', root];
-    if (o.config) args.push('--config', o.config);
-    if (o.tasks) args.push('--tasks', await materializeTasks(root, o.tasks));
-    if (o.estimator) args.push('--estimator', o.estimator);
-    if (o.iterations) args.push('--iterations', String(o.iterations));
+    let base: ReturnType<typeof readBaseConfig> | undefined;
+    try {
+      base = o.config ? readBaseConfig(o.config) : undefined;
+    } catch (e) {
+      throw new CannotRun(`cannot start a run from ${path.basename(o.config ?? '')}: ${(e as Error).message}`, [{ title: 'Open turnwise.json', command: 'vscode.open', args: [vscode.Uri.file(o.config ?? root)] }]);
+    }
+    const tasksFile = o.tasks ? await materializeTasks(root, o.tasks) : undefined;
+    // Every setting reaches the run through one file under .turnwise/ (the CLI's --config).
+    const launch = launchConfig({
+      workspace: root,
+      setting: config.inspect,
+      base,
+      choices: { ...(tasksFile ? { taskSource: 'file' as const, tasksFile } : {}), estimator: o.estimator, iterations: o.iterations },
+    });
+    const launchFile = writeLaunchConfig(root, launch);
+    ctx.log.info(`launch config: ${launchFile}`);
     noActiveRun(ctx, 'start a run');
-    const running = controller.startTraining(`training (${o.estimator ?? 'turnwise.json'})`, args, root);
+    const running = controller.startTraining(`training (${String(launch.estimator)}${o.config ? ', turnwise.json' : ''})`, ['train', '--config', launchFile], root);
     ctx.tree.scheduleRefresh(1000);
     if (o.detach) {
       running.catch(() => {});
-      return { started: true };
+      return { started: true, launchFile };
     }
     return running;
   };

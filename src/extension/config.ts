@@ -1,6 +1,8 @@
-// The extension's settings (`turnwise.*` in package.json), one typed getter each, and how a
-// run's settings become the CLI's flags and environment.
+// The extension's settings (`turnwise.*` in package.json): typed getters for the ones the
+// extension itself reads, and every training setting as inspect() sees it, for the launch file
+// (model/launchConfig.ts maps settings to the CLI's config fields).
 import * as vscode from 'vscode';
+import type { SettingValue } from './model/launchConfig';
 
 export const ESTIMATORS = ['grpo', 'rloo', 'gigpo', 'a3', 'turnwise'] as const;
 export type Estimator = (typeof ESTIMATORS)[number];
@@ -11,25 +13,23 @@ function section() {
 
 export const config = {
   dockerHost: () => section().get<string>('docker.host') || undefined,
-  dockerHosts: () => section().get<string[]>('docker.hosts') ?? [],
   estimator: (): Estimator => {
     const e = section().get<string>('train.estimator');
     return (ESTIMATORS as readonly string[]).includes(e ?? '') ? (e as Estimator) : 'turnwise';
   },
-  iterations: () => Math.max(1, Math.floor(section().get<number>('train.iterations') ?? 10)),
-  groupSize: () => section().get<number>('train.groupSize') ?? 8,
-  maxTurns: () => section().get<number>('train.maxTurns') ?? 8,
-  learningRate: () => section().get<number>('train.learningRate') ?? 1e-5,
-  loss: () => section().get<string>('train.loss') ?? 'ppo-token',
-  executionProvider: () => section().get<string>('executionProvider') ?? 'auto',
-  testCommand: () => section().get<string>('tasks.testCommand') || undefined,
+  iterations: () => Math.max(1, Math.floor(section().get<number>('train.iterations') ?? 4)),
+  /** A setting by its key under `turnwise.`: its default and the value the user set, if any. */
+  inspect: (key: string): SettingValue => {
+    const i = section().inspect(key);
+    return { defaultValue: i?.defaultValue, userValue: i?.workspaceFolderValue ?? i?.workspaceValue ?? i?.globalValue };
+  },
 };
 
 /**
  * Environment for a CLI child: the Docker engine setting as DOCKER_HOST (which the CLI, like
- * the docker client, honours), the first of `docker.hosts` when `docker.host` is empty.
+ * the docker client, honours). A training run also gets it in its launch file (dockerHost).
  */
 export function cliEnv(): NodeJS.ProcessEnv {
-  const host = config.dockerHost() ?? config.dockerHosts()[0];
+  const host = config.dockerHost();
   return host ? { DOCKER_HOST: host } : {};
 }

@@ -1,13 +1,13 @@
 // The editor side of the trajectory viewer: virtual documents (`turnwise-traj:`) holding the
 // files an episode changed, built from the turns' recorded `edits` (never the user's files);
 // decorations coloring each line by the advantage of the turn that last wrote it; a hover with
-// that turn's command and advantage; a CodeLens per turn; "Show Diff for Turn N".
+// that turn's command and advantage; a CodeLens per turn, and one opening its diff ("Show Diff for Turn N").
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import type { Trajectory } from '../core/schema';
 import { blame, changedFiles, firstLineByTurn, textAt, turnsTouching } from './model/blame';
 import { loadTrajectory, type TrajectoryRef, type TrajectoryScanCache } from './model/runIndex';
-import { ADVANTAGE_STYLES, advantageScale, advantageStyle, formatSigned, turnHoverMarkdown, turnLensTitle, type AdvantageStyle } from './model/turnView';
+import { ADVANTAGE_STYLES, advantageScale, advantageStyle, formatSigned, turnHoverMarkdown, turnLensTitle, turnLensTooltip, DIFF_LENS_TITLE, type AdvantageStyle } from './model/turnView';
 
 export const SCHEME = 'turnwise-traj';
 
@@ -288,8 +288,8 @@ export class TrajectoryEditors implements vscode.TextDocumentContentProvider, vs
       const line = Math.min(first.get(turn.index) ?? 0, Math.max(0, doc.lineCount - 1));
       const range = new vscode.Range(line, 0, line, 0);
       lenses.push(
-        new vscode.CodeLens(range, { title: turnLensTitle(turn), command: 'turnwise.trajectory.goToTurn', arguments: [turn.index], tooltip: turn.action.slice(0, 300) }),
-        new vscode.CodeLens(range, { title: `Show Diff for Turn ${turn.index}`, command: 'turnwise.trajectory.showDiff', arguments: [q.ref, turn.index, q.path] }),
+        new vscode.CodeLens(range, { title: turnLensTitle(turn), command: 'turnwise.trajectory.goToTurn', arguments: [turn.index], tooltip: turnLensTooltip(turn) }),
+        new vscode.CodeLens(range, { title: DIFF_LENS_TITLE, command: 'turnwise.trajectory.showDiff', arguments: [q.ref, turn.index, q.path], tooltip: `Show Diff for Turn ${turn.index}` }),
       );
     }
     return lenses;

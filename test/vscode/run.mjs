@@ -269,7 +269,7 @@ async function stopGroup(pid, label) {
  * Starts code-server on a free loopback port in its own process group (it starts helper
  * processes: the group is what gets stopped). Resolves once /healthz answers.
  */
-async function startCodeServer(tools, state, workspace, label, { smokeTestDriver = false } = {}) {
+async function startCodeServer(tools, state, workspace, label, { smokeTestDriver = false, extraArgs = [] } = {}) {
   const { user, ext } = prepareState(state);
   for (let attempt = 1; ; attempt++) {
     if (aborted) throw new Error(aborted);
@@ -289,6 +289,7 @@ async function startCodeServer(tools, state, workspace, label, { smokeTestDriver
       // Needed for the payload (extensionDevelopmentPath/extensionTestsPath) and the
       // codeAutomation* hooks, but it also suppresses every notification toast: UI tests run without it.
       ...(smokeTestDriver ? ['--vscode-option', 'enable-smoke-test-driver'] : []),
+      ...extraArgs,
       workspace,
     ];
     const child = spawn(tools.node, args, { env: codeServerEnv(tools, state), stdio: ['ignore', log, log], detached: true });
@@ -491,7 +492,9 @@ async function uiTests(tools, context, tmp, workspace, installing) {
   const ready = await uiTest(
     'ui: the workbench opens',
     async () => {
-      server = await startCodeServer(tools, state, workspace, 'ui');
+      // A window whose connection drops keeps its extension host 10 s (default: 3 hours, for
+      // reconnecting), not for ever: the close test must not depend on how the page goes away.
+      server = await startCodeServer(tools, state, workspace, 'ui', { extraArgs: ['--reconnection-grace-time', '10'] });
       page = await context.newPage();
       browserLog = pageLog(page, path.join(resultsDir, 'browser-ui.log'));
       const started = Date.now();
@@ -544,7 +547,7 @@ async function uiTests(tools, context, tmp, workspace, installing) {
       },
       { dependsOn: [T_PALETTE] },
     );
-    await viewUiTests(page);
+    await viewUiTests(page, workspace);
   } else {
     for (const t of [T_PALETTE, T_OUTPUT, ...VIEW_TESTS]) record({ title: t, state: 'skipped', error: 'not run: the workbench did not open' });
   }
@@ -560,8 +563,9 @@ async function uiTests(tools, context, tmp, workspace, installing) {
 // ── UI tests of the views (fixture runs in the UI workspace) ─────────────────────────────────
 const T_REWARD = 'ui: "Turnwise: Show Reward Panel" draws charts with points, a task table, and overlays a second run';
 const T_TRAJ = 'ui: a trajectory opened from the Runs view steps to turn 2 with the keyboard; decorations, CodeLens and the diff of turn 2 show';
-const T_RUN = 'ui: "Turnwise: Start Training Run…" from the palette starts a tiny run and the status bar advances';
-const VIEW_TESTS = [T_REWARD, T_TRAJ, T_RUN];
+const T_RUN = 'ui: "Turnwise: Start Training Run…" from the palette runs a tiny run (settings from the workspace) to the end; the status bar advances';
+const T_CLOSE = 'ui: closing the window stops the run cleanly: status.json says stopped, no container with its label is left';
+const VIEW_TESTS = [T_REWARD, T_TRAJ, T_RUN, T_CLOSE];
 
 const webviewFrame = (page) => page.frameLocator('iframe.webview.ready').frameLocator('#active-frame');
 
@@ -601,7 +605,7 @@ function cliHasTrain() {
   return r.status === 0 && !/unknown command/.test(`${r.stdout}${r.stderr}`);
 }
 
-async function viewUiTests(page) {
+async function viewUiTests(page, workspace) {
   await uiTest(
     T_REWARD,
     async () => {
@@ -650,10 +654,15 @@ async function viewUiTests(page) {
       // The editor shows calc/ops.py after turn 2: the fixed line, decorated, with its lenses.
       const editor = page.locator('.editor-instance .monaco-editor', { has: page.locator('.view-lines', { hasText: 'if x > hi:' }) }).first();
       await editor.waitFor({ state: 'visible', timeout: 20000 });
-      const lens = editor.locator('.codelens-decoration a', { hasText: 'Show Diff for Turn 2' }).first();
+      const lensLine = editor.locator('.codelens-decoration', { hasText: /Turn 2 · A \+0\.\d{3}/ }).first();
+      await lensLine.waitFor({ state: 'visible', timeout: 20000 });
+      const lens = lensLine.locator('a', { hasText: 'Diff' }).first();
       await lens.waitFor({ state: 'visible', timeout: 20000 });
-      const turnLens = await editor.locator('.codelens-decoration', { hasText: /Turn 2 · A \+0\.\d{3}/ }).count();
-      if (turnLens < 1) throw new Error('no "Turn 2 · A +…" CodeLens');
+      // The editor shares the window with the trajectory panel: the lenses must fit in it, not be cut off.
+      const [lineBox, editorBox] = [await lensLine.boundingBox(), await editor.locator('.overflow-guard').first().boundingBox()];
+      if (!lineBox || !editorBox || lineBox.x + lineBox.width > editorBox.x + editorBox.width) {
+        throw new Error(`the CodeLens line "${(await lensLine.innerText()).trim()}" runs past the editor (${JSON.stringify({ lineBox, editorBox })})`);
+      }
       const decorated = await waitFor('advantage decorations', async () => {
         const n = await editor.locator('.view-overlays [class*="ced-"]').count();
         return n > 0 ? n : undefined;
@@ -673,44 +682,159 @@ async function viewUiTests(page) {
   );
 
   if (!cliHasTrain()) {
-    record({ title: T_RUN, state: 'skipped', error: 'dist/cli.js has no `train` command yet (the training-run issue); the test runs once it lands' });
+    for (const t of [T_RUN, T_CLOSE]) record({ title: t, state: 'skipped', error: 'dist/cli.js has no `train` command yet (the training-run issue); the test runs once it lands' });
     return;
   }
+  const statusItem = page.locator('.statusbar-item', { hasText: /Turnwise/ }).first();
+  const failureToast = page.locator('.notification-toast:has(.codicon-error)', { hasText: 'Turnwise' }).first();
+  const throwOnFailure = async (shot) => {
+    if (await failureToast.isVisible()) {
+      await screenshot(page, shot);
+      throw new Error(`the run failed: ${(await failureToast.innerText()).replace(/\s+/g, ' ')}`);
+    }
+  };
+  /** Starts a run from the palette on the tasks synthesized earlier with grpo and `iterations`. */
+  const startFromPalette = async (iterations) => {
+    await closeEditors(page);
+    await runFromPalette(page, 'Turnwise: Start Training Run…', { shot: null });
+    await answerQuickPick(page, 'Tasks synthesized earlier');
+    await answerQuickPick(page, 'grpo');
+    await answerQuickPick(page, String(iterations));
+    await statusItem.waitFor({ state: 'visible', timeout: 60000 });
+  };
+  /** The run started after `since` (its folder in the UI workspace), once its status.json exists. */
+  const newRun = (since) =>
+    waitFor('the run folder', async () => {
+      await throwOnFailure('ui-run-error.png');
+      return runFolders(workspace).find((r) => r.mtimeMs > since && r.status);
+    }, 60000);
+
   await uiTest(
     T_RUN,
     async () => {
-      await closeEditors(page);
-      await runFromPalette(page, 'Turnwise: Start Training Run…', { shot: null });
-      await answerQuickPick(page, 'Tasks synthesized earlier');
-      await answerQuickPick(page, 'grpo');
-      await answerQuickPick(page, '1');
-      const item = page.locator('.statusbar-item', { hasText: /Turnwise/ }).first();
-      await item.waitFor({ state: 'visible', timeout: 60000 });
-      const first = (await item.innerText()).trim();
+      const since = Date.now() - 1000;
+      await startFromPalette(1);
+      const first = (await statusItem.innerText()).trim();
       await screenshot(page, '09-run-started.png');
       say(`status bar: "${first}"`);
-      // The status bar advances: an iteration counter appears and moves, or the run ends.
+      const run = await newRun(since);
+      // The status bar advances through the run's iteration and pass rate, and the run finishes.
       const seen = new Set([first]);
-      const failure = page.locator('.notification-toast:has(.codicon-error)', { hasText: 'Turnwise' }).first();
-      const advanced = await waitFor('the status bar to advance', async () => {
-        if (await failure.isVisible()) {
-          await screenshot(page, '10-run-progress.png');
-          throw new Error(`the run failed: ${(await failure.innerText()).replace(/\s+/g, ' ')}`);
-        }
-        const t = (await item.innerText()).trim();
+      const done = page.locator('.notification-toast', { hasText: /Turnwise: run \S+ finished/ }).first();
+      let shotProgress = false;
+      await waitFor('the run to finish', async () => {
+        await throwOnFailure('10-run-progress.png');
+        const t = (await statusItem.innerText()).trim();
+        if (!seen.has(t)) say(`status bar: "${t}"`);
         seen.add(t);
-        return [...seen].some((x) => /Turnwise 1\/1|pass \d+%/.test(x)) ? t : undefined;
+        if (!shotProgress && /Turnwise \d+\/1/.test(t) && !/check/.test(t)) {
+          shotProgress = true;
+          await screenshot(page, '10-run-progress.png');
+        }
+        return (await done.isVisible()) || undefined;
       }, 420000);
-      say(`status bar went through: ${[...seen].join(' → ')}`);
-      await screenshot(page, '10-run-progress.png');
-      if (!/Turnwise/.test(advanced)) throw new Error(`status bar reads "${advanced}"`);
+      await screenshot(page, '11-run-finished.png');
+      const last = (await statusItem.innerText()).trim();
+      say(`status bar went through: ${[...seen].join(' → ')}; finished: "${last}"`);
+      if (![...seen, last].some((x) => /Turnwise 1\/1 · pass \d+%/.test(x))) throw new Error(`the status bar never showed iteration 1/1 with a pass rate: ${[...seen, last].join(' → ')}`);
+      if (seen.size < 2) throw new Error(`the status bar did not advance: ${[...seen].join(' → ')}`);
+      const status = readJson(path.join(run.dir, 'status.json'));
+      if (status.state !== 'finished') throw new Error(`status.json of ${run.id} says ${status.state}`);
+      // The settings reached the run: the launch file under .turnwise/ and the run's own config.
+      const launch = launchFiles(workspace).at(-1);
+      if (!launch) throw new Error('no .turnwise/launch-*.json was written');
+      const cfg = readJson(path.join(run.dir, 'config.json'));
+      for (const [key, value] of Object.entries(TINY_RUN_SETTINGS)) {
+        const field = { 'turnwise.policy.maxActionTokens': 'maxActionTokens', 'turnwise.sandbox.concurrency': 'concurrency' }[key] ?? key.split('.').at(-1);
+        for (const [name, doc] of [[path.basename(launch), readJson(launch)], ['config.json', cfg]]) {
+          if (doc[field] !== value) throw new Error(`${name}: ${field} is ${JSON.stringify(doc[field])}, the setting ${key} is ${value}`);
+        }
+      }
+      if (cfg.estimator !== 'grpo') throw new Error(`config.json: estimator ${cfg.estimator}, picked grpo`);
     },
     { dependsOn: [T_INSTALL], timeoutMs: 480000 },
   );
-  // Whatever happened, no run is left going.
-  if (await page.locator('.statusbar-item', { hasText: 'Turnwise' }).locator('.codicon-sync').count()) {
+
+  if (results.find((r) => r.title === T_RUN)?.state !== 'passed' && (await statusItem.locator('.codicon-sync').count().catch(() => 0))) {
     await runFromPalette(page, 'Turnwise: Stop Run', { shot: null }).catch(() => {});
   }
+
+  await uiTest(
+    T_CLOSE,
+    async () => {
+      const since = Date.now() - 1000;
+      // Three iterations: still going when the window closes.
+      await startFromPalette(3);
+      const run = await newRun(since);
+      const containers = () => dockerIds(['ps', '-a', '--filter', `label=turnwise.run=${run.id}`, '--format', '{{.ID}}']);
+      const held = await waitFor(`a sandbox container of ${run.id}`, async () => {
+        await throwOnFailure('12-run-before-close.png');
+        const ids = containers();
+        return ids.length ? ids : undefined;
+      }, 180000);
+      await screenshot(page, '12-run-before-close.png');
+      say(`closing the window while ${run.id} holds ${held.length} container(s)`);
+      await page.close();
+      // The extension host shuts down with the window (at once for a window closed cleanly; after
+      // the short reconnection grace for a dropped connection), and the extension stops the run.
+      const end = await waitFor('the run to stop and its containers to go', async () => {
+        const status = readJson(path.join(run.dir, 'status.json'));
+        const left = containers();
+        return status.state !== 'running' && left.length === 0 ? { status, left } : undefined;
+      }, 120000);
+      if (end.status.state !== 'stopped') throw new Error(`status.json of ${run.id} says ${end.status.state}${end.status.error ? `: ${end.status.error.message}` : ''}`);
+      say(`after closing: ${run.id} is ${end.status.state} (last complete iteration ${end.status.lastCompleteIteration}), no container left`);
+      // A new window shows the run as stopped in the Runs view.
+      const again = await page.context().newPage();
+      try {
+        await again.goto(page.url());
+        await again.locator('.part.statusbar').waitFor({ state: 'visible', timeout: 60000 });
+        await again.locator('.activitybar .action-item a[aria-label^="Turnwise"], .activitybar .action-label[aria-label^="Turnwise"]').first().click({ timeout: 30000 });
+        const row = again.locator('.pane-body .monaco-list-row', { hasText: run.id }).first();
+        await row.waitFor({ state: 'visible', timeout: 30000 });
+        const text = (await row.innerText()).replace(/\s+/g, ' ');
+        await screenshot(again, '13-after-close-runs-view.png');
+        if (!/stopped/.test(text)) throw new Error(`the Runs view shows ${run.id} as: ${text}`);
+      } finally {
+        await again.close().catch(() => {});
+      }
+    },
+    { dependsOn: [T_INSTALL, T_RUN], timeoutMs: 420000 },
+  );
+}
+
+/** Run folders of a workspace with their status, newest first. */
+function runFolders(workspace) {
+  const root = path.join(workspace, '.turnwise', 'runs');
+  let names = [];
+  try {
+    names = fs.readdirSync(root);
+  } catch {
+    return [];
+  }
+  return names
+    .map((id) => {
+      const dir = path.join(root, id);
+      let status;
+      try {
+        status = readJson(path.join(dir, 'status.json'));
+      } catch {}
+      return { id, dir, status, mtimeMs: fs.statSync(dir).birthtimeMs || fs.statSync(dir).mtimeMs };
+    })
+    .sort((a, b) => b.mtimeMs - a.mtimeMs);
+}
+
+function launchFiles(workspace) {
+  const dir = path.join(workspace, '.turnwise');
+  return fs.readdirSync(dir).filter((n) => /^launch-.*\.json$/.test(n)).sort().map((n) => path.join(dir, n));
+}
+
+const readJson = (file) => JSON.parse(fs.readFileSync(file, 'utf8'));
+
+function dockerIds(args) {
+  const r = spawnSync('docker', args, { encoding: 'utf8', timeout: 20000 });
+  if (r.status !== 0) throw new Error(`docker ${args.join(' ')}: ${r.stderr || r.error?.message}`);
+  return r.stdout.split('\n').filter(Boolean);
 }
 
 /**
@@ -772,9 +896,52 @@ function makeWorkspace(dir, { big }) {
   gen(['--run-id', FIXTURE.overlay, '--estimator', 'grpo', '--iterations', '3', '--seed', '2']);
   gen(['--run-id', FIXTURE.long, '--iterations', '1000', '--seed', '3', '--metrics-only']);
   if (big) gen(['--run-id', FIXTURE.big, '--iterations', '1', '--trajectories', '10000', '--seed', '4']);
-  // Tasks "synthesized earlier", which "Start Training Run…" offers first.
+  // Tasks "synthesized earlier", which "Start Training Run…" offers first: real mutations of
+  // calc/ops.py that its tests catch, so a run from the palette trains on them.
   fs.mkdirSync(path.join(dir, '.turnwise', 'tasks'), { recursive: true });
-  fs.copyFileSync(path.join(dir, '.turnwise', 'runs', FIXTURE.run, 'tasks.jsonl'), path.join(dir, '.turnwise', 'tasks', 'synth.jsonl'));
+  fs.writeFileSync(path.join(dir, '.turnwise', 'tasks', 'synth.jsonl'), mutationTasks(dir));
+  // A tiny run, set the way a user would: workspace settings (they reach the run's launch file).
+  fs.mkdirSync(path.join(dir, '.vscode'), { recursive: true });
+  fs.writeFileSync(path.join(dir, '.vscode', 'settings.json'), JSON.stringify(TINY_RUN_SETTINGS, null, 2));
+}
+
+/** Settings of the UI workspace: one iteration of one task, 2 episodes of 2 turns. */
+const TINY_RUN_SETTINGS = {
+  'turnwise.train.iterations': 1,
+  'turnwise.tasks.maxTasks': 4,
+  'turnwise.train.tasksPerIteration': 1,
+  'turnwise.train.groupSize': 2,
+  'turnwise.train.maxTurns': 2,
+  'turnwise.policy.maxActionTokens': 32,
+  'turnwise.sandbox.concurrency': 2,
+};
+
+/** Task JSONL: mutations of the fixture's calc/ops.py, each breaking one of its two tests. */
+function mutationTasks(dir) {
+  const src = fs.readFileSync(path.join(dir, 'calc', 'ops.py'), 'utf8');
+  // The command `turnwise tasks synth` would write (it runs pytest the hardened way, with a report).
+  const r = spawnSync(process.execPath, ['-r', 'tsx/cjs', '-e', "process.stdout.write(require('./src/tasks/runners').runnerCommand('pytest', ['tests/test_ops.py']))"], { cwd: root, encoding: 'utf8' });
+  if (r.status !== 0 || !r.stdout) throw new Error(`runnerCommand failed:\n${r.stderr}`);
+  const testCommand = r.stdout;
+  const muts = [
+    ['mut-clamp-compare', 'if x > hi:', 'if x < hi:', 'test_clamp', 'test_add', 'comparison_operator', 'swap-comparison'],
+    ['mut-add-sign', 'return a + b', 'return a - b', 'test_add', 'test_clamp', 'binary_operator', 'swap-arithmetic'],
+    ['mut-clamp-return', 'return hi', 'return lo', 'test_clamp', 'test_add', 'identifier', 'swap-identifier'],
+    ['mut-add-mul', 'return a + b', 'return a * b', 'test_add', 'test_clamp', 'binary_operator', 'swap-arithmetic'],
+  ];
+  return muts
+    .map(([id, text, replacement, f2p, p2p, nodeKind, operator]) => {
+      const start = src.indexOf(text);
+      if (start < 0) throw new Error(`"${text}" is not in the fixture's calc/ops.py`);
+      return JSON.stringify({
+        schema: 'turnwise/task@1', id, source: 'mutation', language: 'python',
+        instruction: 'A test of calc/ops.py fails. Find the bug and fix it; do not edit the tests.',
+        testCommand, runner: 'pytest', reportFormat: 'junit-xml',
+        fail_to_pass: [`tests/test_ops.py::${f2p}`], pass_to_pass: [`tests/test_ops.py::${p2p}`],
+        mutation: { file: 'calc/ops.py', nodeKind, operator, replacement, span: { start, end: start + text.length, text } },
+      });
+    })
+    .join('\n') + '\n';
 }
 
 // ── main ──────────────────────────────────────────────────────────────────────────────────────

@@ -167,7 +167,6 @@ export class TrajectoryScanCache {
   }
 }
 
-const mean = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : null);
 
 /** Groups summaries by task, in the order tasks first appear. */
 export function groupByTask(summaries: readonly TrajectorySummary[], split: 'train' | 'heldout'): TaskSummary[] {
@@ -177,15 +176,22 @@ export function groupByTask(summaries: readonly TrajectorySummary[], split: 'tra
     if (!list) byTask.set(s.taskId, (list = []));
     list.push(s);
   }
-  return [...byTask].map(([taskId, trajectories]) => ({
-    taskId,
-    split,
-    episodes: trajectories.length,
-    resolved: trajectories.filter((t) => t.resolved).length,
-    meanReward: mean(trajectories.flatMap((t) => (t.reward === null ? [] : [t.reward]))),
-    meanPassRate: mean(trajectories.flatMap((t) => (t.passRate === null ? [] : [t.passRate]))),
-    trajectories,
-  }));
+  const out: TaskSummary[] = [];
+  for (const [taskId, trajectories] of byTask) {
+    // One pass, no intermediate arrays: this runs over every episode when an iteration opens.
+    let resolved = 0;
+    let rSum = 0;
+    let rN = 0;
+    let pSum = 0;
+    let pN = 0;
+    for (const t of trajectories) {
+      if (t.resolved) resolved++;
+      if (t.reward !== null) (rSum += t.reward), rN++;
+      if (t.passRate !== null) (pSum += t.passRate), pN++;
+    }
+    out.push({ taskId, split, episodes: trajectories.length, resolved, meanReward: rN ? rSum / rN : null, meanPassRate: pN ? pSum / pN : null, trajectories });
+  }
+  return out;
 }
 
 /** Where a trajectory lives: enough to read it again, and to name it in a URI. */

@@ -1,6 +1,10 @@
 // Streams a trajectories.jsonl file into one small summary per line (ids, reward, turns) and
 // the byte range of the line, without parsing the turns: a run's Runs-view nodes need the
 // numbers, and the full trajectory is read later, by its byte range, when it is opened.
+// The turns are ~95% of a line and full of escaped quotes, so they are not walked at all: the
+// top-level keys before them are read forward, the ones after them backward from the line's
+// closing brace. Walking backward, a value ending in `]` is the turns array (a trajectory has no
+// other top-level array), which must open exactly where the forward walk found "turns":.
 // Plain Node (no vscode): unit-tested in test/unit/extension/.
 import * as fs from 'node:fs';
 import type { Trajectory } from '../../core/schema';
@@ -42,6 +46,13 @@ function skipWs(b: Buffer, i: number, end: number): number {
 
 /** Index just past the closing quote of the string starting at `i` (b[i] is the opening quote). */
 function skipString(b: Buffer, i: number, end: number): number {
+  // Short strings (keys, ids) end sooner than a native indexOf call returns.
+  const near = Math.min(end, i + 48);
+  for (let j = i + 1; j < near; j++) {
+    const c = b[j];
+    if (c === BS) break;
+    if (c === Q) return j + 1;
+  }
   let j = i + 1;
   for (;;) {
     const q = b.indexOf(Q, j);
@@ -85,30 +96,174 @@ function skipValue(b: Buffer, i: number, end: number): number {
   return j;
 }
 
-/** The wanted top-level fields of the JSON object in b[start, end). Throws on malformed input. */
-function topLevelFields(b: Buffer, start: number, end: number): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
+/** The top-level key whose value is not walked (the bulk of a line). */
+const BULK_KEY = 'turns';
+
+/** The keys read, as bytes, to recognize a key without decoding it. */
+const KNOWN_KEYS = [...WANTED, BULK_KEY].map((k) => ({ k, bytes: Buffer.from(k) }));
+
+/** The key whose quotes are at b[open] and b[close - 1], when it is one of KNOWN_KEYS; else undefined. */
+function knownKey(b: Buffer, open: number, close: number): string | undefined {
+  const n = close - open - 2;
+  for (const { k, bytes } of KNOWN_KEYS) {
+    if (bytes.length !== n) continue;
+    let same = true;
+    for (let x = 0; x < n; x++) {
+      if (b[open + 1 + x] !== bytes[x]) {
+        same = false;
+        break;
+      }
+    }
+    if (same) return k;
+  }
+  // An escaped key ("\u0074urns") still reads as what it spells.
+  for (let x = open + 1; x < close - 1; x++) if (b[x] === BS) return JSON.parse(b.toString('utf8', open, close)) as string;
+  return undefined;
+}
+
+/** The JSON value in b[i, end): a plain string is sliced, anything else parsed. */
+function valueAt(b: Buffer, i: number, end: number): unknown {
+  if (b[i] === Q) {
+    let plain = true;
+    for (let x = i + 1; x < end - 1; x++) {
+      if (b[x] === BS) {
+        plain = false;
+        break;
+      }
+    }
+    if (plain) return b.toString('utf8', i + 1, end - 1);
+  }
+  return JSON.parse(b.toString('utf8', i, end));
+}
+
+/**
+ * Reads the wanted top-level fields of the JSON object in b[start, end) forward, stopping at
+ * the key BULK_KEY. Returns the offset of that key's value, or -1 when the object ended without
+ * it. Throws on malformed input.
+ */
+function headFields(b: Buffer, start: number, end: number, out: Record<string, unknown>): number {
   let i = skipWs(b, start, end);
   if (b[i] !== 0x7b) throw new Error('not an object');
   i = skipWs(b, i + 1, end);
-  if (b[i] === 0x7d) return out;
+  if (b[i] === 0x7d) return -1;
   for (;;) {
     if (b[i] !== Q) throw new Error('expected a key');
     const keyEnd = skipString(b, i, end);
-    const key = JSON.parse(b.toString('utf8', i, keyEnd)) as string;
+    const key = knownKey(b, i, keyEnd);
     i = skipWs(b, keyEnd, end);
     if (b[i] !== 0x3a) throw new Error('expected :');
     i = skipWs(b, i + 1, end);
+    if (key === BULK_KEY) return i;
     const vEnd = skipValue(b, i, end);
-    if (WANTED.has(key)) out[key] = JSON.parse(b.toString('utf8', i, vEnd));
+    if (key !== undefined && WANTED.has(key)) out[key] = valueAt(b, i, vEnd);
     i = skipWs(b, vEnd, end);
     if (b[i] === 0x2c) {
       i = skipWs(b, i + 1, end);
       continue;
     }
-    if (b[i] === 0x7d) return out;
+    if (b[i] === 0x7d) {
+      if (skipWs(b, i + 1, end) !== end) throw new Error('text after the object');
+      return -1;
+    }
     throw new Error('expected , or }');
   }
+}
+
+/** Index of the last non-whitespace byte at or before `i` (start - 1 when none). */
+function skipWsBack(b: Buffer, i: number, start: number): number {
+  while (i >= start) {
+    const c = b[i];
+    if (c !== 0x20 && c !== 0x09 && c !== 0x0a && c !== 0x0d) break;
+    i--;
+  }
+  return i;
+}
+
+/** A quote at `q` is a delimiter when an even number of backslashes precede it. */
+function isDelimiter(b: Buffer, q: number, start: number): boolean {
+  let k = q - 1;
+  while (k >= start && b[k] === BS) k--;
+  return (q - 1 - k) % 2 === 0;
+}
+
+/** Offset of the opening quote of the string whose closing quote is at `close`. */
+function stringStartBack(b: Buffer, close: number, start: number): number {
+  let j = close - 1;
+  for (;;) {
+    const q = b.lastIndexOf(Q, j);
+    if (q < start) throw new Error('unterminated string');
+    if (isDelimiter(b, q, start)) return q;
+    j = q - 1;
+  }
+}
+
+/** Offset of the first byte of the JSON value whose last byte is at `last`. */
+function valueStartBack(b: Buffer, last: number, start: number): number {
+  const c = b[last];
+  if (c === Q) return stringStartBack(b, last, start);
+  if (c === 0x7d || c === 0x5d) {
+    let depth = 0;
+    let j = last;
+    while (j >= start) {
+      const d = b[j];
+      if (d === Q) {
+        j = stringStartBack(b, j, start) - 1;
+        continue;
+      }
+      if (d === 0x7d || d === 0x5d) depth++;
+      else if (d === 0x7b || d === 0x5b) {
+        depth--;
+        if (depth === 0) return j;
+      }
+      j--;
+    }
+    throw new Error('unterminated container');
+  }
+  let j = last;
+  while (j >= start) {
+    const d = b[j];
+    if (d === 0x2c || d === 0x3a || d === 0x7b || d === 0x5b || d === 0x20 || d === 0x0a || d === 0x0d || d === 0x09) break;
+    j--;
+  }
+  if (j === last) throw new Error('empty value');
+  return j + 1;
+}
+
+/**
+ * Reads the wanted top-level fields backward from the object's closing brace up to the BULK_KEY
+ * array, which opens at `bulk` (found by headFields) and is not walked. Throws on malformed input.
+ */
+function tailFields(b: Buffer, start: number, end: number, bulk: number, out: Record<string, unknown>): void {
+  if (b[bulk] !== 0x5b) throw new Error(`"${BULK_KEY}" is not an array`);
+  let i = skipWsBack(b, end - 1, start);
+  if (b[i] !== 0x7d) throw new Error('not an object');
+  i = skipWsBack(b, i - 1, start);
+  for (;;) {
+    if (b[i] === 0x5d) {
+      if (i <= bulk) throw new Error('the walks crossed');
+      return; // the BULK_KEY array [bulk, i]: everything after it has been read
+    }
+    const vStart = valueStartBack(b, i, start);
+    if (vStart <= bulk) throw new Error('the walks crossed');
+    let k = skipWsBack(b, vStart - 1, start);
+    if (b[k] !== 0x3a) throw new Error('expected :');
+    k = skipWsBack(b, k - 1, start);
+    if (b[k] !== Q) throw new Error('expected a key');
+    const keyStart = stringStartBack(b, k, start);
+    const key = knownKey(b, keyStart, k + 1);
+    if (key !== undefined && WANTED.has(key) && !(key in out)) out[key] = valueAt(b, vStart, i + 1);
+    k = skipWsBack(b, keyStart - 1, start);
+    if (b[k] !== 0x2c) throw new Error('expected ,');
+    i = skipWsBack(b, k - 1, start);
+  }
+}
+
+/** The wanted top-level fields of the JSON object in b[start, end). Throws on malformed input. */
+function topLevelFields(b: Buffer, start: number, end: number): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  const bulk = headFields(b, start, end, out);
+  if (bulk >= 0) tailFields(b, start, end, bulk, out);
+  return out;
 }
 
 const num = (v: unknown): number | null => (typeof v === 'number' && Number.isFinite(v) ? v : null);

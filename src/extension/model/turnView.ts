@@ -34,12 +34,23 @@ export function formatComponents(c: Record<string, number> | undefined): string 
     .join(', ');
 }
 
-/** One line: "Turn 3 · A +0.420 (backbone +0.300, tree +0.120)". */
+/**
+ * A turn's CodeLens, short enough for a narrow editor: "Turn 3 · A +0.420"; its tooltip holds
+ * the advantage's components and the command.
+ */
 export function turnLensTitle(turn: Turn): string {
-  const comps = formatComponents(turn.advantageComponents);
-  const adv = typeof turn.advantage === 'number' ? ` · A ${formatSigned(turn.advantage)}${comps ? ` (${comps})` : ''}` : '';
-  return `Turn ${turn.index}${adv}`;
+  return `Turn ${turn.index}${typeof turn.advantage === 'number' ? ` · A ${formatSigned(turn.advantage)}` : ''}`;
 }
+
+/** "A +0.420 = backbone +0.300, tree +0.120" and the command, for the lens tooltip. */
+export function turnLensTooltip(turn: Turn): string {
+  const comps = formatComponents(turn.advantageComponents);
+  const adv = typeof turn.advantage === 'number' ? `A ${formatSigned(turn.advantage)}${comps ? ` = ${comps}` : ''}\n` : '';
+  return `${adv}$ ${turn.action.slice(0, 300)}`;
+}
+
+/** The lens next to it that opens the diff of the turn (the tooltip names the turn). */
+export const DIFF_LENS_TITLE = '$(diff) Diff';
 
 const fence = (s: string) => {
   const longest = Math.max(2, ...[...s.matchAll(/`+/g)].map((m) => m[0].length));

@@ -43,6 +43,43 @@ describe('extension: trajectory file scan', () => {
     assert.equal((await readTrajectoryAt(file, summaries[0].offset, summaries[0].length)).trajId, 'ü—✓');
   });
 
+  it('reads the keys on both sides of the turns without walking them, in any key order', async () => {
+    const file = path.join(tmp, 'orders.jsonl');
+    const reward = (r: number) => ({ reward: r, passRate: r, resolved: r === 1, turns: 2, formatError: false });
+    // Turns full of what a walk trips on: nested arrays and objects, escaped quotes, a "reward" key.
+    const turns = [{ action: 'echo "]}"', observation: '\\"[{', tokenIds: [1, 2], nested: [[{ reward: 9 }]], edits: [{ before: '"}', after: '{' }] }];
+    const rows = [
+      { taskId: 'a', trajId: 'a1', groupId: 'ga', iteration: 3, split: 'train', turns, testReport: { passed: ['x'], failed: ['y "z"'] }, reward: reward(1) },
+      { turns, reward: reward(0.5), failure: 'sandbox "died"', split: 'heldout', iteration: 4, trajId: 'b1', taskId: 'b', groupId: 'gb' },
+      { taskId: 'c', trajId: 'c1', groupId: 'gc', reward: reward(0), turns },
+      { taskId: 'd', trajId: 'd1', groupId: 'gd', reward: reward(0.25) },
+      { taskId: 'e', trajId: 'e1', groupId: 'ge', turns, reward: reward(0.75) },
+    ];
+    // Spaces around every token (line 3) and an escaped "turns" key (line 5) as well as compact.
+    const text = rows
+      .map((r, i) => (i === 2 ? JSON.stringify(r).replace(/([{}[\],:])/g, ' $1 ') : i === 4 ? JSON.stringify(r).replace('"turns"', '"tur\\u006es"') : JSON.stringify(r)))
+      .join('\n');
+    assert.ok(text.includes('"tur\\u006es"'));
+    fs.writeFileSync(file, text);
+    const { summaries, badLines } = await scanTrajectoryFile(file);
+    assert.deepEqual(badLines, []);
+    assert.deepEqual(
+      summaries.map((s) => [s.taskId, s.trajId, s.groupId, s.iteration, s.split, s.reward, s.failure ?? null]),
+      [
+        ['a', 'a1', 'ga', 3, 'train', 1, null],
+        ['b', 'b1', 'gb', 4, 'heldout', null, 'sandbox "died"'],
+        ['c', 'c1', 'gc', undefined, undefined, 0, null],
+        ['d', 'd1', 'gd', undefined, undefined, 0.25, null],
+        ['e', 'e1', 'ge', undefined, undefined, 0.75, null],
+      ],
+    );
+    // A line cut inside its turns (a writer that died) is a bad line, not a wrong summary.
+    fs.writeFileSync(file, `${JSON.stringify(rows[0]).slice(0, 120)}\n${JSON.stringify(rows[1])}\n`);
+    const cut = await scanTrajectoryFile(file);
+    assert.deepEqual(cut.badLines, [1]);
+    assert.deepEqual(cut.summaries.map((s) => s.trajId), ['b1']);
+  });
+
   it('a missing file is an empty scan', async () => {
     assert.deepEqual(await scanTrajectoryFile(path.join(tmp, 'nope.jsonl')), { summaries: [], badLines: [], bytes: 0 });
   });

@@ -127,8 +127,8 @@ describe('Turnwise views', function () {
       assert.equal(editor.document.lineAt(BUG_LINE).text, '    if x > hi:');
       const lenses = await vscode.commands.executeCommand('vscode.executeCodeLensProvider', editor.document.uri);
       const titles = lenses.map((l) => `${l.range.start.line}:${l.command.title}`);
-      assert.ok(titles.includes(`${BUG_LINE}:Show Diff for Turn 2`), titles.join(' | '));
-      assert.ok(titles.some((t) => new RegExp(`^${BUG_LINE}:Turn 2 · A \\+0\\.\\d{3} \\(backbone`).test(t)), titles.join(' | '));
+      assert.ok(lenses.some((l) => l.range.start.line === BUG_LINE && l.command.title === '$(diff) Diff' && l.command.command === 'turnwise.trajectory.showDiff' && l.command.arguments[1] === 2), titles.join(' | '));
+      assert.ok(titles.some((t) => new RegExp(`^${BUG_LINE}:Turn 2 · A \\+0\\.\\d{3}$`).test(t)), titles.join(' | '));
       const hovers = await vscode.commands.executeCommand('vscode.executeHoverProvider', editor.document.uri, new vscode.Position(BUG_LINE, 4));
       const text = hovers.flatMap((h) => h.contents.map((c) => c.value ?? String(c))).join('\n');
       assert.match(text, /turn 2/);
@@ -151,13 +151,13 @@ describe('Turnwise views', function () {
       assert.deepEqual(d.byStyle.positiveStrong, [BUG_LINE + 2]);
       assert.equal(editor.document.lineAt(0).text, '# edited by the agent');
       const lenses = await vscode.commands.executeCommand('vscode.executeCodeLensProvider', editor.document.uri);
-      const diffs = lenses.filter((l) => /^Show Diff/.test(l.command.title)).map((l) => `${l.range.start.line}:${l.command.title}`);
-      assert.deepEqual(diffs.sort(), [`0:Show Diff for Turn 4`, `${BUG_LINE + 2}:Show Diff for Turn 2`].sort());
+      const diffs = lenses.filter((l) => l.command.command === 'turnwise.trajectory.showDiff').map((l) => `${l.range.start.line}:${l.command.title}:${l.command.arguments[1]}`);
+      assert.deepEqual(diffs.sort(), [`0:$(diff) Diff:4`, `${BUG_LINE + 2}:$(diff) Diff:2`].sort());
     });
 
     it('"Show Diff for Turn 2" opens the diff editor on that turn\'s change, from the trajectory', async function () {
       const lenses = await vscode.commands.executeCommand('vscode.executeCodeLensProvider', currentEditor().document.uri);
-      const lens = lenses.find((l) => l.command.title === 'Show Diff for Turn 2');
+      const lens = lenses.find((l) => l.command.command === 'turnwise.trajectory.showDiff' && l.command.arguments[1] === 2);
       await vscode.commands.executeCommand(lens.command.command, ...lens.command.arguments);
       const tab = await until('a diff tab', () => vscode.window.tabGroups.all.flatMap((g) => g.tabs).find((t) => t.input instanceof vscode.TabInputTextDiff && t.input.modified.scheme === 'turnwise-traj'));
       assert.match(tab.label, /ops\.py · turn 2 \(t1-0\)/);

@@ -112,7 +112,8 @@ function drawCharts(): number {
       const color = palette[(s.color + (s.run === 'overlay' ? 3 : 0)) % palette.length];
       const dash = s.run === 'overlay' ? [6, 4] : undefined;
       if (s.kind === 'line') series.push({ label: s.label, stroke: color, width: 2, dash, spanGaps: true, points: { show: cols.x.length <= 60, size: 5, fill: color } });
-      else series.push({ label: s.label, stroke: withAlpha(color, 0.35), width: 1, dash, spanGaps: true, points: { show: false } });
+      // Band edges draw the ± std band; they are not entries of their own in the legend (style.css).
+      else series.push({ label: s.label, class: 'band-edge', stroke: withAlpha(color, 0.35), width: 1, dash, spanGaps: true, points: { show: false } });
       if (s.kind === 'upper') bands.push({ series: [i + 1, i], fill: withAlpha(color, 0.15) });
     });
     const plotEl = c.el.querySelector('.plot') as HTMLElement;

@@ -1,0 +1,164 @@
+// How the `turnwise.*` settings reach a training run: one table from every field of the CLI's
+// TrainConfig to the setting that holds it (or to the Start command, which picks tasks), and the
+// launch file written under <workspace>/.turnwise/ and passed to `turnwise train --config`.
+// Plain Node (no vscode): unit-tested in test/unit/extension/.
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import type { TrainConfig } from '../../train/config';
+
+/** A TrainConfig field, with the reward weights spelled out (they are one object in the config). */
+export type ConfigPath = Exclude<keyof TrainConfig, 'reward'> | `reward.${keyof TrainConfig['reward'] & string}`;
+
+/** Fields the Start Training Run command sets from its quick picks, never from a setting. */
+export const FROM_COMMAND = 'command';
+
+/**
+ * The setting (under `turnwise.`) that holds each config field. Typed over every field, so a
+ * field added to TrainConfig does not compile here until it has a setting or is marked
+ * FROM_COMMAND; package.json's settings are checked against this table by the unit tests.
+ */
+export const SETTING_FOR_FIELD: { readonly [K in ConfigPath]: string } = {
+  workspace: FROM_COMMAND,
+  taskSource: FROM_COMMAND,
+  tasksFile: FROM_COMMAND,
+  maxTasks: 'tasks.maxTasks',
+  heldoutFraction: 'tasks.heldoutFraction',
+  testCommand: 'tasks.testCommand',
+  model: 'train.model',
+  iterations: 'train.iterations',
+  tasksPerIteration: 'train.tasksPerIteration',
+  groupSize: 'train.groupSize',
+  maxTurns: 'train.maxTurns',
+  estimator: 'train.estimator',
+  estimatorParams: 'train.estimatorParams',
+  loss: 'train.loss',
+  epochs: 'train.epochs',
+  minibatches: 'train.minibatches',
+  lr: 'train.learningRate',
+  klCoef: 'train.klCoef',
+  entCoef: 'train.entCoef',
+  clipLow: 'train.clipLow',
+  clipHigh: 'train.clipHigh',
+  evalEvery: 'train.evalEvery',
+  seed: 'train.seed',
+  temperature: 'policy.temperature',
+  topP: 'policy.topP',
+  maxActionTokens: 'policy.maxActionTokens',
+  executionProvider: 'executionProvider',
+  'reward.efficiency': 'reward.efficiencyPenalty',
+  'reward.format': 'reward.formatPenalty',
+  commandTimeoutMs: 'sandbox.commandTimeoutMs',
+  concurrency: 'sandbox.concurrency',
+  dockerHost: 'docker.host',
+};
+
+/** [setting key without `turnwise.`, config field] for every field a setting holds. */
+export function settingFields(): Array<[setting: string, field: ConfigPath]> {
+  return (Object.entries(SETTING_FOR_FIELD) as Array<[ConfigPath, string]>).filter(([, s]) => s !== FROM_COMMAND).map(([f, s]) => [s, f]);
+}
+
+/** One setting as VS Code's `inspect()` sees it: its default, and the value the user set (any scope). */
+export interface SettingValue {
+  defaultValue: unknown;
+  /** undefined when the user set nothing (the default applies). */
+  userValue: unknown;
+}
+
+export interface LaunchChoices {
+  taskSource?: TrainConfig['taskSource'];
+  tasksFile?: string;
+  estimator?: string;
+  iterations?: number;
+}
+
+export interface LaunchConfigInput {
+  /** The workspace folder the run trains on. */
+  workspace: string;
+  /** Reads one setting by its key under `turnwise.`. */
+  setting: (key: string) => SettingValue;
+  /** The workspace's turnwise.json, when the user chose it: its path and parsed content. */
+  base?: { file: string; values: Record<string, unknown> };
+  /** What the quick picks chose. */
+  choices?: LaunchChoices;
+}
+
+const isSet = (v: unknown) => v !== undefined && v !== null;
+
+/**
+ * The config a run starts with, every field present. Layers, lowest first: each setting's
+ * default (the same as the CLI's TRAIN_DEFAULTS), turnwise.json when chosen, the settings the
+ * user set, then the quick picks. Paths are absolute (the file lives under .turnwise/).
+ */
+export function launchConfig(input: LaunchConfigInput): Record<string, unknown> {
+  const base = input.base ? resolveBasePaths(input.base.file, input.base.values) : {};
+  const out: Record<string, unknown> = {};
+  const reward: Record<string, unknown> = { ...((base.reward as Record<string, unknown> | undefined) ?? {}) };
+  for (const [key, field] of settingFields()) {
+    const s = input.setting(key);
+    const fromBase = field.startsWith('reward.') ? reward[field.slice('reward.'.length)] : base[field];
+    const v = isSet(s.userValue) ? s.userValue : isSet(fromBase) ? fromBase : s.defaultValue;
+    if (field.startsWith('reward.')) reward[field.slice('reward.'.length)] = v;
+    else out[field] = v;
+  }
+  out.reward = reward;
+  out.workspace = typeof base.workspace === 'string' ? base.workspace : input.workspace;
+  out.taskSource = base.taskSource ?? 'mutation';
+  if (typeof base.tasksFile === 'string') out.tasksFile = base.tasksFile;
+  const c = input.choices ?? {};
+  if (c.taskSource) out.taskSource = c.taskSource;
+  if (c.tasksFile) out.tasksFile = path.resolve(input.workspace, c.tasksFile);
+  if (out.taskSource !== 'file') delete out.tasksFile;
+  if (c.estimator && c.estimator !== out.estimator) {
+    // The parameters set are those of the other estimator (which refuses unknown names): the
+    // estimator picked for this run starts from its own defaults.
+    out.estimator = c.estimator;
+    out.estimatorParams = {};
+  }
+  if (c.iterations !== undefined) out.iterations = c.iterations;
+  if (typeof out.model === 'string' && out.model) out.model = path.resolve(input.workspace, out.model);
+  return out;
+}
+
+/** turnwise.json's paths are relative to its folder (as the CLI reads them). */
+function resolveBasePaths(file: string, values: Record<string, unknown>): Record<string, unknown> {
+  const v = { ...values };
+  for (const k of ['workspace', 'tasksFile', 'model']) {
+    if (typeof v[k] === 'string' && v[k] !== '' && !path.isAbsolute(v[k] as string)) v[k] = path.resolve(path.dirname(file), v[k] as string);
+  }
+  delete v.schema;
+  return v;
+}
+
+/** Where launch files go: the run state folder of the workspace, never among the user's files. */
+export function launchDir(workspace: string): string {
+  return path.join(workspace, '.turnwise');
+}
+
+/**
+ * Writes the launch config to <workspace>/.turnwise/launch-<time>.json (temp file + rename) and
+ * returns its path. `now` names the file; a second launch in the same second gets a suffix.
+ */
+export function writeLaunchConfig(workspace: string, cfg: Record<string, unknown>, now = new Date()): string {
+  const dir = launchDir(workspace);
+  fs.mkdirSync(dir, { recursive: true });
+  const stamp = now.toISOString().replace(/[-:]/g, '').replace('T', '-').slice(0, 15);
+  let file = path.join(dir, `launch-${stamp}.json`);
+  for (let i = 2; fs.existsSync(file); i++) file = path.join(dir, `launch-${stamp}-${i}.json`);
+  const tmp = `${file}.tmp-${process.pid}`;
+  fs.writeFileSync(tmp, `${JSON.stringify(cfg, null, 2)}\n`);
+  fs.renameSync(tmp, file);
+  return file;
+}
+
+/** Parses the workspace's turnwise.json for launchConfig's `base`; the error names the file. */
+export function readBaseConfig(file: string): { file: string; values: Record<string, unknown> } {
+  const text = fs.readFileSync(file, 'utf8');
+  let v: unknown;
+  try {
+    v = JSON.parse(text);
+  } catch (e) {
+    throw new Error(`${file} is not valid JSON (${(e as Error).message}): fix it, or choose tasks, estimator and iterations instead`);
+  }
+  if (!v || typeof v !== 'object' || Array.isArray(v)) throw new Error(`${file} must hold one JSON object`);
+  return { file, values: v as Record<string, unknown> };
+}

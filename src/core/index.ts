@@ -9,3 +9,4 @@ export * from './events';
 export * from './run';
 export * from './losses';
 export * from './trajectory';
+export * from './doctor';

@@ -36,6 +36,16 @@ export function baseImageTag(dir = sandboxImagesDir()): string {
 export const SANDBOX_LANGUAGES = ['python', 'node'] as const;
 export type SandboxLanguage = (typeof SANDBOX_LANGUAGES)[number];
 
+/**
+ * Files each language image installs for the agent beyond the base (its Dockerfile copies them
+ * from sandbox-images/<language>/tools): commands on PATH, which the warm-start demonstrations
+ * teach the policy to call. `turnwise doctor` checks that the built image has them.
+ */
+export const AGENT_TOOLS: Record<SandboxLanguage, readonly string[]> = {
+  python: ['/usr/local/bin/tw-test', '/usr/local/bin/tw-suspects', '/opt/turnwise/turnwise_tools.py'],
+  node: [],
+};
+
 /** Which sandbox image runs a task language (core's Language). */
 export function sandboxLanguageFor(language: string): SandboxLanguage {
   if (language === 'python') return 'python';

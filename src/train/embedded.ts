@@ -2,7 +2,9 @@
 // repository, dist/models/ in the bundle and the .vsix). `turnwise warmstart` reproduces it.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { failedCheck, type Check } from '../core/doctor';
 import { TurnwiseError } from '../core/errors';
+import { loadCheckpoint } from '../policy/checkpoint';
 
 export const EMBEDDED_MODEL = 'turnwise-tiny';
 
@@ -20,4 +22,25 @@ export function embeddedModelDir(): string {
     });
   }
   return found;
+}
+
+/**
+ * The train layer's part of `turnwise doctor`: the embedded policy is there and loads as a run
+ * would load it (config, weights, tokenizer; not the optimizer state). `dir` is for tests.
+ */
+export function embeddedPolicyCheck(dir?: string): Check {
+  try {
+    const d = dir ?? embeddedModelDir();
+    const { weights, tokenizer } = loadCheckpoint(d, { optimizer: false });
+    let params = 0;
+    for (const t of weights.tensors.values()) params += t.length;
+    const c = weights.config;
+    return {
+      name: 'embedded policy',
+      status: 'ok',
+      detail: `${path.basename(d)}: ${(params / 1e6).toFixed(1)}M parameters, ${c.num_hidden_layers} layers, ${tokenizer.size} tokens, at ${d}`,
+    };
+  } catch (e) {
+    return failedCheck('embedded policy', e, 'reinstall Turnwise, or rebuild the embedded policy with `turnwise warmstart` (see README)');
+  }
 }

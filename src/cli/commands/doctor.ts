@@ -3,7 +3,7 @@ import { formatDoctorReport, runDoctor } from '../../train/doctor';
 
 export const doctorCommand: CliCommand = {
   name: 'doctor',
-  summary: 'check Docker, sandbox images, ONNX Runtime providers, tree-sitter grammars and Node',
+  summary: 'check Node, Docker, sandbox images and their agent tools, ONNX Runtime providers, tree-sitter grammars and the embedded policy',
   usage: '[--docker-host URL] [--json]',
   options: { 'docker-host': { type: 'string' } },
   async run(args, io) {

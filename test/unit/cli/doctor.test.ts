@@ -8,7 +8,8 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { main } from '../../../src/cli/main';
-import { tidyProviderError, type DoctorReport } from '../../../src/train/doctor';
+import { tidyProviderError } from '../../../src/onnx/doctor';
+import type { DoctorReport } from '../../../src/train/doctor';
 
 async function runCli(args: string[]): Promise<{ code: number; out: string; err: string }> {
   let out = '';
@@ -32,6 +33,7 @@ describe('turnwise doctor', function () {
     assert.match(r.out, new RegExp(`✗ docker: Docker is not reachable at ${sock}: the socket does not exist`));
     assert.match(r.out, /fix: start the Docker engine/);
     assert.match(r.out, /✗ sandbox images: not checked: Docker is not reachable/);
+    assert.match(r.out, /✗ agent tools: not checked: Docker is not reachable\n    fix: fix the docker check first/);
     assert.match(r.out, /problem\(s\) must be fixed before a run/);
   });
 
@@ -52,6 +54,12 @@ describe('turnwise doctor', function () {
     // The rest of the report is still produced: the CPU provider and grammars are checked for real.
     assert.equal(report.checks.find((c) => c.name === 'onnxruntime cpu')?.status, 'ok');
     assert.equal(report.checks.find((c) => c.name === 'tree-sitter grammars')?.status, 'ok');
+    // Every check, in report order (the order train/doctor.ts lists them in).
+    assert.deepEqual(
+      report.checks.map((c) => c.name),
+      ['node', 'docker', 'sandbox images', 'agent tools', 'onnxruntime cpu', 'onnxruntime cuda', 'onnxruntime webgpu', 'tree-sitter grammars', 'embedded policy'],
+    );
+    for (const c of report.checks) assert.deepEqual(Object.keys(c).filter((k) => !['name', 'status', 'detail', 'fix'].includes(k)), [], c.name);
   });
 
   it('exits (does not hang) when the Docker host accepts the connection and never answers', async function () {

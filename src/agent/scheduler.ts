@@ -4,6 +4,7 @@
 // generation for some episodes overlaps sandbox commands of others. The model runs off the
 // event loop (train/ puts the policy in a worker thread), so sandbox I/O never waits on it.
 import { formatError } from '../core/errors';
+import { mapConcurrent } from '../core/workers';
 import type { Task, Trajectory } from '../core/schema';
 import type { Sandbox } from '../sandbox/types';
 import type { RewardWeights } from '../tasks/reward';
@@ -124,13 +125,11 @@ function traced(sb: Sandbox, spans: Span[]): Sandbox {
 export async function runRollouts(jobs: readonly EpisodeJob[], o: RolloutOptions): Promise<RolloutResult> {
   const t0 = Date.now();
   const batcher = new ActionBatcher(o.model, { maxBatch: o.maxBatch, spans: o.spans });
-  const results: Trajectory[] = new Array(jobs.length);
   const timing = { sandboxMs: 0, modelWaitMs: 0, rewardMs: 0 };
-  let next = 0;
-  const worker = async () => {
-    while (next < jobs.length && !o.signal?.aborted) {
-      const i = next++;
-      const job = jobs[i];
+  const results = await mapConcurrent(
+    jobs,
+    o.concurrency,
+    async (job): Promise<Trajectory> => {
       let sandbox: Sandbox | undefined;
       try {
         try {
@@ -138,11 +137,11 @@ export async function runRollouts(jobs: readonly EpisodeJob[], o: RolloutOptions
           sandbox = await o.provider.acquire({ rollout: job.episodeId, signal: o.signal });
           timing.sandboxMs += Date.now() - a;
         } catch (e) {
-          results[i] = failedTrajectory(job, o, `no sandbox: ${formatError(e)}`);
-          o.onEpisode?.(results[i]);
-          continue;
+          const failed = failedTrajectory(job, o, `no sandbox: ${formatError(e)}`);
+          o.onEpisode?.(failed);
+          return failed;
         }
-        results[i] = await runEpisode({
+        const trajectory = await runEpisode({
           task: job.task,
           sandbox: o.spans ? traced(sandbox, o.spans) : sandbox,
           act: (req) => batcher.act(req),
@@ -160,15 +159,16 @@ export async function runRollouts(jobs: readonly EpisodeJob[], o: RolloutOptions
           signal: o.signal,
           timing,
         });
-        o.onEpisode?.(results[i]);
+        o.onEpisode?.(trajectory);
+        return trajectory;
       } finally {
         o.model.release(job.episodeId);
         if (sandbox) await sandbox.dispose().catch(() => undefined);
       }
-    }
-  };
-  await Promise.all(Array.from({ length: Math.max(1, Math.min(o.concurrency, jobs.length)) }, worker));
-  const done = results.filter((r) => r !== undefined);
+    },
+    o.signal,
+  );
+  const done = results.filter((r): r is Trajectory => r !== undefined);
   return {
     trajectories: done,
     wallMs: Date.now() - t0,

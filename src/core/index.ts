@@ -10,3 +10,4 @@ export * from './run';
 export * from './losses';
 export * from './trajectory';
 export * from './doctor';
+export * from './workers';

@@ -21,6 +21,7 @@ import {
   type MutationOperator,
 } from './mutate';
 import { seededRandom } from '../core/random';
+import { runWorkers } from '../core/workers';
 import type { TestReport, TestResult } from './report';
 import { runTests, type RunTestsResult } from './reward';
 import { commandForTests, detectRunner, type RunnerOverride, type TestRunner } from './runners';
@@ -289,48 +290,45 @@ export async function synthesizeMutationTasks(opts: SynthOptions): Promise<Synth
       return undefined;
     };
 
-    const worker = async (w: number) => {
-      let sb: Sandbox | undefined;
-      try {
-        for (let item = nextCandidate(); item; item = nextCandidate()) {
-          const { c, index } = item;
-          sb ??= await pool.acquire(snap, { rollout: `validate-${w}` });
-          let run: RunTestsResult | undefined;
-          let sandboxError: string | undefined;
-          try {
-            await sb.writeFile(c.file, c.mutatedSource);
-            run = await runTests(sb, { testCommand: runner.command, reportFormat: runner.reportFormat, runner: runner.kind }, { timeoutMs, reportPath: runner.reportPath });
-          } catch (e) {
-            sandboxError = (e as Error).message;
-          }
-          // The sandbox is reused for the next mutant only when it is back to the snapshot: the
-          // mutated file, and anything this run wrote or deleted (the snapshot is a committed git
-          // repo; ignored files such as node_modules are kept, so no -x).
-          const reset = run?.timedOut || sandboxError ? undefined : await sb.exec(RESET_WORKSPACE, { timeoutMs: 60_000 }).catch(() => undefined);
-          if (reset?.exitCode !== 0) {
-            // Leftover processes, a dead container or a workspace that could not be reset: never reuse it.
-            await sb.dispose().catch(() => undefined);
-            sb = undefined;
-          }
-          tried++;
-          operators[c.operator].tried++;
-          const verdict = run ? classifyMutant(passing, run) : ({ kept: false, reason: 'sandbox-error', detail: sandboxError } as const);
-          if (verdict.kept) {
-            valid.push({ index, c, failToPass: verdict.failToPass, passToPass: verdict.passToPass });
-            validPerOp.set(c.operator, (validPerOp.get(c.operator) ?? 0) + 1);
-          } else {
-            dropped[verdict.reason]++;
-            droppedN++;
-            operators[c.operator].dropped++;
-          }
-          report();
-        }
-      } finally {
-        await sb?.dispose().catch(() => undefined);
-      }
-    };
+    // One sandbox per worker, reused from mutant to mutant while it resets cleanly.
+    const held: Array<Sandbox | undefined> = [];
     report();
-    await Promise.all(Array.from({ length: concurrency }, (_, i) => worker(i)));
+    try {
+      await runWorkers(concurrency, nextCandidate, async ({ c, index }, w) => {
+        const sb = (held[w] ??= await pool.acquire(snap, { rollout: `validate-${w}` }));
+        let run: RunTestsResult | undefined;
+        let sandboxError: string | undefined;
+        try {
+          await sb.writeFile(c.file, c.mutatedSource);
+          run = await runTests(sb, { testCommand: runner.command, reportFormat: runner.reportFormat, runner: runner.kind }, { timeoutMs, reportPath: runner.reportPath });
+        } catch (e) {
+          sandboxError = (e as Error).message;
+        }
+        // The sandbox is reused for the next mutant only when it is back to the snapshot: the
+        // mutated file, and anything this run wrote or deleted (the snapshot is a committed git
+        // repo; ignored files such as node_modules are kept, so no -x).
+        const reset = run?.timedOut || sandboxError ? undefined : await sb.exec(RESET_WORKSPACE, { timeoutMs: 60_000 }).catch(() => undefined);
+        if (reset?.exitCode !== 0) {
+          // Leftover processes, a dead container or a workspace that could not be reset: never reuse it.
+          await sb.dispose().catch(() => undefined);
+          held[w] = undefined;
+        }
+        tried++;
+        operators[c.operator].tried++;
+        const verdict = run ? classifyMutant(passing, run) : ({ kept: false, reason: 'sandbox-error', detail: sandboxError } as const);
+        if (verdict.kept) {
+          valid.push({ index, c, failToPass: verdict.failToPass, passToPass: verdict.passToPass });
+          validPerOp.set(c.operator, (validPerOp.get(c.operator) ?? 0) + 1);
+        } else {
+          dropped[verdict.reason]++;
+          droppedN++;
+          operators[c.operator].dropped++;
+        }
+        report();
+      });
+    } finally {
+      await Promise.all(held.map((sb) => sb?.dispose().catch(() => undefined)));
+    }
     const validationMs = Date.now() - tV;
     const chosen: typeof valid = [];
     const chosenPerOp = new Map<string, number>();

@@ -132,7 +132,8 @@ describe('policy/worker: the trained policy in a worker thread', function () {
       assert.equal(out.length, 4);
       assert.equal(out[3].length, 1024);
       assert.ok(took > 200, `the scoring took ${took.toFixed(0)} ms: too short to show anything`);
-      assert.ok(maxGap < Math.min(250, took / 4), `the event loop stalled ${maxGap.toFixed(0)} ms during ${took.toFixed(0)} ms of scoring`);
+      // In this thread the loop would stall for whole runs (~took); a loaded machine adds scheduling gaps.
+      assert.ok(maxGap < Math.min(1000, took / 4), `the event loop stalled ${maxGap.toFixed(0)} ms during ${took.toFixed(0)} ms of scoring`);
     } finally {
       await worker.dispose();
     }

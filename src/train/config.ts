@@ -10,6 +10,8 @@ import { SCHEMA } from '../core/schema';
 import { estimatorNames, getEstimator, resolveParams } from '../credit';
 import type { Params } from '../credit/types';
 import { DEFAULT_REWARD_WEIGHTS } from '../tasks/reward';
+import { parseEngineSpecs, type EngineSpec } from '../sandbox/pool';
+import type { SandboxLimits } from '../sandbox/types';
 
 export interface TrainConfig {
   /** The workspace the tasks come from (never modified). */
@@ -53,6 +55,14 @@ export interface TrainConfig {
   executionProvider: 'auto' | 'cpu' | 'cuda' | 'webgpu';
   /** Docker engine host (empty: DOCKER_HOST or the local socket). */
   dockerHost: string;
+  /** More engines, `HOST*CAPACITY` each: sandboxes are spread over all of them (with dockerHost). */
+  dockerHosts: string[];
+  /** Image the workspace snapshot is layered on (empty: Turnwise's image for the language). */
+  sandboxImage: string;
+  /** Per-sandbox limits. */
+  sandboxMemoryMb: number;
+  sandboxCpus: number;
+  sandboxPids: number;
   /** Test command override (empty: detected). */
   testCommand: string;
 }
@@ -87,6 +97,11 @@ export const TRAIN_DEFAULTS: TrainConfig = {
   seed: 0,
   executionProvider: 'auto',
   dockerHost: '',
+  dockerHosts: [],
+  sandboxImage: '',
+  sandboxMemoryMb: 2048,
+  sandboxCpus: 1,
+  sandboxPids: 256,
   testCommand: '',
 };
 
@@ -114,7 +129,11 @@ export function resolveTrainConfig(given: Record<string, unknown>, source = 'the
   const c = { ...TRAIN_DEFAULTS, ...Object.fromEntries(Object.entries(given).filter(([, v]) => v !== undefined)) } as TrainConfig;
   c.reward = { ...DEFAULT_REWARD_WEIGHTS, ...((given.reward as object) ?? {}) };
   for (const k of Object.keys(c.reward)) if (!(k in DEFAULT_REWARD_WEIGHTS)) throw bad(`${source}: unknown reward field "${k}"`, `valid: ${Object.keys(DEFAULT_REWARD_WEIGHTS).join(', ')}`);
-  for (const k of ['workspace', 'model', 'dockerHost', 'testCommand'] as const) if (typeof c[k] !== 'string') throw bad(`config field "${k}" must be a string`, `fix "${k}"`);
+  for (const k of ['workspace', 'model', 'dockerHost', 'testCommand', 'sandboxImage'] as const) if (typeof c[k] !== 'string') throw bad(`config field "${k}" must be a string`, `fix "${k}"`);
+  if (!Array.isArray(c.dockerHosts) || c.dockerHosts.some((h) => typeof h !== 'string')) throw bad('config field "dockerHosts" must be a list of strings', 'e.g. ["ssh://me@box*16"]');
+  checkNumber('sandboxMemoryMb', c.sandboxMemoryMb, 64, 1024 * 1024, true);
+  checkNumber('sandboxCpus', c.sandboxCpus, 0.1, 1024);
+  checkNumber('sandboxPids', c.sandboxPids, 16, 1_000_000, true);
   if (!['mutation', 'failing-tests', 'file'].includes(c.taskSource)) throw bad(`config field "taskSource" must be mutation, failing-tests or file, got ${JSON.stringify(c.taskSource)}`, 'fix "taskSource"');
   if (c.tasksFile !== undefined && typeof c.tasksFile !== 'string') throw bad('config field "tasksFile" must be a string', 'fix "tasksFile"');
   if (c.taskSource === 'file' && !c.tasksFile) throw bad('taskSource "file" needs "tasksFile"', 'set "tasksFile" to a JSONL task file (`turnwise tasks synth --out`)');
@@ -167,6 +186,21 @@ export function readConfigFile(file: string): Record<string, unknown> {
   } catch (e) {
     throw new TurnwiseError('invalid-file', `${file} is not valid JSON: ${(e as Error).message}`, { hint: 'fix the JSON syntax' });
   }
+}
+
+/** The sandbox pool a config asks for: engines (TURNWISE_DOCKER_ENGINES wins), limits, image. */
+export function poolSettings(c: Pick<TrainConfig, 'dockerHost' | 'dockerHosts' | 'sandboxMemoryMb' | 'sandboxCpus' | 'sandboxPids' | 'sandboxImage'>): {
+  engines?: EngineSpec[];
+  limits: SandboxLimits;
+  baseImage?: string;
+} {
+  const listed = [...(c.dockerHost ? [c.dockerHost] : []), ...c.dockerHosts];
+  const engines = parseEngineSpecs(process.env.TURNWISE_DOCKER_ENGINES) ?? (listed.length ? parseEngineSpecs(listed.join(', ')) : undefined);
+  return {
+    ...(engines ? { engines } : {}),
+    limits: { memoryBytes: c.sandboxMemoryMb * 1024 ** 2, nanoCpus: Math.round(c.sandboxCpus * 1e9), pidsLimit: c.sandboxPids },
+    ...(c.sandboxImage ? { baseImage: c.sandboxImage } : {}),
+  };
 }
 
 /** What config.json of a run holds. */

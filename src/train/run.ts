@@ -23,13 +23,12 @@ import { PolicyWorker } from '../policy/worker';
 import type { PolicyService } from '../policy/trainable';
 import type { StepMetrics, TrainBatch } from '../policy/trainer';
 import { SandboxPool, type PoolSnapshot } from '../sandbox';
-import { parseEngineSpecs } from '../sandbox/pool';
 import { failingTestTasks, synthesizeMutationTasks } from '../tasks/synth';
 import { readTaskFile } from '../tasks/taskfile';
 import { collectTestFiles } from '../tasks/testfiles';
 import { detectRunner } from '../tasks/runners';
 import { chatCodec, renderPrompt, type ChatCodec } from './chat';
-import { resolveTrainConfig, runConfigRecord, type TrainConfig } from './config';
+import { poolSettings, resolveTrainConfig, runConfigRecord, type TrainConfig } from './config';
 import { embeddedModelDir } from './embedded';
 import { splitTasks } from './split';
 
@@ -200,15 +199,15 @@ export async function openRig(o: {
   language: string;
   checkpoint: string;
   referenceDir?: string;
-  config: Pick<TrainConfig, 'dockerHost' | 'executionProvider' | 'maxActionTokens' | 'temperature' | 'topP' | 'concurrency'>;
+  config: Pick<TrainConfig, 'dockerHost' | 'dockerHosts' | 'sandboxMemoryMb' | 'sandboxCpus' | 'sandboxPids' | 'sandboxImage' | 'executionProvider' | 'maxActionTokens' | 'temperature' | 'topP' | 'concurrency'>;
   pool?: SandboxPool;
   onLog?: (m: string) => void;
 }): Promise<Rig> {
-  const engines = parseEngineSpecs(process.env.TURNWISE_DOCKER_ENGINES) ?? (o.config.dockerHost ? [{ host: o.config.dockerHost }] : undefined);
-  const pool = o.pool ?? (await SandboxPool.connect({ run: o.runId, ...(engines ? { engines } : {}) }));
+  const ps = poolSettings(o.config);
+  const pool = o.pool ?? (await SandboxPool.connect({ run: o.runId, ...(ps.engines ? { engines: ps.engines } : {}), limits: ps.limits }));
   const policy = new PolicyWorker({ onWarning: (m) => o.onLog?.(m) });
   try {
-    const snapshot = await pool.snapshot(o.workspace, { language: o.language });
+    const snapshot = await pool.snapshot(o.workspace, { language: o.language, ...(ps.baseImage ? { baseImage: ps.baseImage } : {}) });
     pool.warm(snapshot, Math.min(o.config.concurrency, 8));
     const info = await (policy as PolicyWorker).loadCheckpoint(o.checkpoint, { provider: o.config.executionProvider }, o.referenceDir ? { referenceDir: o.referenceDir } : {});
     if (!info.tokenizerJson) throw new TurnwiseError('invalid-file', `${o.checkpoint} has no tokenizer.json`, { hint: 'use a checkpoint written by Turnwise or a Hugging Face model folder' });
@@ -307,8 +306,8 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
     // are refused here, so they leave no failed run directory behind.
     detectRunner(c.workspace, c.testCommand ? { command: c.testCommand } : undefined);
     loadCheckpoint(c.model || embeddedModelDir(), { optimizer: false });
-    const engines = parseEngineSpecs(process.env.TURNWISE_DOCKER_ENGINES) ?? (c.dockerHost ? [{ host: c.dockerHost }] : undefined);
-    await (await SandboxPool.connect({ run: runId, ...(engines ? { engines } : {}) })).close();
+    const ps = poolSettings(c);
+    await (await SandboxPool.connect({ run: runId, ...(ps.engines ? { engines: ps.engines } : {}) })).close();
     fs.mkdirSync(o.runsRoot, { recursive: true });
     run = RunDir.create(o.runsRoot, runId, runConfigRecord(c, { runId, startModel: c.model || embeddedModelDir(), createdAt: new Date().toISOString() }));
   }
@@ -327,8 +326,8 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
   let pool: SandboxPool | undefined;
   try {
     const runner = detectRunner(c.workspace, c.testCommand ? { command: c.testCommand } : undefined);
-    const engines = parseEngineSpecs(process.env.TURNWISE_DOCKER_ENGINES) ?? (c.dockerHost ? [{ host: c.dockerHost }] : undefined);
-    pool = await SandboxPool.connect({ run: runId, ...(engines ? { engines } : {}) });
+    const ps = poolSettings(c);
+    pool = await SandboxPool.connect({ run: runId, ...(ps.engines ? { engines: ps.engines } : {}), limits: ps.limits });
     let tasks: Task[];
     let splits: { train: string[]; heldout: string[] };
     if (fs.existsSync(run.file('splits.json'))) {

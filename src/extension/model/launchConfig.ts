@@ -50,6 +50,11 @@ export const SETTING_FOR_FIELD: { readonly [K in ConfigPath]: string } = {
   commandTimeoutMs: 'sandbox.commandTimeoutMs',
   concurrency: 'sandbox.concurrency',
   dockerHost: 'docker.host',
+  dockerHosts: 'docker.hosts',
+  sandboxImage: 'sandbox.image',
+  sandboxMemoryMb: 'sandbox.memoryMb',
+  sandboxCpus: 'sandbox.cpus',
+  sandboxPids: 'sandbox.pids',
 };
 
 /** [setting key without `turnwise.`, config field] for every field a setting holds. */

@@ -75,6 +75,11 @@ describe('extension: settings → launch config', () => {
       'sandbox.commandTimeoutMs': 5000,
       'sandbox.concurrency': 2,
       'docker.host': 'tcp://10.0.0.2:2376',
+      'docker.hosts': ['ssh://ci@build-1*32'],
+      'sandbox.image': 'example/python-sandbox:3',
+      'sandbox.memoryMb': 1024,
+      'sandbox.cpus': 0.5,
+      'sandbox.pids': 128,
     };
     assert.deepEqual(Object.keys(user).sort(), settingFields().map(([s]) => s).sort(), 'the test sets every setting');
     const ws = path.join(tmp, 'ws');

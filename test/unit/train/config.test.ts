@@ -7,7 +7,7 @@ import * as path from 'node:path';
 import { TurnwiseError } from '../../../src/core/errors';
 import { RL_LOSS_NAMES } from '../../../src/core/losses';
 import { estimatorNames } from '../../../src/credit/registry';
-import { readConfigFile, resolveTrainConfig, TRAIN_DEFAULTS } from '../../../src/train/config';
+import { poolSettings, readConfigFile, resolveTrainConfig, TRAIN_DEFAULTS } from '../../../src/train/config';
 
 function refused(given: Record<string, unknown>, problem: RegExp, fix: RegExp): void {
   assert.throws(
@@ -100,5 +100,23 @@ describe('train/config: readConfigFile', () => {
     assert.throws(() => readConfigFile(dir), /is a folder, not a config file/);
     fs.writeFileSync(path.join(dir, 'bad.json'), '{ "iterations": ');
     assert.throws(() => readConfigFile(path.join(dir, 'bad.json')), /is not valid JSON/);
+  });
+});
+
+describe('train/config: poolSettings', () => {
+  it('engines from dockerHost + dockerHosts with capacities, limits in engine units, the image only when set', () => {
+    const prev = process.env.TURNWISE_DOCKER_ENGINES;
+    delete process.env.TURNWISE_DOCKER_ENGINES;
+    try {
+      const s = poolSettings({ ...TRAIN_DEFAULTS, dockerHost: 'unix:///var/run/docker.sock', dockerHosts: ['ssh://me@box*4'], sandboxMemoryMb: 512, sandboxCpus: 0.5, sandboxPids: 64, sandboxImage: 'x/y:1' });
+      assert.deepEqual(s.engines, [{ host: 'unix:///var/run/docker.sock' }, { host: 'ssh://me@box', capacity: 4 }]);
+      assert.deepEqual(s.limits, { memoryBytes: 512 * 1024 ** 2, nanoCpus: 5e8, pidsLimit: 64 });
+      assert.equal(s.baseImage, 'x/y:1');
+      const d = poolSettings(TRAIN_DEFAULTS);
+      assert.equal(d.engines, undefined, 'no host set: the default engine');
+      assert.equal(d.baseImage, undefined);
+    } finally {
+      if (prev !== undefined) process.env.TURNWISE_DOCKER_ENGINES = prev;
+    }
   });
 });

@@ -109,7 +109,7 @@ describe('train/config: poolSettings', () => {
     delete process.env.TURNWISE_DOCKER_ENGINES;
     try {
       const s = poolSettings({ ...TRAIN_DEFAULTS, dockerHost: 'unix:///var/run/docker.sock', dockerHosts: ['ssh://me@box*4'], sandboxMemoryMb: 512, sandboxCpus: 0.5, sandboxPids: 64, sandboxImage: 'x/y:1' });
-      assert.deepEqual(s.engines, [{ host: 'unix:///var/run/docker.sock' }, { host: 'ssh://me@box', capacity: 4 }]);
+      assert.deepEqual(s.engines?.map((e) => [e.host, e.capacity]), [['unix:///var/run/docker.sock', undefined], ['ssh://me@box', 4]]);
       assert.deepEqual(s.limits, { memoryBytes: 512 * 1024 ** 2, nanoCpus: 5e8, pidsLimit: 64 });
       assert.equal(s.baseImage, 'x/y:1');
       const d = poolSettings(TRAIN_DEFAULTS);

@@ -273,11 +273,15 @@ export async function buildSnapshot(docker: Docker, target: EngineTarget, dir: s
     dispose: async () => {
       abort.abort();
       await Promise.race([building.catch(() => undefined), new Promise((r) => setTimeout(r, 2000))]);
-      // The engine stops the build when the request goes away, and may commit a step meanwhile.
-      for (let i = 0; i < 4; i++) {
+      // The engine stops the build when the request goes away, and may commit a step meanwhile
+      // (seconds later on a busy machine, for a large COPY): keep removing for a while, within
+      // the shutdown's cap.
+      const until = Date.now() + 2500;
+      do {
         await removeUntaggedSnapshotImages(docker, hash);
-        await new Promise((r) => setTimeout(r, 250));
-      }
+        await new Promise((r) => setTimeout(r, 300));
+      } while (Date.now() < until);
+      await removeUntaggedSnapshotImages(docker, hash);
     },
   };
   trackLive(leftovers);

@@ -176,8 +176,9 @@ describe('docker: turnwise train, a real tiny run', function () {
     const started = await child.waitFor((e) => e.type === 'run-started', 'run-started');
     await child.waitFor((e) => e.type === 'iteration-finished' && e.iteration === 1, 'iteration 1 finished');
     await child.waitFor((e) => e.type === 'phase' && e.iteration === 2, 'a phase of iteration 2');
-    // Wait until iteration 2 holds sandboxes, so the kill leaves containers for the reaper.
-    const end = Date.now() + 60_000;
+    // Wait until iteration 2 holds sandboxes, so the kill leaves containers for the reaper
+    // (minutes on a loaded machine: the rollout starts after the policy worker loads).
+    const end = Date.now() + 240_000;
     while ((await containersOf(started.runId)).length === 0 && Date.now() < end) await new Promise((r) => setTimeout(r, 300));
     child.proc.kill('SIGKILL');
     const x = await child.exited;

@@ -20,7 +20,7 @@ import { parseEngineSpecs } from '../sandbox/pool';
 import { synthesizeMutationTasks } from '../tasks/synth';
 import { readTaskFile, writeTaskFile } from '../tasks/taskfile';
 import { detectRunner } from '../tasks/runners';
-import { resolveTrainConfig, TRAIN_DEFAULTS, type TrainConfig } from './config';
+import { resolveTrainConfig, TRAIN_DEFAULTS, type TrainConfig, DEMO_SETTINGS } from './config';
 import { openRig, trainRun } from './run';
 
 const round = (x: number, digits = 3) => (Number.isFinite(x) ? Math.round(x * 10 ** digits) / 10 ** digits : null);
@@ -313,18 +313,7 @@ export async function benchRollout(o: RolloutBenchOptions): Promise<RolloutBench
 }
 
 /** The learn benchmark's training settings (the demo's, with evaluation every iteration). */
-export const LEARN_DEFAULTS: Partial<TrainConfig> = {
-  maxTasks: 32,
-  heldoutFraction: 0.25,
-  iterations: 4,
-  tasksPerIteration: 6,
-  groupSize: 4,
-  maxTurns: 6,
-  concurrency: 6,
-  minibatches: 4,
-  lr: 2e-5,
-  evalEvery: 1,
-};
+export const LEARN_DEFAULTS: Partial<TrainConfig> = { ...DEMO_SETTINGS, iterations: 4, evalEvery: 1 };
 
 export const LEARN_ESTIMATORS = ['grpo', 'turnwise'] as const;
 export type LearnEstimator = (typeof LEARN_ESTIMATORS)[number];

@@ -105,6 +105,24 @@ export const TRAIN_DEFAULTS: TrainConfig = {
   testCommand: '',
 };
 
+/**
+ * The demo's settings (`turnwise demo`, and `bench learn`, which compares estimators on them):
+ * sized to finish in about 15 minutes on 2 CPU cores.
+ */
+export const DEMO_SETTINGS: Partial<TrainConfig> = {
+  maxTasks: 32,
+  heldoutFraction: 0.25,
+  iterations: 3,
+  tasksPerIteration: 6,
+  groupSize: 4,
+  maxTurns: 6,
+  concurrency: 6,
+  estimator: 'turnwise',
+  minibatches: 4,
+  // 12 updates in all: at the library default (2e-5) they would barely move a 3M-parameter policy.
+  lr: 1e-4,
+};
+
 const bad = (msg: string, hint: string) => new TurnwiseError('invalid-input', msg, { hint });
 
 function checkNumber(key: string, v: unknown, lo: number, hi: number, integer = false): number {

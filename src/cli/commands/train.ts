@@ -8,7 +8,7 @@ import type { RunEvent } from '../../core/events';
 import { RUNS_DIR } from '../../core/run';
 import { readTaskFile } from '../../tasks/taskfile';
 import { detectRunner } from '../../tasks/runners';
-import { readConfigFile, resolveTrainConfig, TRAIN_DEFAULTS, type TrainConfig } from '../../train/config';
+import { DEMO_SETTINGS, readConfigFile, resolveTrainConfig, TRAIN_DEFAULTS, type TrainConfig } from '../../train/config';
 import { embeddedModelDir } from '../../train/embedded';
 import { evaluateTasks, openRig, summarizeEval, trainRun } from '../../train/run';
 import { warmstart, type WarmstartLogRow } from '../../train/warmstart';
@@ -148,19 +148,8 @@ export function demoWorkspace(): string {
   return found;
 }
 
-/** The demo's settings: sized to finish in about 15 minutes on 2 CPU cores. */
-export const DEMO_CONFIG: Partial<TrainConfig> = {
-  maxTasks: 32,
-  heldoutFraction: 0.25,
-  iterations: 3,
-  tasksPerIteration: 6,
-  groupSize: 4,
-  maxTurns: 6,
-  concurrency: 6,
-  estimator: 'turnwise',
-  minibatches: 4,
-  lr: 2e-5,
-};
+/** The demo's settings (src/train/config.ts, shared with `bench learn`). */
+export const DEMO_CONFIG = DEMO_SETTINGS;
 
 export const demoCommand: CliCommand = {
   name: 'demo',

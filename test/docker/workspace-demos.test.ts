@@ -1,0 +1,56 @@
+// Docker tier: demonstrations recorded from a workspace's own mutation tasks. The recorded
+// tw-suspects output points at the bug, and the demonstrated fix, run in a sandbox with the bug
+// written in, resolves the task with the tests restored: the warm start's ground truth is real.
+import * as assert from 'node:assert/strict';
+import * as path from 'node:path';
+import { SandboxPool, LABEL } from '../../src/sandbox';
+import { synthesizeMutationTasks } from '../../src/tasks/synth';
+import { collectTestFiles } from '../../src/tasks/testfiles';
+import { scoreEpisode } from '../../src/tasks/reward';
+import { prepareSandbox } from '../../src/agent/episode';
+import { recordWorkspaceCases } from '../../src/train/workspace-demos';
+import { fixEpisode } from '../../src/train/demos';
+import { seededRandom } from '../../src/core/random';
+
+const demo = path.join(__dirname, '..', '..', 'examples', 'demo-python');
+const RUN = `workspace-demos-${process.pid}`;
+
+describe('docker: demonstrations recorded from the demo workspace', function () {
+  this.timeout(300_000);
+  let pool: SandboxPool;
+  before(async () => {
+    pool = await SandboxPool.connect({ run: RUN });
+  });
+  after(async () => {
+    await pool?.close();
+    const left = await pool.engineAt(0).docker.listContainers({ all: true, filters: { label: [`${LABEL.run}=${RUN}`] } });
+    assert.equal(left.length, 0);
+  });
+
+  it('suspects name the bug; the demonstrated sed resolves the task', async () => {
+    const { tasks } = await synthesizeMutationTasks({ workspace: demo, pool, seed: 2, max: 3, operators: ['flip-comparison', 'swap-arithmetic'], concurrency: 1 });
+    assert.ok(tasks.length >= 2);
+    const snapshot = await pool.snapshot(demo, { language: 'python' });
+    const cases = await recordWorkspaceCases({ workspace: demo, tasks, pool, snapshot });
+    assert.ok(cases.length >= 1, 'at least one task is demonstrable');
+    const originals = collectTestFiles(demo);
+    for (const c of cases) {
+      const task = tasks.find((t) => t.id === c.taskId)!;
+      assert.ok(c.suspects.some((l) => l.startsWith(`${c.path}:${c.line}: `)), `the suspects include the mutated line: ${c.suspects.join(' | ')}`);
+      assert.deepEqual(c.failing, task.fail_to_pass);
+      // The episode a demonstration teaches, with the fix as its second action.
+      const ep = fixEpisode(seededRandom(1), c);
+      assert.ok(ep.segments.some((s) => s.role === 'agent' && s.text === c.fix));
+      const sb = await pool.acquire(snapshot, { rollout: `check-${c.taskId}` });
+      try {
+        await prepareSandbox(sb, task);
+        const r = await sb.exec(c.fix);
+        assert.equal(r.exitCode, 0, r.stderr);
+        const score = await scoreEpisode(sb, task, { originalTestFiles: originals, turns: 1, maxTurns: 8, formatError: false });
+        assert.equal(score.reward.resolved, true, `${c.fix} resolves ${task.id}`);
+      } finally {
+        await sb.dispose();
+      }
+    }
+  });
+});

@@ -41,6 +41,7 @@ const fmt = (v: unknown, digits = 3) => (typeof v === 'number' && Number.isFinit
 export function humanEventPrinter(io: CliIO): (e: RunEvent) => void {
   const tty = !!process.stderr.isTTY;
   let headerDone = false;
+  let lastPhase = '';
   const header = () => {
     if (headerDone) return;
     headerDone = true;
@@ -53,7 +54,11 @@ export function humanEventPrinter(io: CliIO): (e: RunEvent) => void {
         break;
       case 'phase':
         if (tty) process.stderr.write(`\r\x1b[2Kiteration ${e.iteration} ${e.phase}${e.total ? ` ${e.done ?? 0}/${e.total}` : ''}${e.detail ? ` ${e.detail}` : ''}`.slice(0, 110));
-        else if (e.done === undefined || e.done === 0) io.err(`iteration ${e.iteration}: ${e.phase}${e.detail ? ` (${e.detail})` : ''}`);
+        else if (`${e.iteration}:${e.phase}` !== lastPhase || (e.total !== undefined && e.done === e.total)) {
+          // Without a terminal: one line when a phase starts and one when it completes.
+          lastPhase = `${e.iteration}:${e.phase}`;
+          io.err(`iteration ${e.iteration}: ${e.phase}${e.total ? ` ${e.done ?? 0}/${e.total}` : ''}${e.detail ? ` (${e.detail})` : ''}`);
+        }
         break;
       case 'iteration-finished': {
         if (tty) process.stderr.write('\r\x1b[2K');

@@ -168,8 +168,8 @@ describe('webgpu: the policy on a real WebGPU adapter', function () {
   });
 
   it('bench train runs turnwise-tiny on WebGPU and says so', async () => {
-    const r = await benchTrain({ batch: 1, seq: 16, steps: 1, k: 2, loopRepeats: 1, context: 24, decodeTokens: 3, settings: webgpu });
+    const r = await benchTrain({ batch: 1, seq: 16, steps: 1, k: 2, loopRepeats: 1, packedBatch: 1, packedSeq: 32, context: 24, decodeTokens: 3, settings: webgpu });
     assert.equal(r.provider, 'webgpu');
-    assert.ok(r.train_step_ms > 0 && Number.isFinite(r.loop_speedup) && r.decode_tokens_per_s_kv > 0);
+    assert.ok(r.train_step_ms > 0 && Number.isFinite(r.loop_speedup) && r.decode_tokens_per_s_kv > 0 && r.sft_packed_step_ms > 0 && r.sequence_sample_tokens_per_s > 0);
   });
 });

@@ -321,6 +321,20 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
   const removed = run.discardAfter(last);
   if (removed.length) log(`discarded the incomplete iteration${removed.length > 1 ? 's' : ''} ${removed.join(', ')} left by an interrupted run`);
   run.writeStatus({ state: 'running', pid: process.pid, iterations: c.iterations, lastCompleteIteration: last });
+  // However the process ends while the run is going (a second Ctrl-C, an uncaught error, the
+  // editor closing), the run directory says stopped and holds no half iteration: synchronous,
+  // so it happens even on process.exit().
+  let settled = false;
+  const onExit = () => {
+    if (settled) return;
+    try {
+      run.discardAfter(last);
+      run.writeStatus({ state: 'stopped', iterations: c.iterations, lastCompleteIteration: last });
+    } catch {
+      // nothing more can be done while exiting
+    }
+  };
+  process.on('exit', onExit);
 
   let rig: Rig | undefined;
   let pool: SandboxPool | undefined;
@@ -523,6 +537,8 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
     emit({ type: 'run-failed', error: errorToJson(e) });
     throw e;
   } finally {
+    settled = true;
+    process.off('exit', onExit);
     await rig?.close().catch(() => undefined);
     await pool?.close().catch(() => undefined);
   }

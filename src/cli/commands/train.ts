@@ -14,25 +14,41 @@ import { evaluateTasks, openRig, summarizeEval, trainRun } from '../../train/run
 import { warmstart, type WarmstartLogRow } from '../../train/warmstart';
 import { workspaceCasesFor } from '../../train/workspace-demos';
 import type { FixCase } from '../../train/demos';
-import { SandboxPool } from '../../sandbox';
+import { SandboxPool, disposeAllSandboxes } from '../../sandbox';
 import { numberInRange, requireString, seedOption, UsageError, type CliCommand, type CliIO, type ParsedArgs } from '../command';
 
-/** SIGINT/SIGTERM abort the run (cleanly: containers removed, partial iteration discarded). */
+/**
+ * SIGINT/SIGTERM abort the run (cleanly: containers removed, partial iteration discarded). A
+ * second signal does not wait for that: it removes this process's sandboxes (a few seconds at
+ * most) and exits; the run directory is marked stopped on exit (trainRun). A closed stdout (the
+ * editor that started us went away) must not crash the cleanup either.
+ */
 function stopOnSignals(io: CliIO): { signal: AbortSignal; dispose: () => void } {
   const ac = new AbortController();
   let count = 0;
+  const ignore = () => undefined;
+  process.stdout.on('error', ignore);
+  process.stderr.on('error', ignore);
   const onSig = (sig: NodeJS.Signals) => {
     count++;
     if (count === 1) {
       io.err(`\nturnwise: ${sig}: stopping after cleanup (containers removed, the unfinished iteration discarded); press Ctrl-C again to force`);
       ac.abort();
+    } else if (count === 2) {
+      void disposeAllSandboxes(3000).finally(() => process.exit(130));
     } else {
       process.exit(130);
     }
   };
   process.on('SIGINT', onSig);
   process.on('SIGTERM', onSig);
-  return { signal: ac.signal, dispose: () => (process.off('SIGINT', onSig), process.off('SIGTERM', onSig)) };
+  return {
+    signal: ac.signal,
+    dispose: () => {
+      process.off('SIGINT', onSig);
+      process.off('SIGTERM', onSig);
+    },
+  };
 }
 
 const fmt = (v: unknown, digits = 3) => (typeof v === 'number' && Number.isFinite(v) ? v.toFixed(digits) : '—');

@@ -15,12 +15,11 @@ import type { Task, Trajectory } from '../core/schema';
 import { runRollouts, type EpisodeJob, type RolloutResult, type Span } from '../agent/scheduler';
 import { poolProvider } from '../agent/docker';
 import { CHECKPOINT_FILES, loadCheckpoint, saveCheckpoint } from '../policy/checkpoint';
-import { SandboxPool } from '../sandbox';
-import { parseEngineSpecs } from '../sandbox/pool';
+import type { SandboxPool } from '../sandbox';
 import { synthesizeMutationTasks } from '../tasks/synth';
 import { readTaskFile, writeTaskFile } from '../tasks/taskfile';
 import { detectRunner } from '../tasks/runners';
-import { resolveTrainConfig, TRAIN_DEFAULTS, type TrainConfig, DEMO_SETTINGS } from './config';
+import { connectRunPool, resolveTrainConfig, TRAIN_DEFAULTS, type TrainConfig, DEMO_SETTINGS } from './config';
 import { openRig, trainRun } from './run';
 
 const round = (x: number, digits = 3) => (Number.isFinite(x) ? Math.round(x * 10 ** digits) / 10 ** digits : null);
@@ -233,13 +232,12 @@ export async function benchRollout(o: RolloutBenchOptions): Promise<RolloutBench
   const c = { ...TRAIN_DEFAULTS, ...o.config, concurrency };
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'turnwise-bench-rollout-'));
   const runId = `bench-rollout-${process.pid}`;
-  const engines = parseEngineSpecs(process.env.TURNWISE_DOCKER_ENGINES) ?? (c.dockerHost ? [{ host: c.dockerHost }] : undefined);
   let pool: SandboxPool | undefined;
   let rig: Awaited<ReturnType<typeof openRig>> | undefined;
   try {
     log(`copying the checkpoint ${o.model}`);
     const model = await snapshotCheckpoint(o.model, path.join(tmp, 'model'));
-    pool = await SandboxPool.connect({ run: runId, ...(engines ? { engines } : {}) });
+    pool = await connectRunPool(runId, c);
     let tasks: Task[];
     if (o.tasksFile) tasks = readTaskFile(o.tasksFile).slice(0, o.tasks ?? Infinity);
     else {
@@ -438,7 +436,7 @@ export async function benchLearn(o: LearnBenchOptions): Promise<LearnBenchResult
     const tasksFile = path.join(runsRoot, `tasks-seed${seed}.jsonl`);
     if (!fs.existsSync(tasksFile)) {
       log(`seed ${seed}: synthesizing up to ${base.maxTasks} tasks`);
-      const pool = await SandboxPool.connect({ run: `bench-learn-${process.pid}` });
+      const pool = await connectRunPool(`bench-learn-${process.pid}`, { ...TRAIN_DEFAULTS, ...base });
       try {
         const r = await synthesizeMutationTasks({ workspace: base.workspace, pool, seed, max: base.maxTasks });
         if (r.tasks.length < 2) throw new TurnwiseError('invalid-input', `only ${r.tasks.length} task(s) survived validation in ${base.workspace}; the benchmark needs train and held-out tasks`, { hint: 'use a workspace with more tested code' });

@@ -10,7 +10,7 @@ import { SCHEMA } from '../core/schema';
 import { estimatorNames, getEstimator, resolveParams } from '../credit';
 import type { Params } from '../credit/types';
 import { DEFAULT_REWARD_WEIGHTS } from '../tasks/reward';
-import { parseEngineSpecs, type EngineSpec } from '../sandbox/pool';
+import { parseEngineSpecs, SandboxPool, type EngineSpec } from '../sandbox/pool';
 import type { SandboxLimits } from '../sandbox/types';
 
 export interface TrainConfig {
@@ -219,6 +219,12 @@ export function poolSettings(c: Pick<TrainConfig, 'dockerHost' | 'dockerHosts' |
     limits: { memoryBytes: c.sandboxMemoryMb * 1024 ** 2, nanoCpus: Math.round(c.sandboxCpus * 1e9), pidsLimit: c.sandboxPids },
     ...(c.sandboxImage ? { baseImage: c.sandboxImage } : {}),
   };
+}
+
+/** The sandbox pool of a run (or a benchmark) as its config asks: poolSettings' engines and limits. */
+export function connectRunPool(run: string, c: Parameters<typeof poolSettings>[0]): Promise<SandboxPool> {
+  const ps = poolSettings(c);
+  return SandboxPool.connect({ run, ...(ps.engines ? { engines: ps.engines } : {}), limits: ps.limits });
 }
 
 /** What config.json of a run holds. */

@@ -26,9 +26,9 @@ import { SandboxPool, type PoolSnapshot } from '../sandbox';
 import { failingTestTasks, synthesizeMutationTasks } from '../tasks/synth';
 import { readTaskFile } from '../tasks/taskfile';
 import { collectTestFiles } from '../tasks/testfiles';
-import { detectRunner } from '../tasks/runners';
+import { detectRunner, type TestRunner } from '../tasks/runners';
 import { chatCodec, renderPrompt, type ChatCodec } from './chat';
-import { poolSettings, resolveTrainConfig, runConfigRecord, type TrainConfig } from './config';
+import { connectRunPool, poolSettings, resolveTrainConfig, runConfigRecord, type TrainConfig } from './config';
 import { embeddedModelDir } from './embedded';
 import { splitTasks } from './split';
 
@@ -204,7 +204,7 @@ export async function openRig(o: {
   onLog?: (m: string) => void;
 }): Promise<Rig> {
   const ps = poolSettings(o.config);
-  const pool = o.pool ?? (await SandboxPool.connect({ run: o.runId, ...(ps.engines ? { engines: ps.engines } : {}), limits: ps.limits }));
+  const pool = o.pool ?? (await connectRunPool(o.runId, o.config));
   const policy = new PolicyWorker({ onWarning: (m) => o.onLog?.(m) });
   try {
     const snapshot = await pool.snapshot(o.workspace, { language: o.language, ...(ps.baseImage ? { baseImage: ps.baseImage } : {}) });
@@ -294,6 +294,8 @@ async function resolveTasks(c: TrainConfig, pool: SandboxPool, emit: (b: RunEven
 export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
   let run: RunDir;
   let c: TrainConfig;
+  let runner: TestRunner | undefined;
+  let pool: SandboxPool | undefined;
   if (o.resume) {
     run = RunDir.open(o.resume, o.runsRoot);
     const stored = run.readConfig<Record<string, unknown>>();
@@ -303,13 +305,17 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
     c = o.config;
     const runId = newRunId({ name: o.name ?? path.basename(path.resolve(c.workspace)), estimator: c.estimator, seed: c.seed });
     // Mistakes found before any work (no test suite, an unreadable starting model, Docker down)
-    // are refused here, so they leave no failed run directory behind.
-    detectRunner(c.workspace, c.testCommand ? { command: c.testCommand } : undefined);
+    // are refused here, so they leave no failed run directory behind. The pool stays for the run.
+    runner = detectRunner(c.workspace, c.testCommand ? { command: c.testCommand } : undefined);
     loadCheckpoint(c.model || embeddedModelDir(), { optimizer: false });
-    const ps = poolSettings(c);
-    await (await SandboxPool.connect({ run: runId, ...(ps.engines ? { engines: ps.engines } : {}) })).close();
-    fs.mkdirSync(o.runsRoot, { recursive: true });
-    run = RunDir.create(o.runsRoot, runId, runConfigRecord(c, { runId, startModel: c.model || embeddedModelDir(), createdAt: new Date().toISOString() }));
+    pool = await connectRunPool(runId, c);
+    try {
+      fs.mkdirSync(o.runsRoot, { recursive: true });
+      run = RunDir.create(o.runsRoot, runId, runConfigRecord(c, { runId, startModel: c.model || embeddedModelDir(), createdAt: new Date().toISOString() }));
+    } catch (e) {
+      await pool.close();
+      throw e;
+    }
   }
   const runId = run.runId;
   const emit = (b: RunEventBody) => o.onEvent?.(makeEvent(runId, b));
@@ -337,11 +343,9 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
   process.on('exit', onExit);
 
   let rig: Rig | undefined;
-  let pool: SandboxPool | undefined;
   try {
-    const runner = detectRunner(c.workspace, c.testCommand ? { command: c.testCommand } : undefined);
-    const ps = poolSettings(c);
-    pool = await SandboxPool.connect({ run: runId, ...(ps.engines ? { engines: ps.engines } : {}), limits: ps.limits });
+    runner ??= detectRunner(c.workspace, c.testCommand ? { command: c.testCommand } : undefined);
+    pool ??= await connectRunPool(runId, c);
     let tasks: Task[];
     let splits: { train: string[]; heldout: string[] };
     if (fs.existsSync(run.file('splits.json'))) {
@@ -486,13 +490,15 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
       run.writeTrajectories(n, 'train', trajs);
       if (ev.trajs.length) run.writeTrajectories(n, 'heldout', ev.trajs);
       const advs = scored.flatMap((t) => t.turns.map((x) => x.advantage ?? 0));
+      // The design's key for the train pass rate is tests/pass_rate (held-out ones keep their prefix).
+      const { pass_rate: trainPassRate, ...trainEpisodes } = episodeMetrics('', trajs);
       const sm = (k: keyof StepMetrics) => (stepMetrics.length ? mean(stepMetrics.map((s) => s[k])) : NaN);
       const row: MetricsRow = {
         schema: SCHEMA.metrics,
         iteration: n,
         ...jsonSafe({
-          ...episodeMetrics('', trajs),
-          'tests/pass_rate': episodeMetrics('', trajs).pass_rate,
+          ...trainEpisodes,
+          'tests/pass_rate': trainPassRate,
           frac_reward_zero_std: report.diagnostics.frac_reward_zero_std,
           'adv/mean': mean(advs),
           'adv/std': advs.length > 1 ? std(advs) : 0,
@@ -517,7 +523,6 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
           ...ev.m,
         }),
       } as MetricsRow;
-      delete (row as Record<string, unknown>).pass_rate;
       run.appendMetrics(row);
       last = n;
       run.writeStatus({ state: 'running', pid: process.pid, iterations: c.iterations, lastCompleteIteration: last });

@@ -5,10 +5,10 @@
 // event loop (train/ puts the policy in a worker thread), so sandbox I/O never waits on it.
 import { formatError } from '../core/errors';
 import { mapConcurrent } from '../core/workers';
-import type { Task, Trajectory } from '../core/schema';
+import { SCHEMA, type Task, type Trajectory } from '../core/schema';
 import type { Sandbox } from '../sandbox/types';
-import type { RewardWeights } from '../tasks/reward';
-import { runEpisode } from './episode';
+import { computeReward, type RewardWeights } from '../tasks/reward';
+import { DEFAULT_MAX_TURNS, runEpisode } from './episode';
 import type { ActionModel, ActRequest, ActResult, SandboxProvider } from './types';
 
 /** One interval of work, for overlap checks and timing breakdowns. */
@@ -180,15 +180,14 @@ export async function runRollouts(jobs: readonly EpisodeJob[], o: RolloutOptions
 }
 
 function failedTrajectory(job: EpisodeJob, o: RolloutOptions, why: string): Trajectory {
-  const maxTurns = o.maxTurns ?? 8;
   return {
-    schema: 'turnwise/trajectory@1',
+    schema: SCHEMA.trajectory,
     taskId: job.task.id,
     groupId: job.groupId,
     trajId: job.episodeId,
     checkpoint: o.checkpoint,
     turns: [],
-    reward: { passRate: NaN, resolved: false, turns: 0, maxTurns, formatError: false, efficiencyPenalty: 0, formatPenalty: 0, reward: NaN, error: why },
+    reward: computeReward({ outcomes: undefined, failToPass: job.task.fail_to_pass, passToPass: job.task.pass_to_pass, turns: 0, maxTurns: o.maxTurns ?? DEFAULT_MAX_TURNS, formatError: false, weights: o.rewardWeights, error: why }),
     ...(o.iteration !== undefined ? { iteration: o.iteration } : {}),
     split: job.split,
     seed: job.seed,

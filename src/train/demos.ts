@@ -112,7 +112,7 @@ export function generateModule(r: Rng): GeneratedModule {
 }
 
 /** Mutations whose fix can be read off the code (deleted statements cannot be restored by reading). */
-const FIXABLE = new Set(['flip-comparison', 'swap-arithmetic', 'swap-boolean', 'negate-condition', 'off-by-one', 'swap-arguments', 'change-constant']);
+export const FIXABLE_OPERATORS: ReadonlySet<string> = new Set(['flip-comparison', 'swap-arithmetic', 'swap-boolean', 'negate-condition', 'off-by-one', 'swap-arguments', 'change-constant']);
 
 const sedPattern = (s: string) => s.replace(/[\\/.*[\]^$]/g, (c) => `\\${c}`);
 const sedReplacement = (s: string) => s.replace(/[\\/&]/g, (c) => `\\${c}`);
@@ -211,7 +211,7 @@ export interface FixCase {
 /** Up to `n` fix cases from one generated module (parsing dominates: several per module). */
 export async function syntheticCases(r: Rng, n = 4): Promise<FixCase[]> {
   const mod = generateModule(r);
-  const cands = (await mutationCandidates(mod.path, mod.source, 'python')).filter((c) => FIXABLE.has(c.operator));
+  const cands = (await mutationCandidates(mod.path, mod.source, 'python')).filter((c) => FIXABLE_OPERATORS.has(c.operator));
   const out: FixCase[] = [];
   for (let i = 0; i < n && cands.length > 0; i++) {
     const c = cands.splice(Math.floor(r() * cands.length), 1)[0];

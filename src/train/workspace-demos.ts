@@ -9,15 +9,13 @@ import { prepareSandbox } from '../agent/episode';
 import type { PoolSnapshot, SandboxPool } from '../sandbox';
 import { detectRunner } from '../tasks/runners';
 import { synthesizeMutationTasks } from '../tasks/synth';
-import { fixCommand, type FixCase } from './demos';
+import { FIXABLE_OPERATORS, fixCommand, type FixCase } from './demos';
 import { splitTasks } from './split';
-
-const FIXABLE = new Set(['flip-comparison', 'swap-arithmetic', 'swap-boolean', 'negate-condition', 'off-by-one', 'swap-arguments', 'change-constant']);
 
 /** The one-line fix of a mutation task, from the original file in the workspace. */
 export function taskFix(workspace: string, task: Task): Omit<FixCase, 'failing' | 'passing' | 'suspects'> | undefined {
   const m = task.mutation;
-  if (!m || !FIXABLE.has(m.operator)) return undefined;
+  if (!m || !FIXABLE_OPERATORS.has(m.operator)) return undefined;
   const source = fs.readFileSync(path.join(workspace, m.file), 'utf8');
   if (source.slice(m.span.start, m.span.end) !== m.span.text) return undefined;
   const mutated = source.slice(0, m.span.start) + m.replacement + source.slice(m.span.end);

@@ -9,7 +9,7 @@ import type { Task } from '../../src/core/schema';
 import { synthesizeMutationTasks } from '../../src/tasks/synth';
 import { collectTestFiles } from '../../src/tasks/testfiles';
 import { poolProvider, runRollouts, type ActionModel, type ActRequest, type ActResult, type Span } from '../../src/agent';
-import { fixCommand } from '../../src/train/demos';
+import { taskFix } from '../../src/train/workspace-demos';
 
 const demo = path.join(__dirname, '..', '..', 'examples', 'demo-python');
 const RUN = `episode-docker-${process.pid}`;
@@ -33,13 +33,10 @@ class ScriptedModel implements ActionModel {
   release(): void {}
 }
 
-function fixFor(task: Task, source: string): string {
-  const m = task.mutation!;
-  const mutated = source.slice(0, m.span.start) + m.replacement + source.slice(m.span.end);
-  const line = source.slice(0, m.span.start).split('\n').length;
-  const cmd = fixCommand(m.file, line, mutated.split('\n')[line - 1], source.split('\n')[line - 1]);
-  assert.ok(cmd, `a one-line fix exists for ${task.id}`);
-  return cmd!;
+function fixFor(task: Task): string {
+  const f = taskFix(demo, task);
+  assert.ok(f, `a one-line fix exists for ${task.id}`);
+  return f!.fix;
 }
 
 describe('docker: episodes in the demo workspace', function () {
@@ -68,7 +65,7 @@ describe('docker: episodes in the demo workspace', function () {
   it('a fixing episode: bug hidden from git, tools, a recorded edit, resolved with the tests restored', async () => {
     const fs = await import('node:fs');
     const source = fs.readFileSync(path.join(demo, task.mutation!.file), 'utf8');
-    const fix = fixFor(task, source);
+    const fix = fixFor(task);
     const model = new ScriptedModel({
       e1: [
         'git status --porcelain; git log --oneline | wc -l; git diff HEAD | wc -c',

@@ -57,13 +57,18 @@ export function formatErrorObservation(reason: string): string {
   return `not run: ${reason}. Reply with one bash command, or submit.`;
 }
 
+/** The segment that stands for the `k` oldest turns dropped for room. */
+export function omittedMarker(k: number): Segment {
+  return { role: 'obs', text: `[${k} earlier turn${k === 1 ? '' : 's'} omitted]` };
+}
+
 /**
  * Segments of a prompt: the task, then the turns from `firstTurn` on (earlier ones dropped, with
  * a marker), ready for the next action. The caller picks `firstTurn` to fit its context.
  */
 export function promptSegments(task: string, turns: readonly PromptTurn[], firstTurn = 0): Segment[] {
   const segs: Segment[] = [{ role: 'task', text: task }];
-  if (firstTurn > 0) segs.push({ role: 'obs', text: `[${firstTurn} earlier turn${firstTurn === 1 ? '' : 's'} omitted]` });
+  if (firstTurn > 0) segs.push(omittedMarker(firstTurn));
   for (const t of turns.slice(firstTurn)) {
     segs.push({ role: 'agent', text: t.action });
     segs.push({ role: 'obs', text: t.observation });

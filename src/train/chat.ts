@@ -3,7 +3,7 @@
 // tool output is data: it is encoded with special tokens off, so a file that contains
 // `<|im_end|>` cannot end a turn. Context handling: the task stays, the oldest turns go first.
 import { TurnwiseError } from '../core/errors';
-import { promptSegments, type PromptTurn, type Segment } from '../agent/prompt';
+import { omittedMarker, type PromptTurn, type Segment } from '../agent/prompt';
 import type { PolicyTokenizer } from '../policy/tokenizer';
 
 export interface ChatCodec {
@@ -55,10 +55,11 @@ export function renderPrompt(c: ChatCodec, task: string, turns: readonly PromptT
   const prefix = actionPrefix(c);
   const turnIds = turns.map((t) => [...segmentIds(c, { role: 'agent', text: t.action }), ...segmentIds(c, { role: 'obs', text: t.observation })]);
   let first = 0;
-  const markerLen = (k: number) => (k > 0 ? segmentIds(c, { role: 'obs', text: `[${k} earlier turn${k === 1 ? '' : 's'} omitted]` }).length : 0);
+  const markerIds = (k: number) => (k > 0 ? segmentIds(c, omittedMarker(k)) : []);
   let total = taskIds.length + prefix.length + turnIds.reduce((s, t) => s + t.length, 0);
-  while (first < turns.length && total + markerLen(first) > budget) total -= turnIds[first++].length;
-  let ids = [...promptSegments(task, turns, first).flatMap((s) => segmentIds(c, s)), ...prefix];
+  while (first < turns.length && total + markerIds(first).length > budget) total -= turnIds[first++].length;
+  // The segments of promptSegments(task, turns, first), from the ids already encoded.
+  let ids = [...taskIds, ...markerIds(first), ...turnIds.slice(first).flat(), ...prefix];
   if (ids.length > budget) {
     // Even the task alone is too long: keep its head and the action prefix.
     const taskCut = taskIds.slice(0, Math.max(8, budget - prefix.length - 1));

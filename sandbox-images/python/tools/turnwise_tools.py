@@ -3,15 +3,24 @@
 A tiny policy has ~1,000 bytes of context, so the tools print little and in a fixed shape:
   tw-test      runs the tests; prints up to 3 failing test ids, then "N failed, M passed".
   tw-suspects  runs the tests with a line tracer and ranks the source lines executed by failing
-               tests by Ochiai suspiciousness (spectrum-based fault localization); prints the
-               summary line, then up to 5 lines as "path:line: code".
+               tests by Ochiai suspiciousness (spectrum-based fault localization), then re-ranks
+               the top lines by mutation analysis (in the spirit of Metallaxis-FL / MUSE): a line
+               where a one-token change (an operator, a constant +/- 1, a negated condition)
+               makes more of the tests pass is more suspicious. Prints the summary line, then up
+               to 5 lines as "path:line: code". It ranks lines only; it never says which change.
 Both only read the workspace: nothing is written besides what pytest itself writes (no cache,
-no bytecode). They know nothing a developer running the tests would not.
+no bytecode); the mutants are tried on a copy in a temporary directory, each in a forked child
+with a time limit. They know nothing a developer running the tests would not.
 """
 import io
 import math
 import os
+import re
+import shutil
+import signal
 import sys
+import tempfile
+import time
 import contextlib
 
 ROOT = os.path.realpath(os.environ.get("TW_ROOT", os.getcwd()))
@@ -134,6 +143,156 @@ def tw_test():
     return 1 if failed or col.errors else 0
 
 
+# --- mutation analysis -------------------------------------------------------------------------
+# Lines tried, mutants per line, and the time all of it may take: a wrong guess costs the agent
+# a turn, a slow tool costs every turn.
+MUTATE_LINES = 8
+MUTATE_SECONDS = 12.0
+MUTANT_SECONDS = 1.5  # a variant that loops forever (i += 1 -> i -= 1) is cut off here
+
+_CMP = ["<", "<=", ">", ">=", "==", "!="]
+_ARITH = ["+", "-", "*", "/", "//", "%"]
+_AUG = ["+=", "-=", "*=", "/=", "//="]
+_TOKEN = re.compile(
+    r"(?P<str>'[^']*'|\"[^\"]*\")|(?P<num>(?<![\w.])\d+(?![\w.]))|(?P<aug>//=|\+=|-=|\*=|/=)"
+    r"|(?P<cmp><=|>=|==|!=|<|>)|(?P<ar>//|\*\*|[-+*/%])|(?P<word>\b(?:and|or|True|False)\b)"
+)
+
+
+def line_mutants(code):
+    """One-token variants of a source line (its indentation kept): the changes a mutation engine
+    makes, tried in both directions. Strings and comments are left alone."""
+    out = []
+    hash_at = None
+    for m in _TOKEN.finditer(code):
+        if m.lastgroup == "str":
+            continue
+        if hash_at is None and "#" in code[: m.start()]:
+            hash_at = code.index("#")
+        if hash_at is not None and m.start() > hash_at:
+            break
+        tok, a, b = m.group(0), m.start(), m.end()
+        if m.lastgroup == "num":
+            alts = [str(int(tok) + 1)] + ([str(int(tok) - 1)] if int(tok) > 0 else [])
+        elif m.lastgroup == "aug":
+            alts = [x for x in _AUG if x != tok]
+        elif m.lastgroup == "cmp":
+            alts = [x for x in _CMP if x != tok]
+        elif m.lastgroup == "ar":
+            if tok == "**" or (tok in "+-" and not code[:a].rstrip()[-1:].isalnum() and code[:a].rstrip()[-1:] not in ")]"):
+                continue  # a unary sign or a power: left alone
+            alts = [x for x in _ARITH if x != tok]
+        else:
+            alts = {"and": ["or"], "or": ["and"], "True": ["False"], "False": ["True"]}[tok]
+        out.extend(code[:a] + x + code[b:] for x in alts)
+    cond = re.match(r"^(\s*(?:if|elif|while)\s+)(.*?)(:\s*(?:#.*)?)$", code)
+    if cond:
+        head, expr, tail = cond.groups()
+        neg = re.match(r"^not\s*\((.*)\)$", expr) or re.match(r"^not\s+(.*)$", expr)
+        out.append(head + (neg.group(1) if neg else "not (%s)" % expr) + tail)
+    neg_ret = re.match(r"^(\s*return\s+)not\s*\((.*)\)\s*$", code)
+    if neg_ret:
+        out.append(neg_ret.group(1) + neg_ret.group(2))
+    seen = set()
+    return [x for x in out if x != code and not (x in seen or seen.add(x))]
+
+
+def _forget_workspace_modules(roots):
+    for name, mod in list(sys.modules.items()):
+        f = getattr(mod, "__file__", None) or ""
+        if any(os.path.realpath(f).startswith(r + os.sep) for r in roots):
+            del sys.modules[name]
+
+
+def _passing_in_child(copy, ids):
+    """Run `ids` (all tests when empty) on the copy in a forked child: the number that pass, or
+    -1 when the child failed or ran out of time."""
+    rd, wr = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: never returns
+        os.close(rd)
+        n = -1
+        try:
+            signal.setitimer(signal.ITIMER_REAL, MUTANT_SECONDS)
+            _forget_workspace_modules([ROOT, copy])
+            sys.path[:] = [p for p in sys.path if os.path.realpath(p or ".") != ROOT]
+            sys.path.insert(0, copy)
+            os.chdir(copy)
+            import pytest
+
+            col = _Collector(False)
+            os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+            args = ["-q", "-p", "no:cacheprovider", "--tb=no", "--assert=plain", "-o", "addopts=", "--rootdir", copy]
+            args += [os.path.join(copy, i) for i in ids] if ids else [copy]
+            with open(os.devnull, "w") as null, contextlib.redirect_stdout(null), contextlib.redirect_stderr(null):
+                pytest.main(args, plugins=[_make_plugin(col)])
+            n = sum(1 for o in col.outcomes.values() if o == "passed")
+        except BaseException:
+            n = -1
+        os.write(wr, str(n).encode())
+        os._exit(0)
+    os.close(wr)
+    data = b""
+    while True:
+        chunk = os.read(rd, 64)
+        if not chunk:
+            break
+        data += chunk
+    os.close(rd)
+    os.waitpid(pid, 0)
+    try:
+        return int(data or b"-1")
+    except ValueError:
+        return -1
+
+
+def mutation_scores(candidates, failed, total):
+    """For each (abs path, line) in `candidates` (most suspicious first), the most tests any of
+    its one-token variants makes pass: failing tests first (a variant that fixes none scores 0),
+    then the whole suite for those that fix some. Stops at the time budget (lines not reached
+    score 0) or at a variant that makes all `total` tests pass (no later line can rank above it)."""
+    scores = {}
+    deadline = time.monotonic() + MUTATE_SECONDS
+    tmp = tempfile.mkdtemp(prefix="tw-mutants-")
+    copy = os.path.join(tmp, "ws")
+    try:
+        shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns(".git", "__pycache__", "*.pyc", ".pytest_cache"))
+        for f, line in candidates:
+            rel = os.path.relpath(os.path.realpath(f), ROOT)
+            target = os.path.join(copy, rel)
+            try:
+                with open(target, encoding="utf-8") as fh:
+                    original = fh.read()
+            except OSError:
+                continue
+            lines = original.split("\n")
+            if not 0 < line <= len(lines):
+                continue
+            best = 0
+            for variant in line_mutants(lines[line - 1]):
+                if time.monotonic() > deadline:
+                    break
+                mutated = lines[: line - 1] + [variant] + lines[line:]
+                with open(target, "w", encoding="utf-8") as fh:
+                    fh.write("\n".join(mutated))
+                try:
+                    fixed = _passing_in_child(copy, failed)
+                    if fixed > 0:
+                        whole = _passing_in_child(copy, [])
+                        best = max(best, whole if whole > 0 else fixed)
+                finally:
+                    with open(target, "w", encoding="utf-8") as fh:
+                        fh.write(original)
+                if best >= total:
+                    break
+            scores[(f, line)] = best
+            if best >= total or time.monotonic() > deadline:
+                break
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return scores
+
+
 def tw_suspects():
     code, col, out = _run(True)
     failed, passed = _summary(col)
@@ -154,12 +313,11 @@ def tw_suspects():
     scored = []
     for key, nf in ef.items():
         np_ = ep.get(key, 0)
-        score = nf / math.sqrt(total_f * (nf + np_))
-        scored.append((-score, -nf, os.path.relpath(os.path.realpath(key[0]), ROOT), key[1], key[0]))
+        scored.append((-(nf / math.sqrt(total_f * (nf + np_))), -nf, os.path.relpath(os.path.realpath(key[0]), ROOT), key[1], key[0]))
     scored.sort()
-    shown = 0
     texts = {}
-    for _, _, rel, line, f in scored:
+
+    def code_at(f, line):
         if f not in texts:
             try:
                 with open(f, encoding="utf-8", errors="replace") as fh:
@@ -167,13 +325,16 @@ def tw_suspects():
             except OSError:
                 texts[f] = []
         lines = texts[f]
-        code_line = lines[line - 1].strip() if 0 < line <= len(lines) else ""
-        if code_line.startswith(("def ", "class ", "@")) or code_line == "":
-            continue
-        print("%s:%d: %s" % (rel, line, code_line[:100]))
+        return lines[line - 1].strip() if 0 < line <= len(lines) else ""
+
+    ranked = [(rel, line, f) for _, _, rel, line, f in scored if not (code_at(f, line).startswith(("def ", "class ", "@")) or code_at(f, line) == "")]
+    mscore = mutation_scores([(f, line) for _, line, f in ranked[:MUTATE_LINES]], failed, len(failed) + passed) if os.environ.get("TW_MUTATE", "1") != "0" else {}
+    # Stable sort: equal mutation scores keep the Ochiai order.
+    ranked.sort(key=lambda t: -mscore.get((t[2], t[1]), 0))
+    shown = 0
+    for rel, line, f in ranked[:5]:
+        print("%s:%d: %s" % (rel, line, code_at(f, line)[:100]))
         shown += 1
-        if shown == 5:
-            break
     if shown == 0:
         print("no source line ran in a failing test")
     return 1

@@ -1,0 +1,97 @@
+// Docker tier: the agent tools in the Python sandbox image, run for real. `tw-suspects` ranks by
+// Ochiai, then re-ranks by mutation analysis: these cases are built so that Ochiai alone gets the
+// order wrong (the bug line ties with, or ranks below, lines every failing test runs), so a tool
+// without the re-ranking fails them. The workspace must be left as it was (the mutants are tried
+// on a copy), and a variant that loops forever must not hang the tool.
+import * as assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { SandboxPool, LABEL, type PoolSnapshot } from '../../src/sandbox';
+
+const demo = path.join(__dirname, '..', '..', 'examples', 'demo-python');
+const RUN = `agent-tools-${process.pid}`;
+
+const suspectLines = (stdout: string) => stdout.trim().split('\n').filter((l) => /^\S+:\d+: /.test(l));
+
+describe('docker: agent tools in the Python sandbox (tw-suspects mutation ranking)', function () {
+  this.timeout(300_000);
+  let pool: SandboxPool;
+  let dir: string;
+  before(async () => {
+    pool = await SandboxPool.connect({ run: RUN });
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-tools-'));
+  });
+  after(async () => {
+    fs.rmSync(dir, { recursive: true, force: true });
+    await pool?.close();
+    const left = await pool.engineAt(0).docker.listContainers({ all: true, filters: { label: [`${LABEL.run}=${RUN}`] } });
+    assert.equal(left.length, 0);
+  });
+
+  async function inSandbox<T>(snap: PoolSnapshot, f: (exec: (cmd: string) => Promise<{ exitCode: number | null; stdout: string; stderr: string }>) => Promise<T>): Promise<T> {
+    const sb = await pool.acquire(snap, { rollout: 'tools' });
+    try {
+      return await f((cmd) => sb.exec(cmd, { timeoutMs: 60_000 }));
+    } finally {
+      await sb.dispose();
+    }
+  }
+
+  it('a negated condition: Ochiai ranks the constructor first, the mutation analysis the bug', async () => {
+    const snap = await pool.snapshot(demo, { language: 'python' });
+    await inSandbox(snap, async (exec) => {
+      const bug = await exec(`sed -i '14s/if qty <= 0:/if not (qty <= 0):/' inventory/stock.py && sed -n 14p inventory/stock.py && md5sum inventory/stock.py`);
+      assert.match(bug.stdout, /if not \(qty <= 0\):/);
+      const ochiai = await exec('TW_MUTATE=0 tw-suspects');
+      assert.equal(ochiai.exitCode, 1);
+      assert.ok(!suspectLines(ochiai.stdout)[0].startsWith('inventory/stock.py:14: '), `precondition: Ochiai alone does not rank the bug first\n${ochiai.stdout}`);
+      const ranked = await exec('tw-suspects');
+      assert.equal(ranked.exitCode, 1, ranked.stderr);
+      assert.match(ranked.stdout, /^8 failed, 5 passed\n/);
+      const lines = suspectLines(ranked.stdout);
+      assert.equal(lines[0], 'inventory/stock.py:14: if not (qty <= 0):');
+      // The same lines as Ochiai's top 5, re-ordered: nothing invented, nothing about the fix.
+      assert.deepEqual([...lines].sort(), [...suspectLines(ochiai.stdout)].sort());
+      // The workspace is untouched: same file, nothing new, no mutant copies left behind.
+      const after = await exec(`md5sum inventory/stock.py; git status --porcelain; ls /tmp | grep -c tw-mutants || true`);
+      assert.equal(after.stdout.split('\n')[0], bug.stdout.split('\n')[1]);
+      assert.deepEqual(after.stdout.trim().split('\n').slice(1), [' M inventory/stock.py', '0']);
+    });
+  });
+
+  it('a variant that loops forever is cut off, and the bug line after it still ranks first', async () => {
+    const ws = path.join(dir, 'loop');
+    fs.mkdirSync(path.join(ws, 'tests'), { recursive: true });
+    // Ochiai ties lines 2-5 (every test runs them all) and keeps them in line order; line 4's
+    // variants `i -= 1`, `i *= 1`, ... never end.
+    fs.writeFileSync(path.join(ws, 'counter.py'), 'def count_up(n):\n    i = 0\n    while i < n:\n        i += 1\n    return i + 1\n');
+    fs.writeFileSync(path.join(ws, 'tests', 'test_counter.py'), 'from counter import count_up\n\n\ndef test_three():\n    assert count_up(3) == 3\n\n\ndef test_zero():\n    assert count_up(0) == 0\n');
+    const snap = await pool.snapshot(ws, { language: 'python' });
+    await inSandbox(snap, async (exec) => {
+      const t0 = Date.now();
+      const r = await exec('tw-suspects');
+      const ms = Date.now() - t0;
+      assert.equal(r.exitCode, 1, `${r.stdout}\n${r.stderr}`);
+      assert.match(r.stdout, /^2 failed, 0 passed\n/);
+      assert.equal(suspectLines(r.stdout)[0], 'counter.py:5: return i + 1', r.stdout);
+      // Not a timing assertion on speed: a tool without the per-variant cut-off runs into the
+      // 60 s command timeout (exit null) instead of answering.
+      assert.ok(ms < 59_000, `${ms} ms`);
+      const ps = await exec('ps -eo args | grep -c "[t]urnwise_tools" || true');
+      assert.equal(ps.stdout.trim(), '0', 'no mutant child left running');
+    });
+  });
+
+  it('a deleted statement (no one-token variant fixes it): the Ochiai order is kept', async () => {
+    const snap = await pool.snapshot(demo, { language: 'python' });
+    await inSandbox(snap, async (exec) => {
+      await exec(`sed -i '29s/raise ValueError("ship more than reserved")/pass/' inventory/stock.py`);
+      const ochiai = await exec('TW_MUTATE=0 tw-suspects');
+      const ranked = await exec('tw-suspects');
+      assert.equal(ranked.exitCode, 1);
+      assert.ok(suspectLines(ranked.stdout).length > 0);
+      assert.equal(ranked.stdout, ochiai.stdout);
+    });
+  });
+});

@@ -165,9 +165,17 @@ function suspectLine(path: string, lines: string[], n: number): string {
 }
 
 /**
- * A plausible `tw-suspects` ranking for a mutated function: the function's executed body lines
- * in order (ties in Ochiai order by line), some moved down (also covered by passing tests),
- * at most 5, the mutated line always among them.
+ * Share of fixable bugs `tw-suspects` ranks first: its mutation analysis puts the line where a
+ * one-token change makes the tests pass on top. Measured on the demo workspace's 24 fixable
+ * mutation tasks in the sandbox image: 22 first, 2 third (a changed constant and swapped
+ * arguments, which it does not try), against 12 first by Ochiai alone.
+ */
+export const SUSPECTS_TOP1 = 0.9;
+
+/**
+ * A plausible `tw-suspects` ranking for a mutated function: usually the mutated line first (the
+ * tool's mutation analysis confirmed it), then the function's other executed body lines in order
+ * (ties in Ochiai order by line), some moved down (also covered by passing tests); at most 5.
  */
 function simulatedSuspects(r: Rng, path: string, mutatedLines: string[], fn: [number, number], bugLine: number): string[] {
   let body: number[] = [];
@@ -180,7 +188,9 @@ function simulatedSuspects(r: Rng, path: string, mutatedLines: string[], fn: [nu
     }
     return true;
   });
-  let order = [...body, ...demoted].slice(0, 5);
+  let order = [...body, ...demoted];
+  if (r() < SUSPECTS_TOP1) order = [bugLine, ...order.filter((n) => n !== bugLine)];
+  order = order.slice(0, 5);
   if (!order.includes(bugLine)) order = [bugLine, ...order.slice(0, 4)];
   return order.map((n) => suspectLine(path, mutatedLines, n));
 }
@@ -253,19 +263,56 @@ function twTestOutput(failing: string[], passing: number): string {
   return lines.join('\n');
 }
 
-/** The teacher's episode for a fix case: [tw-test,] tw-suspects, sed, tw-test, submit. */
+/**
+ * A wrong first attempt for a recovery demonstration: a one-token edit (an operator undone, a
+ * constant moved by one) on the first suspect that does not restore the original. When the bug
+ * is not ranked first that is another line (trusting the top suspect); when it is, the wrong
+ * token or direction on the right line.
+ */
+function wrongAttempt(r: Rng, c: FixCase): { fix: string; path: string } | undefined {
+  const shown = c.suspects.map((l) => /^(\S+):(\d+): (.*)$/.exec(l)).filter((m): m is RegExpExecArray => !!m);
+  const edits: { path: string; line: number; code: string; wrong: string }[] = [];
+  for (const m of shown.slice(0, 1)) {
+    const code = m[3];
+    for (const t of code.matchAll(/<=|>=|==|!=|\+=|-=|(?<![=<>!])[<>](?!=)|(?<=\s)[-+](?=\s)|\band\b|\bor\b|(?<![\w.])\d+(?![\w.])/g)) {
+      const tok = t[0];
+      const alt = /^\d+$/.test(tok) ? String(Number(tok) + (Number(tok) > 0 && r() < 0.5 ? -1 : 1)) : (UNDO_TABLE[tok] ?? (tok === '+=' ? '-=' : '+='));
+      edits.push({ path: m[1], line: Number(m[2]), code, wrong: code.slice(0, t.index) + alt + code.slice(t.index! + tok.length) });
+    }
+  }
+  const usable = edits.filter((e) => !(e.line === c.line && e.wrong.trim() === c.originalLine.trim()));
+  if (usable.length === 0) return undefined;
+  const e = usable[Math.floor(r() * usable.length)];
+  const fix = fixCommand(e.path, e.line, e.code, e.wrong);
+  return fix ? { fix, path: e.path } : undefined;
+}
+
+/** Share of fix episodes that show a wrong first attempt, undone with git, then the fix. */
+export const RECOVERY_SHARE = 0.2;
+
+/**
+ * The teacher's episode for a fix case: [tw-test,] tw-suspects, sed, tw-test, submit; or, in
+ * about RECOVERY_SHARE of them, a wrong sed first, tw-test still failing, `git checkout -- FILE`
+ * to undo it, then the right sed.
+ */
 export function fixEpisode(r: Rng, c: FixCase): Demo {
   const segs: Segment[] = [{ role: 'task', text: taskText({ fail_to_pass: c.failing, source: 'mutation' }) }];
   const turn = (action: string, observation?: string) => {
     segs.push({ role: 'agent', text: action });
     if (observation !== undefined) segs.push({ role: 'obs', text: observation });
   };
-  if (r() < 0.2) turn('tw-test', obs(1, twTestOutput(c.failing, c.passing)));
+  const wrong = r() < RECOVERY_SHARE ? wrongAttempt(r, c) : undefined;
+  if (!wrong && r() < 0.2) turn('tw-test', obs(1, twTestOutput(c.failing, c.passing)));
   turn('tw-suspects', obs(1, [`${c.failing.length} failed, ${c.passing} passed`, ...c.suspects].join('\n')));
+  if (wrong) {
+    turn(wrong.fix, obs(0, ''));
+    turn('tw-test', obs(1, twTestOutput(c.failing, c.passing)));
+    turn(`git checkout -- ${wrong.path}`, obs(0, ''));
+  }
   turn(c.fix, obs(0, ''));
   turn('tw-test', obs(0, `0 failed, ${c.failing.length + c.passing} passed`));
   turn(SUBMIT);
-  return { kind: 'episode', segments: segs };
+  return { kind: wrong ? 'episode-recovery' : 'episode', segments: segs };
 }
 
 const UNDO_TABLE: Record<string, string> = {

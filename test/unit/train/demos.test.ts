@@ -9,7 +9,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { seededRandom } from '../../../src/core/random';
 import { mutationCandidates } from '../../../src/tasks/mutate';
-import { curriculumTask, fixCommand, fixEpisode, generateModule, syntheticCases } from '../../../src/train/demos';
+import { curriculumTask, fixCommand, fixEpisode, generateModule, RECOVERY_SHARE, SUSPECTS_TOP1, syntheticCases } from '../../../src/train/demos';
 
 const FIXABLE = new Set(['flip-comparison', 'swap-arithmetic', 'swap-boolean', 'negate-condition', 'off-by-one', 'swap-arguments', 'change-constant']);
 const SED = fs.existsSync('/bin/sed') ? '/bin/sed' : 'sed';
@@ -117,5 +117,60 @@ describe('train/demos: fix commands restore the original source when run with se
       assert.deepEqual(d.segments.map((s) => s.role), ['task', 'agent']);
       assert.ok(d.segments[1].text.length > 0, d.kind);
     }
+  });
+  it('recovery episodes: the wrong sed really changes a shown line and is not the fix, git checkout names its file, then the fix', async () => {
+    const r = seededRandom(21);
+    let episodes = 0;
+    let recoveries = 0;
+    let otherLine = 0;
+    for (let k = 0; k < 60; k++) {
+      for (const c of await syntheticCases(r, 3)) {
+        const ep = fixEpisode(r, c);
+        episodes++;
+        const actions = ep.segments.filter((s) => s.role === 'agent').map((s) => s.text);
+        if (ep.kind !== 'episode-recovery') {
+          assert.ok(!actions.some((a) => a.startsWith('git ')), 'only recovery episodes undo');
+          continue;
+        }
+        recoveries++;
+        // tw-suspects, wrong sed, tw-test, git checkout, right sed, tw-test, submit.
+        assert.equal(actions.length, 7, actions.join(' | '));
+        const [, wrong, , undo, right] = actions;
+        assert.equal(right, c.fix);
+        const wrongFile = /^sed -i '(\d+)s\/.*' (\S+)$/.exec(wrong);
+        assert.ok(wrongFile, wrong);
+        assert.notEqual(wrong, c.fix);
+        if (Number(wrongFile![1]) !== c.line) otherLine++;
+        assert.equal(undo, `git checkout -- ${wrongFile![2]}`);
+        // The wrong sed must really change its line (a no-op would teach nothing), and be one of
+        // the lines the policy was shown.
+        const shown = c.suspects[0].startsWith(`${wrongFile![2]}:${wrongFile![1]}: `) ? c.suspects[0] : undefined;
+        assert.ok(shown, `${wrong} targets the first suspect`);
+        const code = shown!.replace(/^\S+:\d+: /, '');
+        const file = path.join(dir, 'w.py');
+        fs.writeFileSync(file, `${code}\n`);
+        applySed(wrong.replace(/^(sed -i ')\d+/, '$11').replace(/ \S+$/, ' w.py'), dir);
+        assert.notEqual(fs.readFileSync(file, 'utf8'), `${code}\n`, wrong);
+        if (Number(wrongFile![1]) === c.line) assert.notEqual(fs.readFileSync(file, 'utf8').trim(), c.originalLine.trim(), `${wrong} is a wrong attempt`);
+      }
+    }
+    const share = recoveries / episodes;
+    assert.ok(share > RECOVERY_SHARE * 0.7 && share <= RECOVERY_SHARE * 1.3, `${recoveries}/${episodes} recovery episodes`);
+    // Wrong attempts are on the first suspect: another line only when the bug is not ranked first.
+    assert.ok(otherLine > 0 && otherLine < recoveries / 3, `${otherLine}/${recoveries} wrong attempts on another line than the bug's`);
+  });
+
+  it('simulated suspects rank the bug line first about as often as tw-suspects does on the demo workspace', async () => {
+    const r = seededRandom(8);
+    let n = 0;
+    let first = 0;
+    for (let k = 0; k < 80; k++) {
+      for (const c of await syntheticCases(r, 3)) {
+        n++;
+        if (c.suspects[0].startsWith(`${c.path}:${c.line}: `)) first++;
+      }
+    }
+    assert.ok(n > 150, `${n} cases`);
+    assert.ok(Math.abs(first / n - SUSPECTS_TOP1) < 0.06, `${first}/${n} first, want about ${SUSPECTS_TOP1}`);
   });
 });

@@ -8,6 +8,7 @@ A tiny policy has ~1,000 bytes of context, so the tools print little and in a fi
                where a one-token change (an operator, a constant +/- 1, a negated condition)
                makes more of the tests pass is more suspicious. Prints the summary line, then up
                to 5 lines as "path:line: code". It ranks lines only; it never says which change.
+               TW_MUTATE=0 turns the re-ranking off (Ochiai order only).
 Both only read the workspace: nothing is written besides what pytest itself writes (no cache,
 no bytecode); the mutants are tried on a copy in a temporary directory, each in a forked child
 with a time limit. They know nothing a developer running the tests would not.

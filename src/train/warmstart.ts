@@ -4,6 +4,7 @@
 // prompt tokens in the loss at `promptWeight`, action tokens at 1; warm-up then cosine learning
 // rate by elapsed budget. Checkpoints (weights + optimizer) are written every few minutes, so a
 // killed warm start keeps its progress, and a JSONL log records loss and held-out exact-fix rate.
+import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { seededRandom } from '../core/random';
@@ -62,6 +63,8 @@ export interface WarmstartLogRow {
   tokens_per_s: number;
   /** Set on evaluation rows. */
   exact_fix?: number;
+  /** Share of generated commands that restore the mutated line when run (any correct command). */
+  restores_line?: number;
   right_line?: number;
   valid_sed?: number;
   workspace_exact_fix?: number;
@@ -126,9 +129,29 @@ export function fixPromptTurns(c: FixCase): { task: string; turns: { action: str
   };
 }
 
-/** Greedy fix-turn accuracy on cases: exact command, right line number, any `sed -i 'N…'`. */
-export async function evaluateFixes(policy: Policy, codec: ChatCodec, cases: readonly FixCase[], budget = 1024 - 96): Promise<{ exact: number; rightLine: number; validSed: number }> {
+/**
+ * Whether `cmd`, a `sed -i 'N<script>' PATH` for the case's file and line, turns the mutated line
+ * back into the original when run by the system's sed: a command other than the demonstrated one
+ * can fix the bug too (`s/>= 7/> 7/` for `s/>=/>/`). Undefined when no `sed` can be run here.
+ */
+export function sedRestores(cmd: string, c: Pick<FixCase, 'path' | 'line' | 'mutatedLine' | 'originalLine'>): boolean | undefined {
+  const m = /^sed -i '(\d+)(s.*)' (\S+)$/s.exec(cmd);
+  if (!m || Number(m[1]) !== c.line || m[3] !== c.path) return false;
+  try {
+    return execFileSync('sed', ['-e', m[2]], { input: `${c.mutatedLine}\n`, encoding: 'utf8', stdio: ['pipe', 'pipe', 'ignore'], timeout: 5000 }) === `${c.originalLine}\n`;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'ENOENT' ? undefined : false;
+  }
+}
+
+/**
+ * Greedy fix-turn accuracy on cases: the exact demonstrated command, a command that restores the
+ * line when run (NaN without a system sed), the right line number, any `sed -i 'N…'`.
+ */
+export async function evaluateFixes(policy: Policy, codec: ChatCodec, cases: readonly FixCase[], budget = 1024 - 96): Promise<{ exact: number; restores: number; rightLine: number; validSed: number }> {
   let exact = 0;
+  let restores = 0;
+  let noSed = false;
   let line = 0;
   let sed = 0;
   const B = 16;
@@ -143,6 +166,9 @@ export async function evaluateFixes(policy: Policy, codec: ChatCodec, cases: rea
       const text = codec.decode(row.tokenIds.filter((t) => t !== codec.imEnd)).trim();
       const c = chunk[k];
       if (text === c.fix) exact++;
+      const ok = sedRestores(text, c);
+      if (ok === undefined) noSed = true;
+      else if (ok) restores++;
       const m = /^sed -i '(\d+)s\//.exec(text);
       if (m) {
         sed++;
@@ -151,7 +177,7 @@ export async function evaluateFixes(policy: Policy, codec: ChatCodec, cases: rea
     });
   }
   const n = Math.max(1, cases.length);
-  return { exact: exact / n, rightLine: line / n, validSed: sed / n };
+  return { exact: exact / n, restores: noSed ? NaN : restores / n, rightLine: line / n, validSed: sed / n };
 }
 
 export async function warmstart(o: WarmstartOptions): Promise<WarmstartResult> {
@@ -202,12 +228,12 @@ export async function warmstart(o: WarmstartOptions): Promise<WarmstartResult> {
     o.onLog?.(row);
   };
   const save = () => saveCheckpoint(o.out, { weights: trainer.weights(), optimizer: trainer.optimizerState(), tokenizerJson, tokenizerConfig });
-  const evaluate = async (): Promise<Pick<WarmstartLogRow, 'exact_fix' | 'right_line' | 'valid_sed' | 'workspace_exact_fix'>> => {
+  const evaluate = async (): Promise<Pick<WarmstartLogRow, 'exact_fix' | 'restores_line' | 'right_line' | 'valid_sed' | 'workspace_exact_fix'>> => {
     const policy = new Policy(trainer.weights(), tokenizer, o.settings);
     try {
       const e = await evaluateFixes(policy, codec, evalCases);
       const ws = o.workspaceCases?.length ? await evaluateFixes(policy, codec, o.workspaceCases.slice(0, 32)) : undefined;
-      return { exact_fix: e.exact, right_line: e.rightLine, valid_sed: e.validSed, ...(ws ? { workspace_exact_fix: ws.exact } : {}) };
+      return { exact_fix: e.exact, restores_line: e.restores, right_line: e.rightLine, valid_sed: e.validSed, ...(ws ? { workspace_exact_fix: ws.exact } : {}) };
     } finally {
       await policy.dispose();
     }

@@ -293,7 +293,7 @@ export const warmstartCommand: CliCommand = {
         ...(args.values['workspace-share'] !== undefined ? { workspaceShare: numberInRange(args, 'workspace-share', 0.3, { min: 0, max: 1 }) } : {}),
         ...(peakLr !== undefined ? { peakLr } : {}),
         ...(curriculum ? { curriculumStart: curriculum[0], curriculumEnd: curriculum[1] } : {}),
-        onLog: (row: WarmstartLogRow) => (io.json ? io.out(JSON.stringify(row)) : io.err(`step ${row.step}  ${row.minutes.toFixed(1)} min  loss ${fmt(row.loss)}  action loss ${fmt(row.action_loss)}  ${Math.round(row.tokens_per_s)} tok/s${row.exact_fix !== undefined ? `  exact fix ${fmt(row.exact_fix, 2)}  right line ${fmt(row.right_line, 2)}` : ''}`)),
+        onLog: (row: WarmstartLogRow) => (io.json ? io.out(JSON.stringify(row)) : io.err(`step ${row.step}  ${row.minutes.toFixed(1)} min  loss ${fmt(row.loss)}  action loss ${fmt(row.action_loss)}  ${Math.round(row.tokens_per_s)} tok/s${row.exact_fix !== undefined ? `  exact fix ${fmt(row.exact_fix, 2)}  restores ${fmt(row.restores_line, 2)}  right line ${fmt(row.right_line, 2)}` : ''}`)),
       });
       if (!io.json) io.out(`warm start: ${r.steps} steps, ${r.tokens} tokens in ${r.minutes.toFixed(1)} min → ${r.out}`);
       return signal.aborted ? 130 : 0;

@@ -235,13 +235,14 @@ export const evalCommand: CliCommand = {
 export const warmstartCommand: CliCommand = {
   name: 'warmstart',
   summary: 'supervised warm start on demonstrations (generated modules + a copy curriculum): the embedded policy is made with this',
-  usage: '--out DIR [--from DIR] [--minutes M] [--seed S] [--workspace DIR [--max-tasks N] [--heldout-fraction F] [--workspace-share F]] [--peak-lr X] [--curriculum A,B]',
+  usage: '--out DIR [--from DIR] [--minutes M] [--seed S] [--workspace DIR [--split-seed S] [--max-tasks N] [--heldout-fraction F] [--workspace-share F]] [--peak-lr X] [--curriculum A,B]',
   options: {
     out: { type: 'string' },
     from: { type: 'string' },
     minutes: { type: 'string' },
     seed: { type: 'string' },
     workspace: { type: 'string' },
+    'split-seed': { type: 'string' },
     'max-tasks': { type: 'string' },
     'heldout-fraction': { type: 'string' },
     'workspace-share': { type: 'string' },
@@ -270,9 +271,13 @@ export const warmstartCommand: CliCommand = {
         const workspace = path.resolve(args.values.workspace);
         const pool = await SandboxPool.connect({ run: `warmstart-${process.pid}` });
         try {
+          // The workspace's tasks are synthesized and split as the training run will do it (its
+          // --seed, 0 by default), not with this warm start's seed: with another split the
+          // demonstrations would take tasks the run meant to hold out (the run then keeps them in
+          // train, and its held-out set shrinks to what was never demonstrated).
           const r = await workspaceCasesFor({
             workspace,
-            seed,
+            seed: seedOption(args, 'split-seed'),
             maxTasks: numberInRange(args, 'max-tasks', 32, { min: 1, integer: true }),
             heldoutFraction: numberInRange(args, 'heldout-fraction', 0.25, { min: 0, max: 0.9 }),
             pool,

@@ -107,19 +107,20 @@ export const TRAIN_DEFAULTS: TrainConfig = {
 
 /**
  * The demo's settings (`turnwise demo`, and `bench learn`, which compares estimators on them):
- * sized to finish in about 15 minutes on 2 CPU cores.
+ * sized to stay well inside the 20 minutes the demo may take on 2 CPU cores (about 2 min per
+ * iteration there, held-out evaluation included).
  */
 export const DEMO_SETTINGS: Partial<TrainConfig> = {
   maxTasks: 32,
   heldoutFraction: 0.25,
-  iterations: 3,
+  iterations: 4,
   tasksPerIteration: 6,
   groupSize: 4,
   maxTurns: 6,
   concurrency: 6,
   estimator: 'turnwise',
   minibatches: 4,
-  // 12 updates in all: at the library default (2e-5) they would barely move a 3M-parameter policy.
+  // 16 updates in all: at the library default (2e-5) they would barely move a 3M-parameter policy.
   lr: 1e-4,
 };
 

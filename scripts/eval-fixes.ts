@@ -1,0 +1,29 @@
+// The warm start's fix-turn figures for any checkpoint, on a fresh set of held-out generated
+// cases (the README's "256 further held-out generated cases": --seed 9 --cases 256). Prints JSON:
+// exact (the demonstrated command), restores (a command that restores the line when run by
+// sed), rightLine, validSed.
+//   npx tsx scripts/eval-fixes.ts [--model models/turnwise-tiny] [--seed 9] [--cases 256]
+import { parseArgs } from 'node:util';
+import { loadCheckpoint } from '../src/policy/checkpoint';
+import { Policy } from '../src/policy/policy';
+import { loadTokenizer } from '../src/policy/tokenizer';
+import { chatCodec } from '../src/train/chat';
+import { casePool, evaluateFixes } from '../src/train/warmstart';
+
+const { values } = parseArgs({ options: { model: { type: 'string', default: 'models/turnwise-tiny' }, seed: { type: 'string', default: '9' }, cases: { type: 'string', default: '256' } } });
+
+(async () => {
+  const ck = loadCheckpoint(values.model!, { optimizer: false });
+  const tok = loadTokenizer(ck.tokenizerJson, ck.tokenizerConfig);
+  const policy = new Policy(ck.weights, tok);
+  try {
+    // The same generator stream a warm start with this seed evaluates on (warmstart.ts).
+    const cases = await casePool(Number(values.seed) * 7919 + 2, Number(values.cases));
+    console.log(JSON.stringify({ model: values.model, seed: Number(values.seed), cases: cases.length, ...(await evaluateFixes(policy, chatCodec(tok), cases)) }));
+  } finally {
+    await policy.dispose();
+  }
+})().catch((e) => {
+  console.error(e instanceof Error ? e.message : e);
+  process.exit(1);
+});

@@ -8,7 +8,7 @@ import { loadCheckpoint } from '../src/policy/checkpoint';
 import { Policy } from '../src/policy/policy';
 import { loadTokenizer } from '../src/policy/tokenizer';
 import { chatCodec } from '../src/train/chat';
-import { casePool, evaluateFixes } from '../src/train/warmstart';
+import { evalCasePool, evaluateFixes } from '../src/train/warmstart';
 
 const { values } = parseArgs({ options: { model: { type: 'string', default: 'models/turnwise-tiny' }, seed: { type: 'string', default: '9' }, cases: { type: 'string', default: '256' } } });
 
@@ -17,8 +17,8 @@ const { values } = parseArgs({ options: { model: { type: 'string', default: 'mod
   const tok = loadTokenizer(ck.tokenizerJson, ck.tokenizerConfig);
   const policy = new Policy(ck.weights, tok);
   try {
-    // The same generator stream a warm start with this seed evaluates on (warmstart.ts).
-    const cases = await casePool(Number(values.seed) * 7919 + 2, Number(values.cases));
+    // The cases a warm start with this seed evaluates on (its first `--cases` of them).
+    const cases = await evalCasePool(Number(values.seed), Number(values.cases));
     console.log(JSON.stringify({ model: values.model, seed: Number(values.seed), cases: cases.length, ...(await evaluateFixes(policy, chatCodec(tok), cases)) }));
   } finally {
     await policy.dispose();

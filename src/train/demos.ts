@@ -270,21 +270,20 @@ function twTestOutput(failing: string[], passing: number): string {
  * token or direction on the right line.
  */
 function wrongAttempt(r: Rng, c: FixCase): { fix: string; path: string } | undefined {
-  const shown = c.suspects.map((l) => /^(\S+):(\d+): (.*)$/.exec(l)).filter((m): m is RegExpExecArray => !!m);
-  const edits: { path: string; line: number; code: string; wrong: string }[] = [];
-  for (const m of shown.slice(0, 1)) {
-    const code = m[3];
-    for (const t of code.matchAll(/<=|>=|==|!=|\+=|-=|(?<![=<>!])[<>](?!=)|(?<=\s)[-+](?=\s)|\band\b|\bor\b|(?<![\w.])\d+(?![\w.])/g)) {
-      const tok = t[0];
-      const alt = /^\d+$/.test(tok) ? String(Number(tok) + (Number(tok) > 0 && r() < 0.5 ? -1 : 1)) : (UNDO_TABLE[tok] ?? (tok === '+=' ? '-=' : '+='));
-      edits.push({ path: m[1], line: Number(m[2]), code, wrong: code.slice(0, t.index) + alt + code.slice(t.index! + tok.length) });
-    }
+  const top = /^(\S+):(\d+): (.*)$/.exec(c.suspects[0] ?? '');
+  if (!top) return undefined;
+  const [, file, lineText, code] = top;
+  const line = Number(lineText);
+  const wrong: string[] = [];
+  for (const t of code.matchAll(/<=|>=|==|!=|\+=|-=|(?<![=<>!])[<>](?!=)|(?<=\s)[-+](?=\s)|\band\b|\bor\b|(?<![\w.])\d+(?![\w.])/g)) {
+    const tok = t[0];
+    const alt = /^\d+$/.test(tok) ? String(Number(tok) + (Number(tok) > 0 && r() < 0.5 ? -1 : 1)) : (UNDO_TABLE[tok] ?? (tok === '+=' ? '-=' : '+='));
+    const edited = code.slice(0, t.index) + alt + code.slice(t.index! + tok.length);
+    if (!(line === c.line && edited.trim() === c.originalLine.trim())) wrong.push(edited);
   }
-  const usable = edits.filter((e) => !(e.line === c.line && e.wrong.trim() === c.originalLine.trim()));
-  if (usable.length === 0) return undefined;
-  const e = usable[Math.floor(r() * usable.length)];
-  const fix = fixCommand(e.path, e.line, e.code, e.wrong);
-  return fix ? { fix, path: e.path } : undefined;
+  if (wrong.length === 0) return undefined;
+  const fix = fixCommand(file, line, code, wrong[Math.floor(r() * wrong.length)]);
+  return fix ? { fix, path: file } : undefined;
 }
 
 /** Share of fix episodes that show a wrong first attempt, undone with git, then the fix. */

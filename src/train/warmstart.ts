@@ -86,6 +86,11 @@ export async function casePool(seed: number, n: number): Promise<FixCase[]> {
   return out.slice(0, n);
 }
 
+/** The held-out generated cases a warm start with `seed` evaluates on (its train pool uses another stream). */
+export function evalCasePool(seed: number, n: number): Promise<FixCase[]> {
+  return casePool(seed * 7919 + 2, n);
+}
+
 /** Greedy packing of encoded examples into rows of `rowTokens` (each example one segment). */
 export function packRows(examples: { ids: number[]; weights: number[] }[], rows: number, rowTokens: number): { batch: TrainBatch; tokens: number; used: number } {
   const ids = new Array<number>(rows * rowTokens).fill(0);
@@ -215,7 +220,7 @@ export async function warmstart(o: WarmstartOptions): Promise<WarmstartResult> {
 
   // Train cases and held-out eval cases come from different seeds of the generator.
   const pool = await casePool(seed * 7919 + 1, o.poolSize ?? 6000);
-  const evalCases = await casePool(seed * 7919 + 2, o.evalCases ?? 64);
+  const evalCases = await evalCasePool(seed, o.evalCases ?? 64);
   const r = seededRandom(seed * 7919 + 3);
   const pickCase = (): FixCase => (wsShare > 0 && r() < wsShare ? o.workspaceCases![Math.floor(r() * o.workspaceCases!.length)] : pool[Math.floor(r() * pool.length)]);
 

@@ -328,15 +328,17 @@ def tw_suspects():
         lines = texts[f]
         return lines[line - 1].strip() if 0 < line <= len(lines) else ""
 
-    ranked = [(rel, line, f) for _, _, rel, line, f in scored if not (code_at(f, line).startswith(("def ", "class ", "@")) or code_at(f, line) == "")]
-    mscore = mutation_scores([(f, line) for _, line, f in ranked[:MUTATE_LINES]], failed, len(failed) + passed) if os.environ.get("TW_MUTATE", "1") != "0" else {}
+    ranked = []
+    for _, _, rel, line, f in scored:
+        code_line = code_at(f, line)
+        if code_line and not code_line.startswith(("def ", "class ", "@")):
+            ranked.append((rel, line, f, code_line))
+    mscore = mutation_scores([(f, line) for _, line, f, _ in ranked[:MUTATE_LINES]], failed, len(failed) + passed) if os.environ.get("TW_MUTATE", "1") != "0" else {}
     # Stable sort: equal mutation scores keep the Ochiai order.
     ranked.sort(key=lambda t: -mscore.get((t[2], t[1]), 0))
-    shown = 0
-    for rel, line, f in ranked[:5]:
-        print("%s:%d: %s" % (rel, line, code_at(f, line)[:100]))
-        shown += 1
-    if shown == 0:
+    for rel, line, _, code_line in ranked[:5]:
+        print("%s:%d: %s" % (rel, line, code_line[:100]))
+    if not ranked:
         print("no source line ran in a failing test")
     return 1
 

@@ -9,9 +9,8 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { seededRandom } from '../../../src/core/random';
 import { mutationCandidates } from '../../../src/tasks/mutate';
-import { curriculumTask, fixCommand, fixEpisode, generateModule, RECOVERY_SHARE, SUSPECTS_TOP1, syntheticCases } from '../../../src/train/demos';
+import { curriculumTask, fixCommand, fixEpisode, FIXABLE_OPERATORS, generateModule, RECOVERY_SHARE, SUSPECTS_TOP1, syntheticCases } from '../../../src/train/demos';
 
-const FIXABLE = new Set(['flip-comparison', 'swap-arithmetic', 'swap-boolean', 'negate-condition', 'off-by-one', 'swap-arguments', 'change-constant']);
 const SED = fs.existsSync('/bin/sed') ? '/bin/sed' : 'sed';
 
 /** Runs a `sed -i '…' path` command (as the policy would) in `cwd`, without a shell. */
@@ -34,7 +33,7 @@ describe('train/demos: fix commands restore the original source when run with se
     const byOp = new Map<string, number>();
     for (let k = 0; k < 20; k++) {
       const mod = generateModule(r);
-      const cands = (await mutationCandidates(mod.path, mod.source, 'python')).filter((c) => FIXABLE.has(c.operator));
+      const cands = (await mutationCandidates(mod.path, mod.source, 'python')).filter((c) => FIXABLE_OPERATORS.has(c.operator));
       for (const c of cands) {
         const before = mod.source.split('\n');
         const after = c.mutatedSource.split('\n');

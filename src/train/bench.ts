@@ -362,6 +362,12 @@ export interface LearnBenchResult {
   /** Mean train-episode reward per iteration (index 0: no training, null). */
   reward_curve_grpo: (number | null)[];
   reward_curve_turnwise: (number | null)[];
+  /**
+   * Held-out resolved rate of sampled episodes (config evalSamples per task, the same seeds at
+   * every iteration), mean over seeds; all null when evalSamples is 0.
+   */
+  sampled_curve_grpo: (number | null)[];
+  sampled_curve_turnwise: (number | null)[];
   /** Mean held-out episode reward per iteration. */
   heldout_reward_curve_grpo: (number | null)[];
   heldout_reward_curve_turnwise: (number | null)[];
@@ -395,6 +401,8 @@ export function learnSummary(runs: readonly LearnRun[], ctx: { iterations: numbe
     curve_turnwise: curveT,
     reward_curve_grpo: curves('grpo', 'reward/mean'),
     reward_curve_turnwise: curves('turnwise', 'reward/mean'),
+    sampled_curve_grpo: curves('grpo', 'heldout/sampled/resolved'),
+    sampled_curve_turnwise: curves('turnwise', 'heldout/sampled/resolved'),
     heldout_reward_curve_grpo: curves('grpo', 'heldout/reward/mean'),
     heldout_reward_curve_turnwise: curves('turnwise', 'heldout/reward/mean'),
     first_improvement_grpo: firstImprovement(curveG),

@@ -51,6 +51,11 @@ export interface TrainConfig {
   reward: { efficiency: number; format: number };
   /** Evaluate held-out tasks every N iterations (and at 0 and the last). 0: only at 0 and the end. */
   evalEvery: number;
+  /**
+   * Extra held-out episodes per task per evaluation, sampled at `temperature` with seeds that stay
+   * the same across iterations (common random numbers); 0: greedy episodes only.
+   */
+  evalSamples: number;
   seed: number;
   executionProvider: 'auto' | 'cpu' | 'cuda' | 'webgpu';
   /** Docker engine host (empty: DOCKER_HOST or the local socket). */
@@ -94,6 +99,7 @@ export const TRAIN_DEFAULTS: TrainConfig = {
   maxActionTokens: 96,
   reward: { ...DEFAULT_REWARD_WEIGHTS },
   evalEvery: 1,
+  evalSamples: 0,
   seed: 0,
   executionProvider: 'auto',
   dockerHost: '',
@@ -175,6 +181,7 @@ export function resolveTrainConfig(given: Record<string, unknown>, source = 'the
   checkNumber('topP', c.topP, 0.01, 1);
   checkNumber('maxActionTokens', c.maxActionTokens, 8, 512, true);
   checkNumber('evalEvery', c.evalEvery, 0, 100_000, true);
+  checkNumber('evalSamples', c.evalSamples, 0, 64, true);
   checkNumber('seed', c.seed, 0, 2 ** 32 - 1, true);
   checkNumber('reward.efficiency', c.reward.efficiency, 0, 10);
   checkNumber('reward.format', c.reward.format, 0, 10);

@@ -242,11 +242,16 @@ export async function openRig(o: {
 export async function evaluateTasks(
   rig: Rig,
   tasks: readonly Task[],
-  o: { iteration: number; seed: number; config: TrainConfig; checkpoint: string; signal?: AbortSignal; onEpisode?: (t: Trajectory) => void; sampled?: boolean },
+  o: { iteration: number; seed: number; config: TrainConfig; checkpoint: string; signal?: AbortSignal; onEpisode?: (t: Trajectory) => void; sampled?: boolean; samples?: number },
 ): Promise<RolloutResult> {
-  const jobs: EpisodeJob[] = tasks.map((task, i) => ({ task, episodeId: `eval-${o.iteration}-${i}`, groupId: `eval-${o.iteration}-${task.id}`, seed: seedOf(o.seed, 'eval', task.id), split: 'heldout' }));
+  const jobs: EpisodeJob[] = o.samples
+    ? // k sampled episodes per task, seeded by (task, k) only: every evaluation draws the same numbers.
+      tasks.flatMap((task, i) =>
+        Array.from({ length: o.samples! }, (_, k) => ({ task, episodeId: `evals-${o.iteration}-${i}-${k}`, groupId: `evals-${o.iteration}-${task.id}`, seed: seedOf(o.seed, 'eval-sample', task.id, k), split: 'heldout' as const })),
+      )
+    : tasks.map((task, i) => ({ task, episodeId: `eval-${o.iteration}-${i}`, groupId: `eval-${o.iteration}-${task.id}`, seed: seedOf(o.seed, 'eval', task.id), split: 'heldout' }));
   // pass@1 of the policy's best guess: greedy decoding unless sampling is asked for.
-  const model = o.sampled
+  const model = o.sampled || o.samples
     ? rig.model
     : new PolicyActionModel(rig.policy, rig.codec, { contextTokens: rig.contextTokens, maxActionTokens: o.config.maxActionTokens, temperature: 0, topP: 1 });
   return runRollouts(jobs, { ...rolloutOptions(rig, o.config, o.checkpoint, o.iteration, o.signal, o.onEpisode), model });
@@ -381,25 +386,35 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
     const evalDue = (n: number) => n === 0 || n === c.iterations || (c.evalEvery > 0 && n % c.evalEvery === 0);
     const runEval = async (n: number): Promise<{ m: Record<string, number>; trajs: Trajectory[] }> => {
       if (!heldout.length || !evalDue(n)) return { m: {}, trajs: [] };
-      emit({ type: 'phase', iteration: n, phase: 'eval', done: 0, total: heldout.length });
+      const total = heldout.length * (1 + c.evalSamples);
+      emit({ type: 'phase', iteration: n, phase: 'eval', done: 0, total });
       const t0 = Date.now();
       let done = 0;
-      // Held-out episodes decode greedily: pass@1 of the policy's best guess.
-      const res = await evaluateTasks(rig!, heldout, {
+      const base = {
         iteration: n,
         seed: c.seed,
         config: c,
         checkpoint: run.checkpointDir(n),
         signal: o.signal,
-        onEpisode: (t) => {
+        onEpisode: (t: Trajectory) => {
           done++;
-          emit({ type: 'phase', iteration: n, phase: 'eval', done, total: heldout.length });
+          emit({ type: 'phase', iteration: n, phase: 'eval', done, total });
           emitEpisode(emit, n, t);
         },
-      });
+      };
+      // Held-out episodes decode greedily: pass@1 of the policy's best guess.
+      const res = await evaluateTasks(rig!, heldout, base);
       check();
-      const m = episodeMetrics('heldout/', res.trajectories);
-      return { m: { ...m, 'time/eval_s': (Date.now() - t0) / 1000 }, trajs: res.trajectories };
+      let m = episodeMetrics('heldout/', res.trajectories);
+      let trajs = res.trajectories;
+      if (c.evalSamples > 0) {
+        // Sampled ones estimate the success rate of the policy RL actually changes.
+        const s = await evaluateTasks(rig!, heldout, { ...base, samples: c.evalSamples });
+        check();
+        m = { ...m, ...episodeMetrics('heldout/sampled/', s.trajectories) };
+        trajs = [...trajs, ...s.trajectories];
+      }
+      return { m: { ...m, 'time/eval_s': (Date.now() - t0) / 1000 }, trajs };
     };
 
     if (last < 0) {

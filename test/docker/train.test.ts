@@ -137,13 +137,26 @@ describe('docker: turnwise train, a real tiny run', function () {
   it('a run: metrics rows 0..N, checkpoints that load, trajectories with tokens and advantages, events in order, no container left', async () => {
     const events: RunEvent[] = [];
     const runs = path.join(dir, 'runs-a');
-    const r = await trainRun({ config: resolveTrainConfig({ ...TINY, model }), runsRoot: runs, onEvent: (e) => events.push(e) });
+    const r = await trainRun({ config: resolveTrainConfig({ ...TINY, model, evalSamples: 2 }), runsRoot: runs, onEvent: (e) => events.push(e) });
     assert.equal(r.state, 'finished');
     const run = RunDir.open(r.runDir);
     assertRunDir(run, 2);
     const splits = run.readSplits();
     assert.ok(splits.heldout.length >= 1 && splits.train.length >= 1);
-    assert.ok(run.readTrajectories(0, 'heldout').length === splits.heldout.length, 'held-out evaluated at iteration 0');
+    // Held-out: one greedy episode per task, then evalSamples sampled ones, at 0 and at the end.
+    const h = splits.heldout.length;
+    const [m0, , m2] = run.readMetrics();
+    for (const [n, m] of [[0, m0], [2, m2]] as const) {
+      const ev = run.readTrajectories(n, 'heldout');
+      assert.equal(ev.length, h * 3, `iteration ${n}: held-out greedy + 2 sampled per task`);
+      assert.equal(m['heldout/episodes'], h);
+      assert.equal(m['heldout/sampled/episodes'], 2 * h);
+      assert.equal(typeof m['heldout/sampled/resolved'], 'number');
+    }
+    // The sampled episodes draw the same seeds at every evaluation (only the policy differs).
+    const seeds = (n: number) => run.readTrajectories(n, 'heldout').filter((t) => t.trajId.startsWith('evals-')).map((t) => `${t.taskId}:${t.seed}`).sort();
+    assert.equal(new Set(seeds(0)).size, 2 * h, 'distinct seeds per sample');
+    assert.deepEqual(seeds(0), seeds(2));
     // Later runs reuse these tasks (no second synthesis).
     tasksFile = path.join(dir, 'tasks.jsonl');
     fs.copyFileSync(run.file('tasks.jsonl'), tasksFile);

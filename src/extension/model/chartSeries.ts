@@ -8,6 +8,8 @@ export interface SeriesSpec {
   label: string;
   /** Draw `key ± bandKey` as a band around the line. */
   bandKey?: string;
+  /** Left out of a chart when no row has it (metrics only some configs write). */
+  optional?: boolean;
 }
 
 export interface ChartSpec {
@@ -20,7 +22,7 @@ export interface ChartSpec {
 
 export const CHARTS: readonly ChartSpec[] = [
   { id: 'passRate', title: 'Test pass rate', unit: 'rate', series: [{ key: 'tests/pass_rate', label: 'train' }, { key: 'heldout/pass_rate', label: 'held-out' }] },
-  { id: 'resolved', title: 'Resolved rate', unit: 'rate', series: [{ key: 'resolved', label: 'train' }, { key: 'heldout/resolved', label: 'held-out' }] },
+  { id: 'resolved', title: 'Resolved rate', unit: 'rate', series: [{ key: 'resolved', label: 'train' }, { key: 'heldout/resolved', label: 'held-out' }, { key: 'heldout/sampled/resolved', label: 'held-out sampled', optional: true }] },
   { id: 'reward', title: 'Reward (mean ± std)', series: [{ key: 'reward/mean', label: 'reward', bandKey: 'reward/std' }] },
   { id: 'turns', title: 'Turns per episode', series: [{ key: 'turns/mean', label: 'turns' }] },
   { id: 'formatErrors', title: 'Format errors', series: [{ key: 'format_errors', label: 'format errors' }] },
@@ -69,7 +71,9 @@ export function chartColumns(spec: ChartSpec, main: readonly MetricsPoint[], ove
       };
       const label = runs.length > 1 || spec.series.length > 1 ? `${s.label}${runs.length > 1 ? ` · ${name}` : ''}` : s.label;
       const line = col(s.key, (p) => p[s.key] as number);
-      points += line.filter((v) => v !== null).length;
+      const n = line.filter((v) => v !== null).length;
+      if (s.optional && n === 0) return;
+      points += n;
       ys.push(line);
       series.push({ label, run, kind: 'line', color: si });
       if (s.bandKey) {

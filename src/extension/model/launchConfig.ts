@@ -40,6 +40,7 @@ export const SETTING_FOR_FIELD: { readonly [K in ConfigPath]: string } = {
   clipLow: 'train.clipLow',
   clipHigh: 'train.clipHigh',
   evalEvery: 'train.evalEvery',
+  evalSamples: 'train.evalSamples',
   seed: 'train.seed',
   temperature: 'policy.temperature',
   topP: 'policy.topP',

@@ -99,6 +99,13 @@ describe('extension: reward panel data', () => {
     const reward = chartColumns(CHARTS.find((c) => c.id === 'reward')!, main);
     assert.deepEqual(reward.series.map((s) => s.kind), ['line', 'lower', 'upper']);
     assert.deepEqual(reward.ys[1], [0.4, 0.4, 0.4]);
+    // The sampled held-out series shows only when a run wrote it.
+    const resolved = CHARTS.find((c) => c.id === 'resolved')!;
+    assert.deepEqual(chartColumns(resolved, main).series.map((s) => s.label), ['train', 'held-out']);
+    const sampled = toPoints([{ schema: SCHEMA.metrics, iteration: 0, 'heldout/resolved': 0.25, 'heldout/sampled/resolved': 0.375 }]);
+    const cols = chartColumns(resolved, sampled);
+    assert.deepEqual(cols.series.map((s) => s.label), ['train', 'held-out', 'held-out sampled']);
+    assert.deepEqual(cols.ys[2], [0.375]);
   });
   it('builds the per-task table and the advantage histogram', () => {
     const s = (taskId: string, passRate: number | null) => ({ taskId, passRate }) as never;

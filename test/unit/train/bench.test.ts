@@ -122,6 +122,7 @@ describe('train/bench: learn curves', () => {
     assert.deepEqual(s.curve_turnwise, [0.375, 0.625, 0.75]);
     assert.deepEqual(s.reward_curve_grpo, [null, 0.2, 0.3]);
     assert.deepEqual(s.reward_curve_turnwise, [null, 0.3, 0.4]);
+    assert.deepEqual(s.sampled_curve_grpo, [null, null, null], 'no sampled evaluation in these runs');
     assert.equal(s.first_improvement_grpo, 2);
     assert.equal(s.first_improvement_turnwise, 1);
     assert.equal(s.warmstart_agrees, true);

@@ -71,6 +71,7 @@ describe('train/config: resolveTrainConfig', () => {
     ['topP', 0, /"topP" must be a number in \[0\.01, 1\]/],
     ['seed', 2 ** 32, /"seed" must be an integer/],
     ['concurrency', Number.NaN, /"concurrency" must be an integer/],
+    ['evalSamples', 65, /"evalSamples" must be an integer in \[0, 64\]/],
   ];
   for (const [field, value, problem] of ranges) {
     it(`${field} = ${JSON.stringify(value) ?? String(value)}: out of range, named`, () => refused({ [field]: value }, problem, new RegExp(`fix "${field}"`)));

@@ -65,6 +65,7 @@ describe('extension: settings → launch config', () => {
       'train.klCoef': 0.01,
       'train.entCoef': 0.02,
       'train.evalEvery': 0,
+      'train.evalSamples': 3,
       'train.seed': 7,
       'policy.temperature': 0.7,
       'policy.topP': 0.9,

@@ -53,6 +53,8 @@ export interface WarmstartOptions {
 }
 
 export interface WarmstartLogRow {
+  /** 1 for a fresh start, one more than the continued checkpoint's phases with --from. */
+  phase?: number;
   step: number;
   minutes: number;
   lr: number;
@@ -226,7 +228,10 @@ export async function warmstart(o: WarmstartOptions): Promise<WarmstartResult> {
 
   const log: WarmstartLogRow[] = [];
   const logFile = path.join(path.dirname(path.resolve(o.out)), `${path.basename(o.out)}.warmstart-log.jsonl`);
+  // A warm start continued with --from is the next phase of the one it continues.
+  const phase = (priorRecord(o).phases?.length ?? 0) + 1;
   const emit = (row: WarmstartLogRow) => {
+    row = { phase, ...row };
     log.push(row);
     fs.mkdirSync(path.dirname(logFile), { recursive: true });
     fs.appendFileSync(logFile, JSON.stringify(row) + '\n');
@@ -306,7 +311,10 @@ export async function warmstart(o: WarmstartOptions): Promise<WarmstartResult> {
     save();
     const final = await evaluate();
     emit({ step, minutes: (Date.now() - t0) / 60_000, lr: 0, curriculum: cEnd, loss: NaN, action_loss: NaN, tokens, tokens_per_s: 0, ...final });
-    writeFileAtomic(path.join(path.resolve(o.out), 'warmstart.json'), JSON.stringify(warmstartRecord(o, { steps: step, tokens, minutes: (Date.now() - t0) / 60_000, seed, final }), null, 2) + '\n');
+    const outDir = path.resolve(o.out);
+    writeFileAtomic(path.join(outDir, 'warmstart.json'), JSON.stringify(warmstartRecord(o, { steps: step, tokens, minutes: (Date.now() - t0) / 60_000, seed, final }), null, 2) + '\n');
+    // The whole curve travels with the checkpoint: the earlier phases' log, then this one's.
+    writeFileAtomic(path.join(outDir, 'warmstart-log.jsonl'), priorLog(o) + log.map((row) => JSON.stringify(row) + '\n').join(''));
     return { out: path.resolve(o.out), steps: step, tokens, minutes: (Date.now() - t0) / 60_000, log };
   } finally {
     await trainer.dispose();
@@ -319,15 +327,31 @@ export async function warmstart(o: WarmstartOptions): Promise<WarmstartResult> {
  * a training run never holds one of those out (splitTasks' `neverHeldOut`).
  */
 function warmstartRecord(o: WarmstartOptions, phase: Record<string, unknown>): Record<string, unknown> {
-  let prev: { phases?: unknown[]; demonstrationTaskIds?: string[] } = {};
-  const from = o.from ? path.join(path.resolve(o.from), 'warmstart.json') : undefined;
-  try {
-    if (from && fs.existsSync(from)) prev = JSON.parse(fs.readFileSync(from, 'utf8'));
-  } catch {
-    prev = {};
-  }
+  const prev = priorRecord(o);
   const ids = new Set([...(prev.demonstrationTaskIds ?? []), ...(o.workspaceCases ?? []).map((c) => c.taskId).filter((x): x is string => !!x)]);
   return { phases: [...(prev.phases ?? []), phase], demonstrationTaskIds: [...ids].sort() };
+}
+
+/** The warmstart.json of the checkpoint a phase continues ({} for a fresh start or none recorded). */
+function priorRecord(o: Pick<WarmstartOptions, 'from'>): { phases?: unknown[]; demonstrationTaskIds?: string[] } {
+  if (!o.from) return {};
+  try {
+    const v = JSON.parse(fs.readFileSync(path.join(path.resolve(o.from), 'warmstart.json'), 'utf8'));
+    return v && typeof v === 'object' && !Array.isArray(v) ? v : {};
+  } catch {
+    return {};
+  }
+}
+
+/** The warmstart-log.jsonl of the checkpoint a phase continues ('' when none), newline-terminated. */
+function priorLog(o: Pick<WarmstartOptions, 'from'>): string {
+  if (!o.from) return '';
+  try {
+    const text = fs.readFileSync(path.join(path.resolve(o.from), 'warmstart-log.jsonl'), 'utf8');
+    return text && !text.endsWith('\n') ? `${text}\n` : text;
+  } catch {
+    return '';
+  }
 }
 
 /** Task ids a checkpoint was warm-started on (its warmstart.json), [] when none are recorded. */

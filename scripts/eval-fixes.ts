@@ -1,14 +1,15 @@
 // The warm start's fix-turn figures for any checkpoint, on a fresh set of held-out generated
 // cases (the README's "256 further held-out generated cases": --seed 9 --cases 256). Prints JSON:
 // exact (the demonstrated command), restores (a command that restores the line when run by
-// sed), rightLine, validSed.
+// sed), rightLine, validSed; then simulated greedy episodes from the same point (evaluateEpisodes):
+// episodeFixed (bug line restored within 5 turns), episodeTurns.
 //   npx tsx scripts/eval-fixes.ts [--model models/turnwise-tiny] [--seed 9] [--cases 256]
 import { parseArgs } from 'node:util';
 import { loadCheckpoint } from '../src/policy/checkpoint';
 import { Policy } from '../src/policy/policy';
 import { loadTokenizer } from '../src/policy/tokenizer';
 import { chatCodec } from '../src/train/chat';
-import { evalCasePool, evaluateFixes } from '../src/train/warmstart';
+import { evalCasePool, evaluateEpisodes, evaluateFixes } from '../src/train/warmstart';
 
 const { values } = parseArgs({ options: { model: { type: 'string', default: 'models/turnwise-tiny' }, seed: { type: 'string', default: '9' }, cases: { type: 'string', default: '256' } } });
 
@@ -19,7 +20,10 @@ const { values } = parseArgs({ options: { model: { type: 'string', default: 'mod
   try {
     // The cases a warm start with this seed evaluates on (its first `--cases` of them).
     const cases = await evalCasePool(Number(values.seed), Number(values.cases));
-    console.log(JSON.stringify({ model: values.model, seed: Number(values.seed), cases: cases.length, ...(await evaluateFixes(policy, chatCodec(tok), cases)) }));
+    const codec = chatCodec(tok);
+    const first = await evaluateFixes(policy, codec, cases);
+    const ep = await evaluateEpisodes(policy, codec, cases);
+    console.log(JSON.stringify({ model: values.model, seed: Number(values.seed), cases: cases.length, ...first, episodeFixed: ep.fixed, episodeTurns: ep.meanTurns }));
   } finally {
     await policy.dispose();
   }

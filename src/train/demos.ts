@@ -216,6 +216,11 @@ export interface FixCase {
   passing: number;
   /** `tw-suspects` output lines after the summary. */
   suspects: string[];
+  /**
+   * One-token undo edits of the first suspect's line in a fixed order (undoCandidates), each with
+   * the line it makes and its `sed`: what an attempt loop tries (absent: not computed).
+   */
+  topCandidates?: { code: string; fix: string }[];
 }
 
 /** Up to `n` fix cases from one generated module (parsing dominates: several per module). */
@@ -226,9 +231,58 @@ export async function syntheticCases(r: Rng, n = 4): Promise<FixCase[]> {
   for (let i = 0; i < n && cands.length > 0; i++) {
     const c = cands.splice(Math.floor(r() * cands.length), 1)[0];
     const fc = caseFromCandidate(r, mod, c);
-    if (fc) out.push(fc);
+    if (fc) out.push(await withTopCandidates(fc));
   }
   return out;
+}
+
+/**
+ * The lines a mutation of `code` (one line, trimmed) could have come from, nearest first in a
+ * fixed order a model can follow: a removed `not (…)` or ` - 1` bound first, then token by token
+ * left to right (a negated whole condition last), each token's undo edits in the mutation engine's order (a constant: +1, then
+ * -1; `*`: `//` before `/`; `False`: `True` before `None`). Found by running the real mutation engine on the line, since its
+ * operators are their own inverses, plus the inverses that are not (`*` from `//`).
+ */
+export async function undoCandidates(code: string): Promise<string[]> {
+  const body = code.trim();
+  const src = `def f():\n    ${body}${body.endsWith(':') ? '\n        pass' : ''}\n`;
+  const negated = /^(\s*(?:if|elif|while|return|assert)\s+)not \((.*)\)(:?)$/.exec(body);
+  // Negating a condition again is no undo when it is negated already (that `not (…)` goes instead).
+  const muts = (await mutationCandidates('m.py', src, 'python')).filter((m) => FIXABLE_OPERATORS.has(m.operator) && m.line === 2 && !(negated && m.operator === 'negate-condition'));
+  // Left to right; negating the whole condition last (a flipped operator is likelier on such a line).
+  const late = (m: MutationCandidate) => (m.operator === 'negate-condition' ? 1 : 0);
+  muts.sort((a, b) => late(a) - late(b) || a.start - b.start);
+  const out: string[] = [];
+  const add = (line: string) => {
+    const t = line.trim();
+    if (t !== body && !out.includes(t)) out.push(t);
+  };
+  if (negated) add(`${negated[1]}${negated[2]}${negated[3]}`);
+  for (const m of body.matchAll(/ - 1(?=\))/g)) add(body.slice(0, m.index) + body.slice(m.index! + 4));
+  const lineStart = src.indexOf('\n') + 1;
+  const lineEnd = src.indexOf('\n', lineStart);
+  for (const m of muts) {
+    // `*` is what both `/` and `//` become; the generated modules use `//`.
+    if (m.original === '*' && m.replacement === '/') add(src.slice(lineStart, m.start) + '//' + src.slice(m.end, lineEnd));
+    // The engine negates a bare name as `not (x)` but un-negates `not x`: undo that form.
+    add(m.mutatedSource.split('\n')[1].replace(/\bnot \(([\w.]+)\)/, 'not $1'));
+    // `False` is what both `True` and `None` become.
+    if (m.original === 'False' && m.replacement === 'True') add(src.slice(lineStart, m.start) + 'None' + src.slice(m.end, lineEnd));
+  }
+  return out;
+}
+
+/** `c` with its first suspect's undo candidates (topCandidates), each as a `sed` on that line. */
+export async function withTopCandidates(c: FixCase): Promise<FixCase> {
+  const top = /^(\S+):(\d+): (.*)$/.exec(c.suspects[0] ?? '');
+  if (!top) return c;
+  const [, file, lineText, code] = top;
+  const topCandidates: { code: string; fix: string }[] = [];
+  for (const alt of await undoCandidates(code)) {
+    const fix = fixCommand(file, Number(lineText), code, alt);
+    if (fix) topCandidates.push({ code: alt, fix });
+  }
+  return { ...c, topCandidates };
 }
 
 function caseFromCandidate(r: Rng, mod: GeneratedModule, c: MutationCandidate): FixCase | undefined {
@@ -256,7 +310,8 @@ function caseFromCandidate(r: Rng, mod: GeneratedModule, c: MutationCandidate): 
 
 const obs = (exitCode: number, stdout: string) => observationText({ exitCode, stdout, stderr: '' });
 
-function twTestOutput(failing: string[], passing: number): string {
+/** `tw-test`'s output when `failing` fail and `passing` pass (its format in the sandbox tool). */
+export function twTestOutput(failing: readonly string[], passing: number): string {
   const lines = failing.slice(0, 3).map((id) => `FAIL ${id}`);
   if (failing.length > 3) lines.push(`... ${failing.length - 3} more`);
   lines.push(`${failing.length} failed, ${passing} passed`);
@@ -289,9 +344,51 @@ function wrongAttempt(r: Rng, c: FixCase): { fix: string; path: string } | undef
 /** Share of fix episodes that show a wrong first attempt, undone with git, then the fix. */
 export const RECOVERY_SHARE = 0.2;
 
+/** Share of fix episodes written as an attempt loop (attemptCommand), when candidates are known. */
+export const LOOP_SHARE = 0.6;
+
+/** Failed attempts a loop demonstration shows at most before the fix. */
+export const LOOP_MAX_FAILED = 2;
+
 /**
- * The teacher's episode for a fix case: [tw-test,] tw-suspects, sed, tw-test, submit; or, in
- * about RECOVERY_SHARE of them, a wrong sed first, tw-test still failing, `git checkout -- FILE`
+ * One turn that tries a fix: the edit, then the tests; when they still fail the file goes back
+ * (`git checkout`), so the next attempt starts from the task's state. Plain bash.
+ */
+export function attemptCommand(fix: string, path: string): string {
+  return `${fix} && tw-test || git checkout -q ${path}`;
+}
+
+/**
+ * The attempt loop: tw-suspects, then one turn per candidate fix of the first suspect, in the
+ * fixed order of undoCandidates (what the model can reproduce), until the tests pass; submit.
+ * The true fix comes after at most LOOP_MAX_FAILED failed attempts (when the canonical order
+ * has it later, the attempts shown are the first ones and then the fix). When the bug is not on
+ * the first suspect, one or two of that line's candidates fail first.
+ */
+function loopEpisode(r: Rng, c: FixCase, segs: Segment[], turn: (action: string, observation?: string) => void): Demo | undefined {
+  const cands = c.topCandidates ?? [];
+  const top = /^(\S+):(\d+): /.exec(c.suspects[0] ?? '');
+  if (!top || cands.length === 0) return undefined;
+  const onTop = top[1] === c.path && Number(top[2]) === c.line;
+  let failed: { fix: string }[];
+  if (onTop) {
+    const at = cands.findIndex((x) => x.code === c.originalLine.trim());
+    failed = (at < 0 ? cands : cands.slice(0, at)).slice(0, LOOP_MAX_FAILED);
+  } else {
+    failed = cands.slice(0, int(r, 1, LOOP_MAX_FAILED));
+  }
+  turn('tw-suspects', obs(1, [`${c.failing.length} failed, ${c.passing} passed`, ...c.suspects].join('\n')));
+  // `tw-test` failing, then `git checkout -q` succeeding: the command's exit code is 0.
+  for (const f of failed) turn(attemptCommand(f.fix, top[1]), obs(0, twTestOutput(c.failing, c.passing)));
+  turn(attemptCommand(c.fix, c.path), obs(0, `0 failed, ${c.failing.length + c.passing} passed`));
+  turn(SUBMIT);
+  return { kind: failed.length ? 'episode-loop' : 'episode-loop-first', segments: segs };
+}
+
+/**
+ * The teacher's episode for a fix case: in LOOP_SHARE of them (candidates known) an attempt
+ * loop (loopEpisode); otherwise [tw-test,] tw-suspects, sed, tw-test, submit; or, in
+ * about RECOVERY_SHARE of those, a wrong sed first, tw-test still failing, `git checkout -- FILE`
  * to undo it, then the right sed.
  */
 export function fixEpisode(r: Rng, c: FixCase): Demo {
@@ -300,6 +397,10 @@ export function fixEpisode(r: Rng, c: FixCase): Demo {
     segs.push({ role: 'agent', text: action });
     if (observation !== undefined) segs.push({ role: 'obs', text: observation });
   };
+  if (c.topCandidates?.length && r() < LOOP_SHARE) {
+    const loop = loopEpisode(r, c, segs, turn);
+    if (loop) return loop;
+  }
   const wrong = r() < RECOVERY_SHARE ? wrongAttempt(r, c) : undefined;
   if (!wrong && r() < 0.2) turn('tw-test', obs(1, twTestOutput(c.failing, c.passing)));
   turn('tw-suspects', obs(1, [`${c.failing.length} failed, ${c.passing} passed`, ...c.suspects].join('\n')));

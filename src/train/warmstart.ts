@@ -19,7 +19,7 @@ import { PolicyTrainer, type TrainBatch } from '../policy/trainer';
 import { initWeights } from '../policy/weights';
 import type { SessionSettings } from '../onnx';
 import { chatCodec, encodeDemo, renderPrompt, type ChatCodec } from './chat';
-import { curriculumTask, fixEpisode, syntheticCases, type Demo, type FixCase } from './demos';
+import { curriculumTask, fixEpisode, syntheticCases, twTestOutput, type Demo, type FixCase } from './demos';
 
 export interface WarmstartOptions {
   /** Checkpoint to start from; absent: a fresh turnwise-tiny with `seed`. */
@@ -65,6 +65,8 @@ export interface WarmstartLogRow {
   tokens_per_s: number;
   /** Set on evaluation rows. */
   exact_fix?: number;
+  /** Simulated greedy episodes (the first 32 eval cases) whose bug is fixed within 5 turns (evaluateEpisodes). */
+  episode_fix?: number;
   /** Share of generated commands that restore the mutated line when run (any correct command). */
   restores_line?: number;
   right_line?: number;
@@ -187,6 +189,87 @@ export async function evaluateFixes(policy: Policy, codec: ChatCodec, cases: rea
   return { exact: exact / n, restores: noSed ? NaN : restores / n, rightLine: line / n, validSed: sed / n };
 }
 
+/** Runs a sed script on one line with the system's sed; undefined when it fails or none is found. */
+function sedLine(script: string, line: string): string | undefined {
+  try {
+    return execFileSync('sed', ['-e', script], { input: `${line}\n`, encoding: 'utf8', stdio: ['pipe', 'pipe', 'ignore'], timeout: 5000 }).replace(/\n$/, '');
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * One simulated turn of a fix case's episode: what the sandbox would do with `cmd` when only the
+ * bug line matters. Understood: `sed -i 'N…' PATH`, optionally `&& tw-test`, optionally
+ * `|| git checkout [-q] [--] PATH`; `tw-test`; `git checkout [-q] [--] PATH`. Anything else is
+ * run as a no-op (exit 0, no output): the model only wastes the turn. An edit of another line
+ * that is not undone spoils the episode (`stray`).
+ */
+export function simulateTurn(st: { line: string; stray: boolean }, c: FixCase, cmd: string): string {
+  const passingAll = `0 failed, ${c.failing.length + c.passing} passed`;
+  const tests = () => (st.line === c.originalLine && !st.stray ? { code: 0, out: passingAll } : { code: 1, out: twTestOutput(c.failing, c.passing) });
+  const revert = (p: string) => {
+    if (p === c.path) st.line = c.mutatedLine;
+    st.stray = false;
+  };
+  const co = /^git checkout (?:-q )?(?:-- )?(\S+)$/.exec(cmd);
+  if (co) return (revert(co[1]), 'exit 0');
+  if (cmd === 'tw-test') {
+    const t = tests();
+    return `exit ${t.code}\n${t.out}`;
+  }
+  const m = /^sed -i '(\d+)(s.*?)' (\S+)( && tw-test)?(?: \|\| git checkout (?:-q )?(?:-- )?(\S+))?$/s.exec(cmd);
+  if (!m) return 'exit 0';
+  const [, lineNo, script, file, andTest, undo] = m;
+  let code = 0;
+  if (file === c.path && Number(lineNo) === c.line) {
+    const next = sedLine(script, st.line);
+    if (next === undefined) code = 1;
+    else st.line = next;
+  } else {
+    st.stray = true;
+  }
+  let out = '';
+  if (code === 0 && andTest) {
+    const t = tests();
+    code = t.code;
+    out = t.out;
+  }
+  if (code !== 0 && undo) {
+    revert(undo);
+    code = 0;
+  }
+  return out ? `exit ${code}\n${out}` : `exit ${code}`;
+}
+
+/**
+ * Greedy episodes on fix cases, simulated (simulateTurn) from the point after `tw-suspects`: the
+ * share whose bug line is restored, with no stray edit left, within `turns` turns. Unlike the
+ * first-command figures this credits trying again after a failed attempt.
+ */
+export async function evaluateEpisodes(policy: Policy, codec: ChatCodec, cases: readonly FixCase[], turns = 5, budget = 1024 - 96): Promise<{ fixed: number; meanTurns: number }> {
+  const st = cases.map((c) => ({ c, p: fixPromptTurns(c), line: c.mutatedLine, stray: false, done: false, n: 0 }));
+  for (let t = 0; t < turns; t++) {
+    const live = st.filter((s) => !s.done);
+    for (let i = 0; i < live.length; i += 16) {
+      const chunk = live.slice(i, i + 16);
+      const rows = await policy.generateIds(chunk.map((s) => renderPrompt(codec, s.p.task, s.p.turns, budget).ids), { maxNewTokens: 96, temperature: 0, stopIds: [codec.imEnd] });
+      rows.forEach((row, k) => {
+        const s = chunk[k];
+        const cmd = codec.decode(row.tokenIds.filter((x) => x !== codec.imEnd)).trim();
+        s.n++;
+        if (cmd === 'submit') {
+          s.done = true;
+          return;
+        }
+        s.p.turns.push({ action: cmd, observation: simulateTurn(s, s.c, cmd) });
+      });
+    }
+  }
+  const n = Math.max(1, st.length);
+  return { fixed: st.filter((s) => s.line === s.c.originalLine && !s.stray).length / n, meanTurns: st.reduce((a, s) => a + s.n, 0) / n };
+}
+
 export async function warmstart(o: WarmstartOptions): Promise<WarmstartResult> {
   const seed = o.seed ?? 0;
   const rows = o.rows ?? 8;
@@ -238,12 +321,13 @@ export async function warmstart(o: WarmstartOptions): Promise<WarmstartResult> {
     o.onLog?.(row);
   };
   const save = () => saveCheckpoint(o.out, { weights: trainer.weights(), optimizer: trainer.optimizerState(), tokenizerJson, tokenizerConfig });
-  const evaluate = async (): Promise<Pick<WarmstartLogRow, 'exact_fix' | 'restores_line' | 'right_line' | 'valid_sed' | 'workspace_exact_fix'>> => {
+  const evaluate = async (): Promise<Pick<WarmstartLogRow, 'episode_fix' | 'exact_fix' | 'restores_line' | 'right_line' | 'valid_sed' | 'workspace_exact_fix'>> => {
     const policy = new Policy(trainer.weights(), tokenizer, o.settings);
     try {
       const e = await evaluateFixes(policy, codec, evalCases);
       const ws = o.workspaceCases?.length ? await evaluateFixes(policy, codec, o.workspaceCases.slice(0, 32)) : undefined;
-      return { exact_fix: e.exact, restores_line: e.restores, right_line: e.rightLine, valid_sed: e.validSed, ...(ws ? { workspace_exact_fix: ws.exact } : {}) };
+      const ep = await evaluateEpisodes(policy, codec, evalCases.slice(0, 32));
+      return { episode_fix: ep.fixed, exact_fix: e.exact, restores_line: e.restores, right_line: e.rightLine, valid_sed: e.validSed, ...(ws ? { workspace_exact_fix: ws.exact } : {}) };
     } finally {
       await policy.dispose();
     }

@@ -9,7 +9,7 @@ import { prepareSandbox } from '../agent/episode';
 import type { PoolSnapshot, SandboxPool } from '../sandbox';
 import { detectRunner } from '../tasks/runners';
 import { synthesizeMutationTasks } from '../tasks/synth';
-import { FIXABLE_OPERATORS, fixCommand, type FixCase } from './demos';
+import { FIXABLE_OPERATORS, fixCommand, withTopCandidates, type FixCase } from './demos';
 import { splitTasks } from './split';
 
 /** The one-line fix of a mutation task, from the original file in the workspace. */
@@ -42,7 +42,7 @@ export async function recordWorkspaceCases(o: { workspace: string; tasks: readon
       const suspects = lines.slice(1).filter((l) => /^\S+:\d+: /.test(l));
       // Only bugs the tool points at: a demonstration must be derivable from what the model sees.
       if (r.exitCode === 1 && m && Number(m[1]) > 0 && suspects.some((l) => l.startsWith(`${fix!.path}:${fix!.line}: `))) {
-        out.push({ ...fix!, taskId: t.id, failing: t.fail_to_pass, passing: Number(m[2]), suspects });
+        out.push(await withTopCandidates({ ...fix!, taskId: t.id, failing: t.fail_to_pass, passing: Number(m[2]), suspects }));
       }
     } finally {
       await sb.dispose();

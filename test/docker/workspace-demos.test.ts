@@ -9,7 +9,7 @@ import { collectTestFiles } from '../../src/tasks/testfiles';
 import { scoreEpisode } from '../../src/tasks/reward';
 import { prepareSandbox } from '../../src/agent/episode';
 import { recordWorkspaceCases } from '../../src/train/workspace-demos';
-import { fixEpisode } from '../../src/train/demos';
+import { attemptCommand, fixEpisode } from '../../src/train/demos';
 import { seededRandom } from '../../src/core/random';
 
 const demo = path.join(__dirname, '..', '..', 'examples', 'demo-python');
@@ -27,7 +27,7 @@ describe('docker: demonstrations recorded from the demo workspace', function () 
     assert.equal(left.length, 0);
   });
 
-  it('suspects name the bug; the demonstrated sed resolves the task', async () => {
+  it('suspects name the bug; a wrong attempt is undone by the loop and the demonstrated sed resolves the task', async () => {
     const { tasks } = await synthesizeMutationTasks({ workspace: demo, pool, seed: 2, max: 3, operators: ['flip-comparison', 'swap-arithmetic'], concurrency: 1 });
     assert.ok(tasks.length >= 2);
     const snapshot = await pool.snapshot(demo, { language: 'python' });
@@ -44,8 +44,19 @@ describe('docker: demonstrations recorded from the demo workspace', function () 
       const sb = await pool.acquire(snapshot, { rollout: `check-${c.taskId}` });
       try {
         await prepareSandbox(sb, task);
-        const r = await sb.exec(c.fix);
+        // The attempt loop in the real sandbox: a wrong candidate of the first suspect is
+        // tested and undone by git (the file as the task had it), then the fix is kept.
+        const top = /^(\S+):(\d+): /.exec(c.suspects[0])!;
+        const wrong = c.topCandidates?.find((x) => x.code !== c.originalLine.trim());
+        assert.ok(wrong, `candidates for ${c.suspects[0]}`);
+        const before = await sb.exec(`cat ${top[1]}`);
+        const w = await sb.exec(attemptCommand(wrong!.fix, top[1]));
+        assert.equal(w.exitCode, 0, w.stderr);
+        assert.match(w.stdout, /[1-9]\d* failed/, `${wrong!.fix} fails the tests`);
+        assert.equal((await sb.exec(`cat ${top[1]}`)).stdout, before.stdout, 'undone by git checkout');
+        const r = await sb.exec(attemptCommand(c.fix, c.path));
         assert.equal(r.exitCode, 0, r.stderr);
+        assert.match(r.stdout, /^0 failed, \d+ passed/m);
         const score = await scoreEpisode(sb, task, { originalTestFiles: originals, turns: 1, maxTurns: 8, formatError: false });
         assert.equal(score.reward.resolved, true, `${c.fix} resolves ${task.id}`);
       } finally {

@@ -9,7 +9,8 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { seededRandom } from '../../../src/core/random';
 import { mutationCandidates } from '../../../src/tasks/mutate';
-import { curriculumTask, fixCommand, fixEpisode, FIXABLE_OPERATORS, generateModule, RECOVERY_SHARE, SUSPECTS_TOP1, syntheticCases } from '../../../src/train/demos';
+import { parseAction } from '../../../src/agent/action';
+import { attemptCommand, curriculumTask, fixCommand, fixEpisode, FIXABLE_OPERATORS, generateModule, LOOP_MAX_FAILED, LOOP_SHARE, RECOVERY_SHARE, SUSPECTS_TOP1, syntheticCases, undoCandidates } from '../../../src/train/demos';
 
 const SED = fs.existsSync('/bin/sed') ? '/bin/sed' : 'sed';
 
@@ -125,6 +126,7 @@ describe('train/demos: fix commands restore the original source when run with se
     for (let k = 0; k < 60; k++) {
       for (const c of await syntheticCases(r, 3)) {
         const ep = fixEpisode(r, c);
+        if (ep.kind.startsWith('episode-loop')) continue;
         episodes++;
         const actions = ep.segments.filter((s) => s.role === 'agent').map((s) => s.text);
         if (ep.kind !== 'episode-recovery') {
@@ -171,5 +173,80 @@ describe('train/demos: fix commands restore the original source when run with se
     }
     assert.ok(n > 150, `${n} cases`);
     assert.ok(Math.abs(first / n - SUSPECTS_TOP1) < 0.06, `${first}/${n} first, want about ${SUSPECTS_TOP1}`);
+  });
+
+  it('undoCandidates: the original line is among a mutated line\'s candidates, in a fixed left-to-right order', async () => {
+    assert.deepEqual(await undoCandidates('if cols == 12:'), ['if cols != 12:', 'if cols == 13:', 'if cols == 11:', 'if not (cols == 12):']);
+    assert.deepEqual(await undoCandidates('if level:'), ['if not level:']);
+    assert.deepEqual(await undoCandidates('return False'), ['return True', 'return None']);
+    assert.deepEqual((await undoCandidates('return maximum * 7')).slice(0, 2), ['return maximum // 7', 'return maximum / 7']);
+    assert.equal((await undoCandidates('    if not (x >= 2):'))[0], 'if x >= 2:');
+    assert.equal((await undoCandidates('for i in range(total - 1):'))[0], 'for i in range(total):');
+    const r = seededRandom(5);
+    let n = 0;
+    let found = 0;
+    for (let k = 0; k < 40; k++) {
+      for (const c of await syntheticCases(r, 3)) {
+        n++;
+        if ((await undoCandidates(c.mutatedLine)).includes(c.originalLine.trim())) found++;
+      }
+    }
+    assert.ok(found / n >= 0.97, `original among the candidates in ${found}/${n} cases`);
+  });
+
+  it('attempt loops: valid bash; under bash with a git checkout they undo each failed edit and keep the fix', async () => {
+    // tw-test is a stand-in here (the sandbox's real one runs pytest): it passes when the file
+    // holds the original line. Everything else is real: bash, sed, git.
+    const r = seededRandom(31);
+    const repo = path.join(dir, 'loop');
+    const bin = path.join(dir, 'bin');
+    fs.mkdirSync(bin, { recursive: true });
+    let episodes = 0;
+    let loops = 0;
+    let withFailures = 0;
+    for (let k = 0; k < 40 && withFailures < 12; k++) {
+      for (const c of await syntheticCases(r, 3)) {
+        const ep = fixEpisode(r, c);
+        episodes++;
+        if (!ep.kind.startsWith('episode-loop')) continue;
+        loops++;
+        const actions = ep.segments.filter((s) => s.role === 'agent').map((s) => s.text);
+        assert.equal(actions[0], 'tw-suspects');
+        assert.equal(actions[actions.length - 1], 'submit');
+        const attempts = actions.slice(1, -1);
+        assert.equal(attempts[attempts.length - 1], attemptCommand(c.fix, c.path));
+        assert.ok(attempts.length - 1 <= LOOP_MAX_FAILED, `${attempts.length - 1} failed attempts`);
+        for (const a of attempts) assert.equal((await parseAction(a)).kind, 'bash', a);
+        if (attempts.length === 1) continue;
+        withFailures++;
+        // The file as the task has it: the suspect lines (the bug line holds the mutated code).
+        fs.rmSync(repo, { recursive: true, force: true });
+        const lines = new Map<number, string>();
+        for (const sl of c.suspects) {
+          const m = /^(\S+):(\d+): (.*)$/.exec(sl)!;
+          if (m[1] === c.path) lines.set(Number(m[2]), m[3]);
+        }
+        const size = Math.max(...lines.keys());
+        const text = Array.from({ length: size }, (_, i) => lines.get(i + 1) ?? '').join('\n') + '\n';
+        const want = text.split('\n').map((l, i) => (i + 1 === c.line ? c.originalLine.trim() : l)).join('\n');
+        fs.mkdirSync(path.join(repo, path.dirname(c.path)), { recursive: true });
+        fs.writeFileSync(path.join(repo, c.path), text);
+        fs.writeFileSync(path.join(dir, 'want'), want);
+        fs.writeFileSync(path.join(bin, 'tw-test'), `#!/bin/sh\ncmp -s ${c.path} ${path.join(dir, 'want')} && echo '0 failed' && exit 0\necho '1 failed'; exit 1\n`, { mode: 0o755 });
+        const git = (...args: string[]) => execFileSync('git', args, { cwd: repo, stdio: 'pipe' });
+        git('init', '-q');
+        git('add', '.');
+        git('-c', 'user.email=t@t', '-c', 'user.name=t', 'commit', '-qm', 'task');
+        const run = (cmd: string) => execFileSync('bash', ['-c', cmd], { cwd: repo, env: { ...process.env, PATH: `${bin}:${process.env.PATH}` }, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+        for (const a of attempts.slice(0, -1)) {
+          assert.match(run(a), /1 failed/, a);
+          assert.equal(fs.readFileSync(path.join(repo, c.path), 'utf8'), text, `${a} left the file as the task had it`);
+        }
+        assert.match(run(attempts[attempts.length - 1]), /0 failed/);
+        assert.equal(fs.readFileSync(path.join(repo, c.path), 'utf8'), want);
+      }
+    }
+    assert.ok(withFailures >= 5, `${withFailures} loops with a failed attempt`);
+    assert.ok(Math.abs(loops / episodes - LOOP_SHARE) < 0.15, `${loops}/${episodes} loop episodes, want about ${LOOP_SHARE}`);
   });
 });

@@ -1,7 +1,8 @@
 // sedRestores is the warm start's "any correct fix" metric: it runs the policy's command with the
 // system's sed on the mutated line, so an equivalent command counts and a near miss does not.
 import * as assert from 'node:assert/strict';
-import { sedRestores } from '../../../src/train/warmstart';
+import { attemptCommand, type FixCase } from '../../../src/train/demos';
+import { sedRestores, simulateTurn } from '../../../src/train/warmstart';
 
 const c = { path: 'shop/grid.py', line: 12, mutatedLine: '    return size >= 7 and a.b', originalLine: '    return size > 7 and a.b' };
 
@@ -22,5 +23,30 @@ describe('train/warmstart: sedRestores (a generated command fixes the mutated li
     // `a.b` as a pattern also matches `axb`; here it matches itself, and the replacement is literal.
     assert.equal(sedRestores("sed -i '12s/>= 7 and a.b/> 7 and a.b/' shop/grid.py", c), true);
     assert.equal(sedRestores("sed -i '12s/.*/    return size > 7 and a.b/' shop/grid.py", c), true);
+  });
+
+  it('simulateTurn: an attempt loop against the bug line (wrong edit undone, the fix kept, tests reported)', () => {
+    const fc: FixCase = { ...c, fix: "sed -i '12s/>=/>/' shop/grid.py", failing: ['tests/test_grid.py::test_a'], passing: 4, suspects: [] };
+    const st = { line: fc.mutatedLine, stray: false };
+    assert.equal(simulateTurn(st, fc, 'tw-test'), 'exit 1\nFAIL tests/test_grid.py::test_a\n1 failed, 4 passed');
+    // A wrong edit, tested, then undone: exit 0 (git checkout), the task's line back.
+    assert.equal(simulateTurn(st, fc, attemptCommand("sed -i '12s/7/8/' shop/grid.py", 'shop/grid.py')), 'exit 0\nFAIL tests/test_grid.py::test_a\n1 failed, 4 passed');
+    assert.equal(st.line, fc.mutatedLine);
+    // A wrong edit without the undo stays.
+    assert.equal(simulateTurn(st, fc, "sed -i '12s/7/8/' shop/grid.py"), 'exit 0');
+    assert.equal(st.line, '    return size >= 8 and a.b');
+    assert.equal(simulateTurn(st, fc, 'git checkout -- shop/grid.py'), 'exit 0');
+    assert.equal(st.line, fc.mutatedLine);
+    // An edit of another line spoils the state until it is undone.
+    simulateTurn(st, fc, "sed -i '3s/a/b/' shop/grid.py");
+    assert.equal(st.stray, true);
+    assert.match(simulateTurn(st, fc, attemptCommand(fc.fix, 'shop/grid.py')), /^exit 0\nFAIL/, 'the stray edit still fails the tests');
+    assert.equal(st.stray, false, 'and the checkout undid it');
+    // The fix, tested: all pass, kept.
+    assert.equal(simulateTurn(st, fc, attemptCommand(fc.fix, 'shop/grid.py')), 'exit 0\n0 failed, 5 passed');
+    assert.equal(st.line, fc.originalLine);
+    // Anything else is a wasted turn; a broken sed script fails.
+    assert.equal(simulateTurn(st, fc, 'ls -la'), 'exit 0');
+    assert.equal(simulateTurn({ line: fc.mutatedLine, stray: false }, fc, "sed -i '12s/[/x/' shop/grid.py"), 'exit 1');
   });
 });

@@ -12,8 +12,8 @@ import { fixEpisode, syntheticCases } from '../src/train/demos';
   for (let i = 0; i < 40; i++) {
     for (const c of await syntheticCases(r, 2)) {
       const d = fixEpisode(r, c);
-      lens.push(encodeDemo(codec, d.segments, 0.3).ids.length);
-      if (!shown && d.kind.includes('recovery')) { shown = true; console.log(d.segments.map((s) => `[${s.role}] ${s.text}`).join('\n')); }
+      if (d.kind.startsWith('episode-loop')) lens.push(encodeDemo(codec, d.segments, 0.3).ids.length);
+      if (!shown && d.kind === 'episode-loop') { shown = true; console.log(d.segments.map((s) => `[${s.role}] ${s.text}`).join('\n')); }
     }
   }
   lens.sort((a, b) => a - b);

@@ -2,8 +2,8 @@
 // cases (the README's "256 further held-out generated cases": --seed 9 --cases 256). Prints JSON:
 // exact (the demonstrated command), restores (a command that restores the line when run by
 // sed), rightLine, validSed; then simulated greedy episodes from the same point (evaluateEpisodes):
-// episodeFixed (bug line restored within 5 turns), episodeTurns.
-//   npx tsx scripts/eval-fixes.ts [--model models/turnwise-tiny] [--seed 9] [--cases 256]
+// episodeFixed (bug line restored within 5 turns), episodeTurns, on the first --episode-cases.
+//   npx tsx scripts/eval-fixes.ts [--model models/turnwise-tiny] [--seed 9] [--cases 256] [--episode-cases 64]
 import { parseArgs } from 'node:util';
 import { loadCheckpoint } from '../src/policy/checkpoint';
 import { Policy } from '../src/policy/policy';
@@ -11,7 +11,7 @@ import { loadTokenizer } from '../src/policy/tokenizer';
 import { chatCodec } from '../src/train/chat';
 import { evalCasePool, evaluateEpisodes, evaluateFixes } from '../src/train/warmstart';
 
-const { values } = parseArgs({ options: { model: { type: 'string', default: 'models/turnwise-tiny' }, seed: { type: 'string', default: '9' }, cases: { type: 'string', default: '256' } } });
+const { values } = parseArgs({ options: { model: { type: 'string', default: 'models/turnwise-tiny' }, seed: { type: 'string', default: '9' }, cases: { type: 'string', default: '256' }, 'episode-cases': { type: 'string', default: '64' } } });
 
 (async () => {
   const ck = loadCheckpoint(values.model!, { optimizer: false });
@@ -22,7 +22,7 @@ const { values } = parseArgs({ options: { model: { type: 'string', default: 'mod
     const cases = await evalCasePool(Number(values.seed), Number(values.cases));
     const codec = chatCodec(tok);
     const first = await evaluateFixes(policy, codec, cases);
-    const ep = await evaluateEpisodes(policy, codec, cases);
+    const ep = await evaluateEpisodes(policy, codec, cases.slice(0, Number(values['episode-cases'])));
     console.log(JSON.stringify({ model: values.model, seed: Number(values.seed), cases: cases.length, ...first, episodeFixed: ep.fixed, episodeTurns: ep.meanTurns }));
   } finally {
     await policy.dispose();

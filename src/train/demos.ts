@@ -344,7 +344,10 @@ function wrongAttempt(r: Rng, c: FixCase): { fix: string; path: string } | undef
 /** Share of fix episodes that show a wrong first attempt, undone with git, then the fix. */
 export const RECOVERY_SHARE = 0.2;
 
-/** Share of fix episodes written as an attempt loop (attemptCommand), when candidates are known. */
+/**
+ * Share of fix episodes written as an attempt loop (attemptCommand) when a warm start asks for
+ * loops (`--loop-share`) without naming a share.
+ */
 export const LOOP_SHARE = 0.6;
 
 /** Failed attempts a loop demonstration shows at most before the fix. */
@@ -359,24 +362,21 @@ export function attemptCommand(fix: string, path: string): string {
 }
 
 /**
- * The attempt loop: tw-suspects, then one turn per candidate fix of the first suspect, in the
- * fixed order of undoCandidates (what the model can reproduce), until the tests pass; submit.
- * The true fix comes after at most LOOP_MAX_FAILED failed attempts (when the canonical order
- * has it later, the attempts shown are the first ones and then the fix). When the bug is not on
- * the first suspect, one or two of that line's candidates fail first.
+ * The attempt loop: tw-suspects, then one turn per try until the tests pass, then submit. The
+ * tries before the fix are 0 to LOOP_MAX_FAILED other undo candidates of the first suspect
+ * (undoCandidates), drawn at random and never repeated: the teacher's first try is its best
+ * guess like the policy's, and after a failure the next best guess that is not the same edit.
+ * When the bug is not on the first suspect, at least one of that line's candidates fails first.
  */
 function loopEpisode(r: Rng, c: FixCase, segs: Segment[], turn: (action: string, observation?: string) => void): Demo | undefined {
-  const cands = c.topCandidates ?? [];
   const top = /^(\S+):(\d+): /.exec(c.suspects[0] ?? '');
-  if (!top || cands.length === 0) return undefined;
+  if (!top || !c.topCandidates?.length) return undefined;
   const onTop = top[1] === c.path && Number(top[2]) === c.line;
-  let failed: { fix: string }[];
-  if (onTop) {
-    const at = cands.findIndex((x) => x.code === c.originalLine.trim());
-    failed = (at < 0 ? cands : cands.slice(0, at)).slice(0, LOOP_MAX_FAILED);
-  } else {
-    failed = cands.slice(0, int(r, 1, LOOP_MAX_FAILED));
-  }
+  const wrong = c.topCandidates.filter((x) => !(onTop && x.code === c.originalLine.trim()));
+  const k = Math.min(wrong.length, onTop ? int(r, 0, LOOP_MAX_FAILED) : int(r, 1, LOOP_MAX_FAILED));
+  if (!onTop && k === 0) return undefined;
+  const failed: { fix: string }[] = [];
+  for (let i = 0; i < k; i++) failed.push(wrong.splice(Math.floor(r() * wrong.length), 1)[0]);
   turn('tw-suspects', obs(1, [`${c.failing.length} failed, ${c.passing} passed`, ...c.suspects].join('\n')));
   // `tw-test` failing, then `git checkout -q` succeeding: the command's exit code is 0.
   for (const f of failed) turn(attemptCommand(f.fix, top[1]), obs(0, twTestOutput(c.failing, c.passing)));
@@ -386,18 +386,20 @@ function loopEpisode(r: Rng, c: FixCase, segs: Segment[], turn: (action: string,
 }
 
 /**
- * The teacher's episode for a fix case: in LOOP_SHARE of them (candidates known) an attempt
+ * The teacher's episode for a fix case: in `loopShare` of them (candidates known) an attempt
  * loop (loopEpisode); otherwise [tw-test,] tw-suspects, sed, tw-test, submit; or, in
  * about RECOVERY_SHARE of those, a wrong sed first, tw-test still failing, `git checkout -- FILE`
  * to undo it, then the right sed.
  */
-export function fixEpisode(r: Rng, c: FixCase): Demo {
+export function fixEpisode(r: Rng, c: FixCase, o: { loopShare?: number } = {}): Demo {
   const segs: Segment[] = [{ role: 'task', text: taskText({ fail_to_pass: c.failing, source: 'mutation' }) }];
   const turn = (action: string, observation?: string) => {
     segs.push({ role: 'agent', text: action });
     if (observation !== undefined) segs.push({ role: 'obs', text: observation });
   };
-  if (c.topCandidates?.length && r() < LOOP_SHARE) {
+  // No draw at all without loops: the random stream (and so the demonstrations) of warm starts
+  // made before loops existed stays the same.
+  if (o.loopShare && c.topCandidates?.length && r() < o.loopShare) {
     const loop = loopEpisode(r, c, segs, turn);
     if (loop) return loop;
   }

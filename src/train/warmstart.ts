@@ -41,6 +41,8 @@ export interface WarmstartOptions {
   /** Fix cases recorded from a workspace (train split only), oversampled to `workspaceShare` of episodes. */
   workspaceCases?: FixCase[];
   workspaceShare?: number;
+  /** Share of fix episodes written as attempt loops (demos.ts loopEpisode); 0 (default): none. */
+  loopShare?: number;
   /** Synthetic cases generated up front (reused with fresh random phrasing). */
   poolSize?: number;
   checkpointEveryMin?: number;
@@ -281,6 +283,7 @@ export async function warmstart(o: WarmstartOptions): Promise<WarmstartResult> {
   const cStart = o.curriculumStart ?? 0.7;
   const cEnd = o.curriculumEnd ?? 0.2;
   const wsShare = o.workspaceCases?.length ? (o.workspaceShare ?? 0.2) : 0;
+  const loopShare = o.loopShare ?? 0;
   if (!(o.minutes > 0)) throw new TurnwiseError('invalid-input', `the warm-start budget must be > 0 minutes, got ${o.minutes}`);
 
   let weights;
@@ -352,7 +355,7 @@ export async function warmstart(o: WarmstartOptions): Promise<WarmstartResult> {
       // Over-draw: packing keeps what fits.
       for (let i = 0; i < rows * 10; i++) {
         const c = pickCase();
-        const demo: Demo = r() < cur ? curriculumTask(r, c) : r() < 0.85 ? fixEpisode(r, c) : { kind: 'fix-turn', segments: fixOnlySegments(c) };
+        const demo: Demo = r() < cur ? curriculumTask(r, c) : r() < 0.85 ? fixEpisode(r, c, { loopShare }) : { kind: 'fix-turn', segments: fixOnlySegments(c) };
         const enc = encodeDemo(codec, demo.segments, promptWeight);
         if (enc.ids.length <= Math.min(rowTokens, ctx)) examples.push(enc);
       }

@@ -13,7 +13,7 @@ import { embeddedModelDir } from '../../train/embedded';
 import { evaluateTasks, openRig, summarizeEval, trainRun } from '../../train/run';
 import { warmstart, type WarmstartLogRow } from '../../train/warmstart';
 import { workspaceCasesFor } from '../../train/workspace-demos';
-import type { FixCase } from '../../train/demos';
+import { LOOP_SHARE, type FixCase } from '../../train/demos';
 import { SandboxPool, disposeAllSandboxes } from '../../sandbox';
 import { numberInRange, requireString, seedOption, UsageError, type CliCommand, type CliIO, type ParsedArgs } from '../command';
 
@@ -235,9 +235,12 @@ export const evalCommand: CliCommand = {
 export const warmstartCommand: CliCommand = {
   name: 'warmstart',
   summary: 'supervised warm start on demonstrations (generated modules + a copy curriculum): the embedded policy is made with this',
-  usage: '--out DIR [--from DIR] [--minutes M] [--seed S] [--workspace DIR [--split-seed S] [--max-tasks N] [--heldout-fraction F] [--workspace-share F]] [--peak-lr X] [--curriculum A,B]',
+  usage: '--out DIR [--from DIR] [--minutes M] [--seed S] [--workspace DIR [--split-seed S] [--max-tasks N] [--heldout-fraction F] [--workspace-share F]] [--peak-lr X] [--curriculum A,B] [--rows N] [--row-tokens T] [--loop-share F]',
   options: {
     out: { type: 'string' },
+    'loop-share': { type: 'string' },
+    rows: { type: 'string' },
+    'row-tokens': { type: 'string' },
     from: { type: 'string' },
     minutes: { type: 'string' },
     seed: { type: 'string' },
@@ -297,6 +300,11 @@ export const warmstartCommand: CliCommand = {
         workspaceCases,
         ...(args.values['workspace-share'] !== undefined ? { workspaceShare: numberInRange(args, 'workspace-share', 0.3, { min: 0, max: 1 }) } : {}),
         ...(peakLr !== undefined ? { peakLr } : {}),
+        // Packed rows per step and tokens per row (8 × 640 by default; longer demonstrations
+        // than a row are left out, so attempt loops want longer rows).
+        ...(args.values['loop-share'] !== undefined ? { loopShare: numberInRange(args, 'loop-share', LOOP_SHARE, { min: 0, max: 1 }) } : {}),
+        ...(args.values.rows !== undefined ? { rows: numberInRange(args, 'rows', 8, { min: 1, max: 256, integer: true }) } : {}),
+        ...(args.values['row-tokens'] !== undefined ? { rowTokens: numberInRange(args, 'row-tokens', 640, { min: 64, max: 1024, integer: true }) } : {}),
         ...(curriculum ? { curriculumStart: curriculum[0], curriculumEnd: curriculum[1] } : {}),
         onLog: (row: WarmstartLogRow) => (io.json ? io.out(JSON.stringify(row)) : io.err(`step ${row.step}  ${row.minutes.toFixed(1)} min  loss ${fmt(row.loss)}  action loss ${fmt(row.action_loss)}  ${Math.round(row.tokens_per_s)} tok/s${row.exact_fix !== undefined ? `  exact fix ${fmt(row.exact_fix, 2)}  restores ${fmt(row.restores_line, 2)}  right line ${fmt(row.right_line, 2)}` : ''}`)),
       });

@@ -126,7 +126,7 @@ describe('train/demos: fix commands restore the original source when run with se
     for (let k = 0; k < 60; k++) {
       for (const c of await syntheticCases(r, 3)) {
         const ep = fixEpisode(r, c);
-        if (ep.kind.startsWith('episode-loop')) continue;
+        assert.ok(!ep.kind.startsWith('episode-loop'), 'no attempt loops unless asked for');
         episodes++;
         const actions = ep.segments.filter((s) => s.role === 'agent').map((s) => s.text);
         if (ep.kind !== 'episode-recovery') {
@@ -206,7 +206,7 @@ describe('train/demos: fix commands restore the original source when run with se
     let withFailures = 0;
     for (let k = 0; k < 40 && withFailures < 12; k++) {
       for (const c of await syntheticCases(r, 3)) {
-        const ep = fixEpisode(r, c);
+        const ep = fixEpisode(r, c, { loopShare: LOOP_SHARE });
         episodes++;
         if (!ep.kind.startsWith('episode-loop')) continue;
         loops++;
@@ -217,6 +217,7 @@ describe('train/demos: fix commands restore the original source when run with se
         assert.equal(attempts[attempts.length - 1], attemptCommand(c.fix, c.path));
         assert.ok(attempts.length - 1 <= LOOP_MAX_FAILED, `${attempts.length - 1} failed attempts`);
         for (const a of attempts) assert.equal((await parseAction(a)).kind, 'bash', a);
+        assert.equal(new Set(attempts).size, attempts.length, 'no edit tried twice');
         if (attempts.length === 1) continue;
         withFailures++;
         // The file as the task has it: the suspect lines (the bug line holds the mutated code).

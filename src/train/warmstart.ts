@@ -155,6 +155,12 @@ export function sedRestores(cmd: string, c: Pick<FixCase, 'path' | 'line' | 'mut
   }
 }
 
+/** The `sed` of a command that is one, or of an attempt (demos.ts attemptCommand); else the command. */
+export function editOf(cmd: string): string {
+  const m = /^(sed -i '[^']*' \S+) && tw-test(?: \|\| git checkout (?:-q )?(?:-- )?\S+)?$/.exec(cmd);
+  return m ? m[1] : cmd;
+}
+
 /**
  * Greedy fix-turn accuracy on cases: the exact demonstrated command, a command that restores the
  * line when run (NaN without a system sed), the right line number, any `sed -i 'N…'`.
@@ -174,7 +180,8 @@ export async function evaluateFixes(policy: Policy, codec: ChatCodec, cases: rea
     });
     const rows = await policy.generateIds(prompts, { maxNewTokens: 96, temperature: 0, stopIds: [codec.imEnd] });
     rows.forEach((row, k) => {
-      const text = codec.decode(row.tokenIds.filter((t) => t !== codec.imEnd)).trim();
+      // The edit of an attempt (`sed … && tw-test || git checkout -q FILE`) is what is judged.
+      const text = editOf(codec.decode(row.tokenIds.filter((t) => t !== codec.imEnd)).trim());
       const c = chunk[k];
       if (text === c.fix) exact++;
       const ok = sedRestores(text, c);

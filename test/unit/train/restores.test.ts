@@ -2,7 +2,7 @@
 // system's sed on the mutated line, so an equivalent command counts and a near miss does not.
 import * as assert from 'node:assert/strict';
 import { attemptCommand, type FixCase } from '../../../src/train/demos';
-import { sedRestores, simulateTurn } from '../../../src/train/warmstart';
+import { editOf, sedRestores, simulateTurn } from '../../../src/train/warmstart';
 
 const c = { path: 'shop/grid.py', line: 12, mutatedLine: '    return size >= 7 and a.b', originalLine: '    return size > 7 and a.b' };
 
@@ -48,5 +48,12 @@ describe('train/warmstart: sedRestores (a generated command fixes the mutated li
     // Anything else is a wasted turn; a broken sed script fails.
     assert.equal(simulateTurn(st, fc, 'ls -la'), 'exit 0');
     assert.equal(simulateTurn({ line: fc.mutatedLine, stray: false }, fc, "sed -i '12s/[/x/' shop/grid.py"), 'exit 1');
+  });
+
+  it('editOf: the sed of an attempt is judged like the sed alone', () => {
+    assert.equal(editOf(attemptCommand("sed -i '12s/>=/>/' shop/grid.py", 'shop/grid.py')), "sed -i '12s/>=/>/' shop/grid.py");
+    assert.equal(editOf("sed -i '12s/>=/>/' shop/grid.py && tw-test"), "sed -i '12s/>=/>/' shop/grid.py");
+    assert.equal(editOf("sed -i '12s/>=/>/' shop/grid.py"), "sed -i '12s/>=/>/' shop/grid.py");
+    assert.equal(editOf('tw-test && submit'), 'tw-test && submit');
   });
 });

@@ -237,11 +237,12 @@ export async function syntheticCases(r: Rng, n = 4): Promise<FixCase[]> {
 }
 
 /**
- * The lines a mutation of `code` (one line, trimmed) could have come from, nearest first in a
- * fixed order a model can follow: a removed `not (…)` or ` - 1` bound first, then token by token
- * left to right (a negated whole condition last), each token's undo edits in the mutation engine's order (a constant: +1, then
- * -1; `*`: `//` before `/`; `False`: `True` before `None`). Found by running the real mutation engine on the line, since its
- * operators are their own inverses, plus the inverses that are not (`*` from `//`).
+ * The lines a mutation of `code` (one line) could have come from, in a fixed order: a removed
+ * `not (…)` or ` - 1` bound first, then token by token left to right (negating the whole
+ * condition last), each token's undo edits in the mutation engine's order (a constant: +1, then
+ * -1; `*`: `//` before `/`; `False`: `True` before `None`). Found by running the real mutation
+ * engine on the line, since most of its operators are their own inverses, plus the inverses
+ * that are not.
  */
 export async function undoCandidates(code: string): Promise<string[]> {
   const body = code.trim();

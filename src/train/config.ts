@@ -128,8 +128,9 @@ export const DEMO_SETTINGS: Partial<TrainConfig> = {
   minibatches: 4,
   // 16 updates in all: at the library default (2e-5) they would barely move a 3M-parameter policy.
   lr: 1e-4,
-  // 8 held-out tasks move the greedy rate in steps of 12.5%: 4 sampled episodes each as well.
-  evalSamples: 4,
+  // 8 held-out tasks move the greedy rate in steps of 12.5%: 2 sampled episodes each as well
+  // (4 would take the demo to about 20 minutes on 2 cores).
+  evalSamples: 2,
 };
 
 const bad = (msg: string, hint: string) => new TurnwiseError('invalid-input', msg, { hint });

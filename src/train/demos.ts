@@ -273,14 +273,22 @@ export async function undoCandidates(code: string): Promise<string[]> {
   return out;
 }
 
+/** The first `path:line: code` line of a case's `tw-suspects` output, parsed. */
+function topSuspect(c: Pick<FixCase, 'suspects'>): { path: string; line: number; code: string } | undefined {
+  const m = /^(\S+):(\d+): (.*)$/.exec(c.suspects[0] ?? '');
+  return m ? { path: m[1], line: Number(m[2]), code: m[3] } : undefined;
+}
+
+/** `tw-test`'s output when all of a case's tests pass. */
+const allPassed = (c: Pick<FixCase, 'failing' | 'passing'>) => twTestOutput([], c.failing.length + c.passing);
+
 /** `c` with its first suspect's undo candidates (topCandidates), each as a `sed` on that line. */
 export async function withTopCandidates(c: FixCase): Promise<FixCase> {
-  const top = /^(\S+):(\d+): (.*)$/.exec(c.suspects[0] ?? '');
+  const top = topSuspect(c);
   if (!top) return c;
-  const [, file, lineText, code] = top;
   const topCandidates: { code: string; fix: string }[] = [];
-  for (const alt of await undoCandidates(code)) {
-    const fix = fixCommand(file, Number(lineText), code, alt);
+  for (const alt of await undoCandidates(top.code)) {
+    const fix = fixCommand(top.path, top.line, top.code, alt);
     if (fix) topCandidates.push({ code: alt, fix });
   }
   return { ...c, topCandidates };
@@ -311,6 +319,9 @@ function caseFromCandidate(r: Rng, mod: GeneratedModule, c: MutationCandidate): 
 
 const obs = (exitCode: number, stdout: string) => observationText({ exitCode, stdout, stderr: '' });
 
+/** The observation of `tw-suspects` on a case: its counts line, then the suspect lines. */
+const suspectsObservation = (c: FixCase) => obs(1, [`${c.failing.length} failed, ${c.passing} passed`, ...c.suspects].join('\n'));
+
 /** `tw-test`'s output when `failing` fail and `passing` pass (its format in the sandbox tool). */
 export function twTestOutput(failing: readonly string[], passing: number): string {
   const lines = failing.slice(0, 3).map((id) => `FAIL ${id}`);
@@ -326,10 +337,9 @@ export function twTestOutput(failing: readonly string[], passing: number): strin
  * token or direction on the right line.
  */
 function wrongAttempt(r: Rng, c: FixCase): { fix: string; path: string } | undefined {
-  const top = /^(\S+):(\d+): (.*)$/.exec(c.suspects[0] ?? '');
+  const top = topSuspect(c);
   if (!top) return undefined;
-  const [, file, lineText, code] = top;
-  const line = Number(lineText);
+  const { path: file, line, code } = top;
   const wrong: string[] = [];
   for (const t of code.matchAll(/<=|>=|==|!=|\+=|-=|(?<![=<>!])[<>](?!=)|(?<=\s)[-+](?=\s)|\band\b|\bor\b|(?<![\w.])\d+(?![\w.])/g)) {
     const tok = t[0];
@@ -370,18 +380,18 @@ export function attemptCommand(fix: string, path: string): string {
  * When the bug is not on the first suspect, at least one of that line's candidates fails first.
  */
 function loopEpisode(r: Rng, c: FixCase, segs: Segment[], turn: (action: string, observation?: string) => void): Demo | undefined {
-  const top = /^(\S+):(\d+): /.exec(c.suspects[0] ?? '');
+  const top = topSuspect(c);
   if (!top || !c.topCandidates?.length) return undefined;
-  const onTop = top[1] === c.path && Number(top[2]) === c.line;
+  const onTop = top.path === c.path && top.line === c.line;
   const wrong = c.topCandidates.filter((x) => !(onTop && x.code === c.originalLine.trim()));
   const k = Math.min(wrong.length, onTop ? int(r, 0, LOOP_MAX_FAILED) : int(r, 1, LOOP_MAX_FAILED));
   if (!onTop && k === 0) return undefined;
   const failed: { fix: string }[] = [];
   for (let i = 0; i < k; i++) failed.push(wrong.splice(Math.floor(r() * wrong.length), 1)[0]);
-  turn('tw-suspects', obs(1, [`${c.failing.length} failed, ${c.passing} passed`, ...c.suspects].join('\n')));
+  turn('tw-suspects', suspectsObservation(c));
   // `tw-test` failing, then `git checkout -q` succeeding: the command's exit code is 0.
-  for (const f of failed) turn(attemptCommand(f.fix, top[1]), obs(0, twTestOutput(c.failing, c.passing)));
-  turn(attemptCommand(c.fix, c.path), obs(0, `0 failed, ${c.failing.length + c.passing} passed`));
+  for (const f of failed) turn(attemptCommand(f.fix, top.path), obs(0, twTestOutput(c.failing, c.passing)));
+  turn(attemptCommand(c.fix, c.path), obs(0, allPassed(c)));
   turn(SUBMIT);
   return { kind: failed.length ? 'episode-loop' : 'episode-loop-first', segments: segs };
 }
@@ -406,14 +416,14 @@ export function fixEpisode(r: Rng, c: FixCase, o: { loopShare?: number } = {}): 
   }
   const wrong = r() < RECOVERY_SHARE ? wrongAttempt(r, c) : undefined;
   if (!wrong && r() < 0.2) turn('tw-test', obs(1, twTestOutput(c.failing, c.passing)));
-  turn('tw-suspects', obs(1, [`${c.failing.length} failed, ${c.passing} passed`, ...c.suspects].join('\n')));
+  turn('tw-suspects', suspectsObservation(c));
   if (wrong) {
     turn(wrong.fix, obs(0, ''));
     turn('tw-test', obs(1, twTestOutput(c.failing, c.passing)));
     turn(`git checkout -- ${wrong.path}`, obs(0, ''));
   }
   turn(c.fix, obs(0, ''));
-  turn('tw-test', obs(0, `0 failed, ${c.failing.length + c.passing} passed`));
+  turn('tw-test', obs(0, allPassed(c)));
   turn(SUBMIT);
   return { kind: wrong ? 'episode-recovery' : 'episode', segments: segs };
 }

@@ -235,14 +235,15 @@ export async function openRig(o: {
 }
 
 /**
- * Runs `tasks` once each (held-out evaluation). A task's sampling seed does not depend on the
+ * Runs `tasks` once each with greedy decoding (held-out evaluation), or `samples` sampled
+ * episodes each at the run's temperature. A task's sampling seed does not depend on the
  * iteration: every evaluation of a run draws the same random numbers, so a change in the held-out
  * rate between iterations comes from the policy, not from new sampling noise.
  */
 export async function evaluateTasks(
   rig: Rig,
   tasks: readonly Task[],
-  o: { iteration: number; seed: number; config: TrainConfig; checkpoint: string; signal?: AbortSignal; onEpisode?: (t: Trajectory) => void; sampled?: boolean; samples?: number },
+  o: { iteration: number; seed: number; config: TrainConfig; checkpoint: string; signal?: AbortSignal; onEpisode?: (t: Trajectory) => void; samples?: number },
 ): Promise<RolloutResult> {
   const jobs: EpisodeJob[] = o.samples
     ? // k sampled episodes per task, seeded by (task, k) only: every evaluation draws the same numbers.
@@ -251,7 +252,7 @@ export async function evaluateTasks(
       )
     : tasks.map((task, i) => ({ task, episodeId: `eval-${o.iteration}-${i}`, groupId: `eval-${o.iteration}-${task.id}`, seed: seedOf(o.seed, 'eval', task.id), split: 'heldout' }));
   // pass@1 of the policy's best guess: greedy decoding unless sampling is asked for.
-  const model = o.sampled || o.samples
+  const model = o.samples
     ? rig.model
     : new PolicyActionModel(rig.policy, rig.codec, { contextTokens: rig.contextTokens, maxActionTokens: o.config.maxActionTokens, temperature: 0, topP: 1 });
   return runRollouts(jobs, { ...rolloutOptions(rig, o.config, o.checkpoint, o.iteration, o.signal, o.onEpisode), model });

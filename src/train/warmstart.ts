@@ -148,10 +148,19 @@ export function fixPromptTurns(c: FixCase): { task: string; turns: { action: str
 export function sedRestores(cmd: string, c: Pick<FixCase, 'path' | 'line' | 'mutatedLine' | 'originalLine'>): boolean | undefined {
   const m = /^sed -i '(\d+)(s.*)' (\S+)$/s.exec(cmd);
   if (!m || Number(m[1]) !== c.line || m[3] !== c.path) return false;
+  const out = sedLine(m[2], c.mutatedLine);
+  return out === null ? undefined : out === c.originalLine;
+}
+
+/**
+ * One line run through a sed script by the system's sed: the resulting line, undefined when sed
+ * rejects the script, null when there is no sed to run.
+ */
+function sedLine(script: string, line: string): string | undefined | null {
   try {
-    return execFileSync('sed', ['-e', m[2]], { input: `${c.mutatedLine}\n`, encoding: 'utf8', stdio: ['pipe', 'pipe', 'ignore'], timeout: 5000 }) === `${c.originalLine}\n`;
+    return execFileSync('sed', ['-e', script], { input: `${line}\n`, encoding: 'utf8', stdio: ['pipe', 'pipe', 'ignore'], timeout: 5000 }).replace(/\n$/, '');
   } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'ENOENT' ? undefined : false;
+    return (e as NodeJS.ErrnoException).code === 'ENOENT' ? null : undefined;
   }
 }
 
@@ -198,15 +207,6 @@ export async function evaluateFixes(policy: Policy, codec: ChatCodec, cases: rea
   return { exact: exact / n, restores: noSed ? NaN : restores / n, rightLine: line / n, validSed: sed / n };
 }
 
-/** Runs a sed script on one line with the system's sed; undefined when it fails or none is found. */
-function sedLine(script: string, line: string): string | undefined {
-  try {
-    return execFileSync('sed', ['-e', script], { input: `${line}\n`, encoding: 'utf8', stdio: ['pipe', 'pipe', 'ignore'], timeout: 5000 }).replace(/\n$/, '');
-  } catch {
-    return undefined;
-  }
-}
-
 /**
  * One simulated turn of a fix case's episode: what the sandbox would do with `cmd` when only the
  * bug line matters. Understood: `sed -i 'N…' PATH`, optionally `&& tw-test`, optionally
@@ -215,8 +215,7 @@ function sedLine(script: string, line: string): string | undefined {
  * that is not undone spoils the episode (`stray`).
  */
 export function simulateTurn(st: { line: string; stray: boolean }, c: FixCase, cmd: string): string {
-  const passingAll = `0 failed, ${c.failing.length + c.passing} passed`;
-  const tests = () => (st.line === c.originalLine && !st.stray ? { code: 0, out: passingAll } : { code: 1, out: twTestOutput(c.failing, c.passing) });
+  const tests = () => (st.line === c.originalLine && !st.stray ? { code: 0, out: twTestOutput([], c.failing.length + c.passing) } : { code: 1, out: twTestOutput(c.failing, c.passing) });
   const revert = (p: string) => {
     if (p === c.path) st.line = c.mutatedLine;
     st.stray = false;
@@ -233,7 +232,7 @@ export function simulateTurn(st: { line: string; stray: boolean }, c: FixCase, c
   let code = 0;
   if (file === c.path && Number(lineNo) === c.line) {
     const next = sedLine(script, st.line);
-    if (next === undefined) code = 1;
+    if (typeof next !== 'string') code = 1;
     else st.line = next;
   } else {
     st.stray = true;

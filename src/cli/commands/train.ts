@@ -300,9 +300,9 @@ export const warmstartCommand: CliCommand = {
         workspaceCases,
         ...(args.values['workspace-share'] !== undefined ? { workspaceShare: numberInRange(args, 'workspace-share', 0.3, { min: 0, max: 1 }) } : {}),
         ...(peakLr !== undefined ? { peakLr } : {}),
+        ...(args.values['loop-share'] !== undefined ? { loopShare: numberInRange(args, 'loop-share', LOOP_SHARE, { min: 0, max: 1 }) } : {}),
         // Packed rows per step and tokens per row (8 × 640 by default; longer demonstrations
         // than a row are left out, so attempt loops want longer rows).
-        ...(args.values['loop-share'] !== undefined ? { loopShare: numberInRange(args, 'loop-share', LOOP_SHARE, { min: 0, max: 1 }) } : {}),
         ...(args.values.rows !== undefined ? { rows: numberInRange(args, 'rows', 8, { min: 1, max: 256, integer: true }) } : {}),
         ...(args.values['row-tokens'] !== undefined ? { rowTokens: numberInRange(args, 'row-tokens', 640, { min: 64, max: 1024, integer: true }) } : {}),
         ...(curriculum ? { curriculumStart: curriculum[0], curriculumEnd: curriculum[1] } : {}),

@@ -32,6 +32,8 @@ export interface EpisodeOptions {
   iteration?: number;
   split?: 'train' | 'heldout';
   signal?: AbortSignal;
+  /** Called once the episode will ask for no more actions (before scoring). */
+  onActionsDone?: () => void;
   /** Time spent in the sandbox and waiting for the model (for the run's phase timings). */
   timing?: { sandboxMs: number; modelWaitMs: number; rewardMs: number };
 }
@@ -163,6 +165,7 @@ export async function runEpisode(o: EpisodeOptions): Promise<Trajectory> {
       turns.push(turn);
       promptTurns.push({ action: turn.action, observation: turn.observation });
     }
+    o.onActionsDone?.();
     const actions = turns.filter((t) => t.action !== 'submit').length;
     const score = await timed('rewardMs', () =>
       scoreEpisode(o.sandbox, o.task, { originalTestFiles: o.originalTestFiles, turns: actions, maxTurns, formatError: anyFormatError, weights: o.rewardWeights, timeoutMs: o.testTimeoutMs }),

@@ -78,6 +78,8 @@ export interface PassInput {
   promptTokens: number;
   overlapS: number;
   loadAvg1m: number;
+  /** Machine-wide busy CPU seconds during the pass (all processes: the policy, Docker, the containers); null where unknown. */
+  cpuBusyS?: number | null;
 }
 
 export interface RolloutPassStats {
@@ -103,6 +105,10 @@ export interface RolloutPassStats {
   /** Sampled tokens per generation second. */
   tokens_per_s: number | null;
   load_avg_1m: number | null;
+  /** Machine-wide busy CPU seconds during the pass (policy, Docker and containers together). */
+  cpu_busy_s: number | null;
+  /** cpu_busy_s / wall_s: cores kept busy on average. A pass cannot run faster than cpu_busy_s / cpus. */
+  cores_busy: number | null;
 }
 
 export function passStats(p: PassInput): RolloutPassStats {
@@ -127,7 +133,31 @@ export function passStats(p: PassInput): RolloutPassStats {
     prompt_tokens: p.promptTokens,
     tokens_per_s: round(genS > 0 ? p.sampledTokens / genS : NaN, 1),
     load_avg_1m: round(p.loadAvg1m, 2),
+    cpu_busy_s: p.cpuBusyS == null ? null : round(p.cpuBusyS),
+    cores_busy: p.cpuBusyS == null || !(wallS > 0) ? null : round(p.cpuBusyS / wallS, 2),
   };
+}
+
+/**
+ * Busy CPU seconds of the whole machine so far (Linux /proc/stat: everything but idle and
+ * iowait), or null elsewhere. The difference over a pass says how much of the machine it used.
+ */
+export function machineCpuBusySeconds(statText?: string): number | null {
+  let text = statText;
+  if (text === undefined) {
+    try {
+      text = fs.readFileSync('/proc/stat', 'utf8');
+    } catch {
+      return null;
+    }
+  }
+  const line = text.split('\n').find((l) => l.startsWith('cpu '));
+  if (!line) return null;
+  // user nice system idle iowait irq softirq steal (guest times are already inside user/nice).
+  const f = line.trim().split(/\s+/).slice(1, 9).map(Number);
+  if (f.length < 8 || f.some((x) => !Number.isFinite(x))) return null;
+  const busy = f[0] + f[1] + f[2] + f[5] + f[6] + f[7];
+  return busy / 100; // USER_HZ is 100 on Linux for /proc/stat
 }
 
 /** Fraction of episodes whose actions are the same in both passes (seeded sampling must not depend on the batch). */
@@ -156,6 +186,15 @@ export interface RolloutBenchResult {
   sandbox_s_concurrent: number | null;
   tokens_per_s_sequential: number | null;
   tokens_per_s_concurrent: number | null;
+  /** Cores kept busy on average in each pass (machine-wide); see `speedup_cpu_bound`. */
+  cores_busy_sequential: number | null;
+  cores_busy_concurrent: number | null;
+  /**
+   * The speedup the machine's cores would allow if the concurrent pass needed the sequential
+   * pass's CPU seconds and kept every core busy: cpus × sequential wall / sequential CPU seconds.
+   * Batching generation lowers the CPU seconds and so can beat it; contention raises them.
+   */
+  speedup_cpu_bound: number | null;
   /** Fraction of episodes with identical actions in both passes (1: same seeds gave the same work). */
   same_actions: number | null;
   tasks: number;
@@ -190,6 +229,9 @@ export function rolloutSummary(
     sandbox_s_concurrent: conc.sandbox_s,
     tokens_per_s_sequential: seq.tokens_per_s,
     tokens_per_s_concurrent: conc.tokens_per_s,
+    cores_busy_sequential: seq.cores_busy,
+    cores_busy_concurrent: conc.cores_busy,
+    speedup_cpu_bound: seq.cpu_busy_s && seq.wall_s ? round(((ctx.cpus ?? os.cpus().length) * seq.wall_s) / seq.cpu_busy_s) : null,
     same_actions: ctx.sameActions === null ? null : round(ctx.sameActions),
     tasks: ctx.tasks,
     episodes: seq.episodes,
@@ -217,7 +259,7 @@ export interface RolloutBenchOptions {
   concurrency?: number;
   maxTurns?: number;
   seed?: number;
-  config?: Partial<Pick<TrainConfig, 'executionProvider' | 'maxActionTokens' | 'temperature' | 'topP' | 'commandTimeoutMs' | 'dockerHost'>>;
+  config?: Partial<Pick<TrainConfig, 'executionProvider' | 'maxActionTokens' | 'temperature' | 'topP' | 'commandTimeoutMs' | 'dockerHost' | 'batchWaitMs'>>;
   onProgress?: (message: string) => void;
   signal?: AbortSignal;
 }
@@ -260,6 +302,7 @@ export async function benchRollout(o: RolloutBenchOptions): Promise<RolloutBench
       const spans: Span[] = [];
       const s0 = rig!.model.sampledTokens;
       const p0 = rig!.model.promptTokens;
+      const cpu0 = machineCpuBusySeconds();
       let done = 0;
       const result = await runRollouts(jobs, {
         provider: poolProvider(rig!.pool, rig!.snapshot),
@@ -268,6 +311,7 @@ export async function benchRollout(o: RolloutBenchOptions): Promise<RolloutBench
         originalTestFiles: rig!.originals,
         concurrency: conc,
         maxBatch: conc,
+        batchWaitMs: c.batchWaitMs,
         maxTurns: turns,
         commandTimeoutMs: c.commandTimeoutMs,
         rewardWeights: c.reward,
@@ -283,6 +327,7 @@ export async function benchRollout(o: RolloutBenchOptions): Promise<RolloutBench
         promptTokens: rig!.model.promptTokens - p0,
         overlapS: overlapSeconds(spans),
         loadAvg1m: os.loadavg()[0],
+        cpuBusyS: cpu0 === null ? null : (machineCpuBusySeconds() ?? cpu0) - cpu0,
       });
       return { stats, result };
     };

@@ -34,6 +34,12 @@ export interface TrainConfig {
   commandTimeoutMs: number;
   /** Episodes in flight (sandboxes held) at once. */
   concurrency: number;
+  /**
+   * Milliseconds a batch of action requests that is not full may wait for episodes still running
+   * commands (fuller batches cost less model time per action where the cores are busy); 0: a
+   * batch goes as soon as the model is free.
+   */
+  batchWaitMs: number;
   estimator: string;
   estimatorParams: Params;
   loss: RlLossName;
@@ -84,6 +90,7 @@ export const TRAIN_DEFAULTS: TrainConfig = {
   maxTurns: 8,
   commandTimeoutMs: 20_000,
   concurrency: 8,
+  batchWaitMs: 0,
   estimator: 'turnwise',
   estimatorParams: {},
   loss: 'ppo-token',
@@ -185,6 +192,7 @@ export function resolveTrainConfig(given: Record<string, unknown>, source = 'the
   checkNumber('maxActionTokens', c.maxActionTokens, 8, 512, true);
   checkNumber('evalEvery', c.evalEvery, 0, 100_000, true);
   checkNumber('evalSamples', c.evalSamples, 0, 64, true);
+  checkNumber('batchWaitMs', c.batchWaitMs, 0, 60_000, true);
   checkNumber('seed', c.seed, 0, 2 ** 32 - 1, true);
   checkNumber('reward.efficiency', c.reward.efficiency, 0, 10);
   checkNumber('reward.format', c.reward.format, 0, 10);

@@ -266,6 +266,7 @@ function rolloutOptions(rig: Rig, c: TrainConfig, checkpoint: string, iteration:
     originalTestFiles: rig.originals,
     concurrency: c.concurrency,
     maxBatch: c.concurrency,
+    batchWaitMs: c.batchWaitMs,
     maxTurns: c.maxTurns,
     commandTimeoutMs: c.commandTimeoutMs,
     rewardWeights: c.reward,

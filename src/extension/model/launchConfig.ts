@@ -50,6 +50,7 @@ export const SETTING_FOR_FIELD: { readonly [K in ConfigPath]: string } = {
   'reward.format': 'reward.formatPenalty',
   commandTimeoutMs: 'sandbox.commandTimeoutMs',
   concurrency: 'sandbox.concurrency',
+  batchWaitMs: 'policy.batchWaitMs',
   dockerHost: 'docker.host',
   dockerHosts: 'docker.hosts',
   sandboxImage: 'sandbox.image',

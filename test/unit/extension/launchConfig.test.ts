@@ -70,6 +70,7 @@ describe('extension: settings → launch config', () => {
       'policy.temperature': 0.7,
       'policy.topP': 0.9,
       'policy.maxActionTokens': 32,
+      'policy.batchWaitMs': 250,
       executionProvider: 'cpu',
       'reward.efficiencyPenalty': 0.2,
       'reward.formatPenalty': 0.3,
@@ -102,6 +103,7 @@ describe('extension: settings → launch config', () => {
     assert.deepEqual(resolved.reward, { efficiency: 0.2, format: 0.3 });
     assert.equal(resolved.dockerHost, 'tcp://10.0.0.2:2376');
     assert.equal(resolved.concurrency, 2);
+    assert.equal(resolved.batchWaitMs, 250);
     // A second launch in the same second does not overwrite the first.
     assert.notEqual(writeLaunchConfig(ws, cfg, new Date('2026-01-02T03:04:05Z')), file);
   });

@@ -8,7 +8,7 @@ import { initPolicyDir } from '../../../src/policy';
 import type { MetricsRow } from '../../../src/core/events';
 import type { Trajectory } from '../../../src/core/schema';
 import type { RolloutResult, Span } from '../../../src/agent/scheduler';
-import { firstImprovement, learnSummary, meanCurve, metricCurve, overlapSeconds, passStats, rolloutSummary, sameActionsFraction, snapshotCheckpoint, type LearnRun } from '../../../src/train/bench';
+import { firstImprovement, learnSummary, machineCpuBusySeconds, meanCurve, metricCurve, overlapSeconds, passStats, rolloutSummary, sameActionsFraction, snapshotCheckpoint, type LearnRun } from '../../../src/train/bench';
 
 const traj = (actions: string[], failure?: string): Trajectory =>
   ({
@@ -22,7 +22,7 @@ const traj = (actions: string[], failure?: string): Trajectory =>
     ...(failure ? { failure } : {}),
   }) as Trajectory;
 
-const result = (wallMs: number, trajs: Trajectory[], generateMs = 1000): RolloutResult => ({ trajectories: trajs, wallMs, generateMs, sandboxMs: 4000, rewardMs: 2000, meanBatch: 0 });
+const result = (wallMs: number, trajs: Trajectory[], generateMs = 1000): RolloutResult => ({ trajectories: trajs, wallMs, generateMs, sandboxMs: 4000, rewardMs: 2000, meanBatch: 0, heldMs: 0 });
 
 const row = (iteration: number, m: Record<string, number | null>): MetricsRow => ({ schema: 'turnwise/metrics@1', iteration, ...m }) as MetricsRow;
 
@@ -53,6 +53,30 @@ describe('train/bench: rollout summary', () => {
     assert.equal(r.generation_s_concurrent, 3);
     assert.equal(r.tokens_per_s_concurrent, 26.7);
     assert.deepEqual(r.concurrent, conc);
+  });
+
+  it('the CPU bound: cores busy per pass, and the speedup the sequential pass\'s CPU seconds allow', () => {
+    const trajs = Array.from({ length: 8 }, () => traj(['ls']));
+    // Sequential: 120 s wall using 150 CPU seconds (1.25 cores); on 2 cores at most 2 × 120 / 150 = 1.6×.
+    const seq = passStats({ concurrency: 1, result: result(120_000, trajs), batches: [1], sampledTokens: 8, promptTokens: 0, overlapS: 0, loadAvg1m: 1, cpuBusyS: 150 });
+    const conc = passStats({ concurrency: 8, result: result(80_000, trajs), batches: [4], sampledTokens: 8, promptTokens: 0, overlapS: 0, loadAvg1m: 2, cpuBusyS: 158 });
+    assert.equal(seq.cores_busy, 1.25);
+    assert.equal(conc.cores_busy, 1.98);
+    const r = rolloutSummary(seq, conc, { tasks: 8, maxTurns: 4, seed: 0, model: 'm', workspace: 'w', setupS: 0, sameActions: 1, cpus: 2 });
+    assert.equal(r.speedup_cpu_bound, 1.6);
+    assert.equal(r.cores_busy_sequential, 1.25);
+    // Unknown CPU time (not Linux): null, never a made-up bound.
+    const blind = passStats({ concurrency: 1, result: result(120_000, trajs), batches: [1], sampledTokens: 8, promptTokens: 0, overlapS: 0, loadAvg1m: 1, cpuBusyS: null });
+    assert.equal(blind.cores_busy, null);
+    assert.equal(rolloutSummary(blind, conc, { tasks: 8, maxTurns: 4, seed: 0, model: 'm', workspace: 'w', setupS: 0, sameActions: 1, cpus: 2 }).speedup_cpu_bound, null);
+  });
+
+  it('machineCpuBusySeconds: everything but idle and iowait, in seconds of USER_HZ ticks', () => {
+    const stat = 'cpu  1000 50 300 9000 400 20 30 0 0 0\ncpu0 500 25 150 4500 200 10 15 0 0 0\nintr 1 2 3\n';
+    assert.equal(machineCpuBusySeconds(stat), 14); // (1000+50+300+20+30+0) / 100
+    assert.equal(machineCpuBusySeconds('intr 1 2\n'), null);
+    assert.equal(machineCpuBusySeconds('cpu  a b c\n'), null);
+    if (process.platform === 'linux') assert.ok((machineCpuBusySeconds() ?? 0) > 0);
   });
 
   it('rolloutSummary: no speedup when the sequential pass produced nothing (null, not Infinity)', () => {

@@ -255,7 +255,11 @@ export async function evaluateTasks(
   const model = o.samples
     ? rig.model
     : new PolicyActionModel(rig.policy, rig.codec, { contextTokens: rig.contextTokens, maxActionTokens: o.config.maxActionTokens, temperature: 0, topP: 1 });
-  return runRollouts(jobs, { ...rolloutOptions(rig, o.config, o.checkpoint, o.iteration, o.signal, o.onEpisode), model });
+  // One row per generation call: ONNX Runtime's kernels round differently across batch shapes,
+  // and batches form by timing, so batched evaluations of one checkpoint differed in the last bits
+  // of every log-prob and now and then in a greedy argmax (bench learn saw 1/8 vs 2/8 resolved).
+  // Episodes still run concurrently; on CPU, batching saved little here (mean batch ~1.1).
+  return runRollouts(jobs, { ...rolloutOptions(rig, o.config, o.checkpoint, o.iteration, o.signal, o.onEpisode), model, maxBatch: 1, batchWaitMs: 0 });
 }
 
 function rolloutOptions(rig: Rig, c: TrainConfig, checkpoint: string, iteration: number, signal?: AbortSignal, onEpisode?: (t: Trajectory) => void) {

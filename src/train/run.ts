@@ -58,12 +58,25 @@ export interface TrainRunResult {
 const seedOf = (...parts: (string | number)[]) => parseInt(createHash('sha256').update(parts.join('\0')).digest('hex').slice(0, 8), 16);
 
 /** Everything one training row needs from one turn. */
-interface TurnRowData {
+export interface TurnRowData {
   ids: number[];
   /** Index in ids where the action starts. */
   actionStart: number;
   logprobs: number[];
   advantage: number;
+}
+
+/** One action inside a training row: where its tokens start, their sampling log-probs, its advantage. */
+export interface ActionSpan {
+  start: number;
+  logprobs: number[];
+  advantage: number;
+}
+
+/** A training row: token ids and the actions in it that the loss sees. */
+export interface TrainRow {
+  ids: number[];
+  actions: ActionSpan[];
 }
 
 /** The prompt+action token rows of a trajectory's turns, as they were sampled. */
@@ -80,10 +93,47 @@ export function turnTokenRows(codec: ChatCodec, task: string, t: Trajectory, pro
   return rows;
 }
 
+/**
+ * An episode's turn rows merged into as few rows as exactness allows: when turn k+1's row begins
+ * with all of turn k's row (its prompt re-renders turn k's action to the very tokens sampled,
+ * and no turn was dropped for room), turn k's action is scored inside turn k+1's row. A causal
+ * model gives those tokens the same logits there (same tokens before them, same positions), so
+ * the loss is the same while the update reads each prefix once: on the demo's trajectories, 240
+ * turn rows became 58 and the padded tokens 141k became 49k (and the step's activations with them).
+ * A row that does not continue the previous one (an action re-encoded differently, a cut
+ * action, the oldest turns dropped) starts a new row.
+ */
+export function episodeRows(turnRows: readonly TurnRowData[]): TrainRow[] {
+  const out: TrainRow[] = [];
+  for (const r of turnRows) {
+    const span: ActionSpan = { start: r.actionStart, logprobs: r.logprobs, advantage: r.advantage };
+    const last = out[out.length - 1];
+    if (last && r.ids.length >= last.ids.length && last.ids.every((x, i) => r.ids[i] === x)) {
+      last.ids = r.ids;
+      last.actions.push(span);
+    } else {
+      out.push({ ids: r.ids, actions: [span] });
+    }
+  }
+  return out;
+}
+
+/**
+ * The rows an update trains on: each trajectory's turns merged (episodeRows), keeping only the
+ * actions the loss can move: with no KL or entropy term, an action whose advantage is zero adds
+ * nothing but weight to the token mean, so it is left out, as it was when each turn was a row.
+ */
+export function updateRows(trajRows: readonly TurnRowData[][], keepZeroAdvantage: boolean): TrainRow[] {
+  return trajRows
+    .flatMap((rows) => episodeRows(rows))
+    .map((r) => ({ ids: r.ids, actions: keepZeroAdvantage ? r.actions : r.actions.filter((a) => Math.abs(a.advantage) > 1e-9) }))
+    .filter((r) => r.actions.length > 0);
+}
+
 const BUCKETS = [128, 256, 384, 512, 768, 1024];
 
-/** Minibatches of turn rows, padded to a few fixed shapes (each new shape builds a session). */
-export function packMinibatches(rows: TurnRowData[], minibatches: number, refLogp?: Float32Array[]): { batch: TrainBatch; B: number; T: number }[] {
+/** Minibatches of training rows, padded to a few fixed shapes (each new shape builds a session). */
+export function packMinibatches(rows: readonly TrainRow[], minibatches: number, refLogp?: Float32Array[]): { batch: TrainBatch; B: number; T: number }[] {
   const n = Math.max(1, Math.min(minibatches, rows.length));
   const per = Math.ceil(rows.length / n);
   const out: { batch: TrainBatch; B: number; T: number }[] = [];
@@ -101,14 +151,16 @@ export function packMinibatches(rows: TurnRowData[], minibatches: number, refLog
     const ref = refs ? new Array<number>(B * T).fill(0) : undefined;
     part.forEach((r, b) => {
       for (let j = 0; j < r.ids.length; j++) {
-        const o = b * T + j;
-        ids[o] = r.ids[j];
-        att[o] = 1;
-        if (j >= r.actionStart) {
+        ids[b * T + j] = r.ids[j];
+        att[b * T + j] = 1;
+      }
+      for (const a of r.actions) {
+        for (let k = 0; k < a.logprobs.length; k++) {
+          const o = b * T + a.start + k;
           mask[o] = 1;
-          adv[o] = r.advantage;
-          old[o] = r.logprobs[j - r.actionStart];
-          if (ref) ref[o] = refs![b][j];
+          adv[o] = a.advantage;
+          old[o] = a.logprobs[k];
+          if (ref) ref[o] = refs![b][a.start + k];
         }
       }
     });
@@ -488,11 +540,15 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
       const tU = Date.now();
       const budget = rig.contextTokens - c.maxActionTokens;
       const taskText = (t: Trajectory) => taskTextOf(byId.get(t.taskId)!);
-      const rows = scored.flatMap((t) => turnTokenRows(rig!.codec, taskText(t), t, budget)).filter((r) => c.klCoef > 0 || c.entCoef > 0 || Math.abs(r.advantage) > 1e-9);
+      const rows = updateRows(
+        scored.map((t) => turnTokenRows(rig!.codec, taskText(t), t, budget)),
+        c.klCoef > 0 || c.entCoef > 0,
+      );
       const stepMetrics: StepMetrics[] = [];
       if (rows.length) {
         for (let epoch = 0; epoch < c.epochs; epoch++) {
-          const shuffled = [...rows].sort((a, b) => seedOf(c.seed, n, epoch, a.ids.length, a.advantage) - seedOf(c.seed, n, epoch, b.ids.length, b.advantage));
+          const key = (r: TrainRow) => seedOf(c.seed, n, epoch, r.ids.length, r.actions[0].advantage, r.actions.length);
+          const shuffled = [...rows].sort((a, b) => key(a) - key(b));
           const ref = c.klCoef > 0 ? await rig.policy.logprobs(shuffled.map((r) => r.ids), { temperature: c.temperature, model: 'reference' }) : undefined;
           for (const mb of packMinibatches(shuffled, c.minibatches, ref)) {
             check();
@@ -533,6 +589,7 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
           grad_norm: sm('grad_norm'),
           'update/steps': stepMetrics.length,
           'update/rows': rows.length,
+          'update/actions': rows.reduce((a, r) => a + r.actions.length, 0),
           'time/rollout_s': ro.wallMs / 1000,
           'time/generation_s': ro.generateMs / 1000,
           'time/sandbox_s': ro.sandboxMs / 1000,

@@ -12,7 +12,7 @@ const fmtCurve = (c: (number | null)[]) => c.map((x) => (x === null ? '—' : x.
 export const benchLearnCommand: CliCommand = {
   name: 'bench learn',
   summary: 'held-out resolved rate after warm start vs after N RL iterations with grpo and with turnwise (same seeds and budget; slow)',
-  usage: '[--iterations N] [--seeds N] [--workspace DIR] [--model DIR] [--runs DIR] [--max-tasks N] [--tasks-per-iteration N] [--group-size G] [--max-turns N] [--concurrency N] [--json]',
+  usage: '[--iterations N] [--seeds N] [--workspace DIR] [--model DIR] [--runs DIR] [--max-tasks N] [--tasks-per-iteration N] [--group-size G] [--max-turns N] [--concurrency N] [--eval-every N] [--eval-samples K] [--json]',
   options: {
     iterations: { type: 'string' },
     seeds: { type: 'string' },
@@ -24,6 +24,8 @@ export const benchLearnCommand: CliCommand = {
     'group-size': { type: 'string' },
     'max-turns': { type: 'string' },
     concurrency: { type: 'string' },
+    'eval-every': { type: 'string' },
+    'eval-samples': { type: 'string' },
   },
   async run(args, io) {
     const v = args.values;
@@ -41,6 +43,8 @@ export const benchLearnCommand: CliCommand = {
         groupSize: int('group-size', d.groupSize!),
         maxTurns: int('max-turns', d.maxTurns!),
         concurrency: int('concurrency', d.concurrency!),
+        evalEvery: int('eval-every', d.evalEvery!, 0),
+        evalSamples: int('eval-samples', d.evalSamples!, 0),
       },
       onProgress: (m) => io.err(m),
       onEvent: (e, run) => {

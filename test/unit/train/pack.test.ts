@@ -1,16 +1,23 @@
-// Training rows as the trainer gets them. RL minibatches (packMinibatches): the loss mask,
-// advantages and old log-probs sit on the action tokens only, padding rows carry no loss, shapes
-// come from a few fixed buckets. Warm-start rows (packRows): examples packed whole into rows with
+// Training rows as the trainer gets them. RL rows (episodeRows): an episode's turns share one row
+// where each prompt continues the last, with the log-probs separate rows would give. RL
+// minibatches (packMinibatches): the loss mask, advantages and old log-probs sit on the action
+// tokens only, padding rows carry no loss, shapes come from a few fixed buckets. Warm-start rows (packRows): examples packed whole into rows with
 // a segment id each, weights and the action mask where the example put them.
 import * as assert from 'node:assert/strict';
-import { packMinibatches } from '../../../src/train/run';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { episodeRows, packMinibatches, turnTokenRows, updateRows, type TrainRow, type TurnRowData } from '../../../src/train/run';
+import { TrainablePolicy } from '../../../src/policy/trainable';
+import { initWeights } from '../../../src/policy/weights';
+import { SMALL_CONFIG } from '../policy/helpers';
+import { SCHEMA, type Trajectory } from '../../../src/core/schema';
+import { loadTokenizer } from '../../../src/policy/tokenizer';
+import { actionIds, chatCodec } from '../../../src/train/chat';
 import { packRows } from '../../../src/train/warmstart';
 
-const row = (len: number, actionLen: number, advantage: number, base = 10) => ({
+const row = (len: number, actionLen: number, advantage: number, base = 10): TrainRow => ({
   ids: Array.from({ length: len }, (_, i) => base + i),
-  actionStart: len - actionLen,
-  logprobs: Array.from({ length: actionLen }, (_, i) => -(i + 1) / 10),
-  advantage,
+  actions: [{ start: len - actionLen, logprobs: Array.from({ length: actionLen }, (_, i) => -(i + 1) / 10), advantage }],
 });
 
 describe('train/run: packMinibatches', () => {
@@ -34,14 +41,15 @@ describe('train/run: packMinibatches', () => {
           continue;
         }
         const src = rows[r];
+        const a = src.actions[0];
         for (let j = 0; j < T; j++) {
           const real = j < src.ids.length;
-          const action = real && j >= src.actionStart;
+          const action = real && j >= a.start;
           assert.equal(at(batch.inputIds, j), real ? src.ids[j] : 0);
           assert.equal(at(batch.attentionMask, j), real ? 1 : 0);
           assert.equal(at(batch.lossMask, j), action ? 1 : 0, `row ${r} token ${j}`);
-          assert.equal(at(batch.advantages, j), action ? src.advantage : 0);
-          assert.equal(at(batch.oldLogp, j), action ? src.logprobs[j - src.actionStart] : 0);
+          assert.equal(at(batch.advantages, j), action ? a.advantage : 0);
+          assert.equal(at(batch.oldLogp, j), action ? a.logprobs[j - a.start] : 0);
         }
       }
     }
@@ -54,7 +62,7 @@ describe('train/run: packMinibatches', () => {
     assert.ok(mb.batch.refLogp);
     for (let b = 0; b < 2; b++) {
       for (let j = 0; j < mb.T; j++) {
-        const want = j >= rows[b].actionStart && j < rows[b].ids.length ? -j : 0;
+        const want = j >= rows[b].actions[0].start && j < rows[b].ids.length ? -j : 0;
         assert.equal(mb.batch.refLogp![b * mb.T + j], want);
       }
     }
@@ -64,6 +72,103 @@ describe('train/run: packMinibatches', () => {
   it('more minibatches than rows: one row each; a row over the largest bucket keeps its length', () => {
     const mbs = packMinibatches([row(10, 2, 1), row(1100, 10, 1)], 8);
     assert.deepEqual(mbs.map((m) => [m.B, m.T]), [[1, 128], [1, 1100]]);
+  });
+});
+
+describe('train/run: one row per episode where the turns continue each other', () => {
+  // An episode as the rows turnTokenRows gives: turn k's prompt, then its sampled action; the
+  // next prompt is this row plus the observation and the next action prefix.
+  const turn = (prefix: number[], prompt: number[], action: number[], advantage: number): TurnRowData => ({
+    ids: [...prefix, ...prompt, ...action],
+    actionStart: prefix.length + prompt.length,
+    logprobs: action.map((_, i) => -0.1 * (i + 1)),
+    advantage,
+  });
+
+  it('merges continuing turns into one row with every action where it was; a break starts a new row', () => {
+    const t0 = turn([], [1, 2, 3], [4, 5], 0.5);
+    const t1 = turn(t0.ids, [6, 7], [8, 9, 10], -1);
+    const t2 = turn(t1.ids, [11], [12], 2);
+    // Turn 3's prompt dropped the oldest turn: it does not begin with turn 2's row.
+    const t3 = turn([], [1, 2, 3, 13, 14], [15], 1);
+    const t4 = turn(t3.ids, [16], [17, 18], 0);
+    const rows = episodeRows([t0, t1, t2, t3, t4]);
+    assert.equal(rows.length, 2);
+    assert.deepEqual(rows[0].ids, t2.ids);
+    assert.deepEqual(rows[0].actions.map((a) => [a.start, a.advantage]), [[3, 0.5], [7, -1], [11, 2]]);
+    for (const [k, a] of rows[0].actions.entries()) {
+      const src = [t0, t1, t2][k];
+      assert.deepEqual(rows[0].ids.slice(a.start, a.start + a.logprobs.length), src.ids.slice(src.actionStart), `action ${k} tokens in place`);
+      assert.deepEqual(a.logprobs, src.logprobs);
+    }
+    assert.deepEqual(rows[1].ids, t4.ids);
+    assert.deepEqual(rows[1].actions.map((a) => a.start), [5, 7]);
+    // An action re-encoded differently in the next prompt (here: a token changed) is no prefix.
+    const t1b = turn([...t0.ids.slice(0, -1), 99], [6, 7], [8], 1);
+    assert.equal(episodeRows([t0, t1b]).length, 2);
+  });
+
+  it('updateRows: zero-advantage actions leave the loss (not the context) unless KL or entropy needs them', () => {
+    const t0 = turn([], [1, 2, 3], [4, 5], 0);
+    const t1 = turn(t0.ids, [6], [7], 1);
+    const lone = turn([], [20, 21], [22], 0);
+    const kept = updateRows([[t0, t1], [lone]], false);
+    assert.equal(kept.length, 1, 'the episode whose only action has advantage 0 is gone');
+    assert.deepEqual(kept[0].ids, t1.ids, 'the zero-advantage turn stays as context');
+    assert.deepEqual(kept[0].actions.map((a) => a.start), [t1.actionStart]);
+    const all = updateRows([[t0, t1], [lone]], true);
+    assert.deepEqual(all.map((r) => r.actions.length), [2, 1]);
+    const [mb] = packMinibatches(all, 1);
+    const mask = mb.batch.lossMask as number[];
+    assert.deepEqual([...mask.slice(0, mb.T)].map((x, j) => (x ? j : -1)).filter((j) => j >= 0), [3, 4, 6], 'both actions of the merged row in the loss');
+  });
+
+  it('the prompt format lets real episodes merge: the shipped tokenizer, actions as sampled, one row until the context is full', () => {
+    const tokenizer = JSON.parse(fs.readFileSync(path.join(__dirname, '..', '..', '..', 'models', 'turnwise-tiny', 'tokenizer.json'), 'utf8'));
+    const codec = chatCodec(loadTokenizer(tokenizer));
+    const actions = ['tw-suspects', "sed -i '12s/>=/>/' inventory/stock.py && tw-test || git checkout -q inventory/stock.py", 'tw-test', 'submit'];
+    const traj = (obsLen: number): Trajectory =>
+      ({
+        schema: SCHEMA.trajectory,
+        taskId: 't',
+        groupId: 'g',
+        trajId: 'e',
+        checkpoint: 'c',
+        turns: actions.map((action, index) => ({ index, action, observation: `exit 1\n${'FAIL tests/test_stock.py::test_x\n'.repeat(obsLen)}`, exitCode: 1, durationMs: 1, tokenIds: actionIds(codec, action), logprobs: actionIds(codec, action).map(() => -0.5), advantage: 1 })),
+        reward: { passRate: 1, resolved: true, turns: 3, maxTurns: 6, formatError: false, efficiencyPenalty: 0, formatPenalty: 0, reward: 1 },
+      }) as Trajectory;
+    const task = 'Fix the bug: 1 failing test.\nFAIL tests/test_stock.py::test_x';
+    const rows = turnTokenRows(codec, task, traj(2), 928);
+    assert.equal(rows.length, 4);
+    const merged = episodeRows(rows);
+    assert.equal(merged.length, 1, 'each prompt continues the previous row exactly');
+    assert.deepEqual(merged[0].ids, rows[3].ids);
+    // Long observations: the context drops old turns, and a dropped turn breaks the chain.
+    const long = turnTokenRows(codec, task, traj(12), 928);
+    assert.ok(episodeRows(long).length > 1);
+  });
+
+  it('a causal policy gives each action the same log-probs inside the merged row as in its own row', async () => {
+    const policy = new TrainablePolicy(initWeights(SMALL_CONFIG, 7, 0.3), { settings: { provider: 'cpu', threads: 1 } });
+    try {
+      const V = SMALL_CONFIG.vocab_size;
+      const r = (n: number, s: number) => Array.from({ length: n }, (_, i) => (i * 7 + s * 13 + 3) % V);
+      const t0 = turn([], r(9, 1), r(4, 2), 1);
+      const t1 = turn(t0.ids, r(6, 3), r(5, 4), -1);
+      const t2 = turn(t1.ids, r(7, 5), r(3, 6), 0.5);
+      const [merged] = episodeRows([t0, t1, t2]);
+      const [one, two, three, whole] = await policy.logprobs([t0.ids, t1.ids, t2.ids, merged.ids]);
+      for (const [k, own] of [one, two, three].entries()) {
+        const a = merged.actions[k];
+        for (let j = 0; j < a.logprobs.length; j++) {
+          const x = own[a.start + j];
+          const y = whole[a.start + j];
+          assert.ok(Math.abs(x - y) < 1e-5, `action ${k} token ${j}: ${x} vs ${y}`);
+        }
+      }
+    } finally {
+      await policy.dispose();
+    }
   });
 });
 

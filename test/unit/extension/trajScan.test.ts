@@ -113,21 +113,31 @@ describe('extension: trajectory file scan', () => {
     assert.equal(tasks[0].resolved, summaries.slice(0, 4).filter((s) => s.resolved).length);
   });
 
-  it('performance: an iteration of 10,000 trajectories is scanned and grouped in ≤ 1 s', async function () {
+  it('an iteration of 10,000 trajectories is scanned without parsing the turns: at least 2x faster than JSON.parse', async function () {
+    // Relative, not a wall-clock limit: both sides run under the same load (a timed test flaked on
+    // a busy CI machine). Best of 3 each. Here: ~280 ms scan + group vs ~1,150 ms for JSON.parse.
     this.timeout(120000);
     const ws = fs.mkdtempSync(path.join(tmp, 'big-'));
     const dir = writeFixtureRun(ws, { runId: 'big__turnwise__1__20250101-000000', iterations: 1, trajectories: 10000, groupSize: 8 });
     const file = path.join(dir, 'iterations', '1', 'trajectories.jsonl');
     const mb = fs.statSync(file).size / 2 ** 20;
-    const t0 = performance.now();
-    const { summaries } = await scanTrajectoryFile(file);
-    const tasks = groupByTask(summaries, 'train');
-    const ms = performance.now() - t0;
-    const t1 = performance.now();
-    fs.readFileSync(file, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));
-    const parseMs = performance.now() - t1;
-    console.log(`      10,000 trajectories (${mb.toFixed(1)} MiB): scan + group ${ms.toFixed(0)} ms (${tasks.length} tasks); full JSON.parse for comparison ${parseMs.toFixed(0)} ms`);
-    assert.equal(summaries.length, 10000);
-    assert.ok(ms <= 1000, `scan took ${ms.toFixed(0)} ms`);
+    let ms = Infinity;
+    let parseMs = Infinity;
+    let count = 0;
+    let groups = 0;
+    for (let k = 0; k < 3; k++) {
+      const t0 = performance.now();
+      const { summaries } = await scanTrajectoryFile(file);
+      groups = groupByTask(summaries, 'train').length;
+      ms = Math.min(ms, performance.now() - t0);
+      count = summaries.length;
+      const t1 = performance.now();
+      fs.readFileSync(file, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));
+      parseMs = Math.min(parseMs, performance.now() - t1);
+    }
+    console.log(`      10,000 trajectories (${mb.toFixed(1)} MiB): scan + group ${ms.toFixed(0)} ms (${groups} tasks); full JSON.parse ${parseMs.toFixed(0)} ms`);
+    assert.equal(count, 10000);
+    assert.equal(groups, 1250);
+    assert.ok(ms * 2 <= parseMs, `scan + group took ${ms.toFixed(0)} ms, JSON.parse ${parseMs.toFixed(0)} ms`);
   });
 });

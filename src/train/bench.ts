@@ -10,6 +10,7 @@ import * as path from 'node:path';
 import { createHash } from 'node:crypto';
 import { TurnwiseError } from '../core/errors';
 import type { MetricsRow, RunEvent } from '../core/events';
+import { RunDir } from '../core/run';
 import { mean } from '../core/stats';
 import type { Task, Trajectory } from '../core/schema';
 import { runRollouts, type EpisodeJob, type RolloutResult, type Span } from '../agent/scheduler';
@@ -386,12 +387,86 @@ export function firstImprovement(curve: readonly (number | null)[]): number | nu
   return null;
 }
 
+/** Held-out episodes of the first and the last evaluation, paired by task and seed. */
+export interface PairedChange {
+  /** Episodes present in both evaluations. */
+  pairs: number;
+  /** Unresolved at the first evaluation, resolved at the last. */
+  gained: number;
+  /** Resolved at the first, unresolved at the last. */
+  lost: number;
+  /**
+   * Two-sided exact sign test on the pairs that changed (McNemar): the chance of a split at least
+   * this uneven if RL changed nothing. null without a changed pair.
+   */
+  p_value: number | null;
+}
+
+/** Two-sided exact binomial (p = 1/2) test of `a` successes against `b`. */
+export function signTestP(a: number, b: number): number | null {
+  const n = a + b;
+  if (n === 0) return null;
+  const k = Math.min(a, b);
+  // P(X ≤ k) for X ~ Binomial(n, 1/2), in logs so large n stays finite.
+  let logC = 0;
+  let tail = 0;
+  for (let i = 0; i <= k; i++) {
+    if (i > 0) logC += Math.log(n - i + 1) - Math.log(i);
+    tail += Math.exp(logC - n * Math.LN2);
+  }
+  return Math.min(1, 2 * tail);
+}
+
+/**
+ * How held-out episodes changed between two evaluations of one run. Greedy and sampled episodes
+ * are paired separately by task and seed (the seeds stay the same across evaluations), so each
+ * pair differs only in the policy: a paired count is far less noisy than two rates.
+ */
+export function pairedChange(before: readonly Trajectory[], after: readonly Trajectory[], kind: 'greedy' | 'sampled'): PairedChange {
+  const sampled = (t: Trajectory) => t.trajId.startsWith('evals-');
+  const pick = (ts: readonly Trajectory[]) => new Map(ts.filter((t) => !t.failure && sampled(t) === (kind === 'sampled')).map((t) => [`${t.taskId}:${t.seed}`, t.reward.resolved]));
+  const a = pick(before);
+  const b = pick(after);
+  let pairs = 0;
+  let gained = 0;
+  let lost = 0;
+  for (const [key, was] of a) {
+    const now = b.get(key);
+    if (now === undefined) continue;
+    pairs++;
+    if (!was && now) gained++;
+    if (was && !now) lost++;
+  }
+  return { pairs, gained, lost, p_value: signTestP(gained, lost) };
+}
+
+/** Sums paired changes (over seeds) and tests the sum. */
+export function sumPaired(parts: readonly PairedChange[]): PairedChange {
+  const pairs = parts.reduce((x, p) => x + p.pairs, 0);
+  const gained = parts.reduce((x, p) => x + p.gained, 0);
+  const lost = parts.reduce((x, p) => x + p.lost, 0);
+  return { pairs, gained, lost, p_value: signTestP(gained, lost) };
+}
+
+/** A run's first and last held-out evaluations, paired (see pairedChange). */
+export function runPairedChange(runDir: string, metrics: readonly MetricsRow[]): { greedy: PairedChange; sampled: PairedChange; last_eval: number } | undefined {
+  const evals = metrics.filter((m) => typeof m['heldout/resolved'] === 'number').map((m) => m.iteration);
+  if (evals.length < 2) return undefined;
+  const run = RunDir.open(runDir);
+  const first = run.readTrajectories(evals[0], 'heldout');
+  const lastIt = evals[evals.length - 1];
+  const last = run.readTrajectories(lastIt, 'heldout');
+  return { greedy: pairedChange(first, last, 'greedy'), sampled: pairedChange(first, last, 'sampled'), last_eval: lastIt };
+}
+
 export interface LearnRun {
   seed: number;
   estimator: LearnEstimator;
   runDir: string;
   metrics: MetricsRow[];
   wallS: number;
+  /** First vs last held-out evaluation, paired (absent when the run evaluated fewer than twice). */
+  paired?: { greedy: PairedChange; sampled: PairedChange };
 }
 
 export interface LearnBenchResult {
@@ -419,6 +494,13 @@ export interface LearnBenchResult {
   /** First iteration whose held-out resolved rate beats the warm start (null: none did). */
   first_improvement_grpo: number | null;
   first_improvement_turnwise: number | null;
+  /**
+   * Held-out episodes resolved at the last evaluation but not the first (gained) and the reverse
+   * (lost), paired by task and seed, summed over seeds, with the sign test's p-value: the direct
+   * answer to "did RL improve on the warm start", far less noisy than a difference of two rates.
+   */
+  paired_grpo: { greedy: PairedChange; sampled: PairedChange } | null;
+  paired_turnwise: { greedy: PairedChange; sampled: PairedChange } | null;
   /** Both estimators' runs saw the same warm-start evaluation (same tasks, seeds and policy). */
   warmstart_agrees: boolean;
   runs: { seed: number; estimator: LearnEstimator; run_dir: string; wall_s: number | null; curve: (number | null)[] }[];
@@ -435,6 +517,10 @@ export function learnSummary(runs: readonly LearnRun[], ctx: { iterations: numbe
   const curveT = curves('turnwise', 'heldout/resolved');
   const warm = seeds.map((s) => runs.filter((r) => r.seed === s).map((r) => metricCurve(r.metrics, 'heldout/resolved', 0)[0]));
   const heldout = runs.map((r) => num(r.metrics.find((m) => m.iteration === 0)?.['heldout/episodes']));
+  const paired = (e: LearnEstimator) => {
+    const ps = of(e).flatMap((r) => (r.paired ? [r.paired] : []));
+    return ps.length ? { greedy: sumPaired(ps.map((p) => p.greedy)), sampled: sumPaired(ps.map((p) => p.sampled)) } : null;
+  };
   return {
     resolved_warmstart: curveG[0] ?? curveT[0] ?? null,
     resolved_grpo: curveG[ctx.iterations] ?? null,
@@ -452,6 +538,8 @@ export function learnSummary(runs: readonly LearnRun[], ctx: { iterations: numbe
     heldout_reward_curve_turnwise: curves('turnwise', 'heldout/reward/mean'),
     first_improvement_grpo: firstImprovement(curveG),
     first_improvement_turnwise: firstImprovement(curveT),
+    paired_grpo: paired('grpo'),
+    paired_turnwise: paired('turnwise'),
     warmstart_agrees: warm.every((w) => w.every((x) => x === w[0])),
     runs: runs.map((r) => ({ seed: r.seed, estimator: r.estimator, run_dir: r.runDir, wall_s: round(r.wallS, 1), curve: metricCurve(r.metrics, 'heldout/resolved', ctx.iterations) })),
     runs_root: ctx.runsRoot,
@@ -504,7 +592,8 @@ export async function benchLearn(o: LearnBenchOptions): Promise<LearnBenchResult
       log(`seed ${seed}: training with ${estimator} (${config.iterations} iterations)`);
       const t0 = Date.now();
       const r = await trainRun({ config, runsRoot, name: `bench-learn`, signal: o.signal, onEvent: (e) => o.onEvent?.(e, { seed, estimator }) });
-      runs.push({ seed, estimator, runDir: r.runDir, metrics: r.metrics, wallS: (Date.now() - t0) / 1000 });
+      const change = runPairedChange(r.runDir, r.metrics);
+      runs.push({ seed, estimator, runDir: r.runDir, metrics: r.metrics, wallS: (Date.now() - t0) / 1000, ...(change ? { paired: { greedy: change.greedy, sampled: change.sampled } } : {}) });
       if (r.state === 'stopped') break;
     }
   }

@@ -62,6 +62,12 @@ export const benchLearnCommand: CliCommand = {
         `  warm start   ${r.resolved_warmstart}`,
         `  grpo         ${fmtCurve(r.curve_grpo)}  (first above the warm start: ${r.first_improvement_grpo ?? 'never'})`,
         `  turnwise     ${fmtCurve(r.curve_turnwise)}  (first above the warm start: ${r.first_improvement_turnwise ?? 'never'})`,
+        ...(['grpo', 'turnwise'] as const).flatMap((e) => {
+          const p = e === 'grpo' ? r.paired_grpo : r.paired_turnwise;
+          if (!p) return [];
+          const f = (c: typeof p.greedy) => `+${c.gained} −${c.lost} of ${c.pairs} (p ${c.p_value === null ? '—' : c.p_value.toFixed(3)})`;
+          return [`  ${e.padEnd(12)} first → last evaluation, same task and seed: greedy ${f(p.greedy)}, sampled ${f(p.sampled)}`];
+        }),
       ].join('\n'),
     );
     return 0;

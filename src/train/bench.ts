@@ -414,7 +414,8 @@ export function signTestP(a: number, b: number): number | null {
     if (i > 0) logC += Math.log(n - i + 1) - Math.log(i);
     tail += Math.exp(logC - n * Math.LN2);
   }
-  return Math.min(1, 2 * tail);
+  // Rounded: the summed terms of a tie come to 0.9999999999999999.
+  return Math.min(1, Number((2 * tail).toPrecision(12)));
 }
 
 /**

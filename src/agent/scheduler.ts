@@ -24,10 +24,12 @@ export interface Span {
  * Collects concurrent `act` calls into batches for the model, one batch at a time.
  *
  * With `waitMs` > 0 a batch that is not full is held back, up to `waitMs` after its oldest
- * request, while other episodes are still running commands and will ask soon: a batch of 8 rows
- * costs the model little more than a batch of 1 (decode ~7x cheaper per row on 2 cores), so on a
- * machine whose cores the sandboxes keep busy, waiting a little buys throughput. A batch goes at
- * once when every episode that can still ask is waiting, or when it is full.
+ * request, while other episodes are still running commands and will ask soon. It pays where a
+ * fuller batch costs about what a small one does (a GPU; decoding on CPU is ~7x cheaper per row
+ * at batch 8) and generation is a large share of the work; on 2 CPU cores it did not (a turn's
+ * generation is mostly the prefill of its observation, which costs per row): see README,
+ * Performance. A batch goes at once when every episode that can still ask is waiting, or when it
+ * is full.
  */
 export class ActionBatcher {
   private queue: { req: ActRequest; at: number; resolve: (r: ActResult) => void; reject: (e: unknown) => void }[] = [];

@@ -310,8 +310,9 @@ export async function evaluateTasks(
   // One row per generation call: ONNX Runtime's kernels round differently across batch shapes,
   // and batches form by timing, so batched evaluations of one checkpoint differed in the last bits
   // of every log-prob and now and then in a greedy argmax (bench learn saw 1/8 vs 2/8 resolved).
-  // Episodes still run concurrently; on CPU, batching saved little here (mean batch ~1.1).
-  return runRollouts(jobs, { ...rolloutOptions(rig, o.config, o.checkpoint, o.iteration, o.signal, o.onEpisode), model, maxBatch: 1, batchWaitMs: 0 });
+  // Episodes still run concurrently; on CPU, batching saved little here (mean batch ~1.1). A
+  // batch of one is always full, so the run's batchWaitMs never holds it.
+  return runRollouts(jobs, { ...rolloutOptions(rig, o.config, o.checkpoint, o.iteration, o.signal, o.onEpisode), model, maxBatch: 1 });
 }
 
 function rolloutOptions(rig: Rig, c: TrainConfig, checkpoint: string, iteration: number, signal?: AbortSignal, onEpisode?: (t: Trajectory) => void) {
@@ -547,8 +548,11 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
       const stepMetrics: StepMetrics[] = [];
       if (rows.length) {
         for (let epoch = 0; epoch < c.epochs; epoch++) {
-          const key = (r: TrainRow) => seedOf(c.seed, n, epoch, r.ids.length, r.actions[0].advantage, r.actions.length);
-          const shuffled = [...rows].sort((a, b) => key(a) - key(b));
+          // A seeded order: one hash per row, not two per comparison.
+          const shuffled = rows
+            .map((r) => ({ r, key: seedOf(c.seed, n, epoch, r.ids.length, r.actions[0].advantage, r.actions.length) }))
+            .sort((a, b) => a.key - b.key)
+            .map((x) => x.r);
           const ref = c.klCoef > 0 ? await rig.policy.logprobs(shuffled.map((r) => r.ids), { temperature: c.temperature, model: 'reference' }) : undefined;
           for (const mb of packMinibatches(shuffled, c.minibatches, ref)) {
             check();

@@ -40,7 +40,8 @@ export class ActionBatcher {
   /** Total time the model spent generating, and the batch sizes it saw. */
   generateMs = 0;
   batches: number[] = [];
-  /** Total time requests were held back waiting for a fuller batch (summed over batches). */
+  /** Total time requests waited between asking and their batch being sent (a batch wait, or the
+   *  batch before still running), summed over requests. */
   heldMs = 0;
 
   constructor(

@@ -110,6 +110,8 @@ export interface RolloutPassStats {
   cpu_busy_s: number | null;
   /** cpu_busy_s / wall_s: cores kept busy on average. A pass cannot run faster than cpu_busy_s / cpus. */
   cores_busy: number | null;
+  /** Summed over requests: seconds an episode's generation request waited for its batch to be sent (the batch wait and the previous batch's run). */
+  held_s: number | null;
 }
 
 export function passStats(p: PassInput): RolloutPassStats {
@@ -136,6 +138,7 @@ export function passStats(p: PassInput): RolloutPassStats {
     load_avg_1m: round(p.loadAvg1m, 2),
     cpu_busy_s: p.cpuBusyS == null ? null : round(p.cpuBusyS),
     cores_busy: p.cpuBusyS == null || !(wallS > 0) ? null : round(p.cpuBusyS / wallS, 2),
+    held_s: round(r.heldMs / 1000),
   };
 }
 

@@ -22,13 +22,13 @@ const traj = (actions: string[], failure?: string): Trajectory =>
     ...(failure ? { failure } : {}),
   }) as Trajectory;
 
-const result = (wallMs: number, trajs: Trajectory[], generateMs = 1000): RolloutResult => ({ trajectories: trajs, wallMs, generateMs, sandboxMs: 4000, rewardMs: 2000, meanBatch: 0, heldMs: 0 });
+const result = (wallMs: number, trajs: Trajectory[], generateMs = 1000, heldMs = 0): RolloutResult => ({ trajectories: trajs, wallMs, generateMs, sandboxMs: 4000, rewardMs: 2000, meanBatch: 0, heldMs });
 
 const row = (iteration: number, m: Record<string, number | null>): MetricsRow => ({ schema: 'turnwise/metrics@1', iteration, ...m }) as MetricsRow;
 
 describe('train/bench: rollout summary', () => {
   it('passStats: episodes per minute, tokens per generation second, failed and turns counted', () => {
-    const s = passStats({ concurrency: 1, result: result(30_000, [traj(['ls', 'submit']), traj(['cat a'], 'boom')], 2000), batches: [1, 1, 1], sampledTokens: 100, promptTokens: 900, overlapS: 0, loadAvg1m: 3.456 });
+    const s = passStats({ concurrency: 1, result: result(30_000, [traj(['ls', 'submit']), traj(['cat a'], 'boom')], 2000, 1234), batches: [1, 1, 1], sampledTokens: 100, promptTokens: 900, overlapS: 0, loadAvg1m: 3.456 });
     assert.equal(s.episodes, 2);
     assert.equal(s.failed, 1);
     assert.equal(s.turns, 3);
@@ -37,6 +37,7 @@ describe('train/bench: rollout summary', () => {
     assert.equal(s.mean_batch, 1);
     assert.equal(s.generation_frac_of_wall, 0.067);
     assert.equal(s.load_avg_1m, 3.46);
+    assert.equal(s.held_s, 1.234, 'time requests waited for their batch, in seconds');
   });
 
   it('rolloutSummary: speedup = concurrent / sequential, the explaining figures taken from each pass', () => {

@@ -53,4 +53,4 @@ export {
 export { connectEngine, engineInfo, resolveEngineTarget, type EngineTarget } from './engine';
 export { disposeAllSandboxes, installShutdownHooks } from './lifecycle';
 export { LABEL, ownerId } from './owner';
-export { reapOrphans, reapAtStartup, pruneSnapshotImages, type ReapResult, type ReapOptions } from './reaper';
+export { reapOrphans, reapAtStartup, reapInterruptedBuilds, STALE_BUILD_MS, pruneSnapshotImages, type ReapResult, type ReapOptions } from './reaper';

@@ -1,5 +1,6 @@
-// The reaper: removes Turnwise containers whose owning process is gone. Runs at every start of
-// the CLI and the extension (best effort, a few seconds at most) and as `turnwise sandbox prune`.
+// The reaper: removes Turnwise containers whose owning process is gone, and the step images of
+// snapshot builds that were interrupted. Runs at every start of the CLI and the extension (best
+// effort, a few seconds at most) and as `turnwise sandbox prune`.
 import type Docker from 'dockerode';
 import { connectEngine, type EngineTarget } from './engine';
 import { isGoneOrGoing, sandboxError } from './errors';
@@ -68,6 +69,52 @@ export async function pruneSnapshotImages(docker: Docker, target: EngineTarget):
   }
 }
 
+/** How old a dangling snapshot build image must be before the startup reaper takes it: older than any build still running. */
+export const STALE_BUILD_MS = 10 * 60_000;
+
+/**
+ * Removes what interrupted snapshot builds left: untagged images carrying the snapshot label
+ * (each step of a build commits one, and each holds a copy of the workspace) older than
+ * `olderThanMs`. A killed process cannot clean up after its own build (SIGKILL, a crash, or an
+ * engine that commits a step after the process's shutdown cap), so every start does it for it.
+ * Safe against builds that finished: their step images are parents of the tagged snapshot,
+ * which the engine refuses to remove (409) without `force`, and force is never used here.
+ */
+export async function reapInterruptedBuilds(docker: Docker, target: EngineTarget, opts: { olderThanMs?: number; now?: number } = {}): Promise<string[]> {
+  const cutoff = (opts.now ?? Date.now()) - (opts.olderThanMs ?? STALE_BUILD_MS);
+  let images: Docker.ImageInfo[];
+  try {
+    images = await docker.listImages({ all: true, filters: { label: [LABEL.snapshot] } });
+  } catch (e) {
+    throw sandboxError(e, target, 'listing snapshot build images');
+  }
+  let left = images.filter((i) => !(i.RepoTags ?? []).some((t) => t !== '<none>:<none>') && i.Created * 1000 <= cutoff);
+  const removed: string[] = [];
+  // A step image is the parent of the next one and goes only after its child; steps committed
+  // within one second share `Created`, so take leaves first (no remaining image names them as
+  // parent) and repeat while that removes something.
+  while (left.length) {
+    const parents = new Set(left.map((i) => i.ParentId));
+    const leaves = left.filter((i) => !parents.has(i.Id));
+    const gone = new Set<string>();
+    for (const img of leaves) {
+      try {
+        // noprune: exactly this image; its parent is taken on the next pass, by the same rules.
+        await docker.getImage(img.Id).remove({ force: false, noprune: true });
+        removed.push(img.Id);
+        gone.add(img.Id);
+      } catch (e) {
+        const code = (e as { statusCode?: number }).statusCode;
+        if (code === 404) gone.add(img.Id);
+        else if (code !== 409) throw sandboxError(e, target, `removing snapshot build image ${img.Id.slice(7, 19)}`);
+      }
+    }
+    if (!gone.size) break; // what is left is in use or the parent of a kept image
+    left = left.filter((i) => !gone.has(i.Id));
+  }
+  return removed;
+}
+
 /**
  * Best-effort reap at program start: never throws, never waits more than `capMs`, quiet when
  * Docker is not there (the command that needs Docker will say so itself).
@@ -82,7 +129,12 @@ export async function reapAtStartup(host?: string, capMs = 3000): Promise<ReapRe
       timer = setTimeout(() => r(undefined), capMs);
       timer.unref();
     });
-    return await Promise.race([reapOrphans(docker, target), cap]);
+    const reap = async (): Promise<ReapResult> => {
+      const r = await reapOrphans(docker, target);
+      await reapInterruptedBuilds(docker, target);
+      return r;
+    };
+    return await Promise.race([reap(), cap]);
   } catch {
     return undefined;
   } finally {

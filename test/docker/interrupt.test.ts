@@ -6,8 +6,18 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { connectEngine } from '../../src/sandbox/engine';
-import { ensureLanguageImage } from '../../src/sandbox/images';
+import * as tar from 'tar-stream';
+import { buildFromContext, ensureLanguageImage } from '../../src/sandbox/images';
 import { LABEL } from '../../src/sandbox/owner';
+import { reapInterruptedBuilds } from '../../src/sandbox/reaper';
+
+/** A build context holding only this Dockerfile. */
+function dockerfileContext(text: string): NodeJS.ReadableStream {
+  const pack = tar.pack();
+  pack.entry({ name: 'Dockerfile' }, text);
+  pack.finalize();
+  return pack as unknown as NodeJS.ReadableStream;
+}
 
 const FIXTURE = path.join(__dirname, 'fixtures', 'interrupt-child.ts');
 const ROOT = path.join(__dirname, '..', '..');
@@ -42,6 +52,49 @@ describe('interrupted runs leave nothing behind (docker)', function () {
       assert.deepEqual(left.map((c) => `${c.Id.slice(0, 12)} ${c.State}`), []);
     });
   }
+
+  it('what a killed snapshot build left is reaped at the next start once stale; finished snapshots and other images stay', async () => {
+    const { docker, target } = connectEngine();
+    const stamp = `${process.pid}-${Date.now()}`;
+    const dead = `test-dead-${stamp}`;
+    const done = `test-done-${stamp}`;
+    const labelsOf = async (hash: string) => docker.listImages({ all: true, filters: { label: [`${LABEL.snapshot}=${hash}`] } });
+    // A build that stops after two committed steps leaves labelled, untagged step images: what a
+    // process killed mid-build (SIGKILL: no cleanup of its own) leaves on the engine.
+    const steps = (hash: string, last: string) => `FROM ${langImage}\nLABEL ${JSON.stringify(LABEL.snapshot)}="${hash}"\nRUN echo one > /tmp/one\nRUN echo two > /tmp/two\n${last}\n`;
+    await assert.rejects(buildFromContext(docker, target, dockerfileContext(steps(dead, 'RUN exit 3')), { t: `turnwise/snapshot:${dead}` }));
+    const tag = `turnwise/snapshot:${done}`;
+    await buildFromContext(docker, target, dockerfileContext(steps(done, 'RUN echo three > /tmp/three')), { t: tag });
+    // An unlabelled dangling image (not Turnwise's) must survive every reap.
+    const allIds = async () => new Set((await docker.listImages({ all: true })).map((i) => i.Id));
+    const beforeForeign = await allIds();
+    await assert.rejects(buildFromContext(docker, target, dockerfileContext(`FROM ${langImage}\nRUN echo ${stamp} > /tmp/f\nRUN exit 3\n`), { t: `test-foreign:${stamp}` }));
+    const foreignIds = [...(await allIds())].filter((id) => !beforeForeign.has(id));
+    assert.equal(foreignIds.length, 1, 'the unlabelled failed build left one step image');
+    const [foreignId] = foreignIds;
+    try {
+      const deadBefore = await labelsOf(dead);
+      const doneBefore = await labelsOf(done);
+      assert.ok(deadBefore.length >= 2, `the failed build left its step images: ${deadBefore.length}`);
+      assert.ok(doneBefore.length >= 2, 'the finished snapshot has labelled parent step images too');
+      // Fresh leftovers could belong to a build still running elsewhere: the default age spares them.
+      const early = await reapInterruptedBuilds(docker, target);
+      assert.ok(!early.some((id) => deadBefore.some((i) => i.Id === id)), 'a fresh build image was taken before it was stale');
+      assert.equal((await labelsOf(dead)).length, deadBefore.length);
+      // Ten minutes later (simulated clock), every one of them goes, child before parent.
+      const removed = await reapInterruptedBuilds(docker, target, { now: Date.now() + 11 * 60_000 });
+      for (const i of deadBefore) assert.ok(removed.includes(i.Id), `step image ${i.Id.slice(7, 19)} of the killed build was not removed`);
+      assert.deepEqual(await labelsOf(dead), []);
+      // The finished snapshot, its step images and the foreign image are untouched.
+      assert.deepEqual((await labelsOf(done)).map((i) => i.Id).sort(), doneBefore.map((i) => i.Id).sort());
+      assert.ok((await docker.getImage(tag).inspect()).Id);
+      await docker.getImage(foreignId).inspect();
+    } finally {
+      await docker.getImage(tag).remove({ force: true }).catch(() => undefined);
+      await docker.getImage(foreignId).remove({ force: true }).catch(() => undefined);
+      for (const i of await labelsOf(dead)) await docker.getImage(i.Id).remove({ force: true }).catch(() => undefined);
+    }
+  });
 
   it('SIGINT during a snapshot build: no image of the workspace remains, tagged or not', async () => {
     const ws = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-interrupt-'));

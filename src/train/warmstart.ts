@@ -146,10 +146,31 @@ export function fixPromptTurns(c: FixCase): { task: string; turns: { action: str
  * can fix the bug too (`s/>= 7/> 7/` for `s/>=/>/`). Undefined when no `sed` can be run here.
  */
 export function sedRestores(cmd: string, c: Pick<FixCase, 'path' | 'line' | 'mutatedLine' | 'originalLine'>): boolean | undefined {
-  const m = /^sed -i '(\d+)(s.*)' (\S+)$/s.exec(cmd);
-  if (!m || Number(m[1]) !== c.line || m[3] !== c.path) return false;
-  const out = sedLine(m[2], c.mutatedLine);
+  const e = parseLineEdit(cmd);
+  if (!e || e.test || e.line !== c.line || e.path !== c.path) return false;
+  const out = sedLine(e.script, c.mutatedLine);
   return out === null ? undefined : out === c.originalLine;
+}
+
+/** A line edit as the demonstrations write it: `sed -i 'N<script>' PATH`, alone or as an attempt. */
+export interface LineEdit {
+  line: number;
+  /** The sed script after the line address (`s/old/new/`). */
+  script: string;
+  path: string;
+  /** Followed by `&& tw-test`. */
+  test: boolean;
+  /** The file of a trailing `|| git checkout [-q] [--] FILE` (the attempt's undo). */
+  undo?: string;
+}
+
+const LINE_EDIT = /^sed -i '(\d+)(s[^']*)' (\S+)(?:( && tw-test)(?: \|\| git checkout (?:-q )?(?:-- )?(\S+))?)?$/;
+
+/** Parses a line edit or an attempt (demos.ts attemptCommand); undefined for anything else. */
+export function parseLineEdit(cmd: string): LineEdit | undefined {
+  const m = LINE_EDIT.exec(cmd);
+  if (!m) return undefined;
+  return { line: Number(m[1]), script: m[2], path: m[3], test: !!m[4], ...(m[5] ? { undo: m[5] } : {}) };
 }
 
 /**
@@ -166,8 +187,8 @@ function sedLine(script: string, line: string): string | undefined | null {
 
 /** The `sed` of a command that is one, or of an attempt (demos.ts attemptCommand); else the command. */
 export function editOf(cmd: string): string {
-  const m = /^(sed -i '[^']*' \S+) && tw-test(?: \|\| git checkout (?:-q )?(?:-- )?\S+)?$/.exec(cmd);
-  return m ? m[1] : cmd;
+  const e = parseLineEdit(cmd);
+  return e ? `sed -i '${e.line}${e.script}' ${e.path}` : cmd;
 }
 
 /**
@@ -226,11 +247,11 @@ export function simulateTurn(st: { line: string; stray: boolean }, c: FixCase, c
     const t = tests();
     return `exit ${t.code}\n${t.out}`;
   }
-  const m = /^sed -i '(\d+)(s.*?)' (\S+)( && tw-test)?(?: \|\| git checkout (?:-q )?(?:-- )?(\S+))?$/s.exec(cmd);
-  if (!m) return 'exit 0';
-  const [, lineNo, script, file, andTest, undo] = m;
+  const e = parseLineEdit(cmd);
+  if (!e) return 'exit 0';
+  const { script, path: file, test: andTest, undo } = e;
   let code = 0;
-  if (file === c.path && Number(lineNo) === c.line) {
+  if (file === c.path && e.line === c.line) {
     const next = sedLine(script, st.line);
     if (typeof next !== 'string') code = 1;
     else st.line = next;

@@ -2,7 +2,7 @@
 // system's sed on the mutated line, so an equivalent command counts and a near miss does not.
 import * as assert from 'node:assert/strict';
 import { attemptCommand, type FixCase } from '../../../src/train/demos';
-import { editOf, sedRestores, simulateTurn } from '../../../src/train/warmstart';
+import { editOf, parseLineEdit, sedRestores, simulateTurn } from '../../../src/train/warmstart';
 
 const c = { path: 'shop/grid.py', line: 12, mutatedLine: '    return size >= 7 and a.b', originalLine: '    return size > 7 and a.b' };
 
@@ -48,6 +48,16 @@ describe('train/warmstart: sedRestores (a generated command fixes the mutated li
     // Anything else is a wasted turn; a broken sed script fails.
     assert.equal(simulateTurn(st, fc, 'ls -la'), 'exit 0');
     assert.equal(simulateTurn({ line: fc.mutatedLine, stray: false }, fc, "sed -i '12s/[/x/' shop/grid.py"), 'exit 1');
+  });
+
+  it('parseLineEdit: one parser for the edit, the attempt and its undo', () => {
+    assert.deepEqual(parseLineEdit("sed -i '12s/>=/>/' shop/grid.py"), { line: 12, script: 's/>=/>/', path: 'shop/grid.py', test: false });
+    assert.deepEqual(parseLineEdit(attemptCommand("sed -i '12s/>=/>/' shop/grid.py", 'shop/grid.py')), { line: 12, script: 's/>=/>/', path: 'shop/grid.py', test: true, undo: 'shop/grid.py' });
+    assert.deepEqual(parseLineEdit("sed -i '3s/a/b/' x.py && tw-test"), { line: 3, script: 's/a/b/', path: 'x.py', test: true });
+    // Not line edits: no address, a quote inside the script (bash would split it), trailing commands.
+    for (const cmd of ["sed -i 's/a/b/' x.py", "sed -i '3s/a'b'/c/' x.py", "sed -i '3s/a/b/' x.py; ls", "sed -i '3d' x.py", 'git checkout x.py']) {
+      assert.equal(parseLineEdit(cmd), undefined, cmd);
+    }
   });
 
   it('editOf: the sed of an attempt is judged like the sed alone', () => {

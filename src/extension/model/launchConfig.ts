@@ -141,20 +141,47 @@ export function launchDir(workspace: string): string {
   return path.join(workspace, '.turnwise');
 }
 
+/** Launch files kept per workspace: a run copies its whole config into its run directory, so older ones are only history. */
+export const LAUNCH_FILES_KEPT = 20;
+
 /**
  * Writes the launch config to <workspace>/.turnwise/launch-<time>.json (temp file + rename) and
  * returns its path. `now` names the file; a second launch in the same second gets a suffix.
+ * Launch files beyond the newest LAUNCH_FILES_KEPT are removed.
  */
-export function writeLaunchConfig(workspace: string, cfg: Record<string, unknown>, now = new Date()): string {
+export function writeLaunchConfig(workspace: string, cfg: Record<string, unknown>, now = new Date(), keep = LAUNCH_FILES_KEPT): string {
   const dir = launchDir(workspace);
   fs.mkdirSync(dir, { recursive: true });
   const stamp = now.toISOString().replace(/[-:]/g, '').replace('T', '-').slice(0, 15);
-  let file = path.join(dir, `launch-${stamp}.json`);
-  for (let i = 2; fs.existsSync(file); i++) file = path.join(dir, `launch-${stamp}-${i}.json`);
+  // Same second: the next suffix after the highest in use (not the first free one, which pruning
+  // may have freed: the file would sort before its elders and be pruned at once).
+  const sameSecond = new RegExp(`^launch-${stamp}(?:-(\\d+))?\\.json$`);
+  const taken = fs
+    .readdirSync(dir)
+    .map((n) => sameSecond.exec(n))
+    .filter((m) => m !== null)
+    .map((m) => Number(m[1] ?? 1));
+  const next = taken.length ? Math.max(...taken) + 1 : 1;
+  const file = path.join(dir, next === 1 ? `launch-${stamp}.json` : `launch-${stamp}-${next}.json`);
   const tmp = `${file}.tmp-${process.pid}`;
   fs.writeFileSync(tmp, `${JSON.stringify(cfg, null, 2)}\n`);
   fs.renameSync(tmp, file);
+  pruneLaunchFiles(dir, keep);
   return file;
+}
+
+/** Removes all but the newest `keep` launch files of `dir` (names sort by time; a same-second suffix after its base). */
+function pruneLaunchFiles(dir: string, keep: number): void {
+  const names = fs
+    .readdirSync(dir)
+    .filter((n) => /^launch-\d{8}-\d{6}(-\d+)?\.json$/.test(n))
+    .map((n) => n.slice(0, -'.json'.length))
+    .sort((a, b) => {
+      const [ta, sa] = [a.slice(0, 22), Number(a.slice(23) || 1)];
+      const [tb, sb] = [b.slice(0, 22), Number(b.slice(23) || 1)];
+      return ta < tb ? -1 : ta > tb ? 1 : sa - sb;
+    });
+  for (const n of names.slice(0, Math.max(0, names.length - keep))) fs.rmSync(path.join(dir, `${n}.json`), { force: true });
 }
 
 /** Parses the workspace's turnwise.json for launchConfig's `base`; the error names the file. */

@@ -108,6 +108,21 @@ describe('extension: settings → launch config', () => {
     assert.notEqual(writeLaunchConfig(ws, cfg, new Date('2026-01-02T03:04:05Z')), file);
   });
 
+  it('only the newest launch files are kept, same-second suffixes in launch order; other files untouched', () => {
+    const ws = path.join(tmp, 'ws-prune');
+    const at = (sec: number) => new Date(Date.UTC(2026, 0, 2, 3, 4, sec));
+    const written = [0, 1, 1, 1, 2, 3].map((sec) => writeLaunchConfig(ws, { n: sec }, at(sec), 3));
+    fs.writeFileSync(path.join(ws, '.turnwise', 'notes.json'), '{}');
+    writeLaunchConfig(ws, { n: 4 }, at(4), 3);
+    const left = fs.readdirSync(path.join(ws, '.turnwise')).sort();
+    assert.deepEqual(left, ['launch-20260102-030402.json', 'launch-20260102-030403.json', 'launch-20260102-030404.json', 'notes.json']);
+    // Within one second: base, -2, -3 in launch order; the oldest two go first.
+    const ws2 = path.join(tmp, 'ws-prune-2');
+    for (let i = 0; i < 4; i++) writeLaunchConfig(ws2, { i }, at(9), 2);
+    assert.deepEqual(fs.readdirSync(path.join(ws2, '.turnwise')).sort(), ['launch-20260102-030409-3.json', 'launch-20260102-030409-4.json']);
+    assert.ok(!fs.existsSync(written[0]));
+  });
+
   it('untouched settings give the CLI defaults; the whole config is written', () => {
     const ws = path.join(tmp, 'ws');
     const cfg = launchConfig({ workspace: ws, setting: settings(), choices: {} });

@@ -75,9 +75,12 @@ export async function prepareSandbox(sb: Sandbox, task: Task): Promise<void> {
       });
     }
     await sb.writeFile(file, original.slice(0, m.span.start) + m.replacement + original.slice(m.span.end));
-    await must(sb, 'rm -rf .git && git init -q && git add -A -f . && git commit -q --no-verify -m "workspace" && git gc -q --prune=now', 'hiding the task from git');
   }
-  await must(sb, `${TRACK} init -q && ${TRACK} add -A -f . && ${TRACK} commit -q --no-verify --allow-empty -m base`, 'starting the edit tracker');
+  // A fresh repository holds only the mutated tree (no gc needed: the original blob never enters
+  // it); one exec with the edit tracker's start, since each exec costs a process round trip.
+  const hide = 'rm -rf .git && git init -q && git add -A -f . && git commit -q --no-verify -m "workspace"';
+  const track = `${TRACK} init -q && ${TRACK} add -A -f . && ${TRACK} commit -q --no-verify --allow-empty -m base`;
+  await must(sb, task.mutation ? `${hide} && ${track}` : track, task.mutation ? 'hiding the task from git and starting the edit tracker' : 'starting the edit tracker');
 }
 
 /** Files changed since the last call, with their text before and after; commits the new state. */

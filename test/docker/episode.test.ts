@@ -66,9 +66,16 @@ describe('docker: episodes in the demo workspace', function () {
     const fs = await import('node:fs');
     const source = fs.readFileSync(path.join(demo, task.mutation!.file), 'utf8');
     const fix = fixFor(task);
+    // The original file's git blob id: it must not be in the sandbox's object store at all.
+    const { createHash } = await import('node:crypto');
+    const blobId = (text: string) => createHash('sha1').update(`blob ${Buffer.byteLength(text)}\0`).update(text).digest('hex');
+    const blob = blobId(source);
+    const m = task.mutation!;
+    // Control: the mutated file's blob is there, so the id is computed the way git does.
+    const mutatedBlob = blobId(source.slice(0, m.span.start) + m.replacement + source.slice(m.span.end));
     const model = new ScriptedModel({
       e1: [
-        'git status --porcelain; git log --oneline | wc -l; git diff HEAD | wc -c',
+        `git status --porcelain; git log --oneline | wc -l; git diff HEAD | wc -c; git cat-file -e ${blob} 2>/dev/null && echo original-found || echo original-absent; git cat-file -e ${mutatedBlob} && echo mutated-found`,
         'echo "unterminated',
         '',
         'tw-suspects',
@@ -87,8 +94,9 @@ describe('docker: episodes in the demo workspace', function () {
     const t = res.trajectories[0];
     assert.equal(t.failure, undefined, t.failure);
     const [git, bad, empty, suspects, sed, tamper, after, submit] = t.turns;
-    // The mutation is the repository's only state: no diff, one commit, a clean tree.
-    assert.equal(git.observation, 'exit 0\n1\n0');
+    // The mutation is the repository's only state: no diff, one commit, a clean tree, and the
+    // original file's blob nowhere in the object store.
+    assert.equal(git.observation, 'exit 0\n1\n0\noriginal-absent\nmutated-found');
     // A format error is not run; the observation says why and the episode goes on.
     assert.match(bad.formatError ?? '', /bash syntax error/);
     assert.match(bad.observation, /^not run: bash syntax error/);

@@ -5,7 +5,8 @@
 // State between commands (tell the agent): NOTHING carries over except the filesystem. Each
 // command starts in the workspace (or the cwd asked for) with the login environment; `cd`,
 // `export`, shell functions and background processes end with the command (leftover processes
-// in the command's process group are killed when it returns).
+// in the command's process group are killed when it returns). Each command sees its own time
+// limit as TW_COMMAND_TIMEOUT_MS, so a tool can fit its work inside it.
 
 /** For the agent's prompt: what carries over between commands. */
 export const SHELL_STATE_NOTE =
@@ -37,7 +38,7 @@ while IFS=' ' read -r id tmo plen clen; do
   t0=${"$"}{EPOCHREALTIME/./}
   # One argument may not exceed 128 KiB (MAX_ARG_STRLEN): a longer command goes through a file.
   if (( clen > 100000 )); then cf=/tmp/.tw-cmd-$id; printf '%s' "$cmd" > "$cf"; set -- bash "$cf"; else cf=''; set -- bash -c "$cmd"; fi
-  ( eval "$pre" && exec timeout -k 2 "$tsec" "$@" ) </dev/null &
+  ( export TW_COMMAND_TIMEOUT_MS=$tmo; eval "$pre" && exec timeout -k 2 "$tsec" "$@" ) </dev/null &
   pid=$!
   { wait "$pid"; } 2>/dev/null; rc=$?
   kill -KILL -- "-$pid" 2>/dev/null

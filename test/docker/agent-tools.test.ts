@@ -60,6 +60,31 @@ describe('docker: agent tools in the Python sandbox (tw-suspects mutation rankin
     });
   });
 
+  it('the ranking does not depend on the machine\'s load: the same lines under CPU contention that makes it slower than a time budget would allow', async () => {
+    const snap = await pool.snapshot(demo, { language: 'python' });
+    const sb = await pool.acquire(snap, { rollout: 'tools-load' });
+    try {
+      const exec = (cmd: string) => sb.exec(cmd, { timeoutMs: 180_000 });
+      await exec(`sed -i '14s/if qty <= 0:/if not (qty <= 0):/' inventory/stock.py`);
+      const t0 = Date.now();
+      const idle = await exec('tw-suspects');
+      const idleMs = Date.now() - t0;
+      assert.equal(suspectLines(idle.stdout)[0], 'inventory/stock.py:14: if not (qty <= 0):', idle.stdout);
+      // Busy loops in the same container (it has one CPU): enough of them that the tool runs at
+      // least ~16 s, past the 12 s time budget the re-ranking once had (which then cut it short
+      // and ranked by Ochiai alone: the constructor first).
+      const hogs = Math.min(64, Math.ceil(16_000 / Math.max(idleMs, 200)) + 1);
+      const t1 = Date.now();
+      const busy = await exec(`for i in $(seq ${hogs}); do (while :; do :; done) & done; tw-suspects; rc=$?; kill $(jobs -p) 2>/dev/null; exit $rc`);
+      const busyMs = Date.now() - t1;
+      assert.ok(busyMs > 12_000, `precondition: contention (${hogs} loops) made the tool slower than 12 s, got ${busyMs} ms (idle ${idleMs} ms)`);
+      assert.equal(busy.exitCode, 1, busy.stderr);
+      assert.equal(busy.stdout, idle.stdout, `idle ${idleMs} ms, busy ${busyMs} ms with ${hogs} loops`);
+    } finally {
+      await sb.dispose();
+    }
+  });
+
   it('a variant that loops forever is cut off, and the bug line after it still ranks first', async () => {
     const ws = path.join(dir, 'loop');
     fs.mkdirSync(path.join(ws, 'tests'), { recursive: true });

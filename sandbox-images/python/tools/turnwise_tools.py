@@ -6,8 +6,9 @@ A tiny policy has ~1,000 bytes of context, so the tools print little and in a fi
                tests by Ochiai suspiciousness (spectrum-based fault localization), then re-ranks
                the top lines by mutation analysis (in the spirit of Metallaxis-FL / MUSE): a line
                where a one-token change (an operator, a constant +/- 1, a negated condition)
-               makes more of the tests pass is more suspicious. Prints the summary line, then up
-               to 5 lines as "path:line: code". It ranks lines only; it never says which change.
+               makes more of the tests pass is more suspicious (a fixed number of test runs, so
+               the ranking does not depend on the machine's load). Prints the summary line, then
+               up to 5 lines as "path:line: code". It ranks lines only; it never says which change.
                TW_MUTATE=0 turns the re-ranking off (Ochiai order only).
 Both only read the workspace: nothing is written besides what pytest itself writes (no cache,
 no bytecode); the mutants are tried on a copy in a temporary directory, each in a forked child
@@ -25,6 +26,7 @@ import time
 import contextlib
 
 ROOT = os.path.realpath(os.environ.get("TW_ROOT", os.getcwd()))
+_STARTED = time.monotonic()
 
 
 def _is_test_file(path):
@@ -145,11 +147,32 @@ def tw_test():
 
 
 # --- mutation analysis -------------------------------------------------------------------------
-# Lines tried, mutants per line, and the time all of it may take: a wrong guess costs the agent
-# a turn, a slow tool costs every turn.
+# Lines tried and the test runs all of it may take: a wrong guess costs the agent a turn, a slow
+# tool costs every turn.
 MUTATE_LINES = 8
-MUTATE_SECONDS = 12.0
-MUTANT_SECONDS = 1.5  # a variant that loops forever (i += 1 -> i -= 1) is cut off here
+# The re-ranking's budget is a number of test runs, not a time: the same workspace gets the same
+# ranking on an idle machine and on one running eight episodes (a time budget cut the analysis
+# short under load, so an episode's observation depended on what else was running). On the demo
+# workspace's mutations, 12 runs already rank the bug line as well as an unbounded analysis
+# (mean 18 runs when unbounded, up to 40, ~0.13 CPU s each); 16 leaves a margin.
+MUTATE_RUNS = 16
+# Wall-clock guard only, counted from the tool's start: 80% of the command's time limit (the
+# sandbox exports it as TW_COMMAND_TIMEOUT_MS), 60 s when run by hand. Reached only on a machine
+# so busy that the runs above do not fit, and then the lines not reached keep their Ochiai order:
+# a shortened ranking is worth more to the agent than a command that timed out.
+
+
+def _guard_seconds():
+    try:
+        return 0.8 * int(os.environ["TW_COMMAND_TIMEOUT_MS"]) / 1000.0
+    except (KeyError, ValueError):
+        return 60.0
+
+
+# A variant that loops forever (i += 1 -> i -= 1) is cut off after this much CPU time (the same
+# under any load) or, if it sleeps instead, this much wall time.
+MUTANT_CPU_SECONDS = 1.0
+MUTANT_WALL_SECONDS = 8.0
 
 _CMP = ["<", "<=", ">", ">=", "==", "!="]
 _ARITH = ["+", "-", "*", "/", "//", "%"]
@@ -214,7 +237,9 @@ def _passing_in_child(copy, ids):
         os.close(rd)
         n = -1
         try:
-            signal.setitimer(signal.ITIMER_REAL, MUTANT_SECONDS)
+            # SIGPROF / SIGALRM end the child (no handler): read as -1 below.
+            signal.setitimer(signal.ITIMER_PROF, MUTANT_CPU_SECONDS)
+            signal.setitimer(signal.ITIMER_REAL, MUTANT_WALL_SECONDS)
             _forget_workspace_modules([ROOT, copy])
             sys.path[:] = [p for p in sys.path if os.path.realpath(p or ".") != ROOT]
             sys.path.insert(0, copy)
@@ -250,10 +275,12 @@ def _passing_in_child(copy, ids):
 def mutation_scores(candidates, failed, total):
     """For each (abs path, line) in `candidates` (most suspicious first), the most tests any of
     its one-token variants makes pass: failing tests first (a variant that fixes none scores 0),
-    then the whole suite for those that fix some. Stops at the time budget (lines not reached
-    score 0) or at a variant that makes all `total` tests pass (no later line can rank above it)."""
+    then the whole suite for those that fix some. Stops after MUTATE_RUNS test runs (lines not
+    reached score 0), at the wall-clock guard, or at a variant that makes all `total` tests pass
+    (no later line can rank above it)."""
     scores = {}
-    deadline = time.monotonic() + MUTATE_SECONDS
+    deadline = _STARTED + _guard_seconds()
+    runs = 0
     tmp = tempfile.mkdtemp(prefix="tw-mutants-")
     copy = os.path.join(tmp, "ws")
     try:
@@ -271,15 +298,17 @@ def mutation_scores(candidates, failed, total):
                 continue
             best = 0
             for variant in line_mutants(lines[line - 1]):
-                if time.monotonic() > deadline:
+                if runs >= MUTATE_RUNS or time.monotonic() > deadline:
                     break
                 mutated = lines[: line - 1] + [variant] + lines[line:]
                 with open(target, "w", encoding="utf-8") as fh:
                     fh.write("\n".join(mutated))
                 try:
                     fixed = _passing_in_child(copy, failed)
+                    runs += 1
                     if fixed > 0:
                         whole = _passing_in_child(copy, [])
+                        runs += 1
                         best = max(best, whole if whole > 0 else fixed)
                 finally:
                     with open(target, "w", encoding="utf-8") as fh:
@@ -287,7 +316,7 @@ def mutation_scores(candidates, failed, total):
                 if best >= total:
                     break
             scores[(f, line)] = best
-            if best >= total or time.monotonic() > deadline:
+            if best >= total or runs >= MUTATE_RUNS or time.monotonic() > deadline:
                 break
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

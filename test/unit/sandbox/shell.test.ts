@@ -81,6 +81,9 @@ describe('sandbox/shell protocol (local bash)', function () {
     assert.equal(r.out, `${fs.realpathSync(dir)}\nit's|x y\nz\n`);
     const r2 = await sh.run('pwd; echo "${C:-unset}"', 5000, dir);
     assert.equal(r2.out, `${fs.realpathSync(dir)}\nunset\n`);
+    // Each command sees its own time limit (tools fit their work inside it).
+    assert.equal((await sh.run('echo $TW_COMMAND_TIMEOUT_MS', 4321)).out, '4321\n');
+    assert.equal((await sh.run('echo $TW_COMMAND_TIMEOUT_MS', 1234.6)).out, '1235\n');
     const bad = await sh.run('true', 5000, path.join(dir, 'missing'));
     assert.equal(bad.rc, 126);
     assert.match(bad.err, /No such file or directory/);

@@ -103,7 +103,7 @@ export const TRAIN_DEFAULTS: TrainConfig = {
   clipHigh: 0.28,
   temperature: 1,
   topP: 1,
-  maxActionTokens: 96,
+  maxActionTokens: 128,
   reward: { ...DEFAULT_REWARD_WEIGHTS },
   evalEvery: 1,
   evalSamples: 0,

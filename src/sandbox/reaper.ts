@@ -5,6 +5,7 @@ import type Docker from 'dockerode';
 import { connectEngine, type EngineTarget } from './engine';
 import { isGoneOrGoing, sandboxError } from './errors';
 import { LABEL, ownerState } from './owner';
+import { isUntagged, removeChildrenFirst } from './snapshot';
 
 export interface ReapOptions {
   /** Remove every Turnwise container, even those of running owners. */
@@ -88,31 +89,13 @@ export async function reapInterruptedBuilds(docker: Docker, target: EngineTarget
   } catch (e) {
     throw sandboxError(e, target, 'listing snapshot build images');
   }
-  let left = images.filter((i) => !(i.RepoTags ?? []).some((t) => t !== '<none>:<none>') && i.Created * 1000 <= cutoff);
-  const removed: string[] = [];
-  // A step image is the parent of the next one and goes only after its child; steps committed
-  // within one second share `Created`, so take leaves first (no remaining image names them as
-  // parent) and repeat while that removes something.
-  while (left.length) {
-    const parents = new Set(left.map((i) => i.ParentId));
-    const leaves = left.filter((i) => !parents.has(i.Id));
-    const gone = new Set<string>();
-    for (const img of leaves) {
-      try {
-        // noprune: exactly this image; its parent is taken on the next pass, by the same rules.
-        await docker.getImage(img.Id).remove({ force: false, noprune: true });
-        removed.push(img.Id);
-        gone.add(img.Id);
-      } catch (e) {
-        const code = (e as { statusCode?: number }).statusCode;
-        if (code === 404) gone.add(img.Id);
-        else if (code !== 409) throw sandboxError(e, target, `removing snapshot build image ${img.Id.slice(7, 19)}`);
-      }
-    }
-    if (!gone.size) break; // what is left is in use or the parent of a kept image
-    left = left.filter((i) => !gone.has(i.Id));
-  }
-  return removed;
+  const stale = images.filter((i) => isUntagged(i) && i.Created * 1000 <= cutoff);
+  return removeChildrenFirst(docker, stale, { force: false }, (e, img) => {
+    const code = (e as { statusCode?: number }).statusCode;
+    if (code === 404) return true;
+    if (code === 409) return false; // in use, or the parent of a finished snapshot
+    throw sandboxError(e, target, `removing snapshot build image ${img.Id.slice(7, 19)}`);
+  });
 }
 
 /**

@@ -297,7 +297,43 @@ export async function buildSnapshot(docker: Docker, target: EngineTarget, dir: s
 /** Removes the untagged images of snapshot `hash` (intermediate ones included): what an interrupted build leaves. Best effort. */
 export async function removeUntaggedSnapshotImages(docker: Docker, hash: string): Promise<void> {
   const images = await docker.listImages({ all: true, filters: { label: [`${LABEL.snapshot}=${hash}`] } }).catch(() => []);
-  const untagged = images.filter((i) => !(i.RepoTags ?? []).some((t) => t !== '<none>:<none>')).sort((x, y) => y.Created - x.Created);
-  // Newest first: a step image is the parent of the next one, and a parent cannot go before its child.
-  for (const img of untagged) await docker.getImage(img.Id).remove({ force: true }).catch(() => undefined);
+  await removeChildrenFirst(docker, images.filter(isUntagged), { force: true }, () => false);
+}
+
+/** An image without a tag: a build step's image, or one whose tag went. */
+export function isUntagged(i: Docker.ImageInfo): boolean {
+  return !(i.RepoTags ?? []).some((t) => t !== '<none>:<none>');
+}
+
+/**
+ * Removes `images` one at a time (noprune), an image only once none of the others left names it
+ * as parent: a step image is the parent of the next, and steps committed within one second share
+ * `Created`, so age alone cannot order them. `failed` says whether an image that could not be
+ * removed is gone anyway (true) or stays, keeping its parent (false); it may throw. Returns the
+ * ids removed.
+ */
+export async function removeChildrenFirst(
+  docker: Docker,
+  images: readonly Docker.ImageInfo[],
+  o: { force: boolean },
+  failed: (e: unknown, img: Docker.ImageInfo) => boolean,
+): Promise<string[]> {
+  let left = [...images];
+  const removed: string[] = [];
+  while (left.length) {
+    const parents = new Set(left.map((i) => i.ParentId));
+    const gone = new Set<string>();
+    for (const img of left.filter((i) => !parents.has(i.Id))) {
+      try {
+        await docker.getImage(img.Id).remove({ force: o.force, noprune: true });
+        removed.push(img.Id);
+        gone.add(img.Id);
+      } catch (e) {
+        if (failed(e, img)) gone.add(img.Id);
+      }
+    }
+    if (!gone.size) break; // what is left is in use, or the parent of an image that stays
+    left = left.filter((i) => !gone.has(i.Id));
+  }
+  return removed;
 }

@@ -155,12 +155,7 @@ export function writeLaunchConfig(workspace: string, cfg: Record<string, unknown
   const stamp = now.toISOString().replace(/[-:]/g, '').replace('T', '-').slice(0, 15);
   // Same second: the next suffix after the highest in use (not the first free one, which pruning
   // may have freed: the file would sort before its elders and be pruned at once).
-  const sameSecond = new RegExp(`^launch-${stamp}(?:-(\\d+))?\\.json$`);
-  const taken = fs
-    .readdirSync(dir)
-    .map((n) => sameSecond.exec(n))
-    .filter((m) => m !== null)
-    .map((m) => Number(m[1] ?? 1));
+  const taken = launchFiles(dir).filter((f) => f.stamp === stamp).map((f) => f.n);
   const next = taken.length ? Math.max(...taken) + 1 : 1;
   const file = path.join(dir, next === 1 ? `launch-${stamp}.json` : `launch-${stamp}-${next}.json`);
   const tmp = `${file}.tmp-${process.pid}`;
@@ -170,18 +165,21 @@ export function writeLaunchConfig(workspace: string, cfg: Record<string, unknown
   return file;
 }
 
-/** Removes all but the newest `keep` launch files of `dir` (names sort by time; a same-second suffix after its base). */
-function pruneLaunchFiles(dir: string, keep: number): void {
-  const names = fs
+/** The launch files of `dir`, oldest first: by time stamp, then a same-second file's suffix (the base counts as 1). */
+function launchFiles(dir: string): { name: string; stamp: string; n: number }[] {
+  return fs
     .readdirSync(dir)
-    .filter((n) => /^launch-\d{8}-\d{6}(-\d+)?\.json$/.test(n))
-    .map((n) => n.slice(0, -'.json'.length))
-    .sort((a, b) => {
-      const [ta, sa] = [a.slice(0, 22), Number(a.slice(23) || 1)];
-      const [tb, sb] = [b.slice(0, 22), Number(b.slice(23) || 1)];
-      return ta < tb ? -1 : ta > tb ? 1 : sa - sb;
-    });
-  for (const n of names.slice(0, Math.max(0, names.length - keep))) fs.rmSync(path.join(dir, `${n}.json`), { force: true });
+    .flatMap((name) => {
+      const m = /^launch-(\d{8}-\d{6})(?:-(\d+))?\.json$/.exec(name);
+      return m ? [{ name, stamp: m[1], n: Number(m[2] ?? 1) }] : [];
+    })
+    .sort((a, b) => (a.stamp < b.stamp ? -1 : a.stamp > b.stamp ? 1 : a.n - b.n));
+}
+
+/** Removes all but the newest `keep` launch files of `dir`. */
+function pruneLaunchFiles(dir: string, keep: number): void {
+  const files = launchFiles(dir);
+  for (const f of files.slice(0, Math.max(0, files.length - keep))) fs.rmSync(path.join(dir, f.name), { force: true });
 }
 
 /** Parses the workspace's turnwise.json for launchConfig's `base`; the error names the file. */

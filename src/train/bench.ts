@@ -212,6 +212,21 @@ export interface RolloutBenchResult {
   setup_s: number | null;
   sequential: RolloutPassStats;
   concurrent: RolloutPassStats;
+  /**
+   * With several repeats: each repeat's figures in the order run. The fields above are those of
+   * the repeat with the median speedup (the lower middle for an even count), not a mixture.
+   */
+  repeats?: RolloutRepeat[];
+  speedup_min?: number | null;
+  speedup_max?: number | null;
+}
+
+export interface RolloutRepeat {
+  episodes_per_min_sequential: number | null;
+  episodes_per_min_concurrent: number | null;
+  speedup: number | null;
+  cores_busy_sequential: number | null;
+  cores_busy_concurrent: number | null;
 }
 
 export function rolloutSummary(
@@ -251,6 +266,33 @@ export function rolloutSummary(
   };
 }
 
+/**
+ * Several (sequential, concurrent) pairs of one benchmark: the summary of the pair with the
+ * median speedup, with every pair's figures and the range beside it. Pass timings on a busy
+ * 2-core machine swing by a fifth between identical runs; one pair alone can mislead.
+ */
+export function repeatedRolloutSummary(pairs: readonly { seq: RolloutPassStats; conc: RolloutPassStats }[], ctx: Parameters<typeof rolloutSummary>[2]): RolloutBenchResult {
+  if (pairs.length === 0) throw new TurnwiseError('internal', 'repeatedRolloutSummary needs at least one pair of passes');
+  const all = pairs.map((p) => rolloutSummary(p.seq, p.conc, ctx));
+  if (all.length === 1) return all[0];
+  // Nulls (a pass that produced nothing) sort first: the median is never flattered by them.
+  const order = all.map((r, i) => i).sort((a, b) => (all[a].speedup ?? -Infinity) - (all[b].speedup ?? -Infinity));
+  const median = all[order[Math.floor((order.length - 1) / 2)]];
+  const speedups = all.map((r) => r.speedup).filter((x): x is number => x !== null);
+  return {
+    ...median,
+    repeats: all.map((r) => ({
+      episodes_per_min_sequential: r.episodes_per_min_sequential,
+      episodes_per_min_concurrent: r.episodes_per_min_concurrent,
+      speedup: r.speedup,
+      cores_busy_sequential: r.cores_busy_sequential,
+      cores_busy_concurrent: r.cores_busy_concurrent,
+    })),
+    speedup_min: speedups.length ? Math.min(...speedups) : null,
+    speedup_max: speedups.length ? Math.max(...speedups) : null,
+  };
+}
+
 export interface RolloutBenchOptions {
   workspace: string;
   /** Checkpoint folder (copied to a temp folder first). */
@@ -263,6 +305,8 @@ export interface RolloutBenchOptions {
   concurrency?: number;
   maxTurns?: number;
   seed?: number;
+  /** (sequential, concurrent) pairs to run; the result is the median one's (default 1). */
+  repeats?: number;
   config?: Partial<Pick<TrainConfig, 'executionProvider' | 'maxActionTokens' | 'temperature' | 'topP' | 'commandTimeoutMs' | 'dockerHost' | 'batchWaitMs'>>;
   onProgress?: (message: string) => void;
   signal?: AbortSignal;
@@ -338,19 +382,31 @@ export async function benchRollout(o: RolloutBenchOptions): Promise<RolloutBench
     // Warm-up (untimed): builds the policy's sessions for batch 1 and batch `concurrency`.
     log('warm-up');
     await pass('warm-up', concurrency, jobsFor('warmup', Math.min(concurrency, episodes)), 1);
-    log(`sequential: ${episodes} episodes, one at a time`);
-    const seq = await pass('sequential', 1, jobsFor('seq'), maxTurns);
-    log(`concurrent: ${episodes} episodes, ${concurrency} in flight`);
-    const conc = await pass('concurrent', concurrency, jobsFor('conc'), maxTurns);
+    const repeats = o.repeats ?? 1;
+    const pairs: { seq: RolloutPassStats; conc: RolloutPassStats }[] = [];
+    let sameActions: number | null = null;
+    let timedMs = 0;
+    for (let k = 0; k < repeats; k++) {
+      const of = repeats > 1 ? ` (repeat ${k + 1}/${repeats})` : '';
+      log(`sequential: ${episodes} episodes, one at a time${of}`);
+      const seq = await pass('sequential', 1, jobsFor('seq'), maxTurns);
+      log(`concurrent: ${episodes} episodes, ${concurrency} in flight${of}`);
+      const conc = await pass('concurrent', concurrency, jobsFor('conc'), maxTurns);
+      pairs.push({ seq: seq.stats, conc: conc.stats });
+      timedMs += seq.result.wallMs + conc.result.wallMs;
+      // The least agreement over the repeats: every pass should do the same work.
+      const same = sameActionsFraction(seq.result.trajectories, conc.result.trajectories);
+      sameActions = k === 0 || same === null || sameActions === null ? same : Math.min(sameActions, same);
+    }
     pool.warm(rig.snapshot, 0);
-    return rolloutSummary(seq.stats, conc.stats, {
+    return repeatedRolloutSummary(pairs, {
       tasks: tasks.length,
       maxTurns,
       seed,
       model: o.model,
       workspace: o.workspace,
-      setupS: (Date.now() - t0) / 1000 - (seq.result.wallMs + conc.result.wallMs) / 1000,
-      sameActions: sameActionsFraction(seq.result.trajectories, conc.result.trajectories),
+      setupS: (Date.now() - t0 - timedMs) / 1000,
+      sameActions,
     });
   } finally {
     await rig?.close().catch(() => undefined);
@@ -567,12 +623,26 @@ export interface LearnBenchOptions {
   signal?: AbortSignal;
 }
 
+/**
+ * Config fields the benchmark sets itself (each estimator, seed, task file and starting model in
+ * turn); given in its settings they would be overwritten, so they are refused instead.
+ */
+export const LEARN_CONTROLLED_FIELDS = ['workspace', 'model', 'iterations', 'estimator', 'seed', 'taskSource', 'tasksFile'] as const;
+
 /** `turnwise bench learn`: per seed, the same tasks trained once with each estimator. */
 export async function benchLearn(o: LearnBenchOptions): Promise<LearnBenchResult> {
+  const controlled = LEARN_CONTROLLED_FIELDS.filter((k) => o.config?.[k] !== undefined);
+  if (controlled.length) {
+    throw new TurnwiseError('invalid-input', `the learn benchmark sets ${controlled.map((k) => JSON.stringify(k)).join(', ')} itself; its settings may not`, {
+      hint: 'remove those fields from the benchmark config (use --workspace, --model, --iterations and --seeds for the ones it takes as flags)',
+    });
+  }
+  const base = { ...LEARN_DEFAULTS, ...o.config, iterations: o.iterations, workspace: path.resolve(o.workspace) };
+  // Every field checked now, not after the checkpoint copy and minutes of task synthesis.
+  resolveTrainConfig({ ...base, model: o.model, taskSource: 'file', tasksFile: 'tasks.jsonl', estimator: LEARN_ESTIMATORS[0] }, 'the learn benchmark settings');
   const log = o.onProgress ?? (() => undefined);
   const runsRoot = path.resolve(o.runsRoot ?? fs.mkdtempSync(path.join(os.tmpdir(), 'turnwise-bench-learn-')));
   fs.mkdirSync(runsRoot, { recursive: true });
-  const base = { ...LEARN_DEFAULTS, ...o.config, iterations: o.iterations, workspace: path.resolve(o.workspace) };
   log(`copying the checkpoint ${o.model}`);
   const model = await snapshotCheckpoint(o.model, path.join(runsRoot, 'start-model'), { optimizer: true });
   const runs: LearnRun[] = [];

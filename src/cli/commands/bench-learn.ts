@@ -4,6 +4,7 @@
 import * as path from 'node:path';
 import { embeddedModelDir } from '../../train/embedded';
 import { benchLearn, LEARN_DEFAULTS } from '../../train/bench';
+import { readConfigFile, type TrainConfig } from '../../train/config';
 import { numberInRange, type CliCommand } from '../command';
 import { demoWorkspace } from './train';
 
@@ -12,8 +13,9 @@ const fmtCurve = (c: (number | null)[]) => c.map((x) => (x === null ? '—' : x.
 export const benchLearnCommand: CliCommand = {
   name: 'bench learn',
   summary: 'held-out resolved rate after warm start vs after N RL iterations with grpo and with turnwise (same seeds and budget; slow)',
-  usage: '[--iterations N] [--seeds N] [--workspace DIR] [--model DIR] [--runs DIR] [--max-tasks N] [--tasks-per-iteration N] [--group-size G] [--max-turns N] [--concurrency N] [--eval-every N] [--eval-samples K] [--json]',
+  usage: '[--config FILE] [--iterations N] [--seeds N] [--workspace DIR] [--model DIR] [--runs DIR] [--max-tasks N] [--tasks-per-iteration N] [--group-size G] [--max-turns N] [--concurrency N] [--eval-every N] [--eval-samples K] [--json]',
   options: {
+    config: { type: 'string' },
     iterations: { type: 'string' },
     seeds: { type: 'string' },
     workspace: { type: 'string' },
@@ -31,21 +33,27 @@ export const benchLearnCommand: CliCommand = {
     const v = args.values;
     const int = (name: string, fallback: number, min = 1) => numberInRange(args, name, fallback, { min, max: 10_000, integer: true });
     const d = LEARN_DEFAULTS;
+    // Settings: the demo's (LEARN_DEFAULTS), then --config's fields (any turnwise.json field the
+    // benchmark does not set itself: lr, epochs, klCoef, ...), then the flags given.
+    const config: Partial<TrainConfig> = typeof v.config === 'string' ? (readConfigFile(v.config) as Partial<TrainConfig>) : {};
+    delete (config as Record<string, unknown>).schema;
+    const flags = [
+      ['max-tasks', 'maxTasks', 2],
+      ['tasks-per-iteration', 'tasksPerIteration', 1],
+      ['group-size', 'groupSize', 1],
+      ['max-turns', 'maxTurns', 1],
+      ['concurrency', 'concurrency', 1],
+      ['eval-every', 'evalEvery', 0],
+      ['eval-samples', 'evalSamples', 0],
+    ] as const;
+    for (const [flag, key, min] of flags) if (v[flag] !== undefined) config[key] = int(flag, d[key]!, min);
     const r = await benchLearn({
       workspace: typeof v.workspace === 'string' ? path.resolve(v.workspace) : demoWorkspace(),
       model: typeof v.model === 'string' ? path.resolve(v.model) : embeddedModelDir(),
       iterations: int('iterations', d.iterations!),
       seeds: int('seeds', 1),
       ...(typeof v.runs === 'string' ? { runsRoot: path.resolve(v.runs) } : {}),
-      config: {
-        maxTasks: int('max-tasks', d.maxTasks!, 2),
-        tasksPerIteration: int('tasks-per-iteration', d.tasksPerIteration!),
-        groupSize: int('group-size', d.groupSize!),
-        maxTurns: int('max-turns', d.maxTurns!),
-        concurrency: int('concurrency', d.concurrency!),
-        evalEvery: int('eval-every', d.evalEvery!, 0),
-        evalSamples: int('eval-samples', d.evalSamples!, 0),
-      },
+      config,
       onProgress: (m) => io.err(m),
       onEvent: (e, run) => {
         if (e.type === 'iteration-finished') io.err(`  seed ${run.seed} ${run.estimator}: iteration ${e.iteration} held-out resolved ${e.metrics['heldout/resolved'] ?? '—'} reward ${e.metrics['reward/mean'] ?? '—'}`);

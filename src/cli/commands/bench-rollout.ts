@@ -12,7 +12,7 @@ const PROVIDERS = ['auto', 'cpu', 'cuda', 'webgpu'] as const;
 export const benchRolloutCommand: CliCommand = {
   name: 'bench rollout',
   summary: 'episodes per minute sequential vs concurrent (batched generation) on the demo tasks, with the timings that explain the speedup',
-  usage: '[--workspace DIR] [--model DIR] [--tasks N] [--tasks-file FILE] [--episodes N] [--concurrency N] [--max-turns N] [--seed S] [--batch-wait-ms MS] [--provider auto|cpu|cuda|webgpu] [--json]',
+  usage: '[--workspace DIR] [--model DIR] [--tasks N] [--tasks-file FILE] [--episodes N] [--concurrency N] [--max-turns N] [--seed S] [--repeats N] [--batch-wait-ms MS] [--provider auto|cpu|cuda|webgpu] [--json]',
   options: {
     workspace: { type: 'string' },
     model: { type: 'string' },
@@ -22,6 +22,7 @@ export const benchRolloutCommand: CliCommand = {
     concurrency: { type: 'string' },
     'max-turns': { type: 'string' },
     seed: { type: 'string' },
+    repeats: { type: 'string' },
     'batch-wait-ms': { type: 'string' },
     provider: { type: 'string' },
   },
@@ -39,6 +40,7 @@ export const benchRolloutCommand: CliCommand = {
       concurrency: numberInRange(args, 'concurrency', 8, { min: 1, max: 64, integer: true }),
       maxTurns: numberInRange(args, 'max-turns', 4, { min: 1, max: 32, integer: true }),
       seed: seedOption(args),
+      repeats: numberInRange(args, 'repeats', 1, { min: 1, max: 20, integer: true }),
       config: { executionProvider: provider as (typeof PROVIDERS)[number], batchWaitMs: numberInRange(args, 'batch-wait-ms', TRAIN_DEFAULTS.batchWaitMs, { min: 0, max: 60_000, integer: true }) },
       onProgress: (m) => io.err(m),
     });
@@ -53,6 +55,7 @@ export const benchRolloutCommand: CliCommand = {
         `${r.episodes} episodes of ${r.tasks} tasks, ≤ ${r.max_turns} turns, seed ${r.seed}, ${r.cpus} CPUs`,
         row('sequential', r.sequential),
         row(`${r.concurrency} in flight`, r.concurrent),
+        ...(r.repeats ? [`  repeats     speedups ${r.repeats.map((x) => `×${x.speedup ?? '?'}`).join(', ')}; the figures above are the median repeat's`] : []),
         `  speedup     ×${r.speedup} (target ≥ ${r.target_speedup}; the sequential pass's CPU seconds on ${r.cpus} cores allow ×${r.speedup_cpu_bound ?? '?'}); same actions in both passes: ${r.same_actions}`,
       ].join('\n'),
     );

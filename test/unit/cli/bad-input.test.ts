@@ -204,6 +204,35 @@ const ROWS: Record<string, Row[]> = {
       fix: /→ pass --workspace DIR/,
     },
   ],
+  'bench rollout': [
+    { name: '--repeats 0', argv: () => ['bench', 'rollout', '--repeats', '0'], code: 2, problem: /--repeats must be an integer at least 1 and at most 20, got "0"/, fix: USAGE },
+  ],
+  'bench learn': [
+    {
+      name: '--config sets a field the benchmark sets itself',
+      setup: (d) => fs.writeFileSync(path.join(d, 'c.json'), JSON.stringify({ lr: 1e-3, estimator: 'rloo' })),
+      argv: (d) => ['bench', 'learn', '--config', path.join(d, 'c.json'), '--runs', path.join(d, 'runs')],
+      code: 1,
+      problem: /the learn benchmark sets "estimator" itself/,
+      fix: /remove those fields/,
+    },
+    {
+      name: '--config with an unknown field (refused before any copy or synthesis)',
+      setup: (d) => fs.writeFileSync(path.join(d, 'c.json'), JSON.stringify({ learningRate: 1e-3 })),
+      argv: (d) => ['bench', 'learn', '--config', path.join(d, 'c.json'), '--runs', path.join(d, 'runs')],
+      code: 1,
+      problem: /the learn benchmark settings has unknown field "learningRate"/,
+      fix: /valid fields: .*\blr\b/,
+    },
+    {
+      name: '--config with a value out of range',
+      setup: (d) => fs.writeFileSync(path.join(d, 'c.json'), JSON.stringify({ epochs: 0 })),
+      argv: (d) => ['bench', 'learn', '--config', path.join(d, 'c.json'), '--runs', path.join(d, 'runs')],
+      code: 1,
+      problem: /"epochs" must be an integer in \[1, 100\], got 0/,
+      fix: /fix "epochs"/,
+    },
+  ],
   'any command': [
     { name: 'unknown command under --json', argv: () => ['frobnicate', '--json'], code: 2, problem: /"code": "invalid-input"[\s\S]*unknown command/, fix: /turnwise --help/, json: true },
     { name: 'unknown option', argv: () => ['tasks', 'check', 'x', '--frob'], code: 2, problem: /Unknown option '--frob'/, fix: USAGE },

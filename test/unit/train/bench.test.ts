@@ -8,7 +8,7 @@ import { initPolicyDir } from '../../../src/policy';
 import type { MetricsRow } from '../../../src/core/events';
 import type { Trajectory } from '../../../src/core/schema';
 import type { RolloutResult, Span } from '../../../src/agent/scheduler';
-import { firstImprovement, learnSummary, machineCpuBusySeconds, pairedChange, signTestP, sumPaired, meanCurve, metricCurve, overlapSeconds, passStats, rolloutSummary, sameActionsFraction, snapshotCheckpoint, type LearnRun } from '../../../src/train/bench';
+import { firstImprovement, learnSummary, machineCpuBusySeconds, pairedChange, signTestP, sumPaired, meanCurve, metricCurve, overlapSeconds, passStats, repeatedRolloutSummary, rolloutSummary, sameActionsFraction, snapshotCheckpoint, type LearnRun } from '../../../src/train/bench';
 
 const traj = (actions: string[], failure?: string): Trajectory =>
   ({
@@ -87,6 +87,33 @@ describe('train/bench: rollout summary', () => {
     assert.equal(r.speedup, null);
     assert.equal(r.episodes_per_min_sequential, null);
     assert.equal(JSON.parse(JSON.stringify(r)).speedup, null);
+  });
+
+  it('repeatedRolloutSummary: the median repeat\'s figures (never a mixture), every repeat and the range beside them', () => {
+    const trajs = Array.from({ length: 8 }, () => traj(['ls']));
+    const ctx = { tasks: 8, maxTurns: 4, seed: 0, model: 'm', workspace: 'w', setupS: 0, sameActions: 1, cpus: 2 };
+    // Sequential walls 120, 60, 80 s; concurrent 40 s each: speedups 3, 1.5, 2.
+    const pair = (seqMs: number) => ({
+      seq: passStats({ concurrency: 1, result: result(seqMs, trajs), batches: [1], sampledTokens: 8, promptTokens: 0, overlapS: 0, loadAvg1m: 1 }),
+      conc: passStats({ concurrency: 8, result: result(40_000, trajs), batches: [4], sampledTokens: 8, promptTokens: 0, overlapS: 0, loadAvg1m: 1 }),
+    });
+    const r = repeatedRolloutSummary([pair(120_000), pair(60_000), pair(80_000)], ctx);
+    assert.equal(r.speedup, 2);
+    assert.equal(r.episodes_per_min_sequential, 6, 'the sequential figure of the median repeat (80 s), not the mean');
+    assert.equal(r.sequential.wall_s, 80);
+    assert.deepEqual(r.repeats?.map((x) => x.speedup), [3, 1.5, 2], 'in the order run');
+    assert.equal(r.speedup_min, 1.5);
+    assert.equal(r.speedup_max, 3);
+    // Even count: the lower middle, so the figure is never the flattering one of two.
+    assert.equal(repeatedRolloutSummary([pair(120_000), pair(60_000)], ctx).speedup, 1.5);
+    // One repeat: exactly the single-pair summary, without repeat fields.
+    assert.deepEqual(repeatedRolloutSummary([pair(60_000)], ctx), rolloutSummary(pair(60_000).seq, pair(60_000).conc, ctx));
+    // A repeat whose sequential pass produced nothing counts as the lowest, not as Infinity.
+    const empty = { seq: passStats({ concurrency: 1, result: result(0, []), batches: [], sampledTokens: 0, promptTokens: 0, overlapS: 0, loadAvg1m: 1 }), conc: pair(60_000).conc };
+    const withEmpty = repeatedRolloutSummary([empty, pair(60_000), pair(120_000)], ctx);
+    assert.equal(withEmpty.speedup, 1.5);
+    assert.equal(withEmpty.speedup_min, 1.5, 'the range is over the repeats that have a speedup');
+    assert.throws(() => repeatedRolloutSummary([], ctx), /at least one pair/);
   });
 
   it('overlapSeconds: generation time covered by the union of exec spans', () => {

@@ -11,6 +11,7 @@ import type { Sandbox } from '../sandbox/types';
 import { WORKSPACE_DIR } from '../sandbox/types';
 import { computeReward, scoreEpisode, type RewardWeights } from '../tasks/reward';
 import { parseAction } from './action';
+import { cacheableCommand, mayDetach, ObservationCache, type CachedObservation } from './cache';
 import { formatErrorObservation, observationText, taskText, type PromptTurn } from './prompt';
 import type { ActRequest, ActResult } from './types';
 
@@ -36,6 +37,8 @@ export interface EpisodeOptions {
   onActionsDone?: () => void;
   /** Time spent in the sandbox and waiting for the model (for the run's phase timings). */
   timing?: { sandboxMs: number; modelWaitMs: number; rewardMs: number };
+  /** Observations of read-only tool commands shared across the run's episodes (agent/cache.ts). */
+  observationCache?: ObservationCache;
 }
 
 export const DEFAULT_MAX_TURNS = 8;
@@ -64,7 +67,7 @@ async function must(sb: Sandbox, command: string, what: string, timeoutMs = 60_0
  * Writes a mutation task's bug into the workspace and makes it the repository's only commit,
  * so neither `git diff` nor the history shows the original; starts the edit tracker.
  */
-export async function prepareSandbox(sb: Sandbox, task: Task): Promise<void> {
+export async function prepareSandbox(sb: Sandbox, task: Task): Promise<{ tree: string }> {
   if (task.mutation) {
     const m = task.mutation;
     const file = `${WORKSPACE_DIR}/${m.file}`;
@@ -79,17 +82,29 @@ export async function prepareSandbox(sb: Sandbox, task: Task): Promise<void> {
   // A fresh repository holds only the mutated tree (no gc needed: the original blob never enters
   // it); one exec with the edit tracker's start, since each exec costs a process round trip.
   const hide = 'rm -rf .git && git init -q && git add -A -f . && git commit -q --no-verify -m "workspace"';
-  const track = `${TRACK} init -q && ${TRACK} add -A -f . && ${TRACK} commit -q --no-verify --allow-empty -m base`;
-  await must(sb, task.mutation ? `${hide} && ${track}` : track, task.mutation ? 'hiding the task from git and starting the edit tracker' : 'starting the edit tracker');
+  const track = `${TRACK} init -q && ${TRACK} add -A -f . && ${TRACK} commit -q --no-verify --allow-empty -m base && ${TRACK} rev-parse 'HEAD^{tree}'`;
+  const out = await must(sb, task.mutation ? `${hide} && ${track}` : track, task.mutation ? 'hiding the task from git and starting the edit tracker' : 'starting the edit tracker');
+  return { tree: treeId(out) };
 }
 
-/** Files changed since the last call, with their text before and after; commits the new state. */
-export async function collectEdits(sb: Sandbox): Promise<FileEdit[]> {
-  const out = await must(sb, `${TRACK} add -A -f . >/dev/null 2>&1; ${TRACK} diff --cached --name-status --no-renames -z HEAD`, 'listing changed files', 30_000);
-  const parts = out.split('\0').filter((p) => p !== '');
+function treeId(out: string): string {
+  const id = out.trim().split('\n').pop() ?? '';
+  if (!/^[0-9a-f]{40,64}$/.test(id)) throw new TurnwiseError('sandbox-failed', `the edit tracker gave no tree id: ${JSON.stringify(out.slice(-200))}`);
+  return id;
+}
+
+/**
+ * Files changed since the last call, with their text before and after, and the tree id of the
+ * workspace now (the observation cache's key); commits the new state.
+ */
+export async function collectEdits(sb: Sandbox): Promise<{ edits: FileEdit[]; tree: string }> {
+  const out = await must(sb, `${TRACK} add -A -f . >/dev/null 2>&1; ${TRACK} write-tree && ${TRACK} diff --cached --name-status --no-renames -z HEAD`, 'listing changed files', 30_000);
+  const nl = out.indexOf('\n');
+  const tree = treeId(out.slice(0, nl < 0 ? out.length : nl));
+  const parts = out.slice(nl + 1).split('\0').filter((p) => p !== '');
   const changes: { status: string; path: string }[] = [];
   for (let i = 0; i + 1 < parts.length; i += 2) changes.push({ status: parts[i], path: parts[i + 1] });
-  if (changes.length === 0) return [];
+  if (changes.length === 0) return { edits: [], tree };
   const edits: FileEdit[] = [];
   const readCapped = async (cmd: string): Promise<{ text: string; truncated: boolean }> => {
     const r = await sb.exec(`${cmd} | head -c ${EDIT_TEXT_CAP + 1}`, { timeoutMs: 30_000, maxOutputBytes: EDIT_TEXT_CAP + 1024 });
@@ -104,7 +119,7 @@ export async function collectEdits(sb: Sandbox): Promise<FileEdit[]> {
     edits.push({ path: c.path, before: before ? (truncated ? null : before.text) : null, after: after ? (truncated ? null : after.text) : null, ...(truncated ? { truncated } : {}) });
   }
   await must(sb, `${TRACK} commit -q --no-verify -m turn`, 'recording the turn', 30_000);
-  return edits;
+  return { edits, tree };
 }
 
 /** Runs one episode to the end and returns its trajectory. Never throws for sandbox trouble. */
@@ -128,8 +143,12 @@ export async function runEpisode(o: EpisodeOptions): Promise<Trajectory> {
       timing[key] += Date.now() - t;
     }
   };
+  const timeoutMs = o.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS;
+  // The workspace's tree id after the last turn; undefined once a command may have left a
+  // process running (files could change behind the tracker's back), which ends caching.
+  let tree: string | undefined;
   try {
-    await timed('sandboxMs', () => prepareSandbox(o.sandbox, o.task));
+    tree = (await timed('sandboxMs', () => prepareSandbox(o.sandbox, o.task))).tree;
     for (let k = 0; k < maxTurns; k++) {
       if (o.signal?.aborted) throw new TurnwiseError('internal', 'stopped');
       const res = await timed('modelWaitMs', () => o.act({ episodeId: o.episodeId, task, turns: promptTurns, seed: (o.seed + Math.imul(k, 0x9e3779b1)) >>> 0 }));
@@ -146,10 +165,31 @@ export async function runEpisode(o: EpisodeOptions): Promise<Trajectory> {
         turn.observation = formatErrorObservation(parsed.reason);
       } else {
         turn.intentSignature = signBash(parsed.command);
-        const r = await timed('sandboxMs', () => o.sandbox.exec(parsed.command, { timeoutMs: o.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS }));
-        turn.exitCode = r.exitCode;
-        turn.observation = observationText(r);
-        const edits = await timed('sandboxMs', () => collectEdits(o.sandbox));
+        const cache = o.observationCache && tree !== undefined && cacheableCommand(parsed.command) ? o.observationCache : undefined;
+        const claim = cache?.claim(ObservationCache.key(tree!, parsed.command, timeoutMs));
+        const replay = claim && 'wait' in claim ? await timed('sandboxMs', () => claim.wait) : undefined;
+        let edits: FileEdit[] = [];
+        if (replay) {
+          cache!.hits++;
+          turn.exitCode = replay.exitCode;
+          turn.observation = replay.observation;
+          turn.cached = true;
+        } else {
+          if (cache) cache.misses++;
+          const before = tree;
+          let kept: CachedObservation | undefined;
+          try {
+            const r = await timed('sandboxMs', () => o.sandbox.exec(parsed.command, { timeoutMs }));
+            turn.exitCode = r.exitCode;
+            turn.observation = observationText(r);
+            const after = await timed('sandboxMs', () => collectEdits(o.sandbox));
+            edits = after.edits;
+            tree = tree === undefined || mayDetach(parsed.command) ? undefined : after.tree;
+            if (!r.timedOut && after.tree === before) kept = { exitCode: turn.exitCode, observation: turn.observation };
+          } finally {
+            if (claim && 'settle' in claim) claim.settle(kept);
+          }
+        }
         if (edits.length) {
           turn.edits = edits;
           const sig: string[] = [];

@@ -1,6 +1,7 @@
 // The agent layer: the action language, what the policy sees, one episode in a sandbox, and the
 // scheduler that runs many at once with batched generation. Imports core, sandbox, ast, tasks.
 export * from './action';
+export * from './cache';
 export * from './docker';
 export * from './episode';
 export * from './prompt';

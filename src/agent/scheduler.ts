@@ -8,6 +8,7 @@ import { mapConcurrent } from '../core/workers';
 import { SCHEMA, type Task, type Trajectory } from '../core/schema';
 import type { Sandbox } from '../sandbox/types';
 import { computeReward, type RewardWeights } from '../tasks/reward';
+import type { ObservationCache } from './cache';
 import { DEFAULT_MAX_TURNS, runEpisode } from './episode';
 import type { ActionModel, ActRequest, ActResult, SandboxProvider } from './types';
 
@@ -137,6 +138,8 @@ export interface RolloutOptions {
   onEpisode?: (t: Trajectory) => void;
   /** Record generate/exec intervals here (tests, benchmarks). */
   spans?: Span[];
+  /** Replayed observations of read-only tool commands, shared by these episodes (agent/cache.ts). */
+  observationCache?: ObservationCache;
 }
 
 export interface RolloutResult {
@@ -210,6 +213,7 @@ export async function runRollouts(jobs: readonly EpisodeJob[], o: RolloutOptions
           split: job.split,
           signal: o.signal,
           timing,
+          observationCache: o.observationCache,
           onActionsDone: () => batcher.retire(job.episodeId),
         });
         o.onEpisode?.(trajectory);

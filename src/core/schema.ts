@@ -95,6 +95,11 @@ export interface Turn {
   logprobs?: number[];
   /** Files this turn changed (git status in the sandbox after the turn). */
   edits?: FileEdit[];
+  /**
+   * The observation was replayed: the same read-only tool command had run on an identical
+   * workspace in this run (agent/cache.ts), so the command did not run again.
+   */
+  cached?: boolean;
   /** Per-turn advantage from the run's estimator, once computed (train trajectories only). */
   advantage?: number;
   /** The named terms of `advantage` (e.g. backbone, residual, tree). */

@@ -34,6 +34,7 @@ export function trajectoryView(traj: Trajectory): TrajectoryView {
       observation: t.observation.length > OBSERVATION_CAP ? `${t.observation.slice(0, OBSERVATION_CAP)}\n… (${t.observation.length - OBSERVATION_CAP} more characters)` : t.observation,
       exitCode: t.exitCode,
       durationMs: t.durationMs,
+      ...(t.cached ? { cached: true } : {}),
       formatError: t.formatError,
       intentSignature: t.intentSignature,
       editSignature: t.editSignature,

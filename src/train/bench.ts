@@ -13,6 +13,7 @@ import type { MetricsRow, RunEvent } from '../core/events';
 import { RunDir } from '../core/run';
 import { mean } from '../core/stats';
 import type { Task, Trajectory } from '../core/schema';
+import { cachedTurnFraction, ObservationCache } from '../agent/cache';
 import { runRollouts, type EpisodeJob, type RolloutResult, type Span } from '../agent/scheduler';
 import { poolProvider } from '../agent/docker';
 import { CHECKPOINT_FILES, loadCheckpoint, saveCheckpoint } from '../policy/checkpoint';
@@ -112,6 +113,8 @@ export interface RolloutPassStats {
   cores_busy: number | null;
   /** Summed over requests: seconds an episode's generation request waited for its batch to be sent (the batch wait and the previous batch's run). */
   held_s: number | null;
+  /** Fraction of the commands replayed from the pass's observation cache (agent/cache.ts). */
+  cached_turns: number;
 }
 
 export function passStats(p: PassInput): RolloutPassStats {
@@ -139,6 +142,7 @@ export function passStats(p: PassInput): RolloutPassStats {
     cpu_busy_s: p.cpuBusyS == null ? null : round(p.cpuBusyS),
     cores_busy: p.cpuBusyS == null || !(wallS > 0) ? null : round(p.cpuBusyS / wallS, 2),
     held_s: round(r.heldMs / 1000),
+    cached_turns: round(cachedTurnFraction(r.trajectories)) ?? 0,
   };
 }
 
@@ -307,7 +311,7 @@ export interface RolloutBenchOptions {
   seed?: number;
   /** (sequential, concurrent) pairs to run; the result is the median one's (default 1). */
   repeats?: number;
-  config?: Partial<Pick<TrainConfig, 'executionProvider' | 'maxActionTokens' | 'temperature' | 'topP' | 'commandTimeoutMs' | 'dockerHost' | 'batchWaitMs'>>;
+  config?: Partial<Pick<TrainConfig, 'executionProvider' | 'maxActionTokens' | 'temperature' | 'topP' | 'commandTimeoutMs' | 'dockerHost' | 'batchWaitMs' | 'cacheObservations'>>;
   onProgress?: (message: string) => void;
   signal?: AbortSignal;
 }
@@ -365,6 +369,8 @@ export async function benchRollout(o: RolloutBenchOptions): Promise<RolloutBench
         rewardWeights: c.reward,
         signal: o.signal,
         spans,
+        // Its own cache per pass: no pass replays what an earlier one ran.
+        ...(c.cacheObservations ? { observationCache: new ObservationCache() } : {}),
         onEpisode: () => log(`  ${name}: ${++done}/${jobs.length} episodes`),
       });
       const stats = passStats({

@@ -40,6 +40,12 @@ export interface TrainConfig {
    * batch goes as soon as the model is free.
    */
   batchWaitMs: number;
+  /**
+   * Replay the observation of a read-only tool command (`tw-suspects`, `tw-test`) that already ran
+   * on an identical workspace in this run instead of running it again (agent/cache.ts). Turn off
+   * for a test suite whose output varies between identical runs.
+   */
+  cacheObservations: boolean;
   estimator: string;
   estimatorParams: Params;
   loss: RlLossName;
@@ -91,6 +97,7 @@ export const TRAIN_DEFAULTS: TrainConfig = {
   commandTimeoutMs: 20_000,
   concurrency: 8,
   batchWaitMs: 0,
+  cacheObservations: true,
   estimator: 'turnwise',
   estimatorParams: {},
   loss: 'ppo-token',
@@ -166,6 +173,7 @@ export function resolveTrainConfig(given: Record<string, unknown>, source = 'the
   for (const k of Object.keys(c.reward)) if (!(k in DEFAULT_REWARD_WEIGHTS)) throw bad(`${source}: unknown reward field "${k}"`, `valid: ${Object.keys(DEFAULT_REWARD_WEIGHTS).join(', ')}`);
   for (const k of ['workspace', 'model', 'dockerHost', 'testCommand', 'sandboxImage'] as const) if (typeof c[k] !== 'string') throw bad(`config field "${k}" must be a string`, `fix "${k}"`);
   if (!Array.isArray(c.dockerHosts) || c.dockerHosts.some((h) => typeof h !== 'string')) throw bad('config field "dockerHosts" must be a list of strings', 'e.g. ["ssh://me@box*16"]');
+  if (typeof c.cacheObservations !== 'boolean') throw bad(`config field "cacheObservations" must be true or false, got ${JSON.stringify(c.cacheObservations)}`, 'fix "cacheObservations"');
   checkNumber('sandboxMemoryMb', c.sandboxMemoryMb, 64, 1024 * 1024, true);
   checkNumber('sandboxCpus', c.sandboxCpus, 0.1, 1024);
   checkNumber('sandboxPids', c.sandboxPids, 16, 1_000_000, true);

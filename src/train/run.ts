@@ -13,6 +13,7 @@ import { makeEvent, type MetricsRow, type RunEvent, type RunEventBody } from '..
 import { RunDir, newRunId } from '../core/run';
 import { SCHEMA, type Task, type Trajectory } from '../core/schema';
 import { mean, std } from '../core/stats';
+import { cachedTurnFraction, ObservationCache } from '../agent/cache';
 import { poolProvider } from '../agent/docker';
 import { taskText as taskTextOf } from '../agent/prompt';
 import { runRollouts, type EpisodeJob, type RolloutResult } from '../agent/scheduler';
@@ -28,7 +29,7 @@ import { readTaskFile } from '../tasks/taskfile';
 import { collectTestFiles } from '../tasks/testfiles';
 import { detectRunner, type TestRunner } from '../tasks/runners';
 import { chatCodec, renderPrompt, type ChatCodec } from './chat';
-import { connectRunPool, poolSettings, resolveTrainConfig, runConfigRecord, type TrainConfig } from './config';
+import { connectRunPool, poolSettings, resolveTrainConfig, runConfigRecord, TRAIN_DEFAULTS, type TrainConfig } from './config';
 import { embeddedModelDir } from './embedded';
 import { splitTasks } from './split';
 
@@ -242,6 +243,8 @@ export interface Rig {
   codec: ChatCodec;
   model: PolicyActionModel;
   contextTokens: number;
+  /** Replayed tool observations for every rollout and evaluation on this rig (none if turned off). */
+  observationCache?: ObservationCache;
   close(): Promise<void>;
 }
 
@@ -251,7 +254,7 @@ export async function openRig(o: {
   language: string;
   checkpoint: string;
   referenceDir?: string;
-  config: Pick<TrainConfig, 'dockerHost' | 'dockerHosts' | 'sandboxMemoryMb' | 'sandboxCpus' | 'sandboxPids' | 'sandboxImage' | 'executionProvider' | 'maxActionTokens' | 'temperature' | 'topP' | 'concurrency'>;
+  config: Pick<TrainConfig, 'dockerHost' | 'dockerHosts' | 'sandboxMemoryMb' | 'sandboxCpus' | 'sandboxPids' | 'sandboxImage' | 'executionProvider' | 'maxActionTokens' | 'temperature' | 'topP' | 'concurrency'> & Partial<Pick<TrainConfig, 'cacheObservations'>>;
   pool?: SandboxPool;
   onLog?: (m: string) => void;
 }): Promise<Rig> {
@@ -274,6 +277,8 @@ export async function openRig(o: {
       codec,
       model,
       contextTokens,
+      // One snapshot per rig, so a tree id names the same workspace for every episode on it.
+      ...(o.config.cacheObservations ?? TRAIN_DEFAULTS.cacheObservations ? { observationCache: new ObservationCache() } : {}),
       close: async () => {
         await policy.dispose().catch(() => undefined);
         if (!o.pool) await pool.close();
@@ -330,6 +335,7 @@ function rolloutOptions(rig: Rig, c: TrainConfig, checkpoint: string, iteration:
     iteration,
     signal,
     onEpisode,
+    observationCache: rig.observationCache,
   };
 }
 
@@ -602,6 +608,7 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
           'time/update_s': updS,
           'time/iteration_s': (Date.now() - it0) / 1000,
           'rollout/mean_batch': ro.meanBatch,
+          'rollout/cached_turns': cachedTurnFraction(trajs),
           ...ev.m,
         }),
       } as MetricsRow;

@@ -8,7 +8,7 @@ import { SandboxPool, LABEL, type PoolSnapshot } from '../../src/sandbox';
 import type { Task } from '../../src/core/schema';
 import { synthesizeMutationTasks } from '../../src/tasks/synth';
 import { collectTestFiles } from '../../src/tasks/testfiles';
-import { poolProvider, runRollouts, type ActionModel, type ActRequest, type ActResult, type Span } from '../../src/agent';
+import { ObservationCache, poolProvider, runRollouts, type ActionModel, type ActRequest, type ActResult, type Span } from '../../src/agent';
 import { taskFix } from '../../src/train/workspace-demos';
 
 const demo = path.join(__dirname, '..', '..', 'examples', 'demo-python');
@@ -125,6 +125,55 @@ describe('docker: episodes in the demo workspace', function () {
     assert.equal(t.reward.formatError, true);
     assert.equal(t.reward.turns, 7);
     assert.ok(t.turns.every((x) => x.tokenIds && x.logprobs && x.tokenIds.length === x.logprobs.length));
+  });
+
+  it('the observation cache: read-only tools replayed on identical workspaces, exactly as a run gives them, never after a detaching command', async () => {
+    const fix = fixFor(task);
+    const cache = new ObservationCache();
+    const opts = { provider: poolProvider(pool, snap), checkpoint: 'scripted', originalTestFiles: originals, concurrency: 3, observationCache: cache };
+    const job = (id: string) => ({ task, episodeId: id, groupId: 'g', seed: 3, split: 'train' as const });
+    // A group of three in flight at once, as in RL: the same first command on the same workspace.
+    const group = new ScriptedModel({
+      a: ['tw-suspects', fix, 'tw-test'],
+      b: ['tw-suspects', fix, 'tw-test'],
+      c: ['tw-suspects', 'tw-test', 'sleep 2 & true', 'tw-test', 'cat ' + task.mutation!.file],
+    });
+    const r1 = await runRollouts([job('a'), job('b'), job('c')], { ...opts, model: group });
+    const [a, b, c] = ['a', 'b', 'c'].map((id) => r1.trajectories.find((t) => t.trajId === id)!);
+    for (const t of [a, b, c]) assert.equal(t.failure, undefined, t.failure);
+    // tw-suspects ran once for the three; the others waited for it and got the same observation.
+    assert.equal([a, b, c].filter((t) => t.turns[0].cached).length, 2);
+    assert.equal(new Set([a, b, c].map((t) => t.turns[0].observation)).size, 1);
+    assert.match(a.turns[0].observation, /^exit 1\n\d+ failed/);
+    // After the same fix the workspaces are identical again: one tw-test for a and b, all passing.
+    assert.equal([a, b].filter((t) => t.turns[2].cached).length, 1);
+    assert.equal(a.turns[2].observation, b.turns[2].observation);
+    assert.match(a.turns[2].observation, /^exit 0\n/);
+    // c's tw-test on the unfixed workspace is not a's tw-test on the fixed one.
+    assert.match(c.turns[1].observation, /^exit 1\n/);
+    // A command that may leave a process running ends caching for its episode, even on a key the
+    // cache holds (c's own tw-test of turn 1, same tree); reading files is never cached.
+    assert.equal(c.turns[3].cached, undefined);
+    assert.equal(c.turns[3].observation, c.turns[1].observation);
+    assert.equal(c.turns[4].cached, undefined);
+    // Edits are recorded as without the cache, and the rewards are the same.
+    assert.equal(a.turns[1].edits?.length, 1);
+    assert.equal(a.reward.resolved, true);
+    assert.equal(b.reward.resolved, true);
+    assert.equal(cache.hits, 3);
+
+    // Later episodes (another iteration) replay from the same cache; the same script without any
+    // cache gives the same observations: a replay is exactly what the command prints.
+    const again = await runRollouts([job('d')], { ...opts, model: new ScriptedModel({ d: ['tw-test', fix, 'tw-test'] }) });
+    const fresh = await runRollouts([job('e')], { ...opts, observationCache: undefined, model: new ScriptedModel({ e: ['tw-suspects', fix, 'tw-test', 'tw-test'] }) });
+    const d = again.trajectories[0];
+    const e = fresh.trajectories[0];
+    assert.deepEqual(d.turns.map((x) => x.cached ?? false), [true, false, true, false]);
+    assert.equal(d.turns[0].observation, c.turns[1].observation);
+    assert.ok(e.turns.every((x) => !x.cached));
+    assert.equal(e.turns[0].observation, a.turns[0].observation, 'tw-suspects replayed = tw-suspects run');
+    assert.equal(e.turns[2].observation, d.turns[2].observation, 'tw-test replayed = tw-test run');
+    assert.equal(e.turns[3].observation, e.turns[2].observation, 'the tools print the same on the same files (what makes replay sound)');
   });
 
   it('generation and sandbox commands overlap, and a sandbox failure fails only its episode', async () => {

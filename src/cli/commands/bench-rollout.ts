@@ -12,7 +12,7 @@ const PROVIDERS = ['auto', 'cpu', 'cuda', 'webgpu'] as const;
 export const benchRolloutCommand: CliCommand = {
   name: 'bench rollout',
   summary: 'episodes per minute sequential vs concurrent (batched generation) on the demo tasks, with the timings that explain the speedup',
-  usage: '[--workspace DIR] [--model DIR] [--tasks N] [--tasks-file FILE] [--episodes N] [--concurrency N] [--max-turns N] [--seed S] [--repeats N] [--batch-wait-ms MS] [--provider auto|cpu|cuda|webgpu] [--json]',
+  usage: '[--workspace DIR] [--model DIR] [--tasks N] [--tasks-file FILE] [--episodes N] [--concurrency N] [--max-turns N] [--seed S] [--repeats N] [--batch-wait-ms MS] [--no-cache] [--provider auto|cpu|cuda|webgpu] [--json]',
   options: {
     workspace: { type: 'string' },
     model: { type: 'string' },
@@ -23,6 +23,7 @@ export const benchRolloutCommand: CliCommand = {
     'max-turns': { type: 'string' },
     seed: { type: 'string' },
     repeats: { type: 'string' },
+    'no-cache': { type: 'boolean' },
     'batch-wait-ms': { type: 'string' },
     provider: { type: 'string' },
   },
@@ -41,7 +42,7 @@ export const benchRolloutCommand: CliCommand = {
       maxTurns: numberInRange(args, 'max-turns', 4, { min: 1, max: 32, integer: true }),
       seed: seedOption(args),
       repeats: numberInRange(args, 'repeats', 1, { min: 1, max: 20, integer: true }),
-      config: { executionProvider: provider as (typeof PROVIDERS)[number], batchWaitMs: numberInRange(args, 'batch-wait-ms', TRAIN_DEFAULTS.batchWaitMs, { min: 0, max: 60_000, integer: true }) },
+      config: { executionProvider: provider as (typeof PROVIDERS)[number], cacheObservations: v['no-cache'] !== true, batchWaitMs: numberInRange(args, 'batch-wait-ms', TRAIN_DEFAULTS.batchWaitMs, { min: 0, max: 60_000, integer: true }) },
       onProgress: (m) => io.err(m),
     });
     if (io.json) {
@@ -49,7 +50,7 @@ export const benchRolloutCommand: CliCommand = {
       return 0;
     }
     const row = (name: string, p: typeof r.sequential) =>
-      `  ${name.padEnd(11)} ${String(p.episodes_per_min).padStart(7)} episodes/min  wall ${p.wall_s} s  generation ${p.generation_s} s (mean batch ${p.mean_batch}, ${p.tokens_per_s} tokens/s)  sandbox ${p.sandbox_s} s  reward ${p.reward_s} s  overlap ${p.overlap_s} s  cores busy ${p.cores_busy ?? '?'}`;
+      `  ${name.padEnd(11)} ${String(p.episodes_per_min).padStart(7)} episodes/min  wall ${p.wall_s} s  generation ${p.generation_s} s (mean batch ${p.mean_batch}, ${p.tokens_per_s} tokens/s)  sandbox ${p.sandbox_s} s  reward ${p.reward_s} s  overlap ${p.overlap_s} s  cores busy ${p.cores_busy ?? '?'}  commands replayed ${Math.round(p.cached_turns * 100)}%`;
     io.out(
       [
         `${r.episodes} episodes of ${r.tasks} tasks, ≤ ${r.max_turns} turns, seed ${r.seed}, ${r.cpus} CPUs`,

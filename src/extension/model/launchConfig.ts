@@ -51,6 +51,7 @@ export const SETTING_FOR_FIELD: { readonly [K in ConfigPath]: string } = {
   commandTimeoutMs: 'sandbox.commandTimeoutMs',
   concurrency: 'sandbox.concurrency',
   batchWaitMs: 'policy.batchWaitMs',
+  cacheObservations: 'sandbox.cacheObservations',
   dockerHost: 'docker.host',
   dockerHosts: 'docker.hosts',
   sandboxImage: 'sandbox.image',

@@ -76,6 +76,7 @@ describe('extension: settings → launch config', () => {
       'reward.formatPenalty': 0.3,
       'sandbox.commandTimeoutMs': 5000,
       'sandbox.concurrency': 2,
+      'sandbox.cacheObservations': false,
       'docker.host': 'tcp://10.0.0.2:2376',
       'docker.hosts': ['ssh://ci@build-1*32'],
       'sandbox.image': 'example/python-sandbox:3',
@@ -104,6 +105,7 @@ describe('extension: settings → launch config', () => {
     assert.equal(resolved.dockerHost, 'tcp://10.0.0.2:2376');
     assert.equal(resolved.concurrency, 2);
     assert.equal(resolved.batchWaitMs, 250);
+    assert.equal(resolved.cacheObservations, false, 'a boolean setting turned off reaches the config as false');
     // A second launch in the same second does not overwrite the first.
     assert.notEqual(writeLaunchConfig(ws, cfg, new Date('2026-01-02T03:04:05Z')), file);
   });

@@ -66,6 +66,11 @@ describe('extension: turn view', () => {
     const md = turnHoverMarkdown(turn, t);
     assert.ok(md.includes(turn.action));
     assert.match(md, /advantage \*\*\+0\.\d+\*\*/);
+    assert.match(md, new RegExp(`exit ${turn.exitCode} · ${turn.durationMs} ms`));
+    // A replayed observation has no run time of its own: the hover says so instead.
+    const replayed = turnHoverMarkdown({ ...turn, cached: true }, t);
+    assert.match(replayed, /replayed from an identical workspace/);
+    assert.ok(!replayed.includes(`${turn.durationMs} ms`));
   });
 });
 

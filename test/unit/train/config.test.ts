@@ -51,6 +51,11 @@ describe('train/config: resolveTrainConfig', () => {
     assert.equal(c.tasksFile, '/x/tasks.jsonl');
     refused({ taskSource: 'file', tasksFile: 3 }, /"tasksFile" must be a string/, /fix "tasksFile"/);
   });
+  it('cacheObservations: on by default, a boolean only (not "false", which would read as true)', () => {
+    assert.equal(resolveTrainConfig({}).cacheObservations, true);
+    assert.equal(resolveTrainConfig({ cacheObservations: false }).cacheObservations, false);
+    refused({ cacheObservations: 'false' }, /"cacheObservations" must be true or false, got "false"/, /fix "cacheObservations"/);
+  });
   it('unknown reward field', () => refused({ reward: { speed: 1 } }, /unknown reward field "speed"/, /valid: .*efficiency.*format|valid: .*format/));
   it('unknown estimator: named, with the valid ones', () => refused({ estimator: 'ppo' }, /unknown estimator "ppo"/, new RegExp(`use one of: ${estimatorNames().join(', ')}`)));
   it('unknown estimator parameter', () => refused({ estimator: 'grpo', estimatorParams: { nope: 1 } }, /no parameter "nope"/, /its parameters/));

@@ -10,6 +10,8 @@ export interface TurnRow {
   observation: string;
   exitCode: number | null;
   durationMs: number;
+  /** Replayed from the run's observation cache (the command did not run again). */
+  cached?: boolean;
   formatError?: string;
   intentSignature?: string[];
   editSignature?: string[];

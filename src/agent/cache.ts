@@ -1,0 +1,88 @@
+// Observations of read-only tool commands, shared by the episodes of a run. In RL the G episodes
+// of a group start from the same workspace and usually open with the same command (`tw-suspects`,
+// up to 24 test runs), and their later states often coincide too (the same one-line fix, then
+// `tw-test`). When such a command has already run on the identical workspace (same edit-tracker
+// tree id) its recorded observation is replayed instead of running it again; an episode that
+// asks while the first run is still going waits for it rather than starting a second. Only
+// commands whose output depends on the workspace files alone are eligible (the sandbox's
+// deterministic test tools), and an observation is kept only if the run changed no file and did
+// not time out. A test suite whose output varies between identical runs should turn the cache
+// off (config `cacheObservations`).
+
+import type { Trajectory } from '../core/schema';
+
+/** What a command produced, as the episode records it. */
+export interface CachedObservation {
+  exitCode: number | null;
+  observation: string;
+}
+
+/** The sandbox's tools whose output is a function of the workspace files (and their arguments). */
+const CACHEABLE = /^(tw-suspects|tw-test)( +[A-Za-z0-9_./:=@-]+)*$/;
+
+/** Whether `command` (as parsed from an action) may be answered from the cache. */
+export function cacheableCommand(command: string): boolean {
+  return CACHEABLE.test(command.trim());
+}
+
+/**
+ * Whether `command` may leave a process running after it returns (which could change files
+ * between turns, so the tree recorded after the turn would no longer describe the workspace).
+ * Conservative: any `&` that is not part of `&&`, `&>`, `>&` or `<&`, or a detaching command.
+ */
+export function mayDetach(command: string): boolean {
+  const stripped = command.replace(/&&|&>|[<>]&/g, '');
+  return stripped.includes('&') || /\b(nohup|setsid|disown|daemon)\b/.test(command);
+}
+
+/** Claim on a key: a finished or in-flight observation to wait for, or the duty to produce it. */
+export type CacheClaim = { wait: Promise<CachedObservation | undefined> } | { settle: (value: CachedObservation | undefined) => void };
+
+export class ObservationCache {
+  private readonly entries = new Map<string, Promise<CachedObservation | undefined>>();
+  /** Commands answered from the cache, and eligible commands that had to run. */
+  hits = 0;
+  misses = 0;
+
+  constructor(readonly maxEntries = 4096) {}
+
+  /** The key of `command` run on the workspace whose edit-tracker tree is `tree`. */
+  static key(tree: string, command: string, timeoutMs: number): string {
+    return `${tree}\u0000${timeoutMs}\u0000${command.trim()}`;
+  }
+
+  /**
+   * Synchronous, so two episodes cannot both become the producer of one key. The producer must
+   * call `settle` exactly once: with the observation to keep, or undefined (not cacheable after
+   * all: it changed files, timed out, or failed), which frees the key and wakes any waiters,
+   * who then run the command themselves.
+   */
+  claim(key: string): CacheClaim {
+    const have = this.entries.get(key);
+    if (have) return { wait: have };
+    let resolve!: (v: CachedObservation | undefined) => void;
+    const p = new Promise<CachedObservation | undefined>((r) => (resolve = r));
+    this.entries.set(key, p);
+    // Oldest first out: a Map iterates in insertion order.
+    while (this.entries.size > this.maxEntries) this.entries.delete(this.entries.keys().next().value as string);
+    let settled = false;
+    return {
+      settle: (value) => {
+        if (settled) return;
+        settled = true;
+        if (value === undefined && this.entries.get(key) === p) this.entries.delete(key);
+        resolve(value);
+      },
+    };
+  }
+
+  get size(): number {
+    return this.entries.size;
+  }
+}
+
+/** Of the commands the episodes ran (format errors and `submit` left out), the fraction replayed from the cache. */
+export function cachedTurnFraction(trajs: readonly Trajectory[]): number {
+  const commands = trajs.flatMap((t) => t.turns.filter((x) => x.action !== 'submit' && x.formatError === undefined));
+  return commands.length ? commands.filter((x) => x.cached).length / commands.length : 0;
+}

@@ -49,7 +49,17 @@ export const EDIT_TEXT_CAP = 64 * 1024;
 const EDITS_PER_TURN = 8;
 
 /** A separate git dir tracks what each turn changed, so the agent's own repository stays as it was. */
-const TRACK = `git --git-dir=/home/agent/.turnwise-track --work-tree=${WORKSPACE_DIR}`;
+const TRACK_DIR = '/home/agent/.turnwise-track';
+const TRACK = `git --git-dir=${TRACK_DIR} --work-tree=${WORKSPACE_DIR}`;
+/** Touched when the episode starts; a file outside the workspace newer than it was written by the agent. */
+const START_MARK = `${TRACK_DIR}/episode-start`;
+/**
+ * Prints a path if anything in the places the sandbox user may write outside the workspace
+ * (home, temp folders) changed since the episode started: the workspace's tree id then no
+ * longer describes all a command can read (a usercustomize.py in ~/.local changes what
+ * `tw-test` prints), so the episode stops using the observation cache.
+ */
+const OUTSIDE_CHANGED = `find /home/agent /tmp /var/tmp /run/lock /dev/shm -mindepth 1 -path ${TRACK_DIR} -prune -o -newer ${START_MARK} -print -quit 2>/dev/null`;
 
 let signers: Promise<{ bash: (s: string) => string[]; edit: Awaited<ReturnType<typeof createEditSigner>> }> | undefined;
 function getSigners() {
@@ -82,7 +92,7 @@ export async function prepareSandbox(sb: Sandbox, task: Task): Promise<{ tree: s
   // A fresh repository holds only the mutated tree (no gc needed: the original blob never enters
   // it); one exec with the edit tracker's start, since each exec costs a process round trip.
   const hide = 'rm -rf .git && git init -q && git add -A -f . && git commit -q --no-verify -m "workspace"';
-  const track = `${TRACK} init -q && ${TRACK} add -A -f . && ${TRACK} commit -q --no-verify --allow-empty -m base && ${TRACK} rev-parse 'HEAD^{tree}'`;
+  const track = `${TRACK} init -q && ${TRACK} add -A -f . && ${TRACK} commit -q --no-verify --allow-empty -m base && touch ${START_MARK} && ${TRACK} rev-parse 'HEAD^{tree}'`;
   const out = await must(sb, task.mutation ? `${hide} && ${track}` : track, task.mutation ? 'hiding the task from git and starting the edit tracker' : 'starting the edit tracker');
   return { tree: treeId(out) };
 }
@@ -94,17 +104,25 @@ function treeId(out: string): string {
 }
 
 /**
- * Files changed since the last call, with their text before and after, and the tree id of the
- * workspace now (the observation cache's key); commits the new state.
+ * Files changed since the last call, with their text before and after; the tree id of the
+ * workspace now (the observation cache's key), and whether anything outside the workspace the
+ * agent can write changed since the episode started; commits the new state.
  */
-export async function collectEdits(sb: Sandbox): Promise<{ edits: FileEdit[]; tree: string }> {
-  const out = await must(sb, `${TRACK} add -A -f . >/dev/null 2>&1; ${TRACK} write-tree && ${TRACK} diff --cached --name-status --no-renames -z HEAD`, 'listing changed files', 30_000);
-  const nl = out.indexOf('\n');
-  const tree = treeId(out.slice(0, nl < 0 ? out.length : nl));
-  const parts = out.slice(nl + 1).split('\0').filter((p) => p !== '');
+export async function collectEdits(sb: Sandbox): Promise<{ edits: FileEdit[]; tree: string; outsideChanged: boolean }> {
+  const out = await must(
+    sb,
+    `${TRACK} add -A -f . >/dev/null 2>&1; test -z "$(${OUTSIDE_CHANGED})" && echo inside-only || echo outside-changed; ${TRACK} write-tree && ${TRACK} diff --cached --name-status --no-renames -z HEAD`,
+    'listing changed files',
+    30_000,
+  );
+  const [flag, treeLine] = out.split('\n', 2);
+  const outsideChanged = flag !== 'inside-only';
+  const tree = treeId(treeLine ?? '');
+  const rest = out.slice(flag.length + 1 + (treeLine ?? '').length + 1);
+  const parts = rest.split('\0').filter((p) => p !== '');
   const changes: { status: string; path: string }[] = [];
   for (let i = 0; i + 1 < parts.length; i += 2) changes.push({ status: parts[i], path: parts[i + 1] });
-  if (changes.length === 0) return { edits: [], tree };
+  if (changes.length === 0) return { edits: [], tree, outsideChanged };
   const edits: FileEdit[] = [];
   const readCapped = async (cmd: string): Promise<{ text: string; truncated: boolean }> => {
     const r = await sb.exec(`${cmd} | head -c ${EDIT_TEXT_CAP + 1}`, { timeoutMs: 30_000, maxOutputBytes: EDIT_TEXT_CAP + 1024 });
@@ -119,7 +137,7 @@ export async function collectEdits(sb: Sandbox): Promise<{ edits: FileEdit[]; tr
     edits.push({ path: c.path, before: before ? (truncated ? null : before.text) : null, after: after ? (truncated ? null : after.text) : null, ...(truncated ? { truncated } : {}) });
   }
   await must(sb, `${TRACK} commit -q --no-verify -m turn`, 'recording the turn', 30_000);
-  return { edits, tree };
+  return { edits, tree, outsideChanged };
 }
 
 /** Runs one episode to the end and returns its trajectory. Never throws for sandbox trouble. */
@@ -145,7 +163,8 @@ export async function runEpisode(o: EpisodeOptions): Promise<Trajectory> {
   };
   const timeoutMs = o.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS;
   // The workspace's tree id after the last turn; undefined once a command may have left a
-  // process running (files could change behind the tracker's back), which ends caching.
+  // process running (files could change behind the tracker's back) or changed files outside the
+  // workspace (which the tree does not cover), either of which ends caching for the episode.
   let tree: string | undefined;
   try {
     tree = (await timed('sandboxMs', () => prepareSandbox(o.sandbox, o.task))).tree;
@@ -184,8 +203,8 @@ export async function runEpisode(o: EpisodeOptions): Promise<Trajectory> {
             turn.observation = observationText(r);
             const after = await timed('sandboxMs', () => collectEdits(o.sandbox));
             edits = after.edits;
-            tree = tree === undefined || mayDetach(parsed.command) ? undefined : after.tree;
-            if (!r.timedOut && after.tree === before) kept = { exitCode: turn.exitCode, observation: turn.observation };
+            tree = tree === undefined || mayDetach(parsed.command) || after.outsideChanged ? undefined : after.tree;
+            if (!r.timedOut && tree !== undefined && after.tree === before) kept = { exitCode: turn.exitCode, observation: turn.observation };
           } finally {
             if (claim && 'settle' in claim) claim.settle(kept);
           }

@@ -164,9 +164,18 @@ describe('docker: episodes in the demo workspace', function () {
 
     // Later episodes (another iteration) replay from the same cache; the same script without any
     // cache gives the same observations: a replay is exactly what the command prints.
-    const again = await runRollouts([job('d')], { ...opts, model: new ScriptedModel({ d: ['tw-test', fix, 'tw-test'] }) });
+    const again = await runRollouts([job('d'), job('f')], {
+      ...opts,
+      // f writes outside the workspace (where Python looks for usercustomize.py): the tree id no
+      // longer covers what tw-test may read, so f runs it although the cache holds that tree.
+      model: new ScriptedModel({ d: ['tw-test', fix, 'tw-test'], f: ['mkdir -p ~/.local && echo x > ~/.local/note', 'tw-test'] }),
+    });
+    const f = again.trajectories.find((t) => t.trajId === 'f')!;
+    assert.equal(f.turns[0].edits, undefined, 'a file outside the workspace is not a workspace edit');
+    assert.equal(f.turns[1].cached, undefined);
+    assert.equal(f.turns[1].observation, c.turns[1].observation);
     const fresh = await runRollouts([job('e')], { ...opts, observationCache: undefined, model: new ScriptedModel({ e: ['tw-suspects', fix, 'tw-test', 'tw-test'] }) });
-    const d = again.trajectories[0];
+    const d = again.trajectories.find((t) => t.trajId === 'd')!;
     const e = fresh.trajectories[0];
     assert.deepEqual(d.turns.map((x) => x.cached ?? false), [true, false, true, false]);
     assert.equal(d.turns[0].observation, c.turns[1].observation);

@@ -12,7 +12,7 @@ describe('docker: turnwise bench rollout --json', function () {
   it('runs both passes on the same episodes and reports consistent figures', async () => {
     let stdout = '';
     let stderr = '';
-    const code = await main(['bench', 'rollout', '--tasks', '2', '--episodes', '3', '--concurrency', '3', '--max-turns', '2', '--seed', '5', '--json'], {
+    const code = await main(['bench', 'rollout', '--tasks', '2', '--episodes', '3', '--concurrency', '3', '--max-turns', '2', '--seed', '5', '--repeats', '2', '--json'], {
       out: (t) => (stdout += t),
       err: (t) => (stderr += `${t}\n`),
     });
@@ -44,6 +44,15 @@ describe('docker: turnwise bench rollout --json', function () {
     assert.equal(r.same_actions, 1);
     assert.equal(r.concurrent.turns, r.sequential.turns);
     assert.equal(r.concurrent.sampled_tokens, r.sequential.sampled_tokens);
+    // Each pass has its own observation cache, so both replay the same commands (episode 3
+    // repeats task 1; in the concurrent pass it waits for episode 1's run instead of rerunning).
+    assert.equal(r.concurrent.cached_turns, r.sequential.cached_turns);
+    assert.ok(r.sequential.cached_turns >= 0 && r.sequential.cached_turns < 1);
+    // Two repeats: both listed, the reported one is one of them, the range covers them.
+    assert.equal(r.repeats.length, 2);
+    assert.ok(r.repeats.some((x: { speedup: number }) => x.speedup === r.speedup));
+    assert.equal(r.speedup_min, Math.min(...r.repeats.map((x: { speedup: number }) => x.speedup)));
+    assert.equal(r.speedup_max, Math.max(...r.repeats.map((x: { speedup: number }) => x.speedup)));
     const left = await new Docker().listContainers({ all: true, filters: { label: [`${LABEL.run}=bench-rollout-${process.pid}`] } });
     assert.deepEqual(left, []);
   });

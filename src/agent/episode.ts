@@ -111,7 +111,8 @@ function treeId(out: string): string {
 export async function collectEdits(sb: Sandbox): Promise<{ edits: FileEdit[]; tree: string; outsideChanged: boolean }> {
   const out = await must(
     sb,
-    `${TRACK} add -A -f . >/dev/null 2>&1; test -z "$(${OUTSIDE_CHANGED})" && echo inside-only || echo outside-changed; ${TRACK} write-tree && ${TRACK} diff --cached --name-status --no-renames -z HEAD`,
+    // Without find (a custom image) the answer is "changed": the cache is never used on a guess.
+    `${TRACK} add -A -f . >/dev/null 2>&1; command -v find >/dev/null && test -z "$(${OUTSIDE_CHANGED})" && echo inside-only || echo outside-changed; ${TRACK} write-tree && ${TRACK} diff --cached --name-status --no-renames -z HEAD`,
     'listing changed files',
     30_000,
   );

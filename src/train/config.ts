@@ -54,6 +54,12 @@ export interface TrainConfig {
   lr: number;
   klCoef: number;
   entCoef: number;
+  /**
+   * Weight of negative advantages in the update (1: as the estimator gave them; 0: only actions
+   * that did better than their baseline are reinforced, as in filtered behaviour cloning). The
+   * trajectories keep the estimator's advantages.
+   */
+  negativeAdvantageWeight: number;
   clipLow: number;
   clipHigh: number;
   temperature: number;
@@ -106,6 +112,7 @@ export const TRAIN_DEFAULTS: TrainConfig = {
   lr: 2e-5,
   klCoef: 0,
   entCoef: 0,
+  negativeAdvantageWeight: 1,
   clipLow: 0.2,
   clipHigh: 0.28,
   temperature: 1,
@@ -193,6 +200,7 @@ export function resolveTrainConfig(given: Record<string, unknown>, source = 'the
   checkNumber('lr', c.lr, 0, 1);
   checkNumber('klCoef', c.klCoef, 0, 100);
   checkNumber('entCoef', c.entCoef, 0, 100);
+  checkNumber('negativeAdvantageWeight', c.negativeAdvantageWeight, 0, 1);
   checkNumber('clipLow', c.clipLow, 0, 1);
   checkNumber('clipHigh', c.clipHigh, 0, 10);
   checkNumber('temperature', c.temperature, 0.01, 10);

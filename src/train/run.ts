@@ -94,6 +94,11 @@ export function turnTokenRows(codec: ChatCodec, task: string, t: Trajectory, pro
   return rows;
 }
 
+/** The update's view of the advantages: negative ones times `weight` (config negativeAdvantageWeight). */
+export function weightNegativeAdvantages(rows: readonly TurnRowData[], weight: number): TurnRowData[] {
+  return weight === 1 ? [...rows] : rows.map((r) => (r.advantage < 0 ? { ...r, advantage: r.advantage * weight } : r));
+}
+
 /**
  * An episode's turn rows merged into as few rows as exactness allows: when turn k+1's row begins
  * with all of turn k's row (its prompt re-renders turn k's action to the very tokens sampled,
@@ -548,7 +553,7 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
       const budget = rig.contextTokens - c.maxActionTokens;
       const taskText = (t: Trajectory) => taskTextOf(byId.get(t.taskId)!);
       const rows = updateRows(
-        scored.map((t) => turnTokenRows(rig!.codec, taskText(t), t, budget)),
+        scored.map((t) => weightNegativeAdvantages(turnTokenRows(rig!.codec, taskText(t), t, budget), c.negativeAdvantageWeight)),
         c.klCoef > 0 || c.entCoef > 0,
       );
       const stepMetrics: StepMetrics[] = [];

@@ -36,6 +36,7 @@ export const SETTING_FOR_FIELD: { readonly [K in ConfigPath]: string } = {
   minibatches: 'train.minibatches',
   lr: 'train.learningRate',
   klCoef: 'train.klCoef',
+  negativeAdvantageWeight: 'train.negativeAdvantageWeight',
   entCoef: 'train.entCoef',
   clipLow: 'train.clipLow',
   clipHigh: 'train.clipHigh',

@@ -63,6 +63,7 @@ describe('extension: settings → launch config', () => {
       'train.clipLow': 0.1,
       'train.clipHigh': 0.3,
       'train.klCoef': 0.01,
+      'train.negativeAdvantageWeight': 0.5,
       'train.entCoef': 0.02,
       'train.evalEvery': 0,
       'train.evalSamples': 3,

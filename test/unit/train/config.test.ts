@@ -56,6 +56,11 @@ describe('train/config: resolveTrainConfig', () => {
     assert.equal(resolveTrainConfig({ cacheObservations: false }).cacheObservations, false);
     refused({ cacheObservations: 'false' }, /"cacheObservations" must be true or false, got "false"/, /fix "cacheObservations"/);
   });
+  it('negativeAdvantageWeight: 1 by default, within [0, 1]', () => {
+    assert.equal(resolveTrainConfig({}).negativeAdvantageWeight, 1);
+    assert.equal(resolveTrainConfig({ negativeAdvantageWeight: 0 }).negativeAdvantageWeight, 0);
+    refused({ negativeAdvantageWeight: 1.5 }, /"negativeAdvantageWeight" must be a number in \[0, 1\], got 1\.5/, /fix "negativeAdvantageWeight"/);
+  });
   it('unknown reward field', () => refused({ reward: { speed: 1 } }, /unknown reward field "speed"/, /valid: .*efficiency.*format|valid: .*format/));
   it('unknown estimator: named, with the valid ones', () => refused({ estimator: 'ppo' }, /unknown estimator "ppo"/, new RegExp(`use one of: ${estimatorNames().join(', ')}`)));
   it('unknown estimator parameter', () => refused({ estimator: 'grpo', estimatorParams: { nope: 1 } }, /no parameter "nope"/, /its parameters/));

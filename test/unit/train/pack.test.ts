@@ -6,7 +6,7 @@
 import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { episodeRows, packMinibatches, turnTokenRows, updateRows, type TrainRow, type TurnRowData } from '../../../src/train/run';
+import { episodeRows, packMinibatches, turnTokenRows, updateRows, weightNegativeAdvantages, type TrainRow, type TurnRowData } from '../../../src/train/run';
 import { TrainablePolicy } from '../../../src/policy/trainable';
 import { initWeights } from '../../../src/policy/weights';
 import { SMALL_CONFIG } from '../policy/helpers';
@@ -121,6 +121,18 @@ describe('train/run: one row per episode where the turns continue each other', (
     const [mb] = packMinibatches(all, 1);
     const mask = mb.batch.lossMask as number[];
     assert.deepEqual([...mask.slice(0, mb.T)].map((x, j) => (x ? j : -1)).filter((j) => j >= 0), [3, 4, 6], 'both actions of the merged row in the loss');
+  });
+
+  it('weightNegativeAdvantages: negative advantages scaled, positive and zero ones untouched; weight 0 leaves them out of the loss', () => {
+    const t0 = turn([], [1, 2, 3], [4, 5], -0.8);
+    const t1 = turn(t0.ids, [6], [7], 0.5);
+    const t2 = turn(t1.ids, [8], [9], 0);
+    assert.deepEqual(weightNegativeAdvantages([t0, t1, t2], 0.25).map((r) => r.advantage), [-0.2, 0.5, 0]);
+    assert.deepEqual(weightNegativeAdvantages([t0, t1, t2], 1).map((r) => r.advantage), [-0.8, 0.5, 0]);
+    assert.equal(t0.advantage, -0.8, 'the input rows (and so the trajectories) keep the estimator\'s advantage');
+    const rows = updateRows([weightNegativeAdvantages([t0, t1, t2], 0)], false);
+    assert.deepEqual(rows.map((r) => r.actions.map((a) => [a.start, a.advantage])), [[[t1.actionStart, 0.5]]], 'only the positive action is in the loss; the others stay as context');
+    assert.deepEqual(rows[0].ids, t2.ids);
   });
 
   it('the prompt format lets real episodes merge: the shipped tokenizer, actions as sampled, one row until the context is full', () => {

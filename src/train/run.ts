@@ -94,6 +94,26 @@ export function turnTokenRows(codec: ChatCodec, task: string, t: Trajectory, pro
   return rows;
 }
 
+/**
+ * Mean change of an action's log-probability (summed over its tokens) from the rollout policy
+ * (`logprobs` recorded when sampled) to `after` (per-row log-probs aligned with the ids, as
+ * PolicyService.logprobs gives them), over actions with positive and with negative advantage
+ * (NaN where there are none).
+ */
+export function actionLogpShift(rows: readonly TrainRow[], after: readonly ArrayLike<number>[]): { positive: number; negative: number } {
+  const pos: number[] = [];
+  const neg: number[] = [];
+  rows.forEach((r, i) => {
+    for (const a of r.actions) {
+      if (a.advantage === 0) continue;
+      let d = 0;
+      for (let k = 0; k < a.logprobs.length; k++) d += after[i][a.start + k] - a.logprobs[k];
+      (a.advantage > 0 ? pos : neg).push(d);
+    }
+  });
+  return { positive: pos.length ? mean(pos) : NaN, negative: neg.length ? mean(neg) : NaN };
+}
+
 /** The update's view of the advantages: negative ones times `weight` (config negativeAdvantageWeight). */
 export function weightNegativeAdvantages(rows: readonly TurnRowData[], weight: number): TurnRowData[] {
   return weight === 1 ? [...rows] : rows.map((r) => (r.advantage < 0 ? { ...r, advantage: r.advantage * weight } : r));
@@ -552,8 +572,9 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
       const tU = Date.now();
       const budget = rig.contextTokens - c.maxActionTokens;
       const taskText = (t: Trajectory) => taskTextOf(byId.get(t.taskId)!);
+      const turnRows = scored.map((t) => turnTokenRows(rig!.codec, taskText(t), t, budget));
       const rows = updateRows(
-        scored.map((t) => weightNegativeAdvantages(turnTokenRows(rig!.codec, taskText(t), t, budget), c.negativeAdvantageWeight)),
+        turnRows.map((r) => weightNegativeAdvantages(r, c.negativeAdvantageWeight)),
         c.klCoef > 0 || c.entCoef > 0,
       );
       const stepMetrics: StepMetrics[] = [];
@@ -573,6 +594,11 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
         }
       }
       const updS = (Date.now() - tU) / 1000;
+      // Where the update moved the log-probability of the actions it learned from, by the sign of
+      // their advantage (one forward pass; the rollout log-probs are the "before"). A drop of the
+      // positive ones as well means the negative ones dominate and push probability elsewhere.
+      const learned = updateRows(turnRows, false);
+      const moved = stepMetrics.length && learned.length ? actionLogpShift(learned, await rig.policy.logprobs(learned.map((r) => r.ids), { temperature: c.temperature })) : undefined;
       check();
 
       // Checkpoint, evaluation, then the metrics line that commits the iteration.
@@ -605,6 +631,8 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
           'update/steps': stepMetrics.length,
           'update/rows': rows.length,
           'update/actions': rows.reduce((a, r) => a + r.actions.length, 0),
+          'update/dlogp_pos': moved?.positive ?? NaN,
+          'update/dlogp_neg': moved?.negative ?? NaN,
           'time/rollout_s': ro.wallMs / 1000,
           'time/generation_s': ro.generateMs / 1000,
           'time/sandbox_s': ro.sandboxMs / 1000,

@@ -101,7 +101,9 @@ function assertRunDir(run: RunDir, iterations: number): void {
   }
   for (let n = 1; n <= iterations; n++) {
     const m = metrics[n];
-    for (const k of ['reward/mean', 'tests/pass_rate', 'resolved', 'turns/mean', 'format_errors', 'time/rollout_s', 'time/generation_s', 'time/sandbox_s', 'time/reward_s', 'time/advantages_s', 'time/update_s']) assert.ok(k in m, `metrics row ${n} has ${k}`);
+    for (const k of ['reward/mean', 'tests/pass_rate', 'resolved', 'turns/mean', 'format_errors', 'time/rollout_s', 'time/generation_s', 'time/sandbox_s', 'time/reward_s', 'time/advantages_s', 'time/update_s', 'rollout/cached_turns', 'update/dlogp_pos', 'update/dlogp_neg']) assert.ok(k in m, `metrics row ${n} has ${k}`);
+    const shift = [m['update/dlogp_pos'], m['update/dlogp_neg']];
+    assert.ok(shift.every((x) => x === null || (typeof x === 'number' && Number.isFinite(x))), `log-prob shifts ${shift}`);
     const trajs = run.readTrajectories(n, 'train');
     assert.equal(trajs.length, 2, `iteration ${n}: tasksPerIteration × groupSize trajectories`);
     for (const t of trajs) {

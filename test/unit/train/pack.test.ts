@@ -6,7 +6,7 @@
 import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { episodeRows, packMinibatches, turnTokenRows, updateRows, weightNegativeAdvantages, type TrainRow, type TurnRowData } from '../../../src/train/run';
+import { actionLogpShift, episodeRows, packMinibatches, turnTokenRows, updateRows, weightNegativeAdvantages, type TrainRow, type TurnRowData } from '../../../src/train/run';
 import { TrainablePolicy } from '../../../src/policy/trainable';
 import { initWeights } from '../../../src/policy/weights';
 import { SMALL_CONFIG } from '../policy/helpers';
@@ -133,6 +133,19 @@ describe('train/run: one row per episode where the turns continue each other', (
     const rows = updateRows([weightNegativeAdvantages([t0, t1, t2], 0)], false);
     assert.deepEqual(rows.map((r) => r.actions.map((a) => [a.start, a.advantage])), [[[t1.actionStart, 0.5]]], 'only the positive action is in the loss; the others stay as context');
     assert.deepEqual(rows[0].ids, t2.ids);
+  });
+
+  it('actionLogpShift: per action the summed change from its rollout log-probs, averaged by advantage sign', () => {
+    const rows: TrainRow[] = [
+      { ids: [1, 2, 3, 4, 5, 6], actions: [{ start: 2, logprobs: [-0.5, -0.5], advantage: 1 }, { start: 4, logprobs: [-1, -2], advantage: -1 }] },
+      { ids: [7, 8, 9], actions: [{ start: 1, logprobs: [-0.3, -0.3], advantage: 0.5 }, { start: 0, logprobs: [-9], advantage: 0 }] },
+    ];
+    // after: row 0 action 1 up by 0.2 in all; action 2 down by 1 + 0.5; row 1 up by 0.1 + 0.1.
+    const after = [new Float32Array([0, -1, -0.3, -0.3, -2, -2.5]), new Float32Array([0, -0.2, -0.2])];
+    const r = actionLogpShift(rows, after);
+    assert.ok(Math.abs(r.positive - (0.4 + 0.2) / 2) < 1e-6, `positive ${r.positive}`);
+    assert.ok(Math.abs(r.negative - -1.5) < 1e-6, `negative ${r.negative}`);
+    assert.ok(Number.isNaN(actionLogpShift([rows[1]], [after[1]]).negative), 'no negative action: NaN, not 0');
   });
 
   it('the prompt format lets real episodes merge: the shipped tokenizer, actions as sampled, one row until the context is full', () => {

@@ -593,12 +593,13 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
           }
         }
       }
-      const updS = (Date.now() - tU) / 1000;
       // Where the update moved the log-probability of the actions it learned from, by the sign of
-      // their advantage (one forward pass; the rollout log-probs are the "before"). A drop of the
-      // positive ones as well means the negative ones dominate and push probability elsewhere.
+      // their advantage (one forward pass, counted in the update's time; the rollout log-probs are
+      // the "before"). A drop of the positive ones as well means the negative ones dominate and
+      // push probability elsewhere.
       const learned = updateRows(turnRows, false);
       const moved = stepMetrics.length && learned.length ? actionLogpShift(learned, await rig.policy.logprobs(learned.map((r) => r.ids), { temperature: c.temperature })) : undefined;
+      const updS = (Date.now() - tU) / 1000;
       check();
 
       // Checkpoint, evaluation, then the metrics line that commits the iteration.

@@ -40,9 +40,6 @@ export type CacheClaim = { wait: Promise<CachedObservation | undefined> } | { se
 
 export class ObservationCache {
   private readonly entries = new Map<string, Promise<CachedObservation | undefined>>();
-  /** Commands answered from the cache, and eligible commands that had to run. */
-  hits = 0;
-  misses = 0;
 
   constructor(readonly maxEntries = 4096) {}
 

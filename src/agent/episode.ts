@@ -190,12 +190,10 @@ export async function runEpisode(o: EpisodeOptions): Promise<Trajectory> {
         const replay = claim && 'wait' in claim ? await timed('sandboxMs', () => claim.wait) : undefined;
         let edits: FileEdit[] = [];
         if (replay) {
-          cache!.hits++;
           turn.exitCode = replay.exitCode;
           turn.observation = replay.observation;
           turn.cached = true;
         } else {
-          if (cache) cache.misses++;
           const before = tree;
           let kept: CachedObservation | undefined;
           try {

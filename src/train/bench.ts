@@ -340,7 +340,8 @@ export async function benchRollout(o: RolloutBenchOptions): Promise<RolloutBench
     }
     if (tasks.length === 0) throw new TurnwiseError('invalid-input', `no task for the rollout benchmark in ${o.workspace}`, { hint: 'use a workspace whose tests exercise its code, or pass --tasks-file' });
     const runner = detectRunner(o.workspace);
-    rig = await openRig({ runId, workspace: o.workspace, language: runner.language, checkpoint: model, config: c, pool, onLog: (m) => log(`warning: ${m}`) });
+    // No rig-wide cache: each pass below gets its own.
+    rig = await openRig({ runId, workspace: o.workspace, language: runner.language, checkpoint: model, config: { ...c, cacheObservations: false }, pool, onLog: (m) => log(`warning: ${m}`) });
     const episodes = o.episodes ?? tasks.length;
     const jobsFor = (pass: string, n = episodes): EpisodeJob[] =>
       Array.from({ length: n }, (_, i) => {

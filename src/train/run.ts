@@ -29,7 +29,7 @@ import { readTaskFile } from '../tasks/taskfile';
 import { collectTestFiles } from '../tasks/testfiles';
 import { detectRunner, type TestRunner } from '../tasks/runners';
 import { chatCodec, renderPrompt, type ChatCodec } from './chat';
-import { connectRunPool, poolSettings, resolveTrainConfig, runConfigRecord, TRAIN_DEFAULTS, type TrainConfig } from './config';
+import { connectRunPool, poolSettings, resolveTrainConfig, runConfigRecord, type TrainConfig } from './config';
 import { embeddedModelDir } from './embedded';
 import { splitTasks } from './split';
 
@@ -115,8 +115,8 @@ export function actionLogpShift(rows: readonly TrainRow[], after: readonly Array
 }
 
 /** The update's view of the advantages: negative ones times `weight` (config negativeAdvantageWeight). */
-export function weightNegativeAdvantages(rows: readonly TurnRowData[], weight: number): TurnRowData[] {
-  return weight === 1 ? [...rows] : rows.map((r) => (r.advantage < 0 ? { ...r, advantage: r.advantage * weight } : r));
+export function weightNegativeAdvantages(rows: readonly TurnRowData[], weight: number): readonly TurnRowData[] {
+  return weight === 1 ? rows : rows.map((r) => (r.advantage < 0 ? { ...r, advantage: r.advantage * weight } : r));
 }
 
 /**
@@ -149,7 +149,7 @@ export function episodeRows(turnRows: readonly TurnRowData[]): TrainRow[] {
  * actions the loss can move: with no KL or entropy term, an action whose advantage is zero adds
  * nothing but weight to the token mean, so it is left out, as it was when each turn was a row.
  */
-export function updateRows(trajRows: readonly TurnRowData[][], keepZeroAdvantage: boolean): TrainRow[] {
+export function updateRows(trajRows: readonly (readonly TurnRowData[])[], keepZeroAdvantage: boolean): TrainRow[] {
   return trajRows
     .flatMap((rows) => episodeRows(rows))
     .map((r) => ({ ids: r.ids, actions: keepZeroAdvantage ? r.actions : r.actions.filter((a) => Math.abs(a.advantage) > 1e-9) }))
@@ -279,7 +279,7 @@ export async function openRig(o: {
   language: string;
   checkpoint: string;
   referenceDir?: string;
-  config: Pick<TrainConfig, 'dockerHost' | 'dockerHosts' | 'sandboxMemoryMb' | 'sandboxCpus' | 'sandboxPids' | 'sandboxImage' | 'executionProvider' | 'maxActionTokens' | 'temperature' | 'topP' | 'concurrency'> & Partial<Pick<TrainConfig, 'cacheObservations'>>;
+  config: Pick<TrainConfig, 'dockerHost' | 'dockerHosts' | 'sandboxMemoryMb' | 'sandboxCpus' | 'sandboxPids' | 'sandboxImage' | 'executionProvider' | 'maxActionTokens' | 'temperature' | 'topP' | 'concurrency' | 'cacheObservations'>;
   pool?: SandboxPool;
   onLog?: (m: string) => void;
 }): Promise<Rig> {
@@ -303,7 +303,7 @@ export async function openRig(o: {
       model,
       contextTokens,
       // One snapshot per rig, so a tree id names the same workspace for every episode on it.
-      ...(o.config.cacheObservations ?? TRAIN_DEFAULTS.cacheObservations ? { observationCache: new ObservationCache() } : {}),
+      ...(o.config.cacheObservations ? { observationCache: new ObservationCache() } : {}),
       close: async () => {
         await policy.dispose().catch(() => undefined);
         if (!o.pool) await pool.close();

@@ -6,7 +6,7 @@
 import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { actionLogpShift, episodeRows, packMinibatches, turnTokenRows, updateRows, weightNegativeAdvantages, type TrainRow, type TurnRowData } from '../../../src/train/run';
+import { actionLogpShift, episodeRows, sameOutcomeAdvantageShare, packMinibatches, turnTokenRows, updateRows, weightNegativeAdvantages, type TrainRow, type TurnRowData } from '../../../src/train/run';
 import { TrainablePolicy } from '../../../src/policy/trainable';
 import { initWeights } from '../../../src/policy/weights';
 import { SMALL_CONFIG } from '../policy/helpers';
@@ -146,6 +146,33 @@ describe('train/run: one row per episode where the turns continue each other', (
     assert.ok(Math.abs(r.positive - (0.4 + 0.2) / 2) < 1e-6, `positive ${r.positive}`);
     assert.ok(Math.abs(r.negative - -1.5) < 1e-6, `negative ${r.negative}`);
     assert.ok(Number.isNaN(actionLogpShift([rows[1]], [after[1]]).negative), 'no negative action: NaN, not 0');
+  });
+
+  it('sameOutcomeAdvantageShare: the |advantage| mass of groups whose episodes all resolved or all failed', () => {
+    const ep = (groupId: string, resolved: boolean, advs: number[], failure?: string): Trajectory =>
+      ({
+        groupId,
+        failure,
+        turns: advs.map((advantage, index) => ({ index, advantage })),
+        reward: { resolved },
+      }) as unknown as Trajectory;
+    const trajs = [
+      // Mixed outcomes: mass 1 + 1 + 2 = 4.
+      ep('a', true, [1, 1]),
+      ep('a', false, [-2]),
+      // All resolved: mass 0.5 + 0.5 + 1 = 2 (only the penalties told them apart).
+      ep('b', true, [0.5, -0.5]),
+      ep('b', true, [1]),
+      // All failed: mass 2.
+      ep('c', false, [-1, 1]),
+      // A failed episode (no reward) does not make group a's outcomes uniform, nor count.
+      ep('a', false, [-9], 'sandbox died'),
+    ];
+    assert.ok(Math.abs(sameOutcomeAdvantageShare(trajs) - 4 / 8) < 1e-12);
+    // Group a alone is mixed; b alone is uniform.
+    assert.equal(sameOutcomeAdvantageShare(trajs.slice(0, 2)), 0);
+    assert.equal(sameOutcomeAdvantageShare(trajs.slice(2, 4)), 1);
+    assert.ok(Number.isNaN(sameOutcomeAdvantageShare([ep('z', true, [0])])), 'no advantage mass: NaN');
   });
 
   it('the prompt format lets real episodes merge: the shipped tokenizer, actions as sampled, one row until the context is full', () => {

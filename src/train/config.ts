@@ -60,6 +60,14 @@ export interface TrainConfig {
    * trajectories keep the estimator's advantages.
    */
   negativeAdvantageWeight: number;
+  /**
+   * How the update weighs action tokens. `token`: every action token of the update counts the
+   * same, so an episode's weight grows with its turns and tokens. `episode`: each episode's action
+   * tokens share one equal weight (its token mean, then the mean over episodes). Failed episodes
+   * run more turns than resolved ones; under `token` the text every action shares (paths, the
+   * end-of-turn token) then gets a net push down even where the group's advantages sum to zero.
+   */
+  lossAggregation: 'token' | 'episode';
   clipLow: number;
   clipHigh: number;
   temperature: number;
@@ -113,6 +121,7 @@ export const TRAIN_DEFAULTS: TrainConfig = {
   klCoef: 0,
   entCoef: 0,
   negativeAdvantageWeight: 1,
+  lossAggregation: 'token',
   clipLow: 0.2,
   clipHigh: 0.28,
   temperature: 1,
@@ -201,6 +210,7 @@ export function resolveTrainConfig(given: Record<string, unknown>, source = 'the
   checkNumber('klCoef', c.klCoef, 0, 100);
   checkNumber('entCoef', c.entCoef, 0, 100);
   checkNumber('negativeAdvantageWeight', c.negativeAdvantageWeight, 0, 1);
+  if (!['token', 'episode'].includes(c.lossAggregation)) throw bad(`config field "lossAggregation" must be token or episode, got ${JSON.stringify(c.lossAggregation)}`, 'fix "lossAggregation"');
   checkNumber('clipLow', c.clipLow, 0, 1);
   checkNumber('clipHigh', c.clipHigh, 0, 10);
   checkNumber('temperature', c.temperature, 0.01, 10);

@@ -72,6 +72,8 @@ export interface ActionSpan {
   start: number;
   logprobs: number[];
   advantage: number;
+  /** Loss weight of each of its tokens (1 unless the update weighs by episode). */
+  weight: number;
 }
 
 /** A training row: token ids and the actions in it that the loss sees. */
@@ -157,7 +159,7 @@ export function weightNegativeAdvantages(rows: readonly TurnRowData[], weight: n
 export function episodeRows(turnRows: readonly TurnRowData[]): TrainRow[] {
   const out: TrainRow[] = [];
   for (const r of turnRows) {
-    const span: ActionSpan = { start: r.actionStart, logprobs: r.logprobs, advantage: r.advantage };
+    const span: ActionSpan = { start: r.actionStart, logprobs: r.logprobs, advantage: r.advantage, weight: 1 };
     const last = out[out.length - 1];
     if (last && r.ids.length >= last.ids.length && last.ids.every((x, i) => r.ids[i] === x)) {
       last.ids = r.ids;
@@ -173,10 +175,20 @@ export function episodeRows(turnRows: readonly TurnRowData[]): TrainRow[] {
  * The rows an update trains on: each trajectory's turns merged (episodeRows), keeping only the
  * actions the loss can move: with no KL or entropy term, an action whose advantage is zero adds
  * nothing but weight to the token mean, so it is left out, as it was when each turn was a row.
+ * `aggregation` (config lossAggregation): `token` weighs every action token 1; `episode` gives
+ * the tokens of an episode with n action tokens the weight n̄ / n (n̄ the mean n over the
+ * update's episodes), so each episode weighs the same in the token mean whatever its length and
+ * the weights still average 1.
  */
-export function updateRows(trajRows: readonly (readonly TurnRowData[])[], keepZeroAdvantage: boolean): TrainRow[] {
+export function updateRows(trajRows: readonly (readonly TurnRowData[])[], keepZeroAdvantage: boolean, aggregation: 'token' | 'episode' = 'token'): TrainRow[] {
+  const sizes = trajRows.map((rows) => rows.reduce((s, r) => s + r.logprobs.length, 0));
+  const nonEmpty = sizes.filter((n) => n > 0);
+  const meanSize = nonEmpty.length ? nonEmpty.reduce((a, b) => a + b, 0) / nonEmpty.length : 0;
   return trajRows
-    .flatMap((rows) => episodeRows(rows))
+    .flatMap((rows, e) => {
+      const weight = aggregation === 'episode' && sizes[e] > 0 ? meanSize / sizes[e] : 1;
+      return episodeRows(rows).map((r) => ({ ids: r.ids, actions: r.actions.map((a) => ({ ...a, weight })) }));
+    })
     .map((r) => ({ ids: r.ids, actions: keepZeroAdvantage ? r.actions : r.actions.filter((a) => Math.abs(a.advantage) > 1e-9) }))
     .filter((r) => r.actions.length > 0);
 }
@@ -199,6 +211,7 @@ export function packMinibatches(rows: readonly TrainRow[], minibatches: number, 
     const mask = new Array<number>(B * T).fill(0);
     const adv = new Array<number>(B * T).fill(0);
     const old = new Array<number>(B * T).fill(0);
+    const act = new Array<number>(B * T).fill(0);
     const ref = refs ? new Array<number>(B * T).fill(0) : undefined;
     part.forEach((r, b) => {
       for (let j = 0; j < r.ids.length; j++) {
@@ -208,7 +221,8 @@ export function packMinibatches(rows: readonly TrainRow[], minibatches: number, 
       for (const a of r.actions) {
         for (let k = 0; k < a.logprobs.length; k++) {
           const o = b * T + a.start + k;
-          mask[o] = 1;
+          mask[o] = a.weight;
+          act[o] = 1;
           adv[o] = a.advantage;
           old[o] = a.logprobs[k];
           if (ref) ref[o] = refs![b][a.start + k];
@@ -217,7 +231,7 @@ export function packMinibatches(rows: readonly TrainRow[], minibatches: number, 
     });
     // Rows of padding only (B fixed per run) keep at least one real token so every row is valid.
     for (let b = part.length; b < B; b++) att[b * T] = 1;
-    out.push({ batch: { inputIds: ids, attentionMask: att, lossMask: mask, advantages: adv, oldLogp: old, ...(ref ? { refLogp: ref } : {}) }, B, T });
+    out.push({ batch: { inputIds: ids, attentionMask: att, lossMask: mask, actionMask: act, advantages: adv, oldLogp: old, ...(ref ? { refLogp: ref } : {}) }, B, T });
   }
   return out;
 }
@@ -601,6 +615,7 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
       const rows = updateRows(
         turnRows.map((r) => weightNegativeAdvantages(r, c.negativeAdvantageWeight)),
         c.klCoef > 0 || c.entCoef > 0,
+        c.lossAggregation,
       );
       const stepMetrics: StepMetrics[] = [];
       if (rows.length) {

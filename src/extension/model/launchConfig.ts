@@ -32,6 +32,7 @@ export const SETTING_FOR_FIELD: { readonly [K in ConfigPath]: string } = {
   estimator: 'train.estimator',
   estimatorParams: 'train.estimatorParams',
   loss: 'train.loss',
+  lossAggregation: 'train.lossAggregation',
   epochs: 'train.epochs',
   minibatches: 'train.minibatches',
   lr: 'train.learningRate',

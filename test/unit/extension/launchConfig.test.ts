@@ -41,6 +41,7 @@ describe('extension: settings → launch config', () => {
     }
     assert.deepEqual(props['turnwise.train.estimator'].enum, estimatorNames());
     assert.deepEqual(props['turnwise.train.loss'].enum, [...RL_LOSS_NAMES]);
+    assert.deepEqual(props['turnwise.train.lossAggregation'].enum, ['token', 'episode']);
   });
 
   it('every setting value ends up in the launch file, and the CLI reads the file back to the same config', () => {
@@ -57,6 +58,7 @@ describe('extension: settings → launch config', () => {
       'train.estimator': 'grpo',
       'train.estimatorParams': { scale: 'none' },
       'train.loss': 'gspo-seq',
+      'train.lossAggregation': 'episode',
       'train.learningRate': 3e-4,
       'train.epochs': 2,
       'train.minibatches': 3,

@@ -56,6 +56,12 @@ describe('train/config: resolveTrainConfig', () => {
     assert.equal(resolveTrainConfig({ cacheObservations: false }).cacheObservations, false);
     refused({ cacheObservations: 'false' }, /"cacheObservations" must be true or false, got "false"/, /fix "cacheObservations"/);
   });
+  it('lossAggregation: token by default, token or episode', () => {
+    assert.equal(resolveTrainConfig({}).lossAggregation, 'token');
+    assert.equal(resolveTrainConfig({ lossAggregation: 'episode' }).lossAggregation, 'episode');
+    refused({ lossAggregation: 'sequence' }, /"lossAggregation" must be token or episode, got "sequence"/, /fix "lossAggregation"/);
+  });
+
   it('negativeAdvantageWeight: 1 by default, within [0, 1]', () => {
     assert.equal(resolveTrainConfig({}).negativeAdvantageWeight, 1);
     assert.equal(resolveTrainConfig({ negativeAdvantageWeight: 0 }).negativeAdvantageWeight, 0);

@@ -17,7 +17,7 @@ import { packRows } from '../../../src/train/warmstart';
 
 const row = (len: number, actionLen: number, advantage: number, base = 10): TrainRow => ({
   ids: Array.from({ length: len }, (_, i) => base + i),
-  actions: [{ start: len - actionLen, logprobs: Array.from({ length: actionLen }, (_, i) => -(i + 1) / 10), advantage }],
+  actions: [{ start: len - actionLen, logprobs: Array.from({ length: actionLen }, (_, i) => -(i + 1) / 10), advantage, weight: 1 }],
 });
 
 describe('train/run: packMinibatches', () => {
@@ -123,6 +123,63 @@ describe('train/run: one row per episode where the turns continue each other', (
     assert.deepEqual([...mask.slice(0, mb.T)].map((x, j) => (x ? j : -1)).filter((j) => j >= 0), [3, 4, 6], 'both actions of the merged row in the loss');
   });
 
+  it('updateRows by episode: an episode of n action tokens weighs n̄ / n per token, carried into lossMask (actionMask stays 0/1)', () => {
+    // Episode A: 2 + 1 action tokens; episode B: 1 + 5 + 3 = 9 (a failed one that kept trying).
+    const a0 = turn([], [1, 2], [3, 4], 1);
+    const a1 = turn(a0.ids, [5], [6], 1);
+    const b0 = turn([], [1, 2], [7], -1);
+    const b1 = turn(b0.ids, [8], [9, 9, 9, 9, 9], -1);
+    const b2 = turn(b1.ids, [10], [11, 11, 11], -1);
+    const meanSize = (3 + 9) / 2;
+    const byEpisode = updateRows([[a0, a1], [b0, b1, b2]], false, 'episode');
+    assert.deepEqual(byEpisode.map((r) => r.actions.map((a) => a.weight)), [[meanSize / 3, meanSize / 3], [meanSize / 9, meanSize / 9, meanSize / 9]]);
+    // Each episode's weights sum to n̄: equal totals, whatever its length.
+    const totals = byEpisode.map((r) => r.actions.reduce((s, a) => s + a.weight * a.logprobs.length, 0));
+    assert.ok(Math.abs(totals[0] - totals[1]) < 1e-12 && Math.abs(totals[0] - meanSize) < 1e-12);
+    assert.deepEqual(updateRows([[a0, a1], [b0, b1, b2]], false).flatMap((r) => r.actions.map((a) => a.weight)), [1, 1, 1, 1, 1], 'token: weight 1');
+    const [mb] = packMinibatches(byEpisode, 1);
+    const rowB = (b: number) => [...(mb.batch.lossMask as number[]).slice(b * mb.T, (b + 1) * mb.T)];
+    assert.deepEqual(rowB(0).filter((x) => x > 0), [meanSize / 3, meanSize / 3, meanSize / 3]);
+    assert.deepEqual(rowB(1).filter((x) => x > 0), new Array(9).fill(meanSize / 9));
+    const act = [...(mb.batch.actionMask as number[])];
+    assert.equal(act.filter((x) => x === 1).length, 12);
+    assert.ok(act.every((x, j) => x === ((mb.batch.lossMask as number[])[j] > 0 ? 1 : 0)), 'action_loss counts action tokens once, whatever their weight');
+  });
+
+  it('the trainer takes lossMask as the weight: by episode the ppo loss is the mean of the episodes\' own token means', async () => {
+    // Real ONNX trainer at lr 0 (the loss is reported before the step): each episode alone, then
+    // both in one batch. At ratio 1 the ppo-token loss is −Σ w·A / Σ w over action tokens.
+    const policy = new TrainablePolicy(initWeights(SMALL_CONFIG, 3, 0.3), { settings: { provider: 'cpu', threads: 1 } });
+    try {
+      const V = SMALL_CONFIG.vocab_size;
+      const ids = (n: number, s: number) => Array.from({ length: n }, (_, i) => (i * 5 + s) % V);
+      // Old log-probs away from the current ones so the ratio (and so the loss) depends on the tokens.
+      const [lpA, lpB] = await policy.logprobs([ids(10, 1), ids(14, 2)]);
+      const ep = (x: number[], lp: ArrayLike<number>, start: number, advantage: number): TurnRowData => ({
+        ids: x,
+        actionStart: start,
+        logprobs: Array.from({ length: x.length - start }, (_, k) => lp[start + k] + 0.05 * (k % 3)),
+        advantage,
+      });
+      const A = ep(ids(10, 1), lpA, 8, 1.5); // 2 action tokens
+      const B = ep(ids(14, 2), lpB, 6, -0.5); // 8 action tokens
+      const lossOf = async (eps: TurnRowData[][], agg: 'token' | 'episode') => {
+        const [mb] = packMinibatches(updateRows(eps, false, agg), 1);
+        const [m] = await policy.train({ loss: 'ppo-token', batch: mb.B, seq: mb.T }, [mb.batch], { lr: 0, klCoef: 0, entCoef: 0, clipLow: 0.2, clipHigh: 0.28, temperature: 1 });
+        return m.loss;
+      };
+      const la = await lossOf([[A]], 'token');
+      const lb = await lossOf([[B]], 'token');
+      const byEpisode = await lossOf([[A], [B]], 'episode');
+      const byToken = await lossOf([[A], [B]], 'token');
+      assert.ok(Math.abs(byEpisode - (la + lb) / 2) < 1e-5, `episode: ${byEpisode} vs ${(la + lb) / 2}`);
+      assert.ok(Math.abs(byToken - (2 * la + 8 * lb) / 10) < 1e-5, `token: ${byToken} vs ${(2 * la + 8 * lb) / 10}`);
+      assert.ok(Math.abs(byEpisode - byToken) > 0.1, 'the two aggregations differ on episodes of unequal length');
+    } finally {
+      await policy.dispose();
+    }
+  });
+
   it('weightNegativeAdvantages: negative advantages scaled, positive and zero ones untouched; weight 0 leaves them out of the loss', () => {
     const t0 = turn([], [1, 2, 3], [4, 5], -0.8);
     const t1 = turn(t0.ids, [6], [7], 0.5);
@@ -137,8 +194,8 @@ describe('train/run: one row per episode where the turns continue each other', (
 
   it('actionLogpShift: per action the summed change from its rollout log-probs, averaged by advantage sign', () => {
     const rows: TrainRow[] = [
-      { ids: [1, 2, 3, 4, 5, 6], actions: [{ start: 2, logprobs: [-0.5, -0.5], advantage: 1 }, { start: 4, logprobs: [-1, -2], advantage: -1 }] },
-      { ids: [7, 8, 9], actions: [{ start: 1, logprobs: [-0.3, -0.3], advantage: 0.5 }, { start: 0, logprobs: [-9], advantage: 0 }] },
+      { ids: [1, 2, 3, 4, 5, 6], actions: [{ start: 2, logprobs: [-0.5, -0.5], advantage: 1, weight: 1 }, { start: 4, logprobs: [-1, -2], advantage: -1, weight: 1 }] },
+      { ids: [7, 8, 9], actions: [{ start: 1, logprobs: [-0.3, -0.3], advantage: 0.5, weight: 1 }, { start: 0, logprobs: [-9], advantage: 0, weight: 1 }] },
     ];
     // after: row 0 action 1 up by 0.2 in all; action 2 down by 1 + 0.5; row 1 up by 0.1 + 0.1.
     const after = [new Float32Array([0, -1, -0.3, -0.3, -2, -2.5]), new Float32Array([0, -0.2, -0.2])];

@@ -8,6 +8,7 @@ import { TurnwiseError } from '../../../src/core/errors';
 import { RL_LOSS_NAMES } from '../../../src/core/losses';
 import { estimatorNames } from '../../../src/credit/registry';
 import { poolSettings, readConfigFile, resolveTrainConfig, TRAIN_DEFAULTS } from '../../../src/train/config';
+import { readTaskFile } from '../../../src/tasks/taskfile';
 
 function refused(given: Record<string, unknown>, problem: RegExp, fix: RegExp): void {
   assert.throws(
@@ -135,5 +136,19 @@ describe('train/config: poolSettings', () => {
     } finally {
       if (prev !== undefined) process.env.TURNWISE_DOCKER_ENGINES = prev;
     }
+  });
+});
+
+describe('train/config: the shipped probe configs', () => {
+  it('examples/probes/repeat-6 resolves: its workspace and 6-task file found from the config\'s folder, nothing held out', () => {
+    const file = path.join(__dirname, '..', '..', '..', 'examples', 'probes', 'repeat-6', 'turnwise.json');
+    const c = resolveTrainConfig(readConfigFile(file), file);
+    assert.equal(c.workspace, path.resolve(path.dirname(file), '..', '..', 'demo-python'));
+    assert.ok(fs.existsSync(path.join(c.workspace, 'inventory', 'stock.py')));
+    const tasks = readTaskFile(c.tasksFile!);
+    assert.equal(tasks.length, 6);
+    assert.equal(c.tasksPerIteration, tasks.length, 'every task every iteration');
+    assert.equal(c.heldoutFraction, 0);
+    assert.equal(c.lossAggregation, 'episode');
   });
 });

@@ -15,6 +15,8 @@ import { connectEngine } from '../../src/sandbox/engine';
 import { LABEL } from '../../src/sandbox';
 import { resolveTrainConfig } from '../../src/train/config';
 import { trainRun } from '../../src/train/run';
+import { main } from '../../src/cli/main';
+import type { Trajectory } from '../../src/core/schema';
 
 const root = path.join(__dirname, '..', '..');
 const demo = path.join(root, 'examples', 'demo-python');
@@ -180,6 +182,42 @@ describe('docker: turnwise train, a real tiny run', function () {
     const m1 = events[fin[1]];
     assert.ok(m1.type === 'iteration-finished' && m1.metrics.iteration === 1);
     await noContainersEventually(r.runId);
+  });
+
+  it('turnwise eval --out: the episodes behind the summary, one trajectory line per task; a bad --out fails before any sandbox', async () => {
+    assert.ok(tasksFile, 'needs the first test\'s tasks');
+    const two = path.join(dir, 'two-tasks.jsonl');
+    fs.writeFileSync(two, fs.readFileSync(tasksFile, 'utf8').split('\n').filter(Boolean).slice(0, 2).join('\n') + '\n');
+    const ids = fs.readFileSync(two, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l).id as string);
+    const cli = async (argv: string[]) => {
+      let out = '';
+      let err = '';
+      const code = await main(argv, { out: (x) => (out += x + '\n'), err: (x) => (err += x + '\n') });
+      return { code, out, err };
+    };
+    // A folder is no file: refused before the sandboxes and the policy start, nothing written.
+    const t0 = Date.now();
+    const bad = await cli(['eval', '--tasks', two, '--model', model, '--workspace', demo, '--out', dir, '--json']);
+    assert.equal(bad.code, 1, bad.err);
+    assert.match(bad.err, /--out: .* is a folder, not a file/);
+    assert.equal(JSON.parse(bad.out).ok, false);
+    assert.ok(Date.now() - t0 < 5000, `refused at once, not after the episodes (${Date.now() - t0} ms)`);
+    // A folder that does not exist yet is made.
+    const file = path.join(dir, 'eval-out', 'episodes.jsonl');
+    const r = await cli(['eval', '--tasks', two, '--model', model, '--workspace', demo, '--max-turns', '2', '--concurrency', '2', '--out', file, '--json']);
+    assert.equal(r.code, 0, r.err);
+    const summary = JSON.parse(r.out);
+    assert.equal(summary.out, file);
+    const trajs = fs.readFileSync(file, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Trajectory);
+    assert.deepEqual(trajs.map((t) => t.taskId).sort(), [...ids].sort());
+    for (const t of trajs) {
+      assert.ok(t.turns.length >= 1 && t.turns.length <= 2, `${t.taskId}: ${t.turns.length} turns`);
+      assert.ok(t.turns.every((u) => typeof u.action === 'string' && typeof u.observation === 'string'));
+      const row = (summary.tasks as { taskId: string; resolved: boolean; turns: number }[]).find((x) => x.taskId === t.taskId);
+      assert.ok(row, t.taskId);
+      assert.equal(row.resolved, t.reward.resolved, `${t.taskId}: the summary is the file's outcome`);
+      assert.equal(row.turns, t.turns.length);
+    }
   });
 
   it('kill -9 during an iteration, then --resume: no duplicated or partial iteration, checkpoints load, no container left', async () => {

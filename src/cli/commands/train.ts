@@ -4,6 +4,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { TurnwiseError } from '../../core/errors';
+import { assertWritableOutput, toJsonl, writeFileAtomic } from '../../core/fs';
 import type { RunEvent } from '../../core/events';
 import { RUNS_DIR } from '../../core/run';
 import { readTaskFile } from '../../tasks/taskfile';
@@ -196,10 +197,13 @@ export const demoCommand: CliCommand = {
 export const evalCommand: CliCommand = {
   name: 'eval',
   summary: 'evaluate a policy on a task file: pass@1, resolved rate, mean turns, format-error rate, per task',
-  usage: '--tasks FILE [--model DIR] [--workspace DIR] [--max-turns N] [--concurrency N] [--seed S]',
-  options: { tasks: { type: 'string' }, model: { type: 'string' }, workspace: { type: 'string' }, 'max-turns': { type: 'string' }, concurrency: { type: 'string' }, seed: { type: 'string' }, provider: { type: 'string' } },
+  usage: '--tasks FILE [--model DIR] [--workspace DIR] [--max-turns N] [--concurrency N] [--seed S] [--out FILE]',
+  options: { tasks: { type: 'string' }, model: { type: 'string' }, workspace: { type: 'string' }, 'max-turns': { type: 'string' }, concurrency: { type: 'string' }, seed: { type: 'string' }, provider: { type: 'string' }, out: { type: 'string' } },
   async run(args, io) {
     const tasksFile = requireString(args, 'tasks');
+    // --out: the episodes themselves (the design's trajectory lines), to read what the agent did.
+    const out = typeof args.values.out === 'string' ? path.resolve(args.values.out) : undefined;
+    if (out) assertWritableOutput(out);
     const tasks = readTaskFile(tasksFile);
     if (tasks.length === 0) throw new TurnwiseError('invalid-input', `${tasksFile} holds no task`, { hint: 'make tasks with `turnwise tasks synth`' });
     const workspace = path.resolve(typeof args.values.workspace === 'string' ? args.values.workspace : '.');
@@ -219,9 +223,11 @@ export const evalCommand: CliCommand = {
       const res = await evaluateTasks(rig, tasks, { iteration: 0, seed: c.seed, config: c, checkpoint: model, signal, onEpisode: () => !io.json && io.err(`  ${++done}/${tasks.length} episodes`) });
       if (signal.aborted) return 130;
       const s = summarizeEval(res.trajectories);
-      if (io.json) io.out(JSON.stringify({ ok: true, model, taskCount: tasks.length, ...s }, null, 2));
+      if (out) writeFileAtomic(out, toJsonl(res.trajectories));
+      if (io.json) io.out(JSON.stringify({ ok: true, model, taskCount: tasks.length, ...(out ? { out } : {}), ...s }, null, 2));
       else {
         io.out(`pass@1 ${fmt(s['pass@1'])}  resolved ${fmt(s.resolved)}  pass rate ${fmt(s.pass_rate)}  turns ${fmt(s['turns/mean'], 1)}  format errors ${fmt(s.format_error_rate)}${s.failed ? `  (${s.failed} episode(s) failed)` : ''}`);
+        if (out) io.out(`episodes written to ${out}`);
         for (const t of s.tasks) io.out(`  ${t.resolved ? '✓' : '✗'} ${t.taskId}  pass ${fmt(t.passRate, 2)}  turns ${t.turns}${t.formatErrors ? `  format errors ${t.formatErrors}` : ''}${t.failure ? `  failed: ${t.failure}` : ''}`);
       }
       return 0;

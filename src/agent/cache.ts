@@ -5,8 +5,8 @@
 // tree id) its recorded observation is replayed instead of running it again; an episode that
 // asks while the first run is still going waits for it rather than starting a second. Only
 // commands whose output depends on the workspace files alone are eligible (the sandbox's
-// deterministic test tools), and an observation is kept only if the run changed no file and did
-// not time out. A test suite whose output varies between identical runs should turn the cache
+// deterministic test tools), and an observation is kept only if the run changed no file, did
+// not time out and was not cut short by the tool's own time guard. A test suite whose output varies between identical runs should turn the cache
 // off (config `cacheObservations`).
 
 import type { Trajectory } from '../core/schema';
@@ -19,6 +19,21 @@ export interface CachedObservation {
 
 /** The sandbox's tools whose output is a function of the workspace files (and their arguments). */
 const CACHEABLE = /^(tw-suspects|tw-test)( +[A-Za-z0-9_./:=@-]+)*$/;
+
+/**
+ * The last line `tw-suspects` prints when its time guard (80% of the command's limit) stopped the
+ * mutation analysis: on a busy machine the ranking is then partial, and depends on the load, not
+ * on the files alone (sandbox-images/python/tools/turnwise_tools.py, CUT_SHORT).
+ */
+export const CUT_SHORT_MARKER = '(ranking cut short by the time limit';
+
+/**
+ * Whether an observation may stand for every later run of its command on the same files: not
+ * after a timeout, and not when the tool says its answer was cut short by the clock.
+ */
+export function keepableObservation(observation: string, timedOut: boolean): boolean {
+  return !timedOut && !observation.includes(CUT_SHORT_MARKER);
+}
 
 /** Whether `command` (as parsed from an action) may be answered from the cache. */
 export function cacheableCommand(command: string): boolean {

@@ -11,7 +11,7 @@ import type { Sandbox } from '../sandbox/types';
 import { WORKSPACE_DIR } from '../sandbox/types';
 import { computeReward, scoreEpisode, type RewardWeights } from '../tasks/reward';
 import { parseAction } from './action';
-import { cacheableCommand, mayDetach, ObservationCache, type CachedObservation } from './cache';
+import { cacheableCommand, keepableObservation, mayDetach, ObservationCache, type CachedObservation } from './cache';
 import { formatErrorObservation, observationText, taskText, type PromptTurn } from './prompt';
 import type { ActRequest, ActResult } from './types';
 
@@ -203,7 +203,7 @@ export async function runEpisode(o: EpisodeOptions): Promise<Trajectory> {
             const after = await timed('sandboxMs', () => collectEdits(o.sandbox));
             edits = after.edits;
             tree = tree === undefined || mayDetach(parsed.command) || after.outsideChanged ? undefined : after.tree;
-            if (!r.timedOut && tree !== undefined && after.tree === before) kept = { exitCode: turn.exitCode, observation: turn.observation };
+            if (keepableObservation(turn.observation, r.timedOut) && tree !== undefined && after.tree === before) kept = { exitCode: turn.exitCode, observation: turn.observation };
           } finally {
             if (claim && 'settle' in claim) claim.settle(kept);
           }

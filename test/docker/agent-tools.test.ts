@@ -8,6 +8,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { SandboxPool, LABEL, type PoolSnapshot } from '../../src/sandbox';
+import { keepableObservation } from '../../src/agent/cache';
 
 const demo = path.join(__dirname, '..', '..', 'examples', 'demo-python');
 const RUN = `agent-tools-${process.pid}`;
@@ -57,6 +58,23 @@ describe('docker: agent tools in the Python sandbox (tw-suspects mutation rankin
       const after = await exec(`md5sum inventory/stock.py; git status --porcelain; ls /tmp | grep -c tw-mutants || true`);
       assert.equal(after.stdout.split('\n')[0], bug.stdout.split('\n')[1]);
       assert.deepEqual(after.stdout.trim().split('\n').slice(1), [' M inventory/stock.py', '0']);
+    });
+  });
+
+  it('a ranking the time guard cut short keeps the Ochiai order and says so in its last line, which the observation cache will not keep', async () => {
+    const snap = await pool.snapshot(demo, { language: 'python' });
+    await inSandbox(snap, async (exec) => {
+      await exec(`sed -i '14s/if qty <= 0:/if not (qty <= 0):/' inventory/stock.py`);
+      const ochiai = await exec('TW_MUTATE=0 tw-suspects');
+      const full = await exec('tw-suspects');
+      // A 1 ms command limit puts the guard (80% of it) behind the tool before its first mutant.
+      const cut = await exec('TW_COMMAND_TIMEOUT_MS=1 tw-suspects');
+      assert.equal(cut.exitCode, 1, cut.stderr);
+      const lines = cut.stdout.trim().split('\n');
+      assert.match(lines[lines.length - 1], /^\(ranking cut short by the time limit/);
+      assert.equal(lines.slice(0, -1).join('\n'), ochiai.stdout.trim(), 'the lines not reached keep the Ochiai order');
+      assert.ok(!full.stdout.includes('cut short'), full.stdout);
+      assert.ok(keepableObservation(full.stdout, false) && !keepableObservation(cut.stdout, false));
     });
   });
 

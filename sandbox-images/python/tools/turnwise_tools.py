@@ -159,7 +159,9 @@ MUTATE_RUNS = 24
 # Wall-clock guard only, counted from the tool's start: 80% of the command's time limit (the
 # sandbox exports it as TW_COMMAND_TIMEOUT_MS), 60 s when run by hand. Reached only on a machine
 # so busy that the runs above do not fit, and then the lines not reached keep their Ochiai order:
-# a shortened ranking is worth more to the agent than a command that timed out.
+# a shortened ranking is worth more to the agent than a command that timed out. It says so in a
+# last line (CUT_SHORT), which also keeps the harness from replaying it as the workspace's answer.
+CUT_SHORT = "(ranking cut short by the time limit: the machine is busy; run tw-suspects again for the full one)"
 
 
 def _guard_seconds():
@@ -277,8 +279,9 @@ def mutation_scores(candidates, failed, total):
     its one-token variants makes pass: failing tests first (a variant that fixes none scores 0),
     then the whole suite for those that fix some. Stops after MUTATE_RUNS test runs (lines not
     reached score 0), at the wall-clock guard, or at a variant that makes all `total` tests pass
-    (no later line can rank above it)."""
+    (no later line can rank above it). Returns the scores and whether the guard stopped it."""
     scores = {}
+    cut = False
     deadline = _STARTED + _guard_seconds()
     runs = 0
     tmp = tempfile.mkdtemp(prefix="tw-mutants-")
@@ -298,7 +301,10 @@ def mutation_scores(candidates, failed, total):
                 continue
             best = 0
             for variant in line_mutants(lines[line - 1]):
-                if runs >= MUTATE_RUNS or time.monotonic() > deadline:
+                if runs >= MUTATE_RUNS:
+                    break
+                if time.monotonic() > deadline:
+                    cut = True
                     break
                 mutated = lines[: line - 1] + [variant] + lines[line:]
                 with open(target, "w", encoding="utf-8") as fh:
@@ -316,11 +322,14 @@ def mutation_scores(candidates, failed, total):
                 if best >= total:
                     break
             scores[(f, line)] = best
-            if best >= total or runs >= MUTATE_RUNS or time.monotonic() > deadline:
+            if best >= total or runs >= MUTATE_RUNS:
+                break
+            if time.monotonic() > deadline:
+                cut = True
                 break
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return scores
+    return scores, cut
 
 
 def tw_suspects():
@@ -362,13 +371,15 @@ def tw_suspects():
         code_line = code_at(f, line)
         if code_line and not code_line.startswith(("def ", "class ", "@")):
             ranked.append((rel, line, f, code_line))
-    mscore = mutation_scores([(f, line) for _, line, f, _ in ranked[:MUTATE_LINES]], failed, len(failed) + passed) if os.environ.get("TW_MUTATE", "1") != "0" else {}
+    mscore, cut = mutation_scores([(f, line) for _, line, f, _ in ranked[:MUTATE_LINES]], failed, len(failed) + passed) if os.environ.get("TW_MUTATE", "1") != "0" else ({}, False)
     # Stable sort: equal mutation scores keep the Ochiai order.
     ranked.sort(key=lambda t: -mscore.get((t[2], t[1]), 0))
     for rel, line, _, code_line in ranked[:5]:
         print("%s:%d: %s" % (rel, line, code_line[:100]))
     if not ranked:
         print("no source line ran in a failing test")
+    if cut:
+        print(CUT_SHORT)
     return 1
 
 

@@ -1,5 +1,7 @@
 import * as assert from 'node:assert/strict';
-import { cacheableCommand, cachedTurnFraction, mayDetach, ObservationCache } from '../../../src/agent/cache';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { cacheableCommand, cachedTurnFraction, CUT_SHORT_MARKER, keepableObservation, mayDetach, ObservationCache } from '../../../src/agent/cache';
 import { SCHEMA, type Trajectory, type Turn } from '../../../src/core/schema';
 
 describe('agent/cache: replayed observations of read-only tool commands', () => {
@@ -24,6 +26,18 @@ describe('agent/cache: replayed observations of read-only tool commands', () => 
   it('mayDetach: a lone & or a detaching command, not && or redirections', () => {
     for (const c of ['sleep 5 &', 'sleep 5 & echo hi', 'nohup python server.py', 'setsid sh -c x', '(sleep 1; touch f) &']) assert.ok(mayDetach(c), c);
     for (const c of ['tw-test && submit', 'pytest 2>&1 | tail', 'cmd &> log', 'cmd >&2', 'cat <&3', 'echo a && echo b']) assert.ok(!mayDetach(c), c);
+  });
+
+  it('keepableObservation: not after a timeout, not when tw-suspects says the clock cut its ranking short', () => {
+    const full = 'exit 1\n1 failed, 12 passed\ninventory/reorder.py:12: packs = (missing + pack_size - 2) // pack_size';
+    assert.ok(keepableObservation(full, false));
+    assert.ok(!keepableObservation(full, true));
+    // The marker is the tool's own last line: read it from the tool's source, so the two cannot drift.
+    const tool = fs.readFileSync(path.join(__dirname, '..', '..', '..', 'sandbox-images', 'python', 'tools', 'turnwise_tools.py'), 'utf8');
+    const line = /^CUT_SHORT = "([^"]+)"$/m.exec(tool)?.[1];
+    assert.ok(line, 'turnwise_tools.py defines CUT_SHORT');
+    assert.ok(line.startsWith(CUT_SHORT_MARKER), line);
+    assert.ok(!keepableObservation(`${full}\n${line}`, false));
   });
 
   it('claim: one producer per key, waiters get what it settles; undefined frees the key', async () => {

@@ -6,8 +6,8 @@
 // asks while the first run is still going waits for it rather than starting a second. Only
 // commands whose output depends on the workspace files alone are eligible (the sandbox's
 // deterministic test tools), and an observation is kept only if the run changed no file, did
-// not time out and was not cut short by the tool's own time guard. A test suite whose output varies between identical runs should turn the cache
-// off (config `cacheObservations`).
+// not time out and was not cut short by the tool's own time guard. A test suite whose output
+// varies between identical runs should turn the cache off (config `cacheObservations`).
 
 import type { Trajectory } from '../core/schema';
 

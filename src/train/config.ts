@@ -13,6 +13,10 @@ import { DEFAULT_REWARD_WEIGHTS } from '../tasks/reward';
 import { parseEngineSpecs, SandboxPool, type EngineSpec } from '../sandbox/pool';
 import type { SandboxLimits } from '../sandbox/types';
 
+/** How the policy update weighs action tokens (TrainConfig.lossAggregation). */
+export const LOSS_AGGREGATIONS = ['token', 'episode'] as const;
+export type LossAggregation = (typeof LOSS_AGGREGATIONS)[number];
+
 export interface TrainConfig {
   /** The workspace the tasks come from (never modified). */
   workspace: string;
@@ -67,7 +71,7 @@ export interface TrainConfig {
    * run more turns than resolved ones; under `token` the text every action shares (paths, the
    * end-of-turn token) then gets a net push down even where the group's advantages sum to zero.
    */
-  lossAggregation: 'token' | 'episode';
+  lossAggregation: LossAggregation;
   clipLow: number;
   clipHigh: number;
   temperature: number;
@@ -210,7 +214,7 @@ export function resolveTrainConfig(given: Record<string, unknown>, source = 'the
   checkNumber('klCoef', c.klCoef, 0, 100);
   checkNumber('entCoef', c.entCoef, 0, 100);
   checkNumber('negativeAdvantageWeight', c.negativeAdvantageWeight, 0, 1);
-  if (!['token', 'episode'].includes(c.lossAggregation)) throw bad(`config field "lossAggregation" must be token or episode, got ${JSON.stringify(c.lossAggregation)}`, 'fix "lossAggregation"');
+  if (!(LOSS_AGGREGATIONS as readonly string[]).includes(c.lossAggregation)) throw bad(`config field "lossAggregation" must be ${LOSS_AGGREGATIONS.join(' or ')}, got ${JSON.stringify(c.lossAggregation)}`, 'fix "lossAggregation"');
   checkNumber('clipLow', c.clipLow, 0, 1);
   checkNumber('clipHigh', c.clipHigh, 0, 10);
   checkNumber('temperature', c.temperature, 0.01, 10);

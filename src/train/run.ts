@@ -29,7 +29,7 @@ import { readTaskFile } from '../tasks/taskfile';
 import { collectTestFiles } from '../tasks/testfiles';
 import { detectRunner, type TestRunner } from '../tasks/runners';
 import { chatCodec, renderPrompt, type ChatCodec } from './chat';
-import { connectRunPool, poolSettings, resolveTrainConfig, runConfigRecord, type TrainConfig } from './config';
+import { connectRunPool, poolSettings, resolveTrainConfig, runConfigRecord, type LossAggregation, type TrainConfig } from './config';
 import { embeddedModelDir } from './embedded';
 import { splitTasks } from './split';
 
@@ -180,7 +180,7 @@ export function episodeRows(turnRows: readonly TurnRowData[]): TrainRow[] {
  * update's episodes), so each episode weighs the same in the token mean whatever its length and
  * the weights still average 1.
  */
-export function updateRows(trajRows: readonly (readonly TurnRowData[])[], keepZeroAdvantage: boolean, aggregation: 'token' | 'episode' = 'token'): TrainRow[] {
+export function updateRows(trajRows: readonly (readonly TurnRowData[])[], keepZeroAdvantage: boolean, aggregation: LossAggregation = 'token'): TrainRow[] {
   const sizes = trajRows.map((rows) => rows.reduce((s, r) => s + r.logprobs.length, 0));
   const nonEmpty = sizes.filter((n) => n > 0);
   const meanSize = nonEmpty.length ? nonEmpty.reduce((a, b) => a + b, 0) / nonEmpty.length : 0;

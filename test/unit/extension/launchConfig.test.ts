@@ -3,7 +3,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { FROM_COMMAND, launchConfig, readBaseConfig, SETTING_FOR_FIELD, settingFields, writeLaunchConfig, type SettingValue } from '../../../src/extension/model/launchConfig';
-import { readConfigFile, resolveTrainConfig, TRAIN_DEFAULTS } from '../../../src/train/config';
+import { LOSS_AGGREGATIONS, readConfigFile, resolveTrainConfig, TRAIN_DEFAULTS } from '../../../src/train/config';
 import { RL_LOSS_NAMES } from '../../../src/core/losses';
 import { estimatorNames } from '../../../src/credit';
 
@@ -41,7 +41,7 @@ describe('extension: settings → launch config', () => {
     }
     assert.deepEqual(props['turnwise.train.estimator'].enum, estimatorNames());
     assert.deepEqual(props['turnwise.train.loss'].enum, [...RL_LOSS_NAMES]);
-    assert.deepEqual(props['turnwise.train.lossAggregation'].enum, ['token', 'episode']);
+    assert.deepEqual(props['turnwise.train.lossAggregation'].enum, [...LOSS_AGGREGATIONS]);
   });
 
   it('every setting value ends up in the launch file, and the CLI reads the file back to the same config', () => {

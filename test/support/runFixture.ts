@@ -83,7 +83,8 @@ function task(id: string): Task {
 
 /**
  * One episode. `good` episodes fix the bug at turn 2 and pass; others make the useless header
- * edit and stop. Every episode has 5 turns: cat, fix-or-not, pytest, header edit, submit.
+ * edit and stop. Every episode has 5 turns: cat, fix-or-not, pytest (replayed from the cache in
+ * good episodes), header edit, submit.
  */
 export function fixtureTrajectory(o: { taskId: string; groupId: string; trajId: string; iteration: number; split: 'train' | 'heldout'; good: boolean; r: () => number; scoreBase: number }): Trajectory {
   const { good, r } = o;
@@ -115,6 +116,8 @@ export function fixtureTrajectory(o: { taskId: string; groupId: string; trajId: 
       exitCode: good ? 0 : 1,
       durationMs: 900 + Math.floor(r() * 300),
       intentSignature: ['test', 'python', 'pytest'],
+      // A good episode's test run after the same fix is what the observation cache replays.
+      ...(good ? { cached: true } : {}),
     },
     {
       index: 4,

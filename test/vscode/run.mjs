@@ -648,6 +648,14 @@ async function viewUiTests(page, workspace) {
       }
       const frame = webviewFrame(page);
       await frame.locator('.turn').first().waitFor({ state: 'visible', timeout: 30000 });
+      // Turn 3's test run was replayed from the observation cache (the fixture says so): the card
+      // says "replayed" where the others give their run time.
+      const replayed = await frame.locator('.turn[data-turn="3"] header .replayed').innerText();
+      if (replayed !== 'replayed') throw new Error(`turn 3's card says "${replayed}", not "replayed"`);
+      const others = await frame.locator('.turn header .replayed').count();
+      if (others !== 1) throw new Error(`${others} cards say "replayed"; only turn 3 was`);
+      const ran = await frame.locator('.turn[data-turn="1"] header .duration').innerText();
+      if (!/^\d+ ms$/.test(ran)) throw new Error(`turn 1's card says "${ran}", not its run time`);
       await frame.locator('.summary h1').click();
       await page.keyboard.press('j');
       await waitFor('turn 2 in the webview', async () => (await frame.locator('body').getAttribute('data-current-turn')) === '2');

@@ -29,8 +29,8 @@ function turnCard(t: TurnRow): HTMLElement {
       h('span', { class: `adv-badge adv-${t.style}`, title: 'per-turn advantage' }, `A ${signed(t.advantage)}`),
       h('span', { class: `exit ${t.exitCode === 0 ? 'ok' : 'bad'}` }, t.formatError ? 'format error' : `exit ${t.exitCode ?? '–'}`),
       t.cached
-        ? h('span', { class: 'muted', title: 'the same read-only command had run on an identical workspace in this run; its output was replayed' }, 'replayed')
-        : h('span', { class: 'muted' }, `${t.durationMs} ms`),
+        ? h('span', { class: 'muted replayed', title: 'the same read-only command had run on an identical workspace in this run; its output was replayed' }, 'replayed')
+        : h('span', { class: 'muted duration' }, `${t.durationMs} ms`),
     ),
     h('pre', { class: 'action' }, h('code', {}, t.action)),
     comps.length ? h('div', { class: 'components' }, ...comps.map(([k, v]) => chip(k, signed(v), v > 0 ? 'pos' : v < 0 ? 'neg' : ''))) : undefined,

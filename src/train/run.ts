@@ -154,12 +154,12 @@ export function weightNegativeAdvantages(rows: readonly TurnRowData[], weight: n
  * the loss is the same while the update reads each prefix once: on the demo's trajectories, 240
  * turn rows became 58 and the padded tokens 141k became 49k (and the step's activations with them).
  * A row that does not continue the previous one (an action re-encoded differently, a cut
- * action, the oldest turns dropped) starts a new row.
+ * action, the oldest turns dropped) starts a new row. Every action gets the loss weight `weight`.
  */
-export function episodeRows(turnRows: readonly TurnRowData[]): TrainRow[] {
+export function episodeRows(turnRows: readonly TurnRowData[], weight = 1): TrainRow[] {
   const out: TrainRow[] = [];
   for (const r of turnRows) {
-    const span: ActionSpan = { start: r.actionStart, logprobs: r.logprobs, advantage: r.advantage, weight: 1 };
+    const span: ActionSpan = { start: r.actionStart, logprobs: r.logprobs, advantage: r.advantage, weight };
     const last = out[out.length - 1];
     if (last && r.ids.length >= last.ids.length && last.ids.every((x, i) => r.ids[i] === x)) {
       last.ids = r.ids;
@@ -182,13 +182,9 @@ export function episodeRows(turnRows: readonly TurnRowData[]): TrainRow[] {
  */
 export function updateRows(trajRows: readonly (readonly TurnRowData[])[], keepZeroAdvantage: boolean, aggregation: LossAggregation = 'token'): TrainRow[] {
   const sizes = trajRows.map((rows) => rows.reduce((s, r) => s + r.logprobs.length, 0));
-  const nonEmpty = sizes.filter((n) => n > 0);
-  const meanSize = nonEmpty.length ? nonEmpty.reduce((a, b) => a + b, 0) / nonEmpty.length : 0;
+  const meanSize = mean(sizes.filter((n) => n > 0));
   return trajRows
-    .flatMap((rows, e) => {
-      const weight = aggregation === 'episode' && sizes[e] > 0 ? meanSize / sizes[e] : 1;
-      return episodeRows(rows).map((r) => ({ ids: r.ids, actions: r.actions.map((a) => ({ ...a, weight })) }));
-    })
+    .flatMap((rows, e) => episodeRows(rows, aggregation === 'episode' && sizes[e] > 0 ? meanSize / sizes[e] : 1))
     .map((r) => ({ ids: r.ids, actions: keepZeroAdvantage ? r.actions : r.actions.filter((a) => Math.abs(a.advantage) > 1e-9) }))
     .filter((r) => r.actions.length > 0);
 }

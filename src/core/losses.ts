@@ -14,6 +14,12 @@ export interface LossHyper {
   klCoef: number;
   /** Weight of the entropy bonus, subtracted from the loss (0: none). */
   entCoef: number;
+  /**
+   * Weight of the replay term: the weighted mean NLL of the batch's replay tokens (demonstrations
+   * trained beside the RL rows, PPO-ptx style; their own per-token weights, not the loss mask).
+   * 0: no replay term, no replay weights needed.
+   */
+  replayCoef: number;
 }
 
 /** Optimizer settings shared by every loss (AdamW with global-norm clipping). */
@@ -46,7 +52,7 @@ export interface PolicyLossInfo {
   defaults: Readonly<LossHyper>;
 }
 
-const CLIP = { clipLow: 0.2, clipHigh: 0.2, klCoef: 0, entCoef: 0 } as const;
+const CLIP = { clipLow: 0.2, clipHigh: 0.2, klCoef: 0, entCoef: 0, replayCoef: 0 } as const;
 
 export const POLICY_LOSSES = {
   'ppo-token': {
@@ -93,5 +99,11 @@ export function lossName<N extends LossName = LossName>(name: string, among: rea
 /** The loss's hyperparameters with its defaults filled in. */
 export function lossHyper(name: LossName, given: Partial<LossHyper> = {}): LossHyper {
   const d = POLICY_LOSSES[name].defaults;
-  return { clipLow: given.clipLow ?? d.clipLow, clipHigh: given.clipHigh ?? d.clipHigh, klCoef: given.klCoef ?? d.klCoef, entCoef: given.entCoef ?? d.entCoef };
+  return {
+    clipLow: given.clipLow ?? d.clipLow,
+    clipHigh: given.clipHigh ?? d.clipHigh,
+    klCoef: given.klCoef ?? d.klCoef,
+    entCoef: given.entCoef ?? d.entCoef,
+    replayCoef: given.replayCoef ?? d.replayCoef,
+  };
 }

@@ -7,8 +7,10 @@
 // any output. Means over tokens are weighted, Σ w·x / Σ w, as in the ONNX training graph.
 // `advantages` is either per row ([batch]) or per token ([batch, seq]).
 //
-// Loss = pgLoss + klCoef * kl − entCoef * entropy, where kl and entropy are token means over
-// action tokens. `gradLogp` is d loss / d logp per token (0 at masked positions); the entropy
+// Loss = pgLoss + klCoef * kl − entCoef * entropy + replayCoef * replay, where kl and entropy are
+// token means over action tokens and replay is the weighted mean NLL of the replay tokens
+// (demonstrations trained beside the RL rows, their weights in `replayMask`). `gradLogp` is
+// d loss / d logp per token (0 where neither mask nor replayMask weighs a token); the entropy
 // term has no logp gradient here because entropy is passed in as its own input
 // (d loss / d entropy[t] = −entCoef / #action tokens).
 import { TurnwiseError } from '../core/errors';
@@ -33,6 +35,8 @@ export interface PolicyLossInput {
   refLogp?: Numbers;
   /** Per-token entropy of π_θ's distribution, [batch, seq]; required when entCoef > 0 (see tokenEntropy). */
   entropy?: Numbers;
+  /** Per-token weight ≥ 0 of replay (demonstration) tokens, [batch, seq]; required when replayCoef > 0. */
+  replayMask?: Numbers;
 }
 
 export interface PolicyLossParams {
@@ -44,10 +48,12 @@ export interface PolicyLossParams {
   klCoef?: number;
   /** weight of the entropy bonus (subtracted). Default: POLICY_LOSSES (0). */
   entCoef?: number;
+  /** weight of the replay tokens' mean NLL. Default: POLICY_LOSSES (0). */
+  replayCoef?: number;
 }
 
 export interface PolicyLossOutput {
-  /** pgLoss + klCoef·kl − entCoef·entropy. */
+  /** pgLoss + klCoef·kl − entCoef·entropy + replayCoef·replay. */
   loss: number;
   pgLoss: number;
   /** ppo-token: fraction of action tokens whose clipped term was taken; gspo-seq: fraction of turns. */
@@ -58,6 +64,8 @@ export interface PolicyLossOutput {
   kl: number;
   /** token mean of the entropy input; 0 when none. */
   entropy: number;
+  /** Σ r·(−logp) / Σ r over the replay weights r; 0 when none. */
+  replay: number;
   /** d loss / d logp, [batch, seq]. */
   gradLogp: Float64Array;
 }
@@ -83,6 +91,11 @@ function check(name: RlLossName, input: PolicyLossInput, params: PolicyLossParam
   if (p.entCoef !== 0 && (!input.entropy || input.entropy.length !== n)) bad('entCoef > 0 needs entropy of length batch*seq');
   if (input.refLogp && input.refLogp.length !== n) bad(`refLogp has length ${input.refLogp.length}, expected ${n}`);
   if (input.entropy && input.entropy.length !== n) bad(`entropy has length ${input.entropy.length}, expected ${n}`);
+  if (p.replayCoef !== 0 && !input.replayMask) bad('replayCoef > 0 needs replayMask of length batch*seq');
+  if (input.replayMask) {
+    if (input.replayMask.length !== n) bad(`replayMask has length ${input.replayMask.length}, expected ${n}`);
+    for (let i = 0; i < n; i++) if (!(input.replayMask[i] >= 0) || !Number.isFinite(input.replayMask[i])) bad(`replayMask[${i}] is ${input.replayMask[i]}: weights must be finite and ≥ 0`);
+  }
   return p;
 }
 
@@ -114,7 +127,23 @@ function regularizers(input: PolicyLossInput, p: Required<PolicyLossParams>, nTo
     if (input.entropy) ent += w * input.entropy[i];
   }
   const denom = nTok > 0 ? nTok : 1;
-  return { approxKl: approx / denom, kl: kl / denom, entropy: ent / denom };
+  return { approxKl: approx / denom, kl: kl / denom, entropy: ent / denom, replay: replayTerm(input, p, grad) };
+}
+
+/** The replay tokens' weighted mean NLL, adding replayCoef times its gradient to `grad`. */
+function replayTerm(input: PolicyLossInput, p: Required<PolicyLossParams>, grad: Float64Array): number {
+  const r = input.replayMask;
+  if (!r) return 0;
+  const n = input.batch * input.seq;
+  const total = weightSum(r, 0, n);
+  if (!(total > 0)) return 0;
+  let nll = 0;
+  for (let i = 0; i < n; i++) {
+    if (!r[i]) continue;
+    nll -= r[i] * input.logp[i];
+    grad[i] -= (p.replayCoef * r[i]) / total;
+  }
+  return nll / total;
 }
 
 /**
@@ -145,7 +174,7 @@ export const ppoTokenLoss: PolicyLossFn = (input, params) => {
   const reg = regularizers(input, p, nTok, grad);
   const pgLoss = nTok ? pg / nTok : 0;
   return {
-    loss: pgLoss + p.klCoef * reg.kl - p.entCoef * reg.entropy,
+    loss: pgLoss + p.klCoef * reg.kl - p.entCoef * reg.entropy + p.replayCoef * reg.replay,
     pgLoss,
     clipFrac: nTok ? clipped / nTok : 0,
     ...reg,
@@ -207,7 +236,7 @@ export const gspoSeqLoss: PolicyLossFn = (input, params) => {
   const reg = regularizers(input, p, nTok, grad);
   const pgLoss = nSeq ? pg / nSeq : 0;
   return {
-    loss: pgLoss + p.klCoef * reg.kl - p.entCoef * reg.entropy,
+    loss: pgLoss + p.klCoef * reg.kl - p.entCoef * reg.entropy + p.replayCoef * reg.replay,
     pgLoss,
     clipFrac: nSeq ? clipped / nSeq : 0,
     ...reg,

@@ -41,6 +41,12 @@ export interface TrainBatch {
   advantages?: ArrayLike<number>;
   oldLogp?: ArrayLike<number>;
   refLogp?: ArrayLike<number>;
+  /**
+   * Per-token weight (≥ 0) of replay tokens: demonstrations trained beside the RL rows, whose
+   * weighted mean NLL times replayCoef joins the loss (PPO-ptx). The RL terms read lossMask only,
+   * so replay rows carry lossMask 0. Read only when replayCoef ≠ 0; a batch without it has none.
+   */
+  replayMask?: ArrayLike<number>;
 }
 
 /**
@@ -120,7 +126,7 @@ export class PolicyTrainer {
   }
 
   private trainer(o: TrainGraphOptions): Trainer {
-    const key = `${o.loss}|B${o.batch}|T${o.seq}|${o.kl ? 'kl' : ''}|${o.entropy ? 'ent' : ''}|${o.weightDecay === false ? 'nowd' : 'wd'}|${o.packed ? 'packed' : ''}`;
+    const key = `${o.loss}|B${o.batch}|T${o.seq}|${o.kl ? 'kl' : ''}|${o.entropy ? 'ent' : ''}|${o.weightDecay === false ? 'nowd' : 'wd'}|${o.packed ? 'packed' : ''}|${o.replay ? 'replay' : ''}`;
     let t = this.trainers.get(key);
     if (!t) {
       t = new Trainer({ ...policyTrainingSpec(this.config, o), lrPerStep: true }, key, this.settings, this.cache);
@@ -131,8 +137,8 @@ export class PolicyTrainer {
 
   /**
    * One optimizer step per batch, all in one session run (an ONNX Loop when there are several).
-   * The KL and entropy terms are in the graph only when klCoef / entCoef are non-zero, the weight
-   * decay multiply only when weightDecay is.
+   * The KL, entropy and replay terms are in the graph only when klCoef / entCoef / replayCoef are
+   * non-zero, the weight decay multiply only when weightDecay is.
    */
   async train(o: TrainStepOptions, batches: readonly TrainBatch[], hyper: TrainHyper): Promise<StepMetrics[]> {
     const { batch: B, seq: T } = o;
@@ -145,6 +151,7 @@ export class PolicyTrainer {
       seq: T,
       kl: lossHyper(o.loss, hyper).klCoef !== 0,
       entropy: lossHyper(o.loss, hyper).entCoef !== 0,
+      replay: lossHyper(o.loss, hyper).replayCoef !== 0,
       weightDecay: (hyper.weightDecay ?? OPTIMIZER_DEFAULTS.weightDecay) !== 0,
       packed: batches.some((b) => b.segmentIds !== undefined),
     };
@@ -191,10 +198,13 @@ export class PolicyTrainer {
       feeds.position_ids = cat((l) => l.positions);
     } else feeds.attention_mask = stack('attentionMask', (b) => b.attentionMask, 1);
     for (const b of batches) {
-      if (b.lossMask.length !== n) throw new TurnwiseError('invalid-input', `lossMask has length ${b.lossMask.length}, expected batch·seq = ${n}`);
-      for (let i = 0; i < n; i++) {
-        const w = b.lossMask[i];
-        if (!(w >= 0) || !Number.isFinite(w)) throw new TurnwiseError('invalid-input', `lossMask holds ${w} at ${i}: loss weights must be finite and ≥ 0`);
+      for (const [name, a] of [['lossMask', b.lossMask], ['replayMask', b.replayMask]] as const) {
+        if (a === undefined) continue;
+        if (a.length !== n) throw new TurnwiseError('invalid-input', `${name} has length ${a.length}, expected batch·seq = ${n}`);
+        for (let i = 0; i < n; i++) {
+          const w = a[i];
+          if (!(w >= 0) || !Number.isFinite(w)) throw new TurnwiseError('invalid-input', `${name} holds ${w} at ${i}: loss weights must be finite and ≥ 0`);
+        }
       }
     }
     const getters: Record<string, (b: TrainBatch) => ArrayLike<number> | undefined> = {
@@ -203,8 +213,10 @@ export class PolicyTrainer {
       advantages: (b) => b.advantages,
       old_logp: (b) => b.oldLogp,
       ref_logp: (b) => b.refLogp,
+      replay_mask: (b) => b.replayMask,
     };
-    for (const name of batchInputs(graphOpts)) feeds[name] = stack(name, getters[name], undefined, name === 'loss_mask' || name === 'action_mask');
+    const weightInputs = new Set(['loss_mask', 'action_mask', 'replay_mask']);
+    for (const name of batchInputs(graphOpts)) feeds[name] = stack(name, getters[name], name === 'replay_mask' ? 0 : undefined, weightInputs.has(name));
     const opt = { ...OPTIMIZER_DEFAULTS, ...definedOnly(hyper) };
     const lh = lossHyper(o.loss, hyper);
     const temperature = opt.temperature;
@@ -214,7 +226,7 @@ export class PolicyTrainer {
         hint: 'use the temperature the rollouts were sampled at; greedy (0) rollouts carry no sampling log-probs, train them at 1',
       });
     }
-    const lossFeeds: Record<LossHyperName, number> = { clip_low: lh.clipLow, clip_high: lh.clipHigh, kl_coef: lh.klCoef, ent_coef: lh.entCoef, temperature };
+    const lossFeeds: Record<LossHyperName, number> = { clip_low: lh.clipLow, clip_high: lh.clipHigh, kl_coef: lh.klCoef, ent_coef: lh.entCoef, replay_coef: lh.replayCoef, temperature };
     for (const [k, x] of Object.entries(lossFeeds)) feeds[k] = { dtype: 'float32', dims: lead, data: new Float32Array(K).fill(x) };
     const { state, metrics } = await this.trainer(graphOpts).step(
       this.state,

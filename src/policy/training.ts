@@ -7,7 +7,9 @@
 // predicts the first token). loss_mask is a per-token weight (0 = no loss): the losses are
 // weighted token means Σ w·l / Σ w (sft: Σ w·nll / Σ w), so 1 on action tokens and e.g. 0.3 on
 // prompt tokens trains the prompt at 0.3 of an action token's weight. action_mask (0/1) picks the
-// tokens of the `action_loss` metric, the mean NLL of the actions alone.
+// tokens of the `action_loss` metric, the mean NLL of the actions alone. With `replay`, replay_mask
+// weighs demonstration tokens trained beside the RL rows: replay_coef · Σ r·nll / Σ r joins the
+// loss (PPO-ptx), and the RL terms, which read loss_mask, do not see those tokens.
 //
 // Packed rows (`packed`): several examples per row, told apart by segment_ids (int64 [B, T],
 // 0 = padding, one positive id per example, contiguous). A token attends only to earlier tokens
@@ -40,9 +42,11 @@ export interface TrainGraphOptions {
   weightDecay?: boolean;
   /** Packed rows: segment_ids and position_ids replace attention_mask (see the file header). */
   packed?: boolean;
+  /** Add replay_coef · the weighted mean NLL of the replay_mask tokens to the loss. */
+  replay?: boolean;
 }
 
-export const METRICS = ['loss', 'pg_loss', 'clip_frac', 'approx_kl', 'kl', 'entropy', 'action_loss', 'grad_norm'] as const;
+export const METRICS = ['loss', 'pg_loss', 'clip_frac', 'approx_kl', 'kl', 'entropy', 'action_loss', 'replay_loss', 'grad_norm'] as const;
 export type MetricName = (typeof METRICS)[number];
 
 /** Per-token float inputs each loss reads (besides input_ids and attention_mask or the packing inputs). */
@@ -50,6 +54,7 @@ export function batchInputs(o: TrainGraphOptions): string[] {
   const names = ['loss_mask', 'action_mask'];
   if (POLICY_LOSSES[o.loss].rl) names.push('advantages', 'old_logp');
   if (o.kl) names.push('ref_logp');
+  if (o.replay) names.push('replay_mask');
   return names;
 }
 
@@ -63,6 +68,8 @@ export interface PolicyLossValues {
   advantages?: Value;
   oldLogp?: Value;
   refLogp?: Value;
+  /** Per-token weight of replay (demonstration) tokens, [B, N]. */
+  replayMask?: Value;
   /** Per-token entropy, [B, N]. */
   entropy: Value;
 }
@@ -124,15 +131,16 @@ const PG_LOSSES: Record<LossName, PgBuilder> = {
 
 /**
  * The loss and its metrics as graph ops over per-token values: the loss's policy-gradient term
- * (PG_LOSSES), plus klCoef · k3 KL and − entCoef · entropy when flagged. Matches
- * src/credit/losses.ts (ppoTokenLoss, gspoSeqLoss); `sft` is the weighted mean NLL Σ w·nll / Σ w.
+ * (PG_LOSSES), plus klCoef · k3 KL, − entCoef · entropy and replayCoef · the replay tokens'
+ * weighted mean NLL when flagged. Matches src/credit/losses.ts (ppoTokenLoss, gspoSeqLoss); `sft`
+ * is the weighted mean NLL Σ w·nll / Σ w.
  */
 export function buildPolicyLoss(
   g: Graph,
   kind: TrainLoss,
   v: PolicyLossValues,
-  h: { clipLow: Value; clipHigh: Value; klCoef: Value; entCoef: Value },
-  flags: { kl?: boolean; entropy?: boolean },
+  h: { clipLow: Value; clipHigh: Value; klCoef: Value; entCoef: Value; replayCoef?: Value },
+  flags: { kl?: boolean; entropy?: boolean; replay?: boolean },
 ): PolicyLossGraph {
   const mask = v.mask;
   // Values at masked positions are replaced by 0 *before* any arithmetic: multiplying by the
@@ -156,12 +164,18 @@ export function buildPolicyLoss(
     const d = masked(g.sub(v.refLogp, v.logp));
     kl = tokenMean(g.sub(g.sub(g.exp(d), d), 1));
   }
+  let replay: Value = zero;
+  if (v.replayMask) {
+    const r = v.replayMask;
+    replay = g.div(g.reduceSum(g.mul(g.neg(g.where(g.greater(r, 0), v.logp, 0)), r)), orOne(g.reduceSum(r)));
+  }
   let loss = pg;
   if (flags.kl && v.refLogp) loss = g.add(loss, g.mul(h.klCoef, kl));
   if (flags.entropy) loss = g.sub(loss, g.mul(h.entCoef, entropy));
+  if (flags.replay && v.replayMask && h.replayCoef) loss = g.add(loss, g.mul(h.replayCoef, replay));
   // Metrics that are the same constant (0 for sft) still need distinct values to be distinct outputs.
   const own = (x: Value) => (x === zero ? g.identity(zero) : x);
-  return { loss, metrics: { loss, pg_loss: pg, clip_frac: own(clipFrac), approx_kl: own(approxKl), kl: own(kl), entropy, action_loss: actionLoss } };
+  return { loss, metrics: { loss, pg_loss: pg, clip_frac: own(clipFrac), approx_kl: own(approxKl), kl: own(kl), entropy, action_loss: actionLoss, replay_loss: own(replay) } };
 }
 
 /**
@@ -196,11 +210,11 @@ export function attentionChunksFor(seq: number): number {
 }
 
 /** Loss hyperparameters fed per step (scalars; [K] when K steps are stacked). */
-export const LOSS_HYPER_INPUTS = ['clip_low', 'clip_high', 'kl_coef', 'ent_coef', 'temperature'] as const;
+export const LOSS_HYPER_INPUTS = ['clip_low', 'clip_high', 'kl_coef', 'ent_coef', 'replay_coef', 'temperature'] as const;
 export type LossHyperName = (typeof LOSS_HYPER_INPUTS)[number];
 
 /** Metrics the forward builder adds to `loss` and `grad_norm` (which src/onnx's helper always outputs). */
-export const LOSS_METRICS = ['pg_loss', 'clip_frac', 'approx_kl', 'kl', 'entropy', 'action_loss'] as const;
+export const LOSS_METRICS = ['pg_loss', 'clip_frac', 'approx_kl', 'kl', 'entropy', 'action_loss', 'replay_loss'] as const;
 
 /**
  * Additive bias [B,1,T,T] from segment ids [B,T] (0 padding): 0 where query and key are in the
@@ -248,9 +262,9 @@ export function policyTrainingSpec(c: Qwen2Config, o: TrainGraphOptions): Omit<T
     const { loss, metrics } = buildPolicyLoss(
       g,
       o.loss,
-      { logp, entropy, mask: tail('loss_mask')!, actionMask: tail('action_mask'), advantages: tail('advantages'), oldLogp: tail('old_logp'), refLogp: tail('ref_logp') },
-      { clipLow: inp.clip_low, clipHigh: inp.clip_high, klCoef: inp.kl_coef, entCoef: inp.ent_coef },
-      { kl: o.kl, entropy: o.entropy },
+      { logp, entropy, mask: tail('loss_mask')!, actionMask: tail('action_mask'), advantages: tail('advantages'), oldLogp: tail('old_logp'), refLogp: tail('ref_logp'), replayMask: tail('replay_mask') },
+      { clipLow: inp.clip_low, clipHigh: inp.clip_high, klCoef: inp.kl_coef, entCoef: inp.ent_coef, replayCoef: inp.replay_coef },
+      { kl: o.kl, entropy: o.entropy, replay: o.replay },
     );
     const { loss: _l, ...extra } = metrics;
     void _l;

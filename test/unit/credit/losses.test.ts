@@ -92,6 +92,33 @@ describe('credit/losses', () => {
     close(out.gradLogp[1], 0);
   });
 
+  it('replay term: the replay tokens\' weighted mean NLL, apart from the RL terms', () => {
+    // Row 0 is RL (mask), row 1 replay (weights 0.3 and 1 on t1, t2; its logp values would move
+    // the RL terms if they leaked there, and the RL row's would move the replay mean).
+    const input: PolicyLossInput = {
+      batch: 2,
+      seq: 3,
+      logp: [0, -1, -1, /**/ 0, -2, -0.5],
+      oldLogp: [0, -1, -1, /**/ 0, -9, -9],
+      mask: [0, 1, 1, 0, 0, 0],
+      advantages: [1, 0],
+      replayMask: [0, 0, 0, 0, 0.3, 1],
+    };
+    const off = ppoTokenLoss(input);
+    const on = ppoTokenLoss(input, { replayCoef: 0.5 });
+    // replay = (0.3·2 + 1·0.5) / 1.3
+    close(on.replay, 1.1 / 1.3);
+    close(on.pgLoss, off.pgLoss);
+    close(on.pgLoss, -1); // ratios 1, A = 1: the replay row adds nothing to the RL mean
+    close(on.loss, -1 + (0.5 * 1.1) / 1.3);
+    close(off.loss, -1);
+    close(on.gradLogp[4], (-0.5 * 0.3) / 1.3);
+    close(on.gradLogp[5], -0.5 / 1.3);
+    close(on.gradLogp[1], off.gradLogp[1]);
+    assert.throws(() => ppoTokenLoss({ ...input, replayMask: undefined }, { replayCoef: 0.5 }), /replayCoef > 0 needs replayMask/);
+    assert.throws(() => ppoTokenLoss({ ...input, replayMask: [0, 0, 0, 0, -1, 0] }), /replayMask\[4\] is -1/);
+  });
+
   it('gradLogp matches finite differences', () => {
     let seed = 7;
     const rnd = () => ((seed = (seed * 16807) % 2147483647) / 2147483647) * 2 - 1;
@@ -104,10 +131,12 @@ describe('credit/losses', () => {
         logp,
         oldLogp: Array.from({ length: n }, (_, i) => logp[i] + rnd() * 0.1),
         refLogp: Array.from({ length: n }, (_, i) => logp[i] + rnd() * 0.2),
-        mask: Array.from({ length: n }, (_, i) => (i % T === 0 ? 0 : 1)),
+        mask: Array.from({ length: n }, (_, i) => (i % T === 0 || i >= 2 * T ? 0 : 1)),
+        // The last row is a replay row: its gradient comes from the replay term alone.
+        replayMask: Array.from({ length: n }, (_, i) => (i >= 2 * T && i % T !== 0 ? 0.3 + (i % T) / 4 : 0)),
         advantages: [1.3, -0.7, 0.4],
       };
-      const params = { clipLow: 0.05, clipHigh: 0.05, klCoef: 0.3 };
+      const params = { clipLow: 0.05, clipHigh: 0.05, klCoef: 0.3, replayCoef: 0.7 };
       const g = fn(input, params).gradLogp;
       for (let i = 0; i < n; i++) {
         const h = 1e-6;

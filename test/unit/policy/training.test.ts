@@ -20,7 +20,7 @@ import { initWeights, SeededRandom, type PolicyWeights } from '../../../src/poli
 import { Policy } from '../../../src/policy/policy';
 import { GOLDEN_CONFIG, maxAbsDiff, SMALL_CONFIG } from './helpers';
 
-const HYPER = { clip_low: 0.2, clip_high: 0.2, kl_coef: 0.3, ent_coef: 0.02, temperature: 1 };
+const HYPER = { clip_low: 0.2, clip_high: 0.2, kl_coef: 0.3, ent_coef: 0.02, replay_coef: 0.5, temperature: 1 };
 
 interface Batch {
   ids: number[];
@@ -28,6 +28,8 @@ interface Batch {
   adv: Float32Array;
   old: Float32Array;
   ref: Float32Array;
+  /** Replay (demonstration) token weights: 0, 0.3 or 1, never on column 0 (no logit predicts it). */
+  replay: Float32Array;
 }
 
 function makeBatch(c: Qwen2Config, B: number, T: number, seed: number): Batch {
@@ -39,10 +41,11 @@ function makeBatch(c: Qwen2Config, B: number, T: number, seed: number): Batch {
     adv: Float32Array.from({ length: n }, () => r.next() * 2 - 1),
     old: Float32Array.from({ length: n }, () => -2.4 + r.next() * 0.6 - 0.3),
     ref: Float32Array.from({ length: n }, () => -2.4 + r.next() - 0.5),
+    replay: Float32Array.from({ length: n }, (_, i) => (i % T === 0 ? 0 : [0, 0.3, 1][Math.floor(r.next() * 3)])),
   };
 }
 
-/** The ppo-token loss (with KL and entropy) of the float64 reference model. */
+/** The ppo-token loss (with KL, entropy and the replay term) of the float64 reference model. */
 function referenceLoss(w: PolicyWeights, b: Batch, B: number, T: number): number {
   const V = w.config.vocab_size;
   const logp = new Float64Array(B * T);
@@ -57,13 +60,16 @@ function referenceLoss(w: PolicyWeights, b: Batch, B: number, T: number): number
       ent[r * T + t] = h[t - 1];
     }
   }
-  return ppoTokenLoss({ batch: B, seq: T, logp, oldLogp: b.old, advantages: b.adv, mask: b.mask, refLogp: b.ref, entropy: ent }, { clipLow: HYPER.clip_low, clipHigh: HYPER.clip_high, klCoef: HYPER.kl_coef, entCoef: HYPER.ent_coef }).loss;
+  return ppoTokenLoss(
+    { batch: B, seq: T, logp, oldLogp: b.old, advantages: b.adv, mask: b.mask, refLogp: b.ref, entropy: ent, replayMask: b.replay },
+    { clipLow: HYPER.clip_low, clipHigh: HYPER.clip_high, klCoef: HYPER.kl_coef, entCoef: HYPER.ent_coef, replayCoef: HYPER.replay_coef },
+  ).loss;
 }
 
 /** Loss and d loss / d weights (HF layout) from the ONNX training forward. */
 async function onnxGradients(w: PolicyWeights, b: Batch, B: number, T: number) {
   const c = w.config;
-  const o: TrainGraphOptions = { loss: 'ppo-token', batch: B, seq: T, kl: true, entropy: true };
+  const o: TrainGraphOptions = { loss: 'ppo-token', batch: B, seq: T, kl: true, entropy: true, replay: true };
   const spec = policyTrainingSpec(c, o);
   const g = Graph.create('grad');
   const params: Record<string, Value> = {};
@@ -85,6 +91,7 @@ async function onnxGradients(w: PolicyWeights, b: Batch, B: number, T: number) {
     advantages: t(b.adv),
     old_logp: t(b.old),
     ref_logp: t(b.ref),
+    replay_mask: t(b.replay),
   };
   for (const k of LOSS_HYPER_INPUTS) feeds[k] = { dtype: 'float32', dims: [], data: Float32Array.of(HYPER[k]) };
   const out = await s.run(feeds);
@@ -151,8 +158,8 @@ describe('policy/training: gradients, optimizer, learning', function () {
     const norm = Math.sqrt(sq);
     const maxNorm = norm / 3; // forces clipping by 1/3
     const trainer = new PolicyTrainer(w, undefined, { provider: 'cpu' });
-    const hyper = { lr: 0.01, weightDecay: 0.1, maxGradNorm: maxNorm, clipLow: 0.2, clipHigh: 0.2, klCoef: 0.3, entCoef: 0.02 };
-    const [m] = await trainer.train({ loss: 'ppo-token', batch: B, seq: T }, [{ inputIds: b.ids, lossMask: b.mask, advantages: b.adv, oldLogp: b.old, refLogp: b.ref }], hyper);
+    const hyper = { lr: 0.01, weightDecay: 0.1, maxGradNorm: maxNorm, clipLow: 0.2, clipHigh: 0.2, klCoef: 0.3, entCoef: 0.02, replayCoef: 0.5 };
+    const [m] = await trainer.train({ loss: 'ppo-token', batch: B, seq: T }, [{ inputIds: b.ids, lossMask: b.mask, advantages: b.adv, oldLogp: b.old, refLogp: b.ref, replayMask: b.replay }], hyper);
     assert.ok(Math.abs(m.grad_norm - norm) < 1e-5 * norm, `grad_norm ${m.grad_norm} vs ${norm}`);
     // Second step from the first step's moments, reference and graph side by side.
     const scale = maxNorm / (norm + 1e-6);

@@ -14,6 +14,7 @@ import { parseAction } from './action';
 import { cacheableCommand, keepableObservation, mayDetach, ObservationCache, type CachedObservation } from './cache';
 import { formatErrorObservation, observationText, taskText, type PromptTurn } from './prompt';
 import type { ActRequest, ActResult } from './types';
+import type { Semaphore } from '../core/workers';
 
 export interface EpisodeOptions {
   task: Task;
@@ -39,6 +40,13 @@ export interface EpisodeOptions {
   timing?: { sandboxMs: number; modelWaitMs: number; rewardMs: number };
   /** Observations of read-only tool commands shared across the run's episodes (agent/cache.ts). */
   observationCache?: ObservationCache;
+  /**
+   * Slots shared by the episodes of a run: the agent's commands and the scoring test run each hold
+   * one while they run. A command waiting for a slot has not started, so neither has its time
+   * limit (and its turn's durationMs leaves the wait out): on a machine with fewer cores than
+   * episodes, `tw-suspects` then gets the CPU its time guard assumes instead of a third of it.
+   */
+  commandSlots?: Semaphore;
 }
 
 export const DEFAULT_MAX_TURNS = 8;
@@ -163,6 +171,15 @@ export async function runEpisode(o: EpisodeOptions): Promise<Trajectory> {
     }
   };
   const timeoutMs = o.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS;
+  // Runs f in a command slot (if the run has them); the time spent waiting for it, in ms, goes to `waited`.
+  const inSlot = async <T>(f: () => Promise<T>, waited?: { ms: number }): Promise<T> => {
+    if (!o.commandSlots) return f();
+    const asked = Date.now();
+    return o.commandSlots.use(() => {
+      if (waited) waited.ms += Date.now() - asked;
+      return f();
+    });
+  };
   // The workspace's tree id after the last turn; undefined once a command may have left a
   // process running (files could change behind the tracker's back) or changed files outside the
   // workspace (which the tree does not cover), either of which ends caching for the episode.
@@ -174,6 +191,7 @@ export async function runEpisode(o: EpisodeOptions): Promise<Trajectory> {
       const res = await timed('modelWaitMs', () => o.act({ episodeId: o.episodeId, task, turns: promptTurns, seed: (o.seed + Math.imul(k, 0x9e3779b1)) >>> 0 }));
       const parsed = await parseAction(res.text, res.finishReason === 'stop');
       const t0 = Date.now();
+      const waited = { ms: 0 };
       const turn: Turn = { index: k, action: res.text.trim(), observation: '', exitCode: null, durationMs: 0, tokenIds: res.tokenIds, logprobs: res.logprobs };
       if (parsed.kind === 'submit') {
         turns.push(turn);
@@ -197,7 +215,7 @@ export async function runEpisode(o: EpisodeOptions): Promise<Trajectory> {
           const before = tree;
           let kept: CachedObservation | undefined;
           try {
-            const r = await timed('sandboxMs', () => o.sandbox.exec(parsed.command, { timeoutMs }));
+            const r = await timed('sandboxMs', () => inSlot(() => o.sandbox.exec(parsed.command, { timeoutMs }), waited));
             turn.exitCode = r.exitCode;
             turn.observation = observationText(r);
             const after = await timed('sandboxMs', () => collectEdits(o.sandbox));
@@ -222,14 +240,14 @@ export async function runEpisode(o: EpisodeOptions): Promise<Trajectory> {
           turn.editSignature = sig;
         }
       }
-      turn.durationMs = Date.now() - t0;
+      turn.durationMs = Date.now() - t0 - waited.ms;
       turns.push(turn);
       promptTurns.push({ action: turn.action, observation: turn.observation });
     }
     o.onActionsDone?.();
     const actions = turns.filter((t) => t.action !== 'submit').length;
     const score = await timed('rewardMs', () =>
-      scoreEpisode(o.sandbox, o.task, { originalTestFiles: o.originalTestFiles, turns: actions, maxTurns, formatError: anyFormatError, weights: o.rewardWeights, timeoutMs: o.testTimeoutMs }),
+      inSlot(() => scoreEpisode(o.sandbox, o.task, { originalTestFiles: o.originalTestFiles, turns: actions, maxTurns, formatError: anyFormatError, weights: o.rewardWeights, timeoutMs: o.testTimeoutMs })),
     );
     reward = score.reward;
     testReport = score.testReport;

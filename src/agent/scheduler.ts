@@ -4,7 +4,7 @@
 // generation for some episodes overlaps sandbox commands of others. The model runs off the
 // event loop (train/ puts the policy in a worker thread), so sandbox I/O never waits on it.
 import { formatError } from '../core/errors';
-import { mapConcurrent } from '../core/workers';
+import { mapConcurrent, type Semaphore } from '../core/workers';
 import { SCHEMA, type Task, type Trajectory } from '../core/schema';
 import type { Sandbox } from '../sandbox/types';
 import { computeReward, type RewardWeights } from '../tasks/reward';
@@ -140,6 +140,8 @@ export interface RolloutOptions {
   spans?: Span[];
   /** Replayed observations of read-only tool commands, shared by these episodes (agent/cache.ts). */
   observationCache?: ObservationCache;
+  /** Slots the episodes' commands and scoring runs share (EpisodeOptions.commandSlots); none: no limit. */
+  commandSlots?: Semaphore;
 }
 
 export interface RolloutResult {
@@ -214,6 +216,7 @@ export async function runRollouts(jobs: readonly EpisodeJob[], o: RolloutOptions
           signal: o.signal,
           timing,
           observationCache: o.observationCache,
+          commandSlots: o.commandSlots,
           onActionsDone: () => batcher.retire(job.episodeId),
         });
         o.onEpisode?.(trajectory);

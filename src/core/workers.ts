@@ -57,3 +57,34 @@ export async function mapConcurrent<T, R>(
   );
   return results;
 }
+
+/**
+ * At most `size` holders at a time; the others wait in arrival order. `use` holds a slot for the
+ * duration of `f` and gives it back however `f` ends. Size Infinity never waits.
+ */
+export class Semaphore {
+  private held = 0;
+  private readonly waiting: (() => void)[] = [];
+
+  constructor(readonly size: number) {
+    if (!(size >= 1)) throw new RangeError(`a semaphore needs at least one slot, got ${size}`);
+  }
+
+  /** Holders right now. */
+  get inUse(): number {
+    return this.held;
+  }
+
+  async use<T>(f: () => Promise<T>): Promise<T> {
+    if (this.held >= this.size) await new Promise<void>((resolve) => this.waiting.push(resolve));
+    else this.held++;
+    try {
+      return await f();
+    } finally {
+      // Hand the slot straight to the next in line (held stays the same), or free it.
+      const next = this.waiting.shift();
+      if (next) next();
+      else this.held--;
+    }
+  }
+}

@@ -2,6 +2,7 @@
 // default and a one-line meaning, validated by name; an unknown field, estimator or loss is an
 // error that lists the valid ones. The resolved config is written to the run's config.json.
 import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import { TurnwiseError } from '../core/errors';
 import { LOSS_NAMES, RL_LOSS_NAMES, type RlLossName } from '../core/losses';
@@ -39,6 +40,12 @@ export interface TrainConfig {
   /** Episodes in flight (sandboxes held) at once. */
   concurrency: number;
   /**
+   * Agent commands (and scoring test runs) running at once across the episodes; one that waits for
+   * a slot has not started its time limit. 0 (auto): the local machine's cores / sandboxCpus when
+   * the sandboxes run on the local engine, no limit on remote engines (say how many they hold).
+   */
+  commandConcurrency: number;
+  /**
    * Milliseconds a batch of action requests that is not full may wait for episodes still running
    * commands (fuller batches cost less model time per action where the cores are busy); 0: a
    * batch goes as soon as the model is free.
@@ -72,6 +79,14 @@ export interface TrainConfig {
    * end-of-turn token) then gets a net push down even where the group's advantages sum to zero.
    */
   lossAggregation: LossAggregation;
+  /**
+   * Weight of the replay term (PPO-ptx): each update minibatch also carries `replayRows` generated
+   * warm-start demonstrations (train/replay.ts), and replayCoef times their weighted mean NLL joins
+   * the loss, so RL on a few tasks does not trade away the skills the warm start taught. 0: off.
+   */
+  replayCoef: number;
+  /** Demonstration rows per update minibatch when replayCoef > 0. */
+  replayRows: number;
   clipLow: number;
   clipHigh: number;
   temperature: number;
@@ -114,6 +129,7 @@ export const TRAIN_DEFAULTS: TrainConfig = {
   maxTurns: 8,
   commandTimeoutMs: 20_000,
   concurrency: 8,
+  commandConcurrency: 0,
   batchWaitMs: 0,
   cacheObservations: true,
   estimator: 'turnwise',
@@ -126,6 +142,8 @@ export const TRAIN_DEFAULTS: TrainConfig = {
   entCoef: 0,
   negativeAdvantageWeight: 1,
   lossAggregation: 'token',
+  replayCoef: 0,
+  replayRows: 4,
   clipLow: 0.2,
   clipHigh: 0.28,
   temperature: 1,
@@ -208,12 +226,15 @@ export function resolveTrainConfig(given: Record<string, unknown>, source = 'the
   checkNumber('maxTurns', c.maxTurns, 1, 100, true);
   checkNumber('commandTimeoutMs', c.commandTimeoutMs, 100, 3_600_000, true);
   checkNumber('concurrency', c.concurrency, 1, 256, true);
+  checkNumber('commandConcurrency', c.commandConcurrency, 0, 4096, true);
   checkNumber('epochs', c.epochs, 1, 100, true);
   checkNumber('minibatches', c.minibatches, 1, 1000, true);
   checkNumber('lr', c.lr, 0, 1);
   checkNumber('klCoef', c.klCoef, 0, 100);
   checkNumber('entCoef', c.entCoef, 0, 100);
   checkNumber('negativeAdvantageWeight', c.negativeAdvantageWeight, 0, 1);
+  checkNumber('replayCoef', c.replayCoef, 0, 100);
+  checkNumber('replayRows', c.replayRows, 1, 256, true);
   if (!(LOSS_AGGREGATIONS as readonly string[]).includes(c.lossAggregation)) throw bad(`config field "lossAggregation" must be ${LOSS_AGGREGATIONS.join(' or ')}, got ${JSON.stringify(c.lossAggregation)}`, 'fix "lossAggregation"');
   checkNumber('clipLow', c.clipLow, 0, 1);
   checkNumber('clipHigh', c.clipHigh, 0, 10);
@@ -268,6 +289,20 @@ export function poolSettings(c: Pick<TrainConfig, 'dockerHost' | 'dockerHosts' |
     limits: { memoryBytes: c.sandboxMemoryMb * 1024 ** 2, nanoCpus: Math.round(c.sandboxCpus * 1e9), pidsLimit: c.sandboxPids },
     ...(c.sandboxImage ? { baseImage: c.sandboxImage } : {}),
   };
+}
+
+/**
+ * Command slots of a run (TrainConfig.commandConcurrency): the number given, or for 0 the local
+ * machine's cores over sandboxCpus when the sandboxes run on the local engine; undefined (no
+ * limit) for 0 with remote engines, whose cores this machine cannot see.
+ */
+export function commandSlotCount(c: Pick<TrainConfig, 'commandConcurrency' | 'sandboxCpus' | 'dockerHost' | 'dockerHosts' | 'sandboxMemoryMb' | 'sandboxPids' | 'sandboxImage'>, cores = os.availableParallelism()): number | undefined {
+  if (c.commandConcurrency > 0) return c.commandConcurrency;
+  // An engine without a host is DOCKER_HOST's, or the local socket.
+  const remote = (host: string | undefined) => !!host && !/^(unix|npipe):\/\//.test(host);
+  const engines = poolSettings(c).engines ?? [{}];
+  if (engines.some((e) => remote(e.host || process.env.DOCKER_HOST))) return undefined;
+  return Math.max(1, Math.floor(cores / Math.max(c.sandboxCpus, 0.01)));
 }
 
 /** The sandbox pool of a run (or a benchmark) as its config asks: poolSettings' engines and limits. */

@@ -13,6 +13,7 @@ import { makeEvent, type MetricsRow, type RunEvent, type RunEventBody } from '..
 import { RunDir, newRunId } from '../core/run';
 import { SCHEMA, type Task, type Trajectory } from '../core/schema';
 import { mean, std } from '../core/stats';
+import { Semaphore } from '../core/workers';
 import { cachedTurnFraction, ObservationCache } from '../agent/cache';
 import { poolProvider } from '../agent/docker';
 import { taskText as taskTextOf } from '../agent/prompt';
@@ -29,13 +30,14 @@ import { readTaskFile } from '../tasks/taskfile';
 import { collectTestFiles } from '../tasks/testfiles';
 import { detectRunner, type TestRunner } from '../tasks/runners';
 import { chatCodec, renderPrompt, type ChatCodec } from './chat';
-import { connectRunPool, poolSettings, resolveTrainConfig, runConfigRecord, type LossAggregation, type TrainConfig } from './config';
+import { commandSlotCount, connectRunPool, poolSettings, resolveTrainConfig, runConfigRecord, type LossAggregation, type TrainConfig } from './config';
 import { embeddedModelDir } from './embedded';
 import { splitTasks } from './split';
 
 export { splitTasks };
 import { demonstrationTaskIds } from './warmstart';
 import { PolicyActionModel } from './model';
+import { ReplaySource, type ReplayExample } from './replay';
 
 export interface TrainRunOptions {
   config: TrainConfig;
@@ -191,8 +193,21 @@ export function updateRows(trajRows: readonly (readonly TurnRowData[])[], keepZe
 
 const BUCKETS = [128, 256, 384, 512, 768, 1024];
 
-/** Minibatches of training rows, padded to a few fixed shapes (each new shape builds a session). */
-export function packMinibatches(rows: readonly TrainRow[], minibatches: number, refLogp?: Float32Array[]): { batch: TrainBatch; B: number; T: number }[] {
+/**
+ * Replay rows for packMinibatches: `rows` demonstrations per minibatch, `draw(T, k)` giving the
+ * k-th minibatch's, each at most T tokens (train/replay.ts).
+ */
+export interface ReplayRows {
+  rows: number;
+  draw: (maxTokens: number, minibatch: number) => ReplayExample[];
+}
+
+/**
+ * Minibatches of training rows, padded to a few fixed shapes (each new shape builds a session).
+ * With `replay`, each minibatch ends with replay.rows demonstration rows: their weights in
+ * replayMask, nothing in the RL inputs (lossMask, advantages, old and reference log-probs 0).
+ */
+export function packMinibatches(rows: readonly TrainRow[], minibatches: number, refLogp?: Float32Array[], replay?: ReplayRows): { batch: TrainBatch; B: number; T: number }[] {
   const n = Math.max(1, Math.min(minibatches, rows.length));
   const per = Math.ceil(rows.length / n);
   const out: { batch: TrainBatch; B: number; T: number }[] = [];
@@ -201,7 +216,8 @@ export function packMinibatches(rows: readonly TrainRow[], minibatches: number, 
     const refs = refLogp?.slice(i, i + per);
     const maxLen = Math.max(...part.map((r) => r.ids.length));
     const T = BUCKETS.find((b) => b >= maxLen) ?? maxLen;
-    const B = per;
+    const demos = replay ? replay.draw(T, out.length) : [];
+    const B = per + (replay?.rows ?? 0);
     const ids = new Array<number>(B * T).fill(0);
     const att = new Array<number>(B * T).fill(0);
     const mask = new Array<number>(B * T).fill(0);
@@ -209,6 +225,7 @@ export function packMinibatches(rows: readonly TrainRow[], minibatches: number, 
     const old = new Array<number>(B * T).fill(0);
     const act = new Array<number>(B * T).fill(0);
     const ref = refs ? new Array<number>(B * T).fill(0) : undefined;
+    const rep = replay ? new Array<number>(B * T).fill(0) : undefined;
     part.forEach((r, b) => {
       for (let j = 0; j < r.ids.length; j++) {
         ids[b * T + j] = r.ids[j];
@@ -226,8 +243,21 @@ export function packMinibatches(rows: readonly TrainRow[], minibatches: number, 
       }
     });
     // Rows of padding only (B fixed per run) keep at least one real token so every row is valid.
-    for (let b = part.length; b < B; b++) att[b * T] = 1;
-    out.push({ batch: { inputIds: ids, attentionMask: att, lossMask: mask, actionMask: act, advantages: adv, oldLogp: old, ...(ref ? { refLogp: ref } : {}) }, B, T });
+    for (let b = part.length; b < per; b++) att[b * T] = 1;
+    demos.forEach((d, k) => {
+      const o = (per + k) * T;
+      for (let j = 0; j < Math.min(d.ids.length, T); j++) {
+        ids[o + j] = d.ids[j];
+        att[o + j] = 1;
+        rep![o + j] = d.weights[j];
+      }
+    });
+    for (let b = per + demos.length; b < B; b++) att[b * T] = 1;
+    out.push({
+      batch: { inputIds: ids, attentionMask: att, lossMask: mask, actionMask: act, advantages: adv, oldLogp: old, ...(ref ? { refLogp: ref } : {}), ...(rep ? { replayMask: rep } : {}) },
+      B,
+      T,
+    });
   }
   return out;
 }
@@ -305,6 +335,8 @@ export interface Rig {
   contextTokens: number;
   /** Replayed tool observations for every rollout and evaluation on this rig (none if turned off). */
   observationCache?: ObservationCache;
+  /** Command slots shared by every rollout and evaluation on this rig (none: no limit). */
+  commandSlots?: Semaphore;
   close(): Promise<void>;
 }
 
@@ -314,7 +346,10 @@ export async function openRig(o: {
   language: string;
   checkpoint: string;
   referenceDir?: string;
-  config: Pick<TrainConfig, 'dockerHost' | 'dockerHosts' | 'sandboxMemoryMb' | 'sandboxCpus' | 'sandboxPids' | 'sandboxImage' | 'executionProvider' | 'maxActionTokens' | 'temperature' | 'topP' | 'concurrency' | 'cacheObservations'>;
+  config: Pick<
+    TrainConfig,
+    'dockerHost' | 'dockerHosts' | 'sandboxMemoryMb' | 'sandboxCpus' | 'sandboxPids' | 'sandboxImage' | 'executionProvider' | 'maxActionTokens' | 'temperature' | 'topP' | 'concurrency' | 'cacheObservations' | 'commandConcurrency'
+  >;
   pool?: SandboxPool;
   onLog?: (m: string) => void;
 }): Promise<Rig> {
@@ -328,6 +363,7 @@ export async function openRig(o: {
     if (!info.tokenizerJson) throw new TurnwiseError('invalid-file', `${o.checkpoint} has no tokenizer.json`, { hint: 'use a checkpoint written by Turnwise or a Hugging Face model folder' });
     const codec = chatCodec(loadTokenizer(info.tokenizerJson, info.tokenizerConfig));
     const contextTokens = info.config.max_position_embeddings;
+    const slots = commandSlotCount(o.config);
     const model = new PolicyActionModel(policy, codec, { contextTokens, maxActionTokens: o.config.maxActionTokens, temperature: o.config.temperature, topP: o.config.topP });
     return {
       pool,
@@ -339,6 +375,7 @@ export async function openRig(o: {
       contextTokens,
       // One snapshot per rig, so a tree id names the same workspace for every episode on it.
       ...(o.config.cacheObservations ? { observationCache: new ObservationCache() } : {}),
+      ...(slots !== undefined ? { commandSlots: new Semaphore(slots) } : {}),
       close: async () => {
         await policy.dispose().catch(() => undefined);
         if (!o.pool) await pool.close();
@@ -396,6 +433,7 @@ function rolloutOptions(rig: Rig, c: TrainConfig, checkpoint: string, iteration:
     signal,
     onEpisode,
     observationCache: rig.observationCache,
+    commandSlots: rig.commandSlots,
   };
 }
 
@@ -507,6 +545,8 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
     emit({ type: 'phase', iteration: Math.max(0, last), phase: 'snapshot', detail: 'workspace snapshot and policy' });
     rig = await openRig({ runId, workspace: c.workspace, language: runner.language, checkpoint: from, referenceDir: last >= 0 ? run.checkpointDir(0) : undefined, config: c, pool, onLog: (m) => log(m, 'warn') });
     check();
+    // Generated demonstrations for the replay term (the same pool on a resume: seeded by the run).
+    const replaySource = c.replayCoef > 0 ? await ReplaySource.create(rig.codec, seedOf(c.seed, 'replay-pool')) : undefined;
 
     const evalDue = (n: number) => n === 0 || n === c.iterations || (c.evalEvery > 0 && n % c.evalEvery === 0);
     const runEval = async (n: number): Promise<{ m: Record<string, number>; trajs: Trajectory[] }> => {
@@ -622,9 +662,18 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
             .sort((a, b) => a.key - b.key)
             .map((x) => x.r);
           const ref = c.klCoef > 0 ? await rig.policy.logprobs(shuffled.map((r) => r.ids), { temperature: c.temperature, model: 'reference' }) : undefined;
-          for (const mb of packMinibatches(shuffled, c.minibatches, ref)) {
+          const replay: ReplayRows | undefined = replaySource && { rows: c.replayRows, draw: (T, k) => replaySource!.draw(c.replayRows, T, seedOf(c.seed, 'replay', n, epoch, k)) };
+          for (const mb of packMinibatches(shuffled, c.minibatches, ref, replay)) {
             check();
-            const ms = await rig.policy.train({ loss: c.loss, batch: mb.B, seq: mb.T }, [mb.batch], { lr: c.lr, klCoef: c.klCoef, entCoef: c.entCoef, clipLow: c.clipLow, clipHigh: c.clipHigh, temperature: c.temperature });
+            const ms = await rig.policy.train({ loss: c.loss, batch: mb.B, seq: mb.T }, [mb.batch], {
+              lr: c.lr,
+              klCoef: c.klCoef,
+              entCoef: c.entCoef,
+              replayCoef: c.replayCoef,
+              clipLow: c.clipLow,
+              clipHigh: c.clipHigh,
+              temperature: c.temperature,
+            });
             stepMetrics.push(...ms);
           }
         }
@@ -671,6 +720,7 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
           'update/actions': rows.reduce((a, r) => a + r.actions.length, 0),
           'update/dlogp_pos': moved?.positive ?? NaN,
           'update/dlogp_neg': moved?.negative ?? NaN,
+          'update/replay_loss': c.replayCoef > 0 ? sm('replay_loss') : NaN,
           'time/rollout_s': ro.wallMs / 1000,
           'time/generation_s': ro.generateMs / 1000,
           'time/sandbox_s': ro.sandboxMs / 1000,

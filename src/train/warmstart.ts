@@ -382,8 +382,7 @@ export async function warmstart(o: WarmstartOptions): Promise<WarmstartResult> {
       // Over-draw: packing keeps what fits.
       for (let i = 0; i < rows * 10; i++) {
         const c = pickCase();
-        const demo: Demo = r() < cur ? curriculumTask(r, c) : r() < 0.85 ? fixEpisode(r, c, { loopShare }) : { kind: 'fix-turn', segments: fixOnlySegments(c) };
-        const enc = encodeDemo(codec, demo.segments, promptWeight);
+        const enc = encodeDemo(codec, drawDemo(r, c, { curriculum: cur, loopShare }).segments, promptWeight);
         if (enc.ids.length <= Math.min(rowTokens, ctx)) examples.push(enc);
       }
       const { batch, tokens: n } = packRows(examples, rows, rowTokens);
@@ -476,6 +475,16 @@ export function demonstrationTaskIds(checkpointDir: string): string[] {
   } catch {
     return [];
   }
+}
+
+/**
+ * One training example of a fix case, as the warm start mixes them: a curriculum task with
+ * probability `curriculum`, else a whole fix episode (85%; attempt loops in `loopShare` of them)
+ * or just the fix turn in context. RL's replay term (train/replay.ts) draws the same way.
+ */
+export function drawDemo(r: () => number, c: FixCase, o: { curriculum: number; loopShare: number }): Demo {
+  if (r() < o.curriculum) return curriculumTask(r, c);
+  return r() < 0.85 ? fixEpisode(r, c, { loopShare: o.loopShare }) : { kind: 'fix-turn', segments: fixOnlySegments(c) };
 }
 
 /** Just the fix turn in context (task, tw-suspects and its output, the fix), a short full-weight example. */

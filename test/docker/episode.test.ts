@@ -10,6 +10,7 @@ import { synthesizeMutationTasks } from '../../src/tasks/synth';
 import { collectTestFiles } from '../../src/tasks/testfiles';
 import { ObservationCache, poolProvider, runRollouts, type ActionModel, type ActRequest, type ActResult, type Span } from '../../src/agent';
 import { taskFix } from '../../src/train/workspace-demos';
+import { Semaphore } from '../../src/core/workers';
 
 const demo = path.join(__dirname, '..', '..', 'examples', 'demo-python');
 const RUN = `episode-docker-${process.pid}`;
@@ -183,6 +184,32 @@ describe('docker: episodes in the demo workspace', function () {
     assert.equal(e.turns[0].observation, a.turns[0].observation, 'tw-suspects replayed = tw-suspects run');
     assert.equal(e.turns[2].observation, d.turns[2].observation, 'tw-test replayed = tw-test run');
     assert.equal(e.turns[3].observation, e.turns[2].observation, 'the tools print the same on the same files (what makes replay sound)');
+  });
+
+  it('command slots: with one slot no two agent commands run at once, and a turn\'s duration leaves the wait out', async () => {
+    // Each command prints the container clock (the host's) before and after a short sleep.
+    const cmd = 'date +%s%N; sleep 0.4; date +%s%N';
+    const scripts: Record<string, string[]> = { s0: [cmd, cmd], s1: [cmd, cmd], s2: [cmd, cmd] };
+    const jobs = Object.keys(scripts).map((id) => ({ task, episodeId: id, groupId: 'g', seed: 2, split: 'train' as const }));
+    const intervals = (trajs: { turns: { observation: string }[] }[]) =>
+      trajs
+        .flatMap((t) => t.turns.map((x) => (/(\d{19})\n(\d{19})/.exec(x.observation) ?? []).slice(1).map((n) => Number(BigInt(n) / 1000000n))))
+        .filter((x) => x.length === 2)
+        .sort((a, b) => a[0] - b[0]);
+    const slots = new Semaphore(1);
+    const one = await runRollouts(jobs, { provider: poolProvider(pool, snap), model: new ScriptedModel(scripts), checkpoint: 'scripted', originalTestFiles: originals, concurrency: 3, commandSlots: slots });
+    const serial = intervals(one.trajectories);
+    assert.equal(serial.length, 6);
+    for (let i = 1; i < serial.length; i++) assert.ok(serial[i][0] >= serial[i - 1][1], `command ${i} started at ${serial[i][0]}, before the one before it ended (${serial[i - 1][1]})`);
+    // Six 0.4 s commands one at a time (and three scoring runs): the later ones waited, and
+    // their recorded run time does not include the wait.
+    assert.ok(one.wallMs > 2400, `wall ${one.wallMs} ms`);
+    const durations = one.trajectories.flatMap((t) => t.turns.filter((x) => x.action === cmd).map((x) => x.durationMs));
+    assert.ok(Math.max(...durations) < 1500, `turn durations ${durations}`);
+    assert.equal(slots.inUse, 0);
+    // Without slots the same episodes' commands do overlap: the check above can fail.
+    const free = intervals((await runRollouts(jobs, { provider: poolProvider(pool, snap), model: new ScriptedModel(scripts), checkpoint: 'scripted', originalTestFiles: originals, concurrency: 3 })).trajectories);
+    assert.ok(free.some((x, i) => i > 0 && x[0] < free[i - 1][1]), 'no overlap without slots either');
   });
 
   it('generation and sandbox commands overlap, and a sandbox failure fails only its episode', async () => {

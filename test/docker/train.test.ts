@@ -141,7 +141,8 @@ describe('docker: turnwise train, a real tiny run', function () {
   it('a run: metrics rows 0..N, checkpoints that load, trajectories with tokens and advantages, events in order, no container left', async () => {
     const events: RunEvent[] = [];
     const runs = path.join(dir, 'runs-a');
-    const r = await trainRun({ config: resolveTrainConfig({ ...TINY, model, evalSamples: 2 }), runsRoot: runs, onEvent: (e) => events.push(e) });
+    // With the replay term (one generated demonstration per update minibatch).
+    const r = await trainRun({ config: resolveTrainConfig({ ...TINY, model, evalSamples: 2, replayCoef: 0.5, replayRows: 1 }), runsRoot: runs, onEvent: (e) => events.push(e) });
     assert.equal(r.state, 'finished');
     const run = RunDir.open(r.runDir);
     assertRunDir(run, 2);
@@ -156,6 +157,12 @@ describe('docker: turnwise train, a real tiny run', function () {
       assert.equal(m['heldout/episodes'], h);
       assert.equal(m['heldout/sampled/episodes'], 2 * h);
       assert.equal(typeof m['heldout/sampled/resolved'], 'number');
+    }
+    // Every update trained the replay rows too: the warm-started policy's NLL on demonstrations
+    // like its own (small, not 0; an untrained model's is about ln 260 = 5.6).
+    for (const m of run.readMetrics().slice(1)) {
+      if ((m['update/steps'] as number) > 0) assert.ok((m['update/replay_loss'] as number) > 0.001 && (m['update/replay_loss'] as number) < 1.5, `replay loss ${m['update/replay_loss']}`);
+      else assert.equal(m['update/replay_loss'], null, 'no update, no replay');
     }
     // The sampled episodes draw the same seeds at every evaluation (only the policy differs).
     const seeds = (n: number) => run.readTrajectories(n, 'heldout').filter((t) => t.trajId.startsWith('evals-')).map((t) => `${t.taskId}:${t.seed}`).sort();

@@ -1,7 +1,8 @@
 // The worker pool of core/workers.ts: the bound on jobs in flight, result order, what an abort
-// and a failing job stop, and pulling from a source that decides as results come in.
+// and a failing job stop, and pulling from a source that decides as results come in. Semaphore:
+// the bound on holders, arrival order, the slot given back on failure.
 import * as assert from 'node:assert/strict';
-import { mapConcurrent, runWorkers } from '../../../src/core/workers';
+import { mapConcurrent, runWorkers, Semaphore } from '../../../src/core/workers';
 
 const tick = (ms = 0) => new Promise((r) => setTimeout(r, ms));
 
@@ -186,6 +187,41 @@ describe('core/workers', () => {
         }),
         /two/,
       );
+    });
+  });
+
+  describe('Semaphore', () => {
+    it('at most `size` holders; the others start in arrival order as slots free', async () => {
+      const s = new Semaphore(2);
+      let inside = 0;
+      let peak = 0;
+      const started: number[] = [];
+      const job = (i: number, ms: number) =>
+        s.use(async () => {
+          started.push(i);
+          peak = Math.max(peak, ++inside);
+          await tick(ms);
+          inside--;
+          return i;
+        });
+      const out = await Promise.all([job(0, 30), job(1, 5), job(2, 5), job(3, 5), job(4, 5)]);
+      assert.deepEqual(out, [0, 1, 2, 3, 4]);
+      assert.equal(peak, 2);
+      assert.deepEqual(started, [0, 1, 2, 3, 4], 'first come, first served');
+      assert.equal(s.inUse, 0);
+    });
+
+    it('a holder that throws gives its slot back (to the next in line)', async () => {
+      const s = new Semaphore(1);
+      const a = s.use(async () => {
+        await tick(5);
+        throw new Error('boom');
+      });
+      const b = s.use(async () => 'b ran');
+      await assert.rejects(a, /boom/);
+      assert.equal(await b, 'b ran');
+      assert.equal(s.inUse, 0);
+      assert.throws(() => new Semaphore(0), /at least one slot/);
     });
   });
 });

@@ -7,7 +7,7 @@ import * as path from 'node:path';
 import { TurnwiseError } from '../../../src/core/errors';
 import { RL_LOSS_NAMES } from '../../../src/core/losses';
 import { estimatorNames } from '../../../src/credit/registry';
-import { poolSettings, readConfigFile, resolveTrainConfig, TRAIN_DEFAULTS } from '../../../src/train/config';
+import { commandSlotCount, poolSettings, readConfigFile, resolveTrainConfig, TRAIN_DEFAULTS } from '../../../src/train/config';
 import { readTaskFile } from '../../../src/tasks/taskfile';
 
 function refused(given: Record<string, unknown>, problem: RegExp, fix: RegExp): void {
@@ -61,6 +61,42 @@ describe('train/config: resolveTrainConfig', () => {
     assert.equal(resolveTrainConfig({}).lossAggregation, 'token');
     assert.equal(resolveTrainConfig({ lossAggregation: 'episode' }).lossAggregation, 'episode');
     refused({ lossAggregation: 'sequence' }, /"lossAggregation" must be token or episode, got "sequence"/, /fix "lossAggregation"/);
+  });
+
+  it('replayCoef / replayRows: off and 4 by default; a non-negative weight and a whole number of rows', () => {
+    const d = resolveTrainConfig({});
+    assert.equal(d.replayCoef, 0);
+    assert.equal(d.replayRows, 4);
+    assert.equal(resolveTrainConfig({ replayCoef: 0.5, replayRows: 2 }).replayCoef, 0.5);
+    refused({ replayCoef: -0.1 }, /"replayCoef" must be a number in \[0, 100\], got -0\.1/, /fix "replayCoef"/);
+    refused({ replayRows: 1.5 }, /"replayRows" must be an integer in \[1, 256\], got 1\.5/, /fix "replayRows"/);
+    refused({ replayRows: 0 }, /"replayRows" must be an integer/, /fix "replayRows"/);
+  });
+
+  it('commandConcurrency: a number given wins; 0 means cores / sandboxCpus locally, no limit on a remote engine', () => {
+    const saved = process.env.DOCKER_HOST;
+    const savedEngines = process.env.TURNWISE_DOCKER_ENGINES;
+    delete process.env.TURNWISE_DOCKER_ENGINES;
+    try {
+      delete process.env.DOCKER_HOST;
+      const d = resolveTrainConfig({});
+      assert.equal(d.commandConcurrency, 0);
+      assert.equal(commandSlotCount(d, 2), 2, 'local engine, 2 cores, 1 CPU per sandbox');
+      assert.equal(commandSlotCount(resolveTrainConfig({ sandboxCpus: 0.5 }), 2), 4);
+      assert.equal(commandSlotCount(resolveTrainConfig({ sandboxCpus: 4 }), 2), 1, 'never below one');
+      assert.equal(commandSlotCount(resolveTrainConfig({ commandConcurrency: 3 }), 2), 3);
+      assert.equal(commandSlotCount(resolveTrainConfig({ dockerHost: 'unix:///var/run/docker.sock' }), 2), 2, 'a socket is local');
+      assert.equal(commandSlotCount(resolveTrainConfig({ dockerHost: 'ssh://me@box' }), 2), undefined, 'this machine cannot see a remote engine\'s cores');
+      assert.equal(commandSlotCount(resolveTrainConfig({ dockerHosts: ['tcp://10.0.0.2:2375*16'] }), 2), undefined);
+      assert.equal(commandSlotCount(resolveTrainConfig({ dockerHost: 'ssh://me@box', commandConcurrency: 12 }), 2), 12);
+      process.env.DOCKER_HOST = 'tcp://10.0.0.3:2375';
+      assert.equal(commandSlotCount(resolveTrainConfig({}), 2), undefined, 'DOCKER_HOST names a remote engine');
+      refused({ commandConcurrency: -1 }, /"commandConcurrency" must be an integer in \[0, 4096\], got -1/, /fix "commandConcurrency"/);
+    } finally {
+      if (saved === undefined) delete process.env.DOCKER_HOST;
+      else process.env.DOCKER_HOST = saved;
+      if (savedEngines !== undefined) process.env.TURNWISE_DOCKER_ENGINES = savedEngines;
+    }
   });
 
   it('negativeAdvantageWeight: 1 by default, within [0, 1]', () => {

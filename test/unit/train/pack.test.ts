@@ -69,6 +69,43 @@ describe('train/run: packMinibatches', () => {
     assert.equal(packMinibatches(rows, 1)[0].batch.refLogp, undefined);
   });
 
+  it('replay rows follow the RL rows: their weights in replayMask only, nothing in the RL inputs', () => {
+    const rows = [row(40, 5, 1), row(100, 8, -0.5), row(20, 3, 2)];
+    const drawn: [number, number][] = [];
+    const demo = (len: number, s: number) => ({ ids: Array.from({ length: len }, (_, i) => s + i), weights: Array.from({ length: len }, (_, i) => (i % 2 ? 1 : 0.3)) });
+    const ref = rows.map((x) => Float32Array.from(x.ids, () => -1));
+    const mbs = packMinibatches(rows, 2, ref, {
+      rows: 2,
+      draw: (T, k) => {
+        drawn.push([T, k]);
+        // The second minibatch gets one demonstration only: its last replay row is padding.
+        return k === 0 ? [demo(30, 100), demo(T, 200)] : [demo(7, 300)];
+      },
+    });
+    assert.deepEqual(drawn, [[128, 0], [128, 1]], 'each minibatch draws at its own T');
+    assert.deepEqual(mbs.map((m) => m.B), [4, 4], 'B fixed: 2 RL rows per minibatch (the second has 1 and a padding row) + 2 replay rows');
+    const [first, second] = mbs;
+    const T = first.T;
+    const at = (mb: (typeof mbs)[number], name: 'inputIds' | 'attentionMask' | 'lossMask' | 'actionMask' | 'advantages' | 'oldLogp' | 'refLogp' | 'replayMask', b: number, j: number) => (mb.batch[name] as ArrayLike<number>)[b * T + j];
+    for (let b = 0; b < 2; b++) for (let j = 0; j < T; j++) assert.equal(at(first, 'replayMask', b, j), 0, 'no replay weight on an RL row');
+    for (const [b, d] of [[2, demo(30, 100)], [3, demo(T, 200)]] as const) {
+      for (let j = 0; j < T; j++) {
+        const real = j < d.ids.length;
+        assert.equal(at(first, 'inputIds', b, j), real ? d.ids[j] : 0);
+        assert.equal(at(first, 'attentionMask', b, j), real ? 1 : 0);
+        assert.equal(at(first, 'replayMask', b, j), real ? d.weights[j] : 0);
+        for (const k of ['lossMask', 'actionMask', 'advantages', 'oldLogp', 'refLogp'] as const) assert.equal(at(first, k, b, j), 0, `${k} at replay row ${b}, token ${j}`);
+      }
+    }
+    // Second minibatch: RL row 0, an RL padding row, one demonstration, a replay padding row.
+    assert.equal(at(second, 'attentionMask', 1, 0), 1);
+    assert.equal(at(second, 'attentionMask', 1, 1), 0);
+    assert.equal(at(second, 'replayMask', 2, 1), 1);
+    assert.equal(at(second, 'attentionMask', 3, 0), 1);
+    for (let j = 0; j < T; j++) assert.equal(at(second, 'replayMask', 3, j), 0);
+    assert.equal(packMinibatches(rows, 2)[0].batch.replayMask, undefined, 'no replay: no replayMask');
+  });
+
   it('more minibatches than rows: one row each; a row over the largest bucket keeps its length', () => {
     const mbs = packMinibatches([row(10, 2, 1), row(1100, 10, 1)], 8);
     assert.deepEqual(mbs.map((m) => [m.B, m.T]), [[1, 128], [1, 1100]]);
@@ -175,6 +212,42 @@ describe('train/run: one row per episode where the turns continue each other', (
       assert.ok(Math.abs(byEpisode - (la + lb) / 2) < 1e-5, `episode: ${byEpisode} vs ${(la + lb) / 2}`);
       assert.ok(Math.abs(byToken - (2 * la + 8 * lb) / 10) < 1e-5, `token: ${byToken} vs ${(2 * la + 8 * lb) / 10}`);
       assert.ok(Math.abs(byEpisode - byToken) > 0.1, 'the two aggregations differ on episodes of unequal length');
+    } finally {
+      await policy.dispose();
+    }
+  });
+
+  it('the trainer adds replayCoef × the replay rows\' mean NLL and leaves the RL terms as they were', async () => {
+    // Real ONNX trainer at lr 0: the RL batch alone, then with replay rows; the replay rows' NLL
+    // also through the sft loss, which must agree with the replay_loss metric.
+    const policy = new TrainablePolicy(initWeights(SMALL_CONFIG, 4, 0.3), { settings: { provider: 'cpu', threads: 1 } });
+    try {
+      const V = SMALL_CONFIG.vocab_size;
+      const ids = (n: number, s: number) => Array.from({ length: n }, (_, i) => (i * 7 + s) % V);
+      const [lp] = await policy.logprobs([ids(12, 1)]);
+      const rl: TurnRowData = { ids: ids(12, 1), actionStart: 8, logprobs: Array.from({ length: 4 }, (_, k) => lp[8 + k] - 0.1 * k), advantage: 0.8 };
+      const demos = [
+        { ids: ids(9, 3), weights: [0, 0.3, 0.3, 1, 1, 1, 0.3, 1, 1] },
+        { ids: ids(15, 5), weights: Array.from({ length: 15 }, (_, i) => (i < 10 ? 0.3 : 1)) },
+      ];
+      const hyper = { lr: 0, klCoef: 0, entCoef: 0, clipLow: 0.2, clipHigh: 0.28, temperature: 1 };
+      const rows = updateRows([[rl]], false);
+      const [plain] = packMinibatches(rows, 1);
+      const [withReplay] = packMinibatches(rows, 1, undefined, { rows: 2, draw: () => demos });
+      const [m0] = await policy.train({ loss: 'ppo-token', batch: plain.B, seq: plain.T }, [plain.batch], hyper);
+      const [m1] = await policy.train({ loss: 'ppo-token', batch: withReplay.B, seq: withReplay.T }, [withReplay.batch], { ...hyper, replayCoef: 0.5 });
+      // The same demonstrations as an sft batch: Σ w·nll / Σ w over their tokens.
+      const T = withReplay.T;
+      const sftIds = new Array<number>(2 * T).fill(0);
+      const sftW = new Array<number>(2 * T).fill(0);
+      const sftAtt = new Array<number>(2 * T).fill(0);
+      demos.forEach((d, b) => d.ids.forEach((x, j) => ((sftIds[b * T + j] = x), (sftW[b * T + j] = d.weights[j]), (sftAtt[b * T + j] = 1))));
+      const [sft] = await policy.train({ loss: 'sft', batch: 2, seq: T }, [{ inputIds: sftIds, attentionMask: sftAtt, lossMask: sftW }], { lr: 0 });
+      assert.ok(Math.abs(m1.pg_loss - m0.pg_loss) < 1e-6, `pg_loss ${m1.pg_loss} vs ${m0.pg_loss}: replay rows leaked into the RL term`);
+      assert.ok(Math.abs(m1.action_loss - m0.action_loss) < 1e-6, 'action_loss counts the RL actions only');
+      assert.ok(Math.abs(m1.replay_loss - sft.loss) < 1e-5, `replay_loss ${m1.replay_loss} vs sft ${sft.loss}`);
+      assert.ok(Math.abs(m1.loss - (m0.loss + 0.5 * sft.loss)) < 1e-5, `loss ${m1.loss} vs ${m0.loss} + 0.5 × ${sft.loss}`);
+      assert.ok(sft.loss > 1, 'an untrained model: the replay NLL is far from 0, so the check means something');
     } finally {
       await policy.dispose();
     }

@@ -12,6 +12,7 @@ import { TurnwiseError } from '../core/errors';
 import type { MetricsRow, RunEvent } from '../core/events';
 import { RunDir } from '../core/run';
 import { mean } from '../core/stats';
+import { Semaphore } from '../core/workers';
 import type { Task, Trajectory } from '../core/schema';
 import { cachedTurnFraction, ObservationCache } from '../agent/cache';
 import { runRollouts, type EpisodeJob, type RolloutResult, type Span } from '../agent/scheduler';
@@ -21,7 +22,7 @@ import type { SandboxPool } from '../sandbox';
 import { synthesizeMutationTasks } from '../tasks/synth';
 import { readTaskFile, writeTaskFile } from '../tasks/taskfile';
 import { detectRunner } from '../tasks/runners';
-import { connectRunPool, resolveTrainConfig, TRAIN_DEFAULTS, type TrainConfig, DEMO_SETTINGS } from './config';
+import { commandSlotCount, connectRunPool, resolveTrainConfig, TRAIN_DEFAULTS, type TrainConfig, DEMO_SETTINGS } from './config';
 import { openRig, trainRun } from './run';
 
 const round = (x: number, digits = 3) => (Number.isFinite(x) ? Math.round(x * 10 ** digits) / 10 ** digits : null);
@@ -209,6 +210,8 @@ export interface RolloutBenchResult {
   episodes: number;
   max_turns: number;
   concurrency: number;
+  /** Command slots the concurrent pass's episodes shared (TrainConfig.commandConcurrency); null: no limit. */
+  command_slots: number | null;
   seed: number;
   model: string;
   workspace: string;
@@ -236,7 +239,7 @@ export interface RolloutRepeat {
 export function rolloutSummary(
   seq: RolloutPassStats,
   conc: RolloutPassStats,
-  ctx: { tasks: number; maxTurns: number; seed: number; model: string; workspace: string; setupS: number; sameActions: number | null; cpus?: number },
+  ctx: { tasks: number; maxTurns: number; seed: number; model: string; workspace: string; setupS: number; sameActions: number | null; cpus?: number; commandSlots?: number },
 ): RolloutBenchResult {
   const s = seq.episodes_per_min;
   const c = conc.episodes_per_min;
@@ -260,6 +263,7 @@ export function rolloutSummary(
     episodes: seq.episodes,
     max_turns: ctx.maxTurns,
     concurrency: conc.concurrency,
+    command_slots: ctx.commandSlots ?? null,
     seed: ctx.seed,
     model: ctx.model,
     workspace: ctx.workspace,
@@ -311,7 +315,7 @@ export interface RolloutBenchOptions {
   seed?: number;
   /** (sequential, concurrent) pairs to run; the result is the median one's (default 1). */
   repeats?: number;
-  config?: Partial<Pick<TrainConfig, 'executionProvider' | 'maxActionTokens' | 'temperature' | 'topP' | 'commandTimeoutMs' | 'dockerHost' | 'batchWaitMs' | 'cacheObservations'>>;
+  config?: Partial<Pick<TrainConfig, 'executionProvider' | 'maxActionTokens' | 'temperature' | 'topP' | 'commandTimeoutMs' | 'dockerHost' | 'batchWaitMs' | 'cacheObservations' | 'commandConcurrency'>>;
   onProgress?: (message: string) => void;
   signal?: AbortSignal;
 }
@@ -324,6 +328,8 @@ export async function benchRollout(o: RolloutBenchOptions): Promise<RolloutBench
   const maxTurns = o.maxTurns ?? 4;
   const seed = o.seed ?? 0;
   const c = { ...TRAIN_DEFAULTS, ...o.config, concurrency };
+  // The command slots a run with these settings would have (one pass at a time holds them).
+  const slots = commandSlotCount(c);
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'turnwise-bench-rollout-'));
   const runId = `bench-rollout-${process.pid}`;
   let pool: SandboxPool | undefined;
@@ -372,6 +378,7 @@ export async function benchRollout(o: RolloutBenchOptions): Promise<RolloutBench
         spans,
         // Its own cache per pass: no pass replays what an earlier one ran.
         ...(c.cacheObservations ? { observationCache: new ObservationCache() } : {}),
+        ...(slots !== undefined ? { commandSlots: new Semaphore(slots) } : {}),
         onEpisode: () => log(`  ${name}: ${++done}/${jobs.length} episodes`),
       });
       const stats = passStats({
@@ -414,6 +421,7 @@ export async function benchRollout(o: RolloutBenchOptions): Promise<RolloutBench
       workspace: o.workspace,
       setupS: (Date.now() - t0 - timedMs) / 1000,
       sameActions,
+      ...(slots !== undefined ? { commandSlots: slots } : {}),
     });
   } finally {
     await rig?.close().catch(() => undefined);

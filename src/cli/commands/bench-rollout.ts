@@ -12,7 +12,7 @@ const PROVIDERS = ['auto', 'cpu', 'cuda', 'webgpu'] as const;
 export const benchRolloutCommand: CliCommand = {
   name: 'bench rollout',
   summary: 'episodes per minute sequential vs concurrent (batched generation) on the demo tasks, with the timings that explain the speedup',
-  usage: '[--workspace DIR] [--model DIR] [--tasks N] [--tasks-file FILE] [--episodes N] [--concurrency N] [--max-turns N] [--seed S] [--repeats N] [--batch-wait-ms MS] [--no-cache] [--provider auto|cpu|cuda|webgpu] [--json]',
+  usage: '[--workspace DIR] [--model DIR] [--tasks N] [--tasks-file FILE] [--episodes N] [--concurrency N] [--max-turns N] [--seed S] [--repeats N] [--batch-wait-ms MS] [--command-concurrency N] [--no-cache] [--provider auto|cpu|cuda|webgpu] [--json]',
   options: {
     workspace: { type: 'string' },
     model: { type: 'string' },
@@ -25,6 +25,7 @@ export const benchRolloutCommand: CliCommand = {
     repeats: { type: 'string' },
     'no-cache': { type: 'boolean' },
     'batch-wait-ms': { type: 'string' },
+    'command-concurrency': { type: 'string' },
     provider: { type: 'string' },
   },
   async run(args, io) {
@@ -42,7 +43,9 @@ export const benchRolloutCommand: CliCommand = {
       maxTurns: numberInRange(args, 'max-turns', 4, { min: 1, max: 32, integer: true }),
       seed: seedOption(args),
       repeats: numberInRange(args, 'repeats', 1, { min: 1, max: 20, integer: true }),
-      config: { executionProvider: provider as (typeof PROVIDERS)[number], cacheObservations: v['no-cache'] !== true, batchWaitMs: numberInRange(args, 'batch-wait-ms', TRAIN_DEFAULTS.batchWaitMs, { min: 0, max: 60_000, integer: true }) },
+      config: { executionProvider: provider as (typeof PROVIDERS)[number], cacheObservations: v['no-cache'] !== true, batchWaitMs: numberInRange(args, 'batch-wait-ms', TRAIN_DEFAULTS.batchWaitMs, { min: 0, max: 60_000, integer: true }),
+        commandConcurrency: numberInRange(args, 'command-concurrency', TRAIN_DEFAULTS.commandConcurrency, { min: 0, max: 4096, integer: true }),
+      },
       onProgress: (m) => io.err(m),
     });
     if (io.json) {
@@ -56,6 +59,7 @@ export const benchRolloutCommand: CliCommand = {
         `${r.episodes} episodes of ${r.tasks} tasks, ≤ ${r.max_turns} turns, seed ${r.seed}, ${r.cpus} CPUs`,
         row('sequential', r.sequential),
         row(`${r.concurrency} in flight`, r.concurrent),
+        `  command slots ${r.command_slots ?? 'no limit'}`,
         ...(r.repeats ? [`  repeats     speedups ${r.repeats.map((x) => `×${x.speedup ?? '?'}`).join(', ')}; the figures above are the median repeat's`] : []),
         `  speedup     ×${r.speedup} (target ≥ ${r.target_speedup}; the sequential pass's CPU seconds on ${r.cpus} cores allow ×${r.speedup_cpu_bound ?? '?'}); same actions in both passes: ${r.same_actions}`,
       ].join('\n'),

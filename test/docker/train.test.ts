@@ -160,6 +160,10 @@ describe('docker: turnwise train, a real tiny run', function () {
     }
     // Every update trained the replay rows too: the warm-started policy's NLL on demonstrations
     // like its own (small, not 0; an untrained model's is about ln 260 = 5.6).
+    assert.ok(
+      run.readMetrics().some((m) => (m['update/steps'] as number) > 0),
+      'some iteration updated the policy (else the replay check below checks nothing)',
+    );
     for (const m of run.readMetrics().slice(1)) {
       if ((m['update/steps'] as number) > 0) assert.ok((m['update/replay_loss'] as number) > 0.001 && (m['update/replay_loss'] as number) < 1.5, `replay loss ${m['update/replay_loss']}`);
       else assert.equal(m['update/replay_loss'], null, 'no update, no replay');
@@ -191,7 +195,7 @@ describe('docker: turnwise train, a real tiny run', function () {
     await noContainersEventually(r.runId);
   });
 
-  it('turnwise eval --out: the episodes behind the summary, one trajectory line per task; a bad --out fails before any sandbox', async () => {
+  it('turnwise eval --out --samples: the episodes behind the summary, greedy and sampled; a bad --out fails before any sandbox', async () => {
     assert.ok(tasksFile, 'needs the first test\'s tasks');
     const two = path.join(dir, 'two-tasks.jsonl');
     fs.writeFileSync(two, fs.readFileSync(tasksFile, 'utf8').split('\n').filter(Boolean).slice(0, 2).join('\n') + '\n');
@@ -211,12 +215,21 @@ describe('docker: turnwise train, a real tiny run', function () {
     assert.ok(Date.now() - t0 < 5000, `refused at once, not after the episodes (${Date.now() - t0} ms)`);
     // A folder that does not exist yet is made.
     const file = path.join(dir, 'eval-out', 'episodes.jsonl');
-    const r = await cli(['eval', '--tasks', two, '--model', model, '--workspace', demo, '--max-turns', '2', '--concurrency', '2', '--out', file, '--json']);
+    const r = await cli(['eval', '--tasks', two, '--model', model, '--workspace', demo, '--max-turns', '2', '--concurrency', '2', '--samples', '2', '--out', file, '--json']);
     assert.equal(r.code, 0, r.err);
     const summary = JSON.parse(r.out);
     assert.equal(summary.out, file);
-    const trajs = fs.readFileSync(file, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Trajectory);
+    const all = fs.readFileSync(file, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Trajectory);
+    // One greedy episode per task (the summary's rows), then 2 sampled ones with their own seeds.
+    const trajs = all.filter((t) => t.trajId.startsWith('eval-'));
+    const sampled = all.filter((t) => t.trajId.startsWith('evals-'));
+    assert.equal(all.length, 6);
     assert.deepEqual(trajs.map((t) => t.taskId).sort(), [...ids].sort());
+    assert.deepEqual(sampled.map((t) => t.taskId).sort(), [...ids, ...ids].sort());
+    assert.equal(new Set(sampled.map((t) => t.seed)).size, 4, 'a seed per task and sample');
+    assert.equal(summary.episodes, 2);
+    assert.equal(summary.sampled.episodes, 4);
+    assert.equal(summary.sampled.resolved, sampled.filter((t) => t.reward.resolved).length / 4);
     for (const t of trajs) {
       assert.ok(t.turns.length >= 1 && t.turns.length <= 2, `${t.taskId}: ${t.turns.length} turns`);
       assert.ok(t.turns.every((u) => typeof u.action === 'string' && typeof u.observation === 'string'));

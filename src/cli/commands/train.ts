@@ -197,8 +197,18 @@ export const demoCommand: CliCommand = {
 export const evalCommand: CliCommand = {
   name: 'eval',
   summary: 'evaluate a policy on a task file: pass@1, resolved rate, mean turns, format-error rate, per task',
-  usage: '--tasks FILE [--model DIR] [--workspace DIR] [--max-turns N] [--concurrency N] [--seed S] [--out FILE]',
-  options: { tasks: { type: 'string' }, model: { type: 'string' }, workspace: { type: 'string' }, 'max-turns': { type: 'string' }, concurrency: { type: 'string' }, seed: { type: 'string' }, provider: { type: 'string' }, out: { type: 'string' } },
+  usage: '--tasks FILE [--model DIR] [--workspace DIR] [--max-turns N] [--concurrency N] [--samples K] [--seed S] [--out FILE]',
+  options: {
+    tasks: { type: 'string' },
+    model: { type: 'string' },
+    workspace: { type: 'string' },
+    'max-turns': { type: 'string' },
+    concurrency: { type: 'string' },
+    samples: { type: 'string' },
+    seed: { type: 'string' },
+    provider: { type: 'string' },
+    out: { type: 'string' },
+  },
   async run(args, io) {
     const tasksFile = requireString(args, 'tasks');
     // --out: the episodes themselves (the design's trajectory lines), to read what the agent did.
@@ -208,6 +218,9 @@ export const evalCommand: CliCommand = {
     if (tasks.length === 0) throw new TurnwiseError('invalid-input', `${tasksFile} holds no task`, { hint: 'make tasks with `turnwise tasks synth`' });
     const workspace = path.resolve(typeof args.values.workspace === 'string' ? args.values.workspace : '.');
     const model = typeof args.values.model === 'string' ? path.resolve(args.values.model) : embeddedModelDir();
+    // --samples K: K episodes per task sampled at temperature 1 besides the greedy one, seeded by
+    // (seed, task, k) only, so two checkpoints evaluated with the same seed draw the same numbers.
+    const samples = numberInRange(args, 'samples', 0, { min: 0, max: 64, integer: true });
     const c = resolveTrainConfig({
       workspace,
       maxTurns: numberInRange(args, 'max-turns', TRAIN_DEFAULTS.maxTurns, { min: 1, max: 100, integer: true }),
@@ -220,13 +233,19 @@ export const evalCommand: CliCommand = {
     const rig = await openRig({ runId: `eval-${process.pid}`, workspace, language: runner.language, checkpoint: model, config: c, onLog: (m) => io.err(`warning: ${m}`) });
     try {
       let done = 0;
-      const res = await evaluateTasks(rig, tasks, { iteration: 0, seed: c.seed, config: c, checkpoint: model, signal, onEpisode: () => !io.json && io.err(`  ${++done}/${tasks.length} episodes`) });
+      const total = tasks.length * (1 + samples);
+      const base = { iteration: 0, seed: c.seed, config: c, checkpoint: model, signal, onEpisode: () => !io.json && io.err(`  ${++done}/${total} episodes`) };
+      const res = await evaluateTasks(rig, tasks, base);
+      if (signal.aborted) return 130;
+      const sampledRes = samples > 0 ? await evaluateTasks(rig, tasks, { ...base, samples }) : undefined;
       if (signal.aborted) return 130;
       const s = summarizeEval(res.trajectories);
-      if (out) writeFileAtomic(out, toJsonl(res.trajectories));
-      if (io.json) io.out(JSON.stringify({ ok: true, model, taskCount: tasks.length, ...(out ? { out } : {}), ...s }, null, 2));
+      const sampled = sampledRes ? summarizeEval(sampledRes.trajectories) : undefined;
+      if (out) writeFileAtomic(out, toJsonl([...res.trajectories, ...(sampledRes?.trajectories ?? [])]));
+      if (io.json) io.out(JSON.stringify({ ok: true, model, taskCount: tasks.length, ...(out ? { out } : {}), ...s, ...(sampled ? { sampled } : {}) }, null, 2));
       else {
         io.out(`pass@1 ${fmt(s['pass@1'])}  resolved ${fmt(s.resolved)}  pass rate ${fmt(s.pass_rate)}  turns ${fmt(s['turns/mean'], 1)}  format errors ${fmt(s.format_error_rate)}${s.failed ? `  (${s.failed} episode(s) failed)` : ''}`);
+        if (sampled) io.out(`sampled (${samples} per task): resolved ${fmt(sampled.resolved)}  pass rate ${fmt(sampled.pass_rate)}  turns ${fmt(sampled['turns/mean'], 1)}  format errors ${fmt(sampled.format_error_rate)}`);
         if (out) io.out(`episodes written to ${out}`);
         for (const t of s.tasks) io.out(`  ${t.resolved ? '✓' : '✗'} ${t.taskId}  pass ${fmt(t.passRate, 2)}  turns ${t.turns}${t.formatErrors ? `  format errors ${t.formatErrors}` : ''}${t.failure ? `  failed: ${t.failure}` : ''}`);
       }

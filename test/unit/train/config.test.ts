@@ -187,4 +187,17 @@ describe('train/config: the shipped probe configs', () => {
     assert.equal(c.heldoutFraction, 0);
     assert.equal(c.lossAggregation, 'episode');
   });
+
+  it('examples/probes/replay resolves: the demo workspace, 48 tasks with 12 held out, grpo without scaling, the replay term on', () => {
+    const file = path.join(__dirname, '..', '..', '..', 'examples', 'probes', 'replay', 'turnwise.json');
+    const c = resolveTrainConfig(readConfigFile(file), file);
+    assert.equal(c.workspace, path.resolve(path.dirname(file), '..', '..', 'demo-python'));
+    assert.equal(c.taskSource, 'mutation');
+    assert.equal(c.maxTasks, 48);
+    assert.equal(c.heldoutFraction, 0.25);
+    assert.equal(c.estimator, 'grpo');
+    assert.deepEqual(c.estimatorParams, { scale: 'none' });
+    assert.equal(c.replayCoef, 1);
+    assert.equal(c.evalSamples, 4);
+  });
 });

@@ -296,7 +296,7 @@ export function poolSettings(c: Pick<TrainConfig, 'dockerHost' | 'dockerHosts' |
  * machine's cores over sandboxCpus when the sandboxes run on the local engine; undefined (no
  * limit) for 0 with remote engines, whose cores this machine cannot see.
  */
-export function commandSlotCount(c: Pick<TrainConfig, 'commandConcurrency' | 'sandboxCpus' | 'dockerHost' | 'dockerHosts' | 'sandboxMemoryMb' | 'sandboxPids' | 'sandboxImage'>, cores = os.availableParallelism()): number | undefined {
+export function commandSlotCount(c: Pick<TrainConfig, 'commandConcurrency'> & Parameters<typeof poolSettings>[0], cores = os.availableParallelism()): number | undefined {
   if (c.commandConcurrency > 0) return c.commandConcurrency;
   // An engine without a host is DOCKER_HOST's, or the local socket.
   const remote = (host: string | undefined) => !!host && !/^(unix|npipe):\/\//.test(host);

@@ -1,4 +1,4 @@
-// Small statistics shared by the benchmarks.
+// Small statistics shared by the benchmarks and the evaluation comparison.
 
 /** The median (mean of the two middle values for an even count); NaN for an empty list. */
 export function median(xs: readonly number[]): number {
@@ -34,4 +34,23 @@ export function std(xs: readonly number[]): number {
     }
   }
   return Math.sqrt(s / n);
+}
+
+/**
+ * Two-sided exact binomial (p = 1/2) test of `a` successes against `b` (the sign test, McNemar's
+ * exact test on the pairs that changed); null when both are 0.
+ */
+export function signTestP(a: number, b: number): number | null {
+  const n = a + b;
+  if (n === 0) return null;
+  const k = Math.min(a, b);
+  // P(X ≤ k) for X ~ Binomial(n, 1/2), in logs so large n stays finite.
+  let logC = 0;
+  let tail = 0;
+  for (let i = 0; i <= k; i++) {
+    if (i > 0) logC += Math.log(n - i + 1) - Math.log(i);
+    tail += Math.exp(logC - n * Math.LN2);
+  }
+  // Rounded: the summed terms of a tie come to 0.9999999999999999.
+  return Math.min(1, Number((2 * tail).toPrecision(12)));
 }

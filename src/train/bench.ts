@@ -24,6 +24,7 @@ import { readTaskFile, writeTaskFile } from '../tasks/taskfile';
 import { detectRunner } from '../tasks/runners';
 import { commandSlotCount, connectRunPool, resolveTrainConfig, TRAIN_DEFAULTS, type TrainConfig, DEMO_SETTINGS } from './config';
 import { openRig, trainRun } from './run';
+import { pairedChange, sumPaired, type PairedChange } from './compare';
 
 const round = (x: number, digits = 3) => (Number.isFinite(x) ? Math.round(x * 10 ** digits) / 10 ** digits : null);
 const seedOf = (...parts: (string | number)[]) => parseInt(createHash('sha256').update(parts.join('\0')).digest('hex').slice(0, 8), 16);
@@ -459,68 +460,6 @@ export function firstImprovement(curve: readonly (number | null)[]): number | nu
   if (base === null || base === undefined) return null;
   for (let i = 1; i < curve.length; i++) if (curve[i] !== null && curve[i]! > base + 1e-9) return i;
   return null;
-}
-
-/** Held-out episodes of the first and the last evaluation, paired by task and seed. */
-export interface PairedChange {
-  /** Episodes present in both evaluations. */
-  pairs: number;
-  /** Unresolved at the first evaluation, resolved at the last. */
-  gained: number;
-  /** Resolved at the first, unresolved at the last. */
-  lost: number;
-  /**
-   * Two-sided exact sign test on the pairs that changed (McNemar): the chance of a split at least
-   * this uneven if RL changed nothing. null without a changed pair.
-   */
-  p_value: number | null;
-}
-
-/** Two-sided exact binomial (p = 1/2) test of `a` successes against `b`. */
-export function signTestP(a: number, b: number): number | null {
-  const n = a + b;
-  if (n === 0) return null;
-  const k = Math.min(a, b);
-  // P(X ≤ k) for X ~ Binomial(n, 1/2), in logs so large n stays finite.
-  let logC = 0;
-  let tail = 0;
-  for (let i = 0; i <= k; i++) {
-    if (i > 0) logC += Math.log(n - i + 1) - Math.log(i);
-    tail += Math.exp(logC - n * Math.LN2);
-  }
-  // Rounded: the summed terms of a tie come to 0.9999999999999999.
-  return Math.min(1, Number((2 * tail).toPrecision(12)));
-}
-
-/**
- * How held-out episodes changed between two evaluations of one run. Greedy and sampled episodes
- * are paired separately by task and seed (the seeds stay the same across evaluations), so each
- * pair differs only in the policy: a paired count is far less noisy than two rates.
- */
-export function pairedChange(before: readonly Trajectory[], after: readonly Trajectory[], kind: 'greedy' | 'sampled'): PairedChange {
-  const sampled = (t: Trajectory) => t.trajId.startsWith('evals-');
-  const pick = (ts: readonly Trajectory[]) => new Map(ts.filter((t) => !t.failure && sampled(t) === (kind === 'sampled')).map((t) => [`${t.taskId}:${t.seed}`, t.reward.resolved]));
-  const a = pick(before);
-  const b = pick(after);
-  let pairs = 0;
-  let gained = 0;
-  let lost = 0;
-  for (const [key, was] of a) {
-    const now = b.get(key);
-    if (now === undefined) continue;
-    pairs++;
-    if (!was && now) gained++;
-    if (was && !now) lost++;
-  }
-  return { pairs, gained, lost, p_value: signTestP(gained, lost) };
-}
-
-/** Sums paired changes (over seeds) and tests the sum. */
-export function sumPaired(parts: readonly PairedChange[]): PairedChange {
-  const pairs = parts.reduce((x, p) => x + p.pairs, 0);
-  const gained = parts.reduce((x, p) => x + p.gained, 0);
-  const lost = parts.reduce((x, p) => x + p.lost, 0);
-  return { pairs, gained, lost, p_value: signTestP(gained, lost) };
 }
 
 /** A run's first and last held-out evaluations, paired (see pairedChange). */

@@ -7,11 +7,14 @@ import { TurnwiseError } from '../../core/errors';
 import { assertWritableOutput, toJsonl, writeFileAtomic } from '../../core/fs';
 import type { RunEvent } from '../../core/events';
 import { RUNS_DIR } from '../../core/run';
+import { readTrajectories } from '../../core/trajectory';
+import type { Trajectory } from '../../core/schema';
 import { readTaskFile } from '../../tasks/taskfile';
 import { detectRunner } from '../../tasks/runners';
 import { DEMO_SETTINGS, readConfigFile, resolveTrainConfig, TRAIN_DEFAULTS, type TrainConfig } from '../../train/config';
 import { embeddedModelDir } from '../../train/embedded';
 import { evaluateTasks, openRig, summarizeEval, trainRun } from '../../train/run';
+import { compareEvaluations, episodeKind, type EvalComparison, type PairedChange } from '../../train/compare';
 import { warmstart, type WarmstartLogRow } from '../../train/warmstart';
 import { workspaceCasesFor } from '../../train/workspace-demos';
 import { LOOP_SHARE, type FixCase } from '../../train/demos';
@@ -196,8 +199,8 @@ export const demoCommand: CliCommand = {
 
 export const evalCommand: CliCommand = {
   name: 'eval',
-  summary: 'evaluate a policy on a task file: pass@1, resolved rate, mean turns, format-error rate, per task',
-  usage: '--tasks FILE [--model DIR] [--workspace DIR] [--max-turns N] [--concurrency N] [--samples K] [--seed S] [--out FILE]',
+  summary: 'evaluate a policy on a task file: pass@1, resolved rate, mean turns, format-error rate, per task; --compare pairs it with an earlier evaluation',
+  usage: '--tasks FILE [--model DIR] [--workspace DIR] [--max-turns N] [--concurrency N] [--samples K] [--seed S] [--out FILE] [--compare EARLIER.jsonl] | --from FILE --compare EARLIER.jsonl',
   options: {
     tasks: { type: 'string' },
     model: { type: 'string' },
@@ -208,54 +211,99 @@ export const evalCommand: CliCommand = {
     seed: { type: 'string' },
     provider: { type: 'string' },
     out: { type: 'string' },
+    from: { type: 'string' },
+    compare: { type: 'string' },
   },
   async run(args, io) {
-    const tasksFile = requireString(args, 'tasks');
-    // --out: the episodes themselves (the design's trajectory lines), to read what the agent did.
-    const out = typeof args.values.out === 'string' ? path.resolve(args.values.out) : undefined;
-    if (out) assertWritableOutput(out);
-    const tasks = readTaskFile(tasksFile);
-    if (tasks.length === 0) throw new TurnwiseError('invalid-input', `${tasksFile} holds no task`, { hint: 'make tasks with `turnwise tasks synth`' });
-    const workspace = path.resolve(typeof args.values.workspace === 'string' ? args.values.workspace : '.');
-    const model = typeof args.values.model === 'string' ? path.resolve(args.values.model) : embeddedModelDir();
-    // --samples K: K episodes per task sampled at temperature 1 besides the greedy one, seeded by
-    // (seed, task, k) only, so two checkpoints evaluated with the same seed draw the same numbers.
-    const samples = numberInRange(args, 'samples', 0, { min: 0, max: 64, integer: true });
-    const c = resolveTrainConfig({
-      workspace,
-      maxTurns: numberInRange(args, 'max-turns', TRAIN_DEFAULTS.maxTurns, { min: 1, max: 100, integer: true }),
-      concurrency: numberInRange(args, 'concurrency', 4, { min: 1, max: 64, integer: true }),
-      seed: seedOption(args),
-      ...(typeof args.values.provider === 'string' ? { executionProvider: args.values.provider } : {}),
-    });
-    const runner = detectRunner(workspace);
-    const { signal, dispose } = stopOnSignals(io);
-    const rig = await openRig({ runId: `eval-${process.pid}`, workspace, language: runner.language, checkpoint: model, config: c, onLog: (m) => io.err(`warning: ${m}`) });
-    try {
-      let done = 0;
-      const total = tasks.length * (1 + samples);
-      const base = { iteration: 0, seed: c.seed, config: c, checkpoint: model, signal, onEpisode: () => !io.json && io.err(`  ${++done}/${total} episodes`) };
-      const res = await evaluateTasks(rig, tasks, base);
-      if (signal.aborted) return 130;
-      const sampledRes = samples > 0 ? await evaluateTasks(rig, tasks, { ...base, samples }) : undefined;
-      if (signal.aborted) return 130;
-      const s = summarizeEval(res.trajectories);
-      const sampled = sampledRes ? summarizeEval(sampledRes.trajectories) : undefined;
-      if (out) writeFileAtomic(out, toJsonl([...res.trajectories, ...(sampledRes?.trajectories ?? [])]));
-      if (io.json) io.out(JSON.stringify({ ok: true, model, taskCount: tasks.length, ...(out ? { out } : {}), ...s, ...(sampled ? { sampled } : {}) }, null, 2));
-      else {
-        io.out(`pass@1 ${fmt(s['pass@1'])}  resolved ${fmt(s.resolved)}  pass rate ${fmt(s.pass_rate)}  turns ${fmt(s['turns/mean'], 1)}  format errors ${fmt(s.format_error_rate)}${s.failed ? `  (${s.failed} episode(s) failed)` : ''}`);
-        if (sampled) io.out(`sampled (${samples} per task): resolved ${fmt(sampled.resolved)}  pass rate ${fmt(sampled.pass_rate)}  turns ${fmt(sampled['turns/mean'], 1)}  format errors ${fmt(sampled.format_error_rate)}`);
-        if (out) io.out(`episodes written to ${out}`);
-        for (const t of s.tasks) io.out(`  ${t.resolved ? '✓' : '✗'} ${t.taskId}  pass ${fmt(t.passRate, 2)}  turns ${t.turns}${t.formatErrors ? `  format errors ${t.formatErrors}` : ''}${t.failure ? `  failed: ${t.failure}` : ''}`);
-      }
-      return 0;
-    } finally {
-      dispose();
-      await rig.close();
+    // --compare: an earlier evaluation's --out file, read (and checked) before any sandbox starts.
+    const earlier = typeof args.values.compare === 'string' ? readTrajectories(args.values.compare) : undefined;
+    let episodes: { greedy: Trajectory[]; sampled: Trajectory[]; model: string; taskCount: number; samples: number; out?: string };
+    if (typeof args.values.from === 'string') {
+      // --from: the episodes of an evaluation already run (its --out file), summarized again.
+      const runFlags = ['tasks', 'model', 'workspace', 'max-turns', 'concurrency', 'samples', 'seed', 'provider', 'out'].filter((k) => args.values[k] !== undefined);
+      if (runFlags.length > 0) throw new UsageError(`--from reads an evaluation already run; it takes no ${runFlags.map((k) => `--${k}`).join(', ')}`);
+      const all = readTrajectories(args.values.from);
+      const greedy = all.filter((t) => episodeKind(t) === 'greedy');
+      const sampled = all.filter((t) => episodeKind(t) === 'sampled');
+      const perTask = new Map<string, number>();
+      for (const t of sampled) perTask.set(t.taskId, (perTask.get(t.taskId) ?? 0) + 1);
+      episodes = { greedy, sampled, model: [...new Set(all.map((t) => t.checkpoint))].join(', '), taskCount: new Set(all.map((t) => t.taskId)).size, samples: Math.max(0, ...perTask.values()) };
+    } else {
+      const ran = await runEvaluation(args, io);
+      if (ran === 130) return 130;
+      episodes = ran;
     }
+    const { greedy, sampled: sampledEpisodes, model, taskCount, samples, out } = episodes;
+    const s = summarizeEval(greedy);
+    const sampled = sampledEpisodes.length > 0 ? summarizeEval(sampledEpisodes) : undefined;
+    const compare = earlier ? compareEvaluations(earlier, [...greedy, ...sampledEpisodes]) : undefined;
+    if (io.json) {
+      io.out(JSON.stringify({ ok: true, model, taskCount, ...(out ? { out } : {}), ...s, ...(sampled ? { sampled } : {}), ...(compare ? { compare: { with: path.resolve(String(args.values.compare)), ...compare } } : {}) }, null, 2));
+      return 0;
+    }
+    io.out(`pass@1 ${fmt(s['pass@1'])}  resolved ${fmt(s.resolved)}  pass rate ${fmt(s.pass_rate)}  turns ${fmt(s['turns/mean'], 1)}  format errors ${fmt(s.format_error_rate)}${s.failed ? `  (${s.failed} episode(s) failed)` : ''}`);
+    if (sampled) io.out(`sampled (${samples} per task): resolved ${fmt(sampled.resolved)}  pass rate ${fmt(sampled.pass_rate)}  turns ${fmt(sampled['turns/mean'], 1)}  format errors ${fmt(sampled.format_error_rate)}`);
+    if (out) io.out(`episodes written to ${out}`);
+    for (const t of s.tasks) io.out(`  ${t.resolved ? '✓' : '✗'} ${t.taskId}  pass ${fmt(t.passRate, 2)}  turns ${t.turns}${t.formatErrors ? `  format errors ${t.formatErrors}` : ''}${t.failure ? `  failed: ${t.failure}` : ''}`);
+    if (compare) printComparison(io, String(args.values.compare), compare);
+    return 0;
   },
 };
+
+/** Runs the evaluation `turnwise eval --tasks` asks for; 130 when stopped by a signal. */
+async function runEvaluation(args: ParsedArgs, io: CliIO): Promise<{ greedy: Trajectory[]; sampled: Trajectory[]; model: string; taskCount: number; samples: number; out?: string } | 130> {
+  const tasksFile = requireString(args, 'tasks');
+  // --out: the episodes themselves (the design's trajectory lines), to read what the agent did.
+  const out = typeof args.values.out === 'string' ? path.resolve(args.values.out) : undefined;
+  if (out) assertWritableOutput(out);
+  const tasks = readTaskFile(tasksFile);
+  if (tasks.length === 0) throw new TurnwiseError('invalid-input', `${tasksFile} holds no task`, { hint: 'make tasks with `turnwise tasks synth`' });
+  const workspace = path.resolve(typeof args.values.workspace === 'string' ? args.values.workspace : '.');
+  const model = typeof args.values.model === 'string' ? path.resolve(args.values.model) : embeddedModelDir();
+  // --samples K: K episodes per task sampled at temperature 1 besides the greedy one, seeded by
+  // (seed, task, k) only, so two checkpoints evaluated with the same seed draw the same numbers.
+  const samples = numberInRange(args, 'samples', 0, { min: 0, max: 64, integer: true });
+  const c = resolveTrainConfig({
+    workspace,
+    maxTurns: numberInRange(args, 'max-turns', TRAIN_DEFAULTS.maxTurns, { min: 1, max: 100, integer: true }),
+    concurrency: numberInRange(args, 'concurrency', 4, { min: 1, max: 64, integer: true }),
+    seed: seedOption(args),
+    ...(typeof args.values.provider === 'string' ? { executionProvider: args.values.provider } : {}),
+  });
+  const runner = detectRunner(workspace);
+  const { signal, dispose } = stopOnSignals(io);
+  const rig = await openRig({ runId: `eval-${process.pid}`, workspace, language: runner.language, checkpoint: model, config: c, onLog: (m) => io.err(`warning: ${m}`) });
+  try {
+    let done = 0;
+    const total = tasks.length * (1 + samples);
+    const base = { iteration: 0, seed: c.seed, config: c, checkpoint: model, signal, onEpisode: () => !io.json && io.err(`  ${++done}/${total} episodes`) };
+    const res = await evaluateTasks(rig, tasks, base);
+    if (signal.aborted) return 130;
+    const sampledRes = samples > 0 ? await evaluateTasks(rig, tasks, { ...base, samples }) : undefined;
+    if (signal.aborted) return 130;
+    if (out) writeFileAtomic(out, toJsonl([...res.trajectories, ...(sampledRes?.trajectories ?? [])]));
+    return { greedy: res.trajectories, sampled: sampledRes?.trajectories ?? [], model, taskCount: tasks.length, samples, ...(out ? { out } : {}) };
+  } finally {
+    dispose();
+    await rig.close();
+  }
+}
+
+const signed = (p: PairedChange) => `+${p.gained} −${p.lost}${p.p_value === null ? '' : ` (p ${p.p_value < 0.001 ? p.p_value.toExponential(1) : fmt(p.p_value, 3)})`}`;
+
+function printComparison(io: CliIO, earlierFile: string, c: EvalComparison): void {
+  io.out(`compared with ${earlierFile}, episode by episode (same task and seed):`);
+  for (const kind of ['greedy', 'sampled'] as const) {
+    const p = c[kind];
+    if (p.pairs > 0) io.out(`  ${kind.padEnd(7)} ${String(p.pairs).padStart(4)} pairs  ${signed(p)}`);
+  }
+  if (c.greedy.pairs + c.sampled.pairs === 0) io.out('  no episode has a twin: evaluate the same tasks with the same --seed (and --samples) to compare');
+  for (const t of c.tasks) if (t.gained + t.lost > 0) io.out(`    ${t.taskId} ${t.kind.padEnd(7)} ${t.before}/${t.pairs} → ${t.after}/${t.pairs}  +${t.gained} −${t.lost}`);
+  if (c.unpaired.before + c.unpaired.after > 0) io.out(`  unpaired (no twin, or failed): ${c.unpaired.before} earlier, ${c.unpaired.after} now`);
+  if (c.cut_short.before + c.cut_short.after > 0) {
+    io.out(`  warning: tw-suspects was cut short by its time guard ${c.cut_short.before} time(s) earlier and ${c.cut_short.after} now: those answers depend on the machine's load; compare evaluations run on an idle machine`);
+  }
+}
 
 export const warmstartCommand: CliCommand = {
   name: 'warmstart',

@@ -91,6 +91,11 @@ const ROWS: Record<string, Row[]> = {
     { name: '__proto__ as a parameter', argv: (d) => ['advantages', '--in', path.join(d, 'x'), '--estimator', 'a3', '--param', '__proto__=1'], code: 1, problem: /no parameter "__proto__"/, fix: /its parameters/ },
     { name: 'usage error under --json is invalid-input', argv: () => ['advantages', '--json'], code: 2, problem: /"code": "invalid-input"[\s\S]*--in is required/, fix: /"hint": "usage: turnwise advantages/, json: true },
   ],
+  'eval --from / --compare': [
+    { name: '--from with run flags', setup: (d) => fs.writeFileSync(path.join(d, 'a.jsonl'), jsonl([traj('eval-0-0', 1, ['ls'])])), argv: (d) => ['eval', '--from', path.join(d, 'a.jsonl'), '--tasks', path.join(d, 't.jsonl'), '--seed', '1'], code: 2, problem: /--from reads an evaluation already run; it takes no --tasks, --seed/, fix: USAGE },
+    { name: '--compare file missing (refused before any sandbox)', argv: (d) => ['eval', '--tasks', path.join(d, 't.jsonl'), '--compare', path.join(d, 'before.jsonl')], code: 1, problem: /before\.jsonl: it does not exist/, fix: /→ give a trajectories/ },
+    { name: '--compare file corrupt', setup: (d) => fs.writeFileSync(path.join(d, 'b.jsonl'), '{"schema":"turnwise/trajectory@1"}\n'), argv: (d) => ['eval', '--from', path.join(d, 'b.jsonl'), '--compare', path.join(d, 'b.jsonl')], code: 1, problem: /b\.jsonl has 1 invalid line/, fix: /fix the lines listed above/ },
+  ],
   'policy init': [
     {
       name: "--force never empties a folder holding other files (--out . in a project)",

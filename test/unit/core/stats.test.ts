@@ -1,5 +1,5 @@
 import * as assert from 'node:assert/strict';
-import { median } from '../../../src/core/stats';
+import { median, signTestP } from '../../../src/core/stats';
 
 describe('core/stats', () => {
   it('median: middle value, mean of the two middle ones, NaN when empty; input untouched', () => {
@@ -8,5 +8,14 @@ describe('core/stats', () => {
     assert.deepEqual(xs, [5, 1, 3]);
     assert.equal(median([4, 1, 3, 2]), 2.5);
     assert.ok(Number.isNaN(median([])));
+  });
+
+  it('signTestP: exact two-sided binomial tail, symmetric, 1 at a tie, null with no change', () => {
+    assert.equal(signTestP(0, 0), null);
+    assert.equal(signTestP(3, 3), 1);
+    assert.ok(Math.abs(signTestP(5, 0)! - 2 / 32) < 1e-12); // 2 × (1/2)^5
+    assert.ok(Math.abs(signTestP(1, 7)! - (2 * (1 + 8)) / 256) < 1e-12); // 2 × P(X ≤ 1), n = 8
+    assert.equal(signTestP(7, 1), signTestP(1, 7));
+    assert.ok(signTestP(600, 400)! < 1e-9 && signTestP(600, 400)! > 0, 'large n stays finite');
   });
 });

@@ -8,7 +8,8 @@ import { initPolicyDir } from '../../../src/policy';
 import type { MetricsRow } from '../../../src/core/events';
 import type { Trajectory } from '../../../src/core/schema';
 import type { RolloutResult, Span } from '../../../src/agent/scheduler';
-import { firstImprovement, learnSummary, machineCpuBusySeconds, pairedChange, signTestP, sumPaired, meanCurve, metricCurve, overlapSeconds, passStats, repeatedRolloutSummary, rolloutSummary, sameActionsFraction, snapshotCheckpoint, type LearnRun } from '../../../src/train/bench';
+import { signTestP } from '../../../src/core/stats';
+import { firstImprovement, learnSummary, machineCpuBusySeconds, meanCurve, metricCurve, overlapSeconds, passStats, repeatedRolloutSummary, rolloutSummary, sameActionsFraction, snapshotCheckpoint, type LearnRun } from '../../../src/train/bench';
 
 const traj = (actions: string[], failure?: string): Trajectory =>
   ({
@@ -219,31 +220,5 @@ describe('train/bench: snapshotCheckpoint', () => {
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }
-  });
-});
-
-describe('train/bench: paired held-out change (bench learn)', () => {
-  const ep = (taskId: string, seed: number, resolved: boolean, sampled: boolean, failure?: string) =>
-    ({ taskId, seed, trajId: sampled ? `evals-0-0-${seed}` : 'eval-0-0', turns: [], reward: { resolved }, ...(failure ? { failure } : {}) }) as unknown as Trajectory;
-
-  it('signTestP: exact two-sided binomial tail, symmetric, 1 at a tie, null with no change', () => {
-    assert.equal(signTestP(0, 0), null);
-    assert.equal(signTestP(3, 3), 1);
-    assert.ok(Math.abs(signTestP(5, 0)! - 2 / 32) < 1e-12); // 2 × (1/2)^5
-    assert.ok(Math.abs(signTestP(1, 7)! - (2 * (1 + 8)) / 256) < 1e-12); // 2 × P(X ≤ 1), n = 8
-    assert.equal(signTestP(7, 1), signTestP(1, 7));
-    assert.ok(signTestP(600, 400)! < 1e-9 && signTestP(600, 400)! > 0, 'large n stays finite');
-  });
-
-  it('pairs episodes by task and seed, greedy and sampled apart; failed or unpaired episodes are left out', () => {
-    const before = [ep('a', 1, false, true), ep('a', 2, true, true), ep('b', 1, false, true), ep('b', 3, false, true), ep('a', 9, false, false), ep('c', 1, false, true, 'no sandbox')];
-    const after = [ep('a', 1, true, true), ep('a', 2, false, true), ep('b', 1, true, true), ep('d', 1, true, true), ep('a', 9, true, false), ep('c', 1, true, true)];
-    const s = pairedChange(before, after, 'sampled');
-    assert.deepEqual({ ...s, p_value: null }, { pairs: 3, gained: 2, lost: 1, p_value: null });
-    assert.equal(s.p_value, 1);
-    assert.deepEqual(pairedChange(before, after, 'greedy'), { pairs: 1, gained: 1, lost: 0, p_value: 1 });
-    const sum = sumPaired([s, { pairs: 10, gained: 4, lost: 0, p_value: null }]);
-    assert.deepEqual({ pairs: sum.pairs, gained: sum.gained, lost: sum.lost }, { pairs: 13, gained: 6, lost: 1 });
-    assert.ok(Math.abs(sum.p_value! - signTestP(6, 1)!) < 1e-12);
   });
 });

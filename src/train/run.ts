@@ -458,6 +458,34 @@ async function resolveTasks(c: TrainConfig, pool: SandboxPool, emit: (b: RunEven
   return r.tasks;
 }
 
+/** A run's own config.json, checked as a turnwise.json is (the fields the run added left out). */
+export function readRunConfig(run: RunDir): TrainConfig {
+  const { schema: _s, runId: _r, startModel: _m, createdAt: _c, ...given } = run.readConfig<Record<string, unknown>>();
+  return resolveTrainConfig(given, run.file('config.json'));
+}
+
+/**
+ * What `turnwise eval --run` evaluates: one split of a run's tasks with one of its checkpoints
+ * (default: the last complete iteration's) and the run's own settings (turns, action length,
+ * time limits, temperature, seed), so an evaluation of a run's held-out tasks is made as the
+ * run's own evaluations were.
+ */
+export function runEvalTarget(ref: string, o: { runsRoot?: string; split: 'train' | 'heldout'; iteration?: number }): { run: RunDir; config: TrainConfig; tasks: Task[]; checkpoint: string; iteration: number } {
+  const run = RunDir.open(ref, o.runsRoot);
+  const config = readRunConfig(run);
+  const last = run.lastCompleteIteration();
+  const iteration = o.iteration ?? last;
+  if (last < 0 || iteration > last) {
+    throw new TurnwiseError('not-found', `${run.runId} has no complete iteration ${o.iteration ?? ''}`.trimEnd() + (last >= 0 ? ` (the last complete one is ${last})` : ' yet'), { hint: 'give --iteration N of a checkpoint the run has written (0: the starting checkpoint)' });
+  }
+  const checkpoint = run.checkpointDir(iteration);
+  if (!fs.existsSync(path.join(checkpoint, 'model.safetensors'))) throw new TurnwiseError('not-found', `${run.runId}'s checkpoint ${iteration} is missing (${checkpoint})`, { hint: `give --iteration N of a checkpoint under ${run.file('checkpoints')}` });
+  const ids = new Set(run.readSplits()[o.split]);
+  const tasks = run.readTasks().filter((t) => ids.has(t.id));
+  if (tasks.length === 0) throw new TurnwiseError('invalid-input', `${run.runId} has no ${o.split} task`, { hint: o.split === 'heldout' ? 'the run held no task out (heldoutFraction 0): give --split train' : 'give --split heldout' });
+  return { run, config, tasks, checkpoint, iteration };
+}
+
 /** Starts or resumes a run and drives it to the end (or until `signal` aborts it). */
 export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
   let run: RunDir;
@@ -466,9 +494,7 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
   let pool: SandboxPool | undefined;
   if (o.resume) {
     run = RunDir.open(o.resume, o.runsRoot);
-    const stored = run.readConfig<Record<string, unknown>>();
-    const { schema: _s, runId: _r, startModel: _m, createdAt: _c, ...given } = stored;
-    c = resolveTrainConfig(given, `${run.file('config.json')}`);
+    c = readRunConfig(run);
   } else {
     c = o.config;
     const runId = newRunId({ name: o.name ?? path.basename(path.resolve(c.workspace)), estimator: c.estimator, seed: c.seed });

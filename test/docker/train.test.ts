@@ -175,6 +175,19 @@ describe('docker: turnwise train, a real tiny run', function () {
     // Later runs reuse these tasks (no second synthesis).
     tasksFile = path.join(dir, 'tasks.jsonl');
     fs.copyFileSync(run.file('tasks.jsonl'), tasksFile);
+    // `turnwise eval --run` evaluates the run's held-out tasks with its last checkpoint and its own
+    // settings and seed: it makes the episodes the run's last evaluation made, pair for pair.
+    let out = '';
+    let err = '';
+    const code = await main(['eval', '--run', r.runDir, '--samples', '2', '--compare', run.file('iterations', '2', 'eval.jsonl'), '--json'], { out: (x) => (out += x + '\n'), err: (x) => (err += x + '\n') });
+    assert.equal(code, 0, err);
+    const again = JSON.parse(out);
+    assert.equal(again.model, run.checkpointDir(2));
+    assert.equal(again.taskCount, h);
+    assert.deepEqual(again.compare.greedy, { pairs: h, gained: 0, lost: 0, p_value: null });
+    assert.deepEqual(again.compare.sampled, { pairs: 2 * h, gained: 0, lost: 0, p_value: null });
+    assert.deepEqual(again.compare.unpaired, { before: 0, after: 0 });
+    assert.equal(again.resolved, m2['heldout/resolved']);
 
     const types = events.map((e) => e.type);
     assert.equal(types.filter((t) => t === 'run-started').length, 1);
@@ -238,6 +251,17 @@ describe('docker: turnwise train, a real tiny run', function () {
       assert.equal(row.resolved, t.reward.resolved, `${t.taskId}: the summary is the file's outcome`);
       assert.equal(row.turns, t.turns.length);
     }
+    // The same checkpoint, tasks and seed again, compared with the first file: every episode has
+    // its twin (the pairing keys of two real evaluations agree) and none changed (evaluations
+    // repeat exactly); the human form says so too.
+    const again = await cli(['eval', '--tasks', two, '--model', model, '--workspace', demo, '--max-turns', '2', '--concurrency', '2', '--samples', '2', '--compare', file, '--json']);
+    assert.equal(again.code, 0, again.err);
+    const cmp = JSON.parse(again.out).compare;
+    assert.deepEqual(cmp.greedy, { pairs: 2, gained: 0, lost: 0, p_value: null });
+    assert.deepEqual(cmp.sampled, { pairs: 4, gained: 0, lost: 0, p_value: null });
+    assert.deepEqual(cmp.unpaired, { before: 0, after: 0 });
+    const resolvedBefore = all.filter((t) => t.trajId.startsWith('evals-') && t.reward.resolved).length;
+    assert.equal((cmp.tasks as { kind: string; after: number }[]).filter((t) => t.kind === 'sampled').reduce((n, t) => n + t.after, 0), resolvedBefore);
   });
 
   it('kill -9 during an iteration, then --resume: no duplicated or partial iteration, checkpoints load, no container left', async () => {

@@ -8,12 +8,12 @@ import { assertWritableOutput, toJsonl, writeFileAtomic } from '../../core/fs';
 import type { RunEvent } from '../../core/events';
 import { RUNS_DIR } from '../../core/run';
 import { readTrajectories } from '../../core/trajectory';
-import type { Trajectory } from '../../core/schema';
+import type { Task, Trajectory } from '../../core/schema';
 import { readTaskFile } from '../../tasks/taskfile';
 import { detectRunner } from '../../tasks/runners';
 import { DEMO_SETTINGS, readConfigFile, resolveTrainConfig, TRAIN_DEFAULTS, type TrainConfig } from '../../train/config';
 import { embeddedModelDir } from '../../train/embedded';
-import { evaluateTasks, openRig, summarizeEval, trainRun } from '../../train/run';
+import { evaluateTasks, openRig, runEvalTarget, summarizeEval, trainRun } from '../../train/run';
 import { compareEvaluations, episodeKind, type EvalComparison, type PairedChange } from '../../train/compare';
 import { warmstart, type WarmstartLogRow } from '../../train/warmstart';
 import { workspaceCasesFor } from '../../train/workspace-demos';
@@ -200,7 +200,7 @@ export const demoCommand: CliCommand = {
 export const evalCommand: CliCommand = {
   name: 'eval',
   summary: 'evaluate a policy on a task file: pass@1, resolved rate, mean turns, format-error rate, per task; --compare pairs it with an earlier evaluation',
-  usage: '--tasks FILE [--model DIR] [--workspace DIR] [--max-turns N] [--concurrency N] [--samples K] [--seed S] [--out FILE] [--compare EARLIER.jsonl] | --from FILE --compare EARLIER.jsonl',
+  usage: '--tasks FILE [--model DIR] [--workspace DIR] [--max-turns N] | --run RUN [--split heldout|train] [--iteration N | --model DIR] [--runs DIR]; then [--concurrency N] [--samples K] [--seed S] [--out FILE] [--compare EARLIER.jsonl]; or --from FILE --compare EARLIER.jsonl',
   options: {
     tasks: { type: 'string' },
     model: { type: 'string' },
@@ -213,6 +213,10 @@ export const evalCommand: CliCommand = {
     out: { type: 'string' },
     from: { type: 'string' },
     compare: { type: 'string' },
+    run: { type: 'string' },
+    split: { type: 'string' },
+    iteration: { type: 'string' },
+    runs: { type: 'string' },
   },
   async run(args, io) {
     // --compare: an earlier evaluation's --out file, read (and checked) before any sandbox starts.
@@ -220,7 +224,7 @@ export const evalCommand: CliCommand = {
     let episodes: { greedy: Trajectory[]; sampled: Trajectory[]; model: string; taskCount: number; samples: number; out?: string };
     if (typeof args.values.from === 'string') {
       // --from: the episodes of an evaluation already run (its --out file), summarized again.
-      const runFlags = ['tasks', 'model', 'workspace', 'max-turns', 'concurrency', 'samples', 'seed', 'provider', 'out'].filter((k) => args.values[k] !== undefined);
+      const runFlags = ['tasks', 'model', 'workspace', 'max-turns', 'concurrency', 'samples', 'seed', 'provider', 'out', 'run', 'split', 'iteration', 'runs'].filter((k) => args.values[k] !== undefined);
       if (runFlags.length > 0) throw new UsageError(`--from reads an evaluation already run; it takes no ${runFlags.map((k) => `--${k}`).join(', ')}`);
       const all = readTrajectories(args.values.from);
       const greedy = all.filter((t) => episodeKind(t) === 'greedy');
@@ -250,27 +254,54 @@ export const evalCommand: CliCommand = {
   },
 };
 
-/** Runs the evaluation `turnwise eval --tasks` asks for; 130 when stopped by a signal. */
+/** Runs the evaluation `turnwise eval --tasks` (or `--run`) asks for; 130 when stopped by a signal. */
 async function runEvaluation(args: ParsedArgs, io: CliIO): Promise<{ greedy: Trajectory[]; sampled: Trajectory[]; model: string; taskCount: number; samples: number; out?: string } | 130> {
-  const tasksFile = requireString(args, 'tasks');
   // --out: the episodes themselves (the design's trajectory lines), to read what the agent did.
   const out = typeof args.values.out === 'string' ? path.resolve(args.values.out) : undefined;
   if (out) assertWritableOutput(out);
-  const tasks = readTaskFile(tasksFile);
-  if (tasks.length === 0) throw new TurnwiseError('invalid-input', `${tasksFile} holds no task`, { hint: 'make tasks with `turnwise tasks synth`' });
-  const workspace = path.resolve(typeof args.values.workspace === 'string' ? args.values.workspace : '.');
-  const model = typeof args.values.model === 'string' ? path.resolve(args.values.model) : embeddedModelDir();
   // --samples K: K episodes per task sampled at temperature 1 besides the greedy one, seeded by
   // (seed, task, k) only, so two checkpoints evaluated with the same seed draw the same numbers.
   const samples = numberInRange(args, 'samples', 0, { min: 0, max: 64, integer: true });
-  const c = resolveTrainConfig({
-    workspace,
-    maxTurns: numberInRange(args, 'max-turns', TRAIN_DEFAULTS.maxTurns, { min: 1, max: 100, integer: true }),
-    concurrency: numberInRange(args, 'concurrency', 4, { min: 1, max: 64, integer: true }),
-    seed: seedOption(args),
-    ...(typeof args.values.provider === 'string' ? { executionProvider: args.values.provider } : {}),
-  });
-  const runner = detectRunner(workspace);
+  const provider = typeof args.values.provider === 'string' ? { executionProvider: args.values.provider } : {};
+  let tasks: Task[];
+  let model: string;
+  let c: TrainConfig;
+  if (typeof args.values.run === 'string') {
+    // --run: a run's own tasks (one split), checkpoint and settings.
+    const clash = ['tasks', 'workspace', 'max-turns'].filter((k) => args.values[k] !== undefined);
+    if (clash.length > 0) throw new UsageError(`--run evaluates with the run's own tasks, workspace and settings; it takes no ${clash.map((k) => `--${k}`).join(', ')}`);
+    if (args.values.model !== undefined && args.values.iteration !== undefined) throw new UsageError('give --iteration N (one of the run\'s checkpoints) or --model DIR, not both');
+    const split = args.values.split ?? 'heldout';
+    if (split !== 'heldout' && split !== 'train') throw new UsageError(`--split must be heldout or train, got ${JSON.stringify(split)}`);
+    const iteration = args.values.iteration !== undefined ? numberInRange(args, 'iteration', 0, { min: 0, integer: true }) : undefined;
+    const runsRoot = path.resolve(typeof args.values.runs === 'string' ? args.values.runs : RUNS_DIR);
+    const target = runEvalTarget(args.values.run, { runsRoot, split, iteration });
+    tasks = target.tasks;
+    model = typeof args.values.model === 'string' ? path.resolve(args.values.model) : target.checkpoint;
+    c = resolveTrainConfig({
+      ...target.config,
+      concurrency: numberInRange(args, 'concurrency', target.config.concurrency, { min: 1, max: 64, integer: true }),
+      seed: args.values.seed !== undefined ? seedOption(args) : target.config.seed,
+      ...provider,
+    });
+    if (!io.json) io.err(`eval: ${tasks.length} ${split} task(s) of ${target.run.runId}, ${typeof args.values.model === 'string' ? model : `checkpoint ${target.iteration}`}, seed ${c.seed}`);
+  } else {
+    for (const k of ['split', 'iteration', 'runs']) if (args.values[k] !== undefined) throw new UsageError(`--${k} goes with --run RUN`);
+    const tasksFile = requireString(args, 'tasks');
+    tasks = readTaskFile(tasksFile);
+    if (tasks.length === 0) throw new TurnwiseError('invalid-input', `${tasksFile} holds no task`, { hint: 'make tasks with `turnwise tasks synth`' });
+    const workspace = path.resolve(typeof args.values.workspace === 'string' ? args.values.workspace : '.');
+    model = typeof args.values.model === 'string' ? path.resolve(args.values.model) : embeddedModelDir();
+    c = resolveTrainConfig({
+      workspace,
+      maxTurns: numberInRange(args, 'max-turns', TRAIN_DEFAULTS.maxTurns, { min: 1, max: 100, integer: true }),
+      concurrency: numberInRange(args, 'concurrency', 4, { min: 1, max: 64, integer: true }),
+      seed: seedOption(args),
+      ...provider,
+    });
+  }
+  const workspace = c.workspace;
+  const runner = detectRunner(workspace, c.testCommand ? { command: c.testCommand } : undefined);
   const { signal, dispose } = stopOnSignals(io);
   const rig = await openRig({ runId: `eval-${process.pid}`, workspace, language: runner.language, checkpoint: model, config: c, onLog: (m) => io.err(`warning: ${m}`) });
   try {

@@ -145,13 +145,14 @@ export class PolicyTrainer {
     const K = batches.length;
     if (K === 0) return [];
     if (T > this.config.max_position_embeddings) throw new TurnwiseError('invalid-input', `seq ${T} exceeds max_position_embeddings ${this.config.max_position_embeddings}`, { hint: 'truncate the batch' });
+    const lh = lossHyper(o.loss, hyper);
     const graphOpts: TrainGraphOptions = {
       loss: o.loss,
       batch: B,
       seq: T,
-      kl: lossHyper(o.loss, hyper).klCoef !== 0,
-      entropy: lossHyper(o.loss, hyper).entCoef !== 0,
-      replay: lossHyper(o.loss, hyper).replayCoef !== 0,
+      kl: lh.klCoef !== 0,
+      entropy: lh.entCoef !== 0,
+      replay: lh.replayCoef !== 0,
       weightDecay: (hyper.weightDecay ?? OPTIMIZER_DEFAULTS.weightDecay) !== 0,
       packed: batches.some((b) => b.segmentIds !== undefined),
     };
@@ -218,7 +219,6 @@ export class PolicyTrainer {
     const weightInputs = new Set(['loss_mask', 'action_mask', 'replay_mask']);
     for (const name of batchInputs(graphOpts)) feeds[name] = stack(name, getters[name], name === 'replay_mask' ? 0 : undefined, weightInputs.has(name));
     const opt = { ...OPTIMIZER_DEFAULTS, ...definedOnly(hyper) };
-    const lh = lossHyper(o.loss, hyper);
     const temperature = opt.temperature;
     if (!(temperature > 0) || !Number.isFinite(temperature)) {
       // The training graph divides the logits by it; 0 (greedy sampling) has no log-probs to train on.

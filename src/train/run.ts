@@ -242,8 +242,6 @@ export function packMinibatches(rows: readonly TrainRow[], minibatches: number, 
         }
       }
     });
-    // Rows of padding only (B fixed per run) keep at least one real token so every row is valid.
-    for (let b = part.length; b < per; b++) att[b * T] = 1;
     demos.forEach((d, k) => {
       const o = (per + k) * T;
       for (let j = 0; j < Math.min(d.ids.length, T); j++) {
@@ -252,7 +250,9 @@ export function packMinibatches(rows: readonly TrainRow[], minibatches: number, 
         rep![o + j] = d.weights[j];
       }
     });
-    for (let b = per + demos.length; b < B; b++) att[b * T] = 1;
+    // Rows of padding only (B is fixed per run: a short last minibatch, fewer demonstrations than
+    // replayRows) keep one attended token so every row is valid; real rows start with one.
+    for (let b = 0; b < B; b++) att[b * T] = 1;
     out.push({
       batch: { inputIds: ids, attentionMask: att, lossMask: mask, actionMask: act, advantages: adv, oldLogp: old, ...(ref ? { refLogp: ref } : {}), ...(rep ? { replayMask: rep } : {}) },
       B,

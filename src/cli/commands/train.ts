@@ -221,6 +221,9 @@ export const evalCommand: CliCommand = {
   async run(args, io) {
     // --compare: an earlier evaluation's --out file, read (and checked) before any sandbox starts.
     const earlier = typeof args.values.compare === 'string' ? readTrajectories(args.values.compare) : undefined;
+    if (earlier && typeof args.values.out === 'string' && path.resolve(args.values.out) === path.resolve(String(args.values.compare))) {
+      throw new UsageError('--out would overwrite the --compare file: the evaluation compared against would be lost; write the new episodes to another file');
+    }
     let episodes: { greedy: Trajectory[]; sampled: Trajectory[]; model: string; taskCount: number; samples: number; out?: string };
     if (typeof args.values.from === 'string') {
       // --from: the episodes of an evaluation already run (its --out file), summarized again.

@@ -94,6 +94,14 @@ const ROWS: Record<string, Row[]> = {
   'eval --from / --compare': [
     { name: '--from with run flags', setup: (d) => fs.writeFileSync(path.join(d, 'a.jsonl'), jsonl([traj('eval-0-0', 1, ['ls'])])), argv: (d) => ['eval', '--from', path.join(d, 'a.jsonl'), '--tasks', path.join(d, 't.jsonl'), '--seed', '1'], code: 2, problem: /--from reads an evaluation already run; it takes no --tasks, --seed/, fix: USAGE },
     { name: '--compare file missing (refused before any sandbox)', argv: (d) => ['eval', '--tasks', path.join(d, 't.jsonl'), '--compare', path.join(d, 'before.jsonl')], code: 1, problem: /before\.jsonl: it does not exist/, fix: /→ give a trajectories/ },
+    {
+      name: '--out is the --compare file (the baseline would be overwritten)',
+      setup: (d) => fs.writeFileSync(path.join(d, 'a.jsonl'), jsonl([traj('eval-0-0', 1, ['ls'])])),
+      argv: (d) => ['eval', '--tasks', path.join(d, 't.jsonl'), '--compare', path.join(d, 'a.jsonl'), '--out', path.join(d, '.', 'a.jsonl')],
+      code: 2,
+      problem: /--out would overwrite the --compare file/,
+      fix: /write the new episodes to another file/,
+    },
     { name: '--compare file corrupt', setup: (d) => fs.writeFileSync(path.join(d, 'b.jsonl'), '{"schema":"turnwise/trajectory@1"}\n'), argv: (d) => ['eval', '--from', path.join(d, 'b.jsonl'), '--compare', path.join(d, 'b.jsonl')], code: 1, problem: /b\.jsonl has 1 invalid line/, fix: /fix the lines listed above/ },
   ],
   'policy init': [

@@ -581,7 +581,7 @@ export interface LearnBenchOptions {
  * Config fields the benchmark sets itself (each estimator, seed, task file and starting model in
  * turn); given in its settings they would be overwritten, so they are refused instead.
  */
-export const LEARN_CONTROLLED_FIELDS = ['workspace', 'model', 'iterations', 'estimator', 'seed', 'taskSource', 'tasksFile'] as const;
+export const LEARN_CONTROLLED_FIELDS = ['workspace', 'model', 'iterations', 'estimator', 'seed', 'taskSeed', 'taskSource', 'tasksFile'] as const;
 
 /** `turnwise bench learn`: per seed, the same tasks trained once with each estimator. */
 export async function benchLearn(o: LearnBenchOptions): Promise<LearnBenchResult> {
@@ -616,7 +616,8 @@ export async function benchLearn(o: LearnBenchOptions): Promise<LearnBenchResult
     }
     for (const estimator of LEARN_ESTIMATORS) {
       if (o.signal?.aborted) break;
-      const config = resolveTrainConfig({ ...base, model, taskSource: 'file', tasksFile, seed, estimator }, 'the learn benchmark settings');
+      // Each seed its own tasks and split (taskSeed = seed); both estimators the same ones.
+      const config = resolveTrainConfig({ ...base, model, taskSource: 'file', tasksFile, seed, taskSeed: seed, estimator }, 'the learn benchmark settings');
       log(`seed ${seed}: training with ${estimator} (${config.iterations} iterations)`);
       const t0 = Date.now();
       const r = await trainRun({ config, runsRoot, name: `bench-learn`, signal: o.signal, onEvent: (e) => o.onEvent?.(e, { seed, estimator }) });

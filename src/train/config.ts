@@ -101,7 +101,15 @@ export interface TrainConfig {
    * the same across iterations (common random numbers); 0: greedy episodes only.
    */
   evalSamples: number;
+  /** The run's random seed: rollout sampling, task order per iteration, minibatches, replay draws. */
   seed: number;
+  /**
+   * Seed of the task synthesis and of the train / held-out split, apart from `seed` so that runs
+   * that differ only in `seed` train and evaluate on the same tasks (their held-out rates and
+   * paired episodes then compare). The embedded policy's demonstrations came from the train split
+   * of taskSeed 0.
+   */
+  taskSeed: number;
   executionProvider: 'auto' | 'cpu' | 'cuda' | 'webgpu';
   /** Docker engine host (empty: DOCKER_HOST or the local socket). */
   dockerHost: string;
@@ -153,6 +161,7 @@ export const TRAIN_DEFAULTS: TrainConfig = {
   evalEvery: 1,
   evalSamples: 0,
   seed: 0,
+  taskSeed: 0,
   executionProvider: 'auto',
   dockerHost: '',
   dockerHosts: [],
@@ -245,6 +254,7 @@ export function resolveTrainConfig(given: Record<string, unknown>, source = 'the
   checkNumber('evalSamples', c.evalSamples, 0, 64, true);
   checkNumber('batchWaitMs', c.batchWaitMs, 0, 60_000, true);
   checkNumber('seed', c.seed, 0, 2 ** 32 - 1, true);
+  checkNumber('taskSeed', c.taskSeed, 0, 2 ** 32 - 1, true);
   checkNumber('reward.efficiency', c.reward.efficiency, 0, 10);
   checkNumber('reward.format', c.reward.format, 0, 10);
   if (!['auto', 'cpu', 'cuda', 'webgpu'].includes(c.executionProvider)) throw bad(`config field "executionProvider" must be auto, cpu, cuda or webgpu, got ${JSON.stringify(c.executionProvider)}`, 'fix "executionProvider"');

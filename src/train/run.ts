@@ -444,13 +444,13 @@ async function resolveTasks(c: TrainConfig, pool: SandboxPool, emit: (b: RunEven
   const override = c.testCommand ? { command: c.testCommand } : undefined;
   if (c.taskSource === 'file') return readTaskFile(c.tasksFile!);
   if (c.taskSource === 'failing-tests') {
-    const r = await failingTestTasks({ workspace: c.workspace, pool, seed: c.seed, override });
+    const r = await failingTestTasks({ workspace: c.workspace, pool, seed: c.taskSeed, override });
     return r.tasks;
   }
   const r = await synthesizeMutationTasks({
     workspace: c.workspace,
     pool,
-    seed: c.seed,
+    seed: c.taskSeed,
     max: c.maxTasks,
     override,
     onProgress: (p) => emit({ type: 'phase', iteration: 0, phase: 'tasks', done: p.kept, total: p.total, detail: `${p.phase ?? 'validate'}: ${p.tried} tried, ${p.kept} kept` }),
@@ -555,7 +555,7 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
         });
       }
       const seen = new Set(demonstrationTaskIds(c.model || embeddedModelDir()));
-      splits = splitTasks(tasks, c.heldoutFraction, c.seed, seen);
+      splits = splitTasks(tasks, c.heldoutFraction, c.taskSeed, seen);
       const kept = tasks.filter((t) => seen.has(t.id)).length;
       if (kept) log(`${kept} task(s) were demonstrations of the starting model's warm start: they stay in the train split`);
       run.writeTasks(tasks, splits);

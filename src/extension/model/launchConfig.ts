@@ -23,6 +23,7 @@ export const SETTING_FOR_FIELD: { readonly [K in ConfigPath]: string } = {
   tasksFile: FROM_COMMAND,
   maxTasks: 'tasks.maxTasks',
   heldoutFraction: 'tasks.heldoutFraction',
+  taskSeed: 'tasks.taskSeed',
   testCommand: 'tasks.testCommand',
   model: 'train.model',
   iterations: 'train.iterations',

@@ -223,10 +223,10 @@ const ROWS: Record<string, Row[]> = {
   'bench learn': [
     {
       name: '--config sets a field the benchmark sets itself',
-      setup: (d) => fs.writeFileSync(path.join(d, 'c.json'), JSON.stringify({ lr: 1e-3, estimator: 'rloo' })),
+      setup: (d) => fs.writeFileSync(path.join(d, 'c.json'), JSON.stringify({ lr: 1e-3, estimator: 'rloo', taskSeed: 2 })),
       argv: (d) => ['bench', 'learn', '--config', path.join(d, 'c.json'), '--runs', path.join(d, 'runs')],
       code: 1,
-      problem: /the learn benchmark sets "estimator" itself/,
+      problem: /the learn benchmark sets "estimator", "taskSeed" itself/,
       fix: /remove those fields/,
     },
     {

@@ -179,9 +179,15 @@ describe('docker: turnwise train, a real tiny run', function () {
     // settings and seed: it makes the episodes the run's last evaluation made, pair for pair.
     let out = '';
     let err = '';
-    const code = await main(['eval', '--run', r.runDir, '--samples', '2', '--compare', run.file('iterations', '2', 'eval.jsonl'), '--json'], { out: (x) => (out += x + '\n'), err: (x) => (err += x + '\n') });
+    const againFile = path.join(dir, 'again.jsonl');
+    const code = await main(['eval', '--run', r.runDir, '--samples', '2', '--out', againFile, '--compare', run.file('iterations', '2', 'eval.jsonl'), '--json'], { out: (x) => (out += x + '\n'), err: (x) => (err += x + '\n') });
     assert.equal(code, 0, err);
     const again = JSON.parse(out);
+    // The same actions turn for turn (the run's turn limit, action length and temperature), not
+    // only the same outcomes.
+    const actionsOf = (ts: Trajectory[]) => new Map(ts.map((t) => [`${t.taskId}:${t.seed}`, t.turns.map((u) => u.action)]));
+    const redone = actionsOf(fs.readFileSync(againFile, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Trajectory));
+    assert.deepEqual(redone, actionsOf(run.readTrajectories(2, 'heldout')));
     assert.equal(again.model, run.checkpointDir(2));
     assert.equal(again.taskCount, h);
     assert.deepEqual(again.compare.greedy, { pairs: h, gained: 0, lost: 0, p_value: null });

@@ -224,7 +224,7 @@ export const evalCommand: CliCommand = {
     if (earlier && typeof args.values.out === 'string' && path.resolve(args.values.out) === path.resolve(String(args.values.compare))) {
       throw new UsageError('--out would overwrite the --compare file: the evaluation compared against would be lost; write the new episodes to another file');
     }
-    let episodes: { greedy: Trajectory[]; sampled: Trajectory[]; model: string; taskCount: number; samples: number; out?: string };
+    let episodes: EvalEpisodes;
     if (typeof args.values.from === 'string') {
       // --from: the episodes of an evaluation already run (its --out file), summarized again.
       const runFlags = ['tasks', 'model', 'workspace', 'max-turns', 'concurrency', 'samples', 'seed', 'provider', 'out', 'run', 'split', 'iteration', 'runs'].filter((k) => args.values[k] !== undefined);
@@ -257,8 +257,19 @@ export const evalCommand: CliCommand = {
   },
 };
 
+/** An evaluation's episodes, run now or read back (`--from`), and what they were run with. */
+interface EvalEpisodes {
+  greedy: Trajectory[];
+  sampled: Trajectory[];
+  model: string;
+  taskCount: number;
+  /** Sampled episodes per task. */
+  samples: number;
+  out?: string;
+}
+
 /** Runs the evaluation `turnwise eval --tasks` (or `--run`) asks for; 130 when stopped by a signal. */
-async function runEvaluation(args: ParsedArgs, io: CliIO): Promise<{ greedy: Trajectory[]; sampled: Trajectory[]; model: string; taskCount: number; samples: number; out?: string } | 130> {
+async function runEvaluation(args: ParsedArgs, io: CliIO): Promise<EvalEpisodes | 130> {
   // --out: the episodes themselves (the design's trajectory lines), to read what the agent did.
   const out = typeof args.values.out === 'string' ? path.resolve(args.values.out) : undefined;
   if (out) assertWritableOutput(out);

@@ -1,7 +1,8 @@
 // Two evaluations of the same tasks compared episode by episode. Sampled episodes are seeded by
-// (evaluation seed, task, k) only, and greedy ones by the task, so an episode of one evaluation and
-// the episode with the same task and seed in another differ only in the policy: counting the pairs
-// that went from unresolved to resolved and back says far more than two rates of a dozen tasks.
+// (evaluation seed, task, k) only, and greedy ones by (evaluation seed, task), so an episode of one
+// evaluation and the episode with the same task and seed in another differ only in the policy:
+// counting the pairs that went from unresolved to resolved and back says far more than two rates
+// of a dozen tasks.
 import { CUT_SHORT_MARKER } from '../agent/cache';
 import type { Trajectory } from '../core/schema';
 import { signTestP } from '../core/stats';
@@ -32,21 +33,24 @@ function scored(ts: readonly Trajectory[], kind: EpisodeKind): Map<string, Traje
   return new Map(ts.filter((t) => !t.failure && episodeKind(t) === kind).map((t) => [pairKey(t), t]));
 }
 
+/** The scored episodes of `kind` in `before` that have a twin in `after`, with that twin. */
+function twins(before: readonly Trajectory[], after: readonly Trajectory[], kind: EpisodeKind): [was: Trajectory, now: Trajectory][] {
+  const b = scored(after, kind);
+  return [...scored(before, kind)].flatMap(([key, was]) => {
+    const now = b.get(key);
+    return now ? [[was, now] as [Trajectory, Trajectory]] : [];
+  });
+}
+
+function counted(pairs: readonly [Trajectory, Trajectory][]): PairedChange {
+  const gained = pairs.filter(([was, now]) => !was.reward.resolved && now.reward.resolved).length;
+  const lost = pairs.filter(([was, now]) => was.reward.resolved && !now.reward.resolved).length;
+  return { pairs: pairs.length, gained, lost, p_value: signTestP(gained, lost) };
+}
+
 /** How episodes of `kind` changed from `before` to `after`. */
 export function pairedChange(before: readonly Trajectory[], after: readonly Trajectory[], kind: EpisodeKind): PairedChange {
-  const a = scored(before, kind);
-  const b = scored(after, kind);
-  let pairs = 0;
-  let gained = 0;
-  let lost = 0;
-  for (const [key, was] of a) {
-    const now = b.get(key);
-    if (now === undefined) continue;
-    pairs++;
-    if (!was.reward.resolved && now.reward.resolved) gained++;
-    if (was.reward.resolved && !now.reward.resolved) lost++;
-  }
-  return { pairs, gained, lost, p_value: signTestP(gained, lost) };
+  return counted(twins(before, after, kind));
 }
 
 /** Sums paired changes (over seeds, runs or kinds) and tests the sum. */
@@ -90,37 +94,23 @@ export function cutShortCount(ts: readonly Trajectory[]): number {
 }
 
 export function compareEvaluations(before: readonly Trajectory[], after: readonly Trajectory[]): EvalComparison {
+  const pairs = { greedy: twins(before, after, 'greedy'), sampled: twins(before, after, 'sampled') };
   const tasks: TaskChange[] = [];
-  const index = new Map<string, TaskChange>();
-  let pairedBefore = 0;
-  let pairedAfter = 0;
   for (const kind of ['greedy', 'sampled'] as const) {
-    const a = scored(before, kind);
-    const b = scored(after, kind);
-    for (const [key, was] of a) {
-      const now = b.get(key);
-      if (now === undefined) continue;
-      pairedBefore++;
-      pairedAfter++;
-      const id = `${kind}:${was.taskId}`;
-      let row = index.get(id);
-      if (!row) {
-        row = { taskId: was.taskId, kind, pairs: 0, before: 0, after: 0, gained: 0, lost: 0 };
-        index.set(id, row);
-        tasks.push(row);
-      }
-      row.pairs++;
-      if (was.reward.resolved) row.before++;
-      if (now.reward.resolved) row.after++;
-      if (!was.reward.resolved && now.reward.resolved) row.gained++;
-      if (was.reward.resolved && !now.reward.resolved) row.lost++;
+    // Per task, in the order the first evaluation has them.
+    const byTask = new Map<string, [Trajectory, Trajectory][]>();
+    for (const pair of pairs[kind]) byTask.set(pair[0].taskId, [...(byTask.get(pair[0].taskId) ?? []), pair]);
+    for (const [taskId, ps] of byTask) {
+      const { gained, lost } = counted(ps);
+      tasks.push({ taskId, kind, pairs: ps.length, before: ps.filter(([was]) => was.reward.resolved).length, after: ps.filter(([, now]) => now.reward.resolved).length, gained, lost });
     }
   }
+  const paired = pairs.greedy.length + pairs.sampled.length;
   return {
-    greedy: pairedChange(before, after, 'greedy'),
-    sampled: pairedChange(before, after, 'sampled'),
+    greedy: counted(pairs.greedy),
+    sampled: counted(pairs.sampled),
     tasks,
-    unpaired: { before: before.length - pairedBefore, after: after.length - pairedAfter },
+    unpaired: { before: before.length - paired, after: after.length - paired },
     cut_short: { before: cutShortCount(before), after: cutShortCount(after) },
   };
 }

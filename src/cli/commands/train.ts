@@ -197,27 +197,29 @@ export const demoCommand: CliCommand = {
   },
 };
 
+const EVAL_OPTIONS = {
+  tasks: { type: 'string' },
+  model: { type: 'string' },
+  workspace: { type: 'string' },
+  'max-turns': { type: 'string' },
+  concurrency: { type: 'string' },
+  samples: { type: 'string' },
+  seed: { type: 'string' },
+  provider: { type: 'string' },
+  out: { type: 'string' },
+  from: { type: 'string' },
+  compare: { type: 'string' },
+  run: { type: 'string' },
+  split: { type: 'string' },
+  iteration: { type: 'string' },
+  runs: { type: 'string' },
+} as const;
+
 export const evalCommand: CliCommand = {
   name: 'eval',
   summary: 'evaluate a policy on a task file: pass@1, resolved rate, mean turns, format-error rate, per task; --compare pairs it with an earlier evaluation',
   usage: '--tasks FILE [--model DIR] [--workspace DIR] [--max-turns N] | --run RUN [--split heldout|train] [--iteration N | --model DIR] [--runs DIR]; then [--concurrency N] [--samples K] [--seed S] [--out FILE] [--compare EARLIER.jsonl]; or --from FILE --compare EARLIER.jsonl',
-  options: {
-    tasks: { type: 'string' },
-    model: { type: 'string' },
-    workspace: { type: 'string' },
-    'max-turns': { type: 'string' },
-    concurrency: { type: 'string' },
-    samples: { type: 'string' },
-    seed: { type: 'string' },
-    provider: { type: 'string' },
-    out: { type: 'string' },
-    from: { type: 'string' },
-    compare: { type: 'string' },
-    run: { type: 'string' },
-    split: { type: 'string' },
-    iteration: { type: 'string' },
-    runs: { type: 'string' },
-  },
+  options: EVAL_OPTIONS,
   async run(args, io) {
     // --compare: an earlier evaluation's --out file, read (and checked) before any sandbox starts.
     const earlier = typeof args.values.compare === 'string' ? readTrajectories(args.values.compare) : undefined;
@@ -227,7 +229,7 @@ export const evalCommand: CliCommand = {
     let episodes: EvalEpisodes;
     if (typeof args.values.from === 'string') {
       // --from: the episodes of an evaluation already run (its --out file), summarized again.
-      const runFlags = ['tasks', 'model', 'workspace', 'max-turns', 'concurrency', 'samples', 'seed', 'provider', 'out', 'run', 'split', 'iteration', 'runs'].filter((k) => args.values[k] !== undefined);
+      const runFlags = Object.keys(EVAL_OPTIONS).filter((k) => k !== 'from' && k !== 'compare' && args.values[k] !== undefined);
       if (runFlags.length > 0) throw new UsageError(`--from reads an evaluation already run; it takes no ${runFlags.map((k) => `--${k}`).join(', ')}`);
       const all = readTrajectories(args.values.from);
       const greedy = all.filter((t) => episodeKind(t) === 'greedy');

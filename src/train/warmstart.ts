@@ -9,7 +9,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { seededRandom } from '../core/random';
 import { TurnwiseError } from '../core/errors';
-import { writeFileAtomic } from '../core/fs';
+import { readUserTextFile, writeFileAtomic } from '../core/fs';
 import { taskText } from '../agent/prompt';
 import { loadCheckpoint, saveCheckpoint } from '../policy/checkpoint';
 import { presetConfig } from '../policy/config';
@@ -467,14 +467,27 @@ function priorLog(o: Pick<WarmstartOptions, 'from'>): string {
   }
 }
 
-/** Task ids a checkpoint was warm-started on (its warmstart.json), [] when none are recorded. */
+/**
+ * Task ids a checkpoint was warm-started on (its warmstart.json); [] when the checkpoint has no
+ * such file or it records no ids. A file that is there but cannot be read is an error: taken as
+ * "none", the tasks the policy was trained on would land in the held-out split unnoticed.
+ */
 export function demonstrationTaskIds(checkpointDir: string): string[] {
+  const file = path.resolve(checkpointDir, 'warmstart.json');
+  if (!fs.lstatSync(file, { throwIfNoEntry: false })) return [];
+  const hint = `restore ${file} from where the checkpoint came from, or delete it if the checkpoint was not warm-started on this workspace's tasks`;
+  const text = readUserTextFile(file, 'warm-start record', { hint });
+  let v: unknown;
   try {
-    const v = JSON.parse(fs.readFileSync(path.join(checkpointDir, 'warmstart.json'), 'utf8')) as { demonstrationTaskIds?: unknown };
-    return Array.isArray(v.demonstrationTaskIds) ? v.demonstrationTaskIds.filter((x): x is string => typeof x === 'string') : [];
-  } catch {
-    return [];
+    v = JSON.parse(text);
+  } catch (e) {
+    throw new TurnwiseError('invalid-file', `the warm-start record ${file} is not valid JSON (${(e as Error).message})`, { hint });
   }
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new TurnwiseError('invalid-file', `the warm-start record ${file} is not a JSON object`, { hint });
+  const ids = (v as { demonstrationTaskIds?: unknown }).demonstrationTaskIds;
+  if (ids === undefined) return [];
+  if (!Array.isArray(ids) || ids.some((x) => typeof x !== 'string')) throw new TurnwiseError('invalid-file', `the warm-start record ${file}: "demonstrationTaskIds" must be an array of task ids (strings)`, { hint });
+  return ids as string[];
 }
 
 /**

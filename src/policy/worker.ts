@@ -84,6 +84,7 @@ export class PolicyWorker implements PolicyService {
   private closed: TurnwiseError | undefined;
   private step = 0;
   private onWarning: (message: string) => void;
+  private disposing: Promise<void> | undefined;
 
   constructor(options: PolicyWorkerOptions = {}) {
     const entry = options.entry ?? policyWorkerEntry();
@@ -92,7 +93,11 @@ export class PolicyWorker implements PolicyService {
     this.worker.unref();
     this.worker.on('message', (m: WorkerReply) => this.onMessage(m));
     this.worker.on('error', (e) => this.close(new TurnwiseError('internal', `the policy worker crashed: ${e.message}`, { hint: 'calls in flight were lost; start a new PolicyWorker and load the last checkpoint' })));
-    this.worker.on('exit', (code) => this.close(new TurnwiseError('internal', `the policy worker exited (code ${code})`, { hint: 'calls in flight were lost; start a new PolicyWorker and load the last checkpoint' })));
+    this.worker.on('exit', (code) => {
+      liveWorkers.delete(this);
+      this.close(new TurnwiseError('internal', `the policy worker exited (code ${code})`, { hint: 'calls in flight were lost; start a new PolicyWorker and load the last checkpoint' }));
+    });
+    liveWorkers.add(this);
   }
 
   private onMessage(m: WorkerReply): void {
@@ -208,10 +213,44 @@ export class PolicyWorker implements PolicyService {
     return this.call({ method: 'crashForTest' });
   }
 
-  /** Stops the worker now: pending calls reject, ONNX Runtime's memory goes with the thread. */
-  async dispose(): Promise<void> {
-    if (this.closed) return;
-    this.close(new TurnwiseError('internal', 'the policy worker was disposed', { hint: 'dispose the worker only after its calls are answered' }));
-    await this.worker.terminate();
+  /**
+   * Stops the worker: pending calls reject at once, then the worker releases its ONNX Runtime
+   * sessions and the thread ends. Terminating the thread while a session run is in flight aborts
+   * the whole process: the run's completion reaches a torn-down thread and onnxruntime-node's
+   * binding throws a C++ exception nothing catches ("terminate called after throwing an instance
+   * of 'Napi::Error'"). So the release goes through the worker's own queue (TrainablePolicy runs
+   * calls one at a time, so it waits for the run in flight), and the thread is terminated only
+   * after it, or after `graceMs` when a call never finishes.
+   */
+  dispose(graceMs = 60_000): Promise<void> {
+    this.disposing ??= (async () => {
+      if (this.closed) return;
+      this.close(new TurnwiseError('internal', 'the policy worker was disposed', { hint: 'dispose the worker only after its calls are answered' }));
+      const id = this.nextId++;
+      let timer: NodeJS.Timeout | undefined;
+      const released = new Promise<void>((resolve) => {
+        this.pending.set(id, { method: 'dispose', resolve: () => resolve(), reject: () => resolve() });
+        timer = setTimeout(resolve, graceMs);
+      });
+      this.worker.ref();
+      this.worker.postMessage({ method: 'dispose', id } satisfies WorkerRequest);
+      await released;
+      clearTimeout(timer);
+      this.pending.delete(id);
+      await this.worker.terminate();
+    })();
+    return this.disposing;
   }
+}
+
+/** Policy workers of this process not yet disposed (see disposeAllPolicyWorkers). */
+const liveWorkers = new Set<PolicyWorker>();
+
+/**
+ * Disposes every policy worker of this process (in-flight runs finish first, at most `graceMs`):
+ * what a forced exit calls before process.exit(), which would otherwise end the worker threads
+ * mid-run and abort the process.
+ */
+export async function disposeAllPolicyWorkers(graceMs = 3000): Promise<void> {
+  await Promise.all([...liveWorkers].map((w) => w.dispose(graceMs).catch(() => undefined)));
 }

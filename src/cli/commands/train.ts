@@ -10,6 +10,7 @@ import { RUNS_DIR } from '../../core/run';
 import { readTrajectories } from '../../core/trajectory';
 import type { Task, Trajectory } from '../../core/schema';
 import { readTaskFile } from '../../tasks/taskfile';
+import { assertWorkspaceHoldsTasks } from '../../tasks/origin';
 import { detectRunner } from '../../tasks/runners';
 import { DEMO_SETTINGS, readConfigFile, resolveTrainConfig, TRAIN_DEFAULTS, type TrainConfig } from '../../train/config';
 import { embeddedModelDir } from '../../train/embedded';
@@ -19,6 +20,7 @@ import { warmstart, type WarmstartLogRow } from '../../train/warmstart';
 import { workspaceCasesFor } from '../../train/workspace-demos';
 import { LOOP_SHARE, type FixCase } from '../../train/demos';
 import { SandboxPool, disposeAllSandboxes } from '../../sandbox';
+import { disposeAllPolicyWorkers } from '../../policy/worker';
 import { numberInRange, requireString, seedOption, UsageError, type CliCommand, type CliIO, type ParsedArgs } from '../command';
 
 /**
@@ -39,7 +41,9 @@ function stopOnSignals(io: CliIO): { signal: AbortSignal; dispose: () => void } 
       io.err(`\nturnwise: ${sig}: stopping after cleanup (containers removed, the unfinished iteration discarded); press Ctrl-C again to force`);
       ac.abort();
     } else if (count === 2) {
-      void disposeAllSandboxes(3000).finally(() => process.exit(130));
+      // Policy workers too: process.exit() mid-run would end their threads inside an ONNX
+      // Runtime call and abort the process instead of exiting 130.
+      void Promise.all([disposeAllSandboxes(3000), disposeAllPolicyWorkers(3000)]).finally(() => process.exit(130));
     } else {
       process.exit(130);
     }
@@ -280,6 +284,7 @@ async function runEvaluation(args: ParsedArgs, io: CliIO): Promise<EvalEpisodes 
   const samples = numberInRange(args, 'samples', 0, { min: 0, max: 64, integer: true });
   const provider = typeof args.values.provider === 'string' ? { executionProvider: args.values.provider } : {};
   let tasks: Task[];
+  let tasksSource: string;
   let model: string;
   let c: TrainConfig;
   if (typeof args.values.run === 'string') {
@@ -293,6 +298,7 @@ async function runEvaluation(args: ParsedArgs, io: CliIO): Promise<EvalEpisodes 
     const runsRoot = path.resolve(typeof args.values.runs === 'string' ? args.values.runs : RUNS_DIR);
     const target = runEvalTarget(args.values.run, { runsRoot, split, iteration });
     tasks = target.tasks;
+    tasksSource = target.run.file('tasks.jsonl');
     model = typeof args.values.model === 'string' ? path.resolve(args.values.model) : target.checkpoint;
     c = resolveTrainConfig({
       ...target.config,
@@ -305,6 +311,7 @@ async function runEvaluation(args: ParsedArgs, io: CliIO): Promise<EvalEpisodes 
     for (const k of ['split', 'iteration', 'runs']) if (args.values[k] !== undefined) throw new UsageError(`--${k} goes with --run RUN`);
     const tasksFile = requireString(args, 'tasks');
     tasks = readTaskFile(tasksFile);
+    tasksSource = path.resolve(tasksFile);
     if (tasks.length === 0) throw new TurnwiseError('invalid-input', `${tasksFile} holds no task`, { hint: 'make tasks with `turnwise tasks synth`' });
     const workspace = path.resolve(typeof args.values.workspace === 'string' ? args.values.workspace : '.');
     model = typeof args.values.model === 'string' ? path.resolve(args.values.model) : embeddedModelDir();
@@ -317,6 +324,7 @@ async function runEvaluation(args: ParsedArgs, io: CliIO): Promise<EvalEpisodes 
     });
   }
   const workspace = c.workspace;
+  assertWorkspaceHoldsTasks(tasks, workspace, tasksSource);
   const runner = detectRunner(workspace, c.testCommand ? { command: c.testCommand } : undefined);
   const { signal, dispose } = stopOnSignals(io);
   const rig = await openRig({ runId: `eval-${process.pid}`, workspace, language: runner.language, checkpoint: model, config: c, onLog: (m) => io.err(`warning: ${m}`) });

@@ -1,7 +1,7 @@
 // The warm start's fix-turn figures for any checkpoint, on a fresh set of held-out generated
 // cases (the README's "256 further held-out generated cases": --seed 9 --cases 256). Prints JSON:
-// exact (the demonstrated command), restores (a command that restores the line when run by
-// sed), rightLine, validSed; then simulated greedy episodes from the same point (evaluateEpisodes):
+// exact (the demonstrated command), restores (a command that restores the line as GNU
+// sed would), rightLine, validSed; then simulated greedy episodes from the same point (evaluateEpisodes):
 // episodeFixed (bug line restored within 5 turns), episodeTurns, on the first --episode-cases.
 //   npx tsx scripts/eval-fixes.ts [--model models/turnwise-tiny] [--seed 9] [--cases 256] [--episode-cases 64]
 import { parseArgs } from 'node:util';

@@ -4,7 +4,6 @@
 // prompt tokens in the loss at `promptWeight`, action tokens at 1; warm-up then cosine learning
 // rate by elapsed budget. Checkpoints (weights + optimizer) are written every few minutes, so a
 // killed warm start keeps its progress, and a JSONL log records loss and held-out exact-fix rate.
-import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { seededRandom } from '../core/random';
@@ -20,6 +19,7 @@ import { initWeights } from '../policy/weights';
 import type { SessionSettings } from '../onnx';
 import { chatCodec, encodeDemo, renderPrompt, type ChatCodec } from './chat';
 import { curriculumTask, fixEpisode, syntheticCases, twTestOutput, type Demo, type FixCase } from './demos';
+import { sedLine } from './sed';
 
 export interface WarmstartOptions {
   /** Checkpoint to start from; absent: a fresh turnwise-tiny with `seed`. */
@@ -142,14 +142,14 @@ export function fixPromptTurns(c: FixCase): { task: string; turns: { action: str
 
 /**
  * Whether `cmd`, a `sed -i 'N<script>' PATH` for the case's file and line, turns the mutated line
- * back into the original when run by the system's sed: a command other than the demonstrated one
- * can fix the bug too (`s/>= 7/> 7/` for `s/>=/>/`). Undefined when no `sed` can be run here.
+ * back into the original as GNU sed would (train/sed.ts, in JavaScript: the policy's script never
+ * reaches a program on the host): a command other than the demonstrated one can fix the bug too
+ * (`s/>= 7/> 7/` for `s/>=/>/`).
  */
-export function sedRestores(cmd: string, c: Pick<FixCase, 'path' | 'line' | 'mutatedLine' | 'originalLine'>): boolean | undefined {
+export function sedRestores(cmd: string, c: Pick<FixCase, 'path' | 'line' | 'mutatedLine' | 'originalLine'>): boolean {
   const e = parseLineEdit(cmd);
   if (!e || e.test || e.line !== c.line || e.path !== c.path) return false;
-  const out = sedLine(e.script, c.mutatedLine);
-  return out === null ? undefined : out === c.originalLine;
+  return sedLine(e.script, c.mutatedLine) === c.originalLine;
 }
 
 /** A line edit as the demonstrations write it: `sed -i 'N<script>' PATH`, alone or as an attempt. */
@@ -173,18 +173,6 @@ export function parseLineEdit(cmd: string): LineEdit | undefined {
   return { line: Number(m[1]), script: m[2], path: m[3], test: !!m[4], ...(m[5] ? { undo: m[5] } : {}) };
 }
 
-/**
- * One line run through a sed script by the system's sed: the resulting line, undefined when sed
- * rejects the script, null when there is no sed to run.
- */
-function sedLine(script: string, line: string): string | undefined | null {
-  try {
-    return execFileSync('sed', ['-e', script], { input: `${line}\n`, encoding: 'utf8', stdio: ['pipe', 'pipe', 'ignore'], timeout: 5000 }).replace(/\n$/, '');
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'ENOENT' ? null : undefined;
-  }
-}
-
 /** The `sed` of a command that is one, or of an attempt (demos.ts attemptCommand); else the command. */
 export function editOf(cmd: string): string {
   const e = parseLineEdit(cmd);
@@ -193,12 +181,11 @@ export function editOf(cmd: string): string {
 
 /**
  * Greedy fix-turn accuracy on cases: the exact demonstrated command, a command that restores the
- * line when run (NaN without a system sed), the right line number, any `sed -i 'N…'`.
+ * line when run, the right line number, any `sed -i 'N…'`.
  */
 export async function evaluateFixes(policy: Policy, codec: ChatCodec, cases: readonly FixCase[], budget = 1024 - 96): Promise<{ exact: number; restores: number; rightLine: number; validSed: number }> {
   let exact = 0;
   let restores = 0;
-  let noSed = false;
   let line = 0;
   let sed = 0;
   const B = 16;
@@ -214,9 +201,7 @@ export async function evaluateFixes(policy: Policy, codec: ChatCodec, cases: rea
       const text = editOf(codec.decode(row.tokenIds.filter((t) => t !== codec.imEnd)).trim());
       const c = chunk[k];
       if (text === c.fix) exact++;
-      const ok = sedRestores(text, c);
-      if (ok === undefined) noSed = true;
-      else if (ok) restores++;
+      if (sedRestores(text, c)) restores++;
       const m = /^sed -i '(\d+)s\//.exec(text);
       if (m) {
         sed++;
@@ -225,7 +210,7 @@ export async function evaluateFixes(policy: Policy, codec: ChatCodec, cases: rea
     });
   }
   const n = Math.max(1, cases.length);
-  return { exact: exact / n, restores: noSed ? NaN : restores / n, rightLine: line / n, validSed: sed / n };
+  return { exact: exact / n, restores: restores / n, rightLine: line / n, validSed: sed / n };
 }
 
 /**
@@ -253,7 +238,7 @@ export function simulateTurn(st: { line: string; stray: boolean }, c: FixCase, c
   let code = 0;
   if (file === c.path && e.line === c.line) {
     const next = sedLine(script, st.line);
-    if (typeof next !== 'string') code = 1;
+    if (next === undefined) code = 1;
     else st.line = next;
   } else {
     st.stray = true;

@@ -1,6 +1,10 @@
-// sedRestores is the warm start's "any correct fix" metric: it runs the policy's command with the
-// system's sed on the mutated line, so an equivalent command counts and a near miss does not.
+// sedRestores is the warm start's "any correct fix" metric: it applies the policy's sed script to
+// the mutated line (train/sed.ts, GNU sed's semantics in JavaScript), so an equivalent command
+// counts and a near miss does not, and nothing the policy wrote runs on the host.
 import * as assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
 import { attemptCommand, type FixCase } from '../../../src/train/demos';
 import { editOf, parseLineEdit, sedRestores, simulateTurn } from '../../../src/train/warmstart';
 
@@ -23,6 +27,21 @@ describe('train/warmstart: sedRestores (a generated command fixes the mutated li
     // `a.b` as a pattern also matches `axb`; here it matches itself, and the replacement is literal.
     assert.equal(sedRestores("sed -i '12s/>= 7 and a.b/> 7 and a.b/' shop/grid.py", c), true);
     assert.equal(sedRestores("sed -i '12s/.*/    return size > 7 and a.b/' shop/grid.py", c), true);
+  });
+
+  it("a script with sed's `e` or `w` flag runs nothing and writes nothing on the host", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-sed-'));
+    try {
+      const mark = path.join(dir, 'pwned');
+      const line = { ...c, mutatedLine: `touch ${mark}` };
+      assert.equal(sedRestores(`sed -i '12s/.*/touch ${mark.replace(/\//g, '\\/')}/e' shop/grid.py`, line), false);
+      assert.equal(sedRestores(`sed -i '12s/x/y/w ${mark}' shop/grid.py`, line), false);
+      const fc: FixCase = { ...line, fix: "sed -i '12s/>=/>/' shop/grid.py", failing: ['t::a'], passing: 1, suspects: [] };
+      assert.equal(simulateTurn({ line: line.mutatedLine, stray: false }, fc, `sed -i '12s/^/x/e' shop/grid.py`), 'exit 1');
+      assert.equal(fs.existsSync(mark), false, 'the policy text ran as a command');
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('simulateTurn: an attempt loop against the bug line (wrong edit undone, the fix kept, tests reported)', () => {

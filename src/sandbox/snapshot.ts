@@ -42,12 +42,19 @@ function walk(root: string, rel: string, out: string[], skip: (rel: string, name
   }
 }
 
+/**
+ * Options for every git run on a workspace: a repository's own config can name programs git runs
+ * (`core.fsmonitor` runs one on `ls-files`), and a workspace's files are data, never code to run
+ * on the host.
+ */
+const GIT_SAFE = ['-c', 'core.fsmonitor=false', '-c', 'core.untrackedCache=false'];
+
 function isGitWorkTree(dir: string): boolean {
   try {
     // Inside a work tree at any depth: a workspace that is a subfolder of a repository (a
     // monorepo package) follows the repository's ignore rules too. ls-files paths are relative
     // to the folder it runs in.
-    return execFileSync('git', ['-C', dir, 'rev-parse', '--is-inside-work-tree'], { stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim() === 'true';
+    return execFileSync('git', [...GIT_SAFE, '-C', dir, 'rev-parse', '--is-inside-work-tree'], { stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim() === 'true';
   } catch {
     return false;
   }
@@ -64,7 +71,7 @@ export function listWorkspaceFiles(dir: string, opts: ListOptions = {}): Workspa
   }
   let rels: string[] = [];
   if (isGitWorkTree(root)) {
-    const raw = execFileSync('git', ['-C', root, 'ls-files', '-z', '-c', '-o', '--exclude-standard'], { maxBuffer: 1 << 30 });
+    const raw = execFileSync('git', [...GIT_SAFE, '-C', root, 'ls-files', '-z', '-c', '-o', '--exclude-standard'], { maxBuffer: 1 << 30 });
     rels = raw.toString('utf8').split('\0').filter((r) => r !== '');
     // Submodules are listed as one path: take their files too.
     const expanded: string[] = [];

@@ -38,6 +38,19 @@ describe('sandbox/snapshot file selection', () => {
     assert.ok(withNm.includes('node_modules/jest/index.js'));
   });
 
+  it("runs no program a workspace's git config names (core.fsmonitor) while listing its files", () => {
+    execFileSync('git', ['init', '-q', dir]);
+    write(dir, 'src/a.py', 'a');
+    const mark = path.join(dir, '..', `${path.basename(dir)}-pwned`);
+    execFileSync('git', ['-C', dir, 'config', 'core.fsmonitor', `touch ${mark}; false`]);
+    try {
+      assert.deepEqual(listWorkspaceFiles(dir).map((f) => f.rel), ['src/a.py']);
+      assert.equal(fs.existsSync(mark), false, 'git ran the workspace\'s fsmonitor command on the host');
+    } finally {
+      fs.rmSync(mark, { force: true });
+    }
+  });
+
   it('a subfolder of a git repo follows the repo\'s ignore rules, with paths relative to the subfolder', () => {
     execFileSync('git', ['init', '-q', dir]);
     write(dir, '.gitignore', '.venv/\n*.log\n');

@@ -10,6 +10,7 @@ import { shellQuote } from '../sandbox/shell';
 import type { Sandbox } from '../sandbox/types';
 import { WORKSPACE_DIR } from '../sandbox/types';
 import { computeReward, scoreEpisode, type RewardWeights } from '../tasks/reward';
+import { workspacePathProblem } from '../tasks/origin';
 import { parseAction } from './action';
 import { cacheableCommand, keepableObservation, mayDetach, ObservationCache, type CachedObservation } from './cache';
 import { formatErrorObservation, observationText, taskText, type PromptTurn } from './prompt';
@@ -88,7 +89,20 @@ async function must(sb: Sandbox, command: string, what: string, timeoutMs = 60_0
 export async function prepareSandbox(sb: Sandbox, task: Task): Promise<{ tree: string }> {
   if (task.mutation) {
     const m = task.mutation;
+    // The file is written through the engine (as root, resolving links inside the container),
+    // so the task's path is checked here too, whatever read the task: relative, inside the
+    // workspace, and a regular file reached through real folders of the sandbox's own copy.
+    const bad = workspacePathProblem(m.file);
+    if (bad) throw new TurnwiseError('invalid-input', `task ${task.id}: mutation.file ${JSON.stringify(m.file)} ${bad}`, { hint: 'a task may only name files inside the workspace; check the task file with `turnwise tasks check`' });
     const file = `${WORKSPACE_DIR}/${m.file}`;
+    const steps = m.file.split('/').map((_, i, parts) => shellQuote(`${WORKSPACE_DIR}/${parts.slice(0, i + 1).join('/')}`));
+    const linkFree = `for p in ${steps.join(' ')}; do if [ -L "$p" ]; then echo "$p is a symbolic link"; exit 3; fi; done; [ -f ${shellQuote(file)} ] || { echo ${shellQuote(`${file} is not a regular file`)}; exit 4; }`;
+    const r = await sb.exec(linkFree, { timeoutMs: 30_000 });
+    if (r.exitCode !== 0) {
+      throw new TurnwiseError('invalid-input', `task ${task.id}: ${m.file} cannot be mutated in the sandbox: ${(r.stdout || r.stderr).trim().slice(-200) || `exit ${r.exitCode}`}`, {
+        hint: 'a task may only name a regular file of the workspace, reached through real folders (no symbolic links)',
+      });
+    }
     const original = (await sb.readFile(file)).toString('utf8');
     if (original.slice(m.span.start, m.span.end) !== m.span.text) {
       throw new TurnwiseError('invalid-input', `task ${task.id}: ${m.file} does not hold ${JSON.stringify(m.span.text)} at ${m.span.start}..${m.span.end}; the workspace changed since the task was made`, {

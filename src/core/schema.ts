@@ -48,6 +48,18 @@ export interface Task {
   fail_to_pass: string[];
   pass_to_pass: string[];
   mutation?: MutationInfo;
+  /** The workspace the task was made from; absent in task files written before it was recorded. */
+  origin?: TaskOrigin;
+}
+
+/**
+ * Where a task was made: the workspace folder (absolute) and the sha256 (hex) of each file the
+ * task touches (a mutation's file, a failing task's test file), relative to it. A workspace that
+ * does not hold these bytes cannot pose the task, so it is refused before any sandbox starts.
+ */
+export interface TaskOrigin {
+  workspace: string;
+  files: Record<string, string>;
 }
 
 /** Reward components stored with every trajectory (issue: tasks and rewards). */

@@ -72,3 +72,19 @@ export function readTrajectories(file: string): Trajectory[] {
   if (trajectories.length === 0) throw new TurnwiseError('invalid-file', `${file} holds no trajectories`, { hint: 'give a file with one trajectory per line' });
   return trajectories;
 }
+
+/**
+ * The error a command reports when every one of its episodes failed (sandbox or runner trouble,
+ * not a wrong fix): the distinct reasons, most frequent first. Undefined when any episode was
+ * scored or there were none. A summary of nothing but failures is no result, so the command
+ * exits non-zero instead of printing rates of null.
+ */
+export function allEpisodesFailed(trajs: readonly Trajectory[], hint: string): TurnwiseError | undefined {
+  if (trajs.length === 0 || trajs.some((t) => !t.failure)) return undefined;
+  const count = new Map<string, number>();
+  for (const t of trajs) count.set(t.failure!, (count.get(t.failure!) ?? 0) + 1);
+  const reasons = [...count].sort((a, b) => b[1] - a[1]);
+  const shown = reasons.slice(0, 3).map(([why, n]) => `  ${n}× ${why.split('\n')[0].slice(0, 300)}`);
+  if (reasons.length > 3) shown.push(`  … and ${reasons.length - 3} other reason(s)`);
+  return new TurnwiseError('sandbox-failed', `every one of the ${trajs.length} episode(s) failed, so nothing was scored:\n${shown.join('\n')}`, { hint });
+}

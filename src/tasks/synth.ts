@@ -11,6 +11,7 @@ import { SCHEMA, type Task } from '../core/schema';
 import { SandboxPool, type PoolSnapshot } from '../sandbox';
 import type { Sandbox } from '../sandbox/types';
 import { buildInstruction, type FailingTest } from './instruction';
+import { taskOrigin } from './origin';
 import {
   MUTATION_OPERATORS,
   dedupeCandidates,
@@ -189,7 +190,7 @@ export async function workspaceCandidates(workspace: string, runner: TestRunner,
   return out;
 }
 
-function mutationTask(c: MutationCandidate, runner: TestRunner, failToPass: FailingTest[], passToPass: string[]): Task {
+function mutationTask(workspace: string, c: MutationCandidate, runner: TestRunner, failToPass: FailingTest[], passToPass: string[]): Task {
   return {
     schema: SCHEMA.task,
     id: `mut-${c.key}`,
@@ -209,6 +210,7 @@ function mutationTask(c: MutationCandidate, runner: TestRunner, failToPass: Fail
       span: { start: c.start, end: c.end, text: c.original },
       replacement: c.replacement,
     },
+    origin: taskOrigin(workspace, [c.file]),
   };
 }
 
@@ -340,7 +342,7 @@ export async function synthesizeMutationTasks(opts: SynthOptions): Promise<Synth
       operators[v.c.operator].kept++;
       chosen.push(v);
     }
-    const tasks = chosen.map((v) => mutationTask(v.c, runner, v.failToPass, v.passToPass));
+    const tasks = chosen.map((v) => mutationTask(opts.workspace, v.c, runner, v.failToPass, v.passToPass));
     const surplus = valid.length - chosen.length;
     return {
       tasks,
@@ -411,6 +413,7 @@ export async function failingTestTasks(opts: FailingOptions): Promise<{ tasks: T
         runner: runner.kind,
         fail_to_pass: f2p,
         pass_to_pass: p2p,
+        origin: taskOrigin(opts.workspace, [file]),
       });
     }
     return {

@@ -1,14 +1,16 @@
 // Task files (JSONL, design.md "Task"): validation of every line, so a user sees all bad lines
 // at once and nothing runs until the file is valid.
+import * as path from 'node:path';
 import { TurnwiseError } from '../core/errors';
 import { parseJsonl, readUserTextFile, summarizeLineErrors, toJsonl, writeFileAtomic, type LineError } from '../core/fs';
 import { SCHEMA, type Task } from '../core/schema';
+import { workspacePathProblem } from './origin';
 
 const SOURCES = ['failing-tests', 'mutation', 'file'];
 const LANGUAGES = ['python', 'javascript', 'typescript', 'go'];
 const FORMATS = ['junit-xml', 'jest-json', 'go-test-json'];
 const RUNNERS = ['pytest', 'node-test', 'mocha', 'jest', 'go-test'];
-const KEYS = new Set(['schema', 'id', 'source', 'instruction', 'language', 'testCommand', 'reportFormat', 'runner', 'fail_to_pass', 'pass_to_pass', 'mutation']);
+const KEYS = new Set(['schema', 'id', 'source', 'instruction', 'language', 'testCommand', 'reportFormat', 'runner', 'fail_to_pass', 'pass_to_pass', 'mutation', 'origin']);
 const MUTATION_KEYS = new Set(['file', 'nodeKind', 'operator', 'enclosing', 'span', 'replacement']);
 
 const isStr = (v: unknown): v is string => typeof v === 'string' && v.trim() !== '';
@@ -53,6 +55,8 @@ export function validateTask(value: unknown): string[] {
     if (m === null || typeof m !== 'object' || Array.isArray(m)) reasons.push('mutation must be an object');
     else {
       for (const k of ['file', 'nodeKind', 'operator'] as const) if (!isStr(m[k])) reasons.push(`mutation.${k} must be a non-empty string`);
+      const pathProblem = isStr(m.file) ? workspacePathProblem(m.file) : undefined;
+      if (pathProblem) reasons.push(`mutation.file ${JSON.stringify(m.file)} ${pathProblem}: it must be a path inside the workspace, such as "src/app.py"`);
       if (typeof m.replacement !== 'string') reasons.push('mutation.replacement must be a string');
       const s = m.span as Record<string, unknown> | undefined;
       if (!s || typeof s !== 'object' || !Number.isInteger(s.start) || !Number.isInteger(s.end) || typeof s.text !== 'string' || (s.start as number) > (s.end as number)) {
@@ -61,6 +65,26 @@ export function validateTask(value: unknown): string[] {
       for (const k of Object.keys(m)) if (!MUTATION_KEYS.has(k)) reasons.push(`unknown field "mutation.${k}"`);
     }
   }
+  if (row.origin !== undefined) reasons.push(...originProblems(row.origin));
+  return reasons;
+}
+
+/** Why a task's `origin` record is malformed (a hand-edited or foreign file). */
+function originProblems(value: unknown): string[] {
+  const o = value as Record<string, unknown>;
+  if (o === null || typeof o !== 'object' || Array.isArray(o)) return ['origin must be an object {workspace, files}'];
+  const reasons: string[] = [];
+  if (typeof o.workspace !== 'string' || !path.isAbsolute(o.workspace)) reasons.push('origin.workspace must be the absolute path of the folder the task was made from');
+  const files = o.files as Record<string, unknown>;
+  if (files === null || typeof files !== 'object' || Array.isArray(files)) reasons.push('origin.files must be an object mapping workspace paths to sha256 hex digests');
+  else {
+    for (const [f, h] of Object.entries(files)) {
+      const p = workspacePathProblem(f);
+      if (p) reasons.push(`origin.files path ${JSON.stringify(f)} ${p}`);
+      if (typeof h !== 'string' || !/^[0-9a-f]{64}$/.test(h)) reasons.push(`origin.files[${JSON.stringify(f)}] must be a sha256 hex digest`);
+    }
+  }
+  for (const k of Object.keys(o)) if (k !== 'workspace' && k !== 'files') reasons.push(`unknown field "origin.${k}"`);
   return reasons;
 }
 

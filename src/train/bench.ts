@@ -21,6 +21,7 @@ import { CHECKPOINT_FILES, loadCheckpoint, saveCheckpoint } from '../policy/chec
 import type { SandboxPool } from '../sandbox';
 import { synthesizeMutationTasks } from '../tasks/synth';
 import { readTaskFile, writeTaskFile } from '../tasks/taskfile';
+import { assertWorkspaceHoldsTasks } from '../tasks/origin';
 import { detectRunner } from '../tasks/runners';
 import { commandSlotCount, connectRunPool, resolveTrainConfig, TRAIN_DEFAULTS, type TrainConfig, DEMO_SETTINGS } from './config';
 import { openRig, trainRun } from './run';
@@ -340,7 +341,10 @@ export async function benchRollout(o: RolloutBenchOptions): Promise<RolloutBench
     const model = await snapshotCheckpoint(o.model, path.join(tmp, 'model'));
     pool = await connectRunPool(runId, c);
     let tasks: Task[];
-    if (o.tasksFile) tasks = readTaskFile(o.tasksFile).slice(0, o.tasks ?? Infinity);
+    if (o.tasksFile) {
+      tasks = readTaskFile(o.tasksFile).slice(0, o.tasks ?? Infinity);
+      assertWorkspaceHoldsTasks(tasks, o.workspace, o.tasksFile);
+    }
     else {
       log(`synthesizing ${o.tasks ?? 8} tasks from ${o.workspace}`);
       tasks = (await synthesizeMutationTasks({ workspace: o.workspace, pool, seed, max: o.tasks ?? 8 })).tasks;

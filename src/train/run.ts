@@ -27,6 +27,7 @@ import type { StepMetrics, TrainBatch } from '../policy/trainer';
 import { SandboxPool, type PoolSnapshot } from '../sandbox';
 import { failingTestTasks, synthesizeMutationTasks } from '../tasks/synth';
 import { readTaskFile } from '../tasks/taskfile';
+import { assertWorkspaceHoldsTasks } from '../tasks/origin';
 import { collectTestFiles } from '../tasks/testfiles';
 import { detectRunner, type TestRunner } from '../tasks/runners';
 import { chatCodec, renderPrompt, type ChatCodec } from './chat';
@@ -481,7 +482,7 @@ export function runEvalTarget(ref: string, o: { runsRoot?: string; split: 'train
   const checkpoint = run.checkpointDir(iteration);
   if (!fs.existsSync(path.join(checkpoint, 'model.safetensors'))) throw new TurnwiseError('not-found', `${run.runId}'s checkpoint ${iteration} is missing (${checkpoint})`, { hint: `give --iteration N of a checkpoint under ${run.file('checkpoints')}` });
   const ids = new Set(run.readSplits()[o.split]);
-  const tasks = run.readTasks().filter((t) => ids.has(t.id));
+  const tasks = readTaskFile(run.file('tasks.jsonl')).filter((t) => ids.has(t.id));
   if (tasks.length === 0) throw new TurnwiseError('invalid-input', `${run.runId} has no ${o.split} task`, { hint: o.split === 'heldout' ? 'the run held no task out (heldoutFraction 0): give --split train' : 'give --split heldout' });
   return { run, config, tasks, checkpoint, iteration };
 }
@@ -501,6 +502,7 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
     // Mistakes found before any work (no test suite, an unreadable starting model, Docker down)
     // are refused here, so they leave no failed run directory behind. The pool stays for the run.
     runner = detectRunner(c.workspace, c.testCommand ? { command: c.testCommand } : undefined);
+    if (c.taskSource === 'file') assertWorkspaceHoldsTasks(readTaskFile(c.tasksFile!), c.workspace, c.tasksFile!);
     loadCheckpoint(c.model || embeddedModelDir(), { optimizer: false });
     pool = await connectRunPool(runId, c);
     try {
@@ -543,7 +545,9 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
     let tasks: Task[];
     let splits: { train: string[]; heldout: string[] };
     if (fs.existsSync(run.file('splits.json'))) {
-      tasks = run.readTasks();
+      // A resume poses the run's tasks again: refused if the workspace no longer holds their files.
+      tasks = readTaskFile(run.file('tasks.jsonl'));
+      assertWorkspaceHoldsTasks(tasks, c.workspace, run.file('tasks.jsonl'));
       splits = run.readSplits();
     } else {
       emit({ type: 'phase', iteration: 0, phase: 'tasks', detail: `${c.taskSource} tasks from ${c.workspace}` });

@@ -2,12 +2,11 @@
 // task's bug is written into a fresh sandbox (as in an episode) and `tw-suspects` is run there.
 // Only train-split tasks may be given: held-out tasks never become demonstrations (the ids used
 // are written next to the warm-started model, and a run never holds out one of them).
-import * as fs from 'node:fs';
-import * as path from 'node:path';
 import type { Task } from '../core/schema';
 import { prepareSandbox } from '../agent/episode';
 import type { PoolSnapshot, SandboxPool } from '../sandbox';
 import { detectRunner } from '../tasks/runners';
+import { readWorkspaceFile } from '../tasks/origin';
 import { synthesizeMutationTasks } from '../tasks/synth';
 import { FIXABLE_OPERATORS, fixCommand, withTopCandidates, type FixCase } from './demos';
 import { splitTasks } from './split';
@@ -16,8 +15,9 @@ import { splitTasks } from './split';
 export function taskFix(workspace: string, task: Task): Omit<FixCase, 'failing' | 'passing' | 'suspects'> | undefined {
   const m = task.mutation;
   if (!m || !FIXABLE_OPERATORS.has(m.operator)) return undefined;
-  const source = fs.readFileSync(path.join(workspace, m.file), 'utf8');
-  if (source.slice(m.span.start, m.span.end) !== m.span.text) return undefined;
+  // Only a plain file inside the workspace: a task's path is input, and this reads the host.
+  const source = readWorkspaceFile(workspace, m.file);
+  if (source === undefined || source.slice(m.span.start, m.span.end) !== m.span.text) return undefined;
   const mutated = source.slice(0, m.span.start) + m.replacement + source.slice(m.span.end);
   const line = source.slice(0, m.span.start).split('\n').length;
   const a = mutated.split('\n');

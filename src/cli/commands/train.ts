@@ -7,7 +7,7 @@ import { TurnwiseError } from '../../core/errors';
 import { assertWritableOutput, toJsonl, writeFileAtomic } from '../../core/fs';
 import type { RunEvent } from '../../core/events';
 import { RUNS_DIR } from '../../core/run';
-import { readTrajectories } from '../../core/trajectory';
+import { allEpisodesFailed, readTrajectories } from '../../core/trajectory';
 import type { Task, Trajectory } from '../../core/schema';
 import { readTaskFile } from '../../tasks/taskfile';
 import { assertWorkspaceHoldsTasks } from '../../tasks/origin';
@@ -247,6 +247,8 @@ export const evalCommand: CliCommand = {
       episodes = ran;
     }
     const { greedy, sampled: sampledEpisodes, model, taskCount, samples, out } = episodes;
+    const failedAll = allEpisodesFailed([...greedy, ...sampledEpisodes], out ? `the episodes are in ${out}; the reasons above say what to fix (\`turnwise doctor\` checks Docker and the images)` : 'the reasons above say what to fix (`turnwise doctor` checks Docker and the images; --out FILE keeps the episodes)');
+    if (failedAll) throw failedAll;
     const s = summarizeEval(greedy);
     const sampled = sampledEpisodes.length > 0 ? summarizeEval(sampledEpisodes) : undefined;
     const compare = earlier ? compareEvaluations(earlier, [...greedy, ...sampledEpisodes]) : undefined;

@@ -21,6 +21,60 @@ function firstProblem(n: SyntaxNode): SyntaxNode | undefined {
   return undefined;
 }
 
+/** The first syntax error of a parsed text: its 1-based line and what the agent is told. */
+function syntaxError(text: string, root: SyntaxNode): { line: number; reason: string } {
+  const p = firstProblem(root);
+  const where = p ? ` near ${JSON.stringify(text.slice(p.startIndex, Math.min(p.endIndex, p.startIndex + 20)) || text.slice(Math.max(0, p.startIndex - 10), p.startIndex + 10))} (column ${p.startPosition.column + 1})` : '';
+  return { line: (p?.startPosition.row ?? 0) + 1, reason: `bash syntax error${p?.isMissing ? ` (missing ${p.type})` : ''}${where}` };
+}
+
+/** One action of a script that splitCommands cut, with the line it starts on (1-based). */
+export interface ScriptCommand {
+  text: string;
+  line: number;
+}
+
+/**
+ * Cuts a bash script into the actions an agent would send one per turn, by its syntax tree
+ * rather than its newlines: a command per line, a heredoc with its body, a line continued with
+ * `\`, `&&` or `|` kept whole, `a; b` on one line one action. Comments and blank lines are
+ * skipped. A script that does not parse gives the line and reason of its first error, since
+ * where one command ends is then unknown.
+ */
+export async function splitCommands(text: string): Promise<{ commands: ScriptCommand[] } | { error: { line: number; reason: string } }> {
+  parser ??= createParser('bash');
+  const tree = (await parser).parse(text);
+  if (!tree) return { error: { line: 1, reason: 'the script could not be parsed' } };
+  try {
+    const root = tree.rootNode;
+    if (root.hasError) return { error: syntaxError(text, root) };
+    const commands: ScriptCommand[] = [];
+    let start = -1;
+    let end = -1;
+    let endRow = -1;
+    let line = 0;
+    const flush = () => {
+      if (start >= 0) commands.push({ text: text.slice(start, end), line });
+      start = -1;
+    };
+    for (const c of root.namedChildren) {
+      if (!c || c.type === 'comment') continue;
+      // A statement that starts on the line where the last one ended belongs to its action.
+      if (start >= 0 && c.startPosition.row > endRow) flush();
+      if (start < 0) {
+        start = c.startIndex;
+        line = c.startPosition.row + 1;
+      }
+      end = c.endIndex;
+      endRow = c.endPosition.row;
+    }
+    flush();
+    return { commands };
+  } finally {
+    tree.delete();
+  }
+}
+
 /**
  * Classifies an action. `ended` is false when generation stopped at the length limit without
  * an end-of-turn token: a cut command is never run, even when what came out parses.
@@ -37,11 +91,7 @@ export async function parseAction(text: string, ended = true): Promise<ParsedAct
   if (!tree) return { kind: 'format-error', reason: 'the command could not be parsed' };
   try {
     const root = tree.rootNode;
-    if (root.hasError) {
-      const p = firstProblem(root);
-      const where = p ? ` near ${JSON.stringify(command.slice(p.startIndex, Math.min(p.endIndex, p.startIndex + 20)) || command.slice(Math.max(0, p.startIndex - 10), p.startIndex + 10))} (column ${p.startPosition.column + 1})` : '';
-      return { kind: 'format-error', reason: `bash syntax error${p?.isMissing ? ` (missing ${p.type})` : ''}${where}` };
-    }
+    if (root.hasError) return { kind: 'format-error', reason: syntaxError(command, root).reason };
     if (root.namedChildren.every((c) => !c || c.type === 'comment')) return { kind: 'format-error', reason: 'no command (only a comment or whitespace)' };
     return { kind: 'bash', command };
   } finally {

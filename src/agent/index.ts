@@ -6,4 +6,5 @@ export * from './docker';
 export * from './episode';
 export * from './prompt';
 export * from './scheduler';
+export * from './scripted';
 export * from './types';

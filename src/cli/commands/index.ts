@@ -8,10 +8,11 @@ import { benchSandboxCommand } from './bench-sandbox';
 import { benchTasksCommand } from './bench-tasks';
 import { benchTrainCommand } from './bench-train';
 import { doctorCommand } from './doctor';
+import { episodeCommand } from './episode';
 import { imagesBuildCommand } from './images';
 import { policyCommands } from './policy';
 import { sandboxPruneCommand } from './sandbox';
 import { tasksCommands } from './tasks';
 import { trainCommands } from './train';
 
-export const COMMANDS: CliCommand[] = [advantagesCommand, benchCreditCommand, benchLearnCommand, benchRolloutCommand, benchSandboxCommand, benchTasksCommand, benchTrainCommand, doctorCommand, imagesBuildCommand, ...policyCommands, sandboxPruneCommand, ...tasksCommands, ...trainCommands].sort((a, b) => a.name.localeCompare(b.name));
+export const COMMANDS: CliCommand[] = [advantagesCommand, benchCreditCommand, benchLearnCommand, benchRolloutCommand, benchSandboxCommand, benchTasksCommand, benchTrainCommand, doctorCommand, episodeCommand, imagesBuildCommand, ...policyCommands, sandboxPruneCommand, ...tasksCommands, ...trainCommands].sort((a, b) => a.name.localeCompare(b.name));

@@ -36,7 +36,11 @@ describe('docker: the main job, shortened (demo --quick)', function () {
     assert.equal(r.code, 0, r.stderr.slice(-2000));
     const events = r.stdout.split('\n').map(parseEventLine).filter((e): e is RunEvent => !!e);
     const types = events.map((e) => e.type);
-    assert.equal(types[0] === 'run-started' || types.indexOf('run-started') < types.indexOf('iteration-finished'), true);
+    // Both events must be there: indexOf of a missing one is -1, which any order check would pass.
+    const startedAt = types.indexOf('run-started');
+    const firstIteration = types.indexOf('iteration-finished');
+    assert.ok(startedAt >= 0, `no run-started event among ${types.join(', ')}`);
+    assert.ok(firstIteration > startedAt, `run-started (event ${startedAt}) comes before the first iteration-finished (event ${firstIteration})`);
     assert.deepEqual(events.filter((e) => e.type === 'iteration-finished').map((e) => (e as { iteration: number }).iteration), [0, 1]);
     assert.equal(types[types.length - 1], 'run-finished');
     const started = events.find((e) => e.type === 'run-started') as Extract<RunEvent, { type: 'run-started' }>;

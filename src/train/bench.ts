@@ -171,7 +171,12 @@ export function machineCpuBusySeconds(statText?: string): number | null {
   return busy / 100; // USER_HZ is 100 on Linux for /proc/stat
 }
 
-/** Fraction of episodes whose actions are the same in both passes (seeded sampling must not depend on the batch). */
+/**
+ * Fraction of episodes whose actions are the same in both passes. Seeded sampling does not depend
+ * on the batch, but ONNX Runtime rounds differently across batch shapes (the concurrent pass
+ * batches by timing): log-probs differ in their last bits (logprobDrift), so a token drawn within
+ * that much of a boundary, or a greedy near-tie, can flip now and then. Near 1, not always 1.
+ */
 export function sameActionsFraction(a: readonly Trajectory[], b: readonly Trajectory[]): number | null {
   const n = Math.min(a.length, b.length);
   if (n === 0) return null;
@@ -182,6 +187,23 @@ export function sameActionsFraction(a: readonly Trajectory[], b: readonly Trajec
     if (x.length === y.length && x.every((s, k) => s === y[k])) same++;
   }
   return same / n;
+}
+
+/**
+ * Largest |Δ log-prob| between the passes over the turns both sampled the same tokens for (the
+ * rounding difference of the batch shapes), or null when no turn is comparable.
+ */
+export function logprobDrift(a: readonly Trajectory[], b: readonly Trajectory[]): number | null {
+  let max: number | null = null;
+  for (let i = 0; i < Math.min(a.length, b.length); i++) {
+    for (let k = 0; k < Math.min(a[i].turns.length, b[i].turns.length); k++) {
+      const x = a[i].turns[k];
+      const y = b[i].turns[k];
+      if (!x.tokenIds || !y.tokenIds || !x.logprobs || !y.logprobs || x.tokenIds.join() !== y.tokenIds.join()) continue;
+      for (let j = 0; j < Math.min(x.logprobs.length, y.logprobs.length); j++) max = Math.max(max ?? 0, Math.abs(x.logprobs[j] - y.logprobs[j]));
+    }
+  }
+  return max;
 }
 
 export interface RolloutBenchResult {
@@ -206,8 +228,10 @@ export interface RolloutBenchResult {
    * Batching generation lowers the CPU seconds and so can beat it; contention raises them.
    */
   speedup_cpu_bound: number | null;
-  /** Fraction of episodes with identical actions in both passes (1: same seeds gave the same work). */
+  /** Fraction of episodes with identical actions in both passes (near 1: same seeds gave the same work; see sameActionsFraction). */
   same_actions: number | null;
+  /** Largest |Δ log-prob| between the passes on turns with the same tokens: ONNX Runtime's rounding across batch shapes. */
+  logprob_max_diff: number | null;
   tasks: number;
   episodes: number;
   max_turns: number;
@@ -241,7 +265,7 @@ export interface RolloutRepeat {
 export function rolloutSummary(
   seq: RolloutPassStats,
   conc: RolloutPassStats,
-  ctx: { tasks: number; maxTurns: number; seed: number; model: string; workspace: string; setupS: number; sameActions: number | null; cpus?: number; commandSlots?: number },
+  ctx: { tasks: number; maxTurns: number; seed: number; model: string; workspace: string; setupS: number; sameActions: number | null; logprobMaxDiff?: number | null; cpus?: number; commandSlots?: number },
 ): RolloutBenchResult {
   const s = seq.episodes_per_min;
   const c = conc.episodes_per_min;
@@ -261,6 +285,7 @@ export function rolloutSummary(
     cores_busy_concurrent: conc.cores_busy,
     speedup_cpu_bound: seq.cpu_busy_s && seq.wall_s ? round(((ctx.cpus ?? os.cpus().length) * seq.wall_s) / seq.cpu_busy_s) : null,
     same_actions: ctx.sameActions === null ? null : round(ctx.sameActions),
+    logprob_max_diff: ctx.logprobMaxDiff ?? null,
     tasks: ctx.tasks,
     episodes: seq.episodes,
     max_turns: ctx.maxTurns,
@@ -372,7 +397,7 @@ export async function benchRollout(o: RolloutBenchOptions): Promise<RolloutBench
         provider: poolProvider(rig!.pool, rig!.snapshot),
         model: rig!.model,
         checkpoint: model,
-        originalTestFiles: rig!.originals,
+        originals: rig!.originals,
         concurrency: conc,
         maxBatch: conc,
         batchWaitMs: c.batchWaitMs,
@@ -404,6 +429,7 @@ export async function benchRollout(o: RolloutBenchOptions): Promise<RolloutBench
     const repeats = o.repeats ?? 1;
     const pairs: { seq: RolloutPassStats; conc: RolloutPassStats }[] = [];
     let sameActions: number | null = null;
+    let logprobMaxDiff: number | null = null;
     let timedMs = 0;
     for (let k = 0; k < repeats; k++) {
       const of = repeats > 1 ? ` (repeat ${k + 1}/${repeats})` : '';
@@ -416,6 +442,8 @@ export async function benchRollout(o: RolloutBenchOptions): Promise<RolloutBench
       // The least agreement over the repeats: every pass should do the same work.
       const same = sameActionsFraction(seq.result.trajectories, conc.result.trajectories);
       sameActions = k === 0 || same === null || sameActions === null ? same : Math.min(sameActions, same);
+      const drift = logprobDrift(seq.result.trajectories, conc.result.trajectories);
+      if (drift !== null) logprobMaxDiff = Math.max(logprobMaxDiff ?? 0, drift);
     }
     pool.warm(rig.snapshot, 0);
     return repeatedRolloutSummary(pairs, {
@@ -426,6 +454,7 @@ export async function benchRollout(o: RolloutBenchOptions): Promise<RolloutBench
       workspace: o.workspace,
       setupS: (Date.now() - t0 - timedMs) / 1000,
       sameActions,
+      logprobMaxDiff,
       ...(slots !== undefined ? { commandSlots: slots } : {}),
     });
   } finally {

@@ -40,13 +40,23 @@ describe('docker: turnwise bench rollout --json', function () {
     assert.equal(r.sequential.overlap_s, 0);
     assert.equal(r.sequential.batches, r.sequential.turns);
     assert.ok(r.concurrent.mean_batch >= 1 && r.concurrent.mean_batch <= 3);
-    // Same seeds, and sampling that does not depend on the batch: the same work in both passes.
-    assert.equal(r.same_actions, 1);
-    assert.equal(r.concurrent.turns, r.sequential.turns);
-    assert.equal(r.concurrent.sampled_tokens, r.sequential.sampled_tokens);
+    // Same seeds, and sampling that does not depend on the batch: the same work in both passes,
+    // up to ONNX Runtime's rounding. The concurrent pass batches by timing, and other batch shapes
+    // round log-probs differently (measured with the embedded policy: batch 3 against batch 1, every
+    // one of 120 rows differed, by at most 8e-6, and all 120 sampled the same tokens), so a token
+    // drawn that close to a boundary can flip: one of the 3 episodes may differ, not more. With
+    // other seeds in the concurrent pass, next to no action would match.
+    assert.ok(r.same_actions >= 2 / 3, `same actions ${r.same_actions}`);
+    if (r.same_actions === 1) {
+      assert.equal(r.concurrent.turns, r.sequential.turns);
+      assert.equal(r.concurrent.sampled_tokens, r.sequential.sampled_tokens);
+    }
+    // The rounding itself: present or not, it stays in the last bits of the log-probs.
+    assert.equal(typeof r.logprob_max_diff, 'number');
+    assert.ok(r.logprob_max_diff >= 0 && r.logprob_max_diff < 1e-3, `log-probs differ by ${r.logprob_max_diff} between the passes`);
     // Each pass has its own observation cache, so both replay the same commands (episode 3
     // repeats task 1; in the concurrent pass it waits for episode 1's run instead of rerunning).
-    assert.equal(r.concurrent.cached_turns, r.sequential.cached_turns);
+    if (r.same_actions === 1) assert.equal(r.concurrent.cached_turns, r.sequential.cached_turns);
     assert.ok(r.sequential.cached_turns >= 0 && r.sequential.cached_turns < 1);
     // Two repeats: both listed, the reported one is one of them, the range covers them.
     assert.equal(r.repeats.length, 2);

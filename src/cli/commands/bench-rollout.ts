@@ -61,7 +61,7 @@ export const benchRolloutCommand: CliCommand = {
         row(`${r.concurrency} in flight`, r.concurrent),
         `  command slots ${r.command_slots ?? 'no limit'}`,
         ...(r.repeats ? [`  repeats     speedups ${r.repeats.map((x) => `×${x.speedup ?? '?'}`).join(', ')}; the figures above are the median repeat's`] : []),
-        `  speedup     ×${r.speedup} (target ≥ ${r.target_speedup}; the sequential pass's CPU seconds on ${r.cpus} cores allow ×${r.speedup_cpu_bound ?? '?'}); same actions in both passes: ${r.same_actions}`,
+        `  speedup     ×${r.speedup} (target ≥ ${r.target_speedup}; the sequential pass's CPU seconds on ${r.cpus} cores allow ×${r.speedup_cpu_bound ?? '?'}); same actions in both passes: ${r.same_actions} (log-probs differ by up to ${r.logprob_max_diff ?? '?'} across batch shapes)`,
       ].join('\n'),
     );
     return 0;

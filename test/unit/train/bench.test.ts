@@ -9,7 +9,7 @@ import type { MetricsRow } from '../../../src/core/events';
 import type { Trajectory } from '../../../src/core/schema';
 import type { RolloutResult, Span } from '../../../src/agent/scheduler';
 import { signTestP } from '../../../src/core/stats';
-import { firstImprovement, learnSummary, machineCpuBusySeconds, meanCurve, metricCurve, overlapSeconds, passStats, repeatedRolloutSummary, rolloutSummary, sameActionsFraction, snapshotCheckpoint, type LearnRun } from '../../../src/train/bench';
+import { firstImprovement, learnSummary, machineCpuBusySeconds, meanCurve, metricCurve, overlapSeconds, passStats, repeatedRolloutSummary, rolloutSummary, logprobDrift, sameActionsFraction, snapshotCheckpoint, type LearnRun } from '../../../src/train/bench';
 
 const traj = (actions: string[], failure?: string): Trajectory =>
   ({
@@ -133,6 +133,18 @@ describe('train/bench: rollout summary', () => {
     assert.equal(sameActionsFraction([traj(['a', 'b']), traj(['c'])], [traj(['a', 'b']), traj(['d'])]), 0.5);
     assert.equal(sameActionsFraction([traj(['a'])], [traj(['a', 'b'])]), 0);
     assert.equal(sameActionsFraction([], []), null);
+  });
+
+  it('logprobDrift: the largest log-prob difference over turns that sampled the same tokens', () => {
+    const turn = (tokenIds: number[], logprobs: number[]) => ({ index: 0, action: 'a', observation: '', exitCode: 0, durationMs: 1, tokenIds, logprobs });
+    const ep = (...turns: ReturnType<typeof turn>[]) => ({ ...traj([]), turns });
+    const a = [ep(turn([1, 2], [-0.5, -1.25]), turn([3], [-2])), ep(turn([4], [-0.1]))];
+    const b = [ep(turn([1, 2], [-0.5000031, -1.25]), turn([9], [-7])), ep(turn([4], [-0.1000004]))];
+    // The flipped turn ([3] vs [9]) is left out; the others differ by rounding.
+    assert.ok(Math.abs(logprobDrift(a, b)! - 3.1e-6) < 1e-12);
+    assert.equal(logprobDrift(a, a), 0);
+    assert.equal(logprobDrift([ep(turn([3], [-2]))], [ep(turn([9], [-7]))]), null);
+    assert.equal(logprobDrift([], []), null);
   });
 });
 

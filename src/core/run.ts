@@ -1,9 +1,13 @@
 // A run directory (design.md "Run directory"): `.turnwise/runs/<run-id>/` with config.json,
-// tasks.jsonl, splits.json, status.json, metrics.jsonl, iterations/<n>/{trajectories,eval}.jsonl
-// and checkpoints/<n>/. Every file is written atomically. An iteration is complete once its
-// metrics line is written, and that line is written last (after its trajectories and its
-// checkpoint), so a crash at any point leaves the previous iteration as the last complete one.
+// tasks.jsonl, splits.json, status.json, metrics.jsonl, iterations/<n>/{trajectories,eval}.jsonl,
+// checkpoints/<n>/ and, while a process works in it, lock.json. Every file is written atomically.
+// An iteration is complete when its own files say so: its checkpoint and trajectories are
+// written first, then its marker iterations/<n>/iteration.json (the metrics row, naming the run).
+// metrics.jsonl is a log rebuilt from the markers, so a damaged log never decides what is
+// complete, and nothing with a marker is ever deleted: a crash at any point leaves the previous
+// iteration as the last complete one, and what the cut one left is all that a resume discards.
 import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import { TurnwiseError } from './errors';
 import type { MetricsRow } from './events';
@@ -14,6 +18,11 @@ export const RUNS_DIR = path.join('.turnwise', 'runs');
 
 export type RunState = 'running' | 'finished' | 'failed' | 'stopped';
 
+/** Schema of an iteration's marker, iterations/<n>/iteration.json. */
+export const ITERATION_SCHEMA = 'turnwise/iteration@1';
+/** Schema of lock.json, held while a process works in a run directory. */
+export const RUN_LOCK_SCHEMA = 'turnwise/run-lock@1';
+
 /** status.json: what a reader needs to show a run without reading everything else. */
 export interface RunStatus {
   schema: typeof SCHEMA.runStatus;
@@ -21,6 +30,8 @@ export interface RunStatus {
   state: RunState;
   /** Process writing the run while `running` (a reader checks it is alive). */
   pid?: number;
+  /** Host of that process (a pid names a process on one machine only). */
+  host?: string;
   iterations: number;
   lastCompleteIteration: number;
   updatedAt: string;
@@ -34,6 +45,78 @@ export interface RunSplits {
 }
 
 const TRAJ_FILES = { train: 'trajectories.jsonl', heldout: 'eval.jsonl' } as const;
+
+/** iterations/<n>/iteration.json: the marker that commits iteration n (its metrics row). */
+export interface IterationRecord {
+  schema: typeof ITERATION_SCHEMA;
+  runId: string;
+  iteration: number;
+  committedAt: string;
+  metrics: MetricsRow;
+}
+
+/** lock.json: who works in a run directory now. */
+export interface RunLockRecord {
+  schema: typeof RUN_LOCK_SCHEMA;
+  pid: number;
+  host: string;
+  startedAt: string;
+  /** Tells this holder's lock from a later one with a reused pid. */
+  token: string;
+}
+
+/** A file of a run directory that is not as it should be: what is wrong and what to do. */
+export interface RunProblem {
+  file: string;
+  problem: string;
+  fix: string;
+}
+
+/** What a run directory holds, read without changing anything (RunDir.inventory). */
+export interface RunInventory {
+  /** Committed iterations, ascending (each has its marker, or a legacy metrics line, and a checkpoint). */
+  committed: number[];
+  /** Their metrics rows, in order. */
+  rows: MetricsRow[];
+  /** The last of an unbroken 0..n of committed iterations; -1 when none. */
+  lastComplete: number;
+  /** Iterations on disk past lastComplete that were never committed (an interrupted one's leftovers). */
+  leftovers: number[];
+  /** Committed iterations whose marker is to be (re)written from a legacy or intact metrics line. */
+  markersToWrite: number[];
+  /** What stops a resume (a complete iteration that cannot be used as it is, or would be lost). */
+  damage: RunProblem[];
+  /** What a resume reports and goes on with (a log rebuilt, episodes missing). */
+  warnings: RunProblem[];
+  /** metrics.jsonl differs from the committed rows (damaged, missing, stale): rebuilt on a resume. */
+  metricsLogStale: boolean;
+}
+
+/** Whether a process with this pid runs on this machine (EPERM: it does, as another user). */
+export function pidAlive(pid: number | undefined): boolean {
+  if (!pid || !Number.isInteger(pid) || pid < 0) return false;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * The state a reader shows: status.json's, except that a run whose status says `running` while
+ * its process (on this host) is gone is `interrupted` (killed, or the machine went down).
+ */
+export function runDisplayState(status: RunStatus | undefined): RunState | 'interrupted' | 'unknown' {
+  if (!status || typeof status.state !== 'string') return 'unknown';
+  if (status.state !== 'running') return status.state;
+  if (status.host && status.host !== os.hostname()) return 'running';
+  return pidAlive(status.pid) ? 'running' : 'interrupted';
+}
+
+const ITERATION_MARKER = 'iteration.json';
+const LOCK_FILE = 'lock.json';
+let lockCounter = 0;
 
 /** `<name>__<estimator>__<seed>__<yyyymmdd-hhmmss>`, cleanrl-style: readable and sortable. */
 export function newRunId(parts: { name: string; estimator: string; seed: number }, now: Date = new Date()): string {
@@ -69,7 +152,7 @@ export class RunDir {
       throw new TurnwiseError(
         'not-found',
         existing ? `${existing} is not a Turnwise run directory (no config.json)` : `no run "${ref}"${runsRoot ? ` (looked in ${path.resolve(runsRoot)})` : ''}`,
-        { hint: `give a run id listed under ${RUNS_DIR}, or the path of a run directory` },
+        { hint: `give a run id listed under ${RUNS_DIR}, or the path of a run directory${existing ? '; if this is one, restore its config.json from a backup' : ''}` },
       );
     }
     return new RunDir(dir, path.basename(dir));
@@ -105,15 +188,40 @@ export class RunDir {
     writeJsonAtomic(this.file('splits.json'), { schema: SCHEMA.runSplits, ...splits } satisfies RunSplits);
   }
 
+  /** The run's tasks; a missing, unreadable or damaged file is an error naming it (and the line). */
   readTasks(): Task[] {
-    const text = readText(this.file('tasks.jsonl'));
-    const { rows, errors } = parseJsonl<Task>(text);
-    if (errors.length) throw new TurnwiseError('invalid-file', `${this.file('tasks.jsonl')}:${errors[0].line}: ${errors[0].reason}`, { hint: 'the run directory is damaged: start a new run' });
+    const f = this.file('tasks.jsonl');
+    const text = readText(f, 'the run\'s tasks');
+    const { rows, errors } = parseJsonl<Task>(text, (row) => (typeof (row as { id?: unknown }).id === 'string' ? [] : ['a task without a string "id"']));
+    if (errors.length) throw new TurnwiseError('invalid-file', `${f}:${errors[0].line}: ${errors[0].reason}`, { hint: DAMAGED_HINT });
+    if (rows.length === 0) throw new TurnwiseError('invalid-file', `${f} holds no task`, { hint: DAMAGED_HINT });
     return rows;
   }
 
-  readSplits(): RunSplits {
-    return readJsonFile(this.file('splits.json')) as RunSplits;
+  /**
+   * The run's train / held-out split, checked: two lists of task ids, each id one of `tasks`
+   * (when given). A split that names other tasks (another run's file) is an error naming it.
+   */
+  readSplits(tasks?: readonly Task[]): RunSplits {
+    const f = this.file('splits.json');
+    const v = readJsonFile(f, 'the run\'s train / held-out split') as Partial<RunSplits> | null;
+    const isIds = (x: unknown): x is string[] => Array.isArray(x) && x.every((id) => typeof id === 'string');
+    for (const k of ['train', 'heldout'] as const) {
+      if (!v || typeof v !== 'object' || !isIds(v[k])) {
+        throw new TurnwiseError('invalid-file', `${f}: "${k}" must be a list of task ids, got ${JSON.stringify(v && typeof v === 'object' ? v[k] : v)?.slice(0, 80)}`, { hint: DAMAGED_HINT });
+      }
+    }
+    const splits = v as RunSplits;
+    if (tasks) {
+      const ids = new Set(tasks.map((t) => t.id));
+      const unknown = [...splits.train, ...splits.heldout].filter((id) => !ids.has(id));
+      if (unknown.length) {
+        throw new TurnwiseError('invalid-file', `${f} names ${unknown.length} task id(s) that ${this.file('tasks.jsonl')} does not hold (first: ${JSON.stringify(unknown[0])}): the two files are not of one run`, {
+          hint: DAMAGED_HINT,
+        });
+      }
+    }
+    return splits;
   }
 
   iterationDir(n: number): string {
@@ -139,82 +247,317 @@ export class RunDir {
     return rows;
   }
 
+  /** metrics.jsonl as a reader shows it: its readable rows (a damaged line is skipped). */
   readMetrics(): MetricsRow[] {
     const f = this.file('metrics.jsonl');
-    if (!fs.existsSync(f)) return [];
+    if (!isFile(f)) return [];
     return parseJsonl<MetricsRow>(readText(f)).rows.filter((r) => Number.isInteger(r.iteration));
   }
 
   /**
-   * Commits iteration `row.iteration`: rewrites metrics.jsonl with the row appended (atomic),
-   * replacing any earlier row of the same iteration.
+   * Commits iteration `row.iteration` (its checkpoint and trajectories are already written):
+   * writes its marker, then the metrics log rebuilt from the committed rows before it plus this
+   * one. Both atomic; the marker is what counts.
    */
-  appendMetrics(row: MetricsRow): void {
-    const rows = this.readMetrics().filter((r) => r.iteration < row.iteration);
-    writeFileAtomic(this.file('metrics.jsonl'), toJsonl([...rows, row]));
-  }
-
-  /** The last iteration whose metrics line and checkpoint are both on disk; -1 when none. */
-  lastCompleteIteration(): number {
-    let last = -1;
-    for (const r of this.readMetrics()) {
-      if (fs.existsSync(path.join(this.checkpointDir(r.iteration), 'model.safetensors'))) last = Math.max(last, r.iteration);
+  commitIteration(row: MetricsRow): void {
+    const n = row.iteration;
+    if (!isFile(path.join(this.checkpointDir(n), 'model.safetensors'))) {
+      throw new TurnwiseError('internal', `iteration ${n} cannot be committed before its checkpoint ${this.checkpointDir(n)} is written`);
     }
-    return last;
+    const before = this.inventory().rows.filter((r) => r.iteration < n);
+    writeJsonAtomic(path.join(this.iterationDir(n), ITERATION_MARKER), {
+      schema: ITERATION_SCHEMA,
+      runId: this.runId,
+      iteration: n,
+      committedAt: new Date().toISOString(),
+      metrics: row,
+    } satisfies IterationRecord);
+    writeFileAtomic(this.file('metrics.jsonl'), toJsonl([...before, row]));
   }
 
   /**
-   * Removes what an interrupted iteration left after `n` (its trajectories, a checkpoint, a
-   * metrics line) so a resumed run redoes it from a clean state. Returns the iterations removed.
+   * What the run directory holds, read-only: which iterations are committed (by their own
+   * markers; a run written before markers existed by its metrics lines and checkpoints), what an
+   * interrupted iteration left, what is damaged and what is only worth a warning.
+   */
+  inventory(): RunInventory {
+    const damage: RunProblem[] = [];
+    const warnings: RunProblem[] = [];
+    const logFile = this.file('metrics.jsonl');
+    const log = new Map<number, MetricsRow>();
+    let logProblem: string | undefined;
+    for (const f of [logFile, this.file('status.json')]) {
+      // Both are rebuilt from the rest, but a folder in their place may hold someone's files.
+      if (fs.existsSync(f) && !isFile(f)) damage.push({ file: f, problem: 'it is not a file', fix: `move it away; Turnwise writes ${path.basename(f)} anew from the run's complete iterations` });
+    }
+    if (isFile(logFile)) {
+      {
+        const { rows, errors } = parseJsonl<MetricsRow>(readText(logFile));
+        for (const r of rows) if (Number.isInteger(r.iteration) && r.iteration >= 0) log.set(r.iteration, r);
+        if (errors.length) logProblem = `line ${errors[0].line} is ${errors[0].reason}${errors.length > 1 ? ` (and ${errors.length - 1} more line(s))` : ''}`;
+      }
+    }
+    const numbers = new Set<number>();
+    for (const sub of ['iterations', 'checkpoints']) {
+      for (const name of listDir(this.file(sub))) if (/^\d+$/.test(name)) numbers.add(Number(name));
+    }
+    for (const n of log.keys()) numbers.add(n);
+    const committed: number[] = [];
+    const rows: MetricsRow[] = [];
+    const markersToWrite: number[] = [];
+    const uncommitted: number[] = [];
+    for (const n of [...numbers].sort((a, b) => a - b)) {
+      const marker = path.join(this.iterationDir(n), ITERATION_MARKER);
+      const model = path.join(this.checkpointDir(n), 'model.safetensors');
+      let row: MetricsRow | undefined;
+      if (fs.existsSync(marker) && !isFile(marker)) {
+        damage.push({ file: marker, problem: 'it is not a file', fix: `move it away: iteration ${n}'s marker is then ${log.has(n) ? 'rewritten from its line in metrics.jsonl' : 'gone, and its files are kept'}` });
+        continue;
+      }
+      if (fs.existsSync(marker)) {
+        const rec = readMarker(marker);
+        if (typeof rec === 'string') {
+          if (log.has(n) && isFile(model)) {
+            row = log.get(n);
+            markersToWrite.push(n);
+            warnings.push({ file: marker, problem: rec, fix: 'rewritten from its line in metrics.jsonl' });
+          } else {
+            damage.push({ file: marker, problem: rec, fix: `restore it from a backup (iteration ${n}'s checkpoint and episodes are kept as they are)` });
+            continue;
+          }
+        } else if (rec.runId !== this.runId || rec.iteration !== n) {
+          damage.push({ file: marker, problem: `it is the marker of ${rec.runId !== this.runId ? `run ${rec.runId}` : `iteration ${rec.iteration}`}, not of ${this.runId}'s iteration ${n}`, fix: 'restore this run\'s own file from a backup' });
+          continue;
+        } else row = rec.metrics;
+      } else if (log.has(n) && fs.existsSync(model)) {
+        // A run written before iterations had markers (or a lost marker): its metrics line and checkpoint commit it.
+        row = log.get(n);
+        markersToWrite.push(n);
+      }
+      if (!row) {
+        uncommitted.push(n);
+        continue;
+      }
+      committed.push(n);
+      rows.push(row);
+      if (!fs.existsSync(model)) damage.push({ file: model, problem: `iteration ${n} is complete but its checkpoint is missing`, fix: `restore ${this.checkpointDir(n)} from a backup` });
+      else if (!isFile(model)) damage.push({ file: model, problem: 'it is not a file', fix: `restore ${this.checkpointDir(n)} from a backup` });
+      if (n > 0) {
+        const t = path.join(this.iterationDir(n), TRAJ_FILES.train);
+        if (!isFile(t)) warnings.push({ file: t, problem: `iteration ${n}'s episodes are ${fs.existsSync(t) ? 'not a file' : 'missing'}`, fix: 'the run goes on without them; views show no episodes for that iteration' });
+      }
+    }
+    let lastComplete = -1;
+    while (committed.includes(lastComplete + 1)) lastComplete++;
+    for (const n of committed) {
+      if (n <= lastComplete) continue;
+      const gap = lastComplete + 1;
+      damage.push({
+        file: path.join(this.iterationDir(gap), ITERATION_MARKER),
+        problem: `iteration ${n} is complete but iteration ${gap} is not (no marker)`,
+        fix: `restore iteration ${gap}'s files (${this.iterationDir(gap)}, ${this.checkpointDir(gap)}) from a backup; nothing was deleted`,
+      });
+      break;
+    }
+    const leftovers = uncommitted.filter((n) => n > lastComplete);
+    for (const n of uncommitted) {
+      if (n <= lastComplete && fs.existsSync(this.iterationDir(n))) {
+        damage.push({ file: path.join(this.iterationDir(n), ITERATION_MARKER), problem: `iteration ${n} has files but no marker, while later iterations are complete`, fix: 'restore the marker from a backup; nothing was deleted' });
+      }
+    }
+    const logRows = [...log.values()].sort((a, b) => a.iteration - b.iteration);
+    const metricsLogStale = logProblem !== undefined || JSON.stringify(logRows) !== JSON.stringify(rows);
+    if (logProblem) warnings.push({ file: logFile, problem: logProblem, fix: 'rebuilt from the iterations\' own markers (iterations/<n>/iteration.json)' });
+    else if (metricsLogStale && rows.length) warnings.push({ file: logFile, problem: fs.existsSync(logFile) ? 'it does not match the iterations\' markers' : 'it is missing', fix: 'rebuilt from the iterations\' own markers (iterations/<n>/iteration.json)' });
+    return { committed, rows, lastComplete, leftovers, markersToWrite, damage, warnings, metricsLogStale };
+  }
+
+  /** Writes the markers a legacy or damaged-marker run lacks and rebuilds metrics.jsonl from the committed rows. */
+  repairLog(inv: RunInventory = this.inventory()): void {
+    for (const n of inv.markersToWrite) {
+      const row = inv.rows[inv.committed.indexOf(n)];
+      writeJsonAtomic(path.join(this.iterationDir(n), ITERATION_MARKER), { schema: ITERATION_SCHEMA, runId: this.runId, iteration: n, committedAt: new Date().toISOString(), metrics: row } satisfies IterationRecord);
+    }
+    if (inv.metricsLogStale) writeFileAtomic(this.file('metrics.jsonl'), toJsonl(inv.rows));
+  }
+
+  /** The last iteration of an unbroken run of complete ones from 0; -1 when none. */
+  lastCompleteIteration(): number {
+    return this.inventory().lastComplete;
+  }
+
+  /**
+   * Removes what an interrupted iteration left after `n` (its trajectories, a checkpoint, temp
+   * folders of a checkpoint write) so a resumed run redoes it from a clean state. An iteration
+   * with a marker is never removed, whatever `n` says. Returns the iterations removed.
    */
   discardAfter(n: number): number[] {
     const removed = new Set<number>();
+    const committed = (k: number) => fs.existsSync(path.join(this.iterationDir(k), ITERATION_MARKER));
     for (const sub of ['iterations', 'checkpoints']) {
-      let names: string[] = [];
-      try {
-        names = fs.readdirSync(this.file(sub));
-      } catch {
-        continue;
-      }
-      for (const name of names) {
+      for (const name of listDir(this.file(sub))) {
         // Leftover temp folders of an interrupted checkpoint write are ours to remove too.
-        const m = /^(\d+)(\.tmp-.*)?$/.exec(name);
+        const m = /^(\d+)(\.tmp-.*|\.turnwise-tmp-.*)?$/.exec(name);
         if (!m || Number(m[1]) <= n) continue;
+        if (!m[2] && committed(Number(m[1]))) continue;
         fs.rmSync(this.file(sub, name), { recursive: true, force: true });
         if (!m[2]) removed.add(Number(m[1]));
       }
     }
     const rows = this.readMetrics();
-    if (rows.some((r) => r.iteration > n)) writeFileAtomic(this.file('metrics.jsonl'), toJsonl(rows.filter((r) => r.iteration <= n)));
+    if (rows.some((r) => r.iteration > n && !committed(r.iteration))) writeFileAtomic(this.file('metrics.jsonl'), toJsonl(rows.filter((r) => r.iteration <= n || committed(r.iteration))));
     return [...removed].sort((a, b) => a - b);
   }
 
+  /** status.json, or undefined when it is missing or unreadable (it only summarizes the rest). */
   readStatus(): RunStatus | undefined {
     try {
-      return readJsonFile(this.file('status.json')) as RunStatus;
+      const s = JSON.parse(fs.readFileSync(this.file('status.json'), 'utf8')) as RunStatus;
+      return s && typeof s === 'object' && typeof s.state === 'string' ? s : undefined;
     } catch {
       return undefined;
     }
   }
 
-  writeStatus(s: Omit<RunStatus, 'schema' | 'runId' | 'updatedAt'>): void {
-    writeJsonAtomic(this.file('status.json'), { schema: SCHEMA.runStatus, runId: this.runId, ...s, updatedAt: new Date().toISOString() } satisfies RunStatus);
+  writeStatus(s: Omit<RunStatus, 'schema' | 'runId' | 'updatedAt' | 'host'>): void {
+    writeJsonAtomic(this.file('status.json'), {
+      schema: SCHEMA.runStatus,
+      runId: this.runId,
+      ...s,
+      ...(s.pid !== undefined ? { host: os.hostname() } : {}),
+      updatedAt: new Date().toISOString(),
+    } satisfies RunStatus);
+  }
+
+  /**
+   * Takes the run directory's lock (lock.json naming this process and host), or throws naming
+   * the process that holds it. Taken atomically (the complete file is hard-linked into place,
+   * which fails if one is there); a lock whose process is gone (on this host) is taken over.
+   * Released by the returned function, and on process exit.
+   */
+  lock(): { release: () => void; tookOverFrom?: RunLockRecord } {
+    const f = this.file(LOCK_FILE);
+    const mine: RunLockRecord = { schema: RUN_LOCK_SCHEMA, pid: process.pid, host: os.hostname(), startedAt: new Date().toISOString(), token: `${process.pid}-${Date.now()}-${lockCounter++}` };
+    let tookOverFrom: RunLockRecord | undefined;
+    for (let attempt = 0; ; attempt++) {
+      const tmp = `${f}.tmp-${mine.token}`;
+      writeFileAtomic(tmp, JSON.stringify(mine) + '\n');
+      try {
+        fs.linkSync(tmp, f);
+        break;
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw new TurnwiseError('invalid-input', `cannot lock ${this.dir}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`, { hint: 'check that the run directory is writable', cause: e });
+      } finally {
+        fs.rmSync(tmp, { force: true });
+      }
+      const held = readLock(f);
+      if (typeof held === 'string') {
+        throw new TurnwiseError('invalid-file', `${f} cannot be read (${held}), so Turnwise cannot tell whether another process works in this run`, {
+          hint: `if no Turnwise process works in ${this.dir} (check with \`ps\`), delete ${f}`,
+        });
+      }
+      const here = held.host === os.hostname();
+      if (!here || pidAlive(held.pid) || attempt > 0) {
+        throw new TurnwiseError('invalid-input', `${this.runId} is in use by process ${held.pid}${here ? '' : ` on ${held.host}`} (since ${held.startedAt}): two processes must not write one run`, {
+          hint: here
+            ? `wait for process ${held.pid} to finish, or stop it (kill ${held.pid}) and resume then`
+            : `if no Turnwise process runs on ${held.host} any more, delete ${f}`,
+        });
+      }
+      // Stale (its process is gone): moved aside, and taken over only if what moved is the lock judged stale.
+      const aside = `${f}.stale-${mine.token}`;
+      try {
+        fs.renameSync(f, aside);
+      } catch {
+        continue;
+      }
+      const moved = readLock(aside);
+      if (typeof moved !== 'string' && moved.token !== held.token) {
+        fs.renameSync(aside, f);
+        continue;
+      }
+      fs.rmSync(aside, { force: true });
+      tookOverFrom = held;
+    }
+    let released = false;
+    const release = () => {
+      if (released) return;
+      released = true;
+      process.off('exit', release);
+      const now = readLock(f);
+      if (typeof now !== 'string' && now.token === mine.token) fs.rmSync(f, { force: true });
+    };
+    process.on('exit', release);
+    return { release, ...(tookOverFrom ? { tookOverFrom } : {}) };
   }
 }
 
-function readText(file: string): string {
+const DAMAGED_HINT = 'restore the file from a backup of the run directory, or start a new run (`turnwise train`); nothing was changed';
+
+function isFile(f: string): boolean {
   try {
-    return fs.readFileSync(file, 'utf8');
-  } catch (e) {
-    throw new TurnwiseError('not-found', `cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`, { hint: 'the run directory is incomplete or damaged' });
+    return fs.statSync(f).isFile();
+  } catch {
+    return false;
   }
 }
 
-function readJsonFile(file: string): unknown {
-  const text = readText(file);
+function listDir(dir: string): string[] {
+  try {
+    return fs.readdirSync(dir);
+  } catch {
+    return [];
+  }
+}
+
+/** An iteration marker, or why it cannot be used. */
+function readMarker(file: string): IterationRecord | string {
+  if (!isFile(file)) return 'it is not a file';
+  let v: IterationRecord;
+  try {
+    v = JSON.parse(fs.readFileSync(file, 'utf8')) as IterationRecord;
+  } catch (e) {
+    return fs.statSync(file).size === 0 ? 'it is empty' : `it is not valid JSON (${(e as Error).message})`;
+  }
+  if (!v || typeof v !== 'object' || v.schema !== ITERATION_SCHEMA || !v.metrics || typeof v.metrics !== 'object' || !Number.isInteger(v.iteration)) return `it is not an iteration marker (schema ${ITERATION_SCHEMA})`;
+  return v;
+}
+
+/** lock.json's holder, or why it cannot be read. */
+function readLock(file: string): RunLockRecord | string {
+  let v: RunLockRecord;
+  try {
+    v = JSON.parse(fs.readFileSync(file, 'utf8')) as RunLockRecord;
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    return code ? code : `not valid JSON: ${(e as Error).message}`;
+  }
+  if (!v || typeof v !== 'object' || !Number.isInteger(v.pid) || typeof v.host !== 'string') return `not a lock record (schema ${RUN_LOCK_SCHEMA})`;
+  return v;
+}
+
+function readText(file: string, what = 'file'): string {
+  let st: fs.Stats;
+  try {
+    st = fs.statSync(file);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    throw new TurnwiseError('not-found', `cannot read ${file} (${what}): ${code === 'ENOENT' ? 'it is missing' : (code ?? (e as Error).message)}`, { hint: DAMAGED_HINT });
+  }
+  if (!st.isFile()) throw new TurnwiseError('invalid-file', `${file} (${what}) is not a file`, { hint: DAMAGED_HINT });
+  try {
+    return fs.readFileSync(file, 'utf8').replace(/^\uFEFF/, '');
+  } catch (e) {
+    throw new TurnwiseError('not-found', `cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`, { hint: 'check its permissions' });
+  }
+}
+
+function readJsonFile(file: string, what = 'file'): unknown {
+  const text = readText(file, what);
+  if (text.trim() === '') throw new TurnwiseError('invalid-file', `${file} (${what}) is empty`, { hint: DAMAGED_HINT });
   try {
     return JSON.parse(text);
   } catch (e) {
-    throw new TurnwiseError('invalid-file', `${file} is not valid JSON: ${(e as Error).message}`, { hint: 'the run directory is damaged: start a new run' });
+    throw new TurnwiseError('invalid-file', `${file} (${what}) is not valid JSON: ${(e as Error).message}`, { hint: DAMAGED_HINT });
   }
 }

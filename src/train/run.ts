@@ -11,6 +11,7 @@ import * as path from 'node:path';
 import { TurnwiseError, errorToJson } from '../core/errors';
 import { makeEvent, type MetricsRow, type RunEvent, type RunEventBody } from '../core/events';
 import { RunDir, newRunId } from '../core/run';
+import { writeFileAtomic, writeJsonAtomic } from '../core/fs';
 import { SCHEMA, type Task, type Trajectory } from '../core/schema';
 import { mean, std } from '../core/stats';
 import { Semaphore } from '../core/workers';
@@ -34,6 +35,7 @@ import { chatCodec, renderPrompt, type ChatCodec } from './chat';
 import { commandSlotCount, connectRunPool, poolSettings, resolveTrainConfig, runConfigRecord, type LossAggregation, type TrainConfig } from './config';
 import { embeddedModelDir } from './embedded';
 import { splitTasks } from './split';
+import { planResume, type ResumePlan } from './resume';
 
 export { splitTasks };
 import { demonstrationTaskIds } from './warmstart';
@@ -46,6 +48,8 @@ export interface TrainRunOptions {
   runsRoot: string;
   /** Run id or directory to resume. */
   resume?: string;
+  /** With `resume`: train to this many iterations instead of the run's own count (more, never fewer than done). */
+  resumeIterations?: number;
   /** Name part of a new run id (default: the workspace folder's name). */
   name?: string;
   signal?: AbortSignal;
@@ -57,6 +61,8 @@ export interface TrainRunResult {
   runId: string;
   metrics: MetricsRow[];
   state: 'finished' | 'stopped';
+  /** Iterations this call completed (0 for a resume that found nothing to do). */
+  newIterations: number;
 }
 
 const seedOf = (...parts: (string | number)[]) => parseInt(createHash('sha256').update(parts.join('\0')).digest('hex').slice(0, 8), 16);
@@ -364,6 +370,7 @@ export async function openRig(o: {
     if (!info.tokenizerJson) throw new TurnwiseError('invalid-file', `${o.checkpoint} has no tokenizer.json`, { hint: 'use a checkpoint written by Turnwise or a Hugging Face model folder' });
     const codec = chatCodec(loadTokenizer(info.tokenizerJson, info.tokenizerConfig));
     const contextTokens = info.config.max_position_embeddings;
+    checkActionRoom(contextTokens, o.config.maxActionTokens, o.checkpoint);
     const slots = commandSlotCount(o.config);
     const model = new PolicyActionModel(policy, codec, { contextTokens, maxActionTokens: o.config.maxActionTokens, temperature: o.config.temperature, topP: o.config.topP });
     return {
@@ -461,8 +468,14 @@ async function resolveTasks(c: TrainConfig, pool: SandboxPool, emit: (b: RunEven
 
 /** A run's own config.json, checked as a turnwise.json is (the fields the run added left out). */
 export function readRunConfig(run: RunDir): TrainConfig {
-  const { schema: _s, runId: _r, startModel: _m, createdAt: _c, ...given } = run.readConfig<Record<string, unknown>>();
-  return resolveTrainConfig(given, run.file('config.json'));
+  const raw = run.readConfig<Record<string, unknown>>();
+  const file = run.file('config.json');
+  if (!raw || typeof raw !== 'object' || Array.isArray(raw)) throw new TurnwiseError('invalid-file', `${file} is not a run configuration (a JSON object)`, { hint: 'restore it from a backup of the run directory; nothing was changed' });
+  const { schema: _s, runId, startModel: _m, createdAt: _c, ...given } = raw;
+  if (typeof runId === 'string' && runId !== run.runId) {
+    throw new TurnwiseError('invalid-file', `${file} is the configuration of run ${runId}, not of ${run.runId}`, { hint: 'restore this run\'s own config.json from a backup; nothing was changed' });
+  }
+  return resolveTrainConfig(given, file);
 }
 
 /**
@@ -493,21 +506,34 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
   let c: TrainConfig;
   let runner: TestRunner | undefined;
   let pool: SandboxPool | undefined;
+  let lock: ReturnType<RunDir['lock']>;
+  let plan: ResumePlan | undefined;
   if (o.resume) {
     run = RunDir.open(o.resume, o.runsRoot);
-    c = readRunConfig(run);
+    // Nothing is read for work or written before the lock: a second trainer is refused here.
+    lock = run.lock();
+    try {
+      c = readRunConfig(run);
+      plan = planResume(run, c, { iterations: o.resumeIterations });
+    } catch (e) {
+      lock.release();
+      throw e;
+    }
   } else {
     c = o.config;
     const runId = newRunId({ name: o.name ?? path.basename(path.resolve(c.workspace)), estimator: c.estimator, seed: c.seed });
-    // Mistakes found before any work (no test suite, an unreadable starting model, Docker down)
-    // are refused here, so they leave no failed run directory behind. The pool stays for the run.
+    // Mistakes found before any work (no test suite, an unreadable starting model, a context too
+    // short for an action, Docker down) are refused here, so they leave no run directory behind.
+    // The pool stays for the run.
     runner = detectRunner(c.workspace, c.testCommand ? { command: c.testCommand } : undefined);
     if (c.taskSource === 'file') assertWorkspaceHoldsTasks(readTaskFile(c.tasksFile!), c.workspace, c.tasksFile!);
-    loadCheckpoint(c.model || embeddedModelDir(), { optimizer: false });
+    const start = loadCheckpoint(c.model || embeddedModelDir(), { optimizer: false });
+    checkActionRoom(start.weights.config.max_position_embeddings, c.maxActionTokens, start.dir);
     pool = await connectRunPool(runId, c);
     try {
       fs.mkdirSync(o.runsRoot, { recursive: true });
       run = RunDir.create(o.runsRoot, runId, runConfigRecord(c, { runId, startModel: c.model || embeddedModelDir(), createdAt: new Date().toISOString() }));
+      lock = run.lock();
     } catch (e) {
       await pool.close();
       throw e;
@@ -516,10 +542,30 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
   const runId = run.runId;
   const emit = (b: RunEventBody) => o.onEvent?.(makeEvent(runId, b));
   const log = (message: string, level: 'info' | 'warn' = 'info') => emit({ type: 'log', level, message });
+  if (lock.tookOverFrom) log(`took over the lock of process ${lock.tookOverFrom.pid}, which is gone (it was killed or crashed)`);
+  if (plan) {
+    for (const w of plan.inventory.warnings) log(`${w.file}: ${w.problem}; ${w.fix}`, 'warn');
+    // The log of a finished run is repaired too: it is rebuilt from the iterations' own markers.
+    run.repairLog(plan.inventory);
+    if (plan.nothingToDo) {
+      lock.release();
+      log(plan.nothingToDo);
+      return { runDir: run.dir, runId, metrics: run.readMetrics(), state: 'finished', newIterations: 0 };
+    }
+  }
   const check = () => {
     if (o.signal?.aborted) throw new Stopped('stopped');
   };
   let last = run.lastCompleteIteration();
+  const startedAt = last;
+  // What a resume that fails before it completes an iteration puts back: it did no work, so the
+  // run's status (and its iteration count) stay as they were.
+  const before = o.resume ? { status: readIfFile(run.file('status.json')), config: readIfFile(run.file('config.json')) } : undefined;
+  if (plan && plan.iterations !== c.iterations) {
+    log(`the run now goes to iteration ${plan.iterations} (its config.json said ${c.iterations})`);
+    c = { ...c, iterations: plan.iterations };
+    writeJsonAtomic(run.file('config.json'), { ...run.readConfig<Record<string, unknown>>(), iterations: plan.iterations });
+  }
   const removed = run.discardAfter(last);
   if (removed.length) log(`discarded the incomplete iteration${removed.length > 1 ? 's' : ''} ${removed.join(', ')} left by an interrupted run`);
   run.writeStatus({ state: 'running', pid: process.pid, iterations: c.iterations, lastCompleteIteration: last });
@@ -548,15 +594,19 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
       // A resume poses the run's tasks again: refused if the workspace no longer holds their files.
       tasks = readTaskFile(run.file('tasks.jsonl'));
       assertWorkspaceHoldsTasks(tasks, c.workspace, run.file('tasks.jsonl'));
-      splits = run.readSplits();
+      splits = run.readSplits(tasks);
     } else {
       emit({ type: 'phase', iteration: 0, phase: 'tasks', detail: `${c.taskSource} tasks from ${c.workspace}` });
       tasks = await resolveTasks(c, pool, emit);
       check();
       if (tasks.length === 0) {
-        throw new TurnwiseError('invalid-input', `no task survived validation in ${c.workspace}: no mutation of its source made one of its passing tests fail`, {
-          hint: 'check that the tests exercise the code (`turnwise tasks synth --workspace … --json` shows why candidates were dropped), or use taskSource "failing-tests" / "file"',
-        });
+        throw c.taskSource === 'failing-tests'
+          ? new TurnwiseError('invalid-input', `no test of ${c.workspace} fails, so taskSource "failing-tests" finds no task`, {
+              hint: 'use taskSource "mutation" (the default: bugs made from the workspace\'s own code) or "file" with a task file (`turnwise tasks synth --out`)',
+            })
+          : new TurnwiseError('invalid-input', `no task survived validation in ${c.workspace}: no mutation of its source made one of its passing tests fail`, {
+              hint: 'check that the tests exercise the code (`turnwise tasks synth --workspace … --json` shows why candidates were dropped), or use taskSource "failing-tests" / "file"',
+            });
       }
       const seen = new Set(demonstrationTaskIds(c.model || embeddedModelDir()));
       splits = splitTasks(tasks, c.heldoutFraction, c.taskSeed, seen);
@@ -567,7 +617,11 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
     const byId = new Map(tasks.map((t) => [t.id, t]));
     const train = splits.train.map((id) => byId.get(id)!).filter(Boolean);
     const heldout = splits.heldout.map((id) => byId.get(id)!).filter(Boolean);
-    if (train.length === 0) throw new TurnwiseError('invalid-input', `all ${tasks.length} task(s) are held out; none is left to train on`, { hint: 'lower heldoutFraction or add tasks' });
+    if (train.length === 0) {
+      throw plan
+        ? new TurnwiseError('invalid-file', `${run.file('splits.json')} holds no train task`, { hint: 'restore it from a backup of the run directory; nothing was changed' })
+        : new TurnwiseError('invalid-input', `all ${tasks.length} task(s) are held out; none is left to train on`, { hint: 'lower heldoutFraction or add tasks' });
+    }
     emit({ type: 'run-started', runDir: run.dir, iterations: c.iterations, trainTasks: train.length, heldoutTasks: heldout.length, ...(last >= 0 ? { resumedFrom: last } : {}) });
 
     const startModel = (run.readConfig<{ startModel?: string }>().startModel as string) || c.model || embeddedModelDir();
@@ -609,16 +663,25 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
         m = { ...m, ...episodeMetrics('heldout/sampled/', s.trajectories) };
         trajs = [...trajs, ...s.trajectories];
       }
+      const failedEval = trajs.filter((t) => t.failure);
+      if (failedEval.length && n > 0) log(`${failedEval.length} of ${trajs.length} held-out episodes of iteration ${n} failed and are left out of its held-out metrics (first: ${failedEval[0].failure})`, 'warn');
       return { m: { ...m, 'time/eval_s': (Date.now() - t0) / 1000 }, trajs };
     };
 
     if (last < 0) {
       // Iteration 0: the starting checkpoint, evaluated on the held-out tasks.
       const ev = await runEval(0);
+      const failedEval = ev.trajs.filter((t) => t.failure);
+      if (ev.trajs.length && failedEval.length === ev.trajs.length) {
+        // An evaluation that cannot run would make every later one a row of "—": stop with its reason.
+        throw new TurnwiseError('sandbox-failed', `every one of the ${ev.trajs.length} held-out episodes of the starting evaluation failed; the first: ${failedEval[0].failure}`, {
+          hint: 'run one of the held-out tasks with `turnwise episode` or check the workspace and Docker with `turnwise doctor`; nothing of the run was kept',
+        });
+      }
       run.writeTrajectories(0, 'heldout', ev.trajs);
       await rig.policy.saveCheckpoint(run.checkpointDir(0));
       const row: MetricsRow = { schema: SCHEMA.metrics, iteration: 0, ...jsonSafe(ev.m) } as MetricsRow;
-      run.appendMetrics(row);
+      run.commitIteration(row);
       emit({ type: 'checkpoint-written', iteration: 0, path: run.checkpointDir(0) });
       emit({ type: 'iteration-finished', iteration: 0, metrics: row });
       last = 0;
@@ -763,22 +826,36 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
           ...ev.m,
         }),
       } as MetricsRow;
-      run.appendMetrics(row);
+      run.commitIteration(row);
       last = n;
       run.writeStatus({ state: 'running', pid: process.pid, iterations: c.iterations, lastCompleteIteration: last });
       emit({ type: 'iteration-finished', iteration: n, metrics: row });
     }
     run.writeStatus({ state: 'finished', iterations: c.iterations, lastCompleteIteration: last });
     emit({ type: 'run-finished', iterations: c.iterations, runDir: run.dir });
-    return { runDir: run.dir, runId, metrics: run.readMetrics(), state: 'finished' };
+    return { runDir: run.dir, runId, metrics: run.readMetrics(), state: 'finished', newIterations: last - startedAt };
   } catch (e) {
     if (e instanceof Stopped || o.signal?.aborted) {
       run.discardAfter(last);
       run.writeStatus({ state: 'stopped', iterations: c.iterations, lastCompleteIteration: last });
       emit({ type: 'run-stopped', lastCompleteIteration: last, reason: 'stopped by the user' });
-      return { runDir: run.dir, runId, metrics: run.readMetrics(), state: 'stopped' };
+      return { runDir: run.dir, runId, metrics: run.readMetrics(), state: 'stopped', newIterations: last - startedAt };
     }
-    run.writeStatus({ state: 'failed', iterations: c.iterations, lastCompleteIteration: last, error: errorToJson(e) });
+    settled = true;
+    await rig?.close().catch(() => undefined);
+    rig = undefined;
+    if (!o.resume && last < 0) {
+      // A new run that failed before its first iteration holds nothing complete: it leaves nothing.
+      lock.release();
+      fs.rmSync(run.dir, { recursive: true, force: true });
+    } else if (before && last === startedAt) {
+      // A resume that completed nothing leaves the run's files as they were.
+      run.discardAfter(last);
+      restoreFile(run.file('status.json'), before.status);
+      restoreFile(run.file('config.json'), before.config);
+    } else {
+      run.writeStatus({ state: 'failed', iterations: c.iterations, lastCompleteIteration: last, error: errorToJson(e) });
+    }
     emit({ type: 'run-failed', error: errorToJson(e) });
     throw e;
   } finally {
@@ -786,7 +863,33 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
     process.off('exit', onExit);
     await rig?.close().catch(() => undefined);
     await pool?.close().catch(() => undefined);
+    lock.release();
   }
+}
+
+function readIfFile(file: string): string | undefined {
+  try {
+    return fs.readFileSync(file, 'utf8');
+  } catch {
+    return undefined;
+  }
+}
+
+/** Puts a file's earlier content back (atomically), or removes it when there was none. */
+function restoreFile(file: string, text: string | undefined): void {
+  if (text === undefined) fs.rmSync(file, { force: true });
+  else if (readIfFile(file) !== text) writeFileAtomic(file, text);
+}
+
+/**
+ * Refuses a model whose context leaves too little room for a prompt beside an action of
+ * maxActionTokens: half the context at most (the prompt gets the rest).
+ */
+export function checkActionRoom(contextTokens: number, maxActionTokens: number, modelDir: string): void {
+  if (maxActionTokens <= contextTokens / 2) return;
+  throw new TurnwiseError('invalid-input', `maxActionTokens ${maxActionTokens} leaves no room for the prompt: ${modelDir} has a context of ${contextTokens} tokens (max_position_embeddings)`, {
+    hint: `set "maxActionTokens" to at most ${Math.floor(contextTokens / 2)} in turnwise.json (it is the longest action the policy writes), or use a model with a longer context`,
+  });
 }
 
 function emitEpisode(emit: (b: RunEventBody) => void, iteration: number, t: Trajectory): void {

@@ -5,7 +5,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { makeEvent, parseEventLine } from '../../../src/core/events';
-import { newRunId, RunDir } from '../../../src/core/run';
+import { newRunId, RunDir, runDisplayState } from '../../../src/core/run';
 import { SCHEMA } from '../../../src/core/schema';
 
 const metric = (iteration: number, extra: Record<string, number> = {}) => ({ schema: SCHEMA.metrics, iteration, ...extra }) as never;
@@ -32,47 +32,84 @@ describe('core/run: RunDir', () => {
     assert.throws(() => RunDir.open('empty', root), /not a Turnwise run directory/);
   });
 
-  it('lastCompleteIteration needs the metrics line AND the checkpoint', () => {
+  it('an iteration is complete once its own marker is written (after its checkpoint); the metrics log does not decide', () => {
     assert.equal(run.lastCompleteIteration(), -1);
+    assert.throws(() => run.commitIteration(metric(0)), /before its checkpoint/, 'no commit without a checkpoint');
     ckpt(0);
-    assert.equal(run.lastCompleteIteration(), -1, 'a checkpoint without its metrics line');
-    run.appendMetrics(metric(0));
+    assert.equal(run.lastCompleteIteration(), -1, 'a checkpoint without its marker');
+    run.commitIteration(metric(0));
     assert.equal(run.lastCompleteIteration(), 0);
-    run.appendMetrics(metric(1));
-    assert.equal(run.lastCompleteIteration(), 0, 'a metrics line without its checkpoint');
+    assert.ok(fs.existsSync(path.join(run.iterationDir(0), 'iteration.json')));
     ckpt(1);
-    assert.equal(run.lastCompleteIteration(), 1);
+    run.commitIteration(metric(1, { a: 2 }));
     ckpt(2);
     assert.equal(run.lastCompleteIteration(), 1);
+    // The log cut mid-line: both iterations are still complete, and the log is marked for rebuilding.
+    fs.writeFileSync(run.file('metrics.jsonl'), fs.readFileSync(run.file('metrics.jsonl'), 'utf8').slice(0, 60));
+    const inv = run.inventory();
+    assert.equal(inv.lastComplete, 1);
+    assert.deepEqual(inv.leftovers, [2]);
+    assert.equal(inv.metricsLogStale, true);
+    assert.match(inv.warnings.map((w) => `${w.file}: ${w.problem}`).join('\n'), /metrics\.jsonl: line 2 is not valid JSON/);
+    run.repairLog(inv);
+    assert.deepEqual(run.readMetrics().map((r) => [r.iteration, r.a]), [[0, undefined], [1, 2]]);
   });
 
-  it('appendMetrics replaces the row of the same iteration (and drops any later)', () => {
-    run.appendMetrics(metric(0, { a: 1 }));
-    run.appendMetrics(metric(1, { a: 2 }));
-    run.appendMetrics(metric(1, { a: 3 }));
-    assert.deepEqual(run.readMetrics().map((r) => [r.iteration, r.a]), [[0, 1], [1, 3]]);
-    run.appendMetrics(metric(2));
-    run.appendMetrics(metric(1, { a: 4 }));
-    assert.deepEqual(run.readMetrics().map((r) => [r.iteration, r.a]), [[0, 1], [1, 4]]);
-    const lines = fs.readFileSync(run.file('metrics.jsonl'), 'utf8').trim().split('\n');
-    assert.equal(lines.length, 2);
+  it('a run written before markers: its metrics lines and checkpoints commit it, and a repair writes the markers', () => {
+    ckpt(0);
+    ckpt(1);
+    fs.writeFileSync(run.file('metrics.jsonl'), [metric(0), metric(1), metric(2)].map((r) => JSON.stringify(r)).join('\n') + '\n');
+    const inv = run.inventory();
+    assert.deepEqual([inv.committed, inv.lastComplete, inv.markersToWrite], [[0, 1], 1, [0, 1]]);
+    run.repairLog(inv);
+    assert.ok(fs.existsSync(path.join(run.iterationDir(1), 'iteration.json')));
+    assert.deepEqual(run.readMetrics().map((r) => r.iteration), [0, 1], 'the line of iteration 2 (no checkpoint) leaves the log');
   });
 
-  it('readMetrics skips a torn last line (a crash mid-write of a non-atomic writer)', () => {
-    run.appendMetrics(metric(0));
-    fs.appendFileSync(run.file('metrics.jsonl'), '{"schema":"turnwise/metrics@1","itera');
-    assert.deepEqual(run.readMetrics().map((r) => r.iteration), [0]);
-  });
-
-  it('discardAfter removes later iterations, checkpoints, temp checkpoint folders and metrics lines', () => {
+  it('a complete iteration that lost its checkpoint, or a gap before a complete one, is damage (named), never a leftover', () => {
     for (const n of [0, 1, 2]) {
       ckpt(n);
-      run.writeTrajectories(n, 'train', []);
+      run.commitIteration(metric(n));
     }
-    run.appendMetrics(metric(0));
-    run.appendMetrics(metric(1));
-    run.appendMetrics(metric(2));
+    fs.rmSync(run.checkpointDir(2), { recursive: true });
+    let inv = run.inventory();
+    assert.equal(inv.lastComplete, 2);
+    assert.deepEqual(inv.leftovers, []);
+    assert.match(inv.damage[0].file, /checkpoints\/2\/model\.safetensors$/);
+    ckpt(2);
+    fs.rmSync(path.join(run.iterationDir(1), 'iteration.json'));
+    fs.writeFileSync(run.file('metrics.jsonl'), '');
+    inv = run.inventory();
+    assert.equal(inv.lastComplete, 0);
+    assert.match(inv.damage.map((d) => d.problem).join('\n'), /iteration 2 is complete but iteration 1 is not/);
+    assert.ok(!inv.leftovers.includes(2), 'iteration 2 is committed: not a leftover');
+    assert.deepEqual(run.discardAfter(0), [1], 'only the unmarked iteration 1 goes');
+    assert.ok(fs.existsSync(run.checkpointDir(2)) && fs.existsSync(path.join(run.iterationDir(2), 'iteration.json')), 'a marked iteration is never removed');
+  });
+
+  it('a marker of another run is damage naming it', () => {
+    ckpt(0);
+    run.commitIteration(metric(0));
+    const other = RunDir.create(root, 'r2', {});
+    fs.mkdirSync(other.checkpointDir(0), { recursive: true });
+    fs.writeFileSync(path.join(other.checkpointDir(0), 'model.safetensors'), 'w');
+    fs.mkdirSync(other.iterationDir(0), { recursive: true });
+    fs.copyFileSync(path.join(run.iterationDir(0), 'iteration.json'), path.join(other.iterationDir(0), 'iteration.json'));
+    const inv = other.inventory();
+    assert.equal(inv.lastComplete, -1);
+    assert.match(inv.damage[0].problem, /marker of run r1/);
+  });
+
+  it('discardAfter removes later uncommitted iterations, checkpoints and temp checkpoint folders', () => {
+    for (const n of [0, 1]) {
+      ckpt(n);
+      run.writeTrajectories(n, 'train', []);
+      run.commitIteration(metric(n));
+    }
+    ckpt(2);
+    run.writeTrajectories(2, 'train', []);
     fs.mkdirSync(run.file('checkpoints', '3.tmp-123-abc'), { recursive: true });
+    fs.mkdirSync(run.file('checkpoints', '3.turnwise-tmp-123-4'), { recursive: true });
     fs.mkdirSync(run.file('checkpoints', '1.tmp-9'), { recursive: true });
     fs.mkdirSync(run.iterationDir(3), { recursive: true });
     fs.writeFileSync(run.file('checkpoints', 'notes.txt'), 'the user\'s');
@@ -83,8 +120,17 @@ describe('core/run: RunDir', () => {
     assert.deepEqual(run.readMetrics().map((r) => r.iteration), [0, 1]);
     assert.equal(run.lastCompleteIteration(), 1);
     assert.deepEqual(run.discardAfter(1), [], 'idempotent');
-    assert.deepEqual(run.discardAfter(-1), [0, 1]);
-    assert.deepEqual(run.readMetrics(), []);
+    assert.deepEqual(run.discardAfter(-1), [], 'committed iterations are never discarded');
+    assert.equal(run.lastCompleteIteration(), 1);
+  });
+
+  it('readSplits checks the lists and that every id is a task of the run', () => {
+    run.writeTasks([{ id: 'a' } as never, { id: 'b' } as never], { train: ['a'], heldout: ['b'] });
+    assert.deepEqual(run.readSplits(run.readTasks()).train, ['a']);
+    fs.writeFileSync(run.file('splits.json'), JSON.stringify({ train: 'abc', heldout: [] }));
+    assert.throws(() => run.readSplits(), (e: Error & { hint?: string }) => /splits\.json: "train" must be a list of task ids, got "abc"/.test(e.message) && /restore/.test(e.hint ?? ''));
+    fs.writeFileSync(run.file('splits.json'), JSON.stringify({ train: ['x'], heldout: [] }));
+    assert.throws(() => run.readSplits(run.readTasks()), /names 1 task id\(s\) that .*tasks\.jsonl does not hold \(first: "x"\)/);
   });
 
   it('status round trip', () => {
@@ -94,6 +140,12 @@ describe('core/run: RunDir', () => {
     assert.equal(s.state, 'stopped');
     assert.equal(s.runId, 'r1');
     assert.equal(s.schema, SCHEMA.runStatus);
+    assert.equal(runDisplayState(s), 'stopped');
+    run.writeStatus({ state: 'running', pid: process.pid, iterations: 3, lastCompleteIteration: 1 });
+    assert.equal(runDisplayState(run.readStatus()), 'running');
+    assert.equal(run.readStatus()!.host, os.hostname());
+    fs.writeFileSync(run.file('status.json'), '{"state":');
+    assert.equal(run.readStatus(), undefined, 'a damaged status.json reads as none');
   });
 
   it('list: newest first by the id\'s timestamp', () => {

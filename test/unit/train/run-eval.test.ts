@@ -24,8 +24,8 @@ describe('train/run: runEvalTarget (turnwise eval --run)', () => {
       fs.mkdirSync(run.checkpointDir(n), { recursive: true });
       fs.writeFileSync(path.join(run.checkpointDir(n), 'model.safetensors'), 'w');
     }
-    run.appendMetrics({ schema: SCHEMA.metrics, iteration: 0 } as never);
-    run.appendMetrics({ schema: SCHEMA.metrics, iteration: 1 } as never);
+    run.commitIteration({ schema: SCHEMA.metrics, iteration: 0 } as never);
+    run.commitIteration({ schema: SCHEMA.metrics, iteration: 1 } as never);
     // Iteration 2 wrote its checkpoint but no metrics line: it is not complete.
   });
   afterEach(() => fs.rmSync(root, { recursive: true, force: true }));

@@ -224,4 +224,25 @@ describe('core/trajectory: allEpisodesFailed', () => {
     assert.match(e.message, /every one of the 3 episode\(s\) failed[\s\S]*2× \/workspace\/inflection\/__init__\.py does not exist\n {2}1× docker gone/);
     assert.equal(e.hint, 'see the reasons');
   });
+
+  it('`eval --from` a file whose every episode failed exits 1 with the reasons; one scored episode makes it a result', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-allfailed-'));
+    try {
+      const f = path.join(dir, 'eval.jsonl');
+      const failed = [traj('eval-0-0', '/workspace/inflection/__init__.py does not exist in sandbox x'), traj('eval-0-1', '/workspace/inflection/__init__.py does not exist in sandbox x')];
+      fs.writeFileSync(f, failed.map((t) => JSON.stringify(t)).join('\n') + '\n');
+      const r = await cli(['eval', '--from', f, '--json']);
+      assert.equal(r.code, 1);
+      const j = JSON.parse(r.out);
+      assert.equal(j.ok, false);
+      assert.equal(j.error.code, 'sandbox-failed');
+      assert.match(j.error.message, /every one of the 2 episode\(s\) failed[\s\S]*2× \/workspace\/inflection\/__init__\.py does not exist/);
+      fs.writeFileSync(f, [...failed, traj('eval-0-2')].map((t) => JSON.stringify(t)).join('\n') + '\n');
+      const ok = await cli(['eval', '--from', f, '--json']);
+      assert.equal(ok.code, 0, ok.err);
+      assert.equal(JSON.parse(ok.out).ok, true);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });

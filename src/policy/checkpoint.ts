@@ -143,6 +143,11 @@ export function loadCheckpoint(dir: string, options: { optimizer?: boolean } = {
     throw new TurnwiseError('invalid-input', `${d} is a file, not a model directory`, { hint: 'give the directory that holds config.json, model.safetensors and tokenizer.json' });
   }
   const configFile = path.join(d, 'config.json');
+  if (!fs.existsSync(configFile) && !fs.existsSync(path.join(d, 'model.safetensors'))) {
+    throw new TurnwiseError('invalid-input', `${d} is not a model folder: it holds neither config.json nor model.safetensors`, {
+      hint: 'give a folder that holds config.json, model.safetensors and tokenizer.json: a Turnwise checkpoint (a run\'s checkpoints/N, `turnwise warmstart --out`) or a Hugging Face model folder',
+    });
+  }
   const config = parseQwen2Config(readJson(configFile), configFile);
   const modelFile = path.join(d, 'model.safetensors');
   const weights = weightsFromTensors(config, decodeSafetensors(readBytes(modelFile), modelFile).tensors, modelFile);

@@ -208,6 +208,16 @@ function checkNumber(key: string, v: unknown, lo: number, hi: number, integer = 
  * `source` names where the values came from, for messages.
  */
 export function resolveTrainConfig(given: Record<string, unknown>, source = 'the config'): TrainConfig {
+  try {
+    return resolveFields(given, source);
+  } catch (e) {
+    // Every message names where the bad value is (a run's config.json, turnwise.json, the flags).
+    if (e instanceof TurnwiseError && !e.message.includes(source)) throw new TurnwiseError(e.code, `${source}: ${e.message}`, { hint: e.hint, cause: e });
+    throw e;
+  }
+}
+
+function resolveFields(given: Record<string, unknown>, source: string): TrainConfig {
   if (given === null || typeof given !== 'object' || Array.isArray(given)) throw bad(`${source} must be a JSON object`, 'see the README for turnwise.json');
   // tasksFile is the one optional field (no default), so it is not among TRAIN_DEFAULTS' keys.
   const known = new Set([...Object.keys(TRAIN_DEFAULTS), 'tasksFile']);
@@ -277,6 +287,8 @@ export function readConfigFile(file: string): Record<string, unknown> {
     if (e instanceof TurnwiseError) throw e;
     throw new TurnwiseError('not-found', `cannot read the config ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`, { hint: 'check the path of --config' });
   }
+  // A byte-order mark (some Windows editors write one) is not part of the JSON.
+  text = text.replace(/^\uFEFF/, '');
   try {
     const v = JSON.parse(text) as Record<string, unknown>;
     for (const k of ['workspace', 'tasksFile']) if (v && typeof v === 'object' && typeof v[k] === 'string' && !path.isAbsolute(v[k] as string)) v[k] = path.resolve(path.dirname(file), v[k] as string);

@@ -107,8 +107,19 @@ export function humanEventPrinter(io: CliIO): (e: RunEvent) => void {
   };
 }
 
+/**
+ * The config file a run reads: --config FILE, else the turnwise.json of the workspace folder
+ * (--workspace DIR, else the current folder) when there is one. The editor reads the same file:
+ * the workspace's turnwise.json. Flags override its fields.
+ */
+export function configFileFor(values: ParsedArgs['values']): string | undefined {
+  if (typeof values.config === 'string') return values.config;
+  const inWorkspace = path.join(typeof values.workspace === 'string' ? path.resolve(values.workspace) : process.cwd(), 'turnwise.json');
+  return fs.existsSync(inWorkspace) ? inWorkspace : undefined;
+}
+
 function configFromArgs(args: ParsedArgs): TrainConfig {
-  const file = typeof args.values.config === 'string' ? args.values.config : fs.existsSync('turnwise.json') && !args.values.workspace ? 'turnwise.json' : undefined;
+  const file = configFileFor(args.values);
   const given: Record<string, unknown> = file ? readConfigFile(file) : {};
   const v = args.values;
   if (typeof v.workspace === 'string') given.workspace = path.resolve(v.workspace);
@@ -143,12 +154,17 @@ const TRAIN_OPTIONS = {
   provider: { type: 'string' },
 } as const;
 
+/** The train flags a resume takes: the run, where runs are, and how many iterations to go to. */
+const RESUME_OPTIONS = new Set(['resume', 'runs', 'iterations']);
+
 async function runTraining(c: TrainConfig, args: ParsedArgs, io: CliIO, name?: string): Promise<number> {
   const runsRoot = path.resolve(typeof args.values.runs === 'string' ? args.values.runs : RUNS_DIR);
   const { signal, dispose } = stopOnSignals(io);
   const print = io.json ? (e: RunEvent) => io.out(JSON.stringify(e)) : humanEventPrinter(io);
   try {
-    const r = await trainRun({ config: c, runsRoot, resume: typeof args.values.resume === 'string' ? args.values.resume : undefined, signal, onEvent: print, name });
+    const resume = typeof args.values.resume === 'string' ? args.values.resume : undefined;
+    const resumeIterations = resume && args.values.iterations !== undefined ? numberInRange(args, 'iterations', 1, { min: 0, integer: true }) : undefined;
+    const r = await trainRun({ config: c, runsRoot, resume, resumeIterations, signal, onEvent: print, name });
     return r.state === 'stopped' ? 130 : 0;
   } finally {
     dispose();
@@ -161,8 +177,14 @@ export const trainCommand: CliCommand = {
   usage: '[--config turnwise.json] [--workspace DIR] [--resume RUN] [--runs DIR] [--tasks FILE | --task-source mutation|failing-tests] [--model DIR] [--estimator grpo|rloo|gigpo|a3|turnwise] [--iterations N] [--group-size G] [--seed S] [--provider auto|cpu|cuda|webgpu]',
   options: TRAIN_OPTIONS,
   async run(args, io) {
-    if (args.values.resume !== undefined && (args.values.workspace !== undefined || args.values.config !== undefined)) {
-      throw new UsageError('--resume continues a run with its own config; do not combine it with --workspace or --config');
+    if (args.values.resume !== undefined) {
+      // A resume continues the run as it was started; only its length can change (--iterations).
+      const fixed = Object.keys(TRAIN_OPTIONS).filter((k) => !RESUME_OPTIONS.has(k) && args.values[k] !== undefined);
+      if (fixed.length) {
+        throw new UsageError(
+          `--resume continues a run with its own settings, so it cannot honour ${fixed.map((k) => `--${k}`).join(', ')} (fixed when the run started); only --iterations N (train it further) and --runs go with it. For other settings start a new run, e.g. from one of its checkpoints: --model RUN/checkpoints/N`,
+        );
+      }
     }
     const c = args.values.resume !== undefined ? resolveTrainConfig({}) : configFromArgs(args);
     return runTraining(c, args, io);

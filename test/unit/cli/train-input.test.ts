@@ -1,0 +1,156 @@
+// `turnwise train` input that used to be ignored or answered with a raw error: flags a resume
+// cannot honour, --iterations on a resume, the workspace's turnwise.json under --workspace, a
+// byte-order mark, a bad value in a run's own config.json, a folder that is not a model, a model
+// whose context cannot hold an action, a run whose workspace moved. The CLI runs in-process; every
+// case is refused before any sandbox starts. Where a case would pass every check, its config
+// names a Docker socket that does not exist, so it fails there (a real connection failure, no
+// mock) instead of training.
+import * as assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { main } from '../../../src/cli/main';
+import { RunDir } from '../../../src/core/run';
+import { SCHEMA } from '../../../src/core/schema';
+import { resolveTrainConfig, runConfigRecord } from '../../../src/train/config';
+
+const ROOT = path.join(__dirname, '..', '..', '..');
+const MODEL = path.join(ROOT, 'models', 'turnwise-tiny');
+const WORKSPACE = path.join(ROOT, 'test', 'fixtures', 'py-shop');
+const NO_ENGINE = 'unix:///nonexistent/turnwise-test/docker.sock';
+
+async function cli(args: string[], cwd?: string): Promise<{ code: number; out: string }> {
+  let out = '';
+  const was = process.cwd();
+  if (cwd) process.chdir(cwd);
+  try {
+    const code = await main(args, { out: (t) => void (out += t + '\n'), err: (t) => void (out += t + '\n') });
+    return { code, out };
+  } finally {
+    process.chdir(was);
+  }
+}
+
+/** A finished 2-iteration run (iterations 0..2 complete) as RunDir writes it. */
+function finishedRun(runsRoot: string, overrides: Record<string, unknown> = {}): RunDir {
+  const c = resolveTrainConfig({ workspace: WORKSPACE, iterations: 2, dockerHost: NO_ENGINE, executionProvider: 'cpu', ...overrides });
+  const run = RunDir.create(runsRoot, 'r1', runConfigRecord(c, { runId: 'r1', startModel: MODEL, createdAt: 'now' }));
+  run.writeTasks([{ id: 'a' }, { id: 'b' }] as never, { train: ['a'], heldout: ['b'] });
+  for (const n of [0, 1, 2]) {
+    fs.mkdirSync(run.checkpointDir(n), { recursive: true });
+    for (const f of fs.readdirSync(MODEL)) if (!f.startsWith('warmstart')) fs.linkSync(path.join(MODEL, f), path.join(run.checkpointDir(n), f));
+    run.writeTrajectories(n, 'train', []);
+    run.commitIteration({ schema: SCHEMA.metrics, iteration: n } as never);
+  }
+  run.writeStatus({ state: 'finished', iterations: 2, lastCompleteIteration: 2 });
+  return run;
+}
+
+describe('cli: train input that is refused or applied, never ignored', function () {
+  this.timeout(60_000);
+  let tmp: string;
+  const saved = process.env.TURNWISE_DOCKER_ENGINES;
+  beforeEach(() => {
+    delete process.env.TURNWISE_DOCKER_ENGINES;
+    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-train-input-'));
+  });
+  afterEach(() => {
+    if (saved !== undefined) process.env.TURNWISE_DOCKER_ENGINES = saved;
+    fs.rmSync(tmp, { recursive: true, force: true });
+  });
+
+  it('--resume with a flag it cannot honour is refused naming each flag, before the run is touched', async () => {
+    const run = finishedRun(tmp);
+    const status = fs.readFileSync(run.file('status.json'), 'utf8');
+    const r = await cli(['train', '--resume', run.dir, '--estimator', 'rloo', '--seed', '4', '--model', 'not-a-model']);
+    assert.equal(r.code, 2, r.out);
+    assert.match(r.out, /cannot honour --model, --estimator, --seed/);
+    assert.match(r.out, /--iterations N/);
+    assert.equal(fs.readFileSync(run.file('status.json'), 'utf8'), status);
+  });
+
+  it('--resume of a finished run says there is nothing to do and leaves it as it was; --iterations N goes on to N', async () => {
+    const run = finishedRun(tmp);
+    const files = () => ['status.json', 'config.json', 'metrics.jsonl'].map((f) => fs.readFileSync(run.file(f), 'utf8'));
+    const before = files();
+    let r = await cli(['train', '--resume', run.dir]);
+    assert.equal(r.code, 0, r.out);
+    assert.match(r.out, /r1 is finished: iterations 0–2 are complete.*nothing to do/);
+    assert.doesNotMatch(r.out, /run finished/);
+    assert.deepEqual(files(), before);
+    r = await cli(['train', '--resume', run.dir, '--iterations', '1']);
+    assert.equal(r.code, 1, r.out);
+    assert.match(r.out, /--iterations 1 is fewer than the 2 iteration\(s\) r1 has already completed/);
+    // More iterations are applied: the run goes on (and stops at the engine this test gives it),
+    // then, having completed nothing, puts its status and config back.
+    r = await cli(['train', '--resume', run.dir, '--iterations', '4']);
+    assert.match(r.out, /the run now goes to iteration 4 \(its config\.json said 2\)/);
+    assert.doesNotMatch(r.out, /nothing to do/);
+    assert.equal(r.code, 1, r.out);
+    assert.deepEqual(files(), before);
+  });
+
+  it('--resume of a run whose workspace moved names the config field to change (not --workspace, which a resume refuses)', async () => {
+    const run = finishedRun(tmp, { workspace: path.join(tmp, 'moved-away') });
+    const r = await cli(['train', '--resume', run.dir, '--iterations', '3']);
+    assert.equal(r.code, 1, r.out);
+    assert.match(r.out, /trains on the workspace .*moved-away, which no longer exists/);
+    assert.match(r.out, /set "workspace" in .*r1\/config\.json/);
+    assert.doesNotMatch(r.out, /pass --workspace/);
+  });
+
+  it("a bad value in a run's own config.json names that file", async () => {
+    const run = finishedRun(tmp);
+    const cfg = JSON.parse(fs.readFileSync(run.file('config.json'), 'utf8'));
+    fs.writeFileSync(run.file('config.json'), JSON.stringify({ ...cfg, groupSize: 0 }));
+    const r = await cli(['train', '--resume', run.dir]);
+    assert.equal(r.code, 1, r.out);
+    assert.match(r.out, new RegExp(`${run.file('config.json').replace(/[.]/g, '\\.')}: config field "groupSize" must be`));
+  });
+
+  it("--workspace DIR reads DIR's turnwise.json, as running in DIR does", async () => {
+    const ws = path.join(tmp, 'ws');
+    fs.cpSync(WORKSPACE, ws, { recursive: true });
+    fs.writeFileSync(path.join(ws, 'turnwise.json'), JSON.stringify({ estimator: 'no-such-estimator', dockerHost: NO_ENGINE }));
+    for (const r of [await cli(['train', '--workspace', ws, '--runs', path.join(tmp, 'runs')]), await cli(['train', '--runs', path.join(tmp, 'runs')], ws)]) {
+      assert.equal(r.code, 1, r.out);
+      assert.match(r.out, /turnwise\.json: unknown estimator "no-such-estimator"/);
+    }
+    assert.ok(!fs.existsSync(path.join(tmp, 'runs')) || fs.readdirSync(path.join(tmp, 'runs')).length === 0, 'no run directory');
+  });
+
+  it('a turnwise.json that starts with a byte-order mark is read (its bad value is named, not an invisible character)', async () => {
+    const ws = path.join(tmp, 'ws');
+    fs.cpSync(WORKSPACE, ws, { recursive: true });
+    fs.writeFileSync(path.join(ws, 'turnwise.json'), '\uFEFF' + JSON.stringify({ groupSize: 0, dockerHost: NO_ENGINE }));
+    const r = await cli(['train', '--config', path.join(ws, 'turnwise.json'), '--runs', path.join(tmp, 'runs')]);
+    assert.equal(r.code, 1, r.out);
+    assert.doesNotMatch(r.out, /Unexpected token/);
+    assert.match(r.out, /turnwise\.json: config field "groupSize" must be an integer in \[1, 256\], got 0/);
+  });
+
+  it('--model on a folder that holds no model says so (not a raw ENOENT on config.json)', async () => {
+    const empty = path.join(tmp, 'empty');
+    fs.mkdirSync(empty);
+    const r = await cli(['train', '--workspace', WORKSPACE, '--model', empty, '--runs', path.join(tmp, 'runs')]);
+    assert.equal(r.code, 1, r.out);
+    assert.match(r.out, /empty is not a model folder: it holds neither config\.json nor model\.safetensors/);
+    assert.match(r.out, /a run's checkpoints\/N/);
+    assert.doesNotMatch(r.out, /ENOENT/);
+  });
+
+  it('a model whose context cannot hold a prompt beside maxActionTokens is refused before any work, naming the field', async () => {
+    const short = path.join(tmp, 'short');
+    fs.mkdirSync(short);
+    for (const f of fs.readdirSync(MODEL)) if (!f.startsWith('warmstart')) fs.linkSync(path.join(MODEL, f), path.join(short, f));
+    const cfg = JSON.parse(fs.readFileSync(path.join(MODEL, 'config.json'), 'utf8'));
+    fs.rmSync(path.join(short, 'config.json'));
+    fs.writeFileSync(path.join(short, 'config.json'), JSON.stringify({ ...cfg, max_position_embeddings: 64 }));
+    const r = await cli(['train', '--workspace', WORKSPACE, '--model', short, '--runs', path.join(tmp, 'runs')]);
+    assert.equal(r.code, 1, r.out);
+    assert.match(r.out, /maxActionTokens 128 leaves no room for the prompt: .*short has a context of 64 tokens/);
+    assert.match(r.out, /set "maxActionTokens" to at most 32/);
+    assert.doesNotMatch(r.out, /empty sequence|check Docker/);
+    assert.ok(!fs.existsSync(path.join(tmp, 'runs')) || fs.readdirSync(path.join(tmp, 'runs')).length === 0, 'no run directory');
+  });
+});

@@ -387,9 +387,10 @@ function printComparison(io: CliIO, earlierFile: string, c: EvalComparison): voi
 export const warmstartCommand: CliCommand = {
   name: 'warmstart',
   summary: 'supervised warm start on demonstrations (generated modules + a copy curriculum): the embedded policy is made with this',
-  usage: '--out DIR [--from DIR] [--minutes M] [--seed S] [--workspace DIR [--split-seed S] [--max-tasks N] [--heldout-fraction F] [--workspace-share F]] [--peak-lr X] [--curriculum A,B] [--rows N] [--row-tokens T] [--loop-share F]',
+  usage: '--out DIR [--force] [--from DIR] [--minutes M] [--seed S] [--workspace DIR [--split-seed S] [--max-tasks N] [--heldout-fraction F] [--workspace-share F]] [--peak-lr X] [--curriculum A,B] [--rows N] [--row-tokens T] [--loop-share F]',
   options: {
     out: { type: 'string' },
+    force: { type: 'boolean' },
     'loop-share': { type: 'string' },
     rows: { type: 'string' },
     'row-tokens': { type: 'string' },
@@ -410,6 +411,12 @@ export const warmstartCommand: CliCommand = {
     const seed = seedOption(args);
     if (fs.existsSync(out) && !fs.existsSync(path.join(out, 'model.safetensors')) && fs.readdirSync(out).length > 0) {
       throw new TurnwiseError('invalid-input', `${out} exists and is not a checkpoint folder`, { hint: 'choose an empty or new --out folder' });
+    }
+    // A model there (its weights, warmstart.json's phase history, the log) is replaced only on request.
+    if (fs.existsSync(path.join(out, 'model.safetensors')) && args.values.force !== true) {
+      throw new TurnwiseError('invalid-input', `${out} already holds a model; a warm start would replace it (weights, warmstart.json, warmstart-log.jsonl)`, {
+        hint: `to continue training it give --from ${out} --out NEW_DIR; to replace it give --force`,
+      });
     }
     const peakLr = args.values['peak-lr'] !== undefined ? numberInRange(args, 'peak-lr', 2e-3, { min: 0, minExclusive: true, max: 1 }) : undefined;
     let curriculum: [number, number] | undefined;

@@ -6,6 +6,7 @@
 // names a Docker socket that does not exist, so it fails there (a real connection failure, no
 // mock) instead of training.
 import * as assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -152,5 +153,45 @@ describe('cli: train input that is refused or applied, never ignored', function 
     assert.match(r.out, /set "maxActionTokens" to at most 32/);
     assert.doesNotMatch(r.out, /empty sequence|check Docker/);
     assert.ok(!fs.existsSync(path.join(tmp, 'runs')) || fs.readdirSync(path.join(tmp, 'runs')).length === 0, 'no run directory');
+  });
+
+  it('a run another process works in is refused with its pid; after that process is killed (-9) its lock is taken over', async () => {
+    const run = finishedRun(tmp);
+    // A real second process takes the run's lock with RunDir.lock() and keeps it.
+    const holder = spawn(process.execPath, ['--require', 'tsx/cjs', '-e', `require(${JSON.stringify(path.join(ROOT, 'src', 'core', 'run'))}).RunDir.open(process.argv[1]).lock(); console.log('locked'); setInterval(() => {}, 1000);`, run.dir], { stdio: ['ignore', 'pipe', 'inherit'] });
+    try {
+      await new Promise<void>((resolve, reject) => {
+        holder.stdout!.on('data', (d) => String(d).includes('locked') && resolve());
+        holder.once('exit', (c) => reject(new Error(`the lock holder exited (${c})`)));
+      });
+      const lock = JSON.parse(fs.readFileSync(run.file('lock.json'), 'utf8'));
+      assert.equal(lock.pid, holder.pid);
+      const status = fs.readFileSync(run.file('status.json'), 'utf8');
+      let r = await cli(['train', '--resume', run.dir, '--iterations', '3']);
+      assert.equal(r.code, 1, r.out);
+      assert.match(r.out, new RegExp(`r1 is in use by process ${holder.pid} .*two processes must not write one run`));
+      assert.match(r.out, new RegExp(`kill ${holder.pid}`));
+      assert.equal(fs.readFileSync(run.file('status.json'), 'utf8'), status, 'the refused process wrote nothing');
+      const gone = new Promise((resolve) => holder.once('exit', resolve));
+      holder.kill('SIGKILL');
+      await gone;
+      r = await cli(['train', '--resume', run.dir]);
+      assert.equal(r.code, 0, r.out);
+      assert.match(r.out, new RegExp(`took over the lock of process ${holder.pid}, which is gone`));
+      assert.ok(!fs.existsSync(run.file('lock.json')), 'released on the way out');
+    } finally {
+      holder.kill('SIGKILL');
+    }
+  });
+
+  it('warmstart --out over an existing model is refused without --force, and the model is left as it was', async () => {
+    const out = path.join(tmp, 'model');
+    fs.cpSync(MODEL, out, { recursive: true });
+    const before = fs.readdirSync(out).map((f) => [f, fs.readFileSync(path.join(out, f)).toString('base64')]);
+    const r = await cli(['warmstart', '--out', out, '--minutes', '0.01']);
+    assert.equal(r.code, 1, r.out);
+    assert.match(r.out, /already holds a model; a warm start would replace it/);
+    assert.match(r.out, /--from .*model --out NEW_DIR.*--force/);
+    assert.deepEqual(fs.readdirSync(out).map((f) => [f, fs.readFileSync(path.join(out, f)).toString('base64')]), before);
   });
 });

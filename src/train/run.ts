@@ -10,7 +10,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { TurnwiseError, errorToJson } from '../core/errors';
 import { makeEvent, type MetricsRow, type RunEvent, type RunEventBody } from '../core/events';
-import { RunDir, newRunId } from '../core/run';
+import { RunDir, newRunId, runDisplayState } from '../core/run';
 import { writeFileAtomic, writeJsonAtomic } from '../core/fs';
 import { SCHEMA, type Task, type Trajectory } from '../core/schema';
 import { mean, std } from '../core/stats';
@@ -484,7 +484,10 @@ export function readRunConfig(run: RunDir): TrainConfig {
  * time limits, temperature, seed), so an evaluation of a run's held-out tasks is made as the
  * run's own evaluations were.
  */
-export function runEvalTarget(ref: string, o: { runsRoot?: string; split: 'train' | 'heldout'; iteration?: number }): { run: RunDir; config: TrainConfig; tasks: Task[]; checkpoint: string; iteration: number } {
+export function runEvalTarget(
+  ref: string,
+  o: { runsRoot?: string; split: 'train' | 'heldout'; iteration?: number },
+): { run: RunDir; config: TrainConfig; tasks: Task[]; checkpoint: string; iteration: number; state: ReturnType<typeof runDisplayState> } {
   const run = RunDir.open(ref, o.runsRoot);
   const config = readRunConfig(run);
   const last = run.lastCompleteIteration();
@@ -497,7 +500,7 @@ export function runEvalTarget(ref: string, o: { runsRoot?: string; split: 'train
   const ids = new Set(run.readSplits()[o.split]);
   const tasks = readTaskFile(run.file('tasks.jsonl')).filter((t) => ids.has(t.id));
   if (tasks.length === 0) throw new TurnwiseError('invalid-input', `${run.runId} has no ${o.split} task`, { hint: o.split === 'heldout' ? 'the run held no task out (heldoutFraction 0): give --split train' : 'give --split heldout' });
-  return { run, config, tasks, checkpoint, iteration };
+  return { run, config, tasks, checkpoint, iteration, state: runDisplayState(run.readStatus()) };
 }
 
 /** Starts or resumes a run and drives it to the end (or until `signal` aborts it). */

@@ -331,6 +331,8 @@ async function runEvaluation(args: ParsedArgs, io: CliIO): Promise<EvalEpisodes 
       ...provider,
     });
     if (!io.json) io.err(`eval: ${tasks.length} ${split} task(s) of ${target.run.runId}, ${typeof args.values.model === 'string' ? model : `checkpoint ${target.iteration}`}, seed ${c.seed}`);
+    // A run whose status says running while its process is gone was killed: say so, it is not running.
+    if (!io.json && target.state === 'interrupted') io.err(`  (${target.run.runId} was interrupted: its status says running, but its process is gone; \`turnwise train --resume ${target.run.runId}\` continues it)`);
   } else {
     for (const k of ['split', 'iteration', 'runs']) if (args.values[k] !== undefined) throw new UsageError(`--${k} goes with --run RUN`);
     const tasksFile = requireString(args, 'tasks');

@@ -6,7 +6,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { MetricsRow } from '../../core/events';
-import { RUNS_DIR, RunDir, type RunState, type RunStatus } from '../../core/run';
+import { RUNS_DIR, RunDir, runDisplayState, type RunState, type RunStatus } from '../../core/run';
 import { scanTrajectoryFile, readTrajectoryAt, type ScanResult, type TrajectorySummary } from './trajScan';
 import type { Trajectory } from '../../core/schema';
 
@@ -48,15 +48,6 @@ export function runsRoot(workspace: string): string {
   return path.join(workspace, RUNS_DIR);
 }
 
-export function pidAlive(pid: number | undefined): boolean {
-  if (!pid) return false;
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
 
 /** `<name>__<estimator>__<seed>__<time>` (core/run.ts newRunId). */
 export function estimatorFromRunId(runId: string): string | undefined {
@@ -97,8 +88,8 @@ export function summarizeRun(dir: string): RunSummary {
   const status = readJson<RunStatus>(path.join(dir, 'status.json'));
   const config = readJson<Record<string, unknown>>(path.join(dir, 'config.json'));
   const metrics = readMetrics(dir);
-  let state: RunDisplayState = status?.state ?? 'unknown';
-  if (state === 'running' && !pidAlive(status?.pid)) state = 'interrupted';
+  // One rule for every reader: running with its process gone (on this host) is interrupted.
+  const state: RunDisplayState = runDisplayState(status);
   const cfgEstimator = config && typeof config.estimator === 'string' ? config.estimator : undefined;
   return {
     runId,

@@ -1,6 +1,7 @@
 // `turnwise eval --run`: which tasks, checkpoint and settings a run's evaluation uses, and what it
 // refuses, on a run directory made here (no sandbox; the docker tier runs one for real).
 import * as assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -31,6 +32,12 @@ describe('train/run: runEvalTarget (turnwise eval --run)', () => {
   afterEach(() => fs.rmSync(root, { recursive: true, force: true }));
 
   it("one split's tasks, the last complete checkpoint by default, the run's own settings", () => {
+    // A run killed with -9 (status running, its process gone) reads as interrupted.
+    const dead = spawnSync(process.execPath, ['-e', '0']).pid;
+    run.writeStatus({ state: 'running', pid: dead, iterations: 2, lastCompleteIteration: 1 });
+    assert.equal(runEvalTarget('r1', { runsRoot: root, split: 'heldout' }).state, 'interrupted');
+    run.writeStatus({ state: 'running', pid: process.pid, iterations: 2, lastCompleteIteration: 1 });
+    assert.equal(runEvalTarget('r1', { runsRoot: root, split: 'heldout' }).state, 'running');
     const t = runEvalTarget('r1', { runsRoot: root, split: 'heldout' });
     assert.deepEqual(t.tasks.map((x) => x.id), ['b']);
     assert.equal(t.iteration, 1, 'iteration 2 has no metrics line');

@@ -23,6 +23,11 @@ npm ci --no-audit --no-fund
 stamp "build"
 npm run --silent build
 
+stamp "test fixtures' runners (mocha, jest)"
+for fx in test/fixtures/js-mocha test/fixtures/js-jest; do
+  (cd "$fx" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error)
+done
+
 stamp "sandbox images"
 bash scripts/bootstrap-base-image.sh      # base from Debian packages when no registry has it
 node dist/cli.js images build            # language images on top; skips what exists

@@ -11,6 +11,7 @@ import type { Sandbox } from '../sandbox/types';
 import { WORKSPACE_DIR } from '../sandbox/types';
 import { computeReward, scoreEpisode, type RewardWeights } from '../tasks/reward';
 import { workspacePathProblem } from '../tasks/origin';
+import type { ScoringOriginals } from '../tasks/testfiles';
 import { parseAction } from './action';
 import { cacheableCommand, keepableObservation, mayDetach, ObservationCache, type CachedObservation } from './cache';
 import { formatErrorObservation, observationText, taskText, type PromptTurn } from './prompt';
@@ -27,7 +28,7 @@ export interface EpisodeOptions {
   checkpoint: string;
   seed: number;
   /** Test files of the snapshot, restored before scoring. */
-  originalTestFiles: ReadonlyMap<string, Buffer>;
+  originals: ScoringOriginals;
   maxTurns?: number;
   commandTimeoutMs?: number;
   testTimeoutMs?: number;
@@ -261,7 +262,7 @@ export async function runEpisode(o: EpisodeOptions): Promise<Trajectory> {
     o.onActionsDone?.();
     const actions = turns.filter((t) => t.action !== 'submit').length;
     const score = await timed('rewardMs', () =>
-      inSlot(() => scoreEpisode(o.sandbox, o.task, { originalTestFiles: o.originalTestFiles, turns: actions, maxTurns, formatError: anyFormatError, weights: o.rewardWeights, timeoutMs: o.testTimeoutMs })),
+      inSlot(() => scoreEpisode(o.sandbox, o.task, { originals: o.originals, turns: actions, maxTurns, formatError: anyFormatError, weights: o.rewardWeights, timeoutMs: o.testTimeoutMs })),
     );
     reward = score.reward;
     testReport = score.testReport;

@@ -8,6 +8,7 @@ import { mapConcurrent, type Semaphore } from '../core/workers';
 import { SCHEMA, type Task, type Trajectory } from '../core/schema';
 import type { Sandbox } from '../sandbox/types';
 import { computeReward, type RewardWeights } from '../tasks/reward';
+import type { ScoringOriginals } from '../tasks/testfiles';
 import type { ObservationCache } from './cache';
 import { DEFAULT_MAX_TURNS, runEpisode } from './episode';
 import type { ActionModel, ActRequest, ActResult, SandboxProvider } from './types';
@@ -123,7 +124,7 @@ export interface RolloutOptions {
   model: ActionModel;
   checkpoint: string;
   /** Test files of the snapshot (restored before scoring). */
-  originalTestFiles: ReadonlyMap<string, Buffer>;
+  originals: ScoringOriginals;
   /** Episodes in flight (= sandboxes held) at once. */
   concurrency: number;
   maxBatch?: number;
@@ -206,7 +207,7 @@ export async function runRollouts(jobs: readonly EpisodeJob[], o: RolloutOptions
           groupId: job.groupId,
           checkpoint: o.checkpoint,
           seed: job.seed,
-          originalTestFiles: o.originalTestFiles,
+          originals: o.originals,
           maxTurns: o.maxTurns,
           commandTimeoutMs: o.commandTimeoutMs,
           testTimeoutMs: o.testTimeoutMs,

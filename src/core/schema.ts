@@ -76,6 +76,12 @@ export interface RewardComponents {
   reward: number;
   /** True when the agent changed a test file (the change was undone before scoring). */
   testsEdited?: boolean;
+  /**
+   * Why the episode counts as tampered with: an edit of the code under test that reaches into the
+   * test machinery, or a report the test files cannot have produced (one reason a line). The
+   * reward is then 0 and the episode not resolved.
+   */
+  tampered?: string;
   error?: string;
 }
 

@@ -13,10 +13,10 @@ import { sandboxError } from './errors';
 import { buildFromContext, imageExists, type BuildProgress } from './images';
 import { trackLive, untrackLive } from './lifecycle';
 import { LABEL } from './owner';
-import { WORKSPACE_DIR } from './types';
+import { DEPENDENCIES_DIR, WORKSPACE_DIR } from './types';
 
 /** Bump when the snapshot layout changes, so old tags are not reused. */
-const SNAPSHOT_FORMAT = 'snapshot@2';
+const SNAPSHOT_FORMAT = 'snapshot@3';
 export const DEFAULT_MAX_SNAPSHOT_BYTES = 1024 ** 3;
 
 export interface WorkspaceFile {
@@ -177,7 +177,21 @@ export function snapshotHash(root: string, files: WorkspaceFile[], baseImageId: 
 }
 
 /**
+ * Where a file of the workspace goes in the build context: under `deps/` when it is inside a
+ * `node_modules` folder (copied to DEPENDENCIES_DIR, root-owned), under `ws/` otherwise. Returns
+ * also the workspace path of that top-most `node_modules` folder, which becomes a link.
+ */
+export function contextPath(rel: string): { name: string; depsRoot?: string } {
+  const parts = rel.split('/');
+  const k = parts.indexOf('node_modules');
+  if (k < 0 || k === parts.length - 1) return { name: `ws/${rel}` };
+  return { name: `deps/${rel}`, depsRoot: parts.slice(0, k + 1).join('/') };
+}
+
+/**
  * The Dockerfile of a snapshot. The RUN commits the files as the repository's first commit.
+ * Dependencies (`node_modules`) go to DEPENDENCIES_DIR as root, read-only for the sandbox user,
+ * and the workspace links to them: what the test runners load cannot be rewritten by an agent.
  * The labels come first so that every intermediate image of the build carries them: a build
  * interrupted after COPY leaves an image holding the whole workspace, and without the label
  * `sandbox prune --images` (and the shutdown cleanup) could not tell it is Turnwise's.
@@ -187,6 +201,7 @@ export function snapshotDockerfile(baseImage: string, labels: Record<string, str
   return [
     `FROM ${baseImage}`,
     ...(labelLine ? [`LABEL ${labelLine}`] : []),
+    `COPY deps/ ${DEPENDENCIES_DIR}/`,
     `COPY --chown=1000:1000 ws/ ${WORKSPACE_DIR}/`,
     `USER 1000:1000`,
     `WORKDIR ${WORKSPACE_DIR}`,
@@ -205,10 +220,16 @@ function packSnapshot(root: string, files: WorkspaceFile[], baseImage: string, l
           pack.entry(header, body, (err) => (err ? rej(err) : res()));
         });
       await add({ name: 'Dockerfile', mode: 0o644 }, snapshotDockerfile(baseImage, labels));
-      // An empty workspace still needs ws/ for the COPY.
+      // An empty workspace still needs ws/ (and deps/) for the COPY.
       await add({ name: 'ws/', type: 'directory', mode: 0o755 });
+      await add({ name: 'deps/', type: 'directory', mode: 0o755 });
+      const linked = new Set<string>();
       for (const f of files) {
-        const name = `ws/${f.rel}`;
+        const { name, depsRoot } = contextPath(f.rel);
+        if (depsRoot !== undefined && !linked.has(depsRoot)) {
+          linked.add(depsRoot);
+          await add({ name: `ws/${depsRoot}`, type: 'symlink', linkname: `${DEPENDENCIES_DIR}/${depsRoot}`, mode: 0o777 });
+        }
         if (f.link !== undefined) {
           await add({ name, type: 'symlink', linkname: f.link, mode: 0o777 });
           continue;

@@ -42,3 +42,11 @@ export interface SandboxLimits {
 
 /** Where the workspace lives in every sandbox. */
 export const WORKSPACE_DIR = '/workspace';
+
+/**
+ * Where a snapshot keeps the workspace's `node_modules` folders: owned by root and read-only for
+ * the sandbox user, each linked from its place in the workspace. The test runners and every
+ * package the tests load come from here, so an agent cannot rewrite them; scoring puts the links
+ * back (tasks/reward.ts restoreDependencies) whatever the agent did to them.
+ */
+export const DEPENDENCIES_DIR = '/opt/turnwise/deps';

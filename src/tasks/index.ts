@@ -3,13 +3,13 @@
  * and report parsers, and the reward after an episode.
  *
  * ```ts
- * import { synthesizeMutationTasks, readTaskFile, collectTestFiles, scoreEpisode } from '../tasks';
+ * import { synthesizeMutationTasks, readTaskFile, collectOriginals, scoreEpisode } from '../tasks';
  *
  * const { tasks, summary } = await synthesizeMutationTasks({ workspace, pool, max: 20, seed: 1 });
  * const tasks2 = readTaskFile('tasks.jsonl');             // throws listing every bad line
- * const originals = collectTestFiles(workspace);          // once per snapshot
+ * const originals = collectOriginals(workspace);          // once per snapshot
  * // after an episode, in its own sandbox (started from the same snapshot):
- * const { reward, testReport, restored } = await scoreEpisode(sb, task, { originalTestFiles: originals, turns, maxTurns, formatError });
+ * const { reward, testReport, restored } = await scoreEpisode(sb, task, { originals, turns, maxTurns, formatError });
  * // reward: RewardComponents; reward.reward is NaN when the report was unusable (leave it out of baselines)
  * ```
  *
@@ -61,5 +61,5 @@ export {
   type SynthSummary,
 } from './synth';
 export { checkTaskFile, parseTaskFile, readTaskFile, validateTask, writeTaskFile, type TaskFileCheck } from './taskfile';
-export { collectTestFiles, isMutableSource, isTestInfraFile } from './testfiles';
+export { collectOriginals, isMutableSource, isTestInfraFile, type ScoringOriginals } from './testfiles';
 export { benchTasks, type BenchTasksResult } from './bench';

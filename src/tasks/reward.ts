@@ -5,11 +5,12 @@ import { createHash } from 'node:crypto';
 import { formatError, TurnwiseError } from '../core/errors';
 import type { RewardComponents, Task } from '../core/schema';
 import type { Sandbox } from '../sandbox/types';
-import { WORKSPACE_DIR } from '../sandbox/types';
+import { DEPENDENCIES_DIR, WORKSPACE_DIR } from '../sandbox/types';
 import { parseReport, type JunitFlavor, type TestOutcome, type TestReport } from './report';
 import { shellQuote as shq } from '../sandbox/shell';
 import { DEFAULT_REPORT_PATH } from './runners';
-import { findCommand, hashFilesCommand, isTestInfraFile } from './testfiles';
+import { tamperReasons, type ScannedFile } from './tamper';
+import { findCommand, hashFilesCommand, inTestScan, isTestInfraFile, languageOfFile, originalSource, type ScoringOriginals } from './testfiles';
 
 export interface RewardWeights {
   /** λ_eff: weight of turns/max_turns. Default 0.1. */
@@ -32,9 +33,14 @@ export interface RewardInput {
   /** Why the report could not be used; makes pass rate and reward NaN. */
   error?: string;
   testsEdited?: boolean;
+  /** Why the episode is tampered with (tasks/tamper.ts); makes pass rate and reward 0, not resolved. */
+  tampered?: string;
 }
 
-/** The pure reward formula. NaN pass rate (unusable report) gives NaN reward. */
+/**
+ * The pure reward formula. NaN pass rate (unusable report) gives NaN reward. A tampered episode
+ * scores 0 whatever its report says: below any honest attempt that keeps the tests running.
+ */
 export function computeReward(input: RewardInput): RewardComponents {
   const w = { ...DEFAULT_REWARD_WEIGHTS, ...(input.weights ?? {}) };
   const ids = [...new Set([...input.failToPass, ...input.passToPass])];
@@ -48,6 +54,20 @@ export function computeReward(input: RewardInput): RewardComponents {
   const maxTurns = Math.max(1, input.maxTurns);
   const efficiencyPenalty = w.efficiency * Math.min(input.turns, maxTurns) / maxTurns;
   const formatPenalty = input.formatError ? w.format : 0;
+  if (input.tampered !== undefined) {
+    return {
+      passRate: 0,
+      resolved: false,
+      turns: input.turns,
+      maxTurns: input.maxTurns,
+      formatError: input.formatError,
+      efficiencyPenalty: 0,
+      formatPenalty: 0,
+      reward: 0,
+      tampered: input.tampered,
+      ...(input.testsEdited !== undefined ? { testsEdited: input.testsEdited } : {}),
+    };
+  }
   return {
     passRate,
     resolved,
@@ -71,30 +91,40 @@ export interface RestoreResult {
   deleted: string[];
   /** Test-like files the agent added (now removed). */
   added: string[];
+  /** `node_modules` paths the agent replaced, removed or added (the snapshot's links put back). */
+  dependencies?: string[];
 }
 
-/**
- * Makes every test-infrastructure file in the sandbox identical to `originals` (path → bytes,
- * read from the snapshot's source): differing files are rewritten, missing ones recreated,
- * new ones removed. Returns what was changed, so the episode can be flagged.
- */
-export async function restoreTestFiles(sandbox: Sandbox, originals: ReadonlyMap<string, Buffer>, workspace = WORKSPACE_DIR): Promise<RestoreResult> {
-  // One pass hashes every workspace file (pruned like the host scan); no file names on a command
-  // line, so a workspace with thousands of tests cannot overflow bash's argument limits.
-  const list = await sandbox.exec(hashFilesCommand(), {
-    cwd: workspace,
-    timeoutMs: 120_000,
-    maxOutputBytes: 32 * 1024 * 1024,
-  });
+/** sha256 of every regular file of the sandbox's workspace outside node_modules and .git (hashFilesCommand). */
+export async function hashWorkspace(sandbox: Sandbox, workspace = WORKSPACE_DIR): Promise<Map<string, string>> {
+  // One pass, no file names on a command line, so a workspace with thousands of files cannot
+  // overflow bash's argument limits.
+  const list = await sandbox.exec(hashFilesCommand(), { cwd: workspace, timeoutMs: 120_000, maxOutputBytes: 64 * 1024 * 1024 });
   // A file the agent made unreadable is missing from the output and so gets rewritten; only
   // no output at all (or a cut one) means the list cannot be trusted.
   if (list.truncated || list.timedOut || (list.exitCode !== 0 && list.stdout.trim() === '')) {
     throw new TurnwiseError('sandbox-failed', `cannot hash the workspace files to restore the tests (exit ${list.exitCode}${list.truncated ? ', output truncated' : ''}): ${list.stderr.slice(-300)}`);
   }
-  const present = new Map<string, string>();
+  const hashes = new Map<string, string>();
   for (const line of list.stdout.split('\n')) {
     const m = /^([0-9a-f]{64}) [ *]\.\/(.+)$/.exec(line);
-    if (m && isTestInfraFile(m[2])) present.set(m[2], m[1]);
+    if (m) hashes.set(m[2], m[1]);
+  }
+  return hashes;
+}
+
+/**
+ * Makes every test-infrastructure file in the sandbox identical to `originals` (path → bytes,
+ * read from the snapshot's source): differing files are rewritten, missing ones recreated,
+ * new ones removed. Returns what was changed, so the episode can be flagged. `hashes` is the
+ * workspace's listing (hashWorkspace), taken now when not given.
+ */
+export async function restoreTestFiles(sandbox: Sandbox, originals: ReadonlyMap<string, Buffer>, workspace = WORKSPACE_DIR, hashes?: ReadonlyMap<string, string>): Promise<RestoreResult> {
+  const present = new Map<string, string>();
+  for (const [f, h] of hashes ?? (await hashWorkspace(sandbox, workspace))) {
+    // What the runners read: test infrastructure by name, and the snapshot's files that its runner
+    // configuration names (collectOriginals), outside the folders the runners never enter.
+    if (inTestScan(f) && (isTestInfraFile(f) || originals.has(f))) present.set(f, h);
   }
   // Symlinks: find -type f skips them, so a test folder swapped for a link to the agent's own
   // folder (with a conftest.py in it) made every test look deleted and the restore wrote the
@@ -131,6 +161,61 @@ export async function restoreTestFiles(sandbox: Sandbox, originals: ReadonlyMap<
   return { modified, deleted, added };
 }
 
+/**
+ * Puts the snapshot's dependencies back before scoring: every `node_modules` in the workspace that
+ * is not the snapshot's link into DEPENDENCIES_DIR (an agent's own folder or file, a link that
+ * points elsewhere, one in a folder the snapshot had none) is removed, and every folder of
+ * DEPENDENCIES_DIR gets its link back. The list comes from DEPENDENCIES_DIR itself, which the
+ * sandbox user cannot write, so nothing the agent did decides what is restored. Prints what it
+ * replaced, one path a line.
+ */
+export const RESTORE_DEPENDENCIES_COMMAND = String.raw`D=${DEPENDENCIES_DIR}
+{ find . -name node_modules -prune -print0 | while IFS= read -r -d '' p; do
+  t=$D/${"$"}{p#./}
+  if [ -L "$p" ] && [ "$(readlink -- "$p")" = "$t" ] && [ -d "$t" ] && [ ! -L "$(dirname -- "$p")" ]; then continue; fi
+  rm -rf -- "$p" && echo "${"$"}{p#./}"
+done
+if [ -d "$D" ]; then
+  cd "$D" && find . -name node_modules -prune -print0 | while IFS= read -r -d '' p; do
+    w=${WORKSPACE_DIR}/${"$"}{p#./}; dir=$(dirname -- "$w")
+    if [ -L "$dir" ] || { [ -e "$dir" ] && [ ! -d "$dir" ]; }; then rm -f -- "$dir"; fi
+    mkdir -p -- "$dir" && { [ -L "$w" ] || { ln -s -- "$D/${"$"}{p#./}" "$w" && echo "${"$"}{p#./}"; }; }
+  done
+fi; } | sort -u`;
+
+/** Runs RESTORE_DEPENDENCIES_COMMAND; returns the workspace paths it replaced. */
+export async function restoreDependencies(sandbox: Sandbox, workspace = WORKSPACE_DIR): Promise<string[]> {
+  const r = await sandbox.exec(RESTORE_DEPENDENCIES_COMMAND, { cwd: workspace, timeoutMs: 120_000, maxOutputBytes: 1024 * 1024 });
+  if (r.exitCode !== 0 || r.timedOut) {
+    throw new TurnwiseError('sandbox-failed', `cannot put the workspace's dependencies (node_modules) back before scoring (exit ${r.exitCode}): ${r.stderr.slice(-300)}`);
+  }
+  return r.stdout.split('\n').filter((l) => l !== '');
+}
+
+/**
+ * The environment of a scoring run, whatever the agent left behind: a PATH of root-owned folders
+ * (and the restored dependencies' `.bin`), an empty HOME of its own (no ~/.npmrc, ~/.babel.json,
+ * ~/.node_modules or user site-packages the agent wrote), no Python user site, no bytecode caches,
+ * no Babel cache.
+ */
+export function scoringEnv(reportPath: string, workspace = WORKSPACE_DIR): Record<string, string> {
+  return {
+    TURNWISE_REPORT: reportPath,
+    PATH: `${workspace}/node_modules/.bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin`,
+    HOME: scoringHome(reportPath),
+    PYTHONDONTWRITEBYTECODE: '1',
+    PYTHONNOUSERSITE: '1',
+    BABEL_DISABLE_CACHE: '1',
+    NODE_OPTIONS: '',
+    CI: '1',
+  };
+}
+
+/** The scoring run's HOME: beside the report, emptied before every run. */
+function scoringHome(reportPath: string): string {
+  return `${reportPath.replace(/\/[^/]*$/, '') || '/tmp'}/home`;
+}
+
 /** Reports larger than this are refused (a runaway report is a broken run). */
 export const REPORT_MAX_BYTES = 32 * 1024 * 1024;
 
@@ -161,16 +246,15 @@ export async function runTests(
   // The report must be this run's: an agent could leave a fake one behind, read-only in a
   // read-only folder, that the runner's own `rm -rf` cannot remove and the runner cannot overwrite.
   const R = shq(reportPath);
-  const clear = await sandbox.exec(`d=$(dirname -- ${R}); if [ -L "$d" ]; then rm -f -- "$d"; elif [ -d "$d" ]; then chmod u+rwx -- "$d"; chmod -R u+rwX -- ${R} ${R}.d; fi 2>/dev/null; rm -rf -- ${R} ${R}.d; [ ! -e ${R} ] && [ ! -L ${R} ]`, { timeoutMs: 30_000 });
+  const H = shq(scoringHome(reportPath));
+  const clear = await sandbox.exec(
+    `d=$(dirname -- ${R}); if [ -L "$d" ]; then rm -f -- "$d"; elif [ -d "$d" ]; then chmod u+rwx -- "$d"; chmod -R u+rwX -- ${R} ${R}.d ${H}; fi 2>/dev/null; rm -rf -- ${R} ${R}.d ${H}; [ ! -e ${R} ] && [ ! -L ${R} ] && mkdir -p -- ${H}`,
+    { timeoutMs: 30_000 },
+  );
   if (clear.exitCode !== 0) {
     return { timedOut: false, exitCode: null, durationMs: 0, error: `cannot remove an old report at ${reportPath} before the test run (exit ${clear.exitCode}): ${clear.stderr.slice(-300)}` };
   }
-  const res = await sandbox.exec(spec.testCommand, {
-    cwd: workspace,
-    timeoutMs: opts.timeoutMs ?? 120_000,
-    // No user site-packages: an agent could drop a .pth or usercustomize there to hook the runner.
-    env: { TURNWISE_REPORT: reportPath, PYTHONDONTWRITEBYTECODE: '1', PYTHONNOUSERSITE: '1', CI: '1' },
-  });
+  const res = await sandbox.exec(spec.testCommand, { cwd: workspace, timeoutMs: opts.timeoutMs ?? 120_000, env: scoringEnv(reportPath, workspace) });
   const base = { timedOut: res.timedOut, exitCode: res.exitCode, durationMs: res.durationMs };
   // Read with cat, not the archive API: /tmp is a tmpfs, which `docker cp` cannot see.
   const cat = await sandbox.exec(`cat -- ${shq(reportPath)}`, { timeoutMs: 30_000, maxOutputBytes: REPORT_MAX_BYTES });
@@ -202,13 +286,66 @@ export interface EpisodeScore {
 }
 
 export interface ScoreOptions {
-  /** Test files from the snapshot (collectTestFiles on the workspace the snapshot was built from). */
-  originalTestFiles: ReadonlyMap<string, Buffer>;
+  /** The snapshot's test infrastructure and sources (collectOriginals on the workspace the snapshot was built from). */
+  originals: ScoringOriginals;
   turns: number;
   maxTurns: number;
   formatError: boolean;
   weights?: Partial<RewardWeights>;
   timeoutMs?: number;
+}
+
+/** Bytes of one changed source file the tamper scan reads; a larger file is a finding by itself. */
+export const TAMPER_SCAN_FILE_BYTES = 1024 * 1024;
+
+/**
+ * The tamper scan over the sandbox's workspace (tasks/tamper.ts): every source file whose hash
+ * differs from the snapshot's, or that the snapshot did not have, is read back and compared with
+ * the snapshot's text. Test infrastructure is left out (it was restored).
+ */
+export async function scanForTampering(sandbox: Sandbox, originals: ScoringOriginals, hashes: ReadonlyMap<string, string>, workspace = WORKSPACE_DIR): Promise<string[]> {
+  const files: ScannedFile[] = [];
+  const reasons: string[] = [];
+  for (const [f, h] of hashes) {
+    const language = languageOfFile(f);
+    if (!language || isTestInfraFile(f) || originals.tests.has(f) || originals.sources.get(f) === h) continue;
+    const r = await sandbox.exec(`head -c ${TAMPER_SCAN_FILE_BYTES + 1} -- ${shq(f)}`, { cwd: workspace, timeoutMs: 30_000, maxOutputBytes: TAMPER_SCAN_FILE_BYTES + 1024 });
+    if (r.exitCode !== 0) throw new TurnwiseError('sandbox-failed', `cannot read ${f} back for the tamper scan (exit ${r.exitCode}): ${r.stderr.slice(-300)}`);
+    if (r.truncated || Buffer.byteLength(r.stdout) > TAMPER_SCAN_FILE_BYTES) {
+      reasons.push(`${f}: over ${TAMPER_SCAN_FILE_BYTES} bytes after the agent's edit, too large to check`);
+      continue;
+    }
+    // The snapshot's text (null: the agent added the file). A file changed on the host since the
+    // snapshot has no baseline: all of it is checked, as for an added file that is loaded.
+    const known = originals.sources.has(f);
+    const before = known ? (originalSource(originals, f) ?? '') : null;
+    files.push({ path: f, language, before, after: r.stdout });
+  }
+  return [...reasons, ...tamperReasons(files)];
+}
+
+/**
+ * Report ids the restored test files cannot have produced: a pytest id whose file is not one of
+ * the snapshot's test files, or whose class or function name does not occur in that file's text.
+ * The test files are the snapshot's (restored before the run), so the agent's code cannot change
+ * this collection; a report naming other tests was written by something else than the runner.
+ */
+export function unknownReportIds(report: TestReport, tests: ReadonlyMap<string, Buffer>, runner: Task['runner']): string[] {
+  if (runner !== 'pytest') return [];
+  const texts = new Map<string, string>();
+  const bad: string[] = [];
+  for (const t of report.tests) {
+    const [file, ...names] = t.id.split('::');
+    if (!file || names.length === 0) continue; // a collection error or a report without ids: scored as it is
+    let text = texts.get(file);
+    if (text === undefined) {
+      text = tests.get(file)?.toString('utf8') ?? '';
+      texts.set(file, text);
+    }
+    const words = names.map((n) => n.replace(/\[.*$/s, ''));
+    if (!text || !words.every((w) => /^[A-Za-z_]\w*$/.test(w) && new RegExp(`\\b${w}\\b`).test(text!))) bad.push(t.id);
+  }
+  return bad;
 }
 
 /**
@@ -219,30 +356,51 @@ export interface ScoreOptions {
  */
 export const KILL_STRAYS_COMMAND = String.raw`declare -A keep; p=$BASHPID; while (( p > 1 )); do keep[$p]=1; read -r st < /proc/$p/stat || break; st=${"$"}{st##*) }; set -- $st; p=$2; done; for r in 1 2 3 4 5; do n=0; for d in /proc/[0-9]*; do q=${"$"}{d#/proc/}; [[ -n ${"$"}{keep[$q]} || $q == 1 ]] && continue; kill -KILL "$q" 2>/dev/null && n=$((n+1)); done; (( n == 0 )) && break; sleep 0.05; done; true`;
 
-/** Scores a finished episode in its own sandbox: restore tests, run them, compute R. */
+/**
+ * Deletes every `__pycache__` folder of the workspace before scoring: Python (and pytest's
+ * assertion rewriter) load a cached module instead of its source when the cache's recorded size
+ * and time match, so an agent's crafted cache could stand in for a restored test file.
+ */
+const CLEAR_BYTECODE_COMMAND = `find . \\( -name node_modules -o -name .git \\) -prune -o -type d -name __pycache__ -prune -exec rm -rf -- {} +`;
+
+/**
+ * Scores a finished episode in its own sandbox: stop the agent's processes, put back the
+ * dependencies and test files, scan the agent's edits for tampering, run the tests, compute R.
+ */
 export async function scoreEpisode(sandbox: Sandbox, task: Task, opts: ScoreOptions): Promise<EpisodeScore> {
   let restored: RestoreResult;
+  let tampered: string[];
   try {
     const k = await sandbox.exec(KILL_STRAYS_COMMAND, { timeoutMs: 30_000 });
     if (k.exitCode !== 0) throw new TurnwiseError('sandbox-failed', `cannot stop the agent's leftover processes (exit ${k.exitCode}): ${k.stderr.slice(-300)}`);
-    restored = await restoreTestFiles(sandbox, opts.originalTestFiles);
+    const dependencies = await restoreDependencies(sandbox);
+    const clear = await sandbox.exec(CLEAR_BYTECODE_COMMAND, { timeoutMs: 60_000 });
+    if (clear.exitCode !== 0) throw new TurnwiseError('sandbox-failed', `cannot delete the workspace's bytecode caches (exit ${clear.exitCode}): ${clear.stderr.slice(-300)}`);
+    const hashes = await hashWorkspace(sandbox);
+    restored = { ...(await restoreTestFiles(sandbox, opts.originals.tests, WORKSPACE_DIR, hashes)), ...(dependencies.length ? { dependencies } : {}) };
+    tampered = await scanForTampering(sandbox, opts.originals, hashes);
   } catch (e) {
     const reward = computeReward({ outcomes: undefined, failToPass: task.fail_to_pass, passToPass: task.pass_to_pass, turns: opts.turns, maxTurns: opts.maxTurns, formatError: opts.formatError, weights: opts.weights, error: `the test files could not be restored, so the tests cannot be trusted: ${formatError(e)}` });
     return { reward, restored: { modified: [], deleted: [], added: [] } };
   }
-  const testsEdited = restored.modified.length + restored.deleted.length + restored.added.length > 0;
+  const testsEdited = restored.modified.length + restored.deleted.length + restored.added.length + (restored.dependencies?.length ?? 0) > 0;
   const run = await runTests(sandbox, task, { timeoutMs: opts.timeoutMs });
   const ids = [...new Set([...task.fail_to_pass, ...task.pass_to_pass])];
   const common = { failToPass: task.fail_to_pass, passToPass: task.pass_to_pass, turns: opts.turns, maxTurns: opts.maxTurns, formatError: opts.formatError, weights: opts.weights, testsEdited };
+  if (run.report) {
+    const unknown = unknownReportIds(run.report, opts.originals.tests, task.runner);
+    if (unknown.length) tampered.push(`the test report names ${unknown.length} test(s) the restored test files do not define (${unknown.slice(0, 3).join(', ')}${unknown.length > 3 ? ', …' : ''}): it was not written by the test run alone`);
+  }
+  const tamper = tampered.length ? { tampered: tampered.join('\n') } : {};
   if (!run.report) {
-    return { reward: computeReward({ ...common, outcomes: undefined, error: run.error ?? 'no test report' }), restored };
+    return { reward: computeReward({ ...common, ...tamper, outcomes: undefined, error: run.error ?? 'no test report' }), restored };
   }
   const outcomes = outcomesOf(run.report);
   const passed = ids.filter((id) => outcomes.get(id) === 'passed');
   const failed = ids.filter((id) => outcomes.has(id) && outcomes.get(id) !== 'passed');
   const missing = ids.filter((id) => !outcomes.has(id));
   // A run that timed out but left a report still scores what it reported; the rest count as not passing.
-  const reward = computeReward({ ...common, outcomes });
+  const reward = computeReward({ ...common, ...tamper, outcomes });
   if (run.timedOut) reward.error = `the test run timed out; ${missing.length} of the task's tests have no result and count as failing`;
   return { reward, testReport: { passed, failed, ...(missing.length ? { errors: missing } : {}) }, restored };
 }

@@ -119,7 +119,9 @@ export function runnerCommand(kind: RunnerKind, files: string[], reportPath = DE
     case 'mocha':
       return `${prep}; node_modules/.bin/mocha --reporter xunit --reporter-option output=${R} ${args}`.trimEnd();
     case 'jest':
-      return `${prep}; node_modules/.bin/jest --ci --json --outputFile=${R} ${args}`.trimEnd();
+      // A cache of its own, emptied with the report: jest's default cache in /tmp holds transformed
+      // test files, which an agent could plant there.
+      return `${prep}; node_modules/.bin/jest --ci --json --outputFile=${R} --cacheDirectory=${R}.d/jest-cache ${args}`.trimEnd();
     case 'go-test':
       return `${prep}; go test -json ${files.length ? args : './...'} > ${R}`;
   }

@@ -1,5 +1,6 @@
 // Which files of a workspace are tests (never mutated; restored before scoring) and which
 // are source (mutation targets). One classifier serves the host scan and the in-container scan.
+import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { Language } from '../core/schema';
@@ -16,24 +17,42 @@ const TEST_DIRS = new Set(['test', 'tests', '__tests__', 'testing', 'spec']);
 /**
  * Folders the test-infrastructure scan (the originals, and the restore inside the sandbox)
  * leaves out: only those the runners never look into (pytest's default norecursedirs: dot
- * folders, build, dist, node_modules, venv, *.egg, CVS, _darcs, {arch}; and __pycache__).
- * Pruning more (vendor/, out/, env/ like SKIP_DIRS does for mutation targets) would let an agent
- * hide a conftest.py where pytest still loads it.
+ * folders, build, dist, node_modules, venv, *.egg, CVS, _darcs, {arch}; and __pycache__, which
+ * scoring deletes outright). Pruning more (vendor/, out/, env/ like SKIP_DIRS does for mutation
+ * targets) would let an agent hide a conftest.py where pytest still loads it. Dot *files* are
+ * scanned: `.mocharc.yml`, `.pytest.ini` and `.babelrc` configure runners.
  */
 const TEST_SCAN_PRUNE = ['build', 'dist', 'node_modules', 'venv', 'CVS', '_darcs', '{arch}', '__pycache__'];
 
+/** Whether the test scan skips a folder of this name. */
 function prunedForTestScan(name: string): boolean {
   return name.startsWith('.') || name.endsWith('.egg') || TEST_SCAN_PRUNE.includes(name);
 }
 
+/** Whether the test scan skips a path: one of its folders is pruned. */
+function underPrunedFolder(rel: string): boolean {
+  return rel.split('/').slice(0, -1).some(prunedForTestScan);
+}
+
 /**
  * Files that configure or hook the test runner: editing them could change what tests see
- * (pyproject.toml/setup.cfg can load a pytest plugin through addopts; package.json holds jest config).
+ * (pyproject.toml/setup.cfg can load a pytest plugin through addopts; package.json holds jest
+ * config; a Babel or SWC config transforms the test files jest runs).
  */
 const RUNNER_CONFIG = [
-  /^conftest\.py$/, /^pytest\.ini$/, /^tox\.ini$/, /^setup\.cfg$/, /^pyproject\.toml$/, /^package\.json$/, /^sitecustomize\.py$/, /^usercustomize\.py$/,
-  /^jest\.config\.[cm]?[jt]s$/, /^jest\.setup\.[cm]?[jt]s$/, /^\.mocharc\.(js|cjs|json|jsonc|ya?ml)$/, /^vitest\.config\.[cm]?[jt]s$/,
+  /^conftest\.py$/, /^\.?pytest\.ini$/, /^tox\.ini$/, /^setup\.cfg$/, /^pyproject\.toml$/, /^package\.json$/, /^sitecustomize\.py$/, /^usercustomize\.py$/,
+  /^jest\.config\.([cm]?[jt]s|json)$/, /^jest\.setup\.[cm]?[jt]s$/, /^\.mocharc\.(js|cjs|json|jsonc|ya?ml)$/, /^vitest\.config\.[cm]?[jt]s$/,
+  /^babel\.config\.([cm]?js|json)$/, /^\.babelrc(\.([cm]?js|json))?$/, /^\.swcrc$/,
 ];
+
+/**
+ * Files that load code by being there rather than by being imported: compiled modules, which
+ * Python and Node prefer to (or load instead of) the source beside them and which no scan can
+ * read, and package metadata, whose entry points pytest loads as plugins from the workspace.
+ * An agent's such files are removed before scoring and the snapshot's put back.
+ */
+const LOADED_BY_PRESENCE = [/\.py[co]$/, /\.(so|pyd|node|dylib)$/];
+const METADATA_DIR = /\.(dist|egg)-info$/;
 
 /** Test file names by language (the runners' own discovery rules, union of common ones). */
 const TEST_NAME: Array<[RegExp, Language]> = [
@@ -69,8 +88,9 @@ export function languageOfFile(rel: string): Language | undefined {
 export function isTestInfraFile(rel: string): boolean {
   const parts = rel.split('/');
   const base = parts[parts.length - 1];
-  if (parts.slice(0, -1).some((p) => TEST_DIRS.has(p))) return true;
-  if (RUNNER_CONFIG.some((r) => r.test(base))) return true;
+  const dirs = parts.slice(0, -1);
+  if (dirs.some((p) => TEST_DIRS.has(p) || METADATA_DIR.test(p))) return true;
+  if (RUNNER_CONFIG.some((r) => r.test(base)) || LOADED_BY_PRESENCE.some((r) => r.test(base))) return true;
   return TEST_NAME.some(([r]) => r.test(base));
 }
 
@@ -104,30 +124,113 @@ export function listWorkspaceFiles(dir: string, maxFiles = 50_000): string[] {
   return out.sort();
 }
 
+/** What scoring compares the sandbox with: the snapshot's test infrastructure and its sources. */
+export interface ScoringOriginals {
+  /** The workspace folder on the host the snapshot was built from. */
+  root: string;
+  /** Test-infrastructure files (path → bytes), restored before scoring. */
+  tests: ReadonlyMap<string, Buffer>;
+  /** Every other file in a source language (path → sha256), the baseline of the tamper scan. */
+  sources: ReadonlyMap<string, string>;
+}
+
 /**
  * Reads every test-infrastructure file of a workspace as the snapshot holds it (the same file set:
  * tracked plus untracked-but-not-ignored files in a git work tree), except in folders the runners
- * never enter: the originals restored before scoring. Symbolic links are not originals.
+ * never enter: the originals restored before scoring; and hashes its other source files. Symbolic
+ * links are not originals.
  */
-export function collectTestFiles(dir: string): Map<string, Buffer> {
-  const files = new Map<string, Buffer>();
-  for (const f of listSnapshotFiles(dir)) {
-    if (f.link !== undefined || f.rel.split('/').some(prunedForTestScan) || !isTestInfraFile(f.rel)) continue;
-    files.set(f.rel, fs.readFileSync(path.join(dir, f.rel)));
+export function collectOriginals(dir: string): ScoringOriginals {
+  const tests = new Map<string, Buffer>();
+  const sources = new Map<string, string>();
+  const files = listSnapshotFiles(dir).filter((f) => f.link === undefined && !f.rel.split('/').includes('node_modules'));
+  for (const f of files) {
+    if (isTestInfraFile(f.rel)) {
+      if (!underPrunedFolder(f.rel)) tests.set(f.rel, fs.readFileSync(path.join(dir, f.rel)));
+    } else if (languageOfFile(f.rel) !== undefined) {
+      sources.set(f.rel, createHash('sha256').update(fs.readFileSync(path.join(dir, f.rel))).digest('hex'));
+    }
   }
-  return files;
+  // A source file the runner configuration loads (a jest setup file, a mocha --require, a pytest
+  // plugin named by -p or pytest_plugins) is test machinery too: restored, not scanned.
+  for (const rel of runnerLoadedFiles(tests, new Set(files.map((f) => f.rel)))) {
+    if (!tests.has(rel) && !underPrunedFolder(rel)) {
+      tests.set(rel, fs.readFileSync(path.join(dir, rel)));
+      sources.delete(rel);
+    }
+  }
+  return { root: path.resolve(dir), tests, sources };
 }
 
-/** `find` over the workspace with the test scan's pruning (see TEST_SCAN_PRUNE). */
+/**
+ * Workspace files that the runner configuration among `configs` names: every string of a JS or
+ * JSON runner config (jest.config.*, .mocharc.*, package.json) that is a path of the workspace
+ * (`./`, `<rootDir>/` or plain, with or without its extension), and every module of a pytest
+ * config's `-p NAME` or a conftest's `pytest_plugins`. Reads the snapshot's own files (data): a
+ * name that is not a file of the workspace is ignored.
+ */
+export function runnerLoadedFiles(configs: ReadonlyMap<string, Buffer>, workspaceFiles: ReadonlySet<string>): string[] {
+  const found = new Set<string>();
+  const add = (base: string, ref: string) => {
+    const rel = path.posix.normalize(path.posix.join(base, ref.replace(/^<rootDir>\//, '')));
+    if (rel.startsWith('..') || path.posix.isAbsolute(rel)) return;
+    for (const cand of [rel, ...['.js', '.cjs', '.mjs', '.ts', '.cts', '.mts', '.json'].map((e) => `${rel}${e}`), `${rel}/index.js`]) {
+      if (workspaceFiles.has(cand)) return void found.add(cand);
+    }
+  };
+  const addModule = (base: string, mod: string) => {
+    const p = mod.replace(/\./g, '/');
+    for (const cand of [`${p}.py`, `${p}/__init__.py`]) if (workspaceFiles.has(path.posix.join(base, cand))) found.add(path.posix.join(base, cand));
+    for (const cand of [`${p}.py`, `${p}/__init__.py`]) if (workspaceFiles.has(cand)) found.add(cand);
+  };
+  for (const [rel, buf] of configs) {
+    const base = path.posix.dirname(rel);
+    const name = rel.split('/').pop() ?? rel;
+    const text = buf.toString('utf8');
+    if (/^(jest\.config\.|jest\.setup\.|\.mocharc\.|package\.json$|vitest\.config\.)/.test(name)) {
+      for (const m of text.matchAll(/(['"`])((?:(?!\1)[^\\\n]|\\.){1,300})\1/g)) if (/^(\.{1,2}\/|<rootDir>\/|[\w@-][\w./@-]*\/[\w.-]+$)/.test(m[2])) add(base, m[2]);
+      // YAML lists in .mocharc.yml: `- ./setup.js` and `require: ./setup.js`.
+      if (/\.ya?ml$/.test(name)) for (const m of text.matchAll(/(?:^\s*-\s*|:\s+)(\.{1,2}\/[^\s#'"]+)/gm)) add(base, m[1]);
+    } else if (/^(\.?pytest\.ini|tox\.ini|setup\.cfg|pyproject\.toml)$/.test(name)) {
+      for (const m of text.matchAll(/(?:^|[\s'"])-p\s*['"]?([A-Za-z_][\w.]*)/gm)) addModule(base, m[1]);
+    } else if (name === 'conftest.py') {
+      for (const m of text.matchAll(/pytest_plugins\s*=\s*([\[(][^\])]*[\])]|['"][^'"]+['"])/g)) for (const q of m[1].matchAll(/['"]([A-Za-z_][\w.]*)['"]/g)) addModule(base, q[1]);
+    }
+  }
+  return [...found].sort();
+}
+
+/**
+ * The snapshot's text of a source file, read again from the host workspace; undefined when the
+ * file has changed there since (its hash differs) or cannot be read.
+ */
+export function originalSource(o: ScoringOriginals, rel: string): string | undefined {
+  const want = o.sources.get(rel);
+  if (want === undefined) return undefined;
+  try {
+    const buf = fs.readFileSync(path.join(o.root, rel));
+    return createHash('sha256').update(buf).digest('hex') === want ? buf.toString('utf8') : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Whether the test scan (restore and originals) covers a workspace path: no pruned folder on it. */
+export function inTestScan(rel: string): boolean {
+  return !underPrunedFolder(rel);
+}
+
+/** `find` over the workspace with the test scan's pruning (see TEST_SCAN_PRUNE): dot folders only. */
 export function findCommand(action: string, type: 'f' | 'l' = 'f'): string {
-  const prune = ["-name '.*'", "-name '*.egg'", ...TEST_SCAN_PRUNE.map((d) => `-name '${d}'`)].join(' -o ');
+  const prune = ["-type d -name '.*'", "-name '*.egg'", ...TEST_SCAN_PRUNE.map((d) => `-name '${d}'`)].join(' -o ');
   return `find . -mindepth 1 \\( ${prune} \\) -prune -o -type ${type} ${action}`;
 }
 
 /**
- * A bash command that prints `<sha256>  ./<path>` for every regular file under the workspace,
- * pruning the same folders as collectTestFiles (no file names on a command line).
+ * A bash command that prints `<sha256>  ./<path>` for every regular file under the workspace
+ * except inside `node_modules` (restored as a whole) and `.git` (no file names on a command line).
+ * The tamper scan reads all of it; the restore takes the paths the test scan covers (inTestScan).
  */
 export function hashFilesCommand(): string {
-  return `${findCommand('-print0')} | xargs -0 -r sha256sum --`;
+  return `find . -mindepth 1 \\( -name node_modules -o -name .git \\) -prune -o -type f -print0 | xargs -0 -r sha256sum --`;
 }

@@ -29,7 +29,7 @@ import { SandboxPool, type PoolSnapshot } from '../sandbox';
 import { failingTestTasks, synthesizeMutationTasks } from '../tasks/synth';
 import { readTaskFile } from '../tasks/taskfile';
 import { assertWorkspaceHoldsTasks } from '../tasks/origin';
-import { collectTestFiles } from '../tasks/testfiles';
+import { collectOriginals, type ScoringOriginals } from '../tasks/testfiles';
 import { detectRunner, type TestRunner } from '../tasks/runners';
 import { chatCodec, renderPrompt, type ChatCodec } from './chat';
 import { commandSlotCount, connectRunPool, poolSettings, resolveTrainConfig, runConfigRecord, type LossAggregation, type TrainConfig } from './config';
@@ -335,7 +335,7 @@ export function summarizeEval(trajs: readonly Trajectory[]): EvalSummary {
 export interface Rig {
   pool: SandboxPool;
   snapshot: PoolSnapshot;
-  originals: Map<string, Buffer>;
+  originals: ScoringOriginals;
   policy: PolicyService;
   codec: ChatCodec;
   model: PolicyActionModel;
@@ -376,7 +376,7 @@ export async function openRig(o: {
     return {
       pool,
       snapshot,
-      originals: collectTestFiles(o.workspace),
+      originals: collectOriginals(o.workspace),
       policy,
       codec,
       model,
@@ -430,7 +430,7 @@ function rolloutOptions(rig: Rig, c: TrainConfig, checkpoint: string, iteration:
     provider: poolProvider(rig.pool, rig.snapshot),
     model: rig.model,
     checkpoint,
-    originalTestFiles: rig.originals,
+    originals: rig.originals,
     concurrency: c.concurrency,
     maxBatch: c.concurrency,
     batchWaitMs: c.batchWaitMs,

@@ -10,7 +10,7 @@ import { runEpisode } from '../agent/episode';
 import { ScriptedActionModel } from '../agent/scripted';
 import { assertWorkspaceHoldsTasks } from '../tasks/origin';
 import { readTaskFile } from '../tasks/taskfile';
-import { collectTestFiles } from '../tasks/testfiles';
+import { collectOriginals } from '../tasks/testfiles';
 import { connectRunPool, poolSettings, TRAIN_DEFAULTS, type TrainConfig } from './config';
 
 export interface ScriptedEpisodeOptions {
@@ -92,7 +92,7 @@ export async function runScriptedEpisode(o: ScriptedEpisodeOptions, plan: Script
         groupId: `episode-${plan.task.id}`,
         checkpoint: 'scripted',
         seed: 0,
-        originalTestFiles: collectTestFiles(plan.workspace),
+        originals: collectOriginals(plan.workspace),
         maxTurns: plan.maxTurns,
         commandTimeoutMs: c.commandTimeoutMs,
         rewardWeights: c.reward,

@@ -7,7 +7,7 @@ import * as path from 'node:path';
 import { SandboxPool, LABEL, type PoolSnapshot } from '../../src/sandbox';
 import type { Task } from '../../src/core/schema';
 import { synthesizeMutationTasks } from '../../src/tasks/synth';
-import { collectTestFiles } from '../../src/tasks/testfiles';
+import { collectOriginals, type ScoringOriginals } from '../../src/tasks/testfiles';
 import { ObservationCache, poolProvider, runRollouts, type ActionModel, type ActRequest, type ActResult, type Span } from '../../src/agent';
 import { taskFix } from '../../src/train/workspace-demos';
 import { Semaphore } from '../../src/core/workers';
@@ -45,7 +45,7 @@ describe('docker: episodes in the demo workspace', function () {
   let pool: SandboxPool;
   let snap: PoolSnapshot;
   let task: Task;
-  let originals: Map<string, Buffer>;
+  let originals: ScoringOriginals;
 
   before(async () => {
     pool = await SandboxPool.connect({ run: RUN });
@@ -53,7 +53,7 @@ describe('docker: episodes in the demo workspace', function () {
     assert.equal(r.tasks.length, 1);
     task = r.tasks[0];
     snap = await pool.snapshot(demo, { language: 'python' });
-    originals = collectTestFiles(demo);
+    originals = collectOriginals(demo);
   });
 
   after(async () => {
@@ -89,7 +89,7 @@ describe('docker: episodes in the demo workspace', function () {
       provider: poolProvider(pool, snap),
       model,
       checkpoint: 'scripted',
-      originalTestFiles: originals,
+      originals,
       concurrency: 1,
     });
     const t = res.trajectories[0];
@@ -131,7 +131,7 @@ describe('docker: episodes in the demo workspace', function () {
   it('the observation cache: read-only tools replayed on identical workspaces, exactly as a run gives them, never after a detaching command', async () => {
     const fix = fixFor(task);
     const cache = new ObservationCache();
-    const opts = { provider: poolProvider(pool, snap), checkpoint: 'scripted', originalTestFiles: originals, concurrency: 3, observationCache: cache };
+    const opts = { provider: poolProvider(pool, snap), checkpoint: 'scripted', originals, concurrency: 3, observationCache: cache };
     const job = (id: string) => ({ task, episodeId: id, groupId: 'g', seed: 3, split: 'train' as const });
     // A group of three in flight at once, as in RL: the same first command on the same workspace.
     const group = new ScriptedModel({
@@ -197,7 +197,7 @@ describe('docker: episodes in the demo workspace', function () {
         .filter((x) => x.length === 2)
         .sort((a, b) => a[0] - b[0]);
     const slots = new Semaphore(1);
-    const one = await runRollouts(jobs, { provider: poolProvider(pool, snap), model: new ScriptedModel(scripts), checkpoint: 'scripted', originalTestFiles: originals, concurrency: 3, commandSlots: slots });
+    const one = await runRollouts(jobs, { provider: poolProvider(pool, snap), model: new ScriptedModel(scripts), checkpoint: 'scripted', originals, concurrency: 3, commandSlots: slots });
     const serial = intervals(one.trajectories);
     assert.equal(serial.length, 6);
     for (let i = 1; i < serial.length; i++) assert.ok(serial[i][0] >= serial[i - 1][1], `command ${i} started at ${serial[i][0]}, before the one before it ended (${serial[i - 1][1]})`);
@@ -208,7 +208,7 @@ describe('docker: episodes in the demo workspace', function () {
     assert.ok(Math.max(...durations) < 1500, `turn durations ${durations}`);
     assert.equal(slots.inUse, 0);
     // Without slots the same episodes' commands do overlap: the check above can fail.
-    const free = intervals((await runRollouts(jobs, { provider: poolProvider(pool, snap), model: new ScriptedModel(scripts), checkpoint: 'scripted', originalTestFiles: originals, concurrency: 3 })).trajectories);
+    const free = intervals((await runRollouts(jobs, { provider: poolProvider(pool, snap), model: new ScriptedModel(scripts), checkpoint: 'scripted', originals, concurrency: 3 })).trajectories);
     assert.ok(free.some((x, i) => i > 0 && x[0] < free[i - 1][1]), 'no overlap without slots either');
   });
 
@@ -222,7 +222,7 @@ describe('docker: episodes in the demo workspace', function () {
     const flaky = { acquire: (o: { rollout: string }) => (o.rollout === 'o2' && ++n ? Promise.reject(new Error('engine hiccup')) : provider.acquire(o)) };
     const res = await runRollouts(
       Object.keys(scripts).map((id) => ({ task, episodeId: id, groupId: 'g', seed: 2, split: 'train' as const })),
-      { provider: flaky, model, checkpoint: 'scripted', originalTestFiles: originals, concurrency: 4, spans },
+      { provider: flaky, model, checkpoint: 'scripted', originals, concurrency: 4, spans },
     );
     const failed = res.trajectories.filter((t) => t.failure);
     assert.deepEqual(failed.map((t) => t.trajId), ['o2']);

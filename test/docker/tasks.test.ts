@@ -8,7 +8,7 @@ import type { Task } from '../../src/core/schema';
 import { MUTATION_OPERATORS } from '../../src/tasks/mutate';
 import { failingTestTasks, synthesizeMutationTasks, type SynthResult } from '../../src/tasks/synth';
 import { outcomesOf, runTests, scoreEpisode } from '../../src/tasks/reward';
-import { collectTestFiles } from '../../src/tasks/testfiles';
+import { collectOriginals } from '../../src/tasks/testfiles';
 import { validateTask } from '../../src/tasks/taskfile';
 
 const fixtures = path.join(__dirname, '..', 'fixtures');
@@ -95,14 +95,14 @@ describe('docker: tasks from the fixtures', function () {
 
   describe('reward', () => {
     const ws = path.join(fixtures, 'py-shop');
-    const originals = () => collectTestFiles(ws);
+    const originals = () => collectOriginals(ws);
 
     async function episode(task: Task, agent: (sb: Awaited<ReturnType<SandboxPool['acquire']>>) => Promise<void>, turns = 4) {
       const sb = await pool.acquire(snaps['py-shop']);
       try {
         await sb.writeFile(task.mutation!.file, mutatedFromTask(ws, task)); // the task's starting state
         await agent(sb);
-        return await scoreEpisode(sb, task, { originalTestFiles: originals(), turns, maxTurns: 20, formatError: false });
+        return await scoreEpisode(sb, task, { originals: originals(), turns, maxTurns: 20, formatError: false });
       } finally {
         await sb.dispose();
       }

@@ -5,7 +5,7 @@ import * as assert from 'node:assert/strict';
 import * as path from 'node:path';
 import { SandboxPool, LABEL } from '../../src/sandbox';
 import { synthesizeMutationTasks } from '../../src/tasks/synth';
-import { collectTestFiles } from '../../src/tasks/testfiles';
+import { collectOriginals } from '../../src/tasks/testfiles';
 import { scoreEpisode } from '../../src/tasks/reward';
 import { prepareSandbox } from '../../src/agent/episode';
 import { recordWorkspaceCases } from '../../src/train/workspace-demos';
@@ -33,7 +33,7 @@ describe('docker: demonstrations recorded from the demo workspace', function () 
     const snapshot = await pool.snapshot(demo, { language: 'python' });
     const cases = await recordWorkspaceCases({ workspace: demo, tasks, pool, snapshot });
     assert.ok(cases.length >= 1, 'at least one task is demonstrable');
-    const originals = collectTestFiles(demo);
+    const originals = collectOriginals(demo);
     for (const c of cases) {
       const task = tasks.find((t) => t.id === c.taskId)!;
       assert.ok(c.suspects.some((l) => l.startsWith(`${c.path}:${c.line}: `)), `the suspects include the mutated line: ${c.suspects.join(' | ')}`);
@@ -57,7 +57,7 @@ describe('docker: demonstrations recorded from the demo workspace', function () 
         const r = await sb.exec(attemptCommand(c.fix, c.path));
         assert.equal(r.exitCode, 0, r.stderr);
         assert.match(r.stdout, /^0 failed, \d+ passed/m);
-        const score = await scoreEpisode(sb, task, { originalTestFiles: originals, turns: 1, maxTurns: 8, formatError: false });
+        const score = await scoreEpisode(sb, task, { originals: originals, turns: 1, maxTurns: 8, formatError: false });
         assert.equal(score.reward.resolved, true, `${c.fix} resolves ${task.id}`);
       } finally {
         await sb.dispose();

@@ -4,7 +4,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { TurnwiseError } from '../../../src/core/errors';
-import { checkSnapshotSize, listWorkspaceFiles, snapshotHash } from '../../../src/sandbox/snapshot';
+import { checkSnapshotSize, contextPath, listWorkspaceFiles, snapshotDockerfile, snapshotHash } from '../../../src/sandbox/snapshot';
 
 function write(root: string, rel: string, data: string | Buffer) {
   fs.mkdirSync(path.dirname(path.join(root, rel)), { recursive: true });
@@ -49,6 +49,17 @@ describe('sandbox/snapshot file selection', () => {
     } finally {
       fs.rmSync(mark, { force: true });
     }
+  });
+
+  it('node_modules go to the root-owned dependencies folder, linked from the workspace', () => {
+    assert.deepEqual(contextPath('src/a.js'), { name: 'ws/src/a.js' });
+    assert.deepEqual(contextPath('node_modules/mocha/bin/mocha.js'), { name: 'deps/node_modules/mocha/bin/mocha.js', depsRoot: 'node_modules' });
+    assert.deepEqual(contextPath('packages/a/node_modules/x/node_modules/y/i.js'), { name: 'deps/packages/a/node_modules/x/node_modules/y/i.js', depsRoot: 'packages/a/node_modules' });
+    assert.deepEqual(contextPath('node_modules'), { name: 'ws/node_modules' }, 'a file named node_modules is a file');
+    const df = snapshotDockerfile('base:1');
+    // Copied without --chown (root-owned) and before the workspace, which is the agent's.
+    assert.match(df, /^COPY deps\/ \/opt\/turnwise\/deps\/$/m);
+    assert.ok(df.indexOf('COPY deps/') < df.indexOf('COPY --chown=1000:1000 ws/'));
   });
 
   it('a subfolder of a git repo follows the repo\'s ignore rules, with paths relative to the subfolder', () => {

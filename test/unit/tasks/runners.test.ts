@@ -4,7 +4,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { TurnwiseError } from '../../../src/core/errors';
 import { commandForTests, detectRunner, runnerCommand } from '../../../src/tasks/runners';
-import { collectTestFiles, isMutableSource, isTestInfraFile } from '../../../src/tasks/testfiles';
+import { collectOriginals, isMutableSource, isTestInfraFile, originalSource } from '../../../src/tasks/testfiles';
 
 const fixtures = path.join(__dirname, '..', '..', 'fixtures');
 
@@ -93,9 +93,11 @@ describe('tasks/testfiles', () => {
     assert.equal(isMutableSource('main.go'), false, 'Go is not mutated (yet)');
   });
 
-  it('collectTestFiles reads exactly the test files of a fixture', () => {
-    const m = collectTestFiles(path.join(fixtures, 'js-shop'));
-    assert.deepEqual([...m.keys()], ['package.json', 'test/inventory.test.js', 'test/pricing.test.js']);
-    assert.match(m.get('test/pricing.test.js')!.toString(), /installments put the remainder last/);
+  it('collectOriginals reads exactly the test files of a fixture, and hashes its sources', () => {
+    const m = collectOriginals(path.join(fixtures, 'js-shop'));
+    assert.deepEqual([...m.tests.keys()], ['package.json', 'test/inventory.test.js', 'test/pricing.test.js']);
+    assert.match(m.tests.get('test/pricing.test.js')!.toString(), /installments put the remainder last/);
+    assert.deepEqual([...m.sources.keys()], ['src/inventory.js', 'src/pricing.js']);
+    assert.equal(originalSource(m, 'src/pricing.js'), fs.readFileSync(path.join(fixtures, 'js-shop', 'src/pricing.js'), 'utf8'));
   });
 });

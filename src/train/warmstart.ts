@@ -359,8 +359,12 @@ export async function warmstart(o: WarmstartOptions): Promise<WarmstartResult> {
   let lossAcc = 0;
   let actAcc = 0;
   let accN = 0;
+  // The budget is kept to within a step: the loop ends before a step that, taking as long as the
+  // last one, would end past it.
+  let lastStepMs = 0;
   try {
-    while (Date.now() - t0 < budgetMs && !o.signal?.aborted) {
+    while (Date.now() - t0 + lastStepMs < budgetMs && !o.signal?.aborted) {
+      const stepT0 = Date.now();
       const frac = (Date.now() - t0) / budgetMs;
       const cur = cStart + (cEnd - cStart) * frac;
       const examples: { ids: number[]; weights: number[] }[] = [];
@@ -374,6 +378,14 @@ export async function warmstart(o: WarmstartOptions): Promise<WarmstartResult> {
       const lr = lrAt(frac, { peak, floor, warmup });
       const [m] = await trainer.train({ loss: 'sft', batch: rows, seq: rowTokens }, [batch], { lr, weightDecay: 0.01 });
       step++;
+      lastStepMs = Date.now() - stepT0;
+      if (step === 1 && Date.now() - t0 > budgetMs) {
+        // Not even one step fits: nothing is written to --out, and the message says what would.
+        const stepMin = (Date.now() - t0) / 60_000;
+        throw new TurnwiseError('invalid-input', `a warm-start budget of ${o.minutes} min is shorter than one training step here (the first took ${stepMin.toFixed(2)} min, building its graphs included)`, {
+          hint: `give --minutes of at least ${Math.max(1, Math.ceil(stepMin * 4))} (a few steps; each later step is faster than the first); nothing was written to ${path.resolve(o.out)}`,
+        });
+      }
       tokens += n;
       windowTokens += n;
       lossAcc += m.loss;
@@ -406,9 +418,11 @@ export async function warmstart(o: WarmstartOptions): Promise<WarmstartResult> {
         lastSave = Date.now();
       }
     }
+    const trainMs = Date.now() - t0;
     save();
     const final = await evaluate();
-    emit({ step, minutes: (Date.now() - t0) / 60_000, lr: 0, curriculum: cEnd, loss: NaN, action_loss: NaN, tokens, tokens_per_s: 0, ...final });
+    // The closing row (the final evaluation) reports the throughput of the whole training phase.
+    emit({ step, minutes: (Date.now() - t0) / 60_000, lr: 0, curriculum: cEnd, loss: NaN, action_loss: NaN, tokens, tokens_per_s: (tokens / Math.max(1, trainMs)) * 1000, ...final });
     const outDir = path.resolve(o.out);
     writeFileAtomic(path.join(outDir, 'warmstart.json'), JSON.stringify(warmstartRecord(o, { steps: step, tokens, minutes: (Date.now() - t0) / 60_000, seed, final }), null, 2) + '\n');
     // The whole curve travels with the checkpoint: the earlier phases' log, then this one's.

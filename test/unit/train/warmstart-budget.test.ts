@@ -1,0 +1,27 @@
+// The warm start's --minutes budget: one too small for a single training step is refused with
+// the step's measured length and nothing is written to --out (it used to run the step, the
+// final evaluation, write a model and log "0 tok/s"). Real trainer on ONNX Runtime. The budget
+// here (60 ms) is far below any step of the tiny model (seconds), so the outcome does not hang
+// on the machine's speed.
+import * as assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { warmstart } from '../../../src/train/warmstart';
+
+describe('train/warmstart: the minutes budget', function () {
+  this.timeout(300_000);
+  let tmp: string;
+  beforeEach(() => (tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-ws-budget-'))));
+  afterEach(() => fs.rmSync(tmp, { recursive: true, force: true }));
+
+  it('a budget shorter than one step is refused, saying how long a step took; --out is not created', async () => {
+    const out = path.join(tmp, 'model');
+    await assert.rejects(
+      warmstart({ out, minutes: 0.001, seed: 0, poolSize: 40, evalCases: 4, settings: { provider: 'cpu' } }),
+      (e: Error & { hint?: string }) => /a warm-start budget of 0\.001 min is shorter than one training step here \(the first took \d+\.\d+ min/.test(e.message) && /give --minutes of at least \d+/.test(e.hint ?? ''),
+    );
+    assert.equal(fs.existsSync(out), false, 'nothing written to --out');
+    assert.equal(fs.existsSync(path.join(tmp, 'model.warmstart-log.jsonl')), false, 'no log row either');
+  });
+});

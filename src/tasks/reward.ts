@@ -106,8 +106,8 @@ export async function hashWorkspace(sandbox: Sandbox, workspace = WORKSPACE_DIR)
     throw new TurnwiseError('sandbox-failed', `cannot hash the workspace files to restore the tests (exit ${list.exitCode}${list.truncated ? ', output truncated' : ''}): ${list.stderr.slice(-300)}`);
   }
   const hashes = new Map<string, string>();
-  for (const line of list.stdout.split('\n')) {
-    const m = /^([0-9a-f]{64}) [ *]\.\/(.+)$/.exec(line);
+  for (const entry of list.stdout.split('\0')) {
+    const m = /^\n?([0-9a-f]{64}) [ *]\.\/(.+)$/s.exec(entry);
     if (m) hashes.set(m[2], m[1]);
   }
   return hashes;
@@ -130,12 +130,12 @@ export async function restoreTestFiles(sandbox: Sandbox, originals: ReadonlyMap<
   // folder (with a conftest.py in it) made every test look deleted and the restore wrote the
   // originals THROUGH the link, next to the agent's hooks; a symlinked conftest.py was never seen.
   // Every link that is test infrastructure or stands on the path of an original test file goes.
-  const links = await sandbox.exec(`${findCommand('-print', 'l')}`, { cwd: workspace, timeoutMs: 60_000, maxOutputBytes: 8 * 1024 * 1024 });
+  const links = await sandbox.exec(`${findCommand('-print0', 'l')}`, { cwd: workspace, timeoutMs: 60_000, maxOutputBytes: 8 * 1024 * 1024 });
   if (links.truncated || links.timedOut || links.exitCode !== 0) {
     throw new TurnwiseError('sandbox-failed', `cannot list the workspace's symlinks to restore the tests (exit ${links.exitCode}): ${links.stderr.slice(-300)}`);
   }
   const badLinks = links.stdout
-    .split('\n')
+    .split('\0')
     .filter((l) => l.startsWith('./'))
     .map((l) => l.slice(2))
     .filter((l) => isTestInfraFile(l) || [...originals.keys()].some((f) => f.startsWith(`${l}/`)));

@@ -227,10 +227,12 @@ export function findCommand(action: string, type: 'f' | 'l' = 'f'): string {
 }
 
 /**
- * A bash command that prints `<sha256>  ./<path>` for every regular file under the workspace
- * except inside `node_modules` (restored as a whole) and `.git` (no file names on a command line).
- * The tamper scan reads all of it; the restore takes the paths the test scan covers (inTestScan).
+ * A bash command that prints `<sha256>  ./<path>` NUL-terminated for every regular file under the
+ * workspace except inside `node_modules` (restored as a whole) and `.git` (no file names on a
+ * command line). NUL, not newline: sha256sum escapes a name with a newline in its line format, so
+ * a folder named `x<newline>y` holding a conftest.py was invisible to a line-based reader (while
+ * pytest loads it). The tamper scan reads all of it; the restore takes what the test scan covers.
  */
 export function hashFilesCommand(): string {
-  return `find . -mindepth 1 \\( -name node_modules -o -name .git \\) -prune -o -type f -print0 | xargs -0 -r sha256sum --`;
+  return `find . -mindepth 1 \\( -name node_modules -o -name .git \\) -prune -o -type f -print0 | xargs -0 -r sha256sum -z --`;
 }

@@ -74,7 +74,7 @@ export interface RewardComponents {
   formatPenalty: number;
   /** R = passRate − efficiencyPenalty − formatPenalty (NaN propagates). */
   reward: number;
-  /** True when the agent changed a test file (the change was undone before scoring). */
+  /** True when the agent changed a test file, runner configuration or dependencies (undone before scoring). */
   testsEdited?: boolean;
   /**
    * Why the episode counts as tampered with: an edit of the code under test that reaches into the

@@ -250,7 +250,7 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
           items.push({
             label: s.trajId,
             description: `${s.taskId}${split === 'heldout' ? ' (held-out)' : ''}`,
-            detail: s.failure ? `unscored: ${s.failure}` : `reward ${formatSigned(s.reward, 2)} · pass ${pct(s.passRate)} · ${s.turns} turns${s.resolved ? ' · resolved' : ''}`,
+            detail: s.failure ? `unscored: ${s.failure}` : `reward ${formatSigned(s.reward, 2)} · pass ${pct(s.passRate)} · ${s.turns} turns${s.resolved ? ' · resolved' : ''}${s.tampered ? ' · tampered' : ''}`,
             ref: { runDir: run.dir, iteration: it.it.iteration, split, trajId: s.trajId, offset: s.offset, length: s.length },
           });
         }

@@ -158,8 +158,8 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsNode>, vsco
         const s = node.traj;
         const item = new vscode.TreeItem(s.trajId, vscode.TreeItemCollapsibleState.None);
         item.id = `traj:${node.run.dir}:${node.it.iteration}:${node.task.split}:${s.trajId}`;
-        item.description = s.failure ? `unscored: ${s.failure}` : `reward ${formatSigned(s.reward, 2)} · pass ${pct(s.passRate)} · ${s.turns} turn${s.turns === 1 ? '' : 's'}${s.resolved ? ' · resolved' : ''}`;
-        item.iconPath = new vscode.ThemeIcon(s.failure ? 'warning' : s.resolved ? 'pass-filled' : 'debug-stackframe-dot', s.resolved ? new vscode.ThemeColor('testing.iconPassed') : undefined);
+        item.description = s.failure ? `unscored: ${s.failure}` : `reward ${formatSigned(s.reward, 2)} · pass ${pct(s.passRate)} · ${s.turns} turn${s.turns === 1 ? '' : 's'}${s.resolved ? ' · resolved' : ''}${s.tampered ? ' · tampered' : ''}`;
+        item.iconPath = new vscode.ThemeIcon(s.failure || s.tampered ? 'warning' : s.resolved ? 'pass-filled' : 'debug-stackframe-dot', s.resolved ? new vscode.ThemeColor('testing.iconPassed') : undefined);
         item.contextValue = 'trajectory';
         item.command = { command: 'turnwise.openTrajectory', title: 'Open Trajectory', arguments: [node] };
         return item;

@@ -25,7 +25,7 @@ export function trajectoryView(traj: Trajectory): TrajectoryView {
     iteration: traj.iteration,
     split: traj.split,
     checkpoint: traj.checkpoint,
-    reward: { reward: finite(r?.reward), passRate: finite(r?.passRate), resolved: !!r?.resolved, turns: r?.turns ?? traj.turns.length, efficiencyPenalty: r?.efficiencyPenalty, formatPenalty: r?.formatPenalty, testsEdited: r?.testsEdited, error: r?.error },
+    reward: { reward: finite(r?.reward), passRate: finite(r?.passRate), resolved: !!r?.resolved, turns: r?.turns ?? traj.turns.length, efficiencyPenalty: r?.efficiencyPenalty, formatPenalty: r?.formatPenalty, testsEdited: r?.testsEdited, ...(r?.tampered !== undefined ? { tampered: r.tampered } : {}), error: r?.error },
     tests: traj.testReport ? { passed: traj.testReport.passed.length, failed: traj.testReport.failed.length, errors: traj.testReport.errors?.length ?? 0, failedNames: traj.testReport.failed.slice(0, 20) } : undefined,
     failure: traj.failure,
     turns: traj.turns.map((t) => ({

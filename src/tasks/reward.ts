@@ -10,7 +10,7 @@ import { parseReport, type JunitFlavor, type TestOutcome, type TestReport } from
 import { shellQuote as shq } from '../sandbox/shell';
 import { DEFAULT_REPORT_PATH } from './runners';
 import { tamperReasons, type ScannedFile } from './tamper';
-import { findCommand, hashFilesCommand, inTestScan, isTestInfraFile, languageOfFile, originalSource, type ScoringOriginals } from './testfiles';
+import { findCommand, hashFilesCommand, inTestScan, isTestInfraFile, languageOfFile, originalData, originalSource, type ScoringOriginals } from './testfiles';
 
 export interface RewardWeights {
   /** λ_eff: weight of turns/max_turns. Default 0.1. */
@@ -113,6 +113,16 @@ export async function hashWorkspace(sandbox: Sandbox, workspace = WORKSPACE_DIR)
   return hashes;
 }
 
+/** What a restore puts back: the files it covers, with the snapshot's hashes and bytes. */
+export interface RestoreSet {
+  /** Whether a workspace path is one of the kinds this restore owns (present ones not in `wanted` are removed). */
+  covers(rel: string): boolean;
+  /** The snapshot's files of those kinds: path → sha256. */
+  wanted: ReadonlyMap<string, string>;
+  /** The snapshot's bytes of a wanted file. */
+  read(rel: string): Buffer;
+}
+
 /**
  * Makes every test-infrastructure file in the sandbox identical to `originals` (path → bytes,
  * read from the snapshot's source): differing files are rewritten, missing ones recreated,
@@ -120,12 +130,38 @@ export async function hashWorkspace(sandbox: Sandbox, workspace = WORKSPACE_DIR)
  * workspace's listing (hashWorkspace), taken now when not given.
  */
 export async function restoreTestFiles(sandbox: Sandbox, originals: ReadonlyMap<string, Buffer>, workspace = WORKSPACE_DIR, hashes?: ReadonlyMap<string, string>): Promise<RestoreResult> {
+  return restoreFiles(sandbox, testRestoreSet(originals), workspace, hashes);
+}
+
+/**
+ * Test infrastructure by name, and the snapshot's files that its runner configuration names
+ * (collectOriginals): what the runners read.
+ */
+function testRestoreSet(originals: ReadonlyMap<string, Buffer>): RestoreSet {
+  return { covers: (f) => isTestInfraFile(f) || originals.has(f), wanted: new Map([...originals].map(([f, b]) => [f, sha(b)])), read: (f) => originals.get(f)! };
+}
+
+/**
+ * What scoring a task puts back: its test infrastructure; for a mutation task (whose fix is in a
+ * source file) every other file that is not source code too, so data the tests compare against
+ * is the snapshot's.
+ */
+export function scoringRestoreSet(originals: ScoringOriginals, task: Pick<Task, 'source'>): RestoreSet {
+  const tests = testRestoreSet(originals.tests);
+  if (task.source !== 'mutation') return tests;
+  const isData = (f: string) => !tests.covers(f) && languageOfFile(f) === undefined;
+  return {
+    covers: (f) => tests.covers(f) || isData(f),
+    wanted: new Map([...tests.wanted, ...originals.data]),
+    read: (f) => (originals.tests.has(f) ? originals.tests.get(f)! : originalData(originals, f)),
+  };
+}
+
+/** Makes the files a RestoreSet covers identical to the snapshot's, outside the folders the test scan prunes. */
+export async function restoreFiles(sandbox: Sandbox, set: RestoreSet, workspace = WORKSPACE_DIR, hashes?: ReadonlyMap<string, string>): Promise<RestoreResult> {
   const present = new Map<string, string>();
-  for (const [f, h] of hashes ?? (await hashWorkspace(sandbox, workspace))) {
-    // What the runners read: test infrastructure by name, and the snapshot's files that its runner
-    // configuration names (collectOriginals), outside the folders the runners never enter.
-    if (inTestScan(f) && (isTestInfraFile(f) || originals.has(f))) present.set(f, h);
-  }
+  for (const [f, h] of hashes ?? (await hashWorkspace(sandbox, workspace))) if (inTestScan(f) && set.covers(f)) present.set(f, h);
+  const originals = set.wanted;
   // Symlinks: find -type f skips them, so a test folder swapped for a link to the agent's own
   // folder (with a conftest.py in it) made every test look deleted and the restore wrote the
   // originals THROUGH the link, next to the agent's hooks; a symlinked conftest.py was never seen.
@@ -134,18 +170,23 @@ export async function restoreTestFiles(sandbox: Sandbox, originals: ReadonlyMap<
   if (links.truncated || links.timedOut || links.exitCode !== 0) {
     throw new TurnwiseError('sandbox-failed', `cannot list the workspace's symlinks to restore the tests (exit ${links.exitCode}): ${links.stderr.slice(-300)}`);
   }
+  const wantedDirs = new Set<string>();
+  for (const f of originals.keys()) for (let i = f.indexOf('/'); i >= 0; i = f.indexOf('/', i + 1)) wantedDirs.add(f.slice(0, i));
   const badLinks = links.stdout
     .split('\0')
     .filter((l) => l.startsWith('./'))
     .map((l) => l.slice(2))
-    .filter((l) => isTestInfraFile(l) || [...originals.keys()].some((f) => f.startsWith(`${l}/`)));
+    .filter((l) => isTestInfraFile(l) || originals.has(l) || wantedDirs.has(l));
   for (let i = 0; i < badLinks.length; i += 200) await sandbox.exec(`rm -f -- ${badLinks.slice(i, i + 200).map(shq).join(' ')}`, { cwd: workspace, timeoutMs: 60_000 });
   // Files found under a removed folder link were the agent's, not the workspace's.
   for (const f of [...present.keys()]) if (badLinks.some((l) => f.startsWith(`${l}/`))) present.delete(f);
   const added = [...new Set([...[...present.keys()].filter((f) => !originals.has(f)), ...badLinks.filter((l) => !originals.has(l))])].sort();
   const deleted = [...originals.keys()].filter((f) => !present.has(f)).sort();
-  const modified = [...originals.keys()].filter((f) => present.has(f) && present.get(f) !== sha(originals.get(f)!)).sort();
+  const modified = [...originals.keys()].filter((f) => present.has(f) && present.get(f) !== originals.get(f)).sort();
   const rewrite = [...modified, ...deleted];
+  // Read every original first: a file the host no longer holds as the snapshot did stops the
+  // restore before anything in the sandbox changed.
+  const bytes = new Map(rewrite.map((f) => [f, set.read(f)]));
   // Clear the way in batches: a parent replaced by a file, the old file (maybe a dir or read-only).
   for (let i = 0; i < rewrite.length; i += 200) {
     const batch = rewrite.slice(i, i + 200);
@@ -155,10 +196,27 @@ export async function restoreTestFiles(sandbox: Sandbox, originals: ReadonlyMap<
     });
     await sandbox.exec(cmds.join('; '), { cwd: workspace, timeoutMs: 60_000 });
   }
-  for (const f of rewrite) await sandbox.writeFile(`${workspace}/${f}`, originals.get(f)!);
+  for (const f of rewrite) await sandbox.writeFile(`${workspace}/${f}`, bytes.get(f)!);
   const addedFiles = added.filter((f) => !badLinks.includes(f));
   for (let i = 0; i < addedFiles.length; i += 200) await sandbox.exec(`rm -f -- ${addedFiles.slice(i, i + 200).map(shq).join(' ')}`, { cwd: workspace, timeoutMs: 60_000 });
   return { modified, deleted, added };
+}
+
+/**
+ * Symbolic links in the workspace that the snapshot did not have (outside node_modules, which
+ * restoreDependencies owns): a source file or folder swapped for a link puts the code under test
+ * where the tamper scan does not read it, and no fix needs one. One reason per link.
+ */
+export async function newLinks(sandbox: Sandbox, originals: ScoringOriginals, workspace = WORKSPACE_DIR): Promise<string[]> {
+  const r = await sandbox.exec(`find . \\( -name node_modules -o -name .git \\) -prune -o -type l -printf '%P\\0%l\\0'`, { cwd: workspace, timeoutMs: 60_000, maxOutputBytes: 8 * 1024 * 1024 });
+  if (r.exitCode !== 0 || r.truncated || r.timedOut) throw new TurnwiseError('sandbox-failed', `cannot list the workspace's symlinks (exit ${r.exitCode}): ${r.stderr.slice(-300)}`);
+  const parts = r.stdout.split('\0');
+  const reasons: string[] = [];
+  for (let i = 0; i + 1 < parts.length; i += 2) {
+    const [p, target] = [parts[i], parts[i + 1]];
+    if (p && originals.links.get(p) !== target) reasons.push(`${p}: a symbolic link the snapshot did not have (to ${JSON.stringify(target)})`);
+  }
+  return reasons;
 }
 
 /**
@@ -239,7 +297,7 @@ function flavorOf(task: Pick<Task, 'runner'>): JunitFlavor | undefined {
 export async function runTests(
   sandbox: Sandbox,
   spec: Pick<Task, 'testCommand' | 'reportFormat' | 'runner'>,
-  opts: { timeoutMs?: number; reportPath?: string; workspace?: string } = {},
+  opts: { timeoutMs?: number; reportPath?: string; workspace?: string; killStrays?: boolean } = {},
 ): Promise<RunTestsResult> {
   const reportPath = opts.reportPath ?? DEFAULT_REPORT_PATH;
   const workspace = opts.workspace ?? WORKSPACE_DIR;
@@ -256,6 +314,12 @@ export async function runTests(
   }
   const res = await sandbox.exec(spec.testCommand, { cwd: workspace, timeoutMs: opts.timeoutMs ?? 120_000, env: scoringEnv(reportPath, workspace) });
   const base = { timedOut: res.timedOut, exitCode: res.exitCode, durationMs: res.durationMs };
+  if (opts.killStrays) {
+    // What the test run left in a session of its own (the code under test can start one) is
+    // stopped before the report is read, so it cannot keep rewriting it.
+    const k = await sandbox.exec(KILL_STRAYS_COMMAND, { timeoutMs: 30_000 });
+    if (k.exitCode !== 0) return { ...base, error: `cannot stop what the test run left running (exit ${k.exitCode}): ${k.stderr.slice(-300)}` };
+  }
   // Read with cat, not the archive API: /tmp is a tmpfs, which `docker cp` cannot see.
   const cat = await sandbox.exec(`cat -- ${shq(reportPath)}`, { timeoutMs: 30_000, maxOutputBytes: REPORT_MAX_BYTES });
   if (cat.exitCode !== 0) {
@@ -377,14 +441,17 @@ export async function scoreEpisode(sandbox: Sandbox, task: Task, opts: ScoreOpti
     const clear = await sandbox.exec(CLEAR_BYTECODE_COMMAND, { timeoutMs: 60_000 });
     if (clear.exitCode !== 0) throw new TurnwiseError('sandbox-failed', `cannot delete the workspace's bytecode caches (exit ${clear.exitCode}): ${clear.stderr.slice(-300)}`);
     const hashes = await hashWorkspace(sandbox);
-    restored = { ...(await restoreTestFiles(sandbox, opts.originals.tests, WORKSPACE_DIR, hashes)), ...(dependencies.length ? { dependencies } : {}) };
-    tampered = await scanForTampering(sandbox, opts.originals, hashes);
+    restored = { ...(await restoreFiles(sandbox, scoringRestoreSet(opts.originals, task), WORKSPACE_DIR, hashes)), ...(dependencies.length ? { dependencies } : {}) };
+    tampered = [...(await newLinks(sandbox, opts.originals)), ...(await scanForTampering(sandbox, opts.originals, hashes))];
   } catch (e) {
     const reward = computeReward({ outcomes: undefined, failToPass: task.fail_to_pass, passToPass: task.pass_to_pass, turns: opts.turns, maxTurns: opts.maxTurns, formatError: opts.formatError, weights: opts.weights, error: `the test files could not be restored, so the tests cannot be trusted: ${formatError(e)}` });
     return { reward, restored: { modified: [], deleted: [], added: [] } };
   }
-  const testsEdited = restored.modified.length + restored.deleted.length + restored.added.length + (restored.dependencies?.length ?? 0) > 0;
-  const run = await runTests(sandbox, task, { timeoutMs: opts.timeoutMs });
+  // Test infrastructure and dependencies the agent changed; the other files a mutation task puts
+  // back (data, the agent's notes) are not tests.
+  const isTest = (f: string) => isTestInfraFile(f) || opts.originals.tests.has(f);
+  const testsEdited = [...restored.modified, ...restored.deleted, ...restored.added].some(isTest) || (restored.dependencies?.length ?? 0) > 0;
+  const run = await runTests(sandbox, task, { timeoutMs: opts.timeoutMs, killStrays: true });
   const ids = [...new Set([...task.fail_to_pass, ...task.pass_to_pass])];
   const common = { failToPass: task.fail_to_pass, passToPass: task.pass_to_pass, turns: opts.turns, maxTurns: opts.maxTurns, formatError: opts.formatError, weights: opts.weights, testsEdited };
   if (run.report) {

@@ -37,8 +37,15 @@ const JAVASCRIPT: Probe[] = [
   { label: 'loads code dynamically', re: /(?<![.\w])eval\s*\(|\bnew\s+Function\b|(?<![.\w])Function\s*\(/g },
 ];
 
-/** Probes shared by every language: the report's path and its variable. */
-const ANY: Probe[] = [{ label: 'names the test report or its path', re: /\/tmp\/turnwise\b|\bTURNWISE_REPORT\b|\bjunit\w*/gi }];
+/**
+ * Probes shared by every language: the report's path and its variable, and the names of runner
+ * hooks and configuration, which code under test has no reason to write (a module that writes a
+ * conftest.py with a collection hook into a test folder during the run needs no import).
+ */
+const ANY: Probe[] = [
+  { label: 'names the test report or its path', re: /\/tmp\/turnwise\b|\bTURNWISE_REPORT\b|\bjunit\w*/gi },
+  { label: "names the test runner's hooks or configuration files", re: /\bpytest_[a-z]\w*|\bconftest\b|\bmocharc\b|\bjest\.config\b|\bsetupFiles\w*|\bpytest\.ini\b/g },
+];
 
 function probesFor(lang: Language): Probe[] {
   return [...ANY, ...(lang === 'python' ? PYTHON : lang === 'javascript' || lang === 'typescript' ? JAVASCRIPT : [])];

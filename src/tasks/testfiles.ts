@@ -3,6 +3,7 @@
 import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { TurnwiseError } from '../core/errors';
 import type { Language } from '../core/schema';
 import { listWorkspaceFiles as listSnapshotFiles } from '../sandbox/snapshot';
 
@@ -132,6 +133,14 @@ export interface ScoringOriginals {
   tests: ReadonlyMap<string, Buffer>;
   /** Every other file in a source language (path → sha256), the baseline of the tamper scan. */
   sources: ReadonlyMap<string, string>;
+  /**
+   * The rest of the files the test scan covers (path → sha256): data, docs, configuration.
+   * Restored before scoring a mutation task, whose fix is in a source file, so that the tests'
+   * expected values (a fixture JSON outside the test folders) are the snapshot's.
+   */
+  data: ReadonlyMap<string, string>;
+  /** The snapshot's symbolic links outside node_modules (path → target). */
+  links: ReadonlyMap<string, string>;
 }
 
 /**
@@ -143,12 +152,19 @@ export interface ScoringOriginals {
 export function collectOriginals(dir: string): ScoringOriginals {
   const tests = new Map<string, Buffer>();
   const sources = new Map<string, string>();
-  const files = listSnapshotFiles(dir).filter((f) => f.link === undefined && !f.rel.split('/').includes('node_modules'));
+  const data = new Map<string, string>();
+  const links = new Map<string, string>();
+  const listed = listSnapshotFiles(dir).filter((f) => !f.rel.split('/').includes('node_modules'));
+  for (const f of listed) if (f.link !== undefined) links.set(f.rel, f.link);
+  const files = listed.filter((f) => f.link === undefined);
+  const hash = (rel: string) => createHash('sha256').update(fs.readFileSync(path.join(dir, rel))).digest('hex');
   for (const f of files) {
     if (isTestInfraFile(f.rel)) {
       if (!underPrunedFolder(f.rel)) tests.set(f.rel, fs.readFileSync(path.join(dir, f.rel)));
     } else if (languageOfFile(f.rel) !== undefined) {
-      sources.set(f.rel, createHash('sha256').update(fs.readFileSync(path.join(dir, f.rel))).digest('hex'));
+      sources.set(f.rel, hash(f.rel));
+    } else if (!underPrunedFolder(f.rel)) {
+      data.set(f.rel, hash(f.rel));
     }
   }
   // A source file the runner configuration loads (a jest setup file, a mocha --require, a pytest
@@ -159,7 +175,27 @@ export function collectOriginals(dir: string): ScoringOriginals {
       sources.delete(rel);
     }
   }
-  return { root: path.resolve(dir), tests, sources };
+  return { root: path.resolve(dir), tests, sources, data, links };
+}
+
+/**
+ * The snapshot's bytes of a data file, read again from the host workspace. Throws when the file
+ * changed there since the snapshot: what scoring would put back is no longer what it held.
+ */
+export function originalData(o: ScoringOriginals, rel: string): Buffer {
+  const want = o.data.get(rel);
+  let buf: Buffer | undefined;
+  try {
+    buf = fs.readFileSync(path.join(o.root, rel));
+  } catch {
+    buf = undefined;
+  }
+  if (want === undefined || !buf || createHash('sha256').update(buf).digest('hex') !== want) {
+    throw new TurnwiseError('invalid-input', `${rel} in ${o.root} changed since the run's snapshot was taken, so scoring cannot put it back as the snapshot held it`, {
+      hint: 'leave the workspace as it is while a run or an evaluation is going, or start it again',
+    });
+  }
+  return buf;
 }
 
 /**

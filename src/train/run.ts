@@ -281,6 +281,7 @@ function episodeMetrics(prefix: string, trajs: readonly Trajectory[]): Record<st
     [`${prefix}format_errors`]: turns.length ? turns.filter((t) => t.formatError).length / turns.length : 0,
     [`${prefix}episodes`]: trajs.length,
     [`${prefix}episodes/failed`]: trajs.filter((t) => t.failure).length,
+    [`${prefix}episodes/tampered`]: trajs.filter((t) => t.reward.tampered !== undefined).length,
   };
   return m;
 }
@@ -297,6 +298,8 @@ export interface EvalTaskRow {
   turns: number;
   formatErrors: number;
   failure?: string;
+  /** Why the episode counts as tampered with (reward 0). */
+  tampered?: string;
 }
 
 export interface EvalSummary {
@@ -307,6 +310,8 @@ export interface EvalSummary {
   format_error_rate: number;
   episodes: number;
   failed: number;
+  /** Episodes whose reward is 0 because they tampered with the tests (tasks/tamper.ts). */
+  tampered: number;
   tasks: EvalTaskRow[];
 }
 
@@ -320,6 +325,7 @@ export function summarizeEval(trajs: readonly Trajectory[]): EvalSummary {
     format_error_rate: m.format_errors,
     episodes: trajs.length,
     failed: m['episodes/failed'],
+    tampered: m['episodes/tampered'],
     tasks: trajs.map((t) => ({
       taskId: t.taskId,
       resolved: t.reward.resolved,
@@ -327,6 +333,7 @@ export function summarizeEval(trajs: readonly Trajectory[]): EvalSummary {
       turns: t.turns.length,
       formatErrors: t.turns.filter((x) => x.formatError).length,
       ...(t.failure ? { failure: t.failure } : {}),
+      ...(t.reward.tampered !== undefined ? { tampered: t.reward.tampered } : {}),
     })),
   };
 }

@@ -86,7 +86,7 @@ function task(id: string): Task {
  * edit and stop. Every episode has 5 turns: cat, fix-or-not, pytest (replayed from the cache in
  * good episodes), header edit, submit.
  */
-export function fixtureTrajectory(o: { taskId: string; groupId: string; trajId: string; iteration: number; split: 'train' | 'heldout'; good: boolean; r: () => number; scoreBase: number }): Trajectory {
+export function fixtureTrajectory(o: { taskId: string; groupId: string; trajId: string; iteration: number; split: 'train' | 'heldout'; good: boolean; r: () => number; scoreBase: number; tampered?: string }): Trajectory {
   const { good, r } = o;
   const afterFix = good ? FIXED : ORIGINAL;
   const withHeader = HEADER + afterFix;
@@ -156,9 +156,14 @@ export function fixtureTrajectory(o: { taskId: string; groupId: string; trajId: 
     testReport: good
       ? { passed: ['tests/test_ops.py::test_add', 'tests/test_ops.py::test_clamp'], failed: [] }
       : { passed: ['tests/test_ops.py::test_add'], failed: ['tests/test_ops.py::test_clamp'] },
-    reward: { passRate, resolved: good, turns: 5, maxTurns: 8, formatError: false, efficiencyPenalty: 0.0625, formatPenalty: 0, reward },
+    reward: o.tampered
+      ? { passRate: 0, resolved: false, turns: 5, maxTurns: 8, formatError: false, efficiencyPenalty: 0, formatPenalty: 0, reward: 0, tampered: o.tampered }
+      : { passRate, resolved: good, turns: 5, maxTurns: 8, formatError: false, efficiencyPenalty: 0.0625, formatPenalty: 0, reward },
   };
 }
+
+/** The reason iteration 1's second episode carries: a tampered episode for the views to show. */
+export const FIXTURE_TAMPERED = "calc/ops.py: imports pytest's internals (_pytest) (new in the agent's edit)";
 
 function metricsOnlyRow(it: number, r: () => number): MetricsRow {
   const p = 1 - 0.8 * Math.exp(-it / 300) - 0.05 * r();
@@ -212,7 +217,7 @@ export function writeFixtureRun(workspace: string, opts: FixtureOptions = {}): s
       for (let i = 0; i < perIter; i++) {
         const taskId = TASK_IDS[Math.floor(i / G) % TASK_IDS.length];
         const group = Math.floor(i / G);
-        train.push(fixtureTrajectory({ taskId: perIter > 64 ? `${taskId}-${Math.floor(group / TASK_IDS.length)}` : taskId, groupId: `${taskId}@${it}#${group}`, trajId: `t${it}-${i}`, iteration: it, split: 'train', good: i === 0 ? true : i === 1 ? false : r() < skill, r, scoreBase: 0 }));
+        train.push(fixtureTrajectory({ taskId: perIter > 64 ? `${taskId}-${Math.floor(group / TASK_IDS.length)}` : taskId, groupId: `${taskId}@${it}#${group}`, trajId: `t${it}-${i}`, iteration: it, split: 'train', good: i === 0 ? true : i === 1 ? false : r() < skill, r, scoreBase: 0, ...(it === 1 && i === 1 ? { tampered: FIXTURE_TAMPERED } : {}) }));
       }
       w(`iterations/${it}/trajectories.jsonl`, jsonl(train));
       const rewards = train.map((t) => t.reward.reward);
@@ -232,6 +237,7 @@ export function writeFixtureRun(workspace: string, opts: FixtureOptions = {}): s
         'time/rollout_s': 30 + r() * 5,
         episodes: train.length + heldout.length,
         'episodes/failed': 0,
+        'episodes/tampered': train.filter((t) => t.reward.tampered !== undefined).length,
       });
     }
     w(`checkpoints/${it}/model.safetensors`, '');

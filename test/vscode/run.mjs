@@ -656,6 +656,17 @@ async function viewUiTests(page, workspace) {
       if (others !== 1) throw new Error(`${others} cards say "replayed"; only turn 3 was`);
       const ran = await frame.locator('.turn[data-turn="1"] header .duration').innerText();
       if (!/^\d+ ms$/.test(ran)) throw new Error(`turn 1's card says "${ran}", not its run time`);
+      // An honest episode carries no tampered chip; the fixture's t1-1 is tampered and says why.
+      if (await frame.locator('.summary .chip', { hasText: 'tampered' }).count()) throw new Error("t1-0's summary shows a tampered chip");
+      await row('t1-1').click();
+      await frame.locator('.summary h1', { hasText: 't1-1' }).waitFor({ timeout: 20000 });
+      const chipText = await frame.locator('.summary .chip', { hasText: 'tampered' }).innerText();
+      if (!/reward 0/.test(chipText)) throw new Error(`t1-1's tampered chip says "${chipText}"`);
+      const reason = await frame.locator('.summary .tampered').innerText();
+      if (!reason.includes("calc/ops.py: imports pytest's internals")) throw new Error(`t1-1's tampered reason reads "${reason}"`);
+      await screenshot(page, '07a-trajectory-tampered.png');
+      await row('t1-0').click();
+      await frame.locator('.summary h1', { hasText: 't1-0' }).waitFor({ timeout: 20000 });
       await frame.locator('.summary h1').click();
       await page.keyboard.press('j');
       await waitFor('turn 2 in the webview', async () => (await frame.locator('body').getAttribute('data-current-turn')) === '2');

@@ -26,6 +26,8 @@ export interface TrajectorySummary {
   resolved: boolean;
   turns: number;
   formatError: boolean;
+  /** The episode tampered with the tests (its reward is 0). */
+  tampered?: boolean;
   failure?: string;
 }
 
@@ -284,6 +286,7 @@ function toSummary(f: Record<string, unknown>, line: number, offset: number, len
     resolved: r.resolved === true,
     turns: typeof r.turns === 'number' ? r.turns : 0,
     formatError: r.formatError === true,
+    ...(typeof r.tampered === 'string' ? { tampered: true } : {}),
     failure: typeof f.failure === 'string' ? f.failure : undefined,
   };
 }

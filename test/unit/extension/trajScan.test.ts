@@ -51,7 +51,7 @@ describe('extension: trajectory file scan', () => {
     const rows = [
       { taskId: 'a', trajId: 'a1', groupId: 'ga', iteration: 3, split: 'train', turns, testReport: { passed: ['x'], failed: ['y "z"'] }, reward: reward(1) },
       { turns, reward: reward(0.5), failure: 'sandbox "died"', split: 'heldout', iteration: 4, trajId: 'b1', taskId: 'b', groupId: 'gb' },
-      { taskId: 'c', trajId: 'c1', groupId: 'gc', reward: reward(0), turns },
+      { taskId: 'c', trajId: 'c1', groupId: 'gc', reward: { ...reward(0), tampered: 'x.py: imports pytest' }, turns },
       { taskId: 'd', trajId: 'd1', groupId: 'gd', reward: reward(0.25) },
       { taskId: 'e', trajId: 'e1', groupId: 'ge', turns, reward: reward(0.75) },
     ];
@@ -73,6 +73,7 @@ describe('extension: trajectory file scan', () => {
         ['e', 'e1', 'ge', undefined, undefined, 0.75, null],
       ],
     );
+    assert.deepEqual(summaries.map((s) => s.tampered ?? false), [false, false, true, false, false], 'only c1 tampered with the tests');
     // A line cut inside its turns (a writer that died) is a bad line, not a wrong summary.
     fs.writeFileSync(file, `${JSON.stringify(rows[0]).slice(0, 120)}\n${JSON.stringify(rows[1])}\n`);
     const cut = await scanTrajectoryFile(file);

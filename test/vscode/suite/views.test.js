@@ -73,7 +73,9 @@ describe('Turnwise views', function () {
     const first = tree.getTreeItem(trajs[0]);
     assert.equal(first.description, 'reward +0.94 · pass 100% · 5 turns · resolved');
     assert.equal(first.command.command, 'turnwise.openTrajectory');
-    assert.equal(tree.getTreeItem(trajs[1]).description, 'reward +0.44 · pass 50% · 5 turns');
+    // The fixture's t1-1 tampered with the tests: reward 0, and the tree says so.
+    assert.equal(tree.getTreeItem(trajs[1]).description, 'reward +0.00 · pass 0% · 5 turns · tampered');
+    assert.equal(tree.getTreeItem(trajs[2]).description.includes('tampered'), false);
   });
 
   it('performance: a run with 10,000 trajectories opens in the Runs view in ≤ 1 s', async function () {

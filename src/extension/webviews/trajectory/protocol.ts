@@ -28,7 +28,7 @@ export interface TrajectoryView {
   iteration?: number;
   split?: string;
   checkpoint: string;
-  reward: { reward: number | null; passRate: number | null; resolved: boolean; turns: number; efficiencyPenalty?: number; formatPenalty?: number; testsEdited?: boolean; error?: string };
+  reward: { reward: number | null; passRate: number | null; resolved: boolean; turns: number; efficiencyPenalty?: number; formatPenalty?: number; testsEdited?: boolean; tampered?: string; error?: string };
   tests?: { passed: number; failed: number; errors: number; failedNames: string[] };
   failure?: string;
   turns: TurnRow[];

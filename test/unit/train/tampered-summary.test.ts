@@ -1,0 +1,23 @@
+// A tampered episode (reward 0, tasks/tamper.ts) is counted where a run and an evaluation report
+// their episodes: `episodes/tampered` in metrics and `tampered` in the evaluation summary.
+import * as assert from 'node:assert/strict';
+import { SCHEMA, type Trajectory } from '../../../src/core/schema';
+import { summarizeEval } from '../../../src/train/run';
+
+function traj(id: string, reward: Trajectory['reward']): Trajectory {
+  return { schema: SCHEMA.trajectory, taskId: id, groupId: id, trajId: id, checkpoint: 'c', seed: 0, turns: [{ index: 0, action: 'submit', observation: '', exitCode: 0, durationMs: 0 }], reward } as Trajectory;
+}
+
+describe('train/run: tampered episodes in the summaries', () => {
+  it('counts them, keeps their reason per task, and scores them as unresolved zeros', () => {
+    const base = { turns: 1, maxTurns: 8, formatError: false, efficiencyPenalty: 0, formatPenalty: 0 };
+    const s = summarizeEval([
+      traj('a', { ...base, passRate: 1, resolved: true, reward: 0.99 }),
+      traj('b', { ...base, passRate: 0, resolved: false, reward: 0, tampered: 'shop/x.py: registers exit handlers (atexit)' }),
+    ]);
+    assert.equal(s.tampered, 1);
+    assert.equal(s.resolved, 0.5);
+    assert.equal(s.tasks.find((t) => t.taskId === 'b')!.tampered, 'shop/x.py: registers exit handlers (atexit)');
+    assert.equal(s.tasks.find((t) => t.taskId === 'a')!.tampered, undefined);
+  });
+});

@@ -129,6 +129,8 @@ export interface TaskFileCheck {
   valid: number;
   invalidLines: number;
   bySource: Record<string, number>;
+  /** The workspace folders the valid tasks record as their origin ([] for a file written before origins were recorded). */
+  madeFrom: string[];
   errors: LineError[];
 }
 
@@ -137,7 +139,8 @@ export function checkTaskFile(file: string): TaskFileCheck {
   const { tasks, errors } = parseTaskFile(readUserTextFile(file, 'task file', { hint: READ_HINT }));
   const bySource: Record<string, number> = {};
   for (const t of tasks) bySource[t.source] = (bySource[t.source] ?? 0) + 1;
-  return { file, ok: errors.length === 0 && tasks.length > 0, valid: tasks.length, invalidLines: new Set(errors.map((e) => e.line)).size, bySource, errors };
+  const madeFrom = [...new Set(tasks.map((t) => t.origin?.workspace).filter((w): w is string => !!w))];
+  return { file, ok: errors.length === 0 && tasks.length > 0, valid: tasks.length, invalidLines: new Set(errors.map((e) => e.line)).size, bySource, madeFrom, errors };
 }
 
 export function writeTaskFile(file: string, tasks: Task[]): void {

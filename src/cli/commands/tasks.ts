@@ -155,7 +155,7 @@ export const tasksCheckCommand: CliCommand = {
     if (io.json) {
       io.out(JSON.stringify(c, null, 2));
     } else if (c.ok) {
-      io.out(`${c.file}: ${c.valid} valid task(s) (${Object.entries(c.bySource).map(([k, v]) => `${k} ${v}`).join(', ')})`);
+      io.out(`${c.file}: ${c.valid} valid task(s) (${Object.entries(c.bySource).map(([k, v]) => `${k} ${v}`).join(', ')}), ${c.madeFrom.length ? `made from ${c.madeFrom.join(', ')}` : 'no workspace recorded (an older task file)'}`);
     } else if (c.errors.length === 0) {
       io.out(`${c.file}: no tasks in the file`);
     } else {

@@ -182,6 +182,17 @@ describe('tasks/origin: the workspace a task file was made from', () => {
     assertWorkspaceHoldsTasks([{ ...old, source: 'failing-tests', mutation: undefined }], other, 'old.jsonl');
   });
 
+  it('`tasks check` says which workspace the tasks were made from, or that an old file records none', async () => {
+    const f = path.join(dir, 'tasks.jsonl');
+    fs.writeFileSync(f, [JSON.stringify(withOrigin()), JSON.stringify({ ...mutation('calc/core.py'), id: 'mut-old' })].join('\n') + '\n');
+    const r = await cli(['tasks', 'check', f]);
+    assert.equal(r.code, 0, r.err);
+    assert.ok(r.out.includes(`2 valid task(s) (mutation 2), made from ${made}`), r.out);
+    assert.deepEqual(checkTaskFile(f).madeFrom, [made]);
+    fs.writeFileSync(f, JSON.stringify(mutation('calc/core.py')) + '\n');
+    assert.match((await cli(['tasks', 'check', f])).out, /1 valid task\(s\) \(mutation 1\), no workspace recorded \(an older task file\)/);
+  });
+
   it('`eval --tasks` on another workspace is refused before any sandbox, with both folders named (exit 1)', async () => {
     const f = path.join(dir, 'tasks.jsonl');
     fs.writeFileSync(f, JSON.stringify(withOrigin()) + '\n');

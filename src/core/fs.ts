@@ -316,3 +316,37 @@ export function readJsonlStrict<T>(file: string, validate?: (row: unknown, line:
 export function toJsonl(rows: readonly unknown[]): string {
   return rows.map((r) => JSON.stringify(r)).join('\n') + (rows.length ? '\n' : '');
 }
+
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * The first path under `dir` (relative, its undecodable bytes shown as \xNN) whose name is not
+ * valid UTF-8, or undefined. Node reads such a name with U+FFFD in place of its bytes, so the file
+ * it names can be listed but never opened: a workspace holding one is refused before any work,
+ * not halfway with a raw ENOENT. Folders named in `skip` and symbolic links are not entered.
+ */
+export function nonUtf8Name(dir: string, skip: ReadonlySet<string> = new Set()): string | undefined {
+  const show = (b: Buffer) => [...b].map((x) => (x >= 0x20 && x < 0x7f ? String.fromCharCode(x) : `\\x${x.toString(16).padStart(2, '0')}`)).join('');
+  const walk = (abs: Buffer, rel: string): string | undefined => {
+    let entries: fs.Dirent<Buffer>[];
+    try {
+      entries = fs.readdirSync(abs, { withFileTypes: true, encoding: 'buffer' });
+    } catch {
+      return undefined;
+    }
+    for (const e of entries) {
+      let name: string;
+      try {
+        name = strictUtf8.decode(e.name);
+      } catch {
+        return path.join(rel, show(e.name));
+      }
+      if (e.isDirectory() && !skip.has(name)) {
+        const found = walk(Buffer.concat([abs, Buffer.from(path.sep), e.name]), path.join(rel, name));
+        if (found) return found;
+      }
+    }
+    return undefined;
+  };
+  return walk(Buffer.from(path.resolve(dir)), '');
+}

@@ -126,7 +126,8 @@ async function baselineRun(pool: SandboxPool, snap: PoolSnapshot, runner: TestRu
     const run = await runTests(sb, { testCommand: runner.command, reportFormat: runner.reportFormat, runner: runner.kind }, { timeoutMs, reportPath: runner.reportPath });
     if (run.timedOut) {
       throw new TurnwiseError('test-report', `the test suite of the workspace did not finish within ${Math.round(timeoutMs / 1000)} s`, {
-        hint: 'run the tests by hand to see whether they hang; give a longer --timeout SECONDS if they are just slow',
+        // The time limit is a flag of `tasks synth`; a run (train) takes its tasks from a file made so.
+        hint: 'run the tests by hand to see whether they hang; if they are just slow, make the tasks with a longer limit, `turnwise tasks synth --workspace DIR --timeout SECONDS --out tasks.jsonl`, and train on them with `turnwise train --tasks tasks.jsonl`',
       });
     }
     if (!run.report) {

@@ -5,6 +5,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { TurnwiseError } from '../core/errors';
+import { nonUtf8Name } from '../core/fs';
 import type { RunDir, RunInventory, RunProblem } from '../core/run';
 import type { Task } from '../core/schema';
 import { loadCheckpoint } from '../policy/checkpoint';
@@ -64,6 +65,7 @@ export function planResume(run: RunDir, c: TrainConfig, o: { iterations?: number
       hint: `put the folder back at ${c.workspace}, or set "workspace" in ${run.file('config.json')} to where it is now (the run's tasks were made from its code)`,
     });
   }
+  assertWorkspaceNames(c.workspace);
   return { inventory, tasks, iterations };
 }
 
@@ -81,4 +83,13 @@ function checkCheckpoint(run: RunDir, n: number, what: string): void {
       cause: e,
     });
   }
+}
+
+/** Refuses a workspace holding a file or folder whose name is not UTF-8 (it could be listed, never read). */
+export function assertWorkspaceNames(workspace: string): void {
+  const bad = nonUtf8Name(workspace, new Set(['.git']));
+  if (!bad) return;
+  throw new TurnwiseError('invalid-input', `the workspace ${workspace} holds a name that is not UTF-8: ${bad} (its bytes shown as \\xNN); Turnwise reads file names as UTF-8 and cannot open it`, {
+    hint: 'rename it to a UTF-8 name (e.g. `convmv -f latin1 -t utf-8 -r --notest DIR`, or mv in a shell), or move it out of the workspace',
+  });
 }

@@ -26,7 +26,7 @@ import { PolicyWorker } from '../policy/worker';
 import type { PolicyService } from '../policy/trainable';
 import type { StepMetrics, TrainBatch } from '../policy/trainer';
 import { SandboxPool, type PoolSnapshot } from '../sandbox';
-import { failingTestTasks, synthesizeMutationTasks } from '../tasks/synth';
+import { DEFAULT_BASELINE_TIMEOUT_MS, failingTestTasks, synthesizeMutationTasks } from '../tasks/synth';
 import { readTaskFile } from '../tasks/taskfile';
 import { assertWorkspaceHoldsTasks } from '../tasks/origin';
 import { collectOriginals, type ScoringOriginals } from '../tasks/testfiles';
@@ -35,7 +35,7 @@ import { chatCodec, renderPrompt, type ChatCodec } from './chat';
 import { commandSlotCount, connectRunPool, poolSettings, resolveTrainConfig, runConfigRecord, type LossAggregation, type TrainConfig } from './config';
 import { embeddedModelDir } from './embedded';
 import { splitTasks } from './split';
-import { planResume, type ResumePlan } from './resume';
+import { assertWorkspaceNames, planResume, type ResumePlan } from './resume';
 
 export { splitTasks };
 import { demonstrationTaskIds } from './warmstart';
@@ -367,6 +367,7 @@ export async function openRig(o: {
   pool?: SandboxPool;
   onLog?: (m: string) => void;
 }): Promise<Rig> {
+  assertWorkspaceNames(o.workspace);
   const ps = poolSettings(o.config);
   const pool = o.pool ?? (await connectRunPool(o.runId, o.config));
   const policy = new PolicyWorker({ onWarning: (m) => o.onLog?.(m) });
@@ -468,7 +469,16 @@ async function resolveTasks(c: TrainConfig, pool: SandboxPool, emit: (b: RunEven
     seed: c.taskSeed,
     max: c.maxTasks,
     override,
-    onProgress: (p) => emit({ type: 'phase', iteration: 0, phase: 'tasks', done: p.kept, total: p.total, detail: `${p.phase ?? 'validate'}: ${p.tried} tried, ${p.kept} kept` }),
+    onProgress: (p) =>
+      emit({
+        type: 'phase',
+        iteration: 0,
+        phase: 'tasks',
+        done: p.kept,
+        total: p.total,
+        // The baseline can take long (a whole suite, at most DEFAULT_BASELINE_TIMEOUT_MS): say what it waits for.
+        detail: p.phase === 'baseline' ? `baseline: running the workspace's test suite once (at most ${DEFAULT_BASELINE_TIMEOUT_MS / 1000} s)` : `${p.phase ?? 'validate'}: ${p.tried} tried, ${p.kept} kept`,
+      }),
   });
   return r.tasks;
 }
@@ -536,6 +546,7 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
     // short for an action, Docker down) are refused here, so they leave no run directory behind.
     // The pool stays for the run.
     runner = detectRunner(c.workspace, c.testCommand ? { command: c.testCommand } : undefined);
+    assertWorkspaceNames(c.workspace);
     if (c.taskSource === 'file') assertWorkspaceHoldsTasks(readTaskFile(c.tasksFile!), c.workspace, c.tasksFile!);
     const start = loadCheckpoint(c.model || embeddedModelDir(), { optimizer: false });
     checkActionRoom(start.weights.config.max_position_embeddings, c.maxActionTokens, start.dir);
@@ -673,18 +684,18 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
         m = { ...m, ...episodeMetrics('heldout/sampled/', s.trajectories) };
         trajs = [...trajs, ...s.trajectories];
       }
-      const failedEval = trajs.filter((t) => t.failure);
-      if (failedEval.length && n > 0) log(`${failedEval.length} of ${trajs.length} held-out episodes of iteration ${n} failed and are left out of its held-out metrics (first: ${failedEval[0].failure})`, 'warn');
+      const failedEval = trajs.filter(unscored);
+      if (failedEval.length && n > 0) log(`${failedEval.length} of ${trajs.length} held-out episodes of iteration ${n} failed or could not be scored and are left out of its held-out metrics (first: ${whyUnscored(failedEval[0])})`, 'warn');
       return { m: { ...m, 'time/eval_s': (Date.now() - t0) / 1000 }, trajs };
     };
 
     if (last < 0) {
       // Iteration 0: the starting checkpoint, evaluated on the held-out tasks.
       const ev = await runEval(0);
-      const failedEval = ev.trajs.filter((t) => t.failure);
+      const failedEval = ev.trajs.filter(unscored);
       if (ev.trajs.length && failedEval.length === ev.trajs.length) {
         // An evaluation that cannot run would make every later one a row of "—": stop with its reason.
-        throw new TurnwiseError('sandbox-failed', `every one of the ${ev.trajs.length} held-out episodes of the starting evaluation failed; the first: ${failedEval[0].failure}`, {
+        throw new TurnwiseError('sandbox-failed', `every one of the ${ev.trajs.length} held-out episodes of the starting evaluation failed; the first: ${whyUnscored(failedEval[0])}`, {
           hint: 'run one of the held-out tasks with `turnwise episode` or check the workspace and Docker with `turnwise doctor`; nothing of the run was kept',
         });
       }
@@ -876,6 +887,10 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
     lock.release();
   }
 }
+
+/** An episode that gives no score: it failed, or its tests gave no usable report (reward NaN). */
+const unscored = (t: Trajectory) => !!t.failure || !Number.isFinite(t.reward.reward);
+const whyUnscored = (t: Trajectory) => t.failure ?? t.reward.error ?? 'its tests gave no usable report';
 
 function readIfFile(file: string): string | undefined {
   try {

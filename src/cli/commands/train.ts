@@ -357,11 +357,31 @@ async function runEvaluation(args: ParsedArgs, io: CliIO): Promise<EvalEpisodes 
   try {
     let done = 0;
     const total = tasks.length * (1 + samples);
-    const base = { iteration: 0, seed: c.seed, config: c, checkpoint: model, signal, onEpisode: () => !io.json && io.err(`  ${++done}/${total} episodes`) };
-    const res = await evaluateTasks(rig, tasks, base);
-    if (signal.aborted) return 130;
-    const sampledRes = samples > 0 ? await evaluateTasks(rig, tasks, { ...base, samples }) : undefined;
-    if (signal.aborted) return 130;
+    // Episodes that finished before a stop signal: what a stopped evaluation keeps in --out.
+    const finished: Trajectory[] = [];
+    const onEpisode = (t: Trajectory) => {
+      if (!signal.aborted) finished.push(t);
+      if (!io.json) io.err(`  ${++done}/${total} episodes`);
+    };
+    const stopped = (): 130 => {
+      if (out && finished.length) writeFileAtomic(out, toJsonl(finished));
+      io.err(`eval stopped: ${finished.length} of ${total} episodes had finished${out && finished.length ? `; they are in ${out}` : ''}`);
+      return 130;
+    };
+    const base = { iteration: 0, seed: c.seed, config: c, checkpoint: model, signal, onEpisode };
+    const evaluate = async (o: typeof base & { samples?: number }) => {
+      try {
+        return await evaluateTasks(rig, tasks, o);
+      } catch (e) {
+        // An episode cut by the signal ends with an error; the stop itself is not one.
+        if (signal.aborted) return undefined;
+        throw e;
+      }
+    };
+    const res = await evaluate(base);
+    if (!res || signal.aborted) return stopped();
+    const sampledRes = samples > 0 ? await evaluate({ ...base, samples }) : undefined;
+    if ((samples > 0 && !sampledRes) || signal.aborted) return stopped();
     if (out) writeFileAtomic(out, toJsonl([...res.trajectories, ...(sampledRes?.trajectories ?? [])]));
     return { greedy: res.trajectories, sampled: sampledRes?.trajectories ?? [], model, taskCount: tasks.length, samples, ...(out ? { out } : {}) };
   } finally {

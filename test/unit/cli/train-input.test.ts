@@ -194,4 +194,20 @@ describe('cli: train input that is refused or applied, never ignored', function 
     assert.match(r.out, /--from .*model --out NEW_DIR.*--force/);
     assert.deepEqual(fs.readdirSync(out).map((f) => [f, fs.readFileSync(path.join(out, f)).toString('base64')]), before);
   });
+
+  it('a workspace holding a folder whose name is not UTF-8 is refused naming it (not ENOENT with code internal)', async () => {
+    const ws = path.join(tmp, 'ws');
+    fs.cpSync(WORKSPACE, ws, { recursive: true });
+    const odd = Buffer.concat([Buffer.from(path.join(ws, 'dir_')), Buffer.from([0xff])]);
+    fs.mkdirSync(odd);
+    fs.writeFileSync(Buffer.concat([odd, Buffer.from('/x.py')]), 'x = 1\n');
+    fs.writeFileSync(path.join(ws, 'turnwise.json'), JSON.stringify({ dockerHost: NO_ENGINE }));
+    const r = await cli(['train', '--workspace', ws, '--runs', path.join(tmp, 'runs'), '--json']);
+    assert.equal(r.code, 1, r.out);
+    const start = r.out.indexOf('{');
+    const e = JSON.parse(r.out.slice(start, r.out.indexOf('\n}', start) + 2)).error;
+    assert.equal(e.code, 'invalid-input');
+    assert.match(e.message, /holds a name that is not UTF-8: dir_\\xff/);
+    assert.match(e.hint, /rename it/);
+  });
 });

@@ -227,7 +227,8 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
     else dir = (await pickRun((r) => r.state !== 'finished' && r.state !== 'running', 'Resume Run', 'there is no run to resume: every run of this workspace finished (or none was started).'))?.dir;
     if (!dir) return undefined;
     await dockerReachable('resume a run');
-    return controller.startTraining(`resuming ${path.basename(dir)}`, ['train', '--workspace', root, '--resume', dir], root);
+    // A resume takes the run's own workspace and settings from its config.json (the CLI refuses --workspace with it).
+    return controller.startTraining(`resuming ${path.basename(dir)}`, ['train', '--resume', dir], root);
   };
 
   const openTrajectory = async (arg?: RunsNode | TrajectoryRef, turn?: number) => {

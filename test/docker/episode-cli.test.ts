@@ -1,6 +1,7 @@
 // Docker tier: `turnwise episode` on a task synthesized from the demo workspace, in real sandboxes
 // through the CLI: the known fix, written by a heredoc command, scores resolved; a no-op scores
-// not resolved (but is a scored episode, exit 0); an action sent verbatim (JSON) that is not bash
+// not resolved (but is a scored episode, exit 0); the fix plus an exit hook in the code under test
+// is printed as tampered with its reason; an action sent verbatim (JSON) that is not bash
 // becomes the format error the agent would get. And prepareSandbox, whatever read the task,
 // never writes a mutation outside the sandbox's workspace. No container is left behind.
 import * as assert from 'node:assert/strict';
@@ -96,6 +97,17 @@ describe('docker: turnwise episode', function () {
     assert.equal(j.reward.resolved, false);
     assert.ok(j.reward.passRate < 1);
     assert.ok(task.fail_to_pass.every((id) => j.testReport!.failed.includes(id)));
+  });
+
+  it('the fix with an exit hook added to the code under test: tampered, with its reason, in the trajectory and the report', async () => {
+    const commands = [fix.fix, `printf 'import atexit\\n' >> ${fix.path}`].join('\n') + '\n';
+    const r = await play(commands, false);
+    assert.equal(r.code, 0, r.err);
+    assert.match(r.out, new RegExp(`\\n {2}tampered: ${fix.path.replace('.', '\\.')}: registers exit handlers \\(atexit\\)`));
+    const t = JSON.parse((await play(commands)).out) as Trajectory;
+    assert.match(t.reward.tampered ?? '', /atexit/);
+    assert.equal(t.reward.resolved, false);
+    assert.equal(t.reward.reward, 0);
   });
 
   it('an action that is not bash (sent verbatim as JSON) is the format error the agent would get, not run', async () => {

@@ -1,9 +1,9 @@
 // A training run: tasks from the workspace (split into train and held-out), the held-out tasks
 // evaluated at the start, then per iteration: sample tasks → G rollouts each (batched
 // generation in the policy worker, sandboxes in parallel) → rewards → per-turn advantages →
-// policy update → checkpoint → metrics line. Everything goes to the run directory (core/run.ts);
-// an iteration counts once its metrics line is written, so `resume` redoes at most the one an
-// interruption cut. What it leaves out (said plainly): no value model, no reward model; the
+// policy update → checkpoint → the iteration's marker (its metrics row). Everything goes to the
+// run directory (core/run.ts); an iteration counts once its marker is written, so `resume` redoes
+// at most the one an interruption cut, and one process at a time works in a run (its lock). What it leaves out (said plainly): no value model, no reward model; the
 // reference policy for KL is the starting checkpoint; one policy on one device.
 import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
@@ -801,7 +801,7 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
       const updS = (Date.now() - tU) / 1000;
       check();
 
-      // Checkpoint, evaluation, then the metrics line that commits the iteration.
+      // Checkpoint, evaluation, then the marker that commits the iteration.
       await rig.policy.saveCheckpoint(run.checkpointDir(n));
       emit({ type: 'checkpoint-written', iteration: n, path: run.checkpointDir(n) });
       const ev = await runEval(n);

@@ -63,6 +63,8 @@ export interface RunLockRecord {
   startedAt: string;
   /** Tells this holder's lock from a later one with a reused pid. */
   token: string;
+  /** The process's start time in clock ticks since boot (Linux), to tell it from a later process given the same pid. */
+  processStart?: number;
 }
 
 /** A file of a run directory that is not as it should be: what is wrong and what to do. */
@@ -112,6 +114,26 @@ export function runDisplayState(status: RunStatus | undefined): RunState | 'inte
   if (status.state !== 'running') return status.state;
   if (status.host && status.host !== os.hostname()) return 'running';
   return pidAlive(status.pid) ? 'running' : 'interrupted';
+}
+
+/** A process's start time (clock ticks since boot, /proc/<pid>/stat field 22), or undefined where there is no /proc. */
+function processStart(pid: number): number | undefined {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // The command name (field 2) is in parentheses and may hold spaces: count fields after it.
+    const v = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]);
+    return Number.isFinite(v) ? v : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Whether the process a lock names still runs: its pid is alive and, where known, started when the lock's did. */
+function lockHolderAlive(l: RunLockRecord): boolean {
+  if (!pidAlive(l.pid)) return false;
+  if (l.processStart === undefined) return true;
+  const now = processStart(l.pid);
+  return now === undefined || now === l.processStart;
 }
 
 const ITERATION_MARKER = 'iteration.json';
@@ -432,12 +454,21 @@ export class RunDir {
   /**
    * Takes the run directory's lock (lock.json naming this process and host), or throws naming
    * the process that holds it. Taken atomically (the complete file is hard-linked into place,
-   * which fails if one is there); a lock whose process is gone (on this host) is taken over.
+   * which fails if one is there); a lock whose process is gone (on this host; a pid given to a
+   * later process does not count, by the process's start time) is taken over.
    * Released by the returned function, and on process exit.
    */
   lock(): { release: () => void; tookOverFrom?: RunLockRecord } {
     const f = this.file(LOCK_FILE);
-    const mine: RunLockRecord = { schema: RUN_LOCK_SCHEMA, pid: process.pid, host: os.hostname(), startedAt: new Date().toISOString(), token: `${process.pid}-${Date.now()}-${lockCounter++}` };
+    const start = processStart(process.pid);
+    const mine: RunLockRecord = {
+      schema: RUN_LOCK_SCHEMA,
+      pid: process.pid,
+      host: os.hostname(),
+      startedAt: new Date().toISOString(),
+      token: `${process.pid}-${Date.now()}-${lockCounter++}`,
+      ...(start !== undefined ? { processStart: start } : {}),
+    };
     let tookOverFrom: RunLockRecord | undefined;
     for (let attempt = 0; ; attempt++) {
       const tmp = `${f}.tmp-${mine.token}`;
@@ -457,7 +488,7 @@ export class RunDir {
         });
       }
       const here = held.host === os.hostname();
-      if (!here || pidAlive(held.pid) || attempt > 0) {
+      if (!here || lockHolderAlive(held) || attempt > 0) {
         throw new TurnwiseError('invalid-input', `${this.runId} is in use by process ${held.pid}${here ? '' : ` on ${held.host}`} (since ${held.startedAt}): two processes must not write one run`, {
           hint: here
             ? `wait for process ${held.pid} to finish, or stop it (kill ${held.pid}) and resume then`

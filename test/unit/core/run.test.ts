@@ -1,11 +1,12 @@
 // The run directory's commit rule: an iteration is complete once both its metrics line and its
 // checkpoint are on disk; what an interrupted iteration left is discarded before a resume.
 import * as assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { makeEvent, parseEventLine } from '../../../src/core/events';
-import { newRunId, RunDir, runDisplayState } from '../../../src/core/run';
+import { newRunId, RUN_LOCK_SCHEMA, RunDir, runDisplayState } from '../../../src/core/run';
 import { SCHEMA } from '../../../src/core/schema';
 
 const metric = (iteration: number, extra: Record<string, number> = {}) => ({ schema: SCHEMA.metrics, iteration, ...extra }) as never;
@@ -131,6 +132,30 @@ describe('core/run: RunDir', () => {
     assert.throws(() => run.readSplits(), (e: Error & { hint?: string }) => /splits\.json: "train" must be a list of task ids, got "abc"/.test(e.message) && /restore/.test(e.hint ?? ''));
     fs.writeFileSync(run.file('splits.json'), JSON.stringify({ train: ['x'], heldout: [] }));
     assert.throws(() => run.readSplits(run.readTasks()), /names 1 task id\(s\) that .*tasks\.jsonl does not hold \(first: "x"\)/);
+  });
+
+  it('lock: refused while its process runs, taken over when it is gone or its pid now names a later process', () => {
+    const sleeper = spawn('sleep', ['60'], { stdio: 'ignore' });
+    try {
+      const stat = fs.readFileSync(`/proc/${sleeper.pid}/stat`, 'utf8');
+      const start = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]);
+      const write = (processStart: number) =>
+        fs.writeFileSync(run.file('lock.json'), JSON.stringify({ schema: RUN_LOCK_SCHEMA, pid: sleeper.pid, host: os.hostname(), startedAt: 'then', token: 't', processStart }));
+      write(start);
+      assert.throws(() => run.lock(), new RegExp(`r1 is in use by process ${sleeper.pid} `));
+      // The same pid, another start time: the lock's own process is gone (its pid was reused).
+      write(start + 1);
+      const l = run.lock();
+      assert.equal(l.tookOverFrom?.pid, sleeper.pid);
+      assert.equal(JSON.parse(fs.readFileSync(run.file('lock.json'), 'utf8')).pid, process.pid);
+      assert.throws(() => run.lock(), new RegExp(`in use by process ${process.pid} `), 'a second lock in the same process is refused too');
+      l.release();
+      assert.ok(!fs.existsSync(run.file('lock.json')));
+      fs.writeFileSync(run.file('lock.json'), '{"pid":');
+      assert.throws(() => run.lock(), (e: Error & { hint?: string }) => /lock\.json cannot be read/.test(e.message) && /delete .*lock\.json/.test(e.hint ?? ''));
+    } finally {
+      sleeper.kill('SIGKILL');
+    }
   });
 
   it('status round trip', () => {

@@ -6,8 +6,9 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { TurnwiseError } from '../core/errors';
 import { interruptedSwapOf, replaceDirAtomic, SWAP_MARKER, writeFileAtomic } from '../core/fs';
-import { configToJson, paramSpecs, parseQwen2Config, type Qwen2Config } from './config';
+import { configToJson, paramSpecs, parseModelConfig, type ModelConfig } from './config';
 import { decodeSafetensors, encodeSafetensors, numel, type TensorMap } from './safetensors';
+import { generationEosIds, readModelTensors } from './hf';
 import { loadTokenizer, type PolicyTokenizer } from './tokenizer';
 import { weightsFromTensors, weightsToTensors, type PolicyWeights } from './weights';
 
@@ -30,7 +31,7 @@ export interface LoadedCheckpoint extends Checkpoint {
   dir: string;
 }
 
-export function zeroOptimizerState(config: Qwen2Config): OptimizerState {
+export function zeroOptimizerState(config: ModelConfig): OptimizerState {
   const expAvg = new Map<string, Float32Array>();
   const expAvgSq = new Map<string, Float32Array>();
   for (const p of paramSpecs(config)) {
@@ -40,7 +41,7 @@ export function zeroOptimizerState(config: Qwen2Config): OptimizerState {
   return { step: 0, expAvg, expAvgSq };
 }
 
-export function optimizerToTensors(config: Qwen2Config, s: OptimizerState): TensorMap {
+export function optimizerToTensors(config: ModelConfig, s: OptimizerState): TensorMap {
   const m: TensorMap = new Map();
   m.set('step', { dtype: 'I64', shape: [], data: BigInt64Array.of(BigInt(s.step)) });
   for (const p of paramSpecs(config)) {
@@ -50,7 +51,7 @@ export function optimizerToTensors(config: Qwen2Config, s: OptimizerState): Tens
   return m;
 }
 
-export function optimizerFromTensors(config: Qwen2Config, t: TensorMap, source = 'optimizer.safetensors'): OptimizerState {
+export function optimizerFromTensors(config: ModelConfig, t: TensorMap, source = 'optimizer.safetensors'): OptimizerState {
   const problems: string[] = [];
   const step = t.get('step');
   if (!step || step.dtype !== 'I64' || step.data.length !== 1) problems.push('missing I64 scalar "step"');
@@ -148,9 +149,18 @@ export function loadCheckpoint(dir: string, options: { optimizer?: boolean } = {
       hint: 'give a folder that holds config.json, model.safetensors and tokenizer.json: a Turnwise checkpoint (a run\'s checkpoints/N, `turnwise warmstart --out`) or a Hugging Face model folder',
     });
   }
-  const config = parseQwen2Config(readJson(configFile), configFile);
-  const modelFile = path.join(d, 'model.safetensors');
-  const weights = weightsFromTensors(config, decodeSafetensors(readBytes(modelFile), modelFile).tensors, modelFile);
+  const config = parseModelConfig(readJson(configFile), configFile);
+  const { tensors, files } = readModelTensors(d);
+  const weights = weightsFromTensors(config, tensors, files.length === 1 ? files[0] : `the ${files.length} shards of ${d}`);
+  // generation_config.json's end-of-sequence ids (Llama 3 Instruct lists several) stop generation too.
+  const genEos = generationEosIds(d);
+  if (genEos?.length) {
+    const outside = genEos.filter((t) => t >= config.vocab_size);
+    if (outside.length) throw new TurnwiseError('invalid-file', `${path.join(d, 'generation_config.json')}: eos_token_id ${outside.join(', ')} is outside the vocabulary (vocab_size ${config.vocab_size})`, { hint: 'the file belongs to another model; remove it or copy the matching one' });
+    const all = [...new Set([...(config.eos_token_ids ?? (config.eos_token_id !== undefined ? [config.eos_token_id] : [])), ...genEos])];
+    weights.config.eos_token_id ??= all[0];
+    if (all.length > 1) weights.config.eos_token_ids = all;
+  }
   const tokFile = path.join(d, 'tokenizer.json');
   const tokenizerJson = readJson(tokFile) as Record<string, unknown>;
   const tcFile = path.join(d, 'tokenizer_config.json');

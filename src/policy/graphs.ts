@@ -1,9 +1,9 @@
-// The Qwen2 forward pass as ONNX graph ops (built with src/onnx's Graph), shared by the
+// The decoder forward pass (Qwen2 and Llama, as config.ts describes them) as ONNX graph ops (built with src/onnx's Graph), shared by the
 // inference graphs here and the training graphs in training.ts. Weights are graph inputs named
 // by their Hugging Face names; Linear weights are fed transposed ([in, out], "graph layout") so
 // every projection is a plain MatMul with no per-run Transpose.
 import { Graph, type Dim, type HostTensor, type Value } from '../onnx';
-import { headDim, paramSpecs, type Qwen2Config } from './config';
+import { biasesOf, familyOf, headDim, paramSpecs, ropeInvFreq, type ModelConfig } from './config';
 import type { PolicyWeights } from './weights';
 
 /** Additive attention bias for disallowed (future or padding) keys. Finite so fully masked rows stay finite. */
@@ -25,7 +25,7 @@ export interface GraphParamSpec {
   shape: number[];
 }
 
-export function graphParamSpecs(c: Qwen2Config): GraphParamSpec[] {
+export function graphParamSpecs(c: ModelConfig): GraphParamSpec[] {
   return paramSpecs(c).map((p) => ({ name: p.name, shape: isTransposedInGraph(p.name) ? [p.shape[1], p.shape[0]] : p.shape }));
 }
 
@@ -36,7 +36,7 @@ function transpose2d(a: Float32Array, rows: number, cols: number): Float32Array 
 }
 
 /** name → tensor in graph layout (Linear weights transposed). `tensors` is HF-layout. */
-export function toGraphLayout(c: Qwen2Config, tensors: Map<string, Float32Array>): Map<string, Float32Array> {
+export function toGraphLayout(c: ModelConfig, tensors: Map<string, Float32Array>): Map<string, Float32Array> {
   const out = new Map<string, Float32Array>();
   for (const p of paramSpecs(c)) {
     const a = tensors.get(p.name)!;
@@ -46,7 +46,7 @@ export function toGraphLayout(c: Qwen2Config, tensors: Map<string, Float32Array>
 }
 
 /** Inverse of toGraphLayout. */
-export function fromGraphLayout(c: Qwen2Config, tensors: Map<string, Float32Array>): Map<string, Float32Array> {
+export function fromGraphLayout(c: ModelConfig, tensors: Map<string, Float32Array>): Map<string, Float32Array> {
   const out = new Map<string, Float32Array>();
   for (const p of paramSpecs(c)) {
     const a = tensors.get(p.name)!;
@@ -64,7 +64,7 @@ export function weightFeeds(w: PolicyWeights): Record<string, HostTensor> {
 }
 
 /** Declares every weight as a graph input (graph layout). */
-export function declareParams(g: Graph, c: Qwen2Config): Map<string, Value> {
+export function declareParams(g: Graph, c: ModelConfig): Map<string, Value> {
   const m = new Map<string, Value>();
   for (const p of graphParamSpecs(c)) m.set(p.name, g.input(p.name, 'float32', p.shape));
   return m;
@@ -100,9 +100,8 @@ export interface ForwardOutputs {
   present: { keyT: Value; value: Value }[];
 }
 
-/** Builds the Qwen2 forward pass into `g` (modeling_qwen2.py semantics; see reference.ts). */
-export function buildForward(g: Graph, c: Qwen2Config, W: Map<string, Value>, inp: ForwardInputs): ForwardOutputs {
-  const h = c.hidden_size;
+/** Builds the forward pass into `g` (modeling_qwen2.py / modeling_llama.py semantics; see reference.ts). */
+export function buildForward(g: Graph, c: ModelConfig, W: Map<string, Value>, inp: ForwardInputs): ForwardOutputs {
   const d = headDim(c);
   const nh = c.num_attention_heads;
   const nkv = c.num_key_value_heads;
@@ -116,7 +115,13 @@ export function buildForward(g: Graph, c: Qwen2Config, W: Map<string, Value>, in
 
   // RoPE tables from position ids: angle = pos · inv_freq, repeated over both halves (HF layout).
   const half = d / 2;
-  const invFreq = g.tensor('float32', [1, 1, half], Array.from({ length: half }, (_, i) => 1 / c.rope_theta ** ((2 * i) / d)));
+  const invFreq = g.tensor('float32', [1, 1, half], ropeInvFreq(c));
+  const bias = biasesOf(c);
+  // x·W (+ b) for a projection of layer prefix p.
+  const proj = (x: Value, name: string, withBias: boolean) => {
+    const y = g.matmul(x, param(`${name}.weight`));
+    return withBias ? g.add(y, param(`${name}.bias`)) : y;
+  };
   const pos = g.unsqueeze(g.cast(inp.positions, 'float32'), [2]); // [B,T,1]
   const ang = g.mul(pos, invFreq); // [B,T,half]
   const ang2 = g.concat([ang, ang], 2); // [B,T,d]
@@ -148,9 +153,9 @@ export function buildForward(g: Graph, c: Qwen2Config, W: Map<string, Value>, in
   for (let l = 0; l < c.num_hidden_layers; l++) {
     const p = `model.layers.${l}.`;
     const xn = rmsNorm(x, param(`${p}input_layernorm.weight`));
-    const q = rope(heads(g.add(g.matmul(xn, param(`${p}self_attn.q_proj.weight`)), param(`${p}self_attn.q_proj.bias`)), nh));
-    const k = rope(heads(g.add(g.matmul(xn, param(`${p}self_attn.k_proj.weight`)), param(`${p}self_attn.k_proj.bias`)), nkv));
-    const v = heads(g.add(g.matmul(xn, param(`${p}self_attn.v_proj.weight`)), param(`${p}self_attn.v_proj.bias`)), nkv);
+    const q = rope(heads(proj(xn, `${p}self_attn.q_proj`, bias.qkv), nh));
+    const k = rope(heads(proj(xn, `${p}self_attn.k_proj`, bias.qkv), nkv));
+    const v = heads(proj(xn, `${p}self_attn.v_proj`, bias.qkv), nkv);
     const kT = g.transpose(k, [0, 1, 3, 2]); // [B,nkv,d,T]
     present.push({ keyT: kT, value: v });
     // Grouped-query attention without copying K/V: query heads are grouped under their KV head,
@@ -182,12 +187,12 @@ export function buildForward(g: Graph, c: Qwen2Config, W: Map<string, Value>, in
       const denom = g.add(g.reduceSum(eCache, [-1], true), g.reduceSum(eNew, [-1], true));
       ctx = g.div(g.add(g.matmul(eCache, g.unsqueeze(cached.value, [2])), g.matmul(eNew, g.unsqueeze(v, [2]))), denom);
     }
-    const merged = g.reshape(g.transpose(g.reshape(ctx, [0, nh, -1, d], [B, nh, T, d]), [0, 2, 1, 3]), [0, 0, h], [B, T, h]);
-    x = g.add(x, g.matmul(merged, param(`${p}self_attn.o_proj.weight`)));
+    const merged = g.reshape(g.transpose(g.reshape(ctx, [0, nh, -1, d], [B, nh, T, d]), [0, 2, 1, 3]), [0, 0, nh * d], [B, T, nh * d]);
+    x = g.add(x, proj(merged, `${p}self_attn.o_proj`, bias.o));
     const xn2 = rmsNorm(x, param(`${p}post_attention_layernorm.weight`));
-    const gate = g.matmul(xn2, param(`${p}mlp.gate_proj.weight`));
-    const up = g.matmul(xn2, param(`${p}mlp.up_proj.weight`));
-    x = g.add(x, g.matmul(g.mul(g.mul(gate, g.sigmoid(gate)), up), param(`${p}mlp.down_proj.weight`)));
+    const gate = proj(xn2, `${p}mlp.gate_proj`, bias.mlp);
+    const up = proj(xn2, `${p}mlp.up_proj`, bias.mlp);
+    x = g.add(x, proj(g.mul(g.mul(gate, g.sigmoid(gate)), up), `${p}mlp.down_proj`, bias.mlp));
   }
   x = rmsNorm(x, param('model.norm.weight'));
   const head = c.tie_word_embeddings ? g.transpose(embed, [1, 0]) : param('lm_head.weight');
@@ -204,8 +209,8 @@ export function buildForward(g: Graph, c: Qwen2Config, W: Map<string, Value>, in
  * this step's keys and values, new.{l}.key [B,nkv,d,T] and new.{l}.value [B,nkv,T,d], which the
  * caller writes into its cache (Policy).
  */
-export function buildStepGraph(c: Qwen2Config, kind: 'prefill' | 'decode'): Graph {
-  const g = Graph.create(`qwen2_${kind}`);
+export function buildStepGraph(c: ModelConfig, kind: 'prefill' | 'decode'): Graph {
+  const g = Graph.create(`${familyOf(c)}_${kind}`);
   const W = declareParams(g, c);
   const d = headDim(c);
   const nkv = c.num_key_value_heads;

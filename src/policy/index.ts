@@ -6,7 +6,7 @@ import { TurnwiseError } from '../core/errors';
 import { outputPathProblem } from '../core/fs';
 import type { SessionSettings } from '../onnx';
 import { CHECKPOINT_FILES, loadCheckpoint, saveCheckpoint, zeroOptimizerState } from './checkpoint';
-import { parameterCount, presetConfig, type Qwen2Config } from './config';
+import { parameterCount, presetConfig, type ModelConfig } from './config';
 import { Policy } from './policy';
 import { byteLevelTokenizerConfig, byteLevelTokenizerJson } from './tokenizer';
 import { initWeights } from './weights';
@@ -26,7 +26,7 @@ export interface InitResult {
   size: string;
   seed: number;
   parameters: number;
-  config: Qwen2Config;
+  config: ModelConfig;
 }
 
 /** Writes a freshly initialized model (weights, zero optimizer state, config, tokenizer) to `dir`. */

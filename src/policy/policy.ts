@@ -3,7 +3,7 @@
 // with temperature and top-p that returns token ids and their log-probs.
 import { SessionCache, toModelProto, type HostTensor, type OnnxSession, type SessionSettings } from '../onnx';
 import { TurnwiseError } from '../core/errors';
-import { headDim, type Qwen2Config } from './config';
+import { headDim, type ModelConfig } from './config';
 import { buildStepGraph, MASKED, weightFeeds } from './graphs';
 import { checkTokenIds, gatherSequences, newKvCache, scatterSequences, Sequence, type KvCache } from './sequences';
 import type { PolicyTokenizer } from './tokenizer';
@@ -119,7 +119,7 @@ export function sampleToken(row: ArrayLike<number>, temperature: number, topP: n
 }
 
 export class Policy {
-  readonly config: Qwen2Config;
+  readonly config: ModelConfig;
   private feeds: Record<string, HostTensor>;
   private readonly sessions: SessionCache;
   private weightsVersion = 0;
@@ -451,11 +451,11 @@ export class Policy {
   }
 
   private defaultStopIds(): number[] {
-    const ids: number[] = [];
-    if (this.config.eos_token_id !== undefined) ids.push(this.config.eos_token_id);
+    const ids = new Set<number>(this.config.eos_token_ids ?? []);
+    if (this.config.eos_token_id !== undefined) ids.add(this.config.eos_token_id);
     const imEnd = this.tokenizer?.tokenId('<|im_end|>');
-    if (imEnd !== undefined) ids.push(imEnd);
-    return ids;
+    if (imEnd !== undefined) ids.add(imEnd);
+    return [...ids];
   }
 
   async dispose(): Promise<void> {

@@ -1,6 +1,7 @@
-// A plain float64 forward pass of Qwen2, written to mirror transformers' modeling_qwen2.py
-// line by line. Slow on purpose: tests check the ONNX graphs against it.
-import { headDim } from './config';
+// A plain float64 forward pass of the decoder families (Qwen2, Llama), written to mirror
+// transformers' modeling_qwen2.py and modeling_llama.py line by line, reading the architecture
+// from config.ts like the graph builders. Slow on purpose: tests check the ONNX graphs against it.
+import { biasesOf, headDim, ropeInvFreq } from './config';
 import type { PolicyWeights } from './weights';
 
 /** y[T, out] = x[T, in] · Wᵀ (+ b), W stored [out, in] as in Hugging Face. */
@@ -33,12 +34,11 @@ function rmsNorm(x: Float64Array, t: number, h: number, w: Float32Array, eps: nu
  * Rotary embedding in place on x[T, heads·d] (HF "rotate_half" convention: the first and second
  * halves of each head are the pair, cos/sin repeated over both halves).
  */
-function rope(x: Float64Array, positions: readonly number[], heads: number, d: number, theta: number): void {
+function rope(x: Float64Array, positions: readonly number[], heads: number, d: number, invFreq: readonly number[]): void {
   const half = d / 2;
   for (let r = 0; r < positions.length; r++) {
     for (let i = 0; i < half; i++) {
-      const invFreq = 1 / theta ** ((2 * i) / d);
-      const ang = positions[r] * invFreq;
+      const ang = positions[r] * invFreq[i];
       const c = Math.cos(ang);
       const s = Math.sin(ang);
       for (let hh = 0; hh < heads; hh++) {
@@ -74,6 +74,10 @@ export function referenceLogits(w: PolicyWeights, ids: readonly number[], option
     if (!a) throw new Error(`reference forward: missing ${name}`);
     return a;
   };
+  const bias = biasesOf(c);
+  const B = (name: string, has: boolean) => (has ? W(name) : undefined);
+  const invFreq = ropeInvFreq(c);
+  const m = c.intermediate_size;
   const emb = W('model.embed_tokens.weight');
   let x: Float64Array = new Float64Array(t * h);
   for (let r = 0; r < t; r++) for (let i = 0; i < h; i++) x[r * h + i] = emb[ids[r] * h + i];
@@ -81,11 +85,11 @@ export function referenceLogits(w: PolicyWeights, ids: readonly number[], option
   for (let l = 0; l < c.num_hidden_layers; l++) {
     const p = `model.layers.${l}.`;
     const xn = rmsNorm(x, t, h, W(`${p}input_layernorm.weight`), c.rms_norm_eps);
-    const q = linear(xn, t, h, W(`${p}self_attn.q_proj.weight`), nh * d, W(`${p}self_attn.q_proj.bias`));
-    const k = linear(xn, t, h, W(`${p}self_attn.k_proj.weight`), nkv * d, W(`${p}self_attn.k_proj.bias`));
-    const v = linear(xn, t, h, W(`${p}self_attn.v_proj.weight`), nkv * d, W(`${p}self_attn.v_proj.bias`));
-    rope(q, positions, nh, d, c.rope_theta);
-    rope(k, positions, nkv, d, c.rope_theta);
+    const q = linear(xn, t, h, W(`${p}self_attn.q_proj.weight`), nh * d, B(`${p}self_attn.q_proj.bias`, bias.qkv));
+    const k = linear(xn, t, h, W(`${p}self_attn.k_proj.weight`), nkv * d, B(`${p}self_attn.k_proj.bias`, bias.qkv));
+    const v = linear(xn, t, h, W(`${p}self_attn.v_proj.weight`), nkv * d, B(`${p}self_attn.v_proj.bias`, bias.qkv));
+    rope(q, positions, nh, d, invFreq);
+    rope(k, positions, nkv, d, invFreq);
     const attn = new Float64Array(t * nh * d);
     const scale = 1 / Math.sqrt(d);
     const scores = new Float64Array(t);
@@ -111,13 +115,13 @@ export function referenceLogits(w: PolicyWeights, ids: readonly number[], option
         }
       }
     }
-    const o = linear(attn, t, nh * d, W(`${p}self_attn.o_proj.weight`), h);
+    const o = linear(attn, t, nh * d, W(`${p}self_attn.o_proj.weight`), h, B(`${p}self_attn.o_proj.bias`, bias.o));
     for (let i = 0; i < x.length; i++) x[i] += o[i];
     const xn2 = rmsNorm(x, t, h, W(`${p}post_attention_layernorm.weight`), c.rms_norm_eps);
-    const gate = linear(xn2, t, h, W(`${p}mlp.gate_proj.weight`), c.intermediate_size);
-    const up = linear(xn2, t, h, W(`${p}mlp.up_proj.weight`), c.intermediate_size);
+    const gate = linear(xn2, t, h, W(`${p}mlp.gate_proj.weight`), m, B(`${p}mlp.gate_proj.bias`, bias.mlp));
+    const up = linear(xn2, t, h, W(`${p}mlp.up_proj.weight`), m, B(`${p}mlp.up_proj.bias`, bias.mlp));
     for (let i = 0; i < gate.length; i++) gate[i] = (gate[i] / (1 + Math.exp(-gate[i]))) * up[i];
-    const down = linear(gate, t, c.intermediate_size, W(`${p}mlp.down_proj.weight`), h);
+    const down = linear(gate, t, m, W(`${p}mlp.down_proj.weight`), h, B(`${p}mlp.down_proj.bias`, bias.mlp));
     for (let i = 0; i < x.length; i++) x[i] += down[i];
   }
   x = rmsNorm(x, t, h, W('model.norm.weight'), c.rms_norm_eps);

@@ -1,7 +1,9 @@
 // safetensors read/write (our own code): 8-byte little-endian header length, a JSON header
 // {name: {dtype, shape, data_offsets}}, then raw little-endian tensor bytes. Reads F32, F16,
-// BF16 (widened to float32) and I64; writes F32 and I64. Every malformed byte is refused with
+// BF16 (widened to float32) and I64; writes F32, I64, and F16/BF16 (float32 data rounded to
+// nearest even, as torch casts it). Every malformed byte is refused with
 // an error naming the file and the problem, before any tensor is used.
+import * as fs from 'node:fs';
 import { TurnwiseError } from '../core/errors';
 
 export type SafeDType = 'F32' | 'F16' | 'BF16' | 'I64';
@@ -27,17 +29,64 @@ export function f32Tensor(shape: number[], data: Float32Array): SafeTensor {
   return { dtype: 'F32', shape, data };
 }
 
-/** Serializes tensors (F32 or I64 only) in the order given; `metadata` goes to __metadata__. */
+/** float32 → bfloat16 bits, rounded to nearest even (NaN stays NaN). */
+export function f32ToBf16Bits(x: number): number {
+  const u = new Uint32Array(new Float32Array([x]).buffer)[0];
+  if ((u & 0x7fffffff) > 0x7f800000) return (u >>> 16) | 0x40; // a quiet NaN
+  return ((u + 0x7fff + ((u >>> 16) & 1)) >>> 16) & 0xffff;
+}
+
+/** float32 → IEEE half bits, rounded to nearest even; overflow to ±Inf, underflow through subnormals. */
+export function f32ToF16Bits(x: number): number {
+  const u = new Uint32Array(new Float32Array([x]).buffer)[0];
+  const sign = (u >>> 16) & 0x8000;
+  const exp = (u >>> 23) & 0xff;
+  let mant = u & 0x7fffff;
+  if (exp === 0xff) return sign | 0x7c00 | (mant ? 0x200 : 0);
+  let e = exp - 127 + 15;
+  if (e >= 0x1f) return sign | 0x7c00;
+  if (e <= 0) {
+    if (e < -10) return sign;
+    mant |= 0x800000;
+    const shift = 14 - e;
+    const half = 1 << (shift - 1);
+    let m = mant >>> shift;
+    const rest = mant & ((1 << shift) - 1);
+    if (rest > half || (rest === half && m & 1)) m++;
+    return sign | m;
+  }
+  let m = mant >>> 13;
+  const rest = mant & 0x1fff;
+  if (rest > 0x1000 || (rest === 0x1000 && m & 1)) {
+    m++;
+    if (m === 0x400) {
+      m = 0;
+      e++;
+      if (e >= 0x1f) return sign | 0x7c00;
+    }
+  }
+  return sign | (e << 10) | m;
+}
+
+function tensorBytes(name: string, t: SafeTensor): Uint8Array {
+  if (t.dtype === 'F32' || t.dtype === 'I64') return new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength);
+  if (!(t.data instanceof Float32Array)) throw new TurnwiseError('internal', `cannot write ${name} as ${t.dtype}: its data is not float32`);
+  const conv = t.dtype === 'BF16' ? f32ToBf16Bits : f32ToF16Bits;
+  const u16 = new Uint16Array(t.data.length);
+  for (let i = 0; i < u16.length; i++) u16[i] = conv(t.data[i]);
+  return new Uint8Array(u16.buffer);
+}
+
+/** Serializes tensors in the order given; `metadata` goes to __metadata__. */
 export function encodeSafetensors(tensors: TensorMap, metadata: Record<string, string> = {}): Uint8Array {
   const header: Record<string, unknown> = {};
   if (Object.keys(metadata).length > 0) header.__metadata__ = metadata;
   let offset = 0;
   const parts: { data: Uint8Array; at: number }[] = [];
   for (const [name, t] of tensors) {
-    if (t.dtype !== 'F32' && t.dtype !== 'I64') throw new TurnwiseError('internal', `cannot write ${name} as ${t.dtype}; only F32 and I64 are written`);
     const want = numel(t.shape);
     if (t.data.length !== want) throw new TurnwiseError('internal', `tensor ${name} has ${t.data.length} values but shape [${t.shape}] needs ${want}`);
-    const bytes = new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength);
+    const bytes = tensorBytes(name, t);
     header[name] = { dtype: t.dtype, shape: t.shape, data_offsets: [offset, offset + bytes.length] };
     parts.push({ data: bytes, at: offset });
     offset += bytes.length;
@@ -132,4 +181,42 @@ export function decodeSafetensors(buf: Uint8Array, source = 'safetensors'): { te
   }
   if (pos !== dataLen) throw bad(source, `${dataLen - pos} trailing bytes after the last tensor`);
   return { tensors, metadata };
+}
+
+/**
+ * The tensor names, dtypes and shapes of a safetensors file, from its header alone (the data is
+ * not read): what a folder holds can be checked without loading gigabytes.
+ */
+export function readSafetensorsHeader(file: string): Map<string, { dtype: SafeDType; shape: number[] }> {
+  const fd = fs.openSync(file, 'r');
+  try {
+    const size = fs.fstatSync(fd).size;
+    const lenBuf = Buffer.alloc(8);
+    if (size < 8 || fs.readSync(fd, lenBuf, 0, 8, 0) !== 8) throw bad(file, `only ${size} bytes, shorter than the 8-byte header length`);
+    const hl = lenBuf.readBigUInt64LE(0);
+    if (hl > BigInt(Math.min(MAX_HEADER, size - 8))) throw bad(file, `header length ${hl} exceeds the file (${size} bytes)`);
+    const head = Buffer.alloc(Number(hl));
+    fs.readSync(fd, head, 0, head.length, 8);
+    let header: unknown;
+    try {
+      header = JSON.parse(head.toString('utf8'));
+    } catch (e) {
+      throw bad(file, `header is not JSON (${(e as Error).message})`);
+    }
+    if (header === null || typeof header !== 'object' || Array.isArray(header)) throw bad(file, 'header is not a JSON object');
+    const out = new Map<string, { dtype: SafeDType; shape: number[] }>();
+    const dataLen = size - 8 - head.length;
+    for (const [name, info] of Object.entries(header as Record<string, { dtype?: unknown; shape?: unknown; data_offsets?: unknown }>)) {
+      if (name === '__metadata__') continue;
+      const dtype = info?.dtype as SafeDType;
+      if (!(typeof dtype === 'string' && dtype in DTYPE_BYTES)) throw bad(file, `tensor ${name} has unsupported dtype ${JSON.stringify(info?.dtype)} (supported: F32, F16, BF16, I64)`);
+      if (!Array.isArray(info.shape) || !info.shape.every((d) => Number.isInteger(d) && d >= 0)) throw bad(file, `tensor ${name} has a bad shape ${JSON.stringify(info.shape)}`);
+      const off = info.data_offsets as number[];
+      if (!Array.isArray(off) || off.length !== 2 || off[1] > dataLen || off[1] - off[0] !== numel(info.shape as number[]) * DTYPE_BYTES[dtype]) throw bad(file, `tensor ${name} has bad data_offsets ${JSON.stringify(off)} for ${dtype}[${info.shape}] (truncated?)`);
+      out.set(name, { dtype, shape: info.shape as number[] });
+    }
+    return out;
+  } finally {
+    fs.closeSync(fd);
+  }
 }

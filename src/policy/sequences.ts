@@ -3,7 +3,7 @@
 // batched call gathers the sequences it serves into one batch cache, runs the step graphs and
 // scatters the new slots back (copies per call, not per token). See Policy.extend / Policy.sample.
 import { TurnwiseError } from '../core/errors';
-import { headDim, type Qwen2Config } from './config';
+import { headDim, type ModelConfig } from './config';
 import { MASKED } from './graphs';
 
 /**
@@ -23,7 +23,7 @@ export interface KvCache {
   nextPos: number[];
 }
 
-export function newKvCache(c: Qwen2Config, B: number, capacity: number): KvCache {
+export function newKvCache(c: ModelConfig, B: number, capacity: number): KvCache {
   const n = B * c.num_key_value_heads * headDim(c) * capacity;
   return {
     capacity,
@@ -63,7 +63,7 @@ export class Sequence {
   /** @internal Use Policy.newSequence(). */
   constructor(
     /** @internal */ readonly owner: object,
-    /** @internal */ readonly config: Qwen2Config,
+    /** @internal */ readonly config: ModelConfig,
   ) {}
 
   get length(): number {
@@ -152,7 +152,7 @@ export class Sequence {
 }
 
 /** Refuses ids outside the vocabulary, or more tokens than the context holds after `already`. */
-export function checkTokenIds(c: Qwen2Config, ids: readonly number[], already = 0): void {
+export function checkTokenIds(c: ModelConfig, ids: readonly number[], already = 0): void {
   for (const id of ids) {
     if (!Number.isInteger(id) || id < 0 || id >= c.vocab_size) {
       throw new TurnwiseError('invalid-input', `token id ${id} is outside the vocabulary (0..${c.vocab_size - 1})`, { hint: "pass ids the model's tokenizer produced" });
@@ -169,7 +169,7 @@ export function checkTokenIds(c: Qwen2Config, ids: readonly number[], already = 
  * A batch cache of capacity `capacity` holding each sequence's cached slots at the start of its
  * row (row b: slots 0..cached−1, the rest masked until written). Positions continue per row.
  */
-export function gatherSequences(c: Qwen2Config, seqs: readonly Sequence[], capacity: number): KvCache {
+export function gatherSequences(c: ModelConfig, seqs: readonly Sequence[], capacity: number): KvCache {
   const B = seqs.length;
   const cache = newKvCache(c, B, capacity);
   const nkv = c.num_key_value_heads;
@@ -195,7 +195,7 @@ export function gatherSequences(c: Qwen2Config, seqs: readonly Sequence[], capac
  * Copies the real slots a call wrote into the batch cache (from slot `from` on, in order) to the
  * end of each sequence's cache, and marks them cached under weights `version`.
  */
-export function scatterSequences(c: Qwen2Config, cache: KvCache, seqs: readonly Sequence[], from: number, version: number): void {
+export function scatterSequences(c: ModelConfig, cache: KvCache, seqs: readonly Sequence[], from: number, version: number): void {
   const nkv = c.num_key_value_heads;
   const d = headDim(c);
   const C = cache.capacity;

@@ -5,7 +5,7 @@
 import { TurnwiseError } from '../core/errors';
 import type { SessionSettings } from '../onnx';
 import { loadCheckpoint, saveCheckpoint, zeroOptimizerState, type OptimizerState } from './checkpoint';
-import type { Qwen2Config } from './config';
+import type { ModelConfig } from './config';
 import { logSoftmax, Policy, type GeneratedRow, type SampleRequest } from './policy';
 import type { Sequence } from './sequences';
 import { PolicyTrainer, type StepMetrics } from './trainer';
@@ -34,7 +34,7 @@ export interface LogprobOptions {
 
 /** What a loaded policy is. */
 export interface PolicyInfo {
-  config: Qwen2Config;
+  config: ModelConfig;
   /** Optimizer updates done so far (the checkpoint's, then counting). */
   step: number;
   /** Execution provider the sessions run on. */
@@ -86,7 +86,7 @@ export interface TrainableOptions {
 const LOGPROB_ROWS_PER_RUN = 8;
 
 export class TrainablePolicy implements PolicyService {
-  readonly config: Qwen2Config;
+  readonly config: ModelConfig;
   private readonly policy: Policy;
   private trainer: PolicyTrainer | undefined;
   private referencePolicy: Policy | undefined;

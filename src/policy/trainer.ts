@@ -8,7 +8,7 @@ import { lossHyper, OPTIMIZER_DEFAULTS, POLICY_LOSSES, type LossHyper, type Opti
 import { SessionCache, type HostTensor, type SessionSettings } from '../onnx';
 import { Trainer, type TrainState } from '../onnx/training';
 import { zeroOptimizerState, type OptimizerState } from './checkpoint';
-import { type Qwen2Config } from './config';
+import { type ModelConfig } from './config';
 import { fromGraphLayout, toGraphLayout } from './graphs';
 import { batchInputs, METRICS, policyTrainingSpec, type LossHyperName, type MetricName, type TrainGraphOptions, type TrainLoss } from './training';
 import type { PolicyWeights } from './weights';
@@ -90,7 +90,7 @@ export interface TrainStepOptions {
 }
 
 export class PolicyTrainer {
-  readonly config: Qwen2Config;
+  readonly config: ModelConfig;
   private state: TrainState;
   private readonly cache: SessionCache;
   private readonly trainers = new Map<string, Trainer>();

@@ -19,7 +19,7 @@ import { TurnwiseError } from '../core/errors';
 import { GSPO_LOG_RATIO_CAP, LOSS_NAMES, POLICY_LOSSES, type LossName } from '../core/losses';
 import { Graph, type Value } from '../onnx';
 import { buildTrainingGraph, type BatchSpec, type ForwardBuilder, type TrainingGraphSpec } from '../onnx/training';
-import { type Qwen2Config } from './config';
+import { type ModelConfig } from './config';
 import { buildForward, graphParamSpecs, keyPaddingBias, MASKED } from './graphs';
 
 /** The losses of core/losses.ts's table; each has a graph builder in PG_LOSSES below. */
@@ -234,7 +234,7 @@ export function segmentBias(g: Graph, seg: Value): Value {
  * (or, packed, segment_ids and position_ids int64 [B,T]), batchInputs(o) float32 [B,T] plus LOSS_HYPER_INPUTS scalars, and the forward builder
  * (Qwen2 forward → token log-probs → loss).
  */
-export function policyTrainingSpec(c: Qwen2Config, o: TrainGraphOptions): Omit<TrainingGraphSpec, 'steps'> {
+export function policyTrainingSpec(c: ModelConfig, o: TrainGraphOptions): Omit<TrainingGraphSpec, 'steps'> {
   const { batch: B, seq: T } = o;
   if (T < 2) throw new TurnwiseError('invalid-input', `training needs sequences of at least 2 tokens, got seq ${T}`);
   const perToken = batchInputs(o);
@@ -280,6 +280,6 @@ export function policyTrainingSpec(c: Qwen2Config, o: TrainGraphOptions): Omit<T
 }
 
 /** The training graph for `steps` optimizer steps per run (an ONNX Loop when steps > 1). */
-export function buildTrainGraph(c: Qwen2Config, o: TrainGraphOptions, steps = 1): Graph {
+export function buildTrainGraph(c: ModelConfig, o: TrainGraphOptions, steps = 1): Graph {
   return buildTrainingGraph({ ...policyTrainingSpec(c, o), steps });
 }

@@ -1,11 +1,11 @@
 // Model weights in memory: Hugging Face names and layouts (Linear weights [out, in]), float32.
 // Seeded initialization and validation against a config.
 import { TurnwiseError } from '../core/errors';
-import { paramSpecs, type Qwen2Config } from './config';
+import { paramSpecs, type ModelConfig } from './config';
 import { numel, type TensorMap } from './safetensors';
 
 export interface PolicyWeights {
-  config: Qwen2Config;
+  config: ModelConfig;
   /** name → values, row-major in the shape of paramSpecs(config). */
   tensors: Map<string, Float32Array>;
 }
@@ -46,7 +46,7 @@ export class SeededRandom {
  * Initializes like transformers' Qwen2PreTrainedModel: weights N(0, std), biases 0, norm
  * weights 1. `std` defaults to initializer_range 0.02.
  */
-export function initWeights(config: Qwen2Config, seed: number, std = 0.02): PolicyWeights {
+export function initWeights(config: ModelConfig, seed: number, std = 0.02): PolicyWeights {
   const rng = new SeededRandom(seed);
   const tensors = new Map<string, Float32Array>();
   for (const p of paramSpecs(config)) {
@@ -59,7 +59,7 @@ export function initWeights(config: Qwen2Config, seed: number, std = 0.02): Poli
 }
 
 /** Checks that `tensors` holds exactly the model's tensors with the right shapes; lists every problem. */
-export function weightsFromTensors(config: Qwen2Config, tensors: TensorMap, source = 'model.safetensors'): PolicyWeights {
+export function weightsFromTensors(config: ModelConfig, tensors: TensorMap, source = 'model.safetensors'): PolicyWeights {
   const problems: string[] = [];
   const out = new Map<string, Float32Array>();
   const specs = paramSpecs(config);

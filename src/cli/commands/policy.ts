@@ -1,8 +1,9 @@
-// `turnwise policy init | logits | generate`: create, inspect and sample the ONNX policy.
+// `turnwise policy init | inspect | logits | generate`: create, describe and sample the ONNX policy.
 import { TurnwiseError } from '../../core/errors';
 import { escapeControlChars } from '../../core/text';
 import type { ProviderSetting } from '../../onnx';
 import { initPolicyDir, loadPolicy } from '../../policy';
+import { inspectModelFolder } from '../../policy/hf';
 import { numberInRange, requireString, seedOption, UsageError, type CliCommand, type ParsedArgs } from '../command';
 
 const PROVIDERS = ['auto', 'cpu', 'cuda', 'webgpu'];
@@ -23,6 +24,36 @@ export const policyInitCommand: CliCommand = {
     const r = initPolicyDir(requireString(args, 'out'), { size: (args.values.size as string | undefined) ?? 'tiny', seed, force: args.values.force === true });
     if (io.json) io.out(JSON.stringify({ ok: true, ...r }, null, 2));
     else io.out(`wrote turnwise-${r.size} (${(r.parameters / 1e6).toFixed(2)}M parameters, seed ${r.seed}) to ${r.dir}`);
+    return 0;
+  },
+};
+
+const mb = (n: number) => `${(n / 2 ** 20).toFixed(n < 2 ** 30 ? 1 : 0)} MiB`;
+
+export const policyInspectCommand: CliCommand = {
+  name: 'policy inspect',
+  summary: "describe a model folder (a Hugging Face checkpoint or Turnwise's own) without loading its weights",
+  usage: 'DIR [--json]',
+  options: {},
+  allowPositionals: true,
+  async run(args, io) {
+    const dir = args.positionals[0];
+    if (!dir || args.positionals.length > 1) throw new UsageError('give one model folder: turnwise policy inspect DIR');
+    const r = inspectModelFolder(dir);
+    if (io.json) {
+      io.out(JSON.stringify({ ok: true, ...r }, null, 2));
+      return 0;
+    }
+    io.out(`${r.dir}
+  architecture  ${r.architecture} (${r.family}), ${(r.parameters / 1e6).toFixed(1)}M parameters
+  weights       ${r.storedDtypes.join(', ')} in ${r.weightFiles.length === 1 ? r.weightFiles[0] : `${r.weightFiles.length} shards`}${r.configDtype ? ` (config: ${r.configDtype})` : ''}; held as float32
+  layers        ${r.layers} × hidden ${r.hidden}, ${r.heads.query} query / ${r.heads.keyValue} key-value heads of ${r.heads.dim}
+  context       ${r.context} tokens; rope θ ${r.rope.theta}, scaling ${r.rope.scaling}
+  biases        q/k/v ${r.biases.qkv ? 'yes' : 'no'}, o ${r.biases.o ? 'yes' : 'no'}, mlp ${r.biases.mlp ? 'yes' : 'no'}; ${r.tiedEmbeddings ? 'tied' : 'untied'} output head
+  tokenizer     ${r.tokenizer.kind}; ${r.vocab.tokenizer} tokens (config vocab ${r.vocab.config}); end-of-sequence ids ${r.eosIds.join(', ') || 'none'}
+  special       ${r.tokenizer.specialTokens.map(escapeControlChars).join(' ') || 'none'}
+  chat template ${r.chatTemplate ? `${r.chatTemplate.kind} (${r.chatTemplate.source}, ${r.chatTemplate.chars} characters)` : 'none'}
+  memory        weights ${mb(r.memory.weightsF32Bytes)}; KV cache ${mb(r.memory.kvBytesPerToken * 1024)} per 1,024 tokens of a sequence (${mb(r.memory.kvBytesAtContext)} at full context); full fine-tuning with AdamW ${mb(r.memory.fullFineTuneBytes)}`);
     return 0;
   },
 };
@@ -111,4 +142,4 @@ export const policyGenerateCommand: CliCommand = {
   },
 };
 
-export const policyCommands: CliCommand[] = [policyInitCommand, policyLogitsCommand, policyGenerateCommand];
+export const policyCommands: CliCommand[] = [policyInitCommand, policyInspectCommand, policyLogitsCommand, policyGenerateCommand];

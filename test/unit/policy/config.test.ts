@@ -1,6 +1,6 @@
 import * as assert from 'node:assert/strict';
 import { TurnwiseError } from '../../../src/core/errors';
-import { configToJson, parameterCount, paramSpecs, parseQwen2Config, presetConfig, TURNWISE_TINY } from '../../../src/policy/config';
+import { configToJson, parameterCount, paramSpecs, parseModelConfig, presetConfig, TURNWISE_TINY } from '../../../src/policy/config';
 import { GOLDEN_CONFIG } from './helpers';
 import { SeededRandom } from '../../../src/policy/weights';
 
@@ -24,7 +24,7 @@ describe('policy/config: Qwen2 config.json', () => {
       torch_dtype: 'bfloat16',
       eos_token_id: 151643,
     };
-    const c = parseQwen2Config(hf);
+    const c = parseModelConfig(hf);
     assert.equal(c.hidden_size, 896);
     assert.equal(c.num_key_value_heads, 2);
     assert.equal(c.eos_token_id, 151643);
@@ -34,21 +34,23 @@ describe('policy/config: Qwen2 config.json', () => {
 
   it('lists every problem with the field name', () => {
     try {
-      parseQwen2Config({ hidden_size: 30, intermediate_size: -1, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 3, rms_norm_eps: 1e-6, vocab_size: 10, max_position_embeddings: 8, model_type: 'llama' }, 'x/config.json');
+      parseModelConfig({ hidden_size: 30, intermediate_size: -1, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 3, rms_norm_eps: 1e-6, vocab_size: 10, max_position_embeddings: 8, model_type: 'llama', hidden_act: 'gelu' }, 'x/config.json');
       assert.fail('should throw');
     } catch (e) {
       assert.ok(e instanceof TurnwiseError);
       assert.equal(e.code, 'invalid-file');
-      for (const s of ['x/config.json', 'intermediate_size must be a positive integer', 'rope_theta is missing', 'model_type is "llama"']) assert.ok(e.message.includes(s), `${s} in ${e.message}`);
+      for (const s of ['x/config.json', 'intermediate_size must be a positive integer', 'rope_theta is missing', 'hidden_act is "gelu"']) assert.ok(e.message.includes(s), `${s} in ${e.message}`);
     }
-    assert.throws(() => parseQwen2Config({ ...GOLDEN_CONFIG, num_key_value_heads: 3 }), /not a multiple of num_key_value_heads 3/);
-    assert.throws(() => parseQwen2Config({ ...GOLDEN_CONFIG, hidden_size: 12, num_attention_heads: 4 }), /head dimension 3 must be even/);
-    assert.throws(() => parseQwen2Config({ ...GOLDEN_CONFIG, eos_token_id: 11 }), /outside the vocabulary/);
-    assert.throws(() => parseQwen2Config([1]), /not a JSON object/);
+    // An unknown family is refused first, with the list of those that are supported.
+    assert.throws(() => parseModelConfig({ ...GOLDEN_CONFIG, model_type: 'gpt2' }), (e: unknown) => e instanceof TurnwiseError && /model_type "gpt2" is not supported/.test(e.message) && /qwen2 \(Qwen2ForCausalLM.*llama \(LlamaForCausalLM/.test(e.hint ?? ''));
+    assert.throws(() => parseModelConfig({ ...GOLDEN_CONFIG, num_key_value_heads: 3 }), /not a multiple of num_key_value_heads 3/);
+    assert.throws(() => parseModelConfig({ ...GOLDEN_CONFIG, hidden_size: 12, num_attention_heads: 4 }), /head dimension 3 must be even/);
+    assert.throws(() => parseModelConfig({ ...GOLDEN_CONFIG, eos_token_id: 11 }), /outside the vocabulary/);
+    assert.throws(() => parseModelConfig([1]), /not a JSON object/);
   });
 
   it('round-trips through the config.json it writes', () => {
-    assert.deepEqual(parseQwen2Config(JSON.parse(JSON.stringify(configToJson(TURNWISE_TINY)))), TURNWISE_TINY);
+    assert.deepEqual(parseModelConfig(JSON.parse(JSON.stringify(configToJson(TURNWISE_TINY)))), TURNWISE_TINY);
   });
 
   it('turnwise-tiny: byte vocabulary with specials, a few million parameters, 1024+ context', () => {

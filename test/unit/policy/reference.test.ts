@@ -1,7 +1,8 @@
 import * as assert from 'node:assert/strict';
 import { referenceLogits } from '../../../src/policy/reference';
 import { initWeights } from '../../../src/policy/weights';
-import { formulaWeights, GOLDEN_CONFIG, maxAbsDiff, SMALL_CONFIG } from './helpers';
+import { ropeInvFreq } from '../../../src/policy/config';
+import { formulaWeights, GOLDEN_CONFIG, GOLDEN_LLAMA, maxAbsDiff, SMALL_CONFIG } from './helpers';
 
 describe('policy/reference: float64 Qwen2 forward', () => {
   it('matches an independent numpy implementation of HF Qwen2 (golden/qwen2_np.py)', () => {
@@ -30,6 +31,33 @@ describe('policy/reference: float64 Qwen2 forward', () => {
     assert.ok(maxAbsDiff(logits.subarray(0, V), first) < 1e-9);
     assert.ok(maxAbsDiff(logits.subarray(5 * V, 6 * V), last) < 1e-9);
     assert.ok(Math.abs(logits.reduce((a, b) => a + b, 0) - -14.15320259930974) < 1e-8);
+  });
+
+  it('matches an independent numpy Llama (golden/llama_np.py): head_dim apart from hidden/heads, Llama 3 rope scaling, untied', () => {
+    // Printed by `python3 test/unit/policy/golden/llama_np.py`.
+    assert.ok(maxAbsDiff(ropeInvFreq(GOLDEN_LLAMA), [1.0, 0.05793964153377701, 0.0025, 0.00025]) < 1e-15, 'kept, blended, divided, divided');
+    const ids = [3, 7, 1, 10, 0, 5, 2, 9, 4, 8, 3, 7, 1, 10, 0, 5, 2, 9, 4, 8, 3, 7, 1, 10, 0, 5, 2, 9, 4, 8, 3, 7, 1, 10, 0, 5, 2, 9, 4, 8];
+    const V = GOLDEN_LLAMA.vocab_size;
+    const check = (bias: boolean, first: number[], last: number[], sum: number) => {
+      const c = { ...GOLDEN_LLAMA, ...(bias ? { attention_bias: true, mlp_bias: true } : {}) };
+      const logits = referenceLogits(formulaWeights(c), ids);
+      assert.ok(maxAbsDiff(logits.subarray(0, V), first) < 1e-9, `${bias ? 'with' : 'without'} biases, first row`);
+      assert.ok(maxAbsDiff(logits.subarray((ids.length - 1) * V), last) < 1e-9, `${bias ? 'with' : 'without'} biases, last row`);
+      assert.ok(Math.abs(logits.reduce((a, b) => a + b, 0) - sum) < 1e-8);
+    };
+    check(
+      false,
+      [-0.3501676284, 0.3147652889, -0.2690117962, 0.2144116371, -0.1527605991, 0.0860858864, -0.0165802432, -0.0534706592, 0.1217631053, -0.1860514202, 0.2442212972],
+      [0.1305631, -0.0837176082, 0.0341190673, 0.0166015821, -0.066776167, 0.1147548706, -0.1589597698, 0.1979372197, -0.2304054766, 0.2552967316, -0.2717924833],
+      -0.05771488080870801,
+    );
+    // `python3 test/unit/policy/golden/llama_np.py bias`: attention_bias (q, k, v and o) and mlp_bias.
+    check(
+      true,
+      [-0.1467309261, 0.171369224, -0.1903719507, 0.203114239, -0.2091770789, 0.2083609785, -0.200692899, 0.1864249235, -0.1660263484, 0.1401679039, -0.1096999527],
+      [0.1816900874, -0.2444608795, 0.2991924818, -0.3440850268, 0.3776622448, -0.3988198274, 0.4068621231, -0.4015245593, 0.3829827708, -0.351846426, 0.3091394361],
+      3.3410572726971433,
+    );
   });
 
   it('is causal: a later token never changes earlier logits', () => {

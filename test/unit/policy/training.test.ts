@@ -9,7 +9,7 @@ import { loadCheckpoint, saveCheckpoint } from '../../../src/policy/checkpoint';
 import { ppoTokenLoss, tokenEntropy } from '../../../src/credit/losses';
 import { gradients, Graph, OnnxSession, toModelProto, type HostTensor, type Value } from '../../../src/onnx';
 import { adamwReference } from '../../../src/onnx/optim';
-import { paramSpecs, presetConfig, type Qwen2Config } from '../../../src/policy/config';
+import { paramSpecs, presetConfig, type ModelConfig } from '../../../src/policy/config';
 import { buildForward, fromGraphLayout, graphParamSpecs, MASKED, weightFeeds } from '../../../src/policy/graphs';
 import { referenceLogits, logSoftmaxRows } from '../../../src/policy/reference';
 import { PolicyTrainer, type TrainBatch } from '../../../src/policy/trainer';
@@ -18,7 +18,7 @@ import { buildTrainingGraph } from '../../../src/onnx/training';
 import { byteLevelTokenizer, byteLevelTokenizerJson } from '../../../src/policy/tokenizer';
 import { initWeights, SeededRandom, type PolicyWeights } from '../../../src/policy/weights';
 import { Policy } from '../../../src/policy/policy';
-import { GOLDEN_CONFIG, maxAbsDiff, SMALL_CONFIG } from './helpers';
+import { GOLDEN_CONFIG, GOLDEN_LLAMA, maxAbsDiff, SMALL_CONFIG } from './helpers';
 
 const HYPER = { clip_low: 0.2, clip_high: 0.2, kl_coef: 0.3, ent_coef: 0.02, replay_coef: 0.5, temperature: 1 };
 
@@ -32,7 +32,7 @@ interface Batch {
   replay: Float32Array;
 }
 
-function makeBatch(c: Qwen2Config, B: number, T: number, seed: number): Batch {
+function makeBatch(c: ModelConfig, B: number, T: number, seed: number): Batch {
   const r = new SeededRandom(seed);
   const n = B * T;
   return {
@@ -103,9 +103,14 @@ async function onnxGradients(w: PolicyWeights, b: Batch, B: number, T: number) {
 describe('policy/training: gradients, optimizer, learning', function () {
   this.timeout(120000);
 
-  for (const tied of [false, true]) {
-    it(`whole-model gradients equal finite differences of the float64 reference (${tied ? 'tied' : 'untied'} head)`, async () => {
-      const c = { ...GOLDEN_CONFIG, tie_word_embeddings: tied };
+  const fdConfigs: Array<[string, ModelConfig]> = [
+    ['Qwen2, untied head', { ...GOLDEN_CONFIG, tie_word_embeddings: false }],
+    ['Qwen2, tied head', { ...GOLDEN_CONFIG, tie_word_embeddings: true }],
+    ['Llama 3: llama3 rope scaling, head_dim 8, attention and MLP biases', { ...GOLDEN_LLAMA, attention_bias: true, mlp_bias: true }],
+  ];
+  for (const [what, config] of fdConfigs) {
+    it(`whole-model gradients equal finite differences of the float64 reference (${what})`, async () => {
+      const c = config;
       const w = initWeights(c, 21, 0.4);
       // Norm gains away from 1 and non-zero biases, so their gradients are generic too.
       for (const [name, a] of w.tensors) if (name.endsWith('norm.weight') || name.endsWith('.bias')) for (let i = 0; i < a.length; i++) a[i] = (name.endsWith('bias') ? 0 : 1) + 0.3 * Math.sin(i + name.length);

@@ -110,6 +110,26 @@ describe('docker: turnwise episode', function () {
     assert.equal(t.reward.reward, 0);
   });
 
+  // Attacks on the reward played as an agent would, through the command: each scores no more
+  // than the no-op (the other reward-gaming tests drive the scorer directly).
+  it('reward attacks through `turnwise episode`: a .pytest.ini plugin, a conftest in an odd folder, a module swapped for a link', async () => {
+    const noop = (JSON.parse((await play('ls inventory\n')).out) as Trajectory).reward.reward;
+    const plugin = "printf 'import pytest\\n@pytest.hookimpl(hookwrapper=True)\\ndef pytest_runtest_makereport(item, call):\\n    o = yield\\n    o.get_result().outcome = \"passed\"\\n' > evil.py";
+    const attacks: Array<[string, string, (t: Trajectory) => void]> = [
+      ['.pytest.ini', `${plugin}\nprintf '[pytest]\\naddopts = -p evil\\n' > .pytest.ini\n`, (t) => assert.equal(t.reward.testsEdited, true)],
+      ['odd folder', `mkdir -p $'x\\ny' && printf 'def pytest_collection_modifyitems(session, config, items):\\n    for i in items:\\n        i.runtest = lambda: None\\n' > $'x\\ny/conftest.py'\n`, (t) => assert.equal(t.reward.testsEdited, true)],
+      ['link', `cp ${fix.path} /home/agent/m.py && rm ${fix.path} && ln -s /home/agent/m.py ${fix.path}\n`, (t) => assert.match(t.reward.tampered ?? '', /a symbolic link the snapshot did not have/)],
+    ];
+    for (const [what, commands, check] of attacks) {
+      const r = await play(commands);
+      assert.equal(r.code, 0, `${what}: ${r.err}`);
+      const t = JSON.parse(r.out) as Trajectory;
+      assert.ok(!(t.reward.reward > noop), `${what} gamed the reward: ${t.reward.reward} > ${noop}`);
+      assert.equal(t.reward.resolved, false, what);
+      check(t);
+    }
+  });
+
   it('an action that is not bash (sent verbatim as JSON) is the format error the agent would get, not run', async () => {
     const f = path.join(dir, 'bad.json');
     fs.writeFileSync(f, JSON.stringify(['echo "unterminated', 'tw-test']));

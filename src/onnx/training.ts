@@ -45,6 +45,12 @@ export type ForwardBuilder = (g: Graph, params: Record<string, Value>, batch: Re
 
 export interface TrainingGraphSpec {
   params: readonly ParamSpec[];
+  /**
+   * Inputs the forward reads but that are not trained: no gradient, no optimizer moments, no
+   * output (a LoRA adapter's frozen base weights). Trainer.step takes them in its batch record,
+   * unstacked, and feeds them as they are on every run.
+   */
+  frozen?: readonly { name: string; shape: readonly number[] }[];
   batch: readonly BatchSpec[];
   forward: ForwardBuilder;
   /** Names of the scalar metrics `forward` returns (fixed so outputs are known before building). */
@@ -91,12 +97,13 @@ export function buildTrainingGraph(spec: TrainingGraphSpec): Graph {
   const K = spec.steps ?? 1;
   if (!Number.isInteger(K) || K < 1) throw new TurnwiseError('invalid-input', `training steps per run must be a positive integer, got ${K}`);
   const seen = new Set<string>();
-  for (const n of [...spec.params.map((p) => p.name), ...spec.batch.map((b) => b.name), ...TRAIN_IO.hyper, TRAIN_IO.step]) {
+  for (const n of [...spec.params.map((p) => p.name), ...(spec.frozen ?? []).map((p) => p.name), ...spec.batch.map((b) => b.name), ...TRAIN_IO.hyper, TRAIN_IO.step]) {
     if (seen.has(n)) throw new TurnwiseError('invalid-input', `training graph: name ${n} is used twice`, { hint: 'rename the batch input or parameter' });
     seen.add(n);
   }
   const g = Graph.create(K > 1 ? `train_loop_${K}` : 'train_step');
   const params = spec.params.map((p) => g.input(p.name, dtype, p.shape));
+  const frozen = Object.fromEntries((spec.frozen ?? []).map((p) => [p.name, g.input(p.name, dtype, p.shape)]));
   const ms = spec.params.map((p) => g.input(TRAIN_IO.m(p.name), dtype, p.shape));
   const vs = spec.params.map((p) => g.input(TRAIN_IO.v(p.name), dtype, p.shape));
   const step = g.input(TRAIN_IO.step, dtype, []);
@@ -109,7 +116,7 @@ export function buildTrainingGraph(spec: TrainingGraphSpec): Graph {
 
   // One optimizer step inside graph `b`, from state values visible in `b`.
   const oneStep = (b: Graph, p: Value[], m: Value[], v: Value[], s: Value, batch: Value[], hps = hp) => {
-    const named = Object.fromEntries(spec.params.map((ps, i) => [ps.name, p[i]]));
+    const named = { ...frozen, ...Object.fromEntries(spec.params.map((ps, i) => [ps.name, p[i]])) };
     const namedBatch = Object.fromEntries(spec.batch.map((bs, i) => [bs.name, batch[i]]));
     const fwd = b.scope('fwd', () => spec.forward(b, named, namedBatch));
     if (fwd.loss.rank !== 0) throw new TurnwiseError('internal', `training graph: the loss must be a scalar, got ${fwd.loss}`);

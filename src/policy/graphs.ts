@@ -4,6 +4,7 @@
 // every projection is a plain MatMul with no per-run Transpose.
 import { Graph, type Dim, type HostTensor, type Value } from '../onnx';
 import { biasesOf, familyOf, headDim, paramSpecs, ropeInvFreq, type ModelConfig } from './config';
+import { loraScale, loraTargets, type LoraAdapter, type LoraConfig } from './lora';
 import type { PolicyWeights } from './weights';
 
 /** Additive attention bias for disallowed (future or padding) keys. Finite so fully masked rows stay finite. */
@@ -70,6 +71,53 @@ export function declareParams(g: Graph, c: ModelConfig): Map<string, Value> {
   return m;
 }
 
+/** What a graph needs to know of a LoRA adapter: which layers, its rank and scale. */
+export type LoraShape = Pick<LoraConfig, 'r' | 'lora_alpha' | 'use_rslora' | 'target_modules'>;
+
+/**
+ * The adapter's tensors as graph inputs, under their PEFT names, transposed like the base's
+ * Linear weights: A as [in, r] and B as [r, out], so x·A·B is two plain MatMuls.
+ */
+export function loraGraphSpecs(c: ModelConfig, lora: LoraShape): GraphParamSpec[] {
+  return loraTargets(c, lora).flatMap((t) => [
+    { name: t.a, shape: [t.inDim, lora.r] },
+    { name: t.b, shape: [lora.r, t.outDim] },
+  ]);
+}
+
+/** name → adapter tensor in graph layout (A and B transposed). */
+export function loraToGraphLayout(c: ModelConfig, a: LoraAdapter): Map<string, Float32Array> {
+  const out = new Map<string, Float32Array>();
+  for (const t of loraTargets(c, a.config)) {
+    out.set(t.a, transpose2d(a.tensors.get(t.a)!, a.config.r, t.inDim));
+    out.set(t.b, transpose2d(a.tensors.get(t.b)!, t.outDim, a.config.r));
+  }
+  return out;
+}
+
+/** Inverse of loraToGraphLayout. */
+export function loraFromGraphLayout(c: ModelConfig, lora: LoraConfig, graph: Map<string, Float32Array>): LoraAdapter {
+  const tensors = new Map<string, Float32Array>();
+  for (const t of loraTargets(c, lora)) {
+    tensors.set(t.a, transpose2d(graph.get(t.a)!, t.inDim, lora.r));
+    tensors.set(t.b, transpose2d(graph.get(t.b)!, lora.r, t.outDim));
+  }
+  return { config: lora, tensors };
+}
+
+/** Declares the adapter's inputs and returns what buildForward takes for it. */
+export function declareLora(g: Graph, c: ModelConfig, lora: LoraShape): NonNullable<ForwardInputs['lora']> {
+  const inputs = new Map(loraGraphSpecs(c, lora).map((p) => [p.name, g.input(p.name, 'float32', p.shape)]));
+  return loraInputs(c, lora, inputs);
+}
+
+/** buildForward's LoRA input from adapter values already in the graph (inputs, or a training graph's parameters). */
+export function loraInputs(c: ModelConfig, lora: LoraShape, values: Map<string, Value>): NonNullable<ForwardInputs['lora']> {
+  const adapters = new Map<string, { a: Value; b: Value }>();
+  for (const t of loraTargets(c, lora)) adapters.set(t.module, { a: values.get(t.a)!, b: values.get(t.b)! });
+  return { scale: loraScale(lora), adapters };
+}
+
 export interface ForwardInputs {
   /** int64 [B, T] token ids. */
   ids: Value;
@@ -90,6 +138,8 @@ export interface ForwardInputs {
    * computes scores only up to its own end. `bias` must be causal. Default 1.
    */
   attentionChunks?: number;
+  /** A LoRA adapter: per base module (`model.layers.0.self_attn.q_proj`), A [in, r] and B [r, out]; y += scale·(x·A)·B. */
+  lora?: { scale: number; adapters: Map<string, { a: Value; b: Value }> };
   dims: { B: Dim; T: Dim; C?: Dim };
 }
 
@@ -117,10 +167,12 @@ export function buildForward(g: Graph, c: ModelConfig, W: Map<string, Value>, in
   const half = d / 2;
   const invFreq = g.tensor('float32', [1, 1, half], ropeInvFreq(c));
   const bias = biasesOf(c);
-  // x·W (+ b) for a projection of layer prefix p.
+  // x·W (+ b) for a projection, plus the adapter's scale·(x·A)·B where it has one.
   const proj = (x: Value, name: string, withBias: boolean) => {
-    const y = g.matmul(x, param(`${name}.weight`));
-    return withBias ? g.add(y, param(`${name}.bias`)) : y;
+    let y = g.matmul(x, param(`${name}.weight`));
+    if (withBias) y = g.add(y, param(`${name}.bias`));
+    const ad = inp.lora?.adapters.get(name);
+    return ad ? g.add(y, g.mul(g.matmul(g.matmul(x, ad.a), ad.b), inp.lora!.scale)) : y;
   };
   const pos = g.unsqueeze(g.cast(inp.positions, 'float32'), [2]); // [B,T,1]
   const ang = g.mul(pos, invFreq); // [B,T,half]
@@ -209,9 +261,10 @@ export function buildForward(g: Graph, c: ModelConfig, W: Map<string, Value>, in
  * this step's keys and values, new.{l}.key [B,nkv,d,T] and new.{l}.value [B,nkv,T,d], which the
  * caller writes into its cache (Policy).
  */
-export function buildStepGraph(c: ModelConfig, kind: 'prefill' | 'decode'): Graph {
+export function buildStepGraph(c: ModelConfig, kind: 'prefill' | 'decode', lora?: LoraShape): Graph {
   const g = Graph.create(`${familyOf(c)}_${kind}`);
   const W = declareParams(g, c);
+  const adapter = lora ? declareLora(g, c, lora) : undefined;
   const d = headDim(c);
   const nkv = c.num_key_value_heads;
   const ids = g.input('input_ids', 'int64', ['B', 'T']);
@@ -237,7 +290,7 @@ export function buildStepGraph(c: ModelConfig, kind: 'prefill' | 'decode'): Grap
       value: g.input(`cache.${l}.value`, 'float32', ['B', nkv, 'C', d]),
     }));
   }
-  const out = buildForward(g, c, W, { ids, positions, bias, cache, cacheBias, dims: { B: 'B', T: 'T', C: 'C' } });
+  const out = buildForward(g, c, W, { ids, positions, bias, cache, cacheBias, ...(adapter ? { lora: adapter } : {}), dims: { B: 'B', T: 'T', C: 'C' } });
   g.output(out.logits, 'logits');
   out.present.forEach((p, l) => {
     g.output(p.keyT, `new.${l}.key`);

@@ -1,12 +1,15 @@
-// The policy layer: a Qwen2 transformer held as ONNX graphs (inference and training), its
-// Hugging Face checkpoint format, and the byte-level default model turnwise-tiny. Imports core, onnx.
+// The policy layer: decoder transformers (Qwen2, Llama) held as ONNX graphs (inference and
+// training), Hugging Face model folders, LoRA adapters in the PEFT layout, and the byte-level
+// default model turnwise-tiny. Imports core, onnx.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { TurnwiseError } from '../core/errors';
 import { outputPathProblem } from '../core/fs';
 import type { SessionSettings } from '../onnx';
 import { CHECKPOINT_FILES, loadCheckpoint, saveCheckpoint, zeroOptimizerState } from './checkpoint';
-import { parameterCount, presetConfig, type ModelConfig } from './config';
+import { parameterCount, presetConfig, type ConfigDType, type ModelConfig } from './config';
+import { writeModelFolder } from './hf';
+import { loadAdapter, loraTargets, mergeAdapter } from './lora';
 import { Policy } from './policy';
 import { byteLevelTokenizerConfig, byteLevelTokenizerJson } from './tokenizer';
 import { initWeights } from './weights';
@@ -19,6 +22,7 @@ export * from './tokenizer';
 export * from './trainable';
 export * from './worker';
 export * from './weights';
+export * from './lora';
 export { buildStepGraph, graphParamSpecs, toGraphLayout, fromGraphLayout } from './graphs';
 
 export interface InitResult {
@@ -58,8 +62,36 @@ export function initPolicyDir(dir: string, options: { size?: string; seed?: numb
   return { dir: target, size, seed, parameters: parameterCount(config), config };
 }
 
-/** Loads a checkpoint directory as a ready-to-run policy. */
-export function loadPolicy(dir: string, settings: SessionSettings = {}): Policy {
+/** Loads a checkpoint directory as a ready-to-run policy, with a LoRA adapter folder on top when given. */
+export function loadPolicy(dir: string, settings: SessionSettings = {}, options: { adapter?: string } = {}): Policy {
   const ck = loadCheckpoint(dir, { optimizer: false });
-  return new Policy(ck.weights, ck.tokenizer, settings);
+  const adapter = options.adapter ? loadAdapter(options.adapter, ck.weights.config) : undefined;
+  return new Policy(ck.weights, ck.tokenizer, settings, adapter);
+}
+
+export interface MergeResult {
+  dir: string;
+  dtype: ConfigDType;
+  adapted: number;
+}
+
+/**
+ * Writes `base` with `adapter` folded in as a Hugging Face folder at `out`: the base's config and
+ * dtype (as its config.json names it), its weights with s·B·A added to every adapted layer, and its
+ * tokenizer, generation and chat-template files copied. A folder that holds a model is replaced
+ * only with `force`.
+ */
+export function mergeAdapterFolder(base: string, adapterDir: string, out: string, options: { force?: boolean } = {}): MergeResult {
+  const ck = loadCheckpoint(base, { optimizer: false });
+  const adapter = loadAdapter(adapterDir, ck.weights.config);
+  const target = path.resolve(out);
+  if (path.resolve(base) === target) throw new TurnwiseError('invalid-input', `--out ${target} is the base model folder`, { hint: 'write the merged model to a folder of its own' });
+  if (fs.existsSync(target) && !fs.statSync(target).isDirectory()) throw new TurnwiseError('invalid-input', `${target} exists and is a file, not a folder`, { hint: 'choose another --out folder' });
+  const present = fs.existsSync(target) ? fs.readdirSync(target) : [];
+  if (present.length > 0 && !options.force) throw new TurnwiseError('invalid-input', `${target} already holds files (${present.slice(0, 5).join(', ')})`, { hint: 'choose another --out folder, or pass --force to replace the model there' });
+  const dtype = ck.weights.config.torch_dtype ?? 'float32';
+  const copied = ['generation_config.json', 'chat_template.jinja', 'special_tokens_map.json'].filter((f) => fs.existsSync(path.join(ck.dir, f)));
+  writeModelFolder(target, mergeAdapter(ck.weights, adapter), { dtype, tokenizerJson: ck.tokenizerJson, tokenizerConfig: ck.tokenizerConfig });
+  for (const f of copied) fs.copyFileSync(path.join(ck.dir, f), path.join(target, f));
+  return { dir: target, dtype, adapted: loraTargets(ck.weights.config, adapter.config).length };
 }

@@ -4,7 +4,8 @@
 import { SessionCache, toModelProto, type HostTensor, type OnnxSession, type SessionSettings } from '../onnx';
 import { TurnwiseError } from '../core/errors';
 import { headDim, type ModelConfig } from './config';
-import { buildStepGraph, MASKED, weightFeeds } from './graphs';
+import { buildStepGraph, loraGraphSpecs, loraToGraphLayout, MASKED, weightFeeds, type LoraShape } from './graphs';
+import type { LoraAdapter } from './lora';
 import { checkTokenIds, gatherSequences, newKvCache, scatterSequences, Sequence, type KvCache } from './sequences';
 import type { PolicyTokenizer } from './tokenizer';
 import { SeededRandom, type PolicyWeights } from './weights';
@@ -124,14 +125,37 @@ export class Policy {
   private readonly sessions: SessionCache;
   private weightsVersion = 0;
 
+  /** The LoRA adapter's layout when one is on top of the weights (its tensors are in `feeds`). */
+  private lora: LoraShape | undefined;
+
   constructor(
     weights: PolicyWeights,
     readonly tokenizer?: PolicyTokenizer,
     settings: SessionSettings = {},
+    adapter?: LoraAdapter,
   ) {
     this.config = weights.config;
     this.feeds = weightFeeds(weights);
     this.sessions = new SessionCache(settings, 2); // prefill and decode
+    if (adapter) this.setAdapter(adapter);
+  }
+
+  /**
+   * Puts a LoRA adapter on top of the base weights (or replaces the one there): its tensors are
+   * graph inputs beside the base's, which stay as they are. The first adapter, or one of another
+   * layout, rebuilds the graphs.
+   */
+  setAdapter(adapter: LoraAdapter): void {
+    const shape: LoraShape = { r: adapter.config.r, lora_alpha: adapter.config.lora_alpha, use_rslora: adapter.config.use_rslora, target_modules: [...adapter.config.target_modules] };
+    if (JSON.stringify(shape) !== JSON.stringify(this.lora)) {
+      void this.sessions.clear();
+      this.lora = shape;
+    }
+    for (const [name, data] of loraToGraphLayout(this.config, adapter)) {
+      const spec = loraGraphSpecs(this.config, shape).find((p) => p.name === name)!;
+      this.feeds[name] = { dtype: 'float32', dims: spec.shape, data };
+    }
+    this.weightsVersion++;
   }
 
   /** Replaces the weights (after a training step); sessions are kept, sequence caches recomputed. */
@@ -142,7 +166,8 @@ export class Policy {
 
   /** Replaces the weights with tensors already in graph layout (from the trainer, no copy). */
   setGraphWeights(graphTensors: Map<string, Float32Array>): void {
-    for (const [name, t] of Object.entries(this.feeds)) this.feeds[name] = { ...t, data: graphTensors.get(name)! };
+    // The base weights only: an adapter's tensors (PEFT names) are set through setAdapter.
+    for (const [name, t] of Object.entries(this.feeds)) if (!name.startsWith('base_model.')) this.feeds[name] = { ...t, data: graphTensors.get(name)! };
     this.weightsVersion++;
   }
 
@@ -155,7 +180,7 @@ export class Policy {
   }
 
   private session(kind: 'prefill' | 'decode'): Promise<OnnxSession> {
-    return this.sessions.get(kind, () => toModelProto(buildStepGraph(this.config, kind)));
+    return this.sessions.get(kind, () => toModelProto(buildStepGraph(this.config, kind, this.lora)));
   }
 
   get provider(): Promise<string> {

@@ -2,6 +2,7 @@
 // transformers' modeling_qwen2.py and modeling_llama.py line by line, reading the architecture
 // from config.ts like the graph builders. Slow on purpose: tests check the ONNX graphs against it.
 import { biasesOf, headDim, ropeInvFreq } from './config';
+import { loraScale, peftKey, type LoraAdapter } from './lora';
 import type { PolicyWeights } from './weights';
 
 /** y[T, out] = x[T, in] · Wᵀ (+ b), W stored [out, in] as in Hugging Face. */
@@ -53,6 +54,8 @@ function rope(x: Float64Array, positions: readonly number[], heads: number, d: n
 }
 
 export interface ReferenceOptions {
+  /** A LoRA adapter on top of the weights: y += scale·(x·Aᵀ)·Bᵀ on every layer it targets. */
+  adapter?: LoraAdapter;
   /** Position id of each token (default 0..T−1). */
   positions?: readonly number[];
   /** Final hidden state instead of logits (for debugging). */
@@ -76,6 +79,20 @@ export function referenceLogits(w: PolicyWeights, ids: readonly number[], option
   };
   const bias = biasesOf(c);
   const B = (name: string, has: boolean) => (has ? W(name) : undefined);
+  const ad = options.adapter;
+  // A projection of `module` (its weight and bias), with the adapter's low-rank update if it has one.
+  const project = (x: Float64Array, module: string, inDim: number, outDim: number, withBias: boolean) => {
+    const y = linear(x, t, inDim, W(`${module}.weight`), outDim, B(`${module}.bias`, withBias));
+    const A = ad?.tensors.get(peftKey(module, 'A'));
+    const Bm = ad?.tensors.get(peftKey(module, 'B'));
+    if (!ad || !A || !Bm) return y;
+    const r = ad.config.r;
+    const s = loraScale(ad.config);
+    const xa = linear(x, t, inDim, A, r);
+    const d = linear(xa, t, r, Bm, outDim);
+    for (let i = 0; i < y.length; i++) y[i] += s * d[i];
+    return y;
+  };
   const invFreq = ropeInvFreq(c);
   const m = c.intermediate_size;
   const emb = W('model.embed_tokens.weight');
@@ -85,9 +102,9 @@ export function referenceLogits(w: PolicyWeights, ids: readonly number[], option
   for (let l = 0; l < c.num_hidden_layers; l++) {
     const p = `model.layers.${l}.`;
     const xn = rmsNorm(x, t, h, W(`${p}input_layernorm.weight`), c.rms_norm_eps);
-    const q = linear(xn, t, h, W(`${p}self_attn.q_proj.weight`), nh * d, B(`${p}self_attn.q_proj.bias`, bias.qkv));
-    const k = linear(xn, t, h, W(`${p}self_attn.k_proj.weight`), nkv * d, B(`${p}self_attn.k_proj.bias`, bias.qkv));
-    const v = linear(xn, t, h, W(`${p}self_attn.v_proj.weight`), nkv * d, B(`${p}self_attn.v_proj.bias`, bias.qkv));
+    const q = project(xn, `${p}self_attn.q_proj`, h, nh * d, bias.qkv);
+    const k = project(xn, `${p}self_attn.k_proj`, h, nkv * d, bias.qkv);
+    const v = project(xn, `${p}self_attn.v_proj`, h, nkv * d, bias.qkv);
     rope(q, positions, nh, d, invFreq);
     rope(k, positions, nkv, d, invFreq);
     const attn = new Float64Array(t * nh * d);
@@ -115,13 +132,13 @@ export function referenceLogits(w: PolicyWeights, ids: readonly number[], option
         }
       }
     }
-    const o = linear(attn, t, nh * d, W(`${p}self_attn.o_proj.weight`), h, B(`${p}self_attn.o_proj.bias`, bias.o));
+    const o = project(attn, `${p}self_attn.o_proj`, nh * d, h, bias.o);
     for (let i = 0; i < x.length; i++) x[i] += o[i];
     const xn2 = rmsNorm(x, t, h, W(`${p}post_attention_layernorm.weight`), c.rms_norm_eps);
-    const gate = linear(xn2, t, h, W(`${p}mlp.gate_proj.weight`), m, B(`${p}mlp.gate_proj.bias`, bias.mlp));
-    const up = linear(xn2, t, h, W(`${p}mlp.up_proj.weight`), m, B(`${p}mlp.up_proj.bias`, bias.mlp));
+    const gate = project(xn2, `${p}mlp.gate_proj`, h, m, bias.mlp);
+    const up = project(xn2, `${p}mlp.up_proj`, h, m, bias.mlp);
     for (let i = 0; i < gate.length; i++) gate[i] = (gate[i] / (1 + Math.exp(-gate[i]))) * up[i];
-    const down = linear(gate, t, m, W(`${p}mlp.down_proj.weight`), h, B(`${p}mlp.down_proj.bias`, bias.mlp));
+    const down = project(gate, `${p}mlp.down_proj`, m, h, bias.mlp);
     for (let i = 0; i < x.length; i++) x[i] += down[i];
   }
   x = rmsNorm(x, t, h, W('model.norm.weight'), c.rms_norm_eps);

@@ -20,7 +20,7 @@ import { GSPO_LOG_RATIO_CAP, LOSS_NAMES, POLICY_LOSSES, type LossName } from '..
 import { Graph, type Value } from '../onnx';
 import { buildTrainingGraph, type BatchSpec, type ForwardBuilder, type TrainingGraphSpec } from '../onnx/training';
 import { type ModelConfig } from './config';
-import { buildForward, graphParamSpecs, keyPaddingBias, MASKED } from './graphs';
+import { buildForward, graphParamSpecs, keyPaddingBias, loraGraphSpecs, loraInputs, MASKED, type LoraShape } from './graphs';
 
 /** The losses of core/losses.ts's table; each has a graph builder in PG_LOSSES below. */
 export type TrainLoss = LossName;
@@ -44,6 +44,11 @@ export interface TrainGraphOptions {
   packed?: boolean;
   /** Add replay_coef · the weighted mean NLL of the replay_mask tokens to the loss. */
   replay?: boolean;
+  /**
+   * Train a LoRA adapter of this layout instead of the model: its A and B are the parameters
+   * (with gradients and AdamW moments), the base weights frozen inputs fed with the batch.
+   */
+  lora?: LoraShape;
 }
 
 export const METRICS = ['loss', 'pg_loss', 'clip_frac', 'approx_kl', 'kl', 'entropy', 'action_loss', 'replay_loss', 'grad_norm'] as const;
@@ -256,7 +261,8 @@ export function policyTrainingSpec(c: ModelConfig, o: TrainGraphOptions): Omit<T
     const positions = o.packed ? inp.position_ids : g.tensor('int64', [1, T], Array.from({ length: T }, (_, i) => i));
     const bias = g.add(causalV, o.packed ? segmentBias(g, inp.segment_ids) : keyPaddingBias(g, inp.attention_mask));
     const W = new Map(Object.entries(params));
-    const { logits } = buildForward(g, c, W, { ids: inp.input_ids, positions, bias, attentionChunks: attentionChunksFor(T), dims: { B, T } });
+    const lora = o.lora ? loraInputs(c, o.lora, W) : undefined;
+    const { logits } = buildForward(g, c, W, { ids: inp.input_ids, positions, bias, attentionChunks: attentionChunksFor(T), ...(lora ? { lora } : {}), dims: { B, T } });
     const { logp, entropy } = tokenLogprobs(g, logits, inp.input_ids, inp.temperature, B, T);
     const tail = (name: string) => (inp[name] ? g.slice(inp[name], [1], [T], [1]) : undefined);
     const { loss, metrics } = buildPolicyLoss(
@@ -270,8 +276,10 @@ export function policyTrainingSpec(c: ModelConfig, o: TrainGraphOptions): Omit<T
     void _l;
     return { loss, metrics: extra };
   };
+  const trained = o.lora ? loraGraphSpecs(c, o.lora) : graphParamSpecs(c);
   return {
-    params: graphParamSpecs(c).map((p) => ({ name: p.name, shape: p.shape, decay: o.weightDecay !== false && p.shape.length === 2 })),
+    params: trained.map((p) => ({ name: p.name, shape: p.shape, decay: o.weightDecay !== false && p.shape.length === 2 })),
+    ...(o.lora ? { frozen: graphParamSpecs(c) } : {}),
     batch,
     forward,
     metricNames: LOSS_METRICS,

@@ -2,11 +2,17 @@
 import { TurnwiseError } from '../../core/errors';
 import { escapeControlChars } from '../../core/text';
 import type { ProviderSetting } from '../../onnx';
-import { initPolicyDir, loadPolicy } from '../../policy';
+import { initPolicyDir, loadPolicy, mergeAdapterFolder } from '../../policy';
 import { inspectModelFolder } from '../../policy/hf';
 import { numberInRange, requireString, seedOption, UsageError, type CliCommand, type ParsedArgs } from '../command';
 
 const PROVIDERS = ['auto', 'cpu', 'cuda', 'webgpu'];
+
+/** `--adapter DIR`: a LoRA adapter folder (PEFT layout) on top of --model. */
+function adapterOption(args: ParsedArgs): { adapter?: string } {
+  const a = args.values.adapter;
+  return typeof a === 'string' ? { adapter: a } : {};
+}
 
 function provider(args: ParsedArgs): ProviderSetting {
   const p = (args.values.provider as string | undefined) ?? 'auto';
@@ -67,12 +73,12 @@ function parseIds(text: string): number[] {
 export const policyLogitsCommand: CliCommand = {
   name: 'policy logits',
   summary: 'print the logits at every position for a sequence of token ids',
-  usage: '--model DIR (--ids 1,2,3 | --text TEXT) [--provider auto|cpu|cuda|webgpu] [--json]',
-  options: { model: { type: 'string' }, ids: { type: 'string' }, text: { type: 'string' }, provider: { type: 'string' } },
+  usage: '--model DIR [--adapter DIR] (--ids 1,2,3 | --text TEXT) [--provider auto|cpu|cuda|webgpu] [--json]',
+  options: { model: { type: 'string' }, adapter: { type: 'string' }, ids: { type: 'string' }, text: { type: 'string' }, provider: { type: 'string' } },
   async run(args, io) {
     if (typeof args.values.ids !== 'string' && typeof args.values.text !== 'string') throw new UsageError('--ids or --text is required');
     const given = typeof args.values.ids === 'string' ? parseIds(args.values.ids) : undefined;
-    const policy = loadPolicy(requireString(args, 'model'), { provider: provider(args), onWarning: (m) => io.err(`warning: ${m}`) });
+    const policy = loadPolicy(requireString(args, 'model'), { provider: provider(args), onWarning: (m) => io.err(`warning: ${m}`) }, adapterOption(args));
     try {
       const ids = given ?? policy.tokenizer!.encode(args.values.text as string);
       const V0 = policy.config.vocab_size;
@@ -101,9 +107,10 @@ export const policyLogitsCommand: CliCommand = {
 export const policyGenerateCommand: CliCommand = {
   name: 'policy generate',
   summary: 'sample a continuation of a prompt with the KV cache',
-  usage: '--model DIR --prompt TEXT [--max-tokens N] [--temperature T] [--top-p P] [--seed S] [--provider auto|cpu|cuda|webgpu] [--json]',
+  usage: '--model DIR [--adapter DIR] --prompt TEXT [--max-tokens N] [--temperature T] [--top-p P] [--seed S] [--provider auto|cpu|cuda|webgpu] [--json]',
   options: {
     model: { type: 'string' },
+    adapter: { type: 'string' },
     prompt: { type: 'string' },
     'max-tokens': { type: 'string' },
     temperature: { type: 'string' },
@@ -117,7 +124,7 @@ export const policyGenerateCommand: CliCommand = {
     const temperature = numberInRange(args, 'temperature', 1, { min: 0 });
     const topP = numberInRange(args, 'top-p', 1, { min: 0, max: 1, minExclusive: true });
     const seed = seedOption(args);
-    const policy = loadPolicy(requireString(args, 'model'), { provider: provider(args), onWarning: (m) => io.err(`warning: ${m}`) });
+    const policy = loadPolicy(requireString(args, 'model'), { provider: provider(args), onWarning: (m) => io.err(`warning: ${m}`) }, adapterOption(args));
     try {
       const t0 = performance.now();
       const [r] = await policy.generate([prompt], {
@@ -142,4 +149,17 @@ export const policyGenerateCommand: CliCommand = {
   },
 };
 
-export const policyCommands: CliCommand[] = [policyInitCommand, policyInspectCommand, policyLogitsCommand, policyGenerateCommand];
+export const policyMergeCommand: CliCommand = {
+  name: 'policy merge',
+  summary: 'fold a LoRA adapter into its base model and write a Hugging Face folder (the base dtype, its tokenizer files)',
+  usage: '--model BASE --adapter DIR --out DIR [--force] [--json]',
+  options: { model: { type: 'string' }, adapter: { type: 'string' }, out: { type: 'string' }, force: { type: 'boolean' } },
+  async run(args, io) {
+    const r = mergeAdapterFolder(requireString(args, 'model'), requireString(args, 'adapter'), requireString(args, 'out'), { force: args.values.force === true });
+    if (io.json) io.out(JSON.stringify({ ok: true, ...r }, null, 2));
+    else io.out(`wrote ${r.dir}: the base with the adapter folded into ${r.adapted} layers, ${r.dtype}`);
+    return 0;
+  },
+};
+
+export const policyCommands: CliCommand[] = [policyInitCommand, policyInspectCommand, policyLogitsCommand, policyGenerateCommand, policyMergeCommand];

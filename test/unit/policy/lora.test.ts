@@ -1,0 +1,219 @@
+// LoRA adapters in the PEFT layout, end to end on real ONNX Runtime: B = 0 gives exactly the
+// base logits; an adapter's logits equal the float64 reference with it (whole and through the KV
+// cache); the training graph's adapter gradients equal finite differences and a step changes the
+// adapter only (the base's bytes stay); a merged model gives the base+adapter logits; saving,
+// loading and saving again is byte-identical; adapters keyed as PEFT writes them load.
+import * as assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { main } from '../../../src/cli/main';
+import { TurnwiseError } from '../../../src/core/errors';
+import { Trainer } from '../../../src/onnx/training';
+import type { HostTensor } from '../../../src/onnx';
+import { loadCheckpoint } from '../../../src/policy/checkpoint';
+import type { ModelConfig } from '../../../src/policy/config';
+import { loraFromGraphLayout, loraToGraphLayout, weightFeeds } from '../../../src/policy/graphs';
+import { writeModelFolder } from '../../../src/policy/hf';
+import { adapterParameterCount, initAdapter, loadAdapter, loraScale, loraTargets, mergeAdapter, parseLoraConfig, saveAdapter, type LoraAdapter } from '../../../src/policy/lora';
+import { logSoftmax, Policy } from '../../../src/policy/policy';
+import { logSoftmaxRows, referenceLogits } from '../../../src/policy/reference';
+import { decodeSafetensors, encodeSafetensors } from '../../../src/policy/safetensors';
+import { byteLevelTokenizerConfig, byteLevelTokenizerJson } from '../../../src/policy/tokenizer';
+import { LOSS_HYPER_INPUTS, policyTrainingSpec } from '../../../src/policy/training';
+import { initWeights, SeededRandom } from '../../../src/policy/weights';
+import { GOLDEN_LLAMA, maxAbsDiff, SMALL_CONFIG } from './helpers';
+
+const LLAMA: ModelConfig = { ...GOLDEN_LLAMA, hidden_size: 16, intermediate_size: 24, num_attention_heads: 4, num_key_value_heads: 2, head_dim: 8, vocab_size: 40, attention_bias: true };
+
+/** An adapter with B away from zero, so it changes the logits. */
+function busyAdapter(c: ModelConfig, targets: 'all-linear' | string[], seed: number, r = 4): LoraAdapter {
+  const a = initAdapter(c, parseLoraConfig({ r, lora_alpha: 8, target_modules: targets }, 'test'), seed);
+  const rng = new SeededRandom(seed + 1);
+  for (const [k, t] of a.tensors) if (k.includes('lora_B')) for (let i = 0; i < t.length; i++) t[i] = 0.3 * (2 * rng.next() - 1);
+  return a;
+}
+
+describe('policy/lora: adapters in the PEFT layout', function () {
+  this.timeout(120_000);
+  let tmp: string;
+  before(() => (tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-lora-'))));
+  after(() => fs.rmSync(tmp, { recursive: true, force: true }));
+
+  it('reads and checks a LoRA block: all-linear, the default rank, every problem named', () => {
+    const c = parseLoraConfig({ target_modules: 'all-linear' }, 'x');
+    assert.deepEqual(c.target_modules, ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj']);
+    assert.equal(c.r, 16);
+    assert.equal(c.use_rslora, false);
+    // PEFT's scaling: lora_alpha / r, or lora_alpha / √r with rsLoRA.
+    assert.equal(loraScale({ r: 16, lora_alpha: 32, use_rslora: false }), 2);
+    assert.equal(loraScale({ r: 16, lora_alpha: 32, use_rslora: true }), 8);
+    assert.throws(
+      () => parseLoraConfig({ r: 0, target_modules: ['q_proj', 'qkv'], bias: 'all', use_dora: true }, 'cfg.json'),
+      (e: unknown) => e instanceof TurnwiseError && ['cfg.json', 'r must be a positive integer', '"qkv"', 'bias is "all"', 'DoRA'].every((s) => e.message.includes(s)),
+    );
+    // r 16 on all seven projections of every layer: r·(in + out) each.
+    const t = loraTargets(SMALL_CONFIG, c);
+    assert.equal(t.length, 7 * SMALL_CONFIG.num_hidden_layers);
+    assert.equal(adapterParameterCount(SMALL_CONFIG, c), t.reduce((n, x) => n + 16 * (x.inDim + x.outDim), 0));
+    assert.equal(t[0].a, 'base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight');
+  });
+
+  it('saved in the PEFT layout; saved, loaded and saved again byte for byte; PEFT keys with an adapter name load too', () => {
+    const a = busyAdapter(SMALL_CONFIG, ['q_proj', 'v_proj', 'down_proj'], 3);
+    const d1 = path.join(tmp, 'a1');
+    saveAdapter(d1, a, SMALL_CONFIG);
+    const cfg = JSON.parse(fs.readFileSync(path.join(d1, 'adapter_config.json'), 'utf8'));
+    for (const [k, v] of Object.entries({ peft_type: 'LORA', task_type: 'CAUSAL_LM', r: 4, lora_alpha: 8, bias: 'none', fan_in_fan_out: false, use_rslora: false })) assert.deepEqual(cfg[k], v, k);
+    assert.deepEqual(cfg.target_modules, ['q_proj', 'v_proj', 'down_proj']);
+    const st = decodeSafetensors(fs.readFileSync(path.join(d1, 'adapter_model.safetensors'))).tensors;
+    assert.deepEqual(st.get('base_model.model.model.layers.1.self_attn.v_proj.lora_A.weight')!.shape, [4, 32]);
+    assert.deepEqual(st.get('base_model.model.model.layers.1.mlp.down_proj.lora_B.weight')!.shape, [32, 4]);
+    assert.equal(st.size, 3 * 2 * SMALL_CONFIG.num_hidden_layers);
+    const d2 = path.join(tmp, 'a2');
+    saveAdapter(d2, loadAdapter(d1, SMALL_CONFIG), SMALL_CONFIG);
+    for (const f of ['adapter_config.json', 'adapter_model.safetensors']) assert.ok(fs.readFileSync(path.join(d1, f)).equals(fs.readFileSync(path.join(d2, f))), `${f} differs after a round trip`);
+    // Keys as PEFT writes them for a named adapter (".lora_A.default.weight") are the same tensors.
+    const named = path.join(tmp, 'peft-named');
+    fs.mkdirSync(named);
+    fs.copyFileSync(path.join(d1, 'adapter_config.json'), path.join(named, 'adapter_config.json'));
+    fs.writeFileSync(path.join(named, 'adapter_model.safetensors'), encodeSafetensors(new Map([...st].map(([k, t]) => [k.replace(/\.lora_([AB])\.weight$/, '.lora_$1.default.weight'), t]))));
+    const back = loadAdapter(named, SMALL_CONFIG);
+    for (const [k, t] of a.tensors) assert.deepEqual(back.tensors.get(k), t, k);
+    // An adapter of another base is refused, naming the tensor and the shapes.
+    assert.throws(() => loadAdapter(d1, { ...SMALL_CONFIG, hidden_size: 48 }), (e: unknown) => e instanceof TurnwiseError && /has shape \[4,32\], the base model needs \[4,48\]/.test(e.message));
+  });
+
+  it('with B = 0 the logits are exactly the base logits; with a trained B they equal the reference with the adapter (whole and by KV cache)', async () => {
+    for (const c of [SMALL_CONFIG, LLAMA]) {
+      const w = initWeights(c, 7, 0.3);
+      const ids = Array.from({ length: 30 }, (_, i) => (i * 7 + 3) % c.vocab_size);
+      const base = new Policy(w, undefined, { provider: 'cpu' });
+      const zero = new Policy(w, undefined, { provider: 'cpu' }, initAdapter(c, parseLoraConfig({ r: 4, target_modules: 'all-linear' }, 'test'), 1));
+      const [lb] = await base.logits([ids]);
+      const [lz] = await zero.logits([ids]);
+      assert.equal(maxAbsDiff(lb, lz), 0, 'B = 0 changes nothing');
+      const ad = busyAdapter(c, 'all-linear', 9);
+      const withAd = new Policy(w, undefined, { provider: 'cpu' }, ad);
+      const [la] = await withAd.logits([ids]);
+      const ref = referenceLogits(w, ids, { adapter: ad });
+      assert.ok(maxAbsDiff(la, ref) < 1e-4, `adapter logits differ from the reference by ${maxAbsDiff(la, ref)}`);
+      assert.ok(maxAbsDiff(la, lb) > 1e-2, 'the adapter changes the logits');
+      const s = withAd.newSequence(ids.slice(0, 10));
+      const [row] = await withAd.sample([{ seq: s, maxNewTokens: 8, temperature: 0, stopIds: [] }]);
+      const full = referenceLogits(w, s.tokens, { adapter: ad });
+      row.tokenIds.forEach((id, t) => {
+        const lp = logSoftmax(full.subarray((9 + t) * c.vocab_size, (10 + t) * c.vocab_size));
+        assert.ok(Math.abs(lp[id] - row.logprobs[t]) < 1e-4);
+      });
+      for (const p of [base, zero, withAd]) await p.dispose();
+    }
+  });
+
+  it('a training step on the adapter: gradients equal finite differences of the float64 reference, and only the adapter changes', async () => {
+    const c = LLAMA;
+    const w = initWeights(c, 11, 0.3);
+    const ad = busyAdapter(c, ['q_proj', 'o_proj', 'up_proj', 'down_proj'], 13, 2);
+    const B = 2;
+    const T = 6;
+    const rng = new SeededRandom(4);
+    const ids = Array.from({ length: B * T }, () => Math.floor(rng.next() * c.vocab_size));
+    const weightsMask = Float32Array.from({ length: B * T }, (_, i) => (i % T >= 2 ? 0.5 + (i % 3) * 0.25 : 0));
+    const refLoss = (a: LoraAdapter) => {
+      let num = 0;
+      let den = 0;
+      for (let r = 0; r < B; r++) {
+        const row = ids.slice(r * T, (r + 1) * T);
+        const lsm = logSoftmaxRows(referenceLogits(w, row, { adapter: a }), T, c.vocab_size);
+        for (let t = 1; t < T; t++) {
+          num += -weightsMask[r * T + t] * lsm[(t - 1) * c.vocab_size + row[t]];
+          den += weightsMask[r * T + t];
+        }
+      }
+      return num / den;
+    };
+    const spec = policyTrainingSpec(c, { loss: 'sft', batch: B, seq: T, weightDecay: false, lora: ad.config });
+    assert.deepEqual(spec.params.map((p) => p.name).sort(), [...ad.tensors.keys()].sort(), 'only the adapter is trained');
+    assert.equal(spec.frozen!.length, Object.keys(weightFeeds(w)).length, 'every base weight is a frozen input');
+    const trainer = new Trainer(spec, 'lora-test', { provider: 'cpu' });
+    const base = weightFeeds(w);
+    const baseBytes = Object.fromEntries(Object.entries(base).map(([k, t]) => [k, Buffer.from((t.data as Float32Array).buffer.slice(0))]));
+    // One step per run: the batch is not stacked per step.
+    const t2 = (a: Float32Array): HostTensor => ({ dtype: 'float32', dims: [B, T], data: a });
+    const batch: Record<string, HostTensor> = {
+      ...base,
+      input_ids: { dtype: 'int64', dims: [B, T], data: BigInt64Array.from(ids, BigInt) },
+      attention_mask: t2(new Float32Array(B * T).fill(1)),
+      loss_mask: t2(weightsMask),
+      action_mask: t2(weightsMask),
+    };
+    for (const k of LOSS_HYPER_INPUTS) batch[k] = { dtype: 'float32', dims: [], data: Float32Array.of(k === 'temperature' ? 1 : 0) };
+    const graph = loraToGraphLayout(c, ad);
+    const state = { params: Object.fromEntries(graph), m: Object.fromEntries([...graph].map(([k, v]) => [k, new Float32Array(v.length)])), v: Object.fromEntries([...graph].map(([k, v]) => [k, new Float32Array(v.length)])), step: 0 };
+    // lr 0 and no clipping: the step reports the exact loss and gradient norm and moves nothing.
+    const probe = await trainer.step(state, batch, { lr: 0, max_grad_norm: 1e9, weight_decay: 0 });
+    assert.ok(Math.abs(probe.metrics.loss[0] - refLoss(ad)) < 1e-5, `loss ${probe.metrics.loss[0]} vs reference ${refLoss(ad)}`);
+    // The gradient of the adapter from one Adam step's first moment: m = (1 − β1)·g.
+    const grads = loraFromGraphLayout(c, ad.config, new Map(Object.entries(probe.state.m).map(([k, v]) => [k, Float32Array.from(v, (x) => x / 0.1)])));
+    let worst = 0;
+    for (const [key, a] of ad.tensors) {
+      for (let k = 0; k < 3; k++) {
+        const i = Math.floor(rng.next() * a.length);
+        const h = 1e-3;
+        const at = (d: number) => {
+          const t = new Map(ad.tensors);
+          const x = Float64Array.from(a);
+          x[i] += d;
+          t.set(key, x as unknown as Float32Array);
+          return refLoss({ config: ad.config, tensors: t });
+        };
+        const fd = (at(h) - at(-h)) / (2 * h);
+        const got = grads.tensors.get(key)![i];
+        const err = Math.abs(got - fd) / Math.max(1e-3, Math.abs(fd));
+        worst = Math.max(worst, err);
+        assert.ok(err < 2e-3, `${key}[${i}]: onnx ${got} vs finite difference ${fd}`);
+      }
+    }
+    assert.ok(worst < 2e-3);
+    // A real step: the adapter moves, the base's bytes (fed, not trained) stay as they were.
+    const moved = await trainer.step(state, batch, { lr: 1e-2, weight_decay: 0 });
+    assert.ok(Object.entries(moved.state.params).some(([k, v]) => maxAbsDiff(v, state.params[k]) > 1e-4), 'the adapter changed');
+    assert.deepEqual(Object.keys(moved.state.params).sort(), [...ad.tensors.keys()].sort(), 'the step returns the adapter only');
+    for (const [k, t] of Object.entries(base)) assert.ok(Buffer.from((t.data as Float32Array).buffer).equals(baseBytes[k]), `${k} changed`);
+    await trainer.release();
+  });
+
+  it('turnwise policy merge writes a Hugging Face folder in the base dtype whose logits are the base + adapter logits (1e-5)', async () => {
+    const c: ModelConfig = { ...LLAMA, vocab_size: 300, eos_token_id: 2 };
+    const w = initWeights(c, 17, 0.3);
+    const baseDir = path.join(tmp, 'merge-base');
+    writeModelFolder(baseDir, w, { dtype: 'float32', tokenizerJson: byteLevelTokenizerJson(), tokenizerConfig: byteLevelTokenizerConfig() });
+    const ad = busyAdapter(c, 'all-linear', 19);
+    const adDir = path.join(tmp, 'merge-adapter');
+    saveAdapter(adDir, ad, c);
+    const out = path.join(tmp, 'merged');
+    const err: string[] = [];
+    assert.equal(await main(['policy', 'merge', '--model', baseDir, '--adapter', adDir, '--out', out, '--json'], { out: () => undefined, err: (t) => err.push(t) }), 0, err.join('\n'));
+    for (const f of ['config.json', 'model.safetensors', 'tokenizer.json', 'tokenizer_config.json']) assert.ok(fs.existsSync(path.join(out, f)), f);
+    const merged = loadCheckpoint(out).weights;
+    assert.equal(merged.config.torch_dtype, 'float32');
+    const ids = Array.from({ length: 25 }, (_, i) => (i * 5 + 1) % c.vocab_size);
+    const pm = new Policy(merged, undefined, { provider: 'cpu' });
+    const pa = new Policy(w, undefined, { provider: 'cpu' }, ad);
+    const [lm] = await pm.logits([ids]);
+    const [la] = await pa.logits([ids]);
+    assert.ok(maxAbsDiff(lm, la) < 1e-5, `merged logits differ by ${maxAbsDiff(lm, la)}`);
+    assert.ok(maxAbsDiff(mergeAdapter(w, ad).tensors.get('model.layers.0.self_attn.q_proj.weight')!, merged.tensors.get('model.layers.0.self_attn.q_proj.weight')!) === 0);
+    await pm.dispose();
+    await pa.dispose();
+    // --adapter where a model is given: policy logits with the adapter give the adapter's logits.
+    const outLines: string[] = [];
+    assert.equal(await main(['policy', 'logits', '--model', baseDir, '--adapter', adDir, '--ids', ids.join(','), '--provider', 'cpu', '--json'], { out: (t) => outLines.push(t), err: (t) => err.push(t) }), 0, err.join('\n'));
+    const j = JSON.parse(outLines.join('\n'));
+    const last = j.logits[j.logits.length - 1] as number[];
+    assert.ok(maxAbsDiff(last, la.subarray((ids.length - 1) * c.vocab_size)) < 1e-4);
+    // Merging into an existing model folder needs --force.
+    assert.equal(await main(['policy', 'merge', '--model', baseDir, '--adapter', adDir, '--out', out], { out: () => undefined, err: (t) => err.push(t) }), 1);
+    assert.match(err.join('\n'), /already holds/);
+  });
+});

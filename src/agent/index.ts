@@ -2,6 +2,8 @@
 // scheduler that runs many at once with batched generation. Imports core, sandbox, ast, tasks.
 export * from './action';
 export * from './cache';
+export * from './chat-format';
+export * from './chat-template';
 export * from './docker';
 export * from './episode';
 export * from './prompt';

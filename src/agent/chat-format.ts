@@ -14,7 +14,7 @@
 // the ids it was sampled as, whatever re-tokenizing its text would give. The template is also
 // rendered with the real content, and must give the skeleton with the content put in: a
 // template that rewrites message text (beyond trimming it) would show the model a prompt other
-// than the one its ids hold.
+// than the one its ids hold. Replies are not checked so: their place holds their sampled ids.
 //
 // Context: a prompt may take the model's context (max_position_embeddings) less the run's
 // maxActionTokens. When the next prompt is longer, the oldest turns (a reply and its
@@ -252,8 +252,10 @@ export class ChatConversation {
     const shown = this.messages(first);
     const template = this.format.o.template;
     const skeleton = template.render(shown.map((e, i) => ({ role: e.message.role, content: slot(i) })), true);
-    const real = template.render(shown.map((e) => e.message), true);
-    const filled = skeleton.replace(SLOT, (_, i) => shown[Number(i)].message.content);
+    // Replies keep their placeholder: their ids are kept as sampled, whatever the template would
+    // make of their text (an empty reply, say, that a template writes without its newline).
+    const real = template.render(shown.map((e, i) => (e.reply ? { role: e.message.role, content: slot(i) } : e.message)), true);
+    const filled = skeleton.replace(SLOT, (whole, i) => (shown[Number(i)].reply ? whole : shown[Number(i)].message.content));
     if (real !== filled) {
       let i = 0;
       while (real[i] === filled[i]) i++;

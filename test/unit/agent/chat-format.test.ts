@@ -243,6 +243,21 @@ describe('agent/chat-format: the chat action format through a model\'s own templ
       assert.throws(() => setup('chatml', { contextTokens: 256, maxActionTokens: 256 }), /a context of 256 tokens cannot hold a prompt beside maxActionTokens 256/);
     });
 
+    it('an empty reply (the model ended at once) stays as sampled, even where the template writes empty content differently', () => {
+      // The shape of templates that write "\n" + content only when there is content.
+      const t = CHATML_TEMPLATE.replace("'<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n'", "'<|im_start|>' + message.role + ('\\n' + message.content if message.content else '') + '<|im_end|>\\n'");
+      assert.notEqual(t, CHATML_TEMPLATE);
+      const { format, tok } = setup('chatml', { template: t });
+      const conv = format.conversation(SYSTEM, TASK_TEXT);
+      conv.prompt();
+      conv.addReply({ text: '', tokenIds: [format.endOfTurn.id], stopped: true });
+      const seen = conv.ids;
+      conv.addObservation(chatFormatErrorObservation('the reply has no ```bash block'));
+      const p = conv.prompt();
+      assert.ok(isPrefix(seen, p.ids));
+      assert.ok(tok.decode(p.ids.slice(seen.length - 2)).startsWith('\n<|im_end|>\n<|im_start|>user\nnot run:'), 'the generation prompt, the sampled end of turn, the next message');
+    });
+
     it('the header template is accepted as it is (it trims content, which the format allows)', () => {
       const { format } = setup('llama3', { template: HEADER_TEMPLATE });
       assert.equal(format.endOfTurn.text, '<|eot_id|>');

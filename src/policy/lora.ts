@@ -10,6 +10,7 @@ import { TurnwiseError } from '../core/errors';
 import { replaceDirAtomic, writeFileAtomic } from '../core/fs';
 import { paramSpecs, type ModelConfig } from './config';
 import { decodeSafetensors, encodeSafetensors, numel, type TensorMap } from './safetensors';
+import type { OptimizerState } from './checkpoint';
 import { SeededRandom, type PolicyWeights } from './weights';
 
 /** The linear layers a LoRA adapter may target (PEFT's names for Qwen2 and Llama). */
@@ -141,10 +142,20 @@ export function adapterConfigJson(c: LoraConfig): Record<string, unknown> {
   };
 }
 
-export const ADAPTER_FILES = ['adapter_config.json', 'adapter_model.safetensors'] as const;
+export const ADAPTER_FILES = ['adapter_config.json', 'adapter_model.safetensors', 'optimizer.safetensors'] as const;
 
-/** Writes an adapter folder in the PEFT layout, complete or not at all. */
-export function saveAdapter(dir: string, a: LoraAdapter, model: ModelConfig): void {
+/** Zero AdamW moments for an adapter (PEFT keys and layout). */
+export function zeroAdapterOptimizer(a: LoraAdapter): OptimizerState {
+  const z = () => new Map([...a.tensors].map(([k, t]) => [k, new Float32Array(t.length)]));
+  return { step: 0, expAvg: z(), expAvgSq: z() };
+}
+
+/**
+ * Writes an adapter folder in the PEFT layout, complete or not at all; with `optimizer`, its AdamW
+ * state goes beside it in optimizer.safetensors (step, exp_avg.<key>, exp_avg_sq.<key>), which
+ * PEFT ignores and a resume reads.
+ */
+export function saveAdapter(dir: string, a: LoraAdapter, model: ModelConfig, optimizer?: OptimizerState): void {
   const m: TensorMap = new Map();
   for (const t of loraTargets(model, a.config)) {
     m.set(t.a, { dtype: 'F32', shape: [a.config.r, t.inDim], data: a.tensors.get(t.a)! });
@@ -153,7 +164,37 @@ export function saveAdapter(dir: string, a: LoraAdapter, model: ModelConfig): vo
   replaceDirAtomic(path.resolve(dir), (tmp) => {
     writeFileAtomic(path.join(tmp, 'adapter_model.safetensors'), encodeSafetensors(m, { format: 'pt' }));
     writeFileAtomic(path.join(tmp, 'adapter_config.json'), JSON.stringify(adapterConfigJson(a.config), null, 2) + '\n');
+    if (optimizer) {
+      const o: TensorMap = new Map();
+      o.set('step', { dtype: 'I64', shape: [], data: BigInt64Array.of(BigInt(optimizer.step)) });
+      for (const [k, t] of m) {
+        o.set(`exp_avg.${k}`, { dtype: 'F32', shape: t.shape, data: optimizer.expAvg.get(k)! });
+        o.set(`exp_avg_sq.${k}`, { dtype: 'F32', shape: t.shape, data: optimizer.expAvgSq.get(k)! });
+      }
+      writeFileAtomic(path.join(tmp, 'optimizer.safetensors'), encodeSafetensors(o, { format: 'turnwise-adamw' }));
+    }
   });
+}
+
+/** The AdamW state saved beside an adapter (saveAdapter), or undefined when there is none. */
+export function loadAdapterOptimizer(dir: string, a: LoraAdapter): OptimizerState | undefined {
+  const file = path.join(path.resolve(dir), 'optimizer.safetensors');
+  if (!fs.existsSync(file)) return undefined;
+  const t = decodeSafetensors(fs.readFileSync(file), file).tensors;
+  const problems: string[] = [];
+  const step = t.get('step');
+  if (!step || step.dtype !== 'I64' || step.data.length !== 1) problems.push('missing I64 scalar "step"');
+  const expAvg = new Map<string, Float32Array>();
+  const expAvgSq = new Map<string, Float32Array>();
+  for (const [k, v] of a.tensors) {
+    for (const [prefix, into] of [['exp_avg', expAvg], ['exp_avg_sq', expAvgSq]] as const) {
+      const x = t.get(`${prefix}.${k}`);
+      if (!x || x.dtype !== 'F32' || x.data.length !== v.length) problems.push(`missing or mis-shaped ${prefix}.${k}`);
+      else into.set(k, x.data as Float32Array);
+    }
+  }
+  if (problems.length) throw new TurnwiseError('invalid-file', `${file} does not match the adapter:\n  ${problems.slice(0, 10).join('\n  ')}`, { hint: 'delete optimizer.safetensors to restart the optimizer from zero, or use the matching adapter' });
+  return { step: Number((step!.data as BigInt64Array)[0]), expAvg, expAvgSq };
 }
 
 /**

@@ -136,7 +136,7 @@ export class Policy {
   ) {
     this.config = weights.config;
     this.feeds = weightFeeds(weights);
-    this.sessions = new SessionCache(settings, 2); // prefill and decode
+    this.sessions = new SessionCache(settings, 4); // prefill and decode, with and without an adapter
     if (adapter) this.setAdapter(adapter);
   }
 
@@ -179,8 +179,9 @@ export class Policy {
     return this.weightsVersion;
   }
 
-  private session(kind: 'prefill' | 'decode'): Promise<OnnxSession> {
-    return this.sessions.get(kind, () => toModelProto(buildStepGraph(this.config, kind, this.lora)));
+  private session(kind: 'prefill' | 'decode', withAdapter = true): Promise<OnnxSession> {
+    const lora = withAdapter ? this.lora : undefined;
+    return this.sessions.get(lora ? kind : `${kind}|base`, () => toModelProto(buildStepGraph(this.config, kind, lora)));
   }
 
   get provider(): Promise<string> {
@@ -199,7 +200,7 @@ export class Policy {
    * Runs T new tokens per row on top of `cache` (a prefill when it is empty; ids of -1 are left
    * padding) and writes their keys and values into it. Returns logits [B, T, V].
    */
-  private async step(cache: KvCache, ids: number[][]): Promise<Float32Array> {
+  private async step(cache: KvCache, ids: number[][], withAdapter = true): Promise<Float32Array> {
     const B = ids.length;
     const T = ids[0].length;
     const P = cache.filled;
@@ -217,8 +218,10 @@ export class Policy {
         if (real) cache.nextPos[b]++;
       }
     }
+    // Without the adapter, the base's own tensors only (the same arrays: nothing is copied).
+    const weights = withAdapter || !this.lora ? this.feeds : Object.fromEntries(Object.entries(this.feeds).filter(([k]) => !k.startsWith('base_model.')));
     const feeds: Record<string, HostTensor> = {
-      ...this.feeds,
+      ...weights,
       input_ids: { dtype: 'int64', dims: [B, T], data: idArr },
       position_ids: { dtype: 'int64', dims: [B, T], data: posArr },
     };
@@ -227,11 +230,11 @@ export class Policy {
     const L = this.config.num_hidden_layers;
     let session: OnnxSession;
     if (P === 0) {
-      session = await this.session('prefill');
+      session = await this.session('prefill', withAdapter);
       feeds.attention_mask = { dtype: 'float32', dims: [B, T], data: mask };
       feeds.token_index = { dtype: 'int64', dims: [T], data: BigInt64Array.from({ length: T }, (_, i) => BigInt(i)) };
     } else {
-      session = await this.session('decode');
+      session = await this.session('decode', withAdapter);
       const bias = new Float32Array(B * T * T);
       for (let b = 0; b < B; b++) for (let i = 0; i < T; i++) for (let j = 0; j < T; j++) bias[(b * T + i) * T + j] = j <= i && mask[b * T + j] ? 0 : MASKED;
       feeds.attn_bias = { dtype: 'float32', dims: [B, 1, T, T], data: bias };
@@ -260,13 +263,14 @@ export class Policy {
    * Logits at every position of each row ([rows][T·V], float32). Rows of different lengths are
    * left-padded and run as one batch; returned logits cover each row's own tokens only.
    */
-  async logits(rows: readonly (readonly number[])[]): Promise<Float32Array[]> {
+  async logits(rows: readonly (readonly number[])[], options: { adapter?: boolean } = {}): Promise<Float32Array[]> {
     this.checkIds(rows);
     const B = rows.length;
     const T = Math.max(...rows.map((r) => r.length));
     const V = this.config.vocab_size;
     const padded = rows.map((r) => [...new Array(T - r.length).fill(-1), ...r]);
-    const all = await this.step(this.newCache(B, T), padded);
+    // `adapter: false`: the base model alone, on the same weight tensors (a LoRA run's KL reference).
+    const all = await this.step(this.newCache(B, T), padded, options.adapter !== false);
     return rows.map((r, b) => all.slice((b * T + T - r.length) * V, (b + 1) * T * V));
   }
 

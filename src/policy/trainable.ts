@@ -9,6 +9,7 @@ import type { ModelConfig } from './config';
 import { logSoftmax, Policy, type GeneratedRow, type SampleRequest } from './policy';
 import type { Sequence } from './sequences';
 import { PolicyTrainer, type StepMetrics } from './trainer';
+import { saveAdapter, zeroAdapterOptimizer, type LoraAdapter } from './lora';
 import type { PolicyWeights } from './weights';
 
 export type SequenceId = number;
@@ -74,6 +75,12 @@ export interface PolicyService {
 
 export interface TrainableOptions {
   optimizer?: OptimizerState;
+  /**
+   * Train this LoRA adapter on top of the frozen weights instead of the weights themselves; its
+   * AdamW state in `optimizer` (PEFT keys) when resumed. The KL reference is then the base with
+   * the adapter off, on the same weight tensors.
+   */
+  adapter?: LoraAdapter;
   /** KL reference weights (default: the starting weights). */
   reference?: PolicyWeights;
   /** Tokenizer files, written with saveCheckpoint. */
@@ -101,7 +108,7 @@ export class TrainablePolicy implements PolicyService {
     private readonly options: TrainableOptions = {},
   ) {
     this.config = start.config;
-    this.policy = new Policy(start, undefined, options.settings);
+    this.policy = new Policy(start, undefined, options.settings, options.adapter);
   }
 
   /** Loads a checkpoint directory (weights, optimizer state, tokenizer); the reference defaults to its weights. */
@@ -169,14 +176,16 @@ export class TrainablePolicy implements PolicyService {
     return this.serial(async () => {
       const temperature = options.temperature ?? 1;
       if (!(temperature > 0) || !Number.isFinite(temperature)) throw new TurnwiseError('invalid-input', `log-prob temperature must be a finite number > 0, got ${temperature}`);
-      const policy = options.model === 'reference' ? (this.referencePolicy ??= new Policy(this.options.reference ?? this.start, undefined, this.options.settings)) : this.policy;
+      // A LoRA policy's reference is its base, the adapter off: the same weight tensors, no second copy.
+      const baseOnly = options.model === 'reference' && !!this.options.adapter && !this.options.reference;
+      const policy = options.model === 'reference' && !baseOnly ? (this.referencePolicy ??= new Policy(this.options.reference ?? this.start, undefined, this.options.settings)) : this.policy;
       const V = this.config.vocab_size;
       const out: Float32Array[] = rows.map((r) => new Float32Array(r.length));
       // Rows of similar length run together, so little of each run is padding.
       const order = rows.map((_, i) => i).filter((i) => rows[i].length > 1).sort((a, b) => rows[a].length - rows[b].length);
       for (let k = 0; k < order.length; k += LOGPROB_ROWS_PER_RUN) {
         const chunk = order.slice(k, k + LOGPROB_ROWS_PER_RUN);
-        const logits = await policy.logits(chunk.map((i) => rows[i]));
+        const logits = await policy.logits(chunk.map((i) => rows[i]), baseOnly ? { adapter: false } : {});
         chunk.forEach((i, j) => {
           const r = rows[i];
           for (let t = 1; t < r.length; t++) out[i][t] = logSoftmax(logits[j].subarray((t - 1) * V, t * V), temperature)[r[t]];
@@ -188,11 +197,14 @@ export class TrainablePolicy implements PolicyService {
 
   train(...args: TrainArgs): Promise<StepMetrics[]> {
     return this.serial(async () => {
-      this.trainer ??= new PolicyTrainer(this.start, this.options.optimizer, this.options.settings);
+      this.trainer ??= this.options.adapter
+        ? new PolicyTrainer(this.start, undefined, this.options.settings, { adapter: this.options.adapter, optimizer: this.options.optimizer })
+        : new PolicyTrainer(this.start, this.options.optimizer, this.options.settings);
       const metrics = await this.trainer.train(...args);
-      // The trainer owns the weights; sampling reads them (graph layout, shared, no copy), and
-      // sequence caches computed under the old ones are recomputed on their next call.
-      this.policy.setGraphWeights(this.trainer.graphWeights());
+      // The trainer owns the weights (or the adapter); sampling reads them, and sequence caches
+      // computed under the old ones are recomputed on their next call.
+      if (this.trainer.trainsAdapter) this.policy.setAdapter(this.trainer.adapter()!);
+      else this.policy.setGraphWeights(this.trainer.graphWeights());
       return metrics;
     });
   }
@@ -202,11 +214,19 @@ export class TrainablePolicy implements PolicyService {
   }
 
   private currentOptimizer(): OptimizerState {
+    if (this.options.adapter) return this.trainer?.adapterOptimizerState() ?? this.options.optimizer ?? zeroAdapterOptimizer(this.options.adapter);
     return this.trainer ? this.trainer.optimizerState() : (this.options.optimizer ?? zeroOptimizerState(this.config));
+  }
+
+  /** The adapter being trained (PEFT layout); undefined for a policy that trains its weights. */
+  adapter(): Promise<LoraAdapter | undefined> {
+    return this.serial(() => this.trainer?.adapter() ?? this.options.adapter);
   }
 
   saveCheckpoint(dir: string): Promise<void> {
     return this.serial(() => {
+      // A LoRA checkpoint is the adapter and its optimizer state: megabytes, not a copy of the base.
+      if (this.options.adapter) return saveAdapter(dir, this.trainer?.adapter() ?? this.options.adapter, this.config, this.currentOptimizer());
       if (!this.options.tokenizerJson) throw new TurnwiseError('internal', 'this policy was built without its tokenizer files, so it cannot be saved as a checkpoint', { hint: 'load it from a checkpoint directory, or pass tokenizerJson' });
       saveCheckpoint(dir, { weights: this.currentWeights(), optimizer: this.currentOptimizer(), tokenizerJson: this.options.tokenizerJson, tokenizerConfig: this.options.tokenizerConfig });
     });

@@ -9,7 +9,8 @@ import { SessionCache, type HostTensor, type SessionSettings } from '../onnx';
 import { Trainer, type TrainState } from '../onnx/training';
 import { zeroOptimizerState, type OptimizerState } from './checkpoint';
 import { type ModelConfig } from './config';
-import { fromGraphLayout, toGraphLayout } from './graphs';
+import { fromGraphLayout, loraFromGraphLayout, loraToGraphLayout, toGraphLayout, weightFeeds, type LoraShape } from './graphs';
+import type { LoraAdapter } from './lora';
 import { batchInputs, METRICS, policyTrainingSpec, type LossHyperName, type MetricName, type TrainGraphOptions, type TrainLoss } from './training';
 import type { PolicyWeights } from './weights';
 
@@ -89,18 +90,55 @@ export interface TrainStepOptions {
   seq: number;
 }
 
+/** A LoRA adapter to train instead of the model, with its AdamW state (PEFT keys, PEFT layout) when resumed. */
+export interface LoraTraining {
+  adapter: LoraAdapter;
+  optimizer?: OptimizerState;
+}
+
 export class PolicyTrainer {
   readonly config: ModelConfig;
   private state: TrainState;
   private readonly cache: SessionCache;
   private readonly trainers = new Map<string, Trainer>();
+  /** With LoRA: the adapter's layout, and the base weights fed as frozen inputs (graph layout, made once). */
+  private readonly lora: { shape: LoraShape; config: LoraAdapter['config']; frozen: Record<string, HostTensor> } | undefined;
+  private readonly base: PolicyWeights;
 
-  constructor(weights: PolicyWeights, optimizer?: OptimizerState, private readonly settings: SessionSettings = {}) {
+  constructor(weights: PolicyWeights, optimizer?: OptimizerState, private readonly settings: SessionSettings = {}, lora?: LoraTraining) {
     this.config = weights.config;
+    this.base = weights;
+    this.cache = new SessionCache(settings, 4);
+    if (lora) {
+      const c = lora.adapter.config;
+      this.lora = { shape: { r: c.r, lora_alpha: c.lora_alpha, use_rslora: c.use_rslora, target_modules: [...c.target_modules] }, config: c, frozen: weightFeeds(weights) };
+      const graph = (m: Map<string, Float32Array>) => Object.fromEntries(loraToGraphLayout(this.config, { config: c, tensors: m }));
+      const zeros = () => new Map([...lora.adapter.tensors].map(([k, t]) => [k, new Float32Array(t.length)]));
+      const o = lora.optimizer;
+      this.state = { params: graph(lora.adapter.tensors), m: graph(o?.expAvg ?? zeros()), v: graph(o?.expAvgSq ?? zeros()), step: o?.step ?? 0 };
+      return;
+    }
+    this.lora = undefined;
     const opt = optimizer ?? zeroOptimizerState(weights.config);
     const rec = (m: Map<string, Float32Array>) => Object.fromEntries(toGraphLayout(this.config, m));
     this.state = { params: rec(weights.tensors), m: rec(opt.expAvg), v: rec(opt.expAvgSq), step: opt.step };
-    this.cache = new SessionCache(settings, 4);
+  }
+
+  /** Whether this trainer trains a LoRA adapter (the base weights stay as they are). */
+  get trainsAdapter(): boolean {
+    return this.lora !== undefined;
+  }
+
+  /** The adapter being trained, in PEFT layout (copies); undefined without LoRA. */
+  adapter(): LoraAdapter | undefined {
+    return this.lora ? loraFromGraphLayout(this.config, this.lora.config, this.map(this.state.params)) : undefined;
+  }
+
+  /** The adapter's AdamW state (PEFT keys and layout); undefined without LoRA. */
+  adapterOptimizerState(): OptimizerState | undefined {
+    if (!this.lora) return undefined;
+    const back = (rec: Record<string, Float32Array | Float64Array>) => loraFromGraphLayout(this.config, this.lora!.config, this.map(rec)).tensors;
+    return { step: this.state.step, expAvg: back(this.state.m), expAvgSq: back(this.state.v) };
   }
 
   get step(): number {
@@ -111,22 +149,25 @@ export class PolicyTrainer {
     return new Map(Object.entries(rec) as [string, Float32Array][]);
   }
 
-  /** Current weights in Hugging Face layout (copies). */
+  /** Current weights in Hugging Face layout (copies); with LoRA the base, which training never changes. */
   weights(): PolicyWeights {
+    if (this.lora) return this.base;
     return { config: this.config, tensors: fromGraphLayout(this.config, this.map(this.state.params)) };
   }
 
   optimizerState(): OptimizerState {
+    if (this.lora) throw new TurnwiseError('internal', 'a LoRA trainer has no optimizer state for the base weights', { hint: 'read adapterOptimizerState()' });
     return { step: this.state.step, expAvg: fromGraphLayout(this.config, this.map(this.state.m)), expAvgSq: fromGraphLayout(this.config, this.map(this.state.v)) };
   }
 
-  /** Weights in graph layout, shared (not copied): for Policy.setGraphWeights. */
+  /** Weights in graph layout, shared (not copied): for Policy.setGraphWeights. Not for LoRA (use adapter()). */
   graphWeights(): Map<string, Float32Array> {
+    if (this.lora) throw new TurnwiseError('internal', 'a LoRA trainer does not change the base weights', { hint: 'read adapter()' });
     return this.map(this.state.params);
   }
 
   private trainer(o: TrainGraphOptions): Trainer {
-    const key = `${o.loss}|B${o.batch}|T${o.seq}|${o.kl ? 'kl' : ''}|${o.entropy ? 'ent' : ''}|${o.weightDecay === false ? 'nowd' : 'wd'}|${o.packed ? 'packed' : ''}|${o.replay ? 'replay' : ''}`;
+    const key = `${o.loss}|B${o.batch}|T${o.seq}|${o.kl ? 'kl' : ''}|${o.entropy ? 'ent' : ''}|${o.weightDecay === false ? 'nowd' : 'wd'}|${o.packed ? 'packed' : ''}|${o.replay ? 'replay' : ''}|${o.lora ? `lora${JSON.stringify(o.lora)}` : ''}`;
     let t = this.trainers.get(key);
     if (!t) {
       t = new Trainer({ ...policyTrainingSpec(this.config, o), lrPerStep: true }, key, this.settings, this.cache);
@@ -155,6 +196,7 @@ export class PolicyTrainer {
       replay: lh.replayCoef !== 0,
       weightDecay: (hyper.weightDecay ?? OPTIMIZER_DEFAULTS.weightDecay) !== 0,
       packed: batches.some((b) => b.segmentIds !== undefined),
+      ...(this.lora ? { lora: this.lora.shape } : {}),
     };
     const lrs = this.learningRates(hyper.lr, K);
     if (graphOpts.packed && !POLICY_LOSSES[o.loss].packable) {
@@ -188,7 +230,8 @@ export class PolicyTrainer {
       });
       return { dtype: 'float32', dims: [...lead, B, T], data: out };
     };
-    const feeds: Record<string, HostTensor> = { input_ids: { dtype: 'int64', dims: [...lead, B, T], data: ids } };
+    // With LoRA the base weights go in as frozen inputs: the same tensors every run, never copied.
+    const feeds: Record<string, HostTensor> = { ...(this.lora?.frozen ?? {}), input_ids: { dtype: 'int64', dims: [...lead, B, T], data: ids } };
     if (layouts) {
       const cat = (get: (l: PackedLayout) => BigInt64Array): HostTensor => {
         const out = new BigInt64Array(K * n);

@@ -15,7 +15,9 @@ import { loadCheckpoint } from '../../../src/policy/checkpoint';
 import type { ModelConfig } from '../../../src/policy/config';
 import { loraFromGraphLayout, loraToGraphLayout, weightFeeds } from '../../../src/policy/graphs';
 import { writeModelFolder } from '../../../src/policy/hf';
-import { adapterParameterCount, initAdapter, loadAdapter, loraScale, loraTargets, mergeAdapter, parseLoraConfig, saveAdapter, type LoraAdapter } from '../../../src/policy/lora';
+import { adapterParameterCount, initAdapter, loadAdapter, loadAdapterOptimizer, loraScale, loraTargets, mergeAdapter, parseLoraConfig, saveAdapter, type LoraAdapter } from '../../../src/policy/lora';
+import { TrainablePolicy } from '../../../src/policy/trainable';
+import type { TrainBatch } from '../../../src/policy/trainer';
 import { logSoftmax, Policy } from '../../../src/policy/policy';
 import { logSoftmaxRows, referenceLogits } from '../../../src/policy/reference';
 import { decodeSafetensors, encodeSafetensors } from '../../../src/policy/safetensors';
@@ -215,5 +217,60 @@ describe('policy/lora: adapters in the PEFT layout', function () {
     // Merging into an existing model folder needs --force.
     assert.equal(await main(['policy', 'merge', '--model', baseDir, '--adapter', adDir, '--out', out], { out: () => undefined, err: (t) => err.push(t) }), 1);
     assert.match(err.join('\n'), /already holds/);
+  });
+});
+
+describe('policy/lora: a LoRA policy in training (TrainablePolicy)', function () {
+  this.timeout(120_000);
+  let tmp: string;
+  before(() => (tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-lora-train-'))));
+  after(() => fs.rmSync(tmp, { recursive: true, force: true }));
+
+  const c = SMALL_CONFIG;
+  const B = 2;
+  const T = 12;
+  const batchOf = (seed: number): TrainBatch => {
+    const r = new SeededRandom(seed);
+    return { inputIds: Array.from({ length: B * T }, () => Math.floor(r.next() * c.vocab_size)), lossMask: Float32Array.from({ length: B * T }, (_, i) => (i % T >= 3 ? 1 : 0)) };
+  };
+  const rows = [Array.from({ length: 10 }, (_, i) => (i * 3 + 1) % c.vocab_size)];
+
+  it('trains only the adapter: the base stays byte for byte, the reference is the base with the adapter off, a checkpoint is the adapter', async () => {
+    const w = initWeights(c, 23, 0.3);
+    const bytes = new Map([...w.tensors].map(([k, t]) => [k, Buffer.from(t.buffer.slice(0))]));
+    const adapter = initAdapter(c, parseLoraConfig({ r: 4, lora_alpha: 8, target_modules: 'all-linear' }, 'test'), 29);
+    const tp = new TrainablePolicy(w, { adapter, settings: { provider: 'cpu' } });
+    const base = new Policy(w, undefined, { provider: 'cpu' });
+    try {
+      const [cur0] = await tp.logprobs(rows);
+      const [ref0] = await tp.logprobs(rows, { model: 'reference' });
+      assert.equal(maxAbsDiff(cur0, ref0), 0, 'B = 0: the policy is its base');
+      await tp.train({ loss: 'sft', batch: B, seq: T }, [batchOf(1), batchOf(2)], { lr: 5e-2 });
+      const [cur] = await tp.logprobs(rows);
+      const [ref] = await tp.logprobs(rows, { model: 'reference' });
+      assert.ok(maxAbsDiff(cur, ref) > 1e-3, 'training moved the adapter');
+      assert.equal(maxAbsDiff(ref, ref0), 0, 'the reference (base, adapter off) did not move');
+      const [lb] = await base.logits(rows);
+      const [lr] = await tp.logprobs(rows, { model: 'reference' });
+      for (let t = 1; t < rows[0].length; t++) assert.ok(Math.abs(logSoftmax(lb.subarray((t - 1) * c.vocab_size, t * c.vocab_size))[rows[0][t]] - lr[t]) < 1e-6);
+      for (const [k, t] of (await tp.weights()).tensors) assert.ok(Buffer.from(t.buffer).equals(bytes.get(k)!), `${k} changed`);
+      const dir = path.join(tmp, 'ck');
+      await tp.saveCheckpoint(dir);
+      assert.deepEqual(fs.readdirSync(dir).sort(), ['adapter_config.json', 'adapter_model.safetensors', 'optimizer.safetensors']);
+      const adapterBytes = fs.statSync(path.join(dir, 'adapter_model.safetensors')).size;
+      const baseBytes = [...w.tensors.values()].reduce((n, t) => n + t.byteLength, 0);
+      assert.ok(adapterBytes < baseBytes / 2, `the adapter (${adapterBytes} bytes) is not a copy of the base (${baseBytes})`);
+      // Resumed from the checkpoint, the next step is the one the uninterrupted policy takes.
+      const back = loadAdapter(dir, c);
+      const tp2 = new TrainablePolicy(w, { adapter: back, optimizer: loadAdapterOptimizer(dir, back), settings: { provider: 'cpu' } });
+      await tp.train({ loss: 'sft', batch: B, seq: T }, [batchOf(3)], { lr: 5e-2 });
+      await tp2.train({ loss: 'sft', batch: B, seq: T }, [batchOf(3)], { lr: 5e-2 });
+      const [a1, a2] = [await tp.adapter(), await tp2.adapter()];
+      for (const [k, t] of a1!.tensors) assert.equal(maxAbsDiff(t, a2!.tensors.get(k)!), 0, `${k} differs after the resume`);
+      await tp2.dispose();
+    } finally {
+      await tp.dispose();
+      await base.dispose();
+    }
   });
 });

@@ -14,6 +14,16 @@ import type { MetricsRow } from './events';
 import { parseJsonl, toJsonl, writeFileAtomic, writeJsonAtomic } from './fs';
 import { SCHEMA, type Task, type Trajectory } from './schema';
 
+
+/**
+ * The weights file of a checkpoint folder: model.safetensors, or adapter_model.safetensors for a
+ * LoRA run's checkpoint (an adapter over its base). The model's file when neither is there.
+ */
+export function checkpointWeightsFile(dir: string): string {
+  const adapter = path.join(dir, 'adapter_model.safetensors');
+  return fs.existsSync(adapter) && !fs.existsSync(path.join(dir, 'model.safetensors')) ? adapter : path.join(dir, 'model.safetensors');
+}
+
 export const RUNS_DIR = path.join('.turnwise', 'runs');
 
 export type RunState = 'running' | 'finished' | 'failed' | 'stopped';
@@ -283,7 +293,7 @@ export class RunDir {
    */
   commitIteration(row: MetricsRow): void {
     const n = row.iteration;
-    if (!isFile(path.join(this.checkpointDir(n), 'model.safetensors'))) {
+    if (!isFile(checkpointWeightsFile(this.checkpointDir(n)))) {
       throw new TurnwiseError('internal', `iteration ${n} cannot be committed before its checkpoint ${this.checkpointDir(n)} is written`);
     }
     const before = this.inventory().rows.filter((r) => r.iteration < n);
@@ -330,7 +340,7 @@ export class RunDir {
     const uncommitted: number[] = [];
     for (const n of [...numbers].sort((a, b) => a - b)) {
       const marker = path.join(this.iterationDir(n), ITERATION_MARKER);
-      const model = path.join(this.checkpointDir(n), 'model.safetensors');
+      const model = checkpointWeightsFile(this.checkpointDir(n));
       let row: MetricsRow | undefined;
       if (fs.existsSync(marker) && !isFile(marker)) {
         damage.push({ file: marker, problem: 'it is not a file', fix: `move it away: iteration ${n}'s marker is then ${log.has(n) ? 'rewritten from its line in metrics.jsonl' : 'gone, and its files are kept'}` });

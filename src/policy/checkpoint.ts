@@ -9,6 +9,7 @@ import { interruptedSwapOf, replaceDirAtomic, SWAP_MARKER, writeFileAtomic } fro
 import { configToJson, paramSpecs, parseModelConfig, type ModelConfig } from './config';
 import { decodeSafetensors, encodeSafetensors, numel, type TensorMap } from './safetensors';
 import { generationEosIds, readModelTensors } from './hf';
+import { loadAdapter, loadAdapterOptimizer, type LoraAdapter } from './lora';
 import { loadTokenizer, type PolicyTokenizer } from './tokenizer';
 import { weightsFromTensors, weightsToTensors, type PolicyWeights } from './weights';
 
@@ -29,6 +30,32 @@ export interface Checkpoint {
 export interface LoadedCheckpoint extends Checkpoint {
   tokenizer: PolicyTokenizer;
   dir: string;
+  /**
+   * When the folder is a LoRA adapter (a LoRA run's checkpoint, or PEFT's output): the adapter,
+   * its AdamW state if saved, and where it is; `dir` and the weights are then its base's.
+   */
+  adapter?: LoraAdapter;
+  adapterOptimizer?: OptimizerState;
+  adapterDir?: string;
+}
+
+/**
+ * The base model folder an adapter folder names (adapter_config.json's base_model_name_or_path,
+ * relative to the adapter folder when not absolute); undefined for a folder that is not an adapter.
+ */
+export function adapterBaseDir(dir: string): string | undefined {
+  const cfg = path.join(dir, 'adapter_config.json');
+  if (!fs.existsSync(cfg) || fs.existsSync(path.join(dir, 'config.json'))) return undefined;
+  const raw = readJson(cfg) as { base_model_name_or_path?: unknown };
+  const base = raw && typeof raw === 'object' ? raw.base_model_name_or_path : undefined;
+  if (typeof base !== 'string' || base === '') {
+    throw new TurnwiseError('invalid-file', `${cfg} names no base model (base_model_name_or_path)`, { hint: 'give the base with --model BASE and the adapter with --adapter DIR' });
+  }
+  const resolved = path.resolve(dir, base);
+  if (!fs.existsSync(path.join(resolved, 'config.json'))) {
+    throw new TurnwiseError('not-found', `the adapter in ${dir} was trained on ${JSON.stringify(base)}, which is not a model folder here`, { hint: 'give the base with --model BASE and the adapter with --adapter DIR' });
+  }
+  return resolved;
 }
 
 export function zeroOptimizerState(config: ModelConfig): OptimizerState {
@@ -137,6 +164,13 @@ export function loadCheckpoint(dir: string, options: { optimizer?: boolean } = {
   // Reading never renames: after a save interrupted mid-swap, the previous checkpoint is read
   // where the swap left it, and the next save puts it back.
   const d = interruptedSwapOf(dir) ?? path.resolve(dir);
+  const base = fs.existsSync(d) && fs.statSync(d).isDirectory() ? adapterBaseDir(d) : undefined;
+  if (base) {
+    const ck = loadCheckpoint(base, { optimizer: false });
+    const adapter = loadAdapter(d, ck.weights.config);
+    const adapterOptimizer = options.optimizer !== false ? loadAdapterOptimizer(d, adapter) : undefined;
+    return { ...ck, adapter, ...(adapterOptimizer ? { adapterOptimizer } : {}), adapterDir: path.resolve(dir) };
+  }
   if (!fs.existsSync(d)) {
     throw new TurnwiseError('not-found', `model directory ${d} does not exist`, { hint: 'create one with `turnwise policy init --out DIR`' });
   }

@@ -65,7 +65,8 @@ export function initPolicyDir(dir: string, options: { size?: string; seed?: numb
 /** Loads a checkpoint directory as a ready-to-run policy, with a LoRA adapter folder on top when given. */
 export function loadPolicy(dir: string, settings: SessionSettings = {}, options: { adapter?: string } = {}): Policy {
   const ck = loadCheckpoint(dir, { optimizer: false });
-  const adapter = options.adapter ? loadAdapter(options.adapter, ck.weights.config) : undefined;
+  // An adapter folder given as the model loads as its base with the adapter on top.
+  const adapter = options.adapter ? loadAdapter(options.adapter, ck.weights.config) : ck.adapter;
   return new Policy(ck.weights, ck.tokenizer, settings, adapter);
 }
 

@@ -9,7 +9,7 @@ import type { ModelConfig } from './config';
 import { logSoftmax, Policy, type GeneratedRow, type SampleRequest } from './policy';
 import type { Sequence } from './sequences';
 import { PolicyTrainer, type StepMetrics } from './trainer';
-import { saveAdapter, zeroAdapterOptimizer, type LoraAdapter } from './lora';
+import { initAdapter, saveAdapter, zeroAdapterOptimizer, type LoraAdapter, type LoraConfig } from './lora';
 import type { PolicyWeights } from './weights';
 
 export type SequenceId = number;
@@ -111,9 +111,20 @@ export class TrainablePolicy implements PolicyService {
     this.policy = new Policy(start, undefined, options.settings, options.adapter);
   }
 
-  /** Loads a checkpoint directory (weights, optimizer state, tokenizer); the reference defaults to its weights. */
-  static fromCheckpoint(dir: string, settings: SessionSettings = {}, options: { referenceDir?: string } = {}): TrainablePolicy {
+  /**
+   * Loads a checkpoint directory (weights, optimizer state, tokenizer); the reference defaults to
+   * its weights. An adapter folder loads as its base with the adapter (and the adapter's optimizer
+   * state) to train; `lora` puts a fresh adapter (B = 0, so it starts as the model) on a model
+   * folder, the start of a LoRA run. The reference of a LoRA policy is its base.
+   */
+  static fromCheckpoint(dir: string, settings: SessionSettings = {}, options: { referenceDir?: string; lora?: { config: LoraConfig; seed: number } } = {}): TrainablePolicy {
     const ck = loadCheckpoint(dir);
+    const tok = { tokenizerJson: ck.tokenizerJson, tokenizerConfig: ck.tokenizerConfig, settings };
+    if (ck.adapter) return new TrainablePolicy(ck.weights, { adapter: ck.adapter, ...(ck.adapterOptimizer ? { optimizer: ck.adapterOptimizer } : {}), ...tok });
+    if (options.lora) {
+      const config = { ...options.lora.config, base_model_name_or_path: ck.dir };
+      return new TrainablePolicy(ck.weights, { adapter: initAdapter(ck.weights.config, config, options.lora.seed), ...tok });
+    }
     const reference = options.referenceDir ? loadCheckpoint(options.referenceDir, { optimizer: false }).weights : undefined;
     return new TrainablePolicy(ck.weights, { optimizer: ck.optimizer, reference, tokenizerJson: ck.tokenizerJson, tokenizerConfig: ck.tokenizerConfig, settings });
   }

@@ -1,6 +1,7 @@
 // The training run's configuration (`turnwise.json`, CLI flags on top): every field with its
 // default and a one-line meaning, validated by name; an unknown field, estimator or loss is an
 // error that lists the valid ones. The resolved config is written to the run's config.json.
+import { parseLoraConfig, type LoraConfig } from '../policy/lora';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -123,6 +124,11 @@ export interface TrainConfig {
   sandboxPids: number;
   /** Test command override (empty: detected). */
   testCommand: string;
+  /**
+   * Train a LoRA adapter on the model instead of the model itself (PEFT's fields: r, lora_alpha,
+   * target_modules, use_rslora); the run's checkpoints are then adapters over `model`.
+   */
+  lora?: LoraConfig;
 }
 
 export const TRAIN_DEFAULTS: TrainConfig = {
@@ -219,13 +225,18 @@ export function resolveTrainConfig(given: Record<string, unknown>, source = 'the
 
 function resolveFields(given: Record<string, unknown>, source: string): TrainConfig {
   if (given === null || typeof given !== 'object' || Array.isArray(given)) throw bad(`${source} must be a JSON object`, 'see the README for turnwise.json');
-  // tasksFile is the one optional field (no default), so it is not among TRAIN_DEFAULTS' keys.
-  const known = new Set([...Object.keys(TRAIN_DEFAULTS), 'tasksFile']);
+  // tasksFile and lora are the optional fields (no default), so they are not among TRAIN_DEFAULTS' keys.
+  const known = new Set([...Object.keys(TRAIN_DEFAULTS), 'tasksFile', 'lora']);
   const unknown = Object.keys(given).filter((k) => !known.has(k) && k !== 'schema' && given[k] !== undefined);
   if (unknown.length) {
     throw bad(`${source} has unknown field${unknown.length > 1 ? 's' : ''} ${unknown.map((k) => JSON.stringify(k)).join(', ')}`, `valid fields: ${[...known].join(', ')}`);
   }
   const c = { ...TRAIN_DEFAULTS, ...Object.fromEntries(Object.entries(given).filter(([, v]) => v !== undefined)) } as TrainConfig;
+  if (given.lora === null) delete c.lora;
+  else if (given.lora !== undefined) {
+    c.lora = parseLoraConfig(given.lora, `${source} field "lora"`);
+    if (c.lora.lora_dropout > 0) throw bad(`${source} field "lora": lora_dropout ${c.lora.lora_dropout} is not applied in training`, 'set "lora_dropout": 0 (the adapter is saved with the value you give)');
+  }
   c.reward = { ...DEFAULT_REWARD_WEIGHTS, ...((given.reward as object) ?? {}) };
   for (const k of Object.keys(c.reward)) if (!(k in DEFAULT_REWARD_WEIGHTS)) throw bad(`${source}: unknown reward field "${k}"`, `valid: ${Object.keys(DEFAULT_REWARD_WEIGHTS).join(', ')}`);
   for (const k of ['workspace', 'model', 'dockerHost', 'testCommand', 'sandboxImage'] as const) if (typeof c[k] !== 'string') throw bad(`config field "${k}" must be a string`, `fix "${k}"`);

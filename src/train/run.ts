@@ -10,7 +10,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { TurnwiseError, errorToJson } from '../core/errors';
 import { makeEvent, type MetricsRow, type RunEvent, type RunEventBody } from '../core/events';
-import { RunDir, newRunId, runDisplayState } from '../core/run';
+import { checkpointWeightsFile, RunDir, newRunId, runDisplayState } from '../core/run';
 import { writeFileAtomic, writeJsonAtomic } from '../core/fs';
 import { SCHEMA, type Task, type Trajectory } from '../core/schema';
 import { mean, std } from '../core/stats';
@@ -360,6 +360,8 @@ export async function openRig(o: {
   language: string;
   checkpoint: string;
   referenceDir?: string;
+  /** Start a LoRA adapter (B = 0) on the checkpoint's model: a new LoRA run's first rig. */
+  lora?: { config: NonNullable<TrainConfig['lora']>; seed: number };
   config: Pick<
     TrainConfig,
     'dockerHost' | 'dockerHosts' | 'sandboxMemoryMb' | 'sandboxCpus' | 'sandboxPids' | 'sandboxImage' | 'executionProvider' | 'maxActionTokens' | 'temperature' | 'topP' | 'concurrency' | 'cacheObservations' | 'commandConcurrency'
@@ -374,7 +376,7 @@ export async function openRig(o: {
   try {
     const snapshot = await pool.snapshot(o.workspace, { language: o.language, ...(ps.baseImage ? { baseImage: ps.baseImage } : {}) });
     pool.warm(snapshot, Math.min(o.config.concurrency, 8));
-    const info = await (policy as PolicyWorker).loadCheckpoint(o.checkpoint, { provider: o.config.executionProvider }, o.referenceDir ? { referenceDir: o.referenceDir } : {});
+    const info = await (policy as PolicyWorker).loadCheckpoint(o.checkpoint, { provider: o.config.executionProvider }, { ...(o.referenceDir ? { referenceDir: o.referenceDir } : {}), ...(o.lora ? { lora: o.lora } : {}) });
     if (!info.tokenizerJson) throw new TurnwiseError('invalid-file', `${o.checkpoint} has no tokenizer.json`, { hint: 'use a checkpoint written by Turnwise or a Hugging Face model folder' });
     const codec = chatCodec(loadTokenizer(info.tokenizerJson, info.tokenizerConfig));
     const contextTokens = info.config.max_position_embeddings;
@@ -513,7 +515,7 @@ export function runEvalTarget(
     throw new TurnwiseError('not-found', `${run.runId} has no complete iteration ${o.iteration ?? ''}`.trimEnd() + (last >= 0 ? ` (the last complete one is ${last})` : ' yet'), { hint: 'give --iteration N of a checkpoint the run has written (0: the starting checkpoint)' });
   }
   const checkpoint = run.checkpointDir(iteration);
-  if (!fs.existsSync(path.join(checkpoint, 'model.safetensors'))) throw new TurnwiseError('not-found', `${run.runId}'s checkpoint ${iteration} is missing (${checkpoint})`, { hint: `give --iteration N of a checkpoint under ${run.file('checkpoints')}` });
+  if (!fs.existsSync(checkpointWeightsFile(checkpoint))) throw new TurnwiseError('not-found', `${run.runId}'s checkpoint ${iteration} is missing (${checkpoint})`, { hint: `give --iteration N of a checkpoint under ${run.file('checkpoints')}` });
   const ids = new Set(run.readSplits()[o.split]);
   const tasks = readTaskFile(run.file('tasks.jsonl')).filter((t) => ids.has(t.id));
   if (tasks.length === 0) throw new TurnwiseError('invalid-input', `${run.runId} has no ${o.split} task`, { hint: o.split === 'heldout' ? 'the run held no task out (heldoutFraction 0): give --split train' : 'give --split heldout' });
@@ -648,7 +650,10 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
     const startModel = (run.readConfig<{ startModel?: string }>().startModel as string) || c.model || embeddedModelDir();
     const from = last >= 0 ? run.checkpointDir(last) : startModel;
     emit({ type: 'phase', iteration: Math.max(0, last), phase: 'snapshot', detail: 'workspace snapshot and policy' });
-    rig = await openRig({ runId, workspace: c.workspace, language: runner.language, checkpoint: from, referenceDir: last >= 0 ? run.checkpointDir(0) : undefined, config: c, pool, onLog: (m) => log(m, 'warn') });
+    // A LoRA run starts a fresh adapter on its model; once checkpoint 0 exists, every checkpoint
+    // is an adapter that names its base.
+    const lora = last < 0 && c.lora ? { config: c.lora, seed: seedOf(c.seed, 'lora-init') } : undefined;
+    rig = await openRig({ runId, workspace: c.workspace, language: runner.language, checkpoint: from, referenceDir: last >= 0 ? run.checkpointDir(0) : undefined, ...(lora ? { lora } : {}), config: c, pool, onLog: (m) => log(m, 'warn') });
     check();
     // Generated demonstrations for the replay term (the same pool on a resume: seeded by the run).
     const replaySource = c.replayCoef > 0 ? await ReplaySource.create(rig.codec, seedOf(c.seed, 'replay-pool')) : undefined;

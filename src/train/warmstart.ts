@@ -304,6 +304,11 @@ export async function warmstart(o: WarmstartOptions): Promise<WarmstartResult> {
   let tokenizerConfig: Record<string, unknown> | undefined;
   if (o.from) {
     const ck = loadCheckpoint(o.from, { optimizer: true });
+    if (ck.adapter) {
+      throw new TurnwiseError('invalid-input', `${o.from} is a LoRA adapter over ${ck.dir}; the warm start trains a whole model`, {
+        hint: `merge it first (turnwise policy merge --model ${ck.dir} --adapter ${o.from} --out DIR), then warm-start --from DIR`,
+      });
+    }
     weights = ck.weights;
     optimizer = ck.optimizer;
     tokenizerJson = ck.tokenizerJson;

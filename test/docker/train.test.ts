@@ -214,6 +214,35 @@ describe('docker: turnwise train, a real tiny run', function () {
     await noContainersEventually(r.runId);
   });
 
+  it('a LoRA run: every checkpoint is an adapter over the untouched base, checkpoint 0 is the base, later ones train; eval and resume read them', async () => {
+    const runs = path.join(dir, 'runs-lora');
+    const baseBytes = fs.readFileSync(path.join(model, 'model.safetensors'));
+    const c = resolveTrainConfig({ ...TINY, model, lr: 5e-3, lora: { r: 4, lora_alpha: 8, target_modules: 'all-linear' } });
+    const r = await trainRun({ config: c, runsRoot: runs });
+    assert.equal(r.state, 'finished');
+    const run = RunDir.open(r.runDir);
+    assertRunDir(run, 2);
+    for (let n = 0; n <= 2; n++) {
+      const d = run.checkpointDir(n);
+      assert.deepEqual(fs.readdirSync(d).sort(), ['adapter_config.json', 'adapter_model.safetensors', 'optimizer.safetensors'], `checkpoint ${n} is an adapter`);
+      assert.equal(JSON.parse(fs.readFileSync(path.join(d, 'adapter_config.json'), 'utf8')).base_model_name_or_path, model);
+      assert.ok(fs.statSync(path.join(d, 'adapter_model.safetensors')).size < baseBytes.length / 4, 'megabytes, not a copy of the base');
+    }
+    const ck = (n: number) => loadCheckpoint(run.checkpointDir(n));
+    const bOf = (n: number) => [...ck(n).adapter!.tensors].filter(([k]) => k.includes('lora_B')).flatMap(([, t]) => [...t]);
+    assert.ok(bOf(0).every((x) => x === 0), 'checkpoint 0 is the base: B = 0');
+    const updated = run.readMetrics().some((m) => (m['update/steps'] as number) > 0);
+    if (updated) assert.ok(bOf(2).some((x) => x !== 0), 'an update trained the adapter');
+    assert.ok(fs.readFileSync(path.join(model, 'model.safetensors')).equals(baseBytes), 'the base model is untouched');
+    // eval --run evaluates the adapter checkpoint; a resume continues the adapters.
+    let err = '';
+    assert.equal(await main(['eval', '--run', r.runDir, '--json'], { out: () => undefined, err: (x) => (err += x + '\n') }), 0, err);
+    const more = await trainRun({ config: c, runsRoot: runs, resume: r.runDir, resumeIterations: 3 });
+    assert.equal(more.state, 'finished');
+    assert.ok(fs.existsSync(path.join(run.checkpointDir(3), 'adapter_model.safetensors')));
+    await noContainersEventually(r.runId);
+  });
+
   it('turnwise eval --out --samples: the episodes behind the summary, greedy and sampled; a bad --out fails before any sandbox', async () => {
     assert.ok(tasksFile, 'needs the first test\'s tasks');
     const two = path.join(dir, 'two-tasks.jsonl');

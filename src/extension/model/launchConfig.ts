@@ -26,6 +26,7 @@ export const SETTING_FOR_FIELD: { readonly [K in ConfigPath]: string } = {
   taskSeed: 'tasks.taskSeed',
   testCommand: 'tasks.testCommand',
   model: 'train.model',
+  lora: 'train.lora',
   iterations: 'train.iterations',
   tasksPerIteration: 'train.tasksPerIteration',
   groupSize: 'train.groupSize',

@@ -32,12 +32,14 @@ describe('extension: settings → launch config', () => {
     assert.deepEqual(inManifest, fromTable);
     assert.equal(new Set(fromTable).size, fromTable.length, 'two fields share a setting');
     // Every TrainConfig field is in the table (the type forces it; this guards the runtime copy).
-    const fields = [...Object.keys(TRAIN_DEFAULTS).filter((k) => k !== 'reward'), ...Object.keys(TRAIN_DEFAULTS.reward).map((k) => `reward.${k}`), 'tasksFile'].sort();
+    const fields = [...Object.keys(TRAIN_DEFAULTS).filter((k) => k !== 'reward'), ...Object.keys(TRAIN_DEFAULTS.reward).map((k) => `reward.${k}`), 'tasksFile', 'lora'].sort();
     assert.deepEqual(Object.keys(SETTING_FOR_FIELD).sort(), fields);
     for (const [setting, field] of settingFields()) {
       const p = props[`turnwise.${setting}`];
       assert.ok((p.description ?? p.markdownDescription ?? '').length > 20, `turnwise.${setting} has no description`);
-      assert.deepEqual(p.default, getPath(TRAIN_DEFAULTS as unknown as Record<string, unknown>, field), `turnwise.${setting}'s default differs from TRAIN_DEFAULTS.${field}`);
+      // lora has no default in the CLI (absent: train the whole model); its setting says so with null.
+      const want = field === 'lora' ? null : getPath(TRAIN_DEFAULTS as unknown as Record<string, unknown>, field);
+      assert.deepEqual(p.default, want, `turnwise.${setting}'s default differs from TRAIN_DEFAULTS.${field}`);
     }
     assert.deepEqual(props['turnwise.train.estimator'].enum, estimatorNames());
     assert.deepEqual(props['turnwise.train.loss'].enum, [...RL_LOSS_NAMES]);
@@ -90,6 +92,7 @@ describe('extension: settings → launch config', () => {
       'sandbox.memoryMb': 1024,
       'sandbox.cpus': 0.5,
       'sandbox.pids': 128,
+      'train.lora': { r: 8, lora_alpha: 16, target_modules: ['q_proj', 'v_proj'] },
     };
     assert.deepEqual(Object.keys(user).sort(), settingFields().map(([s]) => s).sort(), 'the test sets every setting');
     const ws = path.join(tmp, 'ws');
@@ -108,6 +111,7 @@ describe('extension: settings → launch config', () => {
     const resolved = resolveTrainConfig(readConfigFile(file), file);
     assert.equal(resolved.groupSize, 2);
     assert.equal(resolved.lr, 3e-4);
+    assert.deepEqual([resolved.lora?.r, resolved.lora?.lora_alpha, resolved.lora?.target_modules], [8, 16, ['q_proj', 'v_proj']]);
     assert.deepEqual(resolved.reward, { efficiency: 0.2, format: 0.3 });
     assert.equal(resolved.dockerHost, 'tcp://10.0.0.2:2376');
     assert.equal(resolved.concurrency, 2);

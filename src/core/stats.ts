@@ -54,3 +54,17 @@ export function signTestP(a: number, b: number): number | null {
   // Rounded: the summed terms of a tie come to 0.9999999999999999.
   return Math.min(1, Number((2 * tail).toPrecision(12)));
 }
+
+/**
+ * The unbiased pass@k estimate from n samples of which c succeeded: 1 − C(n−c, k) / C(n, k), the
+ * probability that at least one of k drawn without replacement succeeds (computed as a product,
+ * so large n does not overflow). NaN when k > n.
+ */
+export function passAtK(n: number, c: number, k: number): number {
+  if (!(Number.isInteger(n) && Number.isInteger(c) && Number.isInteger(k)) || c < 0 || c > n || k < 1) return NaN;
+  if (k > n) return NaN;
+  if (n - c < k) return 1;
+  let fail = 1;
+  for (let i = n - c + 1; i <= n; i++) fail *= 1 - k / i;
+  return 1 - fail;
+}

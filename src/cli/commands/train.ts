@@ -12,6 +12,7 @@ import type { Task, Trajectory } from '../../core/schema';
 import { readTaskFile } from '../../tasks/taskfile';
 import { assertWorkspaceHoldsTasks } from '../../tasks/origin';
 import { detectRunner } from '../../tasks/runners';
+import { passAtKT } from '../../train/pass-at-k';
 import { DEMO_SETTINGS, readConfigFile, resolveTrainConfig, TRAIN_DEFAULTS, type TrainConfig } from '../../train/config';
 import { embeddedModelDir } from '../../train/embedded';
 import { evaluateTasks, openRig, runEvalTarget, summarizeEval, trainRun } from '../../train/run';
@@ -272,7 +273,9 @@ export const evalCommand: CliCommand = {
     const failedAll = allEpisodesFailed([...greedy, ...sampledEpisodes], out ? `the episodes are in ${out}; the reasons above say what to fix (\`turnwise doctor\` checks Docker and the images)` : 'the reasons above say what to fix (`turnwise doctor` checks Docker and the images; --out FILE keeps the episodes)');
     if (failedAll) throw failedAll;
     const s = summarizeEval(greedy);
-    const sampled = sampledEpisodes.length > 0 ? summarizeEval(sampledEpisodes) : undefined;
+    // PASS@(k,T) over the sampled episodes, T up to the turn limit they ran under.
+    const passKT = sampledEpisodes.length > 0 ? passAtKT(sampledEpisodes, Math.max(...sampledEpisodes.map((t) => t.reward.maxTurns))) : undefined;
+    const sampled = sampledEpisodes.length > 0 ? { ...summarizeEval(sampledEpisodes), pass_at_k_t: passKT } : undefined;
     const compare = earlier ? compareEvaluations(earlier, [...greedy, ...sampledEpisodes]) : undefined;
     if (io.json) {
       io.out(JSON.stringify({ ok: true, model, taskCount, ...(out ? { out } : {}), ...s, ...(sampled ? { sampled } : {}), ...(compare ? { compare: { with: path.resolve(String(args.values.compare)), ...compare } } : {}) }, null, 2));
@@ -280,6 +283,13 @@ export const evalCommand: CliCommand = {
     }
     io.out(`pass@1 ${fmt(s['pass@1'])}  resolved ${fmt(s.resolved)}  pass rate ${fmt(s.pass_rate)}  turns ${fmt(s['turns/mean'], 1)}  format errors ${fmt(s.format_error_rate)}${s.failed ? `  (${s.failed} episode(s) failed)` : ''}${s.tampered ? `  (${s.tampered} episode(s) tampered with the tests: reward 0)` : ''}`);
     if (sampled) io.out(`sampled (${samples} per task): resolved ${fmt(sampled.resolved)}  pass rate ${fmt(sampled.pass_rate)}  turns ${fmt(sampled['turns/mean'], 1)}  format errors ${fmt(sampled.format_error_rate)}`);
+    if (passKT && Object.keys(passKT).length) {
+      // PASS@(k,T) for k = 1, the largest k and the largest T: the rows a reader compares first.
+      const ks = Object.keys(passKT);
+      const Ts = Object.keys(passKT[ks[0]]);
+      const last = Ts[Ts.length - 1];
+      io.out(`PASS@(k,T): k=1 T=${last} ${fmt(passKT['1'][last])}  k=${ks[ks.length - 1]} T=${last} ${fmt(passKT[ks[ks.length - 1]][last])}  k=${ks[ks.length - 1]} T=1 ${fmt(passKT[ks[ks.length - 1]]['1'])} (all of them in --json: sampled.pass_at_k_t)`);
+    }
     if (out) io.out(`episodes written to ${out}`);
     for (const t of s.tasks) io.out(`  ${t.resolved ? '✓' : '✗'} ${t.taskId}  pass ${fmt(t.passRate, 2)}  turns ${t.turns}${t.formatErrors ? `  format errors ${t.formatErrors}` : ''}${t.failure ? `  failed: ${t.failure}` : ''}`);
     if (compare) printComparison(io, String(args.values.compare), compare);

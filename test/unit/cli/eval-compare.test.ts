@@ -57,6 +57,13 @@ describe('cli: turnwise eval --from --compare', () => {
       ],
     );
     assert.deepEqual(j.compare.unpaired, { before: 1, after: 0 });
+    // PASS@(k,T) of the sampled episodes (each ended after 1 action, turn limit 6): task a 4 of 4,
+    // task b 1 of 4 → k = 1: (1 + 1/4) / 2; k = 2: (1 + 1/2) / 2; the same at every T.
+    assert.deepEqual(Object.keys(j.sampled.pass_at_k_t), ['1', '2', '3', '4']);
+    assert.deepEqual(Object.keys(j.sampled.pass_at_k_t['1']), ['1', '2', '3', '4', '5', '6']);
+    assert.equal(j.sampled.pass_at_k_t['1']['6'], 0.625);
+    assert.equal(j.sampled.pass_at_k_t['2']['1'], 0.75);
+    assert.equal(j.sampled.pass_at_k_t['4']['3'], 1);
     const human = await cli(['eval', '--from', path.join(dir, 'after.jsonl'), '--compare', path.join(dir, 'before.jsonl')]);
     assert.equal(human.code, 0, human.err);
     assert.match(human.out, /sampled \(4 per task\): resolved 0\.625/);

@@ -1,0 +1,50 @@
+// PASS@(k,T): the probability that at least one of k sampled episodes of a task resolves it
+// within T turns, for every k up to the samples drawn and every T up to the turn limit, averaged
+// over tasks (the unbiased pass@k estimator over each task's n samples, core/stats passAtK). It
+// tells a model that is more reliable (pass@1 up, the curve flat in k) from one that can do more
+// (the curve rising at large k and T). An episode counts as resolved within T turns when it ended
+// resolved after at most T actions (its tests are scored once, at the end).
+import { passAtK } from '../core/stats';
+
+/** pass_at_k_t[k][T] for k = 1..n (the fewest samples any task has) and T = 1..maxTurns. */
+export type PassAtKT = Record<string, Record<string, number>>;
+
+/** Actions an episode took (its turns less a final submit). */
+export function actionsOf(t: { turns: readonly { action: string }[] }): number {
+  return t.turns.filter((u) => u.action !== 'submit').length;
+}
+
+/**
+ * PASS@(k,T) over sampled episodes grouped by task. Episodes that failed (no score) count as not
+ * resolved. Empty when there are no samples.
+ */
+/** The fields of an episode PASS@(k,T) reads. */
+export interface PassEpisode {
+  taskId: string;
+  turns: readonly { action: string }[];
+  reward: { resolved: boolean };
+  failure?: string;
+}
+
+export function passAtKT(sampled: readonly PassEpisode[], maxTurns: number): PassAtKT {
+  const byTask = new Map<string, { resolvedAt: number[]; n: number }>();
+  for (const t of sampled) {
+    const e = byTask.get(t.taskId) ?? { resolvedAt: [], n: 0 };
+    e.n++;
+    if (!t.failure && t.reward.resolved) e.resolvedAt.push(actionsOf(t));
+    byTask.set(t.taskId, e);
+  }
+  if (byTask.size === 0) return {};
+  const n = Math.min(...[...byTask.values()].map((e) => e.n));
+  const out: PassAtKT = {};
+  for (let k = 1; k <= n; k++) {
+    const row: Record<string, number> = {};
+    for (let T = 1; T <= maxTurns; T++) {
+      let sum = 0;
+      for (const e of byTask.values()) sum += passAtK(e.n, e.resolvedAt.filter((a) => a <= T).length, k);
+      row[String(T)] = sum / byTask.size;
+    }
+    out[String(k)] = row;
+  }
+  return out;
+}

@@ -12,7 +12,8 @@ import { episodeCommand } from './episode';
 import { imagesBuildCommand } from './images';
 import { policyCommands } from './policy';
 import { sandboxPruneCommand } from './sandbox';
+import { serveCommand } from './serve';
 import { tasksCommands } from './tasks';
 import { trainCommands } from './train';
 
-export const COMMANDS: CliCommand[] = [advantagesCommand, benchCreditCommand, benchLearnCommand, benchRolloutCommand, benchSandboxCommand, benchTasksCommand, benchTrainCommand, doctorCommand, episodeCommand, imagesBuildCommand, ...policyCommands, sandboxPruneCommand, ...tasksCommands, ...trainCommands].sort((a, b) => a.name.localeCompare(b.name));
+export const COMMANDS: CliCommand[] = [advantagesCommand, benchCreditCommand, benchLearnCommand, benchRolloutCommand, benchSandboxCommand, benchTasksCommand, benchTrainCommand, doctorCommand, episodeCommand, imagesBuildCommand, ...policyCommands, sandboxPruneCommand, serveCommand, ...tasksCommands, ...trainCommands].sort((a, b) => a.name.localeCompare(b.name));

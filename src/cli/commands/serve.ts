@@ -1,0 +1,37 @@
+// `turnwise serve`: a model folder (and a LoRA adapter) behind the OpenAI-compatible API, until
+// a signal stops it.
+import { startServer } from '../../train/serve';
+import { numberInRange, requireString, UsageError, type CliCommand } from '../command';
+
+export const serveCommand: CliCommand = {
+  name: 'serve',
+  summary: 'serve a model (and a LoRA adapter) over the OpenAI-compatible API: /v1/models, /v1/chat/completions, /v1/completions',
+  usage: '--model DIR [--adapter DIR] [--host 127.0.0.1] [--port 8000] [--name ID] [--token-env VAR] [--max-request-kb 1024] [--json]',
+  options: { model: { type: 'string' }, adapter: { type: 'string' }, host: { type: 'string' }, port: { type: 'string' }, name: { type: 'string' }, 'token-env': { type: 'string' }, 'max-request-kb': { type: 'string' } },
+  async run(args, io) {
+    const port = numberInRange(args, 'port', 8000, { min: 0, max: 65535, integer: true });
+    const kb = numberInRange(args, 'max-request-kb', 1024, { min: 1, max: 1024 * 1024, integer: true });
+    // The token is read from the environment, never from the command line (which other users can list).
+    const tokenVar = args.values['token-env'] as string | undefined;
+    const token = tokenVar ? process.env[tokenVar] : undefined;
+    if (tokenVar && !token) throw new UsageError(`--token-env ${tokenVar}: that environment variable is not set`);
+    const s = await startServer({
+      model: requireString(args, 'model'),
+      ...(typeof args.values.adapter === 'string' ? { adapter: args.values.adapter } : {}),
+      host: (args.values.host as string | undefined) ?? '127.0.0.1',
+      port,
+      ...(typeof args.values.name === 'string' ? { name: args.values.name } : {}),
+      ...(token ? { token } : {}),
+      maxRequestBytes: kb * 1024,
+      settings: { onWarning: (m) => io.err(`warning: ${m}`) },
+    });
+    io.out(io.json ? JSON.stringify({ ok: true, url: s.url }) : `serving on ${s.url}/v1 (Ctrl-C stops)`);
+    await new Promise<void>((resolve) => {
+      const stop = () => resolve();
+      process.once('SIGINT', stop);
+      process.once('SIGTERM', stop);
+    });
+    await s.close();
+    return 0;
+  },
+};

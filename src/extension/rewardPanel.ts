@@ -148,7 +148,7 @@ export class RewardPanel implements vscode.Disposable {
   private sendRuns(): void {
     const runs = this.runs.runDirs().map((d) => {
       const s = summarizeRun(d);
-      return { runId: s.runId, state: s.state, estimator: s.estimator, iterations: s.iterations };
+      return { runId: s.runId, state: s.state, estimator: s.estimator, iterations: s.iterations, ...(s.model ? { model: s.model.label, modelDetails: s.model.details } : {}) };
     });
     if (!this.state.selected && runs[0]) this.state.selected = runs[0].runId;
     void this.panel.webview.postMessage(RunsNotification.make({ runs, selected: this.state.selected, overlay: this.state.overlay }));

@@ -25,6 +25,9 @@ const STATE_ICON: Record<string, [string, string?]> = {
   unknown: ['question', undefined],
 };
 
+/** Text shown as itself inside a MarkdownString (paths and names may hold `_`, `*`, brackets). */
+const escapeMarkdown = (s: string) => s.replace(/[\\`*_{}[\]()#+\-.!|<>]/g, (c) => `\\${c}`);
+
 export function trajectoryRef(n: Extract<RunsNode, { kind: 'trajectory' }>): TrajectoryRef {
   return { runDir: n.run.dir, iteration: n.it.iteration, split: n.task.split, trajId: n.traj.trajId, offset: n.traj.offset, length: n.traj.length };
 }
@@ -116,13 +119,13 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsNode>, vsco
         item.id = `run:${r.dir}`;
         const done = r.lastCompleteIteration !== undefined && r.lastCompleteIteration >= 0 ? r.lastCompleteIteration : undefined;
         const pass = num(r.last?.['heldout/pass_rate']) ?? num(r.last?.['tests/pass_rate']);
-        item.description = [r.state, r.estimator, done !== undefined ? `${done}/${r.iterations ?? '?'} it` : undefined, pass !== undefined ? `pass ${pct(pass)}` : undefined].filter(Boolean).join(' · ');
+        item.description = [r.state, r.estimator, r.model?.label, done !== undefined ? `${done}/${r.iterations ?? '?'} it` : undefined, pass !== undefined ? `pass ${pct(pass)}` : undefined].filter(Boolean).join(' · ');
         const [icon, color] = STATE_ICON[r.state] ?? STATE_ICON.unknown;
         item.iconPath = new vscode.ThemeIcon(icon, color ? new vscode.ThemeColor(color) : undefined);
         item.contextValue = `run run-${r.state}`;
         item.resourceUri = vscode.Uri.file(r.dir);
         item.tooltip = new vscode.MarkdownString(
-          [`**${r.runId}**`, '', `state: ${r.state}${r.error ? ` — ${r.error.message}` : ''}`, `estimator: ${r.estimator ?? '?'}`, `folder: \`${r.dir}\``].join('\n\n'),
+          [`**${r.runId}**`, '', `state: ${r.state}${r.error ? ` — ${r.error.message}` : ''}`, `estimator: ${r.estimator ?? '?'}`, ...(r.model?.details ?? []).map(escapeMarkdown), `folder: \`${r.dir}\``].join('\n\n'),
         );
         return item;
       }

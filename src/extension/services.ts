@@ -3,3 +3,4 @@
 // them: activation loads only the views.
 export { formatDoctorReport, runDoctor } from '../train/doctor';
 export { connectEngine, disposeAllSandboxes, engineInfo, reapAtStartup } from '../sandbox';
+export { checkLoraSetting, checkModelFolder, describeLora, modelChecks, ModelRefused } from './model/modelChoice';

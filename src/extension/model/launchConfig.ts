@@ -84,6 +84,10 @@ export interface LaunchChoices {
   tasksFile?: string;
   estimator?: string;
   iterations?: number;
+  /** The model folder picked; '' for the embedded turnwise-tiny. */
+  model?: string;
+  /** The LoRA block picked; null to train the whole model. */
+  lora?: Record<string, unknown> | null;
 }
 
 export interface LaunchConfigInput {
@@ -130,6 +134,8 @@ export function launchConfig(input: LaunchConfigInput): Record<string, unknown> 
     out.estimatorParams = {};
   }
   if (c.iterations !== undefined) out.iterations = c.iterations;
+  if (c.model !== undefined) out.model = c.model;
+  if (c.lora !== undefined) out.lora = c.lora;
   if (typeof out.model === 'string' && out.model) out.model = path.resolve(input.workspace, out.model);
   return out;
 }

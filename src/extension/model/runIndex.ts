@@ -9,6 +9,7 @@ import type { MetricsRow } from '../../core/events';
 import { RUNS_DIR, RunDir, runDisplayState, type RunState, type RunStatus } from '../../core/run';
 import { scanTrajectoryFile, readTrajectoryAt, type ScanResult, type TrajectorySummary } from './trajScan';
 import type { Trajectory } from '../../core/schema';
+import { runModelOf, type RunModel } from './runModel';
 
 export { RUNS_DIR };
 
@@ -25,6 +26,8 @@ export interface RunSummary {
   lastCompleteIteration?: number;
   last?: MetricsRow;
   error?: RunStatus['error'];
+  /** The model the run trained and its LoRA adapter (config.json); undefined when the config names none. */
+  model?: RunModel;
 }
 
 export interface IterationSummary {
@@ -100,6 +103,7 @@ export function summarizeRun(dir: string): RunSummary {
     lastCompleteIteration: status?.lastCompleteIteration,
     last: metrics[metrics.length - 1],
     error: status?.error,
+    model: runModelOf(dir, config),
   };
 }
 

@@ -164,6 +164,32 @@ describe('extension: settings → launch config', () => {
     assert.equal(picked.iterations, 9);
   });
 
+  it('the model and LoRA picks go over the settings and turnwise.json, and the CLI reads them back', () => {
+    const ws = path.join(tmp, 'ws');
+    fs.mkdirSync(ws, { recursive: true });
+    const json = path.join(ws, 'turnwise.json');
+    fs.writeFileSync(json, JSON.stringify({ model: 'models/from-json', lora: { r: 4 } }));
+    const user = { 'train.model': '/elsewhere/set', 'train.lora': { r: 8, lora_alpha: 16 } };
+    // Nothing picked: the settings the user set win over turnwise.json.
+    const set = launchConfig({ workspace: ws, setting: settings(user), base: readBaseConfig(json) });
+    assert.equal(set.model, '/elsewhere/set');
+    assert.deepEqual(set.lora, { r: 8, lora_alpha: 16 });
+    // The embedded model and the whole model picked: '' and null, whatever the settings hold.
+    const whole = launchConfig({ workspace: ws, setting: settings(user), base: readBaseConfig(json), choices: { model: '', lora: null } });
+    assert.equal(whole.model, '');
+    assert.equal(whole.lora, null);
+    const back = resolveTrainConfig(readConfigFile(writeLaunchConfig(ws, whole)));
+    assert.equal(back.model, '');
+    assert.equal(back.lora, undefined, 'null trains the whole model');
+    // A folder (relative to the workspace) and an adapter picked.
+    const lora = launchConfig({ workspace: ws, setting: settings(user), choices: { model: 'models/qwen', lora: { r: 16, lora_alpha: 32, target_modules: 'all-linear' } } });
+    assert.equal(lora.model, path.join(ws, 'models', 'qwen'));
+    const read = resolveTrainConfig(readConfigFile(writeLaunchConfig(ws, lora)));
+    assert.equal(read.model, path.join(ws, 'models', 'qwen'));
+    assert.equal(read.lora?.r, 16);
+    assert.equal(read.lora?.target_modules.length, 7);
+  });
+
   it('a task source other than a file drops tasksFile; a broken turnwise.json names the file', () => {
     const ws = path.join(tmp, 'ws');
     const cfg = launchConfig({ workspace: ws, setting: settings(), choices: { taskSource: 'mutation', tasksFile: 'x.jsonl' } });

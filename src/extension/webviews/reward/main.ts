@@ -40,12 +40,15 @@ const state: {
 const runSelect = h('select', { id: 'run', 'aria-label': 'run', onchange: () => vscode.postMessage(SelectRunCommand.make({ runId: runSelect.value })) });
 const overlaySelect = h('select', { id: 'overlay', 'aria-label': 'overlay run', onchange: () => vscode.postMessage(OverlayRunCommand.make({ runId: overlaySelect.value || null })) });
 const statusLine = h('span', { class: 'muted', id: 'status' });
+/** Which model the shown run trained, and its adapter. */
+const modelLine = h('div', { class: 'muted model-line', id: 'model' });
 const grid = h('div', { class: 'grid' });
 const histCard = h('section', { class: 'card', id: 'chart-advantages' }, h('h2', {}, 'Advantage distribution by component'), h('div', { class: 'plot' }));
 const tableCard = h('section', { class: 'card wide', id: 'tasks' }, h('h2', {}, 'Pass rate per task'), h('div', { class: 'table-wrap' }));
 const empty = h('div', { class: 'empty muted', id: 'empty' });
 document.getElementById('app')!.replaceChildren(
   h('header', { class: 'toolbar' }, h('label', {}, 'Run ', runSelect), h('label', {}, 'Overlay ', overlaySelect), statusLine),
+  modelLine,
   empty,
   grid,
 );
@@ -191,6 +194,14 @@ function drawSelectors(): void {
   const opt = (r: RunEntry, sel?: string) => h('option', { value: r.runId, selected: r.runId === sel }, `${r.runId} (${r.state})`);
   runSelect.replaceChildren(...state.runs.map((r) => opt(r, state.selected)));
   overlaySelect.replaceChildren(h('option', { value: '' }, '(none)'), ...state.runs.filter((r) => r.runId !== state.selected).map((r) => opt(r, state.overlay)));
+  const shown = state.runs.find((r) => r.runId === state.selected);
+  const over = state.runs.find((r) => r.runId === state.overlay);
+  const line = (r: RunEntry) => (r.modelDetails?.length ? r.modelDetails.join(' · ') : 'model: not recorded in its config.json');
+  modelLine.replaceChildren(
+    ...(shown ? [h('div', { class: 'main' }, line(shown))] : []),
+    ...(over ? [h('div', { class: 'overlay' }, `overlay ${over.runId}: ${line(over)}`)] : []),
+  );
+  modelLine.hidden = !shown;
   empty.textContent = state.runs.length ? '' : 'No runs in this workspace yet. Start one with "Turnwise: Start Training Run…".';
   empty.hidden = state.runs.length > 0;
 }

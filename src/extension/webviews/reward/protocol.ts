@@ -8,6 +8,10 @@ export interface RunEntry {
   state: string;
   estimator?: string;
   iterations?: number;
+  /** The model the run trained, short (`turnwise-tiny`, `Qwen2.5-0.5B + LoRA r 16`). */
+  model?: string;
+  /** One line for the model and one for the adapter. */
+  modelDetails?: string[];
 }
 
 /** One metrics.jsonl row reduced to its numbers. */

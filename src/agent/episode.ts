@@ -12,10 +12,11 @@ import { WORKSPACE_DIR } from '../sandbox/types';
 import { computeReward, scoreEpisode, type RewardWeights } from '../tasks/reward';
 import { workspacePathProblem } from '../tasks/origin';
 import type { ScoringOriginals } from '../tasks/testfiles';
-import { parseAction } from './action';
+import { parseAction, type ParsedAction } from './action';
+import { chatFormatErrorObservation, chatObservation, chatSystemMessage, parseChatReply, type ChatReply } from './chat-format';
 import { cacheableCommand, keepableObservation, mayDetach, ObservationCache, type CachedObservation } from './cache';
 import { formatErrorObservation, observationText, taskText, type PromptTurn } from './prompt';
-import type { ActRequest, ActResult } from './types';
+import type { ActionFormatKind, ActRequest, ActResult } from './types';
 import type { Semaphore } from '../core/workers';
 
 export interface EpisodeOptions {
@@ -23,6 +24,8 @@ export interface EpisodeOptions {
   sandbox: Sandbox;
   /** Asks the model for this episode's next action (the scheduler batches these). */
   act: (req: ActRequest) => Promise<ActResult>;
+  /** The model's action format: what a reply holds and how observations are written (compact by default). */
+  format?: ActionFormatKind;
   episodeId: string;
   groupId: string;
   checkpoint: string;
@@ -164,6 +167,28 @@ export async function collectEdits(sb: Sandbox): Promise<{ edits: FileEdit[]; tr
   return { edits, tree, outsideChanged };
 }
 
+/** A model's reply as a turn's action: what runs (or why nothing does) and the turn's `action` text. */
+export interface TurnAction {
+  parsed: ParsedAction;
+  /** The turn's action: the command (or `submit`) for the credit and the views. */
+  action: string;
+  /** A chat model's whole reply, kept beside the command extracted from it. */
+  reply?: string;
+}
+
+/**
+ * Reads a reply in the model's format. Compact: the text is the command. Chat: the action the
+ * model read from its reply when it gave one, else the reply parsed here; the turn's action is
+ * the command of its bash block (or `submit`), for a format error the block (or the reply) as written.
+ */
+export async function readTurnAction(res: ActResult, format: ActionFormatKind = 'compact'): Promise<TurnAction> {
+  const ended = res.finishReason === 'stop';
+  if (format === 'compact') return { parsed: await parseAction(res.text, ended), action: res.text.trim() };
+  const parsed: ChatReply = res.action ?? (await parseChatReply(res.text, ended));
+  const action = parsed.kind === 'submit' ? 'submit' : parsed.kind === 'bash' ? parsed.command : (parsed.block ?? res.text).trim();
+  return { parsed, action, reply: res.text };
+}
+
 /** Runs one episode to the end and returns its trajectory. Never throws for sandbox trouble. */
 export async function runEpisode(o: EpisodeOptions): Promise<Trajectory> {
   const started = Date.now();
@@ -174,6 +199,9 @@ export async function runEpisode(o: EpisodeOptions): Promise<Trajectory> {
   const task = taskText(o.task);
   const { bash: signBash, edit: signEdit } = await getSigners();
   let anyFormatError = false;
+  // A chat model reads observations of its own cap (CHAT_OBS_CHARS) and format errors that name its reply format.
+  const chat = o.format === 'chat';
+  const system = chat ? chatSystemMessage(o.task) : undefined;
   let failure: string | undefined;
   let reward: RewardComponents | undefined;
   let testReport: Trajectory['testReport'];
@@ -203,11 +231,12 @@ export async function runEpisode(o: EpisodeOptions): Promise<Trajectory> {
     tree = (await timed('sandboxMs', () => prepareSandbox(o.sandbox, o.task))).tree;
     for (let k = 0; k < maxTurns; k++) {
       if (o.signal?.aborted) throw new TurnwiseError('internal', 'stopped');
-      const res = await timed('modelWaitMs', () => o.act({ episodeId: o.episodeId, task, turns: promptTurns, seed: (o.seed + Math.imul(k, 0x9e3779b1)) >>> 0 }));
-      const parsed = await parseAction(res.text, res.finishReason === 'stop');
+      const res = await timed('modelWaitMs', () => o.act({ episodeId: o.episodeId, task, turns: promptTurns, ...(system !== undefined ? { system } : {}), seed: (o.seed + Math.imul(k, 0x9e3779b1)) >>> 0 }));
+      const read = await readTurnAction(res, o.format);
+      const parsed = read.parsed;
       const t0 = Date.now();
       const waited = { ms: 0 };
-      const turn: Turn = { index: k, action: res.text.trim(), observation: '', exitCode: null, durationMs: 0, tokenIds: res.tokenIds, logprobs: res.logprobs };
+      const turn: Turn = { index: k, action: read.action, ...(read.reply !== undefined ? { reply: read.reply } : {}), observation: '', exitCode: null, durationMs: 0, tokenIds: res.tokenIds, logprobs: res.logprobs };
       if (parsed.kind === 'submit') {
         turns.push(turn);
         break;
@@ -215,7 +244,7 @@ export async function runEpisode(o: EpisodeOptions): Promise<Trajectory> {
       if (parsed.kind === 'format-error') {
         anyFormatError = true;
         turn.formatError = parsed.reason;
-        turn.observation = formatErrorObservation(parsed.reason);
+        turn.observation = chat ? chatFormatErrorObservation(parsed.reason) : formatErrorObservation(parsed.reason);
       } else {
         turn.intentSignature = signBash(parsed.command);
         const cache = o.observationCache && tree !== undefined && cacheableCommand(parsed.command) ? o.observationCache : undefined;
@@ -232,7 +261,7 @@ export async function runEpisode(o: EpisodeOptions): Promise<Trajectory> {
           try {
             const r = await timed('sandboxMs', () => inSlot(() => o.sandbox.exec(parsed.command, { timeoutMs }), waited));
             turn.exitCode = r.exitCode;
-            turn.observation = observationText(r);
+            turn.observation = chat ? chatObservation(r) : observationText(r);
             const after = await timed('sandboxMs', () => collectEdits(o.sandbox));
             edits = after.edits;
             tree = tree === undefined || mayDetach(parsed.command) || after.outsideChanged ? undefined : after.tree;

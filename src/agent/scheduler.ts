@@ -203,6 +203,7 @@ export async function runRollouts(jobs: readonly EpisodeJob[], o: RolloutOptions
           task: job.task,
           sandbox: o.spans ? traced(sandbox, o.spans) : sandbox,
           act: (req) => batcher.act(req),
+          ...(o.model.actionFormat ? { format: o.model.actionFormat } : {}),
           episodeId: job.episodeId,
           groupId: job.groupId,
           checkpoint: o.checkpoint,

@@ -6,7 +6,7 @@ import { TurnwiseError } from '../core/errors';
 import { readUserTextFile } from '../core/fs';
 import { MAX_ACTION_CHARS, splitCommands } from './action';
 import { SUBMIT } from './prompt';
-import type { ActionModel, ActRequest, ActResult } from './types';
+import type { ActionFormatKind, ActionModel, ActRequest, ActResult } from './types';
 
 const HINT = 'write one bash command per line (heredocs and `\\` continuations are fine), or a JSON array of command strings';
 
@@ -75,7 +75,14 @@ async function bashCommands(text: string, file: string): Promise<{ text: string;
  * a scripted action is certain, and nothing trains on these episodes.
  */
 export class ScriptedActionModel implements ActionModel {
-  constructor(private readonly commands: readonly string[]) {}
+  /**
+   * `actionFormat` 'chat': each entry is a whole reply as a chat model would write it (text around one
+   * ```bash block, or `submit`); the episode reads the command out of it as it does a model's.
+   */
+  constructor(
+    private readonly commands: readonly string[],
+    readonly actionFormat: ActionFormatKind = 'compact',
+  ) {}
 
   async act(requests: readonly ActRequest[]): Promise<ActResult[]> {
     return requests.map((r) => {

@@ -2,6 +2,7 @@
 // model is an `ActionModel` that train/ implements over the ONNX policy; sandboxes come from a
 // `SandboxProvider` (the Docker pool is one, a test fake another, Kubernetes pods later).
 import type { Sandbox } from '../sandbox/types';
+import type { ChatReply } from './chat-format';
 import type { PromptTurn } from './prompt';
 
 export interface ActRequest {
@@ -11,6 +12,8 @@ export interface ActRequest {
   task: string;
   /** Finished turns, oldest first, as the prompt shows them. */
   turns: readonly PromptTurn[];
+  /** A chat model's system message for this episode (chatSystemMessage of the task); set in the chat format. */
+  system?: string;
   /** Seed of this request's sampling: its result must not depend on what it is batched with. */
   seed: number;
 }
@@ -24,10 +27,24 @@ export interface ActResult {
   logprobs: number[];
   /** 'length': the action did not end within the model's action budget. */
   finishReason: 'stop' | 'length';
+  /**
+   * The reply read as an action, when the model's format wraps the command (a chat model's one
+   * ```bash block): the command, `submit`, or why it is neither. Without it the episode reads
+   * the action from `text` in the model's format.
+   */
+  action?: ChatReply;
 }
+
+/**
+ * How a model writes its actions: turnwise-tiny's compact segments (the text is the command),
+ * or a chat model's own template (one fenced bash block per reply, agent/chat-format.ts).
+ */
+export type ActionFormatKind = 'compact' | 'chat';
 
 /** A policy that writes actions. Several requests form one batch. */
 export interface ActionModel {
+  /** The format its replies are in (compact when absent). */
+  readonly actionFormat?: ActionFormatKind;
   act(requests: readonly ActRequest[]): Promise<ActResult[]>;
   /** Frees what the model holds for an episode. Idempotent. */
   release(episodeId: string): void;

@@ -99,7 +99,13 @@ export interface FileEdit {
 
 export interface Turn {
   index: number;
+  /** The command run (or `submit`); for a format error, the text that did not parse. */
   action: string;
+  /**
+   * A chat model's whole reply as it was sampled (its text; tokenIds holds its ids): `action` is
+   * the command of its one bash block. Absent in the compact format, where the reply is the action.
+   */
+  reply?: string;
   /** bash intent signature tokens (credit/ast). */
   intentSignature?: string[];
   /** edit signature tokens: E:<path>::<def>, N:<kind>:<old>→<new>. */

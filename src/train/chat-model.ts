@@ -9,7 +9,7 @@ import * as path from 'node:path';
 import { TurnwiseError } from '../core/errors';
 import { ChatFormat, parseChatReply, type ChatConversation, type ChatReply } from '../agent/chat-format';
 import { ChatTemplate, templateTokens } from '../agent/chat-template';
-import type { ActionModel, ActRequest, ActResult } from '../agent/types';
+import type { ActionFormatKind, ActionModel, ActRequest, ActResult } from '../agent/types';
 import { chatTemplateOf } from '../policy/hf';
 import type { LoadedCheckpoint } from '../policy/checkpoint';
 import type { PolicyService, SequenceId } from '../policy/trainable';
@@ -54,13 +54,15 @@ interface EpisodeState {
 }
 
 export class ChatActionModel implements ActionModel {
+  readonly actionFormat: ActionFormatKind = 'chat';
   private readonly episodes = new Map<string, EpisodeState>();
-  private readonly stopIds: number[];
+  /** Ids that end a reply: the template's end of turn and the model's eos ids. */
+  readonly stopIds: number[];
   /** Prompt tokens fed and tokens generated, for throughput figures. */
   promptTokens = 0;
   sampledTokens = 0;
 
-  /** `system` is the system message of every episode (chatSystemMessage of the run's tasks); `eosIds` also end a reply. */
+  /** `system` is the system message of an episode whose request brings none (episodes bring chatSystemMessage of their task); `eosIds` also end a reply. */
   constructor(
     private readonly policy: PolicyService,
     readonly format: ChatFormat,
@@ -74,7 +76,7 @@ export class ChatActionModel implements ActionModel {
   private episode(r: ActRequest): EpisodeState {
     let s = this.episodes.get(r.episodeId);
     if (!s) {
-      s = { conversation: this.format.conversation(this.system, r.task), seq: this.policy.newSequence(), seen: 0, replies: 0 };
+      s = { conversation: this.format.conversation(r.system ?? this.system, r.task), seq: this.policy.newSequence(), seen: 0, replies: 0 };
       this.episodes.set(r.episodeId, s);
     }
     // The request's turns are this model's replies with their observations, one per reply.
@@ -133,4 +135,32 @@ export class ChatActionModel implements ActionModel {
     this.episodes.delete(episodeId);
     void s.seq.then((id) => this.policy.release(id)).catch(() => undefined);
   }
+}
+
+/**
+ * The prompt+reply token rows of a chat episode's turns, as they were sampled: the episode's
+ * conversation built again from its trajectory (the same system message and task, each reply's
+ * sampled ids, each observation as the model read it), so each row's prompt is the exact ids the
+ * model was prompted with, dropped turns included. `stopIds` are those that ended a reply.
+ */
+export function chatTurnTokenRows(
+  format: ChatFormat,
+  system: string,
+  task: string,
+  t: { turns: readonly { reply?: string; action: string; observation: string; tokenIds?: number[]; logprobs?: number[]; advantage?: number }[] },
+  stopIds: readonly number[],
+): { ids: number[]; actionStart: number; logprobs: number[]; advantage: number }[] {
+  const conversation = format.conversation(system, task);
+  const rows: { ids: number[]; actionStart: number; logprobs: number[]; advantage: number }[] = [];
+  for (const [k, turn] of t.turns.entries()) {
+    const tokenIds = turn.tokenIds ?? [];
+    // A turn without its ids cannot be placed, nor anything after it.
+    if (!tokenIds.length) break;
+    const { ids } = conversation.prompt();
+    if (turn.logprobs?.length === tokenIds.length) rows.push({ ids: [...ids, ...tokenIds], actionStart: ids.length, logprobs: turn.logprobs, advantage: turn.advantage ?? 0 });
+    const last = tokenIds[tokenIds.length - 1];
+    conversation.addReply({ text: turn.reply ?? turn.action, tokenIds, stopped: stopIds.includes(last) });
+    if (k < t.turns.length - 1) conversation.addObservation(turn.observation);
+  }
+  return rows;
 }

@@ -40,6 +40,10 @@ import { assertWorkspaceNames, planResume, type ResumePlan } from './resume';
 export { splitTasks };
 import { demonstrationTaskIds } from './warmstart';
 import { PolicyActionModel } from './model';
+import { ChatFormat, chatSystemMessage, chatTaskMessage } from '../agent/chat-format';
+import { ChatTemplate, templateTokens } from '../agent/chat-template';
+import { ChatActionModel, chatTurnTokenRows } from './chat-model';
+import { modelActionFormat, recordActionFormat, type ModelActionFormat } from './action-format';
 import { ReplaySource, type ReplayExample } from './replay';
 
 export interface TrainRunOptions {
@@ -344,8 +348,16 @@ export interface Rig {
   snapshot: PoolSnapshot;
   originals: ScoringOriginals;
   policy: PolicyService;
-  codec: ChatCodec;
-  model: PolicyActionModel;
+  /** The model's action format: compact (turnwise-tiny's segments, `codec`) or its own chat template (`chat`). */
+  actionFormat: ModelActionFormat;
+  /** The compact format's codec (compact models only). */
+  codec?: ChatCodec;
+  /** A chat model's format and the ids that end its replies (chat models only). */
+  chat?: { format: ChatFormat; stopIds: readonly number[] };
+  /** The action model at the run's sampling settings. */
+  model: PolicyActionModel | ChatActionModel;
+  /** A new action model of this rig's format at other sampling settings (greedy evaluation). */
+  actionModel(sampling: { temperature: number; topP: number }): PolicyActionModel | ChatActionModel;
   contextTokens: number;
   /** Replayed tool observations for every rollout and evaluation on this rig (none if turned off). */
   observationCache?: ObservationCache;
@@ -370,6 +382,8 @@ export async function openRig(o: {
   onLog?: (m: string) => void;
 }): Promise<Rig> {
   assertWorkspaceNames(o.workspace);
+  // A model that cannot write actions in either format is refused before a sandbox starts.
+  const actionFormat = modelActionFormat(o.checkpoint);
   const ps = poolSettings(o.config);
   const pool = o.pool ?? (await connectRunPool(o.runId, o.config));
   const policy = new PolicyWorker({ onWarning: (m) => o.onLog?.(m) });
@@ -378,18 +392,37 @@ export async function openRig(o: {
     pool.warm(snapshot, Math.min(o.config.concurrency, 8));
     const info = await (policy as PolicyWorker).loadCheckpoint(o.checkpoint, { provider: o.config.executionProvider }, { ...(o.referenceDir ? { referenceDir: o.referenceDir } : {}), ...(o.lora ? { lora: o.lora } : {}) });
     if (!info.tokenizerJson) throw new TurnwiseError('invalid-file', `${o.checkpoint} has no tokenizer.json`, { hint: 'use a checkpoint written by Turnwise or a Hugging Face model folder' });
-    const codec = chatCodec(loadTokenizer(info.tokenizerJson, info.tokenizerConfig));
+    const tokenizer = loadTokenizer(info.tokenizerJson, info.tokenizerConfig);
     const contextTokens = info.config.max_position_embeddings;
     checkActionRoom(contextTokens, o.config.maxActionTokens, o.checkpoint);
     const slots = commandSlotCount(o.config);
-    const model = new PolicyActionModel(policy, codec, { contextTokens, maxActionTokens: o.config.maxActionTokens, temperature: o.config.temperature, topP: o.config.topP });
+    let codec: ChatCodec | undefined;
+    let chat: Rig['chat'];
+    let actionModel: Rig['actionModel'];
+    if (actionFormat.kind === 'chat') {
+      const template = new ChatTemplate(actionFormat.template, actionFormat.source, templateTokens(info.tokenizerConfig));
+      const format = new ChatFormat({ template, tokenizer, contextTokens, maxActionTokens: o.config.maxActionTokens });
+      const eos = info.config.eos_token_ids ?? (info.config.eos_token_id !== undefined ? [info.config.eos_token_id] : []);
+      // Episodes bring their task's system message; this one only stands in for a request without one.
+      const system = chatSystemMessage({ language: o.language as Task['language'], testCommand: '' });
+      actionModel = (s) => new ChatActionModel(policy, format, system, { maxActionTokens: o.config.maxActionTokens, ...s }, eos);
+      chat = { format, stopIds: (actionModel({ temperature: 0, topP: 1 }) as ChatActionModel).stopIds };
+    } else {
+      const c = chatCodec(tokenizer);
+      codec = c;
+      actionModel = (s) => new PolicyActionModel(policy, c, { contextTokens, maxActionTokens: o.config.maxActionTokens, ...s });
+    }
+    const model = actionModel({ temperature: o.config.temperature, topP: o.config.topP });
     return {
       pool,
       snapshot,
       originals: collectOriginals(o.workspace),
       policy,
-      codec,
+      actionFormat,
+      ...(codec ? { codec } : {}),
+      ...(chat ? { chat } : {}),
       model,
+      actionModel,
       contextTokens,
       // One snapshot per rig, so a tree id names the same workspace for every episode on it.
       ...(o.config.cacheObservations ? { observationCache: new ObservationCache() } : {}),
@@ -404,6 +437,20 @@ export async function openRig(o: {
     if (!o.pool) await pool.close().catch(() => undefined);
     throw e;
   }
+}
+
+/**
+ * Writes the rig's policy as a checkpoint with the action format it writes in (action_format.json),
+ * so a resume and `eval --run` prompt it the same way; a chat model's full checkpoint also carries
+ * its template as chat_template.jinja (an adapter's is its base's).
+ */
+async function saveRunCheckpoint(rig: Rig, dir: string): Promise<void> {
+  await rig.policy.saveCheckpoint(dir);
+  const f = rig.actionFormat;
+  if (f.kind === 'chat' && !fs.existsSync(path.join(dir, 'adapter_config.json')) && path.resolve(f.source) !== path.resolve(dir, 'chat_template.jinja')) {
+    writeFileAtomic(path.join(dir, 'chat_template.jinja'), f.template);
+  }
+  recordActionFormat(dir, f.kind);
 }
 
 /**
@@ -424,9 +471,7 @@ export async function evaluateTasks(
       )
     : tasks.map((task, i) => ({ task, episodeId: `eval-${o.iteration}-${i}`, groupId: `eval-${o.iteration}-${task.id}`, seed: seedOf(o.seed, 'eval', task.id), split: 'heldout' }));
   // pass@1 of the policy's best guess: greedy decoding unless sampling is asked for.
-  const model = o.samples
-    ? rig.model
-    : new PolicyActionModel(rig.policy, rig.codec, { contextTokens: rig.contextTokens, maxActionTokens: o.config.maxActionTokens, temperature: 0, topP: 1 });
+  const model = o.samples ? rig.model : rig.actionModel({ temperature: 0, topP: 1 });
   // One row per generation call: ONNX Runtime's kernels round differently across batch shapes,
   // and batches form by timing, so batched evaluations of one checkpoint differed in the last bits
   // of every log-prob and now and then in a greedy argmax (bench learn saw 1/8 vs 2/8 resolved).
@@ -552,6 +597,10 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
     if (c.taskSource === 'file') assertWorkspaceHoldsTasks(readTaskFile(c.tasksFile!), c.workspace, c.tasksFile!);
     const start = loadCheckpoint(c.model || embeddedModelDir(), { optimizer: false });
     checkActionRoom(start.weights.config.max_position_embeddings, c.maxActionTokens, start.dir);
+    const format = modelActionFormat(c.model || embeddedModelDir());
+    if (format.kind === 'chat' && c.replayCoef > 0) {
+      throw new TurnwiseError('invalid-input', `replayCoef ${c.replayCoef} replays turnwise-tiny's warm-start demonstrations, which are in the compact format; ${start.dir} writes in its chat format`, { hint: 'set "replayCoef" to 0 in turnwise.json for a chat model' });
+    }
     pool = await connectRunPool(runId, c);
     try {
       fs.mkdirSync(o.runsRoot, { recursive: true });
@@ -654,9 +703,10 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
     // is an adapter that names its base.
     const lora = last < 0 && c.lora ? { config: c.lora, seed: seedOf(c.seed, 'lora-init') } : undefined;
     rig = await openRig({ runId, workspace: c.workspace, language: runner.language, checkpoint: from, referenceDir: last >= 0 ? run.checkpointDir(0) : undefined, ...(lora ? { lora } : {}), config: c, pool, onLog: (m) => log(m, 'warn') });
+    if (last < 0 && rig.actionFormat.kind === 'chat') log(`the model writes its actions in its own chat format (template: ${rig.actionFormat.source})`);
     check();
     // Generated demonstrations for the replay term (the same pool on a resume: seeded by the run).
-    const replaySource = c.replayCoef > 0 ? await ReplaySource.create(rig.codec, seedOf(c.seed, 'replay-pool')) : undefined;
+    const replaySource = c.replayCoef > 0 && rig.codec ? await ReplaySource.create(rig.codec, seedOf(c.seed, 'replay-pool')) : undefined;
 
     const evalDue = (n: number) => n === 0 || n === c.iterations || (c.evalEvery > 0 && n % c.evalEvery === 0);
     const runEval = async (n: number): Promise<{ m: Record<string, number>; trajs: Trajectory[] }> => {
@@ -705,7 +755,7 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
         });
       }
       run.writeTrajectories(0, 'heldout', ev.trajs);
-      await rig.policy.saveCheckpoint(run.checkpointDir(0));
+      await saveRunCheckpoint(rig, run.checkpointDir(0));
       const row: MetricsRow = { schema: SCHEMA.metrics, iteration: 0, ...jsonSafe(ev.m) } as MetricsRow;
       run.commitIteration(row);
       emit({ type: 'checkpoint-written', iteration: 0, path: run.checkpointDir(0) });
@@ -766,7 +816,11 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
       const tU = Date.now();
       const budget = rig.contextTokens - c.maxActionTokens;
       const taskText = (t: Trajectory) => taskTextOf(byId.get(t.taskId)!);
-      const turnRows = scored.map((t) => turnTokenRows(rig!.codec, taskText(t), t, budget));
+      const turnRows = scored.map((t) => {
+        const task = byId.get(t.taskId)!;
+        // A chat episode's rows are its conversation built again from the trajectory's ids.
+        return rig!.chat ? chatTurnTokenRows(rig!.chat.format, chatSystemMessage(task), chatTaskMessage(task), t, rig!.chat.stopIds) : turnTokenRows(rig!.codec!, taskText(t), t, budget);
+      });
       const rows = updateRows(
         turnRows.map((r) => weightNegativeAdvantages(r, c.negativeAdvantageWeight)),
         c.klCoef > 0 || c.entCoef > 0,
@@ -807,7 +861,7 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
       check();
 
       // Checkpoint, evaluation, then the marker that commits the iteration.
-      await rig.policy.saveCheckpoint(run.checkpointDir(n));
+      await saveRunCheckpoint(rig, run.checkpointDir(n));
       emit({ type: 'checkpoint-written', iteration: n, path: run.checkpointDir(n) });
       const ev = await runEval(n);
       run.writeTrajectories(n, 'train', trajs);

@@ -17,7 +17,7 @@ import type { ModelConfig } from '../../../src/policy/config';
 import { writeModelFolder } from '../../../src/policy/hf';
 import { TrainablePolicy } from '../../../src/policy/trainable';
 import { initWeights } from '../../../src/policy/weights';
-import { ChatActionModel, chatFormatOf, type ChatActResult } from '../../../src/train/chat-model';
+import { ChatActionModel, chatFormatOf, chatTurnTokenRows, type ChatActResult } from '../../../src/train/chat-model';
 
 const TASK = { language: 'python' as const, testCommand: 'python -m pytest -q {tests}', fail_to_pass: ['tests/test_calc.py::test_add'], source: 'mutation' as const };
 
@@ -134,6 +134,36 @@ describe('train/chat-model: a chat model as the agent\'s ActionModel (generated 
       assert.equal(tail.filter((id) => id === eot).length, r1.tokenIds[r1.tokenIds.length - 1] === eot ? 1 : 2, 'the observation\'s <|eot_id|> is text');
     } finally {
       model.release('l');
+      await policy.dispose();
+    }
+  });
+
+  it('training rows built again from a trajectory are the ids the model was prompted with and sampled', async () => {
+    const ck = loadCheckpoint(folder('qwen2-chat-rows', 1536));
+    const format = chatFormatOf(ck, 16);
+    const policy = new TrainablePolicy(ck.weights);
+    const system = chatSystemMessage(TASK);
+    const model = new ChatActionModel(policy, format, 'unused', { maxActionTokens: 16, temperature: 1, topP: 1 }, ck.weights.config.eos_token_ids);
+    try {
+      const task = chatTaskMessage(TASK);
+      const turns: { reply: string; action: string; observation: string; tokenIds: number[]; logprobs: number[]; advantage: number }[] = [];
+      const seen: number[][] = [];
+      for (let k = 0; k < 3; k++) {
+        // The request's system message is the one used (an episode sends its task's).
+        const [r] = await model.act([{ episodeId: 'rows', task, system, turns: turns.map((t) => ({ action: t.action, observation: t.observation })), seed: 7 + k }]);
+        seen.push(model.conversationIds('rows')!);
+        turns.push({ reply: r.text, action: r.text.trim(), observation: `exit ${k}\n<|im_end|> out ${k}`, tokenIds: r.tokenIds, logprobs: r.logprobs, advantage: k - 1 });
+      }
+      const rows = chatTurnTokenRows(format, system, task, { turns }, model.stopIds);
+      assert.equal(rows.length, 3);
+      rows.forEach((row, k) => {
+        assert.deepEqual(row.ids, seen[k], `turn ${k + 1}: the row is the conversation the model held`);
+        assert.deepEqual(row.ids.slice(row.actionStart), turns[k].tokenIds);
+        assert.equal(row.advantage, k - 1);
+      });
+      assert.equal(ck.tokenizer.decode(rows[0].ids.slice(0, rows[0].actionStart)), format.o.template.render([{ role: 'system', content: system }, { role: 'user', content: task }], true));
+    } finally {
+      model.release('rows');
       await policy.dispose();
     }
   });

@@ -8,6 +8,7 @@ import { formatError } from '../core/errors';
 import { services } from './lazy';
 import { config, ESTIMATORS, type Estimator } from './config';
 import { launchConfig, readBaseConfig, writeLaunchConfig } from './model/launchConfig';
+import { resolveModelSetting } from './model/runModel';
 import { listIterations, listRuns, runsRoot, type RunSummary, type TrajectoryRef } from './model/runIndex';
 import { formatSigned, pct } from './model/turnView';
 import { CommandCancelled, type RunController } from './runController';
@@ -103,6 +104,98 @@ export interface StartRunOptions {
   config?: string;
   /** Return once the run has started instead of when it ends. */
   detach?: boolean;
+  /** The model folder to train; '' for the embedded turnwise-tiny (default: the setting). */
+  model?: string;
+  /** A LoRA block (PEFT fields) to train an adapter, null for the whole model (default: the setting). */
+  lora?: Record<string, unknown> | null;
+}
+
+/** The picked model folder, checked from its headers; a folder that is not a model is refused with what to pick instead. */
+function checkedModel(dir: string): { dir: string; summary: string } {
+  const { checkModelFolder, ModelRefused } = services();
+  try {
+    return checkModelFolder(dir);
+  } catch (e) {
+    if (!(e instanceof ModelRefused)) throw e;
+    throw new CannotRun(`cannot start a run on this model folder: ${e.message}. To fix: ${e.fix}.`, [
+      { title: 'Start Training Run…', command: 'turnwise.startRun' },
+      { title: 'Model Setting', command: 'workbench.action.openSettings', args: ['turnwise.train.model'] },
+    ]);
+  }
+}
+
+function checkedLora(value: unknown): ReturnType<ReturnType<typeof services>['checkLoraSetting']> {
+  const { checkLoraSetting, ModelRefused } = services();
+  try {
+    return checkLoraSetting(value);
+  } catch (e) {
+    if (!(e instanceof ModelRefused)) throw e;
+    throw new CannotRun(`cannot start a run with this LoRA block: ${e.message}. To fix: ${e.fix}.`, [{ title: 'LoRA Setting', command: 'workbench.action.openSettings', args: ['turnwise.train.lora'] }]);
+  }
+}
+
+/** The default adapter offered when turnwise.train.lora holds none (PEFT field names). */
+const DEFAULT_LORA = { r: 16, lora_alpha: 32, target_modules: 'all-linear' };
+
+/** Remembers a pick as a workspace setting; the embedded model / whole model clears it (then a default applies). */
+async function remember(key: string, value: unknown, cleared: unknown): Promise<void> {
+  const sec = vscode.workspace.getConfiguration('turnwise');
+  const target = vscode.workspace.workspaceFolders?.length ? vscode.ConfigurationTarget.Workspace : vscode.ConfigurationTarget.Global;
+  if (JSON.stringify(value) === JSON.stringify(cleared)) {
+    if (JSON.stringify(sec.get(key) ?? cleared) === JSON.stringify(cleared)) return;
+    await sec.update(key, undefined, target);
+    // A value set in a wider scope still applies: say "cleared" explicitly here.
+    if (JSON.stringify(vscode.workspace.getConfiguration('turnwise').get(key) ?? cleared) !== JSON.stringify(cleared)) await sec.update(key, cleared, target);
+    return;
+  }
+  if (JSON.stringify(sec.get(key)) !== JSON.stringify(value)) await sec.update(key, value, target);
+}
+
+/** Step 2 of Start Training Run: the embedded turnwise-tiny or a model folder (remembered as turnwise.train.model). */
+async function pickModel(root: string, step: string): Promise<string | undefined> {
+  const current = resolveModelSetting(root, config.model());
+  type Item = vscode.QuickPickItem & { value: 'embedded' | 'current' | 'folder' };
+  const items: Item[] = [
+    { label: '$(package) Embedded turnwise-tiny', description: `3.2M parameters, Turnwise's own${current ? '' : ' · turnwise.train.model'}`, value: 'embedded' },
+    ...(current ? [{ label: `$(folder) ${path.basename(current)}`, description: `${current} · turnwise.train.model`, value: 'current' as const }] : []),
+    { label: '$(folder-opened) Model folder…', description: 'a Hugging Face checkpoint (Qwen2, Llama) or a Turnwise model', value: 'folder' },
+  ];
+  if (current) items.unshift(items.splice(1, 1)[0]);
+  const pick = await vscode.window.showQuickPick(items, { title: `Start Training Run (${step}): model`, placeHolder: 'Which model does the run train?' });
+  if (!pick) return undefined;
+  let dir = '';
+  if (pick.value === 'current') dir = checkedModel(current).dir;
+  else if (pick.value === 'folder') {
+    const picked = await vscode.window.showOpenDialog({
+      title: 'Model folder (config.json, safetensors weights, tokenizer.json)',
+      canSelectFiles: false,
+      canSelectFolders: true,
+      canSelectMany: false,
+      openLabel: 'Train This Model',
+      defaultUri: vscode.Uri.file(current || root),
+    });
+    if (!picked?.[0]) return undefined;
+    dir = checkedModel(picked[0].fsPath).dir;
+  }
+  await remember('train.model', dir, '');
+  return dir;
+}
+
+/** Step 3: train the whole model, or a LoRA adapter on it (the block remembered as turnwise.train.lora). */
+async function pickLora(step: string): Promise<Record<string, unknown> | null | undefined> {
+  const set = config.lora();
+  const block = set ?? DEFAULT_LORA;
+  const l = checkedLora(block)!;
+  const mods = l.target_modules.length === 7 ? 'all linear projections' : l.target_modules.join(', ');
+  const items = [
+    { label: '$(symbol-class) Whole model', description: `every weight trained; checkpoints are model folders${set ? '' : ' · turnwise.train.lora'}`, value: null },
+    { label: '$(layers) LoRA adapter', description: `r ${l.r}, lora_alpha ${l.lora_alpha}, ${mods}${set ? ' · turnwise.train.lora' : ''}`, detail: 'only the adapter is trained, the model stays frozen; checkpoints are PEFT adapters (megabytes)', value: block },
+  ];
+  if (set) items.reverse();
+  const pick = await vscode.window.showQuickPick(items, { title: `Start Training Run (${step}): adapter`, placeHolder: 'Train the whole model, or a LoRA adapter on it?' });
+  if (!pick) return undefined;
+  await remember('train.lora', pick.value, null);
+  return pick.value;
 }
 
 async function pickStartOptions(root: string): Promise<StartRunOptions | undefined> {
@@ -125,7 +218,7 @@ async function pickStartOptions(root: string): Promise<StartRunOptions | undefin
     ...(fs.existsSync(synthFile) ? [{ label: '$(history) Tasks synthesized earlier', description: path.relative(root, synthFile), value: 'previous' }] : []),
     { label: '$(file) Task file (JSONL)…', value: 'file' },
   ];
-  const source = await vscode.window.showQuickPick(sources, { title: 'Start Training Run (1/3): tasks', placeHolder: 'Where do the tasks come from?' });
+  const source = await vscode.window.showQuickPick(sources, { title: 'Start Training Run (1/5): tasks', placeHolder: 'Where do the tasks come from?' });
   if (!source) return undefined;
   let tasks: string | undefined;
   if (source.value === 'previous') tasks = synthFile;
@@ -134,15 +227,19 @@ async function pickStartOptions(root: string): Promise<StartRunOptions | undefin
     if (!picked?.[0]) return undefined;
     tasks = picked[0].fsPath;
   } else tasks = `${source.value}:`;
+  const model = await pickModel(root, '2/5');
+  if (model === undefined) return undefined;
+  const lora = await pickLora('3/5');
+  if (lora === undefined) return undefined;
   const current = config.estimator();
   const est = await vscode.window.showQuickPick(
     ESTIMATORS.map((e) => ({ label: e, description: e === current ? 'turnwise.train.estimator' : undefined, picked: e === current })),
-    { title: 'Start Training Run (2/3): advantage estimator', placeHolder: `Estimator (setting: ${current})` },
+    { title: 'Start Training Run (4/5): advantage estimator', placeHolder: `Estimator (setting: ${current})` },
   );
   if (!est) return undefined;
   const defIters = config.iterations();
   const iterItems = [...new Set([1, 3, defIters, 10, 30])].sort((a, b) => a - b).map((n) => ({ label: String(n), description: n === defIters ? 'turnwise.train.iterations' : undefined }));
-  const iters = await vscode.window.showQuickPick([...iterItems, { label: 'Other…', description: undefined }], { title: 'Start Training Run (3/3): iterations' });
+  const iters = await vscode.window.showQuickPick([...iterItems, { label: 'Other…', description: undefined }], { title: 'Start Training Run (5/5): iterations' });
   if (!iters) return undefined;
   let iterations = Number(iters.label);
   if (iters.label === 'Other…') {
@@ -150,7 +247,7 @@ async function pickStartOptions(root: string): Promise<StartRunOptions | undefin
     if (!v) return undefined;
     iterations = Number(v);
   }
-  return { tasks, estimator: est.label as Estimator, iterations };
+  return { tasks, estimator: est.label as Estimator, iterations, model, lora };
 }
 
 export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
@@ -193,12 +290,17 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
       workspace: root,
       setting: config.inspect,
       base,
-      choices: { ...(tasksFile ? { taskSource: 'file' as const, tasksFile } : {}), estimator: o.estimator, iterations: o.iterations },
+      choices: { ...(tasksFile ? { taskSource: 'file' as const, tasksFile } : {}), estimator: o.estimator, iterations: o.iterations, model: o.model, lora: o.lora },
     });
+    // The model and adapter the run would load, checked before anything starts (picked, set, or from turnwise.json).
+    const modelDir = typeof launch.model === 'string' ? launch.model : '';
+    const model = modelDir ? checkedModel(modelDir) : undefined;
+    checkedLora(launch.lora);
+    ctx.log.info(`model: ${model ? `${model.dir} (${model.summary})` : 'the embedded turnwise-tiny'}${launch.lora ? `, training a LoRA adapter ${JSON.stringify(launch.lora)}` : ''}`);
     const launchFile = writeLaunchConfig(root, launch);
     ctx.log.info(`launch config: ${launchFile}`);
     noActiveRun(ctx, 'start a run');
-    const running = controller.startTraining(`training (${String(launch.estimator)}${o.config ? ', turnwise.json' : ''})`, ['train', '--config', launchFile], root);
+    const running = controller.startTraining(`training ${model ? path.basename(model.dir) : 'turnwise-tiny'}${launch.lora ? ' + LoRA' : ''} (${String(launch.estimator)}${o.config ? ', turnwise.json' : ''})`, ['train', '--config', launchFile], root);
     ctx.tree.scheduleRefresh(1000);
     if (o.detach) {
       running.catch(() => {});

@@ -17,11 +17,20 @@ export const config = {
     const e = section().get<string>('train.estimator');
     return (ESTIMATORS as readonly string[]).includes(e ?? '') ? (e as Estimator) : 'turnwise';
   },
+  /** turnwise.train.model as set: a folder (absolute, or relative to the workspace), '' for the embedded turnwise-tiny. */
+  model: () => section().get<string>('train.model') ?? '',
+  /** turnwise.train.lora: a LoRA block (PEFT fields), or null to train the whole model. */
+  lora: (): Record<string, unknown> | null => {
+    const v = section().get<unknown>('train.lora');
+    return v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : null;
+  },
   iterations: () => Math.max(1, Math.floor(section().get<number>('train.iterations') ?? 4)),
   /** A setting by its key under `turnwise.`: its default and the value the user set, if any. */
   inspect: (key: string): SettingValue => {
     const i = section().inspect(key);
-    return { defaultValue: i?.defaultValue, userValue: i?.workspaceFolderValue ?? i?.workspaceValue ?? i?.globalValue };
+    // The narrowest scope that holds a value wins, null included (a workspace's null clears a user's block).
+    const set = [i?.workspaceFolderValue, i?.workspaceValue, i?.globalValue].find((v) => v !== undefined);
+    return { defaultValue: i?.defaultValue, userValue: set };
   },
 };
 

@@ -98,14 +98,19 @@ export async function deactivate(): Promise<void> {
 async function checkEnvironmentCommand(out: vscode.LogOutputChannel) {
   const dockerHost = config.dockerHost();
   try {
-    const { runDoctor, formatDoctorReport, reapAtStartup } = services();
+    const { runDoctor, formatDoctorReport, reapAtStartup, modelChecks, doctorReport } = services();
     // Sandboxes left behind by a Turnwise process that died are removed when Docker is first used.
     void reapAtStartup(dockerHost).then((r) => {
       if (r && r.removed.length > 0) out.info(`removed ${r.removed.length} sandbox container(s) left by exited Turnwise processes`);
     });
+    const workspace = (vscode.workspace.workspaceFolders ?? []).find((f) => f.uri.scheme === 'file')?.uri.fsPath;
     const report = await vscode.window.withProgress(
       { location: vscode.ProgressLocation.Notification, title: 'Turnwise: checking the environment…' },
-      () => runDoctor({ dockerHost }),
+      // The doctor's checks, then the model a run would train (turnwise.train.model, .lora), checked from its headers.
+      async () => {
+        const r = await runDoctor({ dockerHost });
+        return doctorReport([...r.checks, ...modelChecks(workspace, config.model(), config.lora())]);
+      },
     );
     out.info('Environment check');
     for (const line of formatDoctorReport(report).split('\n')) {

@@ -2,5 +2,6 @@
 // into their own bundle (dist/extension-services.js) and loaded on the first command that needs
 // them: activation loads only the views.
 export { formatDoctorReport, runDoctor } from '../train/doctor';
+export { doctorReport } from '../core/doctor';
 export { connectEngine, disposeAllSandboxes, engineInfo, reapAtStartup } from '../sandbox';
 export { checkLoraSetting, checkModelFolder, describeLora, modelChecks, ModelRefused } from './model/modelChoice';

@@ -11,7 +11,9 @@ import { adapterBaseDir } from '../../policy/checkpoint';
 import { inspectModelFolder, type ModelInspection } from '../../policy/hf';
 import { adapterParameterCount, LORA_MODULES, parseLoraConfig, type LoraConfig } from '../../policy/lora';
 import { parseModelConfig } from '../../policy/config';
-import { EMBEDDED_MODEL_NAME } from './runModel';
+import { EMBEDDED_MODEL_NAME, resolveModelSetting } from './runModel';
+
+export { resolveModelSetting };
 
 /** What to pick instead, said after every refusal. */
 export const PICK_INSTEAD = 'pick a folder that holds config.json, model.safetensors (or its shards with model.safetensors.index.json) and tokenizer.json, or the embedded turnwise-tiny';
@@ -35,11 +37,6 @@ export interface ModelSummary {
 
 const mib = (n: number) => `${(n / 2 ** 20).toFixed(n < 2 ** 30 ? 1 : 0)} MiB`;
 const params = (n: number) => (n >= 1e9 ? `${(n / 1e9).toFixed(2)}B` : n >= 1e5 ? `${(n / 1e6).toFixed(1)}M` : n.toLocaleString('en-US'));
-
-/** A model setting's folder: absolute, or relative to the workspace; '' stays '' (embedded). */
-export function resolveModelSetting(workspace: string, value: unknown): string {
-  return typeof value === 'string' && value.trim() !== '' ? path.resolve(workspace, value.trim()) : '';
-}
 
 /**
  * Checks a folder as a run's starting model; returns what it holds, or throws ModelRefused
@@ -69,6 +66,7 @@ export function checkModelFolder(dir: string): ModelSummary {
         : PICK_INSTEAD,
     );
   }
+  if (!fs.existsSync(path.join(d, 'config.json'))) throw new ModelRefused(`${d} has no config.json, so it is not a model folder`, PICK_INSTEAD);
   let inspection: ModelInspection;
   try {
     inspection = inspectModelFolder(d);

@@ -8,6 +8,11 @@ import * as path from 'node:path';
 
 export const EMBEDDED_MODEL_NAME = 'turnwise-tiny';
 
+/** A model setting's folder: absolute, or relative to the workspace; '' stays '' (embedded). */
+export function resolveModelSetting(workspace: string, value: unknown): string {
+  return typeof value === 'string' && value.trim() !== '' ? path.resolve(workspace, value.trim()) : '';
+}
+
 export interface RunAdapter {
   r: number;
   loraAlpha: number;

@@ -224,7 +224,7 @@ describe('docker: turnwise train, a real tiny run', function () {
     assertRunDir(run, 2);
     for (let n = 0; n <= 2; n++) {
       const d = run.checkpointDir(n);
-      assert.deepEqual(fs.readdirSync(d).sort(), ['adapter_config.json', 'adapter_model.safetensors', 'optimizer.safetensors'], `checkpoint ${n} is an adapter`);
+      assert.deepEqual(fs.readdirSync(d).sort(), ['action_format.json', 'adapter_config.json', 'adapter_model.safetensors', 'optimizer.safetensors'], `checkpoint ${n} is an adapter`);
       assert.equal(JSON.parse(fs.readFileSync(path.join(d, 'adapter_config.json'), 'utf8')).base_model_name_or_path, model);
       assert.ok(fs.statSync(path.join(d, 'adapter_model.safetensors')).size < baseBytes.length / 4, 'megabytes, not a copy of the base');
     }

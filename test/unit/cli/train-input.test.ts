@@ -14,6 +14,9 @@ import { main } from '../../../src/cli/main';
 import { RunDir } from '../../../src/core/run';
 import { SCHEMA } from '../../../src/core/schema';
 import { resolveTrainConfig, runConfigRecord } from '../../../src/train/config';
+import { chatTokenizerFiles, tokenizerJsonSize } from '../../../src/policy/bpe';
+import { writeModelFolder } from '../../../src/policy/hf';
+import { initWeights } from '../../../src/policy/weights';
 
 const ROOT = path.join(__dirname, '..', '..', '..');
 const MODEL = path.join(ROOT, 'models', 'turnwise-tiny');
@@ -152,6 +155,34 @@ describe('cli: train input that is refused or applied, never ignored', function 
     assert.match(r.out, /maxActionTokens 128 leaves no room for the prompt: .*short has a context of 64 tokens/);
     assert.match(r.out, /set "maxActionTokens" to at most 32/);
     assert.doesNotMatch(r.out, /empty sequence|check Docker/);
+    assert.ok(!fs.existsSync(path.join(tmp, 'runs')) || fs.readdirSync(path.join(tmp, 'runs')).length === 0, 'no run directory');
+  });
+
+  it('a model that can write actions in neither format is refused before any work; a chat model with replayCoef too', async () => {
+    // Generated Hugging Face folders (random weights): a Llama 3 tokenizer without its template
+    // has neither a chat template nor the compact format's tokens.
+    const folder = (name: string, kind: 'llama3' | 'chatml', template: boolean) => {
+      const f = chatTokenizerFiles(kind);
+      const { chat_template: _t, ...bare } = f.tokenizerConfig;
+      const dir = path.join(tmp, name);
+      writeModelFolder(dir, initWeights({
+        model_type: kind === 'llama3' ? 'llama' : 'qwen2', hidden_size: 16, intermediate_size: 24, num_hidden_layers: 1, num_attention_heads: 2, num_key_value_heads: 1, rms_norm_eps: 1e-5,
+        rope_theta: 10_000, vocab_size: Math.ceil(tokenizerJsonSize(f.tokenizerJson) / 64) * 64, max_position_embeddings: 1024, tie_word_embeddings: true,
+      }, 1, 0.2), { dtype: 'float32', tokenizerJson: f.tokenizerJson, tokenizerConfig: template ? f.tokenizerConfig : bare });
+      return dir;
+    };
+    const none = folder('llama-no-template', 'llama3', false);
+    const r = await cli(['train', '--workspace', WORKSPACE, '--model', none, '--runs', path.join(tmp, 'runs')]);
+    assert.equal(r.code, 1, r.out);
+    assert.match(r.out, /llama-no-template cannot write the agent's actions: its tokenizer has neither a chat template .* nor the <\|im_start\|> \/ <\|im_end\|> tokens/);
+    assert.match(r.out, /chat_template\.jinja beside tokenizer_config\.json/);
+    assert.doesNotMatch(r.out, /check Docker/);
+    const cfg = path.join(tmp, 'replay.json');
+    fs.writeFileSync(cfg, JSON.stringify({ model: folder('qwen-chat', 'chatml', true), replayCoef: 0.1, dockerHost: NO_ENGINE }));
+    const rr = await cli(['train', '--workspace', WORKSPACE, '--config', cfg, '--runs', path.join(tmp, 'runs')]);
+    assert.equal(rr.code, 1, rr.out);
+    assert.match(rr.out, /replayCoef 0\.1 replays turnwise-tiny's warm-start demonstrations/);
+    assert.match(rr.out, /set "replayCoef" to 0/);
     assert.ok(!fs.existsSync(path.join(tmp, 'runs')) || fs.readdirSync(path.join(tmp, 'runs')).length === 0, 'no run directory');
   });
 

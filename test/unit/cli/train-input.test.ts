@@ -1,7 +1,8 @@
 // `turnwise train` input that used to be ignored or answered with a raw error: flags a resume
 // cannot honour, --iterations on a resume, the workspace's turnwise.json under --workspace, a
 // byte-order mark, a bad value in a run's own config.json, a folder that is not a model, a model
-// whose context cannot hold an action, a run whose workspace moved. The CLI runs in-process; every
+// whose context cannot hold an action, a model that writes in neither action format (or a chat
+// model with replayCoef), a run whose workspace moved. The CLI runs in-process; every
 // case is refused before any sandbox starts. Where a case would pass every check, its config
 // names a Docker socket that does not exist, so it fails there (a real connection failure, no
 // mock) instead of training.

@@ -535,7 +535,7 @@ export function readRunConfig(run: RunDir): TrainConfig {
   const raw = run.readConfig<Record<string, unknown>>();
   const file = run.file('config.json');
   if (!raw || typeof raw !== 'object' || Array.isArray(raw)) throw new TurnwiseError('invalid-file', `${file} is not a run configuration (a JSON object)`, { hint: 'restore it from a backup of the run directory; nothing was changed' });
-  const { schema: _s, runId, startModel: _m, createdAt: _c, ...given } = raw;
+  const { schema: _s, runId, startModel: _m, createdAt: _c, actionFormat: _f, ...given } = raw;
   if (typeof runId === 'string' && runId !== run.runId) {
     throw new TurnwiseError('invalid-file', `${file} is the configuration of run ${runId}, not of ${run.runId}`, { hint: 'restore this run\'s own config.json from a backup; nothing was changed' });
   }
@@ -604,7 +604,7 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
     pool = await connectRunPool(runId, c);
     try {
       fs.mkdirSync(o.runsRoot, { recursive: true });
-      run = RunDir.create(o.runsRoot, runId, runConfigRecord(c, { runId, startModel: c.model || embeddedModelDir(), createdAt: new Date().toISOString() }));
+      run = RunDir.create(o.runsRoot, runId, runConfigRecord(c, { runId, startModel: c.model || embeddedModelDir(), actionFormat: format.kind, createdAt: new Date().toISOString() }));
       lock = run.lock();
     } catch (e) {
       await pool.close();

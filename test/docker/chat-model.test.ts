@@ -127,6 +127,7 @@ describe('docker: a chat model (generated Qwen2 folder, ChatML template) as the 
       assert.equal(r.state, 'finished');
       assert.ok(logs.some((m) => m.includes('its own chat format') && m.includes('chat_template.jinja')), logs.join('\n'));
       const run = RunDir.open(r.runDir);
+      assert.equal(run.readConfig<{ actionFormat?: string }>().actionFormat, 'chat', 'the run\'s config.json says which format its model writes in');
       for (const n of [0, 1]) {
         const d = run.checkpointDir(n);
         assert.equal(recordedActionFormat(d), 'chat', `checkpoint ${n} records its format`);

@@ -400,7 +400,10 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
       } catch {
         continue;
       }
-      for (const n of names.sort((a, b) => Number(b) - Number(a))) checkpoints.push({ label: `${r.runId} · checkpoint ${n}`, dir: path.join(cdir, n) });
+      for (const n of names.sort((a, b) => Number(b) - Number(a))) {
+        const adapter = fs.existsSync(path.join(cdir, n, 'adapter_config.json'));
+        checkpoints.push({ label: `${r.runId} · checkpoint ${n}`, description: [r.model?.label, adapter ? 'LoRA adapter' : undefined].filter(Boolean).join(' · ') || undefined, dir: path.join(cdir, n) });
+      }
     }
     if (checkpoints.length === 0) throw new CannotRun('cannot evaluate because this workspace has no checkpoint yet: start a training run first.', [{ title: 'Start Training Run…', command: 'turnwise.startRun' }]);
     const model = await vscode.window.showQuickPick(checkpoints, { title: 'Evaluate Policy: checkpoint' });

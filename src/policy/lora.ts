@@ -9,7 +9,7 @@ import * as path from 'node:path';
 import { TurnwiseError } from '../core/errors';
 import { replaceDirAtomic, writeFileAtomic } from '../core/fs';
 import { paramSpecs, type ModelConfig } from './config';
-import { decodeSafetensors, encodeSafetensors, numel, type TensorMap } from './safetensors';
+import { decodeSafetensors, encodeSafetensors, type TensorMap } from './safetensors';
 import type { OptimizerState } from './checkpoint';
 import { SeededRandom, type PolicyWeights } from './weights';
 
@@ -33,8 +33,6 @@ export const LORA_DEFAULTS = { r: 16, lora_alpha: 32, lora_dropout: 0, use_rslor
 export function loraScale(c: Pick<LoraConfig, 'r' | 'lora_alpha' | 'use_rslora'>): number {
   return c.use_rslora ? c.lora_alpha / Math.sqrt(c.r) : c.lora_alpha / c.r;
 }
-
-const submodule = (m: LoraModule) => (m.endsWith('proj') && ['gate_proj', 'up_proj', 'down_proj'].includes(m) ? 'mlp' : 'self_attn');
 
 /** Reads a LoRA block (a run config's `lora`, or adapter_config.json); every problem is listed. */
 export function parseLoraConfig(raw: unknown, source: string, base = ''): LoraConfig {
@@ -216,29 +214,27 @@ export function loadAdapter(dir: string, model: ModelConfig): LoraAdapter {
   }
   const config = parseLoraConfig(raw, cfgFile);
   const stored = decodeSafetensors(fs.readFileSync(wFile), wFile).tensors;
-  const byKey = new Map<string, Float32Array>();
+  // PEFT writes a named adapter's keys as `.lora_A.<name>.weight`: read them as `.lora_A.weight`.
+  const byKey = new Map<string, { shape: number[]; data: Float32Array }>();
   const problems: string[] = [];
-  const seen = new Set<string>();
   for (const [k, t] of stored) {
-    const key = k.replace(/\.lora_([AB])\.[^.]+\.weight$/, '.lora_$1.weight');
     if (t.dtype === 'I64') problems.push(`${k} has dtype I64`);
-    else byKey.set(key, t.data as Float32Array);
-    seen.add(key);
+    else byKey.set(k.replace(/\.lora_([AB])\.[^.]+\.weight$/, '.lora_$1.weight'), { shape: t.shape, data: t.data as Float32Array });
   }
   const wanted = new Set<string>();
   for (const t of loraTargets(model, config)) {
     for (const [key, shape] of [[t.a, [config.r, t.inDim]], [t.b, [t.outDim, config.r]]] as const) {
       wanted.add(key);
-      const s = [...stored].find(([k]) => k.replace(/\.lora_([AB])\.[^.]+\.weight$/, '.lora_$1.weight') === key)?.[1];
+      const s = byKey.get(key);
       if (!s) problems.push(`missing ${key} [${shape}]`);
       else if (s.shape.join(',') !== shape.join(',')) problems.push(`${key} has shape [${s.shape}], the base model needs [${shape}]`);
     }
   }
-  for (const k of seen) if (!wanted.has(k)) problems.push(`unexpected tensor ${k}`);
+  for (const k of byKey.keys()) if (!wanted.has(k)) problems.push(`unexpected tensor ${k}`);
   if (problems.length) {
     throw new TurnwiseError('invalid-file', `${wFile} does not fit the base model:\n  ${problems.slice(0, 20).join('\n  ')}`, { hint: 'the adapter was trained on another base model (its adapter_config.json names it)' });
   }
-  return { config, tensors: byKey };
+  return { config, tensors: new Map([...byKey].map(([k, t]) => [k, t.data])) };
 }
 
 /** The base weights with s·B·A folded into every adapted layer (a new map; the base is not changed). */
@@ -267,9 +263,4 @@ export function mergeAdapter(base: PolicyWeights, a: LoraAdapter): PolicyWeights
 /** Number of trainable values of an adapter. */
 export function adapterParameterCount(model: ModelConfig, lora: Pick<LoraConfig, 'r' | 'target_modules'>): number {
   return loraTargets(model, lora).reduce((n, t) => n + lora.r * (t.inDim + t.outDim), 0);
-}
-
-/** numel of a target's A and B, for callers that size buffers. */
-export function targetSizes(t: LoraTarget, r: number): { a: number; b: number } {
-  return { a: numel([r, t.inDim]), b: numel([t.outDim, r]) };
 }

@@ -2,7 +2,7 @@
 // Python workspace's bug-fix tasks, groups of episodes whose turns carry `edits` and per-turn
 // advantages, metrics per iteration, held-out evaluations. Used by the extension's unit tests
 // and the VS Code tier.
-//   node -r tsx/cjs test/support/runFixture.ts --workspace DIR [--iterations N] [--trajectories N] [--estimator E] [--seed S] [--state finished|running|stopped]
+//   node -r tsx/cjs test/support/runFixture.ts --workspace DIR [--iterations N] [--trajectories N] [--estimator E] [--seed S] [--state finished|running|stopped] [--model DIR] [--lora-r R]
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { SCHEMA, type Task, type Trajectory, type Turn } from '../../src/core/schema';
@@ -51,6 +51,10 @@ export interface FixtureOptions {
   pid?: number;
   /** Only config, status and metrics (a long run for chart timings): no episodes on disk. */
   metricsOnly?: boolean;
+  /** The run's model in config.json ('' = the embedded one); absent unless given. */
+  model?: string;
+  /** A LoRA run of this rank: config.json's lora block, and checkpoints/N as adapter folders (adapter_config.json). */
+  loraR?: number;
 }
 
 function rng(seed: number) {
@@ -192,7 +196,8 @@ export function writeFixtureRun(workspace: string, opts: FixtureOptions = {}): s
     fs.writeFileSync(path.join(dir, f), text);
   };
   const jsonl = (rows: unknown[]) => rows.map((x) => JSON.stringify(x)).join('\n') + (rows.length ? '\n' : '');
-  w('config.json', JSON.stringify({ schema: SCHEMA.runConfig, estimator, iterations, groupSize: G, maxTurns: 8, seed }, null, 2));
+  const lora = opts.loraR ? { r: opts.loraR, lora_alpha: 2 * opts.loraR, lora_dropout: 0, target_modules: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'], use_rslora: false, base_model_name_or_path: '' } : undefined;
+  w('config.json', JSON.stringify({ schema: SCHEMA.runConfig, estimator, iterations, groupSize: G, maxTurns: 8, seed, ...(opts.model !== undefined ? { model: opts.model } : {}), ...(lora ? { lora } : {}) }, null, 2));
   const tasks = [...TASK_IDS, ...HELDOUT_IDS].map(task);
   w('tasks.jsonl', jsonl(tasks));
   w('splits.json', JSON.stringify({ schema: SCHEMA.runSplits, train: TASK_IDS, heldout: HELDOUT_IDS }));
@@ -240,7 +245,10 @@ export function writeFixtureRun(workspace: string, opts: FixtureOptions = {}): s
         'episodes/tampered': train.filter((t) => t.reward.tampered !== undefined).length,
       });
     }
-    w(`checkpoints/${it}/model.safetensors`, '');
+    if (lora) {
+      w(`checkpoints/${it}/adapter_config.json`, JSON.stringify({ peft_type: 'LORA', task_type: 'CAUSAL_LM', ...lora, base_model_name_or_path: opts.model ?? '' }, null, 2));
+      w(`checkpoints/${it}/adapter_model.safetensors`, '');
+    } else w(`checkpoints/${it}/model.safetensors`, '');
     metrics.push(row);
   }
   w('metrics.jsonl', jsonl(metrics));
@@ -277,6 +285,8 @@ if (require.main === module) {
     seed: arg('seed') ? Number(arg('seed')) : undefined,
     state: arg('state') as FixtureOptions['state'],
     metricsOnly: process.argv.includes('--metrics-only'),
+    model: arg('model'),
+    loraR: arg('lora-r') ? Number(arg('lora-r')) : undefined,
   });
   console.log(dir);
 }

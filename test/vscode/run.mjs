@@ -565,7 +565,8 @@ const T_REWARD = 'ui: "Turnwise: Show Reward Panel" draws charts with points, a 
 const T_TRAJ = 'ui: a trajectory opened from the Runs view steps to turn 2 with the keyboard; decorations, CodeLens and the diff of turn 2 show';
 const T_RUN = 'ui: "Turnwise: Start Training Run…" from the palette runs a tiny run (settings from the workspace) to the end; the status bar advances';
 const T_CLOSE = 'ui: closing the window stops the run cleanly: status.json says stopped, no container with its label is left';
-const VIEW_TESTS = [T_REWARD, T_TRAJ, T_RUN, T_CLOSE];
+const T_MODEL = 'ui: "Start Training Run…" offers the embedded model or a model folder; a folder that is not a model is refused before a run, saying what to pick';
+const VIEW_TESTS = [T_REWARD, T_TRAJ, T_MODEL, T_RUN, T_CLOSE];
 
 const webviewFrame = (page) => page.frameLocator('iframe.webview.ready').frameLocator('#active-frame');
 
@@ -631,6 +632,14 @@ async function viewUiTests(page, workspace) {
       await frame.locator('#overlay').selectOption(FIXTURE.overlay);
       await frame.locator('#chart-passRate .u-legend', { hasText: '· grpo' }).waitFor({ timeout: 20000 });
       await screenshot(page, '06-reward-overlay.png');
+      // The panel says which model and adapter a run trained: the LoRA fixture run as the overlay.
+      await frame.locator('#overlay').selectOption(FIXTURE.lora);
+      const modelLine = frame.locator('#model .overlay');
+      await modelLine.waitFor({ timeout: 20000 });
+      const said = (await modelLine.innerText()).trim();
+      const want = `overlay ${FIXTURE.lora}: model: Qwen2.5-Coder-0.5B-Instruct (${LORA_MODEL}) · adapter: LoRA r 8, lora_alpha 16 on all linear projections; latest checkpoints/2 (PEFT adapter over the model)`;
+      if (said !== want) throw new Error(`the reward panel's model line reads "${said}", not "${want}"`);
+      await screenshot(page, '06b-reward-lora-overlay.png');
     },
     { dependsOn: [T_INSTALL], timeoutMs: 120000 },
   );
@@ -700,6 +709,56 @@ async function viewUiTests(page, workspace) {
     { dependsOn: [T_INSTALL], timeoutMs: 150000 },
   );
 
+  await uiTest(
+    T_MODEL,
+    async () => {
+      await closeEditors(page);
+      const runsBefore = runFolders(workspace).length;
+      await runFromPalette(page, 'Turnwise: Start Training Run…', { shot: null });
+      await answerQuickPick(page, 'Tasks synthesized earlier');
+      // The model step offers the embedded turnwise-tiny and a folder.
+      const rows = page.locator('.quick-input-list .monaco-list-row');
+      await rows.first().waitFor({ state: 'visible', timeout: 20000 });
+      const offered = (await rows.allInnerTexts()).map((t) => t.replace(/\s+/g, ' ').trim());
+      if (!offered.some((t) => /Embedded turnwise-tiny/.test(t)) || !offered.some((t) => /Model folder…/.test(t))) throw new Error(`the model step offers: ${offered.join(' | ')}`);
+      await screenshot(page, '08b-model-pick.png');
+      await answerQuickPick(page, 'Model folder…');
+      // The folder dialog (code-server's own, a path box): the fixture's calc/ folder, which is code, not a model.
+      const notModel = path.join(workspace, 'calc');
+      const box = page.locator('.quick-input-widget input');
+      await box.waitFor({ state: 'visible', timeout: 20000 });
+      const target = `${notModel}/`;
+      await box.fill(target);
+      // The dialog lists the typed folder (its ".." row) before Enter accepts it.
+      await page.locator('.quick-input-list .monaco-list-row', { hasText: '..' }).first().waitFor({ state: 'visible', timeout: 10000 });
+      await sleep(1000);
+      await screenshot(page, '08c-model-folder-dialog.png');
+      const refusal = page.locator('.notification-toast', { hasText: /cannot start a run on this model folder/ }).first();
+      for (let i = 0; i < 4 && !(await refusal.isVisible()); i++) {
+        if (await box.isVisible()) {
+          // An Enter that landed while the dialog was still listing may have moved it: type the folder again.
+          if ((await box.inputValue()) !== target) {
+            await box.fill(target);
+            await sleep(1500);
+          }
+          await page.keyboard.press('Enter');
+        }
+        await sleep(1500);
+      }
+      await refusal.waitFor({ state: 'visible', timeout: 20000 });
+      const text = (await refusal.innerText()).replace(/\s+/g, ' ');
+      await screenshot(page, '08d-model-refused.png');
+      for (const needle of [`${notModel} has no config.json, so it is not a model folder`, 'pick a folder that holds config.json', 'or the embedded turnwise-tiny']) {
+        if (!text.includes(needle)) throw new Error(`the refusal reads "${text}", without "${needle}"`);
+      }
+      if (runFolders(workspace).length !== runsBefore) throw new Error('a run folder was made for a refused model');
+      const settings = readJson(path.join(workspace, '.vscode', 'settings.json'));
+      if (settings['turnwise.train.model']) throw new Error(`the refused folder was remembered: turnwise.train.model is ${settings['turnwise.train.model']}`);
+      await page.keyboard.press('Escape');
+    },
+    { dependsOn: [T_INSTALL], timeoutMs: 120000 },
+  );
+
   if (!cliHasTrain()) {
     for (const t of [T_RUN, T_CLOSE]) record({ title: t, state: 'skipped', error: 'dist/cli.js has no `train` command yet (the training-run issue); the test runs once it lands' });
     return;
@@ -717,6 +776,8 @@ async function viewUiTests(page, workspace) {
     await closeEditors(page);
     await runFromPalette(page, 'Turnwise: Start Training Run…', { shot: null });
     await answerQuickPick(page, 'Tasks synthesized earlier');
+    await answerQuickPick(page, 'Embedded turnwise-tiny');
+    await answerQuickPick(page, 'Whole model');
     await answerQuickPick(page, 'grpo');
     await answerQuickPick(page, String(iterations));
     await statusItem.waitFor({ state: 'visible', timeout: 60000 });
@@ -770,6 +831,8 @@ async function viewUiTests(page, workspace) {
         }
       }
       if (cfg.estimator !== 'grpo') throw new Error(`config.json: estimator ${cfg.estimator}, picked grpo`);
+      // The embedded model and the whole model were picked: no model folder, no LoRA block.
+      if (cfg.model !== '' || cfg.lora !== undefined) throw new Error(`config.json: model ${JSON.stringify(cfg.model)}, lora ${JSON.stringify(cfg.lora)}; picked the embedded turnwise-tiny, whole model`);
     },
     { dependsOn: [T_INSTALL], timeoutMs: 480000 },
   );
@@ -813,7 +876,7 @@ async function viewUiTests(page, workspace) {
         await row.waitFor({ state: 'visible', timeout: 30000 });
         const text = (await row.innerText()).replace(/\s+/g, ' ');
         await screenshot(again, '13-after-close-runs-view.png');
-        if (!/stopped/.test(text)) throw new Error(`the Runs view shows ${run.id} as: ${text}`);
+        if (!/stopped/.test(text) || !/turnwise-tiny/.test(text)) throw new Error(`the Runs view shows ${run.id} as: ${text} (stopped, turnwise-tiny expected)`);
       } finally {
         await again.close().catch(() => {});
       }
@@ -902,7 +965,9 @@ async function waitForOutputText(page, needles, timeoutMs) {
 
 
 // ── fixture workspaces ───────────────────────────────────────────────────────────────────────
-const FIXTURE = { run: 'fixture__turnwise__1__20250101-120000', overlay: 'fixture__grpo__2__20250101-110000', long: 'long__turnwise__3__20240101-000000', big: 'big__turnwise__4__20230101-000000' };
+const FIXTURE = { run: 'fixture__turnwise__1__20250101-120000', overlay: 'fixture__grpo__2__20250101-110000', long: 'long__turnwise__3__20240101-000000', big: 'big__turnwise__4__20230101-000000', lora: 'lora__grpo__5__20220101-000000' };
+/** The LoRA fixture run's model folder (named in its config.json; the views only read the name). */
+const LORA_MODEL = '/models/Qwen2.5-Coder-0.5B-Instruct';
 
 function makeWorkspace(dir, { big }) {
   fs.mkdirSync(dir, { recursive: true });
@@ -914,6 +979,7 @@ function makeWorkspace(dir, { big }) {
   gen(['--files', '--run-id', FIXTURE.run, '--estimator', 'turnwise', '--iterations', '3', '--seed', '1']);
   gen(['--run-id', FIXTURE.overlay, '--estimator', 'grpo', '--iterations', '3', '--seed', '2']);
   gen(['--run-id', FIXTURE.long, '--iterations', '1000', '--seed', '3', '--metrics-only']);
+  gen(['--run-id', FIXTURE.lora, '--estimator', 'grpo', '--iterations', '2', '--seed', '5', '--model', LORA_MODEL, '--lora-r', '8']);
   if (big) gen(['--run-id', FIXTURE.big, '--iterations', '1', '--trajectories', '10000', '--seed', '4']);
   // Tasks "synthesized earlier", which "Start Training Run…" offers first: real mutations of
   // calc/ops.py that its tests catch, so a run from the palette trains on them.

@@ -2,6 +2,7 @@
 // by a real VS Code extension host (code-server's), with the real `vscode` API, Docker engine and
 // ONNX Runtime. Nothing is mocked.
 const assert = require('node:assert/strict');
+const path = require('node:path');
 const vscode = require('vscode');
 
 const EXTENSION_ID = 'turnwise.turnwise';
@@ -57,6 +58,38 @@ describe('Turnwise', function () {
     assert.equal(byName.get('node').detail, `Node ${process.versions.node}`);
     // Every failing check is a required one; the machine has all of them, so the report is ok.
     assert.equal(report.ok, true, report.checks.filter((c) => c.status === 'fail').map((c) => `${c.name}: ${c.detail}`).join('; '));
+  });
+
+  it('"Check Environment" checks the model folder of turnwise.train.model and the LoRA block, saying what to pick instead', async function () {
+    this.timeout(240000);
+    const sec = () => vscode.workspace.getConfiguration('turnwise');
+    const checks = async () => new Map((await vscode.commands.executeCommand('turnwise.checkEnvironment')).checks.map((c) => [c.name, c]));
+    const tiny = path.join(vscode.extensions.getExtension(EXTENSION_ID).extensionPath, 'models', 'turnwise-tiny');
+    try {
+      // A folder of the workspace that is not a model (relative: resolved against the workspace).
+      await sec().update('train.model', '.vscode', vscode.ConfigurationTarget.Workspace);
+      await sec().update('train.lora', { r: 0 }, vscode.ConfigurationTarget.Workspace);
+      let byName = await checks();
+      const bad = byName.get('model');
+      assert.equal(bad.status, 'fail', JSON.stringify(bad));
+      assert.match(bad.detail, /\.vscode has no config\.json, so it is not a model folder/);
+      assert.match(bad.fix, /pick a folder that holds config\.json, model\.safetensors .*tokenizer\.json, or the embedded turnwise-tiny/);
+      assert.equal(byName.get('lora').status, 'fail');
+      assert.match(byName.get('lora').detail, /r must be a positive integer/);
+      // The shipped turnwise-tiny as a folder, with an adapter on it.
+      await sec().update('train.model', tiny, vscode.ConfigurationTarget.Workspace);
+      await sec().update('train.lora', { r: 8, lora_alpha: 16 }, vscode.ConfigurationTarget.Workspace);
+      byName = await checks();
+      assert.equal(byName.get('model').status, 'ok', JSON.stringify(byName.get('model')));
+      assert.match(byName.get('model').detail, /: Qwen2ForCausalLM, 3\.2M parameters, F32, context 1024 tokens/);
+      assert.match(byName.get('lora').detail, /^LoRA r 8, lora_alpha 16 on all linear projections/);
+    } finally {
+      await sec().update('train.model', undefined, vscode.ConfigurationTarget.Workspace);
+      await sec().update('train.lora', undefined, vscode.ConfigurationTarget.Workspace);
+    }
+    const byName = await checks();
+    assert.match(byName.get('model').detail, /embedded turnwise-tiny/);
+    assert.equal(byName.has('lora'), false);
   });
 
   it('the API and the command agree on which checks exist', async function () {

@@ -12,6 +12,7 @@ const RUN = 'fixture__turnwise__1__20250101-120000';
 const OVERLAY = 'fixture__grpo__2__20250101-110000';
 const LONG = 'long__turnwise__3__20240101-000000';
 const BIG = 'big__turnwise__4__20230101-000000';
+const LORA = 'lora__grpo__5__20220101-000000';
 const FILE = 'calc/ops.py';
 const BUG_LINE = 11; // 0-based line the good episodes fix at turn 2 (runFixture.ts)
 
@@ -50,6 +51,20 @@ describe('Turnwise views', function () {
   it('"Stop Run" with no run going says why instead of failing silently', async function () {
     const r = await vscode.commands.executeCommand('turnwise.stopRun');
     assert.equal(r, undefined);
+  });
+
+  it('the Runs view says which model a LoRA run trained and its newest adapter checkpoint; a run whose config names no model shows none', async function () {
+    const tree = api.runsTree;
+    const runs = await tree.getChildren();
+    const lora = runs.find((n) => n.run.runId === LORA);
+    assert.ok(lora, `${LORA} is not listed`);
+    const item = tree.getTreeItem(lora);
+    assert.match(item.description, /^finished · grpo · Qwen2\.5-Coder-0\.5B-Instruct \+ LoRA r 8 · 2\/2 it · pass \d+%$/);
+    const tip = item.tooltip.value;
+    assert.match(tip, /model: Qwen2\\\.5\\-Coder\\-0\\\.5B\\-Instruct/, tip);
+    assert.match(tip, /adapter: LoRA r 8, lora\\_alpha 16 on all linear projections; latest checkpoints\/2 \\\(PEFT adapter over the model\\\)/, tip);
+    const plain = tree.getTreeItem(runs.find((n) => n.run.runId === RUN));
+    assert.doesNotMatch(plain.tooltip.value, /model:|adapter:/);
   });
 
   it('the Runs view lists the fixture runs, their iterations, tasks and trajectories with their numbers', async function () {

@@ -207,6 +207,8 @@ export class EndpointActionModel implements ActionModel {
   readonly actionFormat: ActionFormatKind = 'chat';
   private model: Promise<string> | undefined;
   private logprobsRefused = false;
+  /** Each episode's replies as the server wrote them: the assistant messages of later turns (a turn's action is only its command). */
+  private readonly replies = new Map<string, string[]>();
 
   constructor(
     readonly client: EndpointClient,
@@ -224,10 +226,11 @@ export class EndpointActionModel implements ActionModel {
   }
 
   private async one(model: string, r: ActRequest): Promise<ActResult> {
+    const past = this.replies.get(r.episodeId) ?? [];
     const messages = [
       ...(r.system ? [{ role: 'system', content: r.system }] : []),
       { role: 'user', content: r.task },
-      ...r.turns.flatMap((t) => [{ role: 'assistant', content: t.action }, { role: 'user', content: t.observation }]),
+      ...r.turns.flatMap((t, i) => [{ role: 'assistant', content: past[i] ?? t.action }, { role: 'user', content: t.observation }]),
     ];
     const wantLp = (this.o.logprobs ?? true) && !this.logprobsRefused;
     const body = { model, messages, max_tokens: this.o.maxTokens ?? 512, temperature: this.o.temperature ?? 1, top_p: this.o.topP ?? 1, seed: r.seed, ...(wantLp ? { logprobs: true } : {}) };
@@ -243,10 +246,11 @@ export class EndpointActionModel implements ActionModel {
       j = await this.client.request('POST', '/chat/completions', rest);
     }
     const c = readChatCompletion(j);
+    this.replies.set(r.episodeId, [...past.slice(0, r.turns.length), c.text]);
     return { text: c.text, tokenIds: c.tokenIds ?? [], logprobs: c.logprobs ?? [], finishReason: c.finishReason, action: await parseChatReply(c.text, c.finishReason === 'stop') };
   }
 
-  release(): void {
-    // The server keeps no state of an episode.
+  release(episodeId: string): void {
+    this.replies.delete(episodeId);
   }
 }

@@ -42,6 +42,8 @@ import { demonstrationTaskIds } from './warmstart';
 import { PolicyActionModel } from './model';
 import { ChatFormat, chatSystemMessage, chatTaskMessage } from '../agent/chat-format';
 import { ChatTemplate, templateTokens } from '../agent/chat-template';
+import { EndpointActionModel, EndpointClient, type EndpointOptions } from '../agent/endpoint';
+import type { ActionModel } from '../agent/types';
 import { ChatActionModel, chatTurnTokenRows } from './chat-model';
 import { modelActionFormat, recordActionFormat, type ModelActionFormat } from './action-format';
 import { ReplaySource, type ReplayExample } from './replay';
@@ -459,8 +461,61 @@ async function saveRunCheckpoint(rig: Rig, dir: string): Promise<void> {
  * iteration: every evaluation of a run draws the same random numbers, so a change in the held-out
  * rate between iterations comes from the policy, not from new sampling noise.
  */
+/** What an evaluation needs of a rig: sandboxes, the scoring originals and an action model. */
+export type EvalRig = Pick<Rig, 'pool' | 'snapshot' | 'originals' | 'observationCache' | 'commandSlots'> & {
+  model: ActionModel;
+  actionModel(sampling: { temperature: number; topP: number }): ActionModel;
+  close(): Promise<void>;
+};
+
+/**
+ * An evaluation rig whose agent is an OpenAI-compatible endpoint (agent/endpoint.ts): the same
+ * sandboxes and scoring as a local model's, the model behind the server. The server is asked for
+ * its model list before any sandbox starts, so a wrong URL, name or key fails first.
+ */
+export async function openEndpointRig(o: {
+  runId: string;
+  workspace: string;
+  language: string;
+  endpoint: Omit<EndpointOptions, 'temperature' | 'topP'>;
+  config: Parameters<typeof openRig>[0]['config'];
+  onLog?: (m: string) => void;
+}): Promise<EvalRig & { modelName: string }> {
+  assertWorkspaceNames(o.workspace);
+  const client = new EndpointClient(o.endpoint);
+  const actionModel = (s: { temperature: number; topP: number }) => new EndpointActionModel(client, { maxTokens: o.endpoint.maxTokens ?? 512, ...s });
+  const model = actionModel({ temperature: o.config.temperature, topP: o.config.topP });
+  const modelName = await model.modelName();
+  const ps = poolSettings(o.config);
+  const pool = await connectRunPool(o.runId, o.config);
+  try {
+    const snapshot = await pool.snapshot(o.workspace, { language: o.language, ...(ps.baseImage ? { baseImage: ps.baseImage } : {}) });
+    pool.warm(snapshot, Math.min(o.config.concurrency, 8));
+    const slots = commandSlotCount(o.config);
+    return {
+      pool,
+      snapshot,
+      originals: collectOriginals(o.workspace),
+      modelName,
+      // The chosen name for every request, so each model object need not ask the server again.
+      model,
+      actionModel: (s) => {
+        const m = actionModel(s);
+        void m.modelName();
+        return m;
+      },
+      ...(o.config.cacheObservations ? { observationCache: new ObservationCache() } : {}),
+      ...(slots !== undefined ? { commandSlots: new Semaphore(slots) } : {}),
+      close: () => pool.close(),
+    };
+  } catch (e) {
+    await pool.close().catch(() => undefined);
+    throw e;
+  }
+}
+
 export async function evaluateTasks(
-  rig: Rig,
+  rig: EvalRig,
   tasks: readonly Task[],
   o: { iteration: number; seed: number; config: TrainConfig; checkpoint: string; signal?: AbortSignal; onEpisode?: (t: Trajectory) => void; samples?: number },
 ): Promise<RolloutResult> {
@@ -480,7 +535,7 @@ export async function evaluateTasks(
   return runRollouts(jobs, { ...rolloutOptions(rig, o.config, o.checkpoint, o.iteration, o.signal, o.onEpisode), model, maxBatch: 1 });
 }
 
-function rolloutOptions(rig: Rig, c: TrainConfig, checkpoint: string, iteration: number, signal?: AbortSignal, onEpisode?: (t: Trajectory) => void) {
+function rolloutOptions(rig: EvalRig, c: TrainConfig, checkpoint: string, iteration: number, signal?: AbortSignal, onEpisode?: (t: Trajectory) => void) {
   return {
     provider: poolProvider(rig.pool, rig.snapshot),
     model: rig.model,

@@ -27,6 +27,7 @@ import { recordedActionFormat } from '../../src/train/action-format';
 import { chatFormatOf, chatTurnTokenRows } from '../../src/train/chat-model';
 import { resolveTrainConfig } from '../../src/train/config';
 import { trainRun } from '../../src/train/run';
+import { startServer } from '../../src/train/serve';
 
 const root = path.join(__dirname, '..', '..');
 const demo = path.join(root, 'examples', 'demo-python');
@@ -155,4 +156,35 @@ describe('docker: a chat model (generated Qwen2 folder, ChatML template) as the 
       assert.equal(await main(['eval', '--run', r.runDir, '--json'], { out: () => undefined, err: (x) => (err += x + '\n') }), 0, err);
     });
   }
+
+  it('eval --endpoint: the same model behind turnwise serve is the agent over real HTTP; episodes are scored and keep the server\'s replies', async () => {
+    const server = await startServer({ model, port: 0, token: 'tw-test-key', settings: { provider: 'cpu' } });
+    process.env.TW_ENDPOINT_TEST_KEY = 'tw-test-key';
+    try {
+      const out = path.join(dir, 'endpoint.jsonl');
+      let text = '';
+      let err = '';
+      const code = await main(['eval', '--tasks', tasksFile, '--workspace', demo, '--endpoint', `${server.url}/v1`, '--endpoint-key-env', 'TW_ENDPOINT_TEST_KEY', '--max-action-tokens', '24', '--max-turns', '2', '--concurrency', '2', '--out', out, '--json'], { out: (x) => (text += x + '\n'), err: (x) => (err += x + '\n') });
+      assert.equal(code, 0, err);
+      const j = JSON.parse(text);
+      assert.match(j.model, /\(qwen2-chat\)$/, 'the model the server lists');
+      assert.equal(j.taskCount, 2);
+      const trajs = fs.readFileSync(out, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Trajectory);
+      assert.equal(trajs.length, 2);
+      for (const t of trajs) {
+        assert.equal(t.failure, undefined, t.failure);
+        assert.ok(t.turns.length >= 1 && t.turns.every((u) => typeof u.reply === 'string'), 'each turn keeps the reply the server wrote');
+        assert.ok(t.turns.every((u) => (u.logprobs ?? []).every((x) => Number.isFinite(x) && x <= 0)), 'log-probs as the server gave them');
+        assert.equal(typeof t.reward.reward, 'number');
+      }
+      // A key the server refuses fails before any sandbox starts, naming the variable.
+      process.env.TW_ENDPOINT_TEST_KEY = 'wrong';
+      err = '';
+      assert.equal(await main(['eval', '--tasks', tasksFile, '--workspace', demo, '--endpoint', server.url, '--endpoint-key-env', 'TW_ENDPOINT_TEST_KEY'], { out: () => undefined, err: (x) => (err += x + '\n') }), 1);
+      assert.match(err, /answered 401[\s\S]*refused the key in TW_ENDPOINT_TEST_KEY/);
+    } finally {
+      delete process.env.TW_ENDPOINT_TEST_KEY;
+      await server.close();
+    }
+  });
 });

@@ -15,7 +15,7 @@ import { detectRunner } from '../../tasks/runners';
 import { passAtKT } from '../../train/pass-at-k';
 import { DEMO_SETTINGS, readConfigFile, resolveTrainConfig, TRAIN_DEFAULTS, type TrainConfig } from '../../train/config';
 import { embeddedModelDir } from '../../train/embedded';
-import { evaluateTasks, openRig, runEvalTarget, summarizeEval, trainRun } from '../../train/run';
+import { evaluateTasks, openEndpointRig, openRig, runEvalTarget, summarizeEval, trainRun } from '../../train/run';
 import { compareEvaluations, episodeKind, type EvalComparison, type PairedChange } from '../../train/compare';
 import { warmstart, type WarmstartLogRow } from '../../train/warmstart';
 import { workspaceCasesFor } from '../../train/workspace-demos';
@@ -240,12 +240,16 @@ const EVAL_OPTIONS = {
   split: { type: 'string' },
   iteration: { type: 'string' },
   runs: { type: 'string' },
+  endpoint: { type: 'string' },
+  'endpoint-model': { type: 'string' },
+  'endpoint-key-env': { type: 'string' },
+  'max-action-tokens': { type: 'string' },
 } as const;
 
 export const evalCommand: CliCommand = {
   name: 'eval',
   summary: 'evaluate a policy on a task file: pass@1, resolved rate, mean turns, format-error rate, per task; --compare pairs it with an earlier evaluation',
-  usage: '--tasks FILE [--model DIR] [--workspace DIR] [--max-turns N] | --run RUN [--split heldout|train] [--iteration N | --model DIR] [--runs DIR]; then [--concurrency N] [--samples K] [--seed S] [--out FILE] [--compare EARLIER.jsonl]; or --from FILE --compare EARLIER.jsonl',
+  usage: '--tasks FILE [--model DIR | --endpoint URL [--endpoint-model NAME] [--endpoint-key-env VAR] [--max-action-tokens N]] [--workspace DIR] [--max-turns N] | --run RUN [--split heldout|train] [--iteration N | --model DIR | --endpoint URL …] [--runs DIR]; then [--concurrency N] [--samples K] [--seed S] [--out FILE] [--compare EARLIER.jsonl]; or --from FILE --compare EARLIER.jsonl',
   options: EVAL_OPTIONS,
   async run(args, io) {
     // --compare: an earlier evaluation's --out file, read (and checked) before any sandbox starts.
@@ -362,8 +366,28 @@ async function runEvaluation(args: ParsedArgs, io: CliIO): Promise<EvalEpisodes 
   const workspace = c.workspace;
   assertWorkspaceHoldsTasks(tasks, workspace, tasksSource);
   const runner = detectRunner(workspace, c.testCommand ? { command: c.testCommand } : undefined);
+  // --endpoint: an OpenAI-compatible server is the agent (its key read from the variable named).
+  const endpoint = typeof args.values.endpoint === 'string' ? args.values.endpoint : undefined;
+  for (const k of ['endpoint-model', 'endpoint-key-env', 'max-action-tokens']) if (args.values[k] !== undefined && !endpoint) throw new UsageError(`--${k} goes with --endpoint URL`);
+  if (endpoint && args.values.model !== undefined) throw new UsageError('give --model DIR (a local model) or --endpoint URL (a server), not both');
+  if (endpoint && args.values.provider !== undefined) throw new UsageError('--provider is for a local model; the server decides where its model runs');
   const { signal, dispose } = stopOnSignals(io);
-  const rig = await openRig({ runId: `eval-${process.pid}`, workspace, language: runner.language, checkpoint: model, config: c, onLog: (m) => io.err(`warning: ${m}`) });
+  const rig = endpoint
+    ? await openEndpointRig({
+        runId: `eval-${process.pid}`,
+        workspace,
+        language: runner.language,
+        endpoint: {
+          url: endpoint,
+          ...(typeof args.values['endpoint-model'] === 'string' ? { model: args.values['endpoint-model'] } : {}),
+          ...(typeof args.values['endpoint-key-env'] === 'string' ? { keyEnv: args.values['endpoint-key-env'] } : {}),
+          maxTokens: numberInRange(args, 'max-action-tokens', 512, { min: 1, max: 32768, integer: true }),
+          maxInFlight: c.concurrency,
+        },
+        config: c,
+      })
+    : await openRig({ runId: `eval-${process.pid}`, workspace, language: runner.language, checkpoint: model, config: c, onLog: (m) => io.err(`warning: ${m}`) });
+  if (endpoint) model = `${endpoint} (${(rig as Awaited<ReturnType<typeof openEndpointRig>>).modelName})`;
   try {
     let done = 0;
     const total = tasks.length * (1 + samples);

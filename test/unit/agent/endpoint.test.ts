@@ -44,7 +44,7 @@ const json = (res: http.ServerResponse, status: number, body: unknown, headers: 
 };
 const reply = (content: string, finish = 'stop') => ({ choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: finish, logprobs: { content: [{ token: 'x', logprob: -0.5 }] } }] });
 const models = (res: http.ServerResponse) => json(res, 200, { object: 'list', data: [{ id: 'm', object: 'model' }] });
-const REQ: ActRequest = { episodeId: 'e', task: 'fix it', turns: [{ action: '```bash\nls\n```', observation: 'exit 0\na.py' }], system: 'You fix bugs.', seed: 7 };
+const REQ: ActRequest = { episodeId: 'e', task: 'fix it', turns: [], system: 'You fix bugs.', seed: 7 };
 
 describe('agent/endpoint: an OpenAI-compatible server as the agent', function () {
   this.timeout(60_000);
@@ -68,10 +68,13 @@ describe('agent/endpoint: an OpenAI-compatible server as the agent', function ()
       assert.deepEqual(r.logprobs, [-0.5]);
       const sent = JSON.parse(s.calls[1].body);
       assert.equal(sent.model, 'm', 'the one model the server lists');
-      assert.deepEqual(sent.messages.map((x: { role: string }) => x.role), ['system', 'user', 'assistant', 'user']);
-      assert.equal(sent.messages[3].content, 'exit 0\na.py');
+      assert.deepEqual(sent.messages.map((x: { role: string }) => x.role), ['system', 'user']);
+      assert.equal(sent.messages[1].content, 'fix it');
       assert.equal(sent.seed, 7);
       assert.equal(s.calls[1].auth, 'Bearer k-123');
+      // The next turn's assistant message is the whole reply, not only its command.
+      await m.act([{ ...REQ, turns: [{ action: 'cat a.py', observation: 'exit 0\nX = 1' }] }]);
+      assert.equal(JSON.parse(s.calls[2].body).messages[2].content, 'I will look.\n```bash\ncat a.py\n```');
     } finally {
       await s.close();
     }

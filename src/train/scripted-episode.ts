@@ -8,6 +8,7 @@ import { TurnwiseError } from '../core/errors';
 import type { Task, Trajectory } from '../core/schema';
 import { runEpisode } from '../agent/episode';
 import { ScriptedActionModel } from '../agent/scripted';
+import type { ActionModel } from '../agent/types';
 import { assertWorkspaceHoldsTasks } from '../tasks/origin';
 import { readTaskFile } from '../tasks/taskfile';
 import { collectOriginals } from '../tasks/testfiles';
@@ -17,6 +18,8 @@ export interface ScriptedEpisodeOptions {
   tasksFile: string;
   taskId: string;
   commands: readonly string[];
+  /** Another agent instead of the commands (an OpenAI-compatible endpoint), and how the trajectory names it. */
+  agent?: { model: ActionModel; checkpoint: string };
   /** Default: the workspace the task records (its origin). */
   workspace?: string;
   /** Default: a training run's (TRAIN_DEFAULTS.maxTurns), so the efficiency penalty is the one RL sees. */
@@ -62,8 +65,8 @@ export function planScriptedEpisode(o: ScriptedEpisodeOptions): ScriptedEpisodeP
   }
   assertWorkspaceHoldsTasks([task], workspace, tasksFile);
   const maxTurns = o.maxTurns ?? TRAIN_DEFAULTS.maxTurns;
-  if (o.commands.length === 0) throw new TurnwiseError('invalid-input', 'no commands to run', { hint: 'give --commands FILE with one command per line' });
-  if (o.commands.length > maxTurns) {
+  if (!o.agent && o.commands.length === 0) throw new TurnwiseError('invalid-input', 'no commands to run', { hint: 'give --commands FILE with one command per line' });
+  if (!o.agent && o.commands.length > maxTurns) {
     throw new TurnwiseError('invalid-input', `${o.commands.length} commands do not fit in ${maxTurns} turns: the episode would end before the last ${o.commands.length - maxTurns}`, {
       hint: `give --max-turns ${o.commands.length} or more (the reward's efficiency penalty is turns / max turns), or fewer commands`,
     });
@@ -82,15 +85,16 @@ export async function runScriptedEpisode(o: ScriptedEpisodeOptions, plan: Script
     const snapshot = await pool.snapshot(plan.workspace, { language: plan.task.language, ...(ps.baseImage ? { baseImage: ps.baseImage } : {}) });
     const sandbox = await pool.acquire(snapshot, { rollout: `episode-${plan.task.id}` });
     try {
-      const model = new ScriptedActionModel(o.commands);
-      o.onProgress?.(`running ${o.commands.length} command(s) on task ${plan.task.id}…`);
+      const model = o.agent?.model ?? new ScriptedActionModel(o.commands);
+      o.onProgress?.(o.agent ? `playing task ${plan.task.id} with ${o.agent.checkpoint}…` : `running ${o.commands.length} command(s) on task ${plan.task.id}…`);
       return await runEpisode({
         task: plan.task,
         sandbox,
         act: async (req) => (await model.act([req]))[0],
+        ...(model.actionFormat ? { format: model.actionFormat } : {}),
         episodeId: `episode-${plan.task.id}`,
         groupId: `episode-${plan.task.id}`,
-        checkpoint: 'scripted',
+        checkpoint: o.agent?.checkpoint ?? 'scripted',
         seed: 0,
         originals: collectOriginals(plan.workspace),
         maxTurns: plan.maxTurns,

@@ -177,6 +177,13 @@ describe('docker: a chat model (generated Qwen2 folder, ChatML template) as the 
         assert.ok(t.turns.every((u) => (u.logprobs ?? []).every((x) => Number.isFinite(x) && x <= 0)), 'log-probs as the server gave them');
         assert.equal(typeof t.reward.reward, 'number');
       }
+      // turnwise episode plays one task the same way, the server as the agent.
+      text = '';
+      err = '';
+      assert.equal(await main(['episode', '--tasks', tasksFile, '--id', tasks[0].id, '--workspace', demo, '--endpoint', server.url, '--endpoint-key-env', 'TW_ENDPOINT_TEST_KEY', '--max-turns', '2', '--json'], { out: (x) => (text += x + '\n'), err: (x) => (err += x + '\n') }), 0, err);
+      const ep = JSON.parse(text) as Trajectory;
+      assert.match(ep.checkpoint, /\(qwen2-chat\)$/);
+      assert.ok(ep.turns.length >= 1 && ep.turns.every((u) => typeof u.reply === 'string'));
       // A key the server refuses fails before any sandbox starts, naming the variable.
       process.env.TW_ENDPOINT_TEST_KEY = 'wrong';
       err = '';

@@ -3,10 +3,11 @@
 // (--json: the trajectory line itself, as a run's trajectories.jsonl holds it).
 import { escapeControlChars } from '../../core/text';
 import type { Trajectory } from '../../core/schema';
+import { EndpointActionModel, EndpointClient } from '../../agent/endpoint';
 import { readCommandFile } from '../../agent/scripted';
 import { planScriptedEpisode, runScriptedEpisode } from '../../train/scripted-episode';
 import { TRAIN_DEFAULTS } from '../../train/config';
-import { numberInRange, requireString, type CliCommand } from '../command';
+import { numberInRange, requireString, UsageError, type CliCommand } from '../command';
 
 const fmt = (v: number, digits = 3) => (Number.isFinite(v) ? v.toFixed(digits) : '—');
 const indent = (text: string, prefix = '    ') => text.replace(/\n$/, '').split('\n').map((l) => prefix + l).join('\n');
@@ -44,15 +45,29 @@ export function formatEpisode(t: Trajectory, where: { workspace: string; instruc
 export const episodeCommand: CliCommand = {
   name: 'episode',
   summary: "play one task with the commands of a file as the agent's actions, in a real sandbox: each observation, the reward, the test report",
-  usage: `--tasks FILE --id TASK --commands FILE [--workspace DIR] [--max-turns N (default ${TRAIN_DEFAULTS.maxTurns})] [--json]`,
-  options: { tasks: { type: 'string' }, id: { type: 'string' }, commands: { type: 'string' }, workspace: { type: 'string' }, 'max-turns': { type: 'string' } },
+  usage: `--tasks FILE --id TASK (--commands FILE | --endpoint URL [--endpoint-model NAME] [--endpoint-key-env VAR] [--temperature T]) [--workspace DIR] [--max-turns N (default ${TRAIN_DEFAULTS.maxTurns})] [--json]`,
+  options: { tasks: { type: 'string' }, id: { type: 'string' }, commands: { type: 'string' }, workspace: { type: 'string' }, 'max-turns': { type: 'string' }, endpoint: { type: 'string' }, 'endpoint-model': { type: 'string' }, 'endpoint-key-env': { type: 'string' }, temperature: { type: 'string' } },
   async run(args, io) {
     const tasksFile = requireString(args, 'tasks');
     const taskId = requireString(args, 'id');
-    const commandsFile = requireString(args, 'commands');
+    const endpoint = typeof args.values.endpoint === 'string' ? args.values.endpoint : undefined;
+    if (endpoint && args.values.commands !== undefined) throw new UsageError('give --commands FILE (your actions) or --endpoint URL (a model behind a server), not both');
+    for (const k of ['endpoint-model', 'endpoint-key-env', 'temperature']) if (args.values[k] !== undefined && !endpoint) throw new UsageError(`--${k} goes with --endpoint URL`);
     const maxTurns = numberInRange(args, 'max-turns', TRAIN_DEFAULTS.maxTurns, { min: 1, max: 100, integer: true });
-    const commands = await readCommandFile(commandsFile);
-    const options = { tasksFile, taskId, commands, maxTurns, ...(typeof args.values.workspace === 'string' ? { workspace: args.values.workspace } : {}), onProgress: (m: string) => !io.json && io.err(m) };
+    const commands = endpoint ? [] : await readCommandFile(requireString(args, 'commands'));
+    let agent: { model: EndpointActionModel; checkpoint: string } | undefined;
+    if (endpoint) {
+      const model = new EndpointActionModel(
+        new EndpointClient({
+          url: endpoint,
+          ...(typeof args.values['endpoint-model'] === 'string' ? { model: args.values['endpoint-model'] } : {}),
+          ...(typeof args.values['endpoint-key-env'] === 'string' ? { keyEnv: args.values['endpoint-key-env'] } : {}),
+        }),
+        { temperature: numberInRange(args, 'temperature', 0, { min: 0, max: 2 }) },
+      );
+      agent = { model, checkpoint: `${endpoint} (${await model.modelName()})` };
+    }
+    const options = { tasksFile, taskId, commands, maxTurns, ...(agent ? { agent } : {}), ...(typeof args.values.workspace === 'string' ? { workspace: args.values.workspace } : {}), onProgress: (m: string) => !io.json && io.err(m) };
     const plan = planScriptedEpisode(options);
     const t = await runScriptedEpisode(options, plan);
     io.out(io.json ? JSON.stringify(t) : formatEpisode(t, { workspace: plan.workspace, instruction: plan.task.instruction }));

@@ -141,7 +141,7 @@ describe('cli: turnwise episode refuses bad input before any sandbox', () => {
     assert.match((await cli(['episode', '--tasks', tasks, '--id', 'mut-a', '--commands', path.join(dir, 'nope.sh')])).err, /cannot read commands file .*nope\.sh: it does not exist/);
     const usage = await cli(['episode', '--tasks', tasks, '--commands', cmds]);
     assert.equal(usage.code, 2);
-    assert.match(usage.err, /--id is required\nusage: turnwise episode --tasks FILE --id TASK --commands FILE/);
+    assert.match(usage.err, /--id is required\nusage: turnwise episode --tasks FILE --id TASK \(--commands FILE \| --endpoint URL/);
   });
 
   it('more commands than turns, a workspace without the task\'s files, an old file without --workspace', async () => {

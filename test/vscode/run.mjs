@@ -565,7 +565,7 @@ const T_REWARD = 'ui: "Turnwise: Show Reward Panel" draws charts with points, a 
 const T_TRAJ = 'ui: a trajectory opened from the Runs view steps to turn 2 with the keyboard; decorations, CodeLens and the diff of turn 2 show';
 const T_RUN = 'ui: "Turnwise: Start Training Run…" from the palette runs a tiny run (settings from the workspace) to the end; the status bar advances';
 const T_CLOSE = 'ui: closing the window stops the run cleanly: status.json says stopped, no container with its label is left';
-const T_MODEL = 'ui: "Start Training Run…" offers the embedded model or a model folder; a folder that is not a model is refused before a run, saying what to pick';
+const T_MODEL = 'ui: "Start Training Run…" offers the embedded model or a model folder; a folder that is not a model is refused before a run, saying what to pick; a model folder and a LoRA adapter picked are remembered as settings';
 const VIEW_TESTS = [T_REWARD, T_TRAJ, T_MODEL, T_RUN, T_CLOSE];
 
 const webviewFrame = (page) => page.frameLocator('iframe.webview.ready').frameLocator('#active-frame');
@@ -752,9 +752,38 @@ async function viewUiTests(page, workspace) {
         if (!text.includes(needle)) throw new Error(`the refusal reads "${text}", without "${needle}"`);
       }
       if (runFolders(workspace).length !== runsBefore) throw new Error('a run folder was made for a refused model');
-      const settings = readJson(path.join(workspace, '.vscode', 'settings.json'));
-      if (settings['turnwise.train.model']) throw new Error(`the refused folder was remembered: turnwise.train.model is ${settings['turnwise.train.model']}`);
+      const settingsFile = path.join(workspace, '.vscode', 'settings.json');
+      if (readJson(settingsFile)['turnwise.train.model']) throw new Error(`the refused folder was remembered: turnwise.train.model is ${readJson(settingsFile)['turnwise.train.model']}`);
+      // A model folder (the shipped turnwise-tiny, as a folder) and a LoRA adapter: both remembered
+      // as workspace settings once picked; the run is not started (Escape at the estimator step).
+      const tiny = path.join(root, 'models', 'turnwise-tiny');
+      await runFromPalette(page, 'Turnwise: Start Training Run…', { shot: null });
+      await answerQuickPick(page, 'Tasks synthesized earlier');
+      await answerQuickPick(page, 'Model folder…');
+      await box.waitFor({ state: 'visible', timeout: 20000 });
+      await box.fill(`${tiny}/`);
+      // (A folder dialog lists only folders: the model folder's ".." row.)
+      await page.locator('.quick-input-list .monaco-list-row', { hasText: '..' }).first().waitFor({ state: 'visible', timeout: 10000 });
+      await sleep(1000);
+      const adapterStep = page.locator('.quick-input-widget', { hasText: 'adapter' }).first();
+      for (let i = 0; i < 4 && !(await adapterStep.isVisible()); i++) {
+        if ((await box.inputValue()) !== `${tiny}/`) {
+          await box.fill(`${tiny}/`);
+          await sleep(1500);
+        }
+        await page.keyboard.press('Enter');
+        await sleep(1500);
+      }
+      await answerQuickPick(page, 'LoRA adapter');
+      await page.locator('.quick-input-widget', { hasText: 'advantage estimator' }).first().waitFor({ state: 'visible', timeout: 20000 });
       await page.keyboard.press('Escape');
+      const kept = await waitFor('the picks in .vscode/settings.json', async () => {
+        const v = readJson(settingsFile);
+        return v['turnwise.train.model'] && v['turnwise.train.lora'] ? v : undefined;
+      }, 10000);
+      if (kept['turnwise.train.model'] !== tiny) throw new Error(`turnwise.train.model is ${JSON.stringify(kept['turnwise.train.model'])}, picked ${tiny}`);
+      if (JSON.stringify(kept['turnwise.train.lora']) !== JSON.stringify({ r: 16, lora_alpha: 32, target_modules: 'all-linear' })) throw new Error(`turnwise.train.lora is ${JSON.stringify(kept['turnwise.train.lora'])}`);
+      if (runFolders(workspace).length !== runsBefore) throw new Error('a run folder was made though the start was cancelled');
     },
     { dependsOn: [T_INSTALL], timeoutMs: 120000 },
   );
@@ -833,6 +862,9 @@ async function viewUiTests(page, workspace) {
       if (cfg.estimator !== 'grpo') throw new Error(`config.json: estimator ${cfg.estimator}, picked grpo`);
       // The embedded model and the whole model were picked: no model folder, no LoRA block.
       if (cfg.model !== '' || cfg.lora !== undefined) throw new Error(`config.json: model ${JSON.stringify(cfg.model)}, lora ${JSON.stringify(cfg.lora)}; picked the embedded turnwise-tiny, whole model`);
+      // Picking them cleared what the model test remembered (the embedded model and the whole model are the defaults).
+      const ws = readJson(path.join(workspace, '.vscode', 'settings.json'));
+      if ('turnwise.train.model' in ws || 'turnwise.train.lora' in ws) throw new Error(`.vscode/settings.json still holds ${JSON.stringify({ model: ws['turnwise.train.model'], lora: ws['turnwise.train.lora'] })}`);
     },
     { dependsOn: [T_INSTALL], timeoutMs: 480000 },
   );

@@ -4,7 +4,7 @@
 // special tokens as added tokens. Generated model folders (tests, the model benchmark) carry
 // one, with the tokenizer_config.json and chat template that go with it, so a folder made here
 // reads like a downloaded one without any download.
-import { byteLevelAlphabet } from './tokenizer';
+import { byteLevelAlphabet, byteLevelBpeJson } from './tokenizer';
 
 /**
  * The split of Qwen2's pre-tokenizer (GPT-4 style: contractions, letter runs with one leading
@@ -109,43 +109,9 @@ export function learnMerges(corpus: string, count: number, digits: 1 | 3 = 1): [
  * tokens after them. No normalizer, so any UTF-8 text round-trips byte for byte.
  */
 export function byteLevelBpeTokenizerJson(o: BpeOptions): Record<string, unknown> {
-  const alphabet = byteLevelAlphabet();
   const digits = o.digits ?? 1;
   const merges = learnMerges(o.corpus ?? BPE_CORPUS, o.merges ?? 400, digits);
-  const vocab: Record<string, number> = {};
-  alphabet.forEach((ch, b) => (vocab[ch] = b));
-  for (const [a, b] of merges) vocab[a + b] ??= Object.keys(vocab).length;
-  const first = Object.keys(vocab).length;
-  const added = o.specialTokens.map((content, i) => ({ id: first + i, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true }));
-  const byteLevel = { type: 'ByteLevel', add_prefix_space: false, trim_offsets: false, use_regex: false };
-  return {
-    version: '1.0',
-    truncation: null,
-    padding: null,
-    added_tokens: added,
-    normalizer: null,
-    pre_tokenizer: {
-      type: 'Sequence',
-      pretokenizers: [
-        { type: 'Split', pattern: { Regex: digits === 1 ? SPLIT_PATTERN_QWEN2 : SPLIT_PATTERN_LLAMA3 }, behavior: 'Isolated', invert: false },
-        byteLevel,
-      ],
-    },
-    post_processor: byteLevel,
-    decoder: byteLevel,
-    model: {
-      type: 'BPE',
-      dropout: null,
-      unk_token: null,
-      continuing_subword_prefix: '',
-      end_of_word_suffix: '',
-      fuse_unk: false,
-      byte_fallback: false,
-      ignore_merges: false,
-      vocab,
-      merges: merges.map(([a, b]) => `${a} ${b}`),
-    },
-  };
+  return byteLevelBpeJson({ merges, specialTokens: o.specialTokens, split: digits === 1 ? SPLIT_PATTERN_QWEN2 : SPLIT_PATTERN_LLAMA3, subwordAffix: '' });
 }
 
 /**

@@ -47,38 +47,42 @@ export function byteLevelAlphabet(): string[] {
  * round-trips and a real tokenizers library (Rust or JS) reads it unchanged.
  */
 export function byteLevelTokenizerJson(): Record<string, unknown> {
-  const alphabet = byteLevelAlphabet();
+  return byteLevelBpeJson({ merges: [], specialTokens: BYTE_SPECIAL_TOKENS, subwordAffix: null });
+}
+
+/**
+ * A tokenizer.json of the byte-level BPE kind: the 256 byte symbols of the ByteLevel alphabet
+ * (id = byte value), then each merge's symbol in merge order, then the special tokens; ByteLevel
+ * decoding. `split` is a GPT-style pre-tokenizer regex applied before the ByteLevel mapping (none:
+ * ByteLevel alone). `subwordAffix` is the model's continuing_subword_prefix / end_of_word_suffix.
+ */
+export function byteLevelBpeJson(o: { merges: readonly (readonly [string, string])[]; specialTokens: readonly string[]; split?: string; subwordAffix: string | null }): Record<string, unknown> {
   const vocab: Record<string, number> = {};
-  alphabet.forEach((ch, b) => (vocab[ch] = b));
-  const added = BYTE_SPECIAL_TOKENS.map((content, i) => ({
-    id: 256 + i,
-    content,
-    single_word: false,
-    lstrip: false,
-    rstrip: false,
-    normalized: false,
-    special: true,
-  }));
+  byteLevelAlphabet().forEach((ch, b) => (vocab[ch] = b));
+  for (const [a, b] of o.merges) vocab[a + b] ??= Object.keys(vocab).length;
+  const first = Object.keys(vocab).length;
+  const added = o.specialTokens.map((content, i) => ({ id: first + i, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true }));
+  const byteLevel = { type: 'ByteLevel', add_prefix_space: false, trim_offsets: false, use_regex: false };
   return {
     version: '1.0',
     truncation: null,
     padding: null,
     added_tokens: added,
     normalizer: null,
-    pre_tokenizer: { type: 'ByteLevel', add_prefix_space: false, trim_offsets: false, use_regex: false },
-    post_processor: { type: 'ByteLevel', add_prefix_space: false, trim_offsets: false, use_regex: false },
-    decoder: { type: 'ByteLevel', add_prefix_space: false, trim_offsets: false, use_regex: false },
+    pre_tokenizer: o.split === undefined ? byteLevel : { type: 'Sequence', pretokenizers: [{ type: 'Split', pattern: { Regex: o.split }, behavior: 'Isolated', invert: false }, byteLevel] },
+    post_processor: byteLevel,
+    decoder: byteLevel,
     model: {
       type: 'BPE',
       dropout: null,
       unk_token: null,
-      continuing_subword_prefix: null,
-      end_of_word_suffix: null,
+      continuing_subword_prefix: o.subwordAffix,
+      end_of_word_suffix: o.subwordAffix,
       fuse_unk: false,
       byte_fallback: false,
       ignore_merges: false,
       vocab,
-      merges: [],
+      merges: o.merges.map(([a, b]) => `${a} ${b}`),
     },
   };
 }

@@ -8,7 +8,7 @@ import { TurnwiseError } from '../core/errors';
 import { interruptedSwapOf, replaceDirAtomic, SWAP_MARKER, writeFileAtomic } from '../core/fs';
 import { configToJson, paramSpecs, parseModelConfig, type ModelConfig } from './config';
 import { decodeSafetensors, encodeSafetensors, numel, type TensorMap } from './safetensors';
-import { generationEosIds, readModelTensors } from './hf';
+import { assertTokenizerFits, generationEosIds, readModelTensors } from './hf';
 import { loadAdapter, loadAdapterOptimizer, type LoraAdapter } from './lora';
 import { loadTokenizer, type PolicyTokenizer } from './tokenizer';
 import { weightsFromTensors, weightsToTensors, type PolicyWeights } from './weights';
@@ -200,11 +200,7 @@ export function loadCheckpoint(dir: string, options: { optimizer?: boolean } = {
   const tcFile = path.join(d, 'tokenizer_config.json');
   const tokenizerConfig = fs.existsSync(tcFile) ? (readJson(tcFile) as Record<string, unknown>) : undefined;
   const tokenizer = loadTokenizer(tokenizerJson, tokenizerConfig, tokFile);
-  if (tokenizer.size > config.vocab_size) {
-    throw new TurnwiseError('invalid-file', `${tokFile} has ${tokenizer.size} tokens but config.json vocab_size is ${config.vocab_size}`, {
-      hint: 'the tokenizer belongs to another model; use the tokenizer.json saved with these weights',
-    });
-  }
+  assertTokenizerFits(tokFile, tokenizer.size, config.vocab_size);
   let optimizer: OptimizerState | undefined;
   const optFile = path.join(d, 'optimizer.safetensors');
   if (options.optimizer !== false && fs.existsSync(optFile)) {

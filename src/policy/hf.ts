@@ -85,6 +85,13 @@ export function readModelTensors(dir: string): { tensors: TensorMap; dtypes: Set
   return { tensors, dtypes, files };
 }
 
+/** A tokenizer may have fewer entries than the model's vocab_size (padded embeddings), never more. */
+export function assertTokenizerFits(tokFile: string, size: number, vocabSize: number): void {
+  if (size > vocabSize) {
+    throw new TurnwiseError('invalid-file', `${tokFile} has ${size} tokens but config.json vocab_size is ${vocabSize}`, { hint: 'the tokenizer belongs to another model; use the tokenizer.json saved with these weights' });
+  }
+}
+
 /** End-of-sequence ids from generation_config.json (a number or a list), undefined without the file. */
 export function generationEosIds(dir: string): number[] | undefined {
   const file = path.join(dir, 'generation_config.json');
@@ -132,9 +139,12 @@ export function writeModelFolder(dir: string, w: PolicyWeights, o: WriteModelOpt
   const dtype = SAFE_DTYPE[o.dtype];
   const specs = paramSpecs(w.config);
   const groups: (typeof specs)[] = [[]];
+  const sizeOf = (s: (typeof specs)[number]) => numel(s.shape) * (dtype === 'F32' ? 4 : 2);
+  // The index's total_size: every tensor's bytes, whichever shard holds it.
+  const total = specs.reduce((n, s) => n + sizeOf(s), 0);
   let bytes = 0;
   for (const s of specs) {
-    const size = numel(s.shape) * (dtype === 'F32' ? 4 : 2);
+    const size = sizeOf(s);
     if (o.shardBytes !== undefined && bytes > 0 && bytes + size > o.shardBytes) {
       groups.push([]);
       bytes = 0;
@@ -147,15 +157,11 @@ export function writeModelFolder(dir: string, w: PolicyWeights, o: WriteModelOpt
     const n = groups.length;
     const names = groups.map((_, i) => (o.shardBytes === undefined ? WEIGHTS_FILE : `model-${String(i + 1).padStart(5, '0')}-of-${String(n).padStart(5, '0')}.safetensors`));
     const weightMap: Record<string, string> = {};
-    let total = 0;
     groups.forEach((g, i) => {
       const m: TensorMap = new Map(g.map((s) => [s.name, { dtype, shape: s.shape, data: w.tensors.get(s.name)! }]));
       const buf = encodeSafetensors(m, { format: 'pt' });
       writeFileAtomic(path.join(tmp, names[i]), buf);
-      for (const s of g) {
-        weightMap[s.name] = names[i];
-        total += numel(s.shape) * (dtype === 'F32' ? 4 : 2);
-      }
+      for (const s of g) weightMap[s.name] = names[i];
     });
     if (o.shardBytes !== undefined) writeFileAtomic(path.join(tmp, WEIGHTS_INDEX), JSON.stringify({ metadata: { total_size: total }, weight_map: weightMap }, null, 2) + '\n');
     writeFileAtomic(path.join(tmp, 'config.json'), JSON.stringify(configToJson(config), null, 2) + '\n');
@@ -225,9 +231,7 @@ export function inspectModelFolder(dir: string): ModelInspection {
   const tcFile = path.join(d, 'tokenizer_config.json');
   const tokenizerConfig = fs.existsSync(tcFile) ? (readJsonFile(tcFile) as Record<string, unknown>) : undefined;
   const tok = loadTokenizer(tokenizerJson, tokenizerConfig, tokFile);
-  if (tok.size > config.vocab_size) {
-    throw new TurnwiseError('invalid-file', `${tokFile} has ${tok.size} tokens but config.json vocab_size is ${config.vocab_size}`, { hint: 'the tokenizer belongs to another model; use the tokenizer.json saved with these weights' });
-  }
+  assertTokenizerFits(tokFile, tok.size, config.vocab_size);
   const added = Array.isArray(tokenizerJson.added_tokens) ? (tokenizerJson.added_tokens as { content?: unknown; special?: unknown }[]).filter((t) => t.special === true && typeof t.content === 'string').map((t) => t.content as string) : [];
   const model = tokenizerJson.model as { type?: unknown; merges?: unknown } | undefined;
   const eos = [...new Set([...(config.eos_token_ids ?? (config.eos_token_id !== undefined ? [config.eos_token_id] : [])), ...(generationEosIds(d) ?? [])])];

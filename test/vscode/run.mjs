@@ -587,9 +587,14 @@ async function waitFor(what, fn, timeoutMs = 30000) {
 async function answerQuickPick(page, text) {
   const input = page.locator('.quick-input-widget input');
   await input.waitFor({ state: 'visible', timeout: 20000 });
-  await input.fill(text);
   const focused = page.locator('.quick-input-list .monaco-list-row.focused', { hasText: text });
-  await focused.first().waitFor({ state: 'visible', timeout: 10000 });
+  // A step that opens while the previous one is still on screen resets the box: fill it again.
+  for (let i = 0; ; i++) {
+    await input.fill(text);
+    const shown = await focused.first().waitFor({ state: 'visible', timeout: 3000 }).then(() => true, () => false);
+    if (shown) break;
+    if (i === 3) throw new Error(`no quick pick row "${text}" came up; the rows are: ${(await page.locator('.quick-input-list .monaco-list-row').allInnerTexts()).join(' | ')}`);
+  }
   await page.keyboard.press('Enter');
 }
 
@@ -717,10 +722,16 @@ async function viewUiTests(page, workspace) {
       await runFromPalette(page, 'Turnwise: Start Training Run…', { shot: null });
       await answerQuickPick(page, 'Tasks synthesized earlier');
       // The model step offers the embedded turnwise-tiny and a folder.
+      // (The task step's rows stay on screen for a moment after Enter: wait until the list changes.)
       const rows = page.locator('.quick-input-list .monaco-list-row');
-      await rows.first().waitFor({ state: 'visible', timeout: 20000 });
-      const offered = (await rows.allInnerTexts()).map((t) => t.replace(/\s+/g, ' ').trim());
-      if (!offered.some((t) => /Embedded turnwise-tiny/.test(t)) || !offered.some((t) => /Model folder…/.test(t))) throw new Error(`the model step offers: ${offered.join(' | ')}`);
+      let offered = [];
+      const isModelStep = (texts) => texts.some((t) => /Embedded turnwise-tiny/.test(t)) && texts.some((t) => /Model folder…/.test(t));
+      await waitFor('the model step', async () => {
+        offered = (await rows.allInnerTexts()).map((t) => t.replace(/\s+/g, ' ').trim());
+        return isModelStep(offered);
+      }, 20000).catch(() => {
+        throw new Error(`the model step offers: ${offered.join(' | ')}`);
+      });
       await screenshot(page, '08b-model-pick.png');
       await answerQuickPick(page, 'Model folder…');
       // The folder dialog (code-server's own, a path box): the fixture's calc/ folder, which is code, not a model.

@@ -37,6 +37,23 @@ export function std(xs: readonly number[]): number {
 }
 
 /**
+ * Sample standard deviation (n − 1, as torch.std) of the finite values; 0 for fewer than two
+ * (a group of one episode has no spread to scale by).
+ */
+export function stdUnbiased(xs: readonly number[]): number {
+  const m = mean(xs);
+  let s = 0;
+  let n = 0;
+  for (const x of xs) {
+    if (Number.isFinite(x)) {
+      s += (x - m) ** 2;
+      n++;
+    }
+  }
+  return n < 2 ? 0 : Math.sqrt(s / (n - 1));
+}
+
+/**
  * Two-sided exact binomial (p = 1/2) test of `a` successes against `b` (the sign test, McNemar's
  * exact test on the pairs that changed); null when both are 0.
  */

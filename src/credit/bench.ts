@@ -18,6 +18,8 @@
 // observation), information gained by reading, and rewards clipped to [0, 1].
 import { gaussian, seededRandom } from '../core/random';
 import { createBashSigner, createJoinedSigner } from '../ast/bash';
+import { mean, stdUnbiased } from '../core/stats';
+import { ESTIMATOR_NAMES } from './names';
 import { TurnwiseError } from '../core/errors';
 import { a3VariantAdvantages, TURNWISE_DEFAULTS, type A3Variant } from './a3';
 import { computeAdvantages, getEstimator, resolveParams } from './registry';
@@ -378,14 +380,12 @@ const ABLATIONS: Record<string, A3Variant> = {
 };
 
 function stats(xs: number[]): { mean: number; std: number; max: number } {
-  const mean = xs.reduce((a, b) => a + b, 0) / Math.max(xs.length, 1);
-  const std = Math.sqrt(xs.reduce((a, b) => a + (b - mean) ** 2, 0) / Math.max(xs.length - 1, 1));
-  return { mean, std, max: Math.max(...xs) };
+  return { mean: mean(xs), std: stdUnbiased(xs), max: Math.max(...xs) };
 }
 
 export async function runCreditBench(
   partial: Partial<CreditBenchConfig> = {},
-  estimators: readonly string[] = ['grpo', 'rloo', 'gigpo', 'a3', 'turnwise'],
+  estimators: readonly string[] = ESTIMATOR_NAMES,
   onProgress?: (done: number, total: number) => void,
 ): Promise<CreditBenchResult> {
   const cfg = { ...DEFAULT_CREDIT_BENCH, ...partial };

@@ -1,7 +1,7 @@
 // The GRPO-family baselines (credit-assignment.md "Baselines every user expects"): one
 // advantage per episode broadcast to its turns (grpo, rloo), plus GiGPO's anchor-state step term.
 import { baseDiagnostics, indexBatch, num, type BatchIndex } from './batch';
-import { mean, stdUnbiased } from './stats';
+import { mean, stdUnbiased } from '../core/stats';
 import type { EstimatorResult, EstimatorSpec, Params, TurnRow } from './types';
 
 /**

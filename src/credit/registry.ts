@@ -1,11 +1,15 @@
 // Estimators registered by name (verl-style): unknown or duplicate names raise, listing the
 // valid ones; parameters are checked against each estimator's declared defaults.
 import { TurnwiseError } from '../core/errors';
+import { ESTIMATOR_NAMES } from './names';
 import type { EstimatorContext, EstimatorResult, EstimatorSpec, ParamValue, Params, TurnRow } from './types';
 
 const REGISTRY = new Map<string, EstimatorSpec>();
 
 export function registerEstimator(spec: EstimatorSpec): void {
+  if (!(ESTIMATOR_NAMES as readonly string[]).includes(spec.name)) {
+    throw new TurnwiseError('internal', `advantage estimator "${spec.name}" is not in ESTIMATOR_NAMES (credit/names.ts), the list every menu shows`);
+  }
   if (REGISTRY.has(spec.name)) {
     throw new TurnwiseError('internal', `advantage estimator "${spec.name}" is registered twice`, {
       hint: `registered: ${estimatorNames().join(', ')}`,

@@ -6,21 +6,6 @@ export function tanhB(x: number, b: number): number {
   return b * Math.tanh(x / b);
 }
 
-export function mean(xs: readonly number[]): number {
-  let s = 0;
-  for (const x of xs) s += x;
-  return xs.length ? s / xs.length : 0;
-}
-
-/** Sample standard deviation (n − 1), as torch.std; 0 for fewer than two values. */
-export function stdUnbiased(xs: readonly number[]): number {
-  if (xs.length < 2) return 0;
-  const m = mean(xs);
-  let s = 0;
-  for (const x of xs) s += (x - m) * (x - m);
-  return Math.sqrt(s / (xs.length - 1));
-}
-
 /** Lower median: the ⌈n/2⌉-th smallest value, as torch.median. NaN for an empty list. */
 export function lowerMedian(xs: readonly number[]): number {
   if (xs.length === 0) return NaN;

@@ -3,9 +3,10 @@
 // (model/launchConfig.ts maps settings to the CLI's config fields).
 import * as vscode from 'vscode';
 import type { SettingValue } from './model/launchConfig';
+import { ESTIMATOR_NAMES, type EstimatorName } from '../credit/names';
 
-export const ESTIMATORS = ['grpo', 'rloo', 'gigpo', 'a3', 'turnwise'] as const;
-export type Estimator = (typeof ESTIMATORS)[number];
+export const ESTIMATORS = ESTIMATOR_NAMES;
+export type Estimator = EstimatorName;
 
 function section() {
   return vscode.workspace.getConfiguration('turnwise');

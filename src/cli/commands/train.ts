@@ -4,6 +4,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { TurnwiseError } from '../../core/errors';
+import { ESTIMATOR_NAMES } from '../../credit/names';
 import { assertWritableOutput, toJsonl, writeFileAtomic } from '../../core/fs';
 import type { RunEvent } from '../../core/events';
 import { RUNS_DIR } from '../../core/run';
@@ -175,7 +176,7 @@ async function runTraining(c: TrainConfig, args: ParsedArgs, io: CliIO, name?: s
 export const trainCommand: CliCommand = {
   name: 'train',
   summary: 'a training run: tasks from the workspace, rollouts in sandboxes, advantages, policy updates, held-out evaluation',
-  usage: '[--config turnwise.json] [--workspace DIR] [--resume RUN] [--runs DIR] [--tasks FILE | --task-source mutation|failing-tests] [--model DIR] [--estimator grpo|rloo|gigpo|a3|turnwise] [--iterations N] [--group-size G] [--seed S] [--provider auto|cpu|cuda|webgpu]',
+  usage: `[--config turnwise.json] [--workspace DIR] [--resume RUN] [--runs DIR] [--tasks FILE | --task-source mutation|failing-tests] [--model DIR] [--estimator ${ESTIMATOR_NAMES.join('|')}] [--iterations N] [--group-size G] [--seed S] [--provider auto|cpu|cuda|webgpu]`,
   options: TRAIN_OPTIONS,
   async run(args, io) {
     if (args.values.resume !== undefined) {

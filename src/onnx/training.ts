@@ -41,7 +41,11 @@ export interface ForwardResult {
   metrics?: Record<string, Value>;
 }
 
-export type ForwardBuilder = (g: Graph, params: Record<string, Value>, batch: Record<string, Value>) => ForwardResult;
+/**
+ * Builds the forward pass and loss. `norms` are given only in an accumulation graph (see
+ * TrainingGraphSpec.normalisers): the step-wide denominators to divide by instead of the batch's own.
+ */
+export type ForwardBuilder = (g: Graph, params: Record<string, Value>, batch: Record<string, Value>, norms?: Record<string, Value>) => ForwardResult;
 
 export interface TrainingGraphSpec {
   params: readonly ParamSpec[];
@@ -53,6 +57,16 @@ export interface TrainingGraphSpec {
   frozen?: readonly { name: string; shape: readonly number[] }[];
   batch: readonly BatchSpec[];
   forward: ForwardBuilder;
+  /**
+   * The loss's denominators over one whole optimizer step (a sum of token weights, a number of
+   * sequences), computed from the step's batch inputs. An accumulation graph reads a step as
+   * micro-batches stacked on a leading axis: it calls this once on the stacked inputs (so it must
+   * reduce over every leading axis) and hands the results to each micro-batch's forward, whose
+   * loss and metrics are then sums over that micro-batch divided by the step-wide denominators.
+   * The micro-batches' losses, metrics and gradients then add up to the whole step's. A spec
+   * without it can only be accumulated if its loss is already a plain sum over rows.
+   */
+  normalisers?: (g: Graph, batch: Record<string, Value>) => Record<string, Value>;
   /** Names of the scalar metrics `forward` returns (fixed so outputs are known before building). */
   metricNames?: readonly string[];
   /** Parameter dtype (float64 is for gradient tests). Default float32. */
@@ -96,11 +110,7 @@ export function buildTrainingGraph(spec: TrainingGraphSpec): Graph {
   const dtype = spec.dtype ?? 'float32';
   const K = spec.steps ?? 1;
   if (!Number.isInteger(K) || K < 1) throw new TurnwiseError('invalid-input', `training steps per run must be a positive integer, got ${K}`);
-  const seen = new Set<string>();
-  for (const n of [...spec.params.map((p) => p.name), ...(spec.frozen ?? []).map((p) => p.name), ...spec.batch.map((b) => b.name), ...TRAIN_IO.hyper, TRAIN_IO.step]) {
-    if (seen.has(n)) throw new TurnwiseError('invalid-input', `training graph: name ${n} is used twice`, { hint: 'rename the batch input or parameter' });
-    seen.add(n);
-  }
+  checkNames(spec);
   const g = Graph.create(K > 1 ? `train_loop_${K}` : 'train_step');
   const params = spec.params.map((p) => g.input(p.name, dtype, p.shape));
   const frozen = Object.fromEntries((spec.frozen ?? []).map((p) => [p.name, g.input(p.name, dtype, p.shape)]));
@@ -153,6 +163,92 @@ export function buildTrainingGraph(spec: TrainingGraphSpec): Graph {
   });
   g.output(result.step, TRAIN_IO.next(TRAIN_IO.step));
   metricNames.forEach((k, i) => g.output(result.metrics[i], TRAIN_IO.metric(k)));
+  return g;
+}
+
+function checkNames(spec: Omit<TrainingGraphSpec, 'steps'>): void {
+  const seen = new Set<string>();
+  for (const n of [...spec.params.map((p) => p.name), ...(spec.frozen ?? []).map((p) => p.name), ...spec.batch.map((b) => b.name), ...TRAIN_IO.hyper, TRAIN_IO.step]) {
+    if (seen.has(n)) throw new TurnwiseError('invalid-input', `training graph: name ${n} is used twice`, { hint: 'rename the batch input or parameter' });
+    seen.add(n);
+  }
+}
+
+/** Whether an accumulation graph feeds this batch input once per micro-batch (stacked) or once per step. */
+export function isMicroBatched(b: BatchSpec): boolean {
+  return !b.shared && b.shape.length > 0;
+}
+
+/** Output name of a parameter's accumulated gradient (only with `outputGradients`). */
+export const gradOutput = (p: string) => `${p}.grad`;
+
+/**
+ * One optimizer step over micro-batches: the step's batch inputs carry a leading axis of M
+ * micro-batches (any M at run time; scalars and `shared` inputs are fed once). An ONNX Loop runs
+ * the forward and backward pass of one micro-batch per iteration and adds its gradients and
+ * metrics to loop-carried sums; then global-norm clipping and AdamW update the parameters once
+ * from the summed gradient. Each iteration's activations are freed before the next, so a step's
+ * memory is that of one micro-batch whatever M is. With `spec.normalisers` the loss's
+ * denominators are the whole step's, so the update equals the one-batch update of the same rows
+ * to float rounding. Inputs and outputs as buildTrainingGraph with steps = 1 (metrics are sums
+ * over the micro-batches: the step's values); `outputGradients` adds `<p>.grad`, the summed
+ * gradient before clipping.
+ */
+export function buildAccumulationGraph(spec: Omit<TrainingGraphSpec, 'steps' | 'batchPerStep' | 'lrPerStep'>, opts: { outputGradients?: boolean } = {}): Graph {
+  const dtype = spec.dtype ?? 'float32';
+  checkNames(spec);
+  const stackedSpec = spec.batch.find(isMicroBatched);
+  if (!stackedSpec) throw new TurnwiseError('invalid-input', 'an accumulation graph needs at least one per-example batch input to split into micro-batches');
+  const g = Graph.create('train_accumulate');
+  const params = spec.params.map((p) => g.input(p.name, dtype, p.shape));
+  const frozen = Object.fromEntries((spec.frozen ?? []).map((p) => [p.name, g.input(p.name, dtype, p.shape)]));
+  const ms = spec.params.map((p) => g.input(TRAIN_IO.m(p.name), dtype, p.shape));
+  const vs = spec.params.map((p) => g.input(TRAIN_IO.v(p.name), dtype, p.shape));
+  const step = g.input(TRAIN_IO.step, dtype, []);
+  const hp = Object.fromEntries(TRAIN_IO.hyper.map((h) => [h, g.input(h, dtype, [])])) as Record<HyperName, Value>;
+  const micro = g.freshDim();
+  const batchIn = spec.batch.map((b) => g.input(b.name, b.dtype, isMicroBatched(b) ? [micro, ...b.shape] : b.shape));
+  const stackedBatch = Object.fromEntries(spec.batch.map((bs, i) => [bs.name, batchIn[i]]));
+  const norms = spec.normalisers ? g.scope('norms', () => spec.normalisers!(g, stackedBatch)) : undefined;
+  const decay = spec.params.map((p) => p.decay ?? p.shape.length >= 2);
+  const metricNames = ['loss', ...(spec.metricNames ?? [])];
+  const first = batchIn[spec.batch.indexOf(stackedSpec)];
+  const trips = g.gather(g.shapeOf(first), g.scalar(0, 'int64'), 0);
+  // The sums start from the first micro-batch's values (a Where on the iteration number), not from
+  // zeros: a zero tensor of every parameter's shape would be constant-folded into the model.
+  const init = [...params, ...metricNames.map(() => g.scalar(0, dtype))];
+  const loop = g.loop(trips, init, (b, iter, c) => {
+    const firstIter = b.equal(iter, b.scalar(0, 'int64'));
+    const add = (acc: Value, x: Value) => b.where(firstIter, x, b.add(acc, x));
+    const namedBatch = Object.fromEntries(spec.batch.map((bs, i) => [bs.name, isMicroBatched(bs) ? b.gather(batchIn[i], iter, 0) : batchIn[i]]));
+    const named = { ...frozen, ...Object.fromEntries(spec.params.map((ps, i) => [ps.name, params[i]])) };
+    const fwd = b.scope('fwd', () => spec.forward(b, named, namedBatch, norms));
+    if (fwd.loss.rank !== 0) throw new TurnwiseError('internal', `training graph: the loss must be a scalar, got ${fwd.loss}`);
+    const grads = b.scope('bwd', () => gradients(b, fwd.loss, params));
+    const extra = fwd.metrics ?? {};
+    for (const k of Object.keys(extra)) if (!metricNames.includes(k)) throw new TurnwiseError('internal', `training graph: metric ${k} is not listed in metricNames`);
+    const metrics = metricNames.map((k) => {
+      const val = k === 'loss' ? fwd.loss : extra[k];
+      if (!val) throw new TurnwiseError('internal', `training graph: forward did not return metric ${k}`);
+      if (val.rank !== 0) throw new TurnwiseError('internal', `training graph: metric ${k} must be a scalar, got ${val}`);
+      return val.dtype === dtype ? val : b.cast(val, dtype);
+    });
+    const n = params.length;
+    return { carried: [...grads.map((d, i) => add(c[i], d)), ...metrics.map((m, i) => add(c[n + i], m))] };
+  });
+  const n = params.length;
+  const summed = loop.carried.slice(0, n);
+  const { norm, upd } = g.scope('opt', () => optimizerStep(g, params, summed, ms, vs, step, hp, decay));
+  spec.params.forEach((p, i) => {
+    g.output(upd.params[i], TRAIN_IO.next(p.name));
+    g.output(upd.m[i], TRAIN_IO.next(TRAIN_IO.m(p.name)));
+    g.output(upd.v[i], TRAIN_IO.next(TRAIN_IO.v(p.name)));
+    if (opts.outputGradients) g.output(summed[i], gradOutput(p.name));
+  });
+  g.output(upd.step, TRAIN_IO.next(TRAIN_IO.step));
+  g.output(loop.carried[n], TRAIN_IO.metric('loss'));
+  g.output(norm, TRAIN_IO.metric('grad_norm'));
+  metricNames.slice(1).forEach((k, i) => g.output(loop.carried[n + 1 + i], TRAIN_IO.metric(k)));
   return g;
 }
 
@@ -256,6 +352,11 @@ export class Trainer {
     this.cache = cache ?? new SessionCache(settings);
   }
 
+  /** The accumulation graph's session (buildAccumulationGraph): one step over any number of micro-batches. */
+  accumulationSession(): Promise<OnnxSession> {
+    return this.cache.get(`${this.key}|spec${specId(this.spec)}|accumulate|${this.spec.dtype ?? 'float32'}`, () => toModelProto(buildAccumulationGraph(this.spec)));
+  }
+
   session(steps = 1): Promise<OnnxSession> {
     // The spec's identity is part of the key: two Trainers given the same key (a caller's slip) but
     // different specs sharing one cache must never run each other's graphs.
@@ -269,7 +370,19 @@ export class Trainer {
    * (arrays of length `steps`). `state` is not modified.
    */
   async step(state: TrainState, batch: Record<string, HostTensor>, hyper: StepHyperparameters = {}, steps = 1): Promise<{ state: TrainState; metrics: Record<string, number[]> }> {
-    const s = await this.session(steps);
+    return this.runStep(await this.session(steps), state, batch, hyper, steps);
+  }
+
+  /**
+   * One optimizer update from micro-batches (buildAccumulationGraph): every per-example batch
+   * input carries a leading axis of micro-batches, scalars and shared inputs are fed as they are.
+   * Same result shape as step() with steps = 1.
+   */
+  async accumulatedStep(state: TrainState, batch: Record<string, HostTensor>, hyper: StepHyperparameters = {}): Promise<{ state: TrainState; metrics: Record<string, number[]> }> {
+    return this.runStep(await this.accumulationSession(), state, batch, hyper, 1);
+  }
+
+  private async runStep(s: OnnxSession, state: TrainState, batch: Record<string, HostTensor>, hyper: StepHyperparameters, steps: number): Promise<{ state: TrainState; metrics: Record<string, number[]> }> {
     const dtype = this.spec.dtype ?? 'float32';
     const { lr, ...rest } = hyper;
     const h = { ...DEFAULT_HYPER, ...rest };

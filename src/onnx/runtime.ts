@@ -175,7 +175,7 @@ export interface SessionSettings {
   spinning?: boolean;
   /**
    * Write ONNX Runtime's per-node profile (Chrome trace JSON) to `<profile>_<timestamp>.json` when
-   * the session is released. For `scripts/profile-train.ts`; slows every run.
+   * the session is released. For `docs/experiments/scripts/profile-train.ts`; slows every run.
    */
   profile?: string;
 }

@@ -175,11 +175,11 @@ describe('train/config: poolSettings', () => {
   });
 });
 
-describe('train/config: the shipped probe configs', () => {
-  it('examples/probes/repeat-6 resolves: its workspace and 6-task file found from the config\'s folder, nothing held out', () => {
-    const file = path.join(__dirname, '..', '..', '..', 'examples', 'probes', 'repeat-6', 'turnwise.json');
+describe('train/config: the experiment probe configs', () => {
+  it('docs/experiments/probes/repeat-6 resolves: its workspace and 6-task file found from the config\'s folder, nothing held out', () => {
+    const file = path.join(__dirname, '..', '..', '..', 'docs', 'experiments', 'probes', 'repeat-6', 'turnwise.json');
     const c = resolveTrainConfig(readConfigFile(file), file);
-    assert.equal(c.workspace, path.resolve(path.dirname(file), '..', '..', 'demo-python'));
+    assert.equal(c.workspace, path.resolve(path.dirname(file), '..', '..', '..', '..', 'examples', 'demo-python'));
     assert.ok(fs.existsSync(path.join(c.workspace, 'inventory', 'stock.py')));
     const tasks = readTaskFile(c.tasksFile!);
     assert.equal(tasks.length, 6);
@@ -188,10 +188,10 @@ describe('train/config: the shipped probe configs', () => {
     assert.equal(c.lossAggregation, 'episode');
   });
 
-  it('examples/probes/replay resolves: the demo workspace, 48 tasks with 12 held out, grpo without scaling, the replay term on', () => {
-    const file = path.join(__dirname, '..', '..', '..', 'examples', 'probes', 'replay', 'turnwise.json');
+  it('docs/experiments/probes/replay resolves: the demo workspace, 48 tasks with 12 held out, grpo without scaling, the replay term on', () => {
+    const file = path.join(__dirname, '..', '..', '..', 'docs', 'experiments', 'probes', 'replay', 'turnwise.json');
     const c = resolveTrainConfig(readConfigFile(file), file);
-    assert.equal(c.workspace, path.resolve(path.dirname(file), '..', '..', 'demo-python'));
+    assert.equal(c.workspace, path.resolve(path.dirname(file), '..', '..', '..', '..', 'examples', 'demo-python'));
     assert.equal(c.taskSource, 'mutation');
     assert.equal(c.maxTasks, 48);
     assert.equal(c.heldoutFraction, 0.25);

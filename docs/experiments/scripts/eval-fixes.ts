@@ -1,15 +1,15 @@
 // The warm start's fix-turn figures for any checkpoint, on a fresh set of held-out generated
-// cases (the README's "256 further held-out generated cases": --seed 9 --cases 256). Prints JSON:
+// cases (docs/model-card-turnwise-tiny.md, "256 further held-out generated cases": --seed 9 --cases 256). Prints JSON:
 // exact (the demonstrated command), restores (a command that restores the line as GNU
 // sed would), rightLine, validSed; then simulated greedy episodes from the same point (evaluateEpisodes):
 // episodeFixed (bug line restored within 5 turns), episodeTurns, on the first --episode-cases.
-//   npx tsx scripts/eval-fixes.ts [--model models/turnwise-tiny] [--seed 9] [--cases 256] [--episode-cases 64]
+//   npx tsx docs/experiments/scripts/eval-fixes.ts [--model models/turnwise-tiny] [--seed 9] [--cases 256] [--episode-cases 64]
 import { parseArgs } from 'node:util';
-import { loadCheckpoint } from '../src/policy/checkpoint';
-import { Policy } from '../src/policy/policy';
-import { loadTokenizer } from '../src/policy/tokenizer';
-import { chatCodec } from '../src/train/chat';
-import { evalCasePool, evaluateEpisodes, evaluateFixes } from '../src/train/warmstart';
+import { loadCheckpoint } from '../../../src/policy/checkpoint';
+import { Policy } from '../../../src/policy/policy';
+import { loadTokenizer } from '../../../src/policy/tokenizer';
+import { chatCodec } from '../../../src/train/chat';
+import { evalCasePool, evaluateEpisodes, evaluateFixes } from '../../../src/train/warmstart';
 
 const { values } = parseArgs({ options: { model: { type: 'string', default: 'models/turnwise-tiny' }, seed: { type: 'string', default: '9' }, cases: { type: 'string', default: '256' }, 'episode-cases': { type: 'string', default: '64' } } });
 

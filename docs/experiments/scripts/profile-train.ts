@@ -1,13 +1,13 @@
 // Where a training step's time goes: runs `bench train`'s step (turnwise-tiny, ppo-token) with
 // ONNX Runtime's profiler and prints the time per op type and the slowest nodes, as JSON.
-//   npx tsx scripts/profile-train.ts [--batch 4] [--seq 128] [--steps 5] [--threads 0] [--k 1]
+//   npx tsx docs/experiments/scripts/profile-train.ts [--batch 4] [--seq 128] [--steps 5] [--threads 0] [--k 1]
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
-import { presetConfig } from '../src/policy/config';
-import { PolicyTrainer, type TrainBatch } from '../src/policy/trainer';
-import { initWeights, SeededRandom } from '../src/policy/weights';
+import { presetConfig } from '../../../src/policy/config';
+import { PolicyTrainer, type TrainBatch } from '../../../src/policy/trainer';
+import { initWeights, SeededRandom } from '../../../src/policy/weights';
 
 const { values } = parseArgs({
   options: { batch: { type: 'string', default: '4' }, seq: { type: 'string', default: '128' }, steps: { type: 'string', default: '5' }, threads: { type: 'string', default: '0' }, k: { type: 'string', default: '1' }, top: { type: 'string', default: '25' }, matmuls: { type: 'boolean', default: false } },

@@ -639,9 +639,12 @@ async function viewUiTests(page, workspace) {
       await screenshot(page, '06-reward-overlay.png');
       // The panel says which model and adapter a run trained: the LoRA fixture run as the overlay.
       await frame.locator('#overlay').selectOption(FIXTURE.lora);
-      const modelLine = frame.locator('#model .overlay');
-      await modelLine.waitFor({ timeout: 20000 });
-      const said = (await modelLine.innerText()).trim();
+      // (The previous overlay's line stays until the panel has read the new run.)
+      const modelLine = frame.locator('#model .overlay', { hasText: `overlay ${FIXTURE.lora}:` });
+      const said = await modelLine.waitFor({ timeout: 20000 }).then(
+        async () => (await modelLine.innerText()).trim(),
+        async () => (await frame.locator('#model .overlay').first().innerText().catch(() => '')).trim(),
+      );
       const want = `overlay ${FIXTURE.lora}: model: Qwen2.5-Coder-0.5B-Instruct (${LORA_MODEL}) · adapter: LoRA r 8, lora_alpha 16 on all linear projections; latest checkpoints/2 (PEFT adapter over the model)`;
       if (said !== want) throw new Error(`the reward panel's model line reads "${said}", not "${want}"`);
       await screenshot(page, '06b-reward-lora-overlay.png');

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Builds the sandbox base image from Debian packages with debootstrap + `docker import`,
-# for machines where no container registry can be reached. Needs root and debootstrap.
+# Builds the sandbox base image from Debian packages with debootstrap + `docker import`: the
+# offline fallback for machines where no container registry can be reached (with a registry,
+# `turnwise images build` starts FROM debian:bookworm-slim and needs neither root nor this).
+# Needs root and debootstrap, on a Debian host.
 # Usage: scripts/bootstrap-base-image.sh [TAG]   (default: the tag printed by --print-tag)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)

@@ -4,7 +4,7 @@ import type Docker from 'dockerode';
 import { failedCheck, notChecked, type Check } from '../core/doctor';
 import { containerSpec } from './container';
 import { connectEngine, engineInfo } from './engine';
-import { AGENT_TOOLS, SANDBOX_LANGUAGES, baseImageTag, languageImageTag, type SandboxLanguage } from './images';
+import { AGENT_TOOLS, BASE_LABEL, PUBLIC_BASE_IMAGE, SANDBOX_LANGUAGES, languageImageTag, type SandboxLanguage } from './images';
 
 /** How long the doctor waits for the Docker engine to answer one request. */
 const ENGINE_TIMEOUT_MS = 5000;
@@ -32,23 +32,25 @@ export async function sandboxChecks(host?: string): Promise<Check[]> {
 }
 
 async function imagesPresent(docker: Docker): Promise<{ check: Check; missing: string[] }> {
-  const wanted = [baseImageTag(), ...SANDBOX_LANGUAGES.map((l) => languageImageTag(l))];
+  const wanted = SANDBOX_LANGUAGES.map((l) => languageImageTag(l));
   const missing: string[] = [];
+  const present: string[] = [];
   for (const tag of wanted) {
     try {
-      await docker.getImage(tag).inspect();
+      const base = (await docker.getImage(tag).inspect()).Config?.Labels?.[BASE_LABEL];
+      present.push(base ? `${tag} (FROM ${base})` : tag);
     } catch {
       missing.push(tag);
     }
   }
   const check: Check =
     missing.length === 0
-      ? { name: 'sandbox images', status: 'ok', detail: wanted.join(', ') }
+      ? { name: 'sandbox images', status: 'ok', detail: present.join(', ') }
       : {
           name: 'sandbox images',
           status: 'fail',
           detail: `missing: ${missing.join(', ')}`,
-          fix: 'build them: `turnwise images build` (bootstraps the base from Debian packages when no registry has it; that step needs root and debootstrap)',
+          fix: `build them: \`turnwise images build\` (FROM ${PUBLIC_BASE_IMAGE} when a registry is reachable, no root needed; --base IMAGE for a mirror; offline it bootstraps a base from Debian packages, which needs root and debootstrap)`,
         };
   return { check, missing };
 }

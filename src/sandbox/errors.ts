@@ -33,7 +33,7 @@ export function sandboxError(e: unknown, target: EngineTarget, what: string, ima
   }
   if (err?.statusCode === 404 && image && /no such image|not found|pull access/i.test(msg)) {
     return new TurnwiseError('docker-image-missing', `the sandbox image ${image} is not present on ${target.label}`, {
-      hint: 'build it: `turnwise images build` (bootstraps the base from Debian packages when no registry is reachable)',
+      hint: 'build it: `turnwise images build` (FROM debian:bookworm-slim when a registry is reachable, else from a base bootstrapped from Debian packages)',
       cause: e,
     });
   }

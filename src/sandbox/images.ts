@@ -1,5 +1,7 @@
-// Names of the sandbox images. The base image is bootstrapped from Debian packages when no
-// registry is reachable (scripts/bootstrap-base-image.sh); its tag hashes the package list.
+// The sandbox images: their names, and how they are built. Each language image builds FROM a
+// public base (debian:bookworm-slim, or an image named with --base / TURNWISE_BASE_IMAGE, e.g. a
+// company mirror) when a registry is reachable; offline FROM a base bootstrapped from Debian
+// packages (scripts/bootstrap-base-image.sh), whose tag hashes the package list.
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
@@ -150,15 +152,26 @@ function packDir(root: string): NodeJS.ReadableStream {
   return pack as unknown as NodeJS.ReadableStream;
 }
 
+/** The public image language images build FROM when a registry is reachable. */
+export const PUBLIC_BASE_IMAGE = 'debian:bookworm-slim';
+
+/** Environment variable naming the base image for every build (as `turnwise images build --base`). */
+export const BASE_IMAGE_ENV = 'TURNWISE_BASE_IMAGE';
+
+/** scripts/bootstrap-base-image.sh next to sandbox-images/ (a checkout, the npm package, the .vsix). */
+export function bootstrapScript(dir = sandboxImagesDir()): string {
+  return path.join(dir, '..', 'scripts', 'bootstrap-base-image.sh');
+}
+
 /**
  * Runs scripts/bootstrap-base-image.sh (debootstrap + `docker import`) to make the base image
  * on a machine with no registry. Needs root and debootstrap; the script says so if missing.
  */
 export async function bootstrapBaseImage(onProgress: BuildProgress = () => undefined, dir = sandboxImagesDir()): Promise<void> {
-  const script = path.join(dir, '..', 'scripts', 'bootstrap-base-image.sh');
+  const script = bootstrapScript(dir);
   if (!fs.existsSync(script)) {
     throw new TurnwiseError('docker-image-missing', `the base image ${baseImageTag(dir)} is missing and ${script} is not there to build it`, {
-      hint: 'run Turnwise from a checkout, or import the base image on this engine',
+      hint: `pass --base IMAGE (a registry or mirror copy of ${PUBLIC_BASE_IMAGE}), or reinstall Turnwise`,
     });
   }
   await new Promise<void>((resolve, reject) => {
@@ -177,11 +190,123 @@ export async function bootstrapBaseImage(onProgress: BuildProgress = () => undef
         ? resolve()
         : reject(
             new TurnwiseError('docker-image-missing', `bootstrapping the base image ${baseImageTag(dir)} failed (exit ${code}): ${tail.trim().split('\n').slice(-3).join(' / ')}`, {
-              hint: 'run `sudo scripts/bootstrap-base-image.sh` (needs root and `apt-get install debootstrap`)',
+              hint: `with a registry in reach, \`turnwise images build --base IMAGE\` needs no root (IMAGE: ${PUBLIC_BASE_IMAGE} or a mirror of it); offline, run \`sudo ${script}\` once on a Debian host (apt-get install debootstrap)`,
             }),
           ),
     );
   });
+}
+
+/** Where a language image's base came from, and the sentence that says why it was chosen. */
+export interface BaseChoice {
+  image: string;
+  /** option: --base or TURNWISE_BASE_IMAGE; registry: the public base; bootstrap: the offline base. */
+  source: 'option' | 'registry' | 'bootstrap';
+  why: string;
+}
+
+/** How long a pull may go without a word from the engine before the registry counts as unreachable. */
+const PULL_SILENCE_MS = 30_000;
+
+/** Pulls an image; resolves with undefined when done, or with the reason it could not be pulled. */
+export async function tryPull(docker: Docker, image: string, onProgress: BuildProgress = () => undefined, silenceMs = PULL_SILENCE_MS): Promise<string | undefined> {
+  let stream: NodeJS.ReadableStream;
+  try {
+    stream = await docker.pull(image);
+  } catch (e) {
+    return String((e as { json?: { message?: string } }).json?.message ?? (e as Error).message ?? e).replace(/^\(HTTP code \d+\) [a-z ]+ - /i, '').trim();
+  }
+  return new Promise<string | undefined>((resolve) => {
+    let failure: string | undefined;
+    let lastStatus = '';
+    let timer: NodeJS.Timeout;
+    const arm = () => {
+      clearTimeout(timer);
+      timer = setTimeout(() => {
+        (stream as unknown as { destroy?: () => void }).destroy?.();
+        resolve(`no progress from the registry in ${silenceMs / 1000} s`);
+      }, silenceMs);
+    };
+    arm();
+    docker.modem.followProgress(
+      stream,
+      (err: Error | null) => {
+        clearTimeout(timer);
+        resolve(err ? err.message : failure);
+      },
+      (ev: { status?: string; error?: string; errorDetail?: { message?: string } }) => {
+        arm();
+        if (ev.error || ev.errorDetail) failure = ev.errorDetail?.message ?? ev.error;
+        // One line per kind of step, not one per layer and percent.
+        if (ev.status && !/^(Downloading|Extracting|Waiting|Verifying Checksum)/.test(ev.status) && ev.status !== lastStatus) {
+          lastStatus = ev.status;
+          onProgress(`pull ${image}: ${ev.status}`);
+        }
+      },
+    );
+  });
+}
+
+const recentPullFailures = new Map<string, { reason: string; at: number }>();
+const PULL_FAILURE_TTL_MS = 5 * 60_000;
+
+/**
+ * Chooses the image a language image builds FROM, and says why:
+ *  1. `base` (--base / TURNWISE_BASE_IMAGE): used as given, pulled when not on the engine;
+ *  2. the public base (debian:bookworm-slim) when it is on the engine or a registry gives it;
+ *  3. offline, the base bootstrapped from Debian packages: reused, or bootstrapped when
+ *     `bootstrap` allows it (the local engine, root and debootstrap).
+ */
+export async function chooseBase(
+  docker: Docker,
+  target: EngineTarget,
+  opts: { base?: string; bootstrap?: boolean; dir?: string; onProgress?: BuildProgress; publicBase?: string } = {},
+): Promise<BaseChoice> {
+  const say = opts.onProgress ?? (() => undefined);
+  const dir = opts.dir ?? sandboxImagesDir();
+  const exists = async (tag: string) => {
+    try {
+      return await imageExists(docker, tag);
+    } catch (e) {
+      throw sandboxError(e, target, `looking for ${tag}`);
+    }
+  };
+  const given = opts.base?.trim();
+  if (given) {
+    if (await exists(given)) return { image: given, source: 'option', why: `asked for, present on ${target.label}` };
+    say(`pulling ${given}`);
+    const failed = await tryPull(docker, given, say);
+    if (failed) {
+      throw new TurnwiseError('docker-image-missing', `the base image ${given} is not on ${target.label} and could not be pulled: ${failed}`, {
+        hint: `check the name and that its registry is reachable from the engine (\`docker pull ${given}\`; \`docker login\` for a private mirror)`,
+      });
+    }
+    return { image: given, source: 'option', why: 'asked for, pulled from its registry' };
+  }
+  const publicBase = opts.publicBase ?? PUBLIC_BASE_IMAGE;
+  if (await exists(publicBase)) return { image: publicBase, source: 'registry', why: `${publicBase} is on ${target.label}` };
+  // One engine's failed pull is remembered for a while: the next language need not wait for it again.
+  const key = `${target.label}\0${publicBase}`;
+  const recent = recentPullFailures.get(key);
+  let failed: string | undefined;
+  if (recent && Date.now() - recent.at < PULL_FAILURE_TTL_MS) failed = recent.reason;
+  else {
+    say(`pulling ${publicBase}`);
+    failed = await tryPull(docker, publicBase, say);
+    if (failed) recentPullFailures.set(key, { reason: failed, at: Date.now() });
+  }
+  if (!failed) return { image: publicBase, source: 'registry', why: `pulled ${publicBase} from the registry` };
+  const offline = `no registry gave ${publicBase} (${failed})`;
+  const boot = baseImageTag(dir);
+  if (await exists(boot)) return { image: boot, source: 'bootstrap', why: `${offline}: using the base bootstrapped from Debian packages` };
+  if (opts.bootstrap === false) {
+    throw new TurnwiseError('docker-image-missing', `${offline}, and the bootstrapped base ${boot} is not on ${target.label}`, {
+      hint: `pass --base IMAGE from a registry the engine can reach (a mirror of ${publicBase}), or build the images on the engine's host (\`turnwise images build\`; offline that needs root and debootstrap)`,
+    });
+  }
+  say(`${offline}: bootstrapping ${boot} from Debian packages`);
+  await bootstrapBaseImage(say, dir);
+  return { image: boot, source: 'bootstrap', why: `${offline}: bootstrapped the base from Debian packages` };
 }
 
 export interface EnsureImageResult {
@@ -189,20 +314,41 @@ export interface EnsureImageResult {
   tag: string;
   built: boolean;
   baseBuilt: boolean;
+  /** The image it was built FROM (its `turnwise.base` label when it was already there). */
+  base?: string;
+  /** Why that base: the choice's sentence, or "already built" for a present image. */
+  baseWhy?: string;
   ms: number;
 }
 
-/** Builds a language image (and the base first, if missing); skips what exists. */
+/** Label on every language image naming the image it was built FROM. */
+export const BASE_LABEL = 'turnwise.base';
+
+async function labelsOf(docker: Docker, tag: string): Promise<Record<string, string>> {
+  try {
+    return ((await docker.getImage(tag).inspect()).Config?.Labels ?? {}) as Record<string, string>;
+  } catch {
+    return {};
+  }
+}
+
+/**
+ * Builds a language image, its base chosen by `chooseBase` (a base named in `opts.base` or
+ * TURNWISE_BASE_IMAGE, the public base, or the bootstrapped one offline); skips an image that
+ * exists unless `force`, or unless a base was named and the image was built FROM another.
+ * `tag` replaces the content-hashed tag (tests).
+ */
 export async function ensureLanguageImage(
   docker: Docker,
   target: EngineTarget,
   language: SandboxLanguage,
   onProgress: BuildProgress = () => undefined,
-  opts: { dir?: string; force?: boolean; bootstrap?: boolean } = {},
+  opts: { dir?: string; force?: boolean; bootstrap?: boolean; base?: string; tag?: string; publicBase?: string } = {},
 ): Promise<EnsureImageResult> {
   const t0 = Date.now();
   const dir = opts.dir ?? sandboxImagesDir();
-  const tag = languageImageTag(language, dir);
+  const tag = opts.tag ?? languageImageTag(language, dir);
+  const base = opts.base?.trim() || process.env[BASE_IMAGE_ENV]?.trim() || undefined;
   const result = { language, tag, built: false, baseBuilt: false };
   let exists: boolean;
   try {
@@ -210,19 +356,44 @@ export async function ensureLanguageImage(
   } catch (e) {
     throw sandboxError(e, target, `looking for ${tag}`);
   }
-  if (exists && !opts.force) return { ...result, ms: Date.now() - t0 };
-  const base = baseImageTag(dir);
-  if (!(await imageExists(docker, base))) {
-    if (opts.bootstrap === false) {
-      throw new TurnwiseError('docker-image-missing', `the base image ${base} is not present on ${target.label}`, {
-        hint: 'run `turnwise images build` on the engine host, or `sudo scripts/bootstrap-base-image.sh`',
-      });
-    }
-    onProgress(`base image ${base} missing: bootstrapping it from Debian packages`);
-    await bootstrapBaseImage(onProgress, dir);
-    result.baseBuilt = true;
+  if (exists && !opts.force) {
+    const builtFrom = (await labelsOf(docker, tag))[BASE_LABEL];
+    if (!base || builtFrom === base) return { ...result, base: builtFrom, baseWhy: 'already built', ms: Date.now() - t0 };
+    onProgress(`${tag} was built FROM ${builtFrom ?? 'another base'}; rebuilding it FROM ${base}`);
   }
-  onProgress(`building ${tag} FROM ${base}`);
-  await buildFromContext(docker, target, packDir(languageDir(language, dir)), { t: tag, buildargs: { BASE: base }, labels: { 'turnwise.image': language } }, onProgress);
-  return { ...result, built: true, ms: Date.now() - t0 };
+  const bootstrapBefore = await imageExists(docker, baseImageTag(dir)).catch(() => true);
+  const choice = await chooseBase(docker, target, { base, bootstrap: opts.bootstrap, dir, onProgress, publicBase: opts.publicBase });
+  onProgress(`base ${choice.image}: ${choice.why}`);
+  onProgress(`building ${tag} FROM ${choice.image}`);
+  try {
+    await buildFromContext(
+    docker,
+    target,
+    packDir(languageDir(language, dir)),
+    {
+      t: tag,
+      buildargs: { BASE: choice.image, PACKAGES: basePackages(dir).join(' ') },
+      labels: { 'turnwise.image': language, [BASE_LABEL]: choice.image },
+      // A registry base installs the sandbox packages with apt, which needs the network; the
+      // bootstrapped base has them all, so its builds stay off the network.
+      networkmode: choice.source === 'bootstrap' ? 'none' : 'default',
+    },
+    onProgress,
+  );
+  } catch (e) {
+    if (choice.source === 'bootstrap' || !(e instanceof TurnwiseError) || e.code !== 'sandbox-failed') throw e;
+    // FROM a registry image the build installs the sandbox packages with apt.
+    throw new TurnwiseError('sandbox-failed', `${e.message} (building FROM ${choice.image})`, {
+      hint: `the build installs Debian packages with apt (see the build output above), so the engine's build containers need a Debian mirror in reach; --base must be a Debian bookworm image; offline, bootstrap the base instead: \`sudo ${bootstrapScript(dir)}\` then \`turnwise images build --base ${baseImageTag(dir)}\``,
+      cause: e,
+    });
+  }
+  return {
+    ...result,
+    built: true,
+    baseBuilt: choice.source === 'bootstrap' && !bootstrapBefore,
+    base: choice.image,
+    baseWhy: choice.why,
+    ms: Date.now() - t0,
+  };
 }

@@ -4,7 +4,7 @@
 // every projection is a plain MatMul with no per-run Transpose.
 import { Graph, type Dim, type HostTensor, type Value } from '../onnx';
 import { biasesOf, familyOf, headDim, paramSpecs, ropeInvFreq, type ModelConfig } from './config';
-import { loraScale, loraTargets, type LoraAdapter, type LoraConfig } from './lora';
+import { DROPOUT_PRIME, DROPOUT_ROUNDS, dropoutTargetOffset, dropoutThreshold, loraScale, loraTargets, type LoraAdapter, type LoraConfig } from './lora';
 import type { PolicyWeights } from './weights';
 
 /** Additive attention bias for disallowed (future or padding) keys. Finite so fully masked rows stay finite. */
@@ -111,11 +111,38 @@ export function declareLora(g: Graph, c: ModelConfig, lora: LoraShape): NonNulla
   return loraInputs(c, lora, inputs);
 }
 
-/** buildForward's LoRA input from adapter values already in the graph (inputs, or a training graph's parameters). */
-export function loraInputs(c: ModelConfig, lora: LoraShape, values: Map<string, Value>): NonNullable<ForwardInputs['lora']> {
-  const adapters = new Map<string, { a: Value; b: Value }>();
-  for (const t of loraTargets(c, lora)) adapters.set(t.module, { a: values.get(t.a)!, b: values.get(t.b)! });
-  return { scale: loraScale(lora), adapters };
+/**
+ * buildForward's LoRA input from adapter values already in the graph (inputs, or a training
+ * graph's parameters); with `dropout`, the adapters' inputs are dropped out (training only).
+ */
+export function loraInputs(c: ModelConfig, lora: LoraShape, values: Map<string, Value>, dropout?: LoraDropout): NonNullable<ForwardInputs['lora']> {
+  const adapters = new Map<string, { a: Value; b: Value; index: number }>();
+  loraTargets(c, lora).forEach((t, index) => adapters.set(t.module, { a: values.get(t.a)!, b: values.get(t.b)!, index }));
+  return { scale: loraScale(lora), adapters, ...(dropout && dropout.p > 0 ? { dropout } : {}) };
+}
+
+/** Dropout on the adapters' inputs: probability p, and the step's hash seed (int64 scalar). */
+export interface LoraDropout {
+  p: number;
+  seed: Value;
+}
+
+/**
+ * The dropout multiplier [B, T, in] of target `target`'s input x (static shape): 1/(1 − p) where
+ * an element is kept, 0 where it is dropped, from the hash of lora.ts (loraDropoutHash), which
+ * computes the same bits. Integer ops only, so nothing of it is differentiated.
+ */
+export function loraDropoutMask(g: Graph, x: Value, d: LoraDropout, target: number): Value {
+  const shape = x.shape;
+  if (shape.length !== 3 || !shape.every((n): n is number => typeof n === 'number')) throw new Error(`LoRA dropout needs a static [B, T, in] input, got ${x}`);
+  const [B, T, n] = shape;
+  const P = g.scalar(DROPOUT_PRIME, 'int64');
+  const mod = (v: Value) => g.node('Mod', [v, P])[0];
+  const rows = g.tensor('int64', [B, T, 1], Array.from({ length: B * T }, (_, r) => r * n));
+  const cols = g.tensor('int64', [1, 1, n], Array.from({ length: n }, (_, j) => j));
+  let h = mod(g.add(g.add(rows, cols), g.add(d.seed, dropoutTargetOffset(target))));
+  for (const c of DROPOUT_ROUNDS) h = mod(g.add(g.mul(mod(g.mul(h, h)), h), c));
+  return g.where(g.greaterOrEqual(h, dropoutThreshold(d.p)), g.scalar(1 / (1 - d.p), 'float32'), g.scalar(0, 'float32'));
 }
 
 export interface ForwardInputs {
@@ -138,8 +165,11 @@ export interface ForwardInputs {
    * computes scores only up to its own end. `bias` must be causal. Default 1.
    */
   attentionChunks?: number;
-  /** A LoRA adapter: per base module (`model.layers.0.self_attn.q_proj`), A [in, r] and B [r, out]; y += scale·(x·A)·B. */
-  lora?: { scale: number; adapters: Map<string, { a: Value; b: Value }> };
+  /**
+   * A LoRA adapter: per base module (`model.layers.0.self_attn.q_proj`), A [in, r] and B [r, out]
+   * and its place in loraTargets; y += scale·(dropout(x)·A)·B, dropout only when given (training).
+   */
+  lora?: { scale: number; adapters: Map<string, { a: Value; b: Value; index: number }>; dropout?: LoraDropout };
   dims: { B: Dim; T: Dim; C?: Dim };
 }
 
@@ -172,7 +202,10 @@ export function buildForward(g: Graph, c: ModelConfig, W: Map<string, Value>, in
     let y = g.matmul(x, param(`${name}.weight`));
     if (withBias) y = g.add(y, param(`${name}.bias`));
     const ad = inp.lora?.adapters.get(name);
-    return ad ? g.add(y, g.mul(g.matmul(g.matmul(x, ad.a), ad.b), inp.lora!.scale)) : y;
+    if (!ad) return y;
+    const drop = inp.lora!.dropout;
+    const xa = drop ? g.mul(x, loraDropoutMask(g, x, drop, ad.index)) : x;
+    return g.add(y, g.mul(g.matmul(g.matmul(xa, ad.a), ad.b), inp.lora!.scale));
   };
   const pos = g.unsqueeze(g.cast(inp.positions, 'float32'), [2]); // [B,T,1]
   const ang = g.mul(pos, invFreq); // [B,T,half]

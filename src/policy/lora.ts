@@ -73,6 +73,48 @@ export function parseLoraConfig(raw: unknown, source: string, base = ''): LoraCo
   return { r: rank, lora_alpha: alpha as number, lora_dropout: dropout as number, target_modules: targets, use_rslora: rs as boolean, base_model_name_or_path: baseName };
 }
 
+/**
+ * LoRA dropout, as PEFT applies it: in training each adapted layer computes s·B·A·dropout(x), the
+ * base path x·Wᵀ untouched, and inference has no dropout. The mask is not fed: the training graph
+ * hashes each element's index with a per-step seed (int64 Add/Mul/Mod, so every execution
+ * provider computes the same bits), and this file computes the same hash for tests. Element
+ * `index` = (row·T + token)·in + feature of target `target` (its place in loraTargets) is kept,
+ * scaled by 1/(1 − p), when its hash is at least round(p·P): hashes are a permutation of 0..P−1
+ * (x ↦ x³ + c permutes the integers mod a prime P with 3 ∤ P − 1), so the kept fraction is 1 − p.
+ */
+export const DROPOUT_PRIME = 67108859; // 2^26 − 5: products of two values below it stay exact in a double
+/** Per-round constants of the dropout hash (each below DROPOUT_PRIME). */
+export const DROPOUT_ROUNDS = [40503021, 9176501, 61233787] as const;
+/** The offset that tells one target's mask from another's. */
+export const dropoutTargetOffset = (target: number): number => (target * 1000003) % DROPOUT_PRIME;
+
+/** The dropout hash of one element (see DROPOUT_PRIME), in 0..P−1. */
+export function loraDropoutHash(stepSeed: number, target: number, index: number): number {
+  const P = DROPOUT_PRIME;
+  let x = (index + stepSeed + dropoutTargetOffset(target)) % P;
+  for (const c of DROPOUT_ROUNDS) x = (((x * x) % P) * x + c) % P;
+  return x;
+}
+
+/** Hashes at or above this are kept at dropout `p`. */
+export const dropoutThreshold = (p: number): number => Math.round(p * DROPOUT_PRIME);
+
+/** The multiplier of one element of an adapter's input at dropout p: 0, or 1/(1 − p) when kept. */
+export function loraDropoutMultiplier(p: number, stepSeed: number, target: number, index: number): number {
+  if (p === 0) return 1;
+  return loraDropoutHash(stepSeed, target, index) >= dropoutThreshold(p) ? 1 / (1 - p) : 0;
+}
+
+/**
+ * The hash seed of optimizer step `step` (updates done before it) of a run seeded `seed`: a step's
+ * masks depend on nothing else, so a resumed run drops what the uninterrupted one would have.
+ */
+export function loraDropoutStepSeed(seed: number, step: number): number {
+  const r = new SeededRandom((seed ^ Math.imul(step + 1, 0x9e3779b1)) >>> 0);
+  r.next();
+  return Math.floor(r.next() * DROPOUT_PRIME);
+}
+
 /** One adapted linear layer: its base weight name and the PEFT names and shapes of A and B. */
 export interface LoraTarget {
   /** The base layer, e.g. `model.layers.0.self_attn.q_proj` (its weight is `<module>.weight`). */

@@ -56,6 +56,11 @@ function rope(x: Float64Array, positions: readonly number[], heads: number, d: n
 export interface ReferenceOptions {
   /** A LoRA adapter on top of the weights: y += scale·(x·Aᵀ)·Bᵀ on every layer it targets. */
   adapter?: LoraAdapter;
+  /**
+   * A multiplier on each element of an adapter's input (LoRA dropout in training: 0 or 1/(1 − p)):
+   * the adapter of `module` reads x[token, feature] · adapterInput(module, token, feature).
+   */
+  adapterInput?: (module: string, token: number, feature: number) => number;
   /** Position id of each token (default 0..T−1). */
   positions?: readonly number[];
   /** Final hidden state instead of logits (for debugging). */
@@ -88,7 +93,9 @@ export function referenceLogits(w: PolicyWeights, ids: readonly number[], option
     if (!ad || !A || !Bm) return y;
     const r = ad.config.r;
     const s = loraScale(ad.config);
-    const xa = linear(x, t, inDim, A, r);
+    const drop = options.adapterInput;
+    const xd = drop ? x.map((v, i) => v * drop(module, Math.floor(i / inDim), i % inDim)) : x;
+    const xa = linear(xd, t, inDim, A, r);
     const d = linear(xa, t, r, Bm, outDim);
     for (let i = 0; i < y.length; i++) y[i] += s * d[i];
     return y;

@@ -81,12 +81,23 @@ export interface TrainableOptions {
    * the adapter off, on the same weight tensors.
    */
   adapter?: LoraAdapter;
+  /** Seed of the adapter's dropout masks (lora_dropout > 0): a run's, so a resume drops what the uninterrupted run would. Default 0. */
+  loraDropoutSeed?: number;
   /** KL reference weights (default: the starting weights). */
   reference?: PolicyWeights;
   /** Tokenizer files, written with saveCheckpoint. */
   tokenizerJson?: Record<string, unknown>;
   tokenizerConfig?: Record<string, unknown>;
   settings?: SessionSettings;
+}
+
+/** How TrainablePolicy.fromCheckpoint loads a checkpoint (the policy worker passes them on as they are). */
+export interface CheckpointOptions {
+  referenceDir?: string;
+  /** Start a fresh adapter (B = 0) of this configuration on a model folder. */
+  lora?: { config: LoraConfig; seed: number };
+  /** Seed of the adapter's dropout masks (TrainableOptions.loraDropoutSeed). */
+  loraDropoutSeed?: number;
 }
 
 /** Rows scored per run by logprobs (bounds the logits held at once: rows × T × V floats). */
@@ -117,9 +128,9 @@ export class TrainablePolicy implements PolicyService {
    * state) to train; `lora` puts a fresh adapter (B = 0, so it starts as the model) on a model
    * folder, the start of a LoRA run. The reference of a LoRA policy is its base.
    */
-  static fromCheckpoint(dir: string, settings: SessionSettings = {}, options: { referenceDir?: string; lora?: { config: LoraConfig; seed: number } } = {}): TrainablePolicy {
+  static fromCheckpoint(dir: string, settings: SessionSettings = {}, options: CheckpointOptions = {}): TrainablePolicy {
     const ck = loadCheckpoint(dir);
-    const tok = { tokenizerJson: ck.tokenizerJson, tokenizerConfig: ck.tokenizerConfig, settings };
+    const tok = { tokenizerJson: ck.tokenizerJson, tokenizerConfig: ck.tokenizerConfig, settings, ...(options.loraDropoutSeed !== undefined ? { loraDropoutSeed: options.loraDropoutSeed } : {}) };
     if (ck.adapter) return new TrainablePolicy(ck.weights, { adapter: ck.adapter, ...(ck.adapterOptimizer ? { optimizer: ck.adapterOptimizer } : {}), ...tok });
     if (options.lora) {
       const config = { ...options.lora.config, base_model_name_or_path: ck.dir };
@@ -209,7 +220,7 @@ export class TrainablePolicy implements PolicyService {
   train(...args: TrainArgs): Promise<StepMetrics[]> {
     return this.serial(async () => {
       this.trainer ??= this.options.adapter
-        ? new PolicyTrainer(this.start, undefined, this.options.settings, { adapter: this.options.adapter, optimizer: this.options.optimizer })
+        ? new PolicyTrainer(this.start, undefined, this.options.settings, { adapter: this.options.adapter, optimizer: this.options.optimizer, dropoutSeed: this.options.loraDropoutSeed })
         : new PolicyTrainer(this.start, this.options.optimizer, this.options.settings);
       const metrics = await this.trainer.train(...args);
       // The trainer owns the weights (or the adapter); sampling reads them, and sequence caches

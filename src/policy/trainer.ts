@@ -10,8 +10,8 @@ import { Trainer, type TrainState } from '../onnx/training';
 import { zeroOptimizerState, type OptimizerState } from './checkpoint';
 import { type ModelConfig } from './config';
 import { fromGraphLayout, loraFromGraphLayout, loraToGraphLayout, toGraphLayout, weightFeeds, type LoraShape } from './graphs';
-import type { LoraAdapter } from './lora';
-import { batchInputs, METRICS, policyTrainingSpec, type LossHyperName, type MetricName, type TrainGraphOptions, type TrainLoss } from './training';
+import { loraDropoutStepSeed, type LoraAdapter } from './lora';
+import { batchInputs, LORA_DROPOUT_SEED, METRICS, policyTrainingSpec, type LossHyperName, type MetricName, type TrainGraphOptions, type TrainLoss } from './training';
 import type { PolicyWeights } from './weights';
 
 /** One optimizer step's batch: flat row-major [batch, seq] arrays aligned with input_ids. */
@@ -94,6 +94,8 @@ export interface TrainStepOptions {
 export interface LoraTraining {
   adapter: LoraAdapter;
   optimizer?: OptimizerState;
+  /** Seed of the adapter's dropout masks (with lora_dropout > 0): step n's masks come from (seed, n). Default 0. */
+  dropoutSeed?: number;
 }
 
 export class PolicyTrainer {
@@ -102,7 +104,7 @@ export class PolicyTrainer {
   private readonly cache: SessionCache;
   private readonly trainers = new Map<string, Trainer>();
   /** With LoRA: the adapter's layout, and the base weights fed as frozen inputs (graph layout, made once). */
-  private readonly lora: { shape: LoraShape; config: LoraAdapter['config']; frozen: Record<string, HostTensor> } | undefined;
+  private readonly lora: { shape: LoraShape; config: LoraAdapter['config']; frozen: Record<string, HostTensor>; dropoutSeed: number } | undefined;
   private readonly base: PolicyWeights;
 
   constructor(weights: PolicyWeights, optimizer?: OptimizerState, private readonly settings: SessionSettings = {}, lora?: LoraTraining) {
@@ -111,7 +113,7 @@ export class PolicyTrainer {
     this.cache = new SessionCache(settings, 4);
     if (lora) {
       const c = lora.adapter.config;
-      this.lora = { shape: { r: c.r, lora_alpha: c.lora_alpha, use_rslora: c.use_rslora, target_modules: [...c.target_modules] }, config: c, frozen: weightFeeds(weights) };
+      this.lora = { shape: { r: c.r, lora_alpha: c.lora_alpha, use_rslora: c.use_rslora, target_modules: [...c.target_modules] }, config: c, frozen: weightFeeds(weights), dropoutSeed: lora.dropoutSeed ?? 0 };
       const graph = (m: Map<string, Float32Array>) => Object.fromEntries(loraToGraphLayout(this.config, { config: c, tensors: m }));
       const zeros = () => new Map([...lora.adapter.tensors].map(([k, t]) => [k, new Float32Array(t.length)]));
       const o = lora.optimizer;
@@ -167,7 +169,7 @@ export class PolicyTrainer {
   }
 
   private trainer(o: TrainGraphOptions): Trainer {
-    const key = `${o.loss}|B${o.batch}|T${o.seq}|${o.kl ? 'kl' : ''}|${o.entropy ? 'ent' : ''}|${o.weightDecay === false ? 'nowd' : 'wd'}|${o.packed ? 'packed' : ''}|${o.replay ? 'replay' : ''}|${o.lora ? `lora${JSON.stringify(o.lora)}` : ''}`;
+    const key = `${o.loss}|B${o.batch}|T${o.seq}|${o.kl ? 'kl' : ''}|${o.entropy ? 'ent' : ''}|${o.weightDecay === false ? 'nowd' : 'wd'}|${o.packed ? 'packed' : ''}|${o.replay ? 'replay' : ''}|${o.lora ? `lora${JSON.stringify(o.lora)}|drop${o.loraDropout ?? 0}` : ''}`;
     let t = this.trainers.get(key);
     if (!t) {
       t = new Trainer({ ...policyTrainingSpec(this.config, o), lrPerStep: true }, key, this.settings, this.cache);
@@ -196,7 +198,7 @@ export class PolicyTrainer {
       replay: lh.replayCoef !== 0,
       weightDecay: (hyper.weightDecay ?? OPTIMIZER_DEFAULTS.weightDecay) !== 0,
       packed: batches.some((b) => b.segmentIds !== undefined),
-      ...(this.lora ? { lora: this.lora.shape } : {}),
+      ...(this.lora ? { lora: this.lora.shape, loraDropout: this.lora.config.lora_dropout } : {}),
     };
     const lrs = this.learningRates(hyper.lr, K);
     if (graphOpts.packed && !POLICY_LOSSES[o.loss].packable) {
@@ -271,6 +273,11 @@ export class PolicyTrainer {
     }
     const lossFeeds: Record<LossHyperName, number> = { clip_low: lh.clipLow, clip_high: lh.clipHigh, kl_coef: lh.klCoef, ent_coef: lh.entCoef, replay_coef: lh.replayCoef, temperature };
     for (const [k, x] of Object.entries(lossFeeds)) feeds[k] = { dtype: 'float32', dims: lead, data: new Float32Array(K).fill(x) };
+    // Dropout masks from the run's seed and each step's global number: a resume drops the same elements.
+    if (this.lora && this.lora.config.lora_dropout > 0) {
+      const seeds = BigInt64Array.from({ length: K }, (_, k) => BigInt(loraDropoutStepSeed(this.lora!.dropoutSeed, this.state.step + k)));
+      feeds[LORA_DROPOUT_SEED] = { dtype: 'int64', dims: lead, data: seeds };
+    }
     const { state, metrics } = await this.trainer(graphOpts).step(
       this.state,
       feeds,

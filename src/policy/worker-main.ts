@@ -19,7 +19,7 @@ async function handle(req: WorkerRequest): Promise<{ result: unknown; transfer?:
   switch (req.method) {
     case 'loadCheckpoint':
       await policy?.dispose();
-      policy = TrainablePolicy.fromCheckpoint(req.dir, settings, { referenceDir: req.referenceDir, ...(req.lora ? { lora: req.lora } : {}) });
+      policy = TrainablePolicy.fromCheckpoint(req.dir, settings, req.options);
       return { result: await policy.info() };
     case 'loadWeights':
       await policy?.dispose();

@@ -9,9 +9,8 @@ import { Worker } from 'node:worker_threads';
 import { TurnwiseError, type ErrorCode } from '../core/errors';
 import type { SessionSettings } from '../onnx';
 import type { OptimizerState } from './checkpoint';
-import type { LoraConfig } from './lora';
 import type { GeneratedRow } from './policy';
-import type { ExtendByIdRequest, LogprobOptions, PolicyInfo, PolicyService, SampleByIdRequest, SequenceId, TrainableOptions, TrainArgs } from './trainable';
+import type { CheckpointOptions, ExtendByIdRequest, LogprobOptions, PolicyInfo, PolicyService, SampleByIdRequest, SequenceId, TrainableOptions, TrainArgs } from './trainable';
 import type { StepMetrics } from './trainer';
 import type { PolicyWeights } from './weights';
 
@@ -20,7 +19,7 @@ export type WorkerSettings = Omit<SessionSettings, 'onWarning'>;
 
 /** A call from the main thread to the worker. */
 export type WorkerCall =
-  | { method: 'loadCheckpoint'; dir: string; referenceDir?: string; lora?: { config: LoraConfig; seed: number }; settings: WorkerSettings }
+  | { method: 'loadCheckpoint'; dir: string; options: CheckpointOptions; settings: WorkerSettings }
   | { method: 'loadWeights'; weights: PolicyWeights; options: Omit<TrainableOptions, 'settings'>; settings: WorkerSettings }
   | { method: 'info' }
   | { method: 'newSequence'; tokens?: readonly number[] }
@@ -144,9 +143,9 @@ export class PolicyWorker implements PolicyService {
   }
 
   /** Loads a checkpoint directory in the worker; the KL reference is `referenceDir`'s weights, else its own. */
-  loadCheckpoint(dir: string, settings: SessionSettings = {}, options: { referenceDir?: string; lora?: { config: LoraConfig; seed: number } } = {}): Promise<PolicyInfo> {
+  loadCheckpoint(dir: string, settings: SessionSettings = {}, options: CheckpointOptions = {}): Promise<PolicyInfo> {
     const { onWarning, ...rest } = settings;
-    return this.loaded({ method: 'loadCheckpoint', dir: path.resolve(dir), referenceDir: options.referenceDir && path.resolve(options.referenceDir), ...(options.lora ? { lora: options.lora } : {}), settings: rest }, onWarning);
+    return this.loaded({ method: 'loadCheckpoint', dir: path.resolve(dir), options: { ...options, ...(options.referenceDir ? { referenceDir: path.resolve(options.referenceDir) } : {}) }, settings: rest }, onWarning);
   }
 
   /** Loads weights (copied to the worker) with an optional optimizer state, reference and tokenizer files. */

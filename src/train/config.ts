@@ -233,10 +233,7 @@ function resolveFields(given: Record<string, unknown>, source: string): TrainCon
   }
   const c = { ...TRAIN_DEFAULTS, ...Object.fromEntries(Object.entries(given).filter(([, v]) => v !== undefined)) } as TrainConfig;
   if (given.lora === null) delete c.lora;
-  else if (given.lora !== undefined) {
-    c.lora = parseLoraConfig(given.lora, `${source} field "lora"`);
-    if (c.lora.lora_dropout > 0) throw bad(`${source} field "lora": lora_dropout ${c.lora.lora_dropout} is not applied in training`, 'set "lora_dropout": 0 (the adapter is saved with the value you give)');
-  }
+  else if (given.lora !== undefined) c.lora = parseLoraConfig(given.lora, `${source} field "lora"`);
   c.reward = { ...DEFAULT_REWARD_WEIGHTS, ...((given.reward as object) ?? {}) };
   for (const k of Object.keys(c.reward)) if (!(k in DEFAULT_REWARD_WEIGHTS)) throw bad(`${source}: unknown reward field "${k}"`, `valid: ${Object.keys(DEFAULT_REWARD_WEIGHTS).join(', ')}`);
   for (const k of ['workspace', 'model', 'dockerHost', 'testCommand', 'sandboxImage'] as const) if (typeof c[k] !== 'string') throw bad(`config field "${k}" must be a string`, `fix "${k}"`);

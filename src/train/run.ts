@@ -376,6 +376,8 @@ export async function openRig(o: {
   referenceDir?: string;
   /** Start a LoRA adapter (B = 0) on the checkpoint's model: a new LoRA run's first rig. */
   lora?: { config: NonNullable<TrainConfig['lora']>; seed: number };
+  /** Seed of a LoRA run's dropout masks (the run's, on every rig, so a resume drops the same elements). */
+  loraDropoutSeed?: number;
   config: Pick<
     TrainConfig,
     'dockerHost' | 'dockerHosts' | 'sandboxMemoryMb' | 'sandboxCpus' | 'sandboxPids' | 'sandboxImage' | 'executionProvider' | 'maxActionTokens' | 'temperature' | 'topP' | 'concurrency' | 'cacheObservations' | 'commandConcurrency'
@@ -392,7 +394,7 @@ export async function openRig(o: {
   try {
     const snapshot = await pool.snapshot(o.workspace, { language: o.language, ...(ps.baseImage ? { baseImage: ps.baseImage } : {}) });
     pool.warm(snapshot, Math.min(o.config.concurrency, 8));
-    const info = await (policy as PolicyWorker).loadCheckpoint(o.checkpoint, { provider: o.config.executionProvider }, { ...(o.referenceDir ? { referenceDir: o.referenceDir } : {}), ...(o.lora ? { lora: o.lora } : {}) });
+    const info = await (policy as PolicyWorker).loadCheckpoint(o.checkpoint, { provider: o.config.executionProvider }, { ...(o.referenceDir ? { referenceDir: o.referenceDir } : {}), ...(o.lora ? { lora: o.lora } : {}), ...(o.loraDropoutSeed !== undefined ? { loraDropoutSeed: o.loraDropoutSeed } : {}) });
     if (!info.tokenizerJson) throw new TurnwiseError('invalid-file', `${o.checkpoint} has no tokenizer.json`, { hint: 'use a checkpoint written by Turnwise or a Hugging Face model folder' });
     const tokenizer = loadTokenizer(info.tokenizerJson, info.tokenizerConfig);
     const contextTokens = info.config.max_position_embeddings;
@@ -757,7 +759,7 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
     // A LoRA run starts a fresh adapter on its model; once checkpoint 0 exists, every checkpoint
     // is an adapter that names its base.
     const lora = last < 0 && c.lora ? { config: c.lora, seed: seedOf(c.seed, 'lora-init') } : undefined;
-    rig = await openRig({ runId, workspace: c.workspace, language: runner.language, checkpoint: from, referenceDir: last >= 0 ? run.checkpointDir(0) : undefined, ...(lora ? { lora } : {}), config: c, pool, onLog: (m) => log(m, 'warn') });
+    rig = await openRig({ runId, workspace: c.workspace, language: runner.language, checkpoint: from, referenceDir: last >= 0 ? run.checkpointDir(0) : undefined, ...(lora ? { lora } : {}), ...(c.lora ? { loraDropoutSeed: seedOf(c.seed, 'lora-dropout') } : {}), config: c, pool, onLog: (m) => log(m, 'warn') });
     if (last < 0 && rig.actionFormat.kind === 'chat') log(`the model writes its actions in its own chat format (template: ${rig.actionFormat.source})`);
     check();
     // Generated demonstrations for the replay term (the same pool on a resume: seeded by the run).

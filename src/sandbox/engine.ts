@@ -1,16 +1,113 @@
-// Connecting to a Docker engine through dockerode: the local socket, DOCKER_HOST, or an
-// explicit host (tcp with TLS, ssh). Every failure becomes a TurnwiseError with the fix.
+// Connecting to a Docker engine through dockerode: an explicit host (tcp with TLS, ssh),
+// DOCKER_HOST, the docker CLI's current context, or the first local socket found (the system
+// engine, rootless Docker, Docker Desktop, Podman's Docker-compatible socket, Windows' named
+// pipe). None of it needs root: a user in the `docker` group, or owning the socket, is enough.
+// Every failure becomes a TurnwiseError with the fix and the places that were looked at.
 import Docker from 'dockerode';
+import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
 import { TurnwiseError } from '../core/errors';
 
 export interface EngineTarget {
   /** What a user would recognise: a socket path or a URL. */
   label: string;
   options: Docker.DockerOptions;
+  /** How the engine was found ("DOCKER_HOST", "docker context rootless", "socket found", …). */
+  via?: string;
+  /** The places looked at when no host was given: named in the error when none answers. */
+  tried?: string[];
 }
 
-/** Resolves which engine to talk to: explicit host, else DOCKER_HOST, else the local socket. */
+/** What engine discovery reads of the machine; tests give their own. */
+export interface EngineProbe {
+  platform: NodeJS.Platform;
+  home: string;
+  exists(p: string): boolean;
+  /** True when this user may read and write the socket. */
+  accessible(p: string): boolean;
+  readFile(p: string): string | undefined;
+}
+
+const realProbe = (): EngineProbe => ({
+  platform: process.platform,
+  home: os.homedir(),
+  exists: (p) => {
+    try {
+      return fs.statSync(p).isSocket() || process.platform === 'win32';
+    } catch {
+      return false;
+    }
+  },
+  accessible: (p) => {
+    try {
+      fs.accessSync(p, fs.constants.R_OK | fs.constants.W_OK);
+      return true;
+    } catch {
+      return false;
+    }
+  },
+  readFile: (p) => {
+    try {
+      return fs.readFileSync(p, 'utf8');
+    } catch {
+      return undefined;
+    }
+  },
+});
+
+/** Windows' Docker Desktop engine, as dockerode (docker-modem) reaches it by default. */
+export const WINDOWS_PIPE = '//./pipe/docker_engine';
+
+/**
+ * The docker CLI's current context (DOCKER_CONTEXT, else `currentContext` in the CLI's
+ * config.json) and its engine address, read from the context store as the CLI does:
+ * DOCKER_CONFIG/contexts/meta/<sha256 of the name>/meta.json. `default` means no context.
+ */
+export function dockerContextHost(env: NodeJS.ProcessEnv, probe: EngineProbe): { name: string; host?: string } | undefined {
+  const configDir = env.DOCKER_CONFIG || path.join(probe.home, '.docker');
+  let name = env.DOCKER_CONTEXT?.trim();
+  if (!name) {
+    const config = probe.readFile(path.join(configDir, 'config.json'));
+    try {
+      name = config ? (JSON.parse(config) as { currentContext?: string }).currentContext : undefined;
+    } catch {
+      name = undefined;
+    }
+  }
+  if (!name || name === 'default') return undefined;
+  const meta = probe.readFile(path.join(configDir, 'contexts', 'meta', createHash('sha256').update(name).digest('hex'), 'meta.json'));
+  try {
+    const host = meta ? (JSON.parse(meta) as { Endpoints?: { docker?: { Host?: string } } }).Endpoints?.docker?.Host : undefined;
+    return { name, host: host || undefined };
+  } catch {
+    return { name };
+  }
+}
+
+/**
+ * Local sockets in the order they are tried: the system engine, rootless Docker, Docker
+ * Desktop (macOS, Linux), Podman (rootless, then rootful, then a Podman machine on macOS),
+ * Colima. On Windows, Docker Desktop's named pipe.
+ */
+export function localSocketCandidates(env: NodeJS.ProcessEnv, probe: EngineProbe): string[] {
+  if (probe.platform === 'win32') return [WINDOWS_PIPE];
+  const xdg = env.XDG_RUNTIME_DIR || (typeof process.getuid === 'function' ? `/run/user/${process.getuid()}` : '');
+  const h = probe.home;
+  return [
+    '/var/run/docker.sock',
+    ...(xdg ? [`${xdg}/docker.sock`] : []),
+    `${h}/.docker/run/docker.sock`,
+    `${h}/.docker/desktop/docker.sock`,
+    ...(xdg ? [`${xdg}/podman/podman.sock`] : []),
+    '/run/podman/podman.sock',
+    `${h}/.local/share/containers/podman/machine/podman.sock`,
+    `${h}/.colima/default/docker.sock`,
+  ];
+}
+
+/** Resolves which engine to talk to: explicit host, else DOCKER_HOST, else the CLI's context, else a local socket. */
 /** The port written in a URL. `URL` drops a scheme's default port (http://h:80 → ''), which is
  * still the port the user asked for. */
 function explicitPort(spec: string): number | undefined {
@@ -18,24 +115,42 @@ function explicitPort(spec: string): number | undefined {
   return m ? Number(m[1]) : undefined;
 }
 
-export function resolveEngineTarget(host?: string, env: NodeJS.ProcessEnv = process.env): EngineTarget {
-  const spec = host?.trim() || env.DOCKER_HOST?.trim() || '';
-  if (spec === '' || spec.startsWith('unix://') || spec.startsWith('/')) {
-    const socketPath = spec === '' ? '/var/run/docker.sock' : spec.replace(/^unix:\/\//, '');
-    return { label: socketPath, options: { socketPath } };
+export function resolveEngineTarget(host?: string, env: NodeJS.ProcessEnv = process.env, probe: EngineProbe = realProbe()): EngineTarget {
+  if (host?.trim()) return targetOf(host.trim(), env, 'turnwise.docker.host / --docker-host');
+  if (env.DOCKER_HOST?.trim()) return targetOf(env.DOCKER_HOST.trim(), env, 'DOCKER_HOST');
+  const tried = ['DOCKER_HOST (not set)'];
+  const ctx = dockerContextHost(env, probe);
+  if (ctx?.host) return targetOf(ctx.host, env, `docker context ${ctx.name}`);
+  tried.push(ctx ? `docker context ${ctx.name} (no engine address in its metadata)` : 'docker context (default)');
+  const candidates = localSocketCandidates(env, probe);
+  tried.push(...candidates);
+  const present = candidates.filter((c) => probe.exists(c));
+  // A socket this user may use wins over one it may not (the system engine's, for a user
+  // outside the `docker` group who runs rootless Docker or Podman).
+  const socketPath = present.find((c) => probe.accessible(c)) ?? present[0] ?? candidates[0];
+  const via = present.length ? 'socket found' : 'no socket found';
+  return { label: socketPath, options: { socketPath }, via, tried };
+}
+
+function targetOf(spec: string, env: NodeJS.ProcessEnv, via: string): EngineTarget {
+  if (spec.startsWith('unix://') || spec.startsWith('/') || spec.startsWith('npipe://') || spec.startsWith('//./pipe/')) {
+    // npipe:////./pipe/docker_engine (the docker CLI's spelling) is the pipe //./pipe/docker_engine.
+    const socketPath = spec.replace(/^unix:\/\//, '').replace(/^npipe:\/\//, '');
+    return { label: socketPath, options: { socketPath }, via };
   }
   let url: URL;
   try {
     url = new URL(spec);
   } catch {
     throw new TurnwiseError('invalid-input', `cannot understand Docker host ${JSON.stringify(spec)}`, {
-      hint: 'use unix:///path/to/docker.sock, tcp://HOST:PORT or ssh://USER@HOST',
+      hint: 'use unix:///path/to/docker.sock, npipe:////./pipe/docker_engine, tcp://HOST:PORT or ssh://USER@HOST',
     });
   }
   if (url.protocol === 'ssh:') {
     return {
       label: spec,
       options: { protocol: 'ssh', host: url.hostname, port: url.port ? Number(url.port) : 22, username: url.username || undefined },
+      via,
     };
   }
   if (url.protocol === 'tcp:' || url.protocol === 'http:' || url.protocol === 'https:') {
@@ -60,10 +175,10 @@ export function resolveEngineTarget(host?: string, env: NodeJS.ProcessEnv = proc
       };
       Object.assign(options, { ca: read('ca.pem'), cert: read('cert.pem'), key: read('key.pem') });
     }
-    return { label: spec, options };
+    return { label: spec, options, via };
   }
   throw new TurnwiseError('invalid-input', `unsupported Docker host scheme ${url.protocol} in ${spec}`, {
-    hint: 'use unix://, tcp:// or ssh://',
+    hint: 'use unix://, npipe://, tcp:// or ssh://',
   });
 }
 
@@ -121,9 +236,10 @@ export function engineError(e: unknown, target: EngineTarget): TurnwiseError {
           : err?.message ?? String(e);
   const hint =
     code === 'EACCES'
-      ? 'add your user to the docker group (then log in again), or run with access to the socket'
-      : 'start the Docker engine (e.g. `sudo systemctl start docker`), or set turnwise.docker.host / DOCKER_HOST to a running engine';
-  return new TurnwiseError('docker-unreachable', `Docker is not reachable at ${target.label}: ${why}`, { hint, cause: e });
+      ? 'add your user to the docker group (`sudo usermod -aG docker $USER`, then log in again), or use rootless Docker or Podman (`systemctl --user start podman.socket`) and set DOCKER_HOST to its socket'
+      : 'start the Docker engine (Docker Desktop; `sudo systemctl start docker`; rootless: `systemctl --user start docker`; Podman: `systemctl --user start podman.socket`), or set turnwise.docker.host / DOCKER_HOST to a running engine';
+  const looked = target.tried && (code === 'ENOENT' || code === 'ECONNREFUSED') ? ` (looked at: ${target.tried.join(', ')})` : '';
+  return new TurnwiseError('docker-unreachable', `Docker is not reachable at ${target.label}: ${why}${looked}`, { hint, cause: e });
 }
 
 export interface EngineInfo {

@@ -88,6 +88,13 @@ export interface TrainStepOptions {
   loss: TrainLoss;
   batch: number;
   seq: number;
+  /**
+   * Most tokens (rows · seq) read at once. A batch over it is read in micro-batches of
+   * max(1, ⌊microBatchTokens / seq⌋) whole rows whose gradients add up to one optimizer step,
+   * with the loss's means over the whole batch: the same update as one run of the batch, in the
+   * memory of one micro-batch. Unset: each batch in one run (K batches in one Loop run).
+   */
+  microBatchTokens?: number;
 }
 
 /** A LoRA adapter to train instead of the model, with its AdamW state (PEFT keys, PEFT layout) when resumed. */
@@ -278,14 +285,37 @@ export class PolicyTrainer {
       const seeds = BigInt64Array.from({ length: K }, (_, k) => BigInt(loraDropoutStepSeed(this.lora!.dropoutSeed, this.state.step + k)));
       feeds[LORA_DROPOUT_SEED] = { dtype: 'int64', dims: lead, data: seeds };
     }
-    const { state, metrics } = await this.trainer(graphOpts).step(
-      this.state,
-      feeds,
-      { lr: lrs, beta1: opt.beta1, beta2: opt.beta2, eps: opt.eps, weight_decay: opt.weightDecay, max_grad_norm: opt.maxGradNorm },
-      K,
-    );
-    this.state = state;
+    const optHyper = { beta1: opt.beta1, beta2: opt.beta2, eps: opt.eps, weight_decay: opt.weightDecay, max_grad_norm: opt.maxGradNorm };
+    const cap = o.microBatchTokens;
+    if (cap !== undefined && !(Number.isInteger(cap) && cap >= 1)) throw new TurnwiseError('invalid-input', `microBatchTokens must be a positive integer, got ${cap}`);
     const rows: StepMetrics[] = [];
+    if (cap !== undefined && B * T > cap) {
+      // Micro-batches of whole rows, the last one padded with rows that carry no loss.
+      const rb = Math.max(1, Math.floor(cap / T));
+      const M = Math.ceil(B / rb);
+      const trainer = this.trainer({ ...graphOpts, batch: rb });
+      const perRow = new Set(['input_ids', 'attention_mask', 'segment_ids', 'position_ids', ...batchInputs(graphOpts)]);
+      for (let k = 0; k < K; k++) {
+        const mf: Record<string, HostTensor> = { ...(this.lora?.frozen ?? {}) };
+        for (const [name, t] of Object.entries(feeds)) {
+          if (this.lora?.frozen[name]) continue;
+          if (perRow.has(name)) mf[name] = microBatches(t, k * n, B, T, rb, M, name === 'attention_mask');
+          else {
+            // A per-step scalar ([K] when K steps are stacked): this step's value.
+            const at = t.dims.length ? k : 0;
+            mf[name] = { dtype: t.dtype, dims: [], data: (t.data as Float32Array).subarray(at, at + 1) };
+          }
+        }
+        const { state, metrics } = await trainer.accumulatedStep(this.state, mf, { lr: lrs[k], ...optHyper });
+        this.state = state;
+        const row = {} as StepMetrics;
+        for (const name of METRICS) row[name] = metrics[name][0];
+        rows.push(row);
+      }
+      return rows;
+    }
+    const { state, metrics } = await this.trainer(graphOpts).step(this.state, feeds, { lr: lrs, ...optHyper }, K);
+    this.state = state;
     for (let k = 0; k < K; k++) {
       const row = {} as StepMetrics;
       for (const name of METRICS) row[name] = metrics[name][k];
@@ -349,6 +379,18 @@ function packedLayout(b: TrainBatch, B: number, T: number): PackedLayout {
     }
   }
   return { segments, positions, lossTokens };
+}
+
+/**
+ * Rows [at, at + B·T) of a [.., B, T] feed as M micro-batches of rb rows, [M, rb, T]; the rows
+ * past B are padding: zeros (no token, no loss), with one attended token where `attended`.
+ */
+function microBatches(t: HostTensor, at: number, B: number, T: number, rb: number, M: number, attended: boolean): HostTensor {
+  const src = t.data as Float32Array | BigInt64Array;
+  const out = src instanceof BigInt64Array ? new BigInt64Array(M * rb * T) : new Float32Array(M * rb * T);
+  out.set(src.subarray(at, at + B * T) as never);
+  if (attended) for (let r = B; r < M * rb; r++) (out as Float32Array)[r * T] = 1;
+  return { dtype: t.dtype, dims: [M, rb, T], data: out };
 }
 
 /** The fields of `o` that are not undefined (so spreading it over defaults keeps the defaults). */

@@ -104,6 +104,23 @@ interface LossOps {
   /** Clip bounds 1 − clipLow, 1 + clipHigh. */
   lo: Value;
   hi: Value;
+  /** The number of sequences a sequence-level mean divides by (given for a whole step, or this batch's). */
+  seqCount: (perSeqWeight: Value) => Value;
+}
+
+/**
+ * The denominators of a loss's means, given when a step is read in micro-batches: each is the
+ * whole step's, so the micro-batches' losses add up to the step's (see policyLossNormalisers).
+ */
+export interface PolicyLossNorms {
+  /** Σ loss weight over the step's tokens, or 1 when 0. */
+  tokens: Value;
+  /** Σ action_mask, or 1 when 0. */
+  actions: Value;
+  /** Σ replay weight, or 1 when 0 (with replay). */
+  replay?: Value;
+  /** Rows with any loss weight, at least 1. */
+  seqs: Value;
 }
 
 /** The policy-gradient term of one loss, with its clip fraction and approx KL (0 when they do not apply). */
@@ -128,7 +145,7 @@ const PG_LOSSES: Record<LossName, PgBuilder> = {
     const cnt = g.reduceSum(v.mask, [1]); // [B]
     const denom = ops.orOne(cnt);
     const has = g.cast(g.greater(cnt, 0), 'float32');
-    const nSeq = g.max(g.reduceSum(has), 1);
+    const nSeq = ops.seqCount(has);
     const s = g.div(g.reduceSum(g.mul(logRatio, v.mask), [1]), denom);
     const a = g.div(g.reduceSum(g.mul(adv, v.mask), [1]), denom);
     const ratio = g.exp(g.min(s, GSPO_LOG_RATIO_CAP));
@@ -155,6 +172,7 @@ export function buildPolicyLoss(
   v: PolicyLossValues,
   h: { clipLow: Value; clipHigh: Value; klCoef: Value; entCoef: Value; replayCoef?: Value },
   flags: { kl?: boolean; entropy?: boolean; replay?: boolean },
+  norms?: PolicyLossNorms,
 ): PolicyLossGraph {
   const mask = v.mask;
   // Values at masked positions are replaced by 0 *before* any arithmetic: multiplying by the
@@ -165,13 +183,14 @@ export function buildPolicyLoss(
   // Σ w, or 1 when nothing carries weight (every term is then 0): not max(Σ w, 1), which would
   // shrink a batch whose weights sum below 1 (a few prompt tokens at 0.3).
   const orOne = (x: Value) => g.where(g.greater(x, 0), x, 1);
-  const nTok = orOne(g.reduceSum(mask));
+  const nTok = norms?.tokens ?? orOne(g.reduceSum(mask));
   const tokenMean = (x: Value) => g.div(g.reduceSum(g.mul(x, mask)), nTok);
   const actionMask = v.actionMask ?? g.cast(g.greaterOrEqual(mask, 1), 'float32');
-  const actionLoss = g.div(g.reduceSum(g.mul(g.neg(g.where(g.greater(actionMask, 0), v.logp, 0)), actionMask)), orOne(g.reduceSum(actionMask)));
+  const actionLoss = g.div(g.reduceSum(g.mul(g.neg(g.where(g.greater(actionMask, 0), v.logp, 0)), actionMask)), norms?.actions ?? orOne(g.reduceSum(actionMask)));
   const zero = g.scalar(0, 'float32');
   const entropy = tokenMean(v.entropy);
-  const ops: LossOps = { masked, tokenMean, orOne, lo: g.sub(1, h.clipLow), hi: g.add(1, h.clipHigh) };
+  const seqCount = (has: Value) => norms?.seqs ?? g.max(g.reduceSum(has), 1);
+  const ops: LossOps = { masked, tokenMean, orOne, lo: g.sub(1, h.clipLow), hi: g.add(1, h.clipHigh), seqCount };
   const { pg, clipFrac = zero, approxKl = zero } = PG_LOSSES[kind](g, v, ops);
   let kl: Value = zero;
   if (v.refLogp) {
@@ -181,7 +200,7 @@ export function buildPolicyLoss(
   let replay: Value = zero;
   if (v.replayMask) {
     const r = v.replayMask;
-    replay = g.div(g.reduceSum(g.mul(g.neg(g.where(g.greater(r, 0), v.logp, 0)), r)), orOne(g.reduceSum(r)));
+    replay = g.div(g.reduceSum(g.mul(g.neg(g.where(g.greater(r, 0), v.logp, 0)), r)), norms?.replay ?? orOne(g.reduceSum(r)));
   }
   let loss = pg;
   if (flags.kl && v.refLogp) loss = g.add(loss, g.mul(h.klCoef, kl));
@@ -190,6 +209,23 @@ export function buildPolicyLoss(
   // Metrics that are the same constant (0 for sft) still need distinct values to be distinct outputs.
   const own = (x: Value) => (x === zero ? g.identity(zero) : x);
   return { loss, metrics: { loss, pg_loss: pg, clip_frac: own(clipFrac), approx_kl: own(approxKl), kl: own(kl), entropy, action_loss: actionLoss, replay_loss: own(replay) } };
+}
+
+/**
+ * The step-wide denominators of buildPolicyLoss from the batch inputs of a whole step, stacked
+ * micro-batches or not ([..., B, T]; the loss reads tokens 1..T−1 of each row, as here).
+ */
+export function policyLossNormalisers(g: Graph, batch: Record<string, Value>): PolicyLossNorms {
+  const tail = (x: Value) => g.slice(x, [1], [2 ** 31 - 1], [x.rank - 1]);
+  const orOne = (x: Value) => g.where(g.greater(x, 0), x, 1);
+  const mask = tail(batch.loss_mask);
+  const perRow = g.reduceSum(mask, [mask.rank - 1]);
+  return {
+    tokens: orOne(g.reduceSum(mask)),
+    actions: orOne(g.reduceSum(tail(batch.action_mask))),
+    ...(batch.replay_mask ? { replay: orOne(g.reduceSum(tail(batch.replay_mask))) } : {}),
+    seqs: g.max(g.reduceSum(g.cast(g.greater(perRow, 0), 'float32')), 1),
+  };
 }
 
 /**
@@ -268,7 +304,7 @@ export function policyTrainingSpec(c: ModelConfig, o: TrainGraphOptions): Omit<T
   if (dropout > 0) batch.push({ name: LORA_DROPOUT_SEED, dtype: 'int64', shape: [] });
   const causal = new Float32Array(T * T);
   for (let i = 0; i < T; i++) for (let j = i + 1; j < T; j++) causal[i * T + j] = MASKED;
-  const forward: ForwardBuilder = (g, params, inp) => {
+  const forward: ForwardBuilder = (g, params, inp, norms) => {
     const causalV = g.tensor('float32', [1, 1, T, T], causal);
     const positions = o.packed ? inp.position_ids : g.tensor('int64', [1, T], Array.from({ length: T }, (_, i) => i));
     const bias = g.add(causalV, o.packed ? segmentBias(g, inp.segment_ids) : keyPaddingBias(g, inp.attention_mask));
@@ -283,6 +319,7 @@ export function policyTrainingSpec(c: ModelConfig, o: TrainGraphOptions): Omit<T
       { logp, entropy, mask: tail('loss_mask')!, actionMask: tail('action_mask'), advantages: tail('advantages'), oldLogp: tail('old_logp'), refLogp: tail('ref_logp'), replayMask: tail('replay_mask') },
       { clipLow: inp.clip_low, clipHigh: inp.clip_high, klCoef: inp.kl_coef, entCoef: inp.ent_coef, replayCoef: inp.replay_coef },
       { kl: o.kl, entropy: o.entropy, replay: o.replay },
+      norms as PolicyLossNorms | undefined,
     );
     const { loss: _l, ...extra } = metrics;
     void _l;
@@ -295,6 +332,7 @@ export function policyTrainingSpec(c: ModelConfig, o: TrainGraphOptions): Omit<T
     batch,
     forward,
     metricNames: LOSS_METRICS,
+    normalisers: (g, b) => policyLossNormalisers(g, b) as unknown as Record<string, Value>,
     batchPerStep: true,
   };
 }

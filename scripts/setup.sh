@@ -1,19 +1,29 @@
 #!/usr/bin/env bash
-# Everything the tests and the main job need, on a Debian 12 machine (root for the system part):
-# system packages + a running Docker engine, npm dependencies, the build, the sandbox base image
-# (bootstrapped from Debian packages when no registry has it), and the VS Code test tools
-# (code-server, Playwright; cached outside the checkout). Idempotent: reruns reuse what exists.
+# What the main job needs, on a Debian or Ubuntu machine: a Docker engine, the npm dependencies,
+# the build and the sandbox images. Idempotent: reruns reuse what exists.
+#   bash scripts/setup.sh           # the main job (then: npm run demo)
+#   bash scripts/setup.sh --tests   # and the test tools (what `npm test` would install itself)
+# As root it installs and starts Docker when no engine answers. Without root it needs an engine
+# this user can reach (Docker Desktop, rootless Docker, Podman's socket, the `docker` group);
+# the images then build FROM debian:bookworm-slim, which needs a registry. Offline, the base is
+# bootstrapped from Debian packages, which needs root once (scripts/bootstrap-base-image.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 t0=$(date +%s)
 stamp() { echo "[setup +$(( $(date +%s) - t0 ))s] $*"; }
+tests=""
+for a in "$@"; do
+  case "$a" in
+    --tests) tests=1 ;;
+    *) echo "usage: bash scripts/setup.sh [--tests]" >&2; exit 2 ;;
+  esac
+done
 
 if [ "$(id -u)" = 0 ]; then
-  stamp "system packages and Docker engine"
-  bash scripts/ci/provision-system.sh
+  stamp "Docker engine"
+  bash scripts/ci/provision-engine.sh
 else
-  stamp "not root: skipping system packages; Docker, debootstrap and Chromium must already be there"
-  docker info >/dev/null 2>&1 || { echo "Docker is not reachable: start it, or run this script as root" >&2; exit 1; }
+  stamp "not root: using the Docker engine this user can reach (checked when the images build)"
 fi
 
 stamp "npm ci"
@@ -23,15 +33,13 @@ npm ci --no-audit --no-fund
 stamp "build"
 npm run --silent build
 
-stamp "test fixtures' runners (mocha, jest)"
-for fx in test/fixtures/js-mocha test/fixtures/js-jest; do
-  (cd "$fx" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error)
-done
-
 stamp "sandbox images"
-bash scripts/bootstrap-base-image.sh      # base from Debian packages when no registry has it
-node dist/cli.js images build            # language images on top; skips what exists
+# FROM debian:bookworm-slim when a registry is reachable, else FROM a base bootstrapped from
+# Debian packages; skips what exists. `--base IMAGE` (or TURNWISE_BASE_IMAGE) names a mirror.
+node dist/cli.js images build
 
-stamp "VS Code test tools"
-bash scripts/ci/provision-vscode-test.sh
+if [ -n "$tests" ]; then
+  stamp "test tools"
+  bash scripts/setup-test-tools.sh
+fi
 stamp "setup done"

@@ -1,6 +1,9 @@
-// `npm test`: runs the test tiers (unit, webgpu, docker, vscode) in order, each with its own
-// summary, then one closing line "total: N passed, N failed, N skipped".
+// `npm test`: installs the tiers' test tools (scripts/setup-test-tools.sh: fixtures' runners,
+// lavapipe, Chromium, code-server; quick when present), then runs the test tiers (unit, webgpu,
+// docker, vscode) in order, each with its own summary, then one closing line
+// "total: N passed, N failed, N skipped".
 //   node scripts/test.mjs [unit|webgpu|docker|vscode ...]
+// TURNWISE_SKIP_TEST_SETUP=1 skips the tools step (they are installed already).
 // A tier that cannot run fails with the reason. A developer may skip the webgpu, docker or vscode
 // tier only by setting TURNWISE_SKIP_WEBGPU=1 / TURNWISE_SKIP_DOCKER=1 / TURNWISE_SKIP_VSCODE=1
 // (CI never sets them); the summary then says it was skipped.
@@ -28,10 +31,13 @@ function readSummary(file) {
   }
 }
 
+/** Why no Docker engine answers (found as Turnwise finds it: DOCKER_HOST, context, local sockets), or undefined. */
 function dockerReachable() {
-  const r = spawnSync(process.execPath, ['-e', `
-    const D = require('dockerode'); new D().ping().then(() => process.exit(0), (e) => { console.error(e.message); process.exit(1); });
-  `], { cwd: root, encoding: 'utf8', timeout: 10000 });
+  const r = spawnSync(process.execPath, ['-r', 'tsx/cjs', '-e', `
+    const { connectEngine, engineInfo } = require('./src/sandbox/engine');
+    const { docker, target } = connectEngine(undefined, { requestTimeoutMs: 8000 });
+    engineInfo(docker, target).then(() => process.exit(0), (e) => { console.error(e.message); process.exit(1); });
+  `], { cwd: root, encoding: 'utf8', timeout: 30000 });
   return r.status === 0 ? undefined : (r.stderr || 'no answer').trim();
 }
 
@@ -73,7 +79,7 @@ const tierDefs = {
   docker: () => {
     if (process.env.TURNWISE_SKIP_DOCKER === '1') return { skip: 'TURNWISE_SKIP_DOCKER=1' };
     const why = dockerReachable();
-    if (why) return { fail: `the docker tier needs a running Docker engine (${why}). Start it (see .ci/run / scripts/ci/provision-system.sh), or set TURNWISE_SKIP_DOCKER=1 to skip this tier on purpose.` };
+    if (why) return { fail: `the docker tier needs a running Docker engine (${why}). Start it (Docker Desktop, 'systemctl start docker', rootless Docker or Podman's socket; as root on Debian scripts/ci/provision-engine.sh), or set TURNWISE_SKIP_DOCKER=1 to skip this tier on purpose.` };
     return { cmd: process.execPath, args: [mochaBin, '--timeout', '120000', 'test/docker/**/*.test.ts'] };
   },
   vscode: () => {
@@ -84,6 +90,12 @@ const tierDefs = {
     return { cmd: process.execPath, args: [path.join(root, 'test', 'vscode', 'run.mjs')] };
   },
 };
+
+if (process.env.TURNWISE_SKIP_TEST_SETUP !== '1') {
+  console.log('\n━━ test tools ━━');
+  // Never fatal: a tier whose tool is missing fails below with its own reason.
+  run('bash', [path.join(root, 'scripts', 'setup-test-tools.sh'), ...tiers]);
+}
 
 const results = [];
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'turnwise-test-'));

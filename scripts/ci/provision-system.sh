@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Installs and starts what the test tiers need on a Debian 12 machine, as root:
-# Docker engine (started without a bridge: sandboxes have no network), debootstrap,
-# Chromium, the build tools code-server's native modules need, and a WebGPU adapter without a
-# GPU (Mesa's lavapipe, a Vulkan driver on the CPU, for the webgpu tier). Idempotent.
+# The system packages the test tiers need on a Debian 12 machine, as root: Chromium and the
+# build tools code-server's native modules need (vscode tier), a WebGPU adapter without a GPU
+# (Mesa's lavapipe, a Vulkan driver on the CPU, for the webgpu tier), and the Docker engine
+# (scripts/ci/provision-engine.sh). Called by scripts/setup-test-tools.sh. Idempotent.
 set -euo pipefail
 need=()
-for p in docker.io debootstrap chromium build-essential pkg-config libkrb5-dev python3 git; do
+for p in chromium build-essential pkg-config libkrb5-dev python3 git; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then
@@ -34,15 +34,4 @@ if [ "${mesa_major:-0}" -lt 24 ]; then
 fi
 echo "vulkan: mesa-vulkan-drivers $(dpkg-query -W -f='${Version}' mesa-vulkan-drivers)"
 
-# Docker engine: reuse a running one, else start dockerd without a bridge network
-# (sandboxes use NetworkMode none; nothing may leave the machine).
-if ! docker info >/dev/null 2>&1; then
-  echo "starting dockerd"
-  mkdir -p /var/log
-  setsid dockerd --bridge=none --iptables=false --ip-forward=false --ip-masq=false \
-    >/var/log/turnwise-dockerd.log 2>&1 </dev/null &
-  echo $! >/run/turnwise-dockerd.pid
-  for _ in $(seq 1 120); do docker info >/dev/null 2>&1 && break; sleep 0.5; done
-  docker info >/dev/null 2>&1 || { tail -20 /var/log/turnwise-dockerd.log >&2; echo "dockerd did not start" >&2; exit 1; }
-fi
-echo "docker engine $(docker version --format '{{.Server.Version}}')"
+bash "$(dirname "$0")/provision-engine.sh"

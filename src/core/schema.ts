@@ -11,6 +11,7 @@ export const SCHEMA = {
   runStatus: 'turnwise/run-status@1',
   runSplits: 'turnwise/run-splits@1',
   event: 'turnwise/event@1',
+  evalResults: 'turnwise/eval-results@1',
 } as const;
 
 export type TaskSource = 'failing-tests' | 'mutation' | 'file';

@@ -39,12 +39,29 @@ export function trajectoryProblems(value: unknown): string[] {
 }
 
 /**
+ * An evaluation results file (`turnwise eval --out`) starts with a header line (schema
+ * turnwise/eval-results@1) before its episodes: blanked, so line numbers stay those of the file.
+ */
+function withoutResultsHeader(text: string): string {
+  const lines = text.split('\n');
+  const i = lines.findIndex((l) => l.trim() !== '');
+  if (i < 0 || !lines[i].includes(SCHEMA.evalResults)) return text;
+  try {
+    if ((JSON.parse(lines[i]) as { schema?: unknown }).schema !== SCHEMA.evalResults) return text;
+  } catch {
+    return text;
+  }
+  lines[i] = '';
+  return lines.join('\n');
+}
+
+/**
  * Parses trajectory JSONL text: every bad line with its number, including a (taskId, trajId)
  * seen before (two episodes under one id would be merged into one and lose a reward).
  */
 export function parseTrajectories(text: string): { trajectories: Trajectory[]; errors: LineError[] } {
   const firstLine = new Map<string, number>();
-  const { rows, errors } = parseJsonl<Trajectory>(text, (row, line) => {
+  const { rows, errors } = parseJsonl<Trajectory>(withoutResultsHeader(text), (row, line) => {
     const reasons = trajectoryProblems(row);
     const t = row as { taskId?: unknown; trajId?: unknown };
     if (typeof t.trajId === 'string' && t.trajId !== '' && typeof t.taskId === 'string') {

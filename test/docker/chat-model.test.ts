@@ -14,6 +14,8 @@ import { ScriptedActionModel } from '../../src/agent/scripted';
 import { main } from '../../src/cli/main';
 import { RunDir } from '../../src/core/run';
 import type { Task, Trajectory } from '../../src/core/schema';
+import { readTrajectories } from '../../src/core/trajectory';
+import { readEvalResults } from '../../src/train/eval-results';
 import { chatTokenizerFiles, tokenizerJsonSize } from '../../src/policy/bpe';
 import { loadCheckpoint } from '../../src/policy/checkpoint';
 import { writeModelFolder } from '../../src/policy/hf';
@@ -107,7 +109,7 @@ describe('docker: a chat model (generated Qwen2 folder, ChatML template) as the 
     let err = '';
     const code = await main(['eval', '--tasks', one, '--model', model, '--workspace', demo, '--max-turns', '2', '--concurrency', '1', '--out', out, '--json'], { out: () => undefined, err: (x) => (err += x + '\n') });
     assert.equal(code, 0, err);
-    const [t] = fs.readFileSync(out, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Trajectory);
+    const [t] = readTrajectories(out);
     assertChatTurns(t);
     // The first prompt is the template's render of the system message and the task, to the byte.
     const ck = loadCheckpoint(model);
@@ -169,8 +171,13 @@ describe('docker: a chat model (generated Qwen2 folder, ChatML template) as the 
       const j = JSON.parse(text);
       assert.match(j.model, /\(qwen2-chat\)$/, 'the model the server lists');
       assert.equal(j.taskCount, 2);
-      const trajs = fs.readFileSync(out, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Trajectory);
+      const trajs = readTrajectories(out);
       assert.equal(trajs.length, 2);
+      // The results file's header names the server by its base URL and model, and the key only by its variable.
+      const header = readEvalResults(out).header!;
+      assert.deepEqual(header.model, { kind: 'endpoint', url: `${server.url}/v1`, model: 'qwen2-chat', keyEnv: 'TW_ENDPOINT_TEST_KEY', label: `qwen2-chat @ ${new URL(server.url).host}` });
+      assert.equal(header.episodes.length, 2);
+      assert.doesNotMatch(fs.readFileSync(out, 'utf8'), /tw-test-key/, 'the key is nowhere in the results file');
       for (const t of trajs) {
         assert.equal(t.failure, undefined, t.failure);
         assert.ok(t.turns.length >= 1 && t.turns.every((u) => typeof u.reply === 'string'), 'each turn keeps the reply the server wrote');

@@ -19,6 +19,8 @@ import { main } from '../../src/cli/main';
 import { parseEventLine, type RunEvent } from '../../src/core/events';
 import { RunDir } from '../../src/core/run';
 import type { Trajectory } from '../../src/core/schema';
+import { readTrajectories } from '../../src/core/trajectory';
+import { readEvalResults } from '../../src/train/eval-results';
 import { resolveTrainConfig } from '../../src/train/config';
 import { trainRun } from '../../src/train/run';
 
@@ -201,7 +203,8 @@ describe('docker: runs and models are never lost, and a run says what it did', f
       assert.equal(end.code, 130, c.output.slice(-2000));
       assert.doesNotMatch(c.output, /terminate called|Napi::Error/);
       assert.match(c.output, /eval stopped: \d of 9 episodes had finished; they are in /);
-      const kept = fs.readFileSync(out, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Trajectory);
+      const kept = readTrajectories(out);
+      assert.equal(readEvalResults(out).header?.complete, false, 'the results header says the evaluation stopped early');
       assert.ok(kept.length >= 1 && kept.length < 9, `${kept.length} episodes kept`);
       for (const t of kept) assert.ok(!t.failure || !/stopped/.test(t.failure), `a cut episode was kept: ${t.failure}`);
     } finally {

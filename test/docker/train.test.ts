@@ -17,6 +17,7 @@ import { resolveTrainConfig } from '../../src/train/config';
 import { trainRun } from '../../src/train/run';
 import { main } from '../../src/cli/main';
 import type { Trajectory } from '../../src/core/schema';
+import { readTrajectories } from '../../src/core/trajectory';
 
 const root = path.join(__dirname, '..', '..');
 const demo = path.join(root, 'examples', 'demo-python');
@@ -186,7 +187,7 @@ describe('docker: turnwise train, a real tiny run', function () {
     // The same actions turn for turn (the run's turn limit, action length and temperature), not
     // only the same outcomes.
     const actionsOf = (ts: Trajectory[]) => new Map(ts.map((t) => [`${t.taskId}:${t.seed}`, t.turns.map((u) => u.action)]));
-    const redone = actionsOf(fs.readFileSync(againFile, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Trajectory));
+    const redone = actionsOf(readTrajectories(againFile));
     assert.deepEqual(redone, actionsOf(run.readTrajectories(2, 'heldout')));
     assert.equal(again.model, run.checkpointDir(2));
     assert.equal(again.taskCount, h);
@@ -267,7 +268,7 @@ describe('docker: turnwise train, a real tiny run', function () {
     assert.equal(r.code, 0, r.err);
     const summary = JSON.parse(r.out);
     assert.equal(summary.out, file);
-    const all = fs.readFileSync(file, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Trajectory);
+    const all = readTrajectories(file);
     // One greedy episode per task (the summary's rows), then 2 sampled ones with their own seeds.
     const trajs = all.filter((t) => t.trajId.startsWith('eval-'));
     const sampled = all.filter((t) => t.trajId.startsWith('evals-'));

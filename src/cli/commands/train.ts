@@ -5,7 +5,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { TurnwiseError } from '../../core/errors';
 import { ESTIMATOR_NAMES } from '../../credit/names';
-import { assertWritableOutput, toJsonl, writeFileAtomic } from '../../core/fs';
+import { assertWritableOutput } from '../../core/fs';
 import type { RunEvent } from '../../core/events';
 import { RUNS_DIR } from '../../core/run';
 import { allEpisodesFailed, readTrajectories } from '../../core/trajectory';
@@ -18,6 +18,8 @@ import { DEMO_SETTINGS, readConfigFile, resolveTrainConfig, TRAIN_DEFAULTS, type
 import { embeddedModelDir } from '../../train/embedded';
 import { evaluateTasks, openEndpointRig, openRig, runEvalTarget, summarizeEval, trainRun } from '../../train/run';
 import { compareEvaluations, episodeKind, type EvalComparison, type PairedChange } from '../../train/compare';
+import { checkpointModel, endpointModel, evalResultsHeader, readEvalResults, writeEvalResults, type EvalModel } from '../../train/eval-results';
+import { runEvalReport } from './eval-report';
 import { warmstart, type WarmstartLogRow } from '../../train/warmstart';
 import { workspaceCasesFor } from '../../train/workspace-demos';
 import { LOOP_SHARE, type FixCase } from '../../train/demos';
@@ -245,14 +247,21 @@ const EVAL_OPTIONS = {
   'endpoint-model': { type: 'string' },
   'endpoint-key-env': { type: 'string' },
   'max-action-tokens': { type: 'string' },
+  report: { type: 'boolean' },
+  intersect: { type: 'boolean' },
 } as const;
 
 export const evalCommand: CliCommand = {
   name: 'eval',
-  summary: 'evaluate a policy on a task file: pass@1, resolved rate, mean turns, format-error rate, per task; --compare pairs it with an earlier evaluation',
-  usage: '--tasks FILE [--model DIR | --endpoint URL [--endpoint-model NAME] [--endpoint-key-env VAR] [--max-action-tokens N]] [--workspace DIR] [--max-turns N] | --run RUN [--split heldout|train] [--iteration N | --model DIR | --endpoint URL …] [--runs DIR]; then [--concurrency N] [--samples K] [--seed S] [--out FILE] [--compare EARLIER.jsonl]; or --from FILE --compare EARLIER.jsonl',
+  summary: 'evaluate a policy on a task file: pass@1, resolved rate, mean turns, format-error rate, PASS@(k,T), per task; --out writes a results file; --report compares results files of several models',
+  usage: '--tasks FILE [--model DIR | --endpoint URL [--endpoint-model NAME] [--endpoint-key-env VAR] [--max-action-tokens N]] [--workspace DIR] [--max-turns N] | --run RUN [--split heldout|train] [--iteration N | --model DIR | --endpoint URL …] [--runs DIR]; then [--concurrency N] [--samples K] [--seed S] [--out FILE] [--compare EARLIER.jsonl]; or --from FILE --compare EARLIER.jsonl; or --report A.jsonl B.jsonl … [--intersect]',
   options: EVAL_OPTIONS,
+  allowPositionals: true,
   async run(args, io) {
+    // --report A B …: results files of several models compared (no sandbox).
+    if (args.values.report === true) return runEvalReport(args, io, Object.keys(EVAL_OPTIONS));
+    if (args.positionals.length) throw new UsageError(`unexpected argument ${JSON.stringify(args.positionals[0])}; results files to compare go after --report`);
+    if (args.values.intersect !== undefined) throw new UsageError('--intersect goes with --report');
     // --compare: an earlier evaluation's --out file, read (and checked) before any sandbox starts.
     const earlier = typeof args.values.compare === 'string' ? readTrajectories(args.values.compare) : undefined;
     if (earlier && typeof args.values.out === 'string' && path.resolve(args.values.out) === path.resolve(String(args.values.compare))) {
@@ -263,12 +272,13 @@ export const evalCommand: CliCommand = {
       // --from: the episodes of an evaluation already run (its --out file), summarized again.
       const runFlags = Object.keys(EVAL_OPTIONS).filter((k) => k !== 'from' && k !== 'compare' && args.values[k] !== undefined);
       if (runFlags.length > 0) throw new UsageError(`--from reads an evaluation already run; it takes no ${runFlags.map((k) => `--${k}`).join(', ')}`);
-      const all = readTrajectories(args.values.from);
+      const read = readEvalResults(args.values.from);
+      const all = read.trajectories;
       const greedy = all.filter((t) => episodeKind(t) === 'greedy');
       const sampled = all.filter((t) => episodeKind(t) === 'sampled');
       const perTask = new Map<string, number>();
       for (const t of sampled) perTask.set(t.taskId, (perTask.get(t.taskId) ?? 0) + 1);
-      episodes = { greedy, sampled, model: [...new Set(all.map((t) => t.checkpoint))].join(', '), taskCount: new Set(all.map((t) => t.taskId)).size, samples: Math.max(0, ...perTask.values()) };
+      episodes = { greedy, sampled, model: read.header ? read.model.label : [...new Set(all.map((t) => t.checkpoint))].join(', '), taskCount: new Set(all.map((t) => t.taskId)).size, samples: Math.max(0, ...perTask.values()) };
     } else {
       const ran = await runEvaluation(args, io);
       if (ran === 130) return 130;
@@ -315,7 +325,8 @@ interface EvalEpisodes {
 
 /** Runs the evaluation `turnwise eval --tasks` (or `--run`) asks for; 130 when stopped by a signal. */
 async function runEvaluation(args: ParsedArgs, io: CliIO): Promise<EvalEpisodes | 130> {
-  // --out: the episodes themselves (the design's trajectory lines), to read what the agent did.
+  // --out: the results file: a header line (the model, tasks, seeds, each episode's numbers,
+  // PASS@(k,T)), then the episodes themselves (the design's trajectory lines).
   const out = typeof args.values.out === 'string' ? path.resolve(args.values.out) : undefined;
   if (out) assertWritableOutput(out);
   // --samples K: K episodes per task sampled at temperature 1 besides the greedy one, seeded by
@@ -388,7 +399,13 @@ async function runEvaluation(args: ParsedArgs, io: CliIO): Promise<EvalEpisodes 
         config: c,
       })
     : await openRig({ runId: `eval-${process.pid}`, workspace, language: runner.language, checkpoint: model, config: c, onLog: (m) => io.err(`warning: ${m}`) });
-  if (endpoint) model = `${endpoint} (${(rig as Awaited<ReturnType<typeof openEndpointRig>>).modelName})`;
+  // Who is evaluated, for the results file: an endpoint by its base URL (no credentials) and model.
+  const identity: EvalModel = endpoint
+    ? endpointModel(endpoint, (rig as Awaited<ReturnType<typeof openEndpointRig>>).modelName, typeof args.values['endpoint-key-env'] === 'string' ? args.values['endpoint-key-env'] : undefined)
+    : checkpointModel(model);
+  if (identity.kind === 'endpoint') model = `${identity.url} (${identity.model})`;
+  const results = (trajectories: Trajectory[], complete: boolean) =>
+    writeEvalResults(out!, evalResultsHeader({ model: identity, tasks, tasksSource, seed: c.seed, samples, maxTurns: c.maxTurns, sampling: { temperature: c.temperature, topP: c.topP }, trajectories, complete }), trajectories);
   try {
     let done = 0;
     const total = tasks.length * (1 + samples);
@@ -399,7 +416,7 @@ async function runEvaluation(args: ParsedArgs, io: CliIO): Promise<EvalEpisodes 
       if (!io.json) io.err(`  ${++done}/${total} episodes`);
     };
     const stopped = (): 130 => {
-      if (out && finished.length) writeFileAtomic(out, toJsonl(finished));
+      if (out && finished.length) results(finished, false);
       io.err(`eval stopped: ${finished.length} of ${total} episodes had finished${out && finished.length ? `; they are in ${out}` : ''}`);
       return 130;
     };
@@ -417,7 +434,7 @@ async function runEvaluation(args: ParsedArgs, io: CliIO): Promise<EvalEpisodes 
     if (!res || signal.aborted) return stopped();
     const sampledRes = samples > 0 ? await evaluate({ ...base, samples }) : undefined;
     if ((samples > 0 && !sampledRes) || signal.aborted) return stopped();
-    if (out) writeFileAtomic(out, toJsonl([...res.trajectories, ...(sampledRes?.trajectories ?? [])]));
+    if (out) results([...res.trajectories, ...(sampledRes?.trajectories ?? [])], true);
     return { greedy: res.trajectories, sampled: sampledRes?.trajectories ?? [], model, taskCount: tasks.length, samples, ...(out ? { out } : {}) };
   } finally {
     dispose();

@@ -6,6 +6,7 @@ import * as vscode from 'vscode';
 import type { Trajectory } from '../core/schema';
 import type { TrajectoryRef } from './model/runIndex';
 import { advantageScale, advantageStyle } from './model/turnView';
+import { trajectoryActionFormat, type TrajectoryActionFormat } from './model/runModel';
 import { changedFiles } from './model/blame';
 import { refKey, type TrajectoryEditors } from './trajectoryEditor';
 import { webviewHtml } from './webviewHtml';
@@ -13,8 +14,12 @@ import { CurrentTurnNotification, OpenFileCommand, ReadyCommand, SelectTurnComma
 
 export const TRAJECTORY_VIEW_TYPE = 'turnwise.trajectory';
 const OBSERVATION_CAP = 8000;
+const REPLY_CAP = 8000;
 
-export function trajectoryView(traj: Trajectory): TrajectoryView {
+const capped = (s: string, cap: number) => (s.length > cap ? `${s.slice(0, cap)}\n… (${s.length - cap} more characters)` : s);
+
+/** What the viewer shows of a trajectory; `actionFormat` is its checkpoint's (trajectoryActionFormat). */
+export function trajectoryView(traj: Trajectory, actionFormat?: TrajectoryActionFormat): TrajectoryView {
   const scale = advantageScale(traj);
   const r = traj.reward;
   const finite = (x: number | undefined) => (typeof x === 'number' && Number.isFinite(x) ? x : null);
@@ -25,13 +30,15 @@ export function trajectoryView(traj: Trajectory): TrajectoryView {
     iteration: traj.iteration,
     split: traj.split,
     checkpoint: traj.checkpoint,
+    ...(actionFormat ? { actionFormat } : {}),
     reward: { reward: finite(r?.reward), passRate: finite(r?.passRate), resolved: !!r?.resolved, turns: r?.turns ?? traj.turns.length, efficiencyPenalty: r?.efficiencyPenalty, formatPenalty: r?.formatPenalty, testsEdited: r?.testsEdited, ...(r?.tampered !== undefined ? { tampered: r.tampered } : {}), error: r?.error },
     tests: traj.testReport ? { passed: traj.testReport.passed.length, failed: traj.testReport.failed.length, errors: traj.testReport.errors?.length ?? 0, failedNames: traj.testReport.failed.slice(0, 20) } : undefined,
     failure: traj.failure,
     turns: traj.turns.map((t) => ({
       index: t.index,
       action: t.action,
-      observation: t.observation.length > OBSERVATION_CAP ? `${t.observation.slice(0, OBSERVATION_CAP)}\n… (${t.observation.length - OBSERVATION_CAP} more characters)` : t.observation,
+      ...(t.reply !== undefined ? { reply: capped(t.reply, REPLY_CAP) } : {}),
+      observation: capped(t.observation, OBSERVATION_CAP),
       exitCode: t.exitCode,
       durationMs: t.durationMs,
       ...(t.cached ? { cached: true } : {}),
@@ -126,7 +133,9 @@ export class TrajectoryPanel implements vscode.Disposable {
   private post(): void {
     const a = this.editors.active;
     if (!a || !this.ref || refKey(a.ref) !== refKey(this.ref)) return;
-    void this.panel.webview.postMessage(ShowTrajectoryNotification.make({ view: trajectoryView(a.traj), current: a.turn, state: { ref: this.ref, turn: a.turn } }));
+    const view = trajectoryView(a.traj, trajectoryActionFormat(a.ref.runDir, a.traj));
+    this.lastView = view;
+    void this.panel.webview.postMessage(ShowTrajectoryNotification.make({ view, current: a.turn, state: { ref: this.ref, turn: a.turn } }));
   }
 
   private async onMessage(m: unknown): Promise<void> {
@@ -141,6 +150,9 @@ export class TrajectoryPanel implements vscode.Disposable {
       await this.editors.openFile(m.params.path);
     }
   }
+
+  /** The view last sent to the webview (the extension-host tests read it). */
+  lastView: TrajectoryView | undefined;
 
   get webviewReady(): boolean {
     return this.ready;

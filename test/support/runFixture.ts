@@ -2,7 +2,7 @@
 // Python workspace's bug-fix tasks, groups of episodes whose turns carry `edits` and per-turn
 // advantages, metrics per iteration, held-out evaluations. Used by the extension's unit tests
 // and the VS Code tier.
-//   node -r tsx/cjs test/support/runFixture.ts --workspace DIR [--iterations N] [--trajectories N] [--estimator E] [--seed S] [--state finished|running|stopped] [--model DIR] [--lora-r R]
+//   node -r tsx/cjs test/support/runFixture.ts --workspace DIR [--iterations N] [--trajectories N] [--estimator E] [--seed S] [--state finished|running|stopped] [--model DIR] [--lora-r R] [--chat]
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { SCHEMA, type Task, type Trajectory, type Turn } from '../../src/core/schema';
@@ -55,6 +55,24 @@ export interface FixtureOptions {
   model?: string;
   /** A LoRA run of this rank: config.json's lora block, and checkpoints/N as adapter folders (adapter_config.json). */
   loraR?: number;
+  /**
+   * The model writes in its chat format: config.json's actionFormat and each checkpoint's
+   * action_format.json say so, every turn keeps its whole reply, and the bad episodes' turn 2 is a
+   * reply with two bash blocks (a format error, not run).
+   */
+  chat?: boolean;
+}
+
+/** Turn 1's reply in a chat fixture: markup in the text, which the viewer must show as text. */
+export const CHAT_REPLY_1 = 'Let me read the module first (it holds <b>clamp</b> & add).\n\n```bash\ncat calc/ops.py\n```';
+/** The format error of a bad chat episode's turn 2 (agent/chat-format.ts's wording). */
+export const CHAT_FORMAT_ERROR = 'the reply has 2 ```bash blocks; a turn runs exactly one';
+
+/** A chat model's reply around a command: a sentence, then the one bash block. */
+function chatReply(t: Turn): string {
+  if (t.index === 1) return CHAT_REPLY_1;
+  if (t.action === 'submit') return 'submit';
+  return `Next step (turn ${t.index}).\n\n\`\`\`bash\n${t.action}\n\`\`\``;
 }
 
 function rng(seed: number) {
@@ -90,7 +108,7 @@ function task(id: string): Task {
  * edit and stop. Every episode has 5 turns: cat, fix-or-not, pytest (replayed from the cache in
  * good episodes), header edit, submit.
  */
-export function fixtureTrajectory(o: { taskId: string; groupId: string; trajId: string; iteration: number; split: 'train' | 'heldout'; good: boolean; r: () => number; scoreBase: number; tampered?: string }): Trajectory {
+export function fixtureTrajectory(o: { taskId: string; groupId: string; trajId: string; iteration: number; split: 'train' | 'heldout'; good: boolean; r: () => number; scoreBase: number; tampered?: string; chat?: boolean }): Trajectory {
   const { good, r } = o;
   const afterFix = good ? FIXED : ORIGINAL;
   const withHeader = HEADER + afterFix;
@@ -135,6 +153,13 @@ export function fixtureTrajectory(o: { taskId: string; groupId: string; trajId: 
     },
     { index: 5, action: 'submit', observation: '', exitCode: 0, durationMs: 1 },
   ];
+  if (o.chat) {
+    for (const t of turns) t.reply = chatReply(t);
+    if (!good) {
+      const reply = 'I will list the tests, then run them.\n\n```bash\nls tests\n```\n\n```bash\npython -m pytest -q\n```';
+      turns[1] = { index: 2, action: reply, reply, observation: `not run: ${CHAT_FORMAT_ERROR}. Reply with exactly one \`\`\`bash block holding one command, or the word submit.`, exitCode: null, durationMs: 0, formatError: CHAT_FORMAT_ERROR };
+    }
+  }
   const a = [0.05, good ? 0.9 : -0.2, 0.1, -0.45, 0].map((x) => x + base * 0.1 + (r() - 0.5) * 0.02);
   turns.forEach((t, i) => {
     t.advantage = adv(Number(a[i].toFixed(4)));
@@ -162,7 +187,7 @@ export function fixtureTrajectory(o: { taskId: string; groupId: string; trajId: 
       : { passed: ['tests/test_ops.py::test_add'], failed: ['tests/test_ops.py::test_clamp'] },
     reward: o.tampered
       ? { passRate: 0, resolved: false, turns: 5, maxTurns: 8, formatError: false, efficiencyPenalty: 0, formatPenalty: 0, reward: 0, tampered: o.tampered }
-      : { passRate, resolved: good, turns: 5, maxTurns: 8, formatError: false, efficiencyPenalty: 0.0625, formatPenalty: 0, reward },
+      : { passRate, resolved: good, turns: 5, maxTurns: 8, formatError: !!o.chat && !good, efficiencyPenalty: 0.0625, formatPenalty: 0, reward },
   };
 }
 
@@ -196,8 +221,9 @@ export function writeFixtureRun(workspace: string, opts: FixtureOptions = {}): s
     fs.writeFileSync(path.join(dir, f), text);
   };
   const jsonl = (rows: unknown[]) => rows.map((x) => JSON.stringify(x)).join('\n') + (rows.length ? '\n' : '');
+  const chat = !!opts.chat;
   const lora = opts.loraR ? { r: opts.loraR, lora_alpha: 2 * opts.loraR, lora_dropout: 0, target_modules: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'], use_rslora: false, base_model_name_or_path: '' } : undefined;
-  w('config.json', JSON.stringify({ schema: SCHEMA.runConfig, estimator, iterations, groupSize: G, maxTurns: 8, seed, ...(opts.model !== undefined ? { model: opts.model } : {}), ...(lora ? { lora } : {}) }, null, 2));
+  w('config.json', JSON.stringify({ schema: SCHEMA.runConfig, estimator, iterations, groupSize: G, maxTurns: 8, seed, ...(opts.model !== undefined ? { model: opts.model } : {}), ...(lora ? { lora } : {}), ...(chat ? { actionFormat: 'chat' } : {}) }, null, 2));
   const tasks = [...TASK_IDS, ...HELDOUT_IDS].map(task);
   w('tasks.jsonl', jsonl(tasks));
   w('splits.json', JSON.stringify({ schema: SCHEMA.runSplits, train: TASK_IDS, heldout: HELDOUT_IDS }));
@@ -211,7 +237,7 @@ export function writeFixtureRun(workspace: string, opts: FixtureOptions = {}): s
       continue;
     }
     const heldout: Trajectory[] = HELDOUT_IDS.flatMap((taskId) =>
-      Array.from({ length: G }, (_, g) => fixtureTrajectory({ taskId, groupId: `${taskId}@${it}`, trajId: `h${it}-${taskId}-${g}`, iteration: it, split: 'heldout', good: r() < skill, r, scoreBase: 0 })),
+      Array.from({ length: G }, (_, g) => fixtureTrajectory({ taskId, groupId: `${taskId}@${it}`, trajId: `h${it}-${taskId}-${g}`, iteration: it, split: 'heldout', good: r() < skill, r, scoreBase: 0, chat })),
     );
     w(`iterations/${it}/eval.jsonl`, jsonl(heldout));
     const hPass = heldout.reduce((s, t) => s + t.reward.passRate, 0) / heldout.length;
@@ -222,7 +248,7 @@ export function writeFixtureRun(workspace: string, opts: FixtureOptions = {}): s
       for (let i = 0; i < perIter; i++) {
         const taskId = TASK_IDS[Math.floor(i / G) % TASK_IDS.length];
         const group = Math.floor(i / G);
-        train.push(fixtureTrajectory({ taskId: perIter > 64 ? `${taskId}-${Math.floor(group / TASK_IDS.length)}` : taskId, groupId: `${taskId}@${it}#${group}`, trajId: `t${it}-${i}`, iteration: it, split: 'train', good: i === 0 ? true : i === 1 ? false : r() < skill, r, scoreBase: 0, ...(it === 1 && i === 1 ? { tampered: FIXTURE_TAMPERED } : {}) }));
+        train.push(fixtureTrajectory({ taskId: perIter > 64 ? `${taskId}-${Math.floor(group / TASK_IDS.length)}` : taskId, groupId: `${taskId}@${it}#${group}`, trajId: `t${it}-${i}`, iteration: it, split: 'train', good: i === 0 ? true : i === 1 ? false : r() < skill, r, scoreBase: 0, ...(it === 1 && i === 1 ? { tampered: FIXTURE_TAMPERED } : {}), chat }));
       }
       w(`iterations/${it}/trajectories.jsonl`, jsonl(train));
       const rewards = train.map((t) => t.reward.reward);
@@ -249,6 +275,7 @@ export function writeFixtureRun(workspace: string, opts: FixtureOptions = {}): s
       w(`checkpoints/${it}/adapter_config.json`, JSON.stringify({ peft_type: 'LORA', task_type: 'CAUSAL_LM', ...lora, base_model_name_or_path: opts.model ?? '' }, null, 2));
       w(`checkpoints/${it}/adapter_model.safetensors`, '');
     } else w(`checkpoints/${it}/model.safetensors`, '');
+    if (chat) w(`checkpoints/${it}/action_format.json`, JSON.stringify({ schema: 'turnwise/action-format@1', format: 'chat' }, null, 2) + '\n');
     metrics.push(row);
   }
   w('metrics.jsonl', jsonl(metrics));
@@ -287,6 +314,7 @@ if (require.main === module) {
     metricsOnly: process.argv.includes('--metrics-only'),
     model: arg('model'),
     loraR: arg('lora-r') ? Number(arg('lora-r')) : undefined,
+    chat: process.argv.includes('--chat'),
   });
   console.log(dir);
 }

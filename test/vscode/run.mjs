@@ -566,7 +566,8 @@ const T_TRAJ = 'ui: a trajectory opened from the Runs view steps to turn 2 with 
 const T_RUN = 'ui: "Turnwise: Start Training Run…" from the palette runs a tiny run (settings from the workspace) to the end; the status bar advances';
 const T_CLOSE = 'ui: closing the window stops the run cleanly: status.json says stopped, no container with its label is left';
 const T_MODEL = 'ui: "Start Training Run…" offers the embedded model or a model folder; a folder that is not a model is refused before a run, saying what to pick; a model folder and a LoRA adapter picked are remembered as settings';
-const VIEW_TESTS = [T_REWARD, T_TRAJ, T_MODEL, T_RUN, T_CLOSE];
+const T_CHAT = "ui: a chat model's trajectory shows each reply as text above the command it ran, the checkpoint's chat format, and why a format error was not run";
+const VIEW_TESTS = [T_REWARD, T_TRAJ, T_CHAT, T_MODEL, T_RUN, T_CLOSE];
 
 const webviewFrame = (page) => page.frameLocator('iframe.webview.ready').frameLocator('#active-frame');
 
@@ -715,6 +716,48 @@ async function viewUiTests(page, workspace) {
       await screenshot(page, '08-diff-turn2.png');
     },
     { dependsOn: [T_INSTALL], timeoutMs: 150000 },
+  );
+
+  await uiTest(
+    T_CHAT,
+    async () => {
+      await closeEditors(page);
+      const row = (text) => page.locator('.pane-body .monaco-list-row', { hasText: text }).first();
+      // The previous test left the first fixture run open: fold it, so the rows below are the LoRA run's.
+      const first = row(FIXTURE.run);
+      if ((await first.getAttribute('aria-expanded').catch(() => null)) === 'true') {
+        await first.click();
+        await waitFor(`${FIXTURE.run} folded`, async () => (await first.getAttribute('aria-expanded')) === 'false', 10000);
+      }
+      for (const label of [FIXTURE.lora, 'Iteration 1', 'mut-clamp-compare', 't1-1']) {
+        await row(label).waitFor({ state: 'visible', timeout: 20000 });
+        await row(label).click();
+        await sleep(400);
+      }
+      const frame = webviewFrame(page);
+      const format = frame.locator('.summary .chip.format');
+      await format.waitFor({ state: 'visible', timeout: 30000 });
+      await frame.locator('.summary h1', { hasText: 't1-1' }).waitFor({ timeout: 20000 });
+      const formatText = (await format.innerText()).replace(/\s+/g, ' ').trim();
+      if (!/^format chat: the model's own template/.test(formatText)) throw new Error(`the format chip reads "${formatText}"`);
+      // Turn 1's reply, markup and all, is text: no element comes out of it.
+      const reply = frame.locator('.turn[data-turn="1"] pre.reply');
+      const replyText = await reply.innerText();
+      const wantReply = 'Let me read the module first (it holds <b>clamp</b> & add).\n\n```bash\ncat calc/ops.py\n```';
+      if (replyText.trim() !== wantReply) throw new Error(`turn 1's reply reads ${JSON.stringify(replyText)}`);
+      if (await reply.locator('*').count()) throw new Error("turn 1's reply became markup");
+      const ran = (await frame.locator('.turn[data-turn="1"] pre.action').innerText()).trim();
+      if (ran !== 'cat calc/ops.py') throw new Error(`turn 1 says it ran "${ran}"`);
+      // Turn 2 replied with two bash blocks: not run, and the card says why.
+      const notRun = (await frame.locator('.turn[data-turn="2"] .not-run').innerText()).trim();
+      if (notRun !== 'not run: the reply has 2 ```bash blocks; a turn runs exactly one') throw new Error(`turn 2 says "${notRun}"`);
+      if (await frame.locator('.turn[data-turn="2"] pre.action').count()) throw new Error('turn 2 shows a command as if it ran');
+      const badge = (await frame.locator('.turn[data-turn="2"] header .exit').innerText()).trim();
+      if (badge !== 'format error') throw new Error(`turn 2's header says "${badge}"`);
+      await screenshot(page, '07b-trajectory-chat.png');
+      say('trajectory viewer: a chat episode, its replies and a format error');
+    },
+    { dependsOn: [T_INSTALL], timeoutMs: 120000 },
   );
 
   await uiTest(
@@ -1025,7 +1068,7 @@ function makeWorkspace(dir, { big }) {
   gen(['--files', '--run-id', FIXTURE.run, '--estimator', 'turnwise', '--iterations', '3', '--seed', '1']);
   gen(['--run-id', FIXTURE.overlay, '--estimator', 'grpo', '--iterations', '3', '--seed', '2']);
   gen(['--run-id', FIXTURE.long, '--iterations', '1000', '--seed', '3', '--metrics-only']);
-  gen(['--run-id', FIXTURE.lora, '--estimator', 'grpo', '--iterations', '2', '--seed', '5', '--model', LORA_MODEL, '--lora-r', '8']);
+  gen(['--run-id', FIXTURE.lora, '--estimator', 'grpo', '--iterations', '2', '--seed', '5', '--model', LORA_MODEL, '--lora-r', '8', '--chat']);
   if (big) gen(['--run-id', FIXTURE.big, '--iterations', '1', '--trajectories', '10000', '--seed', '4']);
   // Tasks "synthesized earlier", which "Start Training Run…" offers first: real mutations of
   // calc/ops.py that its tests catch, so a run from the palette trains on them.

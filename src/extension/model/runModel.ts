@@ -86,3 +86,25 @@ export function runModelOf(runDir: string, config: Record<string, unknown> | und
   } else details.push('adapter: none (the whole model was trained)');
   return { folder, name, embedded, ...(adapter ? { adapter } : {}), label: adapter ? `${name} + LoRA r ${adapter.r}` : name, details };
 }
+
+/** The action formats a checkpoint records (train/action-format.ts). */
+export type TrajectoryActionFormat = 'compact' | 'chat';
+
+function formatIn(file: string, key: string): TrajectoryActionFormat | undefined {
+  try {
+    const v = (JSON.parse(fs.readFileSync(file, 'utf8')) as Record<string, unknown>)[key];
+    return v === 'compact' || v === 'chat' ? v : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The action format the checkpoint of a trajectory wrote in: its action_format.json (a run writes
+ * one beside every checkpoint), else the run's config.json (`actionFormat`), else `chat` when the
+ * turns carry replies; undefined when nothing says (a run from before formats were recorded).
+ */
+export function trajectoryActionFormat(runDir: string, traj: { checkpoint: string; turns: readonly { reply?: string }[] }): TrajectoryActionFormat | undefined {
+  const ck = traj.checkpoint ? path.resolve(runDir, traj.checkpoint) : undefined;
+  return (ck ? formatIn(path.join(ck, 'action_format.json'), 'format') : undefined) ?? formatIn(path.join(runDir, 'config.json'), 'actionFormat') ?? (traj.turns.some((t) => t.reply !== undefined) ? 'chat' : undefined);
+}

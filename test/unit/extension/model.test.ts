@@ -7,7 +7,11 @@ import { advantageHistogram, taskTable, toPoints } from '../../../src/extension/
 import { webviewHtml } from '../../../src/extension/webviewHtml';
 import { makeEvent } from '../../../src/core/events';
 import { SCHEMA } from '../../../src/core/schema';
-import { BUG_LINE, FIXED, HEADER, ORIGINAL, FIXTURE_FILE, fixtureTrajectory } from '../../support/runFixture';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { trajectoryActionFormat } from '../../../src/extension/model/runModel';
+import { BUG_LINE, CHAT_FORMAT_ERROR, CHAT_REPLY_1, FIXED, HEADER, ORIGINAL, FIXTURE_FILE, fixtureTrajectory, writeFixtureRun } from '../../support/runFixture';
 
 const traj = (good = true) => fixtureTrajectory({ taskId: 't', groupId: 'g', trajId: 'x', iteration: 1, split: 'train', good, r: () => 0.5, scoreBase: 0 });
 
@@ -71,6 +75,34 @@ describe('extension: turn view', () => {
     const replayed = turnHoverMarkdown({ ...turn, cached: true }, t);
     assert.match(replayed, /replayed from an identical workspace/);
     assert.ok(!replayed.includes(`${turn.durationMs} ms`));
+  });
+});
+
+describe('extension: a trajectory\'s action format', () => {
+  it('comes from its checkpoint\'s action_format.json, else the run\'s config.json, else the turns\' replies', () => {
+    const ws = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-format-'));
+    try {
+      const dir = writeFixtureRun(ws, { runId: 'chat', iterations: 1, trajectories: 4, chat: true, model: '/models/m', loraR: 4 });
+      const line = fs.readFileSync(path.join(dir, 'iterations', '1', 'trajectories.jsonl'), 'utf8').split('\n')[1];
+      const t = JSON.parse(line);
+      // The fixture's bad episode: turn 1 keeps its reply, turn 2 is a reply with two blocks, not run.
+      assert.equal(t.turns[0].reply, CHAT_REPLY_1);
+      assert.equal(t.turns[1].formatError, CHAT_FORMAT_ERROR);
+      assert.equal(t.turns[1].exitCode, null);
+      assert.equal(trajectoryActionFormat(dir, t), 'chat');
+      fs.writeFileSync(path.join(dir, 'checkpoints', '0', 'action_format.json'), JSON.stringify({ format: 'compact' }));
+      assert.equal(trajectoryActionFormat(dir, t), 'compact', 'the checkpoint\'s record comes first');
+      fs.rmSync(path.join(dir, 'checkpoints', '0', 'action_format.json'));
+      assert.equal(trajectoryActionFormat(dir, t), 'chat', 'then the run\'s config.json');
+      const cfg = path.join(dir, 'config.json');
+      const c = JSON.parse(fs.readFileSync(cfg, 'utf8'));
+      delete c.actionFormat;
+      fs.writeFileSync(cfg, JSON.stringify(c));
+      assert.equal(trajectoryActionFormat(dir, t), 'chat', 'then the replies');
+      assert.equal(trajectoryActionFormat(dir, traj()), undefined, 'nothing says: no format shown');
+    } finally {
+      fs.rmSync(ws, { recursive: true, force: true });
+    }
   });
 });
 

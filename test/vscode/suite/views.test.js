@@ -194,6 +194,41 @@ describe('Turnwise views', function () {
     });
   });
 
+  describe('trajectory viewer: a chat model\'s episode', function () {
+    it('shows each turn\'s whole reply beside its command and the checkpoint\'s action format; a format error says why it was not run', async function () {
+      const tree = api.runsTree;
+      const run = (await tree.getChildren()).find((n) => n.run.runId === LORA);
+      const it1 = (await tree.getChildren(run)).find((n) => n.it.iteration === 1);
+      const task = (await tree.getChildren(it1)).find((n) => n.task && n.task.taskId === 'mut-clamp-compare' && n.task.split === 'train');
+      const node = (await tree.getChildren(task)).find((n) => n.traj && n.traj.trajId === 't1-1');
+      assert.ok(node, 't1-1 is not listed under the LoRA run');
+      const ref = await vscode.commands.executeCommand('turnwise.openTrajectory', node);
+      assert.equal(ref.trajId, 't1-1');
+      const view = await until('the chat trajectory sent to the webview', () => {
+        const p = api.trajectoryPanel();
+        return p && p.webviewReady && p.lastView && p.lastView.trajId === 't1-1' && p.lastView.actionFormat ? p.lastView : undefined;
+      });
+      // The run's checkpoints record the chat format (action_format.json).
+      assert.equal(view.actionFormat, 'chat');
+      assert.equal(view.turns[0].reply, 'Let me read the module first (it holds <b>clamp</b> & add).\n\n```bash\ncat calc/ops.py\n```');
+      assert.equal(view.turns[0].action, 'cat calc/ops.py');
+      assert.equal(view.turns[1].formatError, 'the reply has 2 ```bash blocks; a turn runs exactly one');
+      assert.match(view.turns[1].reply, /```bash\nls tests\n```\n\n```bash\npython -m pytest -q\n```/);
+      assert.equal(view.turns[1].exitCode, null);
+      // A run in the compact format: no replies, its format as recorded (nothing recorded: none shown).
+      const plainRun = (await tree.getChildren()).find((n) => n.run.runId === RUN);
+      const pIt = (await tree.getChildren(plainRun)).find((n) => n.it.iteration === 1);
+      const pNode = (await tree.getChildren((await tree.getChildren(pIt))[0]))[0];
+      await vscode.commands.executeCommand('turnwise.openTrajectory', pNode);
+      const plain = await until('the compact trajectory', () => {
+        const v = api.trajectoryPanel().lastView;
+        return v && v.trajId === 't1-0' ? v : undefined;
+      });
+      assert.equal(plain.actionFormat, undefined);
+      assert.ok(plain.turns.every((t) => t.reply === undefined));
+    });
+  });
+
   describe('reward panel', function () {
     it('opens on a run and draws every chart with points', async function () {
       await vscode.commands.executeCommand('turnwise.showRewardPanel', RUN);

@@ -1,5 +1,7 @@
 // Trajectory viewer page: a timeline of the turns; j/k or ↓/↑ step through them, d opens the
-// diff of the current turn. The host keeps the editor in step with the current turn.
+// diff of the current turn. The host keeps the editor in step with the current turn. A chat
+// model's turn shows its whole reply above the command it ran, a format error why nothing ran.
+// Everything the model wrote goes in as text nodes (h), never as markup.
 import './style.css';
 import { h, vscodeApi } from '../shared/vscodeApi';
 import { CurrentTurnNotification, OpenFileCommand, ReadyCommand, SelectTurnCommand, ShowDiffCommand, ShowTrajectoryNotification, type TrajectoryPanelState, type TrajectoryView, type TurnRow } from './protocol';
@@ -17,6 +19,17 @@ function chip(label: string, value: string, cls = ''): HTMLElement {
   return h('span', { class: `chip ${cls}` }, h('span', { class: 'chip-label' }, label), ' ', h('span', { class: 'chip-value' }, value));
 }
 
+const FORMAT_LABEL = { chat: "chat: the model's own template, one ```bash block per reply", compact: "compact: turnwise-tiny's task/agent/obs segments" } as const;
+
+/** The reply (chat), the command that ran, or why nothing ran. */
+function actionParts(t: TurnRow): HTMLElement[] {
+  const notRun = t.formatError ? h('div', { class: 'format-error not-run' }, `not run: ${t.formatError}`) : undefined;
+  if (t.reply === undefined) return [h('pre', { class: 'action' }, h('code', {}, t.action)), ...(notRun ? [notRun] : [])];
+  const reply = [h('div', { class: 'part-label muted' }, 'reply'), h('pre', { class: 'reply' }, t.reply)];
+  if (notRun) return [...reply, notRun];
+  return [...reply, h('div', { class: 'part-label muted' }, t.action === 'submit' ? 'submits' : 'runs'), h('pre', { class: 'action' }, h('code', {}, t.action))];
+}
+
 function turnCard(t: TurnRow): HTMLElement {
   const comps = Object.entries(t.advantageComponents ?? {});
   const card = h(
@@ -32,9 +45,8 @@ function turnCard(t: TurnRow): HTMLElement {
         ? h('span', { class: 'muted replayed', title: 'the same read-only command had run on an identical workspace in this run; its output was replayed' }, 'replayed')
         : h('span', { class: 'muted duration' }, `${t.durationMs} ms`),
     ),
-    h('pre', { class: 'action' }, h('code', {}, t.action)),
+    ...actionParts(t),
     comps.length ? h('div', { class: 'components' }, ...comps.map(([k, v]) => chip(k, signed(v), v > 0 ? 'pos' : v < 0 ? 'neg' : ''))) : undefined,
-    t.formatError ? h('div', { class: 'format-error' }, t.formatError) : undefined,
     t.intentSignature?.length ? h('div', { class: 'sig' }, h('span', { class: 'muted' }, 'intent '), ...t.intentSignature.map((s) => h('code', { class: 'token' }, s))) : undefined,
     t.editSignature?.length ? h('div', { class: 'sig' }, h('span', { class: 'muted' }, 'edits '), ...t.editSignature.map((s) => h('code', { class: 'token' }, s))) : undefined,
     t.files.length
@@ -78,6 +90,7 @@ function render(): void {
         chip('pass rate', pct(r.passRate)),
         chip('resolved', r.resolved ? 'yes' : 'no', r.resolved ? 'pos' : ''),
         chip('turns', String(r.turns)),
+        view.actionFormat ? chip('format', FORMAT_LABEL[view.actionFormat], 'format') : undefined,
         view.tests ? chip('tests', `${view.tests.passed} passed · ${view.tests.failed} failed`) : undefined,
         r.efficiencyPenalty ? chip('efficiency penalty', signed(-r.efficiencyPenalty)) : undefined,
         r.formatPenalty ? chip('format penalty', signed(-r.formatPenalty), 'neg') : undefined,

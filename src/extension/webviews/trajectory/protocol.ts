@@ -1,12 +1,16 @@
 // Messages of the trajectory viewer (host ↔ webview). Each says which way it travels.
 import { message } from '../shared/ipc';
 import type { AdvantageStyle } from '../../model/turnView';
+import type { TrajectoryActionFormat } from '../../model/runModel';
 
 export { ReadyCommand } from '../shared/ipc';
 
 export interface TurnRow {
   index: number;
+  /** The command run (or `submit`); for a format error, what did not parse. */
   action: string;
+  /** A chat model's whole reply, of which `action` is the one bash block's command. */
+  reply?: string;
   observation: string;
   exitCode: number | null;
   durationMs: number;
@@ -28,6 +32,8 @@ export interface TrajectoryView {
   iteration?: number;
   split?: string;
   checkpoint: string;
+  /** The action format the checkpoint wrote in (its action_format.json), when recorded. */
+  actionFormat?: TrajectoryActionFormat;
   reward: { reward: number | null; passRate: number | null; resolved: boolean; turns: number; efficiencyPenalty?: number; formatPenalty?: number; testsEdited?: boolean; tampered?: string; error?: string };
   tests?: { passed: number; failed: number; errors: number; failedNames: string[] };
   failure?: string;

@@ -20,10 +20,32 @@ import type { SessionSettings } from '../onnx';
 import { chatCodec, encodeDemo, renderPrompt, type ChatCodec } from './chat';
 import { curriculumTask, fixEpisode, syntheticCases, twTestOutput, type Demo, type FixCase } from './demos';
 import { sedLine } from './sed';
+import { episodeDemo } from './chat-demos';
+// (warmstart-chat.ts imports this module's loop back: used at call time only.)
+import { warmstartChat } from './warmstart-chat';
+import { modelActionFormat } from './action-format';
+import type { LoraConfig } from '../policy/lora';
+import type { Task, Trajectory } from '../core/schema';
 
 export interface WarmstartOptions {
-  /** Checkpoint to start from; absent: a fresh turnwise-tiny with `seed`. */
+  /** Checkpoint whose warm start this continues (weights and optimizer state, or an adapter folder); absent: see `model`. */
   from?: string;
+  /**
+   * Model folder a new warm start starts from (a Hugging Face folder or a Turnwise checkpoint);
+   * absent with no `from`: a fresh turnwise-tiny with `seed`. A chat model (one with a chat
+   * template) is trained in its own chat format.
+   */
+  model?: string;
+  /** A LoRA adapter folder over `model` to continue training (its optimizer state too, when saved). */
+  adapter?: string;
+  /** Train a fresh LoRA adapter on the model (chat models) instead of the whole model. */
+  lora?: LoraConfig;
+  /** Resolved episodes of evaluation results (selectEpisodes), with their tasks: demonstrations in the model's format. */
+  episodes?: { trajectory: Trajectory; task: Task }[];
+  /** Share of examples drawn from `episodes` (default 1: nothing else). */
+  episodeShare?: number;
+  /** Tokens a reply may take (chat models: the prompt budget and the evaluation's replies); default 128. */
+  maxActionTokens?: number;
   /** Where the warm-started checkpoint is written (replaced atomically at each save). */
   out: string;
   /** Wall-clock budget. */
@@ -126,7 +148,7 @@ export function packRows(examples: { ids: number[]; weights: number[] }[], rows:
   return { batch: { inputIds: ids, segmentIds: seg, lossMask: w, actionMask: act }, tokens, used };
 }
 
-function lrAt(frac: number, o: { peak: number; floor: number; warmup: number }): number {
+export function lrAt(frac: number, o: { peak: number; floor: number; warmup: number }): number {
   if (frac < o.warmup) return o.peak * Math.max(0.02, frac / o.warmup);
   const p = Math.min(1, (frac - o.warmup) / Math.max(1e-9, 1 - o.warmup));
   return o.floor + (o.peak - o.floor) * 0.5 * (1 + Math.cos(Math.PI * p));
@@ -298,19 +320,30 @@ export async function warmstart(o: WarmstartOptions): Promise<WarmstartResult> {
   const loopShare = o.loopShare ?? 0;
   if (!(o.minutes > 0)) throw new TurnwiseError('invalid-input', `the warm-start budget must be > 0 minutes, got ${o.minutes}`);
 
+  // A chat model (its own template) is warm-started in its own format, LoRA when asked.
+  const start = startDir(o);
+  if (start && modelActionFormat(o.adapter && o.model ? o.model : start).kind === 'chat') {
+    return warmstartChat(o);
+  }
+  if (o.adapter || o.lora) {
+    throw new TurnwiseError('invalid-input', `${start ?? 'turnwise-tiny'} writes in the compact format, whose warm start trains the whole model; LoRA warm starts are for chat models`, {
+      hint: 'leave out --lora / --adapter (turnwise-tiny is small enough to train whole), or give a chat model folder with --model',
+    });
+  }
   let weights;
   let optimizer;
   let tokenizerJson: Record<string, unknown>;
   let tokenizerConfig: Record<string, unknown> | undefined;
-  if (o.from) {
-    const ck = loadCheckpoint(o.from, { optimizer: true });
+  if (start) {
+    const ck = loadCheckpoint(start, { optimizer: true });
     if (ck.adapter) {
-      throw new TurnwiseError('invalid-input', `${o.from} is a LoRA adapter over ${ck.dir}; the warm start trains a whole model`, {
-        hint: `merge it first (turnwise policy merge --model ${ck.dir} --adapter ${o.from} --out DIR), then warm-start --from DIR`,
+      throw new TurnwiseError('invalid-input', `${start} is a LoRA adapter over ${ck.dir}, a model in the compact format; its warm start trains a whole model`, {
+        hint: `merge it first (turnwise policy merge --model ${ck.dir} --adapter ${start} --out DIR), then warm-start --from DIR`,
       });
     }
     weights = ck.weights;
-    optimizer = ck.optimizer;
+    // A new warm start of a model (--model) starts its optimizer afresh; --from continues it.
+    optimizer = o.from ? ck.optimizer : undefined;
     tokenizerJson = ck.tokenizerJson;
     tokenizerConfig = ck.tokenizerConfig;
   } else {
@@ -321,25 +354,17 @@ export async function warmstart(o: WarmstartOptions): Promise<WarmstartResult> {
   const tokenizer = loadTokenizer(tokenizerJson, tokenizerConfig);
   const codec = chatCodec(tokenizer);
   const ctx = weights.config.max_position_embeddings;
+  if (rowTokens > ctx) throw new TurnwiseError('invalid-input', `rows of ${rowTokens} tokens are longer than the model's context of ${ctx}`, { hint: `give --row-tokens of at most ${ctx}` });
   const trainer = new PolicyTrainer(weights, optimizer, o.settings);
 
-  // Train cases and held-out eval cases come from different seeds of the generator.
-  const pool = await casePool(seed * 7919 + 1, o.poolSize ?? 6000);
+  // Train cases and held-out eval cases come from different seeds of the generator (none are
+  // generated for a warm start on episodes alone).
+  const onlyEpisodes = !!o.episodes?.length && (o.episodeShare ?? 1) >= 1;
+  const pool = onlyEpisodes ? [] : await casePool(seed * 7919 + 1, o.poolSize ?? 6000);
   const evalCases = await evalCasePool(seed, o.evalCases ?? 64);
   const r = seededRandom(seed * 7919 + 3);
   const pickCase = (): FixCase => (wsShare > 0 && r() < wsShare ? o.workspaceCases![Math.floor(r() * o.workspaceCases!.length)] : pool[Math.floor(r() * pool.length)]);
 
-  const log: WarmstartLogRow[] = [];
-  const logFile = path.join(path.dirname(path.resolve(o.out)), `${path.basename(o.out)}.warmstart-log.jsonl`);
-  // A warm start continued with --from is the next phase of the one it continues.
-  const phase = (priorRecord(o).phases?.length ?? 0) + 1;
-  const emit = (row: WarmstartLogRow) => {
-    row = { phase, ...row };
-    log.push(row);
-    fs.mkdirSync(path.dirname(logFile), { recursive: true });
-    fs.appendFileSync(logFile, JSON.stringify(row) + '\n');
-    o.onLog?.(row);
-  };
   const save = () => saveCheckpoint(o.out, { weights: trainer.weights(), optimizer: trainer.optimizerState(), tokenizerJson, tokenizerConfig });
   const evaluate = async (): Promise<Pick<WarmstartLogRow, 'episode_fix' | 'exact_fix' | 'restores_line' | 'right_line' | 'valid_sed' | 'workspace_exact_fix'>> => {
     const policy = new Policy(trainer.weights(), tokenizer, o.settings);
@@ -351,6 +376,69 @@ export async function warmstart(o: WarmstartOptions): Promise<WarmstartResult> {
     } finally {
       await policy.dispose();
     }
+  };
+  // Resolved episodes of evaluation results, in the compact format, drawn in `episodeShare` of examples.
+  const episodeSegs = (o.episodes ?? []).map((e) => episodeDemo(e.trajectory, e.task, 'compact'));
+  const epShare = episodeSegs.length ? (o.episodeShare ?? 1) : 0;
+  return runWarmstartLoop(o, {
+    trainer,
+    rows,
+    rowTokens,
+    seed,
+    curriculum: (frac) => cStart + (cEnd - cStart) * frac,
+    lr: (frac) => lrAt(frac, { peak, floor, warmup }),
+    draw: (frac) => {
+      const cur = cStart + (cEnd - cStart) * frac;
+      const examples: { ids: number[]; weights: number[] }[] = [];
+      // Over-draw: packing keeps what fits.
+      for (let i = 0; i < rows * 10; i++) {
+        // No draw without episodes: the random stream of the generated demonstrations stays as it was.
+        const segments = epShare > 0 && (epShare >= 1 || r() < epShare) ? episodeSegs[Math.floor(r() * episodeSegs.length)] : drawDemo(r, pickCase(), { curriculum: cur, loopShare }).segments;
+        const enc = encodeDemo(codec, segments, promptWeight);
+        if (enc.ids.length <= Math.min(rowTokens, ctx)) examples.push(enc);
+      }
+      return examples;
+    },
+    evaluate,
+    save,
+    finalCurriculum: cEnd,
+  });
+}
+
+/** What a warm start's training loop needs besides its options: the trainer, how to draw a step's examples, evaluate and save. */
+export interface WarmstartLoop {
+  trainer: PolicyTrainer;
+  rows: number;
+  rowTokens: number;
+  seed: number;
+  /** The share of curriculum tasks at a fraction of the budget (logged). */
+  curriculum: (frac: number) => number;
+  lr: (frac: number) => number;
+  /** Examples for one step (more than fit: packing keeps what does). */
+  draw: (frac: number) => { ids: number[]; weights: number[] }[];
+  evaluate: () => Promise<Partial<WarmstartLogRow>>;
+  /** Writes --out (weights and optimizer state, or the adapter). */
+  save: () => void;
+  finalCurriculum: number;
+}
+
+/**
+ * The warm start's loop, whatever the model and format: packed SFT steps until the budget, a log
+ * row every 25 steps, an evaluation and a checkpoint every few minutes, then the last save, the
+ * final evaluation, and warmstart.json / warmstart-log.jsonl beside the model.
+ */
+export async function runWarmstartLoop(o: WarmstartOptions, l: WarmstartLoop): Promise<WarmstartResult> {
+  const { trainer, rows, rowTokens } = l;
+  const log: WarmstartLogRow[] = [];
+  const logFile = path.join(path.dirname(path.resolve(o.out)), `${path.basename(o.out)}.warmstart-log.jsonl`);
+  // A warm start continued with --from is the next phase of the one it continues.
+  const phase = (priorRecord(o).phases?.length ?? 0) + 1;
+  const emit = (row: WarmstartLogRow) => {
+    row = { phase, ...row };
+    log.push(row);
+    fs.mkdirSync(path.dirname(logFile), { recursive: true });
+    fs.appendFileSync(logFile, JSON.stringify(row) + '\n');
+    o.onLog?.(row);
   };
 
   const t0 = Date.now();
@@ -371,16 +459,9 @@ export async function warmstart(o: WarmstartOptions): Promise<WarmstartResult> {
     while (Date.now() - t0 + lastStepMs < budgetMs && !o.signal?.aborted) {
       const stepT0 = Date.now();
       const frac = (Date.now() - t0) / budgetMs;
-      const cur = cStart + (cEnd - cStart) * frac;
-      const examples: { ids: number[]; weights: number[] }[] = [];
-      // Over-draw: packing keeps what fits.
-      for (let i = 0; i < rows * 10; i++) {
-        const c = pickCase();
-        const enc = encodeDemo(codec, drawDemo(r, c, { curriculum: cur, loopShare }).segments, promptWeight);
-        if (enc.ids.length <= Math.min(rowTokens, ctx)) examples.push(enc);
-      }
-      const { batch, tokens: n } = packRows(examples, rows, rowTokens);
-      const lr = lrAt(frac, { peak, floor, warmup });
+      const cur = l.curriculum(frac);
+      const { batch, tokens: n } = packRows(l.draw(frac), rows, rowTokens);
+      const lr = l.lr(frac);
       const [m] = await trainer.train({ loss: 'sft', batch: rows, seq: rowTokens }, [batch], { lr, weightDecay: 0.01 });
       step++;
       lastStepMs = Date.now() - stepT0;
@@ -413,23 +494,23 @@ export async function warmstart(o: WarmstartOptions): Promise<WarmstartResult> {
         windowTokens = 0;
         windowT = now;
         if (dueEval) {
-          Object.assign(row, await evaluate());
+          Object.assign(row, await l.evaluate());
           lastEval = Date.now();
         }
         emit(row);
       }
       if (Date.now() - lastSave >= (o.checkpointEveryMin ?? 5) * 60_000) {
-        save();
+        l.save();
         lastSave = Date.now();
       }
     }
     const trainMs = Date.now() - t0;
-    save();
-    const final = await evaluate();
+    l.save();
+    const final = await l.evaluate();
     // The closing row (the final evaluation) reports the throughput of the whole training phase.
-    emit({ step, minutes: (Date.now() - t0) / 60_000, lr: 0, curriculum: cEnd, loss: NaN, action_loss: NaN, tokens, tokens_per_s: (tokens / Math.max(1, trainMs)) * 1000, ...final });
+    emit({ step, minutes: (Date.now() - t0) / 60_000, lr: 0, curriculum: l.finalCurriculum, loss: NaN, action_loss: NaN, tokens, tokens_per_s: (tokens / Math.max(1, trainMs)) * 1000, ...final });
     const outDir = path.resolve(o.out);
-    writeFileAtomic(path.join(outDir, 'warmstart.json'), JSON.stringify(warmstartRecord(o, { steps: step, tokens, minutes: (Date.now() - t0) / 60_000, seed, final }), null, 2) + '\n');
+    writeFileAtomic(path.join(outDir, 'warmstart.json'), JSON.stringify(warmstartRecord(o, { steps: step, tokens, minutes: (Date.now() - t0) / 60_000, seed: l.seed, final }), null, 2) + '\n');
     // The whole curve travels with the checkpoint: the earlier phases' log, then this one's.
     writeFileAtomic(path.join(outDir, 'warmstart-log.jsonl'), priorLog(o) + log.map((row) => JSON.stringify(row) + '\n').join(''));
     return { out: path.resolve(o.out), steps: step, tokens, minutes: (Date.now() - t0) / 60_000, log };
@@ -443,17 +524,33 @@ export async function warmstart(o: WarmstartOptions): Promise<WarmstartResult> {
  * continued with --from keeps its history), and every workspace task used as a demonstration:
  * a training run never holds one of those out (splitTasks' `neverHeldOut`).
  */
-function warmstartRecord(o: WarmstartOptions, phase: Record<string, unknown>): Record<string, unknown> {
+export function warmstartRecord(o: WarmstartOptions, phase: Record<string, unknown>): Record<string, unknown> {
   const prev = priorRecord(o);
-  const ids = new Set([...(prev.demonstrationTaskIds ?? []), ...(o.workspaceCases ?? []).map((c) => c.taskId).filter((x): x is string => !!x)]);
+  const ids = new Set([
+    ...(prev.demonstrationTaskIds ?? []),
+    ...(o.workspaceCases ?? []).map((c) => c.taskId).filter((x): x is string => !!x),
+    ...(o.episodes ?? []).map((e) => e.task.id),
+  ]);
   return { phases: [...(prev.phases ?? []), phase], demonstrationTaskIds: [...ids].sort() };
 }
 
-/** The warmstart.json of the checkpoint a phase continues ({} for a fresh start or none recorded). */
-function priorRecord(o: Pick<WarmstartOptions, 'from'>): { phases?: unknown[]; demonstrationTaskIds?: string[] } {
-  if (!o.from) return {};
+/**
+ * The folder a warm start starts from: the adapter it continues, else the checkpoint (--from),
+ * else the model (--model); undefined for a fresh turnwise-tiny.
+ */
+export function startDir(o: Pick<WarmstartOptions, 'from' | 'model' | 'adapter'>): string | undefined {
+  return o.adapter ?? o.from ?? o.model;
+}
+
+/**
+ * The warmstart.json of the folder a phase starts from ({} for a fresh start or none recorded):
+ * its phases continue, and the tasks it was warm-started on stay demonstrations.
+ */
+function priorRecord(o: Pick<WarmstartOptions, 'from' | 'model' | 'adapter'>): { phases?: unknown[]; demonstrationTaskIds?: string[] } {
+  const dir = startDir(o);
+  if (!dir) return {};
   try {
-    const v = JSON.parse(fs.readFileSync(path.join(path.resolve(o.from), 'warmstart.json'), 'utf8'));
+    const v = JSON.parse(fs.readFileSync(path.join(path.resolve(dir), 'warmstart.json'), 'utf8'));
     return v && typeof v === 'object' && !Array.isArray(v) ? v : {};
   } catch {
     return {};
@@ -461,10 +558,11 @@ function priorRecord(o: Pick<WarmstartOptions, 'from'>): { phases?: unknown[]; d
 }
 
 /** The warmstart-log.jsonl of the checkpoint a phase continues ('' when none), newline-terminated. */
-function priorLog(o: Pick<WarmstartOptions, 'from'>): string {
-  if (!o.from) return '';
+function priorLog(o: Pick<WarmstartOptions, 'from' | 'model' | 'adapter'>): string {
+  const dir = startDir(o);
+  if (!dir) return '';
   try {
-    const text = fs.readFileSync(path.join(path.resolve(o.from), 'warmstart-log.jsonl'), 'utf8');
+    const text = fs.readFileSync(path.join(path.resolve(dir), 'warmstart-log.jsonl'), 'utf8');
     return text && !text.endsWith('\n') ? `${text}\n` : text;
   } catch {
     return '';

@@ -23,6 +23,8 @@ import { runEvalReport } from './eval-report';
 import { warmstart, type WarmstartLogRow } from '../../train/warmstart';
 import { workspaceCasesFor } from '../../train/workspace-demos';
 import { LOOP_SHARE, type FixCase } from '../../train/demos';
+import { warmstartEpisodes } from '../../train/warmstart-episodes';
+import { parseLoraConfig, type LoraConfig } from '../../policy/lora';
 import { SandboxPool, disposeAllSandboxes } from '../../sandbox';
 import { disposeAllPolicyWorkers } from '../../policy/worker';
 import { numberInRange, requireString, seedOption, UsageError, type CliCommand, type CliIO, type ParsedArgs } from '../command';
@@ -458,10 +460,37 @@ function printComparison(io: CliIO, earlierFile: string, c: EvalComparison): voi
   }
 }
 
+/**
+ * --lora SPEC: a LoRA block as the run config's `lora` takes it: a JSON object, a file holding
+ * one, or PEFT fields as `r=16,lora_alpha=32,target_modules=q_proj+v_proj`.
+ */
+export function loraOption(spec: string): LoraConfig {
+  let raw: unknown;
+  const text = fs.existsSync(spec) && fs.statSync(spec).isFile() ? fs.readFileSync(spec, 'utf8') : spec;
+  if (/^\s*\{/.test(text)) {
+    try {
+      raw = JSON.parse(text);
+    } catch (e) {
+      throw new UsageError(`--lora: ${JSON.stringify(spec.slice(0, 80))} is not valid JSON (${(e as Error).message})`);
+    }
+  } else {
+    const o: Record<string, unknown> = {};
+    for (const part of text.split(',').map((x) => x.trim()).filter(Boolean)) {
+      const m = /^([a-z_]+)=(.+)$/.exec(part);
+      if (!m) throw new UsageError(`--lora takes a JSON object, a file holding one, or fields like r=16,lora_alpha=32,target_modules=all-linear; got ${JSON.stringify(part)}`);
+      const [, k, v] = m;
+      o[k] = k === 'target_modules' ? (v === 'all-linear' ? v : v.split('+')) : v === 'true' || v === 'false' ? v === 'true' : Number.isFinite(Number(v)) ? Number(v) : v;
+    }
+    raw = o;
+  }
+  return parseLoraConfig(raw, '--lora');
+}
+
 export const warmstartCommand: CliCommand = {
   name: 'warmstart',
-  summary: 'supervised warm start on demonstrations (generated modules + a copy curriculum): the embedded policy is made with this',
-  usage: '--out DIR [--force] [--from DIR] [--minutes M] [--seed S] [--workspace DIR [--split-seed S] [--max-tasks N] [--heldout-fraction F] [--workspace-share F]] [--peak-lr X] [--curriculum A,B] [--rows N] [--row-tokens T] [--loop-share F]',
+  summary: 'supervised warm start: generated fix episodes (+ a copy curriculum for turnwise-tiny), a workspace\'s recorded ones, or the resolved episodes of eval results; a chat model in its own chat format, LoRA when asked',
+  usage:
+    '--out DIR [--force] [--from DIR | --model DIR [--adapter DIR | --lora SPEC]] [--episodes FILE… (--tasks FILE [--split-seed S] [--heldout-fraction F] | --run RUN [--runs DIR]) [--episode-share F]] [--minutes M] [--seed S] [--workspace DIR [--split-seed S] [--max-tasks N] [--heldout-fraction F] [--workspace-share F]] [--peak-lr X] [--curriculum A,B] [--rows N] [--row-tokens T] [--loop-share F] [--max-action-tokens N]',
   options: {
     out: { type: 'string' },
     force: { type: 'boolean' },
@@ -469,6 +498,15 @@ export const warmstartCommand: CliCommand = {
     rows: { type: 'string' },
     'row-tokens': { type: 'string' },
     from: { type: 'string' },
+    model: { type: 'string' },
+    adapter: { type: 'string' },
+    lora: { type: 'string' },
+    episodes: { type: 'string', multiple: true },
+    'episode-share': { type: 'string' },
+    tasks: { type: 'string' },
+    run: { type: 'string' },
+    runs: { type: 'string' },
+    'max-action-tokens': { type: 'string' },
     minutes: { type: 'string' },
     seed: { type: 'string' },
     workspace: { type: 'string' },
@@ -479,18 +517,34 @@ export const warmstartCommand: CliCommand = {
     'peak-lr': { type: 'string' },
     curriculum: { type: 'string' },
   },
+  // The results files after --episodes: `--episodes A.jsonl B.jsonl`.
+  allowPositionals: true,
   async run(args, io) {
     const out = path.resolve(requireString(args, 'out'));
     const minutes = numberInRange(args, 'minutes', 70, { min: 0, minExclusive: true, max: 10_000 });
     const seed = seedOption(args);
-    if (fs.existsSync(out) && !fs.existsSync(path.join(out, 'model.safetensors')) && fs.readdirSync(out).length > 0) {
+    const v = args.values;
+    const episodeFiles = [...((v.episodes as string[] | undefined) ?? []), ...args.positionals].map((f) => path.resolve(f));
+    if (args.positionals.length && v.episodes === undefined) throw new UsageError(`unexpected argument ${JSON.stringify(args.positionals[0])}; results files go after --episodes`);
+    if (v.from !== undefined && (v.model !== undefined || v.adapter !== undefined || v.lora !== undefined)) {
+      throw new UsageError('--from continues a warm-started checkpoint (an adapter folder included) as it is; --model DIR [--adapter DIR | --lora SPEC] starts from a model');
+    }
+    if (v.adapter !== undefined && v.model === undefined) throw new UsageError('--adapter DIR goes with --model BASE (or give the adapter folder alone as --from DIR)');
+    if (v.adapter !== undefined && v.lora !== undefined) throw new UsageError('--adapter continues an adapter with its own settings; --lora starts a new one: give one of them');
+    for (const k of ['tasks', 'run', 'runs', 'episode-share'] as const) if (v[k] !== undefined && !episodeFiles.length) throw new UsageError(`--${k} goes with --episodes FILE…`);
+    const adapterOut = v.lora !== undefined || v.adapter !== undefined || (typeof v.from === 'string' && fs.existsSync(path.join(path.resolve(v.from), 'adapter_config.json')));
+    const held = ['model.safetensors', 'adapter_model.safetensors'].find((f) => fs.existsSync(path.join(out, f)));
+    if (fs.existsSync(out) && !held && fs.readdirSync(out).length > 0) {
       throw new TurnwiseError('invalid-input', `${out} exists and is not a checkpoint folder`, { hint: 'choose an empty or new --out folder' });
     }
     // A model there (its weights, warmstart.json's phase history, the log) is replaced only on request.
-    if (fs.existsSync(path.join(out, 'model.safetensors')) && args.values.force !== true) {
-      throw new TurnwiseError('invalid-input', `${out} already holds a model; a warm start would replace it (weights, warmstart.json, warmstart-log.jsonl)`, {
+    if (held && args.values.force !== true) {
+      throw new TurnwiseError('invalid-input', `${out} already holds a ${held.startsWith('adapter') ? 'LoRA adapter' : 'model'}; a warm start would replace it (${adapterOut ? 'adapter' : 'weights'}, warmstart.json, warmstart-log.jsonl)`, {
         hint: `to continue training it give --from ${out} --out NEW_DIR; to replace it give --force`,
       });
+    }
+    for (const [k, dir] of [['from', v.from], ['model', v.model], ['adapter', v.adapter]] as const) {
+      if (typeof dir === 'string' && path.resolve(dir) === out) throw new UsageError(`--out is the --${k} folder: the warm start would replace what it reads; give another --out`);
     }
     const peakLr = args.values['peak-lr'] !== undefined ? numberInRange(args, 'peak-lr', 2e-3, { min: 0, minExclusive: true, max: 1 }) : undefined;
     let curriculum: [number, number] | undefined;
@@ -498,6 +552,25 @@ export const warmstartCommand: CliCommand = {
       const parts = args.values.curriculum.split(',').map(Number);
       if (parts.length !== 2 || parts.some((x) => !(x >= 0 && x <= 1))) throw new UsageError(`--curriculum takes START,END shares in [0, 1], got ${JSON.stringify(args.values.curriculum)}`);
       curriculum = [parts[0], parts[1]];
+    }
+    const lora = typeof v.lora === 'string' ? loraOption(v.lora) : undefined;
+    const from = typeof v.from === 'string' ? path.resolve(v.from) : undefined;
+    const model = typeof v.model === 'string' ? path.resolve(v.model) : undefined;
+    const adapter = typeof v.adapter === 'string' ? path.resolve(v.adapter) : undefined;
+    // Resolved episodes of evaluation results, read and checked before any work.
+    let episodes: { trajectory: Trajectory; task: Task }[] | undefined;
+    if (episodeFiles.length) {
+      const sel = warmstartEpisodes({
+        files: episodeFiles,
+        ...(typeof v.tasks === 'string' ? { tasksFile: path.resolve(v.tasks) } : {}),
+        ...(typeof v.run === 'string' ? { run: v.run, runsRoot: path.resolve(typeof v.runs === 'string' ? v.runs : RUNS_DIR) } : {}),
+        splitSeed: seedOption(args, 'split-seed'),
+        heldoutFraction: numberInRange(args, 'heldout-fraction', 0.25, { min: 0, max: 0.9 }),
+        ...(adapter ?? from ?? model ? { startModel: adapter ?? from ?? model } : {}),
+      });
+      episodes = sel.kept;
+      const tasks = new Set(sel.kept.map((k) => k.task.id)).size;
+      io.err(`${sel.read} episode(s) read, ${sel.resolved} resolved: ${sel.kept.length} of ${tasks} task(s) are demonstrations${sel.heldOut ? `; ${sel.heldOut} of ${sel.heldOutTasks.length} held-out task(s) left out (held out for evaluation)` : ''}`);
     }
     const { signal, dispose } = stopOnSignals(io);
     let workspaceCases: FixCase[] | undefined;
@@ -526,7 +599,13 @@ export const warmstartCommand: CliCommand = {
       }
       const r = await warmstart({
         out,
-        from: typeof args.values.from === 'string' ? path.resolve(args.values.from) : undefined,
+        ...(from ? { from } : {}),
+        ...(model ? { model } : {}),
+        ...(adapter ? { adapter } : {}),
+        ...(lora ? { lora } : {}),
+        ...(episodes ? { episodes } : {}),
+        ...(v['episode-share'] !== undefined ? { episodeShare: numberInRange(args, 'episode-share', 1, { min: 0, max: 1 }) } : {}),
+        ...(v['max-action-tokens'] !== undefined ? { maxActionTokens: numberInRange(args, 'max-action-tokens', 128, { min: 8, max: 4096, integer: true }) } : {}),
         minutes,
         seed,
         signal,
@@ -534,12 +613,16 @@ export const warmstartCommand: CliCommand = {
         ...(args.values['workspace-share'] !== undefined ? { workspaceShare: numberInRange(args, 'workspace-share', 0.3, { min: 0, max: 1 }) } : {}),
         ...(peakLr !== undefined ? { peakLr } : {}),
         ...(args.values['loop-share'] !== undefined ? { loopShare: numberInRange(args, 'loop-share', LOOP_SHARE, { min: 0, max: 1 }) } : {}),
-        // Packed rows per step and tokens per row (8 × 640 by default; longer demonstrations
-        // than a row are left out, so attempt loops want longer rows).
+        // Packed rows per step and tokens per row (turnwise-tiny: 8 × 640 by default; a chat
+        // model: 4 × 2,048, or its context). Longer demonstrations than a row are left out
+        // (turnwise-tiny) or cut after the last reply that fits (a chat model).
         ...(args.values.rows !== undefined ? { rows: numberInRange(args, 'rows', 8, { min: 1, max: 256, integer: true }) } : {}),
-        ...(args.values['row-tokens'] !== undefined ? { rowTokens: numberInRange(args, 'row-tokens', 640, { min: 64, max: 1024, integer: true }) } : {}),
+        ...(args.values['row-tokens'] !== undefined ? { rowTokens: numberInRange(args, 'row-tokens', 640, { min: 64, max: 131_072, integer: true }) } : {}),
         ...(curriculum ? { curriculumStart: curriculum[0], curriculumEnd: curriculum[1] } : {}),
-        onLog: (row: WarmstartLogRow) => (io.json ? io.out(JSON.stringify(row)) : io.err(`step ${row.step}  ${row.minutes.toFixed(1)} min  loss ${fmt(row.loss)}  action loss ${fmt(row.action_loss)}  ${Math.round(row.tokens_per_s)} tok/s${row.exact_fix !== undefined ? `  exact fix ${fmt(row.exact_fix, 2)}  restores ${fmt(row.restores_line, 2)}  right line ${fmt(row.right_line, 2)}` : ''}`)),
+        onLog: (row: WarmstartLogRow) =>
+          io.json
+            ? io.out(JSON.stringify(row))
+            : io.err(`step ${row.step}  ${row.minutes.toFixed(1)} min  loss ${fmt(row.loss)}  action loss ${fmt(row.action_loss)}  ${Math.round(row.tokens_per_s)} tok/s${row.exact_fix !== undefined ? `  exact fix ${fmt(row.exact_fix, 2)}` : ''}${row.restores_line !== undefined ? `  restores ${fmt(row.restores_line, 2)}  right line ${fmt(row.right_line, 2)}` : ''}${row.episode_fix !== undefined ? `  episode fix ${fmt(row.episode_fix, 2)}` : ''}`),
       });
       if (!io.json) io.out(`warm start: ${r.steps} steps, ${r.tokens} tokens in ${r.minutes.toFixed(1)} min → ${r.out}`);
       return signal.aborted ? 130 : 0;

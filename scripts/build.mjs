@@ -4,6 +4,7 @@ import * as esbuild from 'esbuild';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { createRequire } from 'node:module';
+import { stageOnnxRuntime } from './lib/vsix.mjs';
 
 const require = createRequire(import.meta.url);
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
@@ -77,22 +78,9 @@ function copyGrammars() {
 
 // onnxruntime-node is a native addon that loads its binding relative to itself, so it stays
 // outside the bundle. Stage it (this platform's binaries only) under dist/node_modules, where
-// require() from dist/*.js finds it in the packaged extension.
-function stageOnnxRuntime() {
-  const copy = (from, to) => fs.cpSync(from, to, { recursive: true, dereference: true });
-  const ortDir = path.dirname(require.resolve('onnxruntime-node/package.json'));
-  const commonDir = path.resolve(path.dirname(require.resolve('onnxruntime-common', { paths: [ortDir] })), '..', '..');
-  const out = path.join(dist, 'node_modules');
-  fs.rmSync(out, { recursive: true, force: true });
-  const bin = path.join('bin', 'napi-v6', process.platform, process.arch);
-  copy(path.join(ortDir, 'package.json'), path.join(out, 'onnxruntime-node', 'package.json'));
-  copy(path.join(ortDir, 'dist'), path.join(out, 'onnxruntime-node', 'dist'));
-  copy(path.join(ortDir, bin), path.join(out, 'onnxruntime-node', bin));
-  copy(path.join(commonDir, 'package.json'), path.join(out, 'onnxruntime-common', 'package.json'));
-  copy(path.join(commonDir, 'dist', 'cjs'), path.join(out, 'onnxruntime-common', 'dist', 'cjs'));
-  for (const f of fs.readdirSync(path.join(out, 'onnxruntime-node', 'dist'))) {
-    if (f.endsWith('.map') || f.endsWith('.d.ts')) fs.rmSync(path.join(out, 'onnxruntime-node', 'dist', f));
-  }
+// require() from dist/*.js finds it; `npm run package` restages it per target (scripts/lib/vsix.mjs).
+function stageOnnxRuntimeHere() {
+  stageOnnxRuntime(path.join(dist, 'node_modules'));
 }
 
 // The embedded warm-started policy (models/turnwise-tiny, made by `turnwise warmstart`): the
@@ -113,7 +101,7 @@ function copyEmbeddedModel() {
 
 fs.mkdirSync(dist, { recursive: true });
 copyGrammars();
-stageOnnxRuntime();
+stageOnnxRuntimeHere();
 copyEmbeddedModel();
 if (watch) {
   for (const e of entries) (await esbuild.context({ ...common, ...e })).watch();

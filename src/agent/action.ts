@@ -1,4 +1,4 @@
-// The agent's action language (design.md): one bash command (heredocs allowed) or the word
+// The agent's action language (docs/agent.md "Format errors"): one bash command (heredocs allowed) or the word
 // `submit`. Anything else is a format error: it is not run, and the observation says why.
 import { createParser, type Parser, type SyntaxNode } from '../ast/treesitter';
 import { SUBMIT } from './prompt';

@@ -1,4 +1,4 @@
-// An OpenAI-compatible endpoint as the agent (design.md "Action models"): vLLM, SGLang,
+// An OpenAI-compatible endpoint as the agent (docs/design.md "Action models"): vLLM, SGLang,
 // llama.cpp's server, Ollama, hosted APIs, or `turnwise serve`. Each turn sends the conversation
 // as chat messages to /v1/chat/completions and reads one reply in the chat action format (one
 // fenced bash block, or submit). The reply, and its token log-probs when the server gives them,

@@ -29,8 +29,8 @@ export interface Span {
  * request, while other episodes are still running commands and will ask soon. It pays where a
  * fuller batch costs about what a small one does (a GPU; decoding on CPU is ~7x cheaper per row
  * at batch 8) and generation is a large share of the work; on 2 CPU cores it did not (a turn's
- * generation is mostly the prefill of its observation, which costs per row): see README,
- * Performance. A batch goes at once when every episode that can still ask is waiting, or when it
+ * generation is mostly the prefill of its observation, which costs per row): see
+ * docs/experiments/2026-12-01-bench-rollout.md. A batch goes at once when every episode that can still ask is waiting, or when it
  * is full.
  */
 export class ActionBatcher {

@@ -1,4 +1,4 @@
-// The scripted action model (design.md "Action models"): a fixed list of commands played as an
+// The scripted action model (docs/design.md "Action models"): a fixed list of commands played as an
 // episode's actions, then `submit`. `turnwise episode` uses it to show what the agent would see
 // and how a known fix (or an attack on the reward) scores, through the loop the policy runs in.
 import * as path from 'node:path';

@@ -1,4 +1,4 @@
-// The two interfaces the agent layer owns. agent/ may not import policy/ (design.md), so the
+// The two interfaces the agent layer owns. agent/ may not import policy/ (docs/design.md "Layers"), so the
 // model is an `ActionModel` that train/ implements over the ONNX policy; sandboxes come from a
 // `SandboxProvider` (the Docker pool is one, a test fake another, Kubernetes pods later).
 import type { Sandbox } from '../sandbox/types';

@@ -1,4 +1,4 @@
-// Bash intent signatures (credit-assignment.md "Intent signature"): the token sequence A³ and
+// Bash intent signatures (docs/credit-assignment.md "Intent signature"): the token sequence A³ and
 // turnwise cluster turns by. A pre-order walk over the named nodes of the tree-sitter-bash parse.
 import type { Parser, SyntaxNode } from './treesitter';
 import { createParser } from './treesitter';

@@ -1,5 +1,5 @@
 // Edit signatures: what a turn changed in one source file, as tokens the credit layer can
-// cluster on (credit-assignment.md, turnwise change 3). Follows tree-sitter.md's recipe: one
+// cluster on (docs/credit-assignment.md, turnwise change 3, "Edit signatures"). The recipe there: one
 // edit from the common prefix/suffix, an incremental reparse, changed ranges mapped to the
 // nearest enclosing definitions, definitions compared by qualified name and text.
 import { Edit } from 'web-tree-sitter';

@@ -3,7 +3,7 @@
 // the same stream. Every event names its run and carries an ISO time.
 import { SCHEMA } from './schema';
 
-/** Keys of one metrics.jsonl line (design.md): numbers by TRL-style name, plus the iteration. */
+/** Keys of one metrics.jsonl line (docs/run-directory.md "Metrics"): numbers by TRL-style name, plus the iteration. */
 export type MetricsRow = { schema: typeof SCHEMA.metrics; iteration: number } & Record<string, number | string | null>;
 
 export type RunPhase = 'images' | 'tasks' | 'snapshot' | 'rollout' | 'reward' | 'advantages' | 'update' | 'eval' | 'checkpoint';

@@ -4,7 +4,7 @@
 // (the compiler says so), and no default is written twice.
 import { TurnwiseError } from './errors';
 
-/** Loss hyperparameters (credit-assignment.md "Policy losses"). */
+/** Loss hyperparameters (docs/credit-assignment.md "Policy losses"). */
 export interface LossHyper {
   /** The ratio's lower bound is 1 − clipLow. */
   clipLow: number;

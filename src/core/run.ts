@@ -1,4 +1,4 @@
-// A run directory (design.md "Run directory"): `.turnwise/runs/<run-id>/` with config.json,
+// A run directory (docs/run-directory.md): `.turnwise/runs/<run-id>/` with config.json,
 // tasks.jsonl, splits.json, status.json, metrics.jsonl, iterations/<n>/{trajectories,eval}.jsonl,
 // checkpoints/<n>/ and, while a process works in it, lock.json. Every file is written atomically.
 // An iteration is complete when its own files say so: its checkpoint and trajectories are

@@ -1,4 +1,4 @@
-// On-disk record shapes (design.md "On-disk formats"). Every file carries
+// On-disk record shapes (docs/design.md "On-disk formats"). Every file carries
 // `"schema": "turnwise/<kind>@<n>"` so a reader can refuse what it does not understand.
 
 export const SCHEMA = {
@@ -63,7 +63,7 @@ export interface TaskOrigin {
   files: Record<string, string>;
 }
 
-/** Reward components stored with every trajectory (issue: tasks and rewards). */
+/** Reward components stored with every trajectory (docs/security.md "The reward"). */
 export interface RewardComponents {
   /** Fraction of fail_to_pass ∪ pass_to_pass tests that pass; NaN when the report was unusable. */
   passRate: number;

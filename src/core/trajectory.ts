@@ -1,4 +1,4 @@
-// Trajectory files (design.md "Trajectory" JSONL): validation of every line, with its number,
+// Trajectory files (JSONL, docs/design.md "On-disk formats"): validation of every line, with its number,
 // so a user sees all bad lines at once and nothing is computed from a file that is not valid.
 import { readUserTextFile, parseJsonl, summarizeLineErrors, type LineError } from './fs';
 import { TurnwiseError } from './errors';

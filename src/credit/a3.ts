@@ -1,9 +1,9 @@
 // A³ (Action Advantage Assignment) as its authors released it, and `turnwise`, our turn-level,
-// edit-aware variant (credit-assignment.md). Both: a robust episode backbone, an intent
+// edit-aware variant (docs/credit-assignment.md). Both: a robust episode backbone, an intent
 // residual from clustering the rollouts' bash signatures per (task, turn, scope), and a tree
-// margin over states where rollouts branched. One core with the doc's three switches, plus
-// turnwise's own per-turn term beyond the doc (`TurnwiseResidual`: residual=margin replaces
-// R − LOO by the value of the action taken at k; residual=loo is the doc's turnwise).
+// margin over states where rollouts branched. One core with three switches (turnwise's changes 1–3), plus
+// turnwise's own per-turn term (`TurnwiseResidual`: residual=margin replaces R − LOO by the
+// value of the action taken at k; residual=loo keeps the per-turn R − LOO of changes 1–4).
 import { TurnwiseError } from '../core/errors';
 import { baseDiagnostics, indexBatch, num, type BatchIndex } from './batch';
 import { levenshteinTable, robustSquash, signatureDistance, tanhB, TokenInterner, UnionFind } from './stats';
@@ -24,8 +24,8 @@ export const A3_DEFAULTS: Params = {
 };
 
 /**
- * turnwise's defaults: A³'s, plus the choices it adds beyond the doc's four changes (see
- * `TurnwiseResidual`). `residual: 'loo'` with any actionKey/marginPool is the doc's turnwise.
+ * turnwise's defaults: A³'s, plus the choices of its action margin (change 5, see
+ * `TurnwiseResidual`). `residual: 'loo'` with any actionKey/marginPool is changes 1–4 alone.
  */
 export const TURNWISE_DEFAULTS: Params = {
   ...A3_DEFAULTS,
@@ -44,7 +44,7 @@ export const TURNWISE_CHOICES = {
 /**
  * The per-turn term of turnwise.
  *
- * `loo` (credit-assignment.md change 1): R − LOO mean of the rollout's cluster at (prompt, k).
+ * `loo` (docs/credit-assignment.md, turnwise change 1): R − LOO mean of the rollout's cluster at (prompt, k).
  * Rollouts that took the same action at k share that action's effect, so subtracting their mean
  * removes exactly the contribution of the action at k: the term credits the *other* turns.
  *
@@ -53,7 +53,7 @@ export const TURNWISE_CHOICES = {
  * shrink = n / (n + supportPrior + ε) with n the number of those same-action turns; 0 when no
  * other rollout took it. The rollout's own reward never enters, so the term is not a copy of the
  * episode signal, and it is shift-invariant. Two choices:
- * - `actionKey`: `cluster` = the doc's per-cell clusters (forced to ⌈m / minCount⌉ and weighted
+ * - `actionKey`: `cluster` = A³'s per-cell clusters (forced to ⌈m / minCount⌉ and weighted
  *   over scopes; comparable only within a cell); `edit-intent` = a turn that changed files is
  *   identified by its edit signature (what it did to the workspace, whatever command did it),
  *   any other turn by its intent signature, linked to others of the task within signature
@@ -74,7 +74,7 @@ export interface A3Variant {
   scopeAllIsPrefix: boolean;
   /** turnwise: edit tokens join each turn's signature. */
   editTokens: boolean;
-  /** turnwise (ours): the per-turn term is an action margin instead of R − LOO; absent = the doc's residual. */
+  /** turnwise (ours): the per-turn term is an action margin instead of R − LOO; absent = the per-turn R − LOO residual. */
   margin?: TurnwiseResidual;
 }
 
@@ -351,7 +351,7 @@ function turnwiseMargin(a: A3Batch, margin: TurnwiseResidual, labels: number[][]
   const { rows, n, batch, cells, scopes } = a;
   if (margin.actionKey === 'cluster' && margin.marginPool === 'task') {
     throw new TurnwiseError('invalid-input', 'actionKey=cluster needs marginPool=cell', {
-      hint: "the doc's clusters are formed per (prompt, turn) cell, so their labels mean nothing across turns: use actionKey=edit-intent or marginPool=cell",
+      hint: "actionKey=cluster uses A³'s clusters, formed per (prompt, turn) cell, so their labels mean nothing across turns: use actionKey=edit-intent or marginPool=cell",
     });
   }
   const out = new Array<number>(n).fill(0);
@@ -542,7 +542,7 @@ export function a3Advantages(rows: readonly TurnRow[], params: Params = A3_DEFAU
   return a3Core(rows, params, ctx, { residualPerCell: false, scopeAllIsPrefix: false, editTokens: false });
 }
 
-/** The doc's four changes, plus the per-turn term chosen by params.residual / actionKey / marginPool. */
+/** turnwise's changes 1–4, plus the per-turn term chosen by params.residual / actionKey / marginPool. */
 export function turnwiseVariant(params: Params): A3Variant {
   const residual = params.residual ?? TURNWISE_DEFAULTS.residual;
   const margin: TurnwiseResidual | undefined =

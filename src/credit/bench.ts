@@ -357,8 +357,8 @@ export interface CreditBenchResult {
   rows_per_batch: number;
   estimators: Record<string, EstimatorBench>;
   /**
-   * Same batches: a3, each of the doc's turnwise changes added alone, the doc's turnwise, then our
-   * per-turn action margin replacing the doc's residual, one choice at a time (the last row is turnwise's default).
+   * Same batches: a3, each of turnwise's changes 1–3 added alone, turnwise residual=loo (changes
+   * 1–4), then the per-turn action margin replacing that residual, one choice at a time (the last row is turnwise's default).
    */
   ablation: Record<string, AblationBench>;
   /** Time to sign one batch's commands with tree-sitter-bash (done once per rollout in practice). */
@@ -367,16 +367,16 @@ export interface CreditBenchResult {
   note: string;
 }
 
-const DOC_TURNWISE: A3Variant = { residualPerCell: true, scopeAllIsPrefix: true, editTokens: true };
+const TURNWISE_LOO: A3Variant = { residualPerCell: true, scopeAllIsPrefix: true, editTokens: true };
 const ABLATIONS: Record<string, A3Variant> = {
   'a3': { residualPerCell: false, scopeAllIsPrefix: false, editTokens: false },
   'a3+per-turn-residual': { residualPerCell: true, scopeAllIsPrefix: false, editTokens: false },
   'a3+prefix-scope': { residualPerCell: false, scopeAllIsPrefix: true, editTokens: false },
   'a3+edit-tokens': { residualPerCell: false, scopeAllIsPrefix: false, editTokens: true },
-  'turnwise-doc (residual=loo)': DOC_TURNWISE,
-  '+margin (actionKey=cluster, pool=cell)': { ...DOC_TURNWISE, margin: { actionKey: 'cluster', marginPool: 'cell' } },
-  '+margin (actionKey=edit-intent, pool=cell)': { ...DOC_TURNWISE, margin: { actionKey: 'edit-intent', marginPool: 'cell' } },
-  '+margin (actionKey=edit-intent, pool=task) = turnwise': { ...DOC_TURNWISE, margin: { actionKey: 'edit-intent', marginPool: 'task' } },
+  'turnwise residual=loo (changes 1-4)': TURNWISE_LOO,
+  '+margin (actionKey=cluster, pool=cell)': { ...TURNWISE_LOO, margin: { actionKey: 'cluster', marginPool: 'cell' } },
+  '+margin (actionKey=edit-intent, pool=cell)': { ...TURNWISE_LOO, margin: { actionKey: 'edit-intent', marginPool: 'cell' } },
+  '+margin (actionKey=edit-intent, pool=task) = turnwise': { ...TURNWISE_LOO, margin: { actionKey: 'edit-intent', marginPool: 'task' } },
 };
 
 function stats(xs: number[]): { mean: number; std: number; max: number } {
@@ -418,7 +418,7 @@ export async function runCreditBench(
       (withinCell[name] ??= []).push(withinCorrelation(rows, res.advantages, contribution, byCell));
     }
     for (const [label, variant] of Object.entries(ABLATIONS)) {
-      // turnwise's parameters are a3's plus actionTau (unused by the doc variants)
+      // turnwise's parameters are a3's plus actionTau (unused by the residual=loo variants)
       const res = a3VariantAdvantages(rows, ablParams, ctx, variant);
       const e = (abl[label] ??= { c: [], w: [], cell: [] });
       e.c.push(pearson(res.advantages, contribution));
@@ -456,7 +456,7 @@ export async function runCreditBench(
       turnwise_ms_per_batch_le_200: !!out.turnwise && out.turnwise.ms_per_batch_mean <= 200,
       all_ms_per_batch_le_200: Object.values(out).every((e) => e.ms_per_batch_mean <= 200),
     },
-    note: 'timings on a shared 2-core machine are pessimistic; estimator times include a3 signing its multi-command snippets, not the per-command signatures (signature_ms_per_batch)',
+    note: 'timings depend on the machine and its load; estimator times include a3 signing its multi-command snippets, not the per-command signatures (signature_ms_per_batch)',
   };
 }
 

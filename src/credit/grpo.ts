@@ -1,4 +1,4 @@
-// The GRPO-family baselines (credit-assignment.md "Baselines every user expects"): one
+// The GRPO-family baselines (docs/credit-assignment.md: grpo, rloo, gigpo): one
 // advantage per episode broadcast to its turns (grpo, rloo), plus GiGPO's anchor-state step term.
 import { baseDiagnostics, indexBatch, num, type BatchIndex } from './batch';
 import { mean, stdUnbiased } from '../core/stats';

@@ -1,4 +1,4 @@
-// Reference policy losses as plain array code (credit-assignment.md "Policy losses"). The ONNX
+// Reference policy losses as plain array code (docs/credit-assignment.md "Policy losses"). The ONNX
 // training graph is checked against these numbers, so they favour clarity over speed.
 //
 // Shapes: every per-token array is a flat row-major [batch, seq] buffer (length batch*seq);

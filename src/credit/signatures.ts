@@ -1,4 +1,4 @@
-// Turn rows from trajectories (design.md "Trajectory"), with their signatures computed once in an
+// Turn rows from trajectories (docs/design.md "On-disk formats"), with their signatures computed once in an
 // async step so that the estimators themselves stay synchronous and pure.
 import type { Trajectory } from '../core/schema';
 import { createBashSigner, createJoinedSigner } from '../ast/bash';

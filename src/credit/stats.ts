@@ -80,7 +80,7 @@ export function levenshteinTable(a: ArrayLike<number>, b: ArrayLike<number>): In
   return d;
 }
 
-/** Levenshtein over tokens divided by max(len a, len b, 1): the signature distance of credit-assignment.md. */
+/** Levenshtein over tokens divided by max(len a, len b, 1): the signature distance of docs/credit-assignment.md "Intent signature". */
 export function signatureDistance(a: ArrayLike<number>, b: ArrayLike<number>): number {
   return levenshtein(a, b) / Math.max(a.length, b.length, 1);
 }

@@ -1,4 +1,4 @@
-// The data every advantage estimator works on (credit-assignment.md): one row per turn, in
+// The data every advantage estimator works on (docs/credit-assignment.md "Turn rows"): one row per turn, in
 // batch order (trajectories in order of first appearance, turns ascending).
 
 export interface TurnRow {

@@ -6,7 +6,7 @@ import { EXECUTION_PROVIDERS, probeProvider, type ExecutionProviderName, type Pr
 /** Per provider: whether a run needs it, and what to do when it is not there. */
 const PROVIDER_NEEDS: Record<ExecutionProviderName, { required: boolean; fix: string }> = {
   cpu: { required: true, fix: 'reinstall onnxruntime-node for this platform' },
-  cuda: { required: false, fix: 'optional. For CUDA: install CUDA 12 + cuDNN 9, then `npm rebuild onnxruntime-node --onnxruntime-node-install=cuda12` (see README)' },
+  cuda: { required: false, fix: 'optional. For CUDA: install CUDA 12 + cuDNN 9, then `npm rebuild onnxruntime-node --onnxruntime-node-install=cuda12` (see docs/gpus.md)' },
   webgpu: { required: false, fix: 'optional. WebGPU needs a GPU adapter (Vulkan driver); without one training uses the CPU' },
 };
 

@@ -4,7 +4,7 @@
 // the report on exit or loading code the scan cannot read. What scoring can do is notice: an edit
 // that newly reaches into the test machinery marks the episode `tampered` (reward 0, the reason
 // kept with the trajectory). The scan is a tripwire, not a proof: code obfuscated beyond these
-// patterns passes it, and the README says so.
+// patterns passes it, and docs/security.md says so.
 import type { Language } from '../core/schema';
 
 /** One pattern of test-machinery access, with what it means in a reason. */

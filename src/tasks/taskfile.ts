@@ -1,4 +1,4 @@
-// Task files (JSONL, design.md "Task"): validation of every line, so a user sees all bad lines
+// Task files (JSONL, docs/design.md "On-disk formats"): validation of every line, so a user sees all bad lines
 // at once and nothing runs until the file is valid.
 import * as path from 'node:path';
 import { TurnwiseError } from '../core/errors';

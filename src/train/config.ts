@@ -224,7 +224,7 @@ export function resolveTrainConfig(given: Record<string, unknown>, source = 'the
 }
 
 function resolveFields(given: Record<string, unknown>, source: string): TrainConfig {
-  if (given === null || typeof given !== 'object' || Array.isArray(given)) throw bad(`${source} must be a JSON object`, 'see the README for turnwise.json');
+  if (given === null || typeof given !== 'object' || Array.isArray(given)) throw bad(`${source} must be a JSON object`, 'see docs/configuration.md for the fields of turnwise.json');
   // tasksFile and lora are the optional fields (no default), so they are not among TRAIN_DEFAULTS' keys.
   const known = new Set([...Object.keys(TRAIN_DEFAULTS), 'tasksFile', 'lora']);
   const unknown = Object.keys(given).filter((k) => !known.has(k) && k !== 'schema' && given[k] !== undefined);

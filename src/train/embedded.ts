@@ -41,6 +41,6 @@ export function embeddedPolicyCheck(dir?: string): Check {
       detail: `${path.basename(d)}: ${(params / 1e6).toFixed(1)}M parameters, ${c.num_hidden_layers} layers, ${tokenizer.size} tokens, at ${d}`,
     };
   } catch (e) {
-    return failedCheck('embedded policy', e, 'reinstall Turnwise, or rebuild the embedded policy with `turnwise warmstart` (see README)');
+    return failedCheck('embedded policy', e, 'reinstall Turnwise, or rebuild the embedded policy with `turnwise warmstart` (see docs/model-card-turnwise-tiny.md)');
   }
 }

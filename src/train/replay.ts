@@ -1,7 +1,7 @@
 // Supervised replay during RL (PPO-ptx, as in InstructGPT): generated warm-start demonstrations
 // trained beside each update's RL rows, `replayCoef` times their weighted mean NLL in the loss.
 // RL on a workspace sees a few dozen tasks, each a couple of times; fitting them cost the policy
-// skills it needs elsewhere (README, RL probes: a task that copies a 30-character condition went
+// skills it needs elsewhere (docs/experiments/2026-12-01-held-out-drift.md, repeat-6: a task that copies a 30-character condition went
 // from 6/8 to 0/8 while others were learned). The demonstrations are drawn as the shipped warm
 // start's last phase drew them (attempt loops, a little curriculum, prompt tokens at 0.3) from
 // generated modules only: never the workspace's tasks, so no held-out task can leak in.
@@ -16,7 +16,7 @@ export interface ReplayExample {
   weights: number[];
 }
 
-/** The mix of the shipped policy's last warm-start phase (README, "The embedded policy"). */
+/** The mix of the shipped policy's last warm-start phase (docs/model-card-turnwise-tiny.md). */
 export const REPLAY_MIX = { curriculum: 0.1, loopShare: LOOP_SHARE, promptWeight: 0.3 } as const;
 
 /** Generated fix cases drawn per run (generation takes about 2 ms a case). */

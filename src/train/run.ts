@@ -136,7 +136,7 @@ export function actionLogpShift(rows: readonly TrainRow[], after: readonly Array
  * episodes all ended the same way (all resolved or none): there the advantages rank episodes by
  * the reward's small penalties (turns used, format errors) only. grpo with `scale: group` divides
  * those small differences by their own small std and gives them full weight: 49-60% of the mass
- * in this project's grpo runs on the demo (README). NaN when no turn has an advantage.
+ * in grpo runs on the demo workspace (docs/experiments/2026-12-01-held-out-drift.md). NaN when no turn has an advantage.
  */
 export function sameOutcomeAdvantageShare(trajs: readonly Trajectory[]): number {
   const groups = new Map<string, Trajectory[]>();
@@ -924,7 +924,7 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
       run.writeTrajectories(n, 'train', trajs);
       if (ev.trajs.length) run.writeTrajectories(n, 'heldout', ev.trajs);
       const advs = scored.flatMap((t) => t.turns.map((x) => x.advantage ?? 0));
-      // The design's key for the train pass rate is tests/pass_rate (held-out ones keep their prefix).
+      // The train pass rate's key is tests/pass_rate (docs/run-directory.md) (held-out ones keep their prefix).
       const { pass_rate: trainPassRate, ...trainEpisodes } = episodeMetrics('', trajs);
       const sm = (k: keyof StepMetrics) => (stepMetrics.length ? mean(stepMetrics.map((s) => s[k])) : NaN);
       const row: MetricsRow = {

@@ -1,4 +1,4 @@
-// Docker tier: the README's main job, shortened (`turnwise demo --quick`), through the built CLI
+// Docker tier: the demo run, shortened (`turnwise demo --quick`), through the built CLI
 // with the embedded policy from dist/models: the events, the table, the run directory, and no
 // container left behind. The full-length demo is the same code path with more iterations.
 import * as assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// The import rules of design.md, as data, and a checker over source text.
+// The import rules of docs/design.md "Layers", as data, and a checker over source text.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 
@@ -37,7 +37,7 @@ export interface Violation {
 export function checkFile(file: string, source: string): Violation[] {
   const layer = file.split(/[\\/]/)[0];
   const allowed = ALLOWED[layer];
-  if (!allowed) return [{ file, spec: '', reason: `folder src/${layer} is not a layer of design.md` }];
+  if (!allowed) return [{ file, spec: '', reason: `folder src/${layer} is not a layer of docs/design.md` }];
   const violations: Violation[] = [];
   for (const spec of importsOf(source)) {
     if (spec === 'vscode' && layer !== 'extension') {

@@ -5,7 +5,7 @@ import { checkFile, importsOf, listSources } from '../support/layers';
 
 const SRC = path.resolve(__dirname, '..', '..', 'src');
 
-describe('layer rules (design.md)', () => {
+describe('layer rules (docs/design.md)', () => {
   it('every source file imports only what its layer may', () => {
     const violations = listSources(SRC).flatMap((f) => checkFile(f, fs.readFileSync(path.join(SRC, f), 'utf8')));
     assert.deepEqual(
@@ -14,7 +14,7 @@ describe('layer rules (design.md)', () => {
     );
   });
 
-  it('every layer folder of design.md exists', () => {
+  it('every layer folder of docs/design.md exists', () => {
     for (const l of ['core', 'ast', 'sandbox', 'tasks', 'agent', 'credit', 'onnx', 'policy', 'train', 'cli', 'extension']) {
       assert.ok(fs.statSync(path.join(SRC, l)).isDirectory(), `src/${l} missing`);
     }

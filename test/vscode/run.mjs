@@ -1,5 +1,5 @@
 // The VS Code test tier: a real VS Code (code-server from npm, on Node 24) driven by headless
-// Chromium through playwright-core, offline (recipe: shared/docs/vscode-testing.md).
+// Chromium through playwright-core, offline (recipe: test/vscode/README.md).
 //   A. extension-host tests: test/vscode/suite/*.test.js run by mocha inside code-server's
 //      extension host, with the repository root as the extension under development;
 //   B. UI tests: turnwise.vsix installed into code-server, "Turnwise: Check Environment" run
@@ -846,7 +846,7 @@ async function viewUiTests(page, workspace) {
   );
 
   if (!cliHasTrain()) {
-    for (const t of [T_RUN, T_CLOSE]) record({ title: t, state: 'skipped', error: 'dist/cli.js has no `train` command yet (the training-run issue); the test runs once it lands' });
+    for (const t of [T_RUN, T_CLOSE]) record({ title: t, state: 'skipped', error: 'dist/cli.js has no `train` command; the test runs once the build has one' });
     return;
   }
   const statusItem = page.locator('.statusbar-item', { hasText: /Turnwise/ }).first();

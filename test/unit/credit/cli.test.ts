@@ -128,9 +128,9 @@ describe('turnwise bench credit', function () {
     // episode-level estimators give every turn of an episode the same advantage
     assert.equal(j.estimators.grpo.corr_within_traj_mean, 0);
     assert.equal(typeof j.targets.turnwise_beats_grpo, 'boolean');
-    // the ablation: a3, the doc's changes one at a time, the doc's turnwise, then each margin choice; the last is turnwise
+    // the ablation: a3, turnwise's changes 1–3 one at a time, residual=loo (changes 1–4), then each margin choice; the last is turnwise
     assert.deepEqual(Object.keys(j.ablation), [
-      'a3', 'a3+per-turn-residual', 'a3+prefix-scope', 'a3+edit-tokens', 'turnwise-doc (residual=loo)',
+      'a3', 'a3+per-turn-residual', 'a3+prefix-scope', 'a3+edit-tokens', 'turnwise residual=loo (changes 1-4)',
       '+margin (actionKey=cluster, pool=cell)', '+margin (actionKey=edit-intent, pool=cell)', '+margin (actionKey=edit-intent, pool=task) = turnwise',
     ]);
     assert.equal(j.ablation.a3.corr_mean, j.estimators.a3.corr_mean);

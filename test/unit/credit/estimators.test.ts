@@ -42,7 +42,7 @@ describe('credit/registry', () => {
       epsilon: 1e-6, bound: 1.1, minCount: 2, wTrie: 0.65, supportPrior: 0.1, gamma: 0.9, wTree: 1.0,
       scopes: [1, 2, 3, -1], scopeWeights: [0.25, 0.25, 0.25, 0.25], treeTau: 0.05, timeDecay: 0.84,
     });
-    // turnwise: A³'s defaults plus its per-turn action margin (ours, beyond the doc's four changes)
+    // turnwise: A³'s defaults plus its per-turn action margin (change 5, beyond changes 1–4)
     assert.deepEqual(getEstimator('turnwise').defaults, { ...A3_DEFAULTS, residual: 'margin', actionKey: 'edit-intent', marginPool: 'task', actionTau: 0.3 });
     assert.deepEqual(TURNWISE_DEFAULTS, getEstimator('turnwise').defaults);
     assert.throws(() => parseParamArgs(getEstimator('turnwise'), ['residual=first']), /one of loo, margin/);
@@ -208,7 +208,7 @@ describe('credit/a3 and turnwise', () => {
     closeAll(out.advantages, [A(bb, r, t0), A(bb, r, t1), A(0, 0, -t0), A(0, 0, -t1), A(bb, r, t0), A(bb, r, t1), A(0, 0, -t0), A(0, 0, -t1)]);
   });
 
-  it(`turnwise residual=loo (the doc's variant) on two turns: residual normalized per (prompt, turn) cell and kept per turn`, () => {
+  it(`turnwise residual=loo (changes 1–4) on two turns: residual normalized per (prompt, turn) cell and kept per turn`, () => {
     const out = computeAdvantages('turnwise', twoTurn(), { ...one, residual: 'loo' });
     // turn-0 cell [1, −1, 1, −1] → as above; turn-1 cell [0,0,0,0] → 0
     const r = Math.tanh(2 / (0.5 + EPS));
@@ -255,13 +255,13 @@ describe('credit/a3 and turnwise', () => {
     const mid = -sh(2) / 6;
     const fix = (2 * sh(1)) / 3;
     closeAll(out.components.margin, [lo, fix, mid, mid, lo, fix, mid, mid]);
-    // normalized per (p, k) cell like the doc's per-turn residual. k = 0: [lo, mid, lo, mid]: lower median lo,
+    // normalized per (p, k) cell like the per-turn residual of residual=loo. k = 0: [lo, mid, lo, mid]: lower median lo,
     // MAD = lower median(0, −sh(2)/6 − lo, 0, ·) = 0 → scale .5 + ε
     const r0 = Math.tanh((mid - lo) / (0.5 + EPS));
     // k = 1: [fix, mid, fix, mid]: lower median mid, MAD 0 → scale .5 + ε
     const r1 = Math.tanh((fix - mid) / (0.5 + EPS));
     closeAll(out.components.residual, [0, r1, r0, 0, 0, r1, r0, 0]);
-    // the doc's residual R − LOO(cluster) is still reported, unused: e.g. a0's turn-0 cluster {a, b} → 1 − 0
+    // the residual R − LOO(cluster) of residual=loo is still reported, unused: e.g. a0's turn-0 cluster {a, b} → 1 − 0
     close(out.components.residualRaw[0], 1);
     // combine as A³: each term over its mean |·| + 1e-9, A = 1.1 · tanh((b̂ + .65 r̂ + t̂) / 1.1)
     const bb = Math.tanh(1 / (0.5 + EPS)); // scores [1, 0, 1, 0]: median 0, MAD 0
@@ -284,7 +284,7 @@ describe('credit/a3 and turnwise', () => {
     closeAll(out.components.margin, [-s1 / 3, (2 * s1) / 3, s1 / 3, 0, -s1 / 3, (2 * s1) / 3, s1 / 3, 0]);
   });
 
-  it(`turnwise margin, actionKey=cluster: the doc's forced clusters can lump a fix with a read`, () => {
+  it(`turnwise margin, actionKey=cluster: A³'s forced clusters can lump a fix with a read`, () => {
     const out = computeAdvantages('turnwise', marginBatch(), { ...one, actionKey: 'cluster', marginPool: 'cell' });
     // k = 0: clusters {a, b} {c, d} (d = 0 pairs) → same margins as pool=cell above
     // k = 1 scope-1 tokens (intent + edit): a1 [python3 fix.py E N], b1 [cat f], c1 [sed -i E N], d1 [ls]:
@@ -294,7 +294,7 @@ describe('credit/a3 and turnwise', () => {
     const s1 = sh(1);
     const s2 = sh(2);
     closeAll(out.components.margin, [-s1 / 3, s2 / 6, s1 / 3, s2 / 3, -s1 / 3, s2 / 6, s1 / 3, 0]);
-    // with the task pool the doc's per-cell labels would be compared across turns: refused
+    // with the task pool A³'s per-cell labels would be compared across turns: refused
     assert.throws(() => computeAdvantages('turnwise', marginBatch(), { ...one, actionKey: 'cluster' }), /actionKey=cluster needs marginPool=cell/);
   });
 

@@ -25,7 +25,7 @@ function runCli(args: string[]): Promise<{ code: number | null; stdout: string; 
   });
 }
 
-describe('docker: the main job, shortened (demo --quick)', function () {
+describe('docker: the demo run, shortened (demo --quick)', function () {
   this.timeout(900_000);
   const runs = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-demo-'));
   after(() => fs.rmSync(runs, { recursive: true, force: true }));

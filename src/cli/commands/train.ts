@@ -328,7 +328,7 @@ interface EvalEpisodes {
 /** Runs the evaluation `turnwise eval --tasks` (or `--run`) asks for; 130 when stopped by a signal. */
 async function runEvaluation(args: ParsedArgs, io: CliIO): Promise<EvalEpisodes | 130> {
   // --out: the results file: a header line (the model, tasks, seeds, each episode's numbers,
-  // PASS@(k,T)), then the episodes themselves (the design's trajectory lines).
+  // PASS@(k,T)), then the episodes themselves (trajectory lines, docs/design.md "On-disk formats").
   const out = typeof args.values.out === 'string' ? path.resolve(args.values.out) : undefined;
   if (out) assertWritableOutput(out);
   // --samples K: K episodes per task sampled at temperature 1 besides the greedy one, seeded by

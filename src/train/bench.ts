@@ -26,6 +26,7 @@ import { detectRunner } from '../tasks/runners';
 import { commandSlotCount, connectRunPool, resolveTrainConfig, TRAIN_DEFAULTS, type TrainConfig, DEMO_SETTINGS } from './config';
 import { openRig, trainRun } from './run';
 import { pairedChange, sumPaired, type PairedChange } from './compare';
+import { meanPassAtKT, sampledPassAtKT, type PassAtKT } from './pass-at-k';
 
 const round = (x: number, digits = 3) => (Number.isFinite(x) ? Math.round(x * 10 ** digits) / 10 ** digits : null);
 const seedOf = (...parts: (string | number)[]) => parseInt(createHash('sha256').update(parts.join('\0')).digest('hex').slice(0, 8), 16);
@@ -514,6 +515,18 @@ export interface LearnRun {
   wallS: number;
   /** First vs last held-out evaluation, paired (absent when the run evaluated fewer than twice). */
   paired?: { greedy: PairedChange; sampled: PairedChange };
+  /** PASS@(k,T) of the sampled held-out episodes at the first and the last evaluation (absent without samples). */
+  passAtKT?: { first: PassAtKT | null; last: PassAtKT | null };
+}
+
+/** PASS@(k,T) of a run's first and last held-out evaluations (their sampled episodes); undefined when it sampled none. */
+export function runPassAtKT(runDir: string, metrics: readonly MetricsRow[]): { first: PassAtKT | null; last: PassAtKT | null } | undefined {
+  const evals = metrics.filter((m) => typeof m['heldout/resolved'] === 'number').map((m) => m.iteration);
+  if (evals.length === 0) return undefined;
+  const run = RunDir.open(runDir);
+  const first = sampledPassAtKT(run.readTrajectories(evals[0], 'heldout'));
+  const last = sampledPassAtKT(run.readTrajectories(evals[evals.length - 1], 'heldout'));
+  return first || last ? { first, last } : undefined;
 }
 
 export interface LearnBenchResult {
@@ -548,9 +561,16 @@ export interface LearnBenchResult {
    */
   paired_grpo: { greedy: PairedChange; sampled: PairedChange } | null;
   paired_turnwise: { greedy: PairedChange; sampled: PairedChange } | null;
+  /**
+   * PASS@(k,T) of the sampled held-out episodes (config evalSamples per task): the probability
+   * that one of k episodes resolves a task within T actions, keyed by k then T, mean over seeds;
+   * at the warm start (every run's first evaluation) and after each estimator's last iteration.
+   * null when evalSamples is 0.
+   */
+  pass_at_k_t: { warmstart: PassAtKT | null; grpo: PassAtKT | null; turnwise: PassAtKT | null } | null;
   /** Both estimators' runs saw the same warm-start evaluation (same tasks, seeds and policy). */
   warmstart_agrees: boolean;
-  runs: { seed: number; estimator: LearnEstimator; run_dir: string; wall_s: number | null; curve: (number | null)[] }[];
+  runs: { seed: number; estimator: LearnEstimator; run_dir: string; wall_s: number | null; curve: (number | null)[]; pass_at_k_t?: { first: PassAtKT | null; last: PassAtKT | null } }[];
   runs_root: string;
   config: Record<string, unknown>;
 }
@@ -567,6 +587,11 @@ export function learnSummary(runs: readonly LearnRun[], ctx: { iterations: numbe
   const paired = (e: LearnEstimator) => {
     const ps = of(e).flatMap((r) => (r.paired ? [r.paired] : []));
     return ps.length ? { greedy: sumPaired(ps.map((p) => p.greedy)), sampled: sumPaired(ps.map((p) => p.sampled)) } : null;
+  };
+  const passKT = {
+    warmstart: meanPassAtKT(runs.map((r) => r.passAtKT?.first)),
+    grpo: meanPassAtKT(of('grpo').map((r) => r.passAtKT?.last)),
+    turnwise: meanPassAtKT(of('turnwise').map((r) => r.passAtKT?.last)),
   };
   return {
     resolved_warmstart: curveG[0] ?? curveT[0] ?? null,
@@ -587,8 +612,9 @@ export function learnSummary(runs: readonly LearnRun[], ctx: { iterations: numbe
     first_improvement_turnwise: firstImprovement(curveT),
     paired_grpo: paired('grpo'),
     paired_turnwise: paired('turnwise'),
+    pass_at_k_t: passKT.warmstart || passKT.grpo || passKT.turnwise ? passKT : null,
     warmstart_agrees: warm.every((w) => w.every((x) => x === w[0])),
-    runs: runs.map((r) => ({ seed: r.seed, estimator: r.estimator, run_dir: r.runDir, wall_s: round(r.wallS, 1), curve: metricCurve(r.metrics, 'heldout/resolved', ctx.iterations) })),
+    runs: runs.map((r) => ({ seed: r.seed, estimator: r.estimator, run_dir: r.runDir, wall_s: round(r.wallS, 1), curve: metricCurve(r.metrics, 'heldout/resolved', ctx.iterations), ...(r.passAtKT ? { pass_at_k_t: r.passAtKT } : {}) })),
     runs_root: ctx.runsRoot,
     config: ctx.config,
   };
@@ -655,7 +681,8 @@ export async function benchLearn(o: LearnBenchOptions): Promise<LearnBenchResult
       const t0 = Date.now();
       const r = await trainRun({ config, runsRoot, name: `bench-learn`, signal: o.signal, onEvent: (e) => o.onEvent?.(e, { seed, estimator }) });
       const change = runPairedChange(r.runDir, r.metrics);
-      runs.push({ seed, estimator, runDir: r.runDir, metrics: r.metrics, wallS: (Date.now() - t0) / 1000, ...(change ? { paired: { greedy: change.greedy, sampled: change.sampled } } : {}) });
+      const passKT = runPassAtKT(r.runDir, r.metrics);
+      runs.push({ seed, estimator, runDir: r.runDir, metrics: r.metrics, wallS: (Date.now() - t0) / 1000, ...(change ? { paired: { greedy: change.greedy, sampled: change.sampled } } : {}), ...(passKT ? { passAtKT: passKT } : {}) });
       if (r.state === 'stopped') break;
     }
   }

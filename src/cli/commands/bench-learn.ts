@@ -5,10 +5,14 @@ import * as path from 'node:path';
 import { embeddedModelDir } from '../../train/embedded';
 import { benchLearn, LEARN_DEFAULTS } from '../../train/bench';
 import { readConfigFile, type TrainConfig } from '../../train/config';
+import { passAtKTCorners, type PassAtKT } from '../../train/pass-at-k';
 import { numberInRange, type CliCommand } from '../command';
 import { demoWorkspace } from './train';
 
 const fmtCurve = (c: (number | null)[]) => c.map((x) => (x === null ? '—' : x.toFixed(2))).join(' → ');
+
+/** PASS@(k,T) at k = 1 and the largest k, at the turn limit: `k=1 T=6 0.25  k=2 T=6 0.50`. */
+export const fmtPassAtKT = (p: PassAtKT | null) => (p ? passAtKTCorners(p).map((c) => `k=${c.k} T=${c.T} ${c.value.toFixed(2)}`).join('  ') : '—');
 
 export const benchLearnCommand: CliCommand = {
   name: 'bench learn',
@@ -76,6 +80,14 @@ export const benchLearnCommand: CliCommand = {
           const f = (c: typeof p.greedy) => `+${c.gained} −${c.lost} of ${c.pairs} (p ${c.p_value === null ? '—' : c.p_value.toFixed(3)})`;
           return [`  ${e.padEnd(12)} first → last evaluation, same task and seed: greedy ${f(p.greedy)}, sampled ${f(p.sampled)}`];
         }),
+        ...(r.pass_at_k_t
+          ? [
+              'PASS@(k,T) of the sampled held-out episodes (one of k resolves the task within T actions; every k and T in --json: pass_at_k_t):',
+              `  warm start   ${fmtPassAtKT(r.pass_at_k_t.warmstart)}`,
+              `  grpo         ${fmtPassAtKT(r.pass_at_k_t.grpo)}`,
+              `  turnwise     ${fmtPassAtKT(r.pass_at_k_t.turnwise)}`,
+            ]
+          : []),
       ].join('\n'),
     );
     return 0;

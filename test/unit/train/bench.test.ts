@@ -9,7 +9,8 @@ import type { MetricsRow } from '../../../src/core/events';
 import type { Trajectory } from '../../../src/core/schema';
 import type { RolloutResult, Span } from '../../../src/agent/scheduler';
 import { signTestP } from '../../../src/core/stats';
-import { firstImprovement, learnSummary, machineCpuBusySeconds, meanCurve, metricCurve, overlapSeconds, passStats, repeatedRolloutSummary, rolloutSummary, logprobDrift, sameActionsFraction, snapshotCheckpoint, type LearnRun } from '../../../src/train/bench';
+import { RunDir } from '../../../src/core/run';
+import { firstImprovement, runPassAtKT, learnSummary, machineCpuBusySeconds, meanCurve, metricCurve, overlapSeconds, passStats, repeatedRolloutSummary, rolloutSummary, logprobDrift, sameActionsFraction, snapshotCheckpoint, type LearnRun } from '../../../src/train/bench';
 
 const traj = (actions: string[], failure?: string): Trajectory =>
   ({
@@ -210,6 +211,54 @@ describe('train/bench: learn curves', () => {
       { seed: 0, estimator: 'turnwise', runDir: 'b', metrics: metrics([0.5, 0.5], [0.1]), wallS: 1 },
     ];
     assert.equal(learnSummary(runs, { iterations: 1, runsRoot: 'r', config: {} }).warmstart_agrees, false);
+  });
+
+  it('PASS@(k,T) of the first and last held-out evaluations, read from the run, in the JSON per run and mean over seeds', () => {
+    const root = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-learn-pass-'));
+    try {
+      // A sampled held-out episode of `task` resolved (or not) after `actions` commands and a submit; turn limit 4.
+      const ep = (n: number, task: string, k: number, resolved: boolean, actions: number): Trajectory =>
+        ({
+          schema: 'turnwise/trajectory@1',
+          taskId: task,
+          groupId: `evals-${n}-${task}`,
+          trajId: `evals-${n}-${task}-${k}`,
+          checkpoint: 'c',
+          turns: [...Array.from({ length: actions }, (_, i) => ({ index: i, action: `cmd ${i}`, observation: '', exitCode: 0, durationMs: 1 })), { index: actions, action: 'submit', observation: '', exitCode: null, durationMs: 0 }],
+          reward: { passRate: resolved ? 1 : 0, resolved, turns: actions + 1, maxTurns: 4, formatError: false, efficiencyPenalty: 0, formatPenalty: 0, reward: resolved ? 1 : 0 },
+        }) as Trajectory;
+      const greedy = (n: number, task: string): Trajectory => ({ ...ep(n, task, 0, true, 1), trajId: `eval-${n}-${task}`, groupId: `eval-${n}-${task}` });
+      const run = RunDir.create(root, 'r1', {});
+      // Iteration 0: task a resolved by 1 of 2 samples (after 2 actions), task b by none.
+      run.writeTrajectories(0, 'heldout', [greedy(0, 'a'), ep(0, 'a', 0, true, 2), ep(0, 'a', 1, false, 4), ep(0, 'b', 0, false, 4), ep(0, 'b', 1, false, 4)]);
+      // Iteration 2: task a by both (after 1 action), task b by one (after 3).
+      run.writeTrajectories(2, 'heldout', [ep(2, 'a', 0, true, 1), ep(2, 'a', 1, true, 1), ep(2, 'b', 0, true, 3), ep(2, 'b', 1, false, 4)]);
+      const m = [row(0, { 'heldout/resolved': 0.5 }), row(1, { 'heldout/resolved': null }), row(2, { 'heldout/resolved': 1 })];
+      const p = runPassAtKT(run.dir, m)!;
+      // First: k=1 T<2: 0, T≥2: (1/2 + 0)/2 = 0.25; k=2 T≥2: (1 + 0)/2 = 0.5.
+      assert.deepEqual(p.first, { '1': { '1': 0, '2': 0.25, '3': 0.25, '4': 0.25 }, '2': { '1': 0, '2': 0.5, '3': 0.5, '4': 0.5 } });
+      // Last: k=1 T=1,2: (1 + 0)/2 = 0.5, T≥3: (1 + 1/2)/2 = 0.75; k=2 T=1,2: 0.5, T≥3: 1.
+      assert.deepEqual(p.last, { '1': { '1': 0.5, '2': 0.5, '3': 0.75, '4': 0.75 }, '2': { '1': 0.5, '2': 0.5, '3': 1, '4': 1 } });
+      assert.equal(runPassAtKT(run.dir, [row(0, { 'heldout/resolved': 0.5 })])?.first?.['1']['4'], 0.25, 'one evaluation: first and last are the same');
+      const metrics2 = metrics([0.25, 0.5], [0.1]);
+      const flat = { '1': { '1': 0, '2': 0, '3': 0, '4': 0 }, '2': { '1': 0, '2': 0, '3': 0, '4': 0 } };
+      const runs: LearnRun[] = [
+        { seed: 0, estimator: 'grpo', runDir: 'g0', metrics: metrics2, wallS: 1, passAtKT: { first: p.first, last: flat } },
+        { seed: 0, estimator: 'turnwise', runDir: 't0', metrics: metrics2, wallS: 1, passAtKT: p },
+        { seed: 1, estimator: 'grpo', runDir: 'g1', metrics: metrics2, wallS: 1, passAtKT: { first: p.first, last: p.first } },
+        { seed: 1, estimator: 'turnwise', runDir: 't1', metrics: metrics2, wallS: 1, passAtKT: { first: p.first, last: p.last } },
+      ];
+      const s = JSON.parse(JSON.stringify(learnSummary(runs, { iterations: 1, runsRoot: 'r', config: {} })));
+      assert.deepEqual(s.pass_at_k_t.warmstart, p.first);
+      assert.deepEqual(s.pass_at_k_t.turnwise, p.last);
+      // grpo: the mean of flat and first.
+      assert.deepEqual(s.pass_at_k_t.grpo, { '1': { '1': 0, '2': 0.125, '3': 0.125, '4': 0.125 }, '2': { '1': 0, '2': 0.25, '3': 0.25, '4': 0.25 } });
+      assert.deepEqual(s.runs[1].pass_at_k_t, p);
+      const none = learnSummary([{ seed: 0, estimator: 'grpo', runDir: 'g', metrics: metrics2, wallS: 1 }], { iterations: 1, runsRoot: 'r', config: {} });
+      assert.equal(none.pass_at_k_t, null, 'no sampled evaluation (evalSamples 0)');
+    } finally {
+      fs.rmSync(root, { recursive: true, force: true });
+    }
   });
 });
 

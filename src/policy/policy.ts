@@ -34,6 +34,8 @@ export interface GeneratedRow {
    */
   logprobs: number[];
   finishReason: 'stop' | 'length';
+  /** With SampleRequest.topLogprobs: per sampled token, the most likely tokens and their log-probs. */
+  topLogprobs?: TokenLogprob[][];
 }
 
 /** Tokens to append to a sequence and feed to the model now (Policy.extend). */
@@ -57,6 +59,33 @@ export interface SampleRequest {
   topP?: number;
   /** Token ids that end the row (default: eos_token_id and <|im_end|> when known). */
   stopIds?: readonly number[];
+  /** Also return, per sampled token, this many most likely tokens with their log-probs (GeneratedRow.topLogprobs). */
+  topLogprobs?: number;
+  /**
+   * Called as each token of this row is drawn, before the next is decoded (a server streams it);
+   * returning `'stop'` ends the row there, with finishReason 'stop' (a stop string was written).
+   */
+  onToken?: (token: { id: number; logprob: number; top?: TokenLogprob[] }) => void | 'stop';
+}
+
+/** A token id and its log-prob (under the sampling distribution, as GeneratedRow.logprobs). */
+export interface TokenLogprob {
+  id: number;
+  logprob: number;
+}
+
+/** The `k` most likely tokens of a logits row, most likely first, with their log-probs at `temperature` (0: 1). */
+export function topLogprobs(row: ArrayLike<number>, k: number, temperature = 1): TokenLogprob[] {
+  const lp = logSoftmax(row, temperature > 0 ? temperature : 1);
+  const best: TokenLogprob[] = [];
+  for (let i = 0; i < lp.length; i++) {
+    if (best.length === k && lp[i] <= best[k - 1].logprob) continue;
+    let j = best.length < k ? best.length : k - 1;
+    while (j > 0 && best[j - 1].logprob < lp[i]) j--;
+    best.splice(j, 0, { id: i, logprob: lp[i] });
+    if (best.length > k) best.pop();
+  }
+  return best;
 }
 
 /** How one row of a sample call draws its tokens. */
@@ -67,6 +96,8 @@ interface SamplePlan {
   budget: number;
   stop: Set<number>;
   rng: SeededRandom;
+  top: number;
+  onToken?: SampleRequest['onToken'];
 }
 
 /**
@@ -358,7 +389,10 @@ export class Policy {
         budget: Math.min(maxNew, maxPos - length),
         stop: new Set(r.stopIds ?? this.defaultStopIds()),
         rng: new SeededRandom((r.seed ?? 0) >>> 0),
+        top: r.topLogprobs ?? 0,
+        ...(r.onToken ? { onToken: r.onToken } : {}),
       };
+      if (!(Number.isInteger(plan.top) && plan.top >= 0)) throw new TurnwiseError('invalid-input', `topLogprobs must be a whole number ≥ 0, got ${plan.top}`);
       return plan;
     });
     const release = this.claim(requests.map((r) => r.seq));
@@ -400,11 +434,17 @@ export class Policy {
     for (;;) {
       const next: number[][] = rows.map((r, b) => {
         if (done[b]) return [-1];
-        const { id, logprob } = sampleToken(logits.subarray((b * T + last[b]) * V, (b * T + last[b] + 1) * V), r.plan.temperature, r.plan.topP, r.plan.rng);
+        const row = logits.subarray((b * T + last[b]) * V, (b * T + last[b] + 1) * V);
+        const { id, logprob } = sampleToken(row, r.plan.temperature, r.plan.topP, r.plan.rng);
         r.out.tokenIds.push(id);
         r.out.logprobs.push(logprob);
         r.seq.tokens.push(id);
-        if (r.plan.stop.has(id)) {
+        const top = r.plan.top > 0 ? topLogprobs(row, r.plan.top, r.plan.temperature) : undefined;
+        if (top) (r.out.topLogprobs ??= []).push(top);
+        if (r.plan.onToken?.({ id, logprob, ...(top ? { top } : {}) }) === 'stop') {
+          r.out.finishReason = 'stop';
+          done[b] = true;
+        } else if (r.plan.stop.has(id)) {
           r.out.finishReason = 'stop';
           done[b] = true;
         } else if (remaining(r) <= 0) done[b] = true;

@@ -1,13 +1,14 @@
 // `turnwise serve` over real HTTP on loopback, with a generated Qwen2 folder (ChatML template,
 // random weights) and real ONNX Runtime: the API's shapes, the prompt rendered by the model's
-// template, greedy replies equal to the policy's own greedy continuation, log-probs, stop strings,
-// SSE chunks that parse and add up to the text, concurrent requests answered from one batch,
-// and the 4xx answers (auth, size, malformed, unknown model or route).
+// template with message content as data, greedy replies equal to the policy's own greedy
+// continuation, a reply sent back read in its sampled ids, log-probs and top log-probs, n choices
+// from one batch, stop strings, SSE chunks sent as the tokens are sampled that parse and add up to
+// the text, concurrent requests answered from one batch, and the 4xx answers (auth, size,
+// malformed, unknown model or route).
 import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { ChatTemplate, templateTokens } from '../../../src/agent/chat-template';
 import { loadCheckpoint } from '../../../src/policy/checkpoint';
 import { chatTokenizerFiles, tokenizerJsonSize } from '../../../src/policy/bpe';
 import type { ModelConfig } from '../../../src/policy/config';
@@ -15,6 +16,7 @@ import { writeModelFolder } from '../../../src/policy/hf';
 import { Policy } from '../../../src/policy/policy';
 import { initWeights } from '../../../src/policy/weights';
 import { startServer, type RunningServer } from '../../../src/train/serve';
+import { chatFormatOf } from '../../../src/train/chat-model';
 
 describe('train/serve: the OpenAI-compatible server', function () {
   this.timeout(120_000);
@@ -50,25 +52,81 @@ describe('train/serve: the OpenAI-compatible server', function () {
     assert.deepEqual(j.data.map((m: { id: string; object: string }) => [m.id, m.object]), [['qwen-tiny', 'model']]);
   });
 
-  it('a greedy chat completion is the policy\'s own greedy continuation of the template-rendered prompt, with log-probs and usage', async () => {
+  it('a greedy chat completion is the policy\'s own greedy continuation of the template-rendered prompt (content as data), with log-probs, token ids and usage', async () => {
     const messages = [{ role: 'system', content: 'You fix bugs.' }, { role: 'user', content: 'Hello <|im_end|> there' }];
     const r = await post('/v1/chat/completions', { model: 'qwen-tiny', messages, max_tokens: 12, temperature: 0, logprobs: true });
     assert.equal(r.status, 200);
     const j = await r.json();
     assert.equal(j.object, 'chat.completion');
     assert.equal(j.choices[0].message.role, 'assistant');
-    // The same prompt and decode in-process.
+    // The same prompt and decode in-process: the conversation the agent's chat format builds.
     const ck = loadCheckpoint(dir);
-    const tmpl = new ChatTemplate(String(files.tokenizerConfig.chat_template), 'test', templateTokens(files.tokenizerConfig));
-    const ids = ck.tokenizer.encode(tmpl.render(messages as never, true));
+    const format = chatFormatOf(ck, 1);
+    const ids = format.conversation(messages[0].content, messages[1].content).prompt().ids;
+    assert.equal(ck.tokenizer.decode(ids), format.o.template.render(messages as never, true), 'the template\'s text');
+    assert.equal(ids.filter((x) => x === format.endOfTurn.id).length, 2, '<|im_end|> in a message is text, not the token: only the two the template writes');
     const p = new Policy(ck.weights, ck.tokenizer, { provider: 'cpu' });
-    const [row] = await p.generateIds([ids], { maxNewTokens: 12, temperature: 0 });
+    const [row] = await p.generateIds([ids], { maxNewTokens: 12, temperature: 0, stopIds: [format.endOfTurn.id] });
     await p.dispose();
     assert.equal(j.usage.prompt_tokens, ids.length);
     assert.equal(j.choices[0].message.content, ck.tokenizer.decode(row.tokenIds, true));
+    assert.deepEqual(j.choices[0].token_ids, row.tokenIds.slice(0, j.usage.completion_tokens));
     const lp = j.choices[0].logprobs.content;
     assert.equal(lp.length, j.usage.completion_tokens);
     lp.forEach((t: { logprob: number }, i: number) => assert.ok(Math.abs(t.logprob - row.logprobs[i]) < 1e-4));
+  });
+
+  it('a reply sent back as an assistant message is read in the ids it was sampled as: the next prompt extends the conversation\'s ids', async () => {
+    const system = 'You fix bugs.';
+    const first = [{ role: 'system', content: system }, { role: 'user', content: 'task one' }];
+    const a = await (await post('/v1/chat/completions', { messages: first, max_tokens: 10, temperature: 1, seed: 5 })).json();
+    const reply = a.choices[0].message.content as string;
+    const sampled = a.choices[0].token_ids as number[];
+    const b = await (await post('/v1/chat/completions', { messages: [...first, { role: 'assistant', content: reply }, { role: 'user', content: 'exit 0' }], max_tokens: 4, temperature: 0 })).json();
+    const ck = loadCheckpoint(dir);
+    const format = chatFormatOf(ck, 1);
+    const conv = format.conversation(system, 'task one');
+    const p1 = conv.prompt().ids;
+    conv.addReply({ text: reply, tokenIds: sampled, stopped: sampled[sampled.length - 1] === format.endOfTurn.id });
+    conv.addObservation('exit 0');
+    const p2 = conv.prompt().ids;
+    assert.deepEqual(p2.slice(0, p1.length + sampled.length), [...p1, ...sampled], 'turn 2 begins with turn 1 and the reply as sampled');
+    assert.equal(b.usage.prompt_tokens, p2.length);
+  });
+
+  it('top_logprobs (chat) and logprobs N (completions): the N most likely tokens, most likely first, the greedy token on top', async () => {
+    const j = await (await post('/v1/chat/completions', { messages: [{ role: 'user', content: 'hi' }], max_tokens: 6, temperature: 0, logprobs: true, top_logprobs: 3 })).json();
+    for (const t of j.choices[0].logprobs.content as { token: string; logprob: number; top_logprobs: { token: string; logprob: number }[] }[]) {
+      assert.equal(t.top_logprobs.length, 3);
+      assert.equal(t.top_logprobs[0].token, t.token, 'greedy: the sampled token is the most likely');
+      assert.ok(Math.abs(t.top_logprobs[0].logprob - t.logprob) < 1e-9);
+      assert.ok(t.top_logprobs[0].logprob >= t.top_logprobs[1].logprob && t.top_logprobs[1].logprob >= t.top_logprobs[2].logprob);
+    }
+    const c = await (await post('/v1/completions', { prompt: 'def add(a, b):', max_tokens: 5, temperature: 0, logprobs: 2 })).json();
+    const lp = c.choices[0].logprobs;
+    assert.equal(lp.tokens.length, 5);
+    assert.equal(lp.top_logprobs.length, 5);
+    lp.top_logprobs.forEach((alt: Record<string, number>, i: number) => {
+      assert.ok(Object.keys(alt).length >= 1 && Object.keys(alt).length <= 2);
+      assert.ok(Math.abs(Math.max(...Object.values(alt)) - lp.token_logprobs[i]) < 1e-9);
+    });
+    assert.deepEqual(lp.text_offset.slice(0, 2), [0, lp.tokens[0].length]);
+    const bad = await post('/v1/chat/completions', { messages: [{ role: 'user', content: 'hi' }], top_logprobs: 2 });
+    assert.equal(bad.status, 400);
+    assert.match((await bad.json()).error.message, /top_logprobs needs logprobs: true/);
+  });
+
+  it('n > 1: n choices from one batch, choice 0 the n = 1 answer, each drawn from its own seed', async () => {
+    const body = { messages: [{ role: 'user', content: 'write code' }], max_tokens: 8, temperature: 1, seed: 21 };
+    const one = await (await post('/v1/chat/completions', body)).json();
+    const r = await post('/v1/chat/completions', { ...body, n: 3 });
+    const j = await r.json();
+    assert.deepEqual(j.choices.map((c: { index: number }) => c.index), [0, 1, 2]);
+    assert.equal(j.choices[0].message.content, one.choices[0].message.content);
+    assert.ok(new Set(j.choices.map((c: { token_ids: number[] }) => c.token_ids.join(','))).size > 1, 'the choices differ');
+    assert.equal(r.headers.get('x-turnwise-batch-size'), '3', 'sampled in one run');
+    assert.equal(j.usage.completion_tokens, j.choices.reduce((a: number, c: { token_ids: number[] }) => a + c.token_ids.length, 0));
+    assert.equal((await post('/v1/chat/completions', { ...body, n: 99 })).status, 400);
   });
 
   it('a stop string cuts the text and ends with finish_reason stop; /v1/completions answers a raw prompt', async () => {
@@ -82,12 +140,21 @@ describe('train/serve: the OpenAI-compatible server', function () {
     assert.equal(cut.choices[0].finish_reason, 'stop');
   });
 
-  it('streams server-sent events that parse, end with [DONE], and add up to the non-streamed text', async () => {
-    const body = { messages: [{ role: 'user', content: 'write code' }], max_tokens: 10, temperature: 0.7, seed: 3 };
+  it('streams server-sent events as the tokens are sampled; they parse, end with [DONE], and add up to the non-streamed text', async () => {
+    const body = { messages: [{ role: 'user', content: 'write code' }], max_tokens: 48, temperature: 0.7, seed: 3, logprobs: true };
     const once = await (await post('/v1/chat/completions', body)).json();
     const r = await post('/v1/chat/completions', { ...body, stream: true });
     assert.equal(r.headers.get('content-type'), 'text/event-stream');
-    const raw = await r.text();
+    // Read as it arrives: the chunks come in many reads, spread over the generation.
+    const reader = r.body!.getReader();
+    const arrivals: number[] = [];
+    let raw = '';
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      arrivals.push(Date.now());
+      raw += Buffer.from(value).toString('utf8');
+    }
     const events = raw.split('\n\n').filter(Boolean);
     assert.equal(events[events.length - 1], 'data: [DONE]');
     const chunks = events.slice(0, -1).map((e) => {
@@ -95,8 +162,22 @@ describe('train/serve: the OpenAI-compatible server', function () {
       return JSON.parse(e.slice(6));
     });
     assert.ok(chunks.every((c) => c.object === 'chat.completion.chunk'));
-    assert.equal(chunks.map((c) => c.choices[0].delta.content ?? '').join(''), once.choices[0].message.content, 'the same seed gives the same reply, streamed or not');
-    assert.equal(chunks[chunks.length - 1].choices[0].finish_reason, once.choices[0].finish_reason);
+    const choice = chunks.flatMap((c) => c.choices);
+    assert.equal(choice.map((c) => c.delta.content ?? '').join(''), once.choices[0].message.content, 'the same seed gives the same reply, streamed or not');
+    assert.equal(choice[0].delta.role, 'assistant');
+    assert.deepEqual(choice.flatMap((c) => c.logprobs?.content ?? []).map((t: { logprob: number }) => t.logprob), once.choices[0].logprobs.content.map((t: { logprob: number }) => t.logprob), 'every token\'s log-prob, once');
+    assert.equal(choice.find((c) => c.finish_reason !== null).finish_reason, once.choices[0].finish_reason);
+    assert.deepEqual(chunks[chunks.length - 1].choices, [], 'the last chunk carries the usage');
+    assert.equal(chunks[chunks.length - 1].usage.completion_tokens, once.usage.completion_tokens);
+    if (once.usage.completion_tokens >= 16) assert.ok(arrivals.length >= 3, `tokens were sent as sampled (${arrivals.length} reads)`);
+    // With a stop string, nothing past it is ever sent.
+    const text: string = once.choices[0].message.content;
+    if (text.length > 6) {
+      const stop = text.slice(4, 6);
+      const cut = await (await post('/v1/chat/completions', { ...body, stream: true, stop })).text();
+      const sent = cut.split('\n\n').filter((e) => e.startsWith('data: {')).flatMap((e) => JSON.parse(e.slice(6)).choices).map((c: { delta: { content?: string } }) => c.delta.content ?? '').join('');
+      assert.equal(sent, text.slice(0, text.indexOf(stop)));
+    }
   });
 
   it('concurrent requests are answered from batched runs, each as it would be alone', async () => {

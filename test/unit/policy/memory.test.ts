@@ -1,0 +1,113 @@
+// The memory plan (policy/memory.ts) against the measured peak RSS of small real runs, the
+// bound an update's token cap puts on that peak, and the refusal of a plan over a limit.
+import * as assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import * as path from 'node:path';
+import { TurnwiseError } from '../../../src/core/errors';
+import { TURNWISE_TINY, type ModelConfig } from '../../../src/policy/config';
+import { assertPlanFits, autoUpdateTokens, availableMemory, formatMemoryPlan, planMemory } from '../../../src/policy/memory';
+
+const FIXTURE = path.join(__dirname, 'fixtures', 'memory-run.ts');
+const MB = 1024 ** 2;
+
+/** Peak RSS (bytes) of the fixture's run in a fresh process. */
+function peakOf(episodes: number, rows: number, seq: number, cap: number, score: boolean): number {
+  const r = spawnSync(process.execPath, ['--require', 'tsx/cjs', FIXTURE, String(episodes), String(rows), String(seq), String(cap), score ? '1' : '0'], { encoding: 'utf8', timeout: 240_000 });
+  assert.equal(r.status, 0, r.stderr);
+  return JSON.parse(r.stdout.trim().split('\n').pop()!).peakRss as number;
+}
+
+/** Qwen2.5-0.5B's shape. */
+const QWEN_05B: ModelConfig = {
+  model_type: 'qwen2',
+  hidden_size: 896,
+  intermediate_size: 4864,
+  num_hidden_layers: 24,
+  num_attention_heads: 14,
+  num_key_value_heads: 2,
+  rms_norm_eps: 1e-6,
+  rope_theta: 1e6,
+  vocab_size: 151936,
+  max_position_embeddings: 32768,
+  tie_word_embeddings: true,
+};
+
+describe('policy/memory: the memory plan of a run', function () {
+  this.timeout(600_000);
+
+  it('counts the parameters of the model and of its adapter', () => {
+    const p = planMemory({ config: QWEN_05B, provider: 'cpu', updateTokensPerStep: 1024, context: 1024, episodes: 4, lora: { r: 16, target_modules: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] } });
+    assert.ok(Math.abs(p.parameters - 494_032_768) < 1e6, `${p.parameters}`);
+    // PEFT's count for r 16 on all linear layers of Qwen2.5-0.5B: 8,798,208.
+    assert.equal(p.adapterParameters, 8_798_208);
+    assert.equal(p.parts.find((x) => x.name === 'weights')!.bytes, p.parameters * 4);
+    assert.deepEqual(p.microBatch, { rows: 1, tokens: 1024 });
+    const full = planMemory({ config: QWEN_05B, provider: 'cpu', updateTokensPerStep: 4096, context: 1024, episodes: 4 });
+    assert.ok(full.host > p.host + 6 * p.parameters * 4, 'full training holds the AdamW state of every weight');
+    assert.deepEqual(full.microBatch, { rows: 4, tokens: 4096 });
+    const gpu = planMemory({ config: QWEN_05B, provider: 'cuda', updateTokensPerStep: 1024, context: 1024, episodes: 4 });
+    assert.ok(gpu.device > 0 && gpu.parts.some((x) => x.where === 'device' && x.name === 'update activations'));
+    for (const line of formatMemoryPlan(p, 16 * 1024 * MB)) assert.ok(!/NaN|undefined/.test(line), line);
+  });
+
+  // The plan against the measured peak of a real run: within a factor of 1.5 either way.
+  it('the plan of a small real run (prefill, sampling, scoring, a capped update) is within a factor of 1.5 of its measured peak RSS', () => {
+    const input = { config: TURNWISE_TINY, provider: 'cpu' as const, updateTokensPerStep: 1024, context: 512, episodes: 4 };
+    const plan = planMemory(input).host;
+    const peak = peakOf(4, 8, 512, 1024, true);
+    const ratio = peak / plan;
+    assert.ok(ratio > 1 / 1.5 && ratio < 1.5, `measured ${Math.round(peak / MB)} MB, planned ${Math.round(plan / MB)} MB (ratio ${ratio.toFixed(2)})`);
+  });
+
+  it('under one token cap the peak does not grow with the rows of the update; without it, it does', () => {
+    const few = peakOf(0, 4, 512, 1024, false);
+    const many = peakOf(0, 16, 512, 1024, false);
+    const uncapped = peakOf(0, 16, 512, 0, false);
+    const perRow = (uncapped - few) / 12;
+    // 12 more rows under the cap cost less than one row's activations (measured: a few MB).
+    assert.ok(many - few < perRow, `4 rows ${Math.round(few / MB)} MB, 16 rows ${Math.round(many / MB)} MB, 16 rows in one run ${Math.round(uncapped / MB)} MB`);
+    assert.ok(uncapped > few * 1.5, 'the measure sees what rows cost without the cap');
+  });
+
+  it('a plan over the limit is refused with its numbers and the settings that would fit', () => {
+    const input = { config: QWEN_05B, provider: 'cpu' as const, updateTokensPerStep: 8192, context: 1024, episodes: 8 };
+    const p = planMemory(input);
+    const limit = { bytes: 40 * 1024 * MB, source: 'TURNWISE_MEMORY_LIMIT_MB' };
+    let err: TurnwiseError | undefined;
+    try {
+      assertPlanFits(p, limit);
+    } catch (e) {
+      err = e as TurnwiseError;
+    }
+    assert.ok(err instanceof TurnwiseError, 'refused');
+    assert.match(err.message, /would not fit in memory/);
+    assert.match(err.message, new RegExp(`${Math.round(p.host / MB).toLocaleString('en-US')} MB over the 40,960 MB of TURNWISE_MEMORY_LIMIT_MB`));
+    assert.match(err.message, /update activations/);
+    assert.match(err.hint!, /"updateTokensPerStep": \d+/);
+    assert.match(err.hint!, /"lora"/);
+    // Each fix the hint names fits.
+    const cap = Number(/"updateTokensPerStep": (\d+)/.exec(err.hint!)![1]);
+    assert.doesNotThrow(() => assertPlanFits(planMemory({ ...input, updateTokensPerStep: cap }), limit));
+    const eps = /"concurrency": (\d+)/.exec(err.hint!);
+    if (eps) assert.doesNotThrow(() => assertPlanFits(planMemory({ ...input, episodes: Number(eps[1]) }), limit));
+    // The same plan under a larger limit passes.
+    assert.doesNotThrow(() => assertPlanFits(p, { bytes: p.host, source: 'test' }));
+  });
+
+  it('a plan that nothing fits says so', () => {
+    const p = planMemory({ config: QWEN_05B, provider: 'cpu', updateTokensPerStep: 1024, context: 1024, episodes: 1 });
+    assert.throws(() => assertPlanFits(p, { bytes: 512 * MB, source: 'test' }), (e: TurnwiseError) => /use a machine with more memory/.test(e.hint!));
+  });
+
+  it('updateTokensPerStep 0 picks the largest cap that fits; TURNWISE_MEMORY_LIMIT_MB sets the limit', () => {
+    const input = { config: QWEN_05B, provider: 'cpu' as const, context: 1024, episodes: 2, lora: { r: 16, target_modules: ['q_proj', 'v_proj'] as const } };
+    const limit = 30 * 1024 * MB;
+    const cap = autoUpdateTokens({ ...input, lora: { ...input.lora, target_modules: [...input.lora.target_modules] } }, limit);
+    const plan = (t: number) => planMemory({ ...input, lora: { r: 16, target_modules: ['q_proj', 'v_proj'] }, updateTokensPerStep: t });
+    assert.ok(plan(cap).host <= limit);
+    assert.ok(plan(cap * 2).host > limit, `cap ${cap}`);
+    assert.deepEqual(availableMemory({ TURNWISE_MEMORY_LIMIT_MB: '2048' }), { bytes: 2048 * MB, source: 'TURNWISE_MEMORY_LIMIT_MB' });
+    assert.throws(() => availableMemory({ TURNWISE_MEMORY_LIMIT_MB: 'lots' }), /TURNWISE_MEMORY_LIMIT_MB must be a number/);
+    assert.ok(availableMemory({}).bytes > 0);
+  });
+});

@@ -110,17 +110,56 @@ export interface StartRunOptions {
   lora?: Record<string, unknown> | null;
 }
 
-/** The picked model folder, checked from its headers; a folder that is not a model is refused with what to pick instead. */
-function checkedModel(dir: string): { dir: string; summary: string } {
+type CheckedModel = ReturnType<ReturnType<typeof services>['checkModelFolder']>;
+
+const modelRefusal = (e: { message: string; fix: string }) =>
+  new CannotRun(`cannot start a run on this model folder: ${e.message}. To fix: ${e.fix}.`, [
+    { title: 'Start Training Run…', command: 'turnwise.startRun' },
+    { title: 'Model Setting', command: 'workbench.action.openSettings', args: ['turnwise.train.model'] },
+  ]);
+
+/**
+ * The picked model folder, checked from its headers (an adapter folder with its base); a folder
+ * that is not a model is refused with what to pick instead.
+ */
+function checkedModel(dir: string): CheckedModel {
   const { checkModelFolder, ModelRefused } = services();
   try {
     return checkModelFolder(dir);
   } catch (e) {
     if (!(e instanceof ModelRefused)) throw e;
-    throw new CannotRun(`cannot start a run on this model folder: ${e.message}. To fix: ${e.fix}.`, [
-      { title: 'Start Training Run…', command: 'turnwise.startRun' },
-      { title: 'Model Setting', command: 'workbench.action.openSettings', args: ['turnwise.train.model'] },
-    ]);
+    throw modelRefusal(e);
+  }
+}
+
+/**
+ * checkedModel for a folder the user just picked: an adapter whose named base is not here asks
+ * for the base folder, and runs from a copy of the adapter naming it (adapterOnBase); undefined
+ * when the user cancels that question.
+ */
+async function pickedModel(dir: string, root: string, log: CommandContext['log']): Promise<CheckedModel | undefined> {
+  const { AdapterNeedsBase, adapterOnBase, checkModelFolder, ModelRefused } = services();
+  try {
+    return checkModelFolder(dir);
+  } catch (need) {
+    if (!(need instanceof AdapterNeedsBase)) throw need instanceof ModelRefused ? modelRefusal(need) : need;
+    const base = await vscode.window.showOpenDialog({
+      title: `Base model of the adapter ${path.basename(need.adapterDir)}${need.named ? ` (it names ${need.named})` : ''}`,
+      canSelectFiles: false,
+      canSelectFolders: true,
+      canSelectMany: false,
+      openLabel: 'Use as Base Model',
+      defaultUri: vscode.Uri.file(root),
+    });
+    if (!base?.[0]) return undefined;
+    try {
+      const m = adapterOnBase(need.adapterDir, base[0].fsPath, root);
+      log.info(`the adapter ${need.adapterDir} runs over ${m.adapter!.base}, from a copy naming that base: ${m.dir}`);
+      return m;
+    } catch (err) {
+      if (!(err instanceof ModelRefused)) throw err;
+      throw modelRefusal(err);
+    }
   }
 }
 
@@ -151,23 +190,26 @@ async function remember(key: string, value: unknown, cleared: unknown): Promise<
   if (JSON.stringify(sec.get(key)) !== JSON.stringify(value)) await sec.update(key, value, target);
 }
 
-/** Step 2 of Start Training Run: the embedded turnwise-tiny or a model folder (remembered as turnwise.train.model). */
-async function pickModel(root: string, step: string): Promise<string | undefined> {
+/**
+ * Step 2 of Start Training Run: the embedded turnwise-tiny, a model folder or a LoRA adapter
+ * folder (remembered as turnwise.train.model); '' for the embedded one.
+ */
+async function pickModel(root: string, step: string, log: CommandContext['log']): Promise<{ dir: string; model?: CheckedModel } | undefined> {
   const current = resolveModelSetting(root, config.model());
   type Item = vscode.QuickPickItem & { value: 'embedded' | 'current' | 'folder' };
   const items: Item[] = [
     { label: '$(package) Embedded turnwise-tiny', description: `3.2M parameters, Turnwise's own${current ? '' : ' · turnwise.train.model'}`, value: 'embedded' },
     ...(current ? [{ label: `$(folder) ${path.basename(current)}`, description: `${current} · turnwise.train.model`, value: 'current' as const }] : []),
-    { label: '$(folder-opened) Model folder…', description: 'a Hugging Face checkpoint (Qwen2, Llama) or a Turnwise model', value: 'folder' },
+    { label: '$(folder-opened) Model folder…', description: 'a Hugging Face checkpoint (Qwen2, Llama), a Turnwise model, or a LoRA adapter to train further', value: 'folder' },
   ];
   if (current) items.unshift(items.splice(1, 1)[0]);
   const pick = await vscode.window.showQuickPick(items, { title: `Start Training Run (${step}): model`, placeHolder: 'Which model does the run train?' });
   if (!pick) return undefined;
-  let dir = '';
-  if (pick.value === 'current') dir = checkedModel(current).dir;
+  let model: CheckedModel | undefined;
+  if (pick.value === 'current') model = await pickedModel(current, root, log);
   else if (pick.value === 'folder') {
     const picked = await vscode.window.showOpenDialog({
-      title: 'Model folder (config.json, safetensors weights, tokenizer.json)',
+      title: 'Model folder (config.json, safetensors weights, tokenizer.json), or a LoRA adapter folder (adapter_config.json)',
       canSelectFiles: false,
       canSelectFolders: true,
       canSelectMany: false,
@@ -175,10 +217,12 @@ async function pickModel(root: string, step: string): Promise<string | undefined
       defaultUri: vscode.Uri.file(current || root),
     });
     if (!picked?.[0]) return undefined;
-    dir = checkedModel(picked[0].fsPath).dir;
+    model = await pickedModel(picked[0].fsPath, root, log);
   }
+  if (pick.value !== 'embedded' && !model) return undefined;
+  const dir = model?.dir ?? '';
   await remember('train.model', dir, '');
-  return dir;
+  return { dir, ...(model ? { model } : {}) };
 }
 
 /** Step 3: train the whole model, or a LoRA adapter on it (the block remembered as turnwise.train.lora). */
@@ -198,7 +242,7 @@ async function pickLora(step: string): Promise<Record<string, unknown> | null | 
   return pick.value;
 }
 
-async function pickStartOptions(root: string): Promise<StartRunOptions | undefined> {
+async function pickStartOptions(root: string, log: CommandContext['log']): Promise<StartRunOptions | undefined> {
   const cfgFile = path.join(root, 'turnwise.json');
   if (fs.existsSync(cfgFile)) {
     const use = await vscode.window.showQuickPick(
@@ -227,9 +271,12 @@ async function pickStartOptions(root: string): Promise<StartRunOptions | undefin
     if (!picked?.[0]) return undefined;
     tasks = picked[0].fsPath;
   } else tasks = `${source.value}:`;
-  const model = await pickModel(root, '2/5');
-  if (model === undefined) return undefined;
-  const lora = await pickLora('3/5');
+  const picked = await pickModel(root, '2/5', log);
+  if (picked === undefined) return undefined;
+  const model = picked.dir;
+  // An adapter picked as the model trains further with its own settings: no adapter step.
+  const adapter = picked.model?.adapter;
+  const lora = adapter ? services().adapterLoraBlock(adapter) : await pickLora('3/5');
   if (lora === undefined) return undefined;
   const current = config.estimator();
   const est = await vscode.window.showQuickPick(
@@ -276,7 +323,7 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
     const root = workspaceRoot('start a run');
     noActiveRun(ctx, 'start a run');
     await dockerReachable('start a run');
-    const o = opts && (opts.tasks || opts.config) ? opts : { ...(await pickStartOptions(root)), detach: opts?.detach };
+    const o = opts && (opts.tasks || opts.config) ? opts : { ...(await pickStartOptions(root, ctx.log)), detach: opts?.detach };
     if (!o || (!o.tasks && !o.config)) return undefined;
     let base: ReturnType<typeof readBaseConfig> | undefined;
     try {
@@ -295,12 +342,14 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
     // The model and adapter the run would load, checked before anything starts (picked, set, or from turnwise.json).
     const modelDir = typeof launch.model === 'string' ? launch.model : '';
     const model = modelDir ? checkedModel(modelDir) : undefined;
+    // A run from an adapter trains that adapter with its own settings, whatever turnwise.train.lora says; its config.json records them.
+    if (model?.adapter) launch.lora = services().adapterLoraBlock(model.adapter);
     checkedLora(launch.lora);
-    ctx.log.info(`model: ${model ? `${model.dir} (${model.summary})` : 'the embedded turnwise-tiny'}${launch.lora ? `, training a LoRA adapter ${JSON.stringify(launch.lora)}` : ''}`);
+    ctx.log.info(`model: ${model ? `${model.dir} (${model.summary})` : 'the embedded turnwise-tiny'}${launch.lora ? `, ${model?.adapter ? 'continuing' : 'training'} a LoRA adapter ${JSON.stringify(launch.lora)}` : ''}`);
     const launchFile = writeLaunchConfig(root, launch);
     ctx.log.info(`launch config: ${launchFile}`);
     noActiveRun(ctx, 'start a run');
-    const running = controller.startTraining(`training ${model ? path.basename(model.dir) : 'turnwise-tiny'}${launch.lora ? ' + LoRA' : ''} (${String(launch.estimator)}${o.config ? ', turnwise.json' : ''})`, ['train', '--config', launchFile], root);
+    const running = controller.startTraining(`training ${model ? path.basename(model.adapter?.base ?? model.dir) : 'turnwise-tiny'}${launch.lora ? ' + LoRA' : ''} (${String(launch.estimator)}${o.config ? ', turnwise.json' : ''})`, ['train', '--config', launchFile], root);
     ctx.tree.scheduleRefresh(1000);
     if (o.detach) {
       running.catch(() => {});

@@ -4,4 +4,4 @@
 export { formatDoctorReport, runDoctor } from '../train/doctor';
 export { doctorReport } from '../core/doctor';
 export { connectEngine, disposeAllSandboxes, engineInfo, reapAtStartup } from '../sandbox';
-export { checkLoraSetting, checkModelFolder, describeLora, modelChecks, ModelRefused } from './model/modelChoice';
+export { AdapterNeedsBase, adapterLoraBlock, adapterOnBase, checkLoraSetting, checkModelFolder, describeLora, modelChecks, ModelRefused } from './model/modelChoice';

@@ -131,7 +131,12 @@ export class TrainablePolicy implements PolicyService {
   static fromCheckpoint(dir: string, settings: SessionSettings = {}, options: CheckpointOptions = {}): TrainablePolicy {
     const ck = loadCheckpoint(dir);
     const tok = { tokenizerJson: ck.tokenizerJson, tokenizerConfig: ck.tokenizerConfig, settings, ...(options.loraDropoutSeed !== undefined ? { loraDropoutSeed: options.loraDropoutSeed } : {}) };
-    if (ck.adapter) return new TrainablePolicy(ck.weights, { adapter: ck.adapter, ...(ck.adapterOptimizer ? { optimizer: ck.adapterOptimizer } : {}), ...tok });
+    if (ck.adapter) {
+      // Its checkpoints name the base by the folder it was loaded from: a relative name, right
+      // beside the adapter's own folder, would not be right beside a run's checkpoints/N.
+      const adapter = { ...ck.adapter, config: { ...ck.adapter.config, base_model_name_or_path: ck.dir } };
+      return new TrainablePolicy(ck.weights, { adapter, ...(ck.adapterOptimizer ? { optimizer: ck.adapterOptimizer } : {}), ...tok });
+    }
     if (options.lora) {
       const config = { ...options.lora.config, base_model_name_or_path: ck.dir };
       return new TrainablePolicy(ck.weights, { adapter: initAdapter(ck.weights.config, config, options.lora.seed), ...tok });

@@ -565,7 +565,7 @@ const T_REWARD = 'ui: "Turnwise: Show Reward Panel" draws charts with points, a 
 const T_TRAJ = 'ui: a trajectory opened from the Runs view steps to turn 2 with the keyboard; decorations, CodeLens and the diff of turn 2 show';
 const T_RUN = 'ui: "Turnwise: Start Training Run…" from the palette runs a tiny run (settings from the workspace) to the end; the status bar advances';
 const T_CLOSE = 'ui: closing the window stops the run cleanly: status.json says stopped, no container with its label is left';
-const T_MODEL = 'ui: "Start Training Run…" offers the embedded model or a model folder; a folder that is not a model is refused before a run, saying what to pick; a model folder and a LoRA adapter picked are remembered as settings';
+const T_MODEL = 'ui: "Start Training Run…" offers the embedded model or a model folder; a folder that is not a model is refused before a run, saying what to pick; a model folder and a LoRA adapter picked are remembered as settings; a LoRA adapter folder picked as the model skips the adapter step, and one naming a base that is not here asks for the base';
 const T_CHAT = "ui: a chat model's trajectory shows each reply as text above the command it ran, the checkpoint's chat format, and why a format error was not run";
 const VIEW_TESTS = [T_REWARD, T_TRAJ, T_CHAT, T_MODEL, T_RUN, T_CLOSE];
 
@@ -841,8 +841,55 @@ async function viewUiTests(page, workspace) {
       if (kept['turnwise.train.model'] !== tiny) throw new Error(`turnwise.train.model is ${JSON.stringify(kept['turnwise.train.model'])}, picked ${tiny}`);
       if (JSON.stringify(kept['turnwise.train.lora']) !== JSON.stringify({ r: 16, lora_alpha: 32, target_modules: 'all-linear' })) throw new Error(`turnwise.train.lora is ${JSON.stringify(kept['turnwise.train.lora'])}`);
       if (runFolders(workspace).length !== runsBefore) throw new Error('a run folder was made though the start was cancelled');
+
+      // A LoRA adapter folder as the model (its base, turnwise-tiny, named in adapter_config.json):
+      // no adapter step, since the run trains that adapter with its own settings.
+      const estimatorStep = page.locator('.quick-input-widget', { hasText: 'advantage estimator' }).first();
+      /** Types a folder into code-server's folder dialog and presses Enter until `next` shows. */
+      const typeFolder = async (dir, next) => {
+        await box.waitFor({ state: 'visible', timeout: 20000 });
+        await box.fill(`${dir}/`);
+        await page.locator('.quick-input-list .monaco-list-row', { hasText: '..' }).first().waitFor({ state: 'visible', timeout: 10000 });
+        await sleep(1000);
+        for (let i = 0; i < 4 && !(await next.isVisible()); i++) {
+          if ((await box.inputValue()) !== `${dir}/`) {
+            await box.fill(`${dir}/`);
+            await sleep(1500);
+          }
+          await page.keyboard.press('Enter');
+          await sleep(1500);
+        }
+        await next.waitFor({ state: 'visible', timeout: 20000 });
+      };
+      const adapters = adapterFolders(workspace);
+      await runFromPalette(page, 'Turnwise: Start Training Run…', { shot: null });
+      await answerQuickPick(page, 'Tasks synthesized earlier');
+      await answerQuickPick(page, 'Model folder…');
+      await typeFolder(adapters.named, estimatorStep);
+      await screenshot(page, '08e-adapter-as-model.png');
+      await page.keyboard.press('Escape');
+      await waitFor('the adapter remembered as turnwise.train.model', async () => readJson(settingsFile)['turnwise.train.model'] === adapters.named, 10000).catch(() => {
+        throw new Error(`turnwise.train.model is ${JSON.stringify(readJson(settingsFile)['turnwise.train.model'])}, picked ${adapters.named}`);
+      });
+      // An adapter naming a hub id (PEFT's habit): the base is asked for, and a copy of the adapter names it.
+      await runFromPalette(page, 'Turnwise: Start Training Run…', { shot: null });
+      await answerQuickPick(page, 'Tasks synthesized earlier');
+      await answerQuickPick(page, 'Model folder…');
+      const baseDialog = page.locator('.quick-input-widget', { hasText: 'Base model of the adapter hub-lora (it names Qwen/Qwen2.5-Coder-0.5B-Instruct)' }).first();
+      await typeFolder(adapters.hub, baseDialog);
+      await screenshot(page, '08f-adapter-base-asked.png');
+      await typeFolder(tiny, estimatorStep);
+      await page.keyboard.press('Escape');
+      const copy = await waitFor('the adapter copy remembered as turnwise.train.model', async () => {
+        const v = readJson(settingsFile)['turnwise.train.model'];
+        return typeof v === 'string' && v.startsWith(path.join(workspace, '.turnwise', 'adapters', 'hub-lora-')) ? v : undefined;
+      }, 10000);
+      const named = readJson(path.join(copy, 'adapter_config.json')).base_model_name_or_path;
+      if (named !== tiny) throw new Error(`the adapter copy names ${named} as its base, not ${tiny}`);
+      if (readJson(path.join(adapters.hub, 'adapter_config.json')).base_model_name_or_path !== 'Qwen/Qwen2.5-Coder-0.5B-Instruct') throw new Error("the picked adapter's own adapter_config.json was changed");
+      if (runFolders(workspace).length !== runsBefore) throw new Error('a run folder was made though the start was cancelled');
     },
-    { dependsOn: [T_INSTALL], timeoutMs: 120000 },
+    { dependsOn: [T_INSTALL], timeoutMs: 180000 },
   );
 
   if (!cliHasTrain()) {
@@ -1058,6 +1105,11 @@ const FIXTURE = { run: 'fixture__turnwise__1__20250101-120000', overlay: 'fixtur
 /** The LoRA fixture run's model folder (named in its config.json; the views only read the name). */
 const LORA_MODEL = '/models/Qwen2.5-Coder-0.5B-Instruct';
 
+/** Two LoRA adapters on turnwise-tiny beside a workspace: one naming its base folder, one a hub id. */
+function adapterFolders(dir) {
+  return { named: `${dir}-adapters/tiny-lora`, hub: `${dir}-adapters/hub-lora` };
+}
+
 function makeWorkspace(dir, { big }) {
   fs.mkdirSync(dir, { recursive: true });
   fs.writeFileSync(path.join(dir, 'README.md'), '# Turnwise VS Code tier workspace\n');
@@ -1070,6 +1122,12 @@ function makeWorkspace(dir, { big }) {
   gen(['--run-id', FIXTURE.long, '--iterations', '1000', '--seed', '3', '--metrics-only']);
   gen(['--run-id', FIXTURE.lora, '--estimator', 'grpo', '--iterations', '2', '--seed', '5', '--model', LORA_MODEL, '--lora-r', '8', '--chat']);
   if (big) gen(['--run-id', FIXTURE.big, '--iterations', '1', '--trajectories', '10000', '--seed', '4']);
+  const tiny = path.join(root, 'models', 'turnwise-tiny');
+  const adapters = adapterFolders(dir);
+  for (const [out, base] of [[adapters.named, tiny], [adapters.hub, 'Qwen/Qwen2.5-Coder-0.5B-Instruct']]) {
+    const r = spawnSync(process.execPath, ['-r', 'tsx/cjs', path.join(root, 'test', 'support', 'adapterFixture.ts'), '--model', tiny, '--out', out, '--base-name', base], { cwd: root, encoding: 'utf8' });
+    if (r.status !== 0) throw new Error(`adapterFixture.ts failed:\n${r.stderr}`);
+  }
   // Tasks "synthesized earlier", which "Start Training Run…" offers first: real mutations of
   // calc/ops.py that its tests catch, so a run from the palette trains on them.
   fs.mkdirSync(path.join(dir, '.turnwise', 'tasks'), { recursive: true });

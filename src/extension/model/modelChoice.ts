@@ -1,15 +1,20 @@
 // The model a run starts from, as the editor offers it: the embedded turnwise-tiny or a model
 // folder (a Hugging Face checkpoint or Turnwise's own), checked from its config, safetensors
 // headers and tokenizer files before a run starts (policy/hf.ts inspectModelFolder, no weights
-// loaded), and the LoRA block of `turnwise.train.lora`. The same checks are Check Environment's
+// loaded), and the LoRA block of `turnwise.train.lora`. A LoRA adapter folder (PEFT's layout, or
+// a LoRA run's checkpoint) starts a run too, as the CLI loads one: over the base its
+// adapter_config.json names, the run training that adapter further with its own settings; when
+// that base is not a folder here (PEFT records a hub id), the editor asks for the base and keeps a
+// copy of the adapter naming it under .turnwise/adapters/. The same checks are Check Environment's
 // "model" and "lora" lines. Loaded with the services bundle (it reads model files); plain Node,
 // unit-tested in test/unit/extension/.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { Check } from '../../core/doctor';
-import { adapterBaseDir } from '../../policy/checkpoint';
+import { createHash } from 'node:crypto';
+import { replaceDirAtomic } from '../../core/fs';
 import { inspectModelFolder, type ModelInspection } from '../../policy/hf';
-import { adapterParameterCount, LORA_MODULES, parseLoraConfig, type LoraConfig } from '../../policy/lora';
+import { adapterParameterCount, loadAdapter, LORA_MODULES, parseLoraConfig, type LoraConfig } from '../../policy/lora';
 import { parseModelConfig } from '../../policy/config';
 import { EMBEDDED_MODEL_NAME, resolveModelSetting } from './runModel';
 
@@ -28,11 +33,73 @@ export class ModelRefused extends Error {
   }
 }
 
-export interface ModelSummary {
+/**
+ * A LoRA adapter folder whose adapter_config.json names a base that is not a model folder here
+ * (a hub id, a folder moved away): the editor asks for the base (adapterOnBase).
+ */
+export class AdapterNeedsBase extends ModelRefused {
+  constructor(
+    message: string,
+    fix: string,
+    readonly adapterDir: string,
+    /** The base as adapter_config.json names it. */
+    readonly named: string,
+  ) {
+    super(message, fix);
+  }
+}
+
+/** A run that starts from a LoRA adapter: the adapter, its base folder and its settings (the run keeps training it). */
+export interface AdapterStart {
   dir: string;
+  base: string;
+  lora: LoraConfig;
+}
+
+export interface ModelSummary {
+  /** The folder picked: a model folder, or an adapter folder (then `adapter`). */
+  dir: string;
+  /** The model's, or for an adapter its base's. */
   inspection: ModelInspection;
-  /** One line: architecture, parameters, dtype, context, chat template. */
+  /** One line: architecture, parameters, dtype, context, chat template (an adapter's first says what it is). */
   summary: string;
+  adapter?: AdapterStart;
+}
+
+/** The LoRA block a run from this adapter trains with (its own settings, PEFT's field names). */
+export function adapterLoraBlock(a: AdapterStart): Record<string, unknown> {
+  const l = a.lora;
+  return { r: l.r, lora_alpha: l.lora_alpha, lora_dropout: l.lora_dropout, target_modules: l.target_modules.length === LORA_MODULES.length ? 'all-linear' : [...l.target_modules], use_rslora: l.use_rslora };
+}
+
+const isAdapterFolder = (d: string) => fs.existsSync(path.join(d, 'adapter_config.json')) && !fs.existsSync(path.join(d, 'config.json'));
+
+function readAdapterConfig(d: string): { raw: Record<string, unknown>; lora: LoraConfig } {
+  const file = path.join(d, 'adapter_config.json');
+  let raw: unknown;
+  try {
+    raw = JSON.parse(fs.readFileSync(file, 'utf8').replace(/^\uFEFF/, ''));
+  } catch (e) {
+    throw new ModelRefused(`${file} is not valid JSON (${(e as Error).message})`, `use another copy of the adapter; or ${PICK_INSTEAD}`);
+  }
+  try {
+    return { raw: raw as Record<string, unknown>, lora: parseLoraConfig(raw, file) };
+  } catch (e) {
+    throw new ModelRefused((e as Error).message, `${(e as { hint?: string }).hint ?? 'fix adapter_config.json'}; or ${PICK_INSTEAD}`);
+  }
+}
+
+/** An adapter checked against a base folder: the base is a model, and every adapter tensor has the shape it needs. */
+function adapterSummary(d: string, baseDir: string, lora: LoraConfig): ModelSummary {
+  const base = checkModelFolder(baseDir);
+  if (base.adapter) throw new ModelRefused(`${baseDir}, the base of the adapter ${d}, is itself a LoRA adapter`, `pick the model folder the adapters were trained on; or ${PICK_INSTEAD}`);
+  try {
+    loadAdapter(d, parseModelConfig(JSON.parse(fs.readFileSync(path.join(base.dir, 'config.json'), 'utf8')), path.join(base.dir, 'config.json')));
+  } catch (e) {
+    throw new ModelRefused((e as Error).message, `pick the model the adapter was trained on; or ${PICK_INSTEAD}`);
+  }
+  const adapter: AdapterStart = { dir: d, base: base.dir, lora };
+  return { dir: d, inspection: base.inspection, summary: `LoRA adapter, ${describeLora(lora).replace(/^LoRA /, '')}, over ${base.dir}: ${base.summary}`, adapter };
 }
 
 const mib = (n: number) => `${(n / 2 ** 20).toFixed(n < 2 ** 30 ? 1 : 0)} MiB`;
@@ -52,19 +119,19 @@ export function checkModelFolder(dir: string): ModelSummary {
     throw new ModelRefused(`${d} does not exist`, PICK_INSTEAD);
   }
   if (!st.isDirectory()) throw new ModelRefused(`${d} is a file, not a model folder`, PICK_INSTEAD);
-  if (fs.existsSync(path.join(d, 'adapter_config.json')) && !fs.existsSync(path.join(d, 'config.json'))) {
-    let base: string | undefined;
-    try {
-      base = adapterBaseDir(d);
-    } catch {
-      // its base is not here: said below without it
+  if (isAdapterFolder(d)) {
+    const { raw, lora } = readAdapterConfig(d);
+    const named = typeof raw.base_model_name_or_path === 'string' ? raw.base_model_name_or_path : '';
+    const resolved = named ? path.resolve(d, named) : '';
+    if (!resolved || !fs.existsSync(path.join(resolved, 'config.json'))) {
+      throw new AdapterNeedsBase(
+        named ? `${d} is a LoRA adapter trained on ${JSON.stringify(named)}, which is not a model folder here` : `${d} is a LoRA adapter whose adapter_config.json names no base model (base_model_name_or_path)`,
+        'pick the folder of the model it was trained on (Start Training Run… asks for it), or write that folder into base_model_name_or_path in its adapter_config.json',
+        d,
+        named,
+      );
     }
-    throw new ModelRefused(
-      `${d} is a LoRA adapter${base ? ` trained on ${base}` : ''}, not a model`,
-      base
-        ? `pick its base ${base} (and train a LoRA adapter on it), or merge the adapter into a model folder first: turnwise policy merge --model ${base} --adapter ${d} --out DIR`
-        : PICK_INSTEAD,
-    );
+    return adapterSummary(d, resolved, lora);
   }
   if (!fs.existsSync(path.join(d, 'config.json'))) throw new ModelRefused(`${d} has no config.json, so it is not a model folder`, PICK_INSTEAD);
   let inspection: ModelInspection;
@@ -78,6 +145,29 @@ export function checkModelFolder(dir: string): ModelSummary {
   const tmpl = i.chatTemplate ? `${i.chatTemplate.kind} chat template` : 'no chat template';
   const summary = `${i.architecture}, ${params(i.parameters)} parameters, ${i.storedDtypes.join('/')}, context ${i.context} tokens, ${tmpl}; weights ${mib(i.memory.weightsF32Bytes)} as float32`;
   return { dir: d, inspection, summary };
+}
+
+/**
+ * An adapter whose named base is not here (AdapterNeedsBase), put on `baseDir`: checked against
+ * it, then copied (the user's folder is left as it is) to `<workspace>/.turnwise/adapters/<name>`
+ * with adapter_config.json naming the base's folder, which a run (and the CLI) loads like any
+ * adapter folder. Returns the copy's summary.
+ */
+export function adapterOnBase(adapterDir: string, baseDir: string, workspace: string): ModelSummary {
+  const d = path.resolve(adapterDir);
+  const b = path.resolve(baseDir);
+  const { raw, lora } = readAdapterConfig(d);
+  adapterSummary(d, b, lora);
+  const tag = createHash('sha256').update(d).digest('hex').slice(0, 8);
+  const dest = path.join(path.resolve(workspace), '.turnwise', 'adapters', `${path.basename(d)}-${tag}`);
+  replaceDirAtomic(dest, (tmp) => {
+    for (const f of fs.readdirSync(d)) {
+      const from = path.join(d, f);
+      if (f !== 'adapter_config.json' && fs.statSync(from).isFile()) fs.copyFileSync(from, path.join(tmp, f));
+    }
+    fs.writeFileSync(path.join(tmp, 'adapter_config.json'), JSON.stringify({ ...raw, base_model_name_or_path: b }, null, 2) + '\n');
+  });
+  return checkModelFolder(dest);
 }
 
 /** The LoRA block a run would train (`turnwise.train.lora`), checked; undefined for the whole model. */
@@ -96,7 +186,8 @@ export function describeLora(l: LoraConfig, model?: ModelSummary): string {
   const mods = l.target_modules.length === LORA_MODULES.length ? 'all linear projections' : l.target_modules.join(', ');
   let size = '';
   if (model) {
-    const cfg = parseModelConfig(JSON.parse(fs.readFileSync(path.join(model.dir, 'config.json'), 'utf8')), path.join(model.dir, 'config.json'));
+    const dir = model.adapter?.base ?? model.dir;
+    const cfg = parseModelConfig(JSON.parse(fs.readFileSync(path.join(dir, 'config.json'), 'utf8')), path.join(dir, 'config.json'));
     const n = adapterParameterCount(cfg, l);
     size = `; ${params(n)} trained parameters (${((100 * n) / model.inspection.parameters).toFixed(2)}% of the model)`;
   }
@@ -128,7 +219,10 @@ export function modelChecks(workspace: string | undefined, modelSetting: unknown
       out.push({ name: 'model', status: 'fail', detail: `turnwise.train.model: ${r.message}`, fix: `${r.fix}; or clear turnwise.train.model to train the embedded ${EMBEDDED_MODEL_NAME}` });
     }
   }
-  if (loraSetting !== null && loraSetting !== undefined) {
+  if (model?.adapter) {
+    // A run from an adapter keeps training it with its own settings; turnwise.train.lora is not read.
+    out.push({ name: 'lora', status: 'ok', detail: `${describeLora(model.adapter.lora, model)}: the adapter of turnwise.train.model, trained further with its own settings${loraSetting !== null && loraSetting !== undefined ? ' (turnwise.train.lora is not used)' : ''}` });
+  } else if (loraSetting !== null && loraSetting !== undefined) {
     try {
       const l = checkLoraSetting(loraSetting)!;
       out.push({ name: 'lora', status: 'ok', detail: describeLora(l, model) });

@@ -6,7 +6,8 @@ import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { checkLoraSetting, checkModelFolder, describeLora, ModelRefused, modelChecks, resolveModelSetting } from '../../../src/extension/model/modelChoice';
+import { AdapterNeedsBase, adapterLoraBlock, adapterOnBase, checkLoraSetting, checkModelFolder, describeLora, ModelRefused, modelChecks, resolveModelSetting } from '../../../src/extension/model/modelChoice';
+import { loadCheckpoint } from '../../../src/policy/checkpoint';
 import { listRuns, runsRoot } from '../../../src/extension/model/runIndex';
 import { runModelOf } from '../../../src/extension/model/runModel';
 import { type ModelConfig } from '../../../src/policy/config';
@@ -80,13 +81,54 @@ describe('extension: the model a run trains (editor checks, Check Environment, R
     assert.match(refusal(() => checkModelFolder(gpt2)).message, /gpt2/);
   });
 
-  it('a LoRA adapter folder is refused as a model, pointing to its base and the merge command', () => {
-    const lora = parseLoraConfig({ r: 4, lora_alpha: 8 }, 'test', qwen);
+  it('a LoRA adapter folder starts a run over the base it names, with its own settings; a base that is not here is asked for and a copy names it', () => {
+    const lora = parseLoraConfig({ r: 4, lora_alpha: 8, lora_dropout: 0.05, target_modules: ['q_proj', 'v_proj'] }, 'test', qwen);
     const adapter = path.join(tmp, 'adapter');
     saveAdapter(adapter, initAdapter(QWEN2, lora, 1), QWEN2);
-    const r = refusal(() => checkModelFolder(adapter));
-    assert.equal(r.message, `${adapter} is a LoRA adapter trained on ${qwen}, not a model`);
-    assert.match(r.fix, new RegExp(`^pick its base ${qwen.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} .*turnwise policy merge --model `));
+    const a = checkModelFolder(adapter);
+    assert.equal(a.dir, adapter);
+    assert.deepEqual(a.adapter && { base: a.adapter.base, r: a.adapter.lora.r }, { base: qwen, r: 4 });
+    assert.match(a.summary, new RegExp(`^LoRA adapter, r 4, lora_alpha 8 on q_proj, v_proj, over ${qwen.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: Qwen2ForCausalLM, `));
+    // The run trains it with its own settings (PEFT's field names).
+    assert.deepEqual(adapterLoraBlock(a.adapter!), { r: 4, lora_alpha: 8, lora_dropout: 0.05, target_modules: ['q_proj', 'v_proj'], use_rslora: false });
+    // A relative base, as written beside the adapter, resolves from the adapter's folder.
+    const cfgFile = path.join(adapter, 'adapter_config.json');
+    const cfg = JSON.parse(fs.readFileSync(cfgFile, 'utf8'));
+    fs.writeFileSync(cfgFile, JSON.stringify({ ...cfg, base_model_name_or_path: '../Qwen2-test' }));
+    assert.equal(checkModelFolder(adapter).adapter!.base, qwen);
+    // PEFT records a hub id: not a folder here, so the editor asks for the base.
+    fs.writeFileSync(cfgFile, JSON.stringify({ ...cfg, base_model_name_or_path: 'Qwen/Qwen2.5-Coder-0.5B-Instruct' }));
+    const need = refusal(() => checkModelFolder(adapter));
+    assert.ok(need instanceof AdapterNeedsBase);
+    assert.equal(need.named, 'Qwen/Qwen2.5-Coder-0.5B-Instruct');
+    assert.equal(need.message, `${adapter} is a LoRA adapter trained on "Qwen/Qwen2.5-Coder-0.5B-Instruct", which is not a model folder here`);
+    assert.match(need.fix, /pick the folder of the model it was trained on/);
+    const ws = path.join(tmp, 'adapter-ws');
+    const before = fs.readFileSync(cfgFile);
+    const copy = adapterOnBase(adapter, qwen, ws);
+    assert.ok(copy.dir.startsWith(path.join(ws, '.turnwise', 'adapters', 'adapter-')), copy.dir);
+    assert.equal(copy.adapter!.base, qwen);
+    assert.ok(fs.readFileSync(cfgFile).equals(before), 'the picked adapter folder is left as it was');
+    assert.ok(fs.readFileSync(path.join(copy.dir, 'adapter_model.safetensors')).equals(fs.readFileSync(path.join(adapter, 'adapter_model.safetensors'))));
+    // The copy loads as a run (and the CLI) loads a model given as an adapter folder: its base with it on top.
+    const ck = loadCheckpoint(copy.dir);
+    assert.equal(ck.dir, qwen);
+    assert.equal(ck.adapter?.config.r, 4);
+    // A base the adapter does not fit is refused, naming the tensor and the shapes.
+    const other = path.join(tmp, 'Qwen2-wide');
+    writeModelFolder(other, initWeights({ ...QWEN2, hidden_size: 48, num_attention_heads: 4, num_key_value_heads: 2 }, 2), { dtype: 'float32', tokenizerJson: byteLevelTokenizerJson(), tokenizerConfig: byteLevelTokenizerConfig() });
+    const misfit = refusal(() => adapterOnBase(adapter, other, ws));
+    assert.match(misfit.message, /has shape \[4,32\], the base model needs \[4,48\]/);
+    assert.match(misfit.fix, /pick the model the adapter was trained on/);
+    // An adapter as the base of an adapter is refused.
+    assert.match(refusal(() => adapterOnBase(adapter, copy.dir, ws)).message, /is itself a LoRA adapter/);
+    // Check Environment: the adapter as turnwise.train.model, its own settings as the lora line.
+    const checks = modelChecks(tmp, copy.dir, { r: 16 });
+    assert.deepEqual(checks.map((c) => [c.name, c.status]), [['model', 'ok'], ['lora', 'ok']]);
+    assert.match(checks[1].detail, /^LoRA r 4, lora_alpha 8 on q_proj, v_proj; 896 trained parameters .*: the adapter of turnwise\.train\.model, trained further with its own settings \(turnwise\.train\.lora is not used\)$/);
+    const missing = modelChecks(tmp, adapter, null);
+    assert.equal(missing[0].status, 'fail');
+    assert.match(missing[0].fix!, /pick the folder of the model it was trained on/);
   });
 
   it('the LoRA setting is checked with PEFT field names; a bad one says what to fix or how to train the whole model', () => {

@@ -83,6 +83,19 @@ describe('Turnwise', function () {
       assert.equal(byName.get('model').status, 'ok', JSON.stringify(byName.get('model')));
       assert.match(byName.get('model').detail, /: Qwen2ForCausalLM, 3\.2M parameters, F32, context 1024 tokens/);
       assert.match(byName.get('lora').detail, /^LoRA r 8, lora_alpha 16 on all linear projections/);
+      // A LoRA adapter folder as the model (run.mjs writes two beside the workspace): checked over
+      // the base it names, the lora line its own settings; one naming a hub id says to pick its base.
+      const adapters = `${vscode.workspace.workspaceFolders[0].uri.fsPath}-adapters`;
+      await sec().update('train.model', path.join(adapters, 'tiny-lora'), vscode.ConfigurationTarget.Workspace);
+      byName = await checks();
+      assert.equal(byName.get('model').status, 'ok', JSON.stringify(byName.get('model')));
+      assert.match(byName.get('model').detail, /: LoRA adapter, r 4, lora_alpha 8 on q_proj, v_proj, over .*turnwise-tiny: Qwen2ForCausalLM, 3\.2M parameters/);
+      assert.match(byName.get('lora').detail, /the adapter of turnwise\.train\.model, trained further with its own settings \(turnwise\.train\.lora is not used\)$/);
+      await sec().update('train.model', path.join(adapters, 'hub-lora'), vscode.ConfigurationTarget.Workspace);
+      byName = await checks();
+      assert.equal(byName.get('model').status, 'fail', JSON.stringify(byName.get('model')));
+      assert.match(byName.get('model').detail, /hub-lora is a LoRA adapter trained on "Qwen\/Qwen2\.5-Coder-0\.5B-Instruct", which is not a model folder here/);
+      assert.match(byName.get('model').fix, /pick the folder of the model it was trained on \(Start Training Run… asks for it\)/);
     } finally {
       await sec().update('train.model', undefined, vscode.ConfigurationTarget.Workspace);
       await sec().update('train.lora', undefined, vscode.ConfigurationTarget.Workspace);

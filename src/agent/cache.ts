@@ -15,6 +15,23 @@ import type { Trajectory } from '../core/schema';
 export interface CachedObservation {
   exitCode: number | null;
   observation: string;
+  /** The tool state the command left (TOOL_STATE_FILE), put back in the container of a replay. */
+  toolState?: string;
+}
+
+/**
+ * Where the sandbox's tools keep what a later command reads: `tw-suspects` saves the lines it
+ * ranked, which `tw-show K`, `tw-tokens K` and `tw-edit K …` address by number. Outside the
+ * workspace and read by no cacheable tool, so a change there does not end the cache (the
+ * episode's outside-the-workspace check leaves the folder out); a replayed `tw-suspects` puts
+ * the file back, so the numbers mean the same lines as in the episode that ran it.
+ */
+export const TOOL_STATE_DIR = '/tmp/turnwise-tools';
+export const TOOL_STATE_FILE = `${TOOL_STATE_DIR}/suspects.json`;
+
+/** Whether a cacheable command leaves tool state that its replay must restore. */
+export function leavesToolState(command: string): boolean {
+  return /^tw-suspects\b/.test(command.trim());
 }
 
 /** The sandbox's tools whose output is a function of the workspace files (and their arguments). */

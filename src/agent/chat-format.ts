@@ -49,7 +49,10 @@ export function sandboxHelpers(language: Language): SandboxHelper[] {
   if (language !== 'python') return [];
   return [
     { name: 'tw-test', does: 'runs the tests; prints up to 3 failing test ids, then "N failed, M passed"' },
-    { name: 'tw-suspects', does: 'ranks the source lines most likely at fault (lines the failing tests run, checked by small changes); prints the summary, then up to 5 lines as "path:line: code"' },
+    { name: 'tw-suspects', does: 'ranks the source lines most likely at fault (lines the failing tests run, checked by small changes); prints the summary, then up to 5 lines as "path:line: code" (with -n numbered: "[K] path:line: code")' },
+    { name: 'tw-show K', does: "prints suspect K's file around its line (K: a number from the last tw-suspects, or path:line)" },
+    { name: 'tw-tokens K', does: "prints the tokens of suspect K's line" },
+    { name: "tw-edit K 'OLD' 'NEW'", does: "replaces OLD, text that occurs once on suspect K's line, by NEW; refuses anything else" },
   ];
 }
 

@@ -14,7 +14,7 @@ import { workspacePathProblem } from '../tasks/origin';
 import type { ScoringOriginals } from '../tasks/testfiles';
 import { parseAction, type ParsedAction } from './action';
 import { chatFormatErrorObservation, chatObservation, chatSystemMessage, parseChatReply, type ChatReply } from './chat-format';
-import { cacheableCommand, keepableObservation, mayDetach, ObservationCache, type CachedObservation } from './cache';
+import { cacheableCommand, keepableObservation, leavesToolState, mayDetach, ObservationCache, TOOL_STATE_DIR, TOOL_STATE_FILE, type CachedObservation } from './cache';
 import { formatErrorObservation, observationText, taskText, type PromptTurn } from './prompt';
 import type { ActionFormatKind, ActRequest, ActResult } from './types';
 import type { Semaphore } from '../core/workers';
@@ -70,9 +70,22 @@ const START_MARK = `${TRACK_DIR}/episode-start`;
  * Prints a path if anything in the places the sandbox user may write outside the workspace
  * (home, temp folders) changed since the episode started: the workspace's tree id then no
  * longer describes all a command can read (a usercustomize.py in ~/.local changes what
- * `tw-test` prints), so the episode stops using the observation cache.
+ * `tw-test` prints), so the episode stops using the observation cache. The tools' own state
+ * folder is left out: no cacheable tool reads it (agent/cache.ts, TOOL_STATE_DIR).
  */
-const OUTSIDE_CHANGED = `find /home/agent /tmp /var/tmp /run/lock /dev/shm -mindepth 1 -path ${TRACK_DIR} -prune -o -newer ${START_MARK} -print -quit 2>/dev/null`;
+const OUTSIDE_CHANGED = `find /home/agent /tmp /var/tmp /run/lock /dev/shm -mindepth 1 \\( -path ${TRACK_DIR} -o -path ${TOOL_STATE_DIR} \\) -prune -o -newer ${START_MARK} -print -quit 2>/dev/null`;
+
+/** Puts a replayed command's tool state back (best effort: a folder the agent broke stays broken, as if the tool had run). */
+async function restoreToolState(sb: Sandbox, state: string): Promise<void> {
+  const tmp = `${TOOL_STATE_FILE}.replay`;
+  await sb.exec(`mkdir -p -m 700 ${TOOL_STATE_DIR} && printf '%s' ${shellQuote(state)} > ${tmp} && mv -f ${tmp} ${TOOL_STATE_FILE}`, { timeoutMs: 30_000 });
+}
+
+/** The tool state a command left, or undefined when it cannot be read. */
+async function readToolState(sb: Sandbox): Promise<string | undefined> {
+  const r = await sb.exec(`cat ${TOOL_STATE_FILE}`, { timeoutMs: 30_000 });
+  return r.exitCode === 0 && !r.truncated ? r.stdout : undefined;
+}
 
 let signers: Promise<{ bash: (s: string) => string[]; edit: Awaited<ReturnType<typeof createEditSigner>> }> | undefined;
 function getSigners() {
@@ -255,6 +268,7 @@ export async function runEpisode(o: EpisodeOptions): Promise<Trajectory> {
           turn.exitCode = replay.exitCode;
           turn.observation = replay.observation;
           turn.cached = true;
+          if (replay.toolState !== undefined) await timed('sandboxMs', () => restoreToolState(o.sandbox, replay.toolState!));
         } else {
           const before = tree;
           let kept: CachedObservation | undefined;
@@ -265,7 +279,14 @@ export async function runEpisode(o: EpisodeOptions): Promise<Trajectory> {
             const after = await timed('sandboxMs', () => collectEdits(o.sandbox));
             edits = after.edits;
             tree = tree === undefined || mayDetach(parsed.command) || after.outsideChanged ? undefined : after.tree;
-            if (keepableObservation(turn.observation, r.timedOut) && tree !== undefined && after.tree === before) kept = { exitCode: turn.exitCode, observation: turn.observation };
+            if (keepableObservation(turn.observation, r.timedOut) && tree !== undefined && after.tree === before) {
+              kept = { exitCode: turn.exitCode, observation: turn.observation };
+              if (claim && 'settle' in claim && leavesToolState(parsed.command)) {
+                // A replay without the state would leave the numbers of an earlier ranking.
+                const state = await timed('sandboxMs', () => readToolState(o.sandbox));
+                kept = state === undefined ? undefined : { ...kept, toolState: state };
+              }
+            }
           } finally {
             if (claim && 'settle' in claim) claim.settle(kept);
           }

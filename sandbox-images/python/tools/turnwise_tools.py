@@ -9,10 +9,21 @@ A tiny policy has ~1,000 bytes of context, so the tools print little and in a fi
                makes more of the tests pass is more suspicious (a fixed number of test runs, so
                the ranking does not depend on the machine's load). Prints the summary line, then
                up to 5 lines as "path:line: code". It ranks lines only; it never says which change.
-               TW_MUTATE=0 turns the re-ranking off (Ochiai order only).
-Both only read the workspace: nothing is written besides what pytest itself writes (no cache,
-no bytecode); the mutants are tried on a copy in a temporary directory, each in a forked child
-with a time limit. They know nothing a developer running the tests would not.
+               TW_MUTATE=0 turns the re-ranking off (Ochiai order only). `tw-suspects -n` prints
+               the same lines numbered, "[K] path:line: code", for the commands below.
+  tw-show K    prints suspect K's file around its line (K: a number from the last tw-suspects, or
+               path:line), the line itself marked with ">".
+  tw-tokens K  prints the tokens of suspect K's line, one list, as Python's tokenizer splits it.
+  tw-edit K OLD NEW
+               replaces the text OLD, which must occur exactly once on suspect K's line, by NEW,
+               and prints the line before and after. It refuses anything else: OLD not on the
+               line, a test file, a file outside the workspace or reached through a link.
+tw-test and tw-suspects only read the workspace: nothing is written besides what pytest itself
+writes (no cache, no bytecode); the mutants are tried on a copy in a temporary directory, each in
+a forked child with a time limit. tw-suspects keeps its last ranking in STATE_DIR (outside the
+workspace), which the numbered commands read. tw-edit writes only the one line it was asked to.
+The tools know nothing a developer running the tests would not, and none says which change fixes
+a line: trying one is the agent's decision.
 """
 import io
 import math
@@ -24,8 +35,13 @@ import sys
 import tempfile
 import time
 import contextlib
+import json
 
 ROOT = os.path.realpath(os.environ.get("TW_ROOT", os.getcwd()))
+# The last ranking, for tw-show / tw-tokens / tw-edit K. Outside the workspace, so the code and
+# the tests never see it (the episode's edit tracker leaves this folder out of its checks).
+STATE_DIR = os.environ.get("TW_STATE_DIR", "/tmp/turnwise-tools")
+STATE_FILE = os.path.join(STATE_DIR, "suspects.json")
 _STARTED = time.monotonic()
 
 
@@ -332,7 +348,8 @@ def mutation_scores(candidates, failed, total):
     return scores, cut
 
 
-def tw_suspects():
+def tw_suspects(numbered=False):
+    _save_suspects([])
     code, col, out = _run(True)
     failed, passed = _summary(col)
     if not col.outcomes and not col.errors:
@@ -374,8 +391,10 @@ def tw_suspects():
     mscore, cut = mutation_scores([(f, line) for _, line, f, _ in ranked[:MUTATE_LINES]], failed, len(failed) + passed) if os.environ.get("TW_MUTATE", "1") != "0" else ({}, False)
     # Stable sort: equal mutation scores keep the Ochiai order.
     ranked.sort(key=lambda t: -mscore.get((t[2], t[1]), 0))
-    for rel, line, _, code_line in ranked[:5]:
-        print("%s:%d: %s" % (rel, line, code_line[:100]))
+    shown = ranked[:5]
+    _save_suspects([(rel, line) for rel, line, _, _ in shown])
+    for k, (rel, line, _, code_line) in enumerate(shown, 1):
+        print("%s%s:%d: %s" % ("[%d] " % k if numbered else "", rel, line, code_line[:100]))
     if not ranked:
         print("no source line ran in a failing test")
     if cut:
@@ -383,12 +402,189 @@ def tw_suspects():
     return 1
 
 
-if __name__ == "__main__":
+# --- suspects by number: tw-show, tw-tokens, tw-edit ------------------------------------------
+# Lines of context tw-show prints on each side of the line (its observation must fit a small
+# model's prompt: five lines of code).
+SHOW_CONTEXT = 2
+USAGE = {
+    "test": "tw-test",
+    "suspects": "tw-suspects [-n]",
+    "show": "tw-show K [LINES]   (K: a suspect's number from tw-suspects, or path:line)",
+    "tokens": "tw-tokens K   (K: a suspect's number from tw-suspects, or path:line)",
+    "edit": "tw-edit K OLD NEW   (OLD: text that occurs once on suspect K's line)",
+}
+
+
+class Refused(Exception):
+    """What a tool will not do, said in one line; exit 1."""
+
+
+def _save_suspects(suspects):
+    try:
+        os.makedirs(STATE_DIR, mode=0o700, exist_ok=True)
+        tmp = "%s.%d" % (STATE_FILE, os.getpid())
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump({"root": ROOT, "suspects": [[p, n] for p, n in suspects]}, fh)
+        os.replace(tmp, STATE_FILE)  # replaces a link put there, never writes through it
+    except OSError:
+        pass  # run by hand where the folder cannot be written: the ranking is still printed
+
+
+def _suspect(k):
+    try:
+        with open(STATE_FILE, encoding="utf-8") as fh:
+            state = json.load(fh)
+        suspects = state["suspects"] if state.get("root") == ROOT else None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        suspects = None
+    if suspects is None:
+        raise Refused("no suspects yet in %s: run tw-suspects first (or give path:line)" % ROOT)
+    if not suspects:
+        raise Refused("the last tw-suspects listed no suspect: run it again after a change (or give path:line)")
+    if not 1 <= k <= len(suspects):
+        raise Refused("no suspect %d: the last tw-suspects listed %d (1-%d)" % (k, len(suspects), len(suspects)))
+    try:
+        path, line = suspects[k - 1]
+        return str(path), int(line)
+    except (TypeError, ValueError):
+        raise Refused("the saved ranking is unreadable: run tw-suspects again")
+
+
+def _target(arg):
+    """(workspace-relative path, absolute path, line) of `K` or `path:line`, checked: inside the
+    workspace, reached through real folders, a regular file."""
+    if re.fullmatch(r"\d+", arg):
+        rel, line = _suspect(int(arg))
+    else:
+        m = re.fullmatch(r"(.+):(\d+)", arg)
+        if not m:
+            raise Refused("%r is neither a suspect's number nor path:line" % arg)
+        rel, line = m.group(1), int(m.group(2))
+    full = os.path.normpath(os.path.join(ROOT, rel))
+    if not full.startswith(ROOT + os.sep):
+        raise Refused("%s is outside the workspace %s" % (rel, ROOT))
+    probe = ROOT
+    for part in os.path.relpath(full, ROOT).split(os.sep):
+        probe = os.path.join(probe, part)
+        if os.path.islink(probe):
+            raise Refused("%s is reached through a symbolic link" % os.path.relpath(full, ROOT))
+    if not os.path.isfile(full):
+        raise Refused("%s is not a file of the workspace" % os.path.relpath(full, ROOT))
+    return os.path.relpath(full, ROOT), full, line
+
+
+def _read_lines(full, rel):
+    try:
+        with open(full, encoding="utf-8", newline="") as fh:
+            return fh.read().split("\n")
+    except UnicodeDecodeError:
+        raise Refused("%s is not UTF-8 text" % rel)
+
+
+def _line_of(lines, rel, line):
+    if not 1 <= line <= len(lines):
+        raise Refused("%s has %d lines, no line %d" % (rel, len(lines), line))
+    text = lines[line - 1]
+    return text[:-1] if text.endswith("\r") else text
+
+
+def tw_show(args):
+    if len(args) not in (1, 2) or (len(args) == 2 and not re.fullmatch(r"\d+", args[1])):
+        raise Refused("usage: " + USAGE["show"])
+    rel, full, line = _target(args[0])
+    ctx = min(int(args[1]), 50) if len(args) == 2 else SHOW_CONTEXT
+    lines = _read_lines(full, rel)
+    _line_of(lines, rel, line)
+    lo, hi = max(1, line - ctx), min(len(lines), line + ctx)
+    width = len(str(hi))
+    print("%s:%d" % (rel, line))
+    for n in range(lo, hi + 1):
+        code = lines[n - 1].rstrip("\r")
+        print("%s%s %s" % (">" if n == line else " ", str(n).rjust(width), code[:120]))
+    return 0
+
+
+def tw_tokens(args):
+    import tokenize
+
+    if len(args) != 1:
+        raise Refused("usage: " + USAGE["tokens"])
+    rel, full, line = _target(args[0])
+    code = _line_of(_read_lines(full, rel), rel, line).strip()
+    skip = (tokenize.NEWLINE, tokenize.NL, tokenize.ENDMARKER, tokenize.INDENT, tokenize.DEDENT, tokenize.COMMENT)
+    toks = []
+    try:
+        for t in tokenize.generate_tokens(io.StringIO(code + "\n").readline):
+            if t.type not in skip:
+                toks.append(t.string)
+    except (tokenize.TokenError, SyntaxError):
+        pass  # a line that opens a bracket closed on a later one: the tokens up to its end
+    print("%s:%d: %s" % (rel, line, code[:100]))
+    print("%d tokens: %s" % (len(toks), " ".join(toks)))
+    return 0
+
+
+def tw_edit(args):
+    if len(args) != 3:
+        raise Refused("usage: " + USAGE["edit"])
+    rel, full, line = _target(args[0])
+    old, new = args[1], args[2]
+    if _is_test_file(full):
+        raise Refused("%s is a test file: tw-edit changes the code under test (test files are restored before scoring)" % rel)
+    if old == "":
+        raise Refused("OLD is empty: give the text on the line to replace")
+    if "\n" in old or "\n" in new or "\r" in old or "\r" in new:
+        raise Refused("tw-edit changes one line: OLD and NEW may not hold a line break")
+    if old == new:
+        raise Refused("OLD and NEW are the same: nothing to change")
+    lines = _read_lines(full, rel)
+    code = _line_of(lines, rel, line)
+    n = code.count(old)
+    if n == 0:
+        raise Refused("%r is not on %s:%d: %s" % (old, rel, line, code.strip()[:100]))
+    if n > 1:
+        raise Refused("%r occurs %d times on %s:%d: give more of the line so that it occurs once" % (old, n, rel, line))
+    edited = code.replace(old, new, 1)
+    lines[line - 1] = edited + lines[line - 1][len(code):]
+    text = "\n".join(lines)
+    with open(full, "w", encoding="utf-8", newline="") as fh:
+        fh.write(text)
+    print("edited %s:%d" % (rel, line))
+    print("- " + code.strip()[:100])
+    print("+ " + edited.strip()[:100])
+    if full.endswith(".py"):
+        try:
+            compile(text, rel, "exec", dont_inherit=True)
+        except SyntaxError as e:
+            print("%s no longer parses: %s (line %s)" % (rel, e.msg, e.lineno))
+            return 1
+    return 0
+
+
+def main(argv):
     sys.dont_write_bytecode = True
-    tool = os.path.basename(sys.argv[0]) if len(sys.argv) < 2 else sys.argv[1]
-    if tool in ("tw-test", "test"):
-        sys.exit(tw_test())
-    if tool in ("tw-suspects", "suspects"):
-        sys.exit(tw_suspects())
-    print("usage: turnwise_tools.py test|suspects", file=sys.stderr)
-    sys.exit(2)
+    tool = os.path.basename(argv[0]) if len(argv) < 2 else argv[1]
+    tool = tool[3:] if tool.startswith("tw-") else tool
+    args = argv[2:]
+    try:
+        if tool == "test":
+            return tw_test()
+        if tool == "suspects":
+            if args not in ([], ["-n"], ["--numbered"]):
+                raise Refused("usage: " + USAGE["suspects"])
+            return tw_suspects(numbered=bool(args))
+        if tool == "show":
+            return tw_show(args)
+        if tool == "tokens":
+            return tw_tokens(args)
+        if tool == "edit":
+            return tw_edit(args)
+    except Refused as e:
+        print("tw-%s: %s" % (tool, e))
+        return 1 if not str(e).startswith("usage:") else 2
+    print("usage: turnwise_tools.py test|suspects|show|tokens|edit ARGS", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,198 @@
+// Docker tier: the numbered-suspect commands of the Python sandbox (`tw-suspects -n`, `tw-show K`,
+// `tw-tokens K`, `tw-edit K OLD NEW`), run for real in episodes of a mutation task: what each
+// prints, that the read-only ones change no file, that `tw-edit` changes only the line it names
+// and refuses everything else (text not on the line, test files, paths outside the workspace,
+// a ranking file the agent forged), and that the reward is the one the code earns: calling the
+// tools scores exactly as doing nothing, and a fix through `tw-edit` exactly as the same fix by sed.
+import * as assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { SandboxPool, LABEL, type PoolSnapshot } from '../../src/sandbox';
+import { shellQuote } from '../../src/sandbox/shell';
+import type { Task, Trajectory } from '../../src/core/schema';
+import { synthesizeMutationTasks } from '../../src/tasks/synth';
+import { writeTaskFile } from '../../src/tasks/taskfile';
+import { collectOriginals, type ScoringOriginals } from '../../src/tasks/testfiles';
+import { ObservationCache, poolProvider, runRollouts, type ActionModel, type ActRequest, type ActResult } from '../../src/agent';
+import { taskFix } from '../../src/train/workspace-demos';
+import { main } from '../../src/cli/main';
+
+const demo = path.join(__dirname, '..', '..', 'examples', 'demo-python');
+const RUN = `aci-tools-${process.pid}`;
+
+type Script = (turns: ActRequest['turns']) => string;
+
+/** Per episode, the next action from what the episode has seen so far (then `submit`). */
+class ScriptedModel implements ActionModel {
+  constructor(private readonly scripts: Record<string, Script>) {}
+  async act(reqs: readonly ActRequest[]): Promise<ActResult[]> {
+    return reqs.map((r) => {
+      const text = this.scripts[r.episodeId]?.(r.turns) ?? 'submit';
+      return { text, tokenIds: [...Buffer.from(text)], logprobs: [...Buffer.from(text)].map(() => -0.5), finishReason: 'stop' as const };
+    });
+  }
+  release(): void {}
+}
+
+/** A fixed list of actions, then `submit`. */
+const list =
+  (...actions: string[]): Script =>
+  (turns) =>
+    actions[turns.length] ?? 'submit';
+
+describe('docker: numbered suspects in the Python sandbox (tw-suspects -n, tw-show, tw-tokens, tw-edit)', function () {
+  this.timeout(600_000);
+  let pool: SandboxPool;
+  let snap: PoolSnapshot;
+  let task: Task;
+  let originals: ScoringOriginals;
+  let fix: NonNullable<ReturnType<typeof taskFix>>;
+  let dir: string;
+  let tasksFile: string;
+
+  before(async () => {
+    pool = await SandboxPool.connect({ run: RUN });
+    const r = await synthesizeMutationTasks({ workspace: demo, pool, seed: 1, max: 1, operators: ['flip-comparison'], concurrency: 1 });
+    assert.equal(r.tasks.length, 1);
+    task = r.tasks[0];
+    const f = taskFix(demo, task);
+    assert.ok(f, `${task.id} has a one-line fix`);
+    fix = f!;
+    snap = await pool.snapshot(demo, { language: 'python' });
+    originals = collectOriginals(demo);
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-aci-'));
+    tasksFile = path.join(dir, 'tasks.jsonl');
+    writeTaskFile(tasksFile, r.tasks);
+  });
+
+  after(async () => {
+    fs.rmSync(dir, { recursive: true, force: true });
+    await pool?.close();
+    const left = await pool.engineAt(0).docker.listContainers({ all: true, filters: { label: [`${LABEL.run}=${RUN}`] } });
+    assert.equal(left.length, 0, `containers left behind: ${left.map((c) => c.Names.join(',')).join(' ')}`);
+  });
+
+  const play = async (scripts: Record<string, Script>, cache?: ObservationCache): Promise<Record<string, Trajectory>> => {
+    const ids = Object.keys(scripts);
+    const r = await runRollouts(
+      ids.map((id) => ({ task, episodeId: id, groupId: 'g', seed: 1, split: 'train' as const })),
+      { provider: poolProvider(pool, snap), checkpoint: 'scripted', originals, concurrency: ids.length, model: new ScriptedModel(scripts), ...(cache ? { observationCache: cache } : {}) },
+    );
+    const out: Record<string, Trajectory> = {};
+    for (const id of ids) {
+      out[id] = r.trajectories.find((t) => t.trajId === id)!;
+      assert.equal(out[id].failure, undefined, out[id].failure);
+    }
+    return out;
+  };
+
+  /** The number of the bug's line in a `tw-suspects -n` observation. */
+  const bugNumber = (observation: string): number => {
+    const m = observation.match(new RegExp(`^\\[(\\d+)\\] ${fix.path.replace(/[.]/g, '\\.')}:${fix.line}: `, 'm'));
+    assert.ok(m, `the bug line ${fix.path}:${fix.line} is a numbered suspect:\n${observation}`);
+    return Number(m![1]);
+  };
+
+  it('each tool prints its fixed shape, the read-only ones change no file, and calling them scores as doing nothing', async () => {
+    const { tools, idle } = await play({
+      tools: list('tw-suspects -n', 'tw-show 1', 'tw-tokens 1', "tw-edit 1 'no such text' 'x'", 'tw-show 9', 'tw-suspects'),
+      idle: list('true', 'true', 'true', 'true', 'true', 'true'),
+    });
+    const [suspects, show, tokens, refused, none, plain] = tools.turns;
+    // Numbered: "[K] path:line: code", K from 1, the same lines as the plain output in the same order.
+    assert.match(suspects.observation, /^exit 1\n\d+ failed, \d+ passed\n\[1\] \S+:\d+: /);
+    const numbered = suspects.observation.split('\n').filter((l) => /^\[\d+\] /.test(l));
+    assert.deepEqual(numbered.map((l) => Number(l.match(/^\[(\d+)\]/)![1])), numbered.map((_, i) => i + 1));
+    const plainLines = plain.observation.split('\n').filter((l) => /^\S+:\d+: /.test(l));
+    assert.deepEqual(numbered.map((l) => l.replace(/^\[\d+\] /, '')), plainLines, 'the plain format is unchanged: the same lines without the numbers');
+    const [, top, topLine] = numbered[0].match(/^\[1\] (\S+):(\d+): (.*)$/)!;
+    // tw-show: the header, then the file's lines around it, the line itself marked.
+    assert.equal(show.exitCode, 0, show.observation);
+    assert.equal(show.observation.split('\n')[1], `${top}:${topLine}`);
+    assert.ok(show.observation.split('\n').some((l) => l.startsWith(`>${topLine} `) && l.includes(numbered[0].replace(/^\[1\] \S+: /, ''))), show.observation);
+    // tw-tokens: the line, then its tokens; nothing about which change fixes it.
+    assert.equal(tokens.exitCode, 0, tokens.observation);
+    assert.match(tokens.observation, /^exit 0\n\S+:\d+: .*\n\d+ tokens: .+$/);
+    // tw-edit of text not on the line, and a suspect number not listed: refused, nothing written.
+    assert.equal(refused.exitCode, 1);
+    assert.match(refused.observation, /tw-edit: 'no such text' is not on /);
+    assert.match(none.observation, /^exit 1\ntw-show: no suspect 9: the last tw-suspects listed \d+/);
+    for (const t of tools.turns.slice(0, 6)) assert.equal(t.edits, undefined, `${t.action} changed no workspace file`);
+    // The reward is the code's: the same as six turns of `true`.
+    assert.deepEqual({ ...tools.reward }, { ...idle.reward });
+    assert.equal(tools.reward.resolved, false);
+    assert.ok(!tools.reward.testsEdited);
+  });
+
+  it('a fix through tw-edit K scores exactly as the same fix by sed; the edit changes only that line', async () => {
+    const q = (s: string) => shellQuote(s);
+    const { edit, sed } = await play({
+      edit: (turns) => (turns.length === 0 ? 'tw-suspects -n' : turns.length === 1 ? `tw-edit ${bugNumber(turns[0].observation)} ${q(fix.mutatedLine.trim())} ${q(fix.originalLine.trim())}` : turns.length === 2 ? 'tw-test' : 'submit'),
+      sed: list('tw-suspects', fix.fix, 'tw-test'),
+    });
+    const e = edit.turns[1];
+    assert.equal(e.exitCode, 0, e.observation);
+    assert.equal(e.observation, `exit 0\nedited ${fix.path}:${fix.line}\n- ${fix.mutatedLine.trim()}\n+ ${fix.originalLine.trim()}`);
+    assert.deepEqual(e.edits?.map((x) => x.path), [fix.path]);
+    const before = e.edits![0].before!.split('\n');
+    const after = e.edits![0].after!.split('\n');
+    assert.equal(after.length, before.length);
+    assert.deepEqual(
+      after.map((l, i) => (l === before[i] ? null : i + 1)).filter((x) => x !== null),
+      [fix.line],
+      'only the suspect line changed',
+    );
+    assert.equal(e.edits![0].after, sed.turns[1].edits![0].after, 'the same file as the sed fix');
+    assert.match(edit.turns[2].observation, /^exit 0\n0 failed, \d+ passed/);
+    assert.equal(edit.reward.resolved, true);
+    assert.deepEqual({ ...edit.reward }, { ...sed.reward });
+  });
+
+  it('refuses test files, paths outside the workspace, links and a forged ranking; the reward does not move', async () => {
+    const testFile = [...originals.tests.keys()][0];
+    const forge = (p: string, n: number) => `mkdir -p /tmp/turnwise-tools && printf '%s' ${shellQuote(JSON.stringify({ root: '/workspace', suspects: [[p, n]] }))} > /tmp/turnwise-tools/suspects.json`;
+    const { bad, idle } = await play({
+      bad: list(
+        `tw-edit ${testFile}:1 ${shellQuote('i')} x`,
+        `${forge(testFile, 1)} && tw-edit 1 i x`,
+        `${forge('../etc/passwd', 1)} && tw-edit 1 root x; tw-show 1`,
+        `ln -s ${fix.path} linked.py && tw-edit linked.py:${fix.line} ${shellQuote(fix.mutatedLine.trim())} ok; rm linked.py`,
+        `tw-edit ${fix.path}:${fix.line} ${shellQuote(fix.mutatedLine.trim())} ${shellQuote('a\nb')}`,
+      ),
+      idle: list('true', 'true', 'true', 'true', 'true'),
+    });
+    const obs = bad.turns.map((t) => t.observation);
+    assert.match(obs[0], /is a test file: tw-edit changes the code under test/);
+    assert.match(obs[1], /is a test file/);
+    assert.match(obs[2], /tw-edit: \.\.\/etc\/passwd is outside the workspace \/workspace\ntw-show: \.\.\/etc\/passwd is outside the workspace/);
+    assert.match(obs[3], /linked\.py is reached through a symbolic link/);
+    assert.match(obs[4], /may not hold a line break/);
+    for (const t of bad.turns) assert.ok(!t.edits?.some((e) => e.path !== 'linked.py'), `${t.action}: no file of the workspace changed`);
+    assert.deepEqual({ ...bad.reward }, { ...idle.reward });
+  });
+
+  it('a replayed tw-suspects (observation cache) restores the ranking, so tw-show K means the same line in every episode', async () => {
+    const cache = new ObservationCache();
+    const eps = await play({ a: list('tw-suspects -n', 'tw-show 2', 'tw-suspects -n'), b: list('tw-suspects -n', 'tw-show 2', 'tw-test') }, cache);
+    const replayed = [eps.a, eps.b].filter((t) => t.turns[0].cached);
+    assert.equal(replayed.length, 1, 'one of the two ran tw-suspects, the other replayed it');
+    assert.equal(eps.a.turns[1].observation, eps.b.turns[1].observation);
+    assert.match(eps.a.turns[1].observation, /^exit 0\n\S+:\d+\n/);
+    // The tools' state folder is not "outside the workspace changed": the cache stays on.
+    assert.equal(eps.a.turns[2].cached, true, 'tw-suspects -n again on the same tree is replayed');
+  });
+
+  it('turnwise episode shows what the tools print', async () => {
+    const cmds = path.join(dir, 'cmds.sh');
+    fs.writeFileSync(cmds, 'tw-suspects -n\ntw-show 1\ntw-tokens 1\n');
+    let out = '';
+    let err = '';
+    const code = await main(['episode', '--tasks', tasksFile, '--id', task.id, '--commands', cmds], { out: (t) => (out += t + '\n'), err: (t) => (err += t + '\n') });
+    assert.equal(code, 0, err);
+    assert.match(out, /\$ tw-suspects -n\n[\s\S]*│ \[1\] \S+:\d+: /);
+    assert.match(out, /\$ tw-show 1\n[\s\S]*│ >\s*\d+ /);
+    assert.match(out, /\$ tw-tokens 1\n[\s\S]*│ \d+ tokens: /);
+    assert.match(out, /\nnot resolved {2}reward /);
+  });
+});

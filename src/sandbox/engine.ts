@@ -178,7 +178,7 @@ function targetOf(spec: string, env: NodeJS.ProcessEnv, via: string): EngineTarg
     return { label: spec, options, via };
   }
   throw new TurnwiseError('invalid-input', `unsupported Docker host scheme ${url.protocol} in ${spec}`, {
-    hint: 'use unix://, npipe://, tcp:// or ssh://',
+    hint: 'use unix://, tcp:// or ssh:// (npipe:// for a Windows named pipe)',
   });
 }
 

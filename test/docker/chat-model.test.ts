@@ -3,7 +3,9 @@
 // Turnwise's ChatML-kind template in chat_template.jinja). Random weights write no useful
 // command, so format errors are expected: what is checked is the plumbing. A scripted model
 // plays a chat model's replies in one episode, standing in for a policy where the episode's
-// handling of a reply (the command run, the format error) is the point.
+// handling of a reply (the command run, the format error) is the point. The same checkpoint
+// behind `turnwise serve` and evaluated through the endpoint client over real HTTP gives the
+// episodes of its local evaluation, turn for turn (greedy, same seed).
 import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -158,6 +160,47 @@ describe('docker: a chat model (generated Qwen2 folder, ChatML template) as the 
       assert.equal(await main(['eval', '--run', r.runDir, '--json'], { out: () => undefined, err: (x) => (err += x + '\n') }), 0, err);
     });
   }
+
+  it('an evaluation through turnwise serve gives the episodes of the same checkpoint evaluated locally (same tasks and seed, greedy): replies, their ids and log-probs, observations, rewards', async () => {
+    const server = await startServer({ model, port: 0, settings: { provider: 'cpu' } });
+    try {
+      const read = (f: string) => fs.readFileSync(f, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Trajectory).filter((t) => t.schema === 'turnwise/trajectory@1');
+      const run = async (flags: string[], out: string) => {
+        let err = '';
+        const code = await main(['eval', '--tasks', tasksFile, '--workspace', demo, '--max-turns', '3', '--concurrency', '2', '--seed', '7', '--out', out, '--json', ...flags], { out: () => undefined, err: (x) => (err += x + '\n') });
+        assert.equal(code, 0, err);
+        return new Map(read(out).map((t) => [t.taskId, t]));
+      };
+      const local = await run(['--model', model, '--provider', 'cpu'], path.join(dir, 'same-local.jsonl'));
+      // The local rollouts' reply length (maxActionTokens' default), asked of the server too.
+      const remote = await run(['--endpoint', server.url, '--max-action-tokens', '128'], path.join(dir, 'same-endpoint.jsonl'));
+      assert.deepEqual([...remote.keys()].sort(), [...local.keys()].sort());
+      let turns = 0;
+      for (const [taskId, a] of local) {
+        const b = remote.get(taskId)!;
+        assert.equal(a.failure, undefined, a.failure);
+        assert.equal(b.failure, undefined, b.failure);
+        assert.equal(b.turns.length, a.turns.length, `${taskId}: as many turns`);
+        for (const [k, u] of a.turns.entries()) {
+          const v = b.turns[k];
+          const at = `${taskId} turn ${k + 1}`;
+          assert.equal(v.reply, u.reply, `${at}: the same reply`);
+          assert.equal(v.action, u.action, `${at}: the same action`);
+          assert.deepEqual(v.tokenIds, u.tokenIds, `${at}: the same ids (the server keeps each reply's sampled ids)`);
+          assert.equal(v.logprobs!.length, u.logprobs!.length);
+          v.logprobs!.forEach((x, i) => assert.ok(Math.abs(x - u.logprobs![i]) < 1e-3, `${at}: log-prob ${i} ${x} vs ${u.logprobs![i]}`));
+          assert.equal(v.formatError, u.formatError, `${at}: the same format error`);
+          assert.equal(v.observation, u.observation, `${at}: the same observation`);
+          turns++;
+        }
+        assert.equal(b.reward.reward, a.reward.reward, `${taskId}: the same reward`);
+        assert.equal(b.reward.resolved, a.reward.resolved);
+      }
+      assert.ok(turns >= 4, `several turns compared (${turns}): later prompts hold earlier replies`);
+    } finally {
+      await server.close();
+    }
+  });
 
   it('eval --endpoint: the same model behind turnwise serve is the agent over real HTTP; episodes are scored and keep the server\'s replies', async () => {
     const server = await startServer({ model, port: 0, token: 'tw-test-key', settings: { provider: 'cpu' } });

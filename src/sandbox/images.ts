@@ -299,9 +299,15 @@ export async function chooseBase(
   const offline = `no registry gave ${publicBase} (${failed})`;
   const boot = baseImageTag(dir);
   if (await exists(boot)) return { image: boot, source: 'bootstrap', why: `${offline}: using the base bootstrapped from Debian packages` };
-  if (opts.bootstrap === false) {
+  // debootstrap needs root on a Linux host; anywhere else the script cannot run at all.
+  const root = process.platform === 'linux' && process.getuid?.() === 0;
+  if (opts.bootstrap === false || !root) {
+    const how =
+      opts.bootstrap === false
+        ? `or build the images on the engine's host (\`turnwise images build\`; offline that needs root and debootstrap)`
+        : `or, on a Debian host, bootstrap the base once as root: \`sudo ${bootstrapScript(dir)}\` (apt-get install debootstrap), then run this again`;
     throw new TurnwiseError('docker-image-missing', `${offline}, and the bootstrapped base ${boot} is not on ${target.label}`, {
-      hint: `pass --base IMAGE from a registry the engine can reach (a mirror of ${publicBase}), or build the images on the engine's host (\`turnwise images build\`; offline that needs root and debootstrap)`,
+      hint: `pass --base IMAGE from a registry the engine can reach (a mirror of ${publicBase}), ${how}`,
     });
   }
   say(`${offline}: bootstrapping ${boot} from Debian packages`);

@@ -1,0 +1,88 @@
+// `turnwise warmstart`'s flags for a chat model and for episodes: the combinations that cannot
+// mean anything are refused before any work, naming what goes with what; --lora reads PEFT fields
+// written as key=value pairs (or JSON); and one warm start through the command line, a LoRA
+// adapter on a generated Qwen2 chat folder trained on the resolved episodes of a results file
+// given after --episodes, with the held-out episodes counted as left out.
+import * as assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { main } from '../../../src/cli/main';
+import { loraOption } from '../../../src/cli/commands/train';
+import { SCHEMA, type Task, type Trajectory } from '../../../src/core/schema';
+import { chatTokenizerFiles, tokenizerJsonSize } from '../../../src/policy/bpe';
+import { writeModelFolder } from '../../../src/policy/hf';
+import { initWeights } from '../../../src/policy/weights';
+import { writeTaskFile } from '../../../src/tasks/taskfile';
+import { splitTasks } from '../../../src/train/split';
+
+async function cli(argv: string[]): Promise<{ code: number; out: string; err: string }> {
+  let out = '';
+  let err = '';
+  const code = await main(argv, { out: (x) => (out += x + '\n'), err: (x) => (err += x + '\n') });
+  return { code, out, err };
+}
+
+describe('cli: warmstart --model / --lora / --episodes', function () {
+  this.timeout(300_000);
+  let tmp: string;
+  before(() => (tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-ws-flags-'))));
+  after(() => fs.rmSync(tmp, { recursive: true, force: true }));
+
+  it('refuses flags that do not go together, before any work', async () => {
+    const out = path.join(tmp, 'never');
+    const cases: [string[], RegExp][] = [
+      [['--from', 'a', '--lora', 'r=4'], /--from continues a warm-started checkpoint/],
+      [['--adapter', 'a'], /--adapter DIR goes with --model BASE/],
+      [['--model', 'm', '--adapter', 'a', '--lora', 'r=4'], /give one of them/],
+      [['--tasks', 't.jsonl'], /--tasks goes with --episodes/],
+      [['--model', 'm', 'stray.jsonl'], /results files go after --episodes/],
+      [['--model', out], /--out is the --model folder/],
+    ];
+    for (const [flags, message] of cases) {
+      const r = await cli(['warmstart', '--out', out, ...flags]);
+      assert.equal(r.code, 2, `${flags.join(' ')}: ${r.err}`);
+      assert.match(r.err, message);
+    }
+    assert.ok(!fs.existsSync(out), 'nothing written');
+  });
+
+  it('--lora reads key=value PEFT fields, JSON, or a file; a bad one names what is wrong', () => {
+    assert.deepEqual(loraOption('r=8,lora_alpha=16,target_modules=q_proj+v_proj'), { r: 8, lora_alpha: 16, lora_dropout: 0, target_modules: ['q_proj', 'v_proj'], use_rslora: false, base_model_name_or_path: '' });
+    assert.equal(loraOption('{"r": 4, "target_modules": "all-linear"}').target_modules.length, 7);
+    const f = path.join(tmp, 'lora.json');
+    fs.writeFileSync(f, '{"r": 2}');
+    assert.equal(loraOption(f).r, 2);
+    assert.throws(() => loraOption('r=8,target_modules=qq_proj'), /target_modules names "qq_proj"/);
+    assert.throws(() => loraOption('rank 8'), /--lora takes a JSON object/);
+  });
+
+  it('a LoRA warm start on the resolved episodes of a results file, given after --episodes', async () => {
+    const files = chatTokenizerFiles('chatml');
+    const model = path.join(tmp, 'qwen2-chat');
+    writeModelFolder(model, initWeights({
+      model_type: 'qwen2', hidden_size: 32, intermediate_size: 48, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, rms_norm_eps: 1e-6, rope_theta: 1_000_000,
+      vocab_size: Math.ceil(tokenizerJsonSize(files.tokenizerJson) / 64) * 64, max_position_embeddings: 2048, tie_word_embeddings: true,
+    }, 5, 0.2), { dtype: 'float32', tokenizerJson: files.tokenizerJson, tokenizerConfig: files.tokenizerConfig });
+    const tasks: Task[] = ['a', 'b', 'c', 'd'].map((id) => ({ schema: SCHEMA.task, id, source: 'file', instruction: 'fix', language: 'python', testCommand: 'pytest {tests}', fail_to_pass: [`tests/test_${id}.py::t`], pass_to_pass: [] }));
+    const tasksFile = path.join(tmp, 'tasks.jsonl');
+    writeTaskFile(tasksFile, tasks);
+    const ep = (taskId: string, trajId: string): Trajectory => ({
+      schema: SCHEMA.trajectory, taskId, groupId: 'g', trajId, checkpoint: 'strong',
+      turns: [{ index: 0, action: 'tw-test', reply: '```bash\ntw-test\n```', observation: 'exit 0\n0 failed, 3 passed', exitCode: 0, durationMs: 1 }, { index: 1, action: 'submit', reply: 'submit', observation: '', exitCode: null, durationMs: 0 }],
+      reward: { passRate: 1, resolved: true, turns: 1, maxTurns: 4, formatError: false, efficiencyPenalty: 0, formatPenalty: 0, reward: 1 },
+    });
+    const a = path.join(tmp, 'a.jsonl');
+    const b = path.join(tmp, 'b.jsonl');
+    fs.writeFileSync(a, tasks.slice(0, 2).map((t, i) => JSON.stringify(ep(t.id, `a${i}`))).join('\n') + '\n');
+    fs.writeFileSync(b, tasks.slice(2).map((t, i) => JSON.stringify(ep(t.id, `b${i}`))).join('\n') + '\n');
+    const held = splitTasks(tasks, 0.25, 0).heldout;
+    const out = path.join(tmp, 'warm');
+    const r = await cli(['warmstart', '--model', model, '--lora', 'r=2,lora_alpha=4,target_modules=q_proj', '--episodes', a, b, '--tasks', tasksFile, '--out', out, '--minutes', '0.1', '--rows', '2', '--row-tokens', '1024', '--max-action-tokens', '16']);
+    assert.equal(r.code, 0, r.err);
+    assert.match(r.err, new RegExp(`4 episode\\(s\\) read, 4 resolved: 3 of 3 task\\(s\\) are demonstrations; 1 of 1 held-out task\\(s\\) left out`));
+    assert.ok(fs.existsSync(path.join(out, 'adapter_model.safetensors')));
+    const rec = JSON.parse(fs.readFileSync(path.join(out, 'warmstart.json'), 'utf8'));
+    assert.deepEqual(rec.demonstrationTaskIds, tasks.map((t) => t.id).filter((id) => !held.includes(id)));
+  });
+});

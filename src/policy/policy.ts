@@ -119,6 +119,54 @@ export function logSoftmax(row: ArrayLike<number>, temperature = 1): Float64Arra
   return out;
 }
 
+/**
+ * The first token, in order of log-prob (highest first, ties by lower id), at which the running
+ * sum of `p` over `idx[s..e)` reaches `target` (the last one when rounding keeps it short), found
+ * by partitioning around pivots instead of sorting: linear in the vocabulary on average, where a
+ * sort of 150k ids costs more than a decode step. Reorders `idx[s..e)`.
+ */
+function crossing(idx: Int32Array, s: number, e: number, target: number, p: Float64Array, lp: Float64Array): number {
+  let acc = 0;
+  let passed = idx[s];
+  while (e - s > 32) {
+    const pv = idx[(s + e) >>> 1];
+    const lpv = lp[pv];
+    let w = s;
+    let before = 0;
+    for (let r = s; r < e; r++) {
+      const i = idx[r];
+      if (lp[i] > lpv || (lp[i] === lpv && i < pv)) {
+        idx[r] = idx[w];
+        idx[w] = i;
+        w++;
+        before += p[i];
+      }
+    }
+    if (acc + before >= target) {
+      e = w;
+      continue;
+    }
+    acc += before;
+    if (acc + p[pv] >= target) return pv;
+    acc += p[pv];
+    passed = pv;
+    for (let r = w; r < e; r++) {
+      if (idx[r] === pv) {
+        idx[r] = idx[w];
+        idx[w] = pv;
+        break;
+      }
+    }
+    s = w + 1;
+  }
+  const rest = Array.from(idx.subarray(s, e)).sort((a, b) => lp[b] - lp[a] || a - b);
+  for (const i of rest) {
+    acc += p[i];
+    if (acc >= target) return i;
+  }
+  return rest.length ? rest[rest.length - 1] : passed;
+}
+
 /** Samples one token id from a logits row; returns the id and its log-prob (see GeneratedRow.logprobs). */
 export function sampleToken(row: ArrayLike<number>, temperature: number, topP: number, rng: SeededRandom): { id: number; logprob: number } {
   const lp = logSoftmax(row, temperature > 0 ? temperature : 1);
@@ -127,27 +175,21 @@ export function sampleToken(row: ArrayLike<number>, temperature: number, topP: n
     for (let i = 1; i < lp.length; i++) if (lp[i] > lp[best]) best = i;
     return { id: best, logprob: lp[best] };
   }
-  const order = Array.from(lp.keys()).sort((a, b) => lp[b] - lp[a]);
-  let keep = order.length;
+  // The nucleus is the most likely tokens whose probabilities first sum to ≥ topP; the draw is
+  // the first of them, most likely first, at which the running sum passes u·(their mass).
+  const n = lp.length;
+  const p = new Float64Array(n);
+  for (let i = 0; i < n; i++) p[i] = Math.exp(lp[i]);
+  let idx = Int32Array.from({ length: n }, (_, i) => i);
   if (topP < 1) {
-    let cum = 0;
-    for (let k = 0; k < order.length; k++) {
-      cum += Math.exp(lp[order[k]]);
-      if (cum >= topP) {
-        keep = k + 1;
-        break;
-      }
-    }
+    const edge = crossing(idx, 0, n, topP, p, lp);
+    const le = lp[edge];
+    idx = idx.filter((i) => lp[i] > le || (lp[i] === le && i <= edge));
   }
   let mass = 0;
-  for (let k = 0; k < keep; k++) mass += Math.exp(lp[order[k]]);
-  let u = rng.next() * mass;
-  for (let k = 0; k < keep; k++) {
-    u -= Math.exp(lp[order[k]]);
-    if (u <= 0) return { id: order[k], logprob: lp[order[k]] };
-  }
-  const last = order[keep - 1];
-  return { id: last, logprob: lp[last] };
+  for (let k = 0; k < idx.length; k++) mass += p[idx[k]];
+  const id = crossing(idx, 0, idx.length, rng.next() * mass, p, lp);
+  return { id, logprob: lp[id] };
 }
 
 export class Policy {

@@ -63,6 +63,13 @@ export interface TrainConfig {
   loss: RlLossName;
   epochs: number;
   minibatches: number;
+  /**
+   * Most tokens (rows × row length) the update reads at once: a minibatch over it is read in
+   * micro-batches of whole rows (at least one) whose gradients add up to one optimizer step, the
+   * same step as one pass over the minibatch, in the memory of one micro-batch. 0: the largest
+   * of 16384 … 256 tokens that the run's memory plan fits in the machine's memory (policy/memory.ts).
+   */
+  updateTokensPerStep: number;
   lr: number;
   klCoef: number;
   entCoef: number;
@@ -151,6 +158,7 @@ export const TRAIN_DEFAULTS: TrainConfig = {
   loss: 'ppo-token',
   epochs: 1,
   minibatches: 4,
+  updateTokensPerStep: 0,
   lr: 2e-5,
   klCoef: 0,
   entCoef: 0,
@@ -256,6 +264,8 @@ function resolveFields(given: Record<string, unknown>, source: string): TrainCon
   checkNumber('commandConcurrency', c.commandConcurrency, 0, 4096, true);
   checkNumber('epochs', c.epochs, 1, 100, true);
   checkNumber('minibatches', c.minibatches, 1, 1000, true);
+  checkNumber('updateTokensPerStep', c.updateTokensPerStep, 0, 1_048_576, true);
+  if (c.updateTokensPerStep > 0 && c.updateTokensPerStep < 64) throw bad(`config field "updateTokensPerStep" must be 0 (from the memory plan) or at least 64 tokens, got ${c.updateTokensPerStep}`, 'fix "updateTokensPerStep" (e.g. 2048, or 0)');
   checkNumber('lr', c.lr, 0, 1);
   checkNumber('klCoef', c.klCoef, 0, 100);
   checkNumber('entCoef', c.entCoef, 0, 100);

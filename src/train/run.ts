@@ -47,6 +47,7 @@ import type { ActionModel } from '../agent/types';
 import { ChatActionModel, chatTurnTokenRows } from './chat-model';
 import { modelActionFormat, recordActionFormat, type ModelActionFormat } from './action-format';
 import { ReplaySource, type ReplayExample } from './replay';
+import { assertRunFits, runMemoryPlan } from './memory-plan';
 
 export interface TrainRunOptions {
   config: TrainConfig;
@@ -655,6 +656,8 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
     const start = loadCheckpoint(c.model || embeddedModelDir(), { optimizer: false });
     checkActionRoom(start.weights.config.max_position_embeddings, c.maxActionTokens, start.dir);
     const format = modelActionFormat(c.model || embeddedModelDir());
+    // A run whose memory plan exceeds the machine's memory is refused before any sandbox starts.
+    assertRunFits(c, start.weights.config);
     if (format.kind === 'chat' && c.replayCoef > 0) {
       throw new TurnwiseError('invalid-input', `replayCoef ${c.replayCoef} replays turnwise-tiny's warm-start demonstrations, which are in the compact format; ${start.dir} writes in its chat format`, { hint: 'set "replayCoef" to 0 in turnwise.json for a chat model' });
     }
@@ -762,6 +765,9 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
     rig = await openRig({ runId, workspace: c.workspace, language: runner.language, checkpoint: from, referenceDir: last >= 0 ? run.checkpointDir(0) : undefined, ...(lora ? { lora } : {}), ...(c.lora ? { loraDropoutSeed: seedOf(c.seed, 'lora-dropout') } : {}), config: c, pool, onLog: (m) => log(m, 'warn') });
     if (last < 0 && rig.actionFormat.kind === 'chat') log(`the model writes its actions in its own chat format (template: ${rig.actionFormat.source})`);
     check();
+    // The update's token cap: the config's, or the largest the memory plan fits (0).
+    const memory = runMemoryPlan(c, (await rig.policy.info()).config);
+    for (const line of memory.lines) log(line);
     // Generated demonstrations for the replay term (the same pool on a resume: seeded by the run).
     const replaySource = c.replayCoef > 0 && rig.codec ? await ReplaySource.create(rig.codec, seedOf(c.seed, 'replay-pool')) : undefined;
 
@@ -895,7 +901,7 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
           const replay: ReplayRows | undefined = replaySource && { rows: c.replayRows, draw: (T, k) => replaySource!.draw(c.replayRows, T, seedOf(c.seed, 'replay', n, epoch, k)) };
           for (const mb of packMinibatches(shuffled, c.minibatches, ref, replay)) {
             check();
-            const ms = await rig.policy.train({ loss: c.loss, batch: mb.B, seq: mb.T }, [mb.batch], {
+            const ms = await rig.policy.train({ loss: c.loss, batch: mb.B, seq: mb.T, microBatchTokens: memory.updateTokens }, [mb.batch], {
               lr: c.lr,
               klCoef: c.klCoef,
               entCoef: c.entCoef,

@@ -37,6 +37,7 @@ export const SETTING_FOR_FIELD: { readonly [K in ConfigPath]: string } = {
   lossAggregation: 'train.lossAggregation',
   epochs: 'train.epochs',
   minibatches: 'train.minibatches',
+  updateTokensPerStep: 'train.updateTokensPerStep',
   lr: 'train.learningRate',
   klCoef: 'train.klCoef',
   negativeAdvantageWeight: 'train.negativeAdvantageWeight',

@@ -65,6 +65,7 @@ describe('extension: settings → launch config', () => {
       'train.learningRate': 3e-4,
       'train.epochs': 2,
       'train.minibatches': 3,
+      'train.updateTokensPerStep': 2048,
       'train.clipLow': 0.1,
       'train.clipHigh': 0.3,
       'train.klCoef': 0.01,

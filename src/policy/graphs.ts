@@ -182,6 +182,21 @@ export interface ForwardOutputs {
 
 /** Builds the forward pass into `g` (modeling_qwen2.py / modeling_llama.py semantics; see reference.ts). */
 export function buildForward(g: Graph, c: ModelConfig, W: Map<string, Value>, inp: ForwardInputs): ForwardOutputs {
+  const { hidden, present } = buildDecoder(g, c, W, inp);
+  return { logits: lmHead(g, c, W, hidden), present };
+}
+
+/** The final norm and the output projection (the embedding's transpose when tied): [..., H] → [..., V]. */
+export function lmHead(g: Graph, c: ModelConfig, W: Map<string, Value>, hidden: Value): Value {
+  const param = (n: string) => W.get(n) ?? (() => { throw new Error(`missing weight input ${n}`); })();
+  const ms = g.reduceMean(g.mul(hidden, hidden), [-1], true);
+  const x = g.mul(g.div(hidden, g.sqrt(g.add(ms, c.rms_norm_eps))), param('model.norm.weight'));
+  const head = c.tie_word_embeddings ? g.transpose(param('model.embed_tokens.weight'), [1, 0]) : param('lm_head.weight');
+  return g.matmul(x, head);
+}
+
+/** The decoder blocks: hidden states [B, T, H] before the final norm, and each layer's new keys and values. */
+export function buildDecoder(g: Graph, c: ModelConfig, W: Map<string, Value>, inp: ForwardInputs): { hidden: Value; present: ForwardOutputs['present'] } {
   const d = headDim(c);
   const nh = c.num_attention_heads;
   const nkv = c.num_key_value_heads;
@@ -279,13 +294,17 @@ export function buildForward(g: Graph, c: ModelConfig, W: Map<string, Value>, in
     const up = proj(xn2, `${p}mlp.up_proj`, bias.mlp);
     x = g.add(x, proj(g.mul(g.mul(gate, g.sigmoid(gate)), up), `${p}mlp.down_proj`, bias.mlp));
   }
-  x = rmsNorm(x, param('model.norm.weight'));
-  const head = c.tie_word_embeddings ? g.transpose(embed, [1, 0]) : param('lm_head.weight');
-  return { logits: g.matmul(x, head), present };
+  return { hidden: x, present };
 }
 
 /**
- * The inference graphs. `prefill`: the whole prompt (left-padded rows), inputs weights,
+ * Which logits an inference graph outputs: `all` [B,T,V]; `rows` [N,V] at the flat positions
+ * (b·T + t) of input logits_rows int64 [N]; `none` (a run that only fills the cache).
+ */
+export type StepLogits = 'all' | 'rows' | 'none';
+
+/**
+ * The inference graphs (logits as `logits` says, see StepLogits). `prefill`: the whole prompt (left-padded rows), inputs weights,
  * input_ids and position_ids int64 [B,T], attention_mask float [B,T] (1 real, 0 padding) and
  * token_index int64 [T] (0..T−1). `decode`: T new tokens on top of a KV cache, inputs weights,
  * input_ids, position_ids, attn_bias float [B,1,T,T] (0 visible, MASKED not), cache.{l}.key
@@ -294,8 +313,8 @@ export function buildForward(g: Graph, c: ModelConfig, W: Map<string, Value>, in
  * this step's keys and values, new.{l}.key [B,nkv,d,T] and new.{l}.value [B,nkv,T,d], which the
  * caller writes into its cache (Policy).
  */
-export function buildStepGraph(c: ModelConfig, kind: 'prefill' | 'decode', lora?: LoraShape): Graph {
-  const g = Graph.create(`${familyOf(c)}_${kind}`);
+export function buildStepGraph(c: ModelConfig, kind: 'prefill' | 'decode', lora?: LoraShape, logits: StepLogits = 'all'): Graph {
+  const g = Graph.create(`${familyOf(c)}_${kind}${logits === 'all' ? '' : `_${logits}`}`);
   const W = declareParams(g, c);
   const adapter = lora ? declareLora(g, c, lora) : undefined;
   const d = headDim(c);
@@ -323,8 +342,15 @@ export function buildStepGraph(c: ModelConfig, kind: 'prefill' | 'decode', lora?
       value: g.input(`cache.${l}.value`, 'float32', ['B', nkv, 'C', d]),
     }));
   }
-  const out = buildForward(g, c, W, { ids, positions, bias, cache, cacheBias, ...(adapter ? { lora: adapter } : {}), dims: { B: 'B', T: 'T', C: 'C' } });
-  g.output(out.logits, 'logits');
+  const out = buildDecoder(g, c, W, { ids, positions, bias, cache, cacheBias, ...(adapter ? { lora: adapter } : {}), dims: { B: 'B', T: 'T', C: 'C' } });
+  if (logits === 'all') g.output(lmHead(g, c, W, out.hidden), 'logits');
+  else if (logits === 'rows') {
+    // The head only where logits are wanted (a prompt's last token): at 150k words it is a
+    // quarter of a 0.5B prefill, and [B,T,V] floats the host would copy out.
+    const rows = g.input('logits_rows', 'int64', ['N']);
+    const flat = g.reshape(out.hidden, [-1, c.hidden_size], ['?BT', c.hidden_size]);
+    g.output(lmHead(g, c, W, g.gather(flat, rows, 0)), 'logits');
+  }
   out.present.forEach((p, l) => {
     g.output(p.keyT, `new.${l}.key`);
     g.output(p.value, `new.${l}.value`);

@@ -4,7 +4,7 @@
 import { SessionCache, toModelProto, type HostTensor, type OnnxSession, type SessionSettings } from '../onnx';
 import { TurnwiseError } from '../core/errors';
 import { headDim, type ModelConfig } from './config';
-import { buildStepGraph, loraGraphSpecs, loraToGraphLayout, MASKED, weightFeeds, type LoraShape } from './graphs';
+import { buildStepGraph, loraGraphSpecs, loraToGraphLayout, MASKED, weightFeeds, type LoraShape, type StepLogits } from './graphs';
 import type { LoraAdapter } from './lora';
 import { checkTokenIds, gatherSequences, newKvCache, scatterSequences, Sequence, type KvCache } from './sequences';
 import type { PolicyTokenizer } from './tokenizer';
@@ -209,7 +209,8 @@ export class Policy {
   ) {
     this.config = weights.config;
     this.feeds = weightFeeds(weights);
-    this.sessions = new SessionCache(settings, 4); // prefill and decode, with and without an adapter
+    // prefill and decode, with and without an adapter, by the logits they return
+    this.sessions = new SessionCache(settings, 8);
     if (adapter) this.setAdapter(adapter);
   }
 
@@ -252,9 +253,9 @@ export class Policy {
     return this.weightsVersion;
   }
 
-  private session(kind: 'prefill' | 'decode', withAdapter = true): Promise<OnnxSession> {
+  private session(kind: 'prefill' | 'decode', withAdapter = true, logits: StepLogits = 'all'): Promise<OnnxSession> {
     const lora = withAdapter ? this.lora : undefined;
-    return this.sessions.get(lora ? kind : `${kind}|base`, () => toModelProto(buildStepGraph(this.config, kind, lora)));
+    return this.sessions.get(`${kind}|${logits}${lora ? '' : '|base'}`, () => toModelProto(buildStepGraph(this.config, kind, lora, logits)));
   }
 
   get provider(): Promise<string> {
@@ -271,9 +272,10 @@ export class Policy {
 
   /**
    * Runs T new tokens per row on top of `cache` (a prefill when it is empty; ids of -1 are left
-   * padding) and writes their keys and values into it. Returns logits [B, T, V].
+   * padding) and writes their keys and values into it. Returns logits [B, T, V]; with `at`,
+   * only row b's logits at its position at[b] ([B, V]), or none ('none': an empty array).
    */
-  private async step(cache: KvCache, ids: number[][], withAdapter = true): Promise<Float32Array> {
+  private async step(cache: KvCache, ids: number[][], withAdapter = true, at?: readonly number[] | 'none'): Promise<Float32Array> {
     const B = ids.length;
     const T = ids[0].length;
     const P = cache.filled;
@@ -301,13 +303,16 @@ export class Policy {
     const nkv = this.config.num_key_value_heads;
     const d = headDim(this.config);
     const L = this.config.num_hidden_layers;
+    // One new token per row: its logits are all there are.
+    const want: StepLogits = at === undefined || T === 1 ? 'all' : at === 'none' ? 'none' : 'rows';
+    if (want === 'rows') feeds.logits_rows = { dtype: 'int64', dims: [B], data: BigInt64Array.from(at as readonly number[], (t, b) => BigInt(b * T + t)) };
     let session: OnnxSession;
     if (P === 0) {
-      session = await this.session('prefill', withAdapter);
+      session = await this.session('prefill', withAdapter, want);
       feeds.attention_mask = { dtype: 'float32', dims: [B, T], data: mask };
       feeds.token_index = { dtype: 'int64', dims: [T], data: BigInt64Array.from({ length: T }, (_, i) => BigInt(i)) };
     } else {
-      session = await this.session('decode', withAdapter);
+      session = await this.session('decode', withAdapter, want);
       const bias = new Float32Array(B * T * T);
       for (let b = 0; b < B; b++) for (let i = 0; i < T; i++) for (let j = 0; j < T; j++) bias[(b * T + i) * T + j] = j <= i && mask[b * T + j] ? 0 : MASKED;
       feeds.attn_bias = { dtype: 'float32', dims: [B, 1, T, T], data: bias };
@@ -329,7 +334,7 @@ export class Policy {
     }
     for (let b = 0; b < B; b++) for (let i = 0; i < T; i++) if (mask[b * T + i]) cache.bias[b * C + P + i] = 0;
     cache.filled = P + T;
-    return out.logits.data as Float32Array;
+    return want === 'none' ? new Float32Array(0) : (out.logits.data as Float32Array);
   }
 
   /**
@@ -371,15 +376,16 @@ export class Policy {
 
   /**
    * Runs `rows` (token ids, -1 = padding) for `seqs` on top of their caches in one batched run
-   * with room for `extra` more decode slots; returns the batch cache and the logits [B, T, V].
+   * with room for `extra` more decode slots; returns the batch cache and the logits of each
+   * row's last token [B, V] (none when `logits` is false).
    */
-  private async feedSequences(seqs: readonly Sequence[], rows: number[][], extra: number): Promise<{ cache: KvCache; logits: Float32Array; from: number }> {
+  private async feedSequences(seqs: readonly Sequence[], rows: number[][], extra: number, logits = true): Promise<{ cache: KvCache; logits: Float32Array; from: number }> {
     const T = Math.max(...rows.map((r) => r.length));
     const padded = rows.map((r) => (r.length < T ? [...r, ...new Array(T - r.length).fill(-1)] : r));
     const from = Math.max(...seqs.map((s) => s.cached));
     const cache = gatherSequences(this.config, seqs, from + T + extra);
-    const logits = await this.step(cache, padded);
-    return { cache, logits, from };
+    const out = await this.step(cache, padded, true, logits ? rows.map((r) => r.length - 1) : 'none');
+    return { cache, logits: out, from };
   }
 
   /**
@@ -396,7 +402,7 @@ export class Policy {
       const seqs = requests.map((r) => r.seq).filter((s) => s.length - 1 > s.cached);
       if (seqs.length === 0) return;
       const rows = seqs.map((s) => s.tokens.slice(s.cached, s.length - 1));
-      const { cache, from } = await this.feedSequences(seqs, rows, 0);
+      const { cache, from } = await this.feedSequences(seqs, rows, 0, false);
       scatterSequences(this.config, cache, seqs, from, this.weightsVersion);
     } catch (e) {
       requests.forEach((r, i) => r.seq.restore(lengths[i]));
@@ -468,15 +474,13 @@ export class Policy {
     const steps = Math.max(...rows.map(remaining));
     const first = await this.feedSequences(seqs, fed, steps - 1);
     const { cache, from } = first;
-    let logits = first.logits;
+    let logits = first.logits; // [B, V]: each row's last token
     const V = this.config.vocab_size;
-    let T = Math.max(...fed.map((f) => f.length));
-    let last = fed.map((f) => f.length - 1);
     const done = rows.map(() => false);
     for (;;) {
       const next: number[][] = rows.map((r, b) => {
         if (done[b]) return [-1];
-        const row = logits.subarray((b * T + last[b]) * V, (b * T + last[b] + 1) * V);
+        const row = logits.subarray(b * V, (b + 1) * V);
         const { id, logprob } = sampleToken(row, r.plan.temperature, r.plan.topP, r.plan.rng);
         r.out.tokenIds.push(id);
         r.out.logprobs.push(logprob);
@@ -499,8 +503,6 @@ export class Policy {
         return going.map((b) => ids[b]);
       }
       logits = await this.step(cache, next);
-      T = 1;
-      last = rows.map(() => 0);
     }
   }
 

@@ -122,6 +122,22 @@ export class Sequence {
     this.values = [];
   }
 
+  /**
+   * A new sequence with the same tokens and a copy of this one's cache: episodes of a group that
+   * start from one prompt pay for its prefill once.
+   */
+  fork(): Sequence {
+    this.checkFree();
+    const s = new Sequence(this.owner, this.config);
+    for (const t of this.tokens) s.tokens.push(t);
+    s.cached = this.cached;
+    s.version = this.version;
+    s.capacity = this.capacity;
+    s.keys = this.keys.map((k) => k.slice());
+    s.values = this.values.map((v) => v.slice());
+    return s;
+  }
+
   private checkFree(): void {
     if (this.busy) throw new TurnwiseError('invalid-input', 'this sequence is in use by a running extend or sample call', { hint: 'await the call before changing the sequence' });
   }

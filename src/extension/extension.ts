@@ -10,6 +10,7 @@ import { RunDir } from '../core/run';
 import { registerCommands } from './commands';
 import { services, servicesLoaded } from './lazy';
 import { config } from './config';
+import { launchConfig } from './model/launchConfig';
 import { runsRoot, TrajectoryScanCache } from './model/runIndex';
 import { REWARD_VIEW_TYPE, RewardPanel } from './rewardPanel';
 import type { RewardPanelState } from './webviews/reward/protocol';
@@ -98,7 +99,7 @@ export async function deactivate(): Promise<void> {
 async function checkEnvironmentCommand(out: vscode.LogOutputChannel) {
   const dockerHost = config.dockerHost();
   try {
-    const { runDoctor, formatDoctorReport, reapAtStartup, modelChecks, doctorReport } = services();
+    const { runDoctor, formatDoctorReport, reapAtStartup, modelChecks, memoryPlanCheck, doctorReport } = services();
     // Sandboxes left behind by a Turnwise process that died are removed when Docker is first used.
     void reapAtStartup(dockerHost).then((r) => {
       if (r && r.removed.length > 0) out.info(`removed ${r.removed.length} sandbox container(s) left by exited Turnwise processes`);
@@ -106,10 +107,12 @@ async function checkEnvironmentCommand(out: vscode.LogOutputChannel) {
     const workspace = (vscode.workspace.workspaceFolders ?? []).find((f) => f.uri.scheme === 'file')?.uri.fsPath;
     const report = await vscode.window.withProgress(
       { location: vscode.ProgressLocation.Notification, title: 'Turnwise: checking the environment…' },
-      // The doctor's checks, then the model a run would train (turnwise.train.model, .lora), checked from its headers.
+      // The doctor's checks, then the model a run would train (turnwise.train.model, .lora), checked from its
+      // headers, and the memory plan of a run at the current settings.
       async () => {
         const r = await runDoctor({ dockerHost });
-        return doctorReport([...r.checks, ...modelChecks(workspace, config.model(), config.lora())]);
+        const plan = memoryPlanCheck(launchConfig({ workspace: workspace ?? process.cwd(), setting: config.inspect }));
+        return doctorReport([...r.checks, ...modelChecks(workspace, config.model(), config.lora()), plan]);
       },
     );
     out.info('Environment check');

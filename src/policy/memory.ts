@@ -109,8 +109,8 @@ export function planMemory(input: MemoryPlanInput): MemoryPlan {
   const tokens = rows * context;
   const dev: 'host' | 'device' = input.provider === 'cpu' ? 'host' : 'device';
   const parts: MemoryPart[] = [];
-  const gb = (x: number) => `${(x / 1e9).toFixed(2)}G`;
-  parts.push({ name: 'weights', bytes: P * F32, where: 'host', detail: `${gb(P)} parameters as float32 in graph layout, held once and fed to every session` });
+  const amount = (x: number) => (x >= 1e9 ? `${(x / 1e9).toFixed(2)}G` : `${(x / 1e6).toFixed(1)}M`);
+  parts.push({ name: 'weights', bytes: P * F32, where: 'host', detail: `${amount(P)} parameters as float32 in graph layout, held once and fed to every session` });
   if (input.lora) {
     // Adapter, its AdamW moments, the step's new values of all three, and the summed gradient (in and out of the Loop).
     parts.push({ name: 'adapter + optimizer', bytes: 8 * A * F32, where: 'host', detail: `${(A / 1e6).toFixed(2)}M adapter values: adapter, 2 AdamW moments, their next values, gradient sums` });
@@ -180,9 +180,13 @@ function largestFitting(candidates: number[], plan: (x: number) => MemoryPlan, l
   return candidates.find((x) => plan(x).host <= limit);
 }
 
-/** updateTokensPerStep 0 (auto): the largest of 16384 … 256 tokens whose plan fits `limit` (the smallest when none does). */
+/**
+ * updateTokensPerStep 0 (auto): the largest of 4096 … 256 tokens whose plan fits `limit` (the
+ * smallest when none does). Larger micro-batches buy little speed on a CPU (the work per row is
+ * the same), so the cap stays at 4,096 tokens however much memory is free.
+ */
 export function autoUpdateTokens(input: Omit<MemoryPlanInput, 'updateTokensPerStep'>, limit: number): number {
-  const caps = [16384, 8192, 4096, 2048, 1024, 512, 256];
+  const caps = [4096, 2048, 1024, 512, 256];
   return largestFitting(caps, (t) => planMemory({ ...input, updateTokensPerStep: t }), limit) ?? caps[caps.length - 1];
 }
 

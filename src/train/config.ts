@@ -67,7 +67,7 @@ export interface TrainConfig {
    * Most tokens (rows × row length) the update reads at once: a minibatch over it is read in
    * micro-batches of whole rows (at least one) whose gradients add up to one optimizer step, the
    * same step as one pass over the minibatch, in the memory of one micro-batch. 0: the largest
-   * of 16384 … 256 tokens that the run's memory plan fits in the machine's memory (policy/memory.ts).
+   * of 4096 … 256 tokens that the run's memory plan fits in the machine's memory (policy/memory.ts).
    */
   updateTokensPerStep: number;
   lr: number;

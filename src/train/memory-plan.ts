@@ -2,10 +2,17 @@
 // reach, the episodes in flight, the provider, LoRA or full training; and the update's token cap
 // (updateTokensPerStep, 0 = the largest that fits). `turnwise train` refuses a plan over the
 // machine's memory before any sandbox starts.
+import * as fs from 'node:fs';
+import * as path from 'node:path';
 import { OBS_PROMPT_CHARS } from '../agent/prompt';
-import type { ModelConfig } from '../policy/config';
+import type { Check } from '../core/doctor';
+import { TurnwiseError } from '../core/errors';
+import { adapterBaseDir } from '../policy/checkpoint';
+import { parseModelConfig, type ModelConfig } from '../policy/config';
+import { parseLoraConfig } from '../policy/lora';
 import { assertPlanFits, autoUpdateTokens, availableDeviceMemory, availableMemory, formatMemoryPlan, planMemory, type MemoryPlan, type MemoryPlanInput } from '../policy/memory';
-import type { TrainConfig } from './config';
+import { resolveTrainConfig, type TrainConfig } from './config';
+import { embeddedModelDir } from './embedded';
 
 /** Tokens of a task's prompt in the estimate of an episode's length. */
 const PROMPT_TOKENS = 512;
@@ -50,3 +57,42 @@ export function assertRunFits(c: RunPlanConfig, model: ModelConfig, env: NodeJS.
   assertPlanFits(r.plan, r.limit, availableDeviceMemory(env));
   return r;
 }
+
+/** A model folder's config.json (an adapter folder's: its base's, and its own LoRA block), read without the weights. */
+function folderModel(dir: string): { config: ModelConfig; lora?: TrainConfig['lora'] } {
+  const base = adapterBaseDir(dir);
+  const modelDir = base ?? dir;
+  const file = path.join(modelDir, 'config.json');
+  if (!fs.existsSync(file)) throw new TurnwiseError('not-found', `${modelDir} has no config.json`, { hint: 'give a model folder' });
+  const config = parseModelConfig(JSON.parse(fs.readFileSync(file, 'utf8')), file);
+  if (!base) return { config };
+  const adapterFile = path.join(dir, 'adapter_config.json');
+  return { config, lora: parseLoraConfig(JSON.parse(fs.readFileSync(adapterFile, 'utf8')), adapterFile, base) };
+}
+
+/**
+ * Check Environment's "memory plan" line for the settings a run would start with (`given`: the
+ * launch config's fields): the plan's totals and largest parts; a warning with the settings that
+ * fit when the run would be refused.
+ */
+export function memoryPlanCheck(given: Record<string, unknown>, env: NodeJS.ProcessEnv = process.env): Check {
+  try {
+    const c = resolveTrainConfig(given, 'the settings');
+    const m = folderModel(c.model || embeddedModelDir());
+    const rc = { ...c, ...(m.lora ? { lora: m.lora } : {}) };
+    const r = runMemoryPlan(rc, m.config, env);
+    const top = [...r.plan.parts].sort((a, b) => b.bytes - a.bytes).slice(0, 3).map((x) => `${x.name} ${mbText(x.bytes)}`).join(', ');
+    const detail = `${mbText(r.plan.host)} of ${mbText(r.limit.bytes)} (${r.limit.source}) at updateTokensPerStep ${r.updateTokens}, ${c.concurrency} episodes in flight × ${r.plan.input.context} tokens, ${rc.lora ? 'LoRA' : 'full training'}; largest: ${top}`;
+    try {
+      assertRunFits(rc, m.config, env);
+    } catch (e) {
+      const t = e as TurnwiseError;
+      return { name: 'memory plan', status: 'warn', detail: `a run would be refused: ${detail}`, fix: t.hint ?? 'use smaller settings' };
+    }
+    return { name: 'memory plan', status: 'ok', detail };
+  } catch (e) {
+    return { name: 'memory plan', status: 'warn', detail: `no plan: ${(e as Error).message}`, fix: (e as TurnwiseError).hint ?? 'fix the run settings' };
+  }
+}
+
+const mbText = (x: number) => `${Math.round(x / 1024 ** 2).toLocaleString('en-US')} MB`;

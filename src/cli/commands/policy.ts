@@ -3,7 +3,13 @@ import { TurnwiseError } from '../../core/errors';
 import { escapeControlChars } from '../../core/text';
 import type { ProviderSetting } from '../../onnx';
 import { initPolicyDir, loadPolicy, mergeAdapterFolder } from '../../policy';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { parseModelConfig } from '../../policy/config';
 import { inspectModelFolder } from '../../policy/hf';
+import { parseLoraConfig } from '../../policy/lora';
+import { TRAIN_DEFAULTS } from '../../train/config';
+import { runMemoryPlan } from '../../train/memory-plan';
 import { numberInRange, requireString, seedOption, UsageError, type CliCommand, type ParsedArgs } from '../command';
 
 const PROVIDERS = ['auto', 'cpu', 'cuda', 'webgpu'];
@@ -46,8 +52,13 @@ export const policyInspectCommand: CliCommand = {
     const dir = args.positionals[0];
     if (!dir || args.positionals.length > 1) throw new UsageError('give one model folder: turnwise policy inspect DIR');
     const r = inspectModelFolder(dir);
+    // The memory plan of a run at the default settings on this machine, training the model or a LoRA adapter.
+    const config = parseModelConfig(JSON.parse(fs.readFileSync(path.join(r.dir, 'config.json'), 'utf8')));
+    const lora = parseLoraConfig({ target_modules: 'all-linear' }, 'the default LoRA block');
+    const plans = { full: runMemoryPlan(TRAIN_DEFAULTS, config), lora: runMemoryPlan({ ...TRAIN_DEFAULTS, lora }, config) };
     if (io.json) {
-      io.out(JSON.stringify({ ok: true, ...r }, null, 2));
+      const planJson = (p: (typeof plans)['full']) => ({ hostBytes: p.plan.host, deviceBytes: p.plan.device, updateTokensPerStep: p.updateTokens, context: p.plan.input.context, episodes: p.plan.input.episodes, parts: p.plan.parts });
+      io.out(JSON.stringify({ ok: true, ...r, memoryPlan: { limitBytes: plans.full.limit.bytes, limitSource: plans.full.limit.source, full: planJson(plans.full), lora: planJson(plans.lora) } }, null, 2));
       return 0;
     }
     io.out(`${r.dir}
@@ -60,6 +71,8 @@ export const policyInspectCommand: CliCommand = {
   special       ${r.tokenizer.specialTokens.map(escapeControlChars).join(' ') || 'none'}
   chat template ${r.chatTemplate ? `${r.chatTemplate.kind} (${r.chatTemplate.source}, ${r.chatTemplate.chars} characters)` : 'none'}
   memory        weights ${mb(r.memory.weightsF32Bytes)}; KV cache ${mb(r.memory.kvBytesPerToken * 1024)} per 1,024 tokens of a sequence (${mb(r.memory.kvBytesAtContext)} at full context); full fine-tuning with AdamW ${mb(r.memory.fullFineTuneBytes)}`);
+    io.out(`  a run at the default settings on this machine (turnwise train refuses one that does not fit):`);
+    for (const p of [plans.full, plans.lora]) for (const line of p.lines) io.out(`  ${line}`);
     return 0;
   },
 };

@@ -7,10 +7,13 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { main } from '../../../src/cli/main';
+import { TRAIN_DEFAULTS } from '../../../src/train/config';
+import { memoryPlanCheck } from '../../../src/train/memory-plan';
 
 const ROOT = path.join(__dirname, '..', '..', '..');
 const WORKSPACE = path.join(ROOT, 'test', 'fixtures', 'py-shop');
 const NO_ENGINE = 'unix:///nonexistent/turnwise-test/docker.sock';
+const MODEL = path.join(ROOT, 'models', 'turnwise-tiny');
 
 async function cli(args: string[]): Promise<{ code: number; out: string }> {
   let out = '';
@@ -54,5 +57,34 @@ describe('cli: train refuses a run that its memory plan says will not fit', func
     assert.equal(r.code, 1, r.out);
     assert.doesNotMatch(r.out, /would not fit in memory/);
     assert.match(r.out, /nonexistent|Docker|docker/);
+  });
+
+  it('policy inspect shows the plan of a run at the default settings, full and LoRA', async () => {
+    process.env.TURNWISE_MEMORY_LIMIT_MB = '8192';
+    const text = await cli(['policy', 'inspect', MODEL]);
+    assert.equal(text.code, 0, text.out);
+    assert.match(text.out, /memory plan \(cpu, full training, 8 episodes in flight × 1024 tokens, update micro-batches of 4 rows = 4096 tokens\)/);
+    assert.match(text.out, /memory plan \(cpu, LoRA r 16/);
+    assert.match(text.out, /host total +[\d,]+ MB of 8,192 MB/);
+    const json = await cli(['policy', 'inspect', MODEL, '--json']);
+    const r = JSON.parse(json.out);
+    assert.equal(r.memoryPlan.limitBytes, 8192 * 1024 ** 2);
+    assert.equal(r.memoryPlan.full.updateTokensPerStep, 4096);
+    assert.ok(r.memoryPlan.full.hostBytes > r.memoryPlan.lora.hostBytes - 64 * 1024 ** 2);
+    assert.ok(r.memoryPlan.full.parts.some((p: { name: string }) => p.name === 'update activations'));
+  });
+
+  it("Check Environment's memory plan line: ok under the limit, a warning with the fixes over it", () => {
+    const given = { ...TRAIN_DEFAULTS, workspace: WORKSPACE };
+    const ok = memoryPlanCheck(given, { TURNWISE_MEMORY_LIMIT_MB: '65536' });
+    assert.equal(ok.status, 'ok', ok.detail);
+    assert.match(ok.detail, /MB of 65,536 MB \(TURNWISE_MEMORY_LIMIT_MB\) at updateTokensPerStep 4096, 8 episodes in flight × 1024 tokens, full training; largest: update activations/);
+    const over = memoryPlanCheck({ ...given, updateTokensPerStep: 8192 }, { TURNWISE_MEMORY_LIMIT_MB: '1200' });
+    assert.equal(over.status, 'warn');
+    assert.match(over.detail, /a run would be refused/);
+    assert.match(over.fix!, /"updateTokensPerStep": \d+/);
+    const bad = memoryPlanCheck({ ...given, model: path.join(ROOT, 'no-such-model') }, {});
+    assert.equal(bad.status, 'warn');
+    assert.match(bad.detail, /no plan: .*no-such-model/);
   });
 });

@@ -1,0 +1,57 @@
+// The operators the generated graphs use, against the GPU providers' kernel lists: every one has a
+// CUDA kernel; the WebGPU gaps are listed (those nodes run on the CPU there), so a new gap shows.
+// The verbose session log's node placements are read back.
+import { strict as assert } from 'node:assert';
+import { opsWithoutKernel, opTypes, parsePlacements } from '../../../src/onnx/ops';
+import { buildStepGraph } from '../../../src/policy/graphs';
+import { buildTrainGraph } from '../../../src/policy/training';
+import { BENCH_SHAPES } from '../../../src/policy/bench-model';
+import { LORA_MODULES } from '../../../src/policy/lora';
+
+const c = BENCH_SHAPES['tiny-test'];
+const lora = { r: 4, lora_alpha: 8, use_rslora: false, target_modules: [...LORA_MODULES] };
+
+function graphs() {
+  return {
+    prefill: buildStepGraph(c, 'prefill', lora, 'rows'),
+    decode: buildStepGraph(c, 'decode', lora),
+    'decode (cache only)': buildStepGraph(c, 'decode', undefined, 'none'),
+    'train (ppo-token, LoRA, 2 steps in a Loop)': buildTrainGraph(c, { loss: 'ppo-token', batch: 2, seq: 8, lora }, 2),
+    'train (sft, full)': buildTrainGraph(c, { loss: 'sft', batch: 2, seq: 8 }),
+  };
+}
+
+describe('onnx/ops: operators of the generated graphs and provider kernels', () => {
+  it('lists op types over subgraphs too (the Loop body of a K-step training graph)', () => {
+    const ops = opTypes(graphs()['train (ppo-token, LoRA, 2 steps in a Loop)']);
+    assert.ok(ops.has('Loop') && ops.has('MatMul') && ops.has('Softmax'), [...ops.keys()].join(' '));
+  });
+
+  it('every op of the inference and training graphs has a CUDA kernel', () => {
+    for (const [name, g] of Object.entries(graphs())) assert.deepEqual([...opsWithoutKernel(g, 'cuda').keys()], [], name);
+  });
+
+  it('WebGPU: the inference graphs miss only Max (the cache softmax), the training graphs the listed ops', () => {
+    const g = graphs();
+    assert.deepEqual([...opsWithoutKernel(g.decode, 'webgpu').keys()], ['Max']);
+    assert.deepEqual([...opsWithoutKernel(g.prefill, 'webgpu').keys()], []);
+    const train = new Set([...opsWithoutKernel(g['train (ppo-token, LoRA, 2 steps in a Loop)'], 'webgpu').keys(), ...opsWithoutKernel(g['train (sft, full)'], 'webgpu').keys()]);
+    for (const op of train) assert.ok(['Max', 'Min', 'Loop', 'Identity', 'ScatterND', 'ScatterElements', 'ConstantOfShape', 'Mod', 'LogSoftmax', 'Trilu', 'And', 'Or', 'Range'].includes(op), `unexpected WebGPU gap ${op}`);
+  });
+
+  it('reads node placements from the verbose session log', () => {
+    const log = [
+      '2026-12-02 09:21:38.166069199 [V:onnxruntime:, session_state.cc:1377 VerifyEachNodeIsAssignedToAnEp] Node placements',
+      '2026-12-02 09:21:38.166078416 [V:onnxruntime:, session_state.cc:1380 VerifyEachNodeIsAssignedToAnEp]  Node(s) placed on [WebGpuExecutionProvider]. Number of nodes: 158',
+      '2026-12-02 09:21:38.166078416 [V:onnxruntime:, session_state.cc:1380 VerifyEachNodeIsAssignedToAnEp]   MatMul (MatMul_12)',
+      '2026-12-02 09:21:38.166078416 [V:onnxruntime:, session_state.cc:1380 VerifyEachNodeIsAssignedToAnEp]  Node(s) placed on [CPUExecutionProvider]. Number of nodes: 2',
+      '2026-12-02 09:21:38.166078416 [V:onnxruntime:, session_state.cc:1380 VerifyEachNodeIsAssignedToAnEp]   Max (Max_40)',
+      '2026-12-02 09:21:38.166078416 [V:onnxruntime:, session_state.cc:1380 VerifyEachNodeIsAssignedToAnEp]   Max (Max_93)',
+      '2026-12-02 09:21:38.170875419 [V:onnxruntime:, session_state.cc:186 CreateGraphInfo] SaveMLValueNameIndexMapping',
+    ].join('\n');
+    const p = parsePlacements(log);
+    assert.deepEqual(p.get('CPUExecutionProvider'), { count: 2, nodes: ['Max (Max_40)', 'Max (Max_93)'] });
+    assert.equal(p.get('WebGpuExecutionProvider')?.count, 158);
+    assert.deepEqual([...parsePlacements('… VerifyEachNodeIsAssignedToAnEp]  All nodes placed on [CPUExecutionProvider]. Number of nodes: 160')], [['CPUExecutionProvider', { count: 160, nodes: [] }]]);
+  });
+});

@@ -3,6 +3,7 @@ import type { CliCommand } from '../command';
 import { advantagesCommand } from './advantages';
 import { benchCreditCommand } from './bench-credit';
 import { benchLearnCommand } from './bench-learn';
+import { benchModelCommand } from './bench-model';
 import { benchRolloutCommand } from './bench-rollout';
 import { benchSandboxCommand } from './bench-sandbox';
 import { benchTasksCommand } from './bench-tasks';
@@ -16,4 +17,4 @@ import { serveCommand } from './serve';
 import { tasksCommands } from './tasks';
 import { trainCommands } from './train';
 
-export const COMMANDS: CliCommand[] = [advantagesCommand, benchCreditCommand, benchLearnCommand, benchRolloutCommand, benchSandboxCommand, benchTasksCommand, benchTrainCommand, doctorCommand, episodeCommand, imagesBuildCommand, ...policyCommands, sandboxPruneCommand, serveCommand, ...tasksCommands, ...trainCommands].sort((a, b) => a.name.localeCompare(b.name));
+export const COMMANDS: CliCommand[] = [advantagesCommand, benchCreditCommand, benchLearnCommand, benchModelCommand, benchRolloutCommand, benchSandboxCommand, benchTasksCommand, benchTrainCommand, doctorCommand, episodeCommand, imagesBuildCommand, ...policyCommands, sandboxPruneCommand, serveCommand, ...tasksCommands, ...trainCommands].sort((a, b) => a.name.localeCompare(b.name));

@@ -1,0 +1,72 @@
+// `turnwise bench model`: load, prefill, decode and LoRA-training speed of a model at the shape of
+// a real checkpoint (random weights), beside PyTorch doing the same work.
+import { BENCH_SHAPES, benchModel, type BenchModelWork } from '../../policy/bench-model';
+import { numberInRange, UsageError, type CliCommand } from '../command';
+
+const PROVIDERS = ['auto', 'cpu', 'cuda', 'webgpu'] as const;
+const TORCH = ['auto', 'off'] as const;
+
+export const benchModelCommand: CliCommand = {
+  name: 'bench model',
+  summary: 'load, prefill, decode (batch 1 and 8) and LoRA-train a model at a real checkpoint\'s shape (random BF16 weights), beside PyTorch',
+  usage: `--shape ${Object.keys(BENCH_SHAPES).join('|')} [--provider auto|cpu|cuda|webgpu] [--threads N] [--decode-steps N] [--context N] [--train-rows N] [--torch auto|off] [--python PATH] [--json]`,
+  options: {
+    shape: { type: 'string' },
+    provider: { type: 'string' },
+    threads: { type: 'string' },
+    'decode-steps': { type: 'string' },
+    context: { type: 'string' },
+    'train-rows': { type: 'string' },
+    torch: { type: 'string' },
+    python: { type: 'string' },
+  },
+  async run(args, io) {
+    const shape = args.values.shape as string | undefined;
+    if (!shape) throw new UsageError(`--shape is required: one of ${Object.keys(BENCH_SHAPES).join(', ')}`);
+    if (!(shape in BENCH_SHAPES)) throw new UsageError(`--shape must be one of ${Object.keys(BENCH_SHAPES).join(', ')}, got ${JSON.stringify(shape)}`);
+    const provider = (args.values.provider as string | undefined) ?? 'auto';
+    if (!(PROVIDERS as readonly string[]).includes(provider)) throw new UsageError(`--provider must be one of ${PROVIDERS.join(', ')}`);
+    const torch = (args.values.torch as string | undefined) ?? 'auto';
+    if (!(TORCH as readonly string[]).includes(torch)) throw new UsageError(`--torch must be one of ${TORCH.join(', ')}`);
+    const work: Partial<BenchModelWork> = {};
+    if (args.values['decode-steps'] !== undefined) work.decodeSteps = numberInRange(args, 'decode-steps', 0, { min: 1, integer: true });
+    if (args.values.context !== undefined) {
+      const c = numberInRange(args, 'context', 0, { min: 1, integer: true });
+      work.contextTokens = c;
+      work.prefillTokens = c;
+    }
+    if (args.values['train-rows'] !== undefined) work.trainRows = numberInRange(args, 'train-rows', 0, { min: 1, integer: true });
+    const r = await benchModel({
+      shape,
+      work,
+      torch: torch as (typeof TORCH)[number],
+      ...(typeof args.values.python === 'string' ? { python: args.values.python } : {}),
+      settings: {
+        provider: provider as (typeof PROVIDERS)[number],
+        threads: numberInRange(args, 'threads', 0, { min: 0, integer: true }),
+        onWarning: (m) => io.err(`warning: ${m}`),
+      },
+      onProgress: io.json ? undefined : (m) => io.err(m),
+    });
+    if (io.json) {
+      io.out(JSON.stringify(r, null, 2));
+      return 0;
+    }
+    const t = r.torch.available ? r.torch : undefined;
+    const vs = (x: number | null) => (x === null ? '' : `  (×${x} PyTorch)`);
+    const w = r.work;
+    io.out(
+      [
+        `${r.shape} (${(r.parameters / 1e6).toFixed(0)}M params, ${r.family}) on ${r.provider}; load average ${r.load_avg_start.join(' ')} → ${r.load_avg_end.join(' ')}`,
+        `  load            ${r.load_s} s to the first token  (peak RSS ${r.load_peak_rss_mb} MB)${t ? `; PyTorch ${t.load_s} s` : ''}`,
+        `  prefill         ${r.prefill_tokens_per_s} tokens/s at ${w.prefillTokens} tokens  (peak RSS ${r.prefill_peak_rss_mb} MB)${vs(r.prefill_vs_torch)}`,
+        `  decode batch 1  ${r.decode_tokens_per_s_b1} tokens/s at ${w.contextTokens} tokens of context${vs(r.decode_vs_torch)}; ${Math.round(r.decode_fraction_of_bound * 100)}% of the ${r.decode_bound_tokens_per_s} tokens/s bandwidth bound`,
+        `  decode batch ${w.decodeBatch}  ${r.decode_tokens_per_s_batch} tokens/s (×${r.decode_batch_speedup} batch 1)${vs(r.decode_batch_vs_torch)}  (peak RSS ${r.decode_peak_rss_mb} MB)`,
+        `  LoRA train      ${r.lora_train_tokens_per_s} tokens/s, ${r.train_step_s} s per step of ${w.trainRows} × ${w.trainSeq}  (peak RSS ${r.train_step_peak_rss_mb} MB, budget ${r.train_rss_budget_mb} MB)${vs(r.train_vs_torch)}`,
+        `  memory          ${r.memory_bandwidth_gbs} GB/s stream copy; a decoded token reads ${(r.weights_bytes_per_token / 1e9).toFixed(2)} GB of weights`,
+        t ? `  PyTorch ${t.torch_version}: prefill ${t.prefill_tokens_per_s}, decode ${t.decode_tokens_per_s_b1} / ${t.decode_tokens_per_s_batch}, LoRA train ${t.lora_train_tokens_per_s} tokens/s (peak RSS ${t.train_step_peak_rss_mb} MB)` : `  PyTorch         not run: ${(r.torch as { reason: string }).reason}`,
+      ].join('\n'),
+    );
+    return 0;
+  },
+};

@@ -1,0 +1,44 @@
+// For scripts/gpu-check.sh: writes a model folder at a bench shape (random BF16 weights) and
+// compares its logits on a GPU provider with the CPU's, over a prompt and through the KV cache.
+//   npx tsx scripts/gpu-check-model.ts --shape qwen2.5-0.5b --out DIR --providers cuda,webgpu
+import * as fs from 'node:fs';
+import { BENCH_SHAPES, randomWeights } from '../src/policy/bench-model';
+import { writeModelFolder } from '../src/policy/hf';
+import { loadPolicy } from '../src/policy';
+import { byteLevelTokenizerConfig, byteLevelTokenizerJson } from '../src/policy/tokenizer';
+
+const arg = (name: string, fallback: string) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 ? process.argv[i + 1] : fallback;
+};
+
+(async () => {
+  const shape = arg('shape', 'qwen2.5-0.5b');
+  const out = arg('out', '');
+  if (!out) throw new Error('--out DIR is required');
+  const config = BENCH_SHAPES[shape];
+  if (!config) throw new Error(`unknown shape ${shape}`);
+  if (!fs.existsSync(`${out}/config.json`)) writeModelFolder(out, randomWeights(config, 0), { dtype: 'bfloat16', tokenizerJson: byteLevelTokenizerJson(), tokenizerConfig: byteLevelTokenizerConfig() });
+  const prompt = Array.from({ length: 64 }, (_, i) => (i * 37) % 256);
+  const run = async (provider: 'cpu' | 'cuda' | 'webgpu') => {
+    const p = loadPolicy(out, { provider, onWarning: (m) => process.stderr.write(`warning: ${m}\n`) });
+    const got = await p.provider;
+    const [logits] = await p.logits([prompt]);
+    const seq = p.newSequence(prompt);
+    const greedy = await p.sample([{ seq, maxNewTokens: 8, temperature: 0, stopIds: [] }]);
+    await p.dispose();
+    return { provider: got, logits, ids: greedy[0].tokenIds };
+  };
+  const cpu = await run('cpu');
+  const results: Record<string, unknown> = {};
+  for (const want of arg('providers', 'cuda,webgpu').split(',') as ('cuda' | 'webgpu')[]) {
+    const g = await run(want);
+    let max = 0;
+    for (let i = 0; i < cpu.logits.length; i++) max = Math.max(max, Math.abs(cpu.logits[i] - g.logits[i]));
+    results[want] = { ran_on: g.provider, max_abs_logit_diff: max, greedy_ids_match: JSON.stringify(g.ids) === JSON.stringify(cpu.ids), ok: g.provider === want && max < 1e-2 };
+  }
+  process.stdout.write(JSON.stringify({ shape, folder: out, tokens: prompt.length, results }) + '\n');
+})().catch((e) => {
+  process.stderr.write(`${(e as Error).message}\n`);
+  process.exit(1);
+});

@@ -246,6 +246,14 @@ export class Policy {
   }
 
   /**
+   * The base weights' feeds in graph layout: the arrays every session of this policy is fed (not
+   * copies), for a trainer to feed too, so the process holds one copy of the weights.
+   */
+  baseFeeds(): Record<string, HostTensor> {
+    return Object.fromEntries(Object.entries(this.feeds).filter(([k]) => !k.startsWith('base_model.')));
+  }
+
+  /**
    * Counts weight changes. A sequence's cache remembers the version it was computed under;
    * a stale one is recomputed by the next extend or sample, so no old keys meet new weights.
    */

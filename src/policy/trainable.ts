@@ -8,6 +8,7 @@ import { loadCheckpoint, saveCheckpoint, zeroOptimizerState, type OptimizerState
 import type { ModelConfig } from './config';
 import { logSoftmax, Policy, type GeneratedRow, type SampleRequest } from './policy';
 import type { Sequence } from './sequences';
+import { fromGraphLayout } from './graphs';
 import { PolicyTrainer, type StepMetrics } from './trainer';
 import { initAdapter, saveAdapter, zeroAdapterOptimizer, type LoraAdapter, type LoraConfig } from './lora';
 import type { PolicyWeights } from './weights';
@@ -114,12 +115,26 @@ export class TrainablePolicy implements PolicyService {
   private queue: Promise<unknown> = Promise.resolve();
   private disposed = false;
 
+  /**
+   * The starting weights in Hugging Face layout, kept only where they are read again (full
+   * training: checkpoints before the first step, the default KL reference). A LoRA policy holds
+   * its base once, as the sampling policy's graph-layout arrays, and rebuilds this layout on demand.
+   */
+  private readonly held: PolicyWeights | undefined;
+
   constructor(
-    private readonly start: PolicyWeights,
+    start: PolicyWeights,
     private readonly options: TrainableOptions = {},
   ) {
     this.config = start.config;
     this.policy = new Policy(start, undefined, options.settings, options.adapter);
+    this.held = options.adapter ? undefined : start;
+  }
+
+  private get start(): PolicyWeights {
+    if (this.held) return this.held;
+    const graph = new Map(Object.entries(this.policy.baseFeeds()).map(([k, t]) => [k, t.data as Float32Array]));
+    return { config: this.config, tensors: fromGraphLayout(this.config, graph) };
   }
 
   /**
@@ -224,9 +239,10 @@ export class TrainablePolicy implements PolicyService {
 
   train(...args: TrainArgs): Promise<StepMetrics[]> {
     return this.serial(async () => {
+      // The trainer feeds the sampling policy's own weight arrays: one copy of the weights in the process.
       this.trainer ??= this.options.adapter
-        ? new PolicyTrainer(this.start, undefined, this.options.settings, { adapter: this.options.adapter, optimizer: this.options.optimizer, dropoutSeed: this.options.loraDropoutSeed })
-        : new PolicyTrainer(this.start, this.options.optimizer, this.options.settings);
+        ? new PolicyTrainer(this.start, undefined, this.options.settings, { adapter: this.options.adapter, optimizer: this.options.optimizer, dropoutSeed: this.options.loraDropoutSeed }, this.policy.baseFeeds())
+        : new PolicyTrainer(this.start, this.options.optimizer, this.options.settings, undefined, this.policy.baseFeeds());
       const metrics = await this.trainer.train(...args);
       // The trainer owns the weights (or the adapter); sampling reads them, and sequence caches
       // computed under the old ones are recomputed on their next call.

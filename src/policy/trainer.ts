@@ -112,15 +112,22 @@ export class PolicyTrainer {
   private readonly trainers = new Map<string, Trainer>();
   /** With LoRA: the adapter's layout, and the base weights fed as frozen inputs (graph layout, made once). */
   private readonly lora: { shape: LoraShape; config: LoraAdapter['config']; frozen: Record<string, HostTensor>; dropoutSeed: number } | undefined;
-  private readonly base: PolicyWeights;
+  private readonly base: PolicyWeights | undefined;
 
-  constructor(weights: PolicyWeights, optimizer?: OptimizerState, private readonly settings: SessionSettings = {}, lora?: LoraTraining) {
+  /**
+   * `graphFeeds`: the same weights already in graph layout (a Policy's baseFeeds()), used as they
+   * are: with LoRA they are the frozen base fed every run, without it the starting parameters
+   * (never written to: each step's parameters are new arrays). Default: a transposed copy of `weights`.
+   */
+  constructor(weights: PolicyWeights, optimizer?: OptimizerState, private readonly settings: SessionSettings = {}, lora?: LoraTraining, graphFeeds?: Record<string, HostTensor>) {
     this.config = weights.config;
-    this.base = weights;
+    // With LoRA and the weights given in graph layout, the Hugging Face layout is rebuilt when asked for, not held.
+    this.base = graphFeeds && lora ? undefined : weights;
     this.cache = new SessionCache(settings, 4);
+    const feeds = graphFeeds ?? weightFeeds(weights);
     if (lora) {
       const c = lora.adapter.config;
-      this.lora = { shape: { r: c.r, lora_alpha: c.lora_alpha, use_rslora: c.use_rslora, target_modules: [...c.target_modules] }, config: c, frozen: weightFeeds(weights), dropoutSeed: lora.dropoutSeed ?? 0 };
+      this.lora = { shape: { r: c.r, lora_alpha: c.lora_alpha, use_rslora: c.use_rslora, target_modules: [...c.target_modules] }, config: c, frozen: feeds, dropoutSeed: lora.dropoutSeed ?? 0 };
       const graph = (m: Map<string, Float32Array>) => Object.fromEntries(loraToGraphLayout(this.config, { config: c, tensors: m }));
       const zeros = () => new Map([...lora.adapter.tensors].map(([k, t]) => [k, new Float32Array(t.length)]));
       const o = lora.optimizer;
@@ -130,7 +137,8 @@ export class PolicyTrainer {
     this.lora = undefined;
     const opt = optimizer ?? zeroOptimizerState(weights.config);
     const rec = (m: Map<string, Float32Array>) => Object.fromEntries(toGraphLayout(this.config, m));
-    this.state = { params: rec(weights.tensors), m: rec(opt.expAvg), v: rec(opt.expAvgSq), step: opt.step };
+    const params = Object.fromEntries(Object.entries(feeds).map(([k, t]) => [k, t.data as Float32Array]));
+    this.state = { params, m: rec(opt.expAvg), v: rec(opt.expAvgSq), step: opt.step };
   }
 
   /** Whether this trainer trains a LoRA adapter (the base weights stay as they are). */
@@ -160,7 +168,7 @@ export class PolicyTrainer {
 
   /** Current weights in Hugging Face layout (copies); with LoRA the base, which training never changes. */
   weights(): PolicyWeights {
-    if (this.lora) return this.base;
+    if (this.lora) return this.base ?? { config: this.config, tensors: fromGraphLayout(this.config, new Map(Object.entries(this.lora.frozen).map(([k, t]) => [k, t.data as Float32Array]))) };
     return { config: this.config, tensors: fromGraphLayout(this.config, this.map(this.state.params)) };
   }
 

@@ -69,6 +69,15 @@ describe('policy/memory: the memory plan of a run', function () {
     assert.ok(uncapped > few * 1.5, 'the measure sees what rows cost without the cap');
   });
 
+  it('a LoRA policy holds its base weights once: sampling and training feed the same arrays', () => {
+    const r = spawnSync(process.execPath, ['--expose-gc', '--require', 'tsx/cjs', path.join(__dirname, 'fixtures', 'weights-once.ts')], { encoding: 'utf8', timeout: 240_000 });
+    assert.equal(r.status, 0, r.stderr);
+    const { held, weightBytes } = JSON.parse(r.stdout.trim().split('\n').pop()!);
+    // The weights once, plus the adapter, its moments and small buffers (a second copy of the
+    // transposed weights would add ~75% of the weights' bytes).
+    assert.ok(held < weightBytes * 1.4, `JavaScript buffers ${Math.round(held / MB)} MB for ${Math.round(weightBytes / MB)} MB of weights`);
+  });
+
   it('a plan over the limit is refused with its numbers and the settings that would fit', () => {
     const input = { config: QWEN_05B, provider: 'cpu' as const, updateTokensPerStep: 8192, context: 1024, episodes: 8 };
     const p = planMemory(input);

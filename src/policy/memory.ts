@@ -123,12 +123,20 @@ export function planMemory(input: MemoryPlanInput): MemoryPlan {
   const kvPerToken = 2 * c.num_hidden_layers * c.num_key_value_heads * headDim(c);
   // A sequence's own cache, and the batched cache a decode step feeds and gets back.
   parts.push({ name: 'KV caches', bytes: 3 * input.episodes * context * kvPerToken * F32, where: 'host', detail: `${input.episodes} episodes × ${context} tokens, kept per episode and batched per step` });
-  // A prefill (of the episodes in flight, or of 8 rows scored for log-probs) runs full causal
-  // attention: a layer's scores and probabilities, [rows, heads, T, T] twice, and returns the
-  // logits of every fed token (the output and the copy read from it).
-  const scoreRows = Math.max(input.episodes, SCORING_ROWS);
-  const prefill = scoreRows * context * (2 * c.num_attention_heads * context + 2 * c.vocab_size + 4 * c.hidden_size + c.intermediate_size);
-  parts.push({ name: 'prefill activations', bytes: prefill * F32, where: dev, detail: `${scoreRows} rows × ${context} tokens: one layer's attention and the logits (${c.vocab_size} per token)` });
+  // A prefill runs full causal attention: a layer's scores and probabilities, [rows, heads, T, T]
+  // twice, plus a few hidden-sized values per token. The episodes' prefill returns the logits of
+  // each row's last token; log-prob scoring (8 rows a run) those of every token (the output and
+  // the copy read from it). The larger of the two.
+  const layer = (rows: number) => rows * context * (2 * c.num_attention_heads * context + 4 * c.hidden_size + c.intermediate_size);
+  const episodesPrefill = layer(input.episodes) + 2 * input.episodes * c.vocab_size;
+  const scoring = layer(SCORING_ROWS) + 2 * SCORING_ROWS * context * c.vocab_size;
+  const prefillIsLarger = episodesPrefill > scoring;
+  parts.push({
+    name: 'prefill activations',
+    bytes: Math.max(episodesPrefill, scoring) * F32,
+    where: dev,
+    detail: prefillIsLarger ? `prefill of ${input.episodes} episodes × ${context} tokens: one layer's attention` : `log-prob scoring of ${SCORING_ROWS} rows × ${context} tokens: one layer's attention and the logits (${c.vocab_size} per token)`,
+  });
   if (dev === 'device') {
     parts.push({ name: 'device weights', bytes: (P + (input.lora ? 3 * A : 3 * P)) * F32, where: 'device', detail: 'the weights (and trained state) fed to a device run are copied to it' });
   }

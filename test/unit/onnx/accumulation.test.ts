@@ -57,7 +57,10 @@ function data(n: number, seed: number): Data {
 
 function params(seed: number, dtype: 'float32' | 'float64'): Record<string, Float32Array | Float64Array> {
   const r = rng(seed);
-  const make = (n: number) => (dtype === 'float64' ? Float64Array : Float32Array).from({ length: n }, () => r(-0.8, 0.8));
+  const make = (n: number) => {
+    const vals = Array.from({ length: n }, () => r(-0.8, 0.8));
+    return dtype === 'float64' ? Float64Array.from(vals) : Float32Array.from(vals);
+  };
   return { w1: make(IN * HID), b1: make(HID), w2: make(HID * OUT), b2: make(OUT) };
 }
 

@@ -822,7 +822,7 @@ async function viewUiTests(page, workspace) {
       // (A folder dialog lists only folders: the model folder's ".." row.)
       await page.locator('.quick-input-list .monaco-list-row', { hasText: '..' }).first().waitFor({ state: 'visible', timeout: 10000 });
       await sleep(1000);
-      const adapterStep = page.locator('.quick-input-widget', { hasText: 'adapter' }).first();
+      const adapterStep = page.locator('.quick-input-widget', { hasText: '(3/5): adapter' }).first();
       for (let i = 0; i < 4 && !(await adapterStep.isVisible()); i++) {
         if ((await box.inputValue()) !== `${tiny}/`) {
           await box.fill(`${tiny}/`);

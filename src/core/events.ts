@@ -31,7 +31,16 @@ export type RunEvent =
       formatErrors: number;
       failure?: string;
     })
-  | (Base & { type: 'iteration-finished'; iteration: number; metrics: MetricsRow })
+  | (Base & {
+      type: 'iteration-finished';
+      iteration: number;
+      metrics: MetricsRow;
+      /**
+       * PASS@(k,T) of the iteration's sampled held-out episodes, when it evaluated with samples:
+       * keyed by k, then by T (the probability that one of k episodes resolves a task within T actions).
+       */
+      pass_at_k_t?: Record<string, Record<string, number>>;
+    })
   | (Base & { type: 'checkpoint-written'; iteration: number; path: string })
   | (Base & { type: 'run-finished'; iterations: number; runDir: string })
   | (Base & { type: 'run-stopped'; lastCompleteIteration: number; reason: string })

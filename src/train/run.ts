@@ -47,6 +47,7 @@ import type { ActionModel } from '../agent/types';
 import { ChatActionModel, chatTurnTokenRows } from './chat-model';
 import { modelActionFormat, recordActionFormat, type ModelActionFormat } from './action-format';
 import { ReplaySource, type ReplayExample } from './replay';
+import { sampledPassAtKT, type PassAtKT } from './pass-at-k';
 import { assertRunFits, runMemoryPlan } from './memory-plan';
 
 export interface TrainRunOptions {
@@ -772,7 +773,7 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
     const replaySource = c.replayCoef > 0 && rig.codec ? await ReplaySource.create(rig.codec, seedOf(c.seed, 'replay-pool')) : undefined;
 
     const evalDue = (n: number) => n === 0 || n === c.iterations || (c.evalEvery > 0 && n % c.evalEvery === 0);
-    const runEval = async (n: number): Promise<{ m: Record<string, number>; trajs: Trajectory[] }> => {
+    const runEval = async (n: number): Promise<{ m: Record<string, number>; trajs: Trajectory[]; passAtKT?: PassAtKT }> => {
       if (!heldout.length || !evalDue(n)) return { m: {}, trajs: [] };
       const total = heldout.length * (1 + c.evalSamples);
       emit({ type: 'phase', iteration: n, phase: 'eval', done: 0, total });
@@ -804,7 +805,9 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
       }
       const failedEval = trajs.filter(unscored);
       if (failedEval.length && n > 0) log(`${failedEval.length} of ${trajs.length} held-out episodes of iteration ${n} failed or could not be scored and are left out of its held-out metrics (first: ${whyUnscored(failedEval[0])})`, 'warn');
-      return { m: { ...m, 'time/eval_s': (Date.now() - t0) / 1000 }, trajs };
+      // PASS@(k,T) of the sampled episodes: in the iteration's event (metrics rows stay flat numbers).
+      const passKT = sampledPassAtKT(trajs);
+      return { m: { ...m, 'time/eval_s': (Date.now() - t0) / 1000 }, trajs, ...(passKT ? { passAtKT: passKT } : {}) };
     };
 
     if (last < 0) {
@@ -822,7 +825,7 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
       const row: MetricsRow = { schema: SCHEMA.metrics, iteration: 0, ...jsonSafe(ev.m) } as MetricsRow;
       run.commitIteration(row);
       emit({ type: 'checkpoint-written', iteration: 0, path: run.checkpointDir(0) });
-      emit({ type: 'iteration-finished', iteration: 0, metrics: row });
+      emit({ type: 'iteration-finished', iteration: 0, metrics: row, ...(ev.passAtKT ? { pass_at_k_t: ev.passAtKT } : {}) });
       last = 0;
       run.writeStatus({ state: 'running', pid: process.pid, iterations: c.iterations, lastCompleteIteration: last });
     }
@@ -972,7 +975,7 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
       run.commitIteration(row);
       last = n;
       run.writeStatus({ state: 'running', pid: process.pid, iterations: c.iterations, lastCompleteIteration: last });
-      emit({ type: 'iteration-finished', iteration: n, metrics: row });
+      emit({ type: 'iteration-finished', iteration: n, metrics: row, ...(ev.passAtKT ? { pass_at_k_t: ev.passAtKT } : {}) });
     }
     run.writeStatus({ state: 'finished', iterations: c.iterations, lastCompleteIteration: last });
     emit({ type: 'run-finished', iterations: c.iterations, runDir: run.dir });

@@ -18,6 +18,7 @@ import { trainRun } from '../../src/train/run';
 import { main } from '../../src/cli/main';
 import type { Trajectory } from '../../src/core/schema';
 import { readTrajectories } from '../../src/core/trajectory';
+import { sampledPassAtKT } from '../../src/train/pass-at-k';
 
 const root = path.join(__dirname, '..', '..');
 const demo = path.join(root, 'examples', 'demo-python');
@@ -173,6 +174,14 @@ describe('docker: turnwise train, a real tiny run', function () {
     const seeds = (n: number) => run.readTrajectories(n, 'heldout').filter((t) => t.trajId.startsWith('evals-')).map((t) => `${t.taskId}:${t.seed}`).sort();
     assert.equal(new Set(seeds(0)).size, 2 * h, 'distinct seeds per sample');
     assert.deepEqual(seeds(0), seeds(2));
+    // The evaluations' events carry PASS@(k,T) of their sampled episodes (k up to 2, T up to the turn limit).
+    for (const n of [0, 2]) {
+      const fin = events.find((e) => e.type === 'iteration-finished' && e.iteration === n) as Extract<RunEvent, { type: 'iteration-finished' }>;
+      assert.deepEqual(fin.pass_at_k_t, sampledPassAtKT(run.readTrajectories(n, 'heldout')), `iteration ${n}`);
+      assert.deepEqual(Object.keys(fin.pass_at_k_t!), ['1', '2']);
+      assert.equal(Object.keys(fin.pass_at_k_t!['1']).length, TINY.maxTurns);
+    }
+    assert.equal((events.find((e) => e.type === 'iteration-finished' && e.iteration === 1) as { pass_at_k_t?: unknown }).pass_at_k_t, undefined, 'no evaluation at iteration 1');
     // Later runs reuse these tasks (no second synthesis).
     tasksFile = path.join(dir, 'tasks.jsonl');
     fs.copyFileSync(run.file('tasks.jsonl'), tasksFile);

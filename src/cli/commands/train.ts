@@ -13,7 +13,7 @@ import type { Task, Trajectory } from '../../core/schema';
 import { readTaskFile } from '../../tasks/taskfile';
 import { assertWorkspaceHoldsTasks } from '../../tasks/origin';
 import { detectRunner } from '../../tasks/runners';
-import { passAtKT } from '../../train/pass-at-k';
+import { passAtKT, passAtKTCorners, type PassAtKT } from '../../train/pass-at-k';
 import { DEMO_SETTINGS, readConfigFile, resolveTrainConfig, TRAIN_DEFAULTS, type TrainConfig } from '../../train/config';
 import { embeddedModelDir } from '../../train/embedded';
 import { evaluateTasks, openEndpointRig, openRig, runEvalTarget, summarizeEval, trainRun } from '../../train/run';
@@ -67,11 +67,17 @@ function stopOnSignals(io: CliIO): { signal: AbortSignal; dispose: () => void } 
 
 const fmt = (v: unknown, digits = 3) => (typeof v === 'number' && Number.isFinite(v) ? v.toFixed(digits) : '—');
 
+/** PASS@(k,T) at k = 1 and the largest k, at the turn limit: `k=1 T=6 0.250  k=4 T=6 0.500`. */
+const passCorners = (p: PassAtKT) => passAtKTCorners(p).map((c) => `k=${c.k} T=${c.T} ${fmt(c.value)}`).join('  ');
+
 /** Human output of run events: a progress line on a terminal, a table row per iteration. */
 export function humanEventPrinter(io: CliIO): (e: RunEvent) => void {
   const tty = !!process.stderr.isTTY;
   let headerDone = false;
   let lastPhase = '';
+  // PASS@(k,T) of the first and the latest held-out evaluation with samples, for the closing summary.
+  let firstPass: { iteration: number; p: PassAtKT } | undefined;
+  let lastPass: { iteration: number; p: PassAtKT } | undefined;
   const header = () => {
     if (headerDone) return;
     headerDone = true;
@@ -95,6 +101,11 @@ export function humanEventPrinter(io: CliIO): (e: RunEvent) => void {
         header();
         const m = e.metrics;
         io.out(`${String(e.iteration).padStart(4)}  ${fmt(m['reward/mean']).padStart(7)}  ${fmt(m['tests/pass_rate']).padStart(6)}  ${fmt(m.resolved).padStart(8)}  ${fmt(m['heldout/resolved']).padStart(8)}  ${fmt(m['heldout/sampled/resolved']).padStart(7)}  ${fmt(m['turns/mean'], 1).padStart(5)}  ${fmt(m['time/iteration_s'] ?? m['time/eval_s'], 0).padStart(5)}s`);
+        if (e.pass_at_k_t && Object.keys(e.pass_at_k_t).length) {
+          io.out(`      held-out PASS@(k,T): ${passCorners(e.pass_at_k_t)}`);
+          firstPass ??= { iteration: e.iteration, p: e.pass_at_k_t };
+          lastPass = { iteration: e.iteration, p: e.pass_at_k_t };
+        }
         break;
       }
       case 'log':
@@ -102,6 +113,9 @@ export function humanEventPrinter(io: CliIO): (e: RunEvent) => void {
         io.err(`${e.level === 'warn' ? 'warning: ' : ''}${e.message}`);
         break;
       case 'run-finished':
+        if (firstPass && lastPass && lastPass.iteration !== firstPass.iteration) {
+          io.out(`held-out PASS@(k,T), iteration ${firstPass.iteration} → ${lastPass.iteration}: ${passCorners(firstPass.p)} → ${passCorners(lastPass.p)} (every k and T in --json: the iteration-finished events' pass_at_k_t)`);
+        }
         io.err(`run finished: ${e.runDir}`);
         break;
       case 'run-stopped':

@@ -16,6 +16,7 @@ import { trajectoryRef, type RunsNode, type RunsTreeProvider } from './runsView'
 import type { TrajectoryEditors } from './trajectoryEditor';
 import { TrajectoryPanel } from './trajectoryPanel';
 import { RewardPanel } from './rewardPanel';
+import { endpointUrlProblem, evalOutFile, keyEnvProblem } from './model/evalFiles';
 
 export interface CommandContext {
   extensionUri: vscode.Uri;
@@ -25,7 +26,18 @@ export interface CommandContext {
   editors: TrajectoryEditors;
   runDirs: () => string[];
   checkEnvironment: () => Promise<unknown>;
+  /** The workspace's memory (the last endpoint Evaluate Policy was given: URL, model and the key's variable name, never a key). */
+  workspaceState?: vscode.Memento;
 }
+
+/** What Evaluate Policy remembers of an endpoint: its URL, model and the name of the key's variable. */
+interface RememberedEndpoint {
+  url: string;
+  model: string;
+  keyEnv: string;
+}
+const ENDPOINT_KEY = 'turnwise.eval.endpoint';
+const SAMPLES_KEY = 'turnwise.eval.samples';
 
 /** A command that cannot run: the message says why and what to do; actions are offered as buttons. */
 export class CannotRun extends Error {
@@ -437,10 +449,42 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
     return { tasks: out, count: n };
   };
 
+  /** The endpoint to evaluate: the URL, the model (empty: the server's one) and the key's variable (empty: none). */
+  const askEndpoint = async (last: RememberedEndpoint | undefined): Promise<RememberedEndpoint | undefined> => {
+    const url = await vscode.window.showInputBox({
+      title: 'Evaluate Policy: endpoint URL (1/3)',
+      prompt: 'An OpenAI-compatible server: vLLM, SGLang, llama.cpp, Ollama, a hosted API, or `turnwise serve`',
+      placeHolder: 'http://127.0.0.1:8000/v1',
+      value: last?.url ?? '',
+      ignoreFocusOut: true,
+      validateInput: (v) => endpointUrlProblem(v),
+    });
+    if (url === undefined) return undefined;
+    const model = await vscode.window.showInputBox({
+      title: 'Evaluate Policy: model (2/3)',
+      prompt: 'The model to ask the server for; empty: the one model the server lists',
+      placeHolder: 'e.g. Qwen/Qwen2.5-Coder-7B-Instruct',
+      value: last?.model ?? '',
+      ignoreFocusOut: true,
+    });
+    if (model === undefined) return undefined;
+    const keyEnv = await vscode.window.showInputBox({
+      title: 'Evaluate Policy: API key variable (3/3)',
+      prompt: 'The name of the environment variable that holds the API key (the key itself is never asked for or stored); empty: a server that needs no key',
+      placeHolder: 'e.g. OPENAI_API_KEY',
+      value: last?.keyEnv ?? '',
+      ignoreFocusOut: true,
+      validateInput: (v) => keyEnvProblem(v.trim(), process.env),
+    });
+    if (keyEnv === undefined) return undefined;
+    return { url: url.trim(), model: model.trim(), keyEnv: keyEnv.trim() };
+  };
+
   const evaluatePolicy = async () => {
     const root = workspaceRoot('evaluate a policy');
     await dockerReachable('evaluate a policy');
-    const checkpoints: Array<vscode.QuickPickItem & { dir: string }> = [];
+    type Pick = vscode.QuickPickItem & ({ kind?: undefined; dir: string } | { kind?: undefined; endpoint: 'new' | 'last' });
+    const checkpoints: Pick[] = [];
     for (const r of listRuns(runsRoot(root))) {
       const cdir = path.join(r.dir, 'checkpoints');
       let names: string[] = [];
@@ -454,17 +498,78 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
         checkpoints.push({ label: `${r.runId} · checkpoint ${n}`, description: [r.model?.label, adapter ? 'LoRA adapter' : undefined].filter(Boolean).join(' · ') || undefined, dir: path.join(cdir, n) });
       }
     }
-    if (checkpoints.length === 0) throw new CannotRun('cannot evaluate because this workspace has no checkpoint yet: start a training run first.', [{ title: 'Start Training Run…', command: 'turnwise.startRun' }]);
-    const model = await vscode.window.showQuickPick(checkpoints, { title: 'Evaluate Policy: checkpoint' });
-    if (!model) return undefined;
+    const memo = ctx.workspaceState;
+    const last = memo?.get<RememberedEndpoint>(ENDPOINT_KEY);
+    const endpoints: Pick[] = [
+      ...(last ? [{ label: `$(cloud) ${last.model || "the server's model"} at ${last.url}`, description: last.keyEnv ? `key in $${last.keyEnv}` : 'no key', detail: 'the endpoint used last', endpoint: 'last' as const }] : []),
+      { label: '$(cloud) Endpoint…', description: 'an OpenAI-compatible server: vLLM, SGLang, llama.cpp, Ollama, a hosted API, turnwise serve', endpoint: 'new' as const },
+    ];
+    const items: (Pick | vscode.QuickPickItem)[] = [
+      ...endpoints,
+      { label: checkpoints.length ? 'checkpoints' : 'no checkpoint yet: start a training run to evaluate one', kind: vscode.QuickPickItemKind.Separator },
+      ...checkpoints,
+    ];
+    const picked = (await vscode.window.showQuickPick(items, { title: 'Evaluate Policy: a checkpoint or an endpoint' })) as Pick | undefined;
+    if (!picked) return undefined;
+    let target: { args: string[]; label: string };
+    if ('endpoint' in picked) {
+      let ep = picked.endpoint === 'last' ? last : await askEndpoint(last);
+      if (!ep) return undefined;
+      // The variable must be there now: the evaluation reads the key from the same environment.
+      const problem = keyEnvProblem(ep.keyEnv, process.env);
+      if (problem) {
+        ep = await askEndpoint(ep);
+        if (!ep) return undefined;
+      }
+      await memo?.update(ENDPOINT_KEY, ep);
+      target = {
+        args: ['--endpoint', ep.url, ...(ep.model ? ['--endpoint-model', ep.model] : []), ...(ep.keyEnv ? ['--endpoint-key-env', ep.keyEnv] : [])],
+        label: `${ep.model || 'endpoint'}@${(() => {
+          try {
+            return new URL(ep.url).host;
+          } catch {
+            return 'server';
+          }
+        })()}`,
+      };
+    } else {
+      target = { args: ['--model', picked.dir], label: picked.label.replace(' · checkpoint ', '-ckpt') };
+    }
+    // Sampled episodes per task for PASS@(k,T), the last choice first.
+    const lastSamples = memo?.get<number>(SAMPLES_KEY) ?? 4;
+    const sampleItems = [4, 8, 16, 2, 0]
+      .sort((a, b) => (a === lastSamples ? -1 : b === lastSamples ? 1 : 0))
+      .map((n) => ({ label: n ? `${n} sampled episodes per task` : 'Greedy only', description: n ? `PASS@(k,T) for k up to ${n}, besides the greedy episode` : 'one greedy episode per task; no PASS@(k,T)', n }));
+    const samples = await vscode.window.showQuickPick(sampleItems, { title: 'Evaluate Policy: sampled episodes' });
+    if (!samples) return undefined;
+    await memo?.update(SAMPLES_KEY, samples.n);
     const synth = path.join(root, TASKS_DIR, 'synth.jsonl');
     const tasksPick = await vscode.window.showOpenDialog({ title: 'Evaluate Policy: task file', canSelectMany: false, filters: { 'Task files': ['jsonl'] }, defaultUri: vscode.Uri.file(fs.existsSync(synth) ? synth : root) });
     if (!tasksPick?.[0]) return undefined;
-    const result = await controller.runCommand('evaluating the policy…', ['eval', '--tasks', tasksPick[0].fsPath, '--model', model.dir], root);
+    // One results file per evaluation, where the reward panel's comparison finds it.
+    const out = evalOutFile(root, target.label);
+    const result = await controller.runCommand<{ resolved?: number; sampled?: { resolved?: number } }>(
+      'evaluating…',
+      ['eval', '--tasks', tasksPick[0].fsPath, ...target.args, ...(samples.n ? ['--samples', String(samples.n)] : []), '--out', out],
+      root,
+    );
     ctx.log.info(`evaluation: ${JSON.stringify(result)}`);
-    ctx.log.show(true);
-    void vscode.window.showInformationMessage('Turnwise: evaluation finished; the results are in the Turnwise log.');
-    return result;
+    const rel = path.relative(root, out);
+    void vscode.window
+      .showInformationMessage(`Turnwise: evaluation finished: resolved ${pct(result?.resolved)}${result?.sampled ? `, sampled ${pct(result.sampled.resolved)}` : ''}; results in ${rel}.`, 'Compare Evaluations', 'Show Log')
+      .then((c) => {
+        if (c === 'Compare Evaluations') void vscode.commands.executeCommand('turnwise.compareEvaluations', [out, ...(RewardPanel.instance?.selectedEvaluations ?? [])]);
+        else if (c === 'Show Log') ctx.log.show(true);
+      });
+    return { ...result, out };
+  };
+
+  /** The reward panel's evaluations view: results files compared (a PASS@(k,T) heatmap per model). */
+  const compareEvaluations = async (files?: string[]) => {
+    workspaceRoot('compare evaluations');
+    const chosen = Array.isArray(files) ? [...new Set(files.filter((f) => typeof f === 'string').map((f) => path.resolve(f)))] : undefined;
+    const panel = RewardPanel.showEvaluations(ctx.extensionUri, { runDirs: ctx.runDirs }, ctx.tree.scans, chosen);
+    return { view: panel.view, selected: panel.selectedEvaluations };
   };
 
   return [
@@ -476,6 +581,7 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
     reg('turnwise.resumeRun', resumeRun),
     reg('turnwise.synthesizeTasks', synthesizeTasks),
     reg('turnwise.evaluatePolicy', evaluatePolicy),
+    reg('turnwise.compareEvaluations', compareEvaluations),
     reg('turnwise.buildImages', async () => {
       await dockerReachable('build the sandbox images');
       const r = await controller.runCommand('building sandbox images…', ['images', 'build'], workspaceRootOrHome());

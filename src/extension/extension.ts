@@ -55,7 +55,7 @@ function activateInner(context: vscode.ExtensionContext, t0: number) {
     vscode.workspace.registerTextDocumentContentProvider(SCHEME, editors),
     vscode.languages.registerCodeLensProvider({ scheme: SCHEME }, editors),
     vscode.languages.registerHoverProvider({ scheme: SCHEME }, editors),
-    ...registerCommands({ extensionUri: context.extensionUri, log: out, controller: ctrl, tree, editors, runDirs, checkEnvironment }),
+    ...registerCommands({ extensionUri: context.extensionUri, log: out, controller: ctrl, tree, editors, runDirs, checkEnvironment, workspaceState: context.workspaceState }),
     vscode.window.registerWebviewPanelSerializer(REWARD_VIEW_TYPE, {
       deserializeWebviewPanel: async (panel, state) => RewardPanel.revive(panel, context.extensionUri, { runDirs }, scans, state as RewardPanelState | undefined),
     }),

@@ -1,7 +1,9 @@
 // The test-pass reward panel: uPlot charts of a run's metrics that update as iterations
 // finish, a per-task pass-rate table, the advantage distribution by component, switching
-// between runs and overlaying a second one. Posts nothing before the page says it is ready;
-// restored after a reload from the state the page keeps.
+// between runs and overlaying a second one; and a view comparing evaluation results files
+// (`turnwise eval --out`, Evaluate Policy): a PASS@(k,T) heatmap per model and a table of their
+// rates, turns, format errors, tokens and wall time. Posts nothing before the page says it is
+// ready; restored after a reload from the state the page keeps.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
@@ -10,9 +12,19 @@ import { advantageHistogram, taskTable, toPoints } from './model/rewardData';
 import { readTrajectoryAt } from './model/trajScan';
 import type { Trajectory } from '../core/schema';
 import { webviewHtml } from './webviewHtml';
+import { services } from './lazy';
+import { comparisonView, listEvalFiles } from './model/evalFiles';
 import {
+  AddEvalFilesCommand,
   AdvantagesNotification,
   ClearOverlayNotification,
+  EvalComparisonNotification,
+  EvalFilesNotification,
+  EvalRenderedNotification,
+  SelectEvalsCommand,
+  ShowViewCommand,
+  ViewNotification,
+  type PanelView,
   MetricsNotification,
   OverlayRunCommand,
   ReadyCommand,
@@ -25,6 +37,9 @@ import {
 } from './webviews/reward/protocol';
 
 export const REWARD_VIEW_TYPE = 'turnwise.rewardPanel';
+
+/** What the evaluations view reports it drew. */
+type EvalRender = Parameters<typeof EvalRenderedNotification.make>[0];
 /** Trajectories read for the advantage histogram (the latest iteration's first ones). */
 const HISTOGRAM_TRAJECTORIES = 2000;
 
@@ -44,6 +59,12 @@ export class RewardPanel implements vscode.Disposable {
   lastRender: { ms: number; iterations: number; charts: number; points: number } | undefined;
   private readonly rendered = new vscode.EventEmitter<{ ms: number; iterations: number; charts: number; points: number }>();
   readonly onDidRender = this.rendered.event;
+  /** What the evaluations view last drew (its heatmaps' cells; extension-host tests read it). */
+  lastEvalRender: EvalRender | undefined;
+  private readonly evalRendered = new vscode.EventEmitter<EvalRender>();
+  readonly onDidRenderEvaluations = this.evalRendered.event;
+  /** Results files added from elsewhere than .turnwise/evals (kept while the panel lives). */
+  private readonly extraEvals = new Set<string>();
 
   static get instance(): RewardPanel | undefined {
     return RewardPanel.current;
@@ -57,6 +78,13 @@ export class RewardPanel implements vscode.Disposable {
     } else p.panel.reveal();
     if (runId) p.select(runId);
     else if (!p.state.selected) p.select(path.basename(runs.runDirs()[0] ?? ''));
+    return p;
+  }
+
+  /** Opens the panel on the evaluations view, with `files` chosen (default: those chosen before, else the newest two). */
+  static showEvaluations(extensionUri: vscode.Uri, runs: RunLocator, scans: TrajectoryScanCache, files?: string[]): RewardPanel {
+    const p = RewardPanel.show(extensionUri, runs, scans);
+    p.showView('evals', files);
     return p;
   }
 
@@ -81,10 +109,12 @@ export class RewardPanel implements vscode.Disposable {
     const asUri = (f: string) => panel.webview.asWebviewUri(vscode.Uri.joinPath(extensionUri, 'dist', 'webviews', f)).toString();
     panel.iconPath = vscode.Uri.joinPath(extensionUri, 'media', 'turnwise.svg');
     panel.webview.html = webviewHtml({ cspSource: panel.webview.cspSource, scriptUri: asUri('reward.js'), styleUris: [asUri('reward.css')], title: 'Turnwise Rewards' });
+    for (const f of this.state.evals ?? []) this.extraEvals.add(f);
     this.disposables.push(
       panel.webview.onDidReceiveMessage((m) => this.onMessage(m)),
       panel.onDidDispose(() => this.dispose()),
       this.rendered,
+      this.evalRendered,
     );
     this.watch();
   }
@@ -108,6 +138,13 @@ export class RewardPanel implements vscode.Disposable {
     this.watcher.onDidChange(on);
     this.watcher.onDidCreate(on);
     this.disposables.push(this.watcher);
+    // A results file written or removed: the evaluations list again.
+    const evals = vscode.workspace.createFileSystemWatcher('**/.turnwise/evals/*.jsonl');
+    const again = () => this.state.view === 'evals' && this.scheduleSend(['evals']);
+    evals.onDidChange(again);
+    evals.onDidCreate(again);
+    evals.onDidDelete(again);
+    this.disposables.push(evals);
   }
 
   private scheduled = new Set<string>();
@@ -120,7 +157,67 @@ export class RewardPanel implements vscode.Disposable {
       this.scheduled.clear();
       if (w.has('list')) this.sendRuns();
       if (w.has('data')) void this.sendAll();
+      if (w.has('evals')) this.sendEvals();
     }, 150);
+  }
+
+  get view(): PanelView {
+    return this.state.view ?? 'runs';
+  }
+
+  /** Switches the panel to `view`; for the evaluations view, `files` become the chosen ones. */
+  showView(view: PanelView, files?: string[]): void {
+    this.state.view = view;
+    if (files) {
+      for (const f of files) this.extraEvals.add(path.resolve(f));
+      this.state.evals = files.map((f) => path.resolve(f));
+    }
+    if (!this.ready) return;
+    void this.panel.webview.postMessage(ViewNotification.make({ view }));
+    if (view === 'evals') this.sendEvals();
+  }
+
+  /** Chooses the results files to compare (absolute paths). */
+  selectEvaluations(files: string[]): void {
+    this.state.evals = files.map((f) => path.resolve(f));
+    if (this.ready) this.sendEvals();
+  }
+
+  get selectedEvaluations(): string[] {
+    return [...(this.state.evals ?? [])];
+  }
+
+  private roots(): string[] {
+    return (vscode.workspace.workspaceFolders ?? []).filter((f) => f.uri.scheme === 'file').map((f) => f.uri.fsPath);
+  }
+
+  /** The results files, then the comparison of the chosen ones. */
+  private sendEvals(): void {
+    const files = listEvalFiles(this.roots(), [...this.extraEvals]);
+    const known = new Set(files.map((f) => f.file));
+    // The newest two, the first time: the comparison shows something at once.
+    if (this.state.evals === undefined) this.state.evals = files.filter((f) => f.kind !== 'episodes').slice(0, 2).map((f) => f.file);
+    const selected = this.state.evals.filter((f) => known.has(f));
+    void this.panel.webview.postMessage(EvalFilesNotification.make({ files, selected }));
+    if (selected.length === 0) {
+      void this.panel.webview.postMessage(EvalComparisonNotification.make({ comparison: null, error: files.length ? 'Choose one or more results files to compare.' : 'No evaluation results yet: run "Turnwise: Evaluate Policy" (or `turnwise eval --out FILE`), or add a results file.' }));
+      return;
+    }
+    try {
+      // Files of other tasks or seeds are compared on the episodes they share; the notes say so.
+      const report = services().evalReport(selected, { intersect: true });
+      void this.panel.webview.postMessage(EvalComparisonNotification.make({ comparison: comparisonView(report) }));
+    } catch (e) {
+      void this.panel.webview.postMessage(EvalComparisonNotification.make({ comparison: null, error: e instanceof Error ? e.message : String(e) }));
+    }
+  }
+
+  private async addEvaluations(): Promise<void> {
+    const picked = await vscode.window.showOpenDialog({ title: 'Compare evaluation results files', canSelectMany: true, filters: { 'Evaluation results': ['jsonl'] }, defaultUri: this.roots()[0] ? vscode.Uri.file(this.roots()[0]) : undefined });
+    if (!picked?.length) return;
+    const files = picked.map((u) => u.fsPath);
+    for (const f of files) this.extraEvals.add(path.resolve(f));
+    this.selectEvaluations([...new Set([...(this.state.evals ?? []), ...files.map((f) => path.resolve(f))])]);
   }
 
   /** Shows `runId` (keeps the overlay unless it is the same run). */
@@ -198,6 +295,13 @@ export class RewardPanel implements vscode.Disposable {
       this.ready = true;
       this.sendRuns();
       void this.sendAll();
+      if (this.state.view === 'evals') this.showView('evals');
+    } else if (ShowViewCommand.is(m)) this.showView(m.params.view);
+    else if (SelectEvalsCommand.is(m)) this.selectEvaluations(m.params.files);
+    else if (AddEvalFilesCommand.is(m)) void this.addEvaluations();
+    else if (EvalRenderedNotification.is(m)) {
+      this.lastEvalRender = m.params;
+      this.evalRendered.fire(m.params);
     } else if (SelectRunCommand.is(m)) this.select(m.params.runId);
     else if (OverlayRunCommand.is(m)) this.overlay(m.params.runId);
     else if (RenderedNotification.is(m)) {

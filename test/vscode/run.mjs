@@ -9,7 +9,7 @@
 // Writes {passed, failed, skipped, failures:[{title, error}]} to $TURNWISE_TEST_SUMMARY when set.
 // Always stops what it started (code-server process groups, Chromium), also on failure and SIGINT.
 import { spawn, spawnSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
 import * as net from 'node:net';
@@ -164,6 +164,9 @@ function httpOk(url) {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+/** The API key of the UI test's endpoint: in code-server's environment only, never typed into the editor. */
+const UI_ENDPOINT_KEY = `tw-ui-key-${randomBytes(12).toString('hex')}`;
+
 /** code-server's environment: isolated config/data dirs, nothing inherited that points it at another VS Code. */
 function codeServerEnv(tools, state, extra = {}) {
   const env = {};
@@ -180,6 +183,8 @@ function codeServerEnv(tools, state, extra = {}) {
     TURNWISE_MOCHA: tools.mocha,
     // Lets the suite check that the extension it sees is the one under development here.
     TURNWISE_REPO_ROOT: root,
+    // The variable Evaluate Policy's endpoint test names (the key is read from it, never stored).
+    TW_UI_ENDPOINT_KEY: UI_ENDPOINT_KEY,
     ...extra,
   };
 }
@@ -567,7 +572,8 @@ const T_RUN = 'ui: "Turnwise: Start Training Run…" from the palette runs a tin
 const T_CLOSE = 'ui: closing the window stops the run cleanly: status.json says stopped, no container with its label is left';
 const T_MODEL = 'ui: "Start Training Run…" offers the embedded model or a model folder; a folder that is not a model is refused before a run, saying what to pick; a model folder and a LoRA adapter picked are remembered as settings; a LoRA adapter folder picked as the model skips the adapter step, and one naming a base that is not here asks for the base';
 const T_CHAT = "ui: a chat model's trajectory shows each reply as text above the command it ran, the checkpoint's chat format, and why a format error was not run";
-const VIEW_TESTS = [T_REWARD, T_TRAJ, T_CHAT, T_MODEL, T_RUN, T_CLOSE];
+const T_EVAL = 'ui: "Evaluate Policy" offers an endpoint beside the checkpoints (URL, model, the key\'s variable name), runs turnwise eval --endpoint to a results file with no key anywhere, and "Compare Evaluations" draws its PASS@(k,T) heatmap';
+const VIEW_TESTS = [T_REWARD, T_TRAJ, T_CHAT, T_MODEL, T_EVAL, T_RUN, T_CLOSE];
 
 const webviewFrame = (page) => page.frameLocator('iframe.webview.ready').frameLocator('#active-frame');
 
@@ -892,6 +898,8 @@ async function viewUiTests(page, workspace) {
     { dependsOn: [T_INSTALL], timeoutMs: 180000 },
   );
 
+  await uiTest(T_EVAL, () => evaluateEndpointUiTest(page, workspace), { dependsOn: [T_INSTALL], timeoutMs: 300000 });
+
   if (!cliHasTrain()) {
     for (const t of [T_RUN, T_CLOSE]) record({ title: t, state: 'skipped', error: 'dist/cli.js has no `train` command; the test runs once the build has one' });
     return;
@@ -1082,6 +1090,151 @@ async function runFromPalette(page, title, { shot = '02-palette.png' } = {}) {
       if (Date.now() > deadline) throw new Error(`the palette never offered "${title}": ${e.message}`);
       await sleep(1000);
     }
+  }
+}
+
+/**
+ * An OpenAI-compatible server for Evaluate Policy's endpoint test: lists one model and answers
+ * every turn with `submit`, refusing requests without the key from TW_UI_ENDPOINT_KEY. It stands
+ * in for vLLM or a hosted API; what is under test is the editor's flow and the CLI it runs.
+ */
+function scriptedEndpoint() {
+  const seen = { models: 0, chats: 0, refused: 0 };
+  const server = http.createServer((req, res) => {
+    let body = '';
+    req.on('data', (d) => (body += d));
+    req.on('end', () => {
+      const send = (code, v) => {
+        res.writeHead(code, { 'content-type': 'application/json' });
+        res.end(JSON.stringify(v));
+      };
+      if (req.headers.authorization !== `Bearer ${UI_ENDPOINT_KEY}`) {
+        seen.refused++;
+        return send(401, { error: { message: 'invalid api key', type: 'authentication_error' } });
+      }
+      if (req.method === 'GET' && req.url === '/v1/models') {
+        seen.models++;
+        return send(200, { object: 'list', data: [{ id: 'scripted-agent', object: 'model' }] });
+      }
+      if (req.method === 'POST' && req.url === '/v1/chat/completions') {
+        seen.chats++;
+        return send(200, { id: `c${seen.chats}`, object: 'chat.completion', model: 'scripted-agent', choices: [{ index: 0, message: { role: 'assistant', content: 'submit' }, finish_reason: 'stop' }] });
+      }
+      send(404, { error: { message: 'no route' } });
+    });
+  });
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve({ url: `http://127.0.0.1:${server.address().port}/v1`, seen, close: () => new Promise((r) => server.close(r)) })));
+}
+
+/** Files under `dir` (up to 8 MiB each) whose bytes hold `needle`. */
+function filesHolding(dir, needle) {
+  const hits = [];
+  const walk = (d) => {
+    let entries = [];
+    try {
+      entries = fs.readdirSync(d, { withFileTypes: true });
+    } catch {
+      return;
+    }
+    for (const e of entries) {
+      const f = path.join(d, e.name);
+      if (e.isDirectory()) walk(f);
+      else if (e.isFile()) {
+        try {
+          if (fs.statSync(f).size <= 8 * 1024 * 1024 && fs.readFileSync(f).includes(needle)) hits.push(f);
+        } catch {}
+      }
+    }
+  };
+  walk(dir);
+  return hits;
+}
+
+async function evaluateEndpointUiTest(page, workspace) {
+  await closeEditors(page);
+  const endpoint = await scriptedEndpoint();
+  try {
+    const evalsDir = path.join(workspace, '.turnwise', 'evals');
+    const before = fs.existsSync(evalsDir) ? fs.readdirSync(evalsDir) : [];
+    await runFromPalette(page, 'Turnwise: Evaluate Policy', { shot: null });
+    // The first step offers an endpoint beside the workspace's checkpoints.
+    const rows = page.locator('.quick-input-list .monaco-list-row');
+    let offered = [];
+    await waitFor('the checkpoint-or-endpoint step', async () => {
+      offered = (await rows.allInnerTexts()).map((t) => t.replace(/\s+/g, ' ').trim());
+      return offered.some((t) => t.includes('Endpoint…')) && offered.some((t) => /checkpoint \d/.test(t));
+    }, 20000).catch(() => {
+      throw new Error(`the first step offers: ${offered.join(' | ')}`);
+    });
+    await screenshot(page, '14-eval-pick.png');
+    await answerQuickPick(page, 'Endpoint…');
+    const box = page.locator('.quick-input-widget input');
+    const step = (title) => page.locator('.quick-input-widget', { hasText: title }).first();
+    for (const [title, value] of [
+      ['endpoint URL (1/3)', endpoint.url],
+      ['model (2/3)', 'scripted-agent'],
+      ['API key variable (3/3)', 'TW_UI_ENDPOINT_KEY'],
+    ]) {
+      await step(title).waitFor({ state: 'visible', timeout: 20000 });
+      await box.fill(value);
+      await sleep(300);
+      if (title.startsWith('API')) await screenshot(page, '15-eval-key-variable.png');
+      await page.keyboard.press('Enter');
+    }
+    await answerQuickPick(page, '2 sampled episodes per task');
+    // The task file: code-server's file dialog, a path box.
+    const tasks = path.join(workspace, '.turnwise', 'tasks', 'synth.jsonl');
+    const progress = page.locator('.notification-toast, .notifications-center', { hasText: /Turnwise: evaluating/ }).first();
+    await box.waitFor({ state: 'visible', timeout: 20000 });
+    for (let i = 0; i < 5 && !(await progress.isVisible()); i++) {
+      if (await box.isVisible()) {
+        if ((await box.inputValue()) !== tasks) {
+          await box.fill(tasks);
+          await sleep(1500);
+        }
+        await page.keyboard.press('Enter');
+      }
+      await sleep(1500);
+    }
+    const done = page.locator('.notification-toast', { hasText: /evaluation finished/ }).first();
+    const failed = page.locator('.notification-toast:has(.codicon-error)', { hasText: 'Turnwise' }).first();
+    await waitFor('the evaluation to finish', async () => {
+      if (await failed.isVisible()) {
+        await screenshot(page, 'eval-failure.png');
+        throw new Error(`the run failed: ${(await failed.innerText()).replace(/\s+/g, ' ')}`);
+      }
+      return done.isVisible();
+    }, 240000);
+    const text = (await done.innerText()).replace(/\s+/g, ' ');
+    await screenshot(page, '16-eval-finished.png');
+    const made = fs.readdirSync(evalsDir).filter((n) => !before.includes(n));
+    if (made.length !== 1) throw new Error(`expected one new results file in .turnwise/evals, found ${made.join(', ') || 'none'}`);
+    const file = path.join(evalsDir, made[0]);
+    if (!text.includes(path.join('.turnwise', 'evals', made[0]))) throw new Error(`the notification reads "${text}", not naming ${made[0]}`);
+    const header = JSON.parse(fs.readFileSync(file, 'utf8').split('\n')[0]);
+    const want = { kind: 'endpoint', url: endpoint.url, model: 'scripted-agent', keyEnv: 'TW_UI_ENDPOINT_KEY' };
+    for (const [k, v] of Object.entries(want)) if (header.model[k] !== v) throw new Error(`the results header's model.${k} is ${JSON.stringify(header.model[k])}, not ${JSON.stringify(v)}`);
+    if (header.samples !== 2 || header.tasks.ids.length !== 4) throw new Error(`the header says ${header.samples} samples of ${header.tasks.ids.length} tasks`);
+    if (endpoint.seen.chats < 12 || endpoint.seen.refused > 0) throw new Error(`the server saw ${JSON.stringify(endpoint.seen)}`);
+    // The key: in code-server's environment only; not in the workspace, the results, the settings or the editor's state.
+    const leaks = [...filesHolding(workspace, UI_ENDPOINT_KEY), ...filesHolding(path.join(path.dirname(workspace), 'ui'), UI_ENDPOINT_KEY)];
+    if (leaks.length) throw new Error(`the API key is written in ${leaks.join(', ')}`);
+    // Compare Evaluations from the notification: the reward panel's evaluations view, this file chosen, its heatmap drawn.
+    await done.locator('a.monaco-button, .monaco-button', { hasText: 'Compare Evaluations' }).first().click();
+    const frame = webviewFrame(page);
+    const cells = frame.locator('#heatmaps td.hm-cell[data-k]');
+    const maxTurns = header.maxTurns;
+    await waitFor('the PASS@(k,T) heatmap', async () => (await cells.count()) === 2 * maxTurns, 30000).catch(async () => {
+      throw new Error(`the heatmap has ${await cells.count()} cells, not 2 × ${maxTurns}`);
+    });
+    const label = await frame.locator('.heatmap-card h3').first().innerText();
+    if (!label.includes('scripted-agent')) throw new Error(`the heatmap is labelled "${label}"`);
+    const rowsShown = await frame.locator('#eval-models-table tbody tr').count();
+    if (rowsShown < 2) throw new Error(`the models' table has ${rowsShown} rows`);
+    await sleep(500);
+    await screenshot(page, '17-eval-heatmap.png');
+  } finally {
+    await endpoint.close();
   }
 }
 

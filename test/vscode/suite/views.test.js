@@ -260,5 +260,71 @@ describe('Turnwise views', function () {
       assert.ok(Math.max(...times) <= 1000, `updates took ${times.map((t) => t.toFixed(1)).join(', ')} ms`);
       assert.ok(first.ms <= 1000, `the first draw took ${first.ms.toFixed(1)} ms`);
     });
+
+    it('"Compare Evaluations": two results files, a PASS@(k,T) heatmap per model with a cell per k and T, and the models\' table', async function () {
+      this.timeout(30000);
+      const dir = path.join(ws(), '.turnwise', 'evals');
+      const files = writeResultsFixtures(dir);
+      try {
+        const r = await vscode.commands.executeCommand('turnwise.compareEvaluations', files);
+        assert.equal(r.view, 'evals');
+        const panel = api.rewardPanel();
+        const drawn = await until('the comparison drawn', () => (panel.lastEvalRender && panel.lastEvalRender.models === 2 ? panel.lastEvalRender : undefined));
+        // Model A resolves task a after 1 and 3 actions, task b after 2 (2 samples each, turn limit 4):
+        // k = 1, 2 by T = 1…4, and at k = 2 from T = 2 on both tasks, 1; model B resolves nothing.
+        assert.deepEqual(drawn.heatmaps, [
+          { label: 'run1 · checkpoint 3', ks: 2, ts: 4, cells: 8, max: 1 },
+          { label: 'qwen @ 127.0.0.1:9', ks: 2, ts: 4, cells: 8, max: 0 },
+        ]);
+        assert.equal(drawn.rows, 4, 'greedy and sampled rows of both models');
+        assert.deepEqual(panel.selectedEvaluations, files);
+      } finally {
+        for (const f of files) fs.rmSync(f, { force: true });
+      }
+    });
   });
 });
+
+/**
+ * Two evaluation results files as `turnwise eval --out` writes them (a header line, then the
+ * episodes) on tasks a and b with 2 samples each: a local checkpoint and an endpoint.
+ */
+function writeResultsFixtures(dir) {
+  fs.mkdirSync(dir, { recursive: true });
+  const episode = (taskId, k, resolved, actions) => ({
+    schema: 'turnwise/trajectory@1',
+    taskId,
+    groupId: `eval-0-${taskId}`,
+    trajId: k === null ? `eval-0-${taskId}` : `evals-0-${taskId}-${k}`,
+    checkpoint: 'fixture',
+    seed: (k === null ? 0 : 100 + k) + taskId.charCodeAt(0),
+    split: 'heldout',
+    turns: [...Array.from({ length: actions }, (_, i) => ({ index: i, action: `cmd ${i}`, observation: '', exitCode: 0, durationMs: 1, tokenIds: [1, 2] })), { index: actions, action: 'submit', observation: '', exitCode: null, durationMs: 0, tokenIds: [3] }],
+    reward: { passRate: resolved ? 1 : 0, resolved, turns: actions + 1, maxTurns: 4, formatError: false, efficiencyPenalty: 0, formatPenalty: 0, reward: resolved ? 1 : 0 },
+    durationMs: 1500,
+  });
+  const header = (model, createdAt) => ({
+    schema: 'turnwise/eval-results@1',
+    createdAt,
+    model,
+    tasks: { source: 'tasks.jsonl', ids: ['a', 'b'], digests: { a: 'da', b: 'db' } },
+    seed: 0,
+    samples: 2,
+    maxTurns: 4,
+    sampling: { temperature: 1, topP: 1 },
+    complete: true,
+    summary: { greedy: null, sampled: null },
+    episodes: [],
+  });
+  const a = [episode('a', null, true, 1), episode('b', null, false, 4), episode('a', 0, true, 1), episode('a', 1, true, 3), episode('b', 0, true, 2), episode('b', 1, false, 4)];
+  const b = [episode('a', null, false, 4), episode('b', null, false, 4), episode('a', 0, false, 4), episode('a', 1, false, 4), episode('b', 0, false, 4), episode('b', 1, false, 4)];
+  const write = (name, h, eps) => {
+    const f = path.join(dir, name);
+    fs.writeFileSync(f, [h, ...eps].map((x) => JSON.stringify(x)).join('\n') + '\n');
+    return f;
+  };
+  return [
+    write('fixture-a.jsonl', header({ kind: 'checkpoint', path: '/runs/run1/checkpoints/3', label: 'run1 · checkpoint 3' }, '2025-01-02T00:00:00.000Z'), a),
+    write('fixture-b.jsonl', header({ kind: 'endpoint', url: 'http://127.0.0.1:9/v1', model: 'qwen', label: 'qwen @ 127.0.0.1:9' }, '2025-01-01T00:00:00.000Z'), b),
+  ];
+}

@@ -1,12 +1,23 @@
 // Reward panel page: uPlot charts of a run's metrics (updated in place as iterations finish),
 // optionally overlaid with a second run, the advantage distribution by component and a
 // per-task pass-rate table. Each update's render time is measured and reported to the host.
+// The Evaluations view (compare.ts) compares evaluation results files: PASS@(k,T) heatmaps and
+// the models' table.
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
 import './style.css';
 import { h, vscodeApi } from '../shared/vscodeApi';
 import { CHARTS, chartColumns, type ChartSpec } from '../../model/chartSeries';
+import { evaluationsView } from './compare';
 import {
+  AddEvalFilesCommand,
+  EvalComparisonNotification,
+  EvalFilesNotification,
+  EvalRenderedNotification,
+  SelectEvalsCommand,
+  ShowViewCommand,
+  ViewNotification,
+  type PanelView,
   AdvantagesNotification,
   ClearOverlayNotification,
   MetricsNotification,
@@ -34,6 +45,8 @@ const state: {
   over?: MetricsPoint[];
   tasks?: TaskTable;
   hist?: AdvantageHistogram | null;
+  view?: PanelView;
+  evals?: string[];
 } = { runs: [], main: [], ...(vscode.getState() ?? {}) };
 
 // ── layout ─────────────────────────────────────────────────────────────────────────────────────
@@ -46,12 +59,26 @@ const grid = h('div', { class: 'grid' });
 const histCard = h('section', { class: 'card', id: 'chart-advantages' }, h('h2', {}, 'Advantage distribution by component'), h('div', { class: 'plot' }));
 const tableCard = h('section', { class: 'card wide', id: 'tasks' }, h('h2', {}, 'Pass rate per task'), h('div', { class: 'table-wrap' }));
 const empty = h('div', { class: 'empty muted', id: 'empty' });
-document.getElementById('app')!.replaceChildren(
-  h('header', { class: 'toolbar' }, h('label', {}, 'Run ', runSelect), h('label', {}, 'Overlay ', overlaySelect), statusLine),
-  modelLine,
-  empty,
-  grid,
+const viewSelect = h(
+  'select',
+  { id: 'view', 'aria-label': 'view', onchange: () => vscode.postMessage(ShowViewCommand.make({ view: viewSelect.value as PanelView })) },
+  h('option', { value: 'runs' }, 'Runs'),
+  h('option', { value: 'evals' }, 'Evaluations'),
 );
+const runControls = h('span', { class: 'run-controls' }, h('label', {}, 'Run ', runSelect), h('label', {}, 'Overlay ', overlaySelect), statusLine);
+const runsView = h('div', { id: 'runs-view' }, modelLine, empty, grid);
+const evals = evaluationsView({ onSelect: (files) => vscode.postMessage(SelectEvalsCommand.make({ files })), onAdd: () => vscode.postMessage(AddEvalFilesCommand.make({})) });
+document.getElementById('app')!.replaceChildren(h('header', { class: 'toolbar' }, h('label', {}, 'View ', viewSelect), runControls), runsView, evals.el);
+
+function showView(view: PanelView): void {
+  state.view = view;
+  viewSelect.value = view;
+  runControls.hidden = view !== 'runs';
+  runsView.hidden = view !== 'runs';
+  evals.el.hidden = view !== 'evals';
+  document.body.dataset.view = view;
+  save();
+}
 
 interface Chart {
   spec: ChartSpec;
@@ -219,7 +246,7 @@ function update(): void {
 }
 
 function save(): void {
-  vscode.setState({ selected: state.selected, overlay: state.overlay });
+  vscode.setState({ selected: state.selected, overlay: state.overlay, view: state.view, evals: state.evals });
 }
 
 window.addEventListener('message', (e: MessageEvent) => {
@@ -248,6 +275,18 @@ window.addEventListener('message', (e: MessageEvent) => {
       state.hist = m.params.histogram;
       drawHistogram();
     }
+  } else if (ViewNotification.is(m)) {
+    showView(m.params.view);
+  } else if (EvalFilesNotification.is(m)) {
+    state.evals = m.params.selected;
+    evals.setFiles(m.params.files, m.params.selected);
+    save();
+  } else if (EvalComparisonNotification.is(m)) {
+    const t0 = performance.now();
+    const drawn = evals.setComparison(m.params.comparison, m.params.error);
+    const ms = performance.now() - t0;
+    document.body.dataset.heatmapCells = String(drawn.heatmaps.reduce((a, x) => a + x.cells, 0));
+    vscode.postMessage(EvalRenderedNotification.make({ ms, ...drawn }));
   } else if (ClearOverlayNotification.is(m)) {
     state.over = undefined;
     state.overlay = undefined;
@@ -268,4 +307,5 @@ new MutationObserver(() => {
 }).observe(document.body, { attributes: true, attributeFilter: ['class'] });
 
 drawSelectors();
+showView(state.view ?? 'runs');
 vscode.postMessage(ReadyCommand.make({}));

@@ -1,5 +1,7 @@
 // Messages of the reward panel (host ↔ webview). Each says which way it travels.
 import { message } from '../shared/ipc';
+import type { EvalKindSummary } from '../../../train/eval-results';
+import type { ReportTaskCell } from '../../../train/eval-report';
 
 export { ReadyCommand } from '../shared/ipc';
 
@@ -33,10 +35,45 @@ export interface AdvantageHistogram {
 
 export type RunRole = 'main' | 'overlay';
 
+/** What the panel shows: a run's charts, or evaluation results files compared. */
+export type PanelView = 'runs' | 'evals';
+
+/** An evaluation results file (`turnwise eval --out`), as its header describes it. */
+export interface EvalFileEntry {
+  file: string;
+  /** The file's name, relative to the workspace where it is inside it. */
+  name: string;
+  /** The model or endpoint evaluated. */
+  label: string;
+  kind: 'checkpoint' | 'endpoint' | 'episodes';
+  tasks: number;
+  samples: number;
+  seed: number | null;
+  createdAt?: string;
+  complete: boolean;
+}
+
+/** PASS@(k,T): keyed by k, then by T. */
+export type PassAtKTTable = Record<string, Record<string, number>>;
+
+/** Several results files compared on the episodes they share (train/eval-report.ts, without the per-episode rows). */
+export interface EvalComparison {
+  models: { label: string; file: string; kind: 'checkpoint' | 'endpoint'; greedy: EvalKindSummary | null; sampled: EvalKindSummary | null; pass_at_k_t: PassAtKTTable | null; maxTurns: number }[];
+  tasks: string[];
+  episodes: { greedy: number; sampled: number };
+  /** Compared on the episodes all files share (the files covered different ones). */
+  intersection: boolean;
+  notes: string[];
+  per_task: { taskId: string; models: ReportTaskCell[] }[];
+}
+
 /** UI state kept by the webview (getState/setState) and restored by the serializer. */
 export interface RewardPanelState {
   selected?: string;
   overlay?: string;
+  view?: PanelView;
+  /** The results files chosen for comparison. */
+  evals?: string[];
 }
 
 // host → webview
@@ -56,3 +93,19 @@ export const SelectRunCommand = message<{ runId: string }>()('run/select');
 export const OverlayRunCommand = message<{ runId: string | null }>()('run/overlay');
 /** How long the last chart update took (measured in the page). */
 export const RenderedNotification = message<{ ms: number; iterations: number; charts: number; points: number }>()('perf/rendered');
+
+// Evaluations view
+// host → webview
+/** Show this view (the host opened the panel on it). */
+export const ViewNotification = message<{ view: PanelView }>()('view/set');
+/** The results files found (the workspace's .turnwise/evals and any added), and which are chosen. */
+export const EvalFilesNotification = message<{ files: EvalFileEntry[]; selected: string[] }>()('evals/list');
+/** The chosen files compared; null with a reason when they cannot be. */
+export const EvalComparisonNotification = message<{ comparison: EvalComparison | null; error?: string }>()('evals/comparison');
+// webview → host
+export const ShowViewCommand = message<{ view: PanelView }>()('view/show');
+export const SelectEvalsCommand = message<{ files: string[] }>()('evals/select');
+/** Asks the host for a file dialog to add results files from elsewhere. */
+export const AddEvalFilesCommand = message<Record<string, never>>()('evals/add');
+/** What the comparison drew: a heatmap per model (its k × T cells) and the table's rows. */
+export const EvalRenderedNotification = message<{ ms: number; models: number; rows: number; heatmaps: { label: string; ks: number; ts: number; cells: number; max: number | null }[] }>()('perf/evalsRendered');

@@ -8,6 +8,7 @@ import { benchRolloutCommand } from './bench-rollout';
 import { benchSandboxCommand } from './bench-sandbox';
 import { benchTasksCommand } from './bench-tasks';
 import { benchTrainCommand } from './bench-train';
+import { benchTransferCommand } from './bench-transfer';
 import { doctorCommand } from './doctor';
 import { episodeCommand } from './episode';
 import { imagesBuildCommand } from './images';
@@ -17,4 +18,4 @@ import { serveCommand } from './serve';
 import { tasksCommands } from './tasks';
 import { trainCommands } from './train';
 
-export const COMMANDS: CliCommand[] = [advantagesCommand, benchCreditCommand, benchLearnCommand, benchModelCommand, benchRolloutCommand, benchSandboxCommand, benchTasksCommand, benchTrainCommand, doctorCommand, episodeCommand, imagesBuildCommand, ...policyCommands, sandboxPruneCommand, serveCommand, ...tasksCommands, ...trainCommands].sort((a, b) => a.name.localeCompare(b.name));
+export const COMMANDS: CliCommand[] = [advantagesCommand, benchCreditCommand, benchLearnCommand, benchModelCommand, benchRolloutCommand, benchSandboxCommand, benchTasksCommand, benchTrainCommand, benchTransferCommand, doctorCommand, episodeCommand, imagesBuildCommand, ...policyCommands, sandboxPruneCommand, serveCommand, ...tasksCommands, ...trainCommands].sort((a, b) => a.name.localeCompare(b.name));

@@ -1,0 +1,77 @@
+// `turnwise bench transfer`: the policy on a panel of small real repositories it never saw,
+// fetched from Debian's archive when the bench runs (src/train/transfer.ts): per repository,
+// held-out tasks resolved greedy and in samples before RL, and after a short RL run on its own
+// train tasks, paired as `eval --compare` pairs them. Slow; not part of `npm run bench`.
+import * as path from 'node:path';
+import { embeddedModelDir } from '../../train/embedded';
+import { readConfigFile, type TrainConfig } from '../../train/config';
+import { benchTransfer, TRANSFER_DEFAULTS, TRANSFER_PANEL, transferCacheDir, type HeldoutScore } from '../../train/transfer';
+import { numberInRange, type CliCommand } from '../command';
+
+const score = (s: HeldoutScore | null) =>
+  s ? `greedy ${s.greedy.resolved}/${s.greedy.episodes}, sampled ${s.sampled.resolved}/${s.sampled.episodes} (${s.sampled.tasks_resolved} task(s)), either ${s.tasks_resolved}/${s.tasks} tasks` : '—';
+
+export const benchTransferCommand: CliCommand = {
+  name: 'bench transfer',
+  summary: 'held-out resolved rate on a panel of real repositories the policy never saw (fetched from Debian), before and after a short RL run on each (slow)',
+  usage: '[--repos A,B] [--no-rl] [--minutes M] [--iterations N] [--max-tasks N] [--samples K] [--model DIR] [--config FILE] [--seed S] [--cache DIR] [--mirror URL] [--json]',
+  options: {
+    repos: { type: 'string' },
+    'no-rl': { type: 'boolean' },
+    minutes: { type: 'string' },
+    iterations: { type: 'string' },
+    'max-tasks': { type: 'string' },
+    samples: { type: 'string' },
+    model: { type: 'string' },
+    config: { type: 'string' },
+    seed: { type: 'string' },
+    cache: { type: 'string' },
+    mirror: { type: 'string' },
+  },
+  async run(args, io) {
+    const v = args.values;
+    const d = TRANSFER_DEFAULTS;
+    const config: Partial<TrainConfig> = typeof v.config === 'string' ? (readConfigFile(v.config) as Partial<TrainConfig>) : {};
+    delete (config as Record<string, unknown>).schema;
+    if (v.iterations !== undefined) config.iterations = numberInRange(args, 'iterations', d.iterations!, { min: 1, max: 10_000, integer: true });
+    if (v['max-tasks'] !== undefined) config.maxTasks = numberInRange(args, 'max-tasks', d.maxTasks!, { min: 2, max: 10_000, integer: true });
+    if (v.samples !== undefined) config.evalSamples = numberInRange(args, 'samples', d.evalSamples!, { min: 0, max: 64, integer: true });
+    const repos = typeof v.repos === 'string' ? v.repos.split(',').map((s) => s.trim()).filter(Boolean) : [];
+    const r = await benchTransfer({
+      model: typeof v.model === 'string' ? path.resolve(v.model) : embeddedModelDir(),
+      repos,
+      noRl: v['no-rl'] === true,
+      minutes: numberInRange(args, 'minutes', 30, { min: 0, max: 100_000, minExclusive: true }),
+      config,
+      seed: numberInRange(args, 'seed', 0, { min: 0, max: 2 ** 31, integer: true }),
+      cacheDir: typeof v.cache === 'string' ? path.resolve(v.cache) : transferCacheDir(),
+      ...(typeof v.mirror === 'string' ? { mirror: v.mirror } : {}),
+      onProgress: (m) => io.err(m),
+      onEvent: (e, repo) => {
+        if (e.type === 'iteration-finished') io.err(`  ${repo}: iteration ${e.iteration} held-out resolved ${e.metrics['heldout/resolved'] ?? '—'} sampled ${e.metrics['heldout/sampled/resolved'] ?? '—'}`);
+        else if (e.type === 'log' && e.level === 'warn') io.err(`  ${repo}: warning: ${e.message}`);
+      },
+    });
+    if (io.json) {
+      io.out(JSON.stringify(r, null, 2));
+      return r.repos.every((x) => x.error) ? 1 : 0;
+    }
+    const lines = [`transfer panel (${r.repos.length} of ${TRANSFER_PANEL.length} repositories), ${r.samples} samples per held-out task, ${r.rl ? `RL up to ${r.iterations} iterations or ${r.minutes} min each` : 'no RL'}; cache ${r.cache_dir}`];
+    for (const x of r.repos) {
+      lines.push(`${x.name}  ${x.source}`);
+      if (x.error) {
+        lines.push(`  failed: ${x.error}`);
+        continue;
+      }
+      lines.push(`  ${x.tasks} tasks (${x.train_tasks} train, ${x.heldout_tasks} held out), ${x.wall_s} s`);
+      lines.push(`  before RL  ${score(x.before)}`);
+      if (r.rl) lines.push(`  after ${x.rl_iterations} it.  ${score(x.after)}`);
+      if (x.paired) {
+        const f = (c: typeof x.paired.greedy) => `+${c.gained} −${c.lost} of ${c.pairs} (p ${c.p_value === null ? '—' : c.p_value.toFixed(3)})`;
+        lines.push(`  paired     greedy ${f(x.paired.greedy)}, sampled ${f(x.paired.sampled)}`);
+      }
+    }
+    io.out(lines.join('\n'));
+    return r.repos.every((x) => x.error) ? 1 : 0;
+  },
+};

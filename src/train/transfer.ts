@@ -1,0 +1,395 @@
+// `turnwise bench transfer`: how the policy does on repositories it never saw. A fixed panel of
+// small real Python projects, each fetched when the bench runs as the upstream source tarball
+// Debian ships (its `.orig.tar.*`, which carries the project's own tests), pinned by file name and
+// SHA-256 and cached under ~/.cache/turnwise/transfer; nothing of them is in this repository or
+// in any demonstration. Per repository: one-token mutation tasks that break its own tests
+// (`turnwise tasks synth`), the held-out split resolved greedy and in 4 samples by the starting
+// policy, then (unless --no-rl) a short RL run on its train split and the same held-out episodes
+// again, paired by task and seed as `eval --compare` pairs them.
+import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import * as fs from 'node:fs';
+import * as https from 'node:https';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { promisify } from 'node:util';
+import { TurnwiseError } from '../core/errors';
+import type { RunEvent } from '../core/events';
+import { RunDir } from '../core/run';
+import type { Trajectory } from '../core/schema';
+import { synthesizeMutationTasks } from '../tasks/synth';
+import { readTaskFile, writeTaskFile } from '../tasks/taskfile';
+import type { MutationOperator } from '../tasks/mutate';
+import { snapshotCheckpoint } from './bench';
+import { compareEvaluations, type PairedChange } from './compare';
+import { connectRunPool, DEMO_SETTINGS, resolveTrainConfig, TRAIN_DEFAULTS, type TrainConfig } from './config';
+import { FIXABLE_OPERATORS } from './demos';
+import { trainRun } from './run';
+
+const execFileP = promisify(execFile);
+
+/** One repository of the panel: an upstream source tarball from Debian's archive. */
+export interface TransferRepo {
+  /** Short name (--repos). */
+  name: string;
+  /** Debian source package and version it comes from. */
+  debianSource: string;
+  version: string;
+  /** Path under the archive root (pool/main/…). */
+  file: string;
+  sha256: string;
+  /** The folder the tarball unpacks to. */
+  dir: string;
+  /** Its shape, and why it is on the panel. */
+  shape: string;
+}
+
+/**
+ * The panel: pure-Python projects whose tests run with python3 and pytest alone (the sandbox's
+ * packages), of different shapes, each in Debian 12 (bookworm). Pinned: a new upload is a new
+ * panel, not a silent change of the figures.
+ */
+export const TRANSFER_PANEL: readonly TransferRepo[] = [
+  {
+    name: 'inflection',
+    debianSource: 'inflection',
+    version: '0.3.1',
+    file: 'pool/main/i/inflection/inflection_0.3.1.orig.tar.gz',
+    sha256: '18ea7fb7a7d152853386523def08736aa8c32636b047ade55f7578c4edeb16ca',
+    dir: 'inflection-0.3.1',
+    shape: 'one module (inflection.py) and one test file of 450 parametrized cases at the root: regex tables and string rules',
+  },
+  {
+    name: 'ordered-set',
+    debianSource: 'python-ordered-set',
+    version: '4.1.0',
+    file: 'pool/main/p/python-ordered-set/python-ordered-set_4.1.0.orig.tar.xz',
+    sha256: 'cd1a0cfa973683a3cdaf841fd4d77c05292f947bac7dff94aade999c7aab71fc',
+    dir: 'python-ordered-set-4.1.0',
+    shape: 'one small class module (ordered_set.py) and a single test file: index arithmetic and slicing',
+  },
+  {
+    name: 'xmltodict',
+    debianSource: 'python-xmltodict',
+    version: '0.13.0',
+    file: 'pool/main/p/python-xmltodict/python-xmltodict_0.13.0.orig.tar.gz',
+    sha256: 'd74f4099d42bcca273ffd3bc9766abaa8765960eabc4399f2a6ad48cb4f58ce0',
+    dir: 'xmltodict-0.13.0',
+    shape: 'one module (xmltodict.py) with a tests/ folder of unittest classes: a SAX-driven parser and an emitter',
+  },
+  {
+    name: 'jmespath',
+    debianSource: 'python-jmespath',
+    version: '1.0.1',
+    file: 'pool/main/p/python-jmespath/python-jmespath_1.0.1.orig.tar.gz',
+    sha256: '90261b206d6defd58fdd5e85f478bf633a2901798906be2ad389150c5c60edbe',
+    dir: 'jmespath-1.0.1',
+    shape: 'a package of several modules (lexer, parser, visitor, functions) and tests/ driven by JSON compliance files',
+  },
+  {
+    name: 'toolz',
+    debianSource: 'toolz',
+    version: '0.12.0',
+    file: 'pool/main/t/toolz/toolz_0.12.0.orig.tar.gz',
+    sha256: '04d555d7ccb3c84301eaad310dd27ba511ae3dcf331ada5828d7cc03942f2c2e',
+    dir: 'toolz-0.12.0',
+    shape: 'a package with a subpackage (toolz/curried) and its tests inside the package (toolz/tests/), a second package (tlz) and a bench/ test that fails without its data',
+  },
+  {
+    name: 'colorama',
+    debianSource: 'python-colorama',
+    version: '0.4.6',
+    file: 'pool/main/p/python-colorama/python-colorama_0.4.6.orig.tar.gz',
+    sha256: '2d0543c3970840160b32656ab83d43b7f3533208c2c5f3ee5b839940d00af0bd',
+    dir: 'colorama-0.4.6',
+    shape: 'a package whose tests live in it (colorama/tests/), with Windows-only branches whose tests skip on Linux',
+  },
+];
+
+/** Debian's archive (its CDN redirector); --mirror for another. */
+export const DEBIAN_ARCHIVE = 'https://deb.debian.org/debian';
+
+/** ~/.cache/turnwise/transfer (XDG_CACHE_HOME respected). */
+export function transferCacheDir(): string {
+  return path.join(process.env.XDG_CACHE_HOME || path.join(os.homedir(), '.cache'), 'turnwise', 'transfer');
+}
+
+/** The panel's repositories named by `names` (all when empty), in the panel's order; unknown names refused. */
+export function pickRepos(names: readonly string[] = []): TransferRepo[] {
+  const unknown = names.filter((n) => !TRANSFER_PANEL.some((r) => r.name === n));
+  if (unknown.length) {
+    throw new TurnwiseError('invalid-input', `no repository ${unknown.map((n) => JSON.stringify(n)).join(', ')} on the transfer panel`, { hint: `--repos takes names from: ${TRANSFER_PANEL.map((r) => r.name).join(', ')}` });
+  }
+  return names.length ? TRANSFER_PANEL.filter((r) => names.includes(r.name)) : [...TRANSFER_PANEL];
+}
+
+function download(url: string, dest: string, redirects = 5): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const req = https.get(url, { timeout: 60_000 }, (res) => {
+      const code = res.statusCode ?? 0;
+      if (code >= 300 && code < 400 && res.headers.location && redirects > 0) {
+        res.resume();
+        download(new URL(res.headers.location, url).toString(), dest, redirects - 1).then(resolve, reject);
+        return;
+      }
+      if (code !== 200) {
+        res.resume();
+        reject(new TurnwiseError('not-found', `${url} answered HTTP ${code}`, { hint: 'check the archive is reachable (or give --mirror URL of a Debian mirror that keeps bookworm\'s pool)' }));
+        return;
+      }
+      const out = fs.createWriteStream(dest);
+      res.pipe(out);
+      out.on('finish', () => out.close(() => resolve()));
+      out.on('error', reject);
+      res.on('error', reject);
+    });
+    req.on('timeout', () => req.destroy(new Error(`no answer from ${url} in 60 s`)));
+    req.on('error', (e) => reject(e instanceof TurnwiseError ? e : new TurnwiseError('runtime-unavailable', `cannot fetch ${url}: ${e.message}`, { hint: 'the transfer bench fetches its repositories from Debian\'s archive: check the network, or give --mirror URL' })));
+  });
+}
+
+const sha256Of = (file: string) => createHash('sha256').update(fs.readFileSync(file)).digest('hex');
+
+/**
+ * The repository's source tree, fetched, checked and unpacked into the cache on first use:
+ * `<cache>/src/<dir>`. The tarball must have the pinned SHA-256; it is unpacked by tar without
+ * a shell, as the invoking user, with no owners or modes from the archive.
+ */
+export async function fetchRepo(repo: TransferRepo, o: { cacheDir: string; mirror?: string; log?: (m: string) => void }): Promise<string> {
+  const srcRoot = path.join(o.cacheDir, 'src');
+  const tree = path.join(srcRoot, repo.dir);
+  const stamp = path.join(srcRoot, `.${repo.dir}.sha256`);
+  if (fs.existsSync(tree) && fs.existsSync(stamp) && fs.readFileSync(stamp, 'utf8').trim() === repo.sha256) return tree;
+  fs.mkdirSync(path.join(o.cacheDir, 'downloads'), { recursive: true });
+  const tarball = path.join(o.cacheDir, 'downloads', path.basename(repo.file));
+  if (!fs.existsSync(tarball) || sha256Of(tarball) !== repo.sha256) {
+    const url = `${(o.mirror ?? DEBIAN_ARCHIVE).replace(/\/+$/, '')}/${repo.file}`;
+    o.log?.(`${repo.name}: fetching ${url}`);
+    const part = `${tarball}.part-${process.pid}`;
+    try {
+      await download(url, part);
+      const got = sha256Of(part);
+      if (got !== repo.sha256) throw new TurnwiseError('invalid-input', `${url} has SHA-256 ${got}, not the pinned ${repo.sha256}`, { hint: 'the mirror serves another file under that name; use the Debian archive itself (--mirror https://deb.debian.org/debian)' });
+      fs.renameSync(part, tarball);
+    } finally {
+      fs.rmSync(part, { force: true });
+    }
+  }
+  fs.mkdirSync(srcRoot, { recursive: true });
+  const tmp = fs.mkdtempSync(path.join(srcRoot, `.unpack-${repo.name}-`));
+  try {
+    await execFileP('tar', ['-x', '-f', tarball, '-C', tmp, '--no-same-owner', '--no-same-permissions'], { maxBuffer: 1 << 20 });
+    const top = path.join(tmp, repo.dir);
+    if (!fs.statSync(top, { throwIfNoEntry: false })?.isDirectory()) throw new TurnwiseError('invalid-input', `${path.basename(repo.file)} does not unpack to ${repo.dir}/`, { hint: 'the panel entry names the wrong folder' });
+    fs.rmSync(tree, { recursive: true, force: true });
+    fs.renameSync(top, tree);
+    fs.writeFileSync(stamp, `${repo.sha256}\n`);
+  } finally {
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
+  return tree;
+}
+
+/** Resolved counts of one evaluation of the held-out tasks. */
+export interface HeldoutScore {
+  /** Greedy: one episode per task. */
+  greedy: { resolved: number; episodes: number; rate: number | null };
+  /** Sampled: `samples` episodes per task; `tasks_resolved`: tasks at least one of them resolved. */
+  sampled: { resolved: number; episodes: number; rate: number | null; tasks_resolved: number };
+  /** Tasks resolved greedy or by one of the samples, of all held-out tasks. */
+  tasks_resolved: number;
+  tasks: number;
+}
+
+const rate = (k: number, n: number) => (n ? Math.round((k / n) * 10_000) / 10_000 : null);
+const scored = (t: Trajectory) => !t.failure && Number.isFinite(t.reward.passRate);
+
+/** Scores of one held-out evaluation's trajectories (greedy `eval-…`, sampled `evals-…`). */
+export function heldoutScore(trajs: readonly Trajectory[], tasks: number): HeldoutScore {
+  const greedy = trajs.filter((t) => t.trajId.startsWith('eval-') && scored(t));
+  const sampled = trajs.filter((t) => t.trajId.startsWith('evals-') && scored(t));
+  const solvedBy = (ts: readonly Trajectory[]) => new Set(ts.filter((t) => t.reward.resolved).map((t) => t.taskId));
+  const g = solvedBy(greedy);
+  const s = solvedBy(sampled);
+  return {
+    greedy: { resolved: greedy.filter((t) => t.reward.resolved).length, episodes: greedy.length, rate: rate(greedy.filter((t) => t.reward.resolved).length, greedy.length) },
+    sampled: { resolved: sampled.filter((t) => t.reward.resolved).length, episodes: sampled.length, rate: rate(sampled.filter((t) => t.reward.resolved).length, sampled.length), tasks_resolved: s.size },
+    tasks_resolved: new Set([...g, ...s]).size,
+    tasks,
+  };
+}
+
+export interface TransferRepoResult {
+  name: string;
+  source: string;
+  shape: string;
+  /** Tasks kept by synthesis, and the split. */
+  tasks: number;
+  train_tasks: number;
+  heldout_tasks: number;
+  before: HeldoutScore | null;
+  /** After RL (null with --no-rl or when no iteration finished). */
+  after: HeldoutScore | null;
+  /** Before vs after, paired by task and seed (eval --compare's counts). */
+  paired: { greedy: PairedChange; sampled: PairedChange } | null;
+  rl_iterations: number;
+  run_dir: string | null;
+  wall_s: number;
+  /** Why this repository has no figures (the others still run). */
+  error?: string;
+}
+
+export interface TransferResult {
+  schema: 'turnwise/bench-transfer@1';
+  model: string;
+  rl: boolean;
+  /** RL budget per repository. */
+  minutes: number;
+  iterations: number;
+  samples: number;
+  seed: number;
+  cache_dir: string;
+  repos: TransferRepoResult[];
+  /** Panel sums. */
+  totals: { tasks: number; heldout_tasks: number; before_tasks_resolved: number; after_tasks_resolved: number | null };
+  config: Record<string, unknown>;
+}
+
+/** The bench's training settings: the demo's, 4 samples per held-out task, evaluation every iteration. */
+export const TRANSFER_DEFAULTS: Partial<TrainConfig> = { ...DEMO_SETTINGS, maxTasks: 32, evalSamples: 4, evalEvery: 1, iterations: 8 };
+
+export interface TransferOptions {
+  model: string;
+  repos?: readonly string[];
+  /** Skip the RL run: the starting policy's held-out figures only. */
+  noRl?: boolean;
+  /** RL wall-clock budget per repository, minutes: no iteration starts after it (default 30). */
+  minutes?: number;
+  /** Training settings over TRANSFER_DEFAULTS. */
+  config?: Partial<TrainConfig>;
+  seed?: number;
+  cacheDir?: string;
+  mirror?: string;
+  onProgress?: (m: string) => void;
+  onEvent?: (e: RunEvent, repo: string) => void;
+  signal?: AbortSignal;
+}
+
+/** Config fields the bench sets itself per repository. */
+export const TRANSFER_CONTROLLED_FIELDS = ['workspace', 'model', 'taskSource', 'tasksFile', 'estimator'] as const;
+
+export async function benchTransfer(o: TransferOptions): Promise<TransferResult> {
+  const controlled = TRANSFER_CONTROLLED_FIELDS.filter((k) => o.config?.[k] !== undefined);
+  if (controlled.length) throw new TurnwiseError('invalid-input', `the transfer bench sets ${controlled.map((k) => JSON.stringify(k)).join(', ')} itself; its settings may not`, { hint: 'remove those fields from --config' });
+  const repos = pickRepos(o.repos);
+  const cacheDir = path.resolve(o.cacheDir ?? transferCacheDir());
+  const seed = o.seed ?? 0;
+  const minutes = o.minutes ?? 30;
+  const base: Partial<TrainConfig> = { ...TRANSFER_DEFAULTS, ...o.config, seed, taskSeed: seed, estimator: 'turnwise' };
+  const iterations = o.noRl ? 0 : base.iterations!;
+  // Checked before any download.
+  resolveTrainConfig({ ...base, iterations, workspace: cacheDir, model: o.model, taskSource: 'file', tasksFile: 'tasks.jsonl' }, 'the transfer bench settings');
+  const log = o.onProgress ?? (() => undefined);
+  const stamp = new Date().toISOString().replace(/[:.]/g, '-');
+  const runsRoot = path.join(cacheDir, 'runs', stamp);
+  fs.mkdirSync(runsRoot, { recursive: true });
+  const model = await snapshotCheckpoint(o.model, path.join(runsRoot, 'start-model'), { optimizer: true });
+  const out: TransferRepoResult[] = [];
+  for (const repo of repos) {
+    if (o.signal?.aborted) break;
+    const t0 = Date.now();
+    const res: TransferRepoResult = { name: repo.name, source: `Debian ${repo.debianSource} ${repo.version} (${repo.file})`, shape: repo.shape, tasks: 0, train_tasks: 0, heldout_tasks: 0, before: null, after: null, paired: null, rl_iterations: 0, run_dir: null, wall_s: 0 };
+    out.push(res);
+    try {
+      const workspace = await fetchRepo(repo, { cacheDir, mirror: o.mirror, log });
+      // Tasks per repository, seed and size, kept between benches: synthesis runs the suite per mutant.
+      const tasksFile = path.join(cacheDir, 'tasks', `${repo.name}-${repo.version}-seed${seed}-max${base.maxTasks}.jsonl`);
+      if (!fs.existsSync(tasksFile)) {
+        log(`${repo.name}: synthesizing up to ${base.maxTasks} one-token mutation tasks`);
+        const pool = await connectRunPool(`bench-transfer-${process.pid}`, { ...TRAIN_DEFAULTS, ...base });
+        try {
+          const r = await synthesizeMutationTasks({ workspace, pool, seed, max: base.maxTasks, operators: [...FIXABLE_OPERATORS] as MutationOperator[] });
+          if (r.tasks.length < 2) throw new TurnwiseError('invalid-input', `only ${r.tasks.length} task(s) survived validation in ${repo.name}`, { hint: 'its tests may not run in the sandbox (see `turnwise tasks synth --workspace ' + workspace + '`)' });
+          fs.mkdirSync(path.dirname(tasksFile), { recursive: true });
+          writeTaskFile(tasksFile, r.tasks);
+        } finally {
+          await pool.close();
+        }
+      }
+      res.tasks = readTaskFile(tasksFile).length;
+      const config = resolveTrainConfig({ ...base, iterations, workspace, model, taskSource: 'file', tasksFile }, 'the transfer bench settings');
+      // The RL budget: no iteration starts once the minutes are spent (the last one's evaluation counts).
+      const stop = new AbortController();
+      const onAbort = () => stop.abort();
+      o.signal?.addEventListener('abort', onAbort);
+      let rlStart = 0;
+      let slowest = 0;
+      let prev = 0;
+      log(`${repo.name}: ${res.tasks} tasks; ${iterations ? `evaluating, then RL for up to ${iterations} iterations or ${minutes} min` : 'evaluating the starting policy (no RL)'}`);
+      const r = await trainRun({
+        config,
+        runsRoot,
+        name: `transfer-${repo.name}`,
+        signal: stop.signal,
+        onEvent: (e) => {
+          o.onEvent?.(e, repo.name);
+          if (e.type === 'run-started') {
+            res.train_tasks = e.trainTasks;
+            res.heldout_tasks = e.heldoutTasks;
+          }
+          if (e.type === 'iteration-finished') {
+            const now = Date.now();
+            if (e.iteration === 0) rlStart = now;
+            else slowest = Math.max(slowest, now - prev);
+            prev = now;
+            if (e.iteration > 0 && now - rlStart + slowest > minutes * 60_000) {
+              log(`${repo.name}: RL budget of ${minutes} min reached after iteration ${e.iteration}`);
+              stop.abort();
+            }
+          }
+        },
+      });
+      o.signal?.removeEventListener('abort', onAbort);
+      res.run_dir = r.runDir;
+      const run = RunDir.open(r.runDir);
+      const evals = r.metrics.filter((m) => typeof m['heldout/resolved'] === 'number').map((m) => m.iteration);
+      if (evals.length) {
+        const first = run.readTrajectories(evals[0], 'heldout');
+        res.before = heldoutScore(first, res.heldout_tasks);
+        const lastIt = evals[evals.length - 1];
+        if (lastIt > 0) {
+          const last = run.readTrajectories(lastIt, 'heldout');
+          res.after = heldoutScore(last, res.heldout_tasks);
+          const c = compareEvaluations(first, last);
+          res.paired = { greedy: c.greedy, sampled: c.sampled };
+          res.rl_iterations = lastIt;
+        }
+      }
+    } catch (e) {
+      if (o.signal?.aborted) throw e;
+      res.error = e instanceof Error ? e.message : String(e);
+      log(`${repo.name}: ${res.error}`);
+    } finally {
+      res.wall_s = Math.round((Date.now() - t0) / 100) / 10;
+    }
+  }
+  const withAfter = out.filter((r) => r.after);
+  return {
+    schema: 'turnwise/bench-transfer@1',
+    model: o.model,
+    rl: !o.noRl,
+    minutes,
+    iterations,
+    samples: base.evalSamples!,
+    seed,
+    cache_dir: cacheDir,
+    repos: out,
+    totals: {
+      tasks: out.reduce((s, r) => s + r.tasks, 0),
+      heldout_tasks: out.reduce((s, r) => s + r.heldout_tasks, 0),
+      before_tasks_resolved: out.reduce((s, r) => s + (r.before?.tasks_resolved ?? 0), 0),
+      after_tasks_resolved: withAfter.length ? withAfter.reduce((s, r) => s + r.after!.tasks_resolved, 0) : null,
+    },
+    config: { ...base, iterations },
+  };
+}

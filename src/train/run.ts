@@ -47,8 +47,8 @@ import type { ActionModel } from '../agent/types';
 import { ChatActionModel, chatTurnTokenRows } from './chat-model';
 import { modelActionFormat, recordActionFormat, type ModelActionFormat } from './action-format';
 import { ReplaySource, type ReplayExample } from './replay';
-import { sampledPassAtKT, type PassAtKT } from './pass-at-k';
 import { assertRunFits, runMemoryPlan } from './memory-plan';
+import { sampledPassAtKT, type PassAtKT } from './pass-at-k';
 
 export interface TrainRunOptions {
   config: TrainConfig;
@@ -656,9 +656,9 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
     if (c.taskSource === 'file') assertWorkspaceHoldsTasks(readTaskFile(c.tasksFile!), c.workspace, c.tasksFile!);
     const start = loadCheckpoint(c.model || embeddedModelDir(), { optimizer: false });
     checkActionRoom(start.weights.config.max_position_embeddings, c.maxActionTokens, start.dir);
-    const format = modelActionFormat(c.model || embeddedModelDir());
     // A run whose memory plan exceeds the machine's memory is refused before any sandbox starts.
     assertRunFits(c, start.weights.config);
+    const format = modelActionFormat(c.model || embeddedModelDir());
     if (format.kind === 'chat' && c.replayCoef > 0) {
       throw new TurnwiseError('invalid-input', `replayCoef ${c.replayCoef} replays turnwise-tiny's warm-start demonstrations, which are in the compact format; ${start.dir} writes in its chat format`, { hint: 'set "replayCoef" to 0 in turnwise.json for a chat model' });
     }
@@ -765,10 +765,10 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
     const lora = last < 0 && c.lora ? { config: c.lora, seed: seedOf(c.seed, 'lora-init') } : undefined;
     rig = await openRig({ runId, workspace: c.workspace, language: runner.language, checkpoint: from, referenceDir: last >= 0 ? run.checkpointDir(0) : undefined, ...(lora ? { lora } : {}), ...(c.lora ? { loraDropoutSeed: seedOf(c.seed, 'lora-dropout') } : {}), config: c, pool, onLog: (m) => log(m, 'warn') });
     if (last < 0 && rig.actionFormat.kind === 'chat') log(`the model writes its actions in its own chat format (template: ${rig.actionFormat.source})`);
-    check();
     // The update's token cap: the config's, or the largest the memory plan fits (0).
     const memory = runMemoryPlan(c, (await rig.policy.info()).config);
     for (const line of memory.lines) log(line);
+    check();
     // Generated demonstrations for the replay term (the same pool on a resume: seeded by the run).
     const replaySource = c.replayCoef > 0 && rig.codec ? await ReplaySource.create(rig.codec, seedOf(c.seed, 'replay-pool')) : undefined;
 

@@ -224,7 +224,7 @@ export const DEMO_CONFIG = DEMO_SETTINGS;
 
 export const demoCommand: CliCommand = {
   name: 'demo',
-  summary: 'the main job: a training run on the bundled demo workspace from the embedded warm-started policy, with held-out evaluation',
+  summary: 'a training run on the bundled demo workspace from the embedded warm-started policy, with held-out evaluation',
   usage: '[--iterations N] [--quick] [--estimator NAME] [--runs DIR] [--seed S]',
   options: { iterations: { type: 'string' }, quick: { type: 'boolean' }, estimator: { type: 'string' }, runs: { type: 'string' }, seed: { type: 'string' } },
   async run(args, io) {

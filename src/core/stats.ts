@@ -23,17 +23,8 @@ export function mean(xs: readonly number[]): number {
 
 /** Population standard deviation of the finite values; NaN when there are none. */
 export function std(xs: readonly number[]): number {
-  const m = mean(xs);
-  if (!Number.isFinite(m)) return NaN;
-  let s = 0;
-  let n = 0;
-  for (const x of xs) {
-    if (Number.isFinite(x)) {
-      s += (x - m) ** 2;
-      n++;
-    }
-  }
-  return Math.sqrt(s / n);
+  const { ss, n } = squaredDeviations(xs);
+  return n ? Math.sqrt(ss / n) : NaN;
 }
 
 /**
@@ -41,16 +32,22 @@ export function std(xs: readonly number[]): number {
  * (a group of one episode has no spread to scale by).
  */
 export function stdUnbiased(xs: readonly number[]): number {
+  const { ss, n } = squaredDeviations(xs);
+  return n < 2 ? 0 : Math.sqrt(ss / (n - 1));
+}
+
+/** Σ (x − mean)² over the finite values, and how many there are. */
+function squaredDeviations(xs: readonly number[]): { ss: number; n: number } {
   const m = mean(xs);
-  let s = 0;
+  let ss = 0;
   let n = 0;
   for (const x of xs) {
     if (Number.isFinite(x)) {
-      s += (x - m) ** 2;
+      ss += (x - m) ** 2;
       n++;
     }
   }
-  return n < 2 ? 0 : Math.sqrt(s / (n - 1));
+  return { ss, n };
 }
 
 /**

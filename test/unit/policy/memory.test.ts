@@ -5,6 +5,7 @@ import { spawnSync } from 'node:child_process';
 import * as path from 'node:path';
 import { TurnwiseError } from '../../../src/core/errors';
 import { TURNWISE_TINY, type ModelConfig } from '../../../src/policy/config';
+import { BENCH_SHAPES } from '../../../src/policy/bench-model';
 import { assertPlanFits, autoUpdateTokens, availableMemory, formatMemoryPlan, planMemory } from '../../../src/policy/memory';
 
 const FIXTURE = path.join(__dirname, 'fixtures', 'memory-run.ts');
@@ -17,20 +18,8 @@ function peakOf(episodes: number, rows: number, seq: number, cap: number, score:
   return JSON.parse(r.stdout.trim().split('\n').pop()!).peakRss as number;
 }
 
-/** Qwen2.5-0.5B's shape. */
-const QWEN_05B: ModelConfig = {
-  model_type: 'qwen2',
-  hidden_size: 896,
-  intermediate_size: 4864,
-  num_hidden_layers: 24,
-  num_attention_heads: 14,
-  num_key_value_heads: 2,
-  rms_norm_eps: 1e-6,
-  rope_theta: 1e6,
-  vocab_size: 151936,
-  max_position_embeddings: 32768,
-  tie_word_embeddings: true,
-};
+/** Qwen2.5-0.5B's shape, as `bench model` generates it. */
+const QWEN_05B: ModelConfig = BENCH_SHAPES['qwen2.5-0.5b'];
 
 describe('policy/memory: the memory plan of a run', function () {
   this.timeout(600_000);

@@ -520,7 +520,7 @@ export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult
       decode_batch_speedup: round(bn / b1),
       decode_peak_rss_mb: decodePeak,
       lora_train_tokens_per_s: round(train, 1),
-      train_step_s: round(stepMs / 1000, 4),
+      train_step_s: round(stepMs / 1000, 6),
       train_first_step_s: round(firstMs / 1000),
       train_step_peak_rss_mb: trainPeak,
       train_rss_budget_mb: round(budget, 0),

@@ -63,14 +63,28 @@ function writeError(file: string, e: unknown): TurnwiseError {
   });
 }
 
-/** Writes `data` to `file` so that readers see either the old or the new content, never a mix. */
-export function writeFileAtomic(file: string, data: string | Uint8Array): void {
+/** Writes all of `bytes` (one write call may write less, and at most 2 GiB). */
+function writeAll(fd: number, bytes: Uint8Array): void {
+  const step = 1 << 30;
+  for (let at = 0; at < bytes.length; ) {
+    at += fs.writeSync(fd, bytes, at, Math.min(step, bytes.length - at));
+  }
+}
+
+/**
+ * Writes `data` to `file` so that readers see either the old or the new content, never a mix.
+ * `data` may come as parts (produced one after another, so a file of several gigabytes need not
+ * be one buffer in memory).
+ */
+export function writeFileAtomic(file: string, data: string | Uint8Array | Iterable<Uint8Array>): void {
   const tmp = `${file}.tmp-${process.pid}-${tmpCounter++}`;
   try {
     fs.mkdirSync(path.dirname(file), { recursive: true });
     const fd = fs.openSync(tmp, 'w');
     try {
-      fs.writeSync(fd, typeof data === 'string' ? Buffer.from(data, 'utf8') : data);
+      if (typeof data === 'string') writeAll(fd, Buffer.from(data, 'utf8'));
+      else if (data instanceof Uint8Array) writeAll(fd, data);
+      else for (const part of data) writeAll(fd, part);
       fs.fsyncSync(fd);
     } finally {
       fs.closeSync(fd);

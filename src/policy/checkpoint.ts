@@ -7,7 +7,7 @@ import * as path from 'node:path';
 import { TurnwiseError } from '../core/errors';
 import { interruptedSwapOf, replaceDirAtomic, SWAP_MARKER, writeFileAtomic } from '../core/fs';
 import { configToJson, paramSpecs, parseModelConfig, type ModelConfig } from './config';
-import { decodeSafetensors, encodeSafetensors, numel, type TensorMap } from './safetensors';
+import { numel, readSafetensorsFile, safetensorsParts, type TensorMap } from './safetensors';
 import { assertTokenizerFits, generationEosIds, readModelTensors } from './hf';
 import { loadAdapter, loadAdapterOptimizer, type LoraAdapter } from './lora';
 import { loadTokenizer, type PolicyTokenizer } from './tokenizer';
@@ -117,9 +117,9 @@ export function saveCheckpoint(dir: string, ck: Checkpoint): void {
   try {
     replaceDirAtomic(target, (tmp) => {
       const c = ck.weights.config;
-      writeFileAtomic(path.join(tmp, 'model.safetensors'), encodeSafetensors(weightsToTensors(ck.weights), { format: 'pt' }));
+      writeFileAtomic(path.join(tmp, 'model.safetensors'), safetensorsParts(weightsToTensors(ck.weights), { format: 'pt' }));
       if (ck.optimizer) {
-        writeFileAtomic(path.join(tmp, 'optimizer.safetensors'), encodeSafetensors(optimizerToTensors(c, ck.optimizer), { format: 'turnwise-adamw' }));
+        writeFileAtomic(path.join(tmp, 'optimizer.safetensors'), safetensorsParts(optimizerToTensors(c, ck.optimizer), { format: 'turnwise-adamw' }));
       }
       writeFileAtomic(path.join(tmp, 'config.json'), JSON.stringify(configToJson(c), null, 2) + '\n');
       writeFileAtomic(path.join(tmp, 'tokenizer.json'), JSON.stringify(ck.tokenizerJson) + '\n');
@@ -149,15 +149,7 @@ function readJson(file: string): unknown {
   }
 }
 
-function readBytes(file: string): Uint8Array {
-  try {
-    return fs.readFileSync(file);
-  } catch (e) {
-    throw new TurnwiseError('not-found', `cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`, {
-      hint: 'the checkpoint is incomplete; use an earlier one or create one with `turnwise policy init --out DIR`',
-    });
-  }
-}
+const CHECKPOINT_INCOMPLETE = 'the checkpoint is incomplete; use an earlier one or create one with `turnwise policy init --out DIR`';
 
 /** Loads and validates a checkpoint directory; throws a TurnwiseError naming the bad file otherwise. */
 export function loadCheckpoint(dir: string, options: { optimizer?: boolean } = {}): LoadedCheckpoint {
@@ -204,7 +196,7 @@ export function loadCheckpoint(dir: string, options: { optimizer?: boolean } = {
   let optimizer: OptimizerState | undefined;
   const optFile = path.join(d, 'optimizer.safetensors');
   if (options.optimizer !== false && fs.existsSync(optFile)) {
-    optimizer = optimizerFromTensors(config, decodeSafetensors(readBytes(optFile), optFile).tensors, optFile);
+    optimizer = optimizerFromTensors(config, readSafetensorsFile(optFile, CHECKPOINT_INCOMPLETE).tensors, optFile);
   }
   return { dir: path.resolve(dir), weights, optimizer, tokenizerJson, tokenizerConfig, tokenizer };
 }

@@ -8,7 +8,7 @@ import * as path from 'node:path';
 import { TurnwiseError } from '../core/errors';
 import { replaceDirAtomic, writeFileAtomic } from '../core/fs';
 import { biasesOf, configToJson, familyOf, headDim, MODEL_FAMILIES, parameterCount, paramSpecs, parseModelConfig, type ConfigDType, type ModelConfig } from './config';
-import { decodeSafetensors, encodeSafetensors, numel, readSafetensorsHeader, type SafeDType, type TensorMap } from './safetensors';
+import { numel, readSafetensorsFile, readSafetensorsHeader, safetensorsParts, type SafeDType, type TensorMap } from './safetensors';
 import { loadTokenizer } from './tokenizer';
 import type { PolicyWeights } from './weights';
 
@@ -66,7 +66,7 @@ export function readModelTensors(dir: string): { tensors: TensorMap; dtypes: Set
   const from = new Map<string, string>();
   const dtypes = new Set<SafeDType>();
   for (const f of files) {
-    const part = decodeSafetensors(readBytes(f, 'the model folder is incomplete'), f).tensors;
+    const part = readSafetensorsFile(f, 'the model folder is incomplete').tensors;
     for (const [name, t] of part) {
       const other = from.get(name);
       if (other) throw new TurnwiseError('invalid-file', `tensor ${name} is in both ${path.basename(other)} and ${path.basename(f)}`, { hint: 'the shards come from different models; copy the model folder again' });
@@ -159,8 +159,7 @@ export function writeModelFolder(dir: string, w: PolicyWeights, o: WriteModelOpt
     const weightMap: Record<string, string> = {};
     groups.forEach((g, i) => {
       const m: TensorMap = new Map(g.map((s) => [s.name, { dtype, shape: s.shape, data: w.tensors.get(s.name)! }]));
-      const buf = encodeSafetensors(m, { format: 'pt' });
-      writeFileAtomic(path.join(tmp, names[i]), buf);
+      writeFileAtomic(path.join(tmp, names[i]), safetensorsParts(m, { format: 'pt' }));
       for (const s of g) weightMap[s.name] = names[i];
     });
     if (o.shardBytes !== undefined) writeFileAtomic(path.join(tmp, WEIGHTS_INDEX), JSON.stringify({ metadata: { total_size: total }, weight_map: weightMap }, null, 2) + '\n');

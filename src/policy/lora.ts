@@ -9,7 +9,7 @@ import * as path from 'node:path';
 import { TurnwiseError } from '../core/errors';
 import { replaceDirAtomic, writeFileAtomic } from '../core/fs';
 import { paramSpecs, type ModelConfig } from './config';
-import { decodeSafetensors, encodeSafetensors, type TensorMap } from './safetensors';
+import { readSafetensorsFile, safetensorsParts, type TensorMap } from './safetensors';
 import type { OptimizerState } from './checkpoint';
 import { SeededRandom, type PolicyWeights } from './weights';
 
@@ -202,7 +202,7 @@ export function saveAdapter(dir: string, a: LoraAdapter, model: ModelConfig, opt
     m.set(t.b, { dtype: 'F32', shape: [t.outDim, a.config.r], data: a.tensors.get(t.b)! });
   }
   replaceDirAtomic(path.resolve(dir), (tmp) => {
-    writeFileAtomic(path.join(tmp, 'adapter_model.safetensors'), encodeSafetensors(m, { format: 'pt' }));
+    writeFileAtomic(path.join(tmp, 'adapter_model.safetensors'), safetensorsParts(m, { format: 'pt' }));
     writeFileAtomic(path.join(tmp, 'adapter_config.json'), JSON.stringify(adapterConfigJson(a.config), null, 2) + '\n');
     if (optimizer) {
       const o: TensorMap = new Map();
@@ -211,7 +211,7 @@ export function saveAdapter(dir: string, a: LoraAdapter, model: ModelConfig, opt
         o.set(`exp_avg.${k}`, { dtype: 'F32', shape: t.shape, data: optimizer.expAvg.get(k)! });
         o.set(`exp_avg_sq.${k}`, { dtype: 'F32', shape: t.shape, data: optimizer.expAvgSq.get(k)! });
       }
-      writeFileAtomic(path.join(tmp, 'optimizer.safetensors'), encodeSafetensors(o, { format: 'turnwise-adamw' }));
+      writeFileAtomic(path.join(tmp, 'optimizer.safetensors'), safetensorsParts(o, { format: 'turnwise-adamw' }));
     }
   });
 }
@@ -220,7 +220,7 @@ export function saveAdapter(dir: string, a: LoraAdapter, model: ModelConfig, opt
 export function loadAdapterOptimizer(dir: string, a: LoraAdapter): OptimizerState | undefined {
   const file = path.join(path.resolve(dir), 'optimizer.safetensors');
   if (!fs.existsSync(file)) return undefined;
-  const t = decodeSafetensors(fs.readFileSync(file), file).tensors;
+  const t = readSafetensorsFile(file).tensors;
   const problems: string[] = [];
   const step = t.get('step');
   if (!step || step.dtype !== 'I64' || step.data.length !== 1) problems.push('missing I64 scalar "step"');
@@ -255,7 +255,7 @@ export function loadAdapter(dir: string, model: ModelConfig): LoraAdapter {
     throw new TurnwiseError('invalid-file', `${cfgFile} is not valid JSON (${(e as Error).message})`, { hint: 'the file is damaged; use another copy of the adapter' });
   }
   const config = parseLoraConfig(raw, cfgFile);
-  const stored = decodeSafetensors(fs.readFileSync(wFile), wFile).tensors;
+  const stored = readSafetensorsFile(wFile).tensors;
   // PEFT writes a named adapter's keys as `.lora_A.<name>.weight`: read them as `.lora_A.weight`.
   const byKey = new Map<string, { shape: number[]; data: Float32Array }>();
   const problems: string[] = [];

@@ -83,28 +83,53 @@ function tensorBytes(name: string, t: SafeTensor): Uint8Array {
   return new Uint8Array(u16.buffer);
 }
 
-/** Serializes tensors in the order given; `metadata` goes to __metadata__. */
-export function encodeSafetensors(tensors: TensorMap, metadata: Record<string, string> = {}): Uint8Array {
+interface Layout {
+  head: Buffer;
+  entries: { name: string; t: SafeTensor }[];
+  dataBytes: number;
+}
+
+function layoutOf(tensors: TensorMap, metadata: Record<string, string>): Layout {
   const header: Record<string, unknown> = {};
   if (Object.keys(metadata).length > 0) header.__metadata__ = metadata;
   let offset = 0;
-  const parts: { data: Uint8Array; at: number }[] = [];
+  const entries: Layout['entries'] = [];
   for (const [name, t] of tensors) {
     const want = numel(t.shape);
     if (t.data.length !== want) throw new TurnwiseError('internal', `tensor ${name} has ${t.data.length} values but shape [${t.shape}] needs ${want}`);
-    const bytes = tensorBytes(name, t);
-    header[name] = { dtype: t.dtype, shape: t.shape, data_offsets: [offset, offset + bytes.length] };
-    parts.push({ data: bytes, at: offset });
-    offset += bytes.length;
+    const size = want * DTYPE_BYTES[t.dtype];
+    header[name] = { dtype: t.dtype, shape: t.shape, data_offsets: [offset, offset + size] };
+    entries.push({ name, t });
+    offset += size;
   }
   let json = JSON.stringify(header);
   // Pad with spaces so the data starts 8-byte aligned, as the reference implementation does.
   while ((8 + Buffer.byteLength(json)) % 8 !== 0) json += ' ';
-  const head = Buffer.from(json, 'utf8');
-  const out = new Uint8Array(8 + head.length + offset);
-  new DataView(out.buffer).setBigUint64(0, BigInt(head.length), true);
-  out.set(head, 8);
-  for (const p of parts) out.set(p.data, 8 + head.length + p.at);
+  return { head: Buffer.from(json, 'utf8'), entries, dataBytes: offset };
+}
+
+/**
+ * The bytes of a safetensors file as parts: the header, then each tensor's data, converted only
+ * when its turn comes (what writeFileAtomic takes, so a multi-gigabyte file is never one buffer).
+ */
+export function* safetensorsParts(tensors: TensorMap, metadata: Record<string, string> = {}): Generator<Uint8Array> {
+  const { head, entries } = layoutOf(tensors, metadata);
+  const len = new Uint8Array(8);
+  new DataView(len.buffer).setBigUint64(0, BigInt(head.length), true);
+  yield len;
+  yield head;
+  for (const { name, t } of entries) yield tensorBytes(name, t);
+}
+
+/** Serializes tensors in the order given; `metadata` goes to __metadata__. */
+export function encodeSafetensors(tensors: TensorMap, metadata: Record<string, string> = {}): Uint8Array {
+  const { head, dataBytes } = layoutOf(tensors, metadata);
+  const out = new Uint8Array(8 + head.length + dataBytes);
+  let at = 0;
+  for (const p of safetensorsParts(tensors, metadata)) {
+    out.set(p, at);
+    at += p.length;
+  }
   return out;
 }
 
@@ -123,25 +148,19 @@ function f16ToF32(h: number): number {
   return s * (1 + m / 1024) * 2 ** (e - 15);
 }
 
-/** Parses a safetensors buffer. `source` names the file in errors. */
-export function decodeSafetensors(buf: Uint8Array, source = 'safetensors'): { tensors: TensorMap; metadata: Record<string, string> } {
-  if (buf.length < 8) throw bad(source, `only ${buf.length} bytes, shorter than the 8-byte header length`);
-  const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
-  const headerLen = view.getBigUint64(0, true);
-  if (headerLen > BigInt(Math.min(MAX_HEADER, buf.length - 8))) throw bad(source, `header length ${headerLen} exceeds the file (${buf.length} bytes)`);
-  const hl = Number(headerLen);
-  let header: unknown;
-  try {
-    header = JSON.parse(Buffer.from(buf.buffer, buf.byteOffset + 8, hl).toString('utf8'));
-  } catch (e) {
-    throw bad(source, `header is not JSON (${(e as Error).message})`);
-  }
+interface Entry {
+  name: string;
+  dtype: SafeDType;
+  shape: number[];
+  begin: number;
+  end: number;
+}
+
+/** Checks a parsed header against a data section of `dataLen` bytes: every entry, no gap, no overlap. */
+function checkHeader(header: unknown, dataLen: number, source: string): { entries: Entry[]; metadata: Record<string, string> } {
   if (header === null || typeof header !== 'object' || Array.isArray(header)) throw bad(source, 'header is not a JSON object');
-  const dataStart = 8 + hl;
-  const dataLen = buf.length - dataStart;
-  const tensors: TensorMap = new Map();
   let metadata: Record<string, string> = {};
-  const spans: [number, number, string][] = [];
+  const entries: Entry[] = [];
   for (const [name, info] of Object.entries(header as Record<string, unknown>)) {
     if (name === '__metadata__') {
       if (info && typeof info === 'object') metadata = info as Record<string, string>;
@@ -161,32 +180,111 @@ export function decodeSafetensors(buf: Uint8Array, source = 'safetensors'): { te
     const shape = i.shape as number[];
     const n = numel(shape);
     if (end - begin !== n * DTYPE_BYTES[dtype]) throw bad(source, `tensor ${name} has ${end - begin} bytes but ${dtype}[${shape}] needs ${n * DTYPE_BYTES[dtype]}`);
-    spans.push([begin, end, name]);
-    const at = buf.byteOffset + dataStart + begin;
-    let data: Float32Array | BigInt64Array;
-    // Copy out: the source buffer's alignment is not guaranteed.
-    const raw = new Uint8Array(buf.buffer.slice(at, at + (end - begin)) as ArrayBuffer);
-    if (dtype === 'F32') data = new Float32Array(raw.buffer);
-    else if (dtype === 'I64') data = new BigInt64Array(raw.buffer);
-    else {
-      const u16 = new Uint16Array(raw.buffer);
-      const f = new Float32Array(n);
-      if (dtype === 'BF16') {
-        const u32 = new Uint32Array(f.buffer);
-        for (let k = 0; k < n; k++) u32[k] = u16[k] << 16;
-      } else for (let k = 0; k < n; k++) f[k] = f16ToF32(u16[k]);
-      data = f;
-    }
-    tensors.set(name, { dtype, shape, data });
+    entries.push({ name, dtype, shape, begin, end });
   }
-  spans.sort((a, b) => a[0] - b[0]);
+  const spans = [...entries].sort((a, b) => a.begin - b.begin);
   let pos = 0;
-  for (const [begin, end, name] of spans) {
-    if (begin !== pos) throw bad(source, `tensor ${name} starts at byte ${begin}, expected ${pos} (overlapping or gapped data)`);
-    pos = end;
+  for (const e of spans) {
+    if (e.begin !== pos) throw bad(source, `tensor ${e.name} starts at byte ${e.begin}, expected ${pos} (overlapping or gapped data)`);
+    pos = e.end;
   }
   if (pos !== dataLen) throw bad(source, `${dataLen - pos} trailing bytes after the last tensor`);
+  return { entries, metadata };
+}
+
+function parseHeaderJson(bytes: Uint8Array, source: string): unknown {
+  try {
+    return JSON.parse(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8'));
+  } catch (e) {
+    throw bad(source, `header is not JSON (${(e as Error).message})`);
+  }
+}
+
+/** A tensor from its stored bytes (`raw` is owned by the tensor: an aligned copy). */
+function tensorOf(e: Entry, raw: Uint8Array): SafeTensor {
+  const n = numel(e.shape);
+  let data: Float32Array | BigInt64Array;
+  if (e.dtype === 'F32') data = new Float32Array(raw.buffer, raw.byteOffset, n);
+  else if (e.dtype === 'I64') data = new BigInt64Array(raw.buffer, raw.byteOffset, n);
+  else {
+    const u16 = new Uint16Array(raw.buffer, raw.byteOffset, n);
+    const f = new Float32Array(n);
+    if (e.dtype === 'BF16') {
+      const u32 = new Uint32Array(f.buffer);
+      for (let k = 0; k < n; k++) u32[k] = u16[k] << 16;
+    } else for (let k = 0; k < n; k++) f[k] = f16ToF32(u16[k]);
+    data = f;
+  }
+  return { dtype: e.dtype, shape: e.shape, data };
+}
+
+/** Parses a safetensors buffer. `source` names the file in errors. */
+export function decodeSafetensors(buf: Uint8Array, source = 'safetensors'): { tensors: TensorMap; metadata: Record<string, string> } {
+  if (buf.length < 8) throw bad(source, `only ${buf.length} bytes, shorter than the 8-byte header length`);
+  const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+  const headerLen = view.getBigUint64(0, true);
+  if (headerLen > BigInt(Math.min(MAX_HEADER, buf.length - 8))) throw bad(source, `header length ${headerLen} exceeds the file (${buf.length} bytes)`);
+  const hl = Number(headerLen);
+  const dataStart = 8 + hl;
+  const { entries, metadata } = checkHeader(parseHeaderJson(buf.subarray(8, dataStart), source), buf.length - dataStart, source);
+  const tensors: TensorMap = new Map();
+  for (const e of entries) {
+    const at = buf.byteOffset + dataStart + e.begin;
+    // Copy out: the source buffer's alignment is not guaranteed.
+    tensors.set(e.name, tensorOf(e, new Uint8Array(buf.buffer.slice(at, at + (e.end - e.begin)) as ArrayBuffer)));
+  }
   return { tensors, metadata };
+}
+
+function readExactly(fd: number, into: Uint8Array, position: number, file: string): void {
+  for (let at = 0; at < into.length; ) {
+    const n = fs.readSync(fd, into, at, Math.min(1 << 30, into.length - at), position + at);
+    if (n === 0) throw bad(file, `the file ended while reading (it changed while being read?)`);
+    at += n;
+  }
+}
+
+function openFile(file: string, hint: string): number {
+  try {
+    return fs.openSync(file, 'r');
+  } catch (e) {
+    throw new TurnwiseError('not-found', `cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`, { hint });
+  }
+}
+
+/** The checked header of an open file and where its data starts. */
+function fileHeader(fd: number, file: string): { entries: Entry[]; metadata: Record<string, string>; dataStart: number } {
+  const size = fs.fstatSync(fd).size;
+  if (size < 8) throw bad(file, `only ${size} bytes, shorter than the 8-byte header length`);
+  const len = new Uint8Array(8);
+  readExactly(fd, len, 0, file);
+  const hl = new DataView(len.buffer).getBigUint64(0, true);
+  if (hl > BigInt(Math.min(MAX_HEADER, size - 8))) throw bad(file, `header length ${hl} exceeds the file (${size} bytes)`);
+  const head = new Uint8Array(Number(hl));
+  readExactly(fd, head, 8, file);
+  const dataStart = 8 + head.length;
+  return { ...checkHeader(parseHeaderJson(head, file), size - dataStart, file), dataStart };
+}
+
+/**
+ * Reads a safetensors file tensor by tensor: no buffer of the whole file (so files over 2 GiB,
+ * which one read cannot hold, load, and the peak is one tensor's stored bytes above the result).
+ * Errors name `file` when it is not readable or not valid safetensors.
+ */
+export function readSafetensorsFile(file: string, hint = 'the file is missing or unreadable'): { tensors: TensorMap; metadata: Record<string, string> } {
+  const fd = openFile(file, hint);
+  try {
+    const { entries, metadata, dataStart } = fileHeader(fd, file);
+    const tensors: TensorMap = new Map();
+    for (const e of entries) {
+      const raw = new Uint8Array(e.end - e.begin);
+      readExactly(fd, raw, dataStart + e.begin, file);
+      tensors.set(e.name, tensorOf(e, raw));
+    }
+    return { tensors, metadata };
+  } finally {
+    fs.closeSync(fd);
+  }
 }
 
 /**
@@ -194,34 +292,9 @@ export function decodeSafetensors(buf: Uint8Array, source = 'safetensors'): { te
  * not read): what a folder holds can be checked without loading gigabytes.
  */
 export function readSafetensorsHeader(file: string): Map<string, { dtype: SafeDType; shape: number[] }> {
-  const fd = fs.openSync(file, 'r');
+  const fd = openFile(file, 'the file is missing or unreadable');
   try {
-    const size = fs.fstatSync(fd).size;
-    const lenBuf = Buffer.alloc(8);
-    if (size < 8 || fs.readSync(fd, lenBuf, 0, 8, 0) !== 8) throw bad(file, `only ${size} bytes, shorter than the 8-byte header length`);
-    const hl = lenBuf.readBigUInt64LE(0);
-    if (hl > BigInt(Math.min(MAX_HEADER, size - 8))) throw bad(file, `header length ${hl} exceeds the file (${size} bytes)`);
-    const head = Buffer.alloc(Number(hl));
-    fs.readSync(fd, head, 0, head.length, 8);
-    let header: unknown;
-    try {
-      header = JSON.parse(head.toString('utf8'));
-    } catch (e) {
-      throw bad(file, `header is not JSON (${(e as Error).message})`);
-    }
-    if (header === null || typeof header !== 'object' || Array.isArray(header)) throw bad(file, 'header is not a JSON object');
-    const out = new Map<string, { dtype: SafeDType; shape: number[] }>();
-    const dataLen = size - 8 - head.length;
-    for (const [name, info] of Object.entries(header as Record<string, { dtype?: unknown; shape?: unknown; data_offsets?: unknown }>)) {
-      if (name === '__metadata__') continue;
-      const dtype = info?.dtype as SafeDType;
-      if (!(typeof dtype === 'string' && dtype in DTYPE_BYTES)) throw bad(file, `tensor ${name} has unsupported dtype ${JSON.stringify(info?.dtype)} (supported: F32, F16, BF16, I64)`);
-      if (!Array.isArray(info.shape) || !info.shape.every((d) => Number.isInteger(d) && d >= 0)) throw bad(file, `tensor ${name} has a bad shape ${JSON.stringify(info.shape)}`);
-      const off = info.data_offsets as number[];
-      if (!Array.isArray(off) || off.length !== 2 || off[1] > dataLen || off[1] - off[0] !== numel(info.shape as number[]) * DTYPE_BYTES[dtype]) throw bad(file, `tensor ${name} has bad data_offsets ${JSON.stringify(off)} for ${dtype}[${info.shape}] (truncated?)`);
-      out.set(name, { dtype, shape: info.shape as number[] });
-    }
-    return out;
+    return new Map(fileHeader(fd, file).entries.map((e) => [e.name, { dtype: e.dtype, shape: e.shape }]));
   } finally {
     fs.closeSync(fd);
   }

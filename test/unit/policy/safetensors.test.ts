@@ -1,5 +1,9 @@
 import * as assert from 'node:assert/strict';
-import { decodeSafetensors, encodeSafetensors, type TensorMap } from '../../../src/policy/safetensors';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { writeFileAtomic } from '../../../src/core/fs';
+import { decodeSafetensors, encodeSafetensors, readSafetensorsFile, readSafetensorsHeader, safetensorsParts, type TensorMap } from '../../../src/policy/safetensors';
 
 /** Builds a safetensors file by hand from a header object and raw data bytes. */
 function handMade(header: object, data: number[]): Uint8Array {
@@ -64,5 +68,63 @@ describe('policy/safetensors', () => {
     const notJson = Uint8Array.from(good);
     notJson[8] = 0x7e; // '{' → '~'
     assert.throws(() => decodeSafetensors(notJson), /header is not JSON/);
+  });
+
+  describe('files, read tensor by tensor and written in parts', () => {
+    let tmp: string;
+    before(() => (tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-st-'))));
+    after(() => fs.rmSync(tmp, { recursive: true, force: true }));
+
+    const mixed = (): TensorMap => new Map<string, TensorMap extends Map<string, infer T> ? T : never>([
+      ['a', { dtype: 'BF16', shape: [3, 2], data: Float32Array.of(1, -2, 0.5, 3.25, -0, 1e-3) }],
+      ['b', { dtype: 'F16', shape: [2], data: Float32Array.of(65504, -0.25) }],
+      ['c', { dtype: 'F32', shape: [1, 3], data: Float32Array.of(Math.PI, -1, 7) }],
+      ['d', { dtype: 'I64', shape: [2], data: BigInt64Array.of(-5n, 1n << 40n) }],
+    ]);
+
+    it('the parts written are the encoded bytes, and the file reads back as the buffer decodes', () => {
+      const file = path.join(tmp, 'mixed.safetensors');
+      writeFileAtomic(file, safetensorsParts(mixed(), { format: 'pt' }));
+      const bytes = fs.readFileSync(file);
+      assert.deepEqual(new Uint8Array(bytes), encodeSafetensors(mixed(), { format: 'pt' }));
+      const fromFile = readSafetensorsFile(file);
+      const fromBuf = decodeSafetensors(bytes);
+      assert.deepEqual(fromFile.metadata, { format: 'pt' });
+      assert.deepEqual([...fromFile.tensors.keys()], ['a', 'b', 'c', 'd']);
+      for (const [k, t] of fromBuf.tensors) assert.deepEqual(fromFile.tensors.get(k), t, k);
+      assert.deepEqual([...readSafetensorsHeader(file)].map(([k, h]) => [k, h.dtype, h.shape]), [['a', 'BF16', [3, 2]], ['b', 'F16', [2]], ['c', 'F32', [1, 3]], ['d', 'I64', [2]]]);
+    });
+
+    it('a truncated or missing file is refused naming it, as the buffer decoder refuses it', () => {
+      const file = path.join(tmp, 'cut.safetensors');
+      const good = encodeSafetensors(mixed());
+      fs.writeFileSync(file, good.subarray(0, good.length - 3));
+      assert.throws(() => readSafetensorsFile(file), (e: Error) => e.message.includes(file) && /ends at byte \d+ but the data section has \d+ bytes \(truncated\?\)/.test(e.message));
+      assert.throws(() => readSafetensorsHeader(file), /truncated/);
+      assert.throws(() => readSafetensorsFile(path.join(tmp, 'none.safetensors'), 'copy the folder again'), (e: Error & { hint?: string }) => /cannot read .*none\.safetensors: ENOENT/.test(e.message) && e.hint === 'copy the folder again');
+    });
+
+    // One read cannot return more than 2 GiB (readFileSync refuses such a file): a model whose
+    // single weights file is larger (Llama 3.2 1B in BF16 is 2.47 GB) loads tensor by tensor.
+    // The file is sparse: 2.1 GB of zeros except the last value.
+    it('reads a file over 2 GiB, its last value included', function () {
+      this.timeout(120_000);
+      const n = 2 ** 29 + 16; // float32: 2 GiB + 64 bytes of data
+      const file = path.join(tmp, 'big.safetensors');
+      const head = Buffer.from(JSON.stringify({ big: { dtype: 'F32', shape: [n], data_offsets: [0, 4 * n] } }).padEnd(64, ' '));
+      const len = Buffer.alloc(8);
+      len.writeBigUInt64LE(BigInt(head.length));
+      const fd = fs.openSync(file, 'w');
+      fs.writeSync(fd, Buffer.concat([len, head]));
+      fs.ftruncateSync(fd, 8 + head.length + 4 * n);
+      fs.writeSync(fd, Buffer.from(Float32Array.of(42.5).buffer), 0, 4, 8 + head.length + 4 * (n - 1));
+      fs.closeSync(fd);
+      assert.ok(fs.statSync(file).size > 2 ** 31);
+      const t = readSafetensorsFile(file).tensors.get('big')!;
+      assert.equal(t.data.length, n);
+      assert.equal(t.data[n - 1], 42.5);
+      assert.equal(t.data[n - 2], 0);
+      fs.rmSync(file);
+    });
   });
 });

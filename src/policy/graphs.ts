@@ -125,6 +125,12 @@ export function loraInputs(c: ModelConfig, lora: LoraShape, values: Map<string, 
 export interface LoraDropout {
   p: number;
   seed: Value;
+  /**
+   * int64 [B, T]: each token's place b·T + t in the whole step's batch. A micro-batch of an
+   * accumulated step is fed its rows' places in the step, so its masks are the ones the step in
+   * one batch draws. Without it, the graph's own rows are the batch.
+   */
+  index?: Value;
 }
 
 /**
@@ -138,7 +144,9 @@ export function loraDropoutMask(g: Graph, x: Value, d: LoraDropout, target: numb
   const [B, T, n] = shape;
   const P = g.scalar(DROPOUT_PRIME, 'int64');
   const mod = (v: Value) => g.node('Mod', [v, P])[0];
-  const rows = g.tensor('int64', [B, T, 1], Array.from({ length: B * T }, (_, r) => r * n));
+  const rows = d.index
+    ? g.mul(g.unsqueeze(d.index, [2]), g.scalar(n, 'int64'))
+    : g.tensor('int64', [B, T, 1], Array.from({ length: B * T }, (_, r) => r * n));
   const cols = g.tensor('int64', [1, 1, n], Array.from({ length: n }, (_, j) => j));
   let h = mod(g.add(g.add(rows, cols), g.add(d.seed, dropoutTargetOffset(target))));
   for (const c of DROPOUT_ROUNDS) h = mod(g.add(g.mul(mod(g.mul(h, h)), h), c));

@@ -11,7 +11,7 @@ import { zeroOptimizerState, type OptimizerState } from './checkpoint';
 import { type ModelConfig } from './config';
 import { fromGraphLayout, loraFromGraphLayout, loraToGraphLayout, toGraphLayout, weightFeeds, type LoraShape } from './graphs';
 import { loraDropoutStepSeed, type LoraAdapter } from './lora';
-import { batchInputs, LORA_DROPOUT_SEED, METRICS, policyTrainingSpec, type LossHyperName, type MetricName, type TrainGraphOptions, type TrainLoss } from './training';
+import { batchInputs, LORA_DROPOUT_INDEX, LORA_DROPOUT_SEED, METRICS, policyTrainingSpec, type LossHyperName, type MetricName, type TrainGraphOptions, type TrainLoss } from './training';
 import type { PolicyWeights } from './weights';
 
 /** One optimizer step's batch: flat row-major [batch, seq] arrays aligned with input_ids. */
@@ -292,6 +292,10 @@ export class PolicyTrainer {
     if (this.lora && this.lora.config.lora_dropout > 0) {
       const seeds = BigInt64Array.from({ length: K }, (_, k) => BigInt(loraDropoutStepSeed(this.lora!.dropoutSeed, this.state.step + k)));
       feeds[LORA_DROPOUT_SEED] = { dtype: 'int64', dims: lead, data: seeds };
+      // Each token's place in its step's batch: micro-batches hash the elements the whole batch would.
+      const index = new BigInt64Array(K * n);
+      for (let k = 0; k < K; k++) for (let i = 0; i < n; i++) index[k * n + i] = BigInt(i);
+      feeds[LORA_DROPOUT_INDEX] = { dtype: 'int64', dims: [...lead, B, T], data: index };
     }
     const optHyper = { beta1: opt.beta1, beta2: opt.beta2, eps: opt.eps, weight_decay: opt.weightDecay, max_grad_norm: opt.maxGradNorm };
     const cap = o.microBatchTokens;
@@ -302,7 +306,7 @@ export class PolicyTrainer {
       const rb = Math.max(1, Math.floor(cap / T));
       const M = Math.ceil(B / rb);
       const trainer = this.trainer({ ...graphOpts, batch: rb });
-      const perRow = new Set(['input_ids', 'attention_mask', 'segment_ids', 'position_ids', ...batchInputs(graphOpts)]);
+      const perRow = new Set(['input_ids', 'attention_mask', 'segment_ids', 'position_ids', LORA_DROPOUT_INDEX, ...batchInputs(graphOpts)]);
       for (let k = 0; k < K; k++) {
         const mf: Record<string, HostTensor> = { ...(this.lora?.frozen ?? {}) };
         for (const [name, t] of Object.entries(feeds)) {

@@ -52,13 +52,16 @@ export interface TrainGraphOptions {
   /**
    * With `lora`: dropout probability on the adapters' inputs (PEFT's lora_dropout). Above 0 the
    * graph takes `lora_dropout_seed`, an int64 scalar per step, the hash seed of that step's masks
-   * (lora.ts loraDropoutStepSeed).
+   * (lora.ts loraDropoutStepSeed), and `lora_dropout_index`, int64 [B, T], each token's place
+   * b·T + t in the step's whole batch (a micro-batch is fed its rows' places in the step).
    */
   loraDropout?: number;
 }
 
 /** The per-step seed input of a training graph with LoRA dropout. */
 export const LORA_DROPOUT_SEED = 'lora_dropout_seed';
+/** The per-token place in the step's batch that the dropout hash reads (see TrainGraphOptions.loraDropout). */
+export const LORA_DROPOUT_INDEX = 'lora_dropout_index';
 
 export const METRICS = ['loss', 'pg_loss', 'clip_frac', 'approx_kl', 'kl', 'entropy', 'action_loss', 'replay_loss', 'grad_norm'] as const;
 export type MetricName = (typeof METRICS)[number];
@@ -301,7 +304,7 @@ export function policyTrainingSpec(c: ModelConfig, o: TrainGraphOptions): Omit<T
   ];
   const dropout = o.lora && (o.loraDropout ?? 0) > 0 ? o.loraDropout! : 0;
   if (!(dropout < 1)) throw new TurnwiseError('invalid-input', `LoRA dropout must be in [0, 1), got ${dropout}`, { hint: 'set lora_dropout to a probability below 1, e.g. 0.05' });
-  if (dropout > 0) batch.push({ name: LORA_DROPOUT_SEED, dtype: 'int64', shape: [] });
+  if (dropout > 0) batch.push({ name: LORA_DROPOUT_SEED, dtype: 'int64', shape: [] }, { name: LORA_DROPOUT_INDEX, dtype: 'int64', shape: [B, T] });
   const causal = new Float32Array(T * T);
   for (let i = 0; i < T; i++) for (let j = i + 1; j < T; j++) causal[i * T + j] = MASKED;
   const forward: ForwardBuilder = (g, params, inp, norms) => {
@@ -309,7 +312,7 @@ export function policyTrainingSpec(c: ModelConfig, o: TrainGraphOptions): Omit<T
     const positions = o.packed ? inp.position_ids : g.tensor('int64', [1, T], Array.from({ length: T }, (_, i) => i));
     const bias = g.add(causalV, o.packed ? segmentBias(g, inp.segment_ids) : keyPaddingBias(g, inp.attention_mask));
     const W = new Map(Object.entries(params));
-    const lora = o.lora ? loraInputs(c, o.lora, W, dropout > 0 ? { p: dropout, seed: inp[LORA_DROPOUT_SEED] } : undefined) : undefined;
+    const lora = o.lora ? loraInputs(c, o.lora, W, dropout > 0 ? { p: dropout, seed: inp[LORA_DROPOUT_SEED], index: inp[LORA_DROPOUT_INDEX] } : undefined) : undefined;
     const { logits } = buildForward(g, c, W, { ids: inp.input_ids, positions, bias, attentionChunks: attentionChunksFor(T), ...(lora ? { lora } : {}), dims: { B, T } });
     const { logp, entropy } = tokenLogprobs(g, logits, inp.input_ids, inp.temperature, B, T);
     const tail = (name: string) => (inp[name] ? g.slice(inp[name], [1], [T], [1]) : undefined);

@@ -16,7 +16,7 @@ import { logSoftmax } from '../../../src/policy/policy';
 import { logSoftmaxRows, referenceLogits } from '../../../src/policy/reference';
 import { TrainablePolicy } from '../../../src/policy/trainable';
 import type { TrainBatch } from '../../../src/policy/trainer';
-import { LORA_DROPOUT_SEED, LOSS_HYPER_INPUTS, policyTrainingSpec } from '../../../src/policy/training';
+import { LORA_DROPOUT_INDEX, LORA_DROPOUT_SEED, LOSS_HYPER_INPUTS, policyTrainingSpec } from '../../../src/policy/training';
 import { initWeights, SeededRandom } from '../../../src/policy/weights';
 import { resolveTrainConfig } from '../../../src/train/config';
 import { GOLDEN_LLAMA, maxAbsDiff, SMALL_CONFIG } from './helpers';
@@ -87,6 +87,7 @@ describe('policy/lora: dropout on the adapters\' inputs in training', function (
     assert.ok(Buffer.from(toModelProto(buildTrainingGraph({ ...plain, steps: 1 }))).equals(Buffer.from(toModelProto(buildTrainingGraph({ ...zero, steps: 1 })))));
     const dropped = policyTrainingSpec(LLAMA, { ...opts, loraDropout: 0.1 });
     assert.deepEqual(dropped.batch.find((b) => b.name === LORA_DROPOUT_SEED), { name: LORA_DROPOUT_SEED, dtype: 'int64', shape: [] });
+    assert.deepEqual(dropped.batch.find((b) => b.name === LORA_DROPOUT_INDEX), { name: LORA_DROPOUT_INDEX, dtype: 'int64', shape: [2, 6] });
     assert.throws(() => policyTrainingSpec(LLAMA, { ...opts, loraDropout: 1 }), /LoRA dropout must be in \[0, 1\)/);
   });
 
@@ -133,6 +134,7 @@ describe('policy/lora: dropout on the adapters\' inputs in training', function (
       loss_mask: t2(mask),
       action_mask: t2(mask),
       [LORA_DROPOUT_SEED]: { dtype: 'int64', dims: [], data: BigInt64Array.of(BigInt(stepSeed)) },
+      [LORA_DROPOUT_INDEX]: { dtype: 'int64', dims: [B, T], data: BigInt64Array.from({ length: B * T }, (_, i) => BigInt(i)) },
     };
     for (const k of LOSS_HYPER_INPUTS) batch[k] = { dtype: 'float32', dims: [], data: Float32Array.of(k === 'temperature' ? 1 : 0) };
     const graph = loraToGraphLayout(c, ad);
@@ -204,6 +206,31 @@ describe('policy/lora: dropout on the adapters\' inputs in training', function (
       await resumed.dispose();
     } finally {
       for (const p of [tp, other, plain]) await p.dispose();
+    }
+  });
+
+  // Micro-batches hash each token's place in the whole step (lora_dropout_index), so row 0 of the
+  // second micro-batch is not dropped like row 0 of the first: the accumulated step is the step.
+  it('a step in micro-batches of one row drops what the step in one batch drops: the same update', async () => {
+    const c = SMALL_CONFIG;
+    const [B, T] = [4, 12];
+    const r = new SeededRandom(7);
+    const batch: TrainBatch = { inputIds: Array.from({ length: B * T }, () => Math.floor(r.next() * c.vocab_size)), lossMask: Float32Array.from({ length: B * T }, (_, i) => (i % T >= 3 ? 1 : 0)) };
+    const w = initWeights(c, 23, 0.3);
+    const config = parseLoraConfig({ r: 4, lora_alpha: 8, lora_dropout: 0.3, target_modules: 'all-linear' }, 'test');
+    const make = () => new TrainablePolicy(w, { adapter: initAdapter(c, config, 29), loraDropoutSeed: 41, settings: { provider: 'cpu' } });
+    const [whole, micro] = [make(), make()];
+    try {
+      await whole.train({ loss: 'sft', batch: B, seq: T }, [batch], { lr: 5e-2 });
+      await micro.train({ loss: 'sft', batch: B, seq: T, microBatchTokens: T }, [batch], { lr: 5e-2 });
+      const [a, b] = [(await whole.adapter())!, (await micro.adapter())!];
+      const init = initAdapter(c, config, 29);
+      const key = [...a.tensors.keys()].find((k) => k.includes('lora_B'))!;
+      assert.ok(maxAbsDiff(a.tensors.get(key)!, init.tensors.get(key)!) > 1e-3, 'the step moved the adapter');
+      for (const [k, t] of a.tensors) assert.ok(maxAbsDiff(t, b.tensors.get(k)!) < 1e-5, `${k}: ${maxAbsDiff(t, b.tensors.get(k)!)} between one batch and micro-batches`);
+    } finally {
+      await whole.dispose();
+      await micro.dispose();
     }
   });
 

@@ -8,6 +8,7 @@
 // output. The API key is read from an environment variable whose name the user gives, and is
 // never written anywhere.
 import { TurnwiseError } from '../core/errors';
+import type { TokenUsage } from '../core/schema';
 import { parseChatReply } from './chat-format';
 import type { ActionFormatKind, ActionModel, ActRequest, ActResult } from './types';
 
@@ -188,7 +189,7 @@ async function readCapped(res: Response, max: number): Promise<string> {
 }
 
 /** A chat completion's reply as the API shapes it, checked field by field. */
-export function readChatCompletion(j: unknown): { text: string; finishReason: 'stop' | 'length'; logprobs?: number[]; tokenIds?: number[] } {
+export function readChatCompletion(j: unknown): { text: string; finishReason: 'stop' | 'length'; logprobs?: number[]; tokenIds?: number[]; usage?: TokenUsage } {
   const c = (j as { choices?: unknown[] })?.choices?.[0] as { message?: { content?: unknown }; finish_reason?: unknown; logprobs?: { content?: { logprob?: unknown }[] } | null; token_ids?: unknown } | undefined;
   if (!c || typeof c.message?.content !== 'string') {
     throw new TurnwiseError('invalid-file', `the server's reply is not a chat completion (no choices[0].message.content): ${JSON.stringify(j).slice(0, 200)}`, { hint: 'the server is not OpenAI-compatible, or the model returned no text' });
@@ -196,7 +197,10 @@ export function readChatCompletion(j: unknown): { text: string; finishReason: 's
   const lp = c.logprobs?.content;
   const logprobs = Array.isArray(lp) && lp.every((t) => typeof t?.logprob === 'number') ? lp.map((t) => t.logprob as number) : undefined;
   const tokenIds = Array.isArray(c.token_ids) && c.token_ids.every((x) => Number.isInteger(x)) ? (c.token_ids as number[]) : undefined;
-  return { text: c.message.content, finishReason: c.finish_reason === 'length' ? 'length' : 'stop', ...(logprobs ? { logprobs } : {}), ...(tokenIds ? { tokenIds } : {}) };
+  const u = (j as { usage?: { prompt_tokens?: unknown; completion_tokens?: unknown } }).usage;
+  const count = (x: unknown): x is number => Number.isInteger(x) && (x as number) >= 0;
+  const usage = u && count(u.prompt_tokens) && count(u.completion_tokens) ? { promptTokens: u.prompt_tokens, completionTokens: u.completion_tokens } : undefined;
+  return { text: c.message.content, finishReason: c.finish_reason === 'length' ? 'length' : 'stop', ...(logprobs ? { logprobs } : {}), ...(tokenIds ? { tokenIds } : {}), ...(usage ? { usage } : {}) };
 }
 
 /**
@@ -209,6 +213,11 @@ export class EndpointActionModel implements ActionModel {
   private logprobsRefused = false;
   /** Each episode's replies as the server wrote them: the assistant messages of later turns (a turn's action is only its command). */
   private readonly replies = new Map<string, string[]>();
+  /** Tokens of the requests and replies so far, as the server's `usage` counted them (replies without it add nothing). */
+  promptTokens = 0;
+  sampledTokens = 0;
+  /** Replies that came without a `usage` count. */
+  repliesWithoutUsage = 0;
 
   constructor(
     readonly client: EndpointClient,
@@ -247,7 +256,11 @@ export class EndpointActionModel implements ActionModel {
     }
     const c = readChatCompletion(j);
     this.replies.set(r.episodeId, [...past.slice(0, r.turns.length), c.text]);
-    return { text: c.text, tokenIds: c.tokenIds ?? [], logprobs: c.logprobs ?? [], finishReason: c.finishReason, action: await parseChatReply(c.text, c.finishReason === 'stop') };
+    if (c.usage) {
+      this.promptTokens += c.usage.promptTokens;
+      this.sampledTokens += c.usage.completionTokens;
+    } else this.repliesWithoutUsage++;
+    return { text: c.text, tokenIds: c.tokenIds ?? [], logprobs: c.logprobs ?? [], finishReason: c.finishReason, action: await parseChatReply(c.text, c.finishReason === 'stop'), ...(c.usage ? { usage: c.usage } : {}) };
   }
 
   release(episodeId: string): void {

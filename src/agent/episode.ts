@@ -249,7 +249,7 @@ export async function runEpisode(o: EpisodeOptions): Promise<Trajectory> {
       const parsed = read.parsed;
       const t0 = Date.now();
       const waited = { ms: 0 };
-      const turn: Turn = { index: k, action: read.action, ...(read.reply !== undefined ? { reply: read.reply } : {}), observation: '', exitCode: null, durationMs: 0, tokenIds: res.tokenIds, logprobs: res.logprobs };
+      const turn: Turn = { index: k, action: read.action, ...(read.reply !== undefined ? { reply: read.reply } : {}), observation: '', exitCode: null, durationMs: 0, tokenIds: res.tokenIds, logprobs: res.logprobs, ...(res.usage ? { usage: res.usage } : {}) };
       if (parsed.kind === 'submit') {
         turns.push(turn);
         break;

@@ -1,6 +1,7 @@
 // The two interfaces the agent layer owns. agent/ may not import policy/ (docs/design.md "Layers"), so the
 // model is an `ActionModel` that train/ implements over the ONNX policy; sandboxes come from a
 // `SandboxProvider` (the Docker pool is one, a test fake another, Kubernetes pods later).
+import type { TokenUsage } from '../core/schema';
 import type { Sandbox } from '../sandbox/types';
 import type { ChatReply } from './chat-format';
 import type { PromptTurn } from './prompt';
@@ -33,6 +34,8 @@ export interface ActResult {
    * the action from `text` in the model's format.
    */
   action?: ChatReply;
+  /** The server's count of the request's and the reply's tokens, where a server gave one. */
+  usage?: TokenUsage;
 }
 
 /**

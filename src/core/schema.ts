@@ -98,6 +98,12 @@ export interface FileEdit {
   truncated?: boolean;
 }
 
+/** Token counts an OpenAI-compatible server reports for one request (its `usage` object). */
+export interface TokenUsage {
+  promptTokens: number;
+  completionTokens: number;
+}
+
 export interface Turn {
   index: number;
   /** The command run (or `submit`); for a format error, the text that did not parse. */
@@ -118,6 +124,8 @@ export interface Turn {
   formatError?: string;
   tokenIds?: number[];
   logprobs?: number[];
+  /** Tokens of the request and of the reply as the model's server counted them (an endpoint's `usage`). */
+  usage?: TokenUsage;
   /** Files this turn changed (git status in the sandbox after the turn). */
   edits?: FileEdit[];
   /**

@@ -111,10 +111,14 @@ export function taskDigest(t: Task): string {
   return createHash('sha256').update(stableJson(t)).digest('hex').slice(0, 16);
 }
 
-/** Tokens the model wrote in a turn: its token ids, else its log-probs; undefined when neither was recorded. */
+/**
+ * Tokens the model wrote in a turn: its token ids, else its log-probs, else the server's count of
+ * the reply; undefined when none was recorded.
+ */
 function turnTokens(u: Trajectory['turns'][number]): number | undefined {
   if (u.tokenIds?.length) return u.tokenIds.length;
   if (u.logprobs?.length) return u.logprobs.length;
+  if (u.usage) return u.usage.completionTokens;
   return undefined;
 }
 

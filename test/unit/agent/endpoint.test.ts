@@ -80,6 +80,26 @@ describe('agent/endpoint: an OpenAI-compatible server as the agent', function ()
     }
   });
 
+  it('reads the server\'s usage: the counts come with the result and add up on the model; a reply without it adds nothing', async () => {
+    const bodies = [
+      { choices: [{ index: 0, message: { role: 'assistant', content: '```bash\nls\n```' }, finish_reason: 'stop' }], usage: { prompt_tokens: 120, completion_tokens: 9, total_tokens: 129 } },
+      { choices: [{ index: 0, message: { role: 'assistant', content: 'submit' }, finish_reason: 'stop' }], usage: { prompt_tokens: 150, completion_tokens: 2 } },
+      { choices: [{ index: 0, message: { role: 'assistant', content: 'submit' }, finish_reason: 'stop' }], usage: { prompt_tokens: -1, completion_tokens: 'many' } },
+      { choices: [{ index: 0, message: { role: 'assistant', content: 'submit' }, finish_reason: 'stop' }] },
+    ];
+    const s = await scripted((req, _b, res, n) => (req.url === '/v1/models' ? models(res) : json(res, 200, bodies[n - 2])));
+    try {
+      const m = new EndpointActionModel(new EndpointClient({ url: s.url }), { logprobs: false });
+      const got = [];
+      for (let i = 0; i < 4; i++) got.push((await m.act([REQ]))[0]);
+      assert.deepEqual(got.map((r) => r.usage), [{ promptTokens: 120, completionTokens: 9 }, { promptTokens: 150, completionTokens: 2 }, undefined, undefined], 'a count that is not a whole number ≥ 0 is not a count');
+      assert.deepEqual(got[0].logprobs, []);
+      assert.deepEqual([m.promptTokens, m.sampledTokens, m.repliesWithoutUsage], [270, 11, 2]);
+    } finally {
+      await s.close();
+    }
+  });
+
   it('a reply with no bash block, or with two, is a format error, not a command', async () => {
     const texts = ['no code here', '```bash\nls\n```\n```bash\npwd\n```', 'submit'];
     const s = await scripted((req, _b, res, n) => (req.url === '/v1/models' ? models(res) : json(res, 200, reply(texts[(n - 2) % 3]))));

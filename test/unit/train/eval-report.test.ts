@@ -29,6 +29,8 @@ interface Ep {
   formatErrors?: number;
   /** Tokens of each turn's reply (every turn the same); null: not recorded. */
   tokens?: number | null;
+  /** The server's count of each turn's reply tokens (its `usage`), beside tokens: null. */
+  usage?: number;
   ms?: number;
   failure?: string;
 }
@@ -44,6 +46,7 @@ function episode(checkpoint: string, taskId: string, k: number | null, e: Ep, se
     durationMs: 1,
     ...(i < (e.formatErrors ?? 0) ? { formatError: 'no bash block' } : {}),
     ...(e.tokens === null ? { tokenIds: [], logprobs: [] } : { tokenIds: Array.from({ length: e.tokens ?? 5 }, () => 1) }),
+    ...(e.usage !== undefined ? { usage: { promptTokens: 100, completionTokens: e.usage } } : {}),
   }));
   return {
     schema: SCHEMA.trajectory,
@@ -115,6 +118,12 @@ describe('evaluation results files and eval --report', () => {
     // The same file read as episodes (eval --from, --compare, warm starts): the header is no episode.
     assert.equal(readTrajectories(file).length, 6);
     assert.equal(readEvalResults(file).model.label, remote.label);
+  });
+
+  it('an endpoint episode without token ids or log-probs counts the tokens its server reported', () => {
+    const eps = [episode(remote.label, 'a', null, R(2, { tokens: null, usage: 7 })), episode(remote.label, 'b', null, R(1, { tokens: null }))];
+    const header = JSON.parse(fs.readFileSync(write(dir, 'u.jsonl', remote, tasks, eps, { samples: 0 }), 'utf8').split('\n')[0]);
+    assert.deepEqual(header.episodes.map((e: { tokens: number | null }) => e.tokens), [21, null], '3 turns of 7 reported tokens; nothing reported is unknown, not 0');
   });
 
   it('compares two models: rates, per-episode means, tokens and wall time, per task, PASS@(k,T)', () => {

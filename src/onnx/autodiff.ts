@@ -1,7 +1,7 @@
 // Reverse-mode autodiff over a Graph: appends the backward pass as standard ONNX ops, so one
 // training graph runs on every execution provider. Broadcast axes are known at build time.
 import { TurnwiseError } from '../core/errors';
-import { Graph, NodeDef, STOP_GRADIENT, Value, isFloat, normAxis, staticSize } from './graph';
+import { CUSTOM_GRADIENT, Graph, NodeDef, STOP_GRADIENT, Value, isFloat, normAxis, staticSize } from './graph';
 
 /** Gradient rule: output grads (null where none flows) -> input grads (null where not needed). */
 type Rule = (g: Graph, n: NodeDef, dy: (Value | null)[], need: boolean[]) => (Value | null)[];
@@ -354,7 +354,8 @@ export function gradients(g: Graph, loss: Value, wrt: readonly Value[], seed?: V
   const requires = new Set<Value>(wrt);
   for (const n of nodes) {
     if (NO_GRAD.has(n.op) || STOP_GRADIENT.has(n)) continue;
-    if (n.inputs.some((i) => i && requires.has(i))) for (const o of n.outputs) if (isFloat(o.dtype)) requires.add(o);
+    const ins = CUSTOM_GRADIENT.get(n)?.inputs ?? n.inputs;
+    if (ins.some((i) => i && requires.has(i))) for (const o of n.outputs) if (isFloat(o.dtype)) requires.add(o);
   }
   if (!requires.has(loss)) return wrt.map((w) => g.zerosLike(w));
   const contrib = new Map<Value, Value[]>();
@@ -377,6 +378,16 @@ export function gradients(g: Graph, loss: Value, wrt: readonly Value[], seed?: V
   for (let k = nodes.length - 1; k >= 0; k--) {
     const n = nodes[k];
     if (!n.outputs.some((o) => contrib.has(o))) continue;
+    const custom = CUSTOM_GRADIENT.get(n);
+    if (custom) {
+      const need = custom.inputs.map((i) => requires.has(i));
+      if (!need.some(Boolean)) continue;
+      const dxs = custom.rule(g, n.outputs.map((o) => total(o)), need);
+      custom.inputs.forEach((x, i) => {
+        if (need[i] && dxs[i]) push(x, dxs[i]!);
+      });
+      continue;
+    }
     const need = n.inputs.map((i) => !!i && requires.has(i));
     if (!need.some(Boolean)) continue;
     const rule = RULES[n.op];

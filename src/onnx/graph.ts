@@ -108,6 +108,14 @@ export function normAxis(axis: number, rank: number): number {
 /** Identity nodes made by Graph.stopGradient: autodiff passes no gradient through them. */
 export const STOP_GRADIENT = new WeakSet<NodeDef>();
 
+/**
+ * Nodes whose backward pass is given instead of derived: the node's outputs depend on `inputs`
+ * (values it may read from an enclosing scope, as a Loop's body does, rather than as node
+ * inputs), and `rule` builds the gradients of `inputs` from those of the outputs (null where an
+ * output receives none, or an input is not needed). gradients() uses it in place of the op's rule.
+ */
+export const CUSTOM_GRADIENT = new WeakMap<NodeDef, { inputs: Value[]; rule: (g: Graph, dys: (Value | null)[], need: boolean[]) => (Value | null)[] }>();
+
 /** State shared by a root graph and its subgraphs: unique names, constants, fresh dims. */
 class ModelState {
   names = new Set<string>();

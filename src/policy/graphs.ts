@@ -196,11 +196,17 @@ export function buildForward(g: Graph, c: ModelConfig, W: Map<string, Value>, in
 
 /** The final norm and the output projection (the embedding's transpose when tied): [..., H] → [..., V]. */
 export function lmHead(g: Graph, c: ModelConfig, W: Map<string, Value>, hidden: Value): Value {
+  const { x, head } = lmHeadParts(g, c, W, hidden);
+  return g.matmul(x, head);
+}
+
+/** lmHead's two factors: the final norm's output [..., H] and the projection [H, V]. */
+export function lmHeadParts(g: Graph, c: ModelConfig, W: Map<string, Value>, hidden: Value): { x: Value; head: Value } {
   const param = (n: string) => W.get(n) ?? (() => { throw new Error(`missing weight input ${n}`); })();
   const ms = g.reduceMean(g.mul(hidden, hidden), [-1], true);
   const x = g.mul(g.div(hidden, g.sqrt(g.add(ms, c.rms_norm_eps))), param('model.norm.weight'));
   const head = c.tie_word_embeddings ? g.transpose(param('model.embed_tokens.weight'), [1, 0]) : param('lm_head.weight');
-  return g.matmul(x, head);
+  return { x, head };
 }
 
 /** The decoder blocks: hidden states [B, T, H] before the final norm, and each layer's new keys and values. */

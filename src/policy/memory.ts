@@ -10,6 +10,7 @@ import { TurnwiseError } from '../core/errors';
 import { headDim, paramSpecs, type ModelConfig } from './config';
 import { isTransposedInGraph } from './graphs';
 import { loraTargets, type LoraConfig } from './lora';
+import { logitChunkRows } from './training';
 
 const F32 = 4;
 /** Rows a log-prob scoring run takes at once (TrainablePolicy.logprobs). */
@@ -69,7 +70,8 @@ export const RUNTIME_BYTES = 320 * MB;
  * probabilities and their gradient) over the keys a chunked query sees; the logits ~8 per
  * vocabulary entry (logits, scaled, shifted, exp, log-softmax, its exp for the entropy, two
  * gradients). On turnwise-tiny (CPU) this gives 10-20% above the measured peak per row at 256,
- * 512 and 1,024 tokens (about 185 MB per 1,024-token row measured).
+ * 512 and 1,024 tokens (about 185 MB per 1,024-token row measured). Where the training graph
+ * computes the head in chunks (training.ts logitChunkRows), the vocabulary values are one chunk's.
  */
 export const ACTIVATION_COUNTS = { hidden: 12, intermediate: 5, attention: 2, vocab: 8 } as const;
 
@@ -92,7 +94,8 @@ export function activationValues(c: ModelConfig, rows: number, seq: number, lora
   const a = ACTIVATION_COUNTS;
   const perLayer = a.hidden * c.hidden_size + a.intermediate * c.intermediate_size + a.attention * c.num_attention_heads * keysPerToken;
   const adapter = lora ? loraTargets(c, lora).length / c.num_hidden_layers * 2 * lora.r : 0;
-  return N * (c.num_hidden_layers * (perLayer + adapter) + a.vocab * c.vocab_size);
+  const chunk = logitChunkRows(rows, seq, c.vocab_size);
+  return N * c.num_hidden_layers * (perLayer + adapter) + (chunk > 0 ? chunk : N) * a.vocab * c.vocab_size;
 }
 
 /** The memory a run of these settings takes, part by part. */

@@ -95,6 +95,8 @@ export interface TrainStepOptions {
    * memory of one micro-batch. Unset: each batch in one run (K batches in one Loop run).
    */
   microBatchTokens?: number;
+  /** Positions per chunk of the vocabulary head in the training graph (TrainGraphOptions.logitChunkRows; default by size). */
+  logitChunkRows?: number;
 }
 
 /** A LoRA adapter to train instead of the model, with its AdamW state (PEFT keys, PEFT layout) when resumed. */
@@ -213,6 +215,7 @@ export class PolicyTrainer {
       replay: lh.replayCoef !== 0,
       weightDecay: (hyper.weightDecay ?? OPTIMIZER_DEFAULTS.weightDecay) !== 0,
       packed: batches.some((b) => b.segmentIds !== undefined),
+      ...(o.logitChunkRows !== undefined ? { logitChunkRows: o.logitChunkRows } : {}),
       ...(this.lora ? { lora: this.lora.shape, loraDropout: this.lora.config.lora_dropout } : {}),
     };
     const lrs = this.learningRates(hyper.lr, K);

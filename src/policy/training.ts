@@ -17,10 +17,10 @@
 // The trainer zeroes the loss weight of each segment's first token, as of column 0.
 import { TurnwiseError } from '../core/errors';
 import { GSPO_LOG_RATIO_CAP, LOSS_NAMES, POLICY_LOSSES, type LossName } from '../core/losses';
-import { Graph, type Value } from '../onnx';
+import { CUSTOM_GRADIENT, Graph, type Value } from '../onnx';
 import { buildTrainingGraph, type BatchSpec, type ForwardBuilder, type TrainingGraphSpec } from '../onnx/training';
 import { type ModelConfig } from './config';
-import { buildForward, graphParamSpecs, keyPaddingBias, loraGraphSpecs, loraInputs, MASKED, type LoraShape } from './graphs';
+import { buildDecoder, graphParamSpecs, keyPaddingBias, lmHeadParts, loraGraphSpecs, loraInputs, MASKED, type LoraShape } from './graphs';
 
 /** The losses of core/losses.ts's table; each has a graph builder in PG_LOSSES below. */
 export type TrainLoss = LossName;
@@ -56,6 +56,26 @@ export interface TrainGraphOptions {
    * b·T + t in the step's whole batch (a micro-batch is fed its rows' places in the step).
    */
   loraDropout?: number;
+  /**
+   * Positions per chunk of the vocabulary head (see chunkedTokenLogprobs): 0 computes the
+   * [B, T, V] logits at once. Default: chunks of about LOGIT_CHUNK_ROWS positions when the
+   * logits would hold more than LOGIT_CHUNK_ABOVE values, else at once.
+   */
+  logitChunkRows?: number;
+}
+
+/** Logits of more values than this are computed in chunks by default (64 M floats: 256 MB, a few copies alive in a step). */
+export const LOGIT_CHUNK_ABOVE = 1 << 26;
+/** Positions per chunk of the head by default: at Qwen2.5's 151,936 words, 78 MB of logits per chunk. */
+export const LOGIT_CHUNK_ROWS = 128;
+
+/** The chunk the head is computed in: the largest divisor of B·T at most `want` (0: no chunks). */
+export function logitChunkRows(B: number, T: number, V: number, want?: number): number {
+  const n = B * T;
+  const target = want ?? (n * V > LOGIT_CHUNK_ABOVE ? LOGIT_CHUNK_ROWS : 0);
+  if (!(target > 0) || target >= n) return 0;
+  for (let r = target; r > 1; r--) if (n % r === 0) return r;
+  return 1;
 }
 
 /** The per-step seed input of a training graph with LoRA dropout. */
@@ -253,6 +273,71 @@ export function tokenLogprobs(g: Graph, logits: Value, ids: Value, temperature: 
 }
 
 /**
+ * tokenLogprobs from the final norm's output x [B, T, H] and the head [H, V] without the [B, T, V]
+ * logits: a Loop over chunks of `rows` positions computes each chunk's logits, log-softmax, the
+ * target's log-prob and the entropy, keeping only those two numbers per position. Its backward
+ * pass is given (CUSTOM_GRADIENT), not derived: a second Loop computes each chunk's logits again
+ * and from them d logits = g·(onehot − p) − e·p·(log p + H) (g, e: the gradients of the token's
+ * log-prob and entropy), divided by the temperature, then d x = d logits · headᵀ and, when the head
+ * is trained, d head = Σ xᵀ · d logits. A step holds one chunk's [rows, V] tensors instead of the
+ * whole sequence's, at the price of the head's matrix product once more. `rows` divides B·T.
+ */
+export function chunkedTokenLogprobs(g: Graph, x: Value, head: Value, ids: Value, temperature: Value, B: number, T: number, rows: number): { logp: Value; entropy: Value } {
+  const H = x.shape[2] as number;
+  const N = B * T;
+  if (!(rows >= 1 && N % rows === 0)) throw new TurnwiseError('internal', `logit chunks of ${rows} positions do not divide ${B}·${T}`);
+  const K = N / rows;
+  const x3 = g.reshape(x, [K, rows, H]);
+  // Each position's next token; a row's last position has none (0: its log-prob is cut off below).
+  const next = g.concat([g.slice(ids, [1], [T], [1]), g.tensor('int64', [B, 1], new Array(B).fill(0))], 1);
+  const t3 = g.reshape(next, [K, rows]);
+  const chunk = (b: Graph, i: Value) => {
+    const xc = b.gather(x3, i, 0); // [rows, H]
+    const tc = b.unsqueeze(b.gather(t3, i, 0), [1]); // [rows, 1]
+    const z = b.div(b.matmul(xc, head), temperature);
+    const shifted = b.sub(z, b.reduceMax(z, [-1], true));
+    const lsm = b.sub(shifted, b.log(b.reduceSum(b.exp(shifted), [-1], true)));
+    return { xc, tc, lsm };
+  };
+  const fwd = g.loop(K, [], (b, i) => {
+    const { tc, lsm } = chunk(b, i);
+    const logp = b.squeeze(b.gatherElements(lsm, tc, 1), [1]);
+    const ent = b.neg(b.reduceSum(b.mul(b.exp(lsm), lsm), [1]));
+    return { carried: [], scan: [logp, ent] };
+  });
+  CUSTOM_GRADIENT.set(fwd.scan[0].producer!, {
+    inputs: [x3, head],
+    rule: (gg, [dLogp, dEnt], need) => {
+      const trainHead = need[1];
+      const bwd = gg.loop(K, trainHead ? [head] : [], (b, i, carried) => {
+        const { xc, tc, lsm } = chunk(b, i);
+        const p = b.exp(lsm);
+        let dz: Value | undefined;
+        if (dLogp) {
+          const gl = b.unsqueeze(b.gather(dLogp, i, 0), [1]); // [rows, 1]
+          dz = b.scatterElements(b.neg(b.mul(p, gl)), tc, gl, 1, 'add');
+        }
+        if (dEnt) {
+          const ge = b.unsqueeze(b.gather(dEnt, i, 0), [1]);
+          const ent = b.neg(b.reduceSum(b.mul(p, lsm), [1], true));
+          const d = b.neg(b.mul(b.mul(p, b.add(lsm, ent)), ge));
+          dz = dz ? b.add(dz, d) : d;
+        }
+        dz = b.div(dz!, temperature);
+        const dx = b.matmul(dz, b.transpose(head, [1, 0])); // [rows, H]
+        if (!trainHead) return { carried: [], scan: [dx] };
+        const dHead = b.matmul(b.transpose(xc, [1, 0]), dz); // [H, V]
+        // The sum starts from the first chunk's value (no zero tensor of the head's size in the model).
+        return { carried: [b.where(b.equal(i, b.scalar(0, 'int64')), dHead, b.add(carried[0], dHead))], scan: [dx] };
+      });
+      return [need[0] ? bwd.scan[0] : null, trainHead ? bwd.carried[0] : null];
+    },
+  });
+  const cut = (v: Value) => g.slice(g.reshape(v, [B, T]), [0], [T - 1], [1]);
+  return { logp: cut(fwd.scan[0]), entropy: cut(fwd.scan[1]) };
+}
+
+/**
  * Query chunks for causal attention over `seq` tokens in a training graph (see buildForward).
  * Measured on turnwise-tiny (CPU, 2 cores): 4 chunks at 2 x 1024 tokens 495 -> 422 ms per step;
  * at 512 tokens 2 chunks gain ~4%; at 256 and below nothing (more nodes, little masked work).
@@ -313,8 +398,10 @@ export function policyTrainingSpec(c: ModelConfig, o: TrainGraphOptions): Omit<T
     const bias = g.add(causalV, o.packed ? segmentBias(g, inp.segment_ids) : keyPaddingBias(g, inp.attention_mask));
     const W = new Map(Object.entries(params));
     const lora = o.lora ? loraInputs(c, o.lora, W, dropout > 0 ? { p: dropout, seed: inp[LORA_DROPOUT_SEED], index: inp[LORA_DROPOUT_INDEX] } : undefined) : undefined;
-    const { logits } = buildForward(g, c, W, { ids: inp.input_ids, positions, bias, attentionChunks: attentionChunksFor(T), ...(lora ? { lora } : {}), dims: { B, T } });
-    const { logp, entropy } = tokenLogprobs(g, logits, inp.input_ids, inp.temperature, B, T);
+    const { hidden } = buildDecoder(g, c, W, { ids: inp.input_ids, positions, bias, attentionChunks: attentionChunksFor(T), ...(lora ? { lora } : {}), dims: { B, T } });
+    const { x, head } = lmHeadParts(g, c, W, hidden);
+    const chunkRows = logitChunkRows(B, T, c.vocab_size, o.logitChunkRows);
+    const { logp, entropy } = chunkRows > 0 ? chunkedTokenLogprobs(g, x, head, inp.input_ids, inp.temperature, B, T, chunkRows) : tokenLogprobs(g, g.matmul(x, head), inp.input_ids, inp.temperature, B, T);
     const tail = (name: string) => (inp[name] ? g.slice(inp[name], [1], [T], [1]) : undefined);
     const { loss, metrics } = buildPolicyLoss(
       g,

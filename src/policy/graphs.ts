@@ -2,7 +2,7 @@
 // inference graphs here and the training graphs in training.ts. Weights are graph inputs named
 // by their Hugging Face names; Linear weights are fed transposed ([in, out], "graph layout") so
 // every projection is a plain MatMul with no per-run Transpose.
-import { Graph, type Dim, type HostTensor, type Value } from '../onnx';
+import { CUSTOM_GRADIENT, gradients, Graph, type Dim, type HostTensor, type Value } from '../onnx';
 import { biasesOf, familyOf, headDim, paramSpecs, ropeInvFreq, type ModelConfig } from './config';
 import { DROPOUT_PRIME, DROPOUT_ROUNDS, dropoutTargetOffset, dropoutThreshold, loraScale, loraTargets, type LoraAdapter, type LoraConfig } from './lora';
 import type { PolicyWeights } from './weights';
@@ -174,6 +174,13 @@ export interface ForwardInputs {
    */
   attentionChunks?: number;
   /**
+   * Training only (no cache): each decoder layer's backward pass computes the layer again from its
+   * input instead of reading what the forward pass kept (activation checkpointing, CUSTOM_GRADIENT),
+   * so a step holds each layer's input and one layer's activations at a time, for a second pass
+   * of the layers' arithmetic.
+   */
+  recomputeLayers?: boolean;
+  /**
    * A LoRA adapter: per base module (`model.layers.0.self_attn.q_proj`), A [in, r] and B [r, out]
    * and its place in loraTargets; y += scale·(dropout(x)·A)·B, dropout only when given (training).
    */
@@ -264,14 +271,13 @@ export function buildDecoder(g: Graph, c: ModelConfig, W: Map<string, Value>, in
   const embed = param('model.embed_tokens.weight');
   let x = g.gather(embed, inp.ids, 0); // [B,T,H]
   const present: { keyT: Value; value: Value }[] = [];
-  for (let l = 0; l < c.num_hidden_layers; l++) {
+  const layer = (x: Value, l: number): { x: Value; keyT: Value; value: Value } => {
     const p = `model.layers.${l}.`;
     const xn = rmsNorm(x, param(`${p}input_layernorm.weight`));
     const q = rope(heads(proj(xn, `${p}self_attn.q_proj`, bias.qkv), nh));
     const k = rope(heads(proj(xn, `${p}self_attn.k_proj`, bias.qkv), nkv));
     const v = heads(proj(xn, `${p}self_attn.v_proj`, bias.qkv), nkv);
     const kT = g.transpose(k, [0, 1, 3, 2]); // [B,nkv,d,T]
-    present.push({ keyT: kT, value: v });
     // Grouped-query attention without copying K/V: query heads are grouped under their KV head,
     // [B,nkv,g,T,d] · [B,nkv,1,d,S] → [B,nkv,g,T,S].
     const qg = g.reshape(q, [0, nkv, group, -1, d], [B, nkv, group, T, d]);
@@ -302,11 +308,37 @@ export function buildDecoder(g: Graph, c: ModelConfig, W: Map<string, Value>, in
       ctx = g.div(g.add(g.matmul(eCache, g.unsqueeze(cached.value, [2])), g.matmul(eNew, g.unsqueeze(v, [2]))), denom);
     }
     const merged = g.reshape(g.transpose(g.reshape(ctx, [0, nh, -1, d], [B, nh, T, d]), [0, 2, 1, 3]), [0, 0, nh * d], [B, T, nh * d]);
-    x = g.add(x, proj(merged, `${p}self_attn.o_proj`, bias.o));
-    const xn2 = rmsNorm(x, param(`${p}post_attention_layernorm.weight`));
+    const mid = g.add(x, proj(merged, `${p}self_attn.o_proj`, bias.o));
+    const xn2 = rmsNorm(mid, param(`${p}post_attention_layernorm.weight`));
     const gate = proj(xn2, `${p}mlp.gate_proj`, bias.mlp);
     const up = proj(xn2, `${p}mlp.up_proj`, bias.mlp);
-    x = g.add(x, proj(g.mul(g.mul(gate, g.sigmoid(gate)), up), `${p}mlp.down_proj`, bias.mlp));
+    return { x: g.add(mid, proj(g.mul(g.mul(gate, g.sigmoid(gate)), up), `${p}mlp.down_proj`, bias.mlp)), keyT: kT, value: v };
+  };
+  if (inp.recomputeLayers && inp.cache) throw new Error('buildForward: recomputeLayers is for training graphs (no cache)');
+  for (let l = 0; l < c.num_hidden_layers; l++) {
+    const input = x;
+    const out = layer(input, l);
+    present.push({ keyT: out.keyT, value: out.value });
+    x = out.x;
+    if (inp.recomputeLayers) {
+      // The layer's own parameters and adapters: what its backward pass gives gradients for.
+      const prefix = `model.layers.${l}.`;
+      const own = [...W].filter(([n]) => n.startsWith(prefix)).map(([, v]) => v);
+      for (const [module, ad] of inp.lora?.adapters ?? []) if (module.startsWith(prefix)) own.push(ad.a, ad.b);
+      CUSTOM_GRADIENT.set(x.producer!, {
+        inputs: [input, ...own],
+        rule: (_g, [dy], need) => {
+          // The layer again from its input, made to wait for the gradient reaching it (a zero
+          // that depends on dy, NaN-proof), so it runs in the backward pass, not beside the first.
+          const first = g.slice(dy!, [0, 0, 0], [1, 1, 1], [0, 1, 2]);
+          const again = g.add(input, g.where(g.equal(first, first), g.scalar(0, 'float32'), g.scalar(0, 'float32')));
+          const wrt = [again, ...own.filter((_, i) => need[i + 1])];
+          const grads = gradients(g, layer(again, l).x, wrt, dy!);
+          let k = 1;
+          return [need[0] ? grads[0] : null, ...own.map((_, i) => (need[i + 1] ? grads[k++] : null))];
+        },
+      });
+    }
   }
   return { hidden: x, present };
 }

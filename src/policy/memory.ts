@@ -10,7 +10,7 @@ import { TurnwiseError } from '../core/errors';
 import { headDim, paramSpecs, type ModelConfig } from './config';
 import { isTransposedInGraph } from './graphs';
 import { loraTargets, type LoraConfig } from './lora';
-import { logitChunkRows } from './training';
+import { logitChunkRows, recomputeByDefault } from './training';
 
 const F32 = 4;
 /** Rows a log-prob scoring run takes at once (TrainablePolicy.logprobs). */
@@ -71,7 +71,9 @@ export const RUNTIME_BYTES = 320 * MB;
  * vocabulary entry (logits, scaled, shifted, exp, log-softmax, its exp for the entropy, two
  * gradients). On turnwise-tiny (CPU) this gives 10-20% above the measured peak per row at 256,
  * 512 and 1,024 tokens (about 185 MB per 1,024-token row measured). Where the training graph
- * computes the head in chunks (training.ts logitChunkRows), the vocabulary values are one chunk's.
+ * computes the head in chunks (training.ts logitChunkRows), the vocabulary values are one chunk's;
+ * where it recomputes the layers (recomputeByDefault), a layer's input per layer and two layers'
+ * worth of activations (the one recomputed and its gradients).
  */
 export const ACTIVATION_COUNTS = { hidden: 12, intermediate: 5, attention: 2, vocab: 8 } as const;
 
@@ -95,7 +97,9 @@ export function activationValues(c: ModelConfig, rows: number, seq: number, lora
   const perLayer = a.hidden * c.hidden_size + a.intermediate * c.intermediate_size + a.attention * c.num_attention_heads * keysPerToken;
   const adapter = lora ? loraTargets(c, lora).length / c.num_hidden_layers * 2 * lora.r : 0;
   const chunk = logitChunkRows(rows, seq, c.vocab_size);
-  return N * c.num_hidden_layers * (perLayer + adapter) + (chunk > 0 ? chunk : N) * a.vocab * c.vocab_size;
+  // Recomputed layers keep each layer's input, and one layer's activations and their gradients at a time.
+  const layers = recomputeByDefault(c, rows, seq) ? c.num_hidden_layers * c.hidden_size + 2 * (perLayer + adapter) : c.num_hidden_layers * (perLayer + adapter);
+  return N * layers + (chunk > 0 ? chunk : N) * a.vocab * c.vocab_size;
 }
 
 /** The memory a run of these settings takes, part by part. */

@@ -97,6 +97,8 @@ export interface TrainStepOptions {
   microBatchTokens?: number;
   /** Positions per chunk of the vocabulary head in the training graph (TrainGraphOptions.logitChunkRows; default by size). */
   logitChunkRows?: number;
+  /** Recompute the layers in the backward pass (TrainGraphOptions.recomputeLayers; default by size). */
+  recomputeLayers?: boolean;
 }
 
 /** A LoRA adapter to train instead of the model, with its AdamW state (PEFT keys, PEFT layout) when resumed. */
@@ -216,6 +218,7 @@ export class PolicyTrainer {
       weightDecay: (hyper.weightDecay ?? OPTIMIZER_DEFAULTS.weightDecay) !== 0,
       packed: batches.some((b) => b.segmentIds !== undefined),
       ...(o.logitChunkRows !== undefined ? { logitChunkRows: o.logitChunkRows } : {}),
+      ...(o.recomputeLayers !== undefined ? { recomputeLayers: o.recomputeLayers } : {}),
       ...(this.lora ? { lora: this.lora.shape, loraDropout: this.lora.config.lora_dropout } : {}),
     };
     const lrs = this.learningRates(hyper.lr, K);

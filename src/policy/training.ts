@@ -62,6 +62,27 @@ export interface TrainGraphOptions {
    * logits would hold more than LOGIT_CHUNK_ABOVE values, else at once.
    */
   logitChunkRows?: number;
+  /**
+   * Compute each decoder layer again in the backward pass instead of keeping its activations
+   * (graphs.ts ForwardInputs.recomputeLayers). Default: when the layers' activations of the batch
+   * would pass RECOMPUTE_ABOVE_BYTES (recomputeByDefault).
+   */
+  recomputeLayers?: boolean;
+}
+
+/** Layer activations of a training batch above this are recomputed by default (1 GiB). */
+export const RECOMPUTE_ABOVE_BYTES = 2 ** 30;
+
+/**
+ * Whether a batch of B × T tokens recomputes its layers by default: the float32 values its
+ * layers keep for the backward pass, counted as memory.ts counts them (about 12 hidden-sized and
+ * 5 intermediate-sized values per token and layer, 2 per attended key and head), against
+ * RECOMPUTE_ABOVE_BYTES. turnwise-tiny's batches stay under it; a 1,024-token row of a 0.5B model does not.
+ */
+export function recomputeByDefault(c: ModelConfig, B: number, T: number): boolean {
+  const keys = (T * 5) / 8;
+  const perToken = c.num_hidden_layers * (12 * c.hidden_size + 5 * c.intermediate_size + 2 * c.num_attention_heads * keys);
+  return 4 * B * T * perToken > RECOMPUTE_ABOVE_BYTES;
 }
 
 /** Logits of more values than this are computed in chunks by default (64 M floats: 256 MB, a few copies alive in a step). */
@@ -398,7 +419,8 @@ export function policyTrainingSpec(c: ModelConfig, o: TrainGraphOptions): Omit<T
     const bias = g.add(causalV, o.packed ? segmentBias(g, inp.segment_ids) : keyPaddingBias(g, inp.attention_mask));
     const W = new Map(Object.entries(params));
     const lora = o.lora ? loraInputs(c, o.lora, W, dropout > 0 ? { p: dropout, seed: inp[LORA_DROPOUT_SEED], index: inp[LORA_DROPOUT_INDEX] } : undefined) : undefined;
-    const { hidden } = buildDecoder(g, c, W, { ids: inp.input_ids, positions, bias, attentionChunks: attentionChunksFor(T), ...(lora ? { lora } : {}), dims: { B, T } });
+    const recomputeLayers = o.recomputeLayers ?? recomputeByDefault(c, B, T);
+    const { hidden } = buildDecoder(g, c, W, { ids: inp.input_ids, positions, bias, attentionChunks: attentionChunksFor(T), recomputeLayers, ...(lora ? { lora } : {}), dims: { B, T } });
     const { x, head } = lmHeadParts(g, c, W, hidden);
     const chunkRows = logitChunkRows(B, T, c.vocab_size, o.logitChunkRows);
     const { logp, entropy } = chunkRows > 0 ? chunkedTokenLogprobs(g, x, head, inp.input_ids, inp.temperature, B, T, chunkRows) : tokenLogprobs(g, g.matmul(x, head), inp.input_ids, inp.temperature, B, T);

@@ -70,7 +70,10 @@ describe('policy/memory: the memory plan of a run', function () {
   it('a plan over the limit is refused with its numbers and the settings that would fit', () => {
     const input = { config: QWEN_05B, provider: 'cpu' as const, updateTokensPerStep: 8192, context: 1024, episodes: 8 };
     const p = planMemory(input);
-    const limit = { bytes: 40 * 1024 * MB, source: 'TURNWISE_MEMORY_LIMIT_MB' };
+    // A limit the plan passes at 1,024 tokens per update step but not at 8,192.
+    const limitMb = Math.ceil(planMemory({ ...input, updateTokensPerStep: 1024 }).host / MB) + 1;
+    assert.ok(p.host > limitMb * MB);
+    const limit = { bytes: limitMb * MB, source: 'TURNWISE_MEMORY_LIMIT_MB' };
     let err: TurnwiseError | undefined;
     try {
       assertPlanFits(p, limit);
@@ -79,7 +82,7 @@ describe('policy/memory: the memory plan of a run', function () {
     }
     assert.ok(err instanceof TurnwiseError, 'refused');
     assert.match(err.message, /would not fit in memory/);
-    assert.match(err.message, new RegExp(`${Math.round(p.host / MB).toLocaleString('en-US')} MB over the 40,960 MB of TURNWISE_MEMORY_LIMIT_MB`));
+    assert.match(err.message, new RegExp(`${Math.round(p.host / MB).toLocaleString('en-US')} MB over the ${limitMb.toLocaleString('en-US')} MB of TURNWISE_MEMORY_LIMIT_MB`));
     assert.match(err.message, /update activations/);
     assert.match(err.hint!, /"updateTokensPerStep": \d+/);
     assert.match(err.hint!, /"lora"/);
@@ -99,11 +102,14 @@ describe('policy/memory: the memory plan of a run', function () {
 
   it('updateTokensPerStep 0 picks the largest cap that fits; TURNWISE_MEMORY_LIMIT_MB sets the limit', () => {
     const input = { config: QWEN_05B, provider: 'cpu' as const, context: 1024, episodes: 2, lora: { r: 16, target_modules: ['q_proj', 'v_proj'] as const } };
-    const limit = 30 * 1024 * MB;
+    const plan0 = (t: number) => planMemory({ ...input, lora: { r: 16, target_modules: ['q_proj', 'v_proj'] }, updateTokensPerStep: t });
+    // A limit 2,048 tokens per step fit under and 4,096 do not.
+    const limit = (plan0(2048).host + plan0(4096).host) / 2;
     const cap = autoUpdateTokens({ ...input, lora: { ...input.lora, target_modules: [...input.lora.target_modules] } }, limit);
     const plan = (t: number) => planMemory({ ...input, lora: { r: 16, target_modules: ['q_proj', 'v_proj'] }, updateTokensPerStep: t });
     assert.ok(plan(cap).host <= limit);
     assert.ok(plan(cap * 2).host > limit, `cap ${cap}`);
+    assert.equal(cap, 2048);
     assert.deepEqual(availableMemory({ TURNWISE_MEMORY_LIMIT_MB: '2048' }), { bytes: 2048 * MB, source: 'TURNWISE_MEMORY_LIMIT_MB' });
     assert.throws(() => availableMemory({ TURNWISE_MEMORY_LIMIT_MB: 'lots' }), /TURNWISE_MEMORY_LIMIT_MB must be a number/);
     assert.ok(availableMemory({}).bytes > 0);

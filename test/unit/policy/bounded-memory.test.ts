@@ -1,17 +1,19 @@
-// The vocabulary head in chunks (policy/training.ts chunkedTokenLogprobs), on real ONNX Runtime:
-// the loss, every metric and every gradient of a training step equal those of the graph that
-// computes the [B, T, V] logits at once (whose gradients have their finite-difference tests), for
-// full training with a tied and an untied head (the head's own gradient comes from the chunked
-// backward pass), for LoRA (head frozen), with the entropy and KL terms and a temperature; one
-// chunk's gradient is also checked against finite differences of the loss directly. The chunk
-// size: the largest divisor of B·T at most the one asked for, and none below the size threshold.
+// Training graphs in bounded memory, on real ONNX Runtime. The vocabulary head in chunks
+// (policy/training.ts chunkedTokenLogprobs) and the layers computed again in the backward pass
+// (graphs.ts recomputeLayers) give the loss, every metric and every gradient of the graph that
+// keeps everything (whose gradients have their finite-difference tests): full training with a
+// tied and an untied head (the head's gradient comes from the chunked backward pass), LoRA with
+// and without dropout (the recomputed layer drops what the first pass dropped), with the entropy
+// and KL terms and a temperature; the chunked head's gradient also against finite differences of
+// the loss. The chunk size: the largest divisor of B·T at most the one asked for, none below the
+// size threshold.
 import * as assert from 'node:assert/strict';
 import type { HostTensor } from '../../../src/onnx';
 import { buildTrainingGraph, Trainer } from '../../../src/onnx/training';
 import type { ModelConfig } from '../../../src/policy/config';
 import { loraToGraphLayout, weightFeeds } from '../../../src/policy/graphs';
 import { initAdapter, parseLoraConfig } from '../../../src/policy/lora';
-import { batchInputs, LOGIT_CHUNK_ABOVE, logitChunkRows, LOSS_HYPER_INPUTS, policyTrainingSpec, type TrainGraphOptions } from '../../../src/policy/training';
+import { batchInputs, LOGIT_CHUNK_ABOVE, LORA_DROPOUT_INDEX, LORA_DROPOUT_SEED, logitChunkRows, LOSS_HYPER_INPUTS, policyTrainingSpec, type TrainGraphOptions } from '../../../src/policy/training';
 import { initWeights, SeededRandom } from '../../../src/policy/weights';
 import { GOLDEN_LLAMA, SMALL_CONFIG } from './helpers';
 
@@ -22,18 +24,20 @@ interface Case {
   c: ModelConfig;
   lora: boolean;
   loss: TrainGraphOptions['loss'];
+  /** LoRA dropout: the recomputed layer must drop what the first pass dropped. */
+  dropout?: number;
 }
 
 const B = 2;
 const T = 6;
 
-async function step(cs: Case, chunkRows: number, params: Map<string, Float32Array>, feedsOf: (o: TrainGraphOptions) => Record<string, HostTensor>) {
+async function step(cs: Case, chunkRows: number, params: Map<string, Float32Array>, feedsOf: (o: TrainGraphOptions) => Record<string, HostTensor>, recomputeLayers = false) {
   const o: TrainGraphOptions = {
-    loss: cs.loss, batch: B, seq: T, weightDecay: false, entropy: true, kl: cs.loss !== 'sft', logitChunkRows: chunkRows,
-    ...(cs.lora ? { lora: { r: 2, lora_alpha: 4, use_rslora: false, target_modules: ['q_proj', 'v_proj'] } } : {}),
+    loss: cs.loss, batch: B, seq: T, weightDecay: false, entropy: true, kl: cs.loss !== 'sft', logitChunkRows: chunkRows, recomputeLayers,
+    ...(cs.lora ? { lora: { r: 2, lora_alpha: 4, use_rslora: false, target_modules: ['q_proj', 'v_proj'] }, loraDropout: cs.dropout ?? 0 } : {}),
   };
   const spec = policyTrainingSpec(cs.c, o);
-  const trainer = new Trainer(spec, `chunked-${cs.name}-${chunkRows}`, { provider: 'cpu' });
+  const trainer = new Trainer(spec, `chunked-${cs.name}-${chunkRows}-${recomputeLayers}`, { provider: 'cpu' });
   try {
     const zeros = () => Object.fromEntries([...params].map(([k, v]) => [k, new Float32Array(v.length)]));
     const state = { params: Object.fromEntries([...params].map(([k, v]) => [k, Float32Array.from(v)])), m: zeros(), v: zeros(), step: 0 };
@@ -68,6 +72,10 @@ function setup(cs: Case) {
     const hyper: Record<string, number> = { clip_low: 0.2, clip_high: 0.28, kl_coef: 0.1, ent_coef: 0.05, replay_coef: 0, temperature: 0.7 };
     for (const k of LOSS_HYPER_INPUTS) f[k] = { dtype: 'float32', dims: [], data: Float32Array.of(hyper[k]) };
     if (cs.lora) Object.assign(f, weightFeeds(w));
+    if (cs.dropout) {
+      f[LORA_DROPOUT_SEED] = { dtype: 'int64', dims: [], data: BigInt64Array.of(12345n) };
+      f[LORA_DROPOUT_INDEX] = { dtype: 'int64', dims: [B, T], data: BigInt64Array.from({ length: B * T }, (_, i) => BigInt(i)) };
+    }
     return f;
   };
   const params = cs.lora
@@ -80,7 +88,7 @@ function setup(cs: Case) {
   return { params, feedsOf };
 }
 
-describe('policy/training: the vocabulary head in chunks', function () {
+describe('policy/training: bounded memory (the head in chunks, layers recomputed)', function () {
   this.timeout(120_000);
 
   it('chunk sizes: the largest divisor of B·T at most the one asked for; by default only above the size threshold', () => {
@@ -99,16 +107,10 @@ describe('policy/training: the vocabulary head in chunks', function () {
     { name: 'untied, full, ppo-token', c: UNTIED, lora: false, loss: 'ppo-token' },
     { name: 'untied, full, sft', c: UNTIED, lora: false, loss: 'sft' },
     { name: 'tied, LoRA, ppo-token', c: SMALL_CONFIG, lora: true, loss: 'ppo-token' },
+    { name: 'tied, LoRA with dropout, ppo-token', c: SMALL_CONFIG, lora: true, loss: 'ppo-token', dropout: 0.3 },
   ];
-  for (const cs of cases) {
-    it(`${cs.name}: loss, metrics and every gradient equal the graph without chunks`, async () => {
-      const { params, feedsOf } = setup(cs);
-      const whole = await step(cs, 0, params, feedsOf);
-      const chunked = await step(cs, 4, params, feedsOf);
-      // No value of the chunked step's graph is sequence × vocabulary sized.
-      const logitsSized = (g: typeof whole.graph) => g.nodes.flatMap((n) => n.outputs).filter((v) => v.rank === 3 && v.shape[2] === cs.c.vocab_size);
-      assert.ok(logitsSized(whole.graph).length > 0);
-      assert.deepEqual(logitsSized(chunked.graph).map(String), []);
+  type StepResult = Awaited<ReturnType<typeof step>>;
+  const sameStep = (whole: StepResult, chunked: StepResult) => {
       for (const [k, v] of Object.entries(whole.metrics)) {
         const a = v[0];
         const b = chunked.metrics[k][0];
@@ -129,6 +131,28 @@ describe('policy/training: the vocabulary head in chunks', function () {
         assert.ok(rel <= 1e-5, `${k}: the gradients differ by ${rel.toExponential(2)} of their norm`);
       }
       assert.ok(norm > 1e-6, 'the step has gradients to compare');
+  };
+
+  for (const cs of cases) {
+    it(`${cs.name}: loss, metrics and every gradient equal the graph without chunks`, async () => {
+      const { params, feedsOf } = setup(cs);
+      const whole = await step(cs, 0, params, feedsOf);
+      const chunked = await step(cs, 4, params, feedsOf);
+      // No value of the chunked step's graph is sequence × vocabulary sized.
+      const logitsSized = (g: StepResult['graph']) => g.nodes.flatMap((n) => n.outputs).filter((v) => v.rank === 3 && v.shape[2] === cs.c.vocab_size);
+      assert.ok(logitsSized(whole.graph).length > 0);
+      assert.deepEqual(logitsSized(chunked.graph).map(String), []);
+      sameStep(whole, chunked);
+    });
+
+    // Activation checkpointing: each layer computed again in the backward pass gives the same step.
+    it(`${cs.name}: recomputing the layers in the backward pass gives the same loss, metrics and gradients`, async () => {
+      const { params, feedsOf } = setup(cs);
+      const kept = await step(cs, 0, params, feedsOf);
+      const again = await step(cs, 4, params, feedsOf, true);
+      const matmuls = (g: StepResult['graph']) => g.nodes.filter((n) => n.op === 'MatMul').length;
+      assert.ok(matmuls(again.graph) > matmuls(kept.graph), 'the backward pass holds the layers\' products again');
+      sameStep(kept, again);
     });
   }
 

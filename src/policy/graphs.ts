@@ -347,7 +347,19 @@ export function buildDecoder(g: Graph, c: ModelConfig, W: Map<string, Value>, in
  * Which logits an inference graph outputs: `all` [B,T,V]; `rows` [N,V] at the flat positions
  * (b·T + t) of input logits_rows int64 [N]; `none` (a run that only fills the cache).
  */
-export type StepLogits = 'all' | 'rows' | 'none';
+export type StepLogits = 'all' | 'rows' | 'none' | 'logprobs';
+
+/** Positions per chunk of a scoring graph's head ('logprobs'): the host pads the positions to a multiple. */
+export const SCORE_CHUNK_ROWS = 128;
+/** Rows a log-prob scoring run takes at once (TrainablePolicy.logprobs): bounds a layer's attention held at once. */
+export const SCORING_ROWS_PER_RUN = 8;
+
+/** log-softmax of x·head / temperature over the vocabulary, for rows x [n, H] and the head [H, V]. */
+export function headLogSoftmax(g: Graph, x: Value, head: Value, temperature: Value): Value {
+  const z = g.div(g.matmul(x, head), temperature);
+  const shifted = g.sub(z, g.reduceMax(z, [-1], true));
+  return g.sub(shifted, g.log(g.reduceSum(g.exp(shifted), [-1], true)));
+}
 
 /**
  * The inference graphs (logits as `logits` says, see StepLogits). `prefill`: the whole prompt (left-padded rows), inputs weights,
@@ -396,10 +408,30 @@ export function buildStepGraph(c: ModelConfig, kind: 'prefill' | 'decode', lora?
     const rows = g.input('logits_rows', 'int64', ['N']);
     const flat = g.reshape(out.hidden, [-1, c.hidden_size], ['?BT', c.hidden_size]);
     g.output(lmHead(g, c, W, g.gather(flat, rows, 0)), 'logits');
+  } else if (logits === 'logprobs') {
+    // Scoring: the log-prob of logprob_targets[i] after flat position logprob_rows[i] (M of them,
+    // a multiple of SCORE_CHUNK_ROWS), at `temperature`, the head run chunk by chunk in a Loop, so
+    // no [B, T, V] logits exist; no keys or values come out.
+    const rows = g.input('logprob_rows', 'int64', ['M']);
+    const targets = g.input('logprob_targets', 'int64', ['M']);
+    const temperature = g.input('temperature', 'float32', []);
+    const H = c.hidden_size;
+    const flat = g.reshape(out.hidden, [-1, H], ['?BT', H]);
+    const { x, head } = lmHeadParts(g, c, W, g.gather(flat, rows, 0));
+    const x3 = g.reshape(x, [-1, SCORE_CHUNK_ROWS, H], ['K', SCORE_CHUNK_ROWS, H]);
+    const t3 = g.reshape(targets, [-1, SCORE_CHUNK_ROWS], ['K', SCORE_CHUNK_ROWS]);
+    const K = g.gather(g.shapeOf(x3), g.scalar(0, 'int64'), 0);
+    const lp = g.loop(K, [], (b, i) => {
+      const lsm = headLogSoftmax(b, b.gather(x3, i, 0), head, temperature);
+      return { carried: [], scan: [b.squeeze(b.gatherElements(lsm, b.unsqueeze(b.gather(t3, i, 0), [1]), 1), [1])] };
+    });
+    g.output(g.reshape(lp.scan[0], [-1], ['M']), 'logprobs');
   }
-  out.present.forEach((p, l) => {
-    g.output(p.keyT, `new.${l}.key`);
-    g.output(p.value, `new.${l}.value`);
-  });
+  if (logits !== 'logprobs') {
+    out.present.forEach((p, l) => {
+      g.output(p.keyT, `new.${l}.key`);
+      g.output(p.value, `new.${l}.value`);
+    });
+  }
   return g;
 }

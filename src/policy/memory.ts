@@ -8,13 +8,11 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import { TurnwiseError } from '../core/errors';
 import { headDim, paramSpecs, type ModelConfig } from './config';
-import { isTransposedInGraph } from './graphs';
+import { isTransposedInGraph, SCORE_CHUNK_ROWS, SCORING_ROWS_PER_RUN as SCORING_ROWS } from './graphs';
 import { loraTargets, type LoraConfig } from './lora';
 import { logitChunkRows, recomputeByDefault } from './training';
 
 const F32 = 4;
-/** Rows a log-prob scoring run takes at once (TrainablePolicy.logprobs). */
-const SCORING_ROWS = 8;
 const MB = 1024 ** 2;
 
 /** What a plan is for. */
@@ -132,17 +130,17 @@ export function planMemory(input: MemoryPlanInput): MemoryPlan {
   parts.push({ name: 'KV caches', bytes: 3 * input.episodes * context * kvPerToken * F32, where: 'host', detail: `${input.episodes} episodes × ${context} tokens, kept per episode and batched per step` });
   // A prefill runs full causal attention: a layer's scores and probabilities, [rows, heads, T, T]
   // twice, plus a few hidden-sized values per token. The episodes' prefill returns the logits of
-  // each row's last token; log-prob scoring (8 rows a run) those of every token (the output and
-  // the copy read from it). The larger of the two.
+  // each row's last token; log-prob scoring (8 rows a run) runs the head over chunks of positions,
+  // one chunk's logits and log-softmax alive at a time. The larger of the two.
   const layer = (rows: number) => rows * context * (2 * c.num_attention_heads * context + 4 * c.hidden_size + c.intermediate_size);
   const episodesPrefill = layer(input.episodes) + 2 * input.episodes * c.vocab_size;
-  const scoring = layer(SCORING_ROWS) + 2 * SCORING_ROWS * context * c.vocab_size;
+  const scoring = layer(SCORING_ROWS) + 4 * SCORE_CHUNK_ROWS * c.vocab_size;
   const prefillIsLarger = episodesPrefill > scoring;
   parts.push({
     name: 'prefill activations',
     bytes: Math.max(episodesPrefill, scoring) * F32,
     where: dev,
-    detail: prefillIsLarger ? `prefill of ${input.episodes} episodes × ${context} tokens: one layer's attention` : `log-prob scoring of ${SCORING_ROWS} rows × ${context} tokens: one layer's attention and the logits (${c.vocab_size} per token)`,
+    detail: prefillIsLarger ? `prefill of ${input.episodes} episodes × ${context} tokens: one layer's attention` : `log-prob scoring of ${SCORING_ROWS} rows × ${context} tokens: one layer's attention and a chunk of ${SCORE_CHUNK_ROWS} positions' logits`,
   });
   if (dev === 'device') {
     parts.push({ name: 'device weights', bytes: (P + (input.lora ? 3 * A : 3 * P)) * F32, where: 'device', detail: 'the weights (and trained state) fed to a device run are copied to it' });

@@ -4,7 +4,7 @@
 import { SessionCache, toModelProto, type HostTensor, type OnnxSession, type SessionSettings } from '../onnx';
 import { TurnwiseError } from '../core/errors';
 import { headDim, type ModelConfig } from './config';
-import { buildStepGraph, loraGraphSpecs, loraToGraphLayout, MASKED, weightFeeds, type LoraShape, type StepLogits } from './graphs';
+import { buildStepGraph, loraGraphSpecs, loraToGraphLayout, MASKED, SCORE_CHUNK_ROWS, weightFeeds, type LoraShape, type StepLogits } from './graphs';
 import type { LoraAdapter } from './lora';
 import { checkTokenIds, gatherSequences, newKvCache, scatterSequences, Sequence, type KvCache } from './sequences';
 import type { PolicyTokenizer } from './tokenizer';
@@ -423,6 +423,59 @@ export class Policy {
     // `adapter: false`: the base model alone, on the same weight tensors (a LoRA run's KL reference).
     const all = await this.step(this.newCache(B, T), padded, options.adapter !== false);
     return rows.map((r, b) => all.slice((b * T + T - r.length) * V, (b + 1) * T * V));
+  }
+
+  /**
+   * Each row's token log-probs at `temperature` (out[t] = log π(row[t] | row[..t]); out[0] = 0),
+   * computed in the graph: the head runs over chunks of positions and only the target's log-prob
+   * comes out, so scoring never holds the rows' [T, V] logits (at 150k words, 600 MB a row of
+   * 1,024 tokens). `adapter: false`: the base model alone.
+   */
+  async tokenLogprobs(rows: readonly (readonly number[])[], o: { adapter?: boolean; temperature?: number } = {}): Promise<Float32Array[]> {
+    this.checkIds(rows);
+    const out = rows.map((r) => new Float32Array(r.length));
+    const T = Math.max(0, ...rows.map((r) => r.length));
+    if (T < 2) return out;
+    const B = rows.length;
+    const temperature = o.temperature ?? 1;
+    if (!(temperature > 0) || !Number.isFinite(temperature)) throw new TurnwiseError('invalid-input', `temperature must be a finite number > 0, got ${temperature}`);
+    const ids = new BigInt64Array(B * T);
+    const pos = new BigInt64Array(B * T);
+    const mask = new Float32Array(B * T);
+    const at: number[] = [];
+    const targets: number[] = [];
+    rows.forEach((r, b) => {
+      const pad = T - r.length; // left padding, as the prefill takes it
+      r.forEach((id, t) => {
+        ids[b * T + pad + t] = BigInt(id);
+        pos[b * T + pad + t] = BigInt(t);
+        mask[b * T + pad + t] = 1;
+        if (t > 0) {
+          at.push(b * T + pad + t - 1);
+          targets.push(id);
+        }
+      });
+    });
+    const n = at.length;
+    const M = Math.ceil(n / SCORE_CHUNK_ROWS) * SCORE_CHUNK_ROWS; // padded with position 0, token 0
+    const withAdapter = o.adapter !== false;
+    const session = await this.session('prefill', withAdapter, 'logprobs');
+    const res = await session.run({
+      ...(withAdapter || !this.lora ? this.feeds : this.baseFeeds()),
+      input_ids: { dtype: 'int64', dims: [B, T], data: ids },
+      position_ids: { dtype: 'int64', dims: [B, T], data: pos },
+      attention_mask: { dtype: 'float32', dims: [B, T], data: mask },
+      token_index: { dtype: 'int64', dims: [T], data: BigInt64Array.from({ length: T }, (_, i) => BigInt(i)) },
+      logprob_rows: { dtype: 'int64', dims: [M], data: BigInt64Array.from({ length: M }, (_, i) => BigInt(i < n ? at[i] : 0)) },
+      logprob_targets: { dtype: 'int64', dims: [M], data: BigInt64Array.from({ length: M }, (_, i) => BigInt(i < n ? targets[i] : 0)) },
+      temperature: { dtype: 'float32', dims: [], data: Float32Array.of(temperature) },
+    });
+    const lp = res.logprobs.data as Float32Array;
+    let k = 0;
+    rows.forEach((r, b) => {
+      for (let t = 1; t < r.length; t++) out[b][t] = lp[k++];
+    });
+    return out;
   }
 
   /** A new, empty sequence with its own KV cache (see Sequence, extend, sample). */

@@ -6,9 +6,9 @@ import { TurnwiseError } from '../core/errors';
 import type { SessionSettings } from '../onnx';
 import { loadCheckpoint, saveCheckpoint, zeroOptimizerState, type OptimizerState } from './checkpoint';
 import type { ModelConfig } from './config';
-import { logSoftmax, Policy, type GeneratedRow, type SampleRequest } from './policy';
+import { Policy, type GeneratedRow, type SampleRequest } from './policy';
 import type { Sequence } from './sequences';
-import { fromGraphLayout } from './graphs';
+import { fromGraphLayout, SCORING_ROWS_PER_RUN } from './graphs';
 import { PolicyTrainer, type StepMetrics } from './trainer';
 import { initAdapter, saveAdapter, zeroAdapterOptimizer, type LoraAdapter, type LoraConfig } from './lora';
 import type { PolicyWeights } from './weights';
@@ -101,8 +101,6 @@ export interface CheckpointOptions {
   loraDropoutSeed?: number;
 }
 
-/** Rows scored per run by logprobs (bounds the logits held at once: rows × T × V floats). */
-const LOGPROB_ROWS_PER_RUN = 8;
 
 export class TrainablePolicy implements PolicyService {
   readonly config: ModelConfig;
@@ -221,17 +219,13 @@ export class TrainablePolicy implements PolicyService {
       // A LoRA policy's reference is its base, the adapter off: the same weight tensors, no second copy.
       const baseOnly = options.model === 'reference' && !!this.options.adapter && !this.options.reference;
       const policy = options.model === 'reference' && !baseOnly ? (this.referencePolicy ??= new Policy(this.options.reference ?? this.start, undefined, this.options.settings)) : this.policy;
-      const V = this.config.vocab_size;
       const out: Float32Array[] = rows.map((r) => new Float32Array(r.length));
       // Rows of similar length run together, so little of each run is padding.
       const order = rows.map((_, i) => i).filter((i) => rows[i].length > 1).sort((a, b) => rows[a].length - rows[b].length);
-      for (let k = 0; k < order.length; k += LOGPROB_ROWS_PER_RUN) {
-        const chunk = order.slice(k, k + LOGPROB_ROWS_PER_RUN);
-        const logits = await policy.logits(chunk.map((i) => rows[i]), baseOnly ? { adapter: false } : {});
-        chunk.forEach((i, j) => {
-          const r = rows[i];
-          for (let t = 1; t < r.length; t++) out[i][t] = logSoftmax(logits[j].subarray((t - 1) * V, t * V), temperature)[r[t]];
-        });
+      for (let k = 0; k < order.length; k += SCORING_ROWS_PER_RUN) {
+        const chunk = order.slice(k, k + SCORING_ROWS_PER_RUN);
+        const lps = await policy.tokenLogprobs(chunk.map((i) => rows[i]), { temperature, ...(baseOnly ? { adapter: false } : {}) });
+        chunk.forEach((i, j) => out[i].set(lps[j]));
       }
       return out;
     });

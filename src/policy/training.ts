@@ -20,7 +20,7 @@ import { GSPO_LOG_RATIO_CAP, LOSS_NAMES, POLICY_LOSSES, type LossName } from '..
 import { CUSTOM_GRADIENT, Graph, type Value } from '../onnx';
 import { buildTrainingGraph, type BatchSpec, type ForwardBuilder, type TrainingGraphSpec } from '../onnx/training';
 import { type ModelConfig } from './config';
-import { buildDecoder, graphParamSpecs, keyPaddingBias, lmHeadParts, loraGraphSpecs, loraInputs, MASKED, type LoraShape } from './graphs';
+import { buildDecoder, graphParamSpecs, headLogSoftmax, keyPaddingBias, lmHeadParts, loraGraphSpecs, loraInputs, MASKED, type LoraShape } from './graphs';
 
 /** The losses of core/losses.ts's table; each has a graph builder in PG_LOSSES below. */
 export type TrainLoss = LossName;
@@ -315,10 +315,7 @@ export function chunkedTokenLogprobs(g: Graph, x: Value, head: Value, ids: Value
   const chunk = (b: Graph, i: Value) => {
     const xc = b.gather(x3, i, 0); // [rows, H]
     const tc = b.unsqueeze(b.gather(t3, i, 0), [1]); // [rows, 1]
-    const z = b.div(b.matmul(xc, head), temperature);
-    const shifted = b.sub(z, b.reduceMax(z, [-1], true));
-    const lsm = b.sub(shifted, b.log(b.reduceSum(b.exp(shifted), [-1], true)));
-    return { xc, tc, lsm };
+    return { xc, tc, lsm: headLogSoftmax(b, xc, head, temperature) };
   };
   const fwd = g.loop(K, [], (b, i) => {
     const { tc, lsm } = chunk(b, i);

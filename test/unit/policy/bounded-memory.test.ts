@@ -14,8 +14,10 @@ import type { ModelConfig } from '../../../src/policy/config';
 import { loraToGraphLayout, weightFeeds } from '../../../src/policy/graphs';
 import { initAdapter, parseLoraConfig } from '../../../src/policy/lora';
 import { batchInputs, LOGIT_CHUNK_ABOVE, LORA_DROPOUT_INDEX, LORA_DROPOUT_SEED, logitChunkRows, LOSS_HYPER_INPUTS, policyTrainingSpec, type TrainGraphOptions } from '../../../src/policy/training';
+import { logSoftmax, Policy } from '../../../src/policy/policy';
+import { TrainablePolicy } from '../../../src/policy/trainable';
 import { initWeights, SeededRandom } from '../../../src/policy/weights';
-import { GOLDEN_LLAMA, SMALL_CONFIG } from './helpers';
+import { GOLDEN_LLAMA, maxAbsDiff, SMALL_CONFIG } from './helpers';
 
 const UNTIED: ModelConfig = { ...GOLDEN_LLAMA, hidden_size: 16, intermediate_size: 24, num_attention_heads: 4, num_key_value_heads: 2, head_dim: 8, vocab_size: 40, tie_word_embeddings: false };
 
@@ -177,6 +179,48 @@ describe('policy/training: bounded memory (the head in chunks, layers recomputed
         const fd = ((await at(h)) - (await at(-h))) / (2 * h);
         assert.ok(Math.abs(fd - g[i]) <= 2e-3 + 0.02 * Math.abs(fd), `${name}[${i}]: gradient ${g[i]} vs finite difference ${fd}`);
       }
+    }
+  });
+
+  // Scoring (Policy.tokenLogprobs): each target's log-prob from the graph, the head in chunks,
+  // against the log-softmax of the full logits; rows of other lengths (left padding), more
+  // positions than one chunk and not a multiple of it, a temperature, the adapter on and off.
+  it('scoring in the graph gives the log-softmax of the full logits at every position', async () => {
+    const c = SMALL_CONFIG;
+    const w = initWeights(c, 17, 0.5);
+    const ad = initAdapter(c, parseLoraConfig({ r: 2, lora_alpha: 4, target_modules: 'all-linear' }, 'test'), 3);
+    const rng = new SeededRandom(2);
+    for (const [k, t] of ad.tensors) if (k.includes('lora_B')) for (let i = 0; i < t.length; i++) t[i] = 0.3 * (2 * rng.next() - 1);
+    const policy = new Policy(w, undefined, { provider: 'cpu' }, ad);
+    try {
+      const rows = [70, 45, 1, 90].map((n) => Array.from({ length: n }, () => Math.floor(rng.next() * c.vocab_size)));
+      for (const [temperature, adapter] of [[1, true], [0.6, true], [1.3, false]] as const) {
+        const got = await policy.tokenLogprobs(rows, { temperature, adapter });
+        const logits = await policy.logits(rows, { adapter });
+        rows.forEach((r, b) => {
+          const want = Float32Array.from(r, (id, t) => (t === 0 ? 0 : logSoftmax(logits[b].subarray((t - 1) * c.vocab_size, t * c.vocab_size), temperature)[id]));
+          assert.equal(got[b].length, r.length);
+          assert.ok(maxAbsDiff(got[b], want) < 2e-5, `row ${b}, temperature ${temperature}, adapter ${adapter}: ${maxAbsDiff(got[b], want)}`);
+        });
+      }
+      const off = await policy.tokenLogprobs([rows[0]], { adapter: false });
+      const on = await policy.tokenLogprobs([rows[0]]);
+      assert.ok(maxAbsDiff(off[0], on[0]) > 1e-3, 'the adapter changes the scores');
+      await assert.rejects(policy.tokenLogprobs([rows[0]], { temperature: 0 }), /temperature must be a finite number > 0/);
+    } finally {
+      await policy.dispose();
+    }
+    // TrainablePolicy.logprobs goes through it: the reference of a LoRA policy is its base.
+    const tp = new TrainablePolicy(w, { adapter: ad, settings: { provider: 'cpu' } });
+    const base = new Policy(w, undefined, { provider: 'cpu' });
+    try {
+      const row = Array.from({ length: 33 }, (_, i) => (i * 7) % c.vocab_size);
+      const [ref] = await tp.logprobs([row], { model: 'reference' });
+      const [plain] = await base.tokenLogprobs([row]);
+      assert.ok(maxAbsDiff(ref, plain) < 1e-6);
+    } finally {
+      await tp.dispose();
+      await base.dispose();
     }
   });
 });

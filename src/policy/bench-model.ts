@@ -390,8 +390,11 @@ export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult
     log('loading the folder…');
     resetPeakRss();
     const t0 = performance.now();
-    const ck = loadCheckpoint(dir, { optimizer: false });
-    const policy = new Policy(ck.weights, ck.tokenizer, settings);
+    // The loaded Hugging Face layout is let go once the policy holds its graph layout, as a run does.
+    const policy = (() => {
+      const ck = loadCheckpoint(dir, { optimizer: false });
+      return new Policy(ck.weights, ck.tokenizer, settings);
+    })();
     const gen = { temperature: 1, topP: 1, stopIds: [] as number[] };
     await policy.sample([{ seq: policy.newSequence(tokens(4)), maxNewTokens: 1, ...gen }]);
     const loadS = (performance.now() - t0) / 1000;
@@ -423,11 +426,13 @@ export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult
     await decode(work.decodeBatch, 2);
     const bnMs = await decode(work.decodeBatch, work.decodeSteps);
     const decodePeak = peakRssMb();
+    // The trainer feeds the policy's own arrays as the frozen base, as a LoRA run's does (one copy of the weights).
+    const baseFeeds = policy.baseFeeds();
     await policy.dispose();
 
     log(`LoRA training step (r ${work.loraR}, all linear layers) on ${work.trainRows} × ${work.trainSeq} tokens…`);
     const lora: LoraConfig = { r: work.loraR, lora_alpha: 2 * work.loraR, lora_dropout: 0, target_modules: [...LORA_MODULES], use_rslora: false, base_model_name_or_path: o.shape };
-    const trainer = new PolicyTrainer(ck.weights, undefined, settings, { adapter: initAdapter(config, lora, seed) });
+    const trainer = new PolicyTrainer({ config, tensors: new Map() }, undefined, settings, { adapter: initAdapter(config, lora, seed) }, baseFeeds);
     const n = work.trainRows * work.trainSeq;
     const ids = tokens(n);
     const batch: TrainBatch = {

@@ -92,6 +92,8 @@ export interface RolloutPassStats {
   concurrency: number;
   episodes: number;
   failed: number;
+  /** Why the first failed episode failed (absent when none did). */
+  first_failure?: string;
   turns: number;
   wall_s: number | null;
   episodes_per_min: number | null;
@@ -129,6 +131,7 @@ export function passStats(p: PassInput): RolloutPassStats {
     concurrency: p.concurrency,
     episodes: r.trajectories.length,
     failed: r.trajectories.filter((t) => t.failure).length,
+    ...(r.trajectories.find((t) => t.failure) ? { first_failure: r.trajectories.find((t) => t.failure)!.failure! } : {}),
     turns: r.trajectories.reduce((a, t) => a + t.turns.length, 0),
     wall_s: round(wallS),
     episodes_per_min: round(wallS > 0 ? r.trajectories.length / (wallS / 60) : NaN),
@@ -688,4 +691,12 @@ export async function benchLearn(o: LearnBenchOptions): Promise<LearnBenchResult
   }
   const { workspace, ...rest } = base;
   return learnSummary(runs, { iterations: o.iterations, runsRoot, config: { workspace, model: o.model, ...rest } });
+}
+
+/** Why a rollout benchmark's figures measure nothing (a pass whose every episode failed), or undefined. */
+export function allEpisodesFailed(r: { sequential: RolloutPassStats; concurrent: RolloutPassStats }): string | undefined {
+  for (const [name, p] of [['sequential', r.sequential], ['concurrent', r.concurrent]] as const) {
+    if (p.episodes > 0 && p.failed === p.episodes) return `every episode of the ${name} pass failed (the first: ${p.first_failure ?? 'no reason recorded'}); the figures measure nothing`;
+  }
+  return undefined;
 }

@@ -277,7 +277,8 @@ export function packMinibatches(rows: readonly TrainRow[], minibatches: number, 
   return out;
 }
 
-function episodeMetrics(prefix: string, trajs: readonly Trajectory[]): Record<string, number> {
+/** The episode figures of an iteration's metrics row (train/ or eval/ by `prefix`). */
+export function episodeMetrics(prefix: string, trajs: readonly Trajectory[]): Record<string, number> {
   const scored = trajs.filter((t) => !t.failure && Number.isFinite(t.reward.reward));
   const turns = trajs.flatMap((t) => t.turns);
   const m: Record<string, number> = {

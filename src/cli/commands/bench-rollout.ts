@@ -2,7 +2,7 @@
 // same tasks, policy and seeds. The work is in src/train/bench.ts.
 import * as path from 'node:path';
 import { embeddedModelDir } from '../../train/embedded';
-import { benchRollout } from '../../train/bench';
+import { allEpisodesFailed, benchRollout } from '../../train/bench';
 import { TRAIN_DEFAULTS } from '../../train/config';
 import { numberInRange, seedOption, UsageError, type CliCommand } from '../command';
 import { demoWorkspace } from './train';
@@ -48,9 +48,17 @@ export const benchRolloutCommand: CliCommand = {
       },
       onProgress: (m) => io.err(m),
     });
+    // Figures of episodes that all failed measure nothing: say so and exit non-zero.
+    const verdict = () => {
+      const problem = allEpisodesFailed(r);
+      if (!problem) return 0;
+      io.err(`error: ${problem}`);
+      io.err('  hint: run one task with `turnwise episode --tasks FILE --id TASK --commands FILE` to see what the agent sees');
+      return 1;
+    };
     if (io.json) {
       io.out(JSON.stringify(r, null, 2));
-      return 0;
+      return verdict();
     }
     const row = (name: string, p: typeof r.sequential) =>
       `  ${name.padEnd(11)} ${String(p.episodes_per_min).padStart(7)} episodes/min  wall ${p.wall_s} s  generation ${p.generation_s} s (mean batch ${p.mean_batch}, ${p.tokens_per_s} tokens/s)  sandbox ${p.sandbox_s} s  reward ${p.reward_s} s  overlap ${p.overlap_s} s  cores busy ${p.cores_busy ?? '?'}  commands replayed ${Math.round(p.cached_turns * 100)}%`;
@@ -64,6 +72,6 @@ export const benchRolloutCommand: CliCommand = {
         `  speedup     ×${r.speedup} (target ≥ ${r.target_speedup}; the sequential pass's CPU seconds on ${r.cpus} cores allow ×${r.speedup_cpu_bound ?? '?'}); same actions in both passes: ${r.same_actions} (log-probs differ by up to ${r.logprob_max_diff ?? '?'} across batch shapes)`,
       ].join('\n'),
     );
-    return 0;
+    return verdict();
   },
 };

@@ -10,7 +10,7 @@ import type { Trajectory } from '../../../src/core/schema';
 import type { RolloutResult, Span } from '../../../src/agent/scheduler';
 import { signTestP } from '../../../src/core/stats';
 import { RunDir } from '../../../src/core/run';
-import { firstImprovement, runPassAtKT, learnSummary, machineCpuBusySeconds, meanCurve, metricCurve, overlapSeconds, passStats, repeatedRolloutSummary, rolloutSummary, logprobDrift, sameActionsFraction, snapshotCheckpoint, type LearnRun } from '../../../src/train/bench';
+import { allEpisodesFailed, firstImprovement, runPassAtKT, learnSummary, machineCpuBusySeconds, meanCurve, metricCurve, overlapSeconds, passStats, repeatedRolloutSummary, rolloutSummary, logprobDrift, sameActionsFraction, snapshotCheckpoint, type LearnRun } from '../../../src/train/bench';
 
 const traj = (actions: string[], failure?: string): Trajectory =>
   ({
@@ -40,6 +40,16 @@ describe('train/bench: rollout summary', () => {
     assert.equal(s.generation_frac_of_wall, 0.067);
     assert.equal(s.load_avg_1m, 3.46);
     assert.equal(s.held_s, 1.234, 'time requests waited for their batch, in seconds');
+  });
+
+  it('a pass whose every episode failed makes the benchmark fail, naming the first failure', () => {
+    const stats = (trajs: Trajectory[]) => passStats({ concurrency: 1, result: result(1000, trajs), batches: [1], sampledTokens: 1, promptTokens: 0, overlapS: 0, loadAvg1m: 1 });
+    const ok = stats([traj(['ls']), traj(['cat a'], 'boom')]);
+    const bad = stats([traj(['ls'], 'no such file'), traj(['cat a'], 'boom')]);
+    assert.equal(bad.first_failure, 'no such file');
+    assert.equal(ok.first_failure, 'boom');
+    assert.equal(allEpisodesFailed({ sequential: ok, concurrent: ok }), undefined, 'some episodes ran');
+    assert.match(allEpisodesFailed({ sequential: ok, concurrent: bad })!, /every episode of the concurrent pass failed \(the first: no such file\)/);
   });
 
   it('rolloutSummary: speedup = concurrent / sequential, the explaining figures taken from each pass', () => {

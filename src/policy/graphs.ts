@@ -209,11 +209,17 @@ export function lmHead(g: Graph, c: ModelConfig, W: Map<string, Value>, hidden: 
 
 /** lmHead's two factors: the final norm's output [..., H] and the projection [H, V]. */
 export function lmHeadParts(g: Graph, c: ModelConfig, W: Map<string, Value>, hidden: Value): { x: Value; head: Value } {
-  const param = (n: string) => W.get(n) ?? (() => { throw new Error(`missing weight input ${n}`); })();
+  const x = finalNorm(g, c, W, hidden);
+  const { w, transposed } = headWeight(c, W);
+  return { x, head: transposed ? g.transpose(w, [1, 0]) : w };
+}
+
+/** The final RMS norm: [..., H] → [..., H]. */
+export function finalNorm(g: Graph, c: ModelConfig, W: Map<string, Value>, hidden: Value): Value {
+  const norm = W.get('model.norm.weight');
+  if (!norm) throw new Error('missing weight input model.norm.weight');
   const ms = g.reduceMean(g.mul(hidden, hidden), [-1], true);
-  const x = g.mul(g.div(hidden, g.sqrt(g.add(ms, c.rms_norm_eps))), param('model.norm.weight'));
-  const head = c.tie_word_embeddings ? g.transpose(param('model.embed_tokens.weight'), [1, 0]) : param('lm_head.weight');
-  return { x, head };
+  return g.mul(g.div(hidden, g.sqrt(g.add(ms, c.rms_norm_eps))), norm);
 }
 
 /** The decoder blocks: hidden states [B, T, H] before the final norm, and each layer's new keys and values. */
@@ -354,9 +360,31 @@ export const SCORE_CHUNK_ROWS = 128;
 /** Rows a log-prob scoring run takes at once (TrainablePolicy.logprobs): bounds a layer's attention held at once. */
 export const SCORING_ROWS_PER_RUN = 8;
 
-/** log-softmax of x·head / temperature over the vocabulary, for rows x [n, H] and the head [H, V]. */
-export function headLogSoftmax(g: Graph, x: Value, head: Value, temperature: Value): Value {
-  const z = g.div(g.matmul(x, head), temperature);
+/**
+ * The output projection as stored: the embedding [V, H] when tied (the logits are x·wᵀ), else
+ * lm_head's graph layout [H, V]. Chunked heads multiply by it through Gemm's transpose flag, so
+ * no transposed copy of a 150k-word matrix is made.
+ */
+export interface HeadWeight {
+  w: Value;
+  transposed: boolean;
+}
+
+export function headWeight(c: ModelConfig, W: Map<string, Value>): HeadWeight {
+  const name = c.tie_word_embeddings ? 'model.embed_tokens.weight' : 'lm_head.weight';
+  const w = W.get(name);
+  if (!w) throw new Error(`missing weight input ${name}`);
+  return { w, transposed: c.tie_word_embeddings };
+}
+
+/** Logits x·head for rows x [n, H]: [n, V]. */
+export function headLogits(g: Graph, x: Value, head: HeadWeight): Value {
+  return g.gemm(x, head.w, { transB: head.transposed });
+}
+
+/** log-softmax of x·head / temperature over the vocabulary, for rows x [n, H]. */
+export function headLogSoftmax(g: Graph, x: Value, head: HeadWeight, temperature: Value): Value {
+  const z = g.div(headLogits(g, x, head), temperature);
   const shifted = g.sub(z, g.reduceMax(z, [-1], true));
   return g.sub(shifted, g.log(g.reduceSum(g.exp(shifted), [-1], true)));
 }
@@ -417,7 +445,8 @@ export function buildStepGraph(c: ModelConfig, kind: 'prefill' | 'decode', lora?
     const temperature = g.input('temperature', 'float32', []);
     const H = c.hidden_size;
     const flat = g.reshape(out.hidden, [-1, H], ['?BT', H]);
-    const { x, head } = lmHeadParts(g, c, W, g.gather(flat, rows, 0));
+    const x = finalNorm(g, c, W, g.gather(flat, rows, 0));
+    const head = headWeight(c, W);
     const x3 = g.reshape(x, [-1, SCORE_CHUNK_ROWS, H], ['K', SCORE_CHUNK_ROWS, H]);
     const t3 = g.reshape(targets, [-1, SCORE_CHUNK_ROWS], ['K', SCORE_CHUNK_ROWS]);
     const K = g.gather(g.shapeOf(x3), g.scalar(0, 'int64'), 0);

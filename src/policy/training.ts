@@ -20,7 +20,7 @@ import { GSPO_LOG_RATIO_CAP, LOSS_NAMES, POLICY_LOSSES, type LossName } from '..
 import { CUSTOM_GRADIENT, Graph, type Value } from '../onnx';
 import { buildTrainingGraph, type BatchSpec, type ForwardBuilder, type TrainingGraphSpec } from '../onnx/training';
 import { type ModelConfig } from './config';
-import { buildDecoder, graphParamSpecs, headLogSoftmax, keyPaddingBias, lmHeadParts, loraGraphSpecs, loraInputs, MASKED, type LoraShape } from './graphs';
+import { buildDecoder, finalNorm, graphParamSpecs, headLogSoftmax, headWeight, keyPaddingBias, lmHeadParts, type HeadWeight, loraGraphSpecs, loraInputs, MASKED, type LoraShape } from './graphs';
 
 /** The losses of core/losses.ts's table; each has a graph builder in PG_LOSSES below. */
 export type TrainLoss = LossName;
@@ -294,7 +294,7 @@ export function tokenLogprobs(g: Graph, logits: Value, ids: Value, temperature: 
 }
 
 /**
- * tokenLogprobs from the final norm's output x [B, T, H] and the head [H, V] without the [B, T, V]
+ * tokenLogprobs from the final norm's output x [B, T, H] and the head (as stored) without the [B, T, V]
  * logits: a Loop over chunks of `rows` positions computes each chunk's logits, log-softmax, the
  * target's log-prob and the entropy, keeping only those two numbers per position. Its backward
  * pass is given (CUSTOM_GRADIENT), not derived: a second Loop computes each chunk's logits again
@@ -303,7 +303,7 @@ export function tokenLogprobs(g: Graph, logits: Value, ids: Value, temperature: 
  * is trained, d head = Σ xᵀ · d logits. A step holds one chunk's [rows, V] tensors instead of the
  * whole sequence's, at the price of the head's matrix product once more. `rows` divides B·T.
  */
-export function chunkedTokenLogprobs(g: Graph, x: Value, head: Value, ids: Value, temperature: Value, B: number, T: number, rows: number): { logp: Value; entropy: Value } {
+export function chunkedTokenLogprobs(g: Graph, x: Value, head: HeadWeight, ids: Value, temperature: Value, B: number, T: number, rows: number): { logp: Value; entropy: Value } {
   const H = x.shape[2] as number;
   const N = B * T;
   if (!(rows >= 1 && N % rows === 0)) throw new TurnwiseError('internal', `logit chunks of ${rows} positions do not divide ${B}·${T}`);
@@ -324,10 +324,10 @@ export function chunkedTokenLogprobs(g: Graph, x: Value, head: Value, ids: Value
     return { carried: [], scan: [logp, ent] };
   });
   CUSTOM_GRADIENT.set(fwd.scan[0].producer!, {
-    inputs: [x3, head],
+    inputs: [x3, head.w],
     rule: (gg, [dLogp, dEnt], need) => {
       const trainHead = need[1];
-      const bwd = gg.loop(K, trainHead ? [head] : [], (b, i, carried) => {
+      const bwd = gg.loop(K, trainHead ? [head.w] : [], (b, i, carried) => {
         const { xc, tc, lsm } = chunk(b, i);
         const p = b.exp(lsm);
         let dz: Value | undefined;
@@ -342,9 +342,10 @@ export function chunkedTokenLogprobs(g: Graph, x: Value, head: Value, ids: Value
           dz = dz ? b.add(dz, d) : d;
         }
         dz = b.div(dz!, temperature);
-        const dx = b.matmul(dz, b.transpose(head, [1, 0])); // [rows, H]
+        // d x = d z · headᵀ, and d head (stored as the embedding [V, H] when tied, else [H, V]).
+        const dx = head.transposed ? b.matmul(dz, head.w) : b.gemm(dz, head.w, { transB: true }); // [rows, H]
         if (!trainHead) return { carried: [], scan: [dx] };
-        const dHead = b.matmul(b.transpose(xc, [1, 0]), dz); // [H, V]
+        const dHead = head.transposed ? b.gemm(dz, xc, { transA: true }) : b.gemm(xc, dz, { transA: true });
         // The sum starts from the first chunk's value (no zero tensor of the head's size in the model).
         return { carried: [b.where(b.equal(i, b.scalar(0, 'int64')), dHead, b.add(carried[0], dHead))], scan: [dx] };
       });
@@ -418,9 +419,14 @@ export function policyTrainingSpec(c: ModelConfig, o: TrainGraphOptions): Omit<T
     const lora = o.lora ? loraInputs(c, o.lora, W, dropout > 0 ? { p: dropout, seed: inp[LORA_DROPOUT_SEED], index: inp[LORA_DROPOUT_INDEX] } : undefined) : undefined;
     const recomputeLayers = o.recomputeLayers ?? recomputeByDefault(c, B, T);
     const { hidden } = buildDecoder(g, c, W, { ids: inp.input_ids, positions, bias, attentionChunks: attentionChunksFor(T), recomputeLayers, ...(lora ? { lora } : {}), dims: { B, T } });
-    const { x, head } = lmHeadParts(g, c, W, hidden);
     const chunkRows = logitChunkRows(B, T, c.vocab_size, o.logitChunkRows);
-    const { logp, entropy } = chunkRows > 0 ? chunkedTokenLogprobs(g, x, head, inp.input_ids, inp.temperature, B, T, chunkRows) : tokenLogprobs(g, g.matmul(x, head), inp.input_ids, inp.temperature, B, T);
+    const { logp, entropy } =
+      chunkRows > 0
+        ? chunkedTokenLogprobs(g, finalNorm(g, c, W, hidden), headWeight(c, W), inp.input_ids, inp.temperature, B, T, chunkRows)
+        : (() => {
+            const { x, head } = lmHeadParts(g, c, W, hidden);
+            return tokenLogprobs(g, g.matmul(x, head), inp.input_ids, inp.temperature, B, T);
+          })();
     const tail = (name: string) => (inp[name] ? g.slice(inp[name], [1], [T], [1]) : undefined);
     const { loss, metrics } = buildPolicyLoss(
       g,

@@ -312,6 +312,19 @@ export class RunDir {
    * markers; a run written before markers existed by its metrics lines and checkpoints), what an
    * interrupted iteration left, what is damaged and what is only worth a warning.
    */
+  /** What is wrong with a complete iteration's episodes file, read as it is (undefined: nothing). */
+  private episodesProblem(file: string, n: number, row: MetricsRow): string | undefined {
+    const { rows, errors } = parseJsonl<Partial<Trajectory>>(readText(file));
+    const want = (row as Record<string, unknown>)['train/episodes'];
+    if (rows.length === 0 && errors.length === 0) return `iteration ${n}'s episodes file is empty${typeof want === 'number' ? ` (the iteration ran ${want})` : ''}`;
+    if (errors.length) return `line ${errors[0].line} of iteration ${n}'s episodes is ${errors[0].reason} (cut or damaged; ${rows.length} episode(s) read${typeof want === 'number' ? ` of ${want}` : ''})`;
+    // A run's episodes name the checkpoint they were sampled from, <run>/checkpoints/<n − 1>.
+    const foreign = rows.find((t) => typeof t.checkpoint === 'string' && path.basename(path.dirname(t.checkpoint)) === 'checkpoints' && path.basename(path.dirname(path.dirname(t.checkpoint))) !== this.runId);
+    if (foreign) return `it holds episodes of another run (sampled from ${foreign.checkpoint})`;
+    if (typeof want === 'number' && rows.length < want) return `it holds ${rows.length} of iteration ${n}'s ${want} episodes`;
+    return undefined;
+  }
+
   inventory(): RunInventory {
     const damage: RunProblem[] = [];
     const warnings: RunProblem[] = [];
@@ -377,6 +390,10 @@ export class RunDir {
       if (n > 0) {
         const t = path.join(this.iterationDir(n), TRAJ_FILES.train);
         if (!isFile(t)) warnings.push({ file: t, problem: `iteration ${n}'s episodes are ${fs.existsSync(t) ? 'not a file' : 'missing'}`, fix: 'the run goes on without them; views show no episodes for that iteration' });
+        else {
+          const problem = this.episodesProblem(t, n, row);
+          if (problem) warnings.push({ file: t, problem, fix: 'the run goes on (the update of that iteration is done); views show the episodes that can be read; restore the file from a backup to keep them all' });
+        }
       }
     }
     let lastComplete = -1;

@@ -24,4 +24,22 @@ describe('train/warmstart: the minutes budget', function () {
     assert.equal(fs.existsSync(out), false, 'nothing written to --out');
     assert.equal(fs.existsSync(path.join(tmp, 'model.warmstart-log.jsonl')), false, 'no log row either');
   });
+
+  // A budget of several steps: training stops before a step that would end past it (within one
+  // step), and the closing row's throughput is the training phase's (it logged 0 tok/s).
+  it('a budget of several steps is kept to within a step, and the closing row reports the phase\'s tokens/s', async () => {
+    const out = path.join(tmp, 'model');
+    const budgetMs = 0.2 * 60_000;
+    const r = await warmstart({ out, minutes: 0.2, seed: 0, poolSize: 40, evalCases: 2, rows: 2, rowTokens: 128, settings: { provider: 'cpu' } });
+    assert.ok(r.steps >= 3, `${r.steps} steps`);
+    const last = r.log[r.log.length - 1];
+    assert.ok(last.tokens_per_s > 0 && Number.isFinite(last.tokens_per_s), `closing row: ${last.tokens_per_s} tok/s`);
+    assert.equal(last.tokens, r.tokens);
+    // The closing row's rate is tokens over the training phase's time: that time is the phase's length.
+    const trainMs = (r.tokens / last.tokens_per_s) * 1000;
+    const perStep = trainMs / r.steps;
+    assert.ok(trainMs <= budgetMs + 2 * perStep + 500, `training ran ${Math.round(trainMs)} ms for a ${budgetMs} ms budget (${Math.round(perStep)} ms a step)`);
+    assert.ok(trainMs >= budgetMs - 3 * perStep - 500, `training stopped early: ${Math.round(trainMs)} ms of ${budgetMs}`);
+    assert.ok(fs.existsSync(path.join(out, 'warmstart.json')));
+  });
 });

@@ -1,7 +1,10 @@
 // The decoder forward pass (Qwen2 and Llama, as config.ts describes them) as ONNX graph ops (built with src/onnx's Graph), shared by the
 // inference graphs here and the training graphs in training.ts. Weights are graph inputs named
-// by their Hugging Face names; Linear weights are fed transposed ([in, out], "graph layout") so
-// every projection is a plain MatMul with no per-run Transpose.
+// by their Hugging Face names and in their Hugging Face layout (Linear weights [out, in]): the
+// arrays a folder loads as are the arrays every session is fed. A projection is x·Wᵀ, which ONNX
+// Runtime runs as one product with the weight read transposed (FusedMatMul), as fast as a plain
+// product at one row and faster at several; a decode step of several rows computes (W·xᵀ)ᵀ
+// instead (ForwardInputs.weightsLeft), where each weight matrix is read once for all rows.
 import { CUSTOM_GRADIENT, gradients, Graph, type Dim, type HostTensor, type Value } from '../onnx';
 import { biasesOf, familyOf, headDim, paramSpecs, ropeInvFreq, type ModelConfig } from './config';
 import { DROPOUT_PRIME, DROPOUT_ROUNDS, dropoutTargetOffset, dropoutThreshold, loraScale, loraTargets, type LoraAdapter, type LoraConfig } from './lora';
@@ -15,19 +18,15 @@ export function keyPaddingBias(g: Graph, mask: Value): Value {
   return g.reshape(g.mul(g.sub(1, mask), MASKED), [0, 1, 1, -1], [mask.shape[0], 1, 1, mask.shape[1]]);
 }
 
-/** Linear weights are transposed in graph layout; everything else keeps its HF shape. */
-export function isTransposedInGraph(name: string): boolean {
-  return name.endsWith('_proj.weight') || name === 'lm_head.weight';
-}
-
 export interface GraphParamSpec {
   name: string;
   /** Shape in graph layout. */
   shape: number[];
 }
 
+/** The weights a graph takes, in its input order: every parameter, in its Hugging Face shape. */
 export function graphParamSpecs(c: ModelConfig): GraphParamSpec[] {
-  return paramSpecs(c).map((p) => ({ name: p.name, shape: isTransposedInGraph(p.name) ? [p.shape[1], p.shape[0]] : p.shape }));
+  return paramSpecs(c).map((p) => ({ name: p.name, shape: p.shape }));
 }
 
 function transpose2d(a: Float32Array, rows: number, cols: number): Float32Array {
@@ -36,25 +35,18 @@ function transpose2d(a: Float32Array, rows: number, cols: number): Float32Array 
   return out;
 }
 
-/** name → tensor in graph layout (Linear weights transposed). `tensors` is HF-layout. */
+/**
+ * name → tensor as the graphs take it, for every parameter of `c` in order: the graph layout of
+ * the base weights is their Hugging Face layout, so the arrays are shared, not copied.
+ */
 export function toGraphLayout(c: ModelConfig, tensors: Map<string, Float32Array>): Map<string, Float32Array> {
   const out = new Map<string, Float32Array>();
-  for (const p of paramSpecs(c)) {
-    const a = tensors.get(p.name)!;
-    out.set(p.name, isTransposedInGraph(p.name) ? transpose2d(a, p.shape[0], p.shape[1]) : a);
-  }
+  for (const p of paramSpecs(c)) out.set(p.name, tensors.get(p.name)!);
   return out;
 }
 
-/** Inverse of toGraphLayout. */
-export function fromGraphLayout(c: ModelConfig, tensors: Map<string, Float32Array>): Map<string, Float32Array> {
-  const out = new Map<string, Float32Array>();
-  for (const p of paramSpecs(c)) {
-    const a = tensors.get(p.name)!;
-    out.set(p.name, isTransposedInGraph(p.name) ? transpose2d(a, p.shape[1], p.shape[0]) : a);
-  }
-  return out;
-}
+/** Inverse of toGraphLayout (the same arrays). */
+export const fromGraphLayout = toGraphLayout;
 
 /** Host tensors for every weight input, graph layout. */
 export function weightFeeds(w: PolicyWeights): Record<string, HostTensor> {
@@ -75,8 +67,8 @@ export function declareParams(g: Graph, c: ModelConfig): Map<string, Value> {
 export type LoraShape = Pick<LoraConfig, 'r' | 'lora_alpha' | 'use_rslora' | 'target_modules'>;
 
 /**
- * The adapter's tensors as graph inputs, under their PEFT names, transposed like the base's
- * Linear weights: A as [in, r] and B as [r, out], so x·A·B is two plain MatMuls.
+ * The adapter's tensors as graph inputs, under their PEFT names, transposed from PEFT's layout:
+ * A as [in, r] and B as [r, out], so x·A·B is two plain MatMuls (small: r columns).
  */
 export function loraGraphSpecs(c: ModelConfig, lora: LoraShape): GraphParamSpec[] {
   return loraTargets(c, lora).flatMap((t) => [
@@ -181,6 +173,14 @@ export interface ForwardInputs {
    */
   recomputeLayers?: boolean;
   /**
+   * Products as (W·xᵀ)ᵀ, the weight the left operand (Gemm with the activations transposed):
+   * for a decode step of several rows. ONNX Runtime's CPU kernels repack a product's right-hand
+   * matrix on every call when it is an input, so x·Wᵀ over 8 rows reads and writes each weight
+   * matrix again; with the weight on the left it is read once for all rows (measured at the 0.5B
+   * shape: 8 rows as fast as 1). At one row x·Wᵀ is faster (a matrix-vector product).
+   */
+  weightsLeft?: boolean;
+  /**
    * A LoRA adapter: per base module (`model.layers.0.self_attn.q_proj`), A [in, r] and B [r, out]
    * and its place in loraTargets; y += scale·(dropout(x)·A)·B, dropout only when given (training).
    */
@@ -201,17 +201,25 @@ export function buildForward(g: Graph, c: ModelConfig, W: Map<string, Value>, in
   return { logits: lmHead(g, c, W, hidden), present };
 }
 
-/** The final norm and the output projection (the embedding's transpose when tied): [..., H] → [..., V]. */
-export function lmHead(g: Graph, c: ModelConfig, W: Map<string, Value>, hidden: Value): Value {
+/** The final norm and the output projection (the embedding when tied): [..., H] → [..., V]. */
+export function lmHead(g: Graph, c: ModelConfig, W: Map<string, Value>, hidden: Value, weightLeft = false): Value {
   const { x, head } = lmHeadParts(g, c, W, hidden);
-  return g.matmul(x, head);
+  return linear(g, x, head, weightLeft);
 }
 
-/** lmHead's two factors: the final norm's output [..., H] and the projection [H, V]. */
+/** x [..., in] · Wᵀ for W [out, in]: one product reading W transposed, or (W·xᵀ)ᵀ with `weightLeft`. */
+export function linear(g: Graph, x: Value, w: Value, weightLeft = false): Value {
+  if (!weightLeft) return g.matmul(x, g.transpose(w, [1, 0]));
+  const [out, n] = w.shape as number[];
+  const rows = g.reshape(x, [-1, n], ['?rows', n]);
+  const y = g.transpose(g.gemm(w, rows, { transB: true }), [1, 0]); // [rows, out]
+  const lead = g.slice(g.shapeOf(x), [0], [x.rank - 1], [0]);
+  return g.reshape(y, g.concat([lead, g.tensor('int64', [1], [out])], 0), [...x.shape.slice(0, -1), out]);
+}
+
+/** lmHead's two factors: the final norm's output [..., H] and the projection's weight [V, H]. */
 export function lmHeadParts(g: Graph, c: ModelConfig, W: Map<string, Value>, hidden: Value): { x: Value; head: Value } {
-  const x = finalNorm(g, c, W, hidden);
-  const { w, transposed } = headWeight(c, W);
-  return { x, head: transposed ? g.transpose(w, [1, 0]) : w };
+  return { x: finalNorm(g, c, W, hidden), head: headWeight(c, W) };
 }
 
 /** The final RMS norm: [..., H] → [..., H]. */
@@ -239,9 +247,9 @@ export function buildDecoder(g: Graph, c: ModelConfig, W: Map<string, Value>, in
   const half = d / 2;
   const invFreq = g.tensor('float32', [1, 1, half], ropeInvFreq(c));
   const bias = biasesOf(c);
-  // x·W (+ b) for a projection, plus the adapter's scale·(x·A)·B where it has one.
+  // x·Wᵀ (+ b) for a projection, plus the adapter's scale·(x·A)·B where it has one.
   const proj = (x: Value, name: string, withBias: boolean) => {
-    let y = g.matmul(x, param(`${name}.weight`));
+    let y = linear(g, x, param(`${name}.weight`), inp.weightsLeft);
     if (withBias) y = g.add(y, param(`${name}.bias`));
     const ad = inp.lora?.adapters.get(name);
     if (!ad) return y;
@@ -361,30 +369,20 @@ export const SCORE_CHUNK_ROWS = 128;
 export const SCORING_ROWS_PER_RUN = 8;
 
 /**
- * The output projection as stored: the embedding [V, H] when tied (the logits are x·wᵀ), else
- * lm_head's graph layout [H, V]. Chunked heads multiply by it through Gemm's transpose flag, so
- * no transposed copy of a 150k-word matrix is made.
+ * The output projection's weight [V, H]: the embedding when tied, else lm_head (the logits are
+ * x·wᵀ). Chunked heads multiply by it through Gemm's transpose flag, so no transposed copy of a
+ * 150k-word matrix is made.
  */
-export interface HeadWeight {
-  w: Value;
-  transposed: boolean;
-}
-
-export function headWeight(c: ModelConfig, W: Map<string, Value>): HeadWeight {
+export function headWeight(c: ModelConfig, W: Map<string, Value>): Value {
   const name = c.tie_word_embeddings ? 'model.embed_tokens.weight' : 'lm_head.weight';
   const w = W.get(name);
   if (!w) throw new Error(`missing weight input ${name}`);
-  return { w, transposed: c.tie_word_embeddings };
+  return w;
 }
 
-/** Logits x·head for rows x [n, H]: [n, V]. */
-export function headLogits(g: Graph, x: Value, head: HeadWeight): Value {
-  return g.gemm(x, head.w, { transB: head.transposed });
-}
-
-/** log-softmax of x·head / temperature over the vocabulary, for rows x [n, H]. */
-export function headLogSoftmax(g: Graph, x: Value, head: HeadWeight, temperature: Value): Value {
-  const z = g.div(headLogits(g, x, head), temperature);
+/** log-softmax of x·headᵀ / temperature over the vocabulary, for rows x [n, H] and the head [V, H]. */
+export function headLogSoftmax(g: Graph, x: Value, head: Value, temperature: Value): Value {
+  const z = g.div(g.gemm(x, head, { transB: true }), temperature);
   const shifted = g.sub(z, g.reduceMax(z, [-1], true));
   return g.sub(shifted, g.log(g.reduceSum(g.exp(shifted), [-1], true)));
 }
@@ -397,10 +395,11 @@ export function headLogSoftmax(g: Graph, x: Value, head: HeadWeight, temperature
  * [B,nkv,d,C] (keys transposed), cache.{l}.value [B,nkv,C,d] and cache_bias float [B,1,1,C]
  * (0 for a filled slot holding a real token, MASKED otherwise). Both output logits [B,T,V] and
  * this step's keys and values, new.{l}.key [B,nkv,d,T] and new.{l}.value [B,nkv,T,d], which the
- * caller writes into its cache (Policy).
+ * caller writes into its cache (Policy). `weightsLeft`: the products as (W·xᵀ)ᵀ (decode steps of
+ * several rows, see ForwardInputs.weightsLeft).
  */
-export function buildStepGraph(c: ModelConfig, kind: 'prefill' | 'decode', lora?: LoraShape, logits: StepLogits = 'all'): Graph {
-  const g = Graph.create(`${familyOf(c)}_${kind}${logits === 'all' ? '' : `_${logits}`}`);
+export function buildStepGraph(c: ModelConfig, kind: 'prefill' | 'decode', lora?: LoraShape, logits: StepLogits = 'all', weightsLeft = false): Graph {
+  const g = Graph.create(`${familyOf(c)}_${kind}${logits === 'all' ? '' : `_${logits}`}${weightsLeft ? '_rows' : ''}`);
   const W = declareParams(g, c);
   const adapter = lora ? declareLora(g, c, lora) : undefined;
   const d = headDim(c);
@@ -428,8 +427,8 @@ export function buildStepGraph(c: ModelConfig, kind: 'prefill' | 'decode', lora?
       value: g.input(`cache.${l}.value`, 'float32', ['B', nkv, 'C', d]),
     }));
   }
-  const out = buildDecoder(g, c, W, { ids, positions, bias, cache, cacheBias, ...(adapter ? { lora: adapter } : {}), dims: { B: 'B', T: 'T', C: 'C' } });
-  if (logits === 'all') g.output(lmHead(g, c, W, out.hidden), 'logits');
+  const out = buildDecoder(g, c, W, { ids, positions, bias, cache, cacheBias, weightsLeft, ...(adapter ? { lora: adapter } : {}), dims: { B: 'B', T: 'T', C: 'C' } });
+  if (logits === 'all') g.output(lmHead(g, c, W, out.hidden, weightsLeft), 'logits');
   else if (logits === 'rows') {
     // The head only where logits are wanted (a prompt's last token): at 150k words it is a
     // quarter of a 0.5B prefill, and [B,T,V] floats the host would copy out.

@@ -8,7 +8,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import { TurnwiseError } from '../core/errors';
 import { headDim, paramSpecs, type ModelConfig } from './config';
-import { isTransposedInGraph, SCORE_CHUNK_ROWS, SCORING_ROWS_PER_RUN as SCORING_ROWS } from './graphs';
+import { SCORE_CHUNK_ROWS, SCORING_ROWS_PER_RUN as SCORING_ROWS } from './graphs';
 import { loraTargets, type LoraConfig } from './lora';
 import { logitChunkRows, recomputeByDefault } from './training';
 
@@ -107,20 +107,17 @@ export function planMemory(input: MemoryPlanInput): MemoryPlan {
   const full = { ...input, context, klReference: input.klReference ?? false };
   const specs = paramSpecs(c);
   const P = specs.reduce((s, p) => s + count(p.shape), 0);
-  // Linear weights are transposed into the graph layout; the rest is shared with the loaded tensors.
-  const transposed = specs.filter((p) => isTransposedInGraph(p.name)).reduce((s, p) => s + count(p.shape), 0);
   const A = input.lora ? loraTargets(c, input.lora).reduce((s, t) => s + input.lora!.r * (t.inDim + t.outDim), 0) : 0;
   const rows = Math.max(1, Math.floor(input.updateTokensPerStep / context));
   const tokens = rows * context;
   const dev: 'host' | 'device' = input.provider === 'cpu' ? 'host' : 'device';
   const parts: MemoryPart[] = [];
   const amount = (x: number) => (x >= 1e9 ? `${(x / 1e9).toFixed(2)}G` : `${(x / 1e6).toFixed(1)}M`);
-  parts.push({ name: 'weights', bytes: P * F32, where: 'host', detail: `${amount(P)} parameters as float32 in graph layout, held once and fed to every session` });
+  parts.push({ name: 'weights', bytes: P * F32, where: 'host', detail: `${amount(P)} parameters as float32, held once (the loaded arrays) and fed to every session` });
   if (input.lora) {
     // Adapter, its AdamW moments, the step's new values of all three, and the summed gradient (in and out of the Loop).
     parts.push({ name: 'adapter + optimizer', bytes: 8 * A * F32, where: 'host', detail: `${(A / 1e6).toFixed(2)}M adapter values: adapter, 2 AdamW moments, their next values, gradient sums` });
   } else {
-    parts.push({ name: 'loaded weights', bytes: transposed * F32, where: 'host', detail: 'the Hugging Face layout of the transposed (Linear) weights, kept for checkpoints before the first step' });
     parts.push({ name: 'optimizer', bytes: 7 * P * F32, where: 'host', detail: '2 AdamW moments, the step\'s next weights and moments (3), gradient sums in and out of the Loop (2)' });
     if (full.klReference) parts.push({ name: 'KL reference', bytes: P * F32, where: 'host', detail: 'the starting weights, for the KL term' });
   }

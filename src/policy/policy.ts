@@ -326,9 +326,9 @@ export class Policy {
     return this.weightsVersion;
   }
 
-  private session(kind: 'prefill' | 'decode', withAdapter = true, logits: StepLogits = 'all'): Promise<OnnxSession> {
+  private session(kind: 'prefill' | 'decode', withAdapter = true, logits: StepLogits = 'all', weightsLeft = false): Promise<OnnxSession> {
     const lora = withAdapter ? this.lora : undefined;
-    return this.sessions.get(`${kind}|${logits}${lora ? '' : '|base'}`, () => toModelProto(buildStepGraph(this.config, kind, lora, logits)));
+    return this.sessions.get(`${kind}|${logits}${lora ? '' : '|base'}${weightsLeft ? '|rows' : ''}`, () => toModelProto(buildStepGraph(this.config, kind, lora, logits, weightsLeft)));
   }
 
   get provider(): Promise<string> {
@@ -385,7 +385,8 @@ export class Policy {
       feeds.attention_mask = { dtype: 'float32', dims: [B, T], data: mask };
       feeds.token_index = { dtype: 'int64', dims: [T], data: BigInt64Array.from({ length: T }, (_, i) => BigInt(i)) };
     } else {
-      session = await this.session('decode', withAdapter, want);
+      // Several rows (a batch, or several new tokens) take the products with the weights on the left.
+      session = await this.session('decode', withAdapter, want, B * T > 1);
       const bias = new Float32Array(B * T * T);
       for (let b = 0; b < B; b++) for (let i = 0; i < T; i++) for (let j = 0; j < T; j++) bias[(b * T + i) * T + j] = j <= i && mask[b * T + j] ? 0 : MASKED;
       feeds.attn_bias = { dtype: 'float32', dims: [B, 1, T, T], data: bias };

@@ -20,7 +20,7 @@ import { GSPO_LOG_RATIO_CAP, LOSS_NAMES, POLICY_LOSSES, type LossName } from '..
 import { CUSTOM_GRADIENT, Graph, type Value } from '../onnx';
 import { buildTrainingGraph, type BatchSpec, type ForwardBuilder, type TrainingGraphSpec } from '../onnx/training';
 import { type ModelConfig } from './config';
-import { buildDecoder, finalNorm, graphParamSpecs, headLogSoftmax, headWeight, keyPaddingBias, lmHeadParts, type HeadWeight, loraGraphSpecs, loraInputs, MASKED, type LoraShape } from './graphs';
+import { buildDecoder, finalNorm, graphParamSpecs, headLogSoftmax, headWeight, keyPaddingBias, linear, loraGraphSpecs, loraInputs, MASKED, type LoraShape } from './graphs';
 
 /** The losses of core/losses.ts's table; each has a graph builder in PG_LOSSES below. */
 export type TrainLoss = LossName;
@@ -294,16 +294,16 @@ export function tokenLogprobs(g: Graph, logits: Value, ids: Value, temperature: 
 }
 
 /**
- * tokenLogprobs from the final norm's output x [B, T, H] and the head (as stored) without the [B, T, V]
+ * tokenLogprobs from the final norm's output x [B, T, H] and the head's weight [V, H] without the [B, T, V]
  * logits: a Loop over chunks of `rows` positions computes each chunk's logits, log-softmax, the
  * target's log-prob and the entropy, keeping only those two numbers per position. Its backward
  * pass is given (CUSTOM_GRADIENT), not derived: a second Loop computes each chunk's logits again
  * and from them d logits = g·(onehot − p) − e·p·(log p + H) (g, e: the gradients of the token's
- * log-prob and entropy), divided by the temperature, then d x = d logits · headᵀ and, when the head
- * is trained, d head = Σ xᵀ · d logits. A step holds one chunk's [rows, V] tensors instead of the
+ * log-prob and entropy), divided by the temperature, then d x = d logits · head and, when the head
+ * is trained, d head = Σ d logitsᵀ · x. A step holds one chunk's [rows, V] tensors instead of the
  * whole sequence's, at the price of the head's matrix product once more. `rows` divides B·T.
  */
-export function chunkedTokenLogprobs(g: Graph, x: Value, head: HeadWeight, ids: Value, temperature: Value, B: number, T: number, rows: number): { logp: Value; entropy: Value } {
+export function chunkedTokenLogprobs(g: Graph, x: Value, head: Value, ids: Value, temperature: Value, B: number, T: number, rows: number): { logp: Value; entropy: Value } {
   const H = x.shape[2] as number;
   const N = B * T;
   if (!(rows >= 1 && N % rows === 0)) throw new TurnwiseError('internal', `logit chunks of ${rows} positions do not divide ${B}·${T}`);
@@ -324,10 +324,10 @@ export function chunkedTokenLogprobs(g: Graph, x: Value, head: HeadWeight, ids: 
     return { carried: [], scan: [logp, ent] };
   });
   CUSTOM_GRADIENT.set(fwd.scan[0].producer!, {
-    inputs: [x3, head.w],
+    inputs: [x3, head],
     rule: (gg, [dLogp, dEnt], need) => {
       const trainHead = need[1];
-      const bwd = gg.loop(K, trainHead ? [head.w] : [], (b, i, carried) => {
+      const bwd = gg.loop(K, trainHead ? [head] : [], (b, i, carried) => {
         const { xc, tc, lsm } = chunk(b, i);
         const p = b.exp(lsm);
         let dz: Value | undefined;
@@ -342,10 +342,10 @@ export function chunkedTokenLogprobs(g: Graph, x: Value, head: HeadWeight, ids: 
           dz = dz ? b.add(dz, d) : d;
         }
         dz = b.div(dz!, temperature);
-        // d x = d z · headᵀ, and d head (stored as the embedding [V, H] when tied, else [H, V]).
-        const dx = head.transposed ? b.matmul(dz, head.w) : b.gemm(dz, head.w, { transB: true }); // [rows, H]
+        // The logits are x·headᵀ (head [V, H]): d x = d z · head, d head = d zᵀ · x.
+        const dx = b.matmul(dz, head); // [rows, H]
         if (!trainHead) return { carried: [], scan: [dx] };
-        const dHead = head.transposed ? b.gemm(dz, xc, { transA: true }) : b.gemm(xc, dz, { transA: true });
+        const dHead = b.gemm(dz, xc, { transA: true }); // [V, H]
         // The sum starts from the first chunk's value (no zero tensor of the head's size in the model).
         return { carried: [b.where(b.equal(i, b.scalar(0, 'int64')), dHead, b.add(carried[0], dHead))], scan: [dx] };
       });
@@ -423,10 +423,7 @@ export function policyTrainingSpec(c: ModelConfig, o: TrainGraphOptions): Omit<T
     const { logp, entropy } =
       chunkRows > 0
         ? chunkedTokenLogprobs(g, finalNorm(g, c, W, hidden), headWeight(c, W), inp.input_ids, inp.temperature, B, T, chunkRows)
-        : (() => {
-            const { x, head } = lmHeadParts(g, c, W, hidden);
-            return tokenLogprobs(g, g.matmul(x, head), inp.input_ids, inp.temperature, B, T);
-          })();
+        : tokenLogprobs(g, linear(g, finalNorm(g, c, W, hidden), headWeight(c, W)), inp.input_ids, inp.temperature, B, T);
     const tail = (name: string) => (inp[name] ? g.slice(inp[name], [1], [T], [1]) : undefined);
     const { loss, metrics } = buildPolicyLoss(
       g,

@@ -390,7 +390,7 @@ export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult
     log('loading the folder…');
     resetPeakRss();
     const t0 = performance.now();
-    // The loaded Hugging Face layout is let go once the policy holds its graph layout, as a run does.
+    // The policy's feeds are the loaded arrays; nothing else keeps the checkpoint, as in a run.
     const policy = (() => {
       const ck = loadCheckpoint(dir, { optimizer: false });
       return new Policy(ck.weights, ck.tokenizer, settings);

@@ -114,9 +114,9 @@ export class TrainablePolicy implements PolicyService {
   private disposed = false;
 
   /**
-   * The starting weights in Hugging Face layout, kept only where they are read again (full
-   * training: checkpoints before the first step, the default KL reference). A LoRA policy holds
-   * its base once, as the sampling policy's graph-layout arrays, and rebuilds this layout on demand.
+   * The starting weights, kept only where they are read again (full training: checkpoints before
+   * the first step, the default KL reference). A LoRA policy's base is the sampling policy's own
+   * feeds (the graphs take the Hugging Face layout, so they are the same arrays).
    */
   private readonly held: PolicyWeights | undefined;
 

@@ -121,11 +121,11 @@ export class PolicyTrainer {
   /**
    * `graphFeeds`: the same weights already in graph layout (a Policy's baseFeeds()), used as they
    * are: with LoRA they are the frozen base fed every run, without it the starting parameters
-   * (never written to: each step's parameters are new arrays). Default: a transposed copy of `weights`.
+   * (never written to: each step's parameters are new arrays). Default: feeds over `weights`' own arrays.
    */
   constructor(weights: PolicyWeights, optimizer?: OptimizerState, private readonly settings: SessionSettings = {}, lora?: LoraTraining, graphFeeds?: Record<string, HostTensor>) {
     this.config = weights.config;
-    // With LoRA and the weights given in graph layout, the Hugging Face layout is rebuilt when asked for, not held.
+    // With LoRA and the weights given as feeds, the weights are read back from them when asked for.
     this.base = graphFeeds && lora ? undefined : weights;
     this.cache = new SessionCache(settings, 4);
     const feeds = graphFeeds ?? weightFeeds(weights);

@@ -7,7 +7,7 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { createHash } from 'node:crypto';
+import { seedOf } from '../core/random';
 import { TurnwiseError } from '../core/errors';
 import type { MetricsRow, RunEvent } from '../core/events';
 import { RunDir } from '../core/run';
@@ -29,7 +29,6 @@ import { pairedChange, sumPaired, type PairedChange } from './compare';
 import { meanPassAtKT, sampledPassAtKT, type PassAtKT } from './pass-at-k';
 
 const round = (x: number, digits = 3) => (Number.isFinite(x) ? Math.round(x * 10 ** digits) / 10 ** digits : null);
-const seedOf = (...parts: (string | number)[]) => parseInt(createHash('sha256').update(parts.join('\0')).digest('hex').slice(0, 8), 16);
 
 /**
  * Copies a checkpoint to `dest` through load + save, so a checkpoint that another process

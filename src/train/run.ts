@@ -5,13 +5,13 @@
 // run directory (core/run.ts); an iteration counts once its marker is written, so `resume` redoes
 // at most the one an interruption cut, and one process at a time works in a run (its lock). What it leaves out (said plainly): no value model, no reward model; the
 // reference policy for KL is the starting checkpoint; one policy on one device.
-import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { TurnwiseError, errorToJson } from '../core/errors';
 import { makeEvent, type MetricsRow, type RunEvent, type RunEventBody } from '../core/events';
 import { checkpointWeightsFile, RunDir, newRunId, runDisplayState } from '../core/run';
 import { writeFileAtomic, writeJsonAtomic } from '../core/fs';
+import { seedOf } from '../core/random';
 import { SCHEMA, type Task, type Trajectory } from '../core/schema';
 import { mean, std } from '../core/stats';
 import { Semaphore } from '../core/workers';
@@ -73,7 +73,6 @@ export interface TrainRunResult {
   newIterations: number;
 }
 
-const seedOf = (...parts: (string | number)[]) => parseInt(createHash('sha256').update(parts.join('\0')).digest('hex').slice(0, 8), 16);
 
 /** Everything one training row needs from one turn. */
 export interface TurnRowData {

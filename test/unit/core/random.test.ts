@@ -1,10 +1,17 @@
 import * as assert from 'node:assert/strict';
-import { gaussian, seededRandom } from '../../../src/core/random';
+import { gaussian, seededRandom, seedOf } from '../../../src/core/random';
 
 describe('core/random', () => {
   it('seededRandom is mulberry32: fixed values for seed 1, so --seed reproduces across releases', () => {
     const r = seededRandom(1);
     assert.deepEqual([r(), r(), r()], [0.6270739405881613, 0.002735721180215478, 0.5274470399599522]);
+  });
+
+  it('seedOf: fixed values for fixed parts (a run replays its episodes\' seeds in every release), and the parts\' order and boundaries matter', () => {
+    assert.deepEqual([seedOf(0, 'eval', 'task-a'), seedOf(3, 1, 2, 0), seedOf('lora-init')], [4141546931, 157995577, 2808338912]);
+    assert.notEqual(seedOf(1, 2), seedOf(2, 1));
+    assert.notEqual(seedOf('ab', 'c'), seedOf('a', 'bc'));
+    assert.ok(Number.isInteger(seedOf(7)) && seedOf(7) >= 0 && seedOf(7) < 2 ** 32);
   });
 
   it('different seeds give different sequences; all values in [0, 1)', () => {

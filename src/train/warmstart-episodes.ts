@@ -23,7 +23,7 @@ export interface EpisodeSourceOptions {
   run?: string;
   runsRoot?: string;
   /** The split a run on `tasksFile` would make: its taskSeed and heldoutFraction. */
-  splitSeed?: number;
+  taskSeed?: number;
   heldoutFraction?: number;
   /** The folder the warm start starts from (its warmstart.json's demonstrations are never held out). */
   startModel?: string;
@@ -82,7 +82,7 @@ export function warmstartEpisodes(o: EpisodeSourceOptions): EpisodeSelection & {
     source = o.tasksFile!;
     tasks = readTaskFile(source);
     const seen = new Set(o.startModel ? demonstrationTaskIds(o.startModel) : []);
-    heldout = new Set(splitTasks(tasks, o.heldoutFraction ?? 0.25, o.splitSeed ?? 0, seen).heldout);
+    heldout = new Set(splitTasks(tasks, o.heldoutFraction ?? 0.25, o.taskSeed ?? 0, seen).heldout);
   }
   return { ...selectEpisodes(files, tasks, heldout, source), tasksSource: source };
 }

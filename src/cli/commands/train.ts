@@ -504,7 +504,7 @@ export const warmstartCommand: CliCommand = {
   name: 'warmstart',
   summary: 'supervised warm start: generated fix episodes (+ a copy curriculum for turnwise-tiny), a workspace\'s recorded ones, or the resolved episodes of eval results; a chat model in its own chat format, LoRA when asked',
   usage:
-    '--out DIR [--force] [--from DIR | --model DIR [--adapter DIR | --lora SPEC]] [--episodes FILE… (--tasks FILE [--split-seed S] [--heldout-fraction F] | --run RUN [--runs DIR]) [--episode-share F]] [--minutes M] [--seed S] [--workspace DIR [--split-seed S] [--max-tasks N] [--heldout-fraction F] [--workspace-share F]] [--peak-lr X] [--curriculum A,B] [--rows N] [--row-tokens T] [--loop-share F] [--max-action-tokens N]',
+    '--out DIR [--force] [--from DIR | --model DIR [--adapter DIR | --lora SPEC]] [--episodes FILE… (--tasks FILE [--task-seed S] [--heldout-fraction F] | --run RUN [--runs DIR]) [--episode-share F]] [--minutes M] [--seed S] [--workspace DIR [--task-seed S] [--max-tasks N] [--heldout-fraction F] [--workspace-share F]] [--peak-lr X] [--curriculum A,B] [--rows N] [--row-tokens T] [--loop-share F] [--max-action-tokens N]',
   options: {
     out: { type: 'string' },
     force: { type: 'boolean' },
@@ -524,7 +524,7 @@ export const warmstartCommand: CliCommand = {
     minutes: { type: 'string' },
     seed: { type: 'string' },
     workspace: { type: 'string' },
-    'split-seed': { type: 'string' },
+    'task-seed': { type: 'string' },
     'max-tasks': { type: 'string' },
     'heldout-fraction': { type: 'string' },
     'workspace-share': { type: 'string' },
@@ -578,7 +578,7 @@ export const warmstartCommand: CliCommand = {
         files: episodeFiles,
         ...(typeof v.tasks === 'string' ? { tasksFile: path.resolve(v.tasks) } : {}),
         ...(typeof v.run === 'string' ? { run: v.run, runsRoot: path.resolve(typeof v.runs === 'string' ? v.runs : RUNS_DIR) } : {}),
-        splitSeed: seedOption(args, 'split-seed'),
+        taskSeed: seedOption(args, 'task-seed'),
         heldoutFraction: numberInRange(args, 'heldout-fraction', 0.25, { min: 0, max: 0.9 }),
         ...(adapter ?? from ?? model ? { startModel: adapter ?? from ?? model } : {}),
       });
@@ -600,7 +600,7 @@ export const warmstartCommand: CliCommand = {
           // train, and its held-out set shrinks to what was never demonstrated).
           const r = await workspaceCasesFor({
             workspace,
-            seed: seedOption(args, 'split-seed'),
+            seed: seedOption(args, 'task-seed'),
             maxTasks: numberInRange(args, 'max-tasks', 32, { min: 1, integer: true }),
             heldoutFraction: numberInRange(args, 'heldout-fraction', 0.25, { min: 0, max: 0.9 }),
             pool,

@@ -4,13 +4,14 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { Language, Parser } from 'web-tree-sitter';
 import { TurnwiseError } from '../core/errors';
+import { resourceCandidates } from '../core/resources';
 
 /** Grammars Turnwise uses; names match `tree-sitter-<name>.wasm` in @vscode/tree-sitter-wasm. */
 export const GRAMMARS = ['bash', 'python', 'javascript', 'typescript', 'tsx', 'go'] as const;
 export type GrammarName = (typeof GRAMMARS)[number];
 
 function candidateDirs(): string[] {
-  const dirs = [path.join(__dirname, 'grammars'), path.join(__dirname, '..', 'grammars')];
+  const dirs = resourceCandidates('grammars');
   const override = process.env.TURNWISE_GRAMMARS_DIR;
   if (override) dirs.unshift(override);
   try {

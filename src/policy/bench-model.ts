@@ -9,6 +9,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { TurnwiseError } from '../core/errors';
+import { findResource } from '../core/resources';
 import { ort, type SessionSettings } from '../onnx';
 import { loadCheckpoint } from './checkpoint';
 import { headDim, parameterCount, paramSpecs, type ModelConfig } from './config';
@@ -309,15 +310,9 @@ export async function measureCopyBandwidth(o: { bytes?: number; threads?: number
   return { oneThreadGbs: gbs(bytes, best1), allThreadsGbs: gbs(share * threads, bestN), threads };
 }
 
-/** The PyTorch script, found from this file (src/policy or dist) up to the package root. */
+/** The PyTorch script of a source checkout (core/resources.ts); the packages do not carry it. */
 export function torchScriptPath(): string | undefined {
-  let d = __dirname;
-  for (let i = 0; i < 5; i++) {
-    const f = path.join(d, 'scripts', 'compare', 'torch_model_bench.py');
-    if (fs.existsSync(f)) return f;
-    d = path.dirname(d);
-  }
-  return undefined;
+  return findResource(path.join('scripts', 'compare', 'torch_model_bench.py'));
 }
 
 export function defaultPython(): string {

@@ -9,13 +9,13 @@ import * as path from 'node:path';
 import type Docker from 'dockerode';
 import * as tar from 'tar-stream';
 import { TurnwiseError } from '../core/errors';
+import { findResource, resourceCandidates } from '../core/resources';
 import type { EngineTarget } from './engine';
 import { sandboxError } from './errors';
 
-/** sandbox-images/ in a source checkout or next to dist/ in the packaged extension. */
+/** sandbox-images/ of the package (core/resources.ts). */
 export function sandboxImagesDir(): string {
-  const candidates = [path.join(__dirname, '..', 'sandbox-images'), path.join(__dirname, '..', '..', 'sandbox-images')];
-  return candidates.find((c) => fs.existsSync(path.join(c, 'base', 'packages.txt'))) ?? candidates[candidates.length - 1];
+  return findResource('sandbox-images', path.join('base', 'packages.txt')) ?? resourceCandidates('sandbox-images').at(-1)!;
 }
 
 export function basePackages(dir = sandboxImagesDir()): string[] {

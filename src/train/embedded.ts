@@ -1,23 +1,19 @@
 // The embedded default policy: a warm-started turnwise-tiny shipped with Turnwise (models/ in the
 // repository, dist/models/ in the bundle and the .vsix). `turnwise warmstart` reproduces it.
-import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { failedCheck, type Check } from '../core/doctor';
 import { TurnwiseError } from '../core/errors';
+import { findResource, resourceCandidates } from '../core/resources';
 import { loadCheckpoint } from '../policy/checkpoint';
 
 export const EMBEDDED_MODEL = 'turnwise-tiny';
 
-/** Folder of the embedded checkpoint: next to the bundle (dist/models/…) or in the source tree. */
+/** Folder of the embedded checkpoint: next to the bundle (dist/models/…) or in the source tree (core/resources.ts). */
 export function embeddedModelDir(): string {
-  const candidates = [
-    path.join(__dirname, 'models', EMBEDDED_MODEL),
-    path.join(__dirname, '..', 'models', EMBEDDED_MODEL),
-    path.join(__dirname, '..', '..', 'models', EMBEDDED_MODEL),
-  ];
-  const found = candidates.find((d) => fs.existsSync(path.join(d, 'model.safetensors')));
+  const rel = path.join('models', EMBEDDED_MODEL);
+  const found = findResource(rel, 'model.safetensors');
   if (!found) {
-    throw new TurnwiseError('not-found', `the embedded policy ${EMBEDDED_MODEL} is missing (looked in ${candidates.join(', ')})`, {
+    throw new TurnwiseError('not-found', `the embedded policy ${EMBEDDED_MODEL} is missing (looked in ${resourceCandidates(rel).join(', ')})`, {
       hint: 'reinstall Turnwise, rebuild with `npm run build`, or pass a checkpoint with --model',
     });
   }

@@ -4,6 +4,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { TurnwiseError } from '../../core/errors';
+import { findResource, resourceCandidates } from '../../core/resources';
 import { ESTIMATOR_NAMES } from '../../credit/names';
 import { assertWritableOutput } from '../../core/fs';
 import type { RunEvent } from '../../core/events';
@@ -211,11 +212,11 @@ export const trainCommand: CliCommand = {
   },
 };
 
-/** The bundled demo workspace (examples/demo-python), next to the bundle or in the source tree. */
+/** The bundled demo workspace (examples/demo-python of the package, core/resources.ts). */
 export function demoWorkspace(): string {
-  const candidates = [path.join(__dirname, '..', 'examples', 'demo-python'), path.join(__dirname, '..', '..', '..', 'examples', 'demo-python')];
-  const found = candidates.find((d) => fs.existsSync(path.join(d, 'inventory')));
-  if (!found) throw new TurnwiseError('not-found', `the demo workspace is missing (looked in ${candidates.join(', ')})`, { hint: 'run from a checkout of Turnwise' });
+  const rel = path.join('examples', 'demo-python');
+  const found = findResource(rel, 'inventory');
+  if (!found) throw new TurnwiseError('not-found', `the demo workspace is missing (looked in ${resourceCandidates(rel).join(', ')})`, { hint: 'reinstall Turnwise, or run from a checkout of it' });
   return found;
 }
 

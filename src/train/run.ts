@@ -311,7 +311,7 @@ export interface EvalTaskRow {
 }
 
 export interface EvalSummary {
-  'pass@1': number;
+  /** The fraction of tasks whose (greedy) episode passes every selected test: pass@1. */
   resolved: number;
   pass_rate: number;
   'turns/mean': number;
@@ -326,7 +326,6 @@ export interface EvalSummary {
 export function summarizeEval(trajs: readonly Trajectory[]): EvalSummary {
   const m = episodeMetrics('', trajs);
   return {
-    'pass@1': m.resolved,
     resolved: m.resolved,
     pass_rate: m.pass_rate,
     'turns/mean': m['turns/mean'],

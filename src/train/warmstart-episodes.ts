@@ -50,7 +50,7 @@ function readResults(file: string): Trajectory[] {
     let summary = false;
     try {
       const v = JSON.parse(fs.readFileSync(file, 'utf8')) as Record<string, unknown>;
-      summary = !!v && typeof v === 'object' && ('pass@1' in v || 'ok' in v);
+      summary = !!v && typeof v === 'object' && ('resolved' in v || 'ok' in v);
     } catch {
       // not one JSON document
     }

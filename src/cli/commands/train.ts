@@ -313,7 +313,7 @@ export const evalCommand: CliCommand = {
       io.out(JSON.stringify({ ok: true, model, taskCount, ...(out ? { out } : {}), ...s, ...(sampled ? { sampled } : {}), ...(compare ? { compare: { with: path.resolve(String(args.values.compare)), ...compare } } : {}) }, null, 2));
       return 0;
     }
-    io.out(`pass@1 ${fmt(s['pass@1'])}  resolved ${fmt(s.resolved)}  pass rate ${fmt(s.pass_rate)}  turns ${fmt(s['turns/mean'], 1)}  format errors ${fmt(s.format_error_rate)}${s.failed ? `  (${s.failed} episode(s) failed)` : ''}${s.tampered ? `  (${s.tampered} episode(s) tampered with the tests: reward 0)` : ''}`);
+    io.out(`resolved ${fmt(s.resolved)}  pass rate ${fmt(s.pass_rate)}  turns ${fmt(s['turns/mean'], 1)}  format errors ${fmt(s.format_error_rate)}${s.failed ? `  (${s.failed} episode(s) failed)` : ''}${s.tampered ? `  (${s.tampered} episode(s) tampered with the tests: reward 0)` : ''}`);
     if (sampled) io.out(`sampled (${samples} per task): resolved ${fmt(sampled.resolved)}  pass rate ${fmt(sampled.pass_rate)}  turns ${fmt(sampled['turns/mean'], 1)}  format errors ${fmt(sampled.format_error_rate)}`);
     if (passKT && Object.keys(passKT).length) {
       // PASS@(k,T) for k = 1, the largest k and the largest T: the rows a reader compares first.

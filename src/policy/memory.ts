@@ -10,7 +10,7 @@ import { TurnwiseError } from '../core/errors';
 import { headDim, paramSpecs, type ModelConfig } from './config';
 import { SCORE_CHUNK_ROWS, SCORING_ROWS_PER_RUN as SCORING_ROWS } from './graphs';
 import { loraTargets, type LoraConfig } from './lora';
-import { logitChunkRows, recomputeByDefault } from './training';
+import { LAYER_ACTIVATION_COUNTS, layerActivationValues, logitChunkRows, recomputeByDefault } from './training';
 
 const F32 = 4;
 const MB = 1024 ** 2;
@@ -73,26 +73,17 @@ export const RUNTIME_BYTES = 320 * MB;
  * where it recomputes the layers (recomputeByDefault), a layer's input per layer and two layers'
  * worth of activations (the one recomputed and its gradients).
  */
-export const ACTIVATION_COUNTS = { hidden: 12, intermediate: 5, attention: 2, vocab: 8 } as const;
+export const ACTIVATION_COUNTS = { ...LAYER_ACTIVATION_COUNTS, vocab: 8 } as const;
 
 function count(shape: readonly number[]): number {
   return shape.reduce((a, b) => a * b, 1);
 }
 
-/** Attention chunks of the training graph at `seq` (policy/training.ts attentionChunksFor). */
-function chunksFor(seq: number): number {
-  for (const n of seq >= 1024 ? [4, 2] : seq >= 512 ? [2] : []) if (seq % n === 0) return n;
-  return 1;
-}
-
 /** Float32 values of activations one micro-batch of `rows` × `seq` tokens holds at the peak of an update. */
 export function activationValues(c: ModelConfig, rows: number, seq: number, lora?: Pick<LoraConfig, 'r' | 'target_modules'>): number {
   const N = rows * seq;
-  const n = chunksFor(seq);
-  // Chunk i of n sees keys up to its end: (n + 1) / 2n of the full T × T scores.
-  const keysPerToken = (seq * (n + 1)) / (2 * n);
   const a = ACTIVATION_COUNTS;
-  const perLayer = a.hidden * c.hidden_size + a.intermediate * c.intermediate_size + a.attention * c.num_attention_heads * keysPerToken;
+  const perLayer = layerActivationValues(c, seq);
   const adapter = lora ? loraTargets(c, lora).length / c.num_hidden_layers * 2 * lora.r : 0;
   const chunk = logitChunkRows(rows, seq, c.vocab_size);
   // Recomputed layers keep each layer's input, and one layer's activations and their gradients at a time.

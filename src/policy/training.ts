@@ -73,16 +73,28 @@ export interface TrainGraphOptions {
 /** Layer activations of a training batch above this are recomputed by default (1 GiB). */
 export const RECOMPUTE_ABOVE_BYTES = 2 ** 30;
 
+/** Values a token keeps per decoder layer for the backward pass, by size (memory.ts ACTIVATION_COUNTS says which). */
+export const LAYER_ACTIVATION_COUNTS = { hidden: 12, intermediate: 5, attention: 2 } as const;
+
+/**
+ * Float32 values one token keeps per decoder layer through an update at `seq` tokens: hidden- and
+ * intermediate-sized values, and per head the attention values of the keys its query chunk sees
+ * (chunk i of n sees keys up to its end: (n + 1) / 2n of the full T × T scores).
+ */
+export function layerActivationValues(c: ModelConfig, seq: number): number {
+  const n = attentionChunksFor(seq);
+  const keys = (seq * (n + 1)) / (2 * n);
+  const a = LAYER_ACTIVATION_COUNTS;
+  return a.hidden * c.hidden_size + a.intermediate * c.intermediate_size + a.attention * c.num_attention_heads * keys;
+}
+
 /**
  * Whether a batch of B × T tokens recomputes its layers by default: the float32 values its
- * layers keep for the backward pass, counted as memory.ts counts them (about 12 hidden-sized and
- * 5 intermediate-sized values per token and layer, 2 per attended key and head), against
- * RECOMPUTE_ABOVE_BYTES. turnwise-tiny's batches stay under it; a 1,024-token row of a 0.5B model does not.
+ * layers keep for the backward pass (layerActivationValues) against RECOMPUTE_ABOVE_BYTES.
+ * turnwise-tiny's batches stay under it; a 1,024-token row of a 0.5B model does not.
  */
 export function recomputeByDefault(c: ModelConfig, B: number, T: number): boolean {
-  const keys = (T * 5) / 8;
-  const perToken = c.num_hidden_layers * (12 * c.hidden_size + 5 * c.intermediate_size + 2 * c.num_attention_heads * keys);
-  return 4 * B * T * perToken > RECOMPUTE_ABOVE_BYTES;
+  return 4 * B * T * c.num_hidden_layers * layerActivationValues(c, T) > RECOMPUTE_ABOVE_BYTES;
 }
 
 /** Logits of more values than this are computed in chunks by default (64 M floats: 256 MB, a few copies alive in a step). */

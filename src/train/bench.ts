@@ -126,11 +126,12 @@ export function passStats(p: PassInput): RolloutPassStats {
   const r = p.result;
   const wallS = r.wallMs / 1000;
   const genS = r.generateMs / 1000;
+  const firstFailure = r.trajectories.find((t) => t.failure)?.failure;
   return {
     concurrency: p.concurrency,
     episodes: r.trajectories.length,
     failed: r.trajectories.filter((t) => t.failure).length,
-    ...(r.trajectories.find((t) => t.failure) ? { first_failure: r.trajectories.find((t) => t.failure)!.failure! } : {}),
+    ...(firstFailure ? { first_failure: firstFailure } : {}),
     turns: r.trajectories.reduce((a, t) => a + t.turns.length, 0),
     wall_s: round(wallS),
     episodes_per_min: round(wallS > 0 ? r.trajectories.length / (wallS / 60) : NaN),

@@ -118,12 +118,13 @@ const sedPattern = (s: string) => s.replace(/[\\/.*[\]^$]/g, (c) => `\\${c}`);
 const sedReplacement = (s: string) => s.replace(/[\\/&]/g, (c) => `\\${c}`);
 
 /**
- * The one-line `sed` that turns the mutated line back into the original: the smallest differing
- * span, widened to whole words and until it occurs once in the line. Undefined when the change
- * spans lines or the line holds a single quote (the command is single-quoted).
+ * The smallest edit that turns the mutated line back into the original, as text to replace and
+ * its replacement: the differing span, widened to whole tokens and until it occurs once in the
+ * line (what both a one-line `sed` and `tw-edit K OLD NEW` need). Undefined when the lines are
+ * equal or no such span exists.
  */
-export function fixCommand(path: string, line: number, mutatedLine: string, originalLine: string): string | undefined {
-  if (mutatedLine.includes("'") || originalLine.includes("'") || mutatedLine === originalLine) return undefined;
+export function fixSpan(mutatedLine: string, originalLine: string): { old: string; neu: string } | undefined {
+  if (mutatedLine === originalLine) return undefined;
   let p = 0;
   while (p < mutatedLine.length && p < originalLine.length && mutatedLine[p] === originalLine[p]) p++;
   let s = 0;
@@ -135,6 +136,8 @@ export function fixCommand(path: string, line: number, mutatedLine: string, orig
   const b = mutatedLine.length - s;
   let i = toks.findIndex((t) => t.e > a);
   if (i < 0) return undefined;
+  // An insertion before a space (`>` → `>=`) takes the token it extends.
+  if (a === b && toks[i].ws && i > 0 && toks[i - 1].e === a) i--;
   let j = i;
   while (j + 1 < toks.length && toks[j].e < b) j++;
   while (toks[i].ws && i < j) i++;
@@ -156,7 +159,17 @@ export function fixCommand(path: string, line: number, mutatedLine: string, orig
   const old = span();
   const neu = originalLine.slice(toks[i].s, originalLine.length - (mutatedLine.length - toks[j].e));
   if (old === '' || count(old) !== 1) return undefined;
-  return `sed -i '${line}s/${sedPattern(old)}/${sedReplacement(neu)}/' ${path}`;
+  return { old, neu };
+}
+
+/**
+ * The one-line `sed` that turns the mutated line back into the original (fixSpan). Undefined
+ * when the change spans lines or the line holds a single quote (the command is single-quoted).
+ */
+export function fixCommand(path: string, line: number, mutatedLine: string, originalLine: string): string | undefined {
+  if (mutatedLine.includes("'") || originalLine.includes("'")) return undefined;
+  const e = fixSpan(mutatedLine, originalLine);
+  return e && `sed -i '${line}s/${sedPattern(e.old)}/${sedReplacement(e.neu)}/' ${path}`;
 }
 
 /** Lines of the file as `tw-suspects` prints them: `path:line: code` (code trimmed). */
@@ -177,9 +190,13 @@ export const SUSPECTS_TOP1 = 0.9;
  * tool's mutation analysis confirmed it), then the function's other executed body lines in order
  * (ties in Ochiai order by line), some moved down (also covered by passing tests); at most 5.
  */
-function simulatedSuspects(r: Rng, path: string, mutatedLines: string[], fn: [number, number], bugLine: number): string[] {
+export function simulatedSuspects(r: Rng, path: string, mutatedLines: string[], fn: [number, number], bugLine: number): string[] {
   let body: number[] = [];
-  for (let n = fn[0] + 1; n <= fn[1]; n++) if (mutatedLines[n - 1]?.trim()) body.push(n);
+  // Lines where a statement starts (a closing bracket or a string continuing a call is not one).
+  for (let n = fn[0] + 1; n <= fn[1]; n++) {
+    const t = mutatedLines[n - 1]?.trim();
+    if (t && !/^([)\]}]+[,:)]*|["'].*|#.*)$/.test(t)) body.push(n);
+  }
   const demoted: number[] = [];
   body = body.filter((n) => {
     if (n !== bugLine && r() < 0.25) {
@@ -195,12 +212,23 @@ function simulatedSuspects(r: Rng, path: string, mutatedLines: string[], fn: [nu
   return order.map((n) => suspectLine(path, mutatedLines, n));
 }
 
-function testIds(r: Rng, path: string, fnName: string, n: number): string[] {
-  const mod = path.split('/').pop()!.replace(/\.py$/, '');
+/** Test ids for failing tests of function `fnName` in the module at `path` (a package's `__init__.py` is named by its folder). */
+export function testIds(r: Rng, path: string, fnName: string, n: number): string[] {
+  const parts = path.replace(/^src\//, '').split('/');
+  let mod = parts.pop()!.replace(/\.py$/, '');
+  if (mod === '__init__' && parts.length) mod = parts.pop()!;
+  mod = mod.replace(/^_+/, '');
   const suffixes = ['basic', 'edge', 'zero', 'large', 'empty', 'boundary', 'rounds', 'negative', 'default', 'limit'];
   const ids = new Set<string>();
   while (ids.size < n) ids.add(`tests/test_${mod}.py::test_${fnName}${r() < 0.8 ? `_${pick(r, suffixes)}` : ''}${ids.size ? `_${ids.size}` : ''}`);
   return [...ids];
+}
+
+/** Lines of the file around line `n`, as `tw-show` prints them (its context of 2 lines). */
+export function showContext(lines: readonly string[], n: number, ctx = 2): { first: number; lines: string[] } {
+  const lo = Math.max(1, n - ctx);
+  const hi = Math.min(lines.length, n + ctx);
+  return { first: lo, lines: lines.slice(lo - 1, hi) };
 }
 
 /** The facts a fix episode is written from. */
@@ -221,6 +249,8 @@ export interface FixCase {
    * the line it makes and its `sed`: what an attempt loop tries (absent: not computed).
    */
   topCandidates?: { code: string; fix: string }[];
+  /** The mutated file's lines around the bug (from `first`, 1-based), as `tw-show` prints them; absent: not known. */
+  context?: { first: number; lines: string[] };
 }
 
 /** Up to `n` fix cases from one generated module (parsing dominates: several per module). */
@@ -314,6 +344,7 @@ function caseFromCandidate(r: Rng, mod: GeneratedModule, c: MutationCandidate): 
     failing,
     passing: int(r, 3, 24),
     suspects: simulatedSuspects(r, mod.path, after, fn[1], line),
+    context: showContext(after, line),
   };
 }
 
@@ -426,6 +457,102 @@ export function fixEpisode(r: Rng, c: FixCase, o: { loopShare?: number } = {}): 
   turn('tw-test', obs(0, allPassed(c)));
   turn(SUBMIT);
   return { kind: wrong ? 'episode-recovery' : 'episode', segments: segs };
+}
+
+// Numbered form: `tw-suspects -n` numbers its ranking, and `tw-edit K OLD NEW` edits suspect K's
+// line, so a fix names no path: the policy reads a number and a few characters of the line off
+// the tool's output instead of copying (or recalling) where the bug is.
+
+/** A shell word for `s`: single-quoted; undefined when it holds a single quote. */
+const quoted = (s: string) => (s.includes("'") ? undefined : `'${s}'`);
+
+/** `tw-suspects -n`'s lines: the ranking with each suspect's number. */
+export function numberedSuspects(c: Pick<FixCase, 'suspects'>): string[] {
+  return c.suspects.map((l, i) => `[${i + 1}] ${l}`);
+}
+
+/** The observation of `tw-suspects -n` on a case. */
+export const numberedSuspectsObservation = (c: FixCase) => obs(1, [`${c.failing.length} failed, ${c.passing} passed`, ...numberedSuspects(c)].join('\n'));
+
+/** The 1-based number of the case's bug line in its ranking (0: not ranked). */
+export function bugSuspect(c: Pick<FixCase, 'suspects' | 'path' | 'line'>): number {
+  return c.suspects.findIndex((l) => l.startsWith(`${c.path}:${c.line}: `)) + 1;
+}
+
+/**
+ * One try in the numbered form: edit suspect `k`, run the tests, and put every file back when
+ * they still fail (`git checkout -q .`), so the next try starts from the task's state. Plain
+ * bash; undefined when the edit cannot be quoted or is ambiguous.
+ */
+export function numberedAttempt(k: number, line: string, edited: string): string | undefined {
+  const e = fixSpan(line, edited);
+  const a = e && quoted(e.old);
+  const b = e && quoted(e.neu);
+  return a && b ? `tw-edit ${k} ${a} ${b} && tw-test || git checkout -q .` : undefined;
+}
+
+/** What `tw-edit` prints for an edit of `path:line` from `code` to `edited`. */
+export function twEditOutput(path: string, line: number, code: string, edited: string): string {
+  return [`edited ${path}:${line}`, `- ${code.trim().slice(0, 100)}`, `+ ${edited.trim().slice(0, 100)}`].join('\n');
+}
+
+/** What `tw-show K` prints for the case's bug line (its context known). */
+export function twShowOutput(c: Pick<FixCase, 'path' | 'line' | 'context'>): string | undefined {
+  if (!c.context) return undefined;
+  const hi = c.context.first + c.context.lines.length - 1;
+  const width = String(hi).length;
+  return [`${c.path}:${c.line}`, ...c.context.lines.map((l, i) => `${c.context!.first + i === c.line ? '>' : ' '}${String(c.context!.first + i).padStart(width)} ${l.slice(0, 120)}`)].join('\n');
+}
+
+/** The numbered fix of a case: the attempt that edits its bug's suspect back to the original. */
+export function numberedFix(c: FixCase): string | undefined {
+  const k = bugSuspect(c);
+  return k > 0 ? numberedAttempt(k, c.mutatedLine, c.originalLine) : undefined;
+}
+
+/**
+ * The teacher's episode in the numbered form: `tw-suspects -n`, sometimes `tw-show 1`, then tries
+ * on the first suspect (0 to LOOP_MAX_FAILED wrong undo candidates, at least one when the bug is
+ * ranked lower), the fix on the bug's suspect, submit. Undefined when the case has no numbered fix.
+ */
+export function numberedEpisode(r: Rng, c: FixCase): Demo | undefined {
+  const fix = numberedFix(c);
+  const k = bugSuspect(c);
+  const top = topSuspect(c);
+  if (!fix || !top) return undefined;
+  const segs: Segment[] = [{ role: 'task', text: taskText({ fail_to_pass: c.failing, source: 'mutation' }) }];
+  const turn = (action: string, observation?: string) => {
+    segs.push({ role: 'agent', text: action });
+    if (observation !== undefined) segs.push({ role: 'obs', text: observation });
+  };
+  const wrong = (c.topCandidates ?? []).filter((x) => !(k === 1 && x.code === c.originalLine.trim()));
+  const n = Math.min(wrong.length, k === 1 ? int(r, 0, LOOP_MAX_FAILED) : int(r, 1, LOOP_MAX_FAILED));
+  if (k > 1 && n === 0) return undefined;
+  turn('tw-suspects -n', numberedSuspectsObservation(c));
+  const show = k === 1 ? twShowOutput(c) : undefined;
+  if (show && r() < 0.3) turn('tw-show 1', obs(0, show));
+  for (let i = 0; i < n; i++) {
+    const w = wrong.splice(Math.floor(r() * wrong.length), 1)[0];
+    const cmd = numberedAttempt(1, top.code, w.code);
+    if (!cmd) continue;
+    // The edit, tw-test failing, then `git checkout -q .` succeeding: the command's exit code is 0.
+    turn(cmd, obs(0, `${twEditOutput(top.path, top.line, top.code, w.code)}\n${twTestOutput(c.failing, c.passing)}`));
+  }
+  turn(fix, obs(0, `${twEditOutput(c.path, c.line, c.mutatedLine, c.originalLine)}\n${allPassed(c)}`));
+  turn(SUBMIT);
+  return { kind: k === 1 ? 'episode-numbered' : 'episode-numbered-lower', segments: segs };
+}
+
+/** Short tasks that teach reading the numbered ranking: a suspect's number, an edit of a given suspect. */
+export function numberedCurriculumTask(r: Rng, c: FixCase): Demo | undefined {
+  const one = (task: string, answer: string, kind: string): Demo => ({ kind, segments: [{ role: 'task', text: task }, { role: 'agent', text: answer }] });
+  const list = numberedSuspects(c).join('\n');
+  const k = bugSuspect(c);
+  const fix = numberedFix(c);
+  if (!fix || k === 0) return undefined;
+  const e = fixSpan(c.mutatedLine, c.originalLine)!;
+  if (r() < 0.4) return one(`Number of the suspect at ${c.path}:${c.line}:\n${list}`, String(k), 'numbered-which');
+  return one(`In suspect ${k}, replace ${e.old} with ${e.neu}:\n${list}`, fix, 'numbered-edit');
 }
 
 const UNDO_TABLE: Record<string, string> = {

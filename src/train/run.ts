@@ -38,7 +38,7 @@ import { splitTasks } from './split';
 import { assertWorkspaceNames, planResume, type ResumePlan } from './resume';
 
 export { splitTasks };
-import { demonstrationTaskIds } from './warmstart';
+import { demonstrationTaskIds } from './warmstart-record';
 import { PolicyActionModel } from './model';
 import { ChatFormat, chatSystemMessage, chatTaskMessage } from '../agent/chat-format';
 import { ChatTemplate, templateTokens } from '../agent/chat-template';

@@ -21,14 +21,16 @@ import { recordActionFormat } from './action-format';
 import { chatDemoFromSegments, chatReplyFor, encodeChatDemo, episodeDemo, PYTHON_SYSTEM, type ChatDemo } from './chat-demos';
 import { chatFormatOf } from './chat-model';
 import type { FixCase } from './demos';
-import { casePool, drawDemo, evalCasePool, lrAt, runWarmstartLoop, simulateTurn, startDir, type WarmstartOptions, type WarmstartResult } from './warmstart';
+import { casePool, checkBudget, drawDemo, evalCasePool, lrAt, runWarmstartLoop, type WarmstartOptions, type WarmstartResult } from './warmstart';
+import { simulateTurn } from './warmstart-eval';
+import { startDir } from './warmstart-record';
 
 /** Defaults of a chat warm start: rows of up to 2,048 tokens, no loss on prompts, rates for LoRA and for a whole model. */
 export const CHAT_WARMSTART_DEFAULTS = { rows: 4, rowTokens: 2048, promptWeight: 0, loraPeakLr: 2e-4, fullPeakLr: 2e-5, maxActionTokens: 128, evalCases: 16 } as const;
 
 export async function warmstartChat(o: WarmstartOptions): Promise<WarmstartResult> {
   const seed = o.seed ?? 0;
-  if (!(o.minutes > 0)) throw new TurnwiseError('invalid-input', `the warm-start budget must be > 0 minutes, got ${o.minutes}`);
+  checkBudget(o);
   const start = startDir(o)!;
   // The base model, and the adapter trained over it (if any).
   const ck = loadCheckpoint(o.adapter && o.model ? o.model : start, { optimizer: true });

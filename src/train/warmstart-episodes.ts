@@ -13,7 +13,7 @@ import { readTrajectories } from '../core/trajectory';
 import { readTaskFile } from '../tasks/taskfile';
 import { selectEpisodes, type EpisodeSelection } from './chat-demos';
 import { splitTasks } from './split';
-import { demonstrationTaskIds } from './warmstart';
+import { demonstrationTaskIds } from './warmstart-record';
 
 export interface EpisodeSourceOptions {
   files: readonly string[];

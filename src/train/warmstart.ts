@@ -2,14 +2,13 @@
 // (RL cannot learn from a start that never succeeds). Packed rows of demonstrations and a copy
 // curriculum whose share falls from `curriculumStart` to `curriculumEnd` over the budget;
 // prompt tokens in the loss at `promptWeight`, action tokens at 1; warm-up then cosine learning
-// rate by elapsed budget. Checkpoints (weights + optimizer) are written every few minutes, so a
+// rate by optimizer step (a step count, or one planned from a time budget). Checkpoints (weights + optimizer) are written every few minutes, so a
 // killed warm start keeps its progress, and a JSONL log records loss and held-out exact-fix rate.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { seededRandom } from '../core/random';
 import { TurnwiseError } from '../core/errors';
-import { readUserTextFile, writeFileAtomic } from '../core/fs';
-import { taskText } from '../agent/prompt';
+import { writeFileAtomic } from '../core/fs';
 import { loadCheckpoint, saveCheckpoint } from '../policy/checkpoint';
 import { presetConfig } from '../policy/config';
 import { Policy } from '../policy/policy';
@@ -18,8 +17,10 @@ import { PolicyTrainer, type TrainBatch } from '../policy/trainer';
 import { initWeights } from '../policy/weights';
 import type { SessionSettings } from '../onnx';
 import { chatCodec, encodeDemo, renderPrompt, type ChatCodec } from './chat';
-import { curriculumTask, fixEpisode, syntheticCases, twTestOutput, type Demo, type FixCase } from './demos';
-import { sedLine } from './sed';
+import { curriculumTask, fixEpisode, numberedCurriculumTask, numberedEpisode, syntheticCases, type Demo, type FixCase } from './demos';
+import { defaultSourceRoots, pythonSourceFiles, realSourcePool } from './real-source';
+import { evaluateEpisodes, evaluateFixes, fixPromptTurns } from './warmstart-eval';
+import { priorLog, priorRecord, startDir, warmstartRecord } from './warmstart-record';
 import { episodeDemo } from './chat-demos';
 // (warmstart-chat.ts imports this module's loop back: used at call time only.)
 import { warmstartChat } from './warmstart-chat';
@@ -48,8 +49,14 @@ export interface WarmstartOptions {
   maxActionTokens?: number;
   /** Where the warm-started checkpoint is written (replaced atomically at each save). */
   out: string;
-  /** Wall-clock budget. */
-  minutes: number;
+  /**
+   * Length of the learning-rate and curriculum schedule in optimizer steps; the warm start ends
+   * after them. Absent: planned from `minutes` at the speed of the first steps (and recorded in
+   * warmstart.json as `schedule_steps`, so the phase can be repeated by step anywhere).
+   */
+  steps?: number;
+  /** Wall-clock limit (with `steps`) or budget (without); at least one of the two is given. */
+  minutes?: number;
   seed?: number;
   rows?: number;
   rowTokens?: number;
@@ -65,8 +72,19 @@ export interface WarmstartOptions {
   workspaceShare?: number;
   /** Share of fix episodes written as attempt loops (demos.ts loopEpisode); 0 (default): none. */
   loopShare?: number;
+  /**
+   * Share of fix episodes and curriculum tasks in the numbered form (`tw-suspects -n`, `tw-edit K
+   * OLD NEW`: demos.ts numberedEpisode); 0 (default): none.
+   */
+  numberedShare?: number;
+  /** Share of generated fix cases drawn from real Python source installed on this machine (train/real-source.ts); 0 (default): none. */
+  realShare?: number;
+  /** Folders of Python source for `realShare` (default: the standard library and dist-packages found under /usr/lib). */
+  sourceRoots?: string[];
   /** Synthetic cases generated up front (reused with fresh random phrasing). */
   poolSize?: number;
+  /** Real-source cases made up front when `realShare` > 0 (default 2,000). */
+  realPoolSize?: number;
   checkpointEveryMin?: number;
   evalEveryMin?: number;
   /** Held-out synthetic cases for the exact-fix rate. */
@@ -96,6 +114,10 @@ export interface WarmstartLogRow {
   right_line?: number;
   valid_sed?: number;
   workspace_exact_fix?: number;
+  /** Simulated greedy episodes in the numbered form (tw-suspects -n, tw-edit K …) on the generated eval cases fixed within 5 turns. */
+  numbered_episode_fix?: number;
+  /** Simulated greedy episodes on held-out real-source cases (files never trained on) fixed within 5 turns. */
+  real_episode_fix?: number;
 }
 
 export interface WarmstartResult {
@@ -154,158 +176,6 @@ export function lrAt(frac: number, o: { peak: number; floor: number; warmup: num
   return o.floor + (o.peak - o.floor) * 0.5 * (1 + Math.cos(Math.PI * p));
 }
 
-/** The prompt a fix case's episode is at when the fix is due: task, then `tw-suspects` and its output. */
-export function fixPromptTurns(c: FixCase): { task: string; turns: { action: string; observation: string }[] } {
-  return {
-    task: taskText({ fail_to_pass: c.failing, source: 'mutation' }),
-    turns: [{ action: 'tw-suspects', observation: `exit 1\n${[`${c.failing.length} failed, ${c.passing} passed`, ...c.suspects].join('\n')}` }],
-  };
-}
-
-/**
- * Whether `cmd`, a `sed -i 'N<script>' PATH` for the case's file and line, turns the mutated line
- * back into the original as GNU sed would (train/sed.ts, in JavaScript: the policy's script never
- * reaches a program on the host): a command other than the demonstrated one can fix the bug too
- * (`s/>= 7/> 7/` for `s/>=/>/`).
- */
-export function sedRestores(cmd: string, c: Pick<FixCase, 'path' | 'line' | 'mutatedLine' | 'originalLine'>): boolean {
-  const e = parseLineEdit(cmd);
-  if (!e || e.test || e.line !== c.line || e.path !== c.path) return false;
-  return sedLine(e.script, c.mutatedLine) === c.originalLine;
-}
-
-/** A line edit as the demonstrations write it: `sed -i 'N<script>' PATH`, alone or as an attempt. */
-export interface LineEdit {
-  line: number;
-  /** The sed script after the line address (`s/old/new/`). */
-  script: string;
-  path: string;
-  /** Followed by `&& tw-test`. */
-  test: boolean;
-  /** The file of a trailing `|| git checkout [-q] [--] FILE` (the attempt's undo). */
-  undo?: string;
-}
-
-const LINE_EDIT = /^sed -i '(\d+)(s[^']*)' (\S+)(?:( && tw-test)(?: \|\| git checkout (?:-q )?(?:-- )?(\S+))?)?$/;
-
-/** Parses a line edit or an attempt (demos.ts attemptCommand); undefined for anything else. */
-export function parseLineEdit(cmd: string): LineEdit | undefined {
-  const m = LINE_EDIT.exec(cmd);
-  if (!m) return undefined;
-  return { line: Number(m[1]), script: m[2], path: m[3], test: !!m[4], ...(m[5] ? { undo: m[5] } : {}) };
-}
-
-/** The `sed` of a command that is one, or of an attempt (demos.ts attemptCommand); else the command. */
-export function editOf(cmd: string): string {
-  const e = parseLineEdit(cmd);
-  return e ? `sed -i '${e.line}${e.script}' ${e.path}` : cmd;
-}
-
-/**
- * Greedy fix-turn accuracy on cases: the exact demonstrated command, a command that restores the
- * line when run, the right line number, any `sed -i 'N…'`.
- */
-export async function evaluateFixes(policy: Policy, codec: ChatCodec, cases: readonly FixCase[], budget = 1024 - 96): Promise<{ exact: number; restores: number; rightLine: number; validSed: number }> {
-  let exact = 0;
-  let restores = 0;
-  let line = 0;
-  let sed = 0;
-  const B = 16;
-  for (let i = 0; i < cases.length; i += B) {
-    const chunk = cases.slice(i, i + B);
-    const prompts = chunk.map((c) => {
-      const p = fixPromptTurns(c);
-      return renderPrompt(codec, p.task, p.turns, budget).ids;
-    });
-    const rows = await policy.generateIds(prompts, { maxNewTokens: 96, temperature: 0, stopIds: [codec.imEnd] });
-    rows.forEach((row, k) => {
-      // The edit of an attempt (`sed … && tw-test || git checkout -q FILE`) is what is judged.
-      const text = editOf(codec.decode(row.tokenIds.filter((t) => t !== codec.imEnd)).trim());
-      const c = chunk[k];
-      if (text === c.fix) exact++;
-      if (sedRestores(text, c)) restores++;
-      const m = /^sed -i '(\d+)s\//.exec(text);
-      if (m) {
-        sed++;
-        if (Number(m[1]) === c.line) line++;
-      }
-    });
-  }
-  const n = Math.max(1, cases.length);
-  return { exact: exact / n, restores: restores / n, rightLine: line / n, validSed: sed / n };
-}
-
-/**
- * One simulated turn of a fix case's episode: what the sandbox would do with `cmd` when only the
- * bug line matters. Understood: `sed -i 'N…' PATH`, optionally `&& tw-test`, optionally
- * `|| git checkout [-q] [--] PATH`; `tw-test`; `git checkout [-q] [--] PATH`. Anything else is
- * run as a no-op (exit 0, no output): the model only wastes the turn. An edit of another line
- * that is not undone spoils the episode (`stray`).
- */
-export function simulateTurn(st: { line: string; stray: boolean }, c: FixCase, cmd: string): string {
-  const tests = () => (st.line === c.originalLine && !st.stray ? { code: 0, out: twTestOutput([], c.failing.length + c.passing) } : { code: 1, out: twTestOutput(c.failing, c.passing) });
-  const revert = (p: string) => {
-    if (p === c.path) st.line = c.mutatedLine;
-    st.stray = false;
-  };
-  const co = /^git checkout (?:-q )?(?:-- )?(\S+)$/.exec(cmd);
-  if (co) return (revert(co[1]), 'exit 0');
-  if (cmd === 'tw-test') {
-    const t = tests();
-    return `exit ${t.code}\n${t.out}`;
-  }
-  const e = parseLineEdit(cmd);
-  if (!e) return 'exit 0';
-  const { script, path: file, test: andTest, undo } = e;
-  let code = 0;
-  if (file === c.path && e.line === c.line) {
-    const next = sedLine(script, st.line);
-    if (next === undefined) code = 1;
-    else st.line = next;
-  } else {
-    st.stray = true;
-  }
-  let out = '';
-  if (code === 0 && andTest) {
-    const t = tests();
-    code = t.code;
-    out = t.out;
-  }
-  if (code !== 0 && undo) {
-    revert(undo);
-    code = 0;
-  }
-  return out ? `exit ${code}\n${out}` : `exit ${code}`;
-}
-
-/**
- * Greedy episodes on fix cases, simulated (simulateTurn) from the point after `tw-suspects`: the
- * share whose bug line is restored, with no stray edit left, within `turns` turns. Unlike the
- * first-command figures this credits trying again after a failed attempt.
- */
-export async function evaluateEpisodes(policy: Policy, codec: ChatCodec, cases: readonly FixCase[], turns = 5, budget = 1024 - 96): Promise<{ fixed: number; meanTurns: number }> {
-  const st = cases.map((c) => ({ c, p: fixPromptTurns(c), line: c.mutatedLine, stray: false, done: false, n: 0 }));
-  for (let t = 0; t < turns; t++) {
-    const live = st.filter((s) => !s.done);
-    for (let i = 0; i < live.length; i += 16) {
-      const chunk = live.slice(i, i + 16);
-      const rows = await policy.generateIds(chunk.map((s) => renderPrompt(codec, s.p.task, s.p.turns, budget).ids), { maxNewTokens: 96, temperature: 0, stopIds: [codec.imEnd] });
-      rows.forEach((row, k) => {
-        const s = chunk[k];
-        const cmd = codec.decode(row.tokenIds.filter((x) => x !== codec.imEnd)).trim();
-        s.n++;
-        if (cmd === 'submit') {
-          s.done = true;
-          return;
-        }
-        s.p.turns.push({ action: cmd, observation: simulateTurn(s, s.c, cmd) });
-      });
-    }
-  }
-  const n = Math.max(1, st.length);
-  return { fixed: st.filter((s) => s.line === s.c.originalLine && !s.stray).length / n, meanTurns: st.reduce((a, s) => a + s.n, 0) / n };
-}
-
 export async function warmstart(o: WarmstartOptions): Promise<WarmstartResult> {
   const seed = o.seed ?? 0;
   const rows = o.rows ?? 8;
@@ -318,7 +188,9 @@ export async function warmstart(o: WarmstartOptions): Promise<WarmstartResult> {
   const cEnd = o.curriculumEnd ?? 0.2;
   const wsShare = o.workspaceCases?.length ? (o.workspaceShare ?? 0.2) : 0;
   const loopShare = o.loopShare ?? 0;
-  if (!(o.minutes > 0)) throw new TurnwiseError('invalid-input', `the warm-start budget must be > 0 minutes, got ${o.minutes}`);
+  const numberedShare = o.numberedShare ?? 0;
+  const realShare = o.realShare ?? 0;
+  checkBudget(o);
 
   // A chat model (its own template) is warm-started in its own format, LoRA when asked.
   const start = startDir(o);
@@ -362,17 +234,45 @@ export async function warmstart(o: WarmstartOptions): Promise<WarmstartResult> {
   const onlyEpisodes = !!o.episodes?.length && (o.episodeShare ?? 1) >= 1;
   const pool = onlyEpisodes ? [] : await casePool(seed * 7919 + 1, o.poolSize ?? 6000);
   const evalCases = await evalCasePool(seed, o.evalCases ?? 64);
+  // Real source: train cases from most files, held-out cases from the files set aside for evaluation.
+  let realPool: FixCase[] = [];
+  let realEval: FixCase[] = [];
+  if (realShare > 0 && !onlyEpisodes) {
+    const roots = o.sourceRoots ?? defaultSourceRoots();
+    const files = pythonSourceFiles(roots);
+    realPool = await realSourcePool(seededRandom(seed * 7919 + 5), files, o.realPoolSize ?? 2000);
+    realEval = await realSourcePool(seededRandom(seed * 7919 + 6), files, 32, { heldOut: true, perFile: 2 });
+    if (realPool.length === 0) {
+      throw new TurnwiseError('invalid-input', `no fix case could be made from Python source under ${roots.length ? roots.join(', ') : '(no folder found)'}`, {
+        hint: 'install Python 3 (its standard library is the default source), give folders of Python modules with --source-root DIR, or leave out --real-share',
+      });
+    }
+  }
   const r = seededRandom(seed * 7919 + 3);
-  const pickCase = (): FixCase => (wsShare > 0 && r() < wsShare ? o.workspaceCases![Math.floor(r() * o.workspaceCases!.length)] : pool[Math.floor(r() * pool.length)]);
+  const generated = (): FixCase => (realShare > 0 && r() < realShare ? realPool[Math.floor(r() * realPool.length)] : pool[Math.floor(r() * pool.length)]);
+  const pickCase = (): FixCase => (wsShare > 0 && r() < wsShare ? o.workspaceCases![Math.floor(r() * o.workspaceCases!.length)] : generated());
 
   const save = () => saveCheckpoint(o.out, { weights: trainer.weights(), optimizer: trainer.optimizerState(), tokenizerJson, tokenizerConfig });
-  const evaluate = async (): Promise<Pick<WarmstartLogRow, 'episode_fix' | 'exact_fix' | 'restores_line' | 'right_line' | 'valid_sed' | 'workspace_exact_fix'>> => {
+  const evaluate = async (): Promise<Partial<WarmstartLogRow>> => {
     const policy = new Policy(trainer.weights(), tokenizer, o.settings);
     try {
       const e = await evaluateFixes(policy, codec, evalCases);
       const ws = o.workspaceCases?.length ? await evaluateFixes(policy, codec, o.workspaceCases.slice(0, 32)) : undefined;
       const ep = await evaluateEpisodes(policy, codec, evalCases.slice(0, 32));
-      return { episode_fix: ep.fixed, exact_fix: e.exact, restores_line: e.restores, right_line: e.rightLine, valid_sed: e.validSed, ...(ws ? { workspace_exact_fix: ws.exact } : {}) };
+      // The numbered form, on the generated cases and on held-out real source (the form the
+      // warm start teaches most, else the sed form).
+      const num = numberedShare > 0 ? await evaluateEpisodes(policy, codec, evalCases.slice(0, 32), 5, undefined, 'numbered') : undefined;
+      const real = realEval.length ? await evaluateEpisodes(policy, codec, realEval, 5, undefined, numberedShare >= 0.5 ? 'numbered' : 'sed') : undefined;
+      return {
+        episode_fix: ep.fixed,
+        exact_fix: e.exact,
+        restores_line: e.restores,
+        right_line: e.rightLine,
+        valid_sed: e.validSed,
+        ...(ws ? { workspace_exact_fix: ws.exact } : {}),
+        ...(num ? { numbered_episode_fix: num.fixed } : {}),
+        ...(real ? { real_episode_fix: real.fixed } : {}),
+      };
     } finally {
       await policy.dispose();
     }
@@ -393,7 +293,7 @@ export async function warmstart(o: WarmstartOptions): Promise<WarmstartResult> {
       // Over-draw: packing keeps what fits.
       for (let i = 0; i < rows * 10; i++) {
         // No draw without episodes: the random stream of the generated demonstrations stays as it was.
-        const segments = epShare > 0 && (epShare >= 1 || r() < epShare) ? episodeSegs[Math.floor(r() * episodeSegs.length)] : drawDemo(r, pickCase(), { curriculum: cur, loopShare }).segments;
+        const segments = epShare > 0 && (epShare >= 1 || r() < epShare) ? episodeSegs[Math.floor(r() * episodeSegs.length)] : drawDemo(r, pickCase(), { curriculum: cur, loopShare, numberedShare }).segments;
         const enc = encodeDemo(codec, segments, promptWeight);
         if (enc.ids.length <= Math.min(rowTokens, ctx)) examples.push(enc);
       }
@@ -405,13 +305,23 @@ export async function warmstart(o: WarmstartOptions): Promise<WarmstartResult> {
   });
 }
 
+/** A warm start's length: a positive whole number of steps, or minutes > 0, or both (the minutes then a limit). */
+export function checkBudget(o: Pick<WarmstartOptions, 'steps' | 'minutes'>): void {
+  if (o.steps !== undefined && !(Number.isInteger(o.steps) && o.steps > 0)) throw new TurnwiseError('invalid-input', `the warm-start schedule must be a whole number of steps > 0, got ${o.steps}`);
+  if (o.minutes !== undefined && !(o.minutes > 0)) throw new TurnwiseError('invalid-input', `the warm-start budget must be > 0 minutes, got ${o.minutes}`);
+  if (o.steps === undefined && o.minutes === undefined) throw new TurnwiseError('invalid-input', 'a warm start needs a length: give --steps N (the schedule) or --minutes M (a budget the schedule is planned to fill)');
+}
+
+/** Steps timed before a schedule is planned from a time budget (the first, which builds the graphs, left out). */
+export const PLAN_AFTER_STEPS = 3;
+
 /** What a warm start's training loop needs besides its options: the trainer, how to draw a step's examples, evaluate and save. */
 export interface WarmstartLoop {
   trainer: PolicyTrainer;
   rows: number;
   rowTokens: number;
   seed: number;
-  /** The share of curriculum tasks at a fraction of the budget (logged). */
+  /** The share of curriculum tasks at a fraction of the schedule (logged). */
   curriculum: (frac: number) => number;
   lr: (frac: number) => number;
   /** Examples for one step (more than fit: packing keeps what does). */
@@ -423,7 +333,8 @@ export interface WarmstartLoop {
 }
 
 /**
- * The warm start's loop, whatever the model and format: packed SFT steps until the budget, a log
+ * The warm start's loop, whatever the model and format: packed SFT steps along a schedule by
+ * step (its length given, or planned from the time budget after the first steps), a log
  * row every 25 steps, an evaluation and a checkpoint every few minutes, then the last save, the
  * final evaluation, and warmstart.json / warmstart-log.jsonl beside the model.
  */
@@ -442,7 +353,10 @@ export async function runWarmstartLoop(o: WarmstartOptions, l: WarmstartLoop): P
   };
 
   const t0 = Date.now();
-  const budgetMs = o.minutes * 60_000;
+  const budgetMs = o.minutes !== undefined ? o.minutes * 60_000 : Infinity;
+  // The schedule's length in steps: given, or planned once the first steps are timed.
+  let schedule = o.steps;
+  let timedFrom = 0;
   let lastSave = t0;
   let lastEval = t0;
   let step = 0;
@@ -452,24 +366,30 @@ export async function runWarmstartLoop(o: WarmstartOptions, l: WarmstartLoop): P
   let lossAcc = 0;
   let actAcc = 0;
   let accN = 0;
-  // The budget is kept to within a step: the loop ends before a step that, taking as long as the
-  // last one, would end past it.
+  // The time budget is kept to within a step: the loop ends before a step that, taking as long
+  // as the last one, would end past it.
   let lastStepMs = 0;
   try {
-    while (Date.now() - t0 + lastStepMs < budgetMs && !o.signal?.aborted) {
+    while ((schedule === undefined || step < schedule) && Date.now() - t0 + lastStepMs < budgetMs && !o.signal?.aborted) {
       const stepT0 = Date.now();
-      const frac = (Date.now() - t0) / budgetMs;
+      // Before a planned schedule is known the rate stays at the warm-up's start.
+      const frac = schedule === undefined ? 0 : step / schedule;
       const cur = l.curriculum(frac);
       const { batch, tokens: n } = packRows(l.draw(frac), rows, rowTokens);
       const lr = l.lr(frac);
       const [m] = await trainer.train({ loss: 'sft', batch: rows, seq: rowTokens }, [batch], { lr, weightDecay: 0.01 });
       step++;
       lastStepMs = Date.now() - stepT0;
+      if (step === 1) timedFrom = Date.now();
+      if (schedule === undefined && step === 1 + PLAN_AFTER_STEPS) {
+        const perStep = (Date.now() - timedFrom) / PLAN_AFTER_STEPS;
+        schedule = Math.max(step + 1, step + Math.floor((budgetMs - (Date.now() - t0)) / Math.max(1, perStep)));
+      }
       if (step === 1 && Date.now() - t0 > budgetMs) {
         // Not even one step fits: nothing is written to --out, and the message says what would.
         const stepMin = (Date.now() - t0) / 60_000;
         throw new TurnwiseError('invalid-input', `a warm-start budget of ${o.minutes} min is shorter than one training step here (the first took ${stepMin.toFixed(2)} min, building its graphs included)`, {
-          hint: `give --minutes of at least ${Math.max(1, Math.ceil(stepMin * 4))} (a few steps; each later step is faster than the first); nothing was written to ${path.resolve(o.out)}`,
+          hint: `give --minutes of at least ${Math.max(1, Math.ceil(stepMin * 4))} (a few steps; each later step is faster than the first), or --steps N; nothing was written to ${path.resolve(o.out)}`,
         });
       }
       tokens += n;
@@ -510,7 +430,7 @@ export async function runWarmstartLoop(o: WarmstartOptions, l: WarmstartLoop): P
     // The closing row (the final evaluation) reports the throughput of the whole training phase.
     emit({ step, minutes: (Date.now() - t0) / 60_000, lr: 0, curriculum: l.finalCurriculum, loss: NaN, action_loss: NaN, tokens, tokens_per_s: (tokens / Math.max(1, trainMs)) * 1000, ...final });
     const outDir = path.resolve(o.out);
-    writeFileAtomic(path.join(outDir, 'warmstart.json'), JSON.stringify(warmstartRecord(o, { steps: step, tokens, minutes: (Date.now() - t0) / 60_000, seed: l.seed, final }), null, 2) + '\n');
+    writeFileAtomic(path.join(outDir, 'warmstart.json'), JSON.stringify(warmstartRecord(o, { steps: step, schedule_steps: schedule ?? step, tokens, minutes: (Date.now() - t0) / 60_000, seed: l.seed, final }), null, 2) + '\n');
     // The whole curve travels with the checkpoint: the earlier phases' log, then this one's.
     writeFileAtomic(path.join(outDir, 'warmstart-log.jsonl'), priorLog(o) + log.map((row) => JSON.stringify(row) + '\n').join(''));
     return { out: path.resolve(o.out), steps: step, tokens, minutes: (Date.now() - t0) / 60_000, log };
@@ -520,85 +440,19 @@ export async function runWarmstartLoop(o: WarmstartOptions, l: WarmstartLoop): P
 }
 
 /**
- * What warmstart.json records: this phase's numbers appended to the earlier phases' (a warm start
- * continued with --from keeps its history), and every workspace task used as a demonstration:
- * a training run never holds one of those out (splitTasks' `neverHeldOut`).
- */
-export function warmstartRecord(o: WarmstartOptions, phase: Record<string, unknown>): Record<string, unknown> {
-  const prev = priorRecord(o);
-  const ids = new Set([
-    ...(prev.demonstrationTaskIds ?? []),
-    ...(o.workspaceCases ?? []).map((c) => c.taskId).filter((x): x is string => !!x),
-    ...(o.episodes ?? []).map((e) => e.task.id),
-  ]);
-  return { phases: [...(prev.phases ?? []), phase], demonstrationTaskIds: [...ids].sort() };
-}
-
-/**
- * The folder a warm start starts from: the adapter it continues, else the checkpoint (--from),
- * else the model (--model); undefined for a fresh turnwise-tiny.
- */
-export function startDir(o: Pick<WarmstartOptions, 'from' | 'model' | 'adapter'>): string | undefined {
-  return o.adapter ?? o.from ?? o.model;
-}
-
-/**
- * The warmstart.json of the folder a phase starts from ({} for a fresh start or none recorded):
- * its phases continue, and the tasks it was warm-started on stay demonstrations.
- */
-function priorRecord(o: Pick<WarmstartOptions, 'from' | 'model' | 'adapter'>): { phases?: unknown[]; demonstrationTaskIds?: string[] } {
-  const dir = startDir(o);
-  if (!dir) return {};
-  try {
-    const v = JSON.parse(fs.readFileSync(path.join(path.resolve(dir), 'warmstart.json'), 'utf8'));
-    return v && typeof v === 'object' && !Array.isArray(v) ? v : {};
-  } catch {
-    return {};
-  }
-}
-
-/** The warmstart-log.jsonl of the checkpoint a phase continues ('' when none), newline-terminated. */
-function priorLog(o: Pick<WarmstartOptions, 'from' | 'model' | 'adapter'>): string {
-  const dir = startDir(o);
-  if (!dir) return '';
-  try {
-    const text = fs.readFileSync(path.join(path.resolve(dir), 'warmstart-log.jsonl'), 'utf8');
-    return text && !text.endsWith('\n') ? `${text}\n` : text;
-  } catch {
-    return '';
-  }
-}
-
-/**
- * Task ids a checkpoint was warm-started on (its warmstart.json); [] when the checkpoint has no
- * such file or it records no ids. A file that is there but cannot be read is an error: taken as
- * "none", the tasks the policy was trained on would land in the held-out split unnoticed.
- */
-export function demonstrationTaskIds(checkpointDir: string): string[] {
-  const file = path.resolve(checkpointDir, 'warmstart.json');
-  if (!fs.lstatSync(file, { throwIfNoEntry: false })) return [];
-  const hint = `restore ${file} from where the checkpoint came from, or delete it if the checkpoint was not warm-started on this workspace's tasks`;
-  const text = readUserTextFile(file, 'warm-start record', { hint });
-  let v: unknown;
-  try {
-    v = JSON.parse(text);
-  } catch (e) {
-    throw new TurnwiseError('invalid-file', `the warm-start record ${file} is not valid JSON (${(e as Error).message})`, { hint });
-  }
-  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new TurnwiseError('invalid-file', `the warm-start record ${file} is not a JSON object`, { hint });
-  const ids = (v as { demonstrationTaskIds?: unknown }).demonstrationTaskIds;
-  if (ids === undefined) return [];
-  if (!Array.isArray(ids) || ids.some((x) => typeof x !== 'string')) throw new TurnwiseError('invalid-file', `the warm-start record ${file}: "demonstrationTaskIds" must be an array of task ids (strings)`, { hint });
-  return ids as string[];
-}
-
-/**
  * One training example of a fix case, as the warm start mixes them: a curriculum task with
  * probability `curriculum`, else a whole fix episode (85%; attempt loops in `loopShare` of them)
- * or just the fix turn in context. RL's replay term (train/replay.ts) draws the same way.
+ * or just the fix turn in context; in `numberedShare` of draws the numbered form of either
+ * (numbered curriculum tasks, numberedEpisode) where the case has one. RL's replay term (train/replay.ts) draws the same way.
  */
-export function drawDemo(r: () => number, c: FixCase, o: { curriculum: number; loopShare: number }): Demo {
-  if (r() < o.curriculum) return curriculumTask(r, c);
+export function drawDemo(r: () => number, c: FixCase, o: { curriculum: number; loopShare: number; numberedShare?: number }): Demo {
+  // No draw without the numbered form: the random stream of earlier recipes stays as it was.
+  const numbered = !!o.numberedShare && r() < o.numberedShare;
+  if (r() < o.curriculum) return (numbered && numberedCurriculumTask(r, c)) || curriculumTask(r, c);
+  if (numbered) {
+    const d = numberedEpisode(r, c);
+    if (d) return d;
+  }
   return r() < 0.85 ? fixEpisode(r, c, { loopShare: o.loopShare }) : { kind: 'fix-turn', segments: fixOnlySegments(c) };
 }
 

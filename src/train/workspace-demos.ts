@@ -8,7 +8,7 @@ import type { PoolSnapshot, SandboxPool } from '../sandbox';
 import { detectRunner } from '../tasks/runners';
 import { readWorkspaceFile } from '../tasks/origin';
 import { synthesizeMutationTasks } from '../tasks/synth';
-import { FIXABLE_OPERATORS, fixCommand, withTopCandidates, type FixCase } from './demos';
+import { FIXABLE_OPERATORS, fixCommand, showContext, withTopCandidates, type FixCase } from './demos';
 import { splitTasks } from './split';
 
 /** The one-line fix of a mutation task, from the original file in the workspace. */
@@ -24,7 +24,7 @@ export function taskFix(workspace: string, task: Task): Omit<FixCase, 'failing' 
   const b = source.split('\n');
   if (a.length !== b.length) return undefined;
   const fix = fixCommand(m.file, line, a[line - 1], b[line - 1]);
-  return fix ? { path: m.file, line, mutatedLine: a[line - 1], originalLine: b[line - 1], fix } : undefined;
+  return fix ? { path: m.file, line, mutatedLine: a[line - 1], originalLine: b[line - 1], fix, context: showContext(a, line) } : undefined;
 }
 
 /** Records a FixCase per fixable task (tw-suspects run in a sandbox with the bug written in). */

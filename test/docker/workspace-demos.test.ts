@@ -9,7 +9,8 @@ import { collectOriginals } from '../../src/tasks/testfiles';
 import { scoreEpisode } from '../../src/tasks/reward';
 import { prepareSandbox } from '../../src/agent/episode';
 import { recordWorkspaceCases } from '../../src/train/workspace-demos';
-import { attemptCommand, fixEpisode } from '../../src/train/demos';
+import { attemptCommand, fixEpisode, numberedEpisode } from '../../src/train/demos';
+import { observationText } from '../../src/agent/prompt';
 import { seededRandom } from '../../src/core/random';
 
 const demo = path.join(__dirname, '..', '..', 'examples', 'demo-python');
@@ -63,5 +64,46 @@ describe('docker: demonstrations recorded from the demo workspace', function () 
         await sb.dispose();
       }
     }
+  });
+
+  // The numbered form's tool output is simulated in the warm start: run command by command in
+  // the real sandbox, each demonstrated observation must be what the real tools print.
+  it('numbered demonstrations (tw-suspects -n, tw-show, tw-edit K OLD NEW attempts) print in the sandbox exactly what they teach, and resolve the task', async () => {
+    const { tasks } = await synthesizeMutationTasks({ workspace: demo, pool, seed: 3, max: 3, operators: ['flip-comparison', 'swap-arithmetic', 'off-by-one'], concurrency: 1 });
+    const snapshot = await pool.snapshot(demo, { language: 'python' });
+    const cases = await recordWorkspaceCases({ workspace: demo, tasks, pool, snapshot });
+    assert.ok(cases.length >= 1, 'at least one task is demonstrable');
+    const originals = collectOriginals(demo);
+    let checked = 0;
+    let withShow = 0;
+    let withTry = 0;
+    for (const c of cases) {
+      const task = tasks.find((t) => t.id === c.taskId)!;
+      // Seeds until an episode that shows tw-show or a failed try, where the case allows one.
+      let ep = numberedEpisode(seededRandom(0), c);
+      for (let s = 1; s < 40 && ep && !ep.segments.some((x) => x.role === 'agent' && (x.text.startsWith('tw-show') || x.text.startsWith('tw-edit 1 ') && x !== ep!.segments.at(-3))); s++) ep = numberedEpisode(seededRandom(s), c);
+      if (!ep) continue;
+      const sb = await pool.acquire(snapshot, { rollout: `numbered-${c.taskId}` });
+      try {
+        await prepareSandbox(sb, task);
+        const segs = ep.segments;
+        for (let i = 1; i < segs.length; i++) {
+          if (segs[i].role !== 'agent' || segs[i].text === 'submit') continue;
+          const cmd = segs[i].text;
+          assert.ok(!cmd.includes(c.path), `${cmd} names no path`);
+          const r = await sb.exec(cmd, { timeoutMs: 60_000 });
+          assert.equal(observationText(r), segs[i + 1].text, `observation of ${cmd}`);
+          if (cmd.startsWith('tw-show')) withShow++;
+          if (cmd.startsWith('tw-edit') && i + 1 < segs.length - 2) withTry++;
+        }
+        const score = await scoreEpisode(sb, task, { originals, turns: 1, maxTurns: 8, formatError: false });
+        assert.equal(score.reward.resolved, true, `the numbered episode resolves ${task.id}`);
+        checked++;
+      } finally {
+        await sb.dispose();
+      }
+    }
+    assert.ok(checked >= 1, `${checked} numbered episodes run`);
+    assert.ok(withShow + withTry >= 1, `tw-show ${withShow}, failed tries ${withTry}: more than the plain fix was checked`);
   });
 });

@@ -505,11 +505,15 @@ export const warmstartCommand: CliCommand = {
   name: 'warmstart',
   summary: 'supervised warm start: generated fix episodes (+ a copy curriculum for turnwise-tiny), a workspace\'s recorded ones, or the resolved episodes of eval results; a chat model in its own chat format, LoRA when asked',
   usage:
-    '--out DIR [--force] [--from DIR | --model DIR [--adapter DIR | --lora SPEC]] [--episodes FILE… (--tasks FILE [--task-seed S] [--heldout-fraction F] | --run RUN [--runs DIR]) [--episode-share F]] [--minutes M] [--seed S] [--workspace DIR [--task-seed S] [--max-tasks N] [--heldout-fraction F] [--workspace-share F]] [--peak-lr X] [--curriculum A,B] [--rows N] [--row-tokens T] [--loop-share F] [--max-action-tokens N]',
+    '--out DIR [--force] [--from DIR | --model DIR [--adapter DIR | --lora SPEC]] [--episodes FILE… (--tasks FILE [--task-seed S] [--heldout-fraction F] | --run RUN [--runs DIR]) [--episode-share F]] [--steps N] [--minutes M] [--seed S] [--workspace DIR [--task-seed S] [--max-tasks N] [--heldout-fraction F] [--workspace-share F]] [--real-share F [--source-root DIR…]] [--numbered-share F] [--peak-lr X] [--curriculum A,B] [--rows N] [--row-tokens T] [--loop-share F] [--max-action-tokens N]',
   options: {
     out: { type: 'string' },
     force: { type: 'boolean' },
     'loop-share': { type: 'string' },
+    'numbered-share': { type: 'string' },
+    'real-share': { type: 'string' },
+    'source-root': { type: 'string', multiple: true },
+    steps: { type: 'string' },
     rows: { type: 'string' },
     'row-tokens': { type: 'string' },
     from: { type: 'string' },
@@ -536,7 +540,10 @@ export const warmstartCommand: CliCommand = {
   allowPositionals: true,
   async run(args, io) {
     const out = path.resolve(requireString(args, 'out'));
-    const minutes = numberInRange(args, 'minutes', 70, { min: 0, minExclusive: true, max: 10_000 });
+    // The schedule by step (--steps), the minutes then a limit; or a time budget (70 min by default).
+    const steps = args.values.steps !== undefined ? numberInRange(args, 'steps', 1, { min: 1, max: 10_000_000, integer: true }) : undefined;
+    const minutes = steps === undefined || args.values.minutes !== undefined ? numberInRange(args, 'minutes', 70, { min: 0, minExclusive: true, max: 10_000 }) : undefined;
+    if (args.values['source-root'] !== undefined && args.values['real-share'] === undefined) throw new UsageError('--source-root goes with --real-share F');
     const seed = seedOption(args);
     const v = args.values;
     const episodeFiles = [...((v.episodes as string[] | undefined) ?? []), ...args.positionals].map((f) => path.resolve(f));
@@ -621,10 +628,14 @@ export const warmstartCommand: CliCommand = {
         ...(episodes ? { episodes } : {}),
         ...(v['episode-share'] !== undefined ? { episodeShare: numberInRange(args, 'episode-share', 1, { min: 0, max: 1 }) } : {}),
         ...(v['max-action-tokens'] !== undefined ? { maxActionTokens: numberInRange(args, 'max-action-tokens', 128, { min: 8, max: 4096, integer: true }) } : {}),
-        minutes,
+        ...(steps !== undefined ? { steps } : {}),
+        ...(minutes !== undefined ? { minutes } : {}),
         seed,
         signal,
         workspaceCases,
+        ...(args.values['numbered-share'] !== undefined ? { numberedShare: numberInRange(args, 'numbered-share', 0, { min: 0, max: 1 }) } : {}),
+        ...(args.values['real-share'] !== undefined ? { realShare: numberInRange(args, 'real-share', 0, { min: 0, max: 1 }) } : {}),
+        ...(args.values['source-root'] !== undefined ? { sourceRoots: (args.values['source-root'] as string[]).map((d) => path.resolve(d)) } : {}),
         ...(args.values['workspace-share'] !== undefined ? { workspaceShare: numberInRange(args, 'workspace-share', 0.3, { min: 0, max: 1 }) } : {}),
         ...(peakLr !== undefined ? { peakLr } : {}),
         ...(args.values['loop-share'] !== undefined ? { loopShare: numberInRange(args, 'loop-share', LOOP_SHARE, { min: 0, max: 1 }) } : {}),
@@ -637,7 +648,7 @@ export const warmstartCommand: CliCommand = {
         onLog: (row: WarmstartLogRow) =>
           io.json
             ? io.out(JSON.stringify(row))
-            : io.err(`step ${row.step}  ${row.minutes.toFixed(1)} min  loss ${fmt(row.loss)}  action loss ${fmt(row.action_loss)}  ${Math.round(row.tokens_per_s)} tok/s${row.exact_fix !== undefined ? `  exact fix ${fmt(row.exact_fix, 2)}` : ''}${row.restores_line !== undefined ? `  restores ${fmt(row.restores_line, 2)}  right line ${fmt(row.right_line, 2)}` : ''}${row.episode_fix !== undefined ? `  episode fix ${fmt(row.episode_fix, 2)}` : ''}`),
+            : io.err(`step ${row.step}  ${row.minutes.toFixed(1)} min  loss ${fmt(row.loss)}  action loss ${fmt(row.action_loss)}  ${Math.round(row.tokens_per_s)} tok/s${row.exact_fix !== undefined ? `  exact fix ${fmt(row.exact_fix, 2)}` : ''}${row.restores_line !== undefined ? `  restores ${fmt(row.restores_line, 2)}  right line ${fmt(row.right_line, 2)}` : ''}${row.episode_fix !== undefined ? `  episode fix ${fmt(row.episode_fix, 2)}` : ''}${row.numbered_episode_fix !== undefined ? `  numbered ${fmt(row.numbered_episode_fix, 2)}` : ''}${row.real_episode_fix !== undefined ? `  real source ${fmt(row.real_episode_fix, 2)}` : ''}`),
       });
       if (!io.json) io.out(`warm start: ${r.steps} steps, ${r.tokens} tokens in ${r.minutes.toFixed(1)} min → ${r.out}`);
       return signal.aborted ? 130 : 0;

@@ -5,7 +5,7 @@ import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { demonstrationTaskIds } from '../../../src/train/warmstart';
+import { demonstrationTaskIds } from '../../../src/train/warmstart-record';
 
 describe('train/warmstart: demonstrationTaskIds', () => {
   let dir: string;

@@ -7,7 +7,7 @@ import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { warmstart } from '../../../src/train/warmstart';
+import { checkBudget, lrAt, warmstart } from '../../../src/train/warmstart';
 
 describe('train/warmstart: the minutes budget', function () {
   this.timeout(300_000);
@@ -39,7 +39,35 @@ describe('train/warmstart: the minutes budget', function () {
     const trainMs = (r.tokens / last.tokens_per_s) * 1000;
     const perStep = trainMs / r.steps;
     assert.ok(trainMs <= budgetMs + 2 * perStep + 500, `training ran ${Math.round(trainMs)} ms for a ${budgetMs} ms budget (${Math.round(perStep)} ms a step)`);
-    assert.ok(trainMs >= budgetMs - 3 * perStep - 500, `training stopped early: ${Math.round(trainMs)} ms of ${budgetMs}`);
+    // It ends at the schedule planned from its first steps' speed, or at the budget if slower.
+    const planned = JSON.parse(fs.readFileSync(path.join(out, 'warmstart.json'), 'utf8')).phases.at(-1).schedule_steps;
+    assert.ok(r.steps === planned || trainMs >= budgetMs - 3 * perStep - 500, `training stopped early: ${Math.round(trainMs)} ms of ${budgetMs}, ${r.steps} of ${planned} planned steps`);
     assert.ok(fs.existsSync(path.join(out, 'warmstart.json')));
+  });
+
+  // The schedule follows the step, not the clock: the same --steps gives the same rates on any
+  // machine at any load (an evaluation every step logs each step's rate here).
+  it('--steps: the learning rate follows step / steps, the warm start ends after them, and warmstart.json records the schedule', async () => {
+    const out = path.join(tmp, 'model');
+    const r = await warmstart({ out, steps: 4, seed: 0, poolSize: 40, evalCases: 2, rows: 2, rowTokens: 128, peakLr: 1e-3, evalEveryMin: 0, settings: { provider: 'cpu' } });
+    assert.equal(r.steps, 4);
+    const rows = r.log.filter((x) => x.lr > 0);
+    assert.deepEqual(rows.map((x) => x.step), [1, 2, 3, 4]);
+    rows.forEach((x) => assert.equal(x.lr, lrAt((x.step - 1) / 4, { peak: 1e-3, floor: 5e-5, warmup: 0.04 }), `step ${x.step}`));
+    const rec = JSON.parse(fs.readFileSync(path.join(out, 'warmstart.json'), 'utf8'));
+    assert.equal(rec.phases.at(-1).schedule_steps, 4);
+    assert.equal(rec.phases.at(-1).steps, 4);
+  });
+
+  it('a time budget alone plans the schedule from the first steps and records it; no length at all is refused', async () => {
+    const out = path.join(tmp, 'model');
+    const r = await warmstart({ out, minutes: 0.25, seed: 0, poolSize: 40, evalCases: 2, rows: 2, rowTokens: 128, settings: { provider: 'cpu' } });
+    const rec = JSON.parse(fs.readFileSync(path.join(out, 'warmstart.json'), 'utf8'));
+    const planned = rec.phases.at(-1).schedule_steps;
+    assert.ok(Number.isInteger(planned) && planned >= r.steps, `planned ${planned}, ran ${r.steps}`);
+    assert.throws(() => checkBudget({}), /give --steps N \(the schedule\) or --minutes M/);
+    assert.throws(() => checkBudget({ steps: 0 }), /whole number of steps > 0, got 0/);
+    assert.throws(() => checkBudget({ steps: 2.5 }), /whole number of steps/);
+    assert.doesNotThrow(() => checkBudget({ steps: 10, minutes: 1 }));
   });
 });

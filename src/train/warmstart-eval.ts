@@ -1,0 +1,243 @@
+// The warm start's evaluator: greedy fix turns and whole episodes on held-out fix cases,
+// simulated without a sandbox (only the bug line matters), in both the `sed` form and the
+// numbered form (`tw-suspects -n`, `tw-edit K OLD NEW`). A sed script the policy writes is
+// applied in JavaScript (train/sed.ts): policy text never reaches a program on the host.
+import { taskText } from '../agent/prompt';
+import type { Policy } from '../policy/policy';
+import { renderPrompt, type ChatCodec } from './chat';
+import { numberedFix, numberedSuspects, twEditOutput, twShowOutput, twTestOutput, type FixCase } from './demos';
+import { sedLine } from './sed';
+
+/** How an episode addresses the bug: `sed` on a path, or by suspect number (`tw-edit K …`). */
+export type FixForm = 'sed' | 'numbered';
+
+/** The prompt a fix case's episode is at when the fix is due: task, then `tw-suspects` (`-n` in the numbered form) and its output. */
+export function fixPromptTurns(c: FixCase, form: FixForm = 'sed'): { task: string; turns: { action: string; observation: string }[] } {
+  const ranking = form === 'numbered' ? numberedSuspects(c) : c.suspects;
+  return {
+    task: taskText({ fail_to_pass: c.failing, source: 'mutation' }),
+    turns: [{ action: form === 'numbered' ? 'tw-suspects -n' : 'tw-suspects', observation: `exit 1\n${[`${c.failing.length} failed, ${c.passing} passed`, ...ranking].join('\n')}` }],
+  };
+}
+
+/**
+ * Whether `cmd`, a `sed -i 'N<script>' PATH` for the case's file and line, turns the mutated line
+ * back into the original as GNU sed would (train/sed.ts, in JavaScript: the policy's script never
+ * reaches a program on the host): a command other than the demonstrated one can fix the bug too
+ * (`s/>= 7/> 7/` for `s/>=/>/`).
+ */
+export function sedRestores(cmd: string, c: Pick<FixCase, 'path' | 'line' | 'mutatedLine' | 'originalLine'>): boolean {
+  const e = parseLineEdit(cmd);
+  if (!e || e.test || e.line !== c.line || e.path !== c.path) return false;
+  return sedLine(e.script, c.mutatedLine) === c.originalLine;
+}
+
+/** A line edit as the demonstrations write it: `sed -i 'N<script>' PATH`, alone or as an attempt. */
+export interface LineEdit {
+  line: number;
+  /** The sed script after the line address (`s/old/new/`). */
+  script: string;
+  path: string;
+  /** Followed by `&& tw-test`. */
+  test: boolean;
+  /** The file of a trailing `|| git checkout [-q] [--] FILE` (the attempt's undo). */
+  undo?: string;
+}
+
+const LINE_EDIT = /^sed -i '(\d+)(s[^']*)' (\S+)(?:( && tw-test)(?: \|\| git checkout (?:-q )?(?:-- )?(\S+))?)?$/;
+
+/** Parses a line edit or an attempt (demos.ts attemptCommand); undefined for anything else. */
+export function parseLineEdit(cmd: string): LineEdit | undefined {
+  const m = LINE_EDIT.exec(cmd);
+  if (!m) return undefined;
+  return { line: Number(m[1]), script: m[2], path: m[3], test: !!m[4], ...(m[5] ? { undo: m[5] } : {}) };
+}
+
+/** The `sed` of a command that is one, or of an attempt (demos.ts attemptCommand); else the command. */
+export function editOf(cmd: string): string {
+  const e = parseLineEdit(cmd);
+  return e ? `sed -i '${e.line}${e.script}' ${e.path}` : cmd;
+}
+
+/**
+ * Greedy fix-turn accuracy on cases: the exact demonstrated command, a command that restores the
+ * line when run, the right line number, any `sed -i 'N…'`.
+ */
+export async function evaluateFixes(policy: Policy, codec: ChatCodec, cases: readonly FixCase[], budget = 1024 - 96): Promise<{ exact: number; restores: number; rightLine: number; validSed: number }> {
+  // (the sed form: the numbered form is judged by whole episodes, evaluateEpisodes)
+  let exact = 0;
+  let restores = 0;
+  let line = 0;
+  let sed = 0;
+  const B = 16;
+  for (let i = 0; i < cases.length; i += B) {
+    const chunk = cases.slice(i, i + B);
+    const prompts = chunk.map((c) => {
+      const p = fixPromptTurns(c);
+      return renderPrompt(codec, p.task, p.turns, budget).ids;
+    });
+    const rows = await policy.generateIds(prompts, { maxNewTokens: 96, temperature: 0, stopIds: [codec.imEnd] });
+    rows.forEach((row, k) => {
+      // The edit of an attempt (`sed … && tw-test || git checkout -q FILE`) is what is judged.
+      const text = editOf(codec.decode(row.tokenIds.filter((t) => t !== codec.imEnd)).trim());
+      const c = chunk[k];
+      if (text === c.fix) exact++;
+      if (sedRestores(text, c)) restores++;
+      const m = /^sed -i '(\d+)s\//.exec(text);
+      if (m) {
+        sed++;
+        if (Number(m[1]) === c.line) line++;
+      }
+    });
+  }
+  const n = Math.max(1, cases.length);
+  return { exact: exact / n, restores: restores / n, rightLine: line / n, validSed: sed / n };
+}
+
+/**
+ * One simulated turn of a fix case's episode: what the sandbox would do with `cmd` when only the
+ * bug line matters. Understood: `sed -i 'N…' PATH`, optionally `&& tw-test`, optionally
+ * `|| git checkout [-q] [--] PATH`; `tw-test`; `git checkout [-q] [--] PATH`. Anything else is
+ * run as a no-op (exit 0, no output): the model only wastes the turn. An edit of another line
+ * that is not undone spoils the episode (`stray`).
+ */
+export function simulateTurn(st: { line: string; stray: boolean }, c: FixCase, cmd: string): string {
+  const numbered = simulateNumbered(st, c, cmd);
+  if (numbered !== undefined) return numbered;
+  const tests = () => (st.line === c.originalLine && !st.stray ? { code: 0, out: twTestOutput([], c.failing.length + c.passing) } : { code: 1, out: twTestOutput(c.failing, c.passing) });
+  const revert = (p: string) => {
+    if (p === c.path || p === '.') st.line = c.mutatedLine;
+    st.stray = false;
+  };
+  const co = /^git checkout (?:-q )?(?:-- )?(\S+)$/.exec(cmd);
+  if (co) return (revert(co[1]), 'exit 0');
+  if (cmd === 'tw-test') {
+    const t = tests();
+    return `exit ${t.code}\n${t.out}`;
+  }
+  const e = parseLineEdit(cmd);
+  if (!e) return 'exit 0';
+  const { script, path: file, test: andTest, undo } = e;
+  let code = 0;
+  if (file === c.path && e.line === c.line) {
+    const next = sedLine(script, st.line);
+    if (next === undefined) code = 1;
+    else st.line = next;
+  } else {
+    st.stray = true;
+  }
+  let out = '';
+  if (code === 0 && andTest) {
+    const t = tests();
+    code = t.code;
+    out = t.out;
+  }
+  if (code !== 0 && undo) {
+    revert(undo);
+    code = 0;
+  }
+  return out ? `exit ${code}\n${out}` : `exit ${code}`;
+}
+
+/**
+ * Greedy episodes on fix cases, simulated (simulateTurn) from the point after `tw-suspects`: the
+ * share whose bug line is restored, with no stray edit left, within `turns` turns. Unlike the
+ * first-command figures this credits trying again after a failed attempt.
+ */
+export async function evaluateEpisodes(policy: Policy, codec: ChatCodec, cases: readonly FixCase[], turns = 5, budget = 1024 - 96, form: FixForm = 'sed'): Promise<{ fixed: number; meanTurns: number }> {
+  const st = cases.map((c) => ({ c, p: fixPromptTurns(c, form), line: c.mutatedLine, stray: false, done: false, n: 0 }));
+  for (let t = 0; t < turns; t++) {
+    const live = st.filter((s) => !s.done);
+    for (let i = 0; i < live.length; i += 16) {
+      const chunk = live.slice(i, i + 16);
+      const rows = await policy.generateIds(chunk.map((s) => renderPrompt(codec, s.p.task, s.p.turns, budget).ids), { maxNewTokens: 96, temperature: 0, stopIds: [codec.imEnd] });
+      rows.forEach((row, k) => {
+        const s = chunk[k];
+        const cmd = codec.decode(row.tokenIds.filter((x) => x !== codec.imEnd)).trim();
+        s.n++;
+        if (cmd === 'submit') {
+          s.done = true;
+          return;
+        }
+        s.p.turns.push({ action: cmd, observation: simulateTurn(s, s.c, cmd) });
+      });
+    }
+  }
+  const n = Math.max(1, st.length);
+  return { fixed: st.filter((s) => s.line === s.c.originalLine && !s.stray).length / n, meanTurns: st.reduce((a, s) => a + s.n, 0) / n };
+}
+
+/** Single-quoted or plain shell words: `tw-edit 2 'a < b' 'a <= b'` → ['tw-edit', '2', 'a < b', 'a <= b']; undefined for anything else (other quoting, `$`, globs). */
+export function shellWords(s: string): string[] | undefined {
+  const out: string[] = [];
+  const re = /\s*(?:'([^']*)'|([^\s'"\\$`*?;&|<>()]+))(?=\s|$)/y;
+  let m: RegExpExecArray | null;
+  let at = 0;
+  while (at < s.length && (m = re.exec(s))) {
+    out.push(m[1] ?? m[2]);
+    at = re.lastIndex;
+    if (/^\s*$/.test(s.slice(at))) return out;
+  }
+  return at >= s.length && out.length ? out : undefined;
+}
+
+const ATTEMPT_TAIL = /^(.*?)(?: && (tw-test))?(?: \|\| git checkout (?:-q )?(?:-- )?(\S+))?$/;
+
+/**
+ * The numbered tools in a simulated episode: `tw-suspects -n`, `tw-show K`, and `tw-edit K OLD
+ * NEW` (optionally `&& tw-test`, optionally `|| git checkout [-q] [--] PATH|.`), with their
+ * refusals; undefined for any other command (simulateTurn's sed form then). Suspect K is the
+ * case's ranking: the bug line's edits change the state, another suspect's edit is a stray one.
+ */
+export function simulateNumbered(st: { line: string; stray: boolean }, c: FixCase, cmd: string): string | undefined {
+  if (cmd === 'tw-suspects -n' || cmd === 'tw-suspects --numbered') {
+    const failing = st.line === c.originalLine && !st.stray ? 0 : c.failing.length;
+    return `exit ${failing ? 1 : 0}\n${[`${failing} failed, ${c.passing + c.failing.length - failing} passed`, ...numberedSuspects(c)].join('\n')}`;
+  }
+  // (a command over several lines is not one of these tools' calls)
+  const tail = ATTEMPT_TAIL.exec(cmd);
+  const words = tail && shellWords(tail[1]);
+  if (!tail || !words || (words[0] !== 'tw-edit' && words[0] !== 'tw-show')) return undefined;
+  const ranked = c.suspects.map((l) => /^(\S+):(\d+): (.*)$/.exec(l));
+  const suspect = (k: string) => (/^\d+$/.test(k) ? ranked[Number(k) - 1] : undefined);
+  if (words[0] === 'tw-show') {
+    if (tail[2] || tail[3]) return undefined;
+    const s = words.length === 2 ? suspect(words[1]) : undefined;
+    if (!s) return `exit ${words.length === 2 ? 1 : 2}`;
+    const show = s[1] === c.path && Number(s[2]) === c.line ? twShowOutput(c) : undefined;
+    return show ? `exit 0\n${show}` : `exit 0\n${s[1]}:${s[2]}`;
+  }
+  const tests = () => (st.line === c.originalLine && !st.stray ? { code: 0, out: twTestOutput([], c.failing.length + c.passing) } : { code: 1, out: twTestOutput(c.failing, c.passing) });
+  const s = words.length === 4 ? suspect(words[1]) : undefined;
+  let code = 0;
+  let out = '';
+  const onBug = s && s[1] === c.path && Number(s[2]) === c.line;
+  const text = onBug ? st.line : s?.[3];
+  const [, , old, neu] = words;
+  if (!s || text === undefined || old === '' || old === neu || text.split(old).length !== 2) code = words.length === 4 ? 1 : 2;
+  else {
+    const edited = text.replace(old, () => neu);
+    out = twEditOutput(s[1], Number(s[2]), text, edited);
+    if (onBug) st.line = edited;
+    else st.stray = true;
+  }
+  if (code === 0 && tail[2]) {
+    const t = tests();
+    code = t.code;
+    out = `${out}\n${t.out}`;
+  }
+  if (code !== 0 && tail[3]) {
+    if (tail[3] === '.' || tail[3] === c.path) st.line = c.mutatedLine;
+    st.stray = false;
+    code = 0;
+  }
+  return out ? `exit ${code}\n${out}` : `exit ${code}`;
+}
+
+/** Whether `cmd` is the case's numbered fix, or another numbered edit that restores the bug line. */
+export function numberedRestores(cmd: string, c: FixCase): boolean {
+  if (cmd === numberedFix(c)) return true;
+  const st = { line: c.mutatedLine, stray: false };
+  const out = simulateNumbered(st, c, cmd);
+  return out !== undefined && st.line === c.originalLine && !st.stray;
+}

@@ -24,7 +24,8 @@ import { readTaskFile, writeTaskFile } from '../tasks/taskfile';
 import { assertWorkspaceHoldsTasks } from '../tasks/origin';
 import { detectRunner } from '../tasks/runners';
 import { commandSlotCount, connectRunPool, resolveTrainConfig, TRAIN_DEFAULTS, type TrainConfig, DEMO_SETTINGS } from './config';
-import { openRig, trainRun } from './run';
+import { openRig } from './rig';
+import { trainRun } from './run';
 import { pairedChange, sumPaired, type PairedChange } from './compare';
 import { meanPassAtKT, sampledPassAtKT, type PassAtKT } from './pass-at-k';
 

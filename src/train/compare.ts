@@ -24,7 +24,7 @@ export interface PairedChange {
   p_value: number | null;
 }
 
-/** Sampled evaluation episodes carry `evals-` ids, greedy ones `eval-` (train/run.ts). */
+/** Sampled evaluation episodes carry `evals-` ids, greedy ones `eval-` (train/evaluate.ts). */
 export const episodeKind = (t: Trajectory): EpisodeKind => (t.trajId.startsWith('evals-') ? 'sampled' : 'greedy');
 
 const pairKey = (t: Trajectory) => `${t.taskId}:${t.seed}`;

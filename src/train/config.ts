@@ -6,6 +6,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { TurnwiseError } from '../core/errors';
+import type { RunDir } from '../core/run';
 import { LOSS_NAMES, RL_LOSS_NAMES, type RlLossName } from '../core/losses';
 import { SCHEMA } from '../core/schema';
 // The credit index, not the registry: importing it registers the estimators.
@@ -354,4 +355,16 @@ export function connectRunPool(run: string, c: Parameters<typeof poolSettings>[0
 /** What config.json of a run holds. */
 export function runConfigRecord(c: TrainConfig, extra: Record<string, unknown>): Record<string, unknown> {
   return { schema: SCHEMA.runConfig, ...c, ...extra };
+}
+
+/** A run's own config.json, checked as a turnwise.json is (the fields the run added left out). */
+export function readRunConfig(run: RunDir): TrainConfig {
+  const raw = run.readConfig<Record<string, unknown>>();
+  const file = run.file('config.json');
+  if (!raw || typeof raw !== 'object' || Array.isArray(raw)) throw new TurnwiseError('invalid-file', `${file} is not a run configuration (a JSON object)`, { hint: 'restore it from a backup of the run directory; nothing was changed' });
+  const { schema: _s, runId, startModel: _m, createdAt: _c, actionFormat: _f, ...given } = raw;
+  if (typeof runId === 'string' && runId !== run.runId) {
+    throw new TurnwiseError('invalid-file', `${file} is the configuration of run ${runId}, not of ${run.runId}`, { hint: 'restore this run\'s own config.json from a backup; nothing was changed' });
+  }
+  return resolveTrainConfig(given, file);
 }

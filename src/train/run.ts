@@ -9,46 +9,37 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { TurnwiseError, errorToJson } from '../core/errors';
 import { makeEvent, type MetricsRow, type RunEvent, type RunEventBody } from '../core/events';
-import { checkpointWeightsFile, RunDir, newRunId, runDisplayState } from '../core/run';
+import { RunDir, newRunId } from '../core/run';
 import { writeFileAtomic, writeJsonAtomic } from '../core/fs';
 import { seedOf } from '../core/random';
 import { SCHEMA, type Task, type Trajectory } from '../core/schema';
 import { mean, std } from '../core/stats';
-import { Semaphore } from '../core/workers';
-import { cachedTurnFraction, ObservationCache } from '../agent/cache';
-import { poolProvider } from '../agent/docker';
+import { cachedTurnFraction } from '../agent/cache';
 import { taskText as taskTextOf } from '../agent/prompt';
-import { runRollouts, type EpisodeJob, type RolloutResult } from '../agent/scheduler';
+import { runRollouts, type EpisodeJob } from '../agent/scheduler';
 import { trajectoryAdvantages } from '../credit/advantages';
 import { loadCheckpoint } from '../policy/checkpoint';
-import { loadTokenizer } from '../policy/tokenizer';
-import { PolicyWorker } from '../policy/worker';
-import type { PolicyService } from '../policy/trainable';
-import type { StepMetrics, TrainBatch } from '../policy/trainer';
-import { SandboxPool, type PoolSnapshot } from '../sandbox';
+import type { StepMetrics } from '../policy/trainer';
+import { SandboxPool } from '../sandbox';
 import { DEFAULT_BASELINE_TIMEOUT_MS, failingTestTasks, synthesizeMutationTasks } from '../tasks/synth';
 import { readTaskFile } from '../tasks/taskfile';
 import { assertWorkspaceHoldsTasks } from '../tasks/origin';
-import { collectOriginals, type ScoringOriginals } from '../tasks/testfiles';
 import { detectRunner, type TestRunner } from '../tasks/runners';
-import { chatCodec, renderPrompt, type ChatCodec } from './chat';
-import { commandSlotCount, connectRunPool, poolSettings, resolveTrainConfig, runConfigRecord, type LossAggregation, type TrainConfig } from './config';
+import { connectRunPool, readRunConfig, runConfigRecord, type TrainConfig } from './config';
 import { embeddedModelDir } from './embedded';
 import { splitTasks } from './split';
 import { assertWorkspaceNames, planResume, type ResumePlan } from './resume';
-
-export { splitTasks };
 import { demonstrationTaskIds } from './warmstart-record';
-import { PolicyActionModel } from './model';
-import { ChatFormat, chatSystemMessage, chatTaskMessage } from '../agent/chat-format';
-import { ChatTemplate, templateTokens } from '../agent/chat-template';
-import { EndpointActionModel, EndpointClient, type EndpointOptions } from '../agent/endpoint';
-import type { ActionModel } from '../agent/types';
-import { ChatActionModel, chatTurnTokenRows } from './chat-model';
-import { modelActionFormat, recordActionFormat, type ModelActionFormat } from './action-format';
-import { ReplaySource, type ReplayExample } from './replay';
+import { chatSystemMessage, chatTaskMessage } from '../agent/chat-format';
+import { chatTurnTokenRows } from './chat-model';
+import { modelActionFormat, recordActionFormat } from './action-format';
+import { ReplaySource } from './replay';
 import { assertRunFits, runMemoryPlan } from './memory-plan';
 import { sampledPassAtKT, type PassAtKT } from './pass-at-k';
+import { actionLogpShift, packMinibatches, sameOutcomeAdvantageShare, turnTokenRows, updateRows, weightNegativeAdvantages, type ReplayRows } from './rows';
+import { episodeMetrics, jsonSafe } from './metrics';
+import { checkActionRoom, openRig, rolloutOptions, type Rig } from './rig';
+import { evaluateTasks } from './evaluate';
 
 export interface TrainRunOptions {
   config: TrainConfig;
@@ -73,377 +64,6 @@ export interface TrainRunResult {
   newIterations: number;
 }
 
-
-/** Everything one training row needs from one turn. */
-export interface TurnRowData {
-  ids: number[];
-  /** Index in ids where the action starts. */
-  actionStart: number;
-  logprobs: number[];
-  advantage: number;
-}
-
-/** One action inside a training row: where its tokens start, their sampling log-probs, its advantage. */
-export interface ActionSpan {
-  start: number;
-  logprobs: number[];
-  advantage: number;
-  /** Loss weight of each of its tokens (1 unless the update weighs by episode). */
-  weight: number;
-}
-
-/** A training row: token ids and the actions in it that the loss sees. */
-export interface TrainRow {
-  ids: number[];
-  actions: ActionSpan[];
-}
-
-/** The prompt+action token rows of a trajectory's turns, as they were sampled. */
-export function turnTokenRows(codec: ChatCodec, task: string, t: Trajectory, promptBudget: number): TurnRowData[] {
-  const rows: TurnRowData[] = [];
-  const prior: { action: string; observation: string }[] = [];
-  for (const turn of t.turns) {
-    if (turn.tokenIds?.length && turn.logprobs?.length === turn.tokenIds.length) {
-      const { ids } = renderPrompt(codec, task, prior, promptBudget);
-      rows.push({ ids: [...ids, ...turn.tokenIds], actionStart: ids.length, logprobs: turn.logprobs, advantage: turn.advantage ?? 0 });
-    }
-    prior.push({ action: turn.action, observation: turn.observation });
-  }
-  return rows;
-}
-
-/**
- * Mean change of an action's log-probability (summed over its tokens) from the rollout policy
- * (`logprobs` recorded when sampled) to `after` (per-row log-probs aligned with the ids, as
- * PolicyService.logprobs gives them), over actions with positive and with negative advantage
- * (NaN where there are none).
- */
-export function actionLogpShift(rows: readonly TrainRow[], after: readonly ArrayLike<number>[]): { positive: number; negative: number } {
-  const pos: number[] = [];
-  const neg: number[] = [];
-  rows.forEach((r, i) => {
-    for (const a of r.actions) {
-      if (a.advantage === 0) continue;
-      let d = 0;
-      for (let k = 0; k < a.logprobs.length; k++) d += after[i][a.start + k] - a.logprobs[k];
-      (a.advantage > 0 ? pos : neg).push(d);
-    }
-  });
-  return { positive: pos.length ? mean(pos) : NaN, negative: neg.length ? mean(neg) : NaN };
-}
-
-/**
- * The share of the advantage mass (sum of |advantage| over turns) that sits in groups whose scored
- * episodes all ended the same way (all resolved or none): there the advantages rank episodes by
- * the reward's small penalties (turns used, format errors) only. grpo with `scale: group` divides
- * those small differences by their own small std and gives them full weight: 49-60% of the mass
- * in grpo runs on the demo workspace (docs/experiments/2026-12-01-held-out-drift.md). NaN when no turn has an advantage.
- */
-export function sameOutcomeAdvantageShare(trajs: readonly Trajectory[]): number {
-  const groups = new Map<string, Trajectory[]>();
-  for (const t of trajs) {
-    if (t.failure) continue;
-    const g = groups.get(t.groupId);
-    if (g) g.push(t);
-    else groups.set(t.groupId, [t]);
-  }
-  let total = 0;
-  let same = 0;
-  for (const members of groups.values()) {
-    const mass = members.reduce((s, t) => s + t.turns.reduce((a, x) => a + Math.abs(x.advantage ?? 0), 0), 0);
-    total += mass;
-    if (new Set(members.map((t) => t.reward.resolved)).size === 1) same += mass;
-  }
-  return total > 0 ? same / total : NaN;
-}
-
-/** The update's view of the advantages: negative ones times `weight` (config negativeAdvantageWeight). */
-export function weightNegativeAdvantages(rows: readonly TurnRowData[], weight: number): readonly TurnRowData[] {
-  return weight === 1 ? rows : rows.map((r) => (r.advantage < 0 ? { ...r, advantage: r.advantage * weight } : r));
-}
-
-/**
- * An episode's turn rows merged into as few rows as exactness allows: when turn k+1's row begins
- * with all of turn k's row (its prompt re-renders turn k's action to the very tokens sampled,
- * and no turn was dropped for room), turn k's action is scored inside turn k+1's row. A causal
- * model gives those tokens the same logits there (same tokens before them, same positions), so
- * the loss is the same while the update reads each prefix once: on the demo's trajectories, 240
- * turn rows became 58 and the padded tokens 141k became 49k (and the step's activations with them).
- * A row that does not continue the previous one (an action re-encoded differently, a cut
- * action, the oldest turns dropped) starts a new row. Every action gets the loss weight `weight`.
- */
-export function episodeRows(turnRows: readonly TurnRowData[], weight = 1): TrainRow[] {
-  const out: TrainRow[] = [];
-  for (const r of turnRows) {
-    const span: ActionSpan = { start: r.actionStart, logprobs: r.logprobs, advantage: r.advantage, weight };
-    const last = out[out.length - 1];
-    if (last && r.ids.length >= last.ids.length && last.ids.every((x, i) => r.ids[i] === x)) {
-      last.ids = r.ids;
-      last.actions.push(span);
-    } else {
-      out.push({ ids: r.ids, actions: [span] });
-    }
-  }
-  return out;
-}
-
-/**
- * The rows an update trains on: each trajectory's turns merged (episodeRows), keeping only the
- * actions the loss can move: with no KL or entropy term, an action whose advantage is zero adds
- * nothing but weight to the token mean, so it is left out, as it was when each turn was a row.
- * `aggregation` (config lossAggregation): `token` weighs every action token 1; `episode` gives
- * the tokens of an episode with n action tokens the weight n̄ / n (n̄ the mean n over the
- * update's episodes), so each episode weighs the same in the token mean whatever its length and
- * the weights still average 1.
- */
-export function updateRows(trajRows: readonly (readonly TurnRowData[])[], keepZeroAdvantage: boolean, aggregation: LossAggregation = 'token'): TrainRow[] {
-  const sizes = trajRows.map((rows) => rows.reduce((s, r) => s + r.logprobs.length, 0));
-  const meanSize = mean(sizes.filter((n) => n > 0));
-  return trajRows
-    .flatMap((rows, e) => episodeRows(rows, aggregation === 'episode' && sizes[e] > 0 ? meanSize / sizes[e] : 1))
-    .map((r) => ({ ids: r.ids, actions: keepZeroAdvantage ? r.actions : r.actions.filter((a) => Math.abs(a.advantage) > 1e-9) }))
-    .filter((r) => r.actions.length > 0);
-}
-
-const BUCKETS = [128, 256, 384, 512, 768, 1024];
-
-/**
- * Replay rows for packMinibatches: `rows` demonstrations per minibatch, `draw(T, k)` giving the
- * k-th minibatch's, each at most T tokens (train/replay.ts).
- */
-export interface ReplayRows {
-  rows: number;
-  draw: (maxTokens: number, minibatch: number) => ReplayExample[];
-}
-
-/**
- * Minibatches of training rows, padded to a few fixed shapes (each new shape builds a session).
- * With `replay`, each minibatch ends with replay.rows demonstration rows: their weights in
- * replayMask, nothing in the RL inputs (lossMask, advantages, old and reference log-probs 0).
- */
-export function packMinibatches(rows: readonly TrainRow[], minibatches: number, refLogp?: Float32Array[], replay?: ReplayRows): { batch: TrainBatch; B: number; T: number }[] {
-  const n = Math.max(1, Math.min(minibatches, rows.length));
-  const per = Math.ceil(rows.length / n);
-  const out: { batch: TrainBatch; B: number; T: number }[] = [];
-  for (let i = 0; i < rows.length; i += per) {
-    const part = rows.slice(i, i + per);
-    const refs = refLogp?.slice(i, i + per);
-    const maxLen = Math.max(...part.map((r) => r.ids.length));
-    const T = BUCKETS.find((b) => b >= maxLen) ?? maxLen;
-    const demos = replay ? replay.draw(T, out.length) : [];
-    const B = per + (replay?.rows ?? 0);
-    const ids = new Array<number>(B * T).fill(0);
-    const att = new Array<number>(B * T).fill(0);
-    const mask = new Array<number>(B * T).fill(0);
-    const adv = new Array<number>(B * T).fill(0);
-    const old = new Array<number>(B * T).fill(0);
-    const act = new Array<number>(B * T).fill(0);
-    const ref = refs ? new Array<number>(B * T).fill(0) : undefined;
-    const rep = replay ? new Array<number>(B * T).fill(0) : undefined;
-    part.forEach((r, b) => {
-      for (let j = 0; j < r.ids.length; j++) {
-        ids[b * T + j] = r.ids[j];
-        att[b * T + j] = 1;
-      }
-      for (const a of r.actions) {
-        for (let k = 0; k < a.logprobs.length; k++) {
-          const o = b * T + a.start + k;
-          mask[o] = a.weight;
-          act[o] = 1;
-          adv[o] = a.advantage;
-          old[o] = a.logprobs[k];
-          if (ref) ref[o] = refs![b][a.start + k];
-        }
-      }
-    });
-    demos.forEach((d, k) => {
-      const o = (per + k) * T;
-      for (let j = 0; j < Math.min(d.ids.length, T); j++) {
-        ids[o + j] = d.ids[j];
-        att[o + j] = 1;
-        rep![o + j] = d.weights[j];
-      }
-    });
-    // Rows of padding only (B is fixed per run: a short last minibatch, fewer demonstrations than
-    // replayRows) keep one attended token so every row is valid; real rows start with one.
-    for (let b = 0; b < B; b++) att[b * T] = 1;
-    out.push({
-      batch: { inputIds: ids, attentionMask: att, lossMask: mask, actionMask: act, advantages: adv, oldLogp: old, ...(ref ? { refLogp: ref } : {}), ...(rep ? { replayMask: rep } : {}) },
-      B,
-      T,
-    });
-  }
-  return out;
-}
-
-/** The episode figures of an iteration's metrics row (train/ or eval/ by `prefix`). */
-export function episodeMetrics(prefix: string, trajs: readonly Trajectory[]): Record<string, number> {
-  const scored = trajs.filter((t) => !t.failure && Number.isFinite(t.reward.reward));
-  const turns = trajs.flatMap((t) => t.turns);
-  const m: Record<string, number> = {
-    [`${prefix}reward/mean`]: mean(scored.map((t) => t.reward.reward)),
-    [`${prefix}reward/std`]: scored.length > 1 ? std(scored.map((t) => t.reward.reward)) : 0,
-    [`${prefix}pass_rate`]: mean(scored.map((t) => t.reward.passRate)),
-    [`${prefix}resolved`]: scored.length ? scored.filter((t) => t.reward.resolved).length / scored.length : NaN,
-    [`${prefix}turns/mean`]: mean(trajs.filter((t) => !t.failure).map((t) => t.turns.length)),
-    [`${prefix}format_errors`]: turns.length ? turns.filter((t) => t.formatError).length / turns.length : 0,
-    [`${prefix}episodes`]: trajs.length,
-    [`${prefix}episodes/failed`]: trajs.filter((t) => t.failure).length,
-    [`${prefix}episodes/tampered`]: trajs.filter((t) => t.reward.tampered !== undefined).length,
-  };
-  return m;
-}
-
-/** NaN is not JSON: metrics keep null for "no value". */
-function jsonSafe(m: Record<string, number>): Record<string, number | null> {
-  return Object.fromEntries(Object.entries(m).map(([k, v]) => [k, Number.isFinite(v) ? v : null]));
-}
-
-export interface EvalTaskRow {
-  taskId: string;
-  resolved: boolean;
-  passRate: number | null;
-  turns: number;
-  formatErrors: number;
-  failure?: string;
-  /** Why the episode counts as tampered with (reward 0). */
-  tampered?: string;
-}
-
-export interface EvalSummary {
-  /** The fraction of tasks whose (greedy) episode passes every selected test: pass@1. */
-  resolved: number;
-  pass_rate: number;
-  'turns/mean': number;
-  format_error_rate: number;
-  episodes: number;
-  failed: number;
-  /** Episodes whose reward is 0 because they tampered with the tests (tasks/tamper.ts). */
-  tampered: number;
-  tasks: EvalTaskRow[];
-}
-
-export function summarizeEval(trajs: readonly Trajectory[]): EvalSummary {
-  const m = episodeMetrics('', trajs);
-  return {
-    resolved: m.resolved,
-    pass_rate: m.pass_rate,
-    'turns/mean': m['turns/mean'],
-    format_error_rate: m.format_errors,
-    episodes: trajs.length,
-    failed: m['episodes/failed'],
-    tampered: m['episodes/tampered'],
-    tasks: trajs.map((t) => ({
-      taskId: t.taskId,
-      resolved: t.reward.resolved,
-      passRate: Number.isFinite(t.reward.passRate) ? t.reward.passRate : null,
-      turns: t.turns.length,
-      formatErrors: t.turns.filter((x) => x.formatError).length,
-      ...(t.failure ? { failure: t.failure } : {}),
-      ...(t.reward.tampered !== undefined ? { tampered: t.reward.tampered } : {}),
-    })),
-  };
-}
-
-/** Sandboxes, snapshot, policy worker and model adapter of a run or an evaluation. */
-export interface Rig {
-  pool: SandboxPool;
-  snapshot: PoolSnapshot;
-  originals: ScoringOriginals;
-  policy: PolicyService;
-  /** The model's action format: compact (turnwise-tiny's segments, `codec`) or its own chat template (`chat`). */
-  actionFormat: ModelActionFormat;
-  /** The compact format's codec (compact models only). */
-  codec?: ChatCodec;
-  /** A chat model's format and the ids that end its replies (chat models only). */
-  chat?: { format: ChatFormat; stopIds: readonly number[] };
-  /** The action model at the run's sampling settings. */
-  model: PolicyActionModel | ChatActionModel;
-  /** A new action model of this rig's format at other sampling settings (greedy evaluation). */
-  actionModel(sampling: { temperature: number; topP: number }): PolicyActionModel | ChatActionModel;
-  contextTokens: number;
-  /** Replayed tool observations for every rollout and evaluation on this rig (none if turned off). */
-  observationCache?: ObservationCache;
-  /** Command slots shared by every rollout and evaluation on this rig (none: no limit). */
-  commandSlots?: Semaphore;
-  close(): Promise<void>;
-}
-
-export async function openRig(o: {
-  runId: string;
-  workspace: string;
-  language: string;
-  checkpoint: string;
-  referenceDir?: string;
-  /** Start a LoRA adapter (B = 0) on the checkpoint's model: a new LoRA run's first rig. */
-  lora?: { config: NonNullable<TrainConfig['lora']>; seed: number };
-  /** Seed of a LoRA run's dropout masks (the run's, on every rig, so a resume drops the same elements). */
-  loraDropoutSeed?: number;
-  config: Pick<
-    TrainConfig,
-    'dockerHost' | 'dockerHosts' | 'sandboxMemoryMb' | 'sandboxCpus' | 'sandboxPids' | 'sandboxImage' | 'executionProvider' | 'maxActionTokens' | 'temperature' | 'topP' | 'concurrency' | 'cacheObservations' | 'commandConcurrency'
-  >;
-  pool?: SandboxPool;
-  onLog?: (m: string) => void;
-}): Promise<Rig> {
-  assertWorkspaceNames(o.workspace);
-  // A model that cannot write actions in either format is refused before a sandbox starts.
-  const actionFormat = modelActionFormat(o.checkpoint);
-  const ps = poolSettings(o.config);
-  const pool = o.pool ?? (await connectRunPool(o.runId, o.config));
-  const policy = new PolicyWorker({ onWarning: (m) => o.onLog?.(m) });
-  try {
-    const snapshot = await pool.snapshot(o.workspace, { language: o.language, ...(ps.baseImage ? { baseImage: ps.baseImage } : {}) });
-    pool.warm(snapshot, Math.min(o.config.concurrency, 8));
-    const info = await (policy as PolicyWorker).loadCheckpoint(o.checkpoint, { provider: o.config.executionProvider }, { ...(o.referenceDir ? { referenceDir: o.referenceDir } : {}), ...(o.lora ? { lora: o.lora } : {}), ...(o.loraDropoutSeed !== undefined ? { loraDropoutSeed: o.loraDropoutSeed } : {}) });
-    if (!info.tokenizerJson) throw new TurnwiseError('invalid-file', `${o.checkpoint} has no tokenizer.json`, { hint: 'use a checkpoint written by Turnwise or a Hugging Face model folder' });
-    const tokenizer = loadTokenizer(info.tokenizerJson, info.tokenizerConfig);
-    const contextTokens = info.config.max_position_embeddings;
-    checkActionRoom(contextTokens, o.config.maxActionTokens, o.checkpoint);
-    const slots = commandSlotCount(o.config);
-    let codec: ChatCodec | undefined;
-    let chat: Rig['chat'];
-    let actionModel: Rig['actionModel'];
-    if (actionFormat.kind === 'chat') {
-      const template = new ChatTemplate(actionFormat.template, actionFormat.source, templateTokens(info.tokenizerConfig));
-      const format = new ChatFormat({ template, tokenizer, contextTokens, maxActionTokens: o.config.maxActionTokens });
-      const eos = info.config.eos_token_ids ?? (info.config.eos_token_id !== undefined ? [info.config.eos_token_id] : []);
-      // Episodes bring their task's system message; this one only stands in for a request without one.
-      const system = chatSystemMessage({ language: o.language as Task['language'], testCommand: '' });
-      actionModel = (s) => new ChatActionModel(policy, format, system, { maxActionTokens: o.config.maxActionTokens, ...s }, eos);
-      chat = { format, stopIds: (actionModel({ temperature: 0, topP: 1 }) as ChatActionModel).stopIds };
-    } else {
-      const c = chatCodec(tokenizer);
-      codec = c;
-      actionModel = (s) => new PolicyActionModel(policy, c, { contextTokens, maxActionTokens: o.config.maxActionTokens, ...s });
-    }
-    const model = actionModel({ temperature: o.config.temperature, topP: o.config.topP });
-    return {
-      pool,
-      snapshot,
-      originals: collectOriginals(o.workspace),
-      policy,
-      actionFormat,
-      ...(codec ? { codec } : {}),
-      ...(chat ? { chat } : {}),
-      model,
-      actionModel,
-      contextTokens,
-      // One snapshot per rig, so a tree id names the same workspace for every episode on it.
-      ...(o.config.cacheObservations ? { observationCache: new ObservationCache() } : {}),
-      ...(slots !== undefined ? { commandSlots: new Semaphore(slots) } : {}),
-      close: async () => {
-        await policy.dispose().catch(() => undefined);
-        if (!o.pool) await pool.close();
-      },
-    };
-  } catch (e) {
-    await policy.dispose().catch(() => undefined);
-    if (!o.pool) await pool.close().catch(() => undefined);
-    throw e;
-  }
-}
-
 /**
  * Writes the rig's policy as a checkpoint with the action format it writes in (action_format.json),
  * so a resume and `eval --run` prompt it the same way; a chat model's full checkpoint also carries
@@ -456,106 +76,6 @@ async function saveRunCheckpoint(rig: Rig, dir: string): Promise<void> {
     writeFileAtomic(path.join(dir, 'chat_template.jinja'), f.template);
   }
   recordActionFormat(dir, f.kind);
-}
-
-/**
- * Runs `tasks` once each with greedy decoding (held-out evaluation), or `samples` sampled
- * episodes each at the run's temperature. A task's sampling seed does not depend on the
- * iteration: every evaluation of a run draws the same random numbers, so a change in the held-out
- * rate between iterations comes from the policy, not from new sampling noise.
- */
-/** What an evaluation needs of a rig: sandboxes, the scoring originals and an action model. */
-export type EvalRig = Pick<Rig, 'pool' | 'snapshot' | 'originals' | 'observationCache' | 'commandSlots'> & {
-  model: ActionModel;
-  actionModel(sampling: { temperature: number; topP: number }): ActionModel;
-  close(): Promise<void>;
-};
-
-/**
- * An evaluation rig whose agent is an OpenAI-compatible endpoint (agent/endpoint.ts): the same
- * sandboxes and scoring as a local model's, the model behind the server. The server is asked for
- * its model list before any sandbox starts, so a wrong URL, name or key fails first.
- */
-export async function openEndpointRig(o: {
-  runId: string;
-  workspace: string;
-  language: string;
-  endpoint: Omit<EndpointOptions, 'temperature' | 'topP'>;
-  config: Parameters<typeof openRig>[0]['config'];
-  onLog?: (m: string) => void;
-}): Promise<EvalRig & { modelName: string }> {
-  assertWorkspaceNames(o.workspace);
-  const client = new EndpointClient(o.endpoint);
-  const actionModel = (s: { temperature: number; topP: number }) => new EndpointActionModel(client, { maxTokens: o.endpoint.maxTokens ?? 512, ...s });
-  const model = actionModel({ temperature: o.config.temperature, topP: o.config.topP });
-  const modelName = await model.modelName();
-  const ps = poolSettings(o.config);
-  const pool = await connectRunPool(o.runId, o.config);
-  try {
-    const snapshot = await pool.snapshot(o.workspace, { language: o.language, ...(ps.baseImage ? { baseImage: ps.baseImage } : {}) });
-    pool.warm(snapshot, Math.min(o.config.concurrency, 8));
-    const slots = commandSlotCount(o.config);
-    return {
-      pool,
-      snapshot,
-      originals: collectOriginals(o.workspace),
-      modelName,
-      // The chosen name for every request, so each model object need not ask the server again.
-      model,
-      actionModel: (s) => {
-        const m = actionModel(s);
-        void m.modelName();
-        return m;
-      },
-      ...(o.config.cacheObservations ? { observationCache: new ObservationCache() } : {}),
-      ...(slots !== undefined ? { commandSlots: new Semaphore(slots) } : {}),
-      close: () => pool.close(),
-    };
-  } catch (e) {
-    await pool.close().catch(() => undefined);
-    throw e;
-  }
-}
-
-export async function evaluateTasks(
-  rig: EvalRig,
-  tasks: readonly Task[],
-  o: { iteration: number; seed: number; config: TrainConfig; checkpoint: string; signal?: AbortSignal; onEpisode?: (t: Trajectory) => void; samples?: number },
-): Promise<RolloutResult> {
-  const jobs: EpisodeJob[] = o.samples
-    ? // k sampled episodes per task, seeded by (task, k) only: every evaluation draws the same numbers.
-      tasks.flatMap((task, i) =>
-        Array.from({ length: o.samples! }, (_, k) => ({ task, episodeId: `evals-${o.iteration}-${i}-${k}`, groupId: `evals-${o.iteration}-${task.id}`, seed: seedOf(o.seed, 'eval-sample', task.id, k), split: 'heldout' as const })),
-      )
-    : tasks.map((task, i) => ({ task, episodeId: `eval-${o.iteration}-${i}`, groupId: `eval-${o.iteration}-${task.id}`, seed: seedOf(o.seed, 'eval', task.id), split: 'heldout' }));
-  // pass@1 of the policy's best guess: greedy decoding unless sampling is asked for.
-  const model = o.samples ? rig.model : rig.actionModel({ temperature: 0, topP: 1 });
-  // One row per generation call: ONNX Runtime's kernels round differently across batch shapes,
-  // and batches form by timing, so batched evaluations of one checkpoint differed in the last bits
-  // of every log-prob and now and then in a greedy argmax (bench learn saw 1/8 vs 2/8 resolved).
-  // Episodes still run concurrently; on CPU, batching saved little here (mean batch ~1.1). A
-  // batch of one is always full, so the run's batchWaitMs never holds it.
-  return runRollouts(jobs, { ...rolloutOptions(rig, o.config, o.checkpoint, o.iteration, o.signal, o.onEpisode), model, maxBatch: 1 });
-}
-
-function rolloutOptions(rig: EvalRig, c: TrainConfig, checkpoint: string, iteration: number, signal?: AbortSignal, onEpisode?: (t: Trajectory) => void) {
-  return {
-    provider: poolProvider(rig.pool, rig.snapshot),
-    model: rig.model,
-    checkpoint,
-    originals: rig.originals,
-    concurrency: c.concurrency,
-    maxBatch: c.concurrency,
-    batchWaitMs: c.batchWaitMs,
-    maxTurns: c.maxTurns,
-    commandTimeoutMs: c.commandTimeoutMs,
-    rewardWeights: c.reward,
-    iteration,
-    signal,
-    onEpisode,
-    observationCache: rig.observationCache,
-    commandSlots: rig.commandSlots,
-  };
 }
 
 class Stopped extends Error {}
@@ -586,43 +106,6 @@ async function resolveTasks(c: TrainConfig, pool: SandboxPool, emit: (b: RunEven
       }),
   });
   return r.tasks;
-}
-
-/** A run's own config.json, checked as a turnwise.json is (the fields the run added left out). */
-export function readRunConfig(run: RunDir): TrainConfig {
-  const raw = run.readConfig<Record<string, unknown>>();
-  const file = run.file('config.json');
-  if (!raw || typeof raw !== 'object' || Array.isArray(raw)) throw new TurnwiseError('invalid-file', `${file} is not a run configuration (a JSON object)`, { hint: 'restore it from a backup of the run directory; nothing was changed' });
-  const { schema: _s, runId, startModel: _m, createdAt: _c, actionFormat: _f, ...given } = raw;
-  if (typeof runId === 'string' && runId !== run.runId) {
-    throw new TurnwiseError('invalid-file', `${file} is the configuration of run ${runId}, not of ${run.runId}`, { hint: 'restore this run\'s own config.json from a backup; nothing was changed' });
-  }
-  return resolveTrainConfig(given, file);
-}
-
-/**
- * What `turnwise eval --run` evaluates: one split of a run's tasks with one of its checkpoints
- * (default: the last complete iteration's) and the run's own settings (turns, action length,
- * time limits, temperature, seed), so an evaluation of a run's held-out tasks is made as the
- * run's own evaluations were.
- */
-export function runEvalTarget(
-  ref: string,
-  o: { runsRoot?: string; split: 'train' | 'heldout'; iteration?: number },
-): { run: RunDir; config: TrainConfig; tasks: Task[]; checkpoint: string; iteration: number; state: ReturnType<typeof runDisplayState> } {
-  const run = RunDir.open(ref, o.runsRoot);
-  const config = readRunConfig(run);
-  const last = run.lastCompleteIteration();
-  const iteration = o.iteration ?? last;
-  if (last < 0 || iteration > last) {
-    throw new TurnwiseError('not-found', `${run.runId} has no complete iteration ${o.iteration ?? ''}`.trimEnd() + (last >= 0 ? ` (the last complete one is ${last})` : ' yet'), { hint: 'give --iteration N of a checkpoint the run has written (0: the starting checkpoint)' });
-  }
-  const checkpoint = run.checkpointDir(iteration);
-  if (!fs.existsSync(checkpointWeightsFile(checkpoint))) throw new TurnwiseError('not-found', `${run.runId}'s checkpoint ${iteration} is missing (${checkpoint})`, { hint: `give --iteration N of a checkpoint under ${run.file('checkpoints')}` });
-  const ids = new Set(run.readSplits()[o.split]);
-  const tasks = readTaskFile(run.file('tasks.jsonl')).filter((t) => ids.has(t.id));
-  if (tasks.length === 0) throw new TurnwiseError('invalid-input', `${run.runId} has no ${o.split} task`, { hint: o.split === 'heldout' ? 'the run held no task out (heldoutFraction 0): give --split train' : 'give --split heldout' });
-  return { run, config, tasks, checkpoint, iteration, state: runDisplayState(run.readStatus()) };
 }
 
 /** Starts or resumes a run and drives it to the end (or until `signal` aborts it). */
@@ -1028,17 +511,6 @@ function readIfFile(file: string): string | undefined {
 function restoreFile(file: string, text: string | undefined): void {
   if (text === undefined) fs.rmSync(file, { force: true });
   else if (readIfFile(file) !== text) writeFileAtomic(file, text);
-}
-
-/**
- * Refuses a model whose context leaves too little room for a prompt beside an action of
- * maxActionTokens: half the context at most (the prompt gets the rest).
- */
-export function checkActionRoom(contextTokens: number, maxActionTokens: number, modelDir: string): void {
-  if (maxActionTokens <= contextTokens / 2) return;
-  throw new TurnwiseError('invalid-input', `maxActionTokens ${maxActionTokens} leaves no room for the prompt: ${modelDir} has a context of ${contextTokens} tokens (max_position_embeddings)`, {
-    hint: `set "maxActionTokens" to at most ${Math.floor(contextTokens / 2)} in turnwise.json (it is the longest action the policy writes), or use a model with a longer context`,
-  });
 }
 
 function emitEpisode(emit: (b: RunEventBody) => void, iteration: number, t: Trajectory): void {

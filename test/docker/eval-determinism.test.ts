@@ -9,7 +9,8 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { synthesizeMutationTasks } from '../../src/tasks/synth';
 import { resolveTrainConfig, connectRunPool } from '../../src/train/config';
-import { evaluateTasks, openRig } from '../../src/train/run';
+import { evaluateTasks } from '../../src/train/evaluate';
+import { openRig } from '../../src/train/rig';
 import type { Task, Trajectory } from '../../src/core/schema';
 
 const root = path.join(__dirname, '..', '..');

@@ -6,7 +6,7 @@
 import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { actionLogpShift, episodeRows, sameOutcomeAdvantageShare, packMinibatches, turnTokenRows, updateRows, weightNegativeAdvantages, type TrainRow, type TurnRowData } from '../../../src/train/run';
+import { actionLogpShift, episodeRows, sameOutcomeAdvantageShare, packMinibatches, turnTokenRows, updateRows, weightNegativeAdvantages, type TrainRow, type TurnRowData } from '../../../src/train/rows';
 import { TrainablePolicy } from '../../../src/policy/trainable';
 import { initWeights } from '../../../src/policy/weights';
 import { SMALL_CONFIG } from '../policy/helpers';
@@ -20,7 +20,7 @@ const row = (len: number, actionLen: number, advantage: number, base = 10): Trai
   actions: [{ start: len - actionLen, logprobs: Array.from({ length: actionLen }, (_, i) => -(i + 1) / 10), advantage, weight: 1 }],
 });
 
-describe('train/run: packMinibatches', () => {
+describe('train/rows: packMinibatches', () => {
   it('5 rows in 2 minibatches: B=3 each, the missing row is padding without loss', () => {
     const rows = [row(40, 5, 1), row(100, 8, -0.5), row(20, 3, 2), row(130, 4, 0.25), row(60, 6, -1)];
     const mbs = packMinibatches(rows, 2);
@@ -112,7 +112,7 @@ describe('train/run: packMinibatches', () => {
   });
 });
 
-describe('train/run: one row per episode where the turns continue each other', () => {
+describe('train/rows: one row per episode where the turns continue each other', () => {
   // An episode as the rows turnTokenRows gives: turn k's prompt, then its sampled action; the
   // next prompt is this row plus the observation and the next action prefix.
   const turn = (prefix: number[], prompt: number[], action: number[], advantage: number): TurnRowData => ({

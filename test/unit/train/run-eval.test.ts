@@ -9,11 +9,11 @@ import { main } from '../../../src/cli/main';
 import { RunDir } from '../../../src/core/run';
 import { SCHEMA, type Task } from '../../../src/core/schema';
 import { resolveTrainConfig, runConfigRecord } from '../../../src/train/config';
-import { runEvalTarget } from '../../../src/train/run';
+import { runEvalTarget } from '../../../src/train/evaluate';
 
 const task = (id: string): Task => ({ schema: SCHEMA.task, id, source: 'file', instruction: 'fix it', language: 'python', testCommand: 'pytest', fail_to_pass: ['a::b'], pass_to_pass: [] }) as Task;
 
-describe('train/run: runEvalTarget (turnwise eval --run)', () => {
+describe('train/evaluate: runEvalTarget (turnwise eval --run)', () => {
   let root: string;
   let run: RunDir;
   beforeEach(() => {

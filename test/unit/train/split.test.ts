@@ -7,7 +7,7 @@ import { splitTasks } from '../../../src/train/split';
 const tasks = (n: number): Task[] =>
   Array.from({ length: n }, (_, i) => ({ schema: SCHEMA.task, id: `t${i}`, source: 'mutation', instruction: '', language: 'python', testCommand: 'pytest', fail_to_pass: ['a'], pass_to_pass: [] }) as Task);
 
-describe('train/run: splitTasks', () => {
+describe('train/split: splitTasks', () => {
   it('deterministic per seed, and independent of input order', () => {
     const ts = tasks(20);
     const a = splitTasks(ts, 0.25, 7);

@@ -2,13 +2,14 @@
 // their episodes: `episodes/tampered` in metrics and `tampered` in the evaluation summary.
 import * as assert from 'node:assert/strict';
 import { SCHEMA, type Trajectory } from '../../../src/core/schema';
-import { episodeMetrics, summarizeEval } from '../../../src/train/run';
+import { summarizeEval } from '../../../src/train/evaluate';
+import { episodeMetrics } from '../../../src/train/metrics';
 
 function traj(id: string, reward: Trajectory['reward']): Trajectory {
   return { schema: SCHEMA.trajectory, taskId: id, groupId: id, trajId: id, checkpoint: 'c', seed: 0, turns: [{ index: 0, action: 'submit', observation: '', exitCode: 0, durationMs: 0 }], reward } as Trajectory;
 }
 
-describe('train/run: tampered episodes in the summaries', () => {
+describe('train/metrics, train/evaluate: tampered episodes in the summaries', () => {
   it('counts them, keeps their reason per task, and scores them as unresolved zeros', () => {
     const base = { turns: 1, maxTurns: 8, formatError: false, efficiencyPenalty: 0, formatPenalty: 0 };
     const s = summarizeEval([

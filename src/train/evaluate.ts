@@ -1,0 +1,112 @@
+// Evaluation of a policy on tasks: one greedy episode per task (pass@1) or sampled episodes,
+// seeded by the task alone so every evaluation of a run draws the same numbers; the summary of
+// an evaluation per task; and what `turnwise eval --run` evaluates of a run (one split, one
+// checkpoint, the run's own settings).
+import * as fs from 'node:fs';
+import { TurnwiseError } from '../core/errors';
+import { checkpointWeightsFile, RunDir, runDisplayState } from '../core/run';
+import { seedOf } from '../core/random';
+import type { Task, Trajectory } from '../core/schema';
+import { runRollouts, type EpisodeJob, type RolloutResult } from '../agent/scheduler';
+import { readTaskFile } from '../tasks/taskfile';
+import { readRunConfig, type TrainConfig } from './config';
+import { episodeMetrics } from './metrics';
+import { rolloutOptions, type EvalRig } from './rig';
+
+export interface EvalTaskRow {
+  taskId: string;
+  resolved: boolean;
+  passRate: number | null;
+  turns: number;
+  formatErrors: number;
+  failure?: string;
+  /** Why the episode counts as tampered with (reward 0). */
+  tampered?: string;
+}
+
+export interface EvalSummary {
+  /** The fraction of tasks whose (greedy) episode passes every selected test: pass@1. */
+  resolved: number;
+  pass_rate: number;
+  'turns/mean': number;
+  format_error_rate: number;
+  episodes: number;
+  failed: number;
+  /** Episodes whose reward is 0 because they tampered with the tests (tasks/tamper.ts). */
+  tampered: number;
+  tasks: EvalTaskRow[];
+}
+
+export function summarizeEval(trajs: readonly Trajectory[]): EvalSummary {
+  const m = episodeMetrics('', trajs);
+  return {
+    resolved: m.resolved,
+    pass_rate: m.pass_rate,
+    'turns/mean': m['turns/mean'],
+    format_error_rate: m.format_errors,
+    episodes: trajs.length,
+    failed: m['episodes/failed'],
+    tampered: m['episodes/tampered'],
+    tasks: trajs.map((t) => ({
+      taskId: t.taskId,
+      resolved: t.reward.resolved,
+      passRate: Number.isFinite(t.reward.passRate) ? t.reward.passRate : null,
+      turns: t.turns.length,
+      formatErrors: t.turns.filter((x) => x.formatError).length,
+      ...(t.failure ? { failure: t.failure } : {}),
+      ...(t.reward.tampered !== undefined ? { tampered: t.reward.tampered } : {}),
+    })),
+  };
+}
+
+/**
+ * Runs `tasks` once each with greedy decoding (held-out evaluation), or `samples` sampled
+ * episodes each at the run's temperature. A task's sampling seed does not depend on the
+ * iteration: every evaluation of a run draws the same random numbers, so a change in the held-out
+ * rate between iterations comes from the policy, not from new sampling noise.
+ */
+export async function evaluateTasks(
+  rig: EvalRig,
+  tasks: readonly Task[],
+  o: { iteration: number; seed: number; config: TrainConfig; checkpoint: string; signal?: AbortSignal; onEpisode?: (t: Trajectory) => void; samples?: number },
+): Promise<RolloutResult> {
+  const jobs: EpisodeJob[] = o.samples
+    ? // k sampled episodes per task, seeded by (task, k) only: every evaluation draws the same numbers.
+      tasks.flatMap((task, i) =>
+        Array.from({ length: o.samples! }, (_, k) => ({ task, episodeId: `evals-${o.iteration}-${i}-${k}`, groupId: `evals-${o.iteration}-${task.id}`, seed: seedOf(o.seed, 'eval-sample', task.id, k), split: 'heldout' as const })),
+      )
+    : tasks.map((task, i) => ({ task, episodeId: `eval-${o.iteration}-${i}`, groupId: `eval-${o.iteration}-${task.id}`, seed: seedOf(o.seed, 'eval', task.id), split: 'heldout' }));
+  // pass@1 of the policy's best guess: greedy decoding unless sampling is asked for.
+  const model = o.samples ? rig.model : rig.actionModel({ temperature: 0, topP: 1 });
+  // One row per generation call: ONNX Runtime's kernels round differently across batch shapes,
+  // and batches form by timing, so batched evaluations of one checkpoint differed in the last bits
+  // of every log-prob and now and then in a greedy argmax (bench learn saw 1/8 vs 2/8 resolved).
+  // Episodes still run concurrently; on CPU, batching saved little here (mean batch ~1.1). A
+  // batch of one is always full, so the run's batchWaitMs never holds it.
+  return runRollouts(jobs, { ...rolloutOptions(rig, o.config, o.checkpoint, o.iteration, o.signal, o.onEpisode), model, maxBatch: 1 });
+}
+
+/**
+ * What `turnwise eval --run` evaluates: one split of a run's tasks with one of its checkpoints
+ * (default: the last complete iteration's) and the run's own settings (turns, action length,
+ * time limits, temperature, seed), so an evaluation of a run's held-out tasks is made as the
+ * run's own evaluations were.
+ */
+export function runEvalTarget(
+  ref: string,
+  o: { runsRoot?: string; split: 'train' | 'heldout'; iteration?: number },
+): { run: RunDir; config: TrainConfig; tasks: Task[]; checkpoint: string; iteration: number; state: ReturnType<typeof runDisplayState> } {
+  const run = RunDir.open(ref, o.runsRoot);
+  const config = readRunConfig(run);
+  const last = run.lastCompleteIteration();
+  const iteration = o.iteration ?? last;
+  if (last < 0 || iteration > last) {
+    throw new TurnwiseError('not-found', `${run.runId} has no complete iteration ${o.iteration ?? ''}`.trimEnd() + (last >= 0 ? ` (the last complete one is ${last})` : ' yet'), { hint: 'give --iteration N of a checkpoint the run has written (0: the starting checkpoint)' });
+  }
+  const checkpoint = run.checkpointDir(iteration);
+  if (!fs.existsSync(checkpointWeightsFile(checkpoint))) throw new TurnwiseError('not-found', `${run.runId}'s checkpoint ${iteration} is missing (${checkpoint})`, { hint: `give --iteration N of a checkpoint under ${run.file('checkpoints')}` });
+  const ids = new Set(run.readSplits()[o.split]);
+  const tasks = readTaskFile(run.file('tasks.jsonl')).filter((t) => ids.has(t.id));
+  if (tasks.length === 0) throw new TurnwiseError('invalid-input', `${run.runId} has no ${o.split} task`, { hint: o.split === 'heldout' ? 'the run held no task out (heldoutFraction 0): give --split train' : 'give --split heldout' });
+  return { run, config, tasks, checkpoint, iteration, state: runDisplayState(run.readStatus()) };
+}

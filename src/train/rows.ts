@@ -211,3 +211,36 @@ export function packMinibatches(rows: readonly TrainRow[], minibatches: number, 
   }
   return out;
 }
+
+/**
+ * Supervised rows (the warm start): encoded examples packed greedily into `rows` rows of
+ * `rowTokens`, several per row, each its own segment (attention stays within it); where RL rows
+ * (packMinibatches) hold one episode each with its advantages and log-probs.
+ */
+export function packRows(examples: { ids: number[]; weights: number[] }[], rows: number, rowTokens: number): { batch: TrainBatch; tokens: number; used: number } {
+  const ids = new Array<number>(rows * rowTokens).fill(0);
+  const seg = new Array<number>(rows * rowTokens).fill(0);
+  const w = new Array<number>(rows * rowTokens).fill(0);
+  const act = new Array<number>(rows * rowTokens).fill(0);
+  const fill = new Array<number>(rows).fill(0);
+  let tokens = 0;
+  let used = 0;
+  let segId = 0;
+  for (const ex of examples) {
+    const n = Math.min(ex.ids.length, rowTokens);
+    const r = fill.findIndex((f) => f + n <= rowTokens);
+    if (r < 0) continue;
+    segId++;
+    for (let i = 0; i < n; i++) {
+      const o = r * rowTokens + fill[r] + i;
+      ids[o] = ex.ids[i];
+      seg[o] = segId;
+      w[o] = ex.weights[i];
+      act[o] = ex.weights[i] >= 1 ? 1 : 0;
+    }
+    fill[r] += n;
+    tokens += n;
+    used++;
+  }
+  return { batch: { inputIds: ids, segmentIds: seg, lossMask: w, actionMask: act }, tokens, used };
+}

@@ -13,7 +13,8 @@ import { loadCheckpoint, saveCheckpoint } from '../policy/checkpoint';
 import { presetConfig } from '../policy/config';
 import { Policy } from '../policy/policy';
 import { byteLevelTokenizerConfig, byteLevelTokenizerJson, loadTokenizer } from '../policy/tokenizer';
-import { PolicyTrainer, type TrainBatch } from '../policy/trainer';
+import { PolicyTrainer } from '../policy/trainer';
+import { packRows } from './rows';
 import { initWeights } from '../policy/weights';
 import type { SessionSettings } from '../onnx';
 import { chatCodec, encodeDemo, renderPrompt, type ChatCodec } from './chat';
@@ -139,35 +140,6 @@ export async function casePool(seed: number, n: number): Promise<FixCase[]> {
 /** The held-out generated cases a warm start with `seed` evaluates on (its train pool uses another stream). */
 export function evalCasePool(seed: number, n: number): Promise<FixCase[]> {
   return casePool(seed * 7919 + 2, n);
-}
-
-/** Greedy packing of encoded examples into rows of `rowTokens` (each example one segment). */
-export function packRows(examples: { ids: number[]; weights: number[] }[], rows: number, rowTokens: number): { batch: TrainBatch; tokens: number; used: number } {
-  const ids = new Array<number>(rows * rowTokens).fill(0);
-  const seg = new Array<number>(rows * rowTokens).fill(0);
-  const w = new Array<number>(rows * rowTokens).fill(0);
-  const act = new Array<number>(rows * rowTokens).fill(0);
-  const fill = new Array<number>(rows).fill(0);
-  let tokens = 0;
-  let used = 0;
-  let segId = 0;
-  for (const ex of examples) {
-    const n = Math.min(ex.ids.length, rowTokens);
-    const r = fill.findIndex((f) => f + n <= rowTokens);
-    if (r < 0) continue;
-    segId++;
-    for (let i = 0; i < n; i++) {
-      const o = r * rowTokens + fill[r] + i;
-      ids[o] = ex.ids[i];
-      seg[o] = segId;
-      w[o] = ex.weights[i];
-      act[o] = ex.weights[i] >= 1 ? 1 : 0;
-    }
-    fill[r] += n;
-    tokens += n;
-    used++;
-  }
-  return { batch: { inputIds: ids, segmentIds: seg, lossMask: w, actionMask: act }, tokens, used };
 }
 
 export function lrAt(frac: number, o: { peak: number; floor: number; warmup: number }): number {

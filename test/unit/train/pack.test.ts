@@ -6,14 +6,13 @@
 import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { actionLogpShift, episodeRows, sameOutcomeAdvantageShare, packMinibatches, turnTokenRows, updateRows, weightNegativeAdvantages, type TrainRow, type TurnRowData } from '../../../src/train/rows';
+import { actionLogpShift, episodeRows, sameOutcomeAdvantageShare, packMinibatches, packRows, turnTokenRows, updateRows, weightNegativeAdvantages, type TrainRow, type TurnRowData } from '../../../src/train/rows';
 import { TrainablePolicy } from '../../../src/policy/trainable';
 import { initWeights } from '../../../src/policy/weights';
 import { SMALL_CONFIG } from '../policy/helpers';
 import { SCHEMA, type Trajectory } from '../../../src/core/schema';
 import { loadTokenizer } from '../../../src/policy/tokenizer';
 import { actionIds, chatCodec } from '../../../src/train/chat';
-import { packRows } from '../../../src/train/warmstart';
 
 const row = (len: number, actionLen: number, advantage: number, base = 10): TrainRow => ({
   ids: Array.from({ length: len }, (_, i) => base + i),

@@ -69,7 +69,7 @@ export function renderPrompt(c: ChatCodec, task: string, turns: readonly PromptT
 }
 
 /** Token ids and per-token loss weights of a demonstration: actions at 1, the rest at `promptWeight`. */
-export function encodeDemo(c: ChatCodec, segments: readonly Segment[], promptWeight: number): { ids: number[]; weights: number[] } {
+export function encodeDemonstration(c: ChatCodec, segments: readonly Segment[], promptWeight: number): { ids: number[]; weights: number[] } {
   const ids: number[] = [];
   const weights: number[] = [];
   for (const seg of segments) {

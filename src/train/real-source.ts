@@ -8,7 +8,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { seedOf } from '../core/random';
 import { mutationCandidates } from '../tasks/mutate';
-import { FIXABLE_OPERATORS, fixCommand, showContext, simulatedSuspects, testIds, withTopCandidates, type FixCase } from './demos';
+import { FIXABLE_OPERATORS, fixCommand, showContext, simulatedSuspects, testIds, withTopCandidates, type FixCase } from './demonstrations';
 import { TRANSFER_PANEL } from './transfer';
 
 type Rng = () => number;

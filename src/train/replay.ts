@@ -6,9 +6,9 @@
 // start's last phase drew them (attempt loops, a little curriculum, prompt tokens at 0.3) from
 // generated modules only: never the workspace's tasks, so no held-out task can leak in.
 import { seededRandom } from '../core/random';
-import { encodeDemo, type ChatCodec } from './chat';
-import { LOOP_SHARE, type FixCase } from './demos';
-import { casePool, drawDemo } from './warmstart';
+import { encodeDemonstration, type ChatCodec } from './chat';
+import { LOOP_SHARE, type FixCase } from './demonstrations';
+import { casePool, drawDemonstration } from './warmstart';
 
 /** One encoded demonstration: token ids and per-token loss weights (actions 1, the rest 0.3). */
 export interface ReplayExample {
@@ -44,7 +44,7 @@ export class ReplaySource {
       let ex: ReplayExample | undefined;
       for (let k = 0; k < 8 && !(ex && ex.ids.length <= maxTokens); k++) {
         const c = this.cases[Math.floor(r() * this.cases.length)];
-        ex = encodeDemo(this.codec, drawDemo(r, c, REPLAY_MIX).segments, REPLAY_MIX.promptWeight);
+        ex = encodeDemonstration(this.codec, drawDemonstration(r, c, REPLAY_MIX).segments, REPLAY_MIX.promptWeight);
       }
       out.push({ ids: ex!.ids.slice(0, maxTokens), weights: ex!.weights.slice(0, maxTokens) });
     }

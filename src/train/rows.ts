@@ -166,7 +166,7 @@ export function packMinibatches(rows: readonly TrainRow[], minibatches: number, 
     const refs = refLogp?.slice(i, i + per);
     const maxLen = Math.max(...part.map((r) => r.ids.length));
     const T = BUCKETS.find((b) => b >= maxLen) ?? maxLen;
-    const demos = replay ? replay.draw(T, out.length) : [];
+    const demonstrations = replay ? replay.draw(T, out.length) : [];
     const B = per + (replay?.rows ?? 0);
     const ids = new Array<number>(B * T).fill(0);
     const att = new Array<number>(B * T).fill(0);
@@ -192,7 +192,7 @@ export function packMinibatches(rows: readonly TrainRow[], minibatches: number, 
         }
       }
     });
-    demos.forEach((d, k) => {
+    demonstrations.forEach((d, k) => {
       const o = (per + k) * T;
       for (let j = 0; j < Math.min(d.ids.length, T); j++) {
         ids[o + j] = d.ids[j];

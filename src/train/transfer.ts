@@ -23,7 +23,7 @@ import type { MutationOperator } from '../tasks/mutate';
 import { snapshotCheckpoint } from './bench';
 import { compareEvaluations, type PairedChange } from './compare';
 import { connectRunPool, DEMO_SETTINGS, resolveTrainConfig, TRAIN_DEFAULTS, type TrainConfig } from './config';
-import { FIXABLE_OPERATORS } from './demos';
+import { FIXABLE_OPERATORS } from './demonstrations';
 import { trainRun } from './run';
 
 const execFileP = promisify(execFile);

@@ -1,7 +1,7 @@
 // The warm start of a chat model, in its own chat format (agent/chat-format.ts): demonstrations
 // (generated fix episodes, a workspace's recorded ones, resolved episodes of evaluation results)
 // become conversations through the model's chat template, with the loss on the replies (one
-// fenced bash block each, or submit) and the ids built as rollouts build them (chat-demos.ts).
+// fenced bash block each, or submit) and the ids built as rollouts build them (chat-demonstrations.ts).
 // The whole model is trained, or a LoRA adapter over the frozen base: a fresh one (`lora`), or
 // one continued (`adapter`, or `from` an adapter folder) with its optimizer state. The result is
 // a checkpoint that records its chat format (action_format.json), so a run, eval and serve prompt
@@ -18,10 +18,10 @@ import { initAdapter, loadAdapter, loadAdapterOptimizer, saveAdapter, type LoraA
 import { Policy } from '../policy/policy';
 import { PolicyTrainer } from '../policy/trainer';
 import { recordActionFormat } from './action-format';
-import { chatDemoFromSegments, chatReplyFor, encodeChatDemo, episodeDemo, PYTHON_SYSTEM, type ChatDemo } from './chat-demos';
+import { chatDemonstrationFromSegments, chatReplyFor, encodeChatDemonstration, episodeDemonstration, PYTHON_SYSTEM, type ChatDemonstration } from './chat-demonstrations';
 import { chatFormatOf } from './chat-model';
-import type { FixCase } from './demos';
-import { casePool, checkBudget, drawDemo, evalCasePool, lrAt, runWarmstartLoop, type WarmstartOptions, type WarmstartResult } from './warmstart';
+import type { FixCase } from './demonstrations';
+import { casePool, checkBudget, drawDemonstration, evalCasePool, lrAt, runWarmstartLoop, type WarmstartOptions, type WarmstartResult } from './warmstart';
 import { simulateTurn } from './warmstart-eval';
 import { startDir } from './warmstart-record';
 
@@ -66,17 +66,17 @@ export async function warmstartChat(o: WarmstartOptions): Promise<WarmstartResul
   // A whole model continues its optimizer only when its warm start is continued (--from).
   const trainer = new PolicyTrainer(ck.weights, adapter ? undefined : continued ? ck.optimizer : undefined, o.settings, adapter ? { adapter, ...(continued && adapterOptimizer ? { optimizer: adapterOptimizer } : {}) } : undefined);
 
-  const episodes: ChatDemo[] = (o.episodes ?? []).map((e) => episodeDemo(e.trajectory, e.task, 'chat'));
+  const episodes: ChatDemonstration[] = (o.episodes ?? []).map((e) => episodeDemonstration(e.trajectory, e.task, 'chat'));
   const epShare = episodes.length ? (o.episodeShare ?? 1) : 0;
   const pool = epShare >= 1 ? [] : await casePool(seed * 7919 + 1, o.poolSize ?? 2000);
   const evalCases = await evalCasePool(seed, o.evalCases ?? CHAT_WARMSTART_DEFAULTS.evalCases);
   const r = seededRandom(seed * 7919 + 3);
   const pickCase = (): FixCase => (wsShare > 0 && r() < wsShare ? o.workspaceCases![Math.floor(r() * o.workspaceCases!.length)] : pool[Math.floor(r() * pool.length)]);
   // An episode's conversation is the same every time it is drawn: encoded once.
-  const episodeIds = new Map<number, ReturnType<typeof encodeChatDemo>>();
+  const episodeIds = new Map<number, ReturnType<typeof encodeChatDemonstration>>();
   const encodeEpisode = (i: number) => {
     let e = episodeIds.get(i);
-    if (!e) episodeIds.set(i, (e = encodeChatDemo(format, episodes[i], promptWeight, rowTokens)));
+    if (!e) episodeIds.set(i, (e = encodeChatDemonstration(format, episodes[i], promptWeight, rowTokens)));
     return e;
   };
   if (episodes.length && episodes.every((_, i) => encodeEpisode(i).replies === 0)) {
@@ -119,7 +119,7 @@ export async function warmstartChat(o: WarmstartOptions): Promise<WarmstartResul
         const enc =
           epShare > 0 && (epShare >= 1 || r() < epShare)
             ? encodeEpisode(Math.floor(r() * episodes.length))
-            : encodeChatDemo(format, chatDemoFromSegments(drawDemo(r, pickCase(), { curriculum: 0, loopShare }).segments, PYTHON_SYSTEM), promptWeight, rowTokens);
+            : encodeChatDemonstration(format, chatDemonstrationFromSegments(drawDemonstration(r, pickCase(), { curriculum: 0, loopShare }).segments, PYTHON_SYSTEM), promptWeight, rowTokens);
         if (enc.replies > 0) examples.push(enc);
       }
       return examples;

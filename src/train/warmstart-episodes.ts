@@ -11,7 +11,7 @@ import { RunDir } from '../core/run';
 import type { Task, Trajectory } from '../core/schema';
 import { readTrajectories } from '../core/trajectory';
 import { readTaskFile } from '../tasks/taskfile';
-import { selectEpisodes, type EpisodeSelection } from './chat-demos';
+import { selectEpisodes, type EpisodeSelection } from './chat-demonstrations';
 import { splitTasks } from './split';
 import { demonstrationTaskIds } from './warmstart-record';
 

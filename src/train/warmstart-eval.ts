@@ -5,7 +5,7 @@
 import { taskText } from '../agent/prompt';
 import type { Policy } from '../policy/policy';
 import { renderPrompt, type ChatCodec } from './chat';
-import { numberedFix, numberedSuspects, twEditOutput, twShowOutput, twTestOutput, type FixCase } from './demos';
+import { numberedFix, numberedSuspects, twEditOutput, twShowOutput, twTestOutput, type FixCase } from './demonstrations';
 import { sedLine } from './sed';
 
 /** How an episode addresses the bug: `sed` on a path, or by suspect number (`tw-edit K …`). */
@@ -46,14 +46,14 @@ export interface LineEdit {
 
 const LINE_EDIT = /^sed -i '(\d+)(s[^']*)' (\S+)(?:( && tw-test)(?: \|\| git checkout (?:-q )?(?:-- )?(\S+))?)?$/;
 
-/** Parses a line edit or an attempt (demos.ts attemptCommand); undefined for anything else. */
+/** Parses a line edit or an attempt (demonstrations.ts attemptCommand); undefined for anything else. */
 export function parseLineEdit(cmd: string): LineEdit | undefined {
   const m = LINE_EDIT.exec(cmd);
   if (!m) return undefined;
   return { line: Number(m[1]), script: m[2], path: m[3], test: !!m[4], ...(m[5] ? { undo: m[5] } : {}) };
 }
 
-/** The `sed` of a command that is one, or of an attempt (demos.ts attemptCommand); else the command. */
+/** The `sed` of a command that is one, or of an attempt (demonstrations.ts attemptCommand); else the command. */
 export function editOf(cmd: string): string {
   const e = parseLineEdit(cmd);
   return e ? `sed -i '${e.line}${e.script}' ${e.path}` : cmd;

@@ -17,12 +17,12 @@ import { PolicyTrainer } from '../policy/trainer';
 import { packRows } from './rows';
 import { initWeights } from '../policy/weights';
 import type { SessionSettings } from '../onnx';
-import { chatCodec, encodeDemo, renderPrompt, type ChatCodec } from './chat';
-import { curriculumTask, fixEpisode, numberedCurriculumTask, numberedEpisode, syntheticCases, type Demo, type FixCase } from './demos';
+import { chatCodec, encodeDemonstration, renderPrompt, type ChatCodec } from './chat';
+import { curriculumTask, fixEpisode, numberedCurriculumTask, numberedEpisode, syntheticCases, type Demonstration, type FixCase } from './demonstrations';
 import { defaultSourceRoots, pythonSourceFiles, realSourcePool } from './real-source';
 import { evaluateEpisodes, evaluateFixes, fixPromptTurns } from './warmstart-eval';
 import { priorLog, priorRecord, startDir, warmstartRecord } from './warmstart-record';
-import { episodeDemo } from './chat-demos';
+import { episodeDemonstration } from './chat-demonstrations';
 // (warmstart-chat.ts imports this module's loop back: used at call time only.)
 import { warmstartChat } from './warmstart-chat';
 import { modelActionFormat } from './action-format';
@@ -71,11 +71,11 @@ export interface WarmstartOptions {
   /** Fix cases recorded from a workspace (train split only), oversampled to `workspaceShare` of episodes. */
   workspaceCases?: FixCase[];
   workspaceShare?: number;
-  /** Share of fix episodes written as attempt loops (demos.ts loopEpisode); 0 (default): none. */
+  /** Share of fix episodes written as attempt loops (demonstrations.ts loopEpisode); 0 (default): none. */
   loopShare?: number;
   /**
    * Share of fix episodes and curriculum tasks in the numbered form (`tw-suspects -n`, `tw-edit K
-   * OLD NEW`: demos.ts numberedEpisode); 0 (default): none.
+   * OLD NEW`: demonstrations.ts numberedEpisode); 0 (default): none.
    */
   numberedShare?: number;
   /** Share of generated fix cases drawn from real Python source installed on this machine (train/real-source.ts); 0 (default): none. */
@@ -250,7 +250,7 @@ export async function warmstart(o: WarmstartOptions): Promise<WarmstartResult> {
     }
   };
   // Resolved episodes of evaluation results, in the compact format, drawn in `episodeShare` of examples.
-  const episodeSegs = (o.episodes ?? []).map((e) => episodeDemo(e.trajectory, e.task, 'compact'));
+  const episodeSegs = (o.episodes ?? []).map((e) => episodeDemonstration(e.trajectory, e.task, 'compact'));
   const epShare = episodeSegs.length ? (o.episodeShare ?? 1) : 0;
   return runWarmstartLoop(o, {
     trainer,
@@ -265,8 +265,8 @@ export async function warmstart(o: WarmstartOptions): Promise<WarmstartResult> {
       // Over-draw: packing keeps what fits.
       for (let i = 0; i < rows * 10; i++) {
         // No draw without episodes: the random stream of the generated demonstrations stays as it was.
-        const segments = epShare > 0 && (epShare >= 1 || r() < epShare) ? episodeSegs[Math.floor(r() * episodeSegs.length)] : drawDemo(r, pickCase(), { curriculum: cur, loopShare, numberedShare }).segments;
-        const enc = encodeDemo(codec, segments, promptWeight);
+        const segments = epShare > 0 && (epShare >= 1 || r() < epShare) ? episodeSegs[Math.floor(r() * episodeSegs.length)] : drawDemonstration(r, pickCase(), { curriculum: cur, loopShare, numberedShare }).segments;
+        const enc = encodeDemonstration(codec, segments, promptWeight);
         if (enc.ids.length <= Math.min(rowTokens, ctx)) examples.push(enc);
       }
       return examples;
@@ -417,7 +417,7 @@ export async function runWarmstartLoop(o: WarmstartOptions, l: WarmstartLoop): P
  * or just the fix turn in context; in `numberedShare` of draws the numbered form of either
  * (numbered curriculum tasks, numberedEpisode) where the case has one. RL's replay term (train/replay.ts) draws the same way.
  */
-export function drawDemo(r: () => number, c: FixCase, o: { curriculum: number; loopShare: number; numberedShare?: number }): Demo {
+export function drawDemonstration(r: () => number, c: FixCase, o: { curriculum: number; loopShare: number; numberedShare?: number }): Demonstration {
   // No draw without the numbered form: the random stream of earlier recipes stays as it was.
   const numbered = !!o.numberedShare && r() < o.numberedShare;
   if (r() < o.curriculum) return (numbered && numberedCurriculumTask(r, c)) || curriculumTask(r, c);

@@ -15,7 +15,7 @@ import { synthesizeMutationTasks } from '../../src/tasks/synth';
 import { writeTaskFile } from '../../src/tasks/taskfile';
 import { collectOriginals, type ScoringOriginals } from '../../src/tasks/testfiles';
 import { ObservationCache, poolProvider, runRollouts, type ActionModel, type ActRequest, type ActResult } from '../../src/agent';
-import { taskFix } from '../../src/train/workspace-demos';
+import { taskFix } from '../../src/train/workspace-demonstrations';
 import { main } from '../../src/cli/main';
 
 const demo = path.join(__dirname, '..', '..', 'examples', 'demo-python');

@@ -24,8 +24,8 @@ import { compareEvaluations, episodeKind, type EvalComparison, type PairedChange
 import { checkpointModel, endpointModel, evalResultsHeader, readEvalResults, writeEvalResults, type EvalModel } from '../../train/eval-results';
 import { runEvalReport } from './eval-report';
 import { warmstart, type WarmstartLogRow } from '../../train/warmstart';
-import { workspaceCasesFor } from '../../train/workspace-demos';
-import { LOOP_SHARE, type FixCase } from '../../train/demos';
+import { workspaceCasesFor } from '../../train/workspace-demonstrations';
+import { LOOP_SHARE, type FixCase } from '../../train/demonstrations';
 import { warmstartEpisodes } from '../../train/warmstart-episodes';
 import { parseLoraConfig, type LoraConfig } from '../../policy/lora';
 import { SandboxPool, disposeAllSandboxes } from '../../sandbox';

@@ -4,7 +4,7 @@
 import * as assert from 'node:assert/strict';
 import { promptSegments } from '../../../src/agent/prompt';
 import { byteLevelTokenizer } from '../../../src/policy/tokenizer';
-import { actionIds, actionPrefix, chatCodec, encodeDemo, renderPrompt, segmentIds } from '../../../src/train/chat';
+import { actionIds, actionPrefix, chatCodec, encodeDemonstration, renderPrompt, segmentIds } from '../../../src/train/chat';
 
 const codec = chatCodec(byteLevelTokenizer());
 const count = (ids: readonly number[], x: number) => ids.filter((i) => i === x).length;
@@ -33,8 +33,8 @@ describe('train/chat: encoding', () => {
     assert.deepEqual(ids.slice(-actionPrefix(codec).length), actionPrefix(codec));
   });
 
-  it('encodeDemo weights action tokens (and their <|im_end|>) at 1, everything else at the prompt weight', () => {
-    const { ids, weights } = encodeDemo(codec, [{ role: 'task', text: 'T' }, { role: 'agent', text: 'ls' }, { role: 'obs', text: 'exit 0' }], 0.3);
+  it('encodeDemonstration weights action tokens (and their <|im_end|>) at 1, everything else at the prompt weight', () => {
+    const { ids, weights } = encodeDemonstration(codec, [{ role: 'task', text: 'T' }, { role: 'agent', text: 'ls' }, { role: 'obs', text: 'exit 0' }], 0.3);
     assert.equal(ids.length, weights.length);
     const ones = ids.filter((_, i) => weights[i] === 1);
     assert.deepEqual(ones, [108, 115, codec.imEnd]);

@@ -5,8 +5,8 @@
 // stray one, and never treat shell text it cannot read as a tool call.
 import * as assert from 'node:assert/strict';
 import { seededRandom } from '../../../src/core/random';
-import { bugSuspect, numberedAttempt, numberedCurriculumTask, numberedEpisode, numberedFix, numberedSuspects, syntheticCases, twEditOutput, type FixCase } from '../../../src/train/demos';
-import { drawDemo } from '../../../src/train/warmstart';
+import { bugSuspect, numberedAttempt, numberedCurriculumTask, numberedEpisode, numberedFix, numberedSuspects, syntheticCases, twEditOutput, type FixCase } from '../../../src/train/demonstrations';
+import { drawDemonstration } from '../../../src/train/warmstart';
 import { fixPromptTurns, numberedRestores, shellWords, simulateNumbered, simulateTurn } from '../../../src/train/warmstart-eval';
 
 const fc: FixCase = {
@@ -114,11 +114,11 @@ describe('train/demos + warmstart-eval: the numbered form', () => {
     assert.deepEqual([...kinds].sort(), ['numbered-edit', 'numbered-which']);
   });
 
-  it('drawDemo mixes in the numbered form at its share, and draws as before without it', async () => {
+  it('drawDemonstration mixes in the numbered form at its share, and draws as before without it', async () => {
     const cases = await syntheticCases(seededRandom(5), 4);
     const kinds = (numberedShare?: number) => {
       const r = seededRandom(9);
-      return Array.from({ length: 200 }, (_, i) => drawDemo(r, cases[i % cases.length], { curriculum: 0.2, loopShare: 0.5, ...(numberedShare !== undefined ? { numberedShare } : {}) }).kind);
+      return Array.from({ length: 200 }, (_, i) => drawDemonstration(r, cases[i % cases.length], { curriculum: 0.2, loopShare: 0.5, ...(numberedShare !== undefined ? { numberedShare } : {}) }).kind);
     };
     const none = kinds();
     assert.deepEqual(kinds(0), none, 'a share of 0 draws exactly as no share');

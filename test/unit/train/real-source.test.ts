@@ -7,7 +7,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { seededRandom } from '../../../src/core/random';
-import { bugSuspect, numberedEpisode, numberedFix } from '../../../src/train/demos';
+import { bugSuspect, numberedEpisode, numberedFix } from '../../../src/train/demonstrations';
 import { defaultSourceRoots, enclosingFunction, isHeldOutSource, pythonSourceFiles, realSourceCases, realSourcePool } from '../../../src/train/real-source';
 import { numberedRestores, sedRestores } from '../../../src/train/warmstart-eval';
 import { warmstart } from '../../../src/train/warmstart';

@@ -5,7 +5,7 @@ import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { attemptCommand, type FixCase } from '../../../src/train/demos';
+import { attemptCommand, type FixCase } from '../../../src/train/demonstrations';
 import { editOf, parseLineEdit, sedRestores, simulateTurn } from '../../../src/train/warmstart-eval';
 
 const c = { path: 'shop/grid.py', line: 12, mutatedLine: '    return size >= 7 and a.b', originalLine: '    return size > 7 and a.b' };

@@ -22,9 +22,9 @@ import { decodeSafetensors } from '../../../src/policy/safetensors';
 import { initWeights } from '../../../src/policy/weights';
 import { writeTaskFile } from '../../../src/tasks/taskfile';
 import { modelActionFormat } from '../../../src/train/action-format';
-import { chatDemoFromSegments, chatReplyFor, encodeChatDemo, episodeDemo, PYTHON_SYSTEM } from '../../../src/train/chat-demos';
+import { chatDemonstrationFromSegments, chatReplyFor, encodeChatDemonstration, episodeDemonstration, PYTHON_SYSTEM } from '../../../src/train/chat-demonstrations';
 import { chatFormatOf } from '../../../src/train/chat-model';
-import { fixEpisode } from '../../../src/train/demos';
+import { fixEpisode } from '../../../src/train/demonstrations';
 import { casePool, warmstart, type WarmstartOptions } from '../../../src/train/warmstart';
 import { warmstartEpisodes } from '../../../src/train/warmstart-episodes';
 import { splitTasks } from '../../../src/train/split';
@@ -73,10 +73,10 @@ describe('train/warmstart: a chat model in its own chat format (generated Qwen2 
     const ck = loadCheckpoint(model);
     const format = chatFormatOf(ck, 64);
     const [c] = await casePool(3, 1);
-    const demo = chatDemoFromSegments(fixEpisode(seededRandom(1), c).segments, PYTHON_SYSTEM);
+    const demo = chatDemonstrationFromSegments(fixEpisode(seededRandom(1), c).segments, PYTHON_SYSTEM);
     assert.match(demo.turns[0].reply, /^```bash\n(tw-test|tw-suspects)\n```$/);
     assert.equal(demo.turns[demo.turns.length - 1].reply, 'submit');
-    const enc = encodeChatDemo(format, demo, 0);
+    const enc = encodeChatDemonstration(format, demo, 0);
     assert.equal(enc.replies, demo.turns.length);
     // The same conversation as a rollout keeps it: each prompt extends the ids so far.
     const conv = format.conversation(demo.system, demo.task);
@@ -99,7 +99,7 @@ describe('train/warmstart: a chat model in its own chat format (generated Qwen2 
     assert.equal(weighted, demo.turns.map((t) => `${t.reply}<|im_end|>`).join(''));
     assert.ok(enc.weights.every((w) => w === 0 || w === 1));
     // A row too short for the whole episode keeps the replies that fit.
-    const cut = encodeChatDemo(format, demo, 0, enc.ids.length - 1);
+    const cut = encodeChatDemonstration(format, demo, 0, enc.ids.length - 1);
     assert.equal(cut.replies, demo.turns.length - 1);
     assert.deepEqual(cut.ids, enc.ids.slice(0, cut.ids.length));
   });
@@ -163,12 +163,12 @@ describe('train/warmstart: a chat model in its own chat format (generated Qwen2 
     assert.ok(sel.kept.every((k) => !held.has(k.task.id)), 'held-out tasks never appear');
 
     // In a chat target: the recorded replies as assistant messages, a format error as context only.
-    const d = episodeDemo(sel.kept[0].trajectory, sel.kept[0].task, 'chat');
+    const d = episodeDemonstration(sel.kept[0].trajectory, sel.kept[0].task, 'chat');
     assert.equal(d.system, chatSystemMessage(sel.kept[0].task));
     assert.equal(d.task, chatTaskMessage(sel.kept[0].task));
     assert.deepEqual(d.turns.map((t) => [t.reply, t.weight]), [['Look first.\n```bash\ntw-suspects\n```', 1], ['no block here', 0], ["```bash\nsed -i '4s/</<=/' shop/cart.py\n```", 1], ['submit', 1]]);
     // In turnwise-tiny's compact format: the commands as agent segments, the format error left out.
-    const segs = episodeDemo(sel.kept[0].trajectory, sel.kept[0].task, 'compact');
+    const segs = episodeDemonstration(sel.kept[0].trajectory, sel.kept[0].task, 'compact');
     assert.deepEqual(segs.filter((s) => s.role === 'agent').map((s) => s.text), ['tw-suspects', "sed -i '4s/</<=/' shop/cart.py", 'submit']);
     assert.equal(chatReplyFor('ls -la'), '```bash\nls -la\n```');
 

@@ -8,7 +8,7 @@ import type { PoolSnapshot, SandboxPool } from '../sandbox';
 import { detectRunner } from '../tasks/runners';
 import { readWorkspaceFile } from '../tasks/origin';
 import { synthesizeMutationTasks } from '../tasks/synth';
-import { FIXABLE_OPERATORS, fixCommand, showContext, withTopCandidates, type FixCase } from './demos';
+import { FIXABLE_OPERATORS, fixCommand, showContext, withTopCandidates, type FixCase } from './demonstrations';
 import { splitTasks } from './split';
 
 /** The one-line fix of a mutation task, from the original file in the workspace. */
@@ -33,7 +33,7 @@ export async function recordWorkspaceCases(o: { workspace: string; tasks: readon
   const todo = o.tasks.map((t) => ({ t, fix: taskFix(o.workspace, t) })).filter((x) => x.fix);
   let done = 0;
   for (const { t, fix } of todo) {
-    const sb = await o.pool.acquire(o.snapshot, { rollout: `demo-${t.id}` });
+    const sb = await o.pool.acquire(o.snapshot, { rollout: `demonstration-${t.id}` });
     try {
       await prepareSandbox(sb, t);
       const r = await sb.exec('tw-suspects', { timeoutMs: 60_000 });

@@ -5,7 +5,7 @@
 //    engine (tasks/mutate.ts), with tool output simulated in the exact format of the sandbox's
 //    `tw-suspects` / `tw-test` (sandbox-images/python/tools/turnwise_tools.py);
 //  - a workspace's own mutation tasks (train split only), whose tool output is recorded for
-//    real in a sandbox (workspaceDemos in warmstart.ts).
+//    real in a sandbox (workspaceCasesFor in warmstart.ts).
 // Plus a copy curriculum of short tasks in the same chat format (copy a location, undo an
 // operator, assemble a sed command, fix one given line): a byte-level model of 3M parameters
 // first has to learn to copy from its context (measured: docs/model-card-turnwise-tiny.md).
@@ -14,7 +14,7 @@ import { observationText, SUBMIT, taskText, type Segment } from '../agent/prompt
 import { mutationCandidates, type MutationCandidate } from '../tasks/mutate';
 
 /** One training example: the segments, and which are actions (trained at full weight). */
-export interface Demo {
+export interface Demonstration {
   kind: string;
   segments: Segment[];
 }
@@ -410,7 +410,7 @@ export function attemptCommand(fix: string, path: string): string {
  * guess like the policy's, and after a failure the next best guess that is not the same edit.
  * When the bug is not on the first suspect, at least one of that line's candidates fails first.
  */
-function loopEpisode(r: Rng, c: FixCase, segs: Segment[], turn: (action: string, observation?: string) => void): Demo | undefined {
+function loopEpisode(r: Rng, c: FixCase, segs: Segment[], turn: (action: string, observation?: string) => void): Demonstration | undefined {
   const top = topSuspect(c);
   if (!top || !c.topCandidates?.length) return undefined;
   const onTop = top.path === c.path && top.line === c.line;
@@ -433,7 +433,7 @@ function loopEpisode(r: Rng, c: FixCase, segs: Segment[], turn: (action: string,
  * about RECOVERY_SHARE of those, a wrong sed first, tw-test still failing, `git checkout -- FILE`
  * to undo it, then the right sed.
  */
-export function fixEpisode(r: Rng, c: FixCase, o: { loopShare?: number } = {}): Demo {
+export function fixEpisode(r: Rng, c: FixCase, o: { loopShare?: number } = {}): Demonstration {
   const segs: Segment[] = [{ role: 'task', text: taskText({ fail_to_pass: c.failing, source: 'mutation' }) }];
   const turn = (action: string, observation?: string) => {
     segs.push({ role: 'agent', text: action });
@@ -515,7 +515,7 @@ export function numberedFix(c: FixCase): string | undefined {
  * on the first suspect (0 to LOOP_MAX_FAILED wrong undo candidates, at least one when the bug is
  * ranked lower), the fix on the bug's suspect, submit. Undefined when the case has no numbered fix.
  */
-export function numberedEpisode(r: Rng, c: FixCase): Demo | undefined {
+export function numberedEpisode(r: Rng, c: FixCase): Demonstration | undefined {
   const fix = numberedFix(c);
   const k = bugSuspect(c);
   const top = topSuspect(c);
@@ -544,8 +544,8 @@ export function numberedEpisode(r: Rng, c: FixCase): Demo | undefined {
 }
 
 /** Short tasks that teach reading the numbered ranking: a suspect's number, an edit of a given suspect. */
-export function numberedCurriculumTask(r: Rng, c: FixCase): Demo | undefined {
-  const one = (task: string, answer: string, kind: string): Demo => ({ kind, segments: [{ role: 'task', text: task }, { role: 'agent', text: answer }] });
+export function numberedCurriculumTask(r: Rng, c: FixCase): Demonstration | undefined {
+  const one = (task: string, answer: string, kind: string): Demonstration => ({ kind, segments: [{ role: 'task', text: task }, { role: 'agent', text: answer }] });
   const list = numberedSuspects(c).join('\n');
   const k = bugSuspect(c);
   const fix = numberedFix(c);
@@ -560,8 +560,8 @@ const UNDO_TABLE: Record<string, string> = {
 };
 
 /** Short copy/undo/assemble tasks in the chat format, built from a fix case. */
-export function curriculumTask(r: Rng, c: FixCase): Demo {
-  const one = (task: string, answer: string, kind: string): Demo => ({ kind, segments: [{ role: 'task', text: task }, { role: 'agent', text: answer }] });
+export function curriculumTask(r: Rng, c: FixCase): Demonstration {
+  const one = (task: string, answer: string, kind: string): Demonstration => ({ kind, segments: [{ role: 'task', text: task }, { role: 'agent', text: answer }] });
   const k = r();
   if (k < 0.2) {
     const i = int(r, 0, Math.min(2, c.suspects.length - 1));

@@ -10,7 +10,7 @@ import * as path from 'node:path';
 import { seededRandom } from '../../../src/core/random';
 import { mutationCandidates } from '../../../src/tasks/mutate';
 import { parseAction } from '../../../src/agent/action';
-import { attemptCommand, curriculumTask, fixCommand, fixEpisode, FIXABLE_OPERATORS, generateModule, LOOP_MAX_FAILED, LOOP_SHARE, RECOVERY_SHARE, SUSPECTS_TOP1, syntheticCases, undoCandidates, withTopCandidates } from '../../../src/train/demos';
+import { attemptCommand, curriculumTask, fixCommand, fixEpisode, FIXABLE_OPERATORS, generateModule, LOOP_MAX_FAILED, LOOP_SHARE, RECOVERY_SHARE, SUSPECTS_TOP1, syntheticCases, undoCandidates, withTopCandidates } from '../../../src/train/demonstrations';
 
 const SED = fs.existsSync('/bin/sed') ? '/bin/sed' : 'sed';
 

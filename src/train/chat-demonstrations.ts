@@ -19,17 +19,17 @@ export function chatReplyFor(command: string): string {
 }
 
 /** One turn of a demonstration: the reply, its loss weight, and the observation that came back (absent after the last). */
-export interface ChatDemoTurn {
+export interface ChatDemonstrationTurn {
   reply: string;
   /** Loss weight of the reply's tokens (its end-of-turn included); 0 keeps it as context only. */
   weight: number;
   observation?: string;
 }
 
-export interface ChatDemo {
+export interface ChatDemonstration {
   system: string;
   task: string;
-  turns: ChatDemoTurn[];
+  turns: ChatDemonstrationTurn[];
 }
 
 /**
@@ -38,13 +38,13 @@ export interface ChatDemo {
  * extend the ids so far (old turns dropped for room) and after `maxTokens` tokens: what is kept
  * is a prefix of the conversation a rollout would have built.
  */
-export function encodeChatDemo(format: ChatFormat, demo: ChatDemo, promptWeight: number, maxTokens = Infinity): { ids: number[]; weights: number[]; replies: number } {
+export function encodeChatDemonstration(format: ChatFormat, d: ChatDemonstration, promptWeight: number, maxTokens = Infinity): { ids: number[]; weights: number[]; replies: number } {
   const tok = format.o.tokenizer;
-  const conv = format.conversation(demo.system, demo.task);
+  const conv = format.conversation(d.system, d.task);
   const ids: number[] = [];
   const weights: number[] = [];
   let replies = 0;
-  for (const [k, turn] of demo.turns.entries()) {
+  for (const [k, turn] of d.turns.entries()) {
     const p = conv.prompt();
     if (p.reset) break;
     // The prompt extends what is there: only its new tail is added.
@@ -56,15 +56,15 @@ export function encodeChatDemo(format: ChatFormat, demo: ChatDemo, promptWeight:
     weights.push(...tail.map(() => promptWeight), ...replyIds.map(() => turn.weight));
     replies++;
     conv.addReply({ text, tokenIds: replyIds, stopped: true });
-    if (k < demo.turns.length - 1) conv.addObservation(turn.observation ?? '');
+    if (k < d.turns.length - 1) conv.addObservation(turn.observation ?? '');
   }
   return { ids, weights, replies };
 }
 
 /** A compact demonstration (segments: task, then agent / obs) in the chat format, with the sandbox's helpers for `language`. */
-export function chatDemoFromSegments(segments: readonly Segment[], system: string): ChatDemo {
+export function chatDemonstrationFromSegments(segments: readonly Segment[], system: string): ChatDemonstration {
   const task = segments.find((s) => s.role === 'task')?.text ?? '';
-  const turns: ChatDemoTurn[] = [];
+  const turns: ChatDemonstrationTurn[] = [];
   for (const s of segments) {
     if (s.role === 'agent') turns.push({ reply: chatReplyFor(s.text), weight: 1 });
     else if (s.role === 'obs' && turns.length) turns[turns.length - 1].observation = s.text;
@@ -83,7 +83,7 @@ function recap(observation: string, max: number): string {
 }
 
 /** The target format of episode demonstrations. */
-export type DemoTarget = 'chat' | 'compact';
+export type DemonstrationTarget = 'chat' | 'compact';
 
 /**
  * A resolved episode as a demonstration in the target's format. Chat: the recorded replies as
@@ -91,9 +91,9 @@ export type DemoTarget = 'chat' | 'compact';
  * messages. Compact: the commands as agent segments. A format error's reply stays as context
  * (weight 0) and its observation is the one the target format gives.
  */
-export function episodeDemo(t: Trajectory, task: Task, target: 'chat'): ChatDemo;
-export function episodeDemo(t: Trajectory, task: Task, target: 'compact'): Segment[];
-export function episodeDemo(t: Trajectory, task: Task, target: DemoTarget): ChatDemo | Segment[] {
+export function episodeDemonstration(t: Trajectory, task: Task, target: 'chat'): ChatDemonstration;
+export function episodeDemonstration(t: Trajectory, task: Task, target: 'compact'): Segment[];
+export function episodeDemonstration(t: Trajectory, task: Task, target: DemonstrationTarget): ChatDemonstration | Segment[] {
   const turns = [...t.turns].sort((a, b) => a.index - b.index);
   if (target === 'chat') {
     return {
@@ -116,7 +116,7 @@ export function episodeDemo(t: Trajectory, task: Task, target: DemoTarget): Chat
   return segs;
 }
 
-/** What `episodeDemos` found in results files. */
+/** What `episodeDemonstrations` found in results files. */
 export interface EpisodeSelection {
   /** The resolved episodes kept, with their tasks. */
   kept: { trajectory: Trajectory; task: Task }[];

@@ -42,6 +42,12 @@ export interface TransferRepo {
   dir: string;
   /** Its shape, and why it is on the panel. */
   shape: string;
+  /**
+   * The command time limit its episodes need, when the default is too short: `tw-suspects` runs
+   * the whole suite under a line tracer, several times slower than the suite alone (--config's
+   * commandTimeoutMs wins).
+   */
+  commandTimeoutMs?: number;
 }
 
 /**
@@ -94,6 +100,8 @@ export const TRANSFER_PANEL: readonly TransferRepo[] = [
     sha256: '04d555d7ccb3c84301eaad310dd27ba511ae3dcf331ada5828d7cc03942f2c2e',
     dir: 'toolz-0.12.0',
     shape: 'a package with a subpackage (toolz/curried) and its tests inside the package (toolz/tests/), a second package (tlz) and a bench/ test that fails without its data',
+    // Its suite takes ~8 s; traced, tw-suspects passed the default 20 s limit on every call.
+    commandTimeoutMs: 90_000,
   },
   {
     name: 'colorama',
@@ -105,6 +113,11 @@ export const TRANSFER_PANEL: readonly TransferRepo[] = [
     shape: 'a package whose tests live in it (colorama/tests/), with Windows-only branches whose tests skip on Linux',
   },
 ];
+
+/** The bench's settings for one repository: its own command limit unless --config gives one. */
+export function repoSettings(repo: Pick<TransferRepo, 'commandTimeoutMs'>, base: Partial<TrainConfig>, user?: Partial<TrainConfig>): Partial<TrainConfig> {
+  return repo.commandTimeoutMs !== undefined && user?.commandTimeoutMs === undefined ? { ...base, commandTimeoutMs: repo.commandTimeoutMs } : base;
+}
 
 /** Debian's archive (its CDN redirector); --mirror for another. */
 export const DEBIAN_ARCHIVE = 'https://deb.debian.org/debian';
@@ -234,6 +247,8 @@ export interface TransferRepoResult {
   paired: { greedy: PairedChange; sampled: PairedChange } | null;
   rl_iterations: number;
   run_dir: string | null;
+  /** The command time limit its episodes ran with (the panel's, --config's or the default). */
+  command_timeout_ms: number;
   wall_s: number;
   /** Why this repository has no figures (the others still run). */
   error?: string;
@@ -298,7 +313,7 @@ export async function benchTransfer(o: TransferOptions): Promise<TransferResult>
   for (const repo of repos) {
     if (o.signal?.aborted) break;
     const t0 = Date.now();
-    const res: TransferRepoResult = { name: repo.name, source: `Debian ${repo.debianSource} ${repo.version} (${repo.file})`, shape: repo.shape, tasks: 0, train_tasks: 0, heldout_tasks: 0, before: null, after: null, paired: null, rl_iterations: 0, run_dir: null, wall_s: 0 };
+    const res: TransferRepoResult = { name: repo.name, source: `Debian ${repo.debianSource} ${repo.version} (${repo.file})`, shape: repo.shape, tasks: 0, train_tasks: 0, heldout_tasks: 0, before: null, after: null, paired: null, rl_iterations: 0, run_dir: null, command_timeout_ms: 0, wall_s: 0 };
     out.push(res);
     try {
       const workspace = await fetchRepo(repo, { cacheDir, mirror: o.mirror, log });
@@ -317,7 +332,8 @@ export async function benchTransfer(o: TransferOptions): Promise<TransferResult>
         }
       }
       res.tasks = readTaskFile(tasksFile).length;
-      const config = resolveTrainConfig({ ...base, iterations, workspace, model, taskSource: 'file', tasksFile }, 'the transfer bench settings');
+      const config = resolveTrainConfig({ ...repoSettings(repo, base, o.config), iterations, workspace, model, taskSource: 'file', tasksFile }, 'the transfer bench settings');
+      res.command_timeout_ms = config.commandTimeoutMs;
       // The RL budget: no iteration starts once the minutes are spent (the last one's evaluation counts).
       const stop = new AbortController();
       const onAbort = () => stop.abort();

@@ -8,7 +8,8 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import type { Trajectory } from '../../../src/core/schema';
 import { TurnwiseError } from '../../../src/core/errors';
-import { fetchRepo, heldoutScore, pickRepos, TRANSFER_PANEL } from '../../../src/train/transfer';
+import { fetchRepo, heldoutScore, pickRepos, repoSettings, TRANSFER_PANEL } from '../../../src/train/transfer';
+import { TRAIN_DEFAULTS } from '../../../src/train/config';
 
 const traj = (trajId: string, taskId: string, resolved: boolean, failure?: string): Trajectory =>
   ({ trajId, taskId, turns: [], reward: { passRate: resolved ? 1 : 0.5, resolved }, ...(failure ? { failure } : {}) }) as unknown as Trajectory;
@@ -23,6 +24,15 @@ describe('train/transfer: the transfer panel', () => {
       assert.match(r.file, /^pool\/main\/[a-z0-9]+\/[a-z0-9.+-]+\/[^/]+\.orig\.tar\.(gz|xz|bz2)$/, r.name);
       assert.ok(path.basename(r.file).startsWith(`${r.debianSource}_${r.version}`), r.name);
     }
+  });
+
+  it("a repository with a slow traced suite gets its own command limit, unless --config sets one", () => {
+    const toolz = TRANSFER_PANEL.find((r) => r.name === 'toolz')!;
+    assert.ok(toolz.commandTimeoutMs! > TRAIN_DEFAULTS.commandTimeoutMs);
+    assert.equal(repoSettings(toolz, { maxTasks: 8 }).commandTimeoutMs, toolz.commandTimeoutMs);
+    assert.equal(repoSettings(toolz, { maxTasks: 8, commandTimeoutMs: 30_000 }, { commandTimeoutMs: 30_000 }).commandTimeoutMs, 30_000);
+    const plain = TRANSFER_PANEL.find((r) => r.commandTimeoutMs === undefined)!;
+    assert.equal(repoSettings(plain, { maxTasks: 8 }).commandTimeoutMs, undefined, 'the default');
   });
 
   it('--repos picks by name in panel order and refuses unknown names with the list', () => {

@@ -9,7 +9,7 @@ import * as path from 'node:path';
 import { seedOf } from '../core/random';
 import { mutationCandidates } from '../tasks/mutate';
 import { FIXABLE_OPERATORS, fixCommand, showContext, simulatedSuspects, testIds, withTopCandidates, type FixCase } from './demonstrations';
-import { TRANSFER_PANEL } from './transfer';
+import { TRANSFER_PANEL } from './transfer-panel';
 
 type Rng = () => number;
 

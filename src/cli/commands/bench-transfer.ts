@@ -5,7 +5,8 @@
 import * as path from 'node:path';
 import { embeddedModelDir } from '../../train/embedded';
 import { readConfigFile, type TrainConfig } from '../../train/config';
-import { benchTransfer, TRANSFER_DEFAULTS, TRANSFER_PANEL, transferCacheDir, type HeldoutScore } from '../../train/transfer';
+import { benchTransfer, TRANSFER_DEFAULTS, transferCacheDir, type HeldoutScore } from '../../train/transfer';
+import { TRANSFER_PANEL } from '../../train/transfer-panel';
 import { numberInRange, type CliCommand } from '../command';
 
 const score = (s: HeldoutScore | null) =>

@@ -8,7 +8,8 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import type { Trajectory } from '../../../src/core/schema';
 import { TurnwiseError } from '../../../src/core/errors';
-import { fetchRepo, heldoutScore, pickRepos, repoSettings, TRANSFER_PANEL } from '../../../src/train/transfer';
+import { fetchRepo, heldoutScore, pickRepos, repoSettings } from '../../../src/train/transfer';
+import { TRANSFER_PANEL } from '../../../src/train/transfer-panel';
 import { TRAIN_DEFAULTS } from '../../../src/train/config';
 
 const traj = (trajId: string, taskId: string, resolved: boolean, failure?: string): Trajectory =>

@@ -91,6 +91,11 @@ function mergeSliceGrads(g: Graph, target: Value, parts: Value[]): Value[] | und
   return [g.concat(ms.map((m) => m.dy), axis), ...parts.filter((p) => !sliceGrads.has(p))];
 }
 
+/** A rank-2 Transpose's perm that swaps the two axes (given as [1, 0], or left out). */
+function isSwap(perm: unknown): boolean {
+  return perm === undefined || (Array.isArray(perm) && perm.length === 2 && perm[0] === 1 && perm[1] === 0);
+}
+
 const RULES: Record<string, Rule> = {
   Identity: (_g, _n, [dy]) => [dy],
   Add: (g, n, [dy], need) => [need[0] ? unbroadcast(g, dy!, n.inputs[0]!) : null, need[1] ? unbroadcast(g, dy!, n.inputs[1]!) : null],
@@ -168,7 +173,12 @@ const RULES: Record<string, Rule> = {
       const d2 = flat ? g.reshape(dy!, [-1, N]) : dy!;
       let da: Value | null = null;
       if (need[0]) {
-        const r = g.gemm(d2, b, { transB: true });
+        // B = Wᵀ (a linear layer's x·Wᵀ): dA = dY·W reads W itself. The transposed copy then has
+        // the forward product as its only consumer and fuses into it (FusedMatMul), instead of
+        // being materialized and held from the forward pass to the backward one (a weight-sized
+        // buffer per layer).
+        const t = b.producer?.op === 'Transpose' && b.producer.inputs[0]?.rank === 2 && isSwap(b.producer.attrs.perm) ? b.producer.inputs[0] : undefined;
+        const r = t ? g.gemm(d2, t) : g.gemm(d2, b, { transB: true });
         da = flat ? g.reshape(r, shapeTensor(g, a), a.shape) : r;
       }
       const db = need[1] ? g.gemm(a2, d2, { transA: true }) : null;

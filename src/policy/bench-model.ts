@@ -186,6 +186,8 @@ export interface BenchModelResult {
   train_step_s: number;
   train_first_step_s: number;
   train_step_peak_rss_mb: number;
+  /** What the process held as the training step began (the weights, and what generation left allocated). */
+  train_start_rss_mb: number;
   /** The weights at float32 plus 3 GB: the bound a training step's peak RSS should stay under. */
   train_rss_budget_mb: number;
   /** Stream copy (read + write bytes per second), the best of one thread and one per core. */
@@ -222,6 +224,17 @@ export function resetPeakRss(): boolean {
   } catch {
     return false;
   }
+}
+
+/** The process's resident memory now, in MB. */
+export function currentRssMb(): number {
+  try {
+    const m = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync('/proc/self/status', 'utf8'));
+    if (m) return round(Number(m[1]) / 1024, 0);
+  } catch {
+    // not Linux
+  }
+  return round(process.memoryUsage().rss / 1024 / 1024, 0);
 }
 
 /** Peak RSS in MB since the last resetPeakRss (or the process start). */
@@ -441,6 +454,7 @@ export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult
       await trainer.train({ loss: 'ppo-token', batch: work.trainRows, seq: work.trainSeq }, [batch], { lr: 1e-4 });
       return performance.now() - t;
     };
+    const trainStartRss = currentRssMb();
     resetPeakRss();
     const firstMs = await step();
     const stepTimes: number[] = [];
@@ -523,6 +537,7 @@ export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult
       train_step_s: round(stepMs / 1000, 6),
       train_first_step_s: round(firstMs / 1000),
       train_step_peak_rss_mb: trainPeak,
+      train_start_rss_mb: trainStartRss,
       train_rss_budget_mb: round(budget, 0),
       memory_bandwidth_gbs: bandwidth,
       memory_bandwidth_1thread_gbs: bw.oneThreadGbs,

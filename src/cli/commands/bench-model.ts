@@ -62,7 +62,7 @@ export const benchModelCommand: CliCommand = {
         `  prefill         ${r.prefill_tokens_per_s} tokens/s at ${w.prefillTokens} tokens  (peak RSS ${r.prefill_peak_rss_mb} MB)${vs(r.prefill_vs_torch)}`,
         `  decode batch 1  ${r.decode_tokens_per_s_b1} tokens/s at ${w.contextTokens} tokens of context${vs(r.decode_vs_torch)}; ${Math.round(r.decode_fraction_of_bound * 100)}% of the ${r.decode_bound_tokens_per_s} tokens/s bandwidth bound`,
         `  decode batch ${w.decodeBatch}  ${r.decode_tokens_per_s_batch} tokens/s (×${r.decode_batch_speedup} batch 1)${vs(r.decode_batch_vs_torch)}  (peak RSS ${r.decode_peak_rss_mb} MB)`,
-        `  LoRA train      ${r.lora_train_tokens_per_s} tokens/s, ${r.train_step_s} s per step of ${w.trainRows} × ${w.trainSeq}  (peak RSS ${r.train_step_peak_rss_mb} MB, budget ${r.train_rss_budget_mb} MB)${vs(r.train_vs_torch)}`,
+        `  LoRA train      ${r.lora_train_tokens_per_s} tokens/s, ${r.train_step_s} s per step of ${w.trainRows} × ${w.trainSeq}  (peak RSS ${r.train_step_peak_rss_mb} MB from ${r.train_start_rss_mb} MB held before it, budget ${r.train_rss_budget_mb} MB)${vs(r.train_vs_torch)}`,
         `  memory          ${r.memory_bandwidth_gbs} GB/s stream copy; a decoded token reads ${(r.weights_bytes_per_token / 1e9).toFixed(2)} GB of weights`,
         t ? `  PyTorch ${t.torch_version}: prefill ${t.prefill_tokens_per_s}, decode ${t.decode_tokens_per_s_b1} / ${t.decode_tokens_per_s_batch}, LoRA train ${t.lora_train_tokens_per_s} tokens/s (peak RSS ${t.train_step_peak_rss_mb} MB)` : `  PyTorch         not run: ${(r.torch as { reason: string }).reason}`,
       ].join('\n'),

@@ -58,6 +58,19 @@ describe('autodiff: finite-difference checks per op (float64)', function () {
   op('MatMul', 'Gemm')('[B,T,K] @ [K,N] (Gemm path)', () =>
     checkGradients([T('a', [2, 3, 4]), T('b', [4, 5])], (g, [a, b]) => g.matmul(a, b)));
   op('MatMul')('2-D @ 2-D', () => checkGradients([T('a', [3, 4]), T('b', [4, 2])], (g, [a, b]) => g.matmul(a, b)));
+  op('MatMul', 'Transpose')("x·Wᵀ (a linear layer, W [out, in]): gradients for both x and W", () =>
+    checkGradients([T('x', [2, 3, 4]), T('w', [5, 4])], (g, [x, w]) => g.matmul(x, g.transpose(w, [1, 0]))));
+  it("MatMul: x·Wᵀ's backward pass reads W itself, so the transposed copy has only the forward product as its consumer (it fuses instead of being kept)", () => {
+    const g = Graph.create('linear');
+    const x = g.input('x', 'float32', [6, 4]);
+    const w = g.input('w', 'float32', [5, 4]);
+    const wt = g.transpose(w, [1, 0]);
+    const loss = g.reduceSum(g.mul(g.matmul(x, wt), g.matmul(x, wt)), [0, 1]);
+    gradients(g, loss, [x]);
+    const readers = g.nodes.filter((n) => n.inputs.includes(wt));
+    assert.deepEqual(readers.map((n) => n.op), ['MatMul', 'MatMul'], 'only the two forward products read Wᵀ');
+    assert.ok(g.nodes.some((n) => n.op === 'Gemm' && n.inputs.includes(w)), 'dx = dY·W reads W');
+  });
   op('MatMul')('batched [2,3,4] @ [2,4,5]', () =>
     checkGradients([T('a', [2, 3, 4]), T('b', [2, 4, 5])], (g, [a, b]) => g.matmul(a, b)));
   op('MatMul')('broadcast batch dims [2,1,3,4] @ [3,4,2]', () =>

@@ -25,7 +25,7 @@ const KEYS = [
   'schema', 'shape', 'family', 'parameters', 'date', 'provider', 'threads', 'machine', 'load_avg_start', 'load_avg_end', 'work',
   'weights_file_bytes', 'weights_bytes_per_token', 'load_s', 'load_peak_rss_mb', 'prefill_tokens_per_s', 'prefill_peak_rss_mb',
   'decode_tokens_per_s_b1', 'decode_tokens_per_s_batch', 'decode_batch_speedup', 'decode_peak_rss_mb', 'lora_train_tokens_per_s',
-  'train_step_s', 'train_first_step_s', 'train_step_peak_rss_mb', 'train_rss_budget_mb', 'memory_bandwidth_gbs', 'memory_bandwidth_1thread_gbs',
+  'train_step_s', 'train_first_step_s', 'train_step_peak_rss_mb', 'train_start_rss_mb', 'train_rss_budget_mb', 'memory_bandwidth_gbs', 'memory_bandwidth_1thread_gbs',
   'decode_bound_tokens_per_s', 'decode_fraction_of_bound', 'torch', 'prefill_vs_torch', 'decode_vs_torch', 'decode_batch_vs_torch',
   'train_vs_torch', 'torch_decode_fraction_of_bound', 'targets',
 ].sort();

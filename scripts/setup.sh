@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# What the main job needs, on a Debian or Ubuntu machine: a Docker engine, the npm dependencies,
+# What training runs need, on a Debian or Ubuntu machine: a Docker engine, the npm dependencies,
 # the build and the sandbox images. Idempotent: reruns reuse what exists.
-#   bash scripts/setup.sh           # the main job (then: npm run demo)
+#   bash scripts/setup.sh           # to train (then: npm run demo)
 #   bash scripts/setup.sh --tests   # and the test tools (what `npm test` would install itself)
 # As root it installs and starts Docker when no engine answers. Without root it needs an engine
 # this user can reach (Docker Desktop, rootless Docker, Podman's socket, the `docker` group);
@@ -27,7 +27,7 @@ else
 fi
 
 stamp "npm ci"
-export ONNXRUNTIME_NODE_INSTALL=skip   # no CUDA provider download (also in .npmrc; see README "CUDA")
+export ONNXRUNTIME_NODE_INSTALL=skip   # no CUDA provider download (also in .npmrc; see docs/gpus.md)
 npm ci --no-audit --no-fund
 
 stamp "build"

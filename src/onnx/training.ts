@@ -1,10 +1,10 @@
 // Training graphs: forward (given by the caller) + backward + global-norm clipping + AdamW in one
 // ONNX graph, optionally K optimizer steps in one run() through an ONNX Loop.
 //
-// Where the time goes (turnwise-tiny, batch 4 × seq 128, CPU, 2 cores; `scripts/profile-train.ts`
+// Where the time goes (turnwise-tiny, batch 4 × seq 128, CPU, 2 cores; `docs/experiments/scripts/profile-train.ts`
 // reads ONNX Runtime's profiler by phase, from the fwd/ bwd/ opt/ node-name scopes):
 // - fwd ~29 ms, bwd ~52 ms, opt ~18 ms (profiler on). About half is MatMul/Gemm (10.6 GFLOP per
-//   step at 210-230 GFLOP/s, MLAS's rate on a 2048³ matmul here), AdamW is 12 memory-bound passes
+//   step at 210-230 GFLOP/s, MLAS's rate on a 2048³ matmul on that machine), AdamW is 12 memory-bound passes
 //   over 3.2M values, the rest elementwise forward/backward ops; ~1200 nodes, ~5 µs dispatch each.
 // - Every separate run() copies all outputs (parameters and both moments, 38 MB) into new JS
 //   buffers: ~15 ms. A K-step Loop pays that once per K steps, and copies nothing per

@@ -58,7 +58,7 @@ describe('the CLI installed from its npm package (npm pack, npm install -g)', fu
     bin = path.join(prefix, 'bin', 'turnwise');
   });
 
-  it('the package holds the bundle, the embedded model, the grammars, the images\' sources and the demo; not the build machine\'s ONNX Runtime', () => {
+  it('the package holds the bundle, the embedded model, the grammars, the images\' sources and the demo; not the packing machine\'s ONNX Runtime', () => {
     for (const f of [
       'dist/cli.js',
       'dist/policy-worker.js',

@@ -272,7 +272,7 @@ const EVAL_OPTIONS = {
 
 export const evalCommand: CliCommand = {
   name: 'eval',
-  summary: 'evaluate a policy on a task file: pass@1, resolved rate, mean turns, format-error rate, PASS@(k,T), per task; --out writes a results file; --report compares results files of several models',
+  summary: 'evaluate a policy on a task file: resolved rate (pass@1 of the greedy episode), mean turns, format-error rate, PASS@(k,T), per task; --out writes a results file; --report compares results files of several models',
   usage: '--tasks FILE [--model DIR | --endpoint URL [--endpoint-model NAME] [--endpoint-key-env VAR] [--max-action-tokens N]] [--workspace DIR] [--max-turns N] | --run RUN [--split heldout|train] [--iteration N | --model DIR | --endpoint URL …] [--runs DIR]; then [--concurrency N] [--samples K] [--seed S] [--out FILE] [--compare EARLIER.jsonl]; or --from FILE --compare EARLIER.jsonl; or --report A.jsonl B.jsonl … [--intersect]',
   options: EVAL_OPTIONS,
   allowPositionals: true,

@@ -3,6 +3,7 @@
 // batched: whatever episodes are waiting when the model becomes free go in one batch, so
 // generation for some episodes overlaps sandbox commands of others. The model runs off the
 // event loop (train/ puts the policy in a worker thread), so sandbox I/O never waits on it.
+import { mean } from '../core/stats';
 import { formatError } from '../core/errors';
 import { mapConcurrent, type Semaphore } from '../core/workers';
 import { SCHEMA, type Task, type Trajectory } from '../core/schema';
@@ -238,7 +239,7 @@ export async function runRollouts(jobs: readonly EpisodeJob[], o: RolloutOptions
     generateMs: batcher.generateMs,
     sandboxMs: timing.sandboxMs,
     rewardMs: timing.rewardMs,
-    meanBatch: batcher.batches.length ? batcher.batches.reduce((a, b) => a + b, 0) / batcher.batches.length : 0,
+    meanBatch: batcher.batches.length ? mean(batcher.batches) : 0,
     heldMs: batcher.heldMs,
   };
 }

@@ -4,6 +4,7 @@
 // margin over states where rollouts branched. One core with three switches (turnwise's changes 1–3), plus
 // turnwise's own per-turn term (`TurnwiseResidual`: residual=margin replaces R − LOO by the
 // value of the action taken at k; residual=loo keeps the per-turn R − LOO of changes 1–4).
+import { mean } from '../core/stats';
 import { TurnwiseError } from '../core/errors';
 import { baseDiagnostics, indexBatch, num, type BatchIndex } from './batch';
 import { levenshteinTable, robustSquash, signatureDistance, tanhB, TokenInterner, UnionFind } from './stats';
@@ -453,7 +454,7 @@ function treeMargin(a: A3Batch, labels: number[][], tau: number, decay: number, 
         }
       }
       if (actions.components < 2) continue;
-      const parent = members.reduce((acc, q) => acc + rows[cell.rows[q]].score, 0) / members.length;
+      const parent = mean(members.map((q) => rows[cell.rows[q]].score));
       const branches = new Map<number, number[]>();
       actions.labels().forEach((l, x) => {
         let b = branches.get(l);
@@ -462,7 +463,7 @@ function treeMargin(a: A3Batch, labels: number[][], tau: number, decay: number, 
       });
       for (const branch of branches.values()) {
         const shrink = branch.length / (branch.length + p + eps);
-        const bMean = branch.reduce((acc, i) => acc + rows[i].score, 0) / branch.length;
+        const bMean = mean(branch.map((i) => rows[i].score));
         for (const i of branch) {
           gain[i] = shrink * (bMean - parent);
           support[i] = shrink;
@@ -524,7 +525,7 @@ function a3Core(rows: readonly TurnRow[], params: Params, ctx: EstimatorContext,
   if (m?.actionLabels) clusters.action = m.actionLabels;
   const diagnostics = baseDiagnostics(batch);
   diagnostics.frac_cells_multi_cluster = a.cells.length ? multi / (a.cells.length * scopes.length) : 0;
-  diagnostics.mean_tree_gate = scored.length ? scored.reduce((acc, i) => acc + gate[i], 0) / scored.length : 0;
+  diagnostics.mean_tree_gate = scored.length ? mean(scored.map((i) => gate[i])) : 0;
   return {
     advantages,
     components: { backbone, residualRaw: residual, ...(m ? { margin: m.margin } : {}), residual: resNorm, tree, gate, gain, support },

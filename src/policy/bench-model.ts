@@ -3,6 +3,7 @@
 // time, prefill, KV-cache decode at batch 1 and 8, a LoRA training step, each with its peak RSS;
 // the same work in PyTorch in a child process (scripts/compare/torch_model_bench.py) for ratios,
 // and the machine's measured memory bandwidth for the ceiling of batch-1 decode.
+import { mean } from '../core/stats';
 import * as childProcess from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -461,7 +462,7 @@ export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult
     for (let i = 0; i < work.trainSteps; i++) stepTimes.push(await step());
     const trainPeak = peakRssMb();
     await trainer.dispose();
-    const stepMs = stepTimes.reduce((a, b) => a + b, 0) / stepTimes.length;
+    const stepMs = mean(stepTimes);
 
     log('memory bandwidth…');
     const bw = await measureCopyBandwidth();

@@ -4,7 +4,7 @@
 // tells a model that is more reliable (pass@1 up, the curve flat in k) from one that can do more
 // (the curve rising at large k and T). An episode counts as resolved within T turns when it ended
 // resolved after at most T actions (its tests are scored once, at the end).
-import { passAtK } from '../core/stats';
+import { mean, passAtK } from '../core/stats';
 
 /** pass_at_k_t[k][T] for k = 1..n (the fewest samples any task has) and T = 1..maxTurns. */
 export type PassAtKT = Record<string, Record<string, number>>;
@@ -66,7 +66,7 @@ export function meanPassAtKT(tables: readonly (PassAtKT | null | undefined)[]): 
   const out: PassAtKT = {};
   for (const k of Object.keys(ts[0]).filter((k) => ts.every((t) => t[k]))) {
     const row: Record<string, number> = {};
-    for (const T of Object.keys(ts[0][k]).filter((T) => ts.every((t) => typeof t[k][T] === 'number'))) row[T] = Math.round((ts.reduce((a, t) => a + t[k][T], 0) / ts.length) * 1e4) / 1e4;
+    for (const T of Object.keys(ts[0][k]).filter((T) => ts.every((t) => typeof t[k][T] === 'number'))) row[T] = Math.round(mean(ts.map((t) => t[k][T])) * 1e4) / 1e4;
     out[k] = row;
   }
   return out;

@@ -59,7 +59,7 @@ export function assertRunFits(c: RunPlanConfig, model: ModelConfig, env: NodeJS.
 }
 
 /** A model folder's config.json (an adapter folder's: its base's, and its own LoRA block), read without the weights. */
-function folderModel(dir: string): { config: ModelConfig; lora?: TrainConfig['lora'] } {
+export function folderModel(dir: string): { config: ModelConfig; lora?: TrainConfig['lora'] } {
   const base = adapterBaseDir(dir);
   const modelDir = base ?? dir;
   const file = path.join(modelDir, 'config.json');

@@ -34,7 +34,7 @@ import { chatSystemMessage, chatTaskMessage } from '../agent/chat-format';
 import { chatTurnTokenRows } from './chat-model';
 import { modelActionFormat, recordActionFormat } from './action-format';
 import { ReplaySource } from './replay';
-import { assertRunFits, runMemoryPlan } from './memory-plan';
+import { assertRunFits, folderModel, runMemoryPlan } from './memory-plan';
 import { sampledPassAtKT, type PassAtKT } from './pass-at-k';
 import { actionLogpShift, packMinibatches, sameOutcomeAdvantageShare, turnTokenRows, updateRows, weightNegativeAdvantages, type ReplayRows } from './rows';
 import { episodeMetrics, jsonSafe } from './metrics';
@@ -123,6 +123,8 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
     try {
       c = readRunConfig(run);
       plan = planResume(run, c, { iterations: o.resumeIterations });
+      // A resume is planned as a new run is: one that will not fit is refused before any sandbox.
+      if (!plan.nothingToDo) assertRunFits(c, folderModel(c.model || embeddedModelDir()).config);
     } catch (e) {
       lock.release();
       throw e;

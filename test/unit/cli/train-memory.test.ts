@@ -7,7 +7,9 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { main } from '../../../src/cli/main';
-import { TRAIN_DEFAULTS } from '../../../src/train/config';
+import { resolveTrainConfig, runConfigRecord, TRAIN_DEFAULTS } from '../../../src/train/config';
+import { RunDir } from '../../../src/core/run';
+import { SCHEMA, type Task } from '../../../src/core/schema';
 import { memoryPlanCheck } from '../../../src/train/memory-plan';
 
 const ROOT = path.join(__dirname, '..', '..', '..');
@@ -48,6 +50,23 @@ describe('cli: train refuses a run that its memory plan says will not fit', func
     assert.match(r.out, /"updateTokensPerStep": \d+/);
     assert.doesNotMatch(r.out, /check Docker|docker\.sock/);
     assert.ok(!fs.existsSync(runs) || fs.readdirSync(runs).length === 0, 'no run directory');
+  });
+
+  it('a resume is planned too: over the limit it is refused before any sandbox, and the run is left as it was', async () => {
+    process.env.TURNWISE_MEMORY_LIMIT_MB = '1200';
+    const runs = path.join(tmp, 'runs');
+    const c = resolveTrainConfig({ workspace: WORKSPACE, iterations: 3, dockerHost: NO_ENGINE, executionProvider: 'cpu', concurrency: 8, updateTokensPerStep: 8192 });
+    const run = RunDir.create(runs, 'run-big', runConfigRecord(c, { runId: 'run-big', startModel: MODEL, createdAt: '2026-01-01T00:00:00Z' }));
+    const task = { schema: SCHEMA.task, id: 't1', source: 'mutation', instruction: 'fix', language: 'python', testCommand: 'pytest', fail_to_pass: ['a'], pass_to_pass: [] } as unknown as Task;
+    run.writeTasks([task, { ...task, id: 't2' }], { train: ['t1'], heldout: ['t2'] });
+    run.writeStatus({ state: 'stopped', iterations: 3, lastCompleteIteration: -1 });
+    const before = fs.readFileSync(path.join(run.dir, 'status.json'), 'utf8');
+    const r = await cli(['train', '--resume', 'run-big', '--runs', runs]);
+    assert.equal(r.code, 1, r.out);
+    assert.match(r.out, /would not fit in memory: its plan needs [\d,]+ MB over the 1,200 MB of TURNWISE_MEMORY_LIMIT_MB/);
+    assert.doesNotMatch(r.out, /check Docker|docker\.sock|nonexistent/);
+    assert.equal(fs.readFileSync(path.join(run.dir, 'status.json'), 'utf8'), before, 'status unchanged');
+    assert.ok(!fs.existsSync(path.join(run.dir, 'lock.json')), 'the lock is released');
   });
 
   it('under the limit the run goes on past the plan (here to the missing Docker engine)', async () => {

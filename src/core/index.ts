@@ -11,3 +11,4 @@ export * from './losses';
 export * from './trajectory';
 export * from './doctor';
 export * from './workers';
+export * from './cpu';

@@ -200,3 +200,28 @@ export function loadCheckpoint(dir: string, options: { optimizer?: boolean } = {
   }
   return { dir: path.resolve(dir), weights, optimizer, tokenizerJson, tokenizerConfig, tokenizer };
 }
+
+/**
+ * Copies a checkpoint to `dest` through load + save, so a checkpoint that another process
+ * rewrites meanwhile (the embedded one is, by the warm start) is read whole or not at all.
+ */
+export async function snapshotCheckpoint(src: string, dest: string, o: { optimizer?: boolean } = {}): Promise<string> {
+  let last: unknown;
+  for (let attempt = 0; attempt < 5; attempt++) {
+    try {
+      const ck = loadCheckpoint(src, { optimizer: o.optimizer ?? false });
+      saveCheckpoint(dest, o.optimizer ? ck : { ...ck, optimizer: undefined });
+      // Files beside the weights travel too (warmstart.json names the tasks the warm start was
+      // shown, which a run must never hold out).
+      for (const f of fs.readdirSync(src)) {
+        const file = path.join(src, f);
+        if (!CHECKPOINT_FILES.includes(f) && fs.statSync(file).isFile()) fs.copyFileSync(file, path.join(dest, f));
+      }
+      return dest;
+    } catch (e) {
+      last = e;
+      await new Promise((r) => setTimeout(r, 1000 * (attempt + 1)));
+    }
+  }
+  throw last instanceof Error ? last : new TurnwiseError('invalid-file', `cannot copy the checkpoint ${src}`);
+}

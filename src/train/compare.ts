@@ -4,6 +4,8 @@
 // counting the pairs that went from unresolved to resolved and back says far more than two rates
 // of a dozen tasks.
 import { CUT_SHORT_MARKER } from '../agent/cache';
+import type { MetricsRow } from '../core/events';
+import { RunDir } from '../core/run';
 import type { Trajectory } from '../core/schema';
 import { signTestP } from '../core/stats';
 
@@ -59,6 +61,17 @@ export function sumPaired(parts: readonly PairedChange[]): PairedChange {
   const gained = parts.reduce((x, p) => x + p.gained, 0);
   const lost = parts.reduce((x, p) => x + p.lost, 0);
   return { pairs, gained, lost, p_value: signTestP(gained, lost) };
+}
+
+/** A run's first and last held-out evaluations, paired (see pairedChange). */
+export function runPairedChange(runDir: string, metrics: readonly MetricsRow[]): { greedy: PairedChange; sampled: PairedChange; last_eval: number } | undefined {
+  const evals = metrics.filter((m) => typeof m['heldout/resolved'] === 'number').map((m) => m.iteration);
+  if (evals.length < 2) return undefined;
+  const run = RunDir.open(runDir);
+  const first = run.readTrajectories(evals[0], 'heldout');
+  const lastIt = evals[evals.length - 1];
+  const last = run.readTrajectories(lastIt, 'heldout');
+  return { greedy: pairedChange(first, last, 'greedy'), sampled: pairedChange(first, last, 'sampled'), last_eval: lastIt };
 }
 
 /** One task's paired episodes. */

@@ -4,6 +4,8 @@
 // tells a model that is more reliable (pass@1 up, the curve flat in k) from one that can do more
 // (the curve rising at large k and T). An episode counts as resolved within T turns when it ended
 // resolved after at most T actions (its tests are scored once, at the end).
+import type { MetricsRow } from '../core/events';
+import { RunDir } from '../core/run';
 import { mean, passAtK } from '../core/stats';
 
 /** pass_at_k_t[k][T] for k = 1..n (the fewest samples any task has) and T = 1..maxTurns. */
@@ -54,6 +56,16 @@ export function sampledPassAtKT(episodes: readonly (PassEpisode & { trajId: stri
   const sampled = episodes.filter((t) => t.trajId.startsWith('evals-'));
   if (sampled.length === 0) return null;
   return passAtKT(sampled, Math.max(...sampled.map((t) => t.reward.maxTurns)));
+}
+
+/** PASS@(k,T) of a run's first and last held-out evaluations (their sampled episodes); undefined when it sampled none. */
+export function runPassAtKT(runDir: string, metrics: readonly MetricsRow[]): { first: PassAtKT | null; last: PassAtKT | null } | undefined {
+  const evals = metrics.filter((m) => typeof m['heldout/resolved'] === 'number').map((m) => m.iteration);
+  if (evals.length === 0) return undefined;
+  const run = RunDir.open(runDir);
+  const first = sampledPassAtKT(run.readTrajectories(evals[0], 'heldout'));
+  const last = sampledPassAtKT(run.readTrajectories(evals[evals.length - 1], 'heldout'));
+  return first || last ? { first, last } : undefined;
 }
 
 /**

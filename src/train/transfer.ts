@@ -20,7 +20,7 @@ import type { Trajectory } from '../core/schema';
 import { synthesizeMutationTasks } from '../tasks/synth';
 import { readTaskFile, writeTaskFile } from '../tasks/taskfile';
 import type { MutationOperator } from '../tasks/mutate';
-import { snapshotCheckpoint } from './bench';
+import { snapshotCheckpoint } from '../policy/checkpoint';
 import { compareEvaluations, type PairedChange } from './compare';
 import { TRANSFER_PANEL, type TransferRepo } from './transfer-panel';
 import { connectRunPool, DEMO_SETTINGS, resolveTrainConfig, TRAIN_DEFAULTS, type TrainConfig } from './config';

@@ -1,9 +1,9 @@
 // `turnwise bench learn`: held-out resolved rate after the warm start and after N RL iterations
 // with grpo and with turnwise, on identical seeds, tasks and budget. Slow (up to an hour on 2
-// cores at the defaults); not part of `npm run bench`. The work is in src/train/bench.ts.
+// cores at the defaults); not part of `npm run bench`. The work is in src/train/bench-learn.ts.
 import * as path from 'node:path';
 import { embeddedModelDir } from '../../train/embedded';
-import { benchLearn, LEARN_DEFAULTS } from '../../train/bench';
+import { benchLearn, LEARN_DEFAULTS } from '../../train/bench-learn';
 import { readConfigFile, type TrainConfig } from '../../train/config';
 import { passAtKTCorners, type PassAtKT } from '../../train/pass-at-k';
 import { numberInRange, type CliCommand } from '../command';

@@ -1,8 +1,8 @@
 // `turnwise bench rollout`: episodes per minute one at a time vs 8 in flight (batched generation),
-// same tasks, policy and seeds. The work is in src/train/bench.ts.
+// same tasks, policy and seeds. The work is in src/train/bench-rollout.ts.
 import * as path from 'node:path';
 import { embeddedModelDir } from '../../train/embedded';
-import { allEpisodesFailed, benchRollout } from '../../train/bench';
+import { allEpisodesFailed, benchRollout } from '../../train/bench-rollout';
 import { TRAIN_DEFAULTS } from '../../train/config';
 import { numberInRange, seedOption, UsageError, type CliCommand } from '../command';
 import { demoWorkspace } from './train';

@@ -4,7 +4,8 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { TurnwiseError } from '../../../src/core/errors';
 import { SWAP_MARKER } from '../../../src/core/fs';
-import { loadCheckpoint, saveCheckpoint, zeroOptimizerState } from '../../../src/policy/checkpoint';
+import { initPolicyDir } from '../../../src/policy';
+import { loadCheckpoint, saveCheckpoint, snapshotCheckpoint, zeroOptimizerState } from '../../../src/policy/checkpoint';
 import { configToJson, paramSpecs } from '../../../src/policy/config';
 import { byteLevelTokenizerConfig, byteLevelTokenizerJson } from '../../../src/policy/tokenizer';
 import { initWeights } from '../../../src/policy/weights';
@@ -151,5 +152,27 @@ describe('policy/checkpoint', () => {
     fs.copyFileSync(path.join(other, 'optimizer.safetensors'), path.join(dir, 'optimizer.safetensors'));
     assert.throws(() => loadCheckpoint(dir), /optimizer.safetensors does not match the model:\n  missing tensor exp_avg.model.layers.1/);
     assert.equal(loadCheckpoint(dir, { optimizer: false }).optimizer, undefined);
+  });
+});
+
+describe('policy/checkpoint: snapshotCheckpoint', () => {
+  it('copies a whole checkpoint with the files beside it (warmstart.json), the optimizer only when asked', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-ckpt-snapshot-'));
+    try {
+      const src = path.join(dir, 'src');
+      initPolicyDir(src, { seed: 1 });
+      fs.writeFileSync(path.join(src, 'warmstart.json'), JSON.stringify({ demonstrationTaskIds: ['t1'] }));
+      await snapshotCheckpoint(src, path.join(dir, 'a'));
+      assert.deepEqual(JSON.parse(fs.readFileSync(path.join(dir, 'a', 'warmstart.json'), 'utf8')), { demonstrationTaskIds: ['t1'] });
+      assert.ok(fs.existsSync(path.join(dir, 'a', 'model.safetensors')));
+      assert.ok(!fs.existsSync(path.join(dir, 'a', 'optimizer.safetensors')));
+      assert.deepEqual(fs.readFileSync(path.join(dir, 'a', 'model.safetensors')), fs.readFileSync(path.join(src, 'model.safetensors')));
+      if (fs.existsSync(path.join(src, 'optimizer.safetensors'))) {
+        await snapshotCheckpoint(src, path.join(dir, 'b'), { optimizer: true });
+        assert.ok(fs.existsSync(path.join(dir, 'b', 'optimizer.safetensors')));
+      }
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

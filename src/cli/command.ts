@@ -29,6 +29,16 @@ export interface CliCommand {
   run(args: ParsedArgs, io: CliIO): Promise<number>;
 }
 
+/** Options that take a value (`--name VALUE`): parseArgs reads each as a string, the command checks it. */
+export function valueOptions(...names: string[]): OptionSpec {
+  return Object.fromEntries(names.map((n) => [n, { type: 'string' as const }]));
+}
+
+/** Options that are given or not (`--name`). */
+export function flagOptions(...names: string[]): OptionSpec {
+  return Object.fromEntries(names.map((n) => [n, { type: 'boolean' as const }]));
+}
+
 /** Reads a string option or throws a usage error naming it. */
 export function requireString(args: ParsedArgs, name: string): string {
   const v = args.values[name];
@@ -56,6 +66,14 @@ export function numberInRange(args: ParsedArgs, name: string, fallback: number, 
     throw new UsageError(`--${name} must be ${kind}${lo || hi ? ' ' : ''}${[lo, hi].filter(Boolean).join(' and ')}, got ${JSON.stringify(args.values[name])}`);
   }
   return n;
+}
+
+/** A string option that must be one of `choices` (`fallback` when not given). */
+export function oneOf<T extends string>(args: ParsedArgs, name: string, choices: readonly T[], fallback: T): T {
+  const v = args.values[name];
+  const s = typeof v === 'string' ? v : fallback;
+  if (!(choices as readonly string[]).includes(s)) throw new UsageError(`--${name} must be one of ${choices.join(', ')}`);
+  return s as T;
 }
 
 /** Seeds are unsigned 32-bit integers (what the generators take); others would silently become another seed. */

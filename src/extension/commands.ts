@@ -451,33 +451,24 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
 
   /** The endpoint to evaluate: the URL, the model (empty: the server's one) and the key's variable (empty: none). */
   const askEndpoint = async (last: RememberedEndpoint | undefined): Promise<RememberedEndpoint | undefined> => {
-    const url = await vscode.window.showInputBox({
-      title: 'Evaluate Policy: endpoint URL (1/3)',
-      prompt: 'An OpenAI-compatible server: vLLM, SGLang, llama.cpp, Ollama, a hosted API, or `turnwise serve`',
-      placeHolder: 'http://127.0.0.1:8000/v1',
-      value: last?.url ?? '',
-      ignoreFocusOut: true,
-      validateInput: (v) => endpointUrlProblem(v),
-    });
-    if (url === undefined) return undefined;
-    const model = await vscode.window.showInputBox({
-      title: 'Evaluate Policy: model (2/3)',
-      prompt: 'The model to ask the server for; empty: the one model the server lists',
-      placeHolder: 'e.g. Qwen/Qwen2.5-Coder-7B-Instruct',
-      value: last?.model ?? '',
-      ignoreFocusOut: true,
-    });
-    if (model === undefined) return undefined;
-    const keyEnv = await vscode.window.showInputBox({
-      title: 'Evaluate Policy: API key variable (3/3)',
-      prompt: 'The name of the environment variable that holds the API key (the key itself is never asked for or stored); empty: a server that needs no key',
-      placeHolder: 'e.g. OPENAI_API_KEY',
-      value: last?.keyEnv ?? '',
-      ignoreFocusOut: true,
-      validateInput: (v) => keyEnvProblem(v.trim(), process.env),
-    });
-    if (keyEnv === undefined) return undefined;
-    return { url: url.trim(), model: model.trim(), keyEnv: keyEnv.trim() };
+    const steps: { field: keyof RememberedEndpoint; title: string; prompt: string; placeHolder: string; validateInput?: (v: string) => string | undefined }[] = [
+      { field: 'url', title: 'endpoint URL', prompt: 'An OpenAI-compatible server: vLLM, SGLang, llama.cpp, Ollama, a hosted API, or `turnwise serve`', placeHolder: 'http://127.0.0.1:8000/v1', validateInput: (v) => endpointUrlProblem(v) },
+      { field: 'model', title: 'model', prompt: 'The model to ask the server for; empty: the one model the server lists', placeHolder: 'e.g. Qwen/Qwen2.5-Coder-7B-Instruct' },
+      {
+        field: 'keyEnv',
+        title: 'API key variable',
+        prompt: 'The name of the environment variable that holds the API key (the key itself is never asked for or stored); empty: a server that needs no key',
+        placeHolder: 'e.g. OPENAI_API_KEY',
+        validateInput: (v) => keyEnvProblem(v.trim(), process.env),
+      },
+    ];
+    const answer: RememberedEndpoint = { url: '', model: '', keyEnv: '' };
+    for (const [i, { field, title, ...box }] of steps.entries()) {
+      const v = await vscode.window.showInputBox({ ...box, title: `Evaluate Policy: ${title} (${i + 1}/${steps.length})`, value: last?.[field] ?? '', ignoreFocusOut: true });
+      if (v === undefined) return undefined;
+      answer[field] = v.trim();
+    }
+    return answer;
   };
 
   const evaluatePolicy = async () => {

@@ -7,7 +7,7 @@ import * as path from 'node:path';
 import * as vscode from 'vscode';
 import type { RunEvent } from '../core/events';
 import { cliEnv } from './config';
-import { CliProcess, describeFailure, type CliExit } from './cliProcess';
+import { CliProcess, describeFailure, type CliExit, type CliProcessOptions } from './cliProcess';
 import { fractionDone, initialProgress, progressMessage, reduceProgress, statusBarText, type RunProgress } from './model/progress';
 
 export interface ActiveRun {
@@ -43,17 +43,18 @@ export class RunController implements vscode.Disposable {
     return this.active;
   }
 
+  /** `turnwise ARGS --json` in `cwd`, with the environment the settings give the CLI. */
+  private spawn(args: string[], cwd: string, on: Pick<CliProcessOptions, 'onEvent' | 'onStdoutLine' | 'onStderrLine'>): CliProcess {
+    return new CliProcess({ cliPath: this.cliPath, args: [...args, '--json'], cwd, env: cliEnv(), ...on });
+  }
+
   /** Starts `turnwise train … --json`; resolves once the run ends. */
   async startTraining(label: string, args: string[], cwd: string): Promise<RunProgress> {
     if (this.active) throw new Error(`a run is already going (${this.active.progress.runId ?? this.active.label})`);
     let progress = initialProgress();
     let reportProgress: ((p: RunProgress) => void) | undefined;
     this.log.info(`starting: turnwise ${args.join(' ')} (in ${cwd})`);
-    const cli = new CliProcess({
-      cliPath: this.cliPath,
-      args: [...args, '--json'],
-      cwd,
-      env: cliEnv(),
+    const cli = this.spawn(args, cwd, {
       onEvent: (e) => {
         progress = reduceProgress(progress, e);
         if (this.active) this.active.progress = progress;
@@ -170,11 +171,7 @@ export class RunController implements vscode.Disposable {
   async runCommand<T = unknown>(title: string, args: string[], cwd: string): Promise<T | undefined> {
     this.log.info(`turnwise ${args.join(' ')}`);
     return vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: `Turnwise: ${title}`, cancellable: true }, async (report, token) => {
-      const cli = new CliProcess({
-        cliPath: this.cliPath,
-        args: [...args, '--json'],
-        cwd,
-        env: cliEnv(),
+      const cli = this.spawn(args, cwd, {
         onEvent: (e) => {
           if (e.type === 'phase') report.report({ message: `${e.phase}${e.total ? ` ${e.done ?? 0}/${e.total}` : ''}` });
           this.logEvent(e);

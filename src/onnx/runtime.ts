@@ -155,6 +155,7 @@ export async function probeProvider(
 
 /** The user-facing setting: a provider, or `auto` (CUDA when it loads, else CPU). */
 export type ProviderSetting = 'auto' | ExecutionProviderName;
+export const PROVIDER_SETTINGS: readonly ProviderSetting[] = ['auto', ...EXECUTION_PROVIDERS];
 
 export interface SessionSettings {
   provider?: ProviderSetting;

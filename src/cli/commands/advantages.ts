@@ -3,14 +3,14 @@ import { escapeControlChars } from '../../core/text';
 import { readTrajectories } from '../../core/trajectory';
 import { trajectoryAdvantages } from '../../credit/advantages';
 import { getEstimator, parseParamArgs } from '../../credit/index';
-import type { CliCommand } from '../command';
+import { valueOptions, type CliCommand } from '../command';
 import { requireString } from '../command';
 
 export const advantagesCommand: CliCommand = {
   name: 'advantages',
   summary: 'per-turn advantages of a trajectories file under one estimator (grpo, rloo, gigpo, a3, turnwise)',
   usage: '--in trajectories.jsonl --estimator NAME [--param key=value ...] [--json]',
-  options: { in: { type: 'string' }, estimator: { type: 'string' }, param: { type: 'string', multiple: true } },
+  options: { ...valueOptions('in', 'estimator'), param: { type: 'string', multiple: true } },
   async run(args, io) {
     const file = requireString(args, 'in');
     const spec = getEstimator(requireString(args, 'estimator'));

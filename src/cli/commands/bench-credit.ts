@@ -1,5 +1,5 @@
 // `turnwise bench credit`: per-turn advantage quality against known turn contributions, and speed.
-import { optionalNumber, type CliCommand, type ParsedArgs } from '../command';
+import { optionalNumber, valueOptions, type CliCommand, type ParsedArgs } from '../command';
 import { DEFAULT_CREDIT_BENCH, runCreditBench, type CreditBenchConfig } from '../../credit/bench';
 
 const str = (args: ParsedArgs, name: string, fallback: string): string => (typeof args.values[name] === 'string' ? (args.values[name] as string) : fallback);
@@ -8,16 +8,7 @@ export const benchCreditCommand: CliCommand = {
   name: 'bench credit',
   summary: 'correlate each estimator’s per-turn advantages with known turn contributions in a synthetic environment; time a 64×10 batch',
   usage: '[--batches N] [--seed S] [--noise SD] [--group G] [--prompts P] [--turns T] [--actions basic|few|many] [--dynamics additive|stateful] [--json]',
-  options: {
-    batches: { type: 'string' },
-    seed: { type: 'string' },
-    noise: { type: 'string' },
-    group: { type: 'string' },
-    prompts: { type: 'string' },
-    turns: { type: 'string' },
-    actions: { type: 'string' },
-    dynamics: { type: 'string' },
-  },
+  options: valueOptions('batches', 'seed', 'noise', 'group', 'prompts', 'turns', 'actions', 'dynamics'),
   async run(args, io) {
     const d = DEFAULT_CREDIT_BENCH;
     // settings are checked (TurnwiseError naming the bad one) by runCreditBench

@@ -2,59 +2,42 @@
 // with grpo and with turnwise, on identical seeds, tasks and budget. Slow (up to an hour on 2
 // cores at the defaults); not part of `npm run bench`. The work is in src/train/bench-learn.ts.
 import * as path from 'node:path';
-import { embeddedModelDir } from '../../train/embedded';
 import { benchLearn, LEARN_DEFAULTS } from '../../train/bench-learn';
-import { readConfigFile, type TrainConfig } from '../../train/config';
 import { passAtKTCorners, type PassAtKT } from '../../train/pass-at-k';
-import { numberInRange, type CliCommand } from '../command';
-import { demoWorkspace } from './train';
+import { numberInRange, valueOptions, type CliCommand } from '../command';
+import { benchConfig, modelOrEmbedded, workspaceOrDemo, type ConfigFlag } from './options';
 
 const fmtCurve = (c: (number | null)[]) => c.map((x) => (x === null ? '—' : x.toFixed(2))).join(' → ');
 
 /** PASS@(k,T) at k = 1 and the largest k, at the turn limit: `k=1 T=6 0.25  k=2 T=6 0.50`. */
 export const fmtPassAtKT = (p: PassAtKT | null) => (p ? passAtKTCorners(p).map((c) => `k=${c.k} T=${c.T} ${c.value.toFixed(2)}`).join('  ') : '—');
 
+/** The flags that set a field of the runs' config, with the integers each takes. */
+const LEARN_FLAGS: readonly ConfigFlag[] = [
+  ['max-tasks', 'maxTasks', 2, 10_000],
+  ['tasks-per-iteration', 'tasksPerIteration', 1, 10_000],
+  ['group-size', 'groupSize', 1, 10_000],
+  ['max-turns', 'maxTurns', 1, 10_000],
+  ['concurrency', 'concurrency', 1, 10_000],
+  ['eval-every', 'evalEvery', 0, 10_000],
+  ['eval-samples', 'evalSamples', 0, 10_000],
+];
+
 export const benchLearnCommand: CliCommand = {
   name: 'bench learn',
   summary: 'held-out resolved rate after warm start vs after N RL iterations with grpo and with turnwise (same seeds and budget; slow)',
   usage: '[--config FILE] [--iterations N] [--seeds N] [--workspace DIR] [--model DIR] [--runs DIR] [--max-tasks N] [--tasks-per-iteration N] [--group-size G] [--max-turns N] [--concurrency N] [--eval-every N] [--eval-samples K] [--json]',
-  options: {
-    config: { type: 'string' },
-    iterations: { type: 'string' },
-    seeds: { type: 'string' },
-    workspace: { type: 'string' },
-    model: { type: 'string' },
-    runs: { type: 'string' },
-    'max-tasks': { type: 'string' },
-    'tasks-per-iteration': { type: 'string' },
-    'group-size': { type: 'string' },
-    'max-turns': { type: 'string' },
-    concurrency: { type: 'string' },
-    'eval-every': { type: 'string' },
-    'eval-samples': { type: 'string' },
-  },
+  options: valueOptions('config', 'iterations', 'seeds', 'workspace', 'model', 'runs', ...LEARN_FLAGS.map(([flag]) => flag)),
   async run(args, io) {
     const v = args.values;
     const int = (name: string, fallback: number, min = 1) => numberInRange(args, name, fallback, { min, max: 10_000, integer: true });
-    const d = LEARN_DEFAULTS;
     // Settings: the demo's (LEARN_DEFAULTS), then --config's fields (any turnwise.json field the
     // benchmark does not set itself: lr, epochs, klCoef, ...), then the flags given.
-    const config: Partial<TrainConfig> = typeof v.config === 'string' ? (readConfigFile(v.config) as Partial<TrainConfig>) : {};
-    delete (config as Record<string, unknown>).schema;
-    const flags = [
-      ['max-tasks', 'maxTasks', 2],
-      ['tasks-per-iteration', 'tasksPerIteration', 1],
-      ['group-size', 'groupSize', 1],
-      ['max-turns', 'maxTurns', 1],
-      ['concurrency', 'concurrency', 1],
-      ['eval-every', 'evalEvery', 0],
-      ['eval-samples', 'evalSamples', 0],
-    ] as const;
-    for (const [flag, key, min] of flags) if (v[flag] !== undefined) config[key] = int(flag, d[key]!, min);
+    const config = benchConfig(args, LEARN_FLAGS);
     const r = await benchLearn({
-      workspace: typeof v.workspace === 'string' ? path.resolve(v.workspace) : demoWorkspace(),
-      model: typeof v.model === 'string' ? path.resolve(v.model) : embeddedModelDir(),
-      iterations: int('iterations', d.iterations!),
+      workspace: workspaceOrDemo(args),
+      model: modelOrEmbedded(args),
+      iterations: int('iterations', LEARN_DEFAULTS.iterations!),
       seeds: int('seeds', 1),
       ...(typeof v.runs === 'string' ? { runsRoot: path.resolve(v.runs) } : {}),
       config,

@@ -1,33 +1,22 @@
 // `turnwise bench model`: load, prefill, decode and LoRA-training speed of a model at the shape of
 // a real checkpoint (random weights), beside PyTorch doing the same work.
 import { BENCH_SHAPES, benchModel, type BenchModelWork } from '../../policy/bench-model';
-import { numberInRange, UsageError, type CliCommand } from '../command';
+import { numberInRange, oneOf, UsageError, valueOptions, type CliCommand } from '../command';
+import { PROVIDER_USAGE, providerOption } from './options';
 
-const PROVIDERS = ['auto', 'cpu', 'cuda', 'webgpu'] as const;
 const TORCH = ['auto', 'off'] as const;
 
 export const benchModelCommand: CliCommand = {
   name: 'bench model',
   summary: 'load, prefill, decode (batch 1 and 8) and LoRA-train a model at a real checkpoint\'s shape (random BF16 weights), beside PyTorch',
-  usage: `--shape ${Object.keys(BENCH_SHAPES).join('|')} [--provider auto|cpu|cuda|webgpu] [--threads N] [--decode-steps N] [--context N] [--train-rows N] [--torch auto|off] [--python PATH] [--json]`,
-  options: {
-    shape: { type: 'string' },
-    provider: { type: 'string' },
-    threads: { type: 'string' },
-    'decode-steps': { type: 'string' },
-    context: { type: 'string' },
-    'train-rows': { type: 'string' },
-    torch: { type: 'string' },
-    python: { type: 'string' },
-  },
+  usage: `--shape ${Object.keys(BENCH_SHAPES).join('|')} ${PROVIDER_USAGE} [--threads N] [--decode-steps N] [--context N] [--train-rows N] [--torch auto|off] [--python PATH] [--json]`,
+  options: valueOptions('shape', 'provider', 'threads', 'decode-steps', 'context', 'train-rows', 'torch', 'python'),
   async run(args, io) {
     const shape = args.values.shape as string | undefined;
     if (!shape) throw new UsageError(`--shape is required: one of ${Object.keys(BENCH_SHAPES).join(', ')}`);
     if (!(shape in BENCH_SHAPES)) throw new UsageError(`--shape must be one of ${Object.keys(BENCH_SHAPES).join(', ')}, got ${JSON.stringify(shape)}`);
-    const provider = (args.values.provider as string | undefined) ?? 'auto';
-    if (!(PROVIDERS as readonly string[]).includes(provider)) throw new UsageError(`--provider must be one of ${PROVIDERS.join(', ')}`);
-    const torch = (args.values.torch as string | undefined) ?? 'auto';
-    if (!(TORCH as readonly string[]).includes(torch)) throw new UsageError(`--torch must be one of ${TORCH.join(', ')}`);
+    const provider = providerOption(args);
+    const torch = oneOf(args, 'torch', TORCH, 'auto');
     const work: Partial<BenchModelWork> = {};
     if (args.values['decode-steps'] !== undefined) work.decodeSteps = numberInRange(args, 'decode-steps', 0, { min: 1, integer: true });
     if (args.values.context !== undefined) {
@@ -39,10 +28,10 @@ export const benchModelCommand: CliCommand = {
     const r = await benchModel({
       shape,
       work,
-      torch: torch as (typeof TORCH)[number],
+      torch,
       ...(typeof args.values.python === 'string' ? { python: args.values.python } : {}),
       settings: {
-        provider: provider as (typeof PROVIDERS)[number],
+        provider,
         threads: numberInRange(args, 'threads', 0, { min: 0, integer: true }),
         onWarning: (m) => io.err(`warning: ${m}`),
       },

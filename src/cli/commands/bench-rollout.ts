@@ -1,41 +1,26 @@
 // `turnwise bench rollout`: episodes per minute one at a time vs 8 in flight (batched generation),
 // same tasks, policy and seeds. The work is in src/train/bench-rollout.ts.
 import * as path from 'node:path';
-import { embeddedModelDir } from '../../train/embedded';
 import { allEpisodesFailed, benchRollout } from '../../train/bench-rollout';
 import { TRAIN_DEFAULTS } from '../../train/config';
-import { numberInRange, seedOption, UsageError, type CliCommand } from '../command';
-import { demoWorkspace } from './train';
-
-const PROVIDERS = ['auto', 'cpu', 'cuda', 'webgpu'] as const;
+import { flagOptions, numberInRange, seedOption, valueOptions, type CliCommand } from '../command';
+import { modelOrEmbedded, PROVIDER_USAGE, providerOption, workspaceOrDemo } from './options';
 
 export const benchRolloutCommand: CliCommand = {
   name: 'bench rollout',
   summary: 'episodes per minute sequential vs concurrent (batched generation) on the demo tasks, with the timings that explain the speedup',
-  usage: '[--workspace DIR] [--model DIR] [--tasks N] [--tasks-file FILE] [--episodes N] [--concurrency N] [--max-turns N] [--seed S] [--repeats N] [--batch-wait-ms MS] [--command-concurrency N] [--no-cache] [--provider auto|cpu|cuda|webgpu] [--json]',
+  usage: `[--workspace DIR] [--model DIR] [--tasks N] [--tasks-file FILE] [--episodes N] [--concurrency N] [--max-turns N] [--seed S] [--repeats N] [--batch-wait-ms MS] [--command-concurrency N] [--no-cache] ${PROVIDER_USAGE} [--json]`,
   options: {
-    workspace: { type: 'string' },
-    model: { type: 'string' },
-    tasks: { type: 'string' },
-    'tasks-file': { type: 'string' },
-    episodes: { type: 'string' },
-    concurrency: { type: 'string' },
-    'max-turns': { type: 'string' },
-    seed: { type: 'string' },
-    repeats: { type: 'string' },
-    'no-cache': { type: 'boolean' },
-    'batch-wait-ms': { type: 'string' },
-    'command-concurrency': { type: 'string' },
-    provider: { type: 'string' },
+    ...valueOptions('workspace', 'model', 'tasks', 'tasks-file', 'episodes', 'concurrency', 'max-turns', 'seed', 'repeats', 'batch-wait-ms', 'command-concurrency', 'provider'),
+    ...flagOptions('no-cache'),
   },
   async run(args, io) {
     const v = args.values;
-    const provider = typeof v.provider === 'string' ? v.provider : 'auto';
-    if (!(PROVIDERS as readonly string[]).includes(provider)) throw new UsageError(`--provider must be one of ${PROVIDERS.join(', ')}`);
+    const provider = providerOption(args);
     const tasks = numberInRange(args, 'tasks', 8, { min: 1, max: 64, integer: true });
     const r = await benchRollout({
-      workspace: typeof v.workspace === 'string' ? path.resolve(v.workspace) : demoWorkspace(),
-      model: typeof v.model === 'string' ? path.resolve(v.model) : embeddedModelDir(),
+      workspace: workspaceOrDemo(args),
+      model: modelOrEmbedded(args),
       tasks,
       ...(typeof v['tasks-file'] === 'string' ? { tasksFile: path.resolve(v['tasks-file']) } : {}),
       episodes: numberInRange(args, 'episodes', tasks, { min: 1, max: 256, integer: true }),
@@ -43,7 +28,7 @@ export const benchRolloutCommand: CliCommand = {
       maxTurns: numberInRange(args, 'max-turns', 4, { min: 1, max: 32, integer: true }),
       seed: seedOption(args),
       repeats: numberInRange(args, 'repeats', 1, { min: 1, max: 20, integer: true }),
-      config: { executionProvider: provider as (typeof PROVIDERS)[number], cacheObservations: v['no-cache'] !== true, batchWaitMs: numberInRange(args, 'batch-wait-ms', TRAIN_DEFAULTS.batchWaitMs, { min: 0, max: 60_000, integer: true }),
+      config: { executionProvider: provider, cacheObservations: v['no-cache'] !== true, batchWaitMs: numberInRange(args, 'batch-wait-ms', TRAIN_DEFAULTS.batchWaitMs, { min: 0, max: 60_000, integer: true }),
         commandConcurrency: numberInRange(args, 'command-concurrency', TRAIN_DEFAULTS.commandConcurrency, { min: 0, max: 4096, integer: true }),
       },
       onProgress: (m) => io.err(m),

@@ -1,12 +1,12 @@
 // `turnwise bench sandbox`: exec, warm acquire, cold start and snapshot start times (medians).
-import { optionalNumber, type CliCommand } from '../command';
+import { optionalNumber, valueOptions, type CliCommand } from '../command';
 import { benchSandbox } from '../../sandbox/bench';
 
 export const benchSandboxCommand: CliCommand = {
   name: 'bench sandbox',
   summary: 'time sandbox exec (vs docker exec), warm acquire, cold start and snapshot starts',
   usage: '[--samples N] [--docker-host URL] [--json]',
-  options: { samples: { type: 'string' }, 'docker-host': { type: 'string' } },
+  options: valueOptions('samples', 'docker-host'),
   async run(args, io) {
     const samples = optionalNumber(args, 'samples', 30);
     const r = await benchSandbox({ samples, host: args.values['docker-host'] as string | undefined, onProgress: (s) => io.err(s) });

@@ -1,6 +1,6 @@
 // `turnwise bench tasks`: validated mutation tasks per minute on a generated workspace whose
 // suite takes ~1 s, with the given sandbox concurrency.
-import { optionalNumber, type CliCommand } from '../command';
+import { optionalNumber, valueOptions, type CliCommand } from '../command';
 import { benchTasks } from '../../tasks/bench';
 import { ProgressBar } from '../progress';
 
@@ -8,7 +8,7 @@ export const benchTasksCommand: CliCommand = {
   name: 'bench tasks',
   summary: 'validated mutation tasks per minute (suite ≈1 s), with candidates tried, kept and dropped',
   usage: '[--concurrency N] [--max N] [--seed S] [--suite-seconds S] [--json]',
-  options: { concurrency: { type: 'string' }, max: { type: 'string' }, seed: { type: 'string' }, 'suite-seconds': { type: 'string' } },
+  options: valueOptions('concurrency', 'max', 'seed', 'suite-seconds'),
   async run(args, io) {
     const max = optionalNumber(args, 'max', 24);
     const bar = new ProgressBar('bench tasks', max, { json: io.json });

@@ -1,34 +1,23 @@
 // `turnwise bench train`: how fast the ONNX policy trains and decodes on this machine.
 import { benchTrain } from '../../policy/bench';
-import { optionalNumber, UsageError, type CliCommand } from '../command';
+import { oneOf, optionalNumber, UsageError, valueOptions, type CliCommand } from '../command';
+import { PROVIDER_USAGE, providerOption } from './options';
 
-const PROVIDERS = ['auto', 'cpu', 'cuda', 'webgpu'] as const;
 const SPIN = ['on', 'off'] as const;
 
 export const benchTrainCommand: CliCommand = {
   name: 'bench train',
   summary: 'time a training step, the K-step Loop, and KV-cache vs no-cache decoding of turnwise-tiny',
-  usage: '[--batch B] [--seq T] [--steps N] [--k K] [--context C] [--provider auto|cpu|cuda|webgpu] [--threads N] [--spin on|off] [--json]',
-  options: {
-    batch: { type: 'string' },
-    seq: { type: 'string' },
-    steps: { type: 'string' },
-    k: { type: 'string' },
-    context: { type: 'string' },
-    provider: { type: 'string' },
-    threads: { type: 'string' },
-    spin: { type: 'string' },
-  },
+  usage: `[--batch B] [--seq T] [--steps N] [--k K] [--context C] ${PROVIDER_USAGE} [--threads N] [--spin on|off] [--json]`,
+  options: valueOptions('batch', 'seq', 'steps', 'k', 'context', 'provider', 'threads', 'spin'),
   async run(args, io) {
     const int = (name: string, fallback: number, min: number) => {
       const v = optionalNumber(args, name, fallback);
       if (!Number.isInteger(v) || v < min) throw new UsageError(`--${name} must be an integer ≥ ${min}, got ${v}`);
       return v;
     };
-    const provider = (args.values.provider as string | undefined) ?? 'auto';
-    if (!(PROVIDERS as readonly string[]).includes(provider)) throw new UsageError(`--provider must be one of ${PROVIDERS.join(', ')}`);
-    const spin = (args.values.spin as string | undefined) ?? 'off';
-    if (!(SPIN as readonly string[]).includes(spin)) throw new UsageError(`--spin must be one of ${SPIN.join(', ')}`);
+    const provider = providerOption(args);
+    const spin = oneOf(args, 'spin', SPIN, 'off');
     const r = await benchTrain({
       batch: int('batch', 4, 1),
       seq: int('seq', 128, 2),
@@ -36,7 +25,7 @@ export const benchTrainCommand: CliCommand = {
       k: int('k', 8, 2),
       context: int('context', 512, 1),
       settings: {
-        provider: provider as (typeof PROVIDERS)[number],
+        provider,
         threads: int('threads', 0, 0),
         spinning: spin === 'on',
         onWarning: (m) => io.err(`warning: ${m}`),

@@ -3,43 +3,31 @@
 // held-out tasks resolved greedy and in samples before RL, and after a short RL run on its own
 // train tasks, paired as `eval --compare` pairs them. Slow; not part of `npm run bench`.
 import * as path from 'node:path';
-import { embeddedModelDir } from '../../train/embedded';
-import { readConfigFile, type TrainConfig } from '../../train/config';
-import { benchTransfer, TRANSFER_DEFAULTS, transferCacheDir, type HeldoutScore } from '../../train/transfer';
+import { benchTransfer, transferCacheDir, type HeldoutScore } from '../../train/transfer';
 import { TRANSFER_PANEL } from '../../train/transfer-panel';
-import { numberInRange, type CliCommand } from '../command';
+import { flagOptions, numberInRange, valueOptions, type CliCommand } from '../command';
+import { benchConfig, modelOrEmbedded, type ConfigFlag } from './options';
 
 const score = (s: HeldoutScore | null) =>
   s ? `greedy ${s.greedy.resolved}/${s.greedy.episodes}, sampled ${s.sampled.resolved}/${s.sampled.episodes} (${s.sampled.tasks_resolved} task(s)), either ${s.tasks_resolved}/${s.tasks} tasks` : '—';
+
+/** The flags that set a field of the runs' config, with the integers each takes. */
+const TRANSFER_FLAGS: readonly ConfigFlag[] = [['iterations', 'iterations', 1, 10_000], ['max-tasks', 'maxTasks', 2, 10_000], ['samples', 'evalSamples', 0, 64]];
 
 export const benchTransferCommand: CliCommand = {
   name: 'bench transfer',
   summary: 'held-out resolved rate on a panel of real repositories the policy never saw (fetched from Debian), before and after a short RL run on each (slow)',
   usage: '[--repos A,B] [--no-rl] [--minutes M] [--iterations N] [--max-tasks N] [--samples K] [--model DIR] [--config FILE] [--seed S] [--cache DIR] [--mirror URL] [--json]',
   options: {
-    repos: { type: 'string' },
-    'no-rl': { type: 'boolean' },
-    minutes: { type: 'string' },
-    iterations: { type: 'string' },
-    'max-tasks': { type: 'string' },
-    samples: { type: 'string' },
-    model: { type: 'string' },
-    config: { type: 'string' },
-    seed: { type: 'string' },
-    cache: { type: 'string' },
-    mirror: { type: 'string' },
+    ...valueOptions('repos', 'minutes', ...TRANSFER_FLAGS.map(([flag]) => flag), 'model', 'config', 'seed', 'cache', 'mirror'),
+    ...flagOptions('no-rl'),
   },
   async run(args, io) {
     const v = args.values;
-    const d = TRANSFER_DEFAULTS;
-    const config: Partial<TrainConfig> = typeof v.config === 'string' ? (readConfigFile(v.config) as Partial<TrainConfig>) : {};
-    delete (config as Record<string, unknown>).schema;
-    if (v.iterations !== undefined) config.iterations = numberInRange(args, 'iterations', d.iterations!, { min: 1, max: 10_000, integer: true });
-    if (v['max-tasks'] !== undefined) config.maxTasks = numberInRange(args, 'max-tasks', d.maxTasks!, { min: 2, max: 10_000, integer: true });
-    if (v.samples !== undefined) config.evalSamples = numberInRange(args, 'samples', d.evalSamples!, { min: 0, max: 64, integer: true });
+    const config = benchConfig(args, TRANSFER_FLAGS);
     const repos = typeof v.repos === 'string' ? v.repos.split(',').map((s) => s.trim()).filter(Boolean) : [];
     const r = await benchTransfer({
-      model: typeof v.model === 'string' ? path.resolve(v.model) : embeddedModelDir(),
+      model: modelOrEmbedded(args),
       repos,
       noRl: v['no-rl'] === true,
       minutes: numberInRange(args, 'minutes', 30, { min: 0, max: 100_000, minExclusive: true }),

@@ -7,7 +7,7 @@ import { EndpointActionModel, EndpointClient } from '../../agent/endpoint';
 import { readCommandFile } from '../../agent/scripted';
 import { planScriptedEpisode, runScriptedEpisode } from '../../train/scripted-episode';
 import { TRAIN_DEFAULTS } from '../../train/config';
-import { numberInRange, requireString, UsageError, type CliCommand } from '../command';
+import { numberInRange, requireString, UsageError, valueOptions, type CliCommand } from '../command';
 
 const fmt = (v: number, digits = 3) => (Number.isFinite(v) ? v.toFixed(digits) : '—');
 const indent = (text: string, prefix = '    ') => text.replace(/\n$/, '').split('\n').map((l) => prefix + l).join('\n');
@@ -46,7 +46,7 @@ export const episodeCommand: CliCommand = {
   name: 'episode',
   summary: "play one task with the commands of a file as the agent's actions, in a real sandbox: each observation, the reward, the test report",
   usage: `--tasks FILE --id TASK (--commands FILE | --endpoint URL [--endpoint-model NAME] [--endpoint-key-env VAR] [--temperature T]) [--workspace DIR] [--max-turns N (default ${TRAIN_DEFAULTS.maxTurns})] [--json]`,
-  options: { tasks: { type: 'string' }, id: { type: 'string' }, commands: { type: 'string' }, workspace: { type: 'string' }, 'max-turns': { type: 'string' }, endpoint: { type: 'string' }, 'endpoint-model': { type: 'string' }, 'endpoint-key-env': { type: 'string' }, temperature: { type: 'string' } },
+  options: valueOptions('tasks', 'id', 'commands', 'workspace', 'max-turns', 'endpoint', 'endpoint-model', 'endpoint-key-env', 'temperature'),
   async run(args, io) {
     const tasksFile = requireString(args, 'tasks');
     const taskId = requireString(args, 'id');

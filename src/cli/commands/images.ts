@@ -5,13 +5,13 @@
 import { TurnwiseError } from '../../core/errors';
 import { connectEngine, engineInfo } from '../../sandbox/engine';
 import { BASE_IMAGE_ENV, SANDBOX_LANGUAGES, ensureLanguageImage, type SandboxLanguage } from '../../sandbox/images';
-import type { CliCommand } from '../command';
+import { flagOptions, valueOptions, type CliCommand } from '../command';
 
 export const imagesBuildCommand: CliCommand = {
   name: 'images build',
   summary: `build the sandbox images (python, node) FROM debian:bookworm-slim when a registry is reachable, else FROM a base bootstrapped from Debian packages; --base IMAGE (or ${BASE_IMAGE_ENV}) names another; skips images that exist`,
   usage: '[--language python|node] [--base IMAGE] [--force] [--docker-host URL] [--json]',
-  options: { language: { type: 'string' }, base: { type: 'string' }, force: { type: 'boolean' }, 'docker-host': { type: 'string' } },
+  options: { ...valueOptions('language', 'base', 'docker-host'), ...flagOptions('force') },
   async run(args, io) {
     const wanted = args.values.language as string | undefined;
     if (wanted !== undefined && !(SANDBOX_LANGUAGES as readonly string[]).includes(wanted)) {

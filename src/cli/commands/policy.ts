@@ -1,8 +1,8 @@
 // `turnwise policy init | inspect | logits | generate`: create, describe and sample the ONNX policy.
 import { TurnwiseError } from '../../core/errors';
 import { escapeControlChars } from '../../core/text';
-import type { ProviderSetting } from '../../onnx';
-import { initPolicyDir, loadPolicy, mergeAdapterFolder } from '../../policy';
+import { PROVIDER_SETTINGS, type ProviderSetting } from '../../onnx';
+import { initPolicyDir, loadPolicy, mergeAdapterFolder, type Policy } from '../../policy';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { parseModelConfig } from '../../policy/config';
@@ -10,9 +10,8 @@ import { inspectModelFolder } from '../../policy/hf';
 import { parseLoraConfig } from '../../policy/lora';
 import { TRAIN_DEFAULTS } from '../../train/config';
 import { runMemoryPlan } from '../../train/memory-plan';
-import { numberInRange, requireString, seedOption, UsageError, type CliCommand, type ParsedArgs } from '../command';
-
-const PROVIDERS = ['auto', 'cpu', 'cuda', 'webgpu'];
+import { flagOptions, numberInRange, requireString, seedOption, UsageError, valueOptions, type CliCommand, type CliIO, type ParsedArgs } from '../command';
+import { PROVIDER_USAGE } from './options';
 
 /** `--adapter DIR`: a LoRA adapter folder (PEFT layout) on top of --model. */
 function adapterOption(args: ParsedArgs): { adapter?: string } {
@@ -22,15 +21,25 @@ function adapterOption(args: ParsedArgs): { adapter?: string } {
 
 function provider(args: ParsedArgs): ProviderSetting {
   const p = (args.values.provider as string | undefined) ?? 'auto';
-  if (!PROVIDERS.includes(p)) throw new UsageError(`--provider must be one of ${PROVIDERS.join(', ')}, got ${JSON.stringify(p)}`);
+  if (!(PROVIDER_SETTINGS as readonly string[]).includes(p)) throw new UsageError(`--provider must be one of ${PROVIDER_SETTINGS.join(', ')}, got ${JSON.stringify(p)}`);
   return p as ProviderSetting;
+}
+
+/** The policy of --model DIR [--adapter DIR] on --provider, for `use`; disposed after it. */
+async function withPolicy<T>(args: ParsedArgs, io: CliIO, use: (policy: Policy) => Promise<T>): Promise<T> {
+  const policy = loadPolicy(requireString(args, 'model'), { provider: provider(args), onWarning: (m) => io.err(`warning: ${m}`) }, adapterOption(args));
+  try {
+    return await use(policy);
+  } finally {
+    await policy.dispose();
+  }
 }
 
 export const policyInitCommand: CliCommand = {
   name: 'policy init',
   summary: 'write a randomly initialized model (safetensors, config.json, tokenizer.json) to a directory',
   usage: '--out DIR [--size tiny] [--seed S] [--force] [--json]',
-  options: { out: { type: 'string' }, size: { type: 'string' }, seed: { type: 'string' }, force: { type: 'boolean' } },
+  options: { ...valueOptions('out', 'size', 'seed'), ...flagOptions('force') },
   async run(args, io) {
     const seed = seedOption(args);
     const r = initPolicyDir(requireString(args, 'out'), { size: (args.values.size as string | undefined) ?? 'tiny', seed, force: args.values.force === true });
@@ -86,13 +95,12 @@ function parseIds(text: string): number[] {
 export const policyLogitsCommand: CliCommand = {
   name: 'policy logits',
   summary: 'print the logits at every position for a sequence of token ids',
-  usage: '--model DIR [--adapter DIR] (--ids 1,2,3 | --text TEXT) [--provider auto|cpu|cuda|webgpu] [--json]',
-  options: { model: { type: 'string' }, adapter: { type: 'string' }, ids: { type: 'string' }, text: { type: 'string' }, provider: { type: 'string' } },
+  usage: `--model DIR [--adapter DIR] (--ids 1,2,3 | --text TEXT) ${PROVIDER_USAGE} [--json]`,
+  options: valueOptions('model', 'adapter', 'ids', 'text', 'provider'),
   async run(args, io) {
     if (typeof args.values.ids !== 'string' && typeof args.values.text !== 'string') throw new UsageError('--ids or --text is required');
     const given = typeof args.values.ids === 'string' ? parseIds(args.values.ids) : undefined;
-    const policy = loadPolicy(requireString(args, 'model'), { provider: provider(args), onWarning: (m) => io.err(`warning: ${m}`) }, adapterOption(args));
-    try {
+    return withPolicy(args, io, async (policy) => {
       const ids = given ?? policy.tokenizer!.encode(args.values.text as string);
       const V0 = policy.config.vocab_size;
       const outside = ids.find((i) => i < 0 || i >= V0);
@@ -111,34 +119,22 @@ export const policyLogitsCommand: CliCommand = {
         }
       }
       return 0;
-    } finally {
-      await policy.dispose();
-    }
+    });
   },
 };
 
 export const policyGenerateCommand: CliCommand = {
   name: 'policy generate',
   summary: 'sample a continuation of a prompt with the KV cache',
-  usage: '--model DIR [--adapter DIR] --prompt TEXT [--max-tokens N] [--temperature T] [--top-p P] [--seed S] [--provider auto|cpu|cuda|webgpu] [--json]',
-  options: {
-    model: { type: 'string' },
-    adapter: { type: 'string' },
-    prompt: { type: 'string' },
-    'max-tokens': { type: 'string' },
-    temperature: { type: 'string' },
-    'top-p': { type: 'string' },
-    seed: { type: 'string' },
-    provider: { type: 'string' },
-  },
+  usage: `--model DIR [--adapter DIR] --prompt TEXT [--max-tokens N] [--temperature T] [--top-p P] [--seed S] ${PROVIDER_USAGE} [--json]`,
+  options: valueOptions('model', 'adapter', 'prompt', 'max-tokens', 'temperature', 'top-p', 'seed', 'provider'),
   async run(args, io) {
     const prompt = requireString(args, 'prompt');
     const maxNewTokens = numberInRange(args, 'max-tokens', 64, { min: 1, integer: true });
     const temperature = numberInRange(args, 'temperature', 1, { min: 0 });
     const topP = numberInRange(args, 'top-p', 1, { min: 0, max: 1, minExclusive: true });
     const seed = seedOption(args);
-    const policy = loadPolicy(requireString(args, 'model'), { provider: provider(args), onWarning: (m) => io.err(`warning: ${m}`) }, adapterOption(args));
-    try {
+    return withPolicy(args, io, async (policy) => {
       const t0 = performance.now();
       const [r] = await policy.generate([prompt], {
         maxNewTokens,
@@ -156,9 +152,7 @@ export const policyGenerateCommand: CliCommand = {
         if (r.tokenIds.length === 0) io.err(`the prompt fills the model's context (max_position_embeddings ${policy.config.max_position_embeddings}): shorten it to leave room`);
       }
       return 0;
-    } finally {
-      await policy.dispose();
-    }
+    });
   },
 };
 
@@ -166,7 +160,7 @@ export const policyMergeCommand: CliCommand = {
   name: 'policy merge',
   summary: 'fold a LoRA adapter into its base model and write a Hugging Face folder (the base dtype, its tokenizer files)',
   usage: '--model BASE --adapter DIR --out DIR [--force] [--json]',
-  options: { model: { type: 'string' }, adapter: { type: 'string' }, out: { type: 'string' }, force: { type: 'boolean' } },
+  options: { ...valueOptions('model', 'adapter', 'out'), ...flagOptions('force') },
   async run(args, io) {
     const r = mergeAdapterFolder(requireString(args, 'model'), requireString(args, 'adapter'), requireString(args, 'out'), { force: args.values.force === true });
     if (io.json) io.out(JSON.stringify({ ok: true, ...r }, null, 2));

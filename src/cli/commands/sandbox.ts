@@ -3,13 +3,13 @@
 // left; --images also drops unused snapshots.
 import { connectEngine } from '../../sandbox/engine';
 import { pruneSnapshotImages, reapInterruptedBuilds, reapOrphans } from '../../sandbox/reaper';
-import type { CliCommand } from '../command';
+import { flagOptions, valueOptions, type CliCommand } from '../command';
 
 export const sandboxPruneCommand: CliCommand = {
   name: 'sandbox prune',
   summary: 'remove leftover sandbox containers (owner gone; --all: every one) and, with --images, unused snapshots',
   usage: '[--all] [--images] [--run RUN_ID] [--docker-host URL] [--json]',
-  options: { all: { type: 'boolean' }, images: { type: 'boolean' }, run: { type: 'string' }, 'docker-host': { type: 'string' } },
+  options: { ...flagOptions('all', 'images'), ...valueOptions('run', 'docker-host') },
   async run(args, io) {
     const { docker, target } = connectEngine(args.values['docker-host'] as string | undefined);
     const reaped = await reapOrphans(docker, target, { all: !!args.values.all, run: args.values.run as string | undefined });

@@ -1,13 +1,13 @@
 // `turnwise serve`: a model folder (and a LoRA adapter) behind the OpenAI-compatible API, until
 // a signal stops it.
 import { startServer } from '../../train/serve';
-import { numberInRange, requireString, UsageError, type CliCommand } from '../command';
+import { numberInRange, requireString, UsageError, valueOptions, type CliCommand } from '../command';
 
 export const serveCommand: CliCommand = {
   name: 'serve',
   summary: 'serve a model (and a LoRA adapter) over the OpenAI-compatible API: /v1/models, /v1/chat/completions, /v1/completions',
   usage: '--model DIR [--adapter DIR] [--host 127.0.0.1] [--port 8000] [--name ID] [--token-env VAR] [--max-request-kb 1024] [--json]',
-  options: { model: { type: 'string' }, adapter: { type: 'string' }, host: { type: 'string' }, port: { type: 'string' }, name: { type: 'string' }, 'token-env': { type: 'string' }, 'max-request-kb': { type: 'string' } },
+  options: valueOptions('model', 'adapter', 'host', 'port', 'name', 'token-env', 'max-request-kb'),
   async run(args, io) {
     const port = numberInRange(args, 'port', 8000, { min: 0, max: 65535, integer: true });
     const kb = numberInRange(args, 'max-request-kb', 1024, { min: 1, max: 1024 * 1024, integer: true });

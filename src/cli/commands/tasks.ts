@@ -9,15 +9,10 @@ import type { ReportFormat, RunnerKind } from '../../core/schema';
 import { checkTaskFile, writeTaskFile } from '../../tasks/taskfile';
 import { failingTestTasks, synthesizeMutationTasks, type SynthSummary } from '../../tasks/synth';
 import { RUNNER_KINDS, type RunnerOverride } from '../../tasks/runners';
-import { numberInRange, requireString, seedOption, UsageError, type CliCommand, type OptionSpec, type ParsedArgs } from '../command';
+import { numberInRange, requireString, seedOption, UsageError, valueOptions, type CliCommand, type ParsedArgs } from '../command';
 import { ProgressBar } from '../progress';
 
-const RUNNER_OPTIONS: OptionSpec = {
-  runner: { type: 'string' },
-  'test-command': { type: 'string' },
-  'report-format': { type: 'string' },
-  'report-path': { type: 'string' },
-};
+const RUNNER_OPTIONS = valueOptions('runner', 'test-command', 'report-format', 'report-path');
 const REPORT_FORMATS: readonly string[] = ['junit-xml', 'jest-json', 'go-test-json'] satisfies ReportFormat[];
 const RUNNER_USAGE = '[--runner pytest|node-test|mocha|jest|go-test] [--test-command CMD --report-format junit-xml|jest-json|go-test-json [--report-path P]]';
 
@@ -61,6 +56,9 @@ function formatSynthSummary(s: SynthSummary, out: string, n: number): string {
   ].join('\n');
 }
 
+/** The options `tasks synth` and `tasks failing` share (read by commonTaskArgs). */
+const COMMON_TASK_OPTIONS = { ...valueOptions('workspace', 'out', 'seed'), ...RUNNER_OPTIONS };
+
 /** Everything `tasks synth` and `tasks failing` share, checked before any sandbox starts. */
 function commonTaskArgs(args: ParsedArgs): { workspace: string; out: string; seed: number; override: RunnerOverride } {
   const workspace = workspaceArg(args);
@@ -73,16 +71,7 @@ export const tasksSynthCommand: CliCommand = {
   name: 'tasks synth',
   summary: 'synthesize bug-fix tasks by AST mutation of the workspace source, kept only when its tests catch them',
   usage: `--workspace DIR --out FILE [--max N] [--seed S] [--concurrency N] [--max-candidates N] [--timeout SECONDS] ${RUNNER_USAGE} [--json]`,
-  options: {
-    workspace: { type: 'string' },
-    out: { type: 'string' },
-    max: { type: 'string' },
-    seed: { type: 'string' },
-    concurrency: { type: 'string' },
-    'max-candidates': { type: 'string' },
-    timeout: { type: 'string' },
-    ...RUNNER_OPTIONS,
-  },
+  options: { ...COMMON_TASK_OPTIONS, ...valueOptions('max', 'concurrency', 'max-candidates', 'timeout') },
   async run(args, io) {
     const { workspace, out, seed, override } = commonTaskArgs(args);
     const max = numberInRange(args, 'max', 20, { min: 1, integer: true });
@@ -122,7 +111,7 @@ export const tasksFailingCommand: CliCommand = {
   name: 'tasks failing',
   summary: "turn the workspace's currently failing tests into tasks (one per test file)",
   usage: `--workspace DIR --out FILE [--seed S] [--pass-to-pass N] ${RUNNER_USAGE} [--json]`,
-  options: { workspace: { type: 'string' }, out: { type: 'string' }, seed: { type: 'string' }, 'pass-to-pass': { type: 'string' }, ...RUNNER_OPTIONS },
+  options: { ...COMMON_TASK_OPTIONS, ...valueOptions('pass-to-pass') },
   async run(args, io) {
     const { workspace, out, seed, override } = commonTaskArgs(args);
     const passToPassSample = numberInRange(args, 'pass-to-pass', 20, { min: 0, integer: true });

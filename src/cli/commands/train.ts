@@ -4,7 +4,6 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { TurnwiseError } from '../../core/errors';
-import { findResource, resourceCandidates } from '../../core/resources';
 import { ESTIMATOR_NAMES } from '../../credit/names';
 import { assertWritableOutput } from '../../core/fs';
 import type { RunEvent } from '../../core/events';
@@ -30,7 +29,8 @@ import { warmstartEpisodes } from '../../train/warmstart-episodes';
 import { parseLoraConfig, type LoraConfig } from '../../policy/lora';
 import { SandboxPool, disposeAllSandboxes } from '../../sandbox';
 import { disposeAllPolicyWorkers } from '../../policy/worker';
-import { numberInRange, requireString, seedOption, UsageError, type CliCommand, type CliIO, type ParsedArgs } from '../command';
+import { flagOptions, numberInRange, requireString, seedOption, UsageError, valueOptions, type CliCommand, type CliIO, type ParsedArgs } from '../command';
+import { demoWorkspace, PROVIDER_USAGE } from './options';
 
 /**
  * SIGINT/SIGTERM abort the run (cleanly: containers removed, partial iteration discarded). A
@@ -162,20 +162,7 @@ function configFromArgs(args: ParsedArgs): TrainConfig {
   return c;
 }
 
-const TRAIN_OPTIONS = {
-  config: { type: 'string' },
-  workspace: { type: 'string' },
-  resume: { type: 'string' },
-  runs: { type: 'string' },
-  tasks: { type: 'string' },
-  'task-source': { type: 'string' },
-  model: { type: 'string' },
-  estimator: { type: 'string' },
-  iterations: { type: 'string' },
-  'group-size': { type: 'string' },
-  seed: { type: 'string' },
-  provider: { type: 'string' },
-} as const;
+const TRAIN_OPTIONS = valueOptions('config', 'workspace', 'resume', 'runs', 'tasks', 'task-source', 'model', 'estimator', 'iterations', 'group-size', 'seed', 'provider');
 
 /** The train flags a resume takes: the run, where runs are, and how many iterations to go to. */
 const RESUME_OPTIONS = new Set(['resume', 'runs', 'iterations']);
@@ -197,7 +184,7 @@ async function runTraining(c: TrainConfig, args: ParsedArgs, io: CliIO, name?: s
 export const trainCommand: CliCommand = {
   name: 'train',
   summary: 'a training run: tasks from the workspace, rollouts in sandboxes, advantages, policy updates, held-out evaluation',
-  usage: `[--config turnwise.json] [--workspace DIR] [--resume RUN] [--runs DIR] [--tasks FILE | --task-source mutation|failing-tests] [--model DIR] [--estimator ${ESTIMATOR_NAMES.join('|')}] [--iterations N] [--group-size G] [--seed S] [--provider auto|cpu|cuda|webgpu]`,
+  usage: `[--config turnwise.json] [--workspace DIR] [--resume RUN] [--runs DIR] [--tasks FILE | --task-source mutation|failing-tests] [--model DIR] [--estimator ${ESTIMATOR_NAMES.join('|')}] [--iterations N] [--group-size G] [--seed S] ${PROVIDER_USAGE}`,
   options: TRAIN_OPTIONS,
   async run(args, io) {
     if (args.values.resume !== undefined) {
@@ -214,14 +201,6 @@ export const trainCommand: CliCommand = {
   },
 };
 
-/** The bundled demo workspace (examples/demo-python of the package, core/resources.ts). */
-export function demoWorkspace(): string {
-  const rel = path.join('examples', 'demo-python');
-  const found = findResource(rel, 'inventory');
-  if (!found) throw new TurnwiseError('not-found', `the demo workspace is missing (looked in ${resourceCandidates(rel).join(', ')})`, { hint: 'reinstall Turnwise, or run from a checkout of it' });
-  return found;
-}
-
 /** The demo's settings (src/train/config.ts, shared with `bench learn`). */
 export const DEMO_CONFIG = DEMO_SETTINGS;
 
@@ -229,7 +208,7 @@ export const demoCommand: CliCommand = {
   name: 'demo',
   summary: 'a training run on the bundled demo workspace from the embedded warm-started policy, with held-out evaluation',
   usage: '[--iterations N] [--quick] [--estimator NAME] [--runs DIR] [--seed S]',
-  options: { iterations: { type: 'string' }, quick: { type: 'boolean' }, estimator: { type: 'string' }, runs: { type: 'string' }, seed: { type: 'string' } },
+  options: { ...valueOptions('iterations', 'estimator', 'runs', 'seed'), ...flagOptions('quick') },
   async run(args, io) {
     const quick = args.values.quick === true;
     const given: Record<string, unknown> = {
@@ -247,28 +226,9 @@ export const demoCommand: CliCommand = {
 };
 
 const EVAL_OPTIONS = {
-  tasks: { type: 'string' },
-  model: { type: 'string' },
-  workspace: { type: 'string' },
-  'max-turns': { type: 'string' },
-  concurrency: { type: 'string' },
-  samples: { type: 'string' },
-  seed: { type: 'string' },
-  provider: { type: 'string' },
-  out: { type: 'string' },
-  from: { type: 'string' },
-  compare: { type: 'string' },
-  run: { type: 'string' },
-  split: { type: 'string' },
-  iteration: { type: 'string' },
-  runs: { type: 'string' },
-  endpoint: { type: 'string' },
-  'endpoint-model': { type: 'string' },
-  'endpoint-key-env': { type: 'string' },
-  'max-action-tokens': { type: 'string' },
-  report: { type: 'boolean' },
-  intersect: { type: 'boolean' },
-} as const;
+  ...valueOptions('tasks', 'model', 'workspace', 'max-turns', 'concurrency', 'samples', 'seed', 'provider', 'out', 'from', 'compare', 'run', 'split', 'iteration', 'runs', 'endpoint', 'endpoint-model', 'endpoint-key-env', 'max-action-tokens'),
+  ...flagOptions('report', 'intersect'),
+};
 
 export const evalCommand: CliCommand = {
   name: 'eval',
@@ -509,34 +469,10 @@ export const warmstartCommand: CliCommand = {
   usage:
     '--out DIR [--force] [--from DIR | --model DIR [--adapter DIR | --lora SPEC]] [--episodes FILE… (--tasks FILE [--task-seed S] [--heldout-fraction F] | --run RUN [--runs DIR]) [--episode-share F]] [--steps N] [--minutes M] [--seed S] [--workspace DIR [--task-seed S] [--max-tasks N] [--heldout-fraction F] [--workspace-share F]] [--real-share F [--source-root DIR…]] [--numbered-share F] [--peak-lr X] [--curriculum A,B] [--rows N] [--row-tokens T] [--loop-share F] [--max-action-tokens N]',
   options: {
-    out: { type: 'string' },
-    force: { type: 'boolean' },
-    'loop-share': { type: 'string' },
-    'numbered-share': { type: 'string' },
-    'real-share': { type: 'string' },
+    ...valueOptions('out', 'loop-share', 'numbered-share', 'real-share', 'steps', 'rows', 'row-tokens', 'from', 'model', 'adapter', 'lora', 'episode-share', 'tasks', 'run', 'runs', 'max-action-tokens', 'minutes', 'seed', 'workspace', 'task-seed', 'max-tasks', 'heldout-fraction', 'workspace-share', 'peak-lr', 'curriculum'),
+    ...flagOptions('force'),
     'source-root': { type: 'string', multiple: true },
-    steps: { type: 'string' },
-    rows: { type: 'string' },
-    'row-tokens': { type: 'string' },
-    from: { type: 'string' },
-    model: { type: 'string' },
-    adapter: { type: 'string' },
-    lora: { type: 'string' },
     episodes: { type: 'string', multiple: true },
-    'episode-share': { type: 'string' },
-    tasks: { type: 'string' },
-    run: { type: 'string' },
-    runs: { type: 'string' },
-    'max-action-tokens': { type: 'string' },
-    minutes: { type: 'string' },
-    seed: { type: 'string' },
-    workspace: { type: 'string' },
-    'task-seed': { type: 'string' },
-    'max-tasks': { type: 'string' },
-    'heldout-fraction': { type: 'string' },
-    'workspace-share': { type: 'string' },
-    'peak-lr': { type: 'string' },
-    curriculum: { type: 'string' },
   },
   // The results files after --episodes: `--episodes A.jsonl B.jsonl`.
   allowPositionals: true,

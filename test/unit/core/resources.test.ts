@@ -7,7 +7,7 @@ import * as path from 'node:path';
 import { findResource, packageRoot, resourceCandidates } from '../../../src/core/resources';
 import { sandboxImagesDir } from '../../../src/sandbox/images';
 import { embeddedModelDir } from '../../../src/train/embedded';
-import { demoWorkspace } from '../../../src/cli/commands/train';
+import { demoWorkspace } from '../../../src/cli/commands/options';
 import { torchScriptPath } from '../../../src/policy/bench-model';
 
 const REPO = path.resolve(__dirname, '..', '..', '..');

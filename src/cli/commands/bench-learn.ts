@@ -2,7 +2,7 @@
 // with grpo and with turnwise, on identical seeds, tasks and budget. Slow (up to an hour on 2
 // cores at the defaults); not part of `npm run bench`. The work is in src/train/bench-learn.ts.
 import * as path from 'node:path';
-import { benchLearn, LEARN_DEFAULTS } from '../../train/bench-learn';
+import { benchLearn, LEARN_DEFAULTS, LEARN_ESTIMATORS } from '../../train/bench-learn';
 import { passAtKTCorners, type PassAtKT } from '../../train/pass-at-k';
 import { numberInRange, valueOptions, type CliCommand } from '../command';
 import { benchConfig, modelOrEmbedded, workspaceOrDemo, type ConfigFlag } from './options';
@@ -57,7 +57,7 @@ export const benchLearnCommand: CliCommand = {
         `  warm start   ${r.resolved_warmstart}`,
         `  grpo         ${fmtCurve(r.curve_grpo)}  (first above the warm start: ${r.first_improvement_grpo ?? 'never'})`,
         `  turnwise     ${fmtCurve(r.curve_turnwise)}  (first above the warm start: ${r.first_improvement_turnwise ?? 'never'})`,
-        ...(['grpo', 'turnwise'] as const).flatMap((e) => {
+        ...LEARN_ESTIMATORS.flatMap((e) => {
           const p = e === 'grpo' ? r.paired_grpo : r.paired_turnwise;
           if (!p) return [];
           const f = (c: typeof p.greedy) => `+${c.gained} −${c.lost} of ${c.pairs} (p ${c.p_value === null ? '—' : c.p_value.toFixed(3)})`;

@@ -6,6 +6,8 @@
 import { mean } from '../core/stats';
 import * as childProcess from 'node:child_process';
 import * as fs from 'node:fs';
+import * as v8 from 'node:v8';
+import * as vm from 'node:vm';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { Worker } from 'node:worker_threads';
@@ -227,6 +229,20 @@ export function resetPeakRss(): boolean {
   }
 }
 
+/**
+ * A full garbage collection where V8 allows one, so a phase's peak does not count what an earlier
+ * phase left for the collector (typed arrays are freed only when it runs).
+ */
+export function collectGarbage(): boolean {
+  try {
+    v8.setFlagsFromString('--expose-gc');
+    (vm.runInNewContext('gc') as () => void)();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** The process's resident memory now, in MB. */
 export function currentRssMb(): number {
   try {
@@ -394,6 +410,9 @@ export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult
       // One file as transformers writes it (2 GB and more for the larger shapes).
       writeModelFolder(dir, w, { dtype: 'bfloat16', tokenizerJson: byteLevelTokenizerJson(), tokenizerConfig: byteLevelTokenizerConfig() });
     }
+    // The generated weights are garbage now: collected before anything is measured, as a
+    // user's process (which loads a folder it did not make) never holds them.
+    collectGarbage();
     const weightsFileBytes = folderBytes(dir);
 
     log('loading the folder…');
@@ -438,6 +457,7 @@ export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult
     // The trainer feeds the policy's own arrays as the frozen base, as a LoRA run's does (one copy of the weights).
     const baseFeeds = policy.baseFeeds();
     await policy.dispose();
+    collectGarbage();
 
     log(`LoRA training step (r ${work.loraR}, all linear layers) on ${work.trainRows} × ${work.trainSeq} tokens…`);
     const lora: LoraConfig = { r: work.loraR, lora_alpha: 2 * work.loraR, lora_dropout: 0, target_modules: [...LORA_MODULES], use_rslora: false, base_model_name_or_path: o.shape };

@@ -386,6 +386,16 @@ function folderBytes(dir: string): number {
   return fs.readdirSync(dir).filter((f) => f.endsWith('.safetensors')).reduce((n, f) => n + fs.statSync(path.join(dir, f)).size, 0);
 }
 
+/**
+ * Random weights at `config`'s shape written as one BF16 safetensors file, as transformers
+ * writes it (2 GB and more for the larger shapes). Not async: an async function keeps its
+ * locals reachable while it is suspended, and these weights must be garbage once written.
+ */
+function writeRandomFolder(dir: string, config: ModelConfig, seed: number): void {
+  const w = randomWeights(config, seed);
+  writeModelFolder(dir, w, { dtype: 'bfloat16', tokenizerJson: byteLevelTokenizerJson(), tokenizerConfig: byteLevelTokenizerConfig() });
+}
+
 export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult> {
   const config = o.config ?? BENCH_SHAPES[o.shape];
   if (!config) throw new TurnwiseError('invalid-input', `unknown model shape "${o.shape}"`, { hint: `use one of: ${Object.keys(BENCH_SHAPES).join(', ')}` });
@@ -405,17 +415,13 @@ export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult
   const params = parameterCount(config);
   try {
     log(`generating ${(params / 1e6).toFixed(0)}M random weights at the ${o.shape} shape…`);
-    {
-      const w = randomWeights(config, seed);
-      // One file as transformers writes it (2 GB and more for the larger shapes).
-      writeModelFolder(dir, w, { dtype: 'bfloat16', tokenizerJson: byteLevelTokenizerJson(), tokenizerConfig: byteLevelTokenizerConfig() });
-    }
+    writeRandomFolder(dir, config, seed);
     // The generated weights are garbage now: collected before anything is measured, as a
     // user's process (which loads a folder it did not make) never holds them.
     collectGarbage();
     const weightsFileBytes = folderBytes(dir);
 
-    log('loading the folder…');
+    log(`loading the folder… (resident ${currentRssMb()} MB)`);
     resetPeakRss();
     const t0 = performance.now();
     // The policy's feeds are the loaded arrays; nothing else keeps the checkpoint, as in a run.
@@ -429,7 +435,7 @@ export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult
     const loadPeak = peakRssMb();
     const provider = await policy.provider;
 
-    log(`prefill of ${work.prefillTokens} tokens…`);
+    log(`prefill of ${work.prefillTokens} tokens… (resident ${currentRssMb()} MB)`);
     resetPeakRss();
     const prompt = policy.newSequence(tokens(work.prefillTokens));
     const tp = performance.now();
@@ -437,7 +443,7 @@ export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult
     const prefillMs = performance.now() - tp;
     const prefillPeak = peakRssMb();
 
-    log(`decode: ${work.decodeSteps} steps at ${work.contextTokens} tokens of context, batch 1 and ${work.decodeBatch}…`);
+    log(`decode: ${work.decodeSteps} steps at ${work.contextTokens} tokens of context, batch 1 and ${work.decodeBatch}… (resident ${currentRssMb()} MB)`);
     resetPeakRss();
     // The context: the prefilled prompt, cut or extended to contextTokens (its cache kept).
     const ctx = prompt.fork();
@@ -459,7 +465,7 @@ export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult
     await policy.dispose();
     collectGarbage();
 
-    log(`LoRA training step (r ${work.loraR}, all linear layers) on ${work.trainRows} × ${work.trainSeq} tokens…`);
+    log(`LoRA training step (r ${work.loraR}, all linear layers) on ${work.trainRows} × ${work.trainSeq} tokens… (resident ${currentRssMb()} MB)`);
     const lora: LoraConfig = { r: work.loraR, lora_alpha: 2 * work.loraR, lora_dropout: 0, target_modules: [...LORA_MODULES], use_rslora: false, base_model_name_or_path: o.shape };
     const trainer = new PolicyTrainer({ config, tensors: new Map() }, undefined, settings, { adapter: initAdapter(config, lora, seed) }, baseFeeds);
     const n = work.trainRows * work.trainSeq;

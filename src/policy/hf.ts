@@ -135,7 +135,13 @@ export interface WriteModelOptions {
  * model.safetensors or as model-0000k-of-0000n.safetensors shards with an index, the tokenizer
  * files, generation_config.json), complete or not at all.
  */
-export function writeModelFolder(dir: string, w: PolicyWeights, o: WriteModelOptions): void {
+/** Weights made tensor by tensor as the file is written (a folder larger than what one would hold in memory). */
+export interface LazyWeights {
+  config: ModelConfig;
+  make: (name: string, shape: number[]) => Float32Array;
+}
+
+export function writeModelFolder(dir: string, w: PolicyWeights | LazyWeights, o: WriteModelOptions): void {
   const dtype = SAFE_DTYPE[o.dtype];
   const specs = paramSpecs(w.config);
   const groups: (typeof specs)[] = [[]];
@@ -158,7 +164,7 @@ export function writeModelFolder(dir: string, w: PolicyWeights, o: WriteModelOpt
     const names = groups.map((_, i) => (o.shardBytes === undefined ? WEIGHTS_FILE : `model-${String(i + 1).padStart(5, '0')}-of-${String(n).padStart(5, '0')}.safetensors`));
     const weightMap: Record<string, string> = {};
     groups.forEach((g, i) => {
-      const m: TensorMap = new Map(g.map((s) => [s.name, { dtype, shape: s.shape, data: w.tensors.get(s.name)! }]));
+      const m = new Map(g.map((s) => [s.name, 'make' in w ? { dtype, shape: s.shape, make: () => w.make(s.name, s.shape) } : { dtype, shape: s.shape, data: w.tensors.get(s.name)! }]));
       writeFileAtomic(path.join(tmp, names[i]), safetensorsParts(m, { format: 'pt' }));
       for (const s of g) weightMap[s.name] = names[i];
     });

@@ -17,6 +17,13 @@ export interface SafeTensor {
 
 export type TensorMap = Map<string, SafeTensor>;
 
+/** A float32 tensor to write whose values are made only when its turn comes (see safetensorsParts). */
+export interface LazyTensor {
+  dtype: SafeDType;
+  shape: number[];
+  make: () => Float32Array;
+}
+
 const DTYPE_BYTES: Record<SafeDType, number> = { F32: 4, F16: 2, BF16: 2, I64: 8 };
 /** Headers larger than this are refused rather than parsed (the format's own limit is 100 MB). */
 const MAX_HEADER = 100_000_000;
@@ -85,18 +92,18 @@ function tensorBytes(name: string, t: SafeTensor): Uint8Array {
 
 interface Layout {
   head: Buffer;
-  entries: { name: string; t: SafeTensor }[];
+  entries: { name: string; t: SafeTensor | LazyTensor }[];
   dataBytes: number;
 }
 
-function layoutOf(tensors: TensorMap, metadata: Record<string, string>): Layout {
+function layoutOf(tensors: ReadonlyMap<string, SafeTensor | LazyTensor>, metadata: Record<string, string>): Layout {
   const header: Record<string, unknown> = {};
   if (Object.keys(metadata).length > 0) header.__metadata__ = metadata;
   let offset = 0;
   const entries: Layout['entries'] = [];
   for (const [name, t] of tensors) {
     const want = numel(t.shape);
-    if (t.data.length !== want) throw new TurnwiseError('internal', `tensor ${name} has ${t.data.length} values but shape [${t.shape}] needs ${want}`);
+    if ('data' in t && t.data.length !== want) throw new TurnwiseError('internal', `tensor ${name} has ${t.data.length} values but shape [${t.shape}] needs ${want}`);
     const size = want * DTYPE_BYTES[t.dtype];
     header[name] = { dtype: t.dtype, shape: t.shape, data_offsets: [offset, offset + size] };
     entries.push({ name, t });
@@ -110,15 +117,25 @@ function layoutOf(tensors: TensorMap, metadata: Record<string, string>): Layout 
 
 /**
  * The bytes of a safetensors file as parts: the header, then each tensor's data, converted only
- * when its turn comes (what writeFileAtomic takes, so a multi-gigabyte file is never one buffer).
+ * when its turn comes (what writeFileAtomic takes, so a multi-gigabyte file is never one buffer);
+ * a LazyTensor's values are made then too, so the file is written holding one tensor at a time.
  */
-export function* safetensorsParts(tensors: TensorMap, metadata: Record<string, string> = {}): Generator<Uint8Array> {
+export function* safetensorsParts(tensors: ReadonlyMap<string, SafeTensor | LazyTensor>, metadata: Record<string, string> = {}): Generator<Uint8Array> {
   const { head, entries } = layoutOf(tensors, metadata);
   const len = new Uint8Array(8);
   new DataView(len.buffer).setBigUint64(0, BigInt(head.length), true);
   yield len;
   yield head;
-  for (const { name, t } of entries) yield tensorBytes(name, t);
+  for (const { name, t } of entries) {
+    if ('data' in t) {
+      yield tensorBytes(name, t);
+      continue;
+    }
+    const data = t.make();
+    const want = numel(t.shape);
+    if (data.length !== want) throw new TurnwiseError('internal', `tensor ${name} was made with ${data.length} values but shape [${t.shape}] needs ${want}`);
+    yield tensorBytes(name, { dtype: t.dtype, shape: t.shape, data });
+  }
 }
 
 /** Serializes tensors in the order given; `metadata` goes to __metadata__. */

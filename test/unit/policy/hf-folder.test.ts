@@ -13,6 +13,7 @@ import { TurnwiseError } from '../../../src/core/errors';
 import { loadCheckpoint } from '../../../src/policy/checkpoint';
 import { type ConfigDType, type ModelConfig } from '../../../src/policy/config';
 import { writeModelFolder, WEIGHTS_INDEX } from '../../../src/policy/hf';
+import { BENCH_SHAPES, randomWeights } from '../../../src/policy/bench-model';
 import { logSoftmax, Policy } from '../../../src/policy/policy';
 import { referenceLogits } from '../../../src/policy/reference';
 import { decodeSafetensors, encodeSafetensors, f32ToBf16Bits, f32ToF16Bits } from '../../../src/policy/safetensors';
@@ -134,6 +135,27 @@ describe('policy/hf: Hugging Face model folders (Qwen2, Llama 3) in F32, F16, BF
     fs.cpSync(dir, unknown, { recursive: true });
     fs.writeFileSync(path.join(unknown, 'config.json'), JSON.stringify({ ...cfg, model_type: 'phi3', architectures: ['Phi3ForCausalLM'] }));
     assert.throws(() => loadCheckpoint(unknown), (e: unknown) => e instanceof TurnwiseError && /model_type "phi3" is not supported/.test(e.message) && /llama \(LlamaForCausalLM/.test(e.hint ?? ''));
+  });
+
+  // Weights made tensor by tensor as the file is written (bench model's 2 GB folders): the same
+  // bytes as from the weights held whole, each tensor made once, in the file's order, sharded too.
+  it('a folder written from lazily made tensors is byte for byte the one written from the weights held whole', () => {
+    const c = BENCH_SHAPES['tiny-test'];
+    const w = randomWeights(c, 5);
+    for (const shardBytes of [undefined, 20_000]) {
+      const eager = path.join(tmp, `eager-${shardBytes}`);
+      const lazy = path.join(tmp, `lazy-${shardBytes}`);
+      const o = { dtype: 'bfloat16' as const, tokenizerJson: byteLevelTokenizerJson(), ...(shardBytes ? { shardBytes } : {}) };
+      writeModelFolder(eager, w, o);
+      const made: string[] = [];
+      writeModelFolder(lazy, { config: c, make: (name) => (made.push(name), w.tensors.get(name)!) }, o);
+      assert.deepEqual([...made].sort(), [...w.tensors.keys()].sort(), 'each tensor made once');
+      assert.equal(new Set(made).size, made.length);
+      const files = fs.readdirSync(eager).sort();
+      assert.deepEqual(fs.readdirSync(lazy).sort(), files);
+      for (const f of files) assert.ok(fs.readFileSync(path.join(eager, f)).equals(fs.readFileSync(path.join(lazy, f))), f);
+    }
+    assert.throws(() => writeModelFolder(path.join(tmp, 'bad'), { config: c, make: () => new Float32Array(3) }, { dtype: 'bfloat16', tokenizerJson: byteLevelTokenizerJson() }), /was made with 3 values but shape/);
   });
 
   it('F16 and BF16 are written rounded to nearest even, as torch casts them', () => {

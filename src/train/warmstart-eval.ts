@@ -5,7 +5,7 @@
 import { taskText } from '../agent/prompt';
 import type { Policy } from '../policy/policy';
 import { renderPrompt, type ChatCodec } from './chat';
-import { numberedFix, numberedSuspects, twEditOutput, twShowOutput, twTestOutput, type FixCase } from './demonstrations';
+import { numberedSuspects, twEditOutput, twShowOutput, twTestOutput, type FixCase } from './demonstrations';
 import { sedLine } from './sed';
 
 /** How an episode addresses the bug: `sed` on a path, or by suspect number (`tw-edit K …`). */
@@ -60,11 +60,11 @@ export function editOf(cmd: string): string {
 }
 
 /**
- * Greedy fix-turn accuracy on cases: the exact demonstrated command, a command that restores the
- * line when run, the right line number, any `sed -i 'N…'`.
+ * Greedy fix-turn accuracy on cases in the sed form: the exact demonstrated command, a command
+ * that restores the line when run, the right line number, any `sed -i 'N…'`. (The numbered form
+ * is judged by whole episodes: evaluateEpisodes.)
  */
 export async function evaluateFixes(policy: Policy, codec: ChatCodec, cases: readonly FixCase[], budget = 1024 - 96): Promise<{ exact: number; restores: number; rightLine: number; validSed: number }> {
-  // (the sed form: the numbered form is judged by whole episodes, evaluateEpisodes)
   let exact = 0;
   let restores = 0;
   let line = 0;
@@ -234,9 +234,8 @@ export function simulateNumbered(st: { line: string; stray: boolean }, c: FixCas
   return out ? `exit ${code}\n${out}` : `exit ${code}`;
 }
 
-/** Whether `cmd` is the case's numbered fix, or another numbered edit that restores the bug line. */
+/** Whether `cmd`, a numbered edit (the case's numbered fix or another), restores the bug line with no stray edit left. */
 export function numberedRestores(cmd: string, c: FixCase): boolean {
-  if (cmd === numberedFix(c)) return true;
   const st = { line: c.mutatedLine, stray: false };
   const out = simulateNumbered(st, c, cmd);
   return out !== undefined && st.line === c.originalLine && !st.stray;

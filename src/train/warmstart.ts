@@ -2,8 +2,9 @@
 // (RL cannot learn from a start that never succeeds). Packed rows of demonstrations and a copy
 // curriculum whose share falls from `curriculumStart` to `curriculumEnd` over the budget;
 // prompt tokens in the loss at `promptWeight`, action tokens at 1; warm-up then cosine learning
-// rate by optimizer step (a step count, or one planned from a time budget). Checkpoints (weights + optimizer) are written every few minutes, so a
-// killed warm start keeps its progress, and a JSONL log records loss and held-out exact-fix rate.
+// rate by optimizer step (a step count, or one planned from a time budget). Checkpoints (weights
+// + optimizer) are written every few minutes, so a killed warm start keeps its progress, and a
+// JSONL log records loss and held-out fix rates.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { seededRandom } from '../core/random';
@@ -14,12 +15,12 @@ import { presetConfig } from '../policy/config';
 import { Policy } from '../policy/policy';
 import { byteLevelTokenizerConfig, byteLevelTokenizerJson, loadTokenizer } from '../policy/tokenizer';
 import { PolicyTrainer } from '../policy/trainer';
-import { packRows } from './rows';
 import { initWeights } from '../policy/weights';
 import type { SessionSettings } from '../onnx';
 import { chatCodec, encodeDemonstration, renderPrompt, type ChatCodec } from './chat';
 import { curriculumTask, fixEpisode, numberedCurriculumTask, numberedEpisode, syntheticCases, type Demonstration, type FixCase } from './demonstrations';
 import { defaultSourceRoots, pythonSourceFiles, realSourcePool } from './real-source';
+import { packRows } from './rows';
 import { evaluateEpisodes, evaluateFixes, fixPromptTurns } from './warmstart-eval';
 import { priorLog, priorRecord, startDir, warmstartRecord } from './warmstart-record';
 import { episodeDemonstration } from './chat-demonstrations';

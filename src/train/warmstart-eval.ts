@@ -101,18 +101,13 @@ export async function evaluateFixes(policy: Policy, codec: ChatCodec, cases: rea
  * run as a no-op (exit 0, no output): the model only wastes the turn. An edit of another line
  * that is not undone spoils the episode (`stray`).
  */
-export function simulateTurn(st: { line: string; stray: boolean }, c: FixCase, cmd: string): string {
+export function simulateTurn(st: SimState, c: FixCase, cmd: string): string {
   const numbered = simulateNumbered(st, c, cmd);
   if (numbered !== undefined) return numbered;
-  const tests = () => (st.line === c.originalLine && !st.stray ? { code: 0, out: twTestOutput([], c.failing.length + c.passing) } : { code: 1, out: twTestOutput(c.failing, c.passing) });
-  const revert = (p: string) => {
-    if (p === c.path || p === '.') st.line = c.mutatedLine;
-    st.stray = false;
-  };
   const co = /^git checkout (?:-q )?(?:-- )?(\S+)$/.exec(cmd);
-  if (co) return (revert(co[1]), 'exit 0');
+  if (co) return (simulatedCheckout(st, c, co[1]), 'exit 0');
   if (cmd === 'tw-test') {
-    const t = tests();
+    const t = simulatedTests(st, c);
     return `exit ${t.code}\n${t.out}`;
   }
   const e = parseLineEdit(cmd);
@@ -126,14 +121,36 @@ export function simulateTurn(st: { line: string; stray: boolean }, c: FixCase, c
   } else {
     st.stray = true;
   }
-  let out = '';
-  if (code === 0 && andTest) {
-    const t = tests();
+  return attemptTail(st, c, code, '', andTest, undo);
+}
+
+/** A simulated episode's state: the bug line as it stands, and whether another line was edited and left so. */
+type SimState = { line: string; stray: boolean };
+
+/** `tw-test` in a simulated episode: all pass once the bug line is restored with no stray edit left. */
+function simulatedTests(st: SimState, c: FixCase): { code: number; out: string } {
+  return st.line === c.originalLine && !st.stray ? { code: 0, out: twTestOutput([], c.failing.length + c.passing) } : { code: 1, out: twTestOutput(c.failing, c.passing) };
+}
+
+/** `git checkout PATH` (or `.`): the case's file back as the task had it, any stray edit undone. */
+function simulatedCheckout(st: SimState, c: FixCase, p: string): void {
+  if (p === c.path || p === '.') st.line = c.mutatedLine;
+  st.stray = false;
+}
+
+/**
+ * The end of an edit's turn, whichever tool made the edit: after an edit that succeeded (`code`
+ * 0), `&& tw-test`; after a failure, `|| git checkout PATH`, which exits 0. The observation, with
+ * the edit's own output first.
+ */
+function attemptTail(st: SimState, c: FixCase, code: number, out: string, test: boolean, undo: string | undefined): string {
+  if (code === 0 && test) {
+    const t = simulatedTests(st, c);
     code = t.code;
-    out = t.out;
+    out = out ? `${out}\n${t.out}` : t.out;
   }
   if (code !== 0 && undo) {
-    revert(undo);
+    simulatedCheckout(st, c, undo);
     code = 0;
   }
   return out ? `exit ${code}\n${out}` : `exit ${code}`;
@@ -189,7 +206,7 @@ const ATTEMPT_TAIL = /^(.*?)(?: && (tw-test))?(?: \|\| git checkout (?:-q )?(?:-
  * refusals; undefined for any other command (simulateTurn's sed form then). Suspect K is the
  * case's ranking: the bug line's edits change the state, another suspect's edit is a stray one.
  */
-export function simulateNumbered(st: { line: string; stray: boolean }, c: FixCase, cmd: string): string | undefined {
+export function simulateNumbered(st: SimState, c: FixCase, cmd: string): string | undefined {
   if (cmd === 'tw-suspects -n' || cmd === 'tw-suspects --numbered') {
     const failing = st.line === c.originalLine && !st.stray ? 0 : c.failing.length;
     return `exit ${failing ? 1 : 0}\n${[`${failing} failed, ${c.passing + c.failing.length - failing} passed`, ...numberedSuspects(c)].join('\n')}`;
@@ -207,7 +224,6 @@ export function simulateNumbered(st: { line: string; stray: boolean }, c: FixCas
     const show = s[1] === c.path && Number(s[2]) === c.line ? twShowOutput(c) : undefined;
     return show ? `exit 0\n${show}` : `exit 0\n${s[1]}:${s[2]}`;
   }
-  const tests = () => (st.line === c.originalLine && !st.stray ? { code: 0, out: twTestOutput([], c.failing.length + c.passing) } : { code: 1, out: twTestOutput(c.failing, c.passing) });
   const s = words.length === 4 ? suspect(words[1]) : undefined;
   let code = 0;
   let out = '';
@@ -221,17 +237,7 @@ export function simulateNumbered(st: { line: string; stray: boolean }, c: FixCas
     if (onBug) st.line = edited;
     else st.stray = true;
   }
-  if (code === 0 && tail[2]) {
-    const t = tests();
-    code = t.code;
-    out = `${out}\n${t.out}`;
-  }
-  if (code !== 0 && tail[3]) {
-    if (tail[3] === '.' || tail[3] === c.path) st.line = c.mutatedLine;
-    st.stray = false;
-    code = 0;
-  }
-  return out ? `exit ${code}\n${out}` : `exit ${code}`;
+  return attemptTail(st, c, code, out, !!tail[2], tail[3]);
 }
 
 /** Whether `cmd`, a numbered edit (the case's numbered fix or another), restores the bug line with no stray edit left. */

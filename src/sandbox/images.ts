@@ -44,7 +44,7 @@ export type SandboxLanguage = (typeof SANDBOX_LANGUAGES)[number];
  * teach the policy to call. `turnwise doctor` checks that the built image has them.
  */
 export const AGENT_TOOLS: Record<SandboxLanguage, readonly string[]> = {
-  python: ['/usr/local/bin/tw-test', '/usr/local/bin/tw-suspects', '/usr/local/bin/tw-show', '/usr/local/bin/tw-tokens', '/usr/local/bin/tw-edit', '/opt/turnwise/turnwise_tools.py'],
+  python: ['/usr/local/bin/tw-test', '/usr/local/bin/tw-suspects', '/usr/local/bin/tw-show', '/usr/local/bin/tw-tokens', '/usr/local/bin/tw-edit', '/usr/local/bin/tw-cands', '/usr/local/bin/tw-apply', '/opt/turnwise/turnwise_tools.py'],
   node: [],
 };
 

@@ -1,9 +1,11 @@
 // Docker tier: the numbered-suspect commands of the Python sandbox (`tw-suspects -n`, `tw-show K`,
-// `tw-tokens K`, `tw-edit K OLD NEW`), run for real in episodes of a mutation task: what each
-// prints, that the read-only ones change no file, that `tw-edit` changes only the line it names
-// and refuses everything else (text not on the line, test files, paths outside the workspace,
-// a ranking file the agent forged), and that the reward is the one the code earns: calling the
-// tools scores exactly as doing nothing, and a fix through `tw-edit` exactly as the same fix by sed.
+// `tw-tokens K`, `tw-edit K OLD NEW`, `tw-cands K`, `tw-apply K J`), run for real in episodes of a
+// mutation task: what each prints, that the read-only ones change no file, that `tw-edit` and
+// `tw-apply` change only the line they name and refuse everything else (text not on the line, a
+// variant not listed, test files, paths outside the workspace, a ranking file the agent forged),
+// and that the reward is the one the code earns: calling the tools scores exactly as doing
+// nothing, and a fix through `tw-edit` or `tw-apply` exactly as the same fix by sed. The sandbox's
+// `tw-cands` and the demonstrations' lineCandidates are held to the same lists on real source.
 import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -16,6 +18,7 @@ import { writeTaskFile } from '../../src/tasks/taskfile';
 import { collectOriginals, type ScoringOriginals } from '../../src/tasks/testfiles';
 import { ObservationCache, poolProvider, runRollouts, type ActionModel, type ActRequest, type ActResult } from '../../src/agent';
 import { taskFix } from '../../src/train/workspace-demonstrations';
+import { lineCandidates, twCandsOutput } from '../../src/train/line-candidates';
 import { main } from '../../src/cli/main';
 
 const demo = path.join(__dirname, '..', '..', 'examples', 'demo-python');
@@ -41,7 +44,7 @@ const list =
   (turns) =>
     actions[turns.length] ?? 'submit';
 
-describe('docker: numbered suspects in the Python sandbox (tw-suspects -n, tw-show, tw-tokens, tw-edit)', function () {
+describe('docker: numbered suspects in the Python sandbox (tw-suspects -n, tw-show, tw-tokens, tw-edit, tw-cands, tw-apply)', function () {
   this.timeout(600_000);
   let pool: SandboxPool;
   let snap: PoolSnapshot;
@@ -149,6 +152,73 @@ describe('docker: numbered suspects in the Python sandbox (tw-suspects -n, tw-sh
     assert.deepEqual({ ...edit.reward }, { ...sed.reward });
   });
 
+  it('tw-cands K lists the variants the demonstrations compute; tw-apply K J of the original line scores as the sed fix', async () => {
+    const j = lineCandidates(fix.mutatedLine).indexOf(fix.originalLine) + 1;
+    assert.ok(j > 0, `the original line is a variant of the mutated one: ${fix.mutatedLine.trim()} -> ${fix.originalLine.trim()}`);
+    const { apply, sed } = await play({
+      apply: (turns) => (turns.length === 0 ? 'tw-suspects -n' : turns.length === 1 ? `tw-cands ${bugNumber(turns[0].observation)}` : turns.length === 2 ? `tw-apply ${bugNumber(turns[0].observation)} ${j} && tw-test` : 'submit'),
+      sed: list('tw-suspects', fix.fix, 'tw-test'),
+    });
+    const [, cands, applied] = apply.turns;
+    assert.equal(cands.observation, `exit 0\n${twCandsOutput(fix.path, fix.line, fix.mutatedLine)}`);
+    assert.equal(cands.edits, undefined, 'tw-cands changes no file');
+    assert.match(applied.observation, new RegExp(`^exit 0\\nedited ${fix.path.replace(/[.]/g, '\\.')}:${fix.line}\\n`));
+    assert.match(applied.observation, /\n0 failed, \d+ passed/);
+    assert.deepEqual(applied.edits?.map((x) => x.path), [fix.path]);
+    assert.equal(applied.edits![0].after, sed.turns[1].edits![0].after, 'the same file as the sed fix');
+    assert.equal(apply.reward.resolved, true);
+    assert.deepEqual({ ...apply.reward }, { ...sed.reward });
+  });
+
+  it('tw-apply refuses a variant not listed, a test file and a bad number; nothing is written and the reward does not move', async () => {
+    const testFile = [...originals.tests.keys()][0];
+    const { bad, idle } = await play({
+      bad: list('tw-suspects -n', 'tw-apply 1 99', `tw-apply ${testFile}:1 1`, 'tw-apply 1 x', 'tw-apply 1', "tw-cands 1 2"),
+      idle: list('true', 'true', 'true', 'true', 'true', 'true'),
+    });
+    const [, far, test, word, short, extra] = bad.turns;
+    assert.match(far.observation, /^exit 1\ntw-apply: no variant 99: tw-cands 1 lists \d+ \(1-\d+\)/);
+    assert.match(test.observation, /^exit 1\ntw-apply: \S+ is a test file: tw-apply changes the code under test/);
+    assert.match(word.observation, /^exit 2\ntw-apply: usage: tw-apply K J/);
+    assert.match(short.observation, /^exit 2\ntw-apply: usage: tw-apply K J/);
+    assert.match(extra.observation, /^exit 2\ntw-cands: usage: tw-cands K/);
+    for (const t of bad.turns) assert.equal(t.edits, undefined, `${t.action} changed no workspace file`);
+    assert.deepEqual({ ...bad.reward }, { ...idle.reward });
+  });
+
+  it("the sandbox's tw-cands and the demonstrations' lineCandidates list the same variants for every line of the image's Python standard library", async () => {
+    // Written in the workspace (a tmpfs /tmp is not readable through the engine's archive API); the sandbox is thrown away after.
+    const sb = await pool.acquire(snap, { rollout: 'cands-parity' });
+    try {
+      const script = [
+        'import glob, json, sys',
+        "sys.path.insert(0, '/opt/turnwise')",
+        'import turnwise_tools as t',
+        'rows = []',
+        "for f in sorted(glob.glob('/usr/lib/python3*/*.py')):",
+        '    try:',
+        "        text = open(f, encoding='utf-8').read()",
+        '    except (OSError, UnicodeDecodeError):',
+        '        continue',
+        "    for l in text.split('\\n'):",
+        "        l = l[:-1] if l.endswith('\\r') else l",
+        '        if l.strip():',
+        '            rows.append([l, t.line_candidates(l)])',
+        "json.dump(rows, open('/workspace/cands.json', 'w'))",
+        'print(len(rows))',
+      ].join('\n');
+      const r = await sb.exec(`python3 - <<'PY'\n${script}\nPY`, { timeoutMs: 300_000 });
+      assert.equal(r.exitCode, 0, r.stderr);
+      const rows: [string, string[]][] = JSON.parse((await sb.readFile('/workspace/cands.json')).toString('utf8'));
+      assert.ok(rows.length > 50_000, `${rows.length} lines read`);
+      assert.ok(rows.filter(([, c]) => c.length > 0).length > 10_000, 'many lines have variants');
+      const differ = rows.filter(([l, c]) => JSON.stringify(lineCandidates(l)) !== JSON.stringify(c));
+      assert.deepEqual(differ.slice(0, 5).map(([l, c]) => ({ line: l, python: c, typescript: lineCandidates(l) })), []);
+    } finally {
+      await sb.dispose();
+    }
+  });
+
   it('refuses test files, paths outside the workspace, links and a forged ranking; the reward does not move', async () => {
     const testFile = [...originals.tests.keys()][0];
     const forge = (p: string, n: number) => `mkdir -p /tmp/turnwise-tools && printf '%s' ${shellQuote(JSON.stringify({ root: '/workspace', suspects: [[p, n]] }))} > /tmp/turnwise-tools/suspects.json`;
@@ -185,7 +255,7 @@ describe('docker: numbered suspects in the Python sandbox (tw-suspects -n, tw-sh
 
   it('turnwise episode shows what the tools print', async () => {
     const cmds = path.join(dir, 'cmds.sh');
-    fs.writeFileSync(cmds, 'tw-suspects -n\ntw-show 1\ntw-tokens 1\n');
+    fs.writeFileSync(cmds, 'tw-suspects -n\ntw-show 1\ntw-tokens 1\ntw-cands 1\n');
     let out = '';
     let err = '';
     const code = await main(['episode', '--tasks', tasksFile, '--id', task.id, '--commands', cmds], { out: (t) => (out += t + '\n'), err: (t) => (err += t + '\n') });
@@ -193,6 +263,7 @@ describe('docker: numbered suspects in the Python sandbox (tw-suspects -n, tw-sh
     assert.match(out, /\$ tw-suspects -n\n[\s\S]*│ \[1\] \S+:\d+: /);
     assert.match(out, /\$ tw-show 1\n[\s\S]*│ >\s*\d+ /);
     assert.match(out, /\$ tw-tokens 1\n[\s\S]*│ \d+ tokens: /);
+    assert.match(out, /\$ tw-cands 1\n[\s\S]*│ \[1\] /);
     assert.match(out, /\nnot resolved {2}reward /);
   });
 });

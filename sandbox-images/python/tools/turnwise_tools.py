@@ -18,10 +18,18 @@ A tiny policy has ~1,000 bytes of context, so the tools print little and in a fi
                replaces the text OLD, which must occur exactly once on suspect K's line, by NEW,
                and prints the line before and after. It refuses anything else: OLD not on the
                line, a test file, a file outside the workspace or reached through a link.
+  tw-cands K   prints suspect K's line, then its one-token variants numbered "[J] code": each
+               comparison, arithmetic or boolean operator flipped, each integer +/- 1, True,
+               False and None swapped, a "- 1" bound dropped, the condition negated. A fixed
+               list in the line's order; none is tried, and which one (if any) fixes the line is
+               for the agent to find out.
+  tw-apply K J writes variant J of `tw-cands K` to suspect K's line (the same refusals as
+               tw-edit) and prints the line before and after.
 tw-test and tw-suspects only read the workspace: nothing is written besides what pytest itself
 writes (no cache, no bytecode); the mutants are tried on a copy in a temporary directory, each in
 a forked child with a time limit. tw-suspects keeps its last ranking in STATE_DIR (outside the
-workspace), which the numbered commands read. tw-edit writes only the one line it was asked to.
+workspace), which the numbered commands read. tw-edit and tw-apply write only the one line they
+are asked to.
 The tools know nothing a developer running the tests would not, and none says which change fixes
 a line: trying one is the agent's decision.
 """
@@ -402,7 +410,7 @@ def tw_suspects(numbered=False):
     return 1
 
 
-# --- suspects by number: tw-show, tw-tokens, tw-edit ------------------------------------------
+# --- suspects by number: tw-show, tw-tokens, tw-edit, tw-cands, tw-apply ------------------------------------------
 # Lines of context tw-show prints on each side of the line (its observation must fit a small
 # model's prompt: five lines of code).
 SHOW_CONTEXT = 2
@@ -412,6 +420,8 @@ USAGE = {
     "show": "tw-show K [LINES]   (K: a suspect's number from tw-suspects, or path:line)",
     "tokens": "tw-tokens K   (K: a suspect's number from tw-suspects, or path:line)",
     "edit": "tw-edit K OLD NEW   (OLD: text that occurs once on suspect K's line)",
+    "cands": "tw-cands K   (K: a suspect's number from tw-suspects, or path:line)",
+    "apply": "tw-apply K J   (J: a variant's number from tw-cands K)",
 }
 
 
@@ -524,27 +534,19 @@ def tw_tokens(args):
     return 0
 
 
-def tw_edit(args):
-    if len(args) != 3:
-        raise Refused("usage: " + USAGE["edit"])
-    rel, full, line = _target(args[0])
-    old, new = args[1], args[2]
+def _refuse_test_file(rel, full, tool):
     if _is_test_file(full):
-        raise Refused("%s is a test file: tw-edit changes the code under test (test files are restored before scoring)" % rel)
-    if old == "":
-        raise Refused("OLD is empty: give the text on the line to replace")
-    if "\n" in old or "\n" in new or "\r" in old or "\r" in new:
-        raise Refused("tw-edit changes one line: OLD and NEW may not hold a line break")
-    if old == new:
-        raise Refused("OLD and NEW are the same: nothing to change")
+        raise Refused("%s is a test file: %s changes the code under test (test files are restored before scoring)" % (rel, tool))
+
+
+def _lines_and_code(rel, full, line):
     lines = _read_lines(full, rel)
-    code = _line_of(lines, rel, line)
-    n = code.count(old)
-    if n == 0:
-        raise Refused("%r is not on %s:%d: %s" % (old, rel, line, code.strip()[:100]))
-    if n > 1:
-        raise Refused("%r occurs %d times on %s:%d: give more of the line so that it occurs once" % (old, n, rel, line))
-    edited = code.replace(old, new, 1)
+    return lines, _line_of(lines, rel, line)
+
+
+def _write_line(rel, full, line, lines, code, edited):
+    """Writes `edited` over line `line` (its line ending kept), prints the line before and after,
+    and says so when the file no longer parses (exit 1)."""
     lines[line - 1] = edited + lines[line - 1][len(code):]
     text = "\n".join(lines)
     with open(full, "w", encoding="utf-8", newline="") as fh:
@@ -559,6 +561,137 @@ def tw_edit(args):
             print("%s no longer parses: %s (line %s)" % (rel, e.msg, e.lineno))
             return 1
     return 0
+
+
+def tw_edit(args):
+    if len(args) != 3:
+        raise Refused("usage: " + USAGE["edit"])
+    rel, full, line = _target(args[0])
+    old, new = args[1], args[2]
+    _refuse_test_file(rel, full, "tw-edit")
+    if old == "":
+        raise Refused("OLD is empty: give the text on the line to replace")
+    if "\n" in old or "\n" in new or "\r" in old or "\r" in new:
+        raise Refused("tw-edit changes one line: OLD and NEW may not hold a line break")
+    if old == new:
+        raise Refused("OLD and NEW are the same: nothing to change")
+    lines, code = _lines_and_code(rel, full, line)
+    n = code.count(old)
+    if n == 0:
+        raise Refused("%r is not on %s:%d: %s" % (old, rel, line, code.strip()[:100]))
+    if n > 1:
+        raise Refused("%r occurs %d times on %s:%d: give more of the line so that it occurs once" % (old, n, rel, line))
+    return _write_line(rel, full, line, lines, code, code.replace(old, new, 1))
+
+
+# tw-cands: a line's one-token variants. The flips undo the mutation engine's own (most of its
+# operators are involutions), so a line a one-token bug came from is on the list; none is tried.
+# src/train/line-candidates.ts is the same function for the warm start's demonstrations, and a
+# docker test holds the two to the same lists.
+CANDS_MAX = 9
+CANDS_WIDTH = 70
+_FLIP = {
+    "<": ["<="], "<=": ["<"], ">": [">="], ">=": [">"], "==": ["!="], "!=": ["=="],
+    "+=": ["-="], "-=": ["+="], "*=": ["/="], "/=": ["*="],
+    "+": ["-"], "-": ["+"], "*": ["/", "//", "%"], "/": ["*"], "//": ["*"], "%": ["*"],
+    "and": ["or"], "or": ["and"], "not in": ["in"], "in": ["not in"], "is not": ["is"], "is": ["is not"],
+    "True": ["False"], "False": ["True", "None"], "None": ["False"],
+}
+_CAND_TOKEN = re.compile(
+    r"(?P<str>[rbuRBUfF]{0,2}(?:'[^']*'|\"[^\"]*\"))|(?P<hash>#)|(?P<num>(?<![\w.])\d+(?![\w.]))"
+    r"|(?P<op>//=|\+=|-=|\*=|/=|\*\*=?|<<|>>|->|<=|>=|==|!=|//|[-+*/%<>])"
+    r"|(?P<word>\b(?:not\s+in|is\s+not|and|or|in|is|True|False|None|for)\b)",
+    re.ASCII,
+)
+_COND = re.compile(r"^(\s*(?:if|elif|while)\s+)(.*?)(:\s*(?:#.*)?)$", re.ASCII)
+_OPERAND_END = re.compile(r"[A-Za-z0-9_)\]'\"]")
+
+
+def line_candidates(code):
+    """The one-token variants of a line, in a fixed order: its tokens left to right (a string or a
+    comment is left alone; an operator's sign when unary, a loop's `in`, `**`, shifts and `->`
+    are not flipped), then each `- 1` before a closing bracket dropped, then the condition of an
+    if/elif/while negated (or its `not` removed)."""
+    out = []
+    after_for = False
+    for m in _CAND_TOKEN.finditer(code):
+        kind, tok, a, b = m.lastgroup, m.group(0), m.start(), m.end()
+        if kind == "hash":
+            break
+        if kind == "str":
+            continue
+        if kind == "word":
+            tok = " ".join(tok.split())
+            if tok == "for":
+                after_for = True
+                continue
+            if tok == "in" and after_for:
+                after_for = False  # the loop's own `in`
+                continue
+        if kind == "num":
+            n = int(tok)
+            alts = [str(n + 1)] + ([str(n - 1)] if n > 0 else [])
+        elif tok in ("+", "-"):
+            before = code[:a].rstrip(" \t")
+            if not before or not _OPERAND_END.match(before[-1]):
+                continue  # a unary sign
+            if tok == "+" and (before[-1] in "'\"" or code[b:].lstrip(" \t")[:1] in ("'", '"')):
+                continue  # joins strings
+            alts = _FLIP[tok]
+        else:
+            alts = _FLIP.get(tok)
+            if alts is None:
+                continue
+        out.extend(code[:a] + x + code[b:] for x in alts)
+    for m in re.finditer(r" - 1(?=[)\]])", code, re.ASCII):
+        if "#" not in code[: m.start()]:
+            out.append(code[: m.start()] + code[m.end():])
+    cond = _COND.match(code)
+    if cond:
+        head, expr, tail = cond.groups()
+        neg = re.match(r"^not\s*\((.*)\)$", expr, re.ASCII) or re.match(r"^not\s+(.*)$", expr, re.ASCII)
+        if neg:
+            out.append(head + neg.group(1) + tail)
+        elif re.fullmatch(r"[\w.]+(?:\([^()]*\))?", expr, re.ASCII):
+            out.append(head + "not " + expr + tail)
+        else:
+            out.append(head + "not (%s)" % expr + tail)
+    seen = set()
+    return [x for x in out if x != code and not (x in seen or seen.add(x))][:CANDS_MAX]
+
+
+def _window(code, width=CANDS_WIDTH):
+    code = code.strip(" \t")
+    return code if len(code) <= width else code[: width - 3] + "..."
+
+
+def tw_cands(args):
+    if len(args) != 1:
+        raise Refused("usage: " + USAGE["cands"])
+    rel, full, line = _target(args[0])
+    code = _line_of(_read_lines(full, rel), rel, line)
+    cands = line_candidates(code)
+    print("%s:%d: %s" % (rel, line, _window(code)))
+    if not cands:
+        print("no one-token variants of this line")
+    for j, c in enumerate(cands, 1):
+        print("[%d] %s" % (j, _window(c)))
+    return 0
+
+
+def tw_apply(args):
+    if len(args) != 2 or not re.fullmatch(r"\d+", args[1]):
+        raise Refused("usage: " + USAGE["apply"])
+    rel, full, line = _target(args[0])
+    _refuse_test_file(rel, full, "tw-apply")
+    lines, code = _lines_and_code(rel, full, line)
+    cands = line_candidates(code)
+    j = int(args[1])
+    if not cands:
+        raise Refused("%s:%d has no one-token variants: %s" % (rel, line, code.strip()[:100]))
+    if not 1 <= j <= len(cands):
+        raise Refused("no variant %d: tw-cands %s lists %d (1-%d)" % (j, args[0], len(cands), len(cands)))
+    return _write_line(rel, full, line, lines, code, cands[j - 1])
 
 
 def main(argv):
@@ -579,10 +712,14 @@ def main(argv):
             return tw_tokens(args)
         if tool == "edit":
             return tw_edit(args)
+        if tool == "cands":
+            return tw_cands(args)
+        if tool == "apply":
+            return tw_apply(args)
     except Refused as e:
         print("tw-%s: %s" % (tool, e))
         return 1 if not str(e).startswith("usage:") else 2
-    print("usage: turnwise_tools.py test|suspects|show|tokens|edit ARGS", file=sys.stderr)
+    print("usage: turnwise_tools.py test|suspects|show|tokens|edit|cands|apply ARGS", file=sys.stderr)
     return 2
 
 

@@ -1,0 +1,100 @@
+// The one-token variants `tw-cands K` lists for a line, for demonstrations and the warm start's
+// simulator: the same function as `line_candidates` in
+// sandbox-images/python/tools/turnwise_tools.py (the sandbox has no Node), held to the same lists
+// by a docker test over real source lines. Change both or neither.
+
+/** At most this many variants are listed (one digit each). */
+export const CANDS_MAX = 9;
+/** A listed line's width before it is cut with "...". */
+export const CANDS_WIDTH = 70;
+
+const FLIP: Record<string, string[]> = {
+  '<': ['<='], '<=': ['<'], '>': ['>='], '>=': ['>'], '==': ['!='], '!=': ['=='],
+  '+=': ['-='], '-=': ['+='], '*=': ['/='], '/=': ['*='],
+  '+': ['-'], '-': ['+'], '*': ['/', '//', '%'], '/': ['*'], '//': ['*'], '%': ['*'],
+  and: ['or'], or: ['and'], 'not in': ['in'], in: ['not in'], 'is not': ['is'], is: ['is not'],
+  True: ['False'], False: ['True', 'None'], None: ['False'],
+};
+
+const TOKEN = new RegExp(
+  String.raw`(?<str>[rbuRBUfF]{0,2}(?:'[^']*'|"[^"]*"))|(?<hash>#)|(?<num>(?<![\w.])\d+(?![\w.]))` +
+    String.raw`|(?<op>\/\/=|\+=|-=|\*=|\/=|\*\*=?|<<|>>|->|<=|>=|==|!=|\/\/|[-+*/%<>])` +
+    String.raw`|(?<word>\b(?:not[ \t\n\r\f\v]+in|is[ \t\n\r\f\v]+not|and|or|in|is|True|False|None|for)\b)`,
+  'g',
+);
+// Python's `\s` under re.ASCII, spelled out (JavaScript's also matches Unicode spaces).
+const COND = /^([ \t\n\r\f\v]*(?:if|elif|while)[ \t\n\r\f\v]+)(.*?)(:[ \t\n\r\f\v]*(?:#.*)?)$/;
+const OPERAND_END = /[A-Za-z0-9_)\]'"]/;
+
+/** Python's str.rstrip(" \t") / lstrip(" \t"). */
+const rstripSpaces = (s: string) => s.replace(/[ \t]+$/, '');
+const lstripSpaces = (s: string) => s.replace(/^[ \t]+/, '');
+
+/**
+ * A line's one-token variants, in a fixed order: its tokens left to right (a string or a comment
+ * is left alone; a unary sign, a loop's `in`, `**`, shifts and `->` are not flipped; `+` between
+ * strings neither), then each `- 1` before a closing bracket dropped, then the condition of an
+ * if/elif/while negated (or its `not` removed). At most CANDS_MAX, without repeats.
+ */
+export function lineCandidates(code: string): string[] {
+  const out: string[] = [];
+  let afterFor = false;
+  for (const m of code.matchAll(TOKEN)) {
+    const g = m.groups!;
+    const a = m.index!;
+    const b = a + m[0].length;
+    let tok = m[0];
+    if (g.hash !== undefined) break;
+    if (g.str !== undefined) continue;
+    let alts: string[] | undefined;
+    if (g.word !== undefined) {
+      tok = tok.split(/[ \t\n\r\f\v]+/).join(' ');
+      if (tok === 'for') {
+        afterFor = true;
+        continue;
+      }
+      if (tok === 'in' && afterFor) {
+        afterFor = false; // the loop's own `in`
+        continue;
+      }
+    }
+    if (g.num !== undefined) {
+      const n = BigInt(tok);
+      alts = [String(n + 1n), ...(n > 0n ? [String(n - 1n)] : [])];
+    } else if (tok === '+' || tok === '-') {
+      const before = rstripSpaces(code.slice(0, a));
+      if (!before || !OPERAND_END.test(before.at(-1)!)) continue; // a unary sign
+      if (tok === '+' && (`'"`.includes(before.at(-1)!) || `'"`.includes(lstripSpaces(code.slice(b)).slice(0, 1) || '-'))) continue; // joins strings
+      alts = FLIP[tok];
+    } else {
+      alts = Object.hasOwn(FLIP, tok) ? FLIP[tok] : undefined;
+      if (!alts) continue;
+    }
+    for (const x of alts) out.push(code.slice(0, a) + x + code.slice(b));
+  }
+  for (const m of code.matchAll(/ - 1(?=[)\]])/g)) {
+    if (!code.slice(0, m.index).includes('#')) out.push(code.slice(0, m.index) + code.slice(m.index! + m[0].length));
+  }
+  const cond = COND.exec(code);
+  if (cond) {
+    const [, head, expr, tail] = cond;
+    const neg = /^not[ \t\n\r\f\v]*\((.*)\)$/.exec(expr) ?? /^not[ \t\n\r\f\v]+(.*)$/.exec(expr);
+    if (neg) out.push(head + neg[1] + tail);
+    else if (/^[\w.]+(?:\([^()]*\))?$/.test(expr)) out.push(`${head}not ${expr}${tail}`);
+    else out.push(`${head}not (${expr})${tail}`);
+  }
+  const seen = new Set<string>();
+  return out.filter((x) => x !== code && !seen.has(x) && (seen.add(x), true)).slice(0, CANDS_MAX);
+}
+
+/** A line as `tw-cands` prints it: without its indentation, cut to CANDS_WIDTH. */
+export function candsWindow(code: string, width = CANDS_WIDTH): string {
+  const c = code.replace(/^[ \t]+|[ \t]+$/g, '');
+  return c.length <= width ? c : `${c.slice(0, width - 3)}...`;
+}
+
+/** What `tw-cands K` prints for suspect K at `path:line` whose code is `code`. */
+export function twCandsOutput(path: string, line: number, code: string): string {
+  const cands = lineCandidates(code);
+  return [`${path}:${line}: ${candsWindow(code)}`, ...(cands.length ? cands.map((c, j) => `[${j + 1}] ${candsWindow(c)}`) : ['no one-token variants of this line'])].join('\n');
+}

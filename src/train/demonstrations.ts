@@ -12,6 +12,7 @@
 import { seededRandom } from '../core/random';
 import { observationText, SUBMIT, taskText, type Segment } from '../agent/prompt';
 import { mutationCandidates, type MutationCandidate } from '../tasks/mutate';
+import { lineCandidates, twCandsOutput } from './line-candidates';
 
 /** One training example: the segments, and which are actions (trained at full weight). */
 export interface Demonstration {
@@ -543,8 +544,67 @@ export function numberedEpisode(r: Rng, c: FixCase): Demonstration | undefined {
   return { kind: k === 1 ? 'episode-numbered' : 'episode-numbered-lower', segments: segs };
 }
 
-/** Short tasks that teach reading the numbered ranking: a suspect's number, an edit of a given suspect. */
-export function numberedCurriculumTask(r: Rng, c: FixCase): Demonstration | undefined {
+// Candidate form: `tw-cands K` lists suspect K's one-token variants by number and `tw-apply K J`
+// writes one, so a fix is two numbers read off the tools' output: nothing is copied at all.
+
+/** One try in the candidate form: write variant `j` of suspect `k`, run the tests, put every file back when they still fail. */
+export function candidateAttempt(k: number, j: number): string {
+  return `tw-apply ${k} ${j} && tw-test || git checkout -q .`;
+}
+
+/** The 1-based number of the case's original line among the mutated line's variants (0: not one of them). */
+export function fixVariant(c: Pick<FixCase, 'mutatedLine' | 'originalLine'>): number {
+  return lineCandidates(c.mutatedLine).indexOf(c.originalLine) + 1;
+}
+
+/** The candidate-form fix of a case: `tw-apply K J` of its bug's suspect and the original line; undefined when either is not listed. */
+export function candidateFix(c: FixCase): string | undefined {
+  const k = bugSuspect(c);
+  const j = fixVariant(c);
+  return k > 0 && j > 0 ? candidateAttempt(k, j) : undefined;
+}
+
+/**
+ * The teacher's episode in the candidate form: `tw-suspects -n`, `tw-cands K`, then tries: 0 to
+ * LOOP_MAX_FAILED other variants of the bug's line drawn at random when it is the first suspect;
+ * when it is not, first 1 to LOOP_MAX_FAILED variants of the first suspect's line, which fail,
+ * then `tw-cands` of the bug's suspect; the fix; submit. Undefined when the case has no candidate
+ * fix (or the first suspect's line is cut in the ranking, so its variants are not known).
+ */
+export function candidateEpisode(r: Rng, c: FixCase): Demonstration | undefined {
+  const k = bugSuspect(c);
+  const j = fixVariant(c);
+  const top = topSuspect(c);
+  if (k === 0 || j === 0 || !top) return undefined;
+  const segs: Segment[] = [{ role: 'task', text: taskText({ fail_to_pass: c.failing, source: 'mutation' }) }];
+  const turn = (action: string, observation?: string) => {
+    segs.push({ role: 'agent', text: action });
+    if (observation !== undefined) segs.push({ role: 'obs', text: observation });
+  };
+  const failedTries = (n: number, sk: number, path: string, line: number, code: string, skip: number) => {
+    const others = lineCandidates(code).map((v, i) => ({ v, j: i + 1 })).filter((x) => x.j !== skip);
+    for (let i = 0; i < n && others.length; i++) {
+      const w = others.splice(Math.floor(r() * others.length), 1)[0];
+      // The edit, tw-test failing, then `git checkout -q .` succeeding: the command's exit code is 0.
+      turn(candidateAttempt(sk, w.j), obs(0, `${twEditOutput(path, line, code, w.v)}\n${twTestOutput(c.failing, c.passing)}`));
+    }
+  };
+  turn('tw-suspects -n', numberedSuspectsObservation(c));
+  if (k > 1) {
+    // The ranking cuts a line at 100 characters: past that its variants are not known here.
+    if (top.code.length >= 100 || lineCandidates(top.code).length === 0) return undefined;
+    turn('tw-cands 1', obs(0, twCandsOutput(top.path, top.line, top.code)));
+    failedTries(int(r, 1, LOOP_MAX_FAILED), 1, top.path, top.line, top.code, 0);
+  }
+  turn(`tw-cands ${k}`, obs(0, twCandsOutput(c.path, c.line, c.mutatedLine)));
+  if (k === 1) failedTries(int(r, 0, LOOP_MAX_FAILED), 1, c.path, c.line, c.mutatedLine, j);
+  turn(candidateAttempt(k, j), obs(0, `${twEditOutput(c.path, c.line, c.mutatedLine, c.originalLine)}\n${allPassed(c)}`));
+  turn(SUBMIT);
+  return { kind: k === 1 ? 'episode-cands' : 'episode-cands-lower', segments: segs };
+}
+
+/** Short tasks that teach reading the numbered ranking: a suspect's number, an edit of a given suspect (with `cands`: a given variant written instead). */
+export function numberedCurriculumTask(r: Rng, c: FixCase, o: { cands?: boolean } = {}): Demonstration | undefined {
   const one = (task: string, answer: string, kind: string): Demonstration => ({ kind, segments: [{ role: 'task', text: task }, { role: 'agent', text: answer }] });
   const list = numberedSuspects(c).join('\n');
   const k = bugSuspect(c);
@@ -552,6 +612,8 @@ export function numberedCurriculumTask(r: Rng, c: FixCase): Demonstration | unde
   if (!fix || k === 0) return undefined;
   const e = fixSpan(c.mutatedLine, c.originalLine)!;
   if (r() < 0.4) return one(`Number of the suspect at ${c.path}:${c.line}:\n${list}`, String(k), 'numbered-which');
+  const j = o.cands ? fixVariant(c) : 0;
+  if (j > 0) return one(`Write variant ${j} of suspect ${k} and test it:\n${twCandsOutput(c.path, c.line, c.mutatedLine)}`, candidateAttempt(k, j), 'cands-apply');
   return one(`In suspect ${k}, replace ${e.old} with ${e.neu}:\n${list}`, fix, 'numbered-edit');
 }
 

@@ -3,10 +3,12 @@
 // sandbox-images/python/tools/turnwise_tools.py (the sandbox has no Node), held to the same lists
 // by a docker test over real source lines. Change both or neither.
 
-/** At most this many variants are listed (one digit each). */
-export const CANDS_MAX = 9;
-/** A listed line's width before it is cut with "...". */
-export const CANDS_WIDTH = 70;
+/** At most this many variants are listed. */
+export const CANDS_MAX = 8;
+// What tw-cands prints must fit a small model's observation (OBS_PROMPT_CHARS): the line once, cut
+// to CANDS_WIDTH, then each variant as its change with CANDS_SIDE characters on either side.
+export const CANDS_WIDTH = 60;
+export const CANDS_SIDE = 8;
 
 const FLIP: Record<string, string[]> = {
   '<': ['<='], '<=': ['<'], '>': ['>='], '>=': ['>'], '==': ['!='], '!=': ['=='],
@@ -93,8 +95,25 @@ export function candsWindow(code: string, width = CANDS_WIDTH): string {
   return c.length <= width ? c : `${c.slice(0, width - 3)}...`;
 }
 
+/** Variant `variant` of line `code` as tw-cands prints it: the changed text with `side` characters of the variant on either side, "..." where the line goes on. */
+export function variantView(code: string, variant: string, side = CANDS_SIDE): string {
+  const strip = (x: string) => x.replace(/^[ \t]+|[ \t]+$/g, '');
+  const a = strip(code);
+  const b = strip(variant);
+  const n = Math.min(a.length, b.length);
+  let p = 0;
+  while (p < n && a[p] === b[p]) p++;
+  let q = 0;
+  while (q < n - p && a[a.length - 1 - q] === b[b.length - 1 - q]) q++;
+  const lo = Math.max(0, p - side);
+  const hi = Math.min(b.length, b.length - q + side);
+  let mid = b.slice(lo, hi);
+  if (mid.length > 3 * side) mid = `${mid.slice(0, 3 * side)}...`;
+  return `${lo > 0 ? '...' : ''}${mid}${hi < b.length && !mid.endsWith('...') ? '...' : ''}`;
+}
+
 /** What `tw-cands K` prints for suspect K at `path:line` whose code is `code`. */
 export function twCandsOutput(path: string, line: number, code: string): string {
   const cands = lineCandidates(code);
-  return [`${path}:${line}: ${candsWindow(code)}`, ...(cands.length ? cands.map((c, j) => `[${j + 1}] ${candsWindow(c)}`) : ['no one-token variants of this line'])].join('\n');
+  return [`${path}:${line}: ${candsWindow(code)}`, ...(cands.length ? cands.map((c, j) => `[${j + 1}] ${variantView(code, c)}`) : ['no one-token variants of this line'])].join('\n');
 }

@@ -1,11 +1,13 @@
 // The warm start's evaluator: greedy fix turns and whole episodes on held-out fix cases,
 // simulated without a sandbox (only the bug line matters), in both the `sed` form and the
-// numbered form (`tw-suspects -n`, `tw-edit K OLD NEW`). A sed script the policy writes is
-// applied in JavaScript (train/sed.ts): policy text never reaches a program on the host.
+// numbered form (`tw-suspects -n`, `tw-edit K OLD NEW`, `tw-cands K`, `tw-apply K J`). A sed
+// script the policy writes is applied in JavaScript (train/sed.ts): policy text never reaches a
+// program on the host.
 import { taskText } from '../agent/prompt';
 import type { Policy } from '../policy/policy';
 import { renderPrompt, type ChatCodec } from './chat';
 import { numberedSuspects, twEditOutput, twShowOutput, twTestOutput, type FixCase } from './demonstrations';
+import { lineCandidates, twCandsOutput } from './line-candidates';
 import { sedLine } from './sed';
 
 /** How an episode addresses the bug: `sed` on a path, or by suspect number (`tw-edit K …`). */
@@ -201,8 +203,9 @@ export function shellWords(s: string): string[] | undefined {
 const ATTEMPT_TAIL = /^(.*?)(?: && (tw-test))?(?: \|\| git checkout (?:-q )?(?:-- )?(\S+))?$/;
 
 /**
- * The numbered tools in a simulated episode: `tw-suspects -n`, `tw-show K`, and `tw-edit K OLD
- * NEW` (optionally `&& tw-test`, optionally `|| git checkout [-q] [--] PATH|.`), with their
+ * The numbered tools in a simulated episode: `tw-suspects -n`, `tw-show K`, `tw-cands K`, and
+ * `tw-edit K OLD NEW` or `tw-apply K J` (optionally `&& tw-test`, optionally `|| git checkout
+ * [-q] [--] PATH|.`), with their
  * refusals; undefined for any other command (simulateTurn's sed form then). Suspect K is the
  * case's ranking: the bug line's edits change the state, another suspect's edit is a stray one.
  */
@@ -214,9 +217,26 @@ export function simulateNumbered(st: SimState, c: FixCase, cmd: string): string 
   // (a command over several lines is not one of these tools' calls)
   const tail = ATTEMPT_TAIL.exec(cmd);
   const words = tail && shellWords(tail[1]);
-  if (!tail || !words || (words[0] !== 'tw-edit' && words[0] !== 'tw-show')) return undefined;
+  if (!tail || !words || !['tw-edit', 'tw-show', 'tw-cands', 'tw-apply'].includes(words[0])) return undefined;
   const ranked = c.suspects.map((l) => /^(\S+):(\d+): (.*)$/.exec(l));
   const suspect = (k: string) => (/^\d+$/.test(k) ? ranked[Number(k) - 1] : undefined);
+  const isBug = (s: RegExpExecArray) => s[1] === c.path && Number(s[2]) === c.line;
+  if (words[0] === 'tw-cands') {
+    if (tail[2] || tail[3]) return undefined;
+    const s = words.length === 2 ? suspect(words[1]) : undefined;
+    if (!s) return `exit ${words.length === 2 ? 1 : 2}`;
+    return `exit 0\n${twCandsOutput(s[1], Number(s[2]), isBug(s) ? st.line : s[3])}`;
+  }
+  if (words[0] === 'tw-apply') {
+    const usage = !(words.length === 3 && /^\d+$/.test(words[2]));
+    const s = usage ? undefined : suspect(words[1]);
+    const text = s ? (isBug(s) ? st.line : s[3]) : undefined;
+    const variant = text !== undefined ? lineCandidates(text)[Number(words[2]) - 1] : undefined;
+    if (!s || text === undefined || variant === undefined) return attemptTail(st, c, usage ? 2 : 1, '', !!tail[2], tail[3]);
+    if (isBug(s)) st.line = variant;
+    else st.stray = true;
+    return attemptTail(st, c, 0, twEditOutput(s[1], Number(s[2]), text, variant), !!tail[2], tail[3]);
+  }
   if (words[0] === 'tw-show') {
     if (tail[2] || tail[3]) return undefined;
     const s = words.length === 2 ? suspect(words[1]) : undefined;

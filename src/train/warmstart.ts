@@ -18,7 +18,7 @@ import { PolicyTrainer } from '../policy/trainer';
 import { initWeights } from '../policy/weights';
 import type { SessionSettings } from '../onnx';
 import { chatCodec, encodeDemonstration, renderPrompt, type ChatCodec } from './chat';
-import { curriculumTask, fixEpisode, numberedCurriculumTask, numberedEpisode, syntheticCases, type Demonstration, type FixCase } from './demonstrations';
+import { candidateEpisode, curriculumTask, fixEpisode, numberedCurriculumTask, numberedEpisode, syntheticCases, type Demonstration, type FixCase } from './demonstrations';
 import { defaultSourceRoots, pythonSourceFiles, realSourcePool } from './real-source';
 import { packRows } from './rows';
 import { evaluateEpisodes, evaluateFixes, fixPromptTurns } from './warmstart-eval';
@@ -79,6 +79,11 @@ export interface WarmstartOptions {
    * OLD NEW`: demonstrations.ts numberedEpisode); 0 (default): none.
    */
   numberedShare?: number;
+  /**
+   * Share of numbered draws in the candidate form (`tw-cands K`, `tw-apply K J`:
+   * demonstrations.ts candidateEpisode) where the case has one; 0 (default): none.
+   */
+  candsShare?: number;
   /** Share of generated fix cases drawn from real Python source installed on this machine (train/real-source.ts); 0 (default): none. */
   realShare?: number;
   /** Folders of Python source for `realShare` (default: the standard library and dist-packages found under /usr/lib). */
@@ -266,7 +271,7 @@ export async function warmstart(o: WarmstartOptions): Promise<WarmstartResult> {
       // Over-draw: packing keeps what fits.
       for (let i = 0; i < rows * 10; i++) {
         // No draw without episodes: the random stream of the generated demonstrations stays as it was.
-        const segments = epShare > 0 && (epShare >= 1 || r() < epShare) ? episodeSegs[Math.floor(r() * episodeSegs.length)] : drawDemonstration(r, pickCase(), { curriculum: cur, loopShare, numberedShare }).segments;
+        const segments = epShare > 0 && (epShare >= 1 || r() < epShare) ? episodeSegs[Math.floor(r() * episodeSegs.length)] : drawDemonstration(r, pickCase(), { curriculum: cur, loopShare, numberedShare, candsShare: o.candsShare ?? 0 }).segments;
         const enc = encodeDemonstration(codec, segments, promptWeight);
         if (enc.ids.length <= Math.min(rowTokens, ctx)) examples.push(enc);
       }
@@ -416,14 +421,16 @@ export async function runWarmstartLoop(o: WarmstartOptions, l: WarmstartLoop): P
  * One training example of a fix case, as the warm start mixes them: a curriculum task with
  * probability `curriculum`, else a whole fix episode (85%; attempt loops in `loopShare` of them)
  * or just the fix turn in context; in `numberedShare` of draws the numbered form of either
- * (numbered curriculum tasks, numberedEpisode) where the case has one. RL's replay term (train/replay.ts) draws the same way.
+ * (numbered curriculum tasks, numberedEpisode) where the case has one, and in `candsShare` of
+ * those the candidate form (candidateEpisode). RL's replay term (train/replay.ts) draws the same way.
  */
-export function drawDemonstration(r: () => number, c: FixCase, o: { curriculum: number; loopShare: number; numberedShare?: number }): Demonstration {
-  // No draw without the numbered form: the random stream of earlier recipes stays as it was.
+export function drawDemonstration(r: () => number, c: FixCase, o: { curriculum: number; loopShare: number; numberedShare?: number; candsShare?: number }): Demonstration {
+  // No draw without the numbered (or candidate) form: the random stream of earlier recipes stays as it was.
   const numbered = !!o.numberedShare && r() < o.numberedShare;
-  if (r() < o.curriculum) return (numbered && numberedCurriculumTask(r, c)) || curriculumTask(r, c);
+  const cands = numbered && !!o.candsShare && r() < o.candsShare;
+  if (r() < o.curriculum) return (numbered && numberedCurriculumTask(r, c, { cands })) || curriculumTask(r, c);
   if (numbered) {
-    const d = numberedEpisode(r, c);
+    const d = (cands && candidateEpisode(r, c)) || numberedEpisode(r, c);
     if (d) return d;
   }
   return r() < 0.85 ? fixEpisode(r, c, { loopShare: o.loopShare }) : { kind: 'fix-turn', segments: fixOnlySegments(c) };

@@ -18,7 +18,7 @@ import { writeTaskFile } from '../../src/tasks/taskfile';
 import { collectOriginals, type ScoringOriginals } from '../../src/tasks/testfiles';
 import { ObservationCache, poolProvider, runRollouts, type ActionModel, type ActRequest, type ActResult } from '../../src/agent';
 import { taskFix } from '../../src/train/workspace-demonstrations';
-import { lineCandidates, twCandsOutput } from '../../src/train/line-candidates';
+import { lineCandidates, twCandsOutput, variantView } from '../../src/train/line-candidates';
 import { main } from '../../src/cli/main';
 
 const demo = path.join(__dirname, '..', '..', 'examples', 'demo-python');
@@ -186,7 +186,7 @@ describe('docker: numbered suspects in the Python sandbox (tw-suspects -n, tw-sh
     assert.deepEqual({ ...bad.reward }, { ...idle.reward });
   });
 
-  it("the sandbox's tw-cands and the demonstrations' lineCandidates list the same variants for every line of the image's Python standard library", async () => {
+  it("the sandbox's tw-cands and the demonstrations' lineCandidates list (and print) the same variants for every line of the image's Python standard library", async () => {
     // Written in the workspace (a tmpfs /tmp is not readable through the engine's archive API); the sandbox is thrown away after.
     const sb = await pool.acquire(snap, { rollout: 'cands-parity' });
     try {
@@ -203,17 +203,22 @@ describe('docker: numbered suspects in the Python sandbox (tw-suspects -n, tw-sh
         "    for l in text.split('\\n'):",
         "        l = l[:-1] if l.endswith('\\r') else l",
         '        if l.strip():',
-        '            rows.append([l, t.line_candidates(l)])',
+        '            c = t.line_candidates(l)',
+        '            rows.append([l, c, [t.variant_view(l, v) for v in c]])',
         "json.dump(rows, open('/workspace/cands.json', 'w'))",
         'print(len(rows))',
       ].join('\n');
       const r = await sb.exec(`python3 - <<'PY'\n${script}\nPY`, { timeoutMs: 300_000 });
       assert.equal(r.exitCode, 0, r.stderr);
-      const rows: [string, string[]][] = JSON.parse((await sb.readFile('/workspace/cands.json')).toString('utf8'));
+      const rows: [string, string[], string[]][] = JSON.parse((await sb.readFile('/workspace/cands.json')).toString('utf8'));
       assert.ok(rows.length > 50_000, `${rows.length} lines read`);
       assert.ok(rows.filter(([, c]) => c.length > 0).length > 10_000, 'many lines have variants');
-      const differ = rows.filter(([l, c]) => JSON.stringify(lineCandidates(l)) !== JSON.stringify(c));
-      assert.deepEqual(differ.slice(0, 5).map(([l, c]) => ({ line: l, python: c, typescript: lineCandidates(l) })), []);
+      const ours = (l: string) => {
+        const c = lineCandidates(l);
+        return [c, c.map((v) => variantView(l, v))];
+      };
+      const differ = rows.filter(([l, c, v]) => JSON.stringify(ours(l)) !== JSON.stringify([c, v]));
+      assert.deepEqual(differ.slice(0, 5).map(([l, c, v]) => ({ line: l, python: [c, v], typescript: ours(l) })), []);
     } finally {
       await sb.dispose();
     }

@@ -18,7 +18,7 @@ A tiny policy has ~1,000 bytes of context, so the tools print little and in a fi
                replaces the text OLD, which must occur exactly once on suspect K's line, by NEW,
                and prints the line before and after. It refuses anything else: OLD not on the
                line, a test file, a file outside the workspace or reached through a link.
-  tw-cands K   prints suspect K's line, then its one-token variants numbered "[J] code": each
+  tw-cands K   prints suspect K's line, then its one-token variants numbered "[J] ...change...": each
                comparison, arithmetic or boolean operator flipped, each integer +/- 1, True,
                False and None swapped, a "- 1" bound dropped, the condition negated. A fixed
                list in the line's order; none is tried, and which one (if any) fixes the line is
@@ -588,8 +588,11 @@ def tw_edit(args):
 # operators are involutions), so a line a one-token bug came from is on the list; none is tried.
 # src/train/line-candidates.ts is the same function for the warm start's demonstrations, and a
 # docker test holds the two to the same lists.
-CANDS_MAX = 9
-CANDS_WIDTH = 70
+CANDS_MAX = 8
+# What tw-cands prints must fit a small model's observation (360 characters): the line once, cut
+# to CANDS_WIDTH, then each variant as its change with CANDS_SIDE characters on either side.
+CANDS_WIDTH = 60
+CANDS_SIDE = 8
 _FLIP = {
     "<": ["<="], "<=": ["<"], ">": [">="], ">=": [">"], "==": ["!="], "!=": ["=="],
     "+=": ["-="], "-=": ["+="], "*=": ["/="], "/=": ["*="],
@@ -665,6 +668,23 @@ def _window(code, width=CANDS_WIDTH):
     return code if len(code) <= width else code[: width - 3] + "..."
 
 
+def variant_view(code, variant, side=CANDS_SIDE):
+    """Variant `variant` of line `code` as tw-cands prints it: the changed text with `side`
+    characters of the variant on either side, "..." where the line goes on."""
+    a, b = code.strip(" \t"), variant.strip(" \t")
+    p = 0
+    while p < min(len(a), len(b)) and a[p] == b[p]:
+        p += 1
+    q = 0
+    while q < min(len(a), len(b)) - p and a[len(a) - 1 - q] == b[len(b) - 1 - q]:
+        q += 1
+    lo, hi = max(0, p - side), min(len(b), len(b) - q + side)
+    mid = b[lo:hi]
+    if len(mid) > 3 * side:
+        mid = mid[: 3 * side] + "..."
+    return ("..." if lo > 0 else "") + mid + ("..." if hi < len(b) and not mid.endswith("...") else "")
+
+
 def tw_cands(args):
     if len(args) != 1:
         raise Refused("usage: " + USAGE["cands"])
@@ -675,7 +695,7 @@ def tw_cands(args):
     if not cands:
         print("no one-token variants of this line")
     for j, c in enumerate(cands, 1):
-        print("[%d] %s" % (j, _window(c)))
+        print("[%d] %s" % (j, variant_view(code, c)))
     return 0
 
 

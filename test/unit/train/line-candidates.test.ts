@@ -1,0 +1,136 @@
+// The candidate form: `tw-cands K` (a line's one-token variants, numbered) and `tw-apply K J`, as
+// the demonstrations write them and the warm start simulates them. The list itself must be the
+// sandbox tool's (the docker tier compares the two on the standard library); here: the cases a
+// broken port would get wrong, the episodes' observations against the simulation, and the
+// simulation's refusals.
+import * as assert from 'node:assert/strict';
+import { seededRandom } from '../../../src/core/random';
+import { candidateAttempt, candidateEpisode, candidateFix, fixVariant, numberedCurriculumTask, syntheticCases, type FixCase } from '../../../src/train/demonstrations';
+import { CANDS_MAX, lineCandidates, twCandsOutput, variantView } from '../../../src/train/line-candidates';
+import { OBS_PROMPT_CHARS } from '../../../src/agent/prompt';
+import { drawDemonstration } from '../../../src/train/warmstart';
+import { simulateNumbered, simulateTurn } from '../../../src/train/warmstart-eval';
+
+const fc: FixCase = {
+  path: 'src/books/_core/ledger.py',
+  line: 12,
+  mutatedLine: '        if len(self.rows) > self.limit:',
+  originalLine: '        if len(self.rows) >= self.limit:',
+  fix: "sed -i '12s/>/>=/' src/books/_core/ledger.py",
+  failing: ['tests/test_ledger.py::test_add_limit'],
+  passing: 9,
+  suspects: ['src/books/_core/ledger.py:10: if amount <= 0:', 'src/books/_core/ledger.py:12: if len(self.rows) > self.limit:', 'src/books/_core/ledger.py:14: self.rows.append((amount, note))'],
+};
+
+describe('train/line-candidates: tw-cands variants and the candidate form', () => {
+  it('flips each operator token left to right, then drops a "- 1" bound, then negates the condition', () => {
+    assert.deepEqual(lineCandidates('    if a < b and c:'), ['    if a <= b and c:', '    if a < b or c:', '    if not (a < b and c):']);
+    assert.deepEqual(lineCandidates('    for i in range(len(xs) - 1):'), ['    for i in range(len(xs) + 1):', '    for i in range(len(xs) - 2):', '    for i in range(len(xs) - 0):', '    for i in range(len(xs)):']);
+    assert.deepEqual(lineCandidates('    if not (a <= b):'), ['    if not (a < b):', '    if a <= b:']);
+    assert.deepEqual(lineCandidates('    if ready:'), ['    if not ready:']);
+    assert.deepEqual(lineCandidates('    return a is not None'), ['    return a is None', '    return a is not False']);
+    assert.deepEqual(lineCandidates('    x = a * b'), ['    x = a / b', '    x = a // b', '    x = a % b']);
+  });
+
+  it('leaves strings, comments, unary signs, a loop\'s own `in` and string joins alone', () => {
+    assert.deepEqual(lineCandidates("    s = 'a<b' + name  # x < 2"), []);
+    assert.deepEqual(lineCandidates('    x = -y'), []);
+    assert.deepEqual(lineCandidates('    y = [v for v in xs if v in ok]'), ['    y = [v for v in xs if v not in ok]']);
+    assert.deepEqual(lineCandidates('    n = x1 + 2.5'), ['    n = x1 - 2.5']);
+    assert.deepEqual(lineCandidates('    def f(a) -> int:'), []);
+    // Past 2^53 a constant is still exact.
+    assert.deepEqual(lineCandidates('    n = 9007199254740993'), ['    n = 9007199254740994', '    n = 9007199254740992']);
+  });
+
+  it('lists at most CANDS_MAX variants without repeats; tw-cands prints the line cut, then each change in a few characters of context', () => {
+    const many = lineCandidates('    t = a < b < c < d < e < f < g < h < i < j < k');
+    assert.equal(many.length, CANDS_MAX);
+    assert.equal(new Set(many).size, many.length);
+    const out = twCandsOutput('m.py', 3, `    return ${'x + '.repeat(30)}y`).split('\n');
+    assert.match(out[0], /^m\.py:3: return x \+ x/);
+    assert.ok(out[0].endsWith('...') && out[0].length === 'm.py:3: '.length + 60);
+    assert.equal(out[1], '[1] ...eturn x - x + x +...');
+    assert.equal(out[2], '[2] ...n x + x - x + x +...');
+    assert.equal(
+      twCandsOutput('m.py', 8, '        return round(qty / (sum(price) * 2), 1)'),
+      ['m.py:8: return round(qty / (sum(price) * 2), 1)', '[1] ...und(qty * (sum(pr...', '[2] ...(price) / 2), 1)', '[3] ...(price) // 2), 1)', '[4] ...(price) % 2), 1)', '[5] ...rice) * 3), 1)', '[6] ...rice) * 1), 1)', '[7] ...) * 2), 2)', '[8] ...) * 2), 0)'].join('\n'),
+    );
+    // A negation that is removed: the line's start, cut.
+    assert.equal(variantView('    if not (self.count(item) <= self.limit):', '    if self.count(item) <= self.limit:'), 'if self.count(item) <= s...');
+    assert.equal(twCandsOutput('m.py', 1, '    pass'), 'm.py:1: pass\nno one-token variants of this line');
+  });
+
+  it("tw-cands' output fits a small model's observation for the lines of real code", () => {
+    const line = `        if self._cache.get(key_name) is not None and len(self._entries[key_name]) > max_size - 1:`;
+    assert.ok(twCandsOutput('src/pkg/_internal/cache_store.py', 1234, line).length <= OBS_PROMPT_CHARS, twCandsOutput('src/pkg/_internal/cache_store.py', 1234, line));
+  });
+
+  it('an episode of a bug lower in the ranking fails on suspect 1, lists suspect 2 and writes the fix by number; its observations are the simulation\'s', () => {
+    assert.equal(fixVariant(fc), 1);
+    assert.equal(candidateFix(fc), 'tw-apply 2 1 && tw-test || git checkout -q .');
+    for (let s = 0; s < 20; s++) {
+      const ep = candidateEpisode(seededRandom(s), fc)!;
+      assert.equal(ep.kind, 'episode-cands-lower');
+      const acts = ep.segments.filter((x) => x.role === 'agent').map((x) => x.text);
+      const obs = ep.segments.filter((x) => x.role === 'obs').map((x) => x.text);
+      assert.deepEqual(acts.slice(0, 2), ['tw-suspects -n', 'tw-cands 1']);
+      assert.ok(acts.includes('tw-cands 2'));
+      assert.deepEqual(acts.slice(-2), [candidateFix(fc), 'submit']);
+      for (const a of acts) assert.ok(!a.includes('ledger') && !a.includes("'"), `${a}: no path, nothing copied`);
+      const st = { line: fc.mutatedLine, stray: false };
+      for (let i = 0; i < acts.length - 1; i++) assert.equal(simulateTurn(st, fc, acts[i]), obs[i], acts[i]);
+      assert.equal(st.line, fc.originalLine);
+      assert.equal(st.stray, false);
+    }
+  });
+
+  it('simulation: tw-apply of another variant fails and is put back; of another suspect is a stray edit; a variant or suspect not listed is refused', () => {
+    let st = { line: fc.mutatedLine, stray: false };
+    assert.equal(simulateNumbered(st, fc, 'tw-cands 2'), `exit 0\n${twCandsOutput(fc.path, 12, fc.mutatedLine)}`);
+    assert.match(simulateNumbered(st, fc, candidateAttempt(2, 2))!, /^exit 0\nedited src\/books\/_core\/ledger\.py:12\n- if len\(self\.rows\) > self\.limit:\n\+ if not \(len/);
+    assert.equal(st.line, fc.mutatedLine, 'put back by git checkout');
+    assert.equal(simulateNumbered(st, fc, 'tw-apply 2 9'), 'exit 1');
+    assert.equal(simulateNumbered(st, fc, 'tw-apply 7 1'), 'exit 1');
+    assert.equal(simulateNumbered(st, fc, 'tw-apply 2'), 'exit 2');
+    assert.equal(simulateNumbered(st, fc, 'tw-cands'), 'exit 2');
+    assert.equal(st.line, fc.mutatedLine);
+    st = { line: fc.mutatedLine, stray: false };
+    assert.match(simulateNumbered(st, fc, 'tw-apply 1 1')!, /^exit 0\nedited src\/books\/_core\/ledger\.py:10\n- if amount <= 0:\n\+ if amount < 0:$/);
+    assert.equal(st.stray, true);
+    assert.match(simulateNumbered(st, fc, 'tw-apply 2 1 && tw-test')!, /1 failed, 9 passed$/, 'the fix with a stray edit left still fails');
+    assert.equal(simulateNumbered(st, fc, 'git checkout -q . && tw-apply 2 1 && tw-test'), undefined, 'a command it cannot read as one tool call is not simulated as one');
+  });
+
+  it('generated cases: most one-token bugs have a candidate fix, and each such episode restores its case in the simulation', async () => {
+    const r = seededRandom(7);
+    let cases: FixCase[] = [];
+    while (cases.length < 60) cases = cases.concat(await syntheticCases(r, 4));
+    const fixable = cases.filter((c) => candidateFix(c));
+    assert.ok(fixable.length >= 0.7 * cases.length, `${fixable.length} of ${cases.length} have a candidate fix`);
+    for (const c of fixable) {
+      const ep = candidateEpisode(seededRandom(c.line), c);
+      if (!ep) continue;
+      const acts = ep.segments.filter((x) => x.role === 'agent').map((x) => x.text);
+      const obs = ep.segments.filter((x) => x.role === 'obs').map((x) => x.text);
+      const st = { line: c.mutatedLine, stray: false };
+      for (let i = 0; i < acts.length - 1; i++) assert.equal(simulateTurn(st, c, acts[i]), obs[i], `${c.path}:${c.line} ${acts[i]}`);
+      assert.equal(st.line, c.originalLine, `${c.path}:${c.line}`);
+    }
+  });
+
+  it('the warm start draws the candidate form only when asked, in about its share of numbered draws', async () => {
+    const cases = await syntheticCases(seededRandom(3), 4);
+    const kinds = (candsShare?: number) => {
+      const r = seededRandom(11);
+      return Array.from({ length: 400 }, (_, i) => drawDemonstration(r, cases[i % cases.length], { curriculum: 0.3, loopShare: 0.6, numberedShare: 1, ...(candsShare !== undefined ? { candsShare } : {}) }).kind);
+    };
+    assert.ok(!kinds().some((k) => k.includes('cands')));
+    const mixed = kinds(0.5);
+    const share = mixed.filter((k) => k.includes('cands')).length / mixed.length;
+    assert.ok(share > 0.3 && share < 0.6, `candidate form in ${share} of draws`);
+    const d = numberedCurriculumTask(seededRandom(1), fc, { cands: true })!;
+    assert.equal(d.kind, 'cands-apply');
+    assert.equal(d.segments[1].text, 'tw-apply 2 1 && tw-test || git checkout -q .');
+    assert.ok(d.segments[0].text.includes('\n[1] ....rows) >= self.li...\n'), d.segments[0].text);
+  });
+});

@@ -9,7 +9,7 @@ import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { chatSystemMessage, chatTaskMessage } from '../../../src/agent/chat-format';
+import { chatSystemMessage, chatTaskMessage, sandboxHelpers } from '../../../src/agent/chat-format';
 import { TurnwiseError } from '../../../src/core/errors';
 import { chatTokenizerFiles, tokenizerJsonSize } from '../../../src/policy/bpe';
 import { loadCheckpoint } from '../../../src/policy/checkpoint';
@@ -50,7 +50,9 @@ describe('train/chat-model: a chat model as the agent\'s ActionModel (generated 
     assert.equal(format.promptBudget, 1536 - maxActionTokens, 'the budget is the model\'s context less maxActionTokens');
     assert.equal(format.endOfTurn.text, '<|im_end|>');
     const policy = new TrainablePolicy(ck.weights);
-    const system = chatSystemMessage(TASK);
+    // The seeds below are picked for this prompt (random weights): the first five helpers, a fixed
+    // prompt when the sandbox gains a tool.
+    const system = chatSystemMessage(TASK, sandboxHelpers('python').slice(0, 5));
     const model = new ChatActionModel(policy, format, system, { maxActionTokens, temperature: 1, topP: 1 }, ck.weights.config.eos_token_ids);
     try {
       const task = chatTaskMessage(TASK);

@@ -9,7 +9,7 @@ import { collectOriginals } from '../../src/tasks/testfiles';
 import { scoreEpisode } from '../../src/tasks/reward';
 import { prepareSandbox } from '../../src/agent/episode';
 import { recordWorkspaceCases } from '../../src/train/workspace-demonstrations';
-import { attemptCommand, fixEpisode, numberedEpisode } from '../../src/train/demonstrations';
+import { attemptCommand, candidateEpisode, fixEpisode, numberedEpisode } from '../../src/train/demonstrations';
 import { observationText } from '../../src/agent/prompt';
 import { seededRandom } from '../../src/core/random';
 
@@ -105,5 +105,52 @@ describe('docker: demonstrations recorded from the demo workspace', function () 
     }
     assert.ok(checked >= 1, `${checked} numbered episodes run`);
     assert.ok(withShow + withTry >= 1, `tw-show ${withShow}, failed tries ${withTry}: more than the plain fix was checked`);
+  });
+
+  // The candidate form likewise. A wrong variant's tests are shown as the task's own failures
+  // (the warm start does not run them): there the edit's lines must match and the tests fail;
+  // every other observation must be exactly what the real tools print.
+  it('candidate demonstrations (tw-suspects -n, tw-cands K, tw-apply K J tries) print in the sandbox what they teach, and resolve the task', async () => {
+    const { tasks } = await synthesizeMutationTasks({ workspace: demo, pool, seed: 5, max: 4, operators: ['flip-comparison', 'swap-arithmetic', 'off-by-one', 'swap-boolean'], concurrency: 1 });
+    const snapshot = await pool.snapshot(demo, { language: 'python' });
+    const cases = await recordWorkspaceCases({ workspace: demo, tasks, pool, snapshot });
+    const originals = collectOriginals(demo);
+    let checked = 0;
+    let tries = 0;
+    for (const c of cases) {
+      const task = tasks.find((t) => t.id === c.taskId)!;
+      // Seeds until an episode with a failed try before the fix, where the case allows one.
+      let ep = candidateEpisode(seededRandom(0), c);
+      for (let s = 1; s < 40 && ep && ep.segments.filter((x) => x.role === 'agent' && x.text.startsWith('tw-apply')).length < 2; s++) ep = candidateEpisode(seededRandom(s), c);
+      if (!ep) continue;
+      const sb = await pool.acquire(snapshot, { rollout: `cands-${c.taskId}` });
+      try {
+        await prepareSandbox(sb, task);
+        const segs = ep.segments;
+        const fixAt = segs.length - 3;
+        for (let i = 1; i < segs.length; i++) {
+          if (segs[i].role !== 'agent' || segs[i].text === 'submit') continue;
+          const cmd = segs[i].text;
+          assert.ok(!cmd.includes(c.path) && !cmd.includes("'"), `${cmd} names no path and quotes nothing`);
+          const r = await sb.exec(cmd, { timeoutMs: 60_000 });
+          const seen = observationText(r);
+          if (cmd.startsWith('tw-apply') && i !== fixAt) {
+            tries++;
+            const taught = segs[i + 1].text.split('\n');
+            assert.deepEqual(seen.split('\n').slice(0, 4), taught.slice(0, 4), `the edit of ${cmd}`);
+            assert.match(seen, /\n\d+ failed, \d+ passed$/, `${cmd}: a wrong variant fails the tests (and is put back)`);
+          } else {
+            assert.equal(seen, segs[i + 1].text, `observation of ${cmd}`);
+          }
+        }
+        const score = await scoreEpisode(sb, task, { originals, turns: 1, maxTurns: 8, formatError: false });
+        assert.equal(score.reward.resolved, true, `the candidate episode resolves ${task.id}`);
+        checked++;
+      } finally {
+        await sb.dispose();
+      }
+    }
+    assert.ok(checked >= 2, `${checked} candidate episodes run`);
+    assert.ok(tries >= 1, `${tries} failed tries checked`);
   });
 });

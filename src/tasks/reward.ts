@@ -389,18 +389,36 @@ export async function scanForTampering(sandbox: Sandbox, originals: ScoringOrigi
 }
 
 /**
+ * The tests a task may score: for pytest, those defined in test files (restored before scoring).
+ * A doctest collected from the code under test (`pkg/mod.py::pkg.mod.func`, --doctest-modules)
+ * or from a document (`README.md::README.md`, --doctest-glob) lives in a file the agent may edit,
+ * so its expected output could be changed instead of the code: it is left out of every task.
+ */
+export function scorableTestIds(ids: readonly string[], runner: Task['runner']): string[] {
+  if (runner !== 'pytest') return [...ids];
+  return ids.filter((id) => {
+    const file = id.split('::')[0];
+    return !id.includes('::') || isTestInfraFile(file);
+  });
+}
+
+/**
  * Report ids the restored test files cannot have produced: a pytest id whose file is not one of
  * the snapshot's test files, or whose class or function name does not occur in that file's text.
  * The test files are the snapshot's (restored before the run), so the agent's code cannot change
  * this collection; a report naming other tests was written by something else than the runner.
  */
-export function unknownReportIds(report: TestReport, tests: ReadonlyMap<string, Buffer>, runner: Task['runner']): string[] {
+export function unknownReportIds(report: TestReport, originals: Pick<ScoringOriginals, 'tests' | 'sources' | 'data'>, runner: Task['runner']): string[] {
   if (runner !== 'pytest') return [];
+  const tests = originals.tests;
   const texts = new Map<string, string>();
   const bad: string[] = [];
   for (const t of report.tests) {
     const [file, ...names] = t.id.split('::');
     if (!file || names.length === 0) continue; // a collection error or a report without ids: scored as it is
+    // A doctest of the code under test or of a document (--doctest-modules, --doctest-glob): a
+    // test the agent can edit, which no task scores (scorableTestIds); not a forgery.
+    if (!tests.has(file) && (originals.sources.has(file) || originals.data.has(file))) continue;
     let text = texts.get(file);
     if (text === undefined) {
       text = tests.get(file)?.toString('utf8') ?? '';
@@ -455,7 +473,7 @@ export async function scoreEpisode(sandbox: Sandbox, task: Task, opts: ScoreOpti
   const ids = [...new Set([...task.fail_to_pass, ...task.pass_to_pass])];
   const common = { failToPass: task.fail_to_pass, passToPass: task.pass_to_pass, turns: opts.turns, maxTurns: opts.maxTurns, formatError: opts.formatError, weights: opts.weights, testsEdited };
   if (run.report) {
-    const unknown = unknownReportIds(run.report, opts.originals.tests, task.runner);
+    const unknown = unknownReportIds(run.report, opts.originals, task.runner);
     if (unknown.length) tampered.push(`the test report names ${unknown.length} test(s) the restored test files do not define (${unknown.slice(0, 3).join(', ')}${unknown.length > 3 ? ', …' : ''}): it was not written by the test run alone`);
   }
   const tamper = tampered.length ? { tampered: tampered.join('\n') } : {};

@@ -24,7 +24,7 @@ import {
 import { seededRandom } from '../core/random';
 import { runWorkers } from '../core/workers';
 import type { TestReport, TestResult } from './report';
-import { runTests, type RunTestsResult } from './reward';
+import { runTests, scorableTestIds, type RunTestsResult } from './reward';
 import { commandForTests, detectRunner, type RunnerOverride, type TestRunner } from './runners';
 import { isMutableSource, languageOfFile, listWorkspaceFiles } from './testfiles';
 
@@ -260,11 +260,14 @@ export async function synthesizeMutationTasks(opts: SynthOptions): Promise<Synth
     emit();
     const base = await baselineRun(pool, snap, runner, opts.timeoutMs ?? DEFAULT_BASELINE_TIMEOUT_MS);
     phase = 'validate';
-    const passing = base.report.tests.filter((t) => t.outcome === 'passed').map((t) => t.id);
+    const allPassing = base.report.tests.filter((t) => t.outcome === 'passed').map((t) => t.id);
+    // Doctests of the code under test are not scored (the agent could edit them): scorableTestIds.
+    const passing = scorableTestIds(allPassing, runner.kind);
     const baseline = { tests: base.report.tests.length, passing: passing.length, failing: failingOf(base.report).length, durationMs: base.run.durationMs };
     if (passing.length === 0) {
-      throw new TurnwiseError('invalid-input', `no test passes in ${opts.workspace} (${base.report.tests.length} tests ran), so no mutant can be validated`, {
-        hint: 'fix the suite first, or use `turnwise tasks failing` to make tasks from the failing tests',
+      const outside = allPassing.length - passing.length;
+      throw new TurnwiseError('invalid-input', `no test passes in ${opts.workspace} (${base.report.tests.length} tests ran${outside ? `; ${outside} passing doctest(s) of the code under test are not scored, since an agent could edit them` : ''}), so no mutant can be validated`, {
+        hint: outside ? 'tasks need tests in test files (test_*.py, *_test.py, a tests/ folder): they are restored before scoring' : 'fix the suite first, or use `turnwise tasks failing` to make tasks from the failing tests',
       });
     }
     const timeoutMs = opts.timeoutMs ?? Math.max(10_000, 3 * base.run.durationMs + 5_000);
@@ -391,8 +394,9 @@ export async function failingTestTasks(opts: FailingOptions): Promise<{ tasks: T
   return withPool(opts, async (pool) => {
     const snap = await snapshotFor(pool, opts.workspace, runner);
     const { report } = await baselineRun(pool, snap, runner, opts.timeoutMs ?? DEFAULT_BASELINE_TIMEOUT_MS);
-    const failing = failingOf(report);
-    const passing = report.tests.filter((t) => t.outcome === 'passed').map((t) => t.id);
+    const scorable = new Set(scorableTestIds(report.tests.map((t) => t.id), runner.kind));
+    const failing = failingOf(report).filter((t) => scorable.has(t.id));
+    const passing = report.tests.filter((t) => t.outcome === 'passed' && scorable.has(t.id)).map((t) => t.id);
     const byFile = new Map<string, TestResult[]>();
     for (const t of failing) {
       const f = t.file ?? t.id.split('::')[0];

@@ -2,7 +2,7 @@
 // report-id check against the restored test files, what a tampered reward is, which files count as
 // runner machinery (restored) and which the runner configuration pulls in.
 import * as assert from 'node:assert/strict';
-import { computeReward, unknownReportIds } from '../../../src/tasks/reward';
+import { computeReward, scorableTestIds, unknownReportIds } from '../../../src/tasks/reward';
 import { tamperFindings, tamperReasons } from '../../../src/tasks/tamper';
 import { findCommand, hashFilesCommand, inTestScan, isTestInfraFile, runnerLoadedFiles } from '../../../src/tasks/testfiles';
 import type { TestReport } from '../../../src/tasks/report';
@@ -84,10 +84,20 @@ describe('tasks/reward: tampered episodes and untrusted reports', () => {
 
   it('a pytest report naming tests the restored test files do not define is flagged', () => {
     const tests = new Map([['tests/test_p.py', Buffer.from('class TestClamp:\n    def test_low(self):\n        pass\n\ndef test_high():\n    pass\n')]]);
+    const originals = { tests, sources: new Map([['pkg/mod.py', 'h1']]), data: new Map([['README.md', 'h2']]) };
     const report = (list: string[]): TestReport => ({ format: 'junit-xml', tests: list.map((id) => ({ id, outcome: 'passed' })) }) as unknown as TestReport;
-    assert.deepEqual(unknownReportIds(report(['tests/test_p.py::TestClamp::test_low', 'tests/test_p.py::test_high[1-2]']), tests, 'pytest'), []);
-    assert.deepEqual(unknownReportIds(report(['tests/test_p.py::test_made_up', 'tests/test_q.py::test_high', 'tests/test_p.py::test_high']), tests, 'pytest'), ['tests/test_p.py::test_made_up', 'tests/test_q.py::test_high']);
-    assert.deepEqual(unknownReportIds(report(['x::made up']), tests, 'jest'), [], 'only pytest ids are checked');
+    assert.deepEqual(unknownReportIds(report(['tests/test_p.py::TestClamp::test_low', 'tests/test_p.py::test_high[1-2]']), originals, 'pytest'), []);
+    assert.deepEqual(unknownReportIds(report(['tests/test_p.py::test_made_up', 'tests/test_q.py::test_high', 'tests/test_p.py::test_high']), originals, 'pytest'), ['tests/test_p.py::test_made_up', 'tests/test_q.py::test_high']);
+    assert.deepEqual(unknownReportIds(report(['x::made up']), originals, 'jest'), [], 'only pytest ids are checked');
+    // Doctests of the code under test and of a document (--doctest-modules, --doctest-glob) are
+    // what the real run reports; no task scores them, so they are no sign of a forged report.
+    assert.deepEqual(unknownReportIds(report(['pkg/mod.py::pkg.mod.Thing.issubset', 'README.md::README.md', 'tests/test_p.py::test_high']), originals, 'pytest'), []);
+  });
+
+  it('doctests of the code under test and of documents are left out of every task (the agent could edit their expected output)', () => {
+    const ids = ['tests/test_p.py::test_high', 'pkg/mod.py::pkg.mod.Thing.issubset', 'README.md::README.md', 'test/test_set.py::TestSet::test_sub[1]', 'pkg/tests/mod_test.py::test_x'];
+    assert.deepEqual(scorableTestIds(ids, 'pytest'), ['tests/test_p.py::test_high', 'test/test_set.py::TestSet::test_sub[1]', 'pkg/tests/mod_test.py::test_x']);
+    assert.deepEqual(scorableTestIds(ids, 'jest'), ids, 'other runners name their tests otherwise: unchanged');
   });
 });
 

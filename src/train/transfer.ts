@@ -29,6 +29,9 @@ import { trainRun } from './run';
 
 const execFileP = promisify(execFile);
 
+/** Version of the task synthesis the bench's cached tasks come from (2: doctests of the code under test are not scored). */
+const TASKS_VERSION = 2;
+
 /** The bench's settings for one repository: its own command limit unless --config gives one. */
 export function repoSettings(repo: Pick<TransferRepo, 'commandTimeoutMs'>, base: Partial<TrainConfig>, user?: Partial<TrainConfig>): Partial<TrainConfig> {
   return repo.commandTimeoutMs !== undefined && user?.commandTimeoutMs === undefined ? { ...base, commandTimeoutMs: repo.commandTimeoutMs } : base;
@@ -232,8 +235,9 @@ export async function benchTransfer(o: TransferOptions): Promise<TransferResult>
     out.push(res);
     try {
       const workspace = await fetchRepo(repo, { cacheDir, mirror: o.mirror, log });
-      // Tasks per repository, seed and size, kept between benches: synthesis runs the suite per mutant.
-      const tasksFile = path.join(cacheDir, 'tasks', `${repo.name}-${repo.version}-seed${seed}-max${base.maxTasks}.jsonl`);
+      // Tasks per repository, seed and size, kept between benches: synthesis runs the suite per
+      // mutant. The file name carries TASKS_VERSION, so tasks made by an older synthesis are made again.
+      const tasksFile = path.join(cacheDir, 'tasks', `${repo.name}-${repo.version}-seed${seed}-max${base.maxTasks}-v${TASKS_VERSION}.jsonl`);
       if (!fs.existsSync(tasksFile)) {
         log(`${repo.name}: synthesizing up to ${base.maxTasks} one-token mutation tasks`);
         const pool = await connectRunPool(`bench-transfer-${process.pid}`, { ...TRAIN_DEFAULTS, ...base });

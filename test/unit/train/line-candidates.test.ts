@@ -10,17 +10,9 @@ import { CANDS_MAX, lineCandidates, twCandsOutput, variantView } from '../../../
 import { OBS_PROMPT_CHARS } from '../../../src/agent/prompt';
 import { drawDemonstration } from '../../../src/train/warmstart';
 import { simulateNumbered, simulateTurn } from '../../../src/train/warmstart-eval';
+import { LEDGER_CASE } from './ledger-case';
 
-const fc: FixCase = {
-  path: 'src/books/_core/ledger.py',
-  line: 12,
-  mutatedLine: '        if len(self.rows) > self.limit:',
-  originalLine: '        if len(self.rows) >= self.limit:',
-  fix: "sed -i '12s/>/>=/' src/books/_core/ledger.py",
-  failing: ['tests/test_ledger.py::test_add_limit'],
-  passing: 9,
-  suspects: ['src/books/_core/ledger.py:10: if amount <= 0:', 'src/books/_core/ledger.py:12: if len(self.rows) > self.limit:', 'src/books/_core/ledger.py:14: self.rows.append((amount, note))'],
-};
+const fc = LEDGER_CASE;
 
 describe('train/line-candidates: tw-cands variants and the candidate form', () => {
   it('flips each operator token left to right, then drops a "- 1" bound, then negates the condition', () => {

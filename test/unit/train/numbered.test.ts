@@ -5,22 +5,12 @@
 // stray one, and never treat shell text it cannot read as a tool call.
 import * as assert from 'node:assert/strict';
 import { seededRandom } from '../../../src/core/random';
-import { bugSuspect, numberedAttempt, numberedCurriculumTask, numberedEpisode, numberedFix, numberedSuspects, syntheticCases, twEditOutput, type FixCase } from '../../../src/train/demonstrations';
+import { bugSuspect, numberedAttempt, numberedCurriculumTask, numberedEpisode, numberedFix, numberedSuspects, syntheticCases, twEditOutput } from '../../../src/train/demonstrations';
 import { drawDemonstration } from '../../../src/train/warmstart';
 import { fixPromptTurns, numberedRestores, shellWords, simulateNumbered, simulateTurn } from '../../../src/train/warmstart-eval';
+import { LEDGER_CASE } from './ledger-case';
 
-const fc: FixCase = {
-  path: 'src/books/_core/ledger.py',
-  line: 12,
-  mutatedLine: '        if len(self.rows) > self.limit:',
-  originalLine: '        if len(self.rows) >= self.limit:',
-  fix: "sed -i '12s/>/>=/' src/books/_core/ledger.py",
-  failing: ['tests/test_ledger.py::test_add_limit'],
-  passing: 9,
-  suspects: ['src/books/_core/ledger.py:10: if amount <= 0:', 'src/books/_core/ledger.py:12: if len(self.rows) > self.limit:', 'src/books/_core/ledger.py:14: self.rows.append((amount, note))'],
-  topCandidates: [{ code: 'if amount < 0:', fix: "sed -i '10s/<=/</' src/books/_core/ledger.py" }],
-  context: { first: 10, lines: ['        if amount <= 0:', '            raise ValueError("amount must be positive")', '        if len(self.rows) > self.limit:', '            return False', '        self.rows.append((amount, note))'] },
-};
+const fc = LEDGER_CASE;
 
 describe('train/demos + warmstart-eval: the numbered form', () => {
   it('the ranking is numbered from 1 and the fix names the bug by its number, quoted, as one attempt', () => {

@@ -26,6 +26,9 @@ import { TRANSFER_PANEL, type TransferRepo } from './transfer-panel';
 import { connectRunPool, DEMO_SETTINGS, resolveTrainConfig, TRAIN_DEFAULTS, type TrainConfig } from './config';
 import { FIXABLE_OPERATORS } from './demonstrations';
 import { trainRun } from './run';
+import { evaluateTasks, runEvalTarget } from './evaluate';
+import { openRig } from './rig';
+import { detectRunner } from '../tasks/runners';
 
 const execFileP = promisify(execFile);
 
@@ -211,6 +214,25 @@ export interface TransferOptions {
 /** Config fields the bench sets itself per repository. */
 export const TRANSFER_CONTROLLED_FIELDS = ['workspace', 'model', 'taskSource', 'tasksFile', 'estimator'] as const;
 
+/**
+ * The held-out episodes of a run's last checkpoint, made as the run's own evaluations are (its
+ * settings and seed: greedy, then evalSamples sampled per task), so they pair with its earlier
+ * evaluations: what `turnwise eval --run` does.
+ */
+async function evaluateLastCheckpoint(runDir: string, language: string): Promise<Trajectory[]> {
+  const target = runEvalTarget(runDir, { split: 'heldout' });
+  const c = target.config;
+  const rig = await openRig({ runId: `transfer-eval-${process.pid}`, workspace: c.workspace, language, checkpoint: target.checkpoint, config: c });
+  try {
+    const o = { iteration: target.iteration, seed: c.seed, config: c, checkpoint: target.checkpoint };
+    const greedy = await evaluateTasks(rig, target.tasks, o);
+    const sampled = c.evalSamples > 0 ? await evaluateTasks(rig, target.tasks, { ...o, samples: c.evalSamples }) : undefined;
+    return [...greedy.trajectories, ...(sampled?.trajectories ?? [])];
+  } finally {
+    await rig.close();
+  }
+}
+
 export async function benchTransfer(o: TransferOptions): Promise<TransferResult> {
   const controlled = TRANSFER_CONTROLLED_FIELDS.filter((k) => o.config?.[k] !== undefined);
   if (controlled.length) throw new TurnwiseError('invalid-input', `the transfer bench sets ${controlled.map((k) => JSON.stringify(k)).join(', ')} itself; its settings may not`, { hint: 'remove those fields from --config' });
@@ -291,9 +313,18 @@ export async function benchTransfer(o: TransferOptions): Promise<TransferResult>
       if (evals.length) {
         const first = run.readTrajectories(evals[0], 'heldout');
         res.before = heldoutScore(first, res.heldout_tasks);
-        const lastIt = evals[evals.length - 1];
+        let lastIt = evals[evals.length - 1];
+        let last = lastIt > 0 ? run.readTrajectories(lastIt, 'heldout') : [];
+        // The budget stopped the run after an iteration that did not evaluate (evalEvery 0 or
+        // more than 1): its last checkpoint is evaluated here as the run evaluates, so "after"
+        // is the end of RL, not an earlier evaluation or none.
+        const done = run.lastCompleteIteration();
+        if (done > lastIt && !o.signal?.aborted) {
+          log(`${repo.name}: evaluating the last checkpoint (iteration ${done})`);
+          last = await evaluateLastCheckpoint(r.runDir, detectRunner(workspace).language);
+          lastIt = done;
+        }
         if (lastIt > 0) {
-          const last = run.readTrajectories(lastIt, 'heldout');
           res.after = heldoutScore(last, res.heldout_tasks);
           const c = compareEvaluations(first, last);
           res.paired = { greedy: c.greedy, sampled: c.sampled };

@@ -1,0 +1,50 @@
+// Docker tier: `bench transfer` with an RL budget that ends before the run's next evaluation
+// (evalEvery 0): the bench evaluates the last checkpoint itself, as the run evaluates, so the
+// "after" figures are the end of RL and pair episode by episode with the "before" ones. The
+// panel's first repository is stood in for by the demo workspace, unpacked in a cache of the
+// test's own (the bench reads an unpacked tree whose stamp matches and fetches nothing).
+import * as assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { benchTransfer } from '../../src/train/transfer';
+import { TRANSFER_PANEL } from '../../src/train/transfer-panel';
+
+const root = path.join(__dirname, '..', '..');
+
+describe('docker: bench transfer, an RL budget that stops between evaluations', function () {
+  this.timeout(900_000);
+  let cache: string;
+  before(() => {
+    cache = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-transfer-'));
+    const repo = TRANSFER_PANEL[0];
+    fs.mkdirSync(path.join(cache, 'src'), { recursive: true });
+    fs.cpSync(path.join(root, 'examples', 'demo-python'), path.join(cache, 'src', repo.dir), { recursive: true });
+    fs.writeFileSync(path.join(cache, 'src', `.${repo.dir}.sha256`), repo.sha256);
+  });
+  after(() => fs.rmSync(cache, { recursive: true, force: true }));
+
+  it('evaluates the last checkpoint when the budget stops the run after an iteration that did not evaluate', async () => {
+    const log: string[] = [];
+    const r = await benchTransfer({
+      model: path.join(root, 'models', 'turnwise-tiny'),
+      repos: [TRANSFER_PANEL[0].name],
+      minutes: 0.001,
+      cacheDir: cache,
+      config: { maxTasks: 6, heldoutFraction: 0.34, iterations: 50, tasksPerIteration: 1, groupSize: 2, maxTurns: 2, concurrency: 2, maxActionTokens: 32, evalSamples: 1, evalEvery: 0, minibatches: 1 },
+      onProgress: (m) => log.push(m),
+    });
+    const res = r.repos[0];
+    assert.equal(res.error, undefined, res.error);
+    assert.ok(res.heldout_tasks >= 1);
+    assert.equal(res.rl_iterations, 1, 'the budget stopped the run after its first RL iteration');
+    assert.ok(log.some((m) => m.includes('evaluating the last checkpoint (iteration 1)')), log.join('\n'));
+    assert.ok(res.before && res.after, 'before and after figures');
+    assert.equal(res.after!.greedy.episodes, res.heldout_tasks);
+    assert.equal(res.after!.sampled.episodes, res.heldout_tasks);
+    // Every episode of the last checkpoint has its twin at the start (same task and seed).
+    assert.equal(res.paired!.greedy.pairs, res.heldout_tasks);
+    assert.equal(res.paired!.sampled.pairs, res.heldout_tasks);
+    assert.equal(r.totals.after_tasks_resolved, res.after!.tasks_resolved);
+  });
+});

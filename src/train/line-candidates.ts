@@ -31,6 +31,8 @@ const OPERAND_END = /[A-Za-z0-9_)\]'"]/;
 /** Python's str.rstrip(" \t") / lstrip(" \t"). */
 const rstripSpaces = (s: string) => s.replace(/[ \t]+$/, '');
 const lstripSpaces = (s: string) => s.replace(/^[ \t]+/, '');
+/** Python's str.strip(" \t"): the line without its indentation. */
+const stripSpaces = (s: string) => lstripSpaces(rstripSpaces(s));
 
 /**
  * A line's one-token variants, in a fixed order: its tokens left to right (a string or a comment
@@ -91,15 +93,14 @@ export function lineCandidates(code: string): string[] {
 
 /** A line as `tw-cands` prints it: without its indentation, cut to CANDS_WIDTH. */
 export function candsWindow(code: string, width = CANDS_WIDTH): string {
-  const c = code.replace(/^[ \t]+|[ \t]+$/g, '');
+  const c = stripSpaces(code);
   return c.length <= width ? c : `${c.slice(0, width - 3)}...`;
 }
 
 /** Variant `variant` of line `code` as tw-cands prints it: the changed text with `side` characters of the variant on either side, "..." where the line goes on. */
 export function variantView(code: string, variant: string, side = CANDS_SIDE): string {
-  const strip = (x: string) => x.replace(/^[ \t]+|[ \t]+$/g, '');
-  const a = strip(code);
-  const b = strip(variant);
+  const a = stripSpaces(code);
+  const b = stripSpaces(variant);
   const n = Math.min(a.length, b.length);
   let p = 0;
   while (p < n && a[p] === b[p]) p++;

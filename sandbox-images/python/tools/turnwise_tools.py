@@ -410,7 +410,7 @@ def tw_suspects(numbered=False):
     return 1
 
 
-# --- suspects by number: tw-show, tw-tokens, tw-edit, tw-cands, tw-apply ------------------------------------------
+# --- suspects by number: tw-show, tw-tokens, tw-edit, tw-cands, tw-apply ---------------------
 # Lines of context tw-show prints on each side of the line (its observation must fit a small
 # model's prompt: five lines of code).
 SHOW_CONTEXT = 2
@@ -689,7 +689,7 @@ def tw_cands(args):
     if len(args) != 1:
         raise Refused("usage: " + USAGE["cands"])
     rel, full, line = _target(args[0])
-    code = _line_of(_read_lines(full, rel), rel, line)
+    _, code = _lines_and_code(rel, full, line)
     cands = line_candidates(code)
     print("%s:%d: %s" % (rel, line, _window(code)))
     if not cands:

@@ -213,15 +213,24 @@ export function simulatedSuspects(r: Rng, path: string, mutatedLines: string[], 
   return order.map((n) => suspectLine(path, mutatedLines, n));
 }
 
-/** Test ids for failing tests of function `fnName` in the module at `path` (a package's `__init__.py` is named by its folder). */
+/**
+ * Test ids for failing tests of function `fnName` in the module at `path` (a package's
+ * `__init__.py` is named by its folder), in the shapes pytest reports: a test function, a method
+ * of a unittest or pytest class, or a parametrized case; in tests/, test/ or beside the code.
+ */
 export function testIds(r: Rng, path: string, fnName: string, n: number): string[] {
   const parts = path.replace(/^src\//, '').split('/');
   let mod = parts.pop()!.replace(/\.py$/, '');
   if (mod === '__init__' && parts.length) mod = parts.pop()!;
   mod = mod.replace(/^_+/, '');
   const suffixes = ['basic', 'edge', 'zero', 'large', 'empty', 'boundary', 'rounds', 'negative', 'default', 'limit'];
+  const camel = mod.split('_').map((w) => w.slice(0, 1).toUpperCase() + w.slice(1)).join('');
+  const dir = pick(r, ['tests/', 'tests/', 'tests/', 'test/', '']);
+  const shape = r();
+  const cls = shape < 0.5 ? '' : `${pick(r, [`Test${camel}`, `${camel}TestCase`, `${camel}Tests`])}::`;
+  const param = () => (shape < 0.8 ? '' : `[${pick(r, [String(int(r, 0, 20)), `${pick(r, NOUNS)}-${int(r, 0, 9)}`, `case${int(r, 0, 9)}`])}]`);
   const ids = new Set<string>();
-  while (ids.size < n) ids.add(`tests/test_${mod}.py::test_${fnName}${r() < 0.8 ? `_${pick(r, suffixes)}` : ''}${ids.size ? `_${ids.size}` : ''}`);
+  while (ids.size < n) ids.add(`${dir}test_${mod}.py::${cls}test_${fnName}${r() < 0.8 ? `_${pick(r, suffixes)}` : ''}${ids.size ? `_${ids.size}` : ''}${param()}`);
   return [...ids];
 }
 
@@ -566,16 +575,17 @@ export function candidateFix(c: FixCase): string | undefined {
 
 /**
  * The teacher's episode in the candidate form: `tw-suspects -n`, `tw-cands K`, then tries: 0 to
- * LOOP_MAX_FAILED other variants of the bug's line drawn at random when it is the first suspect;
- * when it is not, first 1 to LOOP_MAX_FAILED variants of the first suspect's line, which fail,
- * then `tw-cands` of the bug's suspect; the fix; submit. Undefined when the case has no candidate
- * fix (or the first suspect's line is cut in the ranking, so its variants are not known).
+ * LOOP_MAX_FAILED other variants of the bug's line drawn at random when it is the first suspect.
+ * When it is not, the suspects above it first, in order: `tw-cands` of each, and on a line with
+ * variants 1 to LOOP_MAX_FAILED of them, which fail; on a line without any, straight on to the
+ * next suspect. Then the fix (by the CANDS_MAX_TURNS-th command), and submit. Undefined when the case
+ * has no candidate fix, a suspect above the bug is cut in the ranking (its variants are not known
+ * here), or its suspects do not fit in the turns.
  */
 export function candidateEpisode(r: Rng, c: FixCase): Demonstration | undefined {
   const k = bugSuspect(c);
   const j = fixVariant(c);
-  const top = topSuspect(c);
-  if (k === 0 || j === 0 || !top) return undefined;
+  if (k === 0 || j === 0) return undefined;
   const segs: Segment[] = [{ role: 'task', text: taskText({ fail_to_pass: c.failing, source: 'mutation' }) }];
   const turn = (action: string, observation?: string) => {
     segs.push({ role: 'agent', text: action });
@@ -589,19 +599,36 @@ export function candidateEpisode(r: Rng, c: FixCase): Demonstration | undefined 
       turn(candidateAttempt(sk, w.j), obs(0, `${twEditOutput(path, line, code, w.v)}\n${twTestOutput(c.failing, c.passing)}`));
     }
   };
+  // The suspects above the bug, parsed; the ranking cuts a line at 100 characters, and past that
+  // its variants are not known here.
+  const above = c.suspects.slice(0, k - 1).map((l) => /^(\S+):(\d+): (.*)$/.exec(l));
+  if (above.some((m) => !m || m[3].length >= 100)) return undefined;
+  // Every line with variants above the bug gets one failed try at least; the first may get more
+  // while the turns last (tw-suspects, a tw-cands per suspect and the fix are fixed).
+  const withVariants = above.filter((m) => lineCandidates(m![3]).length > 0).length;
+  let spare = CANDS_MAX_TURNS - (k + 2) - withVariants;
+  if (spare < 0) return undefined;
   turn('tw-suspects -n', numberedSuspectsObservation(c));
-  if (k > 1) {
-    // The ranking cuts a line at 100 characters: past that its variants are not known here.
-    if (top.code.length >= 100 || lineCandidates(top.code).length === 0) return undefined;
-    turn('tw-cands 1', obs(0, twCandsOutput(top.path, top.line, top.code)));
-    failedTries(int(r, 1, LOOP_MAX_FAILED), 1, top.path, top.line, top.code, 0);
-  }
+  above.forEach((m, i) => {
+    const [, p, n, code] = m!;
+    turn(`tw-cands ${i + 1}`, obs(0, twCandsOutput(p, Number(n), code)));
+    if (lineCandidates(code).length === 0) return;
+    const extra = Math.min(spare, int(r, 1, LOOP_MAX_FAILED) - 1);
+    spare -= extra;
+    failedTries(1 + extra, i + 1, p, Number(n), code, 0);
+  });
   turn(`tw-cands ${k}`, obs(0, twCandsOutput(c.path, c.line, c.mutatedLine)));
-  if (k === 1) failedTries(int(r, 0, LOOP_MAX_FAILED), 1, c.path, c.line, c.mutatedLine, j);
+  if (k === 1) failedTries(Math.min(spare, int(r, 0, LOOP_MAX_FAILED)), 1, c.path, c.line, c.mutatedLine, j);
   turn(candidateAttempt(k, j), obs(0, `${twEditOutput(c.path, c.line, c.mutatedLine, c.originalLine)}\n${allPassed(c)}`));
   turn(SUBMIT);
   return { kind: k === 1 ? 'episode-cands' : 'episode-cands-lower', segments: segs };
 }
+
+/**
+ * The most commands a candidate-form episode runs, its fix the last, before it submits: the turn
+ * budget of the bench's evaluations (an episode that runs out of turns is scored as it stands).
+ */
+export const CANDS_MAX_TURNS = 6;
 
 /** Short tasks that teach reading the numbered ranking: a suspect's number, an edit of a given suspect (with `cands`: a given variant written instead). */
 export function numberedCurriculumTask(r: Rng, c: FixCase, o: { cands?: boolean } = {}): Demonstration | undefined {

@@ -38,7 +38,8 @@ const stripSpaces = (s: string) => lstripSpaces(rstripSpaces(s));
  * A line's one-token variants, in a fixed order: its tokens left to right (a string or a comment
  * is left alone; a unary sign, a loop's `in`, `**`, shifts and `->` are not flipped; `+` between
  * strings neither), then each `- 1` before a closing bracket dropped, then the condition of an
- * if/elif/while negated (or its `not` removed). At most CANDS_MAX, without repeats.
+ * if/elif/while negated (or its `not` removed), then each pair of adjacent positional arguments
+ * of a call swapped (argumentSwaps). At most CANDS_MAX, without repeats.
  */
 export function lineCandidates(code: string): string[] {
   const out: string[] = [];
@@ -87,8 +88,82 @@ export function lineCandidates(code: string): string[] {
     else if (/^[\w.]+(?:\([^()]*\))?$/.test(expr)) out.push(`${head}not ${expr}${tail}`);
     else out.push(`${head}not (${expr})${tail}`);
   }
+  out.push(...argumentSwaps(code));
   const seen = new Set<string>();
   return out.filter((x) => x !== code && !seen.has(x) && (seen.add(x), true)).slice(0, CANDS_MAX);
+}
+
+// Words after which `(` opens a tuple or a condition, not a call's arguments.
+const NOT_CALLEE = new Set(['if', 'elif', 'while', 'and', 'or', 'not', 'in', 'is', 'return', 'yield', 'assert', 'del', 'for', 'with', 'except', 'lambda', 'else', 'await', 'import', 'from', 'as', 'raise']);
+const OPENS: Record<string, string> = { '(': ')', '[': ']', '{': '}' };
+const KEYWORD_OR_SPLAT = /^(?:\*|\w+[ \t]*=(?!=))/;
+const DEFINES = /^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]/;
+
+/**
+ * The variants of a line with two adjacent positional arguments of one call swapped, calls left
+ * to right by their `(`: `f(a, b)` gives `f(b, a)`. Only a call whose arguments close on this
+ * line; keyword and `*` arguments stay; a definition's parameters are no call. Strings are
+ * skipped (a backslash escapes the next character); the line ends at a `#` outside a string.
+ */
+export function argumentSwaps(code: string): string[] {
+  if (DEFINES.test(code)) return [];
+  // Where each character is: in a string (or escaped), or code; a `#` in code ends the line.
+  const inCode: boolean[] = [];
+  let quote = '';
+  let end = code.length;
+  for (let i = 0; i < code.length; i++) {
+    const ch = code[i];
+    if (quote) {
+      inCode.push(false);
+      if (ch === '\\') {
+        inCode.push(false);
+        i++;
+      } else if (ch === quote) quote = '';
+    } else if (ch === "'" || ch === '"') {
+      quote = ch;
+      inCode.push(false);
+    } else if (ch === '#') {
+      end = i;
+      break;
+    } else inCode.push(true);
+  }
+  const out: string[] = [];
+  for (let open = 0; open < end; open++) {
+    if (!inCode[open] || code[open] !== '(') continue;
+    const callee = /([\w)\]])[ \t]*$/.exec(code.slice(0, open));
+    if (!callee) continue;
+    const word = /(\w+)[ \t]*$/.exec(code.slice(0, open));
+    if (word && NOT_CALLEE.has(word[1])) continue;
+    // The top-level commas up to the matching `)`.
+    const stack: string[] = [')'];
+    const commas: number[] = [];
+    let close = -1;
+    for (let i = open + 1; i < end && close < 0; i++) {
+      if (!inCode[i]) continue;
+      const ch = code[i];
+      if (OPENS[ch]) stack.push(OPENS[ch]);
+      else if (ch === ')' || ch === ']' || ch === '}') {
+        if (stack.pop() !== ch) break;
+        if (!stack.length) close = i;
+      } else if (ch === ',' && stack.length === 1) commas.push(i);
+    }
+    if (close < 0) continue;
+    const bounds = [open, ...commas, close];
+    const args: { a: number; b: number; text: string }[] = [];
+    for (let k = 0; k + 1 < bounds.length; k++) {
+      const raw = code.slice(bounds[k] + 1, bounds[k + 1]);
+      const a = bounds[k] + 1 + (raw.length - lstripSpaces(raw).length);
+      const text = stripSpaces(raw);
+      args.push({ a, b: a + text.length, text });
+    }
+    for (let k = 0; k + 1 < args.length; k++) {
+      const x = args[k];
+      const y = args[k + 1];
+      if (!x.text || !y.text || x.text === y.text || KEYWORD_OR_SPLAT.test(x.text) || KEYWORD_OR_SPLAT.test(y.text)) continue;
+      out.push(code.slice(0, x.a) + y.text + code.slice(x.b, y.a) + x.text + code.slice(y.b));
+    }
+  }
+  return out;
 }
 
 /** A line as `tw-cands` prints it: without its indentation, cut to CANDS_WIDTH. */

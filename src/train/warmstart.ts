@@ -84,6 +84,8 @@ export interface WarmstartOptions {
    * demonstrations.ts candidateEpisode) where the case has one; 0 (default): none.
    */
   candsShare?: number;
+  /** No sed-form examples at all: every example in the numbered (or candidate) form, a case without one drawn again (drawDemonstration). */
+  noSed?: boolean;
   /** Share of generated fix cases drawn from real Python source installed on this machine (train/real-source.ts); 0 (default): none. */
   realShare?: number;
   /** Folders of Python source for `realShare` (default: the standard library and dist-packages found under /usr/lib). */
@@ -258,6 +260,16 @@ export async function warmstart(o: WarmstartOptions): Promise<WarmstartResult> {
   // Resolved episodes of evaluation results, in the compact format, drawn in `episodeShare` of examples.
   const episodeSegs = (o.episodes ?? []).map((e) => episodeDemonstration(e.trajectory, e.task, 'compact'));
   const epShare = episodeSegs.length ? (o.episodeShare ?? 1) : 0;
+  const drawMix = (cur: number) => {
+    const mix = { curriculum: cur, loopShare, numberedShare, candsShare: o.candsShare ?? 0 };
+    if (!o.noSed) return drawDemonstration(r, pickCase(), mix).segments;
+    // A case without a numbered form is drawn again; after 20 such the example is left out.
+    for (let t = 0; t < 20; t++) {
+      const d = drawDemonstration(r, pickCase(), { ...mix, noSed: true });
+      if (d) return d.segments;
+    }
+    return undefined;
+  };
   return runWarmstartLoop(o, {
     trainer,
     rows,
@@ -271,7 +283,8 @@ export async function warmstart(o: WarmstartOptions): Promise<WarmstartResult> {
       // Over-draw: packing keeps what fits.
       for (let i = 0; i < rows * 10; i++) {
         // No draw without episodes: the random stream of the generated demonstrations stays as it was.
-        const segments = epShare > 0 && (epShare >= 1 || r() < epShare) ? episodeSegs[Math.floor(r() * episodeSegs.length)] : drawDemonstration(r, pickCase(), { curriculum: cur, loopShare, numberedShare, candsShare: o.candsShare ?? 0 }).segments;
+        const segments = epShare > 0 && (epShare >= 1 || r() < epShare) ? episodeSegs[Math.floor(r() * episodeSegs.length)] : drawMix(cur);
+        if (!segments) continue;
         const enc = encodeDemonstration(codec, segments, promptWeight);
         if (enc.ids.length <= Math.min(rowTokens, ctx)) examples.push(enc);
       }
@@ -424,14 +437,21 @@ export async function runWarmstartLoop(o: WarmstartOptions, l: WarmstartLoop): P
  * (numbered curriculum tasks, numberedEpisode) where the case has one, and in `candsShare` of
  * those the candidate form (candidateEpisode). RL's replay term (train/replay.ts) draws the same way.
  */
-export function drawDemonstration(r: () => number, c: FixCase, o: { curriculum: number; loopShare: number; numberedShare?: number; candsShare?: number }): Demonstration {
+export function drawDemonstration(r: () => number, c: FixCase, o: { curriculum: number; loopShare: number; numberedShare?: number; candsShare?: number }): Demonstration;
+export function drawDemonstration(r: () => number, c: FixCase, o: { curriculum: number; loopShare: number; numberedShare?: number; candsShare?: number; noSed: true }): Demonstration | undefined;
+/**
+ * With `noSed`, every draw is in the numbered form (numberedShare 1) and a case without one
+ * gives undefined (the caller draws another case): no example writes a path or a sed command.
+ */
+export function drawDemonstration(r: () => number, c: FixCase, o: { curriculum: number; loopShare: number; numberedShare?: number; candsShare?: number; noSed?: boolean }): Demonstration | undefined {
   // No draw without the numbered (or candidate) form: the random stream of earlier recipes stays as it was.
-  const numbered = !!o.numberedShare && r() < o.numberedShare;
+  const numbered = o.noSed || (!!o.numberedShare && r() < o.numberedShare);
   const cands = numbered && !!o.candsShare && r() < o.candsShare;
-  if (r() < o.curriculum) return (numbered && numberedCurriculumTask(r, c, { cands })) || curriculumTask(r, c);
+  if (r() < o.curriculum) return (numbered && numberedCurriculumTask(r, c, { cands })) || (o.noSed ? undefined : curriculumTask(r, c));
   if (numbered) {
     const d = (cands && candidateEpisode(r, c)) || numberedEpisode(r, c);
     if (d) return d;
+    if (o.noSed) return undefined;
   }
   return r() < 0.85 ? fixEpisode(r, c, { loopShare: o.loopShare }) : { kind: 'fix-turn', segments: fixOnlySegments(c) };
 }

@@ -614,7 +614,8 @@ def line_candidates(code):
     """The one-token variants of a line, in a fixed order: its tokens left to right (a string or a
     comment is left alone; an operator's sign when unary, a loop's `in`, `**`, shifts and `->`
     are not flipped), then each `- 1` before a closing bracket dropped, then the condition of an
-    if/elif/while negated (or its `not` removed)."""
+    if/elif/while negated (or its `not` removed), then each pair of adjacent positional arguments
+    of a call swapped (argument_swaps)."""
     out = []
     after_for = False
     for m in _CAND_TOKEN.finditer(code):
@@ -659,8 +660,83 @@ def line_candidates(code):
             out.append(head + "not " + expr + tail)
         else:
             out.append(head + "not (%s)" % expr + tail)
+    out.extend(argument_swaps(code))
     seen = set()
     return [x for x in out if x != code and not (x in seen or seen.add(x))][:CANDS_MAX]
+
+
+# Words after which `(` opens a tuple or a condition, not a call's arguments.
+_NOT_CALLEE = {"if", "elif", "while", "and", "or", "not", "in", "is", "return", "yield", "assert", "del", "for",
+               "with", "except", "lambda", "else", "await", "import", "from", "as", "raise"}
+_OPENS = {"(": ")", "[": "]", "{": "}"}
+_KEYWORD_OR_SPLAT = re.compile(r"(?:\*|\w+[ \t]*=(?!=))", re.ASCII)
+_DEFINES = re.compile(r"[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]", re.ASCII)
+
+
+def argument_swaps(code):
+    """The variants of a line with two adjacent positional arguments of one call swapped, calls
+    left to right by their `(`: `f(a, b)` gives `f(b, a)`. Only a call whose arguments close on
+    this line; keyword and `*` arguments stay; a definition's parameters are no call. Strings are
+    skipped (a backslash escapes the next character); the line ends at a `#` outside a string."""
+    if _DEFINES.match(code):
+        return []
+    in_code, quote, end, i = [], "", len(code), 0
+    while i < len(code):
+        ch = code[i]
+        if quote:
+            in_code.append(False)
+            if ch == "\\":
+                in_code.append(False)
+                i += 1
+            elif ch == quote:
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+            in_code.append(False)
+        elif ch == "#":
+            end = i
+            break
+        else:
+            in_code.append(True)
+        i += 1
+    out = []
+    for op in range(end):
+        if not in_code[op] or code[op] != "(":
+            continue
+        if not re.search(r"[\w)\]][ \t]*$", code[:op], re.ASCII):
+            continue
+        word = re.search(r"(\w+)[ \t]*$", code[:op], re.ASCII)
+        if word and word.group(1) in _NOT_CALLEE:
+            continue
+        stack, commas, close = [")"], [], -1
+        for j in range(op + 1, end):
+            if not in_code[j]:
+                continue
+            ch = code[j]
+            if ch in _OPENS:
+                stack.append(_OPENS[ch])
+            elif ch in ")]}":
+                if stack.pop() != ch:
+                    break
+                if not stack:
+                    close = j
+                    break
+            elif ch == "," and len(stack) == 1:
+                commas.append(j)
+        if close < 0:
+            continue
+        bounds = [op] + commas + [close]
+        args = []
+        for k in range(len(bounds) - 1):
+            raw = code[bounds[k] + 1: bounds[k + 1]]
+            a = bounds[k] + 1 + len(raw) - len(raw.lstrip(" \t"))
+            text = raw.strip(" \t")
+            args.append((a, a + len(text), text))
+        for (xa, xb, x), (ya, yb, y) in zip(args, args[1:]):
+            if not x or not y or x == y or _KEYWORD_OR_SPLAT.match(x) or _KEYWORD_OR_SPLAT.match(y):
+                continue
+            out.append(code[:xa] + y + code[xb:ya] + x + code[yb:])
+    return out
 
 
 def _window(code, width=CANDS_WIDTH):

@@ -467,10 +467,10 @@ export const warmstartCommand: CliCommand = {
   name: 'warmstart',
   summary: 'supervised warm start: generated fix episodes (+ a copy curriculum for turnwise-tiny), a workspace\'s recorded ones, or the resolved episodes of eval results; a chat model in its own chat format, LoRA when asked',
   usage:
-    '--out DIR [--force] [--from DIR | --model DIR [--adapter DIR | --lora SPEC]] [--episodes FILE… (--tasks FILE [--task-seed S] [--heldout-fraction F] | --run RUN [--runs DIR]) [--episode-share F]] [--steps N] [--minutes M] [--seed S] [--workspace DIR [--task-seed S] [--max-tasks N] [--heldout-fraction F] [--workspace-share F]] [--real-share F [--source-root DIR…]] [--numbered-share F [--cands-share F]] [--peak-lr X] [--curriculum A,B] [--rows N] [--row-tokens T] [--loop-share F] [--max-action-tokens N]',
+    '--out DIR [--force] [--from DIR | --model DIR [--adapter DIR | --lora SPEC]] [--episodes FILE… (--tasks FILE [--task-seed S] [--heldout-fraction F] | --run RUN [--runs DIR]) [--episode-share F]] [--steps N] [--minutes M] [--seed S] [--workspace DIR [--task-seed S] [--max-tasks N] [--heldout-fraction F] [--workspace-share F]] [--real-share F [--source-root DIR…]] [--numbered-share F [--cands-share F] | --no-sed [--cands-share F]] [--peak-lr X] [--curriculum A,B] [--rows N] [--row-tokens T] [--loop-share F] [--max-action-tokens N]',
   options: {
     ...valueOptions('out', 'loop-share', 'numbered-share', 'cands-share', 'real-share', 'steps', 'rows', 'row-tokens', 'from', 'model', 'adapter', 'lora', 'episode-share', 'tasks', 'run', 'runs', 'max-action-tokens', 'minutes', 'seed', 'workspace', 'task-seed', 'max-tasks', 'heldout-fraction', 'workspace-share', 'peak-lr', 'curriculum'),
-    ...flagOptions('force'),
+    ...flagOptions('force', 'no-sed'),
     'source-root': { type: 'string', multiple: true },
     episodes: { type: 'string', multiple: true },
   },
@@ -573,6 +573,7 @@ export const warmstartCommand: CliCommand = {
         workspaceCases,
         ...(args.values['numbered-share'] !== undefined ? { numberedShare: numberInRange(args, 'numbered-share', 0, { min: 0, max: 1 }) } : {}),
         ...(args.values['cands-share'] !== undefined ? { candsShare: numberInRange(args, 'cands-share', 0, { min: 0, max: 1 }) } : {}),
+        ...(args.values['no-sed'] ? { noSed: true } : {}),
         ...(args.values['real-share'] !== undefined ? { realShare: numberInRange(args, 'real-share', 0, { min: 0, max: 1 }) } : {}),
         ...(args.values['source-root'] !== undefined ? { sourceRoots: (args.values['source-root'] as string[]).map((d) => path.resolve(d)) } : {}),
         ...(args.values['workspace-share'] !== undefined ? { workspaceShare: numberInRange(args, 'workspace-share', 0.3, { min: 0, max: 1 }) } : {}),

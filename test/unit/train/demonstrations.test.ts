@@ -157,7 +157,8 @@ describe('train/demos: fix commands restore the original source when run with se
       }
     }
     const share = recoveries / episodes;
-    assert.ok(share > RECOVERY_SHARE * 0.7 && share <= RECOVERY_SHARE * 1.3, `${recoveries}/${episodes} recovery episodes`);
+    // RECOVERY_SHARE of episodes try a wrong sed where the case has one (about 7 in 10 do).
+    assert.ok(share > RECOVERY_SHARE * 0.55 && share <= RECOVERY_SHARE * 1.1, `${recoveries}/${episodes} recovery episodes`);
     // Wrong attempts are on the first suspect: another line only when the bug is not ranked first
     // (a few percent of generated cases: a short function's bug is often its first line anyway).
     assert.ok(otherLine < recoveries / 3, `${otherLine}/${recoveries} wrong attempts on another line than the bug's`);
@@ -189,7 +190,8 @@ describe('train/demos: fix commands restore the original source when run with se
       }
     }
     assert.ok(n > 150, `${n} cases`);
-    assert.ok(Math.abs(first / n - SUSPECTS_TOP1) < 0.06, `${first}/${n} first, want about ${SUSPECTS_TOP1}`);
+    // A function with one body line ranks it first whatever the draw: a few points over SUSPECTS_TOP1.
+    assert.ok(first / n > SUSPECTS_TOP1 - 0.03 && first / n < SUSPECTS_TOP1 + 0.09, `${first}/${n} first, want about ${SUSPECTS_TOP1}`);
   });
 
   it('undoCandidates: the original line is among a mutated line\'s candidates, in a fixed left-to-right order', async () => {

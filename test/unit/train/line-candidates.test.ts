@@ -5,8 +5,8 @@
 // simulation's refusals.
 import * as assert from 'node:assert/strict';
 import { seededRandom } from '../../../src/core/random';
-import { candidateAttempt, candidateEpisode, candidateFix, fixVariant, numberedCurriculumTask, syntheticCases, type FixCase } from '../../../src/train/demonstrations';
-import { CANDS_MAX, lineCandidates, twCandsOutput, variantView } from '../../../src/train/line-candidates';
+import { CANDS_MAX_TURNS, candidateAttempt, candidateEpisode, candidateFix, fixVariant, numberedCurriculumTask, syntheticCases, type FixCase } from '../../../src/train/demonstrations';
+import { argumentSwaps, CANDS_MAX, lineCandidates, twCandsOutput, variantView } from '../../../src/train/line-candidates';
 import { OBS_PROMPT_CHARS } from '../../../src/agent/prompt';
 import { drawDemonstration } from '../../../src/train/warmstart';
 import { simulateNumbered, simulateTurn } from '../../../src/train/warmstart-eval';
@@ -32,6 +32,21 @@ describe('train/line-candidates: tw-cands variants and the candidate form', () =
     assert.deepEqual(lineCandidates('    def f(a) -> int:'), []);
     // Past 2^53 a constant is still exact.
     assert.deepEqual(lineCandidates('    n = 9007199254740993'), ['    n = 9007199254740994', '    n = 9007199254740992']);
+  });
+
+  it("swaps a call's adjacent positional arguments last, calls left to right; keyword and * arguments, definitions, tuples, strings and comments stay", () => {
+    assert.deepEqual(lineCandidates('    if not isinstance(_unicode, iv):'), ['    if isinstance(_unicode, iv):', '    if not isinstance(iv, _unicode):']);
+    assert.deepEqual(argumentSwaps("    x = f(a, g(b, c), 'x,y', k=1)"), ["    x = f(g(b, c), a, 'x,y', k=1)", "    x = f(a, 'x,y', g(b, c), k=1)", "    x = f(a, g(c, b), 'x,y', k=1)"]);
+    assert.deepEqual(argumentSwaps('    return re.sub(rule, replacement, word)  # f(a, b)'), ['    return re.sub(replacement, rule, word)  # f(a, b)', '    return re.sub(rule, word, replacement)  # f(a, b)']);
+    assert.deepEqual(argumentSwaps('    out = g(*xs, y) + h(a=1, b=2) + k(a, a)'), []);
+    assert.deepEqual(argumentSwaps('    def f(a, b):'), []);
+    assert.deepEqual(argumentSwaps('    if (a, b) == c:'), []);
+    assert.deepEqual(argumentSwaps('    return [(a, b)]'), []);
+    // A call that goes on past the line, and a string that holds a bracket or an escaped quote.
+    assert.deepEqual(argumentSwaps('    ik = _process(ik, namespaces, sep,'), []);
+    assert.deepEqual(argumentSwaps("    s = f('(\\')', x)"), ["    s = f(x, '(\\')')"]);
+    // A bracket's own `(` after a subscript or a call is a call.
+    assert.deepEqual(argumentSwaps('    h[0](a, b)'), ['    h[0](b, a)']);
   });
 
   it('lists at most CANDS_MAX variants without repeats; tw-cands prints the line cut, then each change in a few characters of context', () => {
@@ -74,6 +89,52 @@ describe('train/line-candidates: tw-cands variants and the candidate form', () =
       assert.equal(st.line, fc.originalLine);
       assert.equal(st.stray, false);
     }
+  });
+
+  it('an episode walks past suspects whose line has no variants to the bug, tries each line that has some, and fits the turn budget', () => {
+    // Suspect 1 (an append) has no variants, suspect 2 has one, the bug is suspect 3.
+    const c: FixCase = {
+      ...fc,
+      line: 14,
+      mutatedLine: '        return total * 2',
+      originalLine: '        return total * 3',
+      suspects: ['src/books/_core/ledger.py:11: self.rows.append((amount, note))', 'src/books/_core/ledger.py:12: if ready:', 'src/books/_core/ledger.py:14: return total * 2'],
+    };
+    for (let s = 0; s < 20; s++) {
+      const ep = candidateEpisode(seededRandom(s), c)!;
+      assert.equal(ep.kind, 'episode-cands-lower');
+      const acts = ep.segments.filter((x) => x.role === 'agent').map((x) => x.text);
+      const obs = ep.segments.filter((x) => x.role === 'obs').map((x) => x.text);
+      assert.deepEqual(acts.slice(0, 3), ['tw-suspects -n', 'tw-cands 1', 'tw-cands 2'], 'straight on from a line without variants');
+      assert.match(obs[1], /no one-token variants of this line$/);
+      assert.equal(acts[3], candidateAttempt(2, 1), "suspect 2's only variant, tried");
+      assert.deepEqual(acts.slice(-3), ['tw-cands 3', candidateFix(c), 'submit']);
+      assert.ok(acts.length - 1 <= CANDS_MAX_TURNS, 'the fix within the budget');
+      const st = { line: c.mutatedLine, stray: false };
+      for (let i = 0; i < acts.length - 1; i++) assert.equal(simulateTurn(st, c, acts[i]), obs[i], acts[i]);
+      assert.equal(st.line, c.originalLine);
+    }
+    // Four suspects with variants above the bug cannot each be tried and the fix written within the budget.
+    const deep = { ...c, suspects: [...Array.from({ length: 4 }, (_, i) => `src/books/_core/ledger.py:${20 + i}: x${i} = f(a)`), c.suspects[2]] };
+    assert.equal(candidateEpisode(seededRandom(1), deep), undefined);
+  });
+
+  it('the warm start with noSed draws no sed-form example at all: no path, no sed, a case without a numbered form drawn again', async () => {
+    const cases = await syntheticCases(seededRandom(3), 6);
+    const r = seededRandom(5);
+    let none = 0;
+    for (let i = 0; i < 300; i++) {
+      const d = drawDemonstration(r, cases[i % cases.length], { curriculum: 0.3, loopShare: 0.6, candsShare: 0.8, noSed: true });
+      if (!d) {
+        none++;
+        continue;
+      }
+      for (const a of d.segments.filter((x) => x.role === 'agent')) assert.ok(!/\bsed\b|\.py\b/.test(a.text), `${d.kind}: ${a.text}`);
+    }
+    assert.ok(none < 150, `${none} of 300 draws without a numbered form`);
+    // The same draws without noSed write sed commands.
+    const r2 = seededRandom(5);
+    assert.ok(Array.from({ length: 100 }, (_, i) => drawDemonstration(r2, cases[i % cases.length], { curriculum: 0.3, loopShare: 0.6 })).some((d) => d.segments.some((x) => x.role === 'agent' && x.text.startsWith('sed '))));
   });
 
   it('simulation: tw-apply of another variant fails and is put back; of another suspect is a stray edit; a variant or suspect not listed is refused', () => {

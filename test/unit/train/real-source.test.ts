@@ -104,7 +104,7 @@ describe('train/real-source: fix cases from real Python source', function () {
       assert.ok(sedRestores(c.fix, c), `${c.fix} restores ${c.originalLine.trim()}`);
       const fix = numberedFix(c);
       assert.ok(fix && numberedRestores(fix, c), `${fix} restores ${c.originalLine.trim()}`);
-      assert.match(c.failing[0], /^tests\/test_(books|ledger)\.py::test_\w+$/);
+      assert.match(c.failing[0], /^(tests\/|test\/)?test_(books|ledger)\.py::(\w+::)?test_\w+(\[[\w-]+\])?$/);
       // The numbered episode names no path in any action.
       const ep = numberedEpisode(seededRandom(c.line), c);
       if (ep) for (const s of ep.segments) if (s.role === 'agent') assert.ok(!s.text.includes('.py'), s.text);

@@ -15,6 +15,8 @@ export const LABEL = {
   /** Set on snapshot images: the workspace content hash. */
   snapshot: 'turnwise.snapshot',
   workspace: 'turnwise.workspace',
+  /** The sandbox pool that started a container (several pools may serve one run in one process). */
+  pool: 'turnwise.pool',
 } as const;
 
 /** Start time of a process in clock ticks since boot, or undefined where /proc is missing. */

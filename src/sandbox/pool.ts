@@ -1,10 +1,13 @@
 // SandboxPool: the entry point rollouts use. Keeps N containers per snapshot started ahead
 // of need (refilled in the background), spreads containers over one or more engines by free
 // capacity, and hands out each container once: a used sandbox is removed, never reused.
+import { randomBytes } from 'node:crypto';
 import type Docker from 'dockerode';
 import { TurnwiseError } from '../core/errors';
 import { DockerSandbox, type StartOptions } from './container';
 import { connectEngine, engineInfo, type EngineTarget } from './engine';
+import { isGoneOrGoing } from './errors';
+import { LABEL, ownerId } from './owner';
 import { ensureLanguageImage, sandboxLanguageFor, type BuildProgress } from './images';
 import { buildSnapshot, type Snapshot, type SnapshotOptions } from './snapshot';
 import type { SandboxLimits } from './types';
@@ -97,6 +100,10 @@ export class SandboxPool implements AsyncDisposable {
   private readonly waiters: (() => void)[] = [];
   private rr = 0;
   private closed = false;
+  /** Starts and removals under way; close() waits for them, so nothing of the pool outlives it. */
+  private readonly inflight = new Set<Promise<unknown>>();
+  /** The `turnwise.pool` label of this pool's containers: close() sweeps by it (and by owner). */
+  readonly poolId = randomBytes(6).toString('hex');
 
   private constructor(private readonly opts: PoolOptions, engines: PoolEngine[]) {
     this.engines = engines;
@@ -200,12 +207,24 @@ export class SandboxPool implements AsyncDisposable {
       return sb;
     }
     const sb = await this.startOn(snapshot, opts.rollout);
+    if (this.closed) {
+      // close() ran while this start returned: it no longer sees this sandbox.
+      await this.track(sb.dispose().catch(() => undefined));
+      throw new TurnwiseError('sandbox-failed', 'the sandbox pool is closed', { hint: 'acquire sandboxes before closing the pool' });
+    }
     this.lease(sb, opts.rollout);
     if (set) this.refill(snapshot);
     return sb;
   }
 
-  /** Removes every container of this pool (warm and leased). */
+  /**
+   * Removes every container of this pool (warm, leased and still starting) and resolves once
+   * the engines hold none: the known sandboxes are disposed, then every container carrying
+   * this pool's label and this process's owner label is removed (one that is still booting, or
+   * whose removal failed under load), starts under way are awaited, and the sweep runs again
+   * for a creation that landed meanwhile. A process that exits right after close() leaves
+   * nothing for the reaper.
+   */
   async close(): Promise<void> {
     this.closed = true;
     // Acquires waiting for a slot wake up, see the pool closed and reject (they hung forever).
@@ -216,8 +235,50 @@ export class SandboxPool implements AsyncDisposable {
       s.target = 0;
     }
     await Promise.all(all.map((sb) => sb.dispose().catch(() => undefined)));
-    // Containers still starting dispose themselves when they come up (see refill).
-    while ([...this.warmSets.values()].some((s) => s.starting > 0)) await new Promise((r) => setTimeout(r, 20));
+    await this.sweep();
+    // A start under way either fails (its container was just removed) or sees the pool closed
+    // and disposes what it made; a create the engine answers late lands here too.
+    const deadline = Date.now() + 60_000;
+    while (this.inflight.size && Date.now() < deadline) {
+      await Promise.race([Promise.allSettled([...this.inflight]), new Promise((r) => setTimeout(r, 1000))]);
+    }
+    await this.sweep();
+  }
+
+  /** Force-removes this pool's containers on every engine (by label), until none is listed or 15 s pass. */
+  private async sweep(): Promise<void> {
+    const filters = { label: [`${LABEL.pool}=${this.poolId}`, `${LABEL.owner}=${ownerId()}`] };
+    await Promise.all(
+      this.engines.map(async (e) => {
+        const deadline = Date.now() + 15_000;
+        for (let attempt = 0; ; attempt++) {
+          let left: Docker.ContainerInfo[];
+          try {
+            left = await e.docker.listContainers({ all: true, filters });
+          } catch {
+            return; // the engine went away: the reaper removes what it held at the next start
+          }
+          if (!left.length || Date.now() > deadline) return;
+          await Promise.all(
+            left.map((c) =>
+              e.docker
+                .getContainer(c.Id)
+                .remove({ force: true })
+                .catch((err: unknown) => (isGoneOrGoing(err) ? undefined : err)),
+            ),
+          );
+          // Removal under way (the engine's own auto-remove, 409) or refused under load: look again.
+          await new Promise((r) => setTimeout(r, Math.min(50 * 2 ** attempt, 1000)));
+        }
+      }),
+    );
+  }
+
+  private track<T>(p: Promise<T>): Promise<T> {
+    this.inflight.add(p);
+    const done = () => this.inflight.delete(p);
+    p.then(done, done);
+    return p;
   }
 
   [Symbol.asyncDispose](): Promise<void> {
@@ -276,11 +337,15 @@ export class SandboxPool implements AsyncDisposable {
     }
   }
 
-  private async startOn(snapshot: PoolSnapshot | string, rollout?: string): Promise<DockerSandbox> {
+  private startOn(snapshot: PoolSnapshot | string, rollout?: string): Promise<DockerSandbox> {
+    return this.track(this.startOnEngine(snapshot, rollout));
+  }
+
+  private async startOnEngine(snapshot: PoolSnapshot | string, rollout?: string): Promise<DockerSandbox> {
     const i = await this.waitForSlot();
     const e = this.engines[i];
     const image = typeof snapshot === 'string' ? snapshot : snapshot.images[i];
-    const start: StartOptions = { image, run: this.opts.run, rollout, limits: this.opts.limits, tmpfsBytes: this.opts.tmpfsBytes };
+    const start: StartOptions = { image, run: this.opts.run, rollout, limits: this.opts.limits, tmpfsBytes: this.opts.tmpfsBytes, labels: { [LABEL.pool]: this.poolId } };
     let sb: DockerSandbox;
     try {
       sb = await DockerSandbox.start(e.docker, e.target, start);
@@ -312,7 +377,7 @@ export class SandboxPool implements AsyncDisposable {
         (sb) => {
           set.starting--;
           set.failures = 0;
-          if (this.closed || set.ready.length >= set.target) void sb.dispose().catch(() => undefined);
+          if (this.closed || set.ready.length >= set.target) void this.track(sb.dispose().catch(() => undefined));
           else set.ready.push(sb);
         },
         (err) => {

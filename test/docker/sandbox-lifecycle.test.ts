@@ -79,7 +79,7 @@ describe('sandbox lifecycle (docker)', function () {
   });
 
   after(async () => {
-    for (const run of [RUN, `${RUN}-a`, `${RUN}-b`, `${RUN}-kill`, `${RUN}-term`, `${RUN}-tcp`]) await reapOrphans(docker, target, { run, all: true });
+    for (const run of [RUN, `${RUN}-a`, `${RUN}-b`, `${RUN}-kill`, `${RUN}-term`, `${RUN}-tcp`, `${RUN}-close`]) await reapOrphans(docker, target, { run, all: true });
     fs.rmSync(ws, { recursive: true, force: true });
   });
 
@@ -142,6 +142,32 @@ describe('sandbox lifecycle (docker)', function () {
       await b.close();
     }
     assert.equal((await containersOf(docker, `${RUN}-b`)).length, 0);
+  });
+
+  it('close() while sandboxes are still starting: when it resolves, the engine holds none of the pool\'s containers', async () => {
+    const run = `${RUN}-close`;
+    const pool = await SandboxPool.connect({ run, warm: 0 });
+    pool.warm(snapImage, 2);
+    // Acquires under way (created, booting, or not yet created) when close() is called.
+    const acquires = [0, 1, 2].map((i) => pool.acquire(snapImage, { rollout: `r${i}` }).then(() => 'started', (e: Error) => e.message));
+    await new Promise((r) => setTimeout(r, 150));
+    // A container of this pool that the pool no longer knows (one whose removal failed under
+    // load): carrying the pool's and this process's labels, close() finds and removes it.
+    const stray = await docker.createContainer({
+      Image: snapImage,
+      Cmd: ['sleep', '600'],
+      Labels: { [LABEL.run]: run, [LABEL.pool]: pool.poolId, [LABEL.owner]: ownerId(), [LABEL.host]: os.hostname() },
+      HostConfig: { NetworkMode: 'none' },
+    });
+    await stray.start();
+    await pool.close();
+    // No waiting: close() itself guarantees it (a process exits right after it).
+    assert.deepEqual((await containersOf(docker, run)).map((c) => `${c.Names.join(',')} ${c.State}`), []);
+    const outcomes = await Promise.all(acquires);
+    for (const o of outcomes) assert.ok(o === 'started' || /closed|shutting down|disposed|removed|stopped|sandbox/i.test(o), o);
+    // Nothing more lands afterwards either (a create the engine answered late).
+    await new Promise((r) => setTimeout(r, 1000));
+    assert.equal((await containersOf(docker, run)).length, 0);
   });
 
   it('after SIGKILL of the owning process, a new start leaves zero of its containers', async () => {

@@ -65,11 +65,16 @@ export function summarizeEval(trajs: readonly Trajectory[]): EvalSummary {
  * iteration: every evaluation of a run draws the same random numbers, so a change in the held-out
  * rate between iterations comes from the policy, not from new sampling noise.
  */
-export async function evaluateTasks(
-  rig: EvalRig,
-  tasks: readonly Task[],
-  o: { iteration: number; seed: number; config: TrainConfig; checkpoint: string; signal?: AbortSignal; onEpisode?: (t: Trajectory) => void; samples?: number },
-): Promise<RolloutResult> {
+export interface EvaluateOptions {
+  iteration: number;
+  seed: number;
+  config: TrainConfig;
+  checkpoint: string;
+  signal?: AbortSignal;
+  onEpisode?: (t: Trajectory) => void;
+}
+
+export async function evaluateTasks(rig: EvalRig, tasks: readonly Task[], o: EvaluateOptions & { samples?: number }): Promise<RolloutResult> {
   const jobs: EpisodeJob[] = o.samples
     ? // k sampled episodes per task, seeded by (task, k) only: every evaluation draws the same numbers.
       tasks.flatMap((task, i) =>
@@ -84,6 +89,34 @@ export async function evaluateTasks(
   // Episodes still run concurrently; on CPU, batching saved little here (mean batch ~1.1). A
   // batch of one is always full, so the run's batchWaitMs never holds it.
   return runRollouts(jobs, { ...rolloutOptions(rig, o.config, o.checkpoint, o.iteration, o.signal, o.onEpisode), model, maxBatch: 1 });
+}
+
+/**
+ * An evaluation as every caller makes it (a run's held-out evaluations, `turnwise eval`): one
+ * greedy episode per task, then `samples` sampled ones each, so that two evaluations of the same
+ * tasks and seed pair episode by episode. Undefined when `signal` stopped it (an episode cut by
+ * the signal ends in an error; the stop itself is not one): the episodes that finished before
+ * went to `onEpisode`.
+ */
+export async function evaluateGreedyThenSampled(
+  rig: EvalRig,
+  tasks: readonly Task[],
+  o: EvaluateOptions & { samples: number },
+): Promise<{ greedy: Trajectory[]; sampled: Trajectory[] } | undefined> {
+  const { samples, ...base } = o;
+  const stage = async (k?: number): Promise<Trajectory[] | undefined> => {
+    try {
+      const r = await evaluateTasks(rig, tasks, k ? { ...base, samples: k } : base);
+      return o.signal?.aborted ? undefined : r.trajectories;
+    } catch (e) {
+      if (o.signal?.aborted) return undefined;
+      throw e;
+    }
+  };
+  const greedy = await stage();
+  if (!greedy) return undefined;
+  const sampled = samples > 0 ? await stage(samples) : [];
+  return sampled && { greedy, sampled };
 }
 
 /**

@@ -110,6 +110,12 @@ export interface TrainConfig {
    * the same across iterations (common random numbers); 0: greedy episodes only.
    */
   evalSamples: number;
+  /**
+   * Time budget in minutes, counted from the first RL iteration of each start of the run: once an
+   * iteration ends and another as long as the slowest so far would pass it, that iteration is
+   * evaluated and the run stops (state stopped, resumable). 0: none.
+   */
+  maxMinutes: number;
   /** The run's random seed: rollout sampling, task order per iteration, minibatches, replay draws. */
   seed: number;
   /**
@@ -175,6 +181,7 @@ export const TRAIN_DEFAULTS: TrainConfig = {
   reward: { ...DEFAULT_REWARD_WEIGHTS },
   evalEvery: 1,
   evalSamples: 0,
+  maxMinutes: 0,
   seed: 0,
   taskSeed: 0,
   executionProvider: 'auto',
@@ -281,6 +288,7 @@ function resolveFields(given: Record<string, unknown>, source: string): TrainCon
   checkNumber('maxActionTokens', c.maxActionTokens, 8, 512, true);
   checkNumber('evalEvery', c.evalEvery, 0, 100_000, true);
   checkNumber('evalSamples', c.evalSamples, 0, 64, true);
+  checkNumber('maxMinutes', c.maxMinutes, 0, 1_000_000);
   checkNumber('batchWaitMs', c.batchWaitMs, 0, 60_000, true);
   checkNumber('seed', c.seed, 0, 2 ** 32 - 1, true);
   checkNumber('taskSeed', c.taskSeed, 0, 2 ** 32 - 1, true);

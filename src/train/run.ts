@@ -39,7 +39,7 @@ import { sampledPassAtKT, type PassAtKT } from './pass-at-k';
 import { actionLogpShift, packMinibatches, sameOutcomeAdvantageShare, turnTokenRows, updateRows, weightNegativeAdvantages, type ReplayRows } from './rows';
 import { episodeMetrics, jsonSafe } from './metrics';
 import { checkActionRoom, openRig, rolloutOptions, type Rig } from './rig';
-import { evaluateTasks } from './evaluate';
+import { evaluateGreedyThenSampled } from './evaluate';
 
 export interface TrainRunOptions {
   config: TrainConfig;
@@ -59,7 +59,8 @@ export interface TrainRunResult {
   runDir: string;
   runId: string;
   metrics: MetricsRow[];
-  state: 'finished' | 'stopped';
+  /** stopped: by the signal; out-of-time: the config's maxMinutes ended it after an evaluated iteration (resumable). */
+  state: 'finished' | 'stopped' | 'out-of-time';
   /** Iterations this call completed (0 for a resume that found nothing to do). */
   newIterations: number;
 }
@@ -257,8 +258,8 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
     const replaySource = c.replayCoef > 0 && rig.codec ? await ReplaySource.create(rig.codec, seedOf(c.seed, 'replay-pool')) : undefined;
 
     const evalDue = (n: number) => n === 0 || n === c.iterations || (c.evalEvery > 0 && n % c.evalEvery === 0);
-    const runEval = async (n: number): Promise<{ m: Record<string, number>; trajs: Trajectory[]; passAtKT?: PassAtKT }> => {
-      if (!heldout.length || !evalDue(n)) return { m: {}, trajs: [] };
+    const runEval = async (n: number, due = evalDue(n)): Promise<{ m: Record<string, number>; trajs: Trajectory[]; passAtKT?: PassAtKT }> => {
+      if (!heldout.length || !due) return { m: {}, trajs: [] };
       const total = heldout.length * (1 + c.evalSamples);
       emit({ type: 'phase', iteration: n, phase: 'eval', done: 0, total });
       const t0 = Date.now();
@@ -275,18 +276,13 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
           emitEpisode(emit, n, t);
         },
       };
-      // Held-out episodes decode greedily: pass@1 of the policy's best guess.
-      const res = await evaluateTasks(rig!, heldout, base);
+      // Greedy episodes give pass@1 of the policy's best guess; sampled ones estimate the success
+      // rate of the policy RL actually changes.
+      const res = await evaluateGreedyThenSampled(rig!, heldout, { ...base, samples: c.evalSamples });
       check();
-      let m = episodeMetrics('heldout/', res.trajectories);
-      let trajs = res.trajectories;
-      if (c.evalSamples > 0) {
-        // Sampled ones estimate the success rate of the policy RL actually changes.
-        const s = await evaluateTasks(rig!, heldout, { ...base, samples: c.evalSamples });
-        check();
-        m = { ...m, ...episodeMetrics('heldout/sampled/', s.trajectories) };
-        trajs = [...trajs, ...s.trajectories];
-      }
+      if (!res) throw new Stopped();
+      const m = { ...episodeMetrics('heldout/', res.greedy), ...(c.evalSamples > 0 ? episodeMetrics('heldout/sampled/', res.sampled) : {}) };
+      const trajs = [...res.greedy, ...res.sampled];
       const failedEval = trajs.filter(unscored);
       if (failedEval.length && n > 0) log(`${failedEval.length} of ${trajs.length} held-out episodes of iteration ${n} failed or could not be scored and are left out of its held-out metrics (first: ${whyUnscored(failedEval[0])})`, 'warn');
       // PASS@(k,T) of the sampled episodes: in the iteration's event (metrics rows stay flat numbers).
@@ -294,9 +290,12 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
       return { m: { ...m, 'time/eval_s': (Date.now() - t0) / 1000 }, trajs, ...(passKT ? { passAtKT: passKT } : {}) };
     };
 
+    // The longest held-out evaluation so far: part of what the time budget expects of an iteration.
+    let evalMs = 0;
     if (last < 0) {
       // Iteration 0: the starting checkpoint, evaluated on the held-out tasks.
       const ev = await runEval(0);
+      evalMs = (ev.m['time/eval_s'] ?? 0) * 1000;
       const failedEval = ev.trajs.filter(unscored);
       if (ev.trajs.length && failedEval.length === ev.trajs.length) {
         // An evaluation that cannot run would make every later one a row of "—": stop with its reason.
@@ -314,6 +313,10 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
       run.writeStatus({ state: 'running', pid: process.pid, iterations: c.iterations, lastCompleteIteration: last });
     }
 
+    // The time budget (maxMinutes): counted from here, at each start of the run.
+    const budgetEnd = c.maxMinutes > 0 ? Date.now() + c.maxMinutes * 60_000 : Infinity;
+    let slowestMs = 0;
+    let outOfTime = false;
     for (let n = last + 1; n <= c.iterations; n++) {
       check();
       const it0 = Date.now();
@@ -413,7 +416,15 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
       // Checkpoint, evaluation, then the marker that commits the iteration.
       await saveRunCheckpoint(rig, run.checkpointDir(n));
       emit({ type: 'checkpoint-written', iteration: n, path: run.checkpointDir(n) });
-      const ev = await runEval(n);
+      // The budget's last iteration: another as long as the slowest so far (an evaluation
+      // included) would pass it. It is evaluated whatever evalEvery says, so the run ends on a
+      // held-out measurement.
+      const workMs = Date.now() - it0;
+      outOfTime = n < c.iterations && Date.now() + evalMs + Math.max(slowestMs, workMs + evalMs) > budgetEnd;
+      const e0 = Date.now();
+      const ev = await runEval(n, evalDue(n) || outOfTime);
+      if (ev.trajs.length) evalMs = Math.max(evalMs, Date.now() - e0);
+      slowestMs = Math.max(slowestMs, Date.now() - it0);
       run.writeTrajectories(n, 'train', trajs);
       if (ev.trajs.length) run.writeTrajectories(n, 'heldout', ev.trajs);
       const advs = scored.flatMap((t) => t.turns.map((x) => x.advantage ?? 0));
@@ -460,6 +471,13 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
       last = n;
       run.writeStatus({ state: 'running', pid: process.pid, iterations: c.iterations, lastCompleteIteration: last });
       emit({ type: 'iteration-finished', iteration: n, metrics: row, ...(ev.passAtKT ? { pass_at_k_t: ev.passAtKT } : {}) });
+      if (outOfTime) {
+        run.writeStatus({ state: 'stopped', iterations: c.iterations, lastCompleteIteration: last });
+        const reason = `its time budget of ${c.maxMinutes} min would pass during another iteration (maxMinutes); resume it to go on`;
+        log(`stopping after iteration ${n}: ${reason}`);
+        emit({ type: 'run-stopped', lastCompleteIteration: last, reason });
+        return { runDir: run.dir, runId, metrics: run.readMetrics(), state: 'out-of-time', newIterations: last - startedAt };
+      }
     }
     run.writeStatus({ state: 'finished', iterations: c.iterations, lastCompleteIteration: last });
     emit({ type: 'run-finished', iterations: c.iterations, runDir: run.dir });

@@ -26,9 +26,6 @@ import { TRANSFER_PANEL, type TransferRepo } from './transfer-panel';
 import { connectRunPool, DEMO_SETTINGS, resolveTrainConfig, TRAIN_DEFAULTS, type TrainConfig } from './config';
 import { FIXABLE_OPERATORS } from './demonstrations';
 import { trainRun } from './run';
-import { evaluateTasks, runEvalTarget } from './evaluate';
-import { openRig } from './rig';
-import { detectRunner } from '../tasks/runners';
 
 const execFileP = promisify(execFile);
 
@@ -212,26 +209,7 @@ export interface TransferOptions {
 }
 
 /** Config fields the bench sets itself per repository. */
-export const TRANSFER_CONTROLLED_FIELDS = ['workspace', 'model', 'taskSource', 'tasksFile', 'estimator'] as const;
-
-/**
- * The held-out episodes of a run's last checkpoint, made as the run's own evaluations are (its
- * settings and seed: greedy, then evalSamples sampled per task), so they pair with its earlier
- * evaluations: what `turnwise eval --run` does.
- */
-async function evaluateLastCheckpoint(runDir: string, language: string): Promise<Trajectory[]> {
-  const target = runEvalTarget(runDir, { split: 'heldout' });
-  const c = target.config;
-  const rig = await openRig({ runId: `transfer-eval-${process.pid}`, workspace: c.workspace, language, checkpoint: target.checkpoint, config: c });
-  try {
-    const o = { iteration: target.iteration, seed: c.seed, config: c, checkpoint: target.checkpoint };
-    const greedy = await evaluateTasks(rig, target.tasks, o);
-    const sampled = c.evalSamples > 0 ? await evaluateTasks(rig, target.tasks, { ...o, samples: c.evalSamples }) : undefined;
-    return [...greedy.trajectories, ...(sampled?.trajectories ?? [])];
-  } finally {
-    await rig.close();
-  }
-}
+export const TRANSFER_CONTROLLED_FIELDS = ['workspace', 'model', 'taskSource', 'tasksFile', 'estimator', 'maxMinutes'] as const;
 
 export async function benchTransfer(o: TransferOptions): Promise<TransferResult> {
   const controlled = TRANSFER_CONTROLLED_FIELDS.filter((k) => o.config?.[k] !== undefined);
@@ -273,58 +251,34 @@ export async function benchTransfer(o: TransferOptions): Promise<TransferResult>
         }
       }
       res.tasks = readTaskFile(tasksFile).length;
-      const config = resolveTrainConfig({ ...repoSettings(repo, base, o.config), iterations, workspace, model, taskSource: 'file', tasksFile }, 'the transfer bench settings');
+      // The RL budget is the run's own (maxMinutes): no iteration starts that would pass it, and
+      // the last one is evaluated, so "after" is the end of RL.
+      const config = resolveTrainConfig({ ...repoSettings(repo, base, o.config), iterations, maxMinutes: minutes, workspace, model, taskSource: 'file', tasksFile }, 'the transfer bench settings');
       res.command_timeout_ms = config.commandTimeoutMs;
-      // The RL budget: no iteration starts once the minutes are spent (the last one's evaluation counts).
-      const stop = new AbortController();
-      const onAbort = () => stop.abort();
-      o.signal?.addEventListener('abort', onAbort);
-      let rlStart = 0;
-      let slowest = 0;
-      let prev = 0;
       log(`${repo.name}: ${res.tasks} tasks; ${iterations ? `evaluating, then RL for up to ${iterations} iterations or ${minutes} min` : 'evaluating the starting policy (no RL)'}`);
       const r = await trainRun({
         config,
         runsRoot,
         name: `transfer-${repo.name}`,
-        signal: stop.signal,
+        signal: o.signal,
         onEvent: (e) => {
           o.onEvent?.(e, repo.name);
           if (e.type === 'run-started') {
             res.train_tasks = e.trainTasks;
             res.heldout_tasks = e.heldoutTasks;
           }
-          if (e.type === 'iteration-finished') {
-            const now = Date.now();
-            if (e.iteration === 0) rlStart = now;
-            else slowest = Math.max(slowest, now - prev);
-            prev = now;
-            if (e.iteration > 0 && now - rlStart + slowest > minutes * 60_000) {
-              log(`${repo.name}: RL budget of ${minutes} min reached after iteration ${e.iteration}`);
-              stop.abort();
-            }
-          }
         },
       });
-      o.signal?.removeEventListener('abort', onAbort);
+      if (r.state === 'out-of-time') log(`${repo.name}: RL budget of ${minutes} min reached after iteration ${RunDir.open(r.runDir).lastCompleteIteration()}`);
       res.run_dir = r.runDir;
       const run = RunDir.open(r.runDir);
       const evals = r.metrics.filter((m) => typeof m['heldout/resolved'] === 'number').map((m) => m.iteration);
       if (evals.length) {
         const first = run.readTrajectories(evals[0], 'heldout');
         res.before = heldoutScore(first, res.heldout_tasks);
-        let lastIt = evals[evals.length - 1];
-        let last = lastIt > 0 ? run.readTrajectories(lastIt, 'heldout') : [];
-        // The budget stopped the run after an iteration that did not evaluate (evalEvery 0 or
-        // more than 1): its last checkpoint is evaluated here as the run evaluates, so "after"
-        // is the end of RL, not an earlier evaluation or none.
-        const done = run.lastCompleteIteration();
-        if (done > lastIt && !o.signal?.aborted) {
-          log(`${repo.name}: evaluating the last checkpoint (iteration ${done})`);
-          last = await evaluateLastCheckpoint(r.runDir, detectRunner(workspace).language);
-          lastIt = done;
-        }
+        const lastIt = evals[evals.length - 1];
         if (lastIt > 0) {
+          const last = run.readTrajectories(lastIt, 'heldout');
           res.after = heldoutScore(last, res.heldout_tasks);
           const c = compareEvaluations(first, last);
           res.paired = { greedy: c.greedy, sampled: c.sampled };

@@ -1,12 +1,14 @@
-// Docker tier: `bench transfer` with an RL budget that ends before the run's next evaluation
-// (evalEvery 0): the bench evaluates the last checkpoint itself, as the run evaluates, so the
-// "after" figures are the end of RL and pair episode by episode with the "before" ones. The
+// Docker tier: `bench transfer` with an RL budget that ends before the run's next scheduled
+// evaluation (evalEvery 0): the run's own time budget (maxMinutes) evaluates its last iteration
+// and stops there, so the "after" figures are the end of RL and pair episode by episode with the
+// "before" ones. The
 // panel's first repository is stood in for by the demo workspace, unpacked in a cache of the
 // test's own (the bench reads an unpacked tree whose stamp matches and fetches nothing).
 import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { RunDir } from '../../src/core/run';
 import { benchTransfer } from '../../src/train/transfer';
 import { TRANSFER_PANEL } from '../../src/train/transfer-panel';
 
@@ -24,7 +26,7 @@ describe('docker: bench transfer, an RL budget that stops between evaluations', 
   });
   after(() => fs.rmSync(cache, { recursive: true, force: true }));
 
-  it('evaluates the last checkpoint when the budget stops the run after an iteration that did not evaluate', async () => {
+  it('the budget (the run\'s maxMinutes) stops the run after an iteration evalEvery would not evaluate, and that iteration is evaluated', async () => {
     const log: string[] = [];
     const r = await benchTransfer({
       model: path.join(root, 'models', 'turnwise-tiny'),
@@ -38,7 +40,14 @@ describe('docker: bench transfer, an RL budget that stops between evaluations', 
     assert.equal(res.error, undefined, res.error);
     assert.ok(res.heldout_tasks >= 1);
     assert.equal(res.rl_iterations, 1, 'the budget stopped the run after its first RL iteration');
-    assert.ok(log.some((m) => m.includes('evaluating the last checkpoint (iteration 1)')), log.join('\n'));
+    assert.ok(log.some((m) => m.includes('RL budget of 0.001 min reached after iteration 1')), log.join('\n'));
+    // The run itself ended on an evaluation: iteration 1's held-out episodes are in its directory,
+    // and it says stopped (resumable), not finished.
+    const run = RunDir.open(res.run_dir!);
+    assert.equal(run.readStatus()?.state, 'stopped');
+    assert.equal(run.lastCompleteIteration(), 1);
+    assert.equal(run.readTrajectories(1, 'heldout').length, 2 * res.heldout_tasks);
+    assert.equal(typeof run.readMetrics()[1]['heldout/resolved'], 'number');
     assert.ok(res.before && res.after, 'before and after figures');
     assert.equal(res.after!.greedy.episodes, res.heldout_tasks);
     assert.equal(res.after!.sampled.episodes, res.heldout_tasks);

@@ -16,7 +16,7 @@ import { detectRunner } from '../../tasks/runners';
 import { passAtKT, passAtKTCorners, type PassAtKT } from '../../train/pass-at-k';
 import { DEMO_SETTINGS, readConfigFile, resolveTrainConfig, TRAIN_DEFAULTS, type TrainConfig } from '../../train/config';
 import { embeddedModelDir } from '../../train/embedded';
-import { evaluateTasks, runEvalTarget, summarizeEval } from '../../train/evaluate';
+import { evaluateGreedyThenSampled, runEvalTarget, summarizeEval } from '../../train/evaluate';
 import { openEndpointRig, openRig } from '../../train/rig';
 import { trainRun } from '../../train/run';
 import { compareEvaluations, episodeKind, type EvalComparison, type PairedChange } from '../../train/compare';
@@ -122,7 +122,7 @@ export function humanEventPrinter(io: CliIO): (e: RunEvent) => void {
         io.err(`run finished: ${e.runDir}`);
         break;
       case 'run-stopped':
-        io.err(`run stopped; iterations up to ${e.lastCompleteIteration} are kept (resume with --resume)`);
+        io.err(`run stopped (${e.reason}); iterations up to ${e.lastCompleteIteration} are kept (resume with --resume)`);
         break;
       default:
         break;
@@ -399,22 +399,10 @@ async function runEvaluation(args: ParsedArgs, io: CliIO): Promise<EvalEpisodes 
       io.err(`eval stopped: ${finished.length} of ${total} episodes had finished${out && finished.length ? `; they are in ${out}` : ''}`);
       return 130;
     };
-    const base = { iteration: 0, seed: c.seed, config: c, checkpoint: model, signal, onEpisode };
-    const evaluate = async (o: typeof base & { samples?: number }) => {
-      try {
-        return await evaluateTasks(rig, tasks, o);
-      } catch (e) {
-        // An episode cut by the signal ends with an error; the stop itself is not one.
-        if (signal.aborted) return undefined;
-        throw e;
-      }
-    };
-    const res = await evaluate(base);
-    if (!res || signal.aborted) return stopped();
-    const sampledRes = samples > 0 ? await evaluate({ ...base, samples }) : undefined;
-    if ((samples > 0 && !sampledRes) || signal.aborted) return stopped();
-    if (out) results([...res.trajectories, ...(sampledRes?.trajectories ?? [])], true);
-    return { greedy: res.trajectories, sampled: sampledRes?.trajectories ?? [], model, taskCount: tasks.length, samples, ...(out ? { out } : {}) };
+    const res = await evaluateGreedyThenSampled(rig, tasks, { iteration: 0, seed: c.seed, config: c, checkpoint: model, signal, onEpisode, samples });
+    if (!res) return stopped();
+    if (out) results([...res.greedy, ...res.sampled], true);
+    return { greedy: res.greedy, sampled: res.sampled, model, taskCount: tasks.length, samples, ...(out ? { out } : {}) };
   } finally {
     dispose();
     await rig.close();

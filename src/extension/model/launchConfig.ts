@@ -48,6 +48,7 @@ export const SETTING_FOR_FIELD: { readonly [K in ConfigPath]: string } = {
   clipHigh: 'train.clipHigh',
   evalEvery: 'train.evalEvery',
   evalSamples: 'train.evalSamples',
+  maxMinutes: 'train.maxMinutes',
   seed: 'train.seed',
   temperature: 'policy.temperature',
   topP: 'policy.topP',

@@ -75,6 +75,7 @@ describe('extension: settings → launch config', () => {
       'train.replayRows': 2,
       'train.evalEvery': 0,
       'train.evalSamples': 3,
+      'train.maxMinutes': 45,
       'train.seed': 7,
       'policy.temperature': 0.7,
       'policy.topP': 0.9,

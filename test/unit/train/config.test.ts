@@ -125,6 +125,8 @@ describe('train/config: resolveTrainConfig', () => {
     ['seed', 2 ** 32, /"seed" must be an integer/],
     ['concurrency', Number.NaN, /"concurrency" must be an integer/],
     ['evalSamples', 65, /"evalSamples" must be an integer in \[0, 64\]/],
+    ['maxMinutes', -1, /"maxMinutes" must be a number in \[0, 1000000\], got -1/],
+    ['maxMinutes', '30', /"maxMinutes" must be a number .*got "30"/],
   ];
   for (const [field, value, problem] of ranges) {
     it(`${field} = ${JSON.stringify(value) ?? String(value)}: out of range, named`, () => refused({ [field]: value }, problem, new RegExp(`fix "${field}"`)));

@@ -155,6 +155,7 @@ function configFromArgs(args: ParsedArgs): TrainConfig {
   if (typeof v.estimator === 'string') given.estimator = v.estimator;
   if (v.iterations !== undefined) given.iterations = numberInRange(args, 'iterations', 1, { min: 0, integer: true });
   if (v['group-size'] !== undefined) given.groupSize = numberInRange(args, 'group-size', 4, { min: 1, integer: true });
+  if (v['max-minutes'] !== undefined) given.maxMinutes = numberInRange(args, 'max-minutes', 0, { min: 0 });
   if (v.seed !== undefined) given.seed = seedOption(args);
   if (typeof v.provider === 'string') given.executionProvider = v.provider;
   const c = resolveTrainConfig(given, file ?? 'the flags');
@@ -162,7 +163,7 @@ function configFromArgs(args: ParsedArgs): TrainConfig {
   return c;
 }
 
-const TRAIN_OPTIONS = valueOptions('config', 'workspace', 'resume', 'runs', 'tasks', 'task-source', 'model', 'estimator', 'iterations', 'group-size', 'seed', 'provider');
+const TRAIN_OPTIONS = valueOptions('config', 'workspace', 'resume', 'runs', 'tasks', 'task-source', 'model', 'estimator', 'iterations', 'group-size', 'max-minutes', 'seed', 'provider');
 
 /** The train flags a resume takes: the run, where runs are, and how many iterations to go to. */
 const RESUME_OPTIONS = new Set(['resume', 'runs', 'iterations']);
@@ -184,7 +185,7 @@ async function runTraining(c: TrainConfig, args: ParsedArgs, io: CliIO, name?: s
 export const trainCommand: CliCommand = {
   name: 'train',
   summary: 'a training run: tasks from the workspace, rollouts in sandboxes, advantages, policy updates, held-out evaluation',
-  usage: `[--config turnwise.json] [--workspace DIR] [--resume RUN] [--runs DIR] [--tasks FILE | --task-source mutation|failing-tests] [--model DIR] [--estimator ${ESTIMATOR_NAMES.join('|')}] [--iterations N] [--group-size G] [--seed S] ${PROVIDER_USAGE}`,
+  usage: `[--config turnwise.json] [--workspace DIR] [--resume RUN] [--runs DIR] [--tasks FILE | --task-source mutation|failing-tests] [--model DIR] [--estimator ${ESTIMATOR_NAMES.join('|')}] [--iterations N] [--group-size G] [--max-minutes M] [--seed S] ${PROVIDER_USAGE}`,
   options: TRAIN_OPTIONS,
   async run(args, io) {
     if (args.values.resume !== undefined) {

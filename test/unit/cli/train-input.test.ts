@@ -124,6 +124,18 @@ describe('cli: train input that is refused or applied, never ignored', function 
     assert.ok(!fs.existsSync(path.join(tmp, 'runs')) || fs.readdirSync(path.join(tmp, 'runs')).length === 0, 'no run directory');
   });
 
+  it('--max-minutes: a negative or non-numeric budget is a usage error; on a resume it is refused like the run\'s other settings', async () => {
+    for (const bad of ['-5', 'half']) {
+      const r = await cli(['train', '--workspace', WORKSPACE, `--max-minutes=${bad}`, '--runs', path.join(tmp, 'runs')]);
+      assert.equal(r.code, 2, r.out);
+      assert.match(r.out, /--max-minutes must be a number( at least 0)?, got "(-5|half)"/);
+    }
+    const run = finishedRun(tmp);
+    const r = await cli(['train', '--resume', run.dir, '--max-minutes', '30']);
+    assert.equal(r.code, 2, r.out);
+    assert.match(r.out, /cannot honour --max-minutes/);
+  });
+
   it('a turnwise.json that starts with a byte-order mark is read (its bad value is named, not an invisible character)', async () => {
     const ws = path.join(tmp, 'ws');
     fs.cpSync(WORKSPACE, ws, { recursive: true });

@@ -53,7 +53,7 @@ export function sandboxHelpers(language: Language): SandboxHelper[] {
     { name: 'tw-show K', does: "prints suspect K's file around its line (K: a number from the last tw-suspects, or path:line)" },
     { name: 'tw-tokens K', does: "prints the tokens of suspect K's line" },
     { name: "tw-edit K 'OLD' 'NEW'", does: "replaces OLD, text that occurs once on suspect K's line, by NEW; refuses anything else" },
-    { name: 'tw-cands K', does: "lists variants of suspect K's line (one token changed, or two arguments of a call swapped), numbered [J]" },
+    { name: 'tw-cands K', does: "lists suspect K's line with one token changed, or two arguments swapped, numbered [J]" },
     { name: 'tw-apply K J', does: 'writes variant J of tw-cands K to that line' },
   ];
 }

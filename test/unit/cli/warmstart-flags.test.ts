@@ -78,7 +78,7 @@ describe('cli: warmstart --model / --lora / --episodes', function () {
     fs.writeFileSync(b, tasks.slice(2).map((t, i) => JSON.stringify(ep(t.id, `b${i}`))).join('\n') + '\n');
     const held = splitTasks(tasks, 0.25, 0).heldout;
     const out = path.join(tmp, 'warm');
-    const r = await cli(['warmstart', '--model', model, '--lora', 'r=2,lora_alpha=4,target_modules=q_proj', '--episodes', a, b, '--tasks', tasksFile, '--out', out, '--minutes', '0.1', '--rows', '2', '--row-tokens', '1024', '--max-action-tokens', '16']);
+    const r = await cli(['warmstart', '--model', model, '--lora', 'r=2,lora_alpha=4,target_modules=q_proj', '--episodes', a, b, '--tasks', tasksFile, '--out', out, '--minutes', '0.1', '--rows', '2', '--row-tokens', '2048', '--max-action-tokens', '16']);
     assert.equal(r.code, 0, r.err);
     assert.match(r.err, new RegExp(`4 episode\\(s\\) read, 4 resolved: 3 of 3 task\\(s\\) are demonstrations; 1 of 1 held-out task\\(s\\) left out`));
     assert.ok(fs.existsSync(path.join(out, 'adapter_model.safetensors')));

@@ -168,7 +168,8 @@ export async function warmstart(o: WarmstartOptions): Promise<WarmstartResult> {
   const cEnd = o.curriculumEnd ?? 0.2;
   const wsShare = o.workspaceCases?.length ? (o.workspaceShare ?? 0.2) : 0;
   const loopShare = o.loopShare ?? 0;
-  const numberedShare = o.numberedShare ?? 0;
+  // With noSed every example is in the numbered form, and the simulated episodes are measured in it.
+  const numberedShare = o.noSed ? 1 : (o.numberedShare ?? 0);
   const realShare = o.realShare ?? 0;
   checkBudget(o);
 

@@ -59,6 +59,13 @@ describe('train/warmstart: the minutes budget', function () {
     assert.equal(rec.phases.at(-1).steps, 4);
   });
 
+  it('noSed: the closing evaluation measures simulated episodes in the numbered form, the only form it trains', async () => {
+    const out = path.join(tmp, 'model');
+    const r = await warmstart({ out, steps: 1, seed: 0, poolSize: 40, evalCases: 2, rows: 2, rowTokens: 128, evalEveryMin: 0, noSed: true, settings: { provider: 'cpu' } });
+    const last = r.log.at(-1)!;
+    assert.equal(typeof last.numbered_episode_fix, 'number', JSON.stringify(last));
+  });
+
   it('a time budget alone plans the schedule from the first steps and records it; no length at all is refused', async () => {
     const out = path.join(tmp, 'model');
     const r = await warmstart({ out, minutes: 0.25, seed: 0, poolSize: 40, evalCases: 2, rows: 2, rowTokens: 128, settings: { provider: 'cpu' } });

@@ -2,8 +2,9 @@
 // cases (docs/model-card-turnwise-tiny.md, "256 further held-out generated cases": --seed 9 --cases 256). Prints JSON:
 // exact (the demonstrated command), restores (a command that restores the line as GNU
 // sed would), rightLine, validSed; then simulated greedy episodes from the same point (evaluateEpisodes):
-// episodeFixed (bug line restored within 5 turns), episodeTurns, on the first --episode-cases.
-//   npx tsx docs/experiments/scripts/eval-fixes.ts [--model models/turnwise-tiny] [--seed 9] [--cases 256] [--episode-cases 64]
+// episodeFixed (bug line restored within 5 turns), episodeTurns, on the first --episode-cases,
+// in the sed form or (--form numbered) with the numbered tools, the form phases 7 to 9 train.
+//   npx tsx docs/experiments/scripts/eval-fixes.ts [--model models/turnwise-tiny] [--seed 9] [--cases 256] [--episode-cases 64] [--form sed|numbered]
 import { parseArgs } from 'node:util';
 import { loadCheckpoint } from '../../../src/policy/checkpoint';
 import { Policy } from '../../../src/policy/policy';
@@ -12,7 +13,8 @@ import { chatCodec } from '../../../src/train/chat';
 import { evalCasePool } from '../../../src/train/warmstart';
 import { evaluateEpisodes, evaluateFixes } from '../../../src/train/warmstart-eval';
 
-const { values } = parseArgs({ options: { model: { type: 'string', default: 'models/turnwise-tiny' }, seed: { type: 'string', default: '9' }, cases: { type: 'string', default: '256' }, 'episode-cases': { type: 'string', default: '64' } } });
+const { values } = parseArgs({ options: { model: { type: 'string', default: 'models/turnwise-tiny' }, seed: { type: 'string', default: '9' }, cases: { type: 'string', default: '256' }, 'episode-cases': { type: 'string', default: '64' }, form: { type: 'string', default: 'sed' } } });
+if (values.form !== 'sed' && values.form !== 'numbered') throw new Error(`--form is sed or numbered, got ${values.form}`);
 
 (async () => {
   const ck = loadCheckpoint(values.model!, { optimizer: false });
@@ -23,8 +25,8 @@ const { values } = parseArgs({ options: { model: { type: 'string', default: 'mod
     const cases = await evalCasePool(Number(values.seed), Number(values.cases));
     const codec = chatCodec(tok);
     const first = await evaluateFixes(policy, codec, cases);
-    const ep = await evaluateEpisodes(policy, codec, cases.slice(0, Number(values['episode-cases'])));
-    console.log(JSON.stringify({ model: values.model, seed: Number(values.seed), cases: cases.length, ...first, episodeFixed: ep.fixed, episodeTurns: ep.meanTurns }));
+    const ep = await evaluateEpisodes(policy, codec, cases.slice(0, Number(values['episode-cases'])), 5, undefined, values.form as 'sed' | 'numbered');
+    console.log(JSON.stringify({ model: values.model, seed: Number(values.seed), cases: cases.length, form: values.form, ...first, episodeFixed: ep.fixed, episodeTurns: ep.meanTurns }));
   } finally {
     await policy.dispose();
   }

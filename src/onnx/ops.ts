@@ -19,9 +19,11 @@ export function opTypes(g: Graph): Map<string, number> {
 
 /**
  * The ai.onnx operators with a kernel on each GPU provider, among those the graph builder can
- * emit (src/onnx/graph.ts), at the opset the graphs are written in (17). From ONNX Runtime's
- * registrations: docs/OperatorKernels.md's CUDAExecutionProvider table, and the kernel list of
- * onnxruntime/core/providers/webgpu/webgpu_execution_provider.cc.
+ * emit (src/onnx/graph.ts), at the opset the graphs are written in (17). CUDA's from ONNX
+ * Runtime's registrations (docs/OperatorKernels.md's CUDAExecutionProvider table); WebGPU's as
+ * ONNX Runtime 1.30's WebGPU provider places them (the webgpu test tier reads the placements of
+ * the training, prefill and decode graphs from the session log: every float op there is on the
+ * GPU; the Loop node and a few small shape ops stay on the CPU by ONNX Runtime's own choice).
  */
 export const PROVIDER_KERNELS: Record<'cuda' | 'webgpu', ReadonlySet<string>> = {
   cuda: new Set([
@@ -31,13 +33,14 @@ export const PROVIDER_KERNELS: Record<'cuda' | 'webgpu', ReadonlySet<string>> = 
     'ReduceSumSquare', 'Relu', 'Reshape', 'ScatterElements', 'ScatterND', 'Shape', 'Sigmoid', 'Sin', 'Slice', 'Softmax', 'Split', 'Sqrt',
     'Squeeze', 'Sub', 'Tanh', 'Transpose', 'Trilu', 'Unsqueeze', 'Where',
   ]),
-  // No Max/Min (element-wise), Mod, LogSoftmax, Loop, Identity, ConstantOfShape, ScatterND,
-  // ScatterElements, Trilu, And/Or; Range for float and int32 only.
+  // Not on WebGPU: Loop (control flow, run by the CPU provider), Mod, LogSoftmax,
+  // ConstantOfShape, Trilu, And/Or; Range for float and int32 only.
   webgpu: new Set([
     'Abs', 'Add', 'Cast', 'Clip', 'Concat', 'Cos', 'Div', 'Equal', 'Exp', 'Expand', 'Gather', 'GatherElements', 'Gemm', 'Greater',
-    'GreaterOrEqual', 'If', 'Less', 'LessOrEqual', 'Log', 'MatMul', 'Mul', 'Neg', 'Not', 'Pad', 'Pow', 'Reciprocal', 'ReduceMax',
-    'ReduceMean', 'ReduceMin', 'ReduceProd', 'ReduceSum', 'ReduceSumSquare', 'Relu', 'Reshape', 'Shape', 'Sigmoid', 'Sin', 'Slice',
-    'Softmax', 'Split', 'Sqrt', 'Squeeze', 'Sub', 'Tanh', 'Transpose', 'Unsqueeze', 'Where',
+    'GreaterOrEqual', 'Identity', 'If', 'Less', 'LessOrEqual', 'Log', 'MatMul', 'Max', 'Min', 'Mul', 'Neg', 'Not', 'Pad', 'Pow',
+    'Reciprocal', 'ReduceMax', 'ReduceMean', 'ReduceMin', 'ReduceProd', 'ReduceSum', 'ReduceSumSquare', 'Relu', 'Reshape',
+    'ScatterElements', 'ScatterND', 'Shape', 'Sigmoid', 'Sin', 'Slice', 'Softmax', 'Split', 'Sqrt', 'Squeeze', 'Sub', 'Tanh',
+    'Transpose', 'Unsqueeze', 'Where',
   ]),
 };
 

@@ -43,7 +43,8 @@ export type RunEvent =
     })
   | (Base & { type: 'checkpoint-written'; iteration: number; path: string })
   | (Base & { type: 'run-finished'; iterations: number; runDir: string })
-  | (Base & { type: 'run-stopped'; lastCompleteIteration: number; reason: string })
+  /** `outOfTime`: the run's time budget (maxMinutes) ended it after an evaluated iteration, not a signal. */
+  | (Base & { type: 'run-stopped'; lastCompleteIteration: number; reason: string; outOfTime?: true })
   | (Base & { type: 'run-failed'; error: { code: string; message: string; hint?: string } })
   | (Base & { type: 'log'; level: 'info' | 'warn'; message: string });
 

@@ -112,7 +112,7 @@ export class RunController implements vscode.Disposable {
       void vscode.window.showInformationMessage(`Turnwise: run ${name} finished${p.passRate !== undefined || p.heldoutPassRate !== undefined ? ` (${statusBarText(p).split('· ')[1] ?? ''})` : ''}.`, 'Show Reward Panel').then((c) => c && vscode.commands.executeCommand('turnwise.showRewardPanel', p.runId));
     } else if (p.state === 'stopped') {
       this.log.info(`run ${name} stopped`);
-      void vscode.window.showInformationMessage(`Turnwise: run ${name} stopped${p.lastFinished !== undefined ? ` after iteration ${p.lastFinished}` : ''}; resume it with "Turnwise: Resume Run".`);
+      void vscode.window.showInformationMessage(`Turnwise: run ${name} stopped${p.lastFinished !== undefined ? ` after iteration ${p.lastFinished}` : ''}${p.stopReason ? ` (${p.stopReason})` : ''}; resume it with "Turnwise: Resume Run".`);
     } else {
       const msg = (p.error?.message ?? describeFailure('the run', exit).message).replace(/^the run failed: /, '');
       this.log.error(`run ${name} failed: ${msg}${p.error?.hint ? ` (${p.error.hint})` : ''}`);

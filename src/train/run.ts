@@ -475,7 +475,7 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
         run.writeStatus({ state: 'stopped', iterations: c.iterations, lastCompleteIteration: last });
         const reason = `its time budget of ${c.maxMinutes} min would pass during another iteration (maxMinutes); resume it to go on`;
         log(`stopping after iteration ${n}: ${reason}`);
-        emit({ type: 'run-stopped', lastCompleteIteration: last, reason });
+        emit({ type: 'run-stopped', lastCompleteIteration: last, reason, outOfTime: true });
         return { runDir: run.dir, runId, metrics: run.readMetrics(), state: 'out-of-time', newIterations: last - startedAt };
       }
     }

@@ -17,6 +17,8 @@ export interface RunProgress {
   heldoutPassRate?: number;
   episodes: number;
   error?: { message: string; hint?: string };
+  /** Why a run that was not stopped by the user stopped (its time budget). */
+  stopReason?: string;
 }
 
 export const initialProgress = (): RunProgress => ({ state: 'starting', iteration: 0, episodes: 0 });
@@ -43,7 +45,7 @@ export function reduceProgress(p: RunProgress, e: RunEvent): RunProgress {
     case 'run-finished':
       return { ...p, state: 'finished', runDir: e.runDir };
     case 'run-stopped':
-      return { ...p, state: 'stopped', lastFinished: e.lastCompleteIteration };
+      return { ...p, state: 'stopped', lastFinished: e.lastCompleteIteration, ...(e.outOfTime ? { stopReason: e.reason } : {}) };
     case 'run-failed':
       return { ...p, state: 'failed', error: { message: e.error.message, hint: e.error.hint } };
     default:

@@ -121,6 +121,15 @@ describe('extension: run progress', () => {
     assert.equal(p.state, 'failed');
     assert.equal(p.error?.hint, 'do y');
   });
+
+  it('a run its time budget stopped keeps the reason; one the user stopped does not', () => {
+    const ev = (b: Parameters<typeof makeEvent>[1]) => makeEvent('r1', b);
+    const started = reduceProgress(initialProgress(), ev({ type: 'run-started', runDir: '/x', iterations: 9, trainTasks: 4, heldoutTasks: 1 }));
+    const budget = reduceProgress(started, ev({ type: 'run-stopped', lastCompleteIteration: 3, reason: 'its time budget of 30 min would pass', outOfTime: true }));
+    assert.deepEqual([budget.state, budget.lastFinished, budget.stopReason], ['stopped', 3, 'its time budget of 30 min would pass']);
+    const user = reduceProgress(started, ev({ type: 'run-stopped', lastCompleteIteration: 2, reason: 'stopped by the user' }));
+    assert.deepEqual([user.state, user.stopReason], ['stopped', undefined]);
+  });
 });
 
 describe('extension: reward panel data', () => {

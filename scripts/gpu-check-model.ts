@@ -1,11 +1,18 @@
 // For scripts/gpu-check.sh: writes a model folder at a bench shape (random BF16 weights) and
-// compares its logits on a GPU provider with the CPU's, over a prompt and through the KV cache.
+// compares its logits on a GPU provider with the CPU's, over a prompt and through the KV cache;
+// and, from each GPU provider's own session log, which nodes of the shape's prefill, decode
+// (one row and several), and LoRA training graphs it would run on the CPU.
 //   npx tsx scripts/gpu-check-model.ts --shape qwen2.5-0.5b --out DIR --providers cuda,webgpu
 import * as fs from 'node:fs';
 import { BENCH_SHAPES, randomWeights } from '../src/policy/bench-model';
 import { writeModelFolder } from '../src/policy/hf';
 import { loadPolicy } from '../src/policy';
 import { byteLevelTokenizerConfig, byteLevelTokenizerJson } from '../src/policy/tokenizer';
+import { toModelProto } from '../src/onnx';
+import { nodePlacements } from '../src/onnx/placements';
+import { buildStepGraph } from '../src/policy/graphs';
+import { LORA_MODULES } from '../src/policy/lora';
+import { buildTrainGraph } from '../src/policy/training';
 
 const arg = (name: string, fallback: string) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -30,12 +37,24 @@ const arg = (name: string, fallback: string) => {
     return { provider: got, logits, ids: greedy[0].tokenIds };
   };
   const cpu = await run('cpu');
+  const lora = { r: 16, lora_alpha: 32, use_rslora: false, target_modules: [...LORA_MODULES] };
+  const graphs = [
+    { name: 'prefill', bytes: toModelProto(buildStepGraph(config, 'prefill')) },
+    { name: 'decode', bytes: toModelProto(buildStepGraph(config, 'decode')) },
+    { name: 'decode, several rows', bytes: toModelProto(buildStepGraph(config, 'decode', undefined, 'all', true)) },
+    { name: 'LoRA training step', bytes: toModelProto(buildTrainGraph(config, { loss: 'ppo-token', batch: 1, seq: 1024, lora })) },
+  ];
   const results: Record<string, unknown> = {};
   for (const want of arg('providers', 'cuda,webgpu').split(',') as ('cuda' | 'webgpu')[]) {
     const g = await run(want);
     let max = 0;
     for (let i = 0; i < cpu.logits.length; i++) max = Math.max(max, Math.abs(cpu.logits[i] - g.logits[i]));
-    results[want] = { ran_on: g.provider, max_abs_logit_diff: max, greedy_ids_match: JSON.stringify(g.ids) === JSON.stringify(cpu.ids), ok: g.provider === want && max < 1e-2 };
+    const placements = nodePlacements(want, graphs).map((p) => {
+      const byOp: Record<string, number> = {};
+      for (const n of p.onCpu) byOp[n.split(' ')[0]] = (byOp[n.split(' ')[0]] ?? 0) + 1;
+      return { graph: p.graph, nodes: Object.values(p.providers).reduce((a, v) => a + v.count, 0), cpu_nodes: p.cpuNodes, cpu_ops: byOp, ...(p.error ? { error: p.error } : {}) };
+    });
+    results[want] = { ran_on: g.provider, max_abs_logit_diff: max, greedy_ids_match: JSON.stringify(g.ids) === JSON.stringify(cpu.ids), placements, ok: g.provider === want && max < 1e-2 && placements.every((p) => !p.error) };
   }
   process.stdout.write(JSON.stringify({ shape, folder: out, tokens: prompt.length, results }) + '\n');
 })().catch((e) => {

@@ -3,6 +3,8 @@
 // The verbose session log's node placements are read back.
 import { strict as assert } from 'node:assert';
 import { opsWithoutKernel, opTypes, parsePlacements } from '../../../src/onnx/ops';
+import { nodePlacements } from '../../../src/onnx/placements';
+import { toModelProto } from '../../../src/onnx/model';
 import { buildStepGraph } from '../../../src/policy/graphs';
 import { buildTrainGraph } from '../../../src/policy/training';
 import { BENCH_SHAPES } from '../../../src/policy/bench-model';
@@ -37,6 +39,25 @@ describe('onnx/ops: operators of the generated graphs and provider kernels', () 
     assert.deepEqual([...opsWithoutKernel(g.prefill, 'webgpu').keys()], []);
     assert.deepEqual([...opsWithoutKernel(g['train (ppo-token, LoRA, 2 steps in a Loop)'], 'webgpu').keys()], ['Loop']);
     assert.deepEqual([...opsWithoutKernel(g['train (sft, full)'], 'webgpu').keys()], []);
+  });
+
+  it('nodePlacements: a real ONNX Runtime session\'s log, one process per graph; a model that cannot be opened says why', function () {
+    this.timeout(120_000);
+    const g = graphs();
+    const [prefill, decode, broken] = nodePlacements('cpu', [
+      { name: 'prefill', bytes: toModelProto(g.prefill) },
+      { name: 'decode', bytes: toModelProto(g.decode) },
+      { name: 'broken', bytes: new Uint8Array([8, 1, 0xff, 0xff]) },
+    ]);
+    // On the CPU provider the log says every node is there, in one line.
+    for (const p of [prefill, decode]) {
+      assert.equal(p.error, undefined, `${p.graph}: ${p.error}`);
+      assert.deepEqual(Object.keys(p.providers), ['CPUExecutionProvider']);
+      assert.ok(p.cpuNodes > 20, `${p.graph}: ${p.cpuNodes} nodes`);
+    }
+    assert.equal(broken.graph, 'broken');
+    assert.ok(broken.error && broken.error.length > 0, JSON.stringify(broken));
+    assert.equal(broken.cpuNodes, 0);
   });
 
   it('reads node placements from the verbose session log', () => {

@@ -24,7 +24,7 @@ describe('bench train', function () {
   });
 
   it('a tiny run reports consistent fields: tokens/s from the step time, speedup from the two timings', async () => {
-    const r = await benchTrain({ batch: 1, seq: 4, steps: 2, k: 2, loopRepeats: 1, packedBatch: 2, packedSeq: 64, context: 8, decodeTokens: 2, settings: { provider: 'cpu', threads: 1 } });
+    const r = await benchTrain({ batch: 1, seq: 4, steps: 2, k: 2, loopRepeats: 1, packedBatch: 2, packedSeq: 64, context: 8, decodeTokens: 8, settings: { provider: 'cpu', threads: 1 } });
     assert.equal(r.config, 'turnwise-tiny');
     assert.equal(r.provider, 'cpu');
     assert.deepEqual([r.batch, r.seq, r.loop_k, r.threads, r.spinning], [1, 4, 2, 1, false]);

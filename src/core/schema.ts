@@ -67,13 +67,18 @@ export interface TaskOrigin {
 export interface RewardComponents {
   /** Fraction of fail_to_pass ∪ pass_to_pass tests that pass; NaN when the report was unusable. */
   passRate: number;
+  /**
+   * Mean of the fail_to_pass and the pass_to_pass pass rates (the one present when a task has a
+   * single kind): what the reward is made of. Absent in trajectories scored before it existed.
+   */
+  testScore?: number;
   resolved: boolean;
   turns: number;
   maxTurns: number;
   formatError: boolean;
   efficiencyPenalty: number;
   formatPenalty: number;
-  /** R = passRate − efficiencyPenalty − formatPenalty (NaN propagates). */
+  /** R = testScore − efficiencyPenalty (resolved episodes only) − formatPenalty (NaN propagates). */
   reward: number;
   /** True when the agent changed a test file, runner configuration or dependencies (undone before scoring). */
   testsEdited?: boolean;

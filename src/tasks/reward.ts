@@ -1,6 +1,12 @@
 // Reward after an episode: put every test file back as it was in the snapshot, run the task's
-// tests, and score R = pass_rate − λ_eff·turns/max_turns − λ_fmt·[any format error].
+// tests, and score R = test_score − λ_eff·turns/max_turns·[resolved] − λ_fmt·[any format error],
+// where test_score is the mean of the fail-to-pass and the pass-to-pass pass rates.
 // An unreadable report gives NaN (left out of baselines), never a silent 0.
+//
+// Why not the pass rate over all the task's tests: with dozens of pass-to-pass tests beside one
+// fail-to-pass test, the fix moved it by a few hundredths, no more than a turn of the efficiency
+// penalty, and RL learned to submit at once (a broken suite still passed 97%). Each kind now
+// weighs half, and only a fix pays for its length, so ending early never beats trying.
 import { createHash } from 'node:crypto';
 import { formatError, TurnwiseError } from '../core/errors';
 import type { RewardComponents, Task } from '../core/schema';
@@ -13,7 +19,7 @@ import { tamperReasons, type ScannedFile } from './tamper';
 import { findCommand, hashFilesCommand, inTestScan, isTestInfraFile, languageOfFile, originalData, originalSource, type ScoringOriginals } from './testfiles';
 
 export interface RewardWeights {
-  /** λ_eff: weight of turns/max_turns. Default 0.1. */
+  /** λ_eff: weight of turns/max_turns in a resolved episode's reward. Default 0.1. */
   efficiency: number;
   /** λ_fmt: penalty when any turn had a format error. Default 0.5. */
   format: number;
@@ -40,23 +46,34 @@ export interface RewardInput {
 /**
  * The pure reward formula. NaN pass rate (unusable report) gives NaN reward. A tampered episode
  * scores 0 whatever its report says: below any honest attempt that keeps the tests running.
+ * The test score weighs the fail-to-pass and the pass-to-pass tests half each (the one kind
+ * alone when the task has no test of the other); the efficiency penalty applies to resolved
+ * episodes only.
  */
 export function computeReward(input: RewardInput): RewardComponents {
   const w = { ...DEFAULT_REWARD_WEIGHTS, ...(input.weights ?? {}) };
   const ids = [...new Set([...input.failToPass, ...input.passToPass])];
   let passRate = NaN;
+  let testScore = NaN;
   let resolved = false;
   if (input.error === undefined && input.outcomes) {
-    const passed = ids.filter((id) => input.outcomes!.get(id) === 'passed').length;
+    const passing = (list: readonly string[]) => list.filter((id) => input.outcomes!.get(id) === 'passed').length;
+    const passed = passing(ids);
     passRate = ids.length ? passed / ids.length : NaN;
     resolved = ids.length > 0 && passed === ids.length;
+    // Each kind's own rate, over its distinct ids (a test listed in both counts as fail-to-pass).
+    const f2p = [...new Set(input.failToPass)];
+    const p2p = [...new Set(input.passToPass)].filter((id) => !f2p.includes(id));
+    const rates = [f2p, p2p].filter((l) => l.length > 0).map((l) => passing(l) / l.length);
+    testScore = rates.length ? rates.reduce((a, b) => a + b, 0) / rates.length : NaN;
   }
   const maxTurns = Math.max(1, input.maxTurns);
-  const efficiencyPenalty = w.efficiency * Math.min(input.turns, maxTurns) / maxTurns;
+  const efficiencyPenalty = resolved ? (w.efficiency * Math.min(input.turns, maxTurns)) / maxTurns : 0;
   const formatPenalty = input.formatError ? w.format : 0;
   if (input.tampered !== undefined) {
     return {
       passRate: 0,
+      testScore: 0,
       resolved: false,
       turns: input.turns,
       maxTurns: input.maxTurns,
@@ -70,13 +87,14 @@ export function computeReward(input: RewardInput): RewardComponents {
   }
   return {
     passRate,
+    testScore,
     resolved,
     turns: input.turns,
     maxTurns: input.maxTurns,
     formatError: input.formatError,
     efficiencyPenalty,
     formatPenalty,
-    reward: passRate - efficiencyPenalty - formatPenalty,
+    reward: testScore - efficiencyPenalty - formatPenalty,
     ...(input.testsEdited !== undefined ? { testsEdited: input.testsEdited } : {}),
     ...(input.error !== undefined ? { error: input.error } : input.outcomes && ids.length === 0 ? { error: 'the task names no tests' } : {}),
   };

@@ -6,31 +6,57 @@ import type { TestOutcome } from '../../../src/tasks/report';
 const outcomes = (o: Record<string, TestOutcome>) => new Map(Object.entries(o));
 
 describe('tasks/reward: computeReward', () => {
-  it('R = pass_rate − 0.1·turns/max − 0.5·[format error] with the defaults', () => {
+  it('R = test score − 0.1·turns/max·[resolved] − 0.5·[format error] with the defaults; the test score weighs each kind of test half', () => {
     const r = computeReward({
-      outcomes: outcomes({ a: 'passed', b: 'failed', c: 'passed', d: 'passed', z: 'failed' }),
+      outcomes: outcomes({ a: 'passed', b: 'failed', c: 'passed', d: 'passed', e: 'passed', z: 'failed' }),
       failToPass: ['a', 'b'],
-      passToPass: ['c', 'd'],
+      passToPass: ['c', 'd', 'e'],
       turns: 5,
       maxTurns: 20,
       formatError: true,
     });
-    assert.equal(r.passRate, 0.75);
+    assert.equal(r.passRate, 0.8);
+    assert.ok(Math.abs(r.testScore! - (0.5 * 0.5 + 0.5 * 1)) < 1e-12);
     assert.equal(r.resolved, false);
-    assert.ok(Math.abs(r.efficiencyPenalty - 0.025) < 1e-12);
+    assert.equal(r.efficiencyPenalty, 0, 'an unresolved episode loses nothing for its length');
     assert.equal(r.formatPenalty, 0.5);
-    assert.ok(Math.abs(r.reward - (0.75 - 0.025 - 0.5)) < 1e-12);
+    assert.ok(Math.abs(r.reward - (0.75 - 0.5)) < 1e-12);
+    const fixed = computeReward({ outcomes: outcomes({ a: 'passed', b: 'passed', c: 'passed', d: 'passed', e: 'passed' }), failToPass: ['a', 'b'], passToPass: ['c', 'd', 'e'], turns: 5, maxTurns: 20, formatError: false });
+    assert.equal(fixed.resolved, true);
+    assert.ok(Math.abs(fixed.efficiencyPenalty - 0.025) < 1e-12);
+    assert.ok(Math.abs(fixed.reward - 0.975) < 1e-12);
   });
 
-  it('all passing is resolved; weights are configurable; tests missing from the report count as failing', () => {
+  it('one failing test among many passing ones: fixing it pays more than any number of turns costs, and ending at once never beats a fix', () => {
+    const p2p = Array.from({ length: 57 }, (_, i) => `p${i}`);
+    const all = (f2p: 'passed' | 'failed') => outcomes({ f: f2p, ...Object.fromEntries(p2p.map((id) => [id, 'passed' as const])) });
+    const quit = computeReward({ outcomes: all('failed'), failToPass: ['f'], passToPass: p2p, turns: 0, maxTurns: 6, formatError: false });
+    const tried = computeReward({ outcomes: all('failed'), failToPass: ['f'], passToPass: p2p, turns: 6, maxTurns: 6, formatError: false });
+    const slowFix = computeReward({ outcomes: all('passed'), failToPass: ['f'], passToPass: p2p, turns: 6, maxTurns: 6, formatError: false });
+    assert.ok(quit.passRate > 0.98, 'the suite mostly passes with the bug in it');
+    assert.equal(quit.reward, 0.5);
+    assert.equal(tried.reward, quit.reward, 'trying and failing costs nothing over quitting');
+    assert.ok(slowFix.reward >= quit.reward + 0.4, `${slowFix.reward} vs ${quit.reward}`);
+    // Breaking a passing test while trying costs its share of the pass-to-pass half.
+    const broke = computeReward({ outcomes: outcomes({ f: 'failed', ...Object.fromEntries(p2p.map((id, i) => [id, i === 0 ? 'failed' as const : 'passed' as const])) }), failToPass: ['f'], passToPass: p2p, turns: 3, maxTurns: 6, formatError: false });
+    assert.ok(Math.abs(broke.reward - 0.5 * (56 / 57)) < 1e-12);
+  });
+
+  it('all passing is resolved; weights are configurable; tests missing from the report count as failing; one kind alone is the whole score', () => {
     const all = computeReward({ outcomes: outcomes({ a: 'passed', c: 'passed' }), failToPass: ['a'], passToPass: ['c'], turns: 10, maxTurns: 10, formatError: false, weights: { efficiency: 0.2 } });
     assert.equal(all.resolved, true);
     assert.ok(Math.abs(all.reward - 0.8) < 1e-12);
     const missing = computeReward({ outcomes: outcomes({ a: 'passed' }), failToPass: ['a'], passToPass: ['c'], turns: 0, maxTurns: 10, formatError: false });
     assert.equal(missing.passRate, 0.5);
+    assert.equal(missing.testScore, 0.5);
     assert.equal(missing.resolved, false);
     const skipped = computeReward({ outcomes: outcomes({ a: 'skipped' }), failToPass: ['a'], passToPass: [], turns: 0, maxTurns: 10, formatError: false });
     assert.equal(skipped.passRate, 0, 'a skipped test is not a pass');
+    const onlyF2p = computeReward({ outcomes: outcomes({ a: 'passed', b: 'failed', c: 'failed' }), failToPass: ['a', 'b', 'c'], passToPass: [], turns: 1, maxTurns: 10, formatError: false });
+    assert.ok(Math.abs(onlyF2p.testScore! - 1 / 3) < 1e-12);
+    // A test listed as both kinds counts once, as fail-to-pass.
+    const both = computeReward({ outcomes: outcomes({ a: 'failed', c: 'passed' }), failToPass: ['a'], passToPass: ['a', 'c'], turns: 1, maxTurns: 10, formatError: false });
+    assert.equal(both.testScore, 0.5);
   });
 
   it('an unusable report gives NaN, never 0, and keeps the reason', () => {

@@ -421,9 +421,8 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
       // held-out measurement.
       const workMs = Date.now() - it0;
       outOfTime = n < c.iterations && Date.now() + evalMs + Math.max(slowestMs, workMs + evalMs) > budgetEnd;
-      const e0 = Date.now();
       const ev = await runEval(n, evalDue(n) || outOfTime);
-      if (ev.trajs.length) evalMs = Math.max(evalMs, Date.now() - e0);
+      if (ev.trajs.length) evalMs = Math.max(evalMs, ev.m['time/eval_s'] * 1000);
       slowestMs = Math.max(slowestMs, Date.now() - it0);
       run.writeTrajectories(n, 'train', trajs);
       if (ev.trajs.length) run.writeTrajectories(n, 'heldout', ev.trajs);

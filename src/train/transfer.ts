@@ -269,9 +269,9 @@ export async function benchTransfer(o: TransferOptions): Promise<TransferResult>
           }
         },
       });
-      if (r.state === 'out-of-time') log(`${repo.name}: RL budget of ${minutes} min reached after iteration ${RunDir.open(r.runDir).lastCompleteIteration()}`);
       res.run_dir = r.runDir;
       const run = RunDir.open(r.runDir);
+      if (r.state === 'out-of-time') log(`${repo.name}: RL budget of ${minutes} min reached after iteration ${run.lastCompleteIteration()}`);
       const evals = r.metrics.filter((m) => typeof m['heldout/resolved'] === 'number').map((m) => m.iteration);
       if (evals.length) {
         const first = run.readTrajectories(evals[0], 'heldout');

@@ -179,7 +179,7 @@ export interface ForwardInputs {
    * matrix again; with the weight on the left it is read once for all rows (measured at the 0.5B
    * shape: 8 rows as fast as 1). At one row x·Wᵀ is faster (a matrix-vector product).
    */
-  weightsLeft?: boolean;
+  weightsLeft?: boolean | RowShapes;
   /**
    * A LoRA adapter: per base module (`model.layers.0.self_attn.q_proj`), A [in, r] and B [r, out]
    * and its place in loraTargets; y += scale·(dropout(x)·A)·B, dropout only when given (training).
@@ -202,19 +202,40 @@ export function buildForward(g: Graph, c: ModelConfig, W: Map<string, Value>, in
 }
 
 /** The final norm and the output projection (the embedding when tied): [..., H] → [..., V]. */
-export function lmHead(g: Graph, c: ModelConfig, W: Map<string, Value>, hidden: Value, weightLeft = false): Value {
+export function lmHead(g: Graph, c: ModelConfig, W: Map<string, Value>, hidden: Value, weightLeft: boolean | RowShapes = false): Value {
   const { x, head } = lmHeadParts(g, c, W, hidden);
   return linear(g, x, head, weightLeft);
 }
 
-/** x [..., in] · Wᵀ for W [out, in]: one product reading W transposed, or (W·xᵀ)ᵀ with `weightLeft`. */
-export function linear(g: Graph, x: Value, w: Value, weightLeft = false): Value {
+/**
+ * The output shapes [...lead, out] of products with the weight on the left, one tensor per output
+ * width, all from one lead shape. Computed per product from its input instead, a decode graph of 24
+ * layers carries a few hundred int64 shape nodes, which GPU providers place on the CPU, each a
+ * copy between the devices at every step.
+ */
+export type RowShapes = (out: number) => Value;
+
+/** RowShapes from `lead`, the int64 shape of every product input but its last axis (the ids' [B, T]). */
+export function rowShapes(g: Graph, lead: Value): RowShapes {
+  const memo = new Map<number, Value>();
+  return (out) => {
+    let s = memo.get(out);
+    if (!s) memo.set(out, (s = g.concat([lead, g.tensor('int64', [1], [out])], 0)));
+    return s;
+  };
+}
+
+/**
+ * x [..., in] · Wᵀ for W [out, in]: one product reading W transposed, or (W·xᵀ)ᵀ with
+ * `weightLeft` (the output shape from `weightLeft` when it is a RowShapes, else from x).
+ */
+export function linear(g: Graph, x: Value, w: Value, weightLeft: boolean | RowShapes = false): Value {
   if (!weightLeft) return g.matmul(x, g.transpose(w, [1, 0]));
   const [out, n] = w.shape as number[];
   const rows = g.reshape(x, [-1, n], ['?rows', n]);
   const y = g.transpose(g.gemm(w, rows, { transB: true }), [1, 0]); // [rows, out]
-  const lead = g.slice(g.shapeOf(x), [0], [x.rank - 1], [0]);
-  return g.reshape(y, g.concat([lead, g.tensor('int64', [1], [out])], 0), [...x.shape.slice(0, -1), out]);
+  const shape = weightLeft === true ? g.concat([g.slice(g.shapeOf(x), [0], [x.rank - 1], [0]), g.tensor('int64', [1], [out])], 0) : weightLeft(out);
+  return g.reshape(y, shape, [...x.shape.slice(0, -1), out]);
 }
 
 /** lmHead's two factors: the final norm's output [..., H] and the projection's weight [V, H]. */
@@ -247,9 +268,11 @@ export function buildDecoder(g: Graph, c: ModelConfig, W: Map<string, Value>, in
   const half = d / 2;
   const invFreq = g.tensor('float32', [1, 1, half], ropeInvFreq(c));
   const bias = biasesOf(c);
+  // Every product's input is [B, T, ·]: with the weights on the left, one lead shape serves all.
+  const left = inp.weightsLeft === true ? rowShapes(g, g.shapeOf(inp.ids)) : inp.weightsLeft || false;
   // x·Wᵀ (+ b) for a projection, plus the adapter's scale·(x·A)·B where it has one.
   const proj = (x: Value, name: string, withBias: boolean) => {
-    let y = linear(g, x, param(`${name}.weight`), inp.weightsLeft);
+    let y = linear(g, x, param(`${name}.weight`), left);
     if (withBias) y = g.add(y, param(`${name}.bias`));
     const ad = inp.lora?.adapters.get(name);
     if (!ad) return y;
@@ -427,8 +450,9 @@ export function buildStepGraph(c: ModelConfig, kind: 'prefill' | 'decode', lora?
       value: g.input(`cache.${l}.value`, 'float32', ['B', nkv, 'C', d]),
     }));
   }
-  const out = buildDecoder(g, c, W, { ids, positions, bias, cache, cacheBias, weightsLeft, ...(adapter ? { lora: adapter } : {}), dims: { B: 'B', T: 'T', C: 'C' } });
-  if (logits === 'all') g.output(lmHead(g, c, W, out.hidden, weightsLeft), 'logits');
+  const left = weightsLeft ? rowShapes(g, g.shapeOf(ids)) : false;
+  const out = buildDecoder(g, c, W, { ids, positions, bias, cache, cacheBias, weightsLeft: left, ...(adapter ? { lora: adapter } : {}), dims: { B: 'B', T: 'T', C: 'C' } });
+  if (logits === 'all') g.output(lmHead(g, c, W, out.hidden, left), 'logits');
   else if (logits === 'rows') {
     // The head only where logits are wanted (a prompt's last token): at 150k words it is a
     // quarter of a 0.5B prefill, and [B,T,V] floats the host would copy out.

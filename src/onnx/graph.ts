@@ -496,6 +496,16 @@ export class Graph {
   reduceMin(x: Value, axes?: readonly number[], keepdims = false): Value {
     return this.reduceAttr('ReduceMin', x, axes, keepdims);
   }
+  /** CumSum along `axis` (inclusive, forward). No gradient rule: for inference graphs. */
+  cumSum(x: Value, axis: number): Value {
+    return this.one('CumSum', [x, this.scalar(axis, 'int64')], x.dtype, x.shape);
+  }
+  /** ArgMax along `axis`: int64, the first index of the largest value. No gradient rule. */
+  argMax(x: Value, axis: number, keepdims = false): Value {
+    const a = axis < 0 ? axis + x.rank : axis;
+    const shape = x.shape.flatMap((d, i) => (i !== a ? [d] : keepdims ? [1] : []));
+    return this.one('ArgMax', [x], 'int64', shape, { axis: a, keepdims: keepdims ? 1 : 0, select_last_index: 0 });
+  }
   reduceSumSquare(x: Value, axes?: readonly number[], keepdims = false): Value {
     return this.reduceAttr('ReduceSumSquare', x, axes, keepdims);
   }

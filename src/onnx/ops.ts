@@ -27,7 +27,7 @@ export function opTypes(g: Graph): Map<string, number> {
  */
 export const PROVIDER_KERNELS: Record<'cuda' | 'webgpu', ReadonlySet<string>> = {
   cuda: new Set([
-    'Abs', 'Add', 'And', 'Cast', 'Clip', 'Concat', 'ConstantOfShape', 'Cos', 'Div', 'Equal', 'Exp', 'Expand', 'Gather', 'GatherElements',
+    'Abs', 'Add', 'And', 'ArgMax', 'Cast', 'Clip', 'Concat', 'ConstantOfShape', 'Cos', 'CumSum', 'Div', 'Equal', 'Exp', 'Expand', 'Gather', 'GatherElements',
     'Gemm', 'Greater', 'GreaterOrEqual', 'Identity', 'If', 'Less', 'LessOrEqual', 'Log', 'LogSoftmax', 'Loop', 'MatMul', 'Max', 'Min', 'Mod',
     'Mul', 'Neg', 'Not', 'Or', 'Pad', 'Pow', 'Range', 'Reciprocal', 'ReduceMax', 'ReduceMean', 'ReduceMin', 'ReduceProd', 'ReduceSum',
     'ReduceSumSquare', 'Relu', 'Reshape', 'ScatterElements', 'ScatterND', 'Shape', 'Sigmoid', 'Sin', 'Slice', 'Softmax', 'Split', 'Sqrt',
@@ -36,7 +36,7 @@ export const PROVIDER_KERNELS: Record<'cuda' | 'webgpu', ReadonlySet<string>> = 
   // Not on WebGPU: Loop (control flow, run by the CPU provider), Mod, LogSoftmax,
   // ConstantOfShape, Trilu, And/Or; Range for float and int32 only.
   webgpu: new Set([
-    'Abs', 'Add', 'Cast', 'Clip', 'Concat', 'Cos', 'Div', 'Equal', 'Exp', 'Expand', 'Gather', 'GatherElements', 'Gemm', 'Greater',
+    'Abs', 'Add', 'ArgMax', 'Cast', 'Clip', 'Concat', 'Cos', 'CumSum', 'Div', 'Equal', 'Exp', 'Expand', 'Gather', 'GatherElements', 'Gemm', 'Greater',
     'GreaterOrEqual', 'Identity', 'If', 'Less', 'LessOrEqual', 'Log', 'MatMul', 'Max', 'Min', 'Mul', 'Neg', 'Not', 'Pad', 'Pow',
     'Reciprocal', 'ReduceMax', 'ReduceMean', 'ReduceMin', 'ReduceProd', 'ReduceSum', 'ReduceSumSquare', 'Relu', 'Reshape',
     'ScatterElements', 'ScatterND', 'Shape', 'Sigmoid', 'Sin', 'Slice', 'Softmax', 'Split', 'Sqrt', 'Squeeze', 'Sub', 'Tanh',

@@ -382,9 +382,34 @@ export function buildDecoder(g: Graph, c: ModelConfig, W: Map<string, Value>, in
 
 /**
  * Which logits an inference graph outputs: `all` [B,T,V]; `rows` [N,V] at the flat positions
- * (b·T + t) of input logits_rows int64 [N]; `none` (a run that only fills the cache).
+ * (b·T + t) of input logits_rows int64 [N]; `none` (a run that only fills the cache); `sample`:
+ * no logits, one token drawn per row in the graph (see sampleRows; one new token per row).
  */
-export type StepLogits = 'all' | 'rows' | 'none' | 'logprobs';
+export type StepLogits = 'all' | 'rows' | 'none' | 'logprobs' | 'sample';
+
+/**
+ * One token per row of logits [N, V], drawn in the graph so that only two numbers per row leave
+ * it (at 150k words the logits are 600 KB a row, and the host's passes over them cost as much as
+ * the products of a small batch). temperature float [N]: > 0 draws from softmax(logits / t), the
+ * first token whose cumulative probability (in vocabulary order) reaches uniform[b] of the total;
+ * 0 takes the most likely token (the first of equals). Returns its id int64 [N] and its log-prob
+ * float [N] at the row's temperature (at 1 for greedy rows), as Policy's host sampling gives them.
+ */
+export function sampleRows(g: Graph, logits: Value, temperature: Value, uniform: Value): { ids: Value; logprobs: Value } {
+  const hot = g.unsqueeze(g.greater(temperature, 0), [1]); // [N,1]
+  const z = g.div(logits, g.where(hot, g.unsqueeze(temperature, [1]), 1));
+  const shifted = g.sub(z, g.reduceMax(z, [-1], true));
+  const e = g.exp(shifted);
+  const lp = g.sub(shifted, g.log(g.reduceSum(e, [-1], true))); // log-softmax, as headLogSoftmax
+  const cum = g.cumSum(e, 1);
+  const total = g.reduceMax(cum, [-1], true); // the last entry (a sum of non-negative terms)
+  // Tiny floor: a draw of exactly 0 must not pick a leading token of probability 0.
+  const target = g.max(g.mul(g.unsqueeze(uniform, [1]), total), 1e-30);
+  const reached = g.cast(g.greaterOrEqual(cum, target), 'float32');
+  const ids = g.argMax(g.where(hot, reached, lp), 1);
+  const logprobs = g.squeeze(g.gatherElements(lp, g.unsqueeze(ids, [1]), 1), [1]);
+  return { ids, logprobs };
+}
 
 /** Positions per chunk of a scoring graph's head ('logprobs'): the host pads the positions to a multiple. */
 export const SCORE_CHUNK_ROWS = 128;
@@ -459,6 +484,14 @@ export function buildStepGraph(c: ModelConfig, kind: 'prefill' | 'decode', lora?
     const rows = g.input('logits_rows', 'int64', ['N']);
     const flat = g.reshape(out.hidden, [-1, c.hidden_size], ['?BT', c.hidden_size]);
     g.output(lmHead(g, c, W, g.gather(flat, rows, 0)), 'logits');
+  } else if (logits === 'sample') {
+    // Decode steps of one token per row: each row's token drawn here (sampleRows).
+    const temperature = g.input('sample_temperature', 'float32', ['B']);
+    const uniform = g.input('sample_uniform', 'float32', ['B']);
+    const flat = g.reshape(lmHead(g, c, W, out.hidden, left), [-1, c.vocab_size], ['B', c.vocab_size]);
+    const drawn = sampleRows(g, flat, temperature, uniform);
+    g.output(drawn.ids, 'sampled_ids');
+    g.output(drawn.logprobs, 'sampled_logprobs');
   } else if (logits === 'logprobs') {
     // Scoring: the log-prob of logprob_targets[i] after flat position logprob_rows[i] (M of them,
     // a multiple of SCORE_CHUNK_ROWS), at `temperature`, the head run chunk by chunk in a Loop, so

@@ -349,6 +349,30 @@ export class Policy {
    * only row b's logits at its position at[b] ([B, V]), or none ('none': an empty array).
    */
   private async step(cache: KvCache, ids: number[][], withAdapter = true, at?: readonly number[] | 'none'): Promise<Float32Array> {
+    const T = ids[0].length;
+    // One new token per row: its logits are all there are.
+    const want: StepLogits = at === undefined || T === 1 ? 'all' : at === 'none' ? 'none' : 'rows';
+    const extra: Record<string, HostTensor> = {};
+    if (want === 'rows') extra.logits_rows = { dtype: 'int64', dims: [ids.length], data: BigInt64Array.from(at as readonly number[], (t, b) => BigInt(b * T + t)) };
+    const out = await this.run(cache, ids, withAdapter, want, extra);
+    return want === 'none' ? new Float32Array(0) : (out.logits.data as Float32Array);
+  }
+
+  /**
+   * A decode step of one new token per row whose next tokens are drawn in the graph
+   * (sampleRows): temperature[b] (0: greedy) and uniform[b], the row's draw in [0, 1).
+   */
+  private async draw(cache: KvCache, ids: number[][], temperature: Float32Array, uniform: Float32Array): Promise<{ ids: BigInt64Array; logprobs: Float32Array }> {
+    const B = ids.length;
+    const out = await this.run(cache, ids, true, 'sample', {
+      sample_temperature: { dtype: 'float32', dims: [B], data: temperature },
+      sample_uniform: { dtype: 'float32', dims: [B], data: uniform },
+    });
+    return { ids: out.sampled_ids.data as BigInt64Array, logprobs: out.sampled_logprobs.data as Float32Array };
+  }
+
+  /** step's and draw's run: feeds ids on top of the cache, writes their keys and values into it. */
+  private async run(cache: KvCache, ids: number[][], withAdapter: boolean, want: StepLogits, extra: Record<string, HostTensor>): Promise<Record<string, HostTensor>> {
     const B = ids.length;
     const T = ids[0].length;
     const P = cache.filled;
@@ -370,15 +394,13 @@ export class Policy {
     const weights = withAdapter || !this.lora ? this.feeds : Object.fromEntries(Object.entries(this.feeds).filter(([k]) => !k.startsWith('base_model.')));
     const feeds: Record<string, HostTensor> = {
       ...weights,
+      ...extra,
       input_ids: { dtype: 'int64', dims: [B, T], data: idArr },
       position_ids: { dtype: 'int64', dims: [B, T], data: posArr },
     };
     const nkv = this.config.num_key_value_heads;
     const d = headDim(this.config);
     const L = this.config.num_hidden_layers;
-    // One new token per row: its logits are all there are.
-    const want: StepLogits = at === undefined || T === 1 ? 'all' : at === 'none' ? 'none' : 'rows';
-    if (want === 'rows') feeds.logits_rows = { dtype: 'int64', dims: [B], data: BigInt64Array.from(at as readonly number[], (t, b) => BigInt(b * T + t)) };
     let session: OnnxSession;
     if (P === 0) {
       session = await this.session('prefill', withAdapter, want);
@@ -408,7 +430,7 @@ export class Policy {
     }
     for (let b = 0; b < B; b++) for (let i = 0; i < T; i++) if (mask[b * T + i]) cache.bias[b * C + P + i] = 0;
     cache.filled = P + T;
-    return want === 'none' ? new Float32Array(0) : (out.logits.data as Float32Array);
+    return out;
   }
 
   /**
@@ -601,18 +623,24 @@ export class Policy {
     const steps = Math.max(...rows.map(remaining));
     const first = await this.feedSequences(seqs, fed, steps - 1);
     const { cache, from } = first;
-    let logits = first.logits; // [B, V]: each row's last token
+    let logits: Float32Array | undefined = first.logits; // [B, V]: each row's last token
+    let drawn: { ids: BigInt64Array; logprobs: Float32Array } | undefined;
     const V = this.config.vocab_size;
     const done = rows.map(() => false);
+    // Rows that need no more than a token and its log-prob (no nucleus, no top log-probs) have
+    // their later tokens drawn in the graph: only two numbers per row come back from a step.
+    const inGraph = rows.every((r) => r.plan.topP === 1 && r.plan.top === 0);
+    const temperature = Float32Array.from(rows, (r) => r.plan.temperature);
+    const uniform = new Float32Array(rows.length);
     for (;;) {
       const next: number[][] = rows.map((r, b) => {
         if (done[b]) return [-1];
-        const row = logits.subarray(b * V, (b + 1) * V);
-        const { id, logprob } = sampleToken(row, r.plan.temperature, r.plan.topP, r.plan.rng);
+        const row = logits?.subarray(b * V, (b + 1) * V);
+        const { id, logprob } = row ? sampleToken(row, r.plan.temperature, r.plan.topP, r.plan.rng) : { id: Number(drawn!.ids[b]), logprob: drawn!.logprobs[b] };
         r.out.tokenIds.push(id);
         r.out.logprobs.push(logprob);
         r.seq.tokens.push(id);
-        const top = r.plan.top > 0 ? topLogprobs(row, r.plan.top, r.plan.temperature) : undefined;
+        const top = r.plan.top > 0 && row ? topLogprobs(row, r.plan.top, r.plan.temperature) : undefined;
         if (top) (r.out.topLogprobs ??= []).push(top);
         if (r.plan.onToken?.({ id, logprob, ...(top ? { top } : {}) }) === 'stop') {
           r.out.finishReason = 'stop';
@@ -629,7 +657,13 @@ export class Policy {
         scatterSequences(this.config, cache, seqs, from, this.weightsVersion);
         return going.map((b) => ids[b]);
       }
-      logits = await this.step(cache, next);
+      if (!inGraph) logits = await this.step(cache, next);
+      else {
+        // One draw per sampled token, as sampleToken takes it (greedy rows take none).
+        rows.forEach((r, b) => (uniform[b] = !done[b] && r.plan.temperature > 0 ? r.plan.rng.next() : 0));
+        drawn = await this.draw(cache, next, temperature, uniform);
+        logits = undefined;
+      }
     }
   }
 

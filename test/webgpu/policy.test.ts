@@ -133,6 +133,7 @@ describe('webgpu: the policy on a real WebGPU adapter', function () {
       buildStepGraph(c, 'prefill'),
       buildStepGraph(c, 'decode'),
       buildStepGraph(c, 'decode', undefined, 'all', true),
+      buildStepGraph(c, 'decode', undefined, 'sample', true),
     ];
     const placed = nodePlacements('webgpu', graphs.map((g, i) => ({ name: `${g.name}#${i}`, bytes: toModelProto(g) })));
     for (const p of placed) {

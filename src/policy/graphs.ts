@@ -299,7 +299,8 @@ export function buildDecoder(g: Graph, c: ModelConfig, W: Map<string, Value>, in
   const heads = (x: Value, n: number) => g.transpose(g.reshape(x, [0, 0, n, d], [B, T, n, d]), [0, 2, 1, 3]);
   const bias5 = g.unsqueeze(inp.bias, [1]); // [B,1,1,T,T]
   if (!!inp.cache !== !!inp.cacheBias) throw new Error('buildForward: cache and cacheBias go together');
-  const cacheBias5 = inp.cacheBias ? g.unsqueeze(inp.cacheBias, [1]) : undefined; // [B,1,1,·,C]
+  // The new tokens' bias [B,1,T,T] repeated for each query head of a group: [B,1,g·T,T].
+  const groupBias = inp.cache ? g.reshape(g.expand(bias5, [1, 1, group, 1, 1]), [0, 1, -1, 0], [B, 1, '?gT', T]) : undefined;
   const scale = 1 / Math.sqrt(d);
   // Scaled scores of grouped queries [B,nkv,g,T,d] against transposed keys [B,nkv,d,S], plus a bias.
   const scores = (qs: Value, ksT: Value, b: Value) => g.add(g.mul(g.matmul(qs, g.unsqueeze(ksT, [2])), scale), b);
@@ -334,15 +335,19 @@ export function buildDecoder(g: Graph, c: ModelConfig, W: Map<string, Value>, in
       ctx = attend(qg, kT, v, bias5);
     } else {
       // Softmax over [cache slots ‖ new tokens] without concatenating the cache: one max and one
-      // normalizer over both score blocks.
+      // normalizer over both score blocks. A KV head's query heads and tokens are the rows of one
+      // product ([B,nkv,g·T,d] · [B,nkv,d,S]), so each cached key and value is read once per KV
+      // head, where a broadcast over the group ran g one-row products over the same cache.
       const cached = inp.cache[l];
-      const scoresNew = scores(qg, kT, bias5); // [B,nkv,g,T,T]
-      const scoresCache = scores(qg, cached.keyT, cacheBias5!); // [B,nkv,g,T,C]
+      const q4 = g.reshape(q, [0, nkv, -1, d], [B, nkv, '?gT', d]);
+      const scores4 = (ksT: Value, b: Value) => g.add(g.mul(g.matmul(q4, ksT), scale), b);
+      const scoresNew = scores4(kT, groupBias!); // [B,nkv,g·T,T]
+      const scoresCache = scores4(cached.keyT, inp.cacheBias!); // [B,nkv,g·T,C]
       const m = g.max(g.reduceMax(scoresCache, [-1], true), g.reduceMax(scoresNew, [-1], true));
       const eCache = g.exp(g.sub(scoresCache, m));
       const eNew = g.exp(g.sub(scoresNew, m));
       const denom = g.add(g.reduceSum(eCache, [-1], true), g.reduceSum(eNew, [-1], true));
-      ctx = g.div(g.add(g.matmul(eCache, g.unsqueeze(cached.value, [2])), g.matmul(eNew, g.unsqueeze(v, [2]))), denom);
+      ctx = g.div(g.add(g.matmul(eCache, cached.value), g.matmul(eNew, v)), denom); // [B,nkv,g·T,d]
     }
     const merged = g.reshape(g.transpose(g.reshape(ctx, [0, nh, -1, d], [B, nh, T, d]), [0, 2, 1, 3]), [0, 0, nh * d], [B, T, nh * d]);
     const mid = g.add(x, proj(merged, `${p}self_attn.o_proj`, bias.o));

@@ -161,6 +161,13 @@ export interface ForwardInputs {
   cache?: { keyT: Value; value: Value }[];
   cacheBias?: Value;
   /**
+   * With `cache`, one new token per row (T = 1) whose earlier tokens of this run are `local`
+   * (per layer, keys transposed [B, nkv, d, n] and values [B, nkv, n, d], n ≥ 0, all visible):
+   * the query attends the cache, `local` and itself, `bias` is not read, and each layer's
+   * `present` is `local` with this token appended. For decode steps looped inside one run.
+   */
+  local?: { keyT: Value; value: Value }[];
+  /**
    * Causal attention in this many query chunks (T static and divisible, no cache): each chunk
    * computes scores only up to its own end. `bias` must be causal. Default 1.
    */
@@ -300,7 +307,8 @@ export function buildDecoder(g: Graph, c: ModelConfig, W: Map<string, Value>, in
   const bias5 = g.unsqueeze(inp.bias, [1]); // [B,1,1,T,T]
   if (!!inp.cache !== !!inp.cacheBias) throw new Error('buildForward: cache and cacheBias go together');
   // The new tokens' bias [B,1,T,T] repeated for each query head of a group: [B,1,g·T,T].
-  const groupBias = inp.cache ? g.reshape(g.expand(bias5, [1, 1, group, 1, 1]), [0, 1, -1, 0], [B, 1, '?gT', T]) : undefined;
+  if (inp.local && (!inp.cache || T !== 1)) throw new Error('buildForward: local keys need a cache and one new token per row');
+  const groupBias = inp.cache && !inp.local ? g.reshape(g.expand(bias5, [1, 1, group, 1, 1]), [0, 1, -1, 0], [B, 1, '?gT', T]) : undefined;
   const scale = 1 / Math.sqrt(d);
   // Scaled scores of grouped queries [B,nkv,g,T,d] against transposed keys [B,nkv,d,S], plus a bias.
   const scores = (qs: Value, ksT: Value, b: Value) => g.add(g.mul(g.matmul(qs, g.unsqueeze(ksT, [2])), scale), b);
@@ -309,6 +317,7 @@ export function buildDecoder(g: Graph, c: ModelConfig, W: Map<string, Value>, in
   const embed = param('model.embed_tokens.weight');
   let x = g.gather(embed, inp.ids, 0); // [B,T,H]
   const present: { keyT: Value; value: Value }[] = [];
+  const ownKeys: { keyT: Value; value: Value }[] = [];
   const layer = (x: Value, l: number): { x: Value; keyT: Value; value: Value } => {
     const p = `model.layers.${l}.`;
     const xn = rmsNorm(x, param(`${p}input_layernorm.weight`));
@@ -340,14 +349,17 @@ export function buildDecoder(g: Graph, c: ModelConfig, W: Map<string, Value>, in
       // head, where a broadcast over the group ran g one-row products over the same cache.
       const cached = inp.cache[l];
       const q4 = g.reshape(q, [0, nkv, -1, d], [B, nkv, '?gT', d]);
-      const scores4 = (ksT: Value, b: Value) => g.add(g.mul(g.matmul(q4, ksT), scale), b);
-      const scoresNew = scores4(kT, groupBias!); // [B,nkv,g·T,T]
-      const scoresCache = scores4(cached.keyT, inp.cacheBias!); // [B,nkv,g·T,C]
+      const scaled = (ksT: Value) => g.mul(g.matmul(q4, ksT), scale);
+      // With `local`: this run's earlier tokens and this one, all visible to it (T = 1).
+      const own = inp.local ? { keyT: g.concat([inp.local[l].keyT, kT], 3), value: g.concat([inp.local[l].value, v], 2) } : { keyT: kT, value: v };
+      if (inp.local) ownKeys[l] = own;
+      const scoresNew = inp.local ? scaled(own.keyT) : g.add(scaled(kT), groupBias!); // [B,nkv,g·T,·]
+      const scoresCache = g.add(scaled(cached.keyT), inp.cacheBias!); // [B,nkv,g·T,C]
       const m = g.max(g.reduceMax(scoresCache, [-1], true), g.reduceMax(scoresNew, [-1], true));
       const eCache = g.exp(g.sub(scoresCache, m));
       const eNew = g.exp(g.sub(scoresNew, m));
       const denom = g.add(g.reduceSum(eCache, [-1], true), g.reduceSum(eNew, [-1], true));
-      ctx = g.div(g.add(g.matmul(eCache, cached.value), g.matmul(eNew, v)), denom); // [B,nkv,g·T,d]
+      ctx = g.div(g.add(g.matmul(eCache, cached.value), g.matmul(eNew, own.value)), denom); // [B,nkv,g·T,d]
     }
     const merged = g.reshape(g.transpose(g.reshape(ctx, [0, nh, -1, d], [B, nh, T, d]), [0, 2, 1, 3]), [0, 0, nh * d], [B, T, nh * d]);
     const mid = g.add(x, proj(merged, `${p}self_attn.o_proj`, bias.o));
@@ -360,7 +372,7 @@ export function buildDecoder(g: Graph, c: ModelConfig, W: Map<string, Value>, in
   for (let l = 0; l < c.num_hidden_layers; l++) {
     const input = x;
     const out = layer(input, l);
-    present.push({ keyT: out.keyT, value: out.value });
+    present.push(inp.local ? ownKeys[l] : { keyT: out.keyT, value: out.value });
     x = out.x;
     if (inp.recomputeLayers) {
       // The layer's own parameters and adapters: what its backward pass gives gradients for.
@@ -522,6 +534,63 @@ export function buildStepGraph(c: ModelConfig, kind: 'prefill' | 'decode', lora?
       g.output(p.keyT, `new.${l}.key`);
       g.output(p.value, `new.${l}.value`);
     });
+  }
+  return g;
+}
+
+/**
+ * K decode steps in one run (an ONNX Loop), each row's next token drawn in the graph
+ * (sampleRows) and fed to the next step. On a GPU provider, whose every run copies the weights
+ * in from the host, K steps share one copy. Inputs: the weights (and adapter), the cache as the
+ * decode step graph takes it (cache.{l}.key/value, cache_bias), input_ids and position_ids int64
+ * [B, 1] (each row's token not yet fed and its position), sample_temperature float [B] and
+ * sample_uniform float [K, B] (row b's draw at step k; K is its first dimension). Outputs
+ * sampled_ids int64 [K, B] and sampled_logprobs float [K, B] (the token drawn at step k and its
+ * log-prob), new.{l}.key [B, nkv, d, K] and new.{l}.value [B, nkv, K, d]: the keys and values of
+ * the K tokens fed (the input token, then the first K − 1 drawn). Every row runs all K steps; the
+ * caller keeps what comes before a row's stop.
+ */
+export function buildDecodeLoopGraph(c: ModelConfig, lora?: LoraShape, weightsLeft = false): Graph {
+  const g = Graph.create(`${familyOf(c)}_decode_loop${weightsLeft ? '_rows' : ''}`);
+  const W = declareParams(g, c);
+  const adapter = lora ? declareLora(g, c, lora) : undefined;
+  const d = headDim(c);
+  const nkv = c.num_key_value_heads;
+  const L = c.num_hidden_layers;
+  const ids0 = g.input('input_ids', 'int64', ['B', 1]);
+  const pos0 = g.input('position_ids', 'int64', ['B', 1]);
+  const cacheBias = g.input('cache_bias', 'float32', ['B', 1, 1, 'C']);
+  const cache = Array.from({ length: L }, (_, l) => ({
+    keyT: g.input(`cache.${l}.key`, 'float32', ['B', nkv, d, 'C']),
+    value: g.input(`cache.${l}.value`, 'float32', ['B', nkv, 'C', d]),
+  }));
+  const temperature = g.input('sample_temperature', 'float32', ['B']);
+  const uniform = g.input('sample_uniform', 'float32', ['K', 'B']);
+  const K = g.gather(g.shapeOf(uniform), g.scalar(0, 'int64'), 0);
+  // This run's tokens so far, per layer: none yet (a slice of the cache of length 0), declared
+  // of a symbolic length: the loop grows them, and ONNX Runtime plans buffers by declared shapes.
+  const n = g.freshDim();
+  const empty = cache.flatMap((kv) => [
+    g.reshape(g.slice(kv.keyT, [0], [0], [3]), [0, 0, 0, 0], ['B', nkv, d, n]),
+    g.reshape(g.slice(kv.value, [0], [0], [2]), [0, 0, 0, 0], ['B', nkv, n, d]),
+  ]);
+  const noBias = g.tensor('float32', [1, 1, 1, 1], [0]); // not read with `local`
+  const looped = g.loop(K, [ids0, pos0, ...empty], (b, step, [ids, pos, ...kv]) => {
+    const local = Array.from({ length: L }, (_, l) => ({ keyT: kv[2 * l], value: kv[2 * l + 1] }));
+    const left = weightsLeft ? rowShapes(b, b.shapeOf(ids)) : false;
+    const out = buildDecoder(b, c, W, { ids, positions: pos, bias: noBias, cache, cacheBias, local, weightsLeft: left, ...(adapter ? { lora: adapter } : {}), dims: { B: 'B', T: 1, C: 'C' } });
+    const logits = b.reshape(lmHead(b, c, W, out.hidden, left), [-1, c.vocab_size], ['B', c.vocab_size]);
+    const drawn = sampleRows(b, logits, temperature, b.gather(uniform, step, 0));
+    return {
+      carried: [b.unsqueeze(drawn.ids, [1]), b.add(pos, b.scalar(1, 'int64')), ...out.present.flatMap((p) => [p.keyT, p.value])],
+      scan: [drawn.ids, drawn.logprobs],
+    };
+  });
+  g.output(looped.scan[0], 'sampled_ids');
+  g.output(looped.scan[1], 'sampled_logprobs');
+  for (let l = 0; l < L; l++) {
+    g.output(looped.carried[2 + 2 * l], `new.${l}.key`);
+    g.output(looped.carried[3 + 2 * l], `new.${l}.value`);
   }
   return g;
 }

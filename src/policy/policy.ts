@@ -4,7 +4,7 @@
 import { SessionCache, toModelProto, type HostTensor, type OnnxSession, type SessionSettings } from '../onnx';
 import { TurnwiseError } from '../core/errors';
 import { headDim, type ModelConfig } from './config';
-import { buildStepGraph, loraGraphSpecs, loraToGraphLayout, MASKED, SCORE_CHUNK_ROWS, weightFeeds, type LoraShape, type StepLogits } from './graphs';
+import { buildDecodeLoopGraph, buildStepGraph, loraGraphSpecs, loraToGraphLayout, MASKED, SCORE_CHUNK_ROWS, weightFeeds, type LoraShape, type StepLogits } from './graphs';
 import type { LoraAdapter } from './lora';
 import { checkTokenIds, gatherSequences, newKvCache, scatterSequences, Sequence, type KvCache } from './sequences';
 import type { PolicyTokenizer } from './tokenizer';
@@ -105,6 +105,8 @@ interface SamplePlan {
  * row may still take more than this many tokens (the copy then costs less than the rows saved).
  */
 const REGATHER_MIN_STEPS = 4;
+/** Decode steps per run on a GPU provider ('auto'): one copy of the weights to the device per 8 tokens. */
+export const GPU_DECODE_STEPS_PER_RUN = 8;
 
 /** Log-softmax of one row in float64, with an optional temperature. */
 export function logSoftmax(row: ArrayLike<number>, temperature = 1): Float64Array {
@@ -331,6 +333,15 @@ export class Policy {
     return this.sessions.get(`${kind}|${logits}${lora ? '' : '|base'}${weightsLeft ? '|rows' : ''}`, () => toModelProto(buildStepGraph(this.config, kind, lora, logits, weightsLeft)));
   }
 
+  /**
+   * Decode steps per run when the tokens are drawn in the graph: 'auto' runs one on the CPU
+   * provider (it reads the weights in place) and GPU_DECODE_STEPS_PER_RUN on a GPU provider,
+   * whose every run copies the weights in from the host.
+   */
+  decodeStepsPerRun: number | 'auto' = 'auto';
+  /** The provider the last run ran on. */
+  private ranOn: string | undefined;
+
   get provider(): Promise<string> {
     return this.session('prefill').then((s) => s.provider);
   }
@@ -412,15 +423,38 @@ export class Policy {
       const bias = new Float32Array(B * T * T);
       for (let b = 0; b < B; b++) for (let i = 0; i < T; i++) for (let j = 0; j < T; j++) bias[(b * T + i) * T + j] = j <= i && mask[b * T + j] ? 0 : MASKED;
       feeds.attn_bias = { dtype: 'float32', dims: [B, 1, T, T], data: bias };
-      // Every slot is fed (capacity C): unfilled and padding slots are masked out.
-      feeds.cache_bias = { dtype: 'float32', dims: [B, 1, 1, C], data: cache.bias };
-      for (let l = 0; l < L; l++) {
-        feeds[`cache.${l}.key`] = { dtype: 'float32', dims: [B, nkv, d, C], data: cache.keys[l] };
-        feeds[`cache.${l}.value`] = { dtype: 'float32', dims: [B, nkv, C, d], data: cache.values[l] };
-      }
+      Object.assign(feeds, this.cacheFeeds(cache));
     }
     const out = await session.run(feeds);
-    for (let l = 0; l < L; l++) {
+    this.ranOn = session.provider;
+    this.writeNew(cache, out, T);
+    for (let b = 0; b < B; b++) for (let i = 0; i < T; i++) if (mask[b * T + i]) cache.bias[b * C + P + i] = 0;
+    cache.filled = P + T;
+    return out;
+  }
+
+  /** The cache as a decode graph takes it. Every slot is fed (capacity C): unfilled and padding slots are masked out. */
+  private cacheFeeds(cache: KvCache): Record<string, HostTensor> {
+    const B = cache.nextPos.length;
+    const C = cache.capacity;
+    const nkv = this.config.num_key_value_heads;
+    const d = headDim(this.config);
+    const feeds: Record<string, HostTensor> = { cache_bias: { dtype: 'float32', dims: [B, 1, 1, C], data: cache.bias } };
+    for (let l = 0; l < this.config.num_hidden_layers; l++) {
+      feeds[`cache.${l}.key`] = { dtype: 'float32', dims: [B, nkv, d, C], data: cache.keys[l] };
+      feeds[`cache.${l}.value`] = { dtype: 'float32', dims: [B, nkv, C, d], data: cache.values[l] };
+    }
+    return feeds;
+  }
+
+  /** Writes a run's new keys and values (T per row) into slots filled.. of the cache; their slots stay masked. */
+  private writeNew(cache: KvCache, out: Record<string, HostTensor>, T: number): void {
+    const B = cache.nextPos.length;
+    const P = cache.filled;
+    const C = cache.capacity;
+    const nkv = this.config.num_key_value_heads;
+    const d = headDim(this.config);
+    for (let l = 0; l < this.config.num_hidden_layers; l++) {
       const k = out[`new.${l}.key`].data as Float32Array; // [B,nkv,d,T]
       const v = out[`new.${l}.value`].data as Float32Array; // [B,nkv,T,d]
       const K = cache.keys[l];
@@ -428,9 +462,43 @@ export class Policy {
       for (let r = 0; r < B * nkv * d; r++) K.set(k.subarray(r * T, (r + 1) * T), r * C + P);
       for (let bh = 0; bh < B * nkv; bh++) V.set(v.subarray(bh * T * d, (bh + 1) * T * d), (bh * C + P) * d);
     }
-    for (let b = 0; b < B; b++) for (let i = 0; i < T; i++) if (mask[b * T + i]) cache.bias[b * C + P + i] = 0;
-    cache.filled = P + T;
-    return out;
+  }
+
+  /**
+   * K decode steps in one run (buildDecodeLoopGraph): row b feeds pending[b] (-1: a finished
+   * row, which runs along and is ignored) and draws K tokens, uniform[k·B + b] the draw of its
+   * step k. Writes the K fed tokens' keys and values into slots filled..filled+K−1, still
+   * masked: `keep` then says how many of them row b keeps (see keepSteps).
+   */
+  private async drawSteps(cache: KvCache, pending: readonly number[], K: number, temperature: Float32Array, uniform: Float32Array): Promise<{ ids: BigInt64Array; logprobs: Float32Array }> {
+    const B = pending.length;
+    if (cache.filled + K > cache.capacity) throw new TurnwiseError('internal', `KV cache of ${cache.capacity} slots cannot take ${K} more tokens after ${cache.filled}`);
+    const lora = this.lora;
+    const session = await this.sessions.get(`loop${lora ? '' : '|base'}${B > 1 ? '|rows' : ''}`, () => toModelProto(buildDecodeLoopGraph(this.config, lora, B > 1)));
+    const out = await session.run({
+      ...this.feeds,
+      ...this.cacheFeeds(cache),
+      input_ids: { dtype: 'int64', dims: [B, 1], data: BigInt64Array.from(pending, (id) => BigInt(Math.max(0, id))) },
+      position_ids: { dtype: 'int64', dims: [B, 1], data: BigInt64Array.from(cache.nextPos, (p) => BigInt(p)) },
+      sample_temperature: { dtype: 'float32', dims: [B], data: temperature },
+      sample_uniform: { dtype: 'float32', dims: [K, B], data: uniform },
+    });
+    this.writeNew(cache, out, K);
+    return { ids: out.sampled_ids.data as BigInt64Array, logprobs: out.sampled_logprobs.data as Float32Array };
+  }
+
+  /**
+   * After drawSteps wrote K slots from `from`: row b keeps its first kept[b] of them (the tokens
+   * it fed that are its own: the pending token, then all but the last of those it kept), the
+   * rest stay masked.
+   */
+  private keepSteps(cache: KvCache, from: number, K: number, kept: readonly number[]): void {
+    const C = cache.capacity;
+    kept.forEach((n, b) => {
+      cache.bias.fill(0, b * C + from, b * C + from + n);
+      cache.nextPos[b] += n;
+    });
+    cache.filled = from + K;
   }
 
   /**
@@ -624,47 +692,77 @@ export class Policy {
     const first = await this.feedSequences(seqs, fed, steps - 1);
     const { cache, from } = first;
     let logits: Float32Array | undefined = first.logits; // [B, V]: each row's last token
-    let drawn: { ids: BigInt64Array; logprobs: Float32Array } | undefined;
+    let drawn: { ids: BigInt64Array; logprobs: Float32Array; K: number } | undefined;
     const V = this.config.vocab_size;
+    const B = rows.length;
     const done = rows.map(() => false);
     // Rows that need no more than a token and its log-prob (no nucleus, no top log-probs) have
-    // their later tokens drawn in the graph: only two numbers per row come back from a step.
+    // their later tokens drawn in the graph: only two numbers per row come back from a step,
+    // and on a GPU several steps run in one run (decodeStepsPerRun).
     const inGraph = rows.every((r) => r.plan.topP === 1 && r.plan.top === 0);
+    const perRun = inGraph ? this.stepsPerRun() : 1;
     const temperature = Float32Array.from(rows, (r) => r.plan.temperature);
-    const uniform = new Float32Array(rows.length);
+    // Takes row b's next token; true when the row is done.
+    const accept = (r: (typeof rows)[number], b: number, id: number, logprob: number, row?: Float32Array): boolean => {
+      r.out.tokenIds.push(id);
+      r.out.logprobs.push(logprob);
+      r.seq.tokens.push(id);
+      const top = r.plan.top > 0 && row ? topLogprobs(row, r.plan.top, r.plan.temperature) : undefined;
+      if (top) (r.out.topLogprobs ??= []).push(top);
+      if (r.plan.onToken?.({ id, logprob, ...(top ? { top } : {}) }) === 'stop' || r.plan.stop.has(id)) {
+        r.out.finishReason = 'stop';
+        done[b] = true;
+      } else if (remaining(r) <= 0) done[b] = true;
+      return done[b];
+    };
     for (;;) {
-      const next: number[][] = rows.map((r, b) => {
-        if (done[b]) return [-1];
-        const row = logits?.subarray(b * V, (b + 1) * V);
-        const { id, logprob } = row ? sampleToken(row, r.plan.temperature, r.plan.topP, r.plan.rng) : { id: Number(drawn!.ids[b]), logprob: drawn!.logprobs[b] };
-        r.out.tokenIds.push(id);
-        r.out.logprobs.push(logprob);
-        r.seq.tokens.push(id);
-        const top = r.plan.top > 0 && row ? topLogprobs(row, r.plan.top, r.plan.temperature) : undefined;
-        if (top) (r.out.topLogprobs ??= []).push(top);
-        if (r.plan.onToken?.({ id, logprob, ...(top ? { top } : {}) }) === 'stop') {
-          r.out.finishReason = 'stop';
-          done[b] = true;
-        } else if (r.plan.stop.has(id)) {
-          r.out.finishReason = 'stop';
-          done[b] = true;
-        } else if (remaining(r) <= 0) done[b] = true;
-        return done[b] ? [-1] : [id];
-      });
+      let next: number[][];
+      if (drawn && drawn.K > 1) {
+        // K tokens per row, in order, up to the row's stop: it keeps the slots of the tokens it fed.
+        const kept = rows.map(() => 0);
+        next = rows.map((r, b) => {
+          if (done[b]) return [-1];
+          let id = -1;
+          for (let k = 0; k < drawn!.K; k++) {
+            id = Number(drawn!.ids[k * B + b]);
+            kept[b]++;
+            if (accept(r, b, id, drawn!.logprobs[k * B + b])) break;
+          }
+          return done[b] ? [-1] : [id];
+        });
+        this.keepSteps(cache, cache.filled, drawn.K, kept);
+      } else {
+        next = rows.map((r, b) => {
+          if (done[b]) return [-1];
+          const row = logits?.subarray(b * V, (b + 1) * V);
+          const { id, logprob } = row ? sampleToken(row, r.plan.temperature, r.plan.topP, r.plan.rng) : { id: Number(drawn!.ids[b]), logprob: drawn!.logprobs[b] };
+          return accept(r, b, id, logprob, row) ? [-1] : [id];
+        });
+      }
       const going = rows.map((r, b) => (done[b] ? -1 : b)).filter((b) => b >= 0);
       const worthRegathering = going.length <= rows.length / 2 && Math.max(...going.map((b) => remaining(rows[b]))) > REGATHER_MIN_STEPS;
       if (going.length === 0 || worthRegathering) {
         scatterSequences(this.config, cache, seqs, from, this.weightsVersion);
         return going.map((b) => ids[b]);
       }
-      if (!inGraph) logits = await this.step(cache, next);
-      else {
-        // One draw per sampled token, as sampleToken takes it (greedy rows take none).
-        rows.forEach((r, b) => (uniform[b] = !done[b] && r.plan.temperature > 0 ? r.plan.rng.next() : 0));
-        drawn = await this.draw(cache, next, temperature, uniform);
-        logits = undefined;
+      if (!inGraph) {
+        logits = await this.step(cache, next);
+        continue;
       }
+      // One draw per sampled token, as sampleToken takes it (greedy rows take none), in step order.
+      const K = Math.min(perRun, Math.max(...going.map((b) => remaining(rows[b]))));
+      const uniform = new Float32Array(K * B);
+      for (let k = 0; k < K; k++) rows.forEach((r, b) => (uniform[k * B + b] = !done[b] && r.plan.temperature > 0 ? r.plan.rng.next() : 0));
+      logits = undefined;
+      drawn = K > 1 ? { ...(await this.drawSteps(cache, next.map((n) => n[0]), K, temperature, uniform)), K } : { ...(await this.draw(cache, next, temperature, uniform)), K };
     }
+  }
+
+  /** Decode steps per run when tokens are drawn in the graph: decodeStepsPerRun, or by provider. */
+  private stepsPerRun(): number {
+    const n = this.decodeStepsPerRun === 'auto' ? (this.ranOn === undefined || this.ranOn === 'cpu' ? 1 : GPU_DECODE_STEPS_PER_RUN) : this.decodeStepsPerRun;
+    if (!(Number.isInteger(n) && n >= 1)) throw new TurnwiseError('invalid-input', `decodeStepsPerRun must be a whole number ≥ 1 or 'auto', got ${n}`);
+    return n;
   }
 
   /** Samples continuations of token-id prompts, batched, with a KV cache (one sequence per prompt). */

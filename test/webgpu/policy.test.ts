@@ -73,6 +73,20 @@ describe('webgpu: the policy on a real WebGPU adapter', function () {
     await policy.dispose();
   });
 
+  it('decode steps looped in one run on WebGPU (the GPU default) draw what one step per run draws', async () => {
+    const run = async (perRun: number) => {
+      const policy = new Policy(weights, undefined, webgpu);
+      policy.decodeStepsPerRun = perRun;
+      const seqs = [[1, 2, 3, 4, 5], [6, 7], [9]].map((p) => policy.newSequence(p));
+      const out = await policy.sample(seqs.map((seq, b) => ({ seq, seed: b, maxNewTokens: 9 + b, temperature: b === 0 ? 0 : 1, stopIds: [] })));
+      await policy.dispose();
+      return out;
+    };
+    const [one, looped] = [await run(1), await run(4)];
+    assert.deepEqual(looped.map((r) => r.tokenIds), one.map((r) => r.tokenIds));
+    looped.forEach((r, b) => r.logprobs.forEach((lp, t) => assert.ok(Math.abs(lp - one[b].logprobs[t]) < 1e-4, `row ${b} token ${t}: ${lp} vs ${one[b].logprobs[t]}`)));
+  });
+
   it('a training step on WebGPU equals the CPU step: metrics and both AdamW moments', async () => {
     const o = { loss: 'ppo-token' as const, batch: 2, seq: 12 };
     const hyper = { lr: 1e-3, weightDecay: 0.1, klCoef: 0.2, entCoef: 0.01, maxGradNorm: 0.5 };

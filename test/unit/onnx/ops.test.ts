@@ -5,7 +5,7 @@ import { strict as assert } from 'node:assert';
 import { opsWithoutKernel, opTypes, parsePlacements } from '../../../src/onnx/ops';
 import { nodePlacements } from '../../../src/onnx/placements';
 import { toModelProto } from '../../../src/onnx/model';
-import { buildStepGraph } from '../../../src/policy/graphs';
+import { buildDecodeLoopGraph, buildStepGraph } from '../../../src/policy/graphs';
 import { buildTrainGraph } from '../../../src/policy/training';
 import { BENCH_SHAPES } from '../../../src/policy/bench-model';
 import { LORA_MODULES } from '../../../src/policy/lora';
@@ -19,6 +19,7 @@ function graphs() {
     decode: buildStepGraph(c, 'decode', lora),
     'decode (cache only)': buildStepGraph(c, 'decode', undefined, 'none'),
     'decode (several rows, tokens drawn in the graph)': buildStepGraph(c, 'decode', lora, 'sample', true),
+    'decode loop (steps in a Loop, several rows)': buildDecodeLoopGraph(c, lora, true),
     'train (ppo-token, LoRA, 2 steps in a Loop)': buildTrainGraph(c, { loss: 'ppo-token', batch: 2, seq: 8, lora }, 2),
     'train (sft, full)': buildTrainGraph(c, { loss: 'sft', batch: 2, seq: 8 }),
   };
@@ -40,6 +41,8 @@ describe('onnx/ops: operators of the generated graphs and provider kernels', () 
     assert.deepEqual([...opsWithoutKernel(g.prefill, 'webgpu').keys()], []);
     assert.deepEqual([...opsWithoutKernel(g['train (ppo-token, LoRA, 2 steps in a Loop)'], 'webgpu').keys()], ['Loop']);
     assert.deepEqual([...opsWithoutKernel(g['train (sft, full)'], 'webgpu').keys()], []);
+    assert.deepEqual([...opsWithoutKernel(g['decode (several rows, tokens drawn in the graph)'], 'webgpu').keys()], []);
+    assert.deepEqual([...opsWithoutKernel(g['decode loop (steps in a Loop, several rows)'], 'webgpu').keys()], ['Loop']);
   });
 
   it('nodePlacements: a real ONNX Runtime session\'s log, one process per graph; a model that cannot be opened says why', function () {

@@ -9,7 +9,7 @@ import { createEditSigner } from '../ast/edits';
 import { shellQuote } from '../sandbox/shell';
 import type { Sandbox } from '../sandbox/types';
 import { WORKSPACE_DIR } from '../sandbox/types';
-import { computeReward, scoreEpisode, type RewardWeights } from '../tasks/reward';
+import { computeReward, repeatedTurns, scoreEpisode, type RewardWeights } from '../tasks/reward';
 import { workspacePathProblem } from '../tasks/origin';
 import type { ScoringOriginals } from '../tasks/testfiles';
 import { parseAction, type ParsedAction } from './action';
@@ -311,8 +311,9 @@ export async function runEpisode(o: EpisodeOptions): Promise<Trajectory> {
     }
     o.onActionsDone?.();
     const actions = turns.filter((t) => t.action !== 'submit').length;
+    const repeats = repeatedTurns(turns);
     const score = await timed('rewardMs', () =>
-      inSlot(() => scoreEpisode(o.sandbox, o.task, { originals: o.originals, turns: actions, maxTurns, formatError: anyFormatError, weights: o.rewardWeights, timeoutMs: o.testTimeoutMs })),
+      inSlot(() => scoreEpisode(o.sandbox, o.task, { originals: o.originals, turns: actions, maxTurns, formatError: anyFormatError, repeats, weights: o.rewardWeights, timeoutMs: o.testTimeoutMs })),
     );
     reward = score.reward;
     testReport = score.testReport;

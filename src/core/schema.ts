@@ -78,7 +78,10 @@ export interface RewardComponents {
   formatError: boolean;
   efficiencyPenalty: number;
   formatPenalty: number;
-  /** R = testScore − efficiencyPenalty (resolved episodes only) − formatPenalty (NaN propagates). */
+  /** Turns that ran a command again for the output it already gave (tasks/reward.ts repeatedTurns). Absent in older trajectories. */
+  repeats?: number;
+  repeatPenalty?: number;
+  /** R = testScore − efficiencyPenalty (resolved episodes only) − formatPenalty − repeatPenalty (NaN propagates). */
   reward: number;
   /** True when the agent changed a test file, runner configuration or dependencies (undone before scoring). */
   testsEdited?: boolean;

@@ -31,7 +31,7 @@ export function trajectoryView(traj: Trajectory, actionFormat?: TrajectoryAction
     split: traj.split,
     checkpoint: traj.checkpoint,
     ...(actionFormat ? { actionFormat } : {}),
-    reward: { reward: finite(r?.reward), passRate: finite(r?.passRate), resolved: !!r?.resolved, turns: r?.turns ?? traj.turns.length, efficiencyPenalty: r?.efficiencyPenalty, formatPenalty: r?.formatPenalty, testsEdited: r?.testsEdited, ...(r?.tampered !== undefined ? { tampered: r.tampered } : {}), error: r?.error },
+    reward: { reward: finite(r?.reward), passRate: finite(r?.passRate), resolved: !!r?.resolved, turns: r?.turns ?? traj.turns.length, efficiencyPenalty: r?.efficiencyPenalty, formatPenalty: r?.formatPenalty, repeats: r?.repeats, repeatPenalty: r?.repeatPenalty, testsEdited: r?.testsEdited, ...(r?.tampered !== undefined ? { tampered: r.tampered } : {}), error: r?.error },
     tests: traj.testReport ? { passed: traj.testReport.passed.length, failed: traj.testReport.failed.length, errors: traj.testReport.errors?.length ?? 0, failedNames: traj.testReport.failed.slice(0, 20) } : undefined,
     failure: traj.failure,
     turns: traj.turns.map((t) => ({

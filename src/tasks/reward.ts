@@ -1,12 +1,18 @@
 // Reward after an episode: put every test file back as it was in the snapshot, run the task's
-// tests, and score R = test_score − λ_eff·turns/max_turns·[resolved] − λ_fmt·[any format error],
-// where test_score is the mean of the fail-to-pass and the pass-to-pass pass rates.
+// tests, and score R = test_score − λ_eff·turns/max_turns·[resolved] − λ_fmt·[any format error]
+// − λ_rep·repeats, where test_score is the mean of the fail-to-pass and the pass-to-pass pass
+// rates and repeats counts the turns that ran a command again for the output it already gave.
 // An unreadable report gives NaN (left out of baselines), never a silent 0.
 //
 // Why not the pass rate over all the task's tests: with dozens of pass-to-pass tests beside one
 // fail-to-pass test, the fix moved it by a few hundredths, no more than a turn of the efficiency
 // penalty, and RL learned to submit at once (a broken suite still passed 97%). Each kind now
 // weighs half, and only a fix pays for its length, so ending early never beats trying.
+//
+// Why repeats cost: with nothing lost for the length of a failed episode, RL on a repository's
+// own tasks learned to spend the turns after a suspect's candidates on asking for the same
+// candidates again (a fix needs that command once; its second run tells nothing). A repeat costs
+// λ_rep whether or not the episode ends resolved, and never more than a fix is worth.
 import { createHash } from 'node:crypto';
 import { formatError, TurnwiseError } from '../core/errors';
 import type { RewardComponents, Task } from '../core/schema';
@@ -23,9 +29,28 @@ export interface RewardWeights {
   efficiency: number;
   /** λ_fmt: penalty when any turn had a format error. Default 0.5. */
   format: number;
+  /** λ_rep: penalty per repeated turn (repeatedTurns). Default 0.05. */
+  repeat: number;
 }
 
-export const DEFAULT_REWARD_WEIGHTS: RewardWeights = { efficiency: 0.1, format: 0.5 };
+export const DEFAULT_REWARD_WEIGHTS: RewardWeights = { efficiency: 0.1, format: 0.5, repeat: 0.05 };
+
+/**
+ * Turns that ran a command again for the output it already gave: a turn that changed no file and
+ * whose command (whitespace collapsed) and observation equal those of an earlier turn that changed
+ * no file either. Submits and unparsable actions are not counted (the format penalty covers those).
+ */
+export function repeatedTurns(turns: readonly { action: string; observation: string; edits?: readonly unknown[]; formatError?: string }[]): number {
+  const seen = new Set<string>();
+  let repeats = 0;
+  for (const t of turns) {
+    if (t.action === 'submit' || t.formatError !== undefined || (t.edits?.length ?? 0) > 0) continue;
+    const key = `${t.action.replace(/\s+/g, ' ').trim()}\u0000${t.observation}`;
+    if (seen.has(key)) repeats++;
+    else seen.add(key);
+  }
+  return repeats;
+}
 
 export interface RewardInput {
   /** Outcome per test id from the report; tests absent from it count as not passing. */
@@ -35,6 +60,8 @@ export interface RewardInput {
   turns: number;
   maxTurns: number;
   formatError: boolean;
+  /** Turns that repeated an earlier one (repeatedTurns). */
+  repeats?: number;
   weights?: Partial<RewardWeights>;
   /** Why the report could not be used; makes pass rate and reward NaN. */
   error?: string;
@@ -70,6 +97,8 @@ export function computeReward(input: RewardInput): RewardComponents {
   const maxTurns = Math.max(1, input.maxTurns);
   const efficiencyPenalty = resolved ? (w.efficiency * Math.min(input.turns, maxTurns)) / maxTurns : 0;
   const formatPenalty = input.formatError ? w.format : 0;
+  const repeats = input.repeats ?? 0;
+  const repeatPenalty = w.repeat * repeats;
   if (input.tampered !== undefined) {
     return {
       passRate: 0,
@@ -80,6 +109,8 @@ export function computeReward(input: RewardInput): RewardComponents {
       formatError: input.formatError,
       efficiencyPenalty: 0,
       formatPenalty: 0,
+      repeats,
+      repeatPenalty: 0,
       reward: 0,
       tampered: input.tampered,
       ...(input.testsEdited !== undefined ? { testsEdited: input.testsEdited } : {}),
@@ -94,7 +125,9 @@ export function computeReward(input: RewardInput): RewardComponents {
     formatError: input.formatError,
     efficiencyPenalty,
     formatPenalty,
-    reward: testScore - efficiencyPenalty - formatPenalty,
+    repeats,
+    repeatPenalty,
+    reward: testScore - efficiencyPenalty - formatPenalty - repeatPenalty,
     ...(input.testsEdited !== undefined ? { testsEdited: input.testsEdited } : {}),
     ...(input.error !== undefined ? { error: input.error } : input.outcomes && ids.length === 0 ? { error: 'the task names no tests' } : {}),
   };
@@ -373,6 +406,8 @@ export interface ScoreOptions {
   turns: number;
   maxTurns: number;
   formatError: boolean;
+  /** Turns that repeated an earlier one (repeatedTurns). */
+  repeats?: number;
   weights?: Partial<RewardWeights>;
   timeoutMs?: number;
 }
@@ -489,7 +524,7 @@ export async function scoreEpisode(sandbox: Sandbox, task: Task, opts: ScoreOpti
   const testsEdited = [...restored.modified, ...restored.deleted, ...restored.added].some(isTest) || (restored.dependencies?.length ?? 0) > 0;
   const run = await runTests(sandbox, task, { timeoutMs: opts.timeoutMs, killStrays: true });
   const ids = [...new Set([...task.fail_to_pass, ...task.pass_to_pass])];
-  const common = { failToPass: task.fail_to_pass, passToPass: task.pass_to_pass, turns: opts.turns, maxTurns: opts.maxTurns, formatError: opts.formatError, weights: opts.weights, testsEdited };
+  const common = { failToPass: task.fail_to_pass, passToPass: task.pass_to_pass, turns: opts.turns, maxTurns: opts.maxTurns, formatError: opts.formatError, repeats: opts.repeats, weights: opts.weights, testsEdited };
   if (run.report) {
     const unknown = unknownReportIds(run.report, opts.originals, task.runner);
     if (unknown.length) tampered.push(`the test report names ${unknown.length} test(s) the restored test files do not define (${unknown.slice(0, 3).join(', ')}${unknown.length > 3 ? ', …' : ''}): it was not written by the test run alone`);

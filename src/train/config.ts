@@ -102,7 +102,7 @@ export interface TrainConfig {
   topP: number;
   /** Tokens an action may take. */
   maxActionTokens: number;
-  reward: { efficiency: number; format: number };
+  reward: { efficiency: number; format: number; repeat: number };
   /** Evaluate held-out tasks every N iterations (and at 0 and the last). 0: only at 0 and the end. */
   evalEvery: number;
   /**
@@ -294,6 +294,7 @@ function resolveFields(given: Record<string, unknown>, source: string): TrainCon
   checkNumber('taskSeed', c.taskSeed, 0, 2 ** 32 - 1, true);
   checkNumber('reward.efficiency', c.reward.efficiency, 0, 10);
   checkNumber('reward.format', c.reward.format, 0, 10);
+  checkNumber('reward.repeat', c.reward.repeat, 0, 10);
   if (!['auto', 'cpu', 'cuda', 'webgpu'].includes(c.executionProvider)) throw bad(`config field "executionProvider" must be auto, cpu, cuda or webgpu, got ${JSON.stringify(c.executionProvider)}`, 'fix "executionProvider"');
   if (!estimatorNames().includes(c.estimator)) throw bad(`unknown estimator ${JSON.stringify(c.estimator)}`, `use one of: ${estimatorNames().join(', ')}`);
   if (typeof c.estimatorParams !== 'object' || c.estimatorParams === null || Array.isArray(c.estimatorParams)) throw bad('config field "estimatorParams" must be an object', 'e.g. {"scale": "none"}');

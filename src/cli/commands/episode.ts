@@ -13,7 +13,7 @@ const fmt = (v: number, digits = 3) => (Number.isFinite(v) ? v.toFixed(digits) :
 const indent = (text: string, prefix = '    ') => text.replace(/\n$/, '').split('\n').map((l) => prefix + l).join('\n');
 
 /** Reward fields printed in the result line; any other field the reward holds is listed after it. */
-const SHOWN = new Set(['passRate', 'testScore', 'resolved', 'turns', 'maxTurns', 'formatError', 'efficiencyPenalty', 'formatPenalty', 'reward']);
+const SHOWN = new Set(['passRate', 'testScore', 'resolved', 'turns', 'maxTurns', 'formatError', 'efficiencyPenalty', 'formatPenalty', 'repeats', 'repeatPenalty', 'reward']);
 
 /** The trajectory as a person reads it; sandbox text has its control characters escaped. */
 export function formatEpisode(t: Trajectory, where: { workspace: string; instruction: string }): string {
@@ -29,7 +29,7 @@ export function formatEpisode(t: Trajectory, where: { workspace: string; instruc
   const r = t.reward;
   out.push(
     '',
-    `${t.failure ? 'failed' : r.resolved ? 'resolved' : 'not resolved'}  reward ${fmt(r.reward)}  test score ${fmt(r.testScore ?? NaN)}  pass rate ${fmt(r.passRate)}  turns ${r.turns} of ${r.maxTurns}  (efficiency penalty ${fmt(r.efficiencyPenalty)}, format penalty ${fmt(r.formatPenalty)})`,
+    `${t.failure ? 'failed' : r.resolved ? 'resolved' : 'not resolved'}  reward ${fmt(r.reward)}  test score ${fmt(r.testScore ?? NaN)}  pass rate ${fmt(r.passRate)}  turns ${r.turns} of ${r.maxTurns}  (efficiency penalty ${fmt(r.efficiencyPenalty)}, format penalty ${fmt(r.formatPenalty)}${r.repeats ? `, ${r.repeats} repeated turn${r.repeats === 1 ? '' : 's'} ${fmt(r.repeatPenalty ?? 0)}` : ''})`,
   );
   for (const [k, v] of Object.entries(r)) if (!SHOWN.has(k)) out.push(`  ${k}: ${typeof v === 'string' ? escapeControlChars(v) : JSON.stringify(v)}`);
   if (t.testReport) {

@@ -56,6 +56,7 @@ export const SETTING_FOR_FIELD: { readonly [K in ConfigPath]: string } = {
   executionProvider: 'executionProvider',
   'reward.efficiency': 'reward.efficiencyPenalty',
   'reward.format': 'reward.formatPenalty',
+  'reward.repeat': 'reward.repeatPenalty',
   commandTimeoutMs: 'sandbox.commandTimeoutMs',
   concurrency: 'sandbox.concurrency',
   commandConcurrency: 'sandbox.commandConcurrency',

@@ -84,6 +84,7 @@ describe('extension: settings → launch config', () => {
       executionProvider: 'cpu',
       'reward.efficiencyPenalty': 0.2,
       'reward.formatPenalty': 0.3,
+      'reward.repeatPenalty': 0.07,
       'sandbox.commandTimeoutMs': 5000,
       'sandbox.concurrency': 2,
       'sandbox.commandConcurrency': 3,
@@ -114,7 +115,7 @@ describe('extension: settings → launch config', () => {
     assert.equal(resolved.groupSize, 2);
     assert.equal(resolved.lr, 3e-4);
     assert.deepEqual([resolved.lora?.r, resolved.lora?.lora_alpha, resolved.lora?.target_modules], [8, 16, ['q_proj', 'v_proj']]);
-    assert.deepEqual(resolved.reward, { efficiency: 0.2, format: 0.3 });
+    assert.deepEqual(resolved.reward, { efficiency: 0.2, format: 0.3, repeat: 0.07 });
     assert.equal(resolved.dockerHost, 'tcp://10.0.0.2:2376');
     assert.equal(resolved.concurrency, 2);
     assert.equal(resolved.batchWaitMs, 250);
@@ -155,7 +156,7 @@ describe('extension: settings → launch config', () => {
     assert.equal(cfg.groupSize, 6, 'a default setting does not override turnwise.json');
     assert.equal(cfg.maxTurns, 5, 'a setting the user set does');
     assert.equal(cfg.estimator, 'rloo');
-    assert.deepEqual(cfg.reward, { format: 0.9, efficiency: 0.05 });
+    assert.deepEqual(cfg.reward, { format: 0.9, efficiency: 0.05, repeat: 0.05 }, 'a weight neither sets is the default');
     assert.equal(cfg.workspace, ws);
     assert.equal(cfg.tasksFile, path.join(ws, 'tasks.jsonl'));
     assert.equal(cfg.concurrency, TRAIN_DEFAULTS.concurrency, 'fields turnwise.json leaves out come from the defaults');

@@ -1,5 +1,5 @@
 import * as assert from 'node:assert/strict';
-import { computeReward } from '../../../src/tasks/reward';
+import { computeReward, repeatedTurns } from '../../../src/tasks/reward';
 import { buildInstruction, dropRuntimeFrames, redactLocations } from '../../../src/tasks/instruction';
 import type { TestOutcome } from '../../../src/tasks/report';
 
@@ -57,6 +57,36 @@ describe('tasks/reward: computeReward', () => {
     // A test listed as both kinds counts once, as fail-to-pass.
     const both = computeReward({ outcomes: outcomes({ a: 'failed', c: 'passed' }), failToPass: ['a'], passToPass: ['a', 'c'], turns: 1, maxTurns: 10, formatError: false });
     assert.equal(both.testScore, 0.5);
+  });
+
+  it('a turn that ran a command again for the output it already gave costs λ_rep (0.05), resolved or not, and never makes a fix worth less than quitting', () => {
+    const t = (action: string, observation: string, more: { edits?: unknown[]; formatError?: string } = {}) => ({ action, observation, ...more });
+    const turns = [
+      t('tw-suspects -n', '[1] a.py:3'),
+      t('tw-cands 1', 'a.py:3: x < y\n[1] x <= y'),
+      t('tw-cands  1 ', 'a.py:3: x < y\n[1] x <= y'), // the same command, spaced differently
+      t('tw-cands 1', 'a.py:3: x < y\n[1] x <= y'),
+      t('tw-apply 1 1 && tw-test || git checkout -q .', '1 failed'),
+      t('tw-apply 1 1 && tw-test || git checkout -q .', '1 failed'), // the same wrong variant again
+      t('tw-test', '1 failed'), // a new command: not a repeat
+      t("sed -i 's/</<=/' a.py", '', { edits: [{}] }),
+      t("sed -i 's/</<=/' a.py", '', { edits: [{}] }), // changed a file: not a repeat
+      t('tw-cands 1', 'garbled', { formatError: 'no command' }),
+      t('submit', ''),
+      t('submit', ''),
+    ];
+    assert.equal(repeatedTurns(turns), 3);
+    assert.equal(repeatedTurns([t('tw-cands 1', 'A'), t('tw-cands 1', 'B')]), 0, 'a different output is news');
+    const base = { failToPass: ['f'], passToPass: ['p'], maxTurns: 6, formatError: false };
+    const quit = computeReward({ ...base, outcomes: outcomes({ f: 'failed', p: 'passed' }), turns: 1 });
+    const looped = computeReward({ ...base, outcomes: outcomes({ f: 'failed', p: 'passed' }), turns: 6, repeats: 4 });
+    const fixAfterRepeats = computeReward({ ...base, outcomes: outcomes({ f: 'passed', p: 'passed' }), turns: 6, repeats: 4 });
+    assert.equal(looped.repeats, 4);
+    assert.ok(Math.abs(looped.repeatPenalty! - 0.2) < 1e-12);
+    assert.ok(Math.abs(looped.reward - 0.3) < 1e-12, `${looped.reward}`);
+    assert.ok(Math.abs(fixAfterRepeats.reward - (1 - 0.1 - 0.2)) < 1e-12, 'a fix pays for its repeats too');
+    assert.ok(fixAfterRepeats.reward > quit.reward);
+    assert.equal(computeReward({ ...base, outcomes: outcomes({ f: 'failed', p: 'passed' }), turns: 6, repeats: 4, weights: { repeat: 0 } }).reward, 0.5);
   });
 
   it('an unusable report gives NaN, never 0, and keeps the reason', () => {

@@ -94,6 +94,7 @@ function render(): void {
         view.tests ? chip('tests', `${view.tests.passed} passed · ${view.tests.failed} failed`) : undefined,
         r.efficiencyPenalty ? chip('efficiency penalty', signed(-r.efficiencyPenalty)) : undefined,
         r.formatPenalty ? chip('format penalty', signed(-r.formatPenalty), 'neg') : undefined,
+        r.repeatPenalty ? chip(`repeated turns: ${r.repeats}`, signed(-r.repeatPenalty), 'neg') : undefined,
         r.testsEdited ? chip('tests edited', 'undone before scoring') : undefined,
         r.tampered !== undefined ? chip('tampered', 'reward 0', 'neg') : undefined,
       ),

@@ -34,7 +34,7 @@ export interface TrajectoryView {
   checkpoint: string;
   /** The action format the checkpoint wrote in (its action_format.json), when recorded. */
   actionFormat?: TrajectoryActionFormat;
-  reward: { reward: number | null; passRate: number | null; resolved: boolean; turns: number; efficiencyPenalty?: number; formatPenalty?: number; testsEdited?: boolean; tampered?: string; error?: string };
+  reward: { reward: number | null; passRate: number | null; resolved: boolean; turns: number; efficiencyPenalty?: number; formatPenalty?: number; repeats?: number; repeatPenalty?: number; testsEdited?: boolean; tampered?: string; error?: string };
   tests?: { passed: number; failed: number; errors: number; failedNames: string[] };
   failure?: string;
   turns: TurnRow[];

@@ -183,6 +183,8 @@ export interface BenchModelResult {
   /** The same for decodeBatch rows at once (tokens of all rows per second). */
   decode_tokens_per_s_batch: number;
   decode_batch_speedup: number;
+  /** Decode steps per ONNX Runtime run (1 on the CPU provider, several in a Loop on a GPU one). */
+  decode_steps_per_run: number;
   decode_peak_rss_mb: number;
   /** LoRA training step over trainRows × trainSeq tokens (ppo-token loss, AdamW). */
   lora_train_tokens_per_s: number;
@@ -467,6 +469,7 @@ export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult
       await policy.sample(seqs.map((seq, b) => ({ seq, seed: 10 + b, maxNewTokens: steps, ...gen })));
       return performance.now() - t;
     };
+    const stepsPerRun = policy.resolvedDecodeStepsPerRun();
     await decode(1, 2); // builds the decode session
     const b1Ms = await decode(1, work.decodeSteps);
     await decode(work.decodeBatch, 2);
@@ -571,6 +574,7 @@ export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult
       decode_tokens_per_s_b1: round(b1, 2),
       decode_tokens_per_s_batch: round(bn, 2),
       decode_batch_speedup: round(bn / b1),
+      decode_steps_per_run: stepsPerRun,
       decode_peak_rss_mb: decodePeak,
       lora_train_tokens_per_s: round(train, 1),
       train_step_s: round(stepMs / 1000, 6),

@@ -700,7 +700,7 @@ export class Policy {
     // their later tokens drawn in the graph: only two numbers per row come back from a step,
     // and on a GPU several steps run in one run (decodeStepsPerRun).
     const inGraph = rows.every((r) => r.plan.topP === 1 && r.plan.top === 0);
-    const perRun = inGraph ? this.stepsPerRun() : 1;
+    const perRun = inGraph ? this.resolvedDecodeStepsPerRun() : 1;
     const temperature = Float32Array.from(rows, (r) => r.plan.temperature);
     // Takes row b's next token; true when the row is done.
     const accept = (r: (typeof rows)[number], b: number, id: number, logprob: number, row?: Float32Array): boolean => {
@@ -758,8 +758,8 @@ export class Policy {
     }
   }
 
-  /** Decode steps per run when tokens are drawn in the graph: decodeStepsPerRun, or by provider. */
-  private stepsPerRun(): number {
+  /** Decode steps per run when tokens are drawn in the graph: decodeStepsPerRun, or by the provider runs ran on. */
+  resolvedDecodeStepsPerRun(): number {
     const n = this.decodeStepsPerRun === 'auto' ? (this.ranOn === undefined || this.ranOn === 'cpu' ? 1 : GPU_DECODE_STEPS_PER_RUN) : this.decodeStepsPerRun;
     if (!(Number.isInteger(n) && n >= 1)) throw new TurnwiseError('invalid-input', `decodeStepsPerRun must be a whole number ≥ 1 or 'auto', got ${n}`);
     return n;

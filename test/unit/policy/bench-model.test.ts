@@ -26,7 +26,7 @@ const TORCH: TorchFigures = {
 const KEYS = [
   'schema', 'shape', 'family', 'parameters', 'date', 'provider', 'threads', 'machine', 'load_avg_start', 'load_avg_end', 'work',
   'weights_file_bytes', 'weights_bytes_per_token', 'load_s', 'load_peak_rss_mb', 'prefill_tokens_per_s', 'prefill_peak_rss_mb',
-  'decode_tokens_per_s_b1', 'decode_tokens_per_s_batch', 'decode_batch_speedup', 'decode_peak_rss_mb', 'lora_train_tokens_per_s',
+  'decode_tokens_per_s_b1', 'decode_tokens_per_s_batch', 'decode_batch_speedup', 'decode_steps_per_run', 'decode_peak_rss_mb', 'lora_train_tokens_per_s',
   'train_step_s', 'train_first_step_s', 'train_step_peak_rss_mb', 'train_start_rss_mb', 'train_rss_budget_mb', 'memory_bandwidth_gbs', 'memory_bandwidth_1thread_gbs',
   'decode_bound_tokens_per_s', 'decode_fraction_of_bound', 'torch', 'prefill_vs_torch', 'decode_vs_torch', 'decode_batch_vs_torch',
   'train_vs_torch', 'torch_decode_fraction_of_bound', 'targets',
@@ -57,6 +57,7 @@ describe('bench model', function () {
     close(r.train_vs_torch, r.lora_train_tokens_per_s / TORCH.lora_train_tokens_per_s, 'train_vs_torch');
     close(r.prefill_vs_torch, r.prefill_tokens_per_s / TORCH.prefill_tokens_per_s, 'prefill_vs_torch');
     close(r.decode_batch_speedup, r.decode_tokens_per_s_batch / r.decode_tokens_per_s_b1, 'decode_batch_speedup');
+    assert.equal(r.decode_steps_per_run, 1, 'the CPU provider decodes one step per run');
     close(r.lora_train_tokens_per_s, (r.work.trainRows * r.work.trainSeq) / r.train_step_s, 'lora_train_tokens_per_s');
     close(r.decode_bound_tokens_per_s, (r.memory_bandwidth_gbs * 1e9) / r.weights_bytes_per_token, 'decode_bound_tokens_per_s');
     close(r.decode_fraction_of_bound, r.decode_tokens_per_s_b1 / r.decode_bound_tokens_per_s, 'decode_fraction_of_bound');

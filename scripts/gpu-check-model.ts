@@ -10,7 +10,7 @@ import { loadPolicy } from '../src/policy';
 import { byteLevelTokenizerConfig, byteLevelTokenizerJson } from '../src/policy/tokenizer';
 import { toModelProto } from '../src/onnx';
 import { nodePlacements } from '../src/onnx/placements';
-import { buildStepGraph } from '../src/policy/graphs';
+import { buildDecodeLoopGraph, buildStepGraph } from '../src/policy/graphs';
 import { LORA_MODULES } from '../src/policy/lora';
 import { buildTrainGraph } from '../src/policy/training';
 
@@ -42,6 +42,8 @@ const arg = (name: string, fallback: string) => {
     { name: 'prefill', bytes: toModelProto(buildStepGraph(config, 'prefill')) },
     { name: 'decode', bytes: toModelProto(buildStepGraph(config, 'decode')) },
     { name: 'decode, several rows', bytes: toModelProto(buildStepGraph(config, 'decode', undefined, 'all', true)) },
+    { name: 'decode, tokens drawn in the graph', bytes: toModelProto(buildStepGraph(config, 'decode', undefined, 'sample', true)) },
+    { name: 'decode loop (8 steps per run on a GPU)', bytes: toModelProto(buildDecodeLoopGraph(config, undefined, true)) },
     { name: 'LoRA training step', bytes: toModelProto(buildTrainGraph(config, { loss: 'ppo-token', batch: 1, seq: 1024, lora })) },
   ];
   const results: Record<string, unknown> = {};

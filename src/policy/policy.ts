@@ -409,9 +409,6 @@ export class Policy {
       input_ids: { dtype: 'int64', dims: [B, T], data: idArr },
       position_ids: { dtype: 'int64', dims: [B, T], data: posArr },
     };
-    const nkv = this.config.num_key_value_heads;
-    const d = headDim(this.config);
-    const L = this.config.num_hidden_layers;
     let session: OnnxSession;
     if (P === 0) {
       session = await this.session('prefill', withAdapter, want);
@@ -468,7 +465,7 @@ export class Policy {
    * K decode steps in one run (buildDecodeLoopGraph): row b feeds pending[b] (-1: a finished
    * row, which runs along and is ignored) and draws K tokens, uniform[k·B + b] the draw of its
    * step k. Writes the K fed tokens' keys and values into slots filled..filled+K−1, still
-   * masked: `keep` then says how many of them row b keeps (see keepSteps).
+   * masked: keepSteps then unmasks those each row keeps.
    */
   private async drawSteps(cache: KvCache, pending: readonly number[], K: number, temperature: Float32Array, uniform: Float32Array): Promise<{ ids: BigInt64Array; logprobs: Float32Array }> {
     const B = pending.length;

@@ -1,10 +1,18 @@
+// Decode speed at the Qwen2.5-0.5B shape on the CPU provider, one step per run against steps
+// looped in one run (decodeStepsPerRun), at 1 and 8 rows, 1,024 tokens of context; prints one
+// JSON line per case (the fastest of 2 runs of 16 steps).
+//   npx tsx docs/experiments/scripts/decode-steps.ts [--dir DIR]   (DIR: a model folder; default a
+//   random BF16 one written to the system's temporary folder)
 import * as fs from 'node:fs';
-import { BENCH_SHAPES, randomWeights } from '../src/policy/bench-model';
-import { writeModelFolder } from '../src/policy/hf';
-import { loadPolicy } from '../src/policy';
-import { byteLevelTokenizerConfig, byteLevelTokenizerJson } from '../src/policy/tokenizer';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { BENCH_SHAPES, randomWeights } from '../../../src/policy/bench-model';
+import { writeModelFolder } from '../../../src/policy/hf';
+import { loadPolicy } from '../../../src/policy';
+import { byteLevelTokenizerConfig, byteLevelTokenizerJson } from '../../../src/policy/tokenizer';
 (async () => {
-  const out = '/tmp/q05';
+  const i = process.argv.indexOf('--dir');
+  const out = i >= 0 ? process.argv[i + 1] : path.join(os.tmpdir(), 'turnwise-decode-steps-qwen2.5-0.5b');
   const config = BENCH_SHAPES['qwen2.5-0.5b'];
   if (!fs.existsSync(`${out}/config.json`)) writeModelFolder(out, randomWeights(config, 0), { dtype: 'bfloat16', tokenizerJson: byteLevelTokenizerJson(), tokenizerConfig: byteLevelTokenizerConfig() });
   const p = loadPolicy(out, { provider: 'cpu' });

@@ -61,7 +61,7 @@ describe('train/chat-model: a chat model as the agent\'s ActionModel (generated 
       // Two episodes in one batch. Their seeds give (random weights, fixed seeds) a reply cut at
       // the action budget, and one ended by <|endoftext|>, an eos of generation_config.json that
       // is not the template's end of turn; both re-tokenize to other ids than they were sampled as.
-      const eps = [{ id: 'cut', seed: 2 }, { id: 'eos', seed: 132 }];
+      const eps = [{ id: 'cut', seed: 2 }, { id: 'eos', seed: 52 }];
       const first = (await model.act(eps.map((e) => ({ episodeId: e.id, task, turns: [], seed: e.seed })))) as ChatActResult[];
       assert.equal(first[0].finishReason, 'length');
       assert.deepEqual(first[1].tokenIds.slice(-1), [endOfText]);

@@ -44,6 +44,13 @@ const list =
   (turns) =>
     actions[turns.length] ?? 'submit';
 
+/**
+ * Doing nothing for up to six turns: distinct no-op commands, so that none is a repeat (a turn
+ * that re-ran a command for the same output costs reward.repeat).
+ */
+const IDLE_ACTIONS = ['true', ': 1', ': 2', ': 3', ': 4', ': 5'];
+const idleFor = (n: number): Script => list(...IDLE_ACTIONS.slice(0, n));
+
 describe('docker: numbered suspects in the Python sandbox (tw-suspects -n, tw-show, tw-tokens, tw-edit, tw-cands, tw-apply)', function () {
   this.timeout(600_000);
   let pool: SandboxPool;
@@ -98,10 +105,14 @@ describe('docker: numbered suspects in the Python sandbox (tw-suspects -n, tw-sh
   };
 
   it('each tool prints its fixed shape, the read-only ones change no file, and calling them scores as doing nothing', async () => {
-    const { tools, idle } = await play({
+    const { tools, idle, again } = await play({
       tools: list('tw-suspects -n', 'tw-show 1', 'tw-tokens 1', "tw-edit 1 'no such text' 'x'", 'tw-show 9', 'tw-suspects'),
-      idle: list('true', 'true', 'true', 'true', 'true', 'true'),
+      idle: idleFor(6),
+      again: list('tw-suspects -n', 'tw-cands 1', 'tw-cands  1', 'tw-cands 1'),
     });
+    // Asking again for an output already given costs reward.repeat (0.05) a turn.
+    assert.equal(again.reward.repeats, 2, again.turns.map((t) => t.action).join(' | '));
+    assert.ok(Math.abs(again.reward.reward - (idle.reward.reward - 0.1)) < 1e-9, `${again.reward.reward} vs ${idle.reward.reward}`);
     const [suspects, show, tokens, refused, none, plain] = tools.turns;
     // Numbered: "[K] path:line: code", K from 1, the same lines as the plain output in the same order.
     assert.match(suspects.observation, /^exit 1\n\d+ failed, \d+ passed\n\[1\] \S+:\d+: /);
@@ -174,7 +185,7 @@ describe('docker: numbered suspects in the Python sandbox (tw-suspects -n, tw-sh
     const testFile = [...originals.tests.keys()][0];
     const { bad, idle } = await play({
       bad: list('tw-suspects -n', 'tw-apply 1 99', `tw-apply ${testFile}:1 1`, 'tw-apply 1 x', 'tw-apply 1', "tw-cands 1 2"),
-      idle: list('true', 'true', 'true', 'true', 'true', 'true'),
+      idle: idleFor(6),
     });
     const [, far, test, word, short, extra] = bad.turns;
     assert.match(far.observation, /^exit 1\ntw-apply: no variant 99: tw-cands 1 lists \d+ \(1-\d+\)/);
@@ -235,7 +246,7 @@ describe('docker: numbered suspects in the Python sandbox (tw-suspects -n, tw-sh
         `ln -s ${fix.path} linked.py && tw-edit linked.py:${fix.line} ${shellQuote(fix.mutatedLine.trim())} ok; rm linked.py`,
         `tw-edit ${fix.path}:${fix.line} ${shellQuote(fix.mutatedLine.trim())} ${shellQuote('a\nb')}`,
       ),
-      idle: list('true', 'true', 'true', 'true', 'true'),
+      idle: idleFor(5),
     });
     const obs = bad.turns.map((t) => t.observation);
     assert.match(obs[0], /is a test file: tw-edit changes the code under test/);

@@ -183,10 +183,12 @@ export interface ForwardInputs {
    * Products as (W·xᵀ)ᵀ, the weight the left operand (Gemm with the activations transposed):
    * for a decode step of several rows. ONNX Runtime's CPU kernels repack a product's right-hand
    * matrix on every call when it is an input, so x·Wᵀ over 8 rows reads and writes each weight
-   * matrix again; with the weight on the left it is read once for all rows (measured at the 0.5B
-   * shape: 8 rows as fast as 1). At one row x·Wᵀ is faster (a matrix-vector product).
+   * matrix again; with the weight on the left it is read once for all rows (docs/experiments/
+   * 2026-12-03-decode.md: at 8 rows 1.5 times one row's x·Wᵀ, against 1.9 times for x·Wᵀ).
+   * At one row x·Wᵀ is faster (a matrix-vector product). The products' output shapes come from
+   * this RowShapes (rowShapes of the ids' shape); absent, the products are x·Wᵀ.
    */
-  weightsLeft?: boolean | RowShapes;
+  weightsLeft?: RowShapes;
   /**
    * A LoRA adapter: per base module (`model.layers.0.self_attn.q_proj`), A [in, r] and B [r, out]
    * and its place in loraTargets; y += scale·(dropout(x)·A)·B, dropout only when given (training).
@@ -209,7 +211,7 @@ export function buildForward(g: Graph, c: ModelConfig, W: Map<string, Value>, in
 }
 
 /** The final norm and the output projection (the embedding when tied): [..., H] → [..., V]. */
-export function lmHead(g: Graph, c: ModelConfig, W: Map<string, Value>, hidden: Value, weightLeft: boolean | RowShapes = false): Value {
+export function lmHead(g: Graph, c: ModelConfig, W: Map<string, Value>, hidden: Value, weightLeft?: RowShapes): Value {
   const { x, head } = lmHeadParts(g, c, W, hidden);
   return linear(g, x, head, weightLeft);
 }
@@ -234,15 +236,14 @@ export function rowShapes(g: Graph, lead: Value): RowShapes {
 
 /**
  * x [..., in] · Wᵀ for W [out, in]: one product reading W transposed, or (W·xᵀ)ᵀ with
- * `weightLeft` (the output shape from `weightLeft` when it is a RowShapes, else from x).
+ * `weightLeft`, which gives the output's shape.
  */
-export function linear(g: Graph, x: Value, w: Value, weightLeft: boolean | RowShapes = false): Value {
+export function linear(g: Graph, x: Value, w: Value, weightLeft?: RowShapes): Value {
   if (!weightLeft) return g.matmul(x, g.transpose(w, [1, 0]));
   const [out, n] = w.shape as number[];
   const rows = g.reshape(x, [-1, n], ['?rows', n]);
   const y = g.transpose(g.gemm(w, rows, { transB: true }), [1, 0]); // [rows, out]
-  const shape = weightLeft === true ? g.concat([g.slice(g.shapeOf(x), [0], [x.rank - 1], [0]), g.tensor('int64', [1], [out])], 0) : weightLeft(out);
-  return g.reshape(y, shape, [...x.shape.slice(0, -1), out]);
+  return g.reshape(y, weightLeft(out), [...x.shape.slice(0, -1), out]);
 }
 
 /** lmHead's two factors: the final norm's output [..., H] and the projection's weight [V, H]. */
@@ -275,11 +276,9 @@ export function buildDecoder(g: Graph, c: ModelConfig, W: Map<string, Value>, in
   const half = d / 2;
   const invFreq = g.tensor('float32', [1, 1, half], ropeInvFreq(c));
   const bias = biasesOf(c);
-  // Every product's input is [B, T, ·]: with the weights on the left, one lead shape serves all.
-  const left = inp.weightsLeft === true ? rowShapes(g, g.shapeOf(inp.ids)) : inp.weightsLeft || false;
   // x·Wᵀ (+ b) for a projection, plus the adapter's scale·(x·A)·B where it has one.
   const proj = (x: Value, name: string, withBias: boolean) => {
-    let y = linear(g, x, param(`${name}.weight`), left);
+    let y = linear(g, x, param(`${name}.weight`), inp.weightsLeft);
     if (withBias) y = g.add(y, param(`${name}.bias`));
     const ad = inp.lora?.adapters.get(name);
     if (!ad) return y;
@@ -317,7 +316,6 @@ export function buildDecoder(g: Graph, c: ModelConfig, W: Map<string, Value>, in
   const embed = param('model.embed_tokens.weight');
   let x = g.gather(embed, inp.ids, 0); // [B,T,H]
   const present: { keyT: Value; value: Value }[] = [];
-  const ownKeys: { keyT: Value; value: Value }[] = [];
   const layer = (x: Value, l: number): { x: Value; keyT: Value; value: Value } => {
     const p = `model.layers.${l}.`;
     const xn = rmsNorm(x, param(`${p}input_layernorm.weight`));
@@ -329,6 +327,8 @@ export function buildDecoder(g: Graph, c: ModelConfig, W: Map<string, Value>, in
     // [B,nkv,g,T,d] · [B,nkv,1,d,S] → [B,nkv,g,T,S].
     const qg = g.reshape(q, [0, nkv, group, -1, d], [B, nkv, group, T, d]);
     let ctx: Value; // [B,nkv,g,T,d]
+    // What the layer hands on as its keys and values: this step's, or with `local` the run's so far and this step's.
+    let kept = { keyT: kT, value: v };
     if (!inp.cache && chunks > 1) {
       // Causal attention by query chunks: chunk i sees only keys before its end, so the masked
       // upper triangle is mostly never computed ((n+1)/2n of the full scores for n chunks).
@@ -351,28 +351,27 @@ export function buildDecoder(g: Graph, c: ModelConfig, W: Map<string, Value>, in
       const q4 = g.reshape(q, [0, nkv, -1, d], [B, nkv, '?gT', d]);
       const scaled = (ksT: Value) => g.mul(g.matmul(q4, ksT), scale);
       // With `local`: this run's earlier tokens and this one, all visible to it (T = 1).
-      const own = inp.local ? { keyT: g.concat([inp.local[l].keyT, kT], 3), value: g.concat([inp.local[l].value, v], 2) } : { keyT: kT, value: v };
-      if (inp.local) ownKeys[l] = own;
-      const scoresNew = inp.local ? scaled(own.keyT) : g.add(scaled(kT), groupBias!); // [B,nkv,g·T,·]
+      if (inp.local) kept = { keyT: g.concat([inp.local[l].keyT, kT], 3), value: g.concat([inp.local[l].value, v], 2) };
+      const scoresNew = inp.local ? scaled(kept.keyT) : g.add(scaled(kT), groupBias!); // [B,nkv,g·T,·]
       const scoresCache = g.add(scaled(cached.keyT), inp.cacheBias!); // [B,nkv,g·T,C]
       const m = g.max(g.reduceMax(scoresCache, [-1], true), g.reduceMax(scoresNew, [-1], true));
       const eCache = g.exp(g.sub(scoresCache, m));
       const eNew = g.exp(g.sub(scoresNew, m));
       const denom = g.add(g.reduceSum(eCache, [-1], true), g.reduceSum(eNew, [-1], true));
-      ctx = g.div(g.add(g.matmul(eCache, cached.value), g.matmul(eNew, own.value)), denom); // [B,nkv,g·T,d]
+      ctx = g.div(g.add(g.matmul(eCache, cached.value), g.matmul(eNew, kept.value)), denom); // [B,nkv,g·T,d]
     }
     const merged = g.reshape(g.transpose(g.reshape(ctx, [0, nh, -1, d], [B, nh, T, d]), [0, 2, 1, 3]), [0, 0, nh * d], [B, T, nh * d]);
     const mid = g.add(x, proj(merged, `${p}self_attn.o_proj`, bias.o));
     const xn2 = rmsNorm(mid, param(`${p}post_attention_layernorm.weight`));
     const gate = proj(xn2, `${p}mlp.gate_proj`, bias.mlp);
     const up = proj(xn2, `${p}mlp.up_proj`, bias.mlp);
-    return { x: g.add(mid, proj(g.mul(g.mul(gate, g.sigmoid(gate)), up), `${p}mlp.down_proj`, bias.mlp)), keyT: kT, value: v };
+    return { x: g.add(mid, proj(g.mul(g.mul(gate, g.sigmoid(gate)), up), `${p}mlp.down_proj`, bias.mlp)), ...kept };
   };
   if (inp.recomputeLayers && inp.cache) throw new Error('buildForward: recomputeLayers is for training graphs (no cache)');
   for (let l = 0; l < c.num_hidden_layers; l++) {
     const input = x;
     const out = layer(input, l);
-    present.push(inp.local ? ownKeys[l] : { keyT: out.keyT, value: out.value });
+    present.push({ keyT: out.keyT, value: out.value });
     x = out.x;
     if (inp.recomputeLayers) {
       // The layer's own parameters and adapters: what its backward pass gives gradients for.
@@ -492,7 +491,7 @@ export function buildStepGraph(c: ModelConfig, kind: 'prefill' | 'decode', lora?
       value: g.input(`cache.${l}.value`, 'float32', ['B', nkv, 'C', d]),
     }));
   }
-  const left = weightsLeft ? rowShapes(g, g.shapeOf(ids)) : false;
+  const left = weightsLeft ? rowShapes(g, g.shapeOf(ids)) : undefined;
   const out = buildDecoder(g, c, W, { ids, positions, bias, cache, cacheBias, weightsLeft: left, ...(adapter ? { lora: adapter } : {}), dims: { B: 'B', T: 'T', C: 'C' } });
   if (logits === 'all') g.output(lmHead(g, c, W, out.hidden, left), 'logits');
   else if (logits === 'rows') {
@@ -577,7 +576,7 @@ export function buildDecodeLoopGraph(c: ModelConfig, lora?: LoraShape, weightsLe
   const noBias = g.tensor('float32', [1, 1, 1, 1], [0]); // not read with `local`
   const looped = g.loop(K, [ids0, pos0, ...empty], (b, step, [ids, pos, ...kv]) => {
     const local = Array.from({ length: L }, (_, l) => ({ keyT: kv[2 * l], value: kv[2 * l + 1] }));
-    const left = weightsLeft ? rowShapes(b, b.shapeOf(ids)) : false;
+    const left = weightsLeft ? rowShapes(b, b.shapeOf(ids)) : undefined;
     const out = buildDecoder(b, c, W, { ids, positions: pos, bias: noBias, cache, cacheBias, local, weightsLeft: left, ...(adapter ? { lora: adapter } : {}), dims: { B: 'B', T: 1, C: 'C' } });
     const logits = b.reshape(lmHead(b, c, W, out.hidden, left), [-1, c.vocab_size], ['B', c.vocab_size]);
     const drawn = sampleRows(b, logits, temperature, b.gather(uniform, step, 0));

@@ -182,38 +182,23 @@ describe('policy/sequences: per-sequence KV caches, batched ragged extend and sa
     // float64 reference of its whole sequence: a slot kept that should not be, or one lost,
     // changes the continuation's log-probs.
     const prompts = [ids(5, 3), ids(2, 7), ids(3, 11), ids(4, 2)];
-    const run = async (perRun: number) => {
+    // Row 0's second call stops at `stopAt` (none: the probe that finds its third token).
+    const run = async (perRun: number, stopAt?: number) => {
       const p = new Policy(weights, undefined, { provider: 'cpu' });
       p.decodeStepsPerRun = perRun;
       try {
         const seqs = prompts.map((t) => p.newSequence(t));
         const first = await p.sample(seqs.map((seq, b) => ({ seq, seed: 20 + b, maxNewTokens: [12, 13, 6, 11][b], temperature: b === 3 ? 0 : 1, stopIds: [] })));
-        // the second call stops row 0 at its third token, wherever that falls in a run of 4
-        const stops = first.map((r, b) => (b === 0 ? [] : [-1]));
-        const second = await p.sample(seqs.map((seq, b) => ({ seq, seed: 30 + b, maxNewTokens: 9, temperature: b === 3 ? 0 : 1, stopIds: stops[b] })));
+        const second = await p.sample(seqs.map((seq, b) => ({ seq, seed: 30 + b, maxNewTokens: 9, temperature: b === 3 ? 0 : 1, stopIds: b === 0 && stopAt !== undefined ? [stopAt] : [] })));
         const alone = await p.sample([{ seq: seqs[1], seed: 40, maxNewTokens: 7, temperature: 1, stopIds: [] }]);
         return { seqs: seqs.map((s) => [...s.tokens]), first, second, alone };
       } finally {
         await p.dispose();
       }
     };
-    const one = await run(1);
     // the stop of row 0's second call: its third token, so that the loop stops it mid-run
-    const stopAt = one.second[0].tokenIds[2];
-    const again = async (perRun: number) => {
-      const p = new Policy(weights, undefined, { provider: 'cpu' });
-      p.decodeStepsPerRun = perRun;
-      try {
-        const seqs = prompts.map((t) => p.newSequence(t));
-        const first = await p.sample(seqs.map((seq, b) => ({ seq, seed: 20 + b, maxNewTokens: [12, 13, 6, 11][b], temperature: b === 3 ? 0 : 1, stopIds: [] })));
-        const second = await p.sample(seqs.map((seq, b) => ({ seq, seed: 30 + b, maxNewTokens: 9, temperature: b === 3 ? 0 : 1, stopIds: b === 0 ? [stopAt] : [] })));
-        const alone = await p.sample([{ seq: seqs[1], seed: 40, maxNewTokens: 7, temperature: 1, stopIds: [] }]);
-        return { seqs: seqs.map((s) => [...s.tokens]), first, second, alone };
-      } finally {
-        await p.dispose();
-      }
-    };
-    const [a, b] = [await again(1), await again(4)];
+    const stopAt = (await run(1)).second[0].tokenIds[2];
+    const [a, b] = [await run(1, stopAt), await run(4, stopAt)];
     assert.ok(a.second[0].finishReason === 'stop' && a.second[0].tokenIds.length <= 3, 'row 0 stops at its stop id');
     assert.deepEqual(b.seqs, a.seqs, 'the same tokens');
     for (const [x, y] of [[a.first, b.first], [a.second, b.second], [a.alone, b.alone]] as const) {
@@ -228,6 +213,6 @@ describe('policy/sequences: per-sequence KV caches, batched ragged extend and sa
       checkAgainstReference(tokens, start, b.first[i], i === 3 ? 0 : 1, i === 3);
       checkAgainstReference(tokens, start + b.first[i].tokenIds.length, b.second[i], i === 3 ? 0 : 1, i === 3);
     });
-    checkAgainstReference(b.seqs[1].concat(), 0 + prompts[1].length + b.first[1].tokenIds.length + b.second[1].tokenIds.length, b.alone[0], 1, false);
+    checkAgainstReference(b.seqs[1], prompts[1].length + b.first[1].tokenIds.length + b.second[1].tokenIds.length, b.alone[0], 1, false);
   });
 });

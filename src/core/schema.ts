@@ -78,7 +78,7 @@ export interface RewardComponents {
   formatError: boolean;
   efficiencyPenalty: number;
   formatPenalty: number;
-  /** Turns that ran a command again for the output it already gave (tasks/reward.ts repeatedTurns). Absent in older trajectories. */
+  /** Turns that ran a command again for the output it already gave (core/repeats.ts). Absent in older trajectories. */
   repeats?: number;
   repeatPenalty?: number;
   /** R = testScore − efficiencyPenalty (resolved episodes only) − formatPenalty − repeatPenalty (NaN propagates). */

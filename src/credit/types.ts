@@ -17,6 +17,12 @@ export interface TurnRow {
   editSig?: string[];
   /** Observation text the policy saw before this turn (gigpo's anchor state); '' at turn 0. */
   observation?: string;
+  /**
+   * The part of `score` this turn's own action cost: the format penalty on the episode's first
+   * unparsable turn, λ_rep on each repeated turn (core/repeats.ts). Already inside `score`;
+   * turnwise charges it to this turn alone (`penalties: turn`), the other estimators ignore it.
+   */
+  penalty?: number;
 }
 
 /** Parameter values an estimator accepts: numbers, number lists (scopes) or enum strings (scale). */

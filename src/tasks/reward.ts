@@ -29,28 +29,11 @@ export interface RewardWeights {
   efficiency: number;
   /** λ_fmt: penalty when any turn had a format error. Default 0.5. */
   format: number;
-  /** λ_rep: penalty per repeated turn (repeatedTurns). Default 0.05. */
+  /** λ_rep: penalty per repeated turn (core/repeats.ts). Default 0.05. */
   repeat: number;
 }
 
 export const DEFAULT_REWARD_WEIGHTS: RewardWeights = { efficiency: 0.1, format: 0.5, repeat: 0.05 };
-
-/**
- * Turns that ran a command again for the output it already gave: a turn that changed no file and
- * whose command (whitespace collapsed) and observation equal those of an earlier turn that changed
- * no file either. Submits and unparsable actions are not counted (the format penalty covers those).
- */
-export function repeatedTurns(turns: readonly { action: string; observation: string; edits?: readonly unknown[]; formatError?: string }[]): number {
-  const seen = new Set<string>();
-  let repeats = 0;
-  for (const t of turns) {
-    if (t.action === 'submit' || t.formatError !== undefined || (t.edits?.length ?? 0) > 0) continue;
-    const key = `${t.action.replace(/\s+/g, ' ').trim()}\u0000${t.observation}`;
-    if (seen.has(key)) repeats++;
-    else seen.add(key);
-  }
-  return repeats;
-}
 
 export interface RewardInput {
   /** Outcome per test id from the report; tests absent from it count as not passing. */
@@ -60,7 +43,7 @@ export interface RewardInput {
   turns: number;
   maxTurns: number;
   formatError: boolean;
-  /** Turns that repeated an earlier one (repeatedTurns). */
+  /** Turns that repeated an earlier one (core/repeats.ts). */
   repeats?: number;
   weights?: Partial<RewardWeights>;
   /** Why the report could not be used; makes pass rate and reward NaN. */
@@ -406,7 +389,7 @@ export interface ScoreOptions {
   turns: number;
   maxTurns: number;
   formatError: boolean;
-  /** Turns that repeated an earlier one (repeatedTurns). */
+  /** Turns that repeated an earlier one (core/repeats.ts). */
   repeats?: number;
   weights?: Partial<RewardWeights>;
   timeoutMs?: number;

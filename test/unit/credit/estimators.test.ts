@@ -42,8 +42,8 @@ describe('credit/registry', () => {
       epsilon: 1e-6, bound: 1.1, minCount: 2, wTrie: 0.65, supportPrior: 0.1, gamma: 0.9, wTree: 1.0,
       scopes: [1, 2, 3, -1], scopeWeights: [0.25, 0.25, 0.25, 0.25], treeTau: 0.05, timeDecay: 0.84,
     });
-    // turnwise: A³'s defaults plus its per-turn action margin (change 5, beyond changes 1–4)
-    assert.deepEqual(getEstimator('turnwise').defaults, { ...A3_DEFAULTS, residual: 'margin', actionKey: 'edit-intent', marginPool: 'task', actionTau: 0.3 });
+    // turnwise: A³'s defaults plus its per-turn action margin (change 5) and turn penalties (change 6)
+    assert.deepEqual(getEstimator('turnwise').defaults, { ...A3_DEFAULTS, residual: 'margin', actionKey: 'edit-intent', marginPool: 'task', actionTau: 0.3, penalties: 'turn', penaltyScale: 0.5 });
     assert.deepEqual(TURNWISE_DEFAULTS, getEstimator('turnwise').defaults);
     assert.throws(() => parseParamArgs(getEstimator('turnwise'), ['residual=first']), /one of loo, margin/);
     assert.throws(() => parseParamArgs(getEstimator('a3'), ['residual=margin']), /no parameter "residual"/);
@@ -273,6 +273,44 @@ describe('credit/a3 and turnwise', () => {
     closeAll(out.advantages, b.map((x, i) => 1.1 * Math.tanh((x / mb + (0.65 * out.components.residual[i]) / mr + t[i] / mt) / 1.1)));
     // the fixing turns get more credit than the winners' other turns
     assert.ok(out.advantages[1] > out.advantages[0] && out.advantages[5] > out.advantages[4]);
+  });
+
+  it('turnwise penalties=turn: in a group where nothing was fixed only the penalized turns move; stopping early earns nothing', () => {
+    // four failed rollouts of one task, outcome 0.5 each. b repeated its read once (−0.05 in R),
+    // d hit a format error at its last turn (−0.5 in R); a and c stopped after one read.
+    const sigs = (n: number) => Array.from({ length: n }, (_, k) => (k === n - 1 ? ['V:submit'] : ['V:tw-cands', 'W:1']));
+    const rows = batchOf([
+      ['p', 'a', 0.5, sigs(2)],
+      ['p', 'b', 0.45, sigs(4)],
+      ['p', 'c', 0.5, sigs(2)],
+      ['p', 'd', 0, sigs(5)],
+    ]);
+    rows[3].penalty = 0.05; // b's turn 1
+    rows[12].penalty = 0.5; // d's turn 4 (rows: a 0–1, b 2–5, c 6–7, d 8–12)
+    const out = computeAdvantages('turnwise', rows);
+    const charged = new Map([[3, -0.05 / 0.5], [12, -0.5 / 0.5]]);
+    out.advantages.forEach((a, i) => close(a, charged.get(i) ?? 0, 1e-12));
+    closeAll(out.components.penalty, out.advantages);
+    // the same rows with the penalties left in R: the two short rollouts that were never charged
+    // get full-size credit for stopping, and every turn of d's is pushed down, first one included
+    const episode = computeAdvantages('turnwise', rows, { penalties: 'episode' });
+    assert.ok([0, 1, 6, 7].every((i) => episode.advantages[i] > 0.5), JSON.stringify(episode.advantages));
+    assert.ok([8, 9, 10, 11, 12].every((i) => episode.advantages[i] < -0.5));
+  });
+
+  it('turnwise penalties=turn: with a fix in the group, the terms see outcomes and each penalized turn pays its own penalty', () => {
+    const rows = batchOf([
+      ['p', 'a', 0.95 - 0.05, [['V:tw-cands', 'W:1'], ['V:tw-cands', 'W:1'], ['V:tw-apply']]],
+      ['p', 'b', 0.5, [['V:tw-cands', 'W:1'], ['V:submit']]],
+      ['p', 'c', 0.95, [['V:tw-cands', 'W:1'], ['V:tw-apply']]],
+    ]);
+    rows[1].penalty = 0.05;
+    const outcome = rows.map((r) => ({ ...r, score: r.trajId === 'a' ? 0.95 : r.score }));
+    const base = computeAdvantages('turnwise', outcome, { penalties: 'episode' });
+    const out = computeAdvantages('turnwise', rows, { penaltyScale: 0.25 });
+    closeAll(out.advantages, base.advantages.map((a, i) => a - (i === 1 ? 0.05 / 0.25 : 0)), 1e-12);
+    closeAll(out.components.backbone, base.components.backbone, 1e-12);
+    assert.throws(() => computeAdvantages('turnwise', rows, { penaltyScale: 0 }), /penaltyScale must be > 0/);
   });
 
   it(`turnwise margin, pool=cell: only the other rollouts' turns at the same k count`, () => {

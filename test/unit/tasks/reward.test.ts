@@ -1,5 +1,6 @@
 import * as assert from 'node:assert/strict';
-import { computeReward, repeatedTurns } from '../../../src/tasks/reward';
+import { repeatFlags, repeatedTurns } from '../../../src/core/repeats';
+import { computeReward } from '../../../src/tasks/reward';
 import { buildInstruction, dropRuntimeFrames, redactLocations } from '../../../src/tasks/instruction';
 import type { TestOutcome } from '../../../src/tasks/report';
 
@@ -76,6 +77,7 @@ describe('tasks/reward: computeReward', () => {
       t('submit', ''),
     ];
     assert.equal(repeatedTurns(turns), 3);
+    assert.deepEqual(repeatFlags(turns).flatMap((f, i) => (f ? [i] : [])), [2, 3, 5]);
     assert.equal(repeatedTurns([t('tw-cands 1', 'A'), t('tw-cands 1', 'B')]), 0, 'a different output is news');
     const base = { failToPass: ['f'], passToPass: ['p'], maxTurns: 6, formatError: false };
     const quit = computeReward({ ...base, outcomes: outcomes({ f: 'failed', p: 'passed' }), turns: 1 });

@@ -291,6 +291,35 @@ export class Graph {
     }
   }
 
+  /**
+   * The nodes that some output of this graph depends on, in order: what a model is written with.
+   * A builder may leave values no output needs (the recomputed layer output whose gradient a
+   * backward pass asked for, a shared helper's extra result); ONNX Runtime would run those too,
+   * last (nothing waits for them), keeping their inputs alive until then.
+   */
+  liveNodes(): NodeDef[] {
+    const needed = new Set<Value>(this.outputs);
+    const keep = new Array<boolean>(this.nodes.length).fill(false);
+    for (let i = this.nodes.length - 1; i >= 0; i--) {
+      const n = this.nodes[i];
+      if (!n.outputs.some((o) => needed.has(o))) continue;
+      keep[i] = true;
+      for (const v of n.inputs) if (v) needed.add(v);
+      for (const a of Object.values(n.attrs)) if (a instanceof Graph) for (const v of a.outerReads()) needed.add(v);
+    }
+    return this.nodes.filter((_, i) => keep[i]);
+  }
+
+  /** Values of enclosing graphs that this subgraph's live nodes and outputs read. */
+  private outerReads(): Value[] {
+    const out: Value[] = this.outputs.filter((o) => o.graph !== this);
+    for (const n of this.liveNodes()) {
+      for (const v of n.inputs) if (v && v.graph !== this) out.push(v);
+      for (const a of Object.values(n.attrs)) if (a instanceof Graph) for (const v of a.outerReads()) if (v.graph !== this) out.push(v);
+    }
+    return out;
+  }
+
   /** Drops a node nobody consumes yet (autodiff replaces some of its own just-built nodes). */
   dropUnusedNode(def: NodeDef): void {
     const i = this.nodes.indexOf(def);

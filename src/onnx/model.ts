@@ -49,7 +49,7 @@ function writeAttr(w: ProtoWriter, name: string, a: Attr): void {
 }
 
 function writeGraph(w: ProtoWriter, g: Graph): void {
-  for (const n of g.nodes) {
+  for (const n of g.liveNodes()) {
     w.message(1, (nw) => {
       for (const i of n.inputs) nw.string(1, i ? i.name : '');
       for (const o of n.outputs) nw.string(2, o.name);

@@ -387,8 +387,19 @@ export function buildDecoder(g: Graph, c: ModelConfig, W: Map<string, Value>, in
           const again = g.add(input, g.where(g.equal(first, first), g.scalar(0, 'float32'), g.scalar(0, 'float32')));
           const wrt = [again, ...own.filter((_, i) => need[i + 1])];
           const grads = gradients(g, layer(again, l).x, wrt, dy!);
+          // The gradient handed down waits, the same way, for this layer's parameter gradients.
+          // Nothing else orders them: ONNX Runtime ran every layer's weight-gradient products
+          // after the whole input-gradient chain, so every layer's recomputed activations stayed
+          // alive to the end of the pass (at the Llama 3.2 1B shape, 3.2 GB instead of 0.5).
+          const ownGrads = grads.slice(1);
+          let down = grads[0];
+          if (need[0] && ownGrads.length > 0) {
+            const firsts = ownGrads.map((p) => g.reshape(g.slice(p, p.shape.map(() => 0), p.shape.map(() => 1)), [1], [1]));
+            const s = firsts.length > 1 ? g.concat(firsts, 0) : firsts[0];
+            down = g.add(down, g.reduceSum(g.where(g.equal(s, s), g.scalar(0, 'float32'), g.scalar(0, 'float32')), [0]));
+          }
           let k = 1;
-          return [need[0] ? grads[0] : null, ...own.map((_, i) => (need[i + 1] ? grads[k++] : null))];
+          return [need[0] ? down : null, ...own.map((_, i) => (need[i + 1] ? grads[k++] : null))];
         },
       });
     }

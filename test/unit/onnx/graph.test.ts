@@ -77,6 +77,29 @@ describe('onnx graph builder', () => {
     assert.deepEqual(Array.from(out.sums.data as Float64Array), [6, 12, 24, 48]);
   });
 
+  it('writes only the nodes an output needs, through a Loop body\'s reads of outer values too', async () => {
+    const g = Graph.create('dead');
+    const x = g.input('x', 'float32', [2]);
+    const scale = g.mul(x, 3); // read only inside the loop body
+    const unused = g.exp(g.mul(x, 5)); // no output needs it, nor its input
+    void unused;
+    const r = g.loop(2, [x], (b, _iter, [c]) => {
+      b.neg(c); // dead inside the body
+      return { carried: [b.add(c, scale)] };
+    });
+    g.output(r.carried[0], 'y');
+    const live = g.liveNodes().map((n) => n.op);
+    assert.deepEqual(live, ['Mul', 'Loop'], 'the dead Mul and Exp are left out, the Mul the body reads is kept');
+    assert.equal(g.nodes.length, 4);
+    const body = g.nodes.find((n) => n.op === 'Loop')!.attrs.body as Graph;
+    assert.deepEqual(body.nodes.map((n) => n.op), ['Neg', 'Add', 'Identity']);
+    assert.deepEqual(body.liveNodes().map((n) => n.op), ['Add', 'Identity'], 'the body\'s Neg is left out; its condition passes through');
+    const s = await OnnxSession.create(toModelProto(g), { provider: 'cpu' });
+    const out = await s.run({ x: { dtype: 'float32', dims: [2], data: Float32Array.of(1, 2) } });
+    assert.deepEqual(Array.from(out.y.data as Float32Array), [7, 14]);
+    await s.release();
+  });
+
   it('rejects mismatched shapes at build time', () => {
     const g = Graph.create();
     const a = g.input('a', 'float32', [2, 3]);

@@ -37,7 +37,7 @@ function bytesOf(g: Graph): Map<string, number> {
 async function peakInRuntimeOrder(c: ModelConfig, dir: string, lora: boolean): Promise<number> {
   const g = buildTrainGraph(c, {
     batch: 1, seq: T, loss: 'ppo-token', recomputeLayers: true, weightDecay: false,
-    ...(lora ? { lora: { r: 16, lora_alpha: 32, lora_dropout: 0, target_modules: [...LORA_MODULES], use_rslora: false, base_model_name_or_path: 'test' } } : {}),
+    ...(lora ? { lora: { r: 16, lora_alpha: 32, target_modules: [...LORA_MODULES], use_rslora: false } } : {}),
   });
   const file = path.join(dir, `opt-${c.num_hidden_layers}-${lora}.onnx`);
   const s = await ort.InferenceSession.create(toModelProto(g), { executionProviders: ['cpu'], graphOptimizationLevel: 'all', optimizedModelFilePath: file, logSeverityLevel: 3 });

@@ -251,6 +251,18 @@ export function lmHeadParts(g: Graph, c: ModelConfig, W: Map<string, Value>, hid
   return { x: finalNorm(g, c, W, hidden), head: headWeight(c, W) };
 }
 
+/**
+ * `x` plus a zero computed from the first element of each of `deps`: the same values, but ONNX
+ * Runtime cannot run what reads the result before every dep exists (it has no other way to order
+ * nodes). NaN-proof: where(v = v, 0, 0) is 0 whatever v is.
+ */
+function after(g: Graph, x: Value, deps: readonly Value[]): Value {
+  const firsts = deps.map((v) => g.reshape(g.slice(v, v.shape.map(() => 0), v.shape.map(() => 1)), [1], [1]));
+  const s = firsts.length > 1 ? g.concat(firsts, 0) : firsts[0];
+  const zeros = g.where(g.equal(s, s), g.scalar(0, 'float32'), g.scalar(0, 'float32'));
+  return g.add(x, firsts.length > 1 ? g.reduceSum(zeros, [0]) : zeros);
+}
+
 /** The final RMS norm: [..., H] → [..., H]. */
 export function finalNorm(g: Graph, c: ModelConfig, W: Map<string, Value>, hidden: Value): Value {
   const norm = W.get('model.norm.weight');
@@ -381,10 +393,9 @@ export function buildDecoder(g: Graph, c: ModelConfig, W: Map<string, Value>, in
       CUSTOM_GRADIENT.set(x.producer!, {
         inputs: [input, ...own],
         rule: (_g, [dy], need) => {
-          // The layer again from its input, made to wait for the gradient reaching it (a zero
-          // that depends on dy, NaN-proof), so it runs in the backward pass, not beside the first.
-          const first = g.slice(dy!, [0, 0, 0], [1, 1, 1], [0, 1, 2]);
-          const again = g.add(input, g.where(g.equal(first, first), g.scalar(0, 'float32'), g.scalar(0, 'float32')));
+          // The layer again from its input, made to wait for the gradient reaching it, so it runs
+          // in the backward pass, not beside the first.
+          const again = after(g, input, [dy!]);
           const wrt = [again, ...own.filter((_, i) => need[i + 1])];
           const grads = gradients(g, layer(again, l).x, wrt, dy!);
           // The gradient handed down waits, the same way, for this layer's parameter gradients.
@@ -392,12 +403,7 @@ export function buildDecoder(g: Graph, c: ModelConfig, W: Map<string, Value>, in
           // after the whole input-gradient chain, so every layer's recomputed activations stayed
           // alive to the end of the pass (at the Llama 3.2 1B shape, 3.2 GB instead of 0.5).
           const ownGrads = grads.slice(1);
-          let down = grads[0];
-          if (need[0] && ownGrads.length > 0) {
-            const firsts = ownGrads.map((p) => g.reshape(g.slice(p, p.shape.map(() => 0), p.shape.map(() => 1)), [1], [1]));
-            const s = firsts.length > 1 ? g.concat(firsts, 0) : firsts[0];
-            down = g.add(down, g.reduceSum(g.where(g.equal(s, s), g.scalar(0, 'float32'), g.scalar(0, 'float32')), [0]));
-          }
+          const down = need[0] && ownGrads.length > 0 ? after(g, grads[0], ownGrads) : grads[0];
           let k = 1;
           return [need[0] ? down : null, ...own.map((_, i) => (need[i + 1] ? grads[k++] : null))];
         },

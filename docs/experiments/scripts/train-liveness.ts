@@ -10,11 +10,11 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
 import * as ort from 'onnxruntime-node';
-import { toModelProto, type Graph } from '../../../src/onnx';
+import { toModelProto } from '../../../src/onnx';
 import { BENCH_SHAPES } from '../../../src/policy/bench-model';
 import { LORA_MODULES } from '../../../src/policy/lora';
 import { buildTrainGraph } from '../../../src/policy/training';
-import { readModelNodes } from '../../../test/unit/onnx/model-reader';
+import { peakLiveBytes, readModelNodes, valueBytes } from '../../../test/unit/onnx/model-reader';
 
 const { values } = parseArgs({ options: { shape: { type: 'string', default: 'llama3.2-1b' }, seq: { type: 'string', default: '1024' }, layers: { type: 'string' }, r: { type: 'string', default: '16' } } });
 const base = BENCH_SHAPES[values.shape!];
@@ -23,50 +23,15 @@ const c = { ...base, ...(values.layers ? { num_hidden_layers: Number(values.laye
 const T = Number(values.seq);
 const MB = 2 ** 20;
 
-function sizes(g: Graph): Map<string, { bytes: number; op: string }> {
-  const m = new Map<string, { bytes: number; op: string }>();
-  const el: Record<string, number> = { float32: 4, int64: 8, bool: 1 };
-  for (const n of g.nodes) for (const o of n.outputs) if (o.shape.every((d) => typeof d === 'number')) m.set(o.name, { bytes: (o.shape as number[]).reduce((a, b) => a * b, el[o.dtype] ?? 4), op: n.op });
-  return m;
-}
-
-/** Peak live bytes over `order` (node input/output names), with what is alive at the peak. */
-function walk(order: { op: string; inputs: string[]; outputs: string[] }[], size: Map<string, { bytes: number; op: string }>) {
-  const last = new Map<string, number>();
-  order.forEach((n, i) => n.inputs.forEach((x) => last.set(x, i)));
-  const alive = new Map<string, number>();
-  let live = 0;
-  let peak = 0;
-  let atPeak: [string, number][] = [];
-  order.forEach((n, i) => {
-    for (const o of n.outputs) {
-      const s = size.get(o);
-      if (s && last.has(o)) {
-        alive.set(o, s.bytes);
-        live += s.bytes;
-      }
-    }
-    if (live > peak) {
-      peak = live;
-      atPeak = [...alive];
-    }
-    for (const x of n.inputs) if (last.get(x) === i && alive.has(x)) {
-      live -= alive.get(x)!;
-      alive.delete(x);
-    }
-  });
-  return { peak, atPeak };
-}
-
 async function main(): Promise<void> {
   const g = buildTrainGraph(c, { batch: 1, seq: T, loss: 'ppo-token', recomputeLayers: true, lora: { r: Number(values.r), lora_alpha: 2 * Number(values.r), use_rslora: false, target_modules: [...LORA_MODULES] } });
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'turnwise-liveness-'));
   const file = path.join(dir, 'optimized.onnx');
   const s = await ort.InferenceSession.create(toModelProto(g), { executionProviders: ['cpu'], graphOptimizationLevel: 'all', optimizedModelFilePath: file, logSeverityLevel: 3 });
   await s.release();
-  const size = sizes(g);
-  const runtime = walk(readModelNodes(fs.readFileSync(file)), size);
-  const built = walk(g.liveNodes().map((n) => ({ op: n.op, inputs: n.inputs.flatMap((v) => (v ? [v.name] : [])), outputs: n.outputs.map((v) => v.name) })), size);
+  const size = valueBytes(g);
+  const runtime = peakLiveBytes(readModelNodes(fs.readFileSync(file)), size);
+  const built = peakLiveBytes(g.liveNodes().map((n) => ({ inputs: n.inputs.flatMap((v) => (v ? [v.name] : [])), outputs: n.outputs.map((v) => v.name) })), size);
   fs.rmSync(dir, { recursive: true, force: true });
   const byOp = new Map<string, number>();
   for (const [name, b] of runtime.atPeak) byOp.set(size.get(name)!.op, (byOp.get(size.get(name)!.op) ?? 0) + b);

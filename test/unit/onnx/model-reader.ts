@@ -1,5 +1,7 @@
 // Reads the node list of an ONNX model file (the graph's nodes in file order, with their input
-// and output names): enough to see the order ONNX Runtime saves an optimized model in. Tests only.
+// and output names): enough to see the order ONNX Runtime saves an optimized model in, and the
+// memory of live values in that order. Tests and experiment scripts only.
+import type { Graph } from '../../../src/onnx';
 
 function varint(b: Uint8Array, i: number): [number, number] {
   let r = 0;
@@ -57,4 +59,48 @@ export function readModelNodes(model: Uint8Array): ReadNode[] {
     }
   }
   return nodes;
+}
+
+/** Bytes of every value of `g` (and what op made it) whose shape is fully known. */
+export function valueBytes(g: Graph): Map<string, { bytes: number; op: string }> {
+  const m = new Map<string, { bytes: number; op: string }>();
+  const el: Record<string, number> = { float32: 4, int64: 8, bool: 1 };
+  for (const n of g.nodes) {
+    for (const o of n.outputs) if (o.shape.every((d) => typeof d === 'number')) m.set(o.name, { bytes: (o.shape as number[]).reduce((a, b) => a * b, el[o.dtype] ?? 4), op: n.op });
+  }
+  return m;
+}
+
+/**
+ * Runs `order` (node input and output names) freeing each value after its last reader: the peak
+ * bytes of live values and what is alive then. Values without a size in `size` (those ONNX
+ * Runtime created) are not counted, nor values nothing reads.
+ */
+export function peakLiveBytes(order: readonly Pick<ReadNode, 'inputs' | 'outputs'>[], size: ReadonlyMap<string, { bytes: number }>): { peak: number; atPeak: [string, number][] } {
+  const last = new Map<string, number>();
+  order.forEach((n, i) => n.inputs.forEach((x) => last.set(x, i)));
+  const alive = new Map<string, number>();
+  let live = 0;
+  let peak = 0;
+  let atPeak: [string, number][] = [];
+  order.forEach((n, i) => {
+    for (const o of n.outputs) {
+      const s = size.get(o);
+      if (s && last.has(o)) {
+        alive.set(o, s.bytes);
+        live += s.bytes;
+      }
+    }
+    if (live > peak) {
+      peak = live;
+      atPeak = [...alive];
+    }
+    for (const x of n.inputs) {
+      if (last.get(x) === i && alive.has(x)) {
+        live -= alive.get(x)!;
+        alive.delete(x);
+      }
+    }
+  });
+  return { peak, atPeak };
 }

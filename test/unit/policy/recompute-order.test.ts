@@ -11,27 +11,16 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import * as ort from 'onnxruntime-node';
-import { toModelProto, type Graph } from '../../../src/onnx';
+import { toModelProto } from '../../../src/onnx';
 import { paramSpecs, type ModelConfig } from '../../../src/policy/config';
 import { LORA_MODULES } from '../../../src/policy/lora';
 import { buildTrainGraph } from '../../../src/policy/training';
-import { readModelNodes } from '../onnx/model-reader';
+import { peakLiveBytes, readModelNodes, valueBytes } from '../onnx/model-reader';
 import { SMALL_CONFIG } from './helpers';
 
 // ONNX Runtime's order depends on the graph's structure: at 1,024 tokens (attention in 4 query
 // chunks) and hidden 256 it runs the weight-gradient products last unless made to wait.
 const T = 1024;
-
-function bytesOf(g: Graph): Map<string, number> {
-  const m = new Map<string, number>();
-  const size = { float32: 4, int64: 8, bool: 1 } as Record<string, number>;
-  for (const n of g.nodes) {
-    for (const o of n.outputs) {
-      if (o.shape.every((d) => typeof d === 'number')) m.set(o.name, (o.shape as number[]).reduce((a, b) => a * b, size[o.dtype] ?? 4));
-    }
-  }
-  return m;
-}
 
 /** Peak bytes of live values when the optimized model's nodes run in file order (values ONNX Runtime renamed are not counted). */
 async function peakInRuntimeOrder(c: ModelConfig, dir: string, lora: boolean): Promise<number> {
@@ -42,30 +31,7 @@ async function peakInRuntimeOrder(c: ModelConfig, dir: string, lora: boolean): P
   const file = path.join(dir, `opt-${c.num_hidden_layers}-${lora}.onnx`);
   const s = await ort.InferenceSession.create(toModelProto(g), { executionProviders: ['cpu'], graphOptimizationLevel: 'all', optimizedModelFilePath: file, logSeverityLevel: 3 });
   await s.release();
-  const nodes = readModelNodes(fs.readFileSync(file));
-  const size = bytesOf(g);
-  const last = new Map<string, number>();
-  nodes.forEach((n, i) => n.inputs.forEach((x) => last.set(x, i)));
-  let live = 0;
-  let peak = 0;
-  const alive = new Map<string, number>();
-  nodes.forEach((n, i) => {
-    for (const o of n.outputs) {
-      const b = size.get(o);
-      if (b !== undefined && last.has(o)) {
-        alive.set(o, b);
-        live += b;
-      }
-    }
-    peak = Math.max(peak, live);
-    for (const x of n.inputs) {
-      if (last.get(x) === i && alive.has(x)) {
-        live -= alive.get(x)!;
-        alive.delete(x);
-      }
-    }
-  });
-  return peak;
+  return peakLiveBytes(readModelNodes(fs.readFileSync(file)), valueBytes(g)).peak;
 }
 
 describe('policy/training: recomputed layers in the order ONNX Runtime runs them', function () {

@@ -1,5 +1,5 @@
 import { strict as assert } from 'node:assert';
-import { repeatFlags } from '../../../src/core/repeats';
+import { repeatedTurns } from '../../../src/core/repeats';
 import { computeReward } from '../../../src/tasks/reward';
 import { rowsFromTrajectories } from '../../../src/credit/signatures';
 import type { Trajectory, Turn } from '../../../src/core/schema';
@@ -10,7 +10,7 @@ const turn = (index: number, action: string, observation: string, more: Partial<
 function scored(trajId: string, turns: Turn[], resolved: boolean, tampered?: string): Trajectory {
   const formatError = turns.some((t) => t.formatError !== undefined);
   const outcomes = new Map([['f', resolved ? 'passed' : 'failed'], ['p', 'passed']] as const);
-  const reward = computeReward({ outcomes, failToPass: ['f'], passToPass: ['p'], turns: turns.length, maxTurns: 6, formatError, repeats: repeatFlags(turns).filter(Boolean).length, ...(tampered ? { tampered } : {}) });
+  const reward = computeReward({ outcomes, failToPass: ['f'], passToPass: ['p'], turns: turns.length, maxTurns: 6, formatError, repeats: repeatedTurns(turns), ...(tampered ? { tampered } : {}) });
   return { schema: 'turnwise/trajectory@1', taskId: 't', groupId: 't', trajId, checkpoint: 'c', turns, reward };
 }
 

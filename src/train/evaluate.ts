@@ -34,6 +34,8 @@ export interface EvalSummary {
   failed: number;
   /** Episodes whose reward is 0 because they tampered with the tests (tasks/tamper.ts). */
   tampered: number;
+  /** How far a task's episodes differ (train/metrics actionDiversity): NaN (null in JSON) for one episode per task. */
+  distinct: number;
   tasks: EvalTaskRow[];
 }
 
@@ -47,6 +49,7 @@ export function summarizeEval(trajs: readonly Trajectory[]): EvalSummary {
     episodes: trajs.length,
     failed: m['episodes/failed'],
     tampered: m['episodes/tampered'],
+    distinct: m.distinct,
     tasks: trajs.map((t) => ({
       taskId: t.taskId,
       resolved: t.reward.resolved,

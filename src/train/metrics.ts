@@ -1,5 +1,6 @@
 // The episode figures of a run's metrics rows (train and held-out: reward, pass rate, resolved
-// rate, turns, format errors, failed and tampered episodes), and the rows' JSON form.
+// rate, turns, format errors, failed and tampered episodes, how much a group's episodes differ),
+// and the rows' JSON form.
 import type { Trajectory } from '../core/schema';
 import { mean, std } from '../core/stats';
 
@@ -17,8 +18,30 @@ export function episodeMetrics(prefix: string, trajs: readonly Trajectory[]): Re
     [`${prefix}episodes`]: trajs.length,
     [`${prefix}episodes/failed`]: trajs.filter((t) => t.failure).length,
     [`${prefix}episodes/tampered`]: trajs.filter((t) => t.reward.tampered !== undefined).length,
+    [`${prefix}distinct`]: actionDiversity(trajs),
   };
   return m;
+}
+
+/**
+ * How far a group's episodes differ: per group of two or more episodes (a task's rollouts, or a
+ * held-out task's sampled episodes), (distinct action sequences − 1) / (episodes − 1), averaged
+ * over the groups. 1 when every episode of a group took its own path, 0 when all took the same;
+ * NaN with no such group (greedy evaluation). A run whose policy has narrowed to one sequence
+ * per task has nothing left to compare, whatever its rewards.
+ */
+export function actionDiversity(trajs: readonly Trajectory[]): number {
+  const groups = new Map<string, Set<string>>();
+  const sizes = new Map<string, number>();
+  for (const t of trajs) {
+    if (t.failure) continue;
+    // The actions as written; JSON keeps a sequence's boundaries whatever the commands contain.
+    const key = JSON.stringify(t.turns.map((x) => x.action));
+    (groups.get(t.groupId) ?? groups.set(t.groupId, new Set()).get(t.groupId)!).add(key);
+    sizes.set(t.groupId, (sizes.get(t.groupId) ?? 0) + 1);
+  }
+  const shares = [...groups].filter(([g]) => sizes.get(g)! > 1).map(([g, seqs]) => (seqs.size - 1) / (sizes.get(g)! - 1));
+  return shares.length ? mean(shares) : NaN;
 }
 
 /** NaN is not JSON: metrics keep null for "no value". */

@@ -25,6 +25,7 @@ import { compareEvaluations, type PairedChange } from './compare';
 import { TRANSFER_PANEL, type TransferRepo } from './transfer-panel';
 import { connectRunPool, DEMO_SETTINGS, resolveTrainConfig, TRAIN_DEFAULTS, type TrainConfig } from './config';
 import { FIXABLE_OPERATORS } from './demonstrations';
+import { actionDiversity } from './metrics';
 import { trainRun } from './run';
 
 const execFileP = promisify(execFile);
@@ -125,14 +126,19 @@ export async function fetchRepo(repo: TransferRepo, o: { cacheDir: string; mirro
 export interface HeldoutScore {
   /** Greedy: one episode per task. */
   greedy: { resolved: number; episodes: number; rate: number | null };
-  /** Sampled: `samples` episodes per task; `tasks_resolved`: tasks at least one of them resolved. */
-  sampled: { resolved: number; episodes: number; rate: number | null; tasks_resolved: number };
+  /**
+   * Sampled: `samples` episodes per task; `tasks_resolved`: tasks at least one of them resolved;
+   * `distinct`: how far a task's samples differ (0: all one action sequence, 1: each its own;
+   * train/metrics actionDiversity), null without two samples per task.
+   */
+  sampled: { resolved: number; episodes: number; rate: number | null; tasks_resolved: number; distinct: number | null };
   /** Tasks resolved greedy or by one of the samples, of all held-out tasks. */
   tasks_resolved: number;
   tasks: number;
 }
 
 const rate = (k: number, n: number) => (n ? Math.round((k / n) * 10_000) / 10_000 : null);
+const roundOrNull = (x: number) => (Number.isFinite(x) ? Math.round(x * 10_000) / 10_000 : null);
 const scored = (t: Trajectory) => !t.failure && Number.isFinite(t.reward.passRate);
 
 /** Scores of one held-out evaluation's trajectories (greedy `eval-…`, sampled `evals-…`). */
@@ -144,7 +150,7 @@ export function heldoutScore(trajs: readonly Trajectory[], tasks: number): Heldo
   const s = solvedBy(sampled);
   return {
     greedy: { resolved: greedy.filter((t) => t.reward.resolved).length, episodes: greedy.length, rate: rate(greedy.filter((t) => t.reward.resolved).length, greedy.length) },
-    sampled: { resolved: sampled.filter((t) => t.reward.resolved).length, episodes: sampled.length, rate: rate(sampled.filter((t) => t.reward.resolved).length, sampled.length), tasks_resolved: s.size },
+    sampled: { resolved: sampled.filter((t) => t.reward.resolved).length, episodes: sampled.length, rate: rate(sampled.filter((t) => t.reward.resolved).length, sampled.length), tasks_resolved: s.size, distinct: roundOrNull(actionDiversity(sampled)) },
     tasks_resolved: new Set([...g, ...s]).size,
     tasks,
   };

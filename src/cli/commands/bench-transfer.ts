@@ -9,7 +9,7 @@ import { flagOptions, numberInRange, valueOptions, type CliCommand } from '../co
 import { benchConfig, modelOrEmbedded, type ConfigFlag } from './options';
 
 const score = (s: HeldoutScore | null) =>
-  s ? `greedy ${s.greedy.resolved}/${s.greedy.episodes}, sampled ${s.sampled.resolved}/${s.sampled.episodes} (${s.sampled.tasks_resolved} task(s)), either ${s.tasks_resolved}/${s.tasks} tasks` : '—';
+  s ? `greedy ${s.greedy.resolved}/${s.greedy.episodes}, sampled ${s.sampled.resolved}/${s.sampled.episodes} (${s.sampled.tasks_resolved} task(s)${s.sampled.distinct === null ? '' : `, distinct ${s.sampled.distinct.toFixed(2)}`}), either ${s.tasks_resolved}/${s.tasks} tasks` : '—';
 
 /** The flags that set a field of the runs' config, with the integers each takes. */
 const TRANSFER_FLAGS: readonly ConfigFlag[] = [['iterations', 'iterations', 1, 10_000], ['max-tasks', 'maxTasks', 2, 10_000], ['samples', 'evalSamples', 0, 64]];

@@ -277,7 +277,7 @@ export const evalCommand: CliCommand = {
       return 0;
     }
     io.out(`resolved ${fmt(s.resolved)}  pass rate ${fmt(s.pass_rate)}  turns ${fmt(s['turns/mean'], 1)}  format errors ${fmt(s.format_error_rate)}${s.failed ? `  (${s.failed} episode(s) failed)` : ''}${s.tampered ? `  (${s.tampered} episode(s) tampered with the tests: reward 0)` : ''}`);
-    if (sampled) io.out(`sampled (${samples} per task): resolved ${fmt(sampled.resolved)}  pass rate ${fmt(sampled.pass_rate)}  turns ${fmt(sampled['turns/mean'], 1)}  format errors ${fmt(sampled.format_error_rate)}`);
+    if (sampled) io.out(`sampled (${samples} per task): resolved ${fmt(sampled.resolved)}  pass rate ${fmt(sampled.pass_rate)}  turns ${fmt(sampled['turns/mean'], 1)}  format errors ${fmt(sampled.format_error_rate)}  distinct paths ${fmt(sampled.distinct)}`);
     if (passKT && Object.keys(passKT).length) {
       // PASS@(k,T) for k = 1, the largest k and the largest T: the rows a reader compares first.
       const ks = Object.keys(passKT);

@@ -12,8 +12,9 @@ import { fetchRepo, heldoutScore, pickRepos, repoSettings } from '../../../src/t
 import { TRANSFER_PANEL } from '../../../src/train/transfer-panel';
 import { TRAIN_DEFAULTS } from '../../../src/train/config';
 
+// An episode that resolved its task took another path than one that did not.
 const traj = (trajId: string, taskId: string, resolved: boolean, failure?: string): Trajectory =>
-  ({ trajId, taskId, turns: [], reward: { passRate: resolved ? 1 : 0.5, resolved }, ...(failure ? { failure } : {}) }) as unknown as Trajectory;
+  ({ trajId, taskId, groupId: `${trajId.split('-')[0]}-${taskId}`, turns: [{ action: resolved ? 'tw-apply 1 2' : 'submit' }], reward: { passRate: resolved ? 1 : 0.5, resolved }, ...(failure ? { failure } : {}) }) as unknown as Trajectory;
 
 describe('train/transfer: the transfer panel', () => {
   it('has at least five distinct repositories, each pinned by archive path and SHA-256', () => {
@@ -62,11 +63,15 @@ describe('train/transfer: the transfer panel', () => {
     }
   });
 
-  it('scores greedy and sampled held-out episodes apart, failed episodes left out, tasks resolved by either', () => {
+  it('scores greedy and sampled held-out episodes apart, failed episodes left out, tasks resolved by either, how far samples differ', () => {
     const s = heldoutScore(
       [traj('eval-0-0', 'a', false), traj('eval-0-1', 'b', true), traj('evals-0-0-0', 'a', true), traj('evals-0-0-1', 'a', false), traj('evals-0-1-0', 'b', false), traj('evals-0-1-1', 'b', false, 'sandbox died')],
       3,
     );
-    assert.deepEqual(s, { greedy: { resolved: 1, episodes: 2, rate: 0.5 }, sampled: { resolved: 1, episodes: 3, rate: 0.3333, tasks_resolved: 1 }, tasks_resolved: 2, tasks: 3 });
+    assert.deepEqual(s, { greedy: { resolved: 1, episodes: 2, rate: 0.5 }, sampled: { resolved: 1, episodes: 3, rate: 0.3333, tasks_resolved: 1, distinct: 1 }, tasks_resolved: 2, tasks: 3 });
+    // Task a's two samples differ (1); task b has one sample left after its failure, so it does not count.
+    const same = heldoutScore([traj('evals-0-0-0', 'a', false), traj('evals-0-0-1', 'a', false), traj('evals-0-1-0', 'b', true), traj('evals-0-1-1', 'b', false)], 2);
+    assert.equal(same.sampled.distinct, 0.5);
+    assert.equal(heldoutScore([traj('eval-0-0', 'a', true)], 1).sampled.distinct, null);
   });
 });

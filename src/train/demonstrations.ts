@@ -574,15 +574,17 @@ export function candidateFix(c: FixCase): string | undefined {
 }
 
 /**
- * The teacher's episode in the candidate form: `tw-suspects -n`, `tw-cands K`, then tries: 0 to
- * LOOP_MAX_FAILED other variants of the bug's line drawn at random when it is the first suspect.
- * When it is not, the suspects above it first, in order: `tw-cands` of each, and on a line with
- * variants 1 to LOOP_MAX_FAILED of them, which fail; on a line without any, straight on to the
- * next suspect. Then the fix (by the CANDS_MAX_TURNS-th command), and submit. Undefined when the case
- * has no candidate fix, a suspect above the bug is cut in the ranking (its variants are not known
- * here), or its suspects do not fit in the turns.
+ * The teacher's episode in the candidate form: `tw-suspects -n`, then each suspect from the top:
+ * `tw-cands K`, and its variants tried in their listed order, 1, 2, 3, …, until one makes the
+ * tests pass, and submit. A line above the bug has every variant tried (all fail) before the
+ * next suspect; a line without variants is passed straight on. So what a try depends on is the
+ * try before it (the next number, or the next suspect after a line's last one), never which
+ * number the fix has: a policy that learned this fixes a line of a repository it never saw as
+ * well as one of its demonstrations, and RL on one repository's tasks has no number to learn.
+ * Undefined when the case has no candidate fix, a suspect above the bug is cut in the ranking
+ * (its variants are not known here), or the tries do not fit in CANDS_MAX_TURNS commands.
  */
-export function candidateEpisode(r: Rng, c: FixCase): Demonstration | undefined {
+export function candidateEpisode(c: FixCase): Demonstration | undefined {
   const k = bugSuspect(c);
   const j = fixVariant(c);
   if (k === 0 || j === 0) return undefined;
@@ -591,34 +593,28 @@ export function candidateEpisode(r: Rng, c: FixCase): Demonstration | undefined 
     segs.push({ role: 'agent', text: action });
     if (observation !== undefined) segs.push({ role: 'obs', text: observation });
   };
-  const failedTries = (n: number, sk: number, path: string, line: number, code: string, skip: number) => {
-    const others = lineCandidates(code).map((v, i) => ({ v, j: i + 1 })).filter((x) => x.j !== skip);
-    for (let i = 0; i < n && others.length; i++) {
-      const w = others.splice(Math.floor(r() * others.length), 1)[0];
-      // The edit, tw-test failing, then `git checkout -q .` succeeding: the command's exit code is 0.
-      turn(candidateAttempt(sk, w.j), obs(0, `${twEditOutput(path, line, code, w.v)}\n${twTestOutput(c.failing, c.passing)}`));
-    }
+  // Variants 1 to n of suspect sk, each written, its tests failing, and put back.
+  const failedTries = (n: number, sk: number, path: string, line: number, code: string) => {
+    const vs = lineCandidates(code);
+    // The edit, tw-test failing, then `git checkout -q .` succeeding: the command's exit code is 0.
+    for (let v = 1; v <= n; v++) turn(candidateAttempt(sk, v), obs(0, `${twEditOutput(path, line, code, vs[v - 1])}\n${twTestOutput(c.failing, c.passing)}`));
   };
   // The suspects above the bug, parsed; the ranking cuts a line at 100 characters, and past that
   // its variants are not known here.
   const above = c.suspects.slice(0, k - 1).map((l) => /^(\S+):(\d+): (.*)$/.exec(l));
   if (above.some((m) => !m || m[3].length >= 100)) return undefined;
-  // Every line with variants above the bug gets one failed try at least; the first may get more
-  // while the turns last (tw-suspects, a tw-cands per suspect and the fix are fixed).
-  const withVariants = above.filter((m) => lineCandidates(m![3]).length > 0).length;
-  let spare = CANDS_MAX_TURNS - (k + 2) - withVariants;
-  if (spare < 0) return undefined;
+  // tw-suspects, a tw-cands per suspect down to the bug, every variant above it, the bug line's
+  // variants before the fix, and the fix.
+  const commands = 1 + k + above.reduce((s, m) => s + lineCandidates(m![3]).length, 0) + (j - 1) + 1;
+  if (commands > CANDS_MAX_TURNS) return undefined;
   turn('tw-suspects -n', numberedSuspectsObservation(c));
   above.forEach((m, i) => {
     const [, p, n, code] = m!;
     turn(`tw-cands ${i + 1}`, obs(0, twCandsOutput(p, Number(n), code)));
-    if (lineCandidates(code).length === 0) return;
-    const extra = Math.min(spare, int(r, 1, LOOP_MAX_FAILED) - 1);
-    spare -= extra;
-    failedTries(1 + extra, i + 1, p, Number(n), code, 0);
+    failedTries(lineCandidates(code).length, i + 1, p, Number(n), code);
   });
   turn(`tw-cands ${k}`, obs(0, twCandsOutput(c.path, c.line, c.mutatedLine)));
-  if (k === 1) failedTries(Math.min(spare, int(r, 0, LOOP_MAX_FAILED)), 1, c.path, c.line, c.mutatedLine, j);
+  failedTries(j - 1, k, c.path, c.line, c.mutatedLine);
   turn(candidateAttempt(k, j), obs(0, `${twEditOutput(c.path, c.line, c.mutatedLine, c.originalLine)}\n${allPassed(c)}`));
   turn(SUBMIT);
   return { kind: k === 1 ? 'episode-cands' : 'episode-cands-lower', segments: segs };

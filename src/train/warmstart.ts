@@ -450,7 +450,7 @@ export function drawDemonstration(r: () => number, c: FixCase, o: { curriculum: 
   const cands = numbered && !!o.candsShare && r() < o.candsShare;
   if (r() < o.curriculum) return (numbered && numberedCurriculumTask(r, c, { cands })) || (o.noSed ? undefined : curriculumTask(r, c));
   if (numbered) {
-    const d = (cands && candidateEpisode(r, c)) || numberedEpisode(r, c);
+    const d = (cands && candidateEpisode(c)) || numberedEpisode(r, c);
     if (d) return d;
     if (o.noSed) return undefined;
   }

@@ -119,9 +119,8 @@ describe('docker: demonstrations recorded from the demo workspace', function () 
     let tries = 0;
     for (const c of cases) {
       const task = tasks.find((t) => t.id === c.taskId)!;
-      // Seeds until an episode with a failed try before the fix, where the case allows one.
-      let ep = candidateEpisode(seededRandom(0), c);
-      for (let s = 1; s < 40 && ep && ep.segments.filter((x) => x.role === 'agent' && x.text.startsWith('tw-apply')).length < 2; s++) ep = candidateEpisode(seededRandom(s), c);
+      // Its variants tried in order up to the fix: failed tries where the fix is not the first.
+      const ep = candidateEpisode(c);
       if (!ep) continue;
       const sb = await pool.acquire(snapshot, { rollout: `cands-${c.taskId}` });
       try {

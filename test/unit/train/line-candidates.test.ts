@@ -72,51 +72,60 @@ describe('train/line-candidates: tw-cands variants and the candidate form', () =
     assert.ok(twCandsOutput('src/pkg/_internal/cache_store.py', 1234, line).length <= OBS_PROMPT_CHARS, twCandsOutput('src/pkg/_internal/cache_store.py', 1234, line));
   });
 
-  it('an episode of a bug lower in the ranking fails on suspect 1, lists suspect 2 and writes the fix by number; its observations are the simulation\'s', () => {
+  it('an episode of a bug lower in the ranking tries every variant of suspect 1 in order, lists suspect 2 and writes the fix by number; its observations are the simulation\'s', () => {
     assert.equal(fixVariant(fc), 1);
     assert.equal(candidateFix(fc), 'tw-apply 2 1 && tw-test || git checkout -q .');
-    for (let s = 0; s < 20; s++) {
-      const ep = candidateEpisode(seededRandom(s), fc)!;
-      assert.equal(ep.kind, 'episode-cands-lower');
-      const acts = ep.segments.filter((x) => x.role === 'agent').map((x) => x.text);
-      const obs = ep.segments.filter((x) => x.role === 'obs').map((x) => x.text);
-      assert.deepEqual(acts.slice(0, 2), ['tw-suspects -n', 'tw-cands 1']);
-      assert.ok(acts.includes('tw-cands 2'));
-      assert.deepEqual(acts.slice(-2), [candidateFix(fc), 'submit']);
-      for (const a of acts) assert.ok(!a.includes('ledger') && !a.includes("'"), `${a}: no path, nothing copied`);
-      const st = { line: fc.mutatedLine, stray: false };
-      for (let i = 0; i < acts.length - 1; i++) assert.equal(simulateTurn(st, fc, acts[i]), obs[i], acts[i]);
-      assert.equal(st.line, fc.originalLine);
-      assert.equal(st.stray, false);
-    }
+    // Suspect 1 with two variants: both tried, in their order, then suspect 2.
+    const c: FixCase = { ...fc, suspects: ['src/books/_core/ledger.py:10: if ready or late:', ...fc.suspects.slice(1)] };
+    const ep = candidateEpisode(c)!;
+    assert.equal(ep.kind, 'episode-cands-lower');
+    const acts = ep.segments.filter((x) => x.role === 'agent').map((x) => x.text);
+    const obs = ep.segments.filter((x) => x.role === 'obs').map((x) => x.text);
+    assert.deepEqual(acts, ['tw-suspects -n', 'tw-cands 1', candidateAttempt(1, 1), candidateAttempt(1, 2), 'tw-cands 2', candidateFix(fc), 'submit']);
+    for (const a of acts) assert.ok(!a.includes('ledger') && !a.includes("'"), `${a}: no path, nothing copied`);
+    const st = { line: c.mutatedLine, stray: false };
+    for (let i = 0; i < acts.length - 1; i++) assert.equal(simulateTurn(st, c, acts[i]), obs[i], acts[i]);
+    assert.equal(st.line, c.originalLine);
+    assert.equal(st.stray, false);
+    // The ledger's own suspect 1 has three variants: with suspect 2's fix they do not fit in the turns.
+    assert.equal(lineCandidates('        if amount <= 0:').length, 3);
+    assert.equal(candidateEpisode(fc), undefined);
+  });
+
+  it('an episode tries the bug line\'s variants in their order up to the fix: each try follows from the one before, not from the fix\'s number', () => {
+    // Variants of `return total * 2`: /, //, %, * 3, * 1; the fix (* 3) is the fourth.
+    const c: FixCase = { ...fc, line: 14, mutatedLine: '        return total * 2', originalLine: '        return total * 3', suspects: ['src/books/_core/ledger.py:14: return total * 2', ...fc.suspects] };
+    assert.equal(fixVariant(c), 4);
+    const acts = candidateEpisode(c)!.segments.filter((x) => x.role === 'agent').map((x) => x.text);
+    assert.deepEqual(acts, ['tw-suspects -n', 'tw-cands 1', candidateAttempt(1, 1), candidateAttempt(1, 2), candidateAttempt(1, 3), candidateAttempt(1, 4), 'submit']);
+    // The fifth variant would be the seventh command: past the turns.
+    assert.equal(candidateEpisode({ ...c, originalLine: '        return total * 1' }), undefined);
   });
 
   it('an episode walks past suspects whose line has no variants to the bug, tries each line that has some, and fits the turn budget', () => {
-    // Suspect 1 (an append) has no variants, suspect 2 has one, the bug is suspect 3.
+    // Suspect 1 (an append) has no variants, suspect 2 has one, the bug is suspect 3 (its fix the first variant).
     const c: FixCase = {
       ...fc,
       line: 14,
-      mutatedLine: '        return total * 2',
-      originalLine: '        return total * 3',
-      suspects: ['src/books/_core/ledger.py:11: self.rows.append((amount, note))', 'src/books/_core/ledger.py:12: if ready:', 'src/books/_core/ledger.py:14: return total * 2'],
+      mutatedLine: '        return total - 2',
+      originalLine: '        return total + 2',
+      suspects: ['src/books/_core/ledger.py:11: self.rows.append((amount, note))', 'src/books/_core/ledger.py:12: if ready:', 'src/books/_core/ledger.py:14: return total - 2'],
     };
-    for (let s = 0; s < 20; s++) {
-      const ep = candidateEpisode(seededRandom(s), c)!;
-      assert.equal(ep.kind, 'episode-cands-lower');
-      const acts = ep.segments.filter((x) => x.role === 'agent').map((x) => x.text);
-      const obs = ep.segments.filter((x) => x.role === 'obs').map((x) => x.text);
-      assert.deepEqual(acts.slice(0, 3), ['tw-suspects -n', 'tw-cands 1', 'tw-cands 2'], 'straight on from a line without variants');
-      assert.match(obs[1], /no one-token variants of this line$/);
-      assert.equal(acts[3], candidateAttempt(2, 1), "suspect 2's only variant, tried");
-      assert.deepEqual(acts.slice(-3), ['tw-cands 3', candidateFix(c), 'submit']);
-      assert.ok(acts.length - 1 <= CANDS_MAX_TURNS, 'the fix within the budget');
-      const st = { line: c.mutatedLine, stray: false };
-      for (let i = 0; i < acts.length - 1; i++) assert.equal(simulateTurn(st, c, acts[i]), obs[i], acts[i]);
-      assert.equal(st.line, c.originalLine);
-    }
+    const ep = candidateEpisode(c)!;
+    assert.equal(ep.kind, 'episode-cands-lower');
+    const acts = ep.segments.filter((x) => x.role === 'agent').map((x) => x.text);
+    const obs = ep.segments.filter((x) => x.role === 'obs').map((x) => x.text);
+    assert.deepEqual(acts.slice(0, 3), ['tw-suspects -n', 'tw-cands 1', 'tw-cands 2'], 'straight on from a line without variants');
+    assert.match(obs[1], /no one-token variants of this line$/);
+    assert.equal(acts[3], candidateAttempt(2, 1), "suspect 2's only variant, tried");
+    assert.deepEqual(acts.slice(-3), ['tw-cands 3', candidateFix(c), 'submit']);
+    assert.ok(acts.length - 1 <= CANDS_MAX_TURNS, 'the fix within the budget');
+    const st = { line: c.mutatedLine, stray: false };
+    for (let i = 0; i < acts.length - 1; i++) assert.equal(simulateTurn(st, c, acts[i]), obs[i], acts[i]);
+    assert.equal(st.line, c.originalLine);
     // Four suspects with variants above the bug cannot each be tried and the fix written within the budget.
     const deep = { ...c, suspects: [...Array.from({ length: 4 }, (_, i) => `src/books/_core/ledger.py:${20 + i}: x${i} = f(a)`), c.suspects[2]] };
-    assert.equal(candidateEpisode(seededRandom(1), deep), undefined);
+    assert.equal(candidateEpisode(deep), undefined);
   });
 
   it('the warm start with noSed draws no sed-form example at all: no path, no sed, a case without a numbered form drawn again', async () => {
@@ -160,19 +169,33 @@ describe('train/line-candidates: tw-cands variants and the candidate form', () =
     while (cases.length < 60) cases = cases.concat(await syntheticCases(r, 4));
     const fixable = cases.filter((c) => candidateFix(c));
     assert.ok(fixable.length >= 0.7 * cases.length, `${fixable.length} of ${cases.length} have a candidate fix`);
+    let episodes = 0;
     for (const c of fixable) {
-      const ep = candidateEpisode(seededRandom(c.line), c);
+      const ep = candidateEpisode(c);
       if (!ep) continue;
+      episodes++;
       const acts = ep.segments.filter((x) => x.role === 'agent').map((x) => x.text);
       const obs = ep.segments.filter((x) => x.role === 'obs').map((x) => x.text);
       const st = { line: c.mutatedLine, stray: false };
       for (let i = 0; i < acts.length - 1; i++) assert.equal(simulateTurn(st, c, acts[i]), obs[i], `${c.path}:${c.line} ${acts[i]}`);
       assert.equal(st.line, c.originalLine, `${c.path}:${c.line}`);
+      // Each try is the next variant of the suspect its tw-cands listed last, from 1.
+      let listed = 0;
+      let next = 1;
+      for (const a of acts) {
+        const m = /^tw-cands (\d+)$/.exec(a);
+        if (m) [listed, next] = [Number(m[1]), 1];
+        const t = /^tw-apply (\d+) (\d+) /.exec(a);
+        if (t) assert.deepEqual([Number(t[1]), Number(t[2])], [listed, next++], `${c.path}:${c.line}: ${acts.join(' | ')}`);
+      }
     }
+    assert.ok(episodes >= 0.5 * fixable.length, `${episodes} of ${fixable.length} fit in the turns`);
   });
 
   it('the warm start draws the candidate form only when asked, in about its share of numbered draws', async () => {
-    const cases = await syntheticCases(seededRandom(3), 4);
+    // Cases whose candidate episode fits in the turns (the others fall back to the numbered form).
+    let cases: FixCase[] = [];
+    for (let seed = 3; cases.length < 4; seed++) cases = cases.concat((await syntheticCases(seededRandom(seed), 4)).filter((c) => candidateEpisode(c)));
     const kinds = (candsShare?: number) => {
       const r = seededRandom(11);
       return Array.from({ length: 400 }, (_, i) => drawDemonstration(r, cases[i % cases.length], { curriculum: 0.3, loopShare: 0.6, numberedShare: 1, ...(candsShare !== undefined ? { candsShare } : {}) }).kind);

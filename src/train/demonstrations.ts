@@ -593,28 +593,27 @@ export function candidateEpisode(c: FixCase): Demonstration | undefined {
     segs.push({ role: 'agent', text: action });
     if (observation !== undefined) segs.push({ role: 'obs', text: observation });
   };
-  // Variants 1 to n of suspect sk, each written, its tests failing, and put back.
-  const failedTries = (n: number, sk: number, path: string, line: number, code: string) => {
-    const vs = lineCandidates(code);
+  // Each of `variants` (of suspect sk's line, in their order) written, its tests failing, and put back.
+  const failedTries = (sk: number, path: string, line: number, code: string, variants: readonly string[]) => {
     // The edit, tw-test failing, then `git checkout -q .` succeeding: the command's exit code is 0.
-    for (let v = 1; v <= n; v++) turn(candidateAttempt(sk, v), obs(0, `${twEditOutput(path, line, code, vs[v - 1])}\n${twTestOutput(c.failing, c.passing)}`));
+    variants.forEach((v, i) => turn(candidateAttempt(sk, i + 1), obs(0, `${twEditOutput(path, line, code, v)}\n${twTestOutput(c.failing, c.passing)}`)));
   };
   // The suspects above the bug, parsed; the ranking cuts a line at 100 characters, and past that
   // its variants are not known here.
-  const above = c.suspects.slice(0, k - 1).map((l) => /^(\S+):(\d+): (.*)$/.exec(l));
-  if (above.some((m) => !m || m[3].length >= 100)) return undefined;
+  const parsed = c.suspects.slice(0, k - 1).map((l) => /^(\S+):(\d+): (.*)$/.exec(l));
+  if (parsed.some((m) => !m || m[3].length >= 100)) return undefined;
+  const above = parsed.map((m) => ({ path: m![1], line: Number(m![2]), code: m![3], variants: lineCandidates(m![3]) }));
   // tw-suspects, a tw-cands per suspect down to the bug, every variant above it, the bug line's
   // variants before the fix, and the fix.
-  const commands = 1 + k + above.reduce((s, m) => s + lineCandidates(m![3]).length, 0) + (j - 1) + 1;
+  const commands = 1 + k + above.reduce((s, x) => s + x.variants.length, 0) + (j - 1) + 1;
   if (commands > CANDS_MAX_TURNS) return undefined;
   turn('tw-suspects -n', numberedSuspectsObservation(c));
-  above.forEach((m, i) => {
-    const [, p, n, code] = m!;
-    turn(`tw-cands ${i + 1}`, obs(0, twCandsOutput(p, Number(n), code)));
-    failedTries(lineCandidates(code).length, i + 1, p, Number(n), code);
+  above.forEach((x, i) => {
+    turn(`tw-cands ${i + 1}`, obs(0, twCandsOutput(x.path, x.line, x.code)));
+    failedTries(i + 1, x.path, x.line, x.code, x.variants);
   });
   turn(`tw-cands ${k}`, obs(0, twCandsOutput(c.path, c.line, c.mutatedLine)));
-  failedTries(j - 1, k, c.path, c.line, c.mutatedLine);
+  failedTries(k, c.path, c.line, c.mutatedLine, lineCandidates(c.mutatedLine).slice(0, j - 1));
   turn(candidateAttempt(k, j), obs(0, `${twEditOutput(c.path, c.line, c.mutatedLine, c.originalLine)}\n${allPassed(c)}`));
   turn(SUBMIT);
   return { kind: k === 1 ? 'episode-cands' : 'episode-cands-lower', segments: segs };

@@ -31,16 +31,14 @@ export function episodeMetrics(prefix: string, trajs: readonly Trajectory[]): Re
  * per task has nothing left to compare, whatever its rewards.
  */
 export function actionDiversity(trajs: readonly Trajectory[]): number {
-  const groups = new Map<string, Set<string>>();
-  const sizes = new Map<string, number>();
+  const groups = new Map<string, string[]>();
   for (const t of trajs) {
     if (t.failure) continue;
     // The actions as written; JSON keeps a sequence's boundaries whatever the commands contain.
     const key = JSON.stringify(t.turns.map((x) => x.action));
-    (groups.get(t.groupId) ?? groups.set(t.groupId, new Set()).get(t.groupId)!).add(key);
-    sizes.set(t.groupId, (sizes.get(t.groupId) ?? 0) + 1);
+    (groups.get(t.groupId) ?? groups.set(t.groupId, []).get(t.groupId)!).push(key);
   }
-  const shares = [...groups].filter(([g]) => sizes.get(g)! > 1).map(([g, seqs]) => (seqs.size - 1) / (sizes.get(g)! - 1));
+  const shares = [...groups.values()].filter((seqs) => seqs.length > 1).map((seqs) => (new Set(seqs).size - 1) / (seqs.length - 1));
   return shares.length ? mean(shares) : NaN;
 }
 

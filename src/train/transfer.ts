@@ -137,8 +137,8 @@ export interface HeldoutScore {
   tasks: number;
 }
 
-const rate = (k: number, n: number) => (n ? Math.round((k / n) * 10_000) / 10_000 : null);
 const roundOrNull = (x: number) => (Number.isFinite(x) ? Math.round(x * 10_000) / 10_000 : null);
+const rate = (k: number, n: number) => (n ? roundOrNull(k / n) : null);
 const scored = (t: Trajectory) => !t.failure && Number.isFinite(t.reward.passRate);
 
 /** Scores of one held-out evaluation's trajectories (greedy `eval-…`, sampled `evals-…`). */

@@ -15,6 +15,7 @@ import type { Params } from '../credit/types';
 import { DEFAULT_REWARD_WEIGHTS } from '../tasks/reward';
 import { parseEngineSpecs, SandboxPool, type EngineSpec } from '../sandbox/pool';
 import type { SandboxLimits } from '../sandbox/types';
+import { TASK_SAMPLINGS, type TaskSampling } from './task-picking';
 
 /** How the policy update weighs action tokens (TrainConfig.lossAggregation). */
 export const LOSS_AGGREGATIONS = ['token', 'episode'] as const;
@@ -35,6 +36,12 @@ export interface TrainConfig {
   iterations: number;
   /** Train tasks sampled per iteration. */
   tasksPerIteration: number;
+  /**
+   * How an iteration draws its train tasks (train/task-picking.ts). `uniform`: a seeded shuffle.
+   * `informative`: a task whose latest groups all scored alike (no group-relative signal) is
+   * drawn half as often per such group in a row, down to 1/16.
+   */
+  taskSampling: TaskSampling;
   /** Rollouts per task (G). */
   groupSize: number;
   maxTurns: number;
@@ -153,6 +160,7 @@ export const TRAIN_DEFAULTS: TrainConfig = {
   model: '',
   iterations: 4,
   tasksPerIteration: 6,
+  taskSampling: 'uniform',
   groupSize: 4,
   maxTurns: 8,
   commandTimeoutMs: 20_000,
@@ -280,6 +288,7 @@ function resolveFields(given: Record<string, unknown>, source: string): TrainCon
   checkNumber('negativeAdvantageWeight', c.negativeAdvantageWeight, 0, 1);
   checkNumber('replayCoef', c.replayCoef, 0, 100);
   checkNumber('replayRows', c.replayRows, 1, 256, true);
+  if (!(TASK_SAMPLINGS as readonly string[]).includes(c.taskSampling)) throw bad(`config field "taskSampling" must be ${TASK_SAMPLINGS.join(' or ')}, got ${JSON.stringify(c.taskSampling)}`, 'fix "taskSampling"');
   if (!(LOSS_AGGREGATIONS as readonly string[]).includes(c.lossAggregation)) throw bad(`config field "lossAggregation" must be ${LOSS_AGGREGATIONS.join(' or ')}, got ${JSON.stringify(c.lossAggregation)}`, 'fix "lossAggregation"');
   checkNumber('clipLow', c.clipLow, 0, 1);
   checkNumber('clipHigh', c.clipHigh, 0, 10);

@@ -29,6 +29,7 @@ import { connectRunPool, readRunConfig, runConfigRecord, type TrainConfig } from
 import { embeddedModelDir } from './embedded';
 import { splitTasks } from './split';
 import { assertWorkspaceNames, planResume, type ResumePlan } from './resume';
+import { alikeStreaks, groupOutcomes, pastGroupOutcomes, pickTasks, type GroupOutcome } from './task-picking';
 import { demonstrationTaskIds } from './warmstart-record';
 import { chatSystemMessage, chatTaskMessage } from '../agent/chat-format';
 import { chatTurnTokenRows } from './chat-model';
@@ -257,6 +258,10 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
     // Generated demonstrations for the replay term (the same pool on a resume: seeded by the run).
     const replaySource = c.replayCoef > 0 && rig.codec ? await ReplaySource.create(rig.codec, seedOf(c.seed, 'replay-pool')) : undefined;
 
+    // The train groups of the iterations done so far, oldest first: what `informative` task
+    // sampling weighs by (read back from their trajectories on a resume, so it picks as the
+    // uninterrupted run would have).
+    const pastGroups: GroupOutcome[] = c.taskSampling === 'informative' ? pastGroupOutcomes(run, last) : [];
     const evalDue = (n: number) => n === 0 || n === c.iterations || (c.evalEvery > 0 && n % c.evalEvery === 0);
     const runEval = async (n: number, due = evalDue(n)): Promise<{ m: Record<string, number>; trajs: Trajectory[]; passAtKT?: PassAtKT }> => {
       if (!heldout.length || !due) return { m: {}, trajs: [] };
@@ -320,9 +325,8 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
     for (let n = last + 1; n <= c.iterations; n++) {
       check();
       const it0 = Date.now();
-      // Tasks of this iteration: a seeded shuffle of the train split, cycled.
-      const order = [...train].sort((a, b) => seedOf(c.seed, n, a.id) - seedOf(c.seed, n, b.id));
-      const picked = Array.from({ length: Math.min(c.tasksPerIteration, Math.max(train.length, c.tasksPerIteration)) }, (_, i) => order[i % order.length]);
+      // Tasks of this iteration: a seeded draw from the train split (taskSampling).
+      const picked = pickTasks(train, c.tasksPerIteration, c.seed, n, c.taskSampling, alikeStreaks(pastGroups));
       const jobs: EpisodeJob[] = [];
       picked.forEach((task, ti) => {
         for (let g = 0; g < c.groupSize; g++) jobs.push({ task, episodeId: `it${n}-t${ti}-g${g}`, groupId: `it${n}-t${ti}`, seed: seedOf(c.seed, n, ti, g), split: 'train' });
@@ -425,6 +429,7 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
       if (ev.trajs.length) evalMs = Math.max(evalMs, ev.m['time/eval_s'] * 1000);
       slowestMs = Math.max(slowestMs, Date.now() - it0);
       run.writeTrajectories(n, 'train', trajs);
+      if (c.taskSampling === 'informative') pastGroups.push(...groupOutcomes(trajs));
       if (ev.trajs.length) run.writeTrajectories(n, 'heldout', ev.trajs);
       const advs = scored.flatMap((t) => t.turns.map((x) => x.advantage ?? 0));
       // The train pass rate's key is tests/pass_rate (docs/run-directory.md) (held-out ones keep their prefix).

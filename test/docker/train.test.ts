@@ -19,6 +19,7 @@ import { main } from '../../src/cli/main';
 import type { Trajectory } from '../../src/core/schema';
 import { readTrajectories } from '../../src/core/trajectory';
 import { sampledPassAtKT } from '../../src/train/pass-at-k';
+import { alikeStreaks, pastGroupOutcomes, pickTasks } from '../../src/train/task-picking';
 
 const root = path.join(__dirname, '..', '..');
 const demo = path.join(root, 'examples', 'demo-python');
@@ -317,7 +318,9 @@ describe('docker: turnwise train, a real tiny run', function () {
     assert.ok(tasksFile, 'needs the first test\'s tasks');
     const runs = path.join(dir, 'runs-kill');
     const cfg = path.join(dir, 'kill.json');
-    fs.writeFileSync(cfg, JSON.stringify({ ...TINY, taskSource: 'file', tasksFile, model, iterations: 3 }));
+    // Informative task sampling: the resumed iterations must draw from the history the killed
+    // process had (checked below).
+    fs.writeFileSync(cfg, JSON.stringify({ ...TINY, taskSource: 'file', tasksFile, model, iterations: 3, taskSampling: 'informative' }));
     const child = new CliChild(['train', '--config', cfg, '--runs', runs, '--json']);
     const started = await child.waitFor((e) => e.type === 'run-started', 'run-started');
     await child.waitFor((e) => e.type === 'iteration-finished' && e.iteration === 1, 'iteration 1 finished');
@@ -345,6 +348,14 @@ describe('docker: turnwise train, a real tiny run', function () {
     assert.equal(resumed.events[resumed.events.length - 1]?.type, 'run-finished');
     assert.deepEqual(resumed.events.filter((e) => e.type === 'iteration-finished').map((e) => (e as { iteration: number }).iteration), [2, 3], 'the resumed run redoes iteration 2 only once and goes on');
     assertRunDir(run, 3);
+    // Each iteration's tasks are the informative draw given the groups before it: iterations 2
+    // and 3 were drawn by the resumed process, from iteration 1's episodes read back.
+    const train = (JSON.parse(fs.readFileSync(run.file('splits.json'), 'utf8')).train as string[]).map((id) => ({ id }));
+    for (let n = 1; n <= 3; n++) {
+      const posed = [...new Map(run.readTrajectories(n, 'train').map((t) => [t.groupId, t.taskId])).values()];
+      const drawn = pickTasks(train, TINY.tasksPerIteration, TINY.seed, n, 'informative', alikeStreaks(pastGroupOutcomes(run, n - 1))).map((t) => t.id);
+      assert.deepEqual(posed, drawn, `iteration ${n}'s tasks follow the history before it`);
+    }
     await noContainersEventually(started.runId);
   });
 

@@ -29,6 +29,7 @@ export const SETTING_FOR_FIELD: { readonly [K in ConfigPath]: string } = {
   lora: 'train.lora',
   iterations: 'train.iterations',
   tasksPerIteration: 'train.tasksPerIteration',
+  taskSampling: 'train.taskSampling',
   groupSize: 'train.groupSize',
   maxTurns: 'train.maxTurns',
   estimator: 'train.estimator',

@@ -70,6 +70,7 @@ describe('extension: settings → launch config', () => {
       'train.clipHigh': 0.3,
       'train.klCoef': 0.01,
       'train.negativeAdvantageWeight': 0.5,
+      'train.taskSampling': 'informative',
       'train.entCoef': 0.02,
       'train.replayCoef': 0.5,
       'train.replayRows': 2,

@@ -1,0 +1,76 @@
+// Which train tasks an iteration poses. `uniform`: a seeded shuffle of the train split, its first
+// tasksPerIteration (cycled when the split is smaller). `informative`: the same draw weighted by
+// what each task's latest groups gave the update. A group whose episodes all scored alike (all
+// resolved, or all failed the same way) has a zero group-relative advantage on every turn: its
+// rollouts cost as much as any and teach nothing. On a repository's own tasks most groups are like
+// that (a task the policy always fixes, one whose bug it never finds), so a uniform draw spends most
+// of an iteration on them. A task's weight halves for each of its latest groups in a row that
+// scored alike, down to 1/16: one that keeps scoring alike is still posed now and then, since the
+// policy may have learned enough for it to go either way.
+import { seedOf } from '../core/random';
+import type { RunDir } from '../core/run';
+import type { Trajectory } from '../core/schema';
+
+export const TASK_SAMPLINGS = ['uniform', 'informative'] as const;
+export type TaskSampling = (typeof TASK_SAMPLINGS)[number];
+
+/** Groups in a row that scored alike beyond which a task's weight stops halving (weight 1/16). */
+export const MAX_ALIKE_STREAK = 4;
+
+/** One group's outcome for task picking: its task and whether its scored episodes all scored alike. */
+export interface GroupOutcome {
+  taskId: string;
+  alike: boolean;
+}
+
+/**
+ * The groups of one iteration's train episodes, in the order they were posed: a group's scored
+ * episodes (a sandbox failure has no score) all alike or not. A group with fewer than two scored
+ * episodes says nothing either way and is left out.
+ */
+export function groupOutcomes(trajectories: readonly Trajectory[]): GroupOutcome[] {
+  const groups = new Map<string, { taskId: string; scores: number[] }>();
+  for (const t of trajectories) {
+    const g = groups.get(t.groupId) ?? { taskId: t.taskId, scores: [] };
+    groups.set(t.groupId, g);
+    const r = t.reward?.reward;
+    if (!t.failure && typeof r === 'number' && Number.isFinite(r)) g.scores.push(r);
+  }
+  return [...groups.values()].filter((g) => g.scores.length >= 2).map((g) => ({ taskId: g.taskId, alike: Math.max(...g.scores) - Math.min(...g.scores) === 0 }));
+}
+
+/** The train groups of a run's iterations 1..`last`, oldest first, read back from their episodes. */
+export function pastGroupOutcomes(run: Pick<RunDir, 'readTrajectories'>, last: number): GroupOutcome[] {
+  return Array.from({ length: Math.max(0, last) }, (_, i) => groupOutcomes(run.readTrajectories(i + 1, 'train'))).flat();
+}
+
+/** Per task, how many of its latest groups in a row scored alike (`outcomes` oldest first; capped). */
+export function alikeStreaks(outcomes: Iterable<GroupOutcome>): Map<string, number> {
+  const streak = new Map<string, number>();
+  for (const o of outcomes) streak.set(o.taskId, o.alike ? Math.min(MAX_ALIKE_STREAK, (streak.get(o.taskId) ?? 0) + 1) : 0);
+  return streak;
+}
+
+/** A task's weight in the `informative` draw: 1, halved per alike group in a row. */
+export function taskWeight(streak: number): number {
+  return 0.5 ** Math.min(MAX_ALIKE_STREAK, Math.max(0, streak));
+}
+
+/**
+ * The `count` tasks iteration `iteration` poses, in order (the split cycled when it holds fewer).
+ * Weighted sampling without replacement by exponential clocks: each task draws u in (0, 1) from
+ * the seed and waits −ln(1 − u) / weight; the first to finish are posed. With equal weights that
+ * is the `uniform` order itself, so `informative` departs from it only where the history does.
+ */
+export function pickTasks<T extends { id: string }>(train: readonly T[], count: number, seed: number, iteration: number, sampling: TaskSampling, streaks?: ReadonlyMap<string, number>): T[] {
+  if (!train.length) return [];
+  const u = new Map(train.map((t) => [t.id, seedOf(seed, iteration, t.id)]));
+  const key = (t: T) => {
+    const s = u.get(t.id)!;
+    if (sampling === 'uniform') return s;
+    return -Math.log1p(-(s + 0.5) / 2 ** 32) / taskWeight(streaks?.get(t.id) ?? 0);
+  };
+  const keys = new Map(train.map((t) => [t.id, key(t)]));
+  const order = [...train].sort((a, b) => keys.get(a.id)! - keys.get(b.id)!);
+  return Array.from({ length: Math.max(0, count) }, (_, i) => order[i % order.length]);
+}

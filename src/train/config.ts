@@ -38,8 +38,8 @@ export interface TrainConfig {
   tasksPerIteration: number;
   /**
    * How an iteration draws its train tasks (train/task-picking.ts). `uniform`: a seeded shuffle.
-   * `informative`: a task whose latest groups all scored alike (no group-relative signal) is
-   * drawn half as often per such group in a row, down to 1/16.
+   * `informative`: a task whose latest groups went alike (all episodes resolved, or none: no
+   * signal about the fix) is drawn half as often per such group in a row, down to 1/16.
    */
   taskSampling: TaskSampling;
   /** Rollouts per task (G). */

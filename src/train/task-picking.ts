@@ -1,12 +1,14 @@
 // Which train tasks an iteration poses. `uniform`: a seeded shuffle of the train split, its first
 // tasksPerIteration (cycled when the split is smaller). `informative`: the same draw weighted by
-// what each task's latest groups gave the update. A group whose episodes all scored alike (all
-// resolved, or all failed the same way) has a zero group-relative advantage on every turn: its
-// rollouts cost as much as any and teach nothing. On a repository's own tasks most groups are like
-// that (a task the policy always fixes, one whose bug it never finds), so a uniform draw spends most
-// of an iteration on them. A task's weight halves for each of its latest groups in a row that
-// scored alike, down to 1/16: one that keeps scoring alike is still posed now and then, since the
-// policy may have learned enough for it to go either way.
+// what each task's latest groups could teach. A group whose episodes were all resolved, or none
+// of them, carries no signal about fixing the bug: whatever its advantages are, they come from the
+// penalties (a repeated command, a long episode), and its rollouts cost as much as any. On a
+// repository's own tasks most groups are like that (a task the policy always fixes, one whose bug
+// it never finds), so a uniform draw spends most of an iteration on them. A task's weight halves
+// for each of its latest groups in a row that went alike, down to 1/16: one that keeps going
+// alike is still posed now and then, since the policy may have learned enough for it to go
+// either way. (Alike by reward would not do: the penalties set the rewards of a group that failed
+// throughout apart by a few hundredths.)
 import { seedOf } from '../core/random';
 import type { RunDir } from '../core/run';
 import type { Trajectory } from '../core/schema';
@@ -14,29 +16,29 @@ import type { Trajectory } from '../core/schema';
 export const TASK_SAMPLINGS = ['uniform', 'informative'] as const;
 export type TaskSampling = (typeof TASK_SAMPLINGS)[number];
 
-/** Groups in a row that scored alike beyond which a task's weight stops halving (weight 1/16). */
+/** Groups in a row that went alike beyond which a task's weight stops halving (weight 1/16). */
 export const MAX_ALIKE_STREAK = 4;
 
-/** One group's outcome for task picking: its task and whether its scored episodes all scored alike. */
+/** One group's outcome for task picking: its task and whether its scored episodes were all resolved or none. */
 export interface GroupOutcome {
   taskId: string;
   alike: boolean;
 }
 
 /**
- * The groups of one iteration's train episodes, in the order they were posed: a group's scored
- * episodes (a sandbox failure has no score) all alike or not. A group with fewer than two scored
- * episodes says nothing either way and is left out.
+ * The groups of one iteration's train episodes, in the order they were posed, each alike when its
+ * scored episodes (a sandbox failure has no score) were all resolved or none of them. A group
+ * with fewer than two scored episodes says nothing either way and is left out.
  */
 export function groupOutcomes(trajectories: readonly Trajectory[]): GroupOutcome[] {
-  const groups = new Map<string, { taskId: string; scores: number[] }>();
+  const groups = new Map<string, { taskId: string; resolved: boolean[] }>();
   for (const t of trajectories) {
-    const g = groups.get(t.groupId) ?? { taskId: t.taskId, scores: [] };
+    const g = groups.get(t.groupId) ?? { taskId: t.taskId, resolved: [] };
     groups.set(t.groupId, g);
     const r = t.reward?.reward;
-    if (!t.failure && typeof r === 'number' && Number.isFinite(r)) g.scores.push(r);
+    if (!t.failure && typeof r === 'number' && Number.isFinite(r)) g.resolved.push(t.reward.resolved === true);
   }
-  return [...groups.values()].filter((g) => g.scores.length >= 2).map((g) => ({ taskId: g.taskId, alike: Math.max(...g.scores) - Math.min(...g.scores) === 0 }));
+  return [...groups.values()].filter((g) => g.resolved.length >= 2).map((g) => ({ taskId: g.taskId, alike: g.resolved.every((x) => x === g.resolved[0]) }));
 }
 
 /** The train groups of a run's iterations 1..`last`, oldest first, read back from their episodes. */
@@ -44,7 +46,7 @@ export function pastGroupOutcomes(run: Pick<RunDir, 'readTrajectories'>, last: n
   return Array.from({ length: Math.max(0, last) }, (_, i) => groupOutcomes(run.readTrajectories(i + 1, 'train'))).flat();
 }
 
-/** Per task, how many of its latest groups in a row scored alike (`outcomes` oldest first; capped). */
+/** Per task, how many of its latest groups in a row went alike (`outcomes` oldest first; capped). */
 export function alikeStreaks(outcomes: Iterable<GroupOutcome>): Map<string, number> {
   const streak = new Map<string, number>();
   for (const o of outcomes) streak.set(o.taskId, o.alike ? Math.min(MAX_ALIKE_STREAK, (streak.get(o.taskId) ?? 0) + 1) : 0);

@@ -39,23 +39,27 @@ describe('train/task-picking: the tasks an iteration poses', () => {
     }
   });
 
-  it('a group counts as alike when its scored episodes all scored the same; failed episodes and lone episodes say nothing', () => {
+  it('a group counts as alike when its scored episodes were all resolved or none, whatever the penalties did to their rewards; failed episodes and lone episodes say nothing', () => {
     const out = groupOutcomes([
       traj('a', 'it1-t0', 0, 1),
       traj('a', 'it1-t0', 1, 1),
-      traj('b', 'it1-t1', 0, 0.5),
+      traj('b', 'it1-t1', 0, 1),
       traj('b', 'it1-t1', 1, 0.45),
       traj('c', 'it1-t2', 0, 0.5),
       traj('c', 'it1-t2', 1, null, 'sandbox died'),
       traj('d', 'it1-t3', 0, 0),
       traj('d', 'it1-t3', 1, 0),
       traj('d', 'it1-t3', 2, 1, 'sandbox died'),
+      // None resolved: rewards set apart by a repeat penalty, still no signal about the fix.
+      traj('e', 'it1-t4', 0, 0.5),
+      traj('e', 'it1-t4', 1, 0.45),
     ]);
     // c has one scored episode: left out. d's failed episode (whatever it says) does not count.
     assert.deepEqual(out, [
       { taskId: 'a', alike: true },
       { taskId: 'b', alike: false },
       { taskId: 'd', alike: true },
+      { taskId: 'e', alike: true },
     ]);
   });
 

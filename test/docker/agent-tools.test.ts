@@ -1,8 +1,9 @@
 // Docker tier: the agent tools in the Python sandbox image, run for real. `tw-suspects` ranks by
 // Ochiai, then re-ranks by mutation analysis: these cases are built so that Ochiai alone gets the
 // order wrong (the bug line ties with, or ranks below, lines every failing test runs), so a tool
-// without the re-ranking fails them. The workspace must be left as it was (the mutants are tried
-// on a copy), and a variant that loops forever must not hang the tool.
+// without the re-ranking fails them. Lines only the imports ran (constants, class bodies) and def
+// lines with a default are suspects too. The workspace must be left as it was (the mutants are
+// tried on a copy), and a variant that loops forever must not hang the tool.
 import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -123,6 +124,56 @@ describe('docker: agent tools in the Python sandbox (tw-suspects mutation rankin
       assert.ok(ms < 59_000, `${ms} ms`);
       const ps = await exec('ps -eo args | grep -c "[t]urnwise_tools" || true');
       assert.equal(ps.stdout.trim(), '0', 'no mutant child left running');
+    });
+  });
+
+  // A module of constants and a function with a default, and its tests, added to the demo inside
+  // the sandbox: the kinds of line a coverage of test calls alone never lists.
+  const UNITS = `printf 'GRAMS_PER_KG = 1000\nSECONDS_PER_DAY = 86400\n\n\ndef per_day(total, days=7):\n    return total / days\n' > inventory/units.py && printf 'from inventory import units\n\n\ndef test_day():\n    assert units.SECONDS_PER_DAY == 24 * 3600\n\n\ndef test_kg():\n    assert units.GRAMS_PER_KG == 1000\n\n\ndef test_per_day():\n    assert units.per_day(14) == 2\n' > tests/test_units.py`;
+
+  it('a bug in a constant that only the import runs: the import-time lines are suspects, and the mutation analysis ranks the bug first', async () => {
+    const snap = await pool.snapshot(demo, { language: 'python' });
+    await inSandbox(snap, async (exec) => {
+      assert.equal((await exec(UNITS)).exitCode, 0);
+      assert.equal((await exec('tw-test')).exitCode, 0, 'the added module passes its tests');
+      await exec(`sed -i 's/86400/86401/' inventory/units.py`);
+      // The failing test runs no line of the source: only the import did.
+      const ochiai = await exec('TW_MUTATE=0 tw-suspects');
+      assert.ok(suspectLines(ochiai.stdout).includes('inventory/units.py:2: SECONDS_PER_DAY = 86401'), ochiai.stdout);
+      // Docstrings and imports the imports ran are not suspects.
+      assert.ok(suspectLines(ochiai.stdout).every((l) => !/: ("""|import |from )/.test(l)), ochiai.stdout);
+      const ranked = await exec('tw-suspects');
+      assert.equal(ranked.exitCode, 1);
+      assert.match(ranked.stdout, /^1 failed, 15 passed\n/);
+      assert.equal(suspectLines(ranked.stdout)[0], 'inventory/units.py:2: SECONDS_PER_DAY = 86401', ranked.stdout);
+    });
+  });
+
+  it('a bug in a default argument: the def line is a suspect and ranks first', async () => {
+    const snap = await pool.snapshot(demo, { language: 'python' });
+    await inSandbox(snap, async (exec) => {
+      assert.equal((await exec(`${UNITS} && sed -i 's/days=7/days=6/' inventory/units.py`)).exitCode, 0);
+      const ranked = await exec('tw-suspects');
+      assert.equal(ranked.exitCode, 1);
+      assert.equal(suspectLines(ranked.stdout)[0], 'inventory/units.py:5: def per_day(total, days=6):', ranked.stdout);
+      // A def line without a default is still no suspect.
+      assert.ok(suspectLines(ranked.stdout).every((l) => !/: (def|class) [^=]*$/.test(l)), ranked.stdout);
+    });
+  });
+
+  it('code that breaks pytest itself (an os.name patched and left behind): tw-test and tw-suspects say the run stopped early and do not pass it', async () => {
+    const snap = await pool.snapshot(demo, { language: 'python' });
+    await inSandbox(snap, async (exec) => {
+      const before = await exec('tw-test');
+      assert.equal(before.exitCode, 0, before.stdout);
+      // pytest's own reporting then builds a WindowsPath on Linux and ends the session (exit 3)
+      // after the test that did it: the tests that ran all passed.
+      await exec(`printf 'import os\n\ndef test_aa_patches():\n    os.name = "nt"\n' > tests/test_aa_patch.py`);
+      for (const tool of ['tw-test', 'tw-suspects']) {
+        const r = await exec(tool);
+        assert.equal(r.exitCode, 1, `${tool} must not pass a run that stopped early:\n${r.stdout}`);
+        assert.match(r.stdout, /pytest stopped early \(exit 3, internal error\), not every test ran: \S/, r.stdout);
+      }
     });
   });
 

@@ -1,10 +1,12 @@
 """Agent tools installed in the Python sandbox (`tw-test`, `tw-suspects`).
 
 A tiny policy has ~1,000 bytes of context, so the tools print little and in a fixed shape:
-  tw-test      runs the tests; prints up to 3 failing test ids, then "N failed, M passed".
+  tw-test      runs the tests; prints up to 3 failing test ids, then "N failed, M passed" (and
+               a line saying so when pytest stopped before every test ran).
   tw-suspects  runs the tests with a line tracer and ranks the source lines executed by failing
-               tests by Ochiai suspiciousness (spectrum-based fault localization), then re-ranks
-               the top lines by mutation analysis (in the spirit of Metallaxis-FL / MUSE): a line
+               tests (in their fixtures or themselves; a line only the imports ran counts for
+               every test) by Ochiai suspiciousness (spectrum-based fault localization), then
+               re-ranks the top lines that have a variant by mutation analysis (in the spirit of Metallaxis-FL / MUSE): a line
                where a one-token change (an operator, a constant +/- 1, a negated condition)
                makes more of the tests pass is more suspicious (a fixed number of test runs, so
                the ranking does not depend on the machine's load). Prints the summary line, then
@@ -70,6 +72,7 @@ class _Collector:
         self.trace = trace
         self.outcomes = {}
         self.lines = {}
+        self.import_lines = set()
         self.errors = []
 
     def pytest_runtest_logreport(self, report):
@@ -78,41 +81,68 @@ class _Collector:
             self.outcomes[nid] = report.outcome
 
 
+def _tracer(seen, cache):
+    """A sys.settrace function that adds (file, line) of every line run in the workspace's own
+    source (not its tests) to `seen`."""
+
+    def local(frame, event, arg):
+        if event == "line":
+            seen.add((frame.f_code.co_filename, frame.f_lineno))
+        return local
+
+    def global_(frame, event, arg):
+        f = frame.f_code.co_filename
+        ok = cache.get(f)
+        if ok is None:
+            rp = os.path.realpath(f)
+            ok = rp.startswith(ROOT + os.sep) and rp.endswith(".py") and not _is_test_file(rp)
+            cache[f] = ok
+        if ok:
+            seen.add((f, frame.f_lineno))
+            return local
+        return None
+
+    return global_
+
+
 def _make_plugin(col):
     import pytest
 
+    cache = {}
+
+    def traced(seen):
+        sys.settrace(_tracer(seen, cache))
+
     class Plugin:
+        # Lines run while the test modules are imported: module-level code of the source (its
+        # constants, class bodies, tables built by calls at import). Every test depends on them.
         @pytest.hookimpl(hookwrapper=True)
-        def pytest_runtest_call(self, item):
-            if not col.trace:
-                yield
-                return
-            seen = set()
-            cache = {}
-
-            def local(frame, event, arg):
-                if event == "line":
-                    seen.add((frame.f_code.co_filename, frame.f_lineno))
-                return local
-
-            def global_(frame, event, arg):
-                f = frame.f_code.co_filename
-                ok = cache.get(f)
-                if ok is None:
-                    rp = os.path.realpath(f)
-                    ok = rp.startswith(ROOT + os.sep) and rp.endswith(".py") and not _is_test_file(rp)
-                    cache[f] = ok
-                if ok:
-                    seen.add((f, frame.f_lineno))
-                    return local
-                return None
-
-            sys.settrace(global_)
+        def pytest_collection(self, session):
+            if col.trace:
+                traced(col.import_lines)
             try:
                 yield
             finally:
                 sys.settrace(None)
-                col.lines[item.nodeid] = seen
+
+        # A test's lines: its fixtures' (setup) and its own (call).
+        @pytest.hookimpl(hookwrapper=True)
+        def pytest_runtest_setup(self, item):
+            if col.trace:
+                traced(col.lines.setdefault(item.nodeid, set()))
+            try:
+                yield
+            finally:
+                sys.settrace(None)
+
+        @pytest.hookimpl(hookwrapper=True)
+        def pytest_runtest_call(self, item):
+            if col.trace:
+                traced(col.lines.setdefault(item.nodeid, set()))
+            try:
+                yield
+            finally:
+                sys.settrace(None)
 
         def pytest_runtest_logreport(self, report):
             col.pytest_runtest_logreport(report)
@@ -151,6 +181,21 @@ def _counts(failed, passed, col):
     return line
 
 
+# pytest's exit codes for a session that ended before every test ran: the counts are of the tests
+# that did run, and such a run is not a pass (code under test that breaks pytest itself, such as
+# a patched os.name left behind, ends the session with an internal error).
+_STOPPED = {2: "interrupted", 3: "internal error"}
+
+
+def _stopped(code, out):
+    """The line saying pytest stopped early (None when it did not): its exit and last message."""
+    if code not in _STOPPED:
+        return None
+    last = [l.replace("INTERNALERROR>", "").strip() for l in out.strip().splitlines() if l.strip()]
+    why = next((l for l in reversed(last) if "Error" in l or "Exception" in l), last[-1] if last else "")
+    return "pytest stopped early (exit %d, %s), not every test ran: %s" % (code, _STOPPED[code], why[:120])
+
+
 def tw_test():
     code, col, out = _run(False)
     failed, passed = _summary(col)
@@ -167,7 +212,10 @@ def tw_test():
     if len(shown) > 3:
         print("... %d more" % (len(shown) - 3))
     print(_counts(failed, passed, col))
-    return 1 if failed or col.errors else 0
+    stopped = _stopped(code, out)
+    if stopped:
+        print(stopped)
+    return 1 if failed or col.errors or stopped else 0
 
 
 # --- mutation analysis -------------------------------------------------------------------------
@@ -356,6 +404,23 @@ def mutation_scores(candidates, failed, total):
     return scores, cut
 
 
+def _has_default(code_line):
+    """A def line with a default value (`def f(a, b=1):`): the default is code a bug can be in."""
+    return code_line.startswith("def ") and "=" in code_line.split("(", 1)[-1].replace("==", "")
+
+
+def _mutable(ranked):
+    """The first MUTATE_LINES ranked lines that have a one-token variant, as (abs path, line): a
+    line with none (an import, a string) costs no test run and takes no place."""
+    out = []
+    for rel, line, f, code in ranked:
+        if len(out) >= MUTATE_LINES:
+            break
+        if line_mutants(code):
+            out.append((f, line))
+    return out
+
+
 def tw_suspects(numbered=False):
     _save_suspects([])
     code, col, out = _run(True)
@@ -366,14 +431,24 @@ def tw_suspects(numbered=False):
     print(_counts(failed, passed, col))
     for n in col.errors[:2]:
         print("ERROR " + n)
+    stopped = _stopped(code, out)
+    if stopped:
+        print(stopped)
     if not failed:
-        return 1 if col.errors else 0
+        return 1 if col.errors or stopped else 0
     ef, ep = {}, {}
     for nid, outcome in col.outcomes.items():
         for key in col.lines.get(nid, ()):
             d = ef if outcome == "failed" else ep
             d[key] = d.get(key, 0) + 1
     total_f = len(failed)
+    # A line only the imports ran (a constant, a class body, a table built at import) ran before
+    # every test: as if each test ran it. One a test ran as well keeps the tests' spectrum.
+    total_p = len(col.outcomes) - total_f
+    import_only = {key for key in col.import_lines if key not in ef and key not in ep}
+    for key in import_only:
+        ef[key] = total_f
+        ep[key] = total_p
     scored = []
     for key, nf in ef.items():
         np_ = ep.get(key, 0)
@@ -394,9 +469,13 @@ def tw_suspects(numbered=False):
     ranked = []
     for _, _, rel, line, f in scored:
         code_line = code_at(f, line)
-        if code_line and not code_line.startswith(("def ", "class ", "@")):
-            ranked.append((rel, line, f, code_line))
-    mscore, cut = mutation_scores([(f, line) for _, line, f, _ in ranked[:MUTATE_LINES]], failed, len(failed) + passed) if os.environ.get("TW_MUTATE", "1") != "0" else ({}, False)
+        if not code_line or (code_line.startswith(("def ", "class ", "@")) and not _has_default(code_line)):
+            continue
+        # Of the lines only the imports ran, the ones no bug is in: docstrings, imports, `pass`.
+        if (f, line) in import_only and (code_line[0] in "'\"" or code_line.startswith(("import ", "from ")) or code_line == "pass"):
+            continue
+        ranked.append((rel, line, f, code_line))
+    mscore, cut = mutation_scores(_mutable(ranked), failed, len(failed) + passed) if os.environ.get("TW_MUTATE", "1") != "0" else ({}, False)
     # Stable sort: equal mutation scores keep the Ochiai order.
     ranked.sort(key=lambda t: -mscore.get((t[2], t[1]), 0))
     shown = ranked[:5]

@@ -66,13 +66,12 @@ export function taskWeight(streak: number): number {
  */
 export function pickTasks<T extends { id: string }>(train: readonly T[], count: number, seed: number, iteration: number, sampling: TaskSampling, streaks?: ReadonlyMap<string, number>): T[] {
   if (!train.length) return [];
-  const u = new Map(train.map((t) => [t.id, seedOf(seed, iteration, t.id)]));
-  const key = (t: T) => {
-    const s = u.get(t.id)!;
-    if (sampling === 'uniform') return s;
-    return -Math.log1p(-(s + 0.5) / 2 ** 32) / taskWeight(streaks?.get(t.id) ?? 0);
-  };
-  const keys = new Map(train.map((t) => [t.id, key(t)]));
+  const keys = new Map(
+    train.map((t) => {
+      const s = seedOf(seed, iteration, t.id);
+      return [t.id, sampling === 'uniform' ? s : -Math.log1p(-(s + 0.5) / 2 ** 32) / taskWeight(streaks?.get(t.id) ?? 0)];
+    }),
+  );
   const order = [...train].sort((a, b) => keys.get(a.id)! - keys.get(b.id)!);
   return Array.from({ length: Math.max(0, count) }, (_, i) => order[i % order.length]);
 }

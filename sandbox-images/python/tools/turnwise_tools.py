@@ -110,39 +110,34 @@ def _make_plugin(col):
 
     cache = {}
 
+    @contextlib.contextmanager
     def traced(seen):
-        sys.settrace(_tracer(seen, cache))
+        """Lines run inside go to `seen` (when the run traces at all)."""
+        if col.trace:
+            sys.settrace(_tracer(seen, cache))
+        try:
+            yield
+        finally:
+            sys.settrace(None)
 
     class Plugin:
         # Lines run while the test modules are imported: module-level code of the source (its
         # constants, class bodies, tables built by calls at import). Every test depends on them.
         @pytest.hookimpl(hookwrapper=True)
         def pytest_collection(self, session):
-            if col.trace:
-                traced(col.import_lines)
-            try:
+            with traced(col.import_lines):
                 yield
-            finally:
-                sys.settrace(None)
 
         # A test's lines: its fixtures' (setup) and its own (call).
         @pytest.hookimpl(hookwrapper=True)
         def pytest_runtest_setup(self, item):
-            if col.trace:
-                traced(col.lines.setdefault(item.nodeid, set()))
-            try:
+            with traced(col.lines.setdefault(item.nodeid, set())):
                 yield
-            finally:
-                sys.settrace(None)
 
         @pytest.hookimpl(hookwrapper=True)
         def pytest_runtest_call(self, item):
-            if col.trace:
-                traced(col.lines.setdefault(item.nodeid, set()))
-            try:
+            with traced(col.lines.setdefault(item.nodeid, set())):
                 yield
-            finally:
-                sys.settrace(None)
 
         def pytest_runtest_logreport(self, report):
             col.pytest_runtest_logreport(report)

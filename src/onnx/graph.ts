@@ -215,6 +215,27 @@ export class Graph {
     return out;
   }
 
+  /**
+   * Turns the root graph's input `name` into an initializer holding `tensor`, under the same name
+   * (every node reading it reads the initializer): a model whose session holds what other
+   * sessions of the same graph are fed.
+   */
+  holdInput(name: string, tensor: ConstTensor): Value {
+    if (this.parent) bad(`holdInput(${name}): only the root graph has initializers`);
+    const i = this.inputs.findIndex((v) => v.name === name);
+    if (i < 0) bad(`holdInput: the graph has no input ${name}`);
+    const v = this.inputs[i];
+    const dims = tensor.dims;
+    if (v.dtype !== tensor.dtype || v.shape.length !== dims.length || v.shape.some((d, k) => typeof d === 'number' && d !== dims[k])) {
+      bad(`holdInput(${name}): a ${tensor.dtype} [${dims}] tensor for an input of ${v.dtype} [${v.shape}]`);
+    }
+    if (tensor.data.length !== dims.reduce((a, b) => a * b, 1)) bad(`holdInput(${name}): ${tensor.data.length} values for dims [${dims}]`);
+    this.inputs.splice(i, 1);
+    this.state.initializers.push({ name, tensor });
+    this.state.constByName.set(name, tensor);
+    return v;
+  }
+
   /** A constant tensor as an initializer of the root graph. Small ones are deduplicated. */
   constant(tensor: ConstTensor, hint = 'const'): Value {
     const n = tensor.data.length;

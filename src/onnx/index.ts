@@ -31,7 +31,7 @@
  * Training graphs: `buildTrainingGraph` / `Trainer` in training.ts.
  */
 export * from './graph';
-export { toModelProto } from './model';
+export { toModelProto, type ExternalPlacement, type ExternalTensor } from './model';
 export { ProtoWriter } from './protobuf';
 export * from './runtime';
 export { gradients, unbroadcast, shapeTensor, DIFFERENTIABLE_OPS } from './autodiff';

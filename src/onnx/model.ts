@@ -11,10 +11,27 @@ const A_GRAPH = 5;
 const A_FLOATS = 6;
 const A_INTS = 7;
 
-function writeTensor(w: ProtoWriter, t: ConstTensor, name?: string): void {
+/** Where an initializer's bytes are kept outside the model: a byte range of a file beside it (ONNX external data). */
+export interface ExternalTensor {
+  /** The file's name, relative to the model file's folder. */
+  location: string;
+  offset: number;
+  length: number;
+}
+
+/** Picks the initializers kept outside the model, and where; undefined keeps one inside. */
+export type ExternalPlacement = (name: string, t: ConstTensor) => ExternalTensor | undefined;
+
+function writeTensor(w: ProtoWriter, t: ConstTensor, name?: string, external?: ExternalTensor): void {
   for (const d of t.dims) w.int(1, d);
   w.int(2, DTYPE_CODE[t.dtype]);
   if (name !== undefined) w.string(8, name);
+  if (external) {
+    // external_data (13) key/value entries, data_location (14) = EXTERNAL
+    for (const [k, v] of [['location', external.location], ['offset', String(external.offset)], ['length', String(external.length)]]) w.message(13, (e) => e.string(1, k).string(2, v));
+    w.int(14, 1);
+    return;
+  }
   const d = t.data;
   w.bytes(9, new Uint8Array(d.buffer, d.byteOffset, d.byteLength)); // raw_data, little-endian
 }
@@ -48,7 +65,7 @@ function writeAttr(w: ProtoWriter, name: string, a: Attr): void {
   else if ('tensor' in a) w.message(5, (t) => writeTensor(t, a.tensor)).int(20, A_TENSOR);
 }
 
-function writeGraph(w: ProtoWriter, g: Graph): void {
+function writeGraph(w: ProtoWriter, g: Graph, external?: ExternalPlacement): void {
   for (const n of g.liveNodes()) {
     w.message(1, (nw) => {
       for (const i of n.inputs) nw.string(1, i ? i.name : '');
@@ -59,18 +76,22 @@ function writeGraph(w: ProtoWriter, g: Graph): void {
     });
   }
   w.string(2, g.name);
-  if (!g.parent) for (const i of g.initializers) w.message(5, (t) => writeTensor(t, i.tensor, i.name));
+  if (!g.parent) for (const i of g.initializers) w.message(5, (t) => writeTensor(t, i.tensor, i.name, external?.(i.name, i.tensor)));
   // Subgraph outputs get no shapes: their dims are often loop-varying or only known outside.
   for (const v of g.inputs) w.message(11, (x) => writeValueInfo(x, v, true));
   for (const v of g.outputs) w.message(12, (x) => writeValueInfo(x, v, !g.parent));
 }
 
-/** ModelProto bytes for a root graph (opset 17, IR version 8). */
-export function toModelProto(g: Graph, opts: { producer?: string; docString?: string } = {}): Uint8Array {
+/**
+ * ModelProto bytes for a root graph (opset 17, IR version 8). `external` keeps the initializers it
+ * places outside the model: their bytes must then be at those places, in files beside the model
+ * file the session is created from.
+ */
+export function toModelProto(g: Graph, opts: { producer?: string; docString?: string; external?: ExternalPlacement } = {}): Uint8Array {
   if (g.parent) throw new Error('toModelProto needs the root graph');
   const w = new ProtoWriter().int(1, IR_VERSION).string(2, opts.producer ?? 'turnwise').string(3, '0.1');
   if (opts.docString) w.string(6, opts.docString);
-  w.message(7, (gw) => writeGraph(gw, g));
+  w.message(7, (gw) => writeGraph(gw, g, opts.external));
   w.message(8, (o) => o.string(1, '').int(2, OPSET));
   return w.finish();
 }

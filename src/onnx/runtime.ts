@@ -179,6 +179,13 @@ export interface SessionSettings {
    * the session is released. For `docs/experiments/scripts/profile-train.ts`; slows every run.
    */
   profile?: string;
+  /**
+   * For a Policy, not a session: whether the CPU decode steps that draw their tokens hold the
+   * base weights in their session, packed once for the matrix kernel (graphs.ts ProductForm
+   * 'packed'), at the cost of a second copy of the weights while sampling. Undefined: when the
+   * weights are large enough to gain (Policy's PACK_MIN_WEIGHT_BYTES). Ignored on GPU providers.
+   */
+  packDecodeWeights?: boolean;
 }
 
 /** Whether the intra-op workers of a session with settings `s` spin. */
@@ -271,8 +278,10 @@ export class OnnxSession {
   /**
    * Creates a session. `cuda`/`webgpu` that cannot be loaded (onnxruntime-node throws rather than
    * falling back) give one warning and a CPU session; `auto` tries CUDA silently, then CPU.
+   * `model`: the model's bytes, or the path of a model file (one whose initializers are kept in
+   * files beside it).
    */
-  static async create(model: Uint8Array, settings: SessionSettings = {}): Promise<OnnxSession> {
+  static async create(model: Uint8Array | string, settings: SessionSettings = {}): Promise<OnnxSession> {
     const want = settings.provider ?? 'auto';
     const order: ExecutionProviderName[] = want === 'auto' ? ['cuda', 'cpu'] : want === 'cpu' ? ['cpu'] : [want, 'cpu'];
     let lastError: unknown;
@@ -300,7 +309,7 @@ export class OnnxSession {
       }
       if (p !== 'cpu' && unavailable.has(p)) continue;
       try {
-        const session = await ort.InferenceSession.create(model, ortOptions(p, settings));
+        const session = typeof model === 'string' ? await ort.InferenceSession.create(model, ortOptions(p, settings)) : await ort.InferenceSession.create(model, ortOptions(p, settings));
         return new OnnxSession(session, p);
       } catch (e) {
         lastError = e;
@@ -370,7 +379,8 @@ export class SessionCache {
     return this.map.size;
   }
 
-  get(key: string, build: () => Uint8Array): Promise<OnnxSession> {
+  /** The session under `key`, created from `build`'s model (bytes, or a model file's path) the first time. */
+  get(key: string, build: () => Uint8Array | string): Promise<OnnxSession> {
     const hit = this.map.get(key);
     if (hit) {
       this.map.delete(key);
@@ -390,9 +400,14 @@ export class SessionCache {
   }
 
   async clear(): Promise<void> {
-    const all = [...this.map.values()];
-    this.map.clear();
-    for (const p of all) await p.then((s) => s.release(), () => undefined);
+    await this.drop(() => true);
+  }
+
+  /** Releases the sessions whose keys `which` picks; the next get of such a key creates one again. */
+  async drop(which: (key: string) => boolean): Promise<void> {
+    const gone = [...this.map.entries()].filter(([k]) => which(k));
+    for (const [k] of gone) this.map.delete(k);
+    for (const [, p] of gone) await p.then((s) => s.release(), () => undefined);
   }
 }
 

@@ -1,6 +1,8 @@
 // Session settings: whether intra-op worker threads spin (off unless asked; never with one thread).
 import * as assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import { Graph, OnnxSession, SessionCache, nativeReason, probeProvider, resolveSpinning, toModelProto, type ProviderProbe } from '../../../src/onnx';
 
@@ -54,6 +56,42 @@ describe('onnx runtime: releasing a session', () => {
 
 describe('execution provider probes in a child process', function () {
   this.timeout(60000);
+
+  it('an input held as an initializer in a file beside the model (external data) computes what the input fed does; a wrong tensor is refused', async () => {
+    const build = () => {
+      const g = Graph.create('held');
+      const x = g.input('x', 'float32', ['B', 3]);
+      const w = g.input('w', 'float32', [2, 3]);
+      g.output(g.gemm(x, w, { transB: true }), 'y');
+      return g;
+    };
+    const W = new Float32Array([1, 2, 3, 4, 5, 6]);
+    const x = { dtype: 'float32' as const, dims: [2, 3], data: new Float32Array([1, 0, 1, 0.5, 2, -1]) };
+    const fed = await OnnxSession.create(toModelProto(build()), { provider: 'cpu' });
+    const want = (await fed.run({ x, w: { dtype: 'float32', dims: [2, 3], data: W } })).y.data;
+    await fed.release();
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-held-'));
+    try {
+      const g = build();
+      g.holdInput('w', { dtype: 'float32', dims: [2, 3], data: W });
+      assert.deepEqual(g.inputs.map((v) => v.name), ['x']);
+      // bytes 4096.. of the file: an offset, as the policy's packed weights use
+      const file = Buffer.alloc(4096 + 24, 0xff);
+      Buffer.from(W.buffer).copy(file, 4096);
+      fs.writeFileSync(path.join(dir, 'w.bin'), file);
+      const model = toModelProto(g, { external: (n) => (n === 'w' ? { location: 'w.bin', offset: 4096, length: 24 } : undefined) });
+      assert.ok(model.length < 200, 'the weight is not in the model');
+      fs.writeFileSync(path.join(dir, 'm.onnx'), model);
+      const held = await OnnxSession.create(path.join(dir, 'm.onnx'), { provider: 'cpu' });
+      assert.deepEqual(held.inputNames, ['x']);
+      assert.deepEqual(Array.from((await held.run({ x })).y.data as Float32Array), Array.from(want as Float32Array));
+      await held.release();
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+    assert.throws(() => build().holdInput('w', { dtype: 'float32', dims: [3, 2], data: W }), /a float32 \[3,2\] tensor for an input of float32 \[2,3\]/);
+    assert.throws(() => build().holdInput('nope', { dtype: 'float32', dims: [2, 3], data: W }), /no input nope/);
+  });
 
   it('reads the reason out of native log lines: colour codes, ORT prefixes and known noise removed', () => {
     const ort =

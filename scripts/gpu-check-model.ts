@@ -41,9 +41,9 @@ const arg = (name: string, fallback: string) => {
   const graphs = [
     { name: 'prefill', bytes: toModelProto(buildStepGraph(config, 'prefill')) },
     { name: 'decode', bytes: toModelProto(buildStepGraph(config, 'decode')) },
-    { name: 'decode, several rows', bytes: toModelProto(buildStepGraph(config, 'decode', undefined, 'all', true)) },
-    { name: 'decode, tokens drawn in the graph', bytes: toModelProto(buildStepGraph(config, 'decode', undefined, 'sample', true)) },
-    { name: 'decode loop (8 steps per run on a GPU)', bytes: toModelProto(buildDecodeLoopGraph(config, undefined, true)) },
+    { name: 'decode, several rows', bytes: toModelProto(buildStepGraph(config, 'decode', undefined, 'all', 'weights-left')) },
+    { name: 'decode, tokens drawn in the graph', bytes: toModelProto(buildStepGraph(config, 'decode', undefined, 'sample', 'weights-left')) },
+    { name: 'decode loop (8 steps per run on a GPU)', bytes: toModelProto(buildDecodeLoopGraph(config, undefined, 'weights-left')) },
     { name: 'LoRA training step', bytes: toModelProto(buildTrainGraph(config, { loss: 'ppo-token', batch: 1, seq: 1024, lora })) },
   ];
   const results: Record<string, unknown> = {};

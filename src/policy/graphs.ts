@@ -4,7 +4,8 @@
 // arrays a folder loads as are the arrays every session is fed. A projection is x·Wᵀ, which ONNX
 // Runtime runs as one product with the weight read transposed (FusedMatMul), as fast as a plain
 // product at one row and faster at several; a decode step of several rows computes (W·xᵀ)ᵀ
-// instead (ForwardInputs.weightsLeft), where each weight matrix is read once for all rows.
+// instead, where each weight matrix is read once for all rows, or holds its weights in the
+// session, packed once for the CPU's matrix kernel (ProductForm).
 import { CUSTOM_GRADIENT, gradients, Graph, type Dim, type HostTensor, type Value } from '../onnx';
 import { biasesOf, familyOf, headDim, paramSpecs, ropeInvFreq, type ModelConfig } from './config';
 import { DROPOUT_PRIME, DROPOUT_ROUNDS, dropoutTargetOffset, dropoutThreshold, loraScale, loraTargets, type LoraAdapter, type LoraConfig } from './lora';
@@ -180,15 +181,10 @@ export interface ForwardInputs {
    */
   recomputeLayers?: boolean;
   /**
-   * Products as (W·xᵀ)ᵀ, the weight the left operand (Gemm with the activations transposed):
-   * for a decode step of several rows. ONNX Runtime's CPU kernels repack a product's right-hand
-   * matrix on every call when it is an input, so x·Wᵀ over 8 rows reads and writes each weight
-   * matrix again; with the weight on the left it is read once for all rows (docs/experiments/
-   * 2026-12-03-decode.md: at 8 rows 1.5 times one row's x·Wᵀ, against 1.9 times for x·Wᵀ).
-   * At one row x·Wᵀ is faster (a matrix-vector product). The products' output shapes come from
-   * this RowShapes (rowShapes of the ids' shape); absent, the products are x·Wᵀ.
+   * The products' form when not x·Wᵀ (ProductForm: 'weights-left' or 'packed'); their output
+   * shapes come from `shapes` (rowShapes of the ids' shape).
    */
-  weightsLeft?: RowShapes;
+  products?: { form: Exclude<ProductForm, 'one-row'>; shapes: RowShapes };
   /**
    * A LoRA adapter: per base module (`model.layers.0.self_attn.q_proj`), A [in, r] and B [r, out]
    * and its place in loraTargets; y += scale·(dropout(x)·A)·B, dropout only when given (training).
@@ -211,10 +207,27 @@ export function buildForward(g: Graph, c: ModelConfig, W: Map<string, Value>, in
 }
 
 /** The final norm and the output projection (the embedding when tied): [..., H] → [..., V]. */
-export function lmHead(g: Graph, c: ModelConfig, W: Map<string, Value>, hidden: Value, weightLeft?: RowShapes): Value {
+export function lmHead(g: Graph, c: ModelConfig, W: Map<string, Value>, hidden: Value, products?: ForwardInputs['products']): Value {
   const { x, head } = lmHeadParts(g, c, W, hidden);
-  return linear(g, x, head, weightLeft);
+  return linear(g, x, head, products);
 }
+
+/**
+ * How a graph multiplies its activations by its weights [out, in].
+ * - 'one-row': x·Wᵀ, the weights graph inputs. ONNX Runtime runs it as one product reading W
+ *   transposed: a matrix-vector product at one row, the fastest form there.
+ * - 'weights-left': (W·xᵀ)ᵀ, the weights graph inputs, for several rows. ONNX Runtime's CPU kernels
+ *   repack a product's right-hand matrix on every call when it is an input, so x·Wᵀ over 8 rows
+ *   reads and writes each weight matrix again; with the weight on the left it is read once for all
+ *   rows (docs/experiments/2026-12-03-decode.md: at 8 rows 1.5 times one row's x·Wᵀ, against 1.9
+ *   times for x·Wᵀ).
+ * - 'packed': Gemm(x, W, transB), the weights initializers of the session (Graph.holdInput), which
+ *   ONNX Runtime's CPU provider packs once, at load, into its matrix kernel's layout: over 8 rows
+ *   the weights stream at 18.5 GB/s against 15.3 for 'weights-left' (2-core Xeon). The session
+ *   holds its own copy of the weights (docs/experiments/2026-12-03-packed-decode.md).
+ */
+export type ProductForm = 'one-row' | 'weights-left' | 'packed';
+const PRODUCT_SUFFIX: Record<ProductForm, string> = { 'one-row': '', 'weights-left': '_rows', packed: '_packed' };
 
 /**
  * The output shapes [...lead, out] of products with the weight on the left, one tensor per output
@@ -234,16 +247,13 @@ export function rowShapes(g: Graph, lead: Value): RowShapes {
   };
 }
 
-/**
- * x [..., in] · Wᵀ for W [out, in]: one product reading W transposed, or (W·xᵀ)ᵀ with
- * `weightLeft`, which gives the output's shape.
- */
-export function linear(g: Graph, x: Value, w: Value, weightLeft?: RowShapes): Value {
-  if (!weightLeft) return g.matmul(x, g.transpose(w, [1, 0]));
+/** x [..., in] · Wᵀ for W [out, in], in the form `products` says (ProductForm; absent: 'one-row'). */
+export function linear(g: Graph, x: Value, w: Value, products?: ForwardInputs['products']): Value {
+  if (!products) return g.matmul(x, g.transpose(w, [1, 0]));
   const [out, n] = w.shape as number[];
   const rows = g.reshape(x, [-1, n], ['?rows', n]);
-  const y = g.transpose(g.gemm(w, rows, { transB: true }), [1, 0]); // [rows, out]
-  return g.reshape(y, weightLeft(out), [...x.shape.slice(0, -1), out]);
+  const y = products.form === 'packed' ? g.gemm(rows, w, { transB: true }) : g.transpose(g.gemm(w, rows, { transB: true }), [1, 0]); // [rows, out]
+  return g.reshape(y, products.shapes(out), [...x.shape.slice(0, -1), out]);
 }
 
 /** lmHead's two factors: the final norm's output [..., H] and the projection's weight [V, H]. */
@@ -290,7 +300,7 @@ export function buildDecoder(g: Graph, c: ModelConfig, W: Map<string, Value>, in
   const bias = biasesOf(c);
   // x·Wᵀ (+ b) for a projection, plus the adapter's scale·(x·A)·B where it has one.
   const proj = (x: Value, name: string, withBias: boolean) => {
-    let y = linear(g, x, param(`${name}.weight`), inp.weightsLeft);
+    let y = linear(g, x, param(`${name}.weight`), inp.products);
     if (withBias) y = g.add(y, param(`${name}.bias`));
     const ad = inp.lora?.adapters.get(name);
     if (!ad) return y;
@@ -476,11 +486,12 @@ export function headLogSoftmax(g: Graph, x: Value, head: Value, temperature: Val
  * [B,nkv,d,C] (keys transposed), cache.{l}.value [B,nkv,C,d] and cache_bias float [B,1,1,C]
  * (0 for a filled slot holding a real token, MASKED otherwise). Both output logits [B,T,V] and
  * this step's keys and values, new.{l}.key [B,nkv,d,T] and new.{l}.value [B,nkv,T,d], which the
- * caller writes into its cache (Policy). `weightsLeft`: the products as (W·xᵀ)ᵀ (decode steps of
- * several rows, see ForwardInputs.weightsLeft).
+ * caller writes into its cache (Policy). `products`: the products' form (ProductForm; 'packed'
+ * declares the weights as inputs too, for the caller to hold them in the session with
+ * Graph.holdInput).
  */
-export function buildStepGraph(c: ModelConfig, kind: 'prefill' | 'decode', lora?: LoraShape, logits: StepLogits = 'all', weightsLeft = false): Graph {
-  const g = Graph.create(`${familyOf(c)}_${kind}${logits === 'all' ? '' : `_${logits}`}${weightsLeft ? '_rows' : ''}`);
+export function buildStepGraph(c: ModelConfig, kind: 'prefill' | 'decode', lora?: LoraShape, logits: StepLogits = 'all', products: ProductForm = 'one-row'): Graph {
+  const g = Graph.create(`${familyOf(c)}_${kind}${logits === 'all' ? '' : `_${logits}`}${PRODUCT_SUFFIX[products]}`);
   const W = declareParams(g, c);
   const adapter = lora ? declareLora(g, c, lora) : undefined;
   const d = headDim(c);
@@ -508,8 +519,8 @@ export function buildStepGraph(c: ModelConfig, kind: 'prefill' | 'decode', lora?
       value: g.input(`cache.${l}.value`, 'float32', ['B', nkv, 'C', d]),
     }));
   }
-  const left = weightsLeft ? rowShapes(g, g.shapeOf(ids)) : undefined;
-  const out = buildDecoder(g, c, W, { ids, positions, bias, cache, cacheBias, weightsLeft: left, ...(adapter ? { lora: adapter } : {}), dims: { B: 'B', T: 'T', C: 'C' } });
+  const left = products !== 'one-row' ? { form: products, shapes: rowShapes(g, g.shapeOf(ids)) } : undefined;
+  const out = buildDecoder(g, c, W, { ids, positions, bias, cache, cacheBias, ...(left ? { products: left } : {}), ...(adapter ? { lora: adapter } : {}), dims: { B: 'B', T: 'T', C: 'C' } });
   if (logits === 'all') g.output(lmHead(g, c, W, out.hidden, left), 'logits');
   else if (logits === 'rows') {
     // The head only where logits are wanted (a prompt's last token): at 150k words it is a
@@ -566,8 +577,8 @@ export function buildStepGraph(c: ModelConfig, kind: 'prefill' | 'decode', lora?
  * the K tokens fed (the input token, then the first K − 1 drawn). Every row runs all K steps; the
  * caller keeps what comes before a row's stop.
  */
-export function buildDecodeLoopGraph(c: ModelConfig, lora?: LoraShape, weightsLeft = false): Graph {
-  const g = Graph.create(`${familyOf(c)}_decode_loop${weightsLeft ? '_rows' : ''}`);
+export function buildDecodeLoopGraph(c: ModelConfig, lora?: LoraShape, products: ProductForm = 'one-row'): Graph {
+  const g = Graph.create(`${familyOf(c)}_decode_loop${PRODUCT_SUFFIX[products]}`);
   const W = declareParams(g, c);
   const adapter = lora ? declareLora(g, c, lora) : undefined;
   const d = headDim(c);
@@ -593,8 +604,8 @@ export function buildDecodeLoopGraph(c: ModelConfig, lora?: LoraShape, weightsLe
   const noBias = g.tensor('float32', [1, 1, 1, 1], [0]); // not read with `local`
   const looped = g.loop(K, [ids0, pos0, ...empty], (b, step, [ids, pos, ...kv]) => {
     const local = Array.from({ length: L }, (_, l) => ({ keyT: kv[2 * l], value: kv[2 * l + 1] }));
-    const left = weightsLeft ? rowShapes(b, b.shapeOf(ids)) : undefined;
-    const out = buildDecoder(b, c, W, { ids, positions: pos, bias: noBias, cache, cacheBias, local, weightsLeft: left, ...(adapter ? { lora: adapter } : {}), dims: { B: 'B', T: 1, C: 'C' } });
+    const left = products !== 'one-row' ? { form: products, shapes: rowShapes(b, b.shapeOf(ids)) } : undefined;
+    const out = buildDecoder(b, c, W, { ids, positions: pos, bias: noBias, cache, cacheBias, local, ...(left ? { products: left } : {}), ...(adapter ? { lora: adapter } : {}), dims: { B: 'B', T: 1, C: 'C' } });
     const logits = b.reshape(lmHead(b, c, W, out.hidden, left), [-1, c.vocab_size], ['B', c.vocab_size]);
     const drawn = sampleRows(b, logits, temperature, b.gather(uniform, step, 0));
     return {

@@ -15,6 +15,13 @@ import { LAYER_ACTIVATION_COUNTS, layerActivationValues, logitChunkRows, recompu
 const F32 = 4;
 const MB = 1024 ** 2;
 
+/**
+ * Float32 weight bytes from which a CPU policy packs its decode weights when the setting leaves it
+ * open (SessionSettings.packDecodeWeights). Below, a decode step costs its runs' overhead more than
+ * reading the weights (turnwise-tiny: 13 MB).
+ */
+export const PACK_MIN_WEIGHT_BYTES = 256 * MB;
+
 /** What a plan is for. */
 export interface MemoryPlanInput {
   config: ModelConfig;
@@ -30,6 +37,8 @@ export interface MemoryPlanInput {
   episodes: number;
   /** A KL term to a reference model: with full training, a second copy of the starting weights. */
   klReference?: boolean;
+  /** Decode steps hold the weights packed in their session (SessionSettings.packDecodeWeights; CPU only): a second copy while sampling. */
+  packedDecode?: boolean;
 }
 
 export interface MemoryPart {
@@ -95,7 +104,7 @@ export function activationValues(c: ModelConfig, rows: number, seq: number, lora
 export function planMemory(input: MemoryPlanInput): MemoryPlan {
   const c = input.config;
   const context = input.context ?? c.max_position_embeddings;
-  const full = { ...input, context, klReference: input.klReference ?? false };
+  const full = { ...input, context, klReference: input.klReference ?? false, packedDecode: (input.packedDecode ?? false) && input.provider === 'cpu' };
   const specs = paramSpecs(c);
   const P = specs.reduce((s, p) => s + count(p.shape), 0);
   const A = input.lora ? loraTargets(c, input.lora).reduce((s, t) => s + input.lora!.r * (t.inDim + t.outDim), 0) : 0;
@@ -105,6 +114,10 @@ export function planMemory(input: MemoryPlanInput): MemoryPlan {
   const parts: MemoryPart[] = [];
   const amount = (x: number) => (x >= 1e9 ? `${(x / 1e9).toFixed(2)}G` : `${(x / 1e6).toFixed(1)}M`);
   parts.push({ name: 'weights', bytes: P * F32, where: 'host', detail: `${amount(P)} parameters as float32, held once (the loaded arrays) and fed to every session` });
+  // Counted beside everything else, though released during each update: the plan stays an upper bound.
+  // A tied embedding is read by the lookup as it is and by the head packed: held twice.
+  const tied = c.tie_word_embeddings ? c.vocab_size * c.hidden_size : 0;
+  if (full.packedDecode) parts.push({ name: 'packed decode weights', bytes: (P + tied) * F32, where: 'host', detail: `the decode session's own copy, packed for the CPU's matrix kernel (while sampling)${tied ? '; the tied embedding twice' : ''}` });
   if (input.lora) {
     // Adapter, its AdamW moments, the step's new values of all three, and the summed gradient (in and out of the Loop).
     parts.push({ name: 'adapter + optimizer', bytes: 8 * A * F32, where: 'host', detail: `${(A / 1e6).toFixed(2)}M adapter values: adapter, 2 AdamW moments, their next values, gradient sums` });

@@ -1,10 +1,14 @@
 // The policy at inference time: full-sequence logits, batched sampling over per-sequence KV
 // caches (episodes whose conversations grow turn by turn, see sequences.ts), and seeded sampling
 // with temperature and top-p that returns token ids and their log-probs.
-import { SessionCache, toModelProto, type HostTensor, type OnnxSession, type SessionSettings } from '../onnx';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { SessionCache, toModelProto, type ExternalTensor, type HostTensor, type OnnxSession, type SessionSettings } from '../onnx';
 import { TurnwiseError } from '../core/errors';
 import { headDim, type ModelConfig } from './config';
-import { buildDecodeLoopGraph, buildStepGraph, loraGraphSpecs, loraToGraphLayout, MASKED, SCORE_CHUNK_ROWS, weightFeeds, type LoraShape, type StepLogits } from './graphs';
+import { PACK_MIN_WEIGHT_BYTES } from './memory';
+import { buildDecodeLoopGraph, buildStepGraph, loraGraphSpecs, loraToGraphLayout, MASKED, SCORE_CHUNK_ROWS, weightFeeds, type LoraShape, type ProductForm, type StepLogits } from './graphs';
 import type { LoraAdapter } from './lora';
 import { checkTokenIds, gatherSequences, newKvCache, scatterSequences, Sequence, type KvCache } from './sequences';
 import type { PolicyTokenizer } from './tokenizer';
@@ -259,11 +263,62 @@ export function sampleToken(row: ArrayLike<number>, temperature: number, topP: n
   return { id, logprob: lp[id] };
 }
 
+/** Whether a policy with these settings, on this provider, with these float32 weight bytes packs its decode weights. */
+export function packsDecodeWeights(setting: boolean | undefined, provider: string, weightBytes: number): boolean {
+  return provider === 'cpu' && (setting ?? weightBytes >= PACK_MIN_WEIGHT_BYTES);
+}
+
+/** Folders of packed weights this process has written: removed when their policy is disposed, or at exit. */
+const packedDirs = new Set<string>();
+let exitHookSet = false;
+
+/**
+ * A new folder for a policy's packed weights under the cache (not the system's temp folder, which
+ * may be memory), after removing those left by processes that no longer run (killed before their
+ * exit hook).
+ */
+function newPackedDir(): string {
+  const root = path.join(process.env.XDG_CACHE_HOME || path.join(os.homedir(), '.cache'), 'turnwise', 'packed');
+  fs.mkdirSync(root, { recursive: true });
+  for (const name of fs.readdirSync(root)) {
+    const pid = Number(/^(\d+)-/.exec(name)?.[1]);
+    if (!(pid > 0) || pid === process.pid) continue;
+    let alive = true;
+    try {
+      process.kill(pid, 0);
+    } catch (e) {
+      alive = (e as NodeJS.ErrnoException).code === 'EPERM';
+    }
+    if (!alive) fs.rmSync(path.join(root, name), { recursive: true, force: true });
+  }
+  const dir = fs.mkdtempSync(path.join(root, `${process.pid}-`));
+  packedDirs.add(dir);
+  if (!exitHookSet) {
+    exitHookSet = true;
+    process.on('exit', () => {
+      for (const d of packedDirs) fs.rmSync(d, { recursive: true, force: true });
+    });
+  }
+  return dir;
+}
+
+function removePackedDir(dir: string): void {
+  fs.rmSync(dir, { recursive: true, force: true });
+  packedDirs.delete(dir);
+}
+
+/** Offsets of the packed weights' file are multiples of this (pages, on every system ONNX Runtime maps files on). */
+const PACKED_ALIGN = 64 * 1024;
+
 export class Policy {
   readonly config: ModelConfig;
   private feeds: Record<string, HostTensor>;
   private readonly sessions: SessionCache;
   private weightsVersion = 0;
+  private readonly packSetting: boolean | undefined;
+  private packs: Promise<boolean> | undefined;
+  /** The base weights' file that packed sessions load (written on first use, removed when the weights change). */
+  private packedFile: { dir: string; places: Map<string, ExternalTensor> } | undefined;
 
   /** The LoRA adapter's layout when one is on top of the weights (its tensors are in `feeds`). */
   private lora: LoraShape | undefined;
@@ -278,6 +333,7 @@ export class Policy {
     this.feeds = weightFeeds(weights);
     // prefill and decode, with and without an adapter, by the logits they return
     this.sessions = new SessionCache(settings, 8);
+    this.packSetting = settings.packDecodeWeights;
     if (adapter) this.setAdapter(adapter);
   }
 
@@ -299,17 +355,82 @@ export class Policy {
     this.weightsVersion++;
   }
 
-  /** Replaces the weights (after a training step); sessions are kept, sequence caches recomputed. */
+  /** Replaces the base weights (an adapter stays on top); sessions are kept, sequence caches recomputed. */
   setWeights(weights: PolicyWeights): void {
-    this.feeds = weightFeeds(weights);
-    this.weightsVersion++;
+    this.feeds = { ...weightFeeds(weights), ...this.adapterFeeds() };
+    this.baseChanged();
   }
 
   /** Replaces the weights with tensors already in graph layout (from the trainer, no copy). */
   setGraphWeights(graphTensors: Map<string, Float32Array>): void {
     // The base weights only: an adapter's tensors (PEFT names) are set through setAdapter.
     for (const [name, t] of Object.entries(this.feeds)) if (!name.startsWith('base_model.')) this.feeds[name] = { ...t, data: graphTensors.get(name)! };
+    this.baseChanged();
+  }
+
+  private baseChanged(): void {
     this.weightsVersion++;
+    // Packed sessions hold the old weights: the next draw writes the new ones and packs them again.
+    if (this.packedFile) {
+      void this.releasePacked();
+      removePackedDir(this.packedFile.dir);
+      this.packedFile = undefined;
+    }
+  }
+
+  /**
+   * Releases the sessions that hold packed weights (their copy of the weights), e.g. for the
+   * duration of a training step; the next draw creates them again from the weights' file.
+   */
+  async releasePacked(): Promise<void> {
+    await this.sessions.drop((k) => k.includes('|packed'));
+  }
+
+  /** Whether this policy's CPU decode steps that draw their tokens hold packed weights (packsDecodeWeights). */
+  packsDecodeWeights(): Promise<boolean> {
+    return (this.packs ??= this.provider.then((p) => packsDecodeWeights(this.packSetting, p, Object.values(this.baseFeeds()).reduce((n, t) => n + t.data.byteLength, 0))));
+  }
+
+  /**
+   * The decode step that draws its tokens with the base weights held in the session (ProductForm
+   * 'packed'): the weights go to a file once (ONNX external data), which the session loads and
+   * ONNX Runtime packs; the adapter's tensors are still fed.
+   */
+  private packedSession(): Promise<OnnxSession> {
+    const lora = this.lora;
+    return this.sessions.get(`decode|sample|packed${lora ? '' : '|base'}`, () => {
+      const g = buildStepGraph(this.config, 'decode', lora, 'sample', 'packed');
+      const file = this.packedWeightsFile();
+      for (const name of file.places.keys()) g.holdInput(name, { dtype: 'float32', dims: [...this.feeds[name].dims], data: this.feeds[name].data as Float32Array });
+      const model = path.join(file.dir, `${g.name}.onnx`);
+      fs.writeFileSync(model, toModelProto(g, { external: (n) => file.places.get(n) }));
+      return model;
+    });
+  }
+
+  private packedWeightsFile(): { dir: string; places: Map<string, ExternalTensor> } {
+    if (this.packedFile) return this.packedFile;
+    const dir = newPackedDir();
+    const places = new Map<string, ExternalTensor>();
+    const fd = fs.openSync(path.join(dir, 'weights.bin'), 'w');
+    try {
+      let offset = 0;
+      for (const [name, t] of Object.entries(this.baseFeeds())) {
+        const d = t.data;
+        fs.writeSync(fd, new Uint8Array(d.buffer, d.byteOffset, d.byteLength), 0, d.byteLength, offset);
+        places.set(name, { location: 'weights.bin', offset, length: d.byteLength });
+        offset += Math.ceil(d.byteLength / PACKED_ALIGN) * PACKED_ALIGN;
+      }
+      // On disk before the session reads it: the system writing gigabytes back in the background
+      // would otherwise take the memory bandwidth of the first decode steps.
+      fs.fsyncSync(fd);
+    } catch (e) {
+      fs.closeSync(fd);
+      removePackedDir(dir);
+      throw new TurnwiseError('runtime-unavailable', `could not write the decode weights to pack to ${dir}: ${(e as Error).message}`, { hint: 'free disk space there: the file takes the float32 weights\' size, and goes when the policy does' });
+    }
+    fs.closeSync(fd);
+    return (this.packedFile = { dir, places });
   }
 
   /**
@@ -320,6 +441,11 @@ export class Policy {
     return Object.fromEntries(Object.entries(this.feeds).filter(([k]) => !k.startsWith('base_model.')));
   }
 
+  /** The adapter's feeds (PEFT names), none without one. */
+  private adapterFeeds(): Record<string, HostTensor> {
+    return Object.fromEntries(Object.entries(this.feeds).filter(([k]) => k.startsWith('base_model.')));
+  }
+
   /**
    * Counts weight changes. A sequence's cache remembers the version it was computed under;
    * a stale one is recomputed by the next extend or sample, so no old keys meet new weights.
@@ -328,9 +454,9 @@ export class Policy {
     return this.weightsVersion;
   }
 
-  private session(kind: 'prefill' | 'decode', withAdapter = true, logits: StepLogits = 'all', weightsLeft = false): Promise<OnnxSession> {
+  private session(kind: 'prefill' | 'decode', withAdapter = true, logits: StepLogits = 'all', products: Exclude<ProductForm, 'packed'> = 'one-row'): Promise<OnnxSession> {
     const lora = withAdapter ? this.lora : undefined;
-    return this.sessions.get(`${kind}|${logits}${lora ? '' : '|base'}${weightsLeft ? '|rows' : ''}`, () => toModelProto(buildStepGraph(this.config, kind, lora, logits, weightsLeft)));
+    return this.sessions.get(`${kind}|${logits}${lora ? '' : '|base'}${products === 'weights-left' ? '|rows' : ''}`, () => toModelProto(buildStepGraph(this.config, kind, lora, logits, products)));
   }
 
   /**
@@ -401,8 +527,11 @@ export class Policy {
         if (real) cache.nextPos[b]++;
       }
     }
+    // A decode step that draws its tokens, on the CPU with large weights, holds them packed.
+    const packed = P > 0 && want === 'sample' && withAdapter && (await this.packsDecodeWeights());
     // Without the adapter, the base's own tensors only (the same arrays: nothing is copied).
-    const weights = withAdapter || !this.lora ? this.feeds : Object.fromEntries(Object.entries(this.feeds).filter(([k]) => !k.startsWith('base_model.')));
+    // With packed weights, the adapter's only (the session holds the base's).
+    const weights = packed ? this.adapterFeeds() : withAdapter || !this.lora ? this.feeds : this.baseFeeds();
     const feeds: Record<string, HostTensor> = {
       ...weights,
       ...extra,
@@ -416,7 +545,7 @@ export class Policy {
       feeds.token_index = { dtype: 'int64', dims: [T], data: BigInt64Array.from({ length: T }, (_, i) => BigInt(i)) };
     } else {
       // Several rows (a batch, or several new tokens) take the products with the weights on the left.
-      session = await this.session('decode', withAdapter, want, B * T > 1);
+      session = packed ? await this.packedSession() : await this.session('decode', withAdapter, want, B * T > 1 ? 'weights-left' : 'one-row');
       const bias = new Float32Array(B * T * T);
       for (let b = 0; b < B; b++) for (let i = 0; i < T; i++) for (let j = 0; j < T; j++) bias[(b * T + i) * T + j] = j <= i && mask[b * T + j] ? 0 : MASKED;
       feeds.attn_bias = { dtype: 'float32', dims: [B, 1, T, T], data: bias };
@@ -471,7 +600,7 @@ export class Policy {
     const B = pending.length;
     if (cache.filled + K > cache.capacity) throw new TurnwiseError('internal', `KV cache of ${cache.capacity} slots cannot take ${K} more tokens after ${cache.filled}`);
     const lora = this.lora;
-    const session = await this.sessions.get(`loop${lora ? '' : '|base'}${B > 1 ? '|rows' : ''}`, () => toModelProto(buildDecodeLoopGraph(this.config, lora, B > 1)));
+    const session = await this.sessions.get(`loop${lora ? '' : '|base'}${B > 1 ? '|rows' : ''}`, () => toModelProto(buildDecodeLoopGraph(this.config, lora, B > 1 ? 'weights-left' : 'one-row')));
     const out = await session.run({
       ...this.feeds,
       ...this.cacheFeeds(cache),
@@ -829,5 +958,7 @@ export class Policy {
 
   async dispose(): Promise<void> {
     await this.sessions.clear();
+    if (this.packedFile) removePackedDir(this.packedFile.dir);
+    this.packedFile = undefined;
   }
 }

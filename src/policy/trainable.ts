@@ -237,6 +237,9 @@ export class TrainablePolicy implements PolicyService {
       this.trainer ??= this.options.adapter
         ? new PolicyTrainer(this.start, undefined, this.options.settings, { adapter: this.options.adapter, optimizer: this.options.optimizer, dropoutSeed: this.options.loraDropoutSeed }, this.policy.baseFeeds())
         : new PolicyTrainer(this.start, this.options.optimizer, this.options.settings, undefined, this.policy.baseFeeds());
+      // The decode session's packed copy of the weights is not held through the step (the step's
+      // peak is the weights once, its state and activations); the next draw packs them again.
+      await this.policy.releasePacked();
       const metrics = await this.trainer.train(...args);
       // The trainer owns the weights (or the adapter); sampling reads them, and sequence caches
       // computed under the old ones are recomputed on their next call.

@@ -10,7 +10,7 @@ import { TurnwiseError } from '../core/errors';
 import { adapterBaseDir } from '../policy/checkpoint';
 import { parseModelConfig, type ModelConfig } from '../policy/config';
 import { parseLoraConfig } from '../policy/lora';
-import { assertPlanFits, autoUpdateTokens, availableDeviceMemory, availableMemory, formatMemoryPlan, planMemory, type MemoryPlan, type MemoryPlanInput } from '../policy/memory';
+import { assertPlanFits, autoUpdateTokens, availableDeviceMemory, availableMemory, formatMemoryPlan, PACK_MIN_WEIGHT_BYTES, planMemory, type MemoryPlan, type MemoryPlanInput } from '../policy/memory';
 import { resolveTrainConfig, type TrainConfig } from './config';
 import { embeddedModelDir } from './embedded';
 
@@ -42,17 +42,22 @@ function planInput(c: RunPlanConfig, model: ModelConfig): Omit<MemoryPlanInput, 
 /**
  * The run's memory plan, with its token cap resolved (updateTokensPerStep, or for 0 the largest
  * that fits `limit`), against the memory the run may use (TURNWISE_MEMORY_LIMIT_MB or the machine's).
+ * On the CPU, a model of PACK_MIN_WEIGHT_BYTES or more packs its decode weights where the plan
+ * with their copy fits (`packDecodeWeights`), and feeds them where only the plan without does.
  */
-export function runMemoryPlan(c: RunPlanConfig, model: ModelConfig, env: NodeJS.ProcessEnv = process.env): { plan: MemoryPlan; updateTokens: number; limit: { bytes: number; source: string }; lines: string[] } {
+export function runMemoryPlan(c: RunPlanConfig, model: ModelConfig, env: NodeJS.ProcessEnv = process.env): { plan: MemoryPlan; updateTokens: number; limit: { bytes: number; source: string }; lines: string[]; packDecodeWeights: boolean } {
   const limit = availableMemory(env);
-  const input = planInput(c, model);
-  const updateTokens = c.updateTokensPerStep > 0 ? c.updateTokensPerStep : autoUpdateTokens(input, limit.bytes);
-  const plan = planMemory({ ...input, updateTokensPerStep: updateTokens });
-  return { plan, updateTokens, limit, lines: formatMemoryPlan(plan, limit.bytes) };
+  const plain = planInput(c, model);
+  const packable = plain.provider === 'cpu' && planMemory({ ...plain, updateTokensPerStep: 1 }).parameters * 4 >= PACK_MIN_WEIGHT_BYTES;
+  // The cap is chosen without the packed copy, which is released while an update runs.
+  const updateTokens = c.updateTokensPerStep > 0 ? c.updateTokensPerStep : autoUpdateTokens(plain, limit.bytes);
+  const packed = packable ? planMemory({ ...plain, packedDecode: true, updateTokensPerStep: updateTokens }) : undefined;
+  const plan = packed && packed.host <= limit.bytes ? packed : planMemory({ ...plain, updateTokensPerStep: updateTokens });
+  return { plan, updateTokens, limit, lines: formatMemoryPlan(plan, limit.bytes), packDecodeWeights: plan.input.packedDecode };
 }
 
 /** Refuses a run whose plan exceeds the memory it may use (host, and the device where TURNWISE_DEVICE_MEMORY_LIMIT_MB says). */
-export function assertRunFits(c: RunPlanConfig, model: ModelConfig, env: NodeJS.ProcessEnv = process.env): { plan: MemoryPlan; updateTokens: number; lines: string[] } {
+export function assertRunFits(c: RunPlanConfig, model: ModelConfig, env: NodeJS.ProcessEnv = process.env): { plan: MemoryPlan; updateTokens: number; lines: string[]; packDecodeWeights: boolean } {
   const r = runMemoryPlan(c, model, env);
   assertPlanFits(r.plan, r.limit, availableDeviceMemory(env));
   return r;

@@ -62,6 +62,8 @@ export async function openRig(o: {
     'dockerHost' | 'dockerHosts' | 'sandboxMemoryMb' | 'sandboxCpus' | 'sandboxPids' | 'sandboxImage' | 'executionProvider' | 'maxActionTokens' | 'temperature' | 'topP' | 'concurrency' | 'cacheObservations' | 'commandConcurrency'
   >;
   pool?: SandboxPool;
+  /** Whether CPU decode steps pack the weights (SessionSettings.packDecodeWeights; the run's memory plan decides). Default: by the weights' size. */
+  packDecodeWeights?: boolean;
   onLog?: (m: string) => void;
 }): Promise<Rig> {
   assertWorkspaceNames(o.workspace);
@@ -73,7 +75,7 @@ export async function openRig(o: {
   try {
     const snapshot = await pool.snapshot(o.workspace, { language: o.language, ...(ps.baseImage ? { baseImage: ps.baseImage } : {}) });
     pool.warm(snapshot, Math.min(o.config.concurrency, 8));
-    const info = await (policy as PolicyWorker).loadCheckpoint(o.checkpoint, { provider: o.config.executionProvider }, { ...(o.referenceDir ? { referenceDir: o.referenceDir } : {}), ...(o.lora ? { lora: o.lora } : {}), ...(o.loraDropoutSeed !== undefined ? { loraDropoutSeed: o.loraDropoutSeed } : {}) });
+    const info = await (policy as PolicyWorker).loadCheckpoint(o.checkpoint, { provider: o.config.executionProvider, ...(o.packDecodeWeights !== undefined ? { packDecodeWeights: o.packDecodeWeights } : {}) }, { ...(o.referenceDir ? { referenceDir: o.referenceDir } : {}), ...(o.lora ? { lora: o.lora } : {}), ...(o.loraDropoutSeed !== undefined ? { loraDropoutSeed: o.loraDropoutSeed } : {}) });
     if (!info.tokenizerJson) throw new TurnwiseError('invalid-file', `${o.checkpoint} has no tokenizer.json`, { hint: 'use a checkpoint written by Turnwise or a Hugging Face model folder' });
     const tokenizer = loadTokenizer(info.tokenizerJson, info.tokenizerConfig);
     const contextTokens = info.config.max_position_embeddings;

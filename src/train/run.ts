@@ -249,10 +249,11 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
     // A LoRA run starts a fresh adapter on its model; once checkpoint 0 exists, every checkpoint
     // is an adapter that names its base.
     const lora = last < 0 && c.lora ? { config: c.lora, seed: seedOf(c.seed, 'lora-init') } : undefined;
-    rig = await openRig({ runId, workspace: c.workspace, language: runner.language, checkpoint: from, referenceDir: last >= 0 ? run.checkpointDir(0) : undefined, ...(lora ? { lora } : {}), ...(c.lora ? { loraDropoutSeed: seedOf(c.seed, 'lora-dropout') } : {}), config: c, pool, onLog: (m) => log(m, 'warn') });
+    // The update's token cap (the config's, or the largest the memory plan fits: 0), and whether
+    // decode steps pack the weights (where the plan with their copy fits).
+    const memory = runMemoryPlan(c, folderModel(startModel).config);
+    rig = await openRig({ runId, workspace: c.workspace, language: runner.language, checkpoint: from, referenceDir: last >= 0 ? run.checkpointDir(0) : undefined, ...(lora ? { lora } : {}), ...(c.lora ? { loraDropoutSeed: seedOf(c.seed, 'lora-dropout') } : {}), config: c, pool, packDecodeWeights: memory.packDecodeWeights, onLog: (m) => log(m, 'warn') });
     if (last < 0 && rig.actionFormat.kind === 'chat') log(`the model writes its actions in its own chat format (template: ${rig.actionFormat.source})`);
-    // The update's token cap: the config's, or the largest the memory plan fits (0).
-    const memory = runMemoryPlan(c, (await rig.policy.info()).config);
     for (const line of memory.lines) log(line);
     check();
     // Generated demonstrations for the replay term (the same pool on a resume: seeded by the run).

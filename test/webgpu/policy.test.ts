@@ -146,8 +146,8 @@ describe('webgpu: the policy on a real WebGPU adapter', function () {
       buildTrainGraph(c, { loss: 'gspo-seq', batch: 2, seq: 16 }, 3),
       buildStepGraph(c, 'prefill'),
       buildStepGraph(c, 'decode'),
-      buildStepGraph(c, 'decode', undefined, 'all', true),
-      buildStepGraph(c, 'decode', undefined, 'sample', true),
+      buildStepGraph(c, 'decode', undefined, 'all', 'weights-left'),
+      buildStepGraph(c, 'decode', undefined, 'sample', 'weights-left'),
     ];
     const placed = nodePlacements('webgpu', graphs.map((g, i) => ({ name: `${g.name}#${i}`, bytes: toModelProto(g) })));
     for (const p of placed) {

@@ -18,8 +18,8 @@ function graphs() {
     prefill: buildStepGraph(c, 'prefill', lora, 'rows'),
     decode: buildStepGraph(c, 'decode', lora),
     'decode (cache only)': buildStepGraph(c, 'decode', undefined, 'none'),
-    'decode (several rows, tokens drawn in the graph)': buildStepGraph(c, 'decode', lora, 'sample', true),
-    'decode loop (steps in a Loop, several rows)': buildDecodeLoopGraph(c, lora, true),
+    'decode (several rows, tokens drawn in the graph)': buildStepGraph(c, 'decode', lora, 'sample', 'weights-left'),
+    'decode loop (steps in a Loop, several rows)': buildDecodeLoopGraph(c, lora, 'weights-left'),
     'train (ppo-token, LoRA, 2 steps in a Loop)': buildTrainGraph(c, { loss: 'ppo-token', batch: 2, seq: 8, lora }, 2),
     'train (sft, full)': buildTrainGraph(c, { loss: 'sft', batch: 2, seq: 8 }),
   };

@@ -6,7 +6,8 @@ import * as path from 'node:path';
 import { TurnwiseError } from '../../../src/core/errors';
 import { TURNWISE_TINY, type ModelConfig } from '../../../src/policy/config';
 import { BENCH_SHAPES } from '../../../src/policy/bench-model';
-import { assertPlanFits, autoUpdateTokens, availableMemory, formatMemoryPlan, planMemory } from '../../../src/policy/memory';
+import { assertPlanFits, autoUpdateTokens, availableMemory, formatMemoryPlan, PACK_MIN_WEIGHT_BYTES, planMemory } from '../../../src/policy/memory';
+import { runMemoryPlan, type RunPlanConfig } from '../../../src/train/memory-plan';
 
 const FIXTURE = path.join(__dirname, 'fixtures', 'memory-run.ts');
 const MB = 1024 ** 2;
@@ -98,6 +99,28 @@ describe('policy/memory: the memory plan of a run', function () {
   it('a plan that nothing fits says so', () => {
     const p = planMemory({ config: QWEN_05B, provider: 'cpu', updateTokensPerStep: 1024, context: 1024, episodes: 1 });
     assert.throws(() => assertPlanFits(p, { bytes: 512 * MB, source: 'test' }), (e: TurnwiseError) => /use a machine with more memory/.test(e.hint!));
+  });
+
+  it('packed decode weights are a second copy of the weights on the CPU only; a run packs them where that plan fits, and feeds them where only the plan without does', () => {
+    const input = { config: QWEN_05B, context: 1024, episodes: 4, updateTokensPerStep: 1024, lora: { r: 16, target_modules: ['q_proj', 'v_proj'] as ('q_proj' | 'v_proj')[] } };
+    const fed = planMemory({ ...input, provider: 'cpu' });
+    const packed = planMemory({ ...input, provider: 'cpu', packedDecode: true });
+    const weights = fed.parts.find((p) => p.name === 'weights')!.bytes;
+    // Qwen2.5-0.5B ties its embedding: the lookup's copy and the head's packed one.
+    assert.equal(packed.host - fed.host, weights + QWEN_05B.vocab_size * QWEN_05B.hidden_size * 4);
+    assert.ok(formatMemoryPlan(packed).some((l) => /packed decode weights/.test(l)));
+    assert.equal(planMemory({ ...input, provider: 'cuda', packedDecode: true }).input.packedDecode, false, 'not on a GPU provider');
+    const run: RunPlanConfig = { maxTurns: 6, maxActionTokens: 128, concurrency: 4, executionProvider: 'cpu', klCoef: 0, updateTokensPerStep: 1024, lora: { r: 16, lora_alpha: 32, lora_dropout: 0, target_modules: ['q_proj', 'v_proj'], use_rslora: false, base_model_name_or_path: 'x' } };
+    const at = (mb: number) => runMemoryPlan(run, QWEN_05B, { TURNWISE_MEMORY_LIMIT_MB: String(mb) });
+    const roomy = at(64 * 1024);
+    assert.equal(roomy.packDecodeWeights, true);
+    const between = (roomy.plan.host - weights / 2) / MB;
+    const tight = at(between);
+    assert.equal(tight.packDecodeWeights, false, 'fed where only the plan without the copy fits');
+    assert.ok(tight.plan.host <= between * MB);
+    assert.equal(runMemoryPlan({ ...run, executionProvider: 'cuda' }, QWEN_05B, { TURNWISE_MEMORY_LIMIT_MB: '65536' }).packDecodeWeights, false);
+    assert.ok(planMemory({ config: TURNWISE_TINY, provider: 'cpu', updateTokensPerStep: 1024, episodes: 1 }).parameters * 4 < PACK_MIN_WEIGHT_BYTES);
+    assert.equal(runMemoryPlan({ ...run, lora: undefined }, TURNWISE_TINY, { TURNWISE_MEMORY_LIMIT_MB: '65536' }).packDecodeWeights, false, 'turnwise-tiny is below the size that gains');
   });
 
   it('updateTokensPerStep 0 picks the largest cap that fits; TURNWISE_MEMORY_LIMIT_MB sets the limit', () => {

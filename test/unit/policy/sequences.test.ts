@@ -1,7 +1,12 @@
 import * as assert from 'node:assert/strict';
-import { logSoftmax, Policy, type GeneratedRow } from '../../../src/policy/policy';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { initAdapter, parseLoraConfig } from '../../../src/policy/lora';
+import { PACK_MIN_WEIGHT_BYTES } from '../../../src/policy/memory';
+import { logSoftmax, packsDecodeWeights, Policy, type GeneratedRow } from '../../../src/policy/policy';
 import { referenceLogits } from '../../../src/policy/reference';
-import { initWeights } from '../../../src/policy/weights';
+import { initWeights, SeededRandom } from '../../../src/policy/weights';
 import { SMALL_CONFIG } from './helpers';
 
 const V = SMALL_CONFIG.vocab_size;
@@ -174,6 +179,55 @@ describe('policy/sequences: per-sequence KV caches, batched ragged extend and sa
     await assert.rejects(other.sample([{ seq }]), /belongs to another policy/);
     await other.dispose();
     assert.throws(() => seq.append([V]), /outside the vocabulary/);
+  });
+
+  it('packed decode weights (held in the session, ONNX Runtime\'s packed layout) draw the tokens and log-probs of fed weights, with an adapter, across a weight change; the weights\' file goes with the policy', async () => {
+    const cache = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-packed-'));
+    const was = process.env.XDG_CACHE_HOME;
+    process.env.XDG_CACHE_HOME = cache;
+    const packedRoot = path.join(cache, 'turnwise', 'packed');
+    const adapter = initAdapter(SMALL_CONFIG, parseLoraConfig({ r: 4, lora_alpha: 8, target_modules: 'all-linear' }, 'test'), 3);
+    const rng = new SeededRandom(4);
+    for (const [k, t] of adapter.tensors) if (k.includes('lora_B')) for (let i = 0; i < t.length; i++) t[i] = 0.3 * (2 * rng.next() - 1);
+    const changed = initWeights(SMALL_CONFIG, 12, 0.3);
+    const run = async (pack: boolean) => {
+      const p = new Policy(weights, undefined, { provider: 'cpu', packDecodeWeights: pack }, adapter);
+      try {
+        assert.equal(await p.packsDecodeWeights(), pack);
+        const seqs = [ids(5, 3), ids(2, 7), ids(3, 11)].map((t) => p.newSequence(t));
+        // three rows (one greedy), then one row alone (a one-row step on the same session)
+        const many = await p.sample(seqs.map((seq, b) => ({ seq, seed: 50 + b, maxNewTokens: 8, temperature: b === 2 ? 0 : 1, stopIds: [] })));
+        const one = await p.sample([{ seq: seqs[0], seed: 60, maxNewTokens: 6, temperature: 1, stopIds: [] }]);
+        const files = fs.existsSync(packedRoot) ? fs.readdirSync(packedRoot).length : 0;
+        // new base weights: a packed session must not keep drawing from the old ones
+        p.setWeights(changed);
+        const after = await p.sample([{ seq: seqs[1], seed: 70, maxNewTokens: 6, temperature: 1, stopIds: [] }]);
+        return { rows: [...many, ...one, ...after], seqs: seqs.map((s) => [...s.tokens]), files };
+      } finally {
+        await p.dispose();
+      }
+    };
+    try {
+      const fed = await run(false);
+      assert.equal(fed.files, 0, 'fed weights write no file');
+      const packed = await run(true);
+      assert.equal(packed.files, 1, 'one folder of packed weights while the policy lives');
+      assert.deepEqual(packed.seqs, fed.seqs, 'the same tokens');
+      fed.rows.forEach((row, i) => row.logprobs.forEach((lp, t) => assert.ok(Math.abs(lp - packed.rows[i].logprobs[t]) < 1e-4, `row ${i} token ${t}: ${packed.rows[i].logprobs[t]} vs ${lp}`)));
+      assert.deepEqual(fs.readdirSync(packedRoot), [], 'dispose removes the folder');
+      // A folder left by a process that no longer runs is removed by the next one.
+      fs.mkdirSync(path.join(packedRoot, '999999999-stale'));
+      const p = new Policy(weights, undefined, { provider: 'cpu', packDecodeWeights: true });
+      await p.sample([{ seq: p.newSequence(ids(4, 5)), seed: 1, maxNewTokens: 2 }]);
+      assert.ok(!fs.existsSync(path.join(packedRoot, '999999999-stale')));
+      await p.dispose();
+    } finally {
+      if (was === undefined) delete process.env.XDG_CACHE_HOME;
+      else process.env.XDG_CACHE_HOME = was;
+      fs.rmSync(cache, { recursive: true, force: true });
+    }
+    // Left open, the setting packs on the CPU from PACK_MIN_WEIGHT_BYTES, never on a GPU provider.
+    assert.deepEqual([packsDecodeWeights(undefined, 'cpu', PACK_MIN_WEIGHT_BYTES - 1), packsDecodeWeights(undefined, 'cpu', PACK_MIN_WEIGHT_BYTES), packsDecodeWeights(true, 'cuda', 1e9), packsDecodeWeights(false, 'cpu', 1e10)], [false, true, false, false]);
   });
 
   it('several decode steps per run (a Loop, as GPU providers run them) give the tokens of one step per run, and keep the cache right across stops', async () => {

@@ -3,7 +3,7 @@
 // time, prefill, KV-cache decode at batch 1 and 8, a LoRA training step, each with its peak RSS;
 // the same work in PyTorch in a child process (scripts/compare/torch_model_bench.py) for ratios,
 // and the machine's measured memory bandwidth for the ceiling of batch-1 decode.
-import { mean } from '../core/stats';
+import { mean, median } from '../core/stats';
 import * as childProcess from 'node:child_process';
 import * as fs from 'node:fs';
 import * as v8 from 'node:v8';
@@ -16,6 +16,7 @@ import { findResource } from '../core/resources';
 import { ort, type SessionSettings } from '../onnx';
 import { loadCheckpoint } from './checkpoint';
 import { headDim, parameterCount, paramSpecs, type ModelConfig } from './config';
+import { fromGraphLayout } from './graphs';
 import { writeModelFolder } from './hf';
 import { initAdapter, LORA_MODULES, type LoraConfig } from './lora';
 import { Policy } from './policy';
@@ -99,6 +100,15 @@ export interface BenchModelWork {
  * 1,024 tokens of prompt and of context, rows of 1,024 tokens; 16 decode steps per batch size and
  * one timed training step (after the first) keep a run at 0.5B within a few minutes on 2 cores.
  */
+/** Timed calls per decode figure (their median). */
+const DECODE_REPEATS = 3;
+
+async function sequential<T>(n: number, f: () => Promise<T>): Promise<T[]> {
+  const out: T[] = [];
+  for (let i = 0; i < n; i++) out.push(await f());
+  return out;
+}
+
 export const DEFAULT_WORK: BenchModelWork = { prefillTokens: 1024, contextTokens: 1024, decodeSteps: 16, decodeBatch: 8, loraR: 16, trainRows: 1, trainSeq: 1024, trainSteps: 1 };
 
 /** tiny-test's work: a few tokens of everything. */
@@ -130,6 +140,8 @@ export interface TorchArgs {
   context: number;
   decode_steps: number;
   decode_batch: number;
+  /** Timed decode calls per figure (their median). */
+  decode_repeats: number;
   lora_r: number;
   lora_alpha: number;
   train_rows: number;
@@ -185,6 +197,13 @@ export interface BenchModelResult {
   decode_batch_speedup: number;
   /** Decode steps per ONNX Runtime run (1 on the CPU provider, several in a Loop on a GPU one). */
   decode_steps_per_run: number;
+  /** 'packed': the decode session holds the weights, packed by ONNX Runtime at load (SessionSettings.packDecodeWeights); 'fed': fed every run. */
+  decode_weights: 'packed' | 'fed';
+  /** The first decode call (2 steps at batch 1), building the decode session: with packed weights, writing and packing them. */
+  decode_setup_s: number;
+  /** With packed weights: the same decode measured with the weights fed (what packing buys); null otherwise. */
+  decode_fed: { decode_tokens_per_s_b1: number; decode_tokens_per_s_batch: number; decode_batch_speedup: number } | null;
+  /** Peak RSS while decoding (with packed weights: their copy included). */
   decode_peak_rss_mb: number;
   /** LoRA training step over trainRows × trainSeq tokens (ppo-token loss, AdamW). */
   lora_train_tokens_per_s: number;
@@ -469,12 +488,41 @@ export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult
       await policy.sample(seqs.map((seq, b) => ({ seq, seed: 10 + b, maxNewTokens: steps, ...gen })));
       return performance.now() - t;
     };
+    // A decode figure is the median of DECODE_REPEATS timed calls: on a shared machine one call
+    // can be a third slower or faster than the next.
+    const timed = async (run: (rows: number, steps: number) => Promise<number>, rows: number) => median(await sequential(DECODE_REPEATS, () => run(rows, work.decodeSteps)));
     const stepsPerRun = policy.resolvedDecodeStepsPerRun();
-    await decode(1, 2); // builds the decode session
-    const b1Ms = await decode(1, work.decodeSteps);
+    const packed = await policy.packsDecodeWeights();
+    const ts = performance.now();
+    await decode(1, 2); // builds the decode session (and packs the weights)
+    const setupMs = performance.now() - ts;
+    const b1Ms = await timed(decode, 1);
     await decode(work.decodeBatch, 2);
-    const bnMs = await decode(work.decodeBatch, work.decodeSteps);
+    const bnMs = await timed(decode, work.decodeBatch);
     const decodePeak = peakRssMb();
+    // With packed weights, the same steps with the weights fed (the policy's own arrays): what packing buys.
+    let fed: BenchModelResult['decode_fed'] = null;
+    if (packed) {
+      log('decode with the weights fed, for comparison…');
+      const fedPolicy = new Policy({ config, tensors: fromGraphLayout(config, new Map(Object.entries(policy.baseFeeds()).map(([k, t]) => [k, t.data as Float32Array]))) }, undefined, { ...settings, packDecodeWeights: false });
+      try {
+        const fctx = fedPolicy.newSequence(ctx.tokens);
+        await fedPolicy.extend([{ seq: fctx }]);
+        const fdecode = async (rows: number, steps: number) => {
+          const seqs = Array.from({ length: rows }, () => fctx.fork());
+          const t = performance.now();
+          await fedPolicy.sample(seqs.map((seq, b) => ({ seq, seed: 10 + b, maxNewTokens: steps, ...gen })));
+          return performance.now() - t;
+        };
+        await fdecode(1, 2);
+        const f1 = work.decodeSteps / ((await timed(fdecode, 1)) / 1000);
+        await fdecode(work.decodeBatch, 2);
+        const fn = (work.decodeBatch * work.decodeSteps) / ((await timed(fdecode, work.decodeBatch)) / 1000);
+        fed = { decode_tokens_per_s_b1: round(f1, 2), decode_tokens_per_s_batch: round(fn, 2), decode_batch_speedup: round(fn / f1) };
+      } finally {
+        await fedPolicy.dispose();
+      }
+    }
     // The trainer feeds the policy's own arrays as the frozen base, as a LoRA run's does (one copy of the weights).
     const baseFeeds = policy.baseFeeds();
     await policy.dispose();
@@ -523,6 +571,7 @@ export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult
         context: work.contextTokens,
         decode_steps: work.decodeSteps,
         decode_batch: work.decodeBatch,
+        decode_repeats: DECODE_REPEATS,
         lora_r: work.loraR,
         lora_alpha: 2 * work.loraR,
         train_rows: work.trainRows,
@@ -563,7 +612,7 @@ export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult
       load_avg_end: os.loadavg().map((x) => round(x)),
       work: {
         ...work,
-        note: `decode: ${work.decodeSteps} sampled tokens (temperature 1) per batch size after ${work.contextTokens} tokens of context, timed after 2 untimed steps; training: the mean of ${work.trainSteps} step(s) after an untimed first one; prefill: one run (counts kept small for a few minutes on a 2-core CPU)`,
+        note: `decode: ${work.decodeSteps} sampled tokens (temperature 1) per batch size after ${work.contextTokens} tokens of context, the median of ${DECODE_REPEATS} timed calls after 2 untimed steps; training: the mean of ${work.trainSteps} step(s) after an untimed first one; prefill: one run (counts kept small for a few minutes on a 2-core CPU)`,
       },
       weights_file_bytes: weightsFileBytes,
       weights_bytes_per_token: bytesPerToken,
@@ -575,6 +624,9 @@ export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult
       decode_tokens_per_s_batch: round(bn, 2),
       decode_batch_speedup: round(bn / b1),
       decode_steps_per_run: stepsPerRun,
+      decode_weights: packed ? 'packed' : 'fed',
+      decode_setup_s: round(setupMs / 1000),
+      decode_fed: fed,
       decode_peak_rss_mb: decodePeak,
       lora_train_tokens_per_s: round(train, 1),
       train_step_s: round(stepMs / 1000, 6),

@@ -26,7 +26,7 @@ const TORCH: TorchFigures = {
 const KEYS = [
   'schema', 'shape', 'family', 'parameters', 'date', 'provider', 'threads', 'machine', 'load_avg_start', 'load_avg_end', 'work',
   'weights_file_bytes', 'weights_bytes_per_token', 'load_s', 'load_peak_rss_mb', 'prefill_tokens_per_s', 'prefill_peak_rss_mb',
-  'decode_tokens_per_s_b1', 'decode_tokens_per_s_batch', 'decode_batch_speedup', 'decode_steps_per_run', 'decode_peak_rss_mb', 'lora_train_tokens_per_s',
+  'decode_tokens_per_s_b1', 'decode_tokens_per_s_batch', 'decode_batch_speedup', 'decode_steps_per_run', 'decode_weights', 'decode_setup_s', 'decode_fed', 'decode_peak_rss_mb', 'lora_train_tokens_per_s',
   'train_step_s', 'train_first_step_s', 'train_step_peak_rss_mb', 'train_start_rss_mb', 'train_rss_budget_mb', 'memory_bandwidth_gbs', 'memory_bandwidth_1thread_gbs',
   'decode_bound_tokens_per_s', 'decode_fraction_of_bound', 'torch', 'prefill_vs_torch', 'decode_vs_torch', 'decode_batch_vs_torch',
   'train_vs_torch', 'torch_decode_fraction_of_bound', 'targets',
@@ -58,6 +58,9 @@ describe('bench model', function () {
     close(r.prefill_vs_torch, r.prefill_tokens_per_s / TORCH.prefill_tokens_per_s, 'prefill_vs_torch');
     close(r.decode_batch_speedup, r.decode_tokens_per_s_batch / r.decode_tokens_per_s_b1, 'decode_batch_speedup');
     assert.equal(r.decode_steps_per_run, 1, 'the CPU provider decodes one step per run');
+    // Weights this small are fed (below PACK_MIN_WEIGHT_BYTES): no comparison to make.
+    assert.deepEqual([r.decode_weights, r.decode_fed], ['fed', null]);
+    assert.ok(r.decode_setup_s > 0);
     close(r.lora_train_tokens_per_s, (r.work.trainRows * r.work.trainSeq) / r.train_step_s, 'lora_train_tokens_per_s');
     close(r.decode_bound_tokens_per_s, (r.memory_bandwidth_gbs * 1e9) / r.weights_bytes_per_token, 'decode_bound_tokens_per_s');
     close(r.decode_fraction_of_bound, r.decode_tokens_per_s_b1 / r.decode_bound_tokens_per_s, 'decode_fraction_of_bound');
@@ -67,8 +70,12 @@ describe('bench model', function () {
     assert.deepEqual({ ...r.torch }, { available: true, ...TORCH });
   });
 
-  it('without PyTorch every ratio is null and the reason is given', async () => {
-    const r = await benchModel({ shape: 'tiny-test', settings: { provider: 'cpu', threads: 1 }, torchRunner: async () => { throw new Error('no torch here'); } });
+  it('without PyTorch every ratio is null and the reason is given; packed decode weights are measured against fed ones', async () => {
+    const r = await benchModel({ shape: 'tiny-test', settings: { provider: 'cpu', threads: 1, packDecodeWeights: true }, torchRunner: async () => { throw new Error('no torch here'); } });
+    assert.equal(r.decode_weights, 'packed');
+    const f = r.decode_fed!;
+    assert.ok(f.decode_tokens_per_s_b1 > 0 && f.decode_tokens_per_s_batch > 0);
+    assert.ok(Math.abs(f.decode_batch_speedup - f.decode_tokens_per_s_batch / f.decode_tokens_per_s_b1) <= 0.01 * f.decode_batch_speedup + 2e-3);
     assert.deepEqual(r.torch, { available: false, reason: 'no torch here' });
     assert.deepEqual([r.prefill_vs_torch, r.decode_vs_torch, r.decode_batch_vs_torch, r.train_vs_torch, r.targets.decode_at_least_torch, r.targets.train_at_least_torch], [null, null, null, null, null, null]);
   });

@@ -223,7 +223,7 @@ export function lmHead(g: Graph, c: ModelConfig, W: Map<string, Value>, hidden: 
  *   times for x·Wᵀ).
  * - 'packed': Gemm(x, W, transB), the weights initializers of the session (Graph.holdInput), which
  *   ONNX Runtime's CPU provider packs once, at load, into its matrix kernel's layout: over 8 rows
- *   the weights stream at 18.5 GB/s against 15.3 for 'weights-left' (2-core Xeon). The session
+ *   the weights stream at 19.0 GB/s against 15.8 for 'weights-left' (2-core Xeon). The session
  *   holds its own copy of the weights (docs/experiments/2026-12-03-packed-decode.md).
  */
 export type ProductForm = 'one-row' | 'weights-left' | 'packed';

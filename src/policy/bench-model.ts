@@ -20,6 +20,7 @@ import { fromGraphLayout } from './graphs';
 import { writeModelFolder } from './hf';
 import { initAdapter, LORA_MODULES, type LoraConfig } from './lora';
 import { Policy } from './policy';
+import type { Sequence } from './sequences';
 import { numel } from './safetensors';
 import { byteLevelTokenizerConfig, byteLevelTokenizerJson } from './tokenizer';
 import { PolicyTrainer, type TrainBatch } from './trainer';
@@ -482,12 +483,14 @@ export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult
     const ctx = prompt.fork();
     if (ctx.length > work.contextTokens) ctx.truncate(work.contextTokens);
     else if (ctx.length < work.contextTokens) await policy.extend([{ seq: ctx, ids: tokens(work.contextTokens - ctx.length) }]);
-    const decode = async (rows: number, steps: number) => {
-      const seqs = Array.from({ length: rows }, () => ctx.fork());
+    // Decode calls of `rows` rows continuing `from` (forks of it), timed.
+    const decodeOn = (p: Policy, from: Sequence) => async (rows: number, steps: number) => {
+      const seqs = Array.from({ length: rows }, () => from.fork());
       const t = performance.now();
-      await policy.sample(seqs.map((seq, b) => ({ seq, seed: 10 + b, maxNewTokens: steps, ...gen })));
+      await p.sample(seqs.map((seq, b) => ({ seq, seed: 10 + b, maxNewTokens: steps, ...gen })));
       return performance.now() - t;
     };
+    const decode = decodeOn(policy, ctx);
     // A decode figure is the median of DECODE_REPEATS timed calls: on a shared machine one call
     // can be a third slower or faster than the next.
     const timed = async (run: (rows: number, steps: number) => Promise<number>, rows: number) => median(await sequential(DECODE_REPEATS, () => run(rows, work.decodeSteps)));
@@ -508,12 +511,7 @@ export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult
       try {
         const fctx = fedPolicy.newSequence(ctx.tokens);
         await fedPolicy.extend([{ seq: fctx }]);
-        const fdecode = async (rows: number, steps: number) => {
-          const seqs = Array.from({ length: rows }, () => fctx.fork());
-          const t = performance.now();
-          await fedPolicy.sample(seqs.map((seq, b) => ({ seq, seed: 10 + b, maxNewTokens: steps, ...gen })));
-          return performance.now() - t;
-        };
+        const fdecode = decodeOn(fedPolicy, fctx);
         await fdecode(1, 2);
         const f1 = work.decodeSteps / ((await timed(fdecode, 1)) / 1000);
         await fdecode(work.decodeBatch, 2);

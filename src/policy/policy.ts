@@ -316,6 +316,7 @@ export class Policy {
   private readonly sessions: SessionCache;
   private weightsVersion = 0;
   private readonly packSetting: boolean | undefined;
+  private readonly onWarning: ((message: string) => void) | undefined;
   private packs: Promise<boolean> | undefined;
   /** The base weights' file that packed sessions load (written on first use, removed when the weights change). */
   private packedFile: { dir: string; places: Map<string, ExternalTensor> } | undefined;
@@ -334,6 +335,7 @@ export class Policy {
     // prefill and decode, with and without an adapter, by the logits they return
     this.sessions = new SessionCache(settings, 8);
     this.packSetting = settings.packDecodeWeights;
+    this.onWarning = settings.onWarning;
     if (adapter) this.setAdapter(adapter);
   }
 
@@ -406,6 +408,21 @@ export class Policy {
       fs.writeFileSync(model, toModelProto(g, { external: (n) => file.places.get(n) }));
       return model;
     });
+  }
+
+  /**
+   * The packed session, or undefined when it cannot be made (the weights' file could not be
+   * written, the session not created): one warning, and this policy feeds its weights from then on.
+   */
+  private async packedSessionOrNone(): Promise<OnnxSession | undefined> {
+    try {
+      return await this.packedSession();
+    } catch (e) {
+      this.packs = Promise.resolve(false);
+      const t = e as TurnwiseError;
+      (this.onWarning ?? ((m: string) => process.stderr.write(`turnwise: ${m}\n`)))(`decode weights not packed (${t.message}${t.hint ? `; ${t.hint}` : ''}); decoding with the weights fed, as fast at one row and slower over several`);
+      return undefined;
+    }
   }
 
   private packedWeightsFile(): { dir: string; places: Map<string, ExternalTensor> } {
@@ -528,7 +545,7 @@ export class Policy {
       }
     }
     // A decode step that draws its tokens, on the CPU with large weights, holds them packed.
-    const packed = P > 0 && want === 'sample' && withAdapter && (await this.packsDecodeWeights());
+    const packed = P > 0 && want === 'sample' && withAdapter && (await this.packsDecodeWeights()) ? await this.packedSessionOrNone() : undefined;
     // Without the adapter, the base's own tensors only (the same arrays: nothing is copied).
     // With packed weights, the adapter's only (the session holds the base's).
     const weights = packed ? this.adapterFeeds() : withAdapter || !this.lora ? this.feeds : this.baseFeeds();
@@ -545,7 +562,7 @@ export class Policy {
       feeds.token_index = { dtype: 'int64', dims: [T], data: BigInt64Array.from({ length: T }, (_, i) => BigInt(i)) };
     } else {
       // Several rows (a batch, or several new tokens) take the products with the weights on the left.
-      session = packed ? await this.packedSession() : await this.session('decode', withAdapter, want, B * T > 1 ? 'weights-left' : 'one-row');
+      session = packed ?? (await this.session('decode', withAdapter, want, B * T > 1 ? 'weights-left' : 'one-row'));
       const bias = new Float32Array(B * T * T);
       for (let b = 0; b < B; b++) for (let i = 0; i < T; i++) for (let j = 0; j < T; j++) bias[(b * T + i) * T + j] = j <= i && mask[b * T + j] ? 0 : MASKED;
       feeds.attn_bias = { dtype: 'float32', dims: [B, 1, T, T], data: bias };

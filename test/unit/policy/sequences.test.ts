@@ -221,6 +221,21 @@ describe('policy/sequences: per-sequence KV caches, batched ragged extend and sa
       await p.sample([{ seq: p.newSequence(ids(4, 5)), seed: 1, maxNewTokens: 2 }]);
       assert.ok(!fs.existsSync(path.join(packedRoot, '999999999-stale')));
       await p.dispose();
+      // Where the file cannot be written (the cache folder is a file), one warning and fed weights.
+      const blocked = path.join(cache, 'not-a-folder');
+      fs.writeFileSync(blocked, '');
+      process.env.XDG_CACHE_HOME = blocked;
+      const warnings: string[] = [];
+      const q = new Policy(weights, undefined, { provider: 'cpu', packDecodeWeights: true, onWarning: (m) => warnings.push(m) }, adapter);
+      const qs = [ids(5, 3), ids(2, 7), ids(3, 11)].map((t) => q.newSequence(t));
+      const rows = await q.sample(qs.map((seq, b) => ({ seq, seed: 50 + b, maxNewTokens: 8, temperature: b === 2 ? 0 : 1, stopIds: [] })));
+      await q.sample([{ seq: qs[0], seed: 60, maxNewTokens: 6, temperature: 1, stopIds: [] }]);
+      assert.equal(warnings.length, 1, warnings.join('\n'));
+      assert.match(warnings[0], /decode weights not packed .*decoding with the weights fed/);
+      assert.equal(await q.packsDecodeWeights(), false);
+      assert.deepEqual(qs.map((x) => [...x.tokens]).slice(0, 3), fed.seqs.map((x, i) => (i === 0 ? x : x.slice(0, qs[i].tokens.length))), 'the tokens fed weights draw');
+      rows.forEach((row, i) => row.logprobs.forEach((lp, t) => assert.ok(Math.abs(lp - fed.rows[i].logprobs[t]) < 1e-4)));
+      await q.dispose();
     } finally {
       if (was === undefined) delete process.env.XDG_CACHE_HOME;
       else process.env.XDG_CACHE_HOME = was;

@@ -218,6 +218,7 @@ export function assertPlanFits(p: MemoryPlan, limit: { bytes: number; source: st
   const fixes: string[] = [];
   const again = (o: Partial<MemoryPlanInput>) => planMemory({ ...i, ...o });
   const fits = (q: MemoryPlan) => q.host <= limit.bytes && (deviceLimit === undefined || q.device <= deviceLimit);
+  if (i.packedDecode && fits(again({ packedDecode: false }))) fixes.push('"packDecodeWeights": "off" (decode with the weights fed: no second copy)');
   const caps = [8192, 4096, 2048, 1024, 512, 256].filter((t) => t < i.updateTokensPerStep);
   const cap = caps.find((t) => fits(again({ updateTokensPerStep: t })));
   if (cap !== undefined) fixes.push(`"updateTokensPerStep": ${cap}`);

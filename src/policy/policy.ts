@@ -444,7 +444,7 @@ export class Policy {
     } catch (e) {
       fs.closeSync(fd);
       removePackedDir(dir);
-      throw new TurnwiseError('runtime-unavailable', `could not write the decode weights to pack to ${dir}: ${(e as Error).message}`, { hint: 'free disk space there: the file takes the float32 weights\' size, and goes when the policy does' });
+      throw new TurnwiseError('runtime-unavailable', `could not write the decode weights to pack to ${dir}: ${(e as Error).message}`, { hint: 'free disk space there (the file takes the float32 weights\' size, and goes when the policy does), or set "packDecodeWeights": "off"' });
     }
     fs.closeSync(fd);
     return (this.packedFile = { dir, places });

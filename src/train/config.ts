@@ -133,6 +133,12 @@ export interface TrainConfig {
    */
   taskSeed: number;
   executionProvider: 'auto' | 'cpu' | 'cuda' | 'webgpu';
+  /**
+   * Whether CPU decode steps hold the weights packed in their session (a second copy of the
+   * weights while sampling, faster over several episodes; policy/policy.ts). `auto`: for 256 MB
+   * of weights or more, where the run's memory plan with the copy fits.
+   */
+  packDecodeWeights: 'auto' | 'on' | 'off';
   /** Docker engine host (empty: DOCKER_HOST or the local socket). */
   dockerHost: string;
   /** More engines, `HOST*CAPACITY` each: sandboxes are spread over all of them (with dockerHost). */
@@ -193,6 +199,7 @@ export const TRAIN_DEFAULTS: TrainConfig = {
   seed: 0,
   taskSeed: 0,
   executionProvider: 'auto',
+  packDecodeWeights: 'auto',
   dockerHost: '',
   dockerHosts: [],
   sandboxImage: '',
@@ -304,6 +311,7 @@ function resolveFields(given: Record<string, unknown>, source: string): TrainCon
   checkNumber('reward.efficiency', c.reward.efficiency, 0, 10);
   checkNumber('reward.format', c.reward.format, 0, 10);
   checkNumber('reward.repeat', c.reward.repeat, 0, 10);
+  if (!['auto', 'on', 'off'].includes(c.packDecodeWeights)) throw bad(`config field "packDecodeWeights" must be auto, on or off, got ${JSON.stringify(c.packDecodeWeights)}`, 'fix "packDecodeWeights"');
   if (!['auto', 'cpu', 'cuda', 'webgpu'].includes(c.executionProvider)) throw bad(`config field "executionProvider" must be auto, cpu, cuda or webgpu, got ${JSON.stringify(c.executionProvider)}`, 'fix "executionProvider"');
   if (!estimatorNames().includes(c.estimator)) throw bad(`unknown estimator ${JSON.stringify(c.estimator)}`, `use one of: ${estimatorNames().join(', ')}`);
   if (typeof c.estimatorParams !== 'object' || c.estimatorParams === null || Array.isArray(c.estimatorParams)) throw bad('config field "estimatorParams" must be an object', 'e.g. {"scale": "none"}');

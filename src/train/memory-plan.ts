@@ -25,7 +25,7 @@ export function runContextTokens(c: Pick<TrainConfig, 'maxTurns' | 'maxActionTok
   return Math.min(model.max_position_embeddings, PROMPT_TOKENS + c.maxTurns * (c.maxActionTokens + OBS_PROMPT_CHARS));
 }
 
-export type RunPlanConfig = Pick<TrainConfig, 'maxTurns' | 'maxActionTokens' | 'concurrency' | 'executionProvider' | 'klCoef' | 'updateTokensPerStep' | 'lora'>;
+export type RunPlanConfig = Pick<TrainConfig, 'maxTurns' | 'maxActionTokens' | 'concurrency' | 'executionProvider' | 'klCoef' | 'updateTokensPerStep' | 'lora'> & Partial<Pick<TrainConfig, 'packDecodeWeights'>>;
 
 /** The plan's input for a run, without the token cap. */
 function planInput(c: RunPlanConfig, model: ModelConfig): Omit<MemoryPlanInput, 'updateTokensPerStep'> {
@@ -42,17 +42,19 @@ function planInput(c: RunPlanConfig, model: ModelConfig): Omit<MemoryPlanInput, 
 /**
  * The run's memory plan, with its token cap resolved (updateTokensPerStep, or for 0 the largest
  * that fits `limit`), against the memory the run may use (TURNWISE_MEMORY_LIMIT_MB or the machine's).
- * On the CPU, a model of PACK_MIN_WEIGHT_BYTES or more packs its decode weights where the plan
- * with their copy fits (`packDecodeWeights`), and feeds them where only the plan without does.
+ * On the CPU, with `packDecodeWeights` auto, a model of PACK_MIN_WEIGHT_BYTES or more packs its
+ * decode weights where the plan with their copy fits, and feeds them where only the plan without
+ * does; `on` always packs (the plan then has the copy), `off` never.
  */
 export function runMemoryPlan(c: RunPlanConfig, model: ModelConfig, env: NodeJS.ProcessEnv = process.env): { plan: MemoryPlan; updateTokens: number; limit: { bytes: number; source: string }; lines: string[]; packDecodeWeights: boolean } {
   const limit = availableMemory(env);
   const plain = planInput(c, model);
-  const packable = plain.provider === 'cpu' && planMemory({ ...plain, updateTokensPerStep: 1 }).parameters * 4 >= PACK_MIN_WEIGHT_BYTES;
+  const setting = c.packDecodeWeights ?? 'auto';
+  const packable = plain.provider === 'cpu' && setting !== 'off' && (setting === 'on' || planMemory({ ...plain, updateTokensPerStep: 1 }).parameters * 4 >= PACK_MIN_WEIGHT_BYTES);
   // The cap is chosen without the packed copy, which is released while an update runs.
   const updateTokens = c.updateTokensPerStep > 0 ? c.updateTokensPerStep : autoUpdateTokens(plain, limit.bytes);
   const packed = packable ? planMemory({ ...plain, packedDecode: true, updateTokensPerStep: updateTokens }) : undefined;
-  const plan = packed && packed.host <= limit.bytes ? packed : planMemory({ ...plain, updateTokensPerStep: updateTokens });
+  const plan = packed && (setting === 'on' || packed.host <= limit.bytes) ? packed : planMemory({ ...plain, updateTokensPerStep: updateTokens });
   return { plan, updateTokens, limit, lines: formatMemoryPlan(plan, limit.bytes), packDecodeWeights: plan.input.packedDecode };
 }
 

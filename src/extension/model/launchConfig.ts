@@ -55,6 +55,7 @@ export const SETTING_FOR_FIELD: { readonly [K in ConfigPath]: string } = {
   topP: 'policy.topP',
   maxActionTokens: 'policy.maxActionTokens',
   executionProvider: 'executionProvider',
+  packDecodeWeights: 'packDecodeWeights',
   'reward.efficiency': 'reward.efficiencyPenalty',
   'reward.format': 'reward.formatPenalty',
   'reward.repeat': 'reward.repeatPenalty',

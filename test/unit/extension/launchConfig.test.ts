@@ -83,6 +83,7 @@ describe('extension: settings → launch config', () => {
       'policy.maxActionTokens': 32,
       'policy.batchWaitMs': 250,
       executionProvider: 'cpu',
+      packDecodeWeights: 'off',
       'reward.efficiencyPenalty': 0.2,
       'reward.formatPenalty': 0.3,
       'reward.repeatPenalty': 0.07,

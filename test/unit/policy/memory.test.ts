@@ -121,6 +121,14 @@ describe('policy/memory: the memory plan of a run', function () {
     assert.equal(runMemoryPlan({ ...run, executionProvider: 'cuda' }, QWEN_05B, { TURNWISE_MEMORY_LIMIT_MB: '65536' }).packDecodeWeights, false);
     assert.ok(planMemory({ config: TURNWISE_TINY, provider: 'cpu', updateTokensPerStep: 1024, episodes: 1 }).parameters * 4 < PACK_MIN_WEIGHT_BYTES);
     assert.equal(runMemoryPlan({ ...run, lora: undefined }, TURNWISE_TINY, { TURNWISE_MEMORY_LIMIT_MB: '65536' }).packDecodeWeights, false, 'turnwise-tiny is below the size that gains');
+    // The setting: off never packs; on packs whatever the size, and a plan it makes too large is
+    // refused naming "off" among the settings that fit.
+    assert.equal(at(64 * 1024).packDecodeWeights, true);
+    assert.equal(runMemoryPlan({ ...run, packDecodeWeights: 'off' }, QWEN_05B, { TURNWISE_MEMORY_LIMIT_MB: '65536' }).packDecodeWeights, false);
+    assert.equal(runMemoryPlan({ ...run, lora: undefined, packDecodeWeights: 'on' }, TURNWISE_TINY, { TURNWISE_MEMORY_LIMIT_MB: '65536' }).packDecodeWeights, true);
+    const forced = runMemoryPlan({ ...run, packDecodeWeights: 'on' }, QWEN_05B, { TURNWISE_MEMORY_LIMIT_MB: String(Math.floor(between)) });
+    assert.equal(forced.packDecodeWeights, true);
+    assert.throws(() => assertPlanFits(forced.plan, forced.limit), (e: TurnwiseError) => /"packDecodeWeights": "off"/.test(e.hint!));
   });
 
   it('updateTokensPerStep 0 picks the largest cap that fits; TURNWISE_MEMORY_LIMIT_MB sets the limit', () => {

@@ -419,6 +419,8 @@ export class Policy {
       return await this.packedSession();
     } catch (e) {
       this.packs = Promise.resolve(false);
+      if (this.packedFile) removePackedDir(this.packedFile.dir);
+      this.packedFile = undefined;
       const t = e as TurnwiseError;
       (this.onWarning ?? ((m: string) => process.stderr.write(`turnwise: ${m}\n`)))(`decode weights not packed (${t.message}${t.hint ? `; ${t.hint}` : ''}); decoding with the weights fed, as fast at one row and slower over several`);
       return undefined;

@@ -2,6 +2,7 @@
 // reading: every artifact Turnwise writes survives a crash mid-write (temp + fsync + rename),
 // and a path of the wrong kind is refused with a message that names it.
 import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import { TurnwiseError } from './errors';
 import { escapeControlChars } from './text';
@@ -13,6 +14,11 @@ let tmpCounter = 0;
  * on its path is a file, or the nearest existing folder is not writable. Checked before work
  * starts, so a long run does not end in a raw ENOTDIR/EISDIR/EACCES on a temp file.
  */
+/** ~/.cache/turnwise/<part> (XDG_CACHE_HOME respected): where Turnwise keeps what it can make again. */
+export function turnwiseCacheDir(part: string): string {
+  return path.join(process.env.XDG_CACHE_HOME || path.join(os.homedir(), '.cache'), 'turnwise', part);
+}
+
 export function outputPathProblem(file: string): string | undefined {
   const target = path.resolve(file);
   let st: fs.Stats | undefined;

@@ -309,6 +309,7 @@ export class OnnxSession {
       }
       if (p !== 'cpu' && unavailable.has(p)) continue;
       try {
+        // Two calls, one per overload of create (a path, the bytes): TypeScript picks an overload by the argument's type.
         const session = typeof model === 'string' ? await ort.InferenceSession.create(model, ortOptions(p, settings)) : await ort.InferenceSession.create(model, ortOptions(p, settings));
         return new OnnxSession(session, p);
       } catch (e) {

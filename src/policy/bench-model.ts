@@ -16,7 +16,6 @@ import { findResource } from '../core/resources';
 import { ort, type SessionSettings } from '../onnx';
 import { loadCheckpoint } from './checkpoint';
 import { headDim, parameterCount, paramSpecs, type ModelConfig } from './config';
-import { fromGraphLayout } from './graphs';
 import { writeModelFolder } from './hf';
 import { initAdapter, LORA_MODULES, type LoraConfig } from './lora';
 import { Policy } from './policy';
@@ -507,7 +506,7 @@ export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult
     let fed: BenchModelResult['decode_fed'] = null;
     if (packed) {
       log('decode with the weights fed, for comparison…');
-      const fedPolicy = new Policy({ config, tensors: fromGraphLayout(config, new Map(Object.entries(policy.baseFeeds()).map(([k, t]) => [k, t.data as Float32Array]))) }, undefined, { ...settings, packDecodeWeights: false });
+      const fedPolicy = new Policy(policy.baseWeights(), undefined, { ...settings, packDecodeWeights: false });
       try {
         const fctx = fedPolicy.newSequence(ctx.tokens);
         await fedPolicy.extend([{ seq: fctx }]);

@@ -2,13 +2,13 @@
 // caches (episodes whose conversations grow turn by turn, see sequences.ts), and seeded sampling
 // with temperature and top-p that returns token ids and their log-probs.
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { SessionCache, toModelProto, type ExternalTensor, type HostTensor, type OnnxSession, type SessionSettings } from '../onnx';
 import { TurnwiseError } from '../core/errors';
+import { turnwiseCacheDir } from '../core/fs';
 import { headDim, type ModelConfig } from './config';
 import { PACK_MIN_WEIGHT_BYTES } from './memory';
-import { buildDecodeLoopGraph, buildStepGraph, loraGraphSpecs, loraToGraphLayout, MASKED, SCORE_CHUNK_ROWS, weightFeeds, type LoraShape, type ProductForm, type StepLogits } from './graphs';
+import { buildDecodeLoopGraph, buildStepGraph, fromGraphLayout, loraGraphSpecs, loraToGraphLayout, MASKED, SCORE_CHUNK_ROWS, weightFeeds, type LoraShape, type ProductForm, type StepLogits } from './graphs';
 import type { LoraAdapter } from './lora';
 import { checkTokenIds, gatherSequences, newKvCache, scatterSequences, Sequence, type KvCache } from './sequences';
 import type { PolicyTokenizer } from './tokenizer';
@@ -278,7 +278,7 @@ let exitHookSet = false;
  * exit hook).
  */
 function newPackedDir(): string {
-  const root = path.join(process.env.XDG_CACHE_HOME || path.join(os.homedir(), '.cache'), 'turnwise', 'packed');
+  const root = turnwiseCacheDir('packed');
   fs.mkdirSync(root, { recursive: true });
   for (const name of fs.readdirSync(root)) {
     const pid = Number(/^(\d+)-/.exec(name)?.[1]);
@@ -458,6 +458,11 @@ export class Policy {
    */
   baseFeeds(): Record<string, HostTensor> {
     return Object.fromEntries(Object.entries(this.feeds).filter(([k]) => !k.startsWith('base_model.')));
+  }
+
+  /** The base weights as PolicyWeights over the same arrays (the graphs take the Hugging Face layout: nothing is copied). */
+  baseWeights(): PolicyWeights {
+    return { config: this.config, tensors: fromGraphLayout(this.config, new Map(Object.entries(this.baseFeeds()).map(([k, t]) => [k, t.data as Float32Array]))) };
   }
 
   /** The adapter's feeds (PEFT names), none without one. */

@@ -8,7 +8,7 @@ import { loadCheckpoint, saveCheckpoint, zeroOptimizerState, type OptimizerState
 import type { ModelConfig } from './config';
 import { Policy, type GeneratedRow, type SampleRequest } from './policy';
 import type { Sequence } from './sequences';
-import { fromGraphLayout, SCORING_ROWS_PER_RUN } from './graphs';
+import { SCORING_ROWS_PER_RUN } from './graphs';
 import { PolicyTrainer, type StepMetrics } from './trainer';
 import { initAdapter, saveAdapter, zeroAdapterOptimizer, type LoraAdapter, type LoraConfig } from './lora';
 import type { PolicyWeights } from './weights';
@@ -130,9 +130,7 @@ export class TrainablePolicy implements PolicyService {
   }
 
   private get start(): PolicyWeights {
-    if (this.held) return this.held;
-    const graph = new Map(Object.entries(this.policy.baseFeeds()).map(([k, t]) => [k, t.data as Float32Array]));
-    return { config: this.config, tensors: fromGraphLayout(this.config, graph) };
+    return this.held ?? this.policy.baseWeights();
   }
 
   /**

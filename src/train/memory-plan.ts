@@ -8,7 +8,7 @@ import { OBS_PROMPT_CHARS } from '../agent/prompt';
 import type { Check } from '../core/doctor';
 import { TurnwiseError } from '../core/errors';
 import { adapterBaseDir } from '../policy/checkpoint';
-import { parseModelConfig, type ModelConfig } from '../policy/config';
+import { parameterCount, parseModelConfig, type ModelConfig } from '../policy/config';
 import { parseLoraConfig } from '../policy/lora';
 import { assertPlanFits, autoUpdateTokens, availableDeviceMemory, availableMemory, formatMemoryPlan, PACK_MIN_WEIGHT_BYTES, planMemory, type MemoryPlan, type MemoryPlanInput } from '../policy/memory';
 import { resolveTrainConfig, type TrainConfig } from './config';
@@ -50,7 +50,7 @@ export function runMemoryPlan(c: RunPlanConfig, model: ModelConfig, env: NodeJS.
   const limit = availableMemory(env);
   const plain = planInput(c, model);
   const setting = c.packDecodeWeights ?? 'auto';
-  const packable = plain.provider === 'cpu' && setting !== 'off' && (setting === 'on' || planMemory({ ...plain, updateTokensPerStep: 1 }).parameters * 4 >= PACK_MIN_WEIGHT_BYTES);
+  const packable = plain.provider === 'cpu' && setting !== 'off' && (setting === 'on' || parameterCount(model) * 4 >= PACK_MIN_WEIGHT_BYTES);
   // The cap is chosen without the packed copy, which is released while an update runs.
   const updateTokens = c.updateTokensPerStep > 0 ? c.updateTokensPerStep : autoUpdateTokens(plain, limit.bytes);
   const packed = packable ? planMemory({ ...plain, packedDecode: true, updateTokensPerStep: updateTokens }) : undefined;

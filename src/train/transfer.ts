@@ -10,10 +10,10 @@ import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as https from 'node:https';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { promisify } from 'node:util';
 import { TurnwiseError } from '../core/errors';
+import { turnwiseCacheDir } from '../core/fs';
 import type { RunEvent } from '../core/events';
 import { RunDir } from '../core/run';
 import type { Trajectory } from '../core/schema';
@@ -43,7 +43,7 @@ export const DEBIAN_ARCHIVE = 'https://deb.debian.org/debian';
 
 /** ~/.cache/turnwise/transfer (XDG_CACHE_HOME respected). */
 export function transferCacheDir(): string {
-  return path.join(process.env.XDG_CACHE_HOME || path.join(os.homedir(), '.cache'), 'turnwise', 'transfer');
+  return turnwiseCacheDir('transfer');
 }
 
 /** The panel's repositories named by `names` (all when empty), in the panel's order; unknown names refused. */

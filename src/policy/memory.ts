@@ -113,7 +113,7 @@ export function planMemory(input: MemoryPlanInput): MemoryPlan {
   const dev: 'host' | 'device' = input.provider === 'cpu' ? 'host' : 'device';
   const parts: MemoryPart[] = [];
   const amount = (x: number) => (x >= 1e9 ? `${(x / 1e9).toFixed(2)}G` : `${(x / 1e6).toFixed(1)}M`);
-  parts.push({ name: 'weights', bytes: P * F32, where: 'host', detail: `${amount(P)} parameters as float32, held once (the loaded arrays) and fed to every session` });
+  parts.push({ name: 'weights', bytes: P * F32, where: 'host', detail: `${amount(P)} parameters as float32, held once (the loaded arrays) and fed to every session${full.packedDecode ? ' but the packed decode step' : ''}` });
   // Counted beside everything else, though released during each update: the plan stays an upper bound.
   // A tied embedding is read by the lookup as it is and by the head packed: held twice.
   const tied = c.tie_word_embeddings ? c.vocab_size * c.hidden_size : 0;
@@ -177,15 +177,18 @@ export function availableDeviceMemory(env: NodeJS.ProcessEnv = process.env): num
 
 const mb = (x: number) => `${Math.round(x / MB).toLocaleString('en-US')} MB`;
 
+/** Width of the plan's first column: its longest part name ('packed decode weights'). */
+const NAME_WIDTH = 21;
+
 /** The plan as lines for a terminal or an editor panel. */
 export function formatMemoryPlan(p: MemoryPlan, limit?: number): string[] {
   const i = p.input;
   const lines = [
     `memory plan (${i.provider}, ${i.lora ? `LoRA r ${i.lora.r}` : 'full training'}, ${i.episodes} episodes in flight × ${i.context} tokens, update micro-batches of ${p.microBatch.rows} row${p.microBatch.rows > 1 ? 's' : ''} = ${p.microBatch.tokens} tokens):`,
-    ...p.parts.map((x) => `  ${x.name.padEnd(20)} ${mb(x.bytes).padStart(10)}  ${x.where === 'device' ? '[device] ' : ''}${x.detail}`),
-    `  ${'host total'.padEnd(20)} ${mb(p.host).padStart(10)}${limit !== undefined ? ` of ${mb(limit)}` : ''}`,
+    ...p.parts.map((x) => `  ${x.name.padEnd(NAME_WIDTH)} ${mb(x.bytes).padStart(10)}  ${x.where === 'device' ? '[device] ' : ''}${x.detail}`),
+    `  ${'host total'.padEnd(NAME_WIDTH)} ${mb(p.host).padStart(10)}${limit !== undefined ? ` of ${mb(limit)}` : ''}`,
   ];
-  if (p.device > 0) lines.push(`  ${'device total'.padEnd(20)} ${mb(p.device).padStart(10)}`);
+  if (p.device > 0) lines.push(`  ${'device total'.padEnd(NAME_WIDTH)} ${mb(p.device).padStart(10)}`);
   return lines;
 }
 

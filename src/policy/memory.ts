@@ -151,6 +151,32 @@ export function planMemory(input: MemoryPlanInput): MemoryPlan {
   return { input: full, parameters: P, adapterParameters: A, microBatch: { rows, tokens }, parts, host: sum('host'), device: sum('device') };
 }
 
+/**
+ * Whether a policy that only samples (an evaluation, a server) packs its CPU decode weights.
+ * `on` and `off` as set; `auto` packs PACK_MIN_WEIGHT_BYTES of float32 weights or more where the
+ * weights, their packed copy (a tied embedding in it twice), the KV caches of `episodes` sequences
+ * of `context` tokens and the runtime fit `limit`: nothing else is held there, as no update runs.
+ * `note` says why a model the size rule would pack decodes with its weights fed.
+ */
+export function samplingPacksWeights(
+  setting: 'auto' | 'on' | 'off',
+  provider: string,
+  c: ModelConfig,
+  load: { episodes: number; context: number },
+  limit: { bytes: number; source: string },
+): { pack: boolean; note?: string } {
+  // 'auto' may still land on the CPU; the Policy ignores packing on a GPU provider either way.
+  if (provider === 'cuda' || provider === 'webgpu' || setting === 'off') return { pack: false };
+  if (setting === 'on') return { pack: true };
+  const P = paramSpecs(c).reduce((s, p) => s + count(p.shape), 0);
+  if (P * F32 < PACK_MIN_WEIGHT_BYTES) return { pack: false };
+  const tied = c.tie_word_embeddings ? c.vocab_size * c.hidden_size : 0;
+  const kv = 3 * load.episodes * Math.min(load.context, c.max_position_embeddings) * 2 * c.num_hidden_layers * c.num_key_value_heads * headDim(c);
+  const need = (2 * P + tied + kv) * F32 + RUNTIME_BYTES;
+  if (need <= limit.bytes) return { pack: true };
+  return { pack: false, note: `decoding with the weights fed: packing them would take ${mb(need)} with ${load.episodes} sequence${load.episodes === 1 ? '' : 's'} of ${load.context.toLocaleString('en-US')} tokens, over the ${mb(limit.bytes)} of ${limit.source}` };
+}
+
 /** Memory a run may use: TURNWISE_MEMORY_LIMIT_MB when set, else what the machine has available (MemAvailable) plus this process's own. */
 export function availableMemory(env: NodeJS.ProcessEnv = process.env): { bytes: number; source: string } {
   const set = env.TURNWISE_MEMORY_LIMIT_MB;

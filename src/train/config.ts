@@ -136,7 +136,8 @@ export interface TrainConfig {
   /**
    * Whether CPU decode steps hold the weights packed in their session (a second copy of the
    * weights while sampling, faster over several episodes; policy/policy.ts). `auto`: for 256 MB
-   * of weights or more, where the run's memory plan with the copy fits.
+   * of weights or more, where the run's memory plan with the copy fits (an evaluation's: the
+   * weights twice, its episodes' caches and the runtime).
    */
   packDecodeWeights: 'auto' | 'on' | 'off';
   /** Docker engine host (empty: DOCKER_HOST or the local socket). */

@@ -10,8 +10,8 @@ import { TurnwiseError } from '../core/errors';
 import { adapterBaseDir } from '../policy/checkpoint';
 import { parameterCount, parseModelConfig, type ModelConfig } from '../policy/config';
 import { parseLoraConfig } from '../policy/lora';
-import { assertPlanFits, autoUpdateTokens, availableDeviceMemory, availableMemory, formatMemoryPlan, PACK_MIN_WEIGHT_BYTES, planMemory, type MemoryPlan, type MemoryPlanInput } from '../policy/memory';
-import { resolveTrainConfig, type TrainConfig } from './config';
+import { assertPlanFits, autoUpdateTokens, availableDeviceMemory, availableMemory, formatMemoryPlan, PACK_MIN_WEIGHT_BYTES, planMemory, samplingPacksWeights, type MemoryPlan, type MemoryPlanInput } from '../policy/memory';
+import { resolveTrainConfig, TRAIN_DEFAULTS, type TrainConfig } from './config';
 import { embeddedModelDir } from './embedded';
 
 /** Tokens of a task's prompt in the estimate of an episode's length. */
@@ -63,6 +63,25 @@ export function assertRunFits(c: RunPlanConfig, model: ModelConfig, env: NodeJS.
   const r = runMemoryPlan(c, model, env);
   assertPlanFits(r.plan, r.limit, availableDeviceMemory(env));
   return r;
+}
+
+/**
+ * Whether a process that samples from the model in `dir` and trains nothing (an evaluation) packs
+ * its CPU decode weights: the config's packDecodeWeights, `auto` by what its episodes hold
+ * (samplingPacksWeights, against TURNWISE_MEMORY_LIMIT_MB or the machine's memory); `log` gets why
+ * a model the size rule would pack is fed.
+ */
+export function samplingPacksFolder(
+  dir: string,
+  c: Pick<TrainConfig, 'executionProvider' | 'maxActionTokens' | 'concurrency'> & Partial<Pick<TrainConfig, 'packDecodeWeights' | 'maxTurns'>>,
+  log?: (m: string) => void,
+  env: NodeJS.ProcessEnv = process.env,
+): boolean {
+  const model = folderModel(dir).config;
+  const context = runContextTokens({ maxTurns: c.maxTurns ?? TRAIN_DEFAULTS.maxTurns, maxActionTokens: c.maxActionTokens }, model);
+  const d = samplingPacksWeights(c.packDecodeWeights ?? 'auto', c.executionProvider, model, { episodes: c.concurrency, context }, availableMemory(env));
+  if (d.note) log?.(d.note);
+  return d.pack;
 }
 
 /** A model folder's config.json (an adapter folder's: its base's, and its own LoRA block), read without the weights. */

@@ -18,6 +18,7 @@ import { SandboxPool, type PoolSnapshot } from '../sandbox';
 import { collectOriginals, type ScoringOriginals } from '../tasks/testfiles';
 import { chatCodec, type ChatCodec } from './chat';
 import { commandSlotCount, connectRunPool, poolSettings, type TrainConfig } from './config';
+import { samplingPacksFolder } from './memory-plan';
 import { assertWorkspaceNames } from './resume';
 import { PolicyActionModel } from './model';
 import { ChatActionModel } from './chat-model';
@@ -60,9 +61,14 @@ export async function openRig(o: {
   config: Pick<
     TrainConfig,
     'dockerHost' | 'dockerHosts' | 'sandboxMemoryMb' | 'sandboxCpus' | 'sandboxPids' | 'sandboxImage' | 'executionProvider' | 'maxActionTokens' | 'temperature' | 'topP' | 'concurrency' | 'cacheObservations' | 'commandConcurrency'
-  >;
+  > &
+    Partial<Pick<TrainConfig, 'packDecodeWeights' | 'maxTurns'>>;
   pool?: SandboxPool;
-  /** Whether CPU decode steps pack the weights (SessionSettings.packDecodeWeights; the run's memory plan decides). Default: by the weights' size. */
+  /**
+   * Whether CPU decode steps pack the weights (SessionSettings.packDecodeWeights): a training run's
+   * memory plan decides. Default: the config's packDecodeWeights, `auto` by what sampling alone
+   * holds (samplingPacksFolder).
+   */
   packDecodeWeights?: boolean;
   onLog?: (m: string) => void;
 }): Promise<Rig> {
@@ -75,7 +81,7 @@ export async function openRig(o: {
   try {
     const snapshot = await pool.snapshot(o.workspace, { language: o.language, ...(ps.baseImage ? { baseImage: ps.baseImage } : {}) });
     pool.warm(snapshot, Math.min(o.config.concurrency, 8));
-    const info = await (policy as PolicyWorker).loadCheckpoint(o.checkpoint, { provider: o.config.executionProvider, ...(o.packDecodeWeights !== undefined ? { packDecodeWeights: o.packDecodeWeights } : {}) }, { ...(o.referenceDir ? { referenceDir: o.referenceDir } : {}), ...(o.lora ? { lora: o.lora } : {}), ...(o.loraDropoutSeed !== undefined ? { loraDropoutSeed: o.loraDropoutSeed } : {}) });
+    const info = await (policy as PolicyWorker).loadCheckpoint(o.checkpoint, { provider: o.config.executionProvider, packDecodeWeights: o.packDecodeWeights ?? samplingPacksFolder(o.checkpoint, o.config, o.onLog) }, { ...(o.referenceDir ? { referenceDir: o.referenceDir } : {}), ...(o.lora ? { lora: o.lora } : {}), ...(o.loraDropoutSeed !== undefined ? { loraDropoutSeed: o.loraDropoutSeed } : {}) });
     if (!info.tokenizerJson) throw new TurnwiseError('invalid-file', `${o.checkpoint} has no tokenizer.json`, { hint: 'use a checkpoint written by Turnwise or a Hugging Face model folder' });
     const tokenizer = loadTokenizer(info.tokenizerJson, info.tokenizerConfig);
     const contextTokens = info.config.max_position_embeddings;

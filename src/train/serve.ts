@@ -21,6 +21,7 @@ import { ChatTemplate, templateTokens, type ChatMessage } from '../agent/chat-te
 import { loadCheckpoint } from '../policy/checkpoint';
 import { chatTemplateOf } from '../policy/hf';
 import { loadAdapter } from '../policy/lora';
+import { availableMemory, samplingPacksWeights } from '../policy/memory';
 import { Policy, type SampleRequest, type TokenLogprob } from '../policy/policy';
 import type { SessionSettings } from '../onnx';
 
@@ -45,6 +46,12 @@ export interface ServeOptions {
   batchWaitMs?: number;
   /** Largest batch (default 8). */
   maxBatch?: number;
+  /**
+   * Whether CPU decode steps hold the weights packed (a second copy, faster batches): `auto`
+   * (default) where a full batch of sequences of twice the token cap fits the memory beside it
+   * (samplingPacksWeights). `settings.packDecodeWeights`, when set, wins.
+   */
+  packDecodeWeights?: 'auto' | 'on' | 'off';
   settings?: SessionSettings;
 }
 
@@ -129,7 +136,15 @@ const num = (v: unknown, name: string, lo: number, hi: number, integer = false):
 export async function startServer(o: ServeOptions): Promise<RunningServer> {
   const ck = loadCheckpoint(o.model, { optimizer: false });
   const adapter = o.adapter ? loadAdapter(o.adapter, ck.weights.config) : ck.adapter;
-  const policy = new Policy(ck.weights, ck.tokenizer, o.settings ?? {}, adapter);
+  const cap = o.maxTokensCap ?? 2048;
+  const settings = o.settings ?? {};
+  let pack = settings.packDecodeWeights;
+  if (pack === undefined) {
+    const d = samplingPacksWeights(o.packDecodeWeights ?? 'auto', settings.provider ?? 'cpu', ck.weights.config, { episodes: o.maxBatch ?? 8, context: 2 * cap }, availableMemory());
+    if (d.note) settings.onWarning?.(d.note);
+    pack = d.pack;
+  }
+  const policy = new Policy(ck.weights, ck.tokenizer, { ...settings, packDecodeWeights: pack }, adapter);
   const tok = ck.tokenizer;
   const found = chatTemplateOf(ck.dir, ck.tokenizerConfig);
   const template = found ? new ChatTemplate(found.template, found.source, templateTokens(ck.tokenizerConfig)) : undefined;
@@ -150,7 +165,6 @@ export async function startServer(o: ServeOptions): Promise<RunningServer> {
   const created = Math.floor(Date.now() / 1000);
   const maxBytes = o.maxRequestBytes ?? 1024 * 1024;
   const maxQueued = o.maxQueued ?? 64;
-  const cap = o.maxTokensCap ?? 2048;
   let queue: Job[] = [];
   let running = false;
   let timer: NodeJS.Timeout | undefined;

@@ -6,8 +6,8 @@ import { numberInRange, requireString, UsageError, valueOptions, type CliCommand
 export const serveCommand: CliCommand = {
   name: 'serve',
   summary: 'serve a model (and a LoRA adapter) over the OpenAI-compatible API: /v1/models, /v1/chat/completions, /v1/completions',
-  usage: '--model DIR [--adapter DIR] [--host 127.0.0.1] [--port 8000] [--name ID] [--token-env VAR] [--max-request-kb 1024] [--json]',
-  options: valueOptions('model', 'adapter', 'host', 'port', 'name', 'token-env', 'max-request-kb'),
+  usage: '--model DIR [--adapter DIR] [--host 127.0.0.1] [--port 8000] [--name ID] [--token-env VAR] [--max-request-kb 1024] [--pack-decode-weights auto|on|off] [--json]',
+  options: valueOptions('model', 'adapter', 'host', 'port', 'name', 'token-env', 'max-request-kb', 'pack-decode-weights'),
   async run(args, io) {
     const port = numberInRange(args, 'port', 8000, { min: 0, max: 65535, integer: true });
     const kb = numberInRange(args, 'max-request-kb', 1024, { min: 1, max: 1024 * 1024, integer: true });
@@ -15,6 +15,8 @@ export const serveCommand: CliCommand = {
     const tokenVar = args.values['token-env'] as string | undefined;
     const token = tokenVar ? process.env[tokenVar] : undefined;
     if (tokenVar && !token) throw new UsageError(`--token-env ${tokenVar}: that environment variable is not set`);
+    const pack = args.values['pack-decode-weights'];
+    if (pack !== undefined && pack !== 'auto' && pack !== 'on' && pack !== 'off') throw new UsageError(`--pack-decode-weights is auto, on or off, got ${JSON.stringify(pack)}`);
     const s = await startServer({
       model: requireString(args, 'model'),
       ...(typeof args.values.adapter === 'string' ? { adapter: args.values.adapter } : {}),
@@ -23,6 +25,7 @@ export const serveCommand: CliCommand = {
       ...(typeof args.values.name === 'string' ? { name: args.values.name } : {}),
       ...(token ? { token } : {}),
       maxRequestBytes: kb * 1024,
+      ...(pack !== undefined ? { packDecodeWeights: pack } : {}),
       settings: { onWarning: (m) => io.err(`warning: ${m}`) },
     });
     io.out(io.json ? JSON.stringify({ ok: true, url: s.url }) : `serving on ${s.url}/v1 (Ctrl-C stops)`);

@@ -2,12 +2,14 @@
 // bound an update's token cap puts on that peak, and the refusal of a plan over a limit.
 import * as assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import { TurnwiseError } from '../../../src/core/errors';
 import { TURNWISE_TINY, type ModelConfig } from '../../../src/policy/config';
 import { BENCH_SHAPES } from '../../../src/policy/bench-model';
-import { assertPlanFits, autoUpdateTokens, availableMemory, formatMemoryPlan, PACK_MIN_WEIGHT_BYTES, planMemory } from '../../../src/policy/memory';
-import { runMemoryPlan, type RunPlanConfig } from '../../../src/train/memory-plan';
+import { assertPlanFits, autoUpdateTokens, availableMemory, formatMemoryPlan, PACK_MIN_WEIGHT_BYTES, planMemory, samplingPacksWeights } from '../../../src/policy/memory';
+import { runMemoryPlan, samplingPacksFolder, type RunPlanConfig } from '../../../src/train/memory-plan';
 
 const FIXTURE = path.join(__dirname, 'fixtures', 'memory-run.ts');
 const MB = 1024 ** 2;
@@ -129,6 +131,51 @@ describe('policy/memory: the memory plan of a run', function () {
     const forced = runMemoryPlan({ ...run, packDecodeWeights: 'on' }, QWEN_05B, { TURNWISE_MEMORY_LIMIT_MB: String(Math.floor(between)) });
     assert.equal(forced.packDecodeWeights, true);
     assert.throws(() => assertPlanFits(forced.plan, forced.limit), (e: TurnwiseError) => /"packDecodeWeights": "off"/.test(e.hint!));
+  });
+
+  it('a policy that only samples packs where the weights twice, its caches and the runtime fit; the setting overrides, a GPU provider never packs', () => {
+    const load = { episodes: 8, context: 4096 };
+    const limit = (mb: number) => ({ bytes: mb * MB, source: 'the test' });
+    const roomy = samplingPacksWeights('auto', 'cpu', QWEN_05B, load, limit(64 * 1024));
+    assert.deepEqual(roomy, { pack: true });
+    // What a sampling process holds: the weights, the packed copy (a tied embedding twice), 8 × 4,096 tokens of caches, the runtime.
+    const P = planMemory({ config: QWEN_05B, provider: 'cpu', updateTokensPerStep: 1024, episodes: 1 }).parameters;
+    const kv = planMemory({ config: QWEN_05B, provider: 'cpu', updateTokensPerStep: 4096, context: 4096, episodes: 8 }).parts.find((x) => x.name === 'KV caches')!.bytes;
+    const need = (2 * P + QWEN_05B.vocab_size * QWEN_05B.hidden_size) * 4 + kv + 320 * MB;
+    assert.equal(samplingPacksWeights('auto', 'cpu', QWEN_05B, load, { bytes: need, source: 'x' }).pack, true);
+    const tight = samplingPacksWeights('auto', 'cpu', QWEN_05B, load, limit(Math.floor(need / MB) - 1));
+    assert.equal(tight.pack, false);
+    assert.match(tight.note!, /decoding with the weights fed: packing them would take [\d,]+ MB with 8 sequences of 4,096 tokens, over the [\d,]+ MB of the test/);
+    // Longer sequences hold more: the same memory no longer fits them.
+    assert.equal(samplingPacksWeights('auto', 'cpu', QWEN_05B, { episodes: 8, context: 16_384 }, { bytes: need, source: 'x' }).pack, false);
+    assert.equal(samplingPacksWeights('auto', 'auto', QWEN_05B, load, limit(64 * 1024)).pack, true, "'auto' may land on the CPU");
+    for (const provider of ['cuda', 'webgpu']) assert.equal(samplingPacksWeights('on', provider, QWEN_05B, load, limit(64 * 1024)).pack, false, provider);
+    assert.equal(samplingPacksWeights('off', 'cpu', QWEN_05B, load, limit(64 * 1024)).pack, false);
+    assert.deepEqual(samplingPacksWeights('auto', 'cpu', TURNWISE_TINY, load, limit(64 * 1024)), { pack: false }, 'below the size that gains: no note');
+    assert.equal(samplingPacksWeights('on', 'cpu', TURNWISE_TINY, load, limit(1)).pack, true, 'on packs whatever the size and memory');
+  });
+
+  it('an evaluation of a model folder packs by its config\'s setting and, on auto, by what its episodes hold', () => {
+    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-sampling-pack-'));
+    try {
+      // Only config.json is read: a 0.5B shape without its weights.
+      fs.writeFileSync(path.join(tmp, 'config.json'), JSON.stringify(QWEN_05B));
+      const c = { executionProvider: 'cpu' as const, maxActionTokens: 128, concurrency: 4, maxTurns: 6 };
+      const logs: string[] = [];
+      const at = (mb: number, setting?: 'auto' | 'on' | 'off') => samplingPacksFolder(tmp, { ...c, ...(setting ? { packDecodeWeights: setting } : {}) }, (m) => logs.push(m), { TURNWISE_MEMORY_LIMIT_MB: String(mb) });
+      assert.equal(at(64 * 1024), true);
+      assert.equal(at(64 * 1024, 'off'), false, '"off" in the config is kept');
+      assert.deepEqual(logs, []);
+      assert.equal(at(2 * 1024), false, 'two copies of 2 GB of weights do not fit 2 GB');
+      assert.equal(logs.length, 1);
+      assert.match(logs[0], /packing them would take [\d,]+ MB with 4 sequences of [\d,]+ tokens, over the 2,048 MB of TURNWISE_MEMORY_LIMIT_MB/);
+      assert.equal(at(2 * 1024, 'on'), true);
+      const tiny = path.join(__dirname, '..', '..', '..', 'models', 'turnwise-tiny');
+      assert.equal(samplingPacksFolder(tiny, c, undefined, { TURNWISE_MEMORY_LIMIT_MB: '65536' }), false);
+      assert.equal(samplingPacksFolder(tiny, { ...c, packDecodeWeights: 'on' }, undefined, { TURNWISE_MEMORY_LIMIT_MB: '65536' }), true);
+    } finally {
+      fs.rmSync(tmp, { recursive: true, force: true });
+    }
   });
 
   it('updateTokensPerStep 0 picks the largest cap that fits; TURNWISE_MEMORY_LIMIT_MB sets the limit', () => {

@@ -76,6 +76,38 @@ describe('train/serve: the OpenAI-compatible server', function () {
     lp.forEach((t: { logprob: number }, i: number) => assert.ok(Math.abs(t.logprob - row.logprobs[i]) < 1e-4));
   });
 
+  it('packDecodeWeights: "on" holds the weights packed while serving (one folder, gone at close) and answers what fed weights answer; "off" and auto on a small model write none', async () => {
+    const cache = fs.mkdtempSync(path.join(tmp, 'cache-'));
+    const was = process.env.XDG_CACHE_HOME;
+    process.env.XDG_CACHE_HOME = cache;
+    const packedRoot = path.join(cache, 'turnwise', 'packed');
+    const folders = () => (fs.existsSync(packedRoot) ? fs.readdirSync(packedRoot).length : 0);
+    const body = { model: 'qwen-tiny', messages: [{ role: 'user', content: 'Fix it' }], max_tokens: 10, temperature: 0, logprobs: true };
+    try {
+      const replies: Record<string, { text: string; lp: number[]; folders: number }> = {};
+      for (const setting of ['on', 'off', 'auto'] as const) {
+        const s = await startServer({ model: dir, port: 0, packDecodeWeights: setting, settings: { provider: 'cpu' } });
+        try {
+          const r = await fetch(`${s.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+          assert.equal(r.status, 200);
+          const j = await r.json();
+          replies[setting] = { text: j.choices[0].message.content, lp: j.choices[0].logprobs.content.map((t: { logprob: number }) => t.logprob), folders: folders() };
+        } finally {
+          await s.close();
+        }
+        assert.equal(folders(), 0, `${setting}: nothing left after close`);
+      }
+      assert.equal(replies.on.folders, 1, 'on: the packed weights are held while serving');
+      assert.equal(replies.off.folders, 0);
+      assert.equal(replies.auto.folders, 0, 'auto: a model far below the size that gains is fed');
+      assert.equal(replies.on.text, replies.off.text);
+      replies.on.lp.forEach((lp, i) => assert.ok(Math.abs(lp - replies.off.lp[i]) < 1e-4, `token ${i}`));
+    } finally {
+      if (was === undefined) delete process.env.XDG_CACHE_HOME;
+      else process.env.XDG_CACHE_HOME = was;
+    }
+  });
+
   it('a reply sent back as an assistant message is read in the ids it was sampled as: the next prompt extends the conversation\'s ids', async () => {
     const system = 'You fix bugs.';
     const first = [{ role: 'system', content: system }, { role: 'user', content: 'task one' }];

@@ -7,7 +7,7 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import { TurnwiseError } from '../core/errors';
-import { headDim, paramSpecs, type ModelConfig } from './config';
+import { headDim, parameterCount, paramSpecs, type ModelConfig } from './config';
 import { SCORE_CHUNK_ROWS, SCORING_ROWS_PER_RUN as SCORING_ROWS } from './graphs';
 import { loraTargets, type LoraConfig } from './lora';
 import { LAYER_ACTIVATION_COUNTS, layerActivationValues, logitChunkRows, recomputeByDefault } from './training';
@@ -21,6 +21,16 @@ const MB = 1024 ** 2;
  * reading the weights (turnwise-tiny: 13 MB).
  */
 export const PACK_MIN_WEIGHT_BYTES = 256 * MB;
+
+/** The packed decode session's copy of the weights: all of them, a tied embedding twice (read by the lookup as it is, by the head packed). */
+function packedDecodeBytes(c: ModelConfig): number {
+  return (parameterCount(c) + (c.tie_word_embeddings ? c.vocab_size * c.hidden_size : 0)) * F32;
+}
+
+/** KV caches of `episodes` sequences of `context` tokens: each sequence's own, and the batched cache a decode step feeds and gets back. */
+function kvCacheBytes(c: ModelConfig, episodes: number, context: number): number {
+  return 3 * episodes * context * 2 * c.num_hidden_layers * c.num_key_value_heads * headDim(c) * F32;
+}
 
 /** What a plan is for. */
 export interface MemoryPlanInput {
@@ -115,9 +125,7 @@ export function planMemory(input: MemoryPlanInput): MemoryPlan {
   const amount = (x: number) => (x >= 1e9 ? `${(x / 1e9).toFixed(2)}G` : `${(x / 1e6).toFixed(1)}M`);
   parts.push({ name: 'weights', bytes: P * F32, where: 'host', detail: `${amount(P)} parameters as float32, held once (the loaded arrays) and fed to every session${full.packedDecode ? ' but the packed decode step' : ''}` });
   // Counted beside everything else, though released during each update: the plan stays an upper bound.
-  // A tied embedding is read by the lookup as it is and by the head packed: held twice.
-  const tied = c.tie_word_embeddings ? c.vocab_size * c.hidden_size : 0;
-  if (full.packedDecode) parts.push({ name: 'packed decode weights', bytes: (P + tied) * F32, where: 'host', detail: `the decode session's own copy, packed for the CPU's matrix kernel (while sampling)${tied ? '; the tied embedding twice' : ''}` });
+  if (full.packedDecode) parts.push({ name: 'packed decode weights', bytes: packedDecodeBytes(c), where: 'host', detail: `the decode session's own copy, packed for the CPU's matrix kernel (while sampling)${c.tie_word_embeddings ? '; the tied embedding twice' : ''}` });
   if (input.lora) {
     // Adapter, its AdamW moments, the step's new values of all three, and the summed gradient (in and out of the Loop).
     parts.push({ name: 'adapter + optimizer', bytes: 8 * A * F32, where: 'host', detail: `${(A / 1e6).toFixed(2)}M adapter values: adapter, 2 AdamW moments, their next values, gradient sums` });
@@ -126,9 +134,7 @@ export function planMemory(input: MemoryPlanInput): MemoryPlan {
     if (full.klReference) parts.push({ name: 'KL reference', bytes: P * F32, where: 'host', detail: 'the starting weights, for the KL term' });
   }
   parts.push({ name: 'update activations', bytes: activationValues(c, rows, context, input.lora) * F32, where: dev, detail: `one micro-batch: ${rows} row${rows > 1 ? 's' : ''} × ${context} tokens` });
-  const kvPerToken = 2 * c.num_hidden_layers * c.num_key_value_heads * headDim(c);
-  // A sequence's own cache, and the batched cache a decode step feeds and gets back.
-  parts.push({ name: 'KV caches', bytes: 3 * input.episodes * context * kvPerToken * F32, where: 'host', detail: `${input.episodes} episodes × ${context} tokens, kept per episode and batched per step` });
+  parts.push({ name: 'KV caches', bytes: kvCacheBytes(c, input.episodes, context), where: 'host', detail: `${input.episodes} episodes × ${context} tokens, kept per episode and batched per step` });
   // A prefill runs full causal attention: a layer's scores and probabilities, [rows, heads, T, T]
   // twice, plus a few hidden-sized values per token. The episodes' prefill returns the logits of
   // each row's last token; log-prob scoring (8 rows a run) runs the head over chunks of positions,
@@ -168,11 +174,9 @@ export function samplingPacksWeights(
   // 'auto' may still land on the CPU; the Policy ignores packing on a GPU provider either way.
   if (provider === 'cuda' || provider === 'webgpu' || setting === 'off') return { pack: false };
   if (setting === 'on') return { pack: true };
-  const P = paramSpecs(c).reduce((s, p) => s + count(p.shape), 0);
-  if (P * F32 < PACK_MIN_WEIGHT_BYTES) return { pack: false };
-  const tied = c.tie_word_embeddings ? c.vocab_size * c.hidden_size : 0;
-  const kv = 3 * load.episodes * Math.min(load.context, c.max_position_embeddings) * 2 * c.num_hidden_layers * c.num_key_value_heads * headDim(c);
-  const need = (2 * P + tied + kv) * F32 + RUNTIME_BYTES;
+  const weights = parameterCount(c) * F32;
+  if (weights < PACK_MIN_WEIGHT_BYTES) return { pack: false };
+  const need = weights + packedDecodeBytes(c) + kvCacheBytes(c, load.episodes, Math.min(load.context, c.max_position_embeddings)) + RUNTIME_BYTES;
   if (need <= limit.bytes) return { pack: true };
   return { pack: false, note: `decoding with the weights fed: packing them would take ${mb(need)} with ${load.episodes} sequence${load.episodes === 1 ? '' : 's'} of ${load.context.toLocaleString('en-US')} tokens, over the ${mb(limit.bytes)} of ${limit.source}` };
 }

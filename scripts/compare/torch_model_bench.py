@@ -19,8 +19,9 @@ go to stderr as "progress: ...".
 
     /usr/bin/python3 scripts/compare/torch_model_bench.py '{"dir": "...", "threads": 2, ...}'
 
-Run by `turnwise bench model` with OPENBLAS_NUM_THREADS=<threads> and one PyTorch thread (Debian's
-PyTorch calls OpenBLAS for matrix products; the two thread pools otherwise fight over the cores).
+Run by `turnwise bench model` with OPENBLAS_NUM_THREADS=<threads>. Debian's PyTorch calls
+OpenBLAS for matrix products, so it keeps one PyTorch thread (the two pools otherwise fight over
+the cores); a PyTorch on MKL (the x86-64 wheels) gets <threads> threads of its own.
 """
 import json
 import math
@@ -36,7 +37,12 @@ import torch.nn.functional as F
 
 A = json.loads(sys.argv[1])
 torch.manual_seed(A.get("seed", 0))
-torch.set_num_threads(1)
+# Debian's PyTorch (BLAS_INFO=generic) hands its matrix products to the system's BLAS, OpenBLAS,
+# whose own threads (OPENBLAS_NUM_THREADS) do the work: PyTorch's pool stays at one thread. The
+# x86-64 wheels (BLAS_INFO=mkl) run MKL on PyTorch's own pool, which then gets the threads.
+OWN_POOL = "BLAS_INFO=mkl" in torch.__config__.show()
+THREADS = int(A.get("threads") or os.environ.get("OPENBLAS_NUM_THREADS", "1"))
+torch.set_num_threads(THREADS if OWN_POOL else 1)
 DIR = A["dir"]
 
 
@@ -216,7 +222,7 @@ def rand_ids(*shape):
     return torch.randint(0, 256, shape)
 
 
-res = {"torch_version": torch.__version__, "threads": int(os.environ.get("OPENBLAS_NUM_THREADS", "1"))}
+res = {"torch_version": torch.__version__, "threads": THREADS, "blas": "torch" if OWN_POOL else "openblas"}
 with torch.no_grad():
     progress("loading the folder")
     reset_peak()

@@ -118,6 +118,8 @@ export const TINY_TEST_WORK: BenchModelWork = { prefillTokens: 32, contextTokens
 export interface TorchFigures {
   torch_version: string;
   threads: number;
+  /** Whose threads ran the matrix products: OpenBLAS's (Debian's PyTorch) or PyTorch's own pool (MKL). */
+  blas?: 'openblas' | 'torch';
   load_s: number;
   load_peak_rss_mb: number;
   prefill_tokens_per_s: number;
@@ -381,7 +383,8 @@ export function defaultPython(): string {
 
 /**
  * Runs the PyTorch side in a child process (python3, the script, one JSON argument; no shell).
- * OpenBLAS gets the cores and PyTorch's own pool one thread: the two otherwise fight over them.
+ * On Debian's PyTorch OpenBLAS gets the cores and PyTorch's own pool one thread (the two otherwise
+ * fight over them); a PyTorch on MKL gives its own pool the cores (the script decides).
  */
 export function runTorchScript(python: string, args: TorchArgs, onProgress?: (m: string) => void): Promise<TorchFigures> {
   const script = torchScriptPath();

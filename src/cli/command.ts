@@ -72,7 +72,7 @@ export function numberInRange(args: ParsedArgs, name: string, fallback: number, 
 export function oneOf<T extends string>(args: ParsedArgs, name: string, choices: readonly T[], fallback: T): T {
   const v = args.values[name];
   const s = typeof v === 'string' ? v : fallback;
-  if (!(choices as readonly string[]).includes(s)) throw new UsageError(`--${name} must be one of ${choices.join(', ')}`);
+  if (!(choices as readonly string[]).includes(s)) throw new UsageError(`--${name} must be one of ${choices.join(', ')}, got ${JSON.stringify(s)}`);
   return s as T;
 }
 

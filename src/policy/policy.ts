@@ -109,7 +109,11 @@ interface SamplePlan {
  * row may still take more than this many tokens (the copy then costs less than the rows saved).
  */
 const REGATHER_MIN_STEPS = 4;
-/** Decode steps per run on a GPU provider ('auto'): one copy of the weights to the device per 8 tokens. */
+/**
+ * Decode steps per run on a GPU provider ('auto'), in one ONNX Loop, meant to copy the weights to
+ * the device once per 8 tokens. Measured through WebGPU on an H200 it does not: a step costs the
+ * same in a Loop as in a run of its own (docs/experiments/2026-12-04-webgpu-h200.md).
+ */
 export const GPU_DECODE_STEPS_PER_RUN = 8;
 
 /** Log-softmax of one row in float64, with an optional temperature. */

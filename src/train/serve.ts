@@ -58,6 +58,8 @@ export interface ServeOptions {
 export interface RunningServer {
   url: string;
   port: number;
+  /** The execution provider the model runs on (the CPU's when the one asked for could not load). */
+  provider: Promise<string>;
   close(): Promise<void>;
 }
 
@@ -448,6 +450,9 @@ export async function startServer(o: ServeOptions): Promise<RunningServer> {
   return {
     url: `http://${host}:${addr.port}`,
     port: addr.port,
+    get provider() {
+      return policy.provider;
+    },
     close: async () => {
       if (timer) clearTimeout(timer);
       const closed = new Promise<void>((r) => server.close(() => r()));

@@ -2,12 +2,13 @@
 // a signal stops it.
 import { startServer } from '../../train/serve';
 import { numberInRange, requireString, UsageError, valueOptions, type CliCommand } from '../command';
+import { PROVIDER_USAGE, providerOption } from './options';
 
 export const serveCommand: CliCommand = {
   name: 'serve',
   summary: 'serve a model (and a LoRA adapter) over the OpenAI-compatible API: /v1/models, /v1/chat/completions, /v1/completions',
-  usage: '--model DIR [--adapter DIR] [--host 127.0.0.1] [--port 8000] [--name ID] [--token-env VAR] [--max-request-kb 1024] [--pack-decode-weights auto|on|off] [--json]',
-  options: valueOptions('model', 'adapter', 'host', 'port', 'name', 'token-env', 'max-request-kb', 'pack-decode-weights'),
+  usage: `--model DIR [--adapter DIR] [--host 127.0.0.1] [--port 8000] [--name ID] [--token-env VAR] [--max-request-kb 1024] [--pack-decode-weights auto|on|off] ${PROVIDER_USAGE} [--json]`,
+  options: valueOptions('model', 'adapter', 'host', 'port', 'name', 'token-env', 'max-request-kb', 'pack-decode-weights', 'provider'),
   async run(args, io) {
     const port = numberInRange(args, 'port', 8000, { min: 0, max: 65535, integer: true });
     const kb = numberInRange(args, 'max-request-kb', 1024, { min: 1, max: 1024 * 1024, integer: true });
@@ -26,9 +27,10 @@ export const serveCommand: CliCommand = {
       ...(token ? { token } : {}),
       maxRequestBytes: kb * 1024,
       ...(pack !== undefined ? { packDecodeWeights: pack } : {}),
-      settings: { onWarning: (m) => io.err(`warning: ${m}`) },
+      settings: { provider: providerOption(args), onWarning: (m) => io.err(`warning: ${m}`) },
     });
-    io.out(io.json ? JSON.stringify({ ok: true, url: s.url }) : `serving on ${s.url}/v1 (Ctrl-C stops)`);
+    const provider = await s.provider;
+    io.out(io.json ? JSON.stringify({ ok: true, url: s.url, provider }) : `serving ${s.url}/v1 on the ${provider} provider (Ctrl-C stops)`);
     await new Promise<void>((resolve) => {
       const stop = () => resolve();
       process.once('SIGINT', stop);

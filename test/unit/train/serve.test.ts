@@ -6,6 +6,7 @@
 // the text, concurrent requests answered from one batch, and the 4xx answers (auth, size,
 // malformed, unknown model or route).
 import * as assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -244,6 +245,38 @@ describe('train/serve: the OpenAI-compatible server', function () {
       const j = await r.json();
       assert.match(j.error.message, message);
       assert.equal(typeof j.error.type, 'string');
+    }
+  });
+
+  it('turnwise serve --provider: the start line names the provider the model runs on (the CPU, with a warning, when the one asked for cannot load); an unknown one is refused before the model loads', async () => {
+    const cli = path.join(__dirname, '..', '..', '..', 'src', 'cli', 'main.ts');
+    // No Vulkan driver for the server (and its provider probe): the machine may have an adapter.
+    const env = { ...process.env, VK_ICD_FILENAMES: '/nonexistent/icd.json', VK_DRIVER_FILES: '/nonexistent/icd.json' };
+    const bad = spawnSync(process.execPath, ['-r', 'tsx/cjs', cli, 'serve', '--model', path.join(tmp, 'missing'), '--provider', 'tpu'], { encoding: 'utf8', timeout: 60_000, env });
+    assert.equal(bad.status, 2, bad.stderr);
+    assert.match(bad.stderr, /--provider must be one of auto, cpu, cuda, webgpu, got "tpu"/);
+    for (const provider of ['cpu', 'webgpu']) {
+      const child = spawn(process.execPath, ['-r', 'tsx/cjs', cli, 'serve', '--model', dir, '--port', '0', '--provider', provider, '--json'], { env });
+      let out = '';
+      let err = '';
+      child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+      const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+      const line = await new Promise<string>((resolve, reject) => {
+        child.stdout.on('data', (d: Buffer) => {
+          out += d.toString();
+          if (out.includes('\n')) resolve(out.split('\n')[0]);
+        });
+        void exited.then((code) => reject(new Error(`serve exited ${code} before its start line: ${err}`)));
+      });
+      const started = JSON.parse(line) as { ok: boolean; url: string; provider: string };
+      assert.equal(started.ok, true);
+      assert.equal(started.provider, 'cpu', `--provider ${provider} runs on the CPU on a machine without a Vulkan driver`);
+      if (provider === 'webgpu') assert.match(err, /warning: the webgpu execution provider could not be loaded/);
+      else assert.doesNotMatch(err, /execution provider could not be loaded/);
+      const models = await (await fetch(`${started.url}/v1/models`)).json();
+      assert.equal(models.data.length, 1);
+      child.kill('SIGTERM');
+      assert.equal(await exited, 0, `SIGTERM stops the server cleanly: ${err}`);
     }
   });
 });

@@ -158,6 +158,17 @@ export function planMemory(input: MemoryPlanInput): MemoryPlan {
 }
 
 /**
+ * The size rule of decode-weight packing, before any memory check: never on a GPU provider (a
+ * provider of `auto` may still land on the CPU), `on` / `off` (true / false) as set, otherwise a
+ * model of PACK_MIN_WEIGHT_BYTES of float32 weights or more.
+ */
+export function packsDecodeWeights(setting: 'auto' | 'on' | 'off' | boolean | undefined, provider: string, weightBytes: number): boolean {
+  if (provider === 'cuda' || provider === 'webgpu') return false;
+  if (setting === 'on' || setting === 'off' || typeof setting === 'boolean') return setting === 'on' || setting === true;
+  return weightBytes >= PACK_MIN_WEIGHT_BYTES;
+}
+
+/**
  * Whether a policy that only samples (an evaluation, a server) packs its CPU decode weights.
  * `on` and `off` as set; `auto` packs PACK_MIN_WEIGHT_BYTES of float32 weights or more where the
  * weights, their packed copy (a tied embedding in it twice), the KV caches of `episodes` sequences
@@ -171,11 +182,9 @@ export function samplingPacksWeights(
   load: { episodes: number; context: number },
   limit: { bytes: number; source: string },
 ): { pack: boolean; note?: string } {
-  // 'auto' may still land on the CPU; the Policy ignores packing on a GPU provider either way.
-  if (provider === 'cuda' || provider === 'webgpu' || setting === 'off') return { pack: false };
-  if (setting === 'on') return { pack: true };
   const weights = parameterCount(c) * F32;
-  if (weights < PACK_MIN_WEIGHT_BYTES) return { pack: false };
+  if (!packsDecodeWeights(setting, provider, weights)) return { pack: false };
+  if (setting === 'on') return { pack: true };
   const need = weights + packedDecodeBytes(c) + kvCacheBytes(c, load.episodes, Math.min(load.context, c.max_position_embeddings)) + RUNTIME_BYTES;
   if (need <= limit.bytes) return { pack: true };
   return { pack: false, note: `decoding with the weights fed: packing them would take ${mb(need)} with ${load.episodes} sequence${load.episodes === 1 ? '' : 's'} of ${load.context.toLocaleString('en-US')} tokens, over the ${mb(limit.bytes)} of ${limit.source}` };

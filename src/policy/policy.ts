@@ -7,7 +7,7 @@ import { SessionCache, toModelProto, type ExternalTensor, type HostTensor, type 
 import { TurnwiseError } from '../core/errors';
 import { turnwiseCacheDir } from '../core/fs';
 import { headDim, type ModelConfig } from './config';
-import { PACK_MIN_WEIGHT_BYTES } from './memory';
+import { packsDecodeWeights } from './memory';
 import { buildDecodeLoopGraph, buildStepGraph, fromGraphLayout, loraGraphSpecs, loraToGraphLayout, MASKED, SCORE_CHUNK_ROWS, weightFeeds, type LoraShape, type ProductForm, type StepLogits } from './graphs';
 import type { LoraAdapter } from './lora';
 import { checkTokenIds, gatherSequences, newKvCache, scatterSequences, Sequence, type KvCache } from './sequences';
@@ -267,10 +267,7 @@ export function sampleToken(row: ArrayLike<number>, temperature: number, topP: n
   return { id, logprob: lp[id] };
 }
 
-/** Whether a policy with these settings, on this provider, with these float32 weight bytes packs its decode weights. */
-export function packsDecodeWeights(setting: boolean | undefined, provider: string, weightBytes: number): boolean {
-  return provider === 'cpu' && (setting ?? weightBytes >= PACK_MIN_WEIGHT_BYTES);
-}
+export { packsDecodeWeights } from './memory';
 
 /** Folders of packed weights this process has written: removed when their policy is disposed, or at exit. */
 const packedDirs = new Set<string>();

@@ -10,7 +10,7 @@ import { TurnwiseError } from '../core/errors';
 import { adapterBaseDir } from '../policy/checkpoint';
 import { parameterCount, parseModelConfig, type ModelConfig } from '../policy/config';
 import { parseLoraConfig } from '../policy/lora';
-import { assertPlanFits, autoUpdateTokens, availableDeviceMemory, availableMemory, formatMemoryPlan, PACK_MIN_WEIGHT_BYTES, planMemory, samplingPacksWeights, type MemoryPlan, type MemoryPlanInput } from '../policy/memory';
+import { assertPlanFits, autoUpdateTokens, availableDeviceMemory, availableMemory, formatMemoryPlan, packsDecodeWeights, planMemory, samplingPacksWeights, type MemoryPlan, type MemoryPlanInput } from '../policy/memory';
 import { resolveTrainConfig, TRAIN_DEFAULTS, type TrainConfig } from './config';
 import { embeddedModelDir } from './embedded';
 
@@ -50,7 +50,7 @@ export function runMemoryPlan(c: RunPlanConfig, model: ModelConfig, env: NodeJS.
   const limit = availableMemory(env);
   const plain = planInput(c, model);
   const setting = c.packDecodeWeights ?? 'auto';
-  const packable = plain.provider === 'cpu' && setting !== 'off' && (setting === 'on' || parameterCount(model) * 4 >= PACK_MIN_WEIGHT_BYTES);
+  const packable = packsDecodeWeights(setting, plain.provider, parameterCount(model) * 4);
   // The cap is chosen without the packed copy, which is released while an update runs.
   const updateTokens = c.updateTokensPerStep > 0 ? c.updateTokensPerStep : autoUpdateTokens(plain, limit.bytes);
   const packed = packable ? planMemory({ ...plain, packedDecode: true, updateTokensPerStep: updateTokens }) : undefined;

@@ -164,7 +164,8 @@ export function planMemory(input: MemoryPlanInput): MemoryPlan {
  */
 export function packsDecodeWeights(setting: 'auto' | 'on' | 'off' | boolean | undefined, provider: string, weightBytes: number): boolean {
   if (provider === 'cuda' || provider === 'webgpu') return false;
-  if (setting === 'on' || setting === 'off' || typeof setting === 'boolean') return setting === 'on' || setting === true;
+  if (setting === 'on' || setting === true) return true;
+  if (setting === 'off' || setting === false) return false;
   return weightBytes >= PACK_MIN_WEIGHT_BYTES;
 }
 

@@ -1,7 +1,6 @@
 // `turnwise policy init | inspect | logits | generate`: create, describe and sample the ONNX policy.
 import { TurnwiseError } from '../../core/errors';
 import { escapeControlChars } from '../../core/text';
-import { PROVIDER_SETTINGS, type ProviderSetting } from '../../onnx';
 import { initPolicyDir, loadPolicy, mergeAdapterFolder, type Policy } from '../../policy';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -11,7 +10,7 @@ import { parseLoraConfig } from '../../policy/lora';
 import { TRAIN_DEFAULTS } from '../../train/config';
 import { runMemoryPlan } from '../../train/memory-plan';
 import { flagOptions, numberInRange, requireString, seedOption, UsageError, valueOptions, type CliCommand, type CliIO, type ParsedArgs } from '../command';
-import { PROVIDER_USAGE } from './options';
+import { PROVIDER_USAGE, providerOption } from './options';
 
 /** `--adapter DIR`: a LoRA adapter folder (PEFT layout) on top of --model. */
 function adapterOption(args: ParsedArgs): { adapter?: string } {
@@ -19,15 +18,9 @@ function adapterOption(args: ParsedArgs): { adapter?: string } {
   return typeof a === 'string' ? { adapter: a } : {};
 }
 
-function provider(args: ParsedArgs): ProviderSetting {
-  const p = (args.values.provider as string | undefined) ?? 'auto';
-  if (!(PROVIDER_SETTINGS as readonly string[]).includes(p)) throw new UsageError(`--provider must be one of ${PROVIDER_SETTINGS.join(', ')}, got ${JSON.stringify(p)}`);
-  return p as ProviderSetting;
-}
-
 /** The policy of --model DIR [--adapter DIR] on --provider, for `use`; disposed after it. */
 async function withPolicy<T>(args: ParsedArgs, io: CliIO, use: (policy: Policy) => Promise<T>): Promise<T> {
-  const policy = loadPolicy(requireString(args, 'model'), { provider: provider(args), onWarning: (m) => io.err(`warning: ${m}`) }, adapterOption(args));
+  const policy = loadPolicy(requireString(args, 'model'), { provider: providerOption(args), onWarning: (m) => io.err(`warning: ${m}`) }, adapterOption(args));
   try {
     return await use(policy);
   } finally {

@@ -6,6 +6,7 @@ import * as path from 'node:path';
 import { TurnwiseError } from '../core/errors';
 import type { Language } from '../core/schema';
 import { listWorkspaceFiles as listSnapshotFiles } from '../sandbox/snapshot';
+import { pytestPluginsOf } from './pytest-config';
 
 /** Folders never scanned: dependencies, caches, build output, VCS data. */
 export const SKIP_DIRS = new Set([
@@ -228,7 +229,9 @@ export function runnerLoadedFiles(configs: ReadonlyMap<string, Buffer>, workspac
       // YAML lists in .mocharc.yml: `- ./setup.js` and `require: ./setup.js`.
       if (/\.ya?ml$/.test(name)) for (const m of text.matchAll(/(?:^\s*-\s*|:\s+)(\.{1,2}\/[^\s#'"]+)/gm)) add(base, m[1]);
     } else if (/^(\.?pytest\.ini|tox\.ini|setup\.cfg|pyproject\.toml)$/.test(name)) {
-      for (const m of text.matchAll(/(?:^|[\s'"])-p\s*['"]?([A-Za-z_][\w.]*)/gm)) addModule(base, m[1]);
+      // Only what pytest reads: the addopts of its own section. A `-p` elsewhere is another tool's
+      // (tox.ini's `[testenv] commands = mypy -p pkg` names the package under test, not a plugin).
+      for (const mod of pytestPluginsOf(rel, text)) addModule(base, mod);
     } else if (name === 'conftest.py') {
       for (const m of text.matchAll(/pytest_plugins\s*=\s*([\[(][^\])]*[\])]|['"][^'"]+['"])/g)) for (const q of m[1].matchAll(/['"]([A-Za-z_][\w.]*)['"]/g)) addModule(base, q[1]);
     }

@@ -11,7 +11,7 @@ import type { Sandbox } from '../sandbox/types';
 import { WORKSPACE_DIR } from '../sandbox/types';
 import { repeatedTurns } from '../core/repeats';
 import { computeReward, scoreEpisode, type RewardWeights } from '../tasks/reward';
-import { workspacePathProblem } from '../tasks/origin';
+import { HIDE_HISTORY_COMMAND, writeTaskBug } from '../tasks/pose';
 import type { ScoringOriginals } from '../tasks/testfiles';
 import { parseAction, type ParsedAction } from './action';
 import { chatFormatErrorObservation, chatObservation, chatSystemMessage, parseChatReply, type ChatReply } from './chat-format';
@@ -101,39 +101,13 @@ async function must(sb: Sandbox, command: string, what: string, timeoutMs = 60_0
 }
 
 /**
- * Writes a mutation task's bug into the workspace and makes it the repository's only commit,
- * so neither `git diff` nor the history shows the original; starts the edit tracker.
+ * Poses the task in the sandbox (tasks/pose.ts: a mutation task's bug written in, the history
+ * hidden) and starts the edit tracker, in one exec for both.
  */
 export async function prepareSandbox(sb: Sandbox, task: Task): Promise<{ tree: string }> {
-  if (task.mutation) {
-    const m = task.mutation;
-    // The file is written through the engine (as root, resolving links inside the container),
-    // so the task's path is checked here too, whatever read the task: relative, inside the
-    // workspace, and a regular file reached through real folders of the sandbox's own copy.
-    const bad = workspacePathProblem(m.file);
-    if (bad) throw new TurnwiseError('invalid-input', `task ${task.id}: mutation.file ${JSON.stringify(m.file)} ${bad}`, { hint: 'a task may only name files inside the workspace; check the task file with `turnwise tasks check`' });
-    const file = `${WORKSPACE_DIR}/${m.file}`;
-    const steps = m.file.split('/').map((_, i, parts) => shellQuote(`${WORKSPACE_DIR}/${parts.slice(0, i + 1).join('/')}`));
-    const linkFree = `for p in ${steps.join(' ')}; do if [ -L "$p" ]; then echo "$p is a symbolic link"; exit 3; fi; done; [ -f ${shellQuote(file)} ] || { echo ${shellQuote(`${file} is not a regular file`)}; exit 4; }`;
-    const r = await sb.exec(linkFree, { timeoutMs: 30_000 });
-    if (r.exitCode !== 0) {
-      throw new TurnwiseError('invalid-input', `task ${task.id}: ${m.file} cannot be mutated in the sandbox: ${(r.stdout || r.stderr).trim().slice(-200) || `exit ${r.exitCode}`}`, {
-        hint: 'a task may only name a regular file of the workspace, reached through real folders (no symbolic links)',
-      });
-    }
-    const original = (await sb.readFile(file)).toString('utf8');
-    if (original.slice(m.span.start, m.span.end) !== m.span.text) {
-      throw new TurnwiseError('invalid-input', `task ${task.id}: ${m.file} does not hold ${JSON.stringify(m.span.text)} at ${m.span.start}..${m.span.end}; the workspace changed since the task was made`, {
-        hint: 'synthesize the tasks again (`turnwise tasks synth`) for the current workspace',
-      });
-    }
-    await sb.writeFile(file, original.slice(0, m.span.start) + m.replacement + original.slice(m.span.end));
-  }
-  // A fresh repository holds only the mutated tree (no gc needed: the original blob never enters
-  // it); one exec with the edit tracker's start, since each exec costs a process round trip.
-  const hide = 'rm -rf .git && git init -q && git add -A -f . && git commit -q --no-verify -m "workspace"';
+  await writeTaskBug(sb, task);
   const track = `${TRACK} init -q && ${TRACK} add -A -f . && ${TRACK} commit -q --no-verify --allow-empty -m base && touch ${START_MARK} && ${TRACK} rev-parse 'HEAD^{tree}'`;
-  const out = await must(sb, task.mutation ? `${hide} && ${track}` : track, task.mutation ? 'hiding the task from git and starting the edit tracker' : 'starting the edit tracker');
+  const out = await must(sb, task.mutation ? `${HIDE_HISTORY_COMMAND} && ${track}` : track, task.mutation ? 'hiding the task from git and starting the edit tracker' : 'starting the edit tracker');
   return { tree: treeId(out) };
 }
 

@@ -4,6 +4,7 @@
 import { TurnwiseError } from '../core/errors';
 import type { ReportFormat } from '../core/schema';
 import { parseXml, XmlError, type XmlElement } from './xml';
+import { pytestNodeFile } from './nodeid';
 
 export type TestOutcome = 'passed' | 'failed' | 'error' | 'skipped';
 
@@ -124,7 +125,14 @@ function junitFlavorOf(root: XmlElement): JunitFlavor {
   return 'generic';
 }
 
+/** The name of the testcase property that holds pytest's own node id (runners.ts, PYTEST_MAIN). */
+export const PYTEST_NODEID_PROPERTY = 'turnwise.nodeid';
+
 function pytestId(tc: XmlElement, root: string): { id: string; file?: string } {
+  // The node id as pytest wrote it, when the runner's plugin recorded it: exact whatever the
+  // classes, the parameters or where an inherited test method was defined.
+  const own = tc.children.find((c) => c.name === 'properties')?.children.find((p) => p.name === 'property' && p.attrs.name === PYTEST_NODEID_PROPERTY)?.attrs.value;
+  if (own) return { id: own, file: pytestNodeFile(own) };
   const name = tc.attrs.name ?? '';
   const classname = tc.attrs.classname ?? '';
   const file = tc.attrs.file ? relativize(tc.attrs.file, root) : undefined;

@@ -21,6 +21,7 @@ import { DEPENDENCIES_DIR, WORKSPACE_DIR } from '../sandbox/types';
 import { parseReport, type JunitFlavor, type TestOutcome, type TestReport } from './report';
 import { shellQuote as shq } from '../sandbox/shell';
 import { DEFAULT_REPORT_PATH } from './runners';
+import { isPytestDoctestId, parsePytestNodeId, pytestNodeFile } from './nodeid';
 import { tamperReasons, type ScannedFile } from './tamper';
 import { findCommand, hashFilesCommand, inTestScan, isTestInfraFile, languageOfFile, originalData, originalSource, type ScoringOriginals } from './testfiles';
 
@@ -432,38 +433,73 @@ export async function scanForTampering(sandbox: Sandbox, originals: ScoringOrigi
  */
 export function scorableTestIds(ids: readonly string[], runner: Task['runner']): string[] {
   if (runner !== 'pytest') return [...ids];
-  return ids.filter((id) => {
-    const file = id.split('::')[0];
-    return !id.includes('::') || isTestInfraFile(file);
-  });
+  return ids.filter((id) => !id.includes('::') || isTestInfraFile(pytestNodeFile(id)));
 }
 
 /**
  * Report ids the restored test files cannot have produced: a pytest id whose file is not one of
- * the snapshot's test files, or whose class or function name does not occur in that file's text.
- * The test files are the snapshot's (restored before the run), so the agent's code cannot change
- * this collection; a report naming other tests was written by something else than the runner.
+ * the snapshot's test files, or whose names do not occur in the snapshot's text. The test files
+ * are the snapshot's (restored before the run), so the agent's code cannot change this
+ * collection; a report naming other tests was written by something else than the runner.
+ *
+ * Ids are read as pytest writes them (tasks/nodeid.ts): the parameter part is one piece whatever
+ * it holds, so `test_f[sum(a)::integer, b]` names `test_f`. The test's first name (a function or
+ * class of the module, or one it imports) must occur in its file; a name inside a class (a
+ * method, a nested class) may come from a base class defined elsewhere, so it must occur in some
+ * test file of the snapshot, or else in one of its source files; a doctest's dotted name ends in
+ * a name its file holds.
  */
-export function unknownReportIds(report: TestReport, originals: Pick<ScoringOriginals, 'tests' | 'sources' | 'data'>, runner: Task['runner']): string[] {
+export function unknownReportIds(report: TestReport, originals: Pick<ScoringOriginals, 'tests' | 'sources' | 'data'> & Partial<Pick<ScoringOriginals, 'root'>>, runner: Task['runner']): string[] {
   if (runner !== 'pytest') return [];
   const tests = originals.tests;
   const texts = new Map<string, string>();
-  const bad: string[] = [];
-  for (const t of report.tests) {
-    const [file, ...names] = t.id.split('::');
-    if (!file || names.length === 0) continue; // a collection error or a report without ids: scored as it is
-    // A doctest of the code under test or of a document (--doctest-modules, --doctest-glob): a
-    // test the agent can edit, which no task scores (scorableTestIds); not a forgery.
-    if (!tests.has(file) && (originals.sources.has(file) || originals.data.has(file))) continue;
+  const textOf = (file: string) => {
     let text = texts.get(file);
     if (text === undefined) {
       text = tests.get(file)?.toString('utf8') ?? '';
       texts.set(file, text);
     }
-    const words = names.map((n) => n.replace(/\[.*$/s, ''));
-    if (!text || !words.every((w) => /^[A-Za-z_]\w*$/.test(w) && new RegExp(`\\b${w}\\b`).test(text!))) bad.push(t.id);
+    return text;
+  };
+  const occurs = (word: string, text: string) => new RegExp(`(?<![\\p{L}\\p{N}_])${word}(?![\\p{L}\\p{N}_])`, 'u').test(text);
+  const inSomeTestFile = memo((word: string) => [...tests.keys()].some((f) => f.endsWith('.py') && occurs(word, textOf(f))));
+  const inSomeSource = memo((word: string) => originals.root !== undefined && [...originals.sources.keys()].some((f) => f.endsWith('.py') && occurs(word, originalSource(originals as ScoringOriginals, f) ?? '')));
+  const bad: string[] = [];
+  for (const t of report.tests) {
+    const { file, names } = parsePytestNodeId(t.id);
+    if (!file || names.length === 0) continue; // a collection error or a report without ids: scored as it is
+    // A doctest of the code under test or of a document (--doctest-modules, --doctest-glob): a
+    // test the agent can edit, which no task scores (scorableTestIds); not a forgery.
+    if (!tests.has(file) && (originals.sources.has(file) || originals.data.has(file))) continue;
+    const text = textOf(file);
+    const ok =
+      text !== '' &&
+      (isPytestDoctestId(t.id)
+        ? doctestInFile(names[0], file, text)
+        : names.every((w) => isIdentifier(w)) && occurs(names[0], text) && names.slice(1).every((w) => occurs(w, text) || inSomeTestFile(w) || inSomeSource(w)));
+    if (!ok) bad.push(t.id);
   }
   return bad;
+}
+
+/** A doctest's dotted name ends in an object of its file, or is the module itself (its docstring). */
+function doctestInFile(dotted: string, file: string, text: string): boolean {
+  const last = dotted.split('.').pop() ?? '';
+  if (last === (file.split('/').pop() ?? '').replace(/\.py$/, '')) return true;
+  return isIdentifier(last) && new RegExp(`(?<![\\p{L}\\p{N}_])${last}(?![\\p{L}\\p{N}_])`, 'u').test(text);
+}
+
+/** A Python identifier as pytest names a test function or class (unicode letters allowed). */
+function isIdentifier(w: string): boolean {
+  return /^[\p{L}_][\p{L}\p{N}_]*$/u.test(w);
+}
+
+function memo<T>(f: (k: string) => T): (k: string) => T {
+  const m = new Map<string, T>();
+  return (k) => {
+    if (!m.has(k)) m.set(k, f(k));
+    return m.get(k)!;
+  };
 }
 
 /**

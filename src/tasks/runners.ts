@@ -8,7 +8,8 @@ import * as path from 'node:path';
 import { TurnwiseError } from '../core/errors';
 import type { Language, ReportFormat, RunnerKind } from '../core/schema';
 import type { JunitFlavor } from './report';
-import { LOAD_ERROR_MARKER, REPORT_PART_MARKER } from './report';
+import { LOAD_ERROR_MARKER, PYTEST_NODEID_PROPERTY, REPORT_PART_MARKER } from './report';
+import { pytestNodeFile } from './nodeid';
 import { listWorkspaceFiles } from './testfiles';
 import { shellQuote as shq } from '../sandbox/shell';
 
@@ -127,9 +128,20 @@ export function runnerCommand(kind: RunnerKind, files: string[], reportPath = DE
   }
 }
 
-/** `python3 -P -c` program: pytest imported from the system, then the workspace on sys.path. */
-export const PYTEST_MAIN =
-  'import sys, pytest; i = next((k for k, p in enumerate(sys.path) if p.endswith(("site-packages", "dist-packages"))), len(sys.path)); sys.path.insert(i, ""); sys.exit(pytest.main())';
+/**
+ * `python3 -P -c` program: pytest imported from the system, then the workspace on sys.path; a
+ * plugin records each test's node id in the JUnit report (report.ts, PYTEST_NODEID_PROPERTY), so
+ * ids are pytest's own rather than rebuilt from the report's dotted class names and the file that
+ * defines the function (which for an inherited test method is the base class's file).
+ */
+export const PYTEST_MAIN = [
+  'import sys, pytest',
+  'class TurnwiseNodeIds:',
+  '    def pytest_collection_modifyitems(self, items):',
+  `        for item in items: item.user_properties.append((${JSON.stringify(PYTEST_NODEID_PROPERTY)}, item.nodeid))`,
+  'i = next((k for k, p in enumerate(sys.path) if p.endswith(("site-packages", "dist-packages"))), len(sys.path)); sys.path.insert(i, "")',
+  'sys.exit(pytest.main(plugins=[TurnwiseNodeIds()]))',
+].join('\n');
 
 /** Finds the test runner of a workspace. Throws a TurnwiseError naming what it looked for. */
 export function detectRunner(dir: string, override: RunnerOverride = {}): TestRunner {
@@ -192,7 +204,7 @@ export function detectRunner(dir: string, override: RunnerOverride = {}): TestRu
 export function commandForTests(runner: TestRunner, testIds: string[]): string {
   if (runner.kind !== 'pytest' && runner.kind !== 'node-test') return runner.command;
   if (runner.command !== runnerCommand(runner.kind, runner.kind === 'node-test' ? runner.testFiles : [], runner.reportPath)) return runner.command;
-  const files = [...new Set(testIds.map((id) => id.split('::')[0]).filter((f) => f !== ''))].sort();
+  const files = [...new Set(testIds.map(pytestNodeFile).filter((f) => f !== ''))].sort();
   if (files.length === 0) return runner.command;
   if (runner.kind === 'node-test' && !files.every((f) => runner.testFiles.includes(f))) return runner.command;
   return runnerCommand(runner.kind, files, runner.reportPath);

@@ -24,7 +24,8 @@ describe('tasks/runners: detection and commands', () => {
     assert.equal(r.reportFormat, 'junit-xml');
     assert.equal(r.flavor, 'pytest');
     assert.deepEqual(r.testFiles, ['tests/test_inventory.py', 'tests/test_pricing.py']);
-    assert.match(r.command, /python3 -P -c 'import sys, pytest; .*sys.exit\(pytest.main\(\)\)' -q .*-o junit_family=xunit1 .*--continue-on-collection-errors .*--junitxml=\/tmp\/turnwise\/report/);
+    assert.match(r.command, /python3 -P -c 'import sys, pytest\n[\s\S]*sys.exit\(pytest.main\(plugins=\[TurnwiseNodeIds\(\)\]\)\)' -q .*-o junit_family=xunit1 .*--continue-on-collection-errors .*--junitxml=\/tmp\/turnwise\/report/);
+    assert.match(r.command, /item\.user_properties\.append\(\("turnwise\.nodeid", item\.nodeid\)\)/, 'the report carries pytest\'s own node ids');
   });
 
   it('js-shop is node:test with one junit report per test file', () => {

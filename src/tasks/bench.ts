@@ -114,6 +114,11 @@ export interface BenchTasksResult {
   total_s: number;
   tasks_per_minute: number;
   candidates_per_minute: number;
+  /** Mutants its tests catch whose no-op and reference fix were scored (tasks/scoring-check.ts), and those that scored right. */
+  scoring_checked: number;
+  scoring_passed: number;
+  /** scoring_passed / scoring_checked: the share of tasks whose reward tells a fix from no fix (target 1). */
+  scoring_share: number | null;
 }
 
 /** Writes the generated workspace; returns its folder (caller removes it). */
@@ -158,6 +163,9 @@ export async function benchTasks(opts: BenchTasksOptions = {}): Promise<BenchTas
       total_s: Math.round(s.durationMs) / 1000,
       tasks_per_minute: Math.round((s.candidates.kept / minutes) * 10) / 10,
       candidates_per_minute: Math.round((s.candidates.tried / minutes) * 10) / 10,
+      scoring_checked: s.scoring.checked,
+      scoring_passed: s.scoring.passed,
+      scoring_share: s.scoring.checked ? Math.round((s.scoring.passed / s.scoring.checked) * 10_000) / 10_000 : null,
     };
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });

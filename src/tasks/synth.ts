@@ -25,12 +25,14 @@ import { seededRandom } from '../core/random';
 import { runWorkers } from '../core/workers';
 import type { TestReport, TestResult } from './report';
 import { runTests, scorableTestIds, type RunTestsResult } from './reward';
+import { checkTaskScoring, ScoringCheckError, summarizeScoringChecks, type ScoringCheck, type ScoringCheckSummary } from './scoring-check';
 import { commandForTests, detectRunner, type RunnerOverride, type TestRunner } from './runners';
-import { isMutableSource, languageOfFile, listWorkspaceFiles } from './testfiles';
+import { pytestNodeFile } from './nodeid';
+import { collectOriginals, isMutableSource, languageOfFile, listWorkspaceFiles } from './testfiles';
 
-/** Why a candidate was not kept. */
-export type DropReason = 'no-failing-test' | 'collection-broken' | 'timeout' | 'no-report' | 'sandbox-error';
-export const DROP_REASONS: readonly DropReason[] = ['no-failing-test', 'collection-broken', 'timeout', 'no-report', 'sandbox-error'];
+/** Why a candidate was not kept: what its test run showed, or that its task failed the scoring check (scoring-check.ts). */
+export type DropReason = 'no-failing-test' | 'collection-broken' | 'timeout' | 'no-report' | 'sandbox-error' | 'scoring-check';
+export const DROP_REASONS: readonly DropReason[] = ['no-failing-test', 'collection-broken', 'timeout', 'no-report', 'sandbox-error', 'scoring-check'];
 
 export interface SynthProgress {
   /** What is happening now: the snapshot build, the baseline run of the suite, or validation of mutants. */
@@ -82,7 +84,10 @@ export interface SynthSummary {
   runner: string;
   seed: number;
   concurrency: number;
-  baseline: { tests: number; passing: number; failing: number; durationMs: number };
+  /** The suite on the unchanged workspace, run twice: `unstable` passed in one run and not the other (or was reported under another id), and is no task's test. */
+  baseline: { tests: number; passing: number; failing: number; unstable: number; durationMs: number };
+  /** The no-op and reference-fix episodes of each validated mutant, scored as an agent's are. */
+  scoring: ScoringCheckSummary;
   /** tried = kept + dropped + surplus (valid mutants found by parallel workers after a limit was reached). */
   candidates: { generated: number; duplicates: number; tried: number; kept: number; dropped: number; surplus: number };
   dropped: Record<DropReason, number>;
@@ -141,6 +146,22 @@ async function baselineRun(pool: SandboxPool, snap: PoolSnapshot, runner: TestRu
   }
 }
 
+/**
+ * The suite run twice on the unmodified snapshot (at once when two sandboxes may run): a test is
+ * passing only when both runs report it passed under the same id. One that fails now and then, or
+ * whose id changes from run to run (a parameter id holding an object's address, a time), would
+ * make a task that even its reference fix cannot resolve every time.
+ */
+async function stableBaseline(pool: SandboxPool, snap: PoolSnapshot, runner: TestRunner, timeoutMs: number, concurrency: number): Promise<{ run: RunTestsResult; report: TestReport; passing: string[]; unstable: string[] }> {
+  const [a, b] = concurrency > 1 ? await Promise.all([baselineRun(pool, snap, runner, timeoutMs), baselineRun(pool, snap, runner, timeoutMs)]) : [await baselineRun(pool, snap, runner, timeoutMs), await baselineRun(pool, snap, runner, timeoutMs)];
+  const passedIn = (r: TestReport) => new Set(r.tests.filter((t) => t.outcome === 'passed').map((t) => t.id));
+  const pa = passedIn(a.report);
+  const pb = passedIn(b.report);
+  const passing = [...pa].filter((id) => pb.has(id));
+  const unstable = [...new Set([...pa, ...pb])].filter((id) => !(pa.has(id) && pb.has(id))).sort();
+  return { ...a, passing, unstable };
+}
+
 function failingOf(report: TestReport): TestResult[] {
   return report.tests.filter((t) => t.outcome === 'failed' || t.outcome === 'error');
 }
@@ -170,12 +191,16 @@ export function classifyMutant(
   return { kept: true, failToPass, passToPass };
 }
 
-/** Lists mutation candidates of a workspace's source files in the runner's language family. */
-export async function workspaceCandidates(workspace: string, runner: TestRunner, operators?: MutationOperator[]): Promise<MutationCandidate[]> {
+/**
+ * Lists mutation candidates of a workspace's source files in the runner's language family, leaving
+ * out the files scoring puts back from the snapshot (`restored`: the source files the runner
+ * configuration loads, collectOriginals), where a bug would be undone before the tests run.
+ */
+export async function workspaceCandidates(workspace: string, runner: TestRunner, operators?: MutationOperator[], restored?: ReadonlyMap<string, unknown>): Promise<MutationCandidate[]> {
   const wantPython = runner.language === 'python';
   const out: MutationCandidate[] = [];
   for (const rel of listWorkspaceFiles(workspace)) {
-    if (!isMutableSource(rel)) continue;
+    if (!isMutableSource(rel) || restored?.has(rel)) continue;
     const lang = languageOfFile(rel)!;
     if ((lang === 'python') !== wantPython) continue;
     let text: string;
@@ -230,7 +255,8 @@ export async function synthesizeMutationTasks(opts: SynthOptions): Promise<Synth
       hint: 'use `turnwise tasks failing` or a task file for Go projects',
     });
   }
-  const all = await workspaceCandidates(opts.workspace, runner, opts.operators);
+  const originals = collectOriginals(opts.workspace);
+  const all = await workspaceCandidates(opts.workspace, runner, opts.operators, originals.tests);
   const { kept: unique, duplicates } = dedupeCandidates(all);
   const ordered = orderCandidates(unique, seed);
   const maxCandidates = Math.min(ordered.length, opts.maxCandidates ?? max * 5);
@@ -258,16 +284,18 @@ export async function synthesizeMutationTasks(opts: SynthOptions): Promise<Synth
     const snap = await snapshotFor(pool, opts.workspace, runner);
     phase = 'baseline';
     emit();
-    const base = await baselineRun(pool, snap, runner, opts.timeoutMs ?? DEFAULT_BASELINE_TIMEOUT_MS);
+    const base = await stableBaseline(pool, snap, runner, opts.timeoutMs ?? DEFAULT_BASELINE_TIMEOUT_MS, concurrency);
     phase = 'validate';
-    const allPassing = base.report.tests.filter((t) => t.outcome === 'passed').map((t) => t.id);
+    const allPassing = base.passing;
     // Doctests of the code under test are not scored (the agent could edit them): scorableTestIds.
     const passing = scorableTestIds(allPassing, runner.kind);
-    const baseline = { tests: base.report.tests.length, passing: passing.length, failing: failingOf(base.report).length, durationMs: base.run.durationMs };
+    const baseline = { tests: base.report.tests.length, passing: passing.length, failing: failingOf(base.report).length, unstable: base.unstable.length, durationMs: base.run.durationMs };
     if (passing.length === 0) {
       const outside = allPassing.length - passing.length;
-      throw new TurnwiseError('invalid-input', `no test passes in ${opts.workspace} (${base.report.tests.length} tests ran${outside ? `; ${outside} passing doctest(s) of the code under test are not scored, since an agent could edit them` : ''}), so no mutant can be validated`, {
-        hint: outside ? 'tasks need tests in test files (test_*.py, *_test.py, a tests/ folder): they are restored before scoring' : 'fix the suite first, or use `turnwise tasks failing` to make tasks from the failing tests',
+      const loadError = base.report.collectionErrors[0];
+      const unstable = base.unstable.length ? `; ${base.unstable.length} passed in only one of two runs of the suite` : '';
+      throw new TurnwiseError('invalid-input', `no test passes in ${opts.workspace} (${base.report.tests.length} tests ran${outside ? `; ${outside} passing doctest(s) of the code under test are not scored, since an agent could edit them` : ''}${unstable}${loadError ? `; ${base.report.collectionErrors.length} test file(s) could not be loaded, the first ${loadError.file ?? ''}: ${loadError.message.split('\n').slice(-1)[0]}` : ''}), so no mutant can be validated`, {
+        hint: outside ? 'tasks need tests in test files (test_*.py, *_test.py, a tests/ folder): they are restored before scoring' : loadError ? 'run the tests by hand in the workspace: a test file that cannot be imported (a missing dependency, a plugin the configuration asks for) must load in the sandbox image, or set the runner override' : 'fix the suite first, or use `turnwise tasks failing` to make tasks from the failing tests',
       });
     }
     const timeoutMs = opts.timeoutMs ?? Math.max(10_000, 3 * base.run.durationMs + 5_000);
@@ -276,6 +304,7 @@ export async function synthesizeMutationTasks(opts: SynthOptions): Promise<Synth
     // Valid mutants as they complete; the kept ones are chosen at the end in candidate order,
     // so parallel workers keep exactly what a sequential run would (same seed, same tasks).
     const valid: Array<{ index: number; c: MutationCandidate; failToPass: FailingTest[]; passToPass: string[] }> = [];
+    const checks: Array<{ index: number; check: ScoringCheck }> = [];
     let next = 0;
     let tried = 0;
     let droppedN = 0;
@@ -319,10 +348,25 @@ export async function synthesizeMutationTasks(opts: SynthOptions): Promise<Synth
           await sb.dispose().catch(() => undefined);
           held[w] = undefined;
         }
+        const verdict = run ? classifyMutant(passing, run) : ({ kept: false, reason: 'sandbox-error', detail: sandboxError } as const);
+        // A mutant its tests catch becomes a task only when its reward tells the truth: the no-op
+        // and the reference fix scored as an agent's episode is (fresh sandboxes, one at a time).
+        let check: ScoringCheck | undefined;
+        if (verdict.kept) {
+          check = await checkTaskScoring(mutationTask(opts.workspace, c, runner, verdict.failToPass, verdict.passToPass), {
+            acquire: (role) => pool.acquire(snap, { rollout: `check-${role}-${w}` }),
+            originals,
+            timeoutMs,
+          });
+          checks.push({ index, check });
+        }
         tried++;
         operators[c.operator].tried++;
-        const verdict = run ? classifyMutant(passing, run) : ({ kept: false, reason: 'sandbox-error', detail: sandboxError } as const);
-        if (verdict.kept) {
+        if (check && !check.ok) {
+          dropped['scoring-check']++;
+          droppedN++;
+          operators[c.operator].dropped++;
+        } else if (verdict.kept) {
           valid.push({ index, c, failToPass: verdict.failToPass, passToPass: verdict.passToPass });
           validPerOp.set(c.operator, (validPerOp.get(c.operator) ?? 0) + 1);
         } else {
@@ -348,6 +392,17 @@ export async function synthesizeMutationTasks(opts: SynthOptions): Promise<Synth
     }
     const tasks = chosen.map((v) => mutationTask(opts.workspace, v.c, runner, v.failToPass, v.passToPass));
     const surplus = valid.length - chosen.length;
+    const scoring = summarizeScoringChecks(checks.sort((x, y) => x.index - y.index).map((x) => x.check));
+    if (tasks.length === 0 && scoring.checked > scoring.passed) {
+      // Mutants the tests catch, none of whose rewards can be trusted: a run here would learn from
+      // a reward that cannot tell a fix from no fix. Refused with the reason, never written.
+      const kinds = Object.entries(scoring.failed).map(([k, n]) => `${k} ${n}`).join(', ');
+      throw new ScoringCheckError(
+        `no task of ${opts.workspace} passes the scoring check (${kinds}): ${scoring.repositoryProblem ?? Object.values(scoring.firstDetail)[0]}`,
+        scoring,
+        'run the no-op and the reference fix of one task with `turnwise tasks check FILE --workspace DIR` to see its scores; a test that fails on the unchanged code, a runner configuration that needs a plugin the sandbox lacks, or a custom test command whose report names the tests otherwise are the usual causes',
+      );
+    }
     return {
       tasks,
       candidates: chosen.map((v) => v.c),
@@ -358,6 +413,7 @@ export async function synthesizeMutationTasks(opts: SynthOptions): Promise<Synth
         concurrency,
         baseline,
         candidates: { generated: all.length, duplicates, tried, kept: tasks.length, dropped: droppedN, surplus },
+        scoring,
         dropped,
         operators,
         durationMs: Date.now() - t0,
@@ -382,7 +438,11 @@ export interface FailingSummary {
   passing: number;
   failing: number;
   collectionErrors: Array<{ file?: string; message: string }>;
+  /** Tests that passed in one of the two runs of the suite and not in the other: no task's test. */
+  unstable: number;
   tasks: number;
+  /** Each task's no-op episode, scored as an agent's is: a task whose failing tests pass, or that scores wrong, is dropped. */
+  scoring: ScoringCheckSummary;
   durationMs: number;
 }
 
@@ -391,15 +451,20 @@ export async function failingTestTasks(opts: FailingOptions): Promise<{ tasks: T
   const t0 = Date.now();
   const runner = detectRunner(opts.workspace, opts.override);
   const sample = opts.passToPassSample ?? 20;
+  const originals = collectOriginals(opts.workspace);
   return withPool(opts, async (pool) => {
     const snap = await snapshotFor(pool, opts.workspace, runner);
-    const { report } = await baselineRun(pool, snap, runner, opts.timeoutMs ?? DEFAULT_BASELINE_TIMEOUT_MS);
+    const timeoutMs = opts.timeoutMs ?? DEFAULT_BASELINE_TIMEOUT_MS;
+    const base = await stableBaseline(pool, snap, runner, timeoutMs, 2);
+    const report = base.report;
+    const unstable = new Set(base.unstable);
     const scorable = new Set(scorableTestIds(report.tests.map((t) => t.id), runner.kind));
-    const failing = failingOf(report).filter((t) => scorable.has(t.id));
-    const passing = report.tests.filter((t) => t.outcome === 'passed' && scorable.has(t.id)).map((t) => t.id);
+    // A test that failed in one run and passed in the other is no task: its fix would be luck.
+    const failing = failingOf(report).filter((t) => scorable.has(t.id) && !unstable.has(t.id));
+    const passing = base.passing.filter((id) => scorable.has(id));
     const byFile = new Map<string, TestResult[]>();
     for (const t of failing) {
-      const f = t.file ?? t.id.split('::')[0];
+      const f = runner.kind === 'pytest' ? pytestNodeFile(t.id) : (t.file ?? t.id.split('::')[0]);
       byFile.set(f, [...(byFile.get(f) ?? []), t]);
     }
     const rand = seededRandom(opts.seed ?? 0);
@@ -421,8 +486,23 @@ export async function failingTestTasks(opts: FailingOptions): Promise<{ tasks: T
         origin: taskOrigin(opts.workspace, [file]),
       });
     }
+    // Each task's no-op episode through the scoring path: its failing tests must still fail there.
+    const checks: ScoringCheck[] = [];
+    const queue = tasks.map((task, i) => ({ task, i }));
+    await runWorkers(2, () => queue.shift(), async ({ task, i }, w) => {
+      checks[i] = await checkTaskScoring(task, { acquire: (role) => pool.acquire(snap, { rollout: `check-${role}-${w}` }), originals, timeoutMs });
+    });
+    const scoring = summarizeScoringChecks(checks);
+    const kept = tasks.filter((_, i) => checks[i].ok);
+    if (kept.length === 0 && tasks.length > 0) {
+      throw new ScoringCheckError(
+        `no failing-test task of ${opts.workspace} passes the scoring check: ${scoring.repositoryProblem ?? Object.values(scoring.firstDetail)[0]}`,
+        scoring,
+        'the failing tests must fail in a sandbox episode that changes nothing and the report must name them as the suite does; run `turnwise tasks check FILE --workspace DIR` on a task file to see the scores',
+      );
+    }
     return {
-      tasks,
+      tasks: kept,
       summary: {
         workspace: opts.workspace,
         runner: runner.kind,
@@ -430,7 +510,9 @@ export async function failingTestTasks(opts: FailingOptions): Promise<{ tasks: T
         passing: passing.length,
         failing: failing.length,
         collectionErrors: report.collectionErrors,
-        tasks: tasks.length,
+        unstable: unstable.size,
+        tasks: kept.length,
+        scoring,
         durationMs: Date.now() - t0,
       },
     };

@@ -12,6 +12,7 @@ import { readTaskFile } from '../tasks/taskfile';
 import { readRunConfig, type TrainConfig } from './config';
 import { episodeMetrics } from './metrics';
 import { rolloutOptions, type EvalRig } from './rig';
+import { canaryTask, runCanary, type CanaryResult } from './canary';
 
 export interface EvalTaskRow {
   taskId: string;
@@ -105,8 +106,12 @@ export async function evaluateGreedyThenSampled(
   rig: EvalRig,
   tasks: readonly Task[],
   o: EvaluateOptions & { samples: number },
-): Promise<{ greedy: Trajectory[]; sampled: Trajectory[] } | undefined> {
+): Promise<{ greedy: Trajectory[]; sampled: Trajectory[]; canary?: CanaryResult } | undefined> {
   const { samples, ...base } = o;
+  // The reward canary of this evaluation (canary.ts), beside its episodes: a task of the set in
+  // turn by the iteration; a failure stops the evaluation with its reason once the episodes are in.
+  const ct = canaryTask(tasks, o.iteration);
+  const canary = ct ? runCanary(rig, ct, o.config, `in the evaluation of iteration ${o.iteration}`).then((r) => ({ r }), (e: unknown) => ({ e })) : undefined;
   const stage = async (k?: number): Promise<Trajectory[] | undefined> => {
     try {
       const r = await evaluateTasks(rig, tasks, k ? { ...base, samples: k } : base);
@@ -117,9 +122,11 @@ export async function evaluateGreedyThenSampled(
     }
   };
   const greedy = await stage();
-  if (!greedy) return undefined;
-  const sampled = samples > 0 ? await stage(samples) : [];
-  return sampled && { greedy, sampled };
+  const sampled = greedy && samples > 0 ? await stage(samples) : [];
+  const checked = await canary;
+  if (!greedy || !sampled || o.signal?.aborted) return undefined;
+  if (checked && 'e' in checked) throw checked.e;
+  return { greedy, sampled, ...(checked ? { canary: checked.r } : {}) };
 }
 
 /**

@@ -41,6 +41,7 @@ import { actionLogpShift, packMinibatches, sameOutcomeAdvantageShare, turnTokenR
 import { episodeMetrics, jsonSafe } from './metrics';
 import { checkActionRoom, openRig, rolloutOptions, type Rig } from './rig';
 import { evaluateGreedyThenSampled } from './evaluate';
+import { canaryTask, runCanary } from './canary';
 
 export interface TrainRunOptions {
   config: TrainConfig;
@@ -293,7 +294,7 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
       if (failedEval.length && n > 0) log(`${failedEval.length} of ${trajs.length} held-out episodes of iteration ${n} failed or could not be scored and are left out of its held-out metrics (first: ${whyUnscored(failedEval[0])})`, 'warn');
       // PASS@(k,T) of the sampled episodes: in the iteration's event (metrics rows stay flat numbers).
       const passKT = sampledPassAtKT(trajs);
-      return { m: { ...m, 'time/eval_s': (Date.now() - t0) / 1000 }, trajs, ...(passKT ? { passAtKT: passKT } : {}) };
+      return { m: { ...m, 'time/eval_s': (Date.now() - t0) / 1000, ...(res.canary ? { 'time/eval_canary_s': res.canary.durationMs / 1000 } : {}) }, trajs, ...(passKT ? { passAtKT: passKT } : {}) };
     };
 
     // The longest held-out evaluation so far: part of what the time budget expects of an iteration.
@@ -334,6 +335,10 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
       });
       let done = 0;
       emit({ type: 'phase', iteration: n, phase: 'rollout', done: 0, total: jobs.length });
+      // The reward canary (canary.ts) beside the rollouts: a train task in turn; its failure stops
+      // the run before the advantages and the update use this iteration's rewards.
+      const ct = canaryTask(train, n);
+      const canary = ct ? runCanary(rig, ct, c, `in iteration ${n}`).then((r) => ({ r }), (e: unknown) => ({ e })) : undefined;
       const ro = await runRollouts(jobs, {
         ...rolloutOptions(rig, c, run.checkpointDir(n - 1), n, o.signal, (t) => {
           done++;
@@ -341,7 +346,10 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
           emitEpisode(emit, n, t);
         }),
       });
+      const checked = await canary;
       check();
+      if (checked && 'e' in checked) throw checked.e;
+      const canaryS = checked ? checked.r.durationMs / 1000 : NaN;
       const trajs = ro.trajectories;
       const failed = trajs.filter((t) => t.failure);
       if (failed.length === trajs.length) {
@@ -464,6 +472,7 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
           'time/generation_s': ro.generateMs / 1000,
           'time/sandbox_s': ro.sandboxMs / 1000,
           'time/reward_s': ro.rewardMs / 1000,
+          'time/canary_s': canaryS,
           'time/advantages_s': advS,
           'time/update_s': updS,
           'time/iteration_s': (Date.now() - it0) / 1000,

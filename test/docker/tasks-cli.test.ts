@@ -25,7 +25,11 @@ describe('docker: turnwise tasks synth --json', function () {
     assert.equal(doc.tasks, 5);
     const s = doc.summary;
     assert.deepEqual(Object.keys(s.operators).sort(), [...MUTATION_OPERATORS].sort());
-    assert.deepEqual(Object.keys(s.dropped).sort(), ['collection-broken', 'no-failing-test', 'no-report', 'sandbox-error', 'timeout']);
+    assert.deepEqual(Object.keys(s.dropped).sort(), ['collection-broken', 'no-failing-test', 'no-report', 'sandbox-error', 'scoring-check', 'timeout']);
+    // Every mutant the tests caught had its no-op and reference fix scored, and scored right.
+    assert.ok(s.scoring.checked >= 5, JSON.stringify(s.scoring));
+    assert.equal(s.scoring.passed, s.scoring.checked, JSON.stringify(s.scoring));
+    assert.equal(s.baseline.unstable, 0);
     const kept = Object.values(s.operators as Record<string, { kept: number }>).reduce((a, o) => a + o.kept, 0);
     assert.equal(kept, 5);
     assert.equal(s.candidates.tried, s.candidates.kept + s.candidates.dropped + s.candidates.surplus);

@@ -8,6 +8,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { main } from '../../src/cli/main';
+import { runnerCommand } from '../../src/tasks/runners';
 
 const root = path.join(__dirname, '..', '..');
 
@@ -78,6 +79,32 @@ const ROWS: Row[] = [
     code: 1,
     problem: /no task survived validation/,
     fix: /tests exercise the code/,
+  },
+  {
+    // The tasks pass `tasks check` as a file but score wrong: their fail-to-pass test passes
+    // with the code unchanged. The reward canary of the starting evaluation stops the run.
+    name: 'a task file whose tasks cannot tell a fix from no fix (the reward canary)',
+    setup: (d) => {
+      withShop(d);
+      copyModel(d);
+      const task = (id: string, test: string) => ({
+        schema: 'turnwise/task@1',
+        id,
+        source: 'file',
+        instruction: `Make ${test} pass.`,
+        language: 'python',
+        testCommand: runnerCommand('pytest', []),
+        reportFormat: 'junit-xml',
+        runner: 'pytest',
+        fail_to_pass: [test],
+        pass_to_pass: [],
+      });
+      fs.writeFileSync(path.join(d, 'tasks.jsonl'), [task('passes-already-1', 'tests/test_pricing.py::test_clamp_inside_range'), task('passes-already-2', 'tests/test_inventory.py::test_add_accumulates')].map((t) => JSON.stringify(t)).join('\n') + '\n');
+    },
+    argv: (d) => config(d, { taskSource: 'file', tasksFile: path.join(d, 'tasks.jsonl'), heldoutFraction: 0.5, iterations: 1, model: model(d) }),
+    code: 1,
+    problem: /reward canary failed in the evaluation of iteration 0: task passes-already-\d: noop-resolved: the no-op episode \(the task posed, nothing done\) scored resolved/,
+    fix: /turnwise tasks check/,
   },
   {
     name: 'Docker down',

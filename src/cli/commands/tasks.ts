@@ -6,8 +6,9 @@ import { TurnwiseError } from '../../core/errors';
 import { assertWritableOutput, summarizeLineErrors } from '../../core/fs';
 import { escapeControlChars } from '../../core/text';
 import type { ReportFormat, RunnerKind } from '../../core/schema';
-import { checkTaskFile, writeTaskFile } from '../../tasks/taskfile';
+import { checkTaskFile, readTaskFile, writeTaskFile } from '../../tasks/taskfile';
 import { failingTestTasks, synthesizeMutationTasks, type SynthSummary } from '../../tasks/synth';
+import { checkTasksInWorkspace, type ScoringCheckSummary } from '../../tasks/scoring-check';
 import { RUNNER_KINDS, type RunnerOverride } from '../../tasks/runners';
 import { numberInRange, requireString, seedOption, UsageError, valueOptions, type CliCommand, type ParsedArgs } from '../command';
 import { ProgressBar } from '../progress';
@@ -52,8 +53,20 @@ function formatSynthSummary(s: SynthSummary, out: string, n: number): string {
     `  ${'operator'.padEnd(18)} ${'cands'.padStart(5)} ${'tried'.padStart(6)} ${'kept'.padStart(5)} ${'dropped'.padStart(8)}`,
     ...rows,
     `dropped because: ${drops || 'none'}`,
+    ...(s.baseline.unstable ? [`${s.baseline.unstable} test(s) passed in only one of two runs of the suite: no task uses them`] : []),
+    ...scoringLines(s.scoring),
     `${s.tasksPerMinute.toFixed(1)} validated tasks/min with ${s.concurrency} sandbox(es) in parallel`,
   ].join('\n');
+}
+
+/** The scoring check's lines of a summary: how many tasks it passed, why the others failed, and a repository-level problem first. */
+function scoringLines(s: ScoringCheckSummary): string[] {
+  const failed = Object.entries(s.failed);
+  return [
+    ...(s.repositoryProblem ? [`REPOSITORY PROBLEM: ${escapeControlChars(s.repositoryProblem)}`] : []),
+    `scoring check (the no-op and the reference fix scored as an agent's episode): ${s.passed} of ${s.checked} passed${failed.length ? `; failed: ${failed.map(([k, n]) => `${k} ${n}`).join(', ')}` : ''}`,
+    ...Object.entries(s.firstDetail).map(([k, d]) => `  ${k}: ${escapeControlChars(d.split('\n')[0]).slice(0, 400)}`),
+  ];
 }
 
 /** The options `tasks synth` and `tasks failing` share (read by commonTaskArgs). */
@@ -124,8 +137,9 @@ export const tasksFailingCommand: CliCommand = {
       io.out(
         [
           tasks.length > 0 ? `${tasks.length} task(s) written to ${out}` : `no test fails: nothing written (${out} left as it was); try \`turnwise tasks synth\``,
-          `suite: ${summary.runner}, ${summary.tests} tests: ${summary.passing} passing, ${summary.failing} failing`,
+          `suite: ${summary.runner}, ${summary.tests} tests: ${summary.passing} passing, ${summary.failing} failing${summary.unstable ? `, ${summary.unstable} passing in only one of two runs (no task uses them)` : ''}`,
           ...summary.collectionErrors.map((c) => `  could not load ${c.file ?? '?'} (no task made for it): ${escapeControlChars(c.message.split('\n').slice(-1)[0])}`),
+          ...scoringLines(summary.scoring),
         ].join('\n'),
       );
     }
@@ -135,16 +149,38 @@ export const tasksFailingCommand: CliCommand = {
 
 export const tasksCheckCommand: CliCommand = {
   name: 'tasks check',
-  summary: 'validate a task file (JSONL): every invalid line with its number and reason',
-  usage: 'FILE [--json]',
+  summary: 'validate a task file (JSONL): every invalid line with its number and reason; with --workspace, score each task\'s no-op and reference fix in sandboxes',
+  usage: 'FILE [--workspace DIR [--concurrency N] [--timeout SECONDS]] [--json]',
   allowPositionals: true,
+  options: valueOptions('workspace', 'concurrency', 'timeout'),
   async run(args, io) {
     if (args.positionals.length !== 1) throw new UsageError('give exactly one task file');
+    const workspace = args.values.workspace !== undefined ? workspaceArg(args) : undefined;
+    const concurrency = numberInRange(args, 'concurrency', 2, { min: 1, max: 64, integer: true });
+    const timeoutS = args.values.timeout !== undefined ? numberInRange(args, 'timeout', 0, { min: 0, minExclusive: true, max: 86_400 }) : undefined;
     const c = checkTaskFile(path.resolve(args.positionals[0]));
+    if (c.ok && workspace) {
+      // Every task through the scoring path: its no-op must score unresolved, its reference fix resolved.
+      const tasks = readTaskFile(c.file);
+      const bar = new ProgressBar('scoring check', tasks.length, { json: io.json });
+      const r = await checkTasksInWorkspace(tasks, { workspace, concurrency, timeoutMs: timeoutS !== undefined ? timeoutS * 1000 : undefined, onProgress: (done, _n, last) => bar.update(done, last.ok ? `${last.taskId} ok` : `${last.taskId} ${last.problem?.kind}`) });
+      bar.done(`${r.summary.passed} of ${r.summary.checked} passed`);
+      if (io.json) io.out(JSON.stringify({ ...c, scoring: r.summary, checks: r.checks }, null, 2));
+      else {
+        io.out(
+          [
+            `${c.file}: ${c.valid} valid task(s), scored in sandboxes of ${workspace}`,
+            ...r.checks.filter((x) => !x.ok).map((x) => `  ${x.taskId}: ${x.problem?.kind}: ${escapeControlChars(x.problem?.detail.split('\n')[0] ?? '').slice(0, 400)}`),
+            ...scoringLines(r.summary),
+          ].join('\n'),
+        );
+      }
+      return r.summary.passed === r.summary.checked ? 0 : 1;
+    }
     if (io.json) {
       io.out(JSON.stringify(c, null, 2));
     } else if (c.ok) {
-      io.out(`${c.file}: ${c.valid} valid task(s) (${Object.entries(c.bySource).map(([k, v]) => `${k} ${v}`).join(', ')}), ${c.madeFrom.length ? `made from ${c.madeFrom.join(', ')}` : 'no workspace recorded (an older task file)'}`);
+      io.out(`${c.file}: ${c.valid} valid task(s) (${Object.entries(c.bySource).map(([k, v]) => `${k} ${v}`).join(', ')}), ${c.madeFrom.length ? `made from ${c.madeFrom.join(', ')}` : 'no workspace recorded (an older task file)'}; not scored (give --workspace DIR to score each task's no-op and reference fix in sandboxes)`);
     } else if (c.errors.length === 0) {
       io.out(`${c.file}: no tasks in the file`);
     } else {

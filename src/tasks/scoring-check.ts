@@ -175,6 +175,8 @@ export interface ScoringCheckSummary {
   failed: Partial<Record<ScoringProblemKind, number>>;
   /** The first detail seen for each kind of problem. */
   firstDetail: Partial<Record<ScoringProblemKind, string>>;
+  /** Every task that failed, with its reason (the first 200). */
+  rejected: Array<{ taskId: string; kind: ScoringProblemKind; detail: string }>;
   /**
    * Set when most checked tasks fail the same way (at least half of them, and at least two): a
    * problem of the repository or of the scorer on it, not of single tasks.
@@ -191,7 +193,8 @@ export function summarizeScoringChecks(checks: readonly ScoringCheck[]): Scoring
     firstDetail[c.problem.kind] ??= `${c.taskId}: ${c.problem.detail}`;
   }
   const top = (Object.entries(failed) as Array<[ScoringProblemKind, number]>).sort((a, b) => b[1] - a[1])[0];
-  const s: ScoringCheckSummary = { checked: checks.length, passed: checks.filter((c) => c.ok).length, failed, firstDetail };
+  const rejected = checks.filter((c) => c.problem).slice(0, 200).map((c) => ({ taskId: c.taskId, kind: c.problem!.kind, detail: c.problem!.detail }));
+  const s: ScoringCheckSummary = { checked: checks.length, passed: checks.filter((c) => c.ok).length, failed, firstDetail, rejected };
   if (top && top[1] >= 2 && top[1] * 2 >= checks.length) {
     s.repositoryProblem = `${top[1]} of ${checks.length} tasks fail the scoring check the same way (${top[0]}), so the reward cannot be trusted on this repository; the first: ${firstDetail[top[0]]}`;
   }

@@ -17,6 +17,7 @@ import { SandboxPool, LABEL } from '../../src/sandbox';
 import { checkTasksInWorkspace } from '../../src/tasks/scoring-check';
 import { synthesizeMutationTasks } from '../../src/tasks/synth';
 import { writeTaskFile } from '../../src/tasks/taskfile';
+import { benchScoringCorpus, pickCorpusRepos } from '../../src/train/scoring-corpus';
 import { collectOriginals } from '../../src/tasks/testfiles';
 
 const RUN = `scoring-check-${process.pid}`;
@@ -217,6 +218,41 @@ describe('docker: the scoring check', function () {
     assert.equal(code, 1, out);
     assert.match(out, /bad-noop-passes: noop-passes: fail-to-pass test\(s\) passed in the no-op episode/);
     assert.match(out, /scoring check .*: 1 of 2 passed/);
+  });
+
+  it('a suite that cannot be collected (a test module imports what the sandbox lacks) is refused at synth time with the file, the error and what to do', async () => {
+    // schedule 1.1.0 as Debian ships it: its test file imports the third-party `mock`.
+    const ws = write(path.join(dir, 'nomock'), { ...SCHEDULE_SHAPE, 'test_schedule.py': `import mock\n${SCHEDULE_TESTS}` });
+    await assert.rejects(synthesizeMutationTasks({ workspace: ws, pool, seed: 0, max: 2, concurrency: 2 }), (e: Error & { hint?: string }) => {
+      assert.match(e.message, /no test passes in .*1 test file\(s\) could not be loaded, the first test_schedule\.py: .*No module named 'mock'/);
+      assert.match(e.hint ?? '', /must load in the sandbox image/);
+      return true;
+    });
+  });
+
+  it('`turnwise eval` on a task file whose task scores wrong exits non-zero with the canary\'s reason', async () => {
+    const ws = write(path.join(dir, 'schedule3'), SCHEDULE_SHAPE);
+    const r = await synthesizeMutationTasks({ workspace: ws, pool, seed: 1, max: 1, concurrency: 1 });
+    const bad: Task = { ...r.tasks[0], id: 'bad-reference', pass_to_pass: [...r.tasks[0].pass_to_pass, 'test_schedule.py::test_not_there'] };
+    const file = path.join(dir, 'eval-tasks.jsonl');
+    writeTaskFile(file, [bad]);
+    let text = '';
+    const code = await main(['eval', '--tasks', file, '--workspace', ws, '--max-turns', '2'], { out: (t) => (text += t + '\n'), err: (t) => (text += t + '\n') });
+    assert.equal(code, 1, text);
+    assert.match(text, /the reward canary failed in the evaluation of iteration 0: task bad-reference: reference-unresolved: .*test_not_there/);
+  });
+
+  it('bench tasks --corpus counts each repository\'s checked and right-scored mutants (a cached tree stands in for the download)', async () => {
+    const cache = path.join(dir, 'corpus-cache');
+    const repo = pickCorpusRepos(['sqlparse'])[0];
+    write(path.join(cache, 'src', repo.dir), SQLPARSE_SHAPE);
+    fs.writeFileSync(path.join(cache, 'src', `.${repo.dir}.sha256`), `${repo.sha256}\n`);
+    const r = await benchScoringCorpus({ repos: ['sqlparse'], tasksPerRepo: 2, cacheDir: cache });
+    assert.equal(r.repos.length, 1);
+    const x = r.repos[0];
+    assert.equal(x.error, undefined);
+    assert.ok(x.checked >= 2 && x.passed === x.checked && x.share === 1, JSON.stringify(x));
+    assert.deepEqual([r.checked, r.passed, r.share, r.repos_all_right], [x.checked, x.passed, 1, 1]);
   });
 
   it('a repository whose tests are made at run time under names its files do not hold is refused at synth time as a repository-level problem, never a set of tasks that all score 0', async () => {

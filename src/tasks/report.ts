@@ -173,6 +173,7 @@ export function parseJunit(text: string, opts: ParseOptions = {}): TestReport {
   const flavor = opts.flavor ?? junitFlavorOf(doc);
   const report: TestReport = { format: 'junit-xml', tests: [], collectionErrors: [] };
   const partFile = opts.file ? relativize(opts.file, root) : undefined;
+  let internalError = false;
 
   const visit = (el: XmlElement, suitePath: string[], depth: number) => {
     for (const c of el.children) {
@@ -213,6 +214,13 @@ export function parseJunit(text: string, opts: ParseOptions = {}): TestReport {
         report.collectionErrors.push({ file: tc.attrs.file ? relativize(tc.attrs.file, root) : name, message: cap(message ?? '') });
         return;
       }
+      // pytest's own crash (INTERNALERROR: a plugin, or code under test that broke the runner):
+      // one testcase `pytest::internal` that no file defines. Not a test; the run is broken.
+      if (tc.attrs.classname === 'pytest' && name === 'internal' && tc.attrs.file === undefined && error && /internal error/.test(error.attrs.message ?? '')) {
+        report.collectionErrors.push({ message: cap(`pytest stopped with an internal error:\n${message ?? ''}`) });
+        internalError = true;
+        return;
+      }
       ({ id, file } = pytestId(tc, root));
     } else if (flavor === 'node') {
       file = partFile;
@@ -236,6 +244,15 @@ export function parseJunit(text: string, opts: ParseOptions = {}): TestReport {
 
   if (doc.name === 'testsuite') visit({ name: '#doc', attrs: {}, children: [doc], text: '' }, [], 0);
   else visit(doc, [], flavor === 'node' ? 1 : 0);
+  if (internalError) {
+    // After an internal error the JUnit plugin may not have recorded the outcome of the test it
+    // was reporting (a failed test then reads as passed): no pass of this run is trusted.
+    for (const t of report.tests) {
+      if (t.outcome !== 'passed') continue;
+      t.outcome = 'error';
+      t.message = 'pytest stopped with an internal error during this run, so its result is not trusted';
+    }
+  }
   return report;
 }
 

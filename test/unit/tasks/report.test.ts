@@ -60,6 +60,14 @@ describe('tasks/report: pytest JUnit XML', () => {
     assert.match(r.collectionErrors[0].message, /SyntaxError/);
   });
 
+  it("pytest's internal error is no test and no pass of its run is trusted (a failing test may read as passed in such a report)", () => {
+    // Made in the sandbox image: a hook that raises while reporting test_boom.
+    const r = parseReport('junit-xml', read('pytest-7.2.1-internal-error.xml'), { flavor: 'pytest', root: '/tmp/w' });
+    assert.deepEqual(r.tests.map((t) => [t.id, t.outcome]), [['tests/test_ie.py::test_ok', 'error'], ['tests/test_ie.py::test_boom', 'error']]);
+    assert.equal(r.collectionErrors.length, 1);
+    assert.match(r.collectionErrors[0].message, /^pytest stopped with an internal error:\n[\s\S]*RuntimeError: the runner broke/);
+  });
+
   it('guesses the pytest flavor when none is given', () => {
     const r = parseReport('junit-xml', read('pytest7-mixed.xml'));
     assert.ok(byId(r)['tests/test_mix.py::test_ok']);

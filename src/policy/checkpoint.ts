@@ -7,18 +7,12 @@ import * as path from 'node:path';
 import { TurnwiseError } from '../core/errors';
 import { interruptedSwapOf, replaceDirAtomic, SWAP_MARKER, writeFileAtomic } from '../core/fs';
 import { configToJson, paramSpecs, parseModelConfig, type ModelConfig } from './config';
-import { numel, readSafetensorsFile, safetensorsParts, type TensorMap } from './safetensors';
+import { readSafetensorsFile, safetensorsParts, type TensorMap } from './safetensors';
+import { stateFromTensors, stateToTensors, zeroState, type OptimizerState } from './optimizer-state';
 import { assertTokenizerFits, generationEosIds, readModelTensors } from './hf';
 import { loadAdapter, loadAdapterOptimizer, type LoraAdapter } from './lora';
 import { loadTokenizer, type PolicyTokenizer } from './tokenizer';
 import { weightsFromTensors, weightsToTensors, type PolicyWeights } from './weights';
-
-/** AdamW moments in the parameters' layout, and the number of steps taken. */
-export interface OptimizerState {
-  step: number;
-  expAvg: Map<string, Float32Array>;
-  expAvgSq: Map<string, Float32Array>;
-}
 
 export interface Checkpoint {
   weights: PolicyWeights;
@@ -59,50 +53,15 @@ export function adapterBaseDir(dir: string): string | undefined {
 }
 
 export function zeroOptimizerState(config: ModelConfig): OptimizerState {
-  const expAvg = new Map<string, Float32Array>();
-  const expAvgSq = new Map<string, Float32Array>();
-  for (const p of paramSpecs(config)) {
-    expAvg.set(p.name, new Float32Array(numel(p.shape)));
-    expAvgSq.set(p.name, new Float32Array(numel(p.shape)));
-  }
-  return { step: 0, expAvg, expAvgSq };
+  return zeroState(paramSpecs(config));
 }
 
 export function optimizerToTensors(config: ModelConfig, s: OptimizerState): TensorMap {
-  const m: TensorMap = new Map();
-  m.set('step', { dtype: 'I64', shape: [], data: BigInt64Array.of(BigInt(s.step)) });
-  for (const p of paramSpecs(config)) {
-    m.set(`exp_avg.${p.name}`, { dtype: 'F32', shape: p.shape, data: s.expAvg.get(p.name)! });
-    m.set(`exp_avg_sq.${p.name}`, { dtype: 'F32', shape: p.shape, data: s.expAvgSq.get(p.name)! });
-  }
-  return m;
+  return stateToTensors(paramSpecs(config), s);
 }
 
 export function optimizerFromTensors(config: ModelConfig, t: TensorMap, source = 'optimizer.safetensors'): OptimizerState {
-  const problems: string[] = [];
-  const step = t.get('step');
-  if (!step || step.dtype !== 'I64' || step.data.length !== 1) problems.push('missing I64 scalar "step"');
-  const expAvg = new Map<string, Float32Array>();
-  const expAvgSq = new Map<string, Float32Array>();
-  const known = new Set(['step']);
-  for (const p of paramSpecs(config)) {
-    for (const [prefix, into] of [['exp_avg', expAvg], ['exp_avg_sq', expAvgSq]] as const) {
-      const name = `${prefix}.${p.name}`;
-      known.add(name);
-      const x = t.get(name);
-      if (!x) problems.push(`missing tensor ${name}`);
-      else if (x.dtype !== 'F32') problems.push(`${name} has dtype ${x.dtype}, expected F32`);
-      else if (x.shape.join(',') !== p.shape.join(',')) problems.push(`${name} has shape [${x.shape}], expected [${p.shape}]`);
-      else into.set(p.name, x.data as Float32Array);
-    }
-  }
-  for (const name of t.keys()) if (!known.has(name)) problems.push(`unexpected tensor ${name}`);
-  if (problems.length > 0) {
-    throw new TurnwiseError('invalid-file', `${source} does not match the model:\n  ${problems.slice(0, 20).join('\n  ')}`, {
-      hint: 'delete optimizer.safetensors to restart the optimizer from zero, or use the matching checkpoint',
-    });
-  }
-  return { step: Number((step!.data as BigInt64Array)[0]), expAvg, expAvgSq };
+  return stateFromTensors(paramSpecs(config), t, { source, matches: 'the model', hint: 'delete optimizer.safetensors to restart the optimizer from zero, or use the matching checkpoint' });
 }
 
 /** Files a checkpoint directory may hold; anything else in one is the user's. */
@@ -160,7 +119,7 @@ export function loadCheckpoint(dir: string, options: { optimizer?: boolean } = {
   if (base) {
     const ck = loadCheckpoint(base, { optimizer: false });
     const adapter = loadAdapter(d, ck.weights.config);
-    const adapterOptimizer = options.optimizer !== false ? loadAdapterOptimizer(d, adapter) : undefined;
+    const adapterOptimizer = options.optimizer !== false ? loadAdapterOptimizer(d, adapter, ck.weights.config) : undefined;
     return { ...ck, adapter, ...(adapterOptimizer ? { adapterOptimizer } : {}), adapterDir: path.resolve(dir) };
   }
   if (!fs.existsSync(d)) {

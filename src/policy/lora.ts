@@ -10,7 +10,7 @@ import { TurnwiseError } from '../core/errors';
 import { replaceDirAtomic, writeFileAtomic } from '../core/fs';
 import { paramSpecs, type ModelConfig } from './config';
 import { readSafetensorsFile, safetensorsParts, type TensorMap } from './safetensors';
-import type { OptimizerState } from './checkpoint';
+import { stateFromTensors, stateToTensors, zeroState, type OptimizerState, type StateTensor } from './optimizer-state';
 import { SeededRandom, type PolicyWeights } from './weights';
 
 /** The linear layers a LoRA adapter may target (PEFT's names for Qwen2 and Llama). */
@@ -184,10 +184,15 @@ export function adapterConfigJson(c: LoraConfig): Record<string, unknown> {
 
 export const ADAPTER_FILES = ['adapter_config.json', 'adapter_model.safetensors', 'optimizer.safetensors'] as const;
 
+/** The adapter's tensors as the optimizer state names them (PEFT keys, their shapes). */
+function adapterStateTensors(a: LoraAdapter, model?: ModelConfig): StateTensor[] {
+  if (model) return loraTargets(model, a.config).flatMap((t) => [{ name: t.a, shape: [a.config.r, t.inDim] }, { name: t.b, shape: [t.outDim, a.config.r] }]);
+  return [...a.tensors].map(([name, t]) => ({ name, shape: [t.length] }));
+}
+
 /** Zero AdamW moments for an adapter (PEFT keys and layout). */
 export function zeroAdapterOptimizer(a: LoraAdapter): OptimizerState {
-  const z = () => new Map([...a.tensors].map(([k, t]) => [k, new Float32Array(t.length)]));
-  return { step: 0, expAvg: z(), expAvgSq: z() };
+  return zeroState(adapterStateTensors(a));
 }
 
 /**
@@ -204,37 +209,15 @@ export function saveAdapter(dir: string, a: LoraAdapter, model: ModelConfig, opt
   replaceDirAtomic(path.resolve(dir), (tmp) => {
     writeFileAtomic(path.join(tmp, 'adapter_model.safetensors'), safetensorsParts(m, { format: 'pt' }));
     writeFileAtomic(path.join(tmp, 'adapter_config.json'), JSON.stringify(adapterConfigJson(a.config), null, 2) + '\n');
-    if (optimizer) {
-      const o: TensorMap = new Map();
-      o.set('step', { dtype: 'I64', shape: [], data: BigInt64Array.of(BigInt(optimizer.step)) });
-      for (const [k, t] of m) {
-        o.set(`exp_avg.${k}`, { dtype: 'F32', shape: t.shape, data: optimizer.expAvg.get(k)! });
-        o.set(`exp_avg_sq.${k}`, { dtype: 'F32', shape: t.shape, data: optimizer.expAvgSq.get(k)! });
-      }
-      writeFileAtomic(path.join(tmp, 'optimizer.safetensors'), safetensorsParts(o, { format: 'turnwise-adamw' }));
-    }
+    if (optimizer) writeFileAtomic(path.join(tmp, 'optimizer.safetensors'), safetensorsParts(stateToTensors(adapterStateTensors(a, model), optimizer), { format: 'turnwise-adamw' }));
   });
 }
 
 /** The AdamW state saved beside an adapter (saveAdapter), or undefined when there is none. */
-export function loadAdapterOptimizer(dir: string, a: LoraAdapter): OptimizerState | undefined {
+export function loadAdapterOptimizer(dir: string, a: LoraAdapter, model: ModelConfig): OptimizerState | undefined {
   const file = path.join(path.resolve(dir), 'optimizer.safetensors');
   if (!fs.existsSync(file)) return undefined;
-  const t = readSafetensorsFile(file).tensors;
-  const problems: string[] = [];
-  const step = t.get('step');
-  if (!step || step.dtype !== 'I64' || step.data.length !== 1) problems.push('missing I64 scalar "step"');
-  const expAvg = new Map<string, Float32Array>();
-  const expAvgSq = new Map<string, Float32Array>();
-  for (const [k, v] of a.tensors) {
-    for (const [prefix, into] of [['exp_avg', expAvg], ['exp_avg_sq', expAvgSq]] as const) {
-      const x = t.get(`${prefix}.${k}`);
-      if (!x || x.dtype !== 'F32' || x.data.length !== v.length) problems.push(`missing or mis-shaped ${prefix}.${k}`);
-      else into.set(k, x.data as Float32Array);
-    }
-  }
-  if (problems.length) throw new TurnwiseError('invalid-file', `${file} does not match the adapter:\n  ${problems.slice(0, 10).join('\n  ')}`, { hint: 'delete optimizer.safetensors to restart the optimizer from zero, or use the matching adapter' });
-  return { step: Number((step!.data as BigInt64Array)[0]), expAvg, expAvgSq };
+  return stateFromTensors(adapterStateTensors(a, model), readSafetensorsFile(file).tensors, { source: file, matches: 'the adapter', hint: 'delete optimizer.safetensors to restart the optimizer from zero, or use the matching adapter' });
 }
 
 /**

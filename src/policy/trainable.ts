@@ -4,7 +4,8 @@
 // PolicyWorker runs one of these in a worker thread behind the same PolicyService interface.
 import { TurnwiseError } from '../core/errors';
 import type { SessionSettings } from '../onnx';
-import { loadCheckpoint, saveCheckpoint, zeroOptimizerState, type OptimizerState } from './checkpoint';
+import { loadCheckpoint, saveCheckpoint, zeroOptimizerState } from './checkpoint';
+import type { OptimizerState } from './optimizer-state';
 import type { ModelConfig } from './config';
 import { Policy, type GeneratedRow, type SampleRequest } from './policy';
 import type { Sequence } from './sequences';

@@ -8,7 +8,7 @@ import * as path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { TurnwiseError, type ErrorCode } from '../core/errors';
 import type { SessionSettings } from '../onnx';
-import type { OptimizerState } from './checkpoint';
+import type { OptimizerState } from './optimizer-state';
 import type { GeneratedRow } from './policy';
 import type { CheckpointOptions, ExtendByIdRequest, LogprobOptions, PolicyInfo, PolicyService, SampleByIdRequest, SequenceId, TrainableOptions, TrainArgs } from './trainable';
 import type { StepMetrics } from './trainer';

@@ -8,7 +8,7 @@
 import { seededRandom } from '../core/random';
 import { encodeDemonstration, type ChatCodec } from './chat';
 import { LOOP_SHARE, type FixCase } from './demonstrations';
-import { casePool, drawDemonstration } from './warmstart';
+import { casePool, drawDemonstration } from './warmstart-cases';
 
 /** One encoded demonstration: token ids and per-token loss weights (actions 1, the rest 0.3). */
 export interface ReplayExample {

@@ -21,7 +21,9 @@ import { recordActionFormat } from './action-format';
 import { chatDemonstrationFromSegments, chatReplyFor, encodeChatDemonstration, episodeDemonstration, PYTHON_SYSTEM, type ChatDemonstration } from './chat-demonstrations';
 import { chatFormatOf } from './chat-model';
 import type { FixCase } from './demonstrations';
-import { casePool, checkBudget, drawDemonstration, evalCasePool, lrAt, runWarmstartLoop, type WarmstartOptions, type WarmstartResult } from './warmstart';
+import { checkBudget, lrAt, type WarmstartOptions, type WarmstartResult } from './warmstart-options';
+import { casePool, drawDemonstration, evalCasePool } from './warmstart-cases';
+import { runWarmstartLoop } from './warmstart-loop';
 import { simulateTurn } from './warmstart-eval';
 import { startDir } from './warmstart-record';
 
@@ -38,7 +40,7 @@ export async function warmstartChat(o: WarmstartOptions): Promise<WarmstartResul
   let adapterOptimizer = ck.adapterOptimizer;
   if (o.adapter && o.model) {
     adapter = loadAdapter(o.adapter, ck.weights.config);
-    adapterOptimizer = loadAdapterOptimizer(o.adapter, adapter);
+    adapterOptimizer = loadAdapterOptimizer(o.adapter, adapter, ck.weights.config);
   } else adapter = ck.adapter;
   if (adapter && o.lora) {
     throw new TurnwiseError('invalid-input', `${o.adapter ?? start} is a LoRA adapter already (r ${adapter.config.r}, ${adapter.config.target_modules.join(', ')}); its settings are its own`, {

@@ -4,7 +4,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { TurnwiseError } from '../core/errors';
 import { readUserTextFile } from '../core/fs';
-import type { WarmstartOptions } from './warmstart';
+import type { WarmstartOptions } from './warmstart-options';
 
 /**
  * What warmstart.json records: this phase's numbers appended to the earlier phases' (a warm start

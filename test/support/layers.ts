@@ -70,3 +70,57 @@ export function listSources(srcDir: string): string[] {
   walk(srcDir);
   return out.sort();
 }
+
+/** The relative imports between source files: file (relative to src/) → the files it imports. */
+export function importGraph(srcDir: string): Map<string, string[]> {
+  const files = listSources(srcDir).map((f) => f.replace(/\\/g, '/'));
+  const known = new Set(files);
+  const resolve = (from: string, spec: string): string | undefined => {
+    const base = path.posix.normalize(path.posix.join(path.posix.dirname(from), spec));
+    for (const cand of [base, `${base}.ts`, `${base}.tsx`, `${base}.js`, `${base}/index.ts`]) if (known.has(cand)) return cand;
+    return undefined;
+  };
+  const graph = new Map<string, string[]>();
+  for (const f of files) {
+    const deps = importsOf(fs.readFileSync(path.join(srcDir, f), 'utf8'))
+      .filter((s) => s.startsWith('.'))
+      .map((s) => resolve(f, s))
+      .filter((t): t is string => t !== undefined && t !== f);
+    graph.set(f, [...new Set(deps)].sort());
+  }
+  return graph;
+}
+
+/** Import circles: each strongly connected group of two or more files (Tarjan), files sorted. */
+export function importCycles(graph: ReadonlyMap<string, readonly string[]>): string[][] {
+  let next = 0;
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const onStack = new Set<string>();
+  const groups: string[][] = [];
+  const visit = (v: string) => {
+    index.set(v, next);
+    low.set(v, next++);
+    stack.push(v);
+    onStack.add(v);
+    for (const w of graph.get(v) ?? []) {
+      if (!index.has(w)) {
+        visit(w);
+        low.set(v, Math.min(low.get(v)!, low.get(w)!));
+      } else if (onStack.has(w)) low.set(v, Math.min(low.get(v)!, index.get(w)!));
+    }
+    if (low.get(v) === index.get(v)) {
+      const group: string[] = [];
+      let w: string;
+      do {
+        w = stack.pop()!;
+        onStack.delete(w);
+        group.push(w);
+      } while (w !== v);
+      if (group.length > 1) groups.push(group.sort());
+    }
+  };
+  for (const v of [...graph.keys()].sort()) if (!index.has(v)) visit(v);
+  return groups.sort((a, b) => (a[0] < b[0] ? -1 : 1));
+}

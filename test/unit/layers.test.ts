@@ -1,7 +1,7 @@
 import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { checkFile, importsOf, listSources } from '../support/layers';
+import { checkFile, importCycles, importGraph, importsOf, listSources } from '../support/layers';
 
 const SRC = path.resolve(__dirname, '..', '..', 'src');
 
@@ -14,6 +14,10 @@ describe('layer rules (docs/design.md)', () => {
     );
   });
 
+  it('no import circles between source files (type-only imports included)', () => {
+    assert.deepEqual(importCycles(importGraph(SRC)), []);
+  });
+
   it('every layer folder of docs/design.md exists', () => {
     for (const l of ['core', 'ast', 'sandbox', 'tasks', 'agent', 'credit', 'onnx', 'policy', 'train', 'cli', 'extension']) {
       assert.ok(fs.statSync(path.join(SRC, l)).isDirectory(), `src/${l} missing`);
@@ -24,6 +28,20 @@ describe('layer rules (docs/design.md)', () => {
     it('finds static, dynamic, re-export and require imports, ignoring comments', () => {
       const src = `import a from './a';\nimport { b } from "../core/b";\nexport * from './c';\nconst d = require('../sandbox/d');\nconst e = await import('vscode');\nimport './side';\n// import x from '../policy/x';\n/* require('../train/y') */`;
       assert.deepEqual(importsOf(src), ['./a', '../core/b', './c', '../sandbox/d', 'vscode', './side']);
+    });
+
+    it('finds every circle, of two files or more, and nothing in a tree', () => {
+      const g = new Map<string, string[]>([
+        ['a.ts', ['b.ts']],
+        ['b.ts', ['c.ts']],
+        ['c.ts', ['a.ts', 'd.ts']],
+        ['d.ts', []],
+        ['e.ts', ['f.ts']],
+        ['f.ts', ['e.ts']],
+        ['g.ts', ['d.ts']],
+      ]);
+      assert.deepEqual(importCycles(g), [['a.ts', 'b.ts', 'c.ts'], ['e.ts', 'f.ts']]);
+      assert.deepEqual(importCycles(new Map([['x.ts', ['y.ts']], ['y.ts', []]])), []);
     });
 
     it('flags vscode outside extension and upward or sideways imports', () => {

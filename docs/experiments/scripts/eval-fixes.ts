@@ -10,7 +10,7 @@ import { loadCheckpoint } from '../../../src/policy/checkpoint';
 import { Policy } from '../../../src/policy/policy';
 import { loadTokenizer } from '../../../src/policy/tokenizer';
 import { chatCodec } from '../../../src/train/chat';
-import { evalCasePool } from '../../../src/train/warmstart';
+import { evalCasePool } from '../../../src/train/warmstart-cases';
 import { evaluateEpisodes, evaluateFixes } from '../../../src/train/warmstart-eval';
 
 const { values } = parseArgs({ options: { model: { type: 'string', default: 'models/turnwise-tiny' }, seed: { type: 'string', default: '9' }, cases: { type: 'string', default: '256' }, 'episode-cases': { type: 'string', default: '64' }, form: { type: 'string', default: 'sed' } } });

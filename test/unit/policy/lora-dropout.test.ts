@@ -198,7 +198,7 @@ describe('policy/lora: dropout on the adapters\' inputs in training', function (
       assert.equal(JSON.parse(fs.readFileSync(path.join(dir, 'adapter_config.json'), 'utf8')).lora_dropout, 0.2);
       const back = loadAdapter(dir, c);
       assert.equal(back.config.lora_dropout, 0.2);
-      const resumed = new TrainablePolicy(w, { adapter: back, optimizer: loadAdapterOptimizer(dir, back), loraDropoutSeed: 41, settings: { provider: 'cpu' } });
+      const resumed = new TrainablePolicy(w, { adapter: back, optimizer: loadAdapterOptimizer(dir, back, c), loraDropoutSeed: 41, settings: { provider: 'cpu' } });
       await tp.train(opts, [batchOf(3)], { lr: 5e-2 });
       await resumed.train(opts, [batchOf(3)], { lr: 5e-2 });
       const [a1, a2] = [(await tp.adapter())!, (await resumed.adapter())!];

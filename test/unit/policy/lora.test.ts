@@ -262,7 +262,7 @@ describe('policy/lora: a LoRA policy in training (TrainablePolicy)', function ()
       assert.ok(adapterBytes < baseBytes / 2, `the adapter (${adapterBytes} bytes) is not a copy of the base (${baseBytes})`);
       // Resumed from the checkpoint, the next step is the one the uninterrupted policy takes.
       const back = loadAdapter(dir, c);
-      const tp2 = new TrainablePolicy(w, { adapter: back, optimizer: loadAdapterOptimizer(dir, back), settings: { provider: 'cpu' } });
+      const tp2 = new TrainablePolicy(w, { adapter: back, optimizer: loadAdapterOptimizer(dir, back, c), settings: { provider: 'cpu' } });
       await tp.train({ loss: 'sft', batch: B, seq: T }, [batchOf(3)], { lr: 5e-2 });
       await tp2.train({ loss: 'sft', batch: B, seq: T }, [batchOf(3)], { lr: 5e-2 });
       const [a1, a2] = [await tp.adapter(), await tp2.adapter()];

@@ -8,7 +8,7 @@ import { seededRandom } from '../../../src/core/random';
 import { CANDS_MAX_TURNS, candidateAttempt, candidateEpisode, candidateFix, fixVariant, numberedCurriculumTask, syntheticCases, type FixCase } from '../../../src/train/demonstrations';
 import { argumentSwaps, CANDS_MAX, lineCandidates, twCandsOutput, variantView } from '../../../src/train/line-candidates';
 import { OBS_PROMPT_CHARS } from '../../../src/agent/prompt';
-import { drawDemonstration } from '../../../src/train/warmstart';
+import { drawDemonstration } from '../../../src/train/warmstart-cases';
 import { simulateNumbered, simulateTurn } from '../../../src/train/warmstart-eval';
 import { LEDGER_CASE } from './ledger-case';
 

@@ -6,7 +6,7 @@
 import * as assert from 'node:assert/strict';
 import { seededRandom } from '../../../src/core/random';
 import { bugSuspect, numberedAttempt, numberedCurriculumTask, numberedEpisode, numberedFix, numberedSuspects, syntheticCases, twEditOutput } from '../../../src/train/demonstrations';
-import { drawDemonstration } from '../../../src/train/warmstart';
+import { drawDemonstration } from '../../../src/train/warmstart-cases';
 import { fixPromptTurns, numberedRestores, shellWords, simulateNumbered, simulateTurn } from '../../../src/train/warmstart-eval';
 import { LEDGER_CASE } from './ledger-case';
 

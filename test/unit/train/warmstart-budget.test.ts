@@ -7,7 +7,8 @@ import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { checkBudget, lrAt, warmstart } from '../../../src/train/warmstart';
+import { warmstart } from '../../../src/train/warmstart';
+import { checkBudget, lrAt } from '../../../src/train/warmstart-options';
 
 describe('train/warmstart: the minutes budget', function () {
   this.timeout(300_000);

@@ -7,7 +7,8 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { loadCheckpoint } from '../../../src/policy/checkpoint';
-import { warmstart, type WarmstartOptions } from '../../../src/train/warmstart';
+import { warmstart } from '../../../src/train/warmstart';
+import type { WarmstartOptions } from '../../../src/train/warmstart-options';
 
 describe('train/warmstart: phases', function () {
   this.timeout(300_000);

@@ -1,8 +1,10 @@
-// What pytest reads of a workspace's configuration files: the section it owns in each and the
-// `addopts` there, split as pytest splits them. Other tools share these files (tox's `[testenv]`,
+// What pytest reads of a workspace's configuration files: the section it owns in each, the
+// `addopts` there split as pytest splits them, and which file names it collects as tests. Other tools share these files (tox's `[testenv]`,
 // flake8's `[flake8]`, setuptools' `[metadata]`); their options never reach pytest, so reading a
 // `-p pkg` out of tox.ini's `commands = mypy -p pkg` as a pytest plugin made the package under
 // test look like test machinery, and scoring put the mutated file back before running the tests.
+import * as fs from 'node:fs';
+import * as path from 'node:path';
 
 /**
  * The section pytest reads in a configuration file: `[pytest]` in pytest.ini, .pytest.ini and
@@ -23,14 +25,32 @@ export function pytestSectionName(file: string): string | undefined {
  * Empty when the file sets none.
  */
 export function pytestAddopts(file: string, text: string): string[] {
+  return pytestListOption(file, text, 'addopts') ?? [];
+}
+
+/**
+ * A list-valued option of a file's pytest section (`addopts`, `python_files`, `testpaths`), read
+ * as pytest reads an "args" option; undefined when the file does not set it.
+ */
+export function pytestListOption(file: string, text: string, key: string): string[] | undefined {
   const section = pytestSectionName(file);
-  if (section === undefined) return [];
+  if (section === undefined) return undefined;
   const lines = text.replace(/\r\n?/g, '\n').split('\n');
-  return section === 'tool.pytest.ini_options' ? tomlAddopts(lines, section) : iniAddopts(lines, section);
+  return section === 'tool.pytest.ini_options' ? tomlOption(lines, section, key) : iniOption(lines, section, key);
+}
+
+/** Whether the file has pytest's section at all (an empty `[pytest]` still makes it pytest's configuration). */
+export function hasPytestSection(file: string, text: string): boolean {
+  const section = pytestSectionName(file);
+  if (section === undefined) return false;
+  // pytest.ini is pytest's configuration even when empty.
+  if (/^\.?pytest\.ini$/.test(file.split('/').pop() ?? file)) return true;
+  const want = section.replace(/\./g, '\\.');
+  return new RegExp(`^\\s*\\[\\s*${want}\\s*\\]`, 'm').test(text);
 }
 
 /** iniconfig's reading: `[section]`, `name = value` or `name: value`, indented continuation lines, `#`/`;` comment lines. */
-function iniAddopts(lines: string[], section: string): string[] {
+function iniOption(lines: string[], section: string, key: string): string[] | undefined {
   let current: string | undefined;
   let value: string[] | undefined;
   let found: string[] | undefined;
@@ -53,14 +73,14 @@ function iniAddopts(lines: string[], section: string): string[] {
     const cut = eq >= 0 && !line.slice(0, eq).includes(':') ? [eq, 1] : colon >= 0 ? [colon, 2] : undefined;
     if (!cut) continue;
     const name = line.slice(0, cut[0]).trim();
-    value = name === 'addopts' ? [line.slice(cut[0] + cut[1]).trim()] : undefined;
+    value = name === key ? [line.slice(cut[0] + cut[1]).trim()] : undefined;
     if (value) found = value;
   }
-  return found ? shellWords(found.join('\n')) : [];
+  return found ? shellWords(found.join('\n')) : undefined;
 }
 
-/** The table `[tool.pytest.ini_options]`'s `addopts`: a basic or literal string (one line or triple-quoted), or an array of them. */
-function tomlAddopts(lines: string[], section: string): string[] {
+/** An option of the table `[tool.pytest.ini_options]`: a basic or literal string (one line or triple-quoted), or an array of them. */
+function tomlOption(lines: string[], section: string, key: string): string[] | undefined {
   let inSection = false;
   const body: string[] = [];
   for (const line of lines) {
@@ -72,8 +92,8 @@ function tomlAddopts(lines: string[], section: string): string[] {
     if (inSection) body.push(line);
   }
   const text = body.join('\n');
-  const m = /^\s*addopts\s*=\s*/m.exec(text);
-  if (!m) return [];
+  const m = new RegExp(`^\\s*${key}\\s*=\\s*`, 'm').exec(text);
+  if (!m) return undefined;
   const rest = text.slice(m.index + m[0].length);
   if (rest.startsWith('[')) {
     const strings: string[] = [];
@@ -90,7 +110,7 @@ function tomlAddopts(lines: string[], section: string): string[] {
     return strings;
   }
   const s = tomlString(rest, 0);
-  return s ? shellWords(s.value) : [];
+  return s ? shellWords(s.value) : undefined;
 }
 
 /** A TOML string starting at `at` (basic, literal, or their multi-line forms) and where it ends. */
@@ -155,4 +175,67 @@ export function pytestPluginsOf(file: string, text: string): string[] {
     if (name !== undefined && !name.startsWith('no:') && /^[A-Za-z_][\w.]*$/.test(name)) mods.push(name);
   }
   return mods;
+}
+
+/** The files pytest looks for its configuration in at the rootdir, in the order it takes the first. */
+const CONFIG_ORDER = ['pytest.ini', '.pytest.ini', 'pyproject.toml', 'tox.ini', 'setup.cfg'];
+
+/**
+ * The workspace's pytest configuration as pytest picks it at the workspace root: the first of
+ * pytest.ini, .pytest.ini, and pyproject.toml, tox.ini or setup.cfg holding pytest's section.
+ */
+export function pytestRootConfig(dir: string): { file: string; text: string } | undefined {
+  for (const file of CONFIG_ORDER) {
+    let text: string;
+    try {
+      text = fs.readFileSync(path.join(dir, file), 'utf8');
+    } catch {
+      continue;
+    }
+    if (hasPytestSection(file, text)) return { file, text };
+  }
+  return undefined;
+}
+
+/** pytest's default `python_files`. */
+export const DEFAULT_PYTHON_FILES: readonly string[] = ['test_*.py', '*_test.py'];
+
+/** The `python_files` patterns the workspace's pytest configuration sets (pytest's default without one). */
+export function pythonFilePatterns(dir: string): readonly string[] {
+  const c = pytestRootConfig(dir);
+  return (c && pytestListOption(c.file, c.text, 'python_files')) || DEFAULT_PYTHON_FILES;
+}
+
+/** The `testpaths` of the workspace's pytest configuration ('/'-separated, no './'), undefined when it sets none. */
+export function pytestTestPaths(dir: string): string[] | undefined {
+  const c = pytestRootConfig(dir);
+  const v = c && pytestListOption(c.file, c.text, 'testpaths');
+  return v && v.length ? v.map((p) => p.replace(/^\.\//, '').replace(/\/+$/, '')) : undefined;
+}
+
+/** Whether a workspace path is a test module by `python_files` patterns (fnmatch on the file name, or on the path for a pattern with a '/'). */
+export function matchesPythonFiles(rel: string, patterns: readonly string[]): boolean {
+  const base = rel.split('/').pop() ?? rel;
+  return patterns.some((p) => fnmatch(p.includes('/') ? rel : base, p));
+}
+
+/** Python's fnmatch (`*`, `?`, `[...]`, `[!...]`), case-sensitive as on POSIX. */
+export function fnmatch(name: string, pattern: string): boolean {
+  let re = '';
+  for (let i = 0; i < pattern.length; i++) {
+    const c = pattern[i];
+    if (c === '*') re += '.*';
+    else if (c === '?') re += '.';
+    else if (c === '[') {
+      const end = pattern.indexOf(']', i + 2);
+      if (end < 0) re += '\\[';
+      else {
+        let body = pattern.slice(i + 1, end);
+        if (body.startsWith('!')) body = `^${body.slice(1)}`;
+        re += `[${body.replace(/\\/g, '\\\\')}]`;
+        i = end;
+      }
+    } else re += c.replace(/[.+^${}()|\\/]/g, '\\$&');
+  }
+  return new RegExp(`^${re}$`, 's').test(name);
 }

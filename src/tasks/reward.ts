@@ -444,12 +444,13 @@ export function scorableTestIds(ids: readonly string[], runner: Task['runner']):
  *
  * Ids are read as pytest writes them (tasks/nodeid.ts): the parameter part is one piece whatever
  * it holds, so `test_f[sum(a)::integer, b]` names `test_f`. The test's first name (a function or
- * class of the module, or one it imports) must occur in its file; a name inside a class (a
- * method, a nested class) may come from a base class defined elsewhere, so it must occur in some
- * test file of the snapshot, or else in one of its source files; a doctest's dotted name ends in
- * a name its file holds.
+ * class of the module, or one it imports) must occur in its file, or in another test file of the
+ * snapshot (a `from .test_trees import *` brings lark's classes in unnamed); the names inside a class (a
+ * method, a nested class) need only be identifiers: a class inherits them from bases in other
+ * files, or makes them at import time (zope.interface's `test_auto_*` methods), so no file need
+ * spell them; a doctest's dotted name ends in a name its file holds.
  */
-export function unknownReportIds(report: TestReport, originals: Pick<ScoringOriginals, 'tests' | 'sources' | 'data'> & Partial<Pick<ScoringOriginals, 'root'>>, runner: Task['runner']): string[] {
+export function unknownReportIds(report: TestReport, originals: Pick<ScoringOriginals, 'tests' | 'sources' | 'data'>, runner: Task['runner']): string[] {
   if (runner !== 'pytest') return [];
   const tests = originals.tests;
   const texts = new Map<string, string>();
@@ -462,8 +463,11 @@ export function unknownReportIds(report: TestReport, originals: Pick<ScoringOrig
     return text;
   };
   const occurs = (word: string, text: string) => new RegExp(`(?<![\\p{L}\\p{N}_])${word}(?![\\p{L}\\p{N}_])`, 'u').test(text);
-  const inSomeTestFile = memo((word: string) => [...tests.keys()].some((f) => f.endsWith('.py') && occurs(word, textOf(f))));
-  const inSomeSource = memo((word: string) => originals.root !== undefined && [...originals.sources.keys()].some((f) => f.endsWith('.py') && occurs(word, originalSource(originals as ScoringOriginals, f) ?? '')));
+  const seen = new Map<string, boolean>();
+  const inSomeTestFile = (word: string) => {
+    if (!seen.has(word)) seen.set(word, [...tests.keys()].some((f) => f.endsWith('.py') && occurs(word, textOf(f))));
+    return seen.get(word)!;
+  };
   const bad: string[] = [];
   for (const t of report.tests) {
     const { file, names } = parsePytestNodeId(t.id);
@@ -476,7 +480,7 @@ export function unknownReportIds(report: TestReport, originals: Pick<ScoringOrig
       text !== '' &&
       (isPytestDoctestId(t.id)
         ? doctestInFile(names[0], file, text)
-        : names.every((w) => isIdentifier(w)) && occurs(names[0], text) && names.slice(1).every((w) => occurs(w, text) || inSomeTestFile(w) || inSomeSource(w)));
+        : names.every((w) => isIdentifier(w)) && (occurs(names[0], text) || inSomeTestFile(names[0])));
     if (!ok) bad.push(t.id);
   }
   return bad;
@@ -492,14 +496,6 @@ function doctestInFile(dotted: string, file: string, text: string): boolean {
 /** A Python identifier as pytest names a test function or class (unicode letters allowed). */
 function isIdentifier(w: string): boolean {
   return /^[\p{L}_][\p{L}\p{N}_]*$/u.test(w);
-}
-
-function memo<T>(f: (k: string) => T): (k: string) => T {
-  const m = new Map<string, T>();
-  return (k) => {
-    if (!m.has(k)) m.set(k, f(k));
-    return m.get(k)!;
-  };
 }
 
 /**

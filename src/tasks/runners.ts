@@ -10,6 +10,7 @@ import type { Language, ReportFormat, RunnerKind } from '../core/schema';
 import type { JunitFlavor } from './report';
 import { LOAD_ERROR_MARKER, PYTEST_NODEID_PROPERTY, REPORT_PART_MARKER } from './report';
 import { pytestNodeFile } from './nodeid';
+import { matchesPythonFiles, pytestRootConfig, pythonFilePatterns } from './pytest-config';
 import { listWorkspaceFiles } from './testfiles';
 import { shellQuote as shq } from '../sandbox/shell';
 
@@ -49,11 +50,6 @@ export function isNodeTestFile(rel: string): boolean {
   if (!/\.[cm]?js$/.test(base)) return false;
   if (/^(.*[.\-_])?test\.[cm]?js$/.test(base) || /^test-.*\.[cm]?js$/.test(base)) return true;
   return rel.split('/').slice(0, -1).includes('test');
-}
-
-function isPythonTestFile(rel: string): boolean {
-  const base = rel.split('/').pop() ?? rel;
-  return /^test_.*\.py$/.test(base) || /^.*_test\.py$/.test(base);
 }
 
 function readPackageJson(dir: string): { deps: Set<string>; testScript: string } | undefined {
@@ -165,14 +161,16 @@ export function detectRunner(dir: string, override: RunnerOverride = {}): TestRu
       return false;
     }
   });
-  const pyTests = files.filter(isPythonTestFile);
+  // pytest's own rule for test modules: its configuration's python_files (test_*.py and *_test.py by default).
+  const pyPatterns = pythonFilePatterns(dir);
+  const pyTests = files.filter((f) => f.endsWith('.py') && matchesPythonFiles(f, pyPatterns));
 
   let kind = override.kind;
   if (!kind) {
     if (pkg?.deps.has('jest') || /\bjest\b/.test(pkg?.testScript ?? '')) kind = 'jest';
     else if (pkg?.deps.has('mocha') || /\bmocha\b/.test(pkg?.testScript ?? '')) kind = 'mocha';
     else if (nodeTestFiles.length > 0 || /node\s+--test/.test(pkg?.testScript ?? '')) kind = 'node-test';
-    else if (pyTests.length > 0) kind = 'pytest';
+    else if (pyTests.length > 0 || pytestRootConfig(dir)) kind = 'pytest';
     else if (files.includes('go.mod')) kind = 'go-test';
   }
   if (!kind) {

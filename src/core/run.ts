@@ -163,16 +163,50 @@ export class RunDir {
     readonly runId: string,
   ) {}
 
-  /** Creates a new run directory; refuses one that exists. */
+  /**
+   * Creates a new run directory; refuses one that exists, saying whether a process is running
+   * in it (then it is not to be resumed) or it can be resumed.
+   */
   static create(runsRoot: string, runId: string, config: unknown): RunDir {
     const dir = path.resolve(runsRoot, runId);
-    if (fs.existsSync(dir)) {
+    fs.mkdirSync(path.resolve(runsRoot), { recursive: true });
+    try {
+      // Not recursive: the one atomic step that tells this process's run from another's.
+      fs.mkdirSync(dir);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+      const held = readLock(path.join(dir, LOCK_FILE));
+      if (typeof held !== 'string' && held.host === os.hostname() && lockHolderAlive(held)) {
+        throw new TurnwiseError('invalid-input', `run directory ${dir} already exists, and process ${held.pid} is running in it (since ${held.startedAt})`, { hint: `start a run of another name, or wait for process ${held.pid} to finish` });
+      }
       throw new TurnwiseError('invalid-input', `run directory ${dir} already exists`, { hint: 'resume it with --resume, or start a new run' });
     }
-    fs.mkdirSync(dir, { recursive: true });
     const run = new RunDir(dir, runId);
     writeJsonAtomic(run.file('config.json'), config);
     return run;
+  }
+
+  /**
+   * Creates a new run directory named `baseId`, or `baseId-2`, `-3`, … when that name is taken
+   * (two runs of one name, estimator and seed started in the same second): each process gets a
+   * folder of its own, the name decided by an atomic mkdir. `config` is given the final id.
+   */
+  static createUnique(runsRoot: string, baseId: string, config: (runId: string) => unknown): RunDir {
+    fs.mkdirSync(path.resolve(runsRoot), { recursive: true });
+    for (let k = 1; k < 10_000; k++) {
+      const runId = k === 1 ? baseId : `${baseId}-${k}`;
+      const dir = path.resolve(runsRoot, runId);
+      try {
+        fs.mkdirSync(dir);
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code === 'EEXIST') continue;
+        throw e;
+      }
+      const run = new RunDir(dir, runId);
+      writeJsonAtomic(run.file('config.json'), config(runId));
+      return run;
+    }
+    throw new TurnwiseError('invalid-input', `no free run directory name for ${baseId} under ${path.resolve(runsRoot)}`, { hint: 'remove old runs, or give the run another name' });
   }
 
   /** Opens an existing run directory (a path, or a run id under `runsRoot`). */

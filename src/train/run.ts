@@ -152,7 +152,7 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
     pool = await connectRunPool(runId, c);
     try {
       fs.mkdirSync(o.runsRoot, { recursive: true });
-      run = RunDir.create(o.runsRoot, runId, runConfigRecord(c, { runId, startModel: c.model || embeddedModelDir(), actionFormat: format.kind, createdAt: new Date().toISOString() }));
+      run = RunDir.createUnique(o.runsRoot, runId, (id) => runConfigRecord(c, { runId: id, startModel: c.model || embeddedModelDir(), actionFormat: format.kind, createdAt: new Date().toISOString() }));
       lock = run.lock();
     } catch (e) {
       await pool.close();

@@ -1,6 +1,7 @@
 // The run directory's commit rule: an iteration is complete once both its metrics line and its
 // checkpoint are on disk; what an interrupted iteration left is discarded before a resume.
 import * as assert from 'node:assert/strict';
+import { TurnwiseError } from '../../../src/core/errors';
 import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -171,6 +172,31 @@ describe('core/run: RunDir', () => {
     assert.equal(run.readStatus()!.host, os.hostname());
     fs.writeFileSync(run.file('status.json'), '{"state":');
     assert.equal(run.readStatus(), undefined, 'a damaged status.json reads as none');
+  });
+
+  it('two runs of one name, estimator and seed started in the same second get folders of their own', () => {
+    const base = newRunId({ name: 'ws', estimator: 'grpo', seed: 0 }, new Date('2026-01-01T00:00:00Z'));
+    const a = RunDir.createUnique(root, base, (id) => ({ runId: id }));
+    const b = RunDir.createUnique(root, base, (id) => ({ runId: id }));
+    const c = RunDir.createUnique(root, base, (id) => ({ runId: id }));
+    assert.deepEqual([a.runId, b.runId, c.runId], [base, `${base}-2`, `${base}-3`]);
+    assert.deepEqual(b.readConfig(), { runId: `${base}-2` }, 'the config names the folder it is in');
+    assert.deepEqual(RunDir.list(root).filter((x) => x.startsWith('ws__')), [`${base}-3`, `${base}-2`, base]);
+  });
+
+  it('an id whose run is going is refused as running, with its pid, never with advice to resume it', () => {
+    const running = RunDir.create(root, 'busy', {});
+    const lock = running.lock();
+    try {
+      assert.throws(() => RunDir.create(root, 'busy', {}), (e: TurnwiseError) => {
+        assert.match(e.message, new RegExp(`already exists, and process ${process.pid} is running in it`));
+        assert.doesNotMatch(e.hint ?? '', /--resume/);
+        return true;
+      });
+    } finally {
+      lock.release();
+    }
+    assert.throws(() => RunDir.create(root, 'busy', {}), (e: TurnwiseError) => /already exists$/.test(e.message) && /--resume/.test(e.hint ?? ''));
   });
 
   it('list: newest first by the id\'s timestamp', () => {

@@ -126,6 +126,8 @@ export interface ChatFormatOptions {
   contextTokens: number;
   /** Tokens a reply may take (the run's maxActionTokens); the prompt gets the rest. */
   maxActionTokens: number;
+  /** The date templates print (Llama 3.x's "Today Date"); default: when the format is made. */
+  now?: Date;
 }
 
 /** A placeholder for message `i` in a skeleton render: private-use characters no template writes. */
@@ -159,8 +161,11 @@ export class ChatFormat {
   /** The token that ends an assistant message in this template (`<|im_end|>`, `<|eot_id|>`, …). */
   readonly endOfTurn: { id: number; text: string };
   readonly promptBudget: number;
+  /** The date every conversation of this format shows where its template prints one (chat-template.ts): pinned when the format is made. */
+  readonly now: Date;
 
   constructor(readonly o: ChatFormatOptions) {
+    this.now = o.now ?? new Date();
     if (!Number.isInteger(o.contextTokens) || !Number.isInteger(o.maxActionTokens) || o.maxActionTokens < 1 || o.contextTokens - o.maxActionTokens < 64) {
       throw new TurnwiseError('invalid-input', `a context of ${o.contextTokens} tokens cannot hold a prompt beside maxActionTokens ${o.maxActionTokens}`, { hint: 'lower maxActionTokens, or use a model with a longer context (max_position_embeddings in config.json)' });
     }
@@ -256,10 +261,11 @@ export class ChatConversation {
   skeleton(first: number): string {
     const shown = this.messages(first);
     const template = this.format.o.template;
-    const skeleton = template.render(shown.map((e, i) => ({ role: e.message.role, content: slot(i) })), true);
+    const now = this.format.now;
+    const skeleton = template.render(shown.map((e, i) => ({ role: e.message.role, content: slot(i) })), true, now);
     // Replies keep their placeholder: their ids are kept as sampled, whatever the template would
     // make of their text (an empty reply, say, that a template writes without its newline).
-    const real = template.render(shown.map((e, i) => (e.reply ? { role: e.message.role, content: slot(i) } : e.message)), true);
+    const real = template.render(shown.map((e, i) => (e.reply ? { role: e.message.role, content: slot(i) } : e.message)), true, now);
     const filled = skeleton.replace(SLOT, (whole, i) => (shown[Number(i)].reply ? whole : shown[Number(i)].message.content));
     if (real !== filled) {
       let i = 0;

@@ -2,6 +2,12 @@
 // rendered with @huggingface/jinja the way transformers' apply_chat_template does (trim_blocks,
 // lstrip_blocks, `raise_exception`). A template that does not parse, or raises while rendering,
 // is an error naming its file.
+//
+// A template's clock is Turnwise's: Llama 3.x templates print `strftime_now("%d %b %Y")` in the
+// system message, and the library's own function reads the clock on every render in the system
+// locale ("Dez" under de_DE). A conversation's prompt must be the same at every turn, so the
+// template's `strftime_now` is given a date the caller pins (once per chat format: a run, an
+// evaluation, a server request) and formats it as Python does in the C locale.
 import { Template } from '@huggingface/jinja';
 import { TurnwiseError } from '../core/errors';
 
@@ -30,17 +36,21 @@ export class ChatTemplate {
     private readonly tokens: TemplateTokens = {},
   ) {
     try {
-      this.compiled = new Template(text);
+      this.compiled = new Template(text.replace(/\bstrftime_now\b/g, CLOCK));
     } catch (e) {
       throw new TurnwiseError('invalid-file', `the chat template in ${source} does not parse: ${(e as Error).message}`, { hint: FIX });
     }
   }
 
-  /** The template's text for `messages`; with `addGenerationPrompt`, ready for the assistant's reply. */
-  render(messages: readonly ChatMessage[], addGenerationPrompt: boolean): string {
+  /**
+   * The template's text for `messages`; with `addGenerationPrompt`, ready for the assistant's
+   * reply. `now` is the date the template's `strftime_now` tells (default: this moment).
+   */
+  render(messages: readonly ChatMessage[], addGenerationPrompt: boolean, now: Date = new Date()): string {
     let out: unknown;
     try {
       out = this.compiled.render({
+        [CLOCK]: (format: string) => strftime(now, format),
         messages: messages.map((m) => ({ role: m.role, content: m.content })),
         add_generation_prompt: addGenerationPrompt,
         bos_token: this.tokens.bos_token ?? '',
@@ -52,6 +62,43 @@ export class ChatTemplate {
     if (typeof out !== 'string') throw new TurnwiseError('invalid-file', `the chat template in ${this.source} rendered no text`, { hint: FIX });
     return out;
   }
+}
+
+/** The name the template's `strftime_now` is bound under (the library's own cannot be replaced). */
+const CLOCK = '__turnwise_strftime_now';
+
+const MONTHS = ['January', 'February', 'March', 'April', 'May', 'June', 'July', 'August', 'September', 'October', 'November', 'December'];
+const DAYS = ['Sunday', 'Monday', 'Tuesday', 'Wednesday', 'Thursday', 'Friday', 'Saturday'];
+
+/**
+ * Python's `time.strftime` in the C locale (what transformers' templates get): %Y %y %m %d %H %I
+ * %M %S %p %b %B %a %A %j %%, in local time; other directives are left as written.
+ */
+export function strftime(date: Date, format: string): string {
+  const pad = (n: number, w = 2) => String(n).padStart(w, '0');
+  const start = new Date(date.getFullYear(), 0, 1);
+  const dayOfYear = Math.round((new Date(date.getFullYear(), date.getMonth(), date.getDate()).getTime() - start.getTime()) / 86_400_000) + 1;
+  const h = date.getHours();
+  return format.replace(/%([A-Za-z%])/g, (whole, d: string) => {
+    switch (d) {
+      case 'Y': return String(date.getFullYear());
+      case 'y': return pad(date.getFullYear() % 100);
+      case 'm': return pad(date.getMonth() + 1);
+      case 'd': return pad(date.getDate());
+      case 'H': return pad(h);
+      case 'I': return pad(h % 12 === 0 ? 12 : h % 12);
+      case 'M': return pad(date.getMinutes());
+      case 'S': return pad(date.getSeconds());
+      case 'p': return h < 12 ? 'AM' : 'PM';
+      case 'b': return MONTHS[date.getMonth()].slice(0, 3);
+      case 'B': return MONTHS[date.getMonth()];
+      case 'a': return DAYS[date.getDay()].slice(0, 3);
+      case 'A': return DAYS[date.getDay()];
+      case 'j': return pad(dayOfYear, 3);
+      case '%': return '%';
+      default: return whole;
+    }
+  });
 }
 
 /** A token of tokenizer_config.json: a string, or an object with its `content`. */

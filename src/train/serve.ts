@@ -114,10 +114,10 @@ const slot = (i: number) => `\uE000${i}\uE001`;
  * per message, its own text encoded with special tokens on, each message's content with them off.
  * Undefined when the template changes a message's text (the plain render is used then).
  */
-function encodeAsData(template: ChatTemplate, tok: ChatTokenizer, messages: readonly ChatMessage[]): number[] | undefined {
-  const skeleton = template.render(messages.map((m, i) => ({ role: m.role, content: slot(i) })), true);
+function encodeAsData(template: ChatTemplate, tok: ChatTokenizer, messages: readonly ChatMessage[], now: Date): number[] | undefined {
+  const skeleton = template.render(messages.map((m, i) => ({ role: m.role, content: slot(i) })), true, now);
   const filled = skeleton.replace(/\uE000(\d+)\uE001/g, (_, i) => messages[Number(i)].content);
-  if (filled !== template.render(messages, true)) return undefined;
+  if (filled !== template.render(messages, true, now)) return undefined;
   const ids: number[] = [];
   let at = 0;
   for (const m of skeleton.matchAll(/\uE000(\d+)\uE001/g)) {
@@ -269,7 +269,10 @@ export async function startServer(o: ServeOptions): Promise<RunningServer> {
         if (!(e instanceof TurnwiseError)) throw e;
       }
     }
-    return encodeAsData(template!, tok, messages) ?? tok.encode(template!.render(messages, true));
+    // One date per request for the template's clock (the agent's conversations above keep the one
+    // their format pinned when the server started, so every turn's prompt extends the last).
+    const now = new Date();
+    return encodeAsData(template!, tok, messages, now) ?? tok.encode(template!.render(messages, true, now));
   };
 
   const server = http.createServer((req, res) => {

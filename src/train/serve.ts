@@ -13,6 +13,7 @@
 // sampled as (choices carry `token_ids`, as vLLM's do). So a conversation continued through this
 // server is the same ids as the same model continuing it in-process: an evaluation through the
 // endpoint gives the episodes of a local one.
+import { createHash, timingSafeEqual } from 'node:crypto';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { TurnwiseError } from '../core/errors';
@@ -53,6 +54,19 @@ export interface ServeOptions {
    */
   packDecodeWeights?: 'auto' | 'on' | 'off';
   settings?: SessionSettings;
+  /** Where the server logs what a client cannot see: every 5xx answer, with its cause. */
+  onLog?: (line: string) => void;
+}
+
+/** Whether a host is reachable from other machines (not a loopback address). */
+export function listensBeyondLoopback(host: string): boolean {
+  return !(host === 'localhost' || host === '::1' || /^127\./.test(host));
+}
+
+/** Whether a request's Authorization header carries the token, compared in constant time (sha-256 digests of equal length). */
+export function bearerMatches(header: string | undefined, token: string): boolean {
+  const digest = (s: string) => createHash('sha256').update(s).digest();
+  return timingSafeEqual(digest(header ?? ''), digest(`Bearer ${token}`));
 }
 
 export interface RunningServer {
@@ -284,9 +298,11 @@ export async function startServer(o: ServeOptions): Promise<RunningServer> {
     const fail = (e: unknown) => {
       if (e instanceof ApiError) return send(e.status, { error: { message: e.message, type: e.type, param: e.param, code: null } });
       const message = e instanceof TurnwiseError ? e.message : 'the server failed to answer';
+      // The client sees a short message; the cause goes to the server's log.
+      o.onLog?.(`500 on ${req.method} ${req.url}: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
       send(500, { error: { message, type: 'server_error', param: null, code: null } });
     };
-    if (o.token && req.headers.authorization !== `Bearer ${o.token}`) return fail(new ApiError(401, 'missing or wrong bearer token', 'authentication_error'));
+    if (o.token && !bearerMatches(req.headers.authorization, o.token)) return fail(new ApiError(401, 'missing or wrong bearer token', 'authentication_error'));
     const url = (req.url ?? '').split('?')[0];
     if (req.method === 'GET' && url === '/v1/models') return send(200, { object: 'list', data: [{ id: name, object: 'model', created, owned_by: 'turnwise' }] });
     if (req.method !== 'POST' || (url !== '/v1/chat/completions' && url !== '/v1/completions')) return fail(new ApiError(404, `no route ${req.method} ${url}; this server answers GET /v1/models, POST /v1/chat/completions and POST /v1/completions`, 'not_found_error'));

@@ -1,6 +1,6 @@
 // `turnwise serve`: a model folder (and a LoRA adapter) behind the OpenAI-compatible API, until
 // a signal stops it.
-import { startServer } from '../../train/serve';
+import { listensBeyondLoopback, startServer } from '../../train/serve';
 import { numberInRange, requireString, UsageError, valueOptions, type CliCommand } from '../command';
 import { PROVIDER_USAGE, providerOption } from './options';
 
@@ -18,16 +18,19 @@ export const serveCommand: CliCommand = {
     if (tokenVar && !token) throw new UsageError(`--token-env ${tokenVar}: that environment variable is not set`);
     const pack = args.values['pack-decode-weights'];
     if (pack !== undefined && pack !== 'auto' && pack !== 'on' && pack !== 'off') throw new UsageError(`--pack-decode-weights is auto, on or off, got ${JSON.stringify(pack)}`);
+    const host = (args.values.host as string | undefined) ?? '127.0.0.1';
+    if (!token && listensBeyondLoopback(host)) io.err(`warning: --host ${host} without --token-env: anyone who reaches port ${port} of this machine can use the model; set a token with --token-env VAR`);
     const s = await startServer({
       model: requireString(args, 'model'),
       ...(typeof args.values.adapter === 'string' ? { adapter: args.values.adapter } : {}),
-      host: (args.values.host as string | undefined) ?? '127.0.0.1',
+      host,
       port,
       ...(typeof args.values.name === 'string' ? { name: args.values.name } : {}),
       ...(token ? { token } : {}),
       maxRequestBytes: kb * 1024,
       ...(pack !== undefined ? { packDecodeWeights: pack } : {}),
       settings: { provider: providerOption(args), onWarning: (m) => io.err(`warning: ${m}`) },
+      onLog: (line) => io.err(`${new Date().toISOString()} ${line}`),
     });
     const provider = await s.provider;
     io.out(io.json ? JSON.stringify({ ok: true, url: s.url, provider }) : `serving ${s.url}/v1 on the ${provider} provider (Ctrl-C stops)`);

@@ -44,7 +44,7 @@ describe('agent/chat-template: the template clock', () => {
         if (args.length === 0) super(clock);
         else super(...(args as [number]));
       }
-      static now() {
+      static override now() {
         return clock;
       }
     }

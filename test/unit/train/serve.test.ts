@@ -16,7 +16,7 @@ import type { ModelConfig } from '../../../src/policy/config';
 import { writeModelFolder } from '../../../src/policy/hf';
 import { Policy } from '../../../src/policy/policy';
 import { initWeights } from '../../../src/policy/weights';
-import { startServer, type RunningServer } from '../../../src/train/serve';
+import { bearerMatches, listensBeyondLoopback, startServer, type RunningServer } from '../../../src/train/serve';
 import { chatFormatOf } from '../../../src/train/chat-model';
 
 describe('train/serve: the OpenAI-compatible server', function () {
@@ -270,6 +270,7 @@ describe('train/serve: the OpenAI-compatible server', function () {
       });
       const started = JSON.parse(line) as { ok: boolean; url: string; provider: string };
       assert.equal(started.ok, true);
+      assert.doesNotMatch(err, /anyone who reaches port/, 'loopback needs no token');
       assert.equal(started.provider, 'cpu', `--provider ${provider} runs on the CPU on a machine without a Vulkan driver`);
       if (provider === 'webgpu') assert.match(err, /warning: the webgpu execution provider could not be loaded/);
       else assert.doesNotMatch(err, /execution provider could not be loaded/);
@@ -278,5 +279,29 @@ describe('train/serve: the OpenAI-compatible server', function () {
       child.kill('SIGTERM');
       assert.equal(await exited, 0, `SIGTERM stops the server cleanly: ${err}`);
     }
+  });
+
+  it('--host beyond loopback without a token is warned about; tokens are compared whole, in constant time', async () => {
+    const cli = path.join(__dirname, '..', '..', '..', 'src', 'cli', 'main.ts');
+    const child = spawn(process.execPath, ['-r', 'tsx/cjs', cli, 'serve', '--model', dir, '--host', '0.0.0.0', '--port', '0', '--provider', 'cpu', '--json']);
+    let err = '';
+    let out = '';
+    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    await new Promise<void>((resolve, reject) => {
+      child.stdout.on('data', (d: Buffer) => {
+        out += d.toString();
+        if (out.includes('\n')) resolve();
+      });
+      void exited.then((code) => reject(new Error(`serve exited ${code}: ${err}`)));
+    });
+    child.kill('SIGTERM');
+    await exited;
+    assert.match(err, /warning: --host 0\.0\.0\.0 without --token-env: anyone who reaches port 0 of this machine can use the model/);
+    assert.equal(listensBeyondLoopback('127.0.0.1'), false);
+    assert.equal(listensBeyondLoopback('::1'), false);
+    assert.equal(listensBeyondLoopback('192.168.1.5'), true);
+    assert.equal(bearerMatches('Bearer secret', 'secret'), true);
+    for (const wrong of [undefined, '', 'Bearer secre', 'Bearer secretx', 'bearer secret', 'secret']) assert.equal(bearerMatches(wrong, 'secret'), false, String(wrong));
   });
 });

@@ -169,8 +169,19 @@ const TRAIN_OPTIONS = valueOptions('config', 'workspace', 'resume', 'runs', 'tas
 /** The train flags a resume takes: the run, where runs are, and how many iterations to go to. */
 const RESUME_OPTIONS = new Set(['resume', 'runs', 'iterations']);
 
+/**
+ * Where a command's runs are: `--runs DIR` when given; a new run of `train` in its workspace's
+ * `.turnwise/runs`, whatever the current folder; the demo's (whose workspace is part of the
+ * installed package) and a resume's in the current folder's.
+ */
+export function runsRootFor(o: { runs?: unknown; workspace?: string; resume?: unknown; demo?: boolean }, cwd = process.cwd()): string {
+  if (typeof o.runs === 'string') return path.resolve(cwd, o.runs);
+  if (o.workspace && !o.demo && o.resume === undefined) return path.resolve(cwd, o.workspace, RUNS_DIR);
+  return path.resolve(cwd, RUNS_DIR);
+}
+
 async function runTraining(c: TrainConfig, args: ParsedArgs, io: CliIO, name?: string): Promise<number> {
-  const runsRoot = path.resolve(typeof args.values.runs === 'string' ? args.values.runs : RUNS_DIR);
+  const runsRoot = runsRootFor({ runs: args.values.runs, workspace: c.workspace, resume: args.values.resume, demo: name === 'demo' });
   const { signal, dispose } = stopOnSignals(io);
   const print = io.json ? (e: RunEvent) => io.out(JSON.stringify(e)) : humanEventPrinter(io);
   try {
@@ -235,7 +246,7 @@ const EVAL_OPTIONS = {
 export const evalCommand: CliCommand = {
   name: 'eval',
   summary: 'evaluate a policy on a task file: resolved rate (pass@1 of the greedy episode), mean turns, format-error rate, PASS@(k,T), per task; --out writes a results file; --report compares results files of several models',
-  usage: '--tasks FILE [--model DIR | --endpoint URL [--endpoint-model NAME] [--endpoint-key-env VAR] [--max-action-tokens N]] [--workspace DIR] [--max-turns N] | --run RUN [--split heldout|train] [--iteration N | --model DIR | --endpoint URL …] [--runs DIR]; then [--concurrency N] [--samples K] [--seed S] [--out FILE] [--compare EARLIER.jsonl]; or --from FILE --compare EARLIER.jsonl; or --report A.jsonl B.jsonl … [--intersect]',
+  usage: '--tasks FILE [--model DIR | --endpoint URL [--endpoint-model NAME] [--endpoint-key-env VAR] [--max-action-tokens N]] [--workspace DIR] [--max-turns N] | --run RUN [--split heldout|train] [--iteration N | --model DIR | --endpoint URL …] [--workspace DIR | --runs DIR]; then [--concurrency N] [--samples K] [--seed S] [--out FILE] [--compare EARLIER.jsonl]; or --from FILE --compare EARLIER.jsonl; or --report A.jsonl B.jsonl … [--intersect]',
   options: EVAL_OPTIONS,
   allowPositionals: true,
   async run(args, io) {
@@ -320,13 +331,14 @@ async function runEvaluation(args: ParsedArgs, io: CliIO): Promise<EvalEpisodes 
   let c: TrainConfig;
   if (typeof args.values.run === 'string') {
     // --run: a run's own tasks (one split), checkpoint and settings.
-    const clash = ['tasks', 'workspace', 'max-turns'].filter((k) => args.values[k] !== undefined);
+    const clash = ['tasks', 'max-turns'].filter((k) => args.values[k] !== undefined);
     if (clash.length > 0) throw new UsageError(`--run evaluates with the run's own tasks, workspace and settings; it takes no ${clash.map((k) => `--${k}`).join(', ')}`);
     if (args.values.model !== undefined && args.values.iteration !== undefined) throw new UsageError('give --iteration N (one of the run\'s checkpoints) or --model DIR, not both');
     const split = args.values.split ?? 'heldout';
     if (split !== 'heldout' && split !== 'train') throw new UsageError(`--split must be heldout or train, got ${JSON.stringify(split)}`);
     const iteration = args.values.iteration !== undefined ? numberInRange(args, 'iteration', 0, { min: 0, integer: true }) : undefined;
-    const runsRoot = path.resolve(typeof args.values.runs === 'string' ? args.values.runs : RUNS_DIR);
+    // A run named by its id is looked for in --runs, else in --workspace DIR's runs, else in the current folder's.
+    const runsRoot = runsRootFor({ runs: args.values.runs, workspace: typeof args.values.workspace === 'string' ? args.values.workspace : undefined });
     const target = runEvalTarget(args.values.run, { runsRoot, split, iteration });
     tasks = target.tasks;
     tasksSource = target.run.file('tasks.jsonl');

@@ -12,6 +12,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { main } from '../../../src/cli/main';
+import { runsRootFor } from '../../../src/cli/commands/train';
 import { RunDir } from '../../../src/core/run';
 import { SCHEMA } from '../../../src/core/schema';
 import { resolveTrainConfig, runConfigRecord } from '../../../src/train/config';
@@ -253,5 +254,35 @@ describe('cli: train input that is refused or applied, never ignored', function 
     assert.equal(e.code, 'invalid-input');
     assert.match(e.message, /holds a name that is not UTF-8: dir_\\xff/);
     assert.match(e.hint, /rename it/);
+  });
+});
+
+describe('cli: where runs are', () => {
+  it("a new train run goes to its workspace's .turnwise/runs whatever the current folder; the demo's and a resume's to the current folder's; --runs wins", () => {
+    const cwd = '/home/u/elsewhere';
+    assert.equal(runsRootFor({ workspace: '/repos/app' }, cwd), '/repos/app/.turnwise/runs');
+    assert.equal(runsRootFor({ workspace: 'app' }, cwd), '/home/u/elsewhere/app/.turnwise/runs');
+    assert.equal(runsRootFor({ workspace: '/repos/app', demo: true }, cwd), '/home/u/elsewhere/.turnwise/runs');
+    assert.equal(runsRootFor({ workspace: '/repos/app', resume: 'r1' }, cwd), '/home/u/elsewhere/.turnwise/runs');
+    assert.equal(runsRootFor({ workspace: '/repos/app', runs: 'out' }, cwd), '/home/u/elsewhere/out');
+    assert.equal(runsRootFor({}, cwd), '/home/u/elsewhere/.turnwise/runs');
+  });
+
+  it('eval --run <id> --workspace DIR finds the run in that workspace from another folder', async () => {
+    const ws = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-runs-ws-'));
+    const elsewhere = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-runs-cwd-'));
+    try {
+      finishedRun(path.join(ws, '.turnwise', 'runs'));
+      const lost = await cli(['eval', '--run', 'r1'], elsewhere);
+      assert.equal(lost.code, 1);
+      assert.match(lost.out, /no run "r1"/);
+      // Found: it reads that run's own files (this fixture's tasks are stubs, refused as such).
+      const found = await cli(['eval', '--run', 'r1', '--workspace', ws], elsewhere);
+      assert.doesNotMatch(found.out, /no run "r1"/);
+      assert.ok(found.out.includes(path.join(ws, '.turnwise', 'runs', 'r1', 'tasks.jsonl')), found.out);
+    } finally {
+      fs.rmSync(ws, { recursive: true, force: true });
+      fs.rmSync(elsewhere, { recursive: true, force: true });
+    }
   });
 });

@@ -72,6 +72,8 @@ export interface EvalResultsHeader {
   /** Sampled episodes per task besides the greedy one. */
   samples: number;
   maxTurns: number;
+  /** Tokens a reply could take, the same limit for a local model and an endpoint (absent in older files). */
+  maxActionTokens?: number;
   /** Sampling of the sampled episodes (greedy ones decode at temperature 0). */
   sampling: { temperature: number; topP: number };
   /** False for an evaluation stopped before every episode finished. */
@@ -172,6 +174,7 @@ export function evalResultsHeader(o: {
   seed: number;
   samples: number;
   maxTurns: number;
+  maxActionTokens?: number;
   sampling: { temperature: number; topP: number };
   trajectories: readonly Trajectory[];
   complete: boolean;
@@ -188,6 +191,7 @@ export function evalResultsHeader(o: {
     seed: o.seed,
     samples: o.samples,
     maxTurns: o.maxTurns,
+    ...(o.maxActionTokens !== undefined ? { maxActionTokens: o.maxActionTokens } : {}),
     sampling: o.sampling,
     complete: o.complete,
     summary: {

@@ -45,14 +45,14 @@ export function formatEpisode(t: Trajectory, where: { workspace: string; instruc
 export const episodeCommand: CliCommand = {
   name: 'episode',
   summary: "play one task with the commands of a file as the agent's actions, in a real sandbox: each observation, the reward, the test report",
-  usage: `--tasks FILE --id TASK (--commands FILE | --endpoint URL [--endpoint-model NAME] [--endpoint-key-env VAR] [--temperature T]) [--workspace DIR] [--max-turns N (default ${TRAIN_DEFAULTS.maxTurns})] [--json]`,
-  options: valueOptions('tasks', 'id', 'commands', 'workspace', 'max-turns', 'endpoint', 'endpoint-model', 'endpoint-key-env', 'temperature'),
+  usage: `--tasks FILE --id TASK (--commands FILE | --endpoint URL [--endpoint-model NAME] [--endpoint-key-env VAR] [--temperature T] [--max-action-tokens N]) [--workspace DIR] [--max-turns N (default ${TRAIN_DEFAULTS.maxTurns})] [--json]`,
+  options: valueOptions('tasks', 'id', 'commands', 'workspace', 'max-turns', 'endpoint', 'endpoint-model', 'endpoint-key-env', 'temperature', 'max-action-tokens'),
   async run(args, io) {
     const tasksFile = requireString(args, 'tasks');
     const taskId = requireString(args, 'id');
     const endpoint = typeof args.values.endpoint === 'string' ? args.values.endpoint : undefined;
     if (endpoint && args.values.commands !== undefined) throw new UsageError('give --commands FILE (your actions) or --endpoint URL (a model behind a server), not both');
-    for (const k of ['endpoint-model', 'endpoint-key-env', 'temperature']) if (args.values[k] !== undefined && !endpoint) throw new UsageError(`--${k} goes with --endpoint URL`);
+    for (const k of ['endpoint-model', 'endpoint-key-env', 'temperature', 'max-action-tokens']) if (args.values[k] !== undefined && !endpoint) throw new UsageError(`--${k} goes with --endpoint URL`);
     const maxTurns = numberInRange(args, 'max-turns', TRAIN_DEFAULTS.maxTurns, { min: 1, max: 100, integer: true });
     const commands = endpoint ? [] : await readCommandFile(requireString(args, 'commands'));
     let agent: { model: EndpointActionModel; checkpoint: string } | undefined;
@@ -63,7 +63,8 @@ export const episodeCommand: CliCommand = {
           ...(typeof args.values['endpoint-model'] === 'string' ? { model: args.values['endpoint-model'] } : {}),
           ...(typeof args.values['endpoint-key-env'] === 'string' ? { keyEnv: args.values['endpoint-key-env'] } : {}),
         }),
-        { temperature: numberInRange(args, 'temperature', 0, { min: 0, max: 2 }) },
+        // The reply limit of a run's and an evaluation's episodes (maxActionTokens), unless given.
+        { temperature: numberInRange(args, 'temperature', 0, { min: 0, max: 2 }), maxTokens: numberInRange(args, 'max-action-tokens', TRAIN_DEFAULTS.maxActionTokens, { min: 8, max: 512, integer: true }) },
       );
       agent = { model, checkpoint: `${endpoint} (${await model.modelName()})` };
     }

@@ -169,6 +169,11 @@ const TRAIN_OPTIONS = valueOptions('config', 'workspace', 'resume', 'runs', 'tas
 /** The train flags a resume takes: the run, where runs are, and how many iterations to go to. */
 const RESUME_OPTIONS = new Set(['resume', 'runs', 'iterations']);
 
+/** `--max-action-tokens N`: the reply limit of every episode of an evaluation, local model or endpoint (the config's range). */
+function maxActionTokensFlag(args: ParsedArgs): { maxActionTokens?: number } {
+  return args.values['max-action-tokens'] !== undefined ? { maxActionTokens: numberInRange(args, 'max-action-tokens', TRAIN_DEFAULTS.maxActionTokens, { min: 8, max: 512, integer: true }) } : {};
+}
+
 /**
  * Where a command's runs are: `--runs DIR` when given; a new run of `train` in its workspace's
  * `.turnwise/runs`, whatever the current folder; the demo's (whose workspace is part of the
@@ -246,7 +251,7 @@ const EVAL_OPTIONS = {
 export const evalCommand: CliCommand = {
   name: 'eval',
   summary: 'evaluate a policy on a task file: resolved rate (pass@1 of the greedy episode), mean turns, format-error rate, PASS@(k,T), per task; --out writes a results file; --report compares results files of several models',
-  usage: '--tasks FILE [--model DIR | --endpoint URL [--endpoint-model NAME] [--endpoint-key-env VAR] [--max-action-tokens N]] [--workspace DIR] [--max-turns N] | --run RUN [--split heldout|train] [--iteration N | --model DIR | --endpoint URL …] [--workspace DIR | --runs DIR]; then [--concurrency N] [--samples K] [--seed S] [--out FILE] [--compare EARLIER.jsonl]; or --from FILE --compare EARLIER.jsonl; or --report A.jsonl B.jsonl … [--intersect]',
+  usage: '--tasks FILE [--model DIR | --endpoint URL [--endpoint-model NAME] [--endpoint-key-env VAR]] [--workspace DIR] [--max-turns N] | --run RUN [--split heldout|train] [--iteration N | --model DIR | --endpoint URL …] [--workspace DIR | --runs DIR]; then [--max-action-tokens N] [--concurrency N] [--samples K] [--seed S] [--out FILE] [--compare EARLIER.jsonl]; or --from FILE --compare EARLIER.jsonl; or --report A.jsonl B.jsonl … [--intersect]',
   options: EVAL_OPTIONS,
   allowPositionals: true,
   async run(args, io) {
@@ -345,6 +350,7 @@ async function runEvaluation(args: ParsedArgs, io: CliIO): Promise<EvalEpisodes 
     model = typeof args.values.model === 'string' ? path.resolve(args.values.model) : target.checkpoint;
     c = resolveTrainConfig({
       ...target.config,
+      ...maxActionTokensFlag(args),
       concurrency: numberInRange(args, 'concurrency', target.config.concurrency, { min: 1, max: 64, integer: true }),
       seed: args.values.seed !== undefined ? seedOption(args) : target.config.seed,
       ...provider,
@@ -363,6 +369,7 @@ async function runEvaluation(args: ParsedArgs, io: CliIO): Promise<EvalEpisodes 
     c = resolveTrainConfig({
       workspace,
       maxTurns: numberInRange(args, 'max-turns', TRAIN_DEFAULTS.maxTurns, { min: 1, max: 100, integer: true }),
+      ...maxActionTokensFlag(args),
       concurrency: numberInRange(args, 'concurrency', 4, { min: 1, max: 64, integer: true }),
       seed: seedOption(args),
       ...provider,
@@ -373,7 +380,7 @@ async function runEvaluation(args: ParsedArgs, io: CliIO): Promise<EvalEpisodes 
   const runner = detectRunner(workspace, c.testCommand ? { command: c.testCommand } : undefined);
   // --endpoint: an OpenAI-compatible server is the agent (its key read from the variable named).
   const endpoint = typeof args.values.endpoint === 'string' ? args.values.endpoint : undefined;
-  for (const k of ['endpoint-model', 'endpoint-key-env', 'max-action-tokens']) if (args.values[k] !== undefined && !endpoint) throw new UsageError(`--${k} goes with --endpoint URL`);
+  for (const k of ['endpoint-model', 'endpoint-key-env']) if (args.values[k] !== undefined && !endpoint) throw new UsageError(`--${k} goes with --endpoint URL`);
   if (endpoint && args.values.model !== undefined) throw new UsageError('give --model DIR (a local model) or --endpoint URL (a server), not both');
   if (endpoint && args.values.provider !== undefined) throw new UsageError('--provider is for a local model; the server decides where its model runs');
   const { signal, dispose } = stopOnSignals(io);
@@ -386,7 +393,8 @@ async function runEvaluation(args: ParsedArgs, io: CliIO): Promise<EvalEpisodes 
           url: endpoint,
           ...(typeof args.values['endpoint-model'] === 'string' ? { model: args.values['endpoint-model'] } : {}),
           ...(typeof args.values['endpoint-key-env'] === 'string' ? { keyEnv: args.values['endpoint-key-env'] } : {}),
-          maxTokens: numberInRange(args, 'max-action-tokens', 512, { min: 1, max: 32768, integer: true }),
+          // The same reply limit as a local model's (maxActionTokens), so a model served and run locally plays the same episodes.
+          maxTokens: c.maxActionTokens,
           maxInFlight: c.concurrency,
         },
         config: c,
@@ -398,7 +406,7 @@ async function runEvaluation(args: ParsedArgs, io: CliIO): Promise<EvalEpisodes 
     : checkpointModel(model);
   if (identity.kind === 'endpoint') model = `${identity.url} (${identity.model})`;
   const results = (trajectories: Trajectory[], complete: boolean) =>
-    writeEvalResults(out!, evalResultsHeader({ model: identity, tasks, tasksSource, seed: c.seed, samples, maxTurns: c.maxTurns, sampling: { temperature: c.temperature, topP: c.topP }, trajectories, complete }), trajectories);
+    writeEvalResults(out!, evalResultsHeader({ model: identity, tasks, tasksSource, seed: c.seed, samples, maxTurns: c.maxTurns, maxActionTokens: c.maxActionTokens, sampling: { temperature: c.temperature, topP: c.topP }, trajectories, complete }), trajectories);
   try {
     let done = 0;
     const total = tasks.length * (1 + samples);

@@ -285,4 +285,27 @@ describe('cli: where runs are', () => {
       fs.rmSync(elsewhere, { recursive: true, force: true });
     }
   });
+
+});
+
+describe('cli: the reply limit of an evaluation', () => {
+  it('--max-action-tokens is one flag for a local model and an endpoint (it was refused without --endpoint)', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-mat-'));
+    const was = process.env.DOCKER_HOST;
+    process.env.DOCKER_HOST = NO_ENGINE;
+    try {
+      const tasks = path.join(dir, 'tasks.jsonl');
+      fs.writeFileSync(tasks, JSON.stringify({ schema: SCHEMA.task, id: 't', source: 'file', instruction: 'fix it', language: 'python', testCommand: 'pytest', fail_to_pass: ['tests/test_pricing.py::test_clamp_inside_range'], pass_to_pass: [] }) + '\n');
+      const r = await cli(['eval', '--tasks', tasks, '--workspace', WORKSPACE, '--max-action-tokens', '64']);
+      assert.doesNotMatch(r.out, /goes with --endpoint/);
+      assert.match(r.out, /Docker|nonexistent/, 'it got as far as the sandboxes');
+      const bad = await cli(['eval', '--tasks', tasks, '--workspace', WORKSPACE, '--max-action-tokens', '4096']);
+      assert.equal(bad.code, 2);
+      assert.match(bad.out, /--max-action-tokens/);
+    } finally {
+      if (was === undefined) delete process.env.DOCKER_HOST;
+      else process.env.DOCKER_HOST = was;
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });

@@ -65,7 +65,7 @@ function episode(checkpoint: string, taskId: string, k: number | null, e: Ep, se
 
 function write(dir: string, name: string, model: EvalModel, tasks: Task[], trajs: Trajectory[], o: { seed?: number; samples?: number; complete?: boolean } = {}): string {
   const file = path.join(dir, name);
-  writeEvalResults(file, evalResultsHeader({ model, tasks, tasksSource: '/w/tasks.jsonl', seed: o.seed ?? 0, samples: o.samples ?? 2, maxTurns: 4, sampling: { temperature: 1, topP: 1 }, trajectories: trajs, complete: o.complete ?? true }), trajs);
+  writeEvalResults(file, evalResultsHeader({ model, tasks, tasksSource: '/w/tasks.jsonl', seed: o.seed ?? 0, samples: o.samples ?? 2, maxTurns: 4, maxActionTokens: 128, sampling: { temperature: 1, topP: 1 }, trajectories: trajs, complete: o.complete ?? true }), trajs);
   return file;
 }
 
@@ -111,6 +111,7 @@ describe('evaluation results files and eval --report', () => {
     assert.equal(Object.keys(header.tasks.digests).length, 2);
     assert.equal(header.seed, 0);
     assert.equal(header.samples, 2);
+    assert.equal(header.maxActionTokens, 128, 'the reply limit the episodes ran under');
     assert.equal(header.episodes.length, 6);
     assert.deepEqual(header.episodes[0], { trajId: 'eval-0-a', taskId: 'a', kind: 'greedy', seed: 97, resolved: true, passRate: 1, turns: 3, actions: 2, formatErrors: 0, tokens: null, wallS: 6 });
     assert.equal(header.summary.greedy.resolved, 1);

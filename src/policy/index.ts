@@ -82,6 +82,11 @@ export interface MergeResult {
  * tokenizer, generation and chat-template files copied. A folder that holds a model is replaced
  * only with `force`.
  */
+/** Weight files of a model folder (safetensors and their index, PyTorch and GGUF files, Turnwise's optimizer state): not copied by a merge. */
+function isWeightsFile(name: string): boolean {
+  return /\.(safetensors|bin|pt|pth|gguf)$/.test(name) || /\.safetensors\.index\.json$/.test(name) || /\.bin\.index\.json$/.test(name);
+}
+
 export function mergeAdapterFolder(base: string, adapterDir: string, out: string, options: { force?: boolean } = {}): MergeResult {
   const ck = loadCheckpoint(base, { optimizer: false });
   const adapter = loadAdapter(adapterDir, ck.weights.config);
@@ -91,8 +96,12 @@ export function mergeAdapterFolder(base: string, adapterDir: string, out: string
   const present = fs.existsSync(target) ? fs.readdirSync(target) : [];
   if (present.length > 0 && !options.force) throw new TurnwiseError('invalid-input', `${target} already holds files (${present.slice(0, 5).join(', ')})`, { hint: 'choose another --out folder, or pass --force to replace the model there' });
   const dtype = ck.weights.config.torch_dtype ?? 'float32';
-  const copied = ['generation_config.json', 'chat_template.jinja', 'special_tokens_map.json'].filter((f) => fs.existsSync(path.join(ck.dir, f)));
+  // Merging changes the weights and nothing else: every other file of the base (config.json with
+  // the keys Turnwise does not read, generation_config.json, vocab.json, merges.txt,
+  // added_tokens.json, the chat template, …) is copied byte for byte over what writeModelFolder
+  // wrote. The weights are written in the base's dtype, so config.json's torch_dtype stays true.
+  const sideFiles = fs.readdirSync(ck.dir, { withFileTypes: true }).filter((e) => e.isFile() && !isWeightsFile(e.name)).map((e) => e.name);
   writeModelFolder(target, mergeAdapter(ck.weights, adapter), { dtype, tokenizerJson: ck.tokenizerJson, tokenizerConfig: ck.tokenizerConfig });
-  for (const f of copied) fs.copyFileSync(path.join(ck.dir, f), path.join(target, f));
+  for (const f of sideFiles) fs.copyFileSync(path.join(ck.dir, f), path.join(target, f));
   return { dir: target, dtype, adapted: loraTargets(ck.weights.config, adapter.config).length };
 }

@@ -190,6 +190,15 @@ describe('policy/lora: adapters in the PEFT layout', function () {
     const w = initWeights(c, 17, 0.3);
     const baseDir = path.join(tmp, 'merge-base');
     writeModelFolder(baseDir, w, { dtype: 'float32', tokenizerJson: byteLevelTokenizerJson(), tokenizerConfig: byteLevelTokenizerConfig() });
+    // What a Hugging Face folder holds beside what Turnwise writes (Qwen's and Llama's config keys, a
+    // generation_config whose eos ids are not config.json's, the slow tokenizer's files).
+    const cfg = JSON.parse(fs.readFileSync(path.join(baseDir, 'config.json'), 'utf8'));
+    fs.writeFileSync(path.join(baseDir, 'config.json'), JSON.stringify({ ...cfg, max_window_layers: 21, sliding_window: 131072, use_cache: true, pretraining_tp: 1, transformers_version: '4.44.0' }, null, 4) + '\n');
+    fs.writeFileSync(path.join(baseDir, 'generation_config.json'), JSON.stringify({ bos_token_id: 1, eos_token_id: [263, 261], transformers_version: '4.44.0' }, null, 2));
+    fs.writeFileSync(path.join(baseDir, 'vocab.json'), '{"a": 0}');
+    fs.writeFileSync(path.join(baseDir, 'merges.txt'), '#version: 0.2\na b\n');
+    fs.writeFileSync(path.join(baseDir, 'added_tokens.json'), '{"<|x|>": 299}');
+    const SIDE_FILES = ['config.json', 'generation_config.json', 'vocab.json', 'merges.txt', 'added_tokens.json', 'tokenizer.json', 'tokenizer_config.json'];
     const ad = busyAdapter(c, 'all-linear', 19);
     const adDir = path.join(tmp, 'merge-adapter');
     saveAdapter(adDir, ad, c);
@@ -197,6 +206,10 @@ describe('policy/lora: adapters in the PEFT layout', function () {
     const err: string[] = [];
     assert.equal(await main(['policy', 'merge', '--model', baseDir, '--adapter', adDir, '--out', out, '--json'], { out: () => undefined, err: (t) => err.push(t) }), 0, err.join('\n'));
     for (const f of ['config.json', 'model.safetensors', 'tokenizer.json', 'tokenizer_config.json']) assert.ok(fs.existsSync(path.join(out, f)), f);
+    // Everything but the weights is the base's, byte for byte: config keys Turnwise does not read,
+    // generation_config's own eos ids, the tokenizer's side files.
+    for (const f of SIDE_FILES) assert.ok(fs.readFileSync(path.join(out, f)).equals(fs.readFileSync(path.join(baseDir, f))), `${f} is the base's`);
+    assert.ok(!fs.readFileSync(path.join(out, 'model.safetensors')).equals(fs.readFileSync(path.join(baseDir, 'model.safetensors'))), 'the weights are merged');
     const merged = loadCheckpoint(out).weights;
     assert.equal(merged.config.torch_dtype, 'float32');
     const ids = Array.from({ length: 25 }, (_, i) => (i * 5 + 1) % c.vocab_size);

@@ -188,6 +188,15 @@ export function parseModelConfig(raw: unknown, source = 'config.json'): ModelCon
     throw new TurnwiseError('invalid-file', `${source}: model_type ${JSON.stringify(r.model_type)} is not supported`, { hint: `supported: ${SUPPORTED}` });
   }
   const family = type as ModelFamily;
+  // A quantized checkpoint (GPTQ, AWQ, bitsandbytes, …) stores packed integers under other tensor
+  // names; read as float weights it would not load, or worse, load wrong.
+  const q = r.quantization_config;
+  if (q !== undefined && q !== null) {
+    const method = typeof q === 'object' && typeof (q as { quant_method?: unknown }).quant_method === 'string' ? (q as { quant_method: string }).quant_method : 'unknown';
+    throw new TurnwiseError('invalid-file', `${source} has a quantization_config (quant_method ${JSON.stringify(method)}): this is a ${method.toUpperCase()}-quantized checkpoint, and Turnwise loads float weights (F32, F16, BF16) only`, {
+      hint: 'use the unquantized model the quantized one was made from (the same name without the -GPTQ / -AWQ / -Int4 suffix)',
+    });
+  }
   const archs = r.architectures;
   if (archs !== undefined && !(Array.isArray(archs) && archs.length === 1 && archs[0] === MODEL_FAMILIES[family].architecture)) {
     problems.push(`architectures is ${JSON.stringify(archs)}; a ${family} checkpoint is ["${MODEL_FAMILIES[family].architecture}"]`);

@@ -63,14 +63,45 @@ export function parseLoraConfig(raw: unknown, source: string, base = ''): LoraCo
   let targets: LoraModule[] = [];
   const t = r.target_modules ?? 'all-linear';
   if (t === 'all-linear') targets = [...LORA_MODULES];
-  else if (Array.isArray(t) && t.length > 0 && t.every((x) => typeof x === 'string')) {
+  else if (typeof t === 'string') {
+    const chosen = regexTargets(t);
+    if (typeof chosen === 'string') problems.push(chosen);
+    else targets = chosen;
+  } else if (Array.isArray(t) && t.length > 0 && t.every((x) => typeof x === 'string')) {
     const bad = t.filter((x) => !(LORA_MODULES as readonly string[]).includes(x));
     if (bad.length) problems.push(`target_modules names ${bad.map((x) => JSON.stringify(x)).join(', ')}; the modules are ${LORA_MODULES.join(', ')} (or "all-linear")`);
     targets = LORA_MODULES.filter((m) => t.includes(m));
-  } else problems.push(`target_modules must be "all-linear" or a list of ${LORA_MODULES.join(', ')}, got ${JSON.stringify(t)}`);
+  } else problems.push(`target_modules must be "all-linear", a regular expression or a list of ${LORA_MODULES.join(', ')}, got ${JSON.stringify(t)}`);
   if (problems.length) throw new TurnwiseError('invalid-file', `${source} is not a usable LoRA configuration:\n  ${problems.join('\n  ')}`, { hint: 'fix the fields listed above (PEFT field names)' });
   const baseName = typeof r.base_model_name_or_path === 'string' ? r.base_model_name_or_path : base;
   return { r: rank, lora_alpha: alpha as number, lora_dropout: dropout as number, target_modules: targets, use_rslora: rs as boolean, base_model_name_or_path: baseName };
+}
+
+/** Layer indices a target_modules pattern is tried on: enough for every model Turnwise loads. */
+const PATTERN_LAYERS = 256;
+
+/**
+ * The modules a target_modules regex selects, by PEFT's rule for a string: the pattern must match
+ * a module's whole name (`re.fullmatch`, e.g. `model.layers.3.self_attn.q_proj`). A pattern that
+ * picks some layers of a module and not others is refused (an adapter here covers every layer of
+ * the modules it targets); so is one that picks no module. A string of problems when refused.
+ */
+export function regexTargets(pattern: string): LoraModule[] | string {
+  let re: RegExp;
+  try {
+    re = new RegExp(`^(?:${pattern})$`, 'u');
+  } catch (e) {
+    return `target_modules ${JSON.stringify(pattern)} is not a regular expression Turnwise can read: ${(e as Error).message}`;
+  }
+  const chosen: LoraModule[] = [];
+  for (const m of LORA_MODULES) {
+    const parent = ['q_proj', 'k_proj', 'v_proj', 'o_proj'].includes(m) ? 'self_attn' : 'mlp';
+    const hits = Array.from({ length: PATTERN_LAYERS }, (_, i) => re.test(`model.layers.${i}.${parent}.${m}`));
+    if (hits.every(Boolean)) chosen.push(m);
+    else if (hits.some(Boolean)) return `target_modules ${JSON.stringify(pattern)} selects ${m} in some layers only (layer ${hits.indexOf(true)} but not ${hits.indexOf(false)}): an adapter here covers every layer of the modules it targets`;
+  }
+  if (chosen.length === 0) return `target_modules ${JSON.stringify(pattern)} matches none of the modules (model.layers.N.self_attn.{q,k,v,o}_proj, model.layers.N.mlp.{gate,up,down}_proj)`;
+  return chosen;
 }
 
 /**
@@ -288,4 +319,36 @@ export function mergeAdapter(base: PolicyWeights, a: LoraAdapter): PolicyWeights
 /** Number of trainable values of an adapter. */
 export function adapterParameterCount(model: ModelConfig, lora: Pick<LoraConfig, 'r' | 'target_modules'>): number {
   return loraTargets(model, lora).reduce((n, t) => n + lora.r * (t.inDim + t.outDim), 0);
+}
+
+/** What `turnwise policy inspect` reports of an adapter folder. */
+export interface AdapterInspection {
+  dir: string;
+  kind: 'lora-adapter';
+  r: number;
+  loraAlpha: number;
+  /** The factor B·A is scaled by: alpha / r, or alpha / sqrt(r) with rsLoRA. */
+  scale: number;
+  useRslora: boolean;
+  loraDropout: number;
+  targetModules: string[];
+  /** The base as adapter_config.json names it, and the folder it resolves to here when that is a model folder. */
+  base: { named: string; found?: string };
+}
+
+/** Describes an adapter folder (adapter_config.json) without loading its tensors. */
+export function inspectAdapterFolder(dir: string): AdapterInspection {
+  const d = path.resolve(dir);
+  const file = path.join(d, 'adapter_config.json');
+  let raw: unknown;
+  try {
+    raw = JSON.parse(fs.readFileSync(file, 'utf8'));
+  } catch (e) {
+    throw new TurnwiseError('invalid-file', `${file} cannot be read as JSON: ${(e as Error).message}`, { hint: 'an adapter folder holds the adapter_config.json PEFT writes' });
+  }
+  const c = parseLoraConfig(raw, file);
+  const named = c.base_model_name_or_path;
+  const resolved = named ? path.resolve(d, named) : undefined;
+  const found = resolved && fs.existsSync(path.join(resolved, 'config.json')) ? resolved : undefined;
+  return { dir: d, kind: 'lora-adapter', r: c.r, loraAlpha: c.lora_alpha, scale: loraScale(c), useRslora: c.use_rslora, loraDropout: c.lora_dropout, targetModules: [...c.target_modules], base: { named, ...(found ? { found } : {}) } };
 }

@@ -6,7 +6,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { parseModelConfig } from '../../policy/config';
 import { inspectModelFolder } from '../../policy/hf';
-import { parseLoraConfig } from '../../policy/lora';
+import { inspectAdapterFolder, parseLoraConfig } from '../../policy/lora';
 import { TRAIN_DEFAULTS } from '../../train/config';
 import { runMemoryPlan } from '../../train/memory-plan';
 import { flagOptions, numberInRange, requireString, seedOption, UsageError, valueOptions, type CliCommand, type CliIO, type ParsedArgs } from '../command';
@@ -53,6 +53,18 @@ export const policyInspectCommand: CliCommand = {
   async run(args, io) {
     const dir = args.positionals[0];
     if (!dir || args.positionals.length > 1) throw new UsageError('give one model folder: turnwise policy inspect DIR');
+    // An adapter folder (PEFT's layout, no config.json of its own): the adapter and its base.
+    if (fs.existsSync(path.join(dir, 'adapter_config.json')) && !fs.existsSync(path.join(dir, 'config.json'))) {
+      const a = inspectAdapterFolder(dir);
+      if (io.json) io.out(JSON.stringify({ ok: true, ...a }, null, 2));
+      else {
+        io.out(`${a.dir}
+  LoRA adapter  r ${a.r}, alpha ${a.loraAlpha}${a.useRslora ? ', rsLoRA' : ''}: B·A scaled by ${Number(a.scale.toPrecision(6))}; dropout ${a.loraDropout}
+  targets       ${a.targetModules.join(', ')} in every layer
+  base          ${a.base.named ? JSON.stringify(a.base.named) : 'not named (base_model_name_or_path)'}${a.base.found ? `, found: ${a.base.found}` : a.base.named ? ', not a model folder here: give it with --model BASE --adapter DIR' : ''}`);
+      }
+      return 0;
+    }
     const r = inspectModelFolder(dir);
     // The memory plan of a run at the default settings on this machine, training the model or a LoRA adapter.
     const config = parseModelConfig(JSON.parse(fs.readFileSync(path.join(r.dir, 'config.json'), 'utf8')));

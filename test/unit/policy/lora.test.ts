@@ -61,6 +61,46 @@ describe('policy/lora: adapters in the PEFT layout', function () {
     assert.equal(t[0].a, 'base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight');
   });
 
+  it("target_modules as a regular expression, by PEFT's rule for a string (fullmatch on the module's name)", () => {
+    assert.deepEqual(parseLoraConfig({ target_modules: '.*\\.(q_proj|v_proj)' }, 'x').target_modules, ['q_proj', 'v_proj']);
+    assert.deepEqual(parseLoraConfig({ target_modules: 'model\\.layers\\.\\d+\\.mlp\\.(gate|up|down)_proj' }, 'x').target_modules, ['gate_proj', 'up_proj', 'down_proj']);
+    assert.deepEqual(parseLoraConfig({ target_modules: '.*(self_attn|mlp)\\..*' }, 'x').target_modules, ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj']);
+    // fullmatch: a pattern for a part of the name matches nothing.
+    assert.throws(() => parseLoraConfig({ target_modules: 'q_proj' }, 'cfg.json'), /matches none of the modules/);
+    assert.throws(() => parseLoraConfig({ target_modules: 'model\\.layers\\.[0-3]\\.self_attn\\.q_proj' }, 'cfg.json'), /selects q_proj in some layers only \(layer 0 but not 4\)/);
+    assert.throws(() => parseLoraConfig({ target_modules: '(' }, 'cfg.json'), /not a regular expression/);
+  });
+
+  it('policy inspect describes an adapter folder and says whether its base is here; a quantized checkpoint is refused by name', async () => {
+    const base = path.join(tmp, 'inspect-base');
+    writeModelFolder(base, initWeights(LLAMA, 3, 0.1), { dtype: 'float32', tokenizerJson: byteLevelTokenizerJson(), tokenizerConfig: byteLevelTokenizerConfig() });
+    const ad = path.join(tmp, 'inspect-adapter');
+    saveAdapter(ad, initAdapter(LLAMA, parseLoraConfig({ r: 4, lora_alpha: 8, use_rslora: true, target_modules: ['q_proj', 'v_proj'], base_model_name_or_path: base }, 'x'), 1), LLAMA);
+    const run = async (...argv: string[]) => {
+      const out: string[] = [];
+      const code = await main(['policy', 'inspect', ...argv], { out: (t) => out.push(t), err: (t) => out.push(t) });
+      return { code, out: out.join('\n') };
+    };
+    const j = await run(ad, '--json');
+    assert.equal(j.code, 0, j.out);
+    const a = JSON.parse(j.out);
+    assert.deepEqual([a.kind, a.r, a.loraAlpha, a.useRslora, a.scale, a.targetModules, a.base.found], ['lora-adapter', 4, 8, true, 4, ['q_proj', 'v_proj'], base]);
+    assert.match((await run(ad)).out, /LoRA adapter  r 4, alpha 8, rsLoRA: B·A scaled by 4[\s\S]*targets       q_proj, v_proj in every layer[\s\S]*found: /);
+    // A base that is not here is said so, with what to do.
+    const cfg = JSON.parse(fs.readFileSync(path.join(ad, 'adapter_config.json'), 'utf8'));
+    fs.writeFileSync(path.join(ad, 'adapter_config.json'), JSON.stringify({ ...cfg, base_model_name_or_path: 'Qwen/Qwen2.5-0.5B' }));
+    assert.match((await run(ad)).out, /base          "Qwen\/Qwen2.5-0.5B", not a model folder here: give it with --model BASE --adapter DIR/);
+    // GPTQ / AWQ: refused by name before any tensor is read.
+    const q = path.join(tmp, 'inspect-gptq');
+    fs.cpSync(base, q, { recursive: true });
+    const mc = JSON.parse(fs.readFileSync(path.join(q, 'config.json'), 'utf8'));
+    fs.writeFileSync(path.join(q, 'config.json'), JSON.stringify({ ...mc, quantization_config: { quant_method: 'gptq', bits: 4 } }));
+    const r = await run(q);
+    assert.equal(r.code, 1);
+    assert.match(r.out, /quantization_config \(quant_method "gptq"\): this is a GPTQ-quantized checkpoint, and Turnwise loads float weights/);
+    assert.throws(() => loadCheckpoint(q), /GPTQ-quantized checkpoint/);
+  });
+
   it('saved in the PEFT layout; saved, loaded and saved again byte for byte; PEFT keys with an adapter name load too', () => {
     const a = busyAdapter(SMALL_CONFIG, ['q_proj', 'v_proj', 'down_proj'], 3);
     const d1 = path.join(tmp, 'a1');

@@ -448,10 +448,18 @@ export function scorableTestIds(ids: readonly string[], runner: Task['runner']):
  * snapshot (a `from .test_trees import *` brings lark's classes in unnamed); the names inside a class (a
  * method, a nested class) need only be identifiers: a class inherits them from bases in other
  * files, or makes them at import time (zope.interface's `test_auto_*` methods), so no file need
- * spell them; a doctest's dotted name ends in a name its file holds.
+ * spell them; a doctest's dotted name ends in a name its file holds. A test whose file and names
+ * (its parameters aside) are those of one of `known` (the task's own tests, which the suite
+ * reported on the unchanged code) is no forgery either, however its names were made: lark's
+ * test classes are built in a loop under names no file spells.
  */
-export function unknownReportIds(report: TestReport, originals: Pick<ScoringOriginals, 'tests' | 'sources' | 'data'>, runner: Task['runner']): string[] {
+export function unknownReportIds(report: TestReport, originals: Pick<ScoringOriginals, 'tests' | 'sources' | 'data'>, runner: Task['runner'], known: readonly string[] = []): string[] {
   if (runner !== 'pytest') return [];
+  const pathOf = (id: string) => {
+    const p = parsePytestNodeId(id);
+    return `${p.file}::${p.names.join('::')}`;
+  };
+  const knownPaths = new Set(known.map(pathOf));
   const tests = originals.tests;
   const texts = new Map<string, string>();
   const textOf = (file: string) => {
@@ -475,6 +483,7 @@ export function unknownReportIds(report: TestReport, originals: Pick<ScoringOrig
     // A doctest of the code under test or of a document (--doctest-modules, --doctest-glob): a
     // test the agent can edit, which no task scores (scorableTestIds); not a forgery.
     if (!tests.has(file) && (originals.sources.has(file) || originals.data.has(file))) continue;
+    if (knownPaths.has(pathOf(t.id))) continue;
     const text = textOf(file);
     const ok =
       text !== '' &&
@@ -541,7 +550,7 @@ export async function scoreEpisode(sandbox: Sandbox, task: Task, opts: ScoreOpti
   const ids = [...new Set([...task.fail_to_pass, ...task.pass_to_pass])];
   const common = { failToPass: task.fail_to_pass, passToPass: task.pass_to_pass, turns: opts.turns, maxTurns: opts.maxTurns, formatError: opts.formatError, repeats: opts.repeats, weights: opts.weights, testsEdited };
   if (run.report) {
-    const unknown = unknownReportIds(run.report, opts.originals, task.runner);
+    const unknown = unknownReportIds(run.report, opts.originals, task.runner, ids);
     if (unknown.length) tampered.push(`the test report names ${unknown.length} test(s) the restored test files do not define (${unknown.slice(0, 3).join(', ')}${unknown.length > 3 ? ', …' : ''}): it was not written by the test run alone`);
   }
   const tamper = tampered.length ? { tampered: tampered.join('\n') } : {};

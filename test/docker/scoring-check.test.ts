@@ -5,8 +5,8 @@
 //     pytest plugin, restored before scoring, and every no-op scored resolved;
 //   - parametrized ids holding `::`: the report check split them on every `::` and zeroed every
 //     episode as tampered;
-//   - task files whose tasks cannot tell a fix from no fix, and a repository whose tests are made
-//     at run time under names the files do not hold: refused with the reason.
+//   - task files whose tasks cannot tell a fix from no fix: named with the reason; a suite that
+//     cannot be collected: refused; tests made at run time under names no file spells: scored.
 import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -255,7 +255,7 @@ describe('docker: the scoring check', function () {
     assert.deepEqual([r.checked, r.passed, r.share, r.repos_all_right], [x.checked, x.passed, 1, 1]);
   });
 
-  it('a repository whose tests are made at run time under names its files do not hold is refused at synth time as a repository-level problem, never a set of tasks that all score 0', async () => {
+  it('a suite whose tests are made at run time under names no file spells scores right: their ids are known from the suite\'s own run of the unchanged code', async () => {
     const ws = write(path.join(dir, 'dynamic'), {
       'calc.py': 'def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n',
       'tests/test_dynamic.py': [
@@ -270,11 +270,10 @@ describe('docker: the scoring check', function () {
         '',
       ].join('\n'),
     });
-    await assert.rejects(synthesizeMutationTasks({ workspace: ws, pool, seed: 0, max: 3, concurrency: 2 }), (e: Error) => {
-      assert.match(e.message, /no task of .* passes the scoring check \(tampered \d+\)/);
-      assert.match(e.message, /tasks fail the scoring check the same way \(tampered\)/);
-      assert.match(e.message, /test report names \d+ test\(s\) the restored test files do not define/);
-      return true;
-    });
+    const r = await synthesizeMutationTasks({ workspace: ws, pool, seed: 0, max: 3, concurrency: 2 });
+    assert.ok(r.tasks.length >= 2, JSON.stringify(r.summary.scoring));
+    assert.equal(r.summary.scoring.passed, r.summary.scoring.checked, JSON.stringify(r.summary.scoring.rejected));
+    assert.ok(r.tasks.every((t) => [...t.fail_to_pass, ...t.pass_to_pass].every((id) => /^tests\/test_dynamic\.py::test_(plus|minus|zero)$/.test(id))));
   });
+
 });

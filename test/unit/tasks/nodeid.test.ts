@@ -74,5 +74,11 @@ describe('tasks/nodeid: pytest node ids', () => {
     const generated = ['tests/test_ids.py::TestChild::test_made_at_import', 'tests/test_fixture_params.py::TestOuter::test_x'];
     const report = { format: 'junit-xml' as const, collectionErrors: [], tests: [...r.tests, ...[...forged, ...generated].map((id) => ({ id, outcome: 'passed' as const, durationMs: 0 }))] };
     assert.deepEqual(unknownReportIds(report, originals, 'pytest'), forged);
+    // Classes built under names no file spells (lark's `globals()["Test" + parser]`): known when the
+    // task's own tests, reported by the suite on the unchanged code, have that file and those names.
+    const built = { ...report, tests: [{ id: 'tests/test_ids.py::TestEarleyBasic::test_alias[x::y]', outcome: 'passed' as const, durationMs: 0 }] };
+    assert.deepEqual(unknownReportIds(built, originals, 'pytest'), ['tests/test_ids.py::TestEarleyBasic::test_alias[x::y]']);
+    assert.deepEqual(unknownReportIds(built, originals, 'pytest', ['tests/test_ids.py::TestEarleyBasic::test_alias[a]']), []);
+    assert.deepEqual(unknownReportIds(built, originals, 'pytest', ['tests/test_ids.py::TestEarleyBasic::test_other']), ['tests/test_ids.py::TestEarleyBasic::test_alias[x::y]']);
   });
 });

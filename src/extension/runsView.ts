@@ -3,7 +3,7 @@
 // refreshed as runs write (a file watcher on .turnwise/runs, started when the view is first used).
 import * as path from 'node:path';
 import * as vscode from 'vscode';
-import { groupByTask, listIterations, listRuns, runsRoot, RUNS_DIR, TrajectoryScanCache, type IterationSummary, type RunSummary, type TaskSummary, type TrajectoryRef } from './model/runIndex';
+import { groupByTask, listIterations, listRuns, runRow, runsRoot, RUNS_DIR, TrajectoryScanCache, type IterationSummary, type RunSummary, type TaskSummary, type TrajectoryRef } from './model/runIndex';
 import type { TrajectorySummary } from './model/trajScan';
 import { formatSigned, pct } from './model/turnView';
 
@@ -115,11 +115,10 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsNode>, vsco
     switch (node.kind) {
       case 'run': {
         const r = node.run;
-        const item = new vscode.TreeItem(r.runId, vscode.TreeItemCollapsibleState.Collapsed);
+        const row = runRow(r);
+        const item = new vscode.TreeItem(row.label, vscode.TreeItemCollapsibleState.Collapsed);
         item.id = `run:${r.dir}`;
-        const done = r.lastCompleteIteration !== undefined && r.lastCompleteIteration >= 0 ? r.lastCompleteIteration : undefined;
-        const pass = num(r.last?.['heldout/pass_rate']) ?? num(r.last?.['tests/pass_rate']);
-        item.description = [r.state, r.estimator, r.model?.label, done !== undefined ? `${done}/${r.iterations ?? '?'} it` : undefined, pass !== undefined ? `pass ${pct(pass)}` : undefined].filter(Boolean).join(' · ');
+        item.description = row.description;
         const [icon, color] = STATE_ICON[r.state] ?? STATE_ICON.unknown;
         item.iconPath = new vscode.ThemeIcon(icon, color ? new vscode.ThemeColor(color) : undefined);
         item.contextValue = `run run-${r.state}`;

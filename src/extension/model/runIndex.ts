@@ -10,6 +10,7 @@ import { RUNS_DIR, RunDir, runDisplayState, type RunState, type RunStatus } from
 import { scanTrajectoryFile, readTrajectoryAt, type ScanResult, type TrajectorySummary } from './trajScan';
 import type { Trajectory } from '../../core/schema';
 import { runModelOf, type RunModel } from './runModel';
+import { pct } from './turnView';
 
 export { RUNS_DIR };
 
@@ -105,6 +106,33 @@ export function summarizeRun(dir: string): RunSummary {
     error: status?.error,
     model: runModelOf(dir, config),
   };
+}
+
+/** When a run started, from the timestamp its id ends with (`…__20261205-225857`, UTC, maybe `-2`); undefined for an id without one. */
+export function runStartedAt(runId: string): Date | undefined {
+  const m = /__(\d{4})(\d{2})(\d{2})-(\d{2})(\d{2})(\d{2})(?:-\d+)?$/.exec(runId);
+  if (!m) return undefined;
+  const [y, mo, d, h, mi, se] = m.slice(1).map(Number);
+  return new Date(Date.UTC(y, mo - 1, d, h, mi, se));
+}
+
+/**
+ * A run's row in the Runs view, by what tells runs apart: the label its start time (local),
+ * estimator and model; the description its state, progress, latest held-out resolved rate (the
+ * train pass rate before any held-out evaluation) and its id.
+ */
+export function runRow(r: RunSummary): { label: string; description: string } {
+  const start = runStartedAt(r.runId);
+  const two = (n: number) => String(n).padStart(2, '0');
+  const when = start ? `${start.getFullYear()}-${two(start.getMonth() + 1)}-${two(start.getDate())} ${two(start.getHours())}:${two(start.getMinutes())}` : undefined;
+  const label = when ? [when, r.estimator, r.model?.label].filter(Boolean).join(' · ') : r.runId;
+  const num = (x: unknown) => (typeof x === 'number' && Number.isFinite(x) ? x : undefined);
+  const done = r.lastCompleteIteration !== undefined && r.lastCompleteIteration >= 0 ? r.lastCompleteIteration : undefined;
+  const heldout = num(r.last?.['heldout/resolved']);
+  const pass = num(r.last?.['tests/pass_rate']);
+  const rate = heldout !== undefined ? `held-out ${pct(heldout)}` : pass !== undefined ? `pass ${pct(pass)}` : undefined;
+  const description = [r.state, done !== undefined ? `${done}/${r.iterations ?? '?'} it` : undefined, rate, when ? r.runId : undefined].filter(Boolean).join(' · ');
+  return { label, description };
 }
 
 /** Runs under `root`, newest first. */

@@ -7,6 +7,7 @@ import { advantageHistogram, taskTable, toPoints } from '../../../src/extension/
 import { webviewHtml } from '../../../src/extension/webviewHtml';
 import { makeEvent } from '../../../src/core/events';
 import { SCHEMA } from '../../../src/core/schema';
+import { runRow, runStartedAt } from '../../../src/extension/model/runIndex';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -172,5 +173,30 @@ describe('extension: reward panel data', () => {
     assert.match(html, /default-src 'none'/);
     assert.match(html, /script-src 'nonce-abc'/);
     assert.match(html, /<script nonce="abc" src="x.js">/);
+  });
+});
+
+describe('extension/model/runIndex: a run\'s row in the Runs view', () => {
+  const base = { dir: '/w/.turnwise/runs/x', iterations: 8, lastCompleteIteration: 3 };
+  const local = (iso: string) => {
+    const d = new Date(iso);
+    const two = (n: number) => String(n).padStart(2, '0');
+    return `${d.getFullYear()}-${two(d.getMonth() + 1)}-${two(d.getDate())} ${two(d.getHours())}:${two(d.getMinutes())}`;
+  };
+
+  it('two runs of one workspace, estimator and seed read apart by start time, model and held-out rate; the id is in the description', () => {
+    const a = runRow({ ...base, runId: 'fixture__turnwise__1__20250101-120000', state: 'finished', estimator: 'turnwise', last: { 'heldout/resolved': 0.375, 'tests/pass_rate': 0.9 } as never });
+    const b = runRow({ ...base, runId: 'fixture__turnwise__1__20250101-120000-2', state: 'running', estimator: 'turnwise', model: { label: 'Qwen2.5-0.5B + LoRA r 16' } as never, last: { 'tests/pass_rate': 0.5 } as never });
+    assert.equal(a.label, `${local('2025-01-01T12:00:00Z')} · turnwise`);
+    assert.equal(a.description, 'finished · 3/8 it · held-out 38% · fixture__turnwise__1__20250101-120000');
+    assert.equal(b.label, `${local('2025-01-01T12:00:00Z')} · turnwise · Qwen2.5-0.5B + LoRA r 16`);
+    assert.equal(b.description, 'running · 3/8 it · pass 50% · fixture__turnwise__1__20250101-120000-2');
+    assert.notEqual(a.label + a.description, b.label + b.description);
+    assert.equal(runStartedAt('x__grpo__0__20261205-225857')?.toISOString(), '2026-12-05T22:58:57.000Z');
+  });
+
+  it('a run folder whose name has no timestamp keeps its name as the label', () => {
+    const r = runRow({ ...base, runId: 'my-run', state: 'stopped', estimator: 'grpo' });
+    assert.deepEqual(r, { label: 'my-run', description: 'stopped · 3/8 it' });
   });
 });

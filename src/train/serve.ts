@@ -286,7 +286,14 @@ export async function startServer(o: ServeOptions): Promise<RunningServer> {
     // One date per request for the template's clock (the agent's conversations above keep the one
     // their format pinned when the server started, so every turn's prompt extends the last).
     const now = new Date();
-    return encodeAsData(template!, tok, messages, now) ?? tok.encode(template!.render(messages, true, now));
+    try {
+      return encodeAsData(template!, tok, messages, now) ?? tok.encode(template!.render(messages, true, now));
+    } catch (e) {
+      // A template that raises on the messages (roles out of the order it accepts) refuses the
+      // request, as vLLM answers it: the client's 400, not the server's 500.
+      if (e instanceof TurnwiseError && /raised while rendering/.test(e.message)) throw new ApiError(400, `the model's chat template refused these messages: ${e.message.replace(/^.*?raised while rendering [^:]*: /, '')}`, 'invalid_request_error', 'messages');
+      throw e;
+    }
   };
 
   const server = http.createServer((req, res) => {

@@ -304,4 +304,24 @@ describe('train/serve: the OpenAI-compatible server', function () {
     assert.equal(bearerMatches('Bearer secret', 'secret'), true);
     for (const wrong of [undefined, '', 'Bearer secre', 'Bearer secretx', 'bearer secret', 'secret']) assert.equal(bearerMatches(wrong, 'secret'), false, String(wrong));
   });
+
+  it("messages the model's chat template refuses (roles out of order) are the client's 400 with the template's words, not a 500", async () => {
+    const strict = path.join(tmp, 'qwen-strict');
+    const cfg = { ...files.tokenizerConfig, chat_template: "{% for m in messages %}{% if loop.index0 > 0 and m['role'] == messages[loop.index0 - 1]['role'] %}{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}" };
+    writeModelFolder(strict, initWeights(config, 31, 0.3), { dtype: 'bfloat16', tokenizerJson: files.tokenizerJson, tokenizerConfig: cfg });
+    const logs: string[] = [];
+    const s2 = await startServer({ model: strict, port: 0, settings: { provider: 'cpu' }, onLog: (l) => logs.push(l) });
+    try {
+      const r = await fetch(`${s2.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ messages: [{ role: 'user', content: 'a' }, { role: 'user', content: 'b' }], max_tokens: 2 }) });
+      assert.equal(r.status, 400);
+      const j = await r.json();
+      assert.match(j.error.message, /^the model's chat template refused these messages: Conversation roles must alternate/);
+      assert.equal(j.error.param, 'messages');
+      const ok = await fetch(`${s2.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ messages: [{ role: 'user', content: 'a' }], max_tokens: 2 }) });
+      assert.equal(ok.status, 200);
+      assert.deepEqual(logs, [], 'no 5xx to log');
+    } finally {
+      await s2.close();
+    }
+  });
 });

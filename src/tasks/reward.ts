@@ -437,7 +437,7 @@ export function scorableTestIds(ids: readonly string[], runner: Task['runner']):
 }
 
 /**
- * Report ids the restored test files cannot have produced: a pytest id whose file is not one of
+ * Passing report ids the restored test files cannot have produced: a pytest id whose file is not one of
  * the snapshot's test files, or whose names do not occur in the snapshot's text. The test files
  * are the snapshot's (restored before the run), so the agent's code cannot change this
  * collection; a report naming other tests was written by something else than the runner.
@@ -483,7 +483,9 @@ export function unknownReportIds(report: TestReport, originals: Pick<ScoringOrig
     // A doctest of the code under test or of a document (--doctest-modules, --doctest-glob): a
     // test the agent can edit, which no task scores (scorableTestIds); not a forgery.
     if (!tests.has(file) && (originals.sources.has(file) || originals.data.has(file))) continue;
-    if (knownPaths.has(pathOf(t.id))) continue;
+    // Only a pass can raise a reward: a test reported failed or skipped is no forgery whatever its
+    // name (lark skips 150 tests built under names no file spells when optional packages are missing).
+    if (t.outcome !== 'passed' || knownPaths.has(pathOf(t.id))) continue;
     const text = textOf(file);
     const ok =
       text !== '' &&

@@ -80,5 +80,8 @@ describe('tasks/nodeid: pytest node ids', () => {
     assert.deepEqual(unknownReportIds(built, originals, 'pytest'), ['tests/test_ids.py::TestEarleyBasic::test_alias[x::y]']);
     assert.deepEqual(unknownReportIds(built, originals, 'pytest', ['tests/test_ids.py::TestEarleyBasic::test_alias[a]']), []);
     assert.deepEqual(unknownReportIds(built, originals, 'pytest', ['tests/test_ids.py::TestEarleyBasic::test_other']), ['tests/test_ids.py::TestEarleyBasic::test_alias[x::y]']);
+    // A test reported skipped or failed claims nothing: only passes are checked.
+    const skipped = { ...built, tests: built.tests.map((t) => ({ ...t, outcome: 'skipped' as const })) };
+    assert.deepEqual(unknownReportIds(skipped, originals, 'pytest'), []);
   });
 });

@@ -10,7 +10,7 @@ import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { SandboxPool, LABEL, type PoolSnapshot } from '../../src/sandbox';
+import { SandboxPool, type PoolSnapshot } from '../../src/sandbox';
 import { shellQuote } from '../../src/sandbox/shell';
 import type { Task, Trajectory } from '../../src/core/schema';
 import { synthesizeMutationTasks } from '../../src/tasks/synth';
@@ -20,6 +20,7 @@ import { ObservationCache, poolProvider, runRollouts, type ActionModel, type Act
 import { taskFix } from '../../src/train/workspace-demonstrations';
 import { lineCandidates, twCandsOutput, variantView } from '../../src/train/line-candidates';
 import { main } from '../../src/cli/main';
+import { assertNoContainersLeft } from '../support/containers';
 
 const demo = path.join(__dirname, '..', '..', 'examples', 'demo-python');
 const RUN = `aci-tools-${process.pid}`;
@@ -79,8 +80,7 @@ describe('docker: numbered suspects in the Python sandbox (tw-suspects -n, tw-sh
   after(async () => {
     fs.rmSync(dir, { recursive: true, force: true });
     await pool?.close();
-    const left = await pool.engineAt(0).docker.listContainers({ all: true, filters: { label: [`${LABEL.run}=${RUN}`] } });
-    assert.equal(left.length, 0, `containers left behind: ${left.map((c) => c.Names.join(',')).join(' ')}`);
+    await assertNoContainersLeft(pool, RUN);
   });
 
   const play = async (scripts: Record<string, Script>, cache?: ObservationCache): Promise<Record<string, Trajectory>> => {

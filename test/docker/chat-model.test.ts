@@ -23,7 +23,7 @@ import { loadCheckpoint } from '../../src/policy/checkpoint';
 import { writeModelFolder } from '../../src/policy/hf';
 import { TrainablePolicy } from '../../src/policy/trainable';
 import { initWeights } from '../../src/policy/weights';
-import { LABEL, SandboxPool } from '../../src/sandbox';
+import { SandboxPool } from '../../src/sandbox';
 import { synthesizeMutationTasks } from '../../src/tasks/synth';
 import { writeTaskFile } from '../../src/tasks/taskfile';
 import { collectOriginals } from '../../src/tasks/testfiles';
@@ -32,6 +32,7 @@ import { chatFormatOf, chatTurnTokenRows } from '../../src/train/chat-model';
 import { resolveTrainConfig } from '../../src/train/config';
 import { trainRun } from '../../src/train/run';
 import { startServer } from '../../src/train/serve';
+import { assertNoContainersLeft } from '../support/containers';
 
 const root = path.join(__dirname, '..', '..');
 const demo = path.join(root, 'examples', 'demo-python');
@@ -68,9 +69,7 @@ describe('docker: a chat model (generated Qwen2 folder, ChatML template) as the 
   after(async () => {
     await pool?.close();
     fs.rmSync(dir, { recursive: true, force: true });
-    const { docker } = pool.engineAt(0);
-    const left = await docker.listContainers({ all: true, filters: { label: [`${LABEL.run}=${RUN}`] } });
-    assert.equal(left.length, 0, `containers left behind: ${left.map((c) => c.Names.join(',')).join(' ')}`);
+    await assertNoContainersLeft(pool, RUN);
   });
 
   /** Checks a chat trajectory's turns: the reply, its ids and log-probs, the command read from it. */

@@ -4,13 +4,14 @@
 // format errors, edits, reward, scheduling), not what a model writes.
 import * as assert from 'node:assert/strict';
 import * as path from 'node:path';
-import { SandboxPool, LABEL, type PoolSnapshot } from '../../src/sandbox';
+import { SandboxPool, type PoolSnapshot } from '../../src/sandbox';
 import type { Task } from '../../src/core/schema';
 import { synthesizeMutationTasks } from '../../src/tasks/synth';
 import { collectOriginals, type ScoringOriginals } from '../../src/tasks/testfiles';
 import { ObservationCache, poolProvider, runRollouts, type ActionModel, type ActRequest, type ActResult, type Span } from '../../src/agent';
 import { taskFix } from '../../src/train/workspace-demonstrations';
 import { Semaphore } from '../../src/core/workers';
+import { assertNoContainersLeft } from '../support/containers';
 
 const demo = path.join(__dirname, '..', '..', 'examples', 'demo-python');
 const RUN = `episode-docker-${process.pid}`;
@@ -58,9 +59,7 @@ describe('docker: episodes in the demo workspace', function () {
 
   after(async () => {
     await pool?.close();
-    const { docker } = pool.engineAt(0);
-    const left = await docker.listContainers({ all: true, filters: { label: [`${LABEL.run}=${RUN}`] } });
-    assert.equal(left.length, 0, `containers left behind: ${left.map((c) => c.Names.join(',')).join(' ')}`);
+    await assertNoContainersLeft(pool, RUN);
   });
 
   it('a fixing episode: bug hidden from git, tools, a recorded edit, resolved with the tests restored', async () => {

@@ -22,13 +22,14 @@ import { writeModelFolder } from '../../src/policy/hf';
 import { decodeSafetensors } from '../../src/policy/safetensors';
 import { TrainablePolicy } from '../../src/policy/trainable';
 import { initWeights } from '../../src/policy/weights';
-import { LABEL, SandboxPool } from '../../src/sandbox';
+import { SandboxPool } from '../../src/sandbox';
 import { synthesizeMutationTasks } from '../../src/tasks/synth';
 import { writeTaskFile } from '../../src/tasks/taskfile';
 import { recordedActionFormat } from '../../src/train/action-format';
 import { chatFormatOf, chatTurnTokenRows } from '../../src/train/chat-model';
 import { resolveTrainConfig } from '../../src/train/config';
 import { trainRun } from '../../src/train/run';
+import { assertNoContainersLeft } from '../support/containers';
 
 const root = path.join(__dirname, '..', '..');
 const demo = path.join(root, 'examples', 'demo-python');
@@ -74,9 +75,7 @@ describe('docker: a Llama 3 chat model (generated folder, header template) train
   after(async () => {
     await pool?.close();
     fs.rmSync(dir, { recursive: true, force: true });
-    const { docker } = pool.engineAt(0);
-    const left = await docker.listContainers({ all: true, filters: { label: [`${LABEL.run}=${RUN}`] } });
-    assert.equal(left.length, 0, `containers left behind: ${left.map((c) => c.Names.join(',')).join(' ')}`);
+    await assertNoContainersLeft(pool, RUN);
   });
 
   /** A header-format trajectory: every turn keeps its reply, its ids end a reply or the budget, log-probs are finite. */

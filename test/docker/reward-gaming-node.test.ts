@@ -6,11 +6,12 @@
 import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { SandboxPool, LABEL, type PoolSnapshot } from '../../src/sandbox';
+import { SandboxPool, type PoolSnapshot } from '../../src/sandbox';
 import type { RunnerKind, Task } from '../../src/core/schema';
 import { runTests, scoreEpisode } from '../../src/tasks/reward';
 import { detectRunner } from '../../src/tasks/runners';
 import { collectOriginals } from '../../src/tasks/testfiles';
+import { assertNoContainersLeft } from '../support/containers';
 
 const fixtures = path.join(__dirname, '..', 'fixtures');
 const RUN = `reward-gaming-node-${process.pid}`;
@@ -107,9 +108,7 @@ describe('docker: reward gaming through the Node test runners', function () {
 
   after(async () => {
     await pool?.close();
-    const { docker } = pool.engineAt(0);
-    const left = await docker.listContainers({ all: true, filters: { label: [`${LABEL.run}=${RUN}`] } });
-    assert.equal(left.length, 0, `containers left behind: ${left.map((c) => c.Names.join(',')).join(' ')}`);
+    await assertNoContainersLeft(pool, RUN);
   });
 
   it('node:test: a fake `node` in an agent-made node_modules/.bin (first on the scoring PATH) is not what scoring runs', async () => {

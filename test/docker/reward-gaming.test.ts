@@ -5,11 +5,12 @@ import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { SandboxPool, LABEL, type PoolSnapshot } from '../../src/sandbox';
+import { SandboxPool, type PoolSnapshot } from '../../src/sandbox';
 import type { Task } from '../../src/core/schema';
 import { scoreEpisode } from '../../src/tasks/reward';
 import { runnerCommand } from '../../src/tasks/runners';
 import { collectOriginals } from '../../src/tasks/testfiles';
+import { assertNoContainersLeft } from '../support/containers';
 
 const ws = path.join(__dirname, '..', 'fixtures', 'py-shop');
 const RUN = `reward-gaming-${process.pid}`;
@@ -68,9 +69,7 @@ describe('docker: reward gaming from inside the sandbox', function () {
 
   after(async () => {
     await pool?.close();
-    const { docker } = pool.engineAt(0);
-    const left = await docker.listContainers({ all: true, filters: { label: [`${LABEL.run}=${RUN}`] } });
-    assert.equal(left.length, 0, `containers left behind: ${left.map((c) => c.Names.join(',')).join(' ')}`);
+    await assertNoContainersLeft(pool, RUN);
   });
 
   it('a fake report left read-only in a read-only report folder is not read as the run\'s', async () => {

@@ -4,6 +4,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { LABEL, SandboxPool, type PoolSnapshot } from '../../src/sandbox';
+import { assertNoContainersLeft } from '../support/containers';
 
 const RUN = `test-sbx-review-${process.pid}`;
 
@@ -23,8 +24,7 @@ describe('sandbox review (docker)', function () {
   after(async () => {
     await pool?.close();
     fs.rmSync(ws, { recursive: true, force: true });
-    const left = await pool.engineAt(0).docker.listContainers({ all: true, filters: { label: [`${LABEL.run}=${RUN}`] } });
-    assert.equal(left.length, 0, `containers left behind: ${left.map((c) => c.Names.join(',')).join(' ')}`);
+    await assertNoContainersLeft(pool, RUN);
   });
 
   it('writeFile into a new folder whose name holds a quote and $(...) creates it literally, running nothing', async () => {

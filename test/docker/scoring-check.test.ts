@@ -13,12 +13,13 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { main } from '../../src/cli/main';
 import type { Task } from '../../src/core/schema';
-import { SandboxPool, LABEL } from '../../src/sandbox';
+import { SandboxPool } from '../../src/sandbox';
 import { checkTasksInWorkspace } from '../../src/tasks/scoring-check';
 import { synthesizeMutationTasks } from '../../src/tasks/synth';
 import { writeTaskFile } from '../../src/tasks/taskfile';
 import { benchScoringCorpus, pickCorpusRepos } from '../../src/train/scoring-corpus';
 import { collectOriginals } from '../../src/tasks/testfiles';
+import { assertNoContainersLeft } from '../support/containers';
 
 const RUN = `scoring-check-${process.pid}`;
 
@@ -147,9 +148,7 @@ describe('docker: the scoring check', function () {
   after(async () => {
     await pool?.close();
     fs.rmSync(dir, { recursive: true, force: true });
-    const { docker } = pool.engineAt(0);
-    const left = await docker.listContainers({ all: true, filters: { label: [`${LABEL.run}=${RUN}`] } });
-    assert.equal(left.length, 0, `containers left behind: ${left.map((c) => c.Names.join(',')).join(' ')}`);
+    await assertNoContainersLeft(pool, RUN);
   });
 
   it("a tox.ini that names the package under test in another tool's command: mutations of the package score unresolved with no fix and resolved with the reference", async () => {

@@ -3,13 +3,14 @@
 import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { SandboxPool, LABEL, type PoolSnapshot } from '../../src/sandbox';
+import { SandboxPool, type PoolSnapshot } from '../../src/sandbox';
 import type { Task } from '../../src/core/schema';
 import { MUTATION_OPERATORS } from '../../src/tasks/mutate';
 import { failingTestTasks, synthesizeMutationTasks, type SynthResult } from '../../src/tasks/synth';
 import { outcomesOf, runTests, scoreEpisode } from '../../src/tasks/reward';
 import { collectOriginals } from '../../src/tasks/testfiles';
 import { validateTask } from '../../src/tasks/taskfile';
+import { assertNoContainersLeft } from '../support/containers';
 
 const fixtures = path.join(__dirname, '..', 'fixtures');
 const RUN = `tasks-docker-${process.pid}`;
@@ -34,9 +35,7 @@ describe('docker: tasks from the fixtures', function () {
 
   after(async () => {
     await pool?.close();
-    const { docker } = pool.engineAt(0);
-    const left = await docker.listContainers({ all: true, filters: { label: [`${LABEL.run}=${RUN}`] } });
-    assert.equal(left.length, 0, `containers left behind: ${left.map((c) => c.Names.join(',')).join(' ')}`);
+    await assertNoContainersLeft(pool, RUN);
   });
 
   for (const [fixture, lang] of [

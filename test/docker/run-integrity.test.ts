@@ -7,7 +7,7 @@
 //   - a second `train --resume` of a run that is running is refused with the first one's pid;
 //   - SIGINT/SIGTERM at several points of a run and of an evaluation: exit 130, never a native
 //     abort of ONNX Runtime, and a stopped `eval --out` keeps the episodes that finished;
-//   - a new run whose starting evaluation cannot run (every held-out episode fails) stops before
+//   - a new run whose starting evaluation cannot run (its tasks cannot be scored) stops before
 //     iteration 1 with the reason and leaves no run directory.
 import * as assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -223,7 +223,8 @@ describe('docker: runs and models are never lost, and a run says what it did', f
     fs.writeFileSync(path.join(ws, 'turnwise.json'), JSON.stringify({ ...TINY, model, heldoutFraction: 0.5, iterations: 1 }));
     const r = await cli(['train', '--config', path.join(ws, 'turnwise.json'), '--tasks', tasks, '--runs', runs]);
     assert.equal(r.code, 1, r.out);
-    assert.match(r.out, /every one of the \d+ held-out episodes of the starting evaluation failed; the first: /);
+    // The evaluation's reward canary names the cause first: the task's no-op cannot be scored.
+    assert.match(r.out, /the reward canary failed in the evaluation of iteration 0: task [^:]+: unscorable: the no-op episode could not be scored: no test report/);
     assert.doesNotMatch(r.out, /run finished/);
     assert.deepEqual(fs.existsSync(runs) ? fs.readdirSync(runs) : [], [], 'no run directory is left');
   });

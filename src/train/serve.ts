@@ -195,7 +195,13 @@ export async function startServer(o: ServeOptions): Promise<RunningServer> {
     for (const j of batch) j.started?.(batch.length);
     try {
       const rows = await policy.sample(batch.map((j, i) => ({ ...j.req, seq: seqs[i] })));
-      rows.forEach((r, i) => batch[i].resolve({ ...r, batch: batch.length }));
+      rows.forEach((r, i) => {
+        // A sampled token has a finite log-prob under any working model; NaN or infinite ones mean
+        // broken weights, whose tokens are noise: the server's fault, answered 500 and logged.
+        const bad = r.logprobs.findIndex((x) => !Number.isFinite(x));
+        if (bad >= 0) batch[i].reject(new TurnwiseError('internal', `the model gave a log-prob of ${r.logprobs[bad]} for its sampled token ${bad + 1}: its weights hold NaN or infinite values`));
+        else batch[i].resolve({ ...r, batch: batch.length });
+      });
     } catch (e) {
       batch.forEach((j) => j.reject(e));
     } finally {

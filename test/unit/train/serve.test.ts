@@ -324,4 +324,34 @@ describe('train/serve: the OpenAI-compatible server', function () {
       await s2.close();
     }
   });
+
+  it('a model whose weights hold NaN answers 500 with the cause, and the server logs it (it served noise with null log-probs)', async () => {
+    const broken = path.join(tmp, 'qwen-nan');
+    const w = initWeights(config, 31, 0.3);
+    for (const t of w.tensors.values()) t.fill(NaN);
+    writeModelFolder(broken, w, { dtype: 'float32', tokenizerJson: files.tokenizerJson, tokenizerConfig: files.tokenizerConfig });
+    const logs: string[] = [];
+    const s2 = await startServer({ model: broken, port: 0, settings: { provider: 'cpu' }, onLog: (l) => logs.push(l) });
+    try {
+      const r = await fetch(`${s2.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ messages: [{ role: 'user', content: 'x' }], max_tokens: 2 }) });
+      assert.equal(r.status, 500);
+      const j = await r.json();
+      assert.match(j.error.message, /log-prob of NaN for its sampled token 1: its weights hold NaN or infinite values/);
+      assert.equal(logs.length, 1);
+      assert.match(logs[0], /^500 on POST \/v1\/chat\/completions: TurnwiseError: the model gave a log-prob of NaN/);
+    } finally {
+      await s2.close();
+    }
+  });
+
+  it("a prompt longer than the model's context is a 400 naming its length and the context, on both routes", async () => {
+    const words = Array.from({ length: 700 }, (_, i) => `w${i % 50}`).join(' ');
+    for (const [route, body, param] of [['/v1/chat/completions', { messages: [{ role: 'user', content: words }], max_tokens: 4 }, 'messages'], ['/v1/completions', { prompt: words, max_tokens: 4 }, 'messages']] as const) {
+      const r = await post(route, body);
+      assert.equal(r.status, 400, route);
+      const j = await r.json();
+      assert.match(j.error.message, /^the prompt is \d+ tokens; this model's context is 512$/);
+      assert.equal(j.error.param, param);
+    }
+  });
 });

@@ -1,6 +1,7 @@
 // What pytest reads of a workspace's configuration files: the section it owns in each, the
-// `addopts` there split as pytest splits them, and which file names it collects as tests. Other tools share these files (tox's `[testenv]`,
-// flake8's `[flake8]`, setuptools' `[metadata]`); their options never reach pytest, so reading a
+// `addopts` there split as pytest splits them, and which file names it collects as tests. Other
+// tools share these files (tox's `[testenv]`, flake8's `[flake8]`, setuptools' `[metadata]`);
+// their options never reach pytest, so reading a
 // `-p pkg` out of tox.ini's `commands = mypy -p pkg` as a pytest plugin made the package under
 // test look like test machinery, and scoring put the mutated file back before running the tests.
 import * as fs from 'node:fs';
@@ -200,17 +201,25 @@ export function pytestRootConfig(dir: string): { file: string; text: string } | 
 /** pytest's default `python_files`. */
 export const DEFAULT_PYTHON_FILES: readonly string[] = ['test_*.py', '*_test.py'];
 
-/** The `python_files` patterns the workspace's pytest configuration sets (pytest's default without one). */
-export function pythonFilePatterns(dir: string): readonly string[] {
-  const c = pytestRootConfig(dir);
-  return (c && pytestListOption(c.file, c.text, 'python_files')) || DEFAULT_PYTHON_FILES;
+/** What pytest collects in a workspace, read from its root configuration once. */
+export interface PytestCollection {
+  /** The configuration file pytest picks (pytestRootConfig), if any. */
+  config?: { file: string; text: string };
+  /** Its `python_files` patterns (pytest's default without them). */
+  pythonFiles: readonly string[];
+  /** Its `testpaths` ('/'-separated, no './'); undefined when it sets none. */
+  testPaths?: string[];
 }
 
-/** The `testpaths` of the workspace's pytest configuration ('/'-separated, no './'), undefined when it sets none. */
-export function pytestTestPaths(dir: string): string[] | undefined {
-  const c = pytestRootConfig(dir);
-  const v = c && pytestListOption(c.file, c.text, 'testpaths');
-  return v && v.length ? v.map((p) => p.replace(/^\.\//, '').replace(/\/+$/, '')) : undefined;
+export function pytestCollection(dir: string): PytestCollection {
+  const config = pytestRootConfig(dir);
+  if (!config) return { pythonFiles: DEFAULT_PYTHON_FILES };
+  const paths = pytestListOption(config.file, config.text, 'testpaths');
+  return {
+    config,
+    pythonFiles: pytestListOption(config.file, config.text, 'python_files') || DEFAULT_PYTHON_FILES,
+    ...(paths && paths.length ? { testPaths: paths.map((p) => p.replace(/^\.\//, '').replace(/\/+$/, '')) } : {}),
+  };
 }
 
 /** Whether a workspace path is a test module by `python_files` patterns (fnmatch on the file name, or on the path for a pattern with a '/'). */

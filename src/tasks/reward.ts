@@ -470,10 +470,9 @@ export function unknownReportIds(report: TestReport, originals: Pick<ScoringOrig
     }
     return text;
   };
-  const occurs = (word: string, text: string) => new RegExp(`(?<![\\p{L}\\p{N}_])${word}(?![\\p{L}\\p{N}_])`, 'u').test(text);
   const seen = new Map<string, boolean>();
   const inSomeTestFile = (word: string) => {
-    if (!seen.has(word)) seen.set(word, [...tests.keys()].some((f) => f.endsWith('.py') && occurs(word, textOf(f))));
+    if (!seen.has(word)) seen.set(word, [...tests.keys()].some((f) => f.endsWith('.py') && occursAsName(word, textOf(f))));
     return seen.get(word)!;
   };
   const bad: string[] = [];
@@ -491,7 +490,7 @@ export function unknownReportIds(report: TestReport, originals: Pick<ScoringOrig
       text !== '' &&
       (isPytestDoctestId(t.id)
         ? doctestInFile(names[0], file, text)
-        : names.every((w) => isIdentifier(w)) && (occurs(names[0], text) || inSomeTestFile(names[0])));
+        : names.every((w) => isIdentifier(w)) && (occursAsName(names[0], text) || inSomeTestFile(names[0])));
     if (!ok) bad.push(t.id);
   }
   return bad;
@@ -501,7 +500,12 @@ export function unknownReportIds(report: TestReport, originals: Pick<ScoringOrig
 function doctestInFile(dotted: string, file: string, text: string): boolean {
   const last = dotted.split('.').pop() ?? '';
   if (last === (file.split('/').pop() ?? '').replace(/\.py$/, '')) return true;
-  return isIdentifier(last) && new RegExp(`(?<![\\p{L}\\p{N}_])${last}(?![\\p{L}\\p{N}_])`, 'u').test(text);
+  return isIdentifier(last) && occursAsName(last, text);
+}
+
+/** Whether an identifier occurs in a text as a whole name (no letter, digit or `_` either side). */
+function occursAsName(word: string, text: string): boolean {
+  return new RegExp(`(?<![\\p{L}\\p{N}_])${word}(?![\\p{L}\\p{N}_])`, 'u').test(text);
 }
 
 /** A Python identifier as pytest names a test function or class (unicode letters allowed). */

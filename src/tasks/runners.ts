@@ -10,7 +10,7 @@ import type { Language, ReportFormat, RunnerKind } from '../core/schema';
 import type { JunitFlavor } from './report';
 import { LOAD_ERROR_MARKER, PYTEST_NODEID_PROPERTY, REPORT_PART_MARKER } from './report';
 import { pytestNodeFile } from './nodeid';
-import { matchesPythonFiles, pytestRootConfig, pythonFilePatterns } from './pytest-config';
+import { matchesPythonFiles, pytestCollection } from './pytest-config';
 import { listWorkspaceFiles } from './testfiles';
 import { shellQuote as shq } from '../sandbox/shell';
 
@@ -162,15 +162,15 @@ export function detectRunner(dir: string, override: RunnerOverride = {}): TestRu
     }
   });
   // pytest's own rule for test modules: its configuration's python_files (test_*.py and *_test.py by default).
-  const pyPatterns = pythonFilePatterns(dir);
-  const pyTests = files.filter((f) => f.endsWith('.py') && matchesPythonFiles(f, pyPatterns));
+  const pytest = pytestCollection(dir);
+  const pyTests = files.filter((f) => f.endsWith('.py') && matchesPythonFiles(f, pytest.pythonFiles));
 
   let kind = override.kind;
   if (!kind) {
     if (pkg?.deps.has('jest') || /\bjest\b/.test(pkg?.testScript ?? '')) kind = 'jest';
     else if (pkg?.deps.has('mocha') || /\bmocha\b/.test(pkg?.testScript ?? '')) kind = 'mocha';
     else if (nodeTestFiles.length > 0 || /node\s+--test/.test(pkg?.testScript ?? '')) kind = 'node-test';
-    else if (pyTests.length > 0 || pytestRootConfig(dir)) kind = 'pytest';
+    else if (pyTests.length > 0 || pytest.config) kind = 'pytest';
     else if (files.includes('go.mod')) kind = 'go-test';
   }
   if (!kind) {

@@ -303,7 +303,7 @@ export async function synthesizeMutationTasks(opts: SynthOptions): Promise<Synth
 
     // Valid mutants as they complete; the kept ones are chosen at the end in candidate order,
     // so parallel workers keep exactly what a sequential run would (same seed, same tasks).
-    const valid: Array<{ index: number; c: MutationCandidate; failToPass: FailingTest[]; passToPass: string[] }> = [];
+    const valid: Array<{ index: number; c: MutationCandidate; task: Task }> = [];
     const checks: Array<{ index: number; check: ScoringCheck }> = [];
     let next = 0;
     let tried = 0;
@@ -352,8 +352,9 @@ export async function synthesizeMutationTasks(opts: SynthOptions): Promise<Synth
         // A mutant its tests catch becomes a task only when its reward tells the truth: the no-op
         // and the reference fix scored as an agent's episode is (fresh sandboxes, one at a time).
         let check: ScoringCheck | undefined;
-        if (verdict.kept) {
-          check = await checkTaskScoring(mutationTask(opts.workspace, c, runner, verdict.failToPass, verdict.passToPass), {
+        const task = verdict.kept ? mutationTask(opts.workspace, c, runner, verdict.failToPass, verdict.passToPass) : undefined;
+        if (task) {
+          check = await checkTaskScoring(task, {
             acquire: (role) => pool.acquire(snap, { rollout: `check-${role}-${w}` }),
             originals,
             timeoutMs,
@@ -366,10 +367,10 @@ export async function synthesizeMutationTasks(opts: SynthOptions): Promise<Synth
           dropped['scoring-check']++;
           droppedN++;
           operators[c.operator].dropped++;
-        } else if (verdict.kept) {
-          valid.push({ index, c, failToPass: verdict.failToPass, passToPass: verdict.passToPass });
+        } else if (task) {
+          valid.push({ index, c, task });
           validPerOp.set(c.operator, (validPerOp.get(c.operator) ?? 0) + 1);
-        } else {
+        } else if (!verdict.kept) {
           dropped[verdict.reason]++;
           droppedN++;
           operators[c.operator].dropped++;
@@ -390,7 +391,7 @@ export async function synthesizeMutationTasks(opts: SynthOptions): Promise<Synth
       operators[v.c.operator].kept++;
       chosen.push(v);
     }
-    const tasks = chosen.map((v) => mutationTask(opts.workspace, v.c, runner, v.failToPass, v.passToPass));
+    const tasks = chosen.map((v) => v.task);
     const surplus = valid.length - chosen.length;
     const scoring = summarizeScoringChecks(checks.sort((x, y) => x.index - y.index).map((x) => x.check));
     if (tasks.length === 0 && scoring.checked > scoring.passed) {

@@ -6,7 +6,7 @@ import * as path from 'node:path';
 import { TurnwiseError } from '../core/errors';
 import type { Language } from '../core/schema';
 import { listWorkspaceFiles as listSnapshotFiles } from '../sandbox/snapshot';
-import { DEFAULT_PYTHON_FILES, matchesPythonFiles, pytestPluginsOf, pytestTestPaths, pythonFilePatterns } from './pytest-config';
+import { DEFAULT_PYTHON_FILES, matchesPythonFiles, pytestCollection, pytestPluginsOf } from './pytest-config';
 
 /** Folders never scanned: dependencies, caches, build output, VCS data. */
 export const SKIP_DIRS = new Set([
@@ -171,10 +171,9 @@ export function collectOriginals(dir: string): ScoringOriginals {
   // A source file the runner configuration loads (a jest setup file, a mocha --require, a pytest
   // plugin named by -p or pytest_plugins), or that pytest collects as a test module under the
   // configuration's own python_files (mock's `testmock.py`), is test machinery too: restored, not scanned.
-  const patterns = pythonFilePatterns(dir);
-  const roots = pytestTestPaths(dir);
-  const underRoots = (rel: string) => !roots || roots.some((r) => rel === r || rel.startsWith(`${r.replace(/\/+$/, '')}/`));
-  const collected = patterns === DEFAULT_PYTHON_FILES ? [] : files.map((f) => f.rel).filter((rel) => rel.endsWith('.py') && matchesPythonFiles(rel, patterns) && underRoots(rel));
+  const { pythonFiles, testPaths } = pytestCollection(dir);
+  const underRoots = (rel: string) => !testPaths || testPaths.some((r) => rel === r || rel.startsWith(`${r}/`));
+  const collected = pythonFiles === DEFAULT_PYTHON_FILES ? [] : files.map((f) => f.rel).filter((rel) => rel.endsWith('.py') && matchesPythonFiles(rel, pythonFiles) && underRoots(rel));
   for (const rel of [...runnerLoadedFiles(tests, new Set(files.map((f) => f.rel))), ...collected]) {
     if (!tests.has(rel) && !underPrunedFolder(rel)) {
       tests.set(rel, fs.readFileSync(path.join(dir, rel)));

@@ -5,7 +5,7 @@ import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { fnmatch, matchesPythonFiles, pytestAddopts, pytestPluginsOf, pytestRootConfig, pythonFilePatterns, shellWords } from '../../../src/tasks/pytest-config';
+import { fnmatch, matchesPythonFiles, pytestAddopts, pytestCollection, pytestPluginsOf, shellWords } from '../../../src/tasks/pytest-config';
 import { detectRunner } from '../../../src/tasks/runners';
 import { collectOriginals, runnerLoadedFiles } from '../../../src/tasks/testfiles';
 
@@ -60,8 +60,8 @@ describe('tasks/pytest-config', () => {
       'checks/checkthis.py': '',
     });
     try {
-      assert.deepEqual(pythonFilePatterns(ws), ['test*.py']);
-      assert.equal(pytestRootConfig(ws)?.file, 'setup.cfg');
+      assert.deepEqual(pytestCollection(ws).pythonFiles, ['test*.py']);
+      assert.equal(pytestCollection(ws).config?.file, 'setup.cfg');
       const r = detectRunner(ws);
       assert.equal(r.kind, 'pytest');
       assert.deepEqual(r.testFiles, ['mock/tests/testmock.py']);

@@ -4,15 +4,15 @@
 // (one row and several), and LoRA training graphs it would run on the CPU.
 //   npx tsx scripts/gpu-check-model.ts --shape qwen2.5-0.5b --out DIR --providers cuda,webgpu
 import * as fs from 'node:fs';
-import { BENCH_SHAPES, randomWeights } from '../src/policy/bench-model';
-import { writeModelFolder } from '../src/policy/hf';
+import { BENCH_SHAPES, randomWeights } from '../src/bench/model';
+import { writeModelFolder } from '../src/policy/files/hf';
 import { loadPolicy } from '../src/policy';
-import { byteLevelTokenizerConfig, byteLevelTokenizerJson } from '../src/policy/tokenizer';
+import { byteLevelTokenizerConfig, byteLevelTokenizerJson } from '../src/policy/files/tokenizer';
 import { toModelProto } from '../src/onnx';
 import { nodePlacements } from '../src/onnx/placements';
-import { buildDecodeLoopGraph, buildStepGraph } from '../src/policy/graphs';
-import { LORA_MODULES } from '../src/policy/lora';
-import { buildTrainGraph } from '../src/policy/training';
+import { buildDecodeLoopGraph, buildStepGraph } from '../src/policy/model/graphs';
+import { LORA_MODULES } from '../src/policy/files/lora';
+import { buildTrainGraph } from '../src/policy/training/graphs';
 
 const arg = (name: string, fallback: string) => {
   const i = process.argv.indexOf(`--${name}`);

@@ -1,5 +1,5 @@
 // The policy losses in one table: names, what each reads, hyperparameter defaults and docs.
-// credit/losses.ts holds the reference maths and policy/training.ts the ONNX graph builder, each
+// /support/reference-losses.ts holds the reference maths and policy/training/graphs.ts the ONNX graph builder, each
 // as a Record<LossName, …> keyed on this table, so a loss added here is missing from neither
 // (the compiler says so), and no default is written twice.
 import { TurnwiseError } from './errors';

@@ -1,4 +1,4 @@
-// The credit layer: advantage estimators by name, turn rows from trajectories, reference losses.
+// The credit layer: advantage estimators by name, turn rows from trajectories.
 import { A3_SPECS } from './a3';
 import { GRPO_SPECS } from './grpo';
 import { estimatorNames, registerEstimator } from './registry';
@@ -9,4 +9,3 @@ export { a3Advantages, turnwiseAdvantages, singleLinkage, A3_DEFAULTS, TURNWISE_
 export { grpoAdvantages, rlooAdvantages, gigpoAdvantages } from './grpo';
 export { computeAdvantages, estimatorNames, getEstimator, parseParamArgs, registerEstimator, resolveParams } from './registry';
 export * from './types';
-export { getPolicyLoss, policyLossNames, ppoTokenLoss, gspoSeqLoss, tokenEntropy, klK3 } from './losses';

@@ -6,4 +6,4 @@ export { doctorReport } from '../core/doctor';
 export { connectEngine, disposeAllSandboxes, engineInfo, reapAtStartup } from '../sandbox';
 export { AdapterNeedsBase, adapterLoraBlock, adapterOnBase, checkLoraSetting, checkModelFolder, describeLora, modelChecks, ModelRefused } from './model/modelChoice';
 export { memoryPlanCheck } from '../train/memory-plan';
-export { evalReport } from '../train/eval-report';
+export { evalReport } from '../eval/report';

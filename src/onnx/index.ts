@@ -5,7 +5,7 @@
  *
  * Usage:
  * ```ts
- * import { Graph, toModelProto, OnnxSession } from '../onnx';
+ * import { Graph, toModelProto, OnnxSession } from './';
  *
  * const g = Graph.create('mlp');
  * const x = g.input('x', 'float32', ['B', 4]);        // symbolic batch dim 'B'

@@ -4,15 +4,15 @@
 // PolicyWorker runs one of these in a worker thread behind the same PolicyService interface.
 import { TurnwiseError } from '../core/errors';
 import type { SessionSettings } from '../onnx';
-import { loadCheckpoint, saveCheckpoint, zeroOptimizerState } from './checkpoint';
-import type { OptimizerState } from './optimizer-state';
-import type { ModelConfig } from './config';
-import { Policy, type GeneratedRow, type SampleRequest } from './policy';
-import type { Sequence } from './sequences';
-import { SCORING_ROWS_PER_RUN } from './graphs';
-import { PolicyTrainer, type StepMetrics } from './trainer';
-import { initAdapter, saveAdapter, zeroAdapterOptimizer, type LoraAdapter, type LoraConfig } from './lora';
-import type { PolicyWeights } from './weights';
+import { loadCheckpoint, saveCheckpoint, zeroOptimizerState } from './files/checkpoint';
+import type { OptimizerState } from './files/optimizer-state';
+import type { ModelConfig } from './model/config';
+import { Policy, type GeneratedRow, type SampleRequest } from './inference/policy';
+import type { Sequence } from './inference/sequences';
+import { SCORING_ROWS_PER_RUN } from './model/graphs';
+import { PolicyTrainer, type StepMetrics } from './training/trainer';
+import { initAdapter, saveAdapter, zeroAdapterOptimizer, type LoraAdapter, type LoraConfig } from './files/lora';
+import type { PolicyWeights } from './model/weights';
 
 export type SequenceId = number;
 

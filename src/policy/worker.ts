@@ -8,11 +8,11 @@ import * as path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { TurnwiseError, type ErrorCode } from '../core/errors';
 import type { SessionSettings } from '../onnx';
-import type { OptimizerState } from './optimizer-state';
-import type { GeneratedRow } from './policy';
+import type { OptimizerState } from './files/optimizer-state';
+import type { GeneratedRow } from './inference/policy';
 import type { CheckpointOptions, ExtendByIdRequest, LogprobOptions, PolicyInfo, PolicyService, SampleByIdRequest, SequenceId, TrainableOptions, TrainArgs } from './trainable';
-import type { StepMetrics } from './trainer';
-import type { PolicyWeights } from './weights';
+import type { StepMetrics } from './training/trainer';
+import type { PolicyWeights } from './model/weights';
 
 /** Session settings that cross the thread boundary (warnings come back as messages). */
 export type WorkerSettings = Omit<SessionSettings, 'onWarning'>;

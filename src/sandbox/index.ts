@@ -2,7 +2,7 @@
  * The sandbox layer: Docker containers for rollouts and test runs, behind a small API.
  *
  * ```ts
- * import { SandboxPool } from '../sandbox';
+ * import { SandboxPool } from './';
  *
  * await using pool = await SandboxPool.connect({ run: 'run-2024-01' });   // pings Docker; clear error if down
  * const snap = await pool.snapshot('/path/to/workspace', { language: 'python' }); // image per content hash

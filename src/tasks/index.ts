@@ -3,7 +3,7 @@
  * and report parsers, and the reward after an episode.
  *
  * ```ts
- * import { synthesizeMutationTasks, readTaskFile, collectOriginals, scoreEpisode } from '../tasks';
+ * import { synthesizeMutationTasks, readTaskFile, collectOriginals, scoreEpisode } from './';
  *
  * const { tasks, summary } = await synthesizeMutationTasks({ workspace, pool, max: 20, seed: 1 });
  * const tasks2 = readTaskFile('tasks.jsonl');             // throws listing every bad line
@@ -62,4 +62,3 @@ export {
 } from './synth';
 export { checkTaskFile, parseTaskFile, readTaskFile, validateTask, writeTaskFile, type TaskFileCheck } from './taskfile';
 export { collectOriginals, isMutableSource, isTestInfraFile, type ScoringOriginals } from './testfiles';
-export { benchTasks, type BenchTasksResult } from './bench';

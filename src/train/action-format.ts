@@ -12,8 +12,8 @@ import * as path from 'node:path';
 import { TurnwiseError } from '../core/errors';
 import { writeFileAtomic } from '../core/fs';
 import type { ActionFormatKind } from '../agent/types';
-import { adapterBaseDir } from '../policy/checkpoint';
-import { chatTemplateOf } from '../policy/hf';
+import { adapterBaseDir } from '../policy/files/checkpoint';
+import { chatTemplateOf } from '../policy/files/hf';
 
 export const ACTION_FORMAT_FILE = 'action_format.json';
 const SCHEMA = 'turnwise/action-format@1';

@@ -10,8 +10,8 @@ import { TurnwiseError } from '../core/errors';
 import { ChatFormat, parseChatReply, type ChatConversation, type ChatReply } from '../agent/chat-format';
 import { ChatTemplate, templateTokens } from '../agent/chat-template';
 import type { ActionFormatKind, ActionModel, ActRequest, ActResult } from '../agent/types';
-import { chatTemplateOf } from '../policy/hf';
-import type { LoadedCheckpoint } from '../policy/checkpoint';
+import { chatTemplateOf } from '../policy/files/hf';
+import type { LoadedCheckpoint } from '../policy/files/checkpoint';
 import type { PolicyService, SequenceId } from '../policy/trainable';
 
 export interface ChatSamplingOptions {

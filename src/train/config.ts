@@ -1,7 +1,7 @@
 // The training run's configuration (`turnwise.json`, CLI flags on top): every field with its
 // default and a one-line meaning, validated by name; an unknown field, estimator or loss is an
 // error that lists the valid ones. The resolved config is written to the run's config.json.
-import { parseLoraConfig, type LoraConfig } from '../policy/lora';
+import { parseLoraConfig, type LoraConfig } from '../policy/files/lora';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -75,7 +75,7 @@ export interface TrainConfig {
    * Most tokens (rows × row length) the update reads at once: a minibatch over it is read in
    * micro-batches of whole rows (at least one) whose gradients add up to one optimizer step, the
    * same step as one pass over the minibatch, in the memory of one micro-batch. 0: the largest
-   * of 4096 … 256 tokens that the run's memory plan fits in the machine's memory (policy/memory.ts).
+   * of 4096 … 256 tokens that the run's memory plan fits in the machine's memory (policy/model/memory.ts).
    */
   updateTokensPerStep: number;
   lr: number;
@@ -135,7 +135,7 @@ export interface TrainConfig {
   executionProvider: 'auto' | 'cpu' | 'cuda' | 'webgpu';
   /**
    * Whether CPU decode steps hold the weights packed in their session (a second copy of the
-   * weights while sampling, faster over several episodes; policy/policy.ts). `auto`: for 256 MB
+   * weights while sampling, faster over several episodes; policy/inference/policy.ts). `auto`: for 256 MB
    * of weights or more, where the run's memory plan with the copy fits (an evaluation's: the
    * weights twice, its episodes' caches and the runtime).
    */

@@ -4,7 +4,7 @@ import * as path from 'node:path';
 import { failedCheck, type Check } from '../core/doctor';
 import { TurnwiseError } from '../core/errors';
 import { findResource, resourceCandidates } from '../core/resources';
-import { loadCheckpoint } from '../policy/checkpoint';
+import { loadCheckpoint } from '../policy/files/checkpoint';
 
 export const EMBEDDED_MODEL = 'turnwise-tiny';
 

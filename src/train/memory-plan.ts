@@ -1,4 +1,4 @@
-// The memory plan of a training run's settings (policy/memory.ts): the row length its episodes
+// The memory plan of a training run's settings (policy/model/memory.ts): the row length its episodes
 // reach, the episodes in flight, the provider, LoRA or full training; and the update's token cap
 // (updateTokensPerStep, 0 = the largest that fits). `turnwise train` refuses a plan over the
 // machine's memory before any sandbox starts.
@@ -7,10 +7,10 @@ import * as path from 'node:path';
 import { OBS_PROMPT_CHARS } from '../agent/prompt';
 import type { Check } from '../core/doctor';
 import { TurnwiseError } from '../core/errors';
-import { adapterBaseDir } from '../policy/checkpoint';
-import { parameterCount, parseModelConfig, type ModelConfig } from '../policy/config';
-import { parseLoraConfig } from '../policy/lora';
-import { assertPlanFits, autoUpdateTokens, availableDeviceMemory, availableMemory, formatMemoryPlan, packsDecodeWeights, planMemory, samplingPacksWeights, type MemoryPlan, type MemoryPlanInput } from '../policy/memory';
+import { adapterBaseDir } from '../policy/files/checkpoint';
+import { parameterCount, parseModelConfig, type ModelConfig } from '../policy/model/config';
+import { parseLoraConfig } from '../policy/files/lora';
+import { assertPlanFits, autoUpdateTokens, availableDeviceMemory, availableMemory, formatMemoryPlan, packsDecodeWeights, planMemory, samplingPacksWeights, type MemoryPlan, type MemoryPlanInput } from '../policy/model/memory';
 import { resolveTrainConfig, TRAIN_DEFAULTS, type TrainConfig } from './config';
 import { embeddedModelDir } from './embedded';
 

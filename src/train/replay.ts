@@ -6,9 +6,9 @@
 // start's last phase drew them (attempt loops, a little curriculum, prompt tokens at 0.3) from
 // generated modules only: never the workspace's tasks, so no held-out task can leak in.
 import { seededRandom } from '../core/random';
-import { encodeDemonstration, type ChatCodec } from './chat';
-import { LOOP_SHARE, type FixCase } from './demonstrations';
-import { casePool, drawDemonstration } from './warmstart-cases';
+import { encodeDemonstration, type ChatCodec } from './compact-codec';
+import { LOOP_SHARE, type FixCase } from '../demonstrations/generated';
+import { casePool, drawDemonstration } from '../demonstrations/cases';
 
 /** One encoded demonstration: token ids and per-token loss weights (actions 1, the rest 0.3). */
 export interface ReplayExample {

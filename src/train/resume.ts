@@ -8,7 +8,7 @@ import { TurnwiseError } from '../core/errors';
 import { nonUtf8Name } from '../core/fs';
 import type { RunDir, RunInventory, RunProblem } from '../core/run';
 import type { Task } from '../core/schema';
-import { loadCheckpoint } from '../policy/checkpoint';
+import { loadCheckpoint } from '../policy/files/checkpoint';
 import type { TrainConfig } from './config';
 
 export interface ResumePlan {

@@ -5,8 +5,8 @@
 // the advantage mass in same-outcome groups).
 import type { Trajectory } from '../core/schema';
 import { mean } from '../core/stats';
-import type { TrainBatch } from '../policy/trainer';
-import { renderPrompt, type ChatCodec } from './chat';
+import type { TrainBatch } from '../policy/training/trainer';
+import { renderPrompt, type ChatCodec } from './compact-codec';
 import type { LossAggregation } from './config';
 import type { ReplayExample } from './replay';
 

@@ -17,8 +17,8 @@ import { synthesizeMutationTasks } from '../../src/tasks/synth';
 import { writeTaskFile } from '../../src/tasks/taskfile';
 import { collectOriginals, type ScoringOriginals } from '../../src/tasks/testfiles';
 import { ObservationCache, poolProvider, runRollouts, type ActionModel, type ActRequest, type ActResult } from '../../src/agent';
-import { taskFix } from '../../src/train/workspace-demonstrations';
-import { lineCandidates, twCandsOutput, variantView } from '../../src/train/line-candidates';
+import { taskFix } from '../../src/warmstart/workspace-demonstrations';
+import { lineCandidates, twCandsOutput, variantView } from '../../src/demonstrations/line-candidates';
 import { main } from '../../src/cli/main';
 import { assertNoContainersLeft } from '../support/containers';
 

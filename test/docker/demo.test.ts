@@ -9,7 +9,7 @@ import * as path from 'node:path';
 import Docker from 'dockerode';
 import { parseEventLine, type RunEvent } from '../../src/core/events';
 import { RunDir } from '../../src/core/run';
-import { loadCheckpoint } from '../../src/policy/checkpoint';
+import { loadCheckpoint } from '../../src/policy/files/checkpoint';
 
 const root = path.join(__dirname, '..', '..');
 const cli = path.join(root, 'dist', 'cli.js');

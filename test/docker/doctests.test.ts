@@ -12,7 +12,7 @@ import type { Trajectory } from '../../src/core/schema';
 import { synthesizeMutationTasks } from '../../src/tasks/synth';
 import { collectOriginals } from '../../src/tasks/testfiles';
 import { poolProvider, runRollouts, type ActionModel, type ActRequest, type ActResult } from '../../src/agent';
-import { taskFix } from '../../src/train/workspace-demonstrations';
+import { taskFix } from '../../src/warmstart/workspace-demonstrations';
 
 const RUN = `doctests-${process.pid}`;
 

@@ -15,7 +15,7 @@ import { LABEL, SandboxPool } from '../../src/sandbox';
 import { prepareSandbox } from '../../src/agent/episode';
 import { synthesizeMutationTasks } from '../../src/tasks/synth';
 import { writeTaskFile } from '../../src/tasks/taskfile';
-import { taskFix } from '../../src/train/workspace-demonstrations';
+import { taskFix } from '../../src/warmstart/workspace-demonstrations';
 
 const demo = path.join(__dirname, '..', '..', 'examples', 'demo-python');
 

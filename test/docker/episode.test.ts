@@ -9,7 +9,7 @@ import type { Task } from '../../src/core/schema';
 import { synthesizeMutationTasks } from '../../src/tasks/synth';
 import { collectOriginals, type ScoringOriginals } from '../../src/tasks/testfiles';
 import { ObservationCache, poolProvider, runRollouts, type ActionModel, type ActRequest, type ActResult, type Span } from '../../src/agent';
-import { taskFix } from '../../src/train/workspace-demonstrations';
+import { taskFix } from '../../src/warmstart/workspace-demonstrations';
 import { Semaphore } from '../../src/core/workers';
 import { assertNoContainersLeft } from '../support/containers';
 

@@ -20,7 +20,7 @@ import { parseEventLine, type RunEvent } from '../../src/core/events';
 import { RunDir } from '../../src/core/run';
 import type { Trajectory } from '../../src/core/schema';
 import { readTrajectories } from '../../src/core/trajectory';
-import { readEvalResults } from '../../src/train/eval-results';
+import { readEvalResults } from '../../src/eval/results';
 import { resolveTrainConfig } from '../../src/train/config';
 import { trainRun } from '../../src/train/run';
 

@@ -17,7 +17,7 @@ import { SandboxPool } from '../../src/sandbox';
 import { checkTasksInWorkspace } from '../../src/tasks/scoring-check';
 import { synthesizeMutationTasks } from '../../src/tasks/synth';
 import { writeTaskFile } from '../../src/tasks/taskfile';
-import { benchScoringCorpus, pickCorpusRepos } from '../../src/train/scoring-corpus';
+import { benchScoringCorpus, pickCorpusRepos } from '../../src/bench/scoring-corpus';
 import { collectOriginals } from '../../src/tasks/testfiles';
 import { assertNoContainersLeft } from '../support/containers';
 

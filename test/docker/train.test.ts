@@ -10,7 +10,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { parseEventLine, type RunEvent } from '../../src/core/events';
 import { RunDir } from '../../src/core/run';
-import { loadCheckpoint } from '../../src/policy/checkpoint';
+import { loadCheckpoint } from '../../src/policy/files/checkpoint';
 import { connectEngine } from '../../src/sandbox/engine';
 import { LABEL } from '../../src/sandbox';
 import { resolveTrainConfig } from '../../src/train/config';
@@ -18,7 +18,7 @@ import { trainRun } from '../../src/train/run';
 import { main } from '../../src/cli/main';
 import type { Trajectory } from '../../src/core/schema';
 import { readTrajectories } from '../../src/core/trajectory';
-import { sampledPassAtKT } from '../../src/train/pass-at-k';
+import { sampledPassAtKT } from '../../src/eval/pass-at-k';
 import { alikeStreaks, pastGroupOutcomes, pickTasks } from '../../src/train/task-picking';
 
 const root = path.join(__dirname, '..', '..');

@@ -9,8 +9,8 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { RunDir } from '../../src/core/run';
-import { benchTransfer } from '../../src/train/transfer';
-import { TRANSFER_PANEL } from '../../src/train/transfer-panel';
+import { benchTransfer } from '../../src/bench/transfer';
+import { TRANSFER_PANEL } from '../../src/tasks/panel';
 
 const root = path.join(__dirname, '..', '..');
 

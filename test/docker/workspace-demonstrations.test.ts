@@ -8,8 +8,8 @@ import { synthesizeMutationTasks } from '../../src/tasks/synth';
 import { collectOriginals } from '../../src/tasks/testfiles';
 import { scoreEpisode } from '../../src/tasks/reward';
 import { prepareSandbox } from '../../src/agent/episode';
-import { recordWorkspaceCases } from '../../src/train/workspace-demonstrations';
-import { attemptCommand, candidateEpisode, fixEpisode, numberedEpisode } from '../../src/train/demonstrations';
+import { recordWorkspaceCases } from '../../src/warmstart/workspace-demonstrations';
+import { attemptCommand, candidateEpisode, fixEpisode, numberedEpisode } from '../../src/demonstrations/generated';
 import { observationText } from '../../src/agent/prompt';
 import { seededRandom } from '../../src/core/random';
 

@@ -2,8 +2,8 @@
 // the editor's tests: adapter_config.json names the base as given (a folder, or a hub id that is
 // not a folder here).
 //   node -r tsx/cjs test/support/adapterFixture.ts --model DIR --out DIR [--base-name NAME]
-import { loadCheckpoint } from '../../src/policy/checkpoint';
-import { initAdapter, parseLoraConfig, saveAdapter } from '../../src/policy/lora';
+import { loadCheckpoint } from '../../src/policy/files/checkpoint';
+import { initAdapter, parseLoraConfig, saveAdapter } from '../../src/policy/files/lora';
 
 export function writeAdapterFixture(modelDir: string, out: string, baseName = modelDir): void {
   const config = loadCheckpoint(modelDir, { optimizer: false }).weights.config;

@@ -12,9 +12,14 @@ export const ALLOWED: Record<string, readonly string[]> = {
   agent: ['core', 'sandbox', 'ast', 'tasks'],
   credit: ['core', 'ast'],
   policy: ['core', 'onnx'],
-  train: ['core', 'ast', 'sandbox', 'onnx', 'tasks', 'agent', 'credit', 'policy'],
-  cli: ['core', 'ast', 'sandbox', 'onnx', 'tasks', 'agent', 'credit', 'policy', 'train'],
-  extension: ['core', 'ast', 'sandbox', 'onnx', 'tasks', 'agent', 'credit', 'policy', 'train'],
+  demonstrations: ['core', 'ast', 'tasks', 'agent'],
+  eval: ['core', 'agent'],
+  train: ['core', 'ast', 'sandbox', 'onnx', 'tasks', 'agent', 'credit', 'policy', 'demonstrations', 'eval'],
+  warmstart: ['core', 'ast', 'sandbox', 'onnx', 'tasks', 'agent', 'credit', 'policy', 'demonstrations', 'eval', 'train'],
+  serve: ['core', 'onnx', 'agent', 'policy'],
+  bench: ['core', 'ast', 'sandbox', 'onnx', 'tasks', 'agent', 'credit', 'policy', 'demonstrations', 'eval', 'train', 'warmstart'],
+  cli: ['core', 'ast', 'sandbox', 'onnx', 'tasks', 'agent', 'credit', 'policy', 'demonstrations', 'eval', 'train', 'warmstart', 'serve', 'bench'],
+  extension: ['core', 'ast', 'sandbox', 'onnx', 'tasks', 'agent', 'credit', 'policy', 'demonstrations', 'eval', 'train', 'warmstart', 'serve', 'bench'],
 };
 
 const IMPORT_RE = /(?:^|[\s;])(?:import|export)\s[^'"`;]*?from\s*['"]([^'"]+)['"]|(?:^|[\s;(=])import\s*['"]([^'"]+)['"]|\b(?:require|import)\s*\(\s*['"]([^'"]+)['"]\s*\)/gm;

@@ -5,14 +5,14 @@
 import * as assert from 'node:assert/strict';
 import { probeProvider, toModelProto, type SessionSettings } from '../../src/onnx';
 import { nodePlacements } from '../../src/onnx/placements';
-import { presetConfig } from '../../src/policy/config';
-import { buildStepGraph } from '../../src/policy/graphs';
-import { buildTrainGraph } from '../../src/policy/training';
-import { benchTrain } from '../../src/policy/bench';
-import { logSoftmax, Policy } from '../../src/policy/policy';
-import { referenceLogits } from '../../src/policy/reference';
-import { PolicyTrainer, type TrainBatch } from '../../src/policy/trainer';
-import { initWeights, SeededRandom } from '../../src/policy/weights';
+import { presetConfig } from '../../src/policy/model/config';
+import { buildStepGraph } from '../../src/policy/model/graphs';
+import { buildTrainGraph } from '../../src/policy/training/graphs';
+import { benchTrain } from '../../src/bench/train';
+import { logSoftmax, Policy } from '../../src/policy/inference/policy';
+import { referenceLogits } from '../support/reference-forward';
+import { PolicyTrainer, type TrainBatch } from '../../src/policy/training/trainer';
+import { initWeights, SeededRandom } from '../../src/policy/model/weights';
 import { maxAbsDiff, SMALL_CONFIG } from '../unit/policy/helpers';
 
 function batchOf(B: number, T: number, seed: number): TrainBatch {

@@ -6,10 +6,10 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { BENCH_SHAPES, randomWeights } from '../../../src/policy/bench-model';
-import { writeModelFolder } from '../../../src/policy/hf';
+import { BENCH_SHAPES, randomWeights } from '../../../src/bench/model';
+import { writeModelFolder } from '../../../src/policy/files/hf';
 import { loadPolicy } from '../../../src/policy';
-import { byteLevelTokenizerConfig, byteLevelTokenizerJson } from '../../../src/policy/tokenizer';
+import { byteLevelTokenizerConfig, byteLevelTokenizerJson } from '../../../src/policy/files/tokenizer';
 (async () => {
   const i = process.argv.indexOf('--dir');
   const out = i >= 0 ? process.argv[i + 1] : path.join(os.tmpdir(), 'turnwise-decode-steps-qwen2.5-0.5b');

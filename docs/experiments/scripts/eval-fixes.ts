@@ -6,12 +6,12 @@
 // in the sed form or (--form numbered) with the numbered tools, the form phases 7 to 9 train.
 //   npx tsx docs/experiments/scripts/eval-fixes.ts [--model models/turnwise-tiny] [--seed 9] [--cases 256] [--episode-cases 64] [--form sed|numbered]
 import { parseArgs } from 'node:util';
-import { loadCheckpoint } from '../../../src/policy/checkpoint';
-import { Policy } from '../../../src/policy/policy';
-import { loadTokenizer } from '../../../src/policy/tokenizer';
-import { chatCodec } from '../../../src/train/chat';
-import { evalCasePool } from '../../../src/train/warmstart-cases';
-import { evaluateEpisodes, evaluateFixes } from '../../../src/train/warmstart-eval';
+import { loadCheckpoint } from '../../../src/policy/files/checkpoint';
+import { Policy } from '../../../src/policy/inference/policy';
+import { loadTokenizer } from '../../../src/policy/files/tokenizer';
+import { chatCodec } from '../../../src/train/compact-codec';
+import { evalCasePool } from '../../../src/demonstrations/cases';
+import { evaluateEpisodes, evaluateFixes } from '../../../src/warmstart/evaluate';
 
 const { values } = parseArgs({ options: { model: { type: 'string', default: 'models/turnwise-tiny' }, seed: { type: 'string', default: '9' }, cases: { type: 'string', default: '256' }, 'episode-cases': { type: 'string', default: '64' }, form: { type: 'string', default: 'sed' } } });
 if (values.form !== 'sed' && values.form !== 'numbered') throw new Error(`--form is sed or numbered, got ${values.form}`);

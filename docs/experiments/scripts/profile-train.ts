@@ -5,9 +5,9 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
-import { presetConfig } from '../../../src/policy/config';
-import { PolicyTrainer, type TrainBatch } from '../../../src/policy/trainer';
-import { initWeights, SeededRandom } from '../../../src/policy/weights';
+import { presetConfig } from '../../../src/policy/model/config';
+import { PolicyTrainer, type TrainBatch } from '../../../src/policy/training/trainer';
+import { initWeights, SeededRandom } from '../../../src/policy/model/weights';
 
 const { values } = parseArgs({
   options: { batch: { type: 'string', default: '4' }, seq: { type: 'string', default: '128' }, steps: { type: 'string', default: '5' }, threads: { type: 'string', default: '0' }, k: { type: 'string', default: '1' }, top: { type: 'string', default: '25' }, matmuls: { type: 'boolean', default: false } },

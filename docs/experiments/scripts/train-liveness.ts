@@ -11,9 +11,9 @@ import * as path from 'node:path';
 import { parseArgs } from 'node:util';
 import * as ort from 'onnxruntime-node';
 import { toModelProto } from '../../../src/onnx';
-import { BENCH_SHAPES } from '../../../src/policy/bench-model';
-import { LORA_MODULES } from '../../../src/policy/lora';
-import { buildTrainGraph } from '../../../src/policy/training';
+import { BENCH_SHAPES } from '../../../src/bench/model';
+import { LORA_MODULES } from '../../../src/policy/files/lora';
+import { buildTrainGraph } from '../../../src/policy/training/graphs';
 import { peakLiveBytes, readModelNodes, valueBytes } from '../../../test/unit/onnx/model-reader';
 
 const { values } = parseArgs({ options: { shape: { type: 'string', default: 'llama3.2-1b' }, seq: { type: 'string', default: '1024' }, layers: { type: 'string' }, r: { type: 'string', default: '16' } } });

@@ -3,7 +3,7 @@
 // (topP 0.95), random weights at a bench shape; one JSON line per case (one timed call after an
 // untimed one of 2 tokens). Bundle and run with Node where tsx is missing.
 //   npx tsx docs/experiments/scripts/webgpu-decode.ts [webgpu|cpu] [qwen2.5-0.5b|tiny-test]
-import { BENCH_SHAPES, randomWeights } from '../../../src/policy/bench-model';
+import { BENCH_SHAPES, randomWeights } from '../../../src/bench/model';
 import { Policy } from '../../../src/policy';
 (async () => {
   const provider = (process.argv[2] ?? 'webgpu') as 'webgpu' | 'cpu';

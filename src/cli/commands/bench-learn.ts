@@ -1,9 +1,9 @@
 // `turnwise bench learn`: held-out resolved rate after the warm start and after N RL iterations
 // with grpo and with turnwise, on identical seeds, tasks and budget. Slow (up to an hour on 2
-// cores at the defaults); not part of `npm run bench`. The work is in src/train/bench-learn.ts.
+// cores at the defaults); not part of `npm run bench`. The work is in src/bench/learn.ts.
 import * as path from 'node:path';
-import { benchLearn, LEARN_DEFAULTS, LEARN_ESTIMATORS } from '../../train/bench-learn';
-import { passAtKTCorners, type PassAtKT } from '../../train/pass-at-k';
+import { benchLearn, LEARN_DEFAULTS, LEARN_ESTIMATORS } from '../../bench/learn';
+import { passAtKTCorners, type PassAtKT } from '../../eval/pass-at-k';
 import { numberInRange, valueOptions, type CliCommand } from '../command';
 import { benchConfig, modelOrEmbedded, workspaceOrDemo, type ConfigFlag } from './options';
 

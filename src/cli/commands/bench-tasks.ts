@@ -1,12 +1,12 @@
 // `turnwise bench tasks`: validated mutation tasks per minute on a generated workspace whose
 // suite takes ~1 s, with the given sandbox concurrency, and the share of them whose reward tells a
 // fix from no fix; `--corpus`: that share on public repositories of different layouts, fetched
-// from Debian's archive (src/train/scoring-corpus.ts; slow, not part of `npm run bench`).
+// from Debian's archive (src/bench/scoring-corpus.ts; slow, not part of `npm run bench`).
 import * as path from 'node:path';
 import { flagOptions, numberInRange, optionalNumber, valueOptions, type CliCommand } from '../command';
-import { benchTasks } from '../../tasks/bench';
-import { benchScoringCorpus, scoringCorpus } from '../../train/scoring-corpus';
-import { transferCacheDir } from '../../train/transfer';
+import { benchTasks } from '../../bench/tasks';
+import { benchScoringCorpus, scoringCorpus } from '../../bench/scoring-corpus';
+import { transferCacheDir } from '../../bench/transfer';
 import { escapeControlChars } from '../../core/text';
 import { ProgressBar } from '../progress';
 

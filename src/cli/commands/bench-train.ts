@@ -1,5 +1,5 @@
 // `turnwise bench train`: how fast the ONNX policy trains and decodes on this machine.
-import { benchTrain } from '../../policy/bench';
+import { benchTrain } from '../../bench/train';
 import { oneOf, optionalNumber, UsageError, valueOptions, type CliCommand } from '../command';
 import { PROVIDER_USAGE, providerOption } from './options';
 

@@ -1,10 +1,10 @@
 // `turnwise bench transfer`: the policy on a panel of small real repositories it never saw,
-// fetched from Debian's archive when the bench runs (src/train/transfer.ts): per repository,
+// fetched from Debian's archive when the bench runs (src/bench/transfer.ts): per repository,
 // held-out tasks resolved greedy and in samples before RL, and after a short RL run on its own
 // train tasks, paired as `eval --compare` pairs them. Slow; not part of `npm run bench`.
 import * as path from 'node:path';
-import { benchTransfer, transferCacheDir, type HeldoutScore } from '../../train/transfer';
-import { TRANSFER_PANEL } from '../../train/transfer-panel';
+import { benchTransfer, transferCacheDir, type HeldoutScore } from '../../bench/transfer';
+import { TRANSFER_PANEL } from '../../tasks/panel';
 import { flagOptions, numberInRange, valueOptions, type CliCommand } from '../command';
 import { benchConfig, modelOrEmbedded, type ConfigFlag } from './options';
 

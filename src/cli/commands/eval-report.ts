@@ -1,7 +1,7 @@
 // `turnwise eval --report A B …`: results files of several models (each written by
-// `turnwise eval --out`) compared episode by episode; the work is in src/train/eval-report.ts.
+// `turnwise eval --out`) compared episode by episode; the work is in src/eval/report.ts.
 import * as path from 'node:path';
-import { evalReport, formatReport } from '../../train/eval-report';
+import { evalReport, formatReport } from '../../eval/report';
 import { UsageError, type CliIO, type ParsedArgs } from '../command';
 
 /** The eval flags a report takes besides its files. */

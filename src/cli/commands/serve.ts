@@ -1,6 +1,6 @@
 // `turnwise serve`: a model folder (and a LoRA adapter) behind the OpenAI-compatible API, until
 // a signal stops it.
-import { listensBeyondLoopback, startServer } from '../../train/serve';
+import { listensBeyondLoopback, startServer } from '../../serve/server';
 import { numberInRange, requireString, UsageError, valueOptions, type CliCommand } from '../command';
 import { PROVIDER_USAGE, providerOption } from './options';
 

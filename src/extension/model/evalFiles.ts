@@ -5,8 +5,8 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { SCHEMA } from '../../core/schema';
-import type { EvalResultsHeader } from '../../train/eval-results';
-import type { EvalReport } from '../../train/eval-report';
+import type { EvalResultsHeader } from '../../eval/results';
+import type { EvalReport } from '../../eval/report';
 import type { EvalComparison, EvalFileEntry } from '../webviews/reward/protocol';
 
 export const EVALS_DIR = path.join('.turnwise', 'evals');

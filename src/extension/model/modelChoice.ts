@@ -1,6 +1,6 @@
 // The model a run starts from, as the editor offers it: the embedded turnwise-tiny or a model
 // folder (a Hugging Face checkpoint or Turnwise's own), checked from its config, safetensors
-// headers and tokenizer files before a run starts (policy/hf.ts inspectModelFolder, no weights
+// headers and tokenizer files before a run starts (policy/files/hf.ts inspectModelFolder, no weights
 // loaded), and the LoRA block of `turnwise.train.lora`. A LoRA adapter folder (PEFT's layout, or
 // a LoRA run's checkpoint) starts a run too, as the CLI loads one: over the base its
 // adapter_config.json names, the run training that adapter further with its own settings; when
@@ -13,9 +13,9 @@ import * as path from 'node:path';
 import type { Check } from '../../core/doctor';
 import { createHash } from 'node:crypto';
 import { replaceDirAtomic } from '../../core/fs';
-import { inspectModelFolder, type ModelInspection } from '../../policy/hf';
-import { adapterParameterCount, loadAdapter, LORA_MODULES, parseLoraConfig, type LoraConfig } from '../../policy/lora';
-import { parseModelConfig } from '../../policy/config';
+import { inspectModelFolder, type ModelInspection } from '../../policy/files/hf';
+import { adapterParameterCount, loadAdapter, LORA_MODULES, parseLoraConfig, type LoraConfig } from '../../policy/files/lora';
+import { parseModelConfig } from '../../policy/model/config';
 import { EMBEDDED_MODEL_NAME, resolveModelSetting } from './runModel';
 
 export { resolveModelSetting };

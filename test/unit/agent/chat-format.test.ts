@@ -7,8 +7,8 @@ import * as assert from 'node:assert/strict';
 import { ChatFormat, chatFormatErrorObservation, chatObservation, chatSystemMessage, chatTaskMessage, parseChatReply } from '../../../src/agent/chat-format';
 import { ChatTemplate, templateTokens } from '../../../src/agent/chat-template';
 import { TurnwiseError } from '../../../src/core/errors';
-import { chatTokenizerFiles, CHATML_TEMPLATE, HEADER_TEMPLATE, type ChatKind } from '../../../src/policy/bpe';
-import { loadTokenizer, type PolicyTokenizer } from '../../../src/policy/tokenizer';
+import { chatTokenizerFiles, CHATML_TEMPLATE, HEADER_TEMPLATE, type ChatKind } from '../../../src/policy/files/bpe';
+import { loadTokenizer, type PolicyTokenizer } from '../../../src/policy/files/tokenizer';
 
 const TASK = { language: 'python' as const, testCommand: 'python -m pytest -q {tests}', fail_to_pass: ['tests/test_calc.py::test_add'], source: 'mutation' as const };
 const SYSTEM = chatSystemMessage(TASK);

@@ -6,8 +6,8 @@ import { execFileSync } from 'node:child_process';
 import * as path from 'node:path';
 import { ChatFormat } from '../../../src/agent/chat-format';
 import { ChatTemplate, strftime, templateTokens } from '../../../src/agent/chat-template';
-import { chatTokenizerFiles } from '../../../src/policy/bpe';
-import { loadTokenizer } from '../../../src/policy/tokenizer';
+import { chatTokenizerFiles } from '../../../src/policy/files/bpe';
+import { loadTokenizer } from '../../../src/policy/files/tokenizer';
 
 /** The date logic of Llama 3.1's template (its system header), before Turnwise's header-kind template. */
 const DATED = `{%- if not date_string is defined %}{%- if strftime_now is defined %}{%- set date_string = strftime_now("%d %b %Y") %}{%- else %}{%- set date_string = "26 Jul 2024" %}{%- endif %}{%- endif %}{{- bos_token }}<|start_header_id|>system<|end_header_id|>\n\nToday Date: {{ date_string }}\n\n{{ messages[0]['content'] }}<|eot_id|>{%- for m in messages[1:] %}<|start_header_id|>{{ m['role'] }}<|end_header_id|>\n\n{{ m['content'] }}<|eot_id|>{%- endfor %}{%- if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}`;

@@ -13,10 +13,10 @@ import * as path from 'node:path';
 import { TurnwiseError } from '../../../src/core/errors';
 import { apiBase, EndpointActionModel, EndpointClient, retryAfterMs } from '../../../src/agent/endpoint';
 import type { ActRequest } from '../../../src/agent/types';
-import { chatTokenizerFiles, tokenizerJsonSize } from '../../../src/policy/bpe';
-import { writeModelFolder } from '../../../src/policy/hf';
-import { initWeights } from '../../../src/policy/weights';
-import { startServer } from '../../../src/train/serve';
+import { chatTokenizerFiles, tokenizerJsonSize } from '../../../src/policy/files/bpe';
+import { writeModelFolder } from '../../../src/policy/files/hf';
+import { initWeights } from '../../../src/policy/model/weights';
+import { startServer } from '../../../src/serve/server';
 
 type Handler = (req: http.IncomingMessage, body: string, res: http.ServerResponse, n: number) => void;
 

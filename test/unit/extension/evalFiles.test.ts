@@ -5,9 +5,9 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { SCHEMA, type Task, type Trajectory } from '../../../src/core/schema';
-import { checkpointModel, endpointModel, evalResultsHeader, writeEvalResults } from '../../../src/train/eval-results';
+import { checkpointModel, endpointModel, evalResultsHeader, writeEvalResults } from '../../../src/eval/results';
 import { comparisonView, endpointUrlProblem, evalOutFile, EVALS_DIR, keyEnvProblem, listEvalFiles } from '../../../src/extension/model/evalFiles';
-import { evalReport } from '../../../src/train/eval-report';
+import { evalReport } from '../../../src/eval/report';
 
 const task = { schema: SCHEMA.task, id: 'a', source: 'file', instruction: 'fix', language: 'python', testCommand: 'pytest', fail_to_pass: ['t'], pass_to_pass: [] } as unknown as Task;
 const ep = (k: number | null, resolved: boolean): Trajectory =>

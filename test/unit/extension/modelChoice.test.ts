@@ -7,14 +7,14 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { AdapterNeedsBase, adapterLoraBlock, adapterOnBase, checkLoraSetting, checkModelFolder, describeLora, ModelRefused, modelChecks, resolveModelSetting } from '../../../src/extension/model/modelChoice';
-import { loadCheckpoint } from '../../../src/policy/checkpoint';
+import { loadCheckpoint } from '../../../src/policy/files/checkpoint';
 import { listRuns, runsRoot } from '../../../src/extension/model/runIndex';
 import { runModelOf } from '../../../src/extension/model/runModel';
-import { type ModelConfig } from '../../../src/policy/config';
-import { writeModelFolder } from '../../../src/policy/hf';
-import { initAdapter, parseLoraConfig, saveAdapter } from '../../../src/policy/lora';
-import { byteLevelTokenizerConfig, byteLevelTokenizerJson } from '../../../src/policy/tokenizer';
-import { initWeights } from '../../../src/policy/weights';
+import { type ModelConfig } from '../../../src/policy/model/config';
+import { writeModelFolder } from '../../../src/policy/files/hf';
+import { initAdapter, parseLoraConfig, saveAdapter } from '../../../src/policy/files/lora';
+import { byteLevelTokenizerConfig, byteLevelTokenizerJson } from '../../../src/policy/files/tokenizer';
+import { initWeights } from '../../../src/policy/model/weights';
 import { writeFixtureRun } from '../../support/runFixture';
 
 const QWEN2: ModelConfig = {

@@ -1,7 +1,7 @@
 import * as assert from 'node:assert/strict';
 import { DIFFERENTIABLE_OPS, gradients } from '../../../src/onnx/autodiff';
 import { Graph, OnnxSession, toModelProto } from '../../../src/onnx';
-import { logSoftmaxComposed } from '../../../src/policy/training';
+import { logSoftmaxComposed } from '../../../src/policy/training/graphs';
 import { checkGradients, FdInput } from './fd';
 
 const T = (name: string, shape: (number | string)[], extra: Partial<FdInput> = {}): FdInput => ({ name, shape, ...extra });

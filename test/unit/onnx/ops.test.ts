@@ -5,10 +5,10 @@ import { strict as assert } from 'node:assert';
 import { opsWithoutKernel, opTypes, parsePlacements } from '../../../src/onnx/ops';
 import { nodePlacements } from '../../../src/onnx/placements';
 import { toModelProto } from '../../../src/onnx/model';
-import { buildDecodeLoopGraph, buildStepGraph } from '../../../src/policy/graphs';
-import { buildTrainGraph } from '../../../src/policy/training';
-import { BENCH_SHAPES } from '../../../src/policy/bench-model';
-import { LORA_MODULES } from '../../../src/policy/lora';
+import { buildDecodeLoopGraph, buildStepGraph } from '../../../src/policy/model/graphs';
+import { buildTrainGraph } from '../../../src/policy/training/graphs';
+import { BENCH_SHAPES } from '../../../src/bench/model';
+import { LORA_MODULES } from '../../../src/policy/files/lora';
 
 const c = BENCH_SHAPES['tiny-test'];
 const lora = { r: 4, lora_alpha: 8, use_rslora: false, target_modules: [...LORA_MODULES] };

@@ -3,10 +3,10 @@
 // and replay terms, packed rows, and a LoRA adapter; parameters, AdamW moments and metrics.
 import * as assert from 'node:assert/strict';
 import { LOSS_NAMES, POLICY_LOSSES } from '../../../src/core/losses';
-import { initAdapter, parseLoraConfig, type LoraAdapter } from '../../../src/policy/lora';
-import { PolicyTrainer, type StepMetrics, type TrainBatch, type TrainHyper } from '../../../src/policy/trainer';
-import type { TrainLoss } from '../../../src/policy/training';
-import { initWeights, SeededRandom } from '../../../src/policy/weights';
+import { initAdapter, parseLoraConfig, type LoraAdapter } from '../../../src/policy/files/lora';
+import { PolicyTrainer, type StepMetrics, type TrainBatch, type TrainHyper } from '../../../src/policy/training/trainer';
+import type { TrainLoss } from '../../../src/policy/training/graphs';
+import { initWeights, SeededRandom } from '../../../src/policy/model/weights';
 import { SMALL_CONFIG } from './helpers';
 
 const c = SMALL_CONFIG;

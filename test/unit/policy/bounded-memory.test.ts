@@ -1,5 +1,5 @@
 // Training graphs in bounded memory, on real ONNX Runtime. The vocabulary head in chunks
-// (policy/training.ts chunkedTokenLogprobs) and the layers computed again in the backward pass
+// (policy/training/graphs.ts chunkedTokenLogprobs) and the layers computed again in the backward pass
 // (graphs.ts recomputeLayers) give the loss, every metric and every gradient of the graph that
 // keeps everything (whose gradients have their finite-difference tests): full training with a
 // tied and an untied head (the head's gradient comes from the chunked backward pass), LoRA with
@@ -10,13 +10,13 @@
 import * as assert from 'node:assert/strict';
 import type { HostTensor } from '../../../src/onnx';
 import { buildTrainingGraph, Trainer } from '../../../src/onnx/training';
-import type { ModelConfig } from '../../../src/policy/config';
-import { loraToGraphLayout, weightFeeds } from '../../../src/policy/graphs';
-import { initAdapter, parseLoraConfig } from '../../../src/policy/lora';
-import { batchInputs, LOGIT_CHUNK_ABOVE, LORA_DROPOUT_INDEX, LORA_DROPOUT_SEED, logitChunkRows, LOSS_HYPER_INPUTS, policyTrainingSpec, type TrainGraphOptions } from '../../../src/policy/training';
-import { logSoftmax, Policy } from '../../../src/policy/policy';
+import type { ModelConfig } from '../../../src/policy/model/config';
+import { loraToGraphLayout, weightFeeds } from '../../../src/policy/model/graphs';
+import { initAdapter, parseLoraConfig } from '../../../src/policy/files/lora';
+import { batchInputs, LOGIT_CHUNK_ABOVE, LORA_DROPOUT_INDEX, LORA_DROPOUT_SEED, logitChunkRows, LOSS_HYPER_INPUTS, policyTrainingSpec, type TrainGraphOptions } from '../../../src/policy/training/graphs';
+import { logSoftmax, Policy } from '../../../src/policy/inference/policy';
 import { TrainablePolicy } from '../../../src/policy/trainable';
-import { initWeights, SeededRandom } from '../../../src/policy/weights';
+import { initWeights, SeededRandom } from '../../../src/policy/model/weights';
 import { GOLDEN_LLAMA, maxAbsDiff, SMALL_CONFIG } from './helpers';
 
 const UNTIED: ModelConfig = { ...GOLDEN_LLAMA, hidden_size: 16, intermediate_size: 24, num_attention_heads: 4, num_key_value_heads: 2, head_dim: 8, vocab_size: 40, tie_word_embeddings: false };

@@ -2,8 +2,8 @@
 // learned merges, the chat special tokens), read by the real @huggingface/tokenizers through
 // the same loader as a downloaded tokenizer.json.
 import * as assert from 'node:assert/strict';
-import { byteLevelBpeTokenizerJson, chatTokenizerFiles, CHATML_SPECIAL_TOKENS, learnMerges, LLAMA3_SPECIAL_TOKENS, tokenizerJsonSize } from '../../../src/policy/bpe';
-import { loadTokenizer, type PolicyTokenizer } from '../../../src/policy/tokenizer';
+import { byteLevelBpeTokenizerJson, chatTokenizerFiles, CHATML_SPECIAL_TOKENS, learnMerges, LLAMA3_SPECIAL_TOKENS, tokenizerJsonSize } from '../../../src/policy/files/bpe';
+import { loadTokenizer, type PolicyTokenizer } from '../../../src/policy/files/tokenizer';
 
 const SAMPLES = [
   'plain ascii: ls -la && tw-test',

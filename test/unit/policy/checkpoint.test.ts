@@ -5,10 +5,10 @@ import * as path from 'node:path';
 import { TurnwiseError } from '../../../src/core/errors';
 import { SWAP_MARKER } from '../../../src/core/fs';
 import { initPolicyDir } from '../../../src/policy';
-import { loadCheckpoint, saveCheckpoint, snapshotCheckpoint, zeroOptimizerState } from '../../../src/policy/checkpoint';
-import { configToJson, paramSpecs } from '../../../src/policy/config';
-import { byteLevelTokenizerConfig, byteLevelTokenizerJson } from '../../../src/policy/tokenizer';
-import { initWeights } from '../../../src/policy/weights';
+import { loadCheckpoint, saveCheckpoint, snapshotCheckpoint, zeroOptimizerState } from '../../../src/policy/files/checkpoint';
+import { configToJson, paramSpecs } from '../../../src/policy/model/config';
+import { byteLevelTokenizerConfig, byteLevelTokenizerJson } from '../../../src/policy/files/tokenizer';
+import { initWeights } from '../../../src/policy/model/weights';
 import { SMALL_CONFIG } from './helpers';
 
 const BYTE_CONFIG = { ...SMALL_CONFIG, vocab_size: 260, tie_word_embeddings: false };

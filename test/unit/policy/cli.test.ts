@@ -5,8 +5,8 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { main } from '../../../src/cli/main';
 import { escapeControlChars } from '../../../src/core/text';
-import { loadCheckpoint } from '../../../src/policy/checkpoint';
-import { referenceLogits } from '../../../src/policy/reference';
+import { loadCheckpoint } from '../../../src/policy/files/checkpoint';
+import { referenceLogits } from '../../support/reference-forward';
 
 async function run(argv: string[]) {
   const out: string[] = [];

@@ -1,8 +1,8 @@
 import * as assert from 'node:assert/strict';
 import { TurnwiseError } from '../../../src/core/errors';
-import { configToJson, parameterCount, paramSpecs, parseModelConfig, presetConfig, TURNWISE_TINY } from '../../../src/policy/config';
+import { configToJson, parameterCount, paramSpecs, parseModelConfig, presetConfig, TURNWISE_TINY } from '../../../src/policy/model/config';
 import { GOLDEN_CONFIG } from './helpers';
-import { SeededRandom } from '../../../src/policy/weights';
+import { SeededRandom } from '../../../src/policy/model/weights';
 
 describe('policy/config: Qwen2 config.json', () => {
   it('reads a Hugging Face Qwen2 config and ignores fields it does not use', () => {

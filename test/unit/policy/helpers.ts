@@ -1,7 +1,7 @@
 // Shared fixtures for the policy tests: small configs and deterministic weights.
-import { paramSpecs, type ModelConfig } from '../../../src/policy/config';
-import { numel } from '../../../src/policy/safetensors';
-import type { PolicyWeights } from '../../../src/policy/weights';
+import { paramSpecs, type ModelConfig } from '../../../src/policy/model/config';
+import { numel } from '../../../src/policy/files/safetensors';
+import type { PolicyWeights } from '../../../src/policy/model/weights';
 
 /** hidden 8, 2 layers, 4 query heads over 2 KV heads, vocab 11: the config of golden/qwen2_np.py. */
 export const GOLDEN_CONFIG: ModelConfig = {

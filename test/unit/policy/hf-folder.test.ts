@@ -10,15 +10,15 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { main } from '../../../src/cli/main';
 import { TurnwiseError } from '../../../src/core/errors';
-import { loadCheckpoint } from '../../../src/policy/checkpoint';
-import { type ConfigDType, type ModelConfig } from '../../../src/policy/config';
-import { writeModelFolder, WEIGHTS_INDEX } from '../../../src/policy/hf';
-import { BENCH_SHAPES, randomWeights } from '../../../src/policy/bench-model';
-import { logSoftmax, Policy } from '../../../src/policy/policy';
-import { referenceLogits } from '../../../src/policy/reference';
-import { decodeSafetensors, encodeSafetensors, f32ToBf16Bits, f32ToF16Bits } from '../../../src/policy/safetensors';
-import { byteLevelTokenizerConfig, byteLevelTokenizerJson } from '../../../src/policy/tokenizer';
-import { initWeights, type PolicyWeights } from '../../../src/policy/weights';
+import { loadCheckpoint } from '../../../src/policy/files/checkpoint';
+import { type ConfigDType, type ModelConfig } from '../../../src/policy/model/config';
+import { writeModelFolder, WEIGHTS_INDEX } from '../../../src/policy/files/hf';
+import { BENCH_SHAPES, randomWeights } from '../../../src/bench/model';
+import { logSoftmax, Policy } from '../../../src/policy/inference/policy';
+import { referenceLogits } from '../../support/reference-forward';
+import { decodeSafetensors, encodeSafetensors, f32ToBf16Bits, f32ToF16Bits } from '../../../src/policy/files/safetensors';
+import { byteLevelTokenizerConfig, byteLevelTokenizerJson } from '../../../src/policy/files/tokenizer';
+import { initWeights, type PolicyWeights } from '../../../src/policy/model/weights';
 import { maxAbsDiff } from './helpers';
 
 /** Qwen2 as Qwen2.5 checkpoints have it, at a test's size: q/k/v biases, tied embeddings. */

@@ -1,8 +1,8 @@
 import * as assert from 'node:assert/strict';
-import { buildStepGraph } from '../../../src/policy/graphs';
-import { Policy, sampleToken, logSoftmax } from '../../../src/policy/policy';
-import { referenceLogits } from '../../../src/policy/reference';
-import { initWeights, SeededRandom } from '../../../src/policy/weights';
+import { buildStepGraph } from '../../../src/policy/model/graphs';
+import { Policy, sampleToken, logSoftmax } from '../../../src/policy/inference/policy';
+import { referenceLogits } from '../../support/reference-forward';
+import { initWeights, SeededRandom } from '../../../src/policy/model/weights';
 import { formulaWeights, GOLDEN_CONFIG, maxAbsDiff, SMALL_CONFIG } from './helpers';
 
 describe('policy/inference: ONNX forward, KV cache, sampling', function () {

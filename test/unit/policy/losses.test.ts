@@ -1,10 +1,10 @@
-// The ONNX policy losses against the pure reference functions of src/credit/losses.ts: values,
+// The ONNX policy losses against the pure reference functions of test/support/reference-losses.ts: values,
 // metrics and d loss / d logp, for ppo-token and gspo-seq with KL (k3) and entropy terms.
 import * as assert from 'node:assert/strict';
-import { gspoSeqLoss, ppoTokenLoss, type PolicyLossFn } from '../../../src/credit/losses';
+import { gspoSeqLoss, ppoTokenLoss, type PolicyLossFn } from '../../support/reference-losses';
 import { gradients, Graph, OnnxSession, toModelProto, type HostTensor } from '../../../src/onnx';
-import { buildPolicyLoss, type TrainLoss } from '../../../src/policy/training';
-import { SeededRandom } from '../../../src/policy/weights';
+import { buildPolicyLoss, type TrainLoss } from '../../../src/policy/training/graphs';
+import { SeededRandom } from '../../../src/policy/model/weights';
 
 const B = 4;
 const N = 9;
@@ -71,7 +71,7 @@ function compare(kind: TrainLoss, ref: PolicyLossFn) {
   }
 }
 
-describe('policy/training losses vs src/credit/losses.ts', function () {
+describe('policy/training losses vs test/support/reference-losses.ts', function () {
   this.timeout(30000);
   compare('ppo-token', ppoTokenLoss);
   compare('gspo-seq', gspoSeqLoss);

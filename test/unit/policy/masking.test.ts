@@ -1,11 +1,11 @@
 // Masked positions of the per-token training inputs must never change any output: the pure
-// reference (src/credit/losses.ts) skips them, so the ONNX graph must too, whatever a caller
+// reference (test/support/reference-losses.ts) skips them, so the ONNX graph must too, whatever a caller
 // leaves there (NaN or ±1e30 sentinels for "no value" are common). A graph that multiplies by the
 // mask after exp() turns such values into Inf·0 = NaN and poisons every weight.
 import * as assert from 'node:assert/strict';
-import { PolicyTrainer, type TrainBatch } from '../../../src/policy/trainer';
-import type { TrainLoss } from '../../../src/policy/training';
-import { initWeights, SeededRandom } from '../../../src/policy/weights';
+import { PolicyTrainer, type TrainBatch } from '../../../src/policy/training/trainer';
+import type { TrainLoss } from '../../../src/policy/training/graphs';
+import { initWeights, SeededRandom } from '../../../src/policy/model/weights';
 import { SMALL_CONFIG } from './helpers';
 
 describe('policy/training: masked positions never change the step', function () {

@@ -1,4 +1,4 @@
-// The memory plan (policy/memory.ts) against the measured peak RSS of small real runs, the
+// The memory plan (policy/model/memory.ts) against the measured peak RSS of small real runs, the
 // bound an update's token cap puts on that peak, and the refusal of a plan over a limit.
 import * as assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -6,9 +6,9 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { TurnwiseError } from '../../../src/core/errors';
-import { TURNWISE_TINY, type ModelConfig } from '../../../src/policy/config';
-import { BENCH_SHAPES } from '../../../src/policy/bench-model';
-import { assertPlanFits, autoUpdateTokens, availableMemory, formatMemoryPlan, PACK_MIN_WEIGHT_BYTES, planMemory, samplingPacksWeights } from '../../../src/policy/memory';
+import { TURNWISE_TINY, type ModelConfig } from '../../../src/policy/model/config';
+import { BENCH_SHAPES } from '../../../src/bench/model';
+import { assertPlanFits, autoUpdateTokens, availableMemory, formatMemoryPlan, PACK_MIN_WEIGHT_BYTES, planMemory, samplingPacksWeights } from '../../../src/policy/model/memory';
 import { runMemoryPlan, samplingPacksFolder, type RunPlanConfig } from '../../../src/train/memory-plan';
 
 const FIXTURE = path.join(__dirname, 'fixtures', 'memory-run.ts');

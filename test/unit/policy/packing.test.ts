@@ -1,10 +1,10 @@
 // Packed rows (several examples per row, attention and positions per example), per-step learning
 // rates, and lossMask as a per-token weight with the action-token loss reported on its own.
 import * as assert from 'node:assert/strict';
-import { referenceLogits, logSoftmaxRows } from '../../../src/policy/reference';
-import { PolicyTrainer, warmupCosineLr, type StepMetrics, type TrainBatch, type TrainHyper } from '../../../src/policy/trainer';
-import type { TrainLoss } from '../../../src/policy/training';
-import { initWeights, SeededRandom, type PolicyWeights } from '../../../src/policy/weights';
+import { referenceLogits, logSoftmaxRows } from '../../support/reference-forward';
+import { PolicyTrainer, warmupCosineLr, type StepMetrics, type TrainBatch, type TrainHyper } from '../../../src/policy/training/trainer';
+import type { TrainLoss } from '../../../src/policy/training/graphs';
+import { initWeights, SeededRandom, type PolicyWeights } from '../../../src/policy/model/weights';
 import { maxAbsDiff, SMALL_CONFIG } from './helpers';
 
 const c = SMALL_CONFIG;

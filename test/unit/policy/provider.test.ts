@@ -4,8 +4,8 @@ import * as assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import * as path from 'node:path';
 import { resetProviderState } from '../../../src/onnx';
-import { Policy } from '../../../src/policy/policy';
-import { initWeights } from '../../../src/policy/weights';
+import { Policy } from '../../../src/policy/inference/policy';
+import { initWeights } from '../../../src/policy/model/weights';
 import { maxAbsDiff, SMALL_CONFIG } from './helpers';
 
 describe('policy/provider: cuda | cpu | auto', function () {

@@ -12,9 +12,9 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import * as ort from 'onnxruntime-node';
 import { toModelProto } from '../../../src/onnx';
-import { paramSpecs, type ModelConfig } from '../../../src/policy/config';
-import { LORA_MODULES } from '../../../src/policy/lora';
-import { buildTrainGraph } from '../../../src/policy/training';
+import { paramSpecs, type ModelConfig } from '../../../src/policy/model/config';
+import { LORA_MODULES } from '../../../src/policy/files/lora';
+import { buildTrainGraph } from '../../../src/policy/training/graphs';
 import { peakLiveBytes, readModelNodes, valueBytes } from '../onnx/model-reader';
 import { SMALL_CONFIG } from './helpers';
 

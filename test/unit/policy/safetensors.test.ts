@@ -3,7 +3,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { writeFileAtomic } from '../../../src/core/fs';
-import { decodeSafetensors, encodeSafetensors, readSafetensorsFile, readSafetensorsHeader, safetensorsParts, type TensorMap } from '../../../src/policy/safetensors';
+import { decodeSafetensors, encodeSafetensors, readSafetensorsFile, readSafetensorsHeader, safetensorsParts, type TensorMap } from '../../../src/policy/files/safetensors';
 
 /** Builds a safetensors file by hand from a header object and raw data bytes. */
 function handMade(header: object, data: number[]): Uint8Array {

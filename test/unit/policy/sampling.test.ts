@@ -1,10 +1,10 @@
 // Sampling without a sort: sampleToken draws exactly what a sort of the vocabulary by log-prob
 // (ties by id) followed by a running sum draws, for full and nucleus sampling, with ties.
 import { strict as assert } from 'node:assert';
-import { logSoftmax, sampleToken } from '../../../src/policy/policy';
-import { SeededRandom } from '../../../src/policy/weights';
+import { logSoftmax, sampleToken } from '../../../src/policy/inference/policy';
+import { SeededRandom } from '../../../src/policy/model/weights';
 import { Graph, OnnxSession, toModelProto } from '../../../src/onnx';
-import { sampleRows } from '../../../src/policy/graphs';
+import { sampleRows } from '../../../src/policy/model/graphs';
 
 /** The definition: sort, cut the nucleus, walk the running sum. */
 function sortedDraw(row: ArrayLike<number>, temperature: number, topP: number, rng: SeededRandom): number {

@@ -2,11 +2,11 @@ import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { initAdapter, parseLoraConfig } from '../../../src/policy/lora';
-import { PACK_MIN_WEIGHT_BYTES } from '../../../src/policy/memory';
-import { logSoftmax, packsDecodeWeights, Policy, type GeneratedRow } from '../../../src/policy/policy';
-import { referenceLogits } from '../../../src/policy/reference';
-import { initWeights, SeededRandom } from '../../../src/policy/weights';
+import { initAdapter, parseLoraConfig } from '../../../src/policy/files/lora';
+import { PACK_MIN_WEIGHT_BYTES } from '../../../src/policy/model/memory';
+import { logSoftmax, packsDecodeWeights, Policy, type GeneratedRow } from '../../../src/policy/inference/policy';
+import { referenceLogits } from '../../support/reference-forward';
+import { initWeights, SeededRandom } from '../../../src/policy/model/weights';
 import { SMALL_CONFIG } from './helpers';
 
 const V = SMALL_CONFIG.vocab_size;

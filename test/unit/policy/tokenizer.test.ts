@@ -1,5 +1,5 @@
 import * as assert from 'node:assert/strict';
-import { byteLevelAlphabet, byteLevelTokenizer, byteLevelTokenizerJson, loadTokenizer } from '../../../src/policy/tokenizer';
+import { byteLevelAlphabet, byteLevelTokenizer, byteLevelTokenizerJson, loadTokenizer } from '../../../src/policy/files/tokenizer';
 
 describe('policy/tokenizer: byte-level tokenizer.json through @huggingface/tokenizers', () => {
   const tok = byteLevelTokenizer();

@@ -4,10 +4,10 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { TurnwiseError } from '../../../src/core/errors';
 import { initPolicyDir } from '../../../src/policy';
-import { presetConfig } from '../../../src/policy/config';
+import { presetConfig } from '../../../src/policy/model/config';
 import { TrainablePolicy, type PolicyService } from '../../../src/policy/trainable';
-import type { TrainBatch } from '../../../src/policy/trainer';
-import { initWeights } from '../../../src/policy/weights';
+import type { TrainBatch } from '../../../src/policy/training/trainer';
+import { initWeights } from '../../../src/policy/model/weights';
 import { PolicyWorker } from '../../../src/policy/worker';
 import { maxAbsDiff, SMALL_CONFIG } from './helpers';
 

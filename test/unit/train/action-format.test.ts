@@ -6,7 +6,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { TurnwiseError } from '../../../src/core/errors';
-import { chatTokenizerFiles } from '../../../src/policy/bpe';
+import { chatTokenizerFiles } from '../../../src/policy/files/bpe';
 import { ACTION_FORMAT_FILE, modelActionFormat, recordActionFormat } from '../../../src/train/action-format';
 import { embeddedModelDir } from '../../../src/train/embedded';
 

@@ -11,12 +11,12 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { chatSystemMessage, chatTaskMessage, sandboxHelpers } from '../../../src/agent/chat-format';
 import { TurnwiseError } from '../../../src/core/errors';
-import { chatTokenizerFiles, tokenizerJsonSize } from '../../../src/policy/bpe';
-import { loadCheckpoint } from '../../../src/policy/checkpoint';
-import type { ModelConfig } from '../../../src/policy/config';
-import { writeModelFolder } from '../../../src/policy/hf';
+import { chatTokenizerFiles, tokenizerJsonSize } from '../../../src/policy/files/bpe';
+import { loadCheckpoint } from '../../../src/policy/files/checkpoint';
+import type { ModelConfig } from '../../../src/policy/model/config';
+import { writeModelFolder } from '../../../src/policy/files/hf';
 import { TrainablePolicy } from '../../../src/policy/trainable';
-import { initWeights } from '../../../src/policy/weights';
+import { initWeights } from '../../../src/policy/model/weights';
 import { ChatActionModel, chatFormatOf, chatTurnTokenRows, type ChatActResult } from '../../../src/train/chat-model';
 
 const TASK = { language: 'python' as const, testCommand: 'python -m pytest -q {tests}', fail_to_pass: ['tests/test_calc.py::test_add'], source: 'mutation' as const };

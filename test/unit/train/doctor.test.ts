@@ -10,9 +10,9 @@ import { grammarCheck } from '../../../src/ast/doctor';
 import type { GrammarName } from '../../../src/ast/treesitter';
 import { providerChecks } from '../../../src/onnx/doctor';
 import type { ExecutionProviderName } from '../../../src/onnx/runtime';
-import { saveCheckpoint } from '../../../src/policy/checkpoint';
-import { byteLevelTokenizerConfig, byteLevelTokenizerJson } from '../../../src/policy/tokenizer';
-import { initWeights } from '../../../src/policy/weights';
+import { saveCheckpoint } from '../../../src/policy/files/checkpoint';
+import { byteLevelTokenizerConfig, byteLevelTokenizerJson } from '../../../src/policy/files/tokenizer';
+import { initWeights } from '../../../src/policy/model/weights';
 import { embeddedPolicyCheck } from '../../../src/train/embedded';
 import { SMALL_CONFIG } from '../policy/helpers';
 

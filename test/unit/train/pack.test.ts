@@ -8,11 +8,11 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { actionLogpShift, episodeRows, sameOutcomeAdvantageShare, packMinibatches, packRows, turnTokenRows, updateRows, weightNegativeAdvantages, type TrainRow, type TurnRowData } from '../../../src/train/rows';
 import { TrainablePolicy } from '../../../src/policy/trainable';
-import { initWeights } from '../../../src/policy/weights';
+import { initWeights } from '../../../src/policy/model/weights';
 import { SMALL_CONFIG } from '../policy/helpers';
 import { SCHEMA, type Trajectory } from '../../../src/core/schema';
-import { loadTokenizer } from '../../../src/policy/tokenizer';
-import { actionIds, chatCodec } from '../../../src/train/chat';
+import { loadTokenizer } from '../../../src/policy/files/tokenizer';
+import { actionIds, chatCodec } from '../../../src/train/compact-codec';
 
 const row = (len: number, actionLen: number, advantage: number, base = 10): TrainRow => ({
   ids: Array.from({ length: len }, (_, i) => base + i),

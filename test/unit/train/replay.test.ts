@@ -1,8 +1,8 @@
 // The replay term's demonstrations (train/replay.ts): drawn as the warm start draws them, seeded
 // (a resumed run replays the same ones), never longer than the minibatch's rows.
 import * as assert from 'node:assert/strict';
-import { byteLevelTokenizer } from '../../../src/policy/tokenizer';
-import { chatCodec } from '../../../src/train/chat';
+import { byteLevelTokenizer } from '../../../src/policy/files/tokenizer';
+import { chatCodec } from '../../../src/train/compact-codec';
 import { REPLAY_MIX, ReplaySource } from '../../../src/train/replay';
 
 describe('train/replay: demonstrations for the replay term', function () {

@@ -1,7 +1,7 @@
 // Messages of the reward panel (host ↔ webview). Each says which way it travels.
 import { message } from '../shared/ipc';
-import type { EvalKindSummary } from '../../../train/eval-results';
-import type { ReportTaskCell } from '../../../train/eval-report';
+import type { EvalKindSummary } from '../../../eval/results';
+import type { ReportTaskCell } from '../../../eval/report';
 
 export { ReadyCommand } from '../shared/ipc';
 
@@ -56,7 +56,7 @@ export interface EvalFileEntry {
 /** PASS@(k,T): keyed by k, then by T. */
 export type PassAtKTTable = Record<string, Record<string, number>>;
 
-/** Several results files compared on the episodes they share (train/eval-report.ts, without the per-episode rows). */
+/** Several results files compared on the episodes they share (eval/report.ts, without the per-episode rows). */
 export interface EvalComparison {
   models: { label: string; file: string; kind: 'checkpoint' | 'endpoint'; greedy: EvalKindSummary | null; sampled: EvalKindSummary | null; pass_at_k_t: PassAtKTTable | null; maxTurns: number }[];
   tasks: string[];

@@ -1,0 +1,989 @@
+// The policy at inference time: full-sequence logits, batched sampling over per-sequence KV
+// caches (episodes whose conversations grow turn by turn, see sequences.ts), and seeded sampling
+// with temperature and top-p that returns token ids and their log-probs.
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { SessionCache, toModelProto, type ExternalTensor, type HostTensor, type OnnxSession, type SessionSettings } from '../../onnx';
+import { TurnwiseError } from '../../core/errors';
+import { turnwiseCacheDir } from '../../core/fs';
+import { headDim, type ModelConfig } from '../model/config';
+import { packsDecodeWeights } from '../model/memory';
+import { buildDecodeLoopGraph, buildStepGraph, fromGraphLayout, loraGraphSpecs, loraToGraphLayout, MASKED, SCORE_CHUNK_ROWS, weightFeeds, type LoraShape, type ProductForm, type StepLogits } from '../model/graphs';
+import type { LoraAdapter } from '../files/lora';
+import { checkTokenIds, gatherSequences, newKvCache, scatterSequences, Sequence, type KvCache } from './sequences';
+import type { PolicyTokenizer } from '../files/tokenizer';
+import { SeededRandom, type PolicyWeights } from '../model/weights';
+
+export { Sequence } from './sequences';
+
+export interface GenerateOptions {
+  maxNewTokens?: number;
+  /** 0 = greedy. Default 1. */
+  temperature?: number;
+  /** Nucleus sampling mass in (0, 1]. Default 1. */
+  topP?: number;
+  seed?: number;
+  /** Token ids that end a row (default: eos_token_id and <|im_end|> when known). */
+  stopIds?: number[];
+  /** Use the KV cache (default). `false` recomputes the whole sequence each token (benchmarks, tests). */
+  kvCache?: boolean;
+}
+
+export interface GeneratedRow {
+  /** Sampled token ids, the stop token included when one was sampled. */
+  tokenIds: number[];
+  /**
+   * log π(token) under the sampling distribution softmax(logits / temperature) (before top-p
+   * truncation; temperature 0 uses temperature 1), one per token.
+   */
+  logprobs: number[];
+  finishReason: 'stop' | 'length';
+  /** With SampleRequest.topLogprobs: per sampled token, the most likely tokens and their log-probs. */
+  topLogprobs?: TokenLogprob[][];
+}
+
+/** Tokens to append to a sequence and feed to the model now (Policy.extend). */
+export interface ExtendRequest {
+  seq: Sequence;
+  ids?: readonly number[];
+}
+
+/** One sequence to continue (Policy.sample). */
+export interface SampleRequest {
+  seq: Sequence;
+  /** Tokens to append first (an observation): fed in the same run as the sampling's first step. */
+  ids?: readonly number[];
+  /** This row's random stream: the same seed gives the same draws whatever else is in the batch. Default 0. */
+  seed?: number;
+  /** Default 64; never past max_position_embeddings. */
+  maxNewTokens?: number;
+  /** 0 = greedy. Default 1. */
+  temperature?: number;
+  /** Nucleus sampling mass in (0, 1]. Default 1. */
+  topP?: number;
+  /** Token ids that end the row (default: eos_token_id and <|im_end|> when known). */
+  stopIds?: readonly number[];
+  /** Also return, per sampled token, this many most likely tokens with their log-probs (GeneratedRow.topLogprobs). */
+  topLogprobs?: number;
+  /**
+   * Called as each token of this row is drawn, before the next is decoded (a server streams it);
+   * returning `'stop'` ends the row there, with finishReason 'stop' (a stop string was written).
+   */
+  onToken?: (token: { id: number; logprob: number; top?: TokenLogprob[] }) => void | 'stop';
+}
+
+/** A token id and its log-prob (under the sampling distribution, as GeneratedRow.logprobs). */
+export interface TokenLogprob {
+  id: number;
+  logprob: number;
+}
+
+/** The `k` most likely tokens of a logits row, most likely first, with their log-probs at `temperature` (0: 1). */
+export function topLogprobs(row: ArrayLike<number>, k: number, temperature = 1): TokenLogprob[] {
+  const lp = logSoftmax(row, temperature > 0 ? temperature : 1);
+  const best: TokenLogprob[] = [];
+  for (let i = 0; i < lp.length; i++) {
+    if (best.length === k && lp[i] <= best[k - 1].logprob) continue;
+    let j = best.length < k ? best.length : k - 1;
+    while (j > 0 && best[j - 1].logprob < lp[i]) j--;
+    best.splice(j, 0, { id: i, logprob: lp[i] });
+    if (best.length > k) best.pop();
+  }
+  return best;
+}
+
+/** How one row of a sample call draws its tokens. */
+interface SamplePlan {
+  temperature: number;
+  topP: number;
+  /** Tokens this call may add to the row. */
+  budget: number;
+  stop: Set<number>;
+  rng: SeededRandom;
+  top: number;
+  onToken?: SampleRequest['onToken'];
+}
+
+/**
+ * A sample call regathers its batch once half of the rows are done, if the longest remaining
+ * row may still take more than this many tokens (the copy then costs less than the rows saved).
+ */
+const REGATHER_MIN_STEPS = 4;
+/**
+ * Decode steps per run on a GPU provider ('auto'), in one ONNX Loop, meant to copy the weights to
+ * the device once per 8 tokens. Measured through WebGPU on an H200 it does not: a step costs the
+ * same in a Loop as in a run of its own (docs/experiments/2026-12-04-webgpu-h200.md).
+ */
+export const GPU_DECODE_STEPS_PER_RUN = 8;
+
+/** Log-softmax of one row in float64, with an optional temperature. */
+export function logSoftmax(row: ArrayLike<number>, temperature = 1): Float64Array {
+  const n = row.length;
+  const out = new Float64Array(n);
+  let max = -Infinity;
+  for (let i = 0; i < n; i++) max = Math.max(max, row[i] / temperature);
+  let z = 0;
+  for (let i = 0; i < n; i++) z += Math.exp(row[i] / temperature - max);
+  const lz = max + Math.log(z);
+  for (let i = 0; i < n; i++) out[i] = row[i] / temperature - lz;
+  return out;
+}
+
+/**
+ * The first token, in order of log-prob (highest first, ties by lower id), at which the running
+ * sum of `p` over `idx[s..e)` reaches `target` (the last one when rounding keeps it short), found
+ * by partitioning around pivots instead of sorting: linear in the vocabulary on average, where a
+ * sort of 150k ids costs more than a decode step. Reorders `idx[s..e)`.
+ */
+function crossing(idx: Int32Array, s: number, e: number, target: number, p: Float64Array, lp: Float64Array): number {
+  let acc = 0;
+  let passed = idx[s];
+  while (e - s > 32) {
+    const pv = idx[(s + e) >>> 1];
+    const lpv = lp[pv];
+    let w = s;
+    let before = 0;
+    for (let r = s; r < e; r++) {
+      const i = idx[r];
+      if (lp[i] > lpv || (lp[i] === lpv && i < pv)) {
+        idx[r] = idx[w];
+        idx[w] = i;
+        w++;
+        before += p[i];
+      }
+    }
+    if (acc + before >= target) {
+      e = w;
+      continue;
+    }
+    acc += before;
+    if (acc + p[pv] >= target) return pv;
+    acc += p[pv];
+    passed = pv;
+    for (let r = w; r < e; r++) {
+      if (idx[r] === pv) {
+        idx[r] = idx[w];
+        idx[w] = pv;
+        break;
+      }
+    }
+    s = w + 1;
+  }
+  const rest = Array.from(idx.subarray(s, e)).sort((a, b) => lp[b] - lp[a] || a - b);
+  for (const i of rest) {
+    acc += p[i];
+    if (acc >= target) return i;
+  }
+  return rest.length ? rest[rest.length - 1] : passed;
+}
+
+/** Log-prob buckets of sampleToken: the draw sorts only the one bucket its target falls in. */
+const SAMPLE_BUCKETS = 4096;
+
+/** sampleToken's arrays, grown to the largest vocabulary seen (sampling runs on one thread). */
+let sampleScratch: { lp: Float64Array; p: Float64Array; bucket: Uint16Array; mass: Float64Array; count: Int32Array; members: Int32Array } | undefined;
+
+/** Samples one token id from a logits row; returns the id and its log-prob (see GeneratedRow.logprobs). */
+export function sampleToken(row: ArrayLike<number>, temperature: number, topP: number, rng: SeededRandom): { id: number; logprob: number } {
+  const n = row.length;
+  const t = temperature > 0 ? temperature : 1;
+  if (!sampleScratch || sampleScratch.lp.length < n) {
+    sampleScratch = { lp: new Float64Array(n), p: new Float64Array(n), bucket: new Uint16Array(n), mass: new Float64Array(SAMPLE_BUCKETS), count: new Int32Array(SAMPLE_BUCKETS), members: new Int32Array(n) };
+  }
+  const { lp, p, bucket, mass, count, members } = sampleScratch;
+  // The log-softmax, computed as logSoftmax computes it (the log-prob returned is the same number).
+  let max = -Infinity;
+  for (let i = 0; i < n; i++) max = Math.max(max, row[i] / t);
+  let z = 0;
+  for (let i = 0; i < n; i++) {
+    const e = Math.exp(row[i] / t - max);
+    p[i] = e;
+    z += e;
+  }
+  const lz = max + Math.log(z);
+  const iz = 1 / z;
+  let lo = Infinity;
+  for (let i = 0; i < n; i++) {
+    const v = row[i] / t - lz;
+    lp[i] = v;
+    p[i] *= iz;
+    if (v < lo && v > -Infinity) lo = v;
+  }
+  if (temperature <= 0) {
+    let best = 0;
+    for (let i = 1; i < n; i++) if (lp[i] > lp[best]) best = i;
+    return { id: best, logprob: lp[best] };
+  }
+  // The nucleus is the most likely tokens whose probabilities first sum to ≥ topP; the draw is
+  // the first of them, most likely first, at which the running sum passes u·(their mass). Tokens
+  // go into buckets by log-prob (a monotone map: a more likely token is never in a later bucket),
+  // so the running sum is walked bucket by bucket and only the bucket where it crosses its target
+  // is ordered: two linear passes over the vocabulary, where a sort of 150k ids costs more than a
+  // decode step.
+  const hi = max - lz;
+  const scale = hi > lo ? (SAMPLE_BUCKETS - 1) / (hi - lo) : 0;
+  mass.fill(0);
+  count.fill(0);
+  for (let i = 0; i < n; i++) {
+    const k = Math.min(SAMPLE_BUCKETS - 1, Math.floor((hi - lp[i]) * scale)) || 0;
+    bucket[i] = k;
+    mass[k] += p[i];
+    count[k]++;
+  }
+  const before = (i: number, j: number) => lp[i] > lp[j] || (lp[i] === lp[j] && i < j);
+  const pick = (target: number): { id: number; cum: number } => {
+    let acc = 0;
+    let k = 0;
+    let last = 0;
+    for (; k < SAMPLE_BUCKETS; k++) {
+      if (count[k] === 0) continue;
+      last = k;
+      if (acc + mass[k] >= target) break;
+      acc += mass[k];
+    }
+    if (k === SAMPLE_BUCKETS) {
+      // Rounding kept the sum short of the target: the last token in order.
+      k = last;
+      acc -= mass[last];
+      target = Infinity;
+    }
+    let m = 0;
+    for (let i = 0; i < n; i++) if (bucket[i] === k) members[m++] = i;
+    const id = crossing(members, 0, m, target - acc, p, lp);
+    let cum = acc;
+    for (let r = 0; r < m; r++) if (members[r] === id || before(members[r], id)) cum += p[members[r]];
+    return { id, cum };
+  };
+  let id: number;
+  if (topP < 1) {
+    const edge = pick(topP);
+    id = pick(rng.next() * edge.cum).id;
+    if (before(edge.id, id)) id = edge.id; // a last-bit rounding past the nucleus' edge
+  } else {
+    let total = 0;
+    for (let k = 0; k < SAMPLE_BUCKETS; k++) total += mass[k];
+    id = pick(rng.next() * total).id;
+  }
+  return { id, logprob: lp[id] };
+}
+
+export { packsDecodeWeights } from '../model/memory';
+
+/** Folders of packed weights this process has written: removed when their policy is disposed, or at exit. */
+const packedDirs = new Set<string>();
+let exitHookSet = false;
+
+/**
+ * A new folder for a policy's packed weights under the cache (not the system's temp folder, which
+ * may be memory), after removing those left by processes that no longer run (killed before their
+ * exit hook).
+ */
+function newPackedDir(): string {
+  const root = turnwiseCacheDir('packed');
+  fs.mkdirSync(root, { recursive: true });
+  for (const name of fs.readdirSync(root)) {
+    const pid = Number(/^(\d+)-/.exec(name)?.[1]);
+    if (!(pid > 0) || pid === process.pid) continue;
+    let alive = true;
+    try {
+      process.kill(pid, 0);
+    } catch (e) {
+      alive = (e as NodeJS.ErrnoException).code === 'EPERM';
+    }
+    if (!alive) fs.rmSync(path.join(root, name), { recursive: true, force: true });
+  }
+  const dir = fs.mkdtempSync(path.join(root, `${process.pid}-`));
+  packedDirs.add(dir);
+  if (!exitHookSet) {
+    exitHookSet = true;
+    process.on('exit', () => {
+      for (const d of packedDirs) fs.rmSync(d, { recursive: true, force: true });
+    });
+  }
+  return dir;
+}
+
+function removePackedDir(dir: string): void {
+  fs.rmSync(dir, { recursive: true, force: true });
+  packedDirs.delete(dir);
+}
+
+/** Offsets of the packed weights' file are multiples of this (pages, on every system ONNX Runtime maps files on). */
+const PACKED_ALIGN = 64 * 1024;
+
+export class Policy {
+  readonly config: ModelConfig;
+  private feeds: Record<string, HostTensor>;
+  private readonly sessions: SessionCache;
+  private weightsVersion = 0;
+  private readonly packSetting: boolean | undefined;
+  private readonly onWarning: ((message: string) => void) | undefined;
+  private packs: Promise<boolean> | undefined;
+  /** The base weights' file that packed sessions load (written on first use, removed when the weights change). */
+  private packedFile: { dir: string; places: Map<string, ExternalTensor> } | undefined;
+
+  /** The LoRA adapter's layout when one is on top of the weights (its tensors are in `feeds`). */
+  private lora: LoraShape | undefined;
+
+  constructor(
+    weights: PolicyWeights,
+    readonly tokenizer?: PolicyTokenizer,
+    settings: SessionSettings = {},
+    adapter?: LoraAdapter,
+  ) {
+    this.config = weights.config;
+    this.feeds = weightFeeds(weights);
+    // prefill and decode, with and without an adapter, by the logits they return
+    this.sessions = new SessionCache(settings, 8);
+    this.packSetting = settings.packDecodeWeights;
+    this.onWarning = settings.onWarning;
+    if (adapter) this.setAdapter(adapter);
+  }
+
+  /**
+   * Puts a LoRA adapter on top of the base weights (or replaces the one there): its tensors are
+   * graph inputs beside the base's, which stay as they are. The first adapter, or one of another
+   * layout, rebuilds the graphs.
+   */
+  setAdapter(adapter: LoraAdapter): void {
+    const shape: LoraShape = { r: adapter.config.r, lora_alpha: adapter.config.lora_alpha, use_rslora: adapter.config.use_rslora, target_modules: [...adapter.config.target_modules] };
+    if (JSON.stringify(shape) !== JSON.stringify(this.lora)) {
+      void this.sessions.clear();
+      this.lora = shape;
+    }
+    for (const [name, data] of loraToGraphLayout(this.config, adapter)) {
+      const spec = loraGraphSpecs(this.config, shape).find((p) => p.name === name)!;
+      this.feeds[name] = { dtype: 'float32', dims: spec.shape, data };
+    }
+    this.weightsVersion++;
+  }
+
+  /** Replaces the base weights (an adapter stays on top); sessions are kept, sequence caches recomputed. */
+  setWeights(weights: PolicyWeights): void {
+    this.feeds = { ...weightFeeds(weights), ...this.adapterFeeds() };
+    this.baseChanged();
+  }
+
+  /** Replaces the weights with tensors already in graph layout (from the trainer, no copy). */
+  setGraphWeights(graphTensors: Map<string, Float32Array>): void {
+    // The base weights only: an adapter's tensors (PEFT names) are set through setAdapter.
+    for (const [name, t] of Object.entries(this.feeds)) if (!name.startsWith('base_model.')) this.feeds[name] = { ...t, data: graphTensors.get(name)! };
+    this.baseChanged();
+  }
+
+  private baseChanged(): void {
+    this.weightsVersion++;
+    // Packed sessions hold the old weights: the next draw writes the new ones and packs them again.
+    if (this.packedFile) {
+      void this.releasePacked();
+      removePackedDir(this.packedFile.dir);
+      this.packedFile = undefined;
+    }
+  }
+
+  /**
+   * Releases the sessions that hold packed weights (their copy of the weights), e.g. for the
+   * duration of a training step; the next draw creates them again from the weights' file.
+   */
+  async releasePacked(): Promise<void> {
+    await this.sessions.drop((k) => k.includes('|packed'));
+  }
+
+  /** Whether this policy's CPU decode steps that draw their tokens hold packed weights (packsDecodeWeights). */
+  packsDecodeWeights(): Promise<boolean> {
+    return (this.packs ??= this.provider.then((p) => packsDecodeWeights(this.packSetting, p, Object.values(this.baseFeeds()).reduce((n, t) => n + t.data.byteLength, 0))));
+  }
+
+  /**
+   * The decode step that draws its tokens with the base weights held in the session (ProductForm
+   * 'packed'): the weights go to a file once (ONNX external data), which the session loads and
+   * ONNX Runtime packs; the adapter's tensors are still fed.
+   */
+  private packedSession(): Promise<OnnxSession> {
+    const lora = this.lora;
+    return this.sessions.get(`decode|sample|packed${lora ? '' : '|base'}`, () => {
+      const g = buildStepGraph(this.config, 'decode', lora, 'sample', 'packed');
+      const file = this.packedWeightsFile();
+      for (const name of file.places.keys()) g.holdInput(name, { dtype: 'float32', dims: [...this.feeds[name].dims], data: this.feeds[name].data as Float32Array });
+      const model = path.join(file.dir, `${g.name}.onnx`);
+      fs.writeFileSync(model, toModelProto(g, { external: (n) => file.places.get(n) }));
+      return model;
+    });
+  }
+
+  /**
+   * The packed session, or undefined when it cannot be made (the weights' file could not be
+   * written, the session not created): one warning, and this policy feeds its weights from then on.
+   */
+  private async packedSessionOrNone(): Promise<OnnxSession | undefined> {
+    try {
+      return await this.packedSession();
+    } catch (e) {
+      this.packs = Promise.resolve(false);
+      if (this.packedFile) removePackedDir(this.packedFile.dir);
+      this.packedFile = undefined;
+      const t = e as TurnwiseError;
+      (this.onWarning ?? ((m: string) => process.stderr.write(`turnwise: ${m}\n`)))(`decode weights not packed (${t.message}${t.hint ? `; ${t.hint}` : ''}); decoding with the weights fed, as fast at one row and slower over several`);
+      return undefined;
+    }
+  }
+
+  private packedWeightsFile(): { dir: string; places: Map<string, ExternalTensor> } {
+    if (this.packedFile) return this.packedFile;
+    const dir = newPackedDir();
+    const places = new Map<string, ExternalTensor>();
+    const fd = fs.openSync(path.join(dir, 'weights.bin'), 'w');
+    try {
+      let offset = 0;
+      for (const [name, t] of Object.entries(this.baseFeeds())) {
+        const d = t.data;
+        fs.writeSync(fd, new Uint8Array(d.buffer, d.byteOffset, d.byteLength), 0, d.byteLength, offset);
+        places.set(name, { location: 'weights.bin', offset, length: d.byteLength });
+        offset += Math.ceil(d.byteLength / PACKED_ALIGN) * PACKED_ALIGN;
+      }
+      // On disk before the session reads it: the system writing gigabytes back in the background
+      // would otherwise take the memory bandwidth of the first decode steps.
+      fs.fsyncSync(fd);
+    } catch (e) {
+      fs.closeSync(fd);
+      removePackedDir(dir);
+      throw new TurnwiseError('runtime-unavailable', `could not write the decode weights to pack to ${dir}: ${(e as Error).message}`, { hint: 'free disk space there (the file takes the float32 weights\' size, and goes when the policy does), or set "packDecodeWeights": "off"' });
+    }
+    fs.closeSync(fd);
+    return (this.packedFile = { dir, places });
+  }
+
+  /**
+   * The base weights' feeds in graph layout: the arrays every session of this policy is fed (not
+   * copies), for a trainer to feed too, so the process holds one copy of the weights.
+   */
+  baseFeeds(): Record<string, HostTensor> {
+    return Object.fromEntries(Object.entries(this.feeds).filter(([k]) => !k.startsWith('base_model.')));
+  }
+
+  /** The base weights as PolicyWeights over the same arrays (the graphs take the Hugging Face layout: nothing is copied). */
+  baseWeights(): PolicyWeights {
+    return { config: this.config, tensors: fromGraphLayout(this.config, new Map(Object.entries(this.baseFeeds()).map(([k, t]) => [k, t.data as Float32Array]))) };
+  }
+
+  /** The adapter's feeds (PEFT names), none without one. */
+  private adapterFeeds(): Record<string, HostTensor> {
+    return Object.fromEntries(Object.entries(this.feeds).filter(([k]) => k.startsWith('base_model.')));
+  }
+
+  /**
+   * Counts weight changes. A sequence's cache remembers the version it was computed under;
+   * a stale one is recomputed by the next extend or sample, so no old keys meet new weights.
+   */
+  get version(): number {
+    return this.weightsVersion;
+  }
+
+  private session(kind: 'prefill' | 'decode', withAdapter = true, logits: StepLogits = 'all', products: Exclude<ProductForm, 'packed'> = 'one-row'): Promise<OnnxSession> {
+    const lora = withAdapter ? this.lora : undefined;
+    return this.sessions.get(`${kind}|${logits}${lora ? '' : '|base'}${products === 'weights-left' ? '|rows' : ''}`, () => toModelProto(buildStepGraph(this.config, kind, lora, logits, products)));
+  }
+
+  /**
+   * Decode steps per run when the tokens are drawn in the graph: 'auto' runs one on the CPU
+   * provider (it reads the weights in place) and GPU_DECODE_STEPS_PER_RUN on a GPU provider,
+   * whose every run copies the weights in from the host.
+   */
+  decodeStepsPerRun: number | 'auto' = 'auto';
+  /** The provider the last run ran on. */
+  private ranOn: string | undefined;
+
+  get provider(): Promise<string> {
+    return this.session('prefill').then((s) => s.provider);
+  }
+
+  private checkIds(rows: readonly (readonly number[])[]): void {
+    for (const r of rows) checkTokenIds(this.config, r);
+  }
+
+  private newCache(B: number, capacity: number): KvCache {
+    return newKvCache(this.config, B, capacity);
+  }
+
+  /**
+   * Runs T new tokens per row on top of `cache` (a prefill when it is empty; ids of -1 are left
+   * padding) and writes their keys and values into it. Returns logits [B, T, V]; with `at`,
+   * only row b's logits at its position at[b] ([B, V]), or none ('none': an empty array).
+   */
+  private async step(cache: KvCache, ids: number[][], withAdapter = true, at?: readonly number[] | 'none'): Promise<Float32Array> {
+    const T = ids[0].length;
+    // One new token per row: its logits are all there are.
+    const want: StepLogits = at === undefined || T === 1 ? 'all' : at === 'none' ? 'none' : 'rows';
+    const extra: Record<string, HostTensor> = {};
+    if (want === 'rows') extra.logits_rows = { dtype: 'int64', dims: [ids.length], data: BigInt64Array.from(at as readonly number[], (t, b) => BigInt(b * T + t)) };
+    const out = await this.run(cache, ids, withAdapter, want, extra);
+    return want === 'none' ? new Float32Array(0) : (out.logits.data as Float32Array);
+  }
+
+  /**
+   * A decode step of one new token per row whose next tokens are drawn in the graph
+   * (sampleRows): temperature[b] (0: greedy) and uniform[b], the row's draw in [0, 1).
+   */
+  private async draw(cache: KvCache, ids: number[][], temperature: Float32Array, uniform: Float32Array): Promise<{ ids: BigInt64Array; logprobs: Float32Array }> {
+    const B = ids.length;
+    const out = await this.run(cache, ids, true, 'sample', {
+      sample_temperature: { dtype: 'float32', dims: [B], data: temperature },
+      sample_uniform: { dtype: 'float32', dims: [B], data: uniform },
+    });
+    return { ids: out.sampled_ids.data as BigInt64Array, logprobs: out.sampled_logprobs.data as Float32Array };
+  }
+
+  /** step's and draw's run: feeds ids on top of the cache, writes their keys and values into it. */
+  private async run(cache: KvCache, ids: number[][], withAdapter: boolean, want: StepLogits, extra: Record<string, HostTensor>): Promise<Record<string, HostTensor>> {
+    const B = ids.length;
+    const T = ids[0].length;
+    const P = cache.filled;
+    const C = cache.capacity;
+    if (P + T > C) throw new TurnwiseError('internal', `KV cache of ${C} slots cannot take ${T} more tokens after ${P}`);
+    const idArr = new BigInt64Array(B * T);
+    const posArr = new BigInt64Array(B * T);
+    const mask = new Float32Array(B * T);
+    for (let b = 0; b < B; b++) {
+      for (let i = 0; i < T; i++) {
+        const real = ids[b][i] >= 0;
+        idArr[b * T + i] = real ? BigInt(ids[b][i]) : 0n;
+        mask[b * T + i] = real ? 1 : 0;
+        posArr[b * T + i] = BigInt(cache.nextPos[b]);
+        if (real) cache.nextPos[b]++;
+      }
+    }
+    // A decode step that draws its tokens, on the CPU with large weights, holds them packed.
+    const packed = P > 0 && want === 'sample' && withAdapter && (await this.packsDecodeWeights()) ? await this.packedSessionOrNone() : undefined;
+    // Without the adapter, the base's own tensors only (the same arrays: nothing is copied).
+    // With packed weights, the adapter's only (the session holds the base's).
+    const weights = packed ? this.adapterFeeds() : withAdapter || !this.lora ? this.feeds : this.baseFeeds();
+    const feeds: Record<string, HostTensor> = {
+      ...weights,
+      ...extra,
+      input_ids: { dtype: 'int64', dims: [B, T], data: idArr },
+      position_ids: { dtype: 'int64', dims: [B, T], data: posArr },
+    };
+    let session: OnnxSession;
+    if (P === 0) {
+      session = await this.session('prefill', withAdapter, want);
+      feeds.attention_mask = { dtype: 'float32', dims: [B, T], data: mask };
+      feeds.token_index = { dtype: 'int64', dims: [T], data: BigInt64Array.from({ length: T }, (_, i) => BigInt(i)) };
+    } else {
+      // Several rows (a batch, or several new tokens) take the products with the weights on the left.
+      session = packed ?? (await this.session('decode', withAdapter, want, B * T > 1 ? 'weights-left' : 'one-row'));
+      const bias = new Float32Array(B * T * T);
+      for (let b = 0; b < B; b++) for (let i = 0; i < T; i++) for (let j = 0; j < T; j++) bias[(b * T + i) * T + j] = j <= i && mask[b * T + j] ? 0 : MASKED;
+      feeds.attn_bias = { dtype: 'float32', dims: [B, 1, T, T], data: bias };
+      Object.assign(feeds, this.cacheFeeds(cache));
+    }
+    const out = await session.run(feeds);
+    this.ranOn = session.provider;
+    this.writeNew(cache, out, T);
+    for (let b = 0; b < B; b++) for (let i = 0; i < T; i++) if (mask[b * T + i]) cache.bias[b * C + P + i] = 0;
+    cache.filled = P + T;
+    return out;
+  }
+
+  /** The cache as a decode graph takes it. Every slot is fed (capacity C): unfilled and padding slots are masked out. */
+  private cacheFeeds(cache: KvCache): Record<string, HostTensor> {
+    const B = cache.nextPos.length;
+    const C = cache.capacity;
+    const nkv = this.config.num_key_value_heads;
+    const d = headDim(this.config);
+    const feeds: Record<string, HostTensor> = { cache_bias: { dtype: 'float32', dims: [B, 1, 1, C], data: cache.bias } };
+    for (let l = 0; l < this.config.num_hidden_layers; l++) {
+      feeds[`cache.${l}.key`] = { dtype: 'float32', dims: [B, nkv, d, C], data: cache.keys[l] };
+      feeds[`cache.${l}.value`] = { dtype: 'float32', dims: [B, nkv, C, d], data: cache.values[l] };
+    }
+    return feeds;
+  }
+
+  /** Writes a run's new keys and values (T per row) into slots filled.. of the cache; their slots stay masked. */
+  private writeNew(cache: KvCache, out: Record<string, HostTensor>, T: number): void {
+    const B = cache.nextPos.length;
+    const P = cache.filled;
+    const C = cache.capacity;
+    const nkv = this.config.num_key_value_heads;
+    const d = headDim(this.config);
+    for (let l = 0; l < this.config.num_hidden_layers; l++) {
+      const k = out[`new.${l}.key`].data as Float32Array; // [B,nkv,d,T]
+      const v = out[`new.${l}.value`].data as Float32Array; // [B,nkv,T,d]
+      const K = cache.keys[l];
+      const V = cache.values[l];
+      for (let r = 0; r < B * nkv * d; r++) K.set(k.subarray(r * T, (r + 1) * T), r * C + P);
+      for (let bh = 0; bh < B * nkv; bh++) V.set(v.subarray(bh * T * d, (bh + 1) * T * d), (bh * C + P) * d);
+    }
+  }
+
+  /**
+   * K decode steps in one run (buildDecodeLoopGraph): row b feeds pending[b] (-1: a finished
+   * row, which runs along and is ignored) and draws K tokens, uniform[k·B + b] the draw of its
+   * step k. Writes the K fed tokens' keys and values into slots filled..filled+K−1, still
+   * masked: keepSteps then unmasks those each row keeps.
+   */
+  private async drawSteps(cache: KvCache, pending: readonly number[], K: number, temperature: Float32Array, uniform: Float32Array): Promise<{ ids: BigInt64Array; logprobs: Float32Array }> {
+    const B = pending.length;
+    if (cache.filled + K > cache.capacity) throw new TurnwiseError('internal', `KV cache of ${cache.capacity} slots cannot take ${K} more tokens after ${cache.filled}`);
+    const lora = this.lora;
+    const session = await this.sessions.get(`loop${lora ? '' : '|base'}${B > 1 ? '|rows' : ''}`, () => toModelProto(buildDecodeLoopGraph(this.config, lora, B > 1 ? 'weights-left' : 'one-row')));
+    const out = await session.run({
+      ...this.feeds,
+      ...this.cacheFeeds(cache),
+      input_ids: { dtype: 'int64', dims: [B, 1], data: BigInt64Array.from(pending, (id) => BigInt(Math.max(0, id))) },
+      position_ids: { dtype: 'int64', dims: [B, 1], data: BigInt64Array.from(cache.nextPos, (p) => BigInt(p)) },
+      sample_temperature: { dtype: 'float32', dims: [B], data: temperature },
+      sample_uniform: { dtype: 'float32', dims: [K, B], data: uniform },
+    });
+    this.writeNew(cache, out, K);
+    return { ids: out.sampled_ids.data as BigInt64Array, logprobs: out.sampled_logprobs.data as Float32Array };
+  }
+
+  /**
+   * After drawSteps wrote K slots from `from`: row b keeps its first kept[b] of them (the tokens
+   * it fed that are its own: the pending token, then all but the last of those it kept), the
+   * rest stay masked.
+   */
+  private keepSteps(cache: KvCache, from: number, K: number, kept: readonly number[]): void {
+    const C = cache.capacity;
+    kept.forEach((n, b) => {
+      cache.bias.fill(0, b * C + from, b * C + from + n);
+      cache.nextPos[b] += n;
+    });
+    cache.filled = from + K;
+  }
+
+  /**
+   * Logits at every position of each row ([rows][T·V], float32). Rows of different lengths are
+   * left-padded and run as one batch; returned logits cover each row's own tokens only.
+   */
+  async logits(rows: readonly (readonly number[])[], options: { adapter?: boolean } = {}): Promise<Float32Array[]> {
+    this.checkIds(rows);
+    const B = rows.length;
+    const T = Math.max(...rows.map((r) => r.length));
+    const V = this.config.vocab_size;
+    const padded = rows.map((r) => [...new Array(T - r.length).fill(-1), ...r]);
+    // `adapter: false`: the base model alone, on the same weight tensors (a LoRA run's KL reference).
+    const all = await this.step(this.newCache(B, T), padded, options.adapter !== false);
+    return rows.map((r, b) => all.slice((b * T + T - r.length) * V, (b + 1) * T * V));
+  }
+
+  /**
+   * Each row's token log-probs at `temperature` (out[t] = log π(row[t] | row[..t]); out[0] = 0),
+   * computed in the graph: the head runs over chunks of positions and only the target's log-prob
+   * comes out, so scoring never holds the rows' [T, V] logits (at 150k words, 600 MB a row of
+   * 1,024 tokens). `adapter: false`: the base model alone.
+   */
+  async tokenLogprobs(rows: readonly (readonly number[])[], o: { adapter?: boolean; temperature?: number } = {}): Promise<Float32Array[]> {
+    this.checkIds(rows);
+    const out = rows.map((r) => new Float32Array(r.length));
+    const T = Math.max(0, ...rows.map((r) => r.length));
+    if (T < 2) return out;
+    const B = rows.length;
+    const temperature = o.temperature ?? 1;
+    if (!(temperature > 0) || !Number.isFinite(temperature)) throw new TurnwiseError('invalid-input', `temperature must be a finite number > 0, got ${temperature}`);
+    const ids = new BigInt64Array(B * T);
+    const pos = new BigInt64Array(B * T);
+    const mask = new Float32Array(B * T);
+    const at: number[] = [];
+    const targets: number[] = [];
+    rows.forEach((r, b) => {
+      const pad = T - r.length; // left padding, as the prefill takes it
+      r.forEach((id, t) => {
+        ids[b * T + pad + t] = BigInt(id);
+        pos[b * T + pad + t] = BigInt(t);
+        mask[b * T + pad + t] = 1;
+        if (t > 0) {
+          at.push(b * T + pad + t - 1);
+          targets.push(id);
+        }
+      });
+    });
+    const n = at.length;
+    const M = Math.ceil(n / SCORE_CHUNK_ROWS) * SCORE_CHUNK_ROWS; // padded with position 0, token 0
+    const withAdapter = o.adapter !== false;
+    const session = await this.session('prefill', withAdapter, 'logprobs');
+    const res = await session.run({
+      ...(withAdapter || !this.lora ? this.feeds : this.baseFeeds()),
+      input_ids: { dtype: 'int64', dims: [B, T], data: ids },
+      position_ids: { dtype: 'int64', dims: [B, T], data: pos },
+      attention_mask: { dtype: 'float32', dims: [B, T], data: mask },
+      token_index: { dtype: 'int64', dims: [T], data: BigInt64Array.from({ length: T }, (_, i) => BigInt(i)) },
+      logprob_rows: { dtype: 'int64', dims: [M], data: BigInt64Array.from({ length: M }, (_, i) => BigInt(i < n ? at[i] : 0)) },
+      logprob_targets: { dtype: 'int64', dims: [M], data: BigInt64Array.from({ length: M }, (_, i) => BigInt(i < n ? targets[i] : 0)) },
+      temperature: { dtype: 'float32', dims: [], data: Float32Array.of(temperature) },
+    });
+    const lp = res.logprobs.data as Float32Array;
+    let k = 0;
+    rows.forEach((r, b) => {
+      for (let t = 1; t < r.length; t++) out[b][t] = lp[k++];
+    });
+    return out;
+  }
+
+  /** A new, empty sequence with its own KV cache (see Sequence, extend, sample). */
+  newSequence(tokens: readonly number[] = []): Sequence {
+    return new Sequence(this, this.config).append(tokens);
+  }
+
+  /** Marks the sequences busy for one call, after checking they belong here and appear once. */
+  private claim(seqs: readonly Sequence[]): () => void {
+    const seen = new Set<Sequence>();
+    for (const s of seqs) {
+      if (s.owner !== this) throw new TurnwiseError('invalid-input', 'this sequence belongs to another policy', { hint: 'create sequences with the policy that runs them' });
+      if (s.busy) throw new TurnwiseError('invalid-input', 'this sequence is in use by a running extend or sample call', { hint: 'await the call before using the sequence again' });
+      if (seen.has(s)) throw new TurnwiseError('invalid-input', 'a sequence appears twice in one call', { hint: 'give each sequence once per call' });
+      seen.add(s);
+    }
+    for (const s of seqs) {
+      s.busy = true;
+      // A cache computed under older weights is recomputed from the start.
+      if (s.version !== this.weightsVersion) s.cached = 0;
+    }
+    return () => seqs.forEach((s) => (s.busy = false));
+  }
+
+  /**
+   * Runs `rows` (token ids, -1 = padding) for `seqs` on top of their caches in one batched run
+   * with room for `extra` more decode slots; returns the batch cache and the logits of each
+   * row's last token [B, V] (none when `logits` is false).
+   */
+  private async feedSequences(seqs: readonly Sequence[], rows: number[][], extra: number, logits = true): Promise<{ cache: KvCache; logits: Float32Array; from: number }> {
+    const T = Math.max(...rows.map((r) => r.length));
+    const padded = rows.map((r) => (r.length < T ? [...r, ...new Array(T - r.length).fill(-1)] : r));
+    const from = Math.max(...seqs.map((s) => s.cached));
+    const cache = gatherSequences(this.config, seqs, from + T + extra);
+    const out = await this.step(cache, padded, true, logits ? rows.map((r) => r.length - 1) : 'none');
+    return { cache, logits: out, from };
+  }
+
+  /**
+   * Appends `ids` to each sequence and feeds them now, all sequences in one batched run (ragged:
+   * rows are padded, positions continue per sequence). The last token of each sequence is left
+   * for the next sample to feed. Validates every request before changing any sequence.
+   */
+  async extend(requests: readonly ExtendRequest[]): Promise<void> {
+    for (const r of requests) checkTokenIds(this.config, r.ids ?? [], r.seq.length);
+    const release = this.claim(requests.map((r) => r.seq));
+    const lengths = requests.map((r) => r.seq.length);
+    try {
+      for (const r of requests) for (const id of r.ids ?? []) r.seq.tokens.push(id);
+      const seqs = requests.map((r) => r.seq).filter((s) => s.length - 1 > s.cached);
+      if (seqs.length === 0) return;
+      const rows = seqs.map((s) => s.tokens.slice(s.cached, s.length - 1));
+      const { cache, from } = await this.feedSequences(seqs, rows, 0, false);
+      scatterSequences(this.config, cache, seqs, from, this.weightsVersion);
+    } catch (e) {
+      requests.forEach((r, i) => r.seq.restore(lengths[i]));
+      throw e;
+    } finally {
+      release();
+    }
+  }
+
+  /**
+   * Samples a continuation of each sequence, all in one batch: the first run feeds each
+   * sequence's uncached tokens (ragged), then one token per row per run. A row's draws come from
+   * its own seed only, so a sequence gives the same tokens alone or batched with any others.
+   * The sampled tokens are appended to each sequence; its cache follows.
+   */
+  async sample(requests: readonly SampleRequest[]): Promise<GeneratedRow[]> {
+    const out: GeneratedRow[] = requests.map(() => ({ tokenIds: [], logprobs: [], finishReason: 'length' }));
+    const maxPos = this.config.max_position_embeddings;
+    const plans = requests.map((r) => {
+      const temperature = r.temperature ?? 1;
+      const topP = r.topP ?? 1;
+      if (!(topP > 0 && topP <= 1)) throw new TurnwiseError('invalid-input', `top-p must be in (0, 1], got ${topP}`);
+      if (!(temperature >= 0)) throw new TurnwiseError('invalid-input', `temperature must be ≥ 0, got ${temperature}`);
+      checkTokenIds(this.config, r.ids ?? [], r.seq.length);
+      const length = r.seq.length + (r.ids?.length ?? 0);
+      if (length === 0) throw new TurnwiseError('invalid-input', 'an empty sequence cannot be continued', { hint: 'give at least one token' });
+      const maxNew = r.maxNewTokens ?? 64;
+      if (!(Number.isInteger(maxNew) && maxNew >= 0)) throw new TurnwiseError('invalid-input', `maxNewTokens must be a whole number ≥ 0, got ${maxNew}`);
+      const plan: SamplePlan = {
+        temperature,
+        topP,
+        budget: Math.min(maxNew, maxPos - length),
+        stop: new Set(r.stopIds ?? this.defaultStopIds()),
+        rng: new SeededRandom((r.seed ?? 0) >>> 0),
+        top: r.topLogprobs ?? 0,
+        ...(r.onToken ? { onToken: r.onToken } : {}),
+      };
+      if (!(Number.isInteger(plan.top) && plan.top >= 0)) throw new TurnwiseError('invalid-input', `topLogprobs must be a whole number ≥ 0, got ${plan.top}`);
+      return plan;
+    });
+    const release = this.claim(requests.map((r) => r.seq));
+    const lengths = requests.map((r) => r.seq.length);
+    try {
+      for (const r of requests) for (const id of r.ids ?? []) r.seq.tokens.push(id);
+      let active = requests.map((_, i) => i).filter((i) => plans[i].budget > 0);
+      // Rounds: a batch runs until every row is done or half of them are; then the rows still
+      // going are gathered into a smaller batch, so finished rows stop costing compute.
+      while (active.length > 0) active = await this.sampleRound(active.map((i) => ({ seq: requests[i].seq, plan: plans[i], out: out[i] })), active);
+      return out;
+    } catch (e) {
+      // A failed call leaves every sequence as it was (its cache may keep valid slots).
+      requests.forEach((r, i) => r.seq.restore(lengths[i]));
+      throw e;
+    } finally {
+      release();
+    }
+  }
+
+  /**
+   * One batch of a sample call: feeds each row's uncached tokens, then decodes one token per
+   * row per run. Sampled tokens join their sequence as they are drawn. Returns the indices
+   * (from `ids`) of the rows that still have tokens to sample when the round stops early.
+   */
+  private async sampleRound(rows: { seq: Sequence; plan: SamplePlan; out: GeneratedRow }[], ids: number[]): Promise<number[]> {
+    const seqs = rows.map((r) => r.seq);
+    const fed = seqs.map((s) => s.tokens.slice(s.cached));
+    const remaining = (r: (typeof rows)[number]) => r.plan.budget - r.out.tokenIds.length;
+    // Room for the fed tokens and every sampled token but the last (it is fed by the next call).
+    const steps = Math.max(...rows.map(remaining));
+    const first = await this.feedSequences(seqs, fed, steps - 1);
+    const { cache, from } = first;
+    let logits: Float32Array | undefined = first.logits; // [B, V]: each row's last token
+    let drawn: { ids: BigInt64Array; logprobs: Float32Array; K: number } | undefined;
+    const V = this.config.vocab_size;
+    const B = rows.length;
+    const done = rows.map(() => false);
+    // Rows that need no more than a token and its log-prob (no nucleus, no top log-probs) have
+    // their later tokens drawn in the graph: only two numbers per row come back from a step,
+    // and on a GPU several steps run in one run (decodeStepsPerRun).
+    const inGraph = rows.every((r) => r.plan.topP === 1 && r.plan.top === 0);
+    const perRun = inGraph ? this.resolvedDecodeStepsPerRun() : 1;
+    const temperature = Float32Array.from(rows, (r) => r.plan.temperature);
+    // Takes row b's next token; true when the row is done.
+    const accept = (r: (typeof rows)[number], b: number, id: number, logprob: number, row?: Float32Array): boolean => {
+      r.out.tokenIds.push(id);
+      r.out.logprobs.push(logprob);
+      r.seq.tokens.push(id);
+      const top = r.plan.top > 0 && row ? topLogprobs(row, r.plan.top, r.plan.temperature) : undefined;
+      if (top) (r.out.topLogprobs ??= []).push(top);
+      if (r.plan.onToken?.({ id, logprob, ...(top ? { top } : {}) }) === 'stop' || r.plan.stop.has(id)) {
+        r.out.finishReason = 'stop';
+        done[b] = true;
+      } else if (remaining(r) <= 0) done[b] = true;
+      return done[b];
+    };
+    for (;;) {
+      let next: number[][];
+      if (drawn && drawn.K > 1) {
+        // K tokens per row, in order, up to the row's stop: it keeps the slots of the tokens it fed.
+        const kept = rows.map(() => 0);
+        next = rows.map((r, b) => {
+          if (done[b]) return [-1];
+          let id = -1;
+          for (let k = 0; k < drawn!.K; k++) {
+            id = Number(drawn!.ids[k * B + b]);
+            kept[b]++;
+            if (accept(r, b, id, drawn!.logprobs[k * B + b])) break;
+          }
+          return done[b] ? [-1] : [id];
+        });
+        this.keepSteps(cache, cache.filled, drawn.K, kept);
+      } else {
+        next = rows.map((r, b) => {
+          if (done[b]) return [-1];
+          const row = logits?.subarray(b * V, (b + 1) * V);
+          const { id, logprob } = row ? sampleToken(row, r.plan.temperature, r.plan.topP, r.plan.rng) : { id: Number(drawn!.ids[b]), logprob: drawn!.logprobs[b] };
+          return accept(r, b, id, logprob, row) ? [-1] : [id];
+        });
+      }
+      const going = rows.map((r, b) => (done[b] ? -1 : b)).filter((b) => b >= 0);
+      const worthRegathering = going.length <= rows.length / 2 && Math.max(...going.map((b) => remaining(rows[b]))) > REGATHER_MIN_STEPS;
+      if (going.length === 0 || worthRegathering) {
+        scatterSequences(this.config, cache, seqs, from, this.weightsVersion);
+        return going.map((b) => ids[b]);
+      }
+      if (!inGraph) {
+        logits = await this.step(cache, next);
+        continue;
+      }
+      // One draw per sampled token, as sampleToken takes it (greedy rows take none), in step order.
+      const K = Math.min(perRun, Math.max(...going.map((b) => remaining(rows[b]))));
+      const uniform = new Float32Array(K * B);
+      for (let k = 0; k < K; k++) rows.forEach((r, b) => (uniform[k * B + b] = !done[b] && r.plan.temperature > 0 ? r.plan.rng.next() : 0));
+      logits = undefined;
+      drawn = K > 1 ? { ...(await this.drawSteps(cache, next.map((n) => n[0]), K, temperature, uniform)), K } : { ...(await this.draw(cache, next, temperature, uniform)), K };
+    }
+  }
+
+  /** Decode steps per run when tokens are drawn in the graph: decodeStepsPerRun, or by the provider runs ran on. */
+  resolvedDecodeStepsPerRun(): number {
+    const n = this.decodeStepsPerRun === 'auto' ? (this.ranOn === undefined || this.ranOn === 'cpu' ? 1 : GPU_DECODE_STEPS_PER_RUN) : this.decodeStepsPerRun;
+    if (!(Number.isInteger(n) && n >= 1)) throw new TurnwiseError('invalid-input', `decodeStepsPerRun must be a whole number ≥ 1 or 'auto', got ${n}`);
+    return n;
+  }
+
+  /** Samples continuations of token-id prompts, batched, with a KV cache (one sequence per prompt). */
+  async generateIds(prompts: readonly (readonly number[])[], options: GenerateOptions = {}): Promise<GeneratedRow[]> {
+    this.checkIds(prompts);
+    if (prompts.some((p) => p.length === 0)) throw new TurnwiseError('invalid-input', 'an empty prompt cannot be continued', { hint: 'give at least one token' });
+    const maxNew = options.maxNewTokens ?? 64;
+    const temperature = options.temperature ?? 1;
+    const topP = options.topP ?? 1;
+    if (!(topP > 0 && topP <= 1)) throw new TurnwiseError('invalid-input', `top-p must be in (0, 1], got ${topP}`);
+    if (!(temperature >= 0)) throw new TurnwiseError('invalid-input', `temperature must be ≥ 0, got ${temperature}`);
+    const stopIds = options.stopIds ?? this.defaultStopIds();
+    // One generator per row, so a row's sample depends on the seed, its index and its own
+    // logits only: not on how many draws the other rows of the batch took before it stopped.
+    const seed = (options.seed ?? 0) >>> 0;
+    const rowSeed = (b: number) => (seed + Math.imul(b, 0x632be5ab)) >>> 0;
+    const maxLen = Math.max(...prompts.map((p) => p.length));
+    // One budget for the whole batch: what the longest prompt leaves of the context.
+    const budget = Math.min(maxNew, this.config.max_position_embeddings - maxLen);
+    if (options.kvCache ?? true) {
+      return this.sample(prompts.map((p, b) => ({ seq: this.newSequence(p), seed: rowSeed(b), maxNewTokens: budget, temperature, topP, stopIds })));
+    }
+    // Without a cache: the whole left-padded batch is recomputed for every token.
+    const stop = new Set(stopIds);
+    const B = prompts.length;
+    const rngs = prompts.map((_, b) => new SeededRandom(rowSeed(b)));
+    const V = this.config.vocab_size;
+    const rows: GeneratedRow[] = prompts.map(() => ({ tokenIds: [], logprobs: [], finishReason: 'length' }));
+    const done = new Array(B).fill(false);
+    const seqs = prompts.map((p) => [...new Array(maxLen - p.length).fill(-1), ...p]);
+    for (let n = 0; n < budget; n++) {
+      const T = seqs[0].length;
+      const logits = await this.step(this.newCache(B, T), seqs);
+      for (let b = 0; b < B; b++) {
+        if (done[b]) {
+          seqs[b].push(this.config.pad_token_id ?? 0);
+          continue;
+        }
+        const { id, logprob } = sampleToken(logits.subarray((b * T + T - 1) * V, (b * T + T) * V), temperature, topP, rngs[b]);
+        rows[b].tokenIds.push(id);
+        rows[b].logprobs.push(logprob);
+        if (stop.has(id)) {
+          done[b] = true;
+          rows[b].finishReason = 'stop';
+        }
+        seqs[b].push(id);
+      }
+      if (done.every(Boolean)) break;
+    }
+    return rows;
+  }
+
+  /** Text in, text out, through the tokenizer. */
+  async generate(prompts: readonly string[], options: GenerateOptions = {}): Promise<(GeneratedRow & { text: string })[]> {
+    const tok = this.tokenizer ?? (() => { throw new TurnwiseError('internal', 'this policy has no tokenizer'); })();
+    const rows = await this.generateIds(prompts.map((p) => tok.encode(p)), options);
+    return rows.map((r) => ({ ...r, text: tok.decode(r.tokenIds, true) }));
+  }
+
+  private defaultStopIds(): number[] {
+    const ids = new Set<number>(this.config.eos_token_ids ?? []);
+    if (this.config.eos_token_id !== undefined) ids.add(this.config.eos_token_id);
+    const imEnd = this.tokenizer?.tokenId('<|im_end|>');
+    if (imEnd !== undefined) ids.add(imEnd);
+    return [...ids];
+  }
+
+  async dispose(): Promise<void> {
+    await this.sessions.clear();
+    if (this.packedFile) removePackedDir(this.packedFile.dir);
+    this.packedFile = undefined;
+  }
+}

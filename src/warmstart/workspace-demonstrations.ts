@@ -1,0 +1,69 @@
+// Fix cases from a workspace's own mutation tasks, with the tool output recorded for real: each
+// task's bug is written into a fresh sandbox (as in an episode) and `tw-suspects` is run there.
+// Only train-split tasks may be given: held-out tasks never become demonstrations (the ids used
+// are written next to the warm-started model, and a run never holds out one of them).
+import type { Task } from '../core/schema';
+import { prepareSandbox } from '../agent/episode';
+import type { PoolSnapshot, SandboxPool } from '../sandbox';
+import { detectRunner } from '../tasks/runners';
+import { readWorkspaceFile } from '../tasks/origin';
+import { synthesizeMutationTasks } from '../tasks/synth';
+import { FIXABLE_OPERATORS, fixCommand, showContext, withTopCandidates, type FixCase } from '../demonstrations/generated';
+import { splitTasks } from '../train/split';
+
+/** The one-line fix of a mutation task, from the original file in the workspace. */
+export function taskFix(workspace: string, task: Task): Omit<FixCase, 'failing' | 'passing' | 'suspects'> | undefined {
+  const m = task.mutation;
+  if (!m || !FIXABLE_OPERATORS.has(m.operator)) return undefined;
+  // Only a plain file inside the workspace: a task's path is input, and this reads the host.
+  const source = readWorkspaceFile(workspace, m.file);
+  if (source === undefined || source.slice(m.span.start, m.span.end) !== m.span.text) return undefined;
+  const mutated = source.slice(0, m.span.start) + m.replacement + source.slice(m.span.end);
+  const line = source.slice(0, m.span.start).split('\n').length;
+  const a = mutated.split('\n');
+  const b = source.split('\n');
+  if (a.length !== b.length) return undefined;
+  const fix = fixCommand(m.file, line, a[line - 1], b[line - 1]);
+  return fix ? { path: m.file, line, mutatedLine: a[line - 1], originalLine: b[line - 1], fix, context: showContext(a, line) } : undefined;
+}
+
+/** Records a FixCase per fixable task (tw-suspects run in a sandbox with the bug written in). */
+export async function recordWorkspaceCases(o: { workspace: string; tasks: readonly Task[]; pool: SandboxPool; snapshot: PoolSnapshot; onProgress?: (done: number, total: number) => void }): Promise<FixCase[]> {
+  const out: FixCase[] = [];
+  const todo = o.tasks.map((t) => ({ t, fix: taskFix(o.workspace, t) })).filter((x) => x.fix);
+  let done = 0;
+  for (const { t, fix } of todo) {
+    const sb = await o.pool.acquire(o.snapshot, { rollout: `demonstration-${t.id}` });
+    try {
+      await prepareSandbox(sb, t);
+      const r = await sb.exec('tw-suspects', { timeoutMs: 60_000 });
+      const lines = r.stdout.trim().split('\n');
+      const m = /^(\d+) failed, (\d+) passed/.exec(lines[0] ?? '');
+      const suspects = lines.slice(1).filter((l) => /^\S+:\d+: /.test(l));
+      // Only bugs the tool points at: a demonstration must be derivable from what the model sees.
+      if (r.exitCode === 1 && m && Number(m[1]) > 0 && suspects.some((l) => l.startsWith(`${fix!.path}:${fix!.line}: `))) {
+        out.push(await withTopCandidates({ ...fix!, taskId: t.id, failing: t.fail_to_pass, passing: Number(m[2]), suspects }));
+      }
+    } finally {
+      await sb.dispose();
+    }
+    o.onProgress?.(++done, todo.length);
+  }
+  return out;
+}
+
+/**
+ * The train-split fix cases of a workspace, as a run with the same settings would split it:
+ * its mutation tasks (synthesized with `seed`), split with `heldoutFraction`, held-out ones left out.
+ */
+export async function workspaceCasesFor(o: { workspace: string; seed: number; maxTasks: number; heldoutFraction: number; pool: SandboxPool; onLog?: (m: string) => void }): Promise<{ cases: FixCase[]; heldout: string[] }> {
+  const runner = detectRunner(o.workspace);
+  const { tasks } = await synthesizeMutationTasks({ workspace: o.workspace, pool: o.pool, seed: o.seed, max: o.maxTasks });
+  const split = splitTasks(tasks, o.heldoutFraction, o.seed);
+  const train = new Set(split.train);
+  const snapshot = await o.pool.snapshot(o.workspace, { language: runner.language });
+  o.onLog?.(`${tasks.length} task(s) in ${o.workspace}: ${split.train.length} train, ${split.heldout.length} held out (never demonstrated)`);
+  const cases = await recordWorkspaceCases({ workspace: o.workspace, tasks: tasks.filter((t) => train.has(t.id)), pool: o.pool, snapshot });
+  o.onLog?.(`${cases.length} demonstration case(s) recorded from the train split`);
+  return { cases, heldout: split.heldout };
+}

@@ -21,7 +21,7 @@ import { createBashSigner, createJoinedSigner } from '../ast/bash';
 import { mean, stdUnbiased } from '../core/stats';
 import { ESTIMATOR_NAMES } from '../credit/names';
 import { TurnwiseError } from '../core/errors';
-import { a3VariantAdvantages, TURNWISE_DEFAULTS, type A3Variant } from '../credit/a3';
+import { a3VariantAdvantages, type A3Variant } from '../credit/a3';
 import { computeAdvantages, getEstimator, resolveParams } from '../credit/registry';
 import '../credit/index';
 import type { EstimatorContext, EstimatorResult, Params, TurnRow } from '../credit/types';

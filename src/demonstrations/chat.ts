@@ -11,7 +11,7 @@
 import { TurnwiseError } from '../core/errors';
 import type { Task, Trajectory } from '../core/schema';
 import { ChatFormat, chatFormatErrorObservation, chatSystemMessage, chatTaskMessage, CHAT_OBS_CHARS } from '../agent/chat-format';
-import { capMiddle, formatErrorObservation, OBS_PROMPT_CHARS, SUBMIT, taskText, type Segment } from '../agent/prompt';
+import { capMiddle, OBS_PROMPT_CHARS, SUBMIT, taskText, type Segment } from '../agent/prompt';
 
 /** A reply in the chat action format for a command: its one bash block, or the word submit. */
 export function chatReplyFor(command: string): string {

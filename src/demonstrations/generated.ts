@@ -9,7 +9,6 @@
 // Plus a copy curriculum of short tasks in the same chat format (copy a location, undo an
 // operator, assemble a sed command, fix one given line): a byte-level model of 3M parameters
 // first has to learn to copy from its context (measured: docs/model-card-turnwise-tiny.md).
-import { seededRandom } from '../core/random';
 import { observationText, SUBMIT, taskText, type Segment } from '../agent/prompt';
 import { mutationCandidates, type MutationCandidate } from '../tasks/mutate';
 import { lineCandidates, twCandsOutput } from './line-candidates';

@@ -24,7 +24,7 @@ export interface SourceFile {
 export function defaultSourceRoots(): string[] {
   const roots: string[] = [];
   for (const base of ['/usr/lib', '/usr/local/lib']) {
-    let names: string[] = [];
+    let names: string[];
     try {
       names = fs.readdirSync(base);
     } catch {

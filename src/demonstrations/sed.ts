@@ -50,7 +50,7 @@ function lit(ch: string): string {
 
 /** Escapes one character for a JavaScript character class (u flag). */
 function classLit(ch: string): string {
-  return /[\\\]\[^-]/.test(ch) ? `\\${ch}` : ch === '\n' ? '\\n' : ch === '\t' ? '\\t' : ch;
+  return /[\\\][^-]/.test(ch) ? `\\${ch}` : ch === '\n' ? '\\n' : ch === '\t' ? '\\t' : ch;
 }
 
 /**
@@ -183,8 +183,13 @@ function translatePattern(bre: string): { source: string; groups: number } | und
     if (ch === '.') emitAtom('.');
     else if (ch === '*') quantify('*');
     // `^` anchors at the start (or after `\(`), `$` at the end (or before `\)`); literals elsewhere.
-    else if (ch === '^') first ? anchor('^') : emitAtom('\\^');
-    else if (ch === '$') i === bre.length || bre.startsWith('\\)', i) ? anchor('$') : emitAtom('\\$');
+    else if (ch === '^') {
+      if (first) anchor('^');
+      else emitAtom('\\^');
+    } else if (ch === '$') {
+      if (i === bre.length || bre.startsWith('\\)', i)) anchor('$');
+      else emitAtom('\\$');
+    }
     else emitAtom(lit(ch));
   }
   if (opens.length !== 0 || invalid) return undefined;

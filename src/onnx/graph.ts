@@ -179,7 +179,8 @@ export class Graph {
 
   /** Whether `v` can be used in this graph (it belongs here or to an enclosing graph). */
   sees(v: Value): boolean {
-    for (let g: Graph | undefined = this; g; g = g.parent) if (v.graph === g) return true;
+    if (v.graph === this) return true;
+    for (let g = this.parent; g; g = g.parent) if (v.graph === g) return true;
     return false;
   }
 

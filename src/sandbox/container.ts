@@ -259,7 +259,6 @@ export class DockerSandbox implements Sandbox {
     const outScan = new SentinelScanner(marker, (d) => stdout.write(d));
     const errScan = new SentinelScanner(marker, (d) => stderr.write(d));
     await new Promise<void>((resolve) => {
-      let timer: NodeJS.Timeout | undefined;
       const finish = () => {
         clearTimeout(timer);
         this.pending = undefined;
@@ -268,7 +267,7 @@ export class DockerSandbox implements Sandbox {
       this.pending = { out: outScan, err: errScan, finish };
       // The caller's own deadline: the in-container timeout kills at T (TERM) and T+2 s (KILL);
       // if no sentinel came 5 s after that, the shell is wedged and the sandbox is given up.
-      timer = setTimeout(() => {
+      const timer = setTimeout(() => {
         callerTimedOut = true;
         this.die(`a command did not return within its timeout (${timeoutMs} ms) plus grace`);
         void this.dispose().catch(() => undefined);

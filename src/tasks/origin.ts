@@ -14,6 +14,7 @@ import type { Task, TaskOrigin } from '../core/schema';
  */
 export function workspacePathProblem(rel: string): string | undefined {
   if (rel === '') return 'is empty';
+  // eslint-disable-next-line no-control-regex -- a control character in a path is what is refused
   if (/[\u0000-\u001f\u007f]/.test(rel)) return 'contains a control character';
   if (rel.includes('\\')) return 'contains a backslash (write paths with /)';
   if (rel.startsWith('/') || /^[A-Za-z]:/.test(rel)) return 'is absolute (give it relative to the workspace)';

@@ -139,7 +139,7 @@ function pytestId(tc: XmlElement, root: string): { id: string; file?: string } {
   if (!file) return { id: classname ? `${classname}::${name}` : name };
   const modPath = file.replace(/\.py$/, '').split('/').join('.');
   const modName = modPath.split('.').pop() ?? modPath;
-  let rest = '';
+  let rest: string;
   if (classname === modPath) rest = '';
   else if (classname.startsWith(modPath + '.')) rest = classname.slice(modPath.length + 1);
   else {

@@ -237,7 +237,7 @@ export function runnerLoadedFiles(configs: ReadonlyMap<string, Buffer>, workspac
       // (tox.ini's `[testenv] commands = mypy -p pkg` names the package under test, not a plugin).
       for (const mod of pytestPluginsOf(rel, text)) addModule(base, mod);
     } else if (name === 'conftest.py') {
-      for (const m of text.matchAll(/pytest_plugins\s*=\s*([\[(][^\])]*[\])]|['"][^'"]+['"])/g)) for (const q of m[1].matchAll(/['"]([A-Za-z_][\w.]*)['"]/g)) addModule(base, q[1]);
+      for (const m of text.matchAll(/pytest_plugins\s*=\s*([[(][^\])]*[\])]|['"][^'"]+['"])/g)) for (const q of m[1].matchAll(/['"]([A-Za-z_][\w.]*)['"]/g)) addModule(base, q[1]);
     }
   }
   return [...found].sort();

@@ -18,7 +18,6 @@ import * as path from 'node:path';
 import { main } from '../../src/cli/main';
 import { parseEventLine, type RunEvent } from '../../src/core/events';
 import { RunDir } from '../../src/core/run';
-import type { Trajectory } from '../../src/core/schema';
 import { readTrajectories } from '../../src/core/trajectory';
 import { readEvalResults } from '../../src/eval/results';
 import { resolveTrainConfig } from '../../src/train/config';

@@ -76,7 +76,7 @@ describe('sandbox isolation (docker)', function () {
     // The group is killed when the command ends; on a loaded machine the init process may still
     // be reaping a few dozen of them a moment later, so give it up to 5 s (a bomb that survived
     // would still be there).
-    let procs = Infinity;
+    let procs: number;
     for (const end = Date.now() + 5000; ; ) {
       const after = await sb.exec('echo alive; ps -e --no-headers | wc -l');
       assert.equal(after.exitCode, 0);

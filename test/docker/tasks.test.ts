@@ -2,6 +2,7 @@
 // fix the bug, tamper with the tests, or leave no usable report; no container outlives the suite.
 import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import { SandboxPool, type PoolSnapshot } from '../../src/sandbox';
 import type { Task } from '../../src/core/schema';
@@ -163,7 +164,7 @@ describe('docker: tasks from the fixtures', function () {
 
   describe('drops', () => {
     it('a mutant that hangs is dropped as timeout, one that breaks every test file at import as collection-broken', async () => {
-      const ws = fs.mkdtempSync(path.join(require('node:os').tmpdir(), 'tw-drops-'));
+      const ws = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-drops-'));
       try {
         fs.mkdirSync(path.join(ws, 'tests'));
         fs.writeFileSync(
@@ -189,7 +190,7 @@ describe('docker: tasks from the fixtures', function () {
       // test_fresh fails whenever an earlier run left marker.txt behind. If a validation sandbox
       // were reused without resetting its workspace, every later mutant would "break" it and be
       // kept, however harmless: here the harmless ones (on an unused function) must be dropped.
-      const ws = fs.mkdtempSync(path.join(require('node:os').tmpdir(), 'tw-isolation-'));
+      const ws = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-isolation-'));
       try {
         fs.mkdirSync(path.join(ws, 'tests'));
         fs.writeFileSync(path.join(ws, 'lib.py'), 'def used(a, b):\n    return a + b\n\n\ndef unused(a, b):\n    return a - b * 2 + 1\n');

@@ -240,7 +240,8 @@ function codeServerCli(tools, state, args, timeoutMs = 120000) {
     child.on('exit', (code) => {
       clearTimeout(timer);
       groups.delete(child.pid);
-      code === 0 ? resolve(out) : reject(new Error(`code-server ${args.join(' ')} exited ${code}:\n${out.trim()}`));
+      if (code === 0) resolve(out);
+      else reject(new Error(`code-server ${args.join(' ')} exited ${code}:\n${out.trim()}`));
     });
   });
 }
@@ -1032,7 +1033,7 @@ async function viewUiTests(page, workspace) {
 /** Run folders of a workspace with their status, newest first. */
 function runFolders(workspace) {
   const root = path.join(workspace, '.turnwise', 'runs');
-  let names = [];
+  let names;
   try {
     names = fs.readdirSync(root);
   } catch {
@@ -1087,7 +1088,7 @@ async function runFromPalette(page, title, { shot = '02-palette.png' } = {}) {
       return;
     } catch (e) {
       await page.keyboard.press('Escape');
-      if (Date.now() > deadline) throw new Error(`the palette never offered "${title}": ${e.message}`);
+      if (Date.now() > deadline) throw new Error(`the palette never offered "${title}": ${e.message}`, { cause: e });
       await sleep(1000);
     }
   }
@@ -1130,7 +1131,7 @@ function scriptedEndpoint() {
 function filesHolding(dir, needle) {
   const hits = [];
   const walk = (d) => {
-    let entries = [];
+    let entries;
     try {
       entries = fs.readdirSync(d, { withFileTypes: true });
     } catch {

@@ -109,10 +109,9 @@ describe('agent/chat-format: the chat action format through a model\'s own templ
         assert.ok(isPrefix(seen1, p2.ids));
         assert.equal(p2.ids[seen1.length], format.endOfTurn.id);
         // Three more turns: still only appending.
-        let prev = conv.ids;
         for (let t = 0; t < 3; t++) {
           conv.addReply(sampled(tok, format, `\`\`\`bash\necho ${t}\n\`\`\``));
-          prev = conv.ids;
+          const prev = conv.ids;
           conv.addObservation(`exit 0\n${t}`);
           const p = conv.prompt();
           assert.ok(isPrefix(prev, p.ids), `turn ${t + 3}`);

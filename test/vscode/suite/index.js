@@ -22,6 +22,7 @@ function reporterFactory(Mocha) {
   };
 }
 
+// eslint-disable-next-line no-redeclare -- VS Code calls the suite's exported `run`
 function run() {
   const Mocha = require(process.env.TURNWISE_MOCHA || 'mocha');
   const mocha = new Mocha({ ui: 'bdd', timeout: 60000, color: false, reporter: reporterFactory(Mocha) });

@@ -1,14 +1,16 @@
-// A³ (Action Advantage Assignment) as its authors released it, and `turnwise`, our turn-level,
-// edit-aware variant (docs/credit-assignment.md). Both: a robust episode backbone, an intent
-// residual from clustering the rollouts' bash signatures per (task, turn, scope), and a tree
-// margin over states where rollouts branched. One core with three switches (turnwise's changes 1–3), plus
-// turnwise's own per-turn term (`TurnwiseResidual`: residual=margin replaces R − LOO by the
-// value of the action taken at k; residual=loo keeps the per-turn R − LOO of changes 1–4).
+// A³ (Action Advantage Assignment) as its authors released it (docs/credit-assignment.md): a
+// robust episode backbone, an intent residual from clustering the rollouts' bash signatures per
+// (task, turn, scope), and a tree margin over states where rollouts branched. The core takes the
+// switches of the `turnwise` estimator (turnwise.ts): changes 1–3 and its per-turn term
+// (`TurnwiseResidual`).
 import { mean } from '../core/stats';
 import { TurnwiseError } from '../core/errors';
 import { baseDiagnostics, indexBatch, num, type BatchIndex } from './batch';
 import { levenshteinTable, robustSquash, signatureDistance, tanhB, TokenInterner, UnionFind } from './stats';
 import type { EstimatorContext, EstimatorResult, EstimatorSpec, Params, TurnRow } from './types';
+
+/** How far apart two turns' signatures may be and still count as the same action (the action margin's default `actionTau`). */
+export const ACTION_TAU = 0.3;
 
 export const A3_DEFAULTS: Params = {
   epsilon: 1e-6,
@@ -23,28 +25,6 @@ export const A3_DEFAULTS: Params = {
   treeTau: 0.05,
   timeDecay: 0.84,
 };
-
-/**
- * turnwise's defaults: A³'s, plus the choices of its action margin (change 5, see
- * `TurnwiseResidual`) and of its turn penalties (change 6, see turnwiseAdvantages).
- * `residual: 'loo'` with any actionKey/marginPool is changes 1–4 (and 6) alone.
- */
-export const TURNWISE_DEFAULTS: Params = {
-  ...A3_DEFAULTS,
-  residual: 'margin',
-  actionKey: 'edit-intent',
-  marginPool: 'task',
-  actionTau: 0.3,
-  penalties: 'turn',
-  penaltyScale: 0.5,
-};
-
-export const TURNWISE_CHOICES = {
-  residual: ['loo', 'margin'],
-  actionKey: ['cluster', 'edit-intent'],
-  marginPool: ['cell', 'task'],
-  penalties: ['turn', 'episode'],
-} as const;
 
 /**
  * The per-turn term of turnwise.
@@ -518,7 +498,7 @@ function a3Core(rows: readonly TurnRow[], params: Params, ctx: EstimatorContext,
     supportPrior: num(params, 'supportPrior'),
   };
   const { labels, residual, multi } = clusterResidual(a, ctx, variant, num(params, 'minCount'));
-  const actionTau = params.actionTau === undefined ? (TURNWISE_DEFAULTS.actionTau as number) : num(params, 'actionTau');
+  const actionTau = params.actionTau === undefined ? ACTION_TAU : num(params, 'actionTau');
   const m = variant.margin ? turnwiseMargin(a, variant.margin, labels, actionTau) : null;
   const { backbone, resNorm } = backboneAndResidual(a, m?.margin ?? residual, variant.residualPerCell);
   const { tree, gate, gain, support } = treeMargin(a, labels, num(params, 'treeTau'), num(params, 'timeDecay'), num(params, 'gamma'));
@@ -547,59 +527,9 @@ export function a3Advantages(rows: readonly TurnRow[], params: Params = A3_DEFAU
   return a3Core(rows, params, ctx, { residualPerCell: false, scopeAllIsPrefix: false, editTokens: false });
 }
 
-/** turnwise's changes 1–4, plus the per-turn term chosen by params.residual / actionKey / marginPool. */
-export function turnwiseVariant(params: Params): A3Variant {
-  const residual = params.residual ?? TURNWISE_DEFAULTS.residual;
-  const margin: TurnwiseResidual | undefined =
-    residual === 'margin'
-      ? {
-          actionKey: (params.actionKey ?? TURNWISE_DEFAULTS.actionKey) as TurnwiseResidual['actionKey'],
-          marginPool: (params.marginPool ?? TURNWISE_DEFAULTS.marginPool) as TurnwiseResidual['marginPool'],
-        }
-      : undefined;
-  return { residualPerCell: true, scopeAllIsPrefix: true, editTokens: true, ...(margin ? { margin } : {}) };
-}
-
-/**
- * turnwise's change 6 (`penalties: turn`, the default): a penalty is charged to the turn that
- * earned it, not to the episode. The three terms see each episode's outcome (its reward with its
- * turns' penalties added back), and each turn's advantage then loses its own penalty divided by
- * `penaltyScale` (reward units per unit of advantage; 0.5 is the backbone's scale floor, so a
- * penalty weighs what the same reward difference between two episodes would). In a group where
- * no rollout fixed anything, every outcome is then equal and only the penalized turns move,
- * instead of every turn of a penalized episode against every turn of the others: there, the
- * group's spread is made of penalties alone, and standardizing it credits whatever the
- * unpenalized episodes did, such as stopping early. `penalties: episode` keeps them in R.
- */
-export function turnwiseAdvantages(rows: readonly TurnRow[], params: Params = TURNWISE_DEFAULTS, ctx: EstimatorContext = {}): EstimatorResult {
-  const variant = turnwiseVariant(params);
-  if ((params.penalties ?? TURNWISE_DEFAULTS.penalties) !== 'turn') return a3Core(rows, params, ctx, variant);
-  const scale = params.penaltyScale === undefined ? (TURNWISE_DEFAULTS.penaltyScale as number) : num(params, 'penaltyScale');
-  if (!(scale > 0)) throw new TurnwiseError('invalid-input', `turnwise: penaltyScale must be > 0, got ${scale}`, { hint: 'the reward units one unit of advantage stands for, e.g. 0.5' });
-  const episodePenalty = new Map<string, number>();
-  for (const r of rows) episodePenalty.set(r.trajId, (episodePenalty.get(r.trajId) ?? 0) + (r.penalty ?? 0));
-  const outcome = rows.map((r) => ({ ...r, score: r.score + episodePenalty.get(r.trajId)! }));
-  const result = a3Core(outcome, params, ctx, variant);
-  const charge = rows.map((r) => (Number.isFinite(r.score) ? -(r.penalty ?? 0) / scale : 0));
-  return {
-    ...result,
-    advantages: result.advantages.map((a, i) => a + charge[i]),
-    components: { ...result.components, penalty: charge },
-  };
-}
-
-export const A3_SPECS: EstimatorSpec[] = [
-  {
-    name: 'a3',
-    summary: 'A³ as released: robust backbone + per-trajectory intent residual + tree margin over branching states',
-    defaults: A3_DEFAULTS,
-    fn: a3Advantages,
-  },
-  {
-    name: 'turnwise',
-    summary: 'A³ made turn-level and edit-aware: per-turn action margin (value of the action vs the alternatives), prefix-only scopes, code-edit tokens, penalties charged to their own turn',
-    defaults: TURNWISE_DEFAULTS,
-    choices: TURNWISE_CHOICES,
-    fn: turnwiseAdvantages,
-  },
-];
+export const A3_SPEC: EstimatorSpec = {
+  name: 'a3',
+  summary: 'A³ as released: robust backbone + per-trajectory intent residual + tree margin over branching states',
+  defaults: A3_DEFAULTS,
+  fn: a3Advantages,
+};

@@ -8,9 +8,8 @@ import * as vscode from 'vscode';
 import { formatError } from '../core/errors';
 import { RunDir } from '../core/run';
 import { registerCommands } from './commands';
+import { runEnvironmentCheck } from './commands/checkEnvironment';
 import { services, servicesLoaded } from './lazy';
-import { config } from './config';
-import { launchConfig } from './model/launchConfig';
 import { runsRoot, TrajectoryScanCache } from './model/runIndex';
 import { REWARD_VIEW_TYPE, RewardPanel } from './rewardPanel';
 import type { RewardPanelState } from './webviews/reward/protocol';
@@ -46,7 +45,7 @@ function activateInner(context: vscode.ExtensionContext, t0: number) {
   controller = new RunController(context.extensionPath, out);
   const ctrl = controller;
   const runDirs = () => tree.workspaceRoots().flatMap((root) => RunDir.list(runsRoot(root)).map((id) => path.join(runsRoot(root), id)));
-  const checkEnvironment = () => checkEnvironmentCommand(out);
+  const checkEnvironment = () => runEnvironmentCheck(out);
   subs.push(
     tree,
     treeView,
@@ -55,7 +54,7 @@ function activateInner(context: vscode.ExtensionContext, t0: number) {
     vscode.workspace.registerTextDocumentContentProvider(SCHEME, editors),
     vscode.languages.registerCodeLensProvider({ scheme: SCHEME }, editors),
     vscode.languages.registerHoverProvider({ scheme: SCHEME }, editors),
-    ...registerCommands({ extensionUri: context.extensionUri, log: out, controller: ctrl, tree, editors, runDirs, checkEnvironment, workspaceState: context.workspaceState }),
+    ...registerCommands({ extensionUri: context.extensionUri, log: out, controller: ctrl, tree, editors, runDirs, workspaceState: context.workspaceState }),
     vscode.window.registerWebviewPanelSerializer(REWARD_VIEW_TYPE, {
       deserializeWebviewPanel: async (panel, state) => RewardPanel.revive(panel, context.extensionUri, { runDirs }, scans, state as RewardPanelState | undefined),
     }),
@@ -94,49 +93,4 @@ export async function deactivate(): Promise<void> {
   // Only when the services were loaded: nothing else can hold sandboxes.
   if (servicesLoaded()) await services().disposeAllSandboxes(3000);
   log = undefined;
-}
-
-async function checkEnvironmentCommand(out: vscode.LogOutputChannel) {
-  const dockerHost = config.dockerHost();
-  try {
-    const { runDoctor, formatDoctorReport, reapAtStartup, modelChecks, memoryPlanCheck, doctorReport } = services();
-    // Sandboxes left behind by a Turnwise process that died are removed when Docker is first used.
-    void reapAtStartup(dockerHost).then((r) => {
-      if (r && r.removed.length > 0) out.info(`removed ${r.removed.length} sandbox container(s) left by exited Turnwise processes`);
-    });
-    const workspace = (vscode.workspace.workspaceFolders ?? []).find((f) => f.uri.scheme === 'file')?.uri.fsPath;
-    const report = await vscode.window.withProgress(
-      { location: vscode.ProgressLocation.Notification, title: 'Turnwise: checking the environment…' },
-      // The doctor's checks, then the model a run would train (turnwise.train.model, .lora), checked from its
-      // headers, and the memory plan of a run at the current settings.
-      async () => {
-        const r = await runDoctor({ dockerHost });
-        const plan = memoryPlanCheck(launchConfig({ workspace: workspace ?? process.cwd(), setting: config.inspect }));
-        return doctorReport([...r.checks, ...modelChecks(workspace, config.model(), config.lora()), plan]);
-      },
-    );
-    out.info('Environment check');
-    for (const line of formatDoctorReport(report).split('\n')) {
-      if (line.startsWith('✗')) out.error(line);
-      else if (line.startsWith('!')) out.warn(line);
-      else out.info(line);
-    }
-    out.show(true);
-    const failed = report.checks.filter((c) => c.status === 'fail');
-    if (report.ok) {
-      const warns = report.checks.filter((c) => c.status === 'warn').length;
-      void vscode.window.showInformationMessage(
-        `Turnwise: environment ready (${report.checks.length - warns}/${report.checks.length} checks passed${warns ? `, ${warns} optional unavailable` : ''}).`,
-      );
-    } else {
-      void vscode.window
-        .showErrorMessage(`Turnwise: ${failed.length} problem(s): ${failed.map((c) => c.name).join(', ')}.`, 'Show Details')
-        .then((choice) => choice && out.show());
-    }
-    return report;
-  } catch (e) {
-    out.error(formatError(e));
-    void vscode.window.showErrorMessage(`Turnwise: environment check failed: ${formatError(e)}`);
-    return undefined;
-  }
 }

@@ -1,0 +1,4 @@
+// Show Log: the "Turnwise" output channel.
+import { command } from './context';
+
+export const showLogCommand = command('turnwise.showLog', async (ctx) => ctx.log.show());

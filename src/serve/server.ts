@@ -23,7 +23,8 @@ import { loadCheckpoint } from '../policy/files/checkpoint';
 import { chatTemplateOf } from '../policy/files/hf';
 import { loadAdapter } from '../policy/files/lora';
 import { availableMemory, samplingPacksWeights } from '../policy/model/memory';
-import { Policy, type SampleRequest, type TokenLogprob } from '../policy/inference/policy';
+import { Policy, type SampleRequest } from '../policy/inference/policy';
+import type { TokenLogprob } from '../policy/inference/sampling';
 import type { SessionSettings } from '../onnx';
 
 export interface ServeOptions {

@@ -1,20 +1,19 @@
-// The policy at inference time: full-sequence logits, batched sampling over per-sequence KV
-// caches (episodes whose conversations grow turn by turn, see sequences.ts), and seeded sampling
-// with temperature and top-p that returns token ids and their log-probs.
-import * as fs from 'node:fs';
-import * as path from 'node:path';
-import { SessionCache, toModelProto, type ExternalTensor, type HostTensor, type OnnxSession, type SessionSettings } from '../../onnx';
+// The policy at inference time: its ONNX sessions over the weights (a LoRA adapter on top or
+// not), the logits and token log-probs of whole rows (scoring), and batched, seeded generation
+// over per-sequence KV caches (sequences.ts), its tokens drawn on the host (sampling.ts) or in
+// the graph.
+import { SessionCache, toModelProto, type HostTensor, type OnnxSession, type SessionSettings } from '../../onnx';
 import { TurnwiseError } from '../../core/errors';
-import { turnwiseCacheDir } from '../../core/fs';
-import { headDim, type ModelConfig } from '../model/config';
+import type { ModelConfig } from '../model/config';
 import { packsDecodeWeights } from '../model/memory';
 import { buildDecodeLoopGraph, buildStepGraph, fromGraphLayout, loraGraphSpecs, loraToGraphLayout, MASKED, SCORE_CHUNK_ROWS, weightFeeds, type LoraShape, type ProductForm, type StepLogits } from '../model/graphs';
 import type { LoraAdapter } from '../files/lora';
-import { checkTokenIds, gatherSequences, newKvCache, scatterSequences, Sequence, type KvCache } from './sequences';
 import type { PolicyTokenizer } from '../files/tokenizer';
 import { SeededRandom, type PolicyWeights } from '../model/weights';
-
-export { Sequence } from './sequences';
+import { keepSlots, kvCacheFeeds, newKvCache, writeNewSlots, type KvCache } from './kv-cache';
+import { removePackedWeights, writePackedModel, writePackedWeights, type PackedWeights } from './packed-weights';
+import { sampleToken, topLogprobs, type TokenLogprob } from './sampling';
+import { checkTokenIds, gatherSequences, scatterSequences, Sequence } from './sequences';
 
 export interface GenerateOptions {
   maxNewTokens?: number;
@@ -72,26 +71,6 @@ export interface SampleRequest {
   onToken?: (token: { id: number; logprob: number; top?: TokenLogprob[] }) => void | 'stop';
 }
 
-/** A token id and its log-prob (under the sampling distribution, as GeneratedRow.logprobs). */
-export interface TokenLogprob {
-  id: number;
-  logprob: number;
-}
-
-/** The `k` most likely tokens of a logits row, most likely first, with their log-probs at `temperature` (0: 1). */
-export function topLogprobs(row: ArrayLike<number>, k: number, temperature = 1): TokenLogprob[] {
-  const lp = logSoftmax(row, temperature > 0 ? temperature : 1);
-  const best: TokenLogprob[] = [];
-  for (let i = 0; i < lp.length; i++) {
-    if (best.length === k && lp[i] <= best[k - 1].logprob) continue;
-    let j = best.length < k ? best.length : k - 1;
-    while (j > 0 && best[j - 1].logprob < lp[i]) j--;
-    best.splice(j, 0, { id: i, logprob: lp[i] });
-    if (best.length > k) best.pop();
-  }
-  return best;
-}
-
 /** How one row of a sample call draws its tokens. */
 interface SamplePlan {
   temperature: number;
@@ -116,201 +95,6 @@ const REGATHER_MIN_STEPS = 4;
  */
 export const GPU_DECODE_STEPS_PER_RUN = 8;
 
-/** Log-softmax of one row in float64, with an optional temperature. */
-export function logSoftmax(row: ArrayLike<number>, temperature = 1): Float64Array {
-  const n = row.length;
-  const out = new Float64Array(n);
-  let max = -Infinity;
-  for (let i = 0; i < n; i++) max = Math.max(max, row[i] / temperature);
-  let z = 0;
-  for (let i = 0; i < n; i++) z += Math.exp(row[i] / temperature - max);
-  const lz = max + Math.log(z);
-  for (let i = 0; i < n; i++) out[i] = row[i] / temperature - lz;
-  return out;
-}
-
-/**
- * The first token, in order of log-prob (highest first, ties by lower id), at which the running
- * sum of `p` over `idx[s..e)` reaches `target` (the last one when rounding keeps it short), found
- * by partitioning around pivots instead of sorting: linear in the vocabulary on average, where a
- * sort of 150k ids costs more than a decode step. Reorders `idx[s..e)`.
- */
-function crossing(idx: Int32Array, s: number, e: number, target: number, p: Float64Array, lp: Float64Array): number {
-  let acc = 0;
-  let passed = idx[s];
-  while (e - s > 32) {
-    const pv = idx[(s + e) >>> 1];
-    const lpv = lp[pv];
-    let w = s;
-    let before = 0;
-    for (let r = s; r < e; r++) {
-      const i = idx[r];
-      if (lp[i] > lpv || (lp[i] === lpv && i < pv)) {
-        idx[r] = idx[w];
-        idx[w] = i;
-        w++;
-        before += p[i];
-      }
-    }
-    if (acc + before >= target) {
-      e = w;
-      continue;
-    }
-    acc += before;
-    if (acc + p[pv] >= target) return pv;
-    acc += p[pv];
-    passed = pv;
-    for (let r = w; r < e; r++) {
-      if (idx[r] === pv) {
-        idx[r] = idx[w];
-        idx[w] = pv;
-        break;
-      }
-    }
-    s = w + 1;
-  }
-  const rest = Array.from(idx.subarray(s, e)).sort((a, b) => lp[b] - lp[a] || a - b);
-  for (const i of rest) {
-    acc += p[i];
-    if (acc >= target) return i;
-  }
-  return rest.length ? rest[rest.length - 1] : passed;
-}
-
-/** Log-prob buckets of sampleToken: the draw sorts only the one bucket its target falls in. */
-const SAMPLE_BUCKETS = 4096;
-
-/** sampleToken's arrays, grown to the largest vocabulary seen (sampling runs on one thread). */
-let sampleScratch: { lp: Float64Array; p: Float64Array; bucket: Uint16Array; mass: Float64Array; count: Int32Array; members: Int32Array } | undefined;
-
-/** Samples one token id from a logits row; returns the id and its log-prob (see GeneratedRow.logprobs). */
-export function sampleToken(row: ArrayLike<number>, temperature: number, topP: number, rng: SeededRandom): { id: number; logprob: number } {
-  const n = row.length;
-  const t = temperature > 0 ? temperature : 1;
-  if (!sampleScratch || sampleScratch.lp.length < n) {
-    sampleScratch = { lp: new Float64Array(n), p: new Float64Array(n), bucket: new Uint16Array(n), mass: new Float64Array(SAMPLE_BUCKETS), count: new Int32Array(SAMPLE_BUCKETS), members: new Int32Array(n) };
-  }
-  const { lp, p, bucket, mass, count, members } = sampleScratch;
-  // The log-softmax, computed as logSoftmax computes it (the log-prob returned is the same number).
-  let max = -Infinity;
-  for (let i = 0; i < n; i++) max = Math.max(max, row[i] / t);
-  let z = 0;
-  for (let i = 0; i < n; i++) {
-    const e = Math.exp(row[i] / t - max);
-    p[i] = e;
-    z += e;
-  }
-  const lz = max + Math.log(z);
-  const iz = 1 / z;
-  let lo = Infinity;
-  for (let i = 0; i < n; i++) {
-    const v = row[i] / t - lz;
-    lp[i] = v;
-    p[i] *= iz;
-    if (v < lo && v > -Infinity) lo = v;
-  }
-  if (temperature <= 0) {
-    let best = 0;
-    for (let i = 1; i < n; i++) if (lp[i] > lp[best]) best = i;
-    return { id: best, logprob: lp[best] };
-  }
-  // The nucleus is the most likely tokens whose probabilities first sum to ≥ topP; the draw is
-  // the first of them, most likely first, at which the running sum passes u·(their mass). Tokens
-  // go into buckets by log-prob (a monotone map: a more likely token is never in a later bucket),
-  // so the running sum is walked bucket by bucket and only the bucket where it crosses its target
-  // is ordered: two linear passes over the vocabulary, where a sort of 150k ids costs more than a
-  // decode step.
-  const hi = max - lz;
-  const scale = hi > lo ? (SAMPLE_BUCKETS - 1) / (hi - lo) : 0;
-  mass.fill(0);
-  count.fill(0);
-  for (let i = 0; i < n; i++) {
-    const k = Math.min(SAMPLE_BUCKETS - 1, Math.floor((hi - lp[i]) * scale)) || 0;
-    bucket[i] = k;
-    mass[k] += p[i];
-    count[k]++;
-  }
-  const before = (i: number, j: number) => lp[i] > lp[j] || (lp[i] === lp[j] && i < j);
-  const pick = (target: number): { id: number; cum: number } => {
-    let acc = 0;
-    let k = 0;
-    let last = 0;
-    for (; k < SAMPLE_BUCKETS; k++) {
-      if (count[k] === 0) continue;
-      last = k;
-      if (acc + mass[k] >= target) break;
-      acc += mass[k];
-    }
-    if (k === SAMPLE_BUCKETS) {
-      // Rounding kept the sum short of the target: the last token in order.
-      k = last;
-      acc -= mass[last];
-      target = Infinity;
-    }
-    let m = 0;
-    for (let i = 0; i < n; i++) if (bucket[i] === k) members[m++] = i;
-    const id = crossing(members, 0, m, target - acc, p, lp);
-    let cum = acc;
-    for (let r = 0; r < m; r++) if (members[r] === id || before(members[r], id)) cum += p[members[r]];
-    return { id, cum };
-  };
-  let id: number;
-  if (topP < 1) {
-    const edge = pick(topP);
-    id = pick(rng.next() * edge.cum).id;
-    if (before(edge.id, id)) id = edge.id; // a last-bit rounding past the nucleus' edge
-  } else {
-    let total = 0;
-    for (let k = 0; k < SAMPLE_BUCKETS; k++) total += mass[k];
-    id = pick(rng.next() * total).id;
-  }
-  return { id, logprob: lp[id] };
-}
-
-export { packsDecodeWeights } from '../model/memory';
-
-/** Folders of packed weights this process has written: removed when their policy is disposed, or at exit. */
-const packedDirs = new Set<string>();
-let exitHookSet = false;
-
-/**
- * A new folder for a policy's packed weights under the cache (not the system's temp folder, which
- * may be memory), after removing those left by processes that no longer run (killed before their
- * exit hook).
- */
-function newPackedDir(): string {
-  const root = turnwiseCacheDir('packed');
-  fs.mkdirSync(root, { recursive: true });
-  for (const name of fs.readdirSync(root)) {
-    const pid = Number(/^(\d+)-/.exec(name)?.[1]);
-    if (!(pid > 0) || pid === process.pid) continue;
-    let alive = true;
-    try {
-      process.kill(pid, 0);
-    } catch (e) {
-      alive = (e as NodeJS.ErrnoException).code === 'EPERM';
-    }
-    if (!alive) fs.rmSync(path.join(root, name), { recursive: true, force: true });
-  }
-  const dir = fs.mkdtempSync(path.join(root, `${process.pid}-`));
-  packedDirs.add(dir);
-  if (!exitHookSet) {
-    exitHookSet = true;
-    process.on('exit', () => {
-      for (const d of packedDirs) fs.rmSync(d, { recursive: true, force: true });
-    });
-  }
-  return dir;
-}
-
-function removePackedDir(dir: string): void {
-  fs.rmSync(dir, { recursive: true, force: true });
-  packedDirs.delete(dir);
-}
-
-/** Offsets of the packed weights' file are multiples of this (pages, on every system ONNX Runtime maps files on). */
-const PACKED_ALIGN = 64 * 1024;
-
 export class Policy {
   readonly config: ModelConfig;
   private feeds: Record<string, HostTensor>;
@@ -320,7 +104,7 @@ export class Policy {
   private readonly onWarning: ((message: string) => void) | undefined;
   private packs: Promise<boolean> | undefined;
   /** The base weights' file that packed sessions load (written on first use, removed when the weights change). */
-  private packedFile: { dir: string; places: Map<string, ExternalTensor> } | undefined;
+  private packedFile: PackedWeights | undefined;
 
   /** The LoRA adapter's layout when one is on top of the weights (its tensors are in `feeds`). */
   private lora: LoraShape | undefined;
@@ -376,7 +160,7 @@ export class Policy {
     // Packed sessions hold the old weights: the next draw writes the new ones and packs them again.
     if (this.packedFile) {
       void this.releasePacked();
-      removePackedDir(this.packedFile.dir);
+      removePackedWeights(this.packedFile);
       this.packedFile = undefined;
     }
   }
@@ -396,18 +180,14 @@ export class Policy {
 
   /**
    * The decode step that draws its tokens with the base weights held in the session (ProductForm
-   * 'packed'): the weights go to a file once (ONNX external data), which the session loads and
+   * 'packed'): the weights go to a file once (packed-weights.ts), which the session loads and
    * ONNX Runtime packs; the adapter's tensors are still fed.
    */
   private packedSession(): Promise<OnnxSession> {
     const lora = this.lora;
     return this.sessions.get(`decode|sample|packed${lora ? '' : '|base'}`, () => {
       const g = buildStepGraph(this.config, 'decode', lora, 'sample', 'packed');
-      const file = this.packedWeightsFile();
-      for (const name of file.places.keys()) g.holdInput(name, { dtype: 'float32', dims: [...this.feeds[name].dims], data: this.feeds[name].data as Float32Array });
-      const model = path.join(file.dir, `${g.name}.onnx`);
-      fs.writeFileSync(model, toModelProto(g, { external: (n) => file.places.get(n) }));
-      return model;
+      return writePackedModel((this.packedFile ??= writePackedWeights(this.baseFeeds())), g, this.feeds);
     });
   }
 
@@ -420,37 +200,12 @@ export class Policy {
       return await this.packedSession();
     } catch (e) {
       this.packs = Promise.resolve(false);
-      if (this.packedFile) removePackedDir(this.packedFile.dir);
+      if (this.packedFile) removePackedWeights(this.packedFile);
       this.packedFile = undefined;
       const t = e as TurnwiseError;
       (this.onWarning ?? ((m: string) => process.stderr.write(`turnwise: ${m}\n`)))(`decode weights not packed (${t.message}${t.hint ? `; ${t.hint}` : ''}); decoding with the weights fed, as fast at one row and slower over several`);
       return undefined;
     }
-  }
-
-  private packedWeightsFile(): { dir: string; places: Map<string, ExternalTensor> } {
-    if (this.packedFile) return this.packedFile;
-    const dir = newPackedDir();
-    const places = new Map<string, ExternalTensor>();
-    const fd = fs.openSync(path.join(dir, 'weights.bin'), 'w');
-    try {
-      let offset = 0;
-      for (const [name, t] of Object.entries(this.baseFeeds())) {
-        const d = t.data;
-        fs.writeSync(fd, new Uint8Array(d.buffer, d.byteOffset, d.byteLength), 0, d.byteLength, offset);
-        places.set(name, { location: 'weights.bin', offset, length: d.byteLength });
-        offset += Math.ceil(d.byteLength / PACKED_ALIGN) * PACKED_ALIGN;
-      }
-      // On disk before the session reads it: the system writing gigabytes back in the background
-      // would otherwise take the memory bandwidth of the first decode steps.
-      fs.fsyncSync(fd);
-    } catch (e) {
-      fs.closeSync(fd);
-      removePackedDir(dir);
-      throw new TurnwiseError('runtime-unavailable', `could not write the decode weights to pack to ${dir}: ${(e as Error).message}`, { hint: 'free disk space there (the file takes the float32 weights\' size, and goes when the policy does), or set "packDecodeWeights": "off"' });
-    }
-    fs.closeSync(fd);
-    return (this.packedFile = { dir, places });
   }
 
   /**
@@ -574,52 +329,21 @@ export class Policy {
       const bias = new Float32Array(B * T * T);
       for (let b = 0; b < B; b++) for (let i = 0; i < T; i++) for (let j = 0; j < T; j++) bias[(b * T + i) * T + j] = j <= i && mask[b * T + j] ? 0 : MASKED;
       feeds.attn_bias = { dtype: 'float32', dims: [B, 1, T, T], data: bias };
-      Object.assign(feeds, this.cacheFeeds(cache));
+      Object.assign(feeds, kvCacheFeeds(this.config, cache));
     }
     const out = await session.run(feeds);
     this.ranOn = session.provider;
-    this.writeNew(cache, out, T);
+    writeNewSlots(this.config, cache, out, T);
     for (let b = 0; b < B; b++) for (let i = 0; i < T; i++) if (mask[b * T + i]) cache.bias[b * C + P + i] = 0;
     cache.filled = P + T;
     return out;
-  }
-
-  /** The cache as a decode graph takes it. Every slot is fed (capacity C): unfilled and padding slots are masked out. */
-  private cacheFeeds(cache: KvCache): Record<string, HostTensor> {
-    const B = cache.nextPos.length;
-    const C = cache.capacity;
-    const nkv = this.config.num_key_value_heads;
-    const d = headDim(this.config);
-    const feeds: Record<string, HostTensor> = { cache_bias: { dtype: 'float32', dims: [B, 1, 1, C], data: cache.bias } };
-    for (let l = 0; l < this.config.num_hidden_layers; l++) {
-      feeds[`cache.${l}.key`] = { dtype: 'float32', dims: [B, nkv, d, C], data: cache.keys[l] };
-      feeds[`cache.${l}.value`] = { dtype: 'float32', dims: [B, nkv, C, d], data: cache.values[l] };
-    }
-    return feeds;
-  }
-
-  /** Writes a run's new keys and values (T per row) into slots filled.. of the cache; their slots stay masked. */
-  private writeNew(cache: KvCache, out: Record<string, HostTensor>, T: number): void {
-    const B = cache.nextPos.length;
-    const P = cache.filled;
-    const C = cache.capacity;
-    const nkv = this.config.num_key_value_heads;
-    const d = headDim(this.config);
-    for (let l = 0; l < this.config.num_hidden_layers; l++) {
-      const k = out[`new.${l}.key`].data as Float32Array; // [B,nkv,d,T]
-      const v = out[`new.${l}.value`].data as Float32Array; // [B,nkv,T,d]
-      const K = cache.keys[l];
-      const V = cache.values[l];
-      for (let r = 0; r < B * nkv * d; r++) K.set(k.subarray(r * T, (r + 1) * T), r * C + P);
-      for (let bh = 0; bh < B * nkv; bh++) V.set(v.subarray(bh * T * d, (bh + 1) * T * d), (bh * C + P) * d);
-    }
   }
 
   /**
    * K decode steps in one run (buildDecodeLoopGraph): row b feeds pending[b] (-1: a finished
    * row, which runs along and is ignored) and draws K tokens, uniform[k·B + b] the draw of its
    * step k. Writes the K fed tokens' keys and values into slots filled..filled+K−1, still
-   * masked: keepSteps then unmasks those each row keeps.
+   * masked: keepSlots then unmasks those each row keeps.
    */
   private async drawSteps(cache: KvCache, pending: readonly number[], K: number, temperature: Float32Array, uniform: Float32Array): Promise<{ ids: BigInt64Array; logprobs: Float32Array }> {
     const B = pending.length;
@@ -628,28 +352,14 @@ export class Policy {
     const session = await this.sessions.get(`loop${lora ? '' : '|base'}${B > 1 ? '|rows' : ''}`, () => toModelProto(buildDecodeLoopGraph(this.config, lora, B > 1 ? 'weights-left' : 'one-row')));
     const out = await session.run({
       ...this.feeds,
-      ...this.cacheFeeds(cache),
+      ...kvCacheFeeds(this.config, cache),
       input_ids: { dtype: 'int64', dims: [B, 1], data: BigInt64Array.from(pending, (id) => BigInt(Math.max(0, id))) },
       position_ids: { dtype: 'int64', dims: [B, 1], data: BigInt64Array.from(cache.nextPos, (p) => BigInt(p)) },
       sample_temperature: { dtype: 'float32', dims: [B], data: temperature },
       sample_uniform: { dtype: 'float32', dims: [K, B], data: uniform },
     });
-    this.writeNew(cache, out, K);
+    writeNewSlots(this.config, cache, out, K);
     return { ids: out.sampled_ids.data as BigInt64Array, logprobs: out.sampled_logprobs.data as Float32Array };
-  }
-
-  /**
-   * After drawSteps wrote K slots from `from`: row b keeps its first kept[b] of them (the tokens
-   * it fed that are its own: the pending token, then all but the last of those it kept), the
-   * rest stay masked.
-   */
-  private keepSteps(cache: KvCache, from: number, K: number, kept: readonly number[]): void {
-    const C = cache.capacity;
-    kept.forEach((n, b) => {
-      cache.bias.fill(0, b * C + from, b * C + from + n);
-      cache.nextPos[b] += n;
-    });
-    cache.filled = from + K;
   }
 
   /**
@@ -881,7 +591,7 @@ export class Policy {
           }
           return done[b] ? [-1] : [id];
         });
-        this.keepSteps(cache, cache.filled, drawn.K, kept);
+        keepSlots(cache, cache.filled, drawn.K, kept);
       } else {
         next = rows.map((r, b) => {
           if (done[b]) return [-1];
@@ -983,7 +693,7 @@ export class Policy {
 
   async dispose(): Promise<void> {
     await this.sessions.clear();
-    if (this.packedFile) removePackedDir(this.packedFile.dir);
+    if (this.packedFile) removePackedWeights(this.packedFile);
     this.packedFile = undefined;
   }
 }

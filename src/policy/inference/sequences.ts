@@ -1,39 +1,11 @@
 // Per-sequence KV caches: an episode's conversation grows turn by turn (observation tokens after
 // each action) and is never re-prefilled. Each sequence keeps its keys and values on the host; a
-// batched call gathers the sequences it serves into one batch cache, runs the step graphs and
-// scatters the new slots back (copies per call, not per token). See Policy.extend / Policy.sample.
+// batched call gathers the sequences it serves into one batch cache (kv-cache.ts), runs the step
+// graphs and scatters the new slots back (copies per call, not per token). See Policy.extend and
+// Policy.sample.
 import { TurnwiseError } from '../../core/errors';
 import { headDim, type ModelConfig } from '../model/config';
-import { MASKED } from '../model/graphs';
-
-/**
- * The KV cache of a batch, held on the host in the layout the decode graph reads in place: per
- * layer, keys transposed [B, nkv, d, C] and values [B, nkv, C, d], C the capacity. Each step's
- * new keys and values are written into the next slots; nothing O(C) is copied per step.
- */
-export interface KvCache {
-  capacity: number;
-  /** Slots written so far (the same for every row: padding slots are masked, not skipped). */
-  filled: number;
-  keys: Float32Array[];
-  values: Float32Array[];
-  /** [B, capacity]: 0 where a slot is filled with a real token, MASKED where unfilled or padding. */
-  bias: Float32Array;
-  /** Next position id per row (padding takes none). */
-  nextPos: number[];
-}
-
-export function newKvCache(c: ModelConfig, B: number, capacity: number): KvCache {
-  const n = B * c.num_key_value_heads * headDim(c) * capacity;
-  return {
-    capacity,
-    filled: 0,
-    keys: Array.from({ length: c.num_hidden_layers }, () => new Float32Array(n)),
-    values: Array.from({ length: c.num_hidden_layers }, () => new Float32Array(n)),
-    bias: new Float32Array(B * capacity).fill(MASKED),
-    nextPos: new Array(B).fill(0),
-  };
-}
+import { newKvCache, type KvCache } from './kv-cache';
 
 /**
  * One growing token sequence (an episode's conversation) with its own KV cache. `tokens` is

@@ -1,6 +1,7 @@
 import * as assert from 'node:assert/strict';
 import { buildStepGraph } from '../../../src/policy/model/graphs';
-import { Policy, sampleToken, logSoftmax } from '../../../src/policy/inference/policy';
+import { Policy } from '../../../src/policy/inference/policy';
+import { logSoftmax, sampleToken } from '../../../src/policy/inference/sampling';
 import { referenceLogits } from '../../support/reference-forward';
 import { initWeights, SeededRandom } from '../../../src/policy/model/weights';
 import { formulaWeights, GOLDEN_CONFIG, maxAbsDiff, SMALL_CONFIG } from './helpers';

@@ -12,7 +12,7 @@ import { buildTrainingGraph, Trainer } from '../../../src/onnx/training';
 import type { ModelConfig } from '../../../src/policy/model/config';
 import { loraDropoutMask, loraFromGraphLayout, loraToGraphLayout, weightFeeds } from '../../../src/policy/model/graphs';
 import { initAdapter, loadAdapter, loadAdapterOptimizer, loraDropoutMultiplier, loraDropoutStepSeed, loraTargets, parseLoraConfig, type LoraAdapter } from '../../../src/policy/files/lora';
-import { logSoftmax } from '../../../src/policy/inference/policy';
+import { logSoftmax } from '../../../src/policy/inference/sampling';
 import { logSoftmaxRows, referenceLogits } from '../../support/reference-forward';
 import { TrainablePolicy } from '../../../src/policy/trainable';
 import type { TrainBatch } from '../../../src/policy/training/trainer';

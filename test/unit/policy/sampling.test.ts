@@ -1,7 +1,7 @@
 // Sampling without a sort: sampleToken draws exactly what a sort of the vocabulary by log-prob
 // (ties by id) followed by a running sum draws, for full and nucleus sampling, with ties.
 import { strict as assert } from 'node:assert';
-import { logSoftmax, sampleToken } from '../../../src/policy/inference/policy';
+import { logSoftmax, sampleToken } from '../../../src/policy/inference/sampling';
 import { SeededRandom } from '../../../src/policy/model/weights';
 import { Graph, OnnxSession, toModelProto } from '../../../src/onnx';
 import { sampleRows } from '../../../src/policy/model/graphs';

@@ -15,7 +15,7 @@ import { TurnwiseError } from '../core/errors';
 import { findResource } from '../core/resources';
 import { ort, type SessionSettings } from '../onnx';
 import { loadCheckpoint } from '../policy/files/checkpoint';
-import { headDim, parameterCount, paramSpecs, type ModelConfig } from '../policy/model/config';
+import { parameterCount, paramSpecs, type ModelConfig } from '../policy/model/config';
 import { writeModelFolder } from '../policy/files/hf';
 import { initAdapter, LORA_MODULES, type LoraConfig } from '../policy/files/lora';
 import { Policy } from '../policy/inference/policy';
@@ -655,9 +655,4 @@ export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult
   } finally {
     if (!o.dir) fs.rmSync(tmp, { recursive: true, force: true });
   }
-}
-
-/** KV-cache bytes per token of one sequence (float32): for the report. */
-export function kvBytesPerToken(c: ModelConfig): number {
-  return c.num_hidden_layers * 2 * c.num_key_value_heads * headDim(c) * 4;
 }

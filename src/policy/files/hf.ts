@@ -7,7 +7,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { TurnwiseError } from '../../core/errors';
 import { replaceDirAtomic, writeFileAtomic } from '../../core/fs';
-import { biasesOf, configToJson, familyOf, headDim, MODEL_FAMILIES, parameterCount, paramSpecs, parseModelConfig, type ConfigDType, type ModelConfig } from '../model/config';
+import { biasesOf, configToJson, familyOf, headDim, kvBytesPerToken, MODEL_FAMILIES, parameterCount, paramSpecs, parseModelConfig, type ConfigDType, type ModelConfig } from '../model/config';
 import { numel, readSafetensorsFile, readSafetensorsHeader, safetensorsParts, type SafeDType, type TensorMap } from './safetensors';
 import { loadTokenizer } from './tokenizer';
 import type { PolicyWeights } from '../model/weights';
@@ -243,7 +243,7 @@ export function inspectModelFolder(dir: string): ModelInspection {
   const tmpl = chatTemplateOf(d, tokenizerConfig);
   const n = parameterCount(config);
   const hd = headDim(config);
-  const kvPerToken = config.num_hidden_layers * 2 * config.num_key_value_heads * hd * 4;
+  const kvPerToken = kvBytesPerToken(config);
   return {
     dir: d,
     family: familyOf(config),

@@ -329,3 +329,8 @@ export function paramSpecs(c: ModelConfig): ParamSpec[] {
 export function parameterCount(c: ModelConfig): number {
   return paramSpecs(c).reduce((s, p) => s + p.shape.reduce((a, b) => a * b, 1), 0);
 }
+
+/** Bytes one token of a sequence takes in the KV cache: a float32 key and value per layer, key-value head and head dimension. */
+export function kvBytesPerToken(c: ModelConfig): number {
+  return c.num_hidden_layers * 2 * c.num_key_value_heads * headDim(c) * 4;
+}

@@ -7,7 +7,7 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import { TurnwiseError } from '../../core/errors';
-import { headDim, parameterCount, paramSpecs, type ModelConfig } from './config';
+import { kvBytesPerToken, parameterCount, paramSpecs, type ModelConfig } from './config';
 import { SCORE_CHUNK_ROWS, SCORING_ROWS_PER_RUN as SCORING_ROWS } from './graphs';
 import { loraTargets, type LoraConfig } from '../files/lora';
 import { LAYER_ACTIVATION_COUNTS, layerActivationValues, logitChunkRows, recomputeByDefault } from '../training/graphs';
@@ -29,7 +29,7 @@ function packedDecodeBytes(c: ModelConfig): number {
 
 /** KV caches of `episodes` sequences of `context` tokens: each sequence's own, and the batched cache a decode step feeds and gets back. */
 function kvCacheBytes(c: ModelConfig, episodes: number, context: number): number {
-  return 3 * episodes * context * 2 * c.num_hidden_layers * c.num_key_value_heads * headDim(c) * F32;
+  return 3 * episodes * context * kvBytesPerToken(c);
 }
 
 /** What a plan is for. */

@@ -251,6 +251,26 @@ export function readUserTextFile(file: string, what = 'file', options: { hint?: 
   return buf.toString('utf8');
 }
 
+/**
+ * Parses a JSON file Turnwise was given (a model folder's config.json, an adapter's
+ * adapter_config.json), a UTF-8 byte-order mark skipped. Refuses naming the file: 'not-found'
+ * "cannot read FILE: CODE" with `hints.unreadable`, 'invalid-file' "FILE is not valid JSON (why)"
+ * with `hints.invalid`.
+ */
+export function readJsonFile(file: string, hints: { unreadable: string; invalid: string }): unknown {
+  let text: string;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch (e) {
+    throw new TurnwiseError('not-found', `cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`, { hint: hints.unreadable });
+  }
+  try {
+    return JSON.parse(text.replace(/^\uFEFF/, ''));
+  } catch (e) {
+    throw new TurnwiseError('invalid-file', `${file} is not valid JSON (${(e as Error).message})`, { hint: hints.invalid });
+  }
+}
+
 export function writeJsonAtomic(file: string, value: unknown): void {
   writeFileAtomic(file, JSON.stringify(value, null, 2) + '\n');
 }

@@ -5,7 +5,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { TurnwiseError } from '../../core/errors';
-import { interruptedSwapOf, replaceDirAtomic, SWAP_MARKER, writeFileAtomic } from '../../core/fs';
+import { interruptedSwapOf, readJsonFile, replaceDirAtomic, SWAP_MARKER, writeFileAtomic } from '../../core/fs';
 import { configToJson, paramSpecs, parseModelConfig, type ModelConfig } from '../model/config';
 import { readSafetensorsFile, safetensorsParts, type TensorMap } from './safetensors';
 import { stateFromTensors, stateToTensors, zeroState, type OptimizerState } from './optimizer-state';
@@ -40,7 +40,7 @@ export interface LoadedCheckpoint extends Checkpoint {
 export function adapterBaseDir(dir: string): string | undefined {
   const cfg = path.join(dir, 'adapter_config.json');
   if (!fs.existsSync(cfg) || fs.existsSync(path.join(dir, 'config.json'))) return undefined;
-  const raw = readJson(cfg) as { base_model_name_or_path?: unknown };
+  const raw = readJsonFile(cfg, CHECKPOINT_JSON) as { base_model_name_or_path?: unknown };
   const base = raw && typeof raw === 'object' ? raw.base_model_name_or_path : undefined;
   if (typeof base !== 'string' || base === '') {
     throw new TurnwiseError('invalid-file', `${cfg} names no base model (base_model_name_or_path)`, { hint: 'give the base with --model BASE and the adapter with --adapter DIR' });
@@ -92,21 +92,11 @@ export function saveCheckpoint(dir: string, ck: Checkpoint): void {
   }
 }
 
-function readJson(file: string): unknown {
-  let text: string;
-  try {
-    text = fs.readFileSync(file, 'utf8');
-  } catch (e) {
-    throw new TurnwiseError('not-found', `cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`, {
-      hint: 'a checkpoint directory holds config.json, model.safetensors and tokenizer.json; create one with `turnwise policy init --out DIR`',
-    });
-  }
-  try {
-    return JSON.parse(text);
-  } catch (e) {
-    throw new TurnwiseError('invalid-file', `${file} is not valid JSON (${(e as Error).message})`, { hint: 'the file is damaged; use an earlier checkpoint' });
-  }
-}
+/** What to do about a checkpoint's JSON file that cannot be read or parsed. */
+const CHECKPOINT_JSON = {
+  unreadable: 'a checkpoint directory holds config.json, model.safetensors and tokenizer.json; create one with `turnwise policy init --out DIR`',
+  invalid: 'the file is damaged; use an earlier checkpoint',
+};
 
 const CHECKPOINT_INCOMPLETE = 'the checkpoint is incomplete; use an earlier one or create one with `turnwise policy init --out DIR`';
 
@@ -134,7 +124,7 @@ export function loadCheckpoint(dir: string, options: { optimizer?: boolean } = {
       hint: 'give a folder that holds config.json, model.safetensors and tokenizer.json: a Turnwise checkpoint (a run\'s checkpoints/N, `turnwise warmstart --out`) or a Hugging Face model folder',
     });
   }
-  const config = parseModelConfig(readJson(configFile), configFile);
+  const config = parseModelConfig(readJsonFile(configFile, CHECKPOINT_JSON), configFile);
   const { tensors, files } = readModelTensors(d);
   const weights = weightsFromTensors(config, tensors, files.length === 1 ? files[0] : `the ${files.length} shards of ${d}`);
   // generation_config.json's end-of-sequence ids (Llama 3 Instruct lists several) stop generation too.
@@ -147,9 +137,9 @@ export function loadCheckpoint(dir: string, options: { optimizer?: boolean } = {
     if (all.length > 1) weights.config.eos_token_ids = all;
   }
   const tokFile = path.join(d, 'tokenizer.json');
-  const tokenizerJson = readJson(tokFile) as Record<string, unknown>;
+  const tokenizerJson = readJsonFile(tokFile, CHECKPOINT_JSON) as Record<string, unknown>;
   const tcFile = path.join(d, 'tokenizer_config.json');
-  const tokenizerConfig = fs.existsSync(tcFile) ? (readJson(tcFile) as Record<string, unknown>) : undefined;
+  const tokenizerConfig = fs.existsSync(tcFile) ? (readJsonFile(tcFile, CHECKPOINT_JSON) as Record<string, unknown>) : undefined;
   const tokenizer = loadTokenizer(tokenizerJson, tokenizerConfig, tokFile);
   assertTokenizerFits(tokFile, tokenizer.size, config.vocab_size);
   let optimizer: OptimizerState | undefined;

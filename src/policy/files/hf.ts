@@ -6,7 +6,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { TurnwiseError } from '../../core/errors';
-import { replaceDirAtomic, writeFileAtomic } from '../../core/fs';
+import { readJsonFile, replaceDirAtomic, writeFileAtomic } from '../../core/fs';
 import { biasesOf, configToJson, familyOf, headDim, kvBytesPerToken, MODEL_FAMILIES, parameterCount, paramSpecs, parseModelConfig, type ConfigDType, type ModelConfig } from '../model/config';
 import { numel, readSafetensorsFile, readSafetensorsHeader, safetensorsParts, type SafeDType, type TensorMap } from './safetensors';
 import { loadTokenizer } from './tokenizer';
@@ -23,21 +23,15 @@ function readBytes(file: string, what: string): Uint8Array {
   }
 }
 
-function readJsonFile(file: string): unknown {
-  const text = Buffer.from(readBytes(file, 'the model folder is incomplete')).toString('utf8');
-  try {
-    return JSON.parse(text.replace(/^\uFEFF/, ''));
-  } catch (e) {
-    throw new TurnwiseError('invalid-file', `${file} is not valid JSON (${(e as Error).message})`, { hint: 'the file is damaged; download or copy the model folder again' });
-  }
-}
+/** What to do about a model folder's JSON file (config.json, the weights' index, the tokenizer's) that cannot be read or parsed. */
+const FOLDER_JSON = { unreadable: 'the model folder is incomplete', invalid: 'the file is damaged; download or copy the model folder again' };
 
 /** The weight files of a folder: model.safetensors, or the shards its index names (in order). */
 export function weightFiles(dir: string): { files: string[]; index?: string } {
   const single = path.join(dir, WEIGHTS_FILE);
   const indexFile = path.join(dir, WEIGHTS_INDEX);
   if (fs.existsSync(indexFile)) {
-    const raw = readJsonFile(indexFile) as { weight_map?: unknown };
+    const raw = readJsonFile(indexFile, FOLDER_JSON) as { weight_map?: unknown };
     const map = raw && typeof raw === 'object' ? raw.weight_map : undefined;
     if (!map || typeof map !== 'object' || Array.isArray(map) || !Object.values(map).every((v) => typeof v === 'string')) {
       throw new TurnwiseError('invalid-file', `${indexFile} has no weight_map of tensor name → shard file`, { hint: 'the index is damaged; copy the model folder again' });
@@ -61,7 +55,7 @@ export function weightFiles(dir: string): { files: string[]; index?: string } {
  */
 export function readModelTensors(dir: string): { tensors: TensorMap; dtypes: Set<SafeDType>; files: string[] } {
   const { files, index } = weightFiles(dir);
-  const expected = index ? ((readJsonFile(index) as { weight_map: Record<string, string> }).weight_map) : undefined;
+  const expected = index ? ((readJsonFile(index, FOLDER_JSON) as { weight_map: Record<string, string> }).weight_map) : undefined;
   const tensors: TensorMap = new Map();
   const from = new Map<string, string>();
   const dtypes = new Set<SafeDType>();
@@ -96,7 +90,7 @@ export function assertTokenizerFits(tokFile: string, size: number, vocabSize: nu
 export function generationEosIds(dir: string): number[] | undefined {
   const file = path.join(dir, 'generation_config.json');
   if (!fs.existsSync(file)) return undefined;
-  const raw = readJsonFile(file) as { eos_token_id?: unknown };
+  const raw = readJsonFile(file, FOLDER_JSON) as { eos_token_id?: unknown };
   const v = raw && typeof raw === 'object' ? raw.eos_token_id : undefined;
   const list = Array.isArray(v) ? v : v === undefined || v === null ? [] : [v];
   if (!list.every((x) => Number.isInteger(x) && (x as number) >= 0)) {
@@ -219,7 +213,7 @@ export function inspectModelFolder(dir: string): ModelInspection {
   if (!fs.existsSync(d) || !fs.statSync(d).isDirectory()) throw new TurnwiseError('not-found', `model folder ${d} does not exist`, { hint: 'give the folder that holds config.json, the safetensors weights and tokenizer.json' });
   const configFile = path.join(d, 'config.json');
   if (!fs.existsSync(configFile)) throw new TurnwiseError('invalid-input', `${d} has no config.json, so it is not a model folder`, { hint: 'give a Hugging Face model folder (config.json, model.safetensors or shards, tokenizer.json)' });
-  const config = parseModelConfig(readJsonFile(configFile), configFile);
+  const config = parseModelConfig(readJsonFile(configFile, FOLDER_JSON), configFile);
   const { files } = weightFiles(d);
   const stored = new Map<string, { dtype: SafeDType; shape: number[]; file: string }>();
   for (const f of files) for (const [n, t] of readSafetensorsHeader(f)) stored.set(n, { ...t, file: f });
@@ -232,9 +226,9 @@ export function inspectModelFolder(dir: string): ModelInspection {
   if (problems.length) throw new TurnwiseError('invalid-file', `the weights in ${d} do not match config.json:\n  ${problems.slice(0, 20).join('\n  ')}`, { hint: 'the weights and config.json come from different models' });
   const tokFile = path.join(d, 'tokenizer.json');
   if (!fs.existsSync(tokFile)) throw new TurnwiseError('not-found', `${d} has no tokenizer.json`, { hint: 'copy the model\'s tokenizer.json (and tokenizer_config.json) into the folder' });
-  const tokenizerJson = readJsonFile(tokFile) as Record<string, unknown>;
+  const tokenizerJson = readJsonFile(tokFile, FOLDER_JSON) as Record<string, unknown>;
   const tcFile = path.join(d, 'tokenizer_config.json');
-  const tokenizerConfig = fs.existsSync(tcFile) ? (readJsonFile(tcFile) as Record<string, unknown>) : undefined;
+  const tokenizerConfig = fs.existsSync(tcFile) ? (readJsonFile(tcFile, FOLDER_JSON) as Record<string, unknown>) : undefined;
   const tok = loadTokenizer(tokenizerJson, tokenizerConfig, tokFile);
   assertTokenizerFits(tokFile, tok.size, config.vocab_size);
   const added = Array.isArray(tokenizerJson.added_tokens) ? (tokenizerJson.added_tokens as { content?: unknown; special?: unknown }[]).filter((t) => t.special === true && typeof t.content === 'string').map((t) => t.content as string) : [];

@@ -7,7 +7,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { TurnwiseError } from '../../core/errors';
-import { replaceDirAtomic, writeFileAtomic } from '../../core/fs';
+import { readJsonFile, replaceDirAtomic, writeFileAtomic } from '../../core/fs';
 import { paramSpecs, type ModelConfig } from '../model/config';
 import { readSafetensorsFile, safetensorsParts, type TensorMap } from './safetensors';
 import { stateFromTensors, stateToTensors, zeroState, type OptimizerState, type StateTensor } from './optimizer-state';
@@ -251,6 +251,9 @@ export function loadAdapterOptimizer(dir: string, a: LoraAdapter, model: ModelCo
   return stateFromTensors(adapterStateTensors(a, model), readSafetensorsFile(file).tensors, { source: file, matches: 'the adapter', hint: 'delete optimizer.safetensors to restart the optimizer from zero, or use the matching adapter' });
 }
 
+/** The hint for an adapter_config.json that is not JSON. */
+const ADAPTER_DAMAGED = 'the file is damaged; use another copy of the adapter';
+
 /**
  * Loads an adapter folder for `model` (PEFT's or Turnwise's): every target's A and B present with
  * the shapes the base needs, nothing else; keys PEFT writes with an adapter name (`.lora_A.default.weight`) are read too.
@@ -262,13 +265,7 @@ export function loadAdapter(dir: string, model: ModelConfig): LoraAdapter {
   for (const f of [cfgFile, wFile]) {
     if (!fs.existsSync(f)) throw new TurnwiseError('not-found', `${d} is not a LoRA adapter folder: ${path.basename(f)} is missing`, { hint: 'give a folder with adapter_config.json and adapter_model.safetensors (PEFT\'s layout, or a LoRA run\'s checkpoints/N)' });
   }
-  let raw: unknown;
-  try {
-    raw = JSON.parse(fs.readFileSync(cfgFile, 'utf8').replace(/^\uFEFF/, ''));
-  } catch (e) {
-    throw new TurnwiseError('invalid-file', `${cfgFile} is not valid JSON (${(e as Error).message})`, { hint: 'the file is damaged; use another copy of the adapter' });
-  }
-  const config = parseLoraConfig(raw, cfgFile);
+  const config = parseLoraConfig(readJsonFile(cfgFile, { unreadable: "check the file's permissions, or use another copy of the adapter", invalid: ADAPTER_DAMAGED }), cfgFile);
   const stored = readSafetensorsFile(wFile).tensors;
   // PEFT writes a named adapter's keys as `.lora_A.<name>.weight`: read them as `.lora_A.weight`.
   const byKey = new Map<string, { shape: number[]; data: Float32Array }>();
@@ -340,13 +337,7 @@ export interface AdapterInspection {
 export function inspectAdapterFolder(dir: string): AdapterInspection {
   const d = path.resolve(dir);
   const file = path.join(d, 'adapter_config.json');
-  let raw: unknown;
-  try {
-    raw = JSON.parse(fs.readFileSync(file, 'utf8'));
-  } catch (e) {
-    throw new TurnwiseError('invalid-file', `${file} cannot be read as JSON: ${(e as Error).message}`, { hint: 'an adapter folder holds the adapter_config.json PEFT writes' });
-  }
-  const c = parseLoraConfig(raw, file);
+  const c = parseLoraConfig(readJsonFile(file, { unreadable: 'an adapter folder holds the adapter_config.json PEFT writes', invalid: ADAPTER_DAMAGED }), file);
   const named = c.base_model_name_or_path;
   const resolved = named ? path.resolve(d, named) : undefined;
   const found = resolved && fs.existsSync(path.join(resolved, 'config.json')) ? resolved : undefined;

@@ -136,6 +136,9 @@ describe('policy/checkpoint', () => {
     // Tied config: lm_head.weight may be present (ignored), but an unknown tensor is refused.
     fs.writeFileSync(path.join(dir, 'config.json'), JSON.stringify(configToJson({ ...BYTE_CONFIG, num_hidden_layers: 1 })));
     assert.throws(() => loadCheckpoint(dir), /unexpected tensor model.layers.1.input_layernorm.weight/);
+    // A byte-order mark before the JSON (some editors write one) is skipped.
+    fs.writeFileSync(path.join(dir, 'config.json'), '\uFEFF' + JSON.stringify(configToJson(BYTE_CONFIG)));
+    assert.equal(loadCheckpoint(dir).weights.config.hidden_size, BYTE_CONFIG.hidden_size);
     fs.writeFileSync(path.join(dir, 'config.json'), '{"hidden_size": ');
     assert.throws(() => loadCheckpoint(dir), /config.json is not valid JSON/);
     fs.rmSync(path.join(dir, 'config.json'));

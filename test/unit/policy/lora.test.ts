@@ -15,7 +15,7 @@ import { loadCheckpoint } from '../../../src/policy/files/checkpoint';
 import type { ModelConfig } from '../../../src/policy/model/config';
 import { loraFromGraphLayout, loraToGraphLayout, weightFeeds } from '../../../src/policy/model/graphs';
 import { writeModelFolder } from '../../../src/policy/files/hf';
-import { adapterParameterCount, initAdapter, loadAdapter, loadAdapterOptimizer, loraScale, loraTargets, mergeAdapter, parseLoraConfig, saveAdapter, type LoraAdapter } from '../../../src/policy/files/lora';
+import { adapterParameterCount, initAdapter, inspectAdapterFolder, loadAdapter, loadAdapterOptimizer, loraScale, loraTargets, mergeAdapter, parseLoraConfig, saveAdapter, type LoraAdapter } from '../../../src/policy/files/lora';
 import { TrainablePolicy } from '../../../src/policy/trainable';
 import type { TrainBatch } from '../../../src/policy/training/trainer';
 import { Policy } from '../../../src/policy/inference/policy';
@@ -91,6 +91,11 @@ describe('policy/lora: adapters in the PEFT layout', function () {
     const cfg = JSON.parse(fs.readFileSync(path.join(ad, 'adapter_config.json'), 'utf8'));
     fs.writeFileSync(path.join(ad, 'adapter_config.json'), JSON.stringify({ ...cfg, base_model_name_or_path: 'Qwen/Qwen2.5-0.5B' }));
     assert.match((await run(ad)).out, /base          "Qwen\/Qwen2.5-0.5B", not a model folder here: give it with --model BASE --adapter DIR/);
+    // A damaged adapter_config.json is named; a byte-order mark before good JSON is skipped.
+    fs.writeFileSync(path.join(ad, 'adapter_config.json'), '\uFEFF' + JSON.stringify(cfg));
+    assert.equal(inspectAdapterFolder(ad).r, 4);
+    fs.writeFileSync(path.join(ad, 'adapter_config.json'), '{"r": 4,');
+    assert.throws(() => inspectAdapterFolder(ad), (e: unknown) => e instanceof TurnwiseError && e.code === 'invalid-file' && /adapter_config\.json is not valid JSON/.test(e.message));
     // GPTQ / AWQ: refused by name before any tensor is read.
     const q = path.join(tmp, 'inspect-gptq');
     fs.cpSync(base, q, { recursive: true });

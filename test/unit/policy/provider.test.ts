@@ -37,8 +37,8 @@ describe('policy/provider: cuda | cpu | auto', function () {
     // (Dawn's adapter search runs in a probe child, not in the process that trains).
     const here = path.resolve(__dirname, '../../../src');
     const program = `
-      const { Policy } = require(${JSON.stringify(here + '/policy/policy')});
-      const { initWeights } = require(${JSON.stringify(here + '/policy/weights')});
+      const { Policy } = require(${JSON.stringify(here + '/policy/inference/policy')});
+      const { initWeights } = require(${JSON.stringify(here + '/policy/model/weights')});
       const { SMALL_CONFIG } = require(${JSON.stringify(path.resolve(__dirname, 'helpers'))});
       (async () => {
         const w = initWeights(SMALL_CONFIG, 2, 0.2);

@@ -153,7 +153,7 @@ describe('policy/checkpoint', () => {
     const small = { ...BYTE_CONFIG, num_hidden_layers: 1 };
     saveCheckpoint(other, { weights: initWeights(small, 1), optimizer: zeroOptimizerState(small), tokenizerJson: byteLevelTokenizerJson() });
     fs.copyFileSync(path.join(other, 'optimizer.safetensors'), path.join(dir, 'optimizer.safetensors'));
-    assert.throws(() => loadCheckpoint(dir), /optimizer.safetensors does not match the model:\n  missing tensor exp_avg.model.layers.1/);
+    assert.throws(() => loadCheckpoint(dir), /optimizer.safetensors does not match the model:\n {2}missing tensor exp_avg.model.layers.1/);
     assert.equal(loadCheckpoint(dir, { optimizer: false }).optimizer, undefined);
   });
 });

@@ -78,6 +78,7 @@ describe('cli: turnwise policy', function () {
 
   it('generate prints control bytes an untrained model emits as escapes, never raw to the terminal', async () => {
     const dir = path.join(tmp, 'b');
+    // eslint-disable-next-line no-control-regex -- the output must hold no control character
     const control = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/;
     let seed = 0;
     let text = '';

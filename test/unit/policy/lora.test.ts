@@ -86,11 +86,11 @@ describe('policy/lora: adapters in the PEFT layout', function () {
     assert.equal(j.code, 0, j.out);
     const a = JSON.parse(j.out);
     assert.deepEqual([a.kind, a.r, a.loraAlpha, a.useRslora, a.scale, a.targetModules, a.base.found], ['lora-adapter', 4, 8, true, 4, ['q_proj', 'v_proj'], base]);
-    assert.match((await run(ad)).out, /LoRA adapter  r 4, alpha 8, rsLoRA: B·A scaled by 4[\s\S]*targets       q_proj, v_proj in every layer[\s\S]*found: /);
+    assert.match((await run(ad)).out, /LoRA adapter {2}r 4, alpha 8, rsLoRA: B·A scaled by 4[\s\S]*targets {7}q_proj, v_proj in every layer[\s\S]*found: /);
     // A base that is not here is said so, with what to do.
     const cfg = JSON.parse(fs.readFileSync(path.join(ad, 'adapter_config.json'), 'utf8'));
     fs.writeFileSync(path.join(ad, 'adapter_config.json'), JSON.stringify({ ...cfg, base_model_name_or_path: 'Qwen/Qwen2.5-0.5B' }));
-    assert.match((await run(ad)).out, /base          "Qwen\/Qwen2.5-0.5B", not a model folder here: give it with --model BASE --adapter DIR/);
+    assert.match((await run(ad)).out, /base {10}"Qwen\/Qwen2.5-0.5B", not a model folder here: give it with --model BASE --adapter DIR/);
     // A damaged adapter_config.json is named; a byte-order mark before good JSON is skipped.
     fs.writeFileSync(path.join(ad, 'adapter_config.json'), '\uFEFF' + JSON.stringify(cfg));
     assert.equal(inspectAdapterFolder(ad).r, 4);

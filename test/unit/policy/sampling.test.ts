@@ -134,7 +134,6 @@ describe('policy/sampling: sampleRows, the draw inside a decode graph', () => {
   });
 
   it('a draw of 0 or of nearly 1 stays on tokens of non-zero probability; frequencies follow the softmax', async () => {
-    const V = 6;
     const row = Float32Array.from([-200, 1, -200, 2, 0.5, -200]); // exp(-200 - ·) underflows to 0 in float32
     const edges = await run([row, row], [1, 1], [0, 0.9999999]);
     assert.deepEqual(edges.ids, [1, 4]);

@@ -10,7 +10,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { TurnwiseError } from '../core/errors';
-import { writeFileAtomic } from '../core/fs';
+import { readJsonFile, writeFileAtomic } from '../core/fs';
 import type { ActionFormatKind } from '../agent/types';
 import { adapterBaseDir } from '../policy/files/checkpoint';
 import { chatTemplateOf } from '../policy/files/hf';
@@ -22,12 +22,9 @@ export type ModelActionFormat = { kind: 'compact' } | { kind: 'chat'; template: 
 
 function readJsonIf(file: string): Record<string, unknown> | undefined {
   if (!fs.existsSync(file)) return undefined;
-  try {
-    const v = JSON.parse(fs.readFileSync(file, 'utf8')) as unknown;
-    return v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
-  } catch (e) {
-    throw new TurnwiseError('invalid-file', `${file} is not valid JSON (${(e as Error).message})`, { hint: 'restore the file from the model folder it came from' });
-  }
+  const hint = 'restore the file from the model folder it came from';
+  const v = readJsonFile(file, { unreadable: hint, invalid: hint });
+  return v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
 }
 
 /** The format recorded in a folder's action_format.json, if it has one. */

@@ -7,6 +7,7 @@ import * as path from 'node:path';
 import { OBS_PROMPT_CHARS } from '../agent/prompt';
 import type { Check } from '../core/doctor';
 import { TurnwiseError } from '../core/errors';
+import { readJsonFile } from '../core/fs';
 import { adapterBaseDir } from '../policy/files/checkpoint';
 import { parameterCount, parseModelConfig, type ModelConfig } from '../policy/model/config';
 import { parseLoraConfig } from '../policy/files/lora';
@@ -84,16 +85,18 @@ export function samplingPacksFolder(
   return d.pack;
 }
 
+const MODEL_JSON = { unreadable: 'the model folder is incomplete', invalid: 'the file is damaged; copy the model folder again' };
+
 /** A model folder's config.json (an adapter folder's: its base's, and its own LoRA block), read without the weights. */
 export function folderModel(dir: string): { config: ModelConfig; lora?: TrainConfig['lora'] } {
   const base = adapterBaseDir(dir);
   const modelDir = base ?? dir;
   const file = path.join(modelDir, 'config.json');
   if (!fs.existsSync(file)) throw new TurnwiseError('not-found', `${modelDir} has no config.json`, { hint: 'give a model folder' });
-  const config = parseModelConfig(JSON.parse(fs.readFileSync(file, 'utf8')), file);
+  const config = parseModelConfig(readJsonFile(file, MODEL_JSON), file);
   if (!base) return { config };
   const adapterFile = path.join(dir, 'adapter_config.json');
-  return { config, lora: parseLoraConfig(JSON.parse(fs.readFileSync(adapterFile, 'utf8')), adapterFile, base) };
+  return { config, lora: parseLoraConfig(readJsonFile(adapterFile, MODEL_JSON), adapterFile, base) };
 }
 
 /**

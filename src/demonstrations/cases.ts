@@ -31,7 +31,7 @@ export function drawDemonstration(r: () => number, c: FixCase, o: { curriculum: 
  * gives undefined (the caller draws another case): no example writes a path or a sed command.
  */
 export function drawDemonstration(r: () => number, c: FixCase, o: { curriculum: number; loopShare: number; numberedShare?: number; candsShare?: number; noSed?: boolean }): Demonstration | undefined {
-  // No draw without the numbered (or candidate) form: the random stream of earlier recipes stays as it was.
+  // A draw only when a numbered (or candidate) share is set: a recipe without those forms keeps its random stream.
   const numbered = o.noSed || (!!o.numberedShare && r() < o.numberedShare);
   const cands = numbered && !!o.candsShare && r() < o.candsShare;
   if (r() < o.curriculum) return (numbered && numberedCurriculumTask(r, c, { cands })) || (o.noSed ? undefined : curriculumTask(r, c));

@@ -5,7 +5,7 @@
 //    engine (tasks/mutate.ts), with tool output simulated in the exact format of the sandbox's
 //    `tw-suspects` / `tw-test` (sandbox-images/python/tools/turnwise_tools.py);
 //  - a workspace's own mutation tasks (train split only), whose tool output is recorded for
-//    real in a sandbox (workspaceCasesFor in warmstart.ts).
+//    real in a sandbox (workspaceCasesFor in warmstart/workspace-demonstrations.ts).
 // Plus a copy curriculum of short tasks in the same chat format (copy a location, undo an
 // operator, assemble a sed command, fix one given line): a byte-level model of 3M parameters
 // first has to learn to copy from its context (measured: docs/model-card-turnwise-tiny.md).

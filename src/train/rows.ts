@@ -126,7 +126,7 @@ export function episodeRows(turnRows: readonly TurnRowData[], weight = 1): Train
 /**
  * The rows an update trains on: each trajectory's turns merged (episodeRows), keeping only the
  * actions the loss can move: with no KL or entropy term, an action whose advantage is zero adds
- * nothing but weight to the token mean, so it is left out, as it was when each turn was a row.
+ * nothing but weight to the token mean, so it is left out.
  * `aggregation` (config lossAggregation): `token` weighs every action token 1; `episode` gives
  * the tokens of an episode with n action tokens the weight n̄ / n (n̄ the mean n over the
  * update's episodes), so each episode weighs the same in the token mean whatever its length and

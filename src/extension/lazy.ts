@@ -11,6 +11,7 @@ export function services(): Services {
     const bundled = path.join(__dirname, 'extension-services.js');
     // A computed path, so esbuild does not pull the sources into extension.js.
     const source = ['.', 'services'].join('/');
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- a synchronous load, on first use, of a path esbuild must not follow
     loaded = (fs.existsSync(bundled) ? require(bundled) : require(source)) as Services;
   }
   return loaded;

@@ -50,7 +50,7 @@ export const evaluatePolicyCommand = command('turnwise.evaluatePolicy', async (c
   const checkpoints: Pick[] = [];
   for (const r of listRuns(runsRoot(root))) {
     const cdir = path.join(r.dir, 'checkpoints');
-    let names: string[] = [];
+    let names: string[];
     try {
       names = fs.readdirSync(cdir).filter((n) => /^\d+$/.test(n));
     } catch {

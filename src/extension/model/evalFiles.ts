@@ -84,7 +84,7 @@ export function listEvalFiles(roots: readonly string[], extra: readonly string[]
   };
   for (const root of roots) {
     const dir = path.join(root, EVALS_DIR);
-    let names: string[] = [];
+    let names: string[];
     try {
       names = fs.readdirSync(dir).filter((n) => n.endsWith('.jsonl'));
     } catch {

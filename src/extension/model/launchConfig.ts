@@ -208,7 +208,7 @@ export function readBaseConfig(file: string): { file: string; values: Record<str
   try {
     v = JSON.parse(text);
   } catch (e) {
-    throw new Error(`${file} is not valid JSON (${(e as Error).message}): fix it, or choose tasks, estimator and iterations instead`);
+    throw new Error(`${file} is not valid JSON (${(e as Error).message}): fix it, or choose tasks, estimator and iterations instead`, { cause: e });
   }
   if (!v || typeof v !== 'object' || Array.isArray(v)) throw new Error(`${file} must hold one JSON object`);
   return { file, values: v as Record<string, unknown> };

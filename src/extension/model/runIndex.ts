@@ -209,8 +209,14 @@ export function groupByTask(summaries: readonly TrajectorySummary[], split: 'tra
     let pN = 0;
     for (const t of trajectories) {
       if (t.resolved) resolved++;
-      if (t.reward !== null) (rSum += t.reward), rN++;
-      if (t.passRate !== null) (pSum += t.passRate), pN++;
+      if (t.reward !== null) {
+        rSum += t.reward;
+        rN++;
+      }
+      if (t.passRate !== null) {
+        pSum += t.passRate;
+        pN++;
+      }
     }
     out.push({ taskId, split, episodes: trajectories.length, resolved, meanReward: rN ? rSum / rN : null, meanPassRate: pN ? pSum / pN : null, trajectories });
   }

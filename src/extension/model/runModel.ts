@@ -40,7 +40,7 @@ const ALL_LINEAR = 7;
 
 /** The newest checkpoints/N of `runDir` holding adapter_config.json, as `checkpoints/N`. */
 export function latestAdapterCheckpoint(runDir: string): string | undefined {
-  let names: string[] = [];
+  let names: string[];
   try {
     names = fs.readdirSync(path.join(runDir, 'checkpoints')).filter((n) => /^\d+$/.test(n));
   } catch {

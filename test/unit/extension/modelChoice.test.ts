@@ -166,7 +166,7 @@ describe('extension: the model a run trains (editor checks, Check Environment, R
     const ws = path.join(tmp, 'ws');
     const whole = writeFixtureRun(ws, { runId: 'whole__grpo__1__20250101-100000', iterations: 1 });
     const lora = writeFixtureRun(ws, { runId: 'lora__grpo__2__20250101-110000', iterations: 2 });
-    const legacy = writeFixtureRun(ws, { runId: 'legacy__grpo__3__20250101-090000', iterations: 1 });
+    writeFixtureRun(ws, { runId: 'legacy__grpo__3__20250101-090000', iterations: 1 }); // a run whose config names no model
     const setConfig = (dir: string, extra: Record<string, unknown>) => {
       const file = path.join(dir, 'config.json');
       fs.writeFileSync(file, JSON.stringify({ ...JSON.parse(fs.readFileSync(file, 'utf8')), ...extra }));

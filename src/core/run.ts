@@ -54,7 +54,22 @@ export interface RunSplits {
   heldout: string[];
 }
 
-const TRAJ_FILES = { train: 'trajectories.jsonl', heldout: 'eval.jsonl' } as const;
+const TRAJ_FILES = { train: 'trajectories.jsonl', heldout: 'heldout.jsonl' } as const;
+/** What the held-out episodes' file was called in runs written before `heldout.jsonl`. */
+const LEGACY_HELDOUT_FILE = 'eval.jsonl';
+
+/**
+ * The file holding an iteration's episodes of one split: `trajectories.jsonl` (train) or
+ * `heldout.jsonl` (held-out; an older run's `eval.jsonl` when only that one is there).
+ */
+export function trajectoriesFile(iterationDir: string, split: 'train' | 'heldout'): string {
+  const f = path.join(iterationDir, TRAJ_FILES[split]);
+  if (split === 'heldout' && !fs.existsSync(f)) {
+    const legacy = path.join(iterationDir, LEGACY_HELDOUT_FILE);
+    if (fs.existsSync(legacy)) return legacy;
+  }
+  return f;
+}
 
 /** iterations/<n>/iteration.json: the marker that commits iteration n (its metrics row). */
 export interface IterationRecord {
@@ -306,7 +321,7 @@ export class RunDir {
 
   /** Trajectories of iteration n (empty when the file is absent). Bad lines throw. */
   readTrajectories(n: number, split: 'train' | 'heldout' = 'train'): Trajectory[] {
-    const f = path.join(this.iterationDir(n), TRAJ_FILES[split]);
+    const f = trajectoriesFile(this.iterationDir(n), split);
     if (!fs.existsSync(f)) return [];
     const { rows, errors } = parseJsonl<Trajectory>(readText(f));
     if (errors.length) throw new TurnwiseError('invalid-file', `${f}:${errors[0].line}: ${errors[0].reason}`);

@@ -195,7 +195,7 @@ describe('docker: turnwise train, a real tiny run', function () {
     let out = '';
     let err = '';
     const againFile = path.join(dir, 'again.jsonl');
-    const code = await main(['eval', '--run', r.runDir, '--samples', '2', '--out', againFile, '--compare', run.file('iterations', '2', 'eval.jsonl'), '--json'], { out: (x) => (out += x + '\n'), err: (x) => (err += x + '\n') });
+    const code = await main(['eval', '--run', r.runDir, '--samples', '2', '--out', againFile, '--compare', run.file('iterations', '2', 'heldout.jsonl'), '--json'], { out: (x) => (out += x + '\n'), err: (x) => (err += x + '\n') });
     assert.equal(code, 0, err);
     const again = JSON.parse(out);
     // The same actions turn for turn (the run's turn limit, action length and temperature), not

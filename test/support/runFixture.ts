@@ -239,7 +239,7 @@ export function writeFixtureRun(workspace: string, opts: FixtureOptions = {}): s
     const heldout: Trajectory[] = HELDOUT_IDS.flatMap((taskId) =>
       Array.from({ length: G }, (_, g) => fixtureTrajectory({ taskId, groupId: `${taskId}@${it}`, trajId: `h${it}-${taskId}-${g}`, iteration: it, split: 'heldout', good: r() < skill, r, scoreBase: 0, chat })),
     );
-    w(`iterations/${it}/eval.jsonl`, jsonl(heldout));
+    w(`iterations/${it}/heldout.jsonl`, jsonl(heldout));
     const hPass = heldout.reduce((s, t) => s + t.reward.passRate, 0) / heldout.length;
     const hRes = heldout.filter((t) => t.reward.resolved).length / heldout.length;
     const row: MetricsRow = { schema: SCHEMA.metrics, iteration: it, 'heldout/pass_rate': hPass, 'heldout/resolved': hRes };

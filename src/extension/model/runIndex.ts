@@ -6,7 +6,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { MetricsRow } from '../../core/events';
-import { RUNS_DIR, RunDir, runDisplayState, type RunState, type RunStatus } from '../../core/run';
+import { RUNS_DIR, RunDir, runDisplayState, trajectoriesFile, type RunState, type RunStatus } from '../../core/run';
 import { scanTrajectoryFile, readTrajectoryAt, type ScanResult, type TrajectorySummary } from './trajScan';
 import type { Trajectory } from '../../core/schema';
 import { runModelOf, type RunModel } from './runModel';
@@ -158,8 +158,8 @@ export function listIterations(dir: string): IterationSummary[] {
   for (const name of names) {
     if (!/^\d+$/.test(name)) continue;
     const it = get(Number(name));
-    const train = path.join(dir, 'iterations', name, 'trajectories.jsonl');
-    const heldout = path.join(dir, 'iterations', name, 'eval.jsonl');
+    const train = trajectoriesFile(path.join(dir, 'iterations', name), 'train');
+    const heldout = trajectoriesFile(path.join(dir, 'iterations', name), 'heldout');
     if (fs.existsSync(train)) it.trainFile = train;
     if (fs.existsSync(heldout)) it.heldoutFile = heldout;
   }
@@ -234,7 +234,7 @@ export interface TrajectoryRef {
 }
 
 export function trajectoryFile(ref: Pick<TrajectoryRef, 'runDir' | 'iteration' | 'split'>): string {
-  return path.join(ref.runDir, 'iterations', String(ref.iteration), ref.split === 'heldout' ? 'eval.jsonl' : 'trajectories.jsonl');
+  return trajectoriesFile(path.join(ref.runDir, 'iterations', String(ref.iteration)), ref.split);
 }
 
 /** Reads a referenced trajectory; checks the line still holds it (a file rewritten since is rescanned). */

@@ -7,7 +7,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { makeEvent, parseEventLine } from '../../../src/core/events';
-import { newRunId, RUN_LOCK_SCHEMA, RunDir, runDisplayState } from '../../../src/core/run';
+import { newRunId, RUN_LOCK_SCHEMA, RunDir, runDisplayState, trajectoriesFile } from '../../../src/core/run';
 import { SCHEMA } from '../../../src/core/schema';
 
 const metric = (iteration: number, extra: Record<string, number> = {}) => ({ schema: SCHEMA.metrics, iteration, ...extra }) as never;
@@ -24,6 +24,22 @@ describe('core/run: RunDir', () => {
     fs.mkdirSync(run.checkpointDir(n), { recursive: true });
     fs.writeFileSync(path.join(run.checkpointDir(n), 'model.safetensors'), 'w');
   };
+
+  it('held-out episodes go to heldout.jsonl; a run written with eval.jsonl reads back the same', () => {
+    const ep = (id: string) => ({ schema: SCHEMA.trajectory, trajId: id, taskId: 't', turns: [] }) as never;
+    const f = run.writeTrajectories(1, 'heldout', [ep('eval-1-t')]);
+    assert.equal(path.basename(f), 'heldout.jsonl');
+    assert.deepEqual(run.readTrajectories(1, 'heldout').map((t) => t.trajId), ['eval-1-t']);
+    // An older run: only eval.jsonl in the iteration folder.
+    fs.mkdirSync(run.iterationDir(2), { recursive: true });
+    fs.writeFileSync(path.join(run.iterationDir(2), 'eval.jsonl'), JSON.stringify(ep('eval-2-t')) + '\n');
+    assert.equal(trajectoriesFile(run.iterationDir(2), 'heldout'), path.join(run.iterationDir(2), 'eval.jsonl'));
+    assert.deepEqual(run.readTrajectories(2, 'heldout').map((t) => t.trajId), ['eval-2-t']);
+    // Where both are there, heldout.jsonl is the one; train episodes never come from either.
+    fs.writeFileSync(path.join(run.iterationDir(2), 'heldout.jsonl'), JSON.stringify(ep('eval-2-new')) + '\n');
+    assert.deepEqual(run.readTrajectories(2, 'heldout').map((t) => t.trajId), ['eval-2-new']);
+    assert.deepEqual(run.readTrajectories(2, 'train'), []);
+  });
 
   it('create refuses an existing run; open finds it by id or path and names what is missing', () => {
     assert.throws(() => RunDir.create(root, 'r1', {}), /already exists[\s\S]*/);

@@ -21,18 +21,13 @@ import { recordActionFormat } from '../train/action-format';
 import { chatDemonstrationFromSegments, chatReplyFor, encodeChatDemonstration, episodeDemonstration, PYTHON_SYSTEM, type ChatDemonstration } from '../demonstrations/chat';
 import { chatFormatOf } from '../train/chat-model';
 import type { FixCase } from '../demonstrations/generated';
-import { checkBudget, lrAt, type WarmstartOptions, type WarmstartResult } from './config';
+import { lrAt, resolveWarmstartConfig, type WarmstartOptions, type WarmstartResult } from './config';
 import { casePool, drawDemonstration, evalCasePool } from '../demonstrations/cases';
 import { runWarmstartLoop } from './loop';
 import { simulateTurn } from '../demonstrations/simulator';
 import { startDir } from './record';
 
-/** Defaults of a chat warm start: rows of up to 2,048 tokens, no loss on prompts, rates for LoRA and for a whole model. */
-export const CHAT_WARMSTART_DEFAULTS = { rows: 4, rowTokens: 2048, promptWeight: 0, loraPeakLr: 2e-4, fullPeakLr: 2e-5, maxActionTokens: 128, evalCases: 16 } as const;
-
 export async function warmstartChat(o: WarmstartOptions): Promise<WarmstartResult> {
-  const seed = o.seed ?? 0;
-  checkBudget(o);
   const start = startDir(o)!;
   // The base model, and the adapter trained over it (if any).
   const ck = loadCheckpoint(o.adapter && o.model ? o.model : start, { optimizer: true });
@@ -47,31 +42,30 @@ export async function warmstartChat(o: WarmstartOptions): Promise<WarmstartResul
       hint: 'leave out --lora to continue the adapter, or give the base with --model alone and --lora to start a new one',
     });
   }
+  // A LoRA adapter (a fresh one or one continued) has its own defaults (WARMSTART_DEFAULTS.byKind).
+  const c = resolveWarmstartConfig(o, adapter || o.lora ? 'chat-lora' : 'chat');
+  const seed = c.seed;
   if (!adapter && o.lora) adapter = initAdapter(ck.weights.config, o.lora, seed * 7919 + 5);
   // The adapter names its base by absolute path: the output folder is elsewhere than the one it came from.
   if (adapter) adapter = { ...adapter, config: { ...adapter.config, base_model_name_or_path: ck.dir } };
-  const continued = !!o.from || !!o.adapter;
-  const maxActionTokens = o.maxActionTokens ?? CHAT_WARMSTART_DEFAULTS.maxActionTokens;
+  const continued = !!c.from || !!c.adapter;
+  const maxActionTokens = c.maxActionTokens;
   const format = chatFormatOf(ck, maxActionTokens);
   const eos = ck.weights.config.eos_token_ids ?? (ck.weights.config.eos_token_id !== undefined ? [ck.weights.config.eos_token_id] : []);
   const stopIds = [...new Set([format.endOfTurn.id, ...eos])];
   const ctx = ck.weights.config.max_position_embeddings;
-  const rows = o.rows ?? CHAT_WARMSTART_DEFAULTS.rows;
-  const rowTokens = Math.min(o.rowTokens ?? CHAT_WARMSTART_DEFAULTS.rowTokens, ctx);
-  const peak = o.peakLr ?? (adapter ? CHAT_WARMSTART_DEFAULTS.loraPeakLr : CHAT_WARMSTART_DEFAULTS.fullPeakLr);
-  const floor = o.floorLr ?? peak * 0.05;
-  const warmup = o.warmupFrac ?? 0.04;
-  const promptWeight = o.promptWeight ?? CHAT_WARMSTART_DEFAULTS.promptWeight;
-  const loopShare = o.loopShare ?? 0;
-  const wsShare = o.workspaceCases?.length ? (o.workspaceShare ?? 0.2) : 0;
+  const rows = c.rows;
+  const rowTokens = Math.min(c.rowTokens, ctx);
+  const promptWeight = c.promptWeight;
+  const wsShare = o.workspaceCases?.length ? c.workspaceShare : 0;
 
   // A whole model continues its optimizer only when its warm start is continued (--from).
   const trainer = new PolicyTrainer(ck.weights, adapter ? undefined : continued ? ck.optimizer : undefined, o.settings, adapter ? { adapter, ...(continued && adapterOptimizer ? { optimizer: adapterOptimizer } : {}) } : undefined);
 
   const episodes: ChatDemonstration[] = (o.episodes ?? []).map((e) => episodeDemonstration(e.trajectory, e.task, 'chat'));
-  const epShare = episodes.length ? (o.episodeShare ?? 1) : 0;
-  const pool = epShare >= 1 ? [] : await casePool(seed * 7919 + 1, o.poolSize ?? 2000);
-  const evalCases = await evalCasePool(seed, o.evalCases ?? CHAT_WARMSTART_DEFAULTS.evalCases);
+  const epShare = episodes.length ? c.episodeShare : 0;
+  const pool = epShare >= 1 ? [] : await casePool(seed * 7919 + 1, c.poolSize);
+  const evalCases = await evalCasePool(seed, c.evalCases);
   const r = seededRandom(seed * 7919 + 3);
   const pickCase = (): FixCase => (wsShare > 0 && r() < wsShare ? o.workspaceCases![Math.floor(r() * o.workspaceCases!.length)] : pool[Math.floor(r() * pool.length)]);
   // An episode's conversation is the same every time it is drawn: encoded once.
@@ -85,7 +79,7 @@ export async function warmstartChat(o: WarmstartOptions): Promise<WarmstartResul
     throw new TurnwiseError('invalid-input', `none of the ${episodes.length} episode(s) fits a row of ${rowTokens} tokens with one reply`, { hint: 'give longer rows (--row-tokens), up to the model\'s context' });
   }
 
-  const outDir = path.resolve(o.out);
+  const outDir = path.resolve(c.out);
   const save = () => {
     if (adapter) saveAdapter(outDir, trainer.adapter()!, ck.weights.config, trainer.adapterOptimizerState());
     else {
@@ -108,20 +102,20 @@ export async function warmstartChat(o: WarmstartOptions): Promise<WarmstartResul
       await policy.dispose();
     }
   };
-  return runWarmstartLoop(o, {
+  return runWarmstartLoop({ ...o, ...c }, {
     trainer,
     rows,
     rowTokens,
     seed,
     curriculum: () => 0,
-    lr: (frac) => lrAt(frac, { peak, floor, warmup }),
+    lr: (frac) => lrAt(frac, { peak: c.peakLr, floor: c.floorLr, warmup: c.warmupFrac }),
     draw: () => {
       const examples: { ids: number[]; weights: number[] }[] = [];
       for (let i = 0; i < rows * 4; i++) {
         const enc =
           epShare > 0 && (epShare >= 1 || r() < epShare)
             ? encodeEpisode(Math.floor(r() * episodes.length))
-            : encodeChatDemonstration(format, chatDemonstrationFromSegments(drawDemonstration(r, pickCase(), { curriculum: 0, loopShare }).segments, PYTHON_SYSTEM), promptWeight, rowTokens);
+            : encodeChatDemonstration(format, chatDemonstrationFromSegments(drawDemonstration(r, pickCase(), { curriculum: 0, loopShare: c.loopShare }).segments, PYTHON_SYSTEM), promptWeight, rowTokens);
         if (enc.replies > 0) examples.push(enc);
       }
       return examples;

@@ -14,6 +14,7 @@ import { readTaskFile } from '../tasks/taskfile';
 import { selectEpisodes, type EpisodeSelection } from '../demonstrations/chat';
 import { splitTasks } from '../train/split';
 import { demonstrationTaskIds } from '../demonstrations/record';
+import { WARMSTART_DEFAULTS } from './config';
 
 export interface EpisodeSourceOptions {
   files: readonly string[];
@@ -22,7 +23,7 @@ export interface EpisodeSourceOptions {
   /** Or the run whose tasks (and split) they ran on. */
   run?: string;
   runsRoot?: string;
-  /** The split a run on `tasksFile` would make: its taskSeed and heldoutFraction. */
+  /** The split a run on `tasksFile` would make: its taskSeed and heldoutFraction (absent: WARMSTART_DEFAULTS'). */
   taskSeed?: number;
   heldoutFraction?: number;
   /** The folder the warm start starts from (its warmstart.json's demonstrations are never held out). */
@@ -82,7 +83,7 @@ export function warmstartEpisodes(o: EpisodeSourceOptions): EpisodeSelection & {
     source = o.tasksFile!;
     tasks = readTaskFile(source);
     const seen = new Set(o.startModel ? demonstrationTaskIds(o.startModel) : []);
-    heldout = new Set(splitTasks(tasks, o.heldoutFraction ?? 0.25, o.taskSeed ?? 0, seen).heldout);
+    heldout = new Set(splitTasks(tasks, o.heldoutFraction ?? WARMSTART_DEFAULTS.heldoutFraction, o.taskSeed ?? WARMSTART_DEFAULTS.taskSeed, seen).heldout);
   }
   return { ...selectEpisodes(files, tasks, heldout, source), tasksSource: source };
 }

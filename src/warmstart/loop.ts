@@ -8,9 +8,9 @@ import { writeFileAtomic } from '../core/fs';
 import { PolicyTrainer } from '../policy/training/trainer';
 import { packRows } from '../train/rows';
 import { priorLog, priorRecord, warmstartRecord } from './record';
-import { PLAN_AFTER_STEPS, type WarmstartLogRow, type WarmstartOptions, type WarmstartResult } from './config';
+import { PLAN_AFTER_STEPS, type ResolvedWarmstart, type WarmstartLogRow, type WarmstartResult } from './config';
 
-/** What a warm start's training loop needs besides its options: the trainer, how to draw a step's examples, evaluate and save. */
+/** What a warm start's training loop needs besides its settings: the trainer, how to draw a step's examples, evaluate and save. */
 export interface WarmstartLoop {
   trainer: PolicyTrainer;
   rows: number;
@@ -33,7 +33,7 @@ export interface WarmstartLoop {
  * row every 25 steps, an evaluation and a checkpoint every few minutes, then the last save, the
  * final evaluation, and warmstart.json / warmstart-log.jsonl beside the model.
  */
-export async function runWarmstartLoop(o: WarmstartOptions, l: WarmstartLoop): Promise<WarmstartResult> {
+export async function runWarmstartLoop(o: ResolvedWarmstart, l: WarmstartLoop): Promise<WarmstartResult> {
   const { trainer, rows, rowTokens } = l;
   const log: WarmstartLogRow[] = [];
   const logFile = path.join(path.dirname(path.resolve(o.out)), `${path.basename(o.out)}.warmstart-log.jsonl`);
@@ -93,7 +93,7 @@ export async function runWarmstartLoop(o: WarmstartOptions, l: WarmstartLoop): P
       actAcc += (m as Record<string, number>).action_loss ?? m.loss;
       accN++;
       const now = Date.now();
-      const dueEval = now - lastEval >= (o.evalEveryMin ?? 5) * 60_000;
+      const dueEval = now - lastEval >= o.evalEveryMin * 60_000;
       if (step % 25 === 0 || dueEval) {
         const row: WarmstartLogRow = {
           step,
@@ -114,7 +114,7 @@ export async function runWarmstartLoop(o: WarmstartOptions, l: WarmstartLoop): P
         }
         emit(row);
       }
-      if (Date.now() - lastSave >= (o.checkpointEveryMin ?? 5) * 60_000) {
+      if (Date.now() - lastSave >= o.checkpointEveryMin * 60_000) {
         l.save();
         lastSave = Date.now();
       }

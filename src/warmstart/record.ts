@@ -11,7 +11,7 @@ import type { WarmstartOptions } from './config';
  * continued with --from keeps its history), and every workspace task used as a demonstration:
  * a training run never holds one of those out (splitTasks' `neverHeldOut`).
  */
-export function warmstartRecord(o: WarmstartOptions, phase: Record<string, unknown>): Record<string, unknown> {
+export function warmstartRecord(o: Pick<WarmstartOptions, 'from' | 'model' | 'adapter' | 'workspaceCases' | 'episodes'>, phase: Record<string, unknown>): Record<string, unknown> {
   const prev = priorRecord(o);
   const ids = new Set([
     ...(prev.demonstrationTaskIds ?? []),

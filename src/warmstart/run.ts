@@ -15,39 +15,34 @@ import { PolicyTrainer } from '../policy/training/trainer';
 import { initWeights } from '../policy/model/weights';
 import { chatCodec, encodeDemonstration } from '../train/compact-codec';
 import type { FixCase } from '../demonstrations/generated';
-import { defaultSourceRoots, pythonSourceFiles, realSourcePool } from '../demonstrations/real-source';
+import { pythonSourceFiles, realSourcePool } from '../demonstrations/real-source';
 import { evaluateEpisodes, evaluateFixes } from './evaluate';
 import { startDir } from './record';
 import { episodeDemonstration } from '../demonstrations/chat';
 import { warmstartChat } from './chat';
-import { checkBudget, lrAt, type WarmstartLogRow, type WarmstartOptions, type WarmstartResult } from './config';
+import { lrAt, resolveWarmstartConfig, type WarmstartLogRow, type WarmstartOptions, type WarmstartResult } from './config';
 import { casePool, drawDemonstration, evalCasePool } from '../demonstrations/cases';
 import { runWarmstartLoop } from './loop';
 import { modelActionFormat } from '../train/action-format';
 
 export async function warmstart(o: WarmstartOptions): Promise<WarmstartResult> {
-  const seed = o.seed ?? 0;
-  const rows = o.rows ?? 8;
-  const rowTokens = o.rowTokens ?? 640;
-  const peak = o.peakLr ?? 2e-3;
-  const floor = o.floorLr ?? peak * 0.05;
-  const warmup = o.warmupFrac ?? 0.04;
-  const promptWeight = o.promptWeight ?? 0.3;
-  const cStart = o.curriculumStart ?? 0.7;
-  const cEnd = o.curriculumEnd ?? 0.2;
-  const wsShare = o.workspaceCases?.length ? (o.workspaceShare ?? 0.2) : 0;
-  const loopShare = o.loopShare ?? 0;
+  // Resolved (and checked) before the start folder is read; a chat model's warm start resolves
+  // the settings again with its own defaults (chat.ts).
+  const c = resolveWarmstartConfig(o, 'compact');
+  const seed = c.seed;
+  const rows = c.rows;
+  const rowTokens = c.rowTokens;
+  const wsShare = o.workspaceCases?.length ? c.workspaceShare : 0;
   // With noSed every example is in the numbered form, and the simulated episodes are measured in it.
-  const numberedShare = o.noSed ? 1 : (o.numberedShare ?? 0);
-  const realShare = o.realShare ?? 0;
-  checkBudget(o);
+  const numberedShare = c.noSed ? 1 : c.numberedShare;
+  const realShare = c.realShare;
 
   // A chat model (its own template) is warm-started in its own format, LoRA when asked.
-  const start = startDir(o);
-  if (start && modelActionFormat(o.adapter && o.model ? o.model : start).kind === 'chat') {
+  const start = startDir(c);
+  if (start && modelActionFormat(c.adapter && c.model ? c.model : start).kind === 'chat') {
     return warmstartChat(o);
   }
-  if (o.adapter || o.lora) {
+  if (c.adapter || c.lora) {
     throw new TurnwiseError('invalid-input', `${start ?? 'turnwise-tiny'} writes in the compact format, whose warm start trains the whole model; LoRA warm starts are for chat models`, {
       hint: 'leave out --lora / --adapter (turnwise-tiny is small enough to train whole), or give a chat model folder with --model',
     });
@@ -65,7 +60,7 @@ export async function warmstart(o: WarmstartOptions): Promise<WarmstartResult> {
     }
     weights = ck.weights;
     // A new warm start of a model (--model) starts its optimizer afresh; --from continues it.
-    optimizer = o.from ? ck.optimizer : undefined;
+    optimizer = c.from ? ck.optimizer : undefined;
     tokenizerJson = ck.tokenizerJson;
     tokenizerConfig = ck.tokenizerConfig;
   } else {
@@ -81,16 +76,16 @@ export async function warmstart(o: WarmstartOptions): Promise<WarmstartResult> {
 
   // Train cases and held-out eval cases come from different seeds of the generator (none are
   // generated for a warm start on episodes alone).
-  const onlyEpisodes = !!o.episodes?.length && (o.episodeShare ?? 1) >= 1;
-  const pool = onlyEpisodes ? [] : await casePool(seed * 7919 + 1, o.poolSize ?? 6000);
-  const evalCases = await evalCasePool(seed, o.evalCases ?? 64);
+  const onlyEpisodes = !!o.episodes?.length && c.episodeShare >= 1;
+  const pool = onlyEpisodes ? [] : await casePool(seed * 7919 + 1, c.poolSize);
+  const evalCases = await evalCasePool(seed, c.evalCases);
   // Real source: train cases from most files, held-out cases from the files set aside for evaluation.
   let realPool: FixCase[] = [];
   let realEval: FixCase[] = [];
   if (realShare > 0 && !onlyEpisodes) {
-    const roots = o.sourceRoots ?? defaultSourceRoots();
+    const roots = c.sourceRoots;
     const files = pythonSourceFiles(roots);
-    realPool = await realSourcePool(seededRandom(seed * 7919 + 5), files, o.realPoolSize ?? 2000);
+    realPool = await realSourcePool(seededRandom(seed * 7919 + 5), files, c.realPoolSize);
     realEval = await realSourcePool(seededRandom(seed * 7919 + 6), files, 32, { heldOut: true, perFile: 2 });
     if (realPool.length === 0) {
       throw new TurnwiseError('invalid-input', `no fix case could be made from Python source under ${roots.length ? roots.join(', ') : '(no folder found)'}`, {
@@ -102,7 +97,7 @@ export async function warmstart(o: WarmstartOptions): Promise<WarmstartResult> {
   const generated = (): FixCase => (realShare > 0 && r() < realShare ? realPool[Math.floor(r() * realPool.length)] : pool[Math.floor(r() * pool.length)]);
   const pickCase = (): FixCase => (wsShare > 0 && r() < wsShare ? o.workspaceCases![Math.floor(r() * o.workspaceCases!.length)] : generated());
 
-  const save = () => saveCheckpoint(o.out, { weights: trainer.weights(), optimizer: trainer.optimizerState(), tokenizerJson, tokenizerConfig });
+  const save = () => saveCheckpoint(c.out, { weights: trainer.weights(), optimizer: trainer.optimizerState(), tokenizerJson, tokenizerConfig });
   const evaluate = async (): Promise<Partial<WarmstartLogRow>> => {
     const policy = new Policy(trainer.weights(), tokenizer, o.settings);
     try {
@@ -127,12 +122,14 @@ export async function warmstart(o: WarmstartOptions): Promise<WarmstartResult> {
       await policy.dispose();
     }
   };
+  // The copy curriculum's share falls linearly over the schedule.
+  const curriculum = (frac: number) => c.curriculumStart + (c.curriculumEnd - c.curriculumStart) * frac;
   // Resolved episodes of evaluation results, in the compact format, drawn in `episodeShare` of examples.
   const episodeSegs = (o.episodes ?? []).map((e) => episodeDemonstration(e.trajectory, e.task, 'compact'));
-  const epShare = episodeSegs.length ? (o.episodeShare ?? 1) : 0;
+  const epShare = episodeSegs.length ? c.episodeShare : 0;
   const drawMix = (cur: number) => {
-    const mix = { curriculum: cur, loopShare, numberedShare, candsShare: o.candsShare ?? 0 };
-    if (!o.noSed) return drawDemonstration(r, pickCase(), mix).segments;
+    const mix = { curriculum: cur, loopShare: c.loopShare, numberedShare, candsShare: c.candsShare };
+    if (!c.noSed) return drawDemonstration(r, pickCase(), mix).segments;
     // A case without a numbered form is drawn again; after 20 such the example is left out.
     for (let t = 0; t < 20; t++) {
       const d = drawDemonstration(r, pickCase(), { ...mix, noSed: true });
@@ -140,29 +137,29 @@ export async function warmstart(o: WarmstartOptions): Promise<WarmstartResult> {
     }
     return undefined;
   };
-  return runWarmstartLoop(o, {
+  return runWarmstartLoop({ ...o, ...c }, {
     trainer,
     rows,
     rowTokens,
     seed,
-    curriculum: (frac) => cStart + (cEnd - cStart) * frac,
-    lr: (frac) => lrAt(frac, { peak, floor, warmup }),
+    curriculum,
+    lr: (frac) => lrAt(frac, { peak: c.peakLr, floor: c.floorLr, warmup: c.warmupFrac }),
     draw: (frac) => {
-      const cur = cStart + (cEnd - cStart) * frac;
+      const cur = curriculum(frac);
       const examples: { ids: number[]; weights: number[] }[] = [];
       // Over-draw: packing keeps what fits.
       for (let i = 0; i < rows * 10; i++) {
         // No draw without episodes: the random stream of the generated demonstrations stays as it was.
         const segments = epShare > 0 && (epShare >= 1 || r() < epShare) ? episodeSegs[Math.floor(r() * episodeSegs.length)] : drawMix(cur);
         if (!segments) continue;
-        const enc = encodeDemonstration(codec, segments, promptWeight);
+        const enc = encodeDemonstration(codec, segments, c.promptWeight);
         if (enc.ids.length <= Math.min(rowTokens, ctx)) examples.push(enc);
       }
       return examples;
     },
     evaluate,
     save,
-    finalCurriculum: cEnd,
+    finalCurriculum: c.curriculumEnd,
   });
 }
 

@@ -23,14 +23,15 @@ import { compareEvaluations, episodeKind, type EvalComparison, type PairedChange
 import { checkpointModel, endpointModel, evalResultsHeader, readEvalResults, writeEvalResults, type EvalModel } from '../../eval/results';
 import { runEvalReport } from './eval-report';
 import { warmstart } from '../../warmstart/run';
-import type { WarmstartLogRow } from '../../warmstart/config';
+import { resolveWarmstartConfig, WARMSTART_RANGES, type NumberSetting, type WarmstartConfig, type WarmstartLogRow, type WarmstartSettings } from '../../warmstart/config';
+import { startDir } from '../../warmstart/record';
 import { workspaceCasesFor } from '../../warmstart/workspace-demonstrations';
-import { LOOP_SHARE, type FixCase } from '../../demonstrations/generated';
+import type { FixCase } from '../../demonstrations/generated';
 import { warmstartEpisodes } from '../../warmstart/episodes';
 import { parseLoraConfig, type LoraConfig } from '../../policy/files/lora';
 import { SandboxPool, disposeAllSandboxes } from '../../sandbox';
 import { disposeAllPolicyWorkers } from '../../policy/worker';
-import { flagOptions, numberInRange, requireString, seedOption, UsageError, valueOptions, type CliCommand, type CliIO, type ParsedArgs } from '../command';
+import { flagOptions, numberInRange, requireString, seedOption, UsageError, valueOptions, type CliCommand, type CliIO, type OptionSpec, type ParsedArgs } from '../command';
 import { demoWorkspace, PROVIDER_USAGE } from './options';
 
 /**
@@ -473,70 +474,139 @@ export function loraOption(spec: string): LoraConfig {
   return parseLoraConfig(raw, '--lora');
 }
 
+/** --curriculum START,END: the copy curriculum's share at the start and at the end of the schedule. */
+function curriculumOption(text: string): Partial<WarmstartConfig> {
+  const parts = text.split(',').map(Number);
+  if (parts.length !== 2 || parts.some((x) => !(x >= 0 && x <= 1))) throw new UsageError(`--curriculum takes START,END shares in [0, 1], got ${JSON.stringify(text)}`);
+  return { curriculumStart: parts[0], curriculumEnd: parts[1] };
+}
+
+/**
+ * How a warm-start flag's text becomes its setting: `number`, a number in the setting's range
+ * (WARMSTART_RANGES); `path`, resolved from the current folder; `paths`, a flag given once or more,
+ * each value a path; `text` as it is; `switch`, a flag without a value (true when given); or a
+ * function of the text that returns the settings it makes.
+ */
+type FlagRead = 'number' | 'path' | 'paths' | 'text' | 'switch' | ((text: string) => Partial<WarmstartConfig>);
+
+/** A `turnwise warmstart` flag: the WarmstartConfig setting (or settings) it sets and how its text is read. */
+export interface WarmstartFlag {
+  flag: string;
+  field: keyof WarmstartConfig | readonly (keyof WarmstartConfig)[];
+  read: FlagRead;
+}
+
+/**
+ * Every flag of `turnwise warmstart` but --force (whether --out may be replaced), a row each,
+ * read in this order. The meaning and default of each setting are in src/warmstart/config.ts
+ * (and docs/configuration.md, "Warm start").
+ */
+export const WARMSTART_FLAGS: readonly WarmstartFlag[] = [
+  { flag: 'out', field: 'out', read: 'path' },
+  { flag: 'steps', field: 'steps', read: 'number' },
+  { flag: 'minutes', field: 'minutes', read: 'number' },
+  { flag: 'seed', field: 'seed', read: 'number' },
+  { flag: 'from', field: 'from', read: 'path' },
+  { flag: 'model', field: 'model', read: 'path' },
+  { flag: 'adapter', field: 'adapter', read: 'path' },
+  { flag: 'lora', field: 'lora', read: (spec) => ({ lora: loraOption(spec) }) },
+  { flag: 'rows', field: 'rows', read: 'number' },
+  { flag: 'row-tokens', field: 'rowTokens', read: 'number' },
+  { flag: 'peak-lr', field: 'peakLr', read: 'number' },
+  { flag: 'curriculum', field: ['curriculumStart', 'curriculumEnd'], read: curriculumOption },
+  { flag: 'episode-share', field: 'episodeShare', read: 'number' },
+  { flag: 'workspace-share', field: 'workspaceShare', read: 'number' },
+  { flag: 'loop-share', field: 'loopShare', read: 'number' },
+  { flag: 'numbered-share', field: 'numberedShare', read: 'number' },
+  { flag: 'cands-share', field: 'candsShare', read: 'number' },
+  { flag: 'no-sed', field: 'noSed', read: 'switch' },
+  { flag: 'real-share', field: 'realShare', read: 'number' },
+  { flag: 'source-root', field: 'sourceRoots', read: 'paths' },
+  { flag: 'max-action-tokens', field: 'maxActionTokens', read: 'number' },
+  { flag: 'workspace', field: 'workspace', read: 'path' },
+  { flag: 'max-tasks', field: 'maxTasks', read: 'number' },
+  // The results files after --episodes: `--episodes A.jsonl B.jsonl` (the rest are positionals).
+  { flag: 'episodes', field: 'episodeFiles', read: 'paths' },
+  { flag: 'tasks', field: 'tasksFile', read: 'path' },
+  { flag: 'run', field: 'run', read: 'text' },
+  { flag: 'runs', field: 'runsRoot', read: 'path' },
+  { flag: 'task-seed', field: 'taskSeed', read: 'number' },
+  { flag: 'heldout-fraction', field: 'heldoutFraction', read: 'number' },
+];
+
+const WARMSTART_OPTIONS: OptionSpec = {
+  ...Object.fromEntries(WARMSTART_FLAGS.map(({ flag, read }) => [flag, read === 'switch' ? { type: 'boolean' as const } : read === 'paths' ? { type: 'string' as const, multiple: true } : { type: 'string' as const }])),
+  ...flagOptions('force'),
+};
+
+/** The settings the flags given set, each read and checked as its row says (the others are left to their defaults). */
+export function warmstartSettingsFromFlags(args: ParsedArgs): WarmstartSettings {
+  requireString(args, 'out');
+  const given: Partial<WarmstartConfig> = {};
+  const set = given as Record<string, unknown>;
+  for (const { flag, field, read } of WARMSTART_FLAGS) {
+    const v = args.values[flag];
+    if (v === undefined) continue;
+    if (typeof read === 'function') Object.assign(given, read(String(v)));
+    // (No fallback is needed: the flag is given.)
+    else if (read === 'number') set[field as string] = numberInRange(args, flag, NaN, WARMSTART_RANGES[field as NumberSetting]);
+    else if (read === 'path') set[field as string] = path.resolve(String(v));
+    else if (read === 'paths') set[field as string] = (v as string[]).map((p) => path.resolve(p));
+    else if (read === 'switch') set[field as string] = true;
+    else set[field as string] = String(v);
+  }
+  return given as WarmstartSettings;
+}
+
 export const warmstartCommand: CliCommand = {
   name: 'warmstart',
   summary: 'supervised warm start: generated fix episodes (+ a copy curriculum for turnwise-tiny), a workspace\'s recorded ones, or the resolved episodes of eval results; a chat model in its own chat format, LoRA when asked',
   usage:
     '--out DIR [--force] [--from DIR | --model DIR [--adapter DIR | --lora SPEC]] [--episodes FILE… (--tasks FILE [--task-seed S] [--heldout-fraction F] | --run RUN [--runs DIR]) [--episode-share F]] [--steps N] [--minutes M] [--seed S] [--workspace DIR [--task-seed S] [--max-tasks N] [--heldout-fraction F] [--workspace-share F]] [--real-share F [--source-root DIR…]] [--numbered-share F [--cands-share F] | --no-sed [--cands-share F]] [--peak-lr X] [--curriculum A,B] [--rows N] [--row-tokens T] [--loop-share F] [--max-action-tokens N]',
-  options: {
-    ...valueOptions('out', 'loop-share', 'numbered-share', 'cands-share', 'real-share', 'steps', 'rows', 'row-tokens', 'from', 'model', 'adapter', 'lora', 'episode-share', 'tasks', 'run', 'runs', 'max-action-tokens', 'minutes', 'seed', 'workspace', 'task-seed', 'max-tasks', 'heldout-fraction', 'workspace-share', 'peak-lr', 'curriculum'),
-    ...flagOptions('force', 'no-sed'),
-    'source-root': { type: 'string', multiple: true },
-    episodes: { type: 'string', multiple: true },
-  },
+  options: WARMSTART_OPTIONS,
   // The results files after --episodes: `--episodes A.jsonl B.jsonl`.
   allowPositionals: true,
   async run(args, io) {
-    const out = path.resolve(requireString(args, 'out'));
-    // The schedule by step (--steps), the minutes then a limit; or a time budget (70 min by default).
-    const steps = args.values.steps !== undefined ? numberInRange(args, 'steps', 1, { min: 1, max: 10_000_000, integer: true }) : undefined;
-    const minutes = steps === undefined || args.values.minutes !== undefined ? numberInRange(args, 'minutes', 70, { min: 0, minExclusive: true, max: 10_000 }) : undefined;
-    if (args.values['source-root'] !== undefined && args.values['real-share'] === undefined) throw new UsageError('--source-root goes with --real-share F');
-    const seed = seedOption(args);
+    // What the flags say; the warm start fills the rest with the defaults of its kind (a chat
+    // model's differ from turnwise-tiny's), the sources below with theirs.
+    const given = warmstartSettingsFromFlags(args);
+    const out = given.out;
     const v = args.values;
-    const episodeFiles = [...((v.episodes as string[] | undefined) ?? []), ...args.positionals].map((f) => path.resolve(f));
+    if (v['source-root'] !== undefined && v['real-share'] === undefined) throw new UsageError('--source-root goes with --real-share F');
     if (args.positionals.length && v.episodes === undefined) throw new UsageError(`unexpected argument ${JSON.stringify(args.positionals[0])}; results files go after --episodes`);
+    if (args.positionals.length) given.episodeFiles = [...(given.episodeFiles ?? []), ...args.positionals.map((f) => path.resolve(f))];
     if (v.from !== undefined && (v.model !== undefined || v.adapter !== undefined || v.lora !== undefined)) {
       throw new UsageError('--from continues a warm-started checkpoint (an adapter folder included) as it is; --model DIR [--adapter DIR | --lora SPEC] starts from a model');
     }
     if (v.adapter !== undefined && v.model === undefined) throw new UsageError('--adapter DIR goes with --model BASE (or give the adapter folder alone as --from DIR)');
     if (v.adapter !== undefined && v.lora !== undefined) throw new UsageError('--adapter continues an adapter with its own settings; --lora starts a new one: give one of them');
-    for (const k of ['tasks', 'run', 'runs', 'episode-share'] as const) if (v[k] !== undefined && !episodeFiles.length) throw new UsageError(`--${k} goes with --episodes FILE…`);
-    const adapterOut = v.lora !== undefined || v.adapter !== undefined || (typeof v.from === 'string' && fs.existsSync(path.join(path.resolve(v.from), 'adapter_config.json')));
+    for (const k of ['tasks', 'run', 'runs', 'episode-share'] as const) if (v[k] !== undefined && !given.episodeFiles?.length) throw new UsageError(`--${k} goes with --episodes FILE…`);
+    const adapterOut = v.lora !== undefined || v.adapter !== undefined || (given.from !== undefined && fs.existsSync(path.join(given.from, 'adapter_config.json')));
     const held = ['model.safetensors', 'adapter_model.safetensors'].find((f) => fs.existsSync(path.join(out, f)));
     if (fs.existsSync(out) && !held && fs.readdirSync(out).length > 0) {
       throw new TurnwiseError('invalid-input', `${out} exists and is not a checkpoint folder`, { hint: 'choose an empty or new --out folder' });
     }
     // A model there (its weights, warmstart.json's phase history, the log) is replaced only on request.
-    if (held && args.values.force !== true) {
+    if (held && v.force !== true) {
       throw new TurnwiseError('invalid-input', `${out} already holds a ${held.startsWith('adapter') ? 'LoRA adapter' : 'model'}; a warm start would replace it (${adapterOut ? 'adapter' : 'weights'}, warmstart.json, warmstart-log.jsonl)`, {
         hint: `to continue training it give --from ${out} --out NEW_DIR; to replace it give --force`,
       });
     }
-    for (const [k, dir] of [['from', v.from], ['model', v.model], ['adapter', v.adapter]] as const) {
-      if (typeof dir === 'string' && path.resolve(dir) === out) throw new UsageError(`--out is the --${k} folder: the warm start would replace what it reads; give another --out`);
+    for (const k of ['from', 'model', 'adapter'] as const) {
+      if (given[k] === out) throw new UsageError(`--out is the --${k} folder: the warm start would replace what it reads; give another --out`);
     }
-    const peakLr = args.values['peak-lr'] !== undefined ? numberInRange(args, 'peak-lr', 2e-3, { min: 0, minExclusive: true, max: 1 }) : undefined;
-    let curriculum: [number, number] | undefined;
-    if (typeof args.values.curriculum === 'string') {
-      const parts = args.values.curriculum.split(',').map(Number);
-      if (parts.length !== 2 || parts.some((x) => !(x >= 0 && x <= 1))) throw new UsageError(`--curriculum takes START,END shares in [0, 1], got ${JSON.stringify(args.values.curriculum)}`);
-      curriculum = [parts[0], parts[1]];
-    }
-    const lora = typeof v.lora === 'string' ? loraOption(v.lora) : undefined;
-    const from = typeof v.from === 'string' ? path.resolve(v.from) : undefined;
-    const model = typeof v.model === 'string' ? path.resolve(v.model) : undefined;
-    const adapter = typeof v.adapter === 'string' ? path.resolve(v.adapter) : undefined;
+    const c = resolveWarmstartConfig(given);
     // Resolved episodes of evaluation results, read and checked before any work.
     let episodes: { trajectory: Trajectory; task: Task }[] | undefined;
-    if (episodeFiles.length) {
+    if (c.episodeFiles.length) {
+      const start = startDir(c);
       const sel = warmstartEpisodes({
-        files: episodeFiles,
-        ...(typeof v.tasks === 'string' ? { tasksFile: path.resolve(v.tasks) } : {}),
-        ...(typeof v.run === 'string' ? { run: v.run, runsRoot: path.resolve(typeof v.runs === 'string' ? v.runs : RUNS_DIR) } : {}),
-        taskSeed: seedOption(args, 'task-seed'),
-        heldoutFraction: numberInRange(args, 'heldout-fraction', 0.25, { min: 0, max: 0.9 }),
-        ...(adapter ?? from ?? model ? { startModel: adapter ?? from ?? model } : {}),
+        files: c.episodeFiles,
+        ...(c.tasksFile !== undefined ? { tasksFile: c.tasksFile } : {}),
+        ...(c.run !== undefined ? { run: c.run, runsRoot: path.resolve(c.runsRoot) } : {}),
+        taskSeed: c.taskSeed,
+        heldoutFraction: c.heldoutFraction,
+        ...(start ? { startModel: start } : {}),
       });
       episodes = sel.kept;
       const tasks = new Set(sel.kept.map((k) => k.task.id)).size;
@@ -545,56 +615,25 @@ export const warmstartCommand: CliCommand = {
     const { signal, dispose } = stopOnSignals(io);
     let workspaceCases: FixCase[] | undefined;
     try {
-      if (typeof args.values.workspace === 'string') {
+      if (c.workspace !== undefined) {
         // Demonstrations from the workspace's own train split, recorded in sandboxes.
-        const workspace = path.resolve(args.values.workspace);
         const pool = await SandboxPool.connect({ run: `warmstart-${process.pid}` });
         try {
           // The workspace's tasks are synthesized and split as the training run will do it (its
           // --seed, 0 by default), not with this warm start's seed: with another split the
           // demonstrations would take tasks the run meant to hold out (the run then keeps them in
           // train, and its held-out set shrinks to what was never demonstrated).
-          const r = await workspaceCasesFor({
-            workspace,
-            seed: seedOption(args, 'task-seed'),
-            maxTasks: numberInRange(args, 'max-tasks', 32, { min: 1, integer: true }),
-            heldoutFraction: numberInRange(args, 'heldout-fraction', 0.25, { min: 0, max: 0.9 }),
-            pool,
-            onLog: (m) => io.err(m),
-          });
+          const r = await workspaceCasesFor({ workspace: c.workspace, seed: c.taskSeed, maxTasks: c.maxTasks, heldoutFraction: c.heldoutFraction, pool, onLog: (m) => io.err(m) });
           workspaceCases = r.cases;
         } finally {
           await pool.close();
         }
       }
       const r = await warmstart({
-        out,
-        ...(from ? { from } : {}),
-        ...(model ? { model } : {}),
-        ...(adapter ? { adapter } : {}),
-        ...(lora ? { lora } : {}),
+        ...given,
         ...(episodes ? { episodes } : {}),
-        ...(v['episode-share'] !== undefined ? { episodeShare: numberInRange(args, 'episode-share', 1, { min: 0, max: 1 }) } : {}),
-        ...(v['max-action-tokens'] !== undefined ? { maxActionTokens: numberInRange(args, 'max-action-tokens', 128, { min: 8, max: 4096, integer: true }) } : {}),
-        ...(steps !== undefined ? { steps } : {}),
-        ...(minutes !== undefined ? { minutes } : {}),
-        seed,
-        signal,
         workspaceCases,
-        ...(args.values['numbered-share'] !== undefined ? { numberedShare: numberInRange(args, 'numbered-share', 0, { min: 0, max: 1 }) } : {}),
-        ...(args.values['cands-share'] !== undefined ? { candsShare: numberInRange(args, 'cands-share', 0, { min: 0, max: 1 }) } : {}),
-        ...(args.values['no-sed'] ? { noSed: true } : {}),
-        ...(args.values['real-share'] !== undefined ? { realShare: numberInRange(args, 'real-share', 0, { min: 0, max: 1 }) } : {}),
-        ...(args.values['source-root'] !== undefined ? { sourceRoots: (args.values['source-root'] as string[]).map((d) => path.resolve(d)) } : {}),
-        ...(args.values['workspace-share'] !== undefined ? { workspaceShare: numberInRange(args, 'workspace-share', 0.3, { min: 0, max: 1 }) } : {}),
-        ...(peakLr !== undefined ? { peakLr } : {}),
-        ...(args.values['loop-share'] !== undefined ? { loopShare: numberInRange(args, 'loop-share', LOOP_SHARE, { min: 0, max: 1 }) } : {}),
-        // Packed rows per step and tokens per row (turnwise-tiny: 8 × 640 by default; a chat
-        // model: 4 × 2,048, or its context). Longer demonstrations than a row are left out
-        // (turnwise-tiny) or cut after the last reply that fits (a chat model).
-        ...(args.values.rows !== undefined ? { rows: numberInRange(args, 'rows', 8, { min: 1, max: 256, integer: true }) } : {}),
-        ...(args.values['row-tokens'] !== undefined ? { rowTokens: numberInRange(args, 'row-tokens', 640, { min: 64, max: 131_072, integer: true }) } : {}),
-        ...(curriculum ? { curriculumStart: curriculum[0], curriculumEnd: curriculum[1] } : {}),
+        signal,
         onLog: (row: WarmstartLogRow) =>
           io.json
             ? io.out(JSON.stringify(row))

@@ -7,8 +7,10 @@ import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { parseArgs } from 'node:util';
 import { main } from '../../../src/cli/main';
-import { loraOption } from '../../../src/cli/commands/train';
+import { loraOption, WARMSTART_FLAGS, warmstartCommand, warmstartSettingsFromFlags } from '../../../src/cli/commands/train';
+import { resolveWarmstartConfig, WARMSTART_RANGES } from '../../../src/warmstart/config';
 import { SCHEMA, type Task, type Trajectory } from '../../../src/core/schema';
 import { chatTokenizerFiles, tokenizerJsonSize } from '../../../src/policy/files/bpe';
 import { writeModelFolder } from '../../../src/policy/files/hf';
@@ -28,6 +30,29 @@ describe('cli: warmstart --model / --lora / --episodes', function () {
   let tmp: string;
   before(() => (tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-ws-flags-'))));
   after(() => fs.rmSync(tmp, { recursive: true, force: true }));
+
+  // The flags are a table over the config's fields (WARMSTART_FLAGS): each sets a field the config
+  // has, a number flag takes its field's range, and the usage line shows exactly the table's flags.
+  it('every flag sets a WarmstartConfig field, and the usage line names every flag and no other', () => {
+    const fields = new Set([...Object.keys(resolveWarmstartConfig({ out: '/m' })), 'from', 'model', 'adapter', 'lora', 'steps', 'workspace', 'tasksFile', 'run']);
+    for (const f of WARMSTART_FLAGS) {
+      for (const field of ([] as string[]).concat(f.field)) assert.ok(fields.has(field), `--${f.flag} sets ${field}`);
+      if (f.read === 'number') assert.ok((f.field as string) in WARMSTART_RANGES, `--${f.flag}: ${String(f.field)} has a range`);
+    }
+    const inUsage = new Set([...warmstartCommand.usage!.matchAll(/--([a-z-]+)/g)].map((m) => m[1]));
+    assert.deepEqual([...inUsage].sort(), [...WARMSTART_FLAGS.map((f) => f.flag), 'force'].sort());
+    assert.deepEqual(Object.keys(warmstartCommand.options!).sort(), [...inUsage].sort());
+  });
+
+  it('the flags given become the settings, read as their rows say; the others are left to the defaults', () => {
+    const argv = ['--out', 'w', '--curriculum', '0.5,0.1', '--rows', '3', '--no-sed', '--source-root', 'a', '--source-root', '/b', '--episodes', 'e.jsonl', '--run', 'r1', '--runs', 'runs', '--seed', '7', '--lora', 'r=4'];
+    const { values, positionals } = parseArgs({ args: argv, options: warmstartCommand.options, allowPositionals: true, strict: true });
+    const given = warmstartSettingsFromFlags({ values, positionals });
+    assert.deepEqual({ ...given, lora: given.lora?.r }, {
+      out: path.resolve('w'), curriculumStart: 0.5, curriculumEnd: 0.1, rows: 3, noSed: true, sourceRoots: [path.resolve('a'), '/b'],
+      episodeFiles: [path.resolve('e.jsonl')], run: 'r1', runsRoot: path.resolve('runs'), seed: 7, lora: 4,
+    });
+  });
 
   it('refuses flags that do not go together, before any work', async () => {
     const out = path.join(tmp, 'never');

@@ -1,10 +1,11 @@
-// A training run: tasks from the workspace (split into train and held-out), the held-out tasks
-// evaluated at the start, then per iteration: sample tasks → G rollouts each (batched
-// generation in the policy worker, sandboxes in parallel) → rewards → per-turn advantages →
-// policy update → checkpoint → the iteration's marker (its metrics row). Everything goes to the
-// run directory (core/run.ts); an iteration counts once its marker is written, so `resume` redoes
-// at most the one an interruption cut, and one process at a time works in a run (its lock). What it leaves out (said plainly): no value model, no reward model; the
-// reference policy for KL is the starting checkpoint; one policy on one device.
+// A training run. Prepare: the config checked, the run directory made (or opened to resume) and
+// locked, the tasks made and split, the policy opened in the run's sandboxes; iteration 0
+// evaluates the starting checkpoint on the held-out tasks. Then each iteration: pick tasks →
+// rollouts (the reward canary beside them) → advantages → update → checkpoint → held-out
+// evaluation → commit (its episodes and its marker with the metrics row). An iteration counts once
+// its marker is written, so a resume redoes at most the one an interruption cut, and one process at
+// a time works in a run (its lock). Not here: a value model, a reward model; the KL reference is
+// the starting checkpoint; one policy on one device.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { TurnwiseError, errorToJson } from '../core/errors';
@@ -12,36 +13,31 @@ import { makeEvent, type MetricsRow, type RunEvent, type RunEventBody } from '..
 import { RunDir, newRunId } from '../core/run';
 import { writeFileAtomic, writeJsonAtomic } from '../core/fs';
 import { seedOf } from '../core/random';
-import { SCHEMA, type Task, type Trajectory } from '../core/schema';
+import { SCHEMA, type Trajectory } from '../core/schema';
 import { mean, std } from '../core/stats';
 import { cachedTurnFraction } from '../agent/cache';
-import { taskText as taskTextOf } from '../agent/prompt';
-import { runRollouts, type EpisodeJob } from '../agent/scheduler';
-import { trajectoryAdvantages } from '../credit/advantages';
+import { runRollouts, type EpisodeJob, type RolloutResult } from '../agent/scheduler';
+import { trajectoryAdvantages, type AdvantageReport } from '../credit/advantages';
 import { loadCheckpoint } from '../policy/files/checkpoint';
-import type { StepMetrics } from '../policy/training/trainer';
-import { SandboxPool } from '../sandbox';
-import { DEFAULT_BASELINE_TIMEOUT_MS, failingTestTasks, synthesizeMutationTasks } from '../tasks/synth';
+import type { SandboxPool } from '../sandbox';
 import { readTaskFile } from '../tasks/taskfile';
 import { assertWorkspaceHoldsTasks } from '../tasks/origin';
 import { detectRunner, type TestRunner } from '../tasks/runners';
+import { sampledPassAtKT, type PassAtKT } from '../eval/pass-at-k';
 import { connectRunPool, readRunConfig, runConfigRecord, type TrainConfig } from './config';
 import { embeddedModelDir } from './embedded';
-import { splitTasks } from './split';
 import { assertWorkspaceNames, planResume, type ResumePlan } from './resume';
 import { alikeStreaks, groupOutcomes, pastGroupOutcomes, pickTasks, type GroupOutcome } from './task-picking';
-import { demonstrationTaskIds } from '../demonstrations/record';
-import { chatSystemMessage, chatTaskMessage } from '../agent/chat-format';
-import { chatTurnTokenRows } from './chat-model';
 import { modelActionFormat, recordActionFormat } from './action-format';
 import { ReplaySource } from './replay';
 import { assertRunFits, folderModel, runMemoryPlan } from './memory-plan';
-import { sampledPassAtKT, type PassAtKT } from '../eval/pass-at-k';
-import { actionLogpShift, packMinibatches, sameOutcomeAdvantageShare, turnTokenRows, updateRows, weightNegativeAdvantages, type ReplayRows } from './rows';
+import { sameOutcomeAdvantageShare } from './rows';
 import { episodeMetrics, jsonSafe } from './metrics';
 import { checkActionRoom, openRig, rolloutOptions, type Rig } from './rig';
 import { evaluateGreedyThenSampled } from './evaluate';
 import { canaryTask, runCanary } from './canary';
+import { runTasks, type RunTasks } from './run-tasks';
+import { updateMetrics, updatePolicy, type PolicyUpdate } from './update';
 
 export interface TrainRunOptions {
   config: TrainConfig;
@@ -67,52 +63,118 @@ export interface TrainRunResult {
   newIterations: number;
 }
 
-/**
- * Writes the rig's policy as a checkpoint with the action format it writes in (action_format.json),
- * so a resume and `eval --run` prompt it the same way; a chat model's full checkpoint also carries
- * its template as chat_template.jinja (an adapter's is its base's).
- */
-async function saveRunCheckpoint(rig: Rig, dir: string): Promise<void> {
-  await rig.policy.saveCheckpoint(dir);
-  const f = rig.actionFormat;
-  if (f.kind === 'chat' && !fs.existsSync(path.join(dir, 'adapter_config.json')) && path.resolve(f.source) !== path.resolve(dir, 'chat_template.jinja')) {
-    writeFileAtomic(path.join(dir, 'chat_template.jinja'), f.template);
-  }
-  recordActionFormat(dir, f.kind);
+/** The run as its steps share it, from the moment its directory is locked. */
+interface RunState {
+  readonly run: RunDir;
+  /** The run's configuration; a resume may raise its iterations. */
+  c: TrainConfig;
+  readonly signal?: AbortSignal;
+  /** Set when resuming: what the run directory held and what the resume is to do. */
+  readonly plan?: ResumePlan;
+  readonly lock: ReturnType<RunDir['lock']>;
+  readonly emit: (b: RunEventBody) => void;
+  readonly log: (message: string, level?: 'info' | 'warn') => void;
+  /** The last complete iteration (-1: none yet). */
+  last: number;
+  /** `last` when this call began. */
+  readonly startedAt: number;
+  /** A resume's status.json and config.json as found: put back when it completes nothing. */
+  before?: { status?: string; config?: string };
+  runner?: TestRunner;
+  pool?: SandboxPool;
+  rig?: Rig;
+}
+
+/** A run ready to train: what the iterations add to its state. */
+type Training = RunState & {
+  rig: Rig;
+  tasks: RunTasks;
+  /** The update's token cap (the config's, or the largest the memory plan fits). */
+  updateTokens: number;
+  /** Demonstrations for the replay term (replayCoef > 0, compact models). */
+  replay?: ReplaySource;
+  /** The train groups of the iterations done so far, oldest first: what `informative` task picking weighs by. */
+  pastGroups: GroupOutcome[];
+  budget: Budget;
+};
+
+/** The time budget (maxMinutes): its end, and the longest evaluation and iteration so far, which it expects of the next. */
+interface Budget {
+  end: number;
+  evalMs: number;
+  slowestMs: number;
+}
+
+/** A held-out evaluation: its metrics (`heldout/…`, times), its episodes, PASS@(k,T) of the sampled ones. */
+interface Evaluation {
+  m: Record<string, number>;
+  trajs: Trajectory[];
+  passAtKT?: PassAtKT;
+}
+
+/** What an iteration's train steps leave for its metrics row. */
+interface TrainSteps {
+  startedMs: number;
+  rollouts: RolloutResult & { canaryS: number };
+  advantages: { scored: Trajectory[]; report: AdvantageReport; seconds: number };
+  update: PolicyUpdate;
 }
 
 class Stopped extends Error {}
 
-/** Resolves the tasks of a new run from its config (synthesis runs in sandboxes of `pool`). */
-async function resolveTasks(c: TrainConfig, pool: SandboxPool, emit: (b: RunEventBody) => void): Promise<Task[]> {
-  const override = c.testCommand ? { command: c.testCommand } : undefined;
-  if (c.taskSource === 'file') return readTaskFile(c.tasksFile!);
-  if (c.taskSource === 'failing-tests') {
-    const r = await failingTestTasks({ workspace: c.workspace, pool, seed: c.taskSeed, override });
-    return r.tasks;
-  }
-  const r = await synthesizeMutationTasks({
-    workspace: c.workspace,
-    pool,
-    seed: c.taskSeed,
-    max: c.maxTasks,
-    override,
-    onProgress: (p) =>
-      emit({
-        type: 'phase',
-        iteration: 0,
-        phase: 'tasks',
-        done: p.kept,
-        total: p.total,
-        // The baseline can take long (a whole suite, at most DEFAULT_BASELINE_TIMEOUT_MS): say what it waits for.
-        detail: p.phase === 'baseline' ? `baseline: running the workspace's test suite once (at most ${DEFAULT_BASELINE_TIMEOUT_MS / 1000} s)` : `${p.phase ?? 'validate'}: ${p.tried} tried, ${p.kept} kept`,
-      }),
-  });
-  return r.tasks;
-}
-
 /** Starts or resumes a run and drives it to the end (or until `signal` aborts it). */
 export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
+  const s = await openRun(o);
+  if (s.plan?.nothingToDo) return nothingToDo(s);
+  markRunning(s);
+  const unguard = guardExit(s);
+  try {
+    await connectSandboxes(s);
+    const tasks = await runTasks(s.run, s.c, { pool: s.pool!, resumed: !!s.plan, emit: s.emit, log: s.log, check: () => check(s) });
+    announce(s, tasks);
+    const t = trainingState(s, tasks, await openPolicy(s));
+    if (t.last < 0) {
+      // Iteration 0: the starting checkpoint, evaluated on the held-out tasks.
+      const ev = await evaluation(t, 0, true);
+      await checkpoint(t, 0);
+      commit(t, 0, ev);
+    }
+    startBudget(t);
+    for (let n = t.last + 1; n <= t.c.iterations; n++) {
+      check(t);
+      const startedMs = Date.now();
+      const jobs = iterationJobs(t, n);
+      const played = await rollouts(t, n, jobs);
+      const adv = await advantages(t, n, played.trajectories);
+      const upd = await update(t, n, adv.scored);
+      await checkpoint(t, n);
+      const outOfTime = lastInBudget(t, n, startedMs);
+      const ev = await evaluation(t, n, evalDue(t.c, n) || outOfTime);
+      t.budget.slowestMs = Math.max(t.budget.slowestMs, Date.now() - startedMs);
+      commit(t, n, ev, { startedMs, rollouts: played, advantages: adv, update: upd });
+      if (outOfTime) return stopOutOfTime(t, n);
+    }
+    return finish(t);
+  } catch (e) {
+    if (e instanceof Stopped || o.signal?.aborted) return stop(s);
+    unguard();
+    await fail(s, e);
+    throw e;
+  } finally {
+    unguard();
+    await s.rig?.close().catch(() => undefined);
+    await s.pool?.close().catch(() => undefined);
+    s.lock.release();
+  }
+}
+
+// ── prepare ─────────────────────────────────────────────────────────────────────────────────────
+
+/**
+ * Opens the run and locks it: a resume reads its config and plans from its files; a new run has
+ * its config checked, its sandboxes connected and its directory made. Reports what it found.
+ */
+async function openRun(o: TrainRunOptions): Promise<RunState> {
   let run: RunDir;
   let c: TrainConfig;
   let runner: TestRunner | undefined;
@@ -126,7 +188,7 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
     try {
       c = readRunConfig(run);
       plan = planResume(run, c, { iterations: o.resumeIterations });
-      // A resume is planned as a new run is: one that will not fit is refused before any sandbox.
+      // A resume that will not fit is refused before any sandbox, as a new run is.
       if (!plan.nothingToDo) assertRunFits(c, folderModel(c.model || embeddedModelDir()).config);
     } catch (e) {
       lock.release();
@@ -134,399 +196,396 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
     }
   } else {
     c = o.config;
-    const runId = newRunId({ name: o.name ?? path.basename(path.resolve(c.workspace)), estimator: c.estimator, seed: c.seed });
-    // Mistakes found before any work (no test suite, an unreadable starting model, a context too
-    // short for an action, Docker down) are refused here, so they leave no run directory behind.
+    const checked = checkNewRun(c, o.name);
+    runner = checked.runner;
     // The pool stays for the run.
-    runner = detectRunner(c.workspace, c.testCommand ? { command: c.testCommand } : undefined);
-    assertWorkspaceNames(c.workspace);
-    if (c.taskSource === 'file') assertWorkspaceHoldsTasks(readTaskFile(c.tasksFile!), c.workspace, c.tasksFile!);
-    const start = loadCheckpoint(c.model || embeddedModelDir(), { optimizer: false });
-    checkActionRoom(start.weights.config.max_position_embeddings, c.maxActionTokens, start.dir);
-    // A run whose memory plan exceeds the machine's memory is refused before any sandbox starts.
-    assertRunFits(c, start.weights.config);
-    const format = modelActionFormat(c.model || embeddedModelDir());
-    if (format.kind === 'chat' && c.replayCoef > 0) {
-      throw new TurnwiseError('invalid-input', `replayCoef ${c.replayCoef} replays turnwise-tiny's warm-start demonstrations, which are in the compact format; ${start.dir} writes in its chat format`, { hint: 'set "replayCoef" to 0 in turnwise.json for a chat model' });
-    }
-    pool = await connectRunPool(runId, c);
+    pool = await connectRunPool(checked.runId, c);
     try {
       fs.mkdirSync(o.runsRoot, { recursive: true });
-      run = RunDir.createUnique(o.runsRoot, runId, (id) => runConfigRecord(c, { runId: id, startModel: c.model || embeddedModelDir(), actionFormat: format.kind, createdAt: new Date().toISOString() }));
+      run = RunDir.createUnique(o.runsRoot, checked.runId, (id) => runConfigRecord(c, { runId: id, startModel: c.model || embeddedModelDir(), actionFormat: checked.format, createdAt: new Date().toISOString() }));
       lock = run.lock();
     } catch (e) {
       await pool.close();
       throw e;
     }
   }
-  const runId = run.runId;
-  const emit = (b: RunEventBody) => o.onEvent?.(makeEvent(runId, b));
+  const emit = (b: RunEventBody) => o.onEvent?.(makeEvent(run.runId, b));
   const log = (message: string, level: 'info' | 'warn' = 'info') => emit({ type: 'log', level, message });
   if (lock.tookOverFrom) log(`took over the lock of process ${lock.tookOverFrom.pid}, which is gone (it was killed or crashed)`);
   if (plan) {
     for (const w of plan.inventory.warnings) log(`${w.file}: ${w.problem}; ${w.fix}`, 'warn');
-    // The log of a finished run is repaired too: it is rebuilt from the iterations' own markers.
+    // Even a finished run's log is repaired: it is rebuilt from the iterations' markers.
     run.repairLog(plan.inventory);
-    if (plan.nothingToDo) {
-      lock.release();
-      log(plan.nothingToDo);
-      return { runDir: run.dir, runId, metrics: run.readMetrics(), state: 'finished', newIterations: 0 };
-    }
   }
-  const check = () => {
-    if (o.signal?.aborted) throw new Stopped('stopped');
-  };
-  let last = run.lastCompleteIteration();
-  const startedAt = last;
-  // What a resume that fails before it completes an iteration puts back: it did no work, so the
-  // run's status (and its iteration count) stay as they were.
-  const before = o.resume ? { status: readIfFile(run.file('status.json')), config: readIfFile(run.file('config.json')) } : undefined;
-  if (plan && plan.iterations !== c.iterations) {
-    log(`the run now goes to iteration ${plan.iterations} (its config.json said ${c.iterations})`);
-    c = { ...c, iterations: plan.iterations };
+  const last = run.lastCompleteIteration();
+  return { run, c, signal: o.signal, ...(plan ? { plan } : {}), lock, emit, log, last, startedAt: last, runner, pool };
+}
+
+/**
+ * Refuses a new run's mistakes before any work, so they leave no run directory: no test suite, a
+ * workspace name that is not UTF-8, a task file whose files the workspace lacks, an unreadable
+ * starting model, a context too short for an action, a run larger than the machine's memory,
+ * replay with a chat model. Returns the run id, the test runner and the model's action format.
+ */
+function checkNewRun(c: TrainConfig, name: string | undefined): { runId: string; runner: TestRunner; format: 'compact' | 'chat' } {
+  const runId = newRunId({ name: name ?? path.basename(path.resolve(c.workspace)), estimator: c.estimator, seed: c.seed });
+  const runner = detectRunner(c.workspace, c.testCommand ? { command: c.testCommand } : undefined);
+  assertWorkspaceNames(c.workspace);
+  if (c.taskSource === 'file') assertWorkspaceHoldsTasks(readTaskFile(c.tasksFile!), c.workspace, c.tasksFile!);
+  const start = loadCheckpoint(c.model || embeddedModelDir(), { optimizer: false });
+  checkActionRoom(start.weights.config.max_position_embeddings, c.maxActionTokens, start.dir);
+  assertRunFits(c, start.weights.config);
+  const format = modelActionFormat(c.model || embeddedModelDir());
+  if (format.kind === 'chat' && c.replayCoef > 0) {
+    throw new TurnwiseError('invalid-input', `replayCoef ${c.replayCoef} replays turnwise-tiny's warm-start demonstrations, which are in the compact format; ${start.dir} writes in its chat format`, { hint: 'set "replayCoef" to 0 in turnwise.json for a chat model' });
+  }
+  return { runId, runner, format: format.kind };
+}
+
+/** Ends a resume whose iterations are all complete: it says so and changes nothing. */
+function nothingToDo(s: RunState): TrainRunResult {
+  s.lock.release();
+  s.log(s.plan!.nothingToDo!);
+  return result(s, 'finished');
+}
+
+/**
+ * Marks the run running: keeps what a resume puts back if it completes nothing, raises the
+ * iteration count a resume asked for, discards what an interrupted iteration left.
+ */
+function markRunning(s: RunState): void {
+  const { run, plan } = s;
+  if (plan) s.before = { status: readIfFile(run.file('status.json')), config: readIfFile(run.file('config.json')) };
+  if (plan && plan.iterations !== s.c.iterations) {
+    s.log(`the run now goes to iteration ${plan.iterations} (its config.json said ${s.c.iterations})`);
+    s.c = { ...s.c, iterations: plan.iterations };
     writeJsonAtomic(run.file('config.json'), { ...run.readConfig<Record<string, unknown>>(), iterations: plan.iterations });
   }
-  const removed = run.discardAfter(last);
-  if (removed.length) log(`discarded the incomplete iteration${removed.length > 1 ? 's' : ''} ${removed.join(', ')} left by an interrupted run`);
-  run.writeStatus({ state: 'running', pid: process.pid, iterations: c.iterations, lastCompleteIteration: last });
-  // However the process ends while the run is going (a second Ctrl-C, an uncaught error, the
-  // editor closing), the run directory says stopped and holds no half iteration: synchronous,
-  // so it happens even on process.exit().
-  let settled = false;
+  const removed = run.discardAfter(s.last);
+  if (removed.length) s.log(`discarded the incomplete iteration${removed.length > 1 ? 's' : ''} ${removed.join(', ')} left by an interrupted run`);
+  run.writeStatus({ state: 'running', pid: process.pid, iterations: s.c.iterations, lastCompleteIteration: s.last });
+}
+
+/**
+ * However the process ends while the run is going (a second Ctrl-C, an uncaught error, the
+ * editor closing), the run directory says stopped and holds no half iteration. Synchronous, so it
+ * holds even on process.exit(). Returns the function that removes the guard.
+ */
+function guardExit(s: RunState): () => void {
   const onExit = () => {
-    if (settled) return;
     try {
-      run.discardAfter(last);
-      run.writeStatus({ state: 'stopped', iterations: c.iterations, lastCompleteIteration: last });
+      s.run.discardAfter(s.last);
+      s.run.writeStatus({ state: 'stopped', iterations: s.c.iterations, lastCompleteIteration: s.last });
     } catch {
       // nothing more can be done while exiting
     }
   };
   process.on('exit', onExit);
+  return () => process.off('exit', onExit);
+}
 
-  let rig: Rig | undefined;
-  try {
-    runner ??= detectRunner(c.workspace, c.testCommand ? { command: c.testCommand } : undefined);
-    pool ??= await connectRunPool(runId, c);
-    let tasks: Task[];
-    let splits: { train: string[]; heldout: string[] };
-    if (fs.existsSync(run.file('splits.json'))) {
-      // A resume poses the run's tasks again: refused if the workspace no longer holds their files.
-      tasks = readTaskFile(run.file('tasks.jsonl'));
-      assertWorkspaceHoldsTasks(tasks, c.workspace, run.file('tasks.jsonl'));
-      splits = run.readSplits(tasks);
-    } else {
-      emit({ type: 'phase', iteration: 0, phase: 'tasks', detail: `${c.taskSource} tasks from ${c.workspace}` });
-      tasks = await resolveTasks(c, pool, emit);
-      check();
-      if (tasks.length === 0) {
-        throw c.taskSource === 'failing-tests'
-          ? new TurnwiseError('invalid-input', `no test of ${c.workspace} fails, so taskSource "failing-tests" finds no task`, {
-              hint: 'use taskSource "mutation" (the default: bugs made from the workspace\'s own code) or "file" with a task file (`turnwise tasks synth --out`)',
-            })
-          : new TurnwiseError('invalid-input', `no task survived validation in ${c.workspace}: no mutation of its source made one of its passing tests fail`, {
-              hint: 'check that the tests exercise the code (`turnwise tasks synth --workspace … --json` shows why candidates were dropped), or use taskSource "failing-tests" / "file"',
-            });
-      }
-      const seen = new Set(demonstrationTaskIds(c.model || embeddedModelDir()));
-      splits = splitTasks(tasks, c.heldoutFraction, c.taskSeed, seen);
-      const kept = tasks.filter((t) => seen.has(t.id)).length;
-      if (kept) log(`${kept} task(s) were demonstrations of the starting model's warm start: they stay in the train split`);
-      run.writeTasks(tasks, splits);
-    }
-    const byId = new Map(tasks.map((t) => [t.id, t]));
-    const train = splits.train.map((id) => byId.get(id)!).filter(Boolean);
-    const heldout = splits.heldout.map((id) => byId.get(id)!).filter(Boolean);
-    if (train.length === 0) {
-      throw plan
-        ? new TurnwiseError('invalid-file', `${run.file('splits.json')} holds no train task`, { hint: 'restore it from a backup of the run directory; nothing was changed' })
-        : new TurnwiseError('invalid-input', `all ${tasks.length} task(s) are held out; none is left to train on`, { hint: 'lower heldoutFraction or add tasks' });
-    }
-    emit({ type: 'run-started', runDir: run.dir, iterations: c.iterations, trainTasks: train.length, heldoutTasks: heldout.length, ...(last >= 0 ? { resumedFrom: last } : {}) });
+/** Connects a resume's sandboxes (a new run has them already); inside the failure handling, so a resume that cannot reach its engine leaves the run as it was. */
+async function connectSandboxes(s: RunState): Promise<void> {
+  s.runner ??= detectRunner(s.c.workspace, s.c.testCommand ? { command: s.c.testCommand } : undefined);
+  s.pool ??= await connectRunPool(s.run.runId, s.c);
+}
 
-    const startModel = (run.readConfig<{ startModel?: string }>().startModel as string) || c.model || embeddedModelDir();
-    const from = last >= 0 ? run.checkpointDir(last) : startModel;
-    emit({ type: 'phase', iteration: Math.max(0, last), phase: 'snapshot', detail: 'workspace snapshot and policy' });
-    // A LoRA run starts a fresh adapter on its model; once checkpoint 0 exists, every checkpoint
-    // is an adapter that names its base.
-    const lora = last < 0 && c.lora ? { config: c.lora, seed: seedOf(c.seed, 'lora-init') } : undefined;
-    // The update's token cap (the config's, or the largest the memory plan fits: 0), and whether
-    // decode steps pack the weights (where the plan with their copy fits).
-    const memory = runMemoryPlan(c, folderModel(startModel).config);
-    rig = await openRig({ runId, workspace: c.workspace, language: runner.language, checkpoint: from, referenceDir: last >= 0 ? run.checkpointDir(0) : undefined, ...(lora ? { lora } : {}), ...(c.lora ? { loraDropoutSeed: seedOf(c.seed, 'lora-dropout') } : {}), config: c, pool, packDecodeWeights: memory.packDecodeWeights, onLog: (m) => log(m, 'warn') });
-    if (last < 0 && rig.actionFormat.kind === 'chat') log(`the model writes its actions in its own chat format (template: ${rig.actionFormat.source})`);
-    for (const line of memory.lines) log(line);
-    check();
-    // Generated demonstrations for the replay term (the same pool on a resume: seeded by the run).
-    const replaySource = c.replayCoef > 0 && rig.codec ? await ReplaySource.create(rig.codec, seedOf(c.seed, 'replay-pool')) : undefined;
+/** Says the run has started: its directory, iterations and tasks, and the iteration a resume continues from. */
+function announce(s: RunState, tasks: RunTasks): void {
+  s.emit({ type: 'run-started', runDir: s.run.dir, iterations: s.c.iterations, trainTasks: tasks.train.length, heldoutTasks: tasks.heldout.length, ...(s.last >= 0 ? { resumedFrom: s.last } : {}) });
+}
 
-    // The train groups of the iterations done so far, oldest first: what `informative` task
-    // sampling weighs by (read back from their trajectories on a resume, so it picks as the
-    // uninterrupted run would have).
-    const pastGroups: GroupOutcome[] = c.taskSampling === 'informative' ? pastGroupOutcomes(run, last) : [];
-    const evalDue = (n: number) => n === 0 || n === c.iterations || (c.evalEvery > 0 && n % c.evalEvery === 0);
-    const runEval = async (n: number, due = evalDue(n)): Promise<{ m: Record<string, number>; trajs: Trajectory[]; passAtKT?: PassAtKT }> => {
-      if (!heldout.length || !due) return { m: {}, trajs: [] };
-      const total = heldout.length * (1 + c.evalSamples);
-      emit({ type: 'phase', iteration: n, phase: 'eval', done: 0, total });
-      const t0 = Date.now();
-      let done = 0;
-      const base = {
-        iteration: n,
-        seed: c.seed,
-        config: c,
-        checkpoint: run.checkpointDir(n),
-        signal: o.signal,
-        onEpisode: (t: Trajectory) => {
-          done++;
-          emit({ type: 'phase', iteration: n, phase: 'eval', done, total });
-          emitEpisode(emit, n, t);
-        },
-      };
-      // Greedy episodes give pass@1 of the policy's best guess; sampled ones estimate the success
-      // rate of the policy RL actually changes.
-      const res = await evaluateGreedyThenSampled(rig!, heldout, { ...base, samples: c.evalSamples });
-      check();
-      if (!res) throw new Stopped();
-      const m = { ...episodeMetrics('heldout/', res.greedy), ...(c.evalSamples > 0 ? episodeMetrics('heldout/sampled/', res.sampled) : {}) };
-      const trajs = [...res.greedy, ...res.sampled];
-      const failedEval = trajs.filter(unscored);
-      if (failedEval.length && n > 0) log(`${failedEval.length} of ${trajs.length} held-out episodes of iteration ${n} failed or could not be scored and are left out of its held-out metrics (first: ${whyUnscored(failedEval[0])})`, 'warn');
-      // PASS@(k,T) of the sampled episodes: in the iteration's event (metrics rows stay flat numbers).
-      const passKT = sampledPassAtKT(trajs);
-      return { m: { ...m, 'time/eval_s': (Date.now() - t0) / 1000, ...(res.canary ? { 'time/eval_canary_s': res.canary.durationMs / 1000 } : {}) }, trajs, ...(passKT ? { passAtKT: passKT } : {}) };
-    };
+/**
+ * Opens the policy the run continues from (its starting model, or its last checkpoint on a
+ * resume) with the workspace's snapshot, and the replayed demonstrations beside it.
+ */
+async function openPolicy(s: RunState): Promise<{ rig: Rig; updateTokens: number; replay?: ReplaySource }> {
+  const { run, c, last } = s;
+  const startModel = (run.readConfig<{ startModel?: string }>().startModel as string) || c.model || embeddedModelDir();
+  const from = last >= 0 ? run.checkpointDir(last) : startModel;
+  s.emit({ type: 'phase', iteration: Math.max(0, last), phase: 'snapshot', detail: 'workspace snapshot and policy' });
+  // A LoRA run starts a fresh adapter on its model; once checkpoint 0 exists, every checkpoint
+  // is an adapter that names its base.
+  const lora = last < 0 && c.lora ? { config: c.lora, seed: seedOf(c.seed, 'lora-init') } : undefined;
+  // The update's token cap, and whether decode steps pack the weights (where the plan with their copy fits).
+  const memory = runMemoryPlan(c, folderModel(startModel).config);
+  const rig = await openRig({
+    runId: run.runId,
+    workspace: c.workspace,
+    language: s.runner!.language,
+    checkpoint: from,
+    referenceDir: last >= 0 ? run.checkpointDir(0) : undefined,
+    ...(lora ? { lora } : {}),
+    ...(c.lora ? { loraDropoutSeed: seedOf(c.seed, 'lora-dropout') } : {}),
+    config: c,
+    pool: s.pool,
+    packDecodeWeights: memory.packDecodeWeights,
+    onLog: (m) => s.log(m, 'warn'),
+  });
+  s.rig = rig;
+  if (last < 0 && rig.actionFormat.kind === 'chat') s.log(`the model writes its actions in its own chat format (template: ${rig.actionFormat.source})`);
+  for (const line of memory.lines) s.log(line);
+  check(s);
+  // Seeded by the run, so a resume replays from the same pool.
+  const replay = c.replayCoef > 0 && rig.codec ? await ReplaySource.create(rig.codec, seedOf(c.seed, 'replay-pool')) : undefined;
+  return { rig, updateTokens: memory.updateTokens, ...(replay ? { replay } : {}) };
+}
 
-    // The longest held-out evaluation so far: part of what the time budget expects of an iteration.
-    let evalMs = 0;
-    if (last < 0) {
-      // Iteration 0: the starting checkpoint, evaluated on the held-out tasks.
-      const ev = await runEval(0);
-      evalMs = (ev.m['time/eval_s'] ?? 0) * 1000;
-      const failedEval = ev.trajs.filter(unscored);
-      if (ev.trajs.length && failedEval.length === ev.trajs.length) {
-        // An evaluation that cannot run would make every later one a row of "—": stop with its reason.
-        throw new TurnwiseError('sandbox-failed', `every one of the ${ev.trajs.length} held-out episodes of the starting evaluation failed; the first: ${whyUnscored(failedEval[0])}`, {
-          hint: 'run one of the held-out tasks with `turnwise episode` or check the workspace and Docker with `turnwise doctor`; nothing of the run was kept',
-        });
-      }
-      run.writeTrajectories(0, 'heldout', ev.trajs);
-      await saveRunCheckpoint(rig, run.checkpointDir(0));
-      const row: MetricsRow = { schema: SCHEMA.metrics, iteration: 0, ...jsonSafe(ev.m) } as MetricsRow;
-      run.commitIteration(row);
-      emit({ type: 'checkpoint-written', iteration: 0, path: run.checkpointDir(0) });
-      emit({ type: 'iteration-finished', iteration: 0, metrics: row, ...(ev.passAtKT ? { pass_at_k_t: ev.passAtKT } : {}) });
-      last = 0;
-      run.writeStatus({ state: 'running', pid: process.pid, iterations: c.iterations, lastCompleteIteration: last });
-    }
+/** The run's state ready to train; a resume reads its past train groups back, so `informative` picks as the uninterrupted run would have. */
+function trainingState(s: RunState, tasks: RunTasks, policy: { rig: Rig; updateTokens: number; replay?: ReplaySource }): Training {
+  const pastGroups = s.c.taskSampling === 'informative' ? pastGroupOutcomes(s.run, s.last) : [];
+  return Object.assign(s, policy, { tasks, pastGroups, budget: { end: Infinity, evalMs: 0, slowestMs: 0 } });
+}
 
-    // The time budget (maxMinutes): counted from here, at each start of the run.
-    const budgetEnd = c.maxMinutes > 0 ? Date.now() + c.maxMinutes * 60_000 : Infinity;
-    let slowestMs = 0;
-    let outOfTime = false;
-    for (let n = last + 1; n <= c.iterations; n++) {
-      check();
-      const it0 = Date.now();
-      // Tasks of this iteration: a seeded draw from the train split (taskSampling).
-      const picked = pickTasks(train, c.tasksPerIteration, c.seed, n, c.taskSampling, alikeStreaks(pastGroups));
-      const jobs: EpisodeJob[] = [];
-      picked.forEach((task, ti) => {
-        for (let g = 0; g < c.groupSize; g++) jobs.push({ task, episodeId: `it${n}-t${ti}-g${g}`, groupId: `it${n}-t${ti}`, seed: seedOf(c.seed, n, ti, g), split: 'train' });
-      });
-      let done = 0;
-      emit({ type: 'phase', iteration: n, phase: 'rollout', done: 0, total: jobs.length });
-      // The reward canary (canary.ts) beside the rollouts: a train task in turn; its failure stops
-      // the run before the advantages and the update use this iteration's rewards.
-      const ct = canaryTask(train, n);
-      const canary = ct ? runCanary(rig, ct, c, `in iteration ${n}`).then((r) => ({ r }), (e: unknown) => ({ e })) : undefined;
-      const ro = await runRollouts(jobs, {
-        ...rolloutOptions(rig, c, run.checkpointDir(n - 1), n, o.signal, (t) => {
-          done++;
-          emit({ type: 'phase', iteration: n, phase: 'rollout', done, total: jobs.length });
-          emitEpisode(emit, n, t);
-        }),
-      });
-      const checked = await canary;
-      check();
-      if (checked && 'e' in checked) throw checked.e;
-      const canaryS = checked ? checked.r.durationMs / 1000 : NaN;
-      const trajs = ro.trajectories;
-      const failed = trajs.filter((t) => t.failure);
-      if (failed.length === trajs.length) {
-        throw new TurnwiseError('sandbox-failed', `every episode of iteration ${n} failed; the first: ${failed[0]?.failure}`, { hint: 'check Docker (`turnwise doctor`) and the workspace\'s tests' });
-      }
-      if (failed.length) log(`${failed.length} of ${trajs.length} episodes failed and are left out of the update (first: ${failed[0].failure})`, 'warn');
+/** Starts the time budget's clock: at each start of the run, after its iteration 0. */
+function startBudget(t: Training): void {
+  if (t.c.maxMinutes > 0) t.budget.end = Date.now() + t.c.maxMinutes * 60_000;
+}
 
-      // Advantages: the run's estimator over the scored episodes; failed ones get 0.
-      emit({ type: 'phase', iteration: n, phase: 'advantages' });
-      const tA = Date.now();
-      const scored = trajs.filter((t) => !t.failure);
-      // A group is one picked task slot (the same task may be picked twice in one iteration).
-      const report = await trajectoryAdvantages(
-        scored.map((t) => ({ ...t, taskId: t.groupId })),
-        c.estimator,
-        c.estimatorParams,
-      );
-      const byTraj = new Map(scored.map((t) => [t.trajId, t]));
-      for (const r of report.rows) {
-        const turn = byTraj.get(r.trajId)?.turns.find((x) => x.index === r.turn);
-        if (turn) {
-          turn.advantage = r.advantage;
-          turn.advantageComponents = r.components;
-        }
-      }
-      const advS = (Date.now() - tA) / 1000;
+// ── an iteration ───────────────────────────────────────────────────────────────────────────────
 
-      // Update.
-      emit({ type: 'phase', iteration: n, phase: 'update' });
-      const tU = Date.now();
-      const budget = rig.contextTokens - c.maxActionTokens;
-      const taskText = (t: Trajectory) => taskTextOf(byId.get(t.taskId)!);
-      const turnRows = scored.map((t) => {
-        const task = byId.get(t.taskId)!;
-        // A chat episode's rows are its conversation built again from the trajectory's ids.
-        return rig!.chat ? chatTurnTokenRows(rig!.chat.format, chatSystemMessage(task), chatTaskMessage(task), t, rig!.chat.stopIds) : turnTokenRows(rig!.codec!, taskText(t), t, budget);
-      });
-      const rows = updateRows(
-        turnRows.map((r) => weightNegativeAdvantages(r, c.negativeAdvantageWeight)),
-        c.klCoef > 0 || c.entCoef > 0,
-        c.lossAggregation,
-      );
-      const stepMetrics: StepMetrics[] = [];
-      if (rows.length) {
-        for (let epoch = 0; epoch < c.epochs; epoch++) {
-          // A seeded order: one hash per row, not two per comparison.
-          const shuffled = rows
-            .map((r) => ({ r, key: seedOf(c.seed, n, epoch, r.ids.length, r.actions[0].advantage, r.actions.length) }))
-            .sort((a, b) => a.key - b.key)
-            .map((x) => x.r);
-          const ref = c.klCoef > 0 ? await rig.policy.logprobs(shuffled.map((r) => r.ids), { temperature: c.temperature, model: 'reference' }) : undefined;
-          const replay: ReplayRows | undefined = replaySource && { rows: c.replayRows, draw: (T, k) => replaySource!.draw(c.replayRows, T, seedOf(c.seed, 'replay', n, epoch, k)) };
-          for (const mb of packMinibatches(shuffled, c.minibatches, ref, replay)) {
-            check();
-            const ms = await rig.policy.train({ loss: c.loss, batch: mb.B, seq: mb.T, microBatchTokens: memory.updateTokens }, [mb.batch], {
-              lr: c.lr,
-              klCoef: c.klCoef,
-              entCoef: c.entCoef,
-              replayCoef: c.replayCoef,
-              clipLow: c.clipLow,
-              clipHigh: c.clipHigh,
-              temperature: c.temperature,
-            });
-            stepMetrics.push(...ms);
-          }
-        }
-      }
-      // Where the update moved the log-probability of the actions it learned from, by the sign of
-      // their advantage (one forward pass, counted in the update's time; the rollout log-probs are
-      // the "before"). A drop of the positive ones as well means the negative ones dominate and
-      // push probability elsewhere.
-      const learned = updateRows(turnRows, false);
-      const moved = stepMetrics.length && learned.length ? actionLogpShift(learned, await rig.policy.logprobs(learned.map((r) => r.ids), { temperature: c.temperature })) : undefined;
-      const updS = (Date.now() - tU) / 1000;
-      check();
+/** Tasks of iteration n: a seeded draw from the train split (taskSampling), groupSize episodes each. */
+function iterationJobs(t: Training, n: number): EpisodeJob[] {
+  const { c } = t;
+  const picked = pickTasks(t.tasks.train, c.tasksPerIteration, c.seed, n, c.taskSampling, alikeStreaks(t.pastGroups));
+  return picked.flatMap((task, ti) => Array.from({ length: c.groupSize }, (_, g) => ({ task, episodeId: `it${n}-t${ti}-g${g}`, groupId: `it${n}-t${ti}`, seed: seedOf(c.seed, n, ti, g), split: 'train' as const })));
+}
 
-      // Checkpoint, evaluation, then the marker that commits the iteration.
-      await saveRunCheckpoint(rig, run.checkpointDir(n));
-      emit({ type: 'checkpoint-written', iteration: n, path: run.checkpointDir(n) });
-      // The budget's last iteration: another as long as the slowest so far (an evaluation
-      // included) would pass it. It is evaluated whatever evalEvery says, so the run ends on a
-      // held-out measurement.
-      const workMs = Date.now() - it0;
-      outOfTime = n < c.iterations && Date.now() + evalMs + Math.max(slowestMs, workMs + evalMs) > budgetEnd;
-      const ev = await runEval(n, evalDue(n) || outOfTime);
-      if (ev.trajs.length) evalMs = Math.max(evalMs, ev.m['time/eval_s'] * 1000);
-      slowestMs = Math.max(slowestMs, Date.now() - it0);
-      run.writeTrajectories(n, 'train', trajs);
-      if (c.taskSampling === 'informative') pastGroups.push(...groupOutcomes(trajs));
-      if (ev.trajs.length) run.writeTrajectories(n, 'heldout', ev.trajs);
-      const advs = scored.flatMap((t) => t.turns.map((x) => x.advantage ?? 0));
-      // The train pass rate's key is tests/pass_rate (docs/run-directory.md) (held-out ones keep their prefix).
-      const { pass_rate: trainPassRate, ...trainEpisodes } = episodeMetrics('', trajs);
-      const sm = (k: keyof StepMetrics) => (stepMetrics.length ? mean(stepMetrics.map((s) => s[k])) : NaN);
-      const row: MetricsRow = {
-        schema: SCHEMA.metrics,
-        iteration: n,
-        ...jsonSafe({
-          ...trainEpisodes,
-          'tests/pass_rate': trainPassRate,
-          frac_reward_zero_std: report.diagnostics.frac_reward_zero_std,
-          'adv/mean': mean(advs),
-          'adv/std': advs.length > 1 ? std(advs) : 0,
-          'adv/abs_mean': mean(advs.map(Math.abs)),
-          'adv/same_outcome_share': sameOutcomeAdvantageShare(scored),
-          'loss/policy': sm('pg_loss'),
-          'loss/total': sm('loss'),
-          kl: sm('kl'),
-          approx_kl: sm('approx_kl'),
-          clip_frac: sm('clip_frac'),
-          entropy: sm('entropy'),
-          grad_norm: sm('grad_norm'),
-          'update/steps': stepMetrics.length,
-          'update/rows': rows.length,
-          'update/actions': rows.reduce((a, r) => a + r.actions.length, 0),
-          'update/dlogp_pos': moved?.positive ?? NaN,
-          'update/dlogp_neg': moved?.negative ?? NaN,
-          'update/replay_loss': c.replayCoef > 0 ? sm('replay_loss') : NaN,
-          'time/rollout_s': ro.wallMs / 1000,
-          'time/generation_s': ro.generateMs / 1000,
-          'time/sandbox_s': ro.sandboxMs / 1000,
-          'time/reward_s': ro.rewardMs / 1000,
-          'time/canary_s': canaryS,
-          'time/advantages_s': advS,
-          'time/update_s': updS,
-          'time/iteration_s': (Date.now() - it0) / 1000,
-          'rollout/mean_batch': ro.meanBatch,
-          'rollout/cached_turns': cachedTurnFraction(trajs),
-          ...ev.m,
-        }),
-      } as MetricsRow;
-      run.commitIteration(row);
-      last = n;
-      run.writeStatus({ state: 'running', pid: process.pid, iterations: c.iterations, lastCompleteIteration: last });
-      emit({ type: 'iteration-finished', iteration: n, metrics: row, ...(ev.passAtKT ? { pass_at_k_t: ev.passAtKT } : {}) });
-      if (outOfTime) {
-        run.writeStatus({ state: 'stopped', iterations: c.iterations, lastCompleteIteration: last });
-        const reason = `its time budget of ${c.maxMinutes} min would pass during another iteration (maxMinutes); resume it to go on`;
-        log(`stopping after iteration ${n}: ${reason}`);
-        emit({ type: 'run-stopped', lastCompleteIteration: last, reason, outOfTime: true });
-        return { runDir: run.dir, runId, metrics: run.readMetrics(), state: 'out-of-time', newIterations: last - startedAt };
-      }
-    }
-    run.writeStatus({ state: 'finished', iterations: c.iterations, lastCompleteIteration: last });
-    emit({ type: 'run-finished', iterations: c.iterations, runDir: run.dir });
-    return { runDir: run.dir, runId, metrics: run.readMetrics(), state: 'finished', newIterations: last - startedAt };
-  } catch (e) {
-    if (e instanceof Stopped || o.signal?.aborted) {
-      run.discardAfter(last);
-      run.writeStatus({ state: 'stopped', iterations: c.iterations, lastCompleteIteration: last });
-      emit({ type: 'run-stopped', lastCompleteIteration: last, reason: 'stopped by the user' });
-      return { runDir: run.dir, runId, metrics: run.readMetrics(), state: 'stopped', newIterations: last - startedAt };
-    }
-    settled = true;
-    await rig?.close().catch(() => undefined);
-    rig = undefined;
-    if (!o.resume && last < 0) {
-      // A new run that failed before its first iteration holds nothing complete: it leaves nothing.
-      lock.release();
-      fs.rmSync(run.dir, { recursive: true, force: true });
-    } else if (before && last === startedAt) {
-      // A resume that completed nothing leaves the run's files as they were.
-      run.discardAfter(last);
-      restoreFile(run.file('status.json'), before.status);
-      restoreFile(run.file('config.json'), before.config);
-    } else {
-      run.writeStatus({ state: 'failed', iterations: c.iterations, lastCompleteIteration: last, error: errorToJson(e) });
-    }
-    emit({ type: 'run-failed', error: errorToJson(e) });
-    throw e;
-  } finally {
-    settled = true;
-    process.off('exit', onExit);
-    await rig?.close().catch(() => undefined);
-    await pool?.close().catch(() => undefined);
-    lock.release();
+/**
+ * Rollouts of iteration n with the policy of checkpoint n−1, and the reward canary (canary.ts)
+ * beside them on a train task in turn: its failure stops the run before the advantages and the
+ * update use this iteration's rewards, as does the failure of every episode.
+ */
+async function rollouts(t: Training, n: number, jobs: EpisodeJob[]): Promise<TrainSteps['rollouts']> {
+  let done = 0;
+  t.emit({ type: 'phase', iteration: n, phase: 'rollout', done: 0, total: jobs.length });
+  const ct = canaryTask(t.tasks.train, n);
+  const canary = ct ? runCanary(t.rig, ct, t.c, `in iteration ${n}`).then((r) => ({ r }), (e: unknown) => ({ e })) : undefined;
+  const ro = await runRollouts(jobs, {
+    ...rolloutOptions(t.rig, t.c, t.run.checkpointDir(n - 1), n, t.signal, (x) => {
+      done++;
+      t.emit({ type: 'phase', iteration: n, phase: 'rollout', done, total: jobs.length });
+      emitEpisode(t.emit, n, x);
+    }),
+  });
+  const checked = await canary;
+  check(t);
+  if (checked && 'e' in checked) throw checked.e;
+  const trajs = ro.trajectories;
+  const failed = trajs.filter((x) => x.failure);
+  if (failed.length === trajs.length) {
+    throw new TurnwiseError('sandbox-failed', `every episode of iteration ${n} failed; the first: ${failed[0]?.failure}`, { hint: 'check Docker (`turnwise doctor`) and the workspace\'s tests' });
   }
+  if (failed.length) t.log(`${failed.length} of ${trajs.length} episodes failed and are left out of the update (first: ${failed[0].failure})`, 'warn');
+  return { ...ro, canaryS: checked ? checked.r.durationMs / 1000 : NaN };
+}
+
+/** Advantages: the run's estimator over the scored episodes, written onto their turns; failed episodes get none. */
+async function advantages(t: Training, n: number, trajs: Trajectory[]): Promise<TrainSteps['advantages']> {
+  t.emit({ type: 'phase', iteration: n, phase: 'advantages' });
+  const t0 = Date.now();
+  const scored = trajs.filter((x) => !x.failure);
+  // A group is one picked task slot (the same task may be picked twice in one iteration).
+  const report = await trajectoryAdvantages(
+    scored.map((x) => ({ ...x, taskId: x.groupId })),
+    t.c.estimator,
+    t.c.estimatorParams,
+  );
+  const byTraj = new Map(scored.map((x) => [x.trajId, x]));
+  for (const r of report.rows) {
+    const turn = byTraj.get(r.trajId)?.turns.find((x) => x.index === r.turn);
+    if (turn) {
+      turn.advantage = r.advantage;
+      turn.advantageComponents = r.components;
+    }
+  }
+  return { scored, report, seconds: (Date.now() - t0) / 1000 };
+}
+
+/** The policy update on the scored episodes (update.ts). */
+async function update(t: Training, n: number, scored: Trajectory[]): Promise<PolicyUpdate> {
+  t.emit({ type: 'phase', iteration: n, phase: 'update' });
+  const u = await updatePolicy(t.rig, scored, { config: t.c, iteration: n, tasks: t.tasks.byId, updateTokens: t.updateTokens, ...(t.replay ? { replay: t.replay } : {}), check: () => check(t) });
+  check(t);
+  return u;
+}
+
+/**
+ * Writes the policy as checkpoint n with the action format it writes in (action_format.json), so
+ * a resume and `eval --run` prompt it the same way; a chat model's full checkpoint also carries its
+ * template as chat_template.jinja (an adapter's is its base's).
+ */
+async function checkpoint(t: Training, n: number): Promise<void> {
+  const dir = t.run.checkpointDir(n);
+  await t.rig.policy.saveCheckpoint(dir);
+  const f = t.rig.actionFormat;
+  if (f.kind === 'chat' && !fs.existsSync(path.join(dir, 'adapter_config.json')) && path.resolve(f.source) !== path.resolve(dir, 'chat_template.jinja')) {
+    writeFileAtomic(path.join(dir, 'chat_template.jinja'), f.template);
+  }
+  recordActionFormat(dir, f.kind);
+  t.emit({ type: 'checkpoint-written', iteration: n, path: dir });
+}
+
+/**
+ * Whether iteration n is the last the time budget fits: another as long as the slowest so far
+ * (an evaluation included) would pass its end. That iteration is evaluated whatever evalEvery
+ * says, so the run ends on a held-out measurement.
+ */
+function lastInBudget(t: Training, n: number, startedMs: number): boolean {
+  const { end, evalMs, slowestMs } = t.budget;
+  const workMs = Date.now() - startedMs;
+  return n < t.c.iterations && Date.now() + evalMs + Math.max(slowestMs, workMs + evalMs) > end;
+}
+
+/** Whether iteration n is evaluated by evalEvery (the first and the last always are). */
+function evalDue(c: TrainConfig, n: number): boolean {
+  return n === 0 || n === c.iterations || (c.evalEvery > 0 && n % c.evalEvery === 0);
+}
+
+/**
+ * The held-out evaluation of checkpoint n when `due`: greedy episodes give pass@1 of the policy's
+ * best guess; evalSamples sampled ones per task the success rate of the policy RL changes.
+ * The starting evaluation stops the run when none of its episodes could be scored: every later
+ * one would be a row of nulls.
+ */
+async function evaluation(t: Training, n: number, due: boolean): Promise<Evaluation> {
+  const { c, tasks } = t;
+  if (!tasks.heldout.length || !due) return { m: {}, trajs: [] };
+  const total = tasks.heldout.length * (1 + c.evalSamples);
+  t.emit({ type: 'phase', iteration: n, phase: 'eval', done: 0, total });
+  const t0 = Date.now();
+  let done = 0;
+  const res = await evaluateGreedyThenSampled(t.rig, tasks.heldout, {
+    iteration: n,
+    seed: c.seed,
+    config: c,
+    checkpoint: t.run.checkpointDir(n),
+    signal: t.signal,
+    onEpisode: (x: Trajectory) => {
+      done++;
+      t.emit({ type: 'phase', iteration: n, phase: 'eval', done, total });
+      emitEpisode(t.emit, n, x);
+    },
+    samples: c.evalSamples,
+  });
+  check(t);
+  if (!res) throw new Stopped();
+  const m = { ...episodeMetrics('heldout/', res.greedy), ...(c.evalSamples > 0 ? episodeMetrics('heldout/sampled/', res.sampled) : {}) };
+  const trajs = [...res.greedy, ...res.sampled];
+  const failed = trajs.filter(unscored);
+  if (n === 0 && trajs.length && failed.length === trajs.length) {
+    throw new TurnwiseError('sandbox-failed', `every one of the ${trajs.length} held-out episodes of the starting evaluation failed; the first: ${whyUnscored(failed[0])}`, {
+      hint: 'run one of the held-out tasks with `turnwise episode` or check the workspace and Docker with `turnwise doctor`; nothing of the run was kept',
+    });
+  }
+  if (failed.length && n > 0) t.log(`${failed.length} of ${trajs.length} held-out episodes of iteration ${n} failed or could not be scored and are left out of its held-out metrics (first: ${whyUnscored(failed[0])})`, 'warn');
+  const evalS = (Date.now() - t0) / 1000;
+  t.budget.evalMs = Math.max(t.budget.evalMs, evalS * 1000);
+  // PASS@(k,T) goes in the iteration's event: metrics rows stay flat numbers.
+  const passKT = sampledPassAtKT(trajs);
+  return { m: { ...m, 'time/eval_s': evalS, ...(res.canary ? { 'time/eval_canary_s': res.canary.durationMs / 1000 } : {}) }, trajs, ...(passKT ? { passAtKT: passKT } : {}) };
+}
+
+/**
+ * Commits iteration n: its episodes, then its marker holding the metrics row (an iteration counts
+ * once that is written), the status and the event. `train` is absent for iteration 0.
+ */
+function commit(t: Training, n: number, ev: Evaluation, train?: TrainSteps): void {
+  if (train) {
+    t.run.writeTrajectories(n, 'train', train.rollouts.trajectories);
+    if (t.c.taskSampling === 'informative') t.pastGroups.push(...groupOutcomes(train.rollouts.trajectories));
+  }
+  // Iteration 0 is its evaluation: its eval.jsonl is written even when there is no held-out task.
+  if (ev.trajs.length || n === 0) t.run.writeTrajectories(n, 'heldout', ev.trajs);
+  const row: MetricsRow = { schema: SCHEMA.metrics, iteration: n, ...jsonSafe({ ...(train ? trainMetrics(t.c, train) : {}), ...ev.m }) } as MetricsRow;
+  t.run.commitIteration(row);
+  t.last = n;
+  t.run.writeStatus({ state: 'running', pid: process.pid, iterations: t.c.iterations, lastCompleteIteration: n });
+  t.emit({ type: 'iteration-finished', iteration: n, metrics: row, ...(ev.passAtKT ? { pass_at_k_t: ev.passAtKT } : {}) });
+}
+
+/** The train keys of a metrics row (docs/run-directory.md#metrics), in the row's order. */
+function trainMetrics(c: TrainConfig, s: TrainSteps): Record<string, number> {
+  const trajs = s.rollouts.trajectories;
+  const { scored, report } = s.advantages;
+  const advs = scored.flatMap((x) => x.turns.map((turn) => turn.advantage ?? 0));
+  // The train pass rate's key is tests/pass_rate (held-out ones keep their prefix).
+  const { pass_rate: trainPassRate, ...trainEpisodes } = episodeMetrics('', trajs);
+  return {
+    ...trainEpisodes,
+    'tests/pass_rate': trainPassRate,
+    frac_reward_zero_std: report.diagnostics.frac_reward_zero_std,
+    'adv/mean': mean(advs),
+    'adv/std': advs.length > 1 ? std(advs) : 0,
+    'adv/abs_mean': mean(advs.map(Math.abs)),
+    'adv/same_outcome_share': sameOutcomeAdvantageShare(scored),
+    ...updateMetrics(s.update, c),
+    'time/rollout_s': s.rollouts.wallMs / 1000,
+    'time/generation_s': s.rollouts.generateMs / 1000,
+    'time/sandbox_s': s.rollouts.sandboxMs / 1000,
+    'time/reward_s': s.rollouts.rewardMs / 1000,
+    'time/canary_s': s.rollouts.canaryS,
+    'time/advantages_s': s.advantages.seconds,
+    'time/update_s': s.update.seconds,
+    'time/iteration_s': (Date.now() - s.startedMs) / 1000,
+    'rollout/mean_batch': s.rollouts.meanBatch,
+    'rollout/cached_turns': cachedTurnFraction(trajs),
+  };
+}
+
+// ── finish ─────────────────────────────────────────────────────────────────────────────────────
+
+/** Ends a run whose iterations are all done. */
+function finish(t: Training): TrainRunResult {
+  t.run.writeStatus({ state: 'finished', iterations: t.c.iterations, lastCompleteIteration: t.last });
+  t.emit({ type: 'run-finished', iterations: t.c.iterations, runDir: t.run.dir });
+  return result(t, 'finished');
+}
+
+/** Ends a run after iteration n, the last its time budget fits; a resume goes on with a new budget. */
+function stopOutOfTime(t: Training, n: number): TrainRunResult {
+  t.run.writeStatus({ state: 'stopped', iterations: t.c.iterations, lastCompleteIteration: t.last });
+  const reason = `its time budget of ${t.c.maxMinutes} min would pass during another iteration (maxMinutes); resume it to go on`;
+  t.log(`stopping after iteration ${n}: ${reason}`);
+  t.emit({ type: 'run-stopped', lastCompleteIteration: t.last, reason, outOfTime: true });
+  return result(t, 'out-of-time');
+}
+
+/** Ends a run the signal stopped: the unfinished iteration discarded, the run resumable. */
+function stop(s: RunState): TrainRunResult {
+  s.run.discardAfter(s.last);
+  s.run.writeStatus({ state: 'stopped', iterations: s.c.iterations, lastCompleteIteration: s.last });
+  s.emit({ type: 'run-stopped', lastCompleteIteration: s.last, reason: 'stopped by the user' });
+  return result(s, 'stopped');
+}
+
+/**
+ * Ends a run that failed with `e`: a new run with no complete iteration leaves nothing, a resume
+ * that completed none leaves the run's files as they were, any other run says failed.
+ */
+async function fail(s: RunState, e: unknown): Promise<void> {
+  await s.rig?.close().catch(() => undefined);
+  s.rig = undefined;
+  if (!s.plan && s.last < 0) {
+    s.lock.release();
+    fs.rmSync(s.run.dir, { recursive: true, force: true });
+  } else if (s.before && s.last === s.startedAt) {
+    s.run.discardAfter(s.last);
+    restoreFile(s.run.file('status.json'), s.before.status);
+    restoreFile(s.run.file('config.json'), s.before.config);
+  } else {
+    s.run.writeStatus({ state: 'failed', iterations: s.c.iterations, lastCompleteIteration: s.last, error: errorToJson(e) });
+  }
+  s.emit({ type: 'run-failed', error: errorToJson(e) });
+}
+
+function result(s: RunState, state: TrainRunResult['state']): TrainRunResult {
+  return { runDir: s.run.dir, runId: s.run.runId, metrics: s.run.readMetrics(), state, newIterations: s.last - s.startedAt };
+}
+
+/** Throws Stopped once the run's signal has aborted. */
+function check(s: RunState): void {
+  if (s.signal?.aborted) throw new Stopped('stopped');
 }
 
 /** An episode that gives no score: it failed, or its tests gave no usable report (reward NaN). */

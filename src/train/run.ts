@@ -495,7 +495,7 @@ function commit(t: Training, n: number, ev: Evaluation, train?: TrainSteps): voi
     t.run.writeTrajectories(n, 'train', train.rollouts.trajectories);
     if (t.c.taskSampling === 'informative') t.pastGroups.push(...groupOutcomes(train.rollouts.trajectories));
   }
-  // Iteration 0 is its evaluation: its eval.jsonl is written even when there is no held-out task.
+  // Iteration 0 is its evaluation: its heldout.jsonl is written even when there is no held-out task.
   if (ev.trajs.length || n === 0) t.run.writeTrajectories(n, 'heldout', ev.trajs);
   const row: MetricsRow = { schema: SCHEMA.metrics, iteration: n, ...jsonSafe({ ...(train ? trainMetrics(t.c, train) : {}), ...ev.m }) } as MetricsRow;
   t.run.commitIteration(row);

@@ -1,4 +1,5 @@
-// Segments (agent/prompt.ts) to token ids: `<|im_start|>role\n` text `<|im_end|>\n` per segment,
+// The compact action format's codec (turnwise-tiny's format; a chat model uses its own template,
+// chat-model.ts): segments (agent/prompt.ts) to token ids: `<|im_start|>role\n` text `<|im_end|>\n` per segment,
 // then `<|im_start|>agent\n` where the next action goes. Text from the task, the workspace and
 // tool output is data: it is encoded with special tokens off, so a file that contains
 // `<|im_end|>` cannot end a turn. Context handling: the task stays, the oldest turns go first.
@@ -6,7 +7,7 @@ import { TurnwiseError } from '../core/errors';
 import { omittedMarker, type PromptTurn, type Segment } from '../agent/prompt';
 import type { PolicyTokenizer } from '../policy/files/tokenizer';
 
-export interface ChatCodec {
+export interface CompactCodec {
   imStart: number;
   imEnd: number;
   /** Ids of untrusted text: special-token strings stay plain text. */
@@ -19,7 +20,7 @@ export interface ChatCodec {
  * directly from UTF-8; other tokenizers go through their own encoder with any special-token
  * string broken up first (a zero-width joiner after `<|`), so it cannot match.
  */
-export function chatCodec(tok: PolicyTokenizer): ChatCodec {
+export function compactCodec(tok: PolicyTokenizer): CompactCodec {
   const imStart = tok.tokenId('<|im_start|>');
   const imEnd = tok.tokenId('<|im_end|>');
   if (imStart === undefined || imEnd === undefined) {
@@ -32,17 +33,17 @@ export function chatCodec(tok: PolicyTokenizer): ChatCodec {
   return { imStart, imEnd, text, decode: (ids) => tok.decode(ids, true) };
 }
 
-export function segmentIds(c: ChatCodec, seg: Segment): number[] {
+export function segmentIds(c: CompactCodec, seg: Segment): number[] {
   return [c.imStart, ...c.text(`${seg.role}\n`), ...c.text(seg.text), c.imEnd, ...c.text('\n')];
 }
 
 /** `<|im_start|>agent\n`: what the model continues from. */
-export function actionPrefix(c: ChatCodec): number[] {
+export function actionPrefix(c: CompactCodec): number[] {
   return [c.imStart, ...c.text('agent\n')];
 }
 
 /** An action as trained: its text then `<|im_end|>`. */
-export function actionIds(c: ChatCodec, action: string): number[] {
+export function actionIds(c: CompactCodec, action: string): number[] {
   return [...c.text(action), c.imEnd];
 }
 
@@ -50,7 +51,7 @@ export function actionIds(c: ChatCodec, action: string): number[] {
  * The prompt ids for the next action: task + as many of the latest turns as fit in `budget`
  * tokens (oldest dropped first, with a marker). Returns the ids and the first turn kept.
  */
-export function renderPrompt(c: ChatCodec, task: string, turns: readonly PromptTurn[], budget: number): { ids: number[]; firstTurn: number } {
+export function renderPrompt(c: CompactCodec, task: string, turns: readonly PromptTurn[], budget: number): { ids: number[]; firstTurn: number } {
   const taskIds = segmentIds(c, { role: 'task', text: task });
   const prefix = actionPrefix(c);
   const turnIds = turns.map((t) => [...segmentIds(c, { role: 'agent', text: t.action }), ...segmentIds(c, { role: 'obs', text: t.observation })]);
@@ -69,7 +70,7 @@ export function renderPrompt(c: ChatCodec, task: string, turns: readonly PromptT
 }
 
 /** Token ids and per-token loss weights of a demonstration: actions at 1, the rest at `promptWeight`. */
-export function encodeDemonstration(c: ChatCodec, segments: readonly Segment[], promptWeight: number): { ids: number[]; weights: number[] } {
+export function encodeDemonstration(c: CompactCodec, segments: readonly Segment[], promptWeight: number): { ids: number[]; weights: number[] } {
   const ids: number[] = [];
   const weights: number[] = [];
   for (const seg of segments) {

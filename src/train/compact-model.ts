@@ -1,10 +1,10 @@
-// The ONNX policy as the agent's ActionModel: each episode keeps one sequence (its KV cache) in
+// The ONNX policy as the agent's ActionModel in the compact format (chat-model.ts is the chat format's): each episode keeps one sequence (its KV cache) in
 // the policy worker. A turn re-renders the prompt (task + latest turns that fit) and resets the
 // sequence to it, which keeps the cache of the common prefix: a new observation is appended, not
 // re-prefilled; only when old turns are dropped for room is the context recomputed.
 import type { ActionModel, ActRequest, ActResult } from '../agent/types';
 import type { PolicyService, SequenceId } from '../policy/trainable';
-import { renderPrompt, type ChatCodec } from './compact-codec';
+import { renderPrompt, type CompactCodec } from './compact-codec';
 
 export interface SamplingOptions {
   contextTokens: number;
@@ -13,7 +13,7 @@ export interface SamplingOptions {
   topP: number;
 }
 
-export class PolicyActionModel implements ActionModel {
+export class CompactActionModel implements ActionModel {
   private readonly seqs = new Map<string, Promise<SequenceId>>();
   /** Prompt tokens fed and tokens generated, for throughput figures. */
   promptTokens = 0;
@@ -21,7 +21,7 @@ export class PolicyActionModel implements ActionModel {
 
   constructor(
     private readonly policy: PolicyService,
-    private readonly codec: ChatCodec,
+    private readonly codec: CompactCodec,
     private readonly o: SamplingOptions,
   ) {}
 

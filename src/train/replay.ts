@@ -6,7 +6,7 @@
 // start's last phase drew them (attempt loops, a little curriculum, prompt tokens at 0.3) from
 // generated modules only: never the workspace's tasks, so no held-out task can leak in.
 import { seededRandom } from '../core/random';
-import { encodeDemonstration, type ChatCodec } from './compact-codec';
+import { encodeDemonstration, type CompactCodec } from './compact-codec';
 import { LOOP_SHARE, type FixCase } from '../demonstrations/generated';
 import { casePool, drawDemonstration } from '../demonstrations/cases';
 
@@ -24,11 +24,11 @@ export const REPLAY_POOL = 500;
 
 export class ReplaySource {
   private constructor(
-    private readonly codec: ChatCodec,
+    private readonly codec: CompactCodec,
     private readonly cases: readonly FixCase[],
   ) {}
 
-  static async create(codec: ChatCodec, seed: number, poolSize = REPLAY_POOL): Promise<ReplaySource> {
+  static async create(codec: CompactCodec, seed: number, poolSize = REPLAY_POOL): Promise<ReplaySource> {
     return new ReplaySource(codec, await casePool(seed, poolSize));
   }
 

@@ -16,11 +16,11 @@ import { PolicyWorker } from '../policy/worker';
 import type { PolicyService } from '../policy/trainable';
 import { SandboxPool, type PoolSnapshot } from '../sandbox';
 import { collectOriginals, type ScoringOriginals } from '../tasks/testfiles';
-import { chatCodec, type ChatCodec } from './compact-codec';
+import { compactCodec, type CompactCodec } from './compact-codec';
 import { commandSlotCount, connectRunPool, poolSettings, type TrainConfig } from './config';
 import { samplingPacksFolder } from './memory-plan';
 import { assertWorkspaceNames } from './resume';
-import { PolicyActionModel } from './compact-model';
+import { CompactActionModel } from './compact-model';
 import { ChatActionModel } from './chat-model';
 import { modelActionFormat, type ModelActionFormat } from './action-format';
 
@@ -33,13 +33,13 @@ export interface Rig {
   /** The model's action format: compact (turnwise-tiny's segments, `codec`) or its own chat template (`chat`). */
   actionFormat: ModelActionFormat;
   /** The compact format's codec (compact models only). */
-  codec?: ChatCodec;
+  codec?: CompactCodec;
   /** A chat model's format and the ids that end its replies (chat models only). */
   chat?: { format: ChatFormat; stopIds: readonly number[] };
   /** The action model at the run's sampling settings. */
-  model: PolicyActionModel | ChatActionModel;
+  model: CompactActionModel | ChatActionModel;
   /** A new action model of this rig's format at other sampling settings (greedy evaluation). */
-  actionModel(sampling: { temperature: number; topP: number }): PolicyActionModel | ChatActionModel;
+  actionModel(sampling: { temperature: number; topP: number }): CompactActionModel | ChatActionModel;
   contextTokens: number;
   /** Replayed tool observations for every rollout and evaluation on this rig (none if turned off). */
   observationCache?: ObservationCache;
@@ -87,7 +87,7 @@ export async function openRig(o: {
     const contextTokens = info.config.max_position_embeddings;
     checkActionRoom(contextTokens, o.config.maxActionTokens, o.checkpoint);
     const slots = commandSlotCount(o.config);
-    let codec: ChatCodec | undefined;
+    let codec: CompactCodec | undefined;
     let chat: Rig['chat'];
     let actionModel: Rig['actionModel'];
     if (actionFormat.kind === 'chat') {
@@ -99,9 +99,9 @@ export async function openRig(o: {
       actionModel = (s) => new ChatActionModel(policy, format, system, { maxActionTokens: o.config.maxActionTokens, ...s }, eos);
       chat = { format, stopIds: (actionModel({ temperature: 0, topP: 1 }) as ChatActionModel).stopIds };
     } else {
-      const c = chatCodec(tokenizer);
+      const c = compactCodec(tokenizer);
       codec = c;
-      actionModel = (s) => new PolicyActionModel(policy, c, { contextTokens, maxActionTokens: o.config.maxActionTokens, ...s });
+      actionModel = (s) => new CompactActionModel(policy, c, { contextTokens, maxActionTokens: o.config.maxActionTokens, ...s });
     }
     const model = actionModel({ temperature: o.config.temperature, topP: o.config.topP });
     return {

@@ -6,7 +6,7 @@
 import type { Trajectory } from '../core/schema';
 import { mean } from '../core/stats';
 import type { TrainBatch } from '../policy/training/trainer';
-import { renderPrompt, type ChatCodec } from './compact-codec';
+import { renderPrompt, type CompactCodec } from './compact-codec';
 import type { LossAggregation } from './config';
 import type { ReplayExample } from './replay';
 
@@ -35,7 +35,7 @@ export interface TrainRow {
 }
 
 /** The prompt+action token rows of a trajectory's turns, as they were sampled. */
-export function turnTokenRows(codec: ChatCodec, task: string, t: Trajectory, promptBudget: number): TurnRowData[] {
+export function turnTokenRows(codec: CompactCodec, task: string, t: Trajectory, promptBudget: number): TurnRowData[] {
   const rows: TurnRowData[] = [];
   const prior: { action: string; observation: string }[] = [];
   for (const turn of t.turns) {

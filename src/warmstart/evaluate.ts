@@ -1,7 +1,7 @@
 // How well a warm-started policy fixes held-out generated cases, in the simulator: greedy fix-turn
 // accuracy (sed form) and whole simulated episodes.
 import type { Policy } from '../policy/inference/policy';
-import { renderPrompt, type ChatCodec } from '../train/compact-codec';
+import { renderPrompt, type CompactCodec } from '../train/compact-codec';
 import type { FixCase } from '../demonstrations/generated';
 import { editOf, fixPromptTurns, sedRestores, simulateTurn, type FixForm } from '../demonstrations/simulator';
 
@@ -10,7 +10,7 @@ import { editOf, fixPromptTurns, sedRestores, simulateTurn, type FixForm } from 
  * that restores the line when run, the right line number, any `sed -i 'N…'`. (The numbered form
  * is judged by whole episodes: evaluateEpisodes.)
  */
-export async function evaluateFixes(policy: Policy, codec: ChatCodec, cases: readonly FixCase[], budget = 1024 - 96): Promise<{ exact: number; restores: number; rightLine: number; validSed: number }> {
+export async function evaluateFixes(policy: Policy, codec: CompactCodec, cases: readonly FixCase[], budget = 1024 - 96): Promise<{ exact: number; restores: number; rightLine: number; validSed: number }> {
   let exact = 0;
   let restores = 0;
   let line = 0;
@@ -45,7 +45,7 @@ export async function evaluateFixes(policy: Policy, codec: ChatCodec, cases: rea
  * share whose bug line is restored, with no stray edit left, within `turns` turns. Unlike the
  * first-command figures this credits trying again after a failed attempt.
  */
-export async function evaluateEpisodes(policy: Policy, codec: ChatCodec, cases: readonly FixCase[], turns = 5, budget = 1024 - 96, form: FixForm = 'sed'): Promise<{ fixed: number; meanTurns: number }> {
+export async function evaluateEpisodes(policy: Policy, codec: CompactCodec, cases: readonly FixCase[], turns = 5, budget = 1024 - 96, form: FixForm = 'sed'): Promise<{ fixed: number; meanTurns: number }> {
   const st = cases.map((c) => ({ c, p: fixPromptTurns(c, form), line: c.mutatedLine, stray: false, done: false, n: 0 }));
   for (let t = 0; t < turns; t++) {
     const live = st.filter((s) => !s.done);

@@ -13,7 +13,7 @@ import { Policy } from '../policy/inference/policy';
 import { byteLevelTokenizerConfig, byteLevelTokenizerJson, loadTokenizer } from '../policy/files/tokenizer';
 import { PolicyTrainer } from '../policy/training/trainer';
 import { initWeights } from '../policy/model/weights';
-import { chatCodec, encodeDemonstration } from '../train/compact-codec';
+import { compactCodec, encodeDemonstration } from '../train/compact-codec';
 import type { FixCase } from '../demonstrations/generated';
 import { pythonSourceFiles, realSourcePool } from '../demonstrations/real-source';
 import { evaluateEpisodes, evaluateFixes } from './evaluate';
@@ -69,7 +69,7 @@ export async function warmstart(o: WarmstartOptions): Promise<WarmstartResult> {
     tokenizerConfig = byteLevelTokenizerConfig();
   }
   const tokenizer = loadTokenizer(tokenizerJson, tokenizerConfig);
-  const codec = chatCodec(tokenizer);
+  const codec = compactCodec(tokenizer);
   const ctx = weights.config.max_position_embeddings;
   if (rowTokens > ctx) throw new TurnwiseError('invalid-input', `rows of ${rowTokens} tokens are longer than the model's context of ${ctx}`, { hint: `give --row-tokens of at most ${ctx}` });
   const trainer = new PolicyTrainer(weights, optimizer, o.settings);

@@ -9,7 +9,7 @@ import { parseArgs } from 'node:util';
 import { loadCheckpoint } from '../../../src/policy/files/checkpoint';
 import { Policy } from '../../../src/policy/inference/policy';
 import { loadTokenizer } from '../../../src/policy/files/tokenizer';
-import { chatCodec } from '../../../src/train/compact-codec';
+import { compactCodec } from '../../../src/train/compact-codec';
 import { evalCasePool } from '../../../src/demonstrations/cases';
 import { evaluateEpisodes, evaluateFixes } from '../../../src/warmstart/evaluate';
 
@@ -23,7 +23,7 @@ if (values.form !== 'sed' && values.form !== 'numbered') throw new Error(`--form
   try {
     // The cases a warm start with this seed evaluates on (its first `--cases` of them).
     const cases = await evalCasePool(Number(values.seed), Number(values.cases));
-    const codec = chatCodec(tok);
+    const codec = compactCodec(tok);
     const first = await evaluateFixes(policy, codec, cases);
     const ep = await evaluateEpisodes(policy, codec, cases.slice(0, Number(values['episode-cases'])), 5, undefined, values.form as 'sed' | 'numbered');
     console.log(JSON.stringify({ model: values.model, seed: Number(values.seed), cases: cases.length, form: values.form, ...first, episodeFixed: ep.fixed, episodeTurns: ep.meanTurns }));

@@ -4,9 +4,9 @@
 import * as assert from 'node:assert/strict';
 import { promptSegments } from '../../../src/agent/prompt';
 import { byteLevelTokenizer } from '../../../src/policy/files/tokenizer';
-import { actionIds, actionPrefix, chatCodec, encodeDemonstration, renderPrompt, segmentIds } from '../../../src/train/compact-codec';
+import { actionIds, actionPrefix, compactCodec, encodeDemonstration, renderPrompt, segmentIds } from '../../../src/train/compact-codec';
 
-const codec = chatCodec(byteLevelTokenizer());
+const codec = compactCodec(byteLevelTokenizer());
 const count = (ids: readonly number[], x: number) => ids.filter((i) => i === x).length;
 const turn = (k: number, obsLen = 60) => ({ action: `cat file_${k}.py`, observation: `exit 0\n${`line of turn ${k} `.repeat(Math.ceil(obsLen / 16)).slice(0, obsLen)}` });
 

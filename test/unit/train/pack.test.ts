@@ -12,7 +12,7 @@ import { initWeights } from '../../../src/policy/model/weights';
 import { SMALL_CONFIG } from '../policy/helpers';
 import { SCHEMA, type Trajectory } from '../../../src/core/schema';
 import { loadTokenizer } from '../../../src/policy/files/tokenizer';
-import { actionIds, chatCodec } from '../../../src/train/compact-codec';
+import { actionIds, compactCodec } from '../../../src/train/compact-codec';
 
 const row = (len: number, actionLen: number, advantage: number, base = 10): TrainRow => ({
   ids: Array.from({ length: len }, (_, i) => base + i),
@@ -306,7 +306,7 @@ describe('train/rows: one row per episode where the turns continue each other', 
 
   it('the prompt format lets real episodes merge: the shipped tokenizer, actions as sampled, one row until the context is full', () => {
     const tokenizer = JSON.parse(fs.readFileSync(path.join(__dirname, '..', '..', '..', 'models', 'turnwise-tiny', 'tokenizer.json'), 'utf8'));
-    const codec = chatCodec(loadTokenizer(tokenizer));
+    const codec = compactCodec(loadTokenizer(tokenizer));
     const actions = ['tw-suspects', "sed -i '12s/>=/>/' inventory/stock.py && tw-test || git checkout -q inventory/stock.py", 'tw-test', 'submit'];
     const traj = (obsLen: number): Trajectory =>
       ({

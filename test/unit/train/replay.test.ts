@@ -2,12 +2,12 @@
 // (a resumed run replays the same ones), never longer than the minibatch's rows.
 import * as assert from 'node:assert/strict';
 import { byteLevelTokenizer } from '../../../src/policy/files/tokenizer';
-import { chatCodec } from '../../../src/train/compact-codec';
+import { compactCodec } from '../../../src/train/compact-codec';
 import { REPLAY_MIX, ReplaySource } from '../../../src/train/replay';
 
 describe('train/replay: demonstrations for the replay term', function () {
   this.timeout(60_000);
-  const codec = chatCodec(byteLevelTokenizer());
+  const codec = compactCodec(byteLevelTokenizer());
   let source: ReplaySource;
   before(async () => {
     source = await ReplaySource.create(codec, 11, 60);

@@ -2,8 +2,6 @@
 // the workspace tasks used as demonstrations) and the folder a phase starts from.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { TurnwiseError } from '../core/errors';
-import { readUserTextFile } from '../core/fs';
 import type { WarmstartOptions } from './config';
 
 /**

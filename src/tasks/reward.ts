@@ -4,15 +4,10 @@
 // rates and repeats counts the turns that ran a command again for the output it already gave.
 // An unreadable report gives NaN (left out of baselines), never a silent 0.
 //
-// Why not the pass rate over all the task's tests: with dozens of pass-to-pass tests beside one
-// fail-to-pass test, the fix moved it by a few hundredths, no more than a turn of the efficiency
-// penalty, and RL learned to submit at once (a broken suite still passed 97%). Each kind now
-// weighs half, and only a fix pays for its length, so ending early never beats trying.
-//
-// Why repeats cost: with nothing lost for the length of a failed episode, RL on a repository's
-// own tasks learned to spend the turns after a suspect's candidates on asking for the same
-// candidates again (a fix needs that command once; its second run tells nothing). A repeat costs
-// λ_rep whether or not the episode ends resolved, and never more than a fix is worth.
+// The two kinds weigh half each so that fixing one test among dozens of passing ones outweighs
+// the efficiency penalty; only a fix pays for its length, so ending early never beats trying.
+// A repeated command costs λ_rep, resolved or not (never more than a fix is worth): its second
+// run tells nothing, and without a cost RL spends a failed episode's turns on such repeats.
 import { createHash } from 'node:crypto';
 import { formatError, TurnwiseError } from '../core/errors';
 import type { RewardComponents, Task } from '../core/schema';

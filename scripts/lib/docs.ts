@@ -8,7 +8,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as ts from 'typescript';
 import { COMMANDS } from '../../src/cli/commands';
-import { WARMSTART_FLAGS } from '../../src/cli/commands/train';
+import { WARMSTART_FLAGS } from '../../src/cli/commands/warmstart';
 import { settingFields } from '../../src/extension/model/launchConfig';
 import { TRAIN_DEFAULTS } from '../../src/train/config';
 import { WARMSTART_DEFAULTS, type WarmstartKind } from '../../src/warmstart/config';

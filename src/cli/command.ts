@@ -1,5 +1,5 @@
-// The shape of a `turnwise` subcommand. Each lives in src/cli/commands/<name>.ts and is listed
-// in commands/index.ts; main.ts parses arguments with node:util parseArgs and dispatches.
+// The shape of a `turnwise` subcommand. Each lives in src/cli/commands/<name>.ts and is a row of
+// the command table (commands/index.ts); main.ts parses arguments with node:util parseArgs and dispatches.
 import type { ParseArgsConfig } from 'node:util';
 
 export type OptionSpec = NonNullable<ParseArgsConfig['options']>;

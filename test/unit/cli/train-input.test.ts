@@ -12,7 +12,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { main } from '../../../src/cli/main';
-import { runsRootFor } from '../../../src/cli/commands/train';
+import { runsRootFor } from '../../../src/cli/training-run';
 import { RunDir } from '../../../src/core/run';
 import { SCHEMA } from '../../../src/core/schema';
 import { resolveTrainConfig, runConfigRecord } from '../../../src/train/config';

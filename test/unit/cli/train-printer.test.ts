@@ -3,7 +3,7 @@
 // side by side when the run finishes.
 import * as assert from 'node:assert/strict';
 import { makeEvent, type MetricsRow } from '../../../src/core/events';
-import { humanEventPrinter } from '../../../src/cli/commands/train';
+import { humanEventPrinter } from '../../../src/cli/training-run';
 
 describe('cli: training run output with PASS@(k,T)', () => {
   it('prints k = 1 and the largest k at the turn limit per evaluated iteration, then first → last at the end', () => {

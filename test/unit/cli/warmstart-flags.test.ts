@@ -9,7 +9,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
 import { main } from '../../../src/cli/main';
-import { loraOption, WARMSTART_FLAGS, warmstartCommand, warmstartSettingsFromFlags } from '../../../src/cli/commands/train';
+import { loraOption, WARMSTART_FLAGS, warmstartCommand, warmstartSettingsFromFlags } from '../../../src/cli/commands/warmstart';
 import { resolveWarmstartConfig, WARMSTART_RANGES } from '../../../src/warmstart/config';
 import { SCHEMA, type Task, type Trajectory } from '../../../src/core/schema';
 import { chatTokenizerFiles, tokenizerJsonSize } from '../../../src/policy/files/bpe';

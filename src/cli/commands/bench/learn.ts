@@ -2,10 +2,10 @@
 // with grpo and with turnwise, on identical seeds, tasks and budget. Slow (up to an hour on 2
 // cores at the defaults); not part of `npm run bench`. The work is in src/bench/learn.ts.
 import * as path from 'node:path';
-import { benchLearn, LEARN_DEFAULTS, LEARN_ESTIMATORS } from '../../bench/learn';
-import { passAtKTCorners, type PassAtKT } from '../../eval/pass-at-k';
-import { numberInRange, valueOptions, type CliCommand } from '../command';
-import { benchConfig, modelOrEmbedded, workspaceOrDemo, type ConfigFlag } from './options';
+import { benchLearn, LEARN_DEFAULTS, LEARN_ESTIMATORS } from '../../../bench/learn';
+import { passAtKTCorners, type PassAtKT } from '../../../eval/pass-at-k';
+import { numberInRange, valueOptions, type CliCommand } from '../../command';
+import { benchConfig, modelOrEmbedded, workspaceOrDemo, type ConfigFlag } from '../options';
 
 const fmtCurve = (c: (number | null)[]) => c.map((x) => (x === null ? '—' : x.toFixed(2))).join(' → ');
 

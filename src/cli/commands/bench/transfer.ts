@@ -3,10 +3,10 @@
 // held-out tasks resolved greedy and in samples before RL, and after a short RL run on its own
 // train tasks, paired as `eval --compare` pairs them. Slow; not part of `npm run bench`.
 import * as path from 'node:path';
-import { benchTransfer, transferCacheDir, type HeldoutScore } from '../../bench/transfer';
-import { TRANSFER_PANEL } from '../../tasks/panel';
-import { flagOptions, numberInRange, valueOptions, type CliCommand } from '../command';
-import { benchConfig, modelOrEmbedded, type ConfigFlag } from './options';
+import { benchTransfer, transferCacheDir, type HeldoutScore } from '../../../bench/transfer';
+import { TRANSFER_PANEL } from '../../../tasks/panel';
+import { flagOptions, numberInRange, valueOptions, type CliCommand } from '../../command';
+import { benchConfig, modelOrEmbedded, type ConfigFlag } from '../options';
 
 const score = (s: HeldoutScore | null) =>
   s ? `greedy ${s.greedy.resolved}/${s.greedy.episodes}, sampled ${s.sampled.resolved}/${s.sampled.episodes} (${s.sampled.tasks_resolved} task(s)${s.sampled.distinct === null ? '' : `, distinct ${s.sampled.distinct.toFixed(2)}`}), either ${s.tasks_resolved}/${s.tasks} tasks` : '—';

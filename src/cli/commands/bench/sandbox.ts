@@ -1,6 +1,6 @@
 // `turnwise bench sandbox`: exec, warm acquire, cold start and snapshot start times (medians).
-import { optionalNumber, valueOptions, type CliCommand } from '../command';
-import { benchSandbox } from '../../bench/sandbox';
+import { optionalNumber, valueOptions, type CliCommand } from '../../command';
+import { benchSandbox } from '../../../bench/sandbox';
 
 export const benchSandboxCommand: CliCommand = {
   name: 'bench sandbox',

@@ -3,12 +3,12 @@
 // fix from no fix; `--corpus`: that share on public repositories of different layouts, fetched
 // from Debian's archive (src/bench/scoring-corpus.ts; slow, not part of `npm run bench`).
 import * as path from 'node:path';
-import { flagOptions, numberInRange, optionalNumber, valueOptions, type CliCommand } from '../command';
-import { benchTasks } from '../../bench/tasks';
-import { benchScoringCorpus, scoringCorpus } from '../../bench/scoring-corpus';
-import { transferCacheDir } from '../../bench/transfer';
-import { escapeControlChars } from '../../core/text';
-import { ProgressBar } from '../progress';
+import { flagOptions, numberInRange, optionalNumber, valueOptions, type CliCommand } from '../../command';
+import { benchTasks } from '../../../bench/tasks';
+import { benchScoringCorpus, scoringCorpus } from '../../../bench/scoring-corpus';
+import { transferCacheDir } from '../../../bench/transfer';
+import { escapeControlChars } from '../../../core/text';
+import { ProgressBar } from '../../progress';
 
 export const benchTasksCommand: CliCommand = {
   name: 'bench tasks',

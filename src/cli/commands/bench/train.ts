@@ -1,7 +1,7 @@
 // `turnwise bench train`: how fast the ONNX policy trains and decodes on this machine.
-import { benchTrain } from '../../bench/train';
-import { oneOf, optionalNumber, UsageError, valueOptions, type CliCommand } from '../command';
-import { PROVIDER_USAGE, providerOption } from './options';
+import { benchTrain } from '../../../bench/train';
+import { oneOf, optionalNumber, UsageError, valueOptions, type CliCommand } from '../../command';
+import { PROVIDER_USAGE, providerOption } from '../options';
 
 const SPIN = ['on', 'off'] as const;
 

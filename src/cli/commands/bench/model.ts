@@ -1,8 +1,8 @@
 // `turnwise bench model`: load, prefill, decode and LoRA-training speed of a model at the shape of
 // a real checkpoint (random weights), beside PyTorch doing the same work.
-import { BENCH_SHAPES, benchModel, type BenchModelWork } from '../../bench/model';
-import { numberInRange, oneOf, UsageError, valueOptions, type CliCommand } from '../command';
-import { PROVIDER_USAGE, providerOption } from './options';
+import { BENCH_SHAPES, benchModel, type BenchModelWork } from '../../../bench/model';
+import { numberInRange, oneOf, UsageError, valueOptions, type CliCommand } from '../../command';
+import { PROVIDER_USAGE, providerOption } from '../options';
 
 const TORCH = ['auto', 'off'] as const;
 

@@ -1,6 +1,6 @@
 // `turnwise bench credit`: per-turn advantage quality against known turn contributions, and speed.
-import { optionalNumber, valueOptions, type CliCommand, type ParsedArgs } from '../command';
-import { DEFAULT_CREDIT_BENCH, runCreditBench, type CreditBenchConfig } from '../../bench/credit';
+import { optionalNumber, valueOptions, type CliCommand, type ParsedArgs } from '../../command';
+import { DEFAULT_CREDIT_BENCH, runCreditBench, type CreditBenchConfig } from '../../../bench/credit';
 
 const str = (args: ParsedArgs, name: string, fallback: string): string => (typeof args.values[name] === 'string' ? (args.values[name] as string) : fallback);
 

@@ -1,10 +1,10 @@
 // `turnwise bench rollout`: episodes per minute one at a time vs 8 in flight (batched generation),
 // same tasks, policy and seeds. The work is in src/bench/rollout.ts.
 import * as path from 'node:path';
-import { allEpisodesFailed, benchRollout } from '../../bench/rollout';
-import { TRAIN_DEFAULTS } from '../../train/config';
-import { flagOptions, numberInRange, seedOption, valueOptions, type CliCommand } from '../command';
-import { modelOrEmbedded, PROVIDER_USAGE, providerOption, workspaceOrDemo } from './options';
+import { allEpisodesFailed, benchRollout } from '../../../bench/rollout';
+import { TRAIN_DEFAULTS } from '../../../train/config';
+import { flagOptions, numberInRange, seedOption, valueOptions, type CliCommand } from '../../command';
+import { modelOrEmbedded, PROVIDER_USAGE, providerOption, workspaceOrDemo } from '../options';
 
 export const benchRolloutCommand: CliCommand = {
   name: 'bench rollout',

@@ -21,7 +21,7 @@ import { readTaskFile } from '../tasks/taskfile';
 import { assertWorkspaceHoldsTasks } from '../tasks/origin';
 import { detectRunner } from '../tasks/runners';
 import { commandSlotCount, connectRunPool, TRAIN_DEFAULTS, type TrainConfig } from '../train/config';
-import { openRig } from '../train/rig';
+import { openHarness } from '../train/harness';
 
 const round = (x: number, digits = 3) => (Number.isFinite(x) ? Math.round(x * 10 ** digits) / 10 ** digits : null);
 
@@ -312,7 +312,7 @@ export async function benchRollout(o: RolloutBenchOptions): Promise<RolloutBench
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'turnwise-bench-rollout-'));
   const runId = `bench-rollout-${process.pid}`;
   let pool: SandboxPool | undefined;
-  let rig: Awaited<ReturnType<typeof openRig>> | undefined;
+  let harness: Awaited<ReturnType<typeof openHarness>> | undefined;
   try {
     log(`copying the checkpoint ${o.model}`);
     const model = await snapshotCheckpoint(o.model, path.join(tmp, 'model'));
@@ -328,8 +328,8 @@ export async function benchRollout(o: RolloutBenchOptions): Promise<RolloutBench
     }
     if (tasks.length === 0) throw new TurnwiseError('invalid-input', `no task for the rollout benchmark in ${o.workspace}`, { hint: 'use a workspace whose tests exercise its code, or pass --tasks-file' });
     const runner = detectRunner(o.workspace);
-    // No rig-wide cache: each pass below gets its own.
-    rig = await openRig({ runId, workspace: o.workspace, language: runner.language, checkpoint: model, config: { ...c, cacheObservations: false }, pool, onLog: (m) => log(`warning: ${m}`) });
+    // No harness-wide cache: each pass below gets its own.
+    harness = await openHarness({ runId, workspace: o.workspace, language: runner.language, checkpoint: model, config: { ...c, cacheObservations: false }, pool, onLog: (m) => log(`warning: ${m}`) });
     const episodes = o.episodes ?? tasks.length;
     const jobsFor = (pass: string, n = episodes): EpisodeJob[] =>
       Array.from({ length: n }, (_, i) => {
@@ -338,18 +338,18 @@ export async function benchRollout(o: RolloutBenchOptions): Promise<RolloutBench
       });
     const pass = async (name: string, conc: number, jobs: EpisodeJob[], turns: number): Promise<{ stats: RolloutPassStats; result: RolloutResult }> => {
       // Both passes start with a full warm pool (its size = episodes in flight), so neither pays cold starts the other does not.
-      pool!.warm(rig!.snapshot, conc);
-      await pool!.whenWarm(rig!.snapshot, 120_000);
+      pool!.warm(harness!.snapshot, conc);
+      await pool!.whenWarm(harness!.snapshot, 120_000);
       const spans: Span[] = [];
-      const s0 = rig!.model.sampledTokens;
-      const p0 = rig!.model.promptTokens;
+      const s0 = harness!.model.sampledTokens;
+      const p0 = harness!.model.promptTokens;
       const cpu0 = machineCpuBusySeconds();
       let done = 0;
       const result = await runRollouts(jobs, {
-        provider: poolProvider(rig!.pool, rig!.snapshot),
-        model: rig!.model,
+        provider: poolProvider(harness!.pool, harness!.snapshot),
+        model: harness!.model,
         checkpoint: model,
-        originals: rig!.originals,
+        originals: harness!.originals,
         concurrency: conc,
         maxBatch: conc,
         batchWaitMs: c.batchWaitMs,
@@ -367,8 +367,8 @@ export async function benchRollout(o: RolloutBenchOptions): Promise<RolloutBench
         concurrency: conc,
         result,
         batches: spans.filter((s) => s.kind === 'generate').map((s) => s.size ?? 1),
-        sampledTokens: rig!.model.sampledTokens - s0,
-        promptTokens: rig!.model.promptTokens - p0,
+        sampledTokens: harness!.model.sampledTokens - s0,
+        promptTokens: harness!.model.promptTokens - p0,
         overlapS: overlapSeconds(spans),
         loadAvg1m: os.loadavg()[0],
         cpuBusyS: cpu0 === null ? null : (machineCpuBusySeconds() ?? cpu0) - cpu0,
@@ -397,7 +397,7 @@ export async function benchRollout(o: RolloutBenchOptions): Promise<RolloutBench
       const drift = logprobDrift(seq.result.trajectories, conc.result.trajectories);
       if (drift !== null) logprobMaxDiff = Math.max(logprobMaxDiff ?? 0, drift);
     }
-    pool.warm(rig.snapshot, 0);
+    pool.warm(harness.snapshot, 0);
     return repeatedRolloutSummary(pairs, {
       tasks: tasks.length,
       maxTurns,
@@ -410,7 +410,7 @@ export async function benchRollout(o: RolloutBenchOptions): Promise<RolloutBench
       ...(slots !== undefined ? { commandSlots: slots } : {}),
     });
   } finally {
-    await rig?.close().catch(() => undefined);
+    await harness?.close().catch(() => undefined);
     await pool?.close().catch(() => undefined);
     fs.rmSync(tmp, { recursive: true, force: true });
   }

@@ -6,7 +6,7 @@
 import { TurnwiseError } from '../core/errors';
 import type { Task } from '../core/schema';
 import { checkTaskScoring, type ScoringCheck } from '../tasks/scoring-check';
-import type { EvalRig } from './rig';
+import type { EvalHarness } from './harness';
 import type { TrainConfig } from './config';
 
 export interface CanaryResult {
@@ -31,12 +31,12 @@ export function canaryTask(tasks: readonly Task[], k: number): Task | undefined 
  * what was wrong when either disagrees with what the task says; `where` names the iteration or
  * evaluation for the message.
  */
-export async function runCanary(rig: Pick<EvalRig, 'pool' | 'snapshot' | 'originals'>, task: Task, c: Pick<TrainConfig, 'maxTurns' | 'reward'>, where: string): Promise<CanaryResult> {
+export async function runCanary(harness: Pick<EvalHarness, 'pool' | 'snapshot' | 'originals'>, task: Task, c: Pick<TrainConfig, 'maxTurns' | 'reward'>, where: string): Promise<CanaryResult> {
   const t0 = Date.now();
   const once = () =>
     checkTaskScoring(task, {
-      acquire: (role) => rig.pool.acquire(rig.snapshot, { rollout: `canary-${role}` }),
-      originals: rig.originals,
+      acquire: (role) => harness.pool.acquire(harness.snapshot, { rollout: `canary-${role}` }),
+      originals: harness.originals,
       maxTurns: c.maxTurns,
       weights: c.reward,
       parallel: true,

@@ -11,7 +11,7 @@ import { runRollouts, type EpisodeJob, type RolloutResult } from '../agent/sched
 import { readTaskFile } from '../tasks/taskfile';
 import { readRunConfig, type TrainConfig } from './config';
 import { episodeMetrics } from './metrics';
-import { rolloutOptions, type EvalRig } from './rig';
+import { rolloutOptions, type EvalHarness } from './harness';
 import { canaryTask, runCanary, type CanaryResult } from './canary';
 
 export interface EvalTaskRow {
@@ -78,7 +78,7 @@ export interface EvaluateOptions {
   onEpisode?: (t: Trajectory) => void;
 }
 
-export async function evaluateTasks(rig: EvalRig, tasks: readonly Task[], o: EvaluateOptions & { samples?: number }): Promise<RolloutResult> {
+export async function evaluateTasks(harness: EvalHarness, tasks: readonly Task[], o: EvaluateOptions & { samples?: number }): Promise<RolloutResult> {
   const jobs: EpisodeJob[] = o.samples
     ? // k sampled episodes per task, seeded by (task, k) only: every evaluation draws the same numbers.
       tasks.flatMap((task, i) =>
@@ -86,13 +86,13 @@ export async function evaluateTasks(rig: EvalRig, tasks: readonly Task[], o: Eva
       )
     : tasks.map((task, i) => ({ task, episodeId: `eval-${o.iteration}-${i}`, groupId: `eval-${o.iteration}-${task.id}`, seed: seedOf(o.seed, 'eval', task.id), split: 'heldout' }));
   // pass@1 of the policy's best guess: greedy decoding unless sampling is asked for.
-  const model = o.samples ? rig.model : rig.actionModel({ temperature: 0, topP: 1 });
+  const model = o.samples ? harness.model : harness.actionModel({ temperature: 0, topP: 1 });
   // One row per generation call: ONNX Runtime's kernels round differently across batch shapes,
   // and batches form by timing, so batched evaluations of one checkpoint differed in the last bits
   // of every log-prob and now and then in a greedy argmax (bench learn saw 1/8 vs 2/8 resolved).
   // Episodes still run concurrently; on CPU, batching saved little here (mean batch ~1.1). A
   // batch of one is always full, so the run's batchWaitMs never holds it.
-  return runRollouts(jobs, { ...rolloutOptions(rig, o.config, o.checkpoint, o.iteration, o.signal, o.onEpisode), model, maxBatch: 1 });
+  return runRollouts(jobs, { ...rolloutOptions(harness, o.config, o.checkpoint, o.iteration, o.signal, o.onEpisode), model, maxBatch: 1 });
 }
 
 /**
@@ -103,7 +103,7 @@ export async function evaluateTasks(rig: EvalRig, tasks: readonly Task[], o: Eva
  * went to `onEpisode`.
  */
 export async function evaluateGreedyThenSampled(
-  rig: EvalRig,
+  harness: EvalHarness,
   tasks: readonly Task[],
   o: EvaluateOptions & { samples: number },
 ): Promise<{ greedy: Trajectory[]; sampled: Trajectory[]; canary?: CanaryResult } | undefined> {
@@ -111,10 +111,10 @@ export async function evaluateGreedyThenSampled(
   // The reward canary of this evaluation (canary.ts), beside its episodes: a task of the set in
   // turn by the iteration; a failure stops the evaluation with its reason once the episodes are in.
   const ct = canaryTask(tasks, o.iteration);
-  const canary = ct ? runCanary(rig, ct, o.config, `in the evaluation of iteration ${o.iteration}`).then((r) => ({ r }), (e: unknown) => ({ e })) : undefined;
+  const canary = ct ? runCanary(harness, ct, o.config, `in the evaluation of iteration ${o.iteration}`).then((r) => ({ r }), (e: unknown) => ({ e })) : undefined;
   const stage = async (k?: number): Promise<Trajectory[] | undefined> => {
     try {
-      const r = await evaluateTasks(rig, tasks, k ? { ...base, samples: k } : base);
+      const r = await evaluateTasks(harness, tasks, k ? { ...base, samples: k } : base);
       return o.signal?.aborted ? undefined : r.trajectories;
     } catch (e) {
       if (o.signal?.aborted) return undefined;

@@ -33,7 +33,7 @@ import { ReplaySource } from './replay';
 import { assertRunFits, folderModel, runMemoryPlan } from './memory-plan';
 import { sameOutcomeAdvantageShare } from './rows';
 import { episodeMetrics, jsonSafe } from './metrics';
-import { checkActionRoom, openRig, rolloutOptions, type Rig } from './rig';
+import { checkActionRoom, openHarness, rolloutOptions, type Harness } from './harness';
 import { evaluateGreedyThenSampled } from './evaluate';
 import { canaryTask, runCanary } from './canary';
 import { runTasks, type RunTasks } from './run-tasks';
@@ -82,12 +82,12 @@ interface RunState {
   before?: { status?: string; config?: string };
   runner?: TestRunner;
   pool?: SandboxPool;
-  rig?: Rig;
+  harness?: Harness;
 }
 
 /** A run ready to train: what the iterations add to its state. */
 type Training = RunState & {
-  rig: Rig;
+  harness: Harness;
   tasks: RunTasks;
   /** The update's token cap (the config's, or the largest the memory plan fits). */
   updateTokens: number;
@@ -162,7 +162,7 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
     throw e;
   } finally {
     unguard();
-    await s.rig?.close().catch(() => undefined);
+    await s.harness?.close().catch(() => undefined);
     await s.pool?.close().catch(() => undefined);
     s.lock.release();
   }
@@ -299,7 +299,7 @@ function announce(s: RunState, tasks: RunTasks): void {
  * Opens the policy the run continues from (its starting model, or its last checkpoint on a
  * resume) with the workspace's snapshot, and the replayed demonstrations beside it.
  */
-async function openPolicy(s: RunState): Promise<{ rig: Rig; updateTokens: number; replay?: ReplaySource }> {
+async function openPolicy(s: RunState): Promise<{ harness: Harness; updateTokens: number; replay?: ReplaySource }> {
   const { run, c, last } = s;
   const startModel = (run.readConfig<{ startModel?: string }>().startModel as string) || c.model || embeddedModelDir();
   const from = last >= 0 ? run.checkpointDir(last) : startModel;
@@ -309,7 +309,7 @@ async function openPolicy(s: RunState): Promise<{ rig: Rig; updateTokens: number
   const lora = last < 0 && c.lora ? { config: c.lora, seed: seedOf(c.seed, 'lora-init') } : undefined;
   // The update's token cap, and whether decode steps pack the weights (where the plan with their copy fits).
   const memory = runMemoryPlan(c, folderModel(startModel).config);
-  const rig = await openRig({
+  const harness = await openHarness({
     runId: run.runId,
     workspace: c.workspace,
     language: s.runner!.language,
@@ -322,17 +322,17 @@ async function openPolicy(s: RunState): Promise<{ rig: Rig; updateTokens: number
     packDecodeWeights: memory.packDecodeWeights,
     onLog: (m) => s.log(m, 'warn'),
   });
-  s.rig = rig;
-  if (last < 0 && rig.actionFormat.kind === 'chat') s.log(`the model writes its actions in its own chat format (template: ${rig.actionFormat.source})`);
+  s.harness = harness;
+  if (last < 0 && harness.actionFormat.kind === 'chat') s.log(`the model writes its actions in its own chat format (template: ${harness.actionFormat.source})`);
   for (const line of memory.lines) s.log(line);
   check(s);
   // Seeded by the run, so a resume replays from the same pool.
-  const replay = c.replayCoef > 0 && rig.codec ? await ReplaySource.create(rig.codec, seedOf(c.seed, 'replay-pool')) : undefined;
-  return { rig, updateTokens: memory.updateTokens, ...(replay ? { replay } : {}) };
+  const replay = c.replayCoef > 0 && harness.codec ? await ReplaySource.create(harness.codec, seedOf(c.seed, 'replay-pool')) : undefined;
+  return { harness, updateTokens: memory.updateTokens, ...(replay ? { replay } : {}) };
 }
 
 /** The run's state ready to train; a resume reads its past train groups back, so `informative` picks as the uninterrupted run would have. */
-function trainingState(s: RunState, tasks: RunTasks, policy: { rig: Rig; updateTokens: number; replay?: ReplaySource }): Training {
+function trainingState(s: RunState, tasks: RunTasks, policy: { harness: Harness; updateTokens: number; replay?: ReplaySource }): Training {
   const pastGroups = s.c.taskSampling === 'informative' ? pastGroupOutcomes(s.run, s.last) : [];
   return Object.assign(s, policy, { tasks, pastGroups, budget: { end: Infinity, evalMs: 0, slowestMs: 0 } });
 }
@@ -360,9 +360,9 @@ async function rollouts(t: Training, n: number, jobs: EpisodeJob[]): Promise<Tra
   let done = 0;
   t.emit({ type: 'phase', iteration: n, phase: 'rollout', done: 0, total: jobs.length });
   const ct = canaryTask(t.tasks.train, n);
-  const canary = ct ? runCanary(t.rig, ct, t.c, `in iteration ${n}`).then((r) => ({ r }), (e: unknown) => ({ e })) : undefined;
+  const canary = ct ? runCanary(t.harness, ct, t.c, `in iteration ${n}`).then((r) => ({ r }), (e: unknown) => ({ e })) : undefined;
   const ro = await runRollouts(jobs, {
-    ...rolloutOptions(t.rig, t.c, t.run.checkpointDir(n - 1), n, t.signal, (x) => {
+    ...rolloutOptions(t.harness, t.c, t.run.checkpointDir(n - 1), n, t.signal, (x) => {
       done++;
       t.emit({ type: 'phase', iteration: n, phase: 'rollout', done, total: jobs.length });
       emitEpisode(t.emit, n, x);
@@ -405,7 +405,7 @@ async function advantages(t: Training, n: number, trajs: Trajectory[]): Promise<
 /** The policy update on the scored episodes (update.ts). */
 async function update(t: Training, n: number, scored: Trajectory[]): Promise<PolicyUpdate> {
   t.emit({ type: 'phase', iteration: n, phase: 'update' });
-  const u = await updatePolicy(t.rig, scored, { config: t.c, iteration: n, tasks: t.tasks.byId, updateTokens: t.updateTokens, ...(t.replay ? { replay: t.replay } : {}), check: () => check(t) });
+  const u = await updatePolicy(t.harness, scored, { config: t.c, iteration: n, tasks: t.tasks.byId, updateTokens: t.updateTokens, ...(t.replay ? { replay: t.replay } : {}), check: () => check(t) });
   check(t);
   return u;
 }
@@ -417,8 +417,8 @@ async function update(t: Training, n: number, scored: Trajectory[]): Promise<Pol
  */
 async function checkpoint(t: Training, n: number): Promise<void> {
   const dir = t.run.checkpointDir(n);
-  await t.rig.policy.saveCheckpoint(dir);
-  const f = t.rig.actionFormat;
+  await t.harness.policy.saveCheckpoint(dir);
+  const f = t.harness.actionFormat;
   if (f.kind === 'chat' && !fs.existsSync(path.join(dir, 'adapter_config.json')) && path.resolve(f.source) !== path.resolve(dir, 'chat_template.jinja')) {
     writeFileAtomic(path.join(dir, 'chat_template.jinja'), f.template);
   }
@@ -455,7 +455,7 @@ async function evaluation(t: Training, n: number, due: boolean): Promise<Evaluat
   t.emit({ type: 'phase', iteration: n, phase: 'eval', done: 0, total });
   const t0 = Date.now();
   let done = 0;
-  const res = await evaluateGreedyThenSampled(t.rig, tasks.heldout, {
+  const res = await evaluateGreedyThenSampled(t.harness, tasks.heldout, {
     iteration: n,
     seed: c.seed,
     config: c,
@@ -564,8 +564,8 @@ function stop(s: RunState): TrainRunResult {
  * that completed none leaves the run's files as they were, any other run says failed.
  */
 async function fail(s: RunState, e: unknown): Promise<void> {
-  await s.rig?.close().catch(() => undefined);
-  s.rig = undefined;
+  await s.harness?.close().catch(() => undefined);
+  s.harness = undefined;
   if (!s.plan && s.last < 0) {
     s.lock.release();
     fs.rmSync(s.run.dir, { recursive: true, force: true });

@@ -11,7 +11,7 @@ import type { StepMetrics } from '../policy/training/trainer';
 import { chatTurnTokenRows } from './chat-model';
 import type { TrainConfig } from './config';
 import type { ReplaySource } from './replay';
-import type { Rig } from './rig';
+import type { Harness } from './harness';
 import { actionLogpShift, packMinibatches, turnTokenRows, updateRows, weightNegativeAdvantages, type ReplayRows } from './rows';
 
 /** What one update did. */
@@ -40,16 +40,16 @@ export interface UpdateOptions {
   check: () => void;
 }
 
-/** Updates the rig's policy on the scored episodes of iteration `o.iteration` (their turns carry their advantages). */
-export async function updatePolicy(rig: Rig, scored: readonly Trajectory[], o: UpdateOptions): Promise<PolicyUpdate> {
+/** Updates the harness's policy on the scored episodes of iteration `o.iteration` (their turns carry their advantages). */
+export async function updatePolicy(harness: Harness, scored: readonly Trajectory[], o: UpdateOptions): Promise<PolicyUpdate> {
   const c = o.config;
   const n = o.iteration;
   const t0 = Date.now();
-  const promptBudget = rig.contextTokens - c.maxActionTokens;
+  const promptBudget = harness.contextTokens - c.maxActionTokens;
   const turnRows = scored.map((t) => {
     const task = o.tasks.get(t.taskId)!;
     // A chat episode's rows are its conversation built again from the trajectory's ids.
-    return rig.chat ? chatTurnTokenRows(rig.chat.format, chatSystemMessage(task), chatTaskMessage(task), t, rig.chat.stopIds) : turnTokenRows(rig.codec!, taskText(task), t, promptBudget);
+    return harness.chat ? chatTurnTokenRows(harness.chat.format, chatSystemMessage(task), chatTaskMessage(task), t, harness.chat.stopIds) : turnTokenRows(harness.codec!, taskText(task), t, promptBudget);
   });
   const rows = updateRows(
     turnRows.map((r) => weightNegativeAdvantages(r, c.negativeAdvantageWeight)),
@@ -64,11 +64,11 @@ export async function updatePolicy(rig: Rig, scored: readonly Trajectory[], o: U
         .map((r) => ({ r, key: seedOf(c.seed, n, epoch, r.ids.length, r.actions[0].advantage, r.actions.length) }))
         .sort((a, b) => a.key - b.key)
         .map((x) => x.r);
-      const ref = c.klCoef > 0 ? await rig.policy.logprobs(shuffled.map((r) => r.ids), { temperature: c.temperature, model: 'reference' }) : undefined;
+      const ref = c.klCoef > 0 ? await harness.policy.logprobs(shuffled.map((r) => r.ids), { temperature: c.temperature, model: 'reference' }) : undefined;
       const replay: ReplayRows | undefined = o.replay && { rows: c.replayRows, draw: (T, k) => o.replay!.draw(c.replayRows, T, seedOf(c.seed, 'replay', n, epoch, k)) };
       for (const mb of packMinibatches(shuffled, c.minibatches, ref, replay)) {
         o.check();
-        const ms = await rig.policy.train({ loss: c.loss, batch: mb.B, seq: mb.T, microBatchTokens: o.updateTokens }, [mb.batch], {
+        const ms = await harness.policy.train({ loss: c.loss, batch: mb.B, seq: mb.T, microBatchTokens: o.updateTokens }, [mb.batch], {
           lr: c.lr,
           klCoef: c.klCoef,
           entCoef: c.entCoef,
@@ -84,7 +84,7 @@ export async function updatePolicy(rig: Rig, scored: readonly Trajectory[], o: U
   // The rollout log-probs are the "before". A drop of the positive actions as well means the
   // negative ones dominate and push probability elsewhere.
   const learned = updateRows(turnRows, false);
-  const moved = steps.length && learned.length ? actionLogpShift(learned, await rig.policy.logprobs(learned.map((r) => r.ids), { temperature: c.temperature })) : undefined;
+  const moved = steps.length && learned.length ? actionLogpShift(learned, await harness.policy.logprobs(learned.map((r) => r.ids), { temperature: c.temperature })) : undefined;
   return {
     steps,
     rows: rows.length,

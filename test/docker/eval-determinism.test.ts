@@ -10,7 +10,7 @@ import * as path from 'node:path';
 import { synthesizeMutationTasks } from '../../src/tasks/synth';
 import { resolveTrainConfig, connectRunPool } from '../../src/train/config';
 import { evaluateTasks } from '../../src/train/evaluate';
-import { openRig } from '../../src/train/rig';
+import { openHarness } from '../../src/train/harness';
 import type { Task, Trajectory } from '../../src/core/schema';
 
 const root = path.join(__dirname, '..', '..');
@@ -34,13 +34,13 @@ describe('docker: evaluation does not depend on how many episodes run at once', 
     try {
       const tasks: Task[] = (await synthesizeMutationTasks({ workspace: demo, pool, seed: 11, max: 5 })).tasks;
       assert.ok(tasks.length >= 4, `tasks synthesized: ${tasks.length}`);
-      const rig = await openRig({ runId, workspace: demo, language: 'python', checkpoint: model, config: base, pool });
+      const harness = await openHarness({ runId, workspace: demo, language: 'python', checkpoint: model, config: base, pool });
       try {
         // Actions, and the log-probs of their tokens to the last bit: a different batch shape shows
         // there long before it flips an argmax.
         const actions = (ts: Trajectory[]) => ts.map((t) => `${t.taskId} ${t.trajId.split('-').slice(2).join('-')}: ${t.turns.map((u) => `${u.action} [${(u.logprobs ?? []).join(',')}]`).join(' ⏎ ')}`);
         const run = async (concurrency: number, samples?: number) => {
-          const r = await evaluateTasks(rig, tasks, { iteration: 0, seed: base.seed, config: { ...base, concurrency }, checkpoint: model, samples });
+          const r = await evaluateTasks(harness, tasks, { iteration: 0, seed: base.seed, config: { ...base, concurrency }, checkpoint: model, samples });
           assert.equal(r.trajectories.filter((t) => t.failure).length, 0, 'no failed episode');
           return { actions: actions(r.trajectories), meanBatch: r.meanBatch };
         };
@@ -52,7 +52,7 @@ describe('docker: evaluation does not depend on how many episodes run at once', 
         const s5 = await run(5, 1);
         assert.deepEqual(s5.actions, s1.actions, 'sampled episodes (same seeds)');
       } finally {
-        await rig.close();
+        await harness.close();
       }
     } finally {
       await pool.close();

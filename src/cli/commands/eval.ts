@@ -14,7 +14,7 @@ import { readTaskFile } from '../../tasks/taskfile';
 import { resolveTrainConfig, TRAIN_DEFAULTS, type TrainConfig } from '../../train/config';
 import { embeddedModelDir } from '../../train/embedded';
 import { evaluateGreedyThenSampled, runEvalTarget, summarizeEval } from '../../train/evaluate';
-import { openEndpointRig, openRig } from '../../train/rig';
+import { openEndpointHarness, openHarness } from '../../train/harness';
 import { flagOptions, numberInRange, requireString, seedOption, UsageError, valueOptions, type CliCommand, type CliIO, type ParsedArgs } from '../command';
 import { fmt } from '../format';
 import { stopOnSignals } from '../signals';
@@ -167,8 +167,8 @@ async function runEvaluation(args: ParsedArgs, io: CliIO): Promise<EvalEpisodes 
   if (endpoint && args.values.model !== undefined) throw new UsageError('give --model DIR (a local model) or --endpoint URL (a server), not both');
   if (endpoint && args.values.provider !== undefined) throw new UsageError('--provider is for a local model; the server decides where its model runs');
   const { signal, dispose } = stopOnSignals(io);
-  const rig = endpoint
-    ? await openEndpointRig({
+  const harness = endpoint
+    ? await openEndpointHarness({
         runId: `eval-${process.pid}`,
         workspace,
         language: runner.language,
@@ -182,10 +182,10 @@ async function runEvaluation(args: ParsedArgs, io: CliIO): Promise<EvalEpisodes 
         },
         config: c,
       })
-    : await openRig({ runId: `eval-${process.pid}`, workspace, language: runner.language, checkpoint: model, config: c, onLog: (m) => io.err(`warning: ${m}`) });
+    : await openHarness({ runId: `eval-${process.pid}`, workspace, language: runner.language, checkpoint: model, config: c, onLog: (m) => io.err(`warning: ${m}`) });
   // Who is evaluated, for the results file: an endpoint by its base URL (no credentials) and model.
   const identity: EvalModel = endpoint
-    ? endpointModel(endpoint, (rig as Awaited<ReturnType<typeof openEndpointRig>>).modelName, typeof args.values['endpoint-key-env'] === 'string' ? args.values['endpoint-key-env'] : undefined)
+    ? endpointModel(endpoint, (harness as Awaited<ReturnType<typeof openEndpointHarness>>).modelName, typeof args.values['endpoint-key-env'] === 'string' ? args.values['endpoint-key-env'] : undefined)
     : checkpointModel(model);
   if (identity.kind === 'endpoint') model = `${identity.url} (${identity.model})`;
   const results = (trajectories: Trajectory[], complete: boolean) =>
@@ -204,13 +204,13 @@ async function runEvaluation(args: ParsedArgs, io: CliIO): Promise<EvalEpisodes 
       io.err(`eval stopped: ${finished.length} of ${total} episodes had finished${out && finished.length ? `; they are in ${out}` : ''}`);
       return 130;
     };
-    const res = await evaluateGreedyThenSampled(rig, tasks, { iteration: 0, seed: c.seed, config: c, checkpoint: model, signal, onEpisode, samples });
+    const res = await evaluateGreedyThenSampled(harness, tasks, { iteration: 0, seed: c.seed, config: c, checkpoint: model, signal, onEpisode, samples });
     if (!res) return stopped();
     if (out) results([...res.greedy, ...res.sampled], true);
     return { greedy: res.greedy, sampled: res.sampled, model, taskCount: tasks.length, samples, ...(out ? { out } : {}) };
   } finally {
     dispose();
-    await rig.close();
+    await harness.close();
   }
 }
 

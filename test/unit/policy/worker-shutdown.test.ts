@@ -1,5 +1,5 @@
 // PolicyWorker.dispose() while a session run is in flight (what a SIGINT/SIGTERM during
-// generation or an update does: the run stops, the rig closes its policy). Terminating the worker
+// generation or an update does: the run stops, the harness closes its policy). Terminating the worker
 // thread mid-run used to abort the process from inside onnxruntime-node ("terminate called after
 // throwing an instance of 'Napi::Error'", exit 134) in 4 of these 5 cases. Real worker, real ONNX
 // Runtime, each case its own process (an abort cannot be caught in-process). The delays only

@@ -1,4 +1,4 @@
-// The rig a run or an evaluation works on: the sandbox pool with the workspace's snapshot, the
+// The harness a run or an evaluation works on: the sandbox pool with the workspace's snapshot, the
 // scoring originals, and the policy behind an action model (a local checkpoint in its action
 // format, or an OpenAI-compatible endpoint for evaluation); the rollout options that run
 // episodes on it; and the check that a model's context leaves room for an action beside its prompt.
@@ -25,7 +25,7 @@ import { ChatActionModel } from './chat-model';
 import { modelActionFormat, type ModelActionFormat } from './action-format';
 
 /** Sandboxes, snapshot, policy worker and model adapter of a run or an evaluation. */
-export interface Rig {
+export interface Harness {
   pool: SandboxPool;
   snapshot: PoolSnapshot;
   originals: ScoringOriginals;
@@ -38,25 +38,25 @@ export interface Rig {
   chat?: { format: ChatFormat; stopIds: readonly number[] };
   /** The action model at the run's sampling settings. */
   model: CompactActionModel | ChatActionModel;
-  /** A new action model of this rig's format at other sampling settings (greedy evaluation). */
+  /** A new action model of this harness's format at other sampling settings (greedy evaluation). */
   actionModel(sampling: { temperature: number; topP: number }): CompactActionModel | ChatActionModel;
   contextTokens: number;
-  /** Replayed tool observations for every rollout and evaluation on this rig (none if turned off). */
+  /** Replayed tool observations for every rollout and evaluation on this harness (none if turned off). */
   observationCache?: ObservationCache;
-  /** Command slots shared by every rollout and evaluation on this rig (none: no limit). */
+  /** Command slots shared by every rollout and evaluation on this harness (none: no limit). */
   commandSlots?: Semaphore;
   close(): Promise<void>;
 }
 
-export async function openRig(o: {
+export async function openHarness(o: {
   runId: string;
   workspace: string;
   language: string;
   checkpoint: string;
   referenceDir?: string;
-  /** Start a LoRA adapter (B = 0) on the checkpoint's model: a new LoRA run's first rig. */
+  /** Start a LoRA adapter (B = 0) on the checkpoint's model: a new LoRA run's first harness. */
   lora?: { config: NonNullable<TrainConfig['lora']>; seed: number };
-  /** Seed of a LoRA run's dropout masks (the run's, on every rig, so a resume drops the same elements). */
+  /** Seed of a LoRA run's dropout masks (the run's, on every harness, so a resume drops the same elements). */
   loraDropoutSeed?: number;
   config: Pick<
     TrainConfig,
@@ -71,7 +71,7 @@ export async function openRig(o: {
    */
   packDecodeWeights?: boolean;
   onLog?: (m: string) => void;
-}): Promise<Rig> {
+}): Promise<Harness> {
   assertWorkspaceNames(o.workspace);
   // A model that cannot write actions in either format is refused before a sandbox starts.
   const actionFormat = modelActionFormat(o.checkpoint);
@@ -88,8 +88,8 @@ export async function openRig(o: {
     checkActionRoom(contextTokens, o.config.maxActionTokens, o.checkpoint);
     const slots = commandSlotCount(o.config);
     let codec: CompactCodec | undefined;
-    let chat: Rig['chat'];
-    let actionModel: Rig['actionModel'];
+    let chat: Harness['chat'];
+    let actionModel: Harness['actionModel'];
     if (actionFormat.kind === 'chat') {
       const template = new ChatTemplate(actionFormat.template, actionFormat.source, templateTokens(info.tokenizerConfig));
       const format = new ChatFormat({ template, tokenizer, contextTokens, maxActionTokens: o.config.maxActionTokens });
@@ -115,7 +115,7 @@ export async function openRig(o: {
       model,
       actionModel,
       contextTokens,
-      // One snapshot per rig, so a tree id names the same workspace for every episode on it.
+      // One snapshot per harness, so a tree id names the same workspace for every episode on it.
       ...(o.config.cacheObservations ? { observationCache: new ObservationCache() } : {}),
       ...(slots !== undefined ? { commandSlots: new Semaphore(slots) } : {}),
       close: async () => {
@@ -130,26 +130,26 @@ export async function openRig(o: {
   }
 }
 
-/** What an evaluation needs of a rig: sandboxes, the scoring originals and an action model. */
-export type EvalRig = Pick<Rig, 'pool' | 'snapshot' | 'originals' | 'observationCache' | 'commandSlots'> & {
+/** What an evaluation needs of a harness: sandboxes, the scoring originals and an action model. */
+export type EvalHarness = Pick<Harness, 'pool' | 'snapshot' | 'originals' | 'observationCache' | 'commandSlots'> & {
   model: ActionModel;
   actionModel(sampling: { temperature: number; topP: number }): ActionModel;
   close(): Promise<void>;
 };
 
 /**
- * An evaluation rig whose agent is an OpenAI-compatible endpoint (agent/endpoint.ts): the same
+ * An evaluation harness whose agent is an OpenAI-compatible endpoint (agent/endpoint.ts): the same
  * sandboxes and scoring as a local model's, the model behind the server. The server is asked for
  * its model list before any sandbox starts, so a wrong URL, name or key fails first.
  */
-export async function openEndpointRig(o: {
+export async function openEndpointHarness(o: {
   runId: string;
   workspace: string;
   language: string;
   endpoint: Omit<EndpointOptions, 'temperature' | 'topP'>;
-  config: Parameters<typeof openRig>[0]['config'];
+  config: Parameters<typeof openHarness>[0]['config'];
   onLog?: (m: string) => void;
-}): Promise<EvalRig & { modelName: string }> {
+}): Promise<EvalHarness & { modelName: string }> {
   assertWorkspaceNames(o.workspace);
   const client = new EndpointClient(o.endpoint);
   const actionModel = (s: { temperature: number; topP: number }) => new EndpointActionModel(client, { maxTokens: o.endpoint.maxTokens ?? 512, ...s });
@@ -183,13 +183,13 @@ export async function openEndpointRig(o: {
   }
 }
 
-/** The options of runRollouts that run episodes on a rig with a run's settings. */
-export function rolloutOptions(rig: EvalRig, c: TrainConfig, checkpoint: string, iteration: number, signal?: AbortSignal, onEpisode?: (t: Trajectory) => void) {
+/** The options of runRollouts that run episodes on a harness with a run's settings. */
+export function rolloutOptions(harness: EvalHarness, c: TrainConfig, checkpoint: string, iteration: number, signal?: AbortSignal, onEpisode?: (t: Trajectory) => void) {
   return {
-    provider: poolProvider(rig.pool, rig.snapshot),
-    model: rig.model,
+    provider: poolProvider(harness.pool, harness.snapshot),
+    model: harness.model,
     checkpoint,
-    originals: rig.originals,
+    originals: harness.originals,
     concurrency: c.concurrency,
     maxBatch: c.concurrency,
     batchWaitMs: c.batchWaitMs,
@@ -199,8 +199,8 @@ export function rolloutOptions(rig: EvalRig, c: TrainConfig, checkpoint: string,
     iteration,
     signal,
     onEpisode,
-    observationCache: rig.observationCache,
-    commandSlots: rig.commandSlots,
+    observationCache: harness.observationCache,
+    commandSlots: harness.commandSlots,
   };
 }
 

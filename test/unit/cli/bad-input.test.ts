@@ -34,7 +34,6 @@ function treeHash(dir: string, skip: (rel: string) => boolean = () => false): st
 }
 
 const BINARY = Buffer.from([0x7f, 0x45, 0x4c, 0x46, 0x1b, 0x5b, 0x32, 0x4a, 0, 0, 1, 2, 3]);
-const task = { schema: SCHEMA.task, id: 't1', source: 'file', instruction: 'fix it', language: 'python', testCommand: 'pytest', fail_to_pass: ['a::b'], pass_to_pass: [] };
 const traj = (trajId: string, reward: number, actions: string[]) => ({
   schema: SCHEMA.trajectory,
   taskId: 'p',

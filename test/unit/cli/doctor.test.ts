@@ -33,7 +33,7 @@ describe('turnwise doctor', function () {
     assert.match(r.out, new RegExp(`✗ docker: Docker is not reachable at ${sock}: the socket does not exist`));
     assert.match(r.out, /fix: start the Docker engine/);
     assert.match(r.out, /✗ sandbox images: not checked: Docker is not reachable/);
-    assert.match(r.out, /✗ agent tools: not checked: Docker is not reachable\n    fix: fix the docker check first/);
+    assert.match(r.out, /✗ agent tools: not checked: Docker is not reachable\n {4}fix: fix the docker check first/);
     assert.match(r.out, /problem\(s\) must be fixed before a run/);
   });
 

@@ -5,14 +5,36 @@ import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/', 'out/', 'node_modules/', 'test-results/', 'test/vscode/node_modules/', 'test/fixtures/', 'media/', 'models/', 'examples/', 'sandbox-images/'] },
+  {
+    ignores: [
+      'dist/',
+      'out/',
+      'node_modules/',
+      'test-results/',
+      'test/vscode/node_modules/',
+      'test/fixtures/',
+      'media/',
+      'models/',
+      'examples/',
+      'sandbox-images/',
+    ],
+  },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
     linterOptions: { reportUnusedDisableDirectives: 'error' },
     rules: {
       // `_name` marks a value kept for its position (an unused argument, a skipped tuple slot).
-      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', destructuredArrayIgnorePattern: '^_', caughtErrors: 'none', ignoreRestSiblings: true }],
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        {
+          argsIgnorePattern: '^_',
+          varsIgnorePattern: '^_',
+          destructuredArrayIgnorePattern: '^_',
+          caughtErrors: 'none',
+          ignoreRestSiblings: true,
+        },
+      ],
       // `catch {}` is how best-effort clean-up says "nothing to do"; other empty blocks are errors.
       'no-empty': ['error', { allowEmptyCatch: true }],
     },

@@ -20,7 +20,13 @@ if (!fs.existsSync(cli)) {
 const result = {
   schema: 'turnwise/bench@1',
   date: new Date().toISOString(),
-  machine: { cpus: os.cpus().length, cpu: os.cpus()[0]?.model, memGiB: Math.round(os.totalmem() / 2 ** 30), loadavg: os.loadavg(), node: process.version },
+  machine: {
+    cpus: os.cpus().length,
+    cpu: os.cpus()[0]?.model,
+    memGiB: Math.round(os.totalmem() / 2 ** 30),
+    loadavg: os.loadavg(),
+    node: process.version,
+  },
   benches: {},
 };
 let failed = 0;

@@ -25,7 +25,12 @@ const arg = (name: string, fallback: string) => {
   if (!out) throw new Error('--out DIR is required');
   const config = BENCH_SHAPES[shape];
   if (!config) throw new Error(`unknown shape ${shape}`);
-  if (!fs.existsSync(`${out}/config.json`)) writeModelFolder(out, randomWeights(config, 0), { dtype: 'bfloat16', tokenizerJson: byteLevelTokenizerJson(), tokenizerConfig: byteLevelTokenizerConfig() });
+  if (!fs.existsSync(`${out}/config.json`))
+    writeModelFolder(out, randomWeights(config, 0), {
+      dtype: 'bfloat16',
+      tokenizerJson: byteLevelTokenizerJson(),
+      tokenizerConfig: byteLevelTokenizerConfig(),
+    });
   const prompt = Array.from({ length: 64 }, (_, i) => (i * 37) % 256);
   const run = async (provider: 'cpu' | 'cuda' | 'webgpu') => {
     const p = loadPolicy(out, { provider, onWarning: (m) => process.stderr.write(`warning: ${m}\n`) });
@@ -42,7 +47,10 @@ const arg = (name: string, fallback: string) => {
     { name: 'prefill', bytes: toModelProto(buildStepGraph(config, 'prefill')) },
     { name: 'decode', bytes: toModelProto(buildStepGraph(config, 'decode')) },
     { name: 'decode, several rows', bytes: toModelProto(buildStepGraph(config, 'decode', undefined, 'all', 'weights-left')) },
-    { name: 'decode, tokens drawn in the graph', bytes: toModelProto(buildStepGraph(config, 'decode', undefined, 'sample', 'weights-left')) },
+    {
+      name: 'decode, tokens drawn in the graph',
+      bytes: toModelProto(buildStepGraph(config, 'decode', undefined, 'sample', 'weights-left')),
+    },
     { name: 'decode loop (8 steps per run on a GPU)', bytes: toModelProto(buildDecodeLoopGraph(config, undefined, 'weights-left')) },
     { name: 'LoRA training step', bytes: toModelProto(buildTrainGraph(config, { loss: 'ppo-token', batch: 1, seq: 1024, lora })) },
   ];
@@ -54,9 +62,21 @@ const arg = (name: string, fallback: string) => {
     const placements = nodePlacements(want, graphs).map((p) => {
       const byOp: Record<string, number> = {};
       for (const n of p.onCpu) byOp[n.split(' ')[0]] = (byOp[n.split(' ')[0]] ?? 0) + 1;
-      return { graph: p.graph, nodes: Object.values(p.providers).reduce((a, v) => a + v.count, 0), cpu_nodes: p.cpuNodes, cpu_ops: byOp, ...(p.error ? { error: p.error } : {}) };
+      return {
+        graph: p.graph,
+        nodes: Object.values(p.providers).reduce((a, v) => a + v.count, 0),
+        cpu_nodes: p.cpuNodes,
+        cpu_ops: byOp,
+        ...(p.error ? { error: p.error } : {}),
+      };
     });
-    results[want] = { ran_on: g.provider, max_abs_logit_diff: max, greedy_ids_match: JSON.stringify(g.ids) === JSON.stringify(cpu.ids), placements, ok: g.provider === want && max < 1e-2 && placements.every((p) => !p.error) };
+    results[want] = {
+      ran_on: g.provider,
+      max_abs_logit_diff: max,
+      greedy_ids_match: JSON.stringify(g.ids) === JSON.stringify(cpu.ids),
+      placements,
+      ok: g.provider === want && max < 1e-2 && placements.every((p) => !p.error),
+    };
   }
   process.stdout.write(JSON.stringify({ shape, folder: out, tokens: prompt.length, results }) + '\n');
 })().catch((e) => {

@@ -31,8 +31,12 @@ if (values.out && targets.length > 1) {
 }
 const single = !values.all && !values.target;
 for (const t of targets) {
-  const out = values.out ?? (single ? path.join(root, 'turnwise.vsix') : path.join(values['out-dir'] ?? path.join(root, 'vsix'), `turnwise-${t}-${version}.vsix`));
+  const out =
+    values.out ??
+    (single ? path.join(root, 'turnwise.vsix') : path.join(values['out-dir'] ?? path.join(root, 'vsix'), `turnwise-${t}-${version}.vsix`));
   const t0 = Date.now();
   const file = packageTarget(t, out);
-  console.log(`${t}: ${path.relative(process.cwd(), file)} (${(fs.statSync(file).size / 1e6).toFixed(1)} MB, ${((Date.now() - t0) / 1000).toFixed(1)} s)`);
+  console.log(
+    `${t}: ${path.relative(process.cwd(), file)} (${(fs.statSync(file).size / 1e6).toFixed(1)} MB, ${((Date.now() - t0) / 1000).toFixed(1)} s)`,
+  );
 }

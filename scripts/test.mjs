@@ -33,19 +33,37 @@ function readSummary(file) {
 
 /** Why no Docker engine answers (found as Turnwise finds it: DOCKER_HOST, context, local sockets), or undefined. */
 function dockerReachable() {
-  const r = spawnSync(process.execPath, ['-r', 'tsx/cjs', '-e', `
+  const r = spawnSync(
+    process.execPath,
+    [
+      '-r',
+      'tsx/cjs',
+      '-e',
+      `
     const { connectEngine, engineInfo } = require('./src/sandbox/engine');
     const { docker, target } = connectEngine(undefined, { requestTimeoutMs: 8000 });
     engineInfo(docker, target).then(() => process.exit(0), (e) => { console.error(e.message); process.exit(1); });
-  `], { cwd: root, encoding: 'utf8', timeout: 30000 });
+  `,
+    ],
+    { cwd: root, encoding: 'utf8', timeout: 30000 },
+  );
   return r.status === 0 ? undefined : (r.stderr || 'no answer').trim();
 }
 
 /** Why no WebGPU adapter can be used here (the same child-process probe as `turnwise doctor`), or undefined. */
 function webgpuUnavailable() {
-  const r = spawnSync(process.execPath, ['-r', 'tsx/cjs', '-e', `
+  const r = spawnSync(
+    process.execPath,
+    [
+      '-r',
+      'tsx/cjs',
+      '-e',
+      `
     require('./src/onnx/runtime').probeProvider('webgpu').then((p) => { console.log(JSON.stringify(p)); });
-  `], { cwd: root, encoding: 'utf8', timeout: 120000 });
+  `,
+    ],
+    { cwd: root, encoding: 'utf8', timeout: 120000 },
+  );
   try {
     const p = JSON.parse(r.stdout.trim().split('\n').pop());
     return p.ok ? undefined : p.error;
@@ -79,7 +97,10 @@ const tierDefs = {
   docker: () => {
     if (process.env.TURNWISE_SKIP_DOCKER === '1') return { skip: 'TURNWISE_SKIP_DOCKER=1' };
     const why = dockerReachable();
-    if (why) return { fail: `the docker tier needs a running Docker engine (${why}). Start it (Docker Desktop, 'systemctl start docker', rootless Docker or Podman's socket; as root on Debian scripts/ci/provision-engine.sh), or set TURNWISE_SKIP_DOCKER=1 to skip this tier on purpose.` };
+    if (why)
+      return {
+        fail: `the docker tier needs a running Docker engine (${why}). Start it (Docker Desktop, 'systemctl start docker', rootless Docker or Podman's socket; as root on Debian scripts/ci/provision-engine.sh), or set TURNWISE_SKIP_DOCKER=1 to skip this tier on purpose.`,
+      };
     return { cmd: process.execPath, args: [mochaBin, '--timeout', '120000', 'test/docker/**/*.test.ts'] };
   },
   vscode: () => {

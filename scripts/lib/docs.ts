@@ -28,7 +28,11 @@ function settings(): Record<string, SettingInfo> {
 }
 
 // VS Code's setting links (`#turnwise.x#`) read as the setting's name on a page.
-const cell = (s: string) => s.replace(/#(turnwise\.[\w.]+)#/g, '$1').replace(/\|/g, '\\|').replace(/\n+/g, ' ');
+const cell = (s: string) =>
+  s
+    .replace(/#(turnwise\.[\w.]+)#/g, '$1')
+    .replace(/\|/g, '\\|')
+    .replace(/\n+/g, ' ');
 
 /** docs/configuration.md: every config field, its setting, its default and what it does. */
 export function configurationPage(): string {
@@ -44,12 +48,20 @@ export function configurationPage(): string {
   ];
   for (const [setting, field] of settingFields()) {
     const p = props[`turnwise.${setting}`] ?? {};
-    const d = field.startsWith('reward.') ? (TRAIN_DEFAULTS.reward as unknown as Record<string, unknown>)[field.slice(7)] : (TRAIN_DEFAULTS as unknown as Record<string, unknown>)[field];
+    const d = field.startsWith('reward.')
+      ? (TRAIN_DEFAULTS.reward as unknown as Record<string, unknown>)[field.slice(7)]
+      : (TRAIN_DEFAULTS as unknown as Record<string, unknown>)[field];
     const shown = d === undefined ? (p.default === null ? 'none' : '—') : JSON.stringify(d);
-    const what = cell(p.markdownDescription ?? p.description ?? '') + (p.enum ? ` One of: ${p.enum.map((e) => `\`${String(e)}\``).join(', ')}.` : '');
+    const what =
+      cell(p.markdownDescription ?? p.description ?? '') + (p.enum ? ` One of: ${p.enum.map((e) => `\`${String(e)}\``).join(', ')}.` : '');
     lines.push(`| \`${field}\` | \`turnwise.${setting}\` | \`${cell(shown)}\` | ${what} |`);
   }
-  lines.push('', 'Set by the Start Training Run command or the CLI, not by a setting: `workspace`, `taskSource`, `tasksFile`.', '', ...warmstartSection());
+  lines.push(
+    '',
+    'Set by the Start Training Run command or the CLI, not by a setting: `workspace`, `taskSource`, `tasksFile`.',
+    '',
+    ...warmstartSection(),
+  );
   return lines.join('\n');
 }
 
@@ -58,7 +70,13 @@ function fieldComments(file: string, name: string): [field: string, comment: str
   const source = ts.createSourceFile(file, fs.readFileSync(path.join(root, file), 'utf8'), ts.ScriptTarget.Latest, true);
   const decl = source.statements.find((s): s is ts.InterfaceDeclaration => ts.isInterfaceDeclaration(s) && s.name.text === name);
   if (!decl) throw new Error(`${file} declares no interface ${name}`);
-  return decl.members.filter(ts.isPropertySignature).map((m) => [m.name.getText(source), ts.getJSDocCommentsAndTags(m).map((d) => ts.getTextOfJSDocComment((d as ts.JSDoc).comment) ?? '').join(' ')]);
+  return decl.members.filter(ts.isPropertySignature).map((m) => [
+    m.name.getText(source),
+    ts
+      .getJSDocCommentsAndTags(m)
+      .map((d) => ts.getTextOfJSDocComment((d as ts.JSDoc).comment) ?? '')
+      .join(' '),
+  ]);
 }
 
 /** A warm-start setting's default: one value, or one per kind of warm start where they differ. */
@@ -66,7 +84,8 @@ function warmstartDefault(field: string): string {
   const byKind = WARMSTART_DEFAULTS.byKind as Record<WarmstartKind, Record<string, unknown>>;
   if (field in byKind.compact) {
     const groups = new Map<string, string[]>();
-    for (const [kind, d] of Object.entries(byKind)) groups.set(JSON.stringify(d[field]), [...(groups.get(JSON.stringify(d[field])) ?? []), kind]);
+    for (const [kind, d] of Object.entries(byKind))
+      groups.set(JSON.stringify(d[field]), [...(groups.get(JSON.stringify(d[field])) ?? []), kind]);
     return [...groups].map(([v, kinds]) => `\`${v}\` ${kinds.join(', ')}`).join('; ');
   }
   if (field === 'floorLr') return `\`peakLr\` × ${WARMSTART_DEFAULTS.floorLrShare}`;
@@ -79,7 +98,7 @@ function warmstartSection(): string[] {
   const lines = [
     '## Warm start',
     '',
-    "The settings of `turnwise warmstart` (`WarmstartConfig`, src/warmstart/config.ts): each field, the flag that sets it, its default and what it does. A",
+    'The settings of `turnwise warmstart` (`WarmstartConfig`, src/warmstart/config.ts): each field, the flag that sets it, its default and what it does. A',
     'field without a flag keeps its default on the command line. Where the default depends on the kind of warm start it is given for each: `compact`',
     '(turnwise-tiny), `chat` (a chat model trained whole), `chat-lora` (a LoRA adapter on a chat model). `--force` lets a warm start replace the model in `--out`.',
     '',
@@ -101,7 +120,12 @@ function warmstartSection(): string[] {
 
 /** docs/cli.md: every command with its summary and usage. */
 export function cliPage(): string {
-  const lines = ['# Command line', '', 'Every `turnwise` command, as `turnwise COMMAND --help` prints it. Generated from the code (`npx tsx scripts/lib/docs.ts`); a test keeps it current.', ''];
+  const lines = [
+    '# Command line',
+    '',
+    'Every `turnwise` command, as `turnwise COMMAND --help` prints it. Generated from the code (`npx tsx scripts/lib/docs.ts`); a test keeps it current.',
+    '',
+  ];
   for (const c of COMMANDS) {
     lines.push(`## turnwise ${c.name}`, '', cell(c.summary), '', '```', `turnwise ${c.name}${c.usage ? ` ${c.usage}` : ''}`, '```', '');
   }

@@ -52,7 +52,9 @@ export function stageOnnxRuntime(outNodeModules, platform = process.platform, ar
   const bins = ortBinDirs(platform, arch, ort);
   if (bins.length === 0) {
     const have = packagableTargets(ort).join(', ');
-    throw new Error(`onnxruntime-node ${JSON.parse(fs.readFileSync(path.join(ort, 'package.json'), 'utf8')).version} ships no binary for ${platform}/${arch} (it has: ${have})`);
+    throw new Error(
+      `onnxruntime-node ${JSON.parse(fs.readFileSync(path.join(ort, 'package.json'), 'utf8')).version} ships no binary for ${platform}/${arch} (it has: ${have})`,
+    );
   }
   fs.rmSync(outNodeModules, { recursive: true, force: true });
   copy(path.join(ort, 'package.json'), path.join(outNodeModules, 'onnxruntime-node', 'package.json'));
@@ -67,7 +69,16 @@ export function stageOnnxRuntime(outNodeModules, platform = process.platform, ar
 }
 
 /** What the .vsix carries besides dist/ (the allow-list in .vscodeignore says the same). */
-const EXTENSION_FILES = ['package.json', 'README.md', 'CHANGELOG.md', 'LICENSE', '.vscodeignore', 'media', 'sandbox-images', 'scripts/bootstrap-base-image.sh'];
+const EXTENSION_FILES = [
+  'package.json',
+  'README.md',
+  'CHANGELOG.md',
+  'LICENSE',
+  '.vscodeignore',
+  'media',
+  'sandbox-images',
+  'scripts/bootstrap-base-image.sh',
+];
 
 /**
  * A copy of the extension for one target in `stageDir`: the files above, dist/ without this
@@ -76,7 +87,8 @@ const EXTENSION_FILES = ['package.json', 'README.md', 'CHANGELOG.md', 'LICENSE',
 export function stageExtension(target, stageDir, distDir = path.join(root, 'dist')) {
   const t = TARGETS[target];
   if (!t) throw new Error(`unknown target ${target}; targets: ${Object.keys(TARGETS).join(', ')}`);
-  if (!fs.existsSync(path.join(distDir, 'extension.js'))) throw new Error(`${distDir}/extension.js is missing: run \`npm run build\` first`);
+  if (!fs.existsSync(path.join(distDir, 'extension.js')))
+    throw new Error(`${distDir}/extension.js is missing: run \`npm run build\` first`);
   fs.rmSync(stageDir, { recursive: true, force: true });
   fs.mkdirSync(stageDir, { recursive: true });
   for (const f of EXTENSION_FILES) {
@@ -107,7 +119,10 @@ export function packageTarget(target, outFile, opts = {}) {
   const pkg = JSON.parse(fs.readFileSync(path.join(stageDir, 'package.json'), 'utf8'));
   if (!pkg.repository) args.push('--allow-missing-repository');
   const r = spawnSync(process.execPath, args, { cwd: stageDir, stdio: opts.quiet ? 'pipe' : 'inherit', encoding: 'utf8' });
-  if (r.status !== 0) throw new Error(`vsce package --target ${target} failed (exit ${r.status})${opts.quiet ? `: ${(r.stderr || r.stdout || '').trim().slice(-2000)}` : ''}`);
+  if (r.status !== 0)
+    throw new Error(
+      `vsce package --target ${target} failed (exit ${r.status})${opts.quiet ? `: ${(r.stderr || r.stdout || '').trim().slice(-2000)}` : ''}`,
+    );
   if (!opts.keepStage) fs.rmSync(stageDir, { recursive: true, force: true });
   return path.resolve(outFile);
 }

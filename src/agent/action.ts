@@ -14,7 +14,7 @@ let parser: Promise<Parser> | undefined;
 function firstProblem(n: SyntaxNode): SyntaxNode | undefined {
   if (n.isError || n.isMissing) return n;
   for (const c of n.children) {
-    if (!c || !c.hasError && !c.isMissing) continue;
+    if (!c || (!c.hasError && !c.isMissing)) continue;
     const p = firstProblem(c);
     if (p) return p;
   }
@@ -24,7 +24,9 @@ function firstProblem(n: SyntaxNode): SyntaxNode | undefined {
 /** The first syntax error of a parsed text: its 1-based line and what the agent is told. */
 function syntaxError(text: string, root: SyntaxNode): { line: number; reason: string } {
   const p = firstProblem(root);
-  const where = p ? ` near ${JSON.stringify(text.slice(p.startIndex, Math.min(p.endIndex, p.startIndex + 20)) || text.slice(Math.max(0, p.startIndex - 10), p.startIndex + 10))} (column ${p.startPosition.column + 1})` : '';
+  const where = p
+    ? ` near ${JSON.stringify(text.slice(p.startIndex, Math.min(p.endIndex, p.startIndex + 20)) || text.slice(Math.max(0, p.startIndex - 10), p.startIndex + 10))} (column ${p.startPosition.column + 1})`
+    : '';
   return { line: (p?.startPosition.row ?? 0) + 1, reason: `bash syntax error${p?.isMissing ? ` (missing ${p.type})` : ''}${where}` };
 }
 
@@ -84,7 +86,8 @@ export async function parseAction(text: string, ended = true): Promise<ParsedAct
   if (!ended) return { kind: 'format-error', reason: 'the command did not end (no end-of-turn within the action budget)' };
   if (command === '') return { kind: 'format-error', reason: 'empty action' };
   if (command === SUBMIT) return { kind: 'submit' };
-  if (command.length > MAX_ACTION_CHARS) return { kind: 'format-error', reason: `the command is ${command.length} characters, over the ${MAX_ACTION_CHARS} limit` };
+  if (command.length > MAX_ACTION_CHARS)
+    return { kind: 'format-error', reason: `the command is ${command.length} characters, over the ${MAX_ACTION_CHARS} limit` };
   if (command.includes('\0')) return { kind: 'format-error', reason: 'the command contains a NUL byte' };
   parser ??= createParser('bash');
   const tree = (await parser).parse(command);
@@ -92,7 +95,8 @@ export async function parseAction(text: string, ended = true): Promise<ParsedAct
   try {
     const root = tree.rootNode;
     if (root.hasError) return { kind: 'format-error', reason: syntaxError(command, root).reason };
-    if (root.namedChildren.every((c) => !c || c.type === 'comment')) return { kind: 'format-error', reason: 'no command (only a comment or whitespace)' };
+    if (root.namedChildren.every((c) => !c || c.type === 'comment'))
+      return { kind: 'format-error', reason: 'no command (only a comment or whitespace)' };
     return { kind: 'bash', command };
   } finally {
     tree.delete();

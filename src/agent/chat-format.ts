@@ -49,7 +49,10 @@ export function sandboxHelpers(language: Language): SandboxHelper[] {
   if (language !== 'python') return [];
   return [
     { name: 'tw-test', does: 'runs the tests; prints up to 3 failing test ids, then "N failed, M passed"' },
-    { name: 'tw-suspects', does: 'ranks the source lines most likely at fault (lines the failing tests run, checked by small changes); prints the summary, then up to 5 lines as "path:line: code" (with -n numbered: "[K] path:line: code")' },
+    {
+      name: 'tw-suspects',
+      does: 'ranks the source lines most likely at fault (lines the failing tests run, checked by small changes); prints the summary, then up to 5 lines as "path:line: code" (with -n numbered: "[K] path:line: code")',
+    },
     { name: 'tw-show K', does: "prints suspect K's file around its line (K: a number from the last tw-suspects, or path:line)" },
     { name: 'tw-tokens K', does: "prints the tokens of suspect K's line" },
     { name: "tw-edit K 'OLD' 'NEW'", does: "replaces OLD, text that occurs once on suspect K's line, by NEW; refuses anything else" },
@@ -59,7 +62,10 @@ export function sandboxHelpers(language: Language): SandboxHelper[] {
 }
 
 /** The system message: the job, the sandbox's helper commands (or the test command), the reply format. */
-export function chatSystemMessage(task: Pick<Task, 'language' | 'testCommand'>, helpers: readonly SandboxHelper[] = sandboxHelpers(task.language)): string {
+export function chatSystemMessage(
+  task: Pick<Task, 'language' | 'testCommand'>,
+  helpers: readonly SandboxHelper[] = sandboxHelpers(task.language),
+): string {
   const tools = helpers.length
     ? ['Helper commands in the sandbox:', ...helpers.map((h) => `- ${h.name}: ${h.does}`)].join('\n')
     : `Run the tests with: ${task.testCommand.replace(/\s*\{tests\}/g, '')}`;
@@ -105,7 +111,8 @@ export async function parseChatReply(text: string, ended = true): Promise<ChatRe
     if (text.trim() === SUBMIT) return { kind: 'submit' };
     return { kind: 'format-error', reason: 'the reply has no ```bash block' };
   }
-  if (blocks.length > 1) return { kind: 'format-error', reason: `the reply has ${blocks.length} \`\`\`bash blocks; a turn runs exactly one` };
+  if (blocks.length > 1)
+    return { kind: 'format-error', reason: `the reply has ${blocks.length} \`\`\`bash blocks; a turn runs exactly one` };
   const block = blocks[0];
   if (block.trim() === SUBMIT) return { kind: 'submit', block };
   return { ...(await parseAction(block)), block };
@@ -154,7 +161,8 @@ interface Entry {
   reply?: SampledReply;
 }
 
-const FIX = 'use a chat template that writes each message once, unchanged, after the messages before it (put it in chat_template.jinja beside tokenizer_config.json, which is read first)';
+const FIX =
+  'use a chat template that writes each message once, unchanged, after the messages before it (put it in chat_template.jinja beside tokenizer_config.json, which is read first)';
 
 /** A chat template and tokenizer checked to work as the agent's format, and what ends a reply. */
 export class ChatFormat {
@@ -166,8 +174,17 @@ export class ChatFormat {
 
   constructor(readonly o: ChatFormatOptions) {
     this.now = o.now ?? new Date();
-    if (!Number.isInteger(o.contextTokens) || !Number.isInteger(o.maxActionTokens) || o.maxActionTokens < 1 || o.contextTokens - o.maxActionTokens < 64) {
-      throw new TurnwiseError('invalid-input', `a context of ${o.contextTokens} tokens cannot hold a prompt beside maxActionTokens ${o.maxActionTokens}`, { hint: 'lower maxActionTokens, or use a model with a longer context (max_position_embeddings in config.json)' });
+    if (
+      !Number.isInteger(o.contextTokens) ||
+      !Number.isInteger(o.maxActionTokens) ||
+      o.maxActionTokens < 1 ||
+      o.contextTokens - o.maxActionTokens < 64
+    ) {
+      throw new TurnwiseError(
+        'invalid-input',
+        `a context of ${o.contextTokens} tokens cannot hold a prompt beside maxActionTokens ${o.maxActionTokens}`,
+        { hint: 'lower maxActionTokens, or use a model with a longer context (max_position_embeddings in config.json)' },
+      );
     }
     this.promptBudget = o.contextTokens - o.maxActionTokens;
     // A probe conversation: the generation prompt must end where the reply starts, and the
@@ -182,7 +199,11 @@ export class ChatFormat {
     const ids = after ? o.tokenizer.encode(after, { special: true }) : [];
     const id = ids[0];
     if (id === undefined || o.tokenizer.decode([id], true) !== '') {
-      throw new TurnwiseError('invalid-file', `the chat template in ${o.template.source} does not end an assistant message with a special token (after the reply it writes ${JSON.stringify(after.slice(0, 40))})`, { hint: FIX });
+      throw new TurnwiseError(
+        'invalid-file',
+        `the chat template in ${o.template.source} does not end an assistant message with a special token (after the reply it writes ${JSON.stringify(after.slice(0, 40))})`,
+        { hint: FIX },
+      );
     }
     this.endOfTurn = { id, text: o.tokenizer.decode([id]) };
   }
@@ -198,10 +219,18 @@ export class ChatFormat {
     if (!next.startsWith(prev)) {
       let i = 0;
       while (i < prev.length && prev[i] === next[i]) i++;
-      throw new TurnwiseError('invalid-file', `the chat template in ${this.o.template.source} is not prefix-stable: the prompt of turn ${turn + 1} does not begin with the prompt of turn ${turn} (at character ${i}, ${show(prev.slice(i, i + 40))} became ${show(next.slice(i, i + 40))}), so the conversation's token ids could not be kept`, { hint: FIX });
+      throw new TurnwiseError(
+        'invalid-file',
+        `the chat template in ${this.o.template.source} is not prefix-stable: the prompt of turn ${turn + 1} does not begin with the prompt of turn ${turn} (at character ${i}, ${show(prev.slice(i, i + 40))} became ${show(next.slice(i, i + 40))}), so the conversation's token ids could not be kept`,
+        { hint: FIX },
+      );
     }
     if (!next.startsWith(slot(replySlot), prev.length)) {
-      throw new TurnwiseError('invalid-file', `the chat template in ${this.o.template.source} writes ${show(next.slice(prev.length, prev.length + 40))} between the generation prompt and the reply of turn ${turn}, text the model did not see before its reply`, { hint: FIX });
+      throw new TurnwiseError(
+        'invalid-file',
+        `the chat template in ${this.o.template.source} writes ${show(next.slice(prev.length, prev.length + 40))} between the generation prompt and the reply of turn ${turn}, text the model did not see before its reply`,
+        { hint: FIX },
+      );
     }
   }
 }
@@ -242,8 +271,12 @@ export class ChatConversation {
   }
 
   addReply(reply: SampledReply): void {
-    if (this.entries[this.entries.length - 1].message.role === 'assistant') throw new Error('a reply needs an observation before the next reply');
-    this.entries.push({ message: { role: 'assistant', content: reply.text.trim() }, reply: { text: reply.text, tokenIds: [...reply.tokenIds], stopped: reply.stopped } });
+    if (this.entries[this.entries.length - 1].message.role === 'assistant')
+      throw new Error('a reply needs an observation before the next reply');
+    this.entries.push({
+      message: { role: 'assistant', content: reply.text.trim() },
+      reply: { text: reply.text, tokenIds: [...reply.tokenIds], stopped: reply.stopped },
+    });
   }
 
   addObservation(text: string): void {
@@ -253,7 +286,8 @@ export class ChatConversation {
 
   /** The messages shown with the first `first` turns dropped (the task then says how many). */
   messages(first: number): Entry[] {
-    const task: Entry = first > 0 ? { message: { role: 'user', content: `${this.task.trim()}\n\n${omittedMarker(first).text}` } } : this.entries[1];
+    const task: Entry =
+      first > 0 ? { message: { role: 'user', content: `${this.task.trim()}\n\n${omittedMarker(first).text}` } } : this.entries[1];
     return [this.entries[0], task, ...this.entries.slice(2 + 2 * first)];
   }
 
@@ -262,15 +296,27 @@ export class ChatConversation {
     const shown = this.messages(first);
     const template = this.format.o.template;
     const now = this.format.now;
-    const skeleton = template.render(shown.map((e, i) => ({ role: e.message.role, content: slot(i) })), true, now);
+    const skeleton = template.render(
+      shown.map((e, i) => ({ role: e.message.role, content: slot(i) })),
+      true,
+      now,
+    );
     // Replies keep their placeholder: their ids are kept as sampled, whatever the template would
     // make of their text (an empty reply, say, that a template writes without its newline).
-    const real = template.render(shown.map((e, i) => (e.reply ? { role: e.message.role, content: slot(i) } : e.message)), true, now);
+    const real = template.render(
+      shown.map((e, i) => (e.reply ? { role: e.message.role, content: slot(i) } : e.message)),
+      true,
+      now,
+    );
     const filled = skeleton.replace(SLOT, (whole, i) => (shown[Number(i)].reply ? whole : shown[Number(i)].message.content));
     if (real !== filled) {
       let i = 0;
       while (real[i] === filled[i]) i++;
-      throw new TurnwiseError('invalid-file', `the chat template in ${template.source} changes the text of a message (at character ${i} of the prompt, ${JSON.stringify(filled.slice(i, i + 40))} became ${JSON.stringify(real.slice(i, i + 40))}), so the model would be shown text its token ids do not hold`, { hint: FIX });
+      throw new TurnwiseError(
+        'invalid-file',
+        `the chat template in ${template.source} changes the text of a message (at character ${i} of the prompt, ${JSON.stringify(filled.slice(i, i + 40))} became ${JSON.stringify(real.slice(i, i + 40))}), so the model would be shown text its token ids do not hold`,
+        { hint: FIX },
+      );
     }
     return skeleton;
   }
@@ -321,9 +367,13 @@ export class ChatConversation {
     }
     while (ids.length > budget && !this.opts.probe) {
       if (this.dropped >= this.turns) {
-        throw new TurnwiseError('invalid-input', `the system message and the task take ${ids.length} tokens, more than the ${budget} a prompt may have (the model's context of ${this.format.o.contextTokens} tokens less maxActionTokens ${this.format.o.maxActionTokens})`, {
-          hint: 'lower maxActionTokens, or use a model with a longer context',
-        });
+        throw new TurnwiseError(
+          'invalid-input',
+          `the system message and the task take ${ids.length} tokens, more than the ${budget} a prompt may have (the model's context of ${this.format.o.contextTokens} tokens less maxActionTokens ${this.format.o.maxActionTokens})`,
+          {
+            hint: 'lower maxActionTokens, or use a model with a longer context',
+          },
+        );
       }
       this.dropped++;
       reset = true;

@@ -24,7 +24,8 @@ export interface TemplateTokens {
   eos_token?: string;
 }
 
-const FIX = 'use the chat template that came with the model, or put a working one in chat_template.jinja beside tokenizer_config.json (it is read first)';
+const FIX =
+  'use the chat template that came with the model, or put a working one in chat_template.jinja beside tokenizer_config.json (it is read first)';
 
 export class ChatTemplate {
   private readonly compiled: Template;
@@ -57,9 +58,14 @@ export class ChatTemplate {
         eos_token: this.tokens.eos_token ?? '',
       });
     } catch (e) {
-      throw new TurnwiseError('invalid-file', `the chat template in ${this.source} raised while rendering a conversation of ${messages.length} message(s) (${messages.map((m) => m.role).join(', ')}): ${(e as Error).message}`, { hint: FIX });
+      throw new TurnwiseError(
+        'invalid-file',
+        `the chat template in ${this.source} raised while rendering a conversation of ${messages.length} message(s) (${messages.map((m) => m.role).join(', ')}): ${(e as Error).message}`,
+        { hint: FIX },
+      );
     }
-    if (typeof out !== 'string') throw new TurnwiseError('invalid-file', `the chat template in ${this.source} rendered no text`, { hint: FIX });
+    if (typeof out !== 'string')
+      throw new TurnwiseError('invalid-file', `the chat template in ${this.source} rendered no text`, { hint: FIX });
     return out;
   }
 }
@@ -77,26 +83,43 @@ const DAYS = ['Sunday', 'Monday', 'Tuesday', 'Wednesday', 'Thursday', 'Friday', 
 export function strftime(date: Date, format: string): string {
   const pad = (n: number, w = 2) => String(n).padStart(w, '0');
   const start = new Date(date.getFullYear(), 0, 1);
-  const dayOfYear = Math.round((new Date(date.getFullYear(), date.getMonth(), date.getDate()).getTime() - start.getTime()) / 86_400_000) + 1;
+  const dayOfYear =
+    Math.round((new Date(date.getFullYear(), date.getMonth(), date.getDate()).getTime() - start.getTime()) / 86_400_000) + 1;
   const h = date.getHours();
   return format.replace(/%([A-Za-z%])/g, (whole, d: string) => {
     switch (d) {
-      case 'Y': return String(date.getFullYear());
-      case 'y': return pad(date.getFullYear() % 100);
-      case 'm': return pad(date.getMonth() + 1);
-      case 'd': return pad(date.getDate());
-      case 'H': return pad(h);
-      case 'I': return pad(h % 12 === 0 ? 12 : h % 12);
-      case 'M': return pad(date.getMinutes());
-      case 'S': return pad(date.getSeconds());
-      case 'p': return h < 12 ? 'AM' : 'PM';
-      case 'b': return MONTHS[date.getMonth()].slice(0, 3);
-      case 'B': return MONTHS[date.getMonth()];
-      case 'a': return DAYS[date.getDay()].slice(0, 3);
-      case 'A': return DAYS[date.getDay()];
-      case 'j': return pad(dayOfYear, 3);
-      case '%': return '%';
-      default: return whole;
+      case 'Y':
+        return String(date.getFullYear());
+      case 'y':
+        return pad(date.getFullYear() % 100);
+      case 'm':
+        return pad(date.getMonth() + 1);
+      case 'd':
+        return pad(date.getDate());
+      case 'H':
+        return pad(h);
+      case 'I':
+        return pad(h % 12 === 0 ? 12 : h % 12);
+      case 'M':
+        return pad(date.getMinutes());
+      case 'S':
+        return pad(date.getSeconds());
+      case 'p':
+        return h < 12 ? 'AM' : 'PM';
+      case 'b':
+        return MONTHS[date.getMonth()].slice(0, 3);
+      case 'B':
+        return MONTHS[date.getMonth()];
+      case 'a':
+        return DAYS[date.getDay()].slice(0, 3);
+      case 'A':
+        return DAYS[date.getDay()];
+      case 'j':
+        return pad(dayOfYear, 3);
+      case '%':
+        return '%';
+      default:
+        return whole;
     }
   });
 }

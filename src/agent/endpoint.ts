@@ -44,9 +44,12 @@ export function apiBase(url: string): string {
   try {
     u = new URL(url);
   } catch {
-    throw new TurnwiseError('invalid-input', `--endpoint ${JSON.stringify(url)} is not a URL`, { hint: 'give the server\'s address, e.g. http://127.0.0.1:8000/v1' });
+    throw new TurnwiseError('invalid-input', `--endpoint ${JSON.stringify(url)} is not a URL`, {
+      hint: "give the server's address, e.g. http://127.0.0.1:8000/v1",
+    });
   }
-  if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new TurnwiseError('invalid-input', `--endpoint ${url} is not http or https`, { hint: 'give the server\'s http(s) address' });
+  if (u.protocol !== 'http:' && u.protocol !== 'https:')
+    throw new TurnwiseError('invalid-input', `--endpoint ${url} is not http or https`, { hint: "give the server's http(s) address" });
   const base = `${u.origin}${u.pathname.replace(/\/+$/, '')}`;
   return base.endsWith('/v1') ? base : `${base}/v1`;
 }
@@ -71,7 +74,10 @@ export class EndpointClient {
     this.base = apiBase(o.url);
     if (o.keyEnv !== undefined) {
       const k = (o.env ?? process.env)[o.keyEnv];
-      if (!k) throw new TurnwiseError('invalid-input', `the API key variable ${o.keyEnv} is not set`, { hint: `export ${o.keyEnv}=… before running, or leave out the key variable for a server that needs none` });
+      if (!k)
+        throw new TurnwiseError('invalid-input', `the API key variable ${o.keyEnv} is not set`, {
+          hint: `export ${o.keyEnv}=… before running, or leave out the key variable for a server that needs none`,
+        });
       this.key = k;
     }
   }
@@ -113,9 +119,17 @@ export class EndpointClient {
             backoff = Math.min(30_000, backoff * 2);
             continue;
           }
-          throw new TurnwiseError('sandbox-failed', timedOut ? `${this.base}${route} did not answer within ${Math.round(timeout / 1000)} s` : `cannot reach ${this.base}${route}: ${((e as Error).cause as Error | undefined)?.message ?? (e as Error).message}`, {
-            hint: timedOut ? 'give a longer timeout, or a smaller max_tokens' : 'check that the server is running and the URL (host, port, /v1) is right',
-          });
+          throw new TurnwiseError(
+            'sandbox-failed',
+            timedOut
+              ? `${this.base}${route} did not answer within ${Math.round(timeout / 1000)} s`
+              : `cannot reach ${this.base}${route}: ${((e as Error).cause as Error | undefined)?.message ?? (e as Error).message}`,
+            {
+              hint: timedOut
+                ? 'give a longer timeout, or a smaller max_tokens'
+                : 'check that the server is running and the URL (host, port, /v1) is right',
+            },
+          );
         }
         let text: string;
         try {
@@ -123,7 +137,9 @@ export class EndpointClient {
         } catch (e) {
           clearTimeout(timer);
           if (e instanceof TurnwiseError) throw e;
-          throw new TurnwiseError('sandbox-failed', `${this.base}${route}: the answer broke off (${(e as Error).message})`, { hint: 'check the server\'s log' });
+          throw new TurnwiseError('sandbox-failed', `${this.base}${route}: the answer broke off (${(e as Error).message})`, {
+            hint: "check the server's log",
+          });
         } finally {
           clearTimeout(timer);
         }
@@ -136,7 +152,11 @@ export class EndpointClient {
         try {
           json = JSON.parse(text);
         } catch {
-          throw new TurnwiseError('invalid-file', `${this.base}${route} answered ${res.status} with a body that is not JSON: ${JSON.stringify(text.slice(0, 200))}`, { hint: 'the URL may point at something that is not an OpenAI-compatible server' });
+          throw new TurnwiseError(
+            'invalid-file',
+            `${this.base}${route} answered ${res.status} with a body that is not JSON: ${JSON.stringify(text.slice(0, 200))}`,
+            { hint: 'the URL may point at something that is not an OpenAI-compatible server' },
+          );
         }
         if (!res.ok) {
           const msg = (json as { error?: { message?: unknown } })?.error?.message;
@@ -149,7 +169,11 @@ export class EndpointClient {
                 : res.status === 429 || res.status >= 500
                   ? `the server still answered ${res.status} after ${retries} retries; try later or send fewer requests at once`
                   : 'the server refused the request as sent';
-          throw new TurnwiseError(res.status === 401 || res.status === 403 ? 'invalid-input' : 'sandbox-failed', `${this.base}${route} answered ${res.status}: ${detail}`, { hint });
+          throw new TurnwiseError(
+            res.status === 401 || res.status === 403 ? 'invalid-input' : 'sandbox-failed',
+            `${this.base}${route} answered ${res.status}: ${detail}`,
+            { hint },
+          );
         }
         return json;
       }
@@ -160,12 +184,25 @@ export class EndpointClient {
   async resolveModel(): Promise<string> {
     const j = (await this.request('GET', '/models')) as { data?: { id?: unknown }[] };
     const ids = Array.isArray(j?.data) ? j.data.map((m) => m?.id).filter((x): x is string => typeof x === 'string') : undefined;
-    if (!ids) throw new TurnwiseError('invalid-file', `${this.base}/models did not answer with a model list`, { hint: 'the URL may point at something that is not an OpenAI-compatible server' });
+    if (!ids)
+      throw new TurnwiseError('invalid-file', `${this.base}/models did not answer with a model list`, {
+        hint: 'the URL may point at something that is not an OpenAI-compatible server',
+      });
     if (this.o.model) {
-      if (ids.length && !ids.includes(this.o.model)) throw new TurnwiseError('invalid-input', `${this.base} serves no model ${JSON.stringify(this.o.model)}; it lists ${ids.slice(0, 10).join(', ')}`, { hint: 'give one of the listed names' });
+      if (ids.length && !ids.includes(this.o.model))
+        throw new TurnwiseError(
+          'invalid-input',
+          `${this.base} serves no model ${JSON.stringify(this.o.model)}; it lists ${ids.slice(0, 10).join(', ')}`,
+          { hint: 'give one of the listed names' },
+        );
       return this.o.model;
     }
-    if (ids.length !== 1) throw new TurnwiseError('invalid-input', `${this.base} lists ${ids.length} models (${ids.slice(0, 10).join(', ')}); say which one to use`, { hint: 'give the model name' });
+    if (ids.length !== 1)
+      throw new TurnwiseError(
+        'invalid-input',
+        `${this.base} lists ${ids.length} models (${ids.slice(0, 10).join(', ')}); say which one to use`,
+        { hint: 'give the model name' },
+      );
     return ids[0];
   }
 }
@@ -181,7 +218,9 @@ async function readCapped(res: Response, max: number): Promise<string> {
     n += value.length;
     if (n > max) {
       await reader.cancel();
-      throw new TurnwiseError('invalid-file', `the server's answer is larger than ${max} bytes`, { hint: 'ask for fewer tokens (max_tokens)' });
+      throw new TurnwiseError('invalid-file', `the server's answer is larger than ${max} bytes`, {
+        hint: 'ask for fewer tokens (max_tokens)',
+      });
     }
     parts.push(value);
   }
@@ -189,18 +228,44 @@ async function readCapped(res: Response, max: number): Promise<string> {
 }
 
 /** A chat completion's reply as the API shapes it, checked field by field. */
-export function readChatCompletion(j: unknown): { text: string; finishReason: 'stop' | 'length'; logprobs?: number[]; tokenIds?: number[]; usage?: TokenUsage } {
-  const c = (j as { choices?: unknown[] })?.choices?.[0] as { message?: { content?: unknown }; finish_reason?: unknown; logprobs?: { content?: { logprob?: unknown }[] } | null; token_ids?: unknown } | undefined;
+export function readChatCompletion(j: unknown): {
+  text: string;
+  finishReason: 'stop' | 'length';
+  logprobs?: number[];
+  tokenIds?: number[];
+  usage?: TokenUsage;
+} {
+  const c = (j as { choices?: unknown[] })?.choices?.[0] as
+    | {
+        message?: { content?: unknown };
+        finish_reason?: unknown;
+        logprobs?: { content?: { logprob?: unknown }[] } | null;
+        token_ids?: unknown;
+      }
+    | undefined;
   if (!c || typeof c.message?.content !== 'string') {
-    throw new TurnwiseError('invalid-file', `the server's reply is not a chat completion (no choices[0].message.content): ${JSON.stringify(j).slice(0, 200)}`, { hint: 'the server is not OpenAI-compatible, or the model returned no text' });
+    throw new TurnwiseError(
+      'invalid-file',
+      `the server's reply is not a chat completion (no choices[0].message.content): ${JSON.stringify(j).slice(0, 200)}`,
+      { hint: 'the server is not OpenAI-compatible, or the model returned no text' },
+    );
   }
   const lp = c.logprobs?.content;
   const logprobs = Array.isArray(lp) && lp.every((t) => typeof t?.logprob === 'number') ? lp.map((t) => t.logprob as number) : undefined;
   const tokenIds = Array.isArray(c.token_ids) && c.token_ids.every((x) => Number.isInteger(x)) ? (c.token_ids as number[]) : undefined;
   const u = (j as { usage?: { prompt_tokens?: unknown; completion_tokens?: unknown } }).usage;
   const count = (x: unknown): x is number => Number.isInteger(x) && (x as number) >= 0;
-  const usage = u && count(u.prompt_tokens) && count(u.completion_tokens) ? { promptTokens: u.prompt_tokens, completionTokens: u.completion_tokens } : undefined;
-  return { text: c.message.content, finishReason: c.finish_reason === 'length' ? 'length' : 'stop', ...(logprobs ? { logprobs } : {}), ...(tokenIds ? { tokenIds } : {}), ...(usage ? { usage } : {}) };
+  const usage =
+    u && count(u.prompt_tokens) && count(u.completion_tokens)
+      ? { promptTokens: u.prompt_tokens, completionTokens: u.completion_tokens }
+      : undefined;
+  return {
+    text: c.message.content,
+    finishReason: c.finish_reason === 'length' ? 'length' : 'stop',
+    ...(logprobs ? { logprobs } : {}),
+    ...(tokenIds ? { tokenIds } : {}),
+    ...(usage ? { usage } : {}),
+  };
 }
 
 /**
@@ -239,10 +304,21 @@ export class EndpointActionModel implements ActionModel {
     const messages = [
       ...(r.system ? [{ role: 'system', content: r.system }] : []),
       { role: 'user', content: r.task },
-      ...r.turns.flatMap((t, i) => [{ role: 'assistant', content: past[i] ?? t.action }, { role: 'user', content: t.observation }]),
+      ...r.turns.flatMap((t, i) => [
+        { role: 'assistant', content: past[i] ?? t.action },
+        { role: 'user', content: t.observation },
+      ]),
     ];
     const wantLp = (this.o.logprobs ?? true) && !this.logprobsRefused;
-    const body = { model, messages, max_tokens: this.o.maxTokens ?? 512, temperature: this.o.temperature ?? 1, top_p: this.o.topP ?? 1, seed: r.seed, ...(wantLp ? { logprobs: true } : {}) };
+    const body = {
+      model,
+      messages,
+      max_tokens: this.o.maxTokens ?? 512,
+      temperature: this.o.temperature ?? 1,
+      top_p: this.o.topP ?? 1,
+      seed: r.seed,
+      ...(wantLp ? { logprobs: true } : {}),
+    };
     let j: unknown;
     try {
       j = await this.client.request('POST', '/chat/completions', body);
@@ -260,7 +336,14 @@ export class EndpointActionModel implements ActionModel {
       this.promptTokens += c.usage.promptTokens;
       this.sampledTokens += c.usage.completionTokens;
     } else this.repliesWithoutUsage++;
-    return { text: c.text, tokenIds: c.tokenIds ?? [], logprobs: c.logprobs ?? [], finishReason: c.finishReason, action: await parseChatReply(c.text, c.finishReason === 'stop'), ...(c.usage ? { usage: c.usage } : {}) };
+    return {
+      text: c.text,
+      tokenIds: c.tokenIds ?? [],
+      logprobs: c.logprobs ?? [],
+      finishReason: c.finishReason,
+      action: await parseChatReply(c.text, c.finishReason === 'stop'),
+      ...(c.usage ? { usage: c.usage } : {}),
+    };
   }
 
   release(episodeId: string): void {

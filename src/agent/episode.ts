@@ -15,7 +15,16 @@ import { HIDE_HISTORY_COMMAND, writeTaskBug } from '../tasks/pose';
 import type { ScoringOriginals } from '../tasks/testfiles';
 import { parseAction, type ParsedAction } from './action';
 import { chatFormatErrorObservation, chatObservation, chatSystemMessage, parseChatReply, type ChatReply } from './chat-format';
-import { cacheableCommand, keepableObservation, leavesToolState, mayDetach, ObservationCache, TOOL_STATE_DIR, TOOL_STATE_FILE, type CachedObservation } from './cache';
+import {
+  cacheableCommand,
+  keepableObservation,
+  leavesToolState,
+  mayDetach,
+  ObservationCache,
+  TOOL_STATE_DIR,
+  TOOL_STATE_FILE,
+  type CachedObservation,
+} from './cache';
 import { formatErrorObservation, observationText, taskText, type PromptTurn } from './prompt';
 import type { ActionFormatKind, ActRequest, ActResult } from './types';
 import type { Semaphore } from '../core/workers';
@@ -79,7 +88,9 @@ const OUTSIDE_CHANGED = `find /home/agent /tmp /var/tmp /run/lock /dev/shm -mind
 /** Puts a replayed command's tool state back (best effort: a folder the agent broke stays broken, as if the tool had run). */
 async function restoreToolState(sb: Sandbox, state: string): Promise<void> {
   const tmp = `${TOOL_STATE_FILE}.replay`;
-  await sb.exec(`mkdir -p -m 700 ${TOOL_STATE_DIR} && printf '%s' ${shellQuote(state)} > ${tmp} && mv -f ${tmp} ${TOOL_STATE_FILE}`, { timeoutMs: 30_000 });
+  await sb.exec(`mkdir -p -m 700 ${TOOL_STATE_DIR} && printf '%s' ${shellQuote(state)} > ${tmp} && mv -f ${tmp} ${TOOL_STATE_FILE}`, {
+    timeoutMs: 30_000,
+  });
 }
 
 /** The tool state a command left, or undefined when it cannot be read. */
@@ -96,7 +107,11 @@ function getSigners() {
 
 async function must(sb: Sandbox, command: string, what: string, timeoutMs = 60_000): Promise<string> {
   const r = await sb.exec(command, { timeoutMs });
-  if (r.exitCode !== 0) throw new TurnwiseError('sandbox-failed', `${what} failed in the sandbox (exit ${r.exitCode}${r.timedOut ? ', timed out' : ''}): ${(r.stderr || r.stdout).trim().slice(-300)}`);
+  if (r.exitCode !== 0)
+    throw new TurnwiseError(
+      'sandbox-failed',
+      `${what} failed in the sandbox (exit ${r.exitCode}${r.timedOut ? ', timed out' : ''}): ${(r.stderr || r.stdout).trim().slice(-300)}`,
+    );
   return r.stdout;
 }
 
@@ -107,13 +122,18 @@ async function must(sb: Sandbox, command: string, what: string, timeoutMs = 60_0
 export async function prepareSandbox(sb: Sandbox, task: Task): Promise<{ tree: string }> {
   await writeTaskBug(sb, task);
   const track = `${TRACK} init -q && ${TRACK} add -A -f . && ${TRACK} commit -q --no-verify --allow-empty -m base && touch ${START_MARK} && ${TRACK} rev-parse 'HEAD^{tree}'`;
-  const out = await must(sb, task.mutation ? `${HIDE_HISTORY_COMMAND} && ${track}` : track, task.mutation ? 'hiding the task from git and starting the edit tracker' : 'starting the edit tracker');
+  const out = await must(
+    sb,
+    task.mutation ? `${HIDE_HISTORY_COMMAND} && ${track}` : track,
+    task.mutation ? 'hiding the task from git and starting the edit tracker' : 'starting the edit tracker',
+  );
   return { tree: treeId(out) };
 }
 
 function treeId(out: string): string {
   const id = out.trim().split('\n').pop() ?? '';
-  if (!/^[0-9a-f]{40,64}$/.test(id)) throw new TurnwiseError('sandbox-failed', `the edit tracker gave no tree id: ${JSON.stringify(out.slice(-200))}`);
+  if (!/^[0-9a-f]{40,64}$/.test(id))
+    throw new TurnwiseError('sandbox-failed', `the edit tracker gave no tree id: ${JSON.stringify(out.slice(-200))}`);
   return id;
 }
 
@@ -149,7 +169,12 @@ export async function collectEdits(sb: Sandbox): Promise<{ edits: FileEdit[]; tr
     const before = c.status === 'A' ? undefined : await readCapped(`${TRACK} show HEAD:${q}`);
     const after = c.status === 'D' ? undefined : await readCapped(`cat -- ${q}`);
     const truncated = !!before?.truncated || !!after?.truncated;
-    edits.push({ path: c.path, before: before ? (truncated ? null : before.text) : null, after: after ? (truncated ? null : after.text) : null, ...(truncated ? { truncated } : {}) });
+    edits.push({
+      path: c.path,
+      before: before ? (truncated ? null : before.text) : null,
+      after: after ? (truncated ? null : after.text) : null,
+      ...(truncated ? { truncated } : {}),
+    });
   }
   await must(sb, `${TRACK} commit -q --no-verify -m turn`, 'recording the turn', 30_000);
   return { edits, tree, outsideChanged };
@@ -219,12 +244,30 @@ export async function runEpisode(o: EpisodeOptions): Promise<Trajectory> {
     tree = (await timed('sandboxMs', () => prepareSandbox(o.sandbox, o.task))).tree;
     for (let k = 0; k < maxTurns; k++) {
       if (o.signal?.aborted) throw new TurnwiseError('internal', 'stopped');
-      const res = await timed('modelWaitMs', () => o.act({ episodeId: o.episodeId, task, turns: promptTurns, ...(system !== undefined ? { system } : {}), seed: (o.seed + Math.imul(k, 0x9e3779b1)) >>> 0 }));
+      const res = await timed('modelWaitMs', () =>
+        o.act({
+          episodeId: o.episodeId,
+          task,
+          turns: promptTurns,
+          ...(system !== undefined ? { system } : {}),
+          seed: (o.seed + Math.imul(k, 0x9e3779b1)) >>> 0,
+        }),
+      );
       const read = await readTurnAction(res, o.format);
       const parsed = read.parsed;
       const t0 = Date.now();
       const waited = { ms: 0 };
-      const turn: Turn = { index: k, action: read.action, ...(read.reply !== undefined ? { reply: read.reply } : {}), observation: '', exitCode: null, durationMs: 0, tokenIds: res.tokenIds, logprobs: res.logprobs, ...(res.usage ? { usage: res.usage } : {}) };
+      const turn: Turn = {
+        index: k,
+        action: read.action,
+        ...(read.reply !== undefined ? { reply: read.reply } : {}),
+        observation: '',
+        exitCode: null,
+        durationMs: 0,
+        tokenIds: res.tokenIds,
+        logprobs: res.logprobs,
+        ...(res.usage ? { usage: res.usage } : {}),
+      };
       if (parsed.kind === 'submit') {
         turns.push(turn);
         break;
@@ -288,7 +331,17 @@ export async function runEpisode(o: EpisodeOptions): Promise<Trajectory> {
     const actions = turns.filter((t) => t.action !== 'submit').length;
     const repeats = repeatedTurns(turns);
     const score = await timed('rewardMs', () =>
-      inSlot(() => scoreEpisode(o.sandbox, o.task, { originals: o.originals, turns: actions, maxTurns, formatError: anyFormatError, repeats, weights: o.rewardWeights, timeoutMs: o.testTimeoutMs })),
+      inSlot(() =>
+        scoreEpisode(o.sandbox, o.task, {
+          originals: o.originals,
+          turns: actions,
+          maxTurns,
+          formatError: anyFormatError,
+          repeats,
+          weights: o.rewardWeights,
+          timeoutMs: o.testTimeoutMs,
+        }),
+      ),
     );
     reward = score.reward;
     testReport = score.testReport;
@@ -297,7 +350,16 @@ export async function runEpisode(o: EpisodeOptions): Promise<Trajectory> {
   }
   if (!reward || failure) {
     const actions = turns.filter((t) => t.action !== 'submit').length;
-    reward = computeReward({ outcomes: undefined, failToPass: o.task.fail_to_pass, passToPass: o.task.pass_to_pass, turns: actions, maxTurns, formatError: anyFormatError, weights: o.rewardWeights, error: failure ?? 'no reward' });
+    reward = computeReward({
+      outcomes: undefined,
+      failToPass: o.task.fail_to_pass,
+      passToPass: o.task.pass_to_pass,
+      turns: actions,
+      maxTurns,
+      formatError: anyFormatError,
+      weights: o.rewardWeights,
+      error: failure ?? 'no reward',
+    });
   }
   return {
     schema: SCHEMA.trajectory,

@@ -23,7 +23,11 @@ export async function parseCommandFile(text: string, file: string): Promise<stri
   const submitAt = commands.findIndex((c) => c.text.trim() === SUBMIT);
   if (submitAt >= 0 && submitAt < commands.length - 1) {
     const at = commands[submitAt].line;
-    throw new TurnwiseError('invalid-input', `${typeof at === 'number' ? `${file}:${at}:` : `${file} ${at}:`} \`submit\` ends the episode, so the ${commands.length - 1 - submitAt} command(s) after it would never run`, { hint: 'remove them, or the submit' });
+    throw new TurnwiseError(
+      'invalid-input',
+      `${typeof at === 'number' ? `${file}:${at}:` : `${file} ${at}:`} \`submit\` ends the episode, so the ${commands.length - 1 - submitAt} command(s) after it would never run`,
+      { hint: 'remove them, or the submit' },
+    );
   }
   const kept = submitAt >= 0 ? commands.slice(0, submitAt) : commands;
   if (kept.length === 0) throw new TurnwiseError('invalid-input', `${file} holds no commands (only submit)`, { hint: HINT });
@@ -42,13 +46,17 @@ async function jsonCommands(trimmed: string, file: string): Promise<{ text: stri
   try {
     v = JSON.parse(trimmed);
   } catch (e) {
-    if (file.endsWith('.json')) throw new TurnwiseError('invalid-input', `${file} is not valid JSON (${(e as Error).message})`, { hint: HINT });
+    if (file.endsWith('.json'))
+      throw new TurnwiseError('invalid-input', `${file} is not valid JSON (${(e as Error).message})`, { hint: HINT });
     return undefined;
   }
   if (!Array.isArray(v)) throw new TurnwiseError('invalid-input', `${file} is JSON but not an array of command strings`, { hint: HINT });
   if (v.length === 0) throw new TurnwiseError('invalid-input', `${file} holds no commands (an empty array)`, { hint: HINT });
   const bad = v.findIndex((x) => typeof x !== 'string');
-  if (bad >= 0) throw new TurnwiseError('invalid-input', `${file}: element [${bad}] is ${JSON.stringify(v[bad])}, not a command string`, { hint: HINT });
+  if (bad >= 0)
+    throw new TurnwiseError('invalid-input', `${file}: element [${bad}] is ${JSON.stringify(v[bad])}, not a command string`, {
+      hint: HINT,
+    });
   return (v as string[]).map((text, i) => ({ text, line: `element [${i}]` }));
 }
 
@@ -62,9 +70,13 @@ async function bashCommands(text: string, file: string): Promise<{ text: string;
   if (r.commands.length === 0) throw new TurnwiseError('invalid-input', `${file} holds no commands (only comments)`, { hint: HINT });
   const long = r.commands.find((c) => c.text.length > MAX_ACTION_CHARS);
   if (long) {
-    throw new TurnwiseError('invalid-input', `${file}:${long.line}: the command is ${long.text.length} characters, over the ${MAX_ACTION_CHARS} an action may have`, {
-      hint: 'split it into several commands (write a long file with a few heredocs)',
-    });
+    throw new TurnwiseError(
+      'invalid-input',
+      `${file}:${long.line}: the command is ${long.text.length} characters, over the ${MAX_ACTION_CHARS} an action may have`,
+      {
+        hint: 'split it into several commands (write a long file with a few heredocs)',
+      },
+    );
   }
   return r.commands;
 }

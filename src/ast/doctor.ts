@@ -18,5 +18,10 @@ export async function grammarCheck(grammars: readonly GrammarName[] = GRAMMARS):
   }
   return failed.length === 0
     ? { name: 'tree-sitter grammars', status: 'ok', detail: grammars.join(', ') }
-    : { name: 'tree-sitter grammars', status: 'fail', detail: `cannot load: ${failed.join(', ')}`, fix: 'run `npm run build`, or reinstall the extension' };
+    : {
+        name: 'tree-sitter grammars',
+        status: 'fail',
+        detail: `cannot load: ${failed.join(', ')}`,
+        fix: 'run `npm run build`, or reinstall the extension',
+      };
 }

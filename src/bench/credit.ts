@@ -149,7 +149,10 @@ const DEBUG_EDIT: ActionType = {
   weight: 0.1,
   command: (r, f) =>
     pick(r, [
-      { bash: `sed -i '/def push/a\\        print("push", n)' ${f}`, edit: [`E:${f}::Stack.push`, 'N:expression_statement:→print("push", n)'] },
+      {
+        bash: `sed -i '/def push/a\\        print("push", n)' ${f}`,
+        edit: [`E:${f}::Stack.push`, 'N:expression_statement:→print("push", n)'],
+      },
       { bash: `echo '# TODO: check limits' >> ${f}`, edit: [`E:${f}::`, 'N:comment:→# TODO: check limits'] },
     ]),
 };
@@ -171,14 +174,19 @@ const INSTALL: ActionType = {
   kind: 'read',
   effect: 0,
   weight: 0.08,
-  command: (r) => pick(r, [{ bash: 'pip install -q pytest-timeout' }, { bash: 'pip list 2>/dev/null | grep -i pytest' }, { bash: 'python --version' }]),
+  command: (r) =>
+    pick(r, [{ bash: 'pip install -q pytest-timeout' }, { bash: 'pip list 2>/dev/null | grep -i pytest' }, { bash: 'python --version' }]),
 };
 const FORMAT: ActionType = {
   name: 'format',
   kind: 'edit',
   effect: 0,
   weight: 0.07,
-  command: (r, f) => pick(r, [{ bash: `black -q ${f}`, edit: [`E:${f}::Stack.push`, `E:${f}::Stack.pop`] }, { bash: `autopep8 -i ${f}`, edit: [`E:${f}::Stack.push`, `E:${f}::Stack.pop`] }]),
+  command: (r, f) =>
+    pick(r, [
+      { bash: `black -q ${f}`, edit: [`E:${f}::Stack.push`, `E:${f}::Stack.pop`] },
+      { bash: `autopep8 -i ${f}`, edit: [`E:${f}::Stack.push`, `E:${f}::Stack.pop`] },
+    ]),
 };
 const SLOW_BREAK: ActionType = {
   name: 'slow-break',
@@ -194,7 +202,11 @@ const SLOW_BREAK: ActionType = {
 
 const ACTION_SETS: Record<ActionSetName, ActionType[]> = {
   basic: [EXPLORE, TEST, FIX, FIX_PARTIAL, BREAK, DEBUG_EDIT],
-  few: [{ ...EXPLORE, weight: 0.5 }, { ...FIX, weight: 0.25 }, { ...BREAK, weight: 0.25 }],
+  few: [
+    { ...EXPLORE, weight: 0.5 },
+    { ...FIX, weight: 0.25 },
+    { ...BREAK, weight: 0.25 },
+  ],
   many: [EXPLORE, TEST, FIX, FIX_PARTIAL, BREAK, DEBUG_EDIT, FIX_SECOND, INSTALL, FORMAT, SLOW_BREAK],
 };
 
@@ -210,11 +222,14 @@ export interface SyntheticBatch {
 /** Raises a TurnwiseError naming the bad setting (the CLI passes user input through here). */
 export function checkCreditBenchConfig(cfg: CreditBenchConfig): void {
   for (const key of ['batches', 'prompts', 'group', 'turns'] as const) {
-    if (!Number.isInteger(cfg[key]) || cfg[key] < 1) throw new TurnwiseError('invalid-input', `bench credit: ${key} must be a positive integer, got ${cfg[key]}`);
+    if (!Number.isInteger(cfg[key]) || cfg[key] < 1)
+      throw new TurnwiseError('invalid-input', `bench credit: ${key} must be a positive integer, got ${cfg[key]}`);
   }
   if (!(cfg.noise >= 0)) throw new TurnwiseError('invalid-input', `bench credit: noise must be ≥ 0, got ${cfg.noise}`);
   if (!(cfg.actions in ACTION_SETS)) {
-    throw new TurnwiseError('invalid-input', `bench credit: unknown action set "${cfg.actions}"`, { hint: `one of ${Object.keys(ACTION_SETS).join(', ')}` });
+    throw new TurnwiseError('invalid-input', `bench credit: unknown action set "${cfg.actions}"`, {
+      hint: `one of ${Object.keys(ACTION_SETS).join(', ')}`,
+    });
   }
   if (cfg.dynamics !== 'additive' && cfg.dynamics !== 'stateful') {
     throw new TurnwiseError('invalid-input', `bench credit: unknown dynamics "${cfg.dynamics}"`, { hint: 'one of additive, stateful' });
@@ -285,7 +300,15 @@ export function syntheticBatch(cfg: CreditBenchConfig, seed: number): SyntheticB
       const score = turns.reduce((s, t) => s + t.effect, 0) + cfg.noise * gaussian(r);
       let obs = '';
       turns.forEach((t, k) => {
-        rows.push({ promptId: `task-${p}`, trajId: `task-${p}/g${g}`, turn: k, bash: t.bash, score, observation: obs, ...(t.edit ? { editSig: t.edit } : {}) });
+        rows.push({
+          promptId: `task-${p}`,
+          trajId: `task-${p}/g${g}`,
+          turn: k,
+          bash: t.bash,
+          score,
+          observation: obs,
+          ...(t.edit ? { editSig: t.edit } : {}),
+        });
         contribution.push(t.effect);
         // coarse observation: which kind of output the last command produced
         obs = t.kind === 'test' ? 'pytest summary' : t.kind === 'edit' || t.kind === 'revert' ? 'exit 0' : 'file listing';
@@ -317,7 +340,12 @@ export function pearson(xs: readonly number[], ys: readonly number[]): number {
 }
 
 /** Mean over the blocks (rows sharing key(row)) of the correlation across the block's rows (0 when constant). */
-function withinCorrelation(rows: readonly TurnRow[], adv: readonly number[], contrib: readonly number[], key: (r: TurnRow) => string): number {
+function withinCorrelation(
+  rows: readonly TurnRow[],
+  adv: readonly number[],
+  contrib: readonly number[],
+  key: (r: TurnRow) => string,
+): number {
   const blocks = new Map<string, number[]>();
   rows.forEach((r, i) => {
     const k = key(r);
@@ -326,7 +354,11 @@ function withinCorrelation(rows: readonly TurnRow[], adv: readonly number[], con
     l.push(i);
   });
   let s = 0;
-  for (const idx of blocks.values()) s += pearson(idx.map((i) => adv[i]), idx.map((i) => contrib[i]));
+  for (const idx of blocks.values())
+    s += pearson(
+      idx.map((i) => adv[i]),
+      idx.map((i) => contrib[i]),
+    );
   return blocks.size ? s / blocks.size : 0;
 }
 const byTrajectory = (r: TurnRow) => `${r.promptId}\u0000${r.trajId}`;
@@ -369,7 +401,7 @@ export interface CreditBenchResult {
 
 const TURNWISE_LOO: A3Variant = { residualPerCell: true, scopeAllIsPrefix: true, editTokens: true };
 const ABLATIONS: Record<string, A3Variant> = {
-  'a3': { residualPerCell: false, scopeAllIsPrefix: false, editTokens: false },
+  a3: { residualPerCell: false, scopeAllIsPrefix: false, editTokens: false },
   'a3+per-turn-residual': { residualPerCell: true, scopeAllIsPrefix: false, editTokens: false },
   'a3+prefix-scope': { residualPerCell: false, scopeAllIsPrefix: true, editTokens: false },
   'a3+edit-tokens': { residualPerCell: false, scopeAllIsPrefix: false, editTokens: true },
@@ -442,7 +474,11 @@ export async function runCreditBench(
   }
   const ablation: CreditBenchResult['ablation'] = {};
   for (const [label, e] of Object.entries(abl)) {
-    ablation[label] = { corr_mean: round(stats(e.c).mean), corr_within_traj_mean: round(stats(e.w).mean), corr_within_cell_mean: round(stats(e.cell).mean) };
+    ablation[label] = {
+      corr_mean: round(stats(e.c).mean),
+      corr_within_traj_mean: round(stats(e.w).mean),
+      corr_within_cell_mean: round(stats(e.cell).mean),
+    };
   }
   return {
     bench: 'credit',

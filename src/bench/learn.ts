@@ -101,13 +101,23 @@ export interface LearnBenchResult {
   pass_at_k_t: { warmstart: PassAtKT | null; grpo: PassAtKT | null; turnwise: PassAtKT | null } | null;
   /** Both estimators' runs saw the same warm-start evaluation (same tasks, seeds and policy). */
   warmstart_agrees: boolean;
-  runs: { seed: number; estimator: LearnEstimator; run_dir: string; wall_s: number | null; curve: (number | null)[]; pass_at_k_t?: { first: PassAtKT | null; last: PassAtKT | null } }[];
+  runs: {
+    seed: number;
+    estimator: LearnEstimator;
+    run_dir: string;
+    wall_s: number | null;
+    curve: (number | null)[];
+    pass_at_k_t?: { first: PassAtKT | null; last: PassAtKT | null };
+  }[];
   runs_root: string;
   config: Record<string, unknown>;
 }
 
 /** Assembles the learn benchmark's result from its finished runs (pure). */
-export function learnSummary(runs: readonly LearnRun[], ctx: { iterations: number; runsRoot: string; config: Record<string, unknown> }): LearnBenchResult {
+export function learnSummary(
+  runs: readonly LearnRun[],
+  ctx: { iterations: number; runsRoot: string; config: Record<string, unknown> },
+): LearnBenchResult {
   const seeds = [...new Set(runs.map((r) => r.seed))];
   const of = (e: LearnEstimator) => runs.filter((r) => r.estimator === e);
   const curves = (e: LearnEstimator, key: string) => meanCurve(of(e).map((r) => metricCurve(r.metrics, key, ctx.iterations)));
@@ -145,7 +155,14 @@ export function learnSummary(runs: readonly LearnRun[], ctx: { iterations: numbe
     paired_turnwise: paired('turnwise'),
     pass_at_k_t: passKT.warmstart || passKT.grpo || passKT.turnwise ? passKT : null,
     warmstart_agrees: warm.every((w) => w.every((x) => x === w[0])),
-    runs: runs.map((r) => ({ seed: r.seed, estimator: r.estimator, run_dir: r.runDir, wall_s: round(r.wallS, 1), curve: metricCurve(r.metrics, 'heldout/resolved', ctx.iterations), ...(r.passAtKT ? { pass_at_k_t: r.passAtKT } : {}) })),
+    runs: runs.map((r) => ({
+      seed: r.seed,
+      estimator: r.estimator,
+      run_dir: r.runDir,
+      wall_s: round(r.wallS, 1),
+      curve: metricCurve(r.metrics, 'heldout/resolved', ctx.iterations),
+      ...(r.passAtKT ? { pass_at_k_t: r.passAtKT } : {}),
+    })),
     runs_root: ctx.runsRoot,
     config: ctx.config,
   };
@@ -171,19 +188,35 @@ export interface LearnBenchOptions {
  * Config fields the benchmark sets itself (each estimator, seed, task file and starting model in
  * turn); given in its settings they would be overwritten, so they are refused instead.
  */
-export const LEARN_CONTROLLED_FIELDS = ['workspace', 'model', 'iterations', 'estimator', 'seed', 'taskSeed', 'taskSource', 'tasksFile'] as const;
+export const LEARN_CONTROLLED_FIELDS = [
+  'workspace',
+  'model',
+  'iterations',
+  'estimator',
+  'seed',
+  'taskSeed',
+  'taskSource',
+  'tasksFile',
+] as const;
 
 /** `turnwise bench learn`: per seed, the same tasks trained once with each estimator. */
 export async function benchLearn(o: LearnBenchOptions): Promise<LearnBenchResult> {
   const controlled = LEARN_CONTROLLED_FIELDS.filter((k) => o.config?.[k] !== undefined);
   if (controlled.length) {
-    throw new TurnwiseError('invalid-input', `the learn benchmark sets ${controlled.map((k) => JSON.stringify(k)).join(', ')} itself; its settings may not`, {
-      hint: 'remove those fields from the benchmark config (use --workspace, --model, --iterations and --seeds for the ones it takes as flags)',
-    });
+    throw new TurnwiseError(
+      'invalid-input',
+      `the learn benchmark sets ${controlled.map((k) => JSON.stringify(k)).join(', ')} itself; its settings may not`,
+      {
+        hint: 'remove those fields from the benchmark config (use --workspace, --model, --iterations and --seeds for the ones it takes as flags)',
+      },
+    );
   }
   const base = { ...LEARN_DEFAULTS, ...o.config, iterations: o.iterations, workspace: path.resolve(o.workspace) };
   // Every field checked now, not after the checkpoint copy and minutes of task synthesis.
-  resolveTrainConfig({ ...base, model: o.model, taskSource: 'file', tasksFile: 'tasks.jsonl', estimator: LEARN_ESTIMATORS[0] }, 'the learn benchmark settings');
+  resolveTrainConfig(
+    { ...base, model: o.model, taskSource: 'file', tasksFile: 'tasks.jsonl', estimator: LEARN_ESTIMATORS[0] },
+    'the learn benchmark settings',
+  );
   const log = o.onProgress ?? (() => undefined);
   const runsRoot = path.resolve(o.runsRoot ?? fs.mkdtempSync(path.join(os.tmpdir(), 'turnwise-bench-learn-')));
   fs.mkdirSync(runsRoot, { recursive: true });
@@ -198,7 +231,12 @@ export async function benchLearn(o: LearnBenchOptions): Promise<LearnBenchResult
       const pool = await connectRunPool(`bench-learn-${process.pid}`, { ...TRAIN_DEFAULTS, ...base });
       try {
         const r = await synthesizeMutationTasks({ workspace: base.workspace, pool, seed, max: base.maxTasks });
-        if (r.tasks.length < 2) throw new TurnwiseError('invalid-input', `only ${r.tasks.length} task(s) survived validation in ${base.workspace}; the benchmark needs train and held-out tasks`, { hint: 'use a workspace with more tested code' });
+        if (r.tasks.length < 2)
+          throw new TurnwiseError(
+            'invalid-input',
+            `only ${r.tasks.length} task(s) survived validation in ${base.workspace}; the benchmark needs train and held-out tasks`,
+            { hint: 'use a workspace with more tested code' },
+          );
         writeTaskFile(tasksFile, r.tasks);
       } finally {
         await pool.close();
@@ -207,13 +245,30 @@ export async function benchLearn(o: LearnBenchOptions): Promise<LearnBenchResult
     for (const estimator of LEARN_ESTIMATORS) {
       if (o.signal?.aborted) break;
       // Each seed its own tasks and split (taskSeed = seed); both estimators the same ones.
-      const config = resolveTrainConfig({ ...base, model, taskSource: 'file', tasksFile, seed, taskSeed: seed, estimator }, 'the learn benchmark settings');
+      const config = resolveTrainConfig(
+        { ...base, model, taskSource: 'file', tasksFile, seed, taskSeed: seed, estimator },
+        'the learn benchmark settings',
+      );
       log(`seed ${seed}: training with ${estimator} (${config.iterations} iterations)`);
       const t0 = Date.now();
-      const r = await trainRun({ config, runsRoot, name: `bench-learn`, signal: o.signal, onEvent: (e) => o.onEvent?.(e, { seed, estimator }) });
+      const r = await trainRun({
+        config,
+        runsRoot,
+        name: `bench-learn`,
+        signal: o.signal,
+        onEvent: (e) => o.onEvent?.(e, { seed, estimator }),
+      });
       const change = runPairedChange(r.runDir, r.metrics);
       const passKT = runPassAtKT(r.runDir, r.metrics);
-      runs.push({ seed, estimator, runDir: r.runDir, metrics: r.metrics, wallS: (Date.now() - t0) / 1000, ...(change ? { paired: { greedy: change.greedy, sampled: change.sampled } } : {}), ...(passKT ? { passAtKT: passKT } : {}) });
+      runs.push({
+        seed,
+        estimator,
+        runDir: r.runDir,
+        metrics: r.metrics,
+        wallS: (Date.now() - t0) / 1000,
+        ...(change ? { paired: { greedy: change.greedy, sampled: change.sampled } } : {}),
+        ...(passKT ? { passAtKT: passKT } : {}),
+      });
       if (r.state === 'stopped') break;
     }
   }

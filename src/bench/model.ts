@@ -109,10 +109,28 @@ async function sequential<T>(n: number, f: () => Promise<T>): Promise<T[]> {
   return out;
 }
 
-export const DEFAULT_WORK: BenchModelWork = { prefillTokens: 1024, contextTokens: 1024, decodeSteps: 16, decodeBatch: 8, loraR: 16, trainRows: 1, trainSeq: 1024, trainSteps: 1 };
+export const DEFAULT_WORK: BenchModelWork = {
+  prefillTokens: 1024,
+  contextTokens: 1024,
+  decodeSteps: 16,
+  decodeBatch: 8,
+  loraR: 16,
+  trainRows: 1,
+  trainSeq: 1024,
+  trainSteps: 1,
+};
 
 /** tiny-test's work: a few tokens of everything. */
-export const TINY_TEST_WORK: BenchModelWork = { prefillTokens: 32, contextTokens: 32, decodeSteps: 4, decodeBatch: 8, loraR: 4, trainRows: 2, trainSeq: 32, trainSteps: 1 };
+export const TINY_TEST_WORK: BenchModelWork = {
+  prefillTokens: 32,
+  contextTokens: 32,
+  decodeSteps: 4,
+  decodeBatch: 8,
+  loraR: 4,
+  trainRows: 2,
+  trainSeq: 32,
+  trainSteps: 1,
+};
 
 /** What the PyTorch side measures (scripts/compare/torch_model_bench.py prints it as JSON). */
 export interface TorchFigures {
@@ -303,7 +321,7 @@ export function randomWeights(config: ModelConfig, seed: number): PolicyWeights 
 function randomStream(seed: number): (a: Float32Array) => void {
   const amp = 0.02 * Math.sqrt(3);
   // xorshift32, inlined: a method call per value would take most of the time at 0.5B values.
-  let x = (Math.floor(new SeededRandom(seed).next() * 4294967296) | 1) | 0;
+  let x = Math.floor(new SeededRandom(seed).next() * 4294967296) | 1 | 0;
   return (a) => {
     for (let i = 0; i < a.length; i++) {
       x ^= x << 13;
@@ -339,7 +357,9 @@ parentPort.postMessage('ready');
  * best of `tries` after a warm-up, on one thread and on `threads` worker threads at once, each
  * copying its share of `bytes`.
  */
-export async function measureCopyBandwidth(o: { bytes?: number; threads?: number; tries?: number } = {}): Promise<{ oneThreadGbs: number; allThreadsGbs: number; threads: number }> {
+export async function measureCopyBandwidth(
+  o: { bytes?: number; threads?: number; tries?: number } = {},
+): Promise<{ oneThreadGbs: number; allThreadsGbs: number; threads: number }> {
   const bytes = o.bytes ?? 256 * 2 ** 20;
   const threads = Math.max(1, o.threads ?? os.cpus().length);
   const tries = o.tries ?? 7;
@@ -363,7 +383,15 @@ export async function measureCopyBandwidth(o: { bytes?: number; threads?: number
     await Promise.all(workers.map((w) => new Promise((r) => w.once('message', r))));
     for (let t = 0; t < tries; t++) {
       const t0 = performance.now();
-      await Promise.all(workers.map((w) => new Promise((r) => { w.once('message', r); w.postMessage('go'); })));
+      await Promise.all(
+        workers.map(
+          (w) =>
+            new Promise((r) => {
+              w.once('message', r);
+              w.postMessage('go');
+            }),
+        ),
+      );
       bestN = Math.min(bestN, (performance.now() - t0) / reps);
     }
   } finally {
@@ -409,14 +437,26 @@ export function runTorchScript(python: string, args: TorchArgs, onProgress?: (m:
       } catch {
         // fall through to the error
       }
-      const why = err.split('\n').filter((l) => l.trim() && !l.startsWith('progress: ')).slice(-2).join(' ').slice(0, 400);
-      reject(new Error(`${python} ${path.basename(script)} ${signal ? `was killed by ${signal}` : `exited with code ${code}`}${why ? `: ${why}` : ''}`));
+      const why = err
+        .split('\n')
+        .filter((l) => l.trim() && !l.startsWith('progress: '))
+        .slice(-2)
+        .join(' ')
+        .slice(0, 400);
+      reject(
+        new Error(
+          `${python} ${path.basename(script)} ${signal ? `was killed by ${signal}` : `exited with code ${code}`}${why ? `: ${why}` : ''}`,
+        ),
+      );
     });
   });
 }
 
 function folderBytes(dir: string): number {
-  return fs.readdirSync(dir).filter((f) => f.endsWith('.safetensors')).reduce((n, f) => n + fs.statSync(path.join(dir, f)).size, 0);
+  return fs
+    .readdirSync(dir)
+    .filter((f) => f.endsWith('.safetensors'))
+    .reduce((n, f) => n + fs.statSync(path.join(dir, f)).size, 0);
 }
 
 /**
@@ -429,15 +469,29 @@ function writeRandomFolder(dir: string, config: ModelConfig, seed: number): void
   // stay in glibc's heap (resident) after the collector frees them, and would count in every
   // figure after (1,991 MB before the load at 0.5B, against 76 MB with a fixed mmap threshold).
   const next = randomStream(seed);
-  writeModelFolder(dir, { config, make: (name, shape) => randomTensor(name, shape, next) }, { dtype: 'bfloat16', tokenizerJson: byteLevelTokenizerJson(), tokenizerConfig: byteLevelTokenizerConfig() });
+  writeModelFolder(
+    dir,
+    { config, make: (name, shape) => randomTensor(name, shape, next) },
+    { dtype: 'bfloat16', tokenizerJson: byteLevelTokenizerJson(), tokenizerConfig: byteLevelTokenizerConfig() },
+  );
 }
 
 export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult> {
   const config = o.config ?? BENCH_SHAPES[o.shape];
-  if (!config) throw new TurnwiseError('invalid-input', `unknown model shape "${o.shape}"`, { hint: `use one of: ${Object.keys(BENCH_SHAPES).join(', ')}` });
+  if (!config)
+    throw new TurnwiseError('invalid-input', `unknown model shape "${o.shape}"`, {
+      hint: `use one of: ${Object.keys(BENCH_SHAPES).join(', ')}`,
+    });
   const work: BenchModelWork = { ...(o.shape === 'tiny-test' ? TINY_TEST_WORK : DEFAULT_WORK), ...o.work };
-  if (work.contextTokens + work.decodeSteps + 1 > config.max_position_embeddings || work.prefillTokens > config.max_position_embeddings || work.trainSeq > config.max_position_embeddings) {
-    throw new TurnwiseError('invalid-input', `the work (${work.contextTokens} tokens of context + ${work.decodeSteps} steps, rows of ${work.trainSeq}) does not fit the shape's ${config.max_position_embeddings} positions`);
+  if (
+    work.contextTokens + work.decodeSteps + 1 > config.max_position_embeddings ||
+    work.prefillTokens > config.max_position_embeddings ||
+    work.trainSeq > config.max_position_embeddings
+  ) {
+    throw new TurnwiseError(
+      'invalid-input',
+      `the work (${work.contextTokens} tokens of context + ${work.decodeSteps} steps, rows of ${work.trainSeq}) does not fit the shape's ${config.max_position_embeddings} positions`,
+    );
   }
   const log = o.onProgress ?? (() => undefined);
   const seed = o.seed ?? 0;
@@ -479,7 +533,9 @@ export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult
     const prefillMs = performance.now() - tp;
     const prefillPeak = peakRssMb();
 
-    log(`decode: ${work.decodeSteps} steps at ${work.contextTokens} tokens of context, batch 1 and ${work.decodeBatch}… (resident ${currentRssMb()} MB)`);
+    log(
+      `decode: ${work.decodeSteps} steps at ${work.contextTokens} tokens of context, batch 1 and ${work.decodeBatch}… (resident ${currentRssMb()} MB)`,
+    );
     resetPeakRss();
     // The context: the prefilled prompt, cut or extended to contextTokens (its cache kept).
     const ctx = prompt.fork();
@@ -495,7 +551,8 @@ export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult
     const decode = decodeOn(policy, ctx);
     // A decode figure is the median of DECODE_REPEATS timed calls: on a shared machine one call
     // can be a third slower or faster than the next.
-    const timed = async (run: (rows: number, steps: number) => Promise<number>, rows: number) => median(await sequential(DECODE_REPEATS, () => run(rows, work.decodeSteps)));
+    const timed = async (run: (rows: number, steps: number) => Promise<number>, rows: number) =>
+      median(await sequential(DECODE_REPEATS, () => run(rows, work.decodeSteps)));
     const stepsPerRun = policy.resolvedDecodeStepsPerRun();
     const packed = await policy.packsDecodeWeights();
     const ts = performance.now();
@@ -528,9 +585,24 @@ export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult
     await policy.dispose();
     collectGarbage();
 
-    log(`LoRA training step (r ${work.loraR}, all linear layers) on ${work.trainRows} × ${work.trainSeq} tokens… (resident ${currentRssMb()} MB)`);
-    const lora: LoraConfig = { r: work.loraR, lora_alpha: 2 * work.loraR, lora_dropout: 0, target_modules: [...LORA_MODULES], use_rslora: false, base_model_name_or_path: o.shape };
-    const trainer = new PolicyTrainer({ config, tensors: new Map() }, undefined, settings, { adapter: initAdapter(config, lora, seed) }, baseFeeds);
+    log(
+      `LoRA training step (r ${work.loraR}, all linear layers) on ${work.trainRows} × ${work.trainSeq} tokens… (resident ${currentRssMb()} MB)`,
+    );
+    const lora: LoraConfig = {
+      r: work.loraR,
+      lora_alpha: 2 * work.loraR,
+      lora_dropout: 0,
+      target_modules: [...LORA_MODULES],
+      use_rslora: false,
+      base_model_name_or_path: o.shape,
+    };
+    const trainer = new PolicyTrainer(
+      { config, tensors: new Map() },
+      undefined,
+      settings,
+      { adapter: initAdapter(config, lora, seed) },
+      baseFeeds,
+    );
     const n = work.trainRows * work.trainSeq;
     const ids = tokens(n);
     const batch: TrainBatch = {

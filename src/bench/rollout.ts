@@ -152,7 +152,8 @@ export function logprobDrift(a: readonly Trajectory[], b: readonly Trajectory[])
       const x = a[i].turns[k];
       const y = b[i].turns[k];
       if (!x.tokenIds || !y.tokenIds || !x.logprobs || !y.logprobs || x.tokenIds.join() !== y.tokenIds.join()) continue;
-      for (let j = 0; j < Math.min(x.logprobs.length, y.logprobs.length); j++) max = Math.max(max ?? 0, Math.abs(x.logprobs[j] - y.logprobs[j]));
+      for (let j = 0; j < Math.min(x.logprobs.length, y.logprobs.length); j++)
+        max = Math.max(max ?? 0, Math.abs(x.logprobs[j] - y.logprobs[j]));
     }
   }
   return max;
@@ -217,7 +218,18 @@ export interface RolloutRepeat {
 export function rolloutSummary(
   seq: RolloutPassStats,
   conc: RolloutPassStats,
-  ctx: { tasks: number; maxTurns: number; seed: number; model: string; workspace: string; setupS: number; sameActions: number | null; logprobMaxDiff?: number | null; cpus?: number; commandSlots?: number },
+  ctx: {
+    tasks: number;
+    maxTurns: number;
+    seed: number;
+    model: string;
+    workspace: string;
+    setupS: number;
+    sameActions: number | null;
+    logprobMaxDiff?: number | null;
+    cpus?: number;
+    commandSlots?: number;
+  },
 ): RolloutBenchResult {
   const s = seq.episodes_per_min;
   const c = conc.episodes_per_min;
@@ -258,7 +270,10 @@ export function rolloutSummary(
  * median speedup, with every pair's figures and the range beside it. Pass timings on a busy
  * 2-core machine swing by a fifth between identical runs; one pair alone can mislead.
  */
-export function repeatedRolloutSummary(pairs: readonly { seq: RolloutPassStats; conc: RolloutPassStats }[], ctx: Parameters<typeof rolloutSummary>[2]): RolloutBenchResult {
+export function repeatedRolloutSummary(
+  pairs: readonly { seq: RolloutPassStats; conc: RolloutPassStats }[],
+  ctx: Parameters<typeof rolloutSummary>[2],
+): RolloutBenchResult {
   if (pairs.length === 0) throw new TurnwiseError('internal', 'repeatedRolloutSummary needs at least one pair of passes');
   const all = pairs.map((p) => rolloutSummary(p.seq, p.conc, ctx));
   if (all.length === 1) return all[0];
@@ -294,7 +309,20 @@ export interface RolloutBenchOptions {
   seed?: number;
   /** (sequential, concurrent) pairs to run; the result is the median one's (default 1). */
   repeats?: number;
-  config?: Partial<Pick<TrainConfig, 'executionProvider' | 'maxActionTokens' | 'temperature' | 'topP' | 'commandTimeoutMs' | 'dockerHost' | 'batchWaitMs' | 'cacheObservations' | 'commandConcurrency'>>;
+  config?: Partial<
+    Pick<
+      TrainConfig,
+      | 'executionProvider'
+      | 'maxActionTokens'
+      | 'temperature'
+      | 'topP'
+      | 'commandTimeoutMs'
+      | 'dockerHost'
+      | 'batchWaitMs'
+      | 'cacheObservations'
+      | 'commandConcurrency'
+    >
+  >;
   onProgress?: (message: string) => void;
   signal?: AbortSignal;
 }
@@ -321,22 +349,37 @@ export async function benchRollout(o: RolloutBenchOptions): Promise<RolloutBench
     if (o.tasksFile) {
       tasks = readTaskFile(o.tasksFile).slice(0, o.tasks ?? Infinity);
       assertWorkspaceHoldsTasks(tasks, o.workspace, o.tasksFile);
-    }
-    else {
+    } else {
       log(`synthesizing ${o.tasks ?? 8} tasks from ${o.workspace}`);
       tasks = (await synthesizeMutationTasks({ workspace: o.workspace, pool, seed, max: o.tasks ?? 8 })).tasks;
     }
-    if (tasks.length === 0) throw new TurnwiseError('invalid-input', `no task for the rollout benchmark in ${o.workspace}`, { hint: 'use a workspace whose tests exercise its code, or pass --tasks-file' });
+    if (tasks.length === 0)
+      throw new TurnwiseError('invalid-input', `no task for the rollout benchmark in ${o.workspace}`, {
+        hint: 'use a workspace whose tests exercise its code, or pass --tasks-file',
+      });
     const runner = detectRunner(o.workspace);
     // No harness-wide cache: each pass below gets its own.
-    harness = await openHarness({ runId, workspace: o.workspace, language: runner.language, checkpoint: model, config: { ...c, cacheObservations: false }, pool, onLog: (m) => log(`warning: ${m}`) });
+    harness = await openHarness({
+      runId,
+      workspace: o.workspace,
+      language: runner.language,
+      checkpoint: model,
+      config: { ...c, cacheObservations: false },
+      pool,
+      onLog: (m) => log(`warning: ${m}`),
+    });
     const episodes = o.episodes ?? tasks.length;
     const jobsFor = (pass: string, n = episodes): EpisodeJob[] =>
       Array.from({ length: n }, (_, i) => {
         const task = tasks[i % tasks.length];
         return { task, episodeId: `bench-${pass}-${i}`, groupId: `bench-${task.id}`, seed: seedOf(seed, i), split: 'train' };
       });
-    const pass = async (name: string, conc: number, jobs: EpisodeJob[], turns: number): Promise<{ stats: RolloutPassStats; result: RolloutResult }> => {
+    const pass = async (
+      name: string,
+      conc: number,
+      jobs: EpisodeJob[],
+      turns: number,
+    ): Promise<{ stats: RolloutPassStats; result: RolloutResult }> => {
       // Both passes start with a full warm pool (its size = episodes in flight), so neither pays cold starts the other does not.
       pool!.warm(harness!.snapshot, conc);
       await pool!.whenWarm(harness!.snapshot, 120_000);
@@ -418,8 +461,12 @@ export async function benchRollout(o: RolloutBenchOptions): Promise<RolloutBench
 
 /** Why a rollout benchmark's figures measure nothing (a pass whose every episode failed), or undefined. */
 export function allEpisodesFailed(r: { sequential: RolloutPassStats; concurrent: RolloutPassStats }): string | undefined {
-  for (const [name, p] of [['sequential', r.sequential], ['concurrent', r.concurrent]] as const) {
-    if (p.episodes > 0 && p.failed === p.episodes) return `every episode of the ${name} pass failed (the first: ${p.first_failure ?? 'no reason recorded'}); the figures measure nothing`;
+  for (const [name, p] of [
+    ['sequential', r.sequential],
+    ['concurrent', r.concurrent],
+  ] as const) {
+    if (p.episodes > 0 && p.failed === p.episodes)
+      return `every episode of the ${name} pass failed (the first: ${p.first_failure ?? 'no reason recorded'}); the figures measure nothing`;
   }
   return undefined;
 }

@@ -20,7 +20,6 @@ export interface SandboxBenchResult {
   samples: number;
 }
 
-
 const round = (x: number) => Math.round(x * 100) / 100;
 
 function makeWorkspace(bytes: number): string {
@@ -44,7 +43,9 @@ function dockerCliExec(id: string): Promise<number> {
   });
 }
 
-export async function benchSandbox(opts: { samples?: number; host?: string; onProgress?: (s: string) => void } = {}): Promise<SandboxBenchResult> {
+export async function benchSandbox(
+  opts: { samples?: number; host?: string; onProgress?: (s: string) => void } = {},
+): Promise<SandboxBenchResult> {
   const n = Math.max(1, opts.samples ?? 30);
   const say = opts.onProgress ?? (() => undefined);
   const run = `bench-${process.pid}-${Date.now().toString(36)}`;
@@ -88,7 +89,10 @@ export async function benchSandbox(opts: { samples?: number; host?: string; onPr
 
     say('snapshots of 1 MB and 100 MB workspaces');
     const snapMs: Record<string, number> = {};
-    for (const [label, bytes] of [['1mb', 1024 ** 2], ['100mb', 100 * 1024 ** 2]] as const) {
+    for (const [label, bytes] of [
+      ['1mb', 1024 ** 2],
+      ['100mb', 100 * 1024 ** 2],
+    ] as const) {
       const dir = makeWorkspace(bytes);
       dirs.push(dir);
       const snap = await pool.snapshot(dir, { baseImage: langImage, onProgress: () => undefined });
@@ -130,7 +134,11 @@ export async function benchSandbox(opts: { samples?: number; host?: string; onPr
     await pool.close();
     const { docker } = pool.engineAt(0);
     // Random workspaces never recur: their snapshot images would only take disk.
-    for (const img of snapshotImages) await docker.getImage(img).remove({ force: true }).catch(() => undefined);
+    for (const img of snapshotImages)
+      await docker
+        .getImage(img)
+        .remove({ force: true })
+        .catch(() => undefined);
     for (const d of dirs) fs.rmSync(d, { recursive: true, force: true });
   }
 }

@@ -26,7 +26,8 @@ export const SCORING_CORPUS_EXTRA: readonly TransferRepo[] = [
     file: 'pool/main/t/traitlets/traitlets_5.5.0.orig.tar.gz',
     sha256: '3cecc9eec54c830d02f1f8e0ff2a594ca441c3ea4ba7482d1e0dda778ee9dc55',
     dir: 'traitlets-5.5.0',
-    shape: 'a package with its tests inside (traitlets/tests, traitlets/config/tests), pyproject.toml\'s [tool.pytest.ini_options] with --doctest-modules in addopts',
+    shape:
+      "a package with its tests inside (traitlets/tests, traitlets/config/tests), pyproject.toml's [tool.pytest.ini_options] with --doctest-modules in addopts",
   },
   {
     name: 'h11',
@@ -44,7 +45,7 @@ export const SCORING_CORPUS_EXTRA: readonly TransferRepo[] = [
     file: 'pool/main/p/python-mock/python-mock_4.0.3.orig.tar.gz',
     sha256: 'a6b89933b91a7cce566a999f29914e97e7e6d0002dff7fe2636d9b0028fcfa6d',
     dir: 'mock-4.0.3',
-    shape: 'unittest suites inside the package (mock/tests), setup.cfg\'s [tool:pytest] (python_files, filterwarnings)',
+    shape: "unittest suites inside the package (mock/tests), setup.cfg's [tool:pytest] (python_files, filterwarnings)",
   },
   {
     name: 'blinker',
@@ -53,7 +54,7 @@ export const SCORING_CORPUS_EXTRA: readonly TransferRepo[] = [
     file: 'pool/main/b/blinker/blinker_1.5.orig.tar.gz',
     sha256: '96e236b53f83c48d2433710e38e39c897491581b638c3d8260eb60650adb3afe',
     dir: 'blinker-1.5',
-    shape: 'a small package with tests/, setup.cfg\'s [tool:pytest] (testpaths, warnings as errors) and a tox.ini',
+    shape: "a small package with tests/, setup.cfg's [tool:pytest] (testpaths, warnings as errors) and a tox.ini",
   },
   {
     name: 'zope.interface',
@@ -62,7 +63,8 @@ export const SCORING_CORPUS_EXTRA: readonly TransferRepo[] = [
     file: 'pool/main/z/zope.interface/zope.interface_5.5.2.orig.tar.gz',
     sha256: '1b3486c6fbdb737dca12a51e475079c77dd5385a15cfd3bef2b4912d79e5ac49',
     dir: 'zope.interface-5.5.2',
-    shape: 'a src/ layout with a namespace package (src/zope/interface) whose unittest suites live inside it; tests that need the unbuilt C extension fail and join no task',
+    shape:
+      'a src/ layout with a namespace package (src/zope/interface) whose unittest suites live inside it; tests that need the unbuilt C extension fail and join no task',
   },
   {
     name: 'lark',
@@ -71,7 +73,8 @@ export const SCORING_CORPUS_EXTRA: readonly TransferRepo[] = [
     file: 'pool/main/p/python-lark/python-lark_1.1.5.orig.tar.gz',
     sha256: 'b7a10ba0e3fa335a45502e228a7df4d80bf0a320b6c9d322fe7893c70b7a2448',
     dir: 'lark-1.1.5',
-    shape: 'a parser package with pytest.ini (testpaths, addopts) and unittest classes that inherit their test methods from classes in other files',
+    shape:
+      'a parser package with pytest.ini (testpaths, addopts) and unittest classes that inherit their test methods from classes in other files',
   },
   {
     name: 'sortedcontainers',
@@ -80,7 +83,8 @@ export const SCORING_CORPUS_EXTRA: readonly TransferRepo[] = [
     file: 'pool/main/s/sortedcontainers/sortedcontainers_2.4.0.orig.tar.gz',
     sha256: '70e22f4fd29b204f75f989e3c1e847aa1de267a028aab4233c0db783aaff78c1',
     dir: 'python-sortedcontainers-2.4.0',
-    shape: 'a package with tests/ and tox.ini\'s [pytest] addopts running doctests of the modules and documents (--doctest-modules, --doctest-glob)',
+    shape:
+      "a package with tests/ and tox.ini's [pytest] addopts running doctests of the modules and documents (--doctest-modules, --doctest-glob)",
   },
   {
     name: 'boltons',
@@ -89,7 +93,8 @@ export const SCORING_CORPUS_EXTRA: readonly TransferRepo[] = [
     file: 'pool/main/p/python-boltons/python-boltons_21.0.0.orig.tar.gz',
     sha256: '9f29e135661071968b9cea1783dd5bd2403b2a141ccd5f5637692fc544bcc4db',
     dir: 'boltons-21.0.0',
-    shape: 'many utility modules with tests/, a conftest, pytest.ini, parameter ids that hold `::`, and one test file that no longer imports under Python 3.11',
+    shape:
+      'many utility modules with tests/, a conftest, pytest.ini, parameter ids that hold `::`, and one test file that no longer imports under Python 3.11',
   },
   {
     name: 'uritemplate',
@@ -169,7 +174,10 @@ export interface ScoringCorpusOptions {
 export function pickCorpusRepos(names: readonly string[] = []): TransferRepo[] {
   const all = scoringCorpus();
   const unknown = names.filter((n) => !all.some((r) => r.name === n));
-  if (unknown.length) throw new TurnwiseError('invalid-input', `no repository ${unknown.map((n) => JSON.stringify(n)).join(', ')} in the scoring corpus`, { hint: `--repos takes names from: ${all.map((r) => r.name).join(', ')}` });
+  if (unknown.length)
+    throw new TurnwiseError('invalid-input', `no repository ${unknown.map((n) => JSON.stringify(n)).join(', ')} in the scoring corpus`, {
+      hint: `--repos takes names from: ${all.map((r) => r.name).join(', ')}`,
+    });
   return names.length ? all.filter((r) => names.includes(r.name)) : all;
 }
 
@@ -189,8 +197,16 @@ export async function benchScoringCorpus(o: ScoringCorpusOptions = {}): Promise<
       const head = { name: repo.name, source: `${repo.debianSource} ${repo.version} (Debian 12)`, shape: repo.shape };
       try {
         const tree = await fetchRepo(repo, { cacheDir, mirror: o.mirror, log: o.onProgress });
-        o.onProgress?.(`${repo.name}: synthesizing up to ${tasksPerRepo} tasks, each mutant its tests catch scored as a no-op and as its reference fix`);
-        const r = await synthesizeMutationTasks({ workspace: tree, pool, max: tasksPerRepo, seed: o.seed ?? 0, concurrency: o.concurrency ?? 2 });
+        o.onProgress?.(
+          `${repo.name}: synthesizing up to ${tasksPerRepo} tasks, each mutant its tests catch scored as a no-op and as its reference fix`,
+        );
+        const r = await synthesizeMutationTasks({
+          workspace: tree,
+          pool,
+          max: tasksPerRepo,
+          seed: o.seed ?? 0,
+          concurrency: o.concurrency ?? 2,
+        });
         const s = r.summary.scoring;
         results.push({
           ...head,
@@ -211,10 +227,22 @@ export async function benchScoringCorpus(o: ScoringCorpusOptions = {}): Promise<
         const sc = e instanceof ScoringCheckError ? e.summary : undefined;
         const failed = sc?.failed ?? {};
         const checked = sc?.checked ?? 0;
-        results.push({ ...head, checked, passed: sc?.passed ?? 0, share: checked ? round((sc?.passed ?? 0) / checked) : null, failed, first_detail: sc?.firstDetail ?? {}, ...(sc?.repositoryProblem ? { repository_problem: sc.repositoryProblem } : {}), error: formatError(e).split('\n')[0], wall_s: round((Date.now() - r0) / 1000, 1) });
+        results.push({
+          ...head,
+          checked,
+          passed: sc?.passed ?? 0,
+          share: checked ? round((sc?.passed ?? 0) / checked) : null,
+          failed,
+          first_detail: sc?.firstDetail ?? {},
+          ...(sc?.repositoryProblem ? { repository_problem: sc.repositoryProblem } : {}),
+          error: formatError(e).split('\n')[0],
+          wall_s: round((Date.now() - r0) / 1000, 1),
+        });
       }
       const last = results[results.length - 1];
-      o.onProgress?.(`${repo.name}: ${last.error ? `refused: ${last.error}` : `${last.passed} of ${last.checked} mutants scored right`} (${last.wall_s} s)`);
+      o.onProgress?.(
+        `${repo.name}: ${last.error ? `refused: ${last.error}` : `${last.passed} of ${last.checked} mutants scored right`} (${last.wall_s} s)`,
+      );
     }
   } finally {
     await pool.close();

@@ -129,7 +129,10 @@ export function writeBenchWorkspace(dir: string, suiteSeconds: number): void {
   fs.writeFileSync(path.join(dir, 'shop', 'pricing.py'), PRICING);
   fs.writeFileSync(path.join(dir, 'tests', 'test_pricing.py'), TESTS);
   // pytest itself takes ~0.25 s to start in the sandbox; the sleep makes up the rest.
-  fs.writeFileSync(path.join(dir, 'tests', 'test_pacing.py'), PACING.replace('SLEEP_S', String(Math.max(0, suiteSeconds - 0.25).toFixed(2))));
+  fs.writeFileSync(
+    path.join(dir, 'tests', 'test_pacing.py'),
+    PACING.replace('SLEEP_S', String(Math.max(0, suiteSeconds - 0.25).toFixed(2))),
+  );
 }
 
 export async function benchTasks(opts: BenchTasksOptions = {}): Promise<BenchTasksResult> {

@@ -130,7 +130,6 @@ export const SMALL_LOOP = { batch: 1, seq: 16 };
 
 const round = (x: number, d = 2) => Math.round(x * 10 ** d) / 10 ** d;
 
-
 export async function benchTrain(o: TrainBenchOptions = {}): Promise<TrainBenchResult> {
   const size = o.size ?? 'tiny';
   const c = presetConfig(size);
@@ -234,10 +233,14 @@ export async function benchTrain(o: TrainBenchOptions = {}): Promise<TrainBenchR
   // Episodes as the agent runs them: DECODE_BATCH sequences of ragged lengths (ctx/8 … ctx), a
   // turn = an observation appended to each and a sampled action, per-row seeds; one warm-up turn.
   log(`sampling ${DECODE_BATCH} sequences of ragged lengths…`);
-  const seqs = Array.from({ length: DECODE_BATCH }, (_, b) => policy.newSequence(Array.from({ length: Math.max(1, Math.round((ctx * (b + 1)) / DECODE_BATCH)) }, () => Math.floor(rng.next() * 256))));
+  const seqs = Array.from({ length: DECODE_BATCH }, (_, b) =>
+    policy.newSequence(Array.from({ length: Math.max(1, Math.round((ctx * (b + 1)) / DECODE_BATCH)) }, () => Math.floor(rng.next() * 256))),
+  );
   const turn = async () => {
     const t = performance.now();
-    await policy.extend(seqs.map((seq) => ({ seq, ids: Array.from({ length: SEQUENCE_OBSERVATION }, () => Math.floor(rng.next() * 256)) })));
+    await policy.extend(
+      seqs.map((seq) => ({ seq, ids: Array.from({ length: SEQUENCE_OBSERVATION }, () => Math.floor(rng.next() * 256)) })),
+    );
     await policy.sample(seqs.map((seq, b) => ({ seq, seed: b, maxNewTokens: nDecode, temperature: 1, stopIds: [] })));
     return performance.now() - t;
   };

@@ -34,8 +34,14 @@ const execFileP = promisify(execFile);
 const TASKS_VERSION = 2;
 
 /** The bench's settings for one repository: its own command limit unless --config gives one. */
-export function repoSettings(repo: Pick<TransferRepo, 'commandTimeoutMs'>, base: Partial<TrainConfig>, user?: Partial<TrainConfig>): Partial<TrainConfig> {
-  return repo.commandTimeoutMs !== undefined && user?.commandTimeoutMs === undefined ? { ...base, commandTimeoutMs: repo.commandTimeoutMs } : base;
+export function repoSettings(
+  repo: Pick<TransferRepo, 'commandTimeoutMs'>,
+  base: Partial<TrainConfig>,
+  user?: Partial<TrainConfig>,
+): Partial<TrainConfig> {
+  return repo.commandTimeoutMs !== undefined && user?.commandTimeoutMs === undefined
+    ? { ...base, commandTimeoutMs: repo.commandTimeoutMs }
+    : base;
 }
 
 /** Debian's archive (its CDN redirector); --mirror for another. */
@@ -50,7 +56,9 @@ export function transferCacheDir(): string {
 export function pickRepos(names: readonly string[] = []): TransferRepo[] {
   const unknown = names.filter((n) => !TRANSFER_PANEL.some((r) => r.name === n));
   if (unknown.length) {
-    throw new TurnwiseError('invalid-input', `no repository ${unknown.map((n) => JSON.stringify(n)).join(', ')} on the transfer panel`, { hint: `--repos takes names from: ${TRANSFER_PANEL.map((r) => r.name).join(', ')}` });
+    throw new TurnwiseError('invalid-input', `no repository ${unknown.map((n) => JSON.stringify(n)).join(', ')} on the transfer panel`, {
+      hint: `--repos takes names from: ${TRANSFER_PANEL.map((r) => r.name).join(', ')}`,
+    });
   }
   return names.length ? TRANSFER_PANEL.filter((r) => names.includes(r.name)) : [...TRANSFER_PANEL];
 }
@@ -66,7 +74,11 @@ function download(url: string, dest: string, redirects = 5): Promise<void> {
       }
       if (code !== 200) {
         res.resume();
-        reject(new TurnwiseError('not-found', `${url} answered HTTP ${code}`, { hint: 'check the archive is reachable (or give --mirror URL of a Debian mirror that keeps bookworm\'s pool)' }));
+        reject(
+          new TurnwiseError('not-found', `${url} answered HTTP ${code}`, {
+            hint: "check the archive is reachable (or give --mirror URL of a Debian mirror that keeps bookworm's pool)",
+          }),
+        );
         return;
       }
       const out = fs.createWriteStream(dest);
@@ -76,7 +88,15 @@ function download(url: string, dest: string, redirects = 5): Promise<void> {
       res.on('error', reject);
     });
     req.on('timeout', () => req.destroy(new Error(`no answer from ${url} in 60 s`)));
-    req.on('error', (e) => reject(e instanceof TurnwiseError ? e : new TurnwiseError('runtime-unavailable', `cannot fetch ${url}: ${e.message}`, { hint: 'the transfer bench fetches its repositories from Debian\'s archive: check the network, or give --mirror URL' })));
+    req.on('error', (e) =>
+      reject(
+        e instanceof TurnwiseError
+          ? e
+          : new TurnwiseError('runtime-unavailable', `cannot fetch ${url}: ${e.message}`, {
+              hint: "the transfer bench fetches its repositories from Debian's archive: check the network, or give --mirror URL",
+            }),
+      ),
+    );
   });
 }
 
@@ -101,7 +121,10 @@ export async function fetchRepo(repo: TransferRepo, o: { cacheDir: string; mirro
     try {
       await download(url, part);
       const got = sha256Of(part);
-      if (got !== repo.sha256) throw new TurnwiseError('invalid-input', `${url} has SHA-256 ${got}, not the pinned ${repo.sha256}`, { hint: 'the mirror serves another file under that name; use the Debian archive itself (--mirror https://deb.debian.org/debian)' });
+      if (got !== repo.sha256)
+        throw new TurnwiseError('invalid-input', `${url} has SHA-256 ${got}, not the pinned ${repo.sha256}`, {
+          hint: 'the mirror serves another file under that name; use the Debian archive itself (--mirror https://deb.debian.org/debian)',
+        });
       fs.renameSync(part, tarball);
     } finally {
       fs.rmSync(part, { force: true });
@@ -112,7 +135,10 @@ export async function fetchRepo(repo: TransferRepo, o: { cacheDir: string; mirro
   try {
     await execFileP('tar', ['-x', '-f', tarball, '-C', tmp, '--no-same-owner', '--no-same-permissions'], { maxBuffer: 1 << 20 });
     const top = path.join(tmp, repo.dir);
-    if (!fs.statSync(top, { throwIfNoEntry: false })?.isDirectory()) throw new TurnwiseError('invalid-input', `${path.basename(repo.file)} does not unpack to ${repo.dir}/`, { hint: 'the panel entry names the wrong folder' });
+    if (!fs.statSync(top, { throwIfNoEntry: false })?.isDirectory())
+      throw new TurnwiseError('invalid-input', `${path.basename(repo.file)} does not unpack to ${repo.dir}/`, {
+        hint: 'the panel entry names the wrong folder',
+      });
     fs.rmSync(tree, { recursive: true, force: true });
     fs.renameSync(top, tree);
     fs.writeFileSync(stamp, `${repo.sha256}\n`);
@@ -149,8 +175,18 @@ export function heldoutScore(trajs: readonly Trajectory[], tasks: number): Heldo
   const g = solvedBy(greedy);
   const s = solvedBy(sampled);
   return {
-    greedy: { resolved: greedy.filter((t) => t.reward.resolved).length, episodes: greedy.length, rate: rate(greedy.filter((t) => t.reward.resolved).length, greedy.length) },
-    sampled: { resolved: sampled.filter((t) => t.reward.resolved).length, episodes: sampled.length, rate: rate(sampled.filter((t) => t.reward.resolved).length, sampled.length), tasks_resolved: s.size, distinct: roundOrNull(actionDiversity(sampled)) },
+    greedy: {
+      resolved: greedy.filter((t) => t.reward.resolved).length,
+      episodes: greedy.length,
+      rate: rate(greedy.filter((t) => t.reward.resolved).length, greedy.length),
+    },
+    sampled: {
+      resolved: sampled.filter((t) => t.reward.resolved).length,
+      episodes: sampled.length,
+      rate: rate(sampled.filter((t) => t.reward.resolved).length, sampled.length),
+      tasks_resolved: s.size,
+      distinct: roundOrNull(actionDiversity(sampled)),
+    },
     tasks_resolved: new Set([...g, ...s]).size,
     tasks,
   };
@@ -219,7 +255,12 @@ export const TRANSFER_CONTROLLED_FIELDS = ['workspace', 'model', 'taskSource', '
 
 export async function benchTransfer(o: TransferOptions): Promise<TransferResult> {
   const controlled = TRANSFER_CONTROLLED_FIELDS.filter((k) => o.config?.[k] !== undefined);
-  if (controlled.length) throw new TurnwiseError('invalid-input', `the transfer bench sets ${controlled.map((k) => JSON.stringify(k)).join(', ')} itself; its settings may not`, { hint: 'remove those fields from --config' });
+  if (controlled.length)
+    throw new TurnwiseError(
+      'invalid-input',
+      `the transfer bench sets ${controlled.map((k) => JSON.stringify(k)).join(', ')} itself; its settings may not`,
+      { hint: 'remove those fields from --config' },
+    );
   const repos = pickRepos(o.repos);
   const cacheDir = path.resolve(o.cacheDir ?? transferCacheDir());
   const seed = o.seed ?? 0;
@@ -227,7 +268,10 @@ export async function benchTransfer(o: TransferOptions): Promise<TransferResult>
   const base: Partial<TrainConfig> = { ...TRANSFER_DEFAULTS, ...o.config, seed, taskSeed: seed, estimator: 'turnwise' };
   const iterations = o.noRl ? 0 : base.iterations!;
   // Checked before any download.
-  resolveTrainConfig({ ...base, iterations, workspace: cacheDir, model: o.model, taskSource: 'file', tasksFile: 'tasks.jsonl' }, 'the transfer bench settings');
+  resolveTrainConfig(
+    { ...base, iterations, workspace: cacheDir, model: o.model, taskSource: 'file', tasksFile: 'tasks.jsonl' },
+    'the transfer bench settings',
+  );
   const log = o.onProgress ?? (() => undefined);
   const stamp = new Date().toISOString().replace(/[:.]/g, '-');
   const runsRoot = path.join(cacheDir, 'runs', stamp);
@@ -237,19 +281,46 @@ export async function benchTransfer(o: TransferOptions): Promise<TransferResult>
   for (const repo of repos) {
     if (o.signal?.aborted) break;
     const t0 = Date.now();
-    const res: TransferRepoResult = { name: repo.name, source: `Debian ${repo.debianSource} ${repo.version} (${repo.file})`, shape: repo.shape, tasks: 0, train_tasks: 0, heldout_tasks: 0, before: null, after: null, paired: null, rl_iterations: 0, run_dir: null, command_timeout_ms: 0, wall_s: 0 };
+    const res: TransferRepoResult = {
+      name: repo.name,
+      source: `Debian ${repo.debianSource} ${repo.version} (${repo.file})`,
+      shape: repo.shape,
+      tasks: 0,
+      train_tasks: 0,
+      heldout_tasks: 0,
+      before: null,
+      after: null,
+      paired: null,
+      rl_iterations: 0,
+      run_dir: null,
+      command_timeout_ms: 0,
+      wall_s: 0,
+    };
     out.push(res);
     try {
       const workspace = await fetchRepo(repo, { cacheDir, mirror: o.mirror, log });
       // Tasks per repository, seed and size, kept between benches: synthesis runs the suite per
       // mutant. The file name carries TASKS_VERSION, so tasks made by an older synthesis are made again.
-      const tasksFile = path.join(cacheDir, 'tasks', `${repo.name}-${repo.version}-seed${seed}-max${base.maxTasks}-v${TASKS_VERSION}.jsonl`);
+      const tasksFile = path.join(
+        cacheDir,
+        'tasks',
+        `${repo.name}-${repo.version}-seed${seed}-max${base.maxTasks}-v${TASKS_VERSION}.jsonl`,
+      );
       if (!fs.existsSync(tasksFile)) {
         log(`${repo.name}: synthesizing up to ${base.maxTasks} one-token mutation tasks`);
         const pool = await connectRunPool(`bench-transfer-${process.pid}`, { ...TRAIN_DEFAULTS, ...base });
         try {
-          const r = await synthesizeMutationTasks({ workspace, pool, seed, max: base.maxTasks, operators: [...FIXABLE_OPERATORS] as MutationOperator[] });
-          if (r.tasks.length < 2) throw new TurnwiseError('invalid-input', `only ${r.tasks.length} task(s) survived validation in ${repo.name}`, { hint: 'its tests may not run in the sandbox (see `turnwise tasks synth --workspace ' + workspace + '`)' });
+          const r = await synthesizeMutationTasks({
+            workspace,
+            pool,
+            seed,
+            max: base.maxTasks,
+            operators: [...FIXABLE_OPERATORS] as MutationOperator[],
+          });
+          if (r.tasks.length < 2)
+            throw new TurnwiseError('invalid-input', `only ${r.tasks.length} task(s) survived validation in ${repo.name}`, {
+              hint: 'its tests may not run in the sandbox (see `turnwise tasks synth --workspace ' + workspace + '`)',
+            });
           fs.mkdirSync(path.dirname(tasksFile), { recursive: true });
           writeTaskFile(tasksFile, r.tasks);
         } finally {
@@ -259,9 +330,14 @@ export async function benchTransfer(o: TransferOptions): Promise<TransferResult>
       res.tasks = readTaskFile(tasksFile).length;
       // The RL budget is the run's own (maxMinutes): no iteration starts that would pass it, and
       // the last one is evaluated, so "after" is the end of RL.
-      const config = resolveTrainConfig({ ...repoSettings(repo, base, o.config), iterations, maxMinutes: minutes, workspace, model, taskSource: 'file', tasksFile }, 'the transfer bench settings');
+      const config = resolveTrainConfig(
+        { ...repoSettings(repo, base, o.config), iterations, maxMinutes: minutes, workspace, model, taskSource: 'file', tasksFile },
+        'the transfer bench settings',
+      );
       res.command_timeout_ms = config.commandTimeoutMs;
-      log(`${repo.name}: ${res.tasks} tasks; ${iterations ? `evaluating, then RL for up to ${iterations} iterations or ${minutes} min` : 'evaluating the starting policy (no RL)'}`);
+      log(
+        `${repo.name}: ${res.tasks} tasks; ${iterations ? `evaluating, then RL for up to ${iterations} iterations or ${minutes} min` : 'evaluating the starting policy (no RL)'}`,
+      );
       const r = await trainRun({
         config,
         runsRoot,
@@ -277,7 +353,8 @@ export async function benchTransfer(o: TransferOptions): Promise<TransferResult>
       });
       res.run_dir = r.runDir;
       const run = RunDir.open(r.runDir);
-      if (r.state === 'out-of-time') log(`${repo.name}: RL budget of ${minutes} min reached after iteration ${run.lastCompleteIteration()}`);
+      if (r.state === 'out-of-time')
+        log(`${repo.name}: RL budget of ${minutes} min reached after iteration ${run.lastCompleteIteration()}`);
       const evals = r.metrics.filter((m) => typeof m['heldout/resolved'] === 'number').map((m) => m.iteration);
       if (evals.length) {
         const first = run.readTrajectories(evals[0], 'heldout');

@@ -50,20 +50,29 @@ export function optionalNumber(args: ParsedArgs, name: string, fallback: number)
   const v = args.values[name];
   if (v === undefined) return fallback;
   const n = Number(v);
-  if (typeof v !== 'string' || v.trim() === '' || !Number.isFinite(n)) throw new UsageError(`--${name} must be a number, got ${JSON.stringify(v)}`);
+  if (typeof v !== 'string' || v.trim() === '' || !Number.isFinite(n))
+    throw new UsageError(`--${name} must be a number, got ${JSON.stringify(v)}`);
   return n;
 }
 
 /** A number option within [min, max] (inclusive unless `minExclusive`), checked before any work. */
-export function numberInRange(args: ParsedArgs, name: string, fallback: number, range: { min?: number; max?: number; minExclusive?: boolean; integer?: boolean }): number {
+export function numberInRange(
+  args: ParsedArgs,
+  name: string,
+  fallback: number,
+  range: { min?: number; max?: number; minExclusive?: boolean; integer?: boolean },
+): number {
   const n = optionalNumber(args, name, fallback);
   const { min, max, minExclusive, integer } = range;
-  const bad = (integer && !Number.isInteger(n)) || (min !== undefined && (minExclusive ? n <= min : n < min)) || (max !== undefined && n > max);
+  const bad =
+    (integer && !Number.isInteger(n)) || (min !== undefined && (minExclusive ? n <= min : n < min)) || (max !== undefined && n > max);
   if (bad) {
     const kind = integer ? 'an integer' : 'a number';
     const lo = min === undefined ? '' : minExclusive ? `greater than ${min}` : `at least ${min}`;
     const hi = max === undefined ? '' : `at most ${max}`;
-    throw new UsageError(`--${name} must be ${kind}${lo || hi ? ' ' : ''}${[lo, hi].filter(Boolean).join(' and ')}, got ${JSON.stringify(args.values[name])}`);
+    throw new UsageError(
+      `--${name} must be ${kind}${lo || hi ? ' ' : ''}${[lo, hi].filter(Boolean).join(' and ')}, got ${JSON.stringify(args.values[name])}`,
+    );
   }
   return n;
 }
@@ -72,7 +81,8 @@ export function numberInRange(args: ParsedArgs, name: string, fallback: number, 
 export function oneOf<T extends string>(args: ParsedArgs, name: string, choices: readonly T[], fallback: T): T {
   const v = args.values[name];
   const s = typeof v === 'string' ? v : fallback;
-  if (!(choices as readonly string[]).includes(s)) throw new UsageError(`--${name} must be one of ${choices.join(', ')}, got ${JSON.stringify(s)}`);
+  if (!(choices as readonly string[]).includes(s))
+    throw new UsageError(`--${name} must be one of ${choices.join(', ')}, got ${JSON.stringify(s)}`);
   return s as T;
 }
 

@@ -44,7 +44,21 @@ export async function main(argv: string[], io?: Partial<CliIO>): Promise<number>
   }
   const { command, rest } = findCommand(argv);
   if (!command) {
-    if (json) cli.out(JSON.stringify({ ok: false, error: { code: 'invalid-input', message: `unknown command "${argv.filter((a) => !a.startsWith('-')).join(' ')}"`, hint: 'run `turnwise --help` for the list of commands' } }, null, 2));
+    if (json)
+      cli.out(
+        JSON.stringify(
+          {
+            ok: false,
+            error: {
+              code: 'invalid-input',
+              message: `unknown command "${argv.filter((a) => !a.startsWith('-')).join(' ')}"`,
+              hint: 'run `turnwise --help` for the list of commands',
+            },
+          },
+          null,
+          2,
+        ),
+      );
     cli.err(`turnwise: unknown command "${argv.filter((a) => !a.startsWith('-')).join(' ')}"\n\n${usage(COMMANDS)}`);
     return 2;
   }
@@ -64,7 +78,9 @@ export async function main(argv: string[], io?: Partial<CliIO>): Promise<number>
     const isUsage = e instanceof UsageError || (e as NodeJS.ErrnoException)?.code?.startsWith?.('ERR_PARSE_ARGS');
     if (json) {
       // A usage error is the caller's input, not Turnwise failing: never code "internal".
-      const error = isUsage ? { code: 'invalid-input', message: (e as Error).message, hint: `usage: turnwise ${command.name} ${command.usage ?? ''}`.trim() } : errorToJson(e);
+      const error = isUsage
+        ? { code: 'invalid-input', message: (e as Error).message, hint: `usage: turnwise ${command.name} ${command.usage ?? ''}`.trim() }
+        : errorToJson(e);
       cli.out(JSON.stringify({ ok: false, error }, null, 2));
     }
     if (isUsage) {

@@ -21,7 +21,9 @@ export class ProgressBar {
     const width = 28;
     const frac = this.total > 0 ? Math.min(1, done / this.total) : 0;
     const fill = Math.round(frac * width);
-    this.stream.write(`\r${this.label} [${'#'.repeat(fill)}${'.'.repeat(width - fill)}] ${done}/${this.total} ${note}`.slice(0, 120).padEnd(60) );
+    this.stream.write(
+      `\r${this.label} [${'#'.repeat(fill)}${'.'.repeat(width - fill)}] ${done}/${this.total} ${note}`.slice(0, 120).padEnd(60),
+    );
   }
 
   done(note = ''): void {

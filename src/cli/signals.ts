@@ -19,7 +19,9 @@ export function stopOnSignals(io: CliIO): { signal: AbortSignal; dispose: () => 
   const onSig = (sig: NodeJS.Signals) => {
     count++;
     if (count === 1) {
-      io.err(`\nturnwise: ${sig}: stopping after cleanup (containers removed, the unfinished iteration discarded); press Ctrl-C again to force`);
+      io.err(
+        `\nturnwise: ${sig}: stopping after cleanup (containers removed, the unfinished iteration discarded); press Ctrl-C again to force`,
+      );
       ac.abort();
     } else if (count === 2) {
       // Policy workers too: process.exit() mid-run would end their threads inside an ONNX

@@ -12,7 +12,10 @@ import { fmt } from './format';
 import { stopOnSignals } from './signals';
 
 /** PASS@(k,T) at k = 1 and the largest k, at the turn limit: `k=1 T=6 0.250  k=4 T=6 0.500`. */
-const passCorners = (p: PassAtKT) => passAtKTCorners(p).map((c) => `k=${c.k} T=${c.T} ${fmt(c.value)}`).join('  ');
+const passCorners = (p: PassAtKT) =>
+  passAtKTCorners(p)
+    .map((c) => `k=${c.k} T=${c.T} ${fmt(c.value)}`)
+    .join('  ');
 
 /** Human output of run events: a progress line on a terminal, a table row per iteration. */
 export function humanEventPrinter(io: CliIO): (e: RunEvent) => void {
@@ -25,15 +28,25 @@ export function humanEventPrinter(io: CliIO): (e: RunEvent) => void {
   const header = () => {
     if (headerDone) return;
     headerDone = true;
-    io.out(`${'iter'.padStart(4)}  ${'reward'.padStart(7)}  ${'pass'.padStart(6)}  ${'resolved'.padStart(8)}  ${'held-out'.padStart(8)}  ${'sampled'.padStart(7)}  ${'turns'.padStart(5)}  ${'time'.padStart(6)}`);
+    io.out(
+      `${'iter'.padStart(4)}  ${'reward'.padStart(7)}  ${'pass'.padStart(6)}  ${'resolved'.padStart(8)}  ${'held-out'.padStart(8)}  ${'sampled'.padStart(7)}  ${'turns'.padStart(5)}  ${'time'.padStart(6)}`,
+    );
   };
   return (e) => {
     switch (e.type) {
       case 'run-started':
-        io.err(`run ${e.runId}${e.resumedFrom !== undefined ? ` (resumed after iteration ${e.resumedFrom})` : ''}: ${e.trainTasks} train task(s), ${e.heldoutTasks} held out, ${e.iterations} iteration(s)\n  ${e.runDir}`);
+        io.err(
+          `run ${e.runId}${e.resumedFrom !== undefined ? ` (resumed after iteration ${e.resumedFrom})` : ''}: ${e.trainTasks} train task(s), ${e.heldoutTasks} held out, ${e.iterations} iteration(s)\n  ${e.runDir}`,
+        );
         break;
       case 'phase':
-        if (tty) process.stderr.write(`\r\x1b[2Kiteration ${e.iteration} ${e.phase}${e.total ? ` ${e.done ?? 0}/${e.total}` : ''}${e.detail ? ` ${e.detail}` : ''}`.slice(0, 110));
+        if (tty)
+          process.stderr.write(
+            `\r\x1b[2Kiteration ${e.iteration} ${e.phase}${e.total ? ` ${e.done ?? 0}/${e.total}` : ''}${e.detail ? ` ${e.detail}` : ''}`.slice(
+              0,
+              110,
+            ),
+          );
         else if (`${e.iteration}:${e.phase}` !== lastPhase || (e.total !== undefined && e.done === e.total)) {
           // Without a terminal: one line when a phase starts and one when it completes.
           lastPhase = `${e.iteration}:${e.phase}`;
@@ -44,7 +57,9 @@ export function humanEventPrinter(io: CliIO): (e: RunEvent) => void {
         if (tty) process.stderr.write('\r\x1b[2K');
         header();
         const m = e.metrics;
-        io.out(`${String(e.iteration).padStart(4)}  ${fmt(m['reward/mean']).padStart(7)}  ${fmt(m['tests/pass_rate']).padStart(6)}  ${fmt(m.resolved).padStart(8)}  ${fmt(m['heldout/resolved']).padStart(8)}  ${fmt(m['heldout/sampled/resolved']).padStart(7)}  ${fmt(m['turns/mean'], 1).padStart(5)}  ${fmt(m['time/iteration_s'] ?? m['time/eval_s'], 0).padStart(5)}s`);
+        io.out(
+          `${String(e.iteration).padStart(4)}  ${fmt(m['reward/mean']).padStart(7)}  ${fmt(m['tests/pass_rate']).padStart(6)}  ${fmt(m.resolved).padStart(8)}  ${fmt(m['heldout/resolved']).padStart(8)}  ${fmt(m['heldout/sampled/resolved']).padStart(7)}  ${fmt(m['turns/mean'], 1).padStart(5)}  ${fmt(m['time/iteration_s'] ?? m['time/eval_s'], 0).padStart(5)}s`,
+        );
         if (e.pass_at_k_t && Object.keys(e.pass_at_k_t).length) {
           io.out(`      held-out PASS@(k,T): ${passCorners(e.pass_at_k_t)}`);
           firstPass ??= { iteration: e.iteration, p: e.pass_at_k_t };
@@ -58,7 +73,9 @@ export function humanEventPrinter(io: CliIO): (e: RunEvent) => void {
         break;
       case 'run-finished':
         if (firstPass && lastPass && lastPass.iteration !== firstPass.iteration) {
-          io.out(`held-out PASS@(k,T), iteration ${firstPass.iteration} → ${lastPass.iteration}: ${passCorners(firstPass.p)} → ${passCorners(lastPass.p)} (every k and T in --json: the iteration-finished events' pass_at_k_t)`);
+          io.out(
+            `held-out PASS@(k,T), iteration ${firstPass.iteration} → ${lastPass.iteration}: ${passCorners(firstPass.p)} → ${passCorners(lastPass.p)} (every k and T in --json: the iteration-finished events' pass_at_k_t)`,
+          );
         }
         io.err(`run finished: ${e.runDir}`);
         break;
@@ -89,7 +106,8 @@ export async function runTraining(c: TrainConfig, args: ParsedArgs, io: CliIO, n
   const print = io.json ? (e: RunEvent) => io.out(JSON.stringify(e)) : humanEventPrinter(io);
   try {
     const resume = typeof args.values.resume === 'string' ? args.values.resume : undefined;
-    const resumeIterations = resume && args.values.iterations !== undefined ? numberInRange(args, 'iterations', 1, { min: 0, integer: true }) : undefined;
+    const resumeIterations =
+      resume && args.values.iterations !== undefined ? numberInRange(args, 'iterations', 1, { min: 0, integer: true }) : undefined;
     const r = await trainRun({ config: c, runsRoot, resume, resumeIterations, signal, onEvent: print, name });
     return r.state === 'stopped' ? 130 : 0;
   } finally {

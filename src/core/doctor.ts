@@ -48,9 +48,15 @@ export function nodeCheck(minNode: number, version = process.versions.node): Che
 /** The report as text: one line per check, the fix indented under each problem. */
 export function formatDoctorReport(report: DoctorReport): string {
   const mark = { ok: '✓', warn: '!', fail: '✗' } as const;
-  const lines = report.checks.map((c) => `${mark[c.status]} ${c.name}: ${c.detail}${c.fix && c.status !== 'ok' ? `\n    fix: ${c.fix}` : ''}`);
+  const lines = report.checks.map(
+    (c) => `${mark[c.status]} ${c.name}: ${c.detail}${c.fix && c.status !== 'ok' ? `\n    fix: ${c.fix}` : ''}`,
+  );
   const fails = report.checks.filter((c) => c.status === 'fail').length;
   const warns = report.checks.filter((c) => c.status === 'warn').length;
-  lines.push(report.ok ? `Environment ready${warns ? ` (${warns} optional item(s) unavailable)` : ''}.` : `${fails} problem(s) must be fixed before a run.`);
+  lines.push(
+    report.ok
+      ? `Environment ready${warns ? ` (${warns} optional item(s) unavailable)` : ''}.`
+      : `${fails} problem(s) must be fixed before a run.`,
+  );
   return lines.join('\n');
 }

@@ -78,7 +78,8 @@ export function parseEventLine(line: string): RunEvent | undefined {
   if (!s.startsWith('{')) return undefined;
   try {
     const v = JSON.parse(s) as Partial<RunEvent>;
-    if (v && v.schema === SCHEMA.event && typeof v.type === 'string' && TYPES.has(v.type) && typeof v.runId === 'string') return v as RunEvent;
+    if (v && v.schema === SCHEMA.event && typeof v.type === 'string' && TYPES.has(v.type) && typeof v.runId === 'string')
+      return v as RunEvent;
   } catch {
     // not an event
   }

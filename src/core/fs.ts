@@ -54,7 +54,8 @@ export function outputPathProblem(file: string): string | undefined {
 /** Throws a TurnwiseError('invalid-input') naming `option` when `file` cannot be written. */
 export function assertWritableOutput(file: string, option = '--out'): void {
   const problem = outputPathProblem(file);
-  if (problem) throw new TurnwiseError('invalid-input', `${option}: ${problem}`, { hint: `give ${option} a file path in a folder you can write to` });
+  if (problem)
+    throw new TurnwiseError('invalid-input', `${option}: ${problem}`, { hint: `give ${option} a file path in a folder you can write to` });
 }
 
 /** A write failure as a user reads it: the real path (not the temp file) and why. */
@@ -62,7 +63,13 @@ function writeError(file: string, e: unknown): TurnwiseError {
   const code = (e as NodeJS.ErrnoException).code;
   const why =
     outputPathProblem(file) ??
-    (code === 'ENOSPC' ? 'the disk is full' : code === 'EROFS' ? 'the file system is read-only' : code === 'EACCES' || code === 'EPERM' ? 'permission denied' : (code ?? (e as Error).message));
+    (code === 'ENOSPC'
+      ? 'the disk is full'
+      : code === 'EROFS'
+        ? 'the file system is read-only'
+        : code === 'EACCES' || code === 'EPERM'
+          ? 'permission denied'
+          : (code ?? (e as Error).message));
   return new TurnwiseError('invalid-input', `cannot write ${path.resolve(file)}: ${why}`, {
     hint: code === 'ENOSPC' ? 'free some disk space and run again' : 'choose a path in a folder you can write to',
     cause: e,
@@ -72,7 +79,7 @@ function writeError(file: string, e: unknown): TurnwiseError {
 /** Writes all of `bytes` (one write call may write less, and at most 2 GiB). */
 function writeAll(fd: number, bytes: Uint8Array): void {
   const step = 1 << 30;
-  for (let at = 0; at < bytes.length; ) {
+  for (let at = 0; at < bytes.length;) {
     at += fs.writeSync(fd, bytes, at, Math.min(step, bytes.length - at));
   }
 }
@@ -228,25 +235,48 @@ export function readUserTextFile(file: string, what = 'file', options: { hint?: 
     st = fs.statSync(abs);
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
-    const why = code === 'ENOENT' ? 'it does not exist' : code === 'ENOTDIR' ? 'a part of the path is a file, not a folder' : code === 'EACCES' ? 'permission denied' : (code ?? (e as Error).message);
+    const why =
+      code === 'ENOENT'
+        ? 'it does not exist'
+        : code === 'ENOTDIR'
+          ? 'a part of the path is a file, not a folder'
+          : code === 'EACCES'
+            ? 'permission denied'
+            : (code ?? (e as Error).message);
     throw new TurnwiseError('not-found', `cannot read ${what} ${abs}: ${why}`, { hint: options.hint ?? 'check the path' });
   }
-  if (st.isDirectory()) throw new TurnwiseError('invalid-input', `${what} ${abs} is a folder, not a file`, { hint: options.hint ?? 'give the path of a file inside it' });
-  if (!st.isFile()) throw new TurnwiseError('invalid-input', `${what} ${abs} is not a regular file`, { hint: options.hint ?? 'give the path of a regular file' });
-  if (st.size > max) {
-    throw new TurnwiseError('invalid-input', `${what} ${abs} is ${(st.size / 1048576).toFixed(0)} MiB, more than the ${(max / 1048576).toFixed(0)} MiB Turnwise reads at once`, {
-      hint: 'split it into smaller files',
+  if (st.isDirectory())
+    throw new TurnwiseError('invalid-input', `${what} ${abs} is a folder, not a file`, {
+      hint: options.hint ?? 'give the path of a file inside it',
     });
+  if (!st.isFile())
+    throw new TurnwiseError('invalid-input', `${what} ${abs} is not a regular file`, {
+      hint: options.hint ?? 'give the path of a regular file',
+    });
+  if (st.size > max) {
+    throw new TurnwiseError(
+      'invalid-input',
+      `${what} ${abs} is ${(st.size / 1048576).toFixed(0)} MiB, more than the ${(max / 1048576).toFixed(0)} MiB Turnwise reads at once`,
+      {
+        hint: 'split it into smaller files',
+      },
+    );
   }
   let buf: Buffer;
   try {
     buf = fs.readFileSync(abs);
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
-    throw new TurnwiseError('not-found', `cannot read ${what} ${abs}: ${code === 'EACCES' ? 'permission denied' : (code ?? (e as Error).message)}`, { hint: options.hint ?? 'check the path and its permissions' });
+    throw new TurnwiseError(
+      'not-found',
+      `cannot read ${what} ${abs}: ${code === 'EACCES' ? 'permission denied' : (code ?? (e as Error).message)}`,
+      { hint: options.hint ?? 'check the path and its permissions' },
+    );
   }
   if (buf.subarray(0, 8192).includes(0)) {
-    throw new TurnwiseError('invalid-file', `${what} ${abs} is a binary file, not text`, { hint: options.hint ?? 'give the path of a text file' });
+    throw new TurnwiseError('invalid-file', `${what} ${abs} is a binary file, not text`, {
+      hint: options.hint ?? 'give the path of a text file',
+    });
   }
   return buf.toString('utf8');
 }
@@ -262,7 +292,9 @@ export function readJsonFile(file: string, hints: { unreadable: string; invalid:
   try {
     text = fs.readFileSync(file, 'utf8');
   } catch (e) {
-    throw new TurnwiseError('not-found', `cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`, { hint: hints.unreadable });
+    throw new TurnwiseError('not-found', `cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`, {
+      hint: hints.unreadable,
+    });
   }
   try {
     return JSON.parse(text.replace(/^\uFEFF/, ''));
@@ -286,10 +318,7 @@ export interface LineError {
  * reported; `validate` may report more reasons per line. Returns all rows and all errors,
  * so a caller can list every bad line at once.
  */
-export function parseJsonl<T>(
-  text: string,
-  validate?: (row: unknown, line: number) => string[],
-): { rows: T[]; errors: LineError[] } {
+export function parseJsonl<T>(text: string, validate?: (row: unknown, line: number) => string[]): { rows: T[]; errors: LineError[] } {
   const rows: T[] = [];
   const errors: LineError[] = [];
   const lines = text.split('\n');
@@ -366,7 +395,8 @@ const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
  * not halfway with a raw ENOENT. Folders named in `skip` and symbolic links are not entered.
  */
 export function nonUtf8Name(dir: string, skip: ReadonlySet<string> = new Set()): string | undefined {
-  const show = (b: Buffer) => [...b].map((x) => (x >= 0x20 && x < 0x7f ? String.fromCharCode(x) : `\\x${x.toString(16).padStart(2, '0')}`)).join('');
+  const show = (b: Buffer) =>
+    [...b].map((x) => (x >= 0x20 && x < 0x7f ? String.fromCharCode(x) : `\\x${x.toString(16).padStart(2, '0')}`)).join('');
   const walk = (abs: Buffer, rel: string): string | undefined => {
     let entries: fs.Dirent<Buffer>[];
     try {

@@ -38,7 +38,14 @@ export interface OptimizerHyper {
 /** gspo-seq caps a sequence's mean log-ratio at this before exp (as in the a3 release). */
 export const GSPO_LOG_RATIO_CAP = 10;
 
-export const OPTIMIZER_DEFAULTS: Readonly<OptimizerHyper> = { beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0, maxGradNorm: 1, temperature: 1 };
+export const OPTIMIZER_DEFAULTS: Readonly<OptimizerHyper> = {
+  beta1: 0.9,
+  beta2: 0.999,
+  eps: 1e-8,
+  weightDecay: 0,
+  maxGradNorm: 1,
+  temperature: 1,
+};
 
 export interface PolicyLossInfo {
   /** One line for help text and docs. */

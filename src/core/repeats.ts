@@ -6,7 +6,9 @@
  * (whitespace aside) for the same output as an earlier turn that changed no file either.
  * `submit` and format errors never count (the format penalty covers those).
  */
-export function repeatFlags(turns: readonly { action: string; observation: string; edits?: readonly unknown[]; formatError?: string }[]): boolean[] {
+export function repeatFlags(
+  turns: readonly { action: string; observation: string; edits?: readonly unknown[]; formatError?: string }[],
+): boolean[] {
   const seen = new Set<string>();
   return turns.map((t) => {
     if (t.action === 'submit' || t.formatError !== undefined || (t.edits?.length ?? 0) > 0) return false;
@@ -18,6 +20,8 @@ export function repeatFlags(turns: readonly { action: string; observation: strin
 }
 
 /** The number of turns repeatFlags marks. */
-export function repeatedTurns(turns: readonly { action: string; observation: string; edits?: readonly unknown[]; formatError?: string }[]): number {
+export function repeatedTurns(
+  turns: readonly { action: string; observation: string; edits?: readonly unknown[]; formatError?: string }[],
+): number {
   return repeatFlags(turns).filter(Boolean).length;
 }

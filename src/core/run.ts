@@ -14,7 +14,6 @@ import type { MetricsRow } from './events';
 import { parseJsonl, toJsonl, writeFileAtomic, writeJsonAtomic } from './fs';
 import { SCHEMA, type Task, type Trajectory } from './schema';
 
-
 /**
  * The weights file of a checkpoint folder: model.safetensors, or adapter_model.safetensors for a
  * LoRA run's checkpoint (an adapter over its base). The model's file when neither is there.
@@ -192,9 +191,15 @@ export class RunDir {
       if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
       const held = readLock(path.join(dir, LOCK_FILE));
       if (typeof held !== 'string' && held.host === os.hostname() && lockHolderAlive(held)) {
-        throw new TurnwiseError('invalid-input', `run directory ${dir} already exists, and process ${held.pid} is running in it (since ${held.startedAt})`, { hint: `start a run of another name, or wait for process ${held.pid} to finish` });
+        throw new TurnwiseError(
+          'invalid-input',
+          `run directory ${dir} already exists, and process ${held.pid} is running in it (since ${held.startedAt})`,
+          { hint: `start a run of another name, or wait for process ${held.pid} to finish` },
+        );
       }
-      throw new TurnwiseError('invalid-input', `run directory ${dir} already exists`, { hint: 'resume it with --resume, or start a new run' });
+      throw new TurnwiseError('invalid-input', `run directory ${dir} already exists`, {
+        hint: 'resume it with --resume, or start a new run',
+      });
     }
     const run = new RunDir(dir, runId);
     writeJsonAtomic(run.file('config.json'), config);
@@ -221,7 +226,9 @@ export class RunDir {
       writeJsonAtomic(run.file('config.json'), config(runId));
       return run;
     }
-    throw new TurnwiseError('invalid-input', `no free run directory name for ${baseId} under ${path.resolve(runsRoot)}`, { hint: 'remove old runs, or give the run another name' });
+    throw new TurnwiseError('invalid-input', `no free run directory name for ${baseId} under ${path.resolve(runsRoot)}`, {
+      hint: 'remove old runs, or give the run another name',
+    });
   }
 
   /** Opens an existing run directory (a path, or a run id under `runsRoot`). */
@@ -232,8 +239,12 @@ export class RunDir {
       const existing = candidates.find((d) => fs.existsSync(d));
       throw new TurnwiseError(
         'not-found',
-        existing ? `${existing} is not a Turnwise run directory (no config.json)` : `no run "${ref}"${runsRoot ? ` (looked in ${path.resolve(runsRoot)})` : ''}`,
-        { hint: `give a run id listed under ${RUNS_DIR}, or the path of a run directory${existing ? '; if this is one, restore its config.json from a backup' : ''}` },
+        existing
+          ? `${existing} is not a Turnwise run directory (no config.json)`
+          : `no run "${ref}"${runsRoot ? ` (looked in ${path.resolve(runsRoot)})` : ''}`,
+        {
+          hint: `give a run id listed under ${RUNS_DIR}, or the path of a run directory${existing ? '; if this is one, restore its config.json from a backup' : ''}`,
+        },
       );
     }
     return new RunDir(dir, path.basename(dir));
@@ -272,8 +283,10 @@ export class RunDir {
   /** The run's tasks; a missing, unreadable or damaged file is an error naming it (and the line). */
   readTasks(): Task[] {
     const f = this.file('tasks.jsonl');
-    const text = readText(f, 'the run\'s tasks');
-    const { rows, errors } = parseJsonl<Task>(text, (row) => (typeof (row as { id?: unknown }).id === 'string' ? [] : ['a task without a string "id"']));
+    const text = readText(f, "the run's tasks");
+    const { rows, errors } = parseJsonl<Task>(text, (row) =>
+      typeof (row as { id?: unknown }).id === 'string' ? [] : ['a task without a string "id"'],
+    );
     if (errors.length) throw new TurnwiseError('invalid-file', `${f}:${errors[0].line}: ${errors[0].reason}`, { hint: DAMAGED_HINT });
     if (rows.length === 0) throw new TurnwiseError('invalid-file', `${f} holds no task`, { hint: DAMAGED_HINT });
     return rows;
@@ -285,11 +298,15 @@ export class RunDir {
    */
   readSplits(tasks?: readonly Task[]): RunSplits {
     const f = this.file('splits.json');
-    const v = readJsonFile(f, 'the run\'s train / held-out split') as Partial<RunSplits> | null;
+    const v = readJsonFile(f, "the run's train / held-out split") as Partial<RunSplits> | null;
     const isIds = (x: unknown): x is string[] => Array.isArray(x) && x.every((id) => typeof id === 'string');
     for (const k of ['train', 'heldout'] as const) {
       if (!v || typeof v !== 'object' || !isIds(v[k])) {
-        throw new TurnwiseError('invalid-file', `${f}: "${k}" must be a list of task ids, got ${JSON.stringify(v && typeof v === 'object' ? v[k] : v)?.slice(0, 80)}`, { hint: DAMAGED_HINT });
+        throw new TurnwiseError(
+          'invalid-file',
+          `${f}: "${k}" must be a list of task ids, got ${JSON.stringify(v && typeof v === 'object' ? v[k] : v)?.slice(0, 80)}`,
+          { hint: DAMAGED_HINT },
+        );
       }
     }
     const splits = v as RunSplits;
@@ -297,9 +314,13 @@ export class RunDir {
       const ids = new Set(tasks.map((t) => t.id));
       const unknown = [...splits.train, ...splits.heldout].filter((id) => !ids.has(id));
       if (unknown.length) {
-        throw new TurnwiseError('invalid-file', `${f} names ${unknown.length} task id(s) that ${this.file('tasks.jsonl')} does not hold (first: ${JSON.stringify(unknown[0])}): the two files are not of one run`, {
-          hint: DAMAGED_HINT,
-        });
+        throw new TurnwiseError(
+          'invalid-file',
+          `${f} names ${unknown.length} task id(s) that ${this.file('tasks.jsonl')} does not hold (first: ${JSON.stringify(unknown[0])}): the two files are not of one run`,
+          {
+            hint: DAMAGED_HINT,
+          },
+        );
       }
     }
     return splits;
@@ -365,10 +386,17 @@ export class RunDir {
   private episodesProblem(file: string, n: number, row: MetricsRow): string | undefined {
     const { rows, errors } = parseJsonl<Partial<Trajectory>>(readText(file));
     const want = (row as Record<string, unknown>)['train/episodes'];
-    if (rows.length === 0 && errors.length === 0) return `iteration ${n}'s episodes file is empty${typeof want === 'number' ? ` (the iteration ran ${want})` : ''}`;
-    if (errors.length) return `line ${errors[0].line} of iteration ${n}'s episodes is ${errors[0].reason} (cut or damaged; ${rows.length} episode(s) read${typeof want === 'number' ? ` of ${want}` : ''})`;
+    if (rows.length === 0 && errors.length === 0)
+      return `iteration ${n}'s episodes file is empty${typeof want === 'number' ? ` (the iteration ran ${want})` : ''}`;
+    if (errors.length)
+      return `line ${errors[0].line} of iteration ${n}'s episodes is ${errors[0].reason} (cut or damaged; ${rows.length} episode(s) read${typeof want === 'number' ? ` of ${want}` : ''})`;
     // A run's episodes name the checkpoint they were sampled from, <run>/checkpoints/<n − 1>.
-    const foreign = rows.find((t) => typeof t.checkpoint === 'string' && path.basename(path.dirname(t.checkpoint)) === 'checkpoints' && path.basename(path.dirname(path.dirname(t.checkpoint))) !== this.runId);
+    const foreign = rows.find(
+      (t) =>
+        typeof t.checkpoint === 'string' &&
+        path.basename(path.dirname(t.checkpoint)) === 'checkpoints' &&
+        path.basename(path.dirname(path.dirname(t.checkpoint))) !== this.runId,
+    );
     if (foreign) return `it holds episodes of another run (sampled from ${foreign.checkpoint})`;
     if (typeof want === 'number' && rows.length < want) return `it holds ${rows.length} of iteration ${n}'s ${want} episodes`;
     return undefined;
@@ -382,13 +410,19 @@ export class RunDir {
     let logProblem: string | undefined;
     for (const f of [logFile, this.file('status.json')]) {
       // Both are rebuilt from the rest, but a folder in their place may hold someone's files.
-      if (fs.existsSync(f) && !isFile(f)) damage.push({ file: f, problem: 'it is not a file', fix: `move it away; Turnwise writes ${path.basename(f)} anew from the run's complete iterations` });
+      if (fs.existsSync(f) && !isFile(f))
+        damage.push({
+          file: f,
+          problem: 'it is not a file',
+          fix: `move it away; Turnwise writes ${path.basename(f)} anew from the run's complete iterations`,
+        });
     }
     if (isFile(logFile)) {
       {
         const { rows, errors } = parseJsonl<MetricsRow>(readText(logFile));
         for (const r of rows) if (Number.isInteger(r.iteration) && r.iteration >= 0) log.set(r.iteration, r);
-        if (errors.length) logProblem = `line ${errors[0].line} is ${errors[0].reason}${errors.length > 1 ? ` (and ${errors.length - 1} more line(s))` : ''}`;
+        if (errors.length)
+          logProblem = `line ${errors[0].line} is ${errors[0].reason}${errors.length > 1 ? ` (and ${errors.length - 1} more line(s))` : ''}`;
       }
     }
     const numbers = new Set<number>();
@@ -405,7 +439,11 @@ export class RunDir {
       const model = checkpointWeightsFile(this.checkpointDir(n));
       let row: MetricsRow | undefined;
       if (fs.existsSync(marker) && !isFile(marker)) {
-        damage.push({ file: marker, problem: 'it is not a file', fix: `move it away: iteration ${n}'s marker is then ${log.has(n) ? 'rewritten from its line in metrics.jsonl' : 'gone, and its files are kept'}` });
+        damage.push({
+          file: marker,
+          problem: 'it is not a file',
+          fix: `move it away: iteration ${n}'s marker is then ${log.has(n) ? 'rewritten from its line in metrics.jsonl' : 'gone, and its files are kept'}`,
+        });
         continue;
       }
       if (fs.existsSync(marker)) {
@@ -416,11 +454,19 @@ export class RunDir {
             markersToWrite.push(n);
             warnings.push({ file: marker, problem: rec, fix: 'rewritten from its line in metrics.jsonl' });
           } else {
-            damage.push({ file: marker, problem: rec, fix: `restore it from a backup (iteration ${n}'s checkpoint and episodes are kept as they are)` });
+            damage.push({
+              file: marker,
+              problem: rec,
+              fix: `restore it from a backup (iteration ${n}'s checkpoint and episodes are kept as they are)`,
+            });
             continue;
           }
         } else if (rec.runId !== this.runId || rec.iteration !== n) {
-          damage.push({ file: marker, problem: `it is the marker of ${rec.runId !== this.runId ? `run ${rec.runId}` : `iteration ${rec.iteration}`}, not of ${this.runId}'s iteration ${n}`, fix: 'restore this run\'s own file from a backup' });
+          damage.push({
+            file: marker,
+            problem: `it is the marker of ${rec.runId !== this.runId ? `run ${rec.runId}` : `iteration ${rec.iteration}`}, not of ${this.runId}'s iteration ${n}`,
+            fix: "restore this run's own file from a backup",
+          });
           continue;
         } else row = rec.metrics;
       } else if (log.has(n) && fs.existsSync(model)) {
@@ -434,14 +480,30 @@ export class RunDir {
       }
       committed.push(n);
       rows.push(row);
-      if (!fs.existsSync(model)) damage.push({ file: model, problem: `iteration ${n} is complete but its checkpoint is missing`, fix: `restore ${this.checkpointDir(n)} from a backup` });
-      else if (!isFile(model)) damage.push({ file: model, problem: 'it is not a file', fix: `restore ${this.checkpointDir(n)} from a backup` });
+      if (!fs.existsSync(model))
+        damage.push({
+          file: model,
+          problem: `iteration ${n} is complete but its checkpoint is missing`,
+          fix: `restore ${this.checkpointDir(n)} from a backup`,
+        });
+      else if (!isFile(model))
+        damage.push({ file: model, problem: 'it is not a file', fix: `restore ${this.checkpointDir(n)} from a backup` });
       if (n > 0) {
         const t = path.join(this.iterationDir(n), TRAJ_FILES.train);
-        if (!isFile(t)) warnings.push({ file: t, problem: `iteration ${n}'s episodes are ${fs.existsSync(t) ? 'not a file' : 'missing'}`, fix: 'the run goes on without them; views show no episodes for that iteration' });
+        if (!isFile(t))
+          warnings.push({
+            file: t,
+            problem: `iteration ${n}'s episodes are ${fs.existsSync(t) ? 'not a file' : 'missing'}`,
+            fix: 'the run goes on without them; views show no episodes for that iteration',
+          });
         else {
           const problem = this.episodesProblem(t, n, row);
-          if (problem) warnings.push({ file: t, problem, fix: 'the run goes on (the update of that iteration is done); views show the episodes that can be read; restore the file from a backup to keep them all' });
+          if (problem)
+            warnings.push({
+              file: t,
+              problem,
+              fix: 'the run goes on (the update of that iteration is done); views show the episodes that can be read; restore the file from a backup to keep them all',
+            });
         }
       }
     }
@@ -460,13 +522,27 @@ export class RunDir {
     const leftovers = uncommitted.filter((n) => n > lastComplete);
     for (const n of uncommitted) {
       if (n <= lastComplete && fs.existsSync(this.iterationDir(n))) {
-        damage.push({ file: path.join(this.iterationDir(n), ITERATION_MARKER), problem: `iteration ${n} has files but no marker, while later iterations are complete`, fix: 'restore the marker from a backup; nothing was deleted' });
+        damage.push({
+          file: path.join(this.iterationDir(n), ITERATION_MARKER),
+          problem: `iteration ${n} has files but no marker, while later iterations are complete`,
+          fix: 'restore the marker from a backup; nothing was deleted',
+        });
       }
     }
     const logRows = [...log.values()].sort((a, b) => a.iteration - b.iteration);
     const metricsLogStale = logProblem !== undefined || JSON.stringify(logRows) !== JSON.stringify(rows);
-    if (logProblem) warnings.push({ file: logFile, problem: logProblem, fix: 'rebuilt from the iterations\' own markers (iterations/<n>/iteration.json)' });
-    else if (metricsLogStale && rows.length) warnings.push({ file: logFile, problem: fs.existsSync(logFile) ? 'it does not match the iterations\' markers' : 'it is missing', fix: 'rebuilt from the iterations\' own markers (iterations/<n>/iteration.json)' });
+    if (logProblem)
+      warnings.push({
+        file: logFile,
+        problem: logProblem,
+        fix: "rebuilt from the iterations' own markers (iterations/<n>/iteration.json)",
+      });
+    else if (metricsLogStale && rows.length)
+      warnings.push({
+        file: logFile,
+        problem: fs.existsSync(logFile) ? "it does not match the iterations' markers" : 'it is missing',
+        fix: "rebuilt from the iterations' own markers (iterations/<n>/iteration.json)",
+      });
     return { committed, rows, lastComplete, leftovers, markersToWrite, damage, warnings, metricsLogStale };
   }
 
@@ -474,7 +550,13 @@ export class RunDir {
   repairLog(inv: RunInventory = this.inventory()): void {
     for (const n of inv.markersToWrite) {
       const row = inv.rows[inv.committed.indexOf(n)];
-      writeJsonAtomic(path.join(this.iterationDir(n), ITERATION_MARKER), { schema: ITERATION_SCHEMA, runId: this.runId, iteration: n, committedAt: new Date().toISOString(), metrics: row } satisfies IterationRecord);
+      writeJsonAtomic(path.join(this.iterationDir(n), ITERATION_MARKER), {
+        schema: ITERATION_SCHEMA,
+        runId: this.runId,
+        iteration: n,
+        committedAt: new Date().toISOString(),
+        metrics: row,
+      } satisfies IterationRecord);
     }
     if (inv.metricsLogStale) writeFileAtomic(this.file('metrics.jsonl'), toJsonl(inv.rows));
   }
@@ -503,7 +585,8 @@ export class RunDir {
       }
     }
     const rows = this.readMetrics();
-    if (rows.some((r) => r.iteration > n && !committed(r.iteration))) writeFileAtomic(this.file('metrics.jsonl'), toJsonl(rows.filter((r) => r.iteration <= n || committed(r.iteration))));
+    if (rows.some((r) => r.iteration > n && !committed(r.iteration)))
+      writeFileAtomic(this.file('metrics.jsonl'), toJsonl(rows.filter((r) => r.iteration <= n || committed(r.iteration))));
     return [...removed].sort((a, b) => a - b);
   }
 
@@ -553,23 +636,36 @@ export class RunDir {
         fs.linkSync(tmp, f);
         break;
       } catch (e) {
-        if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw new TurnwiseError('invalid-input', `cannot lock ${this.dir}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`, { hint: 'check that the run directory is writable', cause: e });
+        if ((e as NodeJS.ErrnoException).code !== 'EEXIST')
+          throw new TurnwiseError(
+            'invalid-input',
+            `cannot lock ${this.dir}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`,
+            { hint: 'check that the run directory is writable', cause: e },
+          );
       } finally {
         fs.rmSync(tmp, { force: true });
       }
       const held = readLock(f);
       if (typeof held === 'string') {
-        throw new TurnwiseError('invalid-file', `${f} cannot be read (${held}), so Turnwise cannot tell whether another process works in this run`, {
-          hint: `if no Turnwise process works in ${this.dir} (check with \`ps\`), delete ${f}`,
-        });
+        throw new TurnwiseError(
+          'invalid-file',
+          `${f} cannot be read (${held}), so Turnwise cannot tell whether another process works in this run`,
+          {
+            hint: `if no Turnwise process works in ${this.dir} (check with \`ps\`), delete ${f}`,
+          },
+        );
       }
       const here = held.host === os.hostname();
       if (!here || lockHolderAlive(held) || attempt > 0) {
-        throw new TurnwiseError('invalid-input', `${this.runId} is in use by process ${held.pid}${here ? '' : ` on ${held.host}`} (since ${held.startedAt}): two processes must not write one run`, {
-          hint: here
-            ? `wait for process ${held.pid} to finish, or stop it (kill ${held.pid}) and resume then`
-            : `if no Turnwise process runs on ${held.host} any more, delete ${f}`,
-        });
+        throw new TurnwiseError(
+          'invalid-input',
+          `${this.runId} is in use by process ${held.pid}${here ? '' : ` on ${held.host}`} (since ${held.startedAt}): two processes must not write one run`,
+          {
+            hint: here
+              ? `wait for process ${held.pid} to finish, or stop it (kill ${held.pid}) and resume then`
+              : `if no Turnwise process runs on ${held.host} any more, delete ${f}`,
+          },
+        );
       }
       // Stale (its process is gone): moved aside, and taken over only if what moved is the lock judged stale.
       const aside = `${f}.stale-${mine.token}`;
@@ -626,7 +722,15 @@ function readMarker(file: string): IterationRecord | string {
   } catch (e) {
     return fs.statSync(file).size === 0 ? 'it is empty' : `it is not valid JSON (${(e as Error).message})`;
   }
-  if (!v || typeof v !== 'object' || v.schema !== ITERATION_SCHEMA || !v.metrics || typeof v.metrics !== 'object' || !Number.isInteger(v.iteration)) return `it is not an iteration marker (schema ${ITERATION_SCHEMA})`;
+  if (
+    !v ||
+    typeof v !== 'object' ||
+    v.schema !== ITERATION_SCHEMA ||
+    !v.metrics ||
+    typeof v.metrics !== 'object' ||
+    !Number.isInteger(v.iteration)
+  )
+    return `it is not an iteration marker (schema ${ITERATION_SCHEMA})`;
   return v;
 }
 
@@ -639,7 +743,8 @@ function readLock(file: string): RunLockRecord | string {
     const code = (e as NodeJS.ErrnoException).code;
     return code ? code : `not valid JSON: ${(e as Error).message}`;
   }
-  if (!v || typeof v !== 'object' || !Number.isInteger(v.pid) || typeof v.host !== 'string') return `not a lock record (schema ${RUN_LOCK_SCHEMA})`;
+  if (!v || typeof v !== 'object' || !Number.isInteger(v.pid) || typeof v.host !== 'string')
+    return `not a lock record (schema ${RUN_LOCK_SCHEMA})`;
   return v;
 }
 
@@ -649,13 +754,19 @@ function readText(file: string, what = 'file'): string {
     st = fs.statSync(file);
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
-    throw new TurnwiseError('not-found', `cannot read ${file} (${what}): ${code === 'ENOENT' ? 'it is missing' : (code ?? (e as Error).message)}`, { hint: DAMAGED_HINT });
+    throw new TurnwiseError(
+      'not-found',
+      `cannot read ${file} (${what}): ${code === 'ENOENT' ? 'it is missing' : (code ?? (e as Error).message)}`,
+      { hint: DAMAGED_HINT },
+    );
   }
   if (!st.isFile()) throw new TurnwiseError('invalid-file', `${file} (${what}) is not a file`, { hint: DAMAGED_HINT });
   try {
     return fs.readFileSync(file, 'utf8').replace(/^\uFEFF/, '');
   } catch (e) {
-    throw new TurnwiseError('not-found', `cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`, { hint: 'check its permissions' });
+    throw new TurnwiseError('not-found', `cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`, {
+      hint: 'check its permissions',
+    });
   }
 }
 

@@ -15,7 +15,8 @@ export function trajectoryProblems(value: unknown): string[] {
   for (const key of ['taskId', 'trajId'] as const) if (!isStr(t[key]) || t[key] === '') out.push(`${key} must be a non-empty string`);
   const reward = t.reward as Record<string, unknown> | undefined;
   if (!reward || typeof reward !== 'object') out.push('reward must be an object with a numeric "reward" (null when unscored)');
-  else if (reward.reward !== null && typeof reward.reward !== 'number') out.push(`reward.reward must be a number or null, got ${JSON.stringify(reward.reward)}`);
+  else if (reward.reward !== null && typeof reward.reward !== 'number')
+    out.push(`reward.reward must be a number or null, got ${JSON.stringify(reward.reward)}`);
   if (!Array.isArray(t.turns)) {
     out.push('turns must be an array');
     return out;
@@ -32,7 +33,8 @@ export function trajectoryProblems(value: unknown): string[] {
     else seen.add(u.index as number);
     if (!isStr(u.action)) out.push(`turns[${k}].action must be a string`);
     if (u.observation !== undefined && !isStr(u.observation)) out.push(`turns[${k}].observation must be a string`);
-    if (u.intentSignature !== undefined && !isStrArray(u.intentSignature)) out.push(`turns[${k}].intentSignature must be a list of strings`);
+    if (u.intentSignature !== undefined && !isStrArray(u.intentSignature))
+      out.push(`turns[${k}].intentSignature must be a list of strings`);
     if (u.editSignature !== undefined && !isStrArray(u.editSignature)) out.push(`turns[${k}].editSignature must be a list of strings`);
   });
   return out;
@@ -68,7 +70,9 @@ export function parseTrajectories(text: string): { trajectories: Trajectory[]; e
       const key = `${t.taskId}\u0000${t.trajId}`;
       const prev = firstLine.get(key);
       if (prev !== undefined) {
-        reasons.push(`duplicate trajId ${JSON.stringify(t.trajId)} of task ${JSON.stringify(t.taskId)}: also on line ${prev} (lines ${prev} and ${line}); each episode needs its own trajId`);
+        reasons.push(
+          `duplicate trajId ${JSON.stringify(t.trajId)} of task ${JSON.stringify(t.taskId)}: also on line ${prev} (lines ${prev} and ${line}); each episode needs its own trajId`,
+        );
       } else firstLine.set(key, line);
     }
     return reasons;
@@ -86,7 +90,8 @@ export function readTrajectories(file: string): Trajectory[] {
       hint: 'fix the lines listed above; nothing was computed',
     });
   }
-  if (trajectories.length === 0) throw new TurnwiseError('invalid-file', `${file} holds no trajectories`, { hint: 'give a file with one trajectory per line' });
+  if (trajectories.length === 0)
+    throw new TurnwiseError('invalid-file', `${file} holds no trajectories`, { hint: 'give a file with one trajectory per line' });
   return trajectories;
 }
 
@@ -103,5 +108,9 @@ export function allEpisodesFailed(trajs: readonly Trajectory[], hint: string): T
   const reasons = [...count].sort((a, b) => b[1] - a[1]);
   const shown = reasons.slice(0, 3).map(([why, n]) => `  ${n}× ${why.split('\n')[0].slice(0, 300)}`);
   if (reasons.length > 3) shown.push(`  … and ${reasons.length - 3} other reason(s)`);
-  return new TurnwiseError('sandbox-failed', `every one of the ${trajs.length} episode(s) failed, so nothing was scored:\n${shown.join('\n')}`, { hint });
+  return new TurnwiseError(
+    'sandbox-failed',
+    `every one of the ${trajs.length} episode(s) failed, so nothing was scored:\n${shown.join('\n')}`,
+    { hint },
+  );
 }

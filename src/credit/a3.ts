@@ -229,17 +229,26 @@ function validate(params: Params): { scopes: number[]; wResidual: number[]; wTre
   const scopes = params.scopes as number[];
   const weights = params.scopeWeights as number[];
   if (scopes.length === 0 || scopes.length !== weights.length) {
-    throw new TurnwiseError('invalid-input', `scopes (${scopes.length}) and scopeWeights (${weights.length}) must be non-empty and of equal length`);
+    throw new TurnwiseError(
+      'invalid-input',
+      `scopes (${scopes.length}) and scopeWeights (${weights.length}) must be non-empty and of equal length`,
+    );
   }
   for (const s of scopes) {
     if (!Number.isInteger(s) || (s < 1 && s !== -1)) {
-      throw new TurnwiseError('invalid-input', `scope ${s} is not valid`, { hint: 'scopes are integers ≥ 1, or −1 for the whole trajectory' });
+      throw new TurnwiseError('invalid-input', `scope ${s} is not valid`, {
+        hint: 'scopes are integers ≥ 1, or −1 for the whole trajectory',
+      });
     }
   }
   const total = weights.reduce((a, b) => a + b, 0);
   if (!(total > 0)) throw new TurnwiseError('invalid-input', 'scopeWeights must sum to a positive number');
   if (!(num(params, 'minCount') >= 1)) throw new TurnwiseError('invalid-input', 'minCount must be ≥ 1');
-  return { scopes, wResidual: weights.map((x) => x / (total + RESIDUAL_WEIGHT_EPS)), wTree: weights.map((x) => x / (total + TREE_WEIGHT_EPS)) };
+  return {
+    scopes,
+    wResidual: weights.map((x) => x / (total + RESIDUAL_WEIGHT_EPS)),
+    wTree: weights.map((x) => x / (total + TREE_WEIGHT_EPS)),
+  };
 }
 
 /** Weights of a state's earlier turns, oldest first: decay^q / (Σ decay^q + 1e-9), as the release has them. */
@@ -264,7 +273,12 @@ interface A3Batch {
 }
 
 /** Per (promptId, k, scope): single-linkage clusters of the scope's snippets, and R − LOO mean of the row's cluster, weighted over scopes. */
-function clusterResidual(a: A3Batch, ctx: EstimatorContext, variant: A3Variant, minCount: number): { labels: number[][]; residual: number[]; multi: number } {
+function clusterResidual(
+  a: A3Batch,
+  ctx: EstimatorContext,
+  variant: A3Variant,
+  minCount: number,
+): { labels: number[][]; residual: number[]; multi: number } {
   const { rows, n, batch, cells, snippet, scopes } = a;
   // Distances between equal snippet pairs are computed once (a3's scope −1 snippet is the same in
   // every cell of a trajectory). Prefix snippets built by concatenation (turnwise) read every
@@ -332,7 +346,12 @@ function clusterResidual(a: A3Batch, ctx: EstimatorContext, variant: A3Variant, 
 }
 
 /** turnwise's action margin (replaces the residual when variant.margin is set). */
-function turnwiseMargin(a: A3Batch, margin: TurnwiseResidual, labels: number[][], actionTau: number): { margin: number[]; actionLabels: number[] | null } {
+function turnwiseMargin(
+  a: A3Batch,
+  margin: TurnwiseResidual,
+  labels: number[][],
+  actionTau: number,
+): { margin: number[]; actionLabels: number[] | null } {
   const { rows, n, batch, cells, scopes } = a;
   if (margin.actionKey === 'cluster' && margin.marginPool === 'task') {
     throw new TurnwiseError('invalid-input', 'actionKey=cluster needs marginPool=cell', {
@@ -344,16 +363,25 @@ function turnwiseMargin(a: A3Batch, margin: TurnwiseResidual, labels: number[][]
   if (margin.actionKey === 'cluster') {
     for (const cell of cells) {
       for (let si = 0; si < scopes.length; si++) {
-        const m = actionMargins(cell.rows.map((i) => ({ row: i, traj: batch.trajOfRow[i], key: labels[si][i], score: rows[i].score })), shrinkOf);
+        const m = actionMargins(
+          cell.rows.map((i) => ({ row: i, traj: batch.trajOfRow[i], key: labels[si][i], score: rows[i].score })),
+          shrinkOf,
+        );
         cell.rows.forEach((i, q) => (out[i] += a.wResidual[si] * m[q]));
       }
     }
     return { margin: out, actionLabels: null };
   }
   const actionLabels = editIntentKeys(rows, batch, a.snippet, actionTau);
-  const pools = margin.marginPool === 'cell' ? cells.map((c) => c.rows) : [...batch.groups.values()].map((members) => members.flatMap((t) => batch.trajs[t].rows));
+  const pools =
+    margin.marginPool === 'cell'
+      ? cells.map((c) => c.rows)
+      : [...batch.groups.values()].map((members) => members.flatMap((t) => batch.trajs[t].rows));
   for (const pool of pools) {
-    const m = actionMargins(pool.map((i) => ({ row: i, traj: batch.trajOfRow[i], key: actionLabels[i], score: rows[i].score })), shrinkOf);
+    const m = actionMargins(
+      pool.map((i) => ({ row: i, traj: batch.trajOfRow[i], key: actionLabels[i], score: rows[i].score })),
+      shrinkOf,
+    );
     pool.forEach((i, q) => (out[i] = m[q]));
   }
   return { margin: out, actionLabels };
@@ -365,16 +393,28 @@ function backboneAndResidual(a: A3Batch, perTurn: readonly number[], residualPer
   const backbone = new Array<number>(n).fill(0);
   const resNorm = new Array<number>(n).fill(0);
   for (const members of batch.groups.values()) {
-    const b = robustSquash(members.map((t) => batch.trajs[t].score), eps, 1.0);
+    const b = robustSquash(
+      members.map((t) => batch.trajs[t].score),
+      eps,
+      1.0,
+    );
     members.forEach((t, q) => batch.trajs[t].rows.forEach((i) => (backbone[i] = b[q])));
     if (!residualPerCell) {
-      const r = robustSquash(members.map((t) => perTurn[batch.trajs[t].firstRow]), eps, 1.0);
+      const r = robustSquash(
+        members.map((t) => perTurn[batch.trajs[t].firstRow]),
+        eps,
+        1.0,
+      );
       members.forEach((t, q) => batch.trajs[t].rows.forEach((i) => (resNorm[i] = r[q])));
     }
   }
   if (residualPerCell) {
     for (const cell of cells) {
-      const r = robustSquash(cell.rows.map((i) => perTurn[i]), eps, 1.0);
+      const r = robustSquash(
+        cell.rows.map((i) => perTurn[i]),
+        eps,
+        1.0,
+      );
       cell.rows.forEach((i, q) => (resNorm[i] = r[q]));
     }
   }
@@ -386,7 +426,13 @@ function backboneAndResidual(a: A3Batch, perTurn: readonly number[], residualPer
  * vectors are near-equal (time-decayed weighted Hamming ≤ tau); within a state, actions are near-equal
  * cluster vectors at k. Each branch gains shrink · (branch mean − state mean), discounted back along the trajectory.
  */
-function treeMargin(a: A3Batch, labels: number[][], tau: number, decay: number, gamma: number): { tree: number[]; gate: number[]; gain: number[]; support: number[] } {
+function treeMargin(
+  a: A3Batch,
+  labels: number[][],
+  tau: number,
+  decay: number,
+  gamma: number,
+): { tree: number[]; gate: number[]; gain: number[]; support: number[] } {
   const { rows, n, batch, cells, scopes, wTree, eps } = a;
   const p = a.supportPrior;
   const rowAt = new Map<string, number>(); // `${traj}:${turn}` → row
@@ -472,13 +518,21 @@ function treeMargin(a: A3Batch, labels: number[][], tau: number, decay: number, 
 }
 
 /** Each term divided by its mean absolute value over the scored rows (+1e-9), then A = tanhB(b̂ + wTrie · r̂ + wTree · t̂, bound). */
-function combineTerms(batch: BatchIndex, n: number, terms: { backbone: number[]; resNorm: number[]; tree: number[] }, wTrie: number, wTree: number, bound: number): { advantages: number[]; scored: number[] } {
+function combineTerms(
+  batch: BatchIndex,
+  n: number,
+  terms: { backbone: number[]; resNorm: number[]; tree: number[] },
+  wTrie: number,
+  wTree: number,
+  bound: number,
+): { advantages: number[]; scored: number[] } {
   const scored: number[] = [];
   for (let i = 0; i < n; i++) if (batch.trajOfRow[i] >= 0) scored.push(i);
   const meanAbs = (xs: number[]) => scored.reduce((acc, i) => acc + Math.abs(xs[i]), 0) / Math.max(scored.length, 1) + 1e-9;
   const [sb, sr, st] = [meanAbs(terms.backbone), meanAbs(terms.resNorm), meanAbs(terms.tree)];
   const advantages = new Array<number>(n).fill(0);
-  for (const i of scored) advantages[i] = tanhB(terms.backbone[i] / sb + (wTrie * terms.resNorm[i]) / sr + (wTree * terms.tree[i]) / st, bound);
+  for (const i of scored)
+    advantages[i] = tanhB(terms.backbone[i] / sb + (wTrie * terms.resNorm[i]) / sr + (wTree * terms.tree[i]) / st, bound);
   return { advantages, scored };
 }
 
@@ -502,7 +556,14 @@ function a3Core(rows: readonly TurnRow[], params: Params, ctx: EstimatorContext,
   const m = variant.margin ? turnwiseMargin(a, variant.margin, labels, actionTau) : null;
   const { backbone, resNorm } = backboneAndResidual(a, m?.margin ?? residual, variant.residualPerCell);
   const { tree, gate, gain, support } = treeMargin(a, labels, num(params, 'treeTau'), num(params, 'timeDecay'), num(params, 'gamma'));
-  const { advantages, scored } = combineTerms(batch, a.n, { backbone, resNorm, tree }, num(params, 'wTrie'), num(params, 'wTree'), num(params, 'bound'));
+  const { advantages, scored } = combineTerms(
+    batch,
+    a.n,
+    { backbone, resNorm, tree },
+    num(params, 'wTrie'),
+    num(params, 'wTree'),
+    num(params, 'bound'),
+  );
 
   const clusters: Record<string, number[]> = {};
   scopes.forEach((s, si) => (clusters[`scope${s}`] = labels[si]));

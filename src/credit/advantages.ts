@@ -30,7 +30,11 @@ export interface AdvantageReport {
 }
 
 /** Signs every turn, runs estimator `name` with `overrides` and returns one row per turn. */
-export async function trajectoryAdvantages(trajs: readonly Trajectory[], name: string, overrides: Partial<Params> = {}): Promise<AdvantageReport> {
+export async function trajectoryAdvantages(
+  trajs: readonly Trajectory[],
+  name: string,
+  overrides: Partial<Params> = {},
+): Promise<AdvantageReport> {
   const spec = getEstimator(name);
   const params = resolveParams(spec, overrides);
   const rows = rowsFromTrajectories(trajs);
@@ -47,7 +51,7 @@ export async function trajectoryAdvantages(trajs: readonly Trajectory[], name: s
       trajId: r.trajId,
       turn: r.turn,
       command: r.bash,
-      signature: [...(r.signature ?? []), ...(spec.name === 'turnwise' ? r.editSig ?? [] : [])],
+      signature: [...(r.signature ?? []), ...(spec.name === 'turnwise' ? (r.editSig ?? []) : [])],
       advantage: result.advantages[i],
       components: Object.fromEntries(names.map((n) => [n, result.components[n][i]])),
       ...(result.clusters ? { clusters: Object.fromEntries(Object.entries(result.clusters).map(([k, v]) => [k, v[i]])) } : {}),

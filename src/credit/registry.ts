@@ -8,7 +8,10 @@ const REGISTRY = new Map<string, EstimatorSpec>();
 
 export function registerEstimator(spec: EstimatorSpec): void {
   if (!(ESTIMATOR_NAMES as readonly string[]).includes(spec.name)) {
-    throw new TurnwiseError('internal', `advantage estimator "${spec.name}" is not in ESTIMATOR_NAMES (credit/names.ts), the list every menu shows`);
+    throw new TurnwiseError(
+      'internal',
+      `advantage estimator "${spec.name}" is not in ESTIMATOR_NAMES (credit/names.ts), the list every menu shows`,
+    );
   }
   if (REGISTRY.has(spec.name)) {
     throw new TurnwiseError('internal', `advantage estimator "${spec.name}" is registered twice`, {
@@ -48,11 +51,17 @@ export function resolveParams(spec: EstimatorSpec, overrides: Partial<Params> = 
       (typeof def === 'string' && typeof value === 'string') ||
       (Array.isArray(def) && Array.isArray(value) && value.every((v) => typeof v === 'number' && Number.isFinite(v)));
     if (!ok) {
-      throw new TurnwiseError('invalid-input', `parameter "${key}" of "${spec.name}" must be ${describe(def)}, got ${JSON.stringify(value)}`);
+      throw new TurnwiseError(
+        'invalid-input',
+        `parameter "${key}" of "${spec.name}" must be ${describe(def)}, got ${JSON.stringify(value)}`,
+      );
     }
     const choices = spec.choices?.[key];
     if (choices && !choices.includes(value as string)) {
-      throw new TurnwiseError('invalid-input', `parameter "${key}" of "${spec.name}" must be one of ${choices.join(', ')}, got ${JSON.stringify(value)}`);
+      throw new TurnwiseError(
+        'invalid-input',
+        `parameter "${key}" of "${spec.name}" must be one of ${choices.join(', ')}, got ${JSON.stringify(value)}`,
+      );
     }
     out[key] = value;
   }
@@ -68,7 +77,10 @@ export function parseParamArgs(spec: EstimatorSpec, pairs: readonly string[]): P
   const out: Partial<Params> = Object.create(null) as Partial<Params>;
   for (const pair of pairs) {
     const eq = pair.indexOf('=');
-    if (eq <= 0) throw new TurnwiseError('invalid-input', `--param "${pair}" is not key=value`, { hint: 'e.g. --param gamma=0.9 --param scopes=1,2,-1' });
+    if (eq <= 0)
+      throw new TurnwiseError('invalid-input', `--param "${pair}" is not key=value`, {
+        hint: 'e.g. --param gamma=0.9 --param scopes=1,2,-1',
+      });
     const key = pair.slice(0, eq).trim();
     const raw = pair.slice(eq + 1).trim();
     // Own keys only: `constructor` or `__proto__` are not parameters of any estimator.

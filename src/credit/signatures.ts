@@ -24,7 +24,7 @@ export function rowsFromTrajectories(trajs: readonly Trajectory[]): TurnRow[] {
         score: t.reward?.reward ?? NaN,
         ...(turn.intentSignature ? { signature: turn.intentSignature } : {}),
         ...(turn.editSignature ? { editSig: turn.editSignature } : {}),
-        observation: k === 0 ? '' : turns[k - 1].observation ?? '',
+        observation: k === 0 ? '' : (turns[k - 1].observation ?? ''),
         ...(penalties[k] > 0 ? { penalty: penalties[k] } : {}),
       });
     });

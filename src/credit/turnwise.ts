@@ -52,11 +52,18 @@ export function turnwiseVariant(params: Params): A3Variant {
  * group's spread is made of penalties alone, and standardizing it credits whatever the
  * unpenalized episodes did, such as stopping early. `penalties: episode` keeps them in R.
  */
-export function turnwiseAdvantages(rows: readonly TurnRow[], params: Params = TURNWISE_DEFAULTS, ctx: EstimatorContext = {}): EstimatorResult {
+export function turnwiseAdvantages(
+  rows: readonly TurnRow[],
+  params: Params = TURNWISE_DEFAULTS,
+  ctx: EstimatorContext = {},
+): EstimatorResult {
   const variant = turnwiseVariant(params);
   if ((params.penalties ?? TURNWISE_DEFAULTS.penalties) !== 'turn') return a3VariantAdvantages(rows, params, ctx, variant);
   const scale = params.penaltyScale === undefined ? (TURNWISE_DEFAULTS.penaltyScale as number) : num(params, 'penaltyScale');
-  if (!(scale > 0)) throw new TurnwiseError('invalid-input', `turnwise: penaltyScale must be > 0, got ${scale}`, { hint: 'the reward units one unit of advantage stands for, e.g. 0.5' });
+  if (!(scale > 0))
+    throw new TurnwiseError('invalid-input', `turnwise: penaltyScale must be > 0, got ${scale}`, {
+      hint: 'the reward units one unit of advantage stands for, e.g. 0.5',
+    });
   const episodePenalty = new Map<string, number>();
   for (const r of rows) episodePenalty.set(r.trajId, (episodePenalty.get(r.trajId) ?? 0) + (r.penalty ?? 0));
   const outcome = rows.map((r) => ({ ...r, score: r.score + episodePenalty.get(r.trajId)! }));
@@ -71,7 +78,8 @@ export function turnwiseAdvantages(rows: readonly TurnRow[], params: Params = TU
 
 export const TURNWISE_SPEC: EstimatorSpec = {
   name: 'turnwise',
-  summary: 'A³ made turn-level and edit-aware: per-turn action margin (value of the action vs the alternatives), prefix-only scopes, code-edit tokens, penalties charged to their own turn',
+  summary:
+    'A³ made turn-level and edit-aware: per-turn action margin (value of the action vs the alternatives), prefix-only scopes, code-edit tokens, penalties charged to their own turn',
   defaults: TURNWISE_DEFAULTS,
   choices: TURNWISE_CHOICES,
   fn: turnwiseAdvantages,

@@ -1,7 +1,16 @@
 // The warm start's training material: pools of generated fix cases and the draw of one
 // demonstration from a case, as both warm starts and RL's replay term mix them.
 import { seededRandom } from '../core/random';
-import { candidateEpisode, curriculumTask, fixEpisode, numberedCurriculumTask, numberedEpisode, syntheticCases, type Demonstration, type FixCase } from './generated';
+import {
+  candidateEpisode,
+  curriculumTask,
+  fixEpisode,
+  numberedCurriculumTask,
+  numberedEpisode,
+  syntheticCases,
+  type Demonstration,
+  type FixCase,
+} from './generated';
 import { fixPromptTurns } from './simulator';
 
 /** Generates `n` synthetic fix cases (several per generated module). */
@@ -24,13 +33,25 @@ export function evalCasePool(seed: number, n: number): Promise<FixCase[]> {
  * (numbered curriculum tasks, numberedEpisode) where the case has one, and in `candsShare` of
  * those the candidate form (candidateEpisode). RL's replay term (train/replay.ts) draws the same way.
  */
-export function drawDemonstration(r: () => number, c: FixCase, o: { curriculum: number; loopShare: number; numberedShare?: number; candsShare?: number }): Demonstration;
-export function drawDemonstration(r: () => number, c: FixCase, o: { curriculum: number; loopShare: number; numberedShare?: number; candsShare?: number; noSed: true }): Demonstration | undefined;
+export function drawDemonstration(
+  r: () => number,
+  c: FixCase,
+  o: { curriculum: number; loopShare: number; numberedShare?: number; candsShare?: number },
+): Demonstration;
+export function drawDemonstration(
+  r: () => number,
+  c: FixCase,
+  o: { curriculum: number; loopShare: number; numberedShare?: number; candsShare?: number; noSed: true },
+): Demonstration | undefined;
 /**
  * With `noSed`, every draw is in the numbered form (numberedShare 1) and a case without one
  * gives undefined (the caller draws another case): no example writes a path or a sed command.
  */
-export function drawDemonstration(r: () => number, c: FixCase, o: { curriculum: number; loopShare: number; numberedShare?: number; candsShare?: number; noSed?: boolean }): Demonstration | undefined {
+export function drawDemonstration(
+  r: () => number,
+  c: FixCase,
+  o: { curriculum: number; loopShare: number; numberedShare?: number; candsShare?: number; noSed?: boolean },
+): Demonstration | undefined {
   // A draw only when a numbered (or candidate) share is set: a recipe without those forms keeps its random stream.
   const numbered = o.noSed || (!!o.numberedShare && r() < o.numberedShare);
   const cands = numbered && !!o.candsShare && r() < o.candsShare;
@@ -53,4 +74,3 @@ function fixOnlySegments(c: FixCase) {
     { role: 'agent' as const, text: c.fix },
   ];
 }
-

@@ -38,7 +38,12 @@ export interface ChatDemonstration {
  * extend the ids so far (old turns dropped for room) and after `maxTokens` tokens: what is kept
  * is a prefix of the conversation a rollout would have built.
  */
-export function encodeChatDemonstration(format: ChatFormat, d: ChatDemonstration, promptWeight: number, maxTokens = Infinity): { ids: number[]; weights: number[]; replies: number } {
+export function encodeChatDemonstration(
+  format: ChatFormat,
+  d: ChatDemonstration,
+  promptWeight: number,
+  maxTokens = Infinity,
+): { ids: number[]; weights: number[]; replies: number } {
   const tok = format.o.tokenizer;
   const conv = format.conversation(d.system, d.task);
   const ids: number[] = [];
@@ -132,7 +137,12 @@ export interface EpisodeSelection {
  * `tasks`) and not held out. An episode of a task `tasks` lacks is refused (its conversation
  * cannot be rebuilt without the task); none left is an error saying why.
  */
-export function selectEpisodes(files: { file: string; trajectories: readonly Trajectory[] }[], tasks: readonly Task[], heldout: ReadonlySet<string>, tasksSource: string): EpisodeSelection {
+export function selectEpisodes(
+  files: { file: string; trajectories: readonly Trajectory[] }[],
+  tasks: readonly Task[],
+  heldout: ReadonlySet<string>,
+  tasksSource: string,
+): EpisodeSelection {
   const byId = new Map(tasks.map((t) => [t.id, t]));
   const kept: EpisodeSelection['kept'] = [];
   let read = 0;
@@ -160,19 +170,31 @@ export function selectEpisodes(files: { file: string; trajectories: readonly Tra
   }
   if (unknown.size) {
     const [[id, file]] = unknown;
-    throw new TurnwiseError('invalid-input', `${unknown.size} task(s) of the resolved episodes are not in ${tasksSource} (e.g. ${JSON.stringify(id)} in ${file}), so their conversations cannot be rebuilt`, {
-      hint: 'give the task file the evaluation ran on (--tasks FILE), or the run it evaluated (--run RUN)',
-    });
+    throw new TurnwiseError(
+      'invalid-input',
+      `${unknown.size} task(s) of the resolved episodes are not in ${tasksSource} (e.g. ${JSON.stringify(id)} in ${file}), so their conversations cannot be rebuilt`,
+      {
+        hint: 'give the task file the evaluation ran on (--tasks FILE), or the run it evaluated (--run RUN)',
+      },
+    );
   }
   if (resolved === 0) {
-    throw new TurnwiseError('invalid-input', `none of the ${read} episode(s) in ${files.map((f) => f.file).join(', ')} resolved its task: there is nothing to learn from`, {
-      hint: 'evaluate a stronger model (turnwise eval --endpoint URL, or --samples K for more tries per task) and warm-start on its results',
-    });
+    throw new TurnwiseError(
+      'invalid-input',
+      `none of the ${read} episode(s) in ${files.map((f) => f.file).join(', ')} resolved its task: there is nothing to learn from`,
+      {
+        hint: 'evaluate a stronger model (turnwise eval --endpoint URL, or --samples K for more tries per task) and warm-start on its results',
+      },
+    );
   }
   if (kept.length === 0) {
-    throw new TurnwiseError('invalid-input', `all ${resolved} resolved episode(s) are of task(s) held out for evaluation (${[...heldOutTasks].slice(0, 5).join(', ')}): held-out tasks never become demonstrations`, {
-      hint: 'evaluate the model on the train split (turnwise eval --run RUN --split train, or a task file of train tasks) and warm-start on those results',
-    });
+    throw new TurnwiseError(
+      'invalid-input',
+      `all ${resolved} resolved episode(s) are of task(s) held out for evaluation (${[...heldOutTasks].slice(0, 5).join(', ')}): held-out tasks never become demonstrations`,
+      {
+        hint: 'evaluate the model on the train split (turnwise eval --run RUN --split train, or a task file of train tasks) and warm-start on those results',
+      },
+    );
   }
   return { kept, read, resolved, heldOut, heldOutTasks: [...heldOutTasks].sort() };
 }

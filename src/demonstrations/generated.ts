@@ -24,12 +24,83 @@ const pick = <T>(r: Rng, xs: readonly T[]): T => xs[Math.floor(r() * xs.length)]
 const int = (r: Rng, lo: number, hi: number) => lo + Math.floor(r() * (hi - lo + 1));
 
 const NOUNS = [
-  'qty', 'total', 'price', 'limit', 'count', 'items', 'size', 'stock', 'rate', 'score', 'level', 'budget', 'width', 'height',
-  'start', 'end', 'step', 'value', 'amount', 'index', 'weight', 'cost', 'days', 'hours', 'balance', 'quota', 'capacity',
-  'available', 'threshold', 'target', 'minimum', 'maximum', 'offset', 'delta', 'speed', 'depth', 'tax', 'fee', 'rows', 'cols',
+  'qty',
+  'total',
+  'price',
+  'limit',
+  'count',
+  'items',
+  'size',
+  'stock',
+  'rate',
+  'score',
+  'level',
+  'budget',
+  'width',
+  'height',
+  'start',
+  'end',
+  'step',
+  'value',
+  'amount',
+  'index',
+  'weight',
+  'cost',
+  'days',
+  'hours',
+  'balance',
+  'quota',
+  'capacity',
+  'available',
+  'threshold',
+  'target',
+  'minimum',
+  'maximum',
+  'offset',
+  'delta',
+  'speed',
+  'depth',
+  'tax',
+  'fee',
+  'rows',
+  'cols',
 ];
-const VERBS = ['compute', 'check', 'needs', 'count', 'apply', 'clamp', 'scale', 'is', 'has', 'total', 'pick', 'find', 'split', 'merge', 'round', 'cap'];
-const MODULES = ['pricing', 'billing', 'stock', 'orders', 'grid', 'stats', 'calendar', 'ledger', 'shipping', 'scores', 'quota', 'rates', 'cart', 'report', 'budget', 'levels'];
+const VERBS = [
+  'compute',
+  'check',
+  'needs',
+  'count',
+  'apply',
+  'clamp',
+  'scale',
+  'is',
+  'has',
+  'total',
+  'pick',
+  'find',
+  'split',
+  'merge',
+  'round',
+  'cap',
+];
+const MODULES = [
+  'pricing',
+  'billing',
+  'stock',
+  'orders',
+  'grid',
+  'stats',
+  'calendar',
+  'ledger',
+  'shipping',
+  'scores',
+  'quota',
+  'rates',
+  'cart',
+  'report',
+  'budget',
+  'levels',
+];
 const PACKAGES = ['shop', 'app', 'core', 'lib', 'inventory', 'billing', 'tools', 'engine', 'src', 'util'];
 const CMP = ['<', '<=', '>', '>=', '==', '!='];
 const ARITH = ['+', '-', '*', '//'];
@@ -58,17 +129,46 @@ function genFunction(r: Rng): { name: string; lines: string[] } {
   const name = `${pick(r, VERBS)}_${pick(r, NOUNS)}`;
   const shapes: (() => string[])[] = [
     () => [`def ${name}(${a}, ${b}):`, `    return ${a} ${pick(r, CMP)} ${b}`],
-    () => [`def ${name}(${a}, ${b}):`, `    if ${a} ${pick(r, CMP)} ${b}:`, `        return ${a} ${pick(r, ARITH)} ${k}`, `    return ${b}`],
+    () => [
+      `def ${name}(${a}, ${b}):`,
+      `    if ${a} ${pick(r, CMP)} ${b}:`,
+      `        return ${a} ${pick(r, ARITH)} ${k}`,
+      `    return ${b}`,
+    ],
     () => [`def ${name}(${a}, ${b}, ${c}):`, `    ${c} = (${a} ${pick(r, ARITH)} ${b}) ${pick(r, ARITH)} ${k2}`, `    return ${c}`],
-    () => [`def ${name}(${a}):`, `    ${b} = 0`, `    for x in ${a}:`, `        if x ${pick(r, CMP)} ${k}:`, `            ${b} += x`, `    return ${b}`],
+    () => [
+      `def ${name}(${a}):`,
+      `    ${b} = 0`,
+      `    for x in ${a}:`,
+      `        if x ${pick(r, CMP)} ${k}:`,
+      `            ${b} += x`,
+      `    return ${b}`,
+    ],
     () => [`def ${name}(${a}, ${b}):`, `    return ${a} ${pick(r, CMP)} ${k} and ${b} ${pick(r, CMP)} ${k2}`],
     () => [`def ${name}(${a}):`, `    if not ${a}:`, `        return None`, `    return ${a}[${int(r, 0, 1)}]`],
     () => [`def ${name}(${a}, ${b}):`, `    ${c} = []`, `    for i in range(${a}):`, `        ${c}.append(i * ${b})`, `    return ${c}`],
-    () => [`def ${name}(${a}, ${b}):`, `    if ${a} ${pick(r, CMP)} ${b} or ${a} ${pick(r, CMP)} ${k}:`, `        return True`, `    return False`],
-    () => [`def ${name}(${a}, ${b}):`, `    ${c} = ${a} ${pick(r, ARITH)} ${b}`, `    if ${c} ${pick(r, CMP)} ${k}:`, `        return ${k}`, `    return ${c} ${pick(r, ARITH)} ${k2}`],
+    () => [
+      `def ${name}(${a}, ${b}):`,
+      `    if ${a} ${pick(r, CMP)} ${b} or ${a} ${pick(r, CMP)} ${k}:`,
+      `        return True`,
+      `    return False`,
+    ],
+    () => [
+      `def ${name}(${a}, ${b}):`,
+      `    ${c} = ${a} ${pick(r, ARITH)} ${b}`,
+      `    if ${c} ${pick(r, CMP)} ${k}:`,
+      `        return ${k}`,
+      `    return ${c} ${pick(r, ARITH)} ${k2}`,
+    ],
     () => [`def ${name}(${a}, ${b}):`, `    ${c} = max(${a}, ${b}) - min(${a}, ${b})`, `    return ${c} ${pick(r, CMP)} ${k}`],
     () => [`def ${name}(${a}, ${b}):`, `    return ${a}.get(${b}, 0) ${pick(r, ARITH)} ${k2}`],
-    () => [`def ${name}(${a}, ${b}, ${c}):`, `    if ${b} ${pick(r, CMP)} ${c}:`, `        raise ValueError("${b} out of range")`, `    ${a}[${b}] = ${a}.get(${b}, 0) ${pick(r, ARITH)} ${c}`, `    return ${a}[${b}]`],
+    () => [
+      `def ${name}(${a}, ${b}, ${c}):`,
+      `    if ${b} ${pick(r, CMP)} ${c}:`,
+      `        raise ValueError("${b} out of range")`,
+      `    ${a}[${b}] = ${a}.get(${b}, 0) ${pick(r, ARITH)} ${c}`,
+      `    return ${a}[${b}]`,
+    ],
     () => [`def ${name}(${a}, ${b}):`, `    if not ${a}:`, `        return 0`, `    return round(${b} / (sum(${a}) / ${k2}), 1)`],
   ];
   return { name, lines: pick(r, shapes)() };
@@ -80,7 +180,10 @@ function asMethod(f: { name: string; lines: string[] }): { name: string; lines: 
   if (!m) return undefined;
   const attr = m[2];
   const re = new RegExp(`\\b${attr}\\b`, 'g');
-  return { name: f.name, lines: [`    def ${m[1]}(self${m[4] ? `, ${m[4]}` : ''}):`, ...f.lines.slice(1).map((l) => `    ${l.replace(re, `self.${attr}`)}`)] };
+  return {
+    name: f.name,
+    lines: [`    def ${m[1]}(self${m[4] ? `, ${m[4]}` : ''}):`, ...f.lines.slice(1).map((l) => `    ${l.replace(re, `self.${attr}`)}`)],
+  };
 }
 
 export interface GeneratedModule {
@@ -112,7 +215,15 @@ export function generateModule(r: Rng): GeneratedModule {
 }
 
 /** Mutations whose fix can be read off the code (deleted statements cannot be restored by reading). */
-export const FIXABLE_OPERATORS: ReadonlySet<string> = new Set(['flip-comparison', 'swap-arithmetic', 'swap-boolean', 'negate-condition', 'off-by-one', 'swap-arguments', 'change-constant']);
+export const FIXABLE_OPERATORS: ReadonlySet<string> = new Set([
+  'flip-comparison',
+  'swap-arithmetic',
+  'swap-boolean',
+  'negate-condition',
+  'off-by-one',
+  'swap-arguments',
+  'change-constant',
+]);
 
 const sedPattern = (s: string) => s.replace(/[\\/.*[\]^$]/g, (c) => `\\${c}`);
 const sedReplacement = (s: string) => s.replace(/[\\/&]/g, (c) => `\\${c}`);
@@ -128,10 +239,19 @@ export function fixSpan(mutatedLine: string, originalLine: string): { old: strin
   let p = 0;
   while (p < mutatedLine.length && p < originalLine.length && mutatedLine[p] === originalLine[p]) p++;
   let s = 0;
-  while (s < mutatedLine.length - p && s < originalLine.length - p && mutatedLine[mutatedLine.length - 1 - s] === originalLine[originalLine.length - 1 - s]) s++;
+  while (
+    s < mutatedLine.length - p &&
+    s < originalLine.length - p &&
+    mutatedLine[mutatedLine.length - 1 - s] === originalLine[originalLine.length - 1 - s]
+  )
+    s++;
   // Whole tokens around the change (an insertion takes the token after it), widened token by
   // token until the span occurs once in the line.
-  const toks = [...mutatedLine.matchAll(/\w+|[^\w\s()[\]{},:'"]+|[()[\]{},:'"]|\s+/g)].map((m) => ({ s: m.index!, e: m.index! + m[0].length, ws: /^\s+$/.test(m[0]) }));
+  const toks = [...mutatedLine.matchAll(/\w+|[^\w\s()[\]{},:'"]+|[()[\]{},:'"]|\s+/g)].map((m) => ({
+    s: m.index!,
+    e: m.index! + m[0].length,
+    ws: /^\s+$/.test(m[0]),
+  }));
   const a = p;
   const b = mutatedLine.length - s;
   let i = toks.findIndex((t) => t.e > a);
@@ -144,8 +264,12 @@ export function fixSpan(mutatedLine: string, originalLine: string): { old: strin
   while (toks[j].ws && j > i) j--;
   // Trimming must not drop changed characters (a deleted ` - 1` starts with its space): take
   // the neighbouring word instead, so the span still covers the whole change.
-  if (toks[i].s > a) do i--; while (i > 0 && toks[i].ws);
-  if (toks[j].e < b) do j++; while (j + 1 < toks.length && toks[j].ws);
+  if (toks[i].s > a)
+    do i--;
+    while (i > 0 && toks[i].ws);
+  if (toks[j].e < b)
+    do j++;
+    while (j + 1 < toks.length && toks[j].ws);
   if (toks[i].ws) return undefined;
   const count = (x: string) => mutatedLine.split(x).length - 1;
   const span = () => mutatedLine.slice(toks[i].s, toks[j].e);
@@ -153,8 +277,12 @@ export function fixSpan(mutatedLine: string, originalLine: string): { old: strin
     const canL = i > 0;
     const canR = j + 1 < toks.length;
     if (!canL && !canR) return undefined;
-    if (canL) do i--; while (i > 0 && toks[i].ws);
-    if (canR) do j++; while (j + 1 < toks.length && toks[j].ws);
+    if (canL)
+      do i--;
+      while (i > 0 && toks[i].ws);
+    if (canR)
+      do j++;
+      while (j + 1 < toks.length && toks[j].ws);
   }
   const old = span();
   const neu = originalLine.slice(toks[i].s, originalLine.length - (mutatedLine.length - toks[j].e));
@@ -223,13 +351,20 @@ export function testIds(r: Rng, path: string, fnName: string, n: number): string
   if (mod === '__init__' && parts.length) mod = parts.pop()!;
   mod = mod.replace(/^_+/, '');
   const suffixes = ['basic', 'edge', 'zero', 'large', 'empty', 'boundary', 'rounds', 'negative', 'default', 'limit'];
-  const camel = mod.split('_').map((w) => w.slice(0, 1).toUpperCase() + w.slice(1)).join('');
+  const camel = mod
+    .split('_')
+    .map((w) => w.slice(0, 1).toUpperCase() + w.slice(1))
+    .join('');
   const dir = pick(r, ['tests/', 'tests/', 'tests/', 'test/', '']);
   const shape = r();
   const cls = shape < 0.5 ? '' : `${pick(r, [`Test${camel}`, `${camel}TestCase`, `${camel}Tests`])}::`;
-  const param = () => (shape < 0.8 ? '' : `[${pick(r, [String(int(r, 0, 20)), `${pick(r, NOUNS)}-${int(r, 0, 9)}`, `case${int(r, 0, 9)}`])}]`);
+  const param = () =>
+    shape < 0.8 ? '' : `[${pick(r, [String(int(r, 0, 20)), `${pick(r, NOUNS)}-${int(r, 0, 9)}`, `case${int(r, 0, 9)}`])}]`;
   const ids = new Set<string>();
-  while (ids.size < n) ids.add(`${dir}test_${mod}.py::${cls}test_${fnName}${r() < 0.8 ? `_${pick(r, suffixes)}` : ''}${ids.size ? `_${ids.size}` : ''}${param()}`);
+  while (ids.size < n)
+    ids.add(
+      `${dir}test_${mod}.py::${cls}test_${fnName}${r() < 0.8 ? `_${pick(r, suffixes)}` : ''}${ids.size ? `_${ids.size}` : ''}${param()}`,
+    );
   return [...ids];
 }
 
@@ -288,7 +423,9 @@ export async function undoCandidates(code: string): Promise<string[]> {
   const src = `def f():\n    ${body}${body.endsWith(':') ? '\n        pass' : ''}\n`;
   const negated = /^(\s*(?:if|elif|while|return|assert)\s+)not \((.*)\)(:?)$/.exec(body);
   // Negating a condition again is no undo when it is negated already (that `not (…)` goes instead).
-  const muts = (await mutationCandidates('m.py', src, 'python')).filter((m) => FIXABLE_OPERATORS.has(m.operator) && m.line === 2 && !(negated && m.operator === 'negate-condition'));
+  const muts = (await mutationCandidates('m.py', src, 'python')).filter(
+    (m) => FIXABLE_OPERATORS.has(m.operator) && m.line === 2 && !(negated && m.operator === 'negate-condition'),
+  );
   // Left to right; negating the whole condition last (a flipped operator is likelier on such a line).
   const late = (m: MutationCandidate) => (m.operator === 'negate-condition' ? 1 : 0);
   muts.sort((a, b) => late(a) - late(b) || a.start - b.start);
@@ -383,7 +520,9 @@ function wrongAttempt(r: Rng, c: FixCase): { fix: string; path: string } | undef
   const wrong: string[] = [];
   for (const t of code.matchAll(/<=|>=|==|!=|\+=|-=|(?<![=<>!])[<>](?!=)|(?<=\s)[-+](?=\s)|\band\b|\bor\b|(?<![\w.])\d+(?![\w.])/g)) {
     const tok = t[0];
-    const alt = /^\d+$/.test(tok) ? String(Number(tok) + (Number(tok) > 0 && r() < 0.5 ? -1 : 1)) : (UNDO_TABLE[tok] ?? (tok === '+=' ? '-=' : '+='));
+    const alt = /^\d+$/.test(tok)
+      ? String(Number(tok) + (Number(tok) > 0 && r() < 0.5 ? -1 : 1))
+      : (UNDO_TABLE[tok] ?? (tok === '+=' ? '-=' : '+='));
     const edited = code.slice(0, t.index) + alt + code.slice(t.index! + tok.length);
     if (!(line === c.line && edited.trim() === c.originalLine.trim())) wrong.push(edited);
   }
@@ -481,7 +620,8 @@ export function numberedSuspects(c: Pick<FixCase, 'suspects'>): string[] {
 }
 
 /** The observation of `tw-suspects -n` on a case. */
-export const numberedSuspectsObservation = (c: FixCase) => obs(1, [`${c.failing.length} failed, ${c.passing} passed`, ...numberedSuspects(c)].join('\n'));
+export const numberedSuspectsObservation = (c: FixCase) =>
+  obs(1, [`${c.failing.length} failed, ${c.passing} passed`, ...numberedSuspects(c)].join('\n'));
 
 /** The 1-based number of the case's bug line in its ranking (0: not ranked). */
 export function bugSuspect(c: Pick<FixCase, 'suspects' | 'path' | 'line'>): number {
@@ -510,7 +650,12 @@ export function twShowOutput(c: Pick<FixCase, 'path' | 'line' | 'context'>): str
   if (!c.context) return undefined;
   const hi = c.context.first + c.context.lines.length - 1;
   const width = String(hi).length;
-  return [`${c.path}:${c.line}`, ...c.context.lines.map((l, i) => `${c.context!.first + i === c.line ? '>' : ' '}${String(c.context!.first + i).padStart(width)} ${l.slice(0, 120)}`)].join('\n');
+  return [
+    `${c.path}:${c.line}`,
+    ...c.context.lines.map(
+      (l, i) => `${c.context!.first + i === c.line ? '>' : ' '}${String(c.context!.first + i).padStart(width)} ${l.slice(0, 120)}`,
+    ),
+  ].join('\n');
 }
 
 /** The numbered fix of a case: the attempt that edits its bug's suspect back to the original. */
@@ -595,7 +740,9 @@ export function candidateEpisode(c: FixCase): Demonstration | undefined {
   // Each of `variants` (of suspect sk's line, in their order) written, its tests failing, and put back.
   const failedTries = (sk: number, path: string, line: number, code: string, variants: readonly string[]) => {
     // The edit, tw-test failing, then `git checkout -q .` succeeding: the command's exit code is 0.
-    variants.forEach((v, i) => turn(candidateAttempt(sk, i + 1), obs(0, `${twEditOutput(path, line, code, v)}\n${twTestOutput(c.failing, c.passing)}`)));
+    variants.forEach((v, i) =>
+      turn(candidateAttempt(sk, i + 1), obs(0, `${twEditOutput(path, line, code, v)}\n${twTestOutput(c.failing, c.passing)}`)),
+    );
   };
   // The suspects above the bug, parsed; the ranking cuts a line at 100 characters, and past that
   // its variants are not known here.
@@ -626,7 +773,13 @@ export const CANDS_MAX_TURNS = 6;
 
 /** Short tasks that teach reading the numbered ranking: a suspect's number, an edit of a given suspect (with `cands`: a given variant written instead). */
 export function numberedCurriculumTask(r: Rng, c: FixCase, o: { cands?: boolean } = {}): Demonstration | undefined {
-  const one = (task: string, answer: string, kind: string): Demonstration => ({ kind, segments: [{ role: 'task', text: task }, { role: 'agent', text: answer }] });
+  const one = (task: string, answer: string, kind: string): Demonstration => ({
+    kind,
+    segments: [
+      { role: 'task', text: task },
+      { role: 'agent', text: answer },
+    ],
+  });
   const list = numberedSuspects(c).join('\n');
   const k = bugSuspect(c);
   const fix = numberedFix(c);
@@ -634,17 +787,39 @@ export function numberedCurriculumTask(r: Rng, c: FixCase, o: { cands?: boolean 
   const e = fixSpan(c.mutatedLine, c.originalLine)!;
   if (r() < 0.4) return one(`Number of the suspect at ${c.path}:${c.line}:\n${list}`, String(k), 'numbered-which');
   const j = o.cands ? fixVariant(c) : 0;
-  if (j > 0) return one(`Write variant ${j} of suspect ${k} and test it:\n${twCandsOutput(c.path, c.line, c.mutatedLine)}`, candidateAttempt(k, j), 'cands-apply');
+  if (j > 0)
+    return one(
+      `Write variant ${j} of suspect ${k} and test it:\n${twCandsOutput(c.path, c.line, c.mutatedLine)}`,
+      candidateAttempt(k, j),
+      'cands-apply',
+    );
   return one(`In suspect ${k}, replace ${e.old} with ${e.neu}:\n${list}`, fix, 'numbered-edit');
 }
 
 const UNDO_TABLE: Record<string, string> = {
-  '<': '<=', '<=': '<', '>': '>=', '>=': '>', '==': '!=', '!=': '==', '+': '-', '-': '+', and: 'or', or: 'and', True: 'False', False: 'True',
+  '<': '<=',
+  '<=': '<',
+  '>': '>=',
+  '>=': '>',
+  '==': '!=',
+  '!=': '==',
+  '+': '-',
+  '-': '+',
+  and: 'or',
+  or: 'and',
+  True: 'False',
+  False: 'True',
 };
 
 /** Short copy/undo/assemble tasks in the chat format, built from a fix case. */
 export function curriculumTask(r: Rng, c: FixCase): Demonstration {
-  const one = (task: string, answer: string, kind: string): Demonstration => ({ kind, segments: [{ role: 'task', text: task }, { role: 'agent', text: answer }] });
+  const one = (task: string, answer: string, kind: string): Demonstration => ({
+    kind,
+    segments: [
+      { role: 'task', text: task },
+      { role: 'agent', text: answer },
+    ],
+  });
   const k = r();
   if (k < 0.2) {
     const i = int(r, 0, Math.min(2, c.suspects.length - 1));

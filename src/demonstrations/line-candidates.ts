@@ -11,11 +11,31 @@ export const CANDS_WIDTH = 60;
 export const CANDS_SIDE = 8;
 
 const FLIP: Record<string, string[]> = {
-  '<': ['<='], '<=': ['<'], '>': ['>='], '>=': ['>'], '==': ['!='], '!=': ['=='],
-  '+=': ['-='], '-=': ['+='], '*=': ['/='], '/=': ['*='],
-  '+': ['-'], '-': ['+'], '*': ['/', '//', '%'], '/': ['*'], '//': ['*'], '%': ['*'],
-  and: ['or'], or: ['and'], 'not in': ['in'], in: ['not in'], 'is not': ['is'], is: ['is not'],
-  True: ['False'], False: ['True', 'None'], None: ['False'],
+  '<': ['<='],
+  '<=': ['<'],
+  '>': ['>='],
+  '>=': ['>'],
+  '==': ['!='],
+  '!=': ['=='],
+  '+=': ['-='],
+  '-=': ['+='],
+  '*=': ['/='],
+  '/=': ['*='],
+  '+': ['-'],
+  '-': ['+'],
+  '*': ['/', '//', '%'],
+  '/': ['*'],
+  '//': ['*'],
+  '%': ['*'],
+  and: ['or'],
+  or: ['and'],
+  'not in': ['in'],
+  in: ['not in'],
+  'is not': ['is'],
+  is: ['is not'],
+  True: ['False'],
+  False: ['True', 'None'],
+  None: ['False'],
 };
 
 const TOKEN = new RegExp(
@@ -94,7 +114,30 @@ export function lineCandidates(code: string): string[] {
 }
 
 // Words after which `(` opens a tuple or a condition, not a call's arguments.
-const NOT_CALLEE = new Set(['if', 'elif', 'while', 'and', 'or', 'not', 'in', 'is', 'return', 'yield', 'assert', 'del', 'for', 'with', 'except', 'lambda', 'else', 'await', 'import', 'from', 'as', 'raise']);
+const NOT_CALLEE = new Set([
+  'if',
+  'elif',
+  'while',
+  'and',
+  'or',
+  'not',
+  'in',
+  'is',
+  'return',
+  'yield',
+  'assert',
+  'del',
+  'for',
+  'with',
+  'except',
+  'lambda',
+  'else',
+  'await',
+  'import',
+  'from',
+  'as',
+  'raise',
+]);
 const OPENS: Record<string, string> = { '(': ')', '[': ']', '{': '}' };
 const KEYWORD_OR_SPLAT = /^(?:\*|\w+[ \t]*=(?!=))/;
 const DEFINES = /^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]/;
@@ -191,5 +234,8 @@ export function variantView(code: string, variant: string, side = CANDS_SIDE): s
 /** What `tw-cands K` prints for suspect K at `path:line` whose code is `code`. */
 export function twCandsOutput(path: string, line: number, code: string): string {
   const cands = lineCandidates(code);
-  return [`${path}:${line}: ${candsWindow(code)}`, ...(cands.length ? cands.map((c, j) => `[${j + 1}] ${variantView(code, c)}`) : ['no one-token variants of this line'])].join('\n');
+  return [
+    `${path}:${line}: ${candsWindow(code)}`,
+    ...(cands.length ? cands.map((c, j) => `[${j + 1}] ${variantView(code, c)}`) : ['no one-token variants of this line']),
+  ].join('\n');
 }

@@ -43,8 +43,27 @@ export function defaultSourceRoots(): string[] {
  * own build and tooling trees, vendored copies, and the packages of the transfer panel (its
  * repositories must stay unseen by the warm start: `turnwise bench transfer`).
  */
-const SKIP_DIRS = new Set(['test', 'tests', 'testing', 'idle_test', '__pycache__', 'site-packages', 'dist-packages', 'config-3', 'lib2to3', 'idlelib', 'turtledemo', 'ensurepip', 'tkinter', '_vendor', 'vendor', 'encodings']);
-export const PANEL_MODULES: ReadonlySet<string> = new Set(TRANSFER_PANEL.flatMap((r) => [r.name, r.name.replace(/-/g, '_'), r.debianSource.replace(/^python-/, ''), 'tlz']));
+const SKIP_DIRS = new Set([
+  'test',
+  'tests',
+  'testing',
+  'idle_test',
+  '__pycache__',
+  'site-packages',
+  'dist-packages',
+  'config-3',
+  'lib2to3',
+  'idlelib',
+  'turtledemo',
+  'ensurepip',
+  'tkinter',
+  '_vendor',
+  'vendor',
+  'encodings',
+]);
+export const PANEL_MODULES: ReadonlySet<string> = new Set(
+  TRANSFER_PANEL.flatMap((r) => [r.name, r.name.replace(/-/g, '_'), r.debianSource.replace(/^python-/, ''), 'tlz']),
+);
 
 /** Files of a usable size: big enough to hold functions, small enough to mutate quickly. */
 export const SOURCE_BYTES: readonly [number, number] = [400, 40_000];
@@ -145,7 +164,14 @@ export async function realSourceCases(r: Rng, file: SourceFile, n = 4): Promise<
     const suspects = simulatedSuspects(r, at, after, [fn.first, fn.last], c.line);
     if (r() < 0.3 && suspects.length > 2) {
       // A line of another function, ranked below the bug: several places run in a failing test.
-      const other = before.findIndex((l, i) => i + 1 !== c.line && /^\s+(return|if|for|while)\b/.test(l) && l.length <= 100 && (i + 1 < fn.first || i + 1 > fn.last) && r() < 0.05);
+      const other = before.findIndex(
+        (l, i) =>
+          i + 1 !== c.line &&
+          /^\s+(return|if|for|while)\b/.test(l) &&
+          l.length <= 100 &&
+          (i + 1 < fn.first || i + 1 > fn.last) &&
+          r() < 0.05,
+      );
       if (other >= 0) suspects.splice(1 + Math.floor(r() * (suspects.length - 1)), 0, `${at}:${other + 1}: ${after[other].trim()}`);
       suspects.length = Math.min(suspects.length, 5);
       if (!suspects.some((s) => s.startsWith(`${at}:${c.line}: `))) continue;
@@ -171,7 +197,12 @@ export async function realSourceCases(r: Rng, file: SourceFile, n = 4): Promise<
  * `n` fix cases drawn from `files` (train or held-out files only, as `heldOut` says), several
  * per file, reproducible for a seed and a machine's installed files.
  */
-export async function realSourcePool(r: Rng, files: readonly SourceFile[], n: number, o: { heldOut?: boolean; perFile?: number } = {}): Promise<FixCase[]> {
+export async function realSourcePool(
+  r: Rng,
+  files: readonly SourceFile[],
+  n: number,
+  o: { heldOut?: boolean; perFile?: number } = {},
+): Promise<FixCase[]> {
   const usable = files.filter((f) => isHeldOutSource(f) === !!o.heldOut);
   const out: FixCase[] = [];
   if (usable.length === 0) return out;

@@ -21,10 +21,15 @@ export function demonstrationTaskIds(checkpointDir: string): string[] {
   } catch (e) {
     throw new TurnwiseError('invalid-file', `the warm-start record ${file} is not valid JSON (${(e as Error).message})`, { hint });
   }
-  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new TurnwiseError('invalid-file', `the warm-start record ${file} is not a JSON object`, { hint });
+  if (v === null || typeof v !== 'object' || Array.isArray(v))
+    throw new TurnwiseError('invalid-file', `the warm-start record ${file} is not a JSON object`, { hint });
   const ids = (v as { demonstrationTaskIds?: unknown }).demonstrationTaskIds;
   if (ids === undefined) return [];
-  if (!Array.isArray(ids) || ids.some((x) => typeof x !== 'string')) throw new TurnwiseError('invalid-file', `the warm-start record ${file}: "demonstrationTaskIds" must be an array of task ids (strings)`, { hint });
+  if (!Array.isArray(ids) || ids.some((x) => typeof x !== 'string'))
+    throw new TurnwiseError(
+      'invalid-file',
+      `the warm-start record ${file}: "demonstrationTaskIds" must be an array of task ids (strings)`,
+      { hint },
+    );
   return ids as string[];
 }
-

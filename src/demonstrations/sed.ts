@@ -167,7 +167,8 @@ function translatePattern(bre: string): { source: string; groups: number } | und
       else if ('wWsS'.includes(n)) emitAtom(`\\${n}`);
       else if ('bB<>'.includes(n)) anchor(n === '<' ? '\\b(?=\\w)' : n === '>' ? '\\b(?<=\\w)' : `\\${n}`);
       else if ('.*[]^$\\/&'.includes(n)) emitAtom(lit(n));
-      else if (/[A-Za-z0-9|`']/.test(n)) return undefined; // \| alternation, \U…, \d, \o, \x, \c, \`, \'
+      else if (/[A-Za-z0-9|`']/.test(n))
+        return undefined; // \| alternation, \U…, \d, \o, \x, \c, \`, \'
       else emitAtom(lit(n));
       continue;
     }
@@ -189,8 +190,7 @@ function translatePattern(bre: string): { source: string; groups: number } | und
     } else if (ch === '$') {
       if (i === bre.length || bre.startsWith('\\)', i)) anchor('$');
       else emitAtom('\\$');
-    }
-    else emitAtom(lit(ch));
+    } else emitAtom(lit(ch));
   }
   if (opens.length !== 0 || invalid) return undefined;
   return { source: out, groups };
@@ -271,7 +271,8 @@ function parseReplacement(rep: string, groups: number): Array<string | number> |
       parts.push(Number(n));
     } else if (n === 'n') text += '\n';
     else if (n === 't') text += '\t';
-    else if (/[A-Za-z]/.test(n)) return undefined; // case conversion (\U, \L…) and numeric escapes (\d, \o, \x, \c)
+    else if (/[A-Za-z]/.test(n))
+      return undefined; // case conversion (\U, \L…) and numeric escapes (\d, \o, \x, \c)
     else text += n;
   }
   flush();
@@ -345,7 +346,7 @@ export function substitute(s: SedSubstitution, line: string): string[] {
     }
     count++;
     if (count >= s.occurrence) {
-      out += line.slice(pos, start) + s.replacement.map((p) => (typeof p === 'number' ? m[p] ?? '' : p)).join('');
+      out += line.slice(pos, start) + s.replacement.map((p) => (typeof p === 'number' ? (m[p] ?? '') : p)).join('');
       pos = end;
       replaced = true;
       if (!s.global) break;

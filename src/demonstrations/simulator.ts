@@ -15,7 +15,12 @@ export function fixPromptTurns(c: FixCase, form: FixForm = 'sed'): { task: strin
   const ranking = form === 'numbered' ? numberedSuspects(c) : c.suspects;
   return {
     task: taskText({ fail_to_pass: c.failing, source: 'mutation' }),
-    turns: [{ action: form === 'numbered' ? 'tw-suspects -n' : 'tw-suspects', observation: `exit 1\n${[`${c.failing.length} failed, ${c.passing} passed`, ...ranking].join('\n')}` }],
+    turns: [
+      {
+        action: form === 'numbered' ? 'tw-suspects -n' : 'tw-suspects',
+        observation: `exit 1\n${[`${c.failing.length} failed, ${c.passing} passed`, ...ranking].join('\n')}`,
+      },
+    ],
   };
 }
 
@@ -93,7 +98,9 @@ export type SimState = { line: string; stray: boolean };
 
 /** `tw-test` in a simulated episode: all pass once the bug line is restored with no stray edit left. */
 function simulatedTests(st: SimState, c: FixCase): { code: number; out: string } {
-  return st.line === c.originalLine && !st.stray ? { code: 0, out: twTestOutput([], c.failing.length + c.passing) } : { code: 1, out: twTestOutput(c.failing, c.passing) };
+  return st.line === c.originalLine && !st.stray
+    ? { code: 0, out: twTestOutput([], c.failing.length + c.passing) }
+    : { code: 1, out: twTestOutput(c.failing, c.passing) };
 }
 
 /** `git checkout PATH` (or `.`): the case's file back as the task had it, any stray edit undone. */

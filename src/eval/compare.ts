@@ -64,7 +64,10 @@ export function sumPaired(parts: readonly PairedChange[]): PairedChange {
 }
 
 /** A run's first and last held-out evaluations, paired (see pairedChange). */
-export function runPairedChange(runDir: string, metrics: readonly MetricsRow[]): { greedy: PairedChange; sampled: PairedChange; last_eval: number } | undefined {
+export function runPairedChange(
+  runDir: string,
+  metrics: readonly MetricsRow[],
+): { greedy: PairedChange; sampled: PairedChange; last_eval: number } | undefined {
   const evals = metrics.filter((m) => typeof m['heldout/resolved'] === 'number').map((m) => m.iteration);
   if (evals.length < 2) return undefined;
   const run = RunDir.open(runDir);
@@ -115,7 +118,15 @@ export function compareEvaluations(before: readonly Trajectory[], after: readonl
     for (const pair of pairs[kind]) byTask.set(pair[0].taskId, [...(byTask.get(pair[0].taskId) ?? []), pair]);
     for (const [taskId, ps] of byTask) {
       const { gained, lost } = counted(ps);
-      tasks.push({ taskId, kind, pairs: ps.length, before: ps.filter(([was]) => was.reward.resolved).length, after: ps.filter(([, now]) => now.reward.resolved).length, gained, lost });
+      tasks.push({
+        taskId,
+        kind,
+        pairs: ps.length,
+        before: ps.filter(([was]) => was.reward.resolved).length,
+        after: ps.filter(([, now]) => now.reward.resolved).length,
+        gained,
+        lost,
+      });
     }
   }
   const paired = pairs.greedy.length + pairs.sampled.length;

@@ -52,7 +52,9 @@ export function passAtKT(sampled: readonly PassEpisode[], maxTurns: number): Pas
 }
 
 /** PASS@(k,T) of the sampled episodes among `episodes` (evaluation ids `evals-…`), T up to their turn limit; null without any. */
-export function sampledPassAtKT(episodes: readonly (PassEpisode & { trajId: string; reward: { resolved: boolean; maxTurns: number } })[]): PassAtKT | null {
+export function sampledPassAtKT(
+  episodes: readonly (PassEpisode & { trajId: string; reward: { resolved: boolean; maxTurns: number } })[],
+): PassAtKT | null {
   const sampled = episodes.filter((t) => t.trajId.startsWith('evals-'));
   if (sampled.length === 0) return null;
   return passAtKT(sampled, Math.max(...sampled.map((t) => t.reward.maxTurns)));
@@ -78,7 +80,8 @@ export function meanPassAtKT(tables: readonly (PassAtKT | null | undefined)[]): 
   const out: PassAtKT = {};
   for (const k of Object.keys(ts[0]).filter((k) => ts.every((t) => t[k]))) {
     const row: Record<string, number> = {};
-    for (const T of Object.keys(ts[0][k]).filter((T) => ts.every((t) => typeof t[k][T] === 'number'))) row[T] = Math.round(mean(ts.map((t) => t[k][T])) * 1e4) / 1e4;
+    for (const T of Object.keys(ts[0][k]).filter((T) => ts.every((t) => typeof t[k][T] === 'number')))
+      row[T] = Math.round(mean(ts.map((t) => t[k][T])) * 1e4) / 1e4;
     out[k] = row;
   }
   return out;
@@ -87,9 +90,13 @@ export function meanPassAtKT(tables: readonly (PassAtKT | null | undefined)[]): 
 /** The corners a reader compares first: k = 1 and the largest k, each at the largest T. */
 export function passAtKTCorners(p: PassAtKT | null | undefined): { k: number; T: number; value: number }[] {
   if (!p) return [];
-  const ks = Object.keys(p).map(Number).sort((a, b) => a - b);
+  const ks = Object.keys(p)
+    .map(Number)
+    .sort((a, b) => a - b);
   if (!ks.length) return [];
-  const Ts = Object.keys(p[String(ks[0])]).map(Number).sort((a, b) => a - b);
+  const Ts = Object.keys(p[String(ks[0])])
+    .map(Number)
+    .sort((a, b) => a - b);
   if (!Ts.length) return [];
   const T = Ts[Ts.length - 1];
   return [...new Set([ks[0], ks[ks.length - 1]])].map((k) => ({ k, T, value: p[String(k)][String(T)] }));

@@ -7,7 +7,16 @@
 import { TurnwiseError } from '../core/errors';
 import type { Trajectory } from '../core/schema';
 import { episodeKind, type EpisodeKind } from './compare';
-import { episodeRow, maxTurnsOf, readEvalResults, summarizeRows, type EvalEpisodeRow, type EvalKindSummary, type EvalModel, type EvalResultsFile } from './results';
+import {
+  episodeRow,
+  maxTurnsOf,
+  readEvalResults,
+  summarizeRows,
+  type EvalEpisodeRow,
+  type EvalKindSummary,
+  type EvalModel,
+  type EvalResultsFile,
+} from './results';
 import { passAtKT, type PassAtKT } from './pass-at-k';
 
 export interface ReportModel {
@@ -60,7 +69,10 @@ function covers(f: EvalResultsFile): string {
 
 /** Compares loaded results files (the first one's order of tasks and episodes is kept). */
 export function compareResults(files: readonly EvalResultsFile[], o: { intersect?: boolean } = {}): EvalReport {
-  if (files.length < 1) throw new TurnwiseError('invalid-input', 'a report needs at least one results file', { hint: 'give the --out files of `turnwise eval`, one per model' });
+  if (files.length < 1)
+    throw new TurnwiseError('invalid-input', 'a report needs at least one results file', {
+      hint: 'give the --out files of `turnwise eval`, one per model',
+    });
   const notes: string[] = [];
   // Tasks whose content differs between files under the same id.
   const differ = new Set<string>();
@@ -75,23 +87,39 @@ export function compareResults(files: readonly EvalResultsFile[], o: { intersect
   const keysOf = (f: EvalResultsFile) => new Set(f.trajectories.filter((t) => !differ.has(t.taskId)).map(keyOf));
   const sets = files.map(keysOf);
   const shared = [...sets[0]].filter((k) => sets.every((s) => s.has(k)));
-  const same = differ.size === 0 && sets.every((s) => s.size === shared.length) && files.every((f) => f.trajectories.length === sets[0].size);
+  const same =
+    differ.size === 0 && sets.every((s) => s.size === shared.length) && files.every((f) => f.trajectories.length === sets[0].size);
   if (!same && !o.intersect) {
     const lines = files.map((f) => `  ${f.file}: ${f.model.label}, ${covers(f)}`);
-    if (differ.size) lines.push(`  task(s) ${[...differ].slice(0, 5).join(', ')}${differ.size > 5 ? ` and ${differ.size - 5} more` : ''} differ in content under the same id`);
-    throw new TurnwiseError('invalid-input', `these results files were not evaluated on the same tasks and seeds (${shared.length} episode(s) in common):\n${lines.join('\n')}`, {
-      hint: 'evaluate every model with the same --tasks file, --seed and --samples; or give --intersect to compare only the episodes all files share',
-    });
+    if (differ.size)
+      lines.push(
+        `  task(s) ${[...differ].slice(0, 5).join(', ')}${differ.size > 5 ? ` and ${differ.size - 5} more` : ''} differ in content under the same id`,
+      );
+    throw new TurnwiseError(
+      'invalid-input',
+      `these results files were not evaluated on the same tasks and seeds (${shared.length} episode(s) in common):\n${lines.join('\n')}`,
+      {
+        hint: 'evaluate every model with the same --tasks file, --seed and --samples; or give --intersect to compare only the episodes all files share',
+      },
+    );
   }
-  if (shared.length === 0) throw new TurnwiseError('invalid-input', 'these results files have no episode in common (same task and seed)', { hint: 'evaluate every model with the same --tasks file, --seed and --samples' });
+  if (shared.length === 0)
+    throw new TurnwiseError('invalid-input', 'these results files have no episode in common (same task and seed)', {
+      hint: 'evaluate every model with the same --tasks file, --seed and --samples',
+    });
   const keep = new Set(shared);
   const kept = files.map((f) => f.trajectories.filter((t) => keep.has(keyOf(t))));
-  if (!same) notes.push(`compared on the ${shared.length} episode(s) every file has; ${files.map((f, i) => `${f.trajectories.length - kept[i].length} of ${f.file}`).join(', ')} left out`);
+  if (!same)
+    notes.push(
+      `compared on the ${shared.length} episode(s) every file has; ${files.map((f, i) => `${f.trajectories.length - kept[i].length} of ${f.file}`).join(', ')} left out`,
+    );
   if (differ.size) notes.push(`left out task(s) whose content differs between files: ${[...differ].join(', ')}`);
   const limits = new Set(files.map((f) => f.header?.maxTurns ?? maxTurnsOf(f.trajectories)));
-  if (limits.size > 1) notes.push(`the files ran under different turn limits (${[...limits].join(', ')}): PASS@(k,T) of each goes up to its own`);
+  if (limits.size > 1)
+    notes.push(`the files ran under different turn limits (${[...limits].join(', ')}): PASS@(k,T) of each goes up to its own`);
   const headerless = files.filter((f) => !f.header).map((f) => f.file);
-  if (headerless.length) notes.push(`${headerless.join(', ')}: no results header (an episodes file); its model, tasks and seeds are read from its episodes`);
+  if (headerless.length)
+    notes.push(`${headerless.join(', ')}: no results header (an episodes file); its model, tasks and seeds are read from its episodes`);
   const seeds = new Set(files.flatMap((f) => (f.header ? [f.header.seed] : [])));
   if (seeds.size > 1) notes.push(`the files name different evaluation seeds (${[...seeds].join(', ')}) but share these episodes' seeds`);
 
@@ -123,14 +151,27 @@ export function compareResults(files: readonly EvalResultsFile[], o: { intersect
       const mine = [...rows.values()].filter((r) => r.taskId === taskId);
       const g = mine.filter((r) => r.kind === 'greedy');
       const s = mine.filter((r) => r.kind === 'sampled');
-      return { greedy: g.length ? summarizeRows(g) : null, sampled: s.length ? summarizeRows(s) : null, sampledResolved: s.filter((r) => r.resolved).length, sampledEpisodes: s.length };
+      return {
+        greedy: g.length ? summarizeRows(g) : null,
+        sampled: s.length ? summarizeRows(s) : null,
+        sampledResolved: s.filter((r) => r.resolved).length,
+        sampledEpisodes: s.length,
+      };
     }),
   }));
-  const per_episode = order.map((t) => ({ taskId: t.taskId, kind: episodeKind(t), seed: typeof t.seed === 'number' ? t.seed : null, models: rowsBy.map((rows) => rows.get(keyOf(t))!) }));
+  const per_episode = order.map((t) => ({
+    taskId: t.taskId,
+    kind: episodeKind(t),
+    seed: typeof t.seed === 'number' ? t.seed : null,
+    models: rowsBy.map((rows) => rows.get(keyOf(t))!),
+  }));
   return {
     models,
     tasks,
-    episodes: { greedy: order.filter((t) => episodeKind(t) === 'greedy').length, sampled: order.filter((t) => episodeKind(t) === 'sampled').length },
+    episodes: {
+      greedy: order.filter((t) => episodeKind(t) === 'greedy').length,
+      sampled: order.filter((t) => episodeKind(t) === 'sampled').length,
+    },
     intersection: !same,
     left_out: files.map((f, i) => ({ file: f.file, episodes: f.trajectories.length - kept[i].length })),
     tasks_differ: [...differ],
@@ -152,7 +193,9 @@ const cut = (s: string, n: number) => (s.length > n ? `${s.slice(0, n - 1)}…` 
 export function formatReport(r: EvalReport): string[] {
   const out: string[] = [];
   const n = r.models.length;
-  out.push(`${n} model(s) on ${r.tasks.length} task(s): ${r.episodes.greedy} greedy and ${r.episodes.sampled} sampled episode(s) each${r.intersection ? ' (the episodes all files share)' : ''}`);
+  out.push(
+    `${n} model(s) on ${r.tasks.length} task(s): ${r.episodes.greedy} greedy and ${r.episodes.sampled} sampled episode(s) each${r.intersection ? ' (the episodes all files share)' : ''}`,
+  );
   const w = Math.min(40, Math.max(5, ...r.models.map((m) => m.label.length)));
   const head = `  ${'model'.padEnd(w)}  ${'kind'.padEnd(7)}  ${'resolved'.padStart(8)}  ${'pass'.padStart(5)}  ${'turns'.padStart(5)}  ${'fmt err'.padStart(7)}  ${'tokens'.padStart(7)}  ${'wall s'.padStart(6)}  failed`;
   out.push('per episode (means):', head);
@@ -160,7 +203,9 @@ export function formatReport(r: EvalReport): string[] {
     for (const m of r.models) {
       const s = m[kind];
       if (!s) continue;
-      out.push(`  ${cut(m.label, w).padEnd(w)}  ${kind.padEnd(7)}  ${f3(s.resolved).padStart(8)}  ${f3(s.pass_rate, 2).padStart(5)}  ${f3(s['turns/mean'], 1).padStart(5)}  ${f3(s['format_errors/mean'], 2).padStart(7)}  ${f3(s['tokens/mean'], 0).padStart(7)}  ${f3(s['wall_s/mean'], 1).padStart(6)}  ${s.failed}`);
+      out.push(
+        `  ${cut(m.label, w).padEnd(w)}  ${kind.padEnd(7)}  ${f3(s.resolved).padStart(8)}  ${f3(s.pass_rate, 2).padStart(5)}  ${f3(s['turns/mean'], 1).padStart(5)}  ${f3(s['format_errors/mean'], 2).padStart(7)}  ${f3(s['tokens/mean'], 0).padStart(7)}  ${f3(s['wall_s/mean'], 1).padStart(6)}  ${s.failed}`,
+      );
     }
   }
   const withP = r.models.filter((m) => m.pass_at_k_t && Object.keys(m.pass_at_k_t).length);
@@ -173,7 +218,9 @@ export function formatReport(r: EvalReport): string[] {
       const kMax = ks[ks.length - 1];
       const tMax = Ts[Ts.length - 1];
       const tMid = Ts[Math.floor((Ts.length - 1) / 2)];
-      out.push(`  ${cut(m.label, w).padEnd(w)}  k=1: T=${tMid} ${f3(p['1'][tMid])} T=${tMax} ${f3(p['1'][tMax])}   k=${kMax}: T=${tMid} ${f3(p[kMax][tMid])} T=${tMax} ${f3(p[kMax][tMax])}`);
+      out.push(
+        `  ${cut(m.label, w).padEnd(w)}  k=1: T=${tMid} ${f3(p['1'][tMid])} T=${tMax} ${f3(p['1'][tMax])}   k=${kMax}: T=${tMid} ${f3(p[kMax][tMid])} T=${tMax} ${f3(p[kMax][tMax])}`,
+      );
     }
     out.push('  (every k and T in --json: models[].pass_at_k_t)');
   }

@@ -18,8 +18,7 @@ import { actionsOf, passAtKT, type PassAtKT } from './pass-at-k';
 
 /** What was evaluated: a local checkpoint (or model folder) or a model behind an endpoint. */
 export type EvalModel =
-  | { kind: 'checkpoint'; path: string; label: string }
-  | { kind: 'endpoint'; url: string; model: string; keyEnv?: string; label: string };
+  { kind: 'checkpoint'; path: string; label: string } | { kind: 'endpoint'; url: string; model: string; keyEnv?: string; label: string };
 
 /** One episode's numbers, as the header lists them. */
 export interface EvalEpisodeRow {
@@ -93,7 +92,8 @@ export function checkpointModel(dir: string): EvalModel {
   const abs = path.resolve(dir);
   const parts = abs.split(path.sep);
   const i = parts.lastIndexOf('checkpoints');
-  const label = i > 0 && i === parts.length - 2 && /^\d+$/.test(parts[i + 1]) ? `${parts[i - 1]} · checkpoint ${parts[i + 1]}` : path.basename(abs);
+  const label =
+    i > 0 && i === parts.length - 2 && /^\d+$/.test(parts[i + 1]) ? `${parts[i - 1]} · checkpoint ${parts[i + 1]}` : path.basename(abs);
   return { kind: 'checkpoint', path: abs, label };
 }
 
@@ -165,7 +165,8 @@ export function summarizeRows(rows: readonly EvalEpisodeRow[]): EvalKindSummary 
 }
 
 /** The turn limit the episodes ran under (the largest any of them records). */
-export const maxTurnsOf = (ts: readonly Trajectory[]): number => Math.max(0, ...ts.map((t) => t.reward.maxTurns).filter((x) => Number.isFinite(x)));
+export const maxTurnsOf = (ts: readonly Trajectory[]): number =>
+  Math.max(0, ...ts.map((t) => t.reward.maxTurns).filter((x) => Number.isFinite(x)));
 
 export function evalResultsHeader(o: {
   model: EvalModel;
@@ -219,9 +220,11 @@ export interface EvalResultsFile {
 function headerProblems(h: Record<string, unknown>): string[] {
   const out: string[] = [];
   const m = h.model as Record<string, unknown> | undefined;
-  if (!m || (m.kind !== 'checkpoint' && m.kind !== 'endpoint') || typeof m.label !== 'string') out.push('model must name a checkpoint or an endpoint, with a label');
+  if (!m || (m.kind !== 'checkpoint' && m.kind !== 'endpoint') || typeof m.label !== 'string')
+    out.push('model must name a checkpoint or an endpoint, with a label');
   const t = h.tasks as Record<string, unknown> | undefined;
-  if (!t || !Array.isArray(t.ids) || !t.ids.every((x) => typeof x === 'string') || !t.digests || typeof t.digests !== 'object') out.push('tasks must hold ids[] and digests');
+  if (!t || !Array.isArray(t.ids) || !t.ids.every((x) => typeof x === 'string') || !t.digests || typeof t.digests !== 'object')
+    out.push('tasks must hold ids[] and digests');
   for (const k of ['seed', 'samples', 'maxTurns'] as const) if (typeof h[k] !== 'number') out.push(`${k} must be a number`);
   return out;
 }
@@ -234,16 +237,31 @@ export function readEvalResults(file: string): EvalResultsFile {
   const { rows } = parseJsonl<Record<string, unknown>>(first);
   if (rows[0]?.schema === SCHEMA.evalResults) {
     const problems = headerProblems(rows[0]);
-    if (problems.length) throw new TurnwiseError('invalid-file', `${file}: its header line is not a usable evaluation header: ${problems.join('; ')}`, { hint: 'evaluate again with `turnwise eval --out FILE`' });
+    if (problems.length)
+      throw new TurnwiseError('invalid-file', `${file}: its header line is not a usable evaluation header: ${problems.join('; ')}`, {
+        hint: 'evaluate again with `turnwise eval --out FILE`',
+      });
     header = rows[0] as unknown as EvalResultsHeader;
   } else if (typeof rows[0]?.schema === 'string' && rows[0].schema !== SCHEMA.trajectory) {
-    throw new TurnwiseError('invalid-file', `${file} is a ${JSON.stringify(rows[0].schema)} file, not evaluation results`, { hint: 'give a file written by `turnwise eval --out FILE`' });
+    throw new TurnwiseError('invalid-file', `${file} is a ${JSON.stringify(rows[0].schema)} file, not evaluation results`, {
+      hint: 'give a file written by `turnwise eval --out FILE`',
+    });
   }
   const { trajectories, errors } = parseTrajectories(text);
   if (errors.length) {
-    throw new TurnwiseError('invalid-file', `${file} has ${new Set(errors.map((e) => e.line)).size} invalid line(s):\n${summarizeLineErrors(file, errors).join('\n')}`, { hint: 'fix the lines listed above; nothing was computed' });
+    throw new TurnwiseError(
+      'invalid-file',
+      `${file} has ${new Set(errors.map((e) => e.line)).size} invalid line(s):\n${summarizeLineErrors(file, errors).join('\n')}`,
+      { hint: 'fix the lines listed above; nothing was computed' },
+    );
   }
-  if (trajectories.length === 0) throw new TurnwiseError('invalid-file', `${file} holds no episodes`, { hint: 'give a file written by `turnwise eval --out FILE`' });
+  if (trajectories.length === 0)
+    throw new TurnwiseError('invalid-file', `${file} holds no episodes`, { hint: 'give a file written by `turnwise eval --out FILE`' });
   const named = [...new Set(trajectories.map((t) => t.checkpoint))].join(', ');
-  return { file, ...(header ? { header } : {}), trajectories, model: header?.model ?? { kind: 'checkpoint', path: named, label: named ? path.basename(named) : path.basename(file) } };
+  return {
+    file,
+    ...(header ? { header } : {}),
+    trajectories,
+    model: header?.model ?? { kind: 'checkpoint', path: named, label: named ? path.basename(named) : path.basename(file) },
+  };
 }

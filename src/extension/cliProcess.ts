@@ -136,7 +136,10 @@ export function cliJsonError(stdout: string): { code?: string; message: string; 
 export function describeFailure(name: string, exit: CliExit): { message: string; hint?: string } {
   const e = cliJsonError(exit.stdout);
   if (e) return { message: `${name} failed: ${e.message}`, hint: e.hint };
-  const last = exit.stderrTail.filter((l) => l.trim()).slice(-3).join(' ');
+  const last = exit.stderrTail
+    .filter((l) => l.trim())
+    .slice(-3)
+    .join(' ');
   const how = exit.signal ? `was killed (${exit.signal})` : `exited with code ${exit.code}`;
   return { message: `${name} ${how}${last ? `: ${last}` : ''}` };
 }

@@ -54,9 +54,18 @@ function activateInner(context: vscode.ExtensionContext, t0: number) {
     vscode.workspace.registerTextDocumentContentProvider(SCHEME, editors),
     vscode.languages.registerCodeLensProvider({ scheme: SCHEME }, editors),
     vscode.languages.registerHoverProvider({ scheme: SCHEME }, editors),
-    ...registerCommands({ extensionUri: context.extensionUri, log: out, controller: ctrl, tree, editors, runDirs, workspaceState: context.workspaceState }),
+    ...registerCommands({
+      extensionUri: context.extensionUri,
+      log: out,
+      controller: ctrl,
+      tree,
+      editors,
+      runDirs,
+      workspaceState: context.workspaceState,
+    }),
     vscode.window.registerWebviewPanelSerializer(REWARD_VIEW_TYPE, {
-      deserializeWebviewPanel: async (panel, state) => RewardPanel.revive(panel, context.extensionUri, { runDirs }, scans, state as RewardPanelState | undefined),
+      deserializeWebviewPanel: async (panel, state) =>
+        RewardPanel.revive(panel, context.extensionUri, { runDirs }, scans, state as RewardPanelState | undefined),
     }),
     vscode.window.registerWebviewPanelSerializer(TRAJECTORY_VIEW_TYPE, {
       deserializeWebviewPanel: async (panel, state) => {
@@ -72,7 +81,9 @@ function activateInner(context: vscode.ExtensionContext, t0: number) {
   const activationMs = performance.now() - t0;
   /** From the first line of the bundle to the end of activate(). */
   const loadAndActivateMs = performance.now() - loadStart;
-  out.info(`Turnwise ${context.extension.packageJSON.version} activated in ${loadAndActivateMs.toFixed(1)} ms (activate() ${activationMs.toFixed(1)} ms)`);
+  out.info(
+    `Turnwise ${context.extension.packageJSON.version} activated in ${loadAndActivateMs.toFixed(1)} ms (activate() ${activationMs.toFixed(1)} ms)`,
+  );
   // What extension-host tests reach through the extension's exports.
   return {
     checkEnvironment,

@@ -73,7 +73,12 @@ export class RewardPanel implements vscode.Disposable {
   static show(extensionUri: vscode.Uri, runs: RunLocator, scans: TrajectoryScanCache, runId?: string): RewardPanel {
     let p = RewardPanel.current;
     if (!p) {
-      const panel = vscode.window.createWebviewPanel(REWARD_VIEW_TYPE, 'Turnwise Rewards', vscode.ViewColumn.Active, RewardPanel.options(extensionUri));
+      const panel = vscode.window.createWebviewPanel(
+        REWARD_VIEW_TYPE,
+        'Turnwise Rewards',
+        vscode.ViewColumn.Active,
+        RewardPanel.options(extensionUri),
+      );
       p = new RewardPanel(panel, extensionUri, runs, scans, {});
     } else p.panel.reveal();
     if (runId) p.select(runId);
@@ -89,10 +94,20 @@ export class RewardPanel implements vscode.Disposable {
   }
 
   static options(extensionUri: vscode.Uri): vscode.WebviewPanelOptions & vscode.WebviewOptions {
-    return { enableScripts: true, retainContextWhenHidden: true, localResourceRoots: [vscode.Uri.joinPath(extensionUri, 'dist', 'webviews')] };
+    return {
+      enableScripts: true,
+      retainContextWhenHidden: true,
+      localResourceRoots: [vscode.Uri.joinPath(extensionUri, 'dist', 'webviews')],
+    };
   }
 
-  static revive(panel: vscode.WebviewPanel, extensionUri: vscode.Uri, runs: RunLocator, scans: TrajectoryScanCache, state: RewardPanelState | undefined): void {
+  static revive(
+    panel: vscode.WebviewPanel,
+    extensionUri: vscode.Uri,
+    runs: RunLocator,
+    scans: TrajectoryScanCache,
+    state: RewardPanelState | undefined,
+  ): void {
     panel.webview.options = RewardPanel.options(extensionUri);
     new RewardPanel(panel, extensionUri, runs, scans, state ?? {});
   }
@@ -108,7 +123,12 @@ export class RewardPanel implements vscode.Disposable {
     this.state = { ...state };
     const asUri = (f: string) => panel.webview.asWebviewUri(vscode.Uri.joinPath(extensionUri, 'dist', 'webviews', f)).toString();
     panel.iconPath = vscode.Uri.joinPath(extensionUri, 'media', 'turnwise.svg');
-    panel.webview.html = webviewHtml({ cspSource: panel.webview.cspSource, scriptUri: asUri('reward.js'), styleUris: [asUri('reward.css')], title: 'Turnwise Rewards' });
+    panel.webview.html = webviewHtml({
+      cspSource: panel.webview.cspSource,
+      scriptUri: asUri('reward.js'),
+      styleUris: [asUri('reward.css')],
+      title: 'Turnwise Rewards',
+    });
     for (const f of this.state.evals ?? []) this.extraEvals.add(f);
     this.disposables.push(
       panel.webview.onDidReceiveMessage((m) => this.onMessage(m)),
@@ -196,11 +216,22 @@ export class RewardPanel implements vscode.Disposable {
     const files = listEvalFiles(this.roots(), [...this.extraEvals]);
     const known = new Set(files.map((f) => f.file));
     // The newest two, the first time: the comparison shows something at once.
-    if (this.state.evals === undefined) this.state.evals = files.filter((f) => f.kind !== 'episodes').slice(0, 2).map((f) => f.file);
+    if (this.state.evals === undefined)
+      this.state.evals = files
+        .filter((f) => f.kind !== 'episodes')
+        .slice(0, 2)
+        .map((f) => f.file);
     const selected = this.state.evals.filter((f) => known.has(f));
     void this.panel.webview.postMessage(EvalFilesNotification.make({ files, selected }));
     if (selected.length === 0) {
-      void this.panel.webview.postMessage(EvalComparisonNotification.make({ comparison: null, error: files.length ? 'Choose one or more results files to compare.' : 'No evaluation results yet: run "Turnwise: Evaluate Policy" (or `turnwise eval --out FILE`), or add a results file.' }));
+      void this.panel.webview.postMessage(
+        EvalComparisonNotification.make({
+          comparison: null,
+          error: files.length
+            ? 'Choose one or more results files to compare.'
+            : 'No evaluation results yet: run "Turnwise: Evaluate Policy" (or `turnwise eval --out FILE`), or add a results file.',
+        }),
+      );
       return;
     }
     try {
@@ -208,12 +239,19 @@ export class RewardPanel implements vscode.Disposable {
       const report = services().evalReport(selected, { intersect: true });
       void this.panel.webview.postMessage(EvalComparisonNotification.make({ comparison: comparisonView(report) }));
     } catch (e) {
-      void this.panel.webview.postMessage(EvalComparisonNotification.make({ comparison: null, error: e instanceof Error ? e.message : String(e) }));
+      void this.panel.webview.postMessage(
+        EvalComparisonNotification.make({ comparison: null, error: e instanceof Error ? e.message : String(e) }),
+      );
     }
   }
 
   private async addEvaluations(): Promise<void> {
-    const picked = await vscode.window.showOpenDialog({ title: 'Compare evaluation results files', canSelectMany: true, filters: { 'Evaluation results': ['jsonl'] }, defaultUri: this.roots()[0] ? vscode.Uri.file(this.roots()[0]) : undefined });
+    const picked = await vscode.window.showOpenDialog({
+      title: 'Compare evaluation results files',
+      canSelectMany: true,
+      filters: { 'Evaluation results': ['jsonl'] },
+      defaultUri: this.roots()[0] ? vscode.Uri.file(this.roots()[0]) : undefined,
+    });
     if (!picked?.length) return;
     const files = picked.map((u) => u.fsPath);
     for (const f of files) this.extraEvals.add(path.resolve(f));
@@ -245,7 +283,13 @@ export class RewardPanel implements vscode.Disposable {
   private sendRuns(): void {
     const runs = this.runs.runDirs().map((d) => {
       const s = summarizeRun(d);
-      return { runId: s.runId, state: s.state, estimator: s.estimator, iterations: s.iterations, ...(s.model ? { model: s.model.label, modelDetails: s.model.details } : {}) };
+      return {
+        runId: s.runId,
+        state: s.state,
+        estimator: s.estimator,
+        iterations: s.iterations,
+        ...(s.model ? { model: s.model.label, modelDetails: s.model.details } : {}),
+      };
     });
     if (!this.state.selected && runs[0]) this.state.selected = runs[0].runId;
     void this.panel.webview.postMessage(RunsNotification.make({ runs, selected: this.state.selected, overlay: this.state.overlay }));
@@ -265,8 +309,10 @@ export class RewardPanel implements vscode.Disposable {
     const its = listIterations(dir);
     const byIteration: Array<Parameters<typeof taskTable>[0][number]> = [];
     for (const it of its) {
-      if (it.trainFile) byIteration.push({ iteration: it.iteration, split: 'train', summaries: (await this.scans.scan(it.trainFile)).summaries });
-      if (it.heldoutFile) byIteration.push({ iteration: it.iteration, split: 'heldout', summaries: (await this.scans.scan(it.heldoutFile)).summaries });
+      if (it.trainFile)
+        byIteration.push({ iteration: it.iteration, split: 'train', summaries: (await this.scans.scan(it.trainFile)).summaries });
+      if (it.heldoutFile)
+        byIteration.push({ iteration: it.iteration, split: 'heldout', summaries: (await this.scans.scan(it.heldoutFile)).summaries });
     }
     await post(TasksNotification.make({ runId, role, table: taskTable(byIteration) }));
     await post(AdvantagesNotification.make({ runId, role, histogram: await this.histogram(its) }));
@@ -322,7 +368,10 @@ export const runDirsOf = (roots: string[]) => (): string[] =>
   roots.flatMap((r) => {
     const dir = path.join(r, '.turnwise', 'runs');
     try {
-      return fs.readdirSync(dir).filter((n) => fs.existsSync(path.join(dir, n, 'config.json'))).map((n) => path.join(dir, n));
+      return fs
+        .readdirSync(dir)
+        .filter((n) => fs.existsSync(path.join(dir, n, 'config.json')))
+        .map((n) => path.join(dir, n));
     } catch {
       return [];
     }

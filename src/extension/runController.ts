@@ -109,30 +109,50 @@ export class RunController implements vscode.Disposable {
     const name = p.runId ?? label;
     if (p.state === 'finished') {
       this.log.info(`run ${name} finished`);
-      void vscode.window.showInformationMessage(`Turnwise: run ${name} finished${p.passRate !== undefined || p.heldoutPassRate !== undefined ? ` (${statusBarText(p).split('· ')[1] ?? ''})` : ''}.`, 'Show Reward Panel').then((c) => c && vscode.commands.executeCommand('turnwise.showRewardPanel', p.runId));
+      void vscode.window
+        .showInformationMessage(
+          `Turnwise: run ${name} finished${p.passRate !== undefined || p.heldoutPassRate !== undefined ? ` (${statusBarText(p).split('· ')[1] ?? ''})` : ''}.`,
+          'Show Reward Panel',
+        )
+        .then((c) => c && vscode.commands.executeCommand('turnwise.showRewardPanel', p.runId));
     } else if (p.state === 'stopped') {
       this.log.info(`run ${name} stopped`);
-      void vscode.window.showInformationMessage(`Turnwise: run ${name} stopped${p.lastFinished !== undefined ? ` after iteration ${p.lastFinished}` : ''}${p.stopReason ? ` (${p.stopReason})` : ''}; resume it with "Turnwise: Resume Run".`);
+      void vscode.window.showInformationMessage(
+        `Turnwise: run ${name} stopped${p.lastFinished !== undefined ? ` after iteration ${p.lastFinished}` : ''}${p.stopReason ? ` (${p.stopReason})` : ''}; resume it with "Turnwise: Resume Run".`,
+      );
     } else {
       const msg = (p.error?.message ?? describeFailure('the run', exit).message).replace(/^the run failed: /, '');
       this.log.error(`run ${name} failed: ${msg}${p.error?.hint ? ` (${p.error.hint})` : ''}`);
-      void vscode.window.showErrorMessage(`Turnwise: run failed: ${msg}${p.error?.hint ? ` — ${p.error.hint}` : ''}`, 'Show Log').then((c) => c && this.log.show());
+      void vscode.window
+        .showErrorMessage(`Turnwise: run failed: ${msg}${p.error?.hint ? ` — ${p.error.hint}` : ''}`, 'Show Log')
+        .then((c) => c && this.log.show());
     }
   }
 
   private logEvent(e: RunEvent): void {
     switch (e.type) {
       case 'run-started':
-        this.log.info(`run ${e.runId}: ${e.iterations} iteration(s), ${e.trainTasks} train / ${e.heldoutTasks} held-out task(s) in ${e.runDir}${e.resumedFrom !== undefined ? ` (resumed after iteration ${e.resumedFrom})` : ''}`);
+        this.log.info(
+          `run ${e.runId}: ${e.iterations} iteration(s), ${e.trainTasks} train / ${e.heldoutTasks} held-out task(s) in ${e.runDir}${e.resumedFrom !== undefined ? ` (resumed after iteration ${e.resumedFrom})` : ''}`,
+        );
         break;
       case 'phase':
-        this.log.debug(`iteration ${e.iteration}: ${e.phase}${e.total ? ` ${e.done ?? 0}/${e.total}` : ''}${e.detail ? ` ${e.detail}` : ''}`);
+        this.log.debug(
+          `iteration ${e.iteration}: ${e.phase}${e.total ? ` ${e.done ?? 0}/${e.total}` : ''}${e.detail ? ` ${e.detail}` : ''}`,
+        );
         break;
       case 'episode-finished':
-        this.log.trace(`episode ${e.trajId} (${e.taskId}, ${e.split}): reward ${e.reward ?? 'unscored'}, ${e.turns} turn(s)${e.failure ? `, failure: ${e.failure}` : ''}`);
+        this.log.trace(
+          `episode ${e.trajId} (${e.taskId}, ${e.split}): reward ${e.reward ?? 'unscored'}, ${e.turns} turn(s)${e.failure ? `, failure: ${e.failure}` : ''}`,
+        );
         break;
       case 'iteration-finished':
-        this.log.info(`iteration ${e.iteration} finished: ${Object.entries(e.metrics).filter(([k, v]) => typeof v === 'number' && /pass_rate|resolved|reward\/mean/.test(k)).map(([k, v]) => `${k}=${(v as number).toFixed(3)}`).join(' ')}`);
+        this.log.info(
+          `iteration ${e.iteration} finished: ${Object.entries(e.metrics)
+            .filter(([k, v]) => typeof v === 'number' && /pass_rate|resolved|reward\/mean/.test(k))
+            .map(([k, v]) => `${k}=${(v as number).toFixed(3)}`)
+            .join(' ')}`,
+        );
         break;
       case 'checkpoint-written':
         this.log.info(`checkpoint ${e.iteration}: ${e.path}`);
@@ -170,33 +190,36 @@ export class RunController implements vscode.Disposable {
    */
   async runCommand<T = unknown>(title: string, args: string[], cwd: string): Promise<T | undefined> {
     this.log.info(`turnwise ${args.join(' ')}`);
-    return vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: `Turnwise: ${title}`, cancellable: true }, async (report, token) => {
-      const cli = this.spawn(args, cwd, {
-        onEvent: (e) => {
-          if (e.type === 'phase') report.report({ message: `${e.phase}${e.total ? ` ${e.done ?? 0}/${e.total}` : ''}` });
-          this.logEvent(e);
-        },
-        onStderrLine: (l) => {
-          if (!l.trim()) return;
-          this.log.info(l);
-          report.report({ message: l.slice(0, 120) });
-        },
-      });
-      this.others.add(cli);
-      token.onCancellationRequested(() => void cli.stop());
-      const exit = await cli.exited;
-      this.others.delete(cli);
-      if (exit.stopped) throw new CommandCancelled(title);
-      if (exit.code !== 0) {
-        const f = describeFailure(`turnwise ${args[0]}${args[1] && !args[1].startsWith('-') ? ` ${args[1]}` : ''}`, exit);
-        throw Object.assign(new Error(f.message), { hint: f.hint });
-      }
-      try {
-        return JSON.parse(exit.stdout) as T;
-      } catch {
-        return undefined;
-      }
-    });
+    return vscode.window.withProgress(
+      { location: vscode.ProgressLocation.Notification, title: `Turnwise: ${title}`, cancellable: true },
+      async (report, token) => {
+        const cli = this.spawn(args, cwd, {
+          onEvent: (e) => {
+            if (e.type === 'phase') report.report({ message: `${e.phase}${e.total ? ` ${e.done ?? 0}/${e.total}` : ''}` });
+            this.logEvent(e);
+          },
+          onStderrLine: (l) => {
+            if (!l.trim()) return;
+            this.log.info(l);
+            report.report({ message: l.slice(0, 120) });
+          },
+        });
+        this.others.add(cli);
+        token.onCancellationRequested(() => void cli.stop());
+        const exit = await cli.exited;
+        this.others.delete(cli);
+        if (exit.stopped) throw new CommandCancelled(title);
+        if (exit.code !== 0) {
+          const f = describeFailure(`turnwise ${args[0]}${args[1] && !args[1].startsWith('-') ? ` ${args[1]}` : ''}`, exit);
+          throw Object.assign(new Error(f.message), { hint: f.hint });
+        }
+        try {
+          return JSON.parse(exit.stdout) as T;
+        } catch {
+          return undefined;
+        }
+      },
+    );
   }
 
   /** Stops every child; used when the window closes. */

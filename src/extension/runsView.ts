@@ -3,7 +3,19 @@
 // refreshed as runs write (a file watcher on .turnwise/runs, started when the view is first used).
 import * as path from 'node:path';
 import * as vscode from 'vscode';
-import { groupByTask, listIterations, listRuns, runRow, runsRoot, RUNS_DIR, TrajectoryScanCache, type IterationSummary, type RunSummary, type TaskSummary, type TrajectoryRef } from './model/runIndex';
+import {
+  groupByTask,
+  listIterations,
+  listRuns,
+  runRow,
+  runsRoot,
+  RUNS_DIR,
+  TrajectoryScanCache,
+  type IterationSummary,
+  type RunSummary,
+  type TaskSummary,
+  type TrajectoryRef,
+} from './model/runIndex';
 import type { TrajectorySummary } from './model/trajScan';
 import { formatSigned, pct } from './model/turnView';
 
@@ -29,7 +41,14 @@ const STATE_ICON: Record<string, [string, string?]> = {
 const escapeMarkdown = (s: string) => s.replace(/[\\`*_{}[\]()#+\-.!|<>]/g, (c) => `\\${c}`);
 
 export function trajectoryRef(n: Extract<RunsNode, { kind: 'trajectory' }>): TrajectoryRef {
-  return { runDir: n.run.dir, iteration: n.it.iteration, split: n.task.split, trajId: n.traj.trajId, offset: n.traj.offset, length: n.traj.length };
+  return {
+    runDir: n.run.dir,
+    iteration: n.it.iteration,
+    split: n.task.split,
+    trajId: n.traj.trajId,
+    offset: n.traj.offset,
+    length: n.traj.length,
+  };
 }
 
 export class RunsTreeProvider implements vscode.TreeDataProvider<RunsNode>, vscode.Disposable {
@@ -95,13 +114,25 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsNode>, vsco
         return listIterations(node.run.dir).map((it) => ({ kind: 'iteration', run: node.run, it }));
       case 'iteration': {
         const out: RunsNode[] = [];
-        for (const [split, file] of [['train', node.it.trainFile], ['heldout', node.it.heldoutFile]] as const) {
+        for (const [split, file] of [
+          ['train', node.it.trainFile],
+          ['heldout', node.it.heldoutFile],
+        ] as const) {
           if (!file) continue;
           const scan = await this.scans.scan(file);
           for (const task of groupByTask(scan.summaries, split)) out.push({ kind: 'task', run: node.run, it: node.it, task });
-          if (scan.badLines.length) out.push({ kind: 'message', text: `${path.basename(file)}: ${scan.badLines.length} unreadable line(s)`, detail: `lines ${scan.badLines.slice(0, 10).join(', ')}` });
+          if (scan.badLines.length)
+            out.push({
+              kind: 'message',
+              text: `${path.basename(file)}: ${scan.badLines.length} unreadable line(s)`,
+              detail: `lines ${scan.badLines.slice(0, 10).join(', ')}`,
+            });
         }
-        if (out.length === 0) out.push({ kind: 'message', text: node.it.iteration === 0 && !node.it.heldoutFile ? 'no episodes recorded' : 'episodes are still running…' });
+        if (out.length === 0)
+          out.push({
+            kind: 'message',
+            text: node.it.iteration === 0 && !node.it.heldoutFile ? 'no episodes recorded' : 'episodes are still running…',
+          });
         return out;
       }
       case 'task':
@@ -124,7 +155,14 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsNode>, vsco
         item.contextValue = `run run-${r.state}`;
         item.resourceUri = vscode.Uri.file(r.dir);
         item.tooltip = new vscode.MarkdownString(
-          [`**${r.runId}**`, '', `state: ${r.state}${r.error ? ` — ${r.error.message}` : ''}`, `estimator: ${r.estimator ?? '?'}`, ...(r.model?.details ?? []).map(escapeMarkdown), `folder: \`${r.dir}\``].join('\n\n'),
+          [
+            `**${r.runId}**`,
+            '',
+            `state: ${r.state}${r.error ? ` — ${r.error.message}` : ''}`,
+            `estimator: ${r.estimator ?? '?'}`,
+            ...(r.model?.details ?? []).map(escapeMarkdown),
+            `folder: \`${r.dir}\``,
+          ].join('\n\n'),
         );
         return item;
       }
@@ -152,7 +190,10 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsNode>, vsco
         const item = new vscode.TreeItem(t.taskId, vscode.TreeItemCollapsibleState.Collapsed);
         item.id = `task:${node.run.dir}:${node.it.iteration}:${t.split}:${t.taskId}`;
         item.description = `${t.split === 'heldout' ? 'held-out · ' : ''}${t.episodes} ep · ${t.resolved} resolved · reward ${formatSigned(t.meanReward, 2)} · pass ${pct(t.meanPassRate)}`;
-        item.iconPath = new vscode.ThemeIcon(t.resolved > 0 ? 'pass' : 'circle-large-outline', t.resolved > 0 ? new vscode.ThemeColor('testing.iconPassed') : undefined);
+        item.iconPath = new vscode.ThemeIcon(
+          t.resolved > 0 ? 'pass' : 'circle-large-outline',
+          t.resolved > 0 ? new vscode.ThemeColor('testing.iconPassed') : undefined,
+        );
         item.contextValue = 'task';
         return item;
       }
@@ -160,8 +201,13 @@ export class RunsTreeProvider implements vscode.TreeDataProvider<RunsNode>, vsco
         const s = node.traj;
         const item = new vscode.TreeItem(s.trajId, vscode.TreeItemCollapsibleState.None);
         item.id = `traj:${node.run.dir}:${node.it.iteration}:${node.task.split}:${s.trajId}`;
-        item.description = s.failure ? `unscored: ${s.failure}` : `reward ${formatSigned(s.reward, 2)} · pass ${pct(s.passRate)} · ${s.turns} turn${s.turns === 1 ? '' : 's'}${s.resolved ? ' · resolved' : ''}${s.tampered ? ' · tampered' : ''}`;
-        item.iconPath = new vscode.ThemeIcon(s.failure || s.tampered ? 'warning' : s.resolved ? 'pass-filled' : 'debug-stackframe-dot', s.resolved ? new vscode.ThemeColor('testing.iconPassed') : undefined);
+        item.description = s.failure
+          ? `unscored: ${s.failure}`
+          : `reward ${formatSigned(s.reward, 2)} · pass ${pct(s.passRate)} · ${s.turns} turn${s.turns === 1 ? '' : 's'}${s.resolved ? ' · resolved' : ''}${s.tampered ? ' · tampered' : ''}`;
+        item.iconPath = new vscode.ThemeIcon(
+          s.failure || s.tampered ? 'warning' : s.resolved ? 'pass-filled' : 'debug-stackframe-dot',
+          s.resolved ? new vscode.ThemeColor('testing.iconPassed') : undefined,
+        );
         item.contextValue = 'trajectory';
         item.command = { command: 'turnwise.openTrajectory', title: 'Open Trajectory', arguments: [node] };
         return item;

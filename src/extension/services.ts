@@ -4,6 +4,15 @@
 export { formatDoctorReport, runDoctor } from '../train/doctor';
 export { doctorReport } from '../core/doctor';
 export { connectEngine, disposeAllSandboxes, engineInfo, reapAtStartup } from '../sandbox';
-export { AdapterNeedsBase, adapterLoraBlock, adapterOnBase, checkLoraSetting, checkModelFolder, describeLora, modelChecks, ModelRefused } from './model/modelChoice';
+export {
+  AdapterNeedsBase,
+  adapterLoraBlock,
+  adapterOnBase,
+  checkLoraSetting,
+  checkModelFolder,
+  describeLora,
+  modelChecks,
+  ModelRefused,
+} from './model/modelChoice';
 export { memoryPlanCheck } from '../train/memory-plan';
 export { evalReport } from '../eval/report';

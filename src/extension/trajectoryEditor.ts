@@ -7,7 +7,17 @@ import * as vscode from 'vscode';
 import type { Trajectory } from '../core/schema';
 import { blame, changedFiles, firstLineByTurn, textAt, turnsTouching } from './model/blame';
 import { loadTrajectory, type TrajectoryRef, type TrajectoryScanCache } from './model/runIndex';
-import { ADVANTAGE_STYLES, advantageScale, advantageStyle, formatSigned, turnHoverMarkdown, turnLensTitle, turnLensTooltip, DIFF_LENS_TITLE, type AdvantageStyle } from './model/turnView';
+import {
+  ADVANTAGE_STYLES,
+  advantageScale,
+  advantageStyle,
+  formatSigned,
+  turnHoverMarkdown,
+  turnLensTitle,
+  turnLensTooltip,
+  DIFF_LENS_TITLE,
+  type AdvantageStyle,
+} from './model/turnView';
 
 export const SCHEME = 'turnwise-traj';
 
@@ -20,7 +30,8 @@ export interface TrajDocQuery {
   turn?: number;
 }
 
-export const refKey = (r: Pick<TrajectoryRef, 'runDir' | 'iteration' | 'split' | 'trajId'>) => `${r.runDir}|${r.iteration}|${r.split}|${r.trajId}`;
+export const refKey = (r: Pick<TrajectoryRef, 'runDir' | 'iteration' | 'split' | 'trajId'>) =>
+  `${r.runDir}|${r.iteration}|${r.split}|${r.trajId}`;
 
 export function trajDocUri(q: TrajDocQuery): vscode.Uri {
   const p = new URLSearchParams({
@@ -79,7 +90,9 @@ const COLOR: Record<AdvantageStyle, string | undefined> = {
   unscored: undefined,
 };
 
-export class TrajectoryEditors implements vscode.TextDocumentContentProvider, vscode.CodeLensProvider, vscode.HoverProvider, vscode.Disposable {
+export class TrajectoryEditors
+  implements vscode.TextDocumentContentProvider, vscode.CodeLensProvider, vscode.HoverProvider, vscode.Disposable
+{
   private readonly cache = new Map<string, Promise<Trajectory>>();
   /** The viewer's trajectory and turn. */
   active: { ref: TrajectoryRef; traj: Trajectory; turn: number } | undefined;
@@ -210,7 +223,9 @@ export class TrajectoryEditors implements vscode.TextDocumentContentProvider, vs
     const traj = await this.load(ref);
     const before = trajDocUri({ ref, path: filePath, view: 'before', turn });
     const after = trajDocUri({ ref, path: filePath, view: 'after', turn });
-    await vscode.commands.executeCommand('vscode.diff', before, after, `${path.basename(filePath)} · turn ${turn} (${traj.trajId})`, { preview: true });
+    await vscode.commands.executeCommand('vscode.diff', before, after, `${path.basename(filePath)} · turn ${turn} (${traj.trajId})`, {
+      preview: true,
+    });
   }
 
   /** Which turn a document shows the state after. */
@@ -267,10 +282,15 @@ export class TrajectoryEditors implements vscode.TextDocumentContentProvider, vs
     const label = turn ? `  ◀ turn ${turn.index} · A ${formatSigned(turn.advantage)}` : '';
     editor.setDecorations(
       this.currentType,
-      d.current.filter((l) => l < lineCount).map((l, i) => ({
-        range: range(l),
-        renderOptions: i === 0 ? { after: { contentText: label, color: new vscode.ThemeColor('editorCodeLens.foreground'), fontStyle: 'italic' } } : undefined,
-      })),
+      d.current
+        .filter((l) => l < lineCount)
+        .map((l, i) => ({
+          range: range(l),
+          renderOptions:
+            i === 0
+              ? { after: { contentText: label, color: new vscode.ThemeColor('editorCodeLens.foreground'), fontStyle: 'italic' } }
+              : undefined,
+        })),
     );
     this.applied.set(editor.document.uri.toString(), d);
   }
@@ -288,8 +308,18 @@ export class TrajectoryEditors implements vscode.TextDocumentContentProvider, vs
       const line = Math.min(first.get(turn.index) ?? 0, Math.max(0, doc.lineCount - 1));
       const range = new vscode.Range(line, 0, line, 0);
       lenses.push(
-        new vscode.CodeLens(range, { title: turnLensTitle(turn), command: 'turnwise.trajectory.goToTurn', arguments: [turn.index], tooltip: turnLensTooltip(turn) }),
-        new vscode.CodeLens(range, { title: DIFF_LENS_TITLE, command: 'turnwise.trajectory.showDiff', arguments: [q.ref, turn.index, q.path], tooltip: `Show Diff for Turn ${turn.index}` }),
+        new vscode.CodeLens(range, {
+          title: turnLensTitle(turn),
+          command: 'turnwise.trajectory.goToTurn',
+          arguments: [turn.index],
+          tooltip: turnLensTooltip(turn),
+        }),
+        new vscode.CodeLens(range, {
+          title: DIFF_LENS_TITLE,
+          command: 'turnwise.trajectory.showDiff',
+          arguments: [q.ref, turn.index, q.path],
+          tooltip: `Show Diff for Turn ${turn.index}`,
+        }),
       );
     }
     return lenses;

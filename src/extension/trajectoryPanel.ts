@@ -10,7 +10,16 @@ import { trajectoryActionFormat, type TrajectoryActionFormat } from './model/run
 import { changedFiles } from './model/blame';
 import { refKey, type TrajectoryEditors } from './trajectoryEditor';
 import { webviewHtml } from './webviewHtml';
-import { CurrentTurnNotification, OpenFileCommand, ReadyCommand, SelectTurnCommand, ShowDiffCommand, ShowTrajectoryNotification, type TrajectoryPanelState, type TrajectoryView } from './webviews/trajectory/protocol';
+import {
+  CurrentTurnNotification,
+  OpenFileCommand,
+  ReadyCommand,
+  SelectTurnCommand,
+  ShowDiffCommand,
+  ShowTrajectoryNotification,
+  type TrajectoryPanelState,
+  type TrajectoryView,
+} from './webviews/trajectory/protocol';
 
 export const TRAJECTORY_VIEW_TYPE = 'turnwise.trajectory';
 const OBSERVATION_CAP = 8000;
@@ -31,8 +40,27 @@ export function trajectoryView(traj: Trajectory, actionFormat?: TrajectoryAction
     split: traj.split,
     checkpoint: traj.checkpoint,
     ...(actionFormat ? { actionFormat } : {}),
-    reward: { reward: finite(r?.reward), passRate: finite(r?.passRate), resolved: !!r?.resolved, turns: r?.turns ?? traj.turns.length, efficiencyPenalty: r?.efficiencyPenalty, formatPenalty: r?.formatPenalty, repeats: r?.repeats, repeatPenalty: r?.repeatPenalty, testsEdited: r?.testsEdited, ...(r?.tampered !== undefined ? { tampered: r.tampered } : {}), error: r?.error },
-    tests: traj.testReport ? { passed: traj.testReport.passed.length, failed: traj.testReport.failed.length, errors: traj.testReport.errors?.length ?? 0, failedNames: traj.testReport.failed.slice(0, 20) } : undefined,
+    reward: {
+      reward: finite(r?.reward),
+      passRate: finite(r?.passRate),
+      resolved: !!r?.resolved,
+      turns: r?.turns ?? traj.turns.length,
+      efficiencyPenalty: r?.efficiencyPenalty,
+      formatPenalty: r?.formatPenalty,
+      repeats: r?.repeats,
+      repeatPenalty: r?.repeatPenalty,
+      testsEdited: r?.testsEdited,
+      ...(r?.tampered !== undefined ? { tampered: r.tampered } : {}),
+      error: r?.error,
+    },
+    tests: traj.testReport
+      ? {
+          passed: traj.testReport.passed.length,
+          failed: traj.testReport.failed.length,
+          errors: traj.testReport.errors?.length ?? 0,
+          failedNames: traj.testReport.failed.slice(0, 20),
+        }
+      : undefined,
     failure: traj.failure,
     turns: traj.turns.map((t) => ({
       index: t.index,
@@ -72,7 +100,12 @@ export class TrajectoryPanel implements vscode.Disposable {
     if (file) await editors.openFile(file, vscode.ViewColumn.One, false);
     let p = TrajectoryPanel.current;
     if (!p) {
-      const panel = vscode.window.createWebviewPanel(TRAJECTORY_VIEW_TYPE, 'Trajectory', { viewColumn: vscode.ViewColumn.Two, preserveFocus: false }, TrajectoryPanel.options(extensionUri));
+      const panel = vscode.window.createWebviewPanel(
+        TRAJECTORY_VIEW_TYPE,
+        'Trajectory',
+        { viewColumn: vscode.ViewColumn.Two, preserveFocus: false },
+        TrajectoryPanel.options(extensionUri),
+      );
       p = new TrajectoryPanel(panel, extensionUri, editors);
     } else p.panel.reveal(vscode.ViewColumn.Two, false);
     p.ref = ref;
@@ -82,11 +115,20 @@ export class TrajectoryPanel implements vscode.Disposable {
   }
 
   static options(extensionUri: vscode.Uri): vscode.WebviewPanelOptions & vscode.WebviewOptions {
-    return { enableScripts: true, retainContextWhenHidden: true, localResourceRoots: [vscode.Uri.joinPath(extensionUri, 'dist', 'webviews')] };
+    return {
+      enableScripts: true,
+      retainContextWhenHidden: true,
+      localResourceRoots: [vscode.Uri.joinPath(extensionUri, 'dist', 'webviews')],
+    };
   }
 
   /** Restores a viewer after a reload (WebviewPanelSerializer). */
-  static async revive(panel: vscode.WebviewPanel, extensionUri: vscode.Uri, editors: TrajectoryEditors, state: TrajectoryPanelState | undefined): Promise<void> {
+  static async revive(
+    panel: vscode.WebviewPanel,
+    extensionUri: vscode.Uri,
+    editors: TrajectoryEditors,
+    state: TrajectoryPanelState | undefined,
+  ): Promise<void> {
     panel.webview.options = TrajectoryPanel.options(extensionUri);
     const p = new TrajectoryPanel(panel, extensionUri, editors);
     const ref = state?.ref as TrajectoryRef | undefined;
@@ -109,7 +151,12 @@ export class TrajectoryPanel implements vscode.Disposable {
     TrajectoryPanel.current = this;
     const asUri = (f: string) => panel.webview.asWebviewUri(vscode.Uri.joinPath(extensionUri, 'dist', 'webviews', f)).toString();
     panel.iconPath = vscode.Uri.joinPath(extensionUri, 'media', 'turnwise.svg');
-    panel.webview.html = webviewHtml({ cspSource: panel.webview.cspSource, scriptUri: asUri('trajectory.js'), styleUris: [asUri('trajectory.css')], title: 'Trajectory' });
+    panel.webview.html = webviewHtml({
+      cspSource: panel.webview.cspSource,
+      scriptUri: asUri('trajectory.js'),
+      styleUris: [asUri('trajectory.css')],
+      title: 'Trajectory',
+    });
     this.disposables.push(
       panel.webview.onDidReceiveMessage((m) => this.onMessage(m)),
       panel.onDidDispose(() => this.dispose()),

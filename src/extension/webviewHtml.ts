@@ -3,10 +3,19 @@
 import { randomBytes } from 'node:crypto';
 
 export function makeNonce(): string {
-  return randomBytes(18).toString('base64').replace(/[^A-Za-z0-9]/g, '');
+  return randomBytes(18)
+    .toString('base64')
+    .replace(/[^A-Za-z0-9]/g, '');
 }
 
-export function webviewHtml(o: { cspSource: string; scriptUri: string; styleUris: string[]; title: string; nonce?: string; body?: string }): string {
+export function webviewHtml(o: {
+  cspSource: string;
+  scriptUri: string;
+  styleUris: string[];
+  title: string;
+  nonce?: string;
+  body?: string;
+}): string {
   const nonce = o.nonce ?? makeNonce();
   const csp = [
     "default-src 'none'",

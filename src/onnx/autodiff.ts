@@ -7,7 +7,9 @@ import { CUSTOM_GRADIENT, Graph, NodeDef, STOP_GRADIENT, Value, isFloat, normAxi
 type Rule = (g: Graph, n: NodeDef, dy: (Value | null)[], need: boolean[]) => (Value | null)[];
 
 function unsupported(msg: string): never {
-  throw new TurnwiseError('internal', `autodiff: ${msg}`, { hint: 'add a gradient rule in src/onnx/autodiff.ts or avoid the op on a differentiable path' });
+  throw new TurnwiseError('internal', `autodiff: ${msg}`, {
+    hint: 'add a gradient rule in src/onnx/autodiff.ts or avoid the op on a differentiable path',
+  });
 }
 
 /** A runtime int64 shape of `x`: a constant when static, else a Shape node. */
@@ -88,7 +90,13 @@ function mergeSliceGrads(g: Graph, target: Value, parts: Value[]): Value[] | und
   }
   if (at !== target.shape[axis]) return undefined;
   for (const p of padded) if (p.producer) g.dropUnusedNode(p.producer);
-  return [g.concat(ms.map((m) => m.dy), axis), ...parts.filter((p) => !sliceGrads.has(p))];
+  return [
+    g.concat(
+      ms.map((m) => m.dy),
+      axis,
+    ),
+    ...parts.filter((p) => !sliceGrads.has(p)),
+  ];
 }
 
 /** A rank-2 Transpose's perm that swaps the two axes (given as [1, 0], or left out). */
@@ -99,7 +107,10 @@ function isSwap(perm: unknown): boolean {
 const RULES: Record<string, Rule> = {
   Identity: (_g, _n, [dy]) => [dy],
   Add: (g, n, [dy], need) => [need[0] ? unbroadcast(g, dy!, n.inputs[0]!) : null, need[1] ? unbroadcast(g, dy!, n.inputs[1]!) : null],
-  Sub: (g, n, [dy], need) => [need[0] ? unbroadcast(g, dy!, n.inputs[0]!) : null, need[1] ? g.neg(unbroadcast(g, dy!, n.inputs[1]!)) : null],
+  Sub: (g, n, [dy], need) => [
+    need[0] ? unbroadcast(g, dy!, n.inputs[0]!) : null,
+    need[1] ? g.neg(unbroadcast(g, dy!, n.inputs[1]!)) : null,
+  ],
   Mul: (g, n, [dy], need) => {
     const [a, b] = n.inputs as Value[];
     const silu = siluGrad(g, n, dy!);
@@ -121,7 +132,8 @@ const RULES: Record<string, Rule> = {
       const c = g.constNumbers(b);
       if (c && c.length === 1) {
         const e = c[0];
-        if (e === 0) da = g.mul(dy!, 0); // a^0 is constant; e·a^(e-1) would be 0·inf = NaN at a = 0
+        if (e === 0)
+          da = g.mul(dy!, 0); // a^0 is constant; e·a^(e-1) would be 0·inf = NaN at a = 0
         else if (e === 1) da = dy!;
         else if (e === 2) da = g.mul(dy!, g.mul(a, 2));
         else da = g.mul(dy!, g.mul(g.pow(a, e - 1), e));
@@ -177,7 +189,10 @@ const RULES: Record<string, Rule> = {
         // the forward product as its only consumer and fuses into it (FusedMatMul), instead of
         // being materialized and held from the forward pass to the backward one (a weight-sized
         // buffer per layer).
-        const t = b.producer?.op === 'Transpose' && b.producer.inputs[0]?.rank === 2 && isSwap(b.producer.attrs.perm) ? b.producer.inputs[0] : undefined;
+        const t =
+          b.producer?.op === 'Transpose' && b.producer.inputs[0]?.rank === 2 && isSwap(b.producer.attrs.perm)
+            ? b.producer.inputs[0]
+            : undefined;
         const r = t ? g.gemm(d2, t) : g.gemm(d2, b, { transB: true });
         da = flat ? g.reshape(r, shapeTensor(g, a), a.shape) : r;
       }
@@ -263,7 +278,9 @@ const RULES: Record<string, Rule> = {
     for (const [i, x] of n.inputs.entries()) {
       const len = g.slice(g.shapeOf(x!), [axis], [axis + 1]);
       const end = g.add(start, len);
-      out.push(need[i] ? g.node('Slice', [dy, start, end, g.ints([axis])], {}, { outputs: [{ dtype: dy!.dtype, shape: x!.shape }] })[0] : null);
+      out.push(
+        need[i] ? g.node('Slice', [dy, start, end, g.ints([axis])], {}, { outputs: [{ dtype: dy!.dtype, shape: x!.shape }] })[0] : null,
+      );
       start = end;
     }
     return out;
@@ -302,10 +319,14 @@ const RULES: Record<string, Rule> = {
       }
     });
     const pads = dynamic
-      ? g.concat([...before, ...after].map((p) => (typeof p === 'number' ? g.ints([p]) : p)), 0)
+      ? g.concat(
+          [...before, ...after].map((p) => (typeof p === 'number' ? g.ints([p]) : p)),
+          0,
+        )
       : g.ints([...before, ...after] as number[]);
     const padded = g.pad(dy!, pads, x.shape, g.scalar(0, dy!));
-    if (!dynamic && ax.length === 1) sliceGrads.set(padded, { dy: dy!, axis: ax[0], begin: before[ax[0]] as number, len: dy!.shape[ax[0]] as number });
+    if (!dynamic && ax.length === 1)
+      sliceGrads.set(padded, { dy: dy!, axis: ax[0], begin: before[ax[0]] as number, len: dy!.shape[ax[0]] as number });
     return [padded, null, null, null, null];
   },
   Trilu: (g, n, [dy], need) => {
@@ -321,7 +342,11 @@ const RULES: Record<string, Rule> = {
  */
 function siluGrad(g: Graph, n: NodeDef, dy: Value): (Value | null)[] | undefined {
   const [a, b] = n.inputs as Value[];
-  const isSig = (s: Value, x: Value) => s.producer?.op === 'Sigmoid' && s.producer.inputs[0] === x && s.shape.length === x.shape.length && s.shape.every((d, i) => d === x.shape[i]);
+  const isSig = (s: Value, x: Value) =>
+    s.producer?.op === 'Sigmoid' &&
+    s.producer.inputs[0] === x &&
+    s.shape.length === x.shape.length &&
+    s.shape.every((d, i) => d === x.shape[i]);
   const xFirst = isSig(b, a);
   if (!xFirst && !isSig(a, b)) return undefined;
   const s = xFirst ? b : a;
@@ -349,7 +374,22 @@ function minMax(g: Graph, n: NodeDef, dy: Value, need: boolean[], isMax: boolean
 }
 
 /** Ops whose outputs carry no gradient (piecewise constant or index-valued). */
-const NO_GRAD = new Set(['Sign', 'Floor', 'Ceil', 'Round', 'Shape', 'Size', 'ArgMax', 'ArgMin', 'ConstantOfShape', 'Range', 'OneHot', 'NonZero', 'RandomUniformLike', 'RandomNormalLike']);
+const NO_GRAD = new Set([
+  'Sign',
+  'Floor',
+  'Ceil',
+  'Round',
+  'Shape',
+  'Size',
+  'ArgMax',
+  'ArgMin',
+  'ConstantOfShape',
+  'Range',
+  'OneHot',
+  'NonZero',
+  'RandomUniformLike',
+  'RandomNormalLike',
+]);
 
 /** The ops with a backward rule. */
 export const DIFFERENTIABLE_OPS: readonly string[] = Object.keys(RULES).sort();
@@ -392,7 +432,11 @@ export function gradients(g: Graph, loss: Value, wrt: readonly Value[], seed?: V
     if (custom) {
       const need = custom.inputs.map((i) => requires.has(i));
       if (!need.some(Boolean)) continue;
-      const dxs = custom.rule(g, n.outputs.map((o) => total(o)), need);
+      const dxs = custom.rule(
+        g,
+        n.outputs.map((o) => total(o)),
+        need,
+      );
       custom.inputs.forEach((x, i) => {
         if (need[i] && dxs[i]) push(x, dxs[i]!);
       });

@@ -6,7 +6,10 @@ import { EXECUTION_PROVIDERS, probeProvider, type ExecutionProviderName, type Pr
 /** Per provider: whether a run needs it, and what to do when it is not there. */
 const PROVIDER_NEEDS: Record<ExecutionProviderName, { required: boolean; fix: string }> = {
   cpu: { required: true, fix: 'reinstall onnxruntime-node for this platform' },
-  cuda: { required: false, fix: 'optional. For CUDA: install CUDA 12 + cuDNN 9, then `npm rebuild onnxruntime-node --onnxruntime-node-install=cuda12` (see docs/gpus.md)' },
+  cuda: {
+    required: false,
+    fix: 'optional. For CUDA: install CUDA 12 + cuDNN 9, then `npm rebuild onnxruntime-node --onnxruntime-node-install=cuda12` (see docs/gpus.md)',
+  },
   webgpu: { required: false, fix: 'optional. WebGPU needs a GPU adapter (Vulkan driver); without one training uses the CPU' },
 };
 
@@ -26,7 +29,12 @@ export async function providerChecks(probe: (ep: ExecutionProviderName) => Promi
       continue;
     }
     const { required, fix } = PROVIDER_NEEDS[ep];
-    checks.push({ name: `onnxruntime ${ep}`, status: required ? 'fail' : 'warn', detail: `not available: ${tidyProviderError(p.error ?? 'unknown error')}`, fix });
+    checks.push({
+      name: `onnxruntime ${ep}`,
+      status: required ? 'fail' : 'warn',
+      detail: `not available: ${tidyProviderError(p.error ?? 'unknown error')}`,
+      fix,
+    });
   }
   return checks;
 }

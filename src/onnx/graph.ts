@@ -23,14 +23,7 @@ export interface ConstTensor {
 }
 
 /** Attribute values. Plain numbers are INT attributes; wrap floats as `{ f: x }`. */
-export type Attr =
-  | number
-  | { f: number }
-  | readonly number[]
-  | { floats: readonly number[] }
-  | string
-  | { tensor: ConstTensor }
-  | Graph;
+export type Attr = number | { f: number } | readonly number[] | { floats: readonly number[] } | string | { tensor: ConstTensor } | Graph;
 
 export interface NodeDef {
   op: string;
@@ -90,7 +83,8 @@ export function broadcastShapes(...shapes: Shape[]): Dim[] {
       const e = s[k];
       if (e === 1) continue;
       if (d === 1) d = e;
-      else if (typeof d === 'number' && typeof e === 'number' && d !== e) bad(`cannot broadcast [${shapes.map((x) => x.join(',')).join('] and [')}]`);
+      else if (typeof d === 'number' && typeof e === 'number' && d !== e)
+        bad(`cannot broadcast [${shapes.map((x) => x.join(',')).join('] and [')}]`);
       else if (typeof d === 'string' && typeof e === 'number') d = e;
     }
     out.push(d);
@@ -114,7 +108,10 @@ export const STOP_GRADIENT = new WeakSet<NodeDef>();
  * inputs), and `rule` builds the gradients of `inputs` from those of the outputs (null where an
  * output receives none, or an input is not needed). gradients() uses it in place of the op's rule.
  */
-export const CUSTOM_GRADIENT = new WeakMap<NodeDef, { inputs: Value[]; rule: (g: Graph, dys: (Value | null)[], need: boolean[]) => (Value | null)[] }>();
+export const CUSTOM_GRADIENT = new WeakMap<
+  NodeDef,
+  { inputs: Value[]; rule: (g: Graph, dys: (Value | null)[], need: boolean[]) => (Value | null)[] }
+>();
 
 /** State shared by a root graph and its subgraphs: unique names, constants, fresh dims. */
 class ModelState {
@@ -240,7 +237,8 @@ export class Graph {
   /** A constant tensor as an initializer of the root graph. Small ones are deduplicated. */
   constant(tensor: ConstTensor, hint = 'const'): Value {
     const n = tensor.data.length;
-    if (n !== (tensor.dims.length ? tensor.dims.reduce((a, b) => a * b, 1) : 1)) bad(`constant ${hint}: ${n} values for dims [${tensor.dims}]`);
+    if (n !== (tensor.dims.length ? tensor.dims.reduce((a, b) => a * b, 1) : 1))
+      bad(`constant ${hint}: ${n} values for dims [${tensor.dims}]`);
     let key: string | undefined;
     // Object.is tells -0 from 0 (String(-0) is "0"; 1/x and copysign-like uses differ).
     const str = (x: number | bigint) => (Object.is(x, -0) ? '-0' : String(x));
@@ -345,7 +343,12 @@ export class Graph {
   /** Drops a node nobody consumes yet (autodiff replaces some of its own just-built nodes). */
   dropUnusedNode(def: NodeDef): void {
     const i = this.nodes.indexOf(def);
-    if (i < 0 || this.nodes.some((n) => n.inputs.some((v) => v && def.outputs.includes(v))) || this.outputs.some((o) => def.outputs.includes(o))) return;
+    if (
+      i < 0 ||
+      this.nodes.some((n) => n.inputs.some((v) => v && def.outputs.includes(v))) ||
+      this.outputs.some((o) => def.outputs.includes(o))
+    )
+      return;
     this.nodes.splice(i, 1);
   }
 
@@ -600,7 +603,12 @@ export class Graph {
           if (k >= 0) remaining.splice(k, 1);
           else ok = false;
         }
-        out[neg] = ok && remaining.length === 1 ? remaining[0] : ok && staticSize(remaining) !== undefined ? staticSize(remaining)! : this.freshDim();
+        out[neg] =
+          ok && remaining.length === 1
+            ? remaining[0]
+            : ok && staticSize(remaining) !== undefined
+              ? staticSize(remaining)!
+              : this.freshDim();
       }
     }
     return this.one('Reshape', [x, this.ints(shape)], x.dtype, outShape ?? out);
@@ -608,7 +616,13 @@ export class Graph {
 
   transpose(x: Value, perm?: readonly number[]): Value {
     const p = perm ?? x.shape.map((_, i) => x.rank - 1 - i);
-    return this.one('Transpose', [x], x.dtype, p.map((i) => x.shape[i]), { perm: [...p] });
+    return this.one(
+      'Transpose',
+      [x],
+      x.dtype,
+      p.map((i) => x.shape[i]),
+      { perm: [...p] },
+    );
   }
 
   unsqueeze(x: Value, axes: readonly number[]): Value {
@@ -623,7 +637,12 @@ export class Graph {
   squeeze(x: Value, axes: readonly number[]): Value {
     const ax = axes.map((a) => normAxis(a, x.rank));
     for (const a of ax) if (typeof x.shape[a] === 'number' && x.shape[a] !== 1) bad(`Squeeze: axis ${a} of ${x} is not 1`);
-    return this.one('Squeeze', [x, this.ints(ax)], x.dtype, x.shape.filter((_, i) => !ax.includes(i)));
+    return this.one(
+      'Squeeze',
+      [x, this.ints(ax)],
+      x.dtype,
+      x.shape.filter((_, i) => !ax.includes(i)),
+    );
   }
 
   /** Expand to a static shape (numbers) or a runtime shape Value with a declared `outShape`. */
@@ -650,9 +669,14 @@ export class Graph {
   /** Split along `axis` into pieces of the given static sizes. */
   split(x: Value, sizes: readonly number[], axis: number): Value[] {
     const a = normAxis(axis, x.rank);
-    return this.node('Split', [x, this.ints(sizes)], { axis: a }, {
-      outputs: sizes.map((s) => ({ dtype: x.dtype, shape: x.shape.map((d, i) => (i === a ? s : d)) })),
-    });
+    return this.node(
+      'Split',
+      [x, this.ints(sizes)],
+      { axis: a },
+      {
+        outputs: sizes.map((s) => ({ dtype: x.dtype, shape: x.shape.map((d, i) => (i === a ? s : d)) })),
+      },
+    );
   }
 
   /** Slice with constant starts/ends (ONNX clamping rules apply), optional axes and steps. */
@@ -702,7 +726,9 @@ export class Graph {
 
   /** A tensor of `shape` (a runtime int64 shape Value) filled with `value`. */
   constantOfShape(shape: Value, value: number, dtype: DType, outShape: Shape): Value {
-    return this.one('ConstantOfShape', [shape], dtype, outShape, { value: { tensor: { dtype, dims: [1], data: makeData(dtype, [value]) } } });
+    return this.one('ConstantOfShape', [shape], dtype, outShape, {
+      value: { tensor: { dtype, dims: [1], data: makeData(dtype, [value]) } },
+    });
   }
 
   /** Zeros shaped like `x` (static shapes become a constant-folded Expand). */
@@ -751,15 +777,21 @@ export class Graph {
     b.output(res.cond ?? b.identity(condIn));
     for (const v of res.carried) b.output(v);
     for (const v of res.scan ?? []) b.output(v);
-    const tripV = typeof trips === 'number' ? this.constant({ dtype: 'int64', dims: [], data: BigInt64Array.of(BigInt(trips)) }, 'trips') : trips;
+    const tripV =
+      typeof trips === 'number' ? this.constant({ dtype: 'int64', dims: [], data: BigInt64Array.of(BigInt(trips)) }, 'trips') : trips;
     const trueV = this.constant({ dtype: 'bool', dims: [], data: Uint8Array.of(1) }, 'true');
     const tripDim: Dim = typeof trips === 'number' ? trips : this.freshDim();
-    const outs = this.node('Loop', [tripV, trueV, ...carried], { body: b }, {
-      outputs: [
-        ...carried.map((c) => ({ dtype: c.dtype, shape: c.shape })),
-        ...(res.scan ?? []).map((s) => ({ dtype: s.dtype, shape: [tripDim, ...s.shape] })),
-      ],
-    });
+    const outs = this.node(
+      'Loop',
+      [tripV, trueV, ...carried],
+      { body: b },
+      {
+        outputs: [
+          ...carried.map((c) => ({ dtype: c.dtype, shape: c.shape })),
+          ...(res.scan ?? []).map((s) => ({ dtype: s.dtype, shape: [tripDim, ...s.shape] })),
+        ],
+      },
+    );
     return { carried: outs.slice(0, carried.length), scan: outs.slice(carried.length) };
   }
 
@@ -773,9 +805,14 @@ export class Graph {
     };
     const t = mk(then, 'then');
     const e = mk(otherwise, 'else');
-    return this.node('If', [cond], { then_branch: t.b, else_branch: e.b }, {
-      outputs: t.outs.map((v) => ({ dtype: v.dtype, shape: v.shape })),
-    });
+    return this.node(
+      'If',
+      [cond],
+      { then_branch: t.b, else_branch: e.b },
+      {
+        outputs: t.outs.map((v) => ({ dtype: v.dtype, shape: v.shape })),
+      },
+    );
   }
 }
 

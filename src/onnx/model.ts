@@ -28,7 +28,12 @@ function writeTensor(w: ProtoWriter, t: ConstTensor, name?: string, external?: E
   if (name !== undefined) w.string(8, name);
   if (external) {
     // external_data (13) key/value entries, data_location (14) = EXTERNAL
-    for (const [k, v] of [['location', external.location], ['offset', String(external.offset)], ['length', String(external.length)]]) w.message(13, (e) => e.string(1, k).string(2, v));
+    for (const [k, v] of [
+      ['location', external.location],
+      ['offset', String(external.offset)],
+      ['length', String(external.length)],
+    ])
+      w.message(13, (e) => e.string(1, k).string(2, v));
     w.int(14, 1);
     return;
   }
@@ -89,7 +94,10 @@ function writeGraph(w: ProtoWriter, g: Graph, external?: ExternalPlacement): voi
  */
 export function toModelProto(g: Graph, opts: { producer?: string; docString?: string; external?: ExternalPlacement } = {}): Uint8Array {
   if (g.parent) throw new Error('toModelProto needs the root graph');
-  const w = new ProtoWriter().int(1, IR_VERSION).string(2, opts.producer ?? 'turnwise').string(3, '0.1');
+  const w = new ProtoWriter()
+    .int(1, IR_VERSION)
+    .string(2, opts.producer ?? 'turnwise')
+    .string(3, '0.1');
   if (opts.docString) w.string(6, opts.docString);
   w.message(7, (gw) => writeGraph(gw, g, opts.external));
   w.message(8, (o) => o.string(1, '').int(2, OPSET));

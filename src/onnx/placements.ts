@@ -24,7 +24,11 @@ export interface GraphPlacements {
  * open says why. One child process per model: ONNX Runtime's log lines reach stderr behind the
  * process's own writes, so one process's log cannot be split between several sessions.
  */
-export function nodePlacements(provider: 'cpu' | 'cuda' | 'webgpu', models: { name: string; bytes: Uint8Array }[], timeoutMs = 600_000): GraphPlacements[] {
+export function nodePlacements(
+  provider: 'cpu' | 'cuda' | 'webgpu',
+  models: { name: string; bytes: Uint8Array }[],
+  timeoutMs = 600_000,
+): GraphPlacements[] {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'turnwise-placements-'));
   try {
     return models.map((m) => {

@@ -16,9 +16,7 @@ const FLOAT = 1; // TensorProto.DataType.FLOAT
 /** A one-node model, Y = X + X over float[N], used to prove an EP really runs. */
 export function probeModel(): Uint8Array {
   const valueInfo = (w: ProtoWriter, name: string) =>
-    w
-      .string(1, name)
-      .message(2, (t) => t.message(1, (tt) => tt.int(1, FLOAT).message(2, (s) => s.message(1, (d) => d.string(2, 'N')))));
+    w.string(1, name).message(2, (t) => t.message(1, (tt) => tt.int(1, FLOAT).message(2, (s) => s.message(1, (d) => d.string(2, 'N')))));
   return new ProtoWriter()
     .int(1, 8) // ir_version
     .string(2, 'turnwise')
@@ -107,18 +105,35 @@ export async function probeProvider(
   try {
     ortPath = require.resolve('onnxruntime-node');
   } catch (e) {
-    return { provider, ok: false, bundled: false, ms: 0, error: `onnxruntime-node cannot be found (${(e as Error).message.split('\n')[0]})` };
+    return {
+      provider,
+      ok: false,
+      bundled: false,
+      ms: 0,
+      error: `onnxruntime-node cannot be found (${(e as Error).message.split('\n')[0]})`,
+    };
   }
   const timeoutMs = opts.timeoutMs ?? 60_000;
-  const res = await new Promise<{ stdout: string; stderr: string; code: number | null; signal: NodeJS.Signals | null; timedOut: boolean; spawnError?: Error }>((resolve) => {
+  const res = await new Promise<{
+    stdout: string;
+    stderr: string;
+    code: number | null;
+    signal: NodeJS.Signals | null;
+    timedOut: boolean;
+    spawnError?: Error;
+  }>((resolve) => {
     let stdout = '';
     let stderr = '';
     let timedOut = false;
     // ELECTRON_RUN_AS_NODE: inside VS Code's extension host execPath is Electron (or code-server's node).
-    const child = childProcess.spawn(process.execPath, ['-e', opts.program ?? PROBE_CHILD, ortPath, provider, Buffer.from(probeModel()).toString('base64')], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, ELECTRON_RUN_AS_NODE: '1' },
-    });
+    const child = childProcess.spawn(
+      process.execPath,
+      ['-e', opts.program ?? PROBE_CHILD, ortPath, provider, Buffer.from(probeModel()).toString('base64')],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+        env: { ...process.env, ELECTRON_RUN_AS_NODE: '1' },
+      },
+    );
     const timer = setTimeout(() => {
       timedOut = true;
       child.kill('SIGKILL');
@@ -136,8 +151,16 @@ export async function probeProvider(
   });
   const ms = performance.now() - t0;
   const reason = nativeReason(res.stderr);
-  if (res.spawnError) return { provider, ok: false, bundled: false, ms, error: `the probe process could not start: ${res.spawnError.message}` };
-  if (res.timedOut) return { provider, ok: false, bundled: false, ms, error: `the probe did not finish in ${Math.round(timeoutMs / 1000)} s (a driver hung)${reason ? `; ${reason}` : ''}` };
+  if (res.spawnError)
+    return { provider, ok: false, bundled: false, ms, error: `the probe process could not start: ${res.spawnError.message}` };
+  if (res.timedOut)
+    return {
+      provider,
+      ok: false,
+      bundled: false,
+      ms,
+      error: `the probe did not finish in ${Math.round(timeoutMs / 1000)} s (a driver hung)${reason ? `; ${reason}` : ''}`,
+    };
   const line = res.stdout.trim().split('\n').pop() ?? '';
   let parsed: ProviderProbe | undefined;
   try {
@@ -147,7 +170,13 @@ export async function probeProvider(
   }
   if (!parsed) {
     const how = res.signal ? `was killed by ${res.signal}` : `exited with code ${res.code}`;
-    return { provider, ok: false, bundled: false, ms, error: `the probe process ${how} before answering (a driver crashed)${reason ? `; ${reason}` : ''}` };
+    return {
+      provider,
+      ok: false,
+      bundled: false,
+      ms,
+      error: `the probe process ${how} before answering (a driver crashed)${reason ? `; ${reason}` : ''}`,
+    };
   }
   if (!parsed.ok && reason && parsed.error && !parsed.error.includes(reason)) parsed.error = `${parsed.error} (${reason})`;
   return parsed;
@@ -310,7 +339,10 @@ export class OnnxSession {
       if (p !== 'cpu' && unavailable.has(p)) continue;
       try {
         // Two calls, one per overload of create (a path, the bytes): TypeScript picks an overload by the argument's type.
-        const session = typeof model === 'string' ? await ort.InferenceSession.create(model, ortOptions(p, settings)) : await ort.InferenceSession.create(model, ortOptions(p, settings));
+        const session =
+          typeof model === 'string'
+            ? await ort.InferenceSession.create(model, ortOptions(p, settings))
+            : await ort.InferenceSession.create(model, ortOptions(p, settings));
         return new OnnxSession(session, p);
       } catch (e) {
         lastError = e;
@@ -319,10 +351,14 @@ export class OnnxSession {
       }
     }
     if (lastError === undefined) throw new TurnwiseError('internal', 'no execution provider was tried');
-    throw new TurnwiseError('runtime-unavailable', `ONNX Runtime could not create a session: ${(lastError as Error).message.split('\n')[0]}`, {
-      hint: 'run `turnwise doctor`; if the model was generated by Turnwise this is a bug worth reporting',
-      cause: lastError,
-    });
+    throw new TurnwiseError(
+      'runtime-unavailable',
+      `ONNX Runtime could not create a session: ${(lastError as Error).message.split('\n')[0]}`,
+      {
+        hint: 'run `turnwise doctor`; if the model was generated by Turnwise this is a bug worth reporting',
+        cause: lastError,
+      },
+    );
   }
 
   get inputNames(): readonly string[] {
@@ -395,7 +431,10 @@ export class SessionCache {
     while (this.map.size > this.capacity) {
       const [oldKey, old] = this.map.entries().next().value as [string, Promise<OnnxSession>];
       this.map.delete(oldKey);
-      void old.then((s) => s.release(), () => undefined);
+      void old.then(
+        (s) => s.release(),
+        () => undefined,
+      );
     }
     return p;
   }
@@ -408,7 +447,11 @@ export class SessionCache {
   async drop(which: (key: string) => boolean): Promise<void> {
     const gone = [...this.map.entries()].filter(([k]) => which(k));
     for (const [k] of gone) this.map.delete(k);
-    for (const [, p] of gone) await p.then((s) => s.release(), () => undefined);
+    for (const [, p] of gone)
+      await p.then(
+        (s) => s.release(),
+        () => undefined,
+      );
   }
 }
 

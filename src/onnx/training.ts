@@ -45,7 +45,12 @@ export interface ForwardResult {
  * Builds the forward pass and loss. `norms` are given only in an accumulation graph (see
  * TrainingGraphSpec.normalisers): the step-wide denominators to divide by instead of the batch's own.
  */
-export type ForwardBuilder = (g: Graph, params: Record<string, Value>, batch: Record<string, Value>, norms?: Record<string, Value>) => ForwardResult;
+export type ForwardBuilder = (
+  g: Graph,
+  params: Record<string, Value>,
+  batch: Record<string, Value>,
+  norms?: Record<string, Value>,
+) => ForwardResult;
 
 export interface TrainingGraphSpec {
   params: readonly ParamSpec[];
@@ -109,7 +114,8 @@ export type StepHyperparameters = Partial<Omit<Hyperparameters, 'lr'>> & { lr?: 
 export function buildTrainingGraph(spec: TrainingGraphSpec): Graph {
   const dtype = spec.dtype ?? 'float32';
   const K = spec.steps ?? 1;
-  if (!Number.isInteger(K) || K < 1) throw new TurnwiseError('invalid-input', `training steps per run must be a positive integer, got ${K}`);
+  if (!Number.isInteger(K) || K < 1)
+    throw new TurnwiseError('invalid-input', `training steps per run must be a positive integer, got ${K}`);
   checkNames(spec);
   const g = Graph.create(K > 1 ? `train_loop_${K}` : 'train_step');
   const params = spec.params.map((p) => g.input(p.name, dtype, p.shape));
@@ -118,7 +124,10 @@ export function buildTrainingGraph(spec: TrainingGraphSpec): Graph {
   const vs = spec.params.map((p) => g.input(TRAIN_IO.v(p.name), dtype, p.shape));
   const step = g.input(TRAIN_IO.step, dtype, []);
   const lrStacked = K > 1 && !!spec.lrPerStep;
-  const hp = Object.fromEntries(TRAIN_IO.hyper.map((h) => [h, g.input(h, dtype, h === 'lr' && lrStacked ? [K] : [])])) as Record<HyperName, Value>;
+  const hp = Object.fromEntries(TRAIN_IO.hyper.map((h) => [h, g.input(h, dtype, h === 'lr' && lrStacked ? [K] : [])])) as Record<
+    HyperName,
+    Value
+  >;
   const stacked = K > 1 && !!spec.batchPerStep;
   const batchIn = spec.batch.map((b) => g.input(b.name, b.dtype, stacked && !b.shared ? [K, ...b.shape] : b.shape));
   const decay = spec.params.map((p) => p.decay ?? p.shape.length >= 2);
@@ -133,7 +142,8 @@ export function buildTrainingGraph(spec: TrainingGraphSpec): Graph {
     const grads = b.scope('bwd', () => gradients(b, fwd.loss, p));
     const { norm, upd } = b.scope('opt', () => optimizerStep(b, p, grads, m, v, s, hps, decay));
     const extra = fwd.metrics ?? {};
-    for (const k of Object.keys(extra)) if (!metricNames.includes(k)) throw new TurnwiseError('internal', `training graph: metric ${k} is not listed in metricNames`);
+    for (const k of Object.keys(extra))
+      if (!metricNames.includes(k)) throw new TurnwiseError('internal', `training graph: metric ${k} is not listed in metricNames`);
     const metrics = metricNames.map((k) => {
       const val = k === 'loss' ? fwd.loss : k === 'grad_norm' ? norm : extra[k];
       if (!val) throw new TurnwiseError('internal', `training graph: forward did not return metric ${k}`);
@@ -168,8 +178,15 @@ export function buildTrainingGraph(spec: TrainingGraphSpec): Graph {
 
 function checkNames(spec: Omit<TrainingGraphSpec, 'steps'>): void {
   const seen = new Set<string>();
-  for (const n of [...spec.params.map((p) => p.name), ...(spec.frozen ?? []).map((p) => p.name), ...spec.batch.map((b) => b.name), ...TRAIN_IO.hyper, TRAIN_IO.step]) {
-    if (seen.has(n)) throw new TurnwiseError('invalid-input', `training graph: name ${n} is used twice`, { hint: 'rename the batch input or parameter' });
+  for (const n of [
+    ...spec.params.map((p) => p.name),
+    ...(spec.frozen ?? []).map((p) => p.name),
+    ...spec.batch.map((b) => b.name),
+    ...TRAIN_IO.hyper,
+    TRAIN_IO.step,
+  ]) {
+    if (seen.has(n))
+      throw new TurnwiseError('invalid-input', `training graph: name ${n} is used twice`, { hint: 'rename the batch input or parameter' });
     seen.add(n);
   }
 }
@@ -194,11 +211,18 @@ export const gradOutput = (p: string) => `${p}.grad`;
  * over the micro-batches: the step's values); `outputGradients` adds `<p>.grad`, the summed
  * gradient before clipping.
  */
-export function buildAccumulationGraph(spec: Omit<TrainingGraphSpec, 'steps' | 'batchPerStep' | 'lrPerStep'>, opts: { outputGradients?: boolean } = {}): Graph {
+export function buildAccumulationGraph(
+  spec: Omit<TrainingGraphSpec, 'steps' | 'batchPerStep' | 'lrPerStep'>,
+  opts: { outputGradients?: boolean } = {},
+): Graph {
   const dtype = spec.dtype ?? 'float32';
   checkNames(spec);
   const stackedSpec = spec.batch.find(isMicroBatched);
-  if (!stackedSpec) throw new TurnwiseError('invalid-input', 'an accumulation graph needs at least one per-example batch input to split into micro-batches');
+  if (!stackedSpec)
+    throw new TurnwiseError(
+      'invalid-input',
+      'an accumulation graph needs at least one per-example batch input to split into micro-batches',
+    );
   const g = Graph.create('train_accumulate');
   const params = spec.params.map((p) => g.input(p.name, dtype, p.shape));
   const frozen = Object.fromEntries((spec.frozen ?? []).map((p) => [p.name, g.input(p.name, dtype, p.shape)]));
@@ -220,13 +244,16 @@ export function buildAccumulationGraph(spec: Omit<TrainingGraphSpec, 'steps' | '
   const loop = g.loop(trips, init, (b, iter, c) => {
     const firstIter = b.equal(iter, b.scalar(0, 'int64'));
     const add = (acc: Value, x: Value) => b.where(firstIter, x, b.add(acc, x));
-    const namedBatch = Object.fromEntries(spec.batch.map((bs, i) => [bs.name, isMicroBatched(bs) ? b.gather(batchIn[i], iter, 0) : batchIn[i]]));
+    const namedBatch = Object.fromEntries(
+      spec.batch.map((bs, i) => [bs.name, isMicroBatched(bs) ? b.gather(batchIn[i], iter, 0) : batchIn[i]]),
+    );
     const named = { ...frozen, ...Object.fromEntries(spec.params.map((ps, i) => [ps.name, params[i]])) };
     const fwd = b.scope('fwd', () => spec.forward(b, named, namedBatch, norms));
     if (fwd.loss.rank !== 0) throw new TurnwiseError('internal', `training graph: the loss must be a scalar, got ${fwd.loss}`);
     const grads = b.scope('bwd', () => gradients(b, fwd.loss, params));
     const extra = fwd.metrics ?? {};
-    for (const k of Object.keys(extra)) if (!metricNames.includes(k)) throw new TurnwiseError('internal', `training graph: metric ${k} is not listed in metricNames`);
+    for (const k of Object.keys(extra))
+      if (!metricNames.includes(k)) throw new TurnwiseError('internal', `training graph: metric ${k} is not listed in metricNames`);
     const metrics = metricNames.map((k) => {
       const val = k === 'loss' ? fwd.loss : extra[k];
       if (!val) throw new TurnwiseError('internal', `training graph: forward did not return metric ${k}`);
@@ -291,16 +318,38 @@ function optimizerStep(
   const packed = new Set(packs.flat());
   const singles = p.map((_, i) => i).filter((i) => !packed.has(i));
   const flat = (x: Value) => (x.rank === 1 ? x : b.reshape(x, [-1]));
-  const unit = (xs: readonly Value[]) => [...singles.map((i) => xs[i]), ...packs.map((idx) => b.concat(idx.map((i) => flat(xs[i])), 0))];
+  const unit = (xs: readonly Value[]) => [
+    ...singles.map((i) => xs[i]),
+    ...packs.map((idx) =>
+      b.concat(
+        idx.map((i) => flat(xs[i])),
+        0,
+      ),
+    ),
+  ];
   const uGrads = unit(grads);
   const { norm, scale } = clipCoefficient(b, uGrads, hp.max_grad_norm);
   const uDecay = [...singles.map((i) => decay[i]), ...packs.map((idx) => decay[idx[0]])];
-  const u = adamwStep(b, unit(p), uGrads, unit(m), unit(v), step, { lr: hp.lr, beta1: hp.beta1, beta2: hp.beta2, eps: hp.eps, weightDecay: hp.weight_decay }, uDecay, scale);
+  const u = adamwStep(
+    b,
+    unit(p),
+    uGrads,
+    unit(m),
+    unit(v),
+    step,
+    { lr: hp.lr, beta1: hp.beta1, beta2: hp.beta2, eps: hp.eps, weightDecay: hp.weight_decay },
+    uDecay,
+    scale,
+  );
   const unpack = (us: Value[]) => {
     const out: Value[] = new Array(p.length);
     singles.forEach((i, k) => (out[i] = us[k]));
     packs.forEach((idx, k) => {
-      const parts = b.split(us[singles.length + k], idx.map((i) => staticSize(p[i].shape)!), 0);
+      const parts = b.split(
+        us[singles.length + k],
+        idx.map((i) => staticSize(p[i].shape)!),
+        0,
+      );
       idx.forEach((i, j) => (out[i] = p[i].rank === 1 ? parts[j] : b.reshape(parts[j], p[i].shape as number[])));
     });
     return out;
@@ -354,14 +403,17 @@ export class Trainer {
 
   /** The accumulation graph's session (buildAccumulationGraph): one step over any number of micro-batches. */
   accumulationSession(): Promise<OnnxSession> {
-    return this.cache.get(`${this.key}|spec${specId(this.spec)}|accumulate|${this.spec.dtype ?? 'float32'}`, () => toModelProto(buildAccumulationGraph(this.spec)));
+    return this.cache.get(`${this.key}|spec${specId(this.spec)}|accumulate|${this.spec.dtype ?? 'float32'}`, () =>
+      toModelProto(buildAccumulationGraph(this.spec)),
+    );
   }
 
   session(steps = 1): Promise<OnnxSession> {
     // The spec's identity is part of the key: two Trainers given the same key (a caller's slip) but
     // different specs sharing one cache must never run each other's graphs.
-    return this.cache.get(`${this.key}|spec${specId(this.spec)}|K=${steps}|${this.spec.batchPerStep ? 'stacked' : 'same'}|${this.spec.dtype ?? 'float32'}`, () =>
-      toModelProto(buildTrainingGraph({ ...this.spec, steps })),
+    return this.cache.get(
+      `${this.key}|spec${specId(this.spec)}|K=${steps}|${this.spec.batchPerStep ? 'stacked' : 'same'}|${this.spec.dtype ?? 'float32'}`,
+      () => toModelProto(buildTrainingGraph({ ...this.spec, steps })),
     );
   }
 
@@ -369,7 +421,12 @@ export class Trainer {
    * `steps` optimizer updates (one run). Returns the new state and metrics per step
    * (arrays of length `steps`). `state` is not modified.
    */
-  async step(state: TrainState, batch: Record<string, HostTensor>, hyper: StepHyperparameters = {}, steps = 1): Promise<{ state: TrainState; metrics: Record<string, number[]> }> {
+  async step(
+    state: TrainState,
+    batch: Record<string, HostTensor>,
+    hyper: StepHyperparameters = {},
+    steps = 1,
+  ): Promise<{ state: TrainState; metrics: Record<string, number[]> }> {
     return this.runStep(await this.session(steps), state, batch, hyper, steps);
   }
 
@@ -378,19 +435,39 @@ export class Trainer {
    * input carries a leading axis of micro-batches, scalars and shared inputs are fed as they are.
    * Same result shape as step() with steps = 1.
    */
-  async accumulatedStep(state: TrainState, batch: Record<string, HostTensor>, hyper: StepHyperparameters = {}): Promise<{ state: TrainState; metrics: Record<string, number[]> }> {
+  async accumulatedStep(
+    state: TrainState,
+    batch: Record<string, HostTensor>,
+    hyper: StepHyperparameters = {},
+  ): Promise<{ state: TrainState; metrics: Record<string, number[]> }> {
     return this.runStep(await this.accumulationSession(), state, batch, hyper, 1);
   }
 
-  private async runStep(s: OnnxSession, state: TrainState, batch: Record<string, HostTensor>, hyper: StepHyperparameters, steps: number): Promise<{ state: TrainState; metrics: Record<string, number[]> }> {
+  private async runStep(
+    s: OnnxSession,
+    state: TrainState,
+    batch: Record<string, HostTensor>,
+    hyper: StepHyperparameters,
+    steps: number,
+  ): Promise<{ state: TrainState; metrics: Record<string, number[]> }> {
     const dtype = this.spec.dtype ?? 'float32';
     const { lr, ...rest } = hyper;
     const h = { ...DEFAULT_HYPER, ...rest };
-    const lrs = typeof lr === 'number' ? new Array<number>(steps).fill(lr) : lr === undefined ? new Array<number>(steps).fill(DEFAULT_HYPER.lr) : Array.from(lr);
-    if (lrs.length !== steps) throw new TurnwiseError('invalid-input', `got ${lrs.length} learning rates for ${steps} steps`, { hint: 'pass one rate, or one per step' });
+    const lrs =
+      typeof lr === 'number'
+        ? new Array<number>(steps).fill(lr)
+        : lr === undefined
+          ? new Array<number>(steps).fill(DEFAULT_HYPER.lr)
+          : Array.from(lr);
+    if (lrs.length !== steps)
+      throw new TurnwiseError('invalid-input', `got ${lrs.length} learning rates for ${steps} steps`, {
+        hint: 'pass one rate, or one per step',
+      });
     const lrPerStep = steps > 1 && !!this.spec.lrPerStep;
     if (!lrPerStep && lrs.some((x) => x !== lrs[0])) {
-      throw new TurnwiseError('invalid-input', 'this training graph takes one learning rate for all its steps', { hint: 'build it with lrPerStep, or run the steps separately' });
+      throw new TurnwiseError('invalid-input', 'this training graph takes one learning rate for all its steps', {
+        hint: 'build it with lrPerStep, or run the steps separately',
+      });
     }
     const feeds: Record<string, HostTensor> = { ...batch };
     const scalar = (x: number): HostTensor => ({ dtype, dims: [], data: makeData(dtype, [x]) });
@@ -399,7 +476,8 @@ export class Trainer {
         const a = rec[p.name];
         if (!a) throw new TurnwiseError('invalid-input', `training state has no ${what} for parameter ${p.name}`);
         const n = p.shape.reduce((x, y) => x * y, 1);
-        if (a.length !== n) throw new TurnwiseError('invalid-input', `${what} of ${p.name} has ${a.length} values, expected ${n} (shape [${p.shape}])`);
+        if (a.length !== n)
+          throw new TurnwiseError('invalid-input', `${what} of ${p.name} has ${a.length} values, expected ${n} (shape [${p.shape}])`);
         const want = dtype === 'float64' ? Float64Array : Float32Array;
         if (!(a instanceof want)) {
           throw new TurnwiseError('invalid-input', `${what} of ${p.name} is a ${a.constructor.name}, but this training graph is ${dtype}`, {
@@ -413,7 +491,8 @@ export class Trainer {
       feeds[TRAIN_IO.v(p.name)] = get(state.v, 'second moment');
     }
     feeds[TRAIN_IO.step] = scalar(state.step);
-    for (const k of TRAIN_IO.hyper) feeds[k] = k !== 'lr' ? scalar(h[k]) : lrPerStep ? { dtype, dims: [steps], data: makeData(dtype, lrs) } : scalar(lrs[0]);
+    for (const k of TRAIN_IO.hyper)
+      feeds[k] = k !== 'lr' ? scalar(h[k]) : lrPerStep ? { dtype, dims: [steps], data: makeData(dtype, lrs) } : scalar(lrs[0]);
     const out = await s.run(feeds);
     const next: TrainState = { params: {}, m: {}, v: {}, step: Number((out[TRAIN_IO.next(TRAIN_IO.step)].data as Float32Array)[0]) };
     for (const p of this.spec.params) {
@@ -422,7 +501,8 @@ export class Trainer {
       next.v[p.name] = out[TRAIN_IO.next(TRAIN_IO.v(p.name))].data as Float32Array;
     }
     const metrics: Record<string, number[]> = {};
-    for (const k of ['loss', 'grad_norm', ...(this.spec.metricNames ?? [])]) metrics[k] = Array.from(out[TRAIN_IO.metric(k)].data as Float32Array, Number);
+    for (const k of ['loss', 'grad_norm', ...(this.spec.metricNames ?? [])])
+      metrics[k] = Array.from(out[TRAIN_IO.metric(k)].data as Float32Array, Number);
     return { state: next, metrics };
   }
 
@@ -443,7 +523,8 @@ export async function measureLoopSpeedup(
 ): Promise<{ loop_speedup: number; k: number; separate_ms: number; loop_ms: number }> {
   const k = opts.k ?? 8;
   const repeats = opts.repeats ?? 3;
-  if (trainer.spec.batchPerStep) throw new TurnwiseError('invalid-input', 'measureLoopSpeedup needs a trainer without batchPerStep (the same batch every step)');
+  if (trainer.spec.batchPerStep)
+    throw new TurnwiseError('invalid-input', 'measureLoopSpeedup needs a trainer without batchPerStep (the same batch every step)');
   await trainer.step(state, batch, opts.hyper, 1);
   await trainer.step(state, batch, opts.hyper, k);
   let separate = Infinity;

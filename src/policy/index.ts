@@ -46,7 +46,10 @@ export function initPolicyDir(dir: string, options: { size?: string; seed?: numb
     throw new TurnwiseError('invalid-input', `${target} exists and is a file, not a directory`, { hint: 'choose another --out directory' });
   }
   const unwritable = outputPathProblem(path.join(target, 'config.json'));
-  if (unwritable) throw new TurnwiseError('invalid-input', `cannot write a model to ${target}: ${unwritable}`, { hint: 'choose an --out directory in a folder you can write to' });
+  if (unwritable)
+    throw new TurnwiseError('invalid-input', `cannot write a model to ${target}: ${unwritable}`, {
+      hint: 'choose an --out directory in a folder you can write to',
+    });
   const present = fs.existsSync(target) ? fs.readdirSync(target) : [];
   // --force replaces a checkpoint's own files, never anything else: `--out .` in a project
   // must not delete its sources.
@@ -58,10 +61,17 @@ export function initPolicyDir(dir: string, options: { size?: string; seed?: numb
     });
   }
   if (present.length > 0 && !options.force) {
-    throw new TurnwiseError('invalid-input', `${target} already holds a checkpoint`, { hint: 'choose another --out directory, or pass --force to replace it' });
+    throw new TurnwiseError('invalid-input', `${target} already holds a checkpoint`, {
+      hint: 'choose another --out directory, or pass --force to replace it',
+    });
   }
   const weights = initWeights(config, seed);
-  saveCheckpoint(target, { weights, optimizer: zeroOptimizerState(config), tokenizerJson: byteLevelTokenizerJson(), tokenizerConfig: byteLevelTokenizerConfig() });
+  saveCheckpoint(target, {
+    weights,
+    optimizer: zeroOptimizerState(config),
+    tokenizerJson: byteLevelTokenizerJson(),
+    tokenizerConfig: byteLevelTokenizerConfig(),
+  });
   return { dir: target, size, seed, parameters: parameterCount(config), config };
 }
 
@@ -94,17 +104,31 @@ export function mergeAdapterFolder(base: string, adapterDir: string, out: string
   const ck = loadCheckpoint(base, { optimizer: false });
   const adapter = loadAdapter(adapterDir, ck.weights.config);
   const target = path.resolve(out);
-  if (path.resolve(base) === target) throw new TurnwiseError('invalid-input', `--out ${target} is the base model folder`, { hint: 'write the merged model to a folder of its own' });
-  if (fs.existsSync(target) && !fs.statSync(target).isDirectory()) throw new TurnwiseError('invalid-input', `${target} exists and is a file, not a folder`, { hint: 'choose another --out folder' });
+  if (path.resolve(base) === target)
+    throw new TurnwiseError('invalid-input', `--out ${target} is the base model folder`, {
+      hint: 'write the merged model to a folder of its own',
+    });
+  if (fs.existsSync(target) && !fs.statSync(target).isDirectory())
+    throw new TurnwiseError('invalid-input', `${target} exists and is a file, not a folder`, { hint: 'choose another --out folder' });
   const present = fs.existsSync(target) ? fs.readdirSync(target) : [];
-  if (present.length > 0 && !options.force) throw new TurnwiseError('invalid-input', `${target} already holds files (${present.slice(0, 5).join(', ')})`, { hint: 'choose another --out folder, or pass --force to replace the model there' });
+  if (present.length > 0 && !options.force)
+    throw new TurnwiseError('invalid-input', `${target} already holds files (${present.slice(0, 5).join(', ')})`, {
+      hint: 'choose another --out folder, or pass --force to replace the model there',
+    });
   const dtype = ck.weights.config.torch_dtype ?? 'float32';
   // Merging changes the weights and nothing else: every other file of the base (config.json with
   // the keys Turnwise does not read, generation_config.json, vocab.json, merges.txt,
   // added_tokens.json, the chat template, …) is copied byte for byte over what writeModelFolder
   // wrote. The weights are written in the base's dtype, so config.json's torch_dtype stays true.
-  const sideFiles = fs.readdirSync(ck.dir, { withFileTypes: true }).filter((e) => e.isFile() && !isWeightsFile(e.name)).map((e) => e.name);
-  writeModelFolder(target, mergeAdapter(ck.weights, adapter), { dtype, tokenizerJson: ck.tokenizerJson, tokenizerConfig: ck.tokenizerConfig });
+  const sideFiles = fs
+    .readdirSync(ck.dir, { withFileTypes: true })
+    .filter((e) => e.isFile() && !isWeightsFile(e.name))
+    .map((e) => e.name);
+  writeModelFolder(target, mergeAdapter(ck.weights, adapter), {
+    dtype,
+    tokenizerJson: ck.tokenizerJson,
+    tokenizerConfig: ck.tokenizerConfig,
+  });
   for (const f of sideFiles) fs.copyFileSync(path.join(ck.dir, f), path.join(target, f));
   return { dir: target, dtype, adapted: loraTargets(ck.weights.config, adapter.config).length };
 }

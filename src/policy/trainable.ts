@@ -102,7 +102,6 @@ export interface CheckpointOptions {
   loraDropoutSeed?: number;
 }
 
-
 export class TrainablePolicy implements PolicyService {
   readonly config: ModelConfig;
   private readonly policy: Policy;
@@ -142,7 +141,12 @@ export class TrainablePolicy implements PolicyService {
    */
   static fromCheckpoint(dir: string, settings: SessionSettings = {}, options: CheckpointOptions = {}): TrainablePolicy {
     const ck = loadCheckpoint(dir);
-    const tok = { tokenizerJson: ck.tokenizerJson, tokenizerConfig: ck.tokenizerConfig, settings, ...(options.loraDropoutSeed !== undefined ? { loraDropoutSeed: options.loraDropoutSeed } : {}) };
+    const tok = {
+      tokenizerJson: ck.tokenizerJson,
+      tokenizerConfig: ck.tokenizerConfig,
+      settings,
+      ...(options.loraDropoutSeed !== undefined ? { loraDropoutSeed: options.loraDropoutSeed } : {}),
+    };
     if (ck.adapter) {
       // Its checkpoints name the base by the folder it was loaded from: a relative name, right
       // beside the adapter's own folder, would not be right beside a run's checkpoints/N.
@@ -154,7 +158,13 @@ export class TrainablePolicy implements PolicyService {
       return new TrainablePolicy(ck.weights, { adapter: initAdapter(ck.weights.config, config, options.lora.seed), ...tok });
     }
     const reference = options.referenceDir ? loadCheckpoint(options.referenceDir, { optimizer: false }).weights : undefined;
-    return new TrainablePolicy(ck.weights, { optimizer: ck.optimizer, reference, tokenizerJson: ck.tokenizerJson, tokenizerConfig: ck.tokenizerConfig, settings });
+    return new TrainablePolicy(ck.weights, {
+      optimizer: ck.optimizer,
+      reference,
+      tokenizerJson: ck.tokenizerJson,
+      tokenizerConfig: ck.tokenizerConfig,
+      settings,
+    });
   }
 
   private serial<T>(f: () => Promise<T> | T): Promise<T> {
@@ -168,7 +178,10 @@ export class TrainablePolicy implements PolicyService {
 
   private seq(id: SequenceId): Sequence {
     const s = this.sequences.get(id);
-    if (!s) throw new TurnwiseError('invalid-input', `no sequence ${id}: never created here, or released`, { hint: 'create sequences with newSequence() and release each once' });
+    if (!s)
+      throw new TurnwiseError('invalid-input', `no sequence ${id}: never created here, or released`, {
+        hint: 'create sequences with newSequence() and release each once',
+      });
     return s;
   }
 
@@ -214,16 +227,26 @@ export class TrainablePolicy implements PolicyService {
   logprobs(rows: readonly (readonly number[])[], options: LogprobOptions = {}): Promise<Float32Array[]> {
     return this.serial(async () => {
       const temperature = options.temperature ?? 1;
-      if (!(temperature > 0) || !Number.isFinite(temperature)) throw new TurnwiseError('invalid-input', `log-prob temperature must be a finite number > 0, got ${temperature}`);
+      if (!(temperature > 0) || !Number.isFinite(temperature))
+        throw new TurnwiseError('invalid-input', `log-prob temperature must be a finite number > 0, got ${temperature}`);
       // A LoRA policy's reference is its base, the adapter off: the same weight tensors, no second copy.
       const baseOnly = options.model === 'reference' && !!this.options.adapter && !this.options.reference;
-      const policy = options.model === 'reference' && !baseOnly ? (this.referencePolicy ??= new Policy(this.options.reference ?? this.start, undefined, this.options.settings)) : this.policy;
+      const policy =
+        options.model === 'reference' && !baseOnly
+          ? (this.referencePolicy ??= new Policy(this.options.reference ?? this.start, undefined, this.options.settings))
+          : this.policy;
       const out: Float32Array[] = rows.map((r) => new Float32Array(r.length));
       // Rows of similar length run together, so little of each run is padding.
-      const order = rows.map((_, i) => i).filter((i) => rows[i].length > 1).sort((a, b) => rows[a].length - rows[b].length);
+      const order = rows
+        .map((_, i) => i)
+        .filter((i) => rows[i].length > 1)
+        .sort((a, b) => rows[a].length - rows[b].length);
       for (let k = 0; k < order.length; k += SCORING_ROWS_PER_RUN) {
         const chunk = order.slice(k, k + SCORING_ROWS_PER_RUN);
-        const lps = await policy.tokenLogprobs(chunk.map((i) => rows[i]), { temperature, ...(baseOnly ? { adapter: false } : {}) });
+        const lps = await policy.tokenLogprobs(
+          chunk.map((i) => rows[i]),
+          { temperature, ...(baseOnly ? { adapter: false } : {}) },
+        );
         chunk.forEach((i, j) => out[i].set(lps[j]));
       }
       return out;
@@ -234,7 +257,13 @@ export class TrainablePolicy implements PolicyService {
     return this.serial(async () => {
       // The trainer feeds the sampling policy's own weight arrays: one copy of the weights in the process.
       this.trainer ??= this.options.adapter
-        ? new PolicyTrainer(this.start, undefined, this.options.settings, { adapter: this.options.adapter, optimizer: this.options.optimizer, dropoutSeed: this.options.loraDropoutSeed }, this.policy.baseFeeds())
+        ? new PolicyTrainer(
+            this.start,
+            undefined,
+            this.options.settings,
+            { adapter: this.options.adapter, optimizer: this.options.optimizer, dropoutSeed: this.options.loraDropoutSeed },
+            this.policy.baseFeeds(),
+          )
         : new PolicyTrainer(this.start, this.options.optimizer, this.options.settings, undefined, this.policy.baseFeeds());
       // The decode session's packed copy of the weights is not held through the step (the step's
       // peak is the weights once, its state and activations); the next draw packs them again.
@@ -253,7 +282,8 @@ export class TrainablePolicy implements PolicyService {
   }
 
   private currentOptimizer(): OptimizerState {
-    if (this.options.adapter) return this.trainer?.adapterOptimizerState() ?? this.options.optimizer ?? zeroAdapterOptimizer(this.options.adapter);
+    if (this.options.adapter)
+      return this.trainer?.adapterOptimizerState() ?? this.options.optimizer ?? zeroAdapterOptimizer(this.options.adapter);
     return this.trainer ? this.trainer.optimizerState() : (this.options.optimizer ?? zeroOptimizerState(this.config));
   }
 
@@ -265,9 +295,18 @@ export class TrainablePolicy implements PolicyService {
   saveCheckpoint(dir: string): Promise<void> {
     return this.serial(() => {
       // A LoRA checkpoint is the adapter and its optimizer state: megabytes, not a copy of the base.
-      if (this.options.adapter) return saveAdapter(dir, this.trainer?.adapter() ?? this.options.adapter, this.config, this.currentOptimizer());
-      if (!this.options.tokenizerJson) throw new TurnwiseError('internal', 'this policy was built without its tokenizer files, so it cannot be saved as a checkpoint', { hint: 'load it from a checkpoint directory, or pass tokenizerJson' });
-      saveCheckpoint(dir, { weights: this.currentWeights(), optimizer: this.currentOptimizer(), tokenizerJson: this.options.tokenizerJson, tokenizerConfig: this.options.tokenizerConfig });
+      if (this.options.adapter)
+        return saveAdapter(dir, this.trainer?.adapter() ?? this.options.adapter, this.config, this.currentOptimizer());
+      if (!this.options.tokenizerJson)
+        throw new TurnwiseError('internal', 'this policy was built without its tokenizer files, so it cannot be saved as a checkpoint', {
+          hint: 'load it from a checkpoint directory, or pass tokenizerJson',
+        });
+      saveCheckpoint(dir, {
+        weights: this.currentWeights(),
+        optimizer: this.currentOptimizer(),
+        tokenizerJson: this.options.tokenizerJson,
+        tokenizerConfig: this.options.tokenizerConfig,
+      });
     });
   }
 

@@ -6,16 +6,26 @@ import { errorToJson, TurnwiseError } from '../core/errors';
 import { TrainablePolicy } from './trainable';
 import type { WorkerReply, WorkerRequest } from './worker';
 
-const port = parentPort ?? (() => { throw new Error('policy/worker-main.ts runs inside a worker thread (PolicyWorker)'); })();
+const port =
+  parentPort ??
+  (() => {
+    throw new Error('policy/worker-main.ts runs inside a worker thread (PolicyWorker)');
+  })();
 let policy: TrainablePolicy | undefined;
 
 function loaded(): TrainablePolicy {
-  if (!policy) throw new TurnwiseError('internal', 'no policy is loaded in this policy worker', { hint: 'call PolicyWorker.loadCheckpoint() or loadWeights() first' });
+  if (!policy)
+    throw new TurnwiseError('internal', 'no policy is loaded in this policy worker', {
+      hint: 'call PolicyWorker.loadCheckpoint() or loadWeights() first',
+    });
   return policy;
 }
 
 async function handle(req: WorkerRequest): Promise<{ result: unknown; transfer?: ArrayBuffer[] }> {
-  const settings = 'settings' in req ? { ...req.settings, onWarning: (message: string) => port.postMessage({ warning: message } satisfies WorkerReply) } : undefined;
+  const settings =
+    'settings' in req
+      ? { ...req.settings, onWarning: (message: string) => port.postMessage({ warning: message } satisfies WorkerReply) }
+      : undefined;
   switch (req.method) {
     case 'loadCheckpoint':
       await policy?.dispose();

@@ -10,7 +10,17 @@ import { TurnwiseError, type ErrorCode } from '../core/errors';
 import type { SessionSettings } from '../onnx';
 import type { OptimizerState } from './files/optimizer-state';
 import type { GeneratedRow } from './inference/policy';
-import type { CheckpointOptions, ExtendByIdRequest, LogprobOptions, PolicyInfo, PolicyService, SampleByIdRequest, SequenceId, TrainableOptions, TrainArgs } from './trainable';
+import type {
+  CheckpointOptions,
+  ExtendByIdRequest,
+  LogprobOptions,
+  PolicyInfo,
+  PolicyService,
+  SampleByIdRequest,
+  SequenceId,
+  TrainableOptions,
+  TrainArgs,
+} from './trainable';
 import type { StepMetrics } from './training/trainer';
 import type { PolicyWeights } from './model/weights';
 
@@ -40,7 +50,8 @@ export type WorkerCall =
 export type WorkerRequest = WorkerCall & { id: number };
 
 /** Worker → main thread: a reply to request `id`, or a warning from ONNX Runtime. */
-export type WorkerReply = { warning: string } | { id: number; result: unknown } | { id: number; error: { code: ErrorCode; message: string; hint?: string } };
+export type WorkerReply =
+  { warning: string } | { id: number; result: unknown } | { id: number; error: { code: ErrorCode; message: string; hint?: string } };
 
 type Body<M extends WorkerCall['method']> = Extract<WorkerCall, { method: M }>;
 
@@ -92,10 +103,20 @@ export class PolicyWorker implements PolicyService {
     this.worker = new Worker(entry.file, entry.execArgv ? { execArgv: entry.execArgv } : {});
     this.worker.unref();
     this.worker.on('message', (m: WorkerReply) => this.onMessage(m));
-    this.worker.on('error', (e) => this.close(new TurnwiseError('internal', `the policy worker crashed: ${e.message}`, { hint: 'calls in flight were lost; start a new PolicyWorker and load the last checkpoint' })));
+    this.worker.on('error', (e) =>
+      this.close(
+        new TurnwiseError('internal', `the policy worker crashed: ${e.message}`, {
+          hint: 'calls in flight were lost; start a new PolicyWorker and load the last checkpoint',
+        }),
+      ),
+    );
     this.worker.on('exit', (code) => {
       liveWorkers.delete(this);
-      this.close(new TurnwiseError('internal', `the policy worker exited (code ${code})`, { hint: 'calls in flight were lost; start a new PolicyWorker and load the last checkpoint' }));
+      this.close(
+        new TurnwiseError('internal', `the policy worker exited (code ${code})`, {
+          hint: 'calls in flight were lost; start a new PolicyWorker and load the last checkpoint',
+        }),
+      );
     });
     liveWorkers.add(this);
   }
@@ -116,7 +137,8 @@ export class PolicyWorker implements PolicyService {
   /** Rejects every pending call with `reason`; later calls reject with it too. */
   private close(reason: TurnwiseError): void {
     if (!this.closed) this.closed = reason;
-    for (const p of this.pending.values()) p.reject(new TurnwiseError(reason.code, `${reason.message}; ${p.method} did not finish`, { hint: reason.hint }));
+    for (const p of this.pending.values())
+      p.reject(new TurnwiseError(reason.code, `${reason.message}; ${p.method} did not finish`, { hint: reason.hint }));
     this.pending.clear();
   }
 
@@ -130,7 +152,11 @@ export class PolicyWorker implements PolicyService {
         this.worker.postMessage({ ...body, id } satisfies WorkerRequest);
       } catch (e) {
         this.pending.delete(id);
-        reject(new TurnwiseError('invalid-input', `cannot send ${body.method} to the policy worker: ${(e as Error).message}`, { hint: 'arguments must be plain data (no functions)' }));
+        reject(
+          new TurnwiseError('invalid-input', `cannot send ${body.method} to the policy worker: ${(e as Error).message}`, {
+            hint: 'arguments must be plain data (no functions)',
+          }),
+        );
       }
     });
   }
@@ -145,7 +171,15 @@ export class PolicyWorker implements PolicyService {
   /** Loads a checkpoint directory in the worker; the KL reference is `referenceDir`'s weights, else its own. */
   loadCheckpoint(dir: string, settings: SessionSettings = {}, options: CheckpointOptions = {}): Promise<PolicyInfo> {
     const { onWarning, ...rest } = settings;
-    return this.loaded({ method: 'loadCheckpoint', dir: path.resolve(dir), options: { ...options, ...(options.referenceDir ? { referenceDir: path.resolve(options.referenceDir) } : {}) }, settings: rest }, onWarning);
+    return this.loaded(
+      {
+        method: 'loadCheckpoint',
+        dir: path.resolve(dir),
+        options: { ...options, ...(options.referenceDir ? { referenceDir: path.resolve(options.referenceDir) } : {}) },
+        settings: rest,
+      },
+      onWarning,
+    );
   }
 
   /** Loads weights (copied to the worker) with an optional optimizer state, reference and tokenizer files. */
@@ -190,7 +224,10 @@ export class PolicyWorker implements PolicyService {
   async train(...args: TrainArgs): Promise<StepMetrics[]> {
     const [o, batches, hyper] = args;
     // A learning-rate function cannot cross threads: evaluate it here for this call's steps.
-    const lr = typeof hyper.lr === 'function' ? Array.from({ length: batches.length }, (_, k) => (hyper.lr as (s: number) => number)(this.step + k)) : hyper.lr;
+    const lr =
+      typeof hyper.lr === 'function'
+        ? Array.from({ length: batches.length }, (_, k) => (hyper.lr as (s: number) => number)(this.step + k))
+        : hyper.lr;
     const r = await this.call<{ metrics: StepMetrics[]; step: number }>({ method: 'train', args: [o, batches, { ...hyper, lr }] });
     this.step = r.step;
     return r.metrics;
@@ -225,7 +262,9 @@ export class PolicyWorker implements PolicyService {
   dispose(graceMs = 60_000): Promise<void> {
     this.disposing ??= (async () => {
       if (this.closed) return;
-      this.close(new TurnwiseError('internal', 'the policy worker was disposed', { hint: 'dispose the worker only after its calls are answered' }));
+      this.close(
+        new TurnwiseError('internal', 'the policy worker was disposed', { hint: 'dispose the worker only after its calls are answered' }),
+      );
       const id = this.nextId++;
       let timer: NodeJS.Timeout | undefined;
       const released = new Promise<void>((resolve) => {

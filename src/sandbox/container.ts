@@ -134,7 +134,8 @@ export class DockerSandbox implements Sandbox {
   /** Creates, attaches and starts a container, and waits until its shell answers. */
   static async start(docker: Docker, target: EngineTarget, opts: StartOptions): Promise<DockerSandbox> {
     const spec = containerSpec(opts);
-    if (isShuttingDown()) throw new TurnwiseError('sandbox-failed', 'not starting a sandbox: Turnwise is shutting down', { hint: 'run the command again' });
+    if (isShuttingDown())
+      throw new TurnwiseError('sandbox-failed', 'not starting a sandbox: Turnwise is shutting down', { hint: 'run the command again' });
     let sb: DockerSandbox | undefined;
     // Tracked while in flight: a signal that arrives now waits for the container to exist and
     // removes it (trackLive runs in the same continuation that the shutdown awaits).
@@ -184,8 +185,21 @@ export class DockerSandbox implements Sandbox {
         errDone = this.readyErr!.done;
         check();
       };
-      const timer = setTimeout(() => reject(new TurnwiseError('sandbox-failed', `sandbox ${this.name} did not come up within ${readyTimeoutMs} ms`, { hint: 'the engine may be overloaded; check `docker ps` and lower the parallel rollouts' })), readyTimeoutMs);
-      this.onDead = (why) => reject(new TurnwiseError('sandbox-failed', `sandbox ${this.name} ended while starting: ${why}`, { hint: 'check that the image has bash and that the engine has free memory' }));
+      const timer = setTimeout(
+        () =>
+          reject(
+            new TurnwiseError('sandbox-failed', `sandbox ${this.name} did not come up within ${readyTimeoutMs} ms`, {
+              hint: 'the engine may be overloaded; check `docker ps` and lower the parallel rollouts',
+            }),
+          ),
+        readyTimeoutMs,
+      );
+      this.onDead = (why) =>
+        reject(
+          new TurnwiseError('sandbox-failed', `sandbox ${this.name} ended while starting: ${why}`, {
+            hint: 'check that the image has bash and that the engine has free memory',
+          }),
+        );
       this.readyCleanup = () => clearTimeout(timer);
     });
     // Disposal during start rejects `ready` before it is awaited: mark it handled so that the
@@ -240,8 +254,12 @@ export class DockerSandbox implements Sandbox {
   }
 
   private async execNow(command: string, options: ExecOptions): Promise<ExecResult> {
-    if (this.disposing) throw new TurnwiseError('sandbox-failed', `sandbox ${this.name} was disposed`, { hint: 'acquire a new sandbox for each episode' });
-    if (this.deadReason) throw new TurnwiseError('sandbox-failed', `sandbox ${this.name} no longer answers: ${this.deadReason}`, { hint: 'acquire a new sandbox; this one is being removed' });
+    if (this.disposing)
+      throw new TurnwiseError('sandbox-failed', `sandbox ${this.name} was disposed`, { hint: 'acquire a new sandbox for each episode' });
+    if (this.deadReason)
+      throw new TurnwiseError('sandbox-failed', `sandbox ${this.name} no longer answers: ${this.deadReason}`, {
+        hint: 'acquire a new sandbox; this one is being removed',
+      });
     const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     const cap = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT;
     const id = randomBytes(8).toString('hex');
@@ -320,7 +338,9 @@ export class DockerSandbox implements Sandbox {
       stream = await this.container.getArchive({ path: abs });
     } catch (e) {
       if ((e as { statusCode?: number }).statusCode === 404) {
-        throw new TurnwiseError('not-found', `${abs} does not exist in sandbox ${this.name}`, { hint: 'check the path (relative paths are under /workspace)' });
+        throw new TurnwiseError('not-found', `${abs} does not exist in sandbox ${this.name}`, {
+          hint: 'check the path (relative paths are under /workspace)',
+        });
       }
       throw sandboxError(e, this.target, `reading ${abs}`);
     }
@@ -350,7 +370,9 @@ export class DockerSandbox implements Sandbox {
         }
         if ((header.size ?? 0) > maxBytes) {
           return settle(
-            new TurnwiseError('invalid-input', `${abs} is ${header.size} bytes, over the ${maxBytes}-byte read limit`, { hint: 'read a part of it with exec (head/tail) instead' }),
+            new TurnwiseError('invalid-input', `${abs} is ${header.size} bytes, over the ${maxBytes}-byte read limit`, {
+              hint: 'read a part of it with exec (head/tail) instead',
+            }),
           );
         }
         const chunks: Buffer[] = [];
@@ -362,7 +384,9 @@ export class DockerSandbox implements Sandbox {
           next();
         });
       });
-      extract.on('finish', () => settle(result ? undefined : new TurnwiseError('not-found', `${abs} not found in sandbox ${this.name}`), result));
+      extract.on('finish', () =>
+        settle(result ? undefined : new TurnwiseError('not-found', `${abs} not found in sandbox ${this.name}`), result),
+      );
       extract.on('error', (e) => settle(e));
       (stream as NodeJS.ReadableStream).on('error', (e: Error) => settle(e));
       (stream as NodeJS.ReadableStream).pipe(extract);

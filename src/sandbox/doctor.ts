@@ -23,11 +23,18 @@ export async function sandboxChecks(host?: string): Promise<Check[]> {
       notChecked('agent tools', 'Docker is not reachable', 'docker'),
     ];
   }
-  const dockerCheck: Check = { name: 'docker', status: 'ok', detail: `Docker ${info.version} (API ${info.apiVersion}, ${info.os}) at ${info.target}` };
+  const dockerCheck: Check = {
+    name: 'docker',
+    status: 'ok',
+    detail: `Docker ${info.version} (API ${info.apiVersion}, ${info.os}) at ${info.target}`,
+  };
   const { check: imagesCheck, missing } = await imagesPresent(docker);
   const withTools = SANDBOX_LANGUAGES.filter((l) => AGENT_TOOLS[l].length > 0);
   const unbuilt = withTools.filter((l) => missing.includes(languageImageTag(l)));
-  const toolsCheck = unbuilt.length > 0 ? notChecked('agent tools', `the ${unbuilt.join(', ')} sandbox image is missing`, 'sandbox images') : await agentToolsCheck(docker);
+  const toolsCheck =
+    unbuilt.length > 0
+      ? notChecked('agent tools', `the ${unbuilt.join(', ')} sandbox image is missing`, 'sandbox images')
+      : await agentToolsCheck(docker);
   return [dockerCheck, imagesCheck, toolsCheck];
 }
 
@@ -60,7 +67,10 @@ async function imagesPresent(docker: Docker): Promise<{ check: Check; missing: s
  * in a container that is created and never started (the archive API reads its filesystem), so
  * the check costs no container start. `tools` is for tests.
  */
-export async function agentToolsCheck(docker: Docker, tools: Partial<Record<SandboxLanguage, readonly string[]>> = AGENT_TOOLS): Promise<Check> {
+export async function agentToolsCheck(
+  docker: Docker,
+  tools: Partial<Record<SandboxLanguage, readonly string[]>> = AGENT_TOOLS,
+): Promise<Check> {
   const found: string[] = [];
   const problems: string[] = [];
   for (const [language, paths] of Object.entries(tools) as [SandboxLanguage, readonly string[]][]) {
@@ -77,7 +87,8 @@ export async function agentToolsCheck(docker: Docker, tools: Partial<Record<Sand
       for (const p of paths) {
         const stat = await pathStat(container, p);
         if (!stat) problems.push(`${p} is missing from ${image}`);
-        else if (/\/bin\//.test(p) && (stat.mode & 0o005) !== 0o005) problems.push(`${p} in ${image} is not executable by the sandbox user`);
+        else if (/\/bin\//.test(p) && (stat.mode & 0o005) !== 0o005)
+          problems.push(`${p} in ${image} is not executable by the sandbox user`);
         else names.push(p.slice(p.lastIndexOf('/') + 1));
       }
       if (names.length) found.push(`${language} image has ${names.join(', ')}`);

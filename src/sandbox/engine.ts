@@ -221,10 +221,14 @@ export function engineError(e: unknown, target: EngineTarget): TurnwiseError {
   const code = err?.code ?? '';
   if (typeof err?.statusCode === 'number' && err.statusCode !== 500 && !code) {
     // Something answered HTTP, but not as a Docker engine would: dockerode's text is "(HTTP code 404) unexpected".
-    return new TurnwiseError('docker-unreachable', `${target.label} answered HTTP ${err.statusCode}, but not as a Docker engine: no Docker API there`, {
-      hint: 'check the host and port of turnwise.docker.host / DOCKER_HOST (the engine listens on 2375, or 2376 with TLS), or unset it to use the local socket',
-      cause: e,
-    });
+    return new TurnwiseError(
+      'docker-unreachable',
+      `${target.label} answered HTTP ${err.statusCode}, but not as a Docker engine: no Docker API there`,
+      {
+        hint: 'check the host and port of turnwise.docker.host / DOCKER_HOST (the engine listens on 2375, or 2376 with TLS), or unset it to use the local socket',
+        cause: e,
+      },
+    );
   }
   const why =
     code === 'ENOENT'
@@ -233,7 +237,7 @@ export function engineError(e: unknown, target: EngineTarget): TurnwiseError {
         ? 'nothing is listening there'
         : code === 'EACCES'
           ? 'permission denied'
-          : err?.message ?? String(e);
+          : (err?.message ?? String(e));
   const hint =
     code === 'EACCES'
       ? 'add your user to the docker group (`sudo usermod -aG docker $USER`, then log in again), or use rootless Docker or Podman (`systemctl --user start podman.socket`) and set DOCKER_HOST to its socket'

@@ -24,7 +24,9 @@ export function sandboxError(e: unknown, target: EngineTarget, what: string, ima
   if (e instanceof TurnwiseError) return e;
   const err = e as NodeJS.ErrnoException & { statusCode?: number };
   if (err?.code && CONNECTION_CODES.has(err.code)) return engineError(e, target);
-  const msg = messageOf(e).replace(/^\(HTTP code \d+\) [a-z ]+ - /i, '').trim();
+  const msg = messageOf(e)
+    .replace(/^\(HTTP code \d+\) [a-z ]+ - /i, '')
+    .trim();
   if (isOutOfDisk(e)) {
     return new TurnwiseError('docker-out-of-disk', `the Docker engine at ${target.label} is out of disk space while ${what}`, {
       hint: 'free space: `turnwise sandbox prune --images` removes old Turnwise snapshots; `docker system prune` removes other unused data',

@@ -44,7 +44,16 @@ export type SandboxLanguage = (typeof SANDBOX_LANGUAGES)[number];
  * teach the policy to call. `turnwise doctor` checks that the built image has them.
  */
 export const AGENT_TOOLS: Record<SandboxLanguage, readonly string[]> = {
-  python: ['/usr/local/bin/tw-test', '/usr/local/bin/tw-suspects', '/usr/local/bin/tw-show', '/usr/local/bin/tw-tokens', '/usr/local/bin/tw-edit', '/usr/local/bin/tw-cands', '/usr/local/bin/tw-apply', '/opt/turnwise/turnwise_tools.py'],
+  python: [
+    '/usr/local/bin/tw-test',
+    '/usr/local/bin/tw-suspects',
+    '/usr/local/bin/tw-show',
+    '/usr/local/bin/tw-tokens',
+    '/usr/local/bin/tw-edit',
+    '/usr/local/bin/tw-cands',
+    '/usr/local/bin/tw-apply',
+    '/opt/turnwise/turnwise_tools.py',
+  ],
   node: [],
 };
 
@@ -78,7 +87,9 @@ function listDir(root: string): string[] {
 export function languageImageTag(language: SandboxLanguage, dir = sandboxImagesDir()): string {
   const root = languageDir(language, dir);
   if (!fs.existsSync(path.join(root, 'Dockerfile'))) {
-    throw new TurnwiseError('not-found', `${root}/Dockerfile is missing`, { hint: 'reinstall Turnwise; the sandbox image definitions ship with it' });
+    throw new TurnwiseError('not-found', `${root}/Dockerfile is missing`, {
+      hint: 'reinstall Turnwise; the sandbox image definitions ship with it',
+    });
   }
   const h = createHash('sha256').update(baseImageTag(dir));
   for (const f of listDir(root)) h.update(`\0${f}\0`).update(fs.readFileSync(path.join(root, f)));
@@ -142,7 +153,9 @@ function packDir(root: string): NodeJS.ReadableStream {
     try {
       for (const f of listDir(root)) {
         const data = fs.readFileSync(path.join(root, f));
-        await new Promise<void>((res, rej) => pack.entry({ name: f, size: data.length, mode: 0o644 }, data, (err) => (err ? rej(err) : res())));
+        await new Promise<void>((res, rej) =>
+          pack.entry({ name: f, size: data.length, mode: 0o644 }, data, (err) => (err ? rej(err) : res())),
+        );
       }
       pack.finalize();
     } catch (e) {
@@ -170,9 +183,13 @@ export function bootstrapScript(dir = sandboxImagesDir()): string {
 export async function bootstrapBaseImage(onProgress: BuildProgress = () => undefined, dir = sandboxImagesDir()): Promise<void> {
   const script = bootstrapScript(dir);
   if (!fs.existsSync(script)) {
-    throw new TurnwiseError('docker-image-missing', `the base image ${baseImageTag(dir)} is missing and ${script} is not there to build it`, {
-      hint: `pass --base IMAGE (a registry or mirror copy of ${PUBLIC_BASE_IMAGE}), or reinstall Turnwise`,
-    });
+    throw new TurnwiseError(
+      'docker-image-missing',
+      `the base image ${baseImageTag(dir)} is missing and ${script} is not there to build it`,
+      {
+        hint: `pass --base IMAGE (a registry or mirror copy of ${PUBLIC_BASE_IMAGE}), or reinstall Turnwise`,
+      },
+    );
   }
   await new Promise<void>((resolve, reject) => {
     const child = spawn('bash', [script], { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -189,9 +206,13 @@ export async function bootstrapBaseImage(onProgress: BuildProgress = () => undef
       code === 0
         ? resolve()
         : reject(
-            new TurnwiseError('docker-image-missing', `bootstrapping the base image ${baseImageTag(dir)} failed (exit ${code}): ${tail.trim().split('\n').slice(-3).join(' / ')}`, {
-              hint: `with a registry in reach, \`turnwise images build --base IMAGE\` needs no root (IMAGE: ${PUBLIC_BASE_IMAGE} or a mirror of it); offline, run \`sudo ${script}\` once on a Debian host (apt-get install debootstrap)`,
-            }),
+            new TurnwiseError(
+              'docker-image-missing',
+              `bootstrapping the base image ${baseImageTag(dir)} failed (exit ${code}): ${tail.trim().split('\n').slice(-3).join(' / ')}`,
+              {
+                hint: `with a registry in reach, \`turnwise images build --base IMAGE\` needs no root (IMAGE: ${PUBLIC_BASE_IMAGE} or a mirror of it); offline, run \`sudo ${script}\` once on a Debian host (apt-get install debootstrap)`,
+              },
+            ),
           ),
     );
   });
@@ -209,12 +230,19 @@ export interface BaseChoice {
 const PULL_SILENCE_MS = 30_000;
 
 /** Pulls an image; resolves with undefined when done, or with the reason it could not be pulled. */
-export async function tryPull(docker: Docker, image: string, onProgress: BuildProgress = () => undefined, silenceMs = PULL_SILENCE_MS): Promise<string | undefined> {
+export async function tryPull(
+  docker: Docker,
+  image: string,
+  onProgress: BuildProgress = () => undefined,
+  silenceMs = PULL_SILENCE_MS,
+): Promise<string | undefined> {
   let stream: NodeJS.ReadableStream;
   try {
     stream = await docker.pull(image);
   } catch (e) {
-    return String((e as { json?: { message?: string } }).json?.message ?? (e as Error).message ?? e).replace(/^\(HTTP code \d+\) [a-z ]+ - /i, '').trim();
+    return String((e as { json?: { message?: string } }).json?.message ?? (e as Error).message ?? e)
+      .replace(/^\(HTTP code \d+\) [a-z ]+ - /i, '')
+      .trim();
   }
   return new Promise<string | undefined>((resolve) => {
     let failure: string | undefined;
@@ -277,9 +305,13 @@ export async function chooseBase(
     say(`pulling ${given}`);
     const failed = await tryPull(docker, given, say);
     if (failed) {
-      throw new TurnwiseError('docker-image-missing', `the base image ${given} is not on ${target.label} and could not be pulled: ${failed}`, {
-        hint: `check the name and that its registry is reachable from the engine (\`docker pull ${given}\`; \`docker login\` for a private mirror)`,
-      });
+      throw new TurnwiseError(
+        'docker-image-missing',
+        `the base image ${given} is not on ${target.label} and could not be pulled: ${failed}`,
+        {
+          hint: `check the name and that its registry is reachable from the engine (\`docker pull ${given}\`; \`docker login\` for a private mirror)`,
+        },
+      );
     }
     return { image: given, source: 'option', why: 'asked for, pulled from its registry' };
   }
@@ -373,19 +405,19 @@ export async function ensureLanguageImage(
   onProgress(`building ${tag} FROM ${choice.image}`);
   try {
     await buildFromContext(
-    docker,
-    target,
-    packDir(languageDir(language, dir)),
-    {
-      t: tag,
-      buildargs: { BASE: choice.image, PACKAGES: basePackages(dir).join(' ') },
-      labels: { 'turnwise.image': language, [BASE_LABEL]: choice.image },
-      // A registry base installs the sandbox packages with apt, which needs the network; the
-      // bootstrapped base has them all, so its builds stay off the network.
-      networkmode: choice.source === 'bootstrap' ? 'none' : 'default',
-    },
-    onProgress,
-  );
+      docker,
+      target,
+      packDir(languageDir(language, dir)),
+      {
+        t: tag,
+        buildargs: { BASE: choice.image, PACKAGES: basePackages(dir).join(' ') },
+        labels: { 'turnwise.image': language, [BASE_LABEL]: choice.image },
+        // A registry base installs the sandbox packages with apt, which needs the network; the
+        // bootstrapped base has them all, so its builds stay off the network.
+        networkmode: choice.source === 'bootstrap' ? 'none' : 'default',
+      },
+      onProgress,
+    );
   } catch (e) {
     if (choice.source === 'bootstrap' || !(e instanceof TurnwiseError) || e.code !== 'sandbox-failed') throw e;
     // FROM a registry image the build installs the sandbox packages with apt.

@@ -42,15 +42,16 @@ export { SandboxPool, parseEngineSpecs, type PoolOptions, type PoolSnapshot, typ
 export { DockerSandbox, containerSpec, DEFAULT_LIMITS, DEFAULT_TIMEOUT_MS, DEFAULT_MAX_OUTPUT, type StartOptions } from './container';
 export { SHELL_STATE_NOTE } from './shell';
 export { buildSnapshot, listWorkspaceFiles, type Snapshot, type SnapshotOptions } from './snapshot';
-export {
-  SANDBOX_LANGUAGES,
-  baseImageTag,
-  ensureLanguageImage,
-  languageImageTag,
-  sandboxLanguageFor,
-  type SandboxLanguage,
-} from './images';
+export { SANDBOX_LANGUAGES, baseImageTag, ensureLanguageImage, languageImageTag, sandboxLanguageFor, type SandboxLanguage } from './images';
 export { connectEngine, engineInfo, resolveEngineTarget, type EngineTarget } from './engine';
 export { disposeAllSandboxes, installShutdownHooks } from './lifecycle';
 export { LABEL, ownerId } from './owner';
-export { reapOrphans, reapAtStartup, reapInterruptedBuilds, STALE_BUILD_MS, pruneSnapshotImages, type ReapResult, type ReapOptions } from './reaper';
+export {
+  reapOrphans,
+  reapAtStartup,
+  reapInterruptedBuilds,
+  STALE_BUILD_MS,
+  pruneSnapshotImages,
+  type ReapResult,
+  type ReapOptions,
+} from './reaper';

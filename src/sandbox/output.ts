@@ -73,7 +73,7 @@ export class CappedOutput {
       this.tailLen = this.tailCap;
       return;
     }
-    for (let i = 0; i < data.length; ) {
+    for (let i = 0; i < data.length;) {
       const writeAt = (this.tailStart + this.tailLen) % this.tailCap;
       if (this.tailLen < this.tailCap) {
         const n = Math.min(data.length - i, this.tailCap - writeAt, this.tailCap - this.tailLen);

@@ -30,7 +30,8 @@ export function parseEngineSpecs(value: unknown): EngineSpec[] | undefined {
       hint: 'write engines as "HOST*CAPACITY, HOST*CAPACITY", e.g. "unix:///var/run/docker.sock*8, ssh://me@box*16"',
     });
   if (value === undefined || value === null || value === '') return undefined;
-  const items: unknown[] = typeof value === 'string' ? value.split(/[,\s]+/).filter((x) => x !== '') : Array.isArray(value) ? value : [value];
+  const items: unknown[] =
+    typeof value === 'string' ? value.split(/[,\s]+/).filter((x) => x !== '') : Array.isArray(value) ? value : [value];
   const specs = items.map((item): EngineSpec => {
     if (typeof item === 'string') {
       const m = /^(.*?)(?:\*(\d+))?$/.exec(item.trim())!;
@@ -105,14 +106,17 @@ export class SandboxPool implements AsyncDisposable {
   /** The `turnwise.pool` label of this pool's containers: close() sweeps by it (and by owner). */
   readonly poolId = randomBytes(6).toString('hex');
 
-  private constructor(private readonly opts: PoolOptions, engines: PoolEngine[]) {
+  private constructor(
+    private readonly opts: PoolOptions,
+    engines: PoolEngine[],
+  ) {
     this.engines = engines;
   }
 
   /** Connects to every engine (pinging each, so a dead one fails here with its fix). */
   static async connect(opts: PoolOptions): Promise<SandboxPool> {
     if (!opts.run) throw new TurnwiseError('invalid-input', 'a sandbox pool needs a run id', { hint: 'pass { run: "<run-id>" }' });
-    const specs = opts.engines?.length ? opts.engines : parseEngineSpecs(process.env.TURNWISE_DOCKER_ENGINES) ?? [{}];
+    const specs = opts.engines?.length ? opts.engines : (parseEngineSpecs(process.env.TURNWISE_DOCKER_ENGINES) ?? [{}]);
     const engines: PoolEngine[] = [];
     for (const s of specs) {
       const { docker, target } = connectEngine(s.host);
@@ -148,9 +152,17 @@ export class SandboxPool implements AsyncDisposable {
       if (!base) {
         const lang = sandboxLanguageFor(opts.language ?? 'python');
         // Bootstrapping uses the local engine only; a remote engine must have its images built.
-        base = (await ensureLanguageImage(e.docker, e.target, lang, opts.onProgress, { bootstrap: i === 0 && !/^(tcp|ssh|https?):/.test(e.target.label) })).tag;
+        base = (
+          await ensureLanguageImage(e.docker, e.target, lang, opts.onProgress, {
+            bootstrap: i === 0 && !/^(tcp|ssh|https?):/.test(e.target.label),
+          })
+        ).tag;
       }
-      const snap = await buildSnapshot(e.docker, e.target, dir, { ...opts, baseImage: base, includeNodeModules: opts.includeNodeModules ?? (opts.language !== undefined && sandboxLanguageFor(opts.language) === 'node') });
+      const snap = await buildSnapshot(e.docker, e.target, dir, {
+        ...opts,
+        baseImage: base,
+        includeNodeModules: opts.includeNodeModules ?? (opts.language !== undefined && sandboxLanguageFor(opts.language) === 'node'),
+      });
       images.push(snap.image);
       built ||= snap.built;
       first ??= snap;
@@ -172,7 +184,8 @@ export class SandboxPool implements AsyncDisposable {
     const set = this.warmSet(this.key(snapshot));
     const t0 = Date.now();
     while (set.ready.length < set.target) {
-      if (set.failures >= 3) throw set.lastError instanceof Error ? set.lastError : new TurnwiseError('sandbox-failed', 'warm pool cannot start containers');
+      if (set.failures >= 3)
+        throw set.lastError instanceof Error ? set.lastError : new TurnwiseError('sandbox-failed', 'warm pool cannot start containers');
       if (Date.now() - t0 > timeoutMs) throw new TurnwiseError('sandbox-failed', `warm pool did not fill within ${timeoutMs} ms`);
       await new Promise((r) => setTimeout(r, 10));
     }
@@ -186,7 +199,12 @@ export class SandboxPool implements AsyncDisposable {
       warm += s.ready.length;
       starting += s.starting;
     }
-    return { leased: this.leased.size, warm, starting, engines: this.engines.map((e) => ({ label: e.target.label, used: e.used, capacity: e.capacity })) };
+    return {
+      leased: this.leased.size,
+      warm,
+      starting,
+      engines: this.engines.map((e) => ({ label: e.target.label, used: e.used, capacity: e.capacity })),
+    };
   }
 
   /**
@@ -330,7 +348,8 @@ export class SandboxPool implements AsyncDisposable {
 
   private async waitForSlot(): Promise<number> {
     for (;;) {
-      if (this.closed) throw new TurnwiseError('sandbox-failed', 'the sandbox pool is closed', { hint: 'acquire sandboxes before closing the pool' });
+      if (this.closed)
+        throw new TurnwiseError('sandbox-failed', 'the sandbox pool is closed', { hint: 'acquire sandboxes before closing the pool' });
       const i = this.pickEngine();
       if (i !== undefined) return i;
       await new Promise<void>((r) => this.waiters.push(r));
@@ -345,7 +364,14 @@ export class SandboxPool implements AsyncDisposable {
     const i = await this.waitForSlot();
     const e = this.engines[i];
     const image = typeof snapshot === 'string' ? snapshot : snapshot.images[i];
-    const start: StartOptions = { image, run: this.opts.run, rollout, limits: this.opts.limits, tmpfsBytes: this.opts.tmpfsBytes, labels: { [LABEL.pool]: this.poolId } };
+    const start: StartOptions = {
+      image,
+      run: this.opts.run,
+      rollout,
+      limits: this.opts.limits,
+      tmpfsBytes: this.opts.tmpfsBytes,
+      labels: { [LABEL.pool]: this.poolId },
+    };
     let sb: DockerSandbox;
     try {
       sb = await DockerSandbox.start(e.docker, e.target, start);

@@ -81,7 +81,11 @@ export const STALE_BUILD_MS = 10 * 60_000;
  * Safe against builds that finished: their step images are parents of the tagged snapshot,
  * which the engine refuses to remove (409) without `force`, and force is never used here.
  */
-export async function reapInterruptedBuilds(docker: Docker, target: EngineTarget, opts: { olderThanMs?: number; now?: number } = {}): Promise<string[]> {
+export async function reapInterruptedBuilds(
+  docker: Docker,
+  target: EngineTarget,
+  opts: { olderThanMs?: number; now?: number } = {},
+): Promise<string[]> {
   const cutoff = (opts.now ?? Date.now()) - (opts.olderThanMs ?? STALE_BUILD_MS);
   let images: Docker.ImageInfo[];
   try {

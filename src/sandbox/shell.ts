@@ -35,7 +35,7 @@ while IFS=' ' read -r id tmo plen clen; do
   (( clen > 0 )) && IFS= read -r -d '' -N "$clen" cmd
   oomcount; o0=$__oom
   printf -v tsec '%d.%03d' $(( tmo / 1000 )) $(( tmo % 1000 ))
-  t0=${"$"}{EPOCHREALTIME/./}
+  t0=${'$'}{EPOCHREALTIME/./}
   # One argument may not exceed 128 KiB (MAX_ARG_STRLEN): a longer command goes through a file.
   if (( clen > 100000 )); then cf=/tmp/.tw-cmd-$id; printf '%s' "$cmd" > "$cf"; set -- bash "$cf"; else cf=''; set -- bash -c "$cmd"; fi
   ( export TW_COMMAND_TIMEOUT_MS=$tmo; eval "$pre" && exec timeout -k 2 "$tsec" "$@" ) </dev/null &
@@ -43,7 +43,7 @@ while IFS=' ' read -r id tmo plen clen; do
   { wait "$pid"; } 2>/dev/null; rc=$?
   kill -KILL -- "-$pid" 2>/dev/null
   [[ -n $cf ]] && rm -f "$cf"
-  t1=${"$"}{EPOCHREALTIME/./}
+  t1=${'$'}{EPOCHREALTIME/./}
   oomcount
   to=0
   (( (rc == 124 || rc == 137) && (t1 - t0) / 1000 >= tmo )) && to=1

@@ -54,7 +54,11 @@ function isGitWorkTree(dir: string): boolean {
     // Inside a work tree at any depth: a workspace that is a subfolder of a repository (a
     // monorepo package) follows the repository's ignore rules too. ls-files paths are relative
     // to the folder it runs in.
-    return execFileSync('git', [...GIT_SAFE, '-C', dir, 'rev-parse', '--is-inside-work-tree'], { stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim() === 'true';
+    return (
+      execFileSync('git', [...GIT_SAFE, '-C', dir, 'rev-parse', '--is-inside-work-tree'], { stdio: ['ignore', 'pipe', 'ignore'] })
+        .toString()
+        .trim() === 'true'
+    );
   } catch {
     return false;
   }
@@ -72,7 +76,10 @@ export function listWorkspaceFiles(dir: string, opts: ListOptions = {}): Workspa
   let rels: string[] = [];
   if (isGitWorkTree(root)) {
     const raw = execFileSync('git', [...GIT_SAFE, '-C', root, 'ls-files', '-z', '-c', '-o', '--exclude-standard'], { maxBuffer: 1 << 30 });
-    rels = raw.toString('utf8').split('\0').filter((r) => r !== '');
+    rels = raw
+      .toString('utf8')
+      .split('\0')
+      .filter((r) => r !== '');
     // Submodules are listed as one path: take their files too.
     const expanded: string[] = [];
     for (const r of rels) {
@@ -133,8 +140,15 @@ export function checkSnapshotSize(files: WorkspaceFile[], maxBytes: number, root
     const top = f.rel.includes('/') ? `${f.rel.split('/')[0]}/` : f.rel;
     byTop.set(top, (byTop.get(top) ?? 0) + f.size);
   }
-  const largest = [...files].sort((a, b) => b.size - a.size).slice(0, 5).map((f) => `${f.rel} (${mb(f.size)})`);
-  const folders = [...byTop].filter(([k]) => k.endsWith('/')).sort((a, b) => b[1] - a[1]).slice(0, 3).map(([k, v]) => `${k} (${mb(v)})`);
+  const largest = [...files]
+    .sort((a, b) => b.size - a.size)
+    .slice(0, 5)
+    .map((f) => `${f.rel} (${mb(f.size)})`);
+  const folders = [...byTop]
+    .filter(([k]) => k.endsWith('/'))
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, 3)
+    .map(([k, v]) => `${k} (${mb(v)})`);
   throw new TurnwiseError(
     'invalid-input',
     `workspace ${root} is ${mb(total)}, over the ${mb(maxBytes)} snapshot cap. Largest files: ${largest.join(', ')}` +
@@ -151,7 +165,10 @@ function hashFile(abs: string): string {
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     throw new TurnwiseError('invalid-input', `cannot read ${abs} to snapshot the workspace (${code ?? (e as Error).message})`, {
-      hint: code === 'EACCES' ? 'make the file readable, or add it to .gitignore so it stays out of sandboxes' : 'check that the workspace is not changing while the snapshot is built',
+      hint:
+        code === 'EACCES'
+          ? 'make the file readable, or add it to .gitignore so it stays out of sandboxes'
+          : 'check that the workspace is not changing while the snapshot is built',
       cause: e,
     });
   }
@@ -197,7 +214,9 @@ export function contextPath(rel: string): { name: string; depsRoot?: string } {
  * `sandbox prune --images` (and the shutdown cleanup) could not tell it is Turnwise's.
  */
 export function snapshotDockerfile(baseImage: string, labels: Record<string, string> = {}): string {
-  const labelLine = Object.entries(labels).map(([k, v]) => `${JSON.stringify(k)}=${JSON.stringify(v)}`).join(' ');
+  const labelLine = Object.entries(labels)
+    .map(([k, v]) => `${JSON.stringify(k)}=${JSON.stringify(v)}`)
+    .join(' ');
   return [
     `FROM ${baseImage}`,
     ...(labelLine ? [`LABEL ${labelLine}`] : []),
@@ -314,7 +333,13 @@ export async function buildSnapshot(docker: Docker, target: EngineTarget, dir: s
   };
   trackLive(leftovers);
   try {
-    building = buildFromContext(docker, target, packSnapshot(root, files, opts.baseImage, labels), { t: image, labels, abortSignal: abort.signal }, opts.onProgress);
+    building = buildFromContext(
+      docker,
+      target,
+      packSnapshot(root, files, opts.baseImage, labels),
+      { t: image, labels, abortSignal: abort.signal },
+      opts.onProgress,
+    );
     await building;
   } finally {
     untrackLive(leftovers);

@@ -130,7 +130,11 @@ const slot = (i: number) => `\uE000${i}\uE001`;
  * Undefined when the template changes a message's text (the plain render is used then).
  */
 function encodeAsData(template: ChatTemplate, tok: ChatTokenizer, messages: readonly ChatMessage[], now: Date): number[] | undefined {
-  const skeleton = template.render(messages.map((m, i) => ({ role: m.role, content: slot(i) })), true, now);
+  const skeleton = template.render(
+    messages.map((m, i) => ({ role: m.role, content: slot(i) })),
+    true,
+    now,
+  );
   const filled = skeleton.replace(/\uE000(\d+)\uE001/g, (_, i) => messages[Number(i)].content);
   if (filled !== template.render(messages, true, now)) return undefined;
   const ids: number[] = [];
@@ -146,7 +150,13 @@ function encodeAsData(template: ChatTemplate, tok: ChatTokenizer, messages: read
 
 const num = (v: unknown, name: string, lo: number, hi: number, integer = false): number | undefined => {
   if (v === undefined || v === null) return undefined;
-  if (typeof v !== 'number' || !Number.isFinite(v) || v < lo || v > hi || (integer && !Number.isInteger(v))) throw new ApiError(400, `${name} must be ${integer ? 'an integer' : 'a number'} in [${lo}, ${hi}], got ${JSON.stringify(v)}`, 'invalid_request_error', name);
+  if (typeof v !== 'number' || !Number.isFinite(v) || v < lo || v > hi || (integer && !Number.isInteger(v)))
+    throw new ApiError(
+      400,
+      `${name} must be ${integer ? 'an integer' : 'a number'} in [${lo}, ${hi}], got ${JSON.stringify(v)}`,
+      'invalid_request_error',
+      name,
+    );
   return v;
 };
 
@@ -157,7 +167,13 @@ export async function startServer(o: ServeOptions): Promise<RunningServer> {
   const settings = o.settings ?? {};
   let pack = settings.packDecodeWeights;
   if (pack === undefined) {
-    const d = samplingPacksWeights(o.packDecodeWeights ?? 'auto', settings.provider ?? 'cpu', ck.weights.config, { episodes: o.maxBatch ?? 8, context: 2 * cap }, availableMemory());
+    const d = samplingPacksWeights(
+      o.packDecodeWeights ?? 'auto',
+      settings.provider ?? 'cpu',
+      ck.weights.config,
+      { episodes: o.maxBatch ?? 8, context: 2 * cap },
+      availableMemory(),
+    );
     if (d.note) settings.onWarning?.(d.note);
     pack = d.pack;
   }
@@ -170,7 +186,8 @@ export async function startServer(o: ServeOptions): Promise<RunningServer> {
   // special token ending each reply): conversations are then built as the agent builds them.
   let format: ChatFormat | undefined;
   try {
-    format = template && context > 65 ? new ChatFormat({ template, tokenizer: tok, contextTokens: context, maxActionTokens: 1 }) : undefined;
+    format =
+      template && context > 65 ? new ChatFormat({ template, tokenizer: tok, contextTokens: context, maxActionTokens: 1 }) : undefined;
   } catch {
     format = undefined;
   }
@@ -178,7 +195,11 @@ export async function startServer(o: ServeOptions): Promise<RunningServer> {
   // A chat reply ends at the template's end of turn or an eos id, as the agent's replies do.
   const chatStopIds = format ? [...new Set([format.endOfTurn.id, ...eos])] : undefined;
   const replyIds = new ReplyIds();
-  const name = o.name ?? (o.adapter ? `${ck.dir.split('/').pop()}+${o.adapter.replace(/\/+$/, '').split('/').pop()}` : (ck.adapterDir ?? ck.dir).split('/').pop()!);
+  const name =
+    o.name ??
+    (o.adapter
+      ? `${ck.dir.split('/').pop()}+${o.adapter.replace(/\/+$/, '').split('/').pop()}`
+      : (ck.adapterDir ?? ck.dir).split('/').pop()!);
   const created = Math.floor(Date.now() / 1000);
   const maxBytes = o.maxRequestBytes ?? 1024 * 1024;
   const maxQueued = o.maxQueued ?? 64;
@@ -200,7 +221,13 @@ export async function startServer(o: ServeOptions): Promise<RunningServer> {
         // A sampled token has a finite log-prob under any working model; NaN or infinite ones mean
         // broken weights, whose tokens are noise: the server's fault, answered 500 and logged.
         const bad = r.logprobs.findIndex((x) => !Number.isFinite(x));
-        if (bad >= 0) batch[i].reject(new TurnwiseError('internal', `the model gave a log-prob of ${r.logprobs[bad]} for its sampled token ${bad + 1}: its weights hold NaN or infinite values`));
+        if (bad >= 0)
+          batch[i].reject(
+            new TurnwiseError(
+              'internal',
+              `the model gave a log-prob of ${r.logprobs[bad]} for its sampled token ${bad + 1}: its weights hold NaN or infinite values`,
+            ),
+          );
         else batch[i].resolve({ ...r, batch: batch.length });
       });
     } catch (e) {
@@ -212,8 +239,17 @@ export async function startServer(o: ServeOptions): Promise<RunningServer> {
   };
   const submit = (prompt: number[], req: Omit<SampleRequest, 'seq'>, started?: (batch: number) => void) =>
     new Promise<Sampled>((resolve, reject) => {
-      if (queue.length >= maxQueued) return reject(new ApiError(429, `${maxQueued} requests are waiting already; try again shortly`, 'rate_limit_exceeded'));
-      if (prompt.length >= context) return reject(new ApiError(400, `the prompt is ${prompt.length} tokens; this model's context is ${context}`, 'invalid_request_error', 'messages'));
+      if (queue.length >= maxQueued)
+        return reject(new ApiError(429, `${maxQueued} requests are waiting already; try again shortly`, 'rate_limit_exceeded'));
+      if (prompt.length >= context)
+        return reject(
+          new ApiError(
+            400,
+            `the prompt is ${prompt.length} tokens; this model's context is ${context}`,
+            'invalid_request_error',
+            'messages',
+          ),
+        );
       queue.push({ prompt, req, resolve, reject, ...(started ? { started } : {}) });
       timer ??= setTimeout(() => void drain(), o.batchWaitMs ?? 5);
     });
@@ -226,7 +262,12 @@ export async function startServer(o: ServeOptions): Promise<RunningServer> {
     const topP = num(b.top_p, 'top_p', Number.MIN_VALUE, 1) ?? 1;
     const seed = num(b.seed, 'seed', 0, 2 ** 32 - 1, true) ?? 0;
     const stopRaw = b.stop ?? [];
-    const stop = typeof stopRaw === 'string' ? [stopRaw] : Array.isArray(stopRaw) && stopRaw.length <= 4 && stopRaw.every((x) => typeof x === 'string' && x !== '') ? (stopRaw as string[]) : undefined;
+    const stop =
+      typeof stopRaw === 'string'
+        ? [stopRaw]
+        : Array.isArray(stopRaw) && stopRaw.length <= 4 && stopRaw.every((x) => typeof x === 'string' && x !== '')
+          ? (stopRaw as string[])
+          : undefined;
     if (!stop) throw new ApiError(400, 'stop must be a string or a list of up to 4 non-empty strings', 'invalid_request_error', 'stop');
     return { n, maxTokens, temperature, topP, seed, stop, stream: b.stream === true };
   };
@@ -264,7 +305,12 @@ export async function startServer(o: ServeOptions): Promise<RunningServer> {
       text_offset.push(at);
       at += t.length;
     }
-    return { tokens, token_logprobs: lps, top_logprobs: tops ? tops.map((row) => Object.fromEntries(row.map((t) => [tok.decode([t.id], false), t.logprob]))) : null, text_offset };
+    return {
+      tokens,
+      token_logprobs: lps,
+      top_logprobs: tops ? tops.map((row) => Object.fromEntries(row.map((t) => [tok.decode([t.id], false), t.logprob]))) : null,
+      text_offset,
+    };
   };
 
   /**
@@ -273,7 +319,11 @@ export async function startServer(o: ServeOptions): Promise<RunningServer> {
    * otherwise the template's render with message content encoded as data.
    */
   const chatPrompt = (messages: ChatMessage[]): number[] => {
-    const shaped = messages.length >= 2 && messages[0].role === 'system' && messages.slice(1).every((m, i) => m.role === (i % 2 === 0 ? 'user' : 'assistant')) && messages[messages.length - 1].role === 'user';
+    const shaped =
+      messages.length >= 2 &&
+      messages[0].role === 'system' &&
+      messages.slice(1).every((m, i) => m.role === (i % 2 === 0 ? 'user' : 'assistant')) &&
+      messages[messages.length - 1].role === 'user';
     if (format && shaped) {
       try {
         const conv = format.conversation(messages[0].content, messages[1].content);
@@ -298,7 +348,13 @@ export async function startServer(o: ServeOptions): Promise<RunningServer> {
     } catch (e) {
       // A template that raises on the messages (roles out of the order it accepts) refuses the
       // request, as vLLM answers it: the client's 400, not the server's 500.
-      if (e instanceof TurnwiseError && /raised while rendering/.test(e.message)) throw new ApiError(400, `the model's chat template refused these messages: ${e.message.replace(/^.*?raised while rendering [^:]*: /, '')}`, 'invalid_request_error', 'messages');
+      if (e instanceof TurnwiseError && /raised while rendering/.test(e.message))
+        throw new ApiError(
+          400,
+          `the model's chat template refused these messages: ${e.message.replace(/^.*?raised while rendering [^:]*: /, '')}`,
+          'invalid_request_error',
+          'messages',
+        );
       throw e;
     }
   };
@@ -316,10 +372,19 @@ export async function startServer(o: ServeOptions): Promise<RunningServer> {
       o.onLog?.(`500 on ${req.method} ${req.url}: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
       send(500, { error: { message, type: 'server_error', param: null, code: null } });
     };
-    if (o.token && !bearerMatches(req.headers.authorization, o.token)) return fail(new ApiError(401, 'missing or wrong bearer token', 'authentication_error'));
+    if (o.token && !bearerMatches(req.headers.authorization, o.token))
+      return fail(new ApiError(401, 'missing or wrong bearer token', 'authentication_error'));
     const url = (req.url ?? '').split('?')[0];
-    if (req.method === 'GET' && url === '/v1/models') return send(200, { object: 'list', data: [{ id: name, object: 'model', created, owned_by: 'turnwise' }] });
-    if (req.method !== 'POST' || (url !== '/v1/chat/completions' && url !== '/v1/completions')) return fail(new ApiError(404, `no route ${req.method} ${url}; this server answers GET /v1/models, POST /v1/chat/completions and POST /v1/completions`, 'not_found_error'));
+    if (req.method === 'GET' && url === '/v1/models')
+      return send(200, { object: 'list', data: [{ id: name, object: 'model', created, owned_by: 'turnwise' }] });
+    if (req.method !== 'POST' || (url !== '/v1/chat/completions' && url !== '/v1/completions'))
+      return fail(
+        new ApiError(
+          404,
+          `no route ${req.method} ${url}; this server answers GET /v1/models, POST /v1/chat/completions and POST /v1/completions`,
+          'not_found_error',
+        ),
+      );
     const chunks: Buffer[] = [];
     let size = 0;
     let refused = false;
@@ -343,19 +408,46 @@ export async function startServer(o: ServeOptions): Promise<RunningServer> {
           return fail(new ApiError(400, 'the request body is not a JSON object'));
         }
         try {
-          if (body.model !== undefined && body.model !== name) throw new ApiError(404, `model ${JSON.stringify(body.model)} is not served here; this server serves ${JSON.stringify(name)}`, 'not_found_error', 'model');
+          if (body.model !== undefined && body.model !== name)
+            throw new ApiError(
+              404,
+              `model ${JSON.stringify(body.model)} is not served here; this server serves ${JSON.stringify(name)}`,
+              'not_found_error',
+              'model',
+            );
           const s = sampling(body);
           const chat = url === '/v1/chat/completions';
           let prompt: number[];
           if (chat) {
-            if (!template) throw new ApiError(400, `${ck.dir} has no chat template, so it answers /v1/completions only`, 'invalid_request_error', 'messages');
+            if (!template)
+              throw new ApiError(
+                400,
+                `${ck.dir} has no chat template, so it answers /v1/completions only`,
+                'invalid_request_error',
+                'messages',
+              );
             const msgs = body.messages;
-            if (!Array.isArray(msgs) || msgs.length === 0) throw new ApiError(400, 'messages must be a non-empty list', 'invalid_request_error', 'messages');
+            if (!Array.isArray(msgs) || msgs.length === 0)
+              throw new ApiError(400, 'messages must be a non-empty list', 'invalid_request_error', 'messages');
             const messages: ChatMessage[] = msgs.map((m, i) => {
               const r = m as { role?: unknown; content?: unknown };
-              if (!r || (r.role !== 'system' && r.role !== 'user' && r.role !== 'assistant')) throw new ApiError(400, `messages[${i}].role must be system, user or assistant`, 'invalid_request_error', 'messages');
-              const content = typeof r.content === 'string' ? r.content : Array.isArray(r.content) ? r.content.map((p: { type?: unknown; text?: unknown }) => (p?.type === 'text' && typeof p.text === 'string' ? p.text : '')).join('') : undefined;
-              if (content === undefined) throw new ApiError(400, `messages[${i}].content must be a string or a list of text parts`, 'invalid_request_error', 'messages');
+              if (!r || (r.role !== 'system' && r.role !== 'user' && r.role !== 'assistant'))
+                throw new ApiError(400, `messages[${i}].role must be system, user or assistant`, 'invalid_request_error', 'messages');
+              const content =
+                typeof r.content === 'string'
+                  ? r.content
+                  : Array.isArray(r.content)
+                    ? r.content
+                        .map((p: { type?: unknown; text?: unknown }) => (p?.type === 'text' && typeof p.text === 'string' ? p.text : ''))
+                        .join('')
+                    : undefined;
+              if (content === undefined)
+                throw new ApiError(
+                  400,
+                  `messages[${i}].content must be a string or a list of text parts`,
+                  'invalid_request_error',
+                  'messages',
+                );
               return { role: r.role, content };
             });
             prompt = chatPrompt(messages);
@@ -367,10 +459,12 @@ export async function startServer(o: ServeOptions): Promise<RunningServer> {
           let top = 0;
           let wantLogprobs: boolean;
           if (chat) {
-            if (body.logprobs !== undefined && body.logprobs !== null && typeof body.logprobs !== 'boolean') throw new ApiError(400, 'logprobs must be true or false', 'invalid_request_error', 'logprobs');
+            if (body.logprobs !== undefined && body.logprobs !== null && typeof body.logprobs !== 'boolean')
+              throw new ApiError(400, 'logprobs must be true or false', 'invalid_request_error', 'logprobs');
             wantLogprobs = body.logprobs === true;
             top = num(body.top_logprobs, 'top_logprobs', 0, 20, true) ?? 0;
-            if (top > 0 && !wantLogprobs) throw new ApiError(400, 'top_logprobs needs logprobs: true', 'invalid_request_error', 'top_logprobs');
+            if (top > 0 && !wantLogprobs)
+              throw new ApiError(400, 'top_logprobs needs logprobs: true', 'invalid_request_error', 'top_logprobs');
           } else {
             const lp = num(body.logprobs, 'logprobs', 0, 20, true);
             wantLogprobs = lp !== undefined;
@@ -397,14 +491,61 @@ export async function startServer(o: ServeOptions): Promise<RunningServer> {
           const event = (d: unknown) => {
             if (!res.destroyed) res.write(`data: ${JSON.stringify(d)}\n\n`);
           };
-          const chunk = (index: number, text: string, lp: ReturnType<typeof logprobContent> | undefined, finish: 'stop' | 'length' | null, first: boolean, extra: Record<string, unknown> = {}) =>
+          const chunk = (
+            index: number,
+            text: string,
+            lp: ReturnType<typeof logprobContent> | undefined,
+            finish: 'stop' | 'length' | null,
+            first: boolean,
+            extra: Record<string, unknown> = {},
+          ) =>
             chat
-              ? { id, object: 'chat.completion.chunk', created, model: name, choices: [{ index, delta: finish !== null && !text ? {} : first ? { role: 'assistant', content: text } : { content: text }, logprobs: lp ? { content: lp } : null, finish_reason: finish }], ...extra }
-              : { id, object: 'text_completion', created, model: name, choices: [{ index, text, logprobs: lp ? legacyLogprobs(lp.map((_, k) => choices[index].ids[choices[index].sentTokens - lp.length + k]), lp.map((x) => x.logprob), top ? choices[index].tops.slice(choices[index].sentTokens - lp.length, choices[index].sentTokens) : undefined, choices[index].sentChars - text.length) : null, finish_reason: finish }], ...extra };
+              ? {
+                  id,
+                  object: 'chat.completion.chunk',
+                  created,
+                  model: name,
+                  choices: [
+                    {
+                      index,
+                      delta: finish !== null && !text ? {} : first ? { role: 'assistant', content: text } : { content: text },
+                      logprobs: lp ? { content: lp } : null,
+                      finish_reason: finish,
+                    },
+                  ],
+                  ...extra,
+                }
+              : {
+                  id,
+                  object: 'text_completion',
+                  created,
+                  model: name,
+                  choices: [
+                    {
+                      index,
+                      text,
+                      logprobs: lp
+                        ? legacyLogprobs(
+                            lp.map((_, k) => choices[index].ids[choices[index].sentTokens - lp.length + k]),
+                            lp.map((x) => x.logprob),
+                            top ? choices[index].tops.slice(choices[index].sentTokens - lp.length, choices[index].sentTokens) : undefined,
+                            choices[index].sentChars - text.length,
+                          )
+                        : null,
+                      finish_reason: finish,
+                    },
+                  ],
+                  ...extra,
+                };
           const startStream = () => {
             if (headersSent) return;
             headersSent = true;
-            res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-turnwise-batch-size': String(batchSize) });
+            res.writeHead(200, {
+              'content-type': 'text/event-stream',
+              'cache-control': 'no-cache',
+              connection: 'keep-alive',
+              'x-turnwise-batch-size': String(batchSize),
+            });
           };
           /** Streams what of a choice's text is final: a stop string may still begin in the last characters, and a character may be half a token. */
           const flush = (c: (typeof choices)[number], upto: number) => {
@@ -412,33 +553,49 @@ export async function startServer(o: ServeOptions): Promise<RunningServer> {
             const delta = c.text.slice(c.sentChars, upto);
             let k = c.sentTokens;
             while (k < c.ids.length && c.lengths[k] <= upto) k++;
-            const lp = wantLogprobs ? logprobContent(c.ids.slice(c.sentTokens, k), c.lps.slice(c.sentTokens, k), top ? c.tops.slice(c.sentTokens, k) : undefined) : undefined;
+            const lp = wantLogprobs
+              ? logprobContent(c.ids.slice(c.sentTokens, k), c.lps.slice(c.sentTokens, k), top ? c.tops.slice(c.sentTokens, k) : undefined)
+              : undefined;
             const first = c.sentChars === 0;
             c.sentChars = upto;
             c.sentTokens = k;
             startStream();
             event(chunk(c.index, delta, lp, null, first));
           };
-          const onToken = (c: (typeof choices)[number]) => (t: { id: number; logprob: number; top?: TokenLogprob[] }): void | 'stop' => {
-            c.ids.push(t.id);
-            c.lps.push(t.logprob);
-            if (t.top) c.tops.push(t.top);
-            let text = tok.decode(c.ids, true);
-            const at = Math.min(...s.stop.map((x) => text.indexOf(x)).filter((i) => i >= 0), Infinity);
-            if (at !== Infinity) text = text.slice(0, at);
-            c.text = text;
-            c.lengths.push(text.length);
-            if (s.stream) {
-              let safe = at !== Infinity ? text.length : text.length - Math.max(0, maxStop - 1);
-              while (safe > c.sentChars && text[safe - 1] === '\uFFFD') safe--;
-              flush(c, safe);
-            }
-            // A client that went away stops its rows; a stop string ends the row where it is written.
-            if (at !== Infinity || (s.stream && res.destroyed)) return 'stop';
-          };
+          const onToken =
+            (c: (typeof choices)[number]) =>
+            (t: { id: number; logprob: number; top?: TokenLogprob[] }): void | 'stop' => {
+              c.ids.push(t.id);
+              c.lps.push(t.logprob);
+              if (t.top) c.tops.push(t.top);
+              let text = tok.decode(c.ids, true);
+              const at = Math.min(...s.stop.map((x) => text.indexOf(x)).filter((i) => i >= 0), Infinity);
+              if (at !== Infinity) text = text.slice(0, at);
+              c.text = text;
+              c.lengths.push(text.length);
+              if (s.stream) {
+                let safe = at !== Infinity ? text.length : text.length - Math.max(0, maxStop - 1);
+                while (safe > c.sentChars && text[safe - 1] === '\uFFFD') safe--;
+                flush(c, safe);
+              }
+              // A client that went away stops its rows; a stop string ends the row where it is written.
+              if (at !== Infinity || (s.stream && res.destroyed)) return 'stop';
+            };
           const results = await Promise.all(
             choices.map((c) =>
-              submit(prompt, { maxNewTokens: Math.min(s.maxTokens, context - prompt.length), temperature: s.temperature, topP: s.topP, seed: c.seed, ...(top ? { topLogprobs: top } : {}), ...(chat && chatStopIds ? { stopIds: chatStopIds } : {}), onToken: onToken(c) }, (n) => (batchSize = Math.max(batchSize, n))).then((r) => {
+              submit(
+                prompt,
+                {
+                  maxNewTokens: Math.min(s.maxTokens, context - prompt.length),
+                  temperature: s.temperature,
+                  topP: s.topP,
+                  seed: c.seed,
+                  ...(top ? { topLogprobs: top } : {}),
+                  ...(chat && chatStopIds ? { stopIds: chatStopIds } : {}),
+                  onToken: onToken(c),
+                },
+                (n) => (batchSize = Math.max(batchSize, n)),
+              ).then((r) => {
                 const f = finish(r, s.stop);
                 // A reply that comes back as an assistant message is put back in the ids it was sampled as.
                 if (chat && f.kept === r.tokenIds.length) replyIds.set(f.text, r.tokenIds);
@@ -451,10 +608,18 @@ export async function startServer(o: ServeOptions): Promise<RunningServer> {
               }),
             ),
           );
-          const usage = { prompt_tokens: prompt.length, completion_tokens: results.reduce((a, x) => a + x.f.kept, 0), total_tokens: prompt.length + results.reduce((a, x) => a + x.f.kept, 0) };
+          const usage = {
+            prompt_tokens: prompt.length,
+            completion_tokens: results.reduce((a, x) => a + x.f.kept, 0),
+            total_tokens: prompt.length + results.reduce((a, x) => a + x.f.kept, 0),
+          };
           if (s.stream) {
             startStream();
-            event(chat ? { id, object: 'chat.completion.chunk', created, model: name, choices: [], usage } : { id, object: 'text_completion', created, model: name, choices: [], usage });
+            event(
+              chat
+                ? { id, object: 'chat.completion.chunk', created, model: name, choices: [], usage }
+                : { id, object: 'text_completion', created, model: name, choices: [], usage },
+            );
             res.end('data: [DONE]\n\n');
             return;
           }
@@ -463,8 +628,20 @@ export async function startServer(o: ServeOptions): Promise<RunningServer> {
             const lps = r.logprobs.slice(0, f.kept);
             const tops = top ? r.topLogprobs?.slice(0, f.kept) : undefined;
             return chat
-              ? { index, message: { role: 'assistant', content: f.text }, logprobs: wantLogprobs ? { content: logprobContent(ids, lps, tops) } : null, finish_reason: f.reason, token_ids: ids }
-              : { index, text: f.text, logprobs: wantLogprobs ? legacyLogprobs(ids, lps, tops, 0) : null, finish_reason: f.reason, token_ids: ids };
+              ? {
+                  index,
+                  message: { role: 'assistant', content: f.text },
+                  logprobs: wantLogprobs ? { content: logprobContent(ids, lps, tops) } : null,
+                  finish_reason: f.reason,
+                  token_ids: ids,
+                }
+              : {
+                  index,
+                  text: f.text,
+                  logprobs: wantLogprobs ? legacyLogprobs(ids, lps, tops, 0) : null,
+                  finish_reason: f.reason,
+                  token_ids: ids,
+                };
           });
           // How many requests shared the run that sampled this one.
           return send(200, { id, object, created, model: name, choices: body2, usage }, { 'x-turnwise-batch-size': String(batchSize) });
@@ -475,7 +652,13 @@ export async function startServer(o: ServeOptions): Promise<RunningServer> {
     });
   });
   await new Promise<void>((resolve, reject) => {
-    server.once('error', (e: NodeJS.ErrnoException) => reject(new TurnwiseError('invalid-input', `cannot listen on ${o.host ?? '127.0.0.1'}:${o.port ?? 8000}: ${e.code ?? e.message}`, { hint: e.code === 'EADDRINUSE' ? 'another program uses that port: give --port N' : 'check --host and --port' })));
+    server.once('error', (e: NodeJS.ErrnoException) =>
+      reject(
+        new TurnwiseError('invalid-input', `cannot listen on ${o.host ?? '127.0.0.1'}:${o.port ?? 8000}: ${e.code ?? e.message}`, {
+          hint: e.code === 'EADDRINUSE' ? 'another program uses that port: give --port N' : 'check --host and --port',
+        }),
+      ),
+    );
     server.listen(o.port ?? 8000, o.host ?? '127.0.0.1', () => resolve());
   });
   const addr = server.address() as AddressInfo;

@@ -48,7 +48,15 @@ export {
   type RunTestsResult,
   type ScoreOptions,
 } from './reward';
-export { DEFAULT_REPORT_PATH, RUNNER_KINDS, commandForTests, detectRunner, runnerCommand, type RunnerOverride, type TestRunner } from './runners';
+export {
+  DEFAULT_REPORT_PATH,
+  RUNNER_KINDS,
+  commandForTests,
+  detectRunner,
+  runnerCommand,
+  type RunnerOverride,
+  type TestRunner,
+} from './runners';
 export {
   DROP_REASONS,
   classifyMutant,

@@ -42,12 +42,30 @@ export interface MutationCandidate {
 type Edit = { operator: MutationOperator; node: SyntaxNode; start: number; end: number; replacement: string };
 
 const COMPARISON_FLIP: Record<string, string> = {
-  '<': '<=', '<=': '<', '>': '>=', '>=': '>', '==': '!=', '!=': '==', '===': '!==', '!==': '===',
-  in: 'not in', 'not in': 'in', is: 'is not', 'is not': 'is',
+  '<': '<=',
+  '<=': '<',
+  '>': '>=',
+  '>=': '>',
+  '==': '!=',
+  '!=': '==',
+  '===': '!==',
+  '!==': '===',
+  in: 'not in',
+  'not in': 'in',
+  is: 'is not',
+  'is not': 'is',
 };
 const ARITH_SWAP: Record<string, string> = {
-  '+': '-', '-': '+', '*': '/', '/': '*', '//': '*', '%': '*',
-  '+=': '-=', '-=': '+=', '*=': '/=', '/=': '*=',
+  '+': '-',
+  '-': '+',
+  '*': '/',
+  '/': '*',
+  '//': '*',
+  '%': '*',
+  '+=': '-=',
+  '-=': '+=',
+  '*=': '/=',
+  '/=': '*=',
 };
 const BOOL_SWAP: Record<string, string> = { and: 'or', or: 'and', '&&': '||', '||': '&&' };
 
@@ -71,7 +89,12 @@ function parserFor(grammar: 'python' | 'javascript' | 'typescript' | 'tsx'): Pro
 /** Inside a type (TS annotations, aliases, interfaces): literals there are not runtime values. */
 function inTypePosition(n: SyntaxNode): boolean {
   for (let p: SyntaxNode | null = n.parent; p; p = p.parent) {
-    if (/^(type_annotation|type_alias_declaration|interface_declaration|type_arguments|type_parameters|enum_declaration|decorator)$/.test(p.type)) return true;
+    if (
+      /^(type_annotation|type_alias_declaration|interface_declaration|type_arguments|type_parameters|enum_declaration|decorator)$/.test(
+        p.type,
+      )
+    )
+      return true;
   }
   return false;
 }
@@ -86,7 +109,12 @@ export function enclosingName(n: SyntaxNode): string | undefined {
   let fn = false;
   for (let p: SyntaxNode | null = n; p; p = p.parent) {
     const t = p.type;
-    if (t === 'function_definition' || t === 'function_declaration' || t === 'generator_function_declaration' || t === 'method_definition') {
+    if (
+      t === 'function_definition' ||
+      t === 'function_declaration' ||
+      t === 'generator_function_declaration' ||
+      t === 'method_definition'
+    ) {
       const nm = p.childForFieldName('name')?.text;
       if (nm) names.unshift(nm);
       fn = true;
@@ -115,8 +143,12 @@ function operatorToken(n: SyntaxNode, table: Record<string, string>): SyntaxNode
  * `a if c else b`, `x or y`) is parenthesized, else the -1 would land on its last operand.
  */
 function minusOne(n: SyntaxNode): string {
-  const tight = /^(identifier|attribute|member_expression|subscript|subscript_expression|call|call_expression|parenthesized_expression|this|property_identifier)$/.test(n.type);
-  const additive = /^binary_(operator|expression)$/.test(n.type) && /^[-+*/%]$|^\/\/$|^\*\*$/.test(n.childForFieldName('operator')?.type ?? '');
+  const tight =
+    /^(identifier|attribute|member_expression|subscript|subscript_expression|call|call_expression|parenthesized_expression|this|property_identifier)$/.test(
+      n.type,
+    );
+  const additive =
+    /^binary_(operator|expression)$/.test(n.type) && /^[-+*/%]$|^\/\/$|^\*\*$/.test(n.childForFieldName('operator')?.type ?? '');
   return tight || additive ? `${n.text} - 1` : `(${n.text}) - 1`;
 }
 
@@ -131,9 +163,10 @@ function pythonEdits(root: SyntaxNode, src: string): Edit[] {
     const t = n.type;
     if (t === 'comparison_operator') {
       // one edit per operator token (a < b < c has two)
-      for (const c of n.children) if (c && !c.isNamed && COMPARISON_FLIP[c.type] !== undefined) {
-        edits.push({ operator: 'flip-comparison', node: n, start: c.startIndex, end: c.endIndex, replacement: COMPARISON_FLIP[c.type] });
-      }
+      for (const c of n.children)
+        if (c && !c.isNamed && COMPARISON_FLIP[c.type] !== undefined) {
+          edits.push({ operator: 'flip-comparison', node: n, start: c.startIndex, end: c.endIndex, replacement: COMPARISON_FLIP[c.type] });
+        }
     } else if (t === 'binary_operator' || t === 'augmented_assignment') {
       const op = operatorToken(n, ARITH_SWAP);
       const l = n.childForFieldName('left');
@@ -147,7 +180,8 @@ function pythonEdits(root: SyntaxNode, src: string): Edit[] {
     } else if (t === 'integer') {
       if (/^\d+$/.test(n.text)) {
         edits.push({ operator: 'off-by-one', node: n, start: n.startIndex, end: n.endIndex, replacement: plus(n.text, 1) });
-        if (BigInt(n.text) > 0n) edits.push({ operator: 'off-by-one', node: n, start: n.startIndex, end: n.endIndex, replacement: plus(n.text, -1) });
+        if (BigInt(n.text) > 0n)
+          edits.push({ operator: 'off-by-one', node: n, start: n.startIndex, end: n.endIndex, replacement: plus(n.text, -1) });
       }
     } else if (t === 'true' || t === 'false' || t === 'none') {
       const rep = t === 'true' ? 'False' : t === 'false' ? 'True' : 'False';
@@ -155,12 +189,15 @@ function pythonEdits(root: SyntaxNode, src: string): Edit[] {
     } else if (t === 'call') {
       const args = n.childForFieldName('arguments');
       if (args?.type === 'argument_list') {
-        const pos = args.namedChildren.filter((c): c is SyntaxNode => !!c && !/^(keyword_argument|list_splat|dictionary_splat|comment)$/.test(c.type));
+        const pos = args.namedChildren.filter(
+          (c): c is SyntaxNode => !!c && !/^(keyword_argument|list_splat|dictionary_splat|comment)$/.test(c.type),
+        );
         pushArgumentSwaps(edits, n, pos, src);
         // range bound: range(stop) / range(start, stop[, step]) with a non-literal stop
         if (n.childForFieldName('function')?.text === 'range' && pos.length >= 1 && pos.length <= 3) {
           const stop = pos.length === 1 ? pos[0] : pos[1];
-          if (stop.type !== 'integer') edits.push({ operator: 'off-by-one', node: stop, start: stop.startIndex, end: stop.endIndex, replacement: minusOne(stop) });
+          if (stop.type !== 'integer')
+            edits.push({ operator: 'off-by-one', node: stop, start: stop.startIndex, end: stop.endIndex, replacement: minusOne(stop) });
         }
       }
     }
@@ -171,7 +208,8 @@ function pythonEdits(root: SyntaxNode, src: string): Edit[] {
     if (t === 'expression_statement' || t === 'raise_statement') {
       const only = n.namedChildren[0];
       const isDocstring = t === 'expression_statement' && only?.type === 'string';
-      if (!isDocstring && n.parent?.type === 'block') edits.push({ operator: 'delete-statement', node: n, start: n.startIndex, end: n.endIndex, replacement: 'pass' });
+      if (!isDocstring && n.parent?.type === 'block')
+        edits.push({ operator: 'delete-statement', node: n, start: n.startIndex, end: n.endIndex, replacement: 'pass' });
     }
     if (t === 'return_statement' && n.namedChildCount > 0) {
       edits.push({ operator: 'delete-return', node: n, start: n.startIndex, end: n.endIndex, replacement: 'pass' });
@@ -188,7 +226,13 @@ function pushArgumentSwaps(edits: Edit[], call: SyntaxNode, args: SyntaxNode[], 
     const b = args[i + 1];
     if (a.text === b.text) continue;
     const between = src.slice(a.endIndex, b.startIndex);
-    edits.push({ operator: 'swap-arguments', node: call, start: a.startIndex, end: b.endIndex, replacement: `${b.text}${between}${a.text}` });
+    edits.push({
+      operator: 'swap-arguments',
+      node: call,
+      start: a.startIndex,
+      end: b.endIndex,
+      replacement: `${b.text}${between}${a.text}`,
+    });
   }
 }
 
@@ -196,7 +240,13 @@ function negation(cond: SyntaxNode, lang: 'python' | 'js'): Edit {
   if (lang === 'python') {
     if (cond.type === 'not_operator') {
       const arg = cond.childForFieldName('argument');
-      return { operator: 'negate-condition', node: cond, start: cond.startIndex, end: cond.endIndex, replacement: arg ? arg.text : cond.text };
+      return {
+        operator: 'negate-condition',
+        node: cond,
+        start: cond.startIndex,
+        end: cond.endIndex,
+        replacement: arg ? arg.text : cond.text,
+      };
     }
     return { operator: 'negate-condition', node: cond, start: cond.startIndex, end: cond.endIndex, replacement: `not (${cond.text})` };
   }
@@ -204,7 +254,13 @@ function negation(cond: SyntaxNode, lang: 'python' | 'js'): Edit {
   const inner = cond.type === 'parenthesized_expression' ? (cond.namedChildren[0] ?? cond) : cond;
   if (inner.type === 'unary_expression' && inner.childForFieldName('operator')?.type === '!') {
     const arg = inner.childForFieldName('argument');
-    return { operator: 'negate-condition', node: inner, start: inner.startIndex, end: inner.endIndex, replacement: arg ? arg.text : inner.text };
+    return {
+      operator: 'negate-condition',
+      node: inner,
+      start: inner.startIndex,
+      end: inner.endIndex,
+      replacement: arg ? arg.text : inner.text,
+    };
   }
   return { operator: 'negate-condition', node: inner, start: inner.startIndex, end: inner.endIndex, replacement: `!(${inner.text})` };
 }
@@ -220,7 +276,13 @@ function jsEdits(root: SyntaxNode, src: string): Edit[] {
       const r = n.childForFieldName('right');
       if (op) {
         if (COMPARISON_FLIP[op.type] !== undefined && op.type !== 'in' && op.type !== 'is') {
-          edits.push({ operator: 'flip-comparison', node: n, start: op.startIndex, end: op.endIndex, replacement: COMPARISON_FLIP[op.type] });
+          edits.push({
+            operator: 'flip-comparison',
+            node: n,
+            start: op.startIndex,
+            end: op.endIndex,
+            replacement: COMPARISON_FLIP[op.type],
+          });
         } else if (ARITH_SWAP[op.type] !== undefined && op.type !== '//' && !(op.type === '+' && (isStringLike(l) || isStringLike(r)))) {
           edits.push({ operator: 'swap-arithmetic', node: n, start: op.startIndex, end: op.endIndex, replacement: ARITH_SWAP[op.type] });
         } else if (BOOL_SWAP[op.type] !== undefined) {
@@ -229,11 +291,13 @@ function jsEdits(root: SyntaxNode, src: string): Edit[] {
       }
     } else if (t === 'augmented_assignment_expression') {
       const op = n.childForFieldName('operator');
-      if (op && ARITH_SWAP[op.type] !== undefined) edits.push({ operator: 'swap-arithmetic', node: n, start: op.startIndex, end: op.endIndex, replacement: ARITH_SWAP[op.type] });
+      if (op && ARITH_SWAP[op.type] !== undefined)
+        edits.push({ operator: 'swap-arithmetic', node: n, start: op.startIndex, end: op.endIndex, replacement: ARITH_SWAP[op.type] });
     } else if (t === 'number') {
       if (/^\d+$/.test(n.text)) {
         edits.push({ operator: 'off-by-one', node: n, start: n.startIndex, end: n.endIndex, replacement: plus(n.text, 1) });
-        if (BigInt(n.text) > 0n) edits.push({ operator: 'off-by-one', node: n, start: n.startIndex, end: n.endIndex, replacement: plus(n.text, -1) });
+        if (BigInt(n.text) > 0n)
+          edits.push({ operator: 'off-by-one', node: n, start: n.startIndex, end: n.endIndex, replacement: plus(n.text, -1) });
       }
     } else if (t === 'true' || t === 'false' || t === 'null' || t === 'undefined') {
       const rep = t === 'true' ? 'false' : t === 'false' ? 'true' : t === 'null' ? 'undefined' : 'null';
@@ -257,12 +321,14 @@ function jsEdits(root: SyntaxNode, src: string): Edit[] {
       const cmp = c?.type === 'expression_statement' ? c.namedChildren[0] : c;
       if (cmp?.type === 'binary_expression' && /^[<>]=?$/.test(cmp.childForFieldName('operator')?.type ?? '')) {
         const r = cmp.childForFieldName('right');
-        if (r && r.type !== 'number') edits.push({ operator: 'off-by-one', node: r, start: r.startIndex, end: r.endIndex, replacement: minusOne(r) });
+        if (r && r.type !== 'number')
+          edits.push({ operator: 'off-by-one', node: r, start: r.startIndex, end: r.endIndex, replacement: minusOne(r) });
       }
     }
     if ((t === 'expression_statement' || t === 'throw_statement') && n.parent?.type === 'statement_block') {
       const only = n.namedChildren[0];
-      if (!(t === 'expression_statement' && only?.type === 'string')) edits.push({ operator: 'delete-statement', node: n, start: n.startIndex, end: n.endIndex, replacement: ';' });
+      if (!(t === 'expression_statement' && only?.type === 'string'))
+        edits.push({ operator: 'delete-statement', node: n, start: n.startIndex, end: n.endIndex, replacement: ';' });
     }
     if (t === 'return_statement' && n.namedChildCount > 0) {
       edits.push({ operator: 'delete-return', node: n, start: n.startIndex, end: n.endIndex, replacement: ';' });
@@ -325,7 +391,6 @@ export function dedupeCandidates(cands: MutationCandidate[]): { kept: MutationCa
   return { kept, duplicates: cands.length - kept.length };
 }
 
-
 export function shuffle<T>(xs: T[], rand: () => number): T[] {
   const a = xs.slice();
   for (let i = a.length - 1; i > 0; i--) {
@@ -349,10 +414,11 @@ export function orderCandidates(cands: MutationCandidate[], seed: number): Mutat
   }
   const ops = shuffle([...byOp.keys()].sort(), rand);
   const out: MutationCandidate[] = [];
-  for (let i = 0; out.length < cands.length; i++) for (const op of ops) {
-    const l = byOp.get(op)!;
-    if (i < l.length) out.push(l[i]);
-  }
+  for (let i = 0; out.length < cands.length; i++)
+    for (const op of ops) {
+      const l = byOp.get(op)!;
+      if (i < l.length) out.push(l[i]);
+    }
   return out;
 }
 

@@ -20,7 +20,8 @@ export function workspacePathProblem(rel: string): string | undefined {
   if (rel.startsWith('/') || /^[A-Za-z]:/.test(rel)) return 'is absolute (give it relative to the workspace)';
   const parts = rel.split('/');
   if (parts.includes('..')) return 'leads out of the workspace (..)';
-  if (parts.includes('.') || parts.includes('')) return `is not normalized (write ${JSON.stringify(path.posix.normalize(rel).replace(/^\.\/|\/$/g, ''))})`;
+  if (parts.includes('.') || parts.includes(''))
+    return `is not normalized (write ${JSON.stringify(path.posix.normalize(rel).replace(/^\.\/|\/$/g, ''))})`;
   if (parts.includes('.git')) return 'is inside .git, which no snapshot holds';
   return undefined;
 }
@@ -96,11 +97,17 @@ export function workspaceProblems(tasks: readonly Task[], workspace: string): Wo
       const want = t.origin?.files[rel];
       if (want !== undefined) {
         if (!hashes.has(rel)) hashes.set(rel, fileFingerprint(path.join(root, rel)));
-        if (hashes.get(rel) !== want) out.push({ taskId: t.id, file: rel, problem: 'is not the file the task was made from (its content changed)' });
+        if (hashes.get(rel) !== want)
+          out.push({ taskId: t.id, file: rel, problem: 'is not the file the task was made from (its content changed)' });
       } else if (t.mutation && rel === t.mutation.file) {
         const m = t.mutation;
         const text = fs.readFileSync(path.join(root, rel), 'utf8');
-        if (text.slice(m.span.start, m.span.end) !== m.span.text) out.push({ taskId: t.id, file: rel, problem: `does not hold ${JSON.stringify(m.span.text.slice(0, 40))} at ${m.span.start}..${m.span.end}` });
+        if (text.slice(m.span.start, m.span.end) !== m.span.text)
+          out.push({
+            taskId: t.id,
+            file: rel,
+            problem: `does not hold ${JSON.stringify(m.span.text.slice(0, 40))} at ${m.span.start}..${m.span.end}`,
+          });
       }
     }
   }
@@ -131,7 +138,11 @@ export function assertWorkspaceHoldsTasks(tasks: readonly Task[], workspace: str
     made.length > 0 && !sameFolder
       ? `run it on the workspace it was made from (--workspace ${made[0]}), or make tasks for this one: \`turnwise tasks synth --workspace ${root} --out FILE\``
       : `give --workspace the folder the tasks were made from, or make them again for this one: \`turnwise tasks synth --workspace ${root} --out FILE\``;
-  throw new TurnwiseError('invalid-input', `${where}: ${affected} of ${tasks.length} task(s) cannot be posed; nothing was run:\n${shown.join('\n')}`, { hint });
+  throw new TurnwiseError(
+    'invalid-input',
+    `${where}: ${affected} of ${tasks.length} task(s) cannot be posed; nothing was run:\n${shown.join('\n')}`,
+    { hint },
+  );
 }
 
 /**

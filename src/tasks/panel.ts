@@ -73,7 +73,8 @@ export const TRANSFER_PANEL: readonly TransferRepo[] = [
     file: 'pool/main/t/toolz/toolz_0.12.0.orig.tar.gz',
     sha256: '04d555d7ccb3c84301eaad310dd27ba511ae3dcf331ada5828d7cc03942f2c2e',
     dir: 'toolz-0.12.0',
-    shape: 'a package with a subpackage (toolz/curried) and its tests inside the package (toolz/tests/), a second package (tlz) and a bench/ test that fails without its data',
+    shape:
+      'a package with a subpackage (toolz/curried) and its tests inside the package (toolz/tests/), a second package (tlz) and a bench/ test that fails without its data',
     // Its suite takes ~8 s; traced, tw-suspects passed the default 20 s limit on every call.
     commandTimeoutMs: 90_000,
   },

@@ -131,7 +131,9 @@ export const PYTEST_NODEID_PROPERTY = 'turnwise.nodeid';
 function pytestId(tc: XmlElement, root: string): { id: string; file?: string } {
   // The node id as pytest wrote it, when the runner's plugin recorded it: exact whatever the
   // classes, the parameters or where an inherited test method was defined.
-  const own = tc.children.find((c) => c.name === 'properties')?.children.find((p) => p.name === 'property' && p.attrs.name === PYTEST_NODEID_PROPERTY)?.attrs.value;
+  const own = tc.children
+    .find((c) => c.name === 'properties')
+    ?.children.find((p) => p.name === 'property' && p.attrs.name === PYTEST_NODEID_PROPERTY)?.attrs.value;
   if (own) return { id: own, file: pytestNodeFile(own) };
   const name = tc.attrs.name ?? '';
   const classname = tc.attrs.classname ?? '';
@@ -216,7 +218,13 @@ export function parseJunit(text: string, opts: ParseOptions = {}): TestReport {
       }
       // pytest's own crash (INTERNALERROR: a plugin, or code under test that broke the runner):
       // one testcase `pytest::internal` that no file defines. Not a test; the run is broken.
-      if (tc.attrs.classname === 'pytest' && name === 'internal' && tc.attrs.file === undefined && error && /internal error/.test(error.attrs.message ?? '')) {
+      if (
+        tc.attrs.classname === 'pytest' &&
+        name === 'internal' &&
+        tc.attrs.file === undefined &&
+        error &&
+        /internal error/.test(error.attrs.message ?? '')
+      ) {
         report.collectionErrors.push({ message: cap(`pytest stopped with an internal error:\n${message ?? ''}`) });
         internalError = true;
         return;
@@ -352,12 +360,18 @@ export function parseGoTestJson(text: string): TestReport {
   if (events === 0) throw reportError('the go test -json report has no events');
   for (const [key, t] of tests) {
     const outcome = t.outcome ?? 'error';
-    const message = outcome === 'passed' || outcome === 'skipped' ? undefined : t.outcome ? t.output.join('') : `no result (run interrupted?)\n${t.output.join('')}`;
+    const message =
+      outcome === 'passed' || outcome === 'skipped'
+        ? undefined
+        : t.outcome
+          ? t.output.join('')
+          : `no result (run interrupted?)\n${t.output.join('')}`;
     report.tests.push({ id: key, outcome, durationMs: t.elapsed * 1000, ...(message ? { message: cap(message) } : {}) });
   }
   for (const [pkg, p] of pkgs) {
     const hasTests = [...tests.values()].some((t) => t.pkg === pkg);
-    if (p.outcome === 'fail' && !hasTests) report.collectionErrors.push({ file: pkg, message: cap(p.output.join('') || 'package failed to build') });
+    if (p.outcome === 'fail' && !hasTests)
+      report.collectionErrors.push({ file: pkg, message: cap(p.output.join('') || 'package failed to build') });
   }
   return report;
 }

@@ -18,7 +18,16 @@ import { shellQuote as shq } from '../sandbox/shell';
 import { DEFAULT_REPORT_PATH } from './runners';
 import { isPytestDoctestId, parsePytestNodeId, pytestNodeFile } from './nodeid';
 import { tamperReasons, type ScannedFile } from './tamper';
-import { findCommand, hashFilesCommand, inTestScan, isTestInfraFile, languageOfFile, originalData, originalSource, type ScoringOriginals } from './testfiles';
+import {
+  findCommand,
+  hashFilesCommand,
+  inTestScan,
+  isTestInfraFile,
+  languageOfFile,
+  originalData,
+  originalSource,
+  type ScoringOriginals,
+} from './testfiles';
 
 export interface RewardWeights {
   /** λ_eff: weight of turns/max_turns in a resolved episode's reward. Default 0.1. */
@@ -108,7 +117,11 @@ export function computeReward(input: RewardInput): RewardComponents {
     repeatPenalty,
     reward: testScore - efficiencyPenalty - formatPenalty - repeatPenalty,
     ...(input.testsEdited !== undefined ? { testsEdited: input.testsEdited } : {}),
-    ...(input.error !== undefined ? { error: input.error } : input.outcomes && ids.length === 0 ? { error: 'the task names no tests' } : {}),
+    ...(input.error !== undefined
+      ? { error: input.error }
+      : input.outcomes && ids.length === 0
+        ? { error: 'the task names no tests' }
+        : {}),
   };
 }
 
@@ -133,7 +146,10 @@ export async function hashWorkspace(sandbox: Sandbox, workspace = WORKSPACE_DIR)
   // A file the agent made unreadable is missing from the output and so gets rewritten; only
   // no output at all (or a cut one) means the list cannot be trusted.
   if (list.truncated || list.timedOut || (list.exitCode !== 0 && list.stdout.trim() === '')) {
-    throw new TurnwiseError('sandbox-failed', `cannot hash the workspace files to restore the tests (exit ${list.exitCode}${list.truncated ? ', output truncated' : ''}): ${list.stderr.slice(-300)}`);
+    throw new TurnwiseError(
+      'sandbox-failed',
+      `cannot hash the workspace files to restore the tests (exit ${list.exitCode}${list.truncated ? ', output truncated' : ''}): ${list.stderr.slice(-300)}`,
+    );
   }
   const hashes = new Map<string, string>();
   for (const entry of list.stdout.split('\0')) {
@@ -159,7 +175,12 @@ export interface RestoreSet {
  * new ones removed. Returns what was changed, so the episode can be flagged. `hashes` is the
  * workspace's listing (hashWorkspace), taken now when not given.
  */
-export async function restoreTestFiles(sandbox: Sandbox, originals: ReadonlyMap<string, Buffer>, workspace = WORKSPACE_DIR, hashes?: ReadonlyMap<string, string>): Promise<RestoreResult> {
+export async function restoreTestFiles(
+  sandbox: Sandbox,
+  originals: ReadonlyMap<string, Buffer>,
+  workspace = WORKSPACE_DIR,
+  hashes?: ReadonlyMap<string, string>,
+): Promise<RestoreResult> {
   return restoreFiles(sandbox, testRestoreSet(originals), workspace, hashes);
 }
 
@@ -168,7 +189,11 @@ export async function restoreTestFiles(sandbox: Sandbox, originals: ReadonlyMap<
  * (collectOriginals): what the runners read.
  */
 function testRestoreSet(originals: ReadonlyMap<string, Buffer>): RestoreSet {
-  return { covers: (f) => isTestInfraFile(f) || originals.has(f), wanted: new Map([...originals].map(([f, b]) => [f, sha(b)])), read: (f) => originals.get(f)! };
+  return {
+    covers: (f) => isTestInfraFile(f) || originals.has(f),
+    wanted: new Map([...originals].map(([f, b]) => [f, sha(b)])),
+    read: (f) => originals.get(f)!,
+  };
 }
 
 /**
@@ -188,7 +213,12 @@ export function scoringRestoreSet(originals: ScoringOriginals, task: Pick<Task, 
 }
 
 /** Makes the files a RestoreSet covers identical to the snapshot's, outside the folders the test scan prunes. */
-export async function restoreFiles(sandbox: Sandbox, set: RestoreSet, workspace = WORKSPACE_DIR, hashes?: ReadonlyMap<string, string>): Promise<RestoreResult> {
+export async function restoreFiles(
+  sandbox: Sandbox,
+  set: RestoreSet,
+  workspace = WORKSPACE_DIR,
+  hashes?: ReadonlyMap<string, string>,
+): Promise<RestoreResult> {
   const present = new Map<string, string>();
   for (const [f, h] of hashes ?? (await hashWorkspace(sandbox, workspace))) if (inTestScan(f) && set.covers(f)) present.set(f, h);
   const originals = set.wanted;
@@ -196,9 +226,16 @@ export async function restoreFiles(sandbox: Sandbox, set: RestoreSet, workspace 
   // folder (with a conftest.py in it) made every test look deleted and the restore wrote the
   // originals THROUGH the link, next to the agent's hooks; a symlinked conftest.py was never seen.
   // Every link that is test infrastructure or stands on the path of an original test file goes.
-  const links = await sandbox.exec(`${findCommand('-print0', 'l')}`, { cwd: workspace, timeoutMs: 60_000, maxOutputBytes: 8 * 1024 * 1024 });
+  const links = await sandbox.exec(`${findCommand('-print0', 'l')}`, {
+    cwd: workspace,
+    timeoutMs: 60_000,
+    maxOutputBytes: 8 * 1024 * 1024,
+  });
   if (links.truncated || links.timedOut || links.exitCode !== 0) {
-    throw new TurnwiseError('sandbox-failed', `cannot list the workspace's symlinks to restore the tests (exit ${links.exitCode}): ${links.stderr.slice(-300)}`);
+    throw new TurnwiseError(
+      'sandbox-failed',
+      `cannot list the workspace's symlinks to restore the tests (exit ${links.exitCode}): ${links.stderr.slice(-300)}`,
+    );
   }
   const wantedDirs = new Set<string>();
   for (const f of originals.keys()) for (let i = f.indexOf('/'); i >= 0; i = f.indexOf('/', i + 1)) wantedDirs.add(f.slice(0, i));
@@ -207,10 +244,19 @@ export async function restoreFiles(sandbox: Sandbox, set: RestoreSet, workspace 
     .filter((l) => l.startsWith('./'))
     .map((l) => l.slice(2))
     .filter((l) => isTestInfraFile(l) || originals.has(l) || wantedDirs.has(l));
-  for (let i = 0; i < badLinks.length; i += 200) await sandbox.exec(`rm -f -- ${badLinks.slice(i, i + 200).map(shq).join(' ')}`, { cwd: workspace, timeoutMs: 60_000 });
+  for (let i = 0; i < badLinks.length; i += 200)
+    await sandbox.exec(
+      `rm -f -- ${badLinks
+        .slice(i, i + 200)
+        .map(shq)
+        .join(' ')}`,
+      { cwd: workspace, timeoutMs: 60_000 },
+    );
   // Files found under a removed folder link were the agent's, not the workspace's.
   for (const f of [...present.keys()]) if (badLinks.some((l) => f.startsWith(`${l}/`))) present.delete(f);
-  const added = [...new Set([...[...present.keys()].filter((f) => !originals.has(f)), ...badLinks.filter((l) => !originals.has(l))])].sort();
+  const added = [
+    ...new Set([...[...present.keys()].filter((f) => !originals.has(f)), ...badLinks.filter((l) => !originals.has(l))]),
+  ].sort();
   const deleted = [...originals.keys()].filter((f) => !present.has(f)).sort();
   const modified = [...originals.keys()].filter((f) => present.has(f) && present.get(f) !== originals.get(f)).sort();
   const rewrite = [...modified, ...deleted];
@@ -228,7 +274,14 @@ export async function restoreFiles(sandbox: Sandbox, set: RestoreSet, workspace 
   }
   for (const f of rewrite) await sandbox.writeFile(`${workspace}/${f}`, bytes.get(f)!);
   const addedFiles = added.filter((f) => !badLinks.includes(f));
-  for (let i = 0; i < addedFiles.length; i += 200) await sandbox.exec(`rm -f -- ${addedFiles.slice(i, i + 200).map(shq).join(' ')}`, { cwd: workspace, timeoutMs: 60_000 });
+  for (let i = 0; i < addedFiles.length; i += 200)
+    await sandbox.exec(
+      `rm -f -- ${addedFiles
+        .slice(i, i + 200)
+        .map(shq)
+        .join(' ')}`,
+      { cwd: workspace, timeoutMs: 60_000 },
+    );
   return { modified, deleted, added };
 }
 
@@ -238,13 +291,19 @@ export async function restoreFiles(sandbox: Sandbox, set: RestoreSet, workspace 
  * where the tamper scan does not read it, and no fix needs one. One reason per link.
  */
 export async function newLinks(sandbox: Sandbox, originals: ScoringOriginals, workspace = WORKSPACE_DIR): Promise<string[]> {
-  const r = await sandbox.exec(`find . \\( -name node_modules -o -name .git \\) -prune -o -type l -printf '%P\\0%l\\0'`, { cwd: workspace, timeoutMs: 60_000, maxOutputBytes: 8 * 1024 * 1024 });
-  if (r.exitCode !== 0 || r.truncated || r.timedOut) throw new TurnwiseError('sandbox-failed', `cannot list the workspace's symlinks (exit ${r.exitCode}): ${r.stderr.slice(-300)}`);
+  const r = await sandbox.exec(`find . \\( -name node_modules -o -name .git \\) -prune -o -type l -printf '%P\\0%l\\0'`, {
+    cwd: workspace,
+    timeoutMs: 60_000,
+    maxOutputBytes: 8 * 1024 * 1024,
+  });
+  if (r.exitCode !== 0 || r.truncated || r.timedOut)
+    throw new TurnwiseError('sandbox-failed', `cannot list the workspace's symlinks (exit ${r.exitCode}): ${r.stderr.slice(-300)}`);
   const parts = r.stdout.split('\0');
   const reasons: string[] = [];
   for (let i = 0; i + 1 < parts.length; i += 2) {
     const [p, target] = [parts[i], parts[i + 1]];
-    if (p && originals.links.get(p) !== target) reasons.push(`${p}: a symbolic link the snapshot did not have (to ${JSON.stringify(target)})`);
+    if (p && originals.links.get(p) !== target)
+      reasons.push(`${p}: a symbolic link the snapshot did not have (to ${JSON.stringify(target)})`);
   }
   return reasons;
 }
@@ -259,15 +318,15 @@ export async function newLinks(sandbox: Sandbox, originals: ScoringOriginals, wo
  */
 export const RESTORE_DEPENDENCIES_COMMAND = String.raw`D=${DEPENDENCIES_DIR}
 { find . -name node_modules -prune -print0 | while IFS= read -r -d '' p; do
-  t=$D/${"$"}{p#./}
+  t=$D/${'$'}{p#./}
   if [ -L "$p" ] && [ "$(readlink -- "$p")" = "$t" ] && [ -d "$t" ] && [ ! -L "$(dirname -- "$p")" ]; then continue; fi
-  rm -rf -- "$p" && echo "${"$"}{p#./}"
+  rm -rf -- "$p" && echo "${'$'}{p#./}"
 done
 if [ -d "$D" ]; then
   cd "$D" && find . -name node_modules -prune -print0 | while IFS= read -r -d '' p; do
-    w=${WORKSPACE_DIR}/${"$"}{p#./}; dir=$(dirname -- "$w")
+    w=${WORKSPACE_DIR}/${'$'}{p#./}; dir=$(dirname -- "$w")
     if [ -L "$dir" ] || { [ -e "$dir" ] && [ ! -d "$dir" ]; }; then rm -f -- "$dir"; fi
-    mkdir -p -- "$dir" && { [ -L "$w" ] || { ln -s -- "$D/${"$"}{p#./}" "$w" && echo "${"$"}{p#./}"; }; }
+    mkdir -p -- "$dir" && { [ -L "$w" ] || { ln -s -- "$D/${'$'}{p#./}" "$w" && echo "${'$'}{p#./}"; }; }
   done
 fi; } | sort -u`;
 
@@ -275,7 +334,10 @@ fi; } | sort -u`;
 export async function restoreDependencies(sandbox: Sandbox, workspace = WORKSPACE_DIR): Promise<string[]> {
   const r = await sandbox.exec(RESTORE_DEPENDENCIES_COMMAND, { cwd: workspace, timeoutMs: 120_000, maxOutputBytes: 1024 * 1024 });
   if (r.exitCode !== 0 || r.timedOut) {
-    throw new TurnwiseError('sandbox-failed', `cannot put the workspace's dependencies (node_modules) back before scoring (exit ${r.exitCode}): ${r.stderr.slice(-300)}`);
+    throw new TurnwiseError(
+      'sandbox-failed',
+      `cannot put the workspace's dependencies (node_modules) back before scoring (exit ${r.exitCode}): ${r.stderr.slice(-300)}`,
+    );
   }
   return r.stdout.split('\n').filter((l) => l !== '');
 }
@@ -340,21 +402,33 @@ export async function runTests(
     { timeoutMs: 30_000 },
   );
   if (clear.exitCode !== 0) {
-    return { timedOut: false, exitCode: null, durationMs: 0, error: `cannot remove an old report at ${reportPath} before the test run (exit ${clear.exitCode}): ${clear.stderr.slice(-300)}` };
+    return {
+      timedOut: false,
+      exitCode: null,
+      durationMs: 0,
+      error: `cannot remove an old report at ${reportPath} before the test run (exit ${clear.exitCode}): ${clear.stderr.slice(-300)}`,
+    };
   }
-  const res = await sandbox.exec(spec.testCommand, { cwd: workspace, timeoutMs: opts.timeoutMs ?? 120_000, env: scoringEnv(reportPath, workspace) });
+  const res = await sandbox.exec(spec.testCommand, {
+    cwd: workspace,
+    timeoutMs: opts.timeoutMs ?? 120_000,
+    env: scoringEnv(reportPath, workspace),
+  });
   const base = { timedOut: res.timedOut, exitCode: res.exitCode, durationMs: res.durationMs };
   if (opts.killStrays) {
     // What the test run left in a session of its own (the code under test can start one) is
     // stopped before the report is read, so it cannot keep rewriting it.
     const k = await sandbox.exec(KILL_STRAYS_COMMAND, { timeoutMs: 30_000 });
-    if (k.exitCode !== 0) return { ...base, error: `cannot stop what the test run left running (exit ${k.exitCode}): ${k.stderr.slice(-300)}` };
+    if (k.exitCode !== 0)
+      return { ...base, error: `cannot stop what the test run left running (exit ${k.exitCode}): ${k.stderr.slice(-300)}` };
   }
   // Read with cat, not the archive API: /tmp is a tmpfs, which `docker cp` cannot see.
   const cat = await sandbox.exec(`cat -- ${shq(reportPath)}`, { timeoutMs: 30_000, maxOutputBytes: REPORT_MAX_BYTES });
   if (cat.exitCode !== 0) {
     const tail = (res.stderr || res.stdout).trim().split('\n').slice(-6).join('\n');
-    const why = res.timedOut ? `the test command timed out after ${Math.round(res.durationMs / 1000)} s` : `the test command exited with ${res.exitCode}`;
+    const why = res.timedOut
+      ? `the test command timed out after ${Math.round(res.durationMs / 1000)} s`
+      : `the test command exited with ${res.exitCode}`;
     return { ...base, error: `no test report at ${reportPath}: ${why}${tail ? `; its last output:\n${tail}` : ''}` };
   }
   if (cat.truncated) return { ...base, error: `the test report at ${reportPath} is larger than ${REPORT_MAX_BYTES} bytes` };
@@ -399,14 +473,24 @@ export const TAMPER_SCAN_FILE_BYTES = 1024 * 1024;
  * differs from the snapshot's, or that the snapshot did not have, is read back and compared with
  * the snapshot's text. Test infrastructure is left out (it was restored).
  */
-export async function scanForTampering(sandbox: Sandbox, originals: ScoringOriginals, hashes: ReadonlyMap<string, string>, workspace = WORKSPACE_DIR): Promise<string[]> {
+export async function scanForTampering(
+  sandbox: Sandbox,
+  originals: ScoringOriginals,
+  hashes: ReadonlyMap<string, string>,
+  workspace = WORKSPACE_DIR,
+): Promise<string[]> {
   const files: ScannedFile[] = [];
   const reasons: string[] = [];
   for (const [f, h] of hashes) {
     const language = languageOfFile(f);
     if (!language || isTestInfraFile(f) || originals.tests.has(f) || originals.sources.get(f) === h) continue;
-    const r = await sandbox.exec(`head -c ${TAMPER_SCAN_FILE_BYTES + 1} -- ${shq(f)}`, { cwd: workspace, timeoutMs: 30_000, maxOutputBytes: TAMPER_SCAN_FILE_BYTES + 1024 });
-    if (r.exitCode !== 0) throw new TurnwiseError('sandbox-failed', `cannot read ${f} back for the tamper scan (exit ${r.exitCode}): ${r.stderr.slice(-300)}`);
+    const r = await sandbox.exec(`head -c ${TAMPER_SCAN_FILE_BYTES + 1} -- ${shq(f)}`, {
+      cwd: workspace,
+      timeoutMs: 30_000,
+      maxOutputBytes: TAMPER_SCAN_FILE_BYTES + 1024,
+    });
+    if (r.exitCode !== 0)
+      throw new TurnwiseError('sandbox-failed', `cannot read ${f} back for the tamper scan (exit ${r.exitCode}): ${r.stderr.slice(-300)}`);
     if (r.truncated || Buffer.byteLength(r.stdout) > TAMPER_SCAN_FILE_BYTES) {
       reasons.push(`${f}: over ${TAMPER_SCAN_FILE_BYTES} bytes after the agent's edit, too large to check`);
       continue;
@@ -448,7 +532,12 @@ export function scorableTestIds(ids: readonly string[], runner: Task['runner']):
  * reported on the unchanged code) is no forgery either, however its names were made: lark's
  * test classes are built in a loop under names no file spells.
  */
-export function unknownReportIds(report: TestReport, originals: Pick<ScoringOriginals, 'tests' | 'sources' | 'data'>, runner: Task['runner'], known: readonly string[] = []): string[] {
+export function unknownReportIds(
+  report: TestReport,
+  originals: Pick<ScoringOriginals, 'tests' | 'sources' | 'data'>,
+  runner: Task['runner'],
+  known: readonly string[] = [],
+): string[] {
   if (runner !== 'pytest') return [];
   const pathOf = (id: string) => {
     const p = parsePytestNodeId(id);
@@ -467,7 +556,11 @@ export function unknownReportIds(report: TestReport, originals: Pick<ScoringOrig
   };
   const seen = new Map<string, boolean>();
   const inSomeTestFile = (word: string) => {
-    if (!seen.has(word)) seen.set(word, [...tests.keys()].some((f) => f.endsWith('.py') && occursAsName(word, textOf(f))));
+    if (!seen.has(word))
+      seen.set(
+        word,
+        [...tests.keys()].some((f) => f.endsWith('.py') && occursAsName(word, textOf(f))),
+      );
     return seen.get(word)!;
   };
   const bad: string[] = [];
@@ -514,7 +607,7 @@ function isIdentifier(w: string): boolean {
  * commands; left alone they could rewrite test files after the restore or the report after the run.
  * Repeated so a forking process cannot slip through between listing and killing.
  */
-export const KILL_STRAYS_COMMAND = String.raw`declare -A keep; p=$BASHPID; while (( p > 1 )); do keep[$p]=1; read -r st < /proc/$p/stat || break; st=${"$"}{st##*) }; set -- $st; p=$2; done; for r in 1 2 3 4 5; do n=0; for d in /proc/[0-9]*; do q=${"$"}{d#/proc/}; [[ -n ${"$"}{keep[$q]} || $q == 1 ]] && continue; kill -KILL "$q" 2>/dev/null && n=$((n+1)); done; (( n == 0 )) && break; sleep 0.05; done; true`;
+export const KILL_STRAYS_COMMAND = String.raw`declare -A keep; p=$BASHPID; while (( p > 1 )); do keep[$p]=1; read -r st < /proc/$p/stat || break; st=${'$'}{st##*) }; set -- $st; p=$2; done; for r in 1 2 3 4 5; do n=0; for d in /proc/[0-9]*; do q=${'$'}{d#/proc/}; [[ -n ${'$'}{keep[$q]} || $q == 1 ]] && continue; kill -KILL "$q" 2>/dev/null && n=$((n+1)); done; (( n == 0 )) && break; sleep 0.05; done; true`;
 
 /**
  * Deletes every `__pycache__` folder of the workspace before scoring: Python (and pytest's
@@ -532,27 +625,57 @@ export async function scoreEpisode(sandbox: Sandbox, task: Task, opts: ScoreOpti
   let tampered: string[];
   try {
     const k = await sandbox.exec(KILL_STRAYS_COMMAND, { timeoutMs: 30_000 });
-    if (k.exitCode !== 0) throw new TurnwiseError('sandbox-failed', `cannot stop the agent's leftover processes (exit ${k.exitCode}): ${k.stderr.slice(-300)}`);
+    if (k.exitCode !== 0)
+      throw new TurnwiseError('sandbox-failed', `cannot stop the agent's leftover processes (exit ${k.exitCode}): ${k.stderr.slice(-300)}`);
     const dependencies = await restoreDependencies(sandbox);
     const clear = await sandbox.exec(CLEAR_BYTECODE_COMMAND, { timeoutMs: 60_000 });
-    if (clear.exitCode !== 0) throw new TurnwiseError('sandbox-failed', `cannot delete the workspace's bytecode caches (exit ${clear.exitCode}): ${clear.stderr.slice(-300)}`);
+    if (clear.exitCode !== 0)
+      throw new TurnwiseError(
+        'sandbox-failed',
+        `cannot delete the workspace's bytecode caches (exit ${clear.exitCode}): ${clear.stderr.slice(-300)}`,
+      );
     const hashes = await hashWorkspace(sandbox);
-    restored = { ...(await restoreFiles(sandbox, scoringRestoreSet(opts.originals, task), WORKSPACE_DIR, hashes)), ...(dependencies.length ? { dependencies } : {}) };
+    restored = {
+      ...(await restoreFiles(sandbox, scoringRestoreSet(opts.originals, task), WORKSPACE_DIR, hashes)),
+      ...(dependencies.length ? { dependencies } : {}),
+    };
     tampered = [...(await newLinks(sandbox, opts.originals)), ...(await scanForTampering(sandbox, opts.originals, hashes))];
   } catch (e) {
-    const reward = computeReward({ outcomes: undefined, failToPass: task.fail_to_pass, passToPass: task.pass_to_pass, turns: opts.turns, maxTurns: opts.maxTurns, formatError: opts.formatError, weights: opts.weights, error: `the test files could not be restored, so the tests cannot be trusted: ${formatError(e)}` });
+    const reward = computeReward({
+      outcomes: undefined,
+      failToPass: task.fail_to_pass,
+      passToPass: task.pass_to_pass,
+      turns: opts.turns,
+      maxTurns: opts.maxTurns,
+      formatError: opts.formatError,
+      weights: opts.weights,
+      error: `the test files could not be restored, so the tests cannot be trusted: ${formatError(e)}`,
+    });
     return { reward, restored: { modified: [], deleted: [], added: [] } };
   }
   // Test infrastructure and dependencies the agent changed; the other files a mutation task puts
   // back (data, the agent's notes) are not tests.
   const isTest = (f: string) => isTestInfraFile(f) || opts.originals.tests.has(f);
-  const testsEdited = [...restored.modified, ...restored.deleted, ...restored.added].some(isTest) || (restored.dependencies?.length ?? 0) > 0;
+  const testsEdited =
+    [...restored.modified, ...restored.deleted, ...restored.added].some(isTest) || (restored.dependencies?.length ?? 0) > 0;
   const run = await runTests(sandbox, task, { timeoutMs: opts.timeoutMs, killStrays: true });
   const ids = [...new Set([...task.fail_to_pass, ...task.pass_to_pass])];
-  const common = { failToPass: task.fail_to_pass, passToPass: task.pass_to_pass, turns: opts.turns, maxTurns: opts.maxTurns, formatError: opts.formatError, repeats: opts.repeats, weights: opts.weights, testsEdited };
+  const common = {
+    failToPass: task.fail_to_pass,
+    passToPass: task.pass_to_pass,
+    turns: opts.turns,
+    maxTurns: opts.maxTurns,
+    formatError: opts.formatError,
+    repeats: opts.repeats,
+    weights: opts.weights,
+    testsEdited,
+  };
   if (run.report) {
     const unknown = unknownReportIds(run.report, opts.originals, task.runner, ids);
-    if (unknown.length) tampered.push(`the test report names ${unknown.length} test(s) the restored test files do not define (${unknown.slice(0, 3).join(', ')}${unknown.length > 3 ? ', …' : ''}): it was not written by the test run alone`);
+    if (unknown.length)
+      tampered.push(
+        `the test report names ${unknown.length} test(s) the restored test files do not define (${unknown.slice(0, 3).join(', ')}${unknown.length > 3 ? ', …' : ''}): it was not written by the test run alone`,
+      );
   }
   const tamper = tampered.length ? { tampered: tampered.join('\n') } : {};
   if (!run.report) {

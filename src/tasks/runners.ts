@@ -43,7 +43,6 @@ export interface RunnerOverride {
 
 const REPORT_FORMATS: readonly ReportFormat[] = ['junit-xml', 'jest-json', 'go-test-json'];
 
-
 /** node:test's default discovery patterns (Node 18–20), applied to workspace-relative paths. */
 export function isNodeTestFile(rel: string): boolean {
   const base = rel.split('/').pop() ?? rel;
@@ -109,7 +108,10 @@ export function runnerCommand(kind: RunnerKind, files: string[], reportPath = DE
         .map((f, i) => `(node --test-reporter=junit --test-reporter-destination=${R}.d/${i}.xml ${shq(f)} >/dev/null 2>${R}.d/${i}.err) &`)
         .join(' ');
       const cat = files
-        .map((f, i) => `echo ${shq(REPORT_PART_MARKER + f)}; if [ -s ${R}.d/${i}.xml ]; then cat ${R}.d/${i}.xml; else echo ${shq(LOAD_ERROR_MARKER)}; tail -c 3000 ${R}.d/${i}.err; fi; echo`)
+        .map(
+          (f, i) =>
+            `echo ${shq(REPORT_PART_MARKER + f)}; if [ -s ${R}.d/${i}.xml ]; then cat ${R}.d/${i}.xml; else echo ${shq(LOAD_ERROR_MARKER)}; tail -c 3000 ${R}.d/${i}.err; fi; echo`,
+        )
         .join('; ');
       return `${prep} && mkdir -p ${R}.d; ${runs} wait; { ${cat}; } > ${R}`;
     }
@@ -150,7 +152,9 @@ export function detectRunner(dir: string, override: RunnerOverride = {}): TestRu
     });
   }
   if (override.kind && !RUNNER_KINDS.includes(override.kind)) {
-    throw new TurnwiseError('invalid-input', `unknown test runner ${JSON.stringify(override.kind)}`, { hint: `use one of ${RUNNER_KINDS.join(', ')}` });
+    throw new TurnwiseError('invalid-input', `unknown test runner ${JSON.stringify(override.kind)}`, {
+      hint: `use one of ${RUNNER_KINDS.join(', ')}`,
+    });
   }
   const files = listWorkspaceFiles(dir);
   const pkg = readPackageJson(dir);
@@ -174,11 +178,16 @@ export function detectRunner(dir: string, override: RunnerOverride = {}): TestRu
     else if (files.includes('go.mod')) kind = 'go-test';
   }
   if (!kind) {
-    throw new TurnwiseError('not-found', `no test suite found in ${dir} (looked for pytest test_*.py / *_test.py, node:test, mocha, jest, go.mod)`, {
-      hint: 'add tests, or set the runner override (kind, command and report format)',
-    });
+    throw new TurnwiseError(
+      'not-found',
+      `no test suite found in ${dir} (looked for pytest test_*.py / *_test.py, node:test, mocha, jest, go.mod)`,
+      {
+        hint: 'add tests, or set the runner override (kind, command and report format)',
+      },
+    );
   }
-  const testFiles = kind === 'node-test' ? (nodeTestFiles.length ? nodeTestFiles : files.filter(isNodeTestFile)) : kind === 'pytest' ? pyTests : [];
+  const testFiles =
+    kind === 'node-test' ? (nodeTestFiles.length ? nodeTestFiles : files.filter(isNodeTestFile)) : kind === 'pytest' ? pyTests : [];
   if (kind === 'node-test' && testFiles.length === 0 && !override.command) {
     throw new TurnwiseError('not-found', `node:test runner chosen but no test files found in ${dir}`, {
       hint: 'name test files *.test.js or put them under test/, or override the test command',
@@ -201,7 +210,8 @@ export function detectRunner(dir: string, override: RunnerOverride = {}): TestRu
 /** The runner restricted to the files holding `testIds` (faster scoring); the whole suite if unknown. */
 export function commandForTests(runner: TestRunner, testIds: string[]): string {
   if (runner.kind !== 'pytest' && runner.kind !== 'node-test') return runner.command;
-  if (runner.command !== runnerCommand(runner.kind, runner.kind === 'node-test' ? runner.testFiles : [], runner.reportPath)) return runner.command;
+  if (runner.command !== runnerCommand(runner.kind, runner.kind === 'node-test' ? runner.testFiles : [], runner.reportPath))
+    return runner.command;
   const files = [...new Set(testIds.map(pytestNodeFile).filter((f) => f !== ''))].sort();
   if (files.length === 0) return runner.command;
   if (runner.kind === 'node-test' && !files.every((f) => runner.testFiles.includes(f))) return runner.command;

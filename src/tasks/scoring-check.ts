@@ -37,7 +37,16 @@ export type ScoringProblemKind =
   /** The sandbox failed before scoring (the task could not be posed). */
   | 'sandbox-error';
 
-export const SCORING_PROBLEM_KINDS: readonly ScoringProblemKind[] = ['restored-target', 'noop-resolved', 'noop-passes', 'reference-unresolved', 'tampered', 'tests-edited', 'unscorable', 'sandbox-error'];
+export const SCORING_PROBLEM_KINDS: readonly ScoringProblemKind[] = [
+  'restored-target',
+  'noop-resolved',
+  'noop-passes',
+  'reference-unresolved',
+  'tampered',
+  'tests-edited',
+  'unscorable',
+  'sandbox-error',
+];
 
 /** One episode of the check, as scored. */
 export interface CheckedEpisode {
@@ -99,9 +108,18 @@ const list = (ids: readonly string[], n = 3) => `${ids.slice(0, n).join(', ')}${
 
 /** The first thing wrong with a checked episode that changed nothing but (for the reference) the bug. */
 function commonProblem(e: CheckedEpisode, what: string): ScoringCheck['problem'] {
-  if (e.tampered !== undefined) return { kind: 'tampered', detail: `the ${what} was flagged as tampered with: ${e.tampered.split('\n')[0]}` };
-  if (e.testsChanged) return { kind: 'tests-edited', detail: `the ${what} changed no test, yet scoring found test files or dependencies changed and put them back: ${list(e.testsChanged)}` };
-  if (e.error !== undefined || e.passRate === null) return { kind: 'unscorable', detail: `the ${what} could not be scored: ${(e.error ?? 'no pass rate').split('\n').slice(0, 4).join(' ')}` };
+  if (e.tampered !== undefined)
+    return { kind: 'tampered', detail: `the ${what} was flagged as tampered with: ${e.tampered.split('\n')[0]}` };
+  if (e.testsChanged)
+    return {
+      kind: 'tests-edited',
+      detail: `the ${what} changed no test, yet scoring found test files or dependencies changed and put them back: ${list(e.testsChanged)}`,
+    };
+  if (e.error !== undefined || e.passRate === null)
+    return {
+      kind: 'unscorable',
+      detail: `the ${what} could not be scored: ${(e.error ?? 'no pass rate').split('\n').slice(0, 4).join(' ')}`,
+    };
   return undefined;
 }
 
@@ -109,7 +127,8 @@ function commonProblem(e: CheckedEpisode, what: string): ScoringCheck['problem']
 export function noopProblem(task: Task, e: CheckedEpisode): ScoringCheck['problem'] {
   const common = commonProblem(e, 'no-op episode');
   if (common) return common;
-  if (e.resolved) return { kind: 'noop-resolved', detail: `the no-op episode (the task posed, nothing done) scored resolved, pass rate ${e.passRate}` };
+  if (e.resolved)
+    return { kind: 'noop-resolved', detail: `the no-op episode (the task posed, nothing done) scored resolved, pass rate ${e.passRate}` };
   const f2pPassing = task.fail_to_pass.filter((id) => e.passing.includes(id));
   if (f2pPassing.length) return { kind: 'noop-passes', detail: `fail-to-pass test(s) passed in the no-op episode: ${list(f2pPassing)}` };
   return undefined;
@@ -119,7 +138,11 @@ export function noopProblem(task: Task, e: CheckedEpisode): ScoringCheck['proble
 export function referenceProblem(e: CheckedEpisode): ScoringCheck['problem'] {
   const common = commonProblem(e, 'reference fix');
   if (common) return common;
-  if (!e.resolved || e.passRate !== 1) return { kind: 'reference-unresolved', detail: `the reference fix (the mutation undone) scored pass rate ${e.passRate}, not resolved; not passing: ${list(e.notPassing)}` };
+  if (!e.resolved || e.passRate !== 1)
+    return {
+      kind: 'reference-unresolved',
+      detail: `the reference fix (the mutation undone) scored pass rate ${e.passRate}, not resolved; not passing: ${list(e.notPassing)}`,
+    };
   return undefined;
 }
 
@@ -138,7 +161,14 @@ async function scoreOne(o: ScoringCheckOptions, task: Task, role: 'noop' | 'refe
   try {
     await poseTask(sb, task);
     if (role === 'reference') await writeReferenceFix(sb, task);
-    const s = await scoreEpisode(sb, task, { originals: o.originals, turns: 0, maxTurns: o.maxTurns ?? 1, formatError: false, weights: o.weights, timeoutMs: o.timeoutMs });
+    const s = await scoreEpisode(sb, task, {
+      originals: o.originals,
+      turns: 0,
+      maxTurns: o.maxTurns ?? 1,
+      formatError: false,
+      weights: o.weights,
+      timeoutMs: o.timeoutMs,
+    });
     return episodeOf(task, s);
   } finally {
     await sb.dispose().catch(() => undefined);
@@ -193,7 +223,10 @@ export function summarizeScoringChecks(checks: readonly ScoringCheck[]): Scoring
     firstDetail[c.problem.kind] ??= `${c.taskId}: ${c.problem.detail}`;
   }
   const top = (Object.entries(failed) as Array<[ScoringProblemKind, number]>).sort((a, b) => b[1] - a[1])[0];
-  const rejected = checks.filter((c) => c.problem).slice(0, 200).map((c) => ({ taskId: c.taskId, kind: c.problem!.kind, detail: c.problem!.detail }));
+  const rejected = checks
+    .filter((c) => c.problem)
+    .slice(0, 200)
+    .map((c) => ({ taskId: c.taskId, kind: c.problem!.kind, detail: c.problem!.detail }));
   const s: ScoringCheckSummary = { checked: checks.length, passed: checks.filter((c) => c.ok).length, failed, firstDetail, rejected };
   if (top && top[1] >= 2 && top[1] * 2 >= checks.length) {
     s.repositoryProblem = `${top[1]} of ${checks.length} tasks fail the scoring check the same way (${top[0]}), so the reward cannot be trusted on this repository; the first: ${firstDetail[top[0]]}`;
@@ -217,7 +250,10 @@ export interface WorkspaceCheckOptions {
  * The scoring check of tasks read from a file, in sandboxes of the workspace they were made from:
  * refused first when the workspace no longer holds their files as the tasks saw them.
  */
-export async function checkTasksInWorkspace(tasks: readonly Task[], o: WorkspaceCheckOptions): Promise<{ checks: ScoringCheck[]; summary: ScoringCheckSummary }> {
+export async function checkTasksInWorkspace(
+  tasks: readonly Task[],
+  o: WorkspaceCheckOptions,
+): Promise<{ checks: ScoringCheck[]; summary: ScoringCheckSummary }> {
   assertWorkspaceHoldsTasks(tasks, o.workspace, 'the task file');
   const originals = collectOriginals(o.workspace);
   const pool = o.pool ?? (await SandboxPool.connect({ run: o.run ?? `tasks-check-${process.pid}-${Date.now().toString(36)}` }));
@@ -231,11 +267,19 @@ export async function checkTasksInWorkspace(tasks: readonly Task[], o: Workspace
     const checks: ScoringCheck[] = [];
     const queue = tasks.map((task, i) => ({ task, i }));
     let done = 0;
-    await runWorkers(Math.max(1, o.concurrency ?? 2), () => queue.shift(), async ({ task, i }, w) => {
-      const snap = await snapOf(task.language);
-      checks[i] = await checkTaskScoring(task, { acquire: (role) => pool.acquire(snap, { rollout: `check-${role}-${w}` }), originals, timeoutMs: o.timeoutMs });
-      o.onProgress?.(++done, tasks.length, checks[i]);
-    });
+    await runWorkers(
+      Math.max(1, o.concurrency ?? 2),
+      () => queue.shift(),
+      async ({ task, i }, w) => {
+        const snap = await snapOf(task.language);
+        checks[i] = await checkTaskScoring(task, {
+          acquire: (role) => pool.acquire(snap, { rollout: `check-${role}-${w}` }),
+          originals,
+          timeoutMs: o.timeoutMs,
+        });
+        o.onProgress?.(++done, tasks.length, checks[i]);
+      },
+    );
     return { checks, summary: summarizeScoringChecks(checks) };
   } finally {
     if (!o.pool) await pool.close();

@@ -32,7 +32,14 @@ import { collectOriginals, isMutableSource, languageOfFile, listWorkspaceFiles }
 
 /** Why a candidate was not kept: what its test run showed, or that its task failed the scoring check (scoring-check.ts). */
 export type DropReason = 'no-failing-test' | 'collection-broken' | 'timeout' | 'no-report' | 'sandbox-error' | 'scoring-check';
-export const DROP_REASONS: readonly DropReason[] = ['no-failing-test', 'collection-broken', 'timeout', 'no-report', 'sandbox-error', 'scoring-check'];
+export const DROP_REASONS: readonly DropReason[] = [
+  'no-failing-test',
+  'collection-broken',
+  'timeout',
+  'no-report',
+  'sandbox-error',
+  'scoring-check',
+];
 
 export interface SynthProgress {
   /** What is happening now: the snapshot build, the baseline run of the suite, or validation of mutants. */
@@ -125,10 +132,19 @@ async function snapshotFor(pool: SandboxPool, workspace: string, runner: TestRun
 export const DEFAULT_BASELINE_TIMEOUT_MS = 300_000;
 
 /** Runs the whole suite once on the unmodified snapshot. */
-async function baselineRun(pool: SandboxPool, snap: PoolSnapshot, runner: TestRunner, timeoutMs: number): Promise<{ run: RunTestsResult; report: TestReport }> {
+async function baselineRun(
+  pool: SandboxPool,
+  snap: PoolSnapshot,
+  runner: TestRunner,
+  timeoutMs: number,
+): Promise<{ run: RunTestsResult; report: TestReport }> {
   const sb = await pool.acquire(snap, { rollout: 'baseline' });
   try {
-    const run = await runTests(sb, { testCommand: runner.command, reportFormat: runner.reportFormat, runner: runner.kind }, { timeoutMs, reportPath: runner.reportPath });
+    const run = await runTests(
+      sb,
+      { testCommand: runner.command, reportFormat: runner.reportFormat, runner: runner.kind },
+      { timeoutMs, reportPath: runner.reportPath },
+    );
     if (run.timedOut) {
       throw new TurnwiseError('test-report', `the test suite of the workspace did not finish within ${Math.round(timeoutMs / 1000)} s`, {
         // The time limit is a flag of `tasks synth`; a run (train) takes its tasks from a file made so.
@@ -152,8 +168,17 @@ async function baselineRun(pool: SandboxPool, snap: PoolSnapshot, runner: TestRu
  * whose id changes from run to run (a parameter id holding an object's address, a time), would
  * make a task that even its reference fix cannot resolve every time.
  */
-async function stableBaseline(pool: SandboxPool, snap: PoolSnapshot, runner: TestRunner, timeoutMs: number, concurrency: number): Promise<{ run: RunTestsResult; report: TestReport; passing: string[]; unstable: string[] }> {
-  const [a, b] = concurrency > 1 ? await Promise.all([baselineRun(pool, snap, runner, timeoutMs), baselineRun(pool, snap, runner, timeoutMs)]) : [await baselineRun(pool, snap, runner, timeoutMs), await baselineRun(pool, snap, runner, timeoutMs)];
+async function stableBaseline(
+  pool: SandboxPool,
+  snap: PoolSnapshot,
+  runner: TestRunner,
+  timeoutMs: number,
+  concurrency: number,
+): Promise<{ run: RunTestsResult; report: TestReport; passing: string[]; unstable: string[] }> {
+  const [a, b] =
+    concurrency > 1
+      ? await Promise.all([baselineRun(pool, snap, runner, timeoutMs), baselineRun(pool, snap, runner, timeoutMs)])
+      : [await baselineRun(pool, snap, runner, timeoutMs), await baselineRun(pool, snap, runner, timeoutMs)];
   const passedIn = (r: TestReport) => new Set(r.tests.filter((t) => t.outcome === 'passed').map((t) => t.id));
   const pa = passedIn(a.report);
   const pb = passedIn(b.report);
@@ -196,7 +221,12 @@ export function classifyMutant(
  * out the files scoring puts back from the snapshot (`restored`: the source files the runner
  * configuration loads, collectOriginals), where a bug would be undone before the tests run.
  */
-export async function workspaceCandidates(workspace: string, runner: TestRunner, operators?: MutationOperator[], restored?: ReadonlyMap<string, unknown>): Promise<MutationCandidate[]> {
+export async function workspaceCandidates(
+  workspace: string,
+  runner: TestRunner,
+  operators?: MutationOperator[],
+  restored?: ReadonlyMap<string, unknown>,
+): Promise<MutationCandidate[]> {
   const wantPython = runner.language === 'python';
   const out: MutationCandidate[] = [];
   for (const rel of listWorkspaceFiles(workspace)) {
@@ -280,149 +310,173 @@ export async function synthesizeMutationTasks(opts: SynthOptions): Promise<Synth
     clearInterval(ticker);
   }
   async function synthInPool(): Promise<SynthResult> {
-  return withPool(opts, async (pool) => {
-    const snap = await snapshotFor(pool, opts.workspace, runner);
-    phase = 'baseline';
-    emit();
-    const base = await stableBaseline(pool, snap, runner, opts.timeoutMs ?? DEFAULT_BASELINE_TIMEOUT_MS, concurrency);
-    phase = 'validate';
-    const allPassing = base.passing;
-    // Doctests of the code under test are not scored (the agent could edit them): scorableTestIds.
-    const passing = scorableTestIds(allPassing, runner.kind);
-    const baseline = { tests: base.report.tests.length, passing: passing.length, failing: failingOf(base.report).length, unstable: base.unstable.length, durationMs: base.run.durationMs };
-    if (passing.length === 0) {
-      const outside = allPassing.length - passing.length;
-      const loadError = base.report.collectionErrors[0];
-      const unstable = base.unstable.length ? `; ${base.unstable.length} passed in only one of two runs of the suite` : '';
-      throw new TurnwiseError('invalid-input', `no test passes in ${opts.workspace} (${base.report.tests.length} tests ran${outside ? `; ${outside} passing doctest(s) of the code under test are not scored, since an agent could edit them` : ''}${unstable}${loadError ? `; ${base.report.collectionErrors.length} test file(s) could not be loaded, the first ${loadError.file ?? ''}: ${loadError.message.split('\n').slice(-1)[0]}` : ''}), so no mutant can be validated`, {
-        hint: outside ? 'tasks need tests in test files (test_*.py, *_test.py, a tests/ folder): they are restored before scoring' : loadError ? 'run the tests by hand in the workspace: a test file that cannot be imported (a missing dependency, a plugin the configuration asks for) must load in the sandbox image, or set the runner override' : 'fix the suite first, or use `turnwise tasks failing` to make tasks from the failing tests',
-      });
-    }
-    const timeoutMs = opts.timeoutMs ?? Math.max(10_000, 3 * base.run.durationMs + 5_000);
-    const tV = Date.now();
-
-    // Valid mutants as they complete; the kept ones are chosen at the end in candidate order,
-    // so parallel workers keep exactly what a sequential run would (same seed, same tasks).
-    const valid: Array<{ index: number; c: MutationCandidate; task: Task }> = [];
-    const checks: Array<{ index: number; check: ScoringCheck }> = [];
-    let next = 0;
-    let tried = 0;
-    let droppedN = 0;
-    const validPerOp = new Map<string, number>();
-    const countsTowardsLimit = () => (opts.maxPerOperator === undefined ? valid.length : [...validPerOp.values()].reduce((a, n) => a + Math.min(n, opts.maxPerOperator!), 0));
-    const report = () => {
-      progress = { tried, kept: Math.min(max, countsTowardsLimit()), dropped: droppedN, total: maxCandidates };
+    return withPool(opts, async (pool) => {
+      const snap = await snapshotFor(pool, opts.workspace, runner);
+      phase = 'baseline';
       emit();
-    };
-    const done = () => countsTowardsLimit() >= max || next >= maxCandidates;
-    const nextCandidate = (): { c: MutationCandidate; index: number } | undefined => {
-      while (!done()) {
-        const index = next++;
-        const c = ordered[index];
-        if (opts.maxPerOperator !== undefined && (validPerOp.get(c.operator) ?? 0) >= opts.maxPerOperator) continue;
-        return { c, index };
+      const base = await stableBaseline(pool, snap, runner, opts.timeoutMs ?? DEFAULT_BASELINE_TIMEOUT_MS, concurrency);
+      phase = 'validate';
+      const allPassing = base.passing;
+      // Doctests of the code under test are not scored (the agent could edit them): scorableTestIds.
+      const passing = scorableTestIds(allPassing, runner.kind);
+      const baseline = {
+        tests: base.report.tests.length,
+        passing: passing.length,
+        failing: failingOf(base.report).length,
+        unstable: base.unstable.length,
+        durationMs: base.run.durationMs,
+      };
+      if (passing.length === 0) {
+        const outside = allPassing.length - passing.length;
+        const loadError = base.report.collectionErrors[0];
+        const unstable = base.unstable.length ? `; ${base.unstable.length} passed in only one of two runs of the suite` : '';
+        throw new TurnwiseError(
+          'invalid-input',
+          `no test passes in ${opts.workspace} (${base.report.tests.length} tests ran${outside ? `; ${outside} passing doctest(s) of the code under test are not scored, since an agent could edit them` : ''}${unstable}${loadError ? `; ${base.report.collectionErrors.length} test file(s) could not be loaded, the first ${loadError.file ?? ''}: ${loadError.message.split('\n').slice(-1)[0]}` : ''}), so no mutant can be validated`,
+          {
+            hint: outside
+              ? 'tasks need tests in test files (test_*.py, *_test.py, a tests/ folder): they are restored before scoring'
+              : loadError
+                ? 'run the tests by hand in the workspace: a test file that cannot be imported (a missing dependency, a plugin the configuration asks for) must load in the sandbox image, or set the runner override'
+                : 'fix the suite first, or use `turnwise tasks failing` to make tasks from the failing tests',
+          },
+        );
       }
-      return undefined;
-    };
+      const timeoutMs = opts.timeoutMs ?? Math.max(10_000, 3 * base.run.durationMs + 5_000);
+      const tV = Date.now();
 
-    // One sandbox per worker, reused from mutant to mutant while it resets cleanly.
-    const held: Array<Sandbox | undefined> = [];
-    report();
-    try {
-      await runWorkers(concurrency, nextCandidate, async ({ c, index }, w) => {
-        const sb = (held[w] ??= await pool.acquire(snap, { rollout: `validate-${w}` }));
-        let run: RunTestsResult | undefined;
-        let sandboxError: string | undefined;
-        try {
-          await sb.writeFile(c.file, c.mutatedSource);
-          run = await runTests(sb, { testCommand: runner.command, reportFormat: runner.reportFormat, runner: runner.kind }, { timeoutMs, reportPath: runner.reportPath });
-        } catch (e) {
-          sandboxError = (e as Error).message;
+      // Valid mutants as they complete; the kept ones are chosen at the end in candidate order,
+      // so parallel workers keep exactly what a sequential run would (same seed, same tasks).
+      const valid: Array<{ index: number; c: MutationCandidate; task: Task }> = [];
+      const checks: Array<{ index: number; check: ScoringCheck }> = [];
+      let next = 0;
+      let tried = 0;
+      let droppedN = 0;
+      const validPerOp = new Map<string, number>();
+      const countsTowardsLimit = () =>
+        opts.maxPerOperator === undefined
+          ? valid.length
+          : [...validPerOp.values()].reduce((a, n) => a + Math.min(n, opts.maxPerOperator!), 0);
+      const report = () => {
+        progress = { tried, kept: Math.min(max, countsTowardsLimit()), dropped: droppedN, total: maxCandidates };
+        emit();
+      };
+      const done = () => countsTowardsLimit() >= max || next >= maxCandidates;
+      const nextCandidate = (): { c: MutationCandidate; index: number } | undefined => {
+        while (!done()) {
+          const index = next++;
+          const c = ordered[index];
+          if (opts.maxPerOperator !== undefined && (validPerOp.get(c.operator) ?? 0) >= opts.maxPerOperator) continue;
+          return { c, index };
         }
-        // The sandbox is reused for the next mutant only when it is back to the snapshot: the
-        // mutated file, and anything this run wrote or deleted (the snapshot is a committed git
-        // repo; ignored files such as node_modules are kept, so no -x).
-        const reset = run?.timedOut || sandboxError ? undefined : await sb.exec(RESET_WORKSPACE, { timeoutMs: 60_000 }).catch(() => undefined);
-        if (reset?.exitCode !== 0) {
-          // Leftover processes, a dead container or a workspace that could not be reset: never reuse it.
-          await sb.dispose().catch(() => undefined);
-          held[w] = undefined;
-        }
-        const verdict = run ? classifyMutant(passing, run) : ({ kept: false, reason: 'sandbox-error', detail: sandboxError } as const);
-        // A mutant its tests catch becomes a task only when its reward tells the truth: the no-op
-        // and the reference fix scored as an agent's episode is (fresh sandboxes, one at a time).
-        let check: ScoringCheck | undefined;
-        const task = verdict.kept ? mutationTask(opts.workspace, c, runner, verdict.failToPass, verdict.passToPass) : undefined;
-        if (task) {
-          check = await checkTaskScoring(task, {
-            acquire: (role) => pool.acquire(snap, { rollout: `check-${role}-${w}` }),
-            originals,
-            timeoutMs,
-          });
-          checks.push({ index, check });
-        }
-        tried++;
-        operators[c.operator].tried++;
-        if (check && !check.ok) {
-          dropped['scoring-check']++;
-          droppedN++;
-          operators[c.operator].dropped++;
-        } else if (task) {
-          valid.push({ index, c, task });
-          validPerOp.set(c.operator, (validPerOp.get(c.operator) ?? 0) + 1);
-        } else if (!verdict.kept) {
-          dropped[verdict.reason]++;
-          droppedN++;
-          operators[c.operator].dropped++;
-        }
-        report();
-      });
-    } finally {
-      await Promise.all(held.map((sb) => sb?.dispose().catch(() => undefined)));
-    }
-    const validationMs = Date.now() - tV;
-    const chosen: typeof valid = [];
-    const chosenPerOp = new Map<string, number>();
-    for (const v of valid.sort((x, y) => x.index - y.index)) {
-      if (chosen.length >= max) break;
-      const n = chosenPerOp.get(v.c.operator) ?? 0;
-      if (opts.maxPerOperator !== undefined && n >= opts.maxPerOperator) continue;
-      chosenPerOp.set(v.c.operator, n + 1);
-      operators[v.c.operator].kept++;
-      chosen.push(v);
-    }
-    const tasks = chosen.map((v) => v.task);
-    const surplus = valid.length - chosen.length;
-    const scoring = summarizeScoringChecks(checks.sort((x, y) => x.index - y.index).map((x) => x.check));
-    if (tasks.length === 0 && scoring.checked > scoring.passed) {
-      // Mutants the tests catch, none of whose rewards can be trusted: a run here would learn from
-      // a reward that cannot tell a fix from no fix. Refused with the reason, never written.
-      const kinds = Object.entries(scoring.failed).map(([k, n]) => `${k} ${n}`).join(', ');
-      throw new ScoringCheckError(
-        `no task of ${opts.workspace} passes the scoring check (${kinds}): ${scoring.repositoryProblem ?? Object.values(scoring.firstDetail)[0]}`,
-        scoring,
-        'run the no-op and the reference fix of one task with `turnwise tasks check FILE --workspace DIR` to see its scores; a test that fails on the unchanged code, a runner configuration that needs a plugin the sandbox lacks, or a custom test command whose report names the tests otherwise are the usual causes',
-      );
-    }
-    return {
-      tasks,
-      candidates: chosen.map((v) => v.c),
-      summary: {
-        workspace: opts.workspace,
-        runner: runner.kind,
-        seed,
-        concurrency,
-        baseline,
-        candidates: { generated: all.length, duplicates, tried, kept: tasks.length, dropped: droppedN, surplus },
-        scoring,
-        dropped,
-        operators,
-        durationMs: Date.now() - t0,
-        validationMs,
-        tasksPerMinute: validationMs > 0 ? (tasks.length * 60_000) / validationMs : 0,
-      },
-    };
-  });
+        return undefined;
+      };
+
+      // One sandbox per worker, reused from mutant to mutant while it resets cleanly.
+      const held: Array<Sandbox | undefined> = [];
+      report();
+      try {
+        await runWorkers(concurrency, nextCandidate, async ({ c, index }, w) => {
+          const sb = (held[w] ??= await pool.acquire(snap, { rollout: `validate-${w}` }));
+          let run: RunTestsResult | undefined;
+          let sandboxError: string | undefined;
+          try {
+            await sb.writeFile(c.file, c.mutatedSource);
+            run = await runTests(
+              sb,
+              { testCommand: runner.command, reportFormat: runner.reportFormat, runner: runner.kind },
+              { timeoutMs, reportPath: runner.reportPath },
+            );
+          } catch (e) {
+            sandboxError = (e as Error).message;
+          }
+          // The sandbox is reused for the next mutant only when it is back to the snapshot: the
+          // mutated file, and anything this run wrote or deleted (the snapshot is a committed git
+          // repo; ignored files such as node_modules are kept, so no -x).
+          const reset =
+            run?.timedOut || sandboxError ? undefined : await sb.exec(RESET_WORKSPACE, { timeoutMs: 60_000 }).catch(() => undefined);
+          if (reset?.exitCode !== 0) {
+            // Leftover processes, a dead container or a workspace that could not be reset: never reuse it.
+            await sb.dispose().catch(() => undefined);
+            held[w] = undefined;
+          }
+          const verdict = run ? classifyMutant(passing, run) : ({ kept: false, reason: 'sandbox-error', detail: sandboxError } as const);
+          // A mutant its tests catch becomes a task only when its reward tells the truth: the no-op
+          // and the reference fix scored as an agent's episode is (fresh sandboxes, one at a time).
+          let check: ScoringCheck | undefined;
+          const task = verdict.kept ? mutationTask(opts.workspace, c, runner, verdict.failToPass, verdict.passToPass) : undefined;
+          if (task) {
+            check = await checkTaskScoring(task, {
+              acquire: (role) => pool.acquire(snap, { rollout: `check-${role}-${w}` }),
+              originals,
+              timeoutMs,
+            });
+            checks.push({ index, check });
+          }
+          tried++;
+          operators[c.operator].tried++;
+          if (check && !check.ok) {
+            dropped['scoring-check']++;
+            droppedN++;
+            operators[c.operator].dropped++;
+          } else if (task) {
+            valid.push({ index, c, task });
+            validPerOp.set(c.operator, (validPerOp.get(c.operator) ?? 0) + 1);
+          } else if (!verdict.kept) {
+            dropped[verdict.reason]++;
+            droppedN++;
+            operators[c.operator].dropped++;
+          }
+          report();
+        });
+      } finally {
+        await Promise.all(held.map((sb) => sb?.dispose().catch(() => undefined)));
+      }
+      const validationMs = Date.now() - tV;
+      const chosen: typeof valid = [];
+      const chosenPerOp = new Map<string, number>();
+      for (const v of valid.sort((x, y) => x.index - y.index)) {
+        if (chosen.length >= max) break;
+        const n = chosenPerOp.get(v.c.operator) ?? 0;
+        if (opts.maxPerOperator !== undefined && n >= opts.maxPerOperator) continue;
+        chosenPerOp.set(v.c.operator, n + 1);
+        operators[v.c.operator].kept++;
+        chosen.push(v);
+      }
+      const tasks = chosen.map((v) => v.task);
+      const surplus = valid.length - chosen.length;
+      const scoring = summarizeScoringChecks(checks.sort((x, y) => x.index - y.index).map((x) => x.check));
+      if (tasks.length === 0 && scoring.checked > scoring.passed) {
+        // Mutants the tests catch, none of whose rewards can be trusted: a run here would learn from
+        // a reward that cannot tell a fix from no fix. Refused with the reason, never written.
+        const kinds = Object.entries(scoring.failed)
+          .map(([k, n]) => `${k} ${n}`)
+          .join(', ');
+        throw new ScoringCheckError(
+          `no task of ${opts.workspace} passes the scoring check (${kinds}): ${scoring.repositoryProblem ?? Object.values(scoring.firstDetail)[0]}`,
+          scoring,
+          'run the no-op and the reference fix of one task with `turnwise tasks check FILE --workspace DIR` to see its scores; a test that fails on the unchanged code, a runner configuration that needs a plugin the sandbox lacks, or a custom test command whose report names the tests otherwise are the usual causes',
+        );
+      }
+      return {
+        tasks,
+        candidates: chosen.map((v) => v.c),
+        summary: {
+          workspace: opts.workspace,
+          runner: runner.kind,
+          seed,
+          concurrency,
+          baseline,
+          candidates: { generated: all.length, duplicates, tried, kept: tasks.length, dropped: droppedN, surplus },
+          scoring,
+          dropped,
+          operators,
+          durationMs: Date.now() - t0,
+          validationMs,
+          tasksPerMinute: validationMs > 0 ? (tasks.length * 60_000) / validationMs : 0,
+        },
+      };
+    });
   }
 }
 
@@ -459,7 +513,12 @@ export async function failingTestTasks(opts: FailingOptions): Promise<{ tasks: T
     const base = await stableBaseline(pool, snap, runner, timeoutMs, 2);
     const report = base.report;
     const unstable = new Set(base.unstable);
-    const scorable = new Set(scorableTestIds(report.tests.map((t) => t.id), runner.kind));
+    const scorable = new Set(
+      scorableTestIds(
+        report.tests.map((t) => t.id),
+        runner.kind,
+      ),
+    );
     // A test that failed in one run and passed in the other is no task: its fix would be luck.
     const failing = failingOf(report).filter((t) => scorable.has(t.id) && !unstable.has(t.id));
     const passing = base.passing.filter((id) => scorable.has(id));
@@ -490,9 +549,17 @@ export async function failingTestTasks(opts: FailingOptions): Promise<{ tasks: T
     // Each task's no-op episode through the scoring path: its failing tests must still fail there.
     const checks: ScoringCheck[] = [];
     const queue = tasks.map((task, i) => ({ task, i }));
-    await runWorkers(2, () => queue.shift(), async ({ task, i }, w) => {
-      checks[i] = await checkTaskScoring(task, { acquire: (role) => pool.acquire(snap, { rollout: `check-${role}-${w}` }), originals, timeoutMs });
-    });
+    await runWorkers(
+      2,
+      () => queue.shift(),
+      async ({ task, i }, w) => {
+        checks[i] = await checkTaskScoring(task, {
+          acquire: (role) => pool.acquire(snap, { rollout: `check-${role}-${w}` }),
+          originals,
+          timeoutMs,
+        });
+      },
+    );
     const scoring = summarizeScoringChecks(checks);
     const kept = tasks.filter((_, i) => checks[i].ok);
     if (kept.length === 0 && tasks.length > 0) {
@@ -519,4 +586,3 @@ export async function failingTestTasks(opts: FailingOptions): Promise<{ tasks: T
     };
   });
 }
-

@@ -16,22 +16,46 @@ interface Probe {
 const PYTHON: Probe[] = [
   { label: "imports pytest's internals (_pytest)", re: /\b_pytest\b/g },
   { label: 'imports pytest', re: /^\s*(?:import\s+pytest\b|from\s+pytest\b)/gm },
-  { label: "uses unittest's result or runner classes", re: /\bunittest\.(?:result|runner|main|TestResult|TextTestResult|TextTestRunner)\b|\b(?:TestResult|TextTestResult|TextTestRunner)\b/g },
+  {
+    label: "uses unittest's result or runner classes",
+    re: /\bunittest\.(?:result|runner|main|TestResult|TextTestResult|TextTestRunner)\b|\b(?:TestResult|TextTestResult|TextTestRunner)\b/g,
+  },
   { label: 'registers exit handlers (atexit)', re: /\batexit\b/g },
   { label: 'patches or bypasses interpreter exit', re: /\bsys\.exit\s*=(?!=)|\bos\._exit\b|\bsys\.excepthook\b/g },
   { label: 'installs trace or profile hooks', re: /\b(?:sys|threading)\.(?:settrace|setprofile)\b/g },
   { label: 'rewrites loaded modules or builtins', re: /\bsys\.modules\b|\bbuiltins\b|\b__builtins__\b/g },
-  { label: "inspects its callers' frames", re: /\bsys\._getframe\b|\binspect\.(?:stack|currentframe|getouterframes)\b|\bgc\.get_(?:objects|referrers)\b/g },
-  { label: 'loads code dynamically', re: /(?<![.\w])(?:exec|eval|compile)\s*\(|\b__import__\b|\bimportlib\b|\bmarshal\b|\bctypes\b|\bsys\.path\b/g },
-  { label: 'starts processes or handles signals', re: /\bsubprocess\b|\bos\.(?:system|fork|forkpty|spawn\w*|exec[lv]\w*|popen|kill|killpg|setsid)\b|\bmultiprocessing\b|\bpty\b|\bsignal\.signal\b/g },
+  {
+    label: "inspects its callers' frames",
+    re: /\bsys\._getframe\b|\binspect\.(?:stack|currentframe|getouterframes)\b|\bgc\.get_(?:objects|referrers)\b/g,
+  },
+  {
+    label: 'loads code dynamically',
+    re: /(?<![.\w])(?:exec|eval|compile)\s*\(|\b__import__\b|\bimportlib\b|\bmarshal\b|\bctypes\b|\bsys\.path\b/g,
+  },
+  {
+    label: 'starts processes or handles signals',
+    re: /\bsubprocess\b|\bos\.(?:system|fork|forkpty|spawn\w*|exec[lv]\w*|popen|kill|killpg|setsid)\b|\bmultiprocessing\b|\bpty\b|\bsignal\.signal\b/g,
+  },
 ];
 
 const JS_MODULES = String.raw`mocha|jest|@jest\/[^'"\x60]*|jest-[^'"\x60]*|expect|chai|node:test|node:child_process|child_process|node:module|module|node:vm|vm|node:worker_threads|worker_threads`;
 
 const JAVASCRIPT: Probe[] = [
-  { label: 'loads the test framework, processes or the module loader', re: new RegExp(String.raw`\brequire\s*\(\s*['"\x60](?:${JS_MODULES})['"\x60]\s*\)|\bfrom\s+['"](?:${JS_MODULES})['"]|\bimport\s*\(\s*['"\x60](?:${JS_MODULES})['"\x60]\s*\)`, 'g') },
-  { label: 'patches or hooks the process (exit, signals, listeners)', re: /\bprocess\.(?:exit|reallyExit|abort|kill|on|once|prependListener|addListener|exitCode|emit)\b/g },
-  { label: "replaces the test framework's globals", re: /\bglobal(?:This)?\s*(?:\.\s*|\[\s*['"])(?:expect|it|test|describe|before\w*|after\w*|assert)\b/g },
+  {
+    label: 'loads the test framework, processes or the module loader',
+    re: new RegExp(
+      String.raw`\brequire\s*\(\s*['"\x60](?:${JS_MODULES})['"\x60]\s*\)|\bfrom\s+['"](?:${JS_MODULES})['"]|\bimport\s*\(\s*['"\x60](?:${JS_MODULES})['"\x60]\s*\)`,
+      'g',
+    ),
+  },
+  {
+    label: 'patches or hooks the process (exit, signals, listeners)',
+    re: /\bprocess\.(?:exit|reallyExit|abort|kill|on|once|prependListener|addListener|exitCode|emit)\b/g,
+  },
+  {
+    label: "replaces the test framework's globals",
+    re: /\bglobal(?:This)?\s*(?:\.\s*|\[\s*['"])(?:expect|it|test|describe|before\w*|after\w*|assert)\b/g,
+  },
   { label: 'rewrites the module loader or its cache', re: /\bModule\._\w+|\brequire\.(?:cache|extensions)\b/g },
   { label: 'patches stack traces', re: /\bError\.(?:prepareStackTrace|captureStackTrace)\b/g },
   { label: 'loads code dynamically', re: /(?<![.\w])eval\s*\(|\bnew\s+Function\b|(?<![.\w])Function\s*\(/g },
@@ -44,7 +68,10 @@ const JAVASCRIPT: Probe[] = [
  */
 const ANY: Probe[] = [
   { label: 'names the test report or its path', re: /\/tmp\/turnwise\b|\bTURNWISE_REPORT\b|\bjunit\w*/gi },
-  { label: "names the test runner's hooks or configuration files", re: /\bpytest_[a-z]\w*|\bconftest\b|\bmocharc\b|\bjest\.config\b|\bsetupFiles\w*|\bpytest\.ini\b/g },
+  {
+    label: "names the test runner's hooks or configuration files",
+    re: /\bpytest_[a-z]\w*|\bconftest\b|\bmocharc\b|\bjest\.config\b|\bsetupFiles\w*|\bpytest\.ini\b/g,
+  },
 ];
 
 function probesFor(lang: Language): Probe[] {
@@ -91,7 +118,9 @@ export function tamperReasons(files: readonly ScannedFile[]): string[] {
       const word = new RegExp(`(?<![\\w$])${mod.replace(/[^\w$]/g, (c) => `\\${c}`)}(?![\\w$])`);
       if (!files.some((o) => o !== f && word.test(o.after))) continue;
     }
-    reasons.push(`${f.path}: ${found.join('; ')} (${f.before === null ? 'a file the agent added, named by the code under test' : "new in the agent's edit"})`);
+    reasons.push(
+      `${f.path}: ${found.join('; ')} (${f.before === null ? 'a file the agent added, named by the code under test' : "new in the agent's edit"})`,
+    );
   }
   return reasons;
 }

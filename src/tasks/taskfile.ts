@@ -10,7 +10,20 @@ const SOURCES = ['failing-tests', 'mutation', 'file'];
 const LANGUAGES = ['python', 'javascript', 'typescript', 'go'];
 const FORMATS = ['junit-xml', 'jest-json', 'go-test-json'];
 const RUNNERS = ['pytest', 'node-test', 'mocha', 'jest', 'go-test'];
-const KEYS = new Set(['schema', 'id', 'source', 'instruction', 'language', 'testCommand', 'reportFormat', 'runner', 'fail_to_pass', 'pass_to_pass', 'mutation', 'origin']);
+const KEYS = new Set([
+  'schema',
+  'id',
+  'source',
+  'instruction',
+  'language',
+  'testCommand',
+  'reportFormat',
+  'runner',
+  'fail_to_pass',
+  'pass_to_pass',
+  'mutation',
+  'origin',
+]);
 const MUTATION_KEYS = new Set(['file', 'nodeKind', 'operator', 'enclosing', 'span', 'replacement']);
 
 const isStr = (v: unknown): v is string => typeof v === 'string' && v.trim() !== '';
@@ -38,11 +51,14 @@ export function validateTask(value: unknown): string[] {
   const reasons: string[] = [];
   if (row.schema !== SCHEMA.task) reasons.push(`schema must be "${SCHEMA.task}" (got ${JSON.stringify(row.schema)})`);
   if (!isStr(row.id)) reasons.push('id must be a non-empty string');
-  if (!SOURCES.includes(row.source as string)) reasons.push(`source must be one of ${SOURCES.join(', ')} (got ${JSON.stringify(row.source)})`);
+  if (!SOURCES.includes(row.source as string))
+    reasons.push(`source must be one of ${SOURCES.join(', ')} (got ${JSON.stringify(row.source)})`);
   if (!isStr(row.instruction)) reasons.push('instruction must be a non-empty string');
-  if (!LANGUAGES.includes(row.language as string)) reasons.push(`language must be one of ${LANGUAGES.join(', ')} (got ${JSON.stringify(row.language)})`);
+  if (!LANGUAGES.includes(row.language as string))
+    reasons.push(`language must be one of ${LANGUAGES.join(', ')} (got ${JSON.stringify(row.language)})`);
   if (!isStr(row.testCommand)) reasons.push('testCommand must be a non-empty string');
-  if (row.reportFormat !== undefined && !FORMATS.includes(row.reportFormat as string)) reasons.push(`reportFormat must be one of ${FORMATS.join(', ')}`);
+  if (row.reportFormat !== undefined && !FORMATS.includes(row.reportFormat as string))
+    reasons.push(`reportFormat must be one of ${FORMATS.join(', ')}`);
   if (row.runner !== undefined && !RUNNERS.includes(row.runner as string)) reasons.push(`runner must be one of ${RUNNERS.join(', ')}`);
   const f2p = stringList(row, 'fail_to_pass', reasons, true);
   const p2p = stringList(row, 'pass_to_pass', reasons, false);
@@ -56,10 +72,20 @@ export function validateTask(value: unknown): string[] {
     else {
       for (const k of ['file', 'nodeKind', 'operator'] as const) if (!isStr(m[k])) reasons.push(`mutation.${k} must be a non-empty string`);
       const pathProblem = isStr(m.file) ? workspacePathProblem(m.file) : undefined;
-      if (pathProblem) reasons.push(`mutation.file ${JSON.stringify(m.file)} ${pathProblem}: it must be a path inside the workspace, such as "src/app.py"`);
+      if (pathProblem)
+        reasons.push(
+          `mutation.file ${JSON.stringify(m.file)} ${pathProblem}: it must be a path inside the workspace, such as "src/app.py"`,
+        );
       if (typeof m.replacement !== 'string') reasons.push('mutation.replacement must be a string');
       const s = m.span as Record<string, unknown> | undefined;
-      if (!s || typeof s !== 'object' || !Number.isInteger(s.start) || !Number.isInteger(s.end) || typeof s.text !== 'string' || (s.start as number) > (s.end as number)) {
+      if (
+        !s ||
+        typeof s !== 'object' ||
+        !Number.isInteger(s.start) ||
+        !Number.isInteger(s.end) ||
+        typeof s.text !== 'string' ||
+        (s.start as number) > (s.end as number)
+      ) {
         reasons.push('mutation.span must be {start, end, text} with integer start ≤ end');
       }
       for (const k of Object.keys(m)) if (!MUTATION_KEYS.has(k)) reasons.push(`unknown field "mutation.${k}"`);
@@ -74,14 +100,17 @@ function originProblems(value: unknown): string[] {
   const o = value as Record<string, unknown>;
   if (o === null || typeof o !== 'object' || Array.isArray(o)) return ['origin must be an object {workspace, files}'];
   const reasons: string[] = [];
-  if (typeof o.workspace !== 'string' || !path.isAbsolute(o.workspace)) reasons.push('origin.workspace must be the absolute path of the folder the task was made from');
+  if (typeof o.workspace !== 'string' || !path.isAbsolute(o.workspace))
+    reasons.push('origin.workspace must be the absolute path of the folder the task was made from');
   const files = o.files as Record<string, unknown>;
-  if (files === null || typeof files !== 'object' || Array.isArray(files)) reasons.push('origin.files must be an object mapping workspace paths to sha256 hex digests');
+  if (files === null || typeof files !== 'object' || Array.isArray(files))
+    reasons.push('origin.files must be an object mapping workspace paths to sha256 hex digests');
   else {
     for (const [f, h] of Object.entries(files)) {
       const p = workspacePathProblem(f);
       if (p) reasons.push(`origin.files path ${JSON.stringify(f)} ${p}`);
-      if (typeof h !== 'string' || !/^[0-9a-f]{64}$/.test(h)) reasons.push(`origin.files[${JSON.stringify(f)}] must be a sha256 hex digest`);
+      if (typeof h !== 'string' || !/^[0-9a-f]{64}$/.test(h))
+        reasons.push(`origin.files[${JSON.stringify(f)}] must be a sha256 hex digest`);
     }
   }
   for (const k of Object.keys(o)) if (k !== 'workspace' && k !== 'files') reasons.push(`unknown field "origin.${k}"`);
@@ -140,7 +169,15 @@ export function checkTaskFile(file: string): TaskFileCheck {
   const bySource: Record<string, number> = {};
   for (const t of tasks) bySource[t.source] = (bySource[t.source] ?? 0) + 1;
   const madeFrom = [...new Set(tasks.map((t) => t.origin?.workspace).filter((w): w is string => !!w))];
-  return { file, ok: errors.length === 0 && tasks.length > 0, valid: tasks.length, invalidLines: new Set(errors.map((e) => e.line)).size, bySource, madeFrom, errors };
+  return {
+    file,
+    ok: errors.length === 0 && tasks.length > 0,
+    valid: tasks.length,
+    invalidLines: new Set(errors.map((e) => e.line)).size,
+    bySource,
+    madeFrom,
+    errors,
+  };
 }
 
 export function writeTaskFile(file: string, tasks: Task[]): void {

@@ -10,8 +10,27 @@ import { DEFAULT_PYTHON_FILES, matchesPythonFiles, pytestCollection, pytestPlugi
 
 /** Folders never scanned: dependencies, caches, build output, VCS data. */
 export const SKIP_DIRS = new Set([
-  'node_modules', '.git', '.hg', '.svn', '.venv', 'venv', 'env', '__pycache__', '.pytest_cache', '.mypy_cache',
-  '.tox', '.nox', 'dist', 'build', 'out', 'coverage', '.turnwise', 'target', 'vendor', '.next', '.cache',
+  'node_modules',
+  '.git',
+  '.hg',
+  '.svn',
+  '.venv',
+  'venv',
+  'env',
+  '__pycache__',
+  '.pytest_cache',
+  '.mypy_cache',
+  '.tox',
+  '.nox',
+  'dist',
+  'build',
+  'out',
+  'coverage',
+  '.turnwise',
+  'target',
+  'vendor',
+  '.next',
+  '.cache',
 ]);
 
 const TEST_DIRS = new Set(['test', 'tests', '__tests__', 'testing', 'spec']);
@@ -42,9 +61,21 @@ function underPrunedFolder(rel: string): boolean {
  * config; a Babel or SWC config transforms the test files jest runs).
  */
 const RUNNER_CONFIG = [
-  /^conftest\.py$/, /^\.?pytest\.ini$/, /^tox\.ini$/, /^setup\.cfg$/, /^pyproject\.toml$/, /^package\.json$/, /^sitecustomize\.py$/, /^usercustomize\.py$/,
-  /^jest\.config\.([cm]?[jt]s|json)$/, /^jest\.setup\.[cm]?[jt]s$/, /^\.mocharc\.(js|cjs|json|jsonc|ya?ml)$/, /^vitest\.config\.[cm]?[jt]s$/,
-  /^babel\.config\.([cm]?js|json)$/, /^\.babelrc(\.([cm]?js|json))?$/, /^\.swcrc$/,
+  /^conftest\.py$/,
+  /^\.?pytest\.ini$/,
+  /^tox\.ini$/,
+  /^setup\.cfg$/,
+  /^pyproject\.toml$/,
+  /^package\.json$/,
+  /^sitecustomize\.py$/,
+  /^usercustomize\.py$/,
+  /^jest\.config\.([cm]?[jt]s|json)$/,
+  /^jest\.setup\.[cm]?[jt]s$/,
+  /^\.mocharc\.(js|cjs|json|jsonc|ya?ml)$/,
+  /^vitest\.config\.[cm]?[jt]s$/,
+  /^babel\.config\.([cm]?js|json)$/,
+  /^\.babelrc(\.([cm]?js|json))?$/,
+  /^\.swcrc$/,
 ];
 
 /**
@@ -158,7 +189,10 @@ export function collectOriginals(dir: string): ScoringOriginals {
   const listed = listSnapshotFiles(dir).filter((f) => !f.rel.split('/').includes('node_modules'));
   for (const f of listed) if (f.link !== undefined) links.set(f.rel, f.link);
   const files = listed.filter((f) => f.link === undefined);
-  const hash = (rel: string) => createHash('sha256').update(fs.readFileSync(path.join(dir, rel))).digest('hex');
+  const hash = (rel: string) =>
+    createHash('sha256')
+      .update(fs.readFileSync(path.join(dir, rel)))
+      .digest('hex');
   for (const f of files) {
     if (isTestInfraFile(f.rel)) {
       if (!underPrunedFolder(f.rel)) tests.set(f.rel, fs.readFileSync(path.join(dir, f.rel)));
@@ -173,7 +207,10 @@ export function collectOriginals(dir: string): ScoringOriginals {
   // configuration's own python_files (mock's `testmock.py`), is test machinery too: restored, not scanned.
   const { pythonFiles, testPaths } = pytestCollection(dir);
   const underRoots = (rel: string) => !testPaths || testPaths.some((r) => rel === r || rel.startsWith(`${r}/`));
-  const collected = pythonFiles === DEFAULT_PYTHON_FILES ? [] : files.map((f) => f.rel).filter((rel) => rel.endsWith('.py') && matchesPythonFiles(rel, pythonFiles) && underRoots(rel));
+  const collected =
+    pythonFiles === DEFAULT_PYTHON_FILES
+      ? []
+      : files.map((f) => f.rel).filter((rel) => rel.endsWith('.py') && matchesPythonFiles(rel, pythonFiles) && underRoots(rel));
   for (const rel of [...runnerLoadedFiles(tests, new Set(files.map((f) => f.rel))), ...collected]) {
     if (!tests.has(rel) && !underPrunedFolder(rel)) {
       tests.set(rel, fs.readFileSync(path.join(dir, rel)));
@@ -196,9 +233,13 @@ export function originalData(o: ScoringOriginals, rel: string): Buffer {
     buf = undefined;
   }
   if (want === undefined || !buf || createHash('sha256').update(buf).digest('hex') !== want) {
-    throw new TurnwiseError('invalid-input', `${rel} in ${o.root} changed since the run's snapshot was taken, so scoring cannot put it back as the snapshot held it`, {
-      hint: 'leave the workspace as it is while a run or an evaluation is going, or start it again',
-    });
+    throw new TurnwiseError(
+      'invalid-input',
+      `${rel} in ${o.root} changed since the run's snapshot was taken, so scoring cannot put it back as the snapshot held it`,
+      {
+        hint: 'leave the workspace as it is while a run or an evaluation is going, or start it again',
+      },
+    );
   }
   return buf;
 }
@@ -221,7 +262,8 @@ export function runnerLoadedFiles(configs: ReadonlyMap<string, Buffer>, workspac
   };
   const addModule = (base: string, mod: string) => {
     const p = mod.replace(/\./g, '/');
-    for (const cand of [`${p}.py`, `${p}/__init__.py`]) if (workspaceFiles.has(path.posix.join(base, cand))) found.add(path.posix.join(base, cand));
+    for (const cand of [`${p}.py`, `${p}/__init__.py`])
+      if (workspaceFiles.has(path.posix.join(base, cand))) found.add(path.posix.join(base, cand));
     for (const cand of [`${p}.py`, `${p}/__init__.py`]) if (workspaceFiles.has(cand)) found.add(cand);
   };
   for (const [rel, buf] of configs) {
@@ -229,7 +271,8 @@ export function runnerLoadedFiles(configs: ReadonlyMap<string, Buffer>, workspac
     const name = rel.split('/').pop() ?? rel;
     const text = buf.toString('utf8');
     if (/^(jest\.config\.|jest\.setup\.|\.mocharc\.|package\.json$|vitest\.config\.)/.test(name)) {
-      for (const m of text.matchAll(/(['"`])((?:(?!\1)[^\\\n]|\\.){1,300})\1/g)) if (/^(\.{1,2}\/|<rootDir>\/|[\w@-][\w./@-]*\/[\w.-]+$)/.test(m[2])) add(base, m[2]);
+      for (const m of text.matchAll(/(['"`])((?:(?!\1)[^\\\n]|\\.){1,300})\1/g))
+        if (/^(\.{1,2}\/|<rootDir>\/|[\w@-][\w./@-]*\/[\w.-]+$)/.test(m[2])) add(base, m[2]);
       // YAML lists in .mocharc.yml: `- ./setup.js` and `require: ./setup.js`.
       if (/\.ya?ml$/.test(name)) for (const m of text.matchAll(/(?:^\s*-\s*|:\s+)(\.{1,2}\/[^\s#'"]+)/gm)) add(base, m[1]);
     } else if (/^(\.?pytest\.ini|tox\.ini|setup\.cfg|pyproject\.toml)$/.test(name)) {
@@ -237,7 +280,8 @@ export function runnerLoadedFiles(configs: ReadonlyMap<string, Buffer>, workspac
       // (tox.ini's `[testenv] commands = mypy -p pkg` names the package under test, not a plugin).
       for (const mod of pytestPluginsOf(rel, text)) addModule(base, mod);
     } else if (name === 'conftest.py') {
-      for (const m of text.matchAll(/pytest_plugins\s*=\s*([[(][^\])]*[\])]|['"][^'"]+['"])/g)) for (const q of m[1].matchAll(/['"]([A-Za-z_][\w.]*)['"]/g)) addModule(base, q[1]);
+      for (const m of text.matchAll(/pytest_plugins\s*=\s*([[(][^\])]*[\])]|['"][^'"]+['"])/g))
+        for (const q of m[1].matchAll(/['"]([A-Za-z_][\w.]*)['"]/g)) addModule(base, q[1]);
     }
   }
   return [...found].sort();

@@ -33,7 +33,9 @@ export function recordedActionFormat(dir: string): ActionFormatKind | undefined 
   const v = readJsonIf(file);
   if (!v) return undefined;
   if (v.format !== 'compact' && v.format !== 'chat') {
-    throw new TurnwiseError('invalid-file', `${file} names the action format ${JSON.stringify(v.format)}; it is "compact" or "chat"`, { hint: 'write {"format": "chat"} for a chat model, {"format": "compact"} for turnwise-tiny, or delete the file to let the folder decide' });
+    throw new TurnwiseError('invalid-file', `${file} names the action format ${JSON.stringify(v.format)}; it is "compact" or "chat"`, {
+      hint: 'write {"format": "chat"} for a chat model, {"format": "compact"} for turnwise-tiny, or delete the file to let the folder decide',
+    });
   }
   return v.format;
 }
@@ -61,18 +63,30 @@ export function modelActionFormat(dir: string): ModelActionFormat {
   const kind: ActionFormatKind | undefined = recorded ?? (warmStarted ? 'compact' : template ? 'chat' : undefined);
   if (kind === 'chat') {
     if (!template) {
-      throw new TurnwiseError('invalid-file', `${path.join(d, ACTION_FORMAT_FILE)} says the model writes in its chat format, but ${base} has no chat template (neither chat_template.jinja nor a chat_template in tokenizer_config.json)`, {
-        hint: 'put the model\'s chat template in chat_template.jinja beside tokenizer_config.json',
-      });
+      throw new TurnwiseError(
+        'invalid-file',
+        `${path.join(d, ACTION_FORMAT_FILE)} says the model writes in its chat format, but ${base} has no chat template (neither chat_template.jinja nor a chat_template in tokenizer_config.json)`,
+        {
+          hint: "put the model's chat template in chat_template.jinja beside tokenizer_config.json",
+        },
+      );
     }
     return { kind: 'chat', ...template };
   }
   const tokenizerJson = readJsonIf(path.join(base, 'tokenizer.json'));
   if (hasCompactTokens(tokenizerJson)) return { kind: 'compact' };
   if (kind === 'compact') {
-    throw new TurnwiseError('invalid-file', `${d} is in the compact action format, but ${path.join(base, 'tokenizer.json')} has no <|im_start|> / <|im_end|> tokens`, { hint: 'use the tokenizer the checkpoint was trained with' });
+    throw new TurnwiseError(
+      'invalid-file',
+      `${d} is in the compact action format, but ${path.join(base, 'tokenizer.json')} has no <|im_start|> / <|im_end|> tokens`,
+      { hint: 'use the tokenizer the checkpoint was trained with' },
+    );
   }
-  throw new TurnwiseError('invalid-input', `${d} cannot write the agent's actions: its tokenizer has neither a chat template (chat_template.jinja or tokenizer_config.json's chat_template) nor the <|im_start|> / <|im_end|> tokens of turnwise-tiny's compact format`, {
-    hint: 'use the chat (instruct) version of the model, whose folder carries its chat template, or put the template in chat_template.jinja beside tokenizer_config.json',
-  });
+  throw new TurnwiseError(
+    'invalid-input',
+    `${d} cannot write the agent's actions: its tokenizer has neither a chat template (chat_template.jinja or tokenizer_config.json's chat_template) nor the <|im_start|> / <|im_end|> tokens of turnwise-tiny's compact format`,
+    {
+      hint: 'use the chat (instruct) version of the model, whose folder carries its chat template, or put the template in chat_template.jinja beside tokenizer_config.json',
+    },
+  );
 }

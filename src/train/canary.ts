@@ -31,7 +31,12 @@ export function canaryTask(tasks: readonly Task[], k: number): Task | undefined 
  * what was wrong when either disagrees with what the task says; `where` names the iteration or
  * evaluation for the message.
  */
-export async function runCanary(harness: Pick<EvalHarness, 'pool' | 'snapshot' | 'originals'>, task: Task, c: Pick<TrainConfig, 'maxTurns' | 'reward'>, where: string): Promise<CanaryResult> {
+export async function runCanary(
+  harness: Pick<EvalHarness, 'pool' | 'snapshot' | 'originals'>,
+  task: Task,
+  c: Pick<TrainConfig, 'maxTurns' | 'reward'>,
+  where: string,
+): Promise<CanaryResult> {
   const t0 = Date.now();
   const once = () =>
     checkTaskScoring(task, {
@@ -45,9 +50,13 @@ export async function runCanary(harness: Pick<EvalHarness, 'pool' | 'snapshot' |
   // A sandbox that failed to start says nothing of the reward: one more try before stopping.
   if (check.problem?.kind === 'sandbox-error') check = await once();
   if (!check.ok) {
-    throw new TurnwiseError('test-report', `the reward canary failed ${where}: task ${task.id}: ${check.problem!.kind}: ${check.problem!.detail}`, {
-      hint: `the reward no longer tells a fix from no fix on this workspace, so nothing was learned from this iteration's rewards; check the task with \`turnwise tasks check TASKS.jsonl --workspace DIR\` (the run's tasks.jsonl), and make the tasks again (\`turnwise tasks synth\`) if the workspace, its tests or the sandbox image changed`,
-    });
+    throw new TurnwiseError(
+      'test-report',
+      `the reward canary failed ${where}: task ${task.id}: ${check.problem!.kind}: ${check.problem!.detail}`,
+      {
+        hint: `the reward no longer tells a fix from no fix on this workspace, so nothing was learned from this iteration's rewards; check the task with \`turnwise tasks check TASKS.jsonl --workspace DIR\` (the run's tasks.jsonl), and make the tasks again (\`turnwise tasks synth\`) if the workspace, its tests or the sandbox image changed`,
+      },
+    );
   }
   return { check, durationMs: Date.now() - t0 };
 }

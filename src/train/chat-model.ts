@@ -25,12 +25,19 @@ export interface ChatSamplingOptions {
  * tokenizer_config.json's), its tokenizer, and a context of config.json's
  * max_position_embeddings, of which a prompt may take all but `maxActionTokens`.
  */
-export function chatFormatOf(ck: Pick<LoadedCheckpoint, 'dir' | 'tokenizer' | 'tokenizerConfig' | 'weights'>, maxActionTokens: number): ChatFormat {
+export function chatFormatOf(
+  ck: Pick<LoadedCheckpoint, 'dir' | 'tokenizer' | 'tokenizerConfig' | 'weights'>,
+  maxActionTokens: number,
+): ChatFormat {
   const found = chatTemplateOf(ck.dir, ck.tokenizerConfig);
   if (!found) {
-    throw new TurnwiseError('invalid-file', `${ck.dir} has no chat template (neither ${path.join(ck.dir, 'chat_template.jinja')} nor a chat_template in tokenizer_config.json)`, {
-      hint: 'use the chat (instruct) version of the model, whose folder carries its template, or put the template in chat_template.jinja beside tokenizer_config.json',
-    });
+    throw new TurnwiseError(
+      'invalid-file',
+      `${ck.dir} has no chat template (neither ${path.join(ck.dir, 'chat_template.jinja')} nor a chat_template in tokenizer_config.json)`,
+      {
+        hint: 'use the chat (instruct) version of the model, whose folder carries its template, or put the template in chat_template.jinja beside tokenizer_config.json',
+      },
+    );
   }
   const template = new ChatTemplate(found.template, found.source, templateTokens(ck.tokenizerConfig));
   return new ChatFormat({ template, tokenizer: ck.tokenizer, contextTokens: ck.weights.config.max_position_embeddings, maxActionTokens });
@@ -81,7 +88,10 @@ export class ChatActionModel implements ActionModel {
     }
     // The request's turns are this model's replies with their observations, one per reply.
     if (r.turns.length !== s.replies) {
-      throw new TurnwiseError('internal', `episode ${r.episodeId} asks for turn ${r.turns.length + 1} but ${s.replies} repl${s.replies === 1 ? 'y was' : 'ies were'} sampled for it`);
+      throw new TurnwiseError(
+        'internal',
+        `episode ${r.episodeId} asks for turn ${r.turns.length + 1} but ${s.replies} repl${s.replies === 1 ? 'y was' : 'ies were'} sampled for it`,
+      );
     }
     if (s.replies > 0) s.conversation.addObservation(r.turns[r.turns.length - 1].observation);
     return s;
@@ -106,7 +116,15 @@ export class ChatActionModel implements ActionModel {
       rows.push({ seq, ids, state, reset: prompt.reset, firstTurn: prompt.firstTurn });
     }
     const out = await this.policy.sample(
-      rows.map((row, i) => ({ seq: row.seq, ids: row.ids, seed: requests[i].seed, maxNewTokens: this.o.maxActionTokens, temperature: this.o.temperature, topP: this.o.topP, stopIds: this.stopIds })),
+      rows.map((row, i) => ({
+        seq: row.seq,
+        ids: row.ids,
+        seed: requests[i].seed,
+        maxNewTokens: this.o.maxActionTokens,
+        temperature: this.o.temperature,
+        topP: this.o.topP,
+        stopIds: this.stopIds,
+      })),
     );
     const results: ChatActResult[] = [];
     for (const [i, g] of out.entries()) {
@@ -119,7 +137,15 @@ export class ChatActionModel implements ActionModel {
       state.seen = state.conversation.ids.length;
       state.replies++;
       const action = await parseChatReply(text, stopped);
-      results.push({ text, tokenIds: g.tokenIds, logprobs: g.logprobs, finishReason: g.finishReason, action, reset: rows[i].reset, firstTurn: rows[i].firstTurn });
+      results.push({
+        text,
+        tokenIds: g.tokenIds,
+        logprobs: g.logprobs,
+        finishReason: g.finishReason,
+        action,
+        reset: rows[i].reset,
+        firstTurn: rows[i].firstTurn,
+      });
     }
     return results;
   }
@@ -147,7 +173,9 @@ export function chatTurnTokenRows(
   format: ChatFormat,
   system: string,
   task: string,
-  t: { turns: readonly { reply?: string; action: string; observation: string; tokenIds?: number[]; logprobs?: number[]; advantage?: number }[] },
+  t: {
+    turns: readonly { reply?: string; action: string; observation: string; tokenIds?: number[]; logprobs?: number[]; advantage?: number }[];
+  },
   stopIds: readonly number[],
 ): { ids: number[]; actionStart: number; logprobs: number[]; advantage: number }[] {
   const conversation = format.conversation(system, task);
@@ -157,7 +185,8 @@ export function chatTurnTokenRows(
     // A turn without its ids cannot be placed, nor anything after it.
     if (!tokenIds.length) break;
     const { ids } = conversation.prompt();
-    if (turn.logprobs?.length === tokenIds.length) rows.push({ ids: [...ids, ...tokenIds], actionStart: ids.length, logprobs: turn.logprobs, advantage: turn.advantage ?? 0 });
+    if (turn.logprobs?.length === tokenIds.length)
+      rows.push({ ids: [...ids, ...tokenIds], actionStart: ids.length, logprobs: turn.logprobs, advantage: turn.advantage ?? 0 });
     const last = tokenIds[tokenIds.length - 1];
     conversation.addReply({ text: turn.reply ?? turn.action, tokenIds, stopped: stopIds.includes(last) });
     if (k < t.turns.length - 1) conversation.addObservation(turn.observation);

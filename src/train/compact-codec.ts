@@ -24,11 +24,16 @@ export function compactCodec(tok: PolicyTokenizer): CompactCodec {
   const imStart = tok.tokenId('<|im_start|>');
   const imEnd = tok.tokenId('<|im_end|>');
   if (imStart === undefined || imEnd === undefined) {
-    throw new TurnwiseError('invalid-input', 'the model\'s tokenizer has no <|im_start|> / <|im_end|> tokens, which the agent\'s chat format needs', {
-      hint: 'use a Qwen2-family tokenizer, or turnwise-tiny (`turnwise policy init`)',
-    });
+    throw new TurnwiseError(
+      'invalid-input',
+      "the model's tokenizer has no <|im_start|> / <|im_end|> tokens, which the agent's chat format needs",
+      {
+        hint: 'use a Qwen2-family tokenizer, or turnwise-tiny (`turnwise policy init`)',
+      },
+    );
   }
-  const byteLevel = tok.size <= 300 && tok.encode('A').length === 1 && tok.encode('A')[0] === 65 && tok.encode('\u00e9').join(',') === '195,169';
+  const byteLevel =
+    tok.size <= 300 && tok.encode('A').length === 1 && tok.encode('A')[0] === 65 && tok.encode('\u00e9').join(',') === '195,169';
   const text = byteLevel ? (s: string) => Array.from(Buffer.from(s, 'utf8')) : (s: string) => tok.encode(s.replace(/<\|/g, '<\u200d|'));
   return { imStart, imEnd, text, decode: (ids) => tok.decode(ids, true) };
 }
@@ -51,10 +56,18 @@ export function actionIds(c: CompactCodec, action: string): number[] {
  * The prompt ids for the next action: task + as many of the latest turns as fit in `budget`
  * tokens (oldest dropped first, with a marker). Returns the ids and the first turn kept.
  */
-export function renderPrompt(c: CompactCodec, task: string, turns: readonly PromptTurn[], budget: number): { ids: number[]; firstTurn: number } {
+export function renderPrompt(
+  c: CompactCodec,
+  task: string,
+  turns: readonly PromptTurn[],
+  budget: number,
+): { ids: number[]; firstTurn: number } {
   const taskIds = segmentIds(c, { role: 'task', text: task });
   const prefix = actionPrefix(c);
-  const turnIds = turns.map((t) => [...segmentIds(c, { role: 'agent', text: t.action }), ...segmentIds(c, { role: 'obs', text: t.observation })]);
+  const turnIds = turns.map((t) => [
+    ...segmentIds(c, { role: 'agent', text: t.action }),
+    ...segmentIds(c, { role: 'obs', text: t.observation }),
+  ]);
   let first = 0;
   const markerIds = (k: number) => (k > 0 ? segmentIds(c, omittedMarker(k)) : []);
   let total = taskIds.length + prefix.length + turnIds.reduce((s, t) => s + t.length, 0);
@@ -70,7 +83,11 @@ export function renderPrompt(c: CompactCodec, task: string, turns: readonly Prom
 }
 
 /** Token ids and per-token loss weights of a demonstration: actions at 1, the rest at `promptWeight`. */
-export function encodeDemonstration(c: CompactCodec, segments: readonly Segment[], promptWeight: number): { ids: number[]; weights: number[] } {
+export function encodeDemonstration(
+  c: CompactCodec,
+  segments: readonly Segment[],
+  promptWeight: number,
+): { ids: number[]; weights: number[] } {
   const ids: number[] = [];
   const weights: number[] = [];
   for (const seg of segments) {

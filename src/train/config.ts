@@ -236,7 +236,10 @@ const bad = (msg: string, hint: string) => new TurnwiseError('invalid-input', ms
 
 function checkNumber(key: string, v: unknown, lo: number, hi: number, integer = false): number {
   if (typeof v !== 'number' || !Number.isFinite(v) || v < lo || v > hi || (integer && !Number.isInteger(v))) {
-    throw bad(`config field "${key}" must be ${integer ? 'an integer' : 'a number'} in [${lo}, ${hi}], got ${JSON.stringify(v)}`, `fix "${key}" in the config`);
+    throw bad(
+      `config field "${key}" must be ${integer ? 'an integer' : 'a number'} in [${lo}, ${hi}], got ${JSON.stringify(v)}`,
+      `fix "${key}" in the config`,
+    );
   }
   return v;
 }
@@ -250,33 +253,49 @@ export function resolveTrainConfig(given: Record<string, unknown>, source = 'the
     return resolveFields(given, source);
   } catch (e) {
     // Every message names where the bad value is (a run's config.json, turnwise.json, the flags).
-    if (e instanceof TurnwiseError && !e.message.includes(source)) throw new TurnwiseError(e.code, `${source}: ${e.message}`, { hint: e.hint, cause: e });
+    if (e instanceof TurnwiseError && !e.message.includes(source))
+      throw new TurnwiseError(e.code, `${source}: ${e.message}`, { hint: e.hint, cause: e });
     throw e;
   }
 }
 
 function resolveFields(given: Record<string, unknown>, source: string): TrainConfig {
-  if (given === null || typeof given !== 'object' || Array.isArray(given)) throw bad(`${source} must be a JSON object`, 'see docs/configuration.md for the fields of turnwise.json');
+  if (given === null || typeof given !== 'object' || Array.isArray(given))
+    throw bad(`${source} must be a JSON object`, 'see docs/configuration.md for the fields of turnwise.json');
   // tasksFile and lora are the optional fields (no default), so they are not among TRAIN_DEFAULTS' keys.
   const known = new Set([...Object.keys(TRAIN_DEFAULTS), 'tasksFile', 'lora']);
   const unknown = Object.keys(given).filter((k) => !known.has(k) && k !== 'schema' && given[k] !== undefined);
   if (unknown.length) {
-    throw bad(`${source} has unknown field${unknown.length > 1 ? 's' : ''} ${unknown.map((k) => JSON.stringify(k)).join(', ')}`, `valid fields: ${[...known].join(', ')}`);
+    throw bad(
+      `${source} has unknown field${unknown.length > 1 ? 's' : ''} ${unknown.map((k) => JSON.stringify(k)).join(', ')}`,
+      `valid fields: ${[...known].join(', ')}`,
+    );
   }
   const c = { ...TRAIN_DEFAULTS, ...Object.fromEntries(Object.entries(given).filter(([, v]) => v !== undefined)) } as TrainConfig;
   if (given.lora === null) delete c.lora;
   else if (given.lora !== undefined) c.lora = parseLoraConfig(given.lora, `${source} field "lora"`);
   c.reward = { ...DEFAULT_REWARD_WEIGHTS, ...((given.reward as object) ?? {}) };
-  for (const k of Object.keys(c.reward)) if (!(k in DEFAULT_REWARD_WEIGHTS)) throw bad(`${source}: unknown reward field "${k}"`, `valid: ${Object.keys(DEFAULT_REWARD_WEIGHTS).join(', ')}`);
-  for (const k of ['workspace', 'model', 'dockerHost', 'testCommand', 'sandboxImage'] as const) if (typeof c[k] !== 'string') throw bad(`config field "${k}" must be a string`, `fix "${k}"`);
-  if (!Array.isArray(c.dockerHosts) || c.dockerHosts.some((h) => typeof h !== 'string')) throw bad('config field "dockerHosts" must be a list of strings', 'e.g. ["ssh://me@box*16"]');
-  if (typeof c.cacheObservations !== 'boolean') throw bad(`config field "cacheObservations" must be true or false, got ${JSON.stringify(c.cacheObservations)}`, 'fix "cacheObservations"');
+  for (const k of Object.keys(c.reward))
+    if (!(k in DEFAULT_REWARD_WEIGHTS))
+      throw bad(`${source}: unknown reward field "${k}"`, `valid: ${Object.keys(DEFAULT_REWARD_WEIGHTS).join(', ')}`);
+  for (const k of ['workspace', 'model', 'dockerHost', 'testCommand', 'sandboxImage'] as const)
+    if (typeof c[k] !== 'string') throw bad(`config field "${k}" must be a string`, `fix "${k}"`);
+  if (!Array.isArray(c.dockerHosts) || c.dockerHosts.some((h) => typeof h !== 'string'))
+    throw bad('config field "dockerHosts" must be a list of strings', 'e.g. ["ssh://me@box*16"]');
+  if (typeof c.cacheObservations !== 'boolean')
+    throw bad(
+      `config field "cacheObservations" must be true or false, got ${JSON.stringify(c.cacheObservations)}`,
+      'fix "cacheObservations"',
+    );
   checkNumber('sandboxMemoryMb', c.sandboxMemoryMb, 64, 1024 * 1024, true);
   checkNumber('sandboxCpus', c.sandboxCpus, 0.1, 1024);
   checkNumber('sandboxPids', c.sandboxPids, 16, 1_000_000, true);
-  if (!['mutation', 'failing-tests', 'file'].includes(c.taskSource)) throw bad(`config field "taskSource" must be mutation, failing-tests or file, got ${JSON.stringify(c.taskSource)}`, 'fix "taskSource"');
-  if (c.tasksFile !== undefined && typeof c.tasksFile !== 'string') throw bad('config field "tasksFile" must be a string', 'fix "tasksFile"');
-  if (c.taskSource === 'file' && !c.tasksFile) throw bad('taskSource "file" needs "tasksFile"', 'set "tasksFile" to a JSONL task file (`turnwise tasks synth --out`)');
+  if (!['mutation', 'failing-tests', 'file'].includes(c.taskSource))
+    throw bad(`config field "taskSource" must be mutation, failing-tests or file, got ${JSON.stringify(c.taskSource)}`, 'fix "taskSource"');
+  if (c.tasksFile !== undefined && typeof c.tasksFile !== 'string')
+    throw bad('config field "tasksFile" must be a string', 'fix "tasksFile"');
+  if (c.taskSource === 'file' && !c.tasksFile)
+    throw bad('taskSource "file" needs "tasksFile"', 'set "tasksFile" to a JSONL task file (`turnwise tasks synth --out`)');
   checkNumber('maxTasks', c.maxTasks, 1, 10_000, true);
   checkNumber('heldoutFraction', c.heldoutFraction, 0, 0.9);
   checkNumber('iterations', c.iterations, 0, 100_000, true);
@@ -289,15 +308,27 @@ function resolveFields(given: Record<string, unknown>, source: string): TrainCon
   checkNumber('epochs', c.epochs, 1, 100, true);
   checkNumber('minibatches', c.minibatches, 1, 1000, true);
   checkNumber('updateTokensPerStep', c.updateTokensPerStep, 0, 1_048_576, true);
-  if (c.updateTokensPerStep > 0 && c.updateTokensPerStep < 64) throw bad(`config field "updateTokensPerStep" must be 0 (from the memory plan) or at least 64 tokens, got ${c.updateTokensPerStep}`, 'fix "updateTokensPerStep" (e.g. 2048, or 0)');
+  if (c.updateTokensPerStep > 0 && c.updateTokensPerStep < 64)
+    throw bad(
+      `config field "updateTokensPerStep" must be 0 (from the memory plan) or at least 64 tokens, got ${c.updateTokensPerStep}`,
+      'fix "updateTokensPerStep" (e.g. 2048, or 0)',
+    );
   checkNumber('lr', c.lr, 0, 1);
   checkNumber('klCoef', c.klCoef, 0, 100);
   checkNumber('entCoef', c.entCoef, 0, 100);
   checkNumber('negativeAdvantageWeight', c.negativeAdvantageWeight, 0, 1);
   checkNumber('replayCoef', c.replayCoef, 0, 100);
   checkNumber('replayRows', c.replayRows, 1, 256, true);
-  if (!(TASK_SAMPLINGS as readonly string[]).includes(c.taskSampling)) throw bad(`config field "taskSampling" must be ${TASK_SAMPLINGS.join(' or ')}, got ${JSON.stringify(c.taskSampling)}`, 'fix "taskSampling"');
-  if (!(LOSS_AGGREGATIONS as readonly string[]).includes(c.lossAggregation)) throw bad(`config field "lossAggregation" must be ${LOSS_AGGREGATIONS.join(' or ')}, got ${JSON.stringify(c.lossAggregation)}`, 'fix "lossAggregation"');
+  if (!(TASK_SAMPLINGS as readonly string[]).includes(c.taskSampling))
+    throw bad(
+      `config field "taskSampling" must be ${TASK_SAMPLINGS.join(' or ')}, got ${JSON.stringify(c.taskSampling)}`,
+      'fix "taskSampling"',
+    );
+  if (!(LOSS_AGGREGATIONS as readonly string[]).includes(c.lossAggregation))
+    throw bad(
+      `config field "lossAggregation" must be ${LOSS_AGGREGATIONS.join(' or ')}, got ${JSON.stringify(c.lossAggregation)}`,
+      'fix "lossAggregation"',
+    );
   checkNumber('clipLow', c.clipLow, 0, 1);
   checkNumber('clipHigh', c.clipHigh, 0, 10);
   checkNumber('temperature', c.temperature, 0.01, 10);
@@ -312,13 +343,26 @@ function resolveFields(given: Record<string, unknown>, source: string): TrainCon
   checkNumber('reward.efficiency', c.reward.efficiency, 0, 10);
   checkNumber('reward.format', c.reward.format, 0, 10);
   checkNumber('reward.repeat', c.reward.repeat, 0, 10);
-  if (!['auto', 'on', 'off'].includes(c.packDecodeWeights)) throw bad(`config field "packDecodeWeights" must be auto, on or off, got ${JSON.stringify(c.packDecodeWeights)}`, 'fix "packDecodeWeights"');
-  if (!['auto', 'cpu', 'cuda', 'webgpu'].includes(c.executionProvider)) throw bad(`config field "executionProvider" must be auto, cpu, cuda or webgpu, got ${JSON.stringify(c.executionProvider)}`, 'fix "executionProvider"');
-  if (!estimatorNames().includes(c.estimator)) throw bad(`unknown estimator ${JSON.stringify(c.estimator)}`, `use one of: ${estimatorNames().join(', ')}`);
-  if (typeof c.estimatorParams !== 'object' || c.estimatorParams === null || Array.isArray(c.estimatorParams)) throw bad('config field "estimatorParams" must be an object', 'e.g. {"scale": "none"}');
+  if (!['auto', 'on', 'off'].includes(c.packDecodeWeights))
+    throw bad(
+      `config field "packDecodeWeights" must be auto, on or off, got ${JSON.stringify(c.packDecodeWeights)}`,
+      'fix "packDecodeWeights"',
+    );
+  if (!['auto', 'cpu', 'cuda', 'webgpu'].includes(c.executionProvider))
+    throw bad(
+      `config field "executionProvider" must be auto, cpu, cuda or webgpu, got ${JSON.stringify(c.executionProvider)}`,
+      'fix "executionProvider"',
+    );
+  if (!estimatorNames().includes(c.estimator))
+    throw bad(`unknown estimator ${JSON.stringify(c.estimator)}`, `use one of: ${estimatorNames().join(', ')}`);
+  if (typeof c.estimatorParams !== 'object' || c.estimatorParams === null || Array.isArray(c.estimatorParams))
+    throw bad('config field "estimatorParams" must be an object', 'e.g. {"scale": "none"}');
   resolveParams(getEstimator(c.estimator), c.estimatorParams); // throws naming an unknown parameter
   if (!(RL_LOSS_NAMES as readonly string[]).includes(c.loss)) {
-    throw bad(`unknown RL loss ${JSON.stringify(c.loss)}${(LOSS_NAMES as readonly string[]).includes(c.loss) ? ' (that loss is for the warm start only)' : ''}`, `use one of: ${RL_LOSS_NAMES.join(', ')}`);
+    throw bad(
+      `unknown RL loss ${JSON.stringify(c.loss)}${(LOSS_NAMES as readonly string[]).includes(c.loss) ? ' (that loss is for the warm start only)' : ''}`,
+      `use one of: ${RL_LOSS_NAMES.join(', ')}`,
+    );
   }
   return c;
 }
@@ -331,13 +375,17 @@ export function readConfigFile(file: string): Record<string, unknown> {
     text = fs.readFileSync(file, 'utf8');
   } catch (e) {
     if (e instanceof TurnwiseError) throw e;
-    throw new TurnwiseError('not-found', `cannot read the config ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`, { hint: 'check the path of --config' });
+    throw new TurnwiseError('not-found', `cannot read the config ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`, {
+      hint: 'check the path of --config',
+    });
   }
   // A byte-order mark (some Windows editors write one) is not part of the JSON.
   text = text.replace(/^\uFEFF/, '');
   try {
     const v = JSON.parse(text) as Record<string, unknown>;
-    for (const k of ['workspace', 'tasksFile']) if (v && typeof v === 'object' && typeof v[k] === 'string' && !path.isAbsolute(v[k] as string)) v[k] = path.resolve(path.dirname(file), v[k] as string);
+    for (const k of ['workspace', 'tasksFile'])
+      if (v && typeof v === 'object' && typeof v[k] === 'string' && !path.isAbsolute(v[k] as string))
+        v[k] = path.resolve(path.dirname(file), v[k] as string);
     return v;
   } catch (e) {
     throw new TurnwiseError('invalid-file', `${file} is not valid JSON: ${(e as Error).message}`, { hint: 'fix the JSON syntax' });
@@ -345,13 +393,16 @@ export function readConfigFile(file: string): Record<string, unknown> {
 }
 
 /** The sandbox pool a config asks for: engines (TURNWISE_DOCKER_ENGINES wins), limits, image. */
-export function poolSettings(c: Pick<TrainConfig, 'dockerHost' | 'dockerHosts' | 'sandboxMemoryMb' | 'sandboxCpus' | 'sandboxPids' | 'sandboxImage'>): {
+export function poolSettings(
+  c: Pick<TrainConfig, 'dockerHost' | 'dockerHosts' | 'sandboxMemoryMb' | 'sandboxCpus' | 'sandboxPids' | 'sandboxImage'>,
+): {
   engines?: EngineSpec[];
   limits: SandboxLimits;
   baseImage?: string;
 } {
   const listed = [...(c.dockerHost ? [c.dockerHost] : []), ...c.dockerHosts];
-  const engines = parseEngineSpecs(process.env.TURNWISE_DOCKER_ENGINES) ?? (listed.length ? parseEngineSpecs(listed.join(', ')) : undefined);
+  const engines =
+    parseEngineSpecs(process.env.TURNWISE_DOCKER_ENGINES) ?? (listed.length ? parseEngineSpecs(listed.join(', ')) : undefined);
   return {
     ...(engines ? { engines } : {}),
     limits: { memoryBytes: c.sandboxMemoryMb * 1024 ** 2, nanoCpus: Math.round(c.sandboxCpus * 1e9), pidsLimit: c.sandboxPids },
@@ -364,7 +415,10 @@ export function poolSettings(c: Pick<TrainConfig, 'dockerHost' | 'dockerHosts' |
  * machine's cores over sandboxCpus when the sandboxes run on the local engine; undefined (no
  * limit) for 0 with remote engines, whose cores this machine cannot see.
  */
-export function commandSlotCount(c: Pick<TrainConfig, 'commandConcurrency'> & Parameters<typeof poolSettings>[0], cores = os.availableParallelism()): number | undefined {
+export function commandSlotCount(
+  c: Pick<TrainConfig, 'commandConcurrency'> & Parameters<typeof poolSettings>[0],
+  cores = os.availableParallelism(),
+): number | undefined {
   if (c.commandConcurrency > 0) return c.commandConcurrency;
   // An engine without a host is DOCKER_HOST's, or the local socket.
   const remote = (host: string | undefined) => !!host && !/^(unix|npipe):\/\//.test(host);
@@ -388,10 +442,15 @@ export function runConfigRecord(c: TrainConfig, extra: Record<string, unknown>):
 export function readRunConfig(run: RunDir): TrainConfig {
   const raw = run.readConfig<Record<string, unknown>>();
   const file = run.file('config.json');
-  if (!raw || typeof raw !== 'object' || Array.isArray(raw)) throw new TurnwiseError('invalid-file', `${file} is not a run configuration (a JSON object)`, { hint: 'restore it from a backup of the run directory; nothing was changed' });
+  if (!raw || typeof raw !== 'object' || Array.isArray(raw))
+    throw new TurnwiseError('invalid-file', `${file} is not a run configuration (a JSON object)`, {
+      hint: 'restore it from a backup of the run directory; nothing was changed',
+    });
   const { schema: _s, runId, startModel: _m, createdAt: _c, actionFormat: _f, ...given } = raw;
   if (typeof runId === 'string' && runId !== run.runId) {
-    throw new TurnwiseError('invalid-file', `${file} is the configuration of run ${runId}, not of ${run.runId}`, { hint: 'restore this run\'s own config.json from a backup; nothing was changed' });
+    throw new TurnwiseError('invalid-file', `${file} is the configuration of run ${runId}, not of ${run.runId}`, {
+      hint: "restore this run's own config.json from a backup; nothing was changed",
+    });
   }
   return resolveTrainConfig(given, file);
 }

@@ -13,9 +13,13 @@ export function embeddedModelDir(): string {
   const rel = path.join('models', EMBEDDED_MODEL);
   const found = findResource(rel, 'model.safetensors');
   if (!found) {
-    throw new TurnwiseError('not-found', `the embedded policy ${EMBEDDED_MODEL} is missing (looked in ${resourceCandidates(rel).join(', ')})`, {
-      hint: 'reinstall Turnwise, rebuild with `npm run build`, or pass a checkpoint with --model',
-    });
+    throw new TurnwiseError(
+      'not-found',
+      `the embedded policy ${EMBEDDED_MODEL} is missing (looked in ${resourceCandidates(rel).join(', ')})`,
+      {
+        hint: 'reinstall Turnwise, rebuild with `npm run build`, or pass a checkpoint with --model',
+      },
+    );
   }
   return found;
 }
@@ -37,6 +41,10 @@ export function embeddedPolicyCheck(dir?: string): Check {
       detail: `${path.basename(d)}: ${(params / 1e6).toFixed(1)}M parameters, ${c.num_hidden_layers} layers, ${tokenizer.size} tokens, at ${d}`,
     };
   } catch (e) {
-    return failedCheck('embedded policy', e, 'reinstall Turnwise, or rebuild the embedded policy with `turnwise warmstart` (see docs/model-card-turnwise-tiny.md)');
+    return failedCheck(
+      'embedded policy',
+      e,
+      'reinstall Turnwise, or rebuild the embedded policy with `turnwise warmstart` (see docs/model-card-turnwise-tiny.md)',
+    );
   }
 }

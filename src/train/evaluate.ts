@@ -78,13 +78,29 @@ export interface EvaluateOptions {
   onEpisode?: (t: Trajectory) => void;
 }
 
-export async function evaluateTasks(harness: EvalHarness, tasks: readonly Task[], o: EvaluateOptions & { samples?: number }): Promise<RolloutResult> {
+export async function evaluateTasks(
+  harness: EvalHarness,
+  tasks: readonly Task[],
+  o: EvaluateOptions & { samples?: number },
+): Promise<RolloutResult> {
   const jobs: EpisodeJob[] = o.samples
     ? // k sampled episodes per task, seeded by (task, k) only: every evaluation draws the same numbers.
       tasks.flatMap((task, i) =>
-        Array.from({ length: o.samples! }, (_, k) => ({ task, episodeId: `evals-${o.iteration}-${i}-${k}`, groupId: `evals-${o.iteration}-${task.id}`, seed: seedOf(o.seed, 'eval-sample', task.id, k), split: 'heldout' as const })),
+        Array.from({ length: o.samples! }, (_, k) => ({
+          task,
+          episodeId: `evals-${o.iteration}-${i}-${k}`,
+          groupId: `evals-${o.iteration}-${task.id}`,
+          seed: seedOf(o.seed, 'eval-sample', task.id, k),
+          split: 'heldout' as const,
+        })),
       )
-    : tasks.map((task, i) => ({ task, episodeId: `eval-${o.iteration}-${i}`, groupId: `eval-${o.iteration}-${task.id}`, seed: seedOf(o.seed, 'eval', task.id), split: 'heldout' }));
+    : tasks.map((task, i) => ({
+        task,
+        episodeId: `eval-${o.iteration}-${i}`,
+        groupId: `eval-${o.iteration}-${task.id}`,
+        seed: seedOf(o.seed, 'eval', task.id),
+        split: 'heldout',
+      }));
   // pass@1 of the policy's best guess: greedy decoding unless sampling is asked for.
   const model = o.samples ? harness.model : harness.actionModel({ temperature: 0, topP: 1 });
   // One row per generation call: ONNX Runtime's kernels round differently across batch shapes,
@@ -111,7 +127,12 @@ export async function evaluateGreedyThenSampled(
   // The reward canary of this evaluation (canary.ts), beside its episodes: a task of the set in
   // turn by the iteration; a failure stops the evaluation with its reason once the episodes are in.
   const ct = canaryTask(tasks, o.iteration);
-  const canary = ct ? runCanary(harness, ct, o.config, `in the evaluation of iteration ${o.iteration}`).then((r) => ({ r }), (e: unknown) => ({ e })) : undefined;
+  const canary = ct
+    ? runCanary(harness, ct, o.config, `in the evaluation of iteration ${o.iteration}`).then(
+        (r) => ({ r }),
+        (e: unknown) => ({ e }),
+      )
+    : undefined;
   const stage = async (k?: number): Promise<Trajectory[] | undefined> => {
     try {
       const r = await evaluateTasks(harness, tasks, k ? { ...base, samples: k } : base);
@@ -144,12 +165,23 @@ export function runEvalTarget(
   const last = run.lastCompleteIteration();
   const iteration = o.iteration ?? last;
   if (last < 0 || iteration > last) {
-    throw new TurnwiseError('not-found', `${run.runId} has no complete iteration ${o.iteration ?? ''}`.trimEnd() + (last >= 0 ? ` (the last complete one is ${last})` : ' yet'), { hint: 'give --iteration N of a checkpoint the run has written (0: the starting checkpoint)' });
+    throw new TurnwiseError(
+      'not-found',
+      `${run.runId} has no complete iteration ${o.iteration ?? ''}`.trimEnd() +
+        (last >= 0 ? ` (the last complete one is ${last})` : ' yet'),
+      { hint: 'give --iteration N of a checkpoint the run has written (0: the starting checkpoint)' },
+    );
   }
   const checkpoint = run.checkpointDir(iteration);
-  if (!fs.existsSync(checkpointWeightsFile(checkpoint))) throw new TurnwiseError('not-found', `${run.runId}'s checkpoint ${iteration} is missing (${checkpoint})`, { hint: `give --iteration N of a checkpoint under ${run.file('checkpoints')}` });
+  if (!fs.existsSync(checkpointWeightsFile(checkpoint)))
+    throw new TurnwiseError('not-found', `${run.runId}'s checkpoint ${iteration} is missing (${checkpoint})`, {
+      hint: `give --iteration N of a checkpoint under ${run.file('checkpoints')}`,
+    });
   const ids = new Set(run.readSplits()[o.split]);
   const tasks = readTaskFile(run.file('tasks.jsonl')).filter((t) => ids.has(t.id));
-  if (tasks.length === 0) throw new TurnwiseError('invalid-input', `${run.runId} has no ${o.split} task`, { hint: o.split === 'heldout' ? 'the run held no task out (heldoutFraction 0): give --split train' : 'give --split heldout' });
+  if (tasks.length === 0)
+    throw new TurnwiseError('invalid-input', `${run.runId} has no ${o.split} task`, {
+      hint: o.split === 'heldout' ? 'the run held no task out (heldoutFraction 0): give --split train' : 'give --split heldout',
+    });
   return { run, config, tasks, checkpoint, iteration, state: runDisplayState(run.readStatus()) };
 }

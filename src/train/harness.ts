@@ -60,7 +60,19 @@ export async function openHarness(o: {
   loraDropoutSeed?: number;
   config: Pick<
     TrainConfig,
-    'dockerHost' | 'dockerHosts' | 'sandboxMemoryMb' | 'sandboxCpus' | 'sandboxPids' | 'sandboxImage' | 'executionProvider' | 'maxActionTokens' | 'temperature' | 'topP' | 'concurrency' | 'cacheObservations' | 'commandConcurrency'
+    | 'dockerHost'
+    | 'dockerHosts'
+    | 'sandboxMemoryMb'
+    | 'sandboxCpus'
+    | 'sandboxPids'
+    | 'sandboxImage'
+    | 'executionProvider'
+    | 'maxActionTokens'
+    | 'temperature'
+    | 'topP'
+    | 'concurrency'
+    | 'cacheObservations'
+    | 'commandConcurrency'
   > &
     Partial<Pick<TrainConfig, 'packDecodeWeights' | 'maxTurns'>>;
   pool?: SandboxPool;
@@ -81,8 +93,22 @@ export async function openHarness(o: {
   try {
     const snapshot = await pool.snapshot(o.workspace, { language: o.language, ...(ps.baseImage ? { baseImage: ps.baseImage } : {}) });
     pool.warm(snapshot, Math.min(o.config.concurrency, 8));
-    const info = await (policy as PolicyWorker).loadCheckpoint(o.checkpoint, { provider: o.config.executionProvider, packDecodeWeights: o.packDecodeWeights ?? samplingPacksFolder(o.checkpoint, o.config, o.onLog) }, { ...(o.referenceDir ? { referenceDir: o.referenceDir } : {}), ...(o.lora ? { lora: o.lora } : {}), ...(o.loraDropoutSeed !== undefined ? { loraDropoutSeed: o.loraDropoutSeed } : {}) });
-    if (!info.tokenizerJson) throw new TurnwiseError('invalid-file', `${o.checkpoint} has no tokenizer.json`, { hint: 'use a checkpoint written by Turnwise or a Hugging Face model folder' });
+    const info = await (policy as PolicyWorker).loadCheckpoint(
+      o.checkpoint,
+      {
+        provider: o.config.executionProvider,
+        packDecodeWeights: o.packDecodeWeights ?? samplingPacksFolder(o.checkpoint, o.config, o.onLog),
+      },
+      {
+        ...(o.referenceDir ? { referenceDir: o.referenceDir } : {}),
+        ...(o.lora ? { lora: o.lora } : {}),
+        ...(o.loraDropoutSeed !== undefined ? { loraDropoutSeed: o.loraDropoutSeed } : {}),
+      },
+    );
+    if (!info.tokenizerJson)
+      throw new TurnwiseError('invalid-file', `${o.checkpoint} has no tokenizer.json`, {
+        hint: 'use a checkpoint written by Turnwise or a Hugging Face model folder',
+      });
     const tokenizer = loadTokenizer(info.tokenizerJson, info.tokenizerConfig);
     const contextTokens = info.config.max_position_embeddings;
     checkActionRoom(contextTokens, o.config.maxActionTokens, o.checkpoint);
@@ -152,7 +178,8 @@ export async function openEndpointHarness(o: {
 }): Promise<EvalHarness & { modelName: string }> {
   assertWorkspaceNames(o.workspace);
   const client = new EndpointClient(o.endpoint);
-  const actionModel = (s: { temperature: number; topP: number }) => new EndpointActionModel(client, { maxTokens: o.endpoint.maxTokens ?? 512, ...s });
+  const actionModel = (s: { temperature: number; topP: number }) =>
+    new EndpointActionModel(client, { maxTokens: o.endpoint.maxTokens ?? 512, ...s });
   const model = actionModel({ temperature: o.config.temperature, topP: o.config.topP });
   const modelName = await model.modelName();
   const ps = poolSettings(o.config);
@@ -184,7 +211,14 @@ export async function openEndpointHarness(o: {
 }
 
 /** The options of runRollouts that run episodes on a harness with a run's settings. */
-export function rolloutOptions(harness: EvalHarness, c: TrainConfig, checkpoint: string, iteration: number, signal?: AbortSignal, onEpisode?: (t: Trajectory) => void) {
+export function rolloutOptions(
+  harness: EvalHarness,
+  c: TrainConfig,
+  checkpoint: string,
+  iteration: number,
+  signal?: AbortSignal,
+  onEpisode?: (t: Trajectory) => void,
+) {
   return {
     provider: poolProvider(harness.pool, harness.snapshot),
     model: harness.model,
@@ -210,7 +244,11 @@ export function rolloutOptions(harness: EvalHarness, c: TrainConfig, checkpoint:
  */
 export function checkActionRoom(contextTokens: number, maxActionTokens: number, modelDir: string): void {
   if (maxActionTokens <= contextTokens / 2) return;
-  throw new TurnwiseError('invalid-input', `maxActionTokens ${maxActionTokens} leaves no room for the prompt: ${modelDir} has a context of ${contextTokens} tokens (max_position_embeddings)`, {
-    hint: `set "maxActionTokens" to at most ${Math.floor(contextTokens / 2)} in turnwise.json (it is the longest action the policy writes), or use a model with a longer context`,
-  });
+  throw new TurnwiseError(
+    'invalid-input',
+    `maxActionTokens ${maxActionTokens} leaves no room for the prompt: ${modelDir} has a context of ${contextTokens} tokens (max_position_embeddings)`,
+    {
+      hint: `set "maxActionTokens" to at most ${Math.floor(contextTokens / 2)} in turnwise.json (it is the longest action the policy writes), or use a model with a longer context`,
+    },
+  );
 }

@@ -11,7 +11,18 @@ import { readJsonFile } from '../core/fs';
 import { adapterBaseDir } from '../policy/files/checkpoint';
 import { parameterCount, parseModelConfig, type ModelConfig } from '../policy/model/config';
 import { parseLoraConfig } from '../policy/files/lora';
-import { assertPlanFits, autoUpdateTokens, availableDeviceMemory, availableMemory, formatMemoryPlan, packsDecodeWeights, planMemory, samplingPacksWeights, type MemoryPlan, type MemoryPlanInput } from '../policy/model/memory';
+import {
+  assertPlanFits,
+  autoUpdateTokens,
+  availableDeviceMemory,
+  availableMemory,
+  formatMemoryPlan,
+  packsDecodeWeights,
+  planMemory,
+  samplingPacksWeights,
+  type MemoryPlan,
+  type MemoryPlanInput,
+} from '../policy/model/memory';
 import { resolveTrainConfig, TRAIN_DEFAULTS, type TrainConfig } from './config';
 import { embeddedModelDir } from './embedded';
 
@@ -26,7 +37,11 @@ export function runContextTokens(c: Pick<TrainConfig, 'maxTurns' | 'maxActionTok
   return Math.min(model.max_position_embeddings, PROMPT_TOKENS + c.maxTurns * (c.maxActionTokens + OBS_PROMPT_CHARS));
 }
 
-export type RunPlanConfig = Pick<TrainConfig, 'maxTurns' | 'maxActionTokens' | 'concurrency' | 'executionProvider' | 'klCoef' | 'updateTokensPerStep' | 'lora'> & Partial<Pick<TrainConfig, 'packDecodeWeights'>>;
+export type RunPlanConfig = Pick<
+  TrainConfig,
+  'maxTurns' | 'maxActionTokens' | 'concurrency' | 'executionProvider' | 'klCoef' | 'updateTokensPerStep' | 'lora'
+> &
+  Partial<Pick<TrainConfig, 'packDecodeWeights'>>;
 
 /** The plan's input for a run, without the token cap. */
 function planInput(c: RunPlanConfig, model: ModelConfig): Omit<MemoryPlanInput, 'updateTokensPerStep'> {
@@ -47,7 +62,11 @@ function planInput(c: RunPlanConfig, model: ModelConfig): Omit<MemoryPlanInput, 
  * decode weights where the plan with their copy fits, and feeds them where only the plan without
  * does; `on` always packs (the plan then has the copy), `off` never.
  */
-export function runMemoryPlan(c: RunPlanConfig, model: ModelConfig, env: NodeJS.ProcessEnv = process.env): { plan: MemoryPlan; updateTokens: number; limit: { bytes: number; source: string }; lines: string[]; packDecodeWeights: boolean } {
+export function runMemoryPlan(
+  c: RunPlanConfig,
+  model: ModelConfig,
+  env: NodeJS.ProcessEnv = process.env,
+): { plan: MemoryPlan; updateTokens: number; limit: { bytes: number; source: string }; lines: string[]; packDecodeWeights: boolean } {
   const limit = availableMemory(env);
   const plain = planInput(c, model);
   const setting = c.packDecodeWeights ?? 'auto';
@@ -55,12 +74,17 @@ export function runMemoryPlan(c: RunPlanConfig, model: ModelConfig, env: NodeJS.
   // The cap is chosen without the packed copy, which is released while an update runs.
   const updateTokens = c.updateTokensPerStep > 0 ? c.updateTokensPerStep : autoUpdateTokens(plain, limit.bytes);
   const packed = packable ? planMemory({ ...plain, packedDecode: true, updateTokensPerStep: updateTokens }) : undefined;
-  const plan = packed && (setting === 'on' || packed.host <= limit.bytes) ? packed : planMemory({ ...plain, updateTokensPerStep: updateTokens });
+  const plan =
+    packed && (setting === 'on' || packed.host <= limit.bytes) ? packed : planMemory({ ...plain, updateTokensPerStep: updateTokens });
   return { plan, updateTokens, limit, lines: formatMemoryPlan(plan, limit.bytes), packDecodeWeights: plan.input.packedDecode };
 }
 
 /** Refuses a run whose plan exceeds the memory it may use (host, and the device where TURNWISE_DEVICE_MEMORY_LIMIT_MB says). */
-export function assertRunFits(c: RunPlanConfig, model: ModelConfig, env: NodeJS.ProcessEnv = process.env): { plan: MemoryPlan; updateTokens: number; lines: string[]; packDecodeWeights: boolean } {
+export function assertRunFits(
+  c: RunPlanConfig,
+  model: ModelConfig,
+  env: NodeJS.ProcessEnv = process.env,
+): { plan: MemoryPlan; updateTokens: number; lines: string[]; packDecodeWeights: boolean } {
   const r = runMemoryPlan(c, model, env);
   assertPlanFits(r.plan, r.limit, availableDeviceMemory(env));
   return r;
@@ -74,13 +98,20 @@ export function assertRunFits(c: RunPlanConfig, model: ModelConfig, env: NodeJS.
  */
 export function samplingPacksFolder(
   dir: string,
-  c: Pick<TrainConfig, 'executionProvider' | 'maxActionTokens' | 'concurrency'> & Partial<Pick<TrainConfig, 'packDecodeWeights' | 'maxTurns'>>,
+  c: Pick<TrainConfig, 'executionProvider' | 'maxActionTokens' | 'concurrency'> &
+    Partial<Pick<TrainConfig, 'packDecodeWeights' | 'maxTurns'>>,
   log?: (m: string) => void,
   env: NodeJS.ProcessEnv = process.env,
 ): boolean {
   const model = folderModel(dir).config;
   const context = runContextTokens({ maxTurns: c.maxTurns ?? TRAIN_DEFAULTS.maxTurns, maxActionTokens: c.maxActionTokens }, model);
-  const d = samplingPacksWeights(c.packDecodeWeights ?? 'auto', c.executionProvider, model, { episodes: c.concurrency, context }, availableMemory(env));
+  const d = samplingPacksWeights(
+    c.packDecodeWeights ?? 'auto',
+    c.executionProvider,
+    model,
+    { episodes: c.concurrency, context },
+    availableMemory(env),
+  );
   if (d.note) log?.(d.note);
   return d.pack;
 }
@@ -110,7 +141,11 @@ export function memoryPlanCheck(given: Record<string, unknown>, env: NodeJS.Proc
     const m = folderModel(c.model || embeddedModelDir());
     const rc = { ...c, ...(m.lora ? { lora: m.lora } : {}) };
     const r = runMemoryPlan(rc, m.config, env);
-    const top = [...r.plan.parts].sort((a, b) => b.bytes - a.bytes).slice(0, 3).map((x) => `${x.name} ${mbText(x.bytes)}`).join(', ');
+    const top = [...r.plan.parts]
+      .sort((a, b) => b.bytes - a.bytes)
+      .slice(0, 3)
+      .map((x) => `${x.name} ${mbText(x.bytes)}`)
+      .join(', ');
     const detail = `${mbText(r.plan.host)} of ${mbText(r.limit.bytes)} (${r.limit.source}) at updateTokensPerStep ${r.updateTokens}, ${c.concurrency} episodes in flight × ${r.plan.input.context} tokens, ${rc.lora ? 'LoRA' : 'full training'}; largest: ${top}`;
     try {
       assertRunFits(rc, m.config, env);
@@ -120,7 +155,12 @@ export function memoryPlanCheck(given: Record<string, unknown>, env: NodeJS.Proc
     }
     return { name: 'memory plan', status: 'ok', detail };
   } catch (e) {
-    return { name: 'memory plan', status: 'warn', detail: `no plan: ${(e as Error).message}`, fix: (e as TurnwiseError).hint ?? 'fix the run settings' };
+    return {
+      name: 'memory plan',
+      status: 'warn',
+      detail: `no plan: ${(e as Error).message}`,
+      fix: (e as TurnwiseError).hint ?? 'fix the run settings',
+    };
   }
 }
 

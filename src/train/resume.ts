@@ -25,7 +25,9 @@ export interface ResumePlan {
 function damageError(run: RunDir, problems: readonly RunProblem[]): TurnwiseError {
   const [first, ...rest] = problems;
   const more = rest.length ? `\n${rest.map((p) => `  also ${p.file}: ${p.problem}`).join('\n')}` : '';
-  return new TurnwiseError('invalid-file', `${run.runId} cannot be resumed: ${first.file}: ${first.problem}${more}`, { hint: `${first.fix}; nothing in the run directory was changed` });
+  return new TurnwiseError('invalid-file', `${run.runId} cannot be resumed: ${first.file}: ${first.problem}${more}`, {
+    hint: `${first.fix}; nothing in the run directory was changed`,
+  });
 }
 
 /**
@@ -38,9 +40,13 @@ export function planResume(run: RunDir, c: TrainConfig, o: { iterations?: number
   if (inventory.damage.length) throw damageError(run, inventory.damage);
   const last = inventory.lastComplete;
   if (o.iterations !== undefined && o.iterations < last) {
-    throw new TurnwiseError('invalid-input', `--iterations ${o.iterations} is fewer than the ${last} iteration(s) ${run.runId} has already completed`, {
-      hint: `give --iterations N with N ≥ ${last} (the run's config asks for ${c.iterations}); completed iterations are never removed`,
-    });
+    throw new TurnwiseError(
+      'invalid-input',
+      `--iterations ${o.iterations} is fewer than the ${last} iteration(s) ${run.runId} has already completed`,
+      {
+        hint: `give --iterations N with N ≥ ${last} (the run's config asks for ${c.iterations}); completed iterations are never removed`,
+      },
+    );
   }
   const iterations = o.iterations ?? c.iterations;
   let tasks: ResumePlan['tasks'];
@@ -61,9 +67,13 @@ export function planResume(run: RunDir, c: TrainConfig, o: { iterations?: number
     };
   }
   if (!fs.existsSync(c.workspace) || !fs.statSync(c.workspace).isDirectory()) {
-    throw new TurnwiseError('not-found', `${run.runId} trains on the workspace ${c.workspace}, which no longer exists (moved or deleted?)`, {
-      hint: `put the folder back at ${c.workspace}, or set "workspace" in ${run.file('config.json')} to where it is now (the run's tasks were made from its code)`,
-    });
+    throw new TurnwiseError(
+      'not-found',
+      `${run.runId} trains on the workspace ${c.workspace}, which no longer exists (moved or deleted?)`,
+      {
+        hint: `put the folder back at ${c.workspace}, or set "workspace" in ${run.file('config.json')} to where it is now (the run's tasks were made from its code)`,
+      },
+    );
   }
   assertWorkspaceNames(c.workspace);
   return { inventory, tasks, iterations };
@@ -74,14 +84,21 @@ function checkCheckpoint(run: RunDir, n: number, what: string): void {
   try {
     loadCheckpoint(dir, { optimizer: n > 0 });
   } catch (e) {
-    const intact = n > 0 ? ` (an earlier checkpoint, e.g. ${run.checkpointDir(n - 1)}, can start a new run: \`turnwise train --model ${run.checkpointDir(n - 1)}\`)` : '';
-    throw new TurnwiseError('invalid-file', `${run.runId} cannot be resumed: ${path.relative(run.dir, dir)}, ${what}, cannot be loaded: ${(e as Error).message}`, {
-      hint:
-        n === 0
-          ? `restore ${dir} from a backup (a newly initialized model would be another policy); or start a new run from the last checkpoint: \`turnwise train --model ${run.checkpointDir(run.inventory().lastComplete)}\`; nothing was changed`
-          : `restore ${dir} from a backup${intact}; nothing was changed`,
-      cause: e,
-    });
+    const intact =
+      n > 0
+        ? ` (an earlier checkpoint, e.g. ${run.checkpointDir(n - 1)}, can start a new run: \`turnwise train --model ${run.checkpointDir(n - 1)}\`)`
+        : '';
+    throw new TurnwiseError(
+      'invalid-file',
+      `${run.runId} cannot be resumed: ${path.relative(run.dir, dir)}, ${what}, cannot be loaded: ${(e as Error).message}`,
+      {
+        hint:
+          n === 0
+            ? `restore ${dir} from a backup (a newly initialized model would be another policy); or start a new run from the last checkpoint: \`turnwise train --model ${run.checkpointDir(run.inventory().lastComplete)}\`; nothing was changed`
+            : `restore ${dir} from a backup${intact}; nothing was changed`,
+        cause: e,
+      },
+    );
   }
 }
 
@@ -89,7 +106,11 @@ function checkCheckpoint(run: RunDir, n: number, what: string): void {
 export function assertWorkspaceNames(workspace: string): void {
   const bad = nonUtf8Name(workspace, new Set(['.git']));
   if (!bad) return;
-  throw new TurnwiseError('invalid-input', `the workspace ${workspace} holds a name that is not UTF-8: ${bad} (its bytes shown as \\xNN); Turnwise reads file names as UTF-8 and cannot open it`, {
-    hint: 'rename it to a UTF-8 name (e.g. `convmv -f latin1 -t utf-8 -r --notest DIR`, or mv in a shell), or move it out of the workspace',
-  });
+  throw new TurnwiseError(
+    'invalid-input',
+    `the workspace ${workspace} holds a name that is not UTF-8: ${bad} (its bytes shown as \\xNN); Turnwise reads file names as UTF-8 and cannot open it`,
+    {
+      hint: 'rename it to a UTF-8 name (e.g. `convmv -f latin1 -t utf-8 -r --notest DIR`, or mv in a shell), or move it out of the workspace',
+    },
+  );
 }

@@ -132,7 +132,11 @@ export function episodeRows(turnRows: readonly TurnRowData[], weight = 1): Train
  * update's episodes), so each episode weighs the same in the token mean whatever its length and
  * the weights still average 1.
  */
-export function updateRows(trajRows: readonly (readonly TurnRowData[])[], keepZeroAdvantage: boolean, aggregation: LossAggregation = 'token'): TrainRow[] {
+export function updateRows(
+  trajRows: readonly (readonly TurnRowData[])[],
+  keepZeroAdvantage: boolean,
+  aggregation: LossAggregation = 'token',
+): TrainRow[] {
   const sizes = trajRows.map((rows) => rows.reduce((s, r) => s + r.logprobs.length, 0));
   const meanSize = mean(sizes.filter((n) => n > 0));
   return trajRows
@@ -157,7 +161,12 @@ export interface ReplayRows {
  * With `replay`, each minibatch ends with replay.rows demonstration rows: their weights in
  * replayMask, nothing in the RL inputs (lossMask, advantages, old and reference log-probs 0).
  */
-export function packMinibatches(rows: readonly TrainRow[], minibatches: number, refLogp?: Float32Array[], replay?: ReplayRows): { batch: TrainBatch; B: number; T: number }[] {
+export function packMinibatches(
+  rows: readonly TrainRow[],
+  minibatches: number,
+  refLogp?: Float32Array[],
+  replay?: ReplayRows,
+): { batch: TrainBatch; B: number; T: number }[] {
   const n = Math.max(1, Math.min(minibatches, rows.length));
   const per = Math.ceil(rows.length / n);
   const out: { batch: TrainBatch; B: number; T: number }[] = [];
@@ -204,7 +213,16 @@ export function packMinibatches(rows: readonly TrainRow[], minibatches: number, 
     // replayRows) keep one attended token so every row is valid; real rows start with one.
     for (let b = 0; b < B; b++) att[b * T] = 1;
     out.push({
-      batch: { inputIds: ids, attentionMask: att, lossMask: mask, actionMask: act, advantages: adv, oldLogp: old, ...(ref ? { refLogp: ref } : {}), ...(rep ? { replayMask: rep } : {}) },
+      batch: {
+        inputIds: ids,
+        attentionMask: att,
+        lossMask: mask,
+        actionMask: act,
+        advantages: adv,
+        oldLogp: old,
+        ...(ref ? { refLogp: ref } : {}),
+        ...(rep ? { replayMask: rep } : {}),
+      },
       B,
       T,
     });
@@ -217,7 +235,11 @@ export function packMinibatches(rows: readonly TrainRow[], minibatches: number, 
  * `rowTokens`, several per row, each its own segment (attention stays within it); where RL rows
  * (packMinibatches) hold one episode each with its advantages and log-probs.
  */
-export function packRows(examples: { ids: number[]; weights: number[] }[], rows: number, rowTokens: number): { batch: TrainBatch; tokens: number; used: number } {
+export function packRows(
+  examples: { ids: number[]; weights: number[] }[],
+  rows: number,
+  rowTokens: number,
+): { batch: TrainBatch; tokens: number; used: number } {
   const ids = new Array<number>(rows * rowTokens).fill(0);
   const seg = new Array<number>(rows * rowTokens).fill(0);
   const w = new Array<number>(rows * rowTokens).fill(0);

@@ -56,8 +56,12 @@ export async function runTasks(
   const heldout = splits.heldout.map((id) => byId.get(id)!).filter(Boolean);
   if (train.length === 0) {
     throw o.resumed
-      ? new TurnwiseError('invalid-file', `${run.file('splits.json')} holds no train task`, { hint: 'restore it from a backup of the run directory; nothing was changed' })
-      : new TurnwiseError('invalid-input', `all ${tasks.length} task(s) are held out; none is left to train on`, { hint: 'lower heldoutFraction or add tasks' });
+      ? new TurnwiseError('invalid-file', `${run.file('splits.json')} holds no train task`, {
+          hint: 'restore it from a backup of the run directory; nothing was changed',
+        })
+      : new TurnwiseError('invalid-input', `all ${tasks.length} task(s) are held out; none is left to train on`, {
+          hint: 'lower heldoutFraction or add tasks',
+        });
   }
   return { byId, train, heldout };
 }
@@ -84,7 +88,10 @@ async function resolveTasks(c: TrainConfig, pool: SandboxPool, emit: (b: RunEven
         done: p.kept,
         total: p.total,
         // The baseline can take long (a whole suite, at most DEFAULT_BASELINE_TIMEOUT_MS): say what it waits for.
-        detail: p.phase === 'baseline' ? `baseline: running the workspace's test suite once (at most ${DEFAULT_BASELINE_TIMEOUT_MS / 1000} s)` : `${p.phase ?? 'validate'}: ${p.tried} tried, ${p.kept} kept`,
+        detail:
+          p.phase === 'baseline'
+            ? `baseline: running the workspace's test suite once (at most ${DEFAULT_BASELINE_TIMEOUT_MS / 1000} s)`
+            : `${p.phase ?? 'validate'}: ${p.tried} tried, ${p.kept} kept`,
       }),
   });
   return r.tasks;
@@ -96,7 +103,11 @@ function noTaskError(c: TrainConfig): TurnwiseError {
     ? new TurnwiseError('invalid-input', `no test of ${c.workspace} fails, so taskSource "failing-tests" finds no task`, {
         hint: 'use taskSource "mutation" (the default: bugs made from the workspace\'s own code) or "file" with a task file (`turnwise tasks synth --out`)',
       })
-    : new TurnwiseError('invalid-input', `no task survived validation in ${c.workspace}: no mutation of its source made one of its passing tests fail`, {
-        hint: 'check that the tests exercise the code (`turnwise tasks synth --workspace … --json` shows why candidates were dropped), or use taskSource "failing-tests" / "file"',
-      });
+    : new TurnwiseError(
+        'invalid-input',
+        `no task survived validation in ${c.workspace}: no mutation of its source made one of its passing tests fail`,
+        {
+          hint: 'check that the tests exercise the code (`turnwise tasks synth --workspace … --json` shows why candidates were dropped), or use taskSource "failing-tests" / "file"',
+        },
+      );
 }

@@ -202,7 +202,14 @@ async function openRun(o: TrainRunOptions): Promise<RunState> {
     pool = await connectRunPool(checked.runId, c);
     try {
       fs.mkdirSync(o.runsRoot, { recursive: true });
-      run = RunDir.createUnique(o.runsRoot, checked.runId, (id) => runConfigRecord(c, { runId: id, startModel: c.model || embeddedModelDir(), actionFormat: checked.format, createdAt: new Date().toISOString() }));
+      run = RunDir.createUnique(o.runsRoot, checked.runId, (id) =>
+        runConfigRecord(c, {
+          runId: id,
+          startModel: c.model || embeddedModelDir(),
+          actionFormat: checked.format,
+          createdAt: new Date().toISOString(),
+        }),
+      );
       lock = run.lock();
     } catch (e) {
       await pool.close();
@@ -237,7 +244,11 @@ function checkNewRun(c: TrainConfig, name: string | undefined): { runId: string;
   assertRunFits(c, start.weights.config);
   const format = modelActionFormat(c.model || embeddedModelDir());
   if (format.kind === 'chat' && c.replayCoef > 0) {
-    throw new TurnwiseError('invalid-input', `replayCoef ${c.replayCoef} replays turnwise-tiny's warm-start demonstrations, which are in the compact format; ${start.dir} writes in its chat format`, { hint: 'set "replayCoef" to 0 in turnwise.json for a chat model' });
+    throw new TurnwiseError(
+      'invalid-input',
+      `replayCoef ${c.replayCoef} replays turnwise-tiny's warm-start demonstrations, which are in the compact format; ${start.dir} writes in its chat format`,
+      { hint: 'set "replayCoef" to 0 in turnwise.json for a chat model' },
+    );
   }
   return { runId, runner, format: format.kind };
 }
@@ -262,7 +273,8 @@ function markRunning(s: RunState): void {
     writeJsonAtomic(run.file('config.json'), { ...run.readConfig<Record<string, unknown>>(), iterations: plan.iterations });
   }
   const removed = run.discardAfter(s.last);
-  if (removed.length) s.log(`discarded the incomplete iteration${removed.length > 1 ? 's' : ''} ${removed.join(', ')} left by an interrupted run`);
+  if (removed.length)
+    s.log(`discarded the incomplete iteration${removed.length > 1 ? 's' : ''} ${removed.join(', ')} left by an interrupted run`);
   run.writeStatus({ state: 'running', pid: process.pid, iterations: s.c.iterations, lastCompleteIteration: s.last });
 }
 
@@ -292,7 +304,14 @@ async function connectSandboxes(s: RunState): Promise<void> {
 
 /** Says the run has started: its directory, iterations and tasks, and the iteration a resume continues from. */
 function announce(s: RunState, tasks: RunTasks): void {
-  s.emit({ type: 'run-started', runDir: s.run.dir, iterations: s.c.iterations, trainTasks: tasks.train.length, heldoutTasks: tasks.heldout.length, ...(s.last >= 0 ? { resumedFrom: s.last } : {}) });
+  s.emit({
+    type: 'run-started',
+    runDir: s.run.dir,
+    iterations: s.c.iterations,
+    trainTasks: tasks.train.length,
+    heldoutTasks: tasks.heldout.length,
+    ...(s.last >= 0 ? { resumedFrom: s.last } : {}),
+  });
 }
 
 /**
@@ -323,7 +342,8 @@ async function openPolicy(s: RunState): Promise<{ harness: Harness; updateTokens
     onLog: (m) => s.log(m, 'warn'),
   });
   s.harness = harness;
-  if (last < 0 && harness.actionFormat.kind === 'chat') s.log(`the model writes its actions in its own chat format (template: ${harness.actionFormat.source})`);
+  if (last < 0 && harness.actionFormat.kind === 'chat')
+    s.log(`the model writes its actions in its own chat format (template: ${harness.actionFormat.source})`);
   for (const line of memory.lines) s.log(line);
   check(s);
   // Seeded by the run, so a resume replays from the same pool.
@@ -348,7 +368,15 @@ function startBudget(t: Training): void {
 function iterationJobs(t: Training, n: number): EpisodeJob[] {
   const { c } = t;
   const picked = pickTasks(t.tasks.train, c.tasksPerIteration, c.seed, n, c.taskSampling, alikeStreaks(t.pastGroups));
-  return picked.flatMap((task, ti) => Array.from({ length: c.groupSize }, (_, g) => ({ task, episodeId: `it${n}-t${ti}-g${g}`, groupId: `it${n}-t${ti}`, seed: seedOf(c.seed, n, ti, g), split: 'train' as const })));
+  return picked.flatMap((task, ti) =>
+    Array.from({ length: c.groupSize }, (_, g) => ({
+      task,
+      episodeId: `it${n}-t${ti}-g${g}`,
+      groupId: `it${n}-t${ti}`,
+      seed: seedOf(c.seed, n, ti, g),
+      split: 'train' as const,
+    })),
+  );
 }
 
 /**
@@ -360,7 +388,12 @@ async function rollouts(t: Training, n: number, jobs: EpisodeJob[]): Promise<Tra
   let done = 0;
   t.emit({ type: 'phase', iteration: n, phase: 'rollout', done: 0, total: jobs.length });
   const ct = canaryTask(t.tasks.train, n);
-  const canary = ct ? runCanary(t.harness, ct, t.c, `in iteration ${n}`).then((r) => ({ r }), (e: unknown) => ({ e })) : undefined;
+  const canary = ct
+    ? runCanary(t.harness, ct, t.c, `in iteration ${n}`).then(
+        (r) => ({ r }),
+        (e: unknown) => ({ e }),
+      )
+    : undefined;
   const ro = await runRollouts(jobs, {
     ...rolloutOptions(t.harness, t.c, t.run.checkpointDir(n - 1), n, t.signal, (x) => {
       done++;
@@ -374,9 +407,12 @@ async function rollouts(t: Training, n: number, jobs: EpisodeJob[]): Promise<Tra
   const trajs = ro.trajectories;
   const failed = trajs.filter((x) => x.failure);
   if (failed.length === trajs.length) {
-    throw new TurnwiseError('sandbox-failed', `every episode of iteration ${n} failed; the first: ${failed[0]?.failure}`, { hint: 'check Docker (`turnwise doctor`) and the workspace\'s tests' });
+    throw new TurnwiseError('sandbox-failed', `every episode of iteration ${n} failed; the first: ${failed[0]?.failure}`, {
+      hint: "check Docker (`turnwise doctor`) and the workspace's tests",
+    });
   }
-  if (failed.length) t.log(`${failed.length} of ${trajs.length} episodes failed and are left out of the update (first: ${failed[0].failure})`, 'warn');
+  if (failed.length)
+    t.log(`${failed.length} of ${trajs.length} episodes failed and are left out of the update (first: ${failed[0].failure})`, 'warn');
   return { ...ro, canaryS: checked ? checked.r.durationMs / 1000 : NaN };
 }
 
@@ -405,7 +441,14 @@ async function advantages(t: Training, n: number, trajs: Trajectory[]): Promise<
 /** The policy update on the scored episodes (update.ts). */
 async function update(t: Training, n: number, scored: Trajectory[]): Promise<PolicyUpdate> {
   t.emit({ type: 'phase', iteration: n, phase: 'update' });
-  const u = await updatePolicy(t.harness, scored, { config: t.c, iteration: n, tasks: t.tasks.byId, updateTokens: t.updateTokens, ...(t.replay ? { replay: t.replay } : {}), check: () => check(t) });
+  const u = await updatePolicy(t.harness, scored, {
+    config: t.c,
+    iteration: n,
+    tasks: t.tasks.byId,
+    updateTokens: t.updateTokens,
+    ...(t.replay ? { replay: t.replay } : {}),
+    check: () => check(t),
+  });
   check(t);
   return u;
 }
@@ -419,7 +462,11 @@ async function checkpoint(t: Training, n: number): Promise<void> {
   const dir = t.run.checkpointDir(n);
   await t.harness.policy.saveCheckpoint(dir);
   const f = t.harness.actionFormat;
-  if (f.kind === 'chat' && !fs.existsSync(path.join(dir, 'adapter_config.json')) && path.resolve(f.source) !== path.resolve(dir, 'chat_template.jinja')) {
+  if (
+    f.kind === 'chat' &&
+    !fs.existsSync(path.join(dir, 'adapter_config.json')) &&
+    path.resolve(f.source) !== path.resolve(dir, 'chat_template.jinja')
+  ) {
     writeFileAtomic(path.join(dir, 'chat_template.jinja'), f.template);
   }
   recordActionFormat(dir, f.kind);
@@ -474,16 +521,28 @@ async function evaluation(t: Training, n: number, due: boolean): Promise<Evaluat
   const trajs = [...res.greedy, ...res.sampled];
   const failed = trajs.filter(unscored);
   if (n === 0 && trajs.length && failed.length === trajs.length) {
-    throw new TurnwiseError('sandbox-failed', `every one of the ${trajs.length} held-out episodes of the starting evaluation failed; the first: ${whyUnscored(failed[0])}`, {
-      hint: 'run one of the held-out tasks with `turnwise episode` or check the workspace and Docker with `turnwise doctor`; nothing of the run was kept',
-    });
+    throw new TurnwiseError(
+      'sandbox-failed',
+      `every one of the ${trajs.length} held-out episodes of the starting evaluation failed; the first: ${whyUnscored(failed[0])}`,
+      {
+        hint: 'run one of the held-out tasks with `turnwise episode` or check the workspace and Docker with `turnwise doctor`; nothing of the run was kept',
+      },
+    );
   }
-  if (failed.length && n > 0) t.log(`${failed.length} of ${trajs.length} held-out episodes of iteration ${n} failed or could not be scored and are left out of its held-out metrics (first: ${whyUnscored(failed[0])})`, 'warn');
+  if (failed.length && n > 0)
+    t.log(
+      `${failed.length} of ${trajs.length} held-out episodes of iteration ${n} failed or could not be scored and are left out of its held-out metrics (first: ${whyUnscored(failed[0])})`,
+      'warn',
+    );
   const evalS = (Date.now() - t0) / 1000;
   t.budget.evalMs = Math.max(t.budget.evalMs, evalS * 1000);
   // PASS@(k,T) goes in the iteration's event: metrics rows stay flat numbers.
   const passKT = sampledPassAtKT(trajs);
-  return { m: { ...m, 'time/eval_s': evalS, ...(res.canary ? { 'time/eval_canary_s': res.canary.durationMs / 1000 } : {}) }, trajs, ...(passKT ? { passAtKT: passKT } : {}) };
+  return {
+    m: { ...m, 'time/eval_s': evalS, ...(res.canary ? { 'time/eval_canary_s': res.canary.durationMs / 1000 } : {}) },
+    trajs,
+    ...(passKT ? { passAtKT: passKT } : {}),
+  };
 }
 
 /**
@@ -497,7 +556,11 @@ function commit(t: Training, n: number, ev: Evaluation, train?: TrainSteps): voi
   }
   // Iteration 0 is its evaluation: its heldout.jsonl is written even when there is no held-out task.
   if (ev.trajs.length || n === 0) t.run.writeTrajectories(n, 'heldout', ev.trajs);
-  const row: MetricsRow = { schema: SCHEMA.metrics, iteration: n, ...jsonSafe({ ...(train ? trainMetrics(t.c, train) : {}), ...ev.m }) } as MetricsRow;
+  const row: MetricsRow = {
+    schema: SCHEMA.metrics,
+    iteration: n,
+    ...jsonSafe({ ...(train ? trainMetrics(t.c, train) : {}), ...ev.m }),
+  } as MetricsRow;
   t.run.commitIteration(row);
   t.last = n;
   t.run.writeStatus({ state: 'running', pid: process.pid, iterations: t.c.iterations, lastCompleteIteration: n });

@@ -25,7 +25,12 @@ export interface ScriptedEpisodeOptions {
   /** Default: a training run's (TRAIN_DEFAULTS.maxTurns), so the efficiency penalty is the one RL sees. */
   maxTurns?: number;
   /** Sandbox and reward settings; default TRAIN_DEFAULTS. */
-  config?: Partial<Pick<TrainConfig, 'dockerHost' | 'dockerHosts' | 'sandboxMemoryMb' | 'sandboxCpus' | 'sandboxPids' | 'sandboxImage' | 'commandTimeoutMs' | 'reward'>>;
+  config?: Partial<
+    Pick<
+      TrainConfig,
+      'dockerHost' | 'dockerHosts' | 'sandboxMemoryMb' | 'sandboxCpus' | 'sandboxPids' | 'sandboxImage' | 'commandTimeoutMs' | 'reward'
+    >
+  >;
   onProgress?: (message: string) => void;
 }
 
@@ -48,45 +53,72 @@ export function planScriptedEpisode(o: ScriptedEpisodeOptions): ScriptedEpisodeP
   const task = tasks.find((t) => t.id === o.taskId);
   if (!task) {
     const shown = tasks.slice(0, IDS_SHOWN).map((t) => t.id);
-    throw new TurnwiseError('invalid-input', `${tasksFile} has no task ${JSON.stringify(o.taskId)}; its ${tasks.length} task(s) include ${shown.join(', ')}${tasks.length > IDS_SHOWN ? ', …' : ''}`, {
-      hint: 'give --id one of the ids in the file (each line\'s "id" field)',
-    });
+    throw new TurnwiseError(
+      'invalid-input',
+      `${tasksFile} has no task ${JSON.stringify(o.taskId)}; its ${tasks.length} task(s) include ${shown.join(', ')}${tasks.length > IDS_SHOWN ? ', …' : ''}`,
+      {
+        hint: 'give --id one of the ids in the file (each line\'s "id" field)',
+      },
+    );
   }
   const recorded = task.origin?.workspace;
   if (o.workspace === undefined && !recorded) {
-    throw new TurnwiseError('invalid-input', `${tasksFile} does not record the workspace its tasks were made from (it was written by an older Turnwise)`, { hint: 'give --workspace DIR, the folder the tasks were made from' });
+    throw new TurnwiseError(
+      'invalid-input',
+      `${tasksFile} does not record the workspace its tasks were made from (it was written by an older Turnwise)`,
+      { hint: 'give --workspace DIR, the folder the tasks were made from' },
+    );
   }
   const workspace = path.resolve(o.workspace ?? recorded!);
   const st = fs.statSync(workspace, { throwIfNoEntry: false });
   if (!st?.isDirectory()) {
-    throw new TurnwiseError('not-found', `workspace ${workspace}${o.workspace === undefined ? ` (recorded in ${tasksFile})` : ''} ${st ? 'is a file, not a folder' : 'does not exist'}`, {
-      hint: 'give --workspace DIR, the folder the tasks were made from',
-    });
+    throw new TurnwiseError(
+      'not-found',
+      `workspace ${workspace}${o.workspace === undefined ? ` (recorded in ${tasksFile})` : ''} ${st ? 'is a file, not a folder' : 'does not exist'}`,
+      {
+        hint: 'give --workspace DIR, the folder the tasks were made from',
+      },
+    );
   }
   assertWorkspaceHoldsTasks([task], workspace, tasksFile);
   const maxTurns = o.maxTurns ?? TRAIN_DEFAULTS.maxTurns;
-  if (!o.agent && o.commands.length === 0) throw new TurnwiseError('invalid-input', 'no commands to run', { hint: 'give --commands FILE with one command per line' });
+  if (!o.agent && o.commands.length === 0)
+    throw new TurnwiseError('invalid-input', 'no commands to run', { hint: 'give --commands FILE with one command per line' });
   if (!o.agent && o.commands.length > maxTurns) {
-    throw new TurnwiseError('invalid-input', `${o.commands.length} commands do not fit in ${maxTurns} turns: the episode would end before the last ${o.commands.length - maxTurns}`, {
-      hint: `give --max-turns ${o.commands.length} or more (the reward's efficiency penalty is turns / max turns), or fewer commands`,
-    });
+    throw new TurnwiseError(
+      'invalid-input',
+      `${o.commands.length} commands do not fit in ${maxTurns} turns: the episode would end before the last ${o.commands.length - maxTurns}`,
+      {
+        hint: `give --max-turns ${o.commands.length} or more (the reward's efficiency penalty is turns / max turns), or fewer commands`,
+      },
+    );
   }
   return { task, workspace, maxTurns };
 }
 
 /** Runs the episode `plan` describes and returns its trajectory (a sandbox failure is in `failure`). */
-export async function runScriptedEpisode(o: ScriptedEpisodeOptions, plan: ScriptedEpisodePlan = planScriptedEpisode(o)): Promise<Trajectory> {
+export async function runScriptedEpisode(
+  o: ScriptedEpisodeOptions,
+  plan: ScriptedEpisodePlan = planScriptedEpisode(o),
+): Promise<Trajectory> {
   const c = { ...TRAIN_DEFAULTS, ...o.config };
   const runId = `episode-${process.pid}`;
   const pool = await connectRunPool(runId, c);
   try {
     o.onProgress?.(`building the snapshot of ${plan.workspace}…`);
     const ps = poolSettings(c);
-    const snapshot = await pool.snapshot(plan.workspace, { language: plan.task.language, ...(ps.baseImage ? { baseImage: ps.baseImage } : {}) });
+    const snapshot = await pool.snapshot(plan.workspace, {
+      language: plan.task.language,
+      ...(ps.baseImage ? { baseImage: ps.baseImage } : {}),
+    });
     const sandbox = await pool.acquire(snapshot, { rollout: `episode-${plan.task.id}` });
     try {
       const model = o.agent?.model ?? new ScriptedActionModel(o.commands);
-      o.onProgress?.(o.agent ? `playing task ${plan.task.id} with ${o.agent.checkpoint}…` : `running ${o.commands.length} command(s) on task ${plan.task.id}…`);
+      o.onProgress?.(
+        o.agent
+          ? `playing task ${plan.task.id} with ${o.agent.checkpoint}…`
+          : `running ${o.commands.length} command(s) on task ${plan.task.id}…`,
+      );
       return await runEpisode({
         task: plan.task,
         sandbox,

@@ -38,7 +38,9 @@ export function groupOutcomes(trajectories: readonly Trajectory[]): GroupOutcome
     const r = t.reward?.reward;
     if (!t.failure && typeof r === 'number' && Number.isFinite(r)) g.resolved.push(t.reward.resolved === true);
   }
-  return [...groups.values()].filter((g) => g.resolved.length >= 2).map((g) => ({ taskId: g.taskId, alike: g.resolved.every((x) => x === g.resolved[0]) }));
+  return [...groups.values()]
+    .filter((g) => g.resolved.length >= 2)
+    .map((g) => ({ taskId: g.taskId, alike: g.resolved.every((x) => x === g.resolved[0]) }));
 }
 
 /** The train groups of a run's iterations 1..`last`, oldest first, read back from their episodes. */
@@ -64,7 +66,14 @@ export function taskWeight(streak: number): number {
  * the seed and waits −ln(1 − u) / weight; the first to finish are posed. With equal weights that
  * is the `uniform` order itself, so `informative` departs from it only where the history does.
  */
-export function pickTasks<T extends { id: string }>(train: readonly T[], count: number, seed: number, iteration: number, sampling: TaskSampling, streaks?: ReadonlyMap<string, number>): T[] {
+export function pickTasks<T extends { id: string }>(
+  train: readonly T[],
+  count: number,
+  seed: number,
+  iteration: number,
+  sampling: TaskSampling,
+  streaks?: ReadonlyMap<string, number>,
+): T[] {
   if (!train.length) return [];
   const keys = new Map(
     train.map((t) => {

@@ -49,7 +49,9 @@ export async function updatePolicy(harness: Harness, scored: readonly Trajectory
   const turnRows = scored.map((t) => {
     const task = o.tasks.get(t.taskId)!;
     // A chat episode's rows are its conversation built again from the trajectory's ids.
-    return harness.chat ? chatTurnTokenRows(harness.chat.format, chatSystemMessage(task), chatTaskMessage(task), t, harness.chat.stopIds) : turnTokenRows(harness.codec!, taskText(task), t, promptBudget);
+    return harness.chat
+      ? chatTurnTokenRows(harness.chat.format, chatSystemMessage(task), chatTaskMessage(task), t, harness.chat.stopIds)
+      : turnTokenRows(harness.codec!, taskText(task), t, promptBudget);
   });
   const rows = updateRows(
     turnRows.map((r) => weightNegativeAdvantages(r, c.negativeAdvantageWeight)),
@@ -64,8 +66,17 @@ export async function updatePolicy(harness: Harness, scored: readonly Trajectory
         .map((r) => ({ r, key: seedOf(c.seed, n, epoch, r.ids.length, r.actions[0].advantage, r.actions.length) }))
         .sort((a, b) => a.key - b.key)
         .map((x) => x.r);
-      const ref = c.klCoef > 0 ? await harness.policy.logprobs(shuffled.map((r) => r.ids), { temperature: c.temperature, model: 'reference' }) : undefined;
-      const replay: ReplayRows | undefined = o.replay && { rows: c.replayRows, draw: (T, k) => o.replay!.draw(c.replayRows, T, seedOf(c.seed, 'replay', n, epoch, k)) };
+      const ref =
+        c.klCoef > 0
+          ? await harness.policy.logprobs(
+              shuffled.map((r) => r.ids),
+              { temperature: c.temperature, model: 'reference' },
+            )
+          : undefined;
+      const replay: ReplayRows | undefined = o.replay && {
+        rows: c.replayRows,
+        draw: (T, k) => o.replay!.draw(c.replayRows, T, seedOf(c.seed, 'replay', n, epoch, k)),
+      };
       for (const mb of packMinibatches(shuffled, c.minibatches, ref, replay)) {
         o.check();
         const ms = await harness.policy.train({ loss: c.loss, batch: mb.B, seq: mb.T, microBatchTokens: o.updateTokens }, [mb.batch], {
@@ -84,7 +95,16 @@ export async function updatePolicy(harness: Harness, scored: readonly Trajectory
   // The rollout log-probs are the "before". A drop of the positive actions as well means the
   // negative ones dominate and push probability elsewhere.
   const learned = updateRows(turnRows, false);
-  const moved = steps.length && learned.length ? actionLogpShift(learned, await harness.policy.logprobs(learned.map((r) => r.ids), { temperature: c.temperature })) : undefined;
+  const moved =
+    steps.length && learned.length
+      ? actionLogpShift(
+          learned,
+          await harness.policy.logprobs(
+            learned.map((r) => r.ids),
+            { temperature: c.temperature },
+          ),
+        )
+      : undefined;
   return {
     steps,
     rows: rows.length,

@@ -18,7 +18,14 @@ import { initAdapter, loadAdapter, loadAdapterOptimizer, saveAdapter, type LoraA
 import { Policy } from '../policy/inference/policy';
 import { PolicyTrainer } from '../policy/training/trainer';
 import { recordActionFormat } from '../train/action-format';
-import { chatDemonstrationFromSegments, chatReplyFor, encodeChatDemonstration, episodeDemonstration, PYTHON_SYSTEM, type ChatDemonstration } from '../demonstrations/chat';
+import {
+  chatDemonstrationFromSegments,
+  chatReplyFor,
+  encodeChatDemonstration,
+  episodeDemonstration,
+  PYTHON_SYSTEM,
+  type ChatDemonstration,
+} from '../demonstrations/chat';
 import { chatFormatOf } from '../train/chat-model';
 import type { FixCase } from '../demonstrations/generated';
 import { lrAt, resolveWarmstartConfig, type WarmstartOptions, type WarmstartResult } from './config';
@@ -38,9 +45,13 @@ export async function warmstartChat(o: WarmstartOptions): Promise<WarmstartResul
     adapterOptimizer = loadAdapterOptimizer(o.adapter, adapter, ck.weights.config);
   } else adapter = ck.adapter;
   if (adapter && o.lora) {
-    throw new TurnwiseError('invalid-input', `${o.adapter ?? start} is a LoRA adapter already (r ${adapter.config.r}, ${adapter.config.target_modules.join(', ')}); its settings are its own`, {
-      hint: 'leave out --lora to continue the adapter, or give the base with --model alone and --lora to start a new one',
-    });
+    throw new TurnwiseError(
+      'invalid-input',
+      `${o.adapter ?? start} is a LoRA adapter already (r ${adapter.config.r}, ${adapter.config.target_modules.join(', ')}); its settings are its own`,
+      {
+        hint: 'leave out --lora to continue the adapter, or give the base with --model alone and --lora to start a new one',
+      },
+    );
   }
   // A LoRA adapter (a fresh one or one continued) has its own defaults (WARMSTART_DEFAULTS.byKind).
   const c = resolveWarmstartConfig(o, adapter || o.lora ? 'chat-lora' : 'chat');
@@ -60,14 +71,20 @@ export async function warmstartChat(o: WarmstartOptions): Promise<WarmstartResul
   const wsShare = o.workspaceCases?.length ? c.workspaceShare : 0;
 
   // A whole model continues its optimizer only when its warm start is continued (--from).
-  const trainer = new PolicyTrainer(ck.weights, adapter ? undefined : continued ? ck.optimizer : undefined, o.settings, adapter ? { adapter, ...(continued && adapterOptimizer ? { optimizer: adapterOptimizer } : {}) } : undefined);
+  const trainer = new PolicyTrainer(
+    ck.weights,
+    adapter ? undefined : continued ? ck.optimizer : undefined,
+    o.settings,
+    adapter ? { adapter, ...(continued && adapterOptimizer ? { optimizer: adapterOptimizer } : {}) } : undefined,
+  );
 
   const episodes: ChatDemonstration[] = (o.episodes ?? []).map((e) => episodeDemonstration(e.trajectory, e.task, 'chat'));
   const epShare = episodes.length ? c.episodeShare : 0;
   const pool = epShare >= 1 ? [] : await casePool(seed * 7919 + 1, c.poolSize);
   const evalCases = await evalCasePool(seed, c.evalCases);
   const r = seededRandom(seed * 7919 + 3);
-  const pickCase = (): FixCase => (wsShare > 0 && r() < wsShare ? o.workspaceCases![Math.floor(r() * o.workspaceCases!.length)] : pool[Math.floor(r() * pool.length)]);
+  const pickCase = (): FixCase =>
+    wsShare > 0 && r() < wsShare ? o.workspaceCases![Math.floor(r() * o.workspaceCases!.length)] : pool[Math.floor(r() * pool.length)];
   // An episode's conversation is the same every time it is drawn: encoded once.
   const episodeIds = new Map<number, ReturnType<typeof encodeChatDemonstration>>();
   const encodeEpisode = (i: number) => {
@@ -76,14 +93,21 @@ export async function warmstartChat(o: WarmstartOptions): Promise<WarmstartResul
     return e;
   };
   if (episodes.length && episodes.every((_, i) => encodeEpisode(i).replies === 0)) {
-    throw new TurnwiseError('invalid-input', `none of the ${episodes.length} episode(s) fits a row of ${rowTokens} tokens with one reply`, { hint: 'give longer rows (--row-tokens), up to the model\'s context' });
+    throw new TurnwiseError('invalid-input', `none of the ${episodes.length} episode(s) fits a row of ${rowTokens} tokens with one reply`, {
+      hint: "give longer rows (--row-tokens), up to the model's context",
+    });
   }
 
   const outDir = path.resolve(c.out);
   const save = () => {
     if (adapter) saveAdapter(outDir, trainer.adapter()!, ck.weights.config, trainer.adapterOptimizerState());
     else {
-      saveCheckpoint(outDir, { weights: trainer.weights(), optimizer: trainer.optimizerState(), tokenizerJson: ck.tokenizerJson, tokenizerConfig: ck.tokenizerConfig });
+      saveCheckpoint(outDir, {
+        weights: trainer.weights(),
+        optimizer: trainer.optimizerState(),
+        tokenizerJson: ck.tokenizerJson,
+        tokenizerConfig: ck.tokenizerConfig,
+      });
       // The template goes with the weights (it may have been in the base's chat_template.jinja).
       writeFileAtomic(path.join(outDir, 'chat_template.jinja'), format.o.template.text);
       for (const f of ['generation_config.json', 'special_tokens_map.json']) {
@@ -102,28 +126,39 @@ export async function warmstartChat(o: WarmstartOptions): Promise<WarmstartResul
       await policy.dispose();
     }
   };
-  return runWarmstartLoop({ ...o, ...c }, {
-    trainer,
-    rows,
-    rowTokens,
-    seed,
-    curriculum: () => 0,
-    lr: (frac) => lrAt(frac, { peak: c.peakLr, floor: c.floorLr, warmup: c.warmupFrac }),
-    draw: () => {
-      const examples: { ids: number[]; weights: number[] }[] = [];
-      for (let i = 0; i < rows * 4; i++) {
-        const enc =
-          epShare > 0 && (epShare >= 1 || r() < epShare)
-            ? encodeEpisode(Math.floor(r() * episodes.length))
-            : encodeChatDemonstration(format, chatDemonstrationFromSegments(drawDemonstration(r, pickCase(), { curriculum: 0, loopShare: c.loopShare }).segments, PYTHON_SYSTEM), promptWeight, rowTokens);
-        if (enc.replies > 0) examples.push(enc);
-      }
-      return examples;
+  return runWarmstartLoop(
+    { ...o, ...c },
+    {
+      trainer,
+      rows,
+      rowTokens,
+      seed,
+      curriculum: () => 0,
+      lr: (frac) => lrAt(frac, { peak: c.peakLr, floor: c.floorLr, warmup: c.warmupFrac }),
+      draw: () => {
+        const examples: { ids: number[]; weights: number[] }[] = [];
+        for (let i = 0; i < rows * 4; i++) {
+          const enc =
+            epShare > 0 && (epShare >= 1 || r() < epShare)
+              ? encodeEpisode(Math.floor(r() * episodes.length))
+              : encodeChatDemonstration(
+                  format,
+                  chatDemonstrationFromSegments(
+                    drawDemonstration(r, pickCase(), { curriculum: 0, loopShare: c.loopShare }).segments,
+                    PYTHON_SYSTEM,
+                  ),
+                  promptWeight,
+                  rowTokens,
+                );
+          if (enc.replies > 0) examples.push(enc);
+        }
+        return examples;
+      },
+      evaluate,
+      save,
+      finalCurriculum: 0,
     },
-    evaluate,
-    save,
-    finalCurriculum: 0,
-  });
+  );
 }
 
 /**
@@ -171,5 +206,9 @@ export async function evaluateChatEpisodes(
     }
   }
   const n = Math.max(1, st.length);
-  return { fixed: st.filter((s) => s.line === s.c.originalLine && !s.stray).length / n, exact: st.filter((s) => s.exact).length / n, meanTurns: st.reduce((a, s) => a + s.n, 0) / n };
+  return {
+    fixed: st.filter((s) => s.line === s.c.originalLine && !s.stray).length / n,
+    exact: st.filter((s) => s.exact).length / n,
+    meanTurns: st.reduce((a, s) => a + s.n, 0) / n,
+  };
 }

@@ -161,7 +161,9 @@ export interface SettingRange {
 }
 
 /** The settings that are numbers. */
-export type NumberSetting = { [K in keyof WarmstartConfig]-?: NonNullable<WarmstartConfig[K]> extends number ? K : never }[keyof WarmstartConfig];
+export type NumberSetting = {
+  [K in keyof WarmstartConfig]-?: NonNullable<WarmstartConfig[K]> extends number ? K : never;
+}[keyof WarmstartConfig];
 
 const SHARE: SettingRange = { min: 0, max: 1 };
 const SEED: SettingRange = { min: 0, max: 4294967295, integer: true };
@@ -217,7 +219,8 @@ export type WarmstartOptions = WarmstartSettings & WarmstartInputs;
 /** A resolved warm start: its settings, every one set, and its inputs. */
 export type ResolvedWarmstart = WarmstartConfig & WarmstartInputs;
 
-const invalid = (msg: string) => new TurnwiseError('invalid-input', msg, { hint: 'see docs/configuration.md, "Warm start", for the settings and their ranges' });
+const invalid = (msg: string) =>
+  new TurnwiseError('invalid-input', msg, { hint: 'see docs/configuration.md, "Warm start", for the settings and their ranges' });
 
 /** `given` with its absent settings filled for a warm start of `kind`; throws naming a setting out of its range. */
 export function resolveWarmstartConfig(given: WarmstartSettings, kind: WarmstartKind = 'compact'): WarmstartConfig {
@@ -265,14 +268,17 @@ export function resolveWarmstartConfig(given: WarmstartSettings, kind: Warmstart
   checkBudget(c);
   for (const [key, range] of Object.entries(WARMSTART_RANGES) as [NumberSetting, SettingRange][]) {
     const v = c[key];
-    if (v !== undefined && !inRange(v, range)) throw invalid(`warm-start setting "${key}" must be ${describeRange(range)}, got ${JSON.stringify(v)}`);
+    if (v !== undefined && !inRange(v, range))
+      throw invalid(`warm-start setting "${key}" must be ${describeRange(range)}, got ${JSON.stringify(v)}`);
   }
   for (const key of ['out', 'from', 'model', 'adapter', 'workspace', 'tasksFile', 'run', 'runsRoot'] as const) {
-    if (c[key] !== undefined && typeof c[key] !== 'string') throw invalid(`warm-start setting "${key}" must be a path, got ${JSON.stringify(c[key])}`);
+    if (c[key] !== undefined && typeof c[key] !== 'string')
+      throw invalid(`warm-start setting "${key}" must be a path, got ${JSON.stringify(c[key])}`);
   }
   if (!c.out) throw invalid('a warm start needs a folder to write its checkpoint to ("out")');
   for (const key of ['sourceRoots', 'episodeFiles'] as const) {
-    if (!Array.isArray(c[key]) || c[key].some((x) => typeof x !== 'string')) throw invalid(`warm-start setting "${key}" must be a list of paths, got ${JSON.stringify(c[key])}`);
+    if (!Array.isArray(c[key]) || c[key].some((x) => typeof x !== 'string'))
+      throw invalid(`warm-start setting "${key}" must be a list of paths, got ${JSON.stringify(c[key])}`);
   }
   if (typeof c.noSed !== 'boolean') throw invalid(`warm-start setting "noSed" must be true or false, got ${JSON.stringify(c.noSed)}`);
   return c;
@@ -340,11 +346,16 @@ export function lrAt(frac: number, o: { peak: number; floor: number; warmup: num
 
 /** A warm start's length: a positive whole number of steps, or minutes > 0, or both (the minutes then a limit). */
 export function checkBudget(o: Pick<WarmstartOptions, 'steps' | 'minutes'>): void {
-  if (o.steps !== undefined && !(Number.isInteger(o.steps) && o.steps > 0)) throw new TurnwiseError('invalid-input', `the warm-start schedule must be a whole number of steps > 0, got ${o.steps}`);
-  if (o.minutes !== undefined && !(o.minutes > 0)) throw new TurnwiseError('invalid-input', `the warm-start budget must be > 0 minutes, got ${o.minutes}`);
-  if (o.steps === undefined && o.minutes === undefined) throw new TurnwiseError('invalid-input', 'a warm start needs a length: give --steps N (the schedule) or --minutes M (a budget the schedule is planned to fill)');
+  if (o.steps !== undefined && !(Number.isInteger(o.steps) && o.steps > 0))
+    throw new TurnwiseError('invalid-input', `the warm-start schedule must be a whole number of steps > 0, got ${o.steps}`);
+  if (o.minutes !== undefined && !(o.minutes > 0))
+    throw new TurnwiseError('invalid-input', `the warm-start budget must be > 0 minutes, got ${o.minutes}`);
+  if (o.steps === undefined && o.minutes === undefined)
+    throw new TurnwiseError(
+      'invalid-input',
+      'a warm start needs a length: give --steps N (the schedule) or --minutes M (a budget the schedule is planned to fill)',
+    );
 }
 
 /** Steps timed before a schedule is planned from a time budget (the first, which builds the graphs, left out). */
 export const PLAN_AFTER_STEPS = 3;
-

@@ -35,7 +35,9 @@ function headerSource(file: string): string | undefined {
   try {
     const first = fs.readFileSync(file, 'utf8').split('\n', 1)[0];
     const v = JSON.parse(first) as { schema?: unknown; tasks?: { source?: unknown } };
-    return typeof v?.schema === 'string' && v.schema.startsWith('turnwise/eval-results') && typeof v.tasks?.source === 'string' ? v.tasks.source : undefined;
+    return typeof v?.schema === 'string' && v.schema.startsWith('turnwise/eval-results') && typeof v.tasks?.source === 'string'
+      ? v.tasks.source
+      : undefined;
   } catch {
     return undefined;
   }
@@ -43,7 +45,10 @@ function headerSource(file: string): string | undefined {
 
 /** Reads a results file, with a hint for the file `eval --json` printed (a summary, not episodes). */
 function readResults(file: string): Trajectory[] {
-  if (!fs.existsSync(file)) throw new TurnwiseError('not-found', `the results file ${file} does not exist`, { hint: 'give the --out file of `turnwise eval` (its episodes, one a line)' });
+  if (!fs.existsSync(file))
+    throw new TurnwiseError('not-found', `the results file ${file} does not exist`, {
+      hint: 'give the --out file of `turnwise eval` (its episodes, one a line)',
+    });
   try {
     return readTrajectories(file);
   } catch (e) {
@@ -55,20 +60,33 @@ function readResults(file: string): Trajectory[] {
     } catch {
       // not one JSON document
     }
-    throw new TurnwiseError('invalid-file', `${file} is not an evaluation results file (episodes, one trajectory a line)${summary ? ': it is the summary `turnwise eval --json` prints' : ''}: ${e.message.split('\n')[0]}`, {
-      hint: 'give the file `turnwise eval … --out FILE` wrote (or a run\'s iterations/N/trajectories.jsonl)',
-    });
+    throw new TurnwiseError(
+      'invalid-file',
+      `${file} is not an evaluation results file (episodes, one trajectory a line)${summary ? ': it is the summary `turnwise eval --json` prints' : ''}: ${e.message.split('\n')[0]}`,
+      {
+        hint: "give the file `turnwise eval … --out FILE` wrote (or a run's iterations/N/trajectories.jsonl)",
+      },
+    );
   }
 }
 
 /** The resolved, not held-out episodes of the files, with their tasks, and what was left out. */
 export function warmstartEpisodes(o: EpisodeSourceOptions): EpisodeSelection & { tasksSource: string } {
-  if (!o.files.length) throw new TurnwiseError('invalid-input', 'no results file given', { hint: 'give --episodes FILE… (files `turnwise eval --out` wrote)' });
+  if (!o.files.length)
+    throw new TurnwiseError('invalid-input', 'no results file given', {
+      hint: 'give --episodes FILE… (files `turnwise eval --out` wrote)',
+    });
   if (!!o.tasksFile === !!o.run) {
     const named = o.files.map(headerSource).find((s) => s !== undefined);
-    throw new TurnwiseError('invalid-input', o.run ? 'give the tasks of the episodes once: --tasks FILE or --run RUN, not both' : 'the episodes\' tasks are needed to rebuild their conversations and to keep held-out tasks out', {
-      hint: `give --tasks FILE (the task file the evaluation ran on) or --run RUN (the run it evaluated)${named ? `; the results name ${named}` : ''}`,
-    });
+    throw new TurnwiseError(
+      'invalid-input',
+      o.run
+        ? 'give the tasks of the episodes once: --tasks FILE or --run RUN, not both'
+        : "the episodes' tasks are needed to rebuild their conversations and to keep held-out tasks out",
+      {
+        hint: `give --tasks FILE (the task file the evaluation ran on) or --run RUN (the run it evaluated)${named ? `; the results name ${named}` : ''}`,
+      },
+    );
   }
   const files = o.files.map((file) => ({ file, trajectories: readResults(file) }));
   let tasks: Task[];
@@ -83,7 +101,9 @@ export function warmstartEpisodes(o: EpisodeSourceOptions): EpisodeSelection & {
     source = o.tasksFile!;
     tasks = readTaskFile(source);
     const seen = new Set(o.startModel ? demonstrationTaskIds(o.startModel) : []);
-    heldout = new Set(splitTasks(tasks, o.heldoutFraction ?? WARMSTART_DEFAULTS.heldoutFraction, o.taskSeed ?? WARMSTART_DEFAULTS.taskSeed, seen).heldout);
+    heldout = new Set(
+      splitTasks(tasks, o.heldoutFraction ?? WARMSTART_DEFAULTS.heldoutFraction, o.taskSeed ?? WARMSTART_DEFAULTS.taskSeed, seen).heldout,
+    );
   }
   return { ...selectEpisodes(files, tasks, heldout, source), tasksSource: source };
 }

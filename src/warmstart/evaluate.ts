@@ -10,7 +10,12 @@ import { editOf, fixPromptTurns, sedRestores, simulateTurn, type FixForm } from 
  * that restores the line when run, the right line number, any `sed -i 'N…'`. (The numbered form
  * is judged by whole episodes: evaluateEpisodes.)
  */
-export async function evaluateFixes(policy: Policy, codec: CompactCodec, cases: readonly FixCase[], budget = 1024 - 96): Promise<{ exact: number; restores: number; rightLine: number; validSed: number }> {
+export async function evaluateFixes(
+  policy: Policy,
+  codec: CompactCodec,
+  cases: readonly FixCase[],
+  budget = 1024 - 96,
+): Promise<{ exact: number; restores: number; rightLine: number; validSed: number }> {
   let exact = 0;
   let restores = 0;
   let line = 0;
@@ -45,13 +50,23 @@ export async function evaluateFixes(policy: Policy, codec: CompactCodec, cases: 
  * share whose bug line is restored, with no stray edit left, within `turns` turns. Unlike the
  * first-command figures this credits trying again after a failed attempt.
  */
-export async function evaluateEpisodes(policy: Policy, codec: CompactCodec, cases: readonly FixCase[], turns = 5, budget = 1024 - 96, form: FixForm = 'sed'): Promise<{ fixed: number; meanTurns: number }> {
+export async function evaluateEpisodes(
+  policy: Policy,
+  codec: CompactCodec,
+  cases: readonly FixCase[],
+  turns = 5,
+  budget = 1024 - 96,
+  form: FixForm = 'sed',
+): Promise<{ fixed: number; meanTurns: number }> {
   const st = cases.map((c) => ({ c, p: fixPromptTurns(c, form), line: c.mutatedLine, stray: false, done: false, n: 0 }));
   for (let t = 0; t < turns; t++) {
     const live = st.filter((s) => !s.done);
     for (let i = 0; i < live.length; i += 16) {
       const chunk = live.slice(i, i + 16);
-      const rows = await policy.generateIds(chunk.map((s) => renderPrompt(codec, s.p.task, s.p.turns, budget).ids), { maxNewTokens: 96, temperature: 0, stopIds: [codec.imEnd] });
+      const rows = await policy.generateIds(
+        chunk.map((s) => renderPrompt(codec, s.p.task, s.p.turns, budget).ids),
+        { maxNewTokens: 96, temperature: 0, stopIds: [codec.imEnd] },
+      );
       rows.forEach((row, k) => {
         const s = chunk[k];
         const cmd = codec.decode(row.tokenIds.filter((x) => x !== codec.imEnd)).trim();

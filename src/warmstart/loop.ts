@@ -83,9 +83,13 @@ export async function runWarmstartLoop(o: ResolvedWarmstart, l: WarmstartLoop): 
       if (step === 1 && Date.now() - t0 > budgetMs) {
         // Not even one step fits: nothing is written to --out, and the message says what would.
         const stepMin = (Date.now() - t0) / 60_000;
-        throw new TurnwiseError('invalid-input', `a warm-start budget of ${o.minutes} min is shorter than one training step here (the first took ${stepMin.toFixed(2)} min, building its graphs included)`, {
-          hint: `give --minutes of at least ${Math.max(1, Math.ceil(stepMin * 4))} (a few steps; each later step is faster than the first), or --steps N; nothing was written to ${path.resolve(o.out)}`,
-        });
+        throw new TurnwiseError(
+          'invalid-input',
+          `a warm-start budget of ${o.minutes} min is shorter than one training step here (the first took ${stepMin.toFixed(2)} min, building its graphs included)`,
+          {
+            hint: `give --minutes of at least ${Math.max(1, Math.ceil(stepMin * 4))} (a few steps; each later step is faster than the first), or --steps N; nothing was written to ${path.resolve(o.out)}`,
+          },
+        );
       }
       tokens += n;
       windowTokens += n;
@@ -123,9 +127,33 @@ export async function runWarmstartLoop(o: ResolvedWarmstart, l: WarmstartLoop): 
     l.save();
     const final = await l.evaluate();
     // The closing row (the final evaluation) reports the throughput of the whole training phase.
-    emit({ step, minutes: (Date.now() - t0) / 60_000, lr: 0, curriculum: l.finalCurriculum, loss: NaN, action_loss: NaN, tokens, tokens_per_s: (tokens / Math.max(1, trainMs)) * 1000, ...final });
+    emit({
+      step,
+      minutes: (Date.now() - t0) / 60_000,
+      lr: 0,
+      curriculum: l.finalCurriculum,
+      loss: NaN,
+      action_loss: NaN,
+      tokens,
+      tokens_per_s: (tokens / Math.max(1, trainMs)) * 1000,
+      ...final,
+    });
     const outDir = path.resolve(o.out);
-    writeFileAtomic(path.join(outDir, 'warmstart.json'), JSON.stringify(warmstartRecord(o, { steps: step, schedule_steps: schedule ?? step, tokens, minutes: (Date.now() - t0) / 60_000, seed: l.seed, final }), null, 2) + '\n');
+    writeFileAtomic(
+      path.join(outDir, 'warmstart.json'),
+      JSON.stringify(
+        warmstartRecord(o, {
+          steps: step,
+          schedule_steps: schedule ?? step,
+          tokens,
+          minutes: (Date.now() - t0) / 60_000,
+          seed: l.seed,
+          final,
+        }),
+        null,
+        2,
+      ) + '\n',
+    );
     // The whole curve travels with the checkpoint: the earlier phases' log, then this one's.
     writeFileAtomic(path.join(outDir, 'warmstart-log.jsonl'), priorLog(o) + log.map((row) => JSON.stringify(row) + '\n').join(''));
     return { out: path.resolve(o.out), steps: step, tokens, minutes: (Date.now() - t0) / 60_000, log };
@@ -133,4 +161,3 @@ export async function runWarmstartLoop(o: ResolvedWarmstart, l: WarmstartLoop): 
     await trainer.dispose();
   }
 }
-

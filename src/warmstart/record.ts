@@ -9,7 +9,10 @@ import type { WarmstartOptions } from './config';
  * continued with --from keeps its history), and every workspace task used as a demonstration:
  * a training run never holds one of those out (splitTasks' `neverHeldOut`).
  */
-export function warmstartRecord(o: Pick<WarmstartOptions, 'from' | 'model' | 'adapter' | 'workspaceCases' | 'episodes'>, phase: Record<string, unknown>): Record<string, unknown> {
+export function warmstartRecord(
+  o: Pick<WarmstartOptions, 'from' | 'model' | 'adapter' | 'workspaceCases' | 'episodes'>,
+  phase: Record<string, unknown>,
+): Record<string, unknown> {
   const prev = priorRecord(o);
   const ids = new Set([
     ...(prev.demonstrationTaskIds ?? []),
@@ -31,7 +34,10 @@ export function startDir(o: Pick<WarmstartOptions, 'from' | 'model' | 'adapter'>
  * The warmstart.json of the folder a phase starts from ({} for a fresh start or none recorded):
  * its phases continue, and the tasks it was warm-started on stay demonstrations.
  */
-export function priorRecord(o: Pick<WarmstartOptions, 'from' | 'model' | 'adapter'>): { phases?: unknown[]; demonstrationTaskIds?: string[] } {
+export function priorRecord(o: Pick<WarmstartOptions, 'from' | 'model' | 'adapter'>): {
+  phases?: unknown[];
+  demonstrationTaskIds?: string[];
+} {
   const dir = startDir(o);
   if (!dir) return {};
   try {

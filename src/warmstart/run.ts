@@ -43,9 +43,13 @@ export async function warmstart(o: WarmstartOptions): Promise<WarmstartResult> {
     return warmstartChat(o);
   }
   if (c.adapter || c.lora) {
-    throw new TurnwiseError('invalid-input', `${start ?? 'turnwise-tiny'} writes in the compact format, whose warm start trains the whole model; LoRA warm starts are for chat models`, {
-      hint: 'leave out --lora / --adapter (turnwise-tiny is small enough to train whole), or give a chat model folder with --model',
-    });
+    throw new TurnwiseError(
+      'invalid-input',
+      `${start ?? 'turnwise-tiny'} writes in the compact format, whose warm start trains the whole model; LoRA warm starts are for chat models`,
+      {
+        hint: 'leave out --lora / --adapter (turnwise-tiny is small enough to train whole), or give a chat model folder with --model',
+      },
+    );
   }
   let weights;
   let optimizer;
@@ -54,9 +58,13 @@ export async function warmstart(o: WarmstartOptions): Promise<WarmstartResult> {
   if (start) {
     const ck = loadCheckpoint(start, { optimizer: true });
     if (ck.adapter) {
-      throw new TurnwiseError('invalid-input', `${start} is a LoRA adapter over ${ck.dir}, a model in the compact format; its warm start trains a whole model`, {
-        hint: `merge it first (turnwise policy merge --model ${ck.dir} --adapter ${start} --out DIR), then warm-start --from DIR`,
-      });
+      throw new TurnwiseError(
+        'invalid-input',
+        `${start} is a LoRA adapter over ${ck.dir}, a model in the compact format; its warm start trains a whole model`,
+        {
+          hint: `merge it first (turnwise policy merge --model ${ck.dir} --adapter ${start} --out DIR), then warm-start --from DIR`,
+        },
+      );
     }
     weights = ck.weights;
     // A new warm start of a model (--model) starts its optimizer afresh; --from continues it.
@@ -71,7 +79,10 @@ export async function warmstart(o: WarmstartOptions): Promise<WarmstartResult> {
   const tokenizer = loadTokenizer(tokenizerJson, tokenizerConfig);
   const codec = compactCodec(tokenizer);
   const ctx = weights.config.max_position_embeddings;
-  if (rowTokens > ctx) throw new TurnwiseError('invalid-input', `rows of ${rowTokens} tokens are longer than the model's context of ${ctx}`, { hint: `give --row-tokens of at most ${ctx}` });
+  if (rowTokens > ctx)
+    throw new TurnwiseError('invalid-input', `rows of ${rowTokens} tokens are longer than the model's context of ${ctx}`, {
+      hint: `give --row-tokens of at most ${ctx}`,
+    });
   const trainer = new PolicyTrainer(weights, optimizer, o.settings);
 
   // Train cases and held-out eval cases come from different seeds of the generator (none are
@@ -88,16 +99,23 @@ export async function warmstart(o: WarmstartOptions): Promise<WarmstartResult> {
     realPool = await realSourcePool(seededRandom(seed * 7919 + 5), files, c.realPoolSize);
     realEval = await realSourcePool(seededRandom(seed * 7919 + 6), files, 32, { heldOut: true, perFile: 2 });
     if (realPool.length === 0) {
-      throw new TurnwiseError('invalid-input', `no fix case could be made from Python source under ${roots.length ? roots.join(', ') : '(no folder found)'}`, {
-        hint: 'install Python 3 (its standard library is the default source), give folders of Python modules with --source-root DIR, or leave out --real-share',
-      });
+      throw new TurnwiseError(
+        'invalid-input',
+        `no fix case could be made from Python source under ${roots.length ? roots.join(', ') : '(no folder found)'}`,
+        {
+          hint: 'install Python 3 (its standard library is the default source), give folders of Python modules with --source-root DIR, or leave out --real-share',
+        },
+      );
     }
   }
   const r = seededRandom(seed * 7919 + 3);
-  const generated = (): FixCase => (realShare > 0 && r() < realShare ? realPool[Math.floor(r() * realPool.length)] : pool[Math.floor(r() * pool.length)]);
-  const pickCase = (): FixCase => (wsShare > 0 && r() < wsShare ? o.workspaceCases![Math.floor(r() * o.workspaceCases!.length)] : generated());
+  const generated = (): FixCase =>
+    realShare > 0 && r() < realShare ? realPool[Math.floor(r() * realPool.length)] : pool[Math.floor(r() * pool.length)];
+  const pickCase = (): FixCase =>
+    wsShare > 0 && r() < wsShare ? o.workspaceCases![Math.floor(r() * o.workspaceCases!.length)] : generated();
 
-  const save = () => saveCheckpoint(c.out, { weights: trainer.weights(), optimizer: trainer.optimizerState(), tokenizerJson, tokenizerConfig });
+  const save = () =>
+    saveCheckpoint(c.out, { weights: trainer.weights(), optimizer: trainer.optimizerState(), tokenizerJson, tokenizerConfig });
   const evaluate = async (): Promise<Partial<WarmstartLogRow>> => {
     const policy = new Policy(trainer.weights(), tokenizer, o.settings);
     try {
@@ -107,7 +125,9 @@ export async function warmstart(o: WarmstartOptions): Promise<WarmstartResult> {
       // The numbered form, on the generated cases and on held-out real source (the form the
       // warm start teaches most, else the sed form).
       const num = numberedShare > 0 ? await evaluateEpisodes(policy, codec, evalCases.slice(0, 32), 5, undefined, 'numbered') : undefined;
-      const real = realEval.length ? await evaluateEpisodes(policy, codec, realEval, 5, undefined, numberedShare >= 0.5 ? 'numbered' : 'sed') : undefined;
+      const real = realEval.length
+        ? await evaluateEpisodes(policy, codec, realEval, 5, undefined, numberedShare >= 0.5 ? 'numbered' : 'sed')
+        : undefined;
       return {
         episode_fix: ep.fixed,
         exact_fix: e.exact,
@@ -137,29 +157,32 @@ export async function warmstart(o: WarmstartOptions): Promise<WarmstartResult> {
     }
     return undefined;
   };
-  return runWarmstartLoop({ ...o, ...c }, {
-    trainer,
-    rows,
-    rowTokens,
-    seed,
-    curriculum,
-    lr: (frac) => lrAt(frac, { peak: c.peakLr, floor: c.floorLr, warmup: c.warmupFrac }),
-    draw: (frac) => {
-      const cur = curriculum(frac);
-      const examples: { ids: number[]; weights: number[] }[] = [];
-      // Over-draw: packing keeps what fits.
-      for (let i = 0; i < rows * 10; i++) {
-        // No draw without episodes: the random stream of the generated demonstrations stays as it was.
-        const segments = epShare > 0 && (epShare >= 1 || r() < epShare) ? episodeSegs[Math.floor(r() * episodeSegs.length)] : drawMix(cur);
-        if (!segments) continue;
-        const enc = encodeDemonstration(codec, segments, c.promptWeight);
-        if (enc.ids.length <= Math.min(rowTokens, ctx)) examples.push(enc);
-      }
-      return examples;
+  return runWarmstartLoop(
+    { ...o, ...c },
+    {
+      trainer,
+      rows,
+      rowTokens,
+      seed,
+      curriculum,
+      lr: (frac) => lrAt(frac, { peak: c.peakLr, floor: c.floorLr, warmup: c.warmupFrac }),
+      draw: (frac) => {
+        const cur = curriculum(frac);
+        const examples: { ids: number[]; weights: number[] }[] = [];
+        // Over-draw: packing keeps what fits.
+        for (let i = 0; i < rows * 10; i++) {
+          // No draw without episodes: the random stream of the generated demonstrations stays as it was.
+          const segments =
+            epShare > 0 && (epShare >= 1 || r() < epShare) ? episodeSegs[Math.floor(r() * episodeSegs.length)] : drawMix(cur);
+          if (!segments) continue;
+          const enc = encodeDemonstration(codec, segments, c.promptWeight);
+          if (enc.ids.length <= Math.min(rowTokens, ctx)) examples.push(enc);
+        }
+        return examples;
+      },
+      evaluate,
+      save,
+      finalCurriculum: c.curriculumEnd,
     },
-    evaluate,
-    save,
-    finalCurriculum: c.curriculumEnd,
-  });
+  );
 }
-

@@ -28,7 +28,13 @@ export function taskFix(workspace: string, task: Task): Omit<FixCase, 'failing' 
 }
 
 /** Records a FixCase per fixable task (tw-suspects run in a sandbox with the bug written in). */
-export async function recordWorkspaceCases(o: { workspace: string; tasks: readonly Task[]; pool: SandboxPool; snapshot: PoolSnapshot; onProgress?: (done: number, total: number) => void }): Promise<FixCase[]> {
+export async function recordWorkspaceCases(o: {
+  workspace: string;
+  tasks: readonly Task[];
+  pool: SandboxPool;
+  snapshot: PoolSnapshot;
+  onProgress?: (done: number, total: number) => void;
+}): Promise<FixCase[]> {
   const out: FixCase[] = [];
   const todo = o.tasks.map((t) => ({ t, fix: taskFix(o.workspace, t) })).filter((x) => x.fix);
   let done = 0;
@@ -56,13 +62,22 @@ export async function recordWorkspaceCases(o: { workspace: string; tasks: readon
  * The train-split fix cases of a workspace, as a run with the same settings would split it:
  * its mutation tasks (synthesized with `seed`), split with `heldoutFraction`, held-out ones left out.
  */
-export async function workspaceCasesFor(o: { workspace: string; seed: number; maxTasks: number; heldoutFraction: number; pool: SandboxPool; onLog?: (m: string) => void }): Promise<{ cases: FixCase[]; heldout: string[] }> {
+export async function workspaceCasesFor(o: {
+  workspace: string;
+  seed: number;
+  maxTasks: number;
+  heldoutFraction: number;
+  pool: SandboxPool;
+  onLog?: (m: string) => void;
+}): Promise<{ cases: FixCase[]; heldout: string[] }> {
   const runner = detectRunner(o.workspace);
   const { tasks } = await synthesizeMutationTasks({ workspace: o.workspace, pool: o.pool, seed: o.seed, max: o.maxTasks });
   const split = splitTasks(tasks, o.heldoutFraction, o.seed);
   const train = new Set(split.train);
   const snapshot = await o.pool.snapshot(o.workspace, { language: runner.language });
-  o.onLog?.(`${tasks.length} task(s) in ${o.workspace}: ${split.train.length} train, ${split.heldout.length} held out (never demonstrated)`);
+  o.onLog?.(
+    `${tasks.length} task(s) in ${o.workspace}: ${split.train.length} train, ${split.heldout.length} held out (never demonstrated)`,
+  );
   const cases = await recordWorkspaceCases({ workspace: o.workspace, tasks: tasks.filter((t) => train.has(t.id)), pool: o.pool, snapshot });
   o.onLog?.(`${cases.length} demonstration case(s) recorded from the train split`);
   return { cases, heldout: split.heldout };

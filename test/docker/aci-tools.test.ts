@@ -87,7 +87,14 @@ describe('docker: numbered suspects in the Python sandbox (tw-suspects -n, tw-sh
     const ids = Object.keys(scripts);
     const r = await runRollouts(
       ids.map((id) => ({ task, episodeId: id, groupId: 'g', seed: 1, split: 'train' as const })),
-      { provider: poolProvider(pool, snap), checkpoint: 'scripted', originals, concurrency: ids.length, model: new ScriptedModel(scripts), ...(cache ? { observationCache: cache } : {}) },
+      {
+        provider: poolProvider(pool, snap),
+        checkpoint: 'scripted',
+        originals,
+        concurrency: ids.length,
+        model: new ScriptedModel(scripts),
+        ...(cache ? { observationCache: cache } : {}),
+      },
     );
     const out: Record<string, Trajectory> = {};
     for (const id of ids) {
@@ -117,14 +124,24 @@ describe('docker: numbered suspects in the Python sandbox (tw-suspects -n, tw-sh
     // Numbered: "[K] path:line: code", K from 1, the same lines as the plain output in the same order.
     assert.match(suspects.observation, /^exit 1\n\d+ failed, \d+ passed\n\[1\] \S+:\d+: /);
     const numbered = suspects.observation.split('\n').filter((l) => /^\[\d+\] /.test(l));
-    assert.deepEqual(numbered.map((l) => Number(l.match(/^\[(\d+)\]/)![1])), numbered.map((_, i) => i + 1));
+    assert.deepEqual(
+      numbered.map((l) => Number(l.match(/^\[(\d+)\]/)![1])),
+      numbered.map((_, i) => i + 1),
+    );
     const plainLines = plain.observation.split('\n').filter((l) => /^\S+:\d+: /.test(l));
-    assert.deepEqual(numbered.map((l) => l.replace(/^\[\d+\] /, '')), plainLines, 'the plain format is unchanged: the same lines without the numbers');
+    assert.deepEqual(
+      numbered.map((l) => l.replace(/^\[\d+\] /, '')),
+      plainLines,
+      'the plain format is unchanged: the same lines without the numbers',
+    );
     const [, top, topLine] = numbered[0].match(/^\[1\] (\S+):(\d+): (.*)$/)!;
     // tw-show: the header, then the file's lines around it, the line itself marked.
     assert.equal(show.exitCode, 0, show.observation);
     assert.equal(show.observation.split('\n')[1], `${top}:${topLine}`);
-    assert.ok(show.observation.split('\n').some((l) => l.startsWith(`>${topLine} `) && l.includes(numbered[0].replace(/^\[1\] \S+: /, ''))), show.observation);
+    assert.ok(
+      show.observation.split('\n').some((l) => l.startsWith(`>${topLine} `) && l.includes(numbered[0].replace(/^\[1\] \S+: /, ''))),
+      show.observation,
+    );
     // tw-tokens: the line, then its tokens; nothing about which change fixes it.
     assert.equal(tokens.exitCode, 0, tokens.observation);
     assert.match(tokens.observation, /^exit 0\n\S+:\d+: .*\n\d+ tokens: .+$/);
@@ -142,13 +159,23 @@ describe('docker: numbered suspects in the Python sandbox (tw-suspects -n, tw-sh
   it('a fix through tw-edit K scores exactly as the same fix by sed; the edit changes only that line', async () => {
     const q = (s: string) => shellQuote(s);
     const { edit, sed } = await play({
-      edit: (turns) => (turns.length === 0 ? 'tw-suspects -n' : turns.length === 1 ? `tw-edit ${bugNumber(turns[0].observation)} ${q(fix.mutatedLine.trim())} ${q(fix.originalLine.trim())}` : turns.length === 2 ? 'tw-test' : 'submit'),
+      edit: (turns) =>
+        turns.length === 0
+          ? 'tw-suspects -n'
+          : turns.length === 1
+            ? `tw-edit ${bugNumber(turns[0].observation)} ${q(fix.mutatedLine.trim())} ${q(fix.originalLine.trim())}`
+            : turns.length === 2
+              ? 'tw-test'
+              : 'submit',
       sed: list('tw-suspects', fix.fix, 'tw-test'),
     });
     const e = edit.turns[1];
     assert.equal(e.exitCode, 0, e.observation);
     assert.equal(e.observation, `exit 0\nedited ${fix.path}:${fix.line}\n- ${fix.mutatedLine.trim()}\n+ ${fix.originalLine.trim()}`);
-    assert.deepEqual(e.edits?.map((x) => x.path), [fix.path]);
+    assert.deepEqual(
+      e.edits?.map((x) => x.path),
+      [fix.path],
+    );
     const before = e.edits![0].before!.split('\n');
     const after = e.edits![0].after!.split('\n');
     assert.equal(after.length, before.length);
@@ -167,7 +194,14 @@ describe('docker: numbered suspects in the Python sandbox (tw-suspects -n, tw-sh
     const j = lineCandidates(fix.mutatedLine).indexOf(fix.originalLine) + 1;
     assert.ok(j > 0, `the original line is a variant of the mutated one: ${fix.mutatedLine.trim()} -> ${fix.originalLine.trim()}`);
     const { apply, sed } = await play({
-      apply: (turns) => (turns.length === 0 ? 'tw-suspects -n' : turns.length === 1 ? `tw-cands ${bugNumber(turns[0].observation)}` : turns.length === 2 ? `tw-apply ${bugNumber(turns[0].observation)} ${j} && tw-test` : 'submit'),
+      apply: (turns) =>
+        turns.length === 0
+          ? 'tw-suspects -n'
+          : turns.length === 1
+            ? `tw-cands ${bugNumber(turns[0].observation)}`
+            : turns.length === 2
+              ? `tw-apply ${bugNumber(turns[0].observation)} ${j} && tw-test`
+              : 'submit',
       sed: list('tw-suspects', fix.fix, 'tw-test'),
     });
     const [, cands, applied] = apply.turns;
@@ -175,7 +209,10 @@ describe('docker: numbered suspects in the Python sandbox (tw-suspects -n, tw-sh
     assert.equal(cands.edits, undefined, 'tw-cands changes no file');
     assert.match(applied.observation, new RegExp(`^exit 0\\nedited ${fix.path.replace(/[.]/g, '\\.')}:${fix.line}\\n`));
     assert.match(applied.observation, /\n0 failed, \d+ passed/);
-    assert.deepEqual(applied.edits?.map((x) => x.path), [fix.path]);
+    assert.deepEqual(
+      applied.edits?.map((x) => x.path),
+      [fix.path],
+    );
     assert.equal(applied.edits![0].after, sed.turns[1].edits![0].after, 'the same file as the sed fix');
     assert.equal(apply.reward.resolved, true);
     assert.deepEqual({ ...apply.reward }, { ...sed.reward });
@@ -184,7 +221,7 @@ describe('docker: numbered suspects in the Python sandbox (tw-suspects -n, tw-sh
   it('tw-apply refuses a variant not listed, a test file and a bad number; nothing is written and the reward does not move', async () => {
     const testFile = [...originals.tests.keys()][0];
     const { bad, idle } = await play({
-      bad: list('tw-suspects -n', 'tw-apply 1 99', `tw-apply ${testFile}:1 1`, 'tw-apply 1 x', 'tw-apply 1', "tw-cands 1 2"),
+      bad: list('tw-suspects -n', 'tw-apply 1 99', `tw-apply ${testFile}:1 1`, 'tw-apply 1 x', 'tw-apply 1', 'tw-cands 1 2'),
       idle: idleFor(6),
     });
     const [, far, test, word, short, extra] = bad.turns;
@@ -229,7 +266,10 @@ describe('docker: numbered suspects in the Python sandbox (tw-suspects -n, tw-sh
         return [c, c.map((v) => variantView(l, v))];
       };
       const differ = rows.filter(([l, c, v]) => JSON.stringify(ours(l)) !== JSON.stringify([c, v]));
-      assert.deepEqual(differ.slice(0, 5).map(([l, c, v]) => ({ line: l, python: [c, v], typescript: ours(l) })), []);
+      assert.deepEqual(
+        differ.slice(0, 5).map(([l, c, v]) => ({ line: l, python: [c, v], typescript: ours(l) })),
+        [],
+      );
     } finally {
       await sb.dispose();
     }
@@ -237,7 +277,8 @@ describe('docker: numbered suspects in the Python sandbox (tw-suspects -n, tw-sh
 
   it('refuses test files, paths outside the workspace, links and a forged ranking; the reward does not move', async () => {
     const testFile = [...originals.tests.keys()][0];
-    const forge = (p: string, n: number) => `mkdir -p /tmp/turnwise-tools && printf '%s' ${shellQuote(JSON.stringify({ root: '/workspace', suspects: [[p, n]] }))} > /tmp/turnwise-tools/suspects.json`;
+    const forge = (p: string, n: number) =>
+      `mkdir -p /tmp/turnwise-tools && printf '%s' ${shellQuote(JSON.stringify({ root: '/workspace', suspects: [[p, n]] }))} > /tmp/turnwise-tools/suspects.json`;
     const { bad, idle } = await play({
       bad: list(
         `tw-edit ${testFile}:1 ${shellQuote('i')} x`,
@@ -251,7 +292,10 @@ describe('docker: numbered suspects in the Python sandbox (tw-suspects -n, tw-sh
     const obs = bad.turns.map((t) => t.observation);
     assert.match(obs[0], /is a test file: tw-edit changes the code under test/);
     assert.match(obs[1], /is a test file/);
-    assert.match(obs[2], /tw-edit: \.\.\/etc\/passwd is outside the workspace \/workspace\ntw-show: \.\.\/etc\/passwd is outside the workspace/);
+    assert.match(
+      obs[2],
+      /tw-edit: \.\.\/etc\/passwd is outside the workspace \/workspace\ntw-show: \.\.\/etc\/passwd is outside the workspace/,
+    );
     assert.match(obs[3], /linked\.py is reached through a symbolic link/);
     assert.match(obs[4], /may not hold a line break/);
     for (const t of bad.turns) assert.ok(!t.edits?.some((e) => e.path !== 'linked.py'), `${t.action}: no file of the workspace changed`);
@@ -260,7 +304,10 @@ describe('docker: numbered suspects in the Python sandbox (tw-suspects -n, tw-sh
 
   it('a replayed tw-suspects (observation cache) restores the ranking, so tw-show K means the same line in every episode', async () => {
     const cache = new ObservationCache();
-    const eps = await play({ a: list('tw-suspects -n', 'tw-show 2', 'tw-suspects -n'), b: list('tw-suspects -n', 'tw-show 2', 'tw-test') }, cache);
+    const eps = await play(
+      { a: list('tw-suspects -n', 'tw-show 2', 'tw-suspects -n'), b: list('tw-suspects -n', 'tw-show 2', 'tw-test') },
+      cache,
+    );
     const replayed = [eps.a, eps.b].filter((t) => t.turns[0].cached);
     assert.equal(replayed.length, 1, 'one of the two ran tw-suspects, the other replayed it');
     assert.equal(eps.a.turns[1].observation, eps.b.turns[1].observation);
@@ -274,7 +321,10 @@ describe('docker: numbered suspects in the Python sandbox (tw-suspects -n, tw-sh
     fs.writeFileSync(cmds, 'tw-suspects -n\ntw-show 1\ntw-tokens 1\ntw-cands 1\n');
     let out = '';
     let err = '';
-    const code = await main(['episode', '--tasks', tasksFile, '--id', task.id, '--commands', cmds], { out: (t) => (out += t + '\n'), err: (t) => (err += t + '\n') });
+    const code = await main(['episode', '--tasks', tasksFile, '--id', task.id, '--commands', cmds], {
+      out: (t) => (out += t + '\n'),
+      err: (t) => (err += t + '\n'),
+    });
     assert.equal(code, 0, err);
     assert.match(out, /\$ tw-suspects -n\n[\s\S]*│ \[1\] \S+:\d+: /);
     assert.match(out, /\$ tw-show 1\n[\s\S]*│ >\s*\d+ /);

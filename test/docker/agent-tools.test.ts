@@ -14,7 +14,11 @@ import { keepableObservation } from '../../src/agent/cache';
 const demo = path.join(__dirname, '..', '..', 'examples', 'demo-python');
 const RUN = `agent-tools-${process.pid}`;
 
-const suspectLines = (stdout: string) => stdout.trim().split('\n').filter((l) => /^\S+:\d+: /.test(l));
+const suspectLines = (stdout: string) =>
+  stdout
+    .trim()
+    .split('\n')
+    .filter((l) => /^\S+:\d+: /.test(l));
 
 describe('docker: agent tools in the Python sandbox (tw-suspects mutation ranking)', function () {
   this.timeout(300_000);
@@ -31,7 +35,10 @@ describe('docker: agent tools in the Python sandbox (tw-suspects mutation rankin
     assert.equal(left.length, 0);
   });
 
-  async function inSandbox<T>(snap: PoolSnapshot, f: (exec: (cmd: string) => Promise<{ exitCode: number | null; stdout: string; stderr: string }>) => Promise<T>): Promise<T> {
+  async function inSandbox<T>(
+    snap: PoolSnapshot,
+    f: (exec: (cmd: string) => Promise<{ exitCode: number | null; stdout: string; stderr: string }>) => Promise<T>,
+  ): Promise<T> {
     const sb = await pool.acquire(snap, { rollout: 'tools' });
     try {
       return await f((cmd) => sb.exec(cmd, { timeoutMs: 60_000 }));
@@ -43,11 +50,16 @@ describe('docker: agent tools in the Python sandbox (tw-suspects mutation rankin
   it('a negated condition: Ochiai ranks the constructor first, the mutation analysis the bug', async () => {
     const snap = await pool.snapshot(demo, { language: 'python' });
     await inSandbox(snap, async (exec) => {
-      const bug = await exec(`sed -i '14s/if qty <= 0:/if not (qty <= 0):/' inventory/stock.py && sed -n 14p inventory/stock.py && md5sum inventory/stock.py`);
+      const bug = await exec(
+        `sed -i '14s/if qty <= 0:/if not (qty <= 0):/' inventory/stock.py && sed -n 14p inventory/stock.py && md5sum inventory/stock.py`,
+      );
       assert.match(bug.stdout, /if not \(qty <= 0\):/);
       const ochiai = await exec('TW_MUTATE=0 tw-suspects');
       assert.equal(ochiai.exitCode, 1);
-      assert.ok(!suspectLines(ochiai.stdout)[0].startsWith('inventory/stock.py:14: '), `precondition: Ochiai alone does not rank the bug first\n${ochiai.stdout}`);
+      assert.ok(
+        !suspectLines(ochiai.stdout)[0].startsWith('inventory/stock.py:14: '),
+        `precondition: Ochiai alone does not rank the bug first\n${ochiai.stdout}`,
+      );
       const ranked = await exec('tw-suspects');
       assert.equal(ranked.exitCode, 1, ranked.stderr);
       assert.match(ranked.stdout, /^8 failed, 5 passed\n/);
@@ -79,7 +91,7 @@ describe('docker: agent tools in the Python sandbox (tw-suspects mutation rankin
     });
   });
 
-  it('the ranking does not depend on the machine\'s load: the same lines under CPU contention that makes it slower than a time budget would allow', async () => {
+  it("the ranking does not depend on the machine's load: the same lines under CPU contention that makes it slower than a time budget would allow", async () => {
     const snap = await pool.snapshot(demo, { language: 'python' });
     const sb = await pool.acquire(snap, { rollout: 'tools-load' });
     try {
@@ -94,9 +106,14 @@ describe('docker: agent tools in the Python sandbox (tw-suspects mutation rankin
       // and ranked by Ochiai alone: the constructor first).
       const hogs = Math.min(64, Math.ceil(16_000 / Math.max(idleMs, 200)) + 1);
       const t1 = Date.now();
-      const busy = await exec(`for i in $(seq ${hogs}); do (while :; do :; done) & done; tw-suspects; rc=$?; kill $(jobs -p) 2>/dev/null; exit $rc`);
+      const busy = await exec(
+        `for i in $(seq ${hogs}); do (while :; do :; done) & done; tw-suspects; rc=$?; kill $(jobs -p) 2>/dev/null; exit $rc`,
+      );
       const busyMs = Date.now() - t1;
-      assert.ok(busyMs > 12_000, `precondition: contention (${hogs} loops) made the tool slower than 12 s, got ${busyMs} ms (idle ${idleMs} ms)`);
+      assert.ok(
+        busyMs > 12_000,
+        `precondition: contention (${hogs} loops) made the tool slower than 12 s, got ${busyMs} ms (idle ${idleMs} ms)`,
+      );
       assert.equal(busy.exitCode, 1, busy.stderr);
       assert.equal(busy.stdout, idle.stdout, `idle ${idleMs} ms, busy ${busyMs} ms with ${hogs} loops`);
     } finally {
@@ -110,7 +127,10 @@ describe('docker: agent tools in the Python sandbox (tw-suspects mutation rankin
     // Ochiai ties lines 2-5 (every test runs them all) and keeps them in line order; line 4's
     // variants `i -= 1`, `i *= 1`, ... never end.
     fs.writeFileSync(path.join(ws, 'counter.py'), 'def count_up(n):\n    i = 0\n    while i < n:\n        i += 1\n    return i + 1\n');
-    fs.writeFileSync(path.join(ws, 'tests', 'test_counter.py'), 'from counter import count_up\n\n\ndef test_three():\n    assert count_up(3) == 3\n\n\ndef test_zero():\n    assert count_up(0) == 0\n');
+    fs.writeFileSync(
+      path.join(ws, 'tests', 'test_counter.py'),
+      'from counter import count_up\n\n\ndef test_three():\n    assert count_up(3) == 3\n\n\ndef test_zero():\n    assert count_up(0) == 0\n',
+    );
     const snap = await pool.snapshot(ws, { language: 'python' });
     await inSandbox(snap, async (exec) => {
       const t0 = Date.now();
@@ -141,7 +161,10 @@ describe('docker: agent tools in the Python sandbox (tw-suspects mutation rankin
       const ochiai = await exec('TW_MUTATE=0 tw-suspects');
       assert.ok(suspectLines(ochiai.stdout).includes('inventory/units.py:2: SECONDS_PER_DAY = 86401'), ochiai.stdout);
       // Docstrings and imports the imports ran are not suspects.
-      assert.ok(suspectLines(ochiai.stdout).every((l) => !/: ("""|import |from )/.test(l)), ochiai.stdout);
+      assert.ok(
+        suspectLines(ochiai.stdout).every((l) => !/: ("""|import |from )/.test(l)),
+        ochiai.stdout,
+      );
       const ranked = await exec('tw-suspects');
       assert.equal(ranked.exitCode, 1);
       assert.match(ranked.stdout, /^1 failed, 15 passed\n/);
@@ -157,7 +180,10 @@ describe('docker: agent tools in the Python sandbox (tw-suspects mutation rankin
       assert.equal(ranked.exitCode, 1);
       assert.equal(suspectLines(ranked.stdout)[0], 'inventory/units.py:5: def per_day(total, days=6):', ranked.stdout);
       // A def line without a default is still no suspect.
-      assert.ok(suspectLines(ranked.stdout).every((l) => !/: (def|class) [^=]*$/.test(l)), ranked.stdout);
+      assert.ok(
+        suspectLines(ranked.stdout).every((l) => !/: (def|class) [^=]*$/.test(l)),
+        ranked.stdout,
+      );
     });
   });
 

@@ -12,13 +12,43 @@ describe('docker: turnwise bench rollout --json', function () {
   it('runs both passes on the same episodes and reports consistent figures', async () => {
     let stdout = '';
     let stderr = '';
-    const code = await main(['bench', 'rollout', '--tasks', '2', '--episodes', '3', '--concurrency', '3', '--max-turns', '2', '--seed', '5', '--repeats', '2', '--json'], {
-      out: (t) => (stdout += t),
-      err: (t) => (stderr += `${t}\n`),
-    });
+    const code = await main(
+      [
+        'bench',
+        'rollout',
+        '--tasks',
+        '2',
+        '--episodes',
+        '3',
+        '--concurrency',
+        '3',
+        '--max-turns',
+        '2',
+        '--seed',
+        '5',
+        '--repeats',
+        '2',
+        '--json',
+      ],
+      {
+        out: (t) => (stdout += t),
+        err: (t) => (stderr += `${t}\n`),
+      },
+    );
     assert.equal(code, 0, stderr.slice(-2000));
     const r = JSON.parse(stdout);
-    for (const k of ['episodes_per_min_sequential', 'episodes_per_min_concurrent', 'speedup', 'mean_batch', 'generation_s_sequential', 'generation_s_concurrent', 'sandbox_s_sequential', 'sandbox_s_concurrent', 'tokens_per_s_sequential', 'tokens_per_s_concurrent']) {
+    for (const k of [
+      'episodes_per_min_sequential',
+      'episodes_per_min_concurrent',
+      'speedup',
+      'mean_batch',
+      'generation_s_sequential',
+      'generation_s_concurrent',
+      'sandbox_s_sequential',
+      'sandbox_s_concurrent',
+      'tokens_per_s_sequential',
+      'tokens_per_s_concurrent',
+    ]) {
       assert.equal(typeof r[k], 'number', `${k} is ${r[k]}`);
       assert.ok(r[k] >= 0, `${k} = ${r[k]}`);
     }

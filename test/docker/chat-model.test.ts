@@ -49,7 +49,14 @@ describe('docker: a chat model (generated Qwen2 folder, ChatML template) as the 
   before(async () => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-chat-docker-'));
     pool = await SandboxPool.connect({ run: RUN });
-    const r = await synthesizeMutationTasks({ workspace: demo, pool, seed: 1, max: 2, operators: ['change-constant', 'flip-comparison'], concurrency: 1 });
+    const r = await synthesizeMutationTasks({
+      workspace: demo,
+      pool,
+      seed: 1,
+      max: 2,
+      operators: ['change-constant', 'flip-comparison'],
+      concurrency: 1,
+    });
     assert.equal(r.tasks.length, 2);
     tasks = r.tasks;
     tasksFile = path.join(dir, 'tasks.jsonl');
@@ -59,10 +66,33 @@ describe('docker: a chat model (generated Qwen2 folder, ChatML template) as the 
     const { chat_template: template, ...tokenizerConfig } = files.tokenizerConfig as { chat_template: string };
     const id = (t: string) => (files.tokenizerJson.added_tokens as { id: number; content: string }[]).find((a) => a.content === t)!.id;
     model = path.join(dir, 'qwen2-chat');
-    writeModelFolder(model, initWeights({
-      model_type: 'qwen2', hidden_size: 32, intermediate_size: 48, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, rms_norm_eps: 1e-6, rope_theta: 1_000_000,
-      vocab_size: Math.ceil(tokenizerJsonSize(files.tokenizerJson) / 64) * 64, max_position_embeddings: 2048, tie_word_embeddings: true, eos_token_id: id('<|im_end|>'),
-    }, 11, 0.2), { dtype: 'float32', tokenizerJson: files.tokenizerJson, tokenizerConfig, generationConfig: { eos_token_id: [id('<|im_end|>'), id('<|endoftext|>')] } });
+    writeModelFolder(
+      model,
+      initWeights(
+        {
+          model_type: 'qwen2',
+          hidden_size: 32,
+          intermediate_size: 48,
+          num_hidden_layers: 2,
+          num_attention_heads: 4,
+          num_key_value_heads: 2,
+          rms_norm_eps: 1e-6,
+          rope_theta: 1_000_000,
+          vocab_size: Math.ceil(tokenizerJsonSize(files.tokenizerJson) / 64) * 64,
+          max_position_embeddings: 2048,
+          tie_word_embeddings: true,
+          eos_token_id: id('<|im_end|>'),
+        },
+        11,
+        0.2,
+      ),
+      {
+        dtype: 'float32',
+        tokenizerJson: files.tokenizerJson,
+        tokenizerConfig,
+        generationConfig: { eos_token_id: [id('<|im_end|>'), id('<|endoftext|>')] },
+      },
+    );
     fs.writeFileSync(path.join(model, 'chat_template.jinja'), template);
   });
 
@@ -80,15 +110,20 @@ describe('docker: a chat model (generated Qwen2 folder, ChatML template) as the 
       assert.equal(typeof turn.reply, 'string', 'the reply text is kept');
       assert.ok(turn.tokenIds!.length > 0 && turn.logprobs!.length === turn.tokenIds!.length, 'its ids and log-probs');
       assert.ok(turn.logprobs!.every((l) => Number.isFinite(l) && l <= 0));
-      if (turn.formatError) assert.match(turn.observation, /^not run: .*Reply with exactly one ```bash block holding one command, or the word submit\.$/s);
+      if (turn.formatError)
+        assert.match(turn.observation, /^not run: .*Reply with exactly one ```bash block holding one command, or the word submit\.$/s);
     }
   }
 
-  it('an episode reads the command out of a reply\'s bash block, runs it, and does not run a reply with two', async () => {
+  it("an episode reads the command out of a reply's bash block, runs it, and does not run a reply with two", async () => {
     const snap = await pool.snapshot(demo, { language: 'python' });
     const replies = ['The test fails; run the suite first.\n\n```bash\ntw-test\n```', '```bash\nls\n```\nand\n```bash\npwd\n```'];
     const res = await runRollouts([{ task: tasks[0], episodeId: 'scripted-chat', groupId: 'g', seed: 1, split: 'train' }], {
-      provider: poolProvider(pool, snap), model: new ScriptedActionModel(replies, 'chat'), checkpoint: 'scripted', originals: collectOriginals(demo), concurrency: 1,
+      provider: poolProvider(pool, snap),
+      model: new ScriptedActionModel(replies, 'chat'),
+      checkpoint: 'scripted',
+      originals: collectOriginals(demo),
+      concurrency: 1,
     });
     const [run, two, submit] = res.trajectories[0].turns;
     assert.equal(run.action, 'tw-test');
@@ -108,35 +143,83 @@ describe('docker: a chat model (generated Qwen2 folder, ChatML template) as the 
     writeTaskFile(one, [tasks[0]]);
     const out = path.join(dir, 'eval.jsonl');
     let err = '';
-    const code = await main(['eval', '--tasks', one, '--model', model, '--workspace', demo, '--max-turns', '2', '--concurrency', '1', '--out', out, '--json'], { out: () => undefined, err: (x) => (err += x + '\n') });
+    const code = await main(
+      ['eval', '--tasks', one, '--model', model, '--workspace', demo, '--max-turns', '2', '--concurrency', '1', '--out', out, '--json'],
+      { out: () => undefined, err: (x) => (err += x + '\n') },
+    );
     assert.equal(code, 0, err);
     const [t] = readTrajectories(out);
     assertChatTurns(t);
     // The first prompt is the template's render of the system message and the task, to the byte.
     const ck = loadCheckpoint(model);
     const format = chatFormatOf(ck, 128);
-    const rows = chatTurnTokenRows(format, chatSystemMessage(tasks[0]), chatTaskMessage(tasks[0]), t, [ck.tokenizer.tokenId('<|im_end|>')!, ck.tokenizer.tokenId('<|endoftext|>')!]);
-    assert.equal(ck.tokenizer.decode(rows[0].ids.slice(0, rows[0].actionStart)), format.o.template.render([{ role: 'system', content: chatSystemMessage(tasks[0]) }, { role: 'user', content: chatTaskMessage(tasks[0]) }], true));
+    const rows = chatTurnTokenRows(format, chatSystemMessage(tasks[0]), chatTaskMessage(tasks[0]), t, [
+      ck.tokenizer.tokenId('<|im_end|>')!,
+      ck.tokenizer.tokenId('<|endoftext|>')!,
+    ]);
+    assert.equal(
+      ck.tokenizer.decode(rows[0].ids.slice(0, rows[0].actionStart)),
+      format.o.template.render(
+        [
+          { role: 'system', content: chatSystemMessage(tasks[0]) },
+          { role: 'user', content: chatTaskMessage(tasks[0]) },
+        ],
+        true,
+      ),
+    );
   });
 
   for (const lora of [false, true]) {
     it(`a 1-iteration training run${lora ? ' with a lora block: adapter checkpoints' : ': full checkpoints carrying the template'}; the log-probs are the model's over the conversation's ids`, async () => {
       const c = resolveTrainConfig({
-        workspace: demo, taskSource: 'file', tasksFile, heldoutFraction: 0.5, iterations: 1, tasksPerIteration: 1, groupSize: 2, maxTurns: 2, concurrency: 2,
-        maxActionTokens: 32, minibatches: 1, evalEvery: 0, executionProvider: 'cpu', seed: 5, model, lr: 1e-3,
+        workspace: demo,
+        taskSource: 'file',
+        tasksFile,
+        heldoutFraction: 0.5,
+        iterations: 1,
+        tasksPerIteration: 1,
+        groupSize: 2,
+        maxTurns: 2,
+        concurrency: 2,
+        maxActionTokens: 32,
+        minibatches: 1,
+        evalEvery: 0,
+        executionProvider: 'cpu',
+        seed: 5,
+        model,
+        lr: 1e-3,
         ...(lora ? { lora: { r: 4, lora_alpha: 8, target_modules: 'all-linear' } } : {}),
       });
       const logs: string[] = [];
-      const r = await trainRun({ config: c, runsRoot: path.join(dir, lora ? 'runs-lora' : 'runs'), onEvent: (e) => void (e.type === 'log' && logs.push(e.message)) });
+      const r = await trainRun({
+        config: c,
+        runsRoot: path.join(dir, lora ? 'runs-lora' : 'runs'),
+        onEvent: (e) => void (e.type === 'log' && logs.push(e.message)),
+      });
       assert.equal(r.state, 'finished');
-      assert.ok(logs.some((m) => m.includes('its own chat format') && m.includes('chat_template.jinja')), logs.join('\n'));
+      assert.ok(
+        logs.some((m) => m.includes('its own chat format') && m.includes('chat_template.jinja')),
+        logs.join('\n'),
+      );
       const run = RunDir.open(r.runDir);
-      assert.equal(run.readConfig<{ actionFormat?: string }>().actionFormat, 'chat', 'the run\'s config.json says which format its model writes in');
+      assert.equal(
+        run.readConfig<{ actionFormat?: string }>().actionFormat,
+        'chat',
+        "the run's config.json says which format its model writes in",
+      );
       for (const n of [0, 1]) {
         const d = run.checkpointDir(n);
         assert.equal(recordedActionFormat(d), 'chat', `checkpoint ${n} records its format`);
-        if (lora) assert.ok(fs.existsSync(path.join(d, 'adapter_model.safetensors')) && !fs.existsSync(path.join(d, 'model.safetensors')), `checkpoint ${n} is an adapter`);
-        else assert.equal(fs.readFileSync(path.join(d, 'chat_template.jinja'), 'utf8'), fs.readFileSync(path.join(model, 'chat_template.jinja'), 'utf8'));
+        if (lora)
+          assert.ok(
+            fs.existsSync(path.join(d, 'adapter_model.safetensors')) && !fs.existsSync(path.join(d, 'model.safetensors')),
+            `checkpoint ${n} is an adapter`,
+          );
+        else
+          assert.equal(
+            fs.readFileSync(path.join(d, 'chat_template.jinja'), 'utf8'),
+            fs.readFileSync(path.join(model, 'chat_template.jinja'), 'utf8'),
+          );
       }
       const trajs = run.readTrajectories(1, 'train');
       assert.equal(trajs.length, 2);
@@ -147,10 +230,20 @@ describe('docker: a chat model (generated Qwen2 folder, ChatML template) as the 
       const policy = new TrainablePolicy(ck.weights, ck.adapter ? { adapter: ck.adapter } : {});
       try {
         const task = tasks.find((x) => x.id === trajs[0].taskId)!;
-        const rows = chatTurnTokenRows(chatFormatOf(ck, 32), chatSystemMessage(task), chatTaskMessage(task), trajs[0], [ck.tokenizer.tokenId('<|im_end|>')!, ck.tokenizer.tokenId('<|endoftext|>')!]);
+        const rows = chatTurnTokenRows(chatFormatOf(ck, 32), chatSystemMessage(task), chatTaskMessage(task), trajs[0], [
+          ck.tokenizer.tokenId('<|im_end|>')!,
+          ck.tokenizer.tokenId('<|endoftext|>')!,
+        ]);
         assert.equal(rows.length, trajs[0].turns.length);
-        const lps = await policy.logprobs(rows.map((x) => x.ids), { temperature: c.temperature });
-        rows.forEach((row, i) => row.logprobs.forEach((l, k) => assert.ok(Math.abs(l - lps[i][row.actionStart + k]) < 1e-4, `turn ${i} token ${k}: ${l} vs ${lps[i][row.actionStart + k]}`)));
+        const lps = await policy.logprobs(
+          rows.map((x) => x.ids),
+          { temperature: c.temperature },
+        );
+        rows.forEach((row, i) =>
+          row.logprobs.forEach((l, k) =>
+            assert.ok(Math.abs(l - lps[i][row.actionStart + k]) < 1e-4, `turn ${i} token ${k}: ${l} vs ${lps[i][row.actionStart + k]}`),
+          ),
+        );
       } finally {
         await policy.dispose();
       }
@@ -163,10 +256,35 @@ describe('docker: a chat model (generated Qwen2 folder, ChatML template) as the 
   it('an evaluation through turnwise serve gives the episodes of the same checkpoint evaluated locally (same tasks and seed, greedy): replies, their ids and log-probs, observations, rewards', async () => {
     const server = await startServer({ model, port: 0, settings: { provider: 'cpu' } });
     try {
-      const read = (f: string) => fs.readFileSync(f, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Trajectory).filter((t) => t.schema === 'turnwise/trajectory@1');
+      const read = (f: string) =>
+        fs
+          .readFileSync(f, 'utf8')
+          .split('\n')
+          .filter(Boolean)
+          .map((l) => JSON.parse(l) as Trajectory)
+          .filter((t) => t.schema === 'turnwise/trajectory@1');
       const run = async (flags: string[], out: string) => {
         let err = '';
-        const code = await main(['eval', '--tasks', tasksFile, '--workspace', demo, '--max-turns', '3', '--concurrency', '2', '--seed', '7', '--out', out, '--json', ...flags], { out: () => undefined, err: (x) => (err += x + '\n') });
+        const code = await main(
+          [
+            'eval',
+            '--tasks',
+            tasksFile,
+            '--workspace',
+            demo,
+            '--max-turns',
+            '3',
+            '--concurrency',
+            '2',
+            '--seed',
+            '7',
+            '--out',
+            out,
+            '--json',
+            ...flags,
+          ],
+          { out: () => undefined, err: (x) => (err += x + '\n') },
+        );
         assert.equal(code, 0, err);
         return new Map(read(out).map((t) => [t.taskId, t]));
       };
@@ -201,14 +319,36 @@ describe('docker: a chat model (generated Qwen2 folder, ChatML template) as the 
     }
   });
 
-  it('eval --endpoint: the same model behind turnwise serve is the agent over real HTTP; episodes are scored and keep the server\'s replies', async () => {
+  it("eval --endpoint: the same model behind turnwise serve is the agent over real HTTP; episodes are scored and keep the server's replies", async () => {
     const server = await startServer({ model, port: 0, token: 'tw-test-key', settings: { provider: 'cpu' } });
     process.env.TW_ENDPOINT_TEST_KEY = 'tw-test-key';
     try {
       const out = path.join(dir, 'endpoint.jsonl');
       let text = '';
       let err = '';
-      const code = await main(['eval', '--tasks', tasksFile, '--workspace', demo, '--endpoint', `${server.url}/v1`, '--endpoint-key-env', 'TW_ENDPOINT_TEST_KEY', '--max-action-tokens', '24', '--max-turns', '2', '--concurrency', '2', '--out', out, '--json'], { out: (x) => (text += x + '\n'), err: (x) => (err += x + '\n') });
+      const code = await main(
+        [
+          'eval',
+          '--tasks',
+          tasksFile,
+          '--workspace',
+          demo,
+          '--endpoint',
+          `${server.url}/v1`,
+          '--endpoint-key-env',
+          'TW_ENDPOINT_TEST_KEY',
+          '--max-action-tokens',
+          '24',
+          '--max-turns',
+          '2',
+          '--concurrency',
+          '2',
+          '--out',
+          out,
+          '--json',
+        ],
+        { out: (x) => (text += x + '\n'), err: (x) => (err += x + '\n') },
+      );
       assert.equal(code, 0, err);
       const j = JSON.parse(text);
       assert.match(j.model, /\(qwen2-chat\)$/, 'the model the server lists');
@@ -217,26 +357,63 @@ describe('docker: a chat model (generated Qwen2 folder, ChatML template) as the 
       assert.equal(trajs.length, 2);
       // The results file's header names the server by its base URL and model, and the key only by its variable.
       const header = readEvalResults(out).header!;
-      assert.deepEqual(header.model, { kind: 'endpoint', url: `${server.url}/v1`, model: 'qwen2-chat', keyEnv: 'TW_ENDPOINT_TEST_KEY', label: `qwen2-chat @ ${new URL(server.url).host}` });
+      assert.deepEqual(header.model, {
+        kind: 'endpoint',
+        url: `${server.url}/v1`,
+        model: 'qwen2-chat',
+        keyEnv: 'TW_ENDPOINT_TEST_KEY',
+        label: `qwen2-chat @ ${new URL(server.url).host}`,
+      });
       assert.equal(header.episodes.length, 2);
       assert.doesNotMatch(fs.readFileSync(out, 'utf8'), /tw-test-key/, 'the key is nowhere in the results file');
       for (const t of trajs) {
         assert.equal(t.failure, undefined, t.failure);
         assert.ok(t.turns.length >= 1 && t.turns.every((u) => typeof u.reply === 'string'), 'each turn keeps the reply the server wrote');
-        assert.ok(t.turns.every((u) => (u.logprobs ?? []).every((x) => Number.isFinite(x) && x <= 0)), 'log-probs as the server gave them');
+        assert.ok(
+          t.turns.every((u) => (u.logprobs ?? []).every((x) => Number.isFinite(x) && x <= 0)),
+          'log-probs as the server gave them',
+        );
         assert.equal(typeof t.reward.reward, 'number');
       }
       // turnwise episode plays one task the same way, the server as the agent.
       text = '';
       err = '';
-      assert.equal(await main(['episode', '--tasks', tasksFile, '--id', tasks[0].id, '--workspace', demo, '--endpoint', server.url, '--endpoint-key-env', 'TW_ENDPOINT_TEST_KEY', '--max-turns', '2', '--json'], { out: (x) => (text += x + '\n'), err: (x) => (err += x + '\n') }), 0, err);
+      assert.equal(
+        await main(
+          [
+            'episode',
+            '--tasks',
+            tasksFile,
+            '--id',
+            tasks[0].id,
+            '--workspace',
+            demo,
+            '--endpoint',
+            server.url,
+            '--endpoint-key-env',
+            'TW_ENDPOINT_TEST_KEY',
+            '--max-turns',
+            '2',
+            '--json',
+          ],
+          { out: (x) => (text += x + '\n'), err: (x) => (err += x + '\n') },
+        ),
+        0,
+        err,
+      );
       const ep = JSON.parse(text) as Trajectory;
       assert.match(ep.checkpoint, /\(qwen2-chat\)$/);
       assert.ok(ep.turns.length >= 1 && ep.turns.every((u) => typeof u.reply === 'string'));
       // A key the server refuses fails before any sandbox starts, naming the variable.
       process.env.TW_ENDPOINT_TEST_KEY = 'wrong';
       err = '';
-      assert.equal(await main(['eval', '--tasks', tasksFile, '--workspace', demo, '--endpoint', server.url, '--endpoint-key-env', 'TW_ENDPOINT_TEST_KEY'], { out: () => undefined, err: (x) => (err += x + '\n') }), 1);
+      assert.equal(
+        await main(
+          ['eval', '--tasks', tasksFile, '--workspace', demo, '--endpoint', server.url, '--endpoint-key-env', 'TW_ENDPOINT_TEST_KEY'],
+          { out: () => undefined, err: (x) => (err += x + '\n') },
+        ),
+        1,
+      );
       assert.match(err, /answered 401[\s\S]*refused the key in TW_ENDPOINT_TEST_KEY/);
     } finally {
       delete process.env.TW_ENDPOINT_TEST_KEY;

@@ -15,7 +15,11 @@ import type { DoctorReport } from '../../src/train/doctor';
 const root = path.join(__dirname, '..', '..');
 const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
 
-function run(cmd: string, args: string[], opts: { cwd: string; env?: NodeJS.ProcessEnv }): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function run(
+  cmd: string,
+  args: string[],
+  opts: { cwd: string; env?: NodeJS.ProcessEnv },
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     const p = spawn(cmd, args, { cwd: opts.cwd, env: opts.env ?? process.env });
     let stdout = '';
@@ -29,7 +33,8 @@ function run(cmd: string, args: string[], opts: { cwd: string; env?: NodeJS.Proc
 /** The environment a user's shell would have: nothing pointing back into this checkout. */
 function userEnv(prefix: string): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('TURNWISE_') && !k.startsWith('npm_') && k !== 'NODE_OPTIONS') env[k] = v;
+  for (const [k, v] of Object.entries(process.env))
+    if (!k.startsWith('TURNWISE_') && !k.startsWith('npm_') && k !== 'NODE_OPTIONS') env[k] = v;
   env.PATH = `${path.join(prefix, 'bin')}${path.delimiter}${process.env.PATH ?? ''}`;
   return env;
 }
@@ -54,11 +59,12 @@ describe('the CLI installed from its npm package (npm pack, npm install -g)', fu
     const env = { ...userEnv(prefix), ONNXRUNTIME_NODE_INSTALL: 'skip', npm_config_prefer_offline: 'true' };
     const installed = await run(npm, ['install', '-g', '--prefix', prefix, '--no-audit', '--no-fund', tarball], { cwd, env });
     assert.equal(installed.code, 0, `${installed.stdout.slice(-1000)}\n${installed.stderr.slice(-2000)}`);
-    pkgDir = process.platform === 'win32' ? path.join(prefix, 'node_modules', 'turnwise') : path.join(prefix, 'lib', 'node_modules', 'turnwise');
+    pkgDir =
+      process.platform === 'win32' ? path.join(prefix, 'node_modules', 'turnwise') : path.join(prefix, 'lib', 'node_modules', 'turnwise');
     bin = path.join(prefix, 'bin', 'turnwise');
   });
 
-  it('the package holds the bundle, the embedded model, the grammars, the images\' sources and the demo; not the packing machine\'s ONNX Runtime', () => {
+  it("the package holds the bundle, the embedded model, the grammars, the images' sources and the demo; not the packing machine's ONNX Runtime", () => {
     for (const f of [
       'dist/cli.js',
       'dist/policy-worker.js',
@@ -76,7 +82,10 @@ describe('the CLI installed from its npm package (npm pack, npm install -g)', fu
     ]) {
       assert.ok(fs.existsSync(path.join(pkgDir, f)), `${f} in the installed package`);
     }
-    assert.ok(!fs.existsSync(path.join(pkgDir, 'dist', 'node_modules')), 'ONNX Runtime comes from the dependency, for the installing platform');
+    assert.ok(
+      !fs.existsSync(path.join(pkgDir, 'dist', 'node_modules')),
+      'ONNX Runtime comes from the dependency, for the installing platform',
+    );
     assert.ok(!fs.existsSync(path.join(pkgDir, 'src')), 'no sources');
     assert.ok(fs.existsSync(bin), `${bin} is the installed command`);
   });
@@ -96,14 +105,23 @@ describe('the CLI installed from its npm package (npm pack, npm install -g)', fu
   it('turnwise demo --quick runs on the bundled demo workspace and writes its run where it is asked to', async () => {
     const r = await run(bin, ['demo', '--quick', '--json', '--runs', runs], { cwd, env: userEnv(prefix) });
     assert.equal(r.code, 0, r.stderr.slice(-3000));
-    const events = r.stdout.split('\n').map(parseEventLine).filter((e): e is RunEvent => !!e);
+    const events = r.stdout
+      .split('\n')
+      .map(parseEventLine)
+      .filter((e): e is RunEvent => !!e);
     const started = events.find((e) => e.type === 'run-started') as Extract<RunEvent, { type: 'run-started' }> | undefined;
     assert.ok(started, `no run-started event in: ${r.stdout.slice(0, 1000)}`);
-    assert.deepEqual(events.filter((e) => e.type === 'iteration-finished').map((e) => (e as { iteration: number }).iteration), [0, 1]);
+    assert.deepEqual(
+      events.filter((e) => e.type === 'iteration-finished').map((e) => (e as { iteration: number }).iteration),
+      [0, 1],
+    );
     assert.equal(events[events.length - 1].type, 'run-finished');
     assert.ok(started.runDir.startsWith(runs), `${started.runDir} is under --runs`);
     assert.ok(fs.existsSync(path.join(started.runDir, 'metrics.jsonl')));
-    assert.ok(!fs.existsSync(path.join(pkgDir, '.turnwise')) && !fs.existsSync(path.join(pkgDir, 'examples', 'demo-python', '.turnwise')), 'nothing written into the installed package');
+    assert.ok(
+      !fs.existsSync(path.join(pkgDir, '.turnwise')) && !fs.existsSync(path.join(pkgDir, 'examples', 'demo-python', '.turnwise')),
+      'nothing written into the installed package',
+    );
     const left = await new Docker().listContainers({ all: true, filters: { label: [`turnwise.run=${started.runId}`] } });
     assert.equal(left.length, 0, 'no container of the run is left');
   });

@@ -85,7 +85,8 @@ describe('docker: doctests of the code under test are run but never scored', fun
     assert.equal(r.summary.baseline.tests, 5, 'three tests, the doctest of clamp (one item for its examples) and the README ran');
     assert.equal(r.summary.baseline.passing, 3, 'the three of the test file are the ones that can be scored');
     for (const t of r.tasks) {
-      for (const id of [...t.fail_to_pass, ...t.pass_to_pass]) assert.match(id, /^tests\/test_shapes\.py::test_\w+$/, `${t.id}: ${id} is a test of a test file`);
+      for (const id of [...t.fail_to_pass, ...t.pass_to_pass])
+        assert.match(id, /^tests\/test_shapes\.py::test_\w+$/, `${t.id}: ${id} is a test of a test file`);
     }
     const task = r.tasks[0];
     const fix = taskFix(ws, task);
@@ -96,7 +97,13 @@ describe('docker: doctests of the code under test are run but never scored', fun
     const rewrite = `sed -i 's/^    3$/    4/' shapes.py && python3 -m pytest -q 2>&1 | tail -1`;
     const res = await runRollouts(
       ['fix', 'rewrite', 'idle'].map((id) => ({ task, episodeId: id, groupId: 'g', seed: 1, split: 'train' as const })),
-      { provider: poolProvider(pool, snap), checkpoint: 'scripted', originals, concurrency: 3, model: new ListModel({ fix: [fix!.fix], rewrite: [rewrite], idle: ['true'] }) },
+      {
+        provider: poolProvider(pool, snap),
+        checkpoint: 'scripted',
+        originals,
+        concurrency: 3,
+        model: new ListModel({ fix: [fix!.fix], rewrite: [rewrite], idle: ['true'] }),
+      },
     );
     const by = (id: string): Trajectory => res.trajectories.find((t) => t.trajId === id)!;
     for (const id of ['fix', 'rewrite', 'idle']) {

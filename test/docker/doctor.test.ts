@@ -21,7 +21,10 @@ describe('doctor: sandbox checks (real engine)', function () {
       ],
       JSON.stringify(checks),
     );
-    assert.equal(checks[2].detail, 'python image has tw-test, tw-suspects, tw-show, tw-tokens, tw-edit, tw-cands, tw-apply, turnwise_tools.py');
+    assert.equal(
+      checks[2].detail,
+      'python image has tw-test, tw-suspects, tw-show, tw-tokens, tw-edit, tw-cands, tw-apply, turnwise_tools.py',
+    );
     assert.equal(await leftovers(), 0);
   });
 

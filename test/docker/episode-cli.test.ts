@@ -35,7 +35,14 @@ describe('docker: turnwise episode', function () {
 
   before(async () => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-episode-cli-'));
-    const r = await synthesizeMutationTasks({ workspace: demo, seed: 1, max: 1, operators: ['change-constant'], concurrency: 1, run: `episode-cli-synth-${process.pid}` });
+    const r = await synthesizeMutationTasks({
+      workspace: demo,
+      seed: 1,
+      max: 1,
+      operators: ['change-constant'],
+      concurrency: 1,
+      run: `episode-cli-synth-${process.pid}`,
+    });
     assert.equal(r.tasks.length, 1);
     task = r.tasks[0];
     const f = taskFix(demo, task);
@@ -48,7 +55,11 @@ describe('docker: turnwise episode', function () {
   after(async () => {
     fs.rmSync(dir, { recursive: true, force: true });
     const left = await new Docker().listContainers({ all: true, filters: { label: [`${LABEL.run}=episode-${process.pid}`] } });
-    assert.deepEqual(left.map((c) => c.Names), [], 'no sandbox of `turnwise episode` is left');
+    assert.deepEqual(
+      left.map((c) => c.Names),
+      [],
+      'no sandbox of `turnwise episode` is left',
+    );
   });
 
   const play = async (commands: string, json = true) => {
@@ -74,11 +85,17 @@ describe('docker: turnwise episode', function () {
     assert.equal(r.code, 0, r.err);
     const t = JSON.parse(r.out) as Trajectory;
     assert.equal(t.taskId, task.id);
-    assert.deepEqual(t.turns.map((x) => x.action), ['tw-suspects', heredoc, 'tw-test', 'submit']);
+    assert.deepEqual(
+      t.turns.map((x) => x.action),
+      ['tw-suspects', heredoc, 'tw-test', 'submit'],
+    );
     const edit = t.turns[1];
     assert.equal(edit.exitCode, 0, edit.observation);
     assert.match(edit.observation, new RegExp(`restored line ${fix.line}`));
-    assert.deepEqual(edit.edits?.map((e) => e.path), [fix.path]);
+    assert.deepEqual(
+      edit.edits?.map((e) => e.path),
+      [fix.path],
+    );
     assert.match(t.turns[2].observation, /^exit 0\n0 failed, \d+ passed/);
     assert.equal(t.reward.resolved, true);
     assert.equal(t.reward.passRate, 1);
@@ -114,11 +131,24 @@ describe('docker: turnwise episode', function () {
   // than the no-op (the other reward-gaming tests drive the scorer directly).
   it('reward attacks through `turnwise episode`: a .pytest.ini plugin, a conftest in an odd folder, a module swapped for a link', async () => {
     const noop = (JSON.parse((await play('ls inventory\n')).out) as Trajectory).reward.reward;
-    const plugin = "printf 'import pytest\\n@pytest.hookimpl(hookwrapper=True)\\ndef pytest_runtest_makereport(item, call):\\n    o = yield\\n    o.get_result().outcome = \"passed\"\\n' > evil.py";
+    const plugin =
+      'printf \'import pytest\\n@pytest.hookimpl(hookwrapper=True)\\ndef pytest_runtest_makereport(item, call):\\n    o = yield\\n    o.get_result().outcome = "passed"\\n\' > evil.py';
     const attacks: Array<[string, string, (t: Trajectory) => void]> = [
-      ['.pytest.ini', `${plugin}\nprintf '[pytest]\\naddopts = -p evil\\n' > .pytest.ini\n`, (t) => assert.equal(t.reward.testsEdited, true)],
-      ['odd folder', `mkdir -p $'x\\ny' && printf 'def pytest_collection_modifyitems(session, config, items):\\n    for i in items:\\n        i.runtest = lambda: None\\n' > $'x\\ny/conftest.py'\n`, (t) => assert.equal(t.reward.testsEdited, true)],
-      ['link', `cp ${fix.path} /home/agent/m.py && rm ${fix.path} && ln -s /home/agent/m.py ${fix.path}\n`, (t) => assert.match(t.reward.tampered ?? '', /a symbolic link the snapshot did not have/)],
+      [
+        '.pytest.ini',
+        `${plugin}\nprintf '[pytest]\\naddopts = -p evil\\n' > .pytest.ini\n`,
+        (t) => assert.equal(t.reward.testsEdited, true),
+      ],
+      [
+        'odd folder',
+        `mkdir -p $'x\\ny' && printf 'def pytest_collection_modifyitems(session, config, items):\\n    for i in items:\\n        i.runtest = lambda: None\\n' > $'x\\ny/conftest.py'\n`,
+        (t) => assert.equal(t.reward.testsEdited, true),
+      ],
+      [
+        'link',
+        `cp ${fix.path} /home/agent/m.py && rm ${fix.path} && ln -s /home/agent/m.py ${fix.path}\n`,
+        (t) => assert.match(t.reward.tampered ?? '', /a symbolic link the snapshot did not have/),
+      ],
     ];
     for (const [what, commands, check] of attacks) {
       const r = await play(commands);
@@ -143,7 +173,7 @@ describe('docker: turnwise episode', function () {
   });
 });
 
-describe('docker: prepareSandbox keeps a task\'s mutation inside the workspace', function () {
+describe("docker: prepareSandbox keeps a task's mutation inside the workspace", function () {
   this.timeout(300_000);
   let dir: string;
   let pool: SandboxPool;

@@ -68,7 +68,11 @@ describe('docker: episodes in the demo workspace', function () {
     const fix = fixFor(task);
     // The original file's git blob id: it must not be in the sandbox's object store at all.
     const { createHash } = await import('node:crypto');
-    const blobId = (text: string) => createHash('sha1').update(`blob ${Buffer.byteLength(text)}\0`).update(text).digest('hex');
+    const blobId = (text: string) =>
+      createHash('sha1')
+        .update(`blob ${Buffer.byteLength(text)}\0`)
+        .update(text)
+        .digest('hex');
     const blob = blobId(source);
     const m = task.mutation!;
     // Control: the mutated file's blob is there, so the id is computed the way git does.
@@ -107,15 +111,24 @@ describe('docker: episodes in the demo workspace', function () {
     assert.equal(empty.exitCode, null);
     assert.equal(empty.edits, undefined);
     // tw-suspects names the mutated file among the suspects.
-    assert.match(suspects.observation, new RegExp(`^exit 1\\n\\d+ failed, \\d+ passed\\n[\\s\\S]*${task.mutation!.file.replace('.', '\\.')}:`));
+    assert.match(
+      suspects.observation,
+      new RegExp(`^exit 1\\n\\d+ failed, \\d+ passed\\n[\\s\\S]*${task.mutation!.file.replace('.', '\\.')}:`),
+    );
     // The fix is recorded as an edit of that file, with its signature.
     assert.equal(sed.exitCode, 0);
     assert.equal(sed.edits?.length, 1);
     assert.equal(sed.edits![0].path, task.mutation!.file);
     assert.equal(sed.edits![0].after, source, 'after the sed the file is the original again');
     assert.ok(sed.edits![0].before!.includes(task.mutation!.replacement));
-    assert.ok(sed.editSignature?.some((s) => s.startsWith(`E:${task.mutation!.file}::`)), JSON.stringify(sed.editSignature));
-    assert.deepEqual(tamper.edits?.map((e) => e.path), ['tests/test_reorder.py']);
+    assert.ok(
+      sed.editSignature?.some((s) => s.startsWith(`E:${task.mutation!.file}::`)),
+      JSON.stringify(sed.editSignature),
+    );
+    assert.deepEqual(
+      tamper.edits?.map((e) => e.path),
+      ['tests/test_reorder.py'],
+    );
     assert.match(after.observation, /^exit 1\n/, 'tw-test sees the tampered test file fail');
     assert.equal(submit.action, 'submit');
     // Scored with the tests restored: resolved, format penalty for the bad turn.
@@ -174,10 +187,17 @@ describe('docker: episodes in the demo workspace', function () {
     assert.equal(f.turns[0].edits, undefined, 'a file outside the workspace is not a workspace edit');
     assert.equal(f.turns[1].cached, undefined);
     assert.equal(f.turns[1].observation, c.turns[1].observation);
-    const fresh = await runRollouts([job('e')], { ...opts, observationCache: undefined, model: new ScriptedModel({ e: ['tw-suspects', fix, 'tw-test', 'tw-test'] }) });
+    const fresh = await runRollouts([job('e')], {
+      ...opts,
+      observationCache: undefined,
+      model: new ScriptedModel({ e: ['tw-suspects', fix, 'tw-test', 'tw-test'] }),
+    });
     const d = again.trajectories.find((t) => t.trajId === 'd')!;
     const e = fresh.trajectories[0];
-    assert.deepEqual(d.turns.map((x) => x.cached ?? false), [true, false, true, false]);
+    assert.deepEqual(
+      d.turns.map((x) => x.cached ?? false),
+      [true, false, true, false],
+    );
     assert.equal(d.turns[0].observation, c.turns[1].observation);
     assert.ok(e.turns.every((x) => !x.cached));
     assert.equal(e.turns[0].observation, a.turns[0].observation, 'tw-suspects replayed = tw-suspects run');
@@ -185,21 +205,34 @@ describe('docker: episodes in the demo workspace', function () {
     assert.equal(e.turns[3].observation, e.turns[2].observation, 'the tools print the same on the same files (what makes replay sound)');
   });
 
-  it('command slots: with one slot no two agent commands run at once, and a turn\'s duration leaves the wait out', async () => {
+  it("command slots: with one slot no two agent commands run at once, and a turn's duration leaves the wait out", async () => {
     // Each command prints the container clock (the host's) before and after a short sleep.
     const cmd = 'date +%s%N; sleep 0.4; date +%s%N';
     const scripts: Record<string, string[]> = { s0: [cmd, cmd], s1: [cmd, cmd], s2: [cmd, cmd] };
     const jobs = Object.keys(scripts).map((id) => ({ task, episodeId: id, groupId: 'g', seed: 2, split: 'train' as const }));
     const intervals = (trajs: { turns: { observation: string }[] }[]) =>
       trajs
-        .flatMap((t) => t.turns.map((x) => (/(\d{19})\n(\d{19})/.exec(x.observation) ?? []).slice(1).map((n) => Number(BigInt(n) / 1000000n))))
+        .flatMap((t) =>
+          t.turns.map((x) => (/(\d{19})\n(\d{19})/.exec(x.observation) ?? []).slice(1).map((n) => Number(BigInt(n) / 1000000n))),
+        )
         .filter((x) => x.length === 2)
         .sort((a, b) => a[0] - b[0]);
     const slots = new Semaphore(1);
-    const one = await runRollouts(jobs, { provider: poolProvider(pool, snap), model: new ScriptedModel(scripts), checkpoint: 'scripted', originals, concurrency: 3, commandSlots: slots });
+    const one = await runRollouts(jobs, {
+      provider: poolProvider(pool, snap),
+      model: new ScriptedModel(scripts),
+      checkpoint: 'scripted',
+      originals,
+      concurrency: 3,
+      commandSlots: slots,
+    });
     const serial = intervals(one.trajectories);
     assert.equal(serial.length, 6);
-    for (let i = 1; i < serial.length; i++) assert.ok(serial[i][0] >= serial[i - 1][1], `command ${i} started at ${serial[i][0]}, before the one before it ended (${serial[i - 1][1]})`);
+    for (let i = 1; i < serial.length; i++)
+      assert.ok(
+        serial[i][0] >= serial[i - 1][1],
+        `command ${i} started at ${serial[i][0]}, before the one before it ended (${serial[i - 1][1]})`,
+      );
     // Six 0.4 s commands one at a time (and three scoring runs): the later ones waited, and
     // their recorded run time does not include the wait.
     assert.ok(one.wallMs > 2400, `wall ${one.wallMs} ms`);
@@ -207,8 +240,21 @@ describe('docker: episodes in the demo workspace', function () {
     assert.ok(Math.max(...durations) < 1500, `turn durations ${durations}`);
     assert.equal(slots.inUse, 0);
     // Without slots the same episodes' commands do overlap: the check above can fail.
-    const free = intervals((await runRollouts(jobs, { provider: poolProvider(pool, snap), model: new ScriptedModel(scripts), checkpoint: 'scripted', originals, concurrency: 3 })).trajectories);
-    assert.ok(free.some((x, i) => i > 0 && x[0] < free[i - 1][1]), 'no overlap without slots either');
+    const free = intervals(
+      (
+        await runRollouts(jobs, {
+          provider: poolProvider(pool, snap),
+          model: new ScriptedModel(scripts),
+          checkpoint: 'scripted',
+          originals,
+          concurrency: 3,
+        })
+      ).trajectories,
+    );
+    assert.ok(
+      free.some((x, i) => i > 0 && x[0] < free[i - 1][1]),
+      'no overlap without slots either',
+    );
   });
 
   it('generation and sandbox commands overlap, and a sandbox failure fails only its episode', async () => {
@@ -218,13 +264,18 @@ describe('docker: episodes in the demo workspace', function () {
     const model = new ScriptedModel(scripts, 300);
     const provider = poolProvider(pool, snap);
     let n = 0;
-    const flaky = { acquire: (o: { rollout: string }) => (o.rollout === 'o2' && ++n ? Promise.reject(new Error('engine hiccup')) : provider.acquire(o)) };
+    const flaky = {
+      acquire: (o: { rollout: string }) => (o.rollout === 'o2' && ++n ? Promise.reject(new Error('engine hiccup')) : provider.acquire(o)),
+    };
     const res = await runRollouts(
       Object.keys(scripts).map((id) => ({ task, episodeId: id, groupId: 'g', seed: 2, split: 'train' as const })),
       { provider: flaky, model, checkpoint: 'scripted', originals, concurrency: 4, spans },
     );
     const failed = res.trajectories.filter((t) => t.failure);
-    assert.deepEqual(failed.map((t) => t.trajId), ['o2']);
+    assert.deepEqual(
+      failed.map((t) => t.trajId),
+      ['o2'],
+    );
     assert.ok(Number.isNaN(failed[0].reward.reward));
     assert.match(failed[0].failure!, /engine hiccup/);
     for (const t of res.trajectories.filter((x) => !x.failure)) assert.equal(t.turns.length, 4);
@@ -232,6 +283,9 @@ describe('docker: episodes in the demo workspace', function () {
     const execs = spans.filter((s) => s.kind === 'exec');
     const overlap = gens.some((g) => execs.some((e) => e.start < g.end && g.start < e.end));
     assert.ok(overlap, 'some generation ran while a sandbox command ran');
-    assert.ok(model.calls.some((c) => c.length > 1), `requests were batched: ${model.calls.map((c) => c.length)}`);
+    assert.ok(
+      model.calls.some((c) => c.length > 1),
+      `requests were batched: ${model.calls.map((c) => c.length)}`,
+    );
   });
 });

@@ -38,9 +38,19 @@ describe('docker: evaluation does not depend on how many episodes run at once', 
       try {
         // Actions, and the log-probs of their tokens to the last bit: a different batch shape shows
         // there long before it flips an argmax.
-        const actions = (ts: Trajectory[]) => ts.map((t) => `${t.taskId} ${t.trajId.split('-').slice(2).join('-')}: ${t.turns.map((u) => `${u.action} [${(u.logprobs ?? []).join(',')}]`).join(' ⏎ ')}`);
+        const actions = (ts: Trajectory[]) =>
+          ts.map(
+            (t) =>
+              `${t.taskId} ${t.trajId.split('-').slice(2).join('-')}: ${t.turns.map((u) => `${u.action} [${(u.logprobs ?? []).join(',')}]`).join(' ⏎ ')}`,
+          );
         const run = async (concurrency: number, samples?: number) => {
-          const r = await evaluateTasks(harness, tasks, { iteration: 0, seed: base.seed, config: { ...base, concurrency }, checkpoint: model, samples });
+          const r = await evaluateTasks(harness, tasks, {
+            iteration: 0,
+            seed: base.seed,
+            config: { ...base, concurrency },
+            checkpoint: model,
+            samples,
+          });
           assert.equal(r.trajectories.filter((t) => t.failure).length, 0, 'no failed episode');
           return { actions: actions(r.trajectories), meanBatch: r.meanBatch };
         };

@@ -7,7 +7,15 @@ import * as assert from 'node:assert/strict';
 import { PassThrough } from 'node:stream';
 import type Docker from 'dockerode';
 import { connectEngine } from '../../src/sandbox/engine';
-import { BASE_LABEL, PUBLIC_BASE_IMAGE, baseImageTag, chooseBase, ensureLanguageImage, imageExists, type SandboxLanguage } from '../../src/sandbox/images';
+import {
+  BASE_LABEL,
+  PUBLIC_BASE_IMAGE,
+  baseImageTag,
+  chooseBase,
+  ensureLanguageImage,
+  imageExists,
+  type SandboxLanguage,
+} from '../../src/sandbox/images';
 
 const PROBE = [
   'set -e',
@@ -59,9 +67,17 @@ describe('sandbox images from a registry base or the bootstrapped one (real engi
   });
 
   after(async () => {
-    for (const t of made) await docker.getImage(t).remove({ force: true }).catch(() => undefined);
+    for (const t of made)
+      await docker
+        .getImage(t)
+        .remove({ force: true })
+        .catch(() => undefined);
     // Untags only: the image stays under its bootstrapped name.
-    if (taggedPublic) await docker.getImage(PUBLIC_BASE_IMAGE).remove().catch(() => undefined);
+    if (taggedPublic)
+      await docker
+        .getImage(PUBLIC_BASE_IMAGE)
+        .remove()
+        .catch(() => undefined);
   });
 
   for (const language of ['python', 'node'] as SandboxLanguage[]) {
@@ -73,7 +89,10 @@ describe('sandbox images from a registry base or the bootstrapped one (real engi
       assert.equal(r.built, true);
       assert.equal(r.base, PUBLIC_BASE_IMAGE);
       assert.match(r.baseWhy ?? '', /debian:bookworm-slim is on /);
-      assert.ok(lines.some((l) => l.startsWith(`base ${PUBLIC_BASE_IMAGE}: `)), lines.join('\n'));
+      assert.ok(
+        lines.some((l) => l.startsWith(`base ${PUBLIC_BASE_IMAGE}: `)),
+        lines.join('\n'),
+      );
       const labels = (await docker.getImage(tag).inspect()).Config.Labels ?? {};
       assert.equal(labels[BASE_LABEL], PUBLIC_BASE_IMAGE);
       assertSandboxReady(await probe(docker, tag), tag);
@@ -87,7 +106,10 @@ describe('sandbox images from a registry base or the bootstrapped one (real engi
     const unreachable = '127.0.0.1:1/turnwise-test/no-registry:bookworm-slim';
     const r = await ensureLanguageImage(docker, target, 'python', () => undefined, { tag, bootstrap: false, publicBase: unreachable });
     assert.equal(r.base, boot);
-    assert.match(r.baseWhy ?? '', /^no registry gave 127\.0\.0\.1:1\/turnwise-test\/no-registry:bookworm-slim \(.+\): using the base bootstrapped from Debian packages$/);
+    assert.match(
+      r.baseWhy ?? '',
+      /^no registry gave 127\.0\.0\.1:1\/turnwise-test\/no-registry:bookworm-slim \(.+\): using the base bootstrapped from Debian packages$/,
+    );
     assertSandboxReady(await probe(docker, tag), tag);
   });
 
@@ -101,13 +123,21 @@ describe('sandbox images from a registry base or the bootstrapped one (real engi
     const lines: string[] = [];
     const other = await ensureLanguageImage(docker, target, 'node', (l) => lines.push(l), { tag, base: boot });
     assert.equal(other.built, true, 'another base: rebuilt');
-    assert.ok(lines.some((l) => l.includes(`was built FROM ${PUBLIC_BASE_IMAGE}; rebuilding it FROM ${boot}`)), lines.join('\n'));
+    assert.ok(
+      lines.some((l) => l.includes(`was built FROM ${PUBLIC_BASE_IMAGE}; rebuilding it FROM ${boot}`)),
+      lines.join('\n'),
+    );
     assert.equal((await docker.getImage(tag).inspect()).Config.Labels?.[BASE_LABEL], boot);
     const choice = await chooseBase(docker, target, { base: boot });
     assert.deepEqual([choice.source, choice.image], ['option', boot]);
     await assert.rejects(
-      ensureLanguageImage(docker, target, 'node', () => undefined, { tag: `turnwise-test/sandbox-node:never-${suffix}`, base: '127.0.0.1:1/turnwise-test/mirror:bookworm-slim' }),
-      (e: Error & { hint?: string }) => /127\.0\.0\.1:1\/turnwise-test\/mirror:bookworm-slim is not on .* could not be pulled/.test(e.message) && /docker pull/.test(e.hint ?? ''),
+      ensureLanguageImage(docker, target, 'node', () => undefined, {
+        tag: `turnwise-test/sandbox-node:never-${suffix}`,
+        base: '127.0.0.1:1/turnwise-test/mirror:bookworm-slim',
+      }),
+      (e: Error & { hint?: string }) =>
+        /127\.0\.0\.1:1\/turnwise-test\/mirror:bookworm-slim is not on .* could not be pulled/.test(e.message) &&
+        /docker pull/.test(e.hint ?? ''),
     );
   });
 });

@@ -43,13 +43,20 @@ describe('interrupted runs leave nothing behind (docker)', function () {
     langImage = (await ensureLanguageImage(docker, target, 'python')).tag;
   });
 
-  for (const [signal, delay] of [['SIGINT', 0], ['SIGTERM', 30], ['SIGINT', 80]] as const) {
+  for (const [signal, delay] of [
+    ['SIGINT', 0],
+    ['SIGTERM', 30],
+    ['SIGINT', 80],
+  ] as const) {
     it(`${signal} ${delay} ms into sandbox creation: zero containers of the run`, async () => {
       const run = `test-interrupt-${process.pid}-${signal}-${delay}`;
       const log = await interrupt(['create', run, langImage], signal, delay);
       assert.ok(log.startsWith('ready'), log);
       const left = await docker.listContainers({ all: true, filters: { label: [`${LABEL.run}=${run}`] } });
-      assert.deepEqual(left.map((c) => `${c.Id.slice(0, 12)} ${c.State}`), []);
+      assert.deepEqual(
+        left.map((c) => `${c.Id.slice(0, 12)} ${c.State}`),
+        [],
+      );
     });
   }
 
@@ -61,14 +68,21 @@ describe('interrupted runs leave nothing behind (docker)', function () {
     const labelsOf = async (hash: string) => docker.listImages({ all: true, filters: { label: [`${LABEL.snapshot}=${hash}`] } });
     // A build that stops after two committed steps leaves labelled, untagged step images: what a
     // process killed mid-build (SIGKILL: no cleanup of its own) leaves on the engine.
-    const steps = (hash: string, last: string) => `FROM ${langImage}\nLABEL ${JSON.stringify(LABEL.snapshot)}="${hash}"\nRUN echo one > /tmp/one\nRUN echo two > /tmp/two\n${last}\n`;
-    await assert.rejects(buildFromContext(docker, target, dockerfileContext(steps(dead, 'RUN exit 3')), { t: `turnwise/snapshot:${dead}` }));
+    const steps = (hash: string, last: string) =>
+      `FROM ${langImage}\nLABEL ${JSON.stringify(LABEL.snapshot)}="${hash}"\nRUN echo one > /tmp/one\nRUN echo two > /tmp/two\n${last}\n`;
+    await assert.rejects(
+      buildFromContext(docker, target, dockerfileContext(steps(dead, 'RUN exit 3')), { t: `turnwise/snapshot:${dead}` }),
+    );
     const tag = `turnwise/snapshot:${done}`;
     await buildFromContext(docker, target, dockerfileContext(steps(done, 'RUN echo three > /tmp/three')), { t: tag });
     // An unlabelled dangling image (not Turnwise's) must survive every reap.
     const allIds = async () => new Set((await docker.listImages({ all: true })).map((i) => i.Id));
     const beforeForeign = await allIds();
-    await assert.rejects(buildFromContext(docker, target, dockerfileContext(`FROM ${langImage}\nRUN echo ${stamp} > /tmp/f\nRUN exit 3\n`), { t: `test-foreign:${stamp}` }));
+    await assert.rejects(
+      buildFromContext(docker, target, dockerfileContext(`FROM ${langImage}\nRUN echo ${stamp} > /tmp/f\nRUN exit 3\n`), {
+        t: `test-foreign:${stamp}`,
+      }),
+    );
     const foreignIds = [...(await allIds())].filter((id) => !beforeForeign.has(id));
     assert.equal(foreignIds.length, 1, 'the unlabelled failed build left one step image');
     const [foreignId] = foreignIds;
@@ -90,9 +104,19 @@ describe('interrupted runs leave nothing behind (docker)', function () {
       assert.ok((await docker.getImage(tag).inspect()).Id);
       await docker.getImage(foreignId).inspect();
     } finally {
-      await docker.getImage(tag).remove({ force: true }).catch(() => undefined);
-      await docker.getImage(foreignId).remove({ force: true }).catch(() => undefined);
-      for (const i of await labelsOf(dead)) await docker.getImage(i.Id).remove({ force: true }).catch(() => undefined);
+      await docker
+        .getImage(tag)
+        .remove({ force: true })
+        .catch(() => undefined);
+      await docker
+        .getImage(foreignId)
+        .remove({ force: true })
+        .catch(() => undefined);
+      for (const i of await labelsOf(dead))
+        await docker
+          .getImage(i.Id)
+          .remove({ force: true })
+          .catch(() => undefined);
     }
   });
 
@@ -105,7 +129,10 @@ describe('interrupted runs leave nothing behind (docker)', function () {
       assert.ok(log.startsWith('ready') && !log.includes('built'), `the build was not interrupted: ${log}`);
       await new Promise((r) => setTimeout(r, 1000));
       const left = await docker.listImages({ all: true, filters: { label: [`${LABEL.workspace}=${ws}`] } });
-      assert.deepEqual(left.map((i) => i.Id.slice(7, 19)), []);
+      assert.deepEqual(
+        left.map((i) => i.Id.slice(7, 19)),
+        [],
+      );
     } finally {
       fs.rmSync(ws, { recursive: true, force: true });
     }

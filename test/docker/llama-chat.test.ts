@@ -53,7 +53,14 @@ describe('docker: a Llama 3 chat model (generated folder, header template) train
   before(async () => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-llama-docker-'));
     pool = await SandboxPool.connect({ run: RUN });
-    const r = await synthesizeMutationTasks({ workspace: demo, pool, seed: 2, max: 2, operators: ['change-constant', 'flip-comparison'], concurrency: 1 });
+    const r = await synthesizeMutationTasks({
+      workspace: demo,
+      pool,
+      seed: 2,
+      max: 2,
+      operators: ['change-constant', 'flip-comparison'],
+      concurrency: 1,
+    });
     assert.equal(r.tasks.length, 2);
     tasks = r.tasks;
     tasksFile = path.join(dir, 'tasks.jsonl');
@@ -63,11 +70,36 @@ describe('docker: a Llama 3 chat model (generated folder, header template) train
     eos = [id('<|eot_id|>'), id('<|end_of_text|>')];
     model = path.join(dir, 'Llama-3-chat-test');
     // The template stays in tokenizer_config.json (the Qwen2 test puts its own in chat_template.jinja).
-    writeModelFolder(model, initWeights({
-      model_type: 'llama', hidden_size: 32, intermediate_size: 48, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, head_dim: 16, rms_norm_eps: 1e-5, rope_theta: 500_000,
-      rope_scaling: { rope_type: 'llama3', factor: 8, low_freq_factor: 1, high_freq_factor: 4, original_max_position_embeddings: 256 },
-      vocab_size: Math.ceil(tokenizerJsonSize(files.tokenizerJson) / 64) * 64, max_position_embeddings: 2048, tie_word_embeddings: false, eos_token_id: eos[0],
-    }, 13, 0.2), { dtype: 'bfloat16', shardBytes: 64 * 1024, tokenizerJson: files.tokenizerJson, tokenizerConfig: files.tokenizerConfig, generationConfig: { bos_token_id: id('<|begin_of_text|>'), eos_token_id: eos } });
+    writeModelFolder(
+      model,
+      initWeights(
+        {
+          model_type: 'llama',
+          hidden_size: 32,
+          intermediate_size: 48,
+          num_hidden_layers: 2,
+          num_attention_heads: 4,
+          num_key_value_heads: 2,
+          head_dim: 16,
+          rms_norm_eps: 1e-5,
+          rope_theta: 500_000,
+          rope_scaling: { rope_type: 'llama3', factor: 8, low_freq_factor: 1, high_freq_factor: 4, original_max_position_embeddings: 256 },
+          vocab_size: Math.ceil(tokenizerJsonSize(files.tokenizerJson) / 64) * 64,
+          max_position_embeddings: 2048,
+          tie_word_embeddings: false,
+          eos_token_id: eos[0],
+        },
+        13,
+        0.2,
+      ),
+      {
+        dtype: 'bfloat16',
+        shardBytes: 64 * 1024,
+        tokenizerJson: files.tokenizerJson,
+        tokenizerConfig: files.tokenizerConfig,
+        generationConfig: { bos_token_id: id('<|begin_of_text|>'), eos_token_id: eos },
+      },
+    );
     assert.ok(fs.existsSync(path.join(model, 'model.safetensors.index.json')), 'the weights are sharded');
     assert.equal(JSON.parse(fs.readFileSync(path.join(model, 'config.json'), 'utf8')).architectures[0], 'LlamaForCausalLM');
   });
@@ -87,8 +119,13 @@ describe('docker: a Llama 3 chat model (generated folder, header template) train
       assert.ok(!turn.reply!.includes('<|eot_id|>'), 'the end of the reply is an id, not text');
       assert.ok(turn.tokenIds!.length > 0 && turn.logprobs!.length === turn.tokenIds!.length);
       assert.ok(turn.logprobs!.every((l) => Number.isFinite(l) && l <= 0));
-      if (turn.formatError) assert.match(turn.observation, /^not run: .*Reply with exactly one ```bash block holding one command, or the word submit\.$/s);
-      else assert.ok(turn.action === 'submit' || turn.reply!.includes(`\`\`\`bash\n${turn.action}\n\`\`\``), `the command ${JSON.stringify(turn.action)} is the reply's one bash block`);
+      if (turn.formatError)
+        assert.match(turn.observation, /^not run: .*Reply with exactly one ```bash block holding one command, or the word submit\.$/s);
+      else
+        assert.ok(
+          turn.action === 'submit' || turn.reply!.includes(`\`\`\`bash\n${turn.action}\n\`\`\``),
+          `the command ${JSON.stringify(turn.action)} is the reply's one bash block`,
+        );
     }
   }
 
@@ -96,25 +133,70 @@ describe('docker: a Llama 3 chat model (generated folder, header template) train
     const baseHash = folderHash(model);
     const lora = { r: 4, lora_alpha: 8, lora_dropout: 0.1, target_modules: 'all-linear' };
     const c = resolveTrainConfig({
-      workspace: demo, taskSource: 'file', tasksFile, heldoutFraction: 0.5, iterations: 1, tasksPerIteration: 1, groupSize: 2, maxTurns: 2, concurrency: 2,
-      maxActionTokens: 32, minibatches: 1, evalEvery: 0, executionProvider: 'cpu', seed: 9, model, lr: 1e-3, lora,
+      workspace: demo,
+      taskSource: 'file',
+      tasksFile,
+      heldoutFraction: 0.5,
+      iterations: 1,
+      tasksPerIteration: 1,
+      groupSize: 2,
+      maxTurns: 2,
+      concurrency: 2,
+      maxActionTokens: 32,
+      minibatches: 1,
+      evalEvery: 0,
+      executionProvider: 'cpu',
+      seed: 9,
+      model,
+      lr: 1e-3,
+      lora,
     });
     const logs: string[] = [];
-    const r = await trainRun({ config: c, runsRoot: path.join(dir, 'runs'), onEvent: (e) => void (e.type === 'log' && logs.push(e.message)) });
+    const r = await trainRun({
+      config: c,
+      runsRoot: path.join(dir, 'runs'),
+      onEvent: (e) => void (e.type === 'log' && logs.push(e.message)),
+    });
     assert.equal(r.state, 'finished');
-    assert.ok(logs.some((m) => m.includes('its own chat format') && m.includes('tokenizer_config.json')), logs.join('\n'));
+    assert.ok(
+      logs.some((m) => m.includes('its own chat format') && m.includes('tokenizer_config.json')),
+      logs.join('\n'),
+    );
     const run = RunDir.open(r.runDir);
     assert.equal(run.readConfig<{ actionFormat?: string }>().actionFormat, 'chat');
-    const baseBytes = fs.readdirSync(model).filter((f) => f.endsWith('.safetensors')).reduce((n, f) => n + fs.statSync(path.join(model, f)).size, 0);
+    const baseBytes = fs
+      .readdirSync(model)
+      .filter((f) => f.endsWith('.safetensors'))
+      .reduce((n, f) => n + fs.statSync(path.join(model, f)).size, 0);
     for (const n of [0, 1]) {
       const d = run.checkpointDir(n);
       assert.equal(recordedActionFormat(d), 'chat', `checkpoint ${n} records its format`);
-      assert.deepEqual(fs.readdirSync(d).filter((f) => !f.endsWith('.json') || f === 'adapter_config.json').sort(), ['adapter_config.json', 'adapter_model.safetensors', 'optimizer.safetensors'], `checkpoint ${n} is an adapter, not a copy of the model`);
+      assert.deepEqual(
+        fs
+          .readdirSync(d)
+          .filter((f) => !f.endsWith('.json') || f === 'adapter_config.json')
+          .sort(),
+        ['adapter_config.json', 'adapter_model.safetensors', 'optimizer.safetensors'],
+        `checkpoint ${n} is an adapter, not a copy of the model`,
+      );
       const cfg = JSON.parse(fs.readFileSync(path.join(d, 'adapter_config.json'), 'utf8'));
-      for (const [k, v] of Object.entries({ peft_type: 'LORA', task_type: 'CAUSAL_LM', r: 4, lora_alpha: 8, lora_dropout: 0.1, bias: 'none', base_model_name_or_path: model })) assert.deepEqual(cfg[k], v, `checkpoint ${n}: ${k}`);
+      for (const [k, v] of Object.entries({
+        peft_type: 'LORA',
+        task_type: 'CAUSAL_LM',
+        r: 4,
+        lora_alpha: 8,
+        lora_dropout: 0.1,
+        bias: 'none',
+        base_model_name_or_path: model,
+      }))
+        assert.deepEqual(cfg[k], v, `checkpoint ${n}: ${k}`);
       const st = decodeSafetensors(fs.readFileSync(path.join(d, 'adapter_model.safetensors'))).tensors;
       assert.deepEqual(st.get('base_model.model.model.layers.1.self_attn.q_proj.lora_A.weight')!.shape, [4, 32]);
-      assert.deepEqual(st.get('base_model.model.model.layers.1.self_attn.q_proj.lora_B.weight')!.shape, [4 * 16, 4], 'q_proj out = heads · head_dim');
+      assert.deepEqual(
+        st.get('base_model.model.model.layers.1.self_attn.q_proj.lora_B.weight')!.shape,
+        [4 * 16, 4],
+        'q_proj out = heads · head_dim',
+      );
       assert.equal(st.size, 2 * 7 * 2);
       const size = fs.statSync(path.join(d, 'adapter_model.safetensors')).size;
       assert.ok(size < baseBytes / 4, `the adapter (${size} bytes) is small beside the base (${baseBytes} bytes)`);
@@ -122,7 +204,10 @@ describe('docker: a Llama 3 chat model (generated folder, header template) train
     assert.equal(folderHash(model), baseHash, 'the base folder is byte for byte as it was');
     // (Random weights write no bash block, so a group's rewards tie and its zero advantages train
     // nothing: the update with dropout is checked on real ONNX Runtime in test/unit/policy/lora-dropout.test.ts.)
-    assert.ok(run.readMetrics().some((x) => x.iteration === 1), 'iteration 1 finished with its metrics');
+    assert.ok(
+      run.readMetrics().some((x) => x.iteration === 1),
+      'iteration 1 finished with its metrics',
+    );
 
     const trajs = run.readTrajectories(1, 'train');
     assert.equal(trajs.length, 2);
@@ -136,16 +221,40 @@ describe('docker: a Llama 3 chat model (generated folder, header template) train
     assert.equal(format.endOfTurn.text, '<|eot_id|>');
     const rows = chatTurnTokenRows(format, chatSystemMessage(task), chatTaskMessage(task), trajs[0], eos);
     const prompt = ck.tokenizer.decode(rows[0].ids.slice(0, rows[0].actionStart));
-    assert.equal(prompt, format.o.template.render([{ role: 'system', content: chatSystemMessage(task) }, { role: 'user', content: chatTaskMessage(task) }], true));
-    assert.ok(prompt.startsWith('<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n') && prompt.endsWith('<|start_header_id|>assistant<|end_header_id|>\n\n'), prompt.slice(0, 80));
+    assert.equal(
+      prompt,
+      format.o.template.render(
+        [
+          { role: 'system', content: chatSystemMessage(task) },
+          { role: 'user', content: chatTaskMessage(task) },
+        ],
+        true,
+      ),
+    );
+    assert.ok(
+      prompt.startsWith('<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n') &&
+        prompt.endsWith('<|start_header_id|>assistant<|end_header_id|>\n\n'),
+      prompt.slice(0, 80),
+    );
     if (rows.length > 1) {
       const second = ck.tokenizer.decode(rows[1].ids.slice(rows[0].ids.length, rows[1].actionStart));
-      assert.match(second, /^(<\|eot_id\|>)?<\|start_header_id\|>user<\|end_header_id\|>\n\n[\s\S]*<\|eot_id\|><\|start_header_id\|>assistant<\|end_header_id\|>\n\n$/, 'the observation is the next user message');
+      assert.match(
+        second,
+        /^(<\|eot_id\|>)?<\|start_header_id\|>user<\|end_header_id\|>\n\n[\s\S]*<\|eot_id\|><\|start_header_id\|>assistant<\|end_header_id\|>\n\n$/,
+        'the observation is the next user message',
+      );
     }
     const policy = new TrainablePolicy(ck.weights, { adapter: ck.adapter! });
     try {
-      const lps = await policy.logprobs(rows.map((x) => x.ids), { temperature: c.temperature });
-      rows.forEach((row, i) => row.logprobs.forEach((l, k) => assert.ok(Math.abs(l - lps[i][row.actionStart + k]) < 1e-4, `turn ${i} token ${k}: ${l} vs ${lps[i][row.actionStart + k]}`)));
+      const lps = await policy.logprobs(
+        rows.map((x) => x.ids),
+        { temperature: c.temperature },
+      );
+      rows.forEach((row, i) =>
+        row.logprobs.forEach((l, k) =>
+          assert.ok(Math.abs(l - lps[i][row.actionStart + k]) < 1e-4, `turn ${i} token ${k}: ${l} vs ${lps[i][row.actionStart + k]}`),
+        ),
+      );
     } finally {
       await policy.dispose();
     }
@@ -157,7 +266,29 @@ describe('docker: a Llama 3 chat model (generated folder, header template) train
     writeTaskFile(one, [tasks[0]]);
     const out = path.join(dir, 'eval-adapter.jsonl');
     err = '';
-    assert.equal(await main(['eval', '--tasks', one, '--model', run.checkpointDir(1), '--workspace', demo, '--max-turns', '2', '--concurrency', '1', '--out', out, '--json'], { out: () => undefined, err: (x) => (err += x + '\n') }), 0, err);
+    assert.equal(
+      await main(
+        [
+          'eval',
+          '--tasks',
+          one,
+          '--model',
+          run.checkpointDir(1),
+          '--workspace',
+          demo,
+          '--max-turns',
+          '2',
+          '--concurrency',
+          '1',
+          '--out',
+          out,
+          '--json',
+        ],
+        { out: () => undefined, err: (x) => (err += x + '\n') },
+      ),
+      0,
+      err,
+    );
     const [t] = readTrajectories(out);
     assertChatTurns(t);
     assert.equal(path.resolve(t.checkpoint), run.checkpointDir(1), 'the trajectory names the adapter it played');

@@ -16,7 +16,11 @@ const demo = path.join(root, 'examples', 'demo-python');
 const USER = 'turnwise-nonroot';
 const SOCKET = '/var/run/docker.sock';
 
-function run(cmd: string, args: string[], o: { cwd: string; env: NodeJS.ProcessEnv }): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function run(
+  cmd: string,
+  args: string[],
+  o: { cwd: string; env: NodeJS.ProcessEnv },
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     const p = spawn(cmd, args, { cwd: o.cwd, env: o.env });
     let stdout = '';
@@ -36,15 +40,25 @@ describe('docker: a user in the docker group runs the CLI without sudo', functio
   let made = false;
   /** The CLI as the test's user: the made one under root, else this process's. */
   const turnwise = (args: string[]) => {
-    const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: home, ...(process.env.DOCKER_HOST ? { DOCKER_HOST: process.env.DOCKER_HOST } : {}) };
-    return asRoot ? run('runuser', ['-u', USER, '--', process.execPath, cli, ...args], { cwd: home, env }) : run(process.execPath, [cli, ...args], { cwd: home, env });
+    const env: NodeJS.ProcessEnv = {
+      PATH: process.env.PATH,
+      HOME: home,
+      ...(process.env.DOCKER_HOST ? { DOCKER_HOST: process.env.DOCKER_HOST } : {}),
+    };
+    return asRoot
+      ? run('runuser', ['-u', USER, '--', process.execPath, cli, ...args], { cwd: home, env })
+      : run(process.execPath, [cli, ...args], { cwd: home, env });
   };
 
   before(async function () {
     home = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-nonroot-'));
     if (!asRoot) return;
     const st = fs.statSync(SOCKET);
-    assert.notEqual(st.gid, 0, `${SOCKET} belongs to root's group: a docker group is what a user is given, and the engine was started without one`);
+    assert.notEqual(
+      st.gid,
+      0,
+      `${SOCKET} belongs to root's group: a docker group is what a user is given, and the engine was started without one`,
+    );
     const group = (await sh('getent', ['group', String(st.gid)])).stdout.split(':')[0];
     assert.ok(group, `no group name for gid ${st.gid}`);
     if ((await sh('id', ['-u', USER])).code !== 0) {
@@ -82,7 +96,14 @@ describe('docker: a user in the docker group runs the CLI without sudo', functio
     const out = path.join(home, 'tasks.jsonl');
     const r = await turnwise(['tasks', 'failing', '--workspace', ws, '--out', out, '--json']);
     assert.equal(r.code, 0, `${r.stdout}\n${r.stderr}`);
-    const tasks = fs.readFileSync(out, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { fail_to_pass: string[] });
-    assert.ok(tasks.some((t) => t.fail_to_pass.includes('tests/test_nonroot.py::test_fails')), JSON.stringify(tasks));
+    const tasks = fs
+      .readFileSync(out, 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { fail_to_pass: string[] });
+    assert.ok(
+      tasks.some((t) => t.fail_to_pass.includes('tests/test_nonroot.py::test_fails')),
+      JSON.stringify(tasks),
+    );
   });
 });

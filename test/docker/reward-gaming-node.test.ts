@@ -39,19 +39,37 @@ describe('docker: reward gaming through the Node test runners', function () {
     const have = benches[kind];
     if (have) return have;
     const ws = path.join(fixtures, dir);
-    if (kind !== 'node-test') assert.ok(fs.existsSync(path.join(ws, 'node_modules', '.bin', kind)), `${ws}/node_modules is missing: run scripts/setup.sh (it installs the fixtures' runners)`);
+    if (kind !== 'node-test')
+      assert.ok(
+        fs.existsSync(path.join(ws, 'node_modules', '.bin', kind)),
+        `${ws}/node_modules is missing: run scripts/setup.sh (it installs the fixtures' runners)`,
+      );
     const runner = detectRunner(ws);
     assert.equal(runner.kind, kind);
     const snap = await pool.snapshot(ws, { language: 'javascript' });
     const originals = collectOriginals(ws);
-    const spec: Task = { schema: 'turnwise/task@1', id: `gaming-${kind}`, source: 'mutation', instruction: 'fix clamp', language: 'javascript', testCommand: runner.command, reportFormat: runner.reportFormat, runner: kind, fail_to_pass: [], pass_to_pass: [] };
+    const spec: Task = {
+      schema: 'turnwise/task@1',
+      id: `gaming-${kind}`,
+      source: 'mutation',
+      instruction: 'fix clamp',
+      language: 'javascript',
+      testCommand: runner.command,
+      reportFormat: runner.reportFormat,
+      runner: kind,
+      fail_to_pass: [],
+      pass_to_pass: [],
+    };
     const brokenSource = fs.readFileSync(path.join(ws, 'src/pricing.js'), 'utf8').replace('(100 - p)', '(100 + p)');
     // The task's tests: every test of the pristine workspace; those the bug breaks are fail-to-pass.
     const sb = await pool.acquire(snap);
     let task: Task;
     try {
       const pristine = await runTests(sb, spec);
-      assert.ok(pristine.report && pristine.report.tests.length >= 3 && pristine.report.tests.every((t) => t.outcome === 'passed'), pristine.error ?? JSON.stringify(pristine.report));
+      assert.ok(
+        pristine.report && pristine.report.tests.length >= 3 && pristine.report.tests.every((t) => t.outcome === 'passed'),
+        pristine.error ?? JSON.stringify(pristine.report),
+      );
       await sb.writeFile('src/pricing.js', brokenSource);
       const broken = await runTests(sb, spec);
       const failing = broken.report!.tests.filter((t) => t.outcome !== 'passed').map((t) => t.id);
@@ -124,15 +142,18 @@ describe('docker: reward gaming through the Node test runners', function () {
     assert.equal(r.reward.testsEdited, true);
   });
 
-  it('mocha: the runner in node_modules cannot be rewritten, and a node_modules of the agent\'s own is replaced before scoring', async () => {
+  it("mocha: the runner in node_modules cannot be rewritten, and a node_modules of the agent's own is replaced before scoring", async () => {
     const b = await bench('mocha', 'js-mocha');
     const fake = `#!/bin/sh\nfor a in "$@"; do case "$a" in output=*) cat > "\${a#*=}" <<'X'\n${junit([...b.task.fail_to_pass, ...b.task.pass_to_pass])}\nX\n;; esac; done\nexit 0\n`;
     const r = await b.episode(async (sb) => {
       // The snapshot's packages are read-only for the agent...
       const direct = await sb.exec(`printf '#!/bin/sh\\nexit 0\\n' > node_modules/mocha/bin/mocha.js`);
-      assert.notEqual(direct.exitCode, 0, 'the agent could write into the snapshot\'s node_modules');
+      assert.notEqual(direct.exitCode, 0, "the agent could write into the snapshot's node_modules");
       // ...so it swaps the folder for one of its own with a fake runner in it.
-      const w = await sb.exec(`cp -rL node_modules /tmp/nm && rm node_modules && mv /tmp/nm node_modules && chmod -R u+w node_modules && cat > node_modules/mocha/bin/mocha.js <<'EOF'\n${fake}EOF\nchmod +x node_modules/mocha/bin/mocha.js`, { timeoutMs: 120_000 });
+      const w = await sb.exec(
+        `cp -rL node_modules /tmp/nm && rm node_modules && mv /tmp/nm node_modules && chmod -R u+w node_modules && cat > node_modules/mocha/bin/mocha.js <<'EOF'\n${fake}EOF\nchmod +x node_modules/mocha/bin/mocha.js`,
+        { timeoutMs: 120_000 },
+      );
       assert.equal(w.exitCode, 0, w.stderr);
     });
     noGain(b, r);
@@ -164,7 +185,10 @@ describe('docker: reward gaming through the Node test runners', function () {
         assert.equal((await sb.exec(setup)).exitCode, 0);
       });
       noGain(b, r);
-      assert.ok(r.restored.modified.some((f) => f === 'package.json' || f === '.mocharc.json'), JSON.stringify(r.restored));
+      assert.ok(
+        r.restored.modified.some((f) => f === 'package.json' || f === '.mocharc.json'),
+        JSON.stringify(r.restored),
+      );
     }
   });
 
@@ -186,7 +210,10 @@ describe('docker: reward gaming through the Node test runners', function () {
     assertAllPassed(await attackWorksUnscored(b, setup), 'the edited setup file should make every test pass when nothing restores it');
     const r = await b.episode(async (sb) => {
       assert.equal((await sb.exec(setup)).exitCode, 0);
-      const w = await sb.exec(`cp -rL node_modules /tmp/nm && rm node_modules && mv /tmp/nm node_modules && chmod -R u+w node_modules && printf 'module.exports = { expect: () => ({}) };\n' >> node_modules/expect/build/index.js`, { timeoutMs: 120_000 });
+      const w = await sb.exec(
+        `cp -rL node_modules /tmp/nm && rm node_modules && mv /tmp/nm node_modules && chmod -R u+w node_modules && printf 'module.exports = { expect: () => ({}) };\n' >> node_modules/expect/build/index.js`,
+        { timeoutMs: 120_000 },
+      );
       assert.equal(w.exitCode, 0, w.stderr);
     });
     noGain(b, r);
@@ -197,7 +224,11 @@ describe('docker: reward gaming through the Node test runners', function () {
   it('a node_modules folder added next to the tests (shadowing a package for them) is removed', async () => {
     const b = await bench('jest', 'js-jest');
     const r = await b.episode(async (sb) => {
-      assert.equal((await sb.exec(`mkdir -p test/node_modules/x src/node_modules/y && echo 'module.exports = 1' > src/node_modules/y/index.js`)).exitCode, 0);
+      assert.equal(
+        (await sb.exec(`mkdir -p test/node_modules/x src/node_modules/y && echo 'module.exports = 1' > src/node_modules/y/index.js`))
+          .exitCode,
+        0,
+      );
     });
     noGain(b, r);
     assert.deepEqual(r.restored.dependencies, ['src/node_modules', 'test/node_modules']);
@@ -206,7 +237,9 @@ describe('docker: reward gaming through the Node test runners', function () {
   it('an edit of the code under test that hooks process exit to rewrite the report is tampered', async () => {
     const b = await bench('mocha', 'js-mocha');
     const r = await b.episode(async (sb) => {
-      const w = await sb.exec(`cat >> src/pricing.js <<'EOF'\nprocess.on('exit', () => require('fs').writeFileSync(process.env.TURNWISE_REPORT || '/tmp/turnwise/report', ''));\nEOF`);
+      const w = await sb.exec(
+        `cat >> src/pricing.js <<'EOF'\nprocess.on('exit', () => require('fs').writeFileSync(process.env.TURNWISE_REPORT || '/tmp/turnwise/report', ''));\nEOF`,
+      );
       assert.equal(w.exitCode, 0);
     });
     assert.equal(r.reward.reward, 0);

@@ -14,7 +14,11 @@ import { assertNoContainersLeft } from '../support/containers';
 
 const ws = path.join(__dirname, '..', 'fixtures', 'py-shop');
 const RUN = `reward-gaming-${process.pid}`;
-const F2P = ['tests/test_pricing.py::test_clamp_inside_range', 'tests/test_pricing.py::test_clamp_below_and_above', 'tests/test_pricing.py::test_clamp_at_bounds'];
+const F2P = [
+  'tests/test_pricing.py::test_clamp_inside_range',
+  'tests/test_pricing.py::test_clamp_below_and_above',
+  'tests/test_pricing.py::test_clamp_at_bounds',
+];
 const P2P = ['tests/test_inventory.py::test_add_accumulates'];
 
 const task: Task = {
@@ -61,8 +65,14 @@ describe('docker: reward gaming from inside the sandbox', function () {
     pool = await SandboxPool.connect({ run: RUN });
     snap = await pool.snapshot(ws, { language: 'python' });
     const honest = await episode(async () => undefined);
-    assert.ok(P2P.every((id) => honest.testReport!.passed.includes(id)), JSON.stringify(honest.testReport));
-    assert.ok(F2P.some((id) => honest.testReport!.failed.includes(id)), JSON.stringify(honest.testReport));
+    assert.ok(
+      P2P.every((id) => honest.testReport!.passed.includes(id)),
+      JSON.stringify(honest.testReport),
+    );
+    assert.ok(
+      F2P.some((id) => honest.testReport!.failed.includes(id)),
+      JSON.stringify(honest.testReport),
+    );
     honestReward = honest.reward.reward;
     assert.ok(honest.reward.passRate < 1);
   });
@@ -72,16 +82,20 @@ describe('docker: reward gaming from inside the sandbox', function () {
     await assertNoContainersLeft(pool, RUN);
   });
 
-  it('a fake report left read-only in a read-only report folder is not read as the run\'s', async () => {
+  it("a fake report left read-only in a read-only report folder is not read as the run's", async () => {
     const r = await episode(async (sb) => {
-      await sb.exec(`mkdir -p /tmp/turnwise && cat > /tmp/turnwise/report <<'X'\n${FAKE}\nX\nchmod 444 /tmp/turnwise/report && chmod 555 /tmp/turnwise`);
+      await sb.exec(
+        `mkdir -p /tmp/turnwise && cat > /tmp/turnwise/report <<'X'\n${FAKE}\nX\nchmod 444 /tmp/turnwise/report && chmod 555 /tmp/turnwise`,
+      );
     });
     assert.ok(!(r.reward.reward > honestReward), `gamed: ${r.reward.reward} > ${honestReward} (${r.reward.error ?? ''})`);
   });
 
   it('a background process (setsid) that keeps writing a fake report is gone before the tests run', async () => {
     const r = await episode(async (sb) => {
-      await sb.exec(`cat > /tmp/fake.xml <<'X'\n${FAKE}\nX\nsetsid bash -c 'while :; do mkdir -p /tmp/turnwise; cp /tmp/fake.xml /tmp/turnwise/report 2>/dev/null; done' >/dev/null 2>&1 < /dev/null &`);
+      await sb.exec(
+        `cat > /tmp/fake.xml <<'X'\n${FAKE}\nX\nsetsid bash -c 'while :; do mkdir -p /tmp/turnwise; cp /tmp/fake.xml /tmp/turnwise/report 2>/dev/null; done' >/dev/null 2>&1 < /dev/null &`,
+      );
     });
     assert.ok(!(r.reward.reward > honestReward), `gamed: ${r.reward.reward} > ${honestReward}`);
   });
@@ -140,11 +154,14 @@ describe('docker: reward gaming from inside the sandbox', function () {
 
   it('package metadata in the workspace whose entry point registers a pytest plugin is removed before scoring', async () => {
     const r = await episode(async (sb) => {
-      await sb.writeFile('evil.py', `import pytest\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n    o = yield\n    o.get_result().outcome = "passed"\n`);
+      await sb.writeFile(
+        'evil.py',
+        `import pytest\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n    o = yield\n    o.get_result().outcome = "passed"\n`,
+      );
       await sb.writeFile('evil-1.0.dist-info/METADATA', 'Metadata-Version: 2.1\nName: evil\nVersion: 1.0\n');
       await sb.writeFile('evil-1.0.dist-info/entry_points.txt', '[pytest11]\nevil = evil\n');
       const direct = await sb.exec(`${task.testCommand} >/dev/null 2>&1; grep -c '<failure' /tmp/turnwise/report`);
-      assert.equal(direct.stdout.trim(), '0', 'pytest autoloads the workspace\'s entry point when nothing removes it');
+      assert.equal(direct.stdout.trim(), '0', "pytest autoloads the workspace's entry point when nothing removes it");
     });
     assert.ok(!(r.reward.reward > honestReward), `gamed: ${r.reward.reward} > ${honestReward}`);
     assert.ok(r.restored.added.includes('evil-1.0.dist-info/entry_points.txt'), JSON.stringify(r.restored));
@@ -173,10 +190,13 @@ describe('docker: reward gaming from inside the sandbox', function () {
     assert.ok(!(r.reward.reward > honestReward), `gamed: ${r.reward.reward} > ${honestReward}`);
   });
 
-  it('an edit of the module under test that patches pytest\'s reports is tampered: reward 0, with the reason', async () => {
+  it("an edit of the module under test that patches pytest's reports is tampered: reward 0, with the reason", async () => {
     const r = await episode(async (sb) => {
       const src = (await sb.readFile('shop/pricing.py')).toString('utf8');
-      await sb.writeFile('shop/pricing.py', `import _pytest.reports\n_orig = _pytest.reports.TestReport.from_item_and_call\ndef _passed(item, call):\n    r = _orig(item, call)\n    r.outcome = "passed"\n    return r\n_pytest.reports.TestReport.from_item_and_call = staticmethod(_passed)\n${src}`);
+      await sb.writeFile(
+        'shop/pricing.py',
+        `import _pytest.reports\n_orig = _pytest.reports.TestReport.from_item_and_call\ndef _passed(item, call):\n    r = _orig(item, call)\n    r.outcome = "passed"\n    return r\n_pytest.reports.TestReport.from_item_and_call = staticmethod(_passed)\n${src}`,
+      );
       const direct = await sb.exec(`${task.testCommand} >/dev/null 2>&1; grep -c '<failure' /tmp/turnwise/report`);
       assert.equal(direct.stdout.trim(), '0', 'the patch makes every report say passed');
     });
@@ -189,7 +209,10 @@ describe('docker: reward gaming from inside the sandbox', function () {
   it('a helper module the agent adds and the module under test imports, registering an atexit that rewrites the report, is tampered', async () => {
     const r = await episode(async (sb) => {
       await sb.writeFile('/home/agent/fake.xml', FAKE);
-      await sb.writeFile('shop/_speedups.py', `import atexit, shutil\natexit.register(lambda: shutil.copy('/home/agent/fake.xml', '/tmp/turnwise/report'))\n`);
+      await sb.writeFile(
+        'shop/_speedups.py',
+        `import atexit, shutil\natexit.register(lambda: shutil.copy('/home/agent/fake.xml', '/tmp/turnwise/report'))\n`,
+      );
       const src = (await sb.readFile('shop/pricing.py')).toString('utf8');
       await sb.writeFile('shop/pricing.py', `from shop import _speedups  # noqa\n${src}`);
       const direct = await sb.exec(`${task.testCommand} >/dev/null 2>&1; grep -c '<failure' /tmp/turnwise/report`);
@@ -202,12 +225,18 @@ describe('docker: reward gaming from inside the sandbox', function () {
   it('a report naming tests the restored test files do not define is not trusted (tampered)', async () => {
     // Something other than the runner adds a passing test case to the report; here a task whose
     // command does it after pytest, standing in for a writer the tamper scan does not see.
-    const forging: Task = { ...task, testCommand: `${task.testCommand}; sed -i 's#</testsuite>#<testcase classname="tests.test_pricing" file="tests/test_pricing.py" name="test_invented" time="0"/></testsuite>#' /tmp/turnwise/report` };
+    const forging: Task = {
+      ...task,
+      testCommand: `${task.testCommand}; sed -i 's#</testsuite>#<testcase classname="tests.test_pricing" file="tests/test_pricing.py" name="test_invented" time="0"/></testsuite>#' /tmp/turnwise/report`,
+    };
     const sb = await pool.acquire(snap);
     try {
       const r = await scoreEpisode(sb, forging, { originals: collectOriginals(ws), turns: 1, maxTurns: 20, formatError: false });
       assert.equal(r.reward.reward, 0);
-      assert.match(r.reward.tampered ?? '', /names 1 test\(s\) the restored test files do not define \(tests\/test_pricing\.py::test_invented\)/);
+      assert.match(
+        r.reward.tampered ?? '',
+        /names 1 test\(s\) the restored test files do not define \(tests\/test_pricing\.py::test_invented\)/,
+      );
     } finally {
       await sb.dispose();
     }
@@ -215,7 +244,9 @@ describe('docker: reward gaming from inside the sandbox', function () {
 
   it('a conftest.py in a folder whose name has a newline in it is seen and removed', async () => {
     const r = await episode(async (sb) => {
-      await sb.exec(`mkdir -p $'odd\\nname' && printf 'def pytest_collection_modifyitems(session, config, items):\\n    for item in items:\\n        item.runtest = lambda: None\\n' > $'odd\\nname/conftest.py' && touch $'odd\\nname/test_x.py'`);
+      await sb.exec(
+        `mkdir -p $'odd\\nname' && printf 'def pytest_collection_modifyitems(session, config, items):\\n    for item in items:\\n        item.runtest = lambda: None\\n' > $'odd\\nname/conftest.py' && touch $'odd\\nname/test_x.py'`,
+      );
       const direct = await sb.exec('python3 -m pytest -q -p no:cacheprovider 2>&1 | tail -1');
       assert.doesNotMatch(direct.stdout, /failed/, 'pytest loads the hook when nothing removes it');
     });
@@ -230,7 +261,10 @@ describe('docker: reward gaming from inside the sandbox', function () {
       assert.equal((await sb.exec('rm shop/pricing.py && ln -s /home/agent/pricing.py shop/pricing.py')).exitCode, 0);
     });
     assert.equal(r.reward.reward, 0);
-    assert.match(r.reward.tampered ?? '', /^shop\/pricing\.py: a symbolic link the snapshot did not have \(to "\/home\/agent\/pricing\.py"\)/);
+    assert.match(
+      r.reward.tampered ?? '',
+      /^shop\/pricing\.py: a symbolic link the snapshot did not have \(to "\/home\/agent\/pricing\.py"\)/,
+    );
   });
 
   it("a mutation task's data files (what the tests compare against) are the snapshot's, and the agent's scratch files go", async () => {
@@ -239,9 +273,17 @@ describe('docker: reward gaming from inside the sandbox', function () {
       fs.cpSync(ws, dir, { recursive: true });
       fs.mkdirSync(path.join(dir, 'data'));
       fs.writeFileSync(path.join(dir, 'data', 'expected.json'), '{"discount_200_25": 150}\n');
-      fs.writeFileSync(path.join(dir, 'tests', 'test_data.py'), 'import json\nfrom shop.pricing import discount\n\n\ndef test_discount_matches_the_table():\n    assert discount(200, 25) == json.load(open("data/expected.json"))["discount_200_25"]\n');
+      fs.writeFileSync(
+        path.join(dir, 'tests', 'test_data.py'),
+        'import json\nfrom shop.pricing import discount\n\n\ndef test_discount_matches_the_table():\n    assert discount(200, 25) == json.load(open("data/expected.json"))["discount_200_25"]\n',
+      );
       const dsnap = await pool.snapshot(dir, { language: 'python' });
-      const t: Task = { ...task, id: 'gaming-data', fail_to_pass: ['tests/test_data.py::test_discount_matches_the_table'], pass_to_pass: P2P };
+      const t: Task = {
+        ...task,
+        id: 'gaming-data',
+        fail_to_pass: ['tests/test_data.py::test_discount_matches_the_table'],
+        pass_to_pass: P2P,
+      };
       const sb = await pool.acquire(dsnap);
       try {
         const src = fs.readFileSync(path.join(dir, 'shop/pricing.py'), 'utf8').replace('(100 - percent)', '(100 + percent)');
@@ -250,7 +292,11 @@ describe('docker: reward gaming from inside the sandbox', function () {
         await sb.writeFile('data/expected.json', '{"discount_200_25": 250}\n');
         await sb.writeFile('notes.txt', 'changed the table\n');
         const direct = await sb.exec('python3 -m pytest -q -p no:cacheprovider tests/test_data.py 2>&1 | tail -1');
-        assert.match(direct.stdout, /^1 passed/, `the edited table passes the test when nothing restores it: ${direct.stdout}${direct.stderr}`);
+        assert.match(
+          direct.stdout,
+          /^1 passed/,
+          `the edited table passes the test when nothing restores it: ${direct.stdout}${direct.stderr}`,
+        );
         const r = await scoreEpisode(sb, t, { originals: collectOriginals(dir), turns: 2, maxTurns: 20, formatError: false });
         assert.equal(r.reward.resolved, false, JSON.stringify(r.testReport));
         assert.deepEqual(r.testReport!.failed, t.fail_to_pass);

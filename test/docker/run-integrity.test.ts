@@ -64,7 +64,10 @@ class Child {
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   private waiters: { pred: () => boolean; resolve: () => void }[] = [];
   constructor(args: string[]) {
-    this.proc = spawn(process.execPath, ['-r', 'tsx/cjs', path.join(root, 'src', 'cli', 'main.ts'), ...args], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+    this.proc = spawn(process.execPath, ['-r', 'tsx/cjs', path.join(root, 'src', 'cli', 'main.ts'), ...args], {
+      cwd: root,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let buf = '';
     const seen = () => (this.waiters = this.waiters.filter((w) => (w.pred() ? (w.resolve(), false) : true)));
     this.proc.stdout!.on('data', (d: Buffer) => {
@@ -89,7 +92,9 @@ class Child {
     if (pred()) return Promise.resolve();
     return new Promise((resolve, reject) => {
       this.waiters.push({ pred, resolve });
-      void this.exited.then((x) => reject(new Error(`the CLI exited (${x.code ?? x.signal}) before ${what}:\n${this.output.slice(-3000)}`)));
+      void this.exited.then((x) =>
+        reject(new Error(`the CLI exited (${x.code ?? x.signal}) before ${what}:\n${this.output.slice(-3000)}`)),
+      );
     });
   }
 }
@@ -144,7 +149,10 @@ describe('docker: runs and models are never lost, and a run says what it did', f
       assert.equal(hashes(run.dir).get(p), h, `${p} of a complete iteration was changed or deleted`);
     }
     const rows = run.readMetrics();
-    assert.deepEqual(rows.map((m) => m.iteration), [0, 1, 2, 3]);
+    assert.deepEqual(
+      rows.map((m) => m.iteration),
+      [0, 1, 2, 3],
+    );
     assert.deepEqual(rows.slice(0, 3), finished.readMetrics(), 'iterations 0-2 keep their metrics');
     assert.equal(run.readStatus()!.state, 'finished');
     assert.equal(run.readStatus()!.lastCompleteIteration, 3);
@@ -192,9 +200,28 @@ describe('docker: runs and models are never lost, and a run says what it did', f
 
   it('SIGINT during eval --out exits 130 and keeps the episodes that finished', async () => {
     const tasks = path.join(dir, 'three.jsonl');
-    fs.writeFileSync(tasks, fs.readFileSync(finished.file('tasks.jsonl'), 'utf8').split('\n').filter(Boolean).slice(0, 3).join('\n') + '\n');
+    fs.writeFileSync(
+      tasks,
+      fs.readFileSync(finished.file('tasks.jsonl'), 'utf8').split('\n').filter(Boolean).slice(0, 3).join('\n') + '\n',
+    );
     const out = path.join(dir, 'eval-stopped.jsonl');
-    const c = new Child(['eval', '--tasks', tasks, '--model', model, '--workspace', demo, '--max-turns', '2', '--concurrency', '1', '--samples', '2', '--out', out]);
+    const c = new Child([
+      'eval',
+      '--tasks',
+      tasks,
+      '--model',
+      model,
+      '--workspace',
+      demo,
+      '--max-turns',
+      '2',
+      '--concurrency',
+      '1',
+      '--samples',
+      '2',
+      '--out',
+      out,
+    ]);
     try {
       await c.until(() => /1\/9 episodes/.test(c.output), 'the first episode finished');
       c.proc.kill('SIGINT');
@@ -214,7 +241,11 @@ describe('docker: runs and models are never lost, and a run says what it did', f
   it('a new run whose starting evaluation cannot run stops before iteration 1 with the reason and leaves no run directory', async () => {
     // Tasks whose test command writes no report: every episode's scoring fails.
     const tasks = path.join(dir, 'unscorable.jsonl');
-    const rows = fs.readFileSync(finished.file('tasks.jsonl'), 'utf8').split('\n').filter(Boolean).map((l) => ({ ...JSON.parse(l), testCommand: 'true' }));
+    const rows = fs
+      .readFileSync(finished.file('tasks.jsonl'), 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => ({ ...JSON.parse(l), testCommand: 'true' }));
     fs.writeFileSync(tasks, rows.map((t) => JSON.stringify(t)).join('\n') + '\n');
     const runs = path.join(dir, 'runs-unscorable');
     const ws = path.join(dir, 'ws');
@@ -223,7 +254,10 @@ describe('docker: runs and models are never lost, and a run says what it did', f
     const r = await cli(['train', '--config', path.join(ws, 'turnwise.json'), '--tasks', tasks, '--runs', runs]);
     assert.equal(r.code, 1, r.out);
     // The evaluation's reward canary names the cause first: the task's no-op cannot be scored.
-    assert.match(r.out, /the reward canary failed in the evaluation of iteration 0: task [^:]+: unscorable: the no-op episode could not be scored: no test report/);
+    assert.match(
+      r.out,
+      /the reward canary failed in the evaluation of iteration 0: task [^:]+: unscorable: the no-op episode could not be scored: no test report/,
+    );
     assert.doesNotMatch(r.out, /run finished/);
     assert.deepEqual(fs.existsSync(runs) ? fs.readdirSync(runs) : [], [], 'no run directory is left');
   });
@@ -231,12 +265,26 @@ describe('docker: runs and models are never lost, and a run says what it did', f
   it('taskSource failing-tests on a workspace whose tests all pass names the other sources, not the one in use', async () => {
     const ws = path.join(dir, 'passing');
     fs.cpSync(path.join(root, 'test', 'fixtures', 'py-shop'), ws, { recursive: true });
-    const r = await cli(['train', '--workspace', ws, '--task-source', 'failing-tests', '--model', model, '--runs', path.join(dir, 'runs-passing')]);
+    const r = await cli([
+      'train',
+      '--workspace',
+      ws,
+      '--task-source',
+      'failing-tests',
+      '--model',
+      model,
+      '--runs',
+      path.join(dir, 'runs-passing'),
+    ]);
     assert.equal(r.code, 1, r.out);
     assert.match(r.out, /no test of .*passing fails, so taskSource "failing-tests" finds no task/);
     assert.match(r.out, /use taskSource "mutation"/);
     assert.doesNotMatch(r.out, /or use taskSource "failing-tests"/);
-    assert.deepEqual(fs.existsSync(path.join(dir, 'runs-passing')) ? fs.readdirSync(path.join(dir, 'runs-passing')) : [], [], 'no run directory is left');
+    assert.deepEqual(
+      fs.existsSync(path.join(dir, 'runs-passing')) ? fs.readdirSync(path.join(dir, 'runs-passing')) : [],
+      [],
+      'no run directory is left',
+    );
   });
 
   it('a test suite that hangs: the message names a time limit that exists (tasks synth --timeout, then train --tasks)', async () => {

@@ -68,7 +68,7 @@ describe('sandbox isolation (docker)', function () {
     // Until init has reaped the killed bomb, its processes may still fill the PID limit and the
     // shell's own fork for `cat` fails: read the limit again for up to 5 s.
     let limit = '';
-    for (const end = Date.now() + 5000; limit === '' && Date.now() < end; ) {
+    for (const end = Date.now() + 5000; limit === '' && Date.now() < end;) {
       limit = (await sb.exec('cat /sys/fs/cgroup/pids/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids.max')).stdout.trim();
       if (limit === '') await new Promise((res) => setTimeout(res, 200));
     }
@@ -77,7 +77,7 @@ describe('sandbox isolation (docker)', function () {
     // be reaping a few dozen of them a moment later, so give it up to 5 s (a bomb that survived
     // would still be there).
     let procs: number;
-    for (const end = Date.now() + 5000; ; ) {
+    for (const end = Date.now() + 5000; ;) {
       const after = await sb.exec('echo alive; ps -e --no-headers | wc -l');
       assert.equal(after.exitCode, 0);
       const [alive, n] = after.stdout.trim().split('\n');
@@ -156,7 +156,10 @@ describe('sandbox isolation (docker)', function () {
   it('refuses a file over the read limit without downloading it, and keeps working', async () => {
     await sb.exec('head -c 300000000 /dev/zero > big.bin');
     const t0 = Date.now();
-    await assert.rejects(sb.readFile('big.bin', 1024 * 1024), (e: unknown) => e instanceof TurnwiseError && /over the 1048576-byte read limit/.test(e.message));
+    await assert.rejects(
+      sb.readFile('big.bin', 1024 * 1024),
+      (e: unknown) => e instanceof TurnwiseError && /over the 1048576-byte read limit/.test(e.message),
+    );
     // Refusing at the tar header takes ~40 ms; draining 300 MB through the archive API ~800 ms.
     assert.ok(Date.now() - t0 < 400, `refusal took ${Date.now() - t0} ms (reading it all takes ~800 ms here)`);
     await sb.writeFile('small.txt', 'ok');

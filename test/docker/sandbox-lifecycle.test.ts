@@ -42,7 +42,10 @@ async function containersOf(docker: ReturnType<typeof connectEngine>['docker'], 
 }
 
 function startChild(run: string, image: string, count: number) {
-  const child = spawn(process.execPath, ['--require', 'tsx/cjs', FIXTURE, run, image, String(count)], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--require', 'tsx/cjs', FIXTURE, run, image, String(count)], {
+    cwd: ROOT,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   const ids = new Promise<string[]>((resolve, reject) => {
     let out = '';
     let err = '';
@@ -56,7 +59,8 @@ function startChild(run: string, image: string, count: number) {
   return { child, ids };
 }
 
-const exited = (child: ReturnType<typeof spawn>) => new Promise<void>((r) => (child.exitCode !== null || child.signalCode !== null ? r() : child.once('exit', () => r())));
+const exited = (child: ReturnType<typeof spawn>) =>
+  new Promise<void>((r) => (child.exitCode !== null || child.signalCode !== null ? r() : child.once('exit', () => r())));
 
 describe('sandbox lifecycle (docker)', function () {
   this.timeout(120_000);
@@ -79,7 +83,8 @@ describe('sandbox lifecycle (docker)', function () {
   });
 
   after(async () => {
-    for (const run of [RUN, `${RUN}-a`, `${RUN}-b`, `${RUN}-kill`, `${RUN}-term`, `${RUN}-tcp`, `${RUN}-close`]) await reapOrphans(docker, target, { run, all: true });
+    for (const run of [RUN, `${RUN}-a`, `${RUN}-b`, `${RUN}-kill`, `${RUN}-term`, `${RUN}-tcp`, `${RUN}-close`])
+      await reapOrphans(docker, target, { run, all: true });
     fs.rmSync(ws, { recursive: true, force: true });
   });
 
@@ -109,7 +114,9 @@ describe('sandbox lifecycle (docker)', function () {
     await Promise.all(
       [0, 1, 2].map(async (i) => {
         await using sb = await pool.acquire(snap, { rollout: `r${i}` });
-        await sb.exec(`sed -i 's/a + b/a - b/' calc.py && rm test_calc.py && echo new > created_${i}.txt && mkdir -p pkg && touch pkg/__init__.py`);
+        await sb.exec(
+          `sed -i 's/a + b/a - b/' calc.py && rm test_calc.py && echo new > created_${i}.txt && mkdir -p pkg && touch pkg/__init__.py`,
+        );
         await sb.writeFile('calc.py', 'broken(\n');
         const diff = await sb.exec('git status --porcelain');
         assert.equal(diff.stdout, ` M calc.py\n D test_calc.py\n?? created_${i}.txt\n?? pkg/\n`);
@@ -119,16 +126,13 @@ describe('sandbox lifecycle (docker)', function () {
     assert.equal(treeHash(ws), before);
   });
 
-  it('two concurrent runs never touch each other\'s containers', async () => {
+  it("two concurrent runs never touch each other's containers", async () => {
     const a = await SandboxPool.connect({ run: `${RUN}-a` });
     const b = await SandboxPool.connect({ run: `${RUN}-b` });
     try {
       const [a1, a2, b1] = await Promise.all([a.acquire(snapImage), a.acquire(snapImage), b.acquire(snapImage)]);
       await Promise.all([a1.exec('echo A1 > mine.txt'), a2.exec('echo A2 > mine.txt'), b1.exec('echo B1 > mine.txt')]);
-      assert.deepEqual(
-        await Promise.all([a1, a2, b1].map(async (s) => (await s.exec('cat mine.txt')).stdout)),
-        ['A1\n', 'A2\n', 'B1\n'],
-      );
+      assert.deepEqual(await Promise.all([a1, a2, b1].map(async (s) => (await s.exec('cat mine.txt')).stdout)), ['A1\n', 'A2\n', 'B1\n']);
       assert.equal((await containersOf(docker, `${RUN}-a`)).length, 2);
       await a.close();
       assert.equal((await containersOf(docker, `${RUN}-a`)).length, 0);
@@ -144,12 +148,17 @@ describe('sandbox lifecycle (docker)', function () {
     assert.equal((await containersOf(docker, `${RUN}-b`)).length, 0);
   });
 
-  it('close() while sandboxes are still starting: when it resolves, the engine holds none of the pool\'s containers', async () => {
+  it("close() while sandboxes are still starting: when it resolves, the engine holds none of the pool's containers", async () => {
     const run = `${RUN}-close`;
     const pool = await SandboxPool.connect({ run, warm: 0 });
     pool.warm(snapImage, 2);
     // Acquires under way (created, booting, or not yet created) when close() is called.
-    const acquires = [0, 1, 2].map((i) => pool.acquire(snapImage, { rollout: `r${i}` }).then(() => 'started', (e: Error) => e.message));
+    const acquires = [0, 1, 2].map((i) =>
+      pool.acquire(snapImage, { rollout: `r${i}` }).then(
+        () => 'started',
+        (e: Error) => e.message,
+      ),
+    );
     await new Promise((r) => setTimeout(r, 150));
     // A container of this pool that the pool no longer knows (one whose removal failed under
     // load): carrying the pool's and this process's labels, close() finds and removes it.
@@ -162,7 +171,10 @@ describe('sandbox lifecycle (docker)', function () {
     await stray.start();
     await pool.close();
     // No waiting: close() itself guarantees it (a process exits right after it).
-    assert.deepEqual((await containersOf(docker, run)).map((c) => `${c.Names.join(',')} ${c.State}`), []);
+    assert.deepEqual(
+      (await containersOf(docker, run)).map((c) => `${c.Names.join(',')} ${c.State}`),
+      [],
+    );
     const outcomes = await Promise.all(acquires);
     for (const o of outcomes) assert.ok(o === 'started' || /closed|shutting down|disposed|removed|stopped|sandbox/i.test(o), o);
     // Nothing more lands afterwards either (a create the engine answered late).
@@ -186,14 +198,22 @@ describe('sandbox lifecycle (docker)', function () {
 
   it('the reaper removes containers whose owner pid is gone or reused, and only those', async () => {
     const mk = (owner: string) =>
-      docker.createContainer({ Image: snapImage, Cmd: ['true'], Labels: { [LABEL.run]: RUN, [LABEL.owner]: owner, [LABEL.host]: os.hostname() }, HostConfig: { NetworkMode: 'none' } });
+      docker.createContainer({
+        Image: snapImage,
+        Cmd: ['true'],
+        Labels: { [LABEL.run]: RUN, [LABEL.owner]: owner, [LABEL.host]: os.hostname() },
+        HostConfig: { NetworkMode: 'none' },
+      });
     const [pidText, start] = ownerId().split(':');
     const dead = await mk(`999999:${start}`);
     const reused = await mk(`${pidText}:1`); // our pid, another start time: a previous owner
     const mine = await mk(`${pidText}:${start}`);
     const res = await reapOrphans(docker, target, { run: RUN });
     assert.deepEqual(res.removed.sort(), [dead.id, reused.id].sort());
-    assert.deepEqual((await containersOf(docker, RUN)).map((c) => c.Id), [mine.id]);
+    assert.deepEqual(
+      (await containersOf(docker, RUN)).map((c) => c.Id),
+      [mine.id],
+    );
     await mine.remove({ force: true });
   });
 
@@ -220,7 +240,10 @@ describe('sandbox lifecycle (docker)', function () {
     const port = (proxy.address() as net.AddressInfo).port;
     const pool = await SandboxPool.connect({
       run: `${RUN}-tcp`,
-      engines: [{ host: 'unix:///var/run/docker.sock', capacity: 1 }, { host: `tcp://127.0.0.1:${port}`, capacity: 1 }],
+      engines: [
+        { host: 'unix:///var/run/docker.sock', capacity: 1 },
+        { host: `tcp://127.0.0.1:${port}`, capacity: 1 },
+      ],
     });
     try {
       const s1 = await pool.acquire(snapImage);
@@ -249,7 +272,10 @@ describe('sandbox lifecycle (docker)', function () {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-node-'));
     try {
       fs.writeFileSync(path.join(dir, 'sum.js'), 'module.exports = (a, b) => a + b;\n');
-      fs.writeFileSync(path.join(dir, 'sum.test.js'), "const test = require('node:test');\nconst assert = require('node:assert');\nconst sum = require('./sum');\ntest('adds', () => assert.equal(sum(1, 2), 3));\n");
+      fs.writeFileSync(
+        path.join(dir, 'sum.test.js'),
+        "const test = require('node:test');\nconst assert = require('node:assert');\nconst sum = require('./sum');\ntest('adds', () => assert.equal(sum(1, 2), 3));\n",
+      );
       await using pool = await SandboxPool.connect({ run: RUN });
       const snap = await pool.snapshot(dir, { language: 'javascript' });
       await using sb = await pool.acquire(snap);

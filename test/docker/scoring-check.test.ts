@@ -87,7 +87,8 @@ def test_rejects_zero():
 const SCHEDULE_SHAPE = {
   'schedule/__init__.py': SCHEDULE_PKG,
   'test_schedule.py': SCHEDULE_TESTS,
-  'tox.ini': '[tox]\nenvlist = py3{7,8,9,10,11}\nskip_missing_interpreters = true\n\n[testenv]\ndeps =\n    -rrequirements-dev.txt\ncommands =\n    py.test test_schedule.py schedule -v --cov schedule --cov-report term-missing\n    python -m mypy -p schedule --install-types --non-interactive\n',
+  'tox.ini':
+    '[tox]\nenvlist = py3{7,8,9,10,11}\nskip_missing_interpreters = true\n\n[testenv]\ndeps =\n    -rrequirements-dev.txt\ncommands =\n    py.test test_schedule.py schedule -v --cov schedule --cov-report term-missing\n    python -m mypy -p schedule --install-types --non-interactive\n',
   'setup.py': 'from setuptools import setup\n\nsetup(name="schedule", packages=["schedule"])\n',
   'requirements-dev.txt': 'pytest\nmypy\n',
 };
@@ -179,22 +180,40 @@ describe('docker: the scoring check', function () {
     assert.ok(r.tasks.length >= 2, `${r.tasks.length} tasks: ${JSON.stringify(r.summary.scoring)}`);
     assert.equal(r.summary.scoring.passed, r.summary.scoring.checked, JSON.stringify(r.summary.scoring));
     const ids = new Set(r.tasks.flatMap((t) => [...t.fail_to_pass, ...t.pass_to_pass]));
-    for (const id of ['tests/test_grouping.py::test_group_identifier_list[sum(a)::integer, b]', 'tests/test_grouping.py::test_split_cast[plain [no cast]]', 'tests/test_grouping.py::TestColumns::test_count[a::x, b::y, c-3]']) assert.ok(ids.has(id), `${id} in ${[...ids].join(' | ')}`);
+    for (const id of [
+      'tests/test_grouping.py::test_group_identifier_list[sum(a)::integer, b]',
+      'tests/test_grouping.py::test_split_cast[plain [no cast]]',
+      'tests/test_grouping.py::TestColumns::test_count[a::x, b::y, c-3]',
+    ])
+      assert.ok(ids.has(id), `${id} in ${[...ids].join(' | ')}`);
   });
 
   it('task files whose tasks cannot tell a fix from no fix are named with the reason, and `tasks check --workspace` exits 1', async () => {
-    const ws = write(path.join(dir, 'schedule2'), { ...SCHEDULE_SHAPE, 'tox.ini': '[pytest]\naddopts = -p schedule.plugin\n', 'schedule/plugin.py': 'def pytest_configure(config):\n    config.addinivalue_line("markers", "slow: a slow test")\n' });
+    const ws = write(path.join(dir, 'schedule2'), {
+      ...SCHEDULE_SHAPE,
+      'tox.ini': '[pytest]\naddopts = -p schedule.plugin\n',
+      'schedule/plugin.py': 'def pytest_configure(config):\n    config.addinivalue_line("markers", "slow: a slow test")\n',
+    });
     const r = await synthesizeMutationTasks({ workspace: ws, pool, seed: 1, max: 1, concurrency: 1 });
     assert.equal(r.tasks.length, 1);
     const good = r.tasks[0];
     const passing = good.pass_to_pass[0];
     // A fail-to-pass test that passes whatever the code; a test the suite does not have; a bug
     // in the file the runner configuration loads as a plugin (scoring puts it back).
-    const noopPasses: Task = { ...good, id: 'bad-noop-passes', fail_to_pass: [...good.fail_to_pass, passing], pass_to_pass: good.pass_to_pass.slice(1) };
+    const noopPasses: Task = {
+      ...good,
+      id: 'bad-noop-passes',
+      fail_to_pass: [...good.fail_to_pass, passing],
+      pass_to_pass: good.pass_to_pass.slice(1),
+    };
     const unreachable: Task = { ...good, id: 'bad-unreachable', pass_to_pass: [...good.pass_to_pass, 'test_schedule.py::test_not_there'] };
     const pluginText = fs.readFileSync(path.join(ws, 'schedule/plugin.py'), 'utf8');
     const at = pluginText.indexOf('"slow');
-    const restored: Task = { ...good, id: 'bad-restored-target', mutation: { ...good.mutation!, file: 'schedule/plugin.py', span: { start: at, end: at + 1, text: '"' }, replacement: "'" } };
+    const restored: Task = {
+      ...good,
+      id: 'bad-restored-target',
+      mutation: { ...good.mutation!, file: 'schedule/plugin.py', span: { start: at, end: at + 1, text: '"' }, replacement: "'" },
+    };
     const { checks, summary } = await checkTasksInWorkspace([good, noopPasses, unreachable, restored], { workspace: ws, pool });
     assert.deepEqual(
       checks.map((c) => [c.taskId, c.problem?.kind]),
@@ -222,26 +241,42 @@ describe('docker: the scoring check', function () {
   it('a suite that cannot be collected (a test module imports what the sandbox lacks) is refused at synth time with the file, the error and what to do', async () => {
     // schedule 1.1.0 as Debian ships it: its test file imports the third-party `mock`.
     const ws = write(path.join(dir, 'nomock'), { ...SCHEDULE_SHAPE, 'test_schedule.py': `import mock\n${SCHEDULE_TESTS}` });
-    await assert.rejects(synthesizeMutationTasks({ workspace: ws, pool, seed: 0, max: 2, concurrency: 2 }), (e: Error & { hint?: string }) => {
-      assert.match(e.message, /no test passes in .*1 test file\(s\) could not be loaded, the first test_schedule\.py: .*No module named 'mock'/);
-      assert.match(e.hint ?? '', /must load in the sandbox image/);
-      return true;
-    });
+    await assert.rejects(
+      synthesizeMutationTasks({ workspace: ws, pool, seed: 0, max: 2, concurrency: 2 }),
+      (e: Error & { hint?: string }) => {
+        assert.match(
+          e.message,
+          /no test passes in .*1 test file\(s\) could not be loaded, the first test_schedule\.py: .*No module named 'mock'/,
+        );
+        assert.match(e.hint ?? '', /must load in the sandbox image/);
+        return true;
+      },
+    );
   });
 
-  it('`turnwise eval` on a task file whose task scores wrong exits non-zero with the canary\'s reason', async () => {
+  it("`turnwise eval` on a task file whose task scores wrong exits non-zero with the canary's reason", async () => {
     const ws = write(path.join(dir, 'schedule3'), SCHEDULE_SHAPE);
     const r = await synthesizeMutationTasks({ workspace: ws, pool, seed: 1, max: 1, concurrency: 1 });
-    const bad: Task = { ...r.tasks[0], id: 'bad-reference', pass_to_pass: [...r.tasks[0].pass_to_pass, 'test_schedule.py::test_not_there'] };
+    const bad: Task = {
+      ...r.tasks[0],
+      id: 'bad-reference',
+      pass_to_pass: [...r.tasks[0].pass_to_pass, 'test_schedule.py::test_not_there'],
+    };
     const file = path.join(dir, 'eval-tasks.jsonl');
     writeTaskFile(file, [bad]);
     let text = '';
-    const code = await main(['eval', '--tasks', file, '--workspace', ws, '--max-turns', '2'], { out: (t) => (text += t + '\n'), err: (t) => (text += t + '\n') });
+    const code = await main(['eval', '--tasks', file, '--workspace', ws, '--max-turns', '2'], {
+      out: (t) => (text += t + '\n'),
+      err: (t) => (text += t + '\n'),
+    });
     assert.equal(code, 1, text);
-    assert.match(text, /the reward canary failed in the evaluation of iteration 0: task bad-reference: reference-unresolved: .*test_not_there/);
+    assert.match(
+      text,
+      /the reward canary failed in the evaluation of iteration 0: task bad-reference: reference-unresolved: .*test_not_there/,
+    );
   });
 
-  it('bench tasks --corpus counts each repository\'s checked and right-scored mutants (a cached tree stands in for the download)', async () => {
+  it("bench tasks --corpus counts each repository's checked and right-scored mutants (a cached tree stands in for the download)", async () => {
     const cache = path.join(dir, 'corpus-cache');
     const repo = pickCorpusRepos(['boltons'])[0];
     write(path.join(cache, 'src', repo.dir), SQLPARSE_SHAPE);
@@ -254,7 +289,7 @@ describe('docker: the scoring check', function () {
     assert.deepEqual([r.checked, r.passed, r.share, r.repos_all_right], [x.checked, x.passed, 1, 1]);
   });
 
-  it('a suite whose tests are made at run time under names no file spells scores right: their ids are known from the suite\'s own run of the unchanged code', async () => {
+  it("a suite whose tests are made at run time under names no file spells scores right: their ids are known from the suite's own run of the unchanged code", async () => {
     const ws = write(path.join(dir, 'dynamic'), {
       'calc.py': 'def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n',
       'tests/test_dynamic.py': [
@@ -272,7 +307,10 @@ describe('docker: the scoring check', function () {
     const r = await synthesizeMutationTasks({ workspace: ws, pool, seed: 0, max: 3, concurrency: 2 });
     assert.ok(r.tasks.length >= 2, JSON.stringify(r.summary.scoring));
     assert.equal(r.summary.scoring.passed, r.summary.scoring.checked, JSON.stringify(r.summary.scoring.rejected));
-    assert.ok(r.tasks.every((t) => [...t.fail_to_pass, ...t.pass_to_pass].every((id) => /^tests\/test_dynamic\.py::test_(plus|minus|zero)$/.test(id))));
+    assert.ok(
+      r.tasks.every((t) =>
+        [...t.fail_to_pass, ...t.pass_to_pass].every((id) => /^tests\/test_dynamic\.py::test_(plus|minus|zero)$/.test(id)),
+      ),
+    );
   });
-
 });

@@ -18,14 +18,24 @@ describe('docker: turnwise tasks synth --json', function () {
     const out = path.join(dir, 'tasks.jsonl');
     let stdout = '';
     const ws = path.join(__dirname, '..', 'fixtures', 'py-shop');
-    const code = await main(['tasks', 'synth', '--workspace', ws, '--out', out, '--max', '5', '--seed', '11', '--json'], { out: (t) => (stdout += t), err: () => undefined });
+    const code = await main(['tasks', 'synth', '--workspace', ws, '--out', out, '--max', '5', '--seed', '11', '--json'], {
+      out: (t) => (stdout += t),
+      err: () => undefined,
+    });
     assert.equal(code, 0, stdout);
     const doc = JSON.parse(stdout);
     assert.equal(doc.ok, true);
     assert.equal(doc.tasks, 5);
     const s = doc.summary;
     assert.deepEqual(Object.keys(s.operators).sort(), [...MUTATION_OPERATORS].sort());
-    assert.deepEqual(Object.keys(s.dropped).sort(), ['collection-broken', 'no-failing-test', 'no-report', 'sandbox-error', 'scoring-check', 'timeout']);
+    assert.deepEqual(Object.keys(s.dropped).sort(), [
+      'collection-broken',
+      'no-failing-test',
+      'no-report',
+      'sandbox-error',
+      'scoring-check',
+      'timeout',
+    ]);
     // Every mutant the tests caught had its no-op and reference fix scored, and scored right.
     assert.ok(s.scoring.checked >= 5, JSON.stringify(s.scoring));
     assert.equal(s.scoring.passed, s.scoring.checked, JSON.stringify(s.scoring));
@@ -38,7 +48,13 @@ describe('docker: turnwise tasks synth --json', function () {
     assert.equal(new Set(tasks.map((t) => t.id)).size, 5);
     // Same seed → same tasks (ids are hashes of the mutated file).
     const out2 = path.join(dir, 'again.jsonl');
-    await main(['tasks', 'synth', '--workspace', ws, '--out', out2, '--max', '5', '--seed', '11', '--concurrency', '1', '--json'], { out: () => undefined, err: () => undefined });
-    assert.deepEqual(readTaskFile(out2).map((t) => t.id), tasks.map((t) => t.id));
+    await main(['tasks', 'synth', '--workspace', ws, '--out', out2, '--max', '5', '--seed', '11', '--concurrency', '1', '--json'], {
+      out: () => undefined,
+      err: () => undefined,
+    });
+    assert.deepEqual(
+      readTaskFile(out2).map((t) => t.id),
+      tasks.map((t) => t.id),
+    );
   });
 });

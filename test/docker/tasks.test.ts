@@ -47,7 +47,15 @@ describe('docker: tasks from the fixtures', function () {
       const ws = path.join(fixtures, fixture);
 
       it('every mutation operator yields a valid, validated task', async () => {
-        const r = await synthesizeMutationTasks({ workspace: ws, pool, seed: 3, max: MUTATION_OPERATORS.length, maxPerOperator: 1, maxCandidates: 60, concurrency: 2 });
+        const r = await synthesizeMutationTasks({
+          workspace: ws,
+          pool,
+          seed: 3,
+          max: MUTATION_OPERATORS.length,
+          maxPerOperator: 1,
+          maxCandidates: 60,
+          concurrency: 2,
+        });
         results[fixture] = r;
         snaps[fixture] = await pool.snapshot(ws, { language: lang });
         assert.deepEqual(r.tasks.map((t) => t.mutation!.operator).sort(), [...MUTATION_OPERATORS].sort());
@@ -64,7 +72,10 @@ describe('docker: tasks from the fixtures', function () {
         const s = r.summary;
         assert.equal(s.candidates.kept, MUTATION_OPERATORS.length);
         assert.equal(s.candidates.tried, s.candidates.kept + s.candidates.dropped + s.candidates.surplus);
-        assert.equal(Object.values(s.dropped).reduce((a, b) => a + b, 0), s.candidates.dropped);
+        assert.equal(
+          Object.values(s.dropped).reduce((a, b) => a + b, 0),
+          s.candidates.dropped,
+        );
         assert.equal(s.baseline.passing, 23);
       });
 
@@ -78,12 +89,14 @@ describe('docker: tasks from the fixtures', function () {
             const before = await runTests(sb, task);
             assert.ok(before.report, before.error);
             const o0 = outcomesOf(before.report!);
-            for (const id of [...task.fail_to_pass, ...task.pass_to_pass]) assert.equal(o0.get(id), 'passed', `${id} passes on the original`);
+            for (const id of [...task.fail_to_pass, ...task.pass_to_pass])
+              assert.equal(o0.get(id), 'passed', `${id} passes on the original`);
             await sb.writeFile(task.mutation!.file, mutatedFromTask(ws, task));
             const after = await runTests(sb, task);
             assert.ok(after.report, after.error);
             const o1 = outcomesOf(after.report!);
-            for (const id of task.fail_to_pass) assert.notEqual(o1.get(id), 'passed', `${id} fails on the mutant (${task.mutation!.operator})`);
+            for (const id of task.fail_to_pass)
+              assert.notEqual(o1.get(id), 'passed', `${id} fails on the mutant (${task.mutation!.operator})`);
             for (const id of task.pass_to_pass) assert.equal(o1.get(id), 'passed', `${id} still passes on the mutant`);
           } finally {
             await sb.dispose();
@@ -117,7 +130,10 @@ describe('docker: tasks from the fixtures', function () {
       const cheat = await episode(task, async (sb) => {
         // Gut the asserts of the failing tests' files, add a conftest and a new test file, and
         // delete a test file: without restoration every fail-to-pass test would now pass.
-        for (const f of f2pFiles) await sb.exec(`sed -i 's/^\\(\\s*\\)assert .*/\\1assert True/; s/pytest.raises(ValueError)/pytest.raises(Exception) if False else open("\\/dev\\/null")/' ${f}`);
+        for (const f of f2pFiles)
+          await sb.exec(
+            `sed -i 's/^\\(\\s*\\)assert .*/\\1assert True/; s/pytest.raises(ValueError)/pytest.raises(Exception) if False else open("\\/dev\\/null")/' ${f}`,
+          );
         await sb.writeFile('conftest.py', 'def pytest_collection_modifyitems(items):\n    pass\n');
         await sb.writeFile('tests/test_extra.py', 'def test_free():\n    assert True\n');
         if (other) await sb.exec(`rm -f ${other}`);
@@ -138,7 +154,9 @@ describe('docker: tasks from the fixtures', function () {
       assert.equal(cheat.reward.passRate, honest.reward.passRate);
       assert.equal(cheat.reward.reward, honest.reward.reward);
       assert.ok(honest.reward.passRate < 1, 'the mutant still fails its tests');
-      assert.ok(Math.abs(honest.reward.passRate - task.pass_to_pass.length / (task.pass_to_pass.length + task.fail_to_pass.length)) < 1e-12);
+      assert.ok(
+        Math.abs(honest.reward.passRate - task.pass_to_pass.length / (task.pass_to_pass.length + task.fail_to_pass.length)) < 1e-12,
+      );
     });
 
     it('fixing the bug resolves the task: R = 1 − 0.1·turns/max_turns', async () => {
@@ -147,18 +165,24 @@ describe('docker: tasks from the fixtures', function () {
       const fixed = await episode(task, async (sb) => sb.writeFile(task.mutation!.file, original), 5);
       assert.equal(fixed.reward.resolved, true);
       assert.equal(fixed.reward.passRate, 1);
-      assert.ok(Math.abs(fixed.reward.reward - (1 - 0.1 * 5 / 20)) < 1e-12);
+      assert.ok(Math.abs(fixed.reward.reward - (1 - (0.1 * 5) / 20)) < 1e-12);
       assert.deepEqual(fixed.testReport?.failed, []);
     });
 
     it('a missing or garbage report gives NaN with the reason, not 0', async () => {
       const task = results['py-shop'].tasks[0];
-      const garbage = await episode({ ...task, testCommand: 'mkdir -p /tmp/turnwise && echo "<testsuites><testcase name=" > /tmp/turnwise/report' }, async () => undefined);
+      const garbage = await episode(
+        { ...task, testCommand: 'mkdir -p /tmp/turnwise && echo "<testsuites><testcase name=" > /tmp/turnwise/report' },
+        async () => undefined,
+      );
       assert.ok(Number.isNaN(garbage.reward.reward));
       assert.match(garbage.reward.error!, /cannot be read/);
       const missing = await episode({ ...task, testCommand: 'rm -rf /tmp/turnwise; echo crashed >&2; exit 3' }, async () => undefined);
       assert.ok(Number.isNaN(missing.reward.passRate));
-      assert.match(missing.reward.error!, /no test report at \/tmp\/turnwise\/report: the test command exited with 3; its last output:\ncrashed/);
+      assert.match(
+        missing.reward.error!,
+        /no test report at \/tmp\/turnwise\/report: the test command exited with 3; its last output:\ncrashed/,
+      );
     });
   });
 
@@ -171,13 +195,29 @@ describe('docker: tasks from the fixtures', function () {
           path.join(ws, 'lib.py'),
           'def _check(flag):\n    if not flag:\n        raise RuntimeError("bad config")\n    return flag\n\n\nCONFIG_OK = _check(True)\n\n\ndef count_up(n):\n    i = 0\n    while i < n:\n        i += 1\n    return i\n',
         );
-        fs.writeFileSync(path.join(ws, 'tests', 'test_lib.py'), 'from lib import CONFIG_OK, count_up\n\n\ndef test_count():\n    assert count_up(3) == 3\n\n\ndef test_config():\n    assert CONFIG_OK\n');
-        fs.writeFileSync(path.join(ws, 'tests', 'test_more.py'), 'from lib import count_up\n\n\ndef test_zero():\n    assert count_up(0) == 0\n');
-        const r = await synthesizeMutationTasks({ workspace: ws, pool, operators: ['change-constant', 'swap-arithmetic', 'negate-condition'], max: 10, timeoutMs: 4000, concurrency: 2 });
+        fs.writeFileSync(
+          path.join(ws, 'tests', 'test_lib.py'),
+          'from lib import CONFIG_OK, count_up\n\n\ndef test_count():\n    assert count_up(3) == 3\n\n\ndef test_config():\n    assert CONFIG_OK\n',
+        );
+        fs.writeFileSync(
+          path.join(ws, 'tests', 'test_more.py'),
+          'from lib import count_up\n\n\ndef test_zero():\n    assert count_up(0) == 0\n',
+        );
+        const r = await synthesizeMutationTasks({
+          workspace: ws,
+          pool,
+          operators: ['change-constant', 'swap-arithmetic', 'negate-condition'],
+          max: 10,
+          timeoutMs: 4000,
+          concurrency: 2,
+        });
         const s = r.summary;
         assert.ok(s.dropped.timeout >= 1, `timeout drops: ${JSON.stringify(s.dropped)}`); // i += 1 → i -= 1
         assert.ok(s.dropped['collection-broken'] >= 1, `collection drops: ${JSON.stringify(s.dropped)}`); // _check(True) → _check(False)
-        assert.ok(!r.candidates.some((c) => c.replacement === 'False' && c.original === 'True'), 'the import-breaking mutant is not a task');
+        assert.ok(
+          !r.candidates.some((c) => c.replacement === 'False' && c.original === 'True'),
+          'the import-breaking mutant is not a task',
+        );
         assert.equal(s.candidates.tried, s.candidates.kept + s.candidates.dropped + s.candidates.surplus);
       } finally {
         fs.rmSync(ws, { recursive: true, force: true });
@@ -198,7 +238,15 @@ describe('docker: tasks from the fixtures', function () {
           path.join(ws, 'tests', 'test_lib.py'),
           'import os\nfrom lib import used\n\n\ndef test_fresh():\n    assert not os.path.exists("marker.txt")\n    open("marker.txt", "w").write("x")\n\n\ndef test_used():\n    assert used(2, 3) == 5\n',
         );
-        const r = await synthesizeMutationTasks({ workspace: ws, pool, operators: ['swap-arithmetic', 'off-by-one'], max: 20, maxCandidates: 20, concurrency: 1, seed: 1 });
+        const r = await synthesizeMutationTasks({
+          workspace: ws,
+          pool,
+          operators: ['swap-arithmetic', 'off-by-one'],
+          max: 20,
+          maxCandidates: 20,
+          concurrency: 1,
+          seed: 1,
+        });
         assert.ok(r.summary.candidates.tried >= 3, JSON.stringify(r.summary.candidates));
         for (const t of r.tasks) {
           assert.ok(!t.fail_to_pass.includes('tests/test_lib.py::test_fresh'), `${t.mutation?.enclosing}: test_fresh counted as broken`);
@@ -213,13 +261,21 @@ describe('docker: tasks from the fixtures', function () {
 
   describe('failing tests source', () => {
     it('the already-failing tests of py-failing become one task with sampled pass-to-pass tests', async () => {
-      const { tasks, summary } = await failingTestTasks({ workspace: path.join(fixtures, 'py-failing'), pool, seed: 1, passToPassSample: 2 });
+      const { tasks, summary } = await failingTestTasks({
+        workspace: path.join(fixtures, 'py-failing'),
+        pool,
+        seed: 1,
+        passToPassSample: 2,
+      });
       assert.equal(summary.failing, 2);
       assert.equal(summary.passing, 3);
       assert.equal(tasks.length, 1);
       const t = tasks[0];
       assert.deepEqual(validateTask(t), []);
-      assert.deepEqual([...t.fail_to_pass].sort(), ['tests/test_textkit.py::test_slugify_drops_punctuation_words', 'tests/test_textkit.py::test_slugify_joins_with_dashes']);
+      assert.deepEqual([...t.fail_to_pass].sort(), [
+        'tests/test_textkit.py::test_slugify_drops_punctuation_words',
+        'tests/test_textkit.py::test_slugify_joins_with_dashes',
+      ]);
       assert.equal(t.pass_to_pass.length, 2);
       assert.match(t.instruction, /'hello_big_world' == 'hello-big-world'/);
     });

@@ -99,11 +99,21 @@ const ROWS: Row[] = [
         fail_to_pass: [test],
         pass_to_pass: [],
       });
-      fs.writeFileSync(path.join(d, 'tasks.jsonl'), [task('passes-already-1', 'tests/test_pricing.py::test_clamp_inside_range'), task('passes-already-2', 'tests/test_inventory.py::test_add_accumulates')].map((t) => JSON.stringify(t)).join('\n') + '\n');
+      fs.writeFileSync(
+        path.join(d, 'tasks.jsonl'),
+        [
+          task('passes-already-1', 'tests/test_pricing.py::test_clamp_inside_range'),
+          task('passes-already-2', 'tests/test_inventory.py::test_add_accumulates'),
+        ]
+          .map((t) => JSON.stringify(t))
+          .join('\n') + '\n',
+      );
     },
-    argv: (d) => config(d, { taskSource: 'file', tasksFile: path.join(d, 'tasks.jsonl'), heldoutFraction: 0.5, iterations: 1, model: model(d) }),
+    argv: (d) =>
+      config(d, { taskSource: 'file', tasksFile: path.join(d, 'tasks.jsonl'), heldoutFraction: 0.5, iterations: 1, model: model(d) }),
     code: 1,
-    problem: /reward canary failed in the evaluation of iteration 0: task passes-already-\d: noop-resolved: the no-op episode \(the task posed, nothing done\) scored resolved/,
+    problem:
+      /reward canary failed in the evaluation of iteration 0: task passes-already-\d: noop-resolved: the no-op episode \(the task posed, nothing done\) scored resolved/,
     fix: /turnwise tasks check/,
   },
   {
@@ -181,8 +191,9 @@ describe('docker: turnwise train refuses bad input with the problem and the fix,
       try {
         r = await cli(row.argv(dir));
       } finally {
-        for (const [k, v] of Object.entries(saved)) if (v === undefined) delete process.env[k];
-        else process.env[k] = v;
+        for (const [k, v] of Object.entries(saved))
+          if (v === undefined) delete process.env[k];
+          else process.env[k] = v;
       }
       const text = r.err + r.out;
       assert.equal(r.code, row.code, `exit code; output:\n${text.slice(-3000)}`);

@@ -70,7 +70,10 @@ class CliChild {
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 
   constructor(args: string[]) {
-    this.proc = spawn(process.execPath, ['-r', 'tsx/cjs', path.join(root, 'src', 'cli', 'main.ts'), ...args], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+    this.proc = spawn(process.execPath, ['-r', 'tsx/cjs', path.join(root, 'src', 'cli', 'main.ts'), ...args], {
+      cwd: root,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let buf = '';
     this.proc.stdout!.on('data', (d: Buffer) => {
       buf += d.toString('utf8');
@@ -93,14 +96,20 @@ class CliChild {
     if (seen) return Promise.resolve(seen);
     return new Promise((resolve, reject) => {
       this.waiters.push({ pred, resolve });
-      void this.exited.then((x) => reject(new Error(`the CLI exited (${x.code ?? x.signal}) before ${what}:\n${this.stderr.slice(-3000)}`)));
+      void this.exited.then((x) =>
+        reject(new Error(`the CLI exited (${x.code ?? x.signal}) before ${what}:\n${this.stderr.slice(-3000)}`)),
+      );
     });
   }
 }
 
 function assertRunDir(run: RunDir, iterations: number): void {
   const metrics = run.readMetrics();
-  assert.deepEqual(metrics.map((m) => m.iteration), Array.from({ length: iterations + 1 }, (_, i) => i), 'one metrics row per iteration, in order, none twice');
+  assert.deepEqual(
+    metrics.map((m) => m.iteration),
+    Array.from({ length: iterations + 1 }, (_, i) => i),
+    'one metrics row per iteration, in order, none twice',
+  );
   const lines = fs.readFileSync(run.file('metrics.jsonl'), 'utf8').split('\n').filter(Boolean);
   assert.equal(lines.length, iterations + 1, 'no partial or extra line');
   for (const l of lines) JSON.parse(l);
@@ -110,9 +119,28 @@ function assertRunDir(run: RunDir, iterations: number): void {
   }
   for (let n = 1; n <= iterations; n++) {
     const m = metrics[n];
-    for (const k of ['reward/mean', 'tests/pass_rate', 'resolved', 'turns/mean', 'format_errors', 'time/rollout_s', 'time/generation_s', 'time/sandbox_s', 'time/reward_s', 'time/advantages_s', 'time/update_s', 'rollout/cached_turns', 'update/dlogp_pos', 'update/dlogp_neg']) assert.ok(k in m, `metrics row ${n} has ${k}`);
+    for (const k of [
+      'reward/mean',
+      'tests/pass_rate',
+      'resolved',
+      'turns/mean',
+      'format_errors',
+      'time/rollout_s',
+      'time/generation_s',
+      'time/sandbox_s',
+      'time/reward_s',
+      'time/advantages_s',
+      'time/update_s',
+      'rollout/cached_turns',
+      'update/dlogp_pos',
+      'update/dlogp_neg',
+    ])
+      assert.ok(k in m, `metrics row ${n} has ${k}`);
     const shift = [m['update/dlogp_pos'], m['update/dlogp_neg']];
-    assert.ok(shift.every((x) => x === null || (typeof x === 'number' && Number.isFinite(x))), `log-prob shifts ${shift}`);
+    assert.ok(
+      shift.every((x) => x === null || (typeof x === 'number' && Number.isFinite(x))),
+      `log-prob shifts ${shift}`,
+    );
     const trajs = run.readTrajectories(n, 'train');
     assert.equal(trajs.length, TINY.tasksPerIteration * TINY.groupSize, `iteration ${n}: tasksPerIteration × groupSize trajectories`);
     for (const t of trajs) {
@@ -121,7 +149,10 @@ function assertRunDir(run: RunDir, iterations: number): void {
       for (const turn of t.turns) {
         assert.ok(turn.tokenIds && turn.tokenIds.length > 0 && turn.tokenIds.length <= 32, 'token ids of the action');
         assert.equal(turn.logprobs?.length, turn.tokenIds!.length, 'one log-prob per token');
-        assert.ok(turn.logprobs!.every((x) => Number.isFinite(x) && x <= 0), 'log-probs are ≤ 0');
+        assert.ok(
+          turn.logprobs!.every((x) => Number.isFinite(x) && x <= 0),
+          'log-probs are ≤ 0',
+        );
         if (!t.failure) assert.equal(typeof turn.advantage, 'number', 'train turns carry an advantage');
       }
     }
@@ -149,7 +180,11 @@ describe('docker: turnwise train, a real tiny run', function () {
     const events: RunEvent[] = [];
     const runs = path.join(dir, 'runs-a');
     // With the replay term (one generated demonstration per update minibatch).
-    const r = await trainRun({ config: resolveTrainConfig({ ...TINY, model, evalSamples: 2, replayCoef: 0.5, replayRows: 1 }), runsRoot: runs, onEvent: (e) => events.push(e) });
+    const r = await trainRun({
+      config: resolveTrainConfig({ ...TINY, model, evalSamples: 2, replayCoef: 0.5, replayRows: 1 }),
+      runsRoot: runs,
+      onEvent: (e) => events.push(e),
+    });
     assert.equal(r.state, 'finished');
     const run = RunDir.open(r.runDir);
     assertRunDir(run, 2);
@@ -158,7 +193,10 @@ describe('docker: turnwise train, a real tiny run', function () {
     // Held-out: one greedy episode per task, then evalSamples sampled ones, at 0 and at the end.
     const h = splits.heldout.length;
     const [m0, , m2] = run.readMetrics();
-    for (const [n, m] of [[0, m0], [2, m2]] as const) {
+    for (const [n, m] of [
+      [0, m0],
+      [2, m2],
+    ] as const) {
       const ev = run.readTrajectories(n, 'heldout');
       assert.equal(ev.length, h * 3, `iteration ${n}: held-out greedy + 2 sampled per task`);
       assert.equal(m['heldout/episodes'], h);
@@ -172,21 +210,37 @@ describe('docker: turnwise train, a real tiny run', function () {
       'some iteration updated the policy (else the replay check below checks nothing)',
     );
     for (const m of run.readMetrics().slice(1)) {
-      if ((m['update/steps'] as number) > 0) assert.ok((m['update/replay_loss'] as number) > 0.001 && (m['update/replay_loss'] as number) < 1.5, `replay loss ${m['update/replay_loss']}`);
+      if ((m['update/steps'] as number) > 0)
+        assert.ok(
+          (m['update/replay_loss'] as number) > 0.001 && (m['update/replay_loss'] as number) < 1.5,
+          `replay loss ${m['update/replay_loss']}`,
+        );
       else assert.equal(m['update/replay_loss'], null, 'no update, no replay');
     }
     // The sampled episodes draw the same seeds at every evaluation (only the policy differs).
-    const seeds = (n: number) => run.readTrajectories(n, 'heldout').filter((t) => t.trajId.startsWith('evals-')).map((t) => `${t.taskId}:${t.seed}`).sort();
+    const seeds = (n: number) =>
+      run
+        .readTrajectories(n, 'heldout')
+        .filter((t) => t.trajId.startsWith('evals-'))
+        .map((t) => `${t.taskId}:${t.seed}`)
+        .sort();
     assert.equal(new Set(seeds(0)).size, 2 * h, 'distinct seeds per sample');
     assert.deepEqual(seeds(0), seeds(2));
     // The evaluations' events carry PASS@(k,T) of their sampled episodes (k up to 2, T up to the turn limit).
     for (const n of [0, 2]) {
-      const fin = events.find((e) => e.type === 'iteration-finished' && e.iteration === n) as Extract<RunEvent, { type: 'iteration-finished' }>;
+      const fin = events.find((e) => e.type === 'iteration-finished' && e.iteration === n) as Extract<
+        RunEvent,
+        { type: 'iteration-finished' }
+      >;
       assert.deepEqual(fin.pass_at_k_t, sampledPassAtKT(run.readTrajectories(n, 'heldout')), `iteration ${n}`);
       assert.deepEqual(Object.keys(fin.pass_at_k_t!), ['1', '2']);
       assert.equal(Object.keys(fin.pass_at_k_t!['1']).length, TINY.maxTurns);
     }
-    assert.equal((events.find((e) => e.type === 'iteration-finished' && e.iteration === 1) as { pass_at_k_t?: unknown }).pass_at_k_t, undefined, 'no evaluation at iteration 1');
+    assert.equal(
+      (events.find((e) => e.type === 'iteration-finished' && e.iteration === 1) as { pass_at_k_t?: unknown }).pass_at_k_t,
+      undefined,
+      'no evaluation at iteration 1',
+    );
     // Later runs reuse these tasks (no second synthesis).
     tasksFile = path.join(dir, 'tasks.jsonl');
     fs.copyFileSync(run.file('tasks.jsonl'), tasksFile);
@@ -195,7 +249,21 @@ describe('docker: turnwise train, a real tiny run', function () {
     let out = '';
     let err = '';
     const againFile = path.join(dir, 'again.jsonl');
-    const code = await main(['eval', '--run', r.runDir, '--samples', '2', '--out', againFile, '--compare', run.file('iterations', '2', 'heldout.jsonl'), '--json'], { out: (x) => (out += x + '\n'), err: (x) => (err += x + '\n') });
+    const code = await main(
+      [
+        'eval',
+        '--run',
+        r.runDir,
+        '--samples',
+        '2',
+        '--out',
+        againFile,
+        '--compare',
+        run.file('iterations', '2', 'heldout.jsonl'),
+        '--json',
+      ],
+      { out: (x) => (out += x + '\n'), err: (x) => (err += x + '\n') },
+    );
     assert.equal(code, 0, err);
     const again = JSON.parse(out);
     // The same actions turn for turn (the run's turn limit, action length and temperature), not
@@ -218,9 +286,15 @@ describe('docker: turnwise train, a real tiny run', function () {
     const started = idx((e) => e.type === 'run-started');
     const fin = [0, 1, 2].map((n) => idx((e) => e.type === 'iteration-finished' && e.iteration === n));
     const ck = [0, 1, 2].map((n) => idx((e) => e.type === 'checkpoint-written' && e.iteration === n));
-    assert.ok(fin.every((i) => i > started), 'iterations finish after run-started');
+    assert.ok(
+      fin.every((i) => i > started),
+      'iterations finish after run-started',
+    );
     assert.ok(fin[0] < fin[1] && fin[1] < fin[2], 'iterations in order');
-    assert.ok(ck.every((c, n) => c >= 0 && c < fin[n]), 'each checkpoint is written before its iteration is finished');
+    assert.ok(
+      ck.every((c, n) => c >= 0 && c < fin[n]),
+      'each checkpoint is written before its iteration is finished',
+    );
     const ep1 = events.filter((e) => e.type === 'episode-finished' && e.iteration === 1 && e.split === 'train');
     assert.equal(ep1.length, TINY.tasksPerIteration * TINY.groupSize);
     assert.ok(ep1.every((e) => events.indexOf(e) < fin[1] && events.indexOf(e) > fin[0]));
@@ -239,15 +313,26 @@ describe('docker: turnwise train, a real tiny run', function () {
     assertRunDir(run, 2);
     for (let n = 0; n <= 2; n++) {
       const d = run.checkpointDir(n);
-      assert.deepEqual(fs.readdirSync(d).sort(), ['action_format.json', 'adapter_config.json', 'adapter_model.safetensors', 'optimizer.safetensors'], `checkpoint ${n} is an adapter`);
+      assert.deepEqual(
+        fs.readdirSync(d).sort(),
+        ['action_format.json', 'adapter_config.json', 'adapter_model.safetensors', 'optimizer.safetensors'],
+        `checkpoint ${n} is an adapter`,
+      );
       assert.equal(JSON.parse(fs.readFileSync(path.join(d, 'adapter_config.json'), 'utf8')).base_model_name_or_path, model);
       assert.ok(fs.statSync(path.join(d, 'adapter_model.safetensors')).size < baseBytes.length / 4, 'megabytes, not a copy of the base');
     }
     const ck = (n: number) => loadCheckpoint(run.checkpointDir(n));
     const bOf = (n: number) => [...ck(n).adapter!.tensors].filter(([k]) => k.includes('lora_B')).flatMap(([, t]) => [...t]);
-    assert.ok(bOf(0).every((x) => x === 0), 'checkpoint 0 is the base: B = 0');
+    assert.ok(
+      bOf(0).every((x) => x === 0),
+      'checkpoint 0 is the base: B = 0',
+    );
     const updated = run.readMetrics().some((m) => (m['update/steps'] as number) > 0);
-    if (updated) assert.ok(bOf(2).some((x) => x !== 0), 'an update trained the adapter');
+    if (updated)
+      assert.ok(
+        bOf(2).some((x) => x !== 0),
+        'an update trained the adapter',
+      );
     assert.ok(fs.readFileSync(path.join(model, 'model.safetensors')).equals(baseBytes), 'the base model is untouched');
     // eval --run evaluates the adapter checkpoint; a resume continues the adapters.
     let err = '';
@@ -259,10 +344,14 @@ describe('docker: turnwise train, a real tiny run', function () {
   });
 
   it('turnwise eval --out --samples: the episodes behind the summary, greedy and sampled; a bad --out fails before any sandbox', async () => {
-    assert.ok(tasksFile, 'needs the first test\'s tasks');
+    assert.ok(tasksFile, "needs the first test's tasks");
     const two = path.join(dir, 'two-tasks.jsonl');
     fs.writeFileSync(two, fs.readFileSync(tasksFile, 'utf8').split('\n').filter(Boolean).slice(0, 2).join('\n') + '\n');
-    const ids = fs.readFileSync(two, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l).id as string);
+    const ids = fs
+      .readFileSync(two, 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l).id as string);
     const cli = async (argv: string[]) => {
       let out = '';
       let err = '';
@@ -278,7 +367,24 @@ describe('docker: turnwise train, a real tiny run', function () {
     assert.ok(Date.now() - t0 < 5000, `refused at once, not after the episodes (${Date.now() - t0} ms)`);
     // A folder that does not exist yet is made.
     const file = path.join(dir, 'eval-out', 'episodes.jsonl');
-    const r = await cli(['eval', '--tasks', two, '--model', model, '--workspace', demo, '--max-turns', '2', '--concurrency', '2', '--samples', '2', '--out', file, '--json']);
+    const r = await cli([
+      'eval',
+      '--tasks',
+      two,
+      '--model',
+      model,
+      '--workspace',
+      demo,
+      '--max-turns',
+      '2',
+      '--concurrency',
+      '2',
+      '--samples',
+      '2',
+      '--out',
+      file,
+      '--json',
+    ]);
     assert.equal(r.code, 0, r.err);
     const summary = JSON.parse(r.out);
     assert.equal(summary.out, file);
@@ -304,18 +410,38 @@ describe('docker: turnwise train, a real tiny run', function () {
     // The same checkpoint, tasks and seed again, compared with the first file: every episode has
     // its twin (the pairing keys of two real evaluations agree) and none changed (evaluations
     // repeat exactly); the human form says so too.
-    const again = await cli(['eval', '--tasks', two, '--model', model, '--workspace', demo, '--max-turns', '2', '--concurrency', '2', '--samples', '2', '--compare', file, '--json']);
+    const again = await cli([
+      'eval',
+      '--tasks',
+      two,
+      '--model',
+      model,
+      '--workspace',
+      demo,
+      '--max-turns',
+      '2',
+      '--concurrency',
+      '2',
+      '--samples',
+      '2',
+      '--compare',
+      file,
+      '--json',
+    ]);
     assert.equal(again.code, 0, again.err);
     const cmp = JSON.parse(again.out).compare;
     assert.deepEqual(cmp.greedy, { pairs: 2, gained: 0, lost: 0, p_value: null });
     assert.deepEqual(cmp.sampled, { pairs: 4, gained: 0, lost: 0, p_value: null });
     assert.deepEqual(cmp.unpaired, { before: 0, after: 0 });
     const resolvedBefore = all.filter((t) => t.trajId.startsWith('evals-') && t.reward.resolved).length;
-    assert.equal((cmp.tasks as { kind: string; after: number }[]).filter((t) => t.kind === 'sampled').reduce((n, t) => n + t.after, 0), resolvedBefore);
+    assert.equal(
+      (cmp.tasks as { kind: string; after: number }[]).filter((t) => t.kind === 'sampled').reduce((n, t) => n + t.after, 0),
+      resolvedBefore,
+    );
   });
 
   it('kill -9 during an iteration, then --resume: no duplicated or partial iteration, checkpoints load, no container left', async () => {
-    assert.ok(tasksFile, 'needs the first test\'s tasks');
+    assert.ok(tasksFile, "needs the first test's tasks");
     const runs = path.join(dir, 'runs-kill');
     const cfg = path.join(dir, 'kill.json');
     // Informative task sampling: the resumed iterations must draw from the history the killed
@@ -337,7 +463,10 @@ describe('docker: turnwise train, a real tiny run', function () {
 
     const run = RunDir.open(started.runId, runs);
     assert.equal(run.lastCompleteIteration(), 1);
-    assert.deepEqual(run.readMetrics().map((m) => m.iteration), [0, 1]);
+    assert.deepEqual(
+      run.readMetrics().map((m) => m.iteration),
+      [0, 1],
+    );
     assert.equal(run.readStatus()?.state, 'running', 'a killed run could not say otherwise');
 
     const resumed = new CliChild(['train', '--resume', started.runId, '--runs', runs, '--json']);
@@ -346,21 +475,27 @@ describe('docker: turnwise train, a real tiny run', function () {
     const done = await resumed.exited;
     assert.equal(done.code, 0, resumed.stderr.slice(-3000));
     assert.equal(resumed.events[resumed.events.length - 1]?.type, 'run-finished');
-    assert.deepEqual(resumed.events.filter((e) => e.type === 'iteration-finished').map((e) => (e as { iteration: number }).iteration), [2, 3], 'the resumed run redoes iteration 2 only once and goes on');
+    assert.deepEqual(
+      resumed.events.filter((e) => e.type === 'iteration-finished').map((e) => (e as { iteration: number }).iteration),
+      [2, 3],
+      'the resumed run redoes iteration 2 only once and goes on',
+    );
     assertRunDir(run, 3);
     // Each iteration's tasks are the informative draw given the groups before it: iterations 2
     // and 3 were drawn by the resumed process, from iteration 1's episodes read back.
     const train = (JSON.parse(fs.readFileSync(run.file('splits.json'), 'utf8')).train as string[]).map((id) => ({ id }));
     for (let n = 1; n <= 3; n++) {
       const posed = [...new Map(run.readTrajectories(n, 'train').map((t) => [t.groupId, t.taskId])).values()];
-      const drawn = pickTasks(train, TINY.tasksPerIteration, TINY.seed, n, 'informative', alikeStreaks(pastGroupOutcomes(run, n - 1))).map((t) => t.id);
+      const drawn = pickTasks(train, TINY.tasksPerIteration, TINY.seed, n, 'informative', alikeStreaks(pastGroupOutcomes(run, n - 1))).map(
+        (t) => t.id,
+      );
       assert.deepEqual(posed, drawn, `iteration ${n}'s tasks follow the history before it`);
     }
     await noContainersEventually(started.runId);
   });
 
   it('SIGINT: exit 130, state stopped, the unfinished iteration discarded, no container left', async () => {
-    assert.ok(tasksFile, 'needs the first test\'s tasks');
+    assert.ok(tasksFile, "needs the first test's tasks");
     const runs = path.join(dir, 'runs-int');
     const cfg = path.join(dir, 'int.json');
     fs.writeFileSync(cfg, JSON.stringify({ ...TINY, taskSource: 'file', tasksFile, model }));
@@ -376,7 +511,10 @@ describe('docker: turnwise train, a real tiny run', function () {
     const run = RunDir.open(started.runId, runs);
     assert.equal(run.readStatus()?.state, 'stopped');
     assert.equal(run.readStatus()?.lastCompleteIteration, 0);
-    assert.deepEqual(run.readMetrics().map((m) => m.iteration), [0]);
+    assert.deepEqual(
+      run.readMetrics().map((m) => m.iteration),
+      [0],
+    );
     assert.ok(!fs.existsSync(run.iterationDir(1)) && !fs.existsSync(run.checkpointDir(1)), 'iteration 1 discarded');
     loadCheckpoint(run.checkpointDir(0));
     await noContainersEventually(started.runId);

@@ -26,21 +26,36 @@ describe('docker: bench transfer, an RL budget that stops between evaluations', 
   });
   after(() => fs.rmSync(cache, { recursive: true, force: true }));
 
-  it('the budget (the run\'s maxMinutes) stops the run after an iteration evalEvery would not evaluate, and that iteration is evaluated', async () => {
+  it("the budget (the run's maxMinutes) stops the run after an iteration evalEvery would not evaluate, and that iteration is evaluated", async () => {
     const log: string[] = [];
     const r = await benchTransfer({
       model: path.join(root, 'models', 'turnwise-tiny'),
       repos: [TRANSFER_PANEL[0].name],
       minutes: 0.001,
       cacheDir: cache,
-      config: { maxTasks: 6, heldoutFraction: 0.34, iterations: 50, tasksPerIteration: 1, groupSize: 2, maxTurns: 2, concurrency: 2, maxActionTokens: 32, evalSamples: 1, evalEvery: 0, minibatches: 1 },
+      config: {
+        maxTasks: 6,
+        heldoutFraction: 0.34,
+        iterations: 50,
+        tasksPerIteration: 1,
+        groupSize: 2,
+        maxTurns: 2,
+        concurrency: 2,
+        maxActionTokens: 32,
+        evalSamples: 1,
+        evalEvery: 0,
+        minibatches: 1,
+      },
       onProgress: (m) => log.push(m),
     });
     const res = r.repos[0];
     assert.equal(res.error, undefined, res.error);
     assert.ok(res.heldout_tasks >= 1);
     assert.equal(res.rl_iterations, 1, 'the budget stopped the run after its first RL iteration');
-    assert.ok(log.some((m) => m.includes('RL budget of 0.001 min reached after iteration 1')), log.join('\n'));
+    assert.ok(
+      log.some((m) => m.includes('RL budget of 0.001 min reached after iteration 1')),
+      log.join('\n'),
+    );
     // The run itself ended on an evaluation: iteration 1's held-out episodes are in its directory,
     // and it says stopped (resumable), not finished.
     const run = RunDir.open(res.run_dir!);

@@ -29,7 +29,14 @@ describe('docker: demonstrations recorded from the demo workspace', function () 
   });
 
   it('suspects name the bug; a wrong attempt is undone by the loop and the demonstrated sed resolves the task', async () => {
-    const { tasks } = await synthesizeMutationTasks({ workspace: demo, pool, seed: 2, max: 3, operators: ['flip-comparison', 'swap-arithmetic'], concurrency: 1 });
+    const { tasks } = await synthesizeMutationTasks({
+      workspace: demo,
+      pool,
+      seed: 2,
+      max: 3,
+      operators: ['flip-comparison', 'swap-arithmetic'],
+      concurrency: 1,
+    });
     assert.ok(tasks.length >= 2);
     const snapshot = await pool.snapshot(demo, { language: 'python' });
     const cases = await recordWorkspaceCases({ workspace: demo, tasks, pool, snapshot });
@@ -37,7 +44,10 @@ describe('docker: demonstrations recorded from the demo workspace', function () 
     const originals = collectOriginals(demo);
     for (const c of cases) {
       const task = tasks.find((t) => t.id === c.taskId)!;
-      assert.ok(c.suspects.some((l) => l.startsWith(`${c.path}:${c.line}: `)), `the suspects include the mutated line: ${c.suspects.join(' | ')}`);
+      assert.ok(
+        c.suspects.some((l) => l.startsWith(`${c.path}:${c.line}: `)),
+        `the suspects include the mutated line: ${c.suspects.join(' | ')}`,
+      );
       assert.deepEqual(c.failing, task.fail_to_pass);
       // The episode a demonstration teaches, with the fix as its second action.
       const ep = fixEpisode(seededRandom(1), c);
@@ -69,7 +79,14 @@ describe('docker: demonstrations recorded from the demo workspace', function () 
   // The numbered form's tool output is simulated in the warm start: run command by command in
   // the real sandbox, each demonstrated observation must be what the real tools print.
   it('numbered demonstrations (tw-suspects -n, tw-show, tw-edit K OLD NEW attempts) print in the sandbox exactly what they teach, and resolve the task', async () => {
-    const { tasks } = await synthesizeMutationTasks({ workspace: demo, pool, seed: 3, max: 3, operators: ['flip-comparison', 'swap-arithmetic', 'off-by-one'], concurrency: 1 });
+    const { tasks } = await synthesizeMutationTasks({
+      workspace: demo,
+      pool,
+      seed: 3,
+      max: 3,
+      operators: ['flip-comparison', 'swap-arithmetic', 'off-by-one'],
+      concurrency: 1,
+    });
     const snapshot = await pool.snapshot(demo, { language: 'python' });
     const cases = await recordWorkspaceCases({ workspace: demo, tasks, pool, snapshot });
     assert.ok(cases.length >= 1, 'at least one task is demonstrable');
@@ -81,7 +98,16 @@ describe('docker: demonstrations recorded from the demo workspace', function () 
       const task = tasks.find((t) => t.id === c.taskId)!;
       // Seeds until an episode that shows tw-show or a failed try, where the case allows one.
       let ep = numberedEpisode(seededRandom(0), c);
-      for (let s = 1; s < 40 && ep && !ep.segments.some((x) => x.role === 'agent' && (x.text.startsWith('tw-show') || x.text.startsWith('tw-edit 1 ') && x !== ep!.segments.at(-3))); s++) ep = numberedEpisode(seededRandom(s), c);
+      for (
+        let s = 1;
+        s < 40 &&
+        ep &&
+        !ep.segments.some(
+          (x) => x.role === 'agent' && (x.text.startsWith('tw-show') || (x.text.startsWith('tw-edit 1 ') && x !== ep!.segments.at(-3))),
+        );
+        s++
+      )
+        ep = numberedEpisode(seededRandom(s), c);
       if (!ep) continue;
       const sb = await pool.acquire(snapshot, { rollout: `numbered-${c.taskId}` });
       try {
@@ -111,7 +137,14 @@ describe('docker: demonstrations recorded from the demo workspace', function () 
   // (the warm start does not run them): there the edit's lines must match and the tests fail;
   // every other observation must be exactly what the real tools print.
   it('candidate demonstrations (tw-suspects -n, tw-cands K, tw-apply K J tries) print in the sandbox what they teach, and resolve the task', async () => {
-    const { tasks } = await synthesizeMutationTasks({ workspace: demo, pool, seed: 5, max: 4, operators: ['flip-comparison', 'swap-arithmetic', 'off-by-one', 'swap-boolean'], concurrency: 1 });
+    const { tasks } = await synthesizeMutationTasks({
+      workspace: demo,
+      pool,
+      seed: 5,
+      max: 4,
+      operators: ['flip-comparison', 'swap-arithmetic', 'off-by-one', 'swap-boolean'],
+      concurrency: 1,
+    });
     const snapshot = await pool.snapshot(demo, { language: 'python' });
     const cases = await recordWorkspaceCases({ workspace: demo, tasks, pool, snapshot });
     const originals = collectOriginals(demo);

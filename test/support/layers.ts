@@ -18,11 +18,42 @@ export const ALLOWED: Record<string, readonly string[]> = {
   warmstart: ['core', 'ast', 'sandbox', 'onnx', 'tasks', 'agent', 'credit', 'policy', 'demonstrations', 'eval', 'train'],
   serve: ['core', 'onnx', 'agent', 'policy'],
   bench: ['core', 'ast', 'sandbox', 'onnx', 'tasks', 'agent', 'credit', 'policy', 'demonstrations', 'eval', 'train', 'warmstart'],
-  cli: ['core', 'ast', 'sandbox', 'onnx', 'tasks', 'agent', 'credit', 'policy', 'demonstrations', 'eval', 'train', 'warmstart', 'serve', 'bench'],
-  extension: ['core', 'ast', 'sandbox', 'onnx', 'tasks', 'agent', 'credit', 'policy', 'demonstrations', 'eval', 'train', 'warmstart', 'serve', 'bench'],
+  cli: [
+    'core',
+    'ast',
+    'sandbox',
+    'onnx',
+    'tasks',
+    'agent',
+    'credit',
+    'policy',
+    'demonstrations',
+    'eval',
+    'train',
+    'warmstart',
+    'serve',
+    'bench',
+  ],
+  extension: [
+    'core',
+    'ast',
+    'sandbox',
+    'onnx',
+    'tasks',
+    'agent',
+    'credit',
+    'policy',
+    'demonstrations',
+    'eval',
+    'train',
+    'warmstart',
+    'serve',
+    'bench',
+  ],
 };
 
-const IMPORT_RE = /(?:^|[\s;])(?:import|export)\s[^'"`;]*?from\s*['"]([^'"]+)['"]|(?:^|[\s;(=])import\s*['"]([^'"]+)['"]|\b(?:require|import)\s*\(\s*['"]([^'"]+)['"]\s*\)/gm;
+const IMPORT_RE =
+  /(?:^|[\s;])(?:import|export)\s[^'"`;]*?from\s*['"]([^'"]+)['"]|(?:^|[\s;(=])import\s*['"]([^'"]+)['"]|\b(?:require|import)\s*\(\s*['"]([^'"]+)['"]\s*\)/gm;
 
 export function importsOf(source: string): string[] {
   const out: string[] = [];

@@ -76,16 +76,24 @@ function check(name: RlLossName, input: PolicyLossInput, params: PolicyLossParam
   const { batch, seq } = input;
   const n = batch * seq;
   const bad = (what: string): never => {
-    throw new TurnwiseError('invalid-input', `policy loss: ${what}`, { hint: 'pass flat [batch, seq] arrays (see test/support/reference-losses.ts)' });
+    throw new TurnwiseError('invalid-input', `policy loss: ${what}`, {
+      hint: 'pass flat [batch, seq] arrays (see test/support/reference-losses.ts)',
+    });
   };
-  if (!Number.isInteger(batch) || !Number.isInteger(seq) || batch < 0 || seq < 0) bad(`batch and seq must be non-negative integers, got ${batch}, ${seq}`);
-  for (const [name, arr] of [['logp', input.logp], ['oldLogp', input.oldLogp], ['mask', input.mask]] as const) {
+  if (!Number.isInteger(batch) || !Number.isInteger(seq) || batch < 0 || seq < 0)
+    bad(`batch and seq must be non-negative integers, got ${batch}, ${seq}`);
+  for (const [name, arr] of [
+    ['logp', input.logp],
+    ['oldLogp', input.oldLogp],
+    ['mask', input.mask],
+  ] as const) {
     if (arr.length !== n) bad(`${name} has length ${arr.length}, expected batch*seq = ${n}`);
   }
   if (input.advantages.length !== batch && input.advantages.length !== n) {
     bad(`advantages has length ${input.advantages.length}, expected batch = ${batch} or batch*seq = ${n}`);
   }
-  for (let i = 0; i < n; i++) if (!(input.mask[i] >= 0) || !Number.isFinite(input.mask[i])) bad(`mask[${i}] is ${input.mask[i]}: weights must be finite and ≥ 0`);
+  for (let i = 0; i < n; i++)
+    if (!(input.mask[i] >= 0) || !Number.isFinite(input.mask[i])) bad(`mask[${i}] is ${input.mask[i]}: weights must be finite and ≥ 0`);
   const p = lossHyper(name, params);
   if (p.klCoef !== 0 && (!input.refLogp || input.refLogp.length !== n)) bad('klCoef > 0 needs refLogp of length batch*seq');
   if (p.entCoef !== 0 && (!input.entropy || input.entropy.length !== n)) bad('entCoef > 0 needs entropy of length batch*seq');
@@ -94,7 +102,9 @@ function check(name: RlLossName, input: PolicyLossInput, params: PolicyLossParam
   if (p.replayCoef !== 0 && !input.replayMask) bad('replayCoef > 0 needs replayMask of length batch*seq');
   if (input.replayMask) {
     if (input.replayMask.length !== n) bad(`replayMask has length ${input.replayMask.length}, expected ${n}`);
-    for (let i = 0; i < n; i++) if (!(input.replayMask[i] >= 0) || !Number.isFinite(input.replayMask[i])) bad(`replayMask[${i}] is ${input.replayMask[i]}: weights must be finite and ≥ 0`);
+    for (let i = 0; i < n; i++)
+      if (!(input.replayMask[i] >= 0) || !Number.isFinite(input.replayMask[i]))
+        bad(`replayMask[${i}] is ${input.replayMask[i]}: weights must be finite and ≥ 0`);
   }
   return p;
 }
@@ -191,7 +201,6 @@ function clippedSurrogate(a: number, ratio: number, p: { clipLow: number; clipHi
   const l2 = -a * Math.min(Math.max(ratio, 1 - p.clipLow), 1 + p.clipHigh);
   return l2 > l1 ? { loss: l2, clipped: true } : { loss: l1, clipped: false };
 }
-
 
 /**
  * `gspo-seq`: one ratio per turn, ratio_b = exp(min(mean_t∈action(logp − oldLogp), 10));

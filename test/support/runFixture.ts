@@ -108,7 +108,18 @@ function task(id: string): Task {
  * edit and stop. Every episode has 5 turns: cat, fix-or-not, pytest (replayed from the cache in
  * good episodes), header edit, submit.
  */
-export function fixtureTrajectory(o: { taskId: string; groupId: string; trajId: string; iteration: number; split: 'train' | 'heldout'; good: boolean; r: () => number; scoreBase: number; tampered?: string; chat?: boolean }): Trajectory {
+export function fixtureTrajectory(o: {
+  taskId: string;
+  groupId: string;
+  trajId: string;
+  iteration: number;
+  split: 'train' | 'heldout';
+  good: boolean;
+  r: () => number;
+  scoreBase: number;
+  tampered?: string;
+  chat?: boolean;
+}): Trajectory {
   const { good, r } = o;
   const afterFix = good ? FIXED : ORIGINAL;
   const withHeader = HEADER + afterFix;
@@ -118,7 +129,14 @@ export function fixtureTrajectory(o: { taskId: string; groupId: string; trajId: 
   const comps = (b: number, res: number, t: number) => (o.split === 'train' ? { backbone: b, residual: res, tree: t } : undefined);
   const base = good ? 0.6 : -0.6;
   const turns: Turn[] = [
-    { index: 1, action: `cat ${FIXTURE_FILE}`, observation: ORIGINAL, exitCode: 0, durationMs: 40 + Math.floor(r() * 20), intentSignature: ['read', 'cat', FIXTURE_FILE] },
+    {
+      index: 1,
+      action: `cat ${FIXTURE_FILE}`,
+      observation: ORIGINAL,
+      exitCode: 0,
+      durationMs: 40 + Math.floor(r() * 20),
+      intentSignature: ['read', 'cat', FIXTURE_FILE],
+    },
     good
       ? {
           index: 2,
@@ -130,11 +148,20 @@ export function fixtureTrajectory(o: { taskId: string; groupId: string; trajId: 
           editSignature: [`E:${FIXTURE_FILE}::clamp`, 'N:comparison_operator:>=→>'],
           edits: [{ path: FIXTURE_FILE, before: ORIGINAL, after: FIXED }],
         }
-      : { index: 2, action: 'ls tests', observation: 'test_ops.py\n', exitCode: 0, durationMs: 25, intentSignature: ['list', 'ls', 'tests'] },
+      : {
+          index: 2,
+          action: 'ls tests',
+          observation: 'test_ops.py\n',
+          exitCode: 0,
+          durationMs: 25,
+          intentSignature: ['list', 'ls', 'tests'],
+        },
     {
       index: 3,
       action: 'python -m pytest -q tests/test_ops.py',
-      observation: good ? '....                                                   [100%]\n4 passed in 0.02s\n' : 'F...\nFAILED tests/test_ops.py::test_clamp - assert 10 == 9\n1 failed, 3 passed in 0.03s\n',
+      observation: good
+        ? '....                                                   [100%]\n4 passed in 0.02s\n'
+        : 'F...\nFAILED tests/test_ops.py::test_clamp - assert 10 == 9\n1 failed, 3 passed in 0.03s\n',
       exitCode: good ? 0 : 1,
       durationMs: 900 + Math.floor(r() * 300),
       intentSignature: ['test', 'python', 'pytest'],
@@ -157,7 +184,15 @@ export function fixtureTrajectory(o: { taskId: string; groupId: string; trajId: 
     for (const t of turns) t.reply = chatReply(t);
     if (!good) {
       const reply = 'I will list the tests, then run them.\n\n```bash\nls tests\n```\n\n```bash\npython -m pytest -q\n```';
-      turns[1] = { index: 2, action: reply, reply, observation: `not run: ${CHAT_FORMAT_ERROR}. Reply with exactly one \`\`\`bash block holding one command, or the word submit.`, exitCode: null, durationMs: 0, formatError: CHAT_FORMAT_ERROR };
+      turns[1] = {
+        index: 2,
+        action: reply,
+        reply,
+        observation: `not run: ${CHAT_FORMAT_ERROR}. Reply with exactly one \`\`\`bash block holding one command, or the word submit.`,
+        exitCode: null,
+        durationMs: 0,
+        formatError: CHAT_FORMAT_ERROR,
+      };
     }
   }
   const a = [0.05, good ? 0.9 : -0.2, 0.1, -0.45, 0].map((x) => x + base * 0.1 + (r() - 0.5) * 0.02);
@@ -186,8 +221,27 @@ export function fixtureTrajectory(o: { taskId: string; groupId: string; trajId: 
       ? { passed: ['tests/test_ops.py::test_add', 'tests/test_ops.py::test_clamp'], failed: [] }
       : { passed: ['tests/test_ops.py::test_add'], failed: ['tests/test_ops.py::test_clamp'] },
     reward: o.tampered
-      ? { passRate: 0, resolved: false, turns: 5, maxTurns: 8, formatError: false, efficiencyPenalty: 0, formatPenalty: 0, reward: 0, tampered: o.tampered }
-      : { passRate, resolved: good, turns: 5, maxTurns: 8, formatError: !!o.chat && !good, efficiencyPenalty: 0.0625, formatPenalty: 0, reward },
+      ? {
+          passRate: 0,
+          resolved: false,
+          turns: 5,
+          maxTurns: 8,
+          formatError: false,
+          efficiencyPenalty: 0,
+          formatPenalty: 0,
+          reward: 0,
+          tampered: o.tampered,
+        }
+      : {
+          passRate,
+          resolved: good,
+          turns: 5,
+          maxTurns: 8,
+          formatError: !!o.chat && !good,
+          efficiencyPenalty: 0.0625,
+          formatPenalty: 0,
+          reward,
+        },
   };
 }
 
@@ -199,8 +253,15 @@ function metricsOnlyRow(it: number, r: () => number): MetricsRow {
   const row: MetricsRow = { schema: SCHEMA.metrics, iteration: it, 'heldout/pass_rate': p * 0.9, 'heldout/resolved': p * 0.6 };
   if (it === 0) return row;
   return Object.assign(row, {
-    'reward/mean': p - 0.1, 'reward/std': 0.2 + 0.05 * r(), 'tests/pass_rate': p, resolved: p * 0.7, 'turns/mean': 6 - 2 * p,
-    format_errors: Math.round(3 * (1 - p) * r()), 'loss/policy': 0.3 * (1 - p) + 0.02 * r(), kl: 0.01 * r(), grad_norm: 1 + r(),
+    'reward/mean': p - 0.1,
+    'reward/std': 0.2 + 0.05 * r(),
+    'tests/pass_rate': p,
+    resolved: p * 0.7,
+    'turns/mean': 6 - 2 * p,
+    format_errors: Math.round(3 * (1 - p) * r()),
+    'loss/policy': 0.3 * (1 - p) + 0.02 * r(),
+    kl: 0.01 * r(),
+    grad_norm: 1 + r(),
   });
 }
 
@@ -222,8 +283,34 @@ export function writeFixtureRun(workspace: string, opts: FixtureOptions = {}): s
   };
   const jsonl = (rows: unknown[]) => rows.map((x) => JSON.stringify(x)).join('\n') + (rows.length ? '\n' : '');
   const chat = !!opts.chat;
-  const lora = opts.loraR ? { r: opts.loraR, lora_alpha: 2 * opts.loraR, lora_dropout: 0, target_modules: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'], use_rslora: false, base_model_name_or_path: '' } : undefined;
-  w('config.json', JSON.stringify({ schema: SCHEMA.runConfig, estimator, iterations, groupSize: G, maxTurns: 8, seed, ...(opts.model !== undefined ? { model: opts.model } : {}), ...(lora ? { lora } : {}), ...(chat ? { actionFormat: 'chat' } : {}) }, null, 2));
+  const lora = opts.loraR
+    ? {
+        r: opts.loraR,
+        lora_alpha: 2 * opts.loraR,
+        lora_dropout: 0,
+        target_modules: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'],
+        use_rslora: false,
+        base_model_name_or_path: '',
+      }
+    : undefined;
+  w(
+    'config.json',
+    JSON.stringify(
+      {
+        schema: SCHEMA.runConfig,
+        estimator,
+        iterations,
+        groupSize: G,
+        maxTurns: 8,
+        seed,
+        ...(opts.model !== undefined ? { model: opts.model } : {}),
+        ...(lora ? { lora } : {}),
+        ...(chat ? { actionFormat: 'chat' } : {}),
+      },
+      null,
+      2,
+    ),
+  );
   const tasks = [...TASK_IDS, ...HELDOUT_IDS].map(task);
   w('tasks.jsonl', jsonl(tasks));
   w('splits.json', JSON.stringify({ schema: SCHEMA.runSplits, train: TASK_IDS, heldout: HELDOUT_IDS }));
@@ -237,7 +324,19 @@ export function writeFixtureRun(workspace: string, opts: FixtureOptions = {}): s
       continue;
     }
     const heldout: Trajectory[] = HELDOUT_IDS.flatMap((taskId) =>
-      Array.from({ length: G }, (_, g) => fixtureTrajectory({ taskId, groupId: `${taskId}@${it}`, trajId: `h${it}-${taskId}-${g}`, iteration: it, split: 'heldout', good: r() < skill, r, scoreBase: 0, chat })),
+      Array.from({ length: G }, (_, g) =>
+        fixtureTrajectory({
+          taskId,
+          groupId: `${taskId}@${it}`,
+          trajId: `h${it}-${taskId}-${g}`,
+          iteration: it,
+          split: 'heldout',
+          good: r() < skill,
+          r,
+          scoreBase: 0,
+          chat,
+        }),
+      ),
     );
     w(`iterations/${it}/heldout.jsonl`, jsonl(heldout));
     const hPass = heldout.reduce((s, t) => s + t.reward.passRate, 0) / heldout.length;
@@ -248,7 +347,20 @@ export function writeFixtureRun(workspace: string, opts: FixtureOptions = {}): s
       for (let i = 0; i < perIter; i++) {
         const taskId = TASK_IDS[Math.floor(i / G) % TASK_IDS.length];
         const group = Math.floor(i / G);
-        train.push(fixtureTrajectory({ taskId: perIter > 64 ? `${taskId}-${Math.floor(group / TASK_IDS.length)}` : taskId, groupId: `${taskId}@${it}#${group}`, trajId: `t${it}-${i}`, iteration: it, split: 'train', good: i === 0 ? true : i === 1 ? false : r() < skill, r, scoreBase: 0, ...(it === 1 && i === 1 ? { tampered: FIXTURE_TAMPERED } : {}), chat }));
+        train.push(
+          fixtureTrajectory({
+            taskId: perIter > 64 ? `${taskId}-${Math.floor(group / TASK_IDS.length)}` : taskId,
+            groupId: `${taskId}@${it}#${group}`,
+            trajId: `t${it}-${i}`,
+            iteration: it,
+            split: 'train',
+            good: i === 0 ? true : i === 1 ? false : r() < skill,
+            r,
+            scoreBase: 0,
+            ...(it === 1 && i === 1 ? { tampered: FIXTURE_TAMPERED } : {}),
+            chat,
+          }),
+        );
       }
       w(`iterations/${it}/trajectories.jsonl`, jsonl(train));
       const rewards = train.map((t) => t.reward.reward);
@@ -272,15 +384,30 @@ export function writeFixtureRun(workspace: string, opts: FixtureOptions = {}): s
       });
     }
     if (lora) {
-      w(`checkpoints/${it}/adapter_config.json`, JSON.stringify({ peft_type: 'LORA', task_type: 'CAUSAL_LM', ...lora, base_model_name_or_path: opts.model ?? '' }, null, 2));
+      w(
+        `checkpoints/${it}/adapter_config.json`,
+        JSON.stringify({ peft_type: 'LORA', task_type: 'CAUSAL_LM', ...lora, base_model_name_or_path: opts.model ?? '' }, null, 2),
+      );
       w(`checkpoints/${it}/adapter_model.safetensors`, '');
     } else w(`checkpoints/${it}/model.safetensors`, '');
-    if (chat) w(`checkpoints/${it}/action_format.json`, JSON.stringify({ schema: 'turnwise/action-format@1', format: 'chat' }, null, 2) + '\n');
+    if (chat)
+      w(`checkpoints/${it}/action_format.json`, JSON.stringify({ schema: 'turnwise/action-format@1', format: 'chat' }, null, 2) + '\n');
     metrics.push(row);
   }
   w('metrics.jsonl', jsonl(metrics));
   const state = opts.state ?? 'finished';
-  w('status.json', JSON.stringify({ schema: SCHEMA.runStatus, runId, state, pid: state === 'running' ? (opts.pid ?? process.pid) : undefined, iterations, lastCompleteIteration: iterations, updatedAt: '2025-01-01T12:00:00.000Z' }));
+  w(
+    'status.json',
+    JSON.stringify({
+      schema: SCHEMA.runStatus,
+      runId,
+      state,
+      pid: state === 'running' ? (opts.pid ?? process.pid) : undefined,
+      iterations,
+      lastCompleteIteration: iterations,
+      updatedAt: '2025-01-01T12:00:00.000Z',
+    }),
+  );
   return dir;
 }
 
@@ -290,7 +417,10 @@ export function writeFixtureWorkspace(workspace: string): void {
   fs.mkdirSync(path.join(workspace, 'tests'), { recursive: true });
   fs.writeFileSync(path.join(workspace, FIXTURE_FILE), FIXED);
   fs.writeFileSync(path.join(workspace, 'calc', '__init__.py'), '');
-  fs.writeFileSync(path.join(workspace, TESTS_FILE), 'from calc.ops import add, clamp\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\ndef test_clamp():\n    assert clamp(10, 0, 9) == 9\n');
+  fs.writeFileSync(
+    path.join(workspace, TESTS_FILE),
+    'from calc.ops import add, clamp\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\ndef test_clamp():\n    assert clamp(10, 0, 9) == 9\n',
+  );
 }
 
 if (require.main === module) {
@@ -300,7 +430,9 @@ if (require.main === module) {
   };
   const ws = arg('workspace');
   if (!ws) {
-    console.error('usage: runFixture.ts --workspace DIR [--iterations N] [--trajectories N] [--estimator E] [--seed S] [--run-id ID] [--state S] [--files]');
+    console.error(
+      'usage: runFixture.ts --workspace DIR [--iterations N] [--trajectories N] [--estimator E] [--seed S] [--run-id ID] [--state S] [--files]',
+    );
     process.exit(2);
   }
   if (process.argv.includes('--files')) writeFixtureWorkspace(ws);

@@ -40,8 +40,19 @@ describe('layer rules (docs/design.md)', () => {
         ['f.ts', ['e.ts']],
         ['g.ts', ['d.ts']],
       ]);
-      assert.deepEqual(importCycles(g), [['a.ts', 'b.ts', 'c.ts'], ['e.ts', 'f.ts']]);
-      assert.deepEqual(importCycles(new Map([['x.ts', ['y.ts']], ['y.ts', []]])), []);
+      assert.deepEqual(importCycles(g), [
+        ['a.ts', 'b.ts', 'c.ts'],
+        ['e.ts', 'f.ts'],
+      ]);
+      assert.deepEqual(
+        importCycles(
+          new Map([
+            ['x.ts', ['y.ts']],
+            ['y.ts', []],
+          ]),
+        ),
+        [],
+      );
     });
 
     it('flags vscode outside extension and upward or sideways imports', () => {

@@ -38,10 +38,16 @@ function record(r) {
   if (aborted && !r.abort) return;
   results.push(r);
   const mark = { passed: '✓', failed: '✗', skipped: '-' }[r.state];
-  console.log(`  ${mark} ${r.title}${r.ms ? ` (${(r.ms / 1000).toFixed(1)} s)` : ''}${r.state === 'skipped' && r.error ? `  [${r.error}]` : ''}`);
+  console.log(
+    `  ${mark} ${r.title}${r.ms ? ` (${(r.ms / 1000).toFixed(1)} s)` : ''}${r.state === 'skipped' && r.error ? `  [${r.error}]` : ''}`,
+  );
   if (r.state === 'failed') console.log(indent(r.error, 6));
 }
-const indent = (s, n) => String(s).split('\n').map((l) => ' '.repeat(n) + l).join('\n');
+const indent = (s, n) =>
+  String(s)
+    .split('\n')
+    .map((l) => ' '.repeat(n) + l)
+    .join('\n');
 
 let finished = false;
 function finish() {
@@ -131,7 +137,8 @@ function loadTools() {
   for (const k of ['node', 'codeServer', 'playwrightCore', 'mocha']) {
     if (!tools[k] || !fs.existsSync(tools[k])) return { missing: `${dir}/tools.json names ${k} = ${tools[k]}, which does not exist` };
   }
-  if (!fs.existsSync(chromiumPath)) return { missing: `Chromium is not at ${chromiumPath} (set TURNWISE_CHROMIUM, or install it with scripts/ci/provision-system.sh)` };
+  if (!fs.existsSync(chromiumPath))
+    return { missing: `Chromium is not at ${chromiumPath} (set TURNWISE_CHROMIUM, or install it with scripts/ci/provision-system.sh)` };
   return { tools, dir };
 }
 
@@ -284,10 +291,14 @@ async function startCodeServer(tools, state, workspace, label, { smokeTestDriver
     const log = fs.openSync(logFile, 'w');
     const args = [
       tools.codeServer,
-      '--bind-addr', `127.0.0.1:${port}`,
-      '--auth', 'none',
-      '--user-data-dir', user,
-      '--extensions-dir', ext,
+      '--bind-addr',
+      `127.0.0.1:${port}`,
+      '--auth',
+      'none',
+      '--user-data-dir',
+      user,
+      '--extensions-dir',
+      ext,
       '--disable-telemetry',
       '--disable-update-check',
       '--disable-workspace-trust',
@@ -307,7 +318,9 @@ async function startCodeServer(tools, state, workspace, label, { smokeTestDriver
     const started = Date.now();
     while (exited === undefined && Date.now() - started < 30000) {
       if (await httpOk(`http://127.0.0.1:${port}/healthz`)) {
-        say(`code-server ${label} up on 127.0.0.1:${port} in ${((Date.now() - started) / 1000).toFixed(1)} s (log: ${path.relative(root, logFile)})`);
+        say(
+          `code-server ${label} up on 127.0.0.1:${port} in ${((Date.now() - started) / 1000).toFixed(1)} s (log: ${path.relative(root, logFile)})`,
+        );
         return { port, base: `http://127.0.0.1:${port}`, pid: child.pid };
       }
       await sleep(100);
@@ -316,7 +329,9 @@ async function startCodeServer(tools, state, workspace, label, { smokeTestDriver
     const tail = fs.readFileSync(logFile, 'utf8').trim().split('\n').slice(-15).join('\n');
     // The port was free a moment ago; another process may have taken it. Try once more.
     if (attempt < 2 && /EADDRINUSE/.test(tail)) continue;
-    throw new Error(`code-server ${label} did not answer /healthz (${exited !== undefined ? `exited: ${exited}` : 'timed out after 30 s'}):\n${tail}`);
+    throw new Error(
+      `code-server ${label} did not answer /healthz (${exited !== undefined ? `exited: ${exited}` : 'timed out after 30 s'}):\n${tail}`,
+    );
   }
 }
 
@@ -337,7 +352,11 @@ async function launchBrowser(tools, state) {
     viewport: { width: 1400, height: 1000 },
     // Chromium keeps its crash database under $XDG_CONFIG_HOME/chromium whatever the profile:
     // keep that in the run's temporary folder too.
-    env: { ...process.env, XDG_CONFIG_HOME: path.join(state, 'chromium-xdg-config'), XDG_CACHE_HOME: path.join(state, 'chromium-xdg-cache') },
+    env: {
+      ...process.env,
+      XDG_CONFIG_HOME: path.join(state, 'chromium-xdg-config'),
+      XDG_CACHE_HOME: path.join(state, 'chromium-xdg-cache'),
+    },
     args: [
       '--no-sandbox',
       '--disable-gpu',
@@ -385,7 +404,10 @@ async function uiTest(title, fn, { timeoutMs = 120000, dependsOn = [] } = {}) {
   const started = Date.now();
   let timer;
   try {
-    await Promise.race([fn(), new Promise((_, rej) => (timer = setTimeout(() => rej(new Error(`timed out after ${timeoutMs / 1000} s`)), timeoutMs)))]);
+    await Promise.race([
+      fn(),
+      new Promise((_, rej) => (timer = setTimeout(() => rej(new Error(`timed out after ${timeoutMs / 1000} s`)), timeoutMs))),
+    ]);
     record({ title, state: 'passed', ms: Date.now() - started });
     return true;
   } catch (e) {
@@ -424,10 +446,11 @@ async function extensionHostTests(tools, context, tmp, workspace) {
         try {
           const p = JSON.parse(l.slice('TURNWISE-PERF '.length));
           perfs.push(p);
-          console.log(`    perf: ${p.name} = ${p.value}${Object.keys(p).length > 2 ? ` ${JSON.stringify(Object.fromEntries(Object.entries(p).filter(([k]) => k !== 'name' && k !== 'value')))}` : ''}`);
+          console.log(
+            `    perf: ${p.name} = ${p.value}${Object.keys(p).length > 2 ? ` ${JSON.stringify(Object.fromEntries(Object.entries(p).filter(([k]) => k !== 'name' && k !== 'value')))}` : ''}`,
+          );
         } catch {}
-      }
-      else if (l.startsWith('TURNWISE-TEST ')) {
+      } else if (l.startsWith('TURNWISE-TEST ')) {
         try {
           const r = JSON.parse(l.slice('TURNWISE-TEST '.length));
           seen.push(r);
@@ -461,7 +484,11 @@ async function extensionHostTests(tools, context, tmp, workspace) {
               : `exit code ${code} though no test failed`;
     if (why) {
       const activation = log.activationErrors.length ? `\n${log.activationErrors.join('\n')}` : '';
-      record({ title: groupTitle, state: 'failed', error: `${why}.${activation}\nLogs: test-results/vscode/extension-host-tests.log, code-server-devhost.log, browser-devhost.log` });
+      record({
+        title: groupTitle,
+        state: 'failed',
+        error: `${why}.${activation}\nLogs: test-results/vscode/extension-host-tests.log, code-server-devhost.log, browser-devhost.log`,
+      });
     }
   }
   say(`extension-host tests done in ${((Date.now() - started) / 1000).toFixed(1)} s`);
@@ -487,7 +514,12 @@ async function uiTests(tools, context, tmp, workspace, installing) {
     if (!/successfully installed/i.test(out)) throw new Error(`unexpected install output:\n${out}`);
     const list = await codeServerCli(tools, state, ['--list-extensions', '--show-versions']);
     const want = `${extId}@${manifest.version}`;
-    if (!list.split('\n').map((l) => l.trim().toLowerCase()).includes(want)) {
+    if (
+      !list
+        .split('\n')
+        .map((l) => l.trim().toLowerCase())
+        .includes(want)
+    ) {
       throw new Error(`${want} is not in code-server --list-extensions:\n${list.trim()}`);
     }
   });
@@ -547,7 +579,11 @@ async function uiTests(tools, context, tmp, workspace, installing) {
         // (with the activation line above it) is on screen, as a user would to read it.
         const maximize = page.locator('.part.panel .action-label[aria-label*="Maximize Panel"]').first();
         await maximize.click({ timeout: 10000 });
-        const text = await waitForOutputText(page, ['Environment check', '✓ docker:', '✓ sandbox images:', '✓ onnxruntime cpu:', 'Environment ready'], 30000);
+        const text = await waitForOutputText(
+          page,
+          ['Environment check', '✓ docker:', '✓ sandbox images:', '✓ onnxruntime cpu:', 'Environment ready'],
+          30000,
+        );
         if (!/Turnwise \d+\.\d+\.\d+ activated/.test(text)) throw new Error(`the visible output channel is not Turnwise's:\n${text}`);
         await screenshot(page, '04-output-report.png');
       },
@@ -555,7 +591,8 @@ async function uiTests(tools, context, tmp, workspace, installing) {
     );
     await viewUiTests(page, workspace);
   } else {
-    for (const t of [T_PALETTE, T_OUTPUT, ...VIEW_TESTS]) record({ title: t, state: 'skipped', error: 'not run: the workbench did not open' });
+    for (const t of [T_PALETTE, T_OUTPUT, ...VIEW_TESTS])
+      record({ title: t, state: 'skipped', error: 'not run: the workbench did not open' });
   }
   if (page && results.some((r) => r.state === 'failed' && r.title.startsWith('ui:'))) {
     await screenshot(page, 'ui-failure.png').catch(() => {});
@@ -565,15 +602,19 @@ async function uiTests(tools, context, tmp, workspace, installing) {
   if (server) await stopGroup(server.pid, 'code-server ui');
 }
 
-
 // ── UI tests of the views (fixture runs in the UI workspace) ─────────────────────────────────
 const T_REWARD = 'ui: "Turnwise: Show Reward Panel" draws charts with points, a task table, and overlays a second run';
-const T_TRAJ = 'ui: a trajectory opened from the Runs view steps to turn 2 with the keyboard; decorations, CodeLens and the diff of turn 2 show';
-const T_RUN = 'ui: "Turnwise: Start Training Run…" from the palette runs a tiny run (settings from the workspace) to the end; the status bar advances';
+const T_TRAJ =
+  'ui: a trajectory opened from the Runs view steps to turn 2 with the keyboard; decorations, CodeLens and the diff of turn 2 show';
+const T_RUN =
+  'ui: "Turnwise: Start Training Run…" from the palette runs a tiny run (settings from the workspace) to the end; the status bar advances';
 const T_CLOSE = 'ui: closing the window stops the run cleanly: status.json says stopped, no container with its label is left';
-const T_MODEL = 'ui: "Start Training Run…" offers the embedded model or a model folder; a folder that is not a model is refused before a run, saying what to pick; a model folder and a LoRA adapter picked are remembered as settings; a LoRA adapter folder picked as the model skips the adapter step, and one naming a base that is not here asks for the base';
-const T_CHAT = "ui: a chat model's trajectory shows each reply as text above the command it ran, the checkpoint's chat format, and why a format error was not run";
-const T_EVAL = 'ui: "Evaluate Policy" offers an endpoint beside the checkpoints (URL, model, the key\'s variable name), runs turnwise eval --endpoint to a results file with no key anywhere, and "Compare Evaluations" draws its PASS@(k,T) heatmap';
+const T_MODEL =
+  'ui: "Start Training Run…" offers the embedded model or a model folder; a folder that is not a model is refused before a run, saying what to pick; a model folder and a LoRA adapter picked are remembered as settings; a LoRA adapter folder picked as the model skips the adapter step, and one naming a base that is not here asks for the base';
+const T_CHAT =
+  "ui: a chat model's trajectory shows each reply as text above the command it ran, the checkpoint's chat format, and why a format error was not run";
+const T_EVAL =
+  'ui: "Evaluate Policy" offers an endpoint beside the checkpoints (URL, model, the key\'s variable name), runs turnwise eval --endpoint to a results file with no key anywhere, and "Compare Evaluations" draws its PASS@(k,T) heatmap';
 const VIEW_TESTS = [T_REWARD, T_TRAJ, T_CHAT, T_MODEL, T_EVAL, T_RUN, T_CLOSE];
 
 const webviewFrame = (page) => page.frameLocator('iframe.webview.ready').frameLocator('#active-frame');
@@ -599,9 +640,18 @@ async function answerQuickPick(page, text) {
   // A step that opens while the previous one is still on screen resets the box: fill it again.
   for (let i = 0; ; i++) {
     await input.fill(text);
-    const shown = await focused.first().waitFor({ state: 'visible', timeout: 3000 }).then(() => true, () => false);
+    const shown = await focused
+      .first()
+      .waitFor({ state: 'visible', timeout: 3000 })
+      .then(
+        () => true,
+        () => false,
+      );
     if (shown) break;
-    if (i === 3) throw new Error(`no quick pick row "${text}" came up; the rows are: ${(await page.locator('.quick-input-list .monaco-list-row').allInnerTexts()).join(' | ')}`);
+    if (i === 3)
+      throw new Error(
+        `no quick pick row "${text}" came up; the rows are: ${(await page.locator('.quick-input-list .monaco-list-row').allInnerTexts()).join(' | ')}`,
+      );
   }
   await page.keyboard.press('Enter');
 }
@@ -609,8 +659,20 @@ async function answerQuickPick(page, text) {
 async function closeEditors(page) {
   await runFromPalette(page, 'View: Close All Editors', { shot: null });
   // Room for the views in the screenshots: the bottom panel and the secondary side bar closed.
-  if (await page.locator('.part.panel').isVisible().catch(() => false)) await page.keyboard.press('Control+J');
-  if (await page.locator('.part.auxiliarybar').isVisible().catch(() => false)) await page.keyboard.press('Control+Alt+B');
+  if (
+    await page
+      .locator('.part.panel')
+      .isVisible()
+      .catch(() => false)
+  )
+    await page.keyboard.press('Control+J');
+  if (
+    await page
+      .locator('.part.auxiliarybar')
+      .isVisible()
+      .catch(() => false)
+  )
+    await page.keyboard.press('Control+Alt+B');
   await sleep(500);
 }
 
@@ -632,10 +694,14 @@ async function viewUiTests(page, workspace) {
         return n > 0 ? n : undefined;
       });
       // Eight metric charts, then the advantage histogram (it arrives after the trajectories are read).
-      const canvases = await waitFor('9 charts (8 metrics + the advantage histogram)', async () => {
-        const n = await frame.locator('.uplot canvas').count();
-        return n >= 9 ? n : undefined;
-      }, 20000);
+      const canvases = await waitFor(
+        '9 charts (8 metrics + the advantage histogram)',
+        async () => {
+          const n = await frame.locator('.uplot canvas').count();
+          return n >= 9 ? n : undefined;
+        },
+        20000,
+      );
       await frame.locator('#tasks table tbody tr').first().waitFor({ state: 'visible', timeout: 20000 });
       const rows = await frame.locator('#tasks table tbody tr').count();
       if (rows < 5) throw new Error(`the task table has ${rows} rows`);
@@ -651,7 +717,14 @@ async function viewUiTests(page, workspace) {
       const modelLine = frame.locator('#model .overlay', { hasText: `overlay ${FIXTURE.lora}:` });
       const said = await modelLine.waitFor({ timeout: 20000 }).then(
         async () => (await modelLine.innerText()).trim(),
-        async () => (await frame.locator('#model .overlay').first().innerText().catch(() => '')).trim(),
+        async () =>
+          (
+            await frame
+              .locator('#model .overlay')
+              .first()
+              .innerText()
+              .catch(() => '')
+          ).trim(),
       );
       const want = `overlay ${FIXTURE.lora}: model: Qwen2.5-Coder-0.5B-Instruct (${LORA_MODEL}) · adapter: LoRA r 8, lora_alpha 16 on all linear projections; latest checkpoints/2 (PEFT adapter over the model)`;
       if (said !== want) throw new Error(`the reward panel's model line reads "${said}", not "${want}"`);
@@ -664,7 +737,10 @@ async function viewUiTests(page, workspace) {
     T_TRAJ,
     async () => {
       await closeEditors(page);
-      await page.locator('.activitybar .action-item a[aria-label^="Turnwise"], .activitybar .action-label[aria-label^="Turnwise"]').first().click({ timeout: 20000 });
+      await page
+        .locator('.activitybar .action-item a[aria-label^="Turnwise"], .activitybar .action-label[aria-label^="Turnwise"]')
+        .first()
+        .click({ timeout: 20000 });
       const row = (text) => page.locator('.pane-body .monaco-list-row', { hasText: text }).first();
       for (const label of [FIXTURE.run, 'Iteration 1', 'mut-clamp-compare', 't1-0']) {
         await row(label).waitFor({ state: 'visible', timeout: 20000 });
@@ -696,7 +772,9 @@ async function viewUiTests(page, workspace) {
       await page.keyboard.press('j');
       await waitFor('turn 2 in the webview', async () => (await frame.locator('body').getAttribute('data-current-turn')) === '2');
       // The editor shows calc/ops.py after turn 2: the fixed line, decorated, with its lenses.
-      const editor = page.locator('.editor-instance .monaco-editor', { has: page.locator('.view-lines', { hasText: 'if x > hi:' }) }).first();
+      const editor = page
+        .locator('.editor-instance .monaco-editor', { has: page.locator('.view-lines', { hasText: 'if x > hi:' }) })
+        .first();
       await editor.waitFor({ state: 'visible', timeout: 20000 });
       const lensLine = editor.locator('.codelens-decoration', { hasText: /Turn 2 · A \+0\.\d{3}/ }).first();
       await lensLine.waitFor({ state: 'visible', timeout: 20000 });
@@ -705,7 +783,9 @@ async function viewUiTests(page, workspace) {
       // The editor shares the window with the trajectory panel: the lenses must fit in it, not be cut off.
       const [lineBox, editorBox] = [await lensLine.boundingBox(), await editor.locator('.overflow-guard').first().boundingBox()];
       if (!lineBox || !editorBox || lineBox.x + lineBox.width > editorBox.x + editorBox.width) {
-        throw new Error(`the CodeLens line "${(await lensLine.innerText()).trim()}" runs past the editor (${JSON.stringify({ lineBox, editorBox })})`);
+        throw new Error(
+          `the CodeLens line "${(await lensLine.innerText()).trim()}" runs past the editor (${JSON.stringify({ lineBox, editorBox })})`,
+        );
       }
       const decorated = await waitFor('advantage decorations', async () => {
         const n = await editor.locator('.view-overlays [class*="ced-"]').count();
@@ -779,10 +859,14 @@ async function viewUiTests(page, workspace) {
       const rows = page.locator('.quick-input-list .monaco-list-row');
       let offered = [];
       const isModelStep = (texts) => texts.some((t) => /Embedded turnwise-tiny/.test(t)) && texts.some((t) => /Model folder…/.test(t));
-      await waitFor('the model step', async () => {
-        offered = (await rows.allInnerTexts()).map((t) => t.replace(/\s+/g, ' ').trim());
-        return isModelStep(offered);
-      }, 20000).catch(() => {
+      await waitFor(
+        'the model step',
+        async () => {
+          offered = (await rows.allInnerTexts()).map((t) => t.replace(/\s+/g, ' ').trim());
+          return isModelStep(offered);
+        },
+        20000,
+      ).catch(() => {
         throw new Error(`the model step offers: ${offered.join(' | ')}`);
       });
       await screenshot(page, '08b-model-pick.png');
@@ -812,12 +896,17 @@ async function viewUiTests(page, workspace) {
       await refusal.waitFor({ state: 'visible', timeout: 20000 });
       const text = (await refusal.innerText()).replace(/\s+/g, ' ');
       await screenshot(page, '08d-model-refused.png');
-      for (const needle of [`${notModel} has no config.json, so it is not a model folder`, 'pick a folder that holds config.json', 'or the embedded turnwise-tiny']) {
+      for (const needle of [
+        `${notModel} has no config.json, so it is not a model folder`,
+        'pick a folder that holds config.json',
+        'or the embedded turnwise-tiny',
+      ]) {
         if (!text.includes(needle)) throw new Error(`the refusal reads "${text}", without "${needle}"`);
       }
       if (runFolders(workspace).length !== runsBefore) throw new Error('a run folder was made for a refused model');
       const settingsFile = path.join(workspace, '.vscode', 'settings.json');
-      if (readJson(settingsFile)['turnwise.train.model']) throw new Error(`the refused folder was remembered: turnwise.train.model is ${readJson(settingsFile)['turnwise.train.model']}`);
+      if (readJson(settingsFile)['turnwise.train.model'])
+        throw new Error(`the refused folder was remembered: turnwise.train.model is ${readJson(settingsFile)['turnwise.train.model']}`);
       // A model folder (the shipped turnwise-tiny, as a folder) and a LoRA adapter: both remembered
       // as workspace settings once picked; the run is not started (Escape at the estimator step).
       const tiny = path.join(root, 'models', 'turnwise-tiny');
@@ -841,12 +930,18 @@ async function viewUiTests(page, workspace) {
       await answerQuickPick(page, 'LoRA adapter');
       await page.locator('.quick-input-widget', { hasText: 'advantage estimator' }).first().waitFor({ state: 'visible', timeout: 20000 });
       await page.keyboard.press('Escape');
-      const kept = await waitFor('the picks in .vscode/settings.json', async () => {
-        const v = readJson(settingsFile);
-        return v['turnwise.train.model'] && v['turnwise.train.lora'] ? v : undefined;
-      }, 10000);
-      if (kept['turnwise.train.model'] !== tiny) throw new Error(`turnwise.train.model is ${JSON.stringify(kept['turnwise.train.model'])}, picked ${tiny}`);
-      if (JSON.stringify(kept['turnwise.train.lora']) !== JSON.stringify({ r: 16, lora_alpha: 32, target_modules: 'all-linear' })) throw new Error(`turnwise.train.lora is ${JSON.stringify(kept['turnwise.train.lora'])}`);
+      const kept = await waitFor(
+        'the picks in .vscode/settings.json',
+        async () => {
+          const v = readJson(settingsFile);
+          return v['turnwise.train.model'] && v['turnwise.train.lora'] ? v : undefined;
+        },
+        10000,
+      );
+      if (kept['turnwise.train.model'] !== tiny)
+        throw new Error(`turnwise.train.model is ${JSON.stringify(kept['turnwise.train.model'])}, picked ${tiny}`);
+      if (JSON.stringify(kept['turnwise.train.lora']) !== JSON.stringify({ r: 16, lora_alpha: 32, target_modules: 'all-linear' }))
+        throw new Error(`turnwise.train.lora is ${JSON.stringify(kept['turnwise.train.lora'])}`);
       if (runFolders(workspace).length !== runsBefore) throw new Error('a run folder was made though the start was cancelled');
 
       // A LoRA adapter folder as the model (its base, turnwise-tiny, named in adapter_config.json):
@@ -875,25 +970,38 @@ async function viewUiTests(page, workspace) {
       await typeFolder(adapters.named, estimatorStep);
       await screenshot(page, '08e-adapter-as-model.png');
       await page.keyboard.press('Escape');
-      await waitFor('the adapter remembered as turnwise.train.model', async () => readJson(settingsFile)['turnwise.train.model'] === adapters.named, 10000).catch(() => {
-        throw new Error(`turnwise.train.model is ${JSON.stringify(readJson(settingsFile)['turnwise.train.model'])}, picked ${adapters.named}`);
+      await waitFor(
+        'the adapter remembered as turnwise.train.model',
+        async () => readJson(settingsFile)['turnwise.train.model'] === adapters.named,
+        10000,
+      ).catch(() => {
+        throw new Error(
+          `turnwise.train.model is ${JSON.stringify(readJson(settingsFile)['turnwise.train.model'])}, picked ${adapters.named}`,
+        );
       });
       // An adapter naming a hub id (PEFT's habit): the base is asked for, and a copy of the adapter names it.
       await runFromPalette(page, 'Turnwise: Start Training Run…', { shot: null });
       await answerQuickPick(page, 'Tasks synthesized earlier');
       await answerQuickPick(page, 'Model folder…');
-      const baseDialog = page.locator('.quick-input-widget', { hasText: 'Base model of the adapter hub-lora (it names Qwen/Qwen2.5-Coder-0.5B-Instruct)' }).first();
+      const baseDialog = page
+        .locator('.quick-input-widget', { hasText: 'Base model of the adapter hub-lora (it names Qwen/Qwen2.5-Coder-0.5B-Instruct)' })
+        .first();
       await typeFolder(adapters.hub, baseDialog);
       await screenshot(page, '08f-adapter-base-asked.png');
       await typeFolder(tiny, estimatorStep);
       await page.keyboard.press('Escape');
-      const copy = await waitFor('the adapter copy remembered as turnwise.train.model', async () => {
-        const v = readJson(settingsFile)['turnwise.train.model'];
-        return typeof v === 'string' && v.startsWith(path.join(workspace, '.turnwise', 'adapters', 'hub-lora-')) ? v : undefined;
-      }, 10000);
+      const copy = await waitFor(
+        'the adapter copy remembered as turnwise.train.model',
+        async () => {
+          const v = readJson(settingsFile)['turnwise.train.model'];
+          return typeof v === 'string' && v.startsWith(path.join(workspace, '.turnwise', 'adapters', 'hub-lora-')) ? v : undefined;
+        },
+        10000,
+      );
       const named = readJson(path.join(copy, 'adapter_config.json')).base_model_name_or_path;
       if (named !== tiny) throw new Error(`the adapter copy names ${named} as its base, not ${tiny}`);
-      if (readJson(path.join(adapters.hub, 'adapter_config.json')).base_model_name_or_path !== 'Qwen/Qwen2.5-Coder-0.5B-Instruct') throw new Error("the picked adapter's own adapter_config.json was changed");
+      if (readJson(path.join(adapters.hub, 'adapter_config.json')).base_model_name_or_path !== 'Qwen/Qwen2.5-Coder-0.5B-Instruct')
+        throw new Error("the picked adapter's own adapter_config.json was changed");
       if (runFolders(workspace).length !== runsBefore) throw new Error('a run folder was made though the start was cancelled');
     },
     { dependsOn: [T_INSTALL], timeoutMs: 180000 },
@@ -902,7 +1010,8 @@ async function viewUiTests(page, workspace) {
   await uiTest(T_EVAL, () => evaluateEndpointUiTest(page, workspace), { dependsOn: [T_INSTALL], timeoutMs: 300000 });
 
   if (!cliHasTrain()) {
-    for (const t of [T_RUN, T_CLOSE]) record({ title: t, state: 'skipped', error: 'dist/cli.js has no `train` command; the test runs once the build has one' });
+    for (const t of [T_RUN, T_CLOSE])
+      record({ title: t, state: 'skipped', error: 'dist/cli.js has no `train` command; the test runs once the build has one' });
     return;
   }
   const statusItem = page.locator('.statusbar-item', { hasText: /Turnwise/ }).first();
@@ -926,10 +1035,14 @@ async function viewUiTests(page, workspace) {
   };
   /** The run started after `since` (its folder in the UI workspace), once its status.json exists. */
   const newRun = (since) =>
-    waitFor('the run folder', async () => {
-      await throwOnFailure('ui-run-error.png');
-      return runFolders(workspace).find((r) => r.mtimeMs > since && r.status);
-    }, 60000);
+    waitFor(
+      'the run folder',
+      async () => {
+        await throwOnFailure('ui-run-error.png');
+        return runFolders(workspace).find((r) => r.mtimeMs > since && r.status);
+      },
+      60000,
+    );
 
   await uiTest(
     T_RUN,
@@ -944,21 +1057,26 @@ async function viewUiTests(page, workspace) {
       const seen = new Set([first]);
       const done = page.locator('.notification-toast', { hasText: /Turnwise: run \S+ finished/ }).first();
       let shotProgress = false;
-      await waitFor('the run to finish', async () => {
-        await throwOnFailure('10-run-progress.png');
-        const t = (await statusItem.innerText()).trim();
-        if (!seen.has(t)) say(`status bar: "${t}"`);
-        seen.add(t);
-        if (!shotProgress && /Turnwise \d+\/1/.test(t) && !/check/.test(t)) {
-          shotProgress = true;
-          await screenshot(page, '10-run-progress.png');
-        }
-        return (await done.isVisible()) || undefined;
-      }, 420000);
+      await waitFor(
+        'the run to finish',
+        async () => {
+          await throwOnFailure('10-run-progress.png');
+          const t = (await statusItem.innerText()).trim();
+          if (!seen.has(t)) say(`status bar: "${t}"`);
+          seen.add(t);
+          if (!shotProgress && /Turnwise \d+\/1/.test(t) && !/check/.test(t)) {
+            shotProgress = true;
+            await screenshot(page, '10-run-progress.png');
+          }
+          return (await done.isVisible()) || undefined;
+        },
+        420000,
+      );
       await screenshot(page, '11-run-finished.png');
       const last = (await statusItem.innerText()).trim();
       say(`status bar went through: ${[...seen].join(' → ')}; finished: "${last}"`);
-      if (![...seen, last].some((x) => /Turnwise 1\/1 · pass \d+%/.test(x))) throw new Error(`the status bar never showed iteration 1/1 with a pass rate: ${[...seen, last].join(' → ')}`);
+      if (![...seen, last].some((x) => /Turnwise 1\/1 · pass \d+%/.test(x)))
+        throw new Error(`the status bar never showed iteration 1/1 with a pass rate: ${[...seen, last].join(' → ')}`);
       if (seen.size < 2) throw new Error(`the status bar did not advance: ${[...seen].join(' → ')}`);
       const status = readJson(path.join(run.dir, 'status.json'));
       if (status.state !== 'finished') throw new Error(`status.json of ${run.id} says ${status.state}`);
@@ -967,22 +1085,39 @@ async function viewUiTests(page, workspace) {
       if (!launch) throw new Error('no .turnwise/launch-*.json was written');
       const cfg = readJson(path.join(run.dir, 'config.json'));
       for (const [key, value] of Object.entries(TINY_RUN_SETTINGS)) {
-        const field = { 'turnwise.policy.maxActionTokens': 'maxActionTokens', 'turnwise.sandbox.concurrency': 'concurrency' }[key] ?? key.split('.').at(-1);
-        for (const [name, doc] of [[path.basename(launch), readJson(launch)], ['config.json', cfg]]) {
+        const field =
+          { 'turnwise.policy.maxActionTokens': 'maxActionTokens', 'turnwise.sandbox.concurrency': 'concurrency' }[key] ??
+          key.split('.').at(-1);
+        for (const [name, doc] of [
+          [path.basename(launch), readJson(launch)],
+          ['config.json', cfg],
+        ]) {
           if (doc[field] !== value) throw new Error(`${name}: ${field} is ${JSON.stringify(doc[field])}, the setting ${key} is ${value}`);
         }
       }
       if (cfg.estimator !== 'grpo') throw new Error(`config.json: estimator ${cfg.estimator}, picked grpo`);
       // The embedded model and the whole model were picked: no model folder, no LoRA block.
-      if (cfg.model !== '' || cfg.lora !== undefined) throw new Error(`config.json: model ${JSON.stringify(cfg.model)}, lora ${JSON.stringify(cfg.lora)}; picked the embedded turnwise-tiny, whole model`);
+      if (cfg.model !== '' || cfg.lora !== undefined)
+        throw new Error(
+          `config.json: model ${JSON.stringify(cfg.model)}, lora ${JSON.stringify(cfg.lora)}; picked the embedded turnwise-tiny, whole model`,
+        );
       // Picking them cleared what the model test remembered (the embedded model and the whole model are the defaults).
       const ws = readJson(path.join(workspace, '.vscode', 'settings.json'));
-      if ('turnwise.train.model' in ws || 'turnwise.train.lora' in ws) throw new Error(`.vscode/settings.json still holds ${JSON.stringify({ model: ws['turnwise.train.model'], lora: ws['turnwise.train.lora'] })}`);
+      if ('turnwise.train.model' in ws || 'turnwise.train.lora' in ws)
+        throw new Error(
+          `.vscode/settings.json still holds ${JSON.stringify({ model: ws['turnwise.train.model'], lora: ws['turnwise.train.lora'] })}`,
+        );
     },
     { dependsOn: [T_INSTALL], timeoutMs: 480000 },
   );
 
-  if (results.find((r) => r.title === T_RUN)?.state !== 'passed' && (await statusItem.locator('.codicon-sync').count().catch(() => 0))) {
+  if (
+    results.find((r) => r.title === T_RUN)?.state !== 'passed' &&
+    (await statusItem
+      .locator('.codicon-sync')
+      .count()
+      .catch(() => 0))
+  ) {
     await runFromPalette(page, 'Turnwise: Stop Run', { shot: null }).catch(() => {});
   }
 
@@ -994,34 +1129,49 @@ async function viewUiTests(page, workspace) {
       await startFromPalette(3);
       const run = await newRun(since);
       const containers = () => dockerIds(['ps', '-a', '--filter', `label=turnwise.run=${run.id}`, '--format', '{{.ID}}']);
-      const held = await waitFor(`a sandbox container of ${run.id}`, async () => {
-        await throwOnFailure('12-run-before-close.png');
-        const ids = containers();
-        return ids.length ? ids : undefined;
-      }, 180000);
+      const held = await waitFor(
+        `a sandbox container of ${run.id}`,
+        async () => {
+          await throwOnFailure('12-run-before-close.png');
+          const ids = containers();
+          return ids.length ? ids : undefined;
+        },
+        180000,
+      );
       await screenshot(page, '12-run-before-close.png');
       say(`closing the window while ${run.id} holds ${held.length} container(s)`);
       await page.close();
       // The extension host shuts down with the window (at once for a window closed cleanly; after
       // the short reconnection grace for a dropped connection), and the extension stops the run.
-      const end = await waitFor('the run to stop and its containers to go', async () => {
-        const status = readJson(path.join(run.dir, 'status.json'));
-        const left = containers();
-        return status.state !== 'running' && left.length === 0 ? { status, left } : undefined;
-      }, 120000);
-      if (end.status.state !== 'stopped') throw new Error(`status.json of ${run.id} says ${end.status.state}${end.status.error ? `: ${end.status.error.message}` : ''}`);
-      say(`after closing: ${run.id} is ${end.status.state} (last complete iteration ${end.status.lastCompleteIteration}), no container left`);
+      const end = await waitFor(
+        'the run to stop and its containers to go',
+        async () => {
+          const status = readJson(path.join(run.dir, 'status.json'));
+          const left = containers();
+          return status.state !== 'running' && left.length === 0 ? { status, left } : undefined;
+        },
+        120000,
+      );
+      if (end.status.state !== 'stopped')
+        throw new Error(`status.json of ${run.id} says ${end.status.state}${end.status.error ? `: ${end.status.error.message}` : ''}`);
+      say(
+        `after closing: ${run.id} is ${end.status.state} (last complete iteration ${end.status.lastCompleteIteration}), no container left`,
+      );
       // A new window shows the run as stopped in the Runs view.
       const again = await page.context().newPage();
       try {
         await again.goto(page.url());
         await again.locator('.part.statusbar').waitFor({ state: 'visible', timeout: 60000 });
-        await again.locator('.activitybar .action-item a[aria-label^="Turnwise"], .activitybar .action-label[aria-label^="Turnwise"]').first().click({ timeout: 30000 });
+        await again
+          .locator('.activitybar .action-item a[aria-label^="Turnwise"], .activitybar .action-label[aria-label^="Turnwise"]')
+          .first()
+          .click({ timeout: 30000 });
         const row = again.locator('.pane-body .monaco-list-row', { hasText: run.id }).first();
         await row.waitFor({ state: 'visible', timeout: 30000 });
         const text = (await row.innerText()).replace(/\s+/g, ' ');
         await screenshot(again, '13-after-close-runs-view.png');
-        if (!/stopped/.test(text) || !/turnwise-tiny/.test(text)) throw new Error(`the Runs view shows ${run.id} as: ${text} (stopped, turnwise-tiny expected)`);
+        if (!/stopped/.test(text) || !/turnwise-tiny/.test(text))
+          throw new Error(`the Runs view shows ${run.id} as: ${text} (stopped, turnwise-tiny expected)`);
       } finally {
         await again.close().catch(() => {});
       }
@@ -1053,7 +1203,11 @@ function runFolders(workspace) {
 
 function launchFiles(workspace) {
   const dir = path.join(workspace, '.turnwise');
-  return fs.readdirSync(dir).filter((n) => /^launch-.*\.json$/.test(n)).sort().map((n) => path.join(dir, n));
+  return fs
+    .readdirSync(dir)
+    .filter((n) => /^launch-.*\.json$/.test(n))
+    .sort()
+    .map((n) => path.join(dir, n));
 }
 
 const readJson = (file) => JSON.parse(fs.readFileSync(file, 'utf8'));
@@ -1119,12 +1273,21 @@ function scriptedEndpoint() {
       }
       if (req.method === 'POST' && req.url === '/v1/chat/completions') {
         seen.chats++;
-        return send(200, { id: `c${seen.chats}`, object: 'chat.completion', model: 'scripted-agent', choices: [{ index: 0, message: { role: 'assistant', content: 'submit' }, finish_reason: 'stop' }] });
+        return send(200, {
+          id: `c${seen.chats}`,
+          object: 'chat.completion',
+          model: 'scripted-agent',
+          choices: [{ index: 0, message: { role: 'assistant', content: 'submit' }, finish_reason: 'stop' }],
+        });
       }
       send(404, { error: { message: 'no route' } });
     });
   });
-  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve({ url: `http://127.0.0.1:${server.address().port}/v1`, seen, close: () => new Promise((r) => server.close(r)) })));
+  return new Promise((resolve) =>
+    server.listen(0, '127.0.0.1', () =>
+      resolve({ url: `http://127.0.0.1:${server.address().port}/v1`, seen, close: () => new Promise((r) => server.close(r)) }),
+    ),
+  );
 }
 
 /** Files under `dir` (up to 8 MiB each) whose bytes hold `needle`. */
@@ -1161,10 +1324,14 @@ async function evaluateEndpointUiTest(page, workspace) {
     // The first step offers an endpoint beside the workspace's checkpoints.
     const rows = page.locator('.quick-input-list .monaco-list-row');
     let offered = [];
-    await waitFor('the checkpoint-or-endpoint step', async () => {
-      offered = (await rows.allInnerTexts()).map((t) => t.replace(/\s+/g, ' ').trim());
-      return offered.some((t) => t.includes('Endpoint…')) && offered.some((t) => /checkpoint \d/.test(t));
-    }, 20000).catch(() => {
+    await waitFor(
+      'the checkpoint-or-endpoint step',
+      async () => {
+        offered = (await rows.allInnerTexts()).map((t) => t.replace(/\s+/g, ' ').trim());
+        return offered.some((t) => t.includes('Endpoint…')) && offered.some((t) => /checkpoint \d/.test(t));
+      },
+      20000,
+    ).catch(() => {
       throw new Error(`the first step offers: ${offered.join(' | ')}`);
     });
     await screenshot(page, '14-eval-pick.png');
@@ -1199,23 +1366,31 @@ async function evaluateEndpointUiTest(page, workspace) {
     }
     const done = page.locator('.notification-toast', { hasText: /evaluation finished/ }).first();
     const failed = page.locator('.notification-toast:has(.codicon-error)', { hasText: 'Turnwise' }).first();
-    await waitFor('the evaluation to finish', async () => {
-      if (await failed.isVisible()) {
-        await screenshot(page, 'eval-failure.png');
-        throw new Error(`the run failed: ${(await failed.innerText()).replace(/\s+/g, ' ')}`);
-      }
-      return done.isVisible();
-    }, 240000);
+    await waitFor(
+      'the evaluation to finish',
+      async () => {
+        if (await failed.isVisible()) {
+          await screenshot(page, 'eval-failure.png');
+          throw new Error(`the run failed: ${(await failed.innerText()).replace(/\s+/g, ' ')}`);
+        }
+        return done.isVisible();
+      },
+      240000,
+    );
     const text = (await done.innerText()).replace(/\s+/g, ' ');
     await screenshot(page, '16-eval-finished.png');
     const made = fs.readdirSync(evalsDir).filter((n) => !before.includes(n));
     if (made.length !== 1) throw new Error(`expected one new results file in .turnwise/evals, found ${made.join(', ') || 'none'}`);
     const file = path.join(evalsDir, made[0]);
-    if (!text.includes(path.join('.turnwise', 'evals', made[0]))) throw new Error(`the notification reads "${text}", not naming ${made[0]}`);
+    if (!text.includes(path.join('.turnwise', 'evals', made[0])))
+      throw new Error(`the notification reads "${text}", not naming ${made[0]}`);
     const header = JSON.parse(fs.readFileSync(file, 'utf8').split('\n')[0]);
     const want = { kind: 'endpoint', url: endpoint.url, model: 'scripted-agent', keyEnv: 'TW_UI_ENDPOINT_KEY' };
-    for (const [k, v] of Object.entries(want)) if (header.model[k] !== v) throw new Error(`the results header's model.${k} is ${JSON.stringify(header.model[k])}, not ${JSON.stringify(v)}`);
-    if (header.samples !== 2 || header.tasks.ids.length !== 4) throw new Error(`the header says ${header.samples} samples of ${header.tasks.ids.length} tasks`);
+    for (const [k, v] of Object.entries(want))
+      if (header.model[k] !== v)
+        throw new Error(`the results header's model.${k} is ${JSON.stringify(header.model[k])}, not ${JSON.stringify(v)}`);
+    if (header.samples !== 2 || header.tasks.ids.length !== 4)
+      throw new Error(`the header says ${header.samples} samples of ${header.tasks.ids.length} tasks`);
     if (endpoint.seen.chats < 12 || endpoint.seen.refused > 0) throw new Error(`the server saw ${JSON.stringify(endpoint.seen)}`);
     // The key: in code-server's environment only; not in the workspace, the results, the settings or the editor's state.
     const leaks = [...filesHolding(workspace, UI_ENDPOINT_KEY), ...filesHolding(path.join(path.dirname(workspace), 'ui'), UI_ENDPOINT_KEY)];
@@ -1248,14 +1423,22 @@ async function waitForOutputText(page, needles, timeoutMs) {
     if ((await view.count()) > 0) text = (await view.first().innerText()).replace(/\u00a0/g, ' ');
     const missing = needles.filter((n) => !text.includes(n));
     if (missing.length === 0) return text;
-    if (Date.now() > deadline) throw new Error(`the output panel does not show ${missing.map((m) => `"${m}"`).join(', ')}; it shows:\n${text || '(no output editor visible)'}`);
+    if (Date.now() > deadline)
+      throw new Error(
+        `the output panel does not show ${missing.map((m) => `"${m}"`).join(', ')}; it shows:\n${text || '(no output editor visible)'}`,
+      );
     await sleep(250);
   }
 }
 
-
 // ── fixture workspaces ───────────────────────────────────────────────────────────────────────
-const FIXTURE = { run: 'fixture__turnwise__1__20250101-120000', overlay: 'fixture__grpo__2__20250101-110000', long: 'long__turnwise__3__20240101-000000', big: 'big__turnwise__4__20230101-000000', lora: 'lora__grpo__5__20220101-000000' };
+const FIXTURE = {
+  run: 'fixture__turnwise__1__20250101-120000',
+  overlay: 'fixture__grpo__2__20250101-110000',
+  long: 'long__turnwise__3__20240101-000000',
+  big: 'big__turnwise__4__20230101-000000',
+  lora: 'lora__grpo__5__20220101-000000',
+};
 /** The LoRA fixture run's model folder (named in its config.json; the views only read the name). */
 const LORA_MODEL = '/models/Qwen2.5-Coder-0.5B-Instruct';
 
@@ -1268,18 +1451,43 @@ function makeWorkspace(dir, { big }) {
   fs.mkdirSync(dir, { recursive: true });
   fs.writeFileSync(path.join(dir, 'README.md'), '# Turnwise VS Code tier workspace\n');
   const gen = (args) => {
-    const r = spawnSync(process.execPath, ['-r', 'tsx/cjs', path.join(root, 'test', 'support', 'runFixture.ts'), '--workspace', dir, ...args], { cwd: root, encoding: 'utf8' });
+    const r = spawnSync(
+      process.execPath,
+      ['-r', 'tsx/cjs', path.join(root, 'test', 'support', 'runFixture.ts'), '--workspace', dir, ...args],
+      { cwd: root, encoding: 'utf8' },
+    );
     if (r.status !== 0) throw new Error(`runFixture.ts ${args.join(' ')} failed:\n${r.stderr}`);
   };
   gen(['--files', '--run-id', FIXTURE.run, '--estimator', 'turnwise', '--iterations', '3', '--seed', '1']);
   gen(['--run-id', FIXTURE.overlay, '--estimator', 'grpo', '--iterations', '3', '--seed', '2']);
   gen(['--run-id', FIXTURE.long, '--iterations', '1000', '--seed', '3', '--metrics-only']);
-  gen(['--run-id', FIXTURE.lora, '--estimator', 'grpo', '--iterations', '2', '--seed', '5', '--model', LORA_MODEL, '--lora-r', '8', '--chat']);
+  gen([
+    '--run-id',
+    FIXTURE.lora,
+    '--estimator',
+    'grpo',
+    '--iterations',
+    '2',
+    '--seed',
+    '5',
+    '--model',
+    LORA_MODEL,
+    '--lora-r',
+    '8',
+    '--chat',
+  ]);
   if (big) gen(['--run-id', FIXTURE.big, '--iterations', '1', '--trajectories', '10000', '--seed', '4']);
   const tiny = path.join(root, 'models', 'turnwise-tiny');
   const adapters = adapterFolders(dir);
-  for (const [out, base] of [[adapters.named, tiny], [adapters.hub, 'Qwen/Qwen2.5-Coder-0.5B-Instruct']]) {
-    const r = spawnSync(process.execPath, ['-r', 'tsx/cjs', path.join(root, 'test', 'support', 'adapterFixture.ts'), '--model', tiny, '--out', out, '--base-name', base], { cwd: root, encoding: 'utf8' });
+  for (const [out, base] of [
+    [adapters.named, tiny],
+    [adapters.hub, 'Qwen/Qwen2.5-Coder-0.5B-Instruct'],
+  ]) {
+    const r = spawnSync(
+      process.execPath,
+      ['-r', 'tsx/cjs', path.join(root, 'test', 'support', 'adapterFixture.ts'), '--model', tiny, '--out', out, '--base-name', base],
+      { cwd: root, encoding: 'utf8' },
+    );
     if (r.status !== 0) throw new Error(`adapterFixture.ts failed:\n${r.stderr}`);
   }
   // Tasks "synthesized earlier", which "Start Training Run…" offers first: real mutations of
@@ -1306,7 +1514,11 @@ const TINY_RUN_SETTINGS = {
 function mutationTasks(dir) {
   const src = fs.readFileSync(path.join(dir, 'calc', 'ops.py'), 'utf8');
   // The command `turnwise tasks synth` would write (it runs pytest the hardened way, with a report).
-  const r = spawnSync(process.execPath, ['-r', 'tsx/cjs', '-e', "process.stdout.write(require('./src/tasks/runners').runnerCommand('pytest', ['tests/test_ops.py']))"], { cwd: root, encoding: 'utf8' });
+  const r = spawnSync(
+    process.execPath,
+    ['-r', 'tsx/cjs', '-e', "process.stdout.write(require('./src/tasks/runners').runnerCommand('pytest', ['tests/test_ops.py']))"],
+    { cwd: root, encoding: 'utf8' },
+  );
   if (r.status !== 0 || !r.stdout) throw new Error(`runnerCommand failed:\n${r.stderr}`);
   const testCommand = r.stdout;
   const muts = [
@@ -1315,19 +1527,27 @@ function mutationTasks(dir) {
     ['mut-clamp-return', 'return hi', 'return lo', 'test_clamp', 'test_add', 'identifier', 'swap-identifier'],
     ['mut-add-mul', 'return a + b', 'return a * b', 'test_add', 'test_clamp', 'binary_operator', 'swap-arithmetic'],
   ];
-  return muts
-    .map(([id, text, replacement, f2p, p2p, nodeKind, operator]) => {
-      const start = src.indexOf(text);
-      if (start < 0) throw new Error(`"${text}" is not in the fixture's calc/ops.py`);
-      return JSON.stringify({
-        schema: 'turnwise/task@1', id, source: 'mutation', language: 'python',
-        instruction: 'A test of calc/ops.py fails. Find the bug and fix it; do not edit the tests.',
-        testCommand, runner: 'pytest', reportFormat: 'junit-xml',
-        fail_to_pass: [`tests/test_ops.py::${f2p}`], pass_to_pass: [`tests/test_ops.py::${p2p}`],
-        mutation: { file: 'calc/ops.py', nodeKind, operator, replacement, span: { start, end: start + text.length, text } },
-      });
-    })
-    .join('\n') + '\n';
+  return (
+    muts
+      .map(([id, text, replacement, f2p, p2p, nodeKind, operator]) => {
+        const start = src.indexOf(text);
+        if (start < 0) throw new Error(`"${text}" is not in the fixture's calc/ops.py`);
+        return JSON.stringify({
+          schema: 'turnwise/task@1',
+          id,
+          source: 'mutation',
+          language: 'python',
+          instruction: 'A test of calc/ops.py fails. Find the bug and fix it; do not edit the tests.',
+          testCommand,
+          runner: 'pytest',
+          reportFormat: 'junit-xml',
+          fail_to_pass: [`tests/test_ops.py::${f2p}`],
+          pass_to_pass: [`tests/test_ops.py::${p2p}`],
+          mutation: { file: 'calc/ops.py', nodeKind, operator, replacement, span: { start, end: start + text.length, text } },
+        });
+      })
+      .join('\n') + '\n'
+  );
 }
 
 // ── main ──────────────────────────────────────────────────────────────────────────────────────

@@ -57,11 +57,17 @@ describe('webgpu: the policy on a real WebGPU adapter', function () {
 
   it('KV-cache decode on WebGPU: the tokens of full recomputation, log-probs of the reference (1e-4)', async () => {
     const policy = new Policy(weights, undefined, webgpu);
-    const prompts = [[1, 2, 3, 4, 5], [6, 7]];
+    const prompts = [
+      [1, 2, 3, 4, 5],
+      [6, 7],
+    ];
     const opts = { maxNewTokens: 8, temperature: 0, stopIds: [] };
     const kv = await policy.generateIds(prompts, { ...opts, kvCache: true });
     const full = await policy.generateIds(prompts, { ...opts, kvCache: false });
-    assert.deepEqual(kv.map((r) => r.tokenIds), full.map((r) => r.tokenIds));
+    assert.deepEqual(
+      kv.map((r) => r.tokenIds),
+      full.map((r) => r.tokenIds),
+    );
     const V = SMALL_CONFIG.vocab_size;
     for (let b = 0; b < prompts.length; b++) {
       const ref = referenceLogits(weights, [...prompts[b], ...kv[b].tokenIds]);
@@ -79,13 +85,22 @@ describe('webgpu: the policy on a real WebGPU adapter', function () {
       const policy = new Policy(weights, undefined, webgpu);
       policy.decodeStepsPerRun = perRun;
       const seqs = [[1, 2, 3, 4, 5], [6, 7], [9]].map((p) => policy.newSequence(p));
-      const out = await policy.sample(seqs.map((seq, b) => ({ seq, seed: b, maxNewTokens: 9 + b, temperature: b === 0 ? 0 : 1, stopIds: [] })));
+      const out = await policy.sample(
+        seqs.map((seq, b) => ({ seq, seed: b, maxNewTokens: 9 + b, temperature: b === 0 ? 0 : 1, stopIds: [] })),
+      );
       await policy.dispose();
       return out;
     };
     const [one, looped] = [await run(1), await run(4)];
-    assert.deepEqual(looped.map((r) => r.tokenIds), one.map((r) => r.tokenIds));
-    looped.forEach((r, b) => r.logprobs.forEach((lp, t) => assert.ok(Math.abs(lp - one[b].logprobs[t]) < 1e-4, `row ${b} token ${t}: ${lp} vs ${one[b].logprobs[t]}`)));
+    assert.deepEqual(
+      looped.map((r) => r.tokenIds),
+      one.map((r) => r.tokenIds),
+    );
+    looped.forEach((r, b) =>
+      r.logprobs.forEach((lp, t) =>
+        assert.ok(Math.abs(lp - one[b].logprobs[t]) < 1e-4, `row ${b} token ${t}: ${lp} vs ${one[b].logprobs[t]}`),
+      ),
+    );
   });
 
   it('a training step on WebGPU equals the CPU step: metrics and both AdamW moments', async () => {
@@ -150,7 +165,10 @@ describe('webgpu: the policy on a real WebGPU adapter', function () {
       buildStepGraph(c, 'decode', undefined, 'all', 'weights-left'),
       buildStepGraph(c, 'decode', undefined, 'sample', 'weights-left'),
     ];
-    const placed = nodePlacements('webgpu', graphs.map((g, i) => ({ name: `${g.name}#${i}`, bytes: toModelProto(g) })));
+    const placed = nodePlacements(
+      'webgpu',
+      graphs.map((g, i) => ({ name: `${g.name}#${i}`, bytes: toModelProto(g) })),
+    );
     for (const p of placed) {
       assert.equal(p.error, undefined, `${p.graph}: ${p.error}`);
       assert.ok((p.providers.WebGpuExecutionProvider?.count ?? 0) > 0, `${p.graph}: nothing on WebGPU ${JSON.stringify(p.providers)}`);
@@ -158,23 +176,58 @@ describe('webgpu: the policy on a real WebGPU adapter', function () {
     // Shape arithmetic (int64: the Slice and Concat of a Shape, e.g. the output shape of a
     // batched decode's products) stays on the CPU by ONNX Runtime's choice; these op types have
     // WebGPU kernels for float tensors, so a float node of theirs would be placed there.
-    const allowed = new Set(['Slice', 'Unsqueeze', 'Squeeze', 'Reshape', 'Shape', 'Cast', 'Concat', 'Greater', 'Gather', 'Identity', 'Loop']);
+    const allowed = new Set([
+      'Slice',
+      'Unsqueeze',
+      'Squeeze',
+      'Reshape',
+      'Shape',
+      'Cast',
+      'Concat',
+      'Greater',
+      'Gather',
+      'Identity',
+      'Loop',
+    ]);
     const heavy = placed.flatMap((p) => p.onCpu.filter((n) => !allowed.has(n.split(' ')[0])).map((n) => `${p.graph}: ${n}`));
     assert.deepEqual(heavy, []);
     // A batched decode's products share one lead shape: its shape arithmetic is a handful of
     // nodes, not a few per product (at the 0.5B shape it was 219 nodes, each a copy per step).
     const [single, rows] = [placed[3], placed[4]];
-    assert.ok(rows.cpuNodes <= single.cpuNodes + 8, `batched decode: ${rows.cpuNodes} nodes on the CPU against the one-row decode's ${single.cpuNodes}: ${rows.onCpu.join(', ')}`);
+    assert.ok(
+      rows.cpuNodes <= single.cpuNodes + 8,
+      `batched decode: ${rows.cpuNodes} nodes on the CPU against the one-row decode's ${single.cpuNodes}: ${rows.onCpu.join(', ')}`,
+    );
     for (const p of placed) {
       assert.equal(p.cpuNodes, p.onCpu.length, `${p.graph}: every CPU node is listed`);
       const gpu = p.providers.WebGpuExecutionProvider!.count;
-      assert.ok(p.cpuNodes <= 0.1 * (gpu + p.cpuNodes), `${p.graph}: ${p.cpuNodes} of ${gpu + p.cpuNodes} nodes on the CPU: ${p.onCpu.join(', ')}`);
+      assert.ok(
+        p.cpuNodes <= 0.1 * (gpu + p.cpuNodes),
+        `${p.graph}: ${p.cpuNodes} of ${gpu + p.cpuNodes} nodes on the CPU: ${p.onCpu.join(', ')}`,
+      );
     }
   });
 
   it('bench train runs turnwise-tiny on WebGPU and says so', async () => {
-    const r = await benchTrain({ batch: 1, seq: 16, steps: 1, k: 2, loopRepeats: 1, packedBatch: 1, packedSeq: 32, context: 24, decodeTokens: 3, settings: webgpu });
+    const r = await benchTrain({
+      batch: 1,
+      seq: 16,
+      steps: 1,
+      k: 2,
+      loopRepeats: 1,
+      packedBatch: 1,
+      packedSeq: 32,
+      context: 24,
+      decodeTokens: 3,
+      settings: webgpu,
+    });
     assert.equal(r.provider, 'webgpu');
-    assert.ok(r.train_step_ms > 0 && Number.isFinite(r.loop_speedup) && r.decode_tokens_per_s_kv > 0 && r.sft_packed_step_ms > 0 && r.sequence_sample_tokens_per_s > 0);
+    assert.ok(
+      r.train_step_ms > 0 &&
+        Number.isFinite(r.loop_speedup) &&
+        r.decode_tokens_per_s_kv > 0 &&
+        r.sft_packed_step_ms > 0 &&
+        r.sequence_sample_tokens_per_s > 0,
+    );
   });
 });

@@ -14,7 +14,12 @@ import { byteLevelTokenizerConfig, byteLevelTokenizerJson } from '../../../src/p
   const i = process.argv.indexOf('--dir');
   const out = i >= 0 ? process.argv[i + 1] : path.join(os.tmpdir(), 'turnwise-decode-steps-qwen2.5-0.5b');
   const config = BENCH_SHAPES['qwen2.5-0.5b'];
-  if (!fs.existsSync(`${out}/config.json`)) writeModelFolder(out, randomWeights(config, 0), { dtype: 'bfloat16', tokenizerJson: byteLevelTokenizerJson(), tokenizerConfig: byteLevelTokenizerConfig() });
+  if (!fs.existsSync(`${out}/config.json`))
+    writeModelFolder(out, randomWeights(config, 0), {
+      dtype: 'bfloat16',
+      tokenizerJson: byteLevelTokenizerJson(),
+      tokenizerConfig: byteLevelTokenizerConfig(),
+    });
   const p = loadPolicy(out, { provider: 'cpu' });
   const ctx = p.newSequence(Array.from({ length: 1024 }, (_, i) => (i * 37) % 256));
   await p.sample([{ seq: ctx, maxNewTokens: 1, temperature: 1, stopIds: [] }]);

@@ -13,7 +13,15 @@ import { compactCodec } from '../../../src/train/compact-codec';
 import { evalCasePool } from '../../../src/demonstrations/cases';
 import { evaluateEpisodes, evaluateFixes } from '../../../src/warmstart/evaluate';
 
-const { values } = parseArgs({ options: { model: { type: 'string', default: 'models/turnwise-tiny' }, seed: { type: 'string', default: '9' }, cases: { type: 'string', default: '256' }, 'episode-cases': { type: 'string', default: '64' }, form: { type: 'string', default: 'sed' } } });
+const { values } = parseArgs({
+  options: {
+    model: { type: 'string', default: 'models/turnwise-tiny' },
+    seed: { type: 'string', default: '9' },
+    cases: { type: 'string', default: '256' },
+    'episode-cases': { type: 'string', default: '64' },
+    form: { type: 'string', default: 'sed' },
+  },
+});
 if (values.form !== 'sed' && values.form !== 'numbered') throw new Error(`--form is sed or numbered, got ${values.form}`);
 
 (async () => {
@@ -25,8 +33,25 @@ if (values.form !== 'sed' && values.form !== 'numbered') throw new Error(`--form
     const cases = await evalCasePool(Number(values.seed), Number(values.cases));
     const codec = compactCodec(tok);
     const first = await evaluateFixes(policy, codec, cases);
-    const ep = await evaluateEpisodes(policy, codec, cases.slice(0, Number(values['episode-cases'])), 5, undefined, values.form as 'sed' | 'numbered');
-    console.log(JSON.stringify({ model: values.model, seed: Number(values.seed), cases: cases.length, form: values.form, ...first, episodeFixed: ep.fixed, episodeTurns: ep.meanTurns }));
+    const ep = await evaluateEpisodes(
+      policy,
+      codec,
+      cases.slice(0, Number(values['episode-cases'])),
+      5,
+      undefined,
+      values.form as 'sed' | 'numbered',
+    );
+    console.log(
+      JSON.stringify({
+        model: values.model,
+        seed: Number(values.seed),
+        cases: cases.length,
+        form: values.form,
+        ...first,
+        episodeFixed: ep.fixed,
+        episodeTurns: ep.meanTurns,
+      }),
+    );
   } finally {
     await policy.dispose();
   }

@@ -11,13 +11,22 @@ import { Graph, OnnxSession, toModelProto, type Value } from '../../../src/onnx'
 const [OUT, IN, L] = [4864, 896, 24];
 const weights = Array.from({ length: L }, (_, l) => new Float32Array(OUT * IN).map((_, i) => Math.sin(i + l) * 0.01));
 
-async function bench(name: string, rows: number, build: (g: Graph, w: Value, x: Value) => Value, threads = 0, shape = [OUT, IN], held = false): Promise<void> {
+async function bench(
+  name: string,
+  rows: number,
+  build: (g: Graph, w: Value, x: Value) => Value,
+  threads = 0,
+  shape = [OUT, IN],
+  held = false,
+): Promise<void> {
   const g = Graph.create(name.replace(/\W+/g, '_'));
   const x = g.input('x', 'float32', [rows, IN]);
   for (let l = 0; l < L; l++) g.output(build(g, g.input(`w${l}`, 'float32', shape), x), `y${l}`);
   if (held) weights.forEach((w, l) => g.holdInput(`w${l}`, { dtype: 'float32', dims: shape, data: w }));
   const s = await OnnxSession.create(toModelProto(g), { provider: 'cpu', threads });
-  const feeds: Parameters<OnnxSession['run']>[0] = { x: { dtype: 'float32', dims: [rows, IN], data: new Float32Array(rows * IN).fill(0.1) } };
+  const feeds: Parameters<OnnxSession['run']>[0] = {
+    x: { dtype: 'float32', dims: [rows, IN], data: new Float32Array(rows * IN).fill(0.1) },
+  };
   if (!held) weights.forEach((w, l) => (feeds[`w${l}`] = { dtype: 'float32', dims: shape, data: w }));
   for (let i = 0; i < 2; i++) await s.run(feeds);
   let best = Infinity;
@@ -27,7 +36,15 @@ async function bench(name: string, rows: number, build: (g: Graph, w: Value, x: 
     best = Math.min(best, performance.now() - t);
   }
   await s.release();
-  process.stdout.write(JSON.stringify({ product: name, rows, threads: threads || 'all', ms: +(best / L).toFixed(3), gbs: +((OUT * IN * 4 * L) / best / 1e6).toFixed(1) }) + '\n');
+  process.stdout.write(
+    JSON.stringify({
+      product: name,
+      rows,
+      threads: threads || 'all',
+      ms: +(best / L).toFixed(3),
+      gbs: +((OUT * IN * 4 * L) / best / 1e6).toFixed(1),
+    }) + '\n',
+  );
 }
 
 (async () => {

@@ -10,13 +10,26 @@ import { PolicyTrainer, type TrainBatch } from '../../../src/policy/training/tra
 import { initWeights, SeededRandom } from '../../../src/policy/model/weights';
 
 const { values } = parseArgs({
-  options: { batch: { type: 'string', default: '4' }, seq: { type: 'string', default: '128' }, steps: { type: 'string', default: '5' }, threads: { type: 'string', default: '0' }, k: { type: 'string', default: '1' }, top: { type: 'string', default: '25' }, matmuls: { type: 'boolean', default: false } },
+  options: {
+    batch: { type: 'string', default: '4' },
+    seq: { type: 'string', default: '128' },
+    steps: { type: 'string', default: '5' },
+    threads: { type: 'string', default: '0' },
+    k: { type: 'string', default: '1' },
+    top: { type: 'string', default: '25' },
+    matmuls: { type: 'boolean', default: false },
+  },
 });
 const B = Number(values.batch);
 const T = Number(values.seq);
 const K = Number(values.k);
 
-interface TraceEvent { cat: string; name: string; dur: number; args?: { op_name?: string; provider?: string; output_type_shape?: Record<string, number[]>[] } }
+interface TraceEvent {
+  cat: string;
+  name: string;
+  dur: number;
+  args?: { op_name?: string; provider?: string; output_type_shape?: Record<string, number[]>[] };
+}
 
 async function main(): Promise<void> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'turnwise-profile-'));
@@ -24,7 +37,12 @@ async function main(): Promise<void> {
   const trainer = new PolicyTrainer(initWeights(c, 0), undefined, { threads: Number(values.threads), profile: path.join(dir, 'train') });
   const rng = new SeededRandom(1);
   const ids = Array.from({ length: B * T }, () => Math.floor(rng.next() * 256));
-  const batch: TrainBatch = { inputIds: ids, lossMask: ids.map((_, i) => (i % T >= T / 2 ? 1 : 0)), oldLogp: ids.map(() => -5.5), advantages: ids.map(() => rng.next() * 2 - 1) };
+  const batch: TrainBatch = {
+    inputIds: ids,
+    lossMask: ids.map((_, i) => (i % T >= T / 2 ? 1 : 0)),
+    oldLogp: ids.map(() => -5.5),
+    advantages: ids.map(() => rng.next() * 2 - 1),
+  };
   const batches = new Array<TrainBatch>(K).fill(batch);
   const wall: number[] = [];
   for (let i = 0; i < Number(values.steps) + 1; i++) {
@@ -39,7 +57,7 @@ async function main(): Promise<void> {
   const runs = events.filter((e) => e.cat === 'Session' && e.name === 'model_run');
   const nodes = events.filter((e) => e.cat === 'Node' && e.name.endsWith('_kernel_time'));
   const timedRuns = runs.slice(1); // the first run allocates
-  const perRun = (us: number) => Math.round((us / Math.max(1, timedRuns.length)) / 10) / 100; // ms per run
+  const perRun = (us: number) => Math.round(us / Math.max(1, timedRuns.length) / 10) / 100; // ms per run
   const skip = nodes.length - Math.round((nodes.length * timedRuns.length) / runs.length);
   const timed = nodes.slice(skip);
   const byOp = new Map<string, { ms: number; count: number }>();
@@ -75,9 +93,30 @@ async function main(): Promise<void> {
     run_ms: perRun(runUs),
     kernel_ms: perRun(kernelUs),
     nodes_per_run: Math.round(timed.length / Math.max(1, timedRuns.length)),
-    by_phase: [...byPhase.entries()].filter(([k]) => !k.includes(' ')).sort((a, b) => b[1] - a[1]).map(([phase, us]) => ({ phase, ms: perRun(us), top_ops: [...byPhase.entries()].filter(([k]) => k.startsWith(`${phase} `)).sort((a, b) => b[1] - a[1]).slice(0, 6).map(([k, u]) => `${k.split(' ')[1]} ${perRun(u)}`) })),
-    by_op: [...byOp.entries()].sort((a, b) => b[1].ms - a[1].ms).map(([op, r]) => ({ op, ms: perRun(r.ms), nodes: Math.round(r.count / timedRuns.length), share: Math.round((r.ms / kernelUs) * 1000) / 10 })),
-    slowest_nodes: [...byNode.entries()].sort((a, b) => b[1] - a[1]).slice(0, Number(values.top)).map(([n, us]) => ({ node: n, ms: perRun(us) })),
+    by_phase: [...byPhase.entries()]
+      .filter(([k]) => !k.includes(' '))
+      .sort((a, b) => b[1] - a[1])
+      .map(([phase, us]) => ({
+        phase,
+        ms: perRun(us),
+        top_ops: [...byPhase.entries()]
+          .filter(([k]) => k.startsWith(`${phase} `))
+          .sort((a, b) => b[1] - a[1])
+          .slice(0, 6)
+          .map(([k, u]) => `${k.split(' ')[1]} ${perRun(u)}`),
+      })),
+    by_op: [...byOp.entries()]
+      .sort((a, b) => b[1].ms - a[1].ms)
+      .map(([op, r]) => ({
+        op,
+        ms: perRun(r.ms),
+        nodes: Math.round(r.count / timedRuns.length),
+        share: Math.round((r.ms / kernelUs) * 1000) / 10,
+      })),
+    slowest_nodes: [...byNode.entries()]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, Number(values.top))
+      .map(([n, us]) => ({ node: n, ms: perRun(us) })),
   };
   process.stdout.write(JSON.stringify(out, null, 1) + '\n');
   fs.rmSync(dir, { recursive: true, force: true });

@@ -16,7 +16,14 @@ import { LORA_MODULES } from '../../../src/policy/files/lora';
 import { buildTrainGraph } from '../../../src/policy/training/graphs';
 import { peakLiveBytes, readModelNodes, valueBytes } from '../../../test/unit/onnx/model-reader';
 
-const { values } = parseArgs({ options: { shape: { type: 'string', default: 'llama3.2-1b' }, seq: { type: 'string', default: '1024' }, layers: { type: 'string' }, r: { type: 'string', default: '16' } } });
+const { values } = parseArgs({
+  options: {
+    shape: { type: 'string', default: 'llama3.2-1b' },
+    seq: { type: 'string', default: '1024' },
+    layers: { type: 'string' },
+    r: { type: 'string', default: '16' },
+  },
+});
 const base = BENCH_SHAPES[values.shape!];
 if (!base) throw new Error(`unknown shape ${values.shape}: one of ${Object.keys(BENCH_SHAPES).join(', ')}`);
 const c = { ...base, ...(values.layers ? { num_hidden_layers: Number(values.layers) } : {}) };
@@ -24,23 +31,51 @@ const T = Number(values.seq);
 const MB = 2 ** 20;
 
 async function main(): Promise<void> {
-  const g = buildTrainGraph(c, { batch: 1, seq: T, loss: 'ppo-token', recomputeLayers: true, lora: { r: Number(values.r), lora_alpha: 2 * Number(values.r), use_rslora: false, target_modules: [...LORA_MODULES] } });
+  const g = buildTrainGraph(c, {
+    batch: 1,
+    seq: T,
+    loss: 'ppo-token',
+    recomputeLayers: true,
+    lora: { r: Number(values.r), lora_alpha: 2 * Number(values.r), use_rslora: false, target_modules: [...LORA_MODULES] },
+  });
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'turnwise-liveness-'));
   const file = path.join(dir, 'optimized.onnx');
-  const s = await ort.InferenceSession.create(toModelProto(g), { executionProviders: ['cpu'], graphOptimizationLevel: 'all', optimizedModelFilePath: file, logSeverityLevel: 3 });
+  const s = await ort.InferenceSession.create(toModelProto(g), {
+    executionProviders: ['cpu'],
+    graphOptimizationLevel: 'all',
+    optimizedModelFilePath: file,
+    logSeverityLevel: 3,
+  });
   await s.release();
   const size = valueBytes(g);
   const runtime = peakLiveBytes(readModelNodes(fs.readFileSync(file)), size);
-  const built = peakLiveBytes(g.liveNodes().map((n) => ({ inputs: n.inputs.flatMap((v) => (v ? [v.name] : [])), outputs: n.outputs.map((v) => v.name) })), size);
+  const built = peakLiveBytes(
+    g.liveNodes().map((n) => ({ inputs: n.inputs.flatMap((v) => (v ? [v.name] : [])), outputs: n.outputs.map((v) => v.name) })),
+    size,
+  );
   fs.rmSync(dir, { recursive: true, force: true });
   const byOp = new Map<string, number>();
   for (const [name, b] of runtime.atPeak) byOp.set(size.get(name)!.op, (byOp.get(size.get(name)!.op) ?? 0) + b);
-  console.log(JSON.stringify({
-    shape: values.shape, layers: c.num_hidden_layers, seq: T, lora_r: Number(values.r),
-    runtime_order_peak_mb: Math.round(runtime.peak / MB),
-    build_order_peak_mb: Math.round(built.peak / MB),
-    alive_at_runtime_peak_mb_by_op: Object.fromEntries([...byOp].sort((a, b) => b[1] - a[1]).slice(0, 8).map(([k, v]) => [k, Math.round(v / MB)])),
-  }, null, 2));
+  console.log(
+    JSON.stringify(
+      {
+        shape: values.shape,
+        layers: c.num_hidden_layers,
+        seq: T,
+        lora_r: Number(values.r),
+        runtime_order_peak_mb: Math.round(runtime.peak / MB),
+        build_order_peak_mb: Math.round(built.peak / MB),
+        alive_at_runtime_peak_mb_by_op: Object.fromEntries(
+          [...byOp]
+            .sort((a, b) => b[1] - a[1])
+            .slice(0, 8)
+            .map(([k, v]) => [k, Math.round(v / MB)]),
+        ),
+      },
+      null,
+      2,
+    ),
+  );
 }
 
 void main();

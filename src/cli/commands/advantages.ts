@@ -18,7 +18,13 @@ export const advantagesCommand: CliCommand = {
     const r = await trajectoryAdvantages(readTrajectories(file), spec.name, overrides);
     if (io.json) {
       const rows = r.rows.map(({ command: _command, ...row }) => row);
-      io.out(JSON.stringify({ ok: true, estimator: r.estimator, params: r.params, trajectories: r.trajectories, diagnostics: r.diagnostics, rows }, null, 2));
+      io.out(
+        JSON.stringify(
+          { ok: true, estimator: r.estimator, params: r.params, trajectories: r.trajectories, diagnostics: r.diagnostics, rows },
+          null,
+          2,
+        ),
+      );
       return 0;
     }
     const d = r.diagnostics;

@@ -24,7 +24,10 @@ export const demoCommand: CliCommand = {
     if (typeof args.values.estimator === 'string') given.estimator = args.values.estimator;
     if (args.values.seed !== undefined) given.seed = seedOption(args);
     const c = resolveTrainConfig(given, 'the demo settings');
-    if (!io.json) io.err(`demo: workspace ${c.workspace}, policy ${embeddedModelDir()}, estimator ${c.estimator}, ${c.iterations} iteration(s) of ${c.tasksPerIteration} task(s) × ${c.groupSize} rollouts`);
+    if (!io.json)
+      io.err(
+        `demo: workspace ${c.workspace}, policy ${embeddedModelDir()}, estimator ${c.estimator}, ${c.iterations} iteration(s) of ${c.tasksPerIteration} task(s) × ${c.groupSize} rollouts`,
+      );
     return runTraining(c, args, io, 'demo');
   },
 };

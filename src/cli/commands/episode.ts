@@ -10,10 +10,27 @@ import { TRAIN_DEFAULTS } from '../../train/config';
 import { numberInRange, requireString, UsageError, valueOptions, type CliCommand } from '../command';
 
 const fmt = (v: number, digits = 3) => (Number.isFinite(v) ? v.toFixed(digits) : '—');
-const indent = (text: string, prefix = '    ') => text.replace(/\n$/, '').split('\n').map((l) => prefix + l).join('\n');
+const indent = (text: string, prefix = '    ') =>
+  text
+    .replace(/\n$/, '')
+    .split('\n')
+    .map((l) => prefix + l)
+    .join('\n');
 
 /** Reward fields printed in the result line; any other field the reward holds is listed after it. */
-const SHOWN = new Set(['passRate', 'testScore', 'resolved', 'turns', 'maxTurns', 'formatError', 'efficiencyPenalty', 'formatPenalty', 'repeats', 'repeatPenalty', 'reward']);
+const SHOWN = new Set([
+  'passRate',
+  'testScore',
+  'resolved',
+  'turns',
+  'maxTurns',
+  'formatError',
+  'efficiencyPenalty',
+  'formatPenalty',
+  'repeats',
+  'repeatPenalty',
+  'reward',
+]);
 
 /** The trajectory as a person reads it; sandbox text has its control characters escaped. */
 export function formatEpisode(t: Trajectory, where: { workspace: string; instruction: string }): string {
@@ -22,7 +39,10 @@ export function formatEpisode(t: Trajectory, where: { workspace: string; instruc
     out.push('', `turn ${turn.index + 1}  $ ${escapeControlChars(turn.action).split('\n').join('\n    ')}`);
     if (turn.action === 'submit') continue;
     if (turn.formatError) out.push(`  not run: ${escapeControlChars(turn.formatError)}`);
-    else out.push(`  ${(turn.durationMs / 1000).toFixed(1)} s${turn.cached ? ' (replayed: the same read-only command ran on this workspace before)' : ''}`);
+    else
+      out.push(
+        `  ${(turn.durationMs / 1000).toFixed(1)} s${turn.cached ? ' (replayed: the same read-only command ran on this workspace before)' : ''}`,
+      );
     if (turn.observation) out.push(indent(escapeControlChars(turn.observation), '  │ '));
     if (turn.edits?.length) out.push(`  changed: ${turn.edits.map((e) => escapeControlChars(e.path)).join(', ')}`);
   }
@@ -31,7 +51,8 @@ export function formatEpisode(t: Trajectory, where: { workspace: string; instruc
     '',
     `${t.failure ? 'failed' : r.resolved ? 'resolved' : 'not resolved'}  reward ${fmt(r.reward)}  test score ${fmt(r.testScore ?? NaN)}  pass rate ${fmt(r.passRate)}  turns ${r.turns} of ${r.maxTurns}  (efficiency penalty ${fmt(r.efficiencyPenalty)}, format penalty ${fmt(r.formatPenalty)}${r.repeats ? `, ${r.repeats} repeated turn${r.repeats === 1 ? '' : 's'} ${fmt(r.repeatPenalty ?? 0)}` : ''})`,
   );
-  for (const [k, v] of Object.entries(r)) if (!SHOWN.has(k)) out.push(`  ${k}: ${typeof v === 'string' ? escapeControlChars(v) : JSON.stringify(v)}`);
+  for (const [k, v] of Object.entries(r))
+    if (!SHOWN.has(k)) out.push(`  ${k}: ${typeof v === 'string' ? escapeControlChars(v) : JSON.stringify(v)}`);
   if (t.testReport) {
     const { passed, failed, errors } = t.testReport;
     out.push(`tests: ${passed.length} passed, ${failed.length} failed${errors?.length ? `, ${errors.length} errors` : ''}`);
@@ -44,15 +65,29 @@ export function formatEpisode(t: Trajectory, where: { workspace: string; instruc
 
 export const episodeCommand: CliCommand = {
   name: 'episode',
-  summary: "play one task with the commands of a file as the agent's actions, in a real sandbox: each observation, the reward, the test report",
+  summary:
+    "play one task with the commands of a file as the agent's actions, in a real sandbox: each observation, the reward, the test report",
   usage: `--tasks FILE --id TASK (--commands FILE | --endpoint URL [--endpoint-model NAME] [--endpoint-key-env VAR] [--temperature T] [--max-action-tokens N]) [--workspace DIR] [--max-turns N (default ${TRAIN_DEFAULTS.maxTurns})] [--json]`,
-  options: valueOptions('tasks', 'id', 'commands', 'workspace', 'max-turns', 'endpoint', 'endpoint-model', 'endpoint-key-env', 'temperature', 'max-action-tokens'),
+  options: valueOptions(
+    'tasks',
+    'id',
+    'commands',
+    'workspace',
+    'max-turns',
+    'endpoint',
+    'endpoint-model',
+    'endpoint-key-env',
+    'temperature',
+    'max-action-tokens',
+  ),
   async run(args, io) {
     const tasksFile = requireString(args, 'tasks');
     const taskId = requireString(args, 'id');
     const endpoint = typeof args.values.endpoint === 'string' ? args.values.endpoint : undefined;
-    if (endpoint && args.values.commands !== undefined) throw new UsageError('give --commands FILE (your actions) or --endpoint URL (a model behind a server), not both');
-    for (const k of ['endpoint-model', 'endpoint-key-env', 'temperature', 'max-action-tokens']) if (args.values[k] !== undefined && !endpoint) throw new UsageError(`--${k} goes with --endpoint URL`);
+    if (endpoint && args.values.commands !== undefined)
+      throw new UsageError('give --commands FILE (your actions) or --endpoint URL (a model behind a server), not both');
+    for (const k of ['endpoint-model', 'endpoint-key-env', 'temperature', 'max-action-tokens'])
+      if (args.values[k] !== undefined && !endpoint) throw new UsageError(`--${k} goes with --endpoint URL`);
     const maxTurns = numberInRange(args, 'max-turns', TRAIN_DEFAULTS.maxTurns, { min: 1, max: 100, integer: true });
     const commands = endpoint ? [] : await readCommandFile(requireString(args, 'commands'));
     let agent: { model: EndpointActionModel; checkpoint: string } | undefined;
@@ -64,11 +99,22 @@ export const episodeCommand: CliCommand = {
           ...(typeof args.values['endpoint-key-env'] === 'string' ? { keyEnv: args.values['endpoint-key-env'] } : {}),
         }),
         // The reply limit of a run's and an evaluation's episodes (maxActionTokens), unless given.
-        { temperature: numberInRange(args, 'temperature', 0, { min: 0, max: 2 }), maxTokens: numberInRange(args, 'max-action-tokens', TRAIN_DEFAULTS.maxActionTokens, { min: 8, max: 512, integer: true }) },
+        {
+          temperature: numberInRange(args, 'temperature', 0, { min: 0, max: 2 }),
+          maxTokens: numberInRange(args, 'max-action-tokens', TRAIN_DEFAULTS.maxActionTokens, { min: 8, max: 512, integer: true }),
+        },
       );
       agent = { model, checkpoint: `${endpoint} (${await model.modelName()})` };
     }
-    const options = { tasksFile, taskId, commands, maxTurns, ...(agent ? { agent } : {}), ...(typeof args.values.workspace === 'string' ? { workspace: args.values.workspace } : {}), onProgress: (m: string) => !io.json && io.err(m) };
+    const options = {
+      tasksFile,
+      taskId,
+      commands,
+      maxTurns,
+      ...(agent ? { agent } : {}),
+      ...(typeof args.values.workspace === 'string' ? { workspace: args.values.workspace } : {}),
+      onProgress: (m: string) => !io.json && io.err(m),
+    };
     const plan = planScriptedEpisode(options);
     const t = await runScriptedEpisode(options, plan);
     io.out(io.json ? JSON.stringify(t) : formatEpisode(t, { workspace: plan.workspace, instruction: plan.task.instruction }));

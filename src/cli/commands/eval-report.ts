@@ -9,7 +9,8 @@ const REPORT_FLAGS = new Set(['report', 'intersect']);
 
 export function runEvalReport(args: ParsedArgs, io: CliIO, evalFlags: readonly string[]): number {
   const files = args.positionals;
-  if (files.length === 0) throw new UsageError('--report takes the results files to compare: --report A.jsonl B.jsonl … (the --out files of `turnwise eval`)');
+  if (files.length === 0)
+    throw new UsageError('--report takes the results files to compare: --report A.jsonl B.jsonl … (the --out files of `turnwise eval`)');
   const clash = evalFlags.filter((k) => !REPORT_FLAGS.has(k) && args.values[k] !== undefined);
   if (clash.length) throw new UsageError(`--report reads evaluations already run; it takes no ${clash.map((k) => `--${k}`).join(', ')}`);
   const r = evalReport(

@@ -15,10 +15,15 @@ export const imagesBuildCommand: CliCommand = {
   async run(args, io) {
     const wanted = args.values.language as string | undefined;
     if (wanted !== undefined && !(SANDBOX_LANGUAGES as readonly string[]).includes(wanted)) {
-      throw new TurnwiseError('invalid-input', `no sandbox image for --language ${wanted}`, { hint: `choose one of: ${SANDBOX_LANGUAGES.join(', ')}` });
+      throw new TurnwiseError('invalid-input', `no sandbox image for --language ${wanted}`, {
+        hint: `choose one of: ${SANDBOX_LANGUAGES.join(', ')}`,
+      });
     }
     const base = typeof args.values.base === 'string' ? args.values.base.trim() : undefined;
-    if (base === '') throw new TurnwiseError('invalid-input', '--base needs an image name', { hint: 'e.g. --base debian:bookworm-slim or --base registry.example.com/debian:bookworm-slim' });
+    if (base === '')
+      throw new TurnwiseError('invalid-input', '--base needs an image name', {
+        hint: 'e.g. --base debian:bookworm-slim or --base registry.example.com/debian:bookworm-slim',
+      });
     const languages: SandboxLanguage[] = wanted ? [wanted as SandboxLanguage] : [...SANDBOX_LANGUAGES];
     const { docker, target } = connectEngine(args.values['docker-host'] as string | undefined);
     await engineInfo(docker, target);
@@ -27,14 +32,22 @@ export const imagesBuildCommand: CliCommand = {
     const results = [];
     for (const language of languages) {
       io.err(`[${language}] checking…`);
-      const r = await ensureLanguageImage(docker, target, language, (line) => io.err(`[${language}] ${line}`), { force: !!args.values.force, base, bootstrap: local });
-      io.err(`[${language}] ${r.built ? `built ${r.tag} FROM ${r.base} in ${(r.ms / 1000).toFixed(1)} s` : `${r.tag} already present${r.base ? ` (FROM ${r.base})` : ''}, skipped`}`);
+      const r = await ensureLanguageImage(docker, target, language, (line) => io.err(`[${language}] ${line}`), {
+        force: !!args.values.force,
+        base,
+        bootstrap: local,
+      });
+      io.err(
+        `[${language}] ${r.built ? `built ${r.tag} FROM ${r.base} in ${(r.ms / 1000).toFixed(1)} s` : `${r.tag} already present${r.base ? ` (FROM ${r.base})` : ''}, skipped`}`,
+      );
       results.push(r);
     }
     io.out(
       io.json
         ? JSON.stringify({ ok: true, images: results }, null, 2)
-        : results.map((r) => `${r.built ? 'built  ' : 'present'} ${r.tag}${r.base ? `  FROM ${r.base}${r.built ? ` (${r.baseWhy})` : ''}` : ''}`).join('\n'),
+        : results
+            .map((r) => `${r.built ? 'built  ' : 'present'} ${r.tag}${r.base ? `  FROM ${r.base}${r.built ? ` (${r.baseWhy})` : ''}` : ''}`)
+            .join('\n'),
     );
     return 0;
   },

@@ -21,7 +21,10 @@ export function providerOption(args: ParsedArgs): ProviderSetting {
 export function demoWorkspace(): string {
   const rel = path.join('examples', 'demo-python');
   const found = findResource(rel, 'inventory');
-  if (!found) throw new TurnwiseError('not-found', `the demo workspace is missing (looked in ${resourceCandidates(rel).join(', ')})`, { hint: 'reinstall Turnwise, or run from a checkout of it' });
+  if (!found)
+    throw new TurnwiseError('not-found', `the demo workspace is missing (looked in ${resourceCandidates(rel).join(', ')})`, {
+      hint: 'reinstall Turnwise, or run from a checkout of it',
+    });
   return found;
 }
 
@@ -43,10 +46,12 @@ export type ConfigFlag = readonly [flag: string, field: keyof TrainConfig, min: 
  * field, its schema tag left out), then each of `flags` that is given.
  */
 export function benchConfig(args: ParsedArgs, flags: readonly ConfigFlag[]): Partial<TrainConfig> {
-  const config: Partial<TrainConfig> = typeof args.values.config === 'string' ? (readConfigFile(args.values.config) as Partial<TrainConfig>) : {};
+  const config: Partial<TrainConfig> =
+    typeof args.values.config === 'string' ? (readConfigFile(args.values.config) as Partial<TrainConfig>) : {};
   delete (config as Record<string, unknown>).schema;
   for (const [flag, field, min, max] of flags) {
-    if (args.values[flag] !== undefined) (config as Record<string, unknown>)[field] = numberInRange(args, flag, 0, { min, max, integer: true });
+    if (args.values[flag] !== undefined)
+      (config as Record<string, unknown>)[field] = numberInRange(args, flag, 0, { min, max, integer: true });
   }
   return config;
 }

@@ -9,7 +9,17 @@ import { inspectModelFolder } from '../../policy/files/hf';
 import { inspectAdapterFolder, parseLoraConfig } from '../../policy/files/lora';
 import { TRAIN_DEFAULTS } from '../../train/config';
 import { runMemoryPlan } from '../../train/memory-plan';
-import { flagOptions, numberInRange, requireString, seedOption, UsageError, valueOptions, type CliCommand, type CliIO, type ParsedArgs } from '../command';
+import {
+  flagOptions,
+  numberInRange,
+  requireString,
+  seedOption,
+  UsageError,
+  valueOptions,
+  type CliCommand,
+  type CliIO,
+  type ParsedArgs,
+} from '../command';
 import { PROVIDER_USAGE, providerOption } from './options';
 
 /** `--adapter DIR`: a LoRA adapter folder (PEFT layout) on top of --model. */
@@ -20,7 +30,11 @@ function adapterOption(args: ParsedArgs): { adapter?: string } {
 
 /** The policy of --model DIR [--adapter DIR] on --provider, for `use`; disposed after it. */
 async function withPolicy<T>(args: ParsedArgs, io: CliIO, use: (policy: Policy) => Promise<T>): Promise<T> {
-  const policy = loadPolicy(requireString(args, 'model'), { provider: providerOption(args), onWarning: (m) => io.err(`warning: ${m}`) }, adapterOption(args));
+  const policy = loadPolicy(
+    requireString(args, 'model'),
+    { provider: providerOption(args), onWarning: (m) => io.err(`warning: ${m}`) },
+    adapterOption(args),
+  );
   try {
     return await use(policy);
   } finally {
@@ -35,7 +49,11 @@ export const policyInitCommand: CliCommand = {
   options: { ...valueOptions('out', 'size', 'seed'), ...flagOptions('force') },
   async run(args, io) {
     const seed = seedOption(args);
-    const r = initPolicyDir(requireString(args, 'out'), { size: (args.values.size as string | undefined) ?? 'tiny', seed, force: args.values.force === true });
+    const r = initPolicyDir(requireString(args, 'out'), {
+      size: (args.values.size as string | undefined) ?? 'tiny',
+      seed,
+      force: args.values.force === true,
+    });
     if (io.json) io.out(JSON.stringify({ ok: true, ...r }, null, 2));
     else io.out(`wrote turnwise-${r.size} (${(r.parameters / 1e6).toFixed(2)}M parameters, seed ${r.seed}) to ${r.dir}`);
     return 0;
@@ -71,8 +89,30 @@ export const policyInspectCommand: CliCommand = {
     const lora = parseLoraConfig({ target_modules: 'all-linear' }, 'the default LoRA block');
     const plans = { full: runMemoryPlan(TRAIN_DEFAULTS, config), lora: runMemoryPlan({ ...TRAIN_DEFAULTS, lora }, config) };
     if (io.json) {
-      const planJson = (p: (typeof plans)['full']) => ({ hostBytes: p.plan.host, deviceBytes: p.plan.device, updateTokensPerStep: p.updateTokens, context: p.plan.input.context, episodes: p.plan.input.episodes, parts: p.plan.parts });
-      io.out(JSON.stringify({ ok: true, ...r, memoryPlan: { limitBytes: plans.full.limit.bytes, limitSource: plans.full.limit.source, full: planJson(plans.full), lora: planJson(plans.lora) } }, null, 2));
+      const planJson = (p: (typeof plans)['full']) => ({
+        hostBytes: p.plan.host,
+        deviceBytes: p.plan.device,
+        updateTokensPerStep: p.updateTokens,
+        context: p.plan.input.context,
+        episodes: p.plan.input.episodes,
+        parts: p.plan.parts,
+      });
+      io.out(
+        JSON.stringify(
+          {
+            ok: true,
+            ...r,
+            memoryPlan: {
+              limitBytes: plans.full.limit.bytes,
+              limitSource: plans.full.limit.source,
+              full: planJson(plans.full),
+              lora: planJson(plans.lora),
+            },
+          },
+          null,
+          2,
+        ),
+      );
       return 0;
     }
     io.out(`${r.dir}
@@ -92,8 +132,13 @@ export const policyInspectCommand: CliCommand = {
 };
 
 function parseIds(text: string): number[] {
-  const ids = text.split(',').map((s) => s.trim()).filter((s) => s !== '').map(Number);
-  if (ids.length === 0 || ids.some((n) => !Number.isInteger(n))) throw new UsageError(`--ids must be comma-separated token ids, got ${JSON.stringify(text)}`);
+  const ids = text
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '')
+    .map(Number);
+  if (ids.length === 0 || ids.some((n) => !Number.isInteger(n)))
+    throw new UsageError(`--ids must be comma-separated token ids, got ${JSON.stringify(text)}`);
   return ids;
 }
 
@@ -109,7 +154,10 @@ export const policyLogitsCommand: CliCommand = {
       const ids = given ?? policy.tokenizer!.encode(args.values.text as string);
       const V0 = policy.config.vocab_size;
       const outside = ids.find((i) => i < 0 || i >= V0);
-      if (outside !== undefined) throw new TurnwiseError('invalid-input', `token id ${outside} is outside the vocabulary (0 … ${V0 - 1})`, { hint: `give --ids between 0 and ${V0 - 1}` });
+      if (outside !== undefined)
+        throw new TurnwiseError('invalid-input', `token id ${outside} is outside the vocabulary (0 … ${V0 - 1})`, {
+          hint: `give --ids between 0 and ${V0 - 1}`,
+        });
       if (ids.length === 0) throw new TurnwiseError('invalid-input', 'the text encodes to no tokens', { hint: 'give a non-empty --text' });
       const [flat] = await policy.logits([ids]);
       const V = policy.config.vocab_size;
@@ -118,7 +166,10 @@ export const policyLogitsCommand: CliCommand = {
         io.out(JSON.stringify({ ok: true, ids, vocab_size: V, provider: await policy.provider, logits: rows }));
       } else {
         for (let t = 0; t < ids.length; t++) {
-          const top = rows[t].map((v, i) => [v, i] as const).sort((a, b) => b[0] - a[0]).slice(0, 5);
+          const top = rows[t]
+            .map((v, i) => [v, i] as const)
+            .sort((a, b) => b[0] - a[0])
+            .slice(0, 5);
           const show = (i: number) => JSON.stringify(policy.tokenizer?.decode([i]) ?? String(i));
           io.out(`${t}\t${ids[t]}\t→ ${top.map(([v, i]) => `${i} ${show(i)} ${v.toFixed(3)}`).join('  ')}`);
         }
@@ -149,12 +200,29 @@ export const policyGenerateCommand: CliCommand = {
       });
       const ms = performance.now() - t0;
       if (io.json) {
-        io.out(JSON.stringify({ ok: true, text: r.text, token_ids: r.tokenIds, logprobs: r.logprobs, finish_reason: r.finishReason, provider: await policy.provider, ms: Math.round(ms) }, null, 2));
+        io.out(
+          JSON.stringify(
+            {
+              ok: true,
+              text: r.text,
+              token_ids: r.tokenIds,
+              logprobs: r.logprobs,
+              finish_reason: r.finishReason,
+              provider: await policy.provider,
+              ms: Math.round(ms),
+            },
+            null,
+            2,
+          ),
+        );
       } else {
         // An untrained model emits arbitrary bytes: ESC sequences would reach the terminal.
         io.out(escapeControlChars(r.text));
         io.err(`${r.tokenIds.length} tokens in ${ms.toFixed(0)} ms (${r.finishReason})`);
-        if (r.tokenIds.length === 0) io.err(`the prompt fills the model's context (max_position_embeddings ${policy.config.max_position_embeddings}): shorten it to leave room`);
+        if (r.tokenIds.length === 0)
+          io.err(
+            `the prompt fills the model's context (max_position_embeddings ${policy.config.max_position_embeddings}): shorten it to leave room`,
+          );
       }
       return 0;
     });
@@ -167,11 +235,19 @@ export const policyMergeCommand: CliCommand = {
   usage: '--model BASE --adapter DIR --out DIR [--force] [--json]',
   options: { ...valueOptions('model', 'adapter', 'out'), ...flagOptions('force') },
   async run(args, io) {
-    const r = mergeAdapterFolder(requireString(args, 'model'), requireString(args, 'adapter'), requireString(args, 'out'), { force: args.values.force === true });
+    const r = mergeAdapterFolder(requireString(args, 'model'), requireString(args, 'adapter'), requireString(args, 'out'), {
+      force: args.values.force === true,
+    });
     if (io.json) io.out(JSON.stringify({ ok: true, ...r }, null, 2));
     else io.out(`wrote ${r.dir}: the base with the adapter folded into ${r.adapted} layers, ${r.dtype}`);
     return 0;
   },
 };
 
-export const policyCommands: CliCommand[] = [policyInitCommand, policyInspectCommand, policyLogitsCommand, policyGenerateCommand, policyMergeCommand];
+export const policyCommands: CliCommand[] = [
+  policyInitCommand,
+  policyInspectCommand,
+  policyLogitsCommand,
+  policyGenerateCommand,
+  policyMergeCommand,
+];

@@ -17,7 +17,20 @@ export const sandboxPruneCommand: CliCommand = {
     const builds = await reapInterruptedBuilds(docker, target);
     const images = args.values.images ? await pruneSnapshotImages(docker, target) : [];
     if (io.json) {
-      io.out(JSON.stringify({ ok: true, engine: target.label, removedContainers: reaped.removed, keptContainers: reaped.kept, removedImages: images, removedBuildImages: builds }, null, 2));
+      io.out(
+        JSON.stringify(
+          {
+            ok: true,
+            engine: target.label,
+            removedContainers: reaped.removed,
+            keptContainers: reaped.kept,
+            removedImages: images,
+            removedBuildImages: builds,
+          },
+          null,
+          2,
+        ),
+      );
     } else {
       io.out(
         `removed ${reaped.removed.length} container(s) on ${target.label}; kept ${reaped.kept} (owner still running${args.values.all ? '' : '; --all removes them too'})` +

@@ -17,9 +17,13 @@ export const serveCommand: CliCommand = {
     const token = tokenVar ? process.env[tokenVar] : undefined;
     if (tokenVar && !token) throw new UsageError(`--token-env ${tokenVar}: that environment variable is not set`);
     const pack = args.values['pack-decode-weights'];
-    if (pack !== undefined && pack !== 'auto' && pack !== 'on' && pack !== 'off') throw new UsageError(`--pack-decode-weights is auto, on or off, got ${JSON.stringify(pack)}`);
+    if (pack !== undefined && pack !== 'auto' && pack !== 'on' && pack !== 'off')
+      throw new UsageError(`--pack-decode-weights is auto, on or off, got ${JSON.stringify(pack)}`);
     const host = (args.values.host as string | undefined) ?? '127.0.0.1';
-    if (!token && listensBeyondLoopback(host)) io.err(`warning: --host ${host} without --token-env: anyone who reaches port ${port} of this machine can use the model; set a token with --token-env VAR`);
+    if (!token && listensBeyondLoopback(host))
+      io.err(
+        `warning: --host ${host} without --token-env: anyone who reaches port ${port} of this machine can use the model; set a token with --token-env VAR`,
+      );
     const s = await startServer({
       model: requireString(args, 'model'),
       ...(typeof args.values.adapter === 'string' ? { adapter: args.values.adapter } : {}),

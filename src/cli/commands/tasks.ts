@@ -15,33 +15,44 @@ import { ProgressBar } from '../progress';
 
 const RUNNER_OPTIONS = valueOptions('runner', 'test-command', 'report-format', 'report-path');
 const REPORT_FORMATS: readonly string[] = ['junit-xml', 'jest-json', 'go-test-json'] satisfies ReportFormat[];
-const RUNNER_USAGE = '[--runner pytest|node-test|mocha|jest|go-test] [--test-command CMD --report-format junit-xml|jest-json|go-test-json [--report-path P]]';
+const RUNNER_USAGE =
+  '[--runner pytest|node-test|mocha|jest|go-test] [--test-command CMD --report-format junit-xml|jest-json|go-test-json [--report-path P]]';
 
 function runnerOverride(args: ParsedArgs): RunnerOverride {
   const o: RunnerOverride = {};
   const runner = args.values.runner;
-  if (typeof runner === 'string' && !(RUNNER_KINDS as readonly string[]).includes(runner)) throw new UsageError(`--runner must be one of ${RUNNER_KINDS.join(', ')}, got ${JSON.stringify(runner)}`);
+  if (typeof runner === 'string' && !(RUNNER_KINDS as readonly string[]).includes(runner))
+    throw new UsageError(`--runner must be one of ${RUNNER_KINDS.join(', ')}, got ${JSON.stringify(runner)}`);
   const format = args.values['report-format'];
-  if (typeof format === 'string' && !REPORT_FORMATS.includes(format)) throw new UsageError(`--report-format must be one of ${REPORT_FORMATS.join(', ')}, got ${JSON.stringify(format)}`);
+  if (typeof format === 'string' && !REPORT_FORMATS.includes(format))
+    throw new UsageError(`--report-format must be one of ${REPORT_FORMATS.join(', ')}, got ${JSON.stringify(format)}`);
   if (typeof runner === 'string') o.kind = runner as RunnerKind;
   if (typeof args.values['test-command'] === 'string') o.command = args.values['test-command'];
   if (typeof args.values['report-format'] === 'string') o.reportFormat = args.values['report-format'] as ReportFormat;
   if (typeof args.values['report-path'] === 'string') o.reportPath = args.values['report-path'];
-  if (o.command && !o.reportFormat && !o.kind) throw new UsageError('--test-command needs --report-format (or --runner) so the report can be read');
+  if (o.command && !o.reportFormat && !o.kind)
+    throw new UsageError('--test-command needs --report-format (or --runner) so the report can be read');
   return o;
 }
 
 function workspaceArg(args: ParsedArgs): string {
   const ws = path.resolve(requireString(args, 'workspace'));
-  if (!fs.existsSync(ws)) throw new TurnwiseError('not-found', `workspace ${ws} does not exist`, { hint: 'pass --workspace DIR pointing at a project folder' });
-  if (!fs.statSync(ws).isDirectory()) throw new TurnwiseError('invalid-input', `workspace ${ws} is a file, not a folder`, { hint: 'pass --workspace DIR pointing at the project folder that holds it' });
+  if (!fs.existsSync(ws))
+    throw new TurnwiseError('not-found', `workspace ${ws} does not exist`, { hint: 'pass --workspace DIR pointing at a project folder' });
+  if (!fs.statSync(ws).isDirectory())
+    throw new TurnwiseError('invalid-input', `workspace ${ws} is a file, not a folder`, {
+      hint: 'pass --workspace DIR pointing at the project folder that holds it',
+    });
   return ws;
 }
 
 function formatSynthSummary(s: SynthSummary, out: string, n: number): string {
   const rows = Object.entries(s.operators)
     .filter(([, c]) => c.candidates > 0)
-    .map(([op, c]) => `  ${op.padEnd(18)} ${String(c.candidates).padStart(5)} ${String(c.tried).padStart(6)} ${String(c.kept).padStart(5)} ${String(c.dropped).padStart(8)}`);
+    .map(
+      ([op, c]) =>
+        `  ${op.padEnd(18)} ${String(c.candidates).padStart(5)} ${String(c.tried).padStart(6)} ${String(c.kept).padStart(5)} ${String(c.dropped).padStart(8)}`,
+    );
   const drops = Object.entries(s.dropped)
     .filter(([, v]) => v > 0)
     .map(([k, v]) => `${k} ${v}`)
@@ -89,9 +100,11 @@ export const tasksSynthCommand: CliCommand = {
     const { workspace, out, seed, override } = commonTaskArgs(args);
     const max = numberInRange(args, 'max', 20, { min: 1, integer: true });
     const concurrency = numberInRange(args, 'concurrency', 2, { min: 1, max: 64, integer: true });
-    const maxCandidates = args.values['max-candidates'] !== undefined ? numberInRange(args, 'max-candidates', 0, { min: 1, integer: true }) : undefined;
+    const maxCandidates =
+      args.values['max-candidates'] !== undefined ? numberInRange(args, 'max-candidates', 0, { min: 1, integer: true }) : undefined;
     // 0 or less would drop every mutant as a timeout after the whole run.
-    const timeoutS = args.values.timeout !== undefined ? numberInRange(args, 'timeout', 0, { min: 0, minExclusive: true, max: 86_400 }) : undefined;
+    const timeoutS =
+      args.values.timeout !== undefined ? numberInRange(args, 'timeout', 0, { min: 0, minExclusive: true, max: 86_400 }) : undefined;
     let bar: ProgressBar | undefined;
     let phase = '';
     const r = await synthesizeMutationTasks({
@@ -105,7 +118,14 @@ export const tasksSynthCommand: CliCommand = {
       onProgress: (p) => {
         if (p.phase !== phase) {
           phase = p.phase;
-          if (!io.json) io.err(p.phase === 'snapshot' ? 'building the workspace snapshot…' : p.phase === 'baseline' ? `running the test suite once (baseline${timeoutS !== undefined ? `, timeout ${timeoutS} s` : ''})…` : 'validating mutants…');
+          if (!io.json)
+            io.err(
+              p.phase === 'snapshot'
+                ? 'building the workspace snapshot…'
+                : p.phase === 'baseline'
+                  ? `running the test suite once (baseline${timeoutS !== undefined ? `, timeout ${timeoutS} s` : ''})…`
+                  : 'validating mutants…',
+            );
         }
         if (p.phase !== 'validate') return;
         bar ??= new ProgressBar('validating mutants', p.total, { json: io.json });
@@ -115,7 +135,13 @@ export const tasksSynthCommand: CliCommand = {
     bar?.done(`kept ${r.tasks.length}`);
     if (r.tasks.length > 0) writeTaskFile(out, r.tasks);
     const summary = formatSynthSummary(r.summary, out, r.tasks.length);
-    io.out(io.json ? JSON.stringify({ ok: true, out: r.tasks.length > 0 ? out : null, tasks: r.tasks.length, summary: r.summary }, null, 2) : r.tasks.length > 0 ? summary : summary.replace(/^0 task\(s\) written to .*$/m, `no mutant made a test fail: nothing written (${out} left as it was)`));
+    io.out(
+      io.json
+        ? JSON.stringify({ ok: true, out: r.tasks.length > 0 ? out : null, tasks: r.tasks.length, summary: r.summary }, null, 2)
+        : r.tasks.length > 0
+          ? summary
+          : summary.replace(/^0 task\(s\) written to .*$/m, `no mutant made a test fail: nothing written (${out} left as it was)`),
+    );
     return 0;
   },
 };
@@ -136,9 +162,13 @@ export const tasksFailingCommand: CliCommand = {
     else {
       io.out(
         [
-          tasks.length > 0 ? `${tasks.length} task(s) written to ${out}` : `no test fails: nothing written (${out} left as it was); try \`turnwise tasks synth\``,
+          tasks.length > 0
+            ? `${tasks.length} task(s) written to ${out}`
+            : `no test fails: nothing written (${out} left as it was); try \`turnwise tasks synth\``,
           `suite: ${summary.runner}, ${summary.tests} tests: ${summary.passing} passing, ${summary.failing} failing${summary.unstable ? `, ${summary.unstable} passing in only one of two runs (no task uses them)` : ''}`,
-          ...summary.collectionErrors.map((c) => `  could not load ${c.file ?? '?'} (no task made for it): ${escapeControlChars(c.message.split('\n').slice(-1)[0])}`),
+          ...summary.collectionErrors.map(
+            (c) => `  could not load ${c.file ?? '?'} (no task made for it): ${escapeControlChars(c.message.split('\n').slice(-1)[0])}`,
+          ),
           ...scoringLines(summary.scoring),
         ].join('\n'),
       );
@@ -149,7 +179,8 @@ export const tasksFailingCommand: CliCommand = {
 
 export const tasksCheckCommand: CliCommand = {
   name: 'tasks check',
-  summary: 'validate a task file (JSONL): every invalid line with its number and reason; with --workspace, score each task\'s no-op and reference fix in sandboxes',
+  summary:
+    "validate a task file (JSONL): every invalid line with its number and reason; with --workspace, score each task's no-op and reference fix in sandboxes",
   usage: 'FILE [--workspace DIR [--concurrency N] [--timeout SECONDS]] [--json]',
   allowPositionals: true,
   options: valueOptions('workspace', 'concurrency', 'timeout'),
@@ -157,20 +188,28 @@ export const tasksCheckCommand: CliCommand = {
     if (args.positionals.length !== 1) throw new UsageError('give exactly one task file');
     const workspace = args.values.workspace !== undefined ? workspaceArg(args) : undefined;
     const concurrency = numberInRange(args, 'concurrency', 2, { min: 1, max: 64, integer: true });
-    const timeoutS = args.values.timeout !== undefined ? numberInRange(args, 'timeout', 0, { min: 0, minExclusive: true, max: 86_400 }) : undefined;
+    const timeoutS =
+      args.values.timeout !== undefined ? numberInRange(args, 'timeout', 0, { min: 0, minExclusive: true, max: 86_400 }) : undefined;
     const c = checkTaskFile(path.resolve(args.positionals[0]));
     if (c.ok && workspace) {
       // Every task through the scoring path: its no-op must score unresolved, its reference fix resolved.
       const tasks = readTaskFile(c.file);
       const bar = new ProgressBar('scoring check', tasks.length, { json: io.json });
-      const r = await checkTasksInWorkspace(tasks, { workspace, concurrency, timeoutMs: timeoutS !== undefined ? timeoutS * 1000 : undefined, onProgress: (done, _n, last) => bar.update(done, last.ok ? `${last.taskId} ok` : `${last.taskId} ${last.problem?.kind}`) });
+      const r = await checkTasksInWorkspace(tasks, {
+        workspace,
+        concurrency,
+        timeoutMs: timeoutS !== undefined ? timeoutS * 1000 : undefined,
+        onProgress: (done, _n, last) => bar.update(done, last.ok ? `${last.taskId} ok` : `${last.taskId} ${last.problem?.kind}`),
+      });
       bar.done(`${r.summary.passed} of ${r.summary.checked} passed`);
       if (io.json) io.out(JSON.stringify({ ...c, scoring: r.summary, checks: r.checks }, null, 2));
       else {
         io.out(
           [
             `${c.file}: ${c.valid} valid task(s), scored in sandboxes of ${workspace}`,
-            ...r.checks.filter((x) => !x.ok).map((x) => `  ${x.taskId}: ${x.problem?.kind}: ${escapeControlChars(x.problem?.detail.split('\n')[0] ?? '').slice(0, 400)}`),
+            ...r.checks
+              .filter((x) => !x.ok)
+              .map((x) => `  ${x.taskId}: ${x.problem?.kind}: ${escapeControlChars(x.problem?.detail.split('\n')[0] ?? '').slice(0, 400)}`),
             ...scoringLines(r.summary),
           ].join('\n'),
         );
@@ -180,11 +219,22 @@ export const tasksCheckCommand: CliCommand = {
     if (io.json) {
       io.out(JSON.stringify(c, null, 2));
     } else if (c.ok) {
-      io.out(`${c.file}: ${c.valid} valid task(s) (${Object.entries(c.bySource).map(([k, v]) => `${k} ${v}`).join(', ')}), ${c.madeFrom.length ? `made from ${c.madeFrom.join(', ')}` : 'no workspace recorded (an older task file)'}; not scored (give --workspace DIR to score each task's no-op and reference fix in sandboxes)`);
+      io.out(
+        `${c.file}: ${c.valid} valid task(s) (${Object.entries(c.bySource)
+          .map(([k, v]) => `${k} ${v}`)
+          .join(
+            ', ',
+          )}), ${c.madeFrom.length ? `made from ${c.madeFrom.join(', ')}` : 'no workspace recorded (an older task file)'}; not scored (give --workspace DIR to score each task's no-op and reference fix in sandboxes)`,
+      );
     } else if (c.errors.length === 0) {
       io.out(`${c.file}: no tasks in the file`);
     } else {
-      io.out([`${c.file}: ${c.invalidLines} invalid line(s); nothing will run until they are fixed`, ...summarizeLineErrors(c.file, c.errors, 200)].join('\n'));
+      io.out(
+        [
+          `${c.file}: ${c.invalidLines} invalid line(s); nothing will run until they are fixed`,
+          ...summarizeLineErrors(c.file, c.errors, 200),
+        ].join('\n'),
+      );
     }
     return c.ok ? 0 : 1;
   },

@@ -41,7 +41,21 @@ function configFromArgs(args: ParsedArgs): TrainConfig {
   return c;
 }
 
-const TRAIN_OPTIONS = valueOptions('config', 'workspace', 'resume', 'runs', 'tasks', 'task-source', 'model', 'estimator', 'iterations', 'group-size', 'max-minutes', 'seed', 'provider');
+const TRAIN_OPTIONS = valueOptions(
+  'config',
+  'workspace',
+  'resume',
+  'runs',
+  'tasks',
+  'task-source',
+  'model',
+  'estimator',
+  'iterations',
+  'group-size',
+  'max-minutes',
+  'seed',
+  'provider',
+);
 
 /** The train flags a resume takes: the run, where runs are, and how many iterations to go to. */
 const RESUME_OPTIONS = new Set(['resume', 'runs', 'iterations']);

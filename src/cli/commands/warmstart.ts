@@ -8,7 +8,14 @@ import type { Task, Trajectory } from '../../core/schema';
 import type { FixCase } from '../../demonstrations/generated';
 import { parseLoraConfig, type LoraConfig } from '../../policy/files/lora';
 import { SandboxPool } from '../../sandbox';
-import { resolveWarmstartConfig, WARMSTART_RANGES, type NumberSetting, type WarmstartConfig, type WarmstartLogRow, type WarmstartSettings } from '../../warmstart/config';
+import {
+  resolveWarmstartConfig,
+  WARMSTART_RANGES,
+  type NumberSetting,
+  type WarmstartConfig,
+  type WarmstartLogRow,
+  type WarmstartSettings,
+} from '../../warmstart/config';
 import { warmstartEpisodes } from '../../warmstart/episodes';
 import { startDir } from '../../warmstart/record';
 import { warmstart } from '../../warmstart/run';
@@ -32,11 +39,26 @@ export function loraOption(spec: string): LoraConfig {
     }
   } else {
     const o: Record<string, unknown> = {};
-    for (const part of text.split(',').map((x) => x.trim()).filter(Boolean)) {
+    for (const part of text
+      .split(',')
+      .map((x) => x.trim())
+      .filter(Boolean)) {
       const m = /^([a-z_]+)=(.+)$/.exec(part);
-      if (!m) throw new UsageError(`--lora takes a JSON object, a file holding one, or fields like r=16,lora_alpha=32,target_modules=all-linear; got ${JSON.stringify(part)}`);
+      if (!m)
+        throw new UsageError(
+          `--lora takes a JSON object, a file holding one, or fields like r=16,lora_alpha=32,target_modules=all-linear; got ${JSON.stringify(part)}`,
+        );
       const [, k, v] = m;
-      o[k] = k === 'target_modules' ? (v === 'all-linear' ? v : v.split('+')) : v === 'true' || v === 'false' ? v === 'true' : Number.isFinite(Number(v)) ? Number(v) : v;
+      o[k] =
+        k === 'target_modules'
+          ? v === 'all-linear'
+            ? v
+            : v.split('+')
+          : v === 'true' || v === 'false'
+            ? v === 'true'
+            : Number.isFinite(Number(v))
+              ? Number(v)
+              : v;
     }
     raw = o;
   }
@@ -46,7 +68,8 @@ export function loraOption(spec: string): LoraConfig {
 /** --curriculum START,END: the copy curriculum's share at the start and at the end of the schedule. */
 function curriculumOption(text: string): Partial<WarmstartConfig> {
   const parts = text.split(',').map(Number);
-  if (parts.length !== 2 || parts.some((x) => !(x >= 0 && x <= 1))) throw new UsageError(`--curriculum takes START,END shares in [0, 1], got ${JSON.stringify(text)}`);
+  if (parts.length !== 2 || parts.some((x) => !(x >= 0 && x <= 1)))
+    throw new UsageError(`--curriculum takes START,END shares in [0, 1], got ${JSON.stringify(text)}`);
   return { curriculumStart: parts[0], curriculumEnd: parts[1] };
 }
 
@@ -104,7 +127,16 @@ export const WARMSTART_FLAGS: readonly WarmstartFlag[] = [
 ];
 
 const WARMSTART_OPTIONS: OptionSpec = {
-  ...Object.fromEntries(WARMSTART_FLAGS.map(({ flag, read }) => [flag, read === 'switch' ? { type: 'boolean' as const } : read === 'paths' ? { type: 'string' as const, multiple: true } : { type: 'string' as const }])),
+  ...Object.fromEntries(
+    WARMSTART_FLAGS.map(({ flag, read }) => [
+      flag,
+      read === 'switch'
+        ? { type: 'boolean' as const }
+        : read === 'paths'
+          ? { type: 'string' as const, multiple: true }
+          : { type: 'string' as const },
+    ]),
+  ),
   ...flagOptions('force'),
 };
 
@@ -129,7 +161,8 @@ export function warmstartSettingsFromFlags(args: ParsedArgs): WarmstartSettings 
 
 export const warmstartCommand: CliCommand = {
   name: 'warmstart',
-  summary: 'supervised warm start: generated fix episodes (+ a copy curriculum for turnwise-tiny), a workspace\'s recorded ones, or the resolved episodes of eval results; a chat model in its own chat format, LoRA when asked',
+  summary:
+    "supervised warm start: generated fix episodes (+ a copy curriculum for turnwise-tiny), a workspace's recorded ones, or the resolved episodes of eval results; a chat model in its own chat format, LoRA when asked",
   usage:
     '--out DIR [--force] [--from DIR | --model DIR [--adapter DIR | --lora SPEC]] [--episodes FILE… (--tasks FILE [--task-seed S] [--heldout-fraction F] | --run RUN [--runs DIR]) [--episode-share F]] [--steps N] [--minutes M] [--seed S] [--workspace DIR [--task-seed S] [--max-tasks N] [--heldout-fraction F] [--workspace-share F]] [--real-share F [--source-root DIR…]] [--numbered-share F [--cands-share F] | --no-sed [--cands-share F]] [--peak-lr X] [--curriculum A,B] [--rows N] [--row-tokens T] [--loop-share F] [--max-action-tokens N]',
   options: WARMSTART_OPTIONS,
@@ -142,27 +175,43 @@ export const warmstartCommand: CliCommand = {
     const out = given.out;
     const v = args.values;
     if (v['source-root'] !== undefined && v['real-share'] === undefined) throw new UsageError('--source-root goes with --real-share F');
-    if (args.positionals.length && v.episodes === undefined) throw new UsageError(`unexpected argument ${JSON.stringify(args.positionals[0])}; results files go after --episodes`);
+    if (args.positionals.length && v.episodes === undefined)
+      throw new UsageError(`unexpected argument ${JSON.stringify(args.positionals[0])}; results files go after --episodes`);
     if (args.positionals.length) given.episodeFiles = [...(given.episodeFiles ?? []), ...args.positionals.map((f) => path.resolve(f))];
     if (v.from !== undefined && (v.model !== undefined || v.adapter !== undefined || v.lora !== undefined)) {
-      throw new UsageError('--from continues a warm-started checkpoint (an adapter folder included) as it is; --model DIR [--adapter DIR | --lora SPEC] starts from a model');
+      throw new UsageError(
+        '--from continues a warm-started checkpoint (an adapter folder included) as it is; --model DIR [--adapter DIR | --lora SPEC] starts from a model',
+      );
     }
-    if (v.adapter !== undefined && v.model === undefined) throw new UsageError('--adapter DIR goes with --model BASE (or give the adapter folder alone as --from DIR)');
-    if (v.adapter !== undefined && v.lora !== undefined) throw new UsageError('--adapter continues an adapter with its own settings; --lora starts a new one: give one of them');
-    for (const k of ['tasks', 'run', 'runs', 'episode-share'] as const) if (v[k] !== undefined && !given.episodeFiles?.length) throw new UsageError(`--${k} goes with --episodes FILE…`);
-    const adapterOut = v.lora !== undefined || v.adapter !== undefined || (given.from !== undefined && fs.existsSync(path.join(given.from, 'adapter_config.json')));
+    if (v.adapter !== undefined && v.model === undefined)
+      throw new UsageError('--adapter DIR goes with --model BASE (or give the adapter folder alone as --from DIR)');
+    if (v.adapter !== undefined && v.lora !== undefined)
+      throw new UsageError('--adapter continues an adapter with its own settings; --lora starts a new one: give one of them');
+    for (const k of ['tasks', 'run', 'runs', 'episode-share'] as const)
+      if (v[k] !== undefined && !given.episodeFiles?.length) throw new UsageError(`--${k} goes with --episodes FILE…`);
+    const adapterOut =
+      v.lora !== undefined ||
+      v.adapter !== undefined ||
+      (given.from !== undefined && fs.existsSync(path.join(given.from, 'adapter_config.json')));
     const held = ['model.safetensors', 'adapter_model.safetensors'].find((f) => fs.existsSync(path.join(out, f)));
     if (fs.existsSync(out) && !held && fs.readdirSync(out).length > 0) {
-      throw new TurnwiseError('invalid-input', `${out} exists and is not a checkpoint folder`, { hint: 'choose an empty or new --out folder' });
+      throw new TurnwiseError('invalid-input', `${out} exists and is not a checkpoint folder`, {
+        hint: 'choose an empty or new --out folder',
+      });
     }
     // A model there (its weights, warmstart.json's phase history, the log) is replaced only on request.
     if (held && v.force !== true) {
-      throw new TurnwiseError('invalid-input', `${out} already holds a ${held.startsWith('adapter') ? 'LoRA adapter' : 'model'}; a warm start would replace it (${adapterOut ? 'adapter' : 'weights'}, warmstart.json, warmstart-log.jsonl)`, {
-        hint: `to continue training it give --from ${out} --out NEW_DIR; to replace it give --force`,
-      });
+      throw new TurnwiseError(
+        'invalid-input',
+        `${out} already holds a ${held.startsWith('adapter') ? 'LoRA adapter' : 'model'}; a warm start would replace it (${adapterOut ? 'adapter' : 'weights'}, warmstart.json, warmstart-log.jsonl)`,
+        {
+          hint: `to continue training it give --from ${out} --out NEW_DIR; to replace it give --force`,
+        },
+      );
     }
     for (const k of ['from', 'model', 'adapter'] as const) {
-      if (given[k] === out) throw new UsageError(`--out is the --${k} folder: the warm start would replace what it reads; give another --out`);
+      if (given[k] === out)
+        throw new UsageError(`--out is the --${k} folder: the warm start would replace what it reads; give another --out`);
     }
     const c = resolveWarmstartConfig(given);
     // Resolved episodes of evaluation results, read and checked before any work.
@@ -179,7 +228,9 @@ export const warmstartCommand: CliCommand = {
       });
       episodes = sel.kept;
       const tasks = new Set(sel.kept.map((k) => k.task.id)).size;
-      io.err(`${sel.read} episode(s) read, ${sel.resolved} resolved: ${sel.kept.length} of ${tasks} task(s) are demonstrations${sel.heldOut ? `; ${sel.heldOut} of ${sel.heldOutTasks.length} held-out task(s) left out (held out for evaluation)` : ''}`);
+      io.err(
+        `${sel.read} episode(s) read, ${sel.resolved} resolved: ${sel.kept.length} of ${tasks} task(s) are demonstrations${sel.heldOut ? `; ${sel.heldOut} of ${sel.heldOutTasks.length} held-out task(s) left out (held out for evaluation)` : ''}`,
+      );
     }
     const { signal, dispose } = stopOnSignals(io);
     let workspaceCases: FixCase[] | undefined;
@@ -192,7 +243,14 @@ export const warmstartCommand: CliCommand = {
           // --seed, 0 by default), not with this warm start's seed: with another split the
           // demonstrations would take tasks the run meant to hold out (the run then keeps them in
           // train, and its held-out set shrinks to what was never demonstrated).
-          const r = await workspaceCasesFor({ workspace: c.workspace, seed: c.taskSeed, maxTasks: c.maxTasks, heldoutFraction: c.heldoutFraction, pool, onLog: (m) => io.err(m) });
+          const r = await workspaceCasesFor({
+            workspace: c.workspace,
+            seed: c.taskSeed,
+            maxTasks: c.maxTasks,
+            heldoutFraction: c.heldoutFraction,
+            pool,
+            onLog: (m) => io.err(m),
+          });
           workspaceCases = r.cases;
         } finally {
           await pool.close();
@@ -206,7 +264,9 @@ export const warmstartCommand: CliCommand = {
         onLog: (row: WarmstartLogRow) =>
           io.json
             ? io.out(JSON.stringify(row))
-            : io.err(`step ${row.step}  ${row.minutes.toFixed(1)} min  loss ${fmt(row.loss)}  action loss ${fmt(row.action_loss)}  ${Math.round(row.tokens_per_s)} tok/s${row.exact_fix !== undefined ? `  exact fix ${fmt(row.exact_fix, 2)}` : ''}${row.restores_line !== undefined ? `  restores ${fmt(row.restores_line, 2)}  right line ${fmt(row.right_line, 2)}` : ''}${row.episode_fix !== undefined ? `  episode fix ${fmt(row.episode_fix, 2)}` : ''}${row.numbered_episode_fix !== undefined ? `  numbered ${fmt(row.numbered_episode_fix, 2)}` : ''}${row.real_episode_fix !== undefined ? `  real source ${fmt(row.real_episode_fix, 2)}` : ''}`),
+            : io.err(
+                `step ${row.step}  ${row.minutes.toFixed(1)} min  loss ${fmt(row.loss)}  action loss ${fmt(row.action_loss)}  ${Math.round(row.tokens_per_s)} tok/s${row.exact_fix !== undefined ? `  exact fix ${fmt(row.exact_fix, 2)}` : ''}${row.restores_line !== undefined ? `  restores ${fmt(row.restores_line, 2)}  right line ${fmt(row.right_line, 2)}` : ''}${row.episode_fix !== undefined ? `  episode fix ${fmt(row.episode_fix, 2)}` : ''}${row.numbered_episode_fix !== undefined ? `  numbered ${fmt(row.numbered_episode_fix, 2)}` : ''}${row.real_episode_fix !== undefined ? `  real source ${fmt(row.real_episode_fix, 2)}` : ''}`,
+              ),
       });
       if (!io.json) io.out(`warm start: ${r.steps} steps, ${r.tokens} tokens in ${r.minutes.toFixed(1)} min → ${r.out}`);
       return signal.aborted ? 130 : 0;

@@ -17,7 +17,10 @@ export class CannotRun extends Error {
 }
 
 /** Wraps a command body: CannotRun becomes a warning with its buttons, other errors an error message. */
-export function guarded<A extends unknown[], R>(ctx: CommandContext, fn: (...args: A) => Promise<R>): (...args: A) => Promise<R | undefined> {
+export function guarded<A extends unknown[], R>(
+  ctx: CommandContext,
+  fn: (...args: A) => Promise<R>,
+): (...args: A) => Promise<R | undefined> {
   return async (...args: A) => {
     try {
       return await fn(...args);
@@ -36,7 +39,9 @@ export function guarded<A extends unknown[], R>(ctx: CommandContext, fn: (...arg
       }
       const hint = (e as { hint?: string }).hint;
       ctx.log.error(`${formatError(e)}${hint ? ` (${hint})` : ''}`);
-      void vscode.window.showErrorMessage(`Turnwise: ${(e as Error).message}${hint ? ` — ${hint}` : ''}`, 'Show Log').then((c) => c && ctx.log.show());
+      void vscode.window
+        .showErrorMessage(`Turnwise: ${(e as Error).message}${hint ? ` — ${hint}` : ''}`, 'Show Log')
+        .then((c) => c && ctx.log.show());
       return undefined;
     }
   };

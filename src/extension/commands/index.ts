@@ -62,5 +62,8 @@ export function registerCommands(ctx: CommandContext): vscode.Disposable[] {
 
 /** One command, its handler given the context and the caller's arguments, its failures shown (guarded). */
 function registerCommand(ctx: CommandContext, id: string, run: Command['run']): vscode.Disposable {
-  return vscode.commands.registerCommand(id, guarded(ctx, (...args: unknown[]) => run(ctx, ...(args as never[]))));
+  return vscode.commands.registerCommand(
+    id,
+    guarded(ctx, (...args: unknown[]) => run(ctx, ...(args as never[]))),
+  );
 }

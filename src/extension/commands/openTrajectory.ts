@@ -17,18 +17,31 @@ export const openTrajectoryCommand = command('turnwise.openTrajectory', async (c
     if (!run) return undefined;
     const its = listIterations(run.dir).filter((i) => i.trainFile || i.heldoutFile);
     const it = await vscode.window.showQuickPick(
-      [...its].reverse().map((i) => ({ label: `Iteration ${i.iteration}`, description: i.metrics ? `pass ${pct(i.metrics['tests/pass_rate'] as number)} · reward ${formatSigned(i.metrics['reward/mean'] as number, 2)}` : 'in progress', it: i })),
+      [...its]
+        .reverse()
+        .map((i) => ({
+          label: `Iteration ${i.iteration}`,
+          description: i.metrics
+            ? `pass ${pct(i.metrics['tests/pass_rate'] as number)} · reward ${formatSigned(i.metrics['reward/mean'] as number, 2)}`
+            : 'in progress',
+          it: i,
+        })),
       { title: 'Open Trajectory: iteration' },
     );
     if (!it) return undefined;
     const items: Array<vscode.QuickPickItem & { ref: TrajectoryRef }> = [];
-    for (const [split, file] of [['train', it.it.trainFile], ['heldout', it.it.heldoutFile]] as const) {
+    for (const [split, file] of [
+      ['train', it.it.trainFile],
+      ['heldout', it.it.heldoutFile],
+    ] as const) {
       if (!file) continue;
       for (const s of (await ctx.tree.scans.scan(file)).summaries) {
         items.push({
           label: s.trajId,
           description: `${s.taskId}${split === 'heldout' ? ' (held-out)' : ''}`,
-          detail: s.failure ? `unscored: ${s.failure}` : `reward ${formatSigned(s.reward, 2)} · pass ${pct(s.passRate)} · ${s.turns} turns${s.resolved ? ' · resolved' : ''}${s.tampered ? ' · tampered' : ''}`,
+          detail: s.failure
+            ? `unscored: ${s.failure}`
+            : `reward ${formatSigned(s.reward, 2)} · pass ${pct(s.passRate)} · ${s.turns} turns${s.resolved ? ' · resolved' : ''}${s.tampered ? ' · tampered' : ''}`,
           ref: { runDir: run.dir, iteration: it.it.iteration, split, trajId: s.trajId, offset: s.offset, length: s.length },
         });
       }

@@ -10,7 +10,11 @@ export async function pickRun(filter: (r: RunSummary) => boolean, title: string,
   const runs = listRuns(runsRoot(root)).filter(filter);
   if (runs.length === 0) throw new CannotRun(none, [{ title: 'Start Training Run…', command: 'turnwise.startRun' }]);
   const pick = await vscode.window.showQuickPick(
-    runs.map((r) => ({ label: r.runId, description: `${r.state}${r.lastCompleteIteration !== undefined ? ` · ${r.lastCompleteIteration}/${r.iterations ?? '?'} it` : ''}`, run: r })),
+    runs.map((r) => ({
+      label: r.runId,
+      description: `${r.state}${r.lastCompleteIteration !== undefined ? ` · ${r.lastCompleteIteration}/${r.iterations ?? '?'} it` : ''}`,
+      run: r,
+    })),
     { title },
   );
   return pick?.run;

@@ -9,7 +9,10 @@ import type { CommandContext } from './context';
 /** The first local workspace folder; `what` is what the command would do ("start a run"). */
 export function workspaceRoot(what: string): string {
   const f = (vscode.workspace.workspaceFolders ?? []).find((x) => x.uri.scheme === 'file');
-  if (!f) throw new CannotRun(`cannot ${what} because no folder is open: open the repository to train on (File › Open Folder…).`, [{ title: 'Open Folder…', command: 'vscode.openFolder' }]);
+  if (!f)
+    throw new CannotRun(`cannot ${what} because no folder is open: open the repository to train on (File › Open Folder…).`, [
+      { title: 'Open Folder…', command: 'vscode.openFolder' },
+    ]);
   return f.uri.fsPath;
 }
 
@@ -21,10 +24,13 @@ export function workspaceRootOrHome(): string {
 export function noActiveRun(ctx: CommandContext, what: string): void {
   const a = ctx.controller.current;
   if (a) {
-    throw new CannotRun(`cannot ${what} because a run is already going (${a.progress.runId ?? a.label}): stop it first, or wait for it to finish.`, [
-      { title: 'Stop Run', command: 'turnwise.stopRun' },
-      { title: 'Show Log', command: 'turnwise.showLog' },
-    ]);
+    throw new CannotRun(
+      `cannot ${what} because a run is already going (${a.progress.runId ?? a.label}): stop it first, or wait for it to finish.`,
+      [
+        { title: 'Stop Run', command: 'turnwise.stopRun' },
+        { title: 'Show Log', command: 'turnwise.showLog' },
+      ],
+    );
   }
 }
 

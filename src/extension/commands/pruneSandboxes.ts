@@ -7,6 +7,8 @@ export const pruneSandboxesCommand = command('turnwise.pruneSandboxes', async (c
   await dockerReachable('prune sandboxes');
   const r = await ctx.controller.runCommand('removing leftover sandboxes…', ['sandbox', 'prune'], workspaceRootOrHome());
   const removed = (r as { removed?: unknown[] } | undefined)?.removed;
-  void vscode.window.showInformationMessage(`Turnwise: ${Array.isArray(removed) ? `${removed.length} leftover sandbox(es) removed` : 'leftover sandboxes removed'}.`);
+  void vscode.window.showInformationMessage(
+    `Turnwise: ${Array.isArray(removed) ? `${removed.length} leftover sandbox(es) removed` : 'leftover sandboxes removed'}.`,
+  );
   return r;
 });

@@ -12,7 +12,14 @@ export const resumeRunCommand = command('turnwise.resumeRun', async (ctx, arg?: 
   let dir: string | undefined;
   if (typeof arg === 'string') dir = arg;
   else if (arg && arg.kind === 'run') dir = arg.run.dir;
-  else dir = (await pickRun((r) => r.state !== 'finished' && r.state !== 'running', 'Resume Run', 'there is no run to resume: every run of this workspace finished (or none was started).'))?.dir;
+  else
+    dir = (
+      await pickRun(
+        (r) => r.state !== 'finished' && r.state !== 'running',
+        'Resume Run',
+        'there is no run to resume: every run of this workspace finished (or none was started).',
+      )
+    )?.dir;
   if (!dir) return undefined;
   await dockerReachable('resume a run');
   // A resume takes the run's own workspace and settings from its config.json (the CLI refuses --workspace with it).

@@ -16,7 +16,11 @@ async function materializeTasks(ctx: CommandContext, root: string, tasks: string
   if (!tasks.endsWith(':')) return tasks;
   const kind = tasks.slice(0, -1);
   const out = path.join(root, TASKS_DIR, `${kind}.jsonl`);
-  await ctx.controller.runCommand(kind === 'synth' ? 'synthesizing tasks from the workspace…' : 'collecting failing tests…', ['tasks', kind, '--workspace', root, '--out', out], root);
+  await ctx.controller.runCommand(
+    kind === 'synth' ? 'synthesizing tasks from the workspace…' : 'collecting failing tests…',
+    ['tasks', kind, '--workspace', root, '--out', out],
+    root,
+  );
   const n = countLines(out);
   if (n === 0) {
     throw new CannotRun(
@@ -39,7 +43,9 @@ export const startRunCommand = command('turnwise.startRun', async (ctx, opts?: S
   try {
     base = o.config ? readBaseConfig(o.config) : undefined;
   } catch (e) {
-    throw new CannotRun(`cannot start a run from ${path.basename(o.config ?? '')}: ${(e as Error).message}`, [{ title: 'Open turnwise.json', command: 'vscode.open', args: [vscode.Uri.file(o.config ?? root)] }]);
+    throw new CannotRun(`cannot start a run from ${path.basename(o.config ?? '')}: ${(e as Error).message}`, [
+      { title: 'Open turnwise.json', command: 'vscode.open', args: [vscode.Uri.file(o.config ?? root)] },
+    ]);
   }
   const tasksFile = o.tasks ? await materializeTasks(ctx, root, o.tasks) : undefined;
   // Every setting reaches the run through one file under .turnwise/ (the CLI's --config).
@@ -47,7 +53,13 @@ export const startRunCommand = command('turnwise.startRun', async (ctx, opts?: S
     workspace: root,
     setting: config.inspect,
     base,
-    choices: { ...(tasksFile ? { taskSource: 'file' as const, tasksFile } : {}), estimator: o.estimator, iterations: o.iterations, model: o.model, lora: o.lora },
+    choices: {
+      ...(tasksFile ? { taskSource: 'file' as const, tasksFile } : {}),
+      estimator: o.estimator,
+      iterations: o.iterations,
+      model: o.model,
+      lora: o.lora,
+    },
   });
   // The model and adapter the run would load, checked before anything starts (picked, set, or from turnwise.json).
   const modelDir = typeof launch.model === 'string' ? launch.model : '';
@@ -55,11 +67,17 @@ export const startRunCommand = command('turnwise.startRun', async (ctx, opts?: S
   // A run from an adapter trains that adapter with its own settings, whatever turnwise.train.lora says; its config.json records them.
   if (model?.adapter) launch.lora = services().adapterLoraBlock(model.adapter);
   checkedLora(launch.lora);
-  ctx.log.info(`model: ${model ? `${model.dir} (${model.summary})` : 'the embedded turnwise-tiny'}${launch.lora ? `, ${model?.adapter ? 'continuing' : 'training'} a LoRA adapter ${JSON.stringify(launch.lora)}` : ''}`);
+  ctx.log.info(
+    `model: ${model ? `${model.dir} (${model.summary})` : 'the embedded turnwise-tiny'}${launch.lora ? `, ${model?.adapter ? 'continuing' : 'training'} a LoRA adapter ${JSON.stringify(launch.lora)}` : ''}`,
+  );
   const launchFile = writeLaunchConfig(root, launch);
   ctx.log.info(`launch config: ${launchFile}`);
   noActiveRun(ctx, 'start a run');
-  const running = ctx.controller.startTraining(`training ${model ? path.basename(model.adapter?.base ?? model.dir) : 'turnwise-tiny'}${launch.lora ? ' + LoRA' : ''} (${String(launch.estimator)}${o.config ? ', turnwise.json' : ''})`, ['train', '--config', launchFile], root);
+  const running = ctx.controller.startTraining(
+    `training ${model ? path.basename(model.adapter?.base ?? model.dir) : 'turnwise-tiny'}${launch.lora ? ' + LoRA' : ''} (${String(launch.estimator)}${o.config ? ', turnwise.json' : ''})`,
+    ['train', '--config', launchFile],
+    root,
+  );
   ctx.tree.scheduleRefresh(1000);
   if (o.detach) {
     running.catch(() => {});

@@ -85,7 +85,9 @@ export function checkedLora(value: unknown): ReturnType<ReturnType<typeof servic
     return checkLoraSetting(value);
   } catch (e) {
     if (!(e instanceof ModelRefused)) throw e;
-    throw new CannotRun(`cannot start a run with this LoRA block: ${e.message}. To fix: ${e.fix}.`, [{ title: 'LoRA Setting', command: 'workbench.action.openSettings', args: ['turnwise.train.lora'] }]);
+    throw new CannotRun(`cannot start a run with this LoRA block: ${e.message}. To fix: ${e.fix}.`, [
+      { title: 'LoRA Setting', command: 'workbench.action.openSettings', args: ['turnwise.train.lora'] },
+    ]);
   }
 }
 
@@ -100,7 +102,8 @@ async function remember(key: string, value: unknown, cleared: unknown): Promise<
     if (JSON.stringify(sec.get(key) ?? cleared) === JSON.stringify(cleared)) return;
     await sec.update(key, undefined, target);
     // A value set in a wider scope still applies: say "cleared" explicitly here.
-    if (JSON.stringify(vscode.workspace.getConfiguration('turnwise').get(key) ?? cleared) !== JSON.stringify(cleared)) await sec.update(key, cleared, target);
+    if (JSON.stringify(vscode.workspace.getConfiguration('turnwise').get(key) ?? cleared) !== JSON.stringify(cleared))
+      await sec.update(key, cleared, target);
     return;
   }
   if (JSON.stringify(sec.get(key)) !== JSON.stringify(value)) await sec.update(key, value, target);
@@ -110,16 +113,33 @@ async function remember(key: string, value: unknown, cleared: unknown): Promise<
  * Step 2 of Start Training Run: the embedded turnwise-tiny, a model folder or a LoRA adapter
  * folder (remembered as turnwise.train.model); '' for the embedded one.
  */
-async function pickModel(root: string, step: string, log: CommandContext['log']): Promise<{ dir: string; model?: CheckedModel } | undefined> {
+async function pickModel(
+  root: string,
+  step: string,
+  log: CommandContext['log'],
+): Promise<{ dir: string; model?: CheckedModel } | undefined> {
   const current = resolveModelSetting(root, config.model());
   type Item = vscode.QuickPickItem & { value: 'embedded' | 'current' | 'folder' };
   const items: Item[] = [
-    { label: '$(package) Embedded turnwise-tiny', description: `3.2M parameters, Turnwise's own${current ? '' : ' · turnwise.train.model'}`, value: 'embedded' },
-    ...(current ? [{ label: `$(folder) ${path.basename(current)}`, description: `${current} · turnwise.train.model`, value: 'current' as const }] : []),
-    { label: '$(folder-opened) Model folder…', description: 'a Hugging Face checkpoint (Qwen2, Llama), a Turnwise model, or a LoRA adapter to train further', value: 'folder' },
+    {
+      label: '$(package) Embedded turnwise-tiny',
+      description: `3.2M parameters, Turnwise's own${current ? '' : ' · turnwise.train.model'}`,
+      value: 'embedded',
+    },
+    ...(current
+      ? [{ label: `$(folder) ${path.basename(current)}`, description: `${current} · turnwise.train.model`, value: 'current' as const }]
+      : []),
+    {
+      label: '$(folder-opened) Model folder…',
+      description: 'a Hugging Face checkpoint (Qwen2, Llama), a Turnwise model, or a LoRA adapter to train further',
+      value: 'folder',
+    },
   ];
   if (current) items.unshift(items.splice(1, 1)[0]);
-  const pick = await vscode.window.showQuickPick(items, { title: `Start Training Run (${step}): model`, placeHolder: 'Which model does the run train?' });
+  const pick = await vscode.window.showQuickPick(items, {
+    title: `Start Training Run (${step}): model`,
+    placeHolder: 'Which model does the run train?',
+  });
   if (!pick) return undefined;
   let model: CheckedModel | undefined;
   if (pick.value === 'current') model = await pickedModel(current, root, log);
@@ -148,11 +168,23 @@ async function pickLora(step: string): Promise<Record<string, unknown> | null | 
   const l = checkedLora(block)!;
   const mods = l.target_modules.length === 7 ? 'all linear projections' : l.target_modules.join(', ');
   const items = [
-    { label: '$(symbol-class) Whole model', description: `every weight trained; checkpoints are model folders${set ? '' : ' · turnwise.train.lora'}`, value: null },
-    { label: '$(layers) LoRA adapter', description: `r ${l.r}, lora_alpha ${l.lora_alpha}, ${mods}${set ? ' · turnwise.train.lora' : ''}`, detail: 'only the adapter is trained, the model stays frozen; checkpoints are PEFT adapters (megabytes)', value: block },
+    {
+      label: '$(symbol-class) Whole model',
+      description: `every weight trained; checkpoints are model folders${set ? '' : ' · turnwise.train.lora'}`,
+      value: null,
+    },
+    {
+      label: '$(layers) LoRA adapter',
+      description: `r ${l.r}, lora_alpha ${l.lora_alpha}, ${mods}${set ? ' · turnwise.train.lora' : ''}`,
+      detail: 'only the adapter is trained, the model stays frozen; checkpoints are PEFT adapters (megabytes)',
+      value: block,
+    },
   ];
   if (set) items.reverse();
-  const pick = await vscode.window.showQuickPick(items, { title: `Start Training Run (${step}): adapter`, placeHolder: 'Train the whole model, or a LoRA adapter on it?' });
+  const pick = await vscode.window.showQuickPick(items, {
+    title: `Start Training Run (${step}): adapter`,
+    placeHolder: 'Train the whole model, or a LoRA adapter on it?',
+  });
   if (!pick) return undefined;
   await remember('train.lora', pick.value, null);
   return pick.value;
@@ -164,7 +196,7 @@ export async function pickStartOptions(root: string, log: CommandContext['log'])
   if (fs.existsSync(cfgFile)) {
     const use = await vscode.window.showQuickPick(
       [
-        { label: '$(file) Use turnwise.json', description: 'the workspace\'s run configuration', value: 'config' },
+        { label: '$(file) Use turnwise.json', description: "the workspace's run configuration", value: 'config' },
         { label: '$(settings) Choose tasks, estimator and iterations…', value: 'pick' },
       ],
       { title: 'Start Training Run', placeHolder: 'How should the run be configured?' },
@@ -175,16 +207,30 @@ export async function pickStartOptions(root: string, log: CommandContext['log'])
   const synthFile = path.join(root, TASKS_DIR, 'synth.jsonl');
   const sources = [
     { label: '$(beaker) Synthesize bugs from the workspace', description: 'tree-sitter mutations your tests catch', value: 'synth' },
-    { label: '$(testing-failed-icon) Failing tests of the workspace', description: 'one task per currently failing test', value: 'failing' },
-    ...(fs.existsSync(synthFile) ? [{ label: '$(history) Tasks synthesized earlier', description: path.relative(root, synthFile), value: 'previous' }] : []),
+    {
+      label: '$(testing-failed-icon) Failing tests of the workspace',
+      description: 'one task per currently failing test',
+      value: 'failing',
+    },
+    ...(fs.existsSync(synthFile)
+      ? [{ label: '$(history) Tasks synthesized earlier', description: path.relative(root, synthFile), value: 'previous' }]
+      : []),
     { label: '$(file) Task file (JSONL)…', value: 'file' },
   ];
-  const source = await vscode.window.showQuickPick(sources, { title: 'Start Training Run (1/5): tasks', placeHolder: 'Where do the tasks come from?' });
+  const source = await vscode.window.showQuickPick(sources, {
+    title: 'Start Training Run (1/5): tasks',
+    placeHolder: 'Where do the tasks come from?',
+  });
   if (!source) return undefined;
   let tasks: string | undefined;
   if (source.value === 'previous') tasks = synthFile;
   else if (source.value === 'file') {
-    const picked = await vscode.window.showOpenDialog({ title: 'Task file', canSelectMany: false, filters: { 'Task files': ['jsonl'] }, defaultUri: vscode.Uri.file(root) });
+    const picked = await vscode.window.showOpenDialog({
+      title: 'Task file',
+      canSelectMany: false,
+      filters: { 'Task files': ['jsonl'] },
+      defaultUri: vscode.Uri.file(root),
+    });
     if (!picked?.[0]) return undefined;
     tasks = picked[0].fsPath;
   } else tasks = `${source.value}:`;
@@ -202,12 +248,20 @@ export async function pickStartOptions(root: string, log: CommandContext['log'])
   );
   if (!est) return undefined;
   const defIters = config.iterations();
-  const iterItems = [...new Set([1, 3, defIters, 10, 30])].sort((a, b) => a - b).map((n) => ({ label: String(n), description: n === defIters ? 'turnwise.train.iterations' : undefined }));
-  const iters = await vscode.window.showQuickPick([...iterItems, { label: 'Other…', description: undefined }], { title: 'Start Training Run (5/5): iterations' });
+  const iterItems = [...new Set([1, 3, defIters, 10, 30])]
+    .sort((a, b) => a - b)
+    .map((n) => ({ label: String(n), description: n === defIters ? 'turnwise.train.iterations' : undefined }));
+  const iters = await vscode.window.showQuickPick([...iterItems, { label: 'Other…', description: undefined }], {
+    title: 'Start Training Run (5/5): iterations',
+  });
   if (!iters) return undefined;
   let iterations = Number(iters.label);
   if (iters.label === 'Other…') {
-    const v = await vscode.window.showInputBox({ title: 'Iterations', value: String(defIters), validateInput: (s) => (/^[1-9]\d*$/.test(s.trim()) ? undefined : 'a whole number ≥ 1') });
+    const v = await vscode.window.showInputBox({
+      title: 'Iterations',
+      value: String(defIters),
+      validateInput: (s) => (/^[1-9]\d*$/.test(s.trim()) ? undefined : 'a whole number ≥ 1'),
+    });
     if (!v) return undefined;
     iterations = Number(v);
   }

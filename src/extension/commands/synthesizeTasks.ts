@@ -13,10 +13,15 @@ export const synthesizeTasksCommand = command('turnwise.synthesizeTasks', async 
   const out = path.join(root, TASKS_DIR, 'synth.jsonl');
   await ctx.controller.runCommand('synthesizing tasks from the workspace…', ['tasks', 'synth', '--workspace', root, '--out', out], root);
   const n = countLines(out);
-  if (n === 0) throw new CannotRun('no tasks were synthesized: no mutation of the workspace broke one of its tests. Check that the tests run (turnwise.tasks.testCommand).');
-  void vscode.window.showInformationMessage(`Turnwise: ${n} task(s) written to ${path.relative(root, out)}.`, 'Start Training Run…', 'Open File').then((c) => {
-    if (c === 'Open File') void vscode.window.showTextDocument(vscode.Uri.file(out));
-    else if (c) void vscode.commands.executeCommand('turnwise.startRun');
-  });
+  if (n === 0)
+    throw new CannotRun(
+      'no tasks were synthesized: no mutation of the workspace broke one of its tests. Check that the tests run (turnwise.tasks.testCommand).',
+    );
+  void vscode.window
+    .showInformationMessage(`Turnwise: ${n} task(s) written to ${path.relative(root, out)}.`, 'Start Training Run…', 'Open File')
+    .then((c) => {
+      if (c === 'Open File') void vscode.window.showTextDocument(vscode.Uri.file(out));
+      else if (c) void vscode.commands.executeCommand('turnwise.startRun');
+    });
   return { tasks: out, count: n };
 });

@@ -82,7 +82,12 @@ export function editsOf(traj: Pick<Trajectory, 'turns'>, path: string): TurnEdit
  * Text of `path` after turn `turn` (`side: 'after'`) or just before it (`'before'`); null when the
  * file does not exist at that point, undefined when the recorded text was left out (truncated).
  */
-export function textAt(traj: Pick<Trajectory, 'turns'>, path: string, turn: number, side: 'before' | 'after' = 'after'): string | null | undefined {
+export function textAt(
+  traj: Pick<Trajectory, 'turns'>,
+  path: string,
+  turn: number,
+  side: 'before' | 'after' = 'after',
+): string | null | undefined {
   const edits = editsOf(traj, path);
   const upTo = side === 'after' ? turn : turn - 1;
   let last: TurnEdit | undefined;

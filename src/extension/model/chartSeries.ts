@@ -21,8 +21,25 @@ export interface ChartSpec {
 }
 
 export const CHARTS: readonly ChartSpec[] = [
-  { id: 'passRate', title: 'Test pass rate', unit: 'rate', series: [{ key: 'tests/pass_rate', label: 'train' }, { key: 'heldout/pass_rate', label: 'held-out' }] },
-  { id: 'resolved', title: 'Resolved rate', unit: 'rate', series: [{ key: 'resolved', label: 'train' }, { key: 'heldout/resolved', label: 'held-out' }, { key: 'heldout/sampled/resolved', label: 'held-out sampled', optional: true }] },
+  {
+    id: 'passRate',
+    title: 'Test pass rate',
+    unit: 'rate',
+    series: [
+      { key: 'tests/pass_rate', label: 'train' },
+      { key: 'heldout/pass_rate', label: 'held-out' },
+    ],
+  },
+  {
+    id: 'resolved',
+    title: 'Resolved rate',
+    unit: 'rate',
+    series: [
+      { key: 'resolved', label: 'train' },
+      { key: 'heldout/resolved', label: 'held-out' },
+      { key: 'heldout/sampled/resolved', label: 'held-out sampled', optional: true },
+    ],
+  },
   { id: 'reward', title: 'Reward (mean ± std)', series: [{ key: 'reward/mean', label: 'reward', bandKey: 'reward/std' }] },
   { id: 'turns', title: 'Turns per episode', series: [{ key: 'turns/mean', label: 'turns' }] },
   { id: 'formatErrors', title: 'Format errors', series: [{ key: 'format_errors', label: 'format errors' }] },
@@ -48,7 +65,12 @@ export interface ChartColumns {
 }
 
 /** Columns of one chart, over the union of both runs' iterations. */
-export function chartColumns(spec: ChartSpec, main: readonly MetricsPoint[], overlay?: readonly MetricsPoint[], names: { main: string; overlay?: string } = { main: 'main' }): ChartColumns {
+export function chartColumns(
+  spec: ChartSpec,
+  main: readonly MetricsPoint[],
+  overlay?: readonly MetricsPoint[],
+  names: { main: string; overlay?: string } = { main: 'main' },
+): ChartColumns {
   const iters = new Set<number>();
   for (const p of main) iters.add(p.iteration);
   for (const p of overlay ?? []) iters.add(p.iteration);

@@ -67,7 +67,8 @@ export function evalFileEntry(file: string, root?: string): EvalFileEntry | unde
     };
   }
   // An episodes file without a header (written before results headers): listed by its name.
-  if (h.schema === SCHEMA.trajectory && typeof h.taskId === 'string') return { file, name: rel, label: path.basename(file, '.jsonl'), kind: 'episodes', tasks: 0, samples: 0, seed: null, complete: true };
+  if (h.schema === SCHEMA.trajectory && typeof h.taskId === 'string')
+    return { file, name: rel, label: path.basename(file, '.jsonl'), kind: 'episodes', tasks: 0, samples: 0, seed: null, complete: true };
   return undefined;
 }
 
@@ -92,14 +93,22 @@ export function listEvalFiles(roots: readonly string[], extra: readonly string[]
     }
     for (const n of names) add(path.join(dir, n), root);
   }
-  for (const f of extra) add(f, roots.find((r) => path.resolve(f).startsWith(path.resolve(r) + path.sep)));
+  for (const f of extra)
+    add(
+      f,
+      roots.find((r) => path.resolve(f).startsWith(path.resolve(r) + path.sep)),
+    );
   const time = (e: EvalFileEntry) => (e.createdAt ? Date.parse(e.createdAt) : 0) || 0;
   return found.sort((a, b) => time(b) - time(a) || a.name.localeCompare(b.name));
 }
 
 /** Where Evaluate Policy writes the results of `label`: .turnwise/evals/<UTC time>-<label as a file name>.jsonl. */
 export function evalOutFile(root: string, label: string, now = new Date()): string {
-  const stamp = now.toISOString().replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z').replace('T', '-');
+  const stamp = now
+    .toISOString()
+    .replace(/[-:]/g, '')
+    .replace(/\.\d+Z$/, 'Z')
+    .replace('T', '-');
   const slug = label
     .replace(/[^A-Za-z0-9._-]+/g, '-')
     .replace(/^-+|-+$/g, '')
@@ -113,7 +122,7 @@ export function endpointUrlProblem(url: string): string | undefined {
   try {
     u = new URL(url.trim());
   } catch {
-    return 'not a URL: give the server\'s address, e.g. http://127.0.0.1:8000/v1';
+    return "not a URL: give the server's address, e.g. http://127.0.0.1:8000/v1";
   }
   if (u.protocol !== 'http:' && u.protocol !== 'https:') return 'give an http:// or https:// address';
   if (u.username || u.password) return 'no user or password in the URL: an API key goes in an environment variable, named in the next step';
@@ -128,14 +137,23 @@ export function endpointUrlProblem(url: string): string | undefined {
 export function keyEnvProblem(name: string, env: Record<string, string | undefined>): string | undefined {
   if (name === '') return undefined;
   if (!/^[A-Za-z_][A-Za-z0-9_]{0,127}$/.test(name)) return 'the name of an environment variable (letters, digits, _), not the key itself';
-  if (!env[name]) return 'no variable of this name is set in the editor\'s environment: set it where the editor starts (the evaluation reads it there), or leave this empty for a server without a key';
+  if (!env[name])
+    return "no variable of this name is set in the editor's environment: set it where the editor starts (the evaluation reads it there), or leave this empty for a server without a key";
   return undefined;
 }
 
 /** The report as the panel draws it (the per-episode rows stay in the files). */
 export function comparisonView(r: EvalReport): EvalComparison {
   return {
-    models: r.models.map((m) => ({ label: m.label, file: m.file, kind: m.model.kind, greedy: m.greedy, sampled: m.sampled, pass_at_k_t: m.pass_at_k_t, maxTurns: m.maxTurns })),
+    models: r.models.map((m) => ({
+      label: m.label,
+      file: m.file,
+      kind: m.model.kind,
+      greedy: m.greedy,
+      sampled: m.sampled,
+      pass_at_k_t: m.pass_at_k_t,
+      maxTurns: m.maxTurns,
+    })),
     tasks: r.tasks,
     episodes: r.episodes,
     intersection: r.intersection,

@@ -149,7 +149,8 @@ export function launchConfig(input: LaunchConfigInput): Record<string, unknown> 
 function resolveBasePaths(file: string, values: Record<string, unknown>): Record<string, unknown> {
   const v = { ...values };
   for (const k of ['workspace', 'tasksFile', 'model']) {
-    if (typeof v[k] === 'string' && v[k] !== '' && !path.isAbsolute(v[k] as string)) v[k] = path.resolve(path.dirname(file), v[k] as string);
+    if (typeof v[k] === 'string' && v[k] !== '' && !path.isAbsolute(v[k] as string))
+      v[k] = path.resolve(path.dirname(file), v[k] as string);
   }
   delete v.schema;
   return v;
@@ -174,7 +175,9 @@ export function writeLaunchConfig(workspace: string, cfg: Record<string, unknown
   const stamp = now.toISOString().replace(/[-:]/g, '').replace('T', '-').slice(0, 15);
   // Same second: the next suffix after the highest in use (not the first free one, which pruning
   // may have freed: the file would sort before its elders and be pruned at once).
-  const taken = launchFiles(dir).filter((f) => f.stamp === stamp).map((f) => f.n);
+  const taken = launchFiles(dir)
+    .filter((f) => f.stamp === stamp)
+    .map((f) => f.n);
   const next = taken.length ? Math.max(...taken) + 1 : 1;
   const file = path.join(dir, next === 1 ? `launch-${stamp}.json` : `launch-${stamp}-${next}.json`);
   const tmp = `${file}.tmp-${process.pid}`;
@@ -208,7 +211,9 @@ export function readBaseConfig(file: string): { file: string; values: Record<str
   try {
     v = JSON.parse(text);
   } catch (e) {
-    throw new Error(`${file} is not valid JSON (${(e as Error).message}): fix it, or choose tasks, estimator and iterations instead`, { cause: e });
+    throw new Error(`${file} is not valid JSON (${(e as Error).message}): fix it, or choose tasks, estimator and iterations instead`, {
+      cause: e,
+    });
   }
   if (!v || typeof v !== 'object' || Array.isArray(v)) throw new Error(`${file} must hold one JSON object`);
   return { file, values: v as Record<string, unknown> };

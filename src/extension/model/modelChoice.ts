@@ -21,7 +21,8 @@ import { EMBEDDED_MODEL_NAME, resolveModelSetting } from './runModel';
 export { resolveModelSetting };
 
 /** What to pick instead, said after every refusal. */
-export const PICK_INSTEAD = 'pick a folder that holds config.json, model.safetensors (or its shards with model.safetensors.index.json) and tokenizer.json, or the embedded turnwise-tiny';
+export const PICK_INSTEAD =
+  'pick a folder that holds config.json, model.safetensors (or its shards with model.safetensors.index.json) and tokenizer.json, or the embedded turnwise-tiny';
 
 /** A model folder that cannot start a run: `message` says what is wrong, `fix` what to do. */
 export class ModelRefused extends Error {
@@ -69,7 +70,13 @@ export interface ModelSummary {
 /** The LoRA block a run from this adapter trains with (its own settings, PEFT's field names). */
 export function adapterLoraBlock(a: AdapterStart): Record<string, unknown> {
   const l = a.lora;
-  return { r: l.r, lora_alpha: l.lora_alpha, lora_dropout: l.lora_dropout, target_modules: l.target_modules.length === LORA_MODULES.length ? 'all-linear' : [...l.target_modules], use_rslora: l.use_rslora };
+  return {
+    r: l.r,
+    lora_alpha: l.lora_alpha,
+    lora_dropout: l.lora_dropout,
+    target_modules: l.target_modules.length === LORA_MODULES.length ? 'all-linear' : [...l.target_modules],
+    use_rslora: l.use_rslora,
+  };
 }
 
 const isAdapterFolder = (d: string) => fs.existsSync(path.join(d, 'adapter_config.json')) && !fs.existsSync(path.join(d, 'config.json'));
@@ -92,14 +99,26 @@ function readAdapterConfig(d: string): { raw: Record<string, unknown>; lora: Lor
 /** An adapter checked against a base folder: the base is a model, and every adapter tensor has the shape it needs. */
 function adapterSummary(d: string, baseDir: string, lora: LoraConfig): ModelSummary {
   const base = checkModelFolder(baseDir);
-  if (base.adapter) throw new ModelRefused(`${baseDir}, the base of the adapter ${d}, is itself a LoRA adapter`, `pick the model folder the adapters were trained on; or ${PICK_INSTEAD}`);
+  if (base.adapter)
+    throw new ModelRefused(
+      `${baseDir}, the base of the adapter ${d}, is itself a LoRA adapter`,
+      `pick the model folder the adapters were trained on; or ${PICK_INSTEAD}`,
+    );
   try {
-    loadAdapter(d, parseModelConfig(JSON.parse(fs.readFileSync(path.join(base.dir, 'config.json'), 'utf8')), path.join(base.dir, 'config.json')));
+    loadAdapter(
+      d,
+      parseModelConfig(JSON.parse(fs.readFileSync(path.join(base.dir, 'config.json'), 'utf8')), path.join(base.dir, 'config.json')),
+    );
   } catch (e) {
     throw new ModelRefused((e as Error).message, `pick the model the adapter was trained on; or ${PICK_INSTEAD}`);
   }
   const adapter: AdapterStart = { dir: d, base: base.dir, lora };
-  return { dir: d, inspection: base.inspection, summary: `LoRA adapter, ${describeLora(lora).replace(/^LoRA /, '')}, over ${base.dir}: ${base.summary}`, adapter };
+  return {
+    dir: d,
+    inspection: base.inspection,
+    summary: `LoRA adapter, ${describeLora(lora).replace(/^LoRA /, '')}, over ${base.dir}: ${base.summary}`,
+    adapter,
+  };
 }
 
 const mib = (n: number) => `${(n / 2 ** 20).toFixed(n < 2 ** 30 ? 1 : 0)} MiB`;
@@ -125,7 +144,9 @@ export function checkModelFolder(dir: string): ModelSummary {
     const resolved = named ? path.resolve(d, named) : '';
     if (!resolved || !fs.existsSync(path.join(resolved, 'config.json'))) {
       throw new AdapterNeedsBase(
-        named ? `${d} is a LoRA adapter trained on ${JSON.stringify(named)}, which is not a model folder here` : `${d} is a LoRA adapter whose adapter_config.json names no base model (base_model_name_or_path)`,
+        named
+          ? `${d} is a LoRA adapter trained on ${JSON.stringify(named)}, which is not a model folder here`
+          : `${d} is a LoRA adapter whose adapter_config.json names no base model (base_model_name_or_path)`,
         'pick the folder of the model it was trained on (Start Training Run… asks for it), or write that folder into base_model_name_or_path in its adapter_config.json',
         d,
         named,
@@ -133,7 +154,8 @@ export function checkModelFolder(dir: string): ModelSummary {
     }
     return adapterSummary(d, resolved, lora);
   }
-  if (!fs.existsSync(path.join(d, 'config.json'))) throw new ModelRefused(`${d} has no config.json, so it is not a model folder`, PICK_INSTEAD);
+  if (!fs.existsSync(path.join(d, 'config.json')))
+    throw new ModelRefused(`${d} has no config.json, so it is not a model folder`, PICK_INSTEAD);
   let inspection: ModelInspection;
   try {
     inspection = inspectModelFolder(d);
@@ -206,9 +228,19 @@ export function modelChecks(workspace: string | undefined, modelSetting: unknown
   const out: Check[] = [];
   const raw = typeof modelSetting === 'string' ? modelSetting.trim() : '';
   let model: ModelSummary | undefined;
-  if (raw === '') out.push({ name: 'model', status: 'ok', detail: `the embedded ${EMBEDDED_MODEL_NAME} (turnwise.train.model is empty; see the embedded policy check)` });
+  if (raw === '')
+    out.push({
+      name: 'model',
+      status: 'ok',
+      detail: `the embedded ${EMBEDDED_MODEL_NAME} (turnwise.train.model is empty; see the embedded policy check)`,
+    });
   else if (!workspace && !path.isAbsolute(raw)) {
-    out.push({ name: 'model', status: 'fail', detail: `turnwise.train.model is ${JSON.stringify(raw)}, relative to a workspace, and no folder is open`, fix: 'open the repository to train on, or give the model folder as an absolute path' });
+    out.push({
+      name: 'model',
+      status: 'fail',
+      detail: `turnwise.train.model is ${JSON.stringify(raw)}, relative to a workspace, and no folder is open`,
+      fix: 'open the repository to train on, or give the model folder as an absolute path',
+    });
   } else {
     const dir = resolveModelSetting(workspace ?? '/', raw);
     try {
@@ -216,12 +248,21 @@ export function modelChecks(workspace: string | undefined, modelSetting: unknown
       out.push({ name: 'model', status: 'ok', detail: `${dir}: ${model.summary}` });
     } catch (e) {
       const r = e instanceof ModelRefused ? e : new ModelRefused((e as Error).message, PICK_INSTEAD);
-      out.push({ name: 'model', status: 'fail', detail: `turnwise.train.model: ${r.message}`, fix: `${r.fix}; or clear turnwise.train.model to train the embedded ${EMBEDDED_MODEL_NAME}` });
+      out.push({
+        name: 'model',
+        status: 'fail',
+        detail: `turnwise.train.model: ${r.message}`,
+        fix: `${r.fix}; or clear turnwise.train.model to train the embedded ${EMBEDDED_MODEL_NAME}`,
+      });
     }
   }
   if (model?.adapter) {
     // A run from an adapter keeps training it with its own settings; turnwise.train.lora is not read.
-    out.push({ name: 'lora', status: 'ok', detail: `${describeLora(model.adapter.lora, model)}: the adapter of turnwise.train.model, trained further with its own settings${loraSetting !== null && loraSetting !== undefined ? ' (turnwise.train.lora is not used)' : ''}` });
+    out.push({
+      name: 'lora',
+      status: 'ok',
+      detail: `${describeLora(model.adapter.lora, model)}: the adapter of turnwise.train.model, trained further with its own settings${loraSetting !== null && loraSetting !== undefined ? ' (turnwise.train.lora is not used)' : ''}`,
+    });
   } else if (loraSetting !== null && loraSetting !== undefined) {
     try {
       const l = checkLoraSetting(loraSetting)!;

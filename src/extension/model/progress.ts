@@ -28,7 +28,14 @@ const num = (v: unknown): number | undefined => (typeof v === 'number' && Number
 export function reduceProgress(p: RunProgress, e: RunEvent): RunProgress {
   switch (e.type) {
     case 'run-started':
-      return { ...p, runId: e.runId, runDir: e.runDir, state: 'running', iterations: e.iterations, iteration: e.resumedFrom !== undefined ? e.resumedFrom + 1 : 0 };
+      return {
+        ...p,
+        runId: e.runId,
+        runDir: e.runDir,
+        state: 'running',
+        iterations: e.iterations,
+        iteration: e.resumedFrom !== undefined ? e.resumedFrom + 1 : 0,
+      };
     case 'phase':
       return { ...p, runId: e.runId, state: 'running', iteration: e.iteration, phase: e.phase, done: e.done, total: e.total };
     case 'episode-finished':
@@ -57,9 +64,22 @@ const pct = (x: number | undefined) => (x === undefined ? undefined : `${Math.ro
 
 /** Status bar text, e.g. "$(sync~spin) Turnwise 2/5 · pass 43%". */
 export function statusBarText(p: RunProgress): string {
-  const icon = p.state === 'running' || p.state === 'starting' ? '$(sync~spin)' : p.state === 'failed' ? '$(error)' : p.state === 'stopped' ? '$(debug-stop)' : '$(check)';
+  const icon =
+    p.state === 'running' || p.state === 'starting'
+      ? '$(sync~spin)'
+      : p.state === 'failed'
+        ? '$(error)'
+        : p.state === 'stopped'
+          ? '$(debug-stop)'
+          : '$(check)';
   const iter =
-    p.iterations !== undefined ? ` ${p.iteration}/${p.iterations}` : p.state === 'starting' ? ' starting…' : p.state === 'running' ? ` ${p.iteration}` : ` ${p.state}`;
+    p.iterations !== undefined
+      ? ` ${p.iteration}/${p.iterations}`
+      : p.state === 'starting'
+        ? ' starting…'
+        : p.state === 'running'
+          ? ` ${p.iteration}`
+          : ` ${p.state}`;
   const pass = pct(p.heldoutPassRate ?? p.passRate);
   return `${icon} Turnwise${iter}${pass ? ` · pass ${pass}` : ''}`;
 }

@@ -19,7 +19,9 @@ export function toPoints(rows: readonly MetricsRow[]): MetricsPoint[] {
 }
 
 /** Mean pass rate of each task per iteration (train and held-out rows apart). */
-export function taskTable(byIteration: ReadonlyArray<{ iteration: number; split: 'train' | 'heldout'; summaries: readonly TrajectorySummary[] }>): TaskTable {
+export function taskTable(
+  byIteration: ReadonlyArray<{ iteration: number; split: 'train' | 'heldout'; summaries: readonly TrajectorySummary[] }>,
+): TaskTable {
   const iterations = [...new Set(byIteration.map((b) => b.iteration))].sort((a, b) => a - b);
   const col = new Map(iterations.map((it, i) => [it, i]));
   const rows = new Map<string, { taskId: string; split: 'train' | 'heldout'; sums: number[]; ns: number[] }>();
@@ -43,7 +45,11 @@ export function taskTable(byIteration: ReadonlyArray<{ iteration: number; split:
 }
 
 /** Histogram of per-turn advantages ("total") and of each named component, on shared bins. */
-export function advantageHistogram(trajectories: readonly Pick<Trajectory, 'turns'>[], iteration: number, bins = 21): AdvantageHistogram | null {
+export function advantageHistogram(
+  trajectories: readonly Pick<Trajectory, 'turns'>[],
+  iteration: number,
+  bins = 21,
+): AdvantageHistogram | null {
   const values: Record<string, number[]> = { total: [] };
   let turns = 0;
   for (const t of trajectories) {

@@ -52,7 +52,6 @@ export function runsRoot(workspace: string): string {
   return path.join(workspace, RUNS_DIR);
 }
 
-
 /** `<name>__<estimator>__<seed>__<time>` (core/run.ts newRunId). */
 export function estimatorFromRunId(runId: string): string | undefined {
   const parts = runId.split('__');
@@ -124,14 +123,18 @@ export function runStartedAt(runId: string): Date | undefined {
 export function runRow(r: RunSummary): { label: string; description: string } {
   const start = runStartedAt(r.runId);
   const two = (n: number) => String(n).padStart(2, '0');
-  const when = start ? `${start.getFullYear()}-${two(start.getMonth() + 1)}-${two(start.getDate())} ${two(start.getHours())}:${two(start.getMinutes())}` : undefined;
+  const when = start
+    ? `${start.getFullYear()}-${two(start.getMonth() + 1)}-${two(start.getDate())} ${two(start.getHours())}:${two(start.getMinutes())}`
+    : undefined;
   const label = when ? [when, r.estimator, r.model?.label].filter(Boolean).join(' · ') : r.runId;
   const num = (x: unknown) => (typeof x === 'number' && Number.isFinite(x) ? x : undefined);
   const done = r.lastCompleteIteration !== undefined && r.lastCompleteIteration >= 0 ? r.lastCompleteIteration : undefined;
   const heldout = num(r.last?.['heldout/resolved']);
   const pass = num(r.last?.['tests/pass_rate']);
   const rate = heldout !== undefined ? `held-out ${pct(heldout)}` : pass !== undefined ? `pass ${pct(pass)}` : undefined;
-  const description = [r.state, done !== undefined ? `${done}/${r.iterations ?? '?'} it` : undefined, rate, when ? r.runId : undefined].filter(Boolean).join(' · ');
+  const description = [r.state, done !== undefined ? `${done}/${r.iterations ?? '?'} it` : undefined, rate, when ? r.runId : undefined]
+    .filter(Boolean)
+    .join(' · ');
   return { label, description };
 }
 
@@ -190,7 +193,6 @@ export class TrajectoryScanCache {
   }
 }
 
-
 /** Groups summaries by task, in the order tasks first appear. */
 export function groupByTask(summaries: readonly TrajectorySummary[], split: 'train' | 'heldout'): TaskSummary[] {
   const byTask = new Map<string, TrajectorySummary[]>();
@@ -218,7 +220,15 @@ export function groupByTask(summaries: readonly TrajectorySummary[], split: 'tra
         pN++;
       }
     }
-    out.push({ taskId, split, episodes: trajectories.length, resolved, meanReward: rN ? rSum / rN : null, meanPassRate: pN ? pSum / pN : null, trajectories });
+    out.push({
+      taskId,
+      split,
+      episodes: trajectories.length,
+      resolved,
+      meanReward: rN ? rSum / rN : null,
+      meanPassRate: pN ? pSum / pN : null,
+      trajectories,
+    });
   }
   return out;
 }

@@ -65,7 +65,12 @@ export function runModelOf(runDir: string, config: Record<string, unknown> | und
   let adapter: RunAdapter | undefined;
   if (l && typeof l === 'object' && !Array.isArray(l)) {
     const o = l as Record<string, unknown>;
-    const targets = o.target_modules === 'all-linear' ? ['all-linear'] : Array.isArray(o.target_modules) ? o.target_modules.filter((t): t is string => typeof t === 'string') : [];
+    const targets =
+      o.target_modules === 'all-linear'
+        ? ['all-linear']
+        : Array.isArray(o.target_modules)
+          ? o.target_modules.filter((t): t is string => typeof t === 'string')
+          : [];
     const latest = latestAdapterCheckpoint(runDir);
     adapter = {
       r: typeof o.r === 'number' ? o.r : 16,
@@ -78,7 +83,12 @@ export function runModelOf(runDir: string, config: Record<string, unknown> | und
   const modelLine = embedded ? `model: ${EMBEDDED_MODEL_NAME} (embedded)` : `model: ${name} (${folder})`;
   const details = [modelLine];
   if (adapter) {
-    const mods = adapter.targets.length === 0 ? '' : adapter.targets.length === ALL_LINEAR || adapter.targets[0] === 'all-linear' ? ' on all linear projections' : ` on ${adapter.targets.join(', ')}`;
+    const mods =
+      adapter.targets.length === 0
+        ? ''
+        : adapter.targets.length === ALL_LINEAR || adapter.targets[0] === 'all-linear'
+          ? ' on all linear projections'
+          : ` on ${adapter.targets.join(', ')}`;
     details.push(
       `adapter: LoRA r ${adapter.r}, lora_alpha ${adapter.loraAlpha}${adapter.rslora ? ', rsLoRA' : ''}${mods}; ` +
         (adapter.latest ? `latest ${adapter.latest} (PEFT adapter over the model)` : 'no adapter checkpoint yet'),
@@ -104,7 +114,14 @@ function formatIn(file: string, key: string): TrajectoryActionFormat | undefined
  * one beside every checkpoint), else the run's config.json (`actionFormat`), else `chat` when the
  * turns carry replies; undefined when nothing says (a run from before formats were recorded).
  */
-export function trajectoryActionFormat(runDir: string, traj: { checkpoint: string; turns: readonly { reply?: string }[] }): TrajectoryActionFormat | undefined {
+export function trajectoryActionFormat(
+  runDir: string,
+  traj: { checkpoint: string; turns: readonly { reply?: string }[] },
+): TrajectoryActionFormat | undefined {
   const ck = traj.checkpoint ? path.resolve(runDir, traj.checkpoint) : undefined;
-  return (ck ? formatIn(path.join(ck, 'action_format.json'), 'format') : undefined) ?? formatIn(path.join(runDir, 'config.json'), 'actionFormat') ?? (traj.turns.some((t) => t.reply !== undefined) ? 'chat' : undefined);
+  return (
+    (ck ? formatIn(path.join(ck, 'action_format.json'), 'format') : undefined) ??
+    formatIn(path.join(runDir, 'config.json'), 'actionFormat') ??
+    (traj.turns.some((t) => t.reply !== undefined) ? 'chat' : undefined)
+  );
 }

@@ -11,17 +11,27 @@ import { byteLevelAlphabet, byteLevelBpeJson } from './tokenizer';
  * non-letter, single digits, punctuation runs, newline runs, other whitespace). Llama 3's is the
  * same with digits in runs of up to three.
  */
-export const SPLIT_PATTERN_QWEN2 = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+export const SPLIT_PATTERN_QWEN2 =
+  "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 export const SPLIT_PATTERN_LLAMA3 = SPLIT_PATTERN_QWEN2.replace('|\\p{N}|', '|\\p{N}{1,3}|');
 
 /** The same split as a JavaScript regular expression (the inline `(?i:` spelled out), for learning merges. */
 function splitRegex(digits: 1 | 3): RegExp {
   const num = digits === 1 ? '\\p{N}' : '\\p{N}{1,3}';
-  return new RegExp(`'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD]|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|${num}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+`, 'gu');
+  return new RegExp(
+    `'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD]|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|${num}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+`,
+    'gu',
+  );
 }
 
 export const CHATML_SPECIAL_TOKENS = ['<|endoftext|>', '<|im_start|>', '<|im_end|>'] as const;
-export const LLAMA3_SPECIAL_TOKENS = ['<|begin_of_text|>', '<|end_of_text|>', '<|start_header_id|>', '<|end_header_id|>', '<|eot_id|>'] as const;
+export const LLAMA3_SPECIAL_TOKENS = [
+  '<|begin_of_text|>',
+  '<|end_of_text|>',
+  '<|start_header_id|>',
+  '<|end_header_id|>',
+  '<|eot_id|>',
+] as const;
 
 /**
  * Text the generated tokenizers learn their merges from: what an agent's conversation holds
@@ -73,10 +83,11 @@ export function learnMerges(corpus: string, count: number, digits: 1 | 3 = 1): [
   const merges: [string, string][] = [];
   while (merges.length < count) {
     const pairs = new Map<string, number>();
-    for (const { symbols, n } of words) for (let i = 0; i + 1 < symbols.length; i++) {
-      const key = `${symbols[i]}\u0000${symbols[i + 1]}`;
-      pairs.set(key, (pairs.get(key) ?? 0) + n);
-    }
+    for (const { symbols, n } of words)
+      for (let i = 0; i + 1 < symbols.length; i++) {
+        const key = `${symbols[i]}\u0000${symbols[i + 1]}`;
+        pairs.set(key, (pairs.get(key) ?? 0) + n);
+      }
     let best: string | undefined;
     let bestN = 1;
     for (const [key, n] of pairs) {
@@ -111,7 +122,12 @@ export function learnMerges(corpus: string, count: number, digits: 1 | 3 = 1): [
 export function byteLevelBpeTokenizerJson(o: BpeOptions): Record<string, unknown> {
   const digits = o.digits ?? 1;
   const merges = learnMerges(o.corpus ?? BPE_CORPUS, o.merges ?? 400, digits);
-  return byteLevelBpeJson({ merges, specialTokens: o.specialTokens, split: digits === 1 ? SPLIT_PATTERN_QWEN2 : SPLIT_PATTERN_LLAMA3, subwordAffix: '' });
+  return byteLevelBpeJson({
+    merges,
+    specialTokens: o.specialTokens,
+    split: digits === 1 ? SPLIT_PATTERN_QWEN2 : SPLIT_PATTERN_LLAMA3,
+    subwordAffix: '',
+  });
 }
 
 /**
@@ -120,11 +136,11 @@ export function byteLevelBpeTokenizerJson(o: BpeOptions): Record<string, unknown
  * none, `<|im_start|>assistant\n` as the generation prompt; an unknown role raises.
  */
 export const CHATML_TEMPLATE = [
-  "{%- for message in messages -%}",
+  '{%- for message in messages -%}',
   "{%- if message.role not in ['system', 'user', 'assistant'] -%}{{ raise_exception('unsupported role: ' + message.role) }}{%- endif -%}",
   "{%- if loop.first and message.role != 'system' -%}{{ '<|im_start|>system\\nYou are a helpful coding assistant.<|im_end|>\\n' }}{%- endif -%}",
   "{{ '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' }}",
-  "{%- endfor -%}",
+  '{%- endfor -%}',
   "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n' }}{%- endif -%}",
 ].join('\n');
 
@@ -147,12 +163,34 @@ export type ChatKind = 'chatml' | 'llama3';
  * tokenizer.json and tokenizer_config.json (special tokens, eos, the chat template) of a
  * generated chat model folder of either kind.
  */
-export function chatTokenizerFiles(kind: ChatKind, o: { merges?: number; corpus?: string } = {}): { tokenizerJson: Record<string, unknown>; tokenizerConfig: Record<string, unknown> } {
+export function chatTokenizerFiles(
+  kind: ChatKind,
+  o: { merges?: number; corpus?: string } = {},
+): { tokenizerJson: Record<string, unknown>; tokenizerConfig: Record<string, unknown> } {
   const chatml = kind === 'chatml';
-  const tokenizerJson = byteLevelBpeTokenizerJson({ ...o, specialTokens: chatml ? CHATML_SPECIAL_TOKENS : LLAMA3_SPECIAL_TOKENS, digits: chatml ? 1 : 3 });
+  const tokenizerJson = byteLevelBpeTokenizerJson({
+    ...o,
+    specialTokens: chatml ? CHATML_SPECIAL_TOKENS : LLAMA3_SPECIAL_TOKENS,
+    digits: chatml ? 1 : 3,
+  });
   const tokenizerConfig = chatml
-    ? { tokenizer_class: 'Qwen2Tokenizer', bos_token: null, eos_token: '<|im_end|>', pad_token: '<|endoftext|>', clean_up_tokenization_spaces: false, model_max_length: 32768, chat_template: CHATML_TEMPLATE }
-    : { tokenizer_class: 'PreTrainedTokenizerFast', bos_token: '<|begin_of_text|>', eos_token: '<|eot_id|>', clean_up_tokenization_spaces: true, model_max_length: 131072, chat_template: HEADER_TEMPLATE };
+    ? {
+        tokenizer_class: 'Qwen2Tokenizer',
+        bos_token: null,
+        eos_token: '<|im_end|>',
+        pad_token: '<|endoftext|>',
+        clean_up_tokenization_spaces: false,
+        model_max_length: 32768,
+        chat_template: CHATML_TEMPLATE,
+      }
+    : {
+        tokenizer_class: 'PreTrainedTokenizerFast',
+        bos_token: '<|begin_of_text|>',
+        eos_token: '<|eot_id|>',
+        clean_up_tokenization_spaces: true,
+        model_max_length: 131072,
+        chat_template: HEADER_TEMPLATE,
+      };
   return { tokenizerJson, tokenizerConfig };
 }
 

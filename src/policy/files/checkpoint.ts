@@ -43,11 +43,15 @@ export function adapterBaseDir(dir: string): string | undefined {
   const raw = readJsonFile(cfg, CHECKPOINT_JSON) as { base_model_name_or_path?: unknown };
   const base = raw && typeof raw === 'object' ? raw.base_model_name_or_path : undefined;
   if (typeof base !== 'string' || base === '') {
-    throw new TurnwiseError('invalid-file', `${cfg} names no base model (base_model_name_or_path)`, { hint: 'give the base with --model BASE and the adapter with --adapter DIR' });
+    throw new TurnwiseError('invalid-file', `${cfg} names no base model (base_model_name_or_path)`, {
+      hint: 'give the base with --model BASE and the adapter with --adapter DIR',
+    });
   }
   const resolved = path.resolve(dir, base);
   if (!fs.existsSync(path.join(resolved, 'config.json'))) {
-    throw new TurnwiseError('not-found', `the adapter in ${dir} was trained on ${JSON.stringify(base)}, which is not a model folder here`, { hint: 'give the base with --model BASE and the adapter with --adapter DIR' });
+    throw new TurnwiseError('not-found', `the adapter in ${dir} was trained on ${JSON.stringify(base)}, which is not a model folder here`, {
+      hint: 'give the base with --model BASE and the adapter with --adapter DIR',
+    });
   }
   return resolved;
 }
@@ -61,11 +65,22 @@ export function optimizerToTensors(config: ModelConfig, s: OptimizerState): Tens
 }
 
 export function optimizerFromTensors(config: ModelConfig, t: TensorMap, source = 'optimizer.safetensors'): OptimizerState {
-  return stateFromTensors(paramSpecs(config), t, { source, matches: 'the model', hint: 'delete optimizer.safetensors to restart the optimizer from zero, or use the matching checkpoint' });
+  return stateFromTensors(paramSpecs(config), t, {
+    source,
+    matches: 'the model',
+    hint: 'delete optimizer.safetensors to restart the optimizer from zero, or use the matching checkpoint',
+  });
 }
 
 /** Files a checkpoint directory may hold; anything else in one is the user's. */
-export const CHECKPOINT_FILES: readonly string[] = ['model.safetensors', 'optimizer.safetensors', 'config.json', 'tokenizer.json', 'tokenizer_config.json', SWAP_MARKER];
+export const CHECKPOINT_FILES: readonly string[] = [
+  'model.safetensors',
+  'optimizer.safetensors',
+  'config.json',
+  'tokenizer.json',
+  'tokenizer_config.json',
+  SWAP_MARKER,
+];
 
 /**
  * Writes a complete checkpoint to `dir`, replacing any checkpoint there only once the new one
@@ -78,23 +93,31 @@ export function saveCheckpoint(dir: string, ck: Checkpoint): void {
       const c = ck.weights.config;
       writeFileAtomic(path.join(tmp, 'model.safetensors'), safetensorsParts(weightsToTensors(ck.weights), { format: 'pt' }));
       if (ck.optimizer) {
-        writeFileAtomic(path.join(tmp, 'optimizer.safetensors'), safetensorsParts(optimizerToTensors(c, ck.optimizer), { format: 'turnwise-adamw' }));
+        writeFileAtomic(
+          path.join(tmp, 'optimizer.safetensors'),
+          safetensorsParts(optimizerToTensors(c, ck.optimizer), { format: 'turnwise-adamw' }),
+        );
       }
       writeFileAtomic(path.join(tmp, 'config.json'), JSON.stringify(configToJson(c), null, 2) + '\n');
       writeFileAtomic(path.join(tmp, 'tokenizer.json'), JSON.stringify(ck.tokenizerJson) + '\n');
       if (ck.tokenizerConfig) writeFileAtomic(path.join(tmp, 'tokenizer_config.json'), JSON.stringify(ck.tokenizerConfig, null, 2) + '\n');
     });
   } catch (e) {
-    throw new TurnwiseError(e instanceof TurnwiseError && e.code === 'invalid-input' ? 'invalid-input' : 'internal', `could not write checkpoint ${target}: ${(e as Error).message}`, {
-      hint: 'check free disk space and permissions; any previous checkpoint there is unchanged',
-      cause: e,
-    });
+    throw new TurnwiseError(
+      e instanceof TurnwiseError && e.code === 'invalid-input' ? 'invalid-input' : 'internal',
+      `could not write checkpoint ${target}: ${(e as Error).message}`,
+      {
+        hint: 'check free disk space and permissions; any previous checkpoint there is unchanged',
+        cause: e,
+      },
+    );
   }
 }
 
 /** What to do about a checkpoint's JSON file that cannot be read or parsed. */
 const CHECKPOINT_JSON = {
-  unreadable: 'a checkpoint directory holds config.json, model.safetensors and tokenizer.json; create one with `turnwise policy init --out DIR`',
+  unreadable:
+    'a checkpoint directory holds config.json, model.safetensors and tokenizer.json; create one with `turnwise policy init --out DIR`',
   invalid: 'the file is damaged; use an earlier checkpoint',
 };
 
@@ -113,15 +136,19 @@ export function loadCheckpoint(dir: string, options: { optimizer?: boolean } = {
     return { ...ck, adapter, ...(adapterOptimizer ? { adapterOptimizer } : {}), adapterDir: path.resolve(dir) };
   }
   if (!fs.existsSync(d)) {
-    throw new TurnwiseError('not-found', `model directory ${d} does not exist`, { hint: 'create one with `turnwise policy init --out DIR`' });
+    throw new TurnwiseError('not-found', `model directory ${d} does not exist`, {
+      hint: 'create one with `turnwise policy init --out DIR`',
+    });
   }
   if (!fs.statSync(d).isDirectory()) {
-    throw new TurnwiseError('invalid-input', `${d} is a file, not a model directory`, { hint: 'give the directory that holds config.json, model.safetensors and tokenizer.json' });
+    throw new TurnwiseError('invalid-input', `${d} is a file, not a model directory`, {
+      hint: 'give the directory that holds config.json, model.safetensors and tokenizer.json',
+    });
   }
   const configFile = path.join(d, 'config.json');
   if (!fs.existsSync(configFile) && !fs.existsSync(path.join(d, 'model.safetensors'))) {
     throw new TurnwiseError('invalid-input', `${d} is not a model folder: it holds neither config.json nor model.safetensors`, {
-      hint: 'give a folder that holds config.json, model.safetensors and tokenizer.json: a Turnwise checkpoint (a run\'s checkpoints/N, `turnwise warmstart --out`) or a Hugging Face model folder',
+      hint: "give a folder that holds config.json, model.safetensors and tokenizer.json: a Turnwise checkpoint (a run's checkpoints/N, `turnwise warmstart --out`) or a Hugging Face model folder",
     });
   }
   const config = parseModelConfig(readJsonFile(configFile, CHECKPOINT_JSON), configFile);
@@ -131,7 +158,12 @@ export function loadCheckpoint(dir: string, options: { optimizer?: boolean } = {
   const genEos = generationEosIds(d);
   if (genEos?.length) {
     const outside = genEos.filter((t) => t >= config.vocab_size);
-    if (outside.length) throw new TurnwiseError('invalid-file', `${path.join(d, 'generation_config.json')}: eos_token_id ${outside.join(', ')} is outside the vocabulary (vocab_size ${config.vocab_size})`, { hint: 'the file belongs to another model; remove it or copy the matching one' });
+    if (outside.length)
+      throw new TurnwiseError(
+        'invalid-file',
+        `${path.join(d, 'generation_config.json')}: eos_token_id ${outside.join(', ')} is outside the vocabulary (vocab_size ${config.vocab_size})`,
+        { hint: 'the file belongs to another model; remove it or copy the matching one' },
+      );
     const all = [...new Set([...(config.eos_token_ids ?? (config.eos_token_id !== undefined ? [config.eos_token_id] : [])), ...genEos])];
     weights.config.eos_token_id ??= all[0];
     if (all.length > 1) weights.config.eos_token_ids = all;

@@ -7,7 +7,19 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { TurnwiseError } from '../../core/errors';
 import { readJsonFile, replaceDirAtomic, writeFileAtomic } from '../../core/fs';
-import { biasesOf, configToJson, familyOf, headDim, kvBytesPerToken, MODEL_FAMILIES, parameterCount, paramSpecs, parseModelConfig, type ConfigDType, type ModelConfig } from '../model/config';
+import {
+  biasesOf,
+  configToJson,
+  familyOf,
+  headDim,
+  kvBytesPerToken,
+  MODEL_FAMILIES,
+  parameterCount,
+  paramSpecs,
+  parseModelConfig,
+  type ConfigDType,
+  type ModelConfig,
+} from '../model/config';
 import { numel, readSafetensorsFile, readSafetensorsHeader, safetensorsParts, type SafeDType, type TensorMap } from './safetensors';
 import { loadTokenizer } from './tokenizer';
 import type { PolicyWeights } from '../model/weights';
@@ -19,12 +31,17 @@ function readBytes(file: string, what: string): Uint8Array {
   try {
     return fs.readFileSync(file);
   } catch (e) {
-    throw new TurnwiseError('not-found', `cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`, { hint: what });
+    throw new TurnwiseError('not-found', `cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`, {
+      hint: what,
+    });
   }
 }
 
 /** What to do about a model folder's JSON file (config.json, the weights' index, the tokenizer's) that cannot be read or parsed. */
-const FOLDER_JSON = { unreadable: 'the model folder is incomplete', invalid: 'the file is damaged; download or copy the model folder again' };
+const FOLDER_JSON = {
+  unreadable: 'the model folder is incomplete',
+  invalid: 'the file is damaged; download or copy the model folder again',
+};
 
 /** The weight files of a folder: model.safetensors, or the shards its index names (in order). */
 export function weightFiles(dir: string): { files: string[]; index?: string } {
@@ -34,19 +51,28 @@ export function weightFiles(dir: string): { files: string[]; index?: string } {
     const raw = readJsonFile(indexFile, FOLDER_JSON) as { weight_map?: unknown };
     const map = raw && typeof raw === 'object' ? raw.weight_map : undefined;
     if (!map || typeof map !== 'object' || Array.isArray(map) || !Object.values(map).every((v) => typeof v === 'string')) {
-      throw new TurnwiseError('invalid-file', `${indexFile} has no weight_map of tensor name → shard file`, { hint: 'the index is damaged; copy the model folder again' });
+      throw new TurnwiseError('invalid-file', `${indexFile} has no weight_map of tensor name → shard file`, {
+        hint: 'the index is damaged; copy the model folder again',
+      });
     }
     const shards = [...new Set(Object.values(map as Record<string, string>))].sort();
     for (const s of shards) {
-      if (s !== path.basename(s) || s.startsWith('.')) throw new TurnwiseError('invalid-file', `${indexFile} names a shard outside the folder: ${JSON.stringify(s)}`, { hint: 'a shard is a file name in the model folder' });
+      if (s !== path.basename(s) || s.startsWith('.'))
+        throw new TurnwiseError('invalid-file', `${indexFile} names a shard outside the folder: ${JSON.stringify(s)}`, {
+          hint: 'a shard is a file name in the model folder',
+        });
       if (!fs.existsSync(path.join(dir, s))) {
-        throw new TurnwiseError('not-found', `shard ${s} named by ${indexFile} is missing from ${dir}`, { hint: `the folder is incomplete: copy every model-*.safetensors file (${shards.length} shard(s)) into it` });
+        throw new TurnwiseError('not-found', `shard ${s} named by ${indexFile} is missing from ${dir}`, {
+          hint: `the folder is incomplete: copy every model-*.safetensors file (${shards.length} shard(s)) into it`,
+        });
       }
     }
     return { files: shards.map((s) => path.join(dir, s)), index: indexFile };
   }
   if (fs.existsSync(single)) return { files: [single] };
-  throw new TurnwiseError('not-found', `${dir} holds neither ${WEIGHTS_FILE} nor ${WEIGHTS_INDEX}`, { hint: 'give a model folder with its safetensors weights (PyTorch .bin files are not read)' });
+  throw new TurnwiseError('not-found', `${dir} holds neither ${WEIGHTS_FILE} nor ${WEIGHTS_INDEX}`, {
+    hint: 'give a model folder with its safetensors weights (PyTorch .bin files are not read)',
+  });
 }
 
 /**
@@ -55,7 +81,7 @@ export function weightFiles(dir: string): { files: string[]; index?: string } {
  */
 export function readModelTensors(dir: string): { tensors: TensorMap; dtypes: Set<SafeDType>; files: string[] } {
   const { files, index } = weightFiles(dir);
-  const expected = index ? ((readJsonFile(index, FOLDER_JSON) as { weight_map: Record<string, string> }).weight_map) : undefined;
+  const expected = index ? (readJsonFile(index, FOLDER_JSON) as { weight_map: Record<string, string> }).weight_map : undefined;
   const tensors: TensorMap = new Map();
   const from = new Map<string, string>();
   const dtypes = new Set<SafeDType>();
@@ -63,9 +89,16 @@ export function readModelTensors(dir: string): { tensors: TensorMap; dtypes: Set
     const part = readSafetensorsFile(f, 'the model folder is incomplete').tensors;
     for (const [name, t] of part) {
       const other = from.get(name);
-      if (other) throw new TurnwiseError('invalid-file', `tensor ${name} is in both ${path.basename(other)} and ${path.basename(f)}`, { hint: 'the shards come from different models; copy the model folder again' });
+      if (other)
+        throw new TurnwiseError('invalid-file', `tensor ${name} is in both ${path.basename(other)} and ${path.basename(f)}`, {
+          hint: 'the shards come from different models; copy the model folder again',
+        });
       if (expected && expected[name] !== path.basename(f)) {
-        throw new TurnwiseError('invalid-file', `${index} puts ${name} in ${expected[name] ?? 'no shard'}, but it is in ${path.basename(f)}`, { hint: 'the index and the shards disagree; copy the model folder again' });
+        throw new TurnwiseError(
+          'invalid-file',
+          `${index} puts ${name} in ${expected[name] ?? 'no shard'}, but it is in ${path.basename(f)}`,
+          { hint: 'the index and the shards disagree; copy the model folder again' },
+        );
       }
       from.set(name, f);
       tensors.set(name, t);
@@ -74,7 +107,12 @@ export function readModelTensors(dir: string): { tensors: TensorMap; dtypes: Set
   }
   if (expected) {
     const missing = Object.keys(expected).filter((n) => !tensors.has(n));
-    if (missing.length) throw new TurnwiseError('invalid-file', `${index} names ${missing.length} tensor(s) no shard holds (${missing.slice(0, 3).join(', ')})`, { hint: 'a shard is truncated or from another model; copy the model folder again' });
+    if (missing.length)
+      throw new TurnwiseError(
+        'invalid-file',
+        `${index} names ${missing.length} tensor(s) no shard holds (${missing.slice(0, 3).join(', ')})`,
+        { hint: 'a shard is truncated or from another model; copy the model folder again' },
+      );
   }
   return { tensors, dtypes, files };
 }
@@ -82,7 +120,9 @@ export function readModelTensors(dir: string): { tensors: TensorMap; dtypes: Set
 /** A tokenizer may have fewer entries than the model's vocab_size (padded embeddings), never more. */
 export function assertTokenizerFits(tokFile: string, size: number, vocabSize: number): void {
   if (size > vocabSize) {
-    throw new TurnwiseError('invalid-file', `${tokFile} has ${size} tokens but config.json vocab_size is ${vocabSize}`, { hint: 'the tokenizer belongs to another model; use the tokenizer.json saved with these weights' });
+    throw new TurnwiseError('invalid-file', `${tokFile} has ${size} tokens but config.json vocab_size is ${vocabSize}`, {
+      hint: 'the tokenizer belongs to another model; use the tokenizer.json saved with these weights',
+    });
   }
 }
 
@@ -94,19 +134,26 @@ export function generationEosIds(dir: string): number[] | undefined {
   const v = raw && typeof raw === 'object' ? raw.eos_token_id : undefined;
   const list = Array.isArray(v) ? v : v === undefined || v === null ? [] : [v];
   if (!list.every((x) => Number.isInteger(x) && (x as number) >= 0)) {
-    throw new TurnwiseError('invalid-file', `${file}: eos_token_id must be a token id or a list of them, got ${JSON.stringify(v)}`, { hint: 'fix the file or remove it (config.json\'s eos_token_id is used then)' });
+    throw new TurnwiseError('invalid-file', `${file}: eos_token_id must be a token id or a list of them, got ${JSON.stringify(v)}`, {
+      hint: "fix the file or remove it (config.json's eos_token_id is used then)",
+    });
   }
   return list as number[];
 }
 
 /** The chat template: chat_template.jinja beside the tokenizer, else tokenizer_config.json's `chat_template` (a string, or the "default" of a list). */
-export function chatTemplateOf(dir: string, tokenizerConfig: Record<string, unknown> | undefined): { template: string; source: string } | undefined {
+export function chatTemplateOf(
+  dir: string,
+  tokenizerConfig: Record<string, unknown> | undefined,
+): { template: string; source: string } | undefined {
   const jinja = path.join(dir, 'chat_template.jinja');
-  if (fs.existsSync(jinja)) return { template: Buffer.from(readBytes(jinja, 'the model folder is incomplete')).toString('utf8'), source: jinja };
+  if (fs.existsSync(jinja))
+    return { template: Buffer.from(readBytes(jinja, 'the model folder is incomplete')).toString('utf8'), source: jinja };
   const t = tokenizerConfig?.chat_template;
   if (typeof t === 'string') return { template: t, source: path.join(dir, 'tokenizer_config.json') };
   if (Array.isArray(t)) {
-    const d = t.find((x) => x && typeof x === 'object' && (x as { name?: unknown }).name === 'default') as { template?: unknown } | undefined;
+    const d = t.find((x) => x && typeof x === 'object' && (x as { name?: unknown }).name === 'default') as
+      { template?: unknown } | undefined;
     if (typeof d?.template === 'string') return { template: d.template, source: path.join(dir, 'tokenizer_config.json') };
   }
   return undefined;
@@ -155,14 +202,27 @@ export function writeModelFolder(dir: string, w: PolicyWeights | LazyWeights, o:
   const config: ModelConfig = { ...w.config, torch_dtype: o.dtype };
   replaceDirAtomic(path.resolve(dir), (tmp) => {
     const n = groups.length;
-    const names = groups.map((_, i) => (o.shardBytes === undefined ? WEIGHTS_FILE : `model-${String(i + 1).padStart(5, '0')}-of-${String(n).padStart(5, '0')}.safetensors`));
+    const names = groups.map((_, i) =>
+      o.shardBytes === undefined ? WEIGHTS_FILE : `model-${String(i + 1).padStart(5, '0')}-of-${String(n).padStart(5, '0')}.safetensors`,
+    );
     const weightMap: Record<string, string> = {};
     groups.forEach((g, i) => {
-      const m = new Map(g.map((s) => [s.name, 'make' in w ? { dtype, shape: s.shape, make: () => w.make(s.name, s.shape) } : { dtype, shape: s.shape, data: w.tensors.get(s.name)! }]));
+      const m = new Map(
+        g.map((s) => [
+          s.name,
+          'make' in w
+            ? { dtype, shape: s.shape, make: () => w.make(s.name, s.shape) }
+            : { dtype, shape: s.shape, data: w.tensors.get(s.name)! },
+        ]),
+      );
       writeFileAtomic(path.join(tmp, names[i]), safetensorsParts(m, { format: 'pt' }));
       for (const s of g) weightMap[s.name] = names[i];
     });
-    if (o.shardBytes !== undefined) writeFileAtomic(path.join(tmp, WEIGHTS_INDEX), JSON.stringify({ metadata: { total_size: total }, weight_map: weightMap }, null, 2) + '\n');
+    if (o.shardBytes !== undefined)
+      writeFileAtomic(
+        path.join(tmp, WEIGHTS_INDEX),
+        JSON.stringify({ metadata: { total_size: total }, weight_map: weightMap }, null, 2) + '\n',
+      );
     writeFileAtomic(path.join(tmp, 'config.json'), JSON.stringify(configToJson(config), null, 2) + '\n');
     writeFileAtomic(path.join(tmp, 'tokenizer.json'), JSON.stringify(o.tokenizerJson) + '\n');
     if (o.tokenizerConfig) writeFileAtomic(path.join(tmp, 'tokenizer_config.json'), JSON.stringify(o.tokenizerConfig, null, 2) + '\n');
@@ -210,9 +270,15 @@ export interface ModelInspection {
  */
 export function inspectModelFolder(dir: string): ModelInspection {
   const d = path.resolve(dir);
-  if (!fs.existsSync(d) || !fs.statSync(d).isDirectory()) throw new TurnwiseError('not-found', `model folder ${d} does not exist`, { hint: 'give the folder that holds config.json, the safetensors weights and tokenizer.json' });
+  if (!fs.existsSync(d) || !fs.statSync(d).isDirectory())
+    throw new TurnwiseError('not-found', `model folder ${d} does not exist`, {
+      hint: 'give the folder that holds config.json, the safetensors weights and tokenizer.json',
+    });
   const configFile = path.join(d, 'config.json');
-  if (!fs.existsSync(configFile)) throw new TurnwiseError('invalid-input', `${d} has no config.json, so it is not a model folder`, { hint: 'give a Hugging Face model folder (config.json, model.safetensors or shards, tokenizer.json)' });
+  if (!fs.existsSync(configFile))
+    throw new TurnwiseError('invalid-input', `${d} has no config.json, so it is not a model folder`, {
+      hint: 'give a Hugging Face model folder (config.json, model.safetensors or shards, tokenizer.json)',
+    });
   const config = parseModelConfig(readJsonFile(configFile, FOLDER_JSON), configFile);
   const { files } = weightFiles(d);
   const stored = new Map<string, { dtype: SafeDType; shape: number[]; file: string }>();
@@ -221,19 +287,35 @@ export function inspectModelFolder(dir: string): ModelInspection {
   for (const s of paramSpecs(config)) {
     const t = stored.get(s.name);
     if (!t) problems.push(`missing tensor ${s.name} [${s.shape}]`);
-    else if (t.shape.join(',') !== s.shape.join(',')) problems.push(`${s.name} (${path.basename(t.file)}) has shape [${t.shape}], the config needs [${s.shape}]`);
+    else if (t.shape.join(',') !== s.shape.join(','))
+      problems.push(`${s.name} (${path.basename(t.file)}) has shape [${t.shape}], the config needs [${s.shape}]`);
   }
-  if (problems.length) throw new TurnwiseError('invalid-file', `the weights in ${d} do not match config.json:\n  ${problems.slice(0, 20).join('\n  ')}`, { hint: 'the weights and config.json come from different models' });
+  if (problems.length)
+    throw new TurnwiseError('invalid-file', `the weights in ${d} do not match config.json:\n  ${problems.slice(0, 20).join('\n  ')}`, {
+      hint: 'the weights and config.json come from different models',
+    });
   const tokFile = path.join(d, 'tokenizer.json');
-  if (!fs.existsSync(tokFile)) throw new TurnwiseError('not-found', `${d} has no tokenizer.json`, { hint: 'copy the model\'s tokenizer.json (and tokenizer_config.json) into the folder' });
+  if (!fs.existsSync(tokFile))
+    throw new TurnwiseError('not-found', `${d} has no tokenizer.json`, {
+      hint: "copy the model's tokenizer.json (and tokenizer_config.json) into the folder",
+    });
   const tokenizerJson = readJsonFile(tokFile, FOLDER_JSON) as Record<string, unknown>;
   const tcFile = path.join(d, 'tokenizer_config.json');
   const tokenizerConfig = fs.existsSync(tcFile) ? (readJsonFile(tcFile, FOLDER_JSON) as Record<string, unknown>) : undefined;
   const tok = loadTokenizer(tokenizerJson, tokenizerConfig, tokFile);
   assertTokenizerFits(tokFile, tok.size, config.vocab_size);
-  const added = Array.isArray(tokenizerJson.added_tokens) ? (tokenizerJson.added_tokens as { content?: unknown; special?: unknown }[]).filter((t) => t.special === true && typeof t.content === 'string').map((t) => t.content as string) : [];
+  const added = Array.isArray(tokenizerJson.added_tokens)
+    ? (tokenizerJson.added_tokens as { content?: unknown; special?: unknown }[])
+        .filter((t) => t.special === true && typeof t.content === 'string')
+        .map((t) => t.content as string)
+    : [];
   const model = tokenizerJson.model as { type?: unknown; merges?: unknown } | undefined;
-  const eos = [...new Set([...(config.eos_token_ids ?? (config.eos_token_id !== undefined ? [config.eos_token_id] : [])), ...(generationEosIds(d) ?? [])])];
+  const eos = [
+    ...new Set([
+      ...(config.eos_token_ids ?? (config.eos_token_id !== undefined ? [config.eos_token_id] : [])),
+      ...(generationEosIds(d) ?? []),
+    ]),
+  ];
   const tmpl = chatTemplateOf(d, tokenizerConfig);
   const n = parameterCount(config);
   const hd = headDim(config);
@@ -251,12 +333,37 @@ export function inspectModelFolder(dir: string): ModelInspection {
     heads: { query: config.num_attention_heads, keyValue: config.num_key_value_heads, dim: hd },
     context: config.max_position_embeddings,
     vocab: { config: config.vocab_size, tokenizer: tok.size },
-    rope: { theta: config.rope_theta, scaling: config.rope_scaling ? `llama3 (factor ${config.rope_scaling.factor}, original context ${config.rope_scaling.original_max_position_embeddings})` : 'none' },
+    rope: {
+      theta: config.rope_theta,
+      scaling: config.rope_scaling
+        ? `llama3 (factor ${config.rope_scaling.factor}, original context ${config.rope_scaling.original_max_position_embeddings})`
+        : 'none',
+    },
     biases: biasesOf(config),
     tiedEmbeddings: config.tie_word_embeddings,
-    tokenizer: { kind: `${typeof model?.type === 'string' ? model.type : 'unknown'}${Array.isArray(model?.merges) ? `, ${model.merges.length} merges` : ''}`, specialTokens: added.slice(0, 12) },
+    tokenizer: {
+      kind: `${typeof model?.type === 'string' ? model.type : 'unknown'}${Array.isArray(model?.merges) ? `, ${model.merges.length} merges` : ''}`,
+      specialTokens: added.slice(0, 12),
+    },
     eosIds: eos,
-    ...(tmpl ? { chatTemplate: { source: path.basename(tmpl.source), kind: /<\|im_start\|>/.test(tmpl.template) ? 'chatml' as const : /<\|start_header_id\|>/.test(tmpl.template) ? 'llama3' as const : 'other' as const, chars: tmpl.template.length } } : {}),
-    memory: { weightsF32Bytes: n * 4, kvBytesPerToken: kvPerToken, kvBytesAtContext: kvPerToken * config.max_position_embeddings, fullFineTuneBytes: n * 16 },
+    ...(tmpl
+      ? {
+          chatTemplate: {
+            source: path.basename(tmpl.source),
+            kind: /<\|im_start\|>/.test(tmpl.template)
+              ? ('chatml' as const)
+              : /<\|start_header_id\|>/.test(tmpl.template)
+                ? ('llama3' as const)
+                : ('other' as const),
+            chars: tmpl.template.length,
+          },
+        }
+      : {}),
+    memory: {
+      weightsF32Bytes: n * 4,
+      kvBytesPerToken: kvPerToken,
+      kvBytesAtContext: kvPerToken * config.max_position_embeddings,
+      fullFineTuneBytes: n * 16,
+    },
   };
 }

@@ -36,16 +36,27 @@ export function loraScale(c: Pick<LoraConfig, 'r' | 'lora_alpha' | 'use_rslora'>
 
 /** Reads a LoRA block (a run config's `lora`, or adapter_config.json); every problem is listed. */
 export function parseLoraConfig(raw: unknown, source: string, base = ''): LoraConfig {
-  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw new TurnwiseError('invalid-file', `${source} is not a JSON object`, { hint: 'write a LoRA block such as {"r": 16, "lora_alpha": 32, "target_modules": "all-linear"}' });
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw))
+    throw new TurnwiseError('invalid-file', `${source} is not a JSON object`, {
+      hint: 'write a LoRA block such as {"r": 16, "lora_alpha": 32, "target_modules": "all-linear"}',
+    });
   const r = raw as Record<string, unknown>;
   const problems: string[] = [];
-  if (r.peft_type !== undefined && r.peft_type !== 'LORA') problems.push(`peft_type is ${JSON.stringify(r.peft_type)}, only "LORA" is supported`);
-  if (r.task_type !== undefined && r.task_type !== null && r.task_type !== 'CAUSAL_LM') problems.push(`task_type is ${JSON.stringify(r.task_type)}, only "CAUSAL_LM" is supported`);
+  if (r.peft_type !== undefined && r.peft_type !== 'LORA')
+    problems.push(`peft_type is ${JSON.stringify(r.peft_type)}, only "LORA" is supported`);
+  if (r.task_type !== undefined && r.task_type !== null && r.task_type !== 'CAUSAL_LM')
+    problems.push(`task_type is ${JSON.stringify(r.task_type)}, only "CAUSAL_LM" is supported`);
   if (r.bias !== undefined && r.bias !== 'none') problems.push(`bias is ${JSON.stringify(r.bias)}, only "none" is supported`);
   if (r.fan_in_fan_out === true) problems.push('fan_in_fan_out is true: only the Linear layout (false) is supported');
   for (const f of ['modules_to_save', 'layers_to_transform', 'rank_pattern', 'alpha_pattern'] as const) {
     const v = r[f];
-    if (v !== undefined && v !== null && !(Array.isArray(v) && v.length === 0) && !(typeof v === 'object' && !Array.isArray(v) && Object.keys(v).length === 0)) problems.push(`${f} is set (${JSON.stringify(v).slice(0, 60)}): not supported`);
+    if (
+      v !== undefined &&
+      v !== null &&
+      !(Array.isArray(v) && v.length === 0) &&
+      !(typeof v === 'object' && !Array.isArray(v) && Object.keys(v).length === 0)
+    )
+      problems.push(`${f} is set (${JSON.stringify(v).slice(0, 60)}): not supported`);
   }
   if (r.use_dora === true) problems.push('use_dora is true: DoRA is not supported');
   const int = (f: string, d: number) => {
@@ -57,7 +68,8 @@ export function parseLoraConfig(raw: unknown, source: string, base = ''): LoraCo
   const alpha = r.lora_alpha ?? LORA_DEFAULTS.lora_alpha;
   if (typeof alpha !== 'number' || !(alpha > 0)) problems.push(`lora_alpha must be a positive number, got ${JSON.stringify(alpha)}`);
   const dropout = r.lora_dropout ?? LORA_DEFAULTS.lora_dropout;
-  if (typeof dropout !== 'number' || !(dropout >= 0 && dropout < 1)) problems.push(`lora_dropout must be in [0, 1), got ${JSON.stringify(dropout)}`);
+  if (typeof dropout !== 'number' || !(dropout >= 0 && dropout < 1))
+    problems.push(`lora_dropout must be in [0, 1), got ${JSON.stringify(dropout)}`);
   const rs = r.use_rslora ?? LORA_DEFAULTS.use_rslora;
   if (typeof rs !== 'boolean') problems.push(`use_rslora must be true or false, got ${JSON.stringify(rs)}`);
   let targets: LoraModule[] = [];
@@ -69,12 +81,28 @@ export function parseLoraConfig(raw: unknown, source: string, base = ''): LoraCo
     else targets = chosen;
   } else if (Array.isArray(t) && t.length > 0 && t.every((x) => typeof x === 'string')) {
     const bad = t.filter((x) => !(LORA_MODULES as readonly string[]).includes(x));
-    if (bad.length) problems.push(`target_modules names ${bad.map((x) => JSON.stringify(x)).join(', ')}; the modules are ${LORA_MODULES.join(', ')} (or "all-linear")`);
+    if (bad.length)
+      problems.push(
+        `target_modules names ${bad.map((x) => JSON.stringify(x)).join(', ')}; the modules are ${LORA_MODULES.join(', ')} (or "all-linear")`,
+      );
     targets = LORA_MODULES.filter((m) => t.includes(m));
-  } else problems.push(`target_modules must be "all-linear", a regular expression or a list of ${LORA_MODULES.join(', ')}, got ${JSON.stringify(t)}`);
-  if (problems.length) throw new TurnwiseError('invalid-file', `${source} is not a usable LoRA configuration:\n  ${problems.join('\n  ')}`, { hint: 'fix the fields listed above (PEFT field names)' });
+  } else
+    problems.push(
+      `target_modules must be "all-linear", a regular expression or a list of ${LORA_MODULES.join(', ')}, got ${JSON.stringify(t)}`,
+    );
+  if (problems.length)
+    throw new TurnwiseError('invalid-file', `${source} is not a usable LoRA configuration:\n  ${problems.join('\n  ')}`, {
+      hint: 'fix the fields listed above (PEFT field names)',
+    });
   const baseName = typeof r.base_model_name_or_path === 'string' ? r.base_model_name_or_path : base;
-  return { r: rank, lora_alpha: alpha as number, lora_dropout: dropout as number, target_modules: targets, use_rslora: rs as boolean, base_model_name_or_path: baseName };
+  return {
+    r: rank,
+    lora_alpha: alpha as number,
+    lora_dropout: dropout as number,
+    target_modules: targets,
+    use_rslora: rs as boolean,
+    base_model_name_or_path: baseName,
+  };
 }
 
 /** Layer indices a target_modules pattern is tried on: enough for every model Turnwise loads. */
@@ -98,9 +126,11 @@ export function regexTargets(pattern: string): LoraModule[] | string {
     const parent = ['q_proj', 'k_proj', 'v_proj', 'o_proj'].includes(m) ? 'self_attn' : 'mlp';
     const hits = Array.from({ length: PATTERN_LAYERS }, (_, i) => re.test(`model.layers.${i}.${parent}.${m}`));
     if (hits.every(Boolean)) chosen.push(m);
-    else if (hits.some(Boolean)) return `target_modules ${JSON.stringify(pattern)} selects ${m} in some layers only (layer ${hits.indexOf(true)} but not ${hits.indexOf(false)}): an adapter here covers every layer of the modules it targets`;
+    else if (hits.some(Boolean))
+      return `target_modules ${JSON.stringify(pattern)} selects ${m} in some layers only (layer ${hits.indexOf(true)} but not ${hits.indexOf(false)}): an adapter here covers every layer of the modules it targets`;
   }
-  if (chosen.length === 0) return `target_modules ${JSON.stringify(pattern)} matches none of the modules (model.layers.N.self_attn.{q,k,v,o}_proj, model.layers.N.mlp.{gate,up,down}_proj)`;
+  if (chosen.length === 0)
+    return `target_modules ${JSON.stringify(pattern)} matches none of the modules (model.layers.N.self_attn.{q,k,v,o}_proj, model.layers.N.mlp.{gate,up,down}_proj)`;
   return chosen;
 }
 
@@ -217,7 +247,11 @@ export const ADAPTER_FILES = ['adapter_config.json', 'adapter_model.safetensors'
 
 /** The adapter's tensors as the optimizer state names them (PEFT keys, their shapes). */
 function adapterStateTensors(a: LoraAdapter, model?: ModelConfig): StateTensor[] {
-  if (model) return loraTargets(model, a.config).flatMap((t) => [{ name: t.a, shape: [a.config.r, t.inDim] }, { name: t.b, shape: [t.outDim, a.config.r] }]);
+  if (model)
+    return loraTargets(model, a.config).flatMap((t) => [
+      { name: t.a, shape: [a.config.r, t.inDim] },
+      { name: t.b, shape: [t.outDim, a.config.r] },
+    ]);
   return [...a.tensors].map(([name, t]) => ({ name, shape: [t.length] }));
 }
 
@@ -240,7 +274,11 @@ export function saveAdapter(dir: string, a: LoraAdapter, model: ModelConfig, opt
   replaceDirAtomic(path.resolve(dir), (tmp) => {
     writeFileAtomic(path.join(tmp, 'adapter_model.safetensors'), safetensorsParts(m, { format: 'pt' }));
     writeFileAtomic(path.join(tmp, 'adapter_config.json'), JSON.stringify(adapterConfigJson(a.config), null, 2) + '\n');
-    if (optimizer) writeFileAtomic(path.join(tmp, 'optimizer.safetensors'), safetensorsParts(stateToTensors(adapterStateTensors(a, model), optimizer), { format: 'turnwise-adamw' }));
+    if (optimizer)
+      writeFileAtomic(
+        path.join(tmp, 'optimizer.safetensors'),
+        safetensorsParts(stateToTensors(adapterStateTensors(a, model), optimizer), { format: 'turnwise-adamw' }),
+      );
   });
 }
 
@@ -248,7 +286,11 @@ export function saveAdapter(dir: string, a: LoraAdapter, model: ModelConfig, opt
 export function loadAdapterOptimizer(dir: string, a: LoraAdapter, model: ModelConfig): OptimizerState | undefined {
   const file = path.join(path.resolve(dir), 'optimizer.safetensors');
   if (!fs.existsSync(file)) return undefined;
-  return stateFromTensors(adapterStateTensors(a, model), readSafetensorsFile(file).tensors, { source: file, matches: 'the adapter', hint: 'delete optimizer.safetensors to restart the optimizer from zero, or use the matching adapter' });
+  return stateFromTensors(adapterStateTensors(a, model), readSafetensorsFile(file).tensors, {
+    source: file,
+    matches: 'the adapter',
+    hint: 'delete optimizer.safetensors to restart the optimizer from zero, or use the matching adapter',
+  });
 }
 
 /** The hint for an adapter_config.json that is not JSON. */
@@ -263,9 +305,15 @@ export function loadAdapter(dir: string, model: ModelConfig): LoraAdapter {
   const cfgFile = path.join(d, 'adapter_config.json');
   const wFile = path.join(d, 'adapter_model.safetensors');
   for (const f of [cfgFile, wFile]) {
-    if (!fs.existsSync(f)) throw new TurnwiseError('not-found', `${d} is not a LoRA adapter folder: ${path.basename(f)} is missing`, { hint: 'give a folder with adapter_config.json and adapter_model.safetensors (PEFT\'s layout, or a LoRA run\'s checkpoints/N)' });
+    if (!fs.existsSync(f))
+      throw new TurnwiseError('not-found', `${d} is not a LoRA adapter folder: ${path.basename(f)} is missing`, {
+        hint: "give a folder with adapter_config.json and adapter_model.safetensors (PEFT's layout, or a LoRA run's checkpoints/N)",
+      });
   }
-  const config = parseLoraConfig(readJsonFile(cfgFile, { unreadable: "check the file's permissions, or use another copy of the adapter", invalid: ADAPTER_DAMAGED }), cfgFile);
+  const config = parseLoraConfig(
+    readJsonFile(cfgFile, { unreadable: "check the file's permissions, or use another copy of the adapter", invalid: ADAPTER_DAMAGED }),
+    cfgFile,
+  );
   const stored = readSafetensorsFile(wFile).tensors;
   // PEFT writes a named adapter's keys as `.lora_A.<name>.weight`: read them as `.lora_A.weight`.
   const byKey = new Map<string, { shape: number[]; data: Float32Array }>();
@@ -276,7 +324,10 @@ export function loadAdapter(dir: string, model: ModelConfig): LoraAdapter {
   }
   const wanted = new Set<string>();
   for (const t of loraTargets(model, config)) {
-    for (const [key, shape] of [[t.a, [config.r, t.inDim]], [t.b, [t.outDim, config.r]]] as const) {
+    for (const [key, shape] of [
+      [t.a, [config.r, t.inDim]],
+      [t.b, [t.outDim, config.r]],
+    ] as const) {
       wanted.add(key);
       const s = byKey.get(key);
       if (!s) problems.push(`missing ${key} [${shape}]`);
@@ -285,7 +336,9 @@ export function loadAdapter(dir: string, model: ModelConfig): LoraAdapter {
   }
   for (const k of byKey.keys()) if (!wanted.has(k)) problems.push(`unexpected tensor ${k}`);
   if (problems.length) {
-    throw new TurnwiseError('invalid-file', `${wFile} does not fit the base model:\n  ${problems.slice(0, 20).join('\n  ')}`, { hint: 'the adapter was trained on another base model (its adapter_config.json names it)' });
+    throw new TurnwiseError('invalid-file', `${wFile} does not fit the base model:\n  ${problems.slice(0, 20).join('\n  ')}`, {
+      hint: 'the adapter was trained on another base model (its adapter_config.json names it)',
+    });
   }
   return { config, tensors: new Map([...byKey].map(([k, t]) => [k, t.data])) };
 }
@@ -337,9 +390,22 @@ export interface AdapterInspection {
 export function inspectAdapterFolder(dir: string): AdapterInspection {
   const d = path.resolve(dir);
   const file = path.join(d, 'adapter_config.json');
-  const c = parseLoraConfig(readJsonFile(file, { unreadable: 'an adapter folder holds the adapter_config.json PEFT writes', invalid: ADAPTER_DAMAGED }), file);
+  const c = parseLoraConfig(
+    readJsonFile(file, { unreadable: 'an adapter folder holds the adapter_config.json PEFT writes', invalid: ADAPTER_DAMAGED }),
+    file,
+  );
   const named = c.base_model_name_or_path;
   const resolved = named ? path.resolve(d, named) : undefined;
   const found = resolved && fs.existsSync(path.join(resolved, 'config.json')) ? resolved : undefined;
-  return { dir: d, kind: 'lora-adapter', r: c.r, loraAlpha: c.lora_alpha, scale: loraScale(c), useRslora: c.use_rslora, loraDropout: c.lora_dropout, targetModules: [...c.target_modules], base: { named, ...(found ? { found } : {}) } };
+  return {
+    dir: d,
+    kind: 'lora-adapter',
+    r: c.r,
+    loraAlpha: c.lora_alpha,
+    scale: loraScale(c),
+    useRslora: c.use_rslora,
+    loraDropout: c.lora_dropout,
+    targetModules: [...c.target_modules],
+    base: { named, ...(found ? { found } : {}) },
+  };
 }

@@ -44,7 +44,11 @@ export function stateToTensors(tensors: Iterable<StateTensor>, s: OptimizerState
  * The state read from tensors for the given trained tensors. Throws, naming `source` and what it
  * should match, when a moment is missing, of another dtype or shape, or a tensor is unexpected.
  */
-export function stateFromTensors(tensors: Iterable<StateTensor>, t: TensorMap, o: { source: string; matches: string; hint: string }): OptimizerState {
+export function stateFromTensors(
+  tensors: Iterable<StateTensor>,
+  t: TensorMap,
+  o: { source: string; matches: string; hint: string },
+): OptimizerState {
   const problems: string[] = [];
   const step = t.get('step');
   if (!step || step.dtype !== 'I64' || step.data.length !== 1) problems.push('missing I64 scalar "step"');
@@ -52,7 +56,10 @@ export function stateFromTensors(tensors: Iterable<StateTensor>, t: TensorMap, o
   const expAvgSq = new Map<string, Float32Array>();
   const known = new Set(['step']);
   for (const p of tensors) {
-    for (const [prefix, into] of [['exp_avg', expAvg], ['exp_avg_sq', expAvgSq]] as const) {
+    for (const [prefix, into] of [
+      ['exp_avg', expAvg],
+      ['exp_avg_sq', expAvgSq],
+    ] as const) {
       const name = `${prefix}.${p.name}`;
       known.add(name);
       const x = t.get(name);
@@ -63,6 +70,9 @@ export function stateFromTensors(tensors: Iterable<StateTensor>, t: TensorMap, o
     }
   }
   for (const name of t.keys()) if (!known.has(name)) problems.push(`unexpected tensor ${name}`);
-  if (problems.length > 0) throw new TurnwiseError('invalid-file', `${o.source} does not match ${o.matches}:\n  ${problems.slice(0, 20).join('\n  ')}`, { hint: o.hint });
+  if (problems.length > 0)
+    throw new TurnwiseError('invalid-file', `${o.source} does not match ${o.matches}:\n  ${problems.slice(0, 20).join('\n  ')}`, {
+      hint: o.hint,
+    });
   return { step: Number((step!.data as BigInt64Array)[0]), expAvg, expAvgSq };
 }

@@ -103,7 +103,8 @@ function layoutOf(tensors: ReadonlyMap<string, SafeTensor | LazyTensor>, metadat
   const entries: Layout['entries'] = [];
   for (const [name, t] of tensors) {
     const want = numel(t.shape);
-    if ('data' in t && t.data.length !== want) throw new TurnwiseError('internal', `tensor ${name} has ${t.data.length} values but shape [${t.shape}] needs ${want}`);
+    if ('data' in t && t.data.length !== want)
+      throw new TurnwiseError('internal', `tensor ${name} has ${t.data.length} values but shape [${t.shape}] needs ${want}`);
     const size = want * DTYPE_BYTES[t.dtype];
     header[name] = { dtype: t.dtype, shape: t.shape, data_offsets: [offset, offset + size] };
     entries.push({ name, t });
@@ -120,7 +121,10 @@ function layoutOf(tensors: ReadonlyMap<string, SafeTensor | LazyTensor>, metadat
  * when its turn comes (what writeFileAtomic takes, so a multi-gigabyte file is never one buffer);
  * a LazyTensor's values are made then too, so the file is written holding one tensor at a time.
  */
-export function* safetensorsParts(tensors: ReadonlyMap<string, SafeTensor | LazyTensor>, metadata: Record<string, string> = {}): Generator<Uint8Array> {
+export function* safetensorsParts(
+  tensors: ReadonlyMap<string, SafeTensor | LazyTensor>,
+  metadata: Record<string, string> = {},
+): Generator<Uint8Array> {
   const { head, entries } = layoutOf(tensors, metadata);
   const len = new Uint8Array(8);
   new DataView(len.buffer).setBigUint64(0, BigInt(head.length), true);
@@ -133,7 +137,8 @@ export function* safetensorsParts(tensors: ReadonlyMap<string, SafeTensor | Lazy
     }
     const data = t.make();
     const want = numel(t.shape);
-    if (data.length !== want) throw new TurnwiseError('internal', `tensor ${name} was made with ${data.length} values but shape [${t.shape}] needs ${want}`);
+    if (data.length !== want)
+      throw new TurnwiseError('internal', `tensor ${name} was made with ${data.length} values but shape [${t.shape}] needs ${want}`);
     yield tensorBytes(name, { dtype: t.dtype, shape: t.shape, data });
   }
 }
@@ -186,8 +191,10 @@ function checkHeader(header: unknown, dataLen: number, source: string): { entrie
     const i = info as { dtype?: unknown; shape?: unknown; data_offsets?: unknown };
     if (!i || typeof i !== 'object') throw bad(source, `entry ${name} is not an object`);
     const dtype = i.dtype as SafeDType;
-    if (!(typeof dtype === 'string' && dtype in DTYPE_BYTES)) throw bad(source, `tensor ${name} has unsupported dtype ${JSON.stringify(i.dtype)} (supported: F32, F16, BF16, I64)`);
-    if (!Array.isArray(i.shape) || !i.shape.every((d) => Number.isInteger(d) && d >= 0)) throw bad(source, `tensor ${name} has a bad shape ${JSON.stringify(i.shape)}`);
+    if (!(typeof dtype === 'string' && dtype in DTYPE_BYTES))
+      throw bad(source, `tensor ${name} has unsupported dtype ${JSON.stringify(i.dtype)} (supported: F32, F16, BF16, I64)`);
+    if (!Array.isArray(i.shape) || !i.shape.every((d) => Number.isInteger(d) && d >= 0))
+      throw bad(source, `tensor ${name} has a bad shape ${JSON.stringify(i.shape)}`);
     const off = i.data_offsets;
     if (!Array.isArray(off) || off.length !== 2 || !off.every((d) => Number.isInteger(d) && d >= 0) || off[0] > off[1]) {
       throw bad(source, `tensor ${name} has bad data_offsets ${JSON.stringify(off)}`);
@@ -196,7 +203,8 @@ function checkHeader(header: unknown, dataLen: number, source: string): { entrie
     if (end > dataLen) throw bad(source, `tensor ${name} ends at byte ${end} but the data section has ${dataLen} bytes (truncated?)`);
     const shape = i.shape as number[];
     const n = numel(shape);
-    if (end - begin !== n * DTYPE_BYTES[dtype]) throw bad(source, `tensor ${name} has ${end - begin} bytes but ${dtype}[${shape}] needs ${n * DTYPE_BYTES[dtype]}`);
+    if (end - begin !== n * DTYPE_BYTES[dtype])
+      throw bad(source, `tensor ${name} has ${end - begin} bytes but ${dtype}[${shape}] needs ${n * DTYPE_BYTES[dtype]}`);
     entries.push({ name, dtype, shape, begin, end });
   }
   const spans = [...entries].sort((a, b) => a.begin - b.begin);
@@ -240,7 +248,8 @@ export function decodeSafetensors(buf: Uint8Array, source = 'safetensors'): { te
   if (buf.length < 8) throw bad(source, `only ${buf.length} bytes, shorter than the 8-byte header length`);
   const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
   const headerLen = view.getBigUint64(0, true);
-  if (headerLen > BigInt(Math.min(MAX_HEADER, buf.length - 8))) throw bad(source, `header length ${headerLen} exceeds the file (${buf.length} bytes)`);
+  if (headerLen > BigInt(Math.min(MAX_HEADER, buf.length - 8)))
+    throw bad(source, `header length ${headerLen} exceeds the file (${buf.length} bytes)`);
   const hl = Number(headerLen);
   const dataStart = 8 + hl;
   const { entries, metadata } = checkHeader(parseHeaderJson(buf.subarray(8, dataStart), source), buf.length - dataStart, source);
@@ -254,7 +263,7 @@ export function decodeSafetensors(buf: Uint8Array, source = 'safetensors'): { te
 }
 
 function readExactly(fd: number, into: Uint8Array, position: number, file: string): void {
-  for (let at = 0; at < into.length; ) {
+  for (let at = 0; at < into.length;) {
     const n = fs.readSync(fd, into, at, Math.min(1 << 30, into.length - at), position + at);
     if (n === 0) throw bad(file, `the file ended while reading (it changed while being read?)`);
     at += n;
@@ -288,7 +297,10 @@ function fileHeader(fd: number, file: string): { entries: Entry[]; metadata: Rec
  * which one read cannot hold, load, and the peak is one tensor's stored bytes above the result).
  * Errors name `file` when it is not readable or not valid safetensors.
  */
-export function readSafetensorsFile(file: string, hint = 'the file is missing or unreadable'): { tensors: TensorMap; metadata: Record<string, string> } {
+export function readSafetensorsFile(
+  file: string,
+  hint = 'the file is missing or unreadable',
+): { tensors: TensorMap; metadata: Record<string, string> } {
   const fd = openFile(file, hint);
   try {
     const { entries, metadata, dataStart } = fileHeader(fd, file);

@@ -56,12 +56,25 @@ export function byteLevelTokenizerJson(): Record<string, unknown> {
  * decoding. `split` is a GPT-style pre-tokenizer regex applied before the ByteLevel mapping (none:
  * ByteLevel alone). `subwordAffix` is the model's continuing_subword_prefix / end_of_word_suffix.
  */
-export function byteLevelBpeJson(o: { merges: readonly (readonly [string, string])[]; specialTokens: readonly string[]; split?: string; subwordAffix: string | null }): Record<string, unknown> {
+export function byteLevelBpeJson(o: {
+  merges: readonly (readonly [string, string])[];
+  specialTokens: readonly string[];
+  split?: string;
+  subwordAffix: string | null;
+}): Record<string, unknown> {
   const vocab: Record<string, number> = {};
   byteLevelAlphabet().forEach((ch, b) => (vocab[ch] = b));
   for (const [a, b] of o.merges) vocab[a + b] ??= Object.keys(vocab).length;
   const first = Object.keys(vocab).length;
-  const added = o.specialTokens.map((content, i) => ({ id: first + i, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true }));
+  const added = o.specialTokens.map((content, i) => ({
+    id: first + i,
+    content,
+    single_word: false,
+    lstrip: false,
+    rstrip: false,
+    normalized: false,
+    special: true,
+  }));
   const byteLevel = { type: 'ByteLevel', add_prefix_space: false, trim_offsets: false, use_regex: false };
   return {
     version: '1.0',
@@ -69,7 +82,13 @@ export function byteLevelBpeJson(o: { merges: readonly (readonly [string, string
     padding: null,
     added_tokens: added,
     normalizer: null,
-    pre_tokenizer: o.split === undefined ? byteLevel : { type: 'Sequence', pretokenizers: [{ type: 'Split', pattern: { Regex: o.split }, behavior: 'Isolated', invert: false }, byteLevel] },
+    pre_tokenizer:
+      o.split === undefined
+        ? byteLevel
+        : {
+            type: 'Sequence',
+            pretokenizers: [{ type: 'Split', pattern: { Regex: o.split }, behavior: 'Isolated', invert: false }, byteLevel],
+          },
     post_processor: byteLevel,
     decoder: byteLevel,
     model: {
@@ -100,7 +119,11 @@ export function byteLevelTokenizerConfig(): Record<string, unknown> {
 }
 
 /** Wraps a parsed tokenizer.json (any Hugging Face tokenizer the JS library supports). */
-export function loadTokenizer(tokenizerJson: unknown, tokenizerConfig: Record<string, unknown> = {}, source = 'tokenizer.json'): PolicyTokenizer {
+export function loadTokenizer(
+  tokenizerJson: unknown,
+  tokenizerConfig: Record<string, unknown> = {},
+  source = 'tokenizer.json',
+): PolicyTokenizer {
   if (tokenizerJson === null || typeof tokenizerJson !== 'object' || !('model' in tokenizerJson)) {
     throw new TurnwiseError('invalid-file', `${source} is not a Hugging Face tokenizer (no "model" field)`, {
       hint: 'use the tokenizer.json that came with the model, or run `turnwise policy init` for a fresh one',
@@ -120,12 +143,16 @@ export function loadTokenizer(tokenizerJson: unknown, tokenizerConfig: Record<st
   let plain: Tokenizer | undefined;
   const plainTokenizer = () => {
     const json = tokenizerJson as { added_tokens?: { special?: boolean }[] };
-    return (plain ??= new Tokenizer({ ...json, added_tokens: (json.added_tokens ?? []).filter((t) => !t.special) }, { clean_up_tokenization_spaces: false, ...tokenizerConfig }));
+    return (plain ??= new Tokenizer(
+      { ...json, added_tokens: (json.added_tokens ?? []).filter((t) => !t.special) },
+      { clean_up_tokenization_spaces: false, ...tokenizerConfig },
+    ));
   };
   return {
     encode: (text, options = {}) => (options.special === false ? plainTokenizer() : tok).encode(text, { add_special_tokens: false }).ids,
     // @huggingface/tokenizers throws on an empty list; nothing decodes to nothing.
-    decode: (ids, skipSpecial = false) => (ids.length === 0 ? '' : tok.decode(Array.from(ids), { skip_special_tokens: skipSpecial, clean_up_tokenization_spaces: false })),
+    decode: (ids, skipSpecial = false) =>
+      ids.length === 0 ? '' : tok.decode(Array.from(ids), { skip_special_tokens: skipSpecial, clean_up_tokenization_spaces: false }),
     tokenId: (t) => tok.token_to_id(t),
     size,
   };

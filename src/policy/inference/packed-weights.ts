@@ -78,7 +78,9 @@ export function writePackedWeights(feeds: Record<string, HostTensor>): PackedWei
   } catch (e) {
     fs.closeSync(fd);
     removePackedDir(dir);
-    throw new TurnwiseError('runtime-unavailable', `could not write the decode weights to pack to ${dir}: ${(e as Error).message}`, { hint: 'free disk space there (the file takes the float32 weights\' size, and goes when the policy does), or set "packDecodeWeights": "off"' });
+    throw new TurnwiseError('runtime-unavailable', `could not write the decode weights to pack to ${dir}: ${(e as Error).message}`, {
+      hint: 'free disk space there (the file takes the float32 weights\' size, and goes when the policy does), or set "packDecodeWeights": "off"',
+    });
   }
   fs.closeSync(fd);
   return { dir, places };
@@ -89,7 +91,8 @@ export function writePackedWeights(feeds: Record<string, HostTensor>): PackedWei
  * stored there (`feeds` gives their shapes); returns the model's path, for a session to load.
  */
 export function writePackedModel(packed: PackedWeights, g: Graph, feeds: Record<string, HostTensor>): string {
-  for (const name of packed.places.keys()) g.holdInput(name, { dtype: 'float32', dims: [...feeds[name].dims], data: feeds[name].data as Float32Array });
+  for (const name of packed.places.keys())
+    g.holdInput(name, { dtype: 'float32', dims: [...feeds[name].dims], data: feeds[name].data as Float32Array });
   const model = path.join(packed.dir, `${g.name}.onnx`);
   fs.writeFileSync(model, toModelProto(g, { external: (n) => packed.places.get(n) }));
   return model;

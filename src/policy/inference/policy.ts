@@ -6,7 +6,19 @@ import { SessionCache, toModelProto, type HostTensor, type OnnxSession, type Ses
 import { TurnwiseError } from '../../core/errors';
 import type { ModelConfig } from '../model/config';
 import { packsDecodeWeights } from '../model/memory';
-import { buildDecodeLoopGraph, buildStepGraph, fromGraphLayout, loraGraphSpecs, loraToGraphLayout, MASKED, SCORE_CHUNK_ROWS, weightFeeds, type LoraShape, type ProductForm, type StepLogits } from '../model/graphs';
+import {
+  buildDecodeLoopGraph,
+  buildStepGraph,
+  fromGraphLayout,
+  loraGraphSpecs,
+  loraToGraphLayout,
+  MASKED,
+  SCORE_CHUNK_ROWS,
+  weightFeeds,
+  type LoraShape,
+  type ProductForm,
+  type StepLogits,
+} from '../model/graphs';
 import type { LoraAdapter } from '../files/lora';
 import type { PolicyTokenizer } from '../files/tokenizer';
 import { SeededRandom, type PolicyWeights } from '../model/weights';
@@ -130,7 +142,12 @@ export class Policy {
    * layout, rebuilds the graphs.
    */
   setAdapter(adapter: LoraAdapter): void {
-    const shape: LoraShape = { r: adapter.config.r, lora_alpha: adapter.config.lora_alpha, use_rslora: adapter.config.use_rslora, target_modules: [...adapter.config.target_modules] };
+    const shape: LoraShape = {
+      r: adapter.config.r,
+      lora_alpha: adapter.config.lora_alpha,
+      use_rslora: adapter.config.use_rslora,
+      target_modules: [...adapter.config.target_modules],
+    };
     if (JSON.stringify(shape) !== JSON.stringify(this.lora)) {
       void this.sessions.clear();
       this.lora = shape;
@@ -151,7 +168,8 @@ export class Policy {
   /** Replaces the weights with tensors already in graph layout (from the trainer, no copy). */
   setGraphWeights(graphTensors: Map<string, Float32Array>): void {
     // The base weights only: an adapter's tensors (PEFT names) are set through setAdapter.
-    for (const [name, t] of Object.entries(this.feeds)) if (!name.startsWith('base_model.')) this.feeds[name] = { ...t, data: graphTensors.get(name)! };
+    for (const [name, t] of Object.entries(this.feeds))
+      if (!name.startsWith('base_model.')) this.feeds[name] = { ...t, data: graphTensors.get(name)! };
     this.baseChanged();
   }
 
@@ -175,7 +193,13 @@ export class Policy {
 
   /** Whether this policy's CPU decode steps that draw their tokens hold packed weights (packsDecodeWeights). */
   packsDecodeWeights(): Promise<boolean> {
-    return (this.packs ??= this.provider.then((p) => packsDecodeWeights(this.packSetting, p, Object.values(this.baseFeeds()).reduce((n, t) => n + t.data.byteLength, 0))));
+    return (this.packs ??= this.provider.then((p) =>
+      packsDecodeWeights(
+        this.packSetting,
+        p,
+        Object.values(this.baseFeeds()).reduce((n, t) => n + t.data.byteLength, 0),
+      ),
+    ));
   }
 
   /**
@@ -203,7 +227,9 @@ export class Policy {
       if (this.packedFile) removePackedWeights(this.packedFile);
       this.packedFile = undefined;
       const t = e as TurnwiseError;
-      (this.onWarning ?? ((m: string) => process.stderr.write(`turnwise: ${m}\n`)))(`decode weights not packed (${t.message}${t.hint ? `; ${t.hint}` : ''}); decoding with the weights fed, as fast at one row and slower over several`);
+      (this.onWarning ?? ((m: string) => process.stderr.write(`turnwise: ${m}\n`)))(
+        `decode weights not packed (${t.message}${t.hint ? `; ${t.hint}` : ''}); decoding with the weights fed, as fast at one row and slower over several`,
+      );
       return undefined;
     }
   }
@@ -218,7 +244,10 @@ export class Policy {
 
   /** The base weights as PolicyWeights over the same arrays (the graphs take the Hugging Face layout: nothing is copied). */
   baseWeights(): PolicyWeights {
-    return { config: this.config, tensors: fromGraphLayout(this.config, new Map(Object.entries(this.baseFeeds()).map(([k, t]) => [k, t.data as Float32Array]))) };
+    return {
+      config: this.config,
+      tensors: fromGraphLayout(this.config, new Map(Object.entries(this.baseFeeds()).map(([k, t]) => [k, t.data as Float32Array]))),
+    };
   }
 
   /** The adapter's feeds (PEFT names), none without one. */
@@ -234,9 +263,16 @@ export class Policy {
     return this.weightsVersion;
   }
 
-  private session(kind: 'prefill' | 'decode', withAdapter = true, logits: StepLogits = 'all', products: Exclude<ProductForm, 'packed'> = 'one-row'): Promise<OnnxSession> {
+  private session(
+    kind: 'prefill' | 'decode',
+    withAdapter = true,
+    logits: StepLogits = 'all',
+    products: Exclude<ProductForm, 'packed'> = 'one-row',
+  ): Promise<OnnxSession> {
     const lora = withAdapter ? this.lora : undefined;
-    return this.sessions.get(`${kind}|${logits}${lora ? '' : '|base'}${products === 'weights-left' ? '|rows' : ''}`, () => toModelProto(buildStepGraph(this.config, kind, lora, logits, products)));
+    return this.sessions.get(`${kind}|${logits}${lora ? '' : '|base'}${products === 'weights-left' ? '|rows' : ''}`, () =>
+      toModelProto(buildStepGraph(this.config, kind, lora, logits, products)),
+    );
   }
 
   /**
@@ -270,7 +306,12 @@ export class Policy {
     // One new token per row: its logits are all there are.
     const want: StepLogits = at === undefined || T === 1 ? 'all' : at === 'none' ? 'none' : 'rows';
     const extra: Record<string, HostTensor> = {};
-    if (want === 'rows') extra.logits_rows = { dtype: 'int64', dims: [ids.length], data: BigInt64Array.from(at as readonly number[], (t, b) => BigInt(b * T + t)) };
+    if (want === 'rows')
+      extra.logits_rows = {
+        dtype: 'int64',
+        dims: [ids.length],
+        data: BigInt64Array.from(at as readonly number[], (t, b) => BigInt(b * T + t)),
+      };
     const out = await this.run(cache, ids, withAdapter, want, extra);
     return want === 'none' ? new Float32Array(0) : (out.logits.data as Float32Array);
   }
@@ -279,7 +320,12 @@ export class Policy {
    * A decode step of one new token per row whose next tokens are drawn in the graph
    * (sampleRows): temperature[b] (0: greedy) and uniform[b], the row's draw in [0, 1).
    */
-  private async draw(cache: KvCache, ids: number[][], temperature: Float32Array, uniform: Float32Array): Promise<{ ids: BigInt64Array; logprobs: Float32Array }> {
+  private async draw(
+    cache: KvCache,
+    ids: number[][],
+    temperature: Float32Array,
+    uniform: Float32Array,
+  ): Promise<{ ids: BigInt64Array; logprobs: Float32Array }> {
     const B = ids.length;
     const out = await this.run(cache, ids, true, 'sample', {
       sample_temperature: { dtype: 'float32', dims: [B], data: temperature },
@@ -289,7 +335,13 @@ export class Policy {
   }
 
   /** step's and draw's run: feeds ids on top of the cache, writes their keys and values into it. */
-  private async run(cache: KvCache, ids: number[][], withAdapter: boolean, want: StepLogits, extra: Record<string, HostTensor>): Promise<Record<string, HostTensor>> {
+  private async run(
+    cache: KvCache,
+    ids: number[][],
+    withAdapter: boolean,
+    want: StepLogits,
+    extra: Record<string, HostTensor>,
+  ): Promise<Record<string, HostTensor>> {
     const B = ids.length;
     const T = ids[0].length;
     const P = cache.filled;
@@ -308,7 +360,8 @@ export class Policy {
       }
     }
     // A decode step that draws its tokens, on the CPU with large weights, holds them packed.
-    const packed = P > 0 && want === 'sample' && withAdapter && (await this.packsDecodeWeights()) ? await this.packedSessionOrNone() : undefined;
+    const packed =
+      P > 0 && want === 'sample' && withAdapter && (await this.packsDecodeWeights()) ? await this.packedSessionOrNone() : undefined;
     // Without the adapter, the base's own tensors only (the same arrays: nothing is copied).
     // With packed weights, the adapter's only (the session holds the base's).
     const weights = packed ? this.adapterFeeds() : withAdapter || !this.lora ? this.feeds : this.baseFeeds();
@@ -327,7 +380,8 @@ export class Policy {
       // Several rows (a batch, or several new tokens) take the products with the weights on the left.
       session = packed ?? (await this.session('decode', withAdapter, want, B * T > 1 ? 'weights-left' : 'one-row'));
       const bias = new Float32Array(B * T * T);
-      for (let b = 0; b < B; b++) for (let i = 0; i < T; i++) for (let j = 0; j < T; j++) bias[(b * T + i) * T + j] = j <= i && mask[b * T + j] ? 0 : MASKED;
+      for (let b = 0; b < B; b++)
+        for (let i = 0; i < T; i++) for (let j = 0; j < T; j++) bias[(b * T + i) * T + j] = j <= i && mask[b * T + j] ? 0 : MASKED;
       feeds.attn_bias = { dtype: 'float32', dims: [B, 1, T, T], data: bias };
       Object.assign(feeds, kvCacheFeeds(this.config, cache));
     }
@@ -345,11 +399,20 @@ export class Policy {
    * step k. Writes the K fed tokens' keys and values into slots filled..filled+K−1, still
    * masked: keepSlots then unmasks those each row keeps.
    */
-  private async drawSteps(cache: KvCache, pending: readonly number[], K: number, temperature: Float32Array, uniform: Float32Array): Promise<{ ids: BigInt64Array; logprobs: Float32Array }> {
+  private async drawSteps(
+    cache: KvCache,
+    pending: readonly number[],
+    K: number,
+    temperature: Float32Array,
+    uniform: Float32Array,
+  ): Promise<{ ids: BigInt64Array; logprobs: Float32Array }> {
     const B = pending.length;
-    if (cache.filled + K > cache.capacity) throw new TurnwiseError('internal', `KV cache of ${cache.capacity} slots cannot take ${K} more tokens after ${cache.filled}`);
+    if (cache.filled + K > cache.capacity)
+      throw new TurnwiseError('internal', `KV cache of ${cache.capacity} slots cannot take ${K} more tokens after ${cache.filled}`);
     const lora = this.lora;
-    const session = await this.sessions.get(`loop${lora ? '' : '|base'}${B > 1 ? '|rows' : ''}`, () => toModelProto(buildDecodeLoopGraph(this.config, lora, B > 1 ? 'weights-left' : 'one-row')));
+    const session = await this.sessions.get(`loop${lora ? '' : '|base'}${B > 1 ? '|rows' : ''}`, () =>
+      toModelProto(buildDecodeLoopGraph(this.config, lora, B > 1 ? 'weights-left' : 'one-row')),
+    );
     const out = await session.run({
       ...this.feeds,
       ...kvCacheFeeds(this.config, cache),
@@ -390,7 +453,8 @@ export class Policy {
     if (T < 2) return out;
     const B = rows.length;
     const temperature = o.temperature ?? 1;
-    if (!(temperature > 0) || !Number.isFinite(temperature)) throw new TurnwiseError('invalid-input', `temperature must be a finite number > 0, got ${temperature}`);
+    if (!(temperature > 0) || !Number.isFinite(temperature))
+      throw new TurnwiseError('invalid-input', `temperature must be a finite number > 0, got ${temperature}`);
     const ids = new BigInt64Array(B * T);
     const pos = new BigInt64Array(B * T);
     const mask = new Float32Array(B * T);
@@ -439,9 +503,16 @@ export class Policy {
   private claim(seqs: readonly Sequence[]): () => void {
     const seen = new Set<Sequence>();
     for (const s of seqs) {
-      if (s.owner !== this) throw new TurnwiseError('invalid-input', 'this sequence belongs to another policy', { hint: 'create sequences with the policy that runs them' });
-      if (s.busy) throw new TurnwiseError('invalid-input', 'this sequence is in use by a running extend or sample call', { hint: 'await the call before using the sequence again' });
-      if (seen.has(s)) throw new TurnwiseError('invalid-input', 'a sequence appears twice in one call', { hint: 'give each sequence once per call' });
+      if (s.owner !== this)
+        throw new TurnwiseError('invalid-input', 'this sequence belongs to another policy', {
+          hint: 'create sequences with the policy that runs them',
+        });
+      if (s.busy)
+        throw new TurnwiseError('invalid-input', 'this sequence is in use by a running extend or sample call', {
+          hint: 'await the call before using the sequence again',
+        });
+      if (seen.has(s))
+        throw new TurnwiseError('invalid-input', 'a sequence appears twice in one call', { hint: 'give each sequence once per call' });
       seen.add(s);
     }
     for (const s of seqs) {
@@ -457,7 +528,12 @@ export class Policy {
    * with room for `extra` more decode slots; returns the batch cache and the logits of each
    * row's last token [B, V] (none when `logits` is false).
    */
-  private async feedSequences(seqs: readonly Sequence[], rows: number[][], extra: number, logits = true): Promise<{ cache: KvCache; logits: Float32Array; from: number }> {
+  private async feedSequences(
+    seqs: readonly Sequence[],
+    rows: number[][],
+    extra: number,
+    logits = true,
+  ): Promise<{ cache: KvCache; logits: Float32Array; from: number }> {
     const T = Math.max(...rows.map((r) => r.length));
     const padded = rows.map((r) => (r.length < T ? [...r, ...new Array(T - r.length).fill(-1)] : r));
     const from = Math.max(...seqs.map((s) => s.cached));
@@ -506,9 +582,11 @@ export class Policy {
       if (!(temperature >= 0)) throw new TurnwiseError('invalid-input', `temperature must be ≥ 0, got ${temperature}`);
       checkTokenIds(this.config, r.ids ?? [], r.seq.length);
       const length = r.seq.length + (r.ids?.length ?? 0);
-      if (length === 0) throw new TurnwiseError('invalid-input', 'an empty sequence cannot be continued', { hint: 'give at least one token' });
+      if (length === 0)
+        throw new TurnwiseError('invalid-input', 'an empty sequence cannot be continued', { hint: 'give at least one token' });
       const maxNew = r.maxNewTokens ?? 64;
-      if (!(Number.isInteger(maxNew) && maxNew >= 0)) throw new TurnwiseError('invalid-input', `maxNewTokens must be a whole number ≥ 0, got ${maxNew}`);
+      if (!(Number.isInteger(maxNew) && maxNew >= 0))
+        throw new TurnwiseError('invalid-input', `maxNewTokens must be a whole number ≥ 0, got ${maxNew}`);
       const plan: SamplePlan = {
         temperature,
         topP,
@@ -518,7 +596,8 @@ export class Policy {
         top: r.topLogprobs ?? 0,
         ...(r.onToken ? { onToken: r.onToken } : {}),
       };
-      if (!(Number.isInteger(plan.top) && plan.top >= 0)) throw new TurnwiseError('invalid-input', `topLogprobs must be a whole number ≥ 0, got ${plan.top}`);
+      if (!(Number.isInteger(plan.top) && plan.top >= 0))
+        throw new TurnwiseError('invalid-input', `topLogprobs must be a whole number ≥ 0, got ${plan.top}`);
       return plan;
     });
     const release = this.claim(requests.map((r) => r.seq));
@@ -528,7 +607,11 @@ export class Policy {
       let active = requests.map((_, i) => i).filter((i) => plans[i].budget > 0);
       // Rounds: a batch runs until every row is done or half of them are; then the rows still
       // going are gathered into a smaller batch, so finished rows stop costing compute.
-      while (active.length > 0) active = await this.sampleRound(active.map((i) => ({ seq: requests[i].seq, plan: plans[i], out: out[i] })), active);
+      while (active.length > 0)
+        active = await this.sampleRound(
+          active.map((i) => ({ seq: requests[i].seq, plan: plans[i], out: out[i] })),
+          active,
+        );
       return out;
     } catch (e) {
       // A failed call leaves every sequence as it was (its cache may keep valid slots).
@@ -596,7 +679,9 @@ export class Policy {
         next = rows.map((r, b) => {
           if (done[b]) return [-1];
           const row = logits?.subarray(b * V, (b + 1) * V);
-          const { id, logprob } = row ? sampleToken(row, r.plan.temperature, r.plan.topP, r.plan.rng) : { id: Number(drawn!.ids[b]), logprob: drawn!.logprobs[b] };
+          const { id, logprob } = row
+            ? sampleToken(row, r.plan.temperature, r.plan.topP, r.plan.rng)
+            : { id: Number(drawn!.ids[b]), logprob: drawn!.logprobs[b] };
           return accept(r, b, id, logprob, row) ? [-1] : [id];
         });
       }
@@ -615,21 +700,40 @@ export class Policy {
       const uniform = new Float32Array(K * B);
       for (let k = 0; k < K; k++) rows.forEach((r, b) => (uniform[k * B + b] = !done[b] && r.plan.temperature > 0 ? r.plan.rng.next() : 0));
       logits = undefined;
-      drawn = K > 1 ? { ...(await this.drawSteps(cache, next.map((n) => n[0]), K, temperature, uniform)), K } : { ...(await this.draw(cache, next, temperature, uniform)), K };
+      drawn =
+        K > 1
+          ? {
+              ...(await this.drawSteps(
+                cache,
+                next.map((n) => n[0]),
+                K,
+                temperature,
+                uniform,
+              )),
+              K,
+            }
+          : { ...(await this.draw(cache, next, temperature, uniform)), K };
     }
   }
 
   /** Decode steps per run when tokens are drawn in the graph: decodeStepsPerRun, or by the provider runs ran on. */
   resolvedDecodeStepsPerRun(): number {
-    const n = this.decodeStepsPerRun === 'auto' ? (this.ranOn === undefined || this.ranOn === 'cpu' ? 1 : GPU_DECODE_STEPS_PER_RUN) : this.decodeStepsPerRun;
-    if (!(Number.isInteger(n) && n >= 1)) throw new TurnwiseError('invalid-input', `decodeStepsPerRun must be a whole number ≥ 1 or 'auto', got ${n}`);
+    const n =
+      this.decodeStepsPerRun === 'auto'
+        ? this.ranOn === undefined || this.ranOn === 'cpu'
+          ? 1
+          : GPU_DECODE_STEPS_PER_RUN
+        : this.decodeStepsPerRun;
+    if (!(Number.isInteger(n) && n >= 1))
+      throw new TurnwiseError('invalid-input', `decodeStepsPerRun must be a whole number ≥ 1 or 'auto', got ${n}`);
     return n;
   }
 
   /** Samples continuations of token-id prompts, batched, with a KV cache (one sequence per prompt). */
   async generateIds(prompts: readonly (readonly number[])[], options: GenerateOptions = {}): Promise<GeneratedRow[]> {
     this.checkIds(prompts);
-    if (prompts.some((p) => p.length === 0)) throw new TurnwiseError('invalid-input', 'an empty prompt cannot be continued', { hint: 'give at least one token' });
+    if (prompts.some((p) => p.length === 0))
+      throw new TurnwiseError('invalid-input', 'an empty prompt cannot be continued', { hint: 'give at least one token' });
     const maxNew = options.maxNewTokens ?? 64;
     const temperature = options.temperature ?? 1;
     const topP = options.topP ?? 1;
@@ -644,7 +748,9 @@ export class Policy {
     // One budget for the whole batch: what the longest prompt leaves of the context.
     const budget = Math.min(maxNew, this.config.max_position_embeddings - maxLen);
     if (options.kvCache ?? true) {
-      return this.sample(prompts.map((p, b) => ({ seq: this.newSequence(p), seed: rowSeed(b), maxNewTokens: budget, temperature, topP, stopIds })));
+      return this.sample(
+        prompts.map((p, b) => ({ seq: this.newSequence(p), seed: rowSeed(b), maxNewTokens: budget, temperature, topP, stopIds })),
+      );
     }
     // Without a cache: the whole left-padded batch is recomputed for every token.
     const stop = new Set(stopIds);
@@ -678,8 +784,15 @@ export class Policy {
 
   /** Text in, text out, through the tokenizer. */
   async generate(prompts: readonly string[], options: GenerateOptions = {}): Promise<(GeneratedRow & { text: string })[]> {
-    const tok = this.tokenizer ?? (() => { throw new TurnwiseError('internal', 'this policy has no tokenizer'); })();
-    const rows = await this.generateIds(prompts.map((p) => tok.encode(p)), options);
+    const tok =
+      this.tokenizer ??
+      (() => {
+        throw new TurnwiseError('internal', 'this policy has no tokenizer');
+      })();
+    const rows = await this.generateIds(
+      prompts.map((p) => tok.encode(p)),
+      options,
+    );
     return rows.map((r) => ({ ...r, text: tok.decode(r.tokenIds, true) }));
   }
 

@@ -87,7 +87,8 @@ function crossing(idx: Int32Array, s: number, e: number, target: number, p: Floa
 const SAMPLE_BUCKETS = 4096;
 
 /** sampleToken's arrays, grown to the largest vocabulary seen (sampling runs on one thread). */
-let sampleScratch: { lp: Float64Array; p: Float64Array; bucket: Uint16Array; mass: Float64Array; count: Int32Array; members: Int32Array } | undefined;
+let sampleScratch:
+  { lp: Float64Array; p: Float64Array; bucket: Uint16Array; mass: Float64Array; count: Int32Array; members: Int32Array } | undefined;
 
 /**
  * Draws one token id from a logits row with temperature and top-p (temperature 0: the most likely
@@ -98,7 +99,14 @@ export function sampleToken(row: ArrayLike<number>, temperature: number, topP: n
   const n = row.length;
   const t = temperature > 0 ? temperature : 1;
   if (!sampleScratch || sampleScratch.lp.length < n) {
-    sampleScratch = { lp: new Float64Array(n), p: new Float64Array(n), bucket: new Uint16Array(n), mass: new Float64Array(SAMPLE_BUCKETS), count: new Int32Array(SAMPLE_BUCKETS), members: new Int32Array(n) };
+    sampleScratch = {
+      lp: new Float64Array(n),
+      p: new Float64Array(n),
+      bucket: new Uint16Array(n),
+      mass: new Float64Array(SAMPLE_BUCKETS),
+      count: new Int32Array(SAMPLE_BUCKETS),
+      members: new Int32Array(n),
+    };
   }
   const { lp, p, bucket, mass, count, members } = sampleScratch;
   // The log-softmax, computed as logSoftmax computes it (the log-prob returned is the same number).

@@ -58,7 +58,8 @@ export class Sequence {
   /** Keeps the first `n` tokens (and the cache of those that stay). */
   truncate(n: number): this {
     this.checkFree();
-    if (!Number.isInteger(n) || n < 0) throw new TurnwiseError('invalid-input', `cannot truncate a sequence to ${n} tokens`, { hint: 'give a whole number ≥ 0' });
+    if (!Number.isInteger(n) || n < 0)
+      throw new TurnwiseError('invalid-input', `cannot truncate a sequence to ${n} tokens`, { hint: 'give a whole number ≥ 0' });
     this.restore(n);
     return this;
   }
@@ -111,7 +112,10 @@ export class Sequence {
   }
 
   private checkFree(): void {
-    if (this.busy) throw new TurnwiseError('invalid-input', 'this sequence is in use by a running extend or sample call', { hint: 'await the call before changing the sequence' });
+    if (this.busy)
+      throw new TurnwiseError('invalid-input', 'this sequence is in use by a running extend or sample call', {
+        hint: 'await the call before changing the sequence',
+      });
   }
 
   /** @internal Grows the cache to hold at least `slots` slots, keeping the cached ones. */
@@ -128,7 +132,8 @@ export class Sequence {
       const v = new Float32Array(nkv * cap * d);
       if (this.cached > 0) {
         for (let r = 0; r < nkv * d; r++) k.set(this.keys[l].subarray(r * this.capacity, r * this.capacity + this.cached), r * cap);
-        for (let h = 0; h < nkv; h++) v.set(this.values[l].subarray(h * this.capacity * d, (h * this.capacity + this.cached) * d), h * cap * d);
+        for (let h = 0; h < nkv; h++)
+          v.set(this.values[l].subarray(h * this.capacity * d, (h * this.capacity + this.cached) * d), h * cap * d);
       }
       keys.push(k);
       values.push(v);
@@ -143,13 +148,19 @@ export class Sequence {
 export function checkTokenIds(c: ModelConfig, ids: readonly number[], already = 0): void {
   for (const id of ids) {
     if (!Number.isInteger(id) || id < 0 || id >= c.vocab_size) {
-      throw new TurnwiseError('invalid-input', `token id ${id} is outside the vocabulary (0..${c.vocab_size - 1})`, { hint: "pass ids the model's tokenizer produced" });
+      throw new TurnwiseError('invalid-input', `token id ${id} is outside the vocabulary (0..${c.vocab_size - 1})`, {
+        hint: "pass ids the model's tokenizer produced",
+      });
     }
   }
   if (already + ids.length > c.max_position_embeddings) {
-    throw new TurnwiseError('invalid-input', `sequence of ${already + ids.length} tokens exceeds max_position_embeddings ${c.max_position_embeddings}`, {
-      hint: already > 0 ? 'the context is full: re-render a shorter context and Sequence.reset() to it' : 'shorten the prompt',
-    });
+    throw new TurnwiseError(
+      'invalid-input',
+      `sequence of ${already + ids.length} tokens exceeds max_position_embeddings ${c.max_position_embeddings}`,
+      {
+        hint: already > 0 ? 'the context is full: re-render a shorter context and Sequence.reset() to it' : 'shorten the prompt',
+      },
+    );
   }
 }
 
@@ -204,8 +215,10 @@ export function scatterSequences(c: ModelConfig, cache: KvCache, seqs: readonly 
       for (let l = 0; l < c.num_hidden_layers; l++) {
         const K = cache.keys[l];
         const V = cache.values[l];
-        for (let r = 0; r < nkv * d; r++) s.keys[l].set(K.subarray((b * nkv * d + r) * C + a, (b * nkv * d + r) * C + e), r * s.capacity + at);
-        for (let h = 0; h < nkv; h++) s.values[l].set(V.subarray(((b * nkv + h) * C + a) * d, ((b * nkv + h) * C + e) * d), (h * s.capacity + at) * d);
+        for (let r = 0; r < nkv * d; r++)
+          s.keys[l].set(K.subarray((b * nkv * d + r) * C + a, (b * nkv * d + r) * C + e), r * s.capacity + at);
+        for (let h = 0; h < nkv; h++)
+          s.values[l].set(V.subarray(((b * nkv + h) * C + a) * d, ((b * nkv + h) * C + e) * d), (h * s.capacity + at) * d);
       }
       at += n;
     }

@@ -159,7 +159,8 @@ function parseRope(r: Record<string, unknown>, problems: string[]): { theta: unk
   }
   const num = (k: string) => {
     const v = p[k];
-    if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0) problems.push(`${field}.${k} must be a positive number, got ${JSON.stringify(v)}`);
+    if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0)
+      problems.push(`${field}.${k} must be a positive number, got ${JSON.stringify(v)}`);
     return v as number;
   };
   const scaling: Llama3RopeScaling = {
@@ -180,38 +181,56 @@ function parseRope(r: Record<string, unknown>, problems: string[]): { theta: unk
 export function parseModelConfig(raw: unknown, source = 'config.json'): ModelConfig {
   const problems: string[] = [];
   if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) {
-    throw new TurnwiseError('invalid-file', `${source} is not a JSON object`, { hint: `write a Hugging Face config.json of a supported family: ${SUPPORTED}` });
+    throw new TurnwiseError('invalid-file', `${source} is not a JSON object`, {
+      hint: `write a Hugging Face config.json of a supported family: ${SUPPORTED}`,
+    });
   }
   const r = raw as Record<string, unknown>;
   const type = r.model_type ?? 'qwen2';
   if (typeof type !== 'string' || !(type in MODEL_FAMILIES)) {
-    throw new TurnwiseError('invalid-file', `${source}: model_type ${JSON.stringify(r.model_type)} is not supported`, { hint: `supported: ${SUPPORTED}` });
+    throw new TurnwiseError('invalid-file', `${source}: model_type ${JSON.stringify(r.model_type)} is not supported`, {
+      hint: `supported: ${SUPPORTED}`,
+    });
   }
   const family = type as ModelFamily;
   // A quantized checkpoint (GPTQ, AWQ, bitsandbytes, …) stores packed integers under other tensor
   // names; read as float weights it would not load, or worse, load wrong.
   const q = r.quantization_config;
   if (q !== undefined && q !== null) {
-    const method = typeof q === 'object' && typeof (q as { quant_method?: unknown }).quant_method === 'string' ? (q as { quant_method: string }).quant_method : 'unknown';
-    throw new TurnwiseError('invalid-file', `${source} has a quantization_config (quant_method ${JSON.stringify(method)}): this is a ${method.toUpperCase()}-quantized checkpoint, and Turnwise loads float weights (F32, F16, BF16) only`, {
-      hint: 'use the unquantized model the quantized one was made from (the same name without the -GPTQ / -AWQ / -Int4 suffix)',
-    });
+    const method =
+      typeof q === 'object' && typeof (q as { quant_method?: unknown }).quant_method === 'string'
+        ? (q as { quant_method: string }).quant_method
+        : 'unknown';
+    throw new TurnwiseError(
+      'invalid-file',
+      `${source} has a quantization_config (quant_method ${JSON.stringify(method)}): this is a ${method.toUpperCase()}-quantized checkpoint, and Turnwise loads float weights (F32, F16, BF16) only`,
+      {
+        hint: 'use the unquantized model the quantized one was made from (the same name without the -GPTQ / -AWQ / -Int4 suffix)',
+      },
+    );
   }
   const archs = r.architectures;
   if (archs !== undefined && !(Array.isArray(archs) && archs.length === 1 && archs[0] === MODEL_FAMILIES[family].architecture)) {
     problems.push(`architectures is ${JSON.stringify(archs)}; a ${family} checkpoint is ["${MODEL_FAMILIES[family].architecture}"]`);
   }
-  if (r.hidden_act !== undefined && r.hidden_act !== 'silu') problems.push(`hidden_act is ${JSON.stringify(r.hidden_act)}, only "silu" is supported`);
-  if (family === 'qwen2' && r.use_sliding_window === true) problems.push('use_sliding_window is true: sliding-window attention is not supported');
+  if (r.hidden_act !== undefined && r.hidden_act !== 'silu')
+    problems.push(`hidden_act is ${JSON.stringify(r.hidden_act)}, only "silu" is supported`);
+  if (family === 'qwen2' && r.use_sliding_window === true)
+    problems.push('use_sliding_window is true: sliding-window attention is not supported');
   for (const f of INT_FIELDS) {
     const v = r[f];
     if (v === undefined) problems.push(`${f} is missing`);
-    else if (typeof v !== 'number' || !Number.isInteger(v) || v <= 0) problems.push(`${f} must be a positive integer, got ${JSON.stringify(v)}`);
+    else if (typeof v !== 'number' || !Number.isInteger(v) || v <= 0)
+      problems.push(`${f} must be a positive integer, got ${JSON.stringify(v)}`);
   }
   const rope = parseRope(r, problems);
-  for (const [f, v] of [['rms_norm_eps', r.rms_norm_eps], ['rope_theta', rope.theta]] as const) {
+  for (const [f, v] of [
+    ['rms_norm_eps', r.rms_norm_eps],
+    ['rope_theta', rope.theta],
+  ] as const) {
     if (v === undefined) problems.push(`${f} is missing`);
-    else if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0) problems.push(`${f} must be a positive number, got ${JSON.stringify(v)}`);
+    else if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0)
+      problems.push(`${f} must be a positive number, got ${JSON.stringify(v)}`);
   }
   const tie = r.tie_word_embeddings ?? false;
   if (typeof tie !== 'boolean') problems.push(`tie_word_embeddings must be true or false, got ${JSON.stringify(tie)}`);
@@ -221,23 +240,45 @@ export function parseModelConfig(raw: unknown, source = 'config.json'): ModelCon
   }
   if (family === 'qwen2' && r.mlp_bias === true) problems.push('mlp_bias is true: Qwen2 has no MLP biases');
   const headDimRaw = r.head_dim;
-  if (headDimRaw !== undefined && headDimRaw !== null && (typeof headDimRaw !== 'number' || !Number.isInteger(headDimRaw) || headDimRaw <= 0)) problems.push(`head_dim must be a positive integer, got ${JSON.stringify(headDimRaw)}`);
+  if (
+    headDimRaw !== undefined &&
+    headDimRaw !== null &&
+    (typeof headDimRaw !== 'number' || !Number.isInteger(headDimRaw) || headDimRaw <= 0)
+  )
+    problems.push(`head_dim must be a positive integer, got ${JSON.stringify(headDimRaw)}`);
   const dtypeRaw = r.torch_dtype ?? r.dtype;
-  if (dtypeRaw !== undefined && dtypeRaw !== null && !['float32', 'float16', 'bfloat16'].includes(dtypeRaw as string)) problems.push(`torch_dtype is ${JSON.stringify(dtypeRaw)}; supported: float32, float16, bfloat16`);
-  const eosList = Array.isArray(r.eos_token_id) ? (r.eos_token_id as unknown[]) : r.eos_token_id === undefined || r.eos_token_id === null ? [] : [r.eos_token_id];
-  for (const [f, vs] of [['bos_token_id', [r.bos_token_id]], ['eos_token_id', eosList], ['pad_token_id', [r.pad_token_id]]] as const) {
-    for (const v of vs) if (v !== undefined && v !== null && (typeof v !== 'number' || !Number.isInteger(v) || v < 0)) problems.push(`${f} must be a token id${f === 'eos_token_id' ? ' or a list of them' : ''}, got ${JSON.stringify(v)}`);
+  if (dtypeRaw !== undefined && dtypeRaw !== null && !['float32', 'float16', 'bfloat16'].includes(dtypeRaw as string))
+    problems.push(`torch_dtype is ${JSON.stringify(dtypeRaw)}; supported: float32, float16, bfloat16`);
+  const eosList = Array.isArray(r.eos_token_id)
+    ? (r.eos_token_id as unknown[])
+    : r.eos_token_id === undefined || r.eos_token_id === null
+      ? []
+      : [r.eos_token_id];
+  for (const [f, vs] of [
+    ['bos_token_id', [r.bos_token_id]],
+    ['eos_token_id', eosList],
+    ['pad_token_id', [r.pad_token_id]],
+  ] as const) {
+    for (const v of vs)
+      if (v !== undefined && v !== null && (typeof v !== 'number' || !Number.isInteger(v) || v < 0))
+        problems.push(`${f} must be a token id${f === 'eos_token_id' ? ' or a list of them' : ''}, got ${JSON.stringify(v)}`);
   }
   if (problems.length === 0) {
     const h = r.hidden_size as number;
     const nh = r.num_attention_heads as number;
     const nkv = r.num_key_value_heads as number;
     const d = typeof headDimRaw === 'number' ? headDimRaw : h / nh;
-    if (typeof headDimRaw !== 'number' && h % nh !== 0) problems.push(`hidden_size ${h} is not divisible by num_attention_heads ${nh} (and head_dim is not given)`);
+    if (typeof headDimRaw !== 'number' && h % nh !== 0)
+      problems.push(`hidden_size ${h} is not divisible by num_attention_heads ${nh} (and head_dim is not given)`);
     else if (d % 2 !== 0) problems.push(`head dimension ${d} must be even for rotary embeddings`);
     if (nh % nkv !== 0) problems.push(`num_attention_heads ${nh} is not a multiple of num_key_value_heads ${nkv}`);
-    for (const [f, v] of [['bos_token_id', r.bos_token_id], ['pad_token_id', r.pad_token_id], ...eosList.map((e) => ['eos_token_id', e] as const)] as const) {
-      if (typeof v === 'number' && v >= (r.vocab_size as number)) problems.push(`${f} ${v} is outside the vocabulary (vocab_size ${r.vocab_size})`);
+    for (const [f, v] of [
+      ['bos_token_id', r.bos_token_id],
+      ['pad_token_id', r.pad_token_id],
+      ...eosList.map((e) => ['eos_token_id', e] as const),
+    ] as const) {
+      if (typeof v === 'number' && v >= (r.vocab_size as number))
+        problems.push(`${f} ${v} is outside the vocabulary (vocab_size ${r.vocab_size})`);
     }
   }
   if (problems.length > 0) {
@@ -252,7 +293,9 @@ export function parseModelConfig(raw: unknown, source = 'config.json'): ModelCon
     num_hidden_layers: r.num_hidden_layers as number,
     num_attention_heads: r.num_attention_heads as number,
     num_key_value_heads: r.num_key_value_heads as number,
-    ...(typeof headDimRaw === 'number' && headDimRaw !== (r.hidden_size as number) / (r.num_attention_heads as number) ? { head_dim: headDimRaw } : {}),
+    ...(typeof headDimRaw === 'number' && headDimRaw !== (r.hidden_size as number) / (r.num_attention_heads as number)
+      ? { head_dim: headDimRaw }
+      : {}),
     rms_norm_eps: r.rms_norm_eps as number,
     rope_theta: rope.theta as number,
     ...(rope.scaling ? { rope_scaling: rope.scaling } : {}),

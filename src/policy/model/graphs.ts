@@ -8,7 +8,16 @@
 // session, packed once for the CPU's matrix kernel (ProductForm).
 import { CUSTOM_GRADIENT, gradients, Graph, type Dim, type HostTensor, type Value } from '../../onnx';
 import { biasesOf, familyOf, headDim, paramSpecs, ropeInvFreq, type ModelConfig } from './config';
-import { DROPOUT_PRIME, DROPOUT_ROUNDS, dropoutTargetOffset, dropoutThreshold, loraScale, loraTargets, type LoraAdapter, type LoraConfig } from '../files/lora';
+import {
+  DROPOUT_PRIME,
+  DROPOUT_ROUNDS,
+  dropoutTargetOffset,
+  dropoutThreshold,
+  loraScale,
+  loraTargets,
+  type LoraAdapter,
+  type LoraConfig,
+} from '../files/lora';
 import type { PolicyWeights } from './weights';
 
 /** Additive attention bias for disallowed (future or padding) keys. Finite so fully masked rows stay finite. */
@@ -108,7 +117,12 @@ export function declareLora(g: Graph, c: ModelConfig, lora: LoraShape): NonNulla
  * buildForward's LoRA input from adapter values already in the graph (inputs, or a training
  * graph's parameters); with `dropout`, the adapters' inputs are dropped out (training only).
  */
-export function loraInputs(c: ModelConfig, lora: LoraShape, values: Map<string, Value>, dropout?: LoraDropout): NonNullable<ForwardInputs['lora']> {
+export function loraInputs(
+  c: ModelConfig,
+  lora: LoraShape,
+  values: Map<string, Value>,
+  dropout?: LoraDropout,
+): NonNullable<ForwardInputs['lora']> {
   const adapters = new Map<string, { a: Value; b: Value; index: number }>();
   loraTargets(c, lora).forEach((t, index) => adapters.set(t.module, { a: values.get(t.a)!, b: values.get(t.b)!, index }));
   return { scale: loraScale(lora), adapters, ...(dropout && dropout.p > 0 ? { dropout } : {}) };
@@ -133,14 +147,23 @@ export interface LoraDropout {
  */
 export function loraDropoutMask(g: Graph, x: Value, d: LoraDropout, target: number): Value {
   const shape = x.shape;
-  if (shape.length !== 3 || !shape.every((n): n is number => typeof n === 'number')) throw new Error(`LoRA dropout needs a static [B, T, in] input, got ${x}`);
+  if (shape.length !== 3 || !shape.every((n): n is number => typeof n === 'number'))
+    throw new Error(`LoRA dropout needs a static [B, T, in] input, got ${x}`);
   const [B, T, n] = shape;
   const P = g.scalar(DROPOUT_PRIME, 'int64');
   const mod = (v: Value) => g.node('Mod', [v, P])[0];
   const rows = d.index
     ? g.mul(g.unsqueeze(d.index, [2]), g.scalar(n, 'int64'))
-    : g.tensor('int64', [B, T, 1], Array.from({ length: B * T }, (_, r) => r * n));
-  const cols = g.tensor('int64', [1, 1, n], Array.from({ length: n }, (_, j) => j));
+    : g.tensor(
+        'int64',
+        [B, T, 1],
+        Array.from({ length: B * T }, (_, r) => r * n),
+      );
+  const cols = g.tensor(
+    'int64',
+    [1, 1, n],
+    Array.from({ length: n }, (_, j) => j),
+  );
   let h = mod(g.add(g.add(rows, cols), g.add(d.seed, dropoutTargetOffset(target))));
   for (const c of DROPOUT_ROUNDS) h = mod(g.add(g.mul(mod(g.mul(h, h)), h), c));
   return g.where(g.greaterOrEqual(h, dropoutThreshold(d.p)), g.scalar(1 / (1 - d.p), 'float32'), g.scalar(0, 'float32'));
@@ -267,7 +290,17 @@ export function lmHeadParts(g: Graph, c: ModelConfig, W: Map<string, Value>, hid
  * nodes). NaN-proof: where(v = v, 0, 0) is 0 whatever v is.
  */
 function after(g: Graph, x: Value, deps: readonly Value[]): Value {
-  const firsts = deps.map((v) => g.reshape(g.slice(v, v.shape.map(() => 0), v.shape.map(() => 1)), [1], [1]));
+  const firsts = deps.map((v) =>
+    g.reshape(
+      g.slice(
+        v,
+        v.shape.map(() => 0),
+        v.shape.map(() => 1),
+      ),
+      [1],
+      [1],
+    ),
+  );
   const s = firsts.length > 1 ? g.concat(firsts, 0) : firsts[0];
   const zeros = g.where(g.equal(s, s), g.scalar(0, 'float32'), g.scalar(0, 'float32'));
   return g.add(x, firsts.length > 1 ? g.reduceSum(zeros, [0]) : zeros);
@@ -282,7 +315,12 @@ export function finalNorm(g: Graph, c: ModelConfig, W: Map<string, Value>, hidde
 }
 
 /** The decoder blocks: hidden states [B, T, H] before the final norm, and each layer's new keys and values. */
-export function buildDecoder(g: Graph, c: ModelConfig, W: Map<string, Value>, inp: ForwardInputs): { hidden: Value; present: ForwardOutputs['present'] } {
+export function buildDecoder(
+  g: Graph,
+  c: ModelConfig,
+  W: Map<string, Value>,
+  inp: ForwardInputs,
+): { hidden: Value; present: ForwardOutputs['present'] } {
   const d = headDim(c);
   const nh = c.num_attention_heads;
   const nkv = c.num_key_value_heads;
@@ -292,7 +330,11 @@ export function buildDecoder(g: Graph, c: ModelConfig, W: Map<string, Value>, in
   if (chunks > 1 && (inp.cache || typeof T !== 'number' || T % chunks !== 0)) {
     throw new Error(`buildForward: ${chunks} attention chunks need a static sequence length divisible by them and no cache`);
   }
-  const param = (n: string) => W.get(n) ?? (() => { throw new Error(`missing weight input ${n}`); })();
+  const param = (n: string) =>
+    W.get(n) ??
+    (() => {
+      throw new Error(`missing weight input ${n}`);
+    })();
 
   // RoPE tables from position ids: angle = pos · inv_freq, repeated over both halves (HF layout).
   const half = d / 2;
@@ -490,7 +532,13 @@ export function headLogSoftmax(g: Graph, x: Value, head: Value, temperature: Val
  * declares the weights as inputs too, for the caller to hold them in the session with
  * Graph.holdInput).
  */
-export function buildStepGraph(c: ModelConfig, kind: 'prefill' | 'decode', lora?: LoraShape, logits: StepLogits = 'all', products: ProductForm = 'one-row'): Graph {
+export function buildStepGraph(
+  c: ModelConfig,
+  kind: 'prefill' | 'decode',
+  lora?: LoraShape,
+  logits: StepLogits = 'all',
+  products: ProductForm = 'one-row',
+): Graph {
   const g = Graph.create(`${familyOf(c)}_${kind}${logits === 'all' ? '' : `_${logits}`}${PRODUCT_SUFFIX[products]}`);
   const W = declareParams(g, c);
   const adapter = lora ? declareLora(g, c, lora) : undefined;
@@ -520,7 +568,16 @@ export function buildStepGraph(c: ModelConfig, kind: 'prefill' | 'decode', lora?
     }));
   }
   const left = products !== 'one-row' ? { form: products, shapes: rowShapes(g, g.shapeOf(ids)) } : undefined;
-  const out = buildDecoder(g, c, W, { ids, positions, bias, cache, cacheBias, ...(left ? { products: left } : {}), ...(adapter ? { lora: adapter } : {}), dims: { B: 'B', T: 'T', C: 'C' } });
+  const out = buildDecoder(g, c, W, {
+    ids,
+    positions,
+    bias,
+    cache,
+    cacheBias,
+    ...(left ? { products: left } : {}),
+    ...(adapter ? { lora: adapter } : {}),
+    dims: { B: 'B', T: 'T', C: 'C' },
+  });
   if (logits === 'all') g.output(lmHead(g, c, W, out.hidden, left), 'logits');
   else if (logits === 'rows') {
     // The head only where logits are wanted (a prompt's last token): at 150k words it is a
@@ -605,7 +662,17 @@ export function buildDecodeLoopGraph(c: ModelConfig, lora?: LoraShape, products:
   const looped = g.loop(K, [ids0, pos0, ...empty], (b, step, [ids, pos, ...kv]) => {
     const local = Array.from({ length: L }, (_, l) => ({ keyT: kv[2 * l], value: kv[2 * l + 1] }));
     const left = products !== 'one-row' ? { form: products, shapes: rowShapes(b, b.shapeOf(ids)) } : undefined;
-    const out = buildDecoder(b, c, W, { ids, positions: pos, bias: noBias, cache, cacheBias, local, ...(left ? { products: left } : {}), ...(adapter ? { lora: adapter } : {}), dims: { B: 'B', T: 1, C: 'C' } });
+    const out = buildDecoder(b, c, W, {
+      ids,
+      positions: pos,
+      bias: noBias,
+      cache,
+      cacheBias,
+      local,
+      ...(left ? { products: left } : {}),
+      ...(adapter ? { lora: adapter } : {}),
+      dims: { B: 'B', T: 1, C: 'C' },
+    });
     const logits = b.reshape(lmHead(b, c, W, out.hidden, left), [-1, c.vocab_size], ['B', c.vocab_size]);
     const drawn = sampleRows(b, logits, temperature, b.gather(uniform, step, 0));
     return {

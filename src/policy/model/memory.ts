@@ -103,10 +103,12 @@ export function activationValues(c: ModelConfig, rows: number, seq: number, lora
   const N = rows * seq;
   const a = ACTIVATION_COUNTS;
   const perLayer = layerActivationValues(c, seq);
-  const adapter = lora ? loraTargets(c, lora).length / c.num_hidden_layers * 2 * lora.r : 0;
+  const adapter = lora ? (loraTargets(c, lora).length / c.num_hidden_layers) * 2 * lora.r : 0;
   const chunk = logitChunkRows(rows, seq, c.vocab_size);
   // Recomputed layers keep each layer's input, and one layer's activations and their gradients at a time.
-  const layers = recomputeByDefault(c, rows, seq) ? c.num_hidden_layers * c.hidden_size + 2 * (perLayer + adapter) : c.num_hidden_layers * (perLayer + adapter);
+  const layers = recomputeByDefault(c, rows, seq)
+    ? c.num_hidden_layers * c.hidden_size + 2 * (perLayer + adapter)
+    : c.num_hidden_layers * (perLayer + adapter);
   return N * layers + (chunk > 0 ? chunk : N) * a.vocab * c.vocab_size;
 }
 
@@ -114,7 +116,12 @@ export function activationValues(c: ModelConfig, rows: number, seq: number, lora
 export function planMemory(input: MemoryPlanInput): MemoryPlan {
   const c = input.config;
   const context = input.context ?? c.max_position_embeddings;
-  const full = { ...input, context, klReference: input.klReference ?? false, packedDecode: (input.packedDecode ?? false) && input.provider === 'cpu' };
+  const full = {
+    ...input,
+    context,
+    klReference: input.klReference ?? false,
+    packedDecode: (input.packedDecode ?? false) && input.provider === 'cpu',
+  };
   const specs = paramSpecs(c);
   const P = specs.reduce((s, p) => s + count(p.shape), 0);
   const A = input.lora ? loraTargets(c, input.lora).reduce((s, t) => s + input.lora!.r * (t.inDim + t.outDim), 0) : 0;
@@ -123,18 +130,50 @@ export function planMemory(input: MemoryPlanInput): MemoryPlan {
   const dev: 'host' | 'device' = input.provider === 'cpu' ? 'host' : 'device';
   const parts: MemoryPart[] = [];
   const amount = (x: number) => (x >= 1e9 ? `${(x / 1e9).toFixed(2)}G` : `${(x / 1e6).toFixed(1)}M`);
-  parts.push({ name: 'weights', bytes: P * F32, where: 'host', detail: `${amount(P)} parameters as float32, held once (the loaded arrays) and fed to every session${full.packedDecode ? ' but the packed decode step' : ''}` });
+  parts.push({
+    name: 'weights',
+    bytes: P * F32,
+    where: 'host',
+    detail: `${amount(P)} parameters as float32, held once (the loaded arrays) and fed to every session${full.packedDecode ? ' but the packed decode step' : ''}`,
+  });
   // Counted beside everything else, though released during each update: the plan stays an upper bound.
-  if (full.packedDecode) parts.push({ name: 'packed decode weights', bytes: packedDecodeBytes(c), where: 'host', detail: `the decode session's own copy, packed for the CPU's matrix kernel (while sampling)${c.tie_word_embeddings ? '; the tied embedding twice' : ''}` });
+  if (full.packedDecode)
+    parts.push({
+      name: 'packed decode weights',
+      bytes: packedDecodeBytes(c),
+      where: 'host',
+      detail: `the decode session's own copy, packed for the CPU's matrix kernel (while sampling)${c.tie_word_embeddings ? '; the tied embedding twice' : ''}`,
+    });
   if (input.lora) {
     // Adapter, its AdamW moments, the step's new values of all three, and the summed gradient (in and out of the Loop).
-    parts.push({ name: 'adapter + optimizer', bytes: 8 * A * F32, where: 'host', detail: `${(A / 1e6).toFixed(2)}M adapter values: adapter, 2 AdamW moments, their next values, gradient sums` });
+    parts.push({
+      name: 'adapter + optimizer',
+      bytes: 8 * A * F32,
+      where: 'host',
+      detail: `${(A / 1e6).toFixed(2)}M adapter values: adapter, 2 AdamW moments, their next values, gradient sums`,
+    });
   } else {
-    parts.push({ name: 'optimizer', bytes: 7 * P * F32, where: 'host', detail: '2 AdamW moments, the step\'s next weights and moments (3), gradient sums in and out of the Loop (2)' });
-    if (full.klReference) parts.push({ name: 'KL reference', bytes: P * F32, where: 'host', detail: 'the starting weights, for the KL term' });
+    parts.push({
+      name: 'optimizer',
+      bytes: 7 * P * F32,
+      where: 'host',
+      detail: "2 AdamW moments, the step's next weights and moments (3), gradient sums in and out of the Loop (2)",
+    });
+    if (full.klReference)
+      parts.push({ name: 'KL reference', bytes: P * F32, where: 'host', detail: 'the starting weights, for the KL term' });
   }
-  parts.push({ name: 'update activations', bytes: activationValues(c, rows, context, input.lora) * F32, where: dev, detail: `one micro-batch: ${rows} row${rows > 1 ? 's' : ''} × ${context} tokens` });
-  parts.push({ name: 'KV caches', bytes: kvCacheBytes(c, input.episodes, context), where: 'host', detail: `${input.episodes} episodes × ${context} tokens, kept per episode and batched per step` });
+  parts.push({
+    name: 'update activations',
+    bytes: activationValues(c, rows, context, input.lora) * F32,
+    where: dev,
+    detail: `one micro-batch: ${rows} row${rows > 1 ? 's' : ''} × ${context} tokens`,
+  });
+  parts.push({
+    name: 'KV caches',
+    bytes: kvCacheBytes(c, input.episodes, context),
+    where: 'host',
+    detail: `${input.episodes} episodes × ${context} tokens, kept per episode and batched per step`,
+  });
   // A prefill runs full causal attention: a layer's scores and probabilities, [rows, heads, T, T]
   // twice, plus a few hidden-sized values per token. The episodes' prefill returns the logits of
   // each row's last token; log-prob scoring (8 rows a run) runs the head over chunks of positions,
@@ -147,14 +186,29 @@ export function planMemory(input: MemoryPlanInput): MemoryPlan {
     name: 'prefill activations',
     bytes: Math.max(episodesPrefill, scoring) * F32,
     where: dev,
-    detail: prefillIsLarger ? `prefill of ${input.episodes} episodes × ${context} tokens: one layer's attention` : `log-prob scoring of ${SCORING_ROWS} rows × ${context} tokens: one layer's attention and a chunk of ${SCORE_CHUNK_ROWS} positions' logits`,
+    detail: prefillIsLarger
+      ? `prefill of ${input.episodes} episodes × ${context} tokens: one layer's attention`
+      : `log-prob scoring of ${SCORING_ROWS} rows × ${context} tokens: one layer's attention and a chunk of ${SCORE_CHUNK_ROWS} positions' logits`,
   });
   if (dev === 'device') {
-    parts.push({ name: 'device weights', bytes: (P + (input.lora ? 3 * A : 3 * P)) * F32, where: 'device', detail: 'the weights (and trained state) fed to a device run are copied to it' });
+    parts.push({
+      name: 'device weights',
+      bytes: (P + (input.lora ? 3 * A : 3 * P)) * F32,
+      where: 'device',
+      detail: 'the weights (and trained state) fed to a device run are copied to it',
+    });
   }
   parts.push({ name: 'runtime', bytes: RUNTIME_BYTES, where: 'host', detail: 'Node, ONNX Runtime, sessions' });
   const sum = (w: 'host' | 'device') => parts.filter((p) => p.where === w).reduce((s, p) => s + p.bytes, 0);
-  return { input: full, parameters: P, adapterParameters: A, microBatch: { rows, tokens }, parts, host: sum('host'), device: sum('device') };
+  return {
+    input: full,
+    parameters: P,
+    adapterParameters: A,
+    microBatch: { rows, tokens },
+    parts,
+    host: sum('host'),
+    device: sum('device'),
+  };
 }
 
 /**
@@ -186,9 +240,13 @@ export function samplingPacksWeights(
   const weights = parameterCount(c) * F32;
   if (!packsDecodeWeights(setting, provider, weights)) return { pack: false };
   if (setting === 'on') return { pack: true };
-  const need = weights + packedDecodeBytes(c) + kvCacheBytes(c, load.episodes, Math.min(load.context, c.max_position_embeddings)) + RUNTIME_BYTES;
+  const need =
+    weights + packedDecodeBytes(c) + kvCacheBytes(c, load.episodes, Math.min(load.context, c.max_position_embeddings)) + RUNTIME_BYTES;
   if (need <= limit.bytes) return { pack: true };
-  return { pack: false, note: `decoding with the weights fed: packing them would take ${mb(need)} with ${load.episodes} sequence${load.episodes === 1 ? '' : 's'} of ${load.context.toLocaleString('en-US')} tokens, over the ${mb(limit.bytes)} of ${limit.source}` };
+  return {
+    pack: false,
+    note: `decoding with the weights fed: packing them would take ${mb(need)} with ${load.episodes} sequence${load.episodes === 1 ? '' : 's'} of ${load.context.toLocaleString('en-US')} tokens, over the ${mb(limit.bytes)} of ${limit.source}`,
+  };
 }
 
 /** Memory a run may use: TURNWISE_MEMORY_LIMIT_MB when set, else what the machine has available (MemAvailable) plus this process's own. */
@@ -196,7 +254,10 @@ export function availableMemory(env: NodeJS.ProcessEnv = process.env): { bytes: 
   const set = env.TURNWISE_MEMORY_LIMIT_MB;
   if (set !== undefined && set !== '') {
     const mb = Number(set);
-    if (!(mb > 0) || !Number.isFinite(mb)) throw new TurnwiseError('invalid-input', `TURNWISE_MEMORY_LIMIT_MB must be a number of megabytes > 0, got ${JSON.stringify(set)}`, { hint: 'e.g. TURNWISE_MEMORY_LIMIT_MB=8192, or unset it to use the machine\'s memory' });
+    if (!(mb > 0) || !Number.isFinite(mb))
+      throw new TurnwiseError('invalid-input', `TURNWISE_MEMORY_LIMIT_MB must be a number of megabytes > 0, got ${JSON.stringify(set)}`, {
+        hint: "e.g. TURNWISE_MEMORY_LIMIT_MB=8192, or unset it to use the machine's memory",
+      });
     return { bytes: mb * MB, source: 'TURNWISE_MEMORY_LIMIT_MB' };
   }
   let free = os.freemem();
@@ -225,7 +286,9 @@ export function formatMemoryPlan(p: MemoryPlan, limit?: number): string[] {
   const i = p.input;
   const lines = [
     `memory plan (${i.provider}, ${i.lora ? `LoRA r ${i.lora.r}` : 'full training'}, ${i.episodes} episodes in flight × ${i.context} tokens, update micro-batches of ${p.microBatch.rows} row${p.microBatch.rows > 1 ? 's' : ''} = ${p.microBatch.tokens} tokens):`,
-    ...p.parts.map((x) => `  ${x.name.padEnd(NAME_WIDTH)} ${mb(x.bytes).padStart(10)}  ${x.where === 'device' ? '[device] ' : ''}${x.detail}`),
+    ...p.parts.map(
+      (x) => `  ${x.name.padEnd(NAME_WIDTH)} ${mb(x.bytes).padStart(10)}  ${x.where === 'device' ? '[device] ' : ''}${x.detail}`,
+    ),
     `  ${'host total'.padEnd(NAME_WIDTH)} ${mb(p.host).padStart(10)}${limit !== undefined ? ` of ${mb(limit)}` : ''}`,
   ];
   if (p.device > 0) lines.push(`  ${'device total'.padEnd(NAME_WIDTH)} ${mb(p.device).padStart(10)}`);
@@ -257,11 +320,16 @@ export function assertPlanFits(p: MemoryPlan, limit: { bytes: number; source: st
   const over = p.host > limit.bytes;
   const devOver = deviceLimit !== undefined && p.device > deviceLimit;
   if (!over && !devOver) return;
-  const biggest = [...p.parts].sort((a, b) => b.bytes - a.bytes).slice(0, 3).map((x) => `${x.name} ${mb(x.bytes)}`).join(', ');
+  const biggest = [...p.parts]
+    .sort((a, b) => b.bytes - a.bytes)
+    .slice(0, 3)
+    .map((x) => `${x.name} ${mb(x.bytes)}`)
+    .join(', ');
   const fixes: string[] = [];
   const again = (o: Partial<MemoryPlanInput>) => planMemory({ ...i, ...o });
   const fits = (q: MemoryPlan) => q.host <= limit.bytes && (deviceLimit === undefined || q.device <= deviceLimit);
-  if (i.packedDecode && fits(again({ packedDecode: false }))) fixes.push('"packDecodeWeights": "off" (decode with the weights fed: no second copy)');
+  if (i.packedDecode && fits(again({ packedDecode: false })))
+    fixes.push('"packDecodeWeights": "off" (decode with the weights fed: no second copy)');
   const caps = [8192, 4096, 2048, 1024, 512, 256].filter((t) => t < i.updateTokensPerStep);
   const cap = caps.find((t) => fits(again({ updateTokensPerStep: t })));
   if (cap !== undefined) fixes.push(`"updateTokensPerStep": ${cap}`);
@@ -272,14 +340,27 @@ export function assertPlanFits(p: MemoryPlan, limit: { bytes: number; source: st
     if (both !== undefined) fixes.push(`"updateTokensPerStep": ${both} with "concurrency": 1`);
   }
   if (!i.lora) {
-    const lora = { r: 16, target_modules: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] as LoraConfig['target_modules'] };
+    const lora = {
+      r: 16,
+      target_modules: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] as LoraConfig['target_modules'],
+    };
     const loraCap = [i.updateTokensPerStep, ...caps].find((t) => fits(again({ lora, updateTokensPerStep: t })));
-    if (loraCap !== undefined) fixes.push(`"lora": {} (train a LoRA adapter instead of the whole model)${loraCap !== i.updateTokensPerStep ? ` with "updateTokensPerStep": ${loraCap}` : ''}`);
+    if (loraCap !== undefined)
+      fixes.push(
+        `"lora": {} (train a LoRA adapter instead of the whole model)${loraCap !== i.updateTokensPerStep ? ` with "updateTokensPerStep": ${loraCap}` : ''}`,
+      );
   }
-  const ctx = [2048, 1024, 512].filter((t) => t < i.context).find((t) => fits(again({ context: t, updateTokensPerStep: Math.min(i.updateTokensPerStep, t) })));
+  const ctx = [2048, 1024, 512]
+    .filter((t) => t < i.context)
+    .find((t) => fits(again({ context: t, updateTokensPerStep: Math.min(i.updateTokensPerStep, t) })));
   if (ctx !== undefined) fixes.push(`a model with a context of ${ctx} tokens`);
-  const where = devOver && !over ? `device memory ${mb(p.device)} over the ${mb(deviceLimit!)} of TURNWISE_DEVICE_MEMORY_LIMIT_MB` : `${mb(p.host)} over the ${mb(limit.bytes)} of ${limit.source}`;
+  const where =
+    devOver && !over
+      ? `device memory ${mb(p.device)} over the ${mb(deviceLimit!)} of TURNWISE_DEVICE_MEMORY_LIMIT_MB`
+      : `${mb(p.host)} over the ${mb(limit.bytes)} of ${limit.source}`;
   throw new TurnwiseError('invalid-input', `this run would not fit in memory: its plan needs ${where} (largest: ${biggest})`, {
-    hint: fixes.length ? `settings that fit: ${fixes.join('; or ')}` : 'no smaller setting fits: use a machine with more memory, or a smaller model',
+    hint: fixes.length
+      ? `settings that fit: ${fixes.join('; or ')}`
+      : 'no smaller setting fits: use a machine with more memory, or a smaller model',
   });
 }

@@ -71,7 +71,8 @@ export function weightsFromTensors(config: ModelConfig, tensors: TensorMap, sour
       continue;
     }
     if (t.dtype === 'I64') problems.push(`${s.name} has dtype I64, expected a float type (F32, F16 or BF16)`);
-    else if (t.shape.length !== s.shape.length || t.shape.some((d, i) => d !== s.shape[i])) problems.push(`${s.name} has shape [${t.shape}], the config needs [${s.shape}]`);
+    else if (t.shape.length !== s.shape.length || t.shape.some((d, i) => d !== s.shape[i]))
+      problems.push(`${s.name} has shape [${t.shape}], the config needs [${s.shape}]`);
     else out.set(s.name, t.data as Float32Array);
   }
   for (const name of tensors.keys()) {

@@ -20,7 +20,19 @@ import { GSPO_LOG_RATIO_CAP, LOSS_NAMES, POLICY_LOSSES, type LossName } from '..
 import { CUSTOM_GRADIENT, Graph, type Value } from '../../onnx';
 import { buildTrainingGraph, type BatchSpec, type ForwardBuilder, type TrainingGraphSpec } from '../../onnx/training';
 import { type ModelConfig } from '../model/config';
-import { buildDecoder, finalNorm, graphParamSpecs, headLogSoftmax, headWeight, keyPaddingBias, linear, loraGraphSpecs, loraInputs, MASKED, type LoraShape } from '../model/graphs';
+import {
+  buildDecoder,
+  finalNorm,
+  graphParamSpecs,
+  headLogSoftmax,
+  headWeight,
+  keyPaddingBias,
+  linear,
+  loraGraphSpecs,
+  loraInputs,
+  MASKED,
+  type LoraShape,
+} from '../model/graphs';
 
 /** The losses of core/losses.ts's table; each has a graph builder in PG_LOSSES below. */
 export type TrainLoss = LossName;
@@ -193,7 +205,11 @@ const PG_LOSSES: Record<LossName, PgBuilder> = {
     const l1 = g.mul(g.neg(adv), ratio);
     const l2 = g.mul(g.neg(adv), g.min(g.max(ratio, ops.lo), ops.hi));
     // Max picks l1 on ties, as the reference does (the clipped branch only when strictly larger).
-    return { pg: ops.tokenMean(g.max(l1, l2)), clipFrac: ops.tokenMean(g.cast(g.greater(l2, l1), 'float32')), approxKl: ops.tokenMean(g.neg(logRatio)) };
+    return {
+      pg: ops.tokenMean(g.max(l1, l2)),
+      clipFrac: ops.tokenMean(g.cast(g.greater(l2, l1), 'float32')),
+      approxKl: ops.tokenMean(g.neg(logRatio)),
+    };
   },
   'gspo-seq': (g, v, ops) => {
     const adv = ops.masked(v.advantages!);
@@ -242,7 +258,10 @@ export function buildPolicyLoss(
   const nTok = norms?.tokens ?? orOne(g.reduceSum(mask));
   const tokenMean = (x: Value) => g.div(g.reduceSum(g.mul(x, mask)), nTok);
   const actionMask = v.actionMask ?? g.cast(g.greaterOrEqual(mask, 1), 'float32');
-  const actionLoss = g.div(g.reduceSum(g.mul(g.neg(g.where(g.greater(actionMask, 0), v.logp, 0)), actionMask)), norms?.actions ?? orOne(g.reduceSum(actionMask)));
+  const actionLoss = g.div(
+    g.reduceSum(g.mul(g.neg(g.where(g.greater(actionMask, 0), v.logp, 0)), actionMask)),
+    norms?.actions ?? orOne(g.reduceSum(actionMask)),
+  );
   const zero = g.scalar(0, 'float32');
   const entropy = tokenMean(v.entropy);
   const seqCount = (has: Value) => norms?.seqs ?? g.max(g.reduceSum(has), 1);
@@ -264,7 +283,19 @@ export function buildPolicyLoss(
   if (flags.replay && v.replayMask && h.replayCoef) loss = g.add(loss, g.mul(h.replayCoef, replay));
   // Metrics that are the same constant (0 for sft) still need distinct values to be distinct outputs.
   const own = (x: Value) => (x === zero ? g.identity(zero) : x);
-  return { loss, metrics: { loss, pg_loss: pg, clip_frac: own(clipFrac), approx_kl: own(approxKl), kl: own(kl), entropy, action_loss: actionLoss, replay_loss: own(replay) } };
+  return {
+    loss,
+    metrics: {
+      loss,
+      pg_loss: pg,
+      clip_frac: own(clipFrac),
+      approx_kl: own(approxKl),
+      kl: own(kl),
+      entropy,
+      action_loss: actionLoss,
+      replay_loss: own(replay),
+    },
+  };
 }
 
 /**
@@ -296,7 +327,14 @@ export function logSoftmaxComposed(g: Graph, z: Value): Value {
 }
 
 /** log-probs of ids[:, 1:] and per-token entropies from logits [B, T, V] (divided by temperature). */
-export function tokenLogprobs(g: Graph, logits: Value, ids: Value, temperature: Value, B: number, T: number): { logp: Value; entropy: Value } {
+export function tokenLogprobs(
+  g: Graph,
+  logits: Value,
+  ids: Value,
+  temperature: Value,
+  B: number,
+  T: number,
+): { logp: Value; entropy: Value } {
   const pred = g.slice(logits, [0], [T - 1], [1]); // [B,T-1,V]
   const lsm = logSoftmaxComposed(g, g.div(pred, temperature));
   const targets = g.unsqueeze(g.slice(ids, [1], [T], [1]), [2]); // [B,T-1,1]
@@ -315,7 +353,16 @@ export function tokenLogprobs(g: Graph, logits: Value, ids: Value, temperature: 
  * is trained, d head = Σ d logitsᵀ · x. A step holds one chunk's [rows, V] tensors instead of the
  * whole sequence's, at the price of the head's matrix product once more. `rows` divides B·T.
  */
-export function chunkedTokenLogprobs(g: Graph, x: Value, head: Value, ids: Value, temperature: Value, B: number, T: number, rows: number): { logp: Value; entropy: Value } {
+export function chunkedTokenLogprobs(
+  g: Graph,
+  x: Value,
+  head: Value,
+  ids: Value,
+  temperature: Value,
+  B: number,
+  T: number,
+  rows: number,
+): { logp: Value; entropy: Value } {
   const H = x.shape[2] as number;
   const N = B * T;
   if (!(rows >= 1 && N % rows === 0)) throw new TurnwiseError('internal', `logit chunks of ${rows} positions do not divide ${B}·${T}`);
@@ -419,18 +466,38 @@ export function policyTrainingSpec(c: ModelConfig, o: TrainGraphOptions): Omit<T
     ...LOSS_HYPER_INPUTS.map((name) => ({ name, dtype: 'float32' as const, shape: [] })),
   ];
   const dropout = o.lora && (o.loraDropout ?? 0) > 0 ? o.loraDropout! : 0;
-  if (!(dropout < 1)) throw new TurnwiseError('invalid-input', `LoRA dropout must be in [0, 1), got ${dropout}`, { hint: 'set lora_dropout to a probability below 1, e.g. 0.05' });
-  if (dropout > 0) batch.push({ name: LORA_DROPOUT_SEED, dtype: 'int64', shape: [] }, { name: LORA_DROPOUT_INDEX, dtype: 'int64', shape: [B, T] });
+  if (!(dropout < 1))
+    throw new TurnwiseError('invalid-input', `LoRA dropout must be in [0, 1), got ${dropout}`, {
+      hint: 'set lora_dropout to a probability below 1, e.g. 0.05',
+    });
+  if (dropout > 0)
+    batch.push({ name: LORA_DROPOUT_SEED, dtype: 'int64', shape: [] }, { name: LORA_DROPOUT_INDEX, dtype: 'int64', shape: [B, T] });
   const causal = new Float32Array(T * T);
   for (let i = 0; i < T; i++) for (let j = i + 1; j < T; j++) causal[i * T + j] = MASKED;
   const forward: ForwardBuilder = (g, params, inp, norms) => {
     const causalV = g.tensor('float32', [1, 1, T, T], causal);
-    const positions = o.packed ? inp.position_ids : g.tensor('int64', [1, T], Array.from({ length: T }, (_, i) => i));
+    const positions = o.packed
+      ? inp.position_ids
+      : g.tensor(
+          'int64',
+          [1, T],
+          Array.from({ length: T }, (_, i) => i),
+        );
     const bias = g.add(causalV, o.packed ? segmentBias(g, inp.segment_ids) : keyPaddingBias(g, inp.attention_mask));
     const W = new Map(Object.entries(params));
-    const lora = o.lora ? loraInputs(c, o.lora, W, dropout > 0 ? { p: dropout, seed: inp[LORA_DROPOUT_SEED], index: inp[LORA_DROPOUT_INDEX] } : undefined) : undefined;
+    const lora = o.lora
+      ? loraInputs(c, o.lora, W, dropout > 0 ? { p: dropout, seed: inp[LORA_DROPOUT_SEED], index: inp[LORA_DROPOUT_INDEX] } : undefined)
+      : undefined;
     const recomputeLayers = o.recomputeLayers ?? recomputeByDefault(c, B, T);
-    const { hidden } = buildDecoder(g, c, W, { ids: inp.input_ids, positions, bias, attentionChunks: attentionChunksFor(T), recomputeLayers, ...(lora ? { lora } : {}), dims: { B, T } });
+    const { hidden } = buildDecoder(g, c, W, {
+      ids: inp.input_ids,
+      positions,
+      bias,
+      attentionChunks: attentionChunksFor(T),
+      recomputeLayers,
+      ...(lora ? { lora } : {}),
+      dims: { B, T },
+    });
     const chunkRows = logitChunkRows(B, T, c.vocab_size, o.logitChunkRows);
     const { logp, entropy } =
       chunkRows > 0
@@ -440,7 +507,16 @@ export function policyTrainingSpec(c: ModelConfig, o: TrainGraphOptions): Omit<T
     const { loss, metrics } = buildPolicyLoss(
       g,
       o.loss,
-      { logp, entropy, mask: tail('loss_mask')!, actionMask: tail('action_mask'), advantages: tail('advantages'), oldLogp: tail('old_logp'), refLogp: tail('ref_logp'), replayMask: tail('replay_mask') },
+      {
+        logp,
+        entropy,
+        mask: tail('loss_mask')!,
+        actionMask: tail('action_mask'),
+        advantages: tail('advantages'),
+        oldLogp: tail('old_logp'),
+        refLogp: tail('ref_logp'),
+        replayMask: tail('replay_mask'),
+      },
       { clipLow: inp.clip_low, clipHigh: inp.clip_high, klCoef: inp.kl_coef, entCoef: inp.ent_coef, replayCoef: inp.replay_coef },
       { kl: o.kl, entropy: o.entropy, replay: o.replay },
       norms as PolicyLossNorms | undefined,

@@ -12,7 +12,17 @@ import type { OptimizerState } from '../files/optimizer-state';
 import { type ModelConfig } from '../model/config';
 import { fromGraphLayout, loraFromGraphLayout, loraToGraphLayout, toGraphLayout, weightFeeds, type LoraShape } from '../model/graphs';
 import { loraDropoutStepSeed, type LoraAdapter } from '../files/lora';
-import { batchInputs, LORA_DROPOUT_INDEX, LORA_DROPOUT_SEED, METRICS, policyTrainingSpec, type LossHyperName, type MetricName, type TrainGraphOptions, type TrainLoss } from './graphs';
+import {
+  batchInputs,
+  LORA_DROPOUT_INDEX,
+  LORA_DROPOUT_SEED,
+  METRICS,
+  policyTrainingSpec,
+  type LossHyperName,
+  type MetricName,
+  type TrainGraphOptions,
+  type TrainLoss,
+} from './graphs';
 import type { PolicyWeights } from '../model/weights';
 
 /** One optimizer step's batch: flat row-major [batch, seq] arrays aligned with input_ids. */
@@ -65,7 +75,10 @@ export type LearningRate = number | readonly number[] | ((step: number) => numbe
 export function warmupCosineLr(o: { peak: number; warmupSteps: number; totalSteps: number; floor?: number }): (step: number) => number {
   const floor = o.floor ?? 0;
   if (!(o.peak >= 0) || !(floor >= 0) || !(o.warmupSteps >= 0) || !(o.totalSteps >= o.warmupSteps)) {
-    throw new TurnwiseError('invalid-input', `learning-rate schedule: need peak ≥ 0, floor ≥ 0 and 0 ≤ warmupSteps ≤ totalSteps, got ${JSON.stringify(o)}`);
+    throw new TurnwiseError(
+      'invalid-input',
+      `learning-rate schedule: need peak ≥ 0, floor ≥ 0 and 0 ≤ warmupSteps ≤ totalSteps, got ${JSON.stringify(o)}`,
+    );
   }
   return (step) => {
     if (step < o.warmupSteps) return (o.peak * (step + 1)) / o.warmupSteps;
@@ -116,7 +129,8 @@ export class PolicyTrainer {
   private readonly cache: SessionCache;
   private readonly trainers = new Map<string, Trainer>();
   /** With LoRA: the adapter's layout, and the base weights fed as frozen inputs (graph layout, made once). */
-  private readonly lora: { shape: LoraShape; config: LoraAdapter['config']; frozen: Record<string, HostTensor>; dropoutSeed: number } | undefined;
+  private readonly lora:
+    { shape: LoraShape; config: LoraAdapter['config']; frozen: Record<string, HostTensor>; dropoutSeed: number } | undefined;
   private readonly base: PolicyWeights | undefined;
 
   /**
@@ -124,7 +138,13 @@ export class PolicyTrainer {
    * are: with LoRA they are the frozen base fed every run, without it the starting parameters
    * (never written to: each step's parameters are new arrays). Default: feeds over `weights`' own arrays.
    */
-  constructor(weights: PolicyWeights, optimizer?: OptimizerState, private readonly settings: SessionSettings = {}, lora?: LoraTraining, graphFeeds?: Record<string, HostTensor>) {
+  constructor(
+    weights: PolicyWeights,
+    optimizer?: OptimizerState,
+    private readonly settings: SessionSettings = {},
+    lora?: LoraTraining,
+    graphFeeds?: Record<string, HostTensor>,
+  ) {
     this.config = weights.config;
     // With LoRA and the weights given as feeds, the weights are read back from them when asked for.
     this.base = graphFeeds && lora ? undefined : weights;
@@ -132,11 +152,21 @@ export class PolicyTrainer {
     const feeds = graphFeeds ?? weightFeeds(weights);
     if (lora) {
       const c = lora.adapter.config;
-      this.lora = { shape: { r: c.r, lora_alpha: c.lora_alpha, use_rslora: c.use_rslora, target_modules: [...c.target_modules] }, config: c, frozen: feeds, dropoutSeed: lora.dropoutSeed ?? 0 };
+      this.lora = {
+        shape: { r: c.r, lora_alpha: c.lora_alpha, use_rslora: c.use_rslora, target_modules: [...c.target_modules] },
+        config: c,
+        frozen: feeds,
+        dropoutSeed: lora.dropoutSeed ?? 0,
+      };
       const graph = (m: Map<string, Float32Array>) => Object.fromEntries(loraToGraphLayout(this.config, { config: c, tensors: m }));
       const zeros = () => new Map([...lora.adapter.tensors].map(([k, t]) => [k, new Float32Array(t.length)]));
       const o = lora.optimizer;
-      this.state = { params: graph(lora.adapter.tensors), m: graph(o?.expAvg ?? zeros()), v: graph(o?.expAvgSq ?? zeros()), step: o?.step ?? 0 };
+      this.state = {
+        params: graph(lora.adapter.tensors),
+        m: graph(o?.expAvg ?? zeros()),
+        v: graph(o?.expAvgSq ?? zeros()),
+        step: o?.step ?? 0,
+      };
       return;
     }
     this.lora = undefined;
@@ -159,7 +189,8 @@ export class PolicyTrainer {
   /** The adapter's AdamW state (PEFT keys and layout); undefined without LoRA. */
   adapterOptimizerState(): OptimizerState | undefined {
     if (!this.lora) return undefined;
-    const back = (rec: Record<string, Float32Array | Float64Array>) => loraFromGraphLayout(this.config, this.lora!.config, this.map(rec)).tensors;
+    const back = (rec: Record<string, Float32Array | Float64Array>) =>
+      loraFromGraphLayout(this.config, this.lora!.config, this.map(rec)).tensors;
     return { step: this.state.step, expAvg: back(this.state.m), expAvgSq: back(this.state.v) };
   }
 
@@ -173,13 +204,26 @@ export class PolicyTrainer {
 
   /** Current weights in Hugging Face layout (copies); with LoRA the base, which training never changes. */
   weights(): PolicyWeights {
-    if (this.lora) return this.base ?? { config: this.config, tensors: fromGraphLayout(this.config, new Map(Object.entries(this.lora.frozen).map(([k, t]) => [k, t.data as Float32Array]))) };
+    if (this.lora)
+      return (
+        this.base ?? {
+          config: this.config,
+          tensors: fromGraphLayout(this.config, new Map(Object.entries(this.lora.frozen).map(([k, t]) => [k, t.data as Float32Array]))),
+        }
+      );
     return { config: this.config, tensors: fromGraphLayout(this.config, this.map(this.state.params)) };
   }
 
   optimizerState(): OptimizerState {
-    if (this.lora) throw new TurnwiseError('internal', 'a LoRA trainer has no optimizer state for the base weights', { hint: 'read adapterOptimizerState()' });
-    return { step: this.state.step, expAvg: fromGraphLayout(this.config, this.map(this.state.m)), expAvgSq: fromGraphLayout(this.config, this.map(this.state.v)) };
+    if (this.lora)
+      throw new TurnwiseError('internal', 'a LoRA trainer has no optimizer state for the base weights', {
+        hint: 'read adapterOptimizerState()',
+      });
+    return {
+      step: this.state.step,
+      expAvg: fromGraphLayout(this.config, this.map(this.state.m)),
+      expAvgSq: fromGraphLayout(this.config, this.map(this.state.v)),
+    };
   }
 
   /** Weights in graph layout, shared (not copied): for Policy.setGraphWeights. Not for LoRA (use adapter()). */
@@ -207,7 +251,10 @@ export class PolicyTrainer {
     const { batch: B, seq: T } = o;
     const K = batches.length;
     if (K === 0) return [];
-    if (T > this.config.max_position_embeddings) throw new TurnwiseError('invalid-input', `seq ${T} exceeds max_position_embeddings ${this.config.max_position_embeddings}`, { hint: 'truncate the batch' });
+    if (T > this.config.max_position_embeddings)
+      throw new TurnwiseError('invalid-input', `seq ${T} exceeds max_position_embeddings ${this.config.max_position_embeddings}`, {
+        hint: 'truncate the batch',
+      });
     const lh = lossHyper(o.loss, hyper);
     const graphOpts: TrainGraphOptions = {
       loss: o.loss,
@@ -224,22 +271,31 @@ export class PolicyTrainer {
     };
     const lrs = this.learningRates(hyper.lr, K);
     if (graphOpts.packed && !POLICY_LOSSES[o.loss].packable) {
-      throw new TurnwiseError('invalid-input', `${o.loss} takes one ratio per row, so it cannot train packed rows`, { hint: 'give each turn its own row (no segmentIds), or use ppo-token' });
+      throw new TurnwiseError('invalid-input', `${o.loss} takes one ratio per row, so it cannot train packed rows`, {
+        hint: 'give each turn its own row (no segmentIds), or use ppo-token',
+      });
     }
     const lead = K > 1 ? [K] : [];
     const n = B * T;
     const ids = new BigInt64Array(K * n);
     batches.forEach((b, k) => {
-      if (b.inputIds.length !== n) throw new TurnwiseError('invalid-input', `inputIds has length ${b.inputIds.length}, expected batch·seq = ${n}`);
+      if (b.inputIds.length !== n)
+        throw new TurnwiseError('invalid-input', `inputIds has length ${b.inputIds.length}, expected batch·seq = ${n}`);
       for (let i = 0; i < n; i++) {
         const id = b.inputIds[i];
-        if (!Number.isInteger(id) || id < 0 || id >= this.config.vocab_size) throw new TurnwiseError('invalid-input', `token id ${id} is outside the vocabulary (0..${this.config.vocab_size - 1})`);
+        if (!Number.isInteger(id) || id < 0 || id >= this.config.vocab_size)
+          throw new TurnwiseError('invalid-input', `token id ${id} is outside the vocabulary (0..${this.config.vocab_size - 1})`);
         ids[k * n + i] = BigInt(id);
       }
     });
     // Packed: per batch, the tokens that can carry loss (real, not an example's first token).
     const layouts = graphOpts.packed ? batches.map((b) => packedLayout(b, B, T)) : undefined;
-    const stack = (name: string, get: (b: TrainBatch) => ArrayLike<number> | undefined, fill?: number, onlyLossTokens = false): HostTensor => {
+    const stack = (
+      name: string,
+      get: (b: TrainBatch) => ArrayLike<number> | undefined,
+      fill?: number,
+      onlyLossTokens = false,
+    ): HostTensor => {
       const out = new Float32Array(K * n);
       batches.forEach((b, k) => {
         const a = get(b);
@@ -255,7 +311,10 @@ export class PolicyTrainer {
       return { dtype: 'float32', dims: [...lead, B, T], data: out };
     };
     // With LoRA the base weights go in as frozen inputs: the same tensors every run, never copied.
-    const feeds: Record<string, HostTensor> = { ...(this.lora?.frozen ?? {}), input_ids: { dtype: 'int64', dims: [...lead, B, T], data: ids } };
+    const feeds: Record<string, HostTensor> = {
+      ...(this.lora?.frozen ?? {}),
+      input_ids: { dtype: 'int64', dims: [...lead, B, T], data: ids },
+    };
     if (layouts) {
       const cat = (get: (l: PackedLayout) => BigInt64Array): HostTensor => {
         const out = new BigInt64Array(K * n);
@@ -266,12 +325,16 @@ export class PolicyTrainer {
       feeds.position_ids = cat((l) => l.positions);
     } else feeds.attention_mask = stack('attentionMask', (b) => b.attentionMask, 1);
     for (const b of batches) {
-      for (const [name, a] of [['lossMask', b.lossMask], ['replayMask', b.replayMask]] as const) {
+      for (const [name, a] of [
+        ['lossMask', b.lossMask],
+        ['replayMask', b.replayMask],
+      ] as const) {
         if (a === undefined) continue;
         if (a.length !== n) throw new TurnwiseError('invalid-input', `${name} has length ${a.length}, expected batch·seq = ${n}`);
         for (let i = 0; i < n; i++) {
           const w = a[i];
-          if (!(w >= 0) || !Number.isFinite(w)) throw new TurnwiseError('invalid-input', `${name} holds ${w} at ${i}: loss weights must be finite and ≥ 0`);
+          if (!(w >= 0) || !Number.isFinite(w))
+            throw new TurnwiseError('invalid-input', `${name} holds ${w} at ${i}: loss weights must be finite and ≥ 0`);
         }
       }
     }
@@ -284,7 +347,8 @@ export class PolicyTrainer {
       replay_mask: (b) => b.replayMask,
     };
     const weightInputs = new Set(['loss_mask', 'action_mask', 'replay_mask']);
-    for (const name of batchInputs(graphOpts)) feeds[name] = stack(name, getters[name], name === 'replay_mask' ? 0 : undefined, weightInputs.has(name));
+    for (const name of batchInputs(graphOpts))
+      feeds[name] = stack(name, getters[name], name === 'replay_mask' ? 0 : undefined, weightInputs.has(name));
     const opt = { ...OPTIMIZER_DEFAULTS, ...definedOnly(hyper) };
     const temperature = opt.temperature;
     if (!(temperature > 0) || !Number.isFinite(temperature)) {
@@ -293,7 +357,14 @@ export class PolicyTrainer {
         hint: 'use the temperature the rollouts were sampled at; greedy (0) rollouts carry no sampling log-probs, train them at 1',
       });
     }
-    const lossFeeds: Record<LossHyperName, number> = { clip_low: lh.clipLow, clip_high: lh.clipHigh, kl_coef: lh.klCoef, ent_coef: lh.entCoef, replay_coef: lh.replayCoef, temperature };
+    const lossFeeds: Record<LossHyperName, number> = {
+      clip_low: lh.clipLow,
+      clip_high: lh.clipHigh,
+      kl_coef: lh.klCoef,
+      ent_coef: lh.entCoef,
+      replay_coef: lh.replayCoef,
+      temperature,
+    };
     for (const [k, x] of Object.entries(lossFeeds)) feeds[k] = { dtype: 'float32', dims: lead, data: new Float32Array(K).fill(x) };
     // Dropout masks from the run's seed and each step's global number: a resume drops the same elements.
     if (this.lora && this.lora.config.lora_dropout > 0) {
@@ -306,7 +377,8 @@ export class PolicyTrainer {
     }
     const optHyper = { beta1: opt.beta1, beta2: opt.beta2, eps: opt.eps, weight_decay: opt.weightDecay, max_grad_norm: opt.maxGradNorm };
     const cap = o.microBatchTokens;
-    if (cap !== undefined && !(Number.isInteger(cap) && cap >= 1)) throw new TurnwiseError('invalid-input', `microBatchTokens must be a positive integer, got ${cap}`);
+    if (cap !== undefined && !(Number.isInteger(cap) && cap >= 1))
+      throw new TurnwiseError('invalid-input', `microBatchTokens must be a positive integer, got ${cap}`);
     const rows: StepMetrics[] = [];
     if (cap !== undefined && B * T > cap) {
       // Micro-batches of whole rows, the last one padded with rows that carry no loss.
@@ -345,9 +417,18 @@ export class PolicyTrainer {
 
   /** The K rates of the next K steps. */
   private learningRates(lr: LearningRate, K: number): number[] {
-    const out = typeof lr === 'number' ? new Array<number>(K).fill(lr) : typeof lr === 'function' ? Array.from({ length: K }, (_, k) => lr(this.state.step + k)) : Array.from(lr);
-    if (out.length !== K) throw new TurnwiseError('invalid-input', `got ${out.length} learning rates for ${K} batches`, { hint: 'pass one rate, one per batch, or a schedule function' });
-    for (const x of out) if (!(x >= 0) || !Number.isFinite(x)) throw new TurnwiseError('invalid-input', `learning rate ${x} is not a finite number ≥ 0`);
+    const out =
+      typeof lr === 'number'
+        ? new Array<number>(K).fill(lr)
+        : typeof lr === 'function'
+          ? Array.from({ length: K }, (_, k) => lr(this.state.step + k))
+          : Array.from(lr);
+    if (out.length !== K)
+      throw new TurnwiseError('invalid-input', `got ${out.length} learning rates for ${K} batches`, {
+        hint: 'pass one rate, one per batch, or a schedule function',
+      });
+    for (const x of out)
+      if (!(x >= 0) || !Number.isFinite(x)) throw new TurnwiseError('invalid-input', `learning rate ${x} is not a finite number ≥ 0`);
     return out;
   }
 
@@ -371,10 +452,16 @@ interface PackedLayout {
 function packedLayout(b: TrainBatch, B: number, T: number): PackedLayout {
   const n = B * T;
   if (b.segmentIds && b.attentionMask) {
-    throw new TurnwiseError('invalid-input', 'a batch has both segmentIds and attentionMask', { hint: 'segment id 0 marks padding: drop attentionMask' });
+    throw new TurnwiseError('invalid-input', 'a batch has both segmentIds and attentionMask', {
+      hint: 'segment id 0 marks padding: drop attentionMask',
+    });
   }
   const src = b.segmentIds ?? b.attentionMask;
-  if (src && src.length !== n) throw new TurnwiseError('invalid-input', `${b.segmentIds ? 'segmentIds' : 'attentionMask'} has length ${src.length}, expected batch·seq = ${n}`);
+  if (src && src.length !== n)
+    throw new TurnwiseError(
+      'invalid-input',
+      `${b.segmentIds ? 'segmentIds' : 'attentionMask'} has length ${src.length}, expected batch·seq = ${n}`,
+    );
   const segments = new BigInt64Array(n);
   const positions = new BigInt64Array(n);
   const lossTokens = new Uint8Array(n);
@@ -385,9 +472,13 @@ function packedLayout(b: TrainBatch, B: number, T: number): PackedLayout {
     for (let t = 0; t < T; t++) {
       const i = r * T + t;
       const s = src ? src[i] : 1;
-      if (!Number.isInteger(s) || s < 0) throw new TurnwiseError('invalid-input', `segment id ${s} at row ${r}, token ${t}: segment ids are integers ≥ 0 (0 = padding)`);
+      if (!Number.isInteger(s) || s < 0)
+        throw new TurnwiseError('invalid-input', `segment id ${s} at row ${r}, token ${t}: segment ids are integers ≥ 0 (0 = padding)`);
       if (s !== 0 && s !== prev) {
-        if (seen.has(s)) throw new TurnwiseError('invalid-input', `segment ${s} of row ${r} is not contiguous (it resumes at token ${t})`, { hint: 'give each packed example its own id' });
+        if (seen.has(s))
+          throw new TurnwiseError('invalid-input', `segment ${s} of row ${r} is not contiguous (it resumes at token ${t})`, {
+            hint: 'give each packed example its own id',
+          });
         seen.add(s);
         pos = 0;
       }

@@ -46,7 +46,11 @@ describe('agent/ActionBatcher', () => {
     ps.push(b.act(req('c')));
     const out = await Promise.all(ps);
     assert.deepEqual(model.batches, [['a', 'b', 'c']]);
-    assert.deepEqual(out.map((r) => r.text), ['echo a', 'echo b', 'echo c'], 'each caller gets its own row');
+    assert.deepEqual(
+      out.map((r) => r.text),
+      ['echo a', 'echo b', 'echo c'],
+      'each caller gets its own row',
+    );
     assert.ok(Date.now() - t0 < 2_000, 'sent when the batch was complete, not at the deadline');
     assert.ok(b.heldMs >= 50, `held time summed over requests, got ${b.heldMs}`);
   });

@@ -1,12 +1,20 @@
 import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { cacheableCommand, cachedTurnFraction, CUT_SHORT_MARKER, keepableObservation, mayDetach, ObservationCache } from '../../../src/agent/cache';
+import {
+  cacheableCommand,
+  cachedTurnFraction,
+  CUT_SHORT_MARKER,
+  keepableObservation,
+  mayDetach,
+  ObservationCache,
+} from '../../../src/agent/cache';
 import { SCHEMA, type Trajectory, type Turn } from '../../../src/core/schema';
 
 describe('agent/cache: replayed observations of read-only tool commands', () => {
   it('cacheableCommand: the deterministic sandbox tools with plain arguments, nothing else', () => {
-    for (const c of ['tw-suspects', 'tw-test', '  tw-test  ', 'tw-test tests/test_stock.py', 'tw-test tests/test_stock.py::test_ship -k=x']) assert.ok(cacheableCommand(c), c);
+    for (const c of ['tw-suspects', 'tw-test', '  tw-test  ', 'tw-test tests/test_stock.py', 'tw-test tests/test_stock.py::test_ship -k=x'])
+      assert.ok(cacheableCommand(c), c);
     for (const c of [
       'tw-test; echo x > f', // a second command that writes
       'tw-test && sed -i 1d a.py',
@@ -24,8 +32,10 @@ describe('agent/cache: replayed observations of read-only tool commands', () => 
   });
 
   it('mayDetach: a lone & or a detaching command, not && or redirections', () => {
-    for (const c of ['sleep 5 &', 'sleep 5 & echo hi', 'nohup python server.py', 'setsid sh -c x', '(sleep 1; touch f) &']) assert.ok(mayDetach(c), c);
-    for (const c of ['tw-test && submit', 'pytest 2>&1 | tail', 'cmd &> log', 'cmd >&2', 'cat <&3', 'echo a && echo b']) assert.ok(!mayDetach(c), c);
+    for (const c of ['sleep 5 &', 'sleep 5 & echo hi', 'nohup python server.py', 'setsid sh -c x', '(sleep 1; touch f) &'])
+      assert.ok(mayDetach(c), c);
+    for (const c of ['tw-test && submit', 'pytest 2>&1 | tail', 'cmd &> log', 'cmd >&2', 'cat <&3', 'echo a && echo b'])
+      assert.ok(!mayDetach(c), c);
   });
 
   it('keepableObservation: not after a timeout, not when tw-suspects says the clock cut its ranking short', () => {
@@ -85,7 +95,14 @@ describe('agent/cache: replayed observations of read-only tool commands', () => 
   });
 
   it('cachedTurnFraction: of the commands run, submit and format errors left out', () => {
-    const turn = (action: string, extra: Partial<Turn> = {}): Turn => ({ index: 0, action, observation: '', exitCode: 0, durationMs: 1, ...extra });
+    const turn = (action: string, extra: Partial<Turn> = {}): Turn => ({
+      index: 0,
+      action,
+      observation: '',
+      exitCode: 0,
+      durationMs: 1,
+      ...extra,
+    });
     const traj = (turns: Turn[]): Trajectory => ({
       schema: SCHEMA.trajectory,
       taskId: 't',
@@ -93,9 +110,21 @@ describe('agent/cache: replayed observations of read-only tool commands', () => 
       trajId: 'x',
       checkpoint: 'c',
       turns,
-      reward: { passRate: 0, resolved: false, turns: 1, maxTurns: 4, formatError: false, efficiencyPenalty: 0, formatPenalty: 0, reward: 0 },
+      reward: {
+        passRate: 0,
+        resolved: false,
+        turns: 1,
+        maxTurns: 4,
+        formatError: false,
+        efficiencyPenalty: 0,
+        formatPenalty: 0,
+        reward: 0,
+      },
     });
-    const r = cachedTurnFraction([traj([turn('tw-suspects', { cached: true }), turn('sed -i 1d a'), turn('submit')]), traj([turn('tw-test', { cached: true }), turn('"', { formatError: 'unterminated quote' })])]);
+    const r = cachedTurnFraction([
+      traj([turn('tw-suspects', { cached: true }), turn('sed -i 1d a'), turn('submit')]),
+      traj([turn('tw-test', { cached: true }), turn('"', { formatError: 'unterminated quote' })]),
+    ]);
     assert.equal(r, 2 / 3);
     assert.equal(cachedTurnFraction([]), 0);
   });

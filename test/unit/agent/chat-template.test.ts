@@ -14,10 +14,20 @@ const DATED = `{%- if not date_string is defined %}{%- if strftime_now is define
 
 describe('agent/chat-template: the template clock', () => {
   it("strftime writes what Python's time.strftime writes in the C locale", () => {
-    const stamps = [new Date(2026, 11, 4, 23, 59, 59), new Date(2024, 0, 1, 0, 0, 0), new Date(2025, 6, 26, 12, 5, 9), new Date(2024, 1, 29, 13, 0, 0)];
+    const stamps = [
+      new Date(2026, 11, 4, 23, 59, 59),
+      new Date(2024, 0, 1, 0, 0, 0),
+      new Date(2025, 6, 26, 12, 5, 9),
+      new Date(2024, 1, 29, 13, 0, 0),
+    ];
     const fmts = ['%d %b %Y', '%B %d, %Y', '%a %A %j %y %H:%M:%S %I %p %m %%'];
     const script = `import sys, time\nfor ts in sys.argv[2:]:\n    for f in sys.argv[1].split('|'):\n        print(time.strftime(f, time.localtime(float(ts))))`;
-    const want = execFileSync('python3', ['-c', script, fmts.join('|'), ...stamps.map((d) => String(d.getTime() / 1000))], { env: { ...process.env, LC_ALL: 'C', TZ: process.env.TZ ?? '' }, encoding: 'utf8' }).trim().split('\n');
+    const want = execFileSync('python3', ['-c', script, fmts.join('|'), ...stamps.map((d) => String(d.getTime() / 1000))], {
+      env: { ...process.env, LC_ALL: 'C', TZ: process.env.TZ ?? '' },
+      encoding: 'utf8',
+    })
+      .trim()
+      .split('\n');
     const got = stamps.flatMap((d) => fmts.map((f) => strftime(d, f)));
     assert.deepEqual(got, want);
   });
@@ -26,7 +36,11 @@ describe('agent/chat-template: the template clock', () => {
     const src = path.resolve(__dirname, '../../../src/agent/chat-template.ts');
     for (const lang of ['de_DE.UTF-8', 'fr_FR.UTF-8', 'ja_JP.UTF-8']) {
       const code = `const { ChatTemplate } = require(${JSON.stringify(src)}); const t = new ChatTemplate(${JSON.stringify('{{ strftime_now("%d %b %Y") }}|{{ strftime_now("%B") }}')}, 'x'); process.stdout.write(new Intl.DateTimeFormat(undefined, { month: 'short' }).format(new Date(2026, 11, 4)) + '|' + t.render([], false, new Date(2026, 11, 4)));`;
-      const out = execFileSync(process.execPath, ['--require', 'tsx/cjs', '-e', code], { env: { ...process.env, LANG: lang, LC_ALL: lang }, encoding: 'utf8', cwd: path.resolve(__dirname, '../../..') });
+      const out = execFileSync(process.execPath, ['--require', 'tsx/cjs', '-e', code], {
+        env: { ...process.env, LANG: lang, LC_ALL: lang },
+        encoding: 'utf8',
+        cwd: path.resolve(__dirname, '../../..'),
+      });
       const [intlMonth, rendered, long] = out.split('|');
       assert.equal(`${rendered}|${long}`, '04 Dec 2026|December', `${lang}: ${out}`);
       // The process's own locale really is another one (else this test would prove nothing).

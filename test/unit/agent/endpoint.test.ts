@@ -20,7 +20,9 @@ import { startServer } from '../../../src/serve/server';
 
 type Handler = (req: http.IncomingMessage, body: string, res: http.ServerResponse, n: number) => void;
 
-async function scripted(handler: Handler): Promise<{ url: string; calls: { route: string; body: string; auth?: string; at: number }[]; close: () => Promise<void> }> {
+async function scripted(
+  handler: Handler,
+): Promise<{ url: string; calls: { route: string; body: string; auth?: string; at: number }[]; close: () => Promise<void> }> {
   const calls: { route: string; body: string; auth?: string; at: number }[] = [];
   const server = http.createServer((req, res) => {
     let body = '';
@@ -34,7 +36,11 @@ async function scripted(handler: Handler): Promise<{ url: string; calls: { route
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     calls,
-    close: () => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }),
+    close: () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
   };
 }
 
@@ -42,7 +48,11 @@ const json = (res: http.ServerResponse, status: number, body: unknown, headers: 
   res.writeHead(status, { 'content-type': 'application/json', ...headers });
   res.end(JSON.stringify(body));
 };
-const reply = (content: string, finish = 'stop') => ({ choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: finish, logprobs: { content: [{ token: 'x', logprob: -0.5 }] } }] });
+const reply = (content: string, finish = 'stop') => ({
+  choices: [
+    { index: 0, message: { role: 'assistant', content }, finish_reason: finish, logprobs: { content: [{ token: 'x', logprob: -0.5 }] } },
+  ],
+});
 const models = (res: http.ServerResponse) => json(res, 200, { object: 'list', data: [{ id: 'm', object: 'model' }] });
 const REQ: ActRequest = { episodeId: 'e', task: 'fix it', turns: [], system: 'You fix bugs.', seed: 7 };
 
@@ -60,15 +70,23 @@ describe('agent/endpoint: an OpenAI-compatible server as the agent', function ()
   });
 
   it('sends the conversation as messages, and reads the reply, its action and log-probs', async () => {
-    const s = await scripted((req, _b, res) => (req.url === '/v1/models' ? models(res) : json(res, 200, reply('I will look.\n```bash\ncat a.py\n```'))));
+    const s = await scripted((req, _b, res) =>
+      req.url === '/v1/models' ? models(res) : json(res, 200, reply('I will look.\n```bash\ncat a.py\n```')),
+    );
     try {
-      const m = new EndpointActionModel(new EndpointClient({ url: s.url, keyEnv: 'TW_KEY', env: { TW_KEY: 'k-123' } }), { maxTokens: 64, temperature: 0.5 });
+      const m = new EndpointActionModel(new EndpointClient({ url: s.url, keyEnv: 'TW_KEY', env: { TW_KEY: 'k-123' } }), {
+        maxTokens: 64,
+        temperature: 0.5,
+      });
       const [r] = await m.act([REQ]);
       assert.deepEqual(r.action, { kind: 'bash', command: 'cat a.py', block: 'cat a.py' });
       assert.deepEqual(r.logprobs, [-0.5]);
       const sent = JSON.parse(s.calls[1].body);
       assert.equal(sent.model, 'm', 'the one model the server lists');
-      assert.deepEqual(sent.messages.map((x: { role: string }) => x.role), ['system', 'user']);
+      assert.deepEqual(
+        sent.messages.map((x: { role: string }) => x.role),
+        ['system', 'user'],
+      );
       assert.equal(sent.messages[1].content, 'fix it');
       assert.equal(sent.seed, 7);
       assert.equal(s.calls[1].auth, 'Bearer k-123');
@@ -80,11 +98,20 @@ describe('agent/endpoint: an OpenAI-compatible server as the agent', function ()
     }
   });
 
-  it('reads the server\'s usage: the counts come with the result and add up on the model; a reply without it adds nothing', async () => {
+  it("reads the server's usage: the counts come with the result and add up on the model; a reply without it adds nothing", async () => {
     const bodies = [
-      { choices: [{ index: 0, message: { role: 'assistant', content: '```bash\nls\n```' }, finish_reason: 'stop' }], usage: { prompt_tokens: 120, completion_tokens: 9, total_tokens: 129 } },
-      { choices: [{ index: 0, message: { role: 'assistant', content: 'submit' }, finish_reason: 'stop' }], usage: { prompt_tokens: 150, completion_tokens: 2 } },
-      { choices: [{ index: 0, message: { role: 'assistant', content: 'submit' }, finish_reason: 'stop' }], usage: { prompt_tokens: -1, completion_tokens: 'many' } },
+      {
+        choices: [{ index: 0, message: { role: 'assistant', content: '```bash\nls\n```' }, finish_reason: 'stop' }],
+        usage: { prompt_tokens: 120, completion_tokens: 9, total_tokens: 129 },
+      },
+      {
+        choices: [{ index: 0, message: { role: 'assistant', content: 'submit' }, finish_reason: 'stop' }],
+        usage: { prompt_tokens: 150, completion_tokens: 2 },
+      },
+      {
+        choices: [{ index: 0, message: { role: 'assistant', content: 'submit' }, finish_reason: 'stop' }],
+        usage: { prompt_tokens: -1, completion_tokens: 'many' },
+      },
       { choices: [{ index: 0, message: { role: 'assistant', content: 'submit' }, finish_reason: 'stop' }] },
     ];
     const s = await scripted((req, _b, res, n) => (req.url === '/v1/models' ? models(res) : json(res, 200, bodies[n - 2])));
@@ -92,7 +119,11 @@ describe('agent/endpoint: an OpenAI-compatible server as the agent', function ()
       const m = new EndpointActionModel(new EndpointClient({ url: s.url }), { logprobs: false });
       const got = [];
       for (let i = 0; i < 4; i++) got.push((await m.act([REQ]))[0]);
-      assert.deepEqual(got.map((r) => r.usage), [{ promptTokens: 120, completionTokens: 9 }, { promptTokens: 150, completionTokens: 2 }, undefined, undefined], 'a count that is not a whole number ≥ 0 is not a count');
+      assert.deepEqual(
+        got.map((r) => r.usage),
+        [{ promptTokens: 120, completionTokens: 9 }, { promptTokens: 150, completionTokens: 2 }, undefined, undefined],
+        'a count that is not a whole number ≥ 0 is not a count',
+      );
       assert.deepEqual(got[0].logprobs, []);
       assert.deepEqual([m.promptTokens, m.sampledTokens, m.repliesWithoutUsage], [270, 11, 2]);
     } finally {
@@ -157,8 +188,15 @@ describe('agent/endpoint: an OpenAI-compatible server as the agent', function ()
       await fails(ask('shape'), /not a chat completion/);
       await fails(ask('huge', { maxReplyBytes: 100_000 }), /larger than 100000 bytes/);
       await fails(ask('auth'), /answered 401: invalid api key/, /refused the key/);
-      await fails(new EndpointActionModel(new EndpointClient({ url: s.url, model: 'gpt-x' })).act([REQ]), /serves no model "gpt-x"; it lists m/);
-      await fails(new EndpointActionModel(new EndpointClient({ url: 'http://127.0.0.1:9', retries: 0 })).act([REQ]), /cannot reach/, /server is running/);
+      await fails(
+        new EndpointActionModel(new EndpointClient({ url: s.url, model: 'gpt-x' })).act([REQ]),
+        /serves no model "gpt-x"; it lists m/,
+      );
+      await fails(
+        new EndpointActionModel(new EndpointClient({ url: 'http://127.0.0.1:9', retries: 0 })).act([REQ]),
+        /cannot reach/,
+        /server is running/,
+      );
       assert.throws(() => new EndpointClient({ url: s.url, keyEnv: 'TW_NO_SUCH_KEY', env: {} }), /TW_NO_SUCH_KEY is not set/);
     } finally {
       await s.close();
@@ -169,10 +207,33 @@ describe('agent/endpoint: an OpenAI-compatible server as the agent', function ()
     const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-endpoint-'));
     const files = chatTokenizerFiles('chatml');
     const dir = path.join(tmp, 'served');
-    writeModelFolder(dir, initWeights({ model_type: 'qwen2', hidden_size: 32, intermediate_size: 48, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, rms_norm_eps: 1e-6, rope_theta: 1e6, vocab_size: Math.ceil(tokenizerJsonSize(files.tokenizerJson) / 64) * 64, max_position_embeddings: 512, tie_word_embeddings: true }, 5, 0.3), { dtype: 'float32', tokenizerJson: files.tokenizerJson, tokenizerConfig: files.tokenizerConfig });
+    writeModelFolder(
+      dir,
+      initWeights(
+        {
+          model_type: 'qwen2',
+          hidden_size: 32,
+          intermediate_size: 48,
+          num_hidden_layers: 2,
+          num_attention_heads: 4,
+          num_key_value_heads: 2,
+          rms_norm_eps: 1e-6,
+          rope_theta: 1e6,
+          vocab_size: Math.ceil(tokenizerJsonSize(files.tokenizerJson) / 64) * 64,
+          max_position_embeddings: 512,
+          tie_word_embeddings: true,
+        },
+        5,
+        0.3,
+      ),
+      { dtype: 'float32', tokenizerJson: files.tokenizerJson, tokenizerConfig: files.tokenizerConfig },
+    );
     const server = await startServer({ model: dir, port: 0, token: 'tok', settings: { provider: 'cpu' } });
     try {
-      const m = new EndpointActionModel(new EndpointClient({ url: server.url, keyEnv: 'K', env: { K: 'tok' } }), { maxTokens: 12, temperature: 0 });
+      const m = new EndpointActionModel(new EndpointClient({ url: server.url, keyEnv: 'K', env: { K: 'tok' } }), {
+        maxTokens: 12,
+        temperature: 0,
+      });
       assert.equal(await m.modelName(), 'served');
       const [r] = await m.act([REQ]);
       assert.ok(r.logprobs.length > 0 && r.logprobs.every((x) => Number.isFinite(x) && x <= 0));

@@ -1,11 +1,22 @@
 // What the policy sees of a task and of an observation: two failing ids and the count; the
 // exit code then the output with its middle elided, head and tail kept.
 import * as assert from 'node:assert/strict';
-import { capMiddle, formatErrorObservation, OBS_PROMPT_CHARS, observationText, promptSegments, taskText, TASK_TESTS_SHOWN } from '../../../src/agent/prompt';
+import {
+  capMiddle,
+  formatErrorObservation,
+  OBS_PROMPT_CHARS,
+  observationText,
+  promptSegments,
+  taskText,
+  TASK_TESTS_SHOWN,
+} from '../../../src/agent/prompt';
 
 describe('agent/prompt', () => {
   it('taskText shows one id plainly', () => {
-    assert.equal(taskText({ fail_to_pass: ['tests/t.py::test_a'], source: 'mutation' }), 'Fix the code so this test passes:\ntests/t.py::test_a');
+    assert.equal(
+      taskText({ fail_to_pass: ['tests/t.py::test_a'], source: 'mutation' }),
+      'Fix the code so this test passes:\ntests/t.py::test_a',
+    );
   });
 
   it(`taskText shows ${TASK_TESTS_SHOWN} of 41 ids and the count of the rest`, () => {

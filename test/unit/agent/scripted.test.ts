@@ -34,7 +34,7 @@ describe('agent/scripted: commands files', () => {
     const cmds = await parseCommandFile(text, F);
     assert.deepEqual(cmds, [
       'tw-suspects',
-      "cat > fix.py <<'EOF'\nimport sys\nprint(\"a; b\")  # not a comment of the script\nEOF",
+      'cat > fix.py <<\'EOF\'\nimport sys\nprint("a; b")  # not a comment of the script\nEOF',
       'python3 fix.py; echo done',
       'grep -n weekly \\\n  inventory/reorder.py',
       'tw-test && git diff |\n  head -5',
@@ -46,15 +46,24 @@ describe('agent/scripted: commands files', () => {
 
   it('a trailing submit is dropped; commands after a submit are refused with its line', async () => {
     assert.deepEqual(await parseCommandFile('ls\nsubmit\n', F), ['ls']);
-    await assert.rejects(parseCommandFile('ls\nsubmit\ntw-test\n', F), /\/x\/cmds\.sh:2: `submit` ends the episode, so the 1 command\(s\) after it would never run/);
+    await assert.rejects(
+      parseCommandFile('ls\nsubmit\ntw-test\n', F),
+      /\/x\/cmds\.sh:2: `submit` ends the episode, so the 1 command\(s\) after it would never run/,
+    );
     await assert.rejects(parseCommandFile('submit\n', F), /holds no commands \(only submit\)/);
   });
 
   it('a syntax error names its line (where a command ends is then unknown); empty and comment-only files are refused', async () => {
-    await assert.rejects(parseCommandFile('ls\necho ok\necho "unterminated\n', F), (e: Error & { hint?: string }) => /\/x\/cmds\.sh:3: bash syntax error/.test(e.message) && /JSON array/.test(e.hint ?? ''));
+    await assert.rejects(
+      parseCommandFile('ls\necho ok\necho "unterminated\n', F),
+      (e: Error & { hint?: string }) => /\/x\/cmds\.sh:3: bash syntax error/.test(e.message) && /JSON array/.test(e.hint ?? ''),
+    );
     await assert.rejects(parseCommandFile(' \n\n', F), /\/x\/cmds\.sh holds no commands/);
     await assert.rejects(parseCommandFile('# nothing\n# to do\n', F), /holds no commands \(only comments\)/);
-    await assert.rejects(parseCommandFile(`ls\necho ${'x'.repeat(2100)}\n`, F), /cmds\.sh:2: the command is 2105 characters, over the 2000/);
+    await assert.rejects(
+      parseCommandFile(`ls\necho ${'x'.repeat(2100)}\n`, F),
+      /cmds\.sh:2: the command is 2105 characters, over the 2000/,
+    );
   });
 
   it('a JSON array is taken verbatim (a malformed action may be sent on purpose); other JSON is refused', async () => {
@@ -70,9 +79,17 @@ describe('agent/scripted: commands files', () => {
 
   it('ScriptedActionModel: an episode with k finished turns gets command k, then submit, per episode', async () => {
     const m = new ScriptedActionModel(['ls', 'tw-test']);
-    const req = (episodeId: string, k: number) => ({ episodeId, task: 't', seed: 0, turns: Array.from({ length: k }, () => ({ action: 'x', observation: '' })) });
+    const req = (episodeId: string, k: number) => ({
+      episodeId,
+      task: 't',
+      seed: 0,
+      turns: Array.from({ length: k }, () => ({ action: 'x', observation: '' })),
+    });
     const r = await m.act([req('a', 0), req('b', 1), req('a', 2), req('c', 5)]);
-    assert.deepEqual(r.map((x) => x.text), ['ls', 'tw-test', 'submit', 'submit']);
+    assert.deepEqual(
+      r.map((x) => x.text),
+      ['ls', 'tw-test', 'submit', 'submit'],
+    );
     assert.deepEqual(r[0].tokenIds, [...Buffer.from('ls')]);
     assert.deepEqual(r[0].logprobs, [0, 0]);
     assert.ok(r.every((x) => x.finishReason === 'stop'));
@@ -103,7 +120,13 @@ describe('cli: turnwise episode refuses bad input before any sandbox', () => {
       runner: 'pytest',
       fail_to_pass: ['tests/test_core.py::test_one'],
       pass_to_pass: [],
-      mutation: { file: 'calc/core.py', nodeKind: 'integer', operator: 'change-constant', span: { start: 23, end: 24, text: '2' }, replacement: '2' },
+      mutation: {
+        file: 'calc/core.py',
+        nodeKind: 'integer',
+        operator: 'change-constant',
+        span: { start: 23, end: 24, text: '2' },
+        replacement: '2',
+      },
       ...(withOrigin ? { origin: taskOrigin(ws, ['calc/core.py']) } : {}),
     });
     tasks = path.join(dir, 'tasks.jsonl');
@@ -114,8 +137,9 @@ describe('cli: turnwise episode refuses bad input before any sandbox', () => {
   });
   after(() => {
     fs.rmSync(dir, { recursive: true, force: true });
-    for (const [k, v] of Object.entries(saved)) if (v === undefined) delete process.env[k];
-    else process.env[k] = v;
+    for (const [k, v] of Object.entries(saved))
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
   });
 
   async function cli(argv: string[]) {
@@ -138,23 +162,32 @@ describe('cli: turnwise episode refuses bad input before any sandbox', () => {
     const r = await cli(['episode', '--tasks', tasks, '--id', 'mut-a', '--commands', empty]);
     assert.equal(r.code, 1);
     assert.match(r.err, /empty\.sh holds no commands\n {2}→ write one bash command per line/);
-    assert.match((await cli(['episode', '--tasks', tasks, '--id', 'mut-a', '--commands', path.join(dir, 'nope.sh')])).err, /cannot read commands file .*nope\.sh: it does not exist/);
+    assert.match(
+      (await cli(['episode', '--tasks', tasks, '--id', 'mut-a', '--commands', path.join(dir, 'nope.sh')])).err,
+      /cannot read commands file .*nope\.sh: it does not exist/,
+    );
     const usage = await cli(['episode', '--tasks', tasks, '--commands', cmds]);
     assert.equal(usage.code, 2);
     assert.match(usage.err, /--id is required\nusage: turnwise episode --tasks FILE --id TASK \(--commands FILE \| --endpoint URL/);
   });
 
-  it('more commands than turns, a workspace without the task\'s files, an old file without --workspace', async () => {
+  it("more commands than turns, a workspace without the task's files, an old file without --workspace", async () => {
     const many = path.join(dir, 'many.sh');
     fs.writeFileSync(many, 'ls\nls\nls\n');
-    assert.match((await cli(['episode', '--tasks', tasks, '--id', 'mut-a', '--commands', many, '--max-turns', '2'])).err, /3 commands do not fit in 2 turns[\s\S]*→ give --max-turns 3 or more/);
+    assert.match(
+      (await cli(['episode', '--tasks', tasks, '--id', 'mut-a', '--commands', many, '--max-turns', '2'])).err,
+      /3 commands do not fit in 2 turns[\s\S]*→ give --max-turns 3 or more/,
+    );
     const other = path.join(dir, 'other');
     fs.mkdirSync(other);
     const r = await cli(['episode', '--tasks', tasks, '--id', 'mut-a', '--commands', cmds, '--workspace', other, '--json']);
     assert.equal(r.code, 1);
     const j = JSON.parse(r.out);
     assert.ok(j.error.message.includes(`was made from ${ws}; the workspace ${other} does not hold its files`), j.error.message);
-    assert.match((await cli(['episode', '--tasks', path.join(dir, 'old.jsonl'), '--id', 'mut-old', '--commands', cmds])).err, /does not record the workspace[\s\S]*→ give --workspace DIR/);
+    assert.match(
+      (await cli(['episode', '--tasks', path.join(dir, 'old.jsonl'), '--id', 'mut-old', '--commands', cmds])).err,
+      /does not record the workspace[\s\S]*→ give --workspace DIR/,
+    );
   });
 
   it('Docker down: the engine error with its fix, after every file was checked', async () => {

@@ -7,9 +7,14 @@ import { readTurnAction } from '../../../src/agent/episode';
 import { ScriptedActionModel } from '../../../src/agent/scripted';
 import type { ActResult } from '../../../src/agent/types';
 
-const reply = (text: string, finishReason: ActResult['finishReason'] = 'stop'): ActResult => ({ text, tokenIds: [1, 2, 3], logprobs: [-1, -2, -3], finishReason });
+const reply = (text: string, finishReason: ActResult['finishReason'] = 'stop'): ActResult => ({
+  text,
+  tokenIds: [1, 2, 3],
+  logprobs: [-1, -2, -3],
+  finishReason,
+});
 
-describe('agent/episode: a reply read as the turn\'s action', () => {
+describe("agent/episode: a reply read as the turn's action", () => {
   it('chat: the command of the one ```bash block is the action, the whole reply kept beside it', async () => {
     const text = 'The test fails in add; look at it first.\n\n```bash\ngrep -n "def add" -r src\n```\n';
     const r = await readTurnAction(reply(text), 'chat');

@@ -20,7 +20,15 @@ describe('ast/bash intent signatures (real tree-sitter-bash)', () => {
 
   it('list with && : K:list, verbs, literals; raw_string arguments are not literals', () => {
     assert.deepEqual(sign("sed -i 's/a/b/' src/x.py && python -m pytest -q tests/test_x.py"), [
-      'K:list', 'V:sed', 'W:-i', 'W:src/x.py', 'V:python', 'W:-m', 'W:pytest', 'W:-q', 'W:tests/test_x.py',
+      'K:list',
+      'V:sed',
+      'W:-i',
+      'W:src/x.py',
+      'V:python',
+      'W:-m',
+      'W:pytest',
+      'W:-q',
+      'W:tests/test_x.py',
     ]);
   });
 

@@ -9,7 +9,8 @@ describe('ast/edits edit signatures (real tree-sitter grammars)', () => {
   const tokens = (p: string, a: string, b: string) => sign(p, a, b)!.tokens;
 
   describe('Python', () => {
-    const cls = (op: string) => `class Stack:\n    def push(self, x):\n        if self.n ${op} 10:\n            self.a.append(x)\n\n    def size(self):\n        return self.n\n`;
+    const cls = (op: string) =>
+      `class Stack:\n    def push(self, x):\n        if self.n ${op} 10:\n            self.a.append(x)\n\n    def size(self):\n        return self.n\n`;
     it('operator flip inside a method: qualified name and the operator', () => {
       const s = sign('src/stack.py', cls('<'), cls('<='))!;
       assert.deepEqual(s.definitions, [{ name: 'Stack.push', change: 'modified' }]);
@@ -17,10 +18,16 @@ describe('ast/edits edit signatures (real tree-sitter grammars)', () => {
       assert.deepEqual(s.tokens, ['E:src/stack.py::Stack.push', 'N:comparison_operator:<→<=']);
     });
     it('renamed call', () => {
-      assert.deepEqual(tokens('m.py', 'def f(x):\n    y = foo(x)\n    return y\n', 'def f(x):\n    y = bar(x)\n    return y\n'), ['E:m.py::f', 'N:identifier:foo→bar']);
+      assert.deepEqual(tokens('m.py', 'def f(x):\n    y = foo(x)\n    return y\n', 'def f(x):\n    y = bar(x)\n    return y\n'), [
+        'E:m.py::f',
+        'N:identifier:foo→bar',
+      ]);
     });
     it('deleted statement', () => {
-      assert.deepEqual(tokens('m.py', 'def f(x):\n    print(x)\n    x += 1\n    return x\n', 'def f(x):\n    print(x)\n    return x\n'), ['E:m.py::f', 'N:expression_statement:x += 1→']);
+      assert.deepEqual(tokens('m.py', 'def f(x):\n    print(x)\n    x += 1\n    return x\n', 'def f(x):\n    print(x)\n    return x\n'), [
+        'E:m.py::f',
+        'N:expression_statement:x += 1→',
+      ]);
     });
     it('added function (nested in a class: qualified)', () => {
       const a = 'class A:\n    def f(self):\n        return 1\n';
@@ -35,7 +42,9 @@ describe('ast/edits edit signatures (real tree-sitter grammars)', () => {
       assert.deepEqual(sign('a.py', 'x = 1\n', 'x = 1\n')!.tokens, []);
     });
     it('a change outside any definition has a node token but no definition', () => {
-      assert.deepEqual(tokens('c.py', 'LIMIT = 10\n\ndef f():\n    return LIMIT\n', 'LIMIT = 11\n\ndef f():\n    return LIMIT\n'), ['N:integer:10→11']);
+      assert.deepEqual(tokens('c.py', 'LIMIT = 10\n\ndef f():\n    return LIMIT\n', 'LIMIT = 11\n\ndef f():\n    return LIMIT\n'), [
+        'N:integer:10→11',
+      ]);
     });
   });
 
@@ -45,11 +54,18 @@ describe('ast/edits edit signatures (real tree-sitter grammars)', () => {
       assert.deepEqual(tokens('src/stack.ts', src('<'), src('<=')), ['E:src/stack.ts::Stack.push', 'N:binary_expression:<→<=']);
     });
     it('renamed call in an arrow function bound to a const', () => {
-      assert.deepEqual(tokens('m.ts', 'const f = (x: number) => foo(x);\n', 'const f = (x: number) => bar(x);\n'), ['E:m.ts::f', 'N:identifier:foo→bar']);
+      assert.deepEqual(tokens('m.ts', 'const f = (x: number) => foo(x);\n', 'const f = (x: number) => bar(x);\n'), [
+        'E:m.ts::f',
+        'N:identifier:foo→bar',
+      ]);
     });
     it('deleted statement', () => {
       assert.deepEqual(
-        tokens('m.ts', 'function f(x: number) {\n  log(x);\n  x++;\n  return x;\n}\n', 'function f(x: number) {\n  log(x);\n  return x;\n}\n'),
+        tokens(
+          'm.ts',
+          'function f(x: number) {\n  log(x);\n  x++;\n  return x;\n}\n',
+          'function f(x: number) {\n  log(x);\n  return x;\n}\n',
+        ),
         ['E:m.ts::f', 'N:expression_statement:x++;→'],
       );
     });
@@ -69,7 +85,10 @@ describe('ast/edits edit signatures (real tree-sitter grammars)', () => {
   });
 
   it('JavaScript and language detection', () => {
-    assert.deepEqual(tokens('x.js', 'function f(a) { return a - 1; }\n', 'function f(a) { return a + 1; }\n'), ['E:x.js::f', 'N:binary_expression:-→+']);
+    assert.deepEqual(tokens('x.js', 'function f(a) { return a - 1; }\n', 'function f(a) { return a + 1; }\n'), [
+      'E:x.js::f',
+      'N:binary_expression:-→+',
+    ]);
     assert.equal(editLanguageOf('a/b.tsx'), 'tsx');
     assert.equal(editLanguageOf('README.md'), undefined);
     assert.equal(sign('README.md', 'a', 'b'), undefined);
@@ -88,7 +107,11 @@ describe('ast/edits edit signatures (real tree-sitter grammars)', () => {
     assert.deepEqual(sign('api.js', 'const api = { n: 1 };\n', 'const api = { n: 2 };\n')!.definitions, []);
   });
   it('python: a changed decorator modifies the decorated definition', async () => {
-    const sig = (await editSignature('app.py', '@app.route("/a")\ndef f():\n    return 1\n', '@app.route("/b")\ndef f():\n    return 1\n'))!;
+    const sig = (await editSignature(
+      'app.py',
+      '@app.route("/a")\ndef f():\n    return 1\n',
+      '@app.route("/b")\ndef f():\n    return 1\n',
+    ))!;
     assert.deepEqual(sig.definitions, [{ name: 'f', change: 'modified' }]);
     assert.equal(sig.tokens[0], 'E:app.py::f');
   });

@@ -33,7 +33,10 @@ describe('credit/bench synthetic environment', () => {
     const few = syntheticBatch(noiseless({ actions: 'few' }), 4).contribution;
     assert.deepEqual([...new Set(few)].sort(), [-0.3, 0, 0.35]);
     const many = syntheticBatch(noiseless({ actions: 'many' }), 4).contribution;
-    assert.deepEqual([...new Set(many)].sort((a, b) => a - b), [-0.3, -0.1, 0, 0.15, 0.25, 0.35]);
+    assert.deepEqual(
+      [...new Set(many)].sort((a, b) => a - b),
+      [-0.3, -0.1, 0, 0.15, 0.25, 0.35],
+    );
   });
 
   it('stateful: a fix counts once (re-running it changes nothing and leaves no edit), a revert undoes everything, contributions still sum to the reward', () => {
@@ -102,7 +105,10 @@ describe('credit/bench synthetic environment', () => {
   it('is reproducible per seed and differs across seeds', () => {
     const a = syntheticBatch(DEFAULT_CREDIT_BENCH, 5);
     assert.deepEqual(syntheticBatch(DEFAULT_CREDIT_BENCH, 5), a);
-    assert.notDeepEqual(syntheticBatch(DEFAULT_CREDIT_BENCH, 6).rows.map((r) => r.bash), a.rows.map((r) => r.bash));
+    assert.notDeepEqual(
+      syntheticBatch(DEFAULT_CREDIT_BENCH, 6).rows.map((r) => r.bash),
+      a.rows.map((r) => r.bash),
+    );
   });
 
   it('bad settings raise a TurnwiseError naming the setting', () => {

@@ -11,12 +11,14 @@ import { RunDir } from '../../../src/core/run';
 import { firstImprovement, learnSummary, meanCurve, metricCurve, type LearnRun } from '../../../src/bench/learn';
 import { runPassAtKT } from '../../../src/eval/pass-at-k';
 
-const row = (iteration: number, m: Record<string, number | null>): MetricsRow => ({ schema: 'turnwise/metrics@1', iteration, ...m }) as MetricsRow;
-
+const row = (iteration: number, m: Record<string, number | null>): MetricsRow =>
+  ({ schema: 'turnwise/metrics@1', iteration, ...m }) as MetricsRow;
 
 describe('train/bench-learn: learn curves', () => {
   const metrics = (heldout: (number | null)[], reward: (number | null)[]) =>
-    heldout.map((h, i) => row(i, { 'heldout/resolved': h, 'reward/mean': i === 0 ? null : reward[i - 1], ...(i === 0 ? { 'heldout/episodes': 4 } : {}) }));
+    heldout.map((h, i) =>
+      row(i, { 'heldout/resolved': h, 'reward/mean': i === 0 ? null : reward[i - 1], ...(i === 0 ? { 'heldout/episodes': 4 } : {}) }),
+    );
 
   it('metricCurve: indexed by iteration, null where a row or the key is missing', () => {
     const m = [row(0, { a: 0.25 }), row(2, { a: 0.5, b: 1 })];
@@ -25,8 +27,20 @@ describe('train/bench-learn: learn curves', () => {
   });
 
   it('meanCurve: point-by-point mean over seeds, nulls left out', () => {
-    assert.deepEqual(meanCurve([[0, 0.5, null], [0.5, 1, null]]), [0.25, 0.75, null]);
-    assert.deepEqual(meanCurve([[1, null], [0.5, 0.5]]), [0.75, 0.5]);
+    assert.deepEqual(
+      meanCurve([
+        [0, 0.5, null],
+        [0.5, 1, null],
+      ]),
+      [0.25, 0.75, null],
+    );
+    assert.deepEqual(
+      meanCurve([
+        [1, null],
+        [0.5, 0.5],
+      ]),
+      [0.75, 0.5],
+    );
     assert.deepEqual(meanCurve([]), []);
   });
 
@@ -57,7 +71,10 @@ describe('train/bench-learn: learn curves', () => {
     assert.equal(s.first_improvement_grpo, 2);
     assert.equal(s.first_improvement_turnwise, 1);
     assert.equal(s.warmstart_agrees, true);
-    assert.deepEqual(s.runs.map((r) => r.run_dir), ['/r/g0', '/r/t0', '/r/g1', '/r/t1']);
+    assert.deepEqual(
+      s.runs.map((r) => r.run_dir),
+      ['/r/g0', '/r/t0', '/r/g1', '/r/t1'],
+    );
     assert.deepEqual(s.runs[1].curve, [0.25, 0.5, 0.5]);
     assert.equal(s.paired_grpo, null, 'no paired change without evaluation episodes');
     // Paired changes are summed over seeds per estimator, and tested as a sum.
@@ -89,22 +106,53 @@ describe('train/bench-learn: learn curves', () => {
           groupId: `evals-${n}-${task}`,
           trajId: `evals-${n}-${task}-${k}`,
           checkpoint: 'c',
-          turns: [...Array.from({ length: actions }, (_, i) => ({ index: i, action: `cmd ${i}`, observation: '', exitCode: 0, durationMs: 1 })), { index: actions, action: 'submit', observation: '', exitCode: null, durationMs: 0 }],
-          reward: { passRate: resolved ? 1 : 0, resolved, turns: actions + 1, maxTurns: 4, formatError: false, efficiencyPenalty: 0, formatPenalty: 0, reward: resolved ? 1 : 0 },
+          turns: [
+            ...Array.from({ length: actions }, (_, i) => ({ index: i, action: `cmd ${i}`, observation: '', exitCode: 0, durationMs: 1 })),
+            { index: actions, action: 'submit', observation: '', exitCode: null, durationMs: 0 },
+          ],
+          reward: {
+            passRate: resolved ? 1 : 0,
+            resolved,
+            turns: actions + 1,
+            maxTurns: 4,
+            formatError: false,
+            efficiencyPenalty: 0,
+            formatPenalty: 0,
+            reward: resolved ? 1 : 0,
+          },
         }) as Trajectory;
-      const greedy = (n: number, task: string): Trajectory => ({ ...ep(n, task, 0, true, 1), trajId: `eval-${n}-${task}`, groupId: `eval-${n}-${task}` });
+      const greedy = (n: number, task: string): Trajectory => ({
+        ...ep(n, task, 0, true, 1),
+        trajId: `eval-${n}-${task}`,
+        groupId: `eval-${n}-${task}`,
+      });
       const run = RunDir.create(root, 'r1', {});
       // Iteration 0: task a resolved by 1 of 2 samples (after 2 actions), task b by none.
-      run.writeTrajectories(0, 'heldout', [greedy(0, 'a'), ep(0, 'a', 0, true, 2), ep(0, 'a', 1, false, 4), ep(0, 'b', 0, false, 4), ep(0, 'b', 1, false, 4)]);
+      run.writeTrajectories(0, 'heldout', [
+        greedy(0, 'a'),
+        ep(0, 'a', 0, true, 2),
+        ep(0, 'a', 1, false, 4),
+        ep(0, 'b', 0, false, 4),
+        ep(0, 'b', 1, false, 4),
+      ]);
       // Iteration 2: task a by both (after 1 action), task b by one (after 3).
-      run.writeTrajectories(2, 'heldout', [ep(2, 'a', 0, true, 1), ep(2, 'a', 1, true, 1), ep(2, 'b', 0, true, 3), ep(2, 'b', 1, false, 4)]);
+      run.writeTrajectories(2, 'heldout', [
+        ep(2, 'a', 0, true, 1),
+        ep(2, 'a', 1, true, 1),
+        ep(2, 'b', 0, true, 3),
+        ep(2, 'b', 1, false, 4),
+      ]);
       const m = [row(0, { 'heldout/resolved': 0.5 }), row(1, { 'heldout/resolved': null }), row(2, { 'heldout/resolved': 1 })];
       const p = runPassAtKT(run.dir, m)!;
       // First: k=1 T<2: 0, T≥2: (1/2 + 0)/2 = 0.25; k=2 T≥2: (1 + 0)/2 = 0.5.
       assert.deepEqual(p.first, { '1': { '1': 0, '2': 0.25, '3': 0.25, '4': 0.25 }, '2': { '1': 0, '2': 0.5, '3': 0.5, '4': 0.5 } });
       // Last: k=1 T=1,2: (1 + 0)/2 = 0.5, T≥3: (1 + 1/2)/2 = 0.75; k=2 T=1,2: 0.5, T≥3: 1.
       assert.deepEqual(p.last, { '1': { '1': 0.5, '2': 0.5, '3': 0.75, '4': 0.75 }, '2': { '1': 0.5, '2': 0.5, '3': 1, '4': 1 } });
-      assert.equal(runPassAtKT(run.dir, [row(0, { 'heldout/resolved': 0.5 })])?.first?.['1']['4'], 0.25, 'one evaluation: first and last are the same');
+      assert.equal(
+        runPassAtKT(run.dir, [row(0, { 'heldout/resolved': 0.5 })])?.first?.['1']['4'],
+        0.25,
+        'one evaluation: first and last are the same',
+      );
       const metrics2 = metrics([0.25, 0.5], [0.1]);
       const flat = { '1': { '1': 0, '2': 0, '3': 0, '4': 0 }, '2': { '1': 0, '2': 0, '3': 0, '4': 0 } };
       const runs: LearnRun[] = [
@@ -117,9 +165,16 @@ describe('train/bench-learn: learn curves', () => {
       assert.deepEqual(s.pass_at_k_t.warmstart, p.first);
       assert.deepEqual(s.pass_at_k_t.turnwise, p.last);
       // grpo: the mean of flat and first.
-      assert.deepEqual(s.pass_at_k_t.grpo, { '1': { '1': 0, '2': 0.125, '3': 0.125, '4': 0.125 }, '2': { '1': 0, '2': 0.25, '3': 0.25, '4': 0.25 } });
+      assert.deepEqual(s.pass_at_k_t.grpo, {
+        '1': { '1': 0, '2': 0.125, '3': 0.125, '4': 0.125 },
+        '2': { '1': 0, '2': 0.25, '3': 0.25, '4': 0.25 },
+      });
       assert.deepEqual(s.runs[1].pass_at_k_t, p);
-      const none = learnSummary([{ seed: 0, estimator: 'grpo', runDir: 'g', metrics: metrics2, wallS: 1 }], { iterations: 1, runsRoot: 'r', config: {} });
+      const none = learnSummary([{ seed: 0, estimator: 'grpo', runDir: 'g', metrics: metrics2, wallS: 1 }], {
+        iterations: 1,
+        runsRoot: 'r',
+        config: {},
+      });
       assert.equal(none.pass_at_k_t, null, 'no sampled evaluation (evalSamples 0)');
     } finally {
       fs.rmSync(root, { recursive: true, force: true });

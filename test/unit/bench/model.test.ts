@@ -24,12 +24,48 @@ const TORCH: TorchFigures = {
 };
 
 const KEYS = [
-  'schema', 'shape', 'family', 'parameters', 'date', 'provider', 'threads', 'machine', 'load_avg_start', 'load_avg_end', 'work',
-  'weights_file_bytes', 'weights_bytes_per_token', 'load_s', 'load_peak_rss_mb', 'prefill_tokens_per_s', 'prefill_peak_rss_mb',
-  'decode_tokens_per_s_b1', 'decode_tokens_per_s_batch', 'decode_batch_speedup', 'decode_steps_per_run', 'decode_weights', 'decode_setup_s', 'decode_fed', 'decode_peak_rss_mb', 'lora_train_tokens_per_s',
-  'train_step_s', 'train_first_step_s', 'train_step_peak_rss_mb', 'train_start_rss_mb', 'train_rss_budget_mb', 'memory_bandwidth_gbs', 'memory_bandwidth_1thread_gbs',
-  'decode_bound_tokens_per_s', 'decode_fraction_of_bound', 'torch', 'prefill_vs_torch', 'decode_vs_torch', 'decode_batch_vs_torch',
-  'train_vs_torch', 'torch_decode_fraction_of_bound', 'targets',
+  'schema',
+  'shape',
+  'family',
+  'parameters',
+  'date',
+  'provider',
+  'threads',
+  'machine',
+  'load_avg_start',
+  'load_avg_end',
+  'work',
+  'weights_file_bytes',
+  'weights_bytes_per_token',
+  'load_s',
+  'load_peak_rss_mb',
+  'prefill_tokens_per_s',
+  'prefill_peak_rss_mb',
+  'decode_tokens_per_s_b1',
+  'decode_tokens_per_s_batch',
+  'decode_batch_speedup',
+  'decode_steps_per_run',
+  'decode_weights',
+  'decode_setup_s',
+  'decode_fed',
+  'decode_peak_rss_mb',
+  'lora_train_tokens_per_s',
+  'train_step_s',
+  'train_first_step_s',
+  'train_step_peak_rss_mb',
+  'train_start_rss_mb',
+  'train_rss_budget_mb',
+  'memory_bandwidth_gbs',
+  'memory_bandwidth_1thread_gbs',
+  'decode_bound_tokens_per_s',
+  'decode_fraction_of_bound',
+  'torch',
+  'prefill_vs_torch',
+  'decode_vs_torch',
+  'decode_batch_vs_torch',
+  'train_vs_torch',
+  'torch_decode_fraction_of_bound',
+  'targets',
 ].sort();
 
 describe('bench model', function () {
@@ -37,7 +73,11 @@ describe('bench model', function () {
 
   it('reports every key, figures from the measured numbers, and ratios against the PyTorch side', async () => {
     let asked: unknown;
-    const r = await benchModel({ shape: 'tiny-test', settings: { provider: 'cpu', threads: 1 }, torchRunner: async (a) => ((asked = a), TORCH) });
+    const r = await benchModel({
+      shape: 'tiny-test',
+      settings: { provider: 'cpu', threads: 1 },
+      torchRunner: async (a) => ((asked = a), TORCH),
+    });
     assert.deepEqual(Object.keys(r).sort(), KEYS);
     assert.equal(r.schema, 'turnwise/bench-model@1');
     assert.equal(r.parameters, parameterCount(BENCH_SHAPES['tiny-test']));
@@ -47,11 +87,24 @@ describe('bench model', function () {
     assert.equal(r.load_avg_start.length, 3);
     assert.ok(typeof r.work.note === 'string' && r.work.note.length > 0);
     const a = asked as Record<string, number>;
-    assert.deepEqual([a.prefill, a.context, a.decode_steps, a.decode_batch, a.lora_r, a.train_rows, a.train_seq], [r.work.prefillTokens, r.work.contextTokens, r.work.decodeSteps, r.work.decodeBatch, r.work.loraR, r.work.trainRows, r.work.trainSeq]);
-    for (const k of ['load_s', 'prefill_tokens_per_s', 'decode_tokens_per_s_b1', 'decode_tokens_per_s_batch', 'lora_train_tokens_per_s', 'memory_bandwidth_gbs', 'load_peak_rss_mb', 'train_step_peak_rss_mb'] as const) {
+    assert.deepEqual(
+      [a.prefill, a.context, a.decode_steps, a.decode_batch, a.lora_r, a.train_rows, a.train_seq],
+      [r.work.prefillTokens, r.work.contextTokens, r.work.decodeSteps, r.work.decodeBatch, r.work.loraR, r.work.trainRows, r.work.trainSeq],
+    );
+    for (const k of [
+      'load_s',
+      'prefill_tokens_per_s',
+      'decode_tokens_per_s_b1',
+      'decode_tokens_per_s_batch',
+      'lora_train_tokens_per_s',
+      'memory_bandwidth_gbs',
+      'load_peak_rss_mb',
+      'train_step_peak_rss_mb',
+    ] as const) {
       assert.ok(Number.isFinite(r[k]) && r[k] > 0, `${k} = ${r[k]}`);
     }
-    const close = (x: number | null, want: number, what: string) => assert.ok(x !== null && Math.abs(x - want) <= 0.01 * Math.abs(want) + 2e-3, `${what}: ${x} vs ${want}`);
+    const close = (x: number | null, want: number, what: string) =>
+      assert.ok(x !== null && Math.abs(x - want) <= 0.01 * Math.abs(want) + 2e-3, `${what}: ${x} vs ${want}`);
     close(r.decode_vs_torch, r.decode_tokens_per_s_b1 / TORCH.decode_tokens_per_s_b1, 'decode_vs_torch');
     close(r.decode_batch_vs_torch, r.decode_tokens_per_s_batch / TORCH.decode_tokens_per_s_batch, 'decode_batch_vs_torch');
     close(r.train_vs_torch, r.lora_train_tokens_per_s / TORCH.lora_train_tokens_per_s, 'train_vs_torch');
@@ -71,13 +124,31 @@ describe('bench model', function () {
   });
 
   it('without PyTorch every ratio is null and the reason is given; packed decode weights are measured against fed ones', async () => {
-    const r = await benchModel({ shape: 'tiny-test', settings: { provider: 'cpu', threads: 1, packDecodeWeights: true }, torchRunner: async () => { throw new Error('no torch here'); } });
+    const r = await benchModel({
+      shape: 'tiny-test',
+      settings: { provider: 'cpu', threads: 1, packDecodeWeights: true },
+      torchRunner: async () => {
+        throw new Error('no torch here');
+      },
+    });
     assert.equal(r.decode_weights, 'packed');
     const f = r.decode_fed!;
     assert.ok(f.decode_tokens_per_s_b1 > 0 && f.decode_tokens_per_s_batch > 0);
-    assert.ok(Math.abs(f.decode_batch_speedup - f.decode_tokens_per_s_batch / f.decode_tokens_per_s_b1) <= 0.01 * f.decode_batch_speedup + 2e-3);
+    assert.ok(
+      Math.abs(f.decode_batch_speedup - f.decode_tokens_per_s_batch / f.decode_tokens_per_s_b1) <= 0.01 * f.decode_batch_speedup + 2e-3,
+    );
     assert.deepEqual(r.torch, { available: false, reason: 'no torch here' });
-    assert.deepEqual([r.prefill_vs_torch, r.decode_vs_torch, r.decode_batch_vs_torch, r.train_vs_torch, r.targets.decode_at_least_torch, r.targets.train_at_least_torch], [null, null, null, null, null, null]);
+    assert.deepEqual(
+      [
+        r.prefill_vs_torch,
+        r.decode_vs_torch,
+        r.decode_batch_vs_torch,
+        r.train_vs_torch,
+        r.targets.decode_at_least_torch,
+        r.targets.train_at_least_torch,
+      ],
+      [null, null, null, null, null, null],
+    );
   });
 
   it('refuses an unknown shape, naming the known ones', async () => {
@@ -88,7 +159,10 @@ describe('bench model', function () {
   // counted in every later peak (2 GB at 0.5B), which no user's process holds.
   it('collects garbage before measuring: 256 MB of dropped typed arrays leave the resident set', () => {
     // In a child process: in the test runner, earlier tests' heap grows and shrinks between readings.
-    const r = spawnSync(process.execPath, ['--require', 'tsx/cjs', path.join(__dirname, 'fixtures', 'collect-garbage.ts')], { encoding: 'utf8', timeout: 120_000 });
+    const r = spawnSync(process.execPath, ['--require', 'tsx/cjs', path.join(__dirname, 'fixtures', 'collect-garbage.ts')], {
+      encoding: 'utf8',
+      timeout: 120_000,
+    });
     assert.equal(r.status, 0, r.stderr);
     const m = JSON.parse(r.stdout) as { base: number; held: number; after: number; made: number; collected: boolean };
     assert.equal(m.made, 4);

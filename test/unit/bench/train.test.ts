@@ -24,7 +24,18 @@ describe('bench train', function () {
   });
 
   it('a tiny run reports consistent fields: tokens/s from the step time, speedup from the two timings', async () => {
-    const r = await benchTrain({ batch: 1, seq: 4, steps: 2, k: 2, loopRepeats: 1, packedBatch: 2, packedSeq: 64, context: 8, decodeTokens: 8, settings: { provider: 'cpu', threads: 1 } });
+    const r = await benchTrain({
+      batch: 1,
+      seq: 4,
+      steps: 2,
+      k: 2,
+      loopRepeats: 1,
+      packedBatch: 2,
+      packedSeq: 64,
+      context: 8,
+      decodeTokens: 8,
+      settings: { provider: 'cpu', threads: 1 },
+    });
     assert.equal(r.config, 'turnwise-tiny');
     assert.equal(r.provider, 'cpu');
     assert.deepEqual([r.batch, r.seq, r.loop_k, r.threads, r.spinning], [1, 4, 2, 1, false]);
@@ -34,7 +45,11 @@ describe('bench train', function () {
     assert.ok(r.load_avg_1m >= 0 && r.peak_rss_mb > 0);
     assert.deepEqual([r.sft_packed_batch, r.sft_packed_seq], [2, 64]);
     assert.ok(r.sft_packed_real_tokens > 0 && r.sft_packed_real_tokens <= 2 * 64);
-    assert.ok(Math.abs(r.sft_packed_tokens_per_s - r.sft_packed_real_tokens / (r.sft_packed_step_ms / 1000)) <= 0.01 * r.sft_packed_tokens_per_s + 1, JSON.stringify(r));
+    assert.ok(
+      Math.abs(r.sft_packed_tokens_per_s - r.sft_packed_real_tokens / (r.sft_packed_step_ms / 1000)) <=
+        0.01 * r.sft_packed_tokens_per_s + 1,
+      JSON.stringify(r),
+    );
     assert.deepEqual([r.loop_small_batch, r.loop_small_seq], [SMALL_LOOP.batch, SMALL_LOOP.seq]);
     assert.ok(Number.isFinite(r.loop_speedup_small) && r.loop_speedup_small > 0);
     assert.equal(r.decode_batch, 8);

@@ -14,7 +14,14 @@ import { TRAIN_DEFAULTS } from '../../../src/train/config';
 
 // An episode that resolved its task took another path than one that did not.
 const traj = (trajId: string, taskId: string, resolved: boolean, failure?: string): Trajectory =>
-  ({ trajId, taskId, groupId: `${trajId.split('-')[0]}-${taskId}`, turns: [{ action: resolved ? 'tw-apply 1 2' : 'submit' }], reward: { passRate: resolved ? 1 : 0.5, resolved }, ...(failure ? { failure } : {}) }) as unknown as Trajectory;
+  ({
+    trajId,
+    taskId,
+    groupId: `${trajId.split('-')[0]}-${taskId}`,
+    turns: [{ action: resolved ? 'tw-apply 1 2' : 'submit' }],
+    reward: { passRate: resolved ? 1 : 0.5, resolved },
+    ...(failure ? { failure } : {}),
+  }) as unknown as Trajectory;
 
 describe('train/transfer: the transfer panel', () => {
   it('has at least five distinct repositories, each pinned by archive path and SHA-256', () => {
@@ -28,7 +35,7 @@ describe('train/transfer: the transfer panel', () => {
     }
   });
 
-  it("a repository with a slow traced suite gets its own command limit, unless --config sets one", () => {
+  it('a repository with a slow traced suite gets its own command limit, unless --config sets one', () => {
     const toolz = TRANSFER_PANEL.find((r) => r.name === 'toolz')!;
     assert.ok(toolz.commandTimeoutMs! > TRAIN_DEFAULTS.commandTimeoutMs);
     assert.equal(repoSettings(toolz, { maxTasks: 8 }).commandTimeoutMs, toolz.commandTimeoutMs);
@@ -38,10 +45,20 @@ describe('train/transfer: the transfer panel', () => {
   });
 
   it('--repos picks by name in panel order and refuses unknown names with the list', () => {
-    assert.deepEqual(pickRepos([]).map((r) => r.name), TRANSFER_PANEL.map((r) => r.name));
+    assert.deepEqual(
+      pickRepos([]).map((r) => r.name),
+      TRANSFER_PANEL.map((r) => r.name),
+    );
     const two = [TRANSFER_PANEL[2].name, TRANSFER_PANEL[0].name];
-    assert.deepEqual(pickRepos(two).map((r) => r.name), [TRANSFER_PANEL[0].name, TRANSFER_PANEL[2].name]);
-    assert.throws(() => pickRepos(['nope']), (e: unknown) => e instanceof TurnwiseError && /no repository "nope"/.test(e.message) && (e.hint ?? '').includes(TRANSFER_PANEL[0].name));
+    assert.deepEqual(
+      pickRepos(two).map((r) => r.name),
+      [TRANSFER_PANEL[0].name, TRANSFER_PANEL[2].name],
+    );
+    assert.throws(
+      () => pickRepos(['nope']),
+      (e: unknown) =>
+        e instanceof TurnwiseError && /no repository "nope"/.test(e.message) && (e.hint ?? '').includes(TRANSFER_PANEL[0].name),
+    );
   });
 
   it('uses the unpacked tree in the cache without fetching; a tarball off its pin is refused, not unpacked', async () => {
@@ -56,7 +73,10 @@ describe('train/transfer: the transfer panel', () => {
       const other = { ...TRANSFER_PANEL[1] };
       fs.mkdirSync(path.join(cache, 'downloads'), { recursive: true });
       fs.writeFileSync(path.join(cache, 'downloads', path.basename(other.file)), 'not the pinned file');
-      await assert.rejects(fetchRepo(other, { cacheDir: cache, mirror: 'https://127.0.0.1:9' }), (e: unknown) => e instanceof TurnwiseError && /cannot fetch https:\/\/127\.0\.0\.1:9\//.test(e.message));
+      await assert.rejects(
+        fetchRepo(other, { cacheDir: cache, mirror: 'https://127.0.0.1:9' }),
+        (e: unknown) => e instanceof TurnwiseError && /cannot fetch https:\/\/127\.0\.0\.1:9\//.test(e.message),
+      );
       assert.ok(!fs.existsSync(path.join(cache, 'src', other.dir)));
     } finally {
       fs.rmSync(cache, { recursive: true, force: true });
@@ -65,12 +85,27 @@ describe('train/transfer: the transfer panel', () => {
 
   it('scores greedy and sampled held-out episodes apart, failed episodes left out, tasks resolved by either, how far samples differ', () => {
     const s = heldoutScore(
-      [traj('eval-0-0', 'a', false), traj('eval-0-1', 'b', true), traj('evals-0-0-0', 'a', true), traj('evals-0-0-1', 'a', false), traj('evals-0-1-0', 'b', false), traj('evals-0-1-1', 'b', false, 'sandbox died')],
+      [
+        traj('eval-0-0', 'a', false),
+        traj('eval-0-1', 'b', true),
+        traj('evals-0-0-0', 'a', true),
+        traj('evals-0-0-1', 'a', false),
+        traj('evals-0-1-0', 'b', false),
+        traj('evals-0-1-1', 'b', false, 'sandbox died'),
+      ],
       3,
     );
-    assert.deepEqual(s, { greedy: { resolved: 1, episodes: 2, rate: 0.5 }, sampled: { resolved: 1, episodes: 3, rate: 0.3333, tasks_resolved: 1, distinct: 1 }, tasks_resolved: 2, tasks: 3 });
+    assert.deepEqual(s, {
+      greedy: { resolved: 1, episodes: 2, rate: 0.5 },
+      sampled: { resolved: 1, episodes: 3, rate: 0.3333, tasks_resolved: 1, distinct: 1 },
+      tasks_resolved: 2,
+      tasks: 3,
+    });
     // Task a's two samples differ (1); task b has one sample left after its failure, so it does not count.
-    const same = heldoutScore([traj('evals-0-0-0', 'a', false), traj('evals-0-0-1', 'a', false), traj('evals-0-1-0', 'b', true), traj('evals-0-1-1', 'b', false)], 2);
+    const same = heldoutScore(
+      [traj('evals-0-0-0', 'a', false), traj('evals-0-0-1', 'a', false), traj('evals-0-1-0', 'b', true), traj('evals-0-1-1', 'b', false)],
+      2,
+    );
     assert.equal(same.sampled.distinct, 0.5);
     assert.equal(heldoutScore([traj('eval-0-0', 'a', true)], 1).sampled.distinct, null);
   });

@@ -9,11 +9,24 @@ import { COMMAND_TABLE, COMMANDS } from '../../../src/cli/commands';
 
 const DIR = path.resolve(__dirname, '..', '..', '..', 'src', 'cli', 'commands');
 
-const isCommand = (v: unknown): v is CliCommand => !!v && typeof v === 'object' && typeof (v as CliCommand).name === 'string' && typeof (v as CliCommand).summary === 'string' && typeof (v as CliCommand).run === 'function';
+const isCommand = (v: unknown): v is CliCommand =>
+  !!v &&
+  typeof v === 'object' &&
+  typeof (v as CliCommand).name === 'string' &&
+  typeof (v as CliCommand).summary === 'string' &&
+  typeof (v as CliCommand).run === 'function';
 
 /** Every module under src/cli/commands, as its path without `.ts` (`bench/model`). */
 function modules(dir = DIR): string[] {
-  return fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? modules(path.join(dir, e.name)) : e.name.endsWith('.ts') ? [path.relative(DIR, path.join(dir, e.name)).replace(/\.ts$/, '')] : []));
+  return fs
+    .readdirSync(dir, { withFileTypes: true })
+    .flatMap((e) =>
+      e.isDirectory()
+        ? modules(path.join(dir, e.name))
+        : e.name.endsWith('.ts')
+          ? [path.relative(DIR, path.join(dir, e.name)).replace(/\.ts$/, '')]
+          : [],
+    );
 }
 
 describe('cli: the command table', () => {
@@ -21,8 +34,14 @@ describe('cli: the command table', () => {
     for (const [name, command] of Object.entries(COMMAND_TABLE)) assert.equal(command.name, name);
     assert.equal(new Set(Object.values(COMMAND_TABLE)).size, Object.keys(COMMAND_TABLE).length);
     const names = Object.keys(COMMAND_TABLE);
-    assert.deepEqual(names, [...names].sort((a, b) => a.localeCompare(b)));
-    assert.deepEqual(COMMANDS.map((c) => c.name), names);
+    assert.deepEqual(
+      names,
+      [...names].sort((a, b) => a.localeCompare(b)),
+    );
+    assert.deepEqual(
+      COMMANDS.map((c) => c.name),
+      names,
+    );
   });
 
   it('every command a module exports is a row, and lives in the file named after its first words', () => {

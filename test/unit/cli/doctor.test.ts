@@ -57,9 +57,24 @@ describe('turnwise doctor', function () {
     // Every check, in report order (the order train/doctor.ts lists them in).
     assert.deepEqual(
       report.checks.map((c) => c.name),
-      ['node', 'docker', 'sandbox images', 'agent tools', 'onnxruntime cpu', 'onnxruntime cuda', 'onnxruntime webgpu', 'tree-sitter grammars', 'embedded policy'],
+      [
+        'node',
+        'docker',
+        'sandbox images',
+        'agent tools',
+        'onnxruntime cpu',
+        'onnxruntime cuda',
+        'onnxruntime webgpu',
+        'tree-sitter grammars',
+        'embedded policy',
+      ],
     );
-    for (const c of report.checks) assert.deepEqual(Object.keys(c).filter((k) => !['name', 'status', 'detail', 'fix'].includes(k)), [], c.name);
+    for (const c of report.checks)
+      assert.deepEqual(
+        Object.keys(c).filter((k) => !['name', 'status', 'detail', 'fix'].includes(k)),
+        [],
+        c.name,
+      );
   });
 
   it('exits (does not hang) when the Docker host accepts the connection and never answers', async function () {
@@ -73,13 +88,17 @@ describe('turnwise doctor', function () {
     const port = (server.address() as net.AddressInfo).port;
     try {
       const t0 = Date.now();
-      const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'doctor', '--docker-host', `tcp://127.0.0.1:${port}`, '--json'], {
-        stdio: ['ignore', 'pipe', 'ignore'],
-      });
+      const child = spawn(
+        process.execPath,
+        ['--import', 'tsx', 'src/cli/main.ts', 'doctor', '--docker-host', `tcp://127.0.0.1:${port}`, '--json'],
+        {
+          stdio: ['ignore', 'pipe', 'ignore'],
+        },
+      );
       let out = '';
       child.stdout.on('data', (d) => (out += d));
       const code = await new Promise<number | null>((resolve) => {
-        const kill = setTimeout(() => child.kill("SIGKILL"), 60000);
+        const kill = setTimeout(() => child.kill('SIGKILL'), 60000);
         child.on('exit', (c) => {
           clearTimeout(kill);
           resolve(c);

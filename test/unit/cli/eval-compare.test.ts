@@ -25,7 +25,16 @@ const episode = (checkpoint: string, taskId: string, k: number | null, resolved:
   seed: k === null ? 7 : 100 + k,
   split: 'heldout',
   turns: [{ index: 0, action: 'tw-suspects', observation, exitCode: 1, durationMs: 1 }],
-  reward: { passRate: resolved ? 1 : 0.5, resolved, turns: 1, maxTurns: 6, formatError: false, efficiencyPenalty: 0, formatPenalty: 0, reward: resolved ? 1 : 0.5 },
+  reward: {
+    passRate: resolved ? 1 : 0.5,
+    resolved,
+    turns: 1,
+    maxTurns: 6,
+    formatError: false,
+    efficiencyPenalty: 0,
+    formatPenalty: 0,
+    reward: resolved ? 1 : 0.5,
+  },
 });
 const jsonl = (rows: unknown[]) => rows.map((r) => JSON.stringify(r)).join('\n') + '\n';
 
@@ -36,8 +45,19 @@ describe('cli: turnwise eval --from --compare', () => {
 
   it('pairs the two files by task and seed: gained, lost, the sign test, per task; a task only the earlier file has is unpaired', async () => {
     // Task a: 1 of 4 sampled resolved before, 4 of 4 after; task b: 2 of 4 before, 1 of 4 after.
-    const before = [episode('ws', 'a', null, false), ...[0, 1, 2, 3].map((k) => episode('ws', 'a', k, k === 0)), episode('ws', 'b', null, true), ...[0, 1, 2, 3].map((k) => episode('ws', 'b', k, k < 2)), episode('ws', 'c', null, true)];
-    const after = [episode('rl', 'a', null, true), ...[0, 1, 2, 3].map((k) => episode('rl', 'a', k, true)), episode('rl', 'b', null, true), ...[0, 1, 2, 3].map((k) => episode('rl', 'b', k, k === 0))];
+    const before = [
+      episode('ws', 'a', null, false),
+      ...[0, 1, 2, 3].map((k) => episode('ws', 'a', k, k === 0)),
+      episode('ws', 'b', null, true),
+      ...[0, 1, 2, 3].map((k) => episode('ws', 'b', k, k < 2)),
+      episode('ws', 'c', null, true),
+    ];
+    const after = [
+      episode('rl', 'a', null, true),
+      ...[0, 1, 2, 3].map((k) => episode('rl', 'a', k, true)),
+      episode('rl', 'b', null, true),
+      ...[0, 1, 2, 3].map((k) => episode('rl', 'b', k, k === 0)),
+    ];
     fs.writeFileSync(path.join(dir, 'before.jsonl'), jsonl(before));
     fs.writeFileSync(path.join(dir, 'after.jsonl'), jsonl(after));
     const r = await cli(['eval', '--from', path.join(dir, 'after.jsonl'), '--compare', path.join(dir, 'before.jsonl'), '--json']);

@@ -44,7 +44,8 @@ function finishedRun(runsRoot: string, overrides: Record<string, unknown> = {}):
   run.writeTasks([{ id: 'a' }, { id: 'b' }] as never, { train: ['a'], heldout: ['b'] });
   for (const n of [0, 1, 2]) {
     fs.mkdirSync(run.checkpointDir(n), { recursive: true });
-    for (const f of fs.readdirSync(MODEL)) if (!f.startsWith('warmstart')) fs.linkSync(path.join(MODEL, f), path.join(run.checkpointDir(n), f));
+    for (const f of fs.readdirSync(MODEL))
+      if (!f.startsWith('warmstart')) fs.linkSync(path.join(MODEL, f), path.join(run.checkpointDir(n), f));
     run.writeTrajectories(n, 'train', []);
     run.commitIteration({ schema: SCHEMA.metrics, iteration: n } as never);
   }
@@ -118,14 +119,17 @@ describe('cli: train input that is refused or applied, never ignored', function 
     const ws = path.join(tmp, 'ws');
     fs.cpSync(WORKSPACE, ws, { recursive: true });
     fs.writeFileSync(path.join(ws, 'turnwise.json'), JSON.stringify({ estimator: 'no-such-estimator', dockerHost: NO_ENGINE }));
-    for (const r of [await cli(['train', '--workspace', ws, '--runs', path.join(tmp, 'runs')]), await cli(['train', '--runs', path.join(tmp, 'runs')], ws)]) {
+    for (const r of [
+      await cli(['train', '--workspace', ws, '--runs', path.join(tmp, 'runs')]),
+      await cli(['train', '--runs', path.join(tmp, 'runs')], ws),
+    ]) {
       assert.equal(r.code, 1, r.out);
       assert.match(r.out, /turnwise\.json: unknown estimator "no-such-estimator"/);
     }
     assert.ok(!fs.existsSync(path.join(tmp, 'runs')) || fs.readdirSync(path.join(tmp, 'runs')).length === 0, 'no run directory');
   });
 
-  it('--max-minutes: a negative or non-numeric budget is a usage error; on a resume it is refused like the run\'s other settings', async () => {
+  it("--max-minutes: a negative or non-numeric budget is a usage error; on a resume it is refused like the run's other settings", async () => {
     for (const bad of ['-5', 'half']) {
       const r = await cli(['train', '--workspace', WORKSPACE, `--max-minutes=${bad}`, '--runs', path.join(tmp, 'runs')]);
       assert.equal(r.code, 2, r.out);
@@ -179,16 +183,36 @@ describe('cli: train input that is refused or applied, never ignored', function 
       const f = chatTokenizerFiles(kind);
       const { chat_template: _t, ...bare } = f.tokenizerConfig;
       const dir = path.join(tmp, name);
-      writeModelFolder(dir, initWeights({
-        model_type: kind === 'llama3' ? 'llama' : 'qwen2', hidden_size: 16, intermediate_size: 24, num_hidden_layers: 1, num_attention_heads: 2, num_key_value_heads: 1, rms_norm_eps: 1e-5,
-        rope_theta: 10_000, vocab_size: Math.ceil(tokenizerJsonSize(f.tokenizerJson) / 64) * 64, max_position_embeddings: 1024, tie_word_embeddings: true,
-      }, 1, 0.2), { dtype: 'float32', tokenizerJson: f.tokenizerJson, tokenizerConfig: template ? f.tokenizerConfig : bare });
+      writeModelFolder(
+        dir,
+        initWeights(
+          {
+            model_type: kind === 'llama3' ? 'llama' : 'qwen2',
+            hidden_size: 16,
+            intermediate_size: 24,
+            num_hidden_layers: 1,
+            num_attention_heads: 2,
+            num_key_value_heads: 1,
+            rms_norm_eps: 1e-5,
+            rope_theta: 10_000,
+            vocab_size: Math.ceil(tokenizerJsonSize(f.tokenizerJson) / 64) * 64,
+            max_position_embeddings: 1024,
+            tie_word_embeddings: true,
+          },
+          1,
+          0.2,
+        ),
+        { dtype: 'float32', tokenizerJson: f.tokenizerJson, tokenizerConfig: template ? f.tokenizerConfig : bare },
+      );
       return dir;
     };
     const none = folder('llama-no-template', 'llama3', false);
     const r = await cli(['train', '--workspace', WORKSPACE, '--model', none, '--runs', path.join(tmp, 'runs')]);
     assert.equal(r.code, 1, r.out);
-    assert.match(r.out, /llama-no-template cannot write the agent's actions: its tokenizer has neither a chat template .* nor the <\|im_start\|> \/ <\|im_end\|> tokens/);
+    assert.match(
+      r.out,
+      /llama-no-template cannot write the agent's actions: its tokenizer has neither a chat template .* nor the <\|im_start\|> \/ <\|im_end\|> tokens/,
+    );
     assert.match(r.out, /chat_template\.jinja beside tokenizer_config\.json/);
     assert.doesNotMatch(r.out, /check Docker/);
     const cfg = path.join(tmp, 'replay.json');
@@ -203,7 +227,17 @@ describe('cli: train input that is refused or applied, never ignored', function 
   it('a run another process works in is refused with its pid; after that process is killed (-9) its lock is taken over', async () => {
     const run = finishedRun(tmp);
     // A real second process takes the run's lock with RunDir.lock() and keeps it.
-    const holder = spawn(process.execPath, ['--require', 'tsx/cjs', '-e', `require(${JSON.stringify(path.join(ROOT, 'src', 'core', 'run'))}).RunDir.open(process.argv[1]).lock(); console.log('locked'); setInterval(() => {}, 1000);`, run.dir], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const holder = spawn(
+      process.execPath,
+      [
+        '--require',
+        'tsx/cjs',
+        '-e',
+        `require(${JSON.stringify(path.join(ROOT, 'src', 'core', 'run'))}).RunDir.open(process.argv[1]).lock(); console.log('locked'); setInterval(() => {}, 1000);`,
+        run.dir,
+      ],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    );
     try {
       await new Promise<void>((resolve, reject) => {
         holder.stdout!.on('data', (d) => String(d).includes('locked') && resolve());
@@ -237,7 +271,10 @@ describe('cli: train input that is refused or applied, never ignored', function 
     assert.equal(r.code, 1, r.out);
     assert.match(r.out, /already holds a model; a warm start would replace it/);
     assert.match(r.out, /--from .*model --out NEW_DIR.*--force/);
-    assert.deepEqual(fs.readdirSync(out).map((f) => [f, fs.readFileSync(path.join(out, f)).toString('base64')]), before);
+    assert.deepEqual(
+      fs.readdirSync(out).map((f) => [f, fs.readFileSync(path.join(out, f)).toString('base64')]),
+      before,
+    );
   });
 
   it('a workspace holding a folder whose name is not UTF-8 is refused naming it (not ENOENT with code internal)', async () => {
@@ -285,7 +322,6 @@ describe('cli: where runs are', () => {
       fs.rmSync(elsewhere, { recursive: true, force: true });
     }
   });
-
 });
 
 describe('cli: the reply limit of an evaluation', () => {
@@ -295,7 +331,19 @@ describe('cli: the reply limit of an evaluation', () => {
     process.env.DOCKER_HOST = NO_ENGINE;
     try {
       const tasks = path.join(dir, 'tasks.jsonl');
-      fs.writeFileSync(tasks, JSON.stringify({ schema: SCHEMA.task, id: 't', source: 'file', instruction: 'fix it', language: 'python', testCommand: 'pytest', fail_to_pass: ['tests/test_pricing.py::test_clamp_inside_range'], pass_to_pass: [] }) + '\n');
+      fs.writeFileSync(
+        tasks,
+        JSON.stringify({
+          schema: SCHEMA.task,
+          id: 't',
+          source: 'file',
+          instruction: 'fix it',
+          language: 'python',
+          testCommand: 'pytest',
+          fail_to_pass: ['tests/test_pricing.py::test_clamp_inside_range'],
+          pass_to_pass: [],
+        }) + '\n',
+      );
       const r = await cli(['eval', '--tasks', tasks, '--workspace', WORKSPACE, '--max-action-tokens', '64']);
       assert.doesNotMatch(r.out, /goes with --endpoint/);
       assert.match(r.out, /Docker|nonexistent/, 'it got as far as the sandboxes');

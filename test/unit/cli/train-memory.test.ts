@@ -33,7 +33,10 @@ describe('cli: train refuses a run that its memory plan says will not fit', func
   });
   afterEach(() => {
     fs.rmSync(tmp, { recursive: true, force: true });
-    for (const [k, v] of [['TURNWISE_MEMORY_LIMIT_MB', saved.limit], ['TURNWISE_DOCKER_ENGINES', saved.engines]] as const) {
+    for (const [k, v] of [
+      ['TURNWISE_MEMORY_LIMIT_MB', saved.limit],
+      ['TURNWISE_DOCKER_ENGINES', saved.engines],
+    ] as const) {
       if (v === undefined) delete process.env[k];
       else process.env[k] = v;
     }
@@ -42,7 +45,10 @@ describe('cli: train refuses a run that its memory plan says will not fit', func
   it('over the limit: refused before any sandbox, naming the plan and the settings that fit; no run directory', async () => {
     process.env.TURNWISE_MEMORY_LIMIT_MB = '1200';
     const runs = path.join(tmp, 'runs');
-    fs.writeFileSync(path.join(tmp, 'turnwise.json'), JSON.stringify({ dockerHost: NO_ENGINE, executionProvider: 'cpu', concurrency: 8, updateTokensPerStep: 8192 }));
+    fs.writeFileSync(
+      path.join(tmp, 'turnwise.json'),
+      JSON.stringify({ dockerHost: NO_ENGINE, executionProvider: 'cpu', concurrency: 8, updateTokensPerStep: 8192 }),
+    );
     const r = await cli(['train', '--workspace', WORKSPACE, '--config', path.join(tmp, 'turnwise.json'), '--runs', runs]);
     assert.equal(r.code, 1, r.out);
     assert.match(r.out, /would not fit in memory: its plan needs [\d,]+ MB over the 1,200 MB of TURNWISE_MEMORY_LIMIT_MB/);
@@ -55,9 +61,29 @@ describe('cli: train refuses a run that its memory plan says will not fit', func
   it('a resume is planned too: over the limit it is refused before any sandbox, and the run is left as it was', async () => {
     process.env.TURNWISE_MEMORY_LIMIT_MB = '1200';
     const runs = path.join(tmp, 'runs');
-    const c = resolveTrainConfig({ workspace: WORKSPACE, iterations: 3, dockerHost: NO_ENGINE, executionProvider: 'cpu', concurrency: 8, updateTokensPerStep: 8192 });
-    const run = RunDir.create(runs, 'run-big', runConfigRecord(c, { runId: 'run-big', startModel: MODEL, createdAt: '2026-01-01T00:00:00Z' }));
-    const task = { schema: SCHEMA.task, id: 't1', source: 'mutation', instruction: 'fix', language: 'python', testCommand: 'pytest', fail_to_pass: ['a'], pass_to_pass: [] } as unknown as Task;
+    const c = resolveTrainConfig({
+      workspace: WORKSPACE,
+      iterations: 3,
+      dockerHost: NO_ENGINE,
+      executionProvider: 'cpu',
+      concurrency: 8,
+      updateTokensPerStep: 8192,
+    });
+    const run = RunDir.create(
+      runs,
+      'run-big',
+      runConfigRecord(c, { runId: 'run-big', startModel: MODEL, createdAt: '2026-01-01T00:00:00Z' }),
+    );
+    const task = {
+      schema: SCHEMA.task,
+      id: 't1',
+      source: 'mutation',
+      instruction: 'fix',
+      language: 'python',
+      testCommand: 'pytest',
+      fail_to_pass: ['a'],
+      pass_to_pass: [],
+    } as unknown as Task;
     run.writeTasks([task, { ...task, id: 't2' }], { train: ['t1'], heldout: ['t2'] });
     run.writeStatus({ state: 'stopped', iterations: 3, lastCompleteIteration: -1 });
     const before = fs.readFileSync(path.join(run.dir, 'status.json'), 'utf8');
@@ -82,7 +108,10 @@ describe('cli: train refuses a run that its memory plan says will not fit', func
     process.env.TURNWISE_MEMORY_LIMIT_MB = '8192';
     const text = await cli(['policy', 'inspect', MODEL]);
     assert.equal(text.code, 0, text.out);
-    assert.match(text.out, /memory plan \(cpu, full training, 8 episodes in flight × 1024 tokens, update micro-batches of 4 rows = 4096 tokens\)/);
+    assert.match(
+      text.out,
+      /memory plan \(cpu, full training, 8 episodes in flight × 1024 tokens, update micro-batches of 4 rows = 4096 tokens\)/,
+    );
     assert.match(text.out, /memory plan \(cpu, LoRA r 16/);
     assert.match(text.out, /host total +[\d,]+ MB of 8,192 MB/);
     const json = await cli(['policy', 'inspect', MODEL, '--json']);
@@ -97,7 +126,10 @@ describe('cli: train refuses a run that its memory plan says will not fit', func
     const given = { ...TRAIN_DEFAULTS, workspace: WORKSPACE };
     const ok = memoryPlanCheck(given, { TURNWISE_MEMORY_LIMIT_MB: '65536' });
     assert.equal(ok.status, 'ok', ok.detail);
-    assert.match(ok.detail, /MB of 65,536 MB \(TURNWISE_MEMORY_LIMIT_MB\) at updateTokensPerStep 4096, 8 episodes in flight × 1024 tokens, full training; largest: update activations/);
+    assert.match(
+      ok.detail,
+      /MB of 65,536 MB \(TURNWISE_MEMORY_LIMIT_MB\) at updateTokensPerStep 4096, 8 episodes in flight × 1024 tokens, full training; largest: update activations/,
+    );
     const over = memoryPlanCheck({ ...given, updateTokensPerStep: 8192 }, { TURNWISE_MEMORY_LIMIT_MB: '1200' });
     assert.equal(over.status, 'warn');
     assert.match(over.detail, /a run would be refused/);

@@ -34,7 +34,17 @@ describe('cli: warmstart --model / --lora / --episodes', function () {
   // The flags are a table over the config's fields (WARMSTART_FLAGS): each sets a field the config
   // has, a number flag takes its field's range, and the usage line shows exactly the table's flags.
   it('every flag sets a WarmstartConfig field, and the usage line names every flag and no other', () => {
-    const fields = new Set([...Object.keys(resolveWarmstartConfig({ out: '/m' })), 'from', 'model', 'adapter', 'lora', 'steps', 'workspace', 'tasksFile', 'run']);
+    const fields = new Set([
+      ...Object.keys(resolveWarmstartConfig({ out: '/m' })),
+      'from',
+      'model',
+      'adapter',
+      'lora',
+      'steps',
+      'workspace',
+      'tasksFile',
+      'run',
+    ]);
     for (const f of WARMSTART_FLAGS) {
       for (const field of ([] as string[]).concat(f.field)) assert.ok(fields.has(field), `--${f.flag} sets ${field}`);
       if (f.read === 'number') assert.ok((f.field as string) in WARMSTART_RANGES, `--${f.flag}: ${String(f.field)} has a range`);
@@ -45,13 +55,47 @@ describe('cli: warmstart --model / --lora / --episodes', function () {
   });
 
   it('the flags given become the settings, read as their rows say; the others are left to the defaults', () => {
-    const argv = ['--out', 'w', '--curriculum', '0.5,0.1', '--rows', '3', '--no-sed', '--source-root', 'a', '--source-root', '/b', '--episodes', 'e.jsonl', '--run', 'r1', '--runs', 'runs', '--seed', '7', '--lora', 'r=4'];
+    const argv = [
+      '--out',
+      'w',
+      '--curriculum',
+      '0.5,0.1',
+      '--rows',
+      '3',
+      '--no-sed',
+      '--source-root',
+      'a',
+      '--source-root',
+      '/b',
+      '--episodes',
+      'e.jsonl',
+      '--run',
+      'r1',
+      '--runs',
+      'runs',
+      '--seed',
+      '7',
+      '--lora',
+      'r=4',
+    ];
     const { values, positionals } = parseArgs({ args: argv, options: warmstartCommand.options, allowPositionals: true, strict: true });
     const given = warmstartSettingsFromFlags({ values, positionals });
-    assert.deepEqual({ ...given, lora: given.lora?.r }, {
-      out: path.resolve('w'), curriculumStart: 0.5, curriculumEnd: 0.1, rows: 3, noSed: true, sourceRoots: [path.resolve('a'), '/b'],
-      episodeFiles: [path.resolve('e.jsonl')], run: 'r1', runsRoot: path.resolve('runs'), seed: 7, lora: 4,
-    });
+    assert.deepEqual(
+      { ...given, lora: given.lora?.r },
+      {
+        out: path.resolve('w'),
+        curriculumStart: 0.5,
+        curriculumEnd: 0.1,
+        rows: 3,
+        noSed: true,
+        sourceRoots: [path.resolve('a'), '/b'],
+        episodeFiles: [path.resolve('e.jsonl')],
+        run: 'r1',
+        runsRoot: path.resolve('runs'),
+        seed: 7,
+        lora: 4,
+      },
+    );
   });
 
   it('refuses flags that do not go together, before any work', async () => {
@@ -73,7 +117,14 @@ describe('cli: warmstart --model / --lora / --episodes', function () {
   });
 
   it('--lora reads key=value PEFT fields, JSON, or a file; a bad one names what is wrong', () => {
-    assert.deepEqual(loraOption('r=8,lora_alpha=16,target_modules=q_proj+v_proj'), { r: 8, lora_alpha: 16, lora_dropout: 0, target_modules: ['q_proj', 'v_proj'], use_rslora: false, base_model_name_or_path: '' });
+    assert.deepEqual(loraOption('r=8,lora_alpha=16,target_modules=q_proj+v_proj'), {
+      r: 8,
+      lora_alpha: 16,
+      lora_dropout: 0,
+      target_modules: ['q_proj', 'v_proj'],
+      use_rslora: false,
+      base_model_name_or_path: '',
+    });
     assert.equal(loraOption('{"r": 4, "target_modules": "all-linear"}').target_modules.length, 7);
     const f = path.join(tmp, 'lora.json');
     fs.writeFileSync(f, '{"r": 2}');
@@ -85,29 +136,108 @@ describe('cli: warmstart --model / --lora / --episodes', function () {
   it('a LoRA warm start on the resolved episodes of a results file, given after --episodes', async () => {
     const files = chatTokenizerFiles('chatml');
     const model = path.join(tmp, 'qwen2-chat');
-    writeModelFolder(model, initWeights({
-      model_type: 'qwen2', hidden_size: 32, intermediate_size: 48, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, rms_norm_eps: 1e-6, rope_theta: 1_000_000,
-      vocab_size: Math.ceil(tokenizerJsonSize(files.tokenizerJson) / 64) * 64, max_position_embeddings: 2048, tie_word_embeddings: true,
-    }, 5, 0.2), { dtype: 'float32', tokenizerJson: files.tokenizerJson, tokenizerConfig: files.tokenizerConfig });
-    const tasks: Task[] = ['a', 'b', 'c', 'd'].map((id) => ({ schema: SCHEMA.task, id, source: 'file', instruction: 'fix', language: 'python', testCommand: 'pytest {tests}', fail_to_pass: [`tests/test_${id}.py::t`], pass_to_pass: [] }));
+    writeModelFolder(
+      model,
+      initWeights(
+        {
+          model_type: 'qwen2',
+          hidden_size: 32,
+          intermediate_size: 48,
+          num_hidden_layers: 2,
+          num_attention_heads: 4,
+          num_key_value_heads: 2,
+          rms_norm_eps: 1e-6,
+          rope_theta: 1_000_000,
+          vocab_size: Math.ceil(tokenizerJsonSize(files.tokenizerJson) / 64) * 64,
+          max_position_embeddings: 2048,
+          tie_word_embeddings: true,
+        },
+        5,
+        0.2,
+      ),
+      { dtype: 'float32', tokenizerJson: files.tokenizerJson, tokenizerConfig: files.tokenizerConfig },
+    );
+    const tasks: Task[] = ['a', 'b', 'c', 'd'].map((id) => ({
+      schema: SCHEMA.task,
+      id,
+      source: 'file',
+      instruction: 'fix',
+      language: 'python',
+      testCommand: 'pytest {tests}',
+      fail_to_pass: [`tests/test_${id}.py::t`],
+      pass_to_pass: [],
+    }));
     const tasksFile = path.join(tmp, 'tasks.jsonl');
     writeTaskFile(tasksFile, tasks);
     const ep = (taskId: string, trajId: string): Trajectory => ({
-      schema: SCHEMA.trajectory, taskId, groupId: 'g', trajId, checkpoint: 'strong',
-      turns: [{ index: 0, action: 'tw-test', reply: '```bash\ntw-test\n```', observation: 'exit 0\n0 failed, 3 passed', exitCode: 0, durationMs: 1 }, { index: 1, action: 'submit', reply: 'submit', observation: '', exitCode: null, durationMs: 0 }],
+      schema: SCHEMA.trajectory,
+      taskId,
+      groupId: 'g',
+      trajId,
+      checkpoint: 'strong',
+      turns: [
+        {
+          index: 0,
+          action: 'tw-test',
+          reply: '```bash\ntw-test\n```',
+          observation: 'exit 0\n0 failed, 3 passed',
+          exitCode: 0,
+          durationMs: 1,
+        },
+        { index: 1, action: 'submit', reply: 'submit', observation: '', exitCode: null, durationMs: 0 },
+      ],
       reward: { passRate: 1, resolved: true, turns: 1, maxTurns: 4, formatError: false, efficiencyPenalty: 0, formatPenalty: 0, reward: 1 },
     });
     const a = path.join(tmp, 'a.jsonl');
     const b = path.join(tmp, 'b.jsonl');
-    fs.writeFileSync(a, tasks.slice(0, 2).map((t, i) => JSON.stringify(ep(t.id, `a${i}`))).join('\n') + '\n');
-    fs.writeFileSync(b, tasks.slice(2).map((t, i) => JSON.stringify(ep(t.id, `b${i}`))).join('\n') + '\n');
+    fs.writeFileSync(
+      a,
+      tasks
+        .slice(0, 2)
+        .map((t, i) => JSON.stringify(ep(t.id, `a${i}`)))
+        .join('\n') + '\n',
+    );
+    fs.writeFileSync(
+      b,
+      tasks
+        .slice(2)
+        .map((t, i) => JSON.stringify(ep(t.id, `b${i}`)))
+        .join('\n') + '\n',
+    );
     const held = splitTasks(tasks, 0.25, 0).heldout;
     const out = path.join(tmp, 'warm');
-    const r = await cli(['warmstart', '--model', model, '--lora', 'r=2,lora_alpha=4,target_modules=q_proj', '--episodes', a, b, '--tasks', tasksFile, '--out', out, '--minutes', '0.1', '--rows', '2', '--row-tokens', '2048', '--max-action-tokens', '16']);
+    const r = await cli([
+      'warmstart',
+      '--model',
+      model,
+      '--lora',
+      'r=2,lora_alpha=4,target_modules=q_proj',
+      '--episodes',
+      a,
+      b,
+      '--tasks',
+      tasksFile,
+      '--out',
+      out,
+      '--minutes',
+      '0.1',
+      '--rows',
+      '2',
+      '--row-tokens',
+      '2048',
+      '--max-action-tokens',
+      '16',
+    ]);
     assert.equal(r.code, 0, r.err);
-    assert.match(r.err, new RegExp(`4 episode\\(s\\) read, 4 resolved: 3 of 3 task\\(s\\) are demonstrations; 1 of 1 held-out task\\(s\\) left out`));
+    assert.match(
+      r.err,
+      new RegExp(`4 episode\\(s\\) read, 4 resolved: 3 of 3 task\\(s\\) are demonstrations; 1 of 1 held-out task\\(s\\) left out`),
+    );
     assert.ok(fs.existsSync(path.join(out, 'adapter_model.safetensors')));
     const rec = JSON.parse(fs.readFileSync(path.join(out, 'warmstart.json'), 'utf8'));
-    assert.deepEqual(rec.demonstrationTaskIds, tasks.map((t) => t.id).filter((id) => !held.includes(id)));
+    assert.deepEqual(
+      rec.demonstrationTaskIds,
+      tasks.map((t) => t.id).filter((id) => !held.includes(id)),
+    );
   });
 });

@@ -2,7 +2,17 @@ import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { interruptedSwapOf, outputPathProblem, parseJsonl, readJsonlStrict, readUserTextFile, replaceDirAtomic, summarizeLineErrors, SWAP_MARKER, writeFileAtomic } from '../../../src/core/fs';
+import {
+  interruptedSwapOf,
+  outputPathProblem,
+  parseJsonl,
+  readJsonlStrict,
+  readUserTextFile,
+  replaceDirAtomic,
+  summarizeLineErrors,
+  SWAP_MARKER,
+  writeFileAtomic,
+} from '../../../src/core/fs';
 import { TurnwiseError } from '../../../src/core/errors';
 
 describe('core/fs', () => {
@@ -21,7 +31,9 @@ describe('core/fs', () => {
   });
 
   it('parseJsonl reports every bad line with its 1-based number and skips blank lines', () => {
-    const { rows, errors } = parseJsonl<{ a: number }>('{"a":1}\n\n[1]\nnope\n{"a":2}\n', (r) => ((r as { a: unknown }).a === 2 ? ['a must not be 2'] : []));
+    const { rows, errors } = parseJsonl<{ a: number }>('{"a":1}\n\n[1]\nnope\n{"a":2}\n', (r) =>
+      (r as { a: unknown }).a === 2 ? ['a must not be 2'] : [],
+    );
     assert.deepEqual(rows, [{ a: 1 }]);
     assert.deepEqual(
       errors.map((e) => [e.line, e.reason.split(' (')[0]]),
@@ -38,7 +50,12 @@ describe('core/fs', () => {
     fs.writeFileSync(f, 'x\n{"ok":1}\ny\n');
     assert.throws(
       () => readJsonlStrict(f),
-      (e: unknown) => e instanceof TurnwiseError && e.code === 'invalid-file' && /:1: /.test(e.message) && /:3: /.test(e.message) && /2 invalid line/.test(e.message),
+      (e: unknown) =>
+        e instanceof TurnwiseError &&
+        e.code === 'invalid-file' &&
+        /:1: /.test(e.message) &&
+        /:3: /.test(e.message) &&
+        /2 invalid line/.test(e.message),
     );
   });
 
@@ -49,7 +66,13 @@ describe('core/fs', () => {
     assert.deepEqual(fs.readdirSync(t), ['b']);
     assert.deepEqual(fs.readdirSync(dir), ['ck']);
     // A build that throws leaves the old directory as it was and no temp directory.
-    assert.throws(() => replaceDirAtomic(t, () => { throw new Error('boom'); }), /boom/);
+    assert.throws(
+      () =>
+        replaceDirAtomic(t, () => {
+          throw new Error('boom');
+        }),
+      /boom/,
+    );
     assert.deepEqual(fs.readdirSync(t), ['b']);
     assert.deepEqual(fs.readdirSync(dir), ['ck']);
     // A user's look-alike folders are never taken for a leftover, even with the target missing.
@@ -65,24 +88,36 @@ describe('core/fs', () => {
   it('outputPathProblem names a folder, a file on the path, or a read-only folder before any work', () => {
     fs.writeFileSync(path.join(dir, 'f'), 'x');
     assert.match(outputPathProblem(dir)!, /is a folder, not a file/);
-    assert.match(outputPathProblem(path.join(dir, 'f', 'sub', 'out.jsonl'))!, new RegExp(`${path.join(dir, 'f')} is a file, so .* cannot be created under it`));
+    assert.match(
+      outputPathProblem(path.join(dir, 'f', 'sub', 'out.jsonl'))!,
+      new RegExp(`${path.join(dir, 'f')} is a file, so .* cannot be created under it`),
+    );
     assert.equal(outputPathProblem(path.join(dir, 'new', 'deeper', 'out.jsonl')), undefined);
     if (process.getuid?.() !== 0) {
       const ro = path.join(dir, 'ro');
       fs.mkdirSync(ro);
       fs.chmodSync(ro, 0o555);
       assert.match(outputPathProblem(path.join(ro, 'out.jsonl'))!, /not writable/);
-      assert.throws(() => writeFileAtomic(path.join(ro, 'out.jsonl'), 'x'), (e: unknown) => e instanceof TurnwiseError && e.message.includes(path.join(ro, 'out.jsonl')) && !/tmp-/.test(e.message));
+      assert.throws(
+        () => writeFileAtomic(path.join(ro, 'out.jsonl'), 'x'),
+        (e: unknown) => e instanceof TurnwiseError && e.message.includes(path.join(ro, 'out.jsonl')) && !/tmp-/.test(e.message),
+      );
       fs.chmodSync(ro, 0o755);
     }
-    assert.throws(() => writeFileAtomic(path.join(dir, 'f', 'out.jsonl'), 'x'), (e: unknown) => e instanceof TurnwiseError && /is a file, so/.test(e.message) && !/tmp-|ENOTDIR/.test(e.message));
+    assert.throws(
+      () => writeFileAtomic(path.join(dir, 'f', 'out.jsonl'), 'x'),
+      (e: unknown) => e instanceof TurnwiseError && /is a file, so/.test(e.message) && !/tmp-|ENOTDIR/.test(e.message),
+    );
   });
 
   it('readUserTextFile refuses a folder, a binary file and a file over the cap, never echoing bytes', () => {
     const bin = path.join(dir, 'b.bin');
     fs.writeFileSync(bin, Buffer.from([0x1b, 0x5b, 0x32, 0x4a, 0, 1, 2]));
     assert.throws(() => readUserTextFile(dir, 'task file'), /task file .* is a folder, not a file/);
-    assert.throws(() => readUserTextFile(bin, 'task file'), (e: unknown) => e instanceof TurnwiseError && /binary file/.test(e.message) && !e.message.includes('\x1b'));
+    assert.throws(
+      () => readUserTextFile(bin, 'task file'),
+      (e: unknown) => e instanceof TurnwiseError && /binary file/.test(e.message) && !e.message.includes('\x1b'),
+    );
     fs.writeFileSync(path.join(dir, 'big'), 'x'.repeat(2000));
     assert.throws(() => readUserTextFile(path.join(dir, 'big'), 'file', { maxBytes: 1000 }), /more than the/);
     assert.throws(() => readUserTextFile(path.join(dir, 'nope')), /does not exist/);

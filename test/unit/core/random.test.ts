@@ -7,7 +7,7 @@ describe('core/random', () => {
     assert.deepEqual([r(), r(), r()], [0.6270739405881613, 0.002735721180215478, 0.5274470399599522]);
   });
 
-  it('seedOf: fixed values for fixed parts (a run replays its episodes\' seeds in every release), and the parts\' order and boundaries matter', () => {
+  it("seedOf: fixed values for fixed parts (a run replays its episodes' seeds in every release), and the parts' order and boundaries matter", () => {
     assert.deepEqual([seedOf(0, 'eval', 'task-a'), seedOf(3, 1, 2, 0), seedOf('lora-init')], [4141546931, 157995577, 2808338912]);
     assert.notEqual(seedOf(1, 2), seedOf(2, 1));
     assert.notEqual(seedOf('ab', 'c'), seedOf('a', 'bc'));

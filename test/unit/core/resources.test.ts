@@ -13,7 +13,7 @@ import { torchScriptPath } from '../../../src/bench/model';
 const REPO = path.resolve(__dirname, '..', '..', '..');
 
 describe('core/resources: one rule for the files Turnwise ships', () => {
-  it('the package root is the folder of Turnwise\'s package.json', () => {
+  it("the package root is the folder of Turnwise's package.json", () => {
     assert.equal(packageRoot(), REPO);
     assert.equal(JSON.parse(fs.readFileSync(path.join(packageRoot()!, 'package.json'), 'utf8')).name, 'turnwise');
   });

@@ -29,15 +29,24 @@ describe('core/run: RunDir', () => {
     const ep = (id: string) => ({ schema: SCHEMA.trajectory, trajId: id, taskId: 't', turns: [] }) as never;
     const f = run.writeTrajectories(1, 'heldout', [ep('eval-1-t')]);
     assert.equal(path.basename(f), 'heldout.jsonl');
-    assert.deepEqual(run.readTrajectories(1, 'heldout').map((t) => t.trajId), ['eval-1-t']);
+    assert.deepEqual(
+      run.readTrajectories(1, 'heldout').map((t) => t.trajId),
+      ['eval-1-t'],
+    );
     // An older run: only eval.jsonl in the iteration folder.
     fs.mkdirSync(run.iterationDir(2), { recursive: true });
     fs.writeFileSync(path.join(run.iterationDir(2), 'eval.jsonl'), JSON.stringify(ep('eval-2-t')) + '\n');
     assert.equal(trajectoriesFile(run.iterationDir(2), 'heldout'), path.join(run.iterationDir(2), 'eval.jsonl'));
-    assert.deepEqual(run.readTrajectories(2, 'heldout').map((t) => t.trajId), ['eval-2-t']);
+    assert.deepEqual(
+      run.readTrajectories(2, 'heldout').map((t) => t.trajId),
+      ['eval-2-t'],
+    );
     // Where both are there, heldout.jsonl is the one; train episodes never come from either.
     fs.writeFileSync(path.join(run.iterationDir(2), 'heldout.jsonl'), JSON.stringify(ep('eval-2-new')) + '\n');
-    assert.deepEqual(run.readTrajectories(2, 'heldout').map((t) => t.trajId), ['eval-2-new']);
+    assert.deepEqual(
+      run.readTrajectories(2, 'heldout').map((t) => t.trajId),
+      ['eval-2-new'],
+    );
     assert.deepEqual(run.readTrajectories(2, 'train'), []);
   });
 
@@ -45,7 +54,10 @@ describe('core/run: RunDir', () => {
     assert.throws(() => RunDir.create(root, 'r1', {}), /already exists[\s\S]*/);
     assert.equal(RunDir.open('r1', root).dir, run.dir);
     assert.equal(RunDir.open(run.dir).runId, 'r1');
-    assert.throws(() => RunDir.open('nope', root), (e: Error & { hint?: string }) => /no run "nope"/.test(e.message) && /run id/.test(e.hint ?? ''));
+    assert.throws(
+      () => RunDir.open('nope', root),
+      (e: Error & { hint?: string }) => /no run "nope"/.test(e.message) && /run id/.test(e.hint ?? ''),
+    );
     fs.mkdirSync(path.join(root, 'empty'));
     assert.throws(() => RunDir.open('empty', root), /not a Turnwise run directory/);
   });
@@ -70,7 +82,13 @@ describe('core/run: RunDir', () => {
     assert.equal(inv.metricsLogStale, true);
     assert.match(inv.warnings.map((w) => `${w.file}: ${w.problem}`).join('\n'), /metrics\.jsonl: line 2 is not valid JSON/);
     run.repairLog(inv);
-    assert.deepEqual(run.readMetrics().map((r) => [r.iteration, r.a]), [[0, undefined], [1, 2]]);
+    assert.deepEqual(
+      run.readMetrics().map((r) => [r.iteration, r.a]),
+      [
+        [0, undefined],
+        [1, 2],
+      ],
+    );
   });
 
   it('a run written before markers: its metrics lines and checkpoints commit it, and a repair writes the markers', () => {
@@ -81,7 +99,11 @@ describe('core/run: RunDir', () => {
     assert.deepEqual([inv.committed, inv.lastComplete, inv.markersToWrite], [[0, 1], 1, [0, 1]]);
     run.repairLog(inv);
     assert.ok(fs.existsSync(path.join(run.iterationDir(1), 'iteration.json')));
-    assert.deepEqual(run.readMetrics().map((r) => r.iteration), [0, 1], 'the line of iteration 2 (no checkpoint) leaves the log');
+    assert.deepEqual(
+      run.readMetrics().map((r) => r.iteration),
+      [0, 1],
+      'the line of iteration 2 (no checkpoint) leaves the log',
+    );
   });
 
   it('a complete iteration that lost its checkpoint, or a gap before a complete one, is damage (named), never a leftover', () => {
@@ -102,7 +124,10 @@ describe('core/run: RunDir', () => {
     assert.match(inv.damage.map((d) => d.problem).join('\n'), /iteration 2 is complete but iteration 1 is not/);
     assert.ok(!inv.leftovers.includes(2), 'iteration 2 is committed: not a leftover');
     assert.deepEqual(run.discardAfter(0), [1], 'only the unmarked iteration 1 goes');
-    assert.ok(fs.existsSync(run.checkpointDir(2)) && fs.existsSync(path.join(run.iterationDir(2), 'iteration.json')), 'a marked iteration is never removed');
+    assert.ok(
+      fs.existsSync(run.checkpointDir(2)) && fs.existsSync(path.join(run.iterationDir(2), 'iteration.json')),
+      'a marked iteration is never removed',
+    );
   });
 
   it('a marker of another run is damage naming it', () => {
@@ -130,12 +155,15 @@ describe('core/run: RunDir', () => {
     fs.mkdirSync(run.file('checkpoints', '3.turnwise-tmp-123-4'), { recursive: true });
     fs.mkdirSync(run.file('checkpoints', '1.tmp-9'), { recursive: true });
     fs.mkdirSync(run.iterationDir(3), { recursive: true });
-    fs.writeFileSync(run.file('checkpoints', 'notes.txt'), 'the user\'s');
+    fs.writeFileSync(run.file('checkpoints', 'notes.txt'), "the user's");
     const removed = run.discardAfter(1);
     assert.deepEqual(removed, [2, 3]);
     assert.deepEqual(fs.readdirSync(run.file('checkpoints')).sort(), ['0', '1', '1.tmp-9', 'notes.txt']);
     assert.deepEqual(fs.readdirSync(run.file('iterations')).sort(), ['0', '1']);
-    assert.deepEqual(run.readMetrics().map((r) => r.iteration), [0, 1]);
+    assert.deepEqual(
+      run.readMetrics().map((r) => r.iteration),
+      [0, 1],
+    );
     assert.equal(run.lastCompleteIteration(), 1);
     assert.deepEqual(run.discardAfter(1), [], 'idempotent');
     assert.deepEqual(run.discardAfter(-1), [], 'committed iterations are never discarded');
@@ -146,7 +174,11 @@ describe('core/run: RunDir', () => {
     run.writeTasks([{ id: 'a' } as never, { id: 'b' } as never], { train: ['a'], heldout: ['b'] });
     assert.deepEqual(run.readSplits(run.readTasks()).train, ['a']);
     fs.writeFileSync(run.file('splits.json'), JSON.stringify({ train: 'abc', heldout: [] }));
-    assert.throws(() => run.readSplits(), (e: Error & { hint?: string }) => /splits\.json: "train" must be a list of task ids, got "abc"/.test(e.message) && /restore/.test(e.hint ?? ''));
+    assert.throws(
+      () => run.readSplits(),
+      (e: Error & { hint?: string }) =>
+        /splits\.json: "train" must be a list of task ids, got "abc"/.test(e.message) && /restore/.test(e.hint ?? ''),
+    );
     fs.writeFileSync(run.file('splits.json'), JSON.stringify({ train: ['x'], heldout: [] }));
     assert.throws(() => run.readSplits(run.readTasks()), /names 1 task id\(s\) that .*tasks\.jsonl does not hold \(first: "x"\)/);
   });
@@ -157,7 +189,10 @@ describe('core/run: RunDir', () => {
       const stat = fs.readFileSync(`/proc/${sleeper.pid}/stat`, 'utf8');
       const start = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]);
       const write = (processStart: number) =>
-        fs.writeFileSync(run.file('lock.json'), JSON.stringify({ schema: RUN_LOCK_SCHEMA, pid: sleeper.pid, host: os.hostname(), startedAt: 'then', token: 't', processStart }));
+        fs.writeFileSync(
+          run.file('lock.json'),
+          JSON.stringify({ schema: RUN_LOCK_SCHEMA, pid: sleeper.pid, host: os.hostname(), startedAt: 'then', token: 't', processStart }),
+        );
       write(start);
       assert.throws(() => run.lock(), new RegExp(`r1 is in use by process ${sleeper.pid} `));
       // The same pid, another start time: the lock's own process is gone (its pid was reused).
@@ -169,7 +204,10 @@ describe('core/run: RunDir', () => {
       l.release();
       assert.ok(!fs.existsSync(run.file('lock.json')));
       fs.writeFileSync(run.file('lock.json'), '{"pid":');
-      assert.throws(() => run.lock(), (e: Error & { hint?: string }) => /lock\.json cannot be read/.test(e.message) && /delete .*lock\.json/.test(e.hint ?? ''));
+      assert.throws(
+        () => run.lock(),
+        (e: Error & { hint?: string }) => /lock\.json cannot be read/.test(e.message) && /delete .*lock\.json/.test(e.hint ?? ''),
+      );
     } finally {
       sleeper.kill('SIGKILL');
     }
@@ -197,31 +235,43 @@ describe('core/run: RunDir', () => {
     const c = RunDir.createUnique(root, base, (id) => ({ runId: id }));
     assert.deepEqual([a.runId, b.runId, c.runId], [base, `${base}-2`, `${base}-3`]);
     assert.deepEqual(b.readConfig(), { runId: `${base}-2` }, 'the config names the folder it is in');
-    assert.deepEqual(RunDir.list(root).filter((x) => x.startsWith('ws__')), [`${base}-3`, `${base}-2`, base]);
+    assert.deepEqual(
+      RunDir.list(root).filter((x) => x.startsWith('ws__')),
+      [`${base}-3`, `${base}-2`, base],
+    );
   });
 
   it('an id whose run is going is refused as running, with its pid, never with advice to resume it', () => {
     const running = RunDir.create(root, 'busy', {});
     const lock = running.lock();
     try {
-      assert.throws(() => RunDir.create(root, 'busy', {}), (e: TurnwiseError) => {
-        assert.match(e.message, new RegExp(`already exists, and process ${process.pid} is running in it`));
-        assert.doesNotMatch(e.hint ?? '', /--resume/);
-        return true;
-      });
+      assert.throws(
+        () => RunDir.create(root, 'busy', {}),
+        (e: TurnwiseError) => {
+          assert.match(e.message, new RegExp(`already exists, and process ${process.pid} is running in it`));
+          assert.doesNotMatch(e.hint ?? '', /--resume/);
+          return true;
+        },
+      );
     } finally {
       lock.release();
     }
-    assert.throws(() => RunDir.create(root, 'busy', {}), (e: TurnwiseError) => /already exists$/.test(e.message) && /--resume/.test(e.hint ?? ''));
+    assert.throws(
+      () => RunDir.create(root, 'busy', {}),
+      (e: TurnwiseError) => /already exists$/.test(e.message) && /--resume/.test(e.hint ?? ''),
+    );
   });
 
-  it('list: newest first by the id\'s timestamp', () => {
+  it("list: newest first by the id's timestamp", () => {
     const a = newRunId({ name: 'ws', estimator: 'grpo', seed: 0 }, new Date('2024-01-01T00:00:00Z'));
     const b = newRunId({ name: 'my ws!', estimator: 'grpo', seed: 0 }, new Date('2025-01-01T00:00:00Z'));
     assert.equal(b, 'my-ws__grpo__0__20250101-000000');
     RunDir.create(root, a, {});
     RunDir.create(root, b, {});
-    assert.deepEqual(RunDir.list(root).filter((x) => x !== 'r1'), [b, a]);
+    assert.deepEqual(
+      RunDir.list(root).filter((x) => x !== 'r1'),
+      [b, a],
+    );
   });
 });
 
@@ -229,10 +279,23 @@ describe('core/events: parseEventLine', () => {
   it('round trip of every event made with makeEvent', () => {
     const e = makeEvent('r', { type: 'iteration-finished', iteration: 1, metrics: metric(1) });
     assert.deepEqual(parseEventLine(JSON.stringify(e)), e);
-    assert.deepEqual(parseEventLine(`  ${JSON.stringify(makeEvent('r', { type: 'run-finished', iterations: 1, runDir: '/x' }))}  `)?.type, 'run-finished');
+    assert.deepEqual(
+      parseEventLine(`  ${JSON.stringify(makeEvent('r', { type: 'run-finished', iterations: 1, runDir: '/x' }))}  `)?.type,
+      'run-finished',
+    );
   });
   it('anything else is undefined, never a throw', () => {
-    const bad = ['', 'hello', '{', '{"schema":"turnwise/event@1","type":"nope","runId":"r"}', '{"schema":"other","type":"log","runId":"r"}', '{"schema":"turnwise/event@1","type":"log"}', 'null', '[1]', '{"schema":"turnwise/event@1","type":"log","runId":3}'];
+    const bad = [
+      '',
+      'hello',
+      '{',
+      '{"schema":"turnwise/event@1","type":"nope","runId":"r"}',
+      '{"schema":"other","type":"log","runId":"r"}',
+      '{"schema":"turnwise/event@1","type":"log"}',
+      'null',
+      '[1]',
+      '{"schema":"turnwise/event@1","type":"log","runId":3}',
+    ];
     for (const l of bad) assert.equal(parseEventLine(l), undefined, l);
   });
 });

@@ -79,12 +79,20 @@ describe('core/workers', () => {
         ac.signal,
       );
       assert.ok(started.length <= 5, `started ${started.length} jobs after the abort`);
-      assert.deepEqual([...finished].sort((a, b) => a - b), [...started].sort((a, b) => a - b));
+      assert.deepEqual(
+        [...finished].sort((a, b) => a - b),
+        [...started].sort((a, b) => a - b),
+      );
     });
 
     it('starts nothing when the signal has already aborted', async () => {
       let pulls = 0;
-      await runWorkers(2, () => pulls++, async () => undefined, AbortSignal.abort());
+      await runWorkers(
+        2,
+        () => pulls++,
+        async () => undefined,
+        AbortSignal.abort(),
+      );
       assert.equal(pulls, 0);
     });
 
@@ -125,8 +133,22 @@ describe('core/workers', () => {
     });
 
     it('refuses fewer than one worker', async () => {
-      await assert.rejects(runWorkers(0, () => undefined, async () => undefined), RangeError);
-      await assert.rejects(runWorkers(NaN, () => undefined, async () => undefined), RangeError);
+      await assert.rejects(
+        runWorkers(
+          0,
+          () => undefined,
+          async () => undefined,
+        ),
+        RangeError,
+      );
+      await assert.rejects(
+        runWorkers(
+          NaN,
+          () => undefined,
+          async () => undefined,
+        ),
+        RangeError,
+      );
     });
   });
 

@@ -23,7 +23,11 @@ describe('credit/a3 as released: weight sums (+1e-9)', () => {
     const ctx = await attachSignatures(rows);
     const out = computeAdvantages('a3', rows, { scopeWeights: [0.1, 0.2, 0.3, 0.4], treeTau: 0.3 }, ctx);
     const at = (trajId: string, turn: number) => out.advantages[rows.findIndex((r) => r.trajId === trajId && r.turn === turn)];
-    const expected: [string, number][] = [['p0-t0', 0.2065], ['p0-t1', -1.0992], ['p0-t2', 1.0998]];
+    const expected: [string, number][] = [
+      ['p0-t0', 0.2065],
+      ['p0-t1', -1.0992],
+      ['p0-t2', 1.0998],
+    ];
     for (const [trajId, a] of expected) assert.ok(Math.abs(at(trajId, 0) - a) < 1e-4, `${trajId} turn 0: ${at(trajId, 0)} != ${a}`);
   });
 });

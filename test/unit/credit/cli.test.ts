@@ -27,7 +27,16 @@ function traj(taskId: string, trajId: string, reward: number | null, actions: st
       durationMs: 5,
       ...(edits?.[index] ? { editSignature: edits[index] } : {}),
     })),
-    reward: { passRate: reward ?? NaN, resolved: reward === 1, turns: actions.length, maxTurns: 10, formatError: false, efficiencyPenalty: 0, formatPenalty: 0, reward },
+    reward: {
+      passRate: reward ?? NaN,
+      resolved: reward === 1,
+      turns: actions.length,
+      maxTurns: 10,
+      formatError: false,
+      efficiencyPenalty: 0,
+      formatPenalty: 0,
+      reward,
+    },
   };
 }
 
@@ -39,7 +48,13 @@ describe('turnwise advantages', function () {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-adv-'));
     file = path.join(dir, 'trajectories.jsonl');
     const lines = [
-      traj('t1', 'a', 1, ['ls src', "sed -i 's/</<=/' src/m.py && python -m pytest -q"], [undefined, ['E:src/m.py::f', 'N:comparison_operator:<→<=']]),
+      traj(
+        't1',
+        'a',
+        1,
+        ['ls src', "sed -i 's/</<=/' src/m.py && python -m pytest -q"],
+        [undefined, ['E:src/m.py::f', 'N:comparison_operator:<→<=']],
+      ),
       traj('t1', 'b', 0, ['ls src', 'cat src/m.py']),
       traj('t1', 'c', 0.5, ['grep -rn f src']),
       traj('t2', 'd', null, ['ls']),
@@ -64,7 +79,18 @@ describe('turnwise advantages', function () {
   });
 
   it('turnwise with --param (repeatable): edit tokens in the signature, clusters and tree gate reported', async () => {
-    const r = await runCli(['advantages', '--in', file, '--estimator', 'turnwise', '--param', 'scopes=1,-1', '--param', 'scopeWeights=0.5,0.5', '--json']);
+    const r = await runCli([
+      'advantages',
+      '--in',
+      file,
+      '--estimator',
+      'turnwise',
+      '--param',
+      'scopes=1,-1',
+      '--param',
+      'scopeWeights=0.5,0.5',
+      '--json',
+    ]);
     assert.equal(r.code, 0, r.err);
     const j = JSON.parse(r.out);
     assert.deepEqual(j.params.scopes, [1, -1]);
@@ -90,7 +116,14 @@ describe('turnwise advantages', function () {
 
   it('a malformed file lists every bad line with its number', async () => {
     const bad = path.join(dir, 'bad.jsonl');
-    fs.writeFileSync(bad, [JSON.stringify(traj('t', 'a', 1, ['ls'])), '{not json', JSON.stringify({ ...traj('t', 'b', 1, ['ls']), trajId: 3, turns: [{ index: 0 }] })].join('\n'));
+    fs.writeFileSync(
+      bad,
+      [
+        JSON.stringify(traj('t', 'a', 1, ['ls'])),
+        '{not json',
+        JSON.stringify({ ...traj('t', 'b', 1, ['ls']), trajId: 3, turns: [{ index: 0 }] }),
+      ].join('\n'),
+    );
     const r = await runCli(['advantages', '--in', bad, '--estimator', 'grpo', '--json']);
     assert.equal(r.code, 1);
     const j = JSON.parse(r.out);
@@ -130,15 +163,35 @@ describe('turnwise bench credit', function () {
     assert.equal(typeof j.targets.turnwise_beats_grpo, 'boolean');
     // the ablation: a3, turnwise's changes 1–3 one at a time, residual=loo (changes 1–4), then each margin choice; the last is turnwise
     assert.deepEqual(Object.keys(j.ablation), [
-      'a3', 'a3+per-turn-residual', 'a3+prefix-scope', 'a3+edit-tokens', 'turnwise residual=loo (changes 1-4)',
-      '+margin (actionKey=cluster, pool=cell)', '+margin (actionKey=edit-intent, pool=cell)', '+margin (actionKey=edit-intent, pool=task) = turnwise',
+      'a3',
+      'a3+per-turn-residual',
+      'a3+prefix-scope',
+      'a3+edit-tokens',
+      'turnwise residual=loo (changes 1-4)',
+      '+margin (actionKey=cluster, pool=cell)',
+      '+margin (actionKey=edit-intent, pool=cell)',
+      '+margin (actionKey=edit-intent, pool=task) = turnwise',
     ]);
     assert.equal(j.ablation.a3.corr_mean, j.estimators.a3.corr_mean);
     assert.equal(j.ablation['+margin (actionKey=edit-intent, pool=task) = turnwise'].corr_mean, j.estimators.turnwise.corr_mean);
   });
 
   it('environment settings reach the benchmark; a bad one is an error naming it', async () => {
-    const r = await runCli(['bench', 'credit', '--batches', '1', '--group', '4', '--turns', '6', '--dynamics', 'stateful', '--actions', 'few', '--json']);
+    const r = await runCli([
+      'bench',
+      'credit',
+      '--batches',
+      '1',
+      '--group',
+      '4',
+      '--turns',
+      '6',
+      '--dynamics',
+      'stateful',
+      '--actions',
+      'few',
+      '--json',
+    ]);
     assert.equal(r.code, 0, r.err);
     const j = JSON.parse(r.out);
     assert.deepEqual([j.config.group, j.config.turns, j.config.dynamics, j.config.actions], [4, 6, 'stateful', 'few']);

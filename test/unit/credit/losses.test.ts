@@ -1,5 +1,13 @@
 import { strict as assert } from 'node:assert';
-import { getPolicyLoss, gspoSeqLoss, klK3, policyLossNames, ppoTokenLoss, tokenEntropy, type PolicyLossInput } from '../../support/reference-losses';
+import {
+  getPolicyLoss,
+  gspoSeqLoss,
+  klK3,
+  policyLossNames,
+  ppoTokenLoss,
+  tokenEntropy,
+  type PolicyLossInput,
+} from '../../support/reference-losses';
 
 const close = (a: number, b: number, tol = 1e-9) => assert.ok(Math.abs(a - b) <= tol, `${a} != ${b}`);
 
@@ -31,7 +39,10 @@ describe('credit/losses', () => {
     // approxKl = mean(old - logp) = -(ln1.5 + 0 + ln0.5 + ln1.1)/4 = -ln(0.825)/4
     close(out.approxKl, -Math.log(0.825) / 4);
     // grad: clipped tokens 0; unclipped -A*ratio/4: row0 t2 = -1/4, row1 t1 = 2.2/4
-    assert.deepEqual([...out.gradLogp].map((g) => +g.toFixed(12)), [0, 0, -0.25, 0, 0.55, 0]);
+    assert.deepEqual(
+      [...out.gradLogp].map((g) => +g.toFixed(12)),
+      [0, 0, -0.25, 0, 0.55, 0],
+    );
   });
 
   it('ppo-token accepts per-token advantages', () => {
@@ -92,7 +103,7 @@ describe('credit/losses', () => {
     close(out.gradLogp[1], 0);
   });
 
-  it('replay term: the replay tokens\' weighted mean NLL, apart from the RL terms', () => {
+  it("replay term: the replay tokens' weighted mean NLL, apart from the RL terms", () => {
     // Row 0 is RL (mask), row 1 replay (weights 0.3 and 1 on t1, t2; its logp values would move
     // the RL terms if they leaked there, and the RL row's would move the replay mean).
     const input: PolicyLossInput = {
@@ -123,7 +134,9 @@ describe('credit/losses', () => {
     let seed = 7;
     const rnd = () => ((seed = (seed * 16807) % 2147483647) / 2147483647) * 2 - 1;
     for (const fn of [ppoTokenLoss, gspoSeqLoss]) {
-      const B = 3, T = 4, n = B * T;
+      const B = 3,
+        T = 4,
+        n = B * T;
       const logp = Array.from({ length: n }, () => rnd() * 0.3 - 1);
       const input: PolicyLossInput = {
         batch: B,

@@ -10,7 +10,21 @@ import * as path from 'node:path';
 import { seededRandom } from '../../../src/core/random';
 import { mutationCandidates } from '../../../src/tasks/mutate';
 import { parseAction } from '../../../src/agent/action';
-import { attemptCommand, curriculumTask, fixCommand, fixEpisode, FIXABLE_OPERATORS, generateModule, LOOP_MAX_FAILED, LOOP_SHARE, RECOVERY_SHARE, SUSPECTS_TOP1, syntheticCases, undoCandidates, withTopCandidates } from '../../../src/demonstrations/generated';
+import {
+  attemptCommand,
+  curriculumTask,
+  fixCommand,
+  fixEpisode,
+  FIXABLE_OPERATORS,
+  generateModule,
+  LOOP_MAX_FAILED,
+  LOOP_SHARE,
+  RECOVERY_SHARE,
+  SUSPECTS_TOP1,
+  syntheticCases,
+  undoCandidates,
+  withTopCandidates,
+} from '../../../src/demonstrations/generated';
 
 const SED = fs.existsSync('/bin/sed') ? '/bin/sed' : 'sed';
 
@@ -46,7 +60,11 @@ describe('train/demos: fix commands restore the original source when run with se
         fs.mkdirSync(path.dirname(file), { recursive: true });
         fs.writeFileSync(file, c.mutatedSource);
         applySed(cmd, dir);
-        assert.equal(fs.readFileSync(file, 'utf8'), mod.source, `${c.operator} at ${mod.path}:${c.line}\n  mutated:  ${after[c.line - 1]}\n  original: ${before[c.line - 1]}\n  command:  ${cmd}`);
+        assert.equal(
+          fs.readFileSync(file, 'utf8'),
+          mod.source,
+          `${c.operator} at ${mod.path}:${c.line}\n  mutated:  ${after[c.line - 1]}\n  original: ${before[c.line - 1]}\n  command:  ${cmd}`,
+        );
         fixed++;
         byOp.set(c.operator, (byOp.get(c.operator) ?? 0) + 1);
       }
@@ -57,7 +75,7 @@ describe('train/demos: fix commands restore the original source when run with se
     assert.ok(byOp.size >= 5, `operators covered: ${[...byOp.keys()].join(', ')}`);
   });
 
-  it('syntheticCases: each case\'s fix turns its mutated line back, in a file with look-alike lines around it', async () => {
+  it("syntheticCases: each case's fix turns its mutated line back, in a file with look-alike lines around it", async () => {
     const r = seededRandom(5);
     let n = 0;
     for (let k = 0; k < 40; k++) {
@@ -71,7 +89,10 @@ describe('train/demos: fix commands restore the original source when run with se
         const want = [...lines];
         want[c.line - 1] = c.originalLine;
         assert.equal(fs.readFileSync(file, 'utf8'), want.join('\n') + '\n', c.fix);
-        assert.ok(c.suspects.some((s) => s.startsWith(`${c.path}:${c.line}:`)), 'the bug line is among the suspects');
+        assert.ok(
+          c.suspects.some((s) => s.startsWith(`${c.path}:${c.line}:`)),
+          'the bug line is among the suspects',
+        );
         n++;
       }
     }
@@ -114,7 +135,10 @@ describe('train/demos: fix commands restore the original source when run with se
     const r = seededRandom(2);
     for (let i = 0; i < 50; i++) {
       const d = curriculumTask(r, cases[i % cases.length]);
-      assert.deepEqual(d.segments.map((s) => s.role), ['task', 'agent']);
+      assert.deepEqual(
+        d.segments.map((s) => s.role),
+        ['task', 'agent'],
+      );
       assert.ok(d.segments[1].text.length > 0, d.kind);
     }
   });
@@ -153,7 +177,8 @@ describe('train/demos: fix commands restore the original source when run with se
         fs.writeFileSync(file, `${code}\n`);
         applySed(wrong.replace(/^(sed -i ')\d+/, '$11').replace(/ \S+$/, ' w.py'), dir);
         assert.notEqual(fs.readFileSync(file, 'utf8'), `${code}\n`, wrong);
-        if (Number(wrongFile![1]) === c.line) assert.notEqual(fs.readFileSync(file, 'utf8').trim(), c.originalLine.trim(), `${wrong} is a wrong attempt`);
+        if (Number(wrongFile![1]) === c.line)
+          assert.notEqual(fs.readFileSync(file, 'utf8').trim(), c.originalLine.trim(), `${wrong} is a wrong attempt`);
       }
     }
     const share = recoveries / episodes;
@@ -194,8 +219,13 @@ describe('train/demos: fix commands restore the original source when run with se
     assert.ok(first / n > SUSPECTS_TOP1 - 0.03 && first / n < SUSPECTS_TOP1 + 0.09, `${first}/${n} first, want about ${SUSPECTS_TOP1}`);
   });
 
-  it('undoCandidates: the original line is among a mutated line\'s candidates, in a fixed left-to-right order', async () => {
-    assert.deepEqual(await undoCandidates('if cols == 12:'), ['if cols != 12:', 'if cols == 13:', 'if cols == 11:', 'if not (cols == 12):']);
+  it("undoCandidates: the original line is among a mutated line's candidates, in a fixed left-to-right order", async () => {
+    assert.deepEqual(await undoCandidates('if cols == 12:'), [
+      'if cols != 12:',
+      'if cols == 13:',
+      'if cols == 11:',
+      'if not (cols == 12):',
+    ]);
     assert.deepEqual(await undoCandidates('if level:'), ['if not level:']);
     assert.deepEqual(await undoCandidates('return False'), ['return True', 'return None']);
     assert.deepEqual((await undoCandidates('return maximum * 7')).slice(0, 2), ['return maximum // 7', 'return maximum / 7']);
@@ -248,16 +278,29 @@ describe('train/demos: fix commands restore the original source when run with se
         }
         const size = Math.max(...lines.keys());
         const text = Array.from({ length: size }, (_, i) => lines.get(i + 1) ?? '').join('\n') + '\n';
-        const want = text.split('\n').map((l, i) => (i + 1 === c.line ? c.originalLine.trim() : l)).join('\n');
+        const want = text
+          .split('\n')
+          .map((l, i) => (i + 1 === c.line ? c.originalLine.trim() : l))
+          .join('\n');
         fs.mkdirSync(path.join(repo, path.dirname(c.path)), { recursive: true });
         fs.writeFileSync(path.join(repo, c.path), text);
         fs.writeFileSync(path.join(dir, 'want'), want);
-        fs.writeFileSync(path.join(bin, 'tw-test'), `#!/bin/sh\ncmp -s ${c.path} ${path.join(dir, 'want')} && echo '0 failed' && exit 0\necho '1 failed'; exit 1\n`, { mode: 0o755 });
+        fs.writeFileSync(
+          path.join(bin, 'tw-test'),
+          `#!/bin/sh\ncmp -s ${c.path} ${path.join(dir, 'want')} && echo '0 failed' && exit 0\necho '1 failed'; exit 1\n`,
+          { mode: 0o755 },
+        );
         const git = (...args: string[]) => execFileSync('git', args, { cwd: repo, stdio: 'pipe' });
         git('init', '-q');
         git('add', '.');
         git('-c', 'user.email=t@t', '-c', 'user.name=t', 'commit', '-qm', 'task');
-        const run = (cmd: string) => execFileSync('bash', ['-c', cmd], { cwd: repo, env: { ...process.env, PATH: `${bin}:${process.env.PATH}` }, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+        const run = (cmd: string) =>
+          execFileSync('bash', ['-c', cmd], {
+            cwd: repo,
+            env: { ...process.env, PATH: `${bin}:${process.env.PATH}` },
+            encoding: 'utf8',
+            stdio: ['ignore', 'pipe', 'pipe'],
+          });
         for (const a of attempts.slice(0, -1)) {
           assert.match(run(a), /1 failed/, a);
           assert.equal(fs.readFileSync(path.join(repo, c.path), 'utf8'), text, `${a} left the file as the task had it`);

@@ -5,7 +5,16 @@
 // simulation's refusals.
 import * as assert from 'node:assert/strict';
 import { seededRandom } from '../../../src/core/random';
-import { CANDS_MAX_TURNS, candidateAttempt, candidateEpisode, candidateFix, fixVariant, numberedCurriculumTask, syntheticCases, type FixCase } from '../../../src/demonstrations/generated';
+import {
+  CANDS_MAX_TURNS,
+  candidateAttempt,
+  candidateEpisode,
+  candidateFix,
+  fixVariant,
+  numberedCurriculumTask,
+  syntheticCases,
+  type FixCase,
+} from '../../../src/demonstrations/generated';
 import { argumentSwaps, CANDS_MAX, lineCandidates, twCandsOutput, variantView } from '../../../src/demonstrations/line-candidates';
 import { OBS_PROMPT_CHARS } from '../../../src/agent/prompt';
 import { drawDemonstration } from '../../../src/demonstrations/cases';
@@ -17,14 +26,19 @@ const fc = LEDGER_CASE;
 describe('train/line-candidates: tw-cands variants and the candidate form', () => {
   it('flips each operator token left to right, then drops a "- 1" bound, then negates the condition', () => {
     assert.deepEqual(lineCandidates('    if a < b and c:'), ['    if a <= b and c:', '    if a < b or c:', '    if not (a < b and c):']);
-    assert.deepEqual(lineCandidates('    for i in range(len(xs) - 1):'), ['    for i in range(len(xs) + 1):', '    for i in range(len(xs) - 2):', '    for i in range(len(xs) - 0):', '    for i in range(len(xs)):']);
+    assert.deepEqual(lineCandidates('    for i in range(len(xs) - 1):'), [
+      '    for i in range(len(xs) + 1):',
+      '    for i in range(len(xs) - 2):',
+      '    for i in range(len(xs) - 0):',
+      '    for i in range(len(xs)):',
+    ]);
     assert.deepEqual(lineCandidates('    if not (a <= b):'), ['    if not (a < b):', '    if a <= b:']);
     assert.deepEqual(lineCandidates('    if ready:'), ['    if not ready:']);
     assert.deepEqual(lineCandidates('    return a is not None'), ['    return a is None', '    return a is not False']);
     assert.deepEqual(lineCandidates('    x = a * b'), ['    x = a / b', '    x = a // b', '    x = a % b']);
   });
 
-  it('leaves strings, comments, unary signs, a loop\'s own `in` and string joins alone', () => {
+  it("leaves strings, comments, unary signs, a loop's own `in` and string joins alone", () => {
     assert.deepEqual(lineCandidates("    s = 'a<b' + name  # x < 2"), []);
     assert.deepEqual(lineCandidates('    x = -y'), []);
     assert.deepEqual(lineCandidates('    y = [v for v in xs if v in ok]'), ['    y = [v for v in xs if v not in ok]']);
@@ -35,9 +49,19 @@ describe('train/line-candidates: tw-cands variants and the candidate form', () =
   });
 
   it("swaps a call's adjacent positional arguments last, calls left to right; keyword and * arguments, definitions, tuples, strings and comments stay", () => {
-    assert.deepEqual(lineCandidates('    if not isinstance(_unicode, iv):'), ['    if isinstance(_unicode, iv):', '    if not isinstance(iv, _unicode):']);
-    assert.deepEqual(argumentSwaps("    x = f(a, g(b, c), 'x,y', k=1)"), ["    x = f(g(b, c), a, 'x,y', k=1)", "    x = f(a, 'x,y', g(b, c), k=1)", "    x = f(a, g(c, b), 'x,y', k=1)"]);
-    assert.deepEqual(argumentSwaps('    return re.sub(rule, replacement, word)  # f(a, b)'), ['    return re.sub(replacement, rule, word)  # f(a, b)', '    return re.sub(rule, word, replacement)  # f(a, b)']);
+    assert.deepEqual(lineCandidates('    if not isinstance(_unicode, iv):'), [
+      '    if isinstance(_unicode, iv):',
+      '    if not isinstance(iv, _unicode):',
+    ]);
+    assert.deepEqual(argumentSwaps("    x = f(a, g(b, c), 'x,y', k=1)"), [
+      "    x = f(g(b, c), a, 'x,y', k=1)",
+      "    x = f(a, 'x,y', g(b, c), k=1)",
+      "    x = f(a, g(c, b), 'x,y', k=1)",
+    ]);
+    assert.deepEqual(argumentSwaps('    return re.sub(rule, replacement, word)  # f(a, b)'), [
+      '    return re.sub(replacement, rule, word)  # f(a, b)',
+      '    return re.sub(rule, word, replacement)  # f(a, b)',
+    ]);
     assert.deepEqual(argumentSwaps('    out = g(*xs, y) + h(a=1, b=2) + k(a, a)'), []);
     assert.deepEqual(argumentSwaps('    def f(a, b):'), []);
     assert.deepEqual(argumentSwaps('    if (a, b) == c:'), []);
@@ -60,19 +84,35 @@ describe('train/line-candidates: tw-cands variants and the candidate form', () =
     assert.equal(out[2], '[2] ...n x + x - x + x +...');
     assert.equal(
       twCandsOutput('m.py', 8, '        return round(qty / (sum(price) * 2), 1)'),
-      ['m.py:8: return round(qty / (sum(price) * 2), 1)', '[1] ...und(qty * (sum(pr...', '[2] ...(price) / 2), 1)', '[3] ...(price) // 2), 1)', '[4] ...(price) % 2), 1)', '[5] ...rice) * 3), 1)', '[6] ...rice) * 1), 1)', '[7] ...) * 2), 2)', '[8] ...) * 2), 0)'].join('\n'),
+      [
+        'm.py:8: return round(qty / (sum(price) * 2), 1)',
+        '[1] ...und(qty * (sum(pr...',
+        '[2] ...(price) / 2), 1)',
+        '[3] ...(price) // 2), 1)',
+        '[4] ...(price) % 2), 1)',
+        '[5] ...rice) * 3), 1)',
+        '[6] ...rice) * 1), 1)',
+        '[7] ...) * 2), 2)',
+        '[8] ...) * 2), 0)',
+      ].join('\n'),
     );
     // A negation that is removed: the line's start, cut.
-    assert.equal(variantView('    if not (self.count(item) <= self.limit):', '    if self.count(item) <= self.limit:'), 'if self.count(item) <= s...');
+    assert.equal(
+      variantView('    if not (self.count(item) <= self.limit):', '    if self.count(item) <= self.limit:'),
+      'if self.count(item) <= s...',
+    );
     assert.equal(twCandsOutput('m.py', 1, '    pass'), 'm.py:1: pass\nno one-token variants of this line');
   });
 
   it("tw-cands' output fits a small model's observation for the lines of real code", () => {
     const line = `        if self._cache.get(key_name) is not None and len(self._entries[key_name]) > max_size - 1:`;
-    assert.ok(twCandsOutput('src/pkg/_internal/cache_store.py', 1234, line).length <= OBS_PROMPT_CHARS, twCandsOutput('src/pkg/_internal/cache_store.py', 1234, line));
+    assert.ok(
+      twCandsOutput('src/pkg/_internal/cache_store.py', 1234, line).length <= OBS_PROMPT_CHARS,
+      twCandsOutput('src/pkg/_internal/cache_store.py', 1234, line),
+    );
   });
 
-  it('an episode of a bug lower in the ranking tries every variant of suspect 1 in order, lists suspect 2 and writes the fix by number; its observations are the simulation\'s', () => {
+  it("an episode of a bug lower in the ranking tries every variant of suspect 1 in order, lists suspect 2 and writes the fix by number; its observations are the simulation's", () => {
     assert.equal(fixVariant(fc), 1);
     assert.equal(candidateFix(fc), 'tw-apply 2 1 && tw-test || git checkout -q .');
     // Suspect 1 with two variants: both tried, in their order, then suspect 2.
@@ -81,7 +121,15 @@ describe('train/line-candidates: tw-cands variants and the candidate form', () =
     assert.equal(ep.kind, 'episode-cands-lower');
     const acts = ep.segments.filter((x) => x.role === 'agent').map((x) => x.text);
     const obs = ep.segments.filter((x) => x.role === 'obs').map((x) => x.text);
-    assert.deepEqual(acts, ['tw-suspects -n', 'tw-cands 1', candidateAttempt(1, 1), candidateAttempt(1, 2), 'tw-cands 2', candidateFix(fc), 'submit']);
+    assert.deepEqual(acts, [
+      'tw-suspects -n',
+      'tw-cands 1',
+      candidateAttempt(1, 1),
+      candidateAttempt(1, 2),
+      'tw-cands 2',
+      candidateFix(fc),
+      'submit',
+    ]);
     for (const a of acts) assert.ok(!a.includes('ledger') && !a.includes("'"), `${a}: no path, nothing copied`);
     const st = { line: c.mutatedLine, stray: false };
     for (let i = 0; i < acts.length - 1; i++) assert.equal(simulateTurn(st, c, acts[i]), obs[i], acts[i]);
@@ -92,12 +140,28 @@ describe('train/line-candidates: tw-cands variants and the candidate form', () =
     assert.equal(candidateEpisode(fc), undefined);
   });
 
-  it('an episode tries the bug line\'s variants in their order up to the fix: each try follows from the one before, not from the fix\'s number', () => {
+  it("an episode tries the bug line's variants in their order up to the fix: each try follows from the one before, not from the fix's number", () => {
     // Variants of `return total * 2`: /, //, %, * 3, * 1; the fix (* 3) is the fourth.
-    const c: FixCase = { ...fc, line: 14, mutatedLine: '        return total * 2', originalLine: '        return total * 3', suspects: ['src/books/_core/ledger.py:14: return total * 2', ...fc.suspects] };
+    const c: FixCase = {
+      ...fc,
+      line: 14,
+      mutatedLine: '        return total * 2',
+      originalLine: '        return total * 3',
+      suspects: ['src/books/_core/ledger.py:14: return total * 2', ...fc.suspects],
+    };
     assert.equal(fixVariant(c), 4);
-    const acts = candidateEpisode(c)!.segments.filter((x) => x.role === 'agent').map((x) => x.text);
-    assert.deepEqual(acts, ['tw-suspects -n', 'tw-cands 1', candidateAttempt(1, 1), candidateAttempt(1, 2), candidateAttempt(1, 3), candidateAttempt(1, 4), 'submit']);
+    const acts = candidateEpisode(c)!
+      .segments.filter((x) => x.role === 'agent')
+      .map((x) => x.text);
+    assert.deepEqual(acts, [
+      'tw-suspects -n',
+      'tw-cands 1',
+      candidateAttempt(1, 1),
+      candidateAttempt(1, 2),
+      candidateAttempt(1, 3),
+      candidateAttempt(1, 4),
+      'submit',
+    ]);
     // The fifth variant would be the seventh command: past the turns.
     assert.equal(candidateEpisode({ ...c, originalLine: '        return total * 1' }), undefined);
   });
@@ -109,7 +173,11 @@ describe('train/line-candidates: tw-cands variants and the candidate form', () =
       line: 14,
       mutatedLine: '        return total - 2',
       originalLine: '        return total + 2',
-      suspects: ['src/books/_core/ledger.py:11: self.rows.append((amount, note))', 'src/books/_core/ledger.py:12: if ready:', 'src/books/_core/ledger.py:14: return total - 2'],
+      suspects: [
+        'src/books/_core/ledger.py:11: self.rows.append((amount, note))',
+        'src/books/_core/ledger.py:12: if ready:',
+        'src/books/_core/ledger.py:14: return total - 2',
+      ],
     };
     const ep = candidateEpisode(c)!;
     assert.equal(ep.kind, 'episode-cands-lower');
@@ -124,7 +192,10 @@ describe('train/line-candidates: tw-cands variants and the candidate form', () =
     for (let i = 0; i < acts.length - 1; i++) assert.equal(simulateTurn(st, c, acts[i]), obs[i], acts[i]);
     assert.equal(st.line, c.originalLine);
     // Four suspects with variants above the bug cannot each be tried and the fix written within the budget.
-    const deep = { ...c, suspects: [...Array.from({ length: 4 }, (_, i) => `src/books/_core/ledger.py:${20 + i}: x${i} = f(a)`), c.suspects[2]] };
+    const deep = {
+      ...c,
+      suspects: [...Array.from({ length: 4 }, (_, i) => `src/books/_core/ledger.py:${20 + i}: x${i} = f(a)`), c.suspects[2]],
+    };
     assert.equal(candidateEpisode(deep), undefined);
   });
 
@@ -143,13 +214,20 @@ describe('train/line-candidates: tw-cands variants and the candidate form', () =
     assert.ok(none < 150, `${none} of 300 draws without a numbered form`);
     // The same draws without noSed write sed commands.
     const r2 = seededRandom(5);
-    assert.ok(Array.from({ length: 100 }, (_, i) => drawDemonstration(r2, cases[i % cases.length], { curriculum: 0.3, loopShare: 0.6 })).some((d) => d.segments.some((x) => x.role === 'agent' && x.text.startsWith('sed '))));
+    assert.ok(
+      Array.from({ length: 100 }, (_, i) => drawDemonstration(r2, cases[i % cases.length], { curriculum: 0.3, loopShare: 0.6 })).some((d) =>
+        d.segments.some((x) => x.role === 'agent' && x.text.startsWith('sed ')),
+      ),
+    );
   });
 
   it('simulation: tw-apply of another variant fails and is put back; of another suspect is a stray edit; a variant or suspect not listed is refused', () => {
     let st = { line: fc.mutatedLine, stray: false };
     assert.equal(simulateNumbered(st, fc, 'tw-cands 2'), `exit 0\n${twCandsOutput(fc.path, 12, fc.mutatedLine)}`);
-    assert.match(simulateNumbered(st, fc, candidateAttempt(2, 2))!, /^exit 0\nedited src\/books\/_core\/ledger\.py:12\n- if len\(self\.rows\) > self\.limit:\n\+ if not \(len/);
+    assert.match(
+      simulateNumbered(st, fc, candidateAttempt(2, 2))!,
+      /^exit 0\nedited src\/books\/_core\/ledger\.py:12\n- if len\(self\.rows\) > self\.limit:\n\+ if not \(len/,
+    );
     assert.equal(st.line, fc.mutatedLine, 'put back by git checkout');
     assert.equal(simulateNumbered(st, fc, 'tw-apply 2 9'), 'exit 1');
     assert.equal(simulateNumbered(st, fc, 'tw-apply 7 1'), 'exit 1');
@@ -157,10 +235,17 @@ describe('train/line-candidates: tw-cands variants and the candidate form', () =
     assert.equal(simulateNumbered(st, fc, 'tw-cands'), 'exit 2');
     assert.equal(st.line, fc.mutatedLine);
     st = { line: fc.mutatedLine, stray: false };
-    assert.match(simulateNumbered(st, fc, 'tw-apply 1 1')!, /^exit 0\nedited src\/books\/_core\/ledger\.py:10\n- if amount <= 0:\n\+ if amount < 0:$/);
+    assert.match(
+      simulateNumbered(st, fc, 'tw-apply 1 1')!,
+      /^exit 0\nedited src\/books\/_core\/ledger\.py:10\n- if amount <= 0:\n\+ if amount < 0:$/,
+    );
     assert.equal(st.stray, true);
     assert.match(simulateNumbered(st, fc, 'tw-apply 2 1 && tw-test')!, /1 failed, 9 passed$/, 'the fix with a stray edit left still fails');
-    assert.equal(simulateNumbered(st, fc, 'git checkout -q . && tw-apply 2 1 && tw-test'), undefined, 'a command it cannot read as one tool call is not simulated as one');
+    assert.equal(
+      simulateNumbered(st, fc, 'git checkout -q . && tw-apply 2 1 && tw-test'),
+      undefined,
+      'a command it cannot read as one tool call is not simulated as one',
+    );
   });
 
   it('generated cases: most one-token bugs have a candidate fix, and each such episode restores its case in the simulation', async () => {
@@ -195,10 +280,20 @@ describe('train/line-candidates: tw-cands variants and the candidate form', () =
   it('the warm start draws the candidate form only when asked, in about its share of numbered draws', async () => {
     // Cases whose candidate episode fits in the turns (the others fall back to the numbered form).
     let cases: FixCase[] = [];
-    for (let seed = 3; cases.length < 4; seed++) cases = cases.concat((await syntheticCases(seededRandom(seed), 4)).filter((c) => candidateEpisode(c)));
+    for (let seed = 3; cases.length < 4; seed++)
+      cases = cases.concat((await syntheticCases(seededRandom(seed), 4)).filter((c) => candidateEpisode(c)));
     const kinds = (candsShare?: number) => {
       const r = seededRandom(11);
-      return Array.from({ length: 400 }, (_, i) => drawDemonstration(r, cases[i % cases.length], { curriculum: 0.3, loopShare: 0.6, numberedShare: 1, ...(candsShare !== undefined ? { candsShare } : {}) }).kind);
+      return Array.from(
+        { length: 400 },
+        (_, i) =>
+          drawDemonstration(r, cases[i % cases.length], {
+            curriculum: 0.3,
+            loopShare: 0.6,
+            numberedShare: 1,
+            ...(candsShare !== undefined ? { candsShare } : {}),
+          }).kind,
+      );
     };
     assert.ok(!kinds().some((k) => k.includes('cands')));
     const mixed = kinds(0.5);

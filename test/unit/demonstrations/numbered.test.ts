@@ -5,7 +5,16 @@
 // stray one, and never treat shell text it cannot read as a tool call.
 import * as assert from 'node:assert/strict';
 import { seededRandom } from '../../../src/core/random';
-import { bugSuspect, numberedAttempt, numberedCurriculumTask, numberedEpisode, numberedFix, numberedSuspects, syntheticCases, twEditOutput } from '../../../src/demonstrations/generated';
+import {
+  bugSuspect,
+  numberedAttempt,
+  numberedCurriculumTask,
+  numberedEpisode,
+  numberedFix,
+  numberedSuspects,
+  syntheticCases,
+  twEditOutput,
+} from '../../../src/demonstrations/generated';
 import { drawDemonstration } from '../../../src/demonstrations/cases';
 import { fixPromptTurns, numberedRestores, shellWords, simulateNumbered, simulateTurn } from '../../../src/demonstrations/simulator';
 import { LEDGER_CASE } from '../train/ledger-case';
@@ -14,16 +23,22 @@ const fc = LEDGER_CASE;
 
 describe('train/demos + warmstart-eval: the numbered form', () => {
   it('the ranking is numbered from 1 and the fix names the bug by its number, quoted, as one attempt', () => {
-    assert.deepEqual(numberedSuspects(fc).slice(0, 2), ['[1] src/books/_core/ledger.py:10: if amount <= 0:', '[2] src/books/_core/ledger.py:12: if len(self.rows) > self.limit:']);
+    assert.deepEqual(numberedSuspects(fc).slice(0, 2), [
+      '[1] src/books/_core/ledger.py:10: if amount <= 0:',
+      '[2] src/books/_core/ledger.py:12: if len(self.rows) > self.limit:',
+    ]);
     assert.equal(bugSuspect(fc), 2);
     assert.equal(numberedFix(fc), "tw-edit 2 '>' '>=' && tw-test || git checkout -q .");
     // The span is widened until it occurs once on the line.
-    assert.equal(numberedAttempt(1, '    return a < b and b < c', '    return a <= b and b < c'), "tw-edit 1 'a < b' 'a <= b' && tw-test || git checkout -q .");
+    assert.equal(
+      numberedAttempt(1, '    return a < b and b < c', '    return a <= b and b < c'),
+      "tw-edit 1 'a < b' 'a <= b' && tw-test || git checkout -q .",
+    );
     // A span with a single quote cannot be single-quoted: no attempt.
     assert.equal(numberedAttempt(1, "    c = '", '    c = "'), undefined);
   });
 
-  it("an episode lower in the ranking tries the first suspect, is put back by git, then fixes suspect 2; no action names a path", () => {
+  it('an episode lower in the ranking tries the first suspect, is put back by git, then fixes suspect 2; no action names a path', () => {
     const ep = numberedEpisode(seededRandom(1), fc)!;
     const acts = ep.segments.filter((s) => s.role === 'agent').map((s) => s.text);
     assert.equal(ep.kind, 'episode-numbered-lower');
@@ -41,7 +56,10 @@ describe('train/demos + warmstart-eval: the numbered form', () => {
 
   it('simulation: an edit of the bug line with tests passes; a wrong one is undone; a stray edit fails the tests until undone', () => {
     let st = { line: fc.mutatedLine, stray: false };
-    assert.equal(simulateNumbered(st, fc, "tw-edit 2 '>' '<' && tw-test || git checkout -q ."), `exit 0\n${twEditOutput(fc.path, 12, fc.mutatedLine, '        if len(self.rows) < self.limit:')}\nFAIL tests/test_ledger.py::test_add_limit\n1 failed, 9 passed`);
+    assert.equal(
+      simulateNumbered(st, fc, "tw-edit 2 '>' '<' && tw-test || git checkout -q ."),
+      `exit 0\n${twEditOutput(fc.path, 12, fc.mutatedLine, '        if len(self.rows) < self.limit:')}\nFAIL tests/test_ledger.py::test_add_limit\n1 failed, 9 passed`,
+    );
     assert.equal(st.line, fc.mutatedLine, 'put back by git checkout');
     // A stray edit (suspect 1) left in place: the right fix then still fails the tests.
     st = { line: fc.mutatedLine, stray: false };
@@ -66,7 +84,10 @@ describe('train/demos + warmstart-eval: the numbered form', () => {
     assert.equal(simulateNumbered(st, fc, "tw-edit 2 '>' '>'"), 'exit 1');
     assert.equal(st.line, fc.mutatedLine);
     assert.equal(st.stray, false);
-    assert.match(simulateNumbered(st, fc, 'tw-show 2')!, /^exit 0\nsrc\/books\/_core\/ledger.py:12\n 10 {9}if amount <= 0:\n 11 .*\n>12 {9}if len/);
+    assert.match(
+      simulateNumbered(st, fc, 'tw-show 2')!,
+      /^exit 0\nsrc\/books\/_core\/ledger.py:12\n 10 {9}if amount <= 0:\n 11 .*\n>12 {9}if len/,
+    );
     assert.equal(simulateNumbered(st, fc, 'tw-show 9'), 'exit 1');
     assert.match(simulateNumbered(st, fc, 'tw-suspects -n')!, /^exit 1\n1 failed, 9 passed\n\[1\] /);
   });
@@ -81,7 +102,7 @@ describe('train/demos + warmstart-eval: the numbered form', () => {
     assert.equal(simulateNumbered(st, fc, 'tw-edit 2 "$(touch x)" y'), undefined);
     assert.equal(simulateTurn(st, fc, 'tw-edit 2 "$(touch x)" y'), 'exit 0', 'run as a no-op, the turn wasted');
     assert.equal(simulateNumbered(st, fc, "tw-edit 2 '>' '>='\nrm -rf /"), undefined, 'several lines');
-    assert.equal(simulateNumbered(st, fc, "\n"), undefined);
+    assert.equal(simulateNumbered(st, fc, '\n'), undefined);
     assert.equal(st.line, fc.mutatedLine);
   });
 
@@ -108,7 +129,15 @@ describe('train/demos + warmstart-eval: the numbered form', () => {
     const cases = await syntheticCases(seededRandom(5), 4);
     const kinds = (numberedShare?: number) => {
       const r = seededRandom(9);
-      return Array.from({ length: 200 }, (_, i) => drawDemonstration(r, cases[i % cases.length], { curriculum: 0.2, loopShare: 0.5, ...(numberedShare !== undefined ? { numberedShare } : {}) }).kind);
+      return Array.from(
+        { length: 200 },
+        (_, i) =>
+          drawDemonstration(r, cases[i % cases.length], {
+            curriculum: 0.2,
+            loopShare: 0.5,
+            ...(numberedShare !== undefined ? { numberedShare } : {}),
+          }).kind,
+      );
     };
     const none = kinds();
     assert.deepEqual(kinds(0), none, 'a share of 0 draws exactly as no share');

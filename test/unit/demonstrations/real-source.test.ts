@@ -8,7 +8,14 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { seededRandom } from '../../../src/core/random';
 import { bugSuspect, numberedEpisode, numberedFix } from '../../../src/demonstrations/generated';
-import { defaultSourceRoots, enclosingFunction, isHeldOutSource, pythonSourceFiles, realSourceCases, realSourcePool } from '../../../src/demonstrations/real-source';
+import {
+  defaultSourceRoots,
+  enclosingFunction,
+  isHeldOutSource,
+  pythonSourceFiles,
+  realSourceCases,
+  realSourcePool,
+} from '../../../src/demonstrations/real-source';
 import { numberedRestores, sedRestores } from '../../../src/demonstrations/simulator';
 import { warmstart } from '../../../src/warmstart/run';
 
@@ -94,7 +101,8 @@ describe('train/real-source: fix cases from real Python source', function () {
     const cases = [...(await realSourceCases(r, files[0], 12)), ...(await realSourceCases(r, files[1], 12))];
     assert.ok(cases.length >= 12, `${cases.length} cases`);
     const paths = new Set(cases.map((c) => c.path));
-    for (const p of paths) assert.ok(['books/__init__.py', 'src/books/__init__.py', 'books/_core/ledger.py', 'src/books/_core/ledger.py'].includes(p), p);
+    for (const p of paths)
+      assert.ok(['books/__init__.py', 'src/books/__init__.py', 'books/_core/ledger.py', 'src/books/_core/ledger.py'].includes(p), p);
     for (const c of cases) {
       assert.notEqual(c.mutatedLine, c.originalLine);
       assert.ok(bugSuspect(c) >= 1 && bugSuspect(c) <= 5, `bug ranked: ${c.suspects.join(' | ')}`);
@@ -130,8 +138,17 @@ describe('train/real-source: fix cases from real Python source', function () {
     const empty = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-no-source-'));
     try {
       await assert.rejects(
-        warmstart({ out: path.join(empty, 'm'), steps: 1, realShare: 0.5, sourceRoots: [empty], poolSize: 10, evalCases: 2, settings: { provider: 'cpu' } }),
-        (e: Error & { hint?: string }) => /no fix case could be made from Python source under/.test(e.message) && /--source-root DIR/.test(e.hint ?? ''),
+        warmstart({
+          out: path.join(empty, 'm'),
+          steps: 1,
+          realShare: 0.5,
+          sourceRoots: [empty],
+          poolSize: 10,
+          evalCases: 2,
+          settings: { provider: 'cpu' },
+        }),
+        (e: Error & { hint?: string }) =>
+          /no fix case could be made from Python source under/.test(e.message) && /--source-root DIR/.test(e.hint ?? ''),
       );
     } finally {
       fs.rmSync(empty, { recursive: true, force: true });

@@ -33,7 +33,8 @@ describe('demonstrations/record: demonstrationTaskIds', () => {
       write(f);
       assert.throws(
         () => demonstrationTaskIds(dir),
-        (e: Error & { code?: string; hint?: string }) => e.name === 'TurnwiseError' && e.message.includes(f) && /warmstart\.json/.test(e.hint ?? ''),
+        (e: Error & { code?: string; hint?: string }) =>
+          e.name === 'TurnwiseError' && e.message.includes(f) && /warmstart\.json/.test(e.hint ?? ''),
       );
     });
   }

@@ -49,7 +49,10 @@ describe('train/warmstart: sedRestores (a generated command fixes the mutated li
     const st = { line: fc.mutatedLine, stray: false };
     assert.equal(simulateTurn(st, fc, 'tw-test'), 'exit 1\nFAIL tests/test_grid.py::test_a\n1 failed, 4 passed');
     // A wrong edit, tested, then undone: exit 0 (git checkout), the task's line back.
-    assert.equal(simulateTurn(st, fc, attemptCommand("sed -i '12s/7/8/' shop/grid.py", 'shop/grid.py')), 'exit 0\nFAIL tests/test_grid.py::test_a\n1 failed, 4 passed');
+    assert.equal(
+      simulateTurn(st, fc, attemptCommand("sed -i '12s/7/8/' shop/grid.py", 'shop/grid.py')),
+      'exit 0\nFAIL tests/test_grid.py::test_a\n1 failed, 4 passed',
+    );
     assert.equal(st.line, fc.mutatedLine);
     // A wrong edit without the undo stays.
     assert.equal(simulateTurn(st, fc, "sed -i '12s/7/8/' shop/grid.py"), 'exit 0');
@@ -71,10 +74,22 @@ describe('train/warmstart: sedRestores (a generated command fixes the mutated li
 
   it('parseLineEdit: one parser for the edit, the attempt and its undo', () => {
     assert.deepEqual(parseLineEdit("sed -i '12s/>=/>/' shop/grid.py"), { line: 12, script: 's/>=/>/', path: 'shop/grid.py', test: false });
-    assert.deepEqual(parseLineEdit(attemptCommand("sed -i '12s/>=/>/' shop/grid.py", 'shop/grid.py')), { line: 12, script: 's/>=/>/', path: 'shop/grid.py', test: true, undo: 'shop/grid.py' });
+    assert.deepEqual(parseLineEdit(attemptCommand("sed -i '12s/>=/>/' shop/grid.py", 'shop/grid.py')), {
+      line: 12,
+      script: 's/>=/>/',
+      path: 'shop/grid.py',
+      test: true,
+      undo: 'shop/grid.py',
+    });
     assert.deepEqual(parseLineEdit("sed -i '3s/a/b/' x.py && tw-test"), { line: 3, script: 's/a/b/', path: 'x.py', test: true });
     // Not line edits: no address, a quote inside the script (bash would split it), trailing commands.
-    for (const cmd of ["sed -i 's/a/b/' x.py", "sed -i '3s/a'b'/c/' x.py", "sed -i '3s/a/b/' x.py; ls", "sed -i '3d' x.py", 'git checkout x.py']) {
+    for (const cmd of [
+      "sed -i 's/a/b/' x.py",
+      "sed -i '3s/a'b'/c/' x.py",
+      "sed -i '3s/a/b/' x.py; ls",
+      "sed -i '3d' x.py",
+      'git checkout x.py',
+    ]) {
       assert.equal(parseLineEdit(cmd), undefined, cmd);
     }
   });

@@ -11,7 +11,12 @@ import { parseSubstitution, sedLine } from '../../../src/demonstrations/sed';
 /** What GNU sed prints for one line, or undefined when it rejects the script. */
 function gnu(script: string, line: string): string | undefined {
   try {
-    return execFileSync('sed', ['--sandbox', '-e', script], { input: `${line}\n`, encoding: 'utf8', stdio: ['pipe', 'pipe', 'ignore'], env: { ...process.env, LC_ALL: 'C.UTF-8' } }).replace(/\n$/, '');
+    return execFileSync('sed', ['--sandbox', '-e', script], {
+      input: `${line}\n`,
+      encoding: 'utf8',
+      stdio: ['pipe', 'pipe', 'ignore'],
+      env: { ...process.env, LC_ALL: 'C.UTF-8' },
+    }).replace(/\n$/, '');
   } catch {
     return undefined;
   }
@@ -128,7 +133,34 @@ describe('train/sed: the s command in JavaScript, as GNU sed runs it', () => {
     this.timeout(180_000);
     const r = seededRandom(20261202);
     const pick = (s: string) => s[Math.floor(r() * s.length)];
-    const atoms = ['a', 'b', 'ab', '.', '*', '\\+', '\\?', '+', '?', '(', ')', '{', '}', '|', '^', '$', '[ab]', '[^a]', '\\{1,2\\}', '\\{2\\}', ' ', '\\.', '\\*', '[[:alpha:]]', '\\w', '\\b'];
+    const atoms = [
+      'a',
+      'b',
+      'ab',
+      '.',
+      '*',
+      '\\+',
+      '\\?',
+      '+',
+      '?',
+      '(',
+      ')',
+      '{',
+      '}',
+      '|',
+      '^',
+      '$',
+      '[ab]',
+      '[^a]',
+      '\\{1,2\\}',
+      '\\{2\\}',
+      ' ',
+      '\\.',
+      '\\*',
+      '[[:alpha:]]',
+      '\\w',
+      '\\b',
+    ];
     let both = 0;
     for (let n = 0; n < 500; n++) {
       let pat = '';

@@ -17,8 +17,22 @@ const ep = (taskId: string, seed: number, resolved: boolean, sampled: boolean, f
 
 describe('train/compare: paired evaluations', () => {
   it('pairs episodes by task and seed, greedy and sampled apart; failed or unpaired episodes are left out', () => {
-    const before = [ep('a', 1, false, true), ep('a', 2, true, true), ep('b', 1, false, true), ep('b', 3, false, true), ep('a', 9, false, false), ep('c', 1, false, true, 'no sandbox')];
-    const after = [ep('a', 1, true, true), ep('a', 2, false, true), ep('b', 1, true, true), ep('d', 1, true, true), ep('a', 9, true, false), ep('c', 1, true, true)];
+    const before = [
+      ep('a', 1, false, true),
+      ep('a', 2, true, true),
+      ep('b', 1, false, true),
+      ep('b', 3, false, true),
+      ep('a', 9, false, false),
+      ep('c', 1, false, true, 'no sandbox'),
+    ];
+    const after = [
+      ep('a', 1, true, true),
+      ep('a', 2, false, true),
+      ep('b', 1, true, true),
+      ep('d', 1, true, true),
+      ep('a', 9, true, false),
+      ep('c', 1, true, true),
+    ];
     const s = pairedChange(before, after, 'sampled');
     assert.deepEqual({ ...s, p_value: null }, { pairs: 3, gained: 2, lost: 1, p_value: null });
     assert.equal(s.p_value, 1);
@@ -31,8 +45,20 @@ describe('train/compare: paired evaluations', () => {
   it('compareEvaluations: per-task rows, the unpaired on each side, and cut-short tw-suspects answers counted', () => {
     const cut = `a.py:3: x\n${CUT_SHORT_MARKER}: the machine is busy)`;
     // `before` is a larger evaluation (another task set): its extra task has no twin.
-    const before = [ep('a', 7, false, false), ep('a', 1, false, true), ep('a', 2, true, true), ep('b', 1, true, true, undefined, [cut, 'ok']), ep('z', 1, true, true)];
-    const after = [ep('a', 7, true, false), ep('a', 1, true, true), ep('a', 2, true, true), ep('b', 1, false, true, undefined, [cut]), ep('a', 5, true, true, 'runner failed')];
+    const before = [
+      ep('a', 7, false, false),
+      ep('a', 1, false, true),
+      ep('a', 2, true, true),
+      ep('b', 1, true, true, undefined, [cut, 'ok']),
+      ep('z', 1, true, true),
+    ];
+    const after = [
+      ep('a', 7, true, false),
+      ep('a', 1, true, true),
+      ep('a', 2, true, true),
+      ep('b', 1, false, true, undefined, [cut]),
+      ep('a', 5, true, true, 'runner failed'),
+    ];
     const c = compareEvaluations(before, after);
     assert.deepEqual(c.greedy, { pairs: 1, gained: 1, lost: 0, p_value: 1 });
     assert.deepEqual({ ...c.sampled, p_value: null }, { pairs: 3, gained: 1, lost: 1, p_value: null });
@@ -41,7 +67,7 @@ describe('train/compare: paired evaluations', () => {
       { taskId: 'a', kind: 'sampled', pairs: 2, before: 1, after: 2, gained: 1, lost: 0 },
       { taskId: 'b', kind: 'sampled', pairs: 1, before: 1, after: 0, gained: 0, lost: 1 },
     ]);
-    assert.deepEqual(c.unpaired, { before: 1, after: 1 }, "z has no twin after; the failed episode after is not paired");
+    assert.deepEqual(c.unpaired, { before: 1, after: 1 }, 'z has no twin after; the failed episode after is not paired');
     assert.deepEqual(c.cut_short, { before: 1, after: 1 });
   });
 });

@@ -28,7 +28,16 @@ describe('train/pass-at-k: PASS@(k,T)', () => {
 
   it('averages over tasks, per k and per turn budget T', () => {
     // Task a: 4 samples, resolved after 1 and after 3 actions. Task b: 4 samples, none resolved.
-    const s = [ep('a', true, 1), ep('a', true, 3), ep('a', false, 4), ep('a', false, 4), ep('b', false, 2), ep('b', false, 4), ep('b', false, 4), ep('b', false, 4)];
+    const s = [
+      ep('a', true, 1),
+      ep('a', true, 3),
+      ep('a', false, 4),
+      ep('a', false, 4),
+      ep('b', false, 2),
+      ep('b', false, 4),
+      ep('b', false, 4),
+      ep('b', false, 4),
+    ];
     const p = passAtKT(s, 4);
     assert.deepEqual(Object.keys(p), ['1', '2', '3', '4']);
     assert.deepEqual(Object.keys(p['1']), ['1', '2', '3', '4']);

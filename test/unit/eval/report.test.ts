@@ -8,7 +8,14 @@ import * as path from 'node:path';
 import { main } from '../../../src/cli/main';
 import { SCHEMA, type Task, type Trajectory } from '../../../src/core/schema';
 import { readTrajectories } from '../../../src/core/trajectory';
-import { checkpointModel, endpointModel, evalResultsHeader, readEvalResults, writeEvalResults, type EvalModel } from '../../../src/eval/results';
+import {
+  checkpointModel,
+  endpointModel,
+  evalResultsHeader,
+  readEvalResults,
+  writeEvalResults,
+  type EvalModel,
+} from '../../../src/eval/results';
 import { compareResults, evalReport } from '../../../src/eval/report';
 
 async function cli(argv: string[]) {
@@ -19,7 +26,16 @@ async function cli(argv: string[]) {
 }
 
 const task = (id: string, instruction = `fix ${id}`): Task =>
-  ({ schema: SCHEMA.task, id, source: 'file', instruction, language: 'python', testCommand: 'pytest', fail_to_pass: ['t::a'], pass_to_pass: [] }) as unknown as Task;
+  ({
+    schema: SCHEMA.task,
+    id,
+    source: 'file',
+    instruction,
+    language: 'python',
+    testCommand: 'pytest',
+    fail_to_pass: ['t::a'],
+    pass_to_pass: [],
+  }) as unknown as Task;
 
 interface Ep {
   resolved: boolean;
@@ -57,15 +73,46 @@ function episode(checkpoint: string, taskId: string, k: number | null, e: Ep, se
     seed: seed * 1000 + (k === null ? 0 : 100 + k) + taskId.charCodeAt(0),
     split: 'heldout',
     turns,
-    reward: { passRate: e.passRate, resolved: e.resolved, turns: n, maxTurns: 4, formatError: false, efficiencyPenalty: 0, formatPenalty: 0, reward: e.passRate },
+    reward: {
+      passRate: e.passRate,
+      resolved: e.resolved,
+      turns: n,
+      maxTurns: 4,
+      formatError: false,
+      efficiencyPenalty: 0,
+      formatPenalty: 0,
+      reward: e.passRate,
+    },
     durationMs: e.ms ?? 1000,
     ...(e.failure ? { failure: e.failure } : {}),
   } as Trajectory;
 }
 
-function write(dir: string, name: string, model: EvalModel, tasks: Task[], trajs: Trajectory[], o: { seed?: number; samples?: number; complete?: boolean } = {}): string {
+function write(
+  dir: string,
+  name: string,
+  model: EvalModel,
+  tasks: Task[],
+  trajs: Trajectory[],
+  o: { seed?: number; samples?: number; complete?: boolean } = {},
+): string {
   const file = path.join(dir, name);
-  writeEvalResults(file, evalResultsHeader({ model, tasks, tasksSource: '/w/tasks.jsonl', seed: o.seed ?? 0, samples: o.samples ?? 2, maxTurns: 4, maxActionTokens: 128, sampling: { temperature: 1, topP: 1 }, trajectories: trajs, complete: o.complete ?? true }), trajs);
+  writeEvalResults(
+    file,
+    evalResultsHeader({
+      model,
+      tasks,
+      tasksSource: '/w/tasks.jsonl',
+      seed: o.seed ?? 0,
+      samples: o.samples ?? 2,
+      maxTurns: 4,
+      maxActionTokens: 128,
+      sampling: { temperature: 1, topP: 1 },
+      trajectories: trajs,
+      complete: o.complete ?? true,
+    }),
+    trajs,
+  );
   return file;
 }
 
@@ -100,7 +147,13 @@ describe('evaluation results files and eval --report', () => {
   afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
 
   it('the header names the model (an endpoint without user, password, query or key), the tasks, seeds and each episode; episode readers skip it', () => {
-    assert.deepEqual(remote, { kind: 'endpoint', url: 'http://gpu.example:8000/v1', model: 'qwen-coder', keyEnv: 'MY_KEY', label: 'qwen-coder @ gpu.example:8000' });
+    assert.deepEqual(remote, {
+      kind: 'endpoint',
+      url: 'http://gpu.example:8000/v1',
+      model: 'qwen-coder',
+      keyEnv: 'MY_KEY',
+      label: 'qwen-coder @ gpu.example:8000',
+    });
     assert.equal(local.label, 'r1 · checkpoint 3');
     const file = write(dir, 'b.jsonl', remote, tasks, bEps());
     const text = fs.readFileSync(file, 'utf8');
@@ -113,7 +166,19 @@ describe('evaluation results files and eval --report', () => {
     assert.equal(header.samples, 2);
     assert.equal(header.maxActionTokens, 128, 'the reply limit the episodes ran under');
     assert.equal(header.episodes.length, 6);
-    assert.deepEqual(header.episodes[0], { trajId: 'eval-0-a', taskId: 'a', kind: 'greedy', seed: 97, resolved: true, passRate: 1, turns: 3, actions: 2, formatErrors: 0, tokens: null, wallS: 6 });
+    assert.deepEqual(header.episodes[0], {
+      trajId: 'eval-0-a',
+      taskId: 'a',
+      kind: 'greedy',
+      seed: 97,
+      resolved: true,
+      passRate: 1,
+      turns: 3,
+      actions: 2,
+      formatErrors: 0,
+      tokens: null,
+      wallS: 6,
+    });
     assert.equal(header.summary.greedy.resolved, 1);
     assert.deepEqual(header.summary.sampled.pass_at_k_t['2'], { '1': 0.5, '2': 0.5, '3': 0.5, '4': 0.5 });
     // The same file read as episodes (eval --from, --compare, warm starts): the header is no episode.
@@ -122,9 +187,16 @@ describe('evaluation results files and eval --report', () => {
   });
 
   it('an endpoint episode without token ids or log-probs counts the tokens its server reported', () => {
-    const eps = [episode(remote.label, 'a', null, R(2, { tokens: null, usage: 7 })), episode(remote.label, 'b', null, R(1, { tokens: null }))];
+    const eps = [
+      episode(remote.label, 'a', null, R(2, { tokens: null, usage: 7 })),
+      episode(remote.label, 'b', null, R(1, { tokens: null })),
+    ];
     const header = JSON.parse(fs.readFileSync(write(dir, 'u.jsonl', remote, tasks, eps, { samples: 0 }), 'utf8').split('\n')[0]);
-    assert.deepEqual(header.episodes.map((e: { tokens: number | null }) => e.tokens), [21, null], '3 turns of 7 reported tokens; nothing reported is unknown, not 0');
+    assert.deepEqual(
+      header.episodes.map((e: { tokens: number | null }) => e.tokens),
+      [21, null],
+      '3 turns of 7 reported tokens; nothing reported is unknown, not 0',
+    );
   });
 
   it('compares two models: rates, per-episode means, tokens and wall time, per task, PASS@(k,T)', () => {
@@ -173,10 +245,26 @@ describe('evaluation results files and eval --report', () => {
   it('refuses files evaluated on other tasks or seeds, naming what each covers; --intersect compares the shared episodes and says so', async () => {
     const a = write(dir, 'a.jsonl', local, tasks, aEps());
     // Seed 1: the same tasks, other episodes' seeds.
-    const other = write(dir, 'seed1.jsonl', remote, tasks, bEps().map((t) => ({ ...t, seed: (t.seed ?? 0) + 1000 })), { seed: 1 });
-    assert.throws(() => evalReport([a, other]), /not evaluated on the same tasks and seeds \(0 episode\(s\) in common\)[\s\S]*seed1\.jsonl: qwen-coder @ gpu\.example:8000, 2 task\(s\), seed 1, 2 sample\(s\) per task/);
+    const other = write(
+      dir,
+      'seed1.jsonl',
+      remote,
+      tasks,
+      bEps().map((t) => ({ ...t, seed: (t.seed ?? 0) + 1000 })),
+      { seed: 1 },
+    );
+    assert.throws(
+      () => evalReport([a, other]),
+      /not evaluated on the same tasks and seeds \(0 episode\(s\) in common\)[\s\S]*seed1\.jsonl: qwen-coder @ gpu\.example:8000, 2 task\(s\), seed 1, 2 sample\(s\) per task/,
+    );
     // Only task a: refused; with intersect, compared on task a's episodes.
-    const onlyA = write(dir, 'only-a.jsonl', remote, [tasks[0]], bEps().filter((t) => t.taskId === 'a'));
+    const onlyA = write(
+      dir,
+      'only-a.jsonl',
+      remote,
+      [tasks[0]],
+      bEps().filter((t) => t.taskId === 'a'),
+    );
     const r = await cli(['eval', '--report', a, onlyA, '--json']);
     assert.equal(r.code, 1);
     assert.match(r.err, /not evaluated on the same tasks and seeds \(3 episode\(s\) in common\)/);
@@ -186,7 +274,10 @@ describe('evaluation results files and eval --report', () => {
     const j = JSON.parse(i.out);
     assert.equal(j.intersection, true);
     assert.deepEqual(j.tasks, ['a']);
-    assert.deepEqual(j.left_out.map((x: { episodes: number }) => x.episodes), [3, 0]);
+    assert.deepEqual(
+      j.left_out.map((x: { episodes: number }) => x.episodes),
+      [3, 0],
+    );
     assert.match(j.notes.join('\n'), /compared on the 3 episode\(s\) every file has/);
     // The same task id with other content is not the same task.
     const changed = write(dir, 'changed.jsonl', remote, [task('a', 'another bug'), tasks[1]], bEps());

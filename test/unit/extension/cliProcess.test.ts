@@ -34,7 +34,13 @@ describe('extension: CLI child process', () => {
     this.timeout(20000);
     const events: RunEvent[] = [];
     const other: string[] = [];
-    const cli = new CliProcess({ cliPath: path.join(dir, 'cli.js'), args: ['run'], cwd: dir, onEvent: (e) => events.push(e), onStdoutLine: (l) => other.push(l) });
+    const cli = new CliProcess({
+      cliPath: path.join(dir, 'cli.js'),
+      args: ['run'],
+      cwd: dir,
+      onEvent: (e) => events.push(e),
+      onStdoutLine: (l) => other.push(l),
+    });
     while (!events.some((e) => e.type === 'phase')) await new Promise((r) => setTimeout(r, 20));
     const exit = await cli.stop(5000);
     assert.equal(exit.code, 130);
@@ -45,12 +51,15 @@ describe('extension: CLI child process', () => {
     assert.deepEqual(other, ['stray line']);
   });
 
-  it('a failed command is described with the CLI\'s own message and hint', async () => {
+  it("a failed command is described with the CLI's own message and hint", async () => {
     const cli = new CliProcess({ cliPath: path.join(dir, 'cli.js'), args: ['fail'], cwd: dir });
     const exit = await cli.exited;
     assert.equal(exit.code, 1);
     assert.deepEqual(exit.stderrTail, ['progress noise']);
-    assert.deepEqual(describeFailure('turnwise train', exit), { message: 'turnwise train failed: Docker is not reachable', hint: 'start Docker' });
+    assert.deepEqual(describeFailure('turnwise train', exit), {
+      message: 'turnwise train failed: Docker is not reachable',
+      hint: 'start Docker',
+    });
   });
 
   it('a command that cannot start says so', async () => {

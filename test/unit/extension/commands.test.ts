@@ -13,7 +13,11 @@ const sorted = (xs: Iterable<string>) => [...xs].sort();
 
 /** Every .ts file under the commands folder, relative to it. */
 function sources(dir = DIR, rel = ''): string[] {
-  return fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? sources(path.join(dir, e.name), path.join(rel, e.name)) : e.name.endsWith('.ts') ? [path.join(rel, e.name)] : []));
+  return fs
+    .readdirSync(dir, { withFileTypes: true })
+    .flatMap((e) =>
+      e.isDirectory() ? sources(path.join(dir, e.name), path.join(rel, e.name)) : e.name.endsWith('.ts') ? [path.join(rel, e.name)] : [],
+    );
 }
 
 /** The file a command lives in: its id without `turnwise.`, dots as folders (turnwise.runs.delete → runs/delete.ts). */
@@ -24,7 +28,7 @@ describe('extension: the command table and package.json', () => {
     assert.equal(new Set(COMMAND_IDS).size, COMMAND_IDS.length);
   });
 
-  it('contributes.commands holds exactly the table\'s commands, each with a title', () => {
+  it("contributes.commands holds exactly the table's commands, each with a title", () => {
     const contributed: Array<{ command: string; title?: string }> = manifest.contributes.commands;
     assert.deepEqual(sorted(contributed.map((c) => c.command)), sorted(COMMAND_IDS));
     assert.equal(new Set(contributed.map((c) => c.command)).size, contributed.length, 'a command contributed twice');
@@ -34,10 +38,13 @@ describe('extension: the command table and package.json', () => {
   it('activationEvents name no command the table lacks (VS Code activates on contributed commands itself)', () => {
     const events: string[] = manifest.activationEvents ?? [];
     const onCommand = events.filter((e) => e.startsWith('onCommand:')).map((e) => e.slice('onCommand:'.length));
-    assert.deepEqual(onCommand.filter((id) => !(COMMAND_IDS as readonly string[]).includes(id)), []);
+    assert.deepEqual(
+      onCommand.filter((id) => !(COMMAND_IDS as readonly string[]).includes(id)),
+      [],
+    );
   });
 
-  it('menus, keybindings, welcome views and the walkthrough name only the table\'s commands', () => {
+  it("menus, keybindings, welcome views and the walkthrough name only the table's commands", () => {
     const { menus, keybindings, viewsWelcome, walkthroughs } = manifest.contributes;
     const named = new Set<string>();
     for (const items of Object.values(menus as Record<string, Array<{ command: string }>>)) for (const m of items) named.add(m.command);
@@ -46,13 +53,17 @@ describe('extension: the command table and package.json', () => {
     for (const m of JSON.stringify([viewsWelcome, walkthroughs]).matchAll(/(?:command|onCommand):(turnwise\.[\w.]+)/g)) named.add(m[1]);
     const ours = [...named].filter((id) => id.startsWith('turnwise.'));
     assert.ok(ours.length > 0);
-    assert.deepEqual(ours.filter((id) => !(COMMAND_IDS as readonly string[]).includes(id)), []);
+    assert.deepEqual(
+      ours.filter((id) => !(COMMAND_IDS as readonly string[]).includes(id)),
+      [],
+    );
   });
 });
 
 describe('extension: one command per file under src/extension/commands/', () => {
   const files = sources();
-  const declared = (file: string) => [...fs.readFileSync(path.join(DIR, file), 'utf8').matchAll(/\bcommand\(\s*'([^']+)'/g)].map((m) => m[1]);
+  const declared = (file: string) =>
+    [...fs.readFileSync(path.join(DIR, file), 'utf8').matchAll(/\bcommand\(\s*'([^']+)'/g)].map((m) => m[1]);
 
   it('each command is declared in the file named after its id, and nowhere else', () => {
     for (const id of COMMAND_IDS) assert.deepEqual(declared(fileOf(id)), [id], `${fileOf(id)} should declare ${id}, and only it`);
@@ -66,10 +77,15 @@ describe('extension: one command per file under src/extension/commands/', () => 
     assert.deepEqual(sorted(rows), sorted(COMMAND_IDS));
   });
 
-  it('commands are registered in one place: the table\'s loop (no other vscode.commands.registerCommand in src/extension/)', () => {
+  it("commands are registered in one place: the table's loop (no other vscode.commands.registerCommand in src/extension/)", () => {
     const ext = path.join(ROOT, 'src', 'extension');
-    const all = (dir: string): string[] => fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? all(path.join(dir, e.name)) : e.name.endsWith('.ts') ? [path.join(dir, e.name)] : []));
-    const calls = all(ext).flatMap((f) => [...fs.readFileSync(f, 'utf8').matchAll(/commands\.registerCommand\(/g)].map(() => path.relative(ext, f)));
+    const all = (dir: string): string[] =>
+      fs
+        .readdirSync(dir, { withFileTypes: true })
+        .flatMap((e) => (e.isDirectory() ? all(path.join(dir, e.name)) : e.name.endsWith('.ts') ? [path.join(dir, e.name)] : []));
+    const calls = all(ext).flatMap((f) =>
+      [...fs.readFileSync(f, 'utf8').matchAll(/commands\.registerCommand\(/g)].map(() => path.relative(ext, f)),
+    );
     assert.deepEqual(calls, [path.join('commands', 'index.ts')]);
   });
 

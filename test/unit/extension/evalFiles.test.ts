@@ -6,10 +6,26 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { SCHEMA, type Task, type Trajectory } from '../../../src/core/schema';
 import { checkpointModel, endpointModel, evalResultsHeader, writeEvalResults } from '../../../src/eval/results';
-import { comparisonView, endpointUrlProblem, evalOutFile, EVALS_DIR, keyEnvProblem, listEvalFiles } from '../../../src/extension/model/evalFiles';
+import {
+  comparisonView,
+  endpointUrlProblem,
+  evalOutFile,
+  EVALS_DIR,
+  keyEnvProblem,
+  listEvalFiles,
+} from '../../../src/extension/model/evalFiles';
 import { evalReport } from '../../../src/eval/report';
 
-const task = { schema: SCHEMA.task, id: 'a', source: 'file', instruction: 'fix', language: 'python', testCommand: 'pytest', fail_to_pass: ['t'], pass_to_pass: [] } as unknown as Task;
+const task = {
+  schema: SCHEMA.task,
+  id: 'a',
+  source: 'file',
+  instruction: 'fix',
+  language: 'python',
+  testCommand: 'pytest',
+  fail_to_pass: ['t'],
+  pass_to_pass: [],
+} as unknown as Task;
 const ep = (k: number | null, resolved: boolean): Trajectory =>
   ({
     schema: SCHEMA.trajectory,
@@ -19,7 +35,16 @@ const ep = (k: number | null, resolved: boolean): Trajectory =>
     checkpoint: 'c',
     seed: k ?? -1,
     turns: [{ index: 0, action: 'submit', observation: '', exitCode: null, durationMs: 0 }],
-    reward: { passRate: resolved ? 1 : 0, resolved, turns: 1, maxTurns: 3, formatError: false, efficiencyPenalty: 0, formatPenalty: 0, reward: 0 },
+    reward: {
+      passRate: resolved ? 1 : 0,
+      resolved,
+      turns: 1,
+      maxTurns: 3,
+      formatError: false,
+      efficiencyPenalty: 0,
+      formatPenalty: 0,
+      reward: 0,
+    },
   }) as Trajectory;
 
 describe('extension/model/evalFiles', () => {
@@ -47,7 +72,19 @@ describe('extension/model/evalFiles', () => {
     assert.equal(out, path.join(dir, EVALS_DIR, '20250304-050607Z-qwen-gpu.example-8000.jsonl'));
     const older = path.join(dir, EVALS_DIR, 'a.jsonl');
     const trajs = [ep(null, true), ep(0, true), ep(1, false)];
-    const hdr = (model: ReturnType<typeof checkpointModel>, now: Date) => evalResultsHeader({ model, tasks: [task], tasksSource: 't', seed: 3, samples: 2, maxTurns: 3, sampling: { temperature: 1, topP: 1 }, trajectories: trajs, complete: true, now });
+    const hdr = (model: ReturnType<typeof checkpointModel>, now: Date) =>
+      evalResultsHeader({
+        model,
+        tasks: [task],
+        tasksSource: 't',
+        seed: 3,
+        samples: 2,
+        maxTurns: 3,
+        sampling: { temperature: 1, topP: 1 },
+        trajectories: trajs,
+        complete: true,
+        now,
+      });
     writeEvalResults(older, hdr(checkpointModel('/r/run1/checkpoints/2'), new Date('2025-01-01T00:00:00Z')), trajs);
     writeEvalResults(out, hdr(endpointModel('http://gpu.example:8000', 'qwen'), new Date('2025-03-04T05:06:07Z')), trajs);
     fs.writeFileSync(path.join(dir, EVALS_DIR, 'plain.jsonl'), JSON.stringify(trajs[0]) + '\n');

@@ -2,13 +2,22 @@ import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { FROM_COMMAND, launchConfig, readBaseConfig, SETTING_FOR_FIELD, settingFields, writeLaunchConfig, type SettingValue } from '../../../src/extension/model/launchConfig';
+import {
+  FROM_COMMAND,
+  launchConfig,
+  readBaseConfig,
+  SETTING_FOR_FIELD,
+  settingFields,
+  writeLaunchConfig,
+  type SettingValue,
+} from '../../../src/extension/model/launchConfig';
 import { LOSS_AGGREGATIONS, readConfigFile, resolveTrainConfig, TRAIN_DEFAULTS } from '../../../src/train/config';
 import { RL_LOSS_NAMES } from '../../../src/core/losses';
 import { estimatorNames } from '../../../src/credit';
 
 const manifest = JSON.parse(fs.readFileSync(path.join(__dirname, '..', '..', '..', 'package.json'), 'utf8'));
-const props: Record<string, { default: unknown; description?: string; markdownDescription?: string; enum?: unknown[] }> = manifest.contributes.configuration.properties;
+const props: Record<string, { default: unknown; description?: string; markdownDescription?: string; enum?: unknown[] }> =
+  manifest.contributes.configuration.properties;
 
 /** Settings as VS Code would give them: package.json's defaults, and `user` as the values set. */
 function settings(user: Record<string, unknown> = {}): (key: string) => SettingValue {
@@ -19,7 +28,8 @@ function settings(user: Record<string, unknown> = {}): (key: string) => SettingV
   };
 }
 
-const getPath = (c: Record<string, unknown>, field: string): unknown => (field.startsWith('reward.') ? (c.reward as Record<string, unknown>)[field.slice(7)] : c[field]);
+const getPath = (c: Record<string, unknown>, field: string): unknown =>
+  field.startsWith('reward.') ? (c.reward as Record<string, unknown>)[field.slice(7)] : c[field];
 
 describe('extension: settings → launch config', () => {
   let tmp: string;
@@ -27,12 +37,19 @@ describe('extension: settings → launch config', () => {
   afterEach(() => fs.rmSync(tmp, { recursive: true, force: true }));
 
   it('package.json has exactly one setting per config field, each described, defaults equal to the CLI defaults', () => {
-    const fromTable = settingFields().map(([s]) => `turnwise.${s}`).sort();
+    const fromTable = settingFields()
+      .map(([s]) => `turnwise.${s}`)
+      .sort();
     const inManifest = Object.keys(props).sort();
     assert.deepEqual(inManifest, fromTable);
     assert.equal(new Set(fromTable).size, fromTable.length, 'two fields share a setting');
     // Every TrainConfig field is in the table (the type forces it; this guards the runtime copy).
-    const fields = [...Object.keys(TRAIN_DEFAULTS).filter((k) => k !== 'reward'), ...Object.keys(TRAIN_DEFAULTS.reward).map((k) => `reward.${k}`), 'tasksFile', 'lora'].sort();
+    const fields = [
+      ...Object.keys(TRAIN_DEFAULTS).filter((k) => k !== 'reward'),
+      ...Object.keys(TRAIN_DEFAULTS.reward).map((k) => `reward.${k}`),
+      'tasksFile',
+      'lora',
+    ].sort();
     assert.deepEqual(Object.keys(SETTING_FOR_FIELD).sort(), fields);
     for (const [setting, field] of settingFields()) {
       const p = props[`turnwise.${setting}`];
@@ -99,9 +116,19 @@ describe('extension: settings → launch config', () => {
       'sandbox.pids': 128,
       'train.lora': { r: 8, lora_alpha: 16, target_modules: ['q_proj', 'v_proj'] },
     };
-    assert.deepEqual(Object.keys(user).sort(), settingFields().map(([s]) => s).sort(), 'the test sets every setting');
+    assert.deepEqual(
+      Object.keys(user).sort(),
+      settingFields()
+        .map(([s]) => s)
+        .sort(),
+      'the test sets every setting',
+    );
     const ws = path.join(tmp, 'ws');
-    const cfg = launchConfig({ workspace: ws, setting: settings(user), choices: { taskSource: 'file', tasksFile: '.turnwise/tasks/synth.jsonl' } });
+    const cfg = launchConfig({
+      workspace: ws,
+      setting: settings(user),
+      choices: { taskSource: 'file', tasksFile: '.turnwise/tasks/synth.jsonl' },
+    });
     const file = writeLaunchConfig(ws, cfg, new Date('2026-01-02T03:04:05Z'));
     assert.equal(file, path.join(ws, '.turnwise', 'launch-20260102-030405.json'));
     const written = JSON.parse(fs.readFileSync(file, 'utf8'));
@@ -137,7 +164,10 @@ describe('extension: settings → launch config', () => {
     // Within one second: base, -2, -3 in launch order; the oldest two go first.
     const ws2 = path.join(tmp, 'ws-prune-2');
     for (let i = 0; i < 4; i++) writeLaunchConfig(ws2, { i }, at(9), 2);
-    assert.deepEqual(fs.readdirSync(path.join(ws2, '.turnwise')).sort(), ['launch-20260102-030409-3.json', 'launch-20260102-030409-4.json']);
+    assert.deepEqual(fs.readdirSync(path.join(ws2, '.turnwise')).sort(), [
+      'launch-20260102-030409-3.json',
+      'launch-20260102-030409-4.json',
+    ]);
     assert.ok(!fs.existsSync(written[0]));
   });
 
@@ -153,8 +183,23 @@ describe('extension: settings → launch config', () => {
     const ws = path.join(tmp, 'ws');
     fs.mkdirSync(ws, { recursive: true });
     const json = path.join(ws, 'turnwise.json');
-    fs.writeFileSync(json, JSON.stringify({ workspace: '.', taskSource: 'file', tasksFile: 'tasks.jsonl', groupSize: 6, maxTurns: 3, estimator: 'rloo', reward: { format: 0.9 } }));
-    const cfg = launchConfig({ workspace: ws, setting: settings({ 'train.maxTurns': 5, 'reward.efficiencyPenalty': 0.05 }), base: readBaseConfig(json) });
+    fs.writeFileSync(
+      json,
+      JSON.stringify({
+        workspace: '.',
+        taskSource: 'file',
+        tasksFile: 'tasks.jsonl',
+        groupSize: 6,
+        maxTurns: 3,
+        estimator: 'rloo',
+        reward: { format: 0.9 },
+      }),
+    );
+    const cfg = launchConfig({
+      workspace: ws,
+      setting: settings({ 'train.maxTurns': 5, 'reward.efficiencyPenalty': 0.05 }),
+      base: readBaseConfig(json),
+    });
     assert.equal(cfg.groupSize, 6, 'a default setting does not override turnwise.json');
     assert.equal(cfg.maxTurns, 5, 'a setting the user set does');
     assert.equal(cfg.estimator, 'rloo');
@@ -163,7 +208,12 @@ describe('extension: settings → launch config', () => {
     assert.equal(cfg.tasksFile, path.join(ws, 'tasks.jsonl'));
     assert.equal(cfg.concurrency, TRAIN_DEFAULTS.concurrency, 'fields turnwise.json leaves out come from the defaults');
     // Picked estimator other than the configured one: that estimator's own parameter defaults.
-    const picked = launchConfig({ workspace: ws, setting: settings({ 'train.estimatorParams': { scale: 'none' } }), base: readBaseConfig(json), choices: { estimator: 'a3', iterations: 9 } });
+    const picked = launchConfig({
+      workspace: ws,
+      setting: settings({ 'train.estimatorParams': { scale: 'none' } }),
+      base: readBaseConfig(json),
+      choices: { estimator: 'a3', iterations: 9 },
+    });
     assert.equal(picked.estimator, 'a3');
     assert.deepEqual(picked.estimatorParams, {});
     assert.equal(picked.iterations, 9);
@@ -187,7 +237,11 @@ describe('extension: settings → launch config', () => {
     assert.equal(back.model, '');
     assert.equal(back.lora, undefined, 'null trains the whole model');
     // A folder (relative to the workspace) and an adapter picked.
-    const lora = launchConfig({ workspace: ws, setting: settings(user), choices: { model: 'models/qwen', lora: { r: 16, lora_alpha: 32, target_modules: 'all-linear' } } });
+    const lora = launchConfig({
+      workspace: ws,
+      setting: settings(user),
+      choices: { model: 'models/qwen', lora: { r: 16, lora_alpha: 32, target_modules: 'all-linear' } },
+    });
     assert.equal(lora.model, path.join(ws, 'models', 'qwen'));
     const read = resolveTrainConfig(readConfigFile(writeLaunchConfig(ws, lora)));
     assert.equal(read.model, path.join(ws, 'models', 'qwen'));

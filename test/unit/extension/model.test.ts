@@ -12,9 +12,20 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { trajectoryActionFormat } from '../../../src/extension/model/runModel';
-import { BUG_LINE, CHAT_FORMAT_ERROR, CHAT_REPLY_1, FIXED, HEADER, ORIGINAL, FIXTURE_FILE, fixtureTrajectory, writeFixtureRun } from '../../support/runFixture';
+import {
+  BUG_LINE,
+  CHAT_FORMAT_ERROR,
+  CHAT_REPLY_1,
+  FIXED,
+  HEADER,
+  ORIGINAL,
+  FIXTURE_FILE,
+  fixtureTrajectory,
+  writeFixtureRun,
+} from '../../support/runFixture';
 
-const traj = (good = true) => fixtureTrajectory({ taskId: 't', groupId: 'g', trajId: 'x', iteration: 1, split: 'train', good, r: () => 0.5, scoreBase: 0 });
+const traj = (good = true) =>
+  fixtureTrajectory({ taskId: 't', groupId: 'g', trajId: 'x', iteration: 1, split: 'train', good, r: () => 0.5, scoreBase: 0 });
 
 describe('extension: blame by turn', () => {
   it('lineOrigins keeps common lines and marks changed and inserted ones', () => {
@@ -22,7 +33,10 @@ describe('extension: blame by turn', () => {
     assert.deepEqual(lineOrigins(['a', 'b', 'c'], ['z', 'a', 'b', 'c']), [-1, 0, 1, 2]);
     // A swap keeps one of the two lines (either is a longest common subsequence).
     assert.equal(lineOrigins(['a', 'b', 'c', 'd'], ['a', 'c', 'b', 'd']).filter((o) => o >= 0).length, 3);
-    assert.deepEqual(changedRanges([0, -1, -1, 3, -1]), [[1, 3], [4, 5]]);
+    assert.deepEqual(changedRanges([0, -1, -1, 3, -1]), [
+      [1, 3],
+      [4, 5],
+    ]);
     // Too large to compare: the middle counts as replaced.
     assert.deepEqual(lineOrigins(['a', 'b', 'q'], ['c', 'b', 'r'], 1), [-1, -1, -1]);
   });
@@ -40,14 +54,33 @@ describe('extension: blame by turn', () => {
     const t = traj();
     const at2 = blame(t, FIXTURE_FILE, 2)!;
     assert.deepEqual(at2.currentRanges, [[BUG_LINE, BUG_LINE + 1]]);
-    assert.deepEqual(at2.lineTurns.flatMap((x, i) => (x === undefined ? [] : [[i, x]])), [[BUG_LINE, 2]]);
+    assert.deepEqual(
+      at2.lineTurns.flatMap((x, i) => (x === undefined ? [] : [[i, x]])),
+      [[BUG_LINE, 2]],
+    );
     const at4 = blame(t, FIXTURE_FILE, 4)!;
     assert.deepEqual(at4.currentRanges, [[0, 2]]);
-    assert.deepEqual(at4.lineTurns.flatMap((x, i) => (x === undefined ? [] : [[i, x]])), [[0, 4], [1, 4], [BUG_LINE + 2, 2]]);
-    assert.deepEqual([...firstLineByTurn(at4)], [[4, 0], [2, BUG_LINE + 2]]);
+    assert.deepEqual(
+      at4.lineTurns.flatMap((x, i) => (x === undefined ? [] : [[i, x]])),
+      [
+        [0, 4],
+        [1, 4],
+        [BUG_LINE + 2, 2],
+      ],
+    );
+    assert.deepEqual(
+      [...firstLineByTurn(at4)],
+      [
+        [4, 0],
+        [2, BUG_LINE + 2],
+      ],
+    );
     assert.equal(at4.text.split('\n').length, splitLines(HEADER + FIXED).length);
     // Before any edit there is nothing to attribute.
-    assert.deepEqual(blame(t, FIXTURE_FILE, 1)!.lineTurns.filter((x) => x !== undefined), []);
+    assert.deepEqual(
+      blame(t, FIXTURE_FILE, 1)!.lineTurns.filter((x) => x !== undefined),
+      [],
+    );
   });
 });
 
@@ -79,8 +112,8 @@ describe('extension: turn view', () => {
   });
 });
 
-describe('extension: a trajectory\'s action format', () => {
-  it('comes from its checkpoint\'s action_format.json, else the run\'s config.json, else the turns\' replies', () => {
+describe("extension: a trajectory's action format", () => {
+  it("comes from its checkpoint's action_format.json, else the run's config.json, else the turns' replies", () => {
     const ws = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-format-'));
     try {
       const dir = writeFixtureRun(ws, { runId: 'chat', iterations: 1, trajectories: 4, chat: true, model: '/models/m', loraR: 4 });
@@ -92,9 +125,9 @@ describe('extension: a trajectory\'s action format', () => {
       assert.equal(t.turns[1].exitCode, null);
       assert.equal(trajectoryActionFormat(dir, t), 'chat');
       fs.writeFileSync(path.join(dir, 'checkpoints', '0', 'action_format.json'), JSON.stringify({ format: 'compact' }));
-      assert.equal(trajectoryActionFormat(dir, t), 'compact', 'the checkpoint\'s record comes first');
+      assert.equal(trajectoryActionFormat(dir, t), 'compact', "the checkpoint's record comes first");
       fs.rmSync(path.join(dir, 'checkpoints', '0', 'action_format.json'));
-      assert.equal(trajectoryActionFormat(dir, t), 'chat', 'then the run\'s config.json');
+      assert.equal(trajectoryActionFormat(dir, t), 'chat', "then the run's config.json");
       const cfg = path.join(dir, 'config.json');
       const c = JSON.parse(fs.readFileSync(cfg, 'utf8'));
       delete c.actionFormat;
@@ -116,7 +149,10 @@ describe('extension: run progress', () => {
     p = reduceProgress(p, ev({ type: 'phase', iteration: 1, phase: 'rollout', done: 8, total: 16 }));
     assert.equal(statusBarText(p), '$(sync~spin) Turnwise 1/3');
     assert.ok(Math.abs(fractionDone(p) - 1.5 / 4) < 1e-9);
-    p = reduceProgress(p, ev({ type: 'iteration-finished', iteration: 1, metrics: { schema: SCHEMA.metrics, iteration: 1, 'tests/pass_rate': 0.43 } }));
+    p = reduceProgress(
+      p,
+      ev({ type: 'iteration-finished', iteration: 1, metrics: { schema: SCHEMA.metrics, iteration: 1, 'tests/pass_rate': 0.43 } }),
+    );
     assert.equal(statusBarText(p), '$(sync~spin) Turnwise 1/3 · pass 43%');
     p = reduceProgress(p, ev({ type: 'run-failed', error: { code: 'x', message: 'boom', hint: 'do y' } }));
     assert.equal(p.state, 'failed');
@@ -125,8 +161,14 @@ describe('extension: run progress', () => {
 
   it('a run its time budget stopped keeps the reason; one the user stopped does not', () => {
     const ev = (b: Parameters<typeof makeEvent>[1]) => makeEvent('r1', b);
-    const started = reduceProgress(initialProgress(), ev({ type: 'run-started', runDir: '/x', iterations: 9, trainTasks: 4, heldoutTasks: 1 }));
-    const budget = reduceProgress(started, ev({ type: 'run-stopped', lastCompleteIteration: 3, reason: 'its time budget of 30 min would pass', outOfTime: true }));
+    const started = reduceProgress(
+      initialProgress(),
+      ev({ type: 'run-started', runDir: '/x', iterations: 9, trainTasks: 4, heldoutTasks: 1 }),
+    );
+    const budget = reduceProgress(
+      started,
+      ev({ type: 'run-stopped', lastCompleteIteration: 3, reason: 'its time budget of 30 min would pass', outOfTime: true }),
+    );
     assert.deepEqual([budget.state, budget.lastFinished, budget.stopReason], ['stopped', 3, 'its time budget of 30 min would pass']);
     const user = reduceProgress(started, ev({ type: 'run-stopped', lastCompleteIteration: 2, reason: 'stopped by the user' }));
     assert.deepEqual([user.state, user.stopReason], ['stopped', undefined]);
@@ -134,24 +176,51 @@ describe('extension: run progress', () => {
 });
 
 describe('extension: reward panel data', () => {
-  const rows = (n: number, f: number) => Array.from({ length: n }, (_, i) => ({ schema: SCHEMA.metrics, iteration: i, 'tests/pass_rate': i * f, 'reward/mean': 0.5, 'reward/std': 0.1 }));
+  const rows = (n: number, f: number) =>
+    Array.from({ length: n }, (_, i) => ({
+      schema: SCHEMA.metrics,
+      iteration: i,
+      'tests/pass_rate': i * f,
+      'reward/mean': 0.5,
+      'reward/std': 0.1,
+    }));
   it('aligns two runs on the union of their iterations, with a ± std band', () => {
     const main = toPoints(rows(3, 0.1));
     const over = toPoints(rows(5, 0.2));
-    const pass = chartColumns(CHARTS.find((c) => c.id === 'passRate')!, main, over, { main: 'turnwise', overlay: 'grpo' });
+    const pass = chartColumns(
+      CHARTS.find((c) => c.id === 'passRate')!,
+      main,
+      over,
+      { main: 'turnwise', overlay: 'grpo' },
+    );
     assert.deepEqual(pass.x, [0, 1, 2, 3, 4]);
     assert.deepEqual(pass.ys[0], [0, 0.1, 0.2, null, null]);
-    assert.deepEqual(pass.series.map((s) => s.label), ['train · turnwise', 'held-out · turnwise', 'train · grpo', 'held-out · grpo']);
+    assert.deepEqual(
+      pass.series.map((s) => s.label),
+      ['train · turnwise', 'held-out · turnwise', 'train · grpo', 'held-out · grpo'],
+    );
     assert.equal(pass.points, 8);
-    const reward = chartColumns(CHARTS.find((c) => c.id === 'reward')!, main);
-    assert.deepEqual(reward.series.map((s) => s.kind), ['line', 'lower', 'upper']);
+    const reward = chartColumns(
+      CHARTS.find((c) => c.id === 'reward')!,
+      main,
+    );
+    assert.deepEqual(
+      reward.series.map((s) => s.kind),
+      ['line', 'lower', 'upper'],
+    );
     assert.deepEqual(reward.ys[1], [0.4, 0.4, 0.4]);
     // The sampled held-out series shows only when a run wrote it.
     const resolved = CHARTS.find((c) => c.id === 'resolved')!;
-    assert.deepEqual(chartColumns(resolved, main).series.map((s) => s.label), ['train', 'held-out']);
+    assert.deepEqual(
+      chartColumns(resolved, main).series.map((s) => s.label),
+      ['train', 'held-out'],
+    );
     const sampled = toPoints([{ schema: SCHEMA.metrics, iteration: 0, 'heldout/resolved': 0.25, 'heldout/sampled/resolved': 0.375 }]);
     const cols = chartColumns(resolved, sampled);
-    assert.deepEqual(cols.series.map((s) => s.label), ['train', 'held-out', 'held-out sampled']);
+    assert.deepEqual(
+      cols.series.map((s) => s.label),
+      ['train', 'held-out', 'held-out sampled'],
+    );
     assert.deepEqual(cols.ys[2], [0.375]);
   });
   it('builds the per-task table and the advantage histogram', () => {
@@ -161,14 +230,24 @@ describe('extension: reward panel data', () => {
       { iteration: 2, split: 'train', summaries: [s('a', 1)] },
       { iteration: 2, split: 'heldout', summaries: [s('h', 0.5)] },
     ]);
-    assert.deepEqual(table, { iterations: [1, 2], rows: [{ taskId: 'a', split: 'train', passRates: [0.5, 1] }, { taskId: 'h', split: 'heldout', passRates: [null, 0.5] }] });
+    assert.deepEqual(table, {
+      iterations: [1, 2],
+      rows: [
+        { taskId: 'a', split: 'train', passRates: [0.5, 1] },
+        { taskId: 'h', split: 'heldout', passRates: [null, 0.5] },
+      ],
+    });
     const h = advantageHistogram([traj(true), traj(false)], 1, 10)!;
     assert.equal(h.turns, 10);
     assert.deepEqual(Object.keys(h.counts), ['total', 'backbone', 'residual', 'tree']);
-    for (const c of Object.values(h.counts)) assert.equal(c.reduce((a, b) => a + b, 0), 10);
+    for (const c of Object.values(h.counts))
+      assert.equal(
+        c.reduce((a, b) => a + b, 0),
+        10,
+      );
     assert.equal(advantageHistogram([{ turns: [] }], 1), null);
   });
-  it('the webview shell allows only its nonce\'d script', () => {
+  it("the webview shell allows only its nonce'd script", () => {
     const html = webviewHtml({ cspSource: 'vscode-resource:', scriptUri: 'x.js', styleUris: ['x.css'], title: 't', nonce: 'abc' });
     assert.match(html, /default-src 'none'/);
     assert.match(html, /script-src 'nonce-abc'/);
@@ -176,7 +255,7 @@ describe('extension: reward panel data', () => {
   });
 });
 
-describe('extension/model/runIndex: a run\'s row in the Runs view', () => {
+describe("extension/model/runIndex: a run's row in the Runs view", () => {
   const base = { dir: '/w/.turnwise/runs/x', iterations: 8, lastCompleteIteration: 3 };
   const local = (iso: string) => {
     const d = new Date(iso);
@@ -185,8 +264,21 @@ describe('extension/model/runIndex: a run\'s row in the Runs view', () => {
   };
 
   it('two runs of one workspace, estimator and seed read apart by start time, model and held-out rate; the id is in the description', () => {
-    const a = runRow({ ...base, runId: 'fixture__turnwise__1__20250101-120000', state: 'finished', estimator: 'turnwise', last: { 'heldout/resolved': 0.375, 'tests/pass_rate': 0.9 } as never });
-    const b = runRow({ ...base, runId: 'fixture__turnwise__1__20250101-120000-2', state: 'running', estimator: 'turnwise', model: { label: 'Qwen2.5-0.5B + LoRA r 16' } as never, last: { 'tests/pass_rate': 0.5 } as never });
+    const a = runRow({
+      ...base,
+      runId: 'fixture__turnwise__1__20250101-120000',
+      state: 'finished',
+      estimator: 'turnwise',
+      last: { 'heldout/resolved': 0.375, 'tests/pass_rate': 0.9 } as never,
+    });
+    const b = runRow({
+      ...base,
+      runId: 'fixture__turnwise__1__20250101-120000-2',
+      state: 'running',
+      estimator: 'turnwise',
+      model: { label: 'Qwen2.5-0.5B + LoRA r 16' } as never,
+      last: { 'tests/pass_rate': 0.5 } as never,
+    });
     assert.equal(a.label, `${local('2025-01-01T12:00:00Z')} · turnwise`);
     assert.equal(a.description, 'finished · 3/8 it · held-out 38% · fixture__turnwise__1__20250101-120000');
     assert.equal(b.label, `${local('2025-01-01T12:00:00Z')} · turnwise · Qwen2.5-0.5B + LoRA r 16`);

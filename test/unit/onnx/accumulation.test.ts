@@ -2,7 +2,20 @@
 // loss denominators are the whole step's equals the one-batch step, and its summed gradient
 // equals finite differences of the whole step's loss.
 import * as assert from 'node:assert/strict';
-import { Graph, HostTensor, OnnxSession, Trainer, TrainingGraphSpec, Value, buildAccumulationGraph, gradOutput, initTrainState, toModelProto, TRAIN_IO, DEFAULT_HYPER } from '../../../src/onnx';
+import {
+  Graph,
+  HostTensor,
+  OnnxSession,
+  Trainer,
+  TrainingGraphSpec,
+  Value,
+  buildAccumulationGraph,
+  gradOutput,
+  initTrainState,
+  toModelProto,
+  TRAIN_IO,
+  DEFAULT_HYPER,
+} from '../../../src/onnx';
 import { rng } from './fd';
 
 const IN = 3;
@@ -152,12 +165,17 @@ describe('gradient accumulation graphs', function () {
       for (const micro of [1, 2, 3, 6]) {
         const acc = await trainer.accumulatedStep(state, feeds(d, dtype, micro), hyper);
         assert.equal(acc.state.step, 4);
-        for (const k of ['loss', 'grad_norm', 'weighted_nll_sum']) assert.ok(Math.abs(acc.metrics[k][0] - one.metrics[k][0]) < tol * 10, `${k} at ${micro}: ${acc.metrics[k][0]} vs ${one.metrics[k][0]}`);
+        for (const k of ['loss', 'grad_norm', 'weighted_nll_sum'])
+          assert.ok(
+            Math.abs(acc.metrics[k][0] - one.metrics[k][0]) < tol * 10,
+            `${k} at ${micro}: ${acc.metrics[k][0]} vs ${one.metrics[k][0]}`,
+          );
         for (const part of ['params', 'm', 'v'] as const) {
           for (const [name, a] of Object.entries(one.state[part])) {
             const b = acc.state[part][name];
             const scale = Math.max(1e-3, ...Array.from(a, Math.abs));
-            for (let i = 0; i < a.length; i++) assert.ok(Math.abs(a[i] - b[i]) <= tol * scale, `${part} ${name}[${i}] at ${micro} micro-batches: ${a[i]} vs ${b[i]}`);
+            for (let i = 0; i < a.length; i++)
+              assert.ok(Math.abs(a[i] - b[i]) <= tol * scale, `${part} ${name}[${i}] at ${micro} micro-batches: ${a[i]} vs ${b[i]}`);
           }
         }
       }
@@ -168,6 +186,9 @@ describe('gradient accumulation graphs', function () {
 
   it('a graph with no per-example input is refused', () => {
     const spec = weightedSpec('float32');
-    assert.throws(() => buildAccumulationGraph({ ...spec, batch: [{ name: 's', dtype: 'float32', shape: [] }] }), /at least one per-example batch input/);
+    assert.throws(
+      () => buildAccumulationGraph({ ...spec, batch: [{ name: 's', dtype: 'float32', shape: [] }] }),
+      /at least one per-example batch input/,
+    );
   });
 });

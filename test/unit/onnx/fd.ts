@@ -52,7 +52,8 @@ export async function checkGradients(
   const grads = gradients(g, loss, wrt);
   grads.forEach((d, i) => g.output(d, `d_${wrt[i].name}`));
   const s = await OnnxSession.create(toModelProto(g), { provider: 'cpu', threads: 1 });
-  const feeds: Record<string, { dtype: 'float64' | 'int64' | 'bool'; dims: number[]; data: Float64Array | BigInt64Array | Uint8Array }> = {};
+  const feeds: Record<string, { dtype: 'float64' | 'int64' | 'bool'; dims: number[]; data: Float64Array | BigInt64Array | Uint8Array }> =
+    {};
   for (const inp of inputs) {
     const dims = inp.dims ?? (inp.shape as number[]);
     const n = dims.reduce((a, b) => a * b, 1);
@@ -61,7 +62,12 @@ export async function checkGradients(
       feeds[inp.name] = {
         dtype: d.dtype,
         dims,
-        data: d.dtype === 'int64' ? BigInt64Array.from(d.data, (v) => BigInt(v)) : d.dtype === 'bool' ? Uint8Array.from(d.data) : Float64Array.from(d.data),
+        data:
+          d.dtype === 'int64'
+            ? BigInt64Array.from(d.data, (v) => BigInt(v))
+            : d.dtype === 'bool'
+              ? Uint8Array.from(d.data)
+              : Float64Array.from(d.data),
       };
     } else {
       const vals = inp.values ?? Array.from({ length: n }, () => r(...(inp.range ?? [-1, 1])));
@@ -69,7 +75,8 @@ export async function checkGradients(
       feeds[inp.name] = { dtype: 'float64', dims, data: Float64Array.from(vals) };
     }
   }
-  if (!y.shape.every((d) => typeof d === 'number')) throw new Error('FD harness: the checked output needs a static shape (reduce symbolic dims)');
+  if (!y.shape.every((d) => typeof d === 'number'))
+    throw new Error('FD harness: the checked output needs a static shape (reduce symbolic dims)');
   const wDims = y.shape as number[];
   const wN = wDims.reduce((a, b) => a * b, 1);
   feeds.__w = { dtype: 'float64', dims: wDims, data: Float64Array.from({ length: wN }, () => r(0.5, 1.5) * (r() < 0 ? -1 : 1)) };
@@ -92,10 +99,12 @@ export async function checkGradients(
       const num = (lp - lm) / (2 * h);
       const err = Math.abs(analytic[k] - num);
       worst = Math.max(worst, err / Math.max(1, Math.abs(num)));
-      assert.ok(err <= atol + rtol * Math.abs(num), `d loss/d ${x.name}[${k}]: autodiff ${analytic[k]} vs finite difference ${num} (err ${err})`);
+      assert.ok(
+        err <= atol + rtol * Math.abs(num),
+        `d loss/d ${x.name}[${k}]: autodiff ${analytic[k]} vs finite difference ${num} (err ${err})`,
+      );
     }
   }
   await s.release();
   return worst;
 }
-

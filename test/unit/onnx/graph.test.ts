@@ -29,7 +29,7 @@ describe('onnx graph builder', () => {
     assert.deepEqual(out.y.dims, [2, 2]);
     Array.from(out.y.data as Float32Array).forEach((v, i) => assert.ok(Math.abs(v - ref[i]) < 1e-5, `${v} vs ${ref[i]}`));
     const lse = (a: number, c: number) => Math.log(Math.exp(a) + Math.exp(c));
-    const expLoss = -((ref[1] - lse(ref[0], ref[1])) + (ref[2] - lse(ref[2], ref[3]))) / 2;
+    const expLoss = -(ref[1] - lse(ref[0], ref[1]) + (ref[2] - lse(ref[2], ref[3]))) / 2;
     assert.ok(Math.abs((out.loss.data as Float32Array)[0] - expLoss) < 1e-5);
     await s.release();
   });
@@ -38,10 +38,14 @@ describe('onnx graph builder', () => {
     const g = Graph.create('scoped');
     const x = g.input('x', 'float32', [2]);
     const a = g.scope('fwd', () => g.scope('layer0', () => g.neg(x)));
-    assert.throws(() => g.scope('bwd', () => {
-      g.exp(a);
-      throw new Error('boom');
-    }), /boom/);
+    assert.throws(
+      () =>
+        g.scope('bwd', () => {
+          g.exp(a);
+          throw new Error('boom');
+        }),
+      /boom/,
+    );
     g.sqrt(a);
     const names = g.nodes.map((n) => n.name);
     assert.deepEqual(names, ['fwd/layer0/Neg', 'bwd/Exp', 'Sqrt']);
@@ -77,7 +81,7 @@ describe('onnx graph builder', () => {
     assert.deepEqual(Array.from(out.sums.data as Float64Array), [6, 12, 24, 48]);
   });
 
-  it('writes only the nodes an output needs, through a Loop body\'s reads of outer values too', async () => {
+  it("writes only the nodes an output needs, through a Loop body's reads of outer values too", async () => {
     const g = Graph.create('dead');
     const x = g.input('x', 'float32', [2]);
     const scale = g.mul(x, 3); // read only inside the loop body
@@ -92,8 +96,15 @@ describe('onnx graph builder', () => {
     assert.deepEqual(live, ['Mul', 'Loop'], 'the dead Mul and Exp are left out, the Mul the body reads is kept');
     assert.equal(g.nodes.length, 4);
     const body = g.nodes.find((n) => n.op === 'Loop')!.attrs.body as Graph;
-    assert.deepEqual(body.nodes.map((n) => n.op), ['Neg', 'Add', 'Identity']);
-    assert.deepEqual(body.liveNodes().map((n) => n.op), ['Add', 'Identity'], 'the body\'s Neg is left out; its condition passes through');
+    assert.deepEqual(
+      body.nodes.map((n) => n.op),
+      ['Neg', 'Add', 'Identity'],
+    );
+    assert.deepEqual(
+      body.liveNodes().map((n) => n.op),
+      ['Add', 'Identity'],
+      "the body's Neg is left out; its condition passes through",
+    );
     const s = await OnnxSession.create(toModelProto(g), { provider: 'cpu' });
     const out = await s.run({ x: { dtype: 'float32', dims: [2], data: Float32Array.of(1, 2) } });
     assert.deepEqual(Array.from(out.y.data as Float32Array), [7, 14]);

@@ -66,7 +66,9 @@ export function valueBytes(g: Graph): Map<string, { bytes: number; op: string }>
   const m = new Map<string, { bytes: number; op: string }>();
   const el: Record<string, number> = { float32: 4, int64: 8, bool: 1 };
   for (const n of g.nodes) {
-    for (const o of n.outputs) if (o.shape.every((d) => typeof d === 'number')) m.set(o.name, { bytes: (o.shape as number[]).reduce((a, b) => a * b, el[o.dtype] ?? 4), op: n.op });
+    for (const o of n.outputs)
+      if (o.shape.every((d) => typeof d === 'number'))
+        m.set(o.name, { bytes: (o.shape as number[]).reduce((a, b) => a * b, el[o.dtype] ?? 4), op: n.op });
   }
   return m;
 }
@@ -76,7 +78,10 @@ export function valueBytes(g: Graph): Map<string, { bytes: number; op: string }>
  * bytes of live values and what is alive then. Values without a size in `size` (those ONNX
  * Runtime created) are not counted, nor values nothing reads.
  */
-export function peakLiveBytes(order: readonly Pick<ReadNode, 'inputs' | 'outputs'>[], size: ReadonlyMap<string, { bytes: number }>): { peak: number; atPeak: [string, number][] } {
+export function peakLiveBytes(
+  order: readonly Pick<ReadNode, 'inputs' | 'outputs'>[],
+  size: ReadonlyMap<string, { bytes: number }>,
+): { peak: number; atPeak: [string, number][] } {
   const last = new Map<string, number>();
   order.forEach((n, i) => n.inputs.forEach((x) => last.set(x, i)));
   const alive = new Map<string, number>();

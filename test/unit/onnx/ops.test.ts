@@ -45,7 +45,7 @@ describe('onnx/ops: operators of the generated graphs and provider kernels', () 
     assert.deepEqual([...opsWithoutKernel(g['decode loop (steps in a Loop, several rows)'], 'webgpu').keys()], ['Loop']);
   });
 
-  it('nodePlacements: a real ONNX Runtime session\'s log, one process per graph; a model that cannot be opened says why', function () {
+  it("nodePlacements: a real ONNX Runtime session's log, one process per graph; a model that cannot be opened says why", function () {
     this.timeout(120_000);
     const g = graphs();
     const [prefill, decode, broken] = nodePlacements('cpu', [
@@ -77,6 +77,9 @@ describe('onnx/ops: operators of the generated graphs and provider kernels', () 
     const p = parsePlacements(log);
     assert.deepEqual(p.get('CPUExecutionProvider'), { count: 2, nodes: ['Max (Max_40)', 'Max (Max_93)'] });
     assert.equal(p.get('WebGpuExecutionProvider')?.count, 158);
-    assert.deepEqual([...parsePlacements('… VerifyEachNodeIsAssignedToAnEp]  All nodes placed on [CPUExecutionProvider]. Number of nodes: 160')], [['CPUExecutionProvider', { count: 160, nodes: [] }]]);
+    assert.deepEqual(
+      [...parsePlacements('… VerifyEachNodeIsAssignedToAnEp]  All nodes placed on [CPUExecutionProvider]. Number of nodes: 160')],
+      [['CPUExecutionProvider', { count: 160, nodes: [] }]],
+    );
   });
 });

@@ -4,7 +4,16 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { Graph, OnnxSession, SessionCache, nativeReason, probeProvider, resolveSpinning, toModelProto, type ProviderProbe } from '../../../src/onnx';
+import {
+  Graph,
+  OnnxSession,
+  SessionCache,
+  nativeReason,
+  probeProvider,
+  resolveSpinning,
+  toModelProto,
+  type ProviderProbe,
+} from '../../../src/onnx';
 
 describe('onnx runtime: intra-op spinning', () => {
   it('is off unless asked for, and never with one thread', () => {
@@ -74,7 +83,10 @@ describe('execution provider probes in a child process', function () {
     try {
       const g = build();
       g.holdInput('w', { dtype: 'float32', dims: [2, 3], data: W });
-      assert.deepEqual(g.inputs.map((v) => v.name), ['x']);
+      assert.deepEqual(
+        g.inputs.map((v) => v.name),
+        ['x'],
+      );
       // bytes 4096.. of the file: an offset, as the policy's packed weights use
       const file = Buffer.alloc(4096 + 24, 0xff);
       Buffer.from(W.buffer).copy(file, 4096);
@@ -89,7 +101,10 @@ describe('execution provider probes in a child process', function () {
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }
-    assert.throws(() => build().holdInput('w', { dtype: 'float32', dims: [3, 2], data: W }), /a float32 \[3,2\] tensor for an input of float32 \[2,3\]/);
+    assert.throws(
+      () => build().holdInput('w', { dtype: 'float32', dims: [3, 2], data: W }),
+      /a float32 \[3,2\] tensor for an input of float32 \[2,3\]/,
+    );
     assert.throws(() => build().holdInput('nope', { dtype: 'float32', dims: [2, 3], data: W }), /no input nope/);
   });
 
@@ -97,14 +112,20 @@ describe('execution provider probes in a child process', function () {
     const ort =
       '\u001b[1;31m2026-11-29 10:19:07.18 [E:onnxruntime:onnxruntime-node, provider_bridge_ort.cc:2146 Create] /onnxruntime_src/x.cc:1988 Get() ' +
       '[ONNXRuntimeError] : 1 : FAIL : Failed to load library libonnxruntime_providers_cuda.so with error: libcublasLt.so.12: cannot open shared object file\n\u001b[m\n';
-    assert.equal(nativeReason(ort), 'Failed to load library libonnxruntime_providers_cuda.so with error: libcublasLt.so.12: cannot open shared object file');
-    const dawn = "error: XDG_RUNTIME_DIR is invalid or not set in the environment.\nWarning: Couldn't load Vulkan: libvulkan.so.1: cannot open shared object file: No such file or directory\n    at operator() (/build/BackendVk.cpp:368)\n";
+    assert.equal(
+      nativeReason(ort),
+      'Failed to load library libonnxruntime_providers_cuda.so with error: libcublasLt.so.12: cannot open shared object file',
+    );
+    const dawn =
+      "error: XDG_RUNTIME_DIR is invalid or not set in the environment.\nWarning: Couldn't load Vulkan: libvulkan.so.1: cannot open shared object file: No such file or directory\n    at operator() (/build/BackendVk.cpp:368)\n";
     assert.equal(nativeReason(dawn), "Couldn't load Vulkan: libvulkan.so.1: cannot open shared object file: No such file or directory");
     assert.equal(nativeReason('all good\n'), undefined);
   });
 
   it('a probe whose process crashes or hangs is reported as a driver crash or hang, not thrown', async () => {
-    const crashed = await probeProvider('webgpu', { program: "process.stderr.write('Error: vkCreateDevice failed\\n'); process.kill(process.pid, 'SIGSEGV')" });
+    const crashed = await probeProvider('webgpu', {
+      program: "process.stderr.write('Error: vkCreateDevice failed\\n'); process.kill(process.pid, 'SIGSEGV')",
+    });
     assert.equal(crashed.ok, false);
     assert.match(crashed.error ?? '', /was killed by SIGSEGV before answering \(a driver crashed\); vkCreateDevice failed/);
     const hung = await probeProvider('webgpu', { program: 'setInterval(() => {}, 1000)', timeoutMs: 1000 });

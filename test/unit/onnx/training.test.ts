@@ -123,20 +123,45 @@ describe('onnx training graphs', function () {
     const refM = { p: new Float64Array(n), q: new Float64Array(n) };
     const refV = { p: new Float64Array(n), q: new Float64Array(n) };
     type State = { p: Float64Array; q: Float64Array; mp: Float64Array; mq: Float64Array; vp: Float64Array; vq: Float64Array; step: number };
-    let cur: State = { p: ref.p.slice(), q: ref.q.slice(), mp: new Float64Array(n), mq: new Float64Array(n), vp: new Float64Array(n), vq: new Float64Array(n), step: 0 };
+    let cur: State = {
+      p: ref.p.slice(),
+      q: ref.q.slice(),
+      mp: new Float64Array(n),
+      mq: new Float64Array(n),
+      vp: new Float64Array(n),
+      vq: new Float64Array(n),
+      step: 0,
+    };
     const T = (a: Float64Array | number[], dims: number[] = [n]): HostTensor => ({ dtype: 'float64', dims, data: Float64Array.from(a) });
     for (let t = 0; t < 4; t++) {
       const gp = Array.from({ length: n }, () => r(-2, 2));
       const gq = Array.from({ length: n }, () => r(-2, 2));
       const o = await s.run({
-        p: T(cur.p), q: T(cur.q), gp: T(gp), gq: T(gq), mp: T(cur.mp), mq: T(cur.mq), vp: T(cur.vp), vq: T(cur.vq),
-        step: T([cur.step], []), lr: T([hyper.lr], []), b1: T([hyper.beta1], []), b2: T([hyper.beta2], []), eps: T([hyper.eps], []), wd: T([hyper.weightDecay], []),
+        p: T(cur.p),
+        q: T(cur.q),
+        gp: T(gp),
+        gq: T(gq),
+        mp: T(cur.mp),
+        mq: T(cur.mq),
+        vp: T(cur.vp),
+        vq: T(cur.vq),
+        step: T([cur.step], []),
+        lr: T([hyper.lr], []),
+        b1: T([hyper.beta1], []),
+        b2: T([hyper.beta2], []),
+        eps: T([hyper.eps], []),
+        wd: T([hyper.weightDecay], []),
       });
       adamwReference(ref.p, gp, refM.p, refV.p, t, hyper, true);
       adamwReference(ref.q, gq, refM.q, refV.q, t, hyper, false);
       cur = {
-        p: o.p1.data as Float64Array, q: o.q1.data as Float64Array, mp: o.mp1.data as Float64Array, mq: o.mq1.data as Float64Array,
-        vp: o.vp1.data as Float64Array, vq: o.vq1.data as Float64Array, step: (o.step1.data as Float64Array)[0],
+        p: o.p1.data as Float64Array,
+        q: o.q1.data as Float64Array,
+        mp: o.mp1.data as Float64Array,
+        mq: o.mq1.data as Float64Array,
+        vp: o.vp1.data as Float64Array,
+        vq: o.vq1.data as Float64Array,
+        step: (o.step1.data as Float64Array)[0],
       };
       assert.equal(cur.step, t + 1);
       for (let i = 0; i < n; i++) {
@@ -163,13 +188,28 @@ describe('onnx training graphs', function () {
     const p0 = Float64Array.of(0.1, 0.2, 0.3);
     const batch = { c: { dtype: 'float64' as const, dims: [3], data: Float64Array.from(c) } };
     for (const maxNorm of [1, 0]) {
-      const { state, metrics } = await trainer.step(initTrainState({ p: p0 }), batch, { lr: 0.1, beta1: 0.9, beta2: 0.99, eps: 1e-8, weight_decay: 0, max_grad_norm: maxNorm });
+      const { state, metrics } = await trainer.step(initTrainState({ p: p0 }), batch, {
+        lr: 0.1,
+        beta1: 0.9,
+        beta2: 0.99,
+        eps: 1e-8,
+        weight_decay: 0,
+        max_grad_norm: maxNorm,
+      });
       assert.ok(Math.abs(metrics.grad_norm[0] - 13) < 1e-12);
       const coef = maxNorm > 0 ? Math.min(1, maxNorm / (13 + 1e-6)) : 1;
       const ref = p0.slice();
       const m = new Float64Array(3);
       const v = new Float64Array(3);
-      adamwReference(ref, c.map((x) => x * coef), m, v, 0, { lr: 0.1, beta1: 0.9, beta2: 0.99, eps: 1e-8, weightDecay: 0 }, false);
+      adamwReference(
+        ref,
+        c.map((x) => x * coef),
+        m,
+        v,
+        0,
+        { lr: 0.1, beta1: 0.9, beta2: 0.99, eps: 1e-8, weightDecay: 0 },
+        false,
+      );
       for (let i = 0; i < 3; i++) {
         assert.ok(Math.abs(state.m.p[i] - m[i]) < 1e-12, `m with max_grad_norm ${maxNorm}: ${state.m.p[i]} vs ${m[i]}`);
         assert.ok(Math.abs(state.params.p[i] - ref[i]) < 1e-12);
@@ -211,13 +251,23 @@ describe('onnx training graphs', function () {
       const norm = Math.sqrt(names.reduce((acc, n) => acc + grad[n].reduce((a, x) => a + x * x, 0), 0));
       const coef = Math.min(1, hyper.max_grad_norm / (norm + 1e-6));
       assert.ok(coef < 1, 'clipping is active');
-      for (const n of names) adamwReference(ref[n], grad[n].map((x) => x * coef), m[n], v[n], t, { ...hyper, weightDecay: hyper.weight_decay }, shapes[n].length >= 2);
+      for (const n of names)
+        adamwReference(
+          ref[n],
+          grad[n].map((x) => x * coef),
+          m[n],
+          v[n],
+          t,
+          { ...hyper, weightDecay: hyper.weight_decay },
+          shapes[n].length >= 2,
+        );
     }
     const check = (got: ReturnType<typeof initTrainState>, what: string) => {
-      for (const n of names) for (let i = 0; i < size(n); i++) {
-        assert.ok(Math.abs(got.params[n][i] - ref[n][i]) < 1e-12, `${what} ${n}[${i}] ${got.params[n][i]} vs ${ref[n][i]}`);
-        assert.ok(Math.abs(got.v[n][i] - v[n][i]) < 1e-12, `${what} v ${n}[${i}]`);
-      }
+      for (const n of names)
+        for (let i = 0; i < size(n); i++) {
+          assert.ok(Math.abs(got.params[n][i] - ref[n][i]) < 1e-12, `${what} ${n}[${i}] ${got.params[n][i]} vs ${ref[n][i]}`);
+          assert.ok(Math.abs(got.v[n][i] - v[n][i]) < 1e-12, `${what} v ${n}[${i}]`);
+        }
     };
     const one = new Trainer(spec, 'packed', { provider: 'cpu' });
     let st = initTrainState(p0);
@@ -239,7 +289,13 @@ describe('onnx training graphs', function () {
       assert.deepEqual(phase('Tanh'), new Set(['fwd']));
       assert.ok(phase('Gemm').has('bwd') || phase('MatMul').has('bwd'), 'weight gradients are backward nodes');
       assert.deepEqual(phase('Sqrt'), new Set(['opt'])); // AdamW's √v and the global norm
-      assert.ok(body.every((n) => /^(fwd|bwd|opt)\//.test(n.name) || ['Gather', 'Identity', 'Add'].includes(n.op)), body.filter((n) => !/^(fwd|bwd|opt)\//.test(n.name)).map((n) => n.name).join(' '));
+      assert.ok(
+        body.every((n) => /^(fwd|bwd|opt)\//.test(n.name) || ['Gather', 'Identity', 'Add'].includes(n.op)),
+        body
+          .filter((n) => !/^(fwd|bwd|opt)\//.test(n.name))
+          .map((n) => n.name)
+          .join(' '),
+      );
     }
   });
 
@@ -260,7 +316,11 @@ describe('onnx training graphs', function () {
     assert.equal(looped.metrics.loss.length, 4);
     let maxDiff = 0;
     for (const k of Object.keys(sep.params)) {
-      for (const [a, b] of [[sep.params[k], looped.state.params[k]], [sep.m[k], looped.state.m[k]], [sep.v[k], looped.state.v[k]]]) {
+      for (const [a, b] of [
+        [sep.params[k], looped.state.params[k]],
+        [sep.m[k], looped.state.m[k]],
+        [sep.v[k], looped.state.v[k]],
+      ]) {
         for (let i = 0; i < a.length; i++) maxDiff = Math.max(maxDiff, Math.abs(a[i] - b[i]) / Math.max(1, Math.abs(a[i])));
       }
     }
@@ -307,23 +367,40 @@ describe('onnx training graphs', function () {
     };
     const loop = new Trainer(spec, 'shared', { provider: 'cpu' });
     const one = new Trainer({ ...spec, batchPerStep: false }, 'shared1', { provider: 'cpu' });
-    const cs = [[1, 2], [3, -1], [0.5, 0.5]];
+    const cs = [
+      [1, 2],
+      [3, -1],
+      [0.5, 0.5],
+    ];
     const scale = { dtype: 'float64' as const, dims: [], data: Float64Array.of(0.7) };
     const s0 = initTrainState({ p: Float64Array.of(0.3, -0.6) });
     let sep = s0;
     const losses: number[] = [];
     for (const c of cs) {
-      const r = await one.step(sep, { c: { dtype: 'float64', dims: [2], data: Float64Array.from(c) }, scale }, { lr: 0.1, max_grad_norm: 0 });
+      const r = await one.step(
+        sep,
+        { c: { dtype: 'float64', dims: [2], data: Float64Array.from(c) }, scale },
+        { lr: 0.1, max_grad_norm: 0 },
+      );
       sep = r.state;
       losses.push(r.metrics.loss[0]);
     }
-    const r = await loop.step(s0, { c: { dtype: 'float64', dims: [3, 2], data: Float64Array.from(cs.flat()) }, scale }, { lr: 0.1, max_grad_norm: 0 }, 3);
+    const r = await loop.step(
+      s0,
+      { c: { dtype: 'float64', dims: [3, 2], data: Float64Array.from(cs.flat()) }, scale },
+      { lr: 0.1, max_grad_norm: 0 },
+      3,
+    );
     r.metrics.loss.forEach((l, i) => assert.ok(Math.abs(l - losses[i]) < 1e-12, `${l} vs ${losses[i]}`));
     assert.ok(Math.abs(losses[0] - 0.7 * (0.09 * 1 + 0.36 * 2)) < 1e-12);
     for (let i = 0; i < 2; i++) assert.ok(Math.abs(r.state.params.p[i] - sep.params.p[i]) < 1e-12);
     // Parameters of the wrong float width are refused by name, before ONNX Runtime sees them.
     await assert.rejects(
-      one.step(initTrainState({ p: Float32Array.of(0.3, -0.6) }), { c: { dtype: 'float64', dims: [2], data: Float64Array.from(cs[0]) }, scale }, { lr: 0.1 }),
+      one.step(
+        initTrainState({ p: Float32Array.of(0.3, -0.6) }),
+        { c: { dtype: 'float64', dims: [2], data: Float64Array.from(cs[0]) }, scale },
+        { lr: 0.1 },
+      ),
       /values of p is a Float32Array, but this training graph is float64/,
     );
     await loop.release();
@@ -351,11 +428,17 @@ describe('onnx training graphs', function () {
     await cache.clear();
   });
 
-  it('two Trainers given the same key but different specs, sharing a cache, never run each other\'s graph', async () => {
+  it("two Trainers given the same key but different specs, sharing a cache, never run each other's graph", async () => {
     const cache = new SessionCache({ provider: 'cpu' });
     const a = mlpSpec();
     // Same parameters and batch, different loss: half the cross-entropy.
-    const b: typeof a = { ...a, forward: (g, p, x) => { const r = a.forward(g, p, x); return { ...r, loss: g.mul(r.loss, 0.5) }; } };
+    const b: typeof a = {
+      ...a,
+      forward: (g, p, x) => {
+        const r = a.forward(g, p, x);
+        return { ...r, loss: g.mul(r.loss, 0.5) };
+      },
+    };
     const ta = new Trainer(a, 'same-key', {}, cache);
     const tb = new Trainer(b, 'same-key', {}, cache);
     const s = initTrainState(initParams(a, 3));

@@ -49,7 +49,8 @@ describe('packaging: a .vsix per platform', function () {
   it('the targets are the ones onnxruntime-node ships binaries for (darwin-x64 has none in this version)', async () => {
     const lib = await load();
     const targets = lib.packagableTargets();
-    for (const t of ['linux-x64', 'linux-arm64', 'darwin-arm64', 'win32-x64']) assert.ok(targets.includes(t), `${t} in ${targets.join(', ')}`);
+    for (const t of ['linux-x64', 'linux-arm64', 'darwin-arm64', 'win32-x64'])
+      assert.ok(targets.includes(t), `${t} in ${targets.join(', ')}`);
     for (const t of targets) assert.ok(lib.TARGETS[t], t);
     const ortBin = path.join(root, 'node_modules', 'onnxruntime-node', 'bin', 'napi-v6', 'darwin', 'x64');
     assert.equal(targets.includes('darwin-x64'), fs.existsSync(ortBin));
@@ -63,7 +64,10 @@ describe('packaging: a .vsix per platform', function () {
       lib.stageOnnxRuntime(out, platform, arch);
       const files = filesUnder(out);
       assert.deepEqual(binaryPlatforms(files), [`${platform}/${arch}`], t);
-      assert.ok(files.some((f) => f.endsWith(`/${platform}/${arch}/onnxruntime_binding.node`)), `${t}: binding`);
+      assert.ok(
+        files.some((f) => f.endsWith(`/${platform}/${arch}/onnxruntime_binding.node`)),
+        `${t}: binding`,
+      );
       assert.ok(files.includes('onnxruntime-node/dist/index.js') && files.includes('onnxruntime-common/dist/cjs/index.js'), `${t}: JS`);
       fs.rmSync(out, { recursive: true, force: true });
     }
@@ -71,7 +75,10 @@ describe('packaging: a .vsix per platform', function () {
 
   it('a target with no binary is refused, naming the ones there are', async () => {
     const lib = await load();
-    assert.throws(() => lib.stageOnnxRuntime(path.join(tmp, 'none'), 'sunos', 'sparc'), /ships no binary for sunos\/sparc \(it has: .*linux-x64/);
+    assert.throws(
+      () => lib.stageOnnxRuntime(path.join(tmp, 'none'), 'sunos', 'sparc'),
+      /ships no binary for sunos\/sparc \(it has: .*linux-x64/,
+    );
   });
 
   it('vsce package --target linux-arm64 (not this machine) carries linux/arm64 binaries only, and says its target', async function () {
@@ -81,7 +88,14 @@ describe('packaging: a .vsix per platform', function () {
     const file = lib.packageTarget(target, path.join(tmp, `turnwise-${target}.vsix`), { quiet: true, stageDir: path.join(tmp, 'stage') });
     const entries = lib.zipEntries(file);
     assert.deepEqual(binaryPlatforms(entries), [lib.TARGETS[target].platform + '/' + lib.TARGETS[target].arch]);
-    for (const f of ['extension/package.json', 'extension/dist/extension.js', 'extension/dist/cli.js', 'extension/dist/grammars/tree-sitter-bash.wasm', 'extension/sandbox-images/python/Dockerfile', 'extension/scripts/bootstrap-base-image.sh']) {
+    for (const f of [
+      'extension/package.json',
+      'extension/dist/extension.js',
+      'extension/dist/cli.js',
+      'extension/dist/grammars/tree-sitter-bash.wasm',
+      'extension/sandbox-images/python/Dockerfile',
+      'extension/scripts/bootstrap-base-image.sh',
+    ]) {
       assert.ok(entries.includes(f), `${f} in the .vsix`);
     }
     assert.ok(!entries.some((e) => e.endsWith('.map') || e.includes('/src/')), 'no source maps or sources');

@@ -52,7 +52,13 @@ function batch(seed: number, withRef: boolean, withReplay: boolean): TrainBatch 
 function packed(seed: number): TrainBatch {
   const r = new SeededRandom(seed);
   const n = B * T;
-  const b = { inputIds: new Array<number>(n).fill(0), segmentIds: new Array<number>(n).fill(0), lossMask: new Array<number>(n).fill(0), advantages: new Array<number>(n).fill(0), oldLogp: new Array<number>(n).fill(0) };
+  const b = {
+    inputIds: new Array<number>(n).fill(0),
+    segmentIds: new Array<number>(n).fill(0),
+    lossMask: new Array<number>(n).fill(0),
+    advantages: new Array<number>(n).fill(0),
+    oldLogp: new Array<number>(n).fill(0),
+  };
   for (let row = 0; row < B; row++) {
     const split = 5 + row;
     for (let t = 0; t < T - 2; t++) {
@@ -80,11 +86,20 @@ interface After {
 }
 
 /** Two train() calls of two batches each (a fused Loop of 2 without a cap), then the state. */
-async function trainTwice(loss: TrainLoss, batches: TrainBatch[], hyper: TrainHyper, cap: number | undefined, lora?: LoraAdapter): Promise<After> {
+async function trainTwice(
+  loss: TrainLoss,
+  batches: TrainBatch[],
+  hyper: TrainHyper,
+  cap: number | undefined,
+  lora?: LoraAdapter,
+): Promise<After> {
   const w = initWeights(c, 3, 0.1);
-  const t = lora ? new PolicyTrainer(w, undefined, { provider: 'cpu' }, { adapter: lora }) : new PolicyTrainer(w, undefined, { provider: 'cpu' });
+  const t = lora
+    ? new PolicyTrainer(w, undefined, { provider: 'cpu' }, { adapter: lora })
+    : new PolicyTrainer(w, undefined, { provider: 'cpu' });
   const metrics: StepMetrics[] = [];
-  for (let i = 0; i < 2; i++) metrics.push(...(await t.train({ loss, batch: B, seq: T, ...(cap ? { microBatchTokens: cap } : {}) }, batches, hyper)));
+  for (let i = 0; i < 2; i++)
+    metrics.push(...(await t.train({ loss, batch: B, seq: T, ...(cap ? { microBatchTokens: cap } : {}) }, batches, hyper)));
   const tensors = lora
     ? [t.adapter()!.tensors, t.adapterOptimizerState()!.expAvg, t.adapterOptimizerState()!.expAvgSq]
     : [t.weights().tensors, t.optimizerState().expAvg, t.optimizerState().expAvgSq];
@@ -110,7 +125,10 @@ function assertSame(a: After, b: After, what: string) {
   a.metrics.forEach((row, k) => {
     for (const [key, v] of Object.entries(row)) {
       const u = b.metrics[k][key as keyof StepMetrics];
-      assert.ok(Math.abs(v - u) <= 1e-5 * Math.max(1, Math.abs(v)), `${what}: step ${k} metric ${key}: ${u} read in micro-batches vs ${v} in one run`);
+      assert.ok(
+        Math.abs(v - u) <= 1e-5 * Math.max(1, Math.abs(v)),
+        `${what}: step ${k} metric ${key}: ${u} read in micro-batches vs ${v} in one run`,
+      );
     }
   });
 }
@@ -133,8 +151,12 @@ describe('policy training in micro-batches under a token cap', function () {
       const rl = POLICY_LOSSES[loss].rl;
       const batches = [batch(1, true, rl), batch(2, true, rl)];
       const whole = await trainTwice(loss, batches, hyper(loss), undefined);
-      assert.ok(whole.metrics.some((m) => m.grad_norm > 0.5), 'clipping is active');
-      for (const rows of [2, 1, 3]) assertSame(whole, await trainTwice(loss, batches, hyper(loss), rows * T, undefined), `${loss}, ${rows} rows per micro-batch`);
+      assert.ok(
+        whole.metrics.some((m) => m.grad_norm > 0.5),
+        'clipping is active',
+      );
+      for (const rows of [2, 1, 3])
+        assertSame(whole, await trainTwice(loss, batches, hyper(loss), rows * T, undefined), `${loss}, ${rows} rows per micro-batch`);
       // A cap under one row reads one row at a time.
       assertSame(whole, await trainTwice(loss, batches, hyper(loss), T - 3), `${loss}, cap below one row`);
     });
@@ -156,7 +178,10 @@ describe('policy training in micro-batches under a token cap', function () {
 
   it('a cap that is not a positive integer is refused', async () => {
     const t = new PolicyTrainer(initWeights(c, 3), undefined, { provider: 'cpu' });
-    await assert.rejects(t.train({ loss: 'sft', batch: B, seq: T, microBatchTokens: 0 }, [batch(1, false, false)], { lr: 1e-3 }), /microBatchTokens must be a positive integer/);
+    await assert.rejects(
+      t.train({ loss: 'sft', batch: B, seq: T, microBatchTokens: 0 }, [batch(1, false, false)], { lr: 1e-3 }),
+      /microBatchTokens must be a positive integer/,
+    );
     await t.dispose();
   });
 });

@@ -13,14 +13,32 @@ import { buildTrainingGraph, Trainer } from '../../../src/onnx/training';
 import type { ModelConfig } from '../../../src/policy/model/config';
 import { loraToGraphLayout, weightFeeds } from '../../../src/policy/model/graphs';
 import { initAdapter, parseLoraConfig } from '../../../src/policy/files/lora';
-import { batchInputs, LOGIT_CHUNK_ABOVE, LORA_DROPOUT_INDEX, LORA_DROPOUT_SEED, logitChunkRows, LOSS_HYPER_INPUTS, policyTrainingSpec, type TrainGraphOptions } from '../../../src/policy/training/graphs';
+import {
+  batchInputs,
+  LOGIT_CHUNK_ABOVE,
+  LORA_DROPOUT_INDEX,
+  LORA_DROPOUT_SEED,
+  logitChunkRows,
+  LOSS_HYPER_INPUTS,
+  policyTrainingSpec,
+  type TrainGraphOptions,
+} from '../../../src/policy/training/graphs';
 import { Policy } from '../../../src/policy/inference/policy';
 import { logSoftmax } from '../../../src/policy/inference/sampling';
 import { TrainablePolicy } from '../../../src/policy/trainable';
 import { initWeights, SeededRandom } from '../../../src/policy/model/weights';
 import { GOLDEN_LLAMA, maxAbsDiff, SMALL_CONFIG } from './helpers';
 
-const UNTIED: ModelConfig = { ...GOLDEN_LLAMA, hidden_size: 16, intermediate_size: 24, num_attention_heads: 4, num_key_value_heads: 2, head_dim: 8, vocab_size: 40, tie_word_embeddings: false };
+const UNTIED: ModelConfig = {
+  ...GOLDEN_LLAMA,
+  hidden_size: 16,
+  intermediate_size: 24,
+  num_attention_heads: 4,
+  num_key_value_heads: 2,
+  head_dim: 8,
+  vocab_size: 40,
+  tie_word_embeddings: false,
+};
 
 interface Case {
   name: string;
@@ -34,10 +52,25 @@ interface Case {
 const B = 2;
 const T = 6;
 
-async function step(cs: Case, chunkRows: number, params: Map<string, Float32Array>, feedsOf: (o: TrainGraphOptions) => Record<string, HostTensor>, recomputeLayers = false) {
+async function step(
+  cs: Case,
+  chunkRows: number,
+  params: Map<string, Float32Array>,
+  feedsOf: (o: TrainGraphOptions) => Record<string, HostTensor>,
+  recomputeLayers = false,
+) {
   const o: TrainGraphOptions = {
-    loss: cs.loss, batch: B, seq: T, weightDecay: false, entropy: true, kl: cs.loss !== 'sft', logitChunkRows: chunkRows, recomputeLayers,
-    ...(cs.lora ? { lora: { r: 2, lora_alpha: 4, use_rslora: false, target_modules: ['q_proj', 'v_proj'] }, loraDropout: cs.dropout ?? 0 } : {}),
+    loss: cs.loss,
+    batch: B,
+    seq: T,
+    weightDecay: false,
+    entropy: true,
+    kl: cs.loss !== 'sft',
+    logitChunkRows: chunkRows,
+    recomputeLayers,
+    ...(cs.lora
+      ? { lora: { r: 2, lora_alpha: 4, use_rslora: false, target_modules: ['q_proj', 'v_proj'] }, loraDropout: cs.dropout ?? 0 }
+      : {}),
   };
   const spec = policyTrainingSpec(cs.c, o);
   const trainer = new Trainer(spec, `chunked-${cs.name}-${chunkRows}-${recomputeLayers}`, { provider: 'cpu' });
@@ -57,7 +90,11 @@ function setup(cs: Case) {
   const w = initWeights(cs.c, 3, 0.5);
   const rng = new SeededRandom(9);
   const ids = Array.from({ length: B * T }, () => Math.floor(rng.next() * cs.c.vocab_size));
-  const per = (f: (i: number) => number) => ({ dtype: 'float32' as const, dims: [B, T], data: Float32Array.from({ length: B * T }, (_, i) => f(i)) });
+  const per = (f: (i: number) => number) => ({
+    dtype: 'float32' as const,
+    dims: [B, T],
+    data: Float32Array.from({ length: B * T }, (_, i) => f(i)),
+  });
   const lossMask = per((i) => (i % T >= 2 ? 1 : 0));
   const feedsOf = (o: TrainGraphOptions): Record<string, HostTensor> => {
     const f: Record<string, HostTensor> = {
@@ -72,7 +109,14 @@ function setup(cs: Case) {
       ref_logp: per((i) => -3.2 + 0.05 * (i % 3)),
     };
     for (const n of batchInputs(o)) f[n] = values[n];
-    const hyper: Record<string, number> = { clip_low: 0.2, clip_high: 0.28, kl_coef: 0.1, ent_coef: 0.05, replay_coef: 0, temperature: 0.7 };
+    const hyper: Record<string, number> = {
+      clip_low: 0.2,
+      clip_high: 0.28,
+      kl_coef: 0.1,
+      ent_coef: 0.05,
+      replay_coef: 0,
+      temperature: 0.7,
+    };
     for (const k of LOSS_HYPER_INPUTS) f[k] = { dtype: 'float32', dims: [], data: Float32Array.of(hyper[k]) };
     if (cs.lora) Object.assign(f, weightFeeds(w));
     if (cs.dropout) {
@@ -114,26 +158,26 @@ describe('policy/training: bounded memory (the head in chunks, layers recomputed
   ];
   type StepResult = Awaited<ReturnType<typeof step>>;
   const sameStep = (whole: StepResult, chunked: StepResult) => {
-      for (const [k, v] of Object.entries(whole.metrics)) {
-        const a = v[0];
-        const b = chunked.metrics[k][0];
-        assert.ok(Math.abs(a - b) <= 1e-5 * Math.max(1, Math.abs(a)), `metric ${k}: ${a} whole vs ${b} chunked`);
+    for (const [k, v] of Object.entries(whole.metrics)) {
+      const a = v[0];
+      const b = chunked.metrics[k][0];
+      assert.ok(Math.abs(a - b) <= 1e-5 * Math.max(1, Math.abs(a)), `metric ${k}: ${a} whole vs ${b} chunked`);
+    }
+    let norm = 0;
+    for (const [k, g] of whole.grads) {
+      const h = chunked.grads.get(k)!;
+      let diff = 0;
+      let size = 0;
+      for (let i = 0; i < g.length; i++) {
+        diff += (g[i] - h[i]) ** 2;
+        size += g[i] * g[i];
       }
-      let norm = 0;
-      for (const [k, g] of whole.grads) {
-        const h = chunked.grads.get(k)!;
-        let diff = 0;
-        let size = 0;
-        for (let i = 0; i < g.length; i++) {
-          diff += (g[i] - h[i]) ** 2;
-          size += g[i] * g[i];
-        }
-        norm += size;
-        const rel = Math.sqrt(diff / Math.max(size, 1e-20));
-        if (process.env.TW_PRINT) console.log(k, rel);
-        assert.ok(rel <= 1e-5, `${k}: the gradients differ by ${rel.toExponential(2)} of their norm`);
-      }
-      assert.ok(norm > 1e-6, 'the step has gradients to compare');
+      norm += size;
+      const rel = Math.sqrt(diff / Math.max(size, 1e-20));
+      if (process.env.TW_PRINT) console.log(k, rel);
+      assert.ok(rel <= 1e-5, `${k}: the gradients differ by ${rel.toExponential(2)} of their norm`);
+    }
+    assert.ok(norm > 1e-6, 'the step has gradients to compare');
   };
 
   for (const cs of cases) {
@@ -142,7 +186,8 @@ describe('policy/training: bounded memory (the head in chunks, layers recomputed
       const whole = await step(cs, 0, params, feedsOf);
       const chunked = await step(cs, 4, params, feedsOf);
       // No value of the chunked step's graph is sequence × vocabulary sized.
-      const logitsSized = (g: StepResult['graph']) => g.nodes.flatMap((n) => n.outputs).filter((v) => v.rank === 3 && v.shape[2] === cs.c.vocab_size);
+      const logitsSized = (g: StepResult['graph']) =>
+        g.nodes.flatMap((n) => n.outputs).filter((v) => v.rank === 3 && v.shape[2] === cs.c.vocab_size);
       assert.ok(logitsSized(whole.graph).length > 0);
       assert.deepEqual(logitsSized(chunked.graph).map(String), []);
       sameStep(whole, chunked);
@@ -154,7 +199,7 @@ describe('policy/training: bounded memory (the head in chunks, layers recomputed
       const kept = await step(cs, 0, params, feedsOf);
       const again = await step(cs, 4, params, feedsOf, true);
       const matmuls = (g: StepResult['graph']) => g.nodes.filter((n) => n.op === 'MatMul').length;
-      assert.ok(matmuls(again.graph) > matmuls(kept.graph), 'the backward pass holds the layers\' products again');
+      assert.ok(matmuls(again.graph) > matmuls(kept.graph), "the backward pass holds the layers' products again");
       sameStep(kept, again);
     });
   }
@@ -195,13 +240,22 @@ describe('policy/training: bounded memory (the head in chunks, layers recomputed
     const policy = new Policy(w, undefined, { provider: 'cpu' }, ad);
     try {
       const rows = [70, 45, 1, 90].map((n) => Array.from({ length: n }, () => Math.floor(rng.next() * c.vocab_size)));
-      for (const [temperature, adapter] of [[1, true], [0.6, true], [1.3, false]] as const) {
+      for (const [temperature, adapter] of [
+        [1, true],
+        [0.6, true],
+        [1.3, false],
+      ] as const) {
         const got = await policy.tokenLogprobs(rows, { temperature, adapter });
         const logits = await policy.logits(rows, { adapter });
         rows.forEach((r, b) => {
-          const want = Float32Array.from(r, (id, t) => (t === 0 ? 0 : logSoftmax(logits[b].subarray((t - 1) * c.vocab_size, t * c.vocab_size), temperature)[id]));
+          const want = Float32Array.from(r, (id, t) =>
+            t === 0 ? 0 : logSoftmax(logits[b].subarray((t - 1) * c.vocab_size, t * c.vocab_size), temperature)[id],
+          );
           assert.equal(got[b].length, r.length);
-          assert.ok(maxAbsDiff(got[b], want) < 2e-5, `row ${b}, temperature ${temperature}, adapter ${adapter}: ${maxAbsDiff(got[b], want)}`);
+          assert.ok(
+            maxAbsDiff(got[b], want) < 2e-5,
+            `row ${b}, temperature ${temperature}, adapter ${adapter}: ${maxAbsDiff(got[b], want)}`,
+          );
         });
       }
       const off = await policy.tokenLogprobs([rows[0]], { adapter: false });

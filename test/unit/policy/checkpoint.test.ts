@@ -35,11 +35,18 @@ describe('policy/checkpoint', () => {
   it('round-trips weights and optimizer state bit-exactly, with Hugging Face file names', () => {
     const dir = path.join(tmp, 'ck');
     const { weights } = save(dir, 11);
-    assert.deepEqual(fs.readdirSync(dir).sort(), ['config.json', 'model.safetensors', 'optimizer.safetensors', 'tokenizer.json', 'tokenizer_config.json']);
+    assert.deepEqual(fs.readdirSync(dir).sort(), [
+      'config.json',
+      'model.safetensors',
+      'optimizer.safetensors',
+      'tokenizer.json',
+      'tokenizer_config.json',
+    ]);
     const back = loadCheckpoint(dir);
     // The file records the family and the dtype it holds: the loaded config names both.
     assert.deepEqual(back.weights.config, { ...BYTE_CONFIG, model_type: 'qwen2', torch_dtype: 'float32' });
-    for (const p of paramSpecs(BYTE_CONFIG)) assert.deepEqual(bits(back.weights.tensors.get(p.name)!), bits(weights.tensors.get(p.name)!), p.name);
+    for (const p of paramSpecs(BYTE_CONFIG))
+      assert.deepEqual(bits(back.weights.tensors.get(p.name)!), bits(weights.tensors.get(p.name)!), p.name);
     assert.equal(back.optimizer!.step, 7);
     assert.equal(back.optimizer!.expAvg.get('model.norm.weight')![3], 0.125);
     assert.equal(back.optimizer!.expAvgSq.get('lm_head.weight')![0], Math.fround(1e-30));
@@ -47,7 +54,8 @@ describe('policy/checkpoint', () => {
     // Saving what was loaded gives identical bytes.
     const dir2 = path.join(tmp, 'ck2');
     saveCheckpoint(dir2, back);
-    for (const f of ['model.safetensors', 'optimizer.safetensors', 'config.json']) assert.ok(fs.readFileSync(path.join(dir, f)).equals(fs.readFileSync(path.join(dir2, f))), f);
+    for (const f of ['model.safetensors', 'optimizer.safetensors', 'config.json'])
+      assert.ok(fs.readFileSync(path.join(dir, f)).equals(fs.readFileSync(path.join(dir2, f))), f);
   });
 
   /** The state a crash right after replaceDirAtomic's first rename leaves: the marked previous directory beside a missing target. */
@@ -82,7 +90,8 @@ describe('policy/checkpoint', () => {
     }
     assert.throws(() => loadCheckpoint(dir), /does not exist/);
     save(dir, 1);
-    for (const sib of ['model.old-v1', 'model.old-backup', 'model.turnwise-old-1-0']) assert.equal(fs.readFileSync(path.join(tmp, sib, 'w.bin'), 'utf8'), 'mine', sib);
+    for (const sib of ['model.old-v1', 'model.old-backup', 'model.turnwise-old-1-0'])
+      assert.equal(fs.readFileSync(path.join(tmp, sib, 'w.bin'), 'utf8'), 'mine', sib);
     assert.deepEqual(fs.readdirSync(tmp).sort(), ['model', 'model.old-backup', 'model.old-v1', 'model.turnwise-old-1-0']);
   });
 
@@ -101,7 +110,10 @@ describe('policy/checkpoint', () => {
     const dir = path.join(tmp, 'ck');
     save(dir, 1);
     const { weights } = save(dir, 2);
-    assert.deepEqual(loadCheckpoint(dir).weights.tensors.get('model.embed_tokens.weight'), weights.tensors.get('model.embed_tokens.weight'));
+    assert.deepEqual(
+      loadCheckpoint(dir).weights.tensors.get('model.embed_tokens.weight'),
+      weights.tensors.get('model.embed_tokens.weight'),
+    );
     assert.deepEqual(fs.readdirSync(tmp), ['ck']);
   });
 
@@ -111,7 +123,10 @@ describe('policy/checkpoint', () => {
     const broken = initWeights(BYTE_CONFIG, 2);
     broken.tensors.set('model.norm.weight', new Float32Array(3)); // wrong size: encoding throws midway
     assert.throws(() => saveCheckpoint(dir, { weights: broken, tokenizerJson: byteLevelTokenizerJson() }), TurnwiseError);
-    assert.deepEqual(loadCheckpoint(dir).weights.tensors.get('model.embed_tokens.weight'), weights.tensors.get('model.embed_tokens.weight'));
+    assert.deepEqual(
+      loadCheckpoint(dir).weights.tensors.get('model.embed_tokens.weight'),
+      weights.tensors.get('model.embed_tokens.weight'),
+    );
     assert.deepEqual(fs.readdirSync(tmp), ['ck']);
   });
 
@@ -123,7 +138,10 @@ describe('policy/checkpoint', () => {
     const model = path.join(cur, 'model.safetensors');
     const buf = fs.readFileSync(model);
     fs.writeFileSync(model, buf.subarray(0, buf.length - 100));
-    assert.throws(() => loadCheckpoint(cur), (e: unknown) => e instanceof TurnwiseError && e.code === 'invalid-file' && e.message.includes(model) && /truncated/.test(e.message));
+    assert.throws(
+      () => loadCheckpoint(cur),
+      (e: unknown) => e instanceof TurnwiseError && e.code === 'invalid-file' && e.message.includes(model) && /truncated/.test(e.message),
+    );
     assert.equal(loadCheckpoint(old).optimizer!.step, 7);
   });
 
@@ -151,7 +169,11 @@ describe('policy/checkpoint', () => {
     save(dir, 1);
     const other = path.join(tmp, 'other');
     const small = { ...BYTE_CONFIG, num_hidden_layers: 1 };
-    saveCheckpoint(other, { weights: initWeights(small, 1), optimizer: zeroOptimizerState(small), tokenizerJson: byteLevelTokenizerJson() });
+    saveCheckpoint(other, {
+      weights: initWeights(small, 1),
+      optimizer: zeroOptimizerState(small),
+      tokenizerJson: byteLevelTokenizerJson(),
+    });
     fs.copyFileSync(path.join(other, 'optimizer.safetensors'), path.join(dir, 'optimizer.safetensors'));
     assert.throws(() => loadCheckpoint(dir), /optimizer.safetensors does not match the model:\n {2}missing tensor exp_avg.model.layers.1/);
     assert.equal(loadCheckpoint(dir, { optimizer: false }).optimizer, undefined);

@@ -34,15 +34,36 @@ describe('policy/config: Qwen2 config.json', () => {
 
   it('lists every problem with the field name', () => {
     try {
-      parseModelConfig({ hidden_size: 30, intermediate_size: -1, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 3, rms_norm_eps: 1e-6, vocab_size: 10, max_position_embeddings: 8, model_type: 'llama', hidden_act: 'gelu' }, 'x/config.json');
+      parseModelConfig(
+        {
+          hidden_size: 30,
+          intermediate_size: -1,
+          num_hidden_layers: 2,
+          num_attention_heads: 4,
+          num_key_value_heads: 3,
+          rms_norm_eps: 1e-6,
+          vocab_size: 10,
+          max_position_embeddings: 8,
+          model_type: 'llama',
+          hidden_act: 'gelu',
+        },
+        'x/config.json',
+      );
       assert.fail('should throw');
     } catch (e) {
       assert.ok(e instanceof TurnwiseError);
       assert.equal(e.code, 'invalid-file');
-      for (const s of ['x/config.json', 'intermediate_size must be a positive integer', 'rope_theta is missing', 'hidden_act is "gelu"']) assert.ok(e.message.includes(s), `${s} in ${e.message}`);
+      for (const s of ['x/config.json', 'intermediate_size must be a positive integer', 'rope_theta is missing', 'hidden_act is "gelu"'])
+        assert.ok(e.message.includes(s), `${s} in ${e.message}`);
     }
     // An unknown family is refused first, with the list of those that are supported.
-    assert.throws(() => parseModelConfig({ ...GOLDEN_CONFIG, model_type: 'gpt2' }), (e: unknown) => e instanceof TurnwiseError && /model_type "gpt2" is not supported/.test(e.message) && /qwen2 \(Qwen2ForCausalLM.*llama \(LlamaForCausalLM/.test(e.hint ?? ''));
+    assert.throws(
+      () => parseModelConfig({ ...GOLDEN_CONFIG, model_type: 'gpt2' }),
+      (e: unknown) =>
+        e instanceof TurnwiseError &&
+        /model_type "gpt2" is not supported/.test(e.message) &&
+        /qwen2 \(Qwen2ForCausalLM.*llama \(LlamaForCausalLM/.test(e.hint ?? ''),
+    );
     assert.throws(() => parseModelConfig({ ...GOLDEN_CONFIG, num_key_value_heads: 3 }), /not a multiple of num_key_value_heads 3/);
     assert.throws(() => parseModelConfig({ ...GOLDEN_CONFIG, hidden_size: 12, num_attention_heads: 4 }), /head dimension 3 must be even/);
     assert.throws(() => parseModelConfig({ ...GOLDEN_CONFIG, eos_token_id: 11 }), /outside the vocabulary/);

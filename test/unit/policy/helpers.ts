@@ -56,7 +56,8 @@ export function formulaWeights(config: ModelConfig, scale = 0.5): PolicyWeights 
   const tensors = new Map<string, Float32Array>();
   paramSpecs(config).forEach((p, k) => {
     const a = new Float32Array(numel(p.shape));
-    for (let i = 0; i < a.length; i++) a[i] = p.name.endsWith('norm.weight') ? 1 + 0.1 * Math.cos(i + k) : Math.sin(i * 0.37 + k * 1.3) * scale;
+    for (let i = 0; i < a.length; i++)
+      a[i] = p.name.endsWith('norm.weight') ? 1 + 0.1 * Math.cos(i + k) : Math.sin(i * 0.37 + k * 1.3) * scale;
     tensors.set(p.name, a);
   });
   return { config, tensors };

@@ -24,15 +24,35 @@ import { maxAbsDiff } from './helpers';
 
 /** Qwen2 as Qwen2.5 checkpoints have it, at a test's size: q/k/v biases, tied embeddings. */
 const QWEN2: ModelConfig = {
-  model_type: 'qwen2', hidden_size: 32, intermediate_size: 48, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2,
-  rms_norm_eps: 1e-6, rope_theta: 1_000_000, vocab_size: 300, max_position_embeddings: 256, tie_word_embeddings: true, eos_token_id: 256,
+  model_type: 'qwen2',
+  hidden_size: 32,
+  intermediate_size: 48,
+  num_hidden_layers: 2,
+  num_attention_heads: 4,
+  num_key_value_heads: 2,
+  rms_norm_eps: 1e-6,
+  rope_theta: 1_000_000,
+  vocab_size: 300,
+  max_position_embeddings: 256,
+  tie_word_embeddings: true,
+  eos_token_id: 256,
 };
 /** Llama 3 at a test's size: llama3 rope scaling, untied head, head_dim 16 (hidden/heads is 8), GQA 4 → 2. */
 const LLAMA3: ModelConfig = {
-  model_type: 'llama', hidden_size: 32, intermediate_size: 40, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, head_dim: 16,
-  rms_norm_eps: 1e-5, rope_theta: 500_000,
+  model_type: 'llama',
+  hidden_size: 32,
+  intermediate_size: 40,
+  num_hidden_layers: 2,
+  num_attention_heads: 4,
+  num_key_value_heads: 2,
+  head_dim: 16,
+  rms_norm_eps: 1e-5,
+  rope_theta: 500_000,
   rope_scaling: { rope_type: 'llama3', factor: 8, low_freq_factor: 1, high_freq_factor: 4, original_max_position_embeddings: 64 },
-  vocab_size: 300, max_position_embeddings: 256, tie_word_embeddings: false, eos_token_id: 256,
+  vocab_size: 300,
+  max_position_embeddings: 256,
+  tie_word_embeddings: false,
+  eos_token_id: 256,
 };
 
 describe('policy/hf: Hugging Face model folders (Qwen2, Llama 3) in F32, F16, BF16, single-file and sharded', function () {
@@ -41,9 +61,21 @@ describe('policy/hf: Hugging Face model folders (Qwen2, Llama 3) in F32, F16, BF
   before(() => (tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-hf-'))));
   after(() => fs.rmSync(tmp, { recursive: true, force: true }));
 
-  function write(name: string, w: PolicyWeights, dtype: ConfigDType, shardBytes?: number, extra: { generationConfig?: Record<string, unknown> } = {}): string {
+  function write(
+    name: string,
+    w: PolicyWeights,
+    dtype: ConfigDType,
+    shardBytes?: number,
+    extra: { generationConfig?: Record<string, unknown> } = {},
+  ): string {
     const dir = path.join(tmp, name);
-    writeModelFolder(dir, w, { dtype, shardBytes, tokenizerJson: byteLevelTokenizerJson(), tokenizerConfig: byteLevelTokenizerConfig(), ...extra });
+    writeModelFolder(dir, w, {
+      dtype,
+      shardBytes,
+      tokenizerJson: byteLevelTokenizerJson(),
+      tokenizerConfig: byteLevelTokenizerConfig(),
+      ...extra,
+    });
     return dir;
   }
 
@@ -78,7 +110,11 @@ describe('policy/hf: Hugging Face model folders (Qwen2, Llama 3) in F32, F16, BF
     }
   }
 
-  for (const [family, config] of [['qwen2', QWEN2], ['llama3', LLAMA3], ['llama3 with attention and MLP biases', { ...LLAMA3, attention_bias: true, mlp_bias: true }]] as const) {
+  for (const [family, config] of [
+    ['qwen2', QWEN2],
+    ['llama3', LLAMA3],
+    ['llama3 with attention and MLP biases', { ...LLAMA3, attention_bias: true, mlp_bias: true }],
+  ] as const) {
     for (const dtype of ['float32', 'float16', 'bfloat16'] as const) {
       for (const sharded of [false, true]) {
         if (family.includes('biases') && (dtype !== 'bfloat16' || !sharded)) continue; // one variant suffices there
@@ -97,7 +133,8 @@ describe('policy/hf: Hugging Face model folders (Qwen2, Llama 3) in F32, F16, BF
           const tol = dtype === 'float32' ? 0 : dtype === 'float16' ? 2 ** -11 : 2 ** -8;
           for (const [n, a] of w.tensors) {
             const b = loaded.tensors.get(n)!;
-            for (let i = 0; i < a.length; i++) assert.ok(Math.abs(a[i] - b[i]) <= tol * Math.abs(a[i]) + 1e-7, `${n}[${i}]: ${a[i]} stored as ${b[i]}`);
+            for (let i = 0; i < a.length; i++)
+              assert.ok(Math.abs(a[i] - b[i]) <= tol * Math.abs(a[i]) + 1e-7, `${n}[${i}]: ${a[i]} stored as ${b[i]}`);
           }
           const { fullDiff, turnDiff } = await checkModel(dir);
           assert.ok(fullDiff < 1e-4, `whole-sequence logits differ by ${fullDiff}`);
@@ -108,7 +145,9 @@ describe('policy/hf: Hugging Face model folders (Qwen2, Llama 3) in F32, F16, BF
   }
 
   it("generation_config.json's list of end-of-sequence ids becomes the model's stop ids", async () => {
-    const dir = write('gen-eos', initWeights(QWEN2, 2, 0.2), 'float32', undefined, { generationConfig: { eos_token_id: [256, 258], bos_token_id: 256 } });
+    const dir = write('gen-eos', initWeights(QWEN2, 2, 0.2), 'float32', undefined, {
+      generationConfig: { eos_token_id: [256, 258], bos_token_id: 256 },
+    });
     const ck = loadCheckpoint(dir);
     assert.deepEqual(ck.weights.config.eos_token_ids, [256, 258]);
   });
@@ -121,21 +160,41 @@ describe('policy/hf: Hugging Face model folders (Qwen2, Llama 3) in F32, F16, BF
     const missing = path.join(tmp, 'missing-shard');
     fs.cpSync(dir, missing, { recursive: true });
     fs.rmSync(path.join(missing, shard));
-    assert.throws(() => loadCheckpoint(missing), (e: unknown) => e instanceof TurnwiseError && e.message.includes(`shard ${shard}`) && e.message.includes('is missing') && /copy every model-\*\.safetensors/.test(e.hint ?? ''));
+    assert.throws(
+      () => loadCheckpoint(missing),
+      (e: unknown) =>
+        e instanceof TurnwiseError &&
+        e.message.includes(`shard ${shard}`) &&
+        e.message.includes('is missing') &&
+        /copy every model-\*\.safetensors/.test(e.hint ?? ''),
+    );
     const wrong = path.join(tmp, 'wrong-shape');
     fs.cpSync(dir, wrong, { recursive: true });
     const cfg = JSON.parse(fs.readFileSync(path.join(wrong, 'config.json'), 'utf8'));
     fs.writeFileSync(path.join(wrong, 'config.json'), JSON.stringify({ ...cfg, intermediate_size: 44 }));
-    assert.throws(() => loadCheckpoint(wrong), (e: unknown) => e instanceof TurnwiseError && /mlp\.gate_proj\.weight has shape \[40,32\], the config needs \[44,32\]/.test(e.message) && /shards of/.test(e.message));
+    assert.throws(
+      () => loadCheckpoint(wrong),
+      (e: unknown) =>
+        e instanceof TurnwiseError &&
+        /mlp\.gate_proj\.weight has shape \[40,32\], the config needs \[44,32\]/.test(e.message) &&
+        /shards of/.test(e.message),
+    );
     const small = path.join(tmp, 'small-vocab');
     fs.cpSync(dir, small, { recursive: true });
     const sc = JSON.parse(fs.readFileSync(path.join(small, 'config.json'), 'utf8'));
     fs.writeFileSync(path.join(small, 'config.json'), JSON.stringify({ ...sc, vocab_size: 200, eos_token_id: 100 }));
-    assert.throws(() => loadCheckpoint(small), (e: unknown) => e instanceof TurnwiseError && /config needs \[200,32\]|tokens but config\.json vocab_size is 200/.test(e.message));
+    assert.throws(
+      () => loadCheckpoint(small),
+      (e: unknown) => e instanceof TurnwiseError && /config needs \[200,32\]|tokens but config\.json vocab_size is 200/.test(e.message),
+    );
     const unknown = path.join(tmp, 'unknown-family');
     fs.cpSync(dir, unknown, { recursive: true });
     fs.writeFileSync(path.join(unknown, 'config.json'), JSON.stringify({ ...cfg, model_type: 'phi3', architectures: ['Phi3ForCausalLM'] }));
-    assert.throws(() => loadCheckpoint(unknown), (e: unknown) => e instanceof TurnwiseError && /model_type "phi3" is not supported/.test(e.message) && /llama \(LlamaForCausalLM/.test(e.hint ?? ''));
+    assert.throws(
+      () => loadCheckpoint(unknown),
+      (e: unknown) =>
+        e instanceof TurnwiseError && /model_type "phi3" is not supported/.test(e.message) && /llama \(LlamaForCausalLM/.test(e.hint ?? ''),
+    );
   });
 
   // Weights made tensor by tensor as the file is written (bench model's 2 GB folders): the same
@@ -156,13 +215,23 @@ describe('policy/hf: Hugging Face model folders (Qwen2, Llama 3) in F32, F16, BF
       assert.deepEqual(fs.readdirSync(lazy).sort(), files);
       for (const f of files) assert.ok(fs.readFileSync(path.join(eager, f)).equals(fs.readFileSync(path.join(lazy, f))), f);
     }
-    assert.throws(() => writeModelFolder(path.join(tmp, 'bad'), { config: c, make: () => new Float32Array(3) }, { dtype: 'bfloat16', tokenizerJson: byteLevelTokenizerJson() }), /was made with 3 values but shape/);
+    assert.throws(
+      () =>
+        writeModelFolder(
+          path.join(tmp, 'bad'),
+          { config: c, make: () => new Float32Array(3) },
+          { dtype: 'bfloat16', tokenizerJson: byteLevelTokenizerJson() },
+        ),
+      /was made with 3 values but shape/,
+    );
   });
 
   it('F16 and BF16 are written rounded to nearest even, as torch casts them', () => {
     // Every F16 value decoded, sorted: the written code must decode to the nearest one.
     const probe = new Float32Array([1, -2.5, 65504, 65520, 1e-8, 6.1e-5, 5.96e-8, 0.1, 1 / 3, -0, 3.14159, 1 + 2 ** -11, 1 + 3 * 2 ** -11]);
-    const rt = (dtype: 'F16' | 'BF16') => decodeSafetensors(encodeSafetensors(new Map([['x', { dtype, shape: [probe.length], data: probe }]]))).tensors.get('x')!.data as Float32Array;
+    const rt = (dtype: 'F16' | 'BF16') =>
+      decodeSafetensors(encodeSafetensors(new Map([['x', { dtype, shape: [probe.length], data: probe }]]))).tensors.get('x')!
+        .data as Float32Array;
     const f16 = rt('F16');
     assert.deepEqual([...f16.slice(0, 4)], [1, -2.5, 65504, Infinity], '65520 rounds up to Inf');
     assert.equal(f16[11], 1, '1 + 2^-11 is a tie: to even (1)');
@@ -176,7 +245,10 @@ describe('policy/hf: Hugging Face model folders (Qwen2, Llama 3) in F32, F16, BF
 
   it('turnwise policy inspect describes a folder from its headers: family, dtype, shards, heads, rope, template, eos ids, memory', async () => {
     const dir = write('inspect-llama', initWeights(LLAMA3, 4, 0.2), 'bfloat16', 20_000, { generationConfig: { eos_token_id: [256, 257] } });
-    fs.writeFileSync(path.join(dir, 'chat_template.jinja'), "{% for m in messages %}<|start_header_id|>{{ m.role }}<|end_header_id|>\n\n{{ m.content }}<|eot_id|>{% endfor %}");
+    fs.writeFileSync(
+      path.join(dir, 'chat_template.jinja'),
+      '{% for m in messages %}<|start_header_id|>{{ m.role }}<|end_header_id|>\n\n{{ m.content }}<|eot_id|>{% endfor %}',
+    );
     const out: string[] = [];
     const err: string[] = [];
     const code = await main(['policy', 'inspect', dir, '--json'], { out: (t) => out.push(t), err: (t) => err.push(t) });

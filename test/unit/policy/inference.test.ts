@@ -35,11 +35,17 @@ describe('policy/inference: ONNX forward, KV cache, sampling', function () {
   });
 
   it('KV-cache decode logits equal full recomputation (1e-4), batched with padding', async () => {
-    const prompts = [[1, 2, 3, 4, 5], [6, 7]];
+    const prompts = [
+      [1, 2, 3, 4, 5],
+      [6, 7],
+    ];
     const opts = { maxNewTokens: 12, temperature: 0, stopIds: [] };
     const withKv = await policy.generateIds(prompts, { ...opts, kvCache: true });
     const noKv = await policy.generateIds(prompts, { ...opts, kvCache: false });
-    assert.deepEqual(withKv.map((r) => r.tokenIds), noKv.map((r) => r.tokenIds));
+    assert.deepEqual(
+      withKv.map((r) => r.tokenIds),
+      noKv.map((r) => r.tokenIds),
+    );
     for (let b = 0; b < 2; b++) {
       assert.equal(withKv[b].tokenIds.length, 12);
       // Each sampled token's log-prob equals the reference model's on the full sequence.
@@ -81,12 +87,30 @@ describe('policy/inference: ONNX forward, KV cache, sampling', function () {
   it("a row's sample depends on the seed and its own index, not on the other rows of the batch", async () => {
     const opts = { maxNewTokens: 16, temperature: 1.5, seed: 7, stopIds: [] };
     const alone = await policy.generateIds([[5, 6, 7]], opts);
-    const withOther = await policy.generateIds([[5, 6, 7], [9, 9, 9]], opts);
-    const withAnother = await policy.generateIds([[5, 6, 7], [1, 2, 3]], opts);
+    const withOther = await policy.generateIds(
+      [
+        [5, 6, 7],
+        [9, 9, 9],
+      ],
+      opts,
+    );
+    const withAnother = await policy.generateIds(
+      [
+        [5, 6, 7],
+        [1, 2, 3],
+      ],
+      opts,
+    );
     assert.deepEqual(withOther[0].tokenIds, alone[0].tokenIds);
     assert.deepEqual(withAnother[0].tokenIds, alone[0].tokenIds);
     // Rows of one batch draw from different streams: the same prompt twice gives two samples.
-    const twice = await policy.generateIds([[5, 6, 7], [5, 6, 7]], opts);
+    const twice = await policy.generateIds(
+      [
+        [5, 6, 7],
+        [5, 6, 7],
+      ],
+      opts,
+    );
     assert.notDeepEqual(twice[0].tokenIds, twice[1].tokenIds);
   });
 
@@ -104,7 +128,7 @@ describe('policy/inference: ONNX forward, KV cache, sampling', function () {
     await assert.rejects(policy.logits([[1, 99]]), /token id 99 is outside the vocabulary/);
   });
 
-  it('the decode graph reads the cache in place: it takes the cache and returns only this step\'s keys and values', () => {
+  it("the decode graph reads the cache in place: it takes the cache and returns only this step's keys and values", () => {
     const g = buildStepGraph(SMALL_CONFIG, 'decode');
     const d = SMALL_CONFIG.hidden_size / SMALL_CONFIG.num_attention_heads;
     const key0 = g.inputs.find((v) => v.name === 'cache.0.key')!;
@@ -121,7 +145,10 @@ describe('policy/inference: ONNX forward, KV cache, sampling', function () {
     const kv = await policy.generateIds([long, short], { ...opts, kvCache: true });
     const full = await policy.generateIds([long, short], { ...opts, kvCache: false });
     assert.equal(kv[0].tokenIds.length, 4, 'the budget is what the context has left');
-    assert.deepEqual(kv.map((r) => r.tokenIds), full.map((r) => r.tokenIds));
+    assert.deepEqual(
+      kv.map((r) => r.tokenIds),
+      full.map((r) => r.tokenIds),
+    );
     for (let b = 0; b < 2; b++) assert.ok(maxAbsDiff(kv[b].logprobs, full[b].logprobs) < 1e-4);
   });
 });

@@ -11,7 +11,16 @@ import { Graph, OnnxSession, toModelProto, type HostTensor } from '../../../src/
 import { buildTrainingGraph, Trainer } from '../../../src/onnx/training';
 import type { ModelConfig } from '../../../src/policy/model/config';
 import { loraDropoutMask, loraFromGraphLayout, loraToGraphLayout, weightFeeds } from '../../../src/policy/model/graphs';
-import { initAdapter, loadAdapter, loadAdapterOptimizer, loraDropoutMultiplier, loraDropoutStepSeed, loraTargets, parseLoraConfig, type LoraAdapter } from '../../../src/policy/files/lora';
+import {
+  initAdapter,
+  loadAdapter,
+  loadAdapterOptimizer,
+  loraDropoutMultiplier,
+  loraDropoutStepSeed,
+  loraTargets,
+  parseLoraConfig,
+  type LoraAdapter,
+} from '../../../src/policy/files/lora';
 import { logSoftmax } from '../../../src/policy/inference/sampling';
 import { logSoftmaxRows, referenceLogits } from '../../support/reference-forward';
 import { TrainablePolicy } from '../../../src/policy/trainable';
@@ -21,7 +30,15 @@ import { initWeights, SeededRandom } from '../../../src/policy/model/weights';
 import { resolveTrainConfig } from '../../../src/train/config';
 import { GOLDEN_LLAMA, maxAbsDiff, SMALL_CONFIG } from './helpers';
 
-const LLAMA: ModelConfig = { ...GOLDEN_LLAMA, hidden_size: 16, intermediate_size: 24, num_attention_heads: 4, num_key_value_heads: 2, head_dim: 8, vocab_size: 40 };
+const LLAMA: ModelConfig = {
+  ...GOLDEN_LLAMA,
+  hidden_size: 16,
+  intermediate_size: 24,
+  num_attention_heads: 4,
+  num_key_value_heads: 2,
+  head_dim: 8,
+  vocab_size: 40,
+};
 
 function busyAdapter(c: ModelConfig, targets: 'all-linear' | string[], seed: number, r: number, dropout: number): LoraAdapter {
   const a = initAdapter(c, parseLoraConfig({ r, lora_alpha: 2 * r, lora_dropout: dropout, target_modules: targets }, 'test'), seed);
@@ -38,20 +55,23 @@ async function graphMask(B: number, T: number, n: number, p: number, seed: numbe
   g.output(loraDropoutMask(g, x, { p, seed: s }, target), 'mask');
   const session = await OnnxSession.create(toModelProto(g), { provider: 'cpu' });
   try {
-    const out = await session.run({ x: { dtype: 'float32', dims: [B, T, n], data: new Float32Array(B * T * n) }, seed: { dtype: 'int64', dims: [], data: BigInt64Array.of(BigInt(seed)) } });
+    const out = await session.run({
+      x: { dtype: 'float32', dims: [B, T, n], data: new Float32Array(B * T * n) },
+      seed: { dtype: 'int64', dims: [], data: BigInt64Array.of(BigInt(seed)) },
+    });
     return out.mask.data as Float32Array;
   } finally {
     await session.release();
   }
 }
 
-describe('policy/lora: dropout on the adapters\' inputs in training', function () {
+describe("policy/lora: dropout on the adapters' inputs in training", function () {
   this.timeout(180_000);
   let tmp: string;
   before(() => (tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-lora-drop-'))));
   after(() => fs.rmSync(tmp, { recursive: true, force: true }));
 
-  it('the graph\'s mask is the hash of lora.ts bit for bit, drops the expected fraction, and differs per target and step', async () => {
+  it("the graph's mask is the hash of lora.ts bit for bit, drops the expected fraction, and differs per target and step", async () => {
     const [B, T, n] = [2, 64, 256];
     for (const p of [0.05, 0.1, 0.5]) {
       const seed = loraDropoutStepSeed(7, 3);
@@ -68,11 +88,18 @@ describe('policy/lora: dropout on the adapters\' inputs in training', function (
       // Neighbours are independent: P(both dropped) ≈ p².
       let both = 0;
       for (let i = 1; i < m.length; i++) if (m[i] === 0 && m[i - 1] === 0) both++;
-      assert.ok(Math.abs(both / (m.length - 1) - p * p) < 0.012, `p ${p}: neighbours both dropped ${both / (m.length - 1)}, expected ${p * p}`);
+      assert.ok(
+        Math.abs(both / (m.length - 1) - p * p) < 0.012,
+        `p ${p}: neighbours both dropped ${both / (m.length - 1)}, expected ${p * p}`,
+      );
     }
     // Another target or another step drops other elements (agreement ≈ p² + (1 − p)² = 0.82 at p 0.1).
     const base = await graphMask(1, 16, 256, 0.1, loraDropoutStepSeed(7, 3), 0);
-    for (const other of [await graphMask(1, 16, 256, 0.1, loraDropoutStepSeed(7, 3), 1), await graphMask(1, 16, 256, 0.1, loraDropoutStepSeed(7, 4), 0), await graphMask(1, 16, 256, 0.1, loraDropoutStepSeed(8, 3), 0)]) {
+    for (const other of [
+      await graphMask(1, 16, 256, 0.1, loraDropoutStepSeed(7, 3), 1),
+      await graphMask(1, 16, 256, 0.1, loraDropoutStepSeed(7, 4), 0),
+      await graphMask(1, 16, 256, 0.1, loraDropoutStepSeed(8, 3), 0),
+    ]) {
       const same = base.reduce((k, v, i) => k + (v === other[i] ? 1 : 0), 0) / base.length;
       assert.ok(same > 0.77 && same < 0.87, `masks agree on ${same} of the elements`);
     }
@@ -84,14 +111,24 @@ describe('policy/lora: dropout on the adapters\' inputs in training', function (
     const plain = policyTrainingSpec(LLAMA, opts);
     const zero = policyTrainingSpec(LLAMA, { ...opts, loraDropout: 0 });
     assert.ok(!zero.batch.some((b) => b.name === LORA_DROPOUT_SEED));
-    assert.ok(Buffer.from(toModelProto(buildTrainingGraph({ ...plain, steps: 1 }))).equals(Buffer.from(toModelProto(buildTrainingGraph({ ...zero, steps: 1 })))));
+    assert.ok(
+      Buffer.from(toModelProto(buildTrainingGraph({ ...plain, steps: 1 }))).equals(
+        Buffer.from(toModelProto(buildTrainingGraph({ ...zero, steps: 1 }))),
+      ),
+    );
     const dropped = policyTrainingSpec(LLAMA, { ...opts, loraDropout: 0.1 });
-    assert.deepEqual(dropped.batch.find((b) => b.name === LORA_DROPOUT_SEED), { name: LORA_DROPOUT_SEED, dtype: 'int64', shape: [] });
-    assert.deepEqual(dropped.batch.find((b) => b.name === LORA_DROPOUT_INDEX), { name: LORA_DROPOUT_INDEX, dtype: 'int64', shape: [2, 6] });
+    assert.deepEqual(
+      dropped.batch.find((b) => b.name === LORA_DROPOUT_SEED),
+      { name: LORA_DROPOUT_SEED, dtype: 'int64', shape: [] },
+    );
+    assert.deepEqual(
+      dropped.batch.find((b) => b.name === LORA_DROPOUT_INDEX),
+      { name: LORA_DROPOUT_INDEX, dtype: 'int64', shape: [2, 6] },
+    );
     assert.throws(() => policyTrainingSpec(LLAMA, { ...opts, loraDropout: 1 }), /LoRA dropout must be in \[0, 1\)/);
   });
 
-  it('with dropout, the adapter\'s gradients equal finite differences of the float64 reference given the same masks', async () => {
+  it("with dropout, the adapter's gradients equal finite differences of the float64 reference given the same masks", async () => {
     const c = LLAMA;
     const p = 0.3;
     const w = initWeights(c, 11, 0.3);
@@ -144,7 +181,11 @@ describe('policy/lora: dropout on the adapters\' inputs in training', function (
     const want = refLoss(ad);
     assert.ok(Math.abs(probe.metrics.loss[0] - want) < 1e-5, `loss ${probe.metrics.loss[0]} vs reference with the masks ${want}`);
     assert.ok(Math.abs(want - refLoss(ad, false)) > 1e-4, 'dropout changes the loss');
-    const grads = loraFromGraphLayout(c, ad.config, new Map(Object.entries(probe.state.m).map(([k, v]) => [k, Float32Array.from(v, (x) => x / 0.1)])));
+    const grads = loraFromGraphLayout(
+      c,
+      ad.config,
+      new Map(Object.entries(probe.state.m).map(([k, v]) => [k, Float32Array.from(v, (x) => x / 0.1)])),
+    );
     let checked = 0;
     for (const [key, a] of ad.tensors) {
       for (let k = 0; k < 3; k++) {
@@ -172,7 +213,10 @@ describe('policy/lora: dropout on the adapters\' inputs in training', function (
     const [B, T] = [2, 12];
     const batchOf = (seed: number): TrainBatch => {
       const r = new SeededRandom(seed);
-      return { inputIds: Array.from({ length: B * T }, () => Math.floor(r.next() * c.vocab_size)), lossMask: Float32Array.from({ length: B * T }, (_, i) => (i % T >= 3 ? 1 : 0)) };
+      return {
+        inputIds: Array.from({ length: B * T }, () => Math.floor(r.next() * c.vocab_size)),
+        lossMask: Float32Array.from({ length: B * T }, (_, i) => (i % T >= 3 ? 1 : 0)),
+      };
     };
     const w = initWeights(c, 23, 0.3);
     const config = parseLoraConfig({ r: 4, lora_alpha: 8, lora_dropout: 0.2, target_modules: 'all-linear' }, 'test');
@@ -192,13 +236,19 @@ describe('policy/lora: dropout on the adapters\' inputs in training', function (
       const row = Array.from({ length: 10 }, (_, i) => (i * 3 + 1) % c.vocab_size);
       const [lp] = await tp.logprobs([row]);
       const ref = referenceLogits(w, row, { adapter: a });
-      for (let t = 1; t < row.length; t++) assert.ok(Math.abs(logSoftmax(ref.subarray((t - 1) * c.vocab_size, t * c.vocab_size))[row[t]] - lp[t]) < 1e-4, `token ${t}`);
+      for (let t = 1; t < row.length; t++)
+        assert.ok(Math.abs(logSoftmax(ref.subarray((t - 1) * c.vocab_size, t * c.vocab_size))[row[t]] - lp[t]) < 1e-4, `token ${t}`);
       const dir = path.join(tmp, 'ck');
       await tp.saveCheckpoint(dir);
       assert.equal(JSON.parse(fs.readFileSync(path.join(dir, 'adapter_config.json'), 'utf8')).lora_dropout, 0.2);
       const back = loadAdapter(dir, c);
       assert.equal(back.config.lora_dropout, 0.2);
-      const resumed = new TrainablePolicy(w, { adapter: back, optimizer: loadAdapterOptimizer(dir, back, c), loraDropoutSeed: 41, settings: { provider: 'cpu' } });
+      const resumed = new TrainablePolicy(w, {
+        adapter: back,
+        optimizer: loadAdapterOptimizer(dir, back, c),
+        loraDropoutSeed: 41,
+        settings: { provider: 'cpu' },
+      });
       await tp.train(opts, [batchOf(3)], { lr: 5e-2 });
       await resumed.train(opts, [batchOf(3)], { lr: 5e-2 });
       const [a1, a2] = [(await tp.adapter())!, (await resumed.adapter())!];
@@ -215,7 +265,10 @@ describe('policy/lora: dropout on the adapters\' inputs in training', function (
     const c = SMALL_CONFIG;
     const [B, T] = [4, 12];
     const r = new SeededRandom(7);
-    const batch: TrainBatch = { inputIds: Array.from({ length: B * T }, () => Math.floor(r.next() * c.vocab_size)), lossMask: Float32Array.from({ length: B * T }, (_, i) => (i % T >= 3 ? 1 : 0)) };
+    const batch: TrainBatch = {
+      inputIds: Array.from({ length: B * T }, () => Math.floor(r.next() * c.vocab_size)),
+      lossMask: Float32Array.from({ length: B * T }, (_, i) => (i % T >= 3 ? 1 : 0)),
+    };
     const w = initWeights(c, 23, 0.3);
     const config = parseLoraConfig({ r: 4, lora_alpha: 8, lora_dropout: 0.3, target_modules: 'all-linear' }, 'test');
     const make = () => new TrainablePolicy(w, { adapter: initAdapter(c, config, 29), loraDropoutSeed: 41, settings: { provider: 'cpu' } });
@@ -227,7 +280,8 @@ describe('policy/lora: dropout on the adapters\' inputs in training', function (
       const init = initAdapter(c, config, 29);
       const key = [...a.tensors.keys()].find((k) => k.includes('lora_B'))!;
       assert.ok(maxAbsDiff(a.tensors.get(key)!, init.tensors.get(key)!) > 1e-3, 'the step moved the adapter');
-      for (const [k, t] of a.tensors) assert.ok(maxAbsDiff(t, b.tensors.get(k)!) < 1e-5, `${k}: ${maxAbsDiff(t, b.tensors.get(k)!)} between one batch and micro-batches`);
+      for (const [k, t] of a.tensors)
+        assert.ok(maxAbsDiff(t, b.tensors.get(k)!) < 1e-5, `${k}: ${maxAbsDiff(t, b.tensors.get(k)!)} between one batch and micro-batches`);
     } finally {
       await whole.dispose();
       await micro.dispose();
@@ -240,4 +294,3 @@ describe('policy/lora: dropout on the adapters\' inputs in training', function (
     assert.throws(() => resolveTrainConfig({ lora: { lora_dropout: 1 } }), /lora_dropout must be in \[0, 1\)/);
   });
 });
-

@@ -27,23 +27,52 @@ function data(seed: number, weighted = false) {
   return { logp, oldLogp, refLogp, advantages, entropy, mask };
 }
 
-async function onnxLoss(kind: TrainLoss, d: ReturnType<typeof data>, h: { clipLow: number; clipHigh: number; klCoef: number; entCoef: number }) {
+async function onnxLoss(
+  kind: TrainLoss,
+  d: ReturnType<typeof data>,
+  h: { clipLow: number; clipHigh: number; klCoef: number; entCoef: number },
+) {
   const g = Graph.create('loss');
   const inp = (name: string) => g.input(name, 'float32', [B, N]);
   const logp = inp('logp');
   const vals = { logp, oldLogp: inp('old'), refLogp: inp('ref'), advantages: inp('adv'), entropy: inp('ent'), mask: inp('mask') };
   const sc = (name: string) => g.input(name, 'float32', []);
-  const { loss, metrics } = buildPolicyLoss(g, kind, vals, { clipLow: sc('cl'), clipHigh: sc('ch'), klCoef: sc('klc'), entCoef: sc('entc') }, { kl: true, entropy: true });
+  const { loss, metrics } = buildPolicyLoss(
+    g,
+    kind,
+    vals,
+    { clipLow: sc('cl'), clipHigh: sc('ch'), klCoef: sc('klc'), entCoef: sc('entc') },
+    { kl: true, entropy: true },
+  );
   const [dlogp] = gradients(g, loss, [logp]);
   g.output(dlogp, 'dlogp');
   for (const [k, v] of Object.entries(metrics)) g.output(v, `m_${k}`);
   const s = await OnnxSession.create(toModelProto(g), { provider: 'cpu' });
   const t = (a: Float32Array): HostTensor => ({ dtype: 'float32', dims: [B, N], data: a });
   const x = (v: number): HostTensor => ({ dtype: 'float32', dims: [], data: Float32Array.of(v) });
-  const out = await s.run({ logp: t(d.logp), old: t(d.oldLogp), ref: t(d.refLogp), adv: t(d.advantages), ent: t(d.entropy), mask: t(d.mask), cl: x(h.clipLow), ch: x(h.clipHigh), klc: x(h.klCoef), entc: x(h.entCoef) });
+  const out = await s.run({
+    logp: t(d.logp),
+    old: t(d.oldLogp),
+    ref: t(d.refLogp),
+    adv: t(d.advantages),
+    ent: t(d.entropy),
+    mask: t(d.mask),
+    cl: x(h.clipLow),
+    ch: x(h.clipHigh),
+    klc: x(h.klCoef),
+    entc: x(h.entCoef),
+  });
   await s.release();
   const m = (k: string) => (out[`m_${k}`].data as Float32Array)[0];
-  return { loss: m('loss'), pgLoss: m('pg_loss'), clipFrac: m('clip_frac'), approxKl: m('approx_kl'), kl: m('kl'), entropy: m('entropy'), grad: out.dlogp.data as Float32Array };
+  return {
+    loss: m('loss'),
+    pgLoss: m('pg_loss'),
+    clipFrac: m('clip_frac'),
+    approxKl: m('approx_kl'),
+    kl: m('kl'),
+    entropy: m('entropy'),
+    grad: out.dlogp.data as Float32Array,
+  };
 }
 
 function compare(kind: TrainLoss, ref: PolicyLossFn) {
@@ -55,7 +84,19 @@ function compare(kind: TrainLoss, ref: PolicyLossFn) {
   ] as const) {
     it(`${kind} equals the reference (seed ${seed}, clip ${h.clipLow}/${h.clipHigh}, kl ${h.klCoef}, entropy ${h.entCoef}${weighted ? ', weighted tokens' : ''})`, async () => {
       const d = data(seed, weighted);
-      const want = ref({ batch: B, seq: N, logp: d.logp, oldLogp: d.oldLogp, advantages: d.advantages, mask: d.mask, refLogp: d.refLogp, entropy: d.entropy }, h);
+      const want = ref(
+        {
+          batch: B,
+          seq: N,
+          logp: d.logp,
+          oldLogp: d.oldLogp,
+          advantages: d.advantages,
+          mask: d.mask,
+          refLogp: d.refLogp,
+          entropy: d.entropy,
+        },
+        h,
+      );
       const got = await onnxLoss(kind, d, h);
       for (const k of ['loss', 'pgLoss', 'clipFrac', 'approxKl', 'kl', 'entropy'] as const) {
         assert.ok(Math.abs(got[k] - want[k]) < 1e-5 * Math.max(1, Math.abs(want[k])), `${k}: onnx ${got[k]} vs reference ${want[k]}`);

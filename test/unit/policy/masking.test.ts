@@ -23,7 +23,11 @@ describe('policy/training: masked positions never change the step', function () 
   const junk = (a: Float32Array, v: number) => a.map((x, i) => (mask[i] ? x : v));
 
   for (const loss of ['ppo-token', 'gspo-seq'] as TrainLoss[]) {
-    for (const [what, v] of [['NaN', NaN], ['-1e30', -1e30], ['+1e30', 1e30]] as const) {
+    for (const [what, v] of [
+      ['NaN', NaN],
+      ['-1e30', -1e30],
+      ['+1e30', 1e30],
+    ] as const) {
       it(`${loss}: ${what} at masked positions of advantages/old_logp/ref_logp gives the clean step`, async () => {
         const hyper = { lr: 0.01, klCoef: 0.2, entCoef: 0.01 };
         const run = async (b: TrainBatch) => {
@@ -52,9 +56,17 @@ describe('policy/training: hyperparameters the graph cannot take', function () {
     const c = SMALL_CONFIG;
     const t = new PolicyTrainer(initWeights(c, 4, 0.2), undefined, { provider: 'cpu' });
     const before = new Map([...t.weights().tensors].map(([k, v]) => [k, Float32Array.from(v)]));
-    const batch = { inputIds: [1, 2, 3, 4], lossMask: Float32Array.from([0, 1, 1, 1]), advantages: Float32Array.from([0, 1, 1, 1]), oldLogp: Float32Array.from([0, -5, -5, -5]) };
+    const batch = {
+      inputIds: [1, 2, 3, 4],
+      lossMask: Float32Array.from([0, 1, 1, 1]),
+      advantages: Float32Array.from([0, 1, 1, 1]),
+      oldLogp: Float32Array.from([0, -5, -5, -5]),
+    };
     for (const temperature of [0, -1, NaN]) {
-      await assert.rejects(t.train({ loss: 'ppo-token', batch: 1, seq: 4 }, [batch], { lr: 0.01, temperature }), /training temperature must be a finite number > 0/);
+      await assert.rejects(
+        t.train({ loss: 'ppo-token', batch: 1, seq: 4 }, [batch], { lr: 0.01, temperature }),
+        /training temperature must be a finite number > 0/,
+      );
     }
     // Nothing was stepped: the weights are the initial ones.
     const after = t.weights().tensors;

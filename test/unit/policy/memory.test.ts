@@ -8,7 +8,15 @@ import * as path from 'node:path';
 import { TurnwiseError } from '../../../src/core/errors';
 import { TURNWISE_TINY, type ModelConfig } from '../../../src/policy/model/config';
 import { BENCH_SHAPES } from '../../../src/bench/model';
-import { assertPlanFits, autoUpdateTokens, availableMemory, formatMemoryPlan, PACK_MIN_WEIGHT_BYTES, planMemory, samplingPacksWeights } from '../../../src/policy/model/memory';
+import {
+  assertPlanFits,
+  autoUpdateTokens,
+  availableMemory,
+  formatMemoryPlan,
+  PACK_MIN_WEIGHT_BYTES,
+  planMemory,
+  samplingPacksWeights,
+} from '../../../src/policy/model/memory';
 import { runMemoryPlan, samplingPacksFolder, type RunPlanConfig } from '../../../src/train/memory-plan';
 
 const FIXTURE = path.join(__dirname, 'fixtures', 'memory-run.ts');
@@ -16,7 +24,11 @@ const MB = 1024 ** 2;
 
 /** Peak RSS (bytes) of the fixture's run in a fresh process. */
 function peakOf(episodes: number, rows: number, seq: number, cap: number, score: boolean): number {
-  const r = spawnSync(process.execPath, ['--require', 'tsx/cjs', FIXTURE, String(episodes), String(rows), String(seq), String(cap), score ? '1' : '0'], { encoding: 'utf8', timeout: 240_000 });
+  const r = spawnSync(
+    process.execPath,
+    ['--require', 'tsx/cjs', FIXTURE, String(episodes), String(rows), String(seq), String(cap), score ? '1' : '0'],
+    { encoding: 'utf8', timeout: 240_000 },
+  );
   assert.equal(r.status, 0, r.stderr);
   return JSON.parse(r.stdout.trim().split('\n').pop()!).peakRss as number;
 }
@@ -28,7 +40,14 @@ describe('policy/memory: the memory plan of a run', function () {
   this.timeout(600_000);
 
   it('counts the parameters of the model and of its adapter', () => {
-    const p = planMemory({ config: QWEN_05B, provider: 'cpu', updateTokensPerStep: 1024, context: 1024, episodes: 4, lora: { r: 16, target_modules: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] } });
+    const p = planMemory({
+      config: QWEN_05B,
+      provider: 'cpu',
+      updateTokensPerStep: 1024,
+      context: 1024,
+      episodes: 4,
+      lora: { r: 16, target_modules: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] },
+    });
     assert.ok(Math.abs(p.parameters - 494_032_768) < 1e6, `${p.parameters}`);
     // PEFT's count for r 16 on all linear layers of Qwen2.5-0.5B: 8,798,208.
     assert.equal(p.adapterParameters, 8_798_208);
@@ -48,7 +67,10 @@ describe('policy/memory: the memory plan of a run', function () {
     const plan = planMemory(input).host;
     const peak = peakOf(4, 8, 512, 1024, true);
     const ratio = peak / plan;
-    assert.ok(ratio > 1 / 1.5 && ratio < 1.5, `measured ${Math.round(peak / MB)} MB, planned ${Math.round(plan / MB)} MB (ratio ${ratio.toFixed(2)})`);
+    assert.ok(
+      ratio > 1 / 1.5 && ratio < 1.5,
+      `measured ${Math.round(peak / MB)} MB, planned ${Math.round(plan / MB)} MB (ratio ${ratio.toFixed(2)})`,
+    );
   });
 
   it('under one token cap the peak does not grow with the rows of the update; without it, it does', () => {
@@ -57,12 +79,18 @@ describe('policy/memory: the memory plan of a run', function () {
     const uncapped = peakOf(0, 16, 512, 0, false);
     const perRow = (uncapped - few) / 12;
     // 12 more rows under the cap cost less than one row's activations (measured: a few MB).
-    assert.ok(many - few < perRow, `4 rows ${Math.round(few / MB)} MB, 16 rows ${Math.round(many / MB)} MB, 16 rows in one run ${Math.round(uncapped / MB)} MB`);
+    assert.ok(
+      many - few < perRow,
+      `4 rows ${Math.round(few / MB)} MB, 16 rows ${Math.round(many / MB)} MB, 16 rows in one run ${Math.round(uncapped / MB)} MB`,
+    );
     assert.ok(uncapped > few * 1.5, 'the measure sees what rows cost without the cap');
   });
 
   it('a LoRA policy holds its base weights once: sampling and training feed the same arrays', () => {
-    const r = spawnSync(process.execPath, ['--expose-gc', '--require', 'tsx/cjs', path.join(__dirname, 'fixtures', 'weights-once.ts')], { encoding: 'utf8', timeout: 240_000 });
+    const r = spawnSync(process.execPath, ['--expose-gc', '--require', 'tsx/cjs', path.join(__dirname, 'fixtures', 'weights-once.ts')], {
+      encoding: 'utf8',
+      timeout: 240_000,
+    });
     assert.equal(r.status, 0, r.stderr);
     const { held, weightBytes } = JSON.parse(r.stdout.trim().split('\n').pop()!);
     // The weights once, plus the adapter, its moments and small buffers (a second copy of the
@@ -85,7 +113,12 @@ describe('policy/memory: the memory plan of a run', function () {
     }
     assert.ok(err instanceof TurnwiseError, 'refused');
     assert.match(err.message, /would not fit in memory/);
-    assert.match(err.message, new RegExp(`${Math.round(p.host / MB).toLocaleString('en-US')} MB over the ${limitMb.toLocaleString('en-US')} MB of TURNWISE_MEMORY_LIMIT_MB`));
+    assert.match(
+      err.message,
+      new RegExp(
+        `${Math.round(p.host / MB).toLocaleString('en-US')} MB over the ${limitMb.toLocaleString('en-US')} MB of TURNWISE_MEMORY_LIMIT_MB`,
+      ),
+    );
     assert.match(err.message, /update activations/);
     assert.match(err.hint!, /"updateTokensPerStep": \d+/);
     assert.match(err.hint!, /"lora"/);
@@ -100,11 +133,20 @@ describe('policy/memory: the memory plan of a run', function () {
 
   it('a plan that nothing fits says so', () => {
     const p = planMemory({ config: QWEN_05B, provider: 'cpu', updateTokensPerStep: 1024, context: 1024, episodes: 1 });
-    assert.throws(() => assertPlanFits(p, { bytes: 512 * MB, source: 'test' }), (e: TurnwiseError) => /use a machine with more memory/.test(e.hint!));
+    assert.throws(
+      () => assertPlanFits(p, { bytes: 512 * MB, source: 'test' }),
+      (e: TurnwiseError) => /use a machine with more memory/.test(e.hint!),
+    );
   });
 
   it('packed decode weights are a second copy of the weights on the CPU only; a run packs them where that plan fits, and feeds them where only the plan without does', () => {
-    const input = { config: QWEN_05B, context: 1024, episodes: 4, updateTokensPerStep: 1024, lora: { r: 16, target_modules: ['q_proj', 'v_proj'] as ('q_proj' | 'v_proj')[] } };
+    const input = {
+      config: QWEN_05B,
+      context: 1024,
+      episodes: 4,
+      updateTokensPerStep: 1024,
+      lora: { r: 16, target_modules: ['q_proj', 'v_proj'] as ('q_proj' | 'v_proj')[] },
+    };
     const fed = planMemory({ ...input, provider: 'cpu' });
     const packed = planMemory({ ...input, provider: 'cpu', packedDecode: true });
     const weights = fed.parts.find((p) => p.name === 'weights')!.bytes;
@@ -112,7 +154,22 @@ describe('policy/memory: the memory plan of a run', function () {
     assert.equal(packed.host - fed.host, weights + QWEN_05B.vocab_size * QWEN_05B.hidden_size * 4);
     assert.ok(formatMemoryPlan(packed).some((l) => /packed decode weights/.test(l)));
     assert.equal(planMemory({ ...input, provider: 'cuda', packedDecode: true }).input.packedDecode, false, 'not on a GPU provider');
-    const run: RunPlanConfig = { maxTurns: 6, maxActionTokens: 128, concurrency: 4, executionProvider: 'cpu', klCoef: 0, updateTokensPerStep: 1024, lora: { r: 16, lora_alpha: 32, lora_dropout: 0, target_modules: ['q_proj', 'v_proj'], use_rslora: false, base_model_name_or_path: 'x' } };
+    const run: RunPlanConfig = {
+      maxTurns: 6,
+      maxActionTokens: 128,
+      concurrency: 4,
+      executionProvider: 'cpu',
+      klCoef: 0,
+      updateTokensPerStep: 1024,
+      lora: {
+        r: 16,
+        lora_alpha: 32,
+        lora_dropout: 0,
+        target_modules: ['q_proj', 'v_proj'],
+        use_rslora: false,
+        base_model_name_or_path: 'x',
+      },
+    };
     const at = (mb: number) => runMemoryPlan(run, QWEN_05B, { TURNWISE_MEMORY_LIMIT_MB: String(mb) });
     const roomy = at(64 * 1024);
     assert.equal(roomy.packDecodeWeights, true);
@@ -120,17 +177,36 @@ describe('policy/memory: the memory plan of a run', function () {
     const tight = at(between);
     assert.equal(tight.packDecodeWeights, false, 'fed where only the plan without the copy fits');
     assert.ok(tight.plan.host <= between * MB);
-    assert.equal(runMemoryPlan({ ...run, executionProvider: 'cuda' }, QWEN_05B, { TURNWISE_MEMORY_LIMIT_MB: '65536' }).packDecodeWeights, false);
-    assert.ok(planMemory({ config: TURNWISE_TINY, provider: 'cpu', updateTokensPerStep: 1024, episodes: 1 }).parameters * 4 < PACK_MIN_WEIGHT_BYTES);
-    assert.equal(runMemoryPlan({ ...run, lora: undefined }, TURNWISE_TINY, { TURNWISE_MEMORY_LIMIT_MB: '65536' }).packDecodeWeights, false, 'turnwise-tiny is below the size that gains');
+    assert.equal(
+      runMemoryPlan({ ...run, executionProvider: 'cuda' }, QWEN_05B, { TURNWISE_MEMORY_LIMIT_MB: '65536' }).packDecodeWeights,
+      false,
+    );
+    assert.ok(
+      planMemory({ config: TURNWISE_TINY, provider: 'cpu', updateTokensPerStep: 1024, episodes: 1 }).parameters * 4 < PACK_MIN_WEIGHT_BYTES,
+    );
+    assert.equal(
+      runMemoryPlan({ ...run, lora: undefined }, TURNWISE_TINY, { TURNWISE_MEMORY_LIMIT_MB: '65536' }).packDecodeWeights,
+      false,
+      'turnwise-tiny is below the size that gains',
+    );
     // The setting: off never packs; on packs whatever the size, and a plan it makes too large is
     // refused naming "off" among the settings that fit.
     assert.equal(at(64 * 1024).packDecodeWeights, true);
-    assert.equal(runMemoryPlan({ ...run, packDecodeWeights: 'off' }, QWEN_05B, { TURNWISE_MEMORY_LIMIT_MB: '65536' }).packDecodeWeights, false);
-    assert.equal(runMemoryPlan({ ...run, lora: undefined, packDecodeWeights: 'on' }, TURNWISE_TINY, { TURNWISE_MEMORY_LIMIT_MB: '65536' }).packDecodeWeights, true);
+    assert.equal(
+      runMemoryPlan({ ...run, packDecodeWeights: 'off' }, QWEN_05B, { TURNWISE_MEMORY_LIMIT_MB: '65536' }).packDecodeWeights,
+      false,
+    );
+    assert.equal(
+      runMemoryPlan({ ...run, lora: undefined, packDecodeWeights: 'on' }, TURNWISE_TINY, { TURNWISE_MEMORY_LIMIT_MB: '65536' })
+        .packDecodeWeights,
+      true,
+    );
     const forced = runMemoryPlan({ ...run, packDecodeWeights: 'on' }, QWEN_05B, { TURNWISE_MEMORY_LIMIT_MB: String(Math.floor(between)) });
     assert.equal(forced.packDecodeWeights, true);
-    assert.throws(() => assertPlanFits(forced.plan, forced.limit), (e: TurnwiseError) => /"packDecodeWeights": "off"/.test(e.hint!));
+    assert.throws(
+      () => assertPlanFits(forced.plan, forced.limit),
+      (e: TurnwiseError) => /"packDecodeWeights": "off"/.test(e.hint!),
+    );
   });
 
   it('a policy that only samples packs where the weights twice, its caches and the runtime fit; the setting overrides, a GPU provider never packs', () => {
@@ -140,35 +216,51 @@ describe('policy/memory: the memory plan of a run', function () {
     assert.deepEqual(roomy, { pack: true });
     // What a sampling process holds: the weights, the packed copy (a tied embedding twice), 8 × 4,096 tokens of caches, the runtime.
     const P = planMemory({ config: QWEN_05B, provider: 'cpu', updateTokensPerStep: 1024, episodes: 1 }).parameters;
-    const kv = planMemory({ config: QWEN_05B, provider: 'cpu', updateTokensPerStep: 4096, context: 4096, episodes: 8 }).parts.find((x) => x.name === 'KV caches')!.bytes;
+    const kv = planMemory({ config: QWEN_05B, provider: 'cpu', updateTokensPerStep: 4096, context: 4096, episodes: 8 }).parts.find(
+      (x) => x.name === 'KV caches',
+    )!.bytes;
     const need = (2 * P + QWEN_05B.vocab_size * QWEN_05B.hidden_size) * 4 + kv + 320 * MB;
     assert.equal(samplingPacksWeights('auto', 'cpu', QWEN_05B, load, { bytes: need, source: 'x' }).pack, true);
     const tight = samplingPacksWeights('auto', 'cpu', QWEN_05B, load, limit(Math.floor(need / MB) - 1));
     assert.equal(tight.pack, false);
-    assert.match(tight.note!, /decoding with the weights fed: packing them would take [\d,]+ MB with 8 sequences of 4,096 tokens, over the [\d,]+ MB of the test/);
+    assert.match(
+      tight.note!,
+      /decoding with the weights fed: packing them would take [\d,]+ MB with 8 sequences of 4,096 tokens, over the [\d,]+ MB of the test/,
+    );
     // Longer sequences hold more: the same memory no longer fits them.
     assert.equal(samplingPacksWeights('auto', 'cpu', QWEN_05B, { episodes: 8, context: 16_384 }, { bytes: need, source: 'x' }).pack, false);
     assert.equal(samplingPacksWeights('auto', 'auto', QWEN_05B, load, limit(64 * 1024)).pack, true, "'auto' may land on the CPU");
-    for (const provider of ['cuda', 'webgpu']) assert.equal(samplingPacksWeights('on', provider, QWEN_05B, load, limit(64 * 1024)).pack, false, provider);
+    for (const provider of ['cuda', 'webgpu'])
+      assert.equal(samplingPacksWeights('on', provider, QWEN_05B, load, limit(64 * 1024)).pack, false, provider);
     assert.equal(samplingPacksWeights('off', 'cpu', QWEN_05B, load, limit(64 * 1024)).pack, false);
-    assert.deepEqual(samplingPacksWeights('auto', 'cpu', TURNWISE_TINY, load, limit(64 * 1024)), { pack: false }, 'below the size that gains: no note');
+    assert.deepEqual(
+      samplingPacksWeights('auto', 'cpu', TURNWISE_TINY, load, limit(64 * 1024)),
+      { pack: false },
+      'below the size that gains: no note',
+    );
     assert.equal(samplingPacksWeights('on', 'cpu', TURNWISE_TINY, load, limit(1)).pack, true, 'on packs whatever the size and memory');
   });
 
-  it('an evaluation of a model folder packs by its config\'s setting and, on auto, by what its episodes hold', () => {
+  it("an evaluation of a model folder packs by its config's setting and, on auto, by what its episodes hold", () => {
     const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-sampling-pack-'));
     try {
       // Only config.json is read: a 0.5B shape without its weights.
       fs.writeFileSync(path.join(tmp, 'config.json'), JSON.stringify(QWEN_05B));
       const c = { executionProvider: 'cpu' as const, maxActionTokens: 128, concurrency: 4, maxTurns: 6 };
       const logs: string[] = [];
-      const at = (mb: number, setting?: 'auto' | 'on' | 'off') => samplingPacksFolder(tmp, { ...c, ...(setting ? { packDecodeWeights: setting } : {}) }, (m) => logs.push(m), { TURNWISE_MEMORY_LIMIT_MB: String(mb) });
+      const at = (mb: number, setting?: 'auto' | 'on' | 'off') =>
+        samplingPacksFolder(tmp, { ...c, ...(setting ? { packDecodeWeights: setting } : {}) }, (m) => logs.push(m), {
+          TURNWISE_MEMORY_LIMIT_MB: String(mb),
+        });
       assert.equal(at(64 * 1024), true);
       assert.equal(at(64 * 1024, 'off'), false, '"off" in the config is kept');
       assert.deepEqual(logs, []);
       assert.equal(at(2 * 1024), false, 'two copies of 2 GB of weights do not fit 2 GB');
       assert.equal(logs.length, 1);
-      assert.match(logs[0], /packing them would take [\d,]+ MB with 4 sequences of [\d,]+ tokens, over the 2,048 MB of TURNWISE_MEMORY_LIMIT_MB/);
+      assert.match(
+        logs[0],
+        /packing them would take [\d,]+ MB with 4 sequences of [\d,]+ tokens, over the 2,048 MB of TURNWISE_MEMORY_LIMIT_MB/,
+      );
       assert.equal(at(2 * 1024, 'on'), true);
       const tiny = path.join(__dirname, '..', '..', '..', 'models', 'turnwise-tiny');
       assert.equal(samplingPacksFolder(tiny, c, undefined, { TURNWISE_MEMORY_LIMIT_MB: '65536' }), false);
@@ -179,7 +271,13 @@ describe('policy/memory: the memory plan of a run', function () {
   });
 
   it('updateTokensPerStep 0 picks the largest cap that fits; TURNWISE_MEMORY_LIMIT_MB sets the limit', () => {
-    const input = { config: QWEN_05B, provider: 'cpu' as const, context: 1024, episodes: 2, lora: { r: 16, target_modules: ['q_proj', 'v_proj'] as const } };
+    const input = {
+      config: QWEN_05B,
+      provider: 'cpu' as const,
+      context: 1024,
+      episodes: 2,
+      lora: { r: 16, target_modules: ['q_proj', 'v_proj'] as const },
+    };
     const plan0 = (t: number) => planMemory({ ...input, lora: { r: 16, target_modules: ['q_proj', 'v_proj'] }, updateTokensPerStep: t });
     // A limit 2,048 tokens per step fit under and 4,096 do not.
     const limit = (plan0(2048).host + plan0(4096).host) / 2;

@@ -31,7 +31,12 @@ function separateRows(xs: Example[], T: number): TrainBatch {
   const pad = (a: number[], fill: number) => [...a, ...new Array(T - a.length).fill(fill)];
   return {
     inputIds: xs.flatMap((x) => pad(x.ids, 0)),
-    attentionMask: xs.flatMap((x) => pad(x.ids.map(() => 1), 0)),
+    attentionMask: xs.flatMap((x) =>
+      pad(
+        x.ids.map(() => 1),
+        0,
+      ),
+    ),
     lossMask: xs.flatMap((x) => pad(x.w, 0)),
     advantages: xs.flatMap((x) => pad(x.adv, 0)),
     oldLogp: xs.flatMap((x) => pad(x.old, 0)),
@@ -40,7 +45,13 @@ function separateRows(xs: Example[], T: number): TrainBatch {
 
 /** Examples packed into rows of length T (each inner list one row), segment ids 1, 2, … per row. */
 function packedRows(rows: Example[][], T: number): TrainBatch {
-  const out = { inputIds: [] as number[], segmentIds: [] as number[], lossMask: [] as number[], advantages: [] as number[], oldLogp: [] as number[] };
+  const out = {
+    inputIds: [] as number[],
+    segmentIds: [] as number[],
+    lossMask: [] as number[],
+    advantages: [] as number[],
+    oldLogp: [] as number[],
+  };
   for (const xs of rows) {
     const n = xs.reduce((s, x) => s + x.ids.length, 0);
     assert.ok(n <= T);
@@ -126,8 +137,19 @@ describe('policy/trainer: packed rows', function () {
     assertSameWeights(packed.weights, sep.weights, 1e-5);
     // Several packed rows per batch, and a batch without segmentIds mixed in (packed from its
     // attentionMask, one example per row).
-    const mixed = await trainOnce(w, 'sft', 2, 13, [packedRows([[e1, e3], [e2]], 13), separateRows([e3, e4], 13)], { lr: [0.5, 0.25], eps: 1, maxGradNorm: 0 });
-    const plain = await trainOnce(w, 'sft', 3, 8, [separateRows([e1, e3, e2], 8), separateRows([e3, e4, { ...e4, w: e4.w.map(() => 0) }], 8)], { lr: [0.5, 0.25], eps: 1, maxGradNorm: 0 });
+    const mixed = await trainOnce(w, 'sft', 2, 13, [packedRows([[e1, e3], [e2]], 13), separateRows([e3, e4], 13)], {
+      lr: [0.5, 0.25],
+      eps: 1,
+      maxGradNorm: 0,
+    });
+    const plain = await trainOnce(
+      w,
+      'sft',
+      3,
+      8,
+      [separateRows([e1, e3, e2], 8), separateRows([e3, e4, { ...e4, w: e4.w.map(() => 0) }], 8)],
+      { lr: [0.5, 0.25], eps: 1, maxGradNorm: 0 },
+    );
     assertSameMetrics(mixed.metrics, plain.metrics, 1e-5);
     assertSameWeights(mixed.weights, plain.weights, 1e-5);
   });
@@ -145,7 +167,10 @@ describe('policy/trainer: packed rows', function () {
     const o = { loss: 'sft' as const, batch: 1, seq: 6 };
     await assert.rejects(t.train(o, [{ inputIds: ids, lossMask, segmentIds: [1, 1, 2, 2, 1, 1] }], { lr: 0 }), /not contiguous/);
     await assert.rejects(t.train(o, [{ inputIds: ids, lossMask, segmentIds: [1, 1, -1, 2, 2, 2] }], { lr: 0 }), /integers ≥ 0/);
-    await assert.rejects(t.train(o, [{ inputIds: ids, lossMask, segmentIds: [1, 1, 1, 2, 2, 2], attentionMask: [1, 1, 1, 1, 1, 1] }], { lr: 0 }), /both segmentIds and attentionMask/);
+    await assert.rejects(
+      t.train(o, [{ inputIds: ids, lossMask, segmentIds: [1, 1, 1, 2, 2, 2], attentionMask: [1, 1, 1, 1, 1, 1] }], { lr: 0 }),
+      /both segmentIds and attentionMask/,
+    );
     await assert.rejects(t.train(o, [{ inputIds: ids, lossMask: [0, 1, -1, 1, 1, 1] }], { lr: 0 }), /finite and ≥ 0/);
     await t.dispose();
   });
@@ -163,7 +188,8 @@ describe('policy/trainer: per-step learning rate', function () {
     const ml = await loop.train({ loss: 'ppo-token', batch: 2, seq: 8 }, batches, { lr: lrs, weightDecay: 0.01 });
     const one = new PolicyTrainer(w, undefined, { provider: 'cpu' });
     const ms: StepMetrics[] = [];
-    for (let k = 0; k < 3; k++) ms.push(...(await one.train({ loss: 'ppo-token', batch: 2, seq: 8 }, [batches[k]], { lr: lrs[k], weightDecay: 0.01 })));
+    for (let k = 0; k < 3; k++)
+      ms.push(...(await one.train({ loss: 'ppo-token', batch: 2, seq: 8 }, [batches[k]], { lr: lrs[k], weightDecay: 0.01 })));
     assertSameMetrics(ml, ms, 1e-6);
     assertSameWeights(loop.weights().tensors, one.weights().tensors, 1e-6);
     // A schedule function is evaluated at the global step: steps 0, 1, 2 here.
@@ -175,7 +201,10 @@ describe('policy/trainer: per-step learning rate', function () {
     const flat = new PolicyTrainer(w, undefined, { provider: 'cpu' });
     await flat.train({ loss: 'ppo-token', batch: 2, seq: 8 }, batches, { lr: 3e-3, weightDecay: 0.01 });
     assert.ok(maxAbsDiff(flat.weights().tensors.get('model.norm.weight')!, one.weights().tensors.get('model.norm.weight')!) > 1e-4);
-    await assert.rejects(flat.train({ loss: 'ppo-token', batch: 2, seq: 8 }, batches, { lr: [1e-3, 1e-3] }), /2 learning rates for 3 batches/);
+    await assert.rejects(
+      flat.train({ loss: 'ppo-token', batch: 2, seq: 8 }, batches, { lr: [1e-3, 1e-3] }),
+      /2 learning rates for 3 batches/,
+    );
     await assert.rejects(flat.train({ loss: 'ppo-token', batch: 2, seq: 8 }, batches, { lr: () => NaN }), /not a finite number/);
     for (const t of [loop, one, fn, flat]) await t.dispose();
   });

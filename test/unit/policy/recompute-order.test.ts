@@ -25,11 +25,20 @@ const T = 1024;
 /** Peak bytes of live values when the optimized model's nodes run in file order (values ONNX Runtime renamed are not counted). */
 async function peakInRuntimeOrder(c: ModelConfig, dir: string, lora: boolean): Promise<number> {
   const g = buildTrainGraph(c, {
-    batch: 1, seq: T, loss: 'ppo-token', recomputeLayers: true, weightDecay: false,
+    batch: 1,
+    seq: T,
+    loss: 'ppo-token',
+    recomputeLayers: true,
+    weightDecay: false,
     ...(lora ? { lora: { r: 16, lora_alpha: 32, target_modules: [...LORA_MODULES], use_rslora: false } } : {}),
   });
   const file = path.join(dir, `opt-${c.num_hidden_layers}-${lora}.onnx`);
-  const s = await ort.InferenceSession.create(toModelProto(g), { executionProviders: ['cpu'], graphOptimizationLevel: 'all', optimizedModelFilePath: file, logSeverityLevel: 3 });
+  const s = await ort.InferenceSession.create(toModelProto(g), {
+    executionProviders: ['cpu'],
+    graphOptimizationLevel: 'all',
+    optimizedModelFilePath: file,
+    logSeverityLevel: 3,
+  });
   await s.release();
   return peakLiveBytes(readModelNodes(fs.readFileSync(file)), valueBytes(g)).peak;
 }
@@ -42,7 +51,14 @@ describe('policy/training: recomputed layers in the order ONNX Runtime runs them
 
   for (const lora of [true, false]) {
     it(`${lora ? 'LoRA' : 'full training'}: each extra layer adds about its input to the peak, not its activations`, async () => {
-      const c: ModelConfig = { ...SMALL_CONFIG, hidden_size: 256, intermediate_size: 1024, num_attention_heads: 4, num_key_value_heads: 2, vocab_size: 1000 };
+      const c: ModelConfig = {
+        ...SMALL_CONFIG,
+        hidden_size: 256,
+        intermediate_size: 1024,
+        num_attention_heads: 4,
+        num_key_value_heads: 2,
+        vocab_size: 1000,
+      };
       const at = async (layers: number) => peakInRuntimeOrder({ ...c, num_hidden_layers: layers }, dir, lora);
       const [p2, p6] = [await at(2), await at(6)];
       const perLayer = (p6 - p2) / 4;
@@ -51,8 +67,16 @@ describe('policy/training: recomputed layers in the order ONNX Runtime runs them
       const activations = 4 * T * (3 * c.intermediate_size + c.num_attention_heads * T);
       const input = 4 * T * c.hidden_size;
       // Full training also keeps each layer's weight gradients for the optimizer.
-      const grads = lora ? 0 : 4 * paramSpecs(c).filter((p) => p.name.startsWith('model.layers.0.')).reduce((s, p) => s + p.shape.reduce((a, b) => a * b, 1), 0);
-      assert.ok(perLayer <= 4 * input + grads, `each layer adds ${perLayer} bytes to the peak; its input is ${input}, its gradients ${grads}, its activations ${activations}`);
+      const grads = lora
+        ? 0
+        : 4 *
+          paramSpecs(c)
+            .filter((p) => p.name.startsWith('model.layers.0.'))
+            .reduce((s, p) => s + p.shape.reduce((a, b) => a * b, 1), 0);
+      assert.ok(
+        perLayer <= 4 * input + grads,
+        `each layer adds ${perLayer} bytes to the peak; its input is ${input}, its gradients ${grads}, its activations ${activations}`,
+      );
       assert.ok(perLayer - grads < activations / 4);
     });
   }

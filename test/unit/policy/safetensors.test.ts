@@ -3,7 +3,14 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { writeFileAtomic } from '../../../src/core/fs';
-import { decodeSafetensors, encodeSafetensors, readSafetensorsFile, readSafetensorsHeader, safetensorsParts, type TensorMap } from '../../../src/policy/files/safetensors';
+import {
+  decodeSafetensors,
+  encodeSafetensors,
+  readSafetensorsFile,
+  readSafetensorsHeader,
+  safetensorsParts,
+  type TensorMap,
+} from '../../../src/policy/files/safetensors';
 
 /** Builds a safetensors file by hand from a header object and raw data bytes. */
 function handMade(header: object, data: number[]): Uint8Array {
@@ -57,14 +64,26 @@ describe('policy/safetensors', () => {
 
   it('refuses damaged files with a reason', () => {
     const good = encodeSafetensors(new Map([['w', { dtype: 'F32', shape: [4], data: new Float32Array(4) }]]));
-    assert.throws(() => decodeSafetensors(good.subarray(0, good.length - 1), 'm.safetensors'), /m.safetensors is not a valid safetensors file: tensor w ends at byte 16 but the data section has 15 bytes/);
+    assert.throws(
+      () => decodeSafetensors(good.subarray(0, good.length - 1), 'm.safetensors'),
+      /m.safetensors is not a valid safetensors file: tensor w ends at byte 16 but the data section has 15 bytes/,
+    );
     assert.throws(() => decodeSafetensors(good.subarray(0, 5)), /shorter than the 8-byte header/);
     const huge = Uint8Array.from(good);
     huge[5] = 1;
     assert.throws(() => decodeSafetensors(huge), /header length \d+ exceeds the file/);
-    assert.throws(() => decodeSafetensors(handMade({ w: { dtype: 'F32', shape: [2], data_offsets: [0, 4] } }, [0, 0, 0, 0])), /has 4 bytes but F32\[2\] needs 8/);
-    assert.throws(() => decodeSafetensors(handMade({ w: { dtype: 'F64', shape: [1], data_offsets: [0, 8] } }, new Array(8).fill(0))), /unsupported dtype "F64"/);
-    assert.throws(() => decodeSafetensors(handMade({ w: { dtype: 'F32', shape: [1], data_offsets: [0, 4] } }, new Array(8).fill(0))), /4 trailing bytes/);
+    assert.throws(
+      () => decodeSafetensors(handMade({ w: { dtype: 'F32', shape: [2], data_offsets: [0, 4] } }, [0, 0, 0, 0])),
+      /has 4 bytes but F32\[2\] needs 8/,
+    );
+    assert.throws(
+      () => decodeSafetensors(handMade({ w: { dtype: 'F64', shape: [1], data_offsets: [0, 8] } }, new Array(8).fill(0))),
+      /unsupported dtype "F64"/,
+    );
+    assert.throws(
+      () => decodeSafetensors(handMade({ w: { dtype: 'F32', shape: [1], data_offsets: [0, 4] } }, new Array(8).fill(0))),
+      /4 trailing bytes/,
+    );
     const notJson = Uint8Array.from(good);
     notJson[8] = 0x7e; // '{' → '~'
     assert.throws(() => decodeSafetensors(notJson), /header is not JSON/);
@@ -75,12 +94,13 @@ describe('policy/safetensors', () => {
     before(() => (tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-st-'))));
     after(() => fs.rmSync(tmp, { recursive: true, force: true }));
 
-    const mixed = (): TensorMap => new Map<string, TensorMap extends Map<string, infer T> ? T : never>([
-      ['a', { dtype: 'BF16', shape: [3, 2], data: Float32Array.of(1, -2, 0.5, 3.25, -0, 1e-3) }],
-      ['b', { dtype: 'F16', shape: [2], data: Float32Array.of(65504, -0.25) }],
-      ['c', { dtype: 'F32', shape: [1, 3], data: Float32Array.of(Math.PI, -1, 7) }],
-      ['d', { dtype: 'I64', shape: [2], data: BigInt64Array.of(-5n, 1n << 40n) }],
-    ]);
+    const mixed = (): TensorMap =>
+      new Map<string, TensorMap extends Map<string, infer T> ? T : never>([
+        ['a', { dtype: 'BF16', shape: [3, 2], data: Float32Array.of(1, -2, 0.5, 3.25, -0, 1e-3) }],
+        ['b', { dtype: 'F16', shape: [2], data: Float32Array.of(65504, -0.25) }],
+        ['c', { dtype: 'F32', shape: [1, 3], data: Float32Array.of(Math.PI, -1, 7) }],
+        ['d', { dtype: 'I64', shape: [2], data: BigInt64Array.of(-5n, 1n << 40n) }],
+      ]);
 
     it('the parts written are the encoded bytes, and the file reads back as the buffer decodes', () => {
       const file = path.join(tmp, 'mixed.safetensors');
@@ -92,16 +112,30 @@ describe('policy/safetensors', () => {
       assert.deepEqual(fromFile.metadata, { format: 'pt' });
       assert.deepEqual([...fromFile.tensors.keys()], ['a', 'b', 'c', 'd']);
       for (const [k, t] of fromBuf.tensors) assert.deepEqual(fromFile.tensors.get(k), t, k);
-      assert.deepEqual([...readSafetensorsHeader(file)].map(([k, h]) => [k, h.dtype, h.shape]), [['a', 'BF16', [3, 2]], ['b', 'F16', [2]], ['c', 'F32', [1, 3]], ['d', 'I64', [2]]]);
+      assert.deepEqual(
+        [...readSafetensorsHeader(file)].map(([k, h]) => [k, h.dtype, h.shape]),
+        [
+          ['a', 'BF16', [3, 2]],
+          ['b', 'F16', [2]],
+          ['c', 'F32', [1, 3]],
+          ['d', 'I64', [2]],
+        ],
+      );
     });
 
     it('a truncated or missing file is refused naming it, as the buffer decoder refuses it', () => {
       const file = path.join(tmp, 'cut.safetensors');
       const good = encodeSafetensors(mixed());
       fs.writeFileSync(file, good.subarray(0, good.length - 3));
-      assert.throws(() => readSafetensorsFile(file), (e: Error) => e.message.includes(file) && /ends at byte \d+ but the data section has \d+ bytes \(truncated\?\)/.test(e.message));
+      assert.throws(
+        () => readSafetensorsFile(file),
+        (e: Error) => e.message.includes(file) && /ends at byte \d+ but the data section has \d+ bytes \(truncated\?\)/.test(e.message),
+      );
       assert.throws(() => readSafetensorsHeader(file), /truncated/);
-      assert.throws(() => readSafetensorsFile(path.join(tmp, 'none.safetensors'), 'copy the folder again'), (e: Error & { hint?: string }) => /cannot read .*none\.safetensors: ENOENT/.test(e.message) && e.hint === 'copy the folder again');
+      assert.throws(
+        () => readSafetensorsFile(path.join(tmp, 'none.safetensors'), 'copy the folder again'),
+        (e: Error & { hint?: string }) => /cannot read .*none\.safetensors: ENOENT/.test(e.message) && e.hint === 'copy the folder again',
+      );
     });
 
     // One read cannot return more than 2 GiB (readFileSync refuses such a file): a model whose

@@ -44,14 +44,19 @@ describe('policy/sampling: sampleToken without sorting the vocabulary', () => {
     big[7] = big[8];
     rows.push(big);
     for (const [i, row] of rows.entries()) {
-      for (const [temperature, topP] of [[1, 1], [1, 0.6], [0.5, 0.9], [2, 1]]) {
+      for (const [temperature, topP] of [
+        [1, 1],
+        [1, 0.6],
+        [0.5, 0.9],
+        [2, 1],
+      ]) {
         const got = sampleToken(row, temperature, topP, new SeededRandom(i)).id;
         assert.equal(got, sortedDraw(row, temperature, topP, new SeededRandom(i)), `row ${i}, temperature ${temperature}, top-p ${topP}`);
       }
     }
   });
 
-  it('returns the token\'s log-prob and stays inside the nucleus', () => {
+  it("returns the token's log-prob and stays inside the nucleus", () => {
     const row = [5, 4, 3, 0, 0, -2];
     const lp = logSoftmax(row);
     for (let s = 0; s < 50; s++) {
@@ -77,7 +82,11 @@ describe('policy/sampling: sampleRows, the draw inside a decode graph', () => {
     const s = await OnnxSession.create(toModelProto(g), { provider: 'cpu' });
     const data = new Float32Array(N * V);
     rows.forEach((r, i) => data.set(r, i * V));
-    const res = await s.run({ logits: { dtype: 'float32', dims: [N, V], data }, t: { dtype: 'float32', dims: [N], data: Float32Array.from(temperature) }, u: { dtype: 'float32', dims: [N], data: Float32Array.from(uniform) } });
+    const res = await s.run({
+      logits: { dtype: 'float32', dims: [N, V], data },
+      t: { dtype: 'float32', dims: [N], data: Float32Array.from(temperature) },
+      u: { dtype: 'float32', dims: [N], data: Float32Array.from(uniform) },
+    });
     await s.release();
     return { ids: Array.from(res.ids.data as BigInt64Array, Number), lp: Array.from(res.lp.data as Float32Array) };
   };
@@ -86,7 +95,7 @@ describe('policy/sampling: sampleRows, the draw inside a decode graph', () => {
     return Float32Array.from({ length: V }, () => (r.next() - 0.5) * spread);
   };
 
-  it('draws the first token whose running probability reaches u, with the log-prob at the row\'s temperature', async () => {
+  it("draws the first token whose running probability reaches u, with the log-prob at the row's temperature", async () => {
     const V = 300;
     const rows: Float32Array[] = [];
     const t: number[] = [];
@@ -139,7 +148,11 @@ describe('policy/sampling: sampleRows, the draw inside a decode graph', () => {
     assert.deepEqual(edges.ids, [1, 4]);
     const n = 4000;
     const r = new SeededRandom(3);
-    const got = await run(Array.from({ length: n }, () => row), new Array(n).fill(1), Array.from({ length: n }, () => r.next()));
+    const got = await run(
+      Array.from({ length: n }, () => row),
+      new Array(n).fill(1),
+      Array.from({ length: n }, () => r.next()),
+    );
     const lp = logSoftmax(row, 1);
     for (const k of [1, 3, 4]) {
       const p = Math.exp(lp[k]);

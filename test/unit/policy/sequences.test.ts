@@ -65,7 +65,15 @@ describe('policy/sequences: per-sequence KV caches, batched ragged extend and sa
     const run = async (order: number[]) => {
       const seqs = order.map((i) => policy.newSequence(prompts[i]));
       // Budgets far apart: rows finish at different steps and the batch is regathered smaller.
-      const req = (turn: number) => seqs.map((seq, k) => ({ seq, seed: seeds[order[k]] + turn, maxNewTokens: [3, 20, 2, 12][order[k]], temperature: 1.2, topP: 0.95, stopIds: [] }));
+      const req = (turn: number) =>
+        seqs.map((seq, k) => ({
+          seq,
+          seed: seeds[order[k]] + turn,
+          maxNewTokens: [3, 20, 2, 12][order[k]],
+          temperature: 1.2,
+          topP: 0.95,
+          stopIds: [],
+        }));
       const first = await policy.sample(req(0));
       await policy.extend(seqs.map((seq, k) => ({ seq, ids: observations[order[k]] })));
       const second = await policy.sample(req(1));
@@ -182,7 +190,7 @@ describe('policy/sequences: per-sequence KV caches, batched ragged extend and sa
     assert.throws(() => seq.append([V]), /outside the vocabulary/);
   });
 
-  it('packed decode weights (held in the session, ONNX Runtime\'s packed layout) draw the tokens and log-probs of fed weights, with an adapter, across a weight change; the weights\' file goes with the policy', async () => {
+  it("packed decode weights (held in the session, ONNX Runtime's packed layout) draw the tokens and log-probs of fed weights, with an adapter, across a weight change; the weights' file goes with the policy", async () => {
     const cache = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-packed-'));
     const was = process.env.XDG_CACHE_HOME;
     process.env.XDG_CACHE_HOME = cache;
@@ -197,7 +205,9 @@ describe('policy/sequences: per-sequence KV caches, batched ragged extend and sa
         assert.equal(await p.packsDecodeWeights(), pack);
         const seqs = [ids(5, 3), ids(2, 7), ids(3, 11)].map((t) => p.newSequence(t));
         // three rows (one greedy), then one row alone (a one-row step on the same session)
-        const many = await p.sample(seqs.map((seq, b) => ({ seq, seed: 50 + b, maxNewTokens: 8, temperature: b === 2 ? 0 : 1, stopIds: [] })));
+        const many = await p.sample(
+          seqs.map((seq, b) => ({ seq, seed: 50 + b, maxNewTokens: 8, temperature: b === 2 ? 0 : 1, stopIds: [] })),
+        );
         const one = await p.sample([{ seq: seqs[0], seed: 60, maxNewTokens: 6, temperature: 1, stopIds: [] }]);
         const files = fs.existsSync(packedRoot) ? fs.readdirSync(packedRoot).length : 0;
         // new base weights: a packed session must not keep drawing from the old ones
@@ -214,7 +224,11 @@ describe('policy/sequences: per-sequence KV caches, batched ragged extend and sa
       const packed = await run(true);
       assert.equal(packed.files, 1, 'one folder of packed weights while the policy lives');
       assert.deepEqual(packed.seqs, fed.seqs, 'the same tokens');
-      fed.rows.forEach((row, i) => row.logprobs.forEach((lp, t) => assert.ok(Math.abs(lp - packed.rows[i].logprobs[t]) < 1e-4, `row ${i} token ${t}: ${packed.rows[i].logprobs[t]} vs ${lp}`)));
+      fed.rows.forEach((row, i) =>
+        row.logprobs.forEach((lp, t) =>
+          assert.ok(Math.abs(lp - packed.rows[i].logprobs[t]) < 1e-4, `row ${i} token ${t}: ${packed.rows[i].logprobs[t]} vs ${lp}`),
+        ),
+      );
       assert.deepEqual(fs.readdirSync(packedRoot), [], 'dispose removes the folder');
       // A folder left by a process that no longer runs is removed by the next one.
       fs.mkdirSync(path.join(packedRoot, '999999999-stale'));
@@ -234,7 +248,11 @@ describe('policy/sequences: per-sequence KV caches, batched ragged extend and sa
       assert.equal(warnings.length, 1, warnings.join('\n'));
       assert.match(warnings[0], /decode weights not packed .*decoding with the weights fed/);
       assert.equal(await q.packsDecodeWeights(), false);
-      assert.deepEqual(qs.map((x) => [...x.tokens]).slice(0, 3), fed.seqs.map((x, i) => (i === 0 ? x : x.slice(0, qs[i].tokens.length))), 'the tokens fed weights draw');
+      assert.deepEqual(
+        qs.map((x) => [...x.tokens]).slice(0, 3),
+        fed.seqs.map((x, i) => (i === 0 ? x : x.slice(0, qs[i].tokens.length))),
+        'the tokens fed weights draw',
+      );
       rows.forEach((row, i) => row.logprobs.forEach((lp, t) => assert.ok(Math.abs(lp - fed.rows[i].logprobs[t]) < 1e-4)));
       await q.dispose();
     } finally {
@@ -243,7 +261,15 @@ describe('policy/sequences: per-sequence KV caches, batched ragged extend and sa
       fs.rmSync(cache, { recursive: true, force: true });
     }
     // Left open, the setting packs on the CPU from PACK_MIN_WEIGHT_BYTES, never on a GPU provider.
-    assert.deepEqual([packsDecodeWeights(undefined, 'cpu', PACK_MIN_WEIGHT_BYTES - 1), packsDecodeWeights(undefined, 'cpu', PACK_MIN_WEIGHT_BYTES), packsDecodeWeights(true, 'cuda', 1e9), packsDecodeWeights(false, 'cpu', 1e10)], [false, true, false, false]);
+    assert.deepEqual(
+      [
+        packsDecodeWeights(undefined, 'cpu', PACK_MIN_WEIGHT_BYTES - 1),
+        packsDecodeWeights(undefined, 'cpu', PACK_MIN_WEIGHT_BYTES),
+        packsDecodeWeights(true, 'cuda', 1e9),
+        packsDecodeWeights(false, 'cpu', 1e10),
+      ],
+      [false, true, false, false],
+    );
   });
 
   it('several decode steps per run (a Loop, as GPU providers run them) give the tokens of one step per run, and keep the cache right across stops', async () => {
@@ -258,8 +284,18 @@ describe('policy/sequences: per-sequence KV caches, batched ragged extend and sa
       p.decodeStepsPerRun = perRun;
       try {
         const seqs = prompts.map((t) => p.newSequence(t));
-        const first = await p.sample(seqs.map((seq, b) => ({ seq, seed: 20 + b, maxNewTokens: [12, 13, 6, 11][b], temperature: b === 3 ? 0 : 1, stopIds: [] })));
-        const second = await p.sample(seqs.map((seq, b) => ({ seq, seed: 30 + b, maxNewTokens: 9, temperature: b === 3 ? 0 : 1, stopIds: b === 0 && stopAt !== undefined ? [stopAt] : [] })));
+        const first = await p.sample(
+          seqs.map((seq, b) => ({ seq, seed: 20 + b, maxNewTokens: [12, 13, 6, 11][b], temperature: b === 3 ? 0 : 1, stopIds: [] })),
+        );
+        const second = await p.sample(
+          seqs.map((seq, b) => ({
+            seq,
+            seed: 30 + b,
+            maxNewTokens: 9,
+            temperature: b === 3 ? 0 : 1,
+            stopIds: b === 0 && stopAt !== undefined ? [stopAt] : [],
+          })),
+        );
         const alone = await p.sample([{ seq: seqs[1], seed: 40, maxNewTokens: 7, temperature: 1, stopIds: [] }]);
         return { seqs: seqs.map((s) => [...s.tokens]), first, second, alone };
       } finally {
@@ -271,10 +307,16 @@ describe('policy/sequences: per-sequence KV caches, batched ragged extend and sa
     const [a, b] = [await run(1, stopAt), await run(4, stopAt)];
     assert.ok(a.second[0].finishReason === 'stop' && a.second[0].tokenIds.length <= 3, 'row 0 stops at its stop id');
     assert.deepEqual(b.seqs, a.seqs, 'the same tokens');
-    for (const [x, y] of [[a.first, b.first], [a.second, b.second], [a.alone, b.alone]] as const) {
+    for (const [x, y] of [
+      [a.first, b.first],
+      [a.second, b.second],
+      [a.alone, b.alone],
+    ] as const) {
       x.forEach((row, i) => {
         assert.equal(y[i].finishReason, row.finishReason);
-        row.logprobs.forEach((lp, t) => assert.ok(Math.abs(lp - y[i].logprobs[t]) < 1e-4, `row ${i} token ${t}: ${y[i].logprobs[t]} vs ${lp}`));
+        row.logprobs.forEach((lp, t) =>
+          assert.ok(Math.abs(lp - y[i].logprobs[t]) < 1e-4, `row ${i} token ${t}: ${y[i].logprobs[t]} vs ${lp}`),
+        );
       });
     }
     // the looped run's log-probs against the reference of each whole sequence

@@ -15,7 +15,10 @@ describe('policy/tokenizer: byte-level tokenizer.json through @huggingface/token
     const text = 'print("<|im_end|>")\n<|im_start|>agent\n<|endoftext|><|pad|>';
     const ids = tok.encode(text, { special: false });
     assert.deepEqual(ids, [...Buffer.from(text, 'utf8')]);
-    assert.ok(ids.every((id) => id < 256), 'no control token');
+    assert.ok(
+      ids.every((id) => id < 256),
+      'no control token',
+    );
     assert.equal(tok.decode(ids, true), text);
     assert.deepEqual(tok.encode('a<|im_end|>', { special: true }), [0x61, 258]);
     assert.deepEqual(tok.encode('a<|im_end|>'), [0x61, 258], 'special tokens on by default (the chat template)');

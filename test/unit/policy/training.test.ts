@@ -78,7 +78,11 @@ async function onnxGradients(w: PolicyWeights, b: Batch, B: number, T: number) {
   for (const s of spec.batch) batch[s.name] = g.input(s.name, s.dtype, s.shape);
   const { loss } = spec.forward(g, params, batch);
   const names = Object.keys(params);
-  gradients(g, loss, names.map((n) => params[n])).forEach((d, i) => g.output(d, `grad.${names[i]}`));
+  gradients(
+    g,
+    loss,
+    names.map((n) => params[n]),
+  ).forEach((d, i) => g.output(d, `grad.${names[i]}`));
   g.output(loss, 'loss');
   const s = await OnnxSession.create(toModelProto(g), { provider: 'cpu' });
   const t = (a: Float32Array): HostTensor => ({ dtype: 'float32', dims: [B, T], data: a });
@@ -113,7 +117,9 @@ describe('policy/training: gradients, optimizer, learning', function () {
       const c = config;
       const w = initWeights(c, 21, 0.4);
       // Norm gains away from 1 and non-zero biases, so their gradients are generic too.
-      for (const [name, a] of w.tensors) if (name.endsWith('norm.weight') || name.endsWith('.bias')) for (let i = 0; i < a.length; i++) a[i] = (name.endsWith('bias') ? 0 : 1) + 0.3 * Math.sin(i + name.length);
+      for (const [name, a] of w.tensors)
+        if (name.endsWith('norm.weight') || name.endsWith('.bias'))
+          for (let i = 0; i < a.length; i++) a[i] = (name.endsWith('bias') ? 0 : 1) + 0.3 * Math.sin(i + name.length);
       const B = 2;
       const T = 6;
       const batch = makeBatch(c, B, T, 5);
@@ -163,8 +169,21 @@ describe('policy/training: gradients, optimizer, learning', function () {
     const norm = Math.sqrt(sq);
     const maxNorm = norm / 3; // forces clipping by 1/3
     const trainer = new PolicyTrainer(w, undefined, { provider: 'cpu' });
-    const hyper = { lr: 0.01, weightDecay: 0.1, maxGradNorm: maxNorm, clipLow: 0.2, clipHigh: 0.2, klCoef: 0.3, entCoef: 0.02, replayCoef: 0.5 };
-    const [m] = await trainer.train({ loss: 'ppo-token', batch: B, seq: T }, [{ inputIds: b.ids, lossMask: b.mask, advantages: b.adv, oldLogp: b.old, refLogp: b.ref, replayMask: b.replay }], hyper);
+    const hyper = {
+      lr: 0.01,
+      weightDecay: 0.1,
+      maxGradNorm: maxNorm,
+      clipLow: 0.2,
+      clipHigh: 0.2,
+      klCoef: 0.3,
+      entCoef: 0.02,
+      replayCoef: 0.5,
+    };
+    const [m] = await trainer.train(
+      { loss: 'ppo-token', batch: B, seq: T },
+      [{ inputIds: b.ids, lossMask: b.mask, advantages: b.adv, oldLogp: b.old, refLogp: b.ref, replayMask: b.replay }],
+      hyper,
+    );
     assert.ok(Math.abs(m.grad_norm - norm) < 1e-5 * norm, `grad_norm ${m.grad_norm} vs ${norm}`);
     // Second step from the first step's moments, reference and graph side by side.
     const scale = maxNorm / (norm + 1e-6);
@@ -174,7 +193,15 @@ describe('policy/training: gradients, optimizer, learning', function () {
       const x = Float64Array.from(w.tensors.get(p.name)!);
       const mm = new Float64Array(x.length);
       const vv = new Float64Array(x.length);
-      adamwReference(x, Array.from(grads.get(p.name)!, (g) => g * scale), mm, vv, 0, { lr: 0.01, beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0.1 }, p.shape.length === 2);
+      adamwReference(
+        x,
+        Array.from(grads.get(p.name)!, (g) => g * scale),
+        mm,
+        vv,
+        0,
+        { lr: 0.01, beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0.1 },
+        p.shape.length === 2,
+      );
       const got = after.tensors.get(p.name)!;
       for (let i = 0; i < x.length; i++) {
         assert.ok(Math.abs(got[i] - x[i]) < 2e-6, `${p.name}[${i}] ${got[i]} vs ${x[i]}`);
@@ -209,7 +236,10 @@ describe('policy/training: gradients, optimizer, learning', function () {
     const d = await run(1e-30);
     for (const [name, x] of a) assert.ok(maxAbsDiff(x, d.get(name)!) < 1e-7, `${name}: ${maxAbsDiff(x, d.get(name)!)}`);
     const moved = await run(0.5);
-    assert.notDeepEqual(Array.from(moved.get('model.layers.0.mlp.up_proj.weight')!), Array.from(a.get('model.layers.0.mlp.up_proj.weight')!));
+    assert.notDeepEqual(
+      Array.from(moved.get('model.layers.0.mlp.up_proj.weight')!),
+      Array.from(a.get('model.layers.0.mlp.up_proj.weight')!),
+    );
   });
 
   it('K steps in one Loop run equal K separate runs', async () => {
@@ -263,7 +293,8 @@ describe('policy/training: gradients, optimizer, learning', function () {
       await resumed.train(o, [mk(2)], hyper);
       const a = resumed.weights().tensors;
       let diff = 0;
-      for (const [name, x] of straight.weights().tensors) for (let i = 0; i < x.length; i++) diff = Math.max(diff, Math.abs(x[i] - a.get(name)![i]));
+      for (const [name, x] of straight.weights().tensors)
+        for (let i = 0; i < x.length; i++) diff = Math.max(diff, Math.abs(x[i] - a.get(name)![i]));
       assert.ok(diff < 1e-6, `resumed run differs by ${diff}`);
       await resumed.dispose();
     } finally {
@@ -289,7 +320,8 @@ describe('policy/training: gradients, optimizer, learning', function () {
     const trainer = new PolicyTrainer(initWeights(c, 1), undefined, { provider: 'cpu' });
     const batch: TrainBatch = { inputIds: ids, lossMask: mask };
     const losses: number[] = [];
-    for (let i = 0; i < 6; i++) losses.push(...(await trainer.train({ loss: 'sft', batch: 4, seq: T }, new Array(10).fill(batch), { lr: 1e-2 })).map((m) => m.loss));
+    for (let i = 0; i < 6; i++)
+      losses.push(...(await trainer.train({ loss: 'sft', batch: 4, seq: T }, new Array(10).fill(batch), { lr: 1e-2 })).map((m) => m.loss));
     const start = losses[0];
     const end = losses[losses.length - 1];
     assert.ok(Math.abs(start - Math.log(260)) < 0.1, `starts near uniform (ln 260 = 5.56), got ${start}`);
@@ -339,7 +371,10 @@ describe('policy/training: gradients, optimizer, learning', function () {
   it('no node of the turnwise-tiny training graph binds more than 8 tensors (WebGPU guarantees 8 storage buffers per shader)', () => {
     // Constant inputs (Split sizes, axes, shapes) are read on the host, not bound to the shader.
     for (const steps of [1, 2]) {
-      const g = buildTrainingGraph({ ...policyTrainingSpec(presetConfig('tiny'), { loss: 'ppo-token', batch: 2, seq: 8, kl: true, entropy: true }), steps });
+      const g = buildTrainingGraph({
+        ...policyTrainingSpec(presetConfig('tiny'), { loss: 'ppo-token', batch: 2, seq: 8, kl: true, entropy: true }),
+        steps,
+      });
       const body = steps === 1 ? g : (g.nodes.find((n) => n.op === 'Loop')!.attrs.body as unknown as Graph);
       const wide = body.nodes
         .filter((n) => n.op !== 'Loop' && n.op !== 'If')
@@ -421,11 +456,19 @@ describe('policy/training: chunked causal attention', function () {
       const causal = new Float32Array(T * T);
       for (let i = 0; i < T; i++) for (let j = i + 1; j < T; j++) causal[i * T + j] = MASKED;
       const bias = g.add(g.tensor('float32', [1, 1, T, T], causal), g.reshape(g.mul(g.sub(1, m), MASKED), [B, 1, 1, T]));
-      const positions = g.tensor('int64', [1, T], Array.from({ length: T }, (_, i) => i));
+      const positions = g.tensor(
+        'int64',
+        [1, T],
+        Array.from({ length: T }, (_, i) => i),
+      );
       const { logits } = buildForward(g, c, W, { ids: idsV, positions, bias, attentionChunks: chunks, dims: { B, T } });
       const loss = g.reduceSum(g.mul(logits, g.tensor('float32', [B, T, c.vocab_size], seeds)));
       const names = [...W.keys()];
-      gradients(g, loss, names.map((n) => W.get(n)!)).forEach((d, i) => g.output(d, `grad.${names[i]}`));
+      gradients(
+        g,
+        loss,
+        names.map((n) => W.get(n)!),
+      ).forEach((d, i) => g.output(d, `grad.${names[i]}`));
       g.output(logits, 'logits');
       const s = await OnnxSession.create(toModelProto(g), { provider: 'cpu' });
       const feeds: Record<string, HostTensor> = {
@@ -447,7 +490,17 @@ describe('policy/training: chunked causal attention', function () {
         assert.ok(diff < 1e-5 * scale, `${chunks} chunks, ${name}: ${diff} (scale ${scale})`);
       }
     }
-    assert.throws(() => buildForward(Graph.create(), c, new Map(), { ids: null as never, positions: null as never, bias: null as never, attentionChunks: 5, dims: { B, T } }), /divisible/);
+    assert.throws(
+      () =>
+        buildForward(Graph.create(), c, new Map(), {
+          ids: null as never,
+          positions: null as never,
+          bias: null as never,
+          attentionChunks: 5,
+          dims: { B, T },
+        }),
+      /divisible/,
+    );
     assert.deepEqual([attentionChunksFor(128), attentionChunksFor(512), attentionChunksFor(1024), attentionChunksFor(1022)], [1, 2, 4, 2]);
   });
 });

@@ -19,7 +19,10 @@ describe('policy/worker: dispose while a run is in flight', function () {
       assert.ok(!out.includes('terminate called'), `native abort:\n${out}`);
       assert.equal(r.signal, null, `killed by ${r.signal}:\n${out}`);
       assert.equal(r.status, 0, out);
-      const res = JSON.parse(r.stdout.trim().split('\n').pop()!) as { inFlight: { rows?: number; finite?: boolean; error?: string }; after: string };
+      const res = JSON.parse(r.stdout.trim().split('\n').pop()!) as {
+        inFlight: { rows?: number; finite?: boolean; error?: string };
+        after: string;
+      };
       // Answered if it finished before dispose(), else rejected saying so; never left hanging.
       if (res.inFlight.error !== undefined) assert.match(res.inFlight.error, /disposed; logprobs did not finish/);
       else assert.deepEqual(res.inFlight, { rows: 8, finite: true });

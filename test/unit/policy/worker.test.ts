@@ -23,8 +23,14 @@ async function script(p: PolicyService) {
     { seq: a, seed: 1, maxNewTokens: 6, temperature: 1.1, stopIds: [] },
     { seq: b, seed: 2, maxNewTokens: 9, temperature: 1.1, stopIds: [] },
   ]);
-  await p.extend([{ seq: a, ids: ids(7, 3) }, { seq: b, ids: ids(2, 9) }]);
-  const turn2 = await p.sample([{ seq: b, seed: 3, maxNewTokens: 5, temperature: 0.8, stopIds: [] }, { seq: a, seed: 4, maxNewTokens: 5, ids: ids(3, 2), stopIds: [] }]);
+  await p.extend([
+    { seq: a, ids: ids(7, 3) },
+    { seq: b, ids: ids(2, 9) },
+  ]);
+  const turn2 = await p.sample([
+    { seq: b, seed: 3, maxNewTokens: 5, temperature: 0.8, stopIds: [] },
+    { seq: a, seed: 4, maxNewTokens: 5, ids: ids(3, 2), stopIds: [] },
+  ]);
   const rows = [await p.tokens(a), await p.tokens(b)];
   const before = await p.logprobs(rows);
   const seq = 32;
@@ -56,11 +62,14 @@ describe('policy/worker: the trained policy in a worker thread', function () {
       assert.deepEqual(there.metrics, here.metrics);
       for (const k of ['before', 'after', 'reference'] as const) there[k].forEach((r, i) => assert.ok(maxAbsDiff(r, here[k][i]) < 1e-6, k));
       // Training changed what is sampled and scored; the reference stayed at the starting weights.
-      assert.ok(maxAbsDiff(here.after[1], here.before[1]) > 1e-3, 'log-probs after train() are the new weights\'');
+      assert.ok(maxAbsDiff(here.after[1], here.before[1]) > 1e-3, "log-probs after train() are the new weights'");
       assert.ok(maxAbsDiff(here.reference[1], here.before[1]) < 1e-6);
       assert.equal(here.before[0][0], 0);
       assert.equal((await worker.info()).step, 2);
-      await assert.rejects(worker.tokens(1), (e: unknown) => e instanceof TurnwiseError && e.code === 'invalid-input' && /no sequence 1/.test(e.message) && !!e.hint);
+      await assert.rejects(
+        worker.tokens(1),
+        (e: unknown) => e instanceof TurnwiseError && e.code === 'invalid-input' && /no sequence 1/.test(e.message) && !!e.hint,
+      );
     } finally {
       await local.dispose();
       await worker.dispose();
@@ -73,7 +82,14 @@ describe('policy/worker: the trained policy in a worker thread', function () {
       await assert.rejects(worker.newSequence([1]), (e: unknown) => e instanceof TurnwiseError && /no policy is loaded/.test(e.message));
       await worker.loadWeights(weights, { settings });
       const s = await worker.newSequence([1, 2]);
-      await assert.rejects(worker.extend([{ seq: s, ids: [V + 5] }]), (e: unknown) => e instanceof TurnwiseError && e.code === 'invalid-input' && /outside the vocabulary/.test(e.message) && /tokenizer/.test(e.hint ?? ''));
+      await assert.rejects(
+        worker.extend([{ seq: s, ids: [V + 5] }]),
+        (e: unknown) =>
+          e instanceof TurnwiseError &&
+          e.code === 'invalid-input' &&
+          /outside the vocabulary/.test(e.message) &&
+          /tokenizer/.test(e.hint ?? ''),
+      );
       // The worker goes on after an error.
       const [r] = await worker.sample([{ seq: s, maxNewTokens: 3, temperature: 0, stopIds: [] }]);
       assert.equal(r.tokenIds.length, 3);
@@ -103,7 +119,10 @@ describe('policy/worker: the trained policy in a worker thread', function () {
     const other = new PolicyWorker();
     await other.loadWeights(weights, { settings });
     const s2 = await other.newSequence(ids(20, 3));
-    const inFlight = other.sample([{ seq: s2, maxNewTokens: 100, stopIds: [] }]).then(() => 'answered', (e: Error) => e.message);
+    const inFlight = other.sample([{ seq: s2, maxNewTokens: 100, stopIds: [] }]).then(
+      () => 'answered',
+      (e: Error) => e.message,
+    );
     await other.dispose();
     assert.match(await inFlight, /disposed; sample did not finish/);
     await assert.rejects(other.info(), /disposed/);
@@ -136,7 +155,10 @@ describe('policy/worker: the trained policy in a worker thread', function () {
       const out = await request;
       assert.equal(out.length, 4);
       assert.equal(out[3].length, 1024);
-      assert.ok(turnsWhilePending >= 10, `the event loop turned ${turnsWhilePending} time(s) while the worker scored: the work held this thread`);
+      assert.ok(
+        turnsWhilePending >= 10,
+        `the event loop turned ${turnsWhilePending} time(s) while the worker scored: the work held this thread`,
+      );
     } finally {
       await worker.dispose();
     }

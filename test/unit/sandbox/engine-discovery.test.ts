@@ -7,7 +7,9 @@ import { createHash } from 'node:crypto';
 import * as path from 'node:path';
 import { WINDOWS_PIPE, engineError, localSocketCandidates, resolveEngineTarget, type EngineProbe } from '../../../src/sandbox/engine';
 
-function probe(opts: { sockets?: string[]; denied?: string[]; files?: Record<string, string>; platform?: NodeJS.Platform; home?: string } = {}): EngineProbe {
+function probe(
+  opts: { sockets?: string[]; denied?: string[]; files?: Record<string, string>; platform?: NodeJS.Platform; home?: string } = {},
+): EngineProbe {
   const sockets = new Set(opts.sockets ?? []);
   const denied = new Set(opts.denied ?? []);
   return {
@@ -30,7 +32,12 @@ describe('sandbox/engine discovery', () => {
   });
 
   it('the docker CLI current context: DOCKER_CONTEXT or config.json currentContext, its host read from the context store', () => {
-    const meta = (name: string, host: string) => ({ [path.join('/home/u/.docker/contexts/meta', sha(name), 'meta.json')]: JSON.stringify({ Name: name, Endpoints: { docker: { Host: host } } }) });
+    const meta = (name: string, host: string) => ({
+      [path.join('/home/u/.docker/contexts/meta', sha(name), 'meta.json')]: JSON.stringify({
+        Name: name,
+        Endpoints: { docker: { Host: host } },
+      }),
+    });
     const files = {
       '/home/u/.docker/config.json': JSON.stringify({ currentContext: 'desktop-linux' }),
       ...meta('desktop-linux', 'unix:///home/u/.docker/desktop/docker.sock'),
@@ -42,7 +49,10 @@ describe('sandbox/engine discovery', () => {
     assert.deepEqual([fromEnv.label, fromEnv.via], ['/run/user/1000/docker.sock', 'docker context rootless']);
     // DOCKER_CONFIG moves the whole store.
     const moved = Object.fromEntries(Object.entries(files).map(([k, v]) => [k.replace('/home/u/.docker', '/cfg'), v]));
-    assert.equal(resolveEngineTarget(undefined, { DOCKER_CONFIG: '/cfg' }, probe({ files: moved })).label, '/home/u/.docker/desktop/docker.sock');
+    assert.equal(
+      resolveEngineTarget(undefined, { DOCKER_CONFIG: '/cfg' }, probe({ files: moved })).label,
+      '/home/u/.docker/desktop/docker.sock',
+    );
     // The default context is no context: the sockets are looked at.
     const dflt = resolveEngineTarget(undefined, { DOCKER_CONTEXT: 'default' }, probe({ files, sockets: ['/var/run/docker.sock'] }));
     assert.equal(dflt.label, '/var/run/docker.sock');
@@ -50,19 +60,33 @@ describe('sandbox/engine discovery', () => {
 
   it('without a host: the first socket found, preferring one this user may use (rootless Docker, Podman, Docker Desktop)', () => {
     const env = { XDG_RUNTIME_DIR: '/run/user/1000' };
-    assert.equal(resolveEngineTarget(undefined, env, probe({ sockets: ['/run/user/1000/docker.sock'] })).label, '/run/user/1000/docker.sock');
-    assert.equal(resolveEngineTarget(undefined, env, probe({ sockets: ['/run/user/1000/podman/podman.sock'] })).label, '/run/user/1000/podman/podman.sock');
-    assert.equal(resolveEngineTarget(undefined, env, probe({ sockets: ['/home/u/.docker/run/docker.sock'] })).label, '/home/u/.docker/run/docker.sock');
+    assert.equal(
+      resolveEngineTarget(undefined, env, probe({ sockets: ['/run/user/1000/docker.sock'] })).label,
+      '/run/user/1000/docker.sock',
+    );
+    assert.equal(
+      resolveEngineTarget(undefined, env, probe({ sockets: ['/run/user/1000/podman/podman.sock'] })).label,
+      '/run/user/1000/podman/podman.sock',
+    );
+    assert.equal(
+      resolveEngineTarget(undefined, env, probe({ sockets: ['/home/u/.docker/run/docker.sock'] })).label,
+      '/home/u/.docker/run/docker.sock',
+    );
     // The system engine's socket, not open to this user, loses to the user's own Podman socket.
     const both = probe({ sockets: ['/var/run/docker.sock', '/run/user/1000/podman/podman.sock'], denied: ['/var/run/docker.sock'] });
     assert.equal(resolveEngineTarget(undefined, env, both).label, '/run/user/1000/podman/podman.sock');
     // Only a socket this user may not open: it is still the one to report (permission denied).
-    assert.equal(resolveEngineTarget(undefined, env, probe({ sockets: ['/var/run/docker.sock'], denied: ['/var/run/docker.sock'] })).label, '/var/run/docker.sock');
+    assert.equal(
+      resolveEngineTarget(undefined, env, probe({ sockets: ['/var/run/docker.sock'], denied: ['/var/run/docker.sock'] })).label,
+      '/var/run/docker.sock',
+    );
   });
 
   it('on Windows the named pipe, as dockerode finds Docker Desktop; npipe:// hosts as the docker CLI writes them', () => {
     assert.deepEqual(localSocketCandidates({}, probe({ platform: 'win32' })), [WINDOWS_PIPE]);
-    assert.deepEqual(resolveEngineTarget(undefined, {}, probe({ platform: 'win32', sockets: [WINDOWS_PIPE] })).options, { socketPath: '//./pipe/docker_engine' });
+    assert.deepEqual(resolveEngineTarget(undefined, {}, probe({ platform: 'win32', sockets: [WINDOWS_PIPE] })).options, {
+      socketPath: '//./pipe/docker_engine',
+    });
     assert.deepEqual(resolveEngineTarget('npipe:////./pipe/docker_engine', {}).options, { socketPath: '//./pipe/docker_engine' });
   });
 
@@ -70,7 +94,10 @@ describe('sandbox/engine discovery', () => {
     const t = resolveEngineTarget(undefined, { XDG_RUNTIME_DIR: '/run/user/1000' }, probe());
     assert.equal(t.label, '/var/run/docker.sock');
     const e = engineError(Object.assign(new Error('connect ENOENT'), { code: 'ENOENT' }), t);
-    assert.match(e.message, /^Docker is not reachable at \/var\/run\/docker\.sock: the socket does not exist \(looked at: DOCKER_HOST \(not set\), docker context \(default\), \/var\/run\/docker\.sock, \/run\/user\/1000\/docker\.sock, \/home\/u\/\.docker\/run\/docker\.sock, .*\/run\/user\/1000\/podman\/podman\.sock/);
+    assert.match(
+      e.message,
+      /^Docker is not reachable at \/var\/run\/docker\.sock: the socket does not exist \(looked at: DOCKER_HOST \(not set\), docker context \(default\), \/var\/run\/docker\.sock, \/run\/user\/1000\/docker\.sock, \/home\/u\/\.docker\/run\/docker\.sock, .*\/run\/user\/1000\/podman\/podman\.sock/,
+    );
     assert.match(e.hint ?? '', /Docker Desktop/);
     assert.match(e.hint ?? '', /podman\.socket/);
     const denied = engineError(Object.assign(new Error('connect EACCES'), { code: 'EACCES' }), t);

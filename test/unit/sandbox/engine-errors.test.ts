@@ -33,7 +33,10 @@ describe('sandbox/engine errors', function () {
       const { docker, target } = connectEngine('ssh://nobody@127.0.0.1:1', { requestTimeoutMs: 3000 });
       await assert.rejects(engineInfo(docker, target, 3000), /Docker is not reachable at ssh:\/\/nobody@127.0.0.1:1/);
       await new Promise((r) => setImmediate(r));
-      assert.deepEqual(warnings.filter((w) => /DEP0170|The URL ssh:/.test(w)), []);
+      assert.deepEqual(
+        warnings.filter((w) => /DEP0170|The URL ssh:/.test(w)),
+        [],
+      );
     } finally {
       process.off('warning', onWarning);
     }

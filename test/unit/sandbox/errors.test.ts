@@ -7,10 +7,19 @@ const target = { label: '/var/run/docker.sock', options: {} };
 
 describe('sandbox/errors', () => {
   it('maps engine failures to the three user-facing cases, each with a fix', () => {
-    const disk = sandboxError(Object.assign(new Error('(HTTP code 500) server error - write /var/lib/docker/tmp/x: no space left on device'), { statusCode: 500 }), target, 'building x');
+    const disk = sandboxError(
+      Object.assign(new Error('(HTTP code 500) server error - write /var/lib/docker/tmp/x: no space left on device'), { statusCode: 500 }),
+      target,
+      'building x',
+    );
     assert.equal(disk.code, 'docker-out-of-disk');
     assert.match(disk.hint!, /sandbox prune --images/);
-    const missing = sandboxError(Object.assign(new Error('(HTTP code 404) no such container - No such image: turnwise/x:1'), { statusCode: 404 }), target, 'creating', 'turnwise/x:1');
+    const missing = sandboxError(
+      Object.assign(new Error('(HTTP code 404) no such container - No such image: turnwise/x:1'), { statusCode: 404 }),
+      target,
+      'creating',
+      'turnwise/x:1',
+    );
     assert.equal(missing.code, 'docker-image-missing');
     assert.match(missing.message, /turnwise\/x:1/);
     assert.match(missing.hint!, /turnwise images build/);
@@ -30,7 +39,10 @@ describe('sandbox/errors', () => {
       { host: 'ssh://me@box', capacity: 16 },
       { host: 'tcp://h:2376', capacity: undefined },
     ]);
-    assert.deepEqual(parseEngineSpecs([{ host: 'tcp://a:1', capacity: 2 }, 'ssh://b']), [{ host: 'tcp://a:1', capacity: 2 }, { host: 'ssh://b', capacity: undefined }]);
+    assert.deepEqual(parseEngineSpecs([{ host: 'tcp://a:1', capacity: 2 }, 'ssh://b']), [
+      { host: 'tcp://a:1', capacity: 2 },
+      { host: 'ssh://b', capacity: undefined },
+    ]);
     assert.equal(parseEngineSpecs(''), undefined);
     assert.throws(() => parseEngineSpecs([{ host: 'x', capacity: 0 }]), /capacity/);
     assert.throws(() => parseEngineSpecs([42]), /unexpected entry/);

@@ -13,7 +13,7 @@ function frame(stream: number, data: Buffer): Buffer {
 function chop(buf: Buffer, seed: number): Buffer[] {
   const parts: Buffer[] = [];
   let s = seed;
-  for (let i = 0; i < buf.length; ) {
+  for (let i = 0; i < buf.length;) {
     s = (s * 1103515245 + 12345) % 2 ** 31;
     const n = 1 + (s % 13);
     parts.push(buf.subarray(i, i + n));

@@ -44,8 +44,11 @@ describe('sandbox/snapshot file selection', () => {
     const mark = path.join(dir, '..', `${path.basename(dir)}-pwned`);
     execFileSync('git', ['-C', dir, 'config', 'core.fsmonitor', `touch ${mark}; false`]);
     try {
-      assert.deepEqual(listWorkspaceFiles(dir).map((f) => f.rel), ['src/a.py']);
-      assert.equal(fs.existsSync(mark), false, 'git ran the workspace\'s fsmonitor command on the host');
+      assert.deepEqual(
+        listWorkspaceFiles(dir).map((f) => f.rel),
+        ['src/a.py'],
+      );
+      assert.equal(fs.existsSync(mark), false, "git ran the workspace's fsmonitor command on the host");
     } finally {
       fs.rmSync(mark, { force: true });
     }
@@ -53,8 +56,14 @@ describe('sandbox/snapshot file selection', () => {
 
   it('node_modules go to the root-owned dependencies folder, linked from the workspace', () => {
     assert.deepEqual(contextPath('src/a.js'), { name: 'ws/src/a.js' });
-    assert.deepEqual(contextPath('node_modules/mocha/bin/mocha.js'), { name: 'deps/node_modules/mocha/bin/mocha.js', depsRoot: 'node_modules' });
-    assert.deepEqual(contextPath('packages/a/node_modules/x/node_modules/y/i.js'), { name: 'deps/packages/a/node_modules/x/node_modules/y/i.js', depsRoot: 'packages/a/node_modules' });
+    assert.deepEqual(contextPath('node_modules/mocha/bin/mocha.js'), {
+      name: 'deps/node_modules/mocha/bin/mocha.js',
+      depsRoot: 'node_modules',
+    });
+    assert.deepEqual(contextPath('packages/a/node_modules/x/node_modules/y/i.js'), {
+      name: 'deps/packages/a/node_modules/x/node_modules/y/i.js',
+      depsRoot: 'packages/a/node_modules',
+    });
     assert.deepEqual(contextPath('node_modules'), { name: 'ws/node_modules' }, 'a file named node_modules is a file');
     const df = snapshotDockerfile('base:1');
     // Copied without --chown (root-owned) and before the workspace, which is the agent's.
@@ -62,7 +71,7 @@ describe('sandbox/snapshot file selection', () => {
     assert.ok(df.indexOf('COPY deps/') < df.indexOf('COPY --chown=1000:1000 ws/'));
   });
 
-  it('a subfolder of a git repo follows the repo\'s ignore rules, with paths relative to the subfolder', () => {
+  it("a subfolder of a git repo follows the repo's ignore rules, with paths relative to the subfolder", () => {
     execFileSync('git', ['init', '-q', dir]);
     write(dir, '.gitignore', '.venv/\n*.log\n');
     write(dir, 'pkg/.gitignore', 'out/\n');
@@ -92,7 +101,10 @@ describe('sandbox/snapshot file selection', () => {
     write(dir, '.git/config', 'not a repo, still skipped');
     write(dir, 'node_modules/m/i.js', '');
     const files = listWorkspaceFiles(dir);
-    assert.deepEqual(files.map((f) => [f.rel, f.mode]), [['x/run.sh', 0o755]]);
+    assert.deepEqual(
+      files.map((f) => [f.rel, f.mode]),
+      [['x/run.sh', 0o755]],
+    );
   });
 
   it('content hash changes with content, mode and base image, and not otherwise', () => {
@@ -115,7 +127,12 @@ describe('sandbox/snapshot file selection', () => {
     checkSnapshotSize(files, 10_000, dir); // under the cap: fine
     assert.throws(
       () => checkSnapshotSize(files, 2000, dir),
-      (e: unknown) => e instanceof TurnwiseError && /data\/big\.bin/.test(e.message) && /data\//.test(e.message) && /over the/.test(e.message) && !!e.hint,
+      (e: unknown) =>
+        e instanceof TurnwiseError &&
+        /data\/big\.bin/.test(e.message) &&
+        /data\//.test(e.message) &&
+        /over the/.test(e.message) &&
+        !!e.hint,
     );
   });
 

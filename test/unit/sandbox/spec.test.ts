@@ -49,7 +49,10 @@ describe('sandbox/owner', () => {
     };
     assert.equal(stateWithoutStat(4242, throwing('EPERM')), 'unknown', "another user's live process");
     assert.equal(stateWithoutStat(4242, throwing('ESRCH')), 'gone');
-    assert.equal(stateWithoutStat(4242, () => undefined), 'unknown');
+    assert.equal(
+      stateWithoutStat(4242, () => undefined),
+      'unknown',
+    );
     // And for real: a pid that has exited is gone.
     const child = spawnSync('true');
     assert.equal(stateWithoutStat(child.pid!), 'gone');
@@ -60,7 +63,11 @@ describe('sandbox/engine targets and languages', () => {
   it('resolves unix, tcp, tls and ssh hosts', () => {
     assert.deepEqual(resolveEngineTarget('', {}).options, { socketPath: '/var/run/docker.sock' });
     assert.deepEqual(resolveEngineTarget('unix:///tmp/d.sock', {}).options, { socketPath: '/tmp/d.sock' });
-    assert.deepEqual(resolveEngineTarget(undefined, { DOCKER_HOST: 'tcp://127.0.0.1:2375' }).options, { protocol: 'http', host: '127.0.0.1', port: 2375 });
+    assert.deepEqual(resolveEngineTarget(undefined, { DOCKER_HOST: 'tcp://127.0.0.1:2375' }).options, {
+      protocol: 'http',
+      host: '127.0.0.1',
+      port: 2375,
+    });
     assert.equal(resolveEngineTarget('ssh://me@box', {}).options.protocol, 'ssh');
     assert.throws(() => resolveEngineTarget('tcp://h:2376', { DOCKER_TLS_VERIFY: '1', DOCKER_CERT_PATH: '/nonexistent' }), /ca\.pem/);
     assert.throws(() => resolveEngineTarget('ftp://x', {}), /unsupported/);
@@ -69,7 +76,11 @@ describe('sandbox/engine targets and languages', () => {
   it('follows the docker CLI on TLS env values and IPv6 hosts', () => {
     // docker turns TLS on for any non-empty DOCKER_TLS_VERIFY (and for DOCKER_TLS), not only '1'.
     for (const env of [{ DOCKER_TLS_VERIFY: 'true' }, { DOCKER_TLS_VERIFY: 'yes' }, { DOCKER_TLS: '1' }]) {
-      assert.throws(() => resolveEngineTarget('tcp://h:2376', { ...env, DOCKER_CERT_PATH: '/nonexistent' }), /ca\.pem/, JSON.stringify(env));
+      assert.throws(
+        () => resolveEngineTarget('tcp://h:2376', { ...env, DOCKER_CERT_PATH: '/nonexistent' }),
+        /ca\.pem/,
+        JSON.stringify(env),
+      );
     }
     assert.equal(resolveEngineTarget('tcp://h:2375', { DOCKER_TLS_VERIFY: '' }).options.protocol, 'http');
     // URL keeps the brackets of an IPv6 literal; a socket connect to "[::1]" fails with ENOTFOUND.

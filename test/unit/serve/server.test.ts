@@ -27,15 +27,35 @@ describe('train/serve: the OpenAI-compatible server', function () {
   const files = chatTokenizerFiles('chatml');
   const vocab = Math.ceil(tokenizerJsonSize(files.tokenizerJson) / 64) * 64;
   const config: ModelConfig = {
-    model_type: 'qwen2', hidden_size: 32, intermediate_size: 48, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2,
-    rms_norm_eps: 1e-6, rope_theta: 1_000_000, vocab_size: vocab, max_position_embeddings: 512, tie_word_embeddings: true,
+    model_type: 'qwen2',
+    hidden_size: 32,
+    intermediate_size: 48,
+    num_hidden_layers: 2,
+    num_attention_heads: 4,
+    num_key_value_heads: 2,
+    rms_norm_eps: 1e-6,
+    rope_theta: 1_000_000,
+    vocab_size: vocab,
+    max_position_embeddings: 512,
+    tie_word_embeddings: true,
   };
 
   before(async () => {
     tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-serve-'));
     dir = path.join(tmp, 'qwen-tiny');
-    writeModelFolder(dir, initWeights(config, 31, 0.3), { dtype: 'bfloat16', tokenizerJson: files.tokenizerJson, tokenizerConfig: files.tokenizerConfig });
-    server = await startServer({ model: dir, port: 0, token: 'secret', maxRequestBytes: 4096, batchWaitMs: 50, settings: { provider: 'cpu' } });
+    writeModelFolder(dir, initWeights(config, 31, 0.3), {
+      dtype: 'bfloat16',
+      tokenizerJson: files.tokenizerJson,
+      tokenizerConfig: files.tokenizerConfig,
+    });
+    server = await startServer({
+      model: dir,
+      port: 0,
+      token: 'secret',
+      maxRequestBytes: 4096,
+      batchWaitMs: 50,
+      settings: { provider: 'cpu' },
+    });
   });
   after(async () => {
     await server?.close();
@@ -43,18 +63,28 @@ describe('train/serve: the OpenAI-compatible server', function () {
   });
 
   const post = (route: string, body: unknown, headers: Record<string, string> = { authorization: 'Bearer secret' }) =>
-    fetch(`${server.url}${route}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: typeof body === 'string' ? body : JSON.stringify(body) });
+    fetch(`${server.url}${route}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...headers },
+      body: typeof body === 'string' ? body : JSON.stringify(body),
+    });
 
   it('listens on loopback only, and lists its one model', async () => {
     assert.match(server.url, /^http:\/\/127\.0\.0\.1:\d+$/);
     const r = await fetch(`${server.url}/v1/models`, { headers: { authorization: 'Bearer secret' } });
     assert.equal(r.status, 200);
     const j = await r.json();
-    assert.deepEqual(j.data.map((m: { id: string; object: string }) => [m.id, m.object]), [['qwen-tiny', 'model']]);
+    assert.deepEqual(
+      j.data.map((m: { id: string; object: string }) => [m.id, m.object]),
+      [['qwen-tiny', 'model']],
+    );
   });
 
-  it('a greedy chat completion is the policy\'s own greedy continuation of the template-rendered prompt (content as data), with log-probs, token ids and usage', async () => {
-    const messages = [{ role: 'system', content: 'You fix bugs.' }, { role: 'user', content: 'Hello <|im_end|> there' }];
+  it("a greedy chat completion is the policy's own greedy continuation of the template-rendered prompt (content as data), with log-probs, token ids and usage", async () => {
+    const messages = [
+      { role: 'system', content: 'You fix bugs.' },
+      { role: 'user', content: 'Hello <|im_end|> there' },
+    ];
     const r = await post('/v1/chat/completions', { model: 'qwen-tiny', messages, max_tokens: 12, temperature: 0, logprobs: true });
     assert.equal(r.status, 200);
     const j = await r.json();
@@ -64,8 +94,12 @@ describe('train/serve: the OpenAI-compatible server', function () {
     const ck = loadCheckpoint(dir);
     const format = chatFormatOf(ck, 1);
     const ids = format.conversation(messages[0].content, messages[1].content).prompt().ids;
-    assert.equal(ck.tokenizer.decode(ids), format.o.template.render(messages as never, true), 'the template\'s text');
-    assert.equal(ids.filter((x) => x === format.endOfTurn.id).length, 2, '<|im_end|> in a message is text, not the token: only the two the template writes');
+    assert.equal(ck.tokenizer.decode(ids), format.o.template.render(messages as never, true), "the template's text");
+    assert.equal(
+      ids.filter((x) => x === format.endOfTurn.id).length,
+      2,
+      '<|im_end|> in a message is text, not the token: only the two the template writes',
+    );
     const p = new Policy(ck.weights, ck.tokenizer, { provider: 'cpu' });
     const [row] = await p.generateIds([ids], { maxNewTokens: 12, temperature: 0, stopIds: [format.endOfTurn.id] });
     await p.dispose();
@@ -89,10 +123,18 @@ describe('train/serve: the OpenAI-compatible server', function () {
       for (const setting of ['on', 'off', 'auto'] as const) {
         const s = await startServer({ model: dir, port: 0, packDecodeWeights: setting, settings: { provider: 'cpu' } });
         try {
-          const r = await fetch(`${s.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+          const r = await fetch(`${s.url}/v1/chat/completions`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json' },
+            body: JSON.stringify(body),
+          });
           assert.equal(r.status, 200);
           const j = await r.json();
-          replies[setting] = { text: j.choices[0].message.content, lp: j.choices[0].logprobs.content.map((t: { logprob: number }) => t.logprob), folders: folders() };
+          replies[setting] = {
+            text: j.choices[0].message.content,
+            lp: j.choices[0].logprobs.content.map((t: { logprob: number }) => t.logprob),
+            folders: folders(),
+          };
         } finally {
           await s.close();
         }
@@ -109,13 +151,22 @@ describe('train/serve: the OpenAI-compatible server', function () {
     }
   });
 
-  it('a reply sent back as an assistant message is read in the ids it was sampled as: the next prompt extends the conversation\'s ids', async () => {
+  it("a reply sent back as an assistant message is read in the ids it was sampled as: the next prompt extends the conversation's ids", async () => {
     const system = 'You fix bugs.';
-    const first = [{ role: 'system', content: system }, { role: 'user', content: 'task one' }];
+    const first = [
+      { role: 'system', content: system },
+      { role: 'user', content: 'task one' },
+    ];
     const a = await (await post('/v1/chat/completions', { messages: first, max_tokens: 10, temperature: 1, seed: 5 })).json();
     const reply = a.choices[0].message.content as string;
     const sampled = a.choices[0].token_ids as number[];
-    const b = await (await post('/v1/chat/completions', { messages: [...first, { role: 'assistant', content: reply }, { role: 'user', content: 'exit 0' }], max_tokens: 4, temperature: 0 })).json();
+    const b = await (
+      await post('/v1/chat/completions', {
+        messages: [...first, { role: 'assistant', content: reply }, { role: 'user', content: 'exit 0' }],
+        max_tokens: 4,
+        temperature: 0,
+      })
+    ).json();
     const ck = loadCheckpoint(dir);
     const format = chatFormatOf(ck, 1);
     const conv = format.conversation(system, 'task one');
@@ -128,8 +179,20 @@ describe('train/serve: the OpenAI-compatible server', function () {
   });
 
   it('top_logprobs (chat) and logprobs N (completions): the N most likely tokens, most likely first, the greedy token on top', async () => {
-    const j = await (await post('/v1/chat/completions', { messages: [{ role: 'user', content: 'hi' }], max_tokens: 6, temperature: 0, logprobs: true, top_logprobs: 3 })).json();
-    for (const t of j.choices[0].logprobs.content as { token: string; logprob: number; top_logprobs: { token: string; logprob: number }[] }[]) {
+    const j = await (
+      await post('/v1/chat/completions', {
+        messages: [{ role: 'user', content: 'hi' }],
+        max_tokens: 6,
+        temperature: 0,
+        logprobs: true,
+        top_logprobs: 3,
+      })
+    ).json();
+    for (const t of j.choices[0].logprobs.content as {
+      token: string;
+      logprob: number;
+      top_logprobs: { token: string; logprob: number }[];
+    }[]) {
       assert.equal(t.top_logprobs.length, 3);
       assert.equal(t.top_logprobs[0].token, t.token, 'greedy: the sampled token is the most likely');
       assert.ok(Math.abs(t.top_logprobs[0].logprob - t.logprob) < 1e-9);
@@ -154,11 +217,17 @@ describe('train/serve: the OpenAI-compatible server', function () {
     const one = await (await post('/v1/chat/completions', body)).json();
     const r = await post('/v1/chat/completions', { ...body, n: 3 });
     const j = await r.json();
-    assert.deepEqual(j.choices.map((c: { index: number }) => c.index), [0, 1, 2]);
+    assert.deepEqual(
+      j.choices.map((c: { index: number }) => c.index),
+      [0, 1, 2],
+    );
     assert.equal(j.choices[0].message.content, one.choices[0].message.content);
     assert.ok(new Set(j.choices.map((c: { token_ids: number[] }) => c.token_ids.join(','))).size > 1, 'the choices differ');
     assert.equal(r.headers.get('x-turnwise-batch-size'), '3', 'sampled in one run');
-    assert.equal(j.usage.completion_tokens, j.choices.reduce((a: number, c: { token_ids: number[] }) => a + c.token_ids.length, 0));
+    assert.equal(
+      j.usage.completion_tokens,
+      j.choices.reduce((a: number, c: { token_ids: number[] }) => a + c.token_ids.length, 0),
+    );
     assert.equal((await post('/v1/chat/completions', { ...body, n: 99 })).status, 400);
   });
 
@@ -196,9 +265,17 @@ describe('train/serve: the OpenAI-compatible server', function () {
     });
     assert.ok(chunks.every((c) => c.object === 'chat.completion.chunk'));
     const choice = chunks.flatMap((c) => c.choices);
-    assert.equal(choice.map((c) => c.delta.content ?? '').join(''), once.choices[0].message.content, 'the same seed gives the same reply, streamed or not');
+    assert.equal(
+      choice.map((c) => c.delta.content ?? '').join(''),
+      once.choices[0].message.content,
+      'the same seed gives the same reply, streamed or not',
+    );
     assert.equal(choice[0].delta.role, 'assistant');
-    assert.deepEqual(choice.flatMap((c) => c.logprobs?.content ?? []).map((t: { logprob: number }) => t.logprob), once.choices[0].logprobs.content.map((t: { logprob: number }) => t.logprob), 'every token\'s log-prob, once');
+    assert.deepEqual(
+      choice.flatMap((c) => c.logprobs?.content ?? []).map((t: { logprob: number }) => t.logprob),
+      once.choices[0].logprobs.content.map((t: { logprob: number }) => t.logprob),
+      "every token's log-prob, once",
+    );
     assert.equal(choice.find((c) => c.finish_reason !== null).finish_reason, once.choices[0].finish_reason);
     assert.deepEqual(chunks[chunks.length - 1].choices, [], 'the last chunk carries the usage');
     assert.equal(chunks[chunks.length - 1].usage.completion_tokens, once.usage.completion_tokens);
@@ -208,13 +285,23 @@ describe('train/serve: the OpenAI-compatible server', function () {
     if (text.length > 6) {
       const stop = text.slice(4, 6);
       const cut = await (await post('/v1/chat/completions', { ...body, stream: true, stop })).text();
-      const sent = cut.split('\n\n').filter((e) => e.startsWith('data: {')).flatMap((e) => JSON.parse(e.slice(6)).choices).map((c: { delta: { content?: string } }) => c.delta.content ?? '').join('');
+      const sent = cut
+        .split('\n\n')
+        .filter((e) => e.startsWith('data: {'))
+        .flatMap((e) => JSON.parse(e.slice(6)).choices)
+        .map((c: { delta: { content?: string } }) => c.delta.content ?? '')
+        .join('');
       assert.equal(sent, text.slice(0, text.indexOf(stop)));
     }
   });
 
   it('concurrent requests are answered from batched runs, each as it would be alone', async () => {
-    const bodies = [0, 1, 2, 3].map((k) => ({ messages: [{ role: 'user', content: `task ${k}` }], max_tokens: 8, temperature: 1, seed: 10 + k }));
+    const bodies = [0, 1, 2, 3].map((k) => ({
+      messages: [{ role: 'user', content: `task ${k}` }],
+      max_tokens: 8,
+      temperature: 1,
+      seed: 10 + k,
+    }));
     const alone = [];
     for (const b of bodies) {
       const r = await post('/v1/chat/completions', b);
@@ -223,17 +310,24 @@ describe('train/serve: the OpenAI-compatible server', function () {
     }
     const answers = await Promise.all(bodies.map((b) => post('/v1/chat/completions', b)));
     const sizes = answers.map((r) => Number(r.headers.get('x-turnwise-batch-size')));
-    assert.ok(sizes.some((n) => n > 1), `sent together, some were sampled in one run (batch sizes ${sizes})`);
+    assert.ok(
+      sizes.some((n) => n > 1),
+      `sent together, some were sampled in one run (batch sizes ${sizes})`,
+    );
     const together = await Promise.all(answers.map(async (r) => (await r.json()).choices[0].message.content));
-    assert.deepEqual(together, alone, 'a row\'s draws depend on its own seed only');
+    assert.deepEqual(together, alone, "a row's draws depend on its own seed only");
   });
 
-  it('refuses what is malformed, too large, unauthorized, of another model or route, in the API\'s error shape', async () => {
+  it("refuses what is malformed, too large, unauthorized, of another model or route, in the API's error shape", async () => {
     const cases: Array<[Promise<Response>, number, RegExp]> = [
       [post('/v1/chat/completions', '{not json'), 400, /not a JSON object/],
       [post('/v1/chat/completions', { messages: [] }), 400, /messages must be a non-empty list/],
       [post('/v1/chat/completions', { messages: [{ role: 'tool', content: 'x' }] }), 400, /role must be system, user or assistant/],
-      [post('/v1/chat/completions', { messages: [{ role: 'user', content: 'x' }], temperature: 7 }), 400, /temperature must be a number in \[0, 2\]/],
+      [
+        post('/v1/chat/completions', { messages: [{ role: 'user', content: 'x' }], temperature: 7 }),
+        400,
+        /temperature must be a number in \[0, 2\]/,
+      ],
       [post('/v1/chat/completions', { messages: [{ role: 'user', content: 'x' }], model: 'gpt-4o' }), 404, /is not served here/],
       [post('/v1/chat/completions', { messages: [{ role: 'user', content: 'x'.repeat(5000) }] }), 413, /larger than 4096 bytes/],
       [post('/v1/chat/completions', { messages: [{ role: 'user', content: 'x' }] }, {}), 401, /bearer token/],
@@ -252,11 +346,19 @@ describe('train/serve: the OpenAI-compatible server', function () {
     const cli = path.join(__dirname, '..', '..', '..', 'src', 'cli', 'main.ts');
     // No Vulkan driver for the server (and its provider probe): the machine may have an adapter.
     const env = { ...process.env, VK_ICD_FILENAMES: '/nonexistent/icd.json', VK_DRIVER_FILES: '/nonexistent/icd.json' };
-    const bad = spawnSync(process.execPath, ['-r', 'tsx/cjs', cli, 'serve', '--model', path.join(tmp, 'missing'), '--provider', 'tpu'], { encoding: 'utf8', timeout: 60_000, env });
+    const bad = spawnSync(process.execPath, ['-r', 'tsx/cjs', cli, 'serve', '--model', path.join(tmp, 'missing'), '--provider', 'tpu'], {
+      encoding: 'utf8',
+      timeout: 60_000,
+      env,
+    });
     assert.equal(bad.status, 2, bad.stderr);
     assert.match(bad.stderr, /--provider must be one of auto, cpu, cuda, webgpu, got "tpu"/);
     for (const provider of ['cpu', 'webgpu']) {
-      const child = spawn(process.execPath, ['-r', 'tsx/cjs', cli, 'serve', '--model', dir, '--port', '0', '--provider', provider, '--json'], { env });
+      const child = spawn(
+        process.execPath,
+        ['-r', 'tsx/cjs', cli, 'serve', '--model', dir, '--port', '0', '--provider', provider, '--json'],
+        { env },
+      );
       let out = '';
       let err = '';
       child.stderr.on('data', (d: Buffer) => (err += d.toString()));
@@ -283,7 +385,21 @@ describe('train/serve: the OpenAI-compatible server', function () {
 
   it('--host beyond loopback without a token is warned about; tokens are compared whole, in constant time', async () => {
     const cli = path.join(__dirname, '..', '..', '..', 'src', 'cli', 'main.ts');
-    const child = spawn(process.execPath, ['-r', 'tsx/cjs', cli, 'serve', '--model', dir, '--host', '0.0.0.0', '--port', '0', '--provider', 'cpu', '--json']);
+    const child = spawn(process.execPath, [
+      '-r',
+      'tsx/cjs',
+      cli,
+      'serve',
+      '--model',
+      dir,
+      '--host',
+      '0.0.0.0',
+      '--port',
+      '0',
+      '--provider',
+      'cpu',
+      '--json',
+    ]);
     let err = '';
     let out = '';
     child.stderr.on('data', (d: Buffer) => (err += d.toString()));
@@ -302,22 +418,41 @@ describe('train/serve: the OpenAI-compatible server', function () {
     assert.equal(listensBeyondLoopback('::1'), false);
     assert.equal(listensBeyondLoopback('192.168.1.5'), true);
     assert.equal(bearerMatches('Bearer secret', 'secret'), true);
-    for (const wrong of [undefined, '', 'Bearer secre', 'Bearer secretx', 'bearer secret', 'secret']) assert.equal(bearerMatches(wrong, 'secret'), false, String(wrong));
+    for (const wrong of [undefined, '', 'Bearer secre', 'Bearer secretx', 'bearer secret', 'secret'])
+      assert.equal(bearerMatches(wrong, 'secret'), false, String(wrong));
   });
 
   it("messages the model's chat template refuses (roles out of order) are the client's 400 with the template's words, not a 500", async () => {
     const strict = path.join(tmp, 'qwen-strict');
-    const cfg = { ...files.tokenizerConfig, chat_template: "{% for m in messages %}{% if loop.index0 > 0 and m['role'] == messages[loop.index0 - 1]['role'] %}{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}" };
+    const cfg = {
+      ...files.tokenizerConfig,
+      chat_template:
+        "{% for m in messages %}{% if loop.index0 > 0 and m['role'] == messages[loop.index0 - 1]['role'] %}{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}",
+    };
     writeModelFolder(strict, initWeights(config, 31, 0.3), { dtype: 'bfloat16', tokenizerJson: files.tokenizerJson, tokenizerConfig: cfg });
     const logs: string[] = [];
     const s2 = await startServer({ model: strict, port: 0, settings: { provider: 'cpu' }, onLog: (l) => logs.push(l) });
     try {
-      const r = await fetch(`${s2.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ messages: [{ role: 'user', content: 'a' }, { role: 'user', content: 'b' }], max_tokens: 2 }) });
+      const r = await fetch(`${s2.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          messages: [
+            { role: 'user', content: 'a' },
+            { role: 'user', content: 'b' },
+          ],
+          max_tokens: 2,
+        }),
+      });
       assert.equal(r.status, 400);
       const j = await r.json();
       assert.match(j.error.message, /^the model's chat template refused these messages: Conversation roles must alternate/);
       assert.equal(j.error.param, 'messages');
-      const ok = await fetch(`${s2.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ messages: [{ role: 'user', content: 'a' }], max_tokens: 2 }) });
+      const ok = await fetch(`${s2.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ messages: [{ role: 'user', content: 'a' }], max_tokens: 2 }),
+      });
       assert.equal(ok.status, 200);
       assert.deepEqual(logs, [], 'no 5xx to log');
     } finally {
@@ -333,7 +468,11 @@ describe('train/serve: the OpenAI-compatible server', function () {
     const logs: string[] = [];
     const s2 = await startServer({ model: broken, port: 0, settings: { provider: 'cpu' }, onLog: (l) => logs.push(l) });
     try {
-      const r = await fetch(`${s2.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ messages: [{ role: 'user', content: 'x' }], max_tokens: 2 }) });
+      const r = await fetch(`${s2.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ messages: [{ role: 'user', content: 'x' }], max_tokens: 2 }),
+      });
       assert.equal(r.status, 500);
       const j = await r.json();
       assert.match(j.error.message, /log-prob of NaN for its sampled token 1: its weights hold NaN or infinite values/);
@@ -346,7 +485,10 @@ describe('train/serve: the OpenAI-compatible server', function () {
 
   it("a prompt longer than the model's context is a 400 naming its length and the context, on both routes", async () => {
     const words = Array.from({ length: 700 }, (_, i) => `w${i % 50}`).join(' ');
-    for (const [route, body, param] of [['/v1/chat/completions', { messages: [{ role: 'user', content: words }], max_tokens: 4 }, 'messages'], ['/v1/completions', { prompt: words, max_tokens: 4 }, 'messages']] as const) {
+    for (const [route, body, param] of [
+      ['/v1/chat/completions', { messages: [{ role: 'user', content: words }], max_tokens: 4 }, 'messages'],
+      ['/v1/completions', { prompt: words, max_tokens: 4 }, 'messages'],
+    ] as const) {
       const r = await post(route, body);
       assert.equal(r.status, 400, route);
       const j = await r.json();

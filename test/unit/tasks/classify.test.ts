@@ -4,14 +4,23 @@ import { classifyMutant } from '../../../src/tasks/synth';
 import type { RunTestsResult } from '../../../src/tasks/reward';
 import type { TestResult } from '../../../src/tasks/report';
 
-const run = (tests: TestResult[], extra: Partial<RunTestsResult> = {}, collection: Array<{ file?: string; message: string }> = []): RunTestsResult => ({
+const run = (
+  tests: TestResult[],
+  extra: Partial<RunTestsResult> = {},
+  collection: Array<{ file?: string; message: string }> = [],
+): RunTestsResult => ({
   report: { format: 'junit-xml', tests, collectionErrors: collection },
   timedOut: false,
   exitCode: 1,
   durationMs: 10,
   ...extra,
 });
-const t = (id: string, outcome: TestResult['outcome'], message?: string): TestResult => ({ id, outcome, durationMs: 1, ...(message ? { message } : {}) });
+const t = (id: string, outcome: TestResult['outcome'], message?: string): TestResult => ({
+  id,
+  outcome,
+  durationMs: 1,
+  ...(message ? { message } : {}),
+});
 const base = ['a::1', 'a::2', 'b::1'];
 
 describe('tasks/synth: classifyMutant', () => {
@@ -19,7 +28,10 @@ describe('tasks/synth: classifyMutant', () => {
     const v = classifyMutant(base, run([t('a::1', 'failed', 'boom'), t('a::2', 'passed'), t('b::1', 'error', 'E'), t('new', 'failed')]));
     assert.ok(v.kept);
     if (v.kept) {
-      assert.deepEqual(v.failToPass, [{ id: 'a::1', message: 'boom' }, { id: 'b::1', message: 'E' }]);
+      assert.deepEqual(v.failToPass, [
+        { id: 'a::1', message: 'boom' },
+        { id: 'b::1', message: 'E' },
+      ]);
       assert.deepEqual(v.passToPass, ['a::2']);
     }
   });
@@ -37,6 +49,9 @@ describe('tasks/synth: classifyMutant', () => {
     assert.deepEqual(classifyMutant(base, run(base.map((id) => t(id, 'passed')))), { kept: false, reason: 'no-failing-test' });
     assert.equal((classifyMutant(base, run([], {}, [{ message: 'SyntaxError' }])) as { reason: string }).reason, 'collection-broken');
     assert.equal((classifyMutant(base, run([t('a::1', 'failed')], { timedOut: true })) as { reason: string }).reason, 'timeout');
-    assert.equal((classifyMutant(base, { timedOut: false, exitCode: 2, durationMs: 5, error: 'no test report' }) as { reason: string }).reason, 'no-report');
+    assert.equal(
+      (classifyMutant(base, { timedOut: false, exitCode: 2, durationMs: 5, error: 'no test report' }) as { reason: string }).reason,
+      'no-report',
+    );
   });
 });

@@ -13,7 +13,16 @@ async function cli(argv: string[]) {
   return { code, out, err };
 }
 
-const task = { schema: SCHEMA.task, id: 't1', source: 'file', instruction: 'fix it', language: 'python', testCommand: 'pytest', fail_to_pass: ['a::b'], pass_to_pass: [] };
+const task = {
+  schema: SCHEMA.task,
+  id: 't1',
+  source: 'file',
+  instruction: 'fix it',
+  language: 'python',
+  testCommand: 'pytest',
+  fail_to_pass: ['a::b'],
+  pass_to_pass: [],
+};
 
 describe('cli: turnwise tasks', () => {
   let dir: string;
@@ -30,7 +39,12 @@ describe('cli: turnwise tasks', () => {
 
   it('tasks check: lists every bad line and exits 1; --json carries the same', async () => {
     const f = path.join(dir, 'bad.jsonl');
-    fs.writeFileSync(f, [JSON.stringify(task), '{oops', JSON.stringify({ ...task, id: 't1' }), JSON.stringify({ ...task, id: 't3', fail_to_pass: 'a' })].join('\n'));
+    fs.writeFileSync(
+      f,
+      [JSON.stringify(task), '{oops', JSON.stringify({ ...task, id: 't1' }), JSON.stringify({ ...task, id: 't3', fail_to_pass: 'a' })].join(
+        '\n',
+      ),
+    );
     const r = await cli(['tasks', 'check', f]);
     assert.equal(r.code, 1);
     assert.match(r.out, /3 invalid line\(s\); nothing will run/);

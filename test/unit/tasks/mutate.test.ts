@@ -21,7 +21,13 @@ async function all(files: Array<[string, 'python' | 'javascript' | 'typescript']
 }
 
 const find = (cs: MutationCandidate[], op: string, original: string, replacement: string, enclosing?: string) =>
-  cs.find((c) => c.operator === op && c.original === original && c.replacement === replacement && (enclosing === undefined || c.enclosing === enclosing));
+  cs.find(
+    (c) =>
+      c.operator === op &&
+      c.original === original &&
+      c.replacement === replacement &&
+      (enclosing === undefined || c.enclosing === enclosing),
+  );
 
 describe('tasks/mutate: Python', () => {
   let cs: MutationCandidate[];
@@ -37,7 +43,10 @@ describe('tasks/mutate: Python', () => {
 
   it('every operator has at least one candidate on the py-shop fixture', () => {
     const ops = new Set(cs.map((c) => c.operator));
-    assert.deepEqual([...MUTATION_OPERATORS].filter((o) => !ops.has(o)), []);
+    assert.deepEqual(
+      [...MUTATION_OPERATORS].filter((o) => !ops.has(o)),
+      [],
+    );
   });
 
   it('produces the expected concrete mutations with their enclosing function', () => {
@@ -95,7 +104,10 @@ describe('tasks/mutate: JavaScript and TypeScript', () => {
       'js-shop',
     );
     const ops = new Set(cs.map((c) => c.operator));
-    assert.deepEqual([...MUTATION_OPERATORS].filter((o) => !ops.has(o)), []);
+    assert.deepEqual(
+      [...MUTATION_OPERATORS].filter((o) => !ops.has(o)),
+      [],
+    );
     assert.ok(find(cs, 'swap-boolean', '&&', '||', 'total'));
     assert.ok(find(cs, 'flip-comparison', '===', '!==', 'Inventory.remove'));
     assert.ok(find(cs, 'negate-condition', '!this.items.has(name)', 'this.items.has(name)', 'Inventory.find'));
@@ -134,25 +146,49 @@ describe('tasks/mutate: de-duplication and seeded order', () => {
     assert.notDeepEqual(a, c);
     assert.equal(new Set(a).size, cs.length);
     const nOps = new Set(cs.map((x) => x.operator)).size;
-    const firstOps = new Set(orderCandidates(cs, 7).slice(0, nOps).map((x) => x.operator));
+    const firstOps = new Set(
+      orderCandidates(cs, 7)
+        .slice(0, nOps)
+        .map((x) => x.operator),
+    );
     assert.equal(firstOps.size, nOps, 'the first round tries each operator once');
   });
 });
 
 describe('tasks/mutate: off-by-one changes the bound itself', () => {
   it('a range/loop bound looser than `-` is parenthesized, so the -1 lands on the whole bound', async () => {
-    const py = await mutationCandidates('m.py', 'def f(n, k, c):\n    for i in range(n >> k):\n        pass\n    for j in range(0, n if c else k):\n        pass\n', 'python');
+    const py = await mutationCandidates(
+      'm.py',
+      'def f(n, k, c):\n    for i in range(n >> k):\n        pass\n    for j in range(0, n if c else k):\n        pass\n',
+      'python',
+    );
     const pyBounds = py.filter((c) => c.operator === 'off-by-one' && c.replacement.endsWith(' - 1')).map((c) => c.replacement);
     assert.deepEqual(pyBounds.sort(), ['(n >> k) - 1', '(n if c else k) - 1']);
-    const js = await mutationCandidates('m.js', 'function f(xs, k) {\n  for (let i = 0; i < xs.length >> k; i++) {}\n  for (let i = 0; i < xs.length; i++) {}\n}\n', 'javascript');
+    const js = await mutationCandidates(
+      'm.js',
+      'function f(xs, k) {\n  for (let i = 0; i < xs.length >> k; i++) {}\n  for (let i = 0; i < xs.length; i++) {}\n}\n',
+      'javascript',
+    );
     const jsBounds = js.filter((c) => c.operator === 'off-by-one' && c.replacement.endsWith(' - 1')).map((c) => c.replacement);
     assert.deepEqual(jsBounds.sort(), ['(xs.length >> k) - 1', 'xs.length - 1']);
   });
 
   it('integers past 2^53 move by exactly one', async () => {
     const py = await mutationCandidates('m.py', 'LIMIT = 9007199254740993\n', 'python');
-    assert.deepEqual(py.filter((c) => c.operator === 'off-by-one').map((c) => c.replacement).sort(), ['9007199254740992', '9007199254740994']);
+    assert.deepEqual(
+      py
+        .filter((c) => c.operator === 'off-by-one')
+        .map((c) => c.replacement)
+        .sort(),
+      ['9007199254740992', '9007199254740994'],
+    );
     const js = await mutationCandidates('m.js', 'const LIMIT = 18014398509481985;\n', 'javascript');
-    assert.deepEqual(js.filter((c) => c.operator === 'off-by-one').map((c) => c.replacement).sort(), ['18014398509481984', '18014398509481986']);
+    assert.deepEqual(
+      js
+        .filter((c) => c.operator === 'off-by-one')
+        .map((c) => c.replacement)
+        .sort(),
+      ['18014398509481984', '18014398509481986'],
+    );
   });
 });

@@ -24,7 +24,13 @@ const mutation = (file: string): Task => ({
   runner: 'pytest',
   fail_to_pass: ['tests/test_calc.py::test_total'],
   pass_to_pass: [],
-  mutation: { file, nodeKind: 'integer', operator: 'off-by-one', span: { start: SOURCE.indexOf('1'), end: SOURCE.indexOf('1') + 1, text: '1' }, replacement: '2' },
+  mutation: {
+    file,
+    nodeKind: 'integer',
+    operator: 'off-by-one',
+    span: { start: SOURCE.indexOf('1'), end: SOURCE.indexOf('1') + 1, text: '1' },
+    replacement: '2',
+  },
 });
 
 async function cli(argv: string[]) {
@@ -39,7 +45,10 @@ function makeWorkspace(dir: string): string {
   fs.mkdirSync(path.join(dir, 'calc'), { recursive: true });
   fs.mkdirSync(path.join(dir, 'tests'), { recursive: true });
   fs.writeFileSync(path.join(dir, 'calc', 'core.py'), SOURCE);
-  fs.writeFileSync(path.join(dir, 'tests', 'test_calc.py'), 'from calc.core import total\n\ndef test_total():\n    assert total([1]) == 2\n');
+  fs.writeFileSync(
+    path.join(dir, 'tests', 'test_calc.py'),
+    'from calc.core import total\n\ndef test_total():\n    assert total([1]) == 2\n',
+  );
   return dir;
 }
 
@@ -78,14 +87,23 @@ describe('tasks/origin: paths inside the workspace', () => {
     }
     const text = [JSON.stringify(mutation('calc/core.py')), JSON.stringify({ ...mutation('../../../etc/passwd'), id: 'evil' })].join('\n');
     const { tasks, errors } = parseTaskFile(text);
-    assert.deepEqual(tasks.map((t) => t.id), ['mut-1']);
-    assert.deepEqual(errors.map((e) => e.line), [2]);
+    assert.deepEqual(
+      tasks.map((t) => t.id),
+      ['mut-1'],
+    );
+    assert.deepEqual(
+      errors.map((e) => e.line),
+      [2],
+    );
     const f = path.join(dir, 'tasks.jsonl');
     fs.writeFileSync(f, text + '\n');
     assert.throws(() => readTaskFile(f), /tasks\.jsonl:2: mutation\.file "\.\.\/\.\.\/\.\.\/etc\/passwd" leads out of the workspace/);
     const check = checkTaskFile(f);
     assert.equal(check.ok, false);
-    assert.deepEqual(check.errors.map((e) => e.line), [2]);
+    assert.deepEqual(
+      check.errors.map((e) => e.line),
+      [2],
+    );
   });
 
   it('`tasks check` exits 1 on ../../../etc/passwd and names the line', async () => {
@@ -141,7 +159,7 @@ describe('tasks/origin: the workspace a task file was made from', () => {
 
   const withOrigin = (): Task => ({ ...mutation('calc/core.py'), origin: taskOrigin(made, ['calc/core.py']) });
 
-  it('taskOrigin records the folder and each file\'s sha256, and leaves out what is not a plain file', () => {
+  it("taskOrigin records the folder and each file's sha256, and leaves out what is not a plain file", () => {
     fs.symlinkSync(path.join(made, 'calc', 'core.py'), path.join(made, 'calc', 'alias.py'));
     const o = taskOrigin(made, ['calc/core.py', 'calc/alias.py', 'calc/missing.py']);
     assert.equal(o.workspace, made);
@@ -169,13 +187,19 @@ describe('tasks/origin: the workspace a task file was made from', () => {
   it('the same folder with the file edited since (even away from the span) is refused as changed', () => {
     const task = withOrigin();
     fs.appendFileSync(path.join(made, 'calc', 'core.py'), '\n# a comment\n');
-    assert.throws(() => assertWorkspaceHoldsTasks([task], made, 'tasks.jsonl'), new RegExp(`tasks\\.jsonl was made from ${made}, which changed since[\\s\\S]*calc/core\\.py is not the file the task was made from`));
+    assert.throws(
+      () => assertWorkspaceHoldsTasks([task], made, 'tasks.jsonl'),
+      new RegExp(`tasks\\.jsonl was made from ${made}, which changed since[\\s\\S]*calc/core\\.py is not the file the task was made from`),
+    );
   });
 
   it('an old task file (no origin): a missing file or a span the file no longer holds is refused; a matching one runs', () => {
     const old = mutation('calc/core.py');
     assertWorkspaceHoldsTasks([old], made, 'old.jsonl');
-    assert.throws(() => assertWorkspaceHoldsTasks([old], other, 'old.jsonl'), new RegExp(`old\\.jsonl does not record the workspace it was made from.*${other} does not hold its files`));
+    assert.throws(
+      () => assertWorkspaceHoldsTasks([old], other, 'old.jsonl'),
+      new RegExp(`old\\.jsonl does not record the workspace it was made from.*${other} does not hold its files`),
+    );
     fs.writeFileSync(path.join(made, 'calc', 'core.py'), SOURCE.replace('+ 1', '+ 7'));
     assert.throws(() => assertWorkspaceHoldsTasks([old], made, 'old.jsonl'), /calc\/core\.py does not hold "1" at/);
     // A failing-tests task of an old file names no file: nothing to check, it runs as before.
@@ -223,16 +247,35 @@ describe('core/trajectory: allEpisodesFailed', () => {
     trajId,
     checkpoint: 'c',
     turns: [],
-    reward: { passRate: failure ? NaN : 0, resolved: false, turns: 0, maxTurns: 4, formatError: false, efficiencyPenalty: 0, formatPenalty: 0, reward: failure ? NaN : 0 },
+    reward: {
+      passRate: failure ? NaN : 0,
+      resolved: false,
+      turns: 0,
+      maxTurns: 4,
+      formatError: false,
+      efficiencyPenalty: 0,
+      formatPenalty: 0,
+      reward: failure ? NaN : 0,
+    },
     ...(failure ? { failure } : {}),
   });
 
   it('an error with the reasons, most frequent first, only when every episode failed', () => {
     assert.equal(allEpisodesFailed([], 'h'), undefined);
     assert.equal(allEpisodesFailed([traj('a', 'x'), traj('b')], 'h'), undefined, 'one scored episode (even a reward of 0) is a result');
-    const e = allEpisodesFailed([traj('a', '/workspace/inflection/__init__.py does not exist'), traj('b', 'docker gone'), traj('c', '/workspace/inflection/__init__.py does not exist')], 'see the reasons');
+    const e = allEpisodesFailed(
+      [
+        traj('a', '/workspace/inflection/__init__.py does not exist'),
+        traj('b', 'docker gone'),
+        traj('c', '/workspace/inflection/__init__.py does not exist'),
+      ],
+      'see the reasons',
+    );
     assert.ok(e);
-    assert.match(e.message, /every one of the 3 episode\(s\) failed[\s\S]*2× \/workspace\/inflection\/__init__\.py does not exist\n {2}1× docker gone/);
+    assert.match(
+      e.message,
+      /every one of the 3 episode\(s\) failed[\s\S]*2× \/workspace\/inflection\/__init__\.py does not exist\n {2}1× docker gone/,
+    );
     assert.equal(e.hint, 'see the reasons');
   });
 
@@ -240,7 +283,10 @@ describe('core/trajectory: allEpisodesFailed', () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-allfailed-'));
     try {
       const f = path.join(dir, 'eval.jsonl');
-      const failed = [traj('eval-0-0', '/workspace/inflection/__init__.py does not exist in sandbox x'), traj('eval-0-1', '/workspace/inflection/__init__.py does not exist in sandbox x')];
+      const failed = [
+        traj('eval-0-0', '/workspace/inflection/__init__.py does not exist in sandbox x'),
+        traj('eval-0-1', '/workspace/inflection/__init__.py does not exist in sandbox x'),
+      ];
       fs.writeFileSync(f, failed.map((t) => JSON.stringify(t)).join('\n') + '\n');
       const r = await cli(['eval', '--from', f, '--json']);
       assert.equal(r.code, 1);

@@ -5,7 +5,14 @@ import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { fnmatch, matchesPythonFiles, pytestAddopts, pytestCollection, pytestPluginsOf, shellWords } from '../../../src/tasks/pytest-config';
+import {
+  fnmatch,
+  matchesPythonFiles,
+  pytestAddopts,
+  pytestCollection,
+  pytestPluginsOf,
+  shellWords,
+} from '../../../src/tasks/pytest-config';
 import { detectRunner } from '../../../src/tasks/runners';
 import { collectOriginals, runnerLoadedFiles } from '../../../src/tasks/testfiles';
 
@@ -20,24 +27,51 @@ function workspace(files: Record<string, string>): string {
 
 describe('tasks/pytest-config', () => {
   it("a tox.ini's [testenv] commands are tox's: no plugin, and the package under test is not test machinery", () => {
-    const tox = '[tox]\nenvlist = py3\n\n[testenv]\ndeps = -rrequirements-dev.txt\ncommands =\n    py.test test_schedule.py schedule -v --cov schedule --cov-report term-missing\n    python -m mypy -p schedule --install-types --non-interactive\n';
+    const tox =
+      '[tox]\nenvlist = py3\n\n[testenv]\ndeps = -rrequirements-dev.txt\ncommands =\n    py.test test_schedule.py schedule -v --cov schedule --cov-report term-missing\n    python -m mypy -p schedule --install-types --non-interactive\n';
     assert.deepEqual(pytestAddopts('tox.ini', tox), []);
     assert.deepEqual(pytestPluginsOf('tox.ini', tox), []);
-    assert.deepEqual(runnerLoadedFiles(new Map([['tox.ini', Buffer.from(tox)]]), new Set(['schedule/__init__.py', 'test_schedule.py'])), []);
+    assert.deepEqual(
+      runnerLoadedFiles(new Map([['tox.ini', Buffer.from(tox)]]), new Set(['schedule/__init__.py', 'test_schedule.py'])),
+      [],
+    );
   });
 
   it("reads each file's own pytest section", () => {
-    assert.deepEqual(pytestPluginsOf('tox.ini', '[testenv]\ncommands = pytest -p wrong\n[pytest]\naddopts = -p myplug --strict-markers\n'), ['myplug']);
-    assert.deepEqual(pytestPluginsOf('setup.cfg', '[pytest]\naddopts = -p wrong\n[tool:pytest]\naddopts =\n    -p one\n\n    -ptwo -p no:cacheprovider\n[flake8]\nselect = -p nope\n'), ['one', 'two']);
+    assert.deepEqual(
+      pytestPluginsOf('tox.ini', '[testenv]\ncommands = pytest -p wrong\n[pytest]\naddopts = -p myplug --strict-markers\n'),
+      ['myplug'],
+    );
+    assert.deepEqual(
+      pytestPluginsOf(
+        'setup.cfg',
+        '[pytest]\naddopts = -p wrong\n[tool:pytest]\naddopts =\n    -p one\n\n    -ptwo -p no:cacheprovider\n[flake8]\nselect = -p nope\n',
+      ),
+      ['one', 'two'],
+    );
     assert.deepEqual(pytestPluginsOf('pytest.ini', '# comment\n[pytest]\n; another\naddopts: -p "quoted.mod" -q\n'), ['quoted.mod']);
-    assert.deepEqual(pytestPluginsOf('pyproject.toml', '[tool.mypy]\naddopts = "-p no"\n[tool.pytest.ini_options]\nminversion = "6.0"\naddopts = [\n  "-p", "a.b",  # a plugin\n  "-pc",\n]\n[tool.other]\nx = 1\n'), ['a.b', 'c']);
+    assert.deepEqual(
+      pytestPluginsOf(
+        'pyproject.toml',
+        '[tool.mypy]\naddopts = "-p no"\n[tool.pytest.ini_options]\nminversion = "6.0"\naddopts = [\n  "-p", "a.b",  # a plugin\n  "-pc",\n]\n[tool.other]\nx = 1\n',
+      ),
+      ['a.b', 'c'],
+    );
     assert.deepEqual(pytestPluginsOf('pyproject.toml', "[tool.pytest.ini_options]\naddopts = '-p lit -ra'\n"), ['lit']);
     assert.deepEqual(pytestPluginsOf('pyproject.toml', '[tool.pytest.ini_options]\naddopts = """\n  -p multi\n  -q\n"""\n'), ['multi']);
     assert.deepEqual(pytestPluginsOf('conftest.py', '[pytest]\naddopts = -p x\n'), [], 'not a configuration file');
   });
 
   it('splits as shlex does', () => {
-    assert.deepEqual(shellWords(`-k "a and b" -m 'slow or x' plain\\ word -o x="y z"`), ['-k', 'a and b', '-m', 'slow or x', 'plain word', '-o', 'x=y z']);
+    assert.deepEqual(shellWords(`-k "a and b" -m 'slow or x' plain\\ word -o x="y z"`), [
+      '-k',
+      'a and b',
+      '-m',
+      'slow or x',
+      'plain word',
+      '-o',
+      'x=y z',
+    ]);
   });
 
   it('python_files patterns match as fnmatch does', () => {
@@ -69,7 +103,12 @@ describe('tasks/pytest-config', () => {
       fs.rmSync(ws, { recursive: true, force: true });
     }
     // Test modules outside the test folders, by python_files within testpaths: restored, never mutated.
-    const ws2 = workspace({ 'pytest.ini': '[pytest]\npython_files = check_*.py\ntestpaths = checks\n', 'pkg.py': 'X = 1\n', 'checks/check_pkg.py': 'import pkg\n\ndef test_x():\n    assert pkg.X == 1\n', 'tools/check_release.py': '' });
+    const ws2 = workspace({
+      'pytest.ini': '[pytest]\npython_files = check_*.py\ntestpaths = checks\n',
+      'pkg.py': 'X = 1\n',
+      'checks/check_pkg.py': 'import pkg\n\ndef test_x():\n    assert pkg.X == 1\n',
+      'tools/check_release.py': '',
+    });
     try {
       const o = collectOriginals(ws2);
       assert.ok(o.tests.has('checks/check_pkg.py'));

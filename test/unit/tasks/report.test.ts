@@ -63,7 +63,13 @@ describe('tasks/report: pytest JUnit XML', () => {
   it("pytest's internal error is no test and no pass of its run is trusted (a failing test may read as passed in such a report)", () => {
     // Made in the sandbox image: a hook that raises while reporting test_boom.
     const r = parseReport('junit-xml', read('pytest-7.2.1-internal-error.xml'), { flavor: 'pytest', root: '/tmp/w' });
-    assert.deepEqual(r.tests.map((t) => [t.id, t.outcome]), [['tests/test_ie.py::test_ok', 'error'], ['tests/test_ie.py::test_boom', 'error']]);
+    assert.deepEqual(
+      r.tests.map((t) => [t.id, t.outcome]),
+      [
+        ['tests/test_ie.py::test_ok', 'error'],
+        ['tests/test_ie.py::test_boom', 'error'],
+      ],
+    );
     assert.equal(r.collectionErrors.length, 1);
     assert.match(r.collectionErrors[0].message, /^pytest stopped with an internal error:\n[\s\S]*RuntimeError: the runner broke/);
   });
@@ -170,7 +176,10 @@ describe('tasks/report: mocha xunit, jest --json, go test -json', () => {
       ],
     );
     assert.match(r.tests[1].message!, /Expected: 3/);
-    assert.deepEqual(r.collectionErrors.map((c) => c.file), ['src/broken.test.js']);
+    assert.deepEqual(
+      r.collectionErrors.map((c) => c.file),
+      ['src/broken.test.js'],
+    );
   });
 
   it('go test -json (hand-written sample): subtests, skips and a package that did not build', () => {
@@ -185,7 +194,10 @@ describe('tasks/report: mocha xunit, jest --json, go test -json', () => {
       ],
     );
     assert.match(r.tests[2].message!, /want 54/);
-    assert.deepEqual(r.collectionErrors.map((c) => c.file), ['example.com/shop/broken']);
+    assert.deepEqual(
+      r.collectionErrors.map((c) => c.file),
+      ['example.com/shop/broken'],
+    );
   });
 
   it('a go test run cut off mid-test marks that test as error, not passed', () => {
@@ -198,19 +210,38 @@ describe('tasks/report: mocha xunit, jest --json, go test -json', () => {
 
 describe('tasks/report: truncated or garbage reports give the clear error', () => {
   const xml = read('pytest7-mixed.xml');
-  it('truncated JUnit XML', () => assertReportError(() => parseReport('junit-xml', xml.slice(0, Math.floor(xml.length / 2))), /cannot be read.*(truncated|unterminated)/s));
-  it('JUnit XML cut inside a tag', () => assertReportError(() => parseReport('junit-xml', xml.slice(0, xml.indexOf('name="test_ok"') + 5)), /cannot be read/));
-  it('garbage instead of XML', () => assertReportError(() => parseReport('junit-xml', 'Traceback (most recent call last):\n  oops'), /cannot be read/));
-  it('an XML document that is not a test report', () => assertReportError(() => parseReport('junit-xml', '<html><body/></html>'), /root <html>/));
+  it('truncated JUnit XML', () =>
+    assertReportError(
+      () => parseReport('junit-xml', xml.slice(0, Math.floor(xml.length / 2))),
+      /cannot be read.*(truncated|unterminated)/s,
+    ));
+  it('JUnit XML cut inside a tag', () =>
+    assertReportError(() => parseReport('junit-xml', xml.slice(0, xml.indexOf('name="test_ok"') + 5)), /cannot be read/));
+  it('garbage instead of XML', () =>
+    assertReportError(() => parseReport('junit-xml', 'Traceback (most recent call last):\n  oops'), /cannot be read/));
+  it('an XML document that is not a test report', () =>
+    assertReportError(() => parseReport('junit-xml', '<html><body/></html>'), /root <html>/));
   it('empty report', () => assertReportError(() => parseReport('junit-xml', '  \n'), /empty/));
-  it('truncated jest JSON', () => assertReportError(() => parseReport('jest-json', read('jest-handwritten.json').slice(0, 300)), /not valid JSON/));
+  it('truncated jest JSON', () =>
+    assertReportError(() => parseReport('jest-json', read('jest-handwritten.json').slice(0, 300)), /not valid JSON/));
   it('JSON that is not a jest report', () => assertReportError(() => parseReport('jest-json', '{"ok":true}'), /no testResults/));
   it('garbage between go test events', () =>
-    assertReportError(() => parseReport('go-test-json', read('go-test-handwritten.jsonl').replace('\n{"Time":"2026-11-29T08:40:00.2Z","Action":"run"', '\n%%garbage%%\n{"Time":"2026-11-29T08:40:00.2Z","Action":"run"')), /not JSON \(line \d+\)/));
+    assertReportError(
+      () =>
+        parseReport(
+          'go-test-json',
+          read('go-test-handwritten.jsonl').replace(
+            '\n{"Time":"2026-11-29T08:40:00.2Z","Action":"run"',
+            '\n%%garbage%%\n{"Time":"2026-11-29T08:40:00.2Z","Action":"run"',
+          ),
+        ),
+      /not JSON \(line \d+\)/,
+    ));
   it('absurdly deep nesting is a report error, not a stack overflow', () => {
     const d = 200_000;
     const x = '<testsuites>' + '<testsuite name="a">'.repeat(d) + '</testsuite>'.repeat(d) + '</testsuites>';
     assertReportError(() => parseReport('junit-xml', x), /cannot be read.*nested/s);
   });
-  it('unknown entity', () => assertReportError(() => parseReport('junit-xml', '<testsuites><testcase name="a &nbsp; b"/></testsuites>'), /unknown entity/));
+  it('unknown entity', () =>
+    assertReportError(() => parseReport('junit-xml', '<testsuites><testcase name="a &nbsp; b"/></testsuites>'), /unknown entity/));
 });

@@ -22,7 +22,14 @@ describe('tasks/reward: computeReward', () => {
     assert.equal(r.efficiencyPenalty, 0, 'an unresolved episode loses nothing for its length');
     assert.equal(r.formatPenalty, 0.5);
     assert.ok(Math.abs(r.reward - (0.75 - 0.5)) < 1e-12);
-    const fixed = computeReward({ outcomes: outcomes({ a: 'passed', b: 'passed', c: 'passed', d: 'passed', e: 'passed' }), failToPass: ['a', 'b'], passToPass: ['c', 'd', 'e'], turns: 5, maxTurns: 20, formatError: false });
+    const fixed = computeReward({
+      outcomes: outcomes({ a: 'passed', b: 'passed', c: 'passed', d: 'passed', e: 'passed' }),
+      failToPass: ['a', 'b'],
+      passToPass: ['c', 'd', 'e'],
+      turns: 5,
+      maxTurns: 20,
+      formatError: false,
+    });
     assert.equal(fixed.resolved, true);
     assert.ok(Math.abs(fixed.efficiencyPenalty - 0.025) < 1e-12);
     assert.ok(Math.abs(fixed.reward - 0.975) < 1e-12);
@@ -33,35 +40,92 @@ describe('tasks/reward: computeReward', () => {
     const all = (f2p: 'passed' | 'failed') => outcomes({ f: f2p, ...Object.fromEntries(p2p.map((id) => [id, 'passed' as const])) });
     const quit = computeReward({ outcomes: all('failed'), failToPass: ['f'], passToPass: p2p, turns: 0, maxTurns: 6, formatError: false });
     const tried = computeReward({ outcomes: all('failed'), failToPass: ['f'], passToPass: p2p, turns: 6, maxTurns: 6, formatError: false });
-    const slowFix = computeReward({ outcomes: all('passed'), failToPass: ['f'], passToPass: p2p, turns: 6, maxTurns: 6, formatError: false });
+    const slowFix = computeReward({
+      outcomes: all('passed'),
+      failToPass: ['f'],
+      passToPass: p2p,
+      turns: 6,
+      maxTurns: 6,
+      formatError: false,
+    });
     assert.ok(quit.passRate > 0.98, 'the suite mostly passes with the bug in it');
     assert.equal(quit.reward, 0.5);
     assert.equal(tried.reward, quit.reward, 'trying and failing costs nothing over quitting');
     assert.ok(slowFix.reward >= quit.reward + 0.4, `${slowFix.reward} vs ${quit.reward}`);
     // Breaking a passing test while trying costs its share of the pass-to-pass half.
-    const broke = computeReward({ outcomes: outcomes({ f: 'failed', ...Object.fromEntries(p2p.map((id, i) => [id, i === 0 ? 'failed' as const : 'passed' as const])) }), failToPass: ['f'], passToPass: p2p, turns: 3, maxTurns: 6, formatError: false });
+    const broke = computeReward({
+      outcomes: outcomes({
+        f: 'failed',
+        ...Object.fromEntries(p2p.map((id, i) => [id, i === 0 ? ('failed' as const) : ('passed' as const)])),
+      }),
+      failToPass: ['f'],
+      passToPass: p2p,
+      turns: 3,
+      maxTurns: 6,
+      formatError: false,
+    });
     assert.ok(Math.abs(broke.reward - 0.5 * (56 / 57)) < 1e-12);
   });
 
   it('all passing is resolved; weights are configurable; tests missing from the report count as failing; one kind alone is the whole score', () => {
-    const all = computeReward({ outcomes: outcomes({ a: 'passed', c: 'passed' }), failToPass: ['a'], passToPass: ['c'], turns: 10, maxTurns: 10, formatError: false, weights: { efficiency: 0.2 } });
+    const all = computeReward({
+      outcomes: outcomes({ a: 'passed', c: 'passed' }),
+      failToPass: ['a'],
+      passToPass: ['c'],
+      turns: 10,
+      maxTurns: 10,
+      formatError: false,
+      weights: { efficiency: 0.2 },
+    });
     assert.equal(all.resolved, true);
     assert.ok(Math.abs(all.reward - 0.8) < 1e-12);
-    const missing = computeReward({ outcomes: outcomes({ a: 'passed' }), failToPass: ['a'], passToPass: ['c'], turns: 0, maxTurns: 10, formatError: false });
+    const missing = computeReward({
+      outcomes: outcomes({ a: 'passed' }),
+      failToPass: ['a'],
+      passToPass: ['c'],
+      turns: 0,
+      maxTurns: 10,
+      formatError: false,
+    });
     assert.equal(missing.passRate, 0.5);
     assert.equal(missing.testScore, 0.5);
     assert.equal(missing.resolved, false);
-    const skipped = computeReward({ outcomes: outcomes({ a: 'skipped' }), failToPass: ['a'], passToPass: [], turns: 0, maxTurns: 10, formatError: false });
+    const skipped = computeReward({
+      outcomes: outcomes({ a: 'skipped' }),
+      failToPass: ['a'],
+      passToPass: [],
+      turns: 0,
+      maxTurns: 10,
+      formatError: false,
+    });
     assert.equal(skipped.passRate, 0, 'a skipped test is not a pass');
-    const onlyF2p = computeReward({ outcomes: outcomes({ a: 'passed', b: 'failed', c: 'failed' }), failToPass: ['a', 'b', 'c'], passToPass: [], turns: 1, maxTurns: 10, formatError: false });
+    const onlyF2p = computeReward({
+      outcomes: outcomes({ a: 'passed', b: 'failed', c: 'failed' }),
+      failToPass: ['a', 'b', 'c'],
+      passToPass: [],
+      turns: 1,
+      maxTurns: 10,
+      formatError: false,
+    });
     assert.ok(Math.abs(onlyF2p.testScore! - 1 / 3) < 1e-12);
     // A test listed as both kinds counts once, as fail-to-pass.
-    const both = computeReward({ outcomes: outcomes({ a: 'failed', c: 'passed' }), failToPass: ['a'], passToPass: ['a', 'c'], turns: 1, maxTurns: 10, formatError: false });
+    const both = computeReward({
+      outcomes: outcomes({ a: 'failed', c: 'passed' }),
+      failToPass: ['a'],
+      passToPass: ['a', 'c'],
+      turns: 1,
+      maxTurns: 10,
+      formatError: false,
+    });
     assert.equal(both.testScore, 0.5);
   });
 
   it('a turn that ran a command again for the output it already gave costs λ_rep (0.05), resolved or not, and never makes a fix worth less than quitting', () => {
-    const t = (action: string, observation: string, more: { edits?: unknown[]; formatError?: string } = {}) => ({ action, observation, ...more });
+    const t = (action: string, observation: string, more: { edits?: unknown[]; formatError?: string } = {}) => ({
+      action,
+      observation,
+      ...more,
+    });
     const turns = [
       t('tw-suspects -n', '[1] a.py:3'),
       t('tw-cands 1', 'a.py:3: x < y\n[1] x <= y'),
@@ -77,7 +141,10 @@ describe('tasks/reward: computeReward', () => {
       t('submit', ''),
     ];
     assert.equal(repeatedTurns(turns), 3);
-    assert.deepEqual(repeatFlags(turns).flatMap((f, i) => (f ? [i] : [])), [2, 3, 5]);
+    assert.deepEqual(
+      repeatFlags(turns).flatMap((f, i) => (f ? [i] : [])),
+      [2, 3, 5],
+    );
     assert.equal(repeatedTurns([t('tw-cands 1', 'A'), t('tw-cands 1', 'B')]), 0, 'a different output is news');
     const base = { failToPass: ['f'], passToPass: ['p'], maxTurns: 6, formatError: false };
     const quit = computeReward({ ...base, outcomes: outcomes({ f: 'failed', p: 'passed' }), turns: 1 });
@@ -88,11 +155,22 @@ describe('tasks/reward: computeReward', () => {
     assert.ok(Math.abs(looped.reward - 0.3) < 1e-12, `${looped.reward}`);
     assert.ok(Math.abs(fixAfterRepeats.reward - (1 - 0.1 - 0.2)) < 1e-12, 'a fix pays for its repeats too');
     assert.ok(fixAfterRepeats.reward > quit.reward);
-    assert.equal(computeReward({ ...base, outcomes: outcomes({ f: 'failed', p: 'passed' }), turns: 6, repeats: 4, weights: { repeat: 0 } }).reward, 0.5);
+    assert.equal(
+      computeReward({ ...base, outcomes: outcomes({ f: 'failed', p: 'passed' }), turns: 6, repeats: 4, weights: { repeat: 0 } }).reward,
+      0.5,
+    );
   });
 
   it('an unusable report gives NaN, never 0, and keeps the reason', () => {
-    const r = computeReward({ outcomes: undefined, failToPass: ['a'], passToPass: [], turns: 3, maxTurns: 10, formatError: false, error: 'the JUnit XML test report cannot be read' });
+    const r = computeReward({
+      outcomes: undefined,
+      failToPass: ['a'],
+      passToPass: [],
+      turns: 3,
+      maxTurns: 10,
+      formatError: false,
+      error: 'the JUnit XML test report cannot be read',
+    });
     assert.ok(Number.isNaN(r.passRate));
     assert.ok(Number.isNaN(r.reward));
     assert.equal(r.resolved, false);
@@ -121,7 +199,12 @@ describe('tasks/instruction', () => {
     assert.match(py, /tests\/test_pricing\.py:31/);
     assert.match(py, /assert total\(\[\(30, 2\)\], member=True\) == 54/);
     assert.match(py, /E {3}assert 60 == 54/);
-    assert.doesNotMatch(dropRuntimeFrames('x\n    at Test.run (node:internal/test_runner/test:631:25)\n    at async Promise.all (index 0)\n    at async startSubtest (node:internal/test_runner/harness:214:3)'), /node:internal/);
+    assert.doesNotMatch(
+      dropRuntimeFrames(
+        'x\n    at Test.run (node:internal/test_runner/test:631:25)\n    at async Promise.all (index 0)\n    at async startSubtest (node:internal/test_runner/harness:214:3)',
+      ),
+      /node:internal/,
+    );
     const js = redactLocations(nodeFailure, ['src/pricing.js']);
     assert.doesNotMatch(js, /src\/pricing\.js|at total/);
     assert.match(js, /pricing\.test\.js:27/);

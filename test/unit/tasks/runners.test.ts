@@ -24,8 +24,15 @@ describe('tasks/runners: detection and commands', () => {
     assert.equal(r.reportFormat, 'junit-xml');
     assert.equal(r.flavor, 'pytest');
     assert.deepEqual(r.testFiles, ['tests/test_inventory.py', 'tests/test_pricing.py']);
-    assert.match(r.command, /python3 -P -c 'import sys, pytest\n[\s\S]*sys.exit\(pytest.main\(plugins=\[TurnwiseNodeIds\(\)\]\)\)' -q .*-o junit_family=xunit1 .*--continue-on-collection-errors .*--junitxml=\/tmp\/turnwise\/report/);
-    assert.match(r.command, /item\.user_properties\.append\(\("turnwise\.nodeid", item\.nodeid\)\)/, 'the report carries pytest\'s own node ids');
+    assert.match(
+      r.command,
+      /python3 -P -c 'import sys, pytest\n[\s\S]*sys.exit\(pytest.main\(plugins=\[TurnwiseNodeIds\(\)\]\)\)' -q .*-o junit_family=xunit1 .*--continue-on-collection-errors .*--junitxml=\/tmp\/turnwise\/report/,
+    );
+    assert.match(
+      r.command,
+      /item\.user_properties\.append\(\("turnwise\.nodeid", item\.nodeid\)\)/,
+      "the report carries pytest's own node ids",
+    );
   });
 
   it('js-shop is node:test with one junit report per test file', () => {
@@ -33,7 +40,10 @@ describe('tasks/runners: detection and commands', () => {
     assert.equal(r.kind, 'node-test');
     assert.equal(r.flavor, 'node');
     assert.deepEqual(r.testFiles, ['test/inventory.test.js', 'test/pricing.test.js']);
-    assert.match(r.command, /node --test-reporter=junit --test-reporter-destination=\/tmp\/turnwise\/report\.d\/0\.xml test\/inventory\.test\.js/);
+    assert.match(
+      r.command,
+      /node --test-reporter=junit --test-reporter-destination=\/tmp\/turnwise\/report\.d\/0\.xml test\/inventory\.test\.js/,
+    );
     assert.match(r.command, /#turnwise-report file=test\/pricing\.test\.js/);
   });
 
@@ -57,7 +67,11 @@ describe('tasks/runners: detection and commands', () => {
   });
 
   it('the override replaces command and report format', () => {
-    const r = detectRunner(path.join(fixtures, 'py-shop'), { command: 'make test-xml', reportFormat: 'junit-xml', reportPath: '/tmp/out.xml' });
+    const r = detectRunner(path.join(fixtures, 'py-shop'), {
+      command: 'make test-xml',
+      reportFormat: 'junit-xml',
+      reportPath: '/tmp/out.xml',
+    });
     assert.equal(r.command, 'make test-xml');
     assert.equal(r.reportPath, '/tmp/out.xml');
     assert.throws(() => detectRunner(dir, { reportFormat: 'tap' as never }), /unknown report format "tap"/);
@@ -77,17 +91,34 @@ describe('tasks/runners: detection and commands', () => {
     assert.match(cmd, /pricing\.test\.js/);
     assert.doesNotMatch(cmd, /inventory\.test\.js/);
     const py = detectRunner(path.join(fixtures, 'py-shop'));
-    assert.match(commandForTests(py, ['tests/test_pricing.py::test_clamp_at_bounds']), /--junitxml=\/tmp\/turnwise\/report tests\/test_pricing\.py$/);
+    assert.match(
+      commandForTests(py, ['tests/test_pricing.py::test_clamp_at_bounds']),
+      /--junitxml=\/tmp\/turnwise\/report tests\/test_pricing\.py$/,
+    );
     assert.equal(runnerCommand('go-test', []).endsWith('go test -json ./... > /tmp/turnwise/report'), true);
   });
 });
 
 describe('tasks/testfiles', () => {
   it('classifies tests, runner hooks and sources', () => {
-    for (const f of ['tests/test_a.py', 'pkg/a_test.py', 'conftest.py', 'sub/conftest.py', 'test/helpers.js', 'src/a.test.ts', 'src/__tests__/x.js', 'jest.config.js', 'x_test.go', 'sitecustomize.py', 'pyproject.toml', 'package.json']) {
+    for (const f of [
+      'tests/test_a.py',
+      'pkg/a_test.py',
+      'conftest.py',
+      'sub/conftest.py',
+      'test/helpers.js',
+      'src/a.test.ts',
+      'src/__tests__/x.js',
+      'jest.config.js',
+      'x_test.go',
+      'sitecustomize.py',
+      'pyproject.toml',
+      'package.json',
+    ]) {
       assert.equal(isTestInfraFile(f), true, f);
     }
-    for (const f of ['shop/pricing.py', 'src/index.ts', 'lib/contest.py', 'src/testing_utils.js']) assert.equal(isTestInfraFile(f), false, f);
+    for (const f of ['shop/pricing.py', 'src/index.ts', 'lib/contest.py', 'src/testing_utils.js'])
+      assert.equal(isTestInfraFile(f), false, f);
     assert.equal(isMutableSource('shop/pricing.py'), true);
     assert.equal(isMutableSource('src/types.d.ts'), false);
     assert.equal(isMutableSource('tests/test_a.py'), false);

@@ -25,7 +25,10 @@ describe('tasks/tamper: edits of the code under test that reach into the test ma
     ];
     for (const [add, label] of attacks) {
       const found = tamperFindings('python', PRICING, PRICING + add);
-      assert.ok(found.some((f) => label.test(f)), `${JSON.stringify(add)}: ${JSON.stringify(found)}`);
+      assert.ok(
+        found.some((f) => label.test(f)),
+        `${JSON.stringify(add)}: ${JSON.stringify(found)}`,
+      );
     }
   });
 
@@ -42,7 +45,10 @@ describe('tasks/tamper: edits of the code under test that reach into the test ma
     ];
     for (const [add, label] of attacks) {
       const found = tamperFindings('javascript', base, base + add);
-      assert.ok(found.some((f) => label.test(f)), `${JSON.stringify(add)}: ${JSON.stringify(found)}`);
+      assert.ok(
+        found.some((f) => label.test(f)),
+        `${JSON.stringify(add)}: ${JSON.stringify(found)}`,
+      );
     }
   });
 
@@ -72,38 +78,97 @@ describe('tasks/reward: tampered episodes and untrusted reports', () => {
     const outcomes = new Map(ids.map((id) => [id, 'passed' as const]));
     const honest = computeReward({ outcomes, failToPass: ids, passToPass: [], turns: 3, maxTurns: 10, formatError: false });
     assert.equal(honest.resolved, true);
-    const r = computeReward({ outcomes, failToPass: ids, passToPass: [], turns: 3, maxTurns: 10, formatError: false, tampered: 'shop/x.py: imports pytest' });
+    const r = computeReward({
+      outcomes,
+      failToPass: ids,
+      passToPass: [],
+      turns: 3,
+      maxTurns: 10,
+      formatError: false,
+      tampered: 'shop/x.py: imports pytest',
+    });
     assert.equal(r.reward, 0);
     assert.equal(r.passRate, 0);
     assert.equal(r.resolved, false);
     assert.equal(r.tampered, 'shop/x.py: imports pytest');
     // Below an honest failure that keeps the tests running.
-    const half = computeReward({ outcomes: new Map([[ids[0], 'passed' as const]]), failToPass: ids, passToPass: [], turns: 3, maxTurns: 10, formatError: false });
+    const half = computeReward({
+      outcomes: new Map([[ids[0], 'passed' as const]]),
+      failToPass: ids,
+      passToPass: [],
+      turns: 3,
+      maxTurns: 10,
+      formatError: false,
+    });
     assert.ok(half.reward > r.reward);
   });
 
   it('a pytest report naming tests the restored test files do not define is flagged', () => {
-    const tests = new Map([['tests/test_p.py', Buffer.from('class TestClamp:\n    def test_low(self):\n        pass\n\ndef test_high():\n    pass\n')]]);
+    const tests = new Map([
+      ['tests/test_p.py', Buffer.from('class TestClamp:\n    def test_low(self):\n        pass\n\ndef test_high():\n    pass\n')],
+    ]);
     const originals = { tests, sources: new Map([['pkg/mod.py', 'h1']]), data: new Map([['README.md', 'h2']]) };
-    const report = (list: string[]): TestReport => ({ format: 'junit-xml', tests: list.map((id) => ({ id, outcome: 'passed' })) }) as unknown as TestReport;
-    assert.deepEqual(unknownReportIds(report(['tests/test_p.py::TestClamp::test_low', 'tests/test_p.py::test_high[1-2]']), originals, 'pytest'), []);
-    assert.deepEqual(unknownReportIds(report(['tests/test_p.py::test_made_up', 'tests/test_q.py::test_high', 'tests/test_p.py::test_high']), originals, 'pytest'), ['tests/test_p.py::test_made_up', 'tests/test_q.py::test_high']);
+    const report = (list: string[]): TestReport =>
+      ({ format: 'junit-xml', tests: list.map((id) => ({ id, outcome: 'passed' })) }) as unknown as TestReport;
+    assert.deepEqual(
+      unknownReportIds(report(['tests/test_p.py::TestClamp::test_low', 'tests/test_p.py::test_high[1-2]']), originals, 'pytest'),
+      [],
+    );
+    assert.deepEqual(
+      unknownReportIds(
+        report(['tests/test_p.py::test_made_up', 'tests/test_q.py::test_high', 'tests/test_p.py::test_high']),
+        originals,
+        'pytest',
+      ),
+      ['tests/test_p.py::test_made_up', 'tests/test_q.py::test_high'],
+    );
     assert.deepEqual(unknownReportIds(report(['x::made up']), originals, 'jest'), [], 'only pytest ids are checked');
     // Doctests of the code under test and of a document (--doctest-modules, --doctest-glob) are
     // what the real run reports; no task scores them, so they are no sign of a forged report.
-    assert.deepEqual(unknownReportIds(report(['pkg/mod.py::pkg.mod.Thing.issubset', 'README.md::README.md', 'tests/test_p.py::test_high']), originals, 'pytest'), []);
+    assert.deepEqual(
+      unknownReportIds(
+        report(['pkg/mod.py::pkg.mod.Thing.issubset', 'README.md::README.md', 'tests/test_p.py::test_high']),
+        originals,
+        'pytest',
+      ),
+      [],
+    );
   });
 
   it('doctests of the code under test and of documents are left out of every task (the agent could edit their expected output)', () => {
-    const ids = ['tests/test_p.py::test_high', 'pkg/mod.py::pkg.mod.Thing.issubset', 'README.md::README.md', 'test/test_set.py::TestSet::test_sub[1]', 'pkg/tests/mod_test.py::test_x'];
-    assert.deepEqual(scorableTestIds(ids, 'pytest'), ['tests/test_p.py::test_high', 'test/test_set.py::TestSet::test_sub[1]', 'pkg/tests/mod_test.py::test_x']);
+    const ids = [
+      'tests/test_p.py::test_high',
+      'pkg/mod.py::pkg.mod.Thing.issubset',
+      'README.md::README.md',
+      'test/test_set.py::TestSet::test_sub[1]',
+      'pkg/tests/mod_test.py::test_x',
+    ];
+    assert.deepEqual(scorableTestIds(ids, 'pytest'), [
+      'tests/test_p.py::test_high',
+      'test/test_set.py::TestSet::test_sub[1]',
+      'pkg/tests/mod_test.py::test_x',
+    ]);
     assert.deepEqual(scorableTestIds(ids, 'jest'), ids, 'other runners name their tests otherwise: unchanged');
   });
 });
 
 describe('tasks/testfiles: what scoring restores', () => {
   it('runner configuration in dot files, Babel and SWC configs, compiled modules and package metadata are runner machinery', () => {
-    for (const f of ['.mocharc.yml', '.mocharc.json', '.pytest.ini', '.babelrc', 'babel.config.js', '.swcrc', 'jest.config.json', 'shop/pricing.cpython-311.pyc', 'shop/pricing.pyc', 'shop/_speed.cpython-311-x86_64-linux-gnu.so', 'build/Release/addon.node', 'evil-1.0.dist-info/entry_points.txt', 'x.egg-info/PKG-INFO']) {
+    for (const f of [
+      '.mocharc.yml',
+      '.mocharc.json',
+      '.pytest.ini',
+      '.babelrc',
+      'babel.config.js',
+      '.swcrc',
+      'jest.config.json',
+      'shop/pricing.cpython-311.pyc',
+      'shop/pricing.pyc',
+      'shop/_speed.cpython-311-x86_64-linux-gnu.so',
+      'build/Release/addon.node',
+      'evil-1.0.dist-info/entry_points.txt',
+      'x.egg-info/PKG-INFO',
+    ]) {
       assert.equal(isTestInfraFile(f), true, f);
     }
     for (const f of ['.env', 'shop/pricing.py', 'README.md', 'data/prices.json']) assert.equal(isTestInfraFile(f), false, f);
@@ -119,14 +184,43 @@ describe('tasks/testfiles: what scoring restores', () => {
   });
 
   it('files the runner configuration loads are found (jest setup, mocha require, pytest -p and pytest_plugins)', () => {
-    const ws = new Set(['src/setupTests.js', 'src/hook.js', 'support/env.ts', 'plugins/fixtures.py', 'myplugin.py', 'tests/helpers/__init__.py', 'src/pricing.js']);
+    const ws = new Set([
+      'src/setupTests.js',
+      'src/hook.js',
+      'support/env.ts',
+      'plugins/fixtures.py',
+      'myplugin.py',
+      'tests/helpers/__init__.py',
+      'src/pricing.js',
+    ]);
     const configs = new Map<string, Buffer>([
-      ['package.json', Buffer.from(JSON.stringify({ jest: { setupFilesAfterEach: ['<rootDir>/src/setupTests.js'], testEnvironment: 'node' }, mocha: { require: './src/hook' } }))],
+      [
+        'package.json',
+        Buffer.from(
+          JSON.stringify({
+            jest: { setupFilesAfterEach: ['<rootDir>/src/setupTests.js'], testEnvironment: 'node' },
+            mocha: { require: './src/hook' },
+          }),
+        ),
+      ],
       ['.mocharc.yml', Buffer.from('require:\n  - ./support/env.ts\nspec: test/**/*.js\n')],
       ['pytest.ini', Buffer.from('[pytest]\naddopts = -p myplugin -q\n')],
       ['tests/conftest.py', Buffer.from("pytest_plugins = ['plugins.fixtures', 'tests.helpers']\n")],
     ]);
-    assert.deepEqual(runnerLoadedFiles(configs, ws), ['myplugin.py', 'plugins/fixtures.py', 'src/hook.js', 'src/setupTests.js', 'support/env.ts', 'tests/helpers/__init__.py']);
-    assert.deepEqual(runnerLoadedFiles(new Map([['jest.config.js', Buffer.from("module.exports = { setupFiles: ['../outside.js', '/etc/passwd'] };")]]), new Set(['../outside.js'])), []);
+    assert.deepEqual(runnerLoadedFiles(configs, ws), [
+      'myplugin.py',
+      'plugins/fixtures.py',
+      'src/hook.js',
+      'src/setupTests.js',
+      'support/env.ts',
+      'tests/helpers/__init__.py',
+    ]);
+    assert.deepEqual(
+      runnerLoadedFiles(
+        new Map([['jest.config.js', Buffer.from("module.exports = { setupFiles: ['../outside.js', '/etc/passwd'] };")]]),
+        new Set(['../outside.js']),
+      ),
+      [],
+    );
   });
 });

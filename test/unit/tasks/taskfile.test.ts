@@ -28,7 +28,11 @@ describe('tasks/taskfile', () => {
   it('a valid task has no reasons; a mutation task needs its mutation object', () => {
     assert.deepEqual(validateTask(good), []);
     assert.deepEqual(validateTask({ ...good, source: 'mutation' }), ['a mutation task needs a mutation object']);
-    const withMutation = { ...good, source: 'mutation', mutation: { file: 'a.py', nodeKind: 'integer', operator: 'off-by-one', span: { start: 3, end: 4, text: '1' }, replacement: '2' } };
+    const withMutation = {
+      ...good,
+      source: 'mutation',
+      mutation: { file: 'a.py', nodeKind: 'integer', operator: 'off-by-one', span: { start: 3, end: 4, text: '1' }, replacement: '2' },
+    };
     assert.deepEqual(validateTask(withMutation), []);
   });
 
@@ -44,7 +48,10 @@ describe('tasks/taskfile', () => {
       '[]',
     ].join('\n');
     const { tasks, errors } = parseTaskFile(text);
-    assert.deepEqual(tasks.map((t) => t.id), ['t1']);
+    assert.deepEqual(
+      tasks.map((t) => t.id),
+      ['t1'],
+    );
     const by = (n: number) => errors.filter((e) => e.line === n).map((e) => e.reason);
     assert.match(by(2)[0], /not valid JSON/);
     assert.deepEqual(by(3), ['fail_to_pass must name at least one test']);
@@ -78,7 +85,10 @@ describe('tasks/taskfile', () => {
   it('round-trips through writeTaskFile, and a missing or empty file is a clear error', () => {
     const f = path.join(dir, 'out.jsonl');
     writeTaskFile(f, [good, { ...good, id: 't2' }]);
-    assert.deepEqual(readTaskFile(f).map((t) => t.id), ['t1', 't2']);
+    assert.deepEqual(
+      readTaskFile(f).map((t) => t.id),
+      ['t1', 't2'],
+    );
     assert.throws(() => readTaskFile(path.join(dir, 'nope.jsonl')), /cannot read task file.*it does not exist/);
     fs.writeFileSync(path.join(dir, 'empty.jsonl'), '\n');
     assert.throws(() => readTaskFile(path.join(dir, 'empty.jsonl')), /holds no tasks/);

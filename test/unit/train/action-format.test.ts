@@ -10,7 +10,7 @@ import { chatTokenizerFiles } from '../../../src/policy/files/bpe';
 import { ACTION_FORMAT_FILE, modelActionFormat, recordActionFormat } from '../../../src/train/action-format';
 import { embeddedModelDir } from '../../../src/train/embedded';
 
-describe('train/action-format: compact or the model\'s chat template, from the folder', () => {
+describe("train/action-format: compact or the model's chat template, from the folder", () => {
   let tmp: string;
   before(() => (tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-format-'))));
   after(() => fs.rmSync(tmp, { recursive: true, force: true }));
@@ -23,7 +23,10 @@ describe('train/action-format: compact or the model\'s chat template, from the f
     const { chat_template, ...rest } = f.tokenizerConfig as { chat_template: string };
     fs.writeFileSync(path.join(dir, 'config.json'), '{"model_type": "qwen2"}\n');
     fs.writeFileSync(path.join(dir, 'tokenizer.json'), JSON.stringify(f.tokenizerJson));
-    fs.writeFileSync(path.join(dir, 'tokenizer_config.json'), JSON.stringify((o.template ?? 'config') === 'config' ? f.tokenizerConfig : rest));
+    fs.writeFileSync(
+      path.join(dir, 'tokenizer_config.json'),
+      JSON.stringify((o.template ?? 'config') === 'config' ? f.tokenizerConfig : rest),
+    );
     if (o.template === 'jinja') fs.writeFileSync(path.join(dir, 'chat_template.jinja'), chat_template);
     return dir;
   }
@@ -32,7 +35,7 @@ describe('train/action-format: compact or the model\'s chat template, from the f
     assert.deepEqual(modelActionFormat(embeddedModelDir()), { kind: 'compact' });
   });
 
-  it('a folder with a chat template is a chat model: tokenizer_config.json\'s, or chat_template.jinja first', () => {
+  it("a folder with a chat template is a chat model: tokenizer_config.json's, or chat_template.jinja first", () => {
     const a = modelActionFormat(folder('qwen-config', 'chatml'));
     assert.equal(a.kind, 'chat');
     assert.equal((a as { source: string }).source, path.join(tmp, 'qwen-config', 'tokenizer_config.json'));
@@ -54,13 +57,26 @@ describe('train/action-format: compact or the model\'s chat template, from the f
     assert.equal(f.kind, 'chat');
     assert.equal((f as { source: string }).source, path.join(base, 'tokenizer_config.json'));
     fs.writeFileSync(path.join(adapter, ACTION_FORMAT_FILE), '{"format": "chatml"}');
-    assert.throws(() => modelActionFormat(adapter), (e: unknown) => e instanceof TurnwiseError && e.message.includes(path.join(adapter, ACTION_FORMAT_FILE)) && e.message.includes('"compact" or "chat"'));
+    assert.throws(
+      () => modelActionFormat(adapter),
+      (e: unknown) =>
+        e instanceof TurnwiseError &&
+        e.message.includes(path.join(adapter, ACTION_FORMAT_FILE)) &&
+        e.message.includes('"compact" or "chat"'),
+    );
   });
 
   it('a ChatML tokenizer without a template is compact; one with neither is refused naming what to do', () => {
     assert.deepEqual(modelActionFormat(folder('qwen-base', 'chatml', { template: 'none' })), { kind: 'compact' });
     const dir = folder('llama-base-none', 'llama3', { template: 'none' });
-    assert.throws(() => modelActionFormat(dir), (e: unknown) => e instanceof TurnwiseError && e.message.includes(dir) && e.message.includes('neither a chat template') && /chat_template\.jinja/.test(e.hint ?? ''));
+    assert.throws(
+      () => modelActionFormat(dir),
+      (e: unknown) =>
+        e instanceof TurnwiseError &&
+        e.message.includes(dir) &&
+        e.message.includes('neither a chat template') &&
+        /chat_template\.jinja/.test(e.hint ?? ''),
+    );
     // Said to be a chat model, with no template to prompt it through.
     recordActionFormat(dir, 'chat');
     assert.throws(() => modelActionFormat(dir), /says the model writes in its chat format, but .* has no chat template/);

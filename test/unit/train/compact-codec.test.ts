@@ -8,7 +8,10 @@ import { actionIds, actionPrefix, compactCodec, encodeDemonstration, renderPromp
 
 const codec = compactCodec(byteLevelTokenizer());
 const count = (ids: readonly number[], x: number) => ids.filter((i) => i === x).length;
-const turn = (k: number, obsLen = 60) => ({ action: `cat file_${k}.py`, observation: `exit 0\n${`line of turn ${k} `.repeat(Math.ceil(obsLen / 16)).slice(0, obsLen)}` });
+const turn = (k: number, obsLen = 60) => ({
+  action: `cat file_${k}.py`,
+  observation: `exit 0\n${`line of turn ${k} `.repeat(Math.ceil(obsLen / 16)).slice(0, obsLen)}`,
+});
 
 describe('train/chat: encoding', () => {
   it('special-token strings inside task and observation text stay plain bytes', () => {
@@ -19,7 +22,10 @@ describe('train/chat: encoding', () => {
     assert.equal(count(ids, codec.imEnd), 1);
     assert.equal(ids[0], codec.imStart);
     assert.equal(ids[ids.length - 2], codec.imEnd);
-    assert.ok(ids.every((i, k) => k === 0 || k === ids.length - 2 || i < 256), 'text is bytes');
+    assert.ok(
+      ids.every((i, k) => k === 0 || k === ids.length - 2 || i < 256),
+      'text is bytes',
+    );
     const { ids: prompt } = renderPrompt(codec, `Fix <|im_end|> ${evil}`, [{ action: 'echo "<|im_start|>"', observation: evil }], 1000);
     // task, agent, obs segments + the action prefix: 4 starts, 3 ends.
     assert.equal(count(prompt, codec.imStart), 4);
@@ -34,7 +40,15 @@ describe('train/chat: encoding', () => {
   });
 
   it('encodeDemonstration weights action tokens (and their <|im_end|>) at 1, everything else at the prompt weight', () => {
-    const { ids, weights } = encodeDemonstration(codec, [{ role: 'task', text: 'T' }, { role: 'agent', text: 'ls' }, { role: 'obs', text: 'exit 0' }], 0.3);
+    const { ids, weights } = encodeDemonstration(
+      codec,
+      [
+        { role: 'task', text: 'T' },
+        { role: 'agent', text: 'ls' },
+        { role: 'obs', text: 'exit 0' },
+      ],
+      0.3,
+    );
     assert.equal(ids.length, weights.length);
     const ones = ids.filter((_, i) => weights[i] === 1);
     assert.deepEqual(ones, [108, 115, codec.imEnd]);

@@ -86,7 +86,11 @@ describe('train/config: resolveTrainConfig', () => {
       assert.equal(commandSlotCount(resolveTrainConfig({ sandboxCpus: 4 }), 2), 1, 'never below one');
       assert.equal(commandSlotCount(resolveTrainConfig({ commandConcurrency: 3 }), 2), 3);
       assert.equal(commandSlotCount(resolveTrainConfig({ dockerHost: 'unix:///var/run/docker.sock' }), 2), 2, 'a socket is local');
-      assert.equal(commandSlotCount(resolveTrainConfig({ dockerHost: 'ssh://me@box' }), 2), undefined, 'this machine cannot see a remote engine\'s cores');
+      assert.equal(
+        commandSlotCount(resolveTrainConfig({ dockerHost: 'ssh://me@box' }), 2),
+        undefined,
+        "this machine cannot see a remote engine's cores",
+      );
       assert.equal(commandSlotCount(resolveTrainConfig({ dockerHosts: ['tcp://10.0.0.2:2375*16'] }), 2), undefined);
       assert.equal(commandSlotCount(resolveTrainConfig({ dockerHost: 'ssh://me@box', commandConcurrency: 12 }), 2), 12);
       process.env.DOCKER_HOST = 'tcp://10.0.0.3:2375';
@@ -102,13 +106,22 @@ describe('train/config: resolveTrainConfig', () => {
   it('negativeAdvantageWeight: 1 by default, within [0, 1]', () => {
     assert.equal(resolveTrainConfig({}).negativeAdvantageWeight, 1);
     assert.equal(resolveTrainConfig({ negativeAdvantageWeight: 0 }).negativeAdvantageWeight, 0);
-    refused({ negativeAdvantageWeight: 1.5 }, /"negativeAdvantageWeight" must be a number in \[0, 1\], got 1\.5/, /fix "negativeAdvantageWeight"/);
+    refused(
+      { negativeAdvantageWeight: 1.5 },
+      /"negativeAdvantageWeight" must be a number in \[0, 1\], got 1\.5/,
+      /fix "negativeAdvantageWeight"/,
+    );
   });
-  it('unknown reward field', () => refused({ reward: { speed: 1 } }, /unknown reward field "speed"/, /valid: .*efficiency.*format|valid: .*format/));
-  it('unknown estimator: named, with the valid ones', () => refused({ estimator: 'ppo' }, /unknown estimator "ppo"/, new RegExp(`use one of: ${estimatorNames().join(', ')}`)));
-  it('unknown estimator parameter', () => refused({ estimator: 'grpo', estimatorParams: { nope: 1 } }, /no parameter "nope"/, /its parameters/));
-  it('unknown loss: named, with the valid ones', () => refused({ loss: 'dpo' }, /unknown RL loss "dpo"/, new RegExp(`use one of: ${RL_LOSS_NAMES.join(', ')}`)));
-  it('a warm-start-only loss is refused for RL and says why', () => refused({ loss: 'sft' }, /unknown RL loss "sft" \(that loss is for the warm start only\)/, /use one of/));
+  it('unknown reward field', () =>
+    refused({ reward: { speed: 1 } }, /unknown reward field "speed"/, /valid: .*efficiency.*format|valid: .*format/));
+  it('unknown estimator: named, with the valid ones', () =>
+    refused({ estimator: 'ppo' }, /unknown estimator "ppo"/, new RegExp(`use one of: ${estimatorNames().join(', ')}`)));
+  it('unknown estimator parameter', () =>
+    refused({ estimator: 'grpo', estimatorParams: { nope: 1 } }, /no parameter "nope"/, /its parameters/));
+  it('unknown loss: named, with the valid ones', () =>
+    refused({ loss: 'dpo' }, /unknown RL loss "dpo"/, new RegExp(`use one of: ${RL_LOSS_NAMES.join(', ')}`)));
+  it('a warm-start-only loss is refused for RL and says why', () =>
+    refused({ loss: 'sft' }, /unknown RL loss "sft" \(that loss is for the warm start only\)/, /use one of/));
   it('not an object', () => {
     for (const v of [null, [], 'x']) refused(v as never, /must be a JSON object/, /turnwise\.json/);
   });
@@ -129,9 +142,11 @@ describe('train/config: resolveTrainConfig', () => {
     ['maxMinutes', '30', /"maxMinutes" must be a number .*got "30"/],
   ];
   for (const [field, value, problem] of ranges) {
-    it(`${field} = ${JSON.stringify(value) ?? String(value)}: out of range, named`, () => refused({ [field]: value }, problem, new RegExp(`fix "${field}"`)));
+    it(`${field} = ${JSON.stringify(value) ?? String(value)}: out of range, named`, () =>
+      refused({ [field]: value }, problem, new RegExp(`fix "${field}"`)));
   }
-  it('reward.format out of range', () => refused({ reward: { format: -1 } }, /"reward\.format" must be a number in \[0, 10\]/, /fix "reward\.format"/));
+  it('reward.format out of range', () =>
+    refused({ reward: { format: -1 } }, /"reward\.format" must be a number in \[0, 10\]/, /fix "reward\.format"/));
   it('taskSource and executionProvider list their values', () => {
     refused({ taskSource: 'git' }, /"taskSource" must be mutation, failing-tests or file, got "git"/, /fix "taskSource"/);
     refused({ executionProvider: 'tpu' }, /"executionProvider" must be auto, cpu, cuda or webgpu/, /fix/);
@@ -164,8 +179,22 @@ describe('train/config: poolSettings', () => {
     const prev = process.env.TURNWISE_DOCKER_ENGINES;
     delete process.env.TURNWISE_DOCKER_ENGINES;
     try {
-      const s = poolSettings({ ...TRAIN_DEFAULTS, dockerHost: 'unix:///var/run/docker.sock', dockerHosts: ['ssh://me@box*4'], sandboxMemoryMb: 512, sandboxCpus: 0.5, sandboxPids: 64, sandboxImage: 'x/y:1' });
-      assert.deepEqual(s.engines?.map((e) => [e.host, e.capacity]), [['unix:///var/run/docker.sock', undefined], ['ssh://me@box', 4]]);
+      const s = poolSettings({
+        ...TRAIN_DEFAULTS,
+        dockerHost: 'unix:///var/run/docker.sock',
+        dockerHosts: ['ssh://me@box*4'],
+        sandboxMemoryMb: 512,
+        sandboxCpus: 0.5,
+        sandboxPids: 64,
+        sandboxImage: 'x/y:1',
+      });
+      assert.deepEqual(
+        s.engines?.map((e) => [e.host, e.capacity]),
+        [
+          ['unix:///var/run/docker.sock', undefined],
+          ['ssh://me@box', 4],
+        ],
+      );
       assert.deepEqual(s.limits, { memoryBytes: 512 * 1024 ** 2, nanoCpus: 5e8, pidsLimit: 64 });
       assert.equal(s.baseImage, 'x/y:1');
       const d = poolSettings(TRAIN_DEFAULTS);
@@ -178,7 +207,7 @@ describe('train/config: poolSettings', () => {
 });
 
 describe('train/config: the experiment probe configs', () => {
-  it('docs/experiments/probes/repeat-6 resolves: its workspace and 6-task file found from the config\'s folder, nothing held out', () => {
+  it("docs/experiments/probes/repeat-6 resolves: its workspace and 6-task file found from the config's folder, nothing held out", () => {
     const file = path.join(__dirname, '..', '..', '..', 'docs', 'experiments', 'probes', 'repeat-6', 'turnwise.json');
     const c = resolveTrainConfig(readConfigFile(file), file);
     assert.equal(c.workspace, path.resolve(path.dirname(file), '..', '..', '..', '..', 'examples', 'demo-python'));

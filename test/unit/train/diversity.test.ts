@@ -4,11 +4,30 @@ import * as assert from 'node:assert/strict';
 import { SCHEMA, type Trajectory } from '../../../src/core/schema';
 import { actionDiversity, episodeMetrics } from '../../../src/train/metrics';
 
-const reward = { turns: 2, maxTurns: 6, formatError: false, efficiencyPenalty: 0, formatPenalty: 0, passRate: 0.5, resolved: false, reward: 0.5 };
+const reward = {
+  turns: 2,
+  maxTurns: 6,
+  formatError: false,
+  efficiencyPenalty: 0,
+  formatPenalty: 0,
+  passRate: 0.5,
+  resolved: false,
+  reward: 0.5,
+};
 
 function traj(groupId: string, n: number, actions: string[], failure?: string): Trajectory {
   const turns = actions.map((action, index) => ({ index, action, observation: '', exitCode: 0, durationMs: 0 }));
-  return { schema: SCHEMA.trajectory, taskId: groupId, groupId, trajId: `${groupId}-${n}`, checkpoint: 'c', seed: n, turns, reward, ...(failure ? { failure } : {}) } as Trajectory;
+  return {
+    schema: SCHEMA.trajectory,
+    taskId: groupId,
+    groupId,
+    trajId: `${groupId}-${n}`,
+    checkpoint: 'c',
+    seed: n,
+    turns,
+    reward,
+    ...(failure ? { failure } : {}),
+  } as Trajectory;
 }
 
 describe('train/metrics: distinct action sequences per group', () => {

@@ -31,10 +31,19 @@ describe('doctor checks', () => {
       ]);
       assert.equal(warnOnly.schema, 'turnwise/doctor@1');
       assert.equal(warnOnly.ok, true);
-      assert.equal(formatDoctorReport(warnOnly), '✓ a: fine\n! b: absent\n    fix: optional\nEnvironment ready (1 optional item(s) unavailable).');
-      const failing = doctorReport([failedCheck('c', new TurnwiseError('not-found', 'gone', { hint: 'bring it back' })), notChecked('d', 'c is gone', 'c')]);
+      assert.equal(
+        formatDoctorReport(warnOnly),
+        '✓ a: fine\n! b: absent\n    fix: optional\nEnvironment ready (1 optional item(s) unavailable).',
+      );
+      const failing = doctorReport([
+        failedCheck('c', new TurnwiseError('not-found', 'gone', { hint: 'bring it back' })),
+        notChecked('d', 'c is gone', 'c'),
+      ]);
       assert.equal(failing.ok, false);
-      assert.equal(formatDoctorReport(failing), '✗ c: gone\n    fix: bring it back\n✗ d: not checked: c is gone\n    fix: fix the c check first\n2 problem(s) must be fixed before a run.');
+      assert.equal(
+        formatDoctorReport(failing),
+        '✗ c: gone\n    fix: bring it back\n✗ d: not checked: c is gone\n    fix: fix the c check first\n2 problem(s) must be fixed before a run.',
+      );
     });
 
     it('a failed check from a plain error has no fix unless one is given, and no undefined key in JSON', () => {
@@ -92,14 +101,22 @@ describe('doctor checks', () => {
     beforeEach(() => (tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-doctor-policy-'))));
     afterEach(() => fs.rmSync(tmp, { recursive: true, force: true }));
     const config = { ...SMALL_CONFIG, vocab_size: 260, tie_word_embeddings: false };
-    const save = (dir: string) => saveCheckpoint(dir, { weights: initWeights(config, 1), tokenizerJson: byteLevelTokenizerJson(), tokenizerConfig: byteLevelTokenizerConfig() });
+    const save = (dir: string) =>
+      saveCheckpoint(dir, {
+        weights: initWeights(config, 1),
+        tokenizerJson: byteLevelTokenizerJson(),
+        tokenizerConfig: byteLevelTokenizerConfig(),
+      });
 
     it('loads a checkpoint as a run would and describes it', () => {
       const dir = path.join(tmp, 'tiny');
       save(dir);
       const c = embeddedPolicyCheck(dir);
       assert.equal(c.status, 'ok', c.detail);
-      assert.match(c.detail, new RegExp(`^tiny: 0\\.\\dM parameters, 2 layers, 260 tokens, at ${dir.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`));
+      assert.match(
+        c.detail,
+        new RegExp(`^tiny: 0\\.\\dM parameters, 2 layers, 260 tokens, at ${dir.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`),
+      );
     });
 
     it('fails on a missing checkpoint, with what to do', () => {

@@ -6,7 +6,18 @@
 import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { actionLogpShift, episodeRows, sameOutcomeAdvantageShare, packMinibatches, packRows, turnTokenRows, updateRows, weightNegativeAdvantages, type TrainRow, type TurnRowData } from '../../../src/train/rows';
+import {
+  actionLogpShift,
+  episodeRows,
+  sameOutcomeAdvantageShare,
+  packMinibatches,
+  packRows,
+  turnTokenRows,
+  updateRows,
+  weightNegativeAdvantages,
+  type TrainRow,
+  type TurnRowData,
+} from '../../../src/train/rows';
 import { TrainablePolicy } from '../../../src/policy/trainable';
 import { initWeights } from '../../../src/policy/model/weights';
 import { SMALL_CONFIG } from '../policy/helpers';
@@ -24,11 +35,18 @@ describe('train/rows: packMinibatches', () => {
     const rows = [row(40, 5, 1), row(100, 8, -0.5), row(20, 3, 2), row(130, 4, 0.25), row(60, 6, -1)];
     const mbs = packMinibatches(rows, 2);
     assert.equal(mbs.length, 2);
-    assert.deepEqual(mbs.map((m) => m.B), [3, 3]);
-    assert.deepEqual(mbs.map((m) => m.T), [128, 256]);
+    assert.deepEqual(
+      mbs.map((m) => m.B),
+      [3, 3],
+    );
+    assert.deepEqual(
+      mbs.map((m) => m.T),
+      [128, 256],
+    );
     let r = 0;
     for (const { batch, B, T } of mbs) {
-      for (const k of ['inputIds', 'attentionMask', 'lossMask', 'advantages', 'oldLogp'] as const) assert.equal((batch[k] as ArrayLike<number>).length, B * T, k);
+      for (const k of ['inputIds', 'attentionMask', 'lossMask', 'advantages', 'oldLogp'] as const)
+        assert.equal((batch[k] as ArrayLike<number>).length, B * T, k);
       for (let b = 0; b < B; b++, r++) {
         const at = (a: ArrayLike<number> | undefined, j: number) => a![b * T + j];
         if (r >= rows.length) {
@@ -71,7 +89,10 @@ describe('train/rows: packMinibatches', () => {
   it('replay rows follow the RL rows: their weights in replayMask only, nothing in the RL inputs', () => {
     const rows = [row(40, 5, 1), row(100, 8, -0.5), row(20, 3, 2)];
     const drawn: [number, number][] = [];
-    const demo = (len: number, s: number) => ({ ids: Array.from({ length: len }, (_, i) => s + i), weights: Array.from({ length: len }, (_, i) => (i % 2 ? 1 : 0.3)) });
+    const demo = (len: number, s: number) => ({
+      ids: Array.from({ length: len }, (_, i) => s + i),
+      weights: Array.from({ length: len }, (_, i) => (i % 2 ? 1 : 0.3)),
+    });
     const ref = rows.map((x) => Float32Array.from(x.ids, () => -1));
     const mbs = packMinibatches(rows, 2, ref, {
       rows: 2,
@@ -81,19 +102,39 @@ describe('train/rows: packMinibatches', () => {
         return k === 0 ? [demo(30, 100), demo(T, 200)] : [demo(7, 300)];
       },
     });
-    assert.deepEqual(drawn, [[128, 0], [128, 1]], 'each minibatch draws at its own T');
-    assert.deepEqual(mbs.map((m) => m.B), [4, 4], 'B fixed: 2 RL rows per minibatch (the second has 1 and a padding row) + 2 replay rows');
+    assert.deepEqual(
+      drawn,
+      [
+        [128, 0],
+        [128, 1],
+      ],
+      'each minibatch draws at its own T',
+    );
+    assert.deepEqual(
+      mbs.map((m) => m.B),
+      [4, 4],
+      'B fixed: 2 RL rows per minibatch (the second has 1 and a padding row) + 2 replay rows',
+    );
     const [first, second] = mbs;
     const T = first.T;
-    const at = (mb: (typeof mbs)[number], name: 'inputIds' | 'attentionMask' | 'lossMask' | 'actionMask' | 'advantages' | 'oldLogp' | 'refLogp' | 'replayMask', b: number, j: number) => (mb.batch[name] as ArrayLike<number>)[b * T + j];
+    const at = (
+      mb: (typeof mbs)[number],
+      name: 'inputIds' | 'attentionMask' | 'lossMask' | 'actionMask' | 'advantages' | 'oldLogp' | 'refLogp' | 'replayMask',
+      b: number,
+      j: number,
+    ) => (mb.batch[name] as ArrayLike<number>)[b * T + j];
     for (let b = 0; b < 2; b++) for (let j = 0; j < T; j++) assert.equal(at(first, 'replayMask', b, j), 0, 'no replay weight on an RL row');
-    for (const [b, d] of [[2, demo(30, 100)], [3, demo(T, 200)]] as const) {
+    for (const [b, d] of [
+      [2, demo(30, 100)],
+      [3, demo(T, 200)],
+    ] as const) {
       for (let j = 0; j < T; j++) {
         const real = j < d.ids.length;
         assert.equal(at(first, 'inputIds', b, j), real ? d.ids[j] : 0);
         assert.equal(at(first, 'attentionMask', b, j), real ? 1 : 0);
         assert.equal(at(first, 'replayMask', b, j), real ? d.weights[j] : 0);
-        for (const k of ['lossMask', 'actionMask', 'advantages', 'oldLogp', 'refLogp'] as const) assert.equal(at(first, k, b, j), 0, `${k} at replay row ${b}, token ${j}`);
+        for (const k of ['lossMask', 'actionMask', 'advantages', 'oldLogp', 'refLogp'] as const)
+          assert.equal(at(first, k, b, j), 0, `${k} at replay row ${b}, token ${j}`);
       }
     }
     // Second minibatch: RL row 0, an RL padding row, one demonstration, a replay padding row.
@@ -107,7 +148,13 @@ describe('train/rows: packMinibatches', () => {
 
   it('more minibatches than rows: one row each; a row over the largest bucket keeps its length', () => {
     const mbs = packMinibatches([row(10, 2, 1), row(1100, 10, 1)], 8);
-    assert.deepEqual(mbs.map((m) => [m.B, m.T]), [[1, 128], [1, 1100]]);
+    assert.deepEqual(
+      mbs.map((m) => [m.B, m.T]),
+      [
+        [1, 128],
+        [1, 1100],
+      ],
+    );
   });
 });
 
@@ -131,14 +178,28 @@ describe('train/rows: one row per episode where the turns continue each other', 
     const rows = episodeRows([t0, t1, t2, t3, t4]);
     assert.equal(rows.length, 2);
     assert.deepEqual(rows[0].ids, t2.ids);
-    assert.deepEqual(rows[0].actions.map((a) => [a.start, a.advantage]), [[3, 0.5], [7, -1], [11, 2]]);
+    assert.deepEqual(
+      rows[0].actions.map((a) => [a.start, a.advantage]),
+      [
+        [3, 0.5],
+        [7, -1],
+        [11, 2],
+      ],
+    );
     for (const [k, a] of rows[0].actions.entries()) {
       const src = [t0, t1, t2][k];
-      assert.deepEqual(rows[0].ids.slice(a.start, a.start + a.logprobs.length), src.ids.slice(src.actionStart), `action ${k} tokens in place`);
+      assert.deepEqual(
+        rows[0].ids.slice(a.start, a.start + a.logprobs.length),
+        src.ids.slice(src.actionStart),
+        `action ${k} tokens in place`,
+      );
       assert.deepEqual(a.logprobs, src.logprobs);
     }
     assert.deepEqual(rows[1].ids, t4.ids);
-    assert.deepEqual(rows[1].actions.map((a) => a.start), [5, 7]);
+    assert.deepEqual(
+      rows[1].actions.map((a) => a.start),
+      [5, 7],
+    );
     // An action re-encoded differently in the next prompt (here: a token changed) is no prefix.
     const t1b = turn([...t0.ids.slice(0, -1), 99], [6, 7], [8], 1);
     assert.equal(episodeRows([t0, t1b]).length, 2);
@@ -151,12 +212,22 @@ describe('train/rows: one row per episode where the turns continue each other', 
     const kept = updateRows([[t0, t1], [lone]], false);
     assert.equal(kept.length, 1, 'the episode whose only action has advantage 0 is gone');
     assert.deepEqual(kept[0].ids, t1.ids, 'the zero-advantage turn stays as context');
-    assert.deepEqual(kept[0].actions.map((a) => a.start), [t1.actionStart]);
+    assert.deepEqual(
+      kept[0].actions.map((a) => a.start),
+      [t1.actionStart],
+    );
     const all = updateRows([[t0, t1], [lone]], true);
-    assert.deepEqual(all.map((r) => r.actions.length), [2, 1]);
+    assert.deepEqual(
+      all.map((r) => r.actions.length),
+      [2, 1],
+    );
     const [mb] = packMinibatches(all, 1);
     const mask = mb.batch.lossMask as number[];
-    assert.deepEqual([...mask.slice(0, mb.T)].map((x, j) => (x ? j : -1)).filter((j) => j >= 0), [3, 4, 6], 'both actions of the merged row in the loss');
+    assert.deepEqual(
+      [...mask.slice(0, mb.T)].map((x, j) => (x ? j : -1)).filter((j) => j >= 0),
+      [3, 4, 6],
+      'both actions of the merged row in the loss',
+    );
   });
 
   it('updateRows by episode: an episode of n action tokens weighs n̄ / n per token, carried into lossMask (actionMask stays 0/1)', () => {
@@ -167,22 +238,54 @@ describe('train/rows: one row per episode where the turns continue each other', 
     const b1 = turn(b0.ids, [8], [9, 9, 9, 9, 9], -1);
     const b2 = turn(b1.ids, [10], [11, 11, 11], -1);
     const meanSize = (3 + 9) / 2;
-    const byEpisode = updateRows([[a0, a1], [b0, b1, b2]], false, 'episode');
-    assert.deepEqual(byEpisode.map((r) => r.actions.map((a) => a.weight)), [[meanSize / 3, meanSize / 3], [meanSize / 9, meanSize / 9, meanSize / 9]]);
+    const byEpisode = updateRows(
+      [
+        [a0, a1],
+        [b0, b1, b2],
+      ],
+      false,
+      'episode',
+    );
+    assert.deepEqual(
+      byEpisode.map((r) => r.actions.map((a) => a.weight)),
+      [
+        [meanSize / 3, meanSize / 3],
+        [meanSize / 9, meanSize / 9, meanSize / 9],
+      ],
+    );
     // Each episode's weights sum to n̄: equal totals, whatever its length.
     const totals = byEpisode.map((r) => r.actions.reduce((s, a) => s + a.weight * a.logprobs.length, 0));
     assert.ok(Math.abs(totals[0] - totals[1]) < 1e-12 && Math.abs(totals[0] - meanSize) < 1e-12);
-    assert.deepEqual(updateRows([[a0, a1], [b0, b1, b2]], false).flatMap((r) => r.actions.map((a) => a.weight)), [1, 1, 1, 1, 1], 'token: weight 1');
+    assert.deepEqual(
+      updateRows(
+        [
+          [a0, a1],
+          [b0, b1, b2],
+        ],
+        false,
+      ).flatMap((r) => r.actions.map((a) => a.weight)),
+      [1, 1, 1, 1, 1],
+      'token: weight 1',
+    );
     const [mb] = packMinibatches(byEpisode, 1);
     const rowB = (b: number) => [...(mb.batch.lossMask as number[]).slice(b * mb.T, (b + 1) * mb.T)];
-    assert.deepEqual(rowB(0).filter((x) => x > 0), [meanSize / 3, meanSize / 3, meanSize / 3]);
-    assert.deepEqual(rowB(1).filter((x) => x > 0), new Array(9).fill(meanSize / 9));
+    assert.deepEqual(
+      rowB(0).filter((x) => x > 0),
+      [meanSize / 3, meanSize / 3, meanSize / 3],
+    );
+    assert.deepEqual(
+      rowB(1).filter((x) => x > 0),
+      new Array(9).fill(meanSize / 9),
+    );
     const act = [...(mb.batch.actionMask as number[])];
     assert.equal(act.filter((x) => x === 1).length, 12);
-    assert.ok(act.every((x, j) => x === ((mb.batch.lossMask as number[])[j] > 0 ? 1 : 0)), 'action_loss counts action tokens once, whatever their weight');
+    assert.ok(
+      act.every((x, j) => x === ((mb.batch.lossMask as number[])[j] > 0 ? 1 : 0)),
+      'action_loss counts action tokens once, whatever their weight',
+    );
   });
 
-  it('the trainer takes lossMask as the weight: by episode the ppo loss is the mean of the episodes\' own token means', async () => {
+  it("the trainer takes lossMask as the weight: by episode the ppo loss is the mean of the episodes' own token means", async () => {
     // Real ONNX trainer at lr 0 (the loss is reported before the step): each episode alone, then
     // both in one batch. At ratio 1 the ppo-token loss is −Σ w·A / Σ w over action tokens.
     const policy = new TrainablePolicy(initWeights(SMALL_CONFIG, 3, 0.3), { settings: { provider: 'cpu', threads: 1 } });
@@ -201,7 +304,14 @@ describe('train/rows: one row per episode where the turns continue each other', 
       const B = ep(ids(14, 2), lpB, 6, -0.5); // 8 action tokens
       const lossOf = async (eps: TurnRowData[][], agg: 'token' | 'episode') => {
         const [mb] = packMinibatches(updateRows(eps, false, agg), 1);
-        const [m] = await policy.train({ loss: 'ppo-token', batch: mb.B, seq: mb.T }, [mb.batch], { lr: 0, klCoef: 0, entCoef: 0, clipLow: 0.2, clipHigh: 0.28, temperature: 1 });
+        const [m] = await policy.train({ loss: 'ppo-token', batch: mb.B, seq: mb.T }, [mb.batch], {
+          lr: 0,
+          klCoef: 0,
+          entCoef: 0,
+          clipLow: 0.2,
+          clipHigh: 0.28,
+          temperature: 1,
+        });
         return m.loss;
       };
       const la = await lossOf([[A]], 'token');
@@ -216,7 +326,7 @@ describe('train/rows: one row per episode where the turns continue each other', 
     }
   });
 
-  it('the trainer adds replayCoef × the replay rows\' mean NLL and leaves the RL terms as they were', async () => {
+  it("the trainer adds replayCoef × the replay rows' mean NLL and leaves the RL terms as they were", async () => {
     // Real ONNX trainer at lr 0: the RL batch alone, then with replay rows; the replay rows' NLL
     // also through the sft loss, which must agree with the replay_loss metric.
     const policy = new TrainablePolicy(initWeights(SMALL_CONFIG, 4, 0.3), { settings: { provider: 'cpu', threads: 1 } });
@@ -224,7 +334,12 @@ describe('train/rows: one row per episode where the turns continue each other', 
       const V = SMALL_CONFIG.vocab_size;
       const ids = (n: number, s: number) => Array.from({ length: n }, (_, i) => (i * 7 + s) % V);
       const [lp] = await policy.logprobs([ids(12, 1)]);
-      const rl: TurnRowData = { ids: ids(12, 1), actionStart: 8, logprobs: Array.from({ length: 4 }, (_, k) => lp[8 + k] - 0.1 * k), advantage: 0.8 };
+      const rl: TurnRowData = {
+        ids: ids(12, 1),
+        actionStart: 8,
+        logprobs: Array.from({ length: 4 }, (_, k) => lp[8 + k] - 0.1 * k),
+        advantage: 0.8,
+      };
       const demos = [
         { ids: ids(9, 3), weights: [0, 0.3, 0.3, 1, 1, 1, 0.3, 1, 1] },
         { ids: ids(15, 5), weights: Array.from({ length: 15 }, (_, i) => (i < 10 ? 0.3 : 1)) },
@@ -234,14 +349,21 @@ describe('train/rows: one row per episode where the turns continue each other', 
       const [plain] = packMinibatches(rows, 1);
       const [withReplay] = packMinibatches(rows, 1, undefined, { rows: 2, draw: () => demos });
       const [m0] = await policy.train({ loss: 'ppo-token', batch: plain.B, seq: plain.T }, [plain.batch], hyper);
-      const [m1] = await policy.train({ loss: 'ppo-token', batch: withReplay.B, seq: withReplay.T }, [withReplay.batch], { ...hyper, replayCoef: 0.5 });
+      const [m1] = await policy.train({ loss: 'ppo-token', batch: withReplay.B, seq: withReplay.T }, [withReplay.batch], {
+        ...hyper,
+        replayCoef: 0.5,
+      });
       // The same demonstrations as an sft batch: Σ w·nll / Σ w over their tokens.
       const T = withReplay.T;
       const sftIds = new Array<number>(2 * T).fill(0);
       const sftW = new Array<number>(2 * T).fill(0);
       const sftAtt = new Array<number>(2 * T).fill(0);
-      demos.forEach((d, b) => d.ids.forEach((x, j) => ((sftIds[b * T + j] = x), (sftW[b * T + j] = d.weights[j]), (sftAtt[b * T + j] = 1))));
-      const [sft] = await policy.train({ loss: 'sft', batch: 2, seq: T }, [{ inputIds: sftIds, attentionMask: sftAtt, lossMask: sftW }], { lr: 0 });
+      demos.forEach((d, b) =>
+        d.ids.forEach((x, j) => ((sftIds[b * T + j] = x), (sftW[b * T + j] = d.weights[j]), (sftAtt[b * T + j] = 1))),
+      );
+      const [sft] = await policy.train({ loss: 'sft', batch: 2, seq: T }, [{ inputIds: sftIds, attentionMask: sftAtt, lossMask: sftW }], {
+        lr: 0,
+      });
       assert.ok(Math.abs(m1.pg_loss - m0.pg_loss) < 1e-6, `pg_loss ${m1.pg_loss} vs ${m0.pg_loss}: replay rows leaked into the RL term`);
       assert.ok(Math.abs(m1.action_loss - m0.action_loss) < 1e-6, 'action_loss counts the RL actions only');
       assert.ok(Math.abs(m1.replay_loss - sft.loss) < 1e-5, `replay_loss ${m1.replay_loss} vs sft ${sft.loss}`);
@@ -256,18 +378,40 @@ describe('train/rows: one row per episode where the turns continue each other', 
     const t0 = turn([], [1, 2, 3], [4, 5], -0.8);
     const t1 = turn(t0.ids, [6], [7], 0.5);
     const t2 = turn(t1.ids, [8], [9], 0);
-    assert.deepEqual(weightNegativeAdvantages([t0, t1, t2], 0.25).map((r) => r.advantage), [-0.2, 0.5, 0]);
-    assert.deepEqual(weightNegativeAdvantages([t0, t1, t2], 1).map((r) => r.advantage), [-0.8, 0.5, 0]);
-    assert.equal(t0.advantage, -0.8, 'the input rows (and so the trajectories) keep the estimator\'s advantage');
+    assert.deepEqual(
+      weightNegativeAdvantages([t0, t1, t2], 0.25).map((r) => r.advantage),
+      [-0.2, 0.5, 0],
+    );
+    assert.deepEqual(
+      weightNegativeAdvantages([t0, t1, t2], 1).map((r) => r.advantage),
+      [-0.8, 0.5, 0],
+    );
+    assert.equal(t0.advantage, -0.8, "the input rows (and so the trajectories) keep the estimator's advantage");
     const rows = updateRows([weightNegativeAdvantages([t0, t1, t2], 0)], false);
-    assert.deepEqual(rows.map((r) => r.actions.map((a) => [a.start, a.advantage])), [[[t1.actionStart, 0.5]]], 'only the positive action is in the loss; the others stay as context');
+    assert.deepEqual(
+      rows.map((r) => r.actions.map((a) => [a.start, a.advantage])),
+      [[[t1.actionStart, 0.5]]],
+      'only the positive action is in the loss; the others stay as context',
+    );
     assert.deepEqual(rows[0].ids, t2.ids);
   });
 
   it('actionLogpShift: per action the summed change from its rollout log-probs, averaged by advantage sign', () => {
     const rows: TrainRow[] = [
-      { ids: [1, 2, 3, 4, 5, 6], actions: [{ start: 2, logprobs: [-0.5, -0.5], advantage: 1, weight: 1 }, { start: 4, logprobs: [-1, -2], advantage: -1, weight: 1 }] },
-      { ids: [7, 8, 9], actions: [{ start: 1, logprobs: [-0.3, -0.3], advantage: 0.5, weight: 1 }, { start: 0, logprobs: [-9], advantage: 0, weight: 1 }] },
+      {
+        ids: [1, 2, 3, 4, 5, 6],
+        actions: [
+          { start: 2, logprobs: [-0.5, -0.5], advantage: 1, weight: 1 },
+          { start: 4, logprobs: [-1, -2], advantage: -1, weight: 1 },
+        ],
+      },
+      {
+        ids: [7, 8, 9],
+        actions: [
+          { start: 1, logprobs: [-0.3, -0.3], advantage: 0.5, weight: 1 },
+          { start: 0, logprobs: [-9], advantage: 0, weight: 1 },
+        ],
+      },
     ];
     // after: row 0 action 1 up by 0.2 in all; action 2 down by 1 + 0.5; row 1 up by 0.1 + 0.1.
     const after = [new Float32Array([0, -1, -0.3, -0.3, -2, -2.5]), new Float32Array([0, -0.2, -0.2])];
@@ -305,9 +449,16 @@ describe('train/rows: one row per episode where the turns continue each other', 
   });
 
   it('the prompt format lets real episodes merge: the shipped tokenizer, actions as sampled, one row until the context is full', () => {
-    const tokenizer = JSON.parse(fs.readFileSync(path.join(__dirname, '..', '..', '..', 'models', 'turnwise-tiny', 'tokenizer.json'), 'utf8'));
+    const tokenizer = JSON.parse(
+      fs.readFileSync(path.join(__dirname, '..', '..', '..', 'models', 'turnwise-tiny', 'tokenizer.json'), 'utf8'),
+    );
     const codec = compactCodec(loadTokenizer(tokenizer));
-    const actions = ['tw-suspects', "sed -i '12s/>=/>/' inventory/stock.py && tw-test || git checkout -q inventory/stock.py", 'tw-test', 'submit'];
+    const actions = [
+      'tw-suspects',
+      "sed -i '12s/>=/>/' inventory/stock.py && tw-test || git checkout -q inventory/stock.py",
+      'tw-test',
+      'submit',
+    ];
     const traj = (obsLen: number): Trajectory =>
       ({
         schema: SCHEMA.trajectory,
@@ -315,8 +466,26 @@ describe('train/rows: one row per episode where the turns continue each other', 
         groupId: 'g',
         trajId: 'e',
         checkpoint: 'c',
-        turns: actions.map((action, index) => ({ index, action, observation: `exit 1\n${'FAIL tests/test_stock.py::test_x\n'.repeat(obsLen)}`, exitCode: 1, durationMs: 1, tokenIds: actionIds(codec, action), logprobs: actionIds(codec, action).map(() => -0.5), advantage: 1 })),
-        reward: { passRate: 1, resolved: true, turns: 3, maxTurns: 6, formatError: false, efficiencyPenalty: 0, formatPenalty: 0, reward: 1 },
+        turns: actions.map((action, index) => ({
+          index,
+          action,
+          observation: `exit 1\n${'FAIL tests/test_stock.py::test_x\n'.repeat(obsLen)}`,
+          exitCode: 1,
+          durationMs: 1,
+          tokenIds: actionIds(codec, action),
+          logprobs: actionIds(codec, action).map(() => -0.5),
+          advantage: 1,
+        })),
+        reward: {
+          passRate: 1,
+          resolved: true,
+          turns: 3,
+          maxTurns: 6,
+          formatError: false,
+          efficiencyPenalty: 0,
+          formatPenalty: 0,
+          reward: 1,
+        },
       }) as Trajectory;
     const task = 'Fix the bug: 1 failing test.\nFAIL tests/test_stock.py::test_x';
     const rows = turnTokenRows(codec, task, traj(2), 928);
@@ -354,7 +523,10 @@ describe('train/rows: one row per episode where the turns continue each other', 
 });
 
 describe('train/warmstart: packRows', () => {
-  const ex = (len: number, actionFrom: number, v: number) => ({ ids: Array(len).fill(v), weights: Array.from({ length: len }, (_, i) => (i >= actionFrom ? 1 : 0.3)) });
+  const ex = (len: number, actionFrom: number, v: number) => ({
+    ids: Array(len).fill(v),
+    weights: Array.from({ length: len }, (_, i) => (i >= actionFrom ? 1 : 0.3)),
+  });
 
   it('examples packed whole, one segment id each, weights and action mask carried', () => {
     const exs = [ex(50, 40, 1), ex(30, 10, 2), ex(14, 5, 3), ex(20, 0, 4)];

@@ -21,8 +21,14 @@ describe('train/replay: demonstrations for the replay term', function () {
     for (const ex of a) {
       assert.ok(ex.ids.length > 0 && ex.ids.length <= 768);
       assert.equal(ex.weights.length, ex.ids.length);
-      assert.ok(ex.weights.every((w) => w === 1 || w === REPLAY_MIX.promptWeight), 'actions at 1, everything else at the prompt weight');
-      assert.ok(ex.weights.some((w) => w === 1), 'every demonstration has an action to learn');
+      assert.ok(
+        ex.weights.every((w) => w === 1 || w === REPLAY_MIX.promptWeight),
+        'actions at 1, everything else at the prompt weight',
+      );
+      assert.ok(
+        ex.weights.some((w) => w === 1),
+        'every demonstration has an action to learn',
+      );
     }
     const text = a.map((ex) => codec.decode(ex.ids)).join('\n');
     // Whole fix episodes dominate the mix: the tools, a line edit and the end of the episode.

@@ -11,7 +11,17 @@ import { SCHEMA, type Task } from '../../../src/core/schema';
 import { resolveTrainConfig, runConfigRecord } from '../../../src/train/config';
 import { runEvalTarget } from '../../../src/train/evaluate';
 
-const task = (id: string): Task => ({ schema: SCHEMA.task, id, source: 'file', instruction: 'fix it', language: 'python', testCommand: 'pytest', fail_to_pass: ['a::b'], pass_to_pass: [] }) as Task;
+const task = (id: string): Task =>
+  ({
+    schema: SCHEMA.task,
+    id,
+    source: 'file',
+    instruction: 'fix it',
+    language: 'python',
+    testCommand: 'pytest',
+    fail_to_pass: ['a::b'],
+    pass_to_pass: [],
+  }) as Task;
 
 describe('train/evaluate: runEvalTarget (turnwise eval --run)', () => {
   let root: string;
@@ -39,17 +49,26 @@ describe('train/evaluate: runEvalTarget (turnwise eval --run)', () => {
     run.writeStatus({ state: 'running', pid: process.pid, iterations: 2, lastCompleteIteration: 1 });
     assert.equal(runEvalTarget('r1', { runsRoot: root, split: 'heldout' }).state, 'running');
     const t = runEvalTarget('r1', { runsRoot: root, split: 'heldout' });
-    assert.deepEqual(t.tasks.map((x) => x.id), ['b']);
+    assert.deepEqual(
+      t.tasks.map((x) => x.id),
+      ['b'],
+    );
     assert.equal(t.iteration, 1, 'iteration 2 has no metrics line');
     assert.equal(t.checkpoint, run.checkpointDir(1));
     assert.deepEqual([t.config.maxTurns, t.config.maxActionTokens, t.config.seed, t.config.concurrency], [5, 100, 3, 6]);
     const train = runEvalTarget(run.dir, { split: 'train', iteration: 0 });
-    assert.deepEqual(train.tasks.map((x) => x.id), ['a', 'c']);
+    assert.deepEqual(
+      train.tasks.map((x) => x.id),
+      ['a', 'c'],
+    );
     assert.equal(train.checkpoint, run.checkpointDir(0));
   });
 
   it('refuses an iteration the run has not completed, a checkpoint gone, an empty split', () => {
-    assert.throws(() => runEvalTarget('r1', { runsRoot: root, split: 'heldout', iteration: 2 }), /no complete iteration 2 \(the last complete one is 1\)/);
+    assert.throws(
+      () => runEvalTarget('r1', { runsRoot: root, split: 'heldout', iteration: 2 }),
+      /no complete iteration 2 \(the last complete one is 1\)/,
+    );
     fs.rmSync(run.checkpointDir(0), { recursive: true });
     assert.throws(() => runEvalTarget('r1', { runsRoot: root, split: 'heldout', iteration: 0 }), /checkpoint 0 is missing/);
     run.writeTasks([task('a')], { train: ['a'], heldout: [] });

@@ -32,7 +32,17 @@ const NO_ENGINE = 'unix:///nonexistent/turnwise-test/docker.sock';
 type State = 'live' | 'finished' | 'failed' | 'stopped';
 type Damage = 'missing' | 'empty' | 'cut mid-line' | 'a folder' | "another run's";
 
-const task = (id: string): Task => ({ schema: SCHEMA.task, id, source: 'mutation', instruction: `fix ${id}`, language: 'python', testCommand: 'pytest', fail_to_pass: ['t1'], pass_to_pass: [] }) as unknown as Task;
+const task = (id: string): Task =>
+  ({
+    schema: SCHEMA.task,
+    id,
+    source: 'mutation',
+    instruction: `fix ${id}`,
+    language: 'python',
+    testCommand: 'pytest',
+    fail_to_pass: ['t1'],
+    pass_to_pass: [],
+  }) as unknown as Task;
 
 /** Copies a tree; large files (the weights) are hard-linked: a damage replaces a file, never edits it in place. */
 function copyTree(from: string, to: string): void {
@@ -48,12 +58,26 @@ function copyTree(from: string, to: string): void {
 
 /** A run of 3 complete iterations (0, 1, 2) as trainRun writes it, in `state`. */
 function makeRun(runsRoot: string, runId: string, ids: string[], state: Exclude<State, 'live'> | 'running', pid?: number): RunDir {
-  const c = resolveTrainConfig({ workspace: WORKSPACE, iterations: state === 'finished' ? 2 : 3, dockerHost: NO_ENGINE, executionProvider: 'cpu', maxActionTokens: 32 });
+  const c = resolveTrainConfig({
+    workspace: WORKSPACE,
+    iterations: state === 'finished' ? 2 : 3,
+    dockerHost: NO_ENGINE,
+    executionProvider: 'cpu',
+    maxActionTokens: 32,
+  });
   const run = RunDir.create(runsRoot, runId, runConfigRecord(c, { runId, startModel: MODEL, createdAt: '2026-01-01T00:00:00Z' }));
   run.writeTasks(ids.map(task), { train: ids.slice(0, -1), heldout: ids.slice(-1) });
   for (const n of [0, 1, 2]) {
     copyTree(MODEL, run.checkpointDir(n));
-    run.writeTrajectories(n, n === 0 ? 'heldout' : 'train', [{ schema: SCHEMA.trajectory, trajId: `${runId}-${n}`, taskId: ids[0], iteration: n, checkpoint: run.checkpointDir(Math.max(0, n - 1)) } as never]);
+    run.writeTrajectories(n, n === 0 ? 'heldout' : 'train', [
+      {
+        schema: SCHEMA.trajectory,
+        trajId: `${runId}-${n}`,
+        taskId: ids[0],
+        iteration: n,
+        checkpoint: run.checkpointDir(Math.max(0, n - 1)),
+      } as never,
+    ]);
     run.commitIteration({ schema: SCHEMA.metrics, iteration: n, 'reward/mean': n / 10 + (runId === 'run-other' ? 0.5 : 0) } as never);
   }
   const error = state === 'failed' ? { error: { code: 'sandbox-failed', message: 'every episode of iteration 3 failed' } } : {};
@@ -149,9 +173,14 @@ function snapshot(dir: string): Map<string, string> {
   return out;
 }
 
-async function resume(runDir: string): Promise<{ code: number; out: string; error?: { code: string; message: string; hint?: string }; logs: string[] }> {
+async function resume(
+  runDir: string,
+): Promise<{ code: number; out: string; error?: { code: string; message: string; hint?: string }; logs: string[] }> {
   let out = '';
-  const code = await main(['train', '--resume', runDir, '--json'], { out: (t) => void (out += t + '\n'), err: (t) => void (out += t + '\n') });
+  const code = await main(['train', '--resume', runDir, '--json'], {
+    out: (t) => void (out += t + '\n'),
+    err: (t) => void (out += t + '\n'),
+  });
   const lines = out.split('\n').filter((l) => l.trim().startsWith('{'));
   let error: { code: string; message: string; hint?: string } | undefined;
   const logs: string[] = [];
@@ -183,7 +212,8 @@ describe('train --resume over a damaged run directory (fault suite)', function (
     delete process.env.TURNWISE_DOCKER_ENGINES;
     tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-run-faults-'));
     pristine = {};
-    for (const s of ['finished', 'failed', 'stopped', 'running'] as const) pristine[s] = makeRun(path.join(tmp, 'pristine'), `run-${s}`, ['a', 'b', 'c', 'd'], s).dir;
+    for (const s of ['finished', 'failed', 'stopped', 'running'] as const)
+      pristine[s] = makeRun(path.join(tmp, 'pristine'), `run-${s}`, ['a', 'b', 'c', 'd'], s).dir;
     pristine.other = makeRun(path.join(tmp, 'pristine'), 'run-other', ['w', 'x', 'y', 'z'], 'finished').dir;
     // A real, live process that holds the live rows' lock.
     holder = spawn('sleep', ['600'], { stdio: 'ignore' });
@@ -199,14 +229,23 @@ describe('train --resume over a damaged run directory (fault suite)', function (
     for (const file of Object.keys(FILES) as FileKey[]) {
       for (const damage of ['missing', 'empty', 'cut mid-line', 'a folder', "another run's"] as const) {
         const rel = FILES[file];
-        it(`${state} run, ${file} ${damage === "another run's" ? "from another run" : damage}`, async () => {
+        it(`${state} run, ${file} ${damage === "another run's" ? 'from another run' : damage}`, async () => {
           const runsRoot = path.join(tmp, `row-${row++}`);
           const runId = `run-${state === 'live' ? 'running' : state}`;
           const dir = path.join(runsRoot, runId);
           copyTree(state === 'live' ? pristine.running : pristine[state], dir);
           const run = RunDir.open(dir);
           if (state === 'live') {
-            fs.writeFileSync(run.file('lock.json'), JSON.stringify({ schema: RUN_LOCK_SCHEMA, pid: holder.pid, host: os.hostname(), startedAt: new Date().toISOString(), token: 'holder' }) + '\n');
+            fs.writeFileSync(
+              run.file('lock.json'),
+              JSON.stringify({
+                schema: RUN_LOCK_SCHEMA,
+                pid: holder.pid,
+                host: os.hostname(),
+                startedAt: new Date().toISOString(),
+                token: 'holder',
+              }) + '\n',
+            );
             run.writeStatus({ state: 'running', pid: holder.pid, iterations: 3, lastCompleteIteration: 2 });
           }
           damageFile(run, RunDir.open(pristine.other), rel, damage);
@@ -230,9 +269,12 @@ describe('train --resume over a damaged run directory (fault suite)', function (
             assert.equal(r.code, 1, r.out);
             const e = r.error!;
             assert.ok(e, `no error:\n${r.out}`);
-            const named = file === 'tasks.jsonl' && damage === "another run's" ? /splits\.json names .*tasks\.jsonl does not hold/ : new RegExp(rel.replace(/[.]/g, '\\.'));
+            const named =
+              file === 'tasks.jsonl' && damage === "another run's"
+                ? /splits\.json names .*tasks\.jsonl does not hold/
+                : new RegExp(rel.replace(/[.]/g, '\\.'));
             assert.match(e.message, named, `the message names the file: ${e.message}`);
-            assert.ok(e.message.length > (run.file(rel).length + 10), `the message says what is wrong: ${e.message}`);
+            assert.ok(e.message.length > run.file(rel).length + 10, `the message says what is wrong: ${e.message}`);
             assert.match(e.hint ?? '', /restore|delete|move/, `the hint gives a fix: ${e.hint}`);
             for (const w of WRONG_FIXES) assert.doesNotMatch(e.hint ?? '', w);
             return;
@@ -240,9 +282,22 @@ describe('train --resume over a damaged run directory (fault suite)', function (
           // Going on: what was found is said, and rebuilt files hold what is complete.
           const said = [...r.logs, r.out].join('\n');
           {
-            if (file !== 'status.json' && !(file === 'the last marker' && damage === 'missing') && !(file === 'checkpoint 0' || file === 'the last checkpoint')) assert.match(said, new RegExp(rel.replace(/[.]/g, '\\.')), `the damage to ${rel} is reported`);
+            if (
+              file !== 'status.json' &&
+              !(file === 'the last marker' && damage === 'missing') &&
+              !(file === 'checkpoint 0' || file === 'the last checkpoint')
+            )
+              assert.match(said, new RegExp(rel.replace(/[.]/g, '\\.')), `the damage to ${rel} is reported`);
           }
-          assert.deepEqual(run.readMetrics().map((m) => [m.iteration, m['reward/mean']]), [[0, 0], [1, 0.1], [2, 0.2]], 'the metrics log holds the complete iterations');
+          assert.deepEqual(
+            run.readMetrics().map((m) => [m.iteration, m['reward/mean']]),
+            [
+              [0, 0],
+              [1, 0.1],
+              [2, 0.2],
+            ],
+            'the metrics log holds the complete iterations',
+          );
           assert.equal(run.lastCompleteIteration(), 2);
           if (state === 'finished') {
             assert.equal(r.code, 0, r.out);

@@ -5,7 +5,20 @@ import { SCHEMA, type Task } from '../../../src/core/schema';
 import { splitTasks } from '../../../src/train/split';
 
 const tasks = (n: number): Task[] =>
-  Array.from({ length: n }, (_, i) => ({ schema: SCHEMA.task, id: `t${i}`, source: 'mutation', instruction: '', language: 'python', testCommand: 'pytest', fail_to_pass: ['a'], pass_to_pass: [] }) as Task);
+  Array.from(
+    { length: n },
+    (_, i) =>
+      ({
+        schema: SCHEMA.task,
+        id: `t${i}`,
+        source: 'mutation',
+        instruction: '',
+        language: 'python',
+        testCommand: 'pytest',
+        fail_to_pass: ['a'],
+        pass_to_pass: [],
+      }) as Task,
+  );
 
 describe('train/split: splitTasks', () => {
   it('deterministic per seed, and independent of input order', () => {
@@ -39,7 +52,10 @@ describe('train/split: tasks the warm start saw', () => {
     const seen = new Set(['t0', 't1', 't2', 't3', 't4', 't5']);
     for (let seed = 0; seed < 20; seed++) {
       const s = splitTasks(ts, 0.3, seed, seen);
-      assert.ok(s.heldout.every((id) => !seen.has(id)), s.heldout.join(','));
+      assert.ok(
+        s.heldout.every((id) => !seen.has(id)),
+        s.heldout.join(','),
+      );
       assert.equal(s.heldout.length, 3);
     }
   });

@@ -6,7 +6,16 @@ import { summarizeEval } from '../../../src/train/evaluate';
 import { episodeMetrics } from '../../../src/train/metrics';
 
 function traj(id: string, reward: Trajectory['reward']): Trajectory {
-  return { schema: SCHEMA.trajectory, taskId: id, groupId: id, trajId: id, checkpoint: 'c', seed: 0, turns: [{ index: 0, action: 'submit', observation: '', exitCode: 0, durationMs: 0 }], reward } as Trajectory;
+  return {
+    schema: SCHEMA.trajectory,
+    taskId: id,
+    groupId: id,
+    trajId: id,
+    checkpoint: 'c',
+    seed: 0,
+    turns: [{ index: 0, action: 'submit', observation: '', exitCode: 0, durationMs: 0 }],
+    reward,
+  } as Trajectory;
 }
 
 describe('train/metrics, train/evaluate: tampered episodes in the summaries', () => {
@@ -22,7 +31,7 @@ describe('train/metrics, train/evaluate: tampered episodes in the summaries', ()
     assert.equal(s.tasks.find((t) => t.taskId === 'a')!.tampered, undefined);
   });
 
-  it('a run\'s metrics row counts them as episodes/tampered, scored as unresolved zeros', () => {
+  it("a run's metrics row counts them as episodes/tampered, scored as unresolved zeros", () => {
     const base = { turns: 1, maxTurns: 8, formatError: false, efficiencyPenalty: 0, formatPenalty: 0 };
     const m = episodeMetrics('train/', [
       traj('a', { ...base, passRate: 1, resolved: true, reward: 0.99 }),

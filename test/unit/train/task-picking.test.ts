@@ -12,8 +12,27 @@ import { resolveTrainConfig } from '../../../src/train/config';
 import { alikeStreaks, groupOutcomes, MAX_ALIKE_STREAK, pastGroupOutcomes, pickTasks, taskWeight } from '../../../src/train/task-picking';
 
 function traj(taskId: string, groupId: string, n: number, reward: number | null, failure?: string): Trajectory {
-  const r = { turns: 1, maxTurns: 6, formatError: false, efficiencyPenalty: 0, formatPenalty: 0, passRate: 0, resolved: reward === 1, reward };
-  return { schema: SCHEMA.trajectory, taskId, groupId, trajId: `${groupId}-${n}`, checkpoint: 'c', seed: n, turns: [], reward: r, ...(failure ? { failure } : {}) } as unknown as Trajectory;
+  const r = {
+    turns: 1,
+    maxTurns: 6,
+    formatError: false,
+    efficiencyPenalty: 0,
+    formatPenalty: 0,
+    passRate: 0,
+    resolved: reward === 1,
+    reward,
+  };
+  return {
+    schema: SCHEMA.trajectory,
+    taskId,
+    groupId,
+    trajId: `${groupId}-${n}`,
+    checkpoint: 'c',
+    seed: n,
+    turns: [],
+    reward: r,
+    ...(failure ? { failure } : {}),
+  } as unknown as Trajectory;
 }
 
 const tasks = Array.from({ length: 18 }, (_, i) => ({ id: `mut-${i}` }));
@@ -95,17 +114,23 @@ describe('train/task-picking: the tasks an iteration poses', () => {
   it('on 18 tasks of which 12 keep scoring alike, the six that still differ fill most of an iteration', () => {
     const streaks = new Map(tasks.slice(6).map((t) => [t.id, MAX_ALIKE_STREAK]));
     let informative = 0;
-    for (let n = 1; n <= 200; n++) informative += pickTasks(tasks, 6, 0, n, 'informative', streaks).filter((t) => !streaks.has(t.id)).length;
+    for (let n = 1; n <= 200; n++)
+      informative += pickTasks(tasks, 6, 0, n, 'informative', streaks).filter((t) => !streaks.has(t.id)).length;
     // Uniform would average 2 of 6; the weights 1 vs 1/16 give about 5.
     assert.ok(informative / 200 > 4.5, `mean ${informative / 200} of 6`);
   });
 
-  it('reads a run\'s history back from its iterations\' train episodes, oldest first, so a resume picks as the run would have', () => {
+  it("reads a run's history back from its iterations' train episodes, oldest first, so a resume picks as the run would have", () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-task-picking-'));
     try {
       const c = resolveTrainConfig({ workspace: dir, taskSampling: 'informative' });
       const run = RunDir.create(dir, 'r1', c);
-      run.writeTrajectories(1, 'train', [traj('a', 'it1-t0', 0, 0), traj('a', 'it1-t0', 1, 0), traj('b', 'it1-t1', 0, 0), traj('b', 'it1-t1', 1, 1)]);
+      run.writeTrajectories(1, 'train', [
+        traj('a', 'it1-t0', 0, 0),
+        traj('a', 'it1-t0', 1, 0),
+        traj('b', 'it1-t1', 0, 0),
+        traj('b', 'it1-t1', 1, 1),
+      ]);
       run.writeTrajectories(2, 'train', [traj('a', 'it2-t0', 0, 1), traj('a', 'it2-t0', 1, 1)]);
       // Held-out episodes are not part of it.
       run.writeTrajectories(2, 'heldout', [traj('z', 'it2-h0', 0, 0), traj('z', 'it2-h0', 1, 0)]);
@@ -126,6 +151,9 @@ describe('train/task-picking: the tasks an iteration poses', () => {
   it('the config field takes uniform or informative and refuses anything else, naming both', () => {
     assert.equal(resolveTrainConfig({ workspace: '.' }).taskSampling, 'uniform');
     assert.equal(resolveTrainConfig({ workspace: '.', taskSampling: 'informative' }).taskSampling, 'informative');
-    assert.throws(() => resolveTrainConfig({ workspace: '.', taskSampling: 'curriculum' as never }), /taskSampling.*uniform or informative.*"curriculum"/);
+    assert.throws(
+      () => resolveTrainConfig({ workspace: '.', taskSampling: 'curriculum' as never }),
+      /taskSampling.*uniform or informative.*"curriculum"/,
+    );
   });
 });

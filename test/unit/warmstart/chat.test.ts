@@ -22,7 +22,13 @@ import { decodeSafetensors } from '../../../src/policy/files/safetensors';
 import { initWeights } from '../../../src/policy/model/weights';
 import { writeTaskFile } from '../../../src/tasks/taskfile';
 import { modelActionFormat } from '../../../src/train/action-format';
-import { chatDemonstrationFromSegments, chatReplyFor, encodeChatDemonstration, episodeDemonstration, PYTHON_SYSTEM } from '../../../src/demonstrations/chat';
+import {
+  chatDemonstrationFromSegments,
+  chatReplyFor,
+  encodeChatDemonstration,
+  episodeDemonstration,
+  PYTHON_SYSTEM,
+} from '../../../src/demonstrations/chat';
 import { chatFormatOf } from '../../../src/train/chat-model';
 import { fixEpisode } from '../../../src/demonstrations/generated';
 import { warmstart } from '../../../src/warmstart/run';
@@ -33,19 +39,61 @@ import { splitTasks } from '../../../src/train/split';
 import { seededRandom } from '../../../src/core/random';
 
 const task = (id: string): Task => ({
-  schema: SCHEMA.task, id, source: 'file', instruction: 'fix it', language: 'python', testCommand: 'python -m pytest -q {tests}', fail_to_pass: [`tests/test_${id}.py::test_it`], pass_to_pass: [],
+  schema: SCHEMA.task,
+  id,
+  source: 'file',
+  instruction: 'fix it',
+  language: 'python',
+  testCommand: 'python -m pytest -q {tests}',
+  fail_to_pass: [`tests/test_${id}.py::test_it`],
+  pass_to_pass: [],
 });
 
 /** A resolved episode: tw-suspects, a fix with a reply around its block, a format error, submit. */
 const episode = (taskId: string, trajId: string, resolved = true): Trajectory => ({
-  schema: SCHEMA.trajectory, taskId, groupId: 'g', trajId, checkpoint: 'endpoint (strong)',
+  schema: SCHEMA.trajectory,
+  taskId,
+  groupId: 'g',
+  trajId,
+  checkpoint: 'endpoint (strong)',
   turns: [
-    { index: 0, action: 'tw-suspects', reply: 'Look first.\n```bash\ntw-suspects\n```', observation: 'exit 1\n1 failed, 3 passed\nshop/cart.py:4: return a < b', exitCode: 1, durationMs: 1 },
-    { index: 1, action: 'no block here', reply: 'no block here', formatError: 'the reply has no ```bash block', observation: 'not run: the reply has no ```bash block. Reply with exactly one ```bash block holding one command, or the word submit.', exitCode: null, durationMs: 0 },
-    { index: 2, action: "sed -i '4s/</<=/' shop/cart.py", reply: "```bash\nsed -i '4s/</<=/' shop/cart.py\n```", observation: 'exit 0', exitCode: 0, durationMs: 1 },
+    {
+      index: 0,
+      action: 'tw-suspects',
+      reply: 'Look first.\n```bash\ntw-suspects\n```',
+      observation: 'exit 1\n1 failed, 3 passed\nshop/cart.py:4: return a < b',
+      exitCode: 1,
+      durationMs: 1,
+    },
+    {
+      index: 1,
+      action: 'no block here',
+      reply: 'no block here',
+      formatError: 'the reply has no ```bash block',
+      observation: 'not run: the reply has no ```bash block. Reply with exactly one ```bash block holding one command, or the word submit.',
+      exitCode: null,
+      durationMs: 0,
+    },
+    {
+      index: 2,
+      action: "sed -i '4s/</<=/' shop/cart.py",
+      reply: "```bash\nsed -i '4s/</<=/' shop/cart.py\n```",
+      observation: 'exit 0',
+      exitCode: 0,
+      durationMs: 1,
+    },
     { index: 3, action: 'submit', reply: 'submit', observation: '', exitCode: null, durationMs: 0 },
   ],
-  reward: { passRate: resolved ? 1 : 0.5, resolved, turns: 3, maxTurns: 8, formatError: true, efficiencyPenalty: 0, formatPenalty: 0, reward: resolved ? 1 : 0.5 },
+  reward: {
+    passRate: resolved ? 1 : 0.5,
+    resolved,
+    turns: 3,
+    maxTurns: 8,
+    formatError: true,
+    efficiencyPenalty: 0,
+    formatPenalty: 0,
+    reward: resolved ? 1 : 0.5,
+  },
   split: 'heldout',
   seed: 1,
 });
@@ -60,15 +108,41 @@ describe('train/warmstart: a chat model in its own chat format (generated Qwen2 
   before(() => {
     tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-ws-chat-'));
     model = path.join(tmp, 'qwen2-chat');
-    writeModelFolder(model, initWeights({
-      model_type: 'qwen2', hidden_size: 32, intermediate_size: 48, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, rms_norm_eps: 1e-6, rope_theta: 1_000_000,
-      vocab_size: Math.ceil(tokenizerJsonSize(files.tokenizerJson) / 64) * 64, max_position_embeddings: 2048, tie_word_embeddings: true, eos_token_id: id('<|im_end|>'),
-    }, 11, 0.2), { dtype: 'float32', tokenizerJson: files.tokenizerJson, tokenizerConfig: files.tokenizerConfig });
+    writeModelFolder(
+      model,
+      initWeights(
+        {
+          model_type: 'qwen2',
+          hidden_size: 32,
+          intermediate_size: 48,
+          num_hidden_layers: 2,
+          num_attention_heads: 4,
+          num_key_value_heads: 2,
+          rms_norm_eps: 1e-6,
+          rope_theta: 1_000_000,
+          vocab_size: Math.ceil(tokenizerJsonSize(files.tokenizerJson) / 64) * 64,
+          max_position_embeddings: 2048,
+          tie_word_embeddings: true,
+          eos_token_id: id('<|im_end|>'),
+        },
+        11,
+        0.2,
+      ),
+      { dtype: 'float32', tokenizerJson: files.tokenizerJson, tokenizerConfig: files.tokenizerConfig },
+    );
   });
   after(() => fs.rmSync(tmp, { recursive: true, force: true }));
 
   const toy = (o: Partial<WarmstartOptions>): WarmstartOptions => ({
-    out: '', minutes: 0.12, rows: 2, rowTokens: 1536, poolSize: 8, evalCases: 2, maxActionTokens: 24, settings: { provider: 'cpu', threads: 1 }, ...o,
+    out: '',
+    minutes: 0.12,
+    rows: 2,
+    rowTokens: 1536,
+    poolSize: 8,
+    evalCases: 2,
+    maxActionTokens: 24,
+    settings: { provider: 'cpu', threads: 1 },
+    ...o,
   });
 
   it('a demonstration is the conversation a rollout builds: ids through the template, turn N a prefix of turn N+1, loss on the replies', async () => {
@@ -94,7 +168,14 @@ describe('train/warmstart: a chat model in its own chat format (generated Qwen2 
     }
     assert.deepEqual(enc.ids, conv.ids);
     // Its text is the template's render of the messages (through the last reply's end of turn).
-    const messages = [{ role: 'system' as const, content: demo.system }, { role: 'user' as const, content: demo.task }, ...demo.turns.flatMap((t, k) => [{ role: 'assistant' as const, content: t.reply }, ...(k < demo.turns.length - 1 ? [{ role: 'user' as const, content: t.observation! }] : [])])];
+    const messages = [
+      { role: 'system' as const, content: demo.system },
+      { role: 'user' as const, content: demo.task },
+      ...demo.turns.flatMap((t, k) => [
+        { role: 'assistant' as const, content: t.reply },
+        ...(k < demo.turns.length - 1 ? [{ role: 'user' as const, content: t.observation! }] : []),
+      ]),
+    ];
     assert.ok(format.o.template.render(messages, false).startsWith(tok.decode(enc.ids)));
     // Weight 1 exactly on each reply's tokens and its <|im_end|>; the prompt carries none.
     const weighted = tok.decode(enc.ids.filter((_, i) => enc.weights[i] === 1));
@@ -109,9 +190,31 @@ describe('train/warmstart: a chat model in its own chat format (generated Qwen2 
   it('LoRA: an adapter over the untouched base, recording the chat format; --from it continues it as phase 2', async () => {
     const baseBytes = fs.readFileSync(path.join(model, 'model.safetensors'));
     const a = path.join(tmp, 'lora-a');
-    const ra = await warmstart(toy({ out: a, model, lora: { r: 4, lora_alpha: 8, lora_dropout: 0, target_modules: ['q_proj', 'v_proj'], use_rslora: false, base_model_name_or_path: '' }, seed: 1 }));
+    const ra = await warmstart(
+      toy({
+        out: a,
+        model,
+        lora: {
+          r: 4,
+          lora_alpha: 8,
+          lora_dropout: 0,
+          target_modules: ['q_proj', 'v_proj'],
+          use_rslora: false,
+          base_model_name_or_path: '',
+        },
+        seed: 1,
+      }),
+    );
     assert.ok(ra.steps >= 1);
-    for (const f of ['adapter_config.json', 'adapter_model.safetensors', 'optimizer.safetensors', 'action_format.json', 'warmstart.json', 'warmstart-log.jsonl']) assert.ok(fs.existsSync(path.join(a, f)), f);
+    for (const f of [
+      'adapter_config.json',
+      'adapter_model.safetensors',
+      'optimizer.safetensors',
+      'action_format.json',
+      'warmstart.json',
+      'warmstart-log.jsonl',
+    ])
+      assert.ok(fs.existsSync(path.join(a, f)), f);
     assert.ok(!fs.existsSync(path.join(a, 'model.safetensors')), 'no copy of the base');
     assert.deepEqual(fs.readFileSync(path.join(model, 'model.safetensors')), baseBytes, 'the base is not changed');
     const cfg = JSON.parse(fs.readFileSync(path.join(a, 'adapter_config.json'), 'utf8'));
@@ -120,7 +223,10 @@ describe('train/warmstart: a chat model in its own chat format (generated Qwen2 
     assert.equal(modelActionFormat(a).kind, 'chat', 'a warm-started chat adapter is still prompted in its chat format');
     const t = decodeSafetensors(fs.readFileSync(path.join(a, 'adapter_model.safetensors'))).tensors;
     const b = [...t].filter(([k]) => k.endsWith('lora_B.weight'));
-    assert.ok(b.length === 4 && b.some(([, x]) => (x.data as Float32Array).some((v) => v !== 0)), 'B moved from 0: the adapter was trained');
+    assert.ok(
+      b.length === 4 && b.some(([, x]) => (x.data as Float32Array).some((v) => v !== 0)),
+      'B moved from 0: the adapter was trained',
+    );
     const last = ra.log[ra.log.length - 1];
     assert.equal(typeof last.episode_fix, 'number', 'the final row carries the chat evaluation');
     const ck = loadCheckpoint(a, { optimizer: true });
@@ -131,19 +237,26 @@ describe('train/warmstart: a chat model in its own chat format (generated Qwen2 
     const rb = await warmstart(toy({ out: b2, from: a, seed: 2 }));
     assert.ok(rb.log.every((r) => r.phase === 2));
     assert.equal(JSON.parse(fs.readFileSync(path.join(b2, 'warmstart.json'), 'utf8')).phases.length, 2);
-    assert.equal(loadCheckpoint(b2, { optimizer: true }).adapterOptimizer!.step, ra.steps + rb.steps, 'the optimizer goes on from where it was');
+    assert.equal(
+      loadCheckpoint(b2, { optimizer: true }).adapterOptimizer!.step,
+      ra.steps + rb.steps,
+      'the optimizer goes on from where it was',
+    );
     // --model with --adapter is the same continuation, the base named apart.
     const c = path.join(tmp, 'lora-c');
     await warmstart(toy({ out: c, model, adapter: b2, seed: 3, minutes: 0.1 }));
     assert.equal(JSON.parse(fs.readFileSync(path.join(c, 'warmstart.json'), 'utf8')).phases.length, 3);
-    await assert.rejects(warmstart(toy({ out: path.join(tmp, 'x'), model, adapter: b2, lora: ck.adapter!.config })), (e: TurnwiseError) => /LoRA adapter already/.test(e.message));
+    await assert.rejects(warmstart(toy({ out: path.join(tmp, 'x'), model, adapter: b2, lora: ck.adapter!.config })), (e: TurnwiseError) =>
+      /LoRA adapter already/.test(e.message),
+    );
   });
 
   it('the whole model: a full checkpoint with its template, in the chat format', async () => {
     const out = path.join(tmp, 'full');
     const r = await warmstart(toy({ out, model, minutes: 0.08 }));
     assert.ok(r.steps >= 1);
-    for (const f of ['model.safetensors', 'optimizer.safetensors', 'chat_template.jinja', 'action_format.json', 'warmstart.json']) assert.ok(fs.existsSync(path.join(out, f)), f);
+    for (const f of ['model.safetensors', 'optimizer.safetensors', 'chat_template.jinja', 'action_format.json', 'warmstart.json'])
+      assert.ok(fs.existsSync(path.join(out, f)), f);
     const f = modelActionFormat(out);
     assert.equal(f.kind, 'chat');
     assert.notDeepEqual(fs.readFileSync(path.join(out, 'model.safetensors')), fs.readFileSync(path.join(model, 'model.safetensors')));
@@ -156,29 +269,63 @@ describe('train/warmstart: a chat model in its own chat format (generated Qwen2 
     const held = new Set(splitTasks(tasks, 0.25, 0).heldout);
     assert.equal(held.size, 2);
     const results = path.join(tmp, 'strong.jsonl');
-    fs.writeFileSync(results, tasks.flatMap((t, i) => [episode(t.id, `e${i}`), episode(t.id, `u${i}`, false)]).map((x) => JSON.stringify(x)).join('\n') + '\n');
+    fs.writeFileSync(
+      results,
+      tasks
+        .flatMap((t, i) => [episode(t.id, `e${i}`), episode(t.id, `u${i}`, false)])
+        .map((x) => JSON.stringify(x))
+        .join('\n') + '\n',
+    );
     const sel = warmstartEpisodes({ files: [results], tasksFile });
     assert.equal(sel.read, 16);
     assert.equal(sel.resolved, 8);
     assert.equal(sel.heldOut, 2);
     assert.deepEqual(sel.heldOutTasks, [...held].sort());
-    assert.ok(sel.kept.every((k) => !held.has(k.task.id)), 'held-out tasks never appear');
+    assert.ok(
+      sel.kept.every((k) => !held.has(k.task.id)),
+      'held-out tasks never appear',
+    );
 
     // In a chat target: the recorded replies as assistant messages, a format error as context only.
     const d = episodeDemonstration(sel.kept[0].trajectory, sel.kept[0].task, 'chat');
     assert.equal(d.system, chatSystemMessage(sel.kept[0].task));
     assert.equal(d.task, chatTaskMessage(sel.kept[0].task));
-    assert.deepEqual(d.turns.map((t) => [t.reply, t.weight]), [['Look first.\n```bash\ntw-suspects\n```', 1], ['no block here', 0], ["```bash\nsed -i '4s/</<=/' shop/cart.py\n```", 1], ['submit', 1]]);
+    assert.deepEqual(
+      d.turns.map((t) => [t.reply, t.weight]),
+      [
+        ['Look first.\n```bash\ntw-suspects\n```', 1],
+        ['no block here', 0],
+        ["```bash\nsed -i '4s/</<=/' shop/cart.py\n```", 1],
+        ['submit', 1],
+      ],
+    );
     // In turnwise-tiny's compact format: the commands as agent segments, the format error left out.
     const segs = episodeDemonstration(sel.kept[0].trajectory, sel.kept[0].task, 'compact');
-    assert.deepEqual(segs.filter((s) => s.role === 'agent').map((s) => s.text), ['tw-suspects', "sed -i '4s/</<=/' shop/cart.py", 'submit']);
+    assert.deepEqual(
+      segs.filter((s) => s.role === 'agent').map((s) => s.text),
+      ['tw-suspects', "sed -i '4s/</<=/' shop/cart.py", 'submit'],
+    );
     assert.equal(chatReplyFor('ls -la'), '```bash\nls -la\n```');
 
     // A warm start on them records the tasks used (a run from it keeps them in train), none held out.
     const out = path.join(tmp, 'from-episodes');
-    await warmstart(toy({ out, model, lora: { r: 2, lora_alpha: 4, lora_dropout: 0, target_modules: ['q_proj'], use_rslora: false, base_model_name_or_path: '' }, episodes: sel.kept, minutes: 0.1 }));
+    await warmstart(
+      toy({
+        out,
+        model,
+        lora: { r: 2, lora_alpha: 4, lora_dropout: 0, target_modules: ['q_proj'], use_rslora: false, base_model_name_or_path: '' },
+        episodes: sel.kept,
+        minutes: 0.1,
+      }),
+    );
     const rec = JSON.parse(fs.readFileSync(path.join(out, 'warmstart.json'), 'utf8'));
-    assert.deepEqual(rec.demonstrationTaskIds, tasks.map((t) => t.id).filter((x) => !held.has(x)).sort());
+    assert.deepEqual(
+      rec.demonstrationTaskIds,
+      tasks
+        .map((t) => t.id)
+        .filter((x) => !held.has(x))
+        .sort(),
+    );
     // The same held-out set when a run splits the tasks with those ids never held out.
     assert.deepEqual(new Set(splitTasks(tasks, 0.25, 0, new Set(rec.demonstrationTaskIds)).heldout), held);
   });
@@ -193,15 +340,37 @@ describe('train/warmstart: a chat model in its own chat format (generated Qwen2 
       return f;
     };
     const summary = write('summary.json', [JSON.stringify({ ok: true, 'pass@1': 0.5, taskCount: 4 }, null, 2)]);
-    assert.throws(() => warmstartEpisodes({ files: [summary], tasksFile }), (e: TurnwiseError) => /not an evaluation results file.*the summary `turnwise eval --json` prints/s.test(e.message) && /--out FILE/.test(e.hint ?? ''));
+    assert.throws(
+      () => warmstartEpisodes({ files: [summary], tasksFile }),
+      (e: TurnwiseError) =>
+        /not an evaluation results file.*the summary `turnwise eval --json` prints/s.test(e.message) && /--out FILE/.test(e.hint ?? ''),
+    );
     assert.throws(() => warmstartEpisodes({ files: [path.join(tmp, 'nope.jsonl')], tasksFile }), /does not exist/);
-    const none = write('none.jsonl', tasks.map((t, i) => episode(t.id, `x${i}`, false)));
-    assert.throws(() => warmstartEpisodes({ files: [none], tasksFile }), (e: TurnwiseError) => /none of the 4 episode\(s\).*resolved its task/.test(e.message));
+    const none = write(
+      'none.jsonl',
+      tasks.map((t, i) => episode(t.id, `x${i}`, false)),
+    );
+    assert.throws(
+      () => warmstartEpisodes({ files: [none], tasksFile }),
+      (e: TurnwiseError) => /none of the 4 episode\(s\).*resolved its task/.test(e.message),
+    );
     const held = splitTasks(tasks, 0.5, 0).heldout;
-    const onlyHeld = write('held.jsonl', held.map((id, i) => episode(id, `h${i}`)));
-    assert.throws(() => warmstartEpisodes({ files: [onlyHeld], tasksFile, heldoutFraction: 0.5 }), (e: TurnwiseError) => /held out for evaluation/.test(e.message) && /--split train/.test(e.hint ?? ''));
+    const onlyHeld = write(
+      'held.jsonl',
+      held.map((id, i) => episode(id, `h${i}`)),
+    );
+    assert.throws(
+      () => warmstartEpisodes({ files: [onlyHeld], tasksFile, heldoutFraction: 0.5 }),
+      (e: TurnwiseError) => /held out for evaluation/.test(e.message) && /--split train/.test(e.hint ?? ''),
+    );
     const other = write('other.jsonl', [episode('elsewhere', 'o1')]);
-    assert.throws(() => warmstartEpisodes({ files: [other], tasksFile }), (e: TurnwiseError) => /not in .*tasks4\.jsonl/.test(e.message) && /--tasks FILE/.test(e.hint ?? ''));
-    assert.throws(() => warmstartEpisodes({ files: [other] }), (e: TurnwiseError) => /--tasks FILE.*--run RUN/.test(e.hint ?? ''));
+    assert.throws(
+      () => warmstartEpisodes({ files: [other], tasksFile }),
+      (e: TurnwiseError) => /not in .*tasks4\.jsonl/.test(e.message) && /--tasks FILE/.test(e.hint ?? ''),
+    );
+    assert.throws(
+      () => warmstartEpisodes({ files: [other] }),
+      (e: TurnwiseError) => /--tasks FILE.*--run RUN/.test(e.hint ?? ''),
+    );
   });
 });

@@ -11,13 +11,33 @@ describe('warmstart/config: resolveWarmstartConfig', () => {
     assert.equal(compact.out, '/m');
     assert.equal(compact.minutes, WARMSTART_DEFAULTS.minutes);
     assert.equal(compact.steps, undefined);
-    assert.deepEqual([compact.rows, compact.rowTokens, compact.peakLr, compact.promptWeight, compact.poolSize, compact.evalCases], [8, 640, 2e-3, 0.3, 6000, 64]);
+    assert.deepEqual(
+      [compact.rows, compact.rowTokens, compact.peakLr, compact.promptWeight, compact.poolSize, compact.evalCases],
+      [8, 640, 2e-3, 0.3, 6000, 64],
+    );
     assert.equal(compact.floorLr, compact.peakLr * WARMSTART_DEFAULTS.floorLrShare);
     const chat = resolveWarmstartConfig({ out: '/m' }, 'chat');
-    assert.deepEqual([chat.rows, chat.rowTokens, chat.peakLr, chat.promptWeight, chat.poolSize, chat.evalCases], [4, 2048, 2e-5, 0, 2000, 16]);
+    assert.deepEqual(
+      [chat.rows, chat.rowTokens, chat.peakLr, chat.promptWeight, chat.poolSize, chat.evalCases],
+      [4, 2048, 2e-5, 0, 2000, 16],
+    );
     assert.equal(resolveWarmstartConfig({ out: '/m' }, 'chat-lora').peakLr, 2e-4);
     for (const c of [compact, chat]) {
-      assert.deepEqual([c.seed, c.warmupFrac, c.curriculumStart, c.curriculumEnd, c.workspaceShare, c.episodeShare, c.loopShare, c.maxActionTokens, c.evalEveryMin, c.checkpointEveryMin], [0, 0.04, 0.7, 0.2, 0.2, 1, 0, 128, 5, 5]);
+      assert.deepEqual(
+        [
+          c.seed,
+          c.warmupFrac,
+          c.curriculumStart,
+          c.curriculumEnd,
+          c.workspaceShare,
+          c.episodeShare,
+          c.loopShare,
+          c.maxActionTokens,
+          c.evalEveryMin,
+          c.checkpointEveryMin,
+        ],
+        [0, 0.04, 0.7, 0.2, 0.2, 1, 0, 128, 5, 5],
+      );
       assert.deepEqual([c.taskSeed, c.heldoutFraction, c.maxTasks, c.episodeFiles, c.sourceRoots, c.noSed], [0, 0.25, 32, [], [], false]);
     }
     // Settings without a default stay absent (not undefined), so a spread over inputs keeps them.
@@ -25,15 +45,22 @@ describe('warmstart/config: resolveWarmstartConfig', () => {
   });
 
   it('keeps what is given; steps without minutes have no time limit, both make the minutes a limit', () => {
-    const c = resolveWarmstartConfig({ out: '/m', steps: 10, rows: 2, peakLr: 1e-3, floorLr: 1e-5, noSed: true, realShare: 0.5, sourceRoots: ['/src'] }, 'chat');
-    assert.deepEqual([c.steps, c.minutes, c.rows, c.peakLr, c.floorLr, c.noSed, c.sourceRoots], [10, undefined, 2, 1e-3, 1e-5, true, ['/src']]);
+    const c = resolveWarmstartConfig(
+      { out: '/m', steps: 10, rows: 2, peakLr: 1e-3, floorLr: 1e-5, noSed: true, realShare: 0.5, sourceRoots: ['/src'] },
+      'chat',
+    );
+    assert.deepEqual(
+      [c.steps, c.minutes, c.rows, c.peakLr, c.floorLr, c.noSed, c.sourceRoots],
+      [10, undefined, 2, 1e-3, 1e-5, true, ['/src']],
+    );
     assert.ok(!('minutes' in c));
     assert.equal(resolveWarmstartConfig({ out: '/m', steps: 10, minutes: 3 }).minutes, 3);
     assert.equal(resolveWarmstartConfig({ out: '/m', peakLr: 1e-3 }).floorLr, 1e-3 * WARMSTART_DEFAULTS.floorLrShare);
   });
 
   it('refuses a setting out of its range, naming it; the length keeps its own messages', () => {
-    const bad = (given: Partial<WarmstartConfig>, message: RegExp) => assert.throws(() => resolveWarmstartConfig({ out: '/m', ...given }), message);
+    const bad = (given: Partial<WarmstartConfig>, message: RegExp) =>
+      assert.throws(() => resolveWarmstartConfig({ out: '/m', ...given }), message);
     bad({ steps: 0 }, /the warm-start schedule must be a whole number of steps > 0, got 0/);
     bad({ steps: 2.5 }, /whole number of steps/);
     bad({ minutes: 0 }, /the warm-start budget must be > 0 minutes, got 0/);

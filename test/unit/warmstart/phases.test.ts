@@ -42,10 +42,23 @@ describe('train/warmstart: phases', function () {
     assert.ok(rb.log.every((r) => r.phase === 2));
     const rec = JSON.parse(fs.readFileSync(path.join(b, 'warmstart.json'), 'utf8'));
     assert.equal(rec.phases.length, 2);
-    assert.deepEqual(rec.phases.map((p: { steps: number }) => p.steps), [ra.steps, rb.steps]);
-    const rows = fs.readFileSync(path.join(b, 'warmstart-log.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
-    assert.deepEqual(rows.map((r) => r.phase), [...ra.log.map(() => 1), ...rb.log.map(() => 2)]);
-    assert.deepEqual(rows.map((r) => r.step), [...ra.log, ...rb.log].map((r) => r.step));
+    assert.deepEqual(
+      rec.phases.map((p: { steps: number }) => p.steps),
+      [ra.steps, rb.steps],
+    );
+    const rows = fs
+      .readFileSync(path.join(b, 'warmstart-log.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
+    assert.deepEqual(
+      rows.map((r) => r.phase),
+      [...ra.log.map(() => 1), ...rb.log.map(() => 2)],
+    );
+    assert.deepEqual(
+      rows.map((r) => r.step),
+      [...ra.log, ...rb.log].map((r) => r.step),
+    );
     // The first checkpoint's own files are untouched by the continuation.
     assert.equal(JSON.parse(fs.readFileSync(path.join(a, 'warmstart.json'), 'utf8')).phases.length, 1);
   });

@@ -22,7 +22,9 @@ describe('Turnwise', function () {
     api = await ext.activate();
     const ms = performance.now() - t0;
     const own = api.loadAndActivateMs;
-    console.log(`TURNWISE-PERF ${JSON.stringify({ name: 'activation_ms', value: Number(own.toFixed(1)), activateFnMs: Number(api.activationMs.toFixed(1)), wallMs: Math.round(ms), kind: 'bundle evaluation + activate(); wallMs adds the extension host\'s own work around it' })}`);
+    console.log(
+      `TURNWISE-PERF ${JSON.stringify({ name: 'activation_ms', value: Number(own.toFixed(1)), activateFnMs: Number(api.activationMs.toFixed(1)), wallMs: Math.round(ms), kind: "bundle evaluation + activate(); wallMs adds the extension host's own work around it" })}`,
+    );
     assert.equal(wasActive, false, 'the extension was activated before its first use');
     // The extension's own share (module evaluation + activate()); the wall time around
     // ext.activate() also holds the host's bookkeeping and swings with the machine's load.
@@ -57,7 +59,14 @@ describe('Turnwise', function () {
     // The extension host runs on code-server's Node (24), not the machine's Node 20.
     assert.equal(byName.get('node').detail, `Node ${process.versions.node}`);
     // Every failing check is a required one; the machine has all of them, so the report is ok.
-    assert.equal(report.ok, true, report.checks.filter((c) => c.status === 'fail').map((c) => `${c.name}: ${c.detail}`).join('; '));
+    assert.equal(
+      report.ok,
+      true,
+      report.checks
+        .filter((c) => c.status === 'fail')
+        .map((c) => `${c.name}: ${c.detail}`)
+        .join('; '),
+    );
   });
 
   it('"Check Environment" checks the model folder of turnwise.train.model and the LoRA block, saying what to pick instead', async function () {
@@ -89,12 +98,21 @@ describe('Turnwise', function () {
       await sec().update('train.model', path.join(adapters, 'tiny-lora'), vscode.ConfigurationTarget.Workspace);
       byName = await checks();
       assert.equal(byName.get('model').status, 'ok', JSON.stringify(byName.get('model')));
-      assert.match(byName.get('model').detail, /: LoRA adapter, r 4, lora_alpha 8 on q_proj, v_proj, over .*turnwise-tiny: Qwen2ForCausalLM, 3\.2M parameters/);
-      assert.match(byName.get('lora').detail, /the adapter of turnwise\.train\.model, trained further with its own settings \(turnwise\.train\.lora is not used\)$/);
+      assert.match(
+        byName.get('model').detail,
+        /: LoRA adapter, r 4, lora_alpha 8 on q_proj, v_proj, over .*turnwise-tiny: Qwen2ForCausalLM, 3\.2M parameters/,
+      );
+      assert.match(
+        byName.get('lora').detail,
+        /the adapter of turnwise\.train\.model, trained further with its own settings \(turnwise\.train\.lora is not used\)$/,
+      );
       await sec().update('train.model', path.join(adapters, 'hub-lora'), vscode.ConfigurationTarget.Workspace);
       byName = await checks();
       assert.equal(byName.get('model').status, 'fail', JSON.stringify(byName.get('model')));
-      assert.match(byName.get('model').detail, /hub-lora is a LoRA adapter trained on "Qwen\/Qwen2\.5-Coder-0\.5B-Instruct", which is not a model folder here/);
+      assert.match(
+        byName.get('model').detail,
+        /hub-lora is a LoRA adapter trained on "Qwen\/Qwen2\.5-Coder-0\.5B-Instruct", which is not a model folder here/,
+      );
       assert.match(byName.get('model').fix, /pick the folder of the model it was trained on \(Start Training Run… asks for it\)/);
     } finally {
       await sec().update('train.model', undefined, vscode.ConfigurationTarget.Workspace);

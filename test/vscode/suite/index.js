@@ -13,7 +13,9 @@ function reporterFactory(Mocha) {
   return class LineReporter {
     constructor(runner) {
       const emit = (state, test, err) =>
-        console.log(`${MARK} ${JSON.stringify({ state, title: test.fullTitle(), ms: test.duration ?? 0, error: err ? String(err.stack || err.message || err) : undefined })}`);
+        console.log(
+          `${MARK} ${JSON.stringify({ state, title: test.fullTitle(), ms: test.duration ?? 0, error: err ? String(err.stack || err.message || err) : undefined })}`,
+        );
       runner.on(EVENT_TEST_PASS, (t) => emit('passed', t));
       runner.on(EVENT_TEST_FAIL, (t, err) => emit('failed', t, err));
       runner.on(EVENT_TEST_PENDING, (t) => emit('skipped', t));
@@ -26,7 +28,10 @@ function reporterFactory(Mocha) {
 function run() {
   const Mocha = require(process.env.TURNWISE_MOCHA || 'mocha');
   const mocha = new Mocha({ ui: 'bdd', timeout: 60000, color: false, reporter: reporterFactory(Mocha) });
-  for (const f of fs.readdirSync(__dirname).filter((f) => f.endsWith('.test.js')).sort()) {
+  for (const f of fs
+    .readdirSync(__dirname)
+    .filter((f) => f.endsWith('.test.js'))
+    .sort()) {
     mocha.addFile(path.join(__dirname, f));
   }
   return new Promise((resolve, reject) => {

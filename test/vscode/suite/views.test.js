@@ -43,7 +43,18 @@ describe('Turnwise views', function () {
     const all = new Set(await vscode.commands.getCommands(true));
     const missing = contributed.filter((c) => !all.has(c));
     assert.deepEqual(missing, []);
-    for (const c of ['turnwise.startRun', 'turnwise.stopRun', 'turnwise.resumeRun', 'turnwise.synthesizeTasks', 'turnwise.evaluatePolicy', 'turnwise.buildImages', 'turnwise.openTrajectory', 'turnwise.showRewardPanel', 'turnwise.checkEnvironment', 'turnwise.pruneSandboxes']) {
+    for (const c of [
+      'turnwise.startRun',
+      'turnwise.stopRun',
+      'turnwise.resumeRun',
+      'turnwise.synthesizeTasks',
+      'turnwise.evaluatePolicy',
+      'turnwise.buildImages',
+      'turnwise.openTrajectory',
+      'turnwise.showRewardPanel',
+      'turnwise.checkEnvironment',
+      'turnwise.pruneSandboxes',
+    ]) {
       assert.ok(contributed.includes(c), `${c} is not contributed`);
     }
   });
@@ -64,7 +75,11 @@ describe('Turnwise views', function () {
     assert.match(item.description, new RegExp(`^finished · 2/2 it · (held-out|pass) \\d+% · ${LORA}$`));
     const tip = item.tooltip.value;
     assert.match(tip, /model: Qwen2\\\.5\\-Coder\\-0\\\.5B\\-Instruct/, tip);
-    assert.match(tip, /adapter: LoRA r 8, lora\\_alpha 16 on all linear projections; latest checkpoints\/2 \\\(PEFT adapter over the model\\\)/, tip);
+    assert.match(
+      tip,
+      /adapter: LoRA r 8, lora\\_alpha 16 on all linear projections; latest checkpoints\/2 \\\(PEFT adapter over the model\\\)/,
+      tip,
+    );
     const plain = tree.getTreeItem(runs.find((n) => n.run.runId === RUN));
     assert.doesNotMatch(plain.tooltip.value, /model:|adapter:/);
   });
@@ -73,20 +88,33 @@ describe('Turnwise views', function () {
     const tree = api.runsTree;
     const runs = await tree.getChildren();
     const ids = runs.map((n) => n.run.runId);
-    assert.deepEqual(ids.filter((id) => [RUN, OVERLAY, LONG].includes(id)), [RUN, OVERLAY, LONG], `runs listed newest first: ${ids.join(', ')}`);
+    assert.deepEqual(
+      ids.filter((id) => [RUN, OVERLAY, LONG].includes(id)),
+      [RUN, OVERLAY, LONG],
+      `runs listed newest first: ${ids.join(', ')}`,
+    );
     const run = runs.find((n) => n.run.runId === RUN);
     const runItem = tree.getTreeItem(run);
     assert.match(runItem.label, /^\d{4}-\d{2}-\d{2} \d{2}:\d{2} · turnwise$/);
     assert.match(runItem.description, new RegExp(`^finished · 3/3 it · (held-out|pass) \\d+% · ${RUN}$`));
     assert.equal(runItem.contextValue, 'run run-finished');
     const its = await tree.getChildren(run);
-    assert.deepEqual(its.map((n) => tree.getTreeItem(n).label), ['Iteration 0', 'Iteration 1', 'Iteration 2', 'Iteration 3']);
+    assert.deepEqual(
+      its.map((n) => tree.getTreeItem(n).label),
+      ['Iteration 0', 'Iteration 1', 'Iteration 2', 'Iteration 3'],
+    );
     assert.match(tree.getTreeItem(its[1]).description, /^reward [+−]\d\.\d\d · pass \d+% · resolved \d+% · held-out \d+%$/);
     const tasks = await tree.getChildren(its[1]);
-    assert.deepEqual(tasks.map((n) => tree.getTreeItem(n).label), ['mut-clamp-compare', 'mut-add-sign', 'mut-mean-len', 'mut-clamp-lo', 'mut-heldout-mean']);
+    assert.deepEqual(
+      tasks.map((n) => tree.getTreeItem(n).label),
+      ['mut-clamp-compare', 'mut-add-sign', 'mut-mean-len', 'mut-clamp-lo', 'mut-heldout-mean'],
+    );
     assert.match(tree.getTreeItem(tasks[4]).description, /^held-out · 4 ep · /);
     const trajs = await tree.getChildren(tasks[0]);
-    assert.deepEqual(trajs.map((n) => n.traj.trajId), ['t1-0', 't1-1', 't1-2', 't1-3']);
+    assert.deepEqual(
+      trajs.map((n) => n.traj.trajId),
+      ['t1-0', 't1-1', 't1-2', 't1-3'],
+    );
     const first = tree.getTreeItem(trajs[0]);
     assert.equal(first.description, 'reward +0.94 · pass 100% · 5 turns · resolved');
     assert.equal(first.command.command, 'turnwise.openTrajectory');
@@ -120,7 +148,10 @@ describe('Turnwise views', function () {
 
   describe('trajectory viewer', function () {
     let ref;
-    const currentEditor = () => vscode.window.visibleTextEditors.find((e) => e.document.uri.scheme === 'turnwise-traj' && new URLSearchParams(e.document.uri.query).get('view') === 'current');
+    const currentEditor = () =>
+      vscode.window.visibleTextEditors.find(
+        (e) => e.document.uri.scheme === 'turnwise-traj' && new URLSearchParams(e.document.uri.query).get('view') === 'current',
+      );
 
     before(async function () {
       const tree = api.runsTree;
@@ -148,15 +179,31 @@ describe('Turnwise views', function () {
       assert.equal(editor.document.lineAt(BUG_LINE).text, '    if x > hi:');
       const lenses = await vscode.commands.executeCommand('vscode.executeCodeLensProvider', editor.document.uri);
       const titles = lenses.map((l) => `${l.range.start.line}:${l.command.title}`);
-      assert.ok(lenses.some((l) => l.range.start.line === BUG_LINE && l.command.title === '$(diff) Diff' && l.command.command === 'turnwise.trajectory.showDiff' && l.command.arguments[1] === 2), titles.join(' | '));
-      assert.ok(titles.some((t) => new RegExp(`^${BUG_LINE}:Turn 2 · A \\+0\\.\\d{3}$`).test(t)), titles.join(' | '));
-      const hovers = await vscode.commands.executeCommand('vscode.executeHoverProvider', editor.document.uri, new vscode.Position(BUG_LINE, 4));
+      assert.ok(
+        lenses.some(
+          (l) =>
+            l.range.start.line === BUG_LINE &&
+            l.command.title === '$(diff) Diff' &&
+            l.command.command === 'turnwise.trajectory.showDiff' &&
+            l.command.arguments[1] === 2,
+        ),
+        titles.join(' | '),
+      );
+      assert.ok(
+        titles.some((t) => new RegExp(`^${BUG_LINE}:Turn 2 · A \\+0\\.\\d{3}$`).test(t)),
+        titles.join(' | '),
+      );
+      const hovers = await vscode.commands.executeCommand(
+        'vscode.executeHoverProvider',
+        editor.document.uri,
+        new vscode.Position(BUG_LINE, 4),
+      );
       const text = hovers.flatMap((h) => h.contents.map((c) => c.value ?? String(c))).join('\n');
       assert.match(text, /turn 2/);
       assert.match(text, /sed -i 's\/if x >= hi/);
     });
 
-    it('stepping to turn 4 moves the decorations: its two new lines negative, turn 2\'s line shifted by two', async function () {
+    it("stepping to turn 4 moves the decorations: its two new lines negative, turn 2's line shifted by two", async function () {
       await vscode.commands.executeCommand('turnwise.trajectory.nextTurn'); // 3: no edit
       await vscode.commands.executeCommand('turnwise.trajectory.nextTurn'); // 4
       const editor = currentEditor();
@@ -172,7 +219,9 @@ describe('Turnwise views', function () {
       assert.deepEqual(d.byStyle.positiveStrong, [BUG_LINE + 2]);
       assert.equal(editor.document.lineAt(0).text, '# edited by the agent');
       const lenses = await vscode.commands.executeCommand('vscode.executeCodeLensProvider', editor.document.uri);
-      const diffs = lenses.filter((l) => l.command.command === 'turnwise.trajectory.showDiff').map((l) => `${l.range.start.line}:${l.command.title}:${l.command.arguments[1]}`);
+      const diffs = lenses
+        .filter((l) => l.command.command === 'turnwise.trajectory.showDiff')
+        .map((l) => `${l.range.start.line}:${l.command.title}:${l.command.arguments[1]}`);
       assert.deepEqual(diffs.sort(), [`0:$(diff) Diff:4`, `${BUG_LINE + 2}:$(diff) Diff:2`].sort());
     });
 
@@ -180,7 +229,11 @@ describe('Turnwise views', function () {
       const lenses = await vscode.commands.executeCommand('vscode.executeCodeLensProvider', currentEditor().document.uri);
       const lens = lenses.find((l) => l.command.command === 'turnwise.trajectory.showDiff' && l.command.arguments[1] === 2);
       await vscode.commands.executeCommand(lens.command.command, ...lens.command.arguments);
-      const tab = await until('a diff tab', () => vscode.window.tabGroups.all.flatMap((g) => g.tabs).find((t) => t.input instanceof vscode.TabInputTextDiff && t.input.modified.scheme === 'turnwise-traj'));
+      const tab = await until('a diff tab', () =>
+        vscode.window.tabGroups.all
+          .flatMap((g) => g.tabs)
+          .find((t) => t.input instanceof vscode.TabInputTextDiff && t.input.modified.scheme === 'turnwise-traj'),
+      );
       assert.match(tab.label, /ops\.py · turn 2 \(t1-0\)/);
       const before = await vscode.workspace.openTextDocument(tab.input.original);
       const after = await vscode.workspace.openTextDocument(tab.input.modified);
@@ -196,8 +249,8 @@ describe('Turnwise views', function () {
     });
   });
 
-  describe('trajectory viewer: a chat model\'s episode', function () {
-    it('shows each turn\'s whole reply beside its command and the checkpoint\'s action format; a format error says why it was not run', async function () {
+  describe("trajectory viewer: a chat model's episode", function () {
+    it("shows each turn's whole reply beside its command and the checkpoint's action format; a format error says why it was not run", async function () {
       const tree = api.runsTree;
       const run = (await tree.getChildren()).find((n) => n.run.runId === LORA);
       const it1 = (await tree.getChildren(run)).find((n) => n.it.iteration === 1);
@@ -247,18 +300,46 @@ describe('Turnwise views', function () {
       this.timeout(60000);
       const panel = api.rewardPanel();
       panel.select(LONG);
-      const first = await until('a render of 1,001 iterations', () => (panel.lastRender && panel.lastRender.iterations === 1001 ? panel.lastRender : undefined), 30000);
-      perf('reward_panel_draw_1000_ms', Number(first.ms.toFixed(1)), { iterations: first.iterations, points: first.points, kind: 'first draw (charts created)' });
+      const first = await until(
+        'a render of 1,001 iterations',
+        () => (panel.lastRender && panel.lastRender.iterations === 1001 ? panel.lastRender : undefined),
+        30000,
+      );
+      perf('reward_panel_draw_1000_ms', Number(first.ms.toFixed(1)), {
+        iterations: first.iterations,
+        points: first.points,
+        kind: 'first draw (charts created)',
+      });
       const metrics = path.join(ws(), '.turnwise', 'runs', LONG, 'metrics.jsonl');
       const times = [];
       for (let k = 0; k < 3; k++) {
         const n = 1001 + k;
-        const line = JSON.stringify({ schema: 'turnwise/metrics@1', iteration: n, 'tests/pass_rate': 0.9, 'heldout/pass_rate': 0.85, 'reward/mean': 0.8, 'reward/std': 0.1, resolved: 0.7, kl: 0.01, grad_norm: 1, 'loss/policy': 0.1, 'turns/mean': 4, format_errors: 0 });
+        const line = JSON.stringify({
+          schema: 'turnwise/metrics@1',
+          iteration: n,
+          'tests/pass_rate': 0.9,
+          'heldout/pass_rate': 0.85,
+          'reward/mean': 0.8,
+          'reward/std': 0.1,
+          resolved: 0.7,
+          kl: 0.01,
+          grad_norm: 1,
+          'loss/policy': 0.1,
+          'turns/mean': 4,
+          format_errors: 0,
+        });
         fs.appendFileSync(metrics, line + '\n');
-        const r = await until(`the live update to iteration ${n}`, () => (panel.lastRender && panel.lastRender.iterations === n + 1 ? panel.lastRender : undefined), 20000);
+        const r = await until(
+          `the live update to iteration ${n}`,
+          () => (panel.lastRender && panel.lastRender.iterations === n + 1 ? panel.lastRender : undefined),
+          20000,
+        );
         times.push(r.ms);
       }
-      perf('reward_panel_update_1000_ms', Number(Math.max(...times).toFixed(1)), { updates: times.map((t) => Number(t.toFixed(1))), kind: 'live update (setData)' });
+      perf('reward_panel_update_1000_ms', Number(Math.max(...times).toFixed(1)), {
+        updates: times.map((t) => Number(t.toFixed(1))),
+        kind: 'live update (setData)',
+      });
       assert.ok(Math.max(...times) <= 1000, `updates took ${times.map((t) => t.toFixed(1)).join(', ')} ms`);
       assert.ok(first.ms <= 1000, `the first draw took ${first.ms.toFixed(1)} ms`);
     });
@@ -271,7 +352,9 @@ describe('Turnwise views', function () {
         const r = await vscode.commands.executeCommand('turnwise.compareEvaluations', files);
         assert.equal(r.view, 'evals');
         const panel = api.rewardPanel();
-        const drawn = await until('the comparison drawn', () => (panel.lastEvalRender && panel.lastEvalRender.models === 2 ? panel.lastEvalRender : undefined));
+        const drawn = await until('the comparison drawn', () =>
+          panel.lastEvalRender && panel.lastEvalRender.models === 2 ? panel.lastEvalRender : undefined,
+        );
         // Model A resolves task a after 1 and 3 actions, task b after 2 (2 samples each, turn limit 4):
         // k = 1, 2 by T = 1…4, and at k = 2 from T = 2 on both tasks, 1; model B resolves nothing.
         assert.deepEqual(drawn.heatmaps, [
@@ -301,8 +384,27 @@ function writeResultsFixtures(dir) {
     checkpoint: 'fixture',
     seed: (k === null ? 0 : 100 + k) + taskId.charCodeAt(0),
     split: 'heldout',
-    turns: [...Array.from({ length: actions }, (_, i) => ({ index: i, action: `cmd ${i}`, observation: '', exitCode: 0, durationMs: 1, tokenIds: [1, 2] })), { index: actions, action: 'submit', observation: '', exitCode: null, durationMs: 0, tokenIds: [3] }],
-    reward: { passRate: resolved ? 1 : 0, resolved, turns: actions + 1, maxTurns: 4, formatError: false, efficiencyPenalty: 0, formatPenalty: 0, reward: resolved ? 1 : 0 },
+    turns: [
+      ...Array.from({ length: actions }, (_, i) => ({
+        index: i,
+        action: `cmd ${i}`,
+        observation: '',
+        exitCode: 0,
+        durationMs: 1,
+        tokenIds: [1, 2],
+      })),
+      { index: actions, action: 'submit', observation: '', exitCode: null, durationMs: 0, tokenIds: [3] },
+    ],
+    reward: {
+      passRate: resolved ? 1 : 0,
+      resolved,
+      turns: actions + 1,
+      maxTurns: 4,
+      formatError: false,
+      efficiencyPenalty: 0,
+      formatPenalty: 0,
+      reward: resolved ? 1 : 0,
+    },
     durationMs: 1500,
   });
   const header = (model, createdAt) => ({
@@ -318,15 +420,37 @@ function writeResultsFixtures(dir) {
     summary: { greedy: null, sampled: null },
     episodes: [],
   });
-  const a = [episode('a', null, true, 1), episode('b', null, false, 4), episode('a', 0, true, 1), episode('a', 1, true, 3), episode('b', 0, true, 2), episode('b', 1, false, 4)];
-  const b = [episode('a', null, false, 4), episode('b', null, false, 4), episode('a', 0, false, 4), episode('a', 1, false, 4), episode('b', 0, false, 4), episode('b', 1, false, 4)];
+  const a = [
+    episode('a', null, true, 1),
+    episode('b', null, false, 4),
+    episode('a', 0, true, 1),
+    episode('a', 1, true, 3),
+    episode('b', 0, true, 2),
+    episode('b', 1, false, 4),
+  ];
+  const b = [
+    episode('a', null, false, 4),
+    episode('b', null, false, 4),
+    episode('a', 0, false, 4),
+    episode('a', 1, false, 4),
+    episode('b', 0, false, 4),
+    episode('b', 1, false, 4),
+  ];
   const write = (name, h, eps) => {
     const f = path.join(dir, name);
     fs.writeFileSync(f, [h, ...eps].map((x) => JSON.stringify(x)).join('\n') + '\n');
     return f;
   };
   return [
-    write('fixture-a.jsonl', header({ kind: 'checkpoint', path: '/runs/run1/checkpoints/3', label: 'run1 · checkpoint 3' }, '2025-01-02T00:00:00.000Z'), a),
-    write('fixture-b.jsonl', header({ kind: 'endpoint', url: 'http://127.0.0.1:9/v1', model: 'qwen', label: 'qwen @ 127.0.0.1:9' }, '2025-01-01T00:00:00.000Z'), b),
+    write(
+      'fixture-a.jsonl',
+      header({ kind: 'checkpoint', path: '/runs/run1/checkpoints/3', label: 'run1 · checkpoint 3' }, '2025-01-02T00:00:00.000Z'),
+      a,
+    ),
+    write(
+      'fixture-b.jsonl',
+      header({ kind: 'endpoint', url: 'http://127.0.0.1:9/v1', model: 'qwen', label: 'qwen @ 127.0.0.1:9' }, '2025-01-01T00:00:00.000Z'),
+      b,
+    ),
   ];
 }

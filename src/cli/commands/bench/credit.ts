@@ -2,12 +2,14 @@
 import { optionalNumber, valueOptions, type CliCommand, type ParsedArgs } from '../../command';
 import { DEFAULT_CREDIT_BENCH, runCreditBench, type CreditBenchConfig } from '../../../bench/credit';
 
-const str = (args: ParsedArgs, name: string, fallback: string): string => (typeof args.values[name] === 'string' ? (args.values[name] as string) : fallback);
+const str = (args: ParsedArgs, name: string, fallback: string): string =>
+  typeof args.values[name] === 'string' ? (args.values[name] as string) : fallback;
 
 export const benchCreditCommand: CliCommand = {
   name: 'bench credit',
   summary: 'correlate each estimator’s per-turn advantages with known turn contributions in a synthetic environment; time a 64×10 batch',
-  usage: '[--batches N] [--seed S] [--noise SD] [--group G] [--prompts P] [--turns T] [--actions basic|few|many] [--dynamics additive|stateful] [--json]',
+  usage:
+    '[--batches N] [--seed S] [--noise SD] [--group G] [--prompts P] [--turns T] [--actions basic|few|many] [--dynamics additive|stateful] [--json]',
   options: valueOptions('batches', 'seed', 'noise', 'group', 'prompts', 'turns', 'actions', 'dynamics'),
   async run(args, io) {
     const d = DEFAULT_CREDIT_BENCH;
@@ -22,11 +24,7 @@ export const benchCreditCommand: CliCommand = {
       actions: str(args, 'actions', d.actions) as CreditBenchConfig['actions'],
       dynamics: str(args, 'dynamics', d.dynamics) as CreditBenchConfig['dynamics'],
     };
-    const r = await runCreditBench(
-      cfg,
-      undefined,
-      io.json ? undefined : (d, t) => io.err(`batch ${d}/${t}`),
-    );
+    const r = await runCreditBench(cfg, undefined, io.json ? undefined : (d, t) => io.err(`batch ${d}/${t}`));
     if (io.json) {
       io.out(JSON.stringify(r));
       return 0;
@@ -40,9 +38,10 @@ export const benchCreditCommand: CliCommand = {
           `${n.padEnd(22)} ${e.corr_mean.toFixed(3)} (±${e.corr_std.toFixed(3)})   ${e.corr_within_traj_mean.toFixed(3).padStart(7)}      ${e.corr_within_cell_mean.toFixed(3).padStart(7)}      ${e.ms_per_batch_mean.toFixed(1)} (${e.ms_per_batch_max.toFixed(1)})`,
       ),
       '',
-      'ablation (a3, each of turnwise\'s changes 1–3 alone, turnwise residual=loo = changes 1–4, then the action margin one choice at a time):',
+      "ablation (a3, each of turnwise's changes 1–3 alone, turnwise residual=loo = changes 1–4, then the action margin one choice at a time):",
       ...Object.entries(r.ablation).map(
-        ([n, e]) => `  ${n.padEnd(54)} corr ${e.corr_mean.toFixed(3)}  within-traj ${e.corr_within_traj_mean.toFixed(3)}  within-cell ${e.corr_within_cell_mean.toFixed(3)}`,
+        ([n, e]) =>
+          `  ${n.padEnd(54)} corr ${e.corr_mean.toFixed(3)}  within-traj ${e.corr_within_traj_mean.toFixed(3)}  within-cell ${e.corr_within_cell_mean.toFixed(3)}`,
       ),
       '',
       `signing one batch with tree-sitter-bash: ${r.signature_ms_per_batch} ms`,

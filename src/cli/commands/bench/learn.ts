@@ -10,7 +10,12 @@ import { benchConfig, modelOrEmbedded, workspaceOrDemo, type ConfigFlag } from '
 const fmtCurve = (c: (number | null)[]) => c.map((x) => (x === null ? '—' : x.toFixed(2))).join(' → ');
 
 /** PASS@(k,T) at k = 1 and the largest k, at the turn limit: `k=1 T=6 0.25  k=2 T=6 0.50`. */
-export const fmtPassAtKT = (p: PassAtKT | null) => (p ? passAtKTCorners(p).map((c) => `k=${c.k} T=${c.T} ${c.value.toFixed(2)}`).join('  ') : '—');
+export const fmtPassAtKT = (p: PassAtKT | null) =>
+  p
+    ? passAtKTCorners(p)
+        .map((c) => `k=${c.k} T=${c.T} ${c.value.toFixed(2)}`)
+        .join('  ')
+    : '—';
 
 /** The flags that set a field of the runs' config, with the integers each takes. */
 const LEARN_FLAGS: readonly ConfigFlag[] = [
@@ -26,7 +31,8 @@ const LEARN_FLAGS: readonly ConfigFlag[] = [
 export const benchLearnCommand: CliCommand = {
   name: 'bench learn',
   summary: 'held-out resolved rate after warm start vs after N RL iterations with grpo and with turnwise (same seeds and budget; slow)',
-  usage: '[--config FILE] [--iterations N] [--seeds N] [--workspace DIR] [--model DIR] [--runs DIR] [--max-tasks N] [--tasks-per-iteration N] [--group-size G] [--max-turns N] [--concurrency N] [--eval-every N] [--eval-samples K] [--json]',
+  usage:
+    '[--config FILE] [--iterations N] [--seeds N] [--workspace DIR] [--model DIR] [--runs DIR] [--max-tasks N] [--tasks-per-iteration N] [--group-size G] [--max-turns N] [--concurrency N] [--eval-every N] [--eval-samples K] [--json]',
   options: valueOptions('config', 'iterations', 'seeds', 'workspace', 'model', 'runs', ...LEARN_FLAGS.map(([flag]) => flag)),
   async run(args, io) {
     const v = args.values;
@@ -43,7 +49,10 @@ export const benchLearnCommand: CliCommand = {
       config,
       onProgress: (m) => io.err(m),
       onEvent: (e, run) => {
-        if (e.type === 'iteration-finished') io.err(`  seed ${run.seed} ${run.estimator}: iteration ${e.iteration} held-out resolved ${e.metrics['heldout/resolved'] ?? '—'} reward ${e.metrics['reward/mean'] ?? '—'}`);
+        if (e.type === 'iteration-finished')
+          io.err(
+            `  seed ${run.seed} ${run.estimator}: iteration ${e.iteration} held-out resolved ${e.metrics['heldout/resolved'] ?? '—'} reward ${e.metrics['reward/mean'] ?? '—'}`,
+          );
         else if (e.type === 'log' && e.level === 'warn') io.err(`  warning: ${e.message}`);
       },
     });

@@ -8,13 +8,15 @@ const TORCH = ['auto', 'off'] as const;
 
 export const benchModelCommand: CliCommand = {
   name: 'bench model',
-  summary: 'load, prefill, decode (batch 1 and 8) and LoRA-train a model at a real checkpoint\'s shape (random BF16 weights), beside PyTorch',
+  summary:
+    "load, prefill, decode (batch 1 and 8) and LoRA-train a model at a real checkpoint's shape (random BF16 weights), beside PyTorch",
   usage: `--shape ${Object.keys(BENCH_SHAPES).join('|')} ${PROVIDER_USAGE} [--threads N] [--decode-steps N] [--context N] [--train-rows N] [--torch auto|off] [--python PATH] [--json]`,
   options: valueOptions('shape', 'provider', 'threads', 'decode-steps', 'context', 'train-rows', 'torch', 'python'),
   async run(args, io) {
     const shape = args.values.shape as string | undefined;
     if (!shape) throw new UsageError(`--shape is required: one of ${Object.keys(BENCH_SHAPES).join(', ')}`);
-    if (!(shape in BENCH_SHAPES)) throw new UsageError(`--shape must be one of ${Object.keys(BENCH_SHAPES).join(', ')}, got ${JSON.stringify(shape)}`);
+    if (!(shape in BENCH_SHAPES))
+      throw new UsageError(`--shape must be one of ${Object.keys(BENCH_SHAPES).join(', ')}, got ${JSON.stringify(shape)}`);
     const provider = providerOption(args);
     const torch = oneOf(args, 'torch', TORCH, 'auto');
     const work: Partial<BenchModelWork> = {};
@@ -53,7 +55,9 @@ export const benchModelCommand: CliCommand = {
         `  decode batch ${w.decodeBatch}  ${r.decode_tokens_per_s_batch} tokens/s (×${r.decode_batch_speedup} batch 1)${vs(r.decode_batch_vs_torch)}  (peak RSS ${r.decode_peak_rss_mb} MB)`,
         `  LoRA train      ${r.lora_train_tokens_per_s} tokens/s, ${r.train_step_s} s per step of ${w.trainRows} × ${w.trainSeq}  (peak RSS ${r.train_step_peak_rss_mb} MB from ${r.train_start_rss_mb} MB held before it, budget ${r.train_rss_budget_mb} MB)${vs(r.train_vs_torch)}`,
         `  memory          ${r.memory_bandwidth_gbs} GB/s stream copy; a decoded token reads ${(r.weights_bytes_per_token / 1e9).toFixed(2)} GB of weights`,
-        t ? `  PyTorch ${t.torch_version}: prefill ${t.prefill_tokens_per_s}, decode ${t.decode_tokens_per_s_b1} / ${t.decode_tokens_per_s_batch}, LoRA train ${t.lora_train_tokens_per_s} tokens/s (peak RSS ${t.train_step_peak_rss_mb} MB)` : `  PyTorch         not run: ${(r.torch as { reason: string }).reason}`,
+        t
+          ? `  PyTorch ${t.torch_version}: prefill ${t.prefill_tokens_per_s}, decode ${t.decode_tokens_per_s_b1} / ${t.decode_tokens_per_s_batch}, LoRA train ${t.lora_train_tokens_per_s} tokens/s (peak RSS ${t.train_step_peak_rss_mb} MB)`
+          : `  PyTorch         not run: ${(r.torch as { reason: string }).reason}`,
       ].join('\n'),
     );
     return 0;

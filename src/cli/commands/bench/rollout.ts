@@ -11,7 +11,20 @@ export const benchRolloutCommand: CliCommand = {
   summary: 'episodes per minute sequential vs concurrent (batched generation) on the demo tasks, with the timings that explain the speedup',
   usage: `[--workspace DIR] [--model DIR] [--tasks N] [--tasks-file FILE] [--episodes N] [--concurrency N] [--max-turns N] [--seed S] [--repeats N] [--batch-wait-ms MS] [--command-concurrency N] [--no-cache] ${PROVIDER_USAGE} [--json]`,
   options: {
-    ...valueOptions('workspace', 'model', 'tasks', 'tasks-file', 'episodes', 'concurrency', 'max-turns', 'seed', 'repeats', 'batch-wait-ms', 'command-concurrency', 'provider'),
+    ...valueOptions(
+      'workspace',
+      'model',
+      'tasks',
+      'tasks-file',
+      'episodes',
+      'concurrency',
+      'max-turns',
+      'seed',
+      'repeats',
+      'batch-wait-ms',
+      'command-concurrency',
+      'provider',
+    ),
     ...flagOptions('no-cache'),
   },
   async run(args, io) {
@@ -28,8 +41,15 @@ export const benchRolloutCommand: CliCommand = {
       maxTurns: numberInRange(args, 'max-turns', 4, { min: 1, max: 32, integer: true }),
       seed: seedOption(args),
       repeats: numberInRange(args, 'repeats', 1, { min: 1, max: 20, integer: true }),
-      config: { executionProvider: provider, cacheObservations: v['no-cache'] !== true, batchWaitMs: numberInRange(args, 'batch-wait-ms', TRAIN_DEFAULTS.batchWaitMs, { min: 0, max: 60_000, integer: true }),
-        commandConcurrency: numberInRange(args, 'command-concurrency', TRAIN_DEFAULTS.commandConcurrency, { min: 0, max: 4096, integer: true }),
+      config: {
+        executionProvider: provider,
+        cacheObservations: v['no-cache'] !== true,
+        batchWaitMs: numberInRange(args, 'batch-wait-ms', TRAIN_DEFAULTS.batchWaitMs, { min: 0, max: 60_000, integer: true }),
+        commandConcurrency: numberInRange(args, 'command-concurrency', TRAIN_DEFAULTS.commandConcurrency, {
+          min: 0,
+          max: 4096,
+          integer: true,
+        }),
       },
       onProgress: (m) => io.err(m),
     });
@@ -53,7 +73,9 @@ export const benchRolloutCommand: CliCommand = {
         row('sequential', r.sequential),
         row(`${r.concurrency} in flight`, r.concurrent),
         `  command slots ${r.command_slots ?? 'no limit'}`,
-        ...(r.repeats ? [`  repeats     speedups ${r.repeats.map((x) => `×${x.speedup ?? '?'}`).join(', ')}; the figures above are the median repeat's`] : []),
+        ...(r.repeats
+          ? [`  repeats     speedups ${r.repeats.map((x) => `×${x.speedup ?? '?'}`).join(', ')}; the figures above are the median repeat's`]
+          : []),
         `  speedup     ×${r.speedup} (target ≥ ${r.target_speedup}; the sequential pass's CPU seconds on ${r.cpus} cores allow ×${r.speedup_cpu_bound ?? '?'}); same actions in both passes: ${r.same_actions} (log-probs differ by up to ${r.logprob_max_diff ?? '?'} across batch shapes)`,
       ].join('\n'),
     );

@@ -17,7 +17,8 @@ export const benchSandboxCommand: CliCommand = {
     const ratio = r.snapshot_acquire_ms_100mb / r.snapshot_acquire_ms_1mb;
     io.out(
       [
-        `exec p50                ${r.exec_p50_ms} ms` + (r.docker_cli_exec_p50_ms ? `  (docker exec: ${r.docker_cli_exec_p50_ms} ms, target ≤ 1/3)` : ''),
+        `exec p50                ${r.exec_p50_ms} ms` +
+          (r.docker_cli_exec_p50_ms ? `  (docker exec: ${r.docker_cli_exec_p50_ms} ms, target ≤ 1/3)` : ''),
         `warm acquire p50        ${r.acquire_warm_p50_ms} ms  (target ≤ 50)`,
         `cold start p50          ${r.cold_start_p50_ms} ms`,
         `snapshot start 1 MB     ${r.snapshot_acquire_ms_1mb} ms`,

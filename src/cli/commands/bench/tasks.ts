@@ -12,9 +12,14 @@ import { ProgressBar } from '../../progress';
 
 export const benchTasksCommand: CliCommand = {
   name: 'bench tasks',
-  summary: 'validated mutation tasks per minute (suite ≈1 s), with candidates tried, kept and dropped and the share whose reward tells a fix from no fix; --corpus: that share on public repositories (slow)',
-  usage: '[--concurrency N] [--max N] [--seed S] [--suite-seconds S] | --corpus [--repos A,B] [--tasks N] [--concurrency N] [--cache DIR] [--mirror URL]  [--json]',
-  options: { ...valueOptions('concurrency', 'max', 'seed', 'suite-seconds', 'repos', 'tasks', 'cache', 'mirror'), ...flagOptions('corpus') },
+  summary:
+    'validated mutation tasks per minute (suite ≈1 s), with candidates tried, kept and dropped and the share whose reward tells a fix from no fix; --corpus: that share on public repositories (slow)',
+  usage:
+    '[--concurrency N] [--max N] [--seed S] [--suite-seconds S] | --corpus [--repos A,B] [--tasks N] [--concurrency N] [--cache DIR] [--mirror URL]  [--json]',
+  options: {
+    ...valueOptions('concurrency', 'max', 'seed', 'suite-seconds', 'repos', 'tasks', 'cache', 'mirror'),
+    ...flagOptions('corpus'),
+  },
   async run(args, io) {
     if (args.values.corpus === true) return corpus(args, io);
     const max = optionalNumber(args, 'max', 24);
@@ -35,7 +40,12 @@ export const benchTasksCommand: CliCommand = {
       [
         `${r.tasks_per_minute} validated tasks/min (${r.candidates_per_minute} candidates/min) with ${r.concurrency} sandboxes`,
         `suite ${r.suite_s} s; candidates: ${r.candidates_tried} tried, ${r.kept} kept, ${r.dropped} dropped, ${r.surplus} surplus`,
-        `dropped because: ${Object.entries(r.dropped_by_reason).filter(([, v]) => v > 0).map(([k, v]) => `${k} ${v}`).join(', ') || 'none'}`,
+        `dropped because: ${
+          Object.entries(r.dropped_by_reason)
+            .filter(([, v]) => v > 0)
+            .map(([k, v]) => `${k} ${v}`)
+            .join(', ') || 'none'
+        }`,
         `scoring check: ${r.scoring_passed} of ${r.scoring_checked} caught mutants scored right (no-op unresolved, reference fix resolved)`,
         `validation ${r.validation_s} s, total ${r.total_s} s (${r.workspace})`,
       ].join('\n'),
@@ -47,7 +57,13 @@ export const benchTasksCommand: CliCommand = {
 async function corpus(args: Parameters<CliCommand['run']>[0], io: Parameters<CliCommand['run']>[1]): Promise<number> {
   const v = args.values;
   const r = await benchScoringCorpus({
-    repos: typeof v.repos === 'string' ? v.repos.split(',').map((s) => s.trim()).filter(Boolean) : [],
+    repos:
+      typeof v.repos === 'string'
+        ? v.repos
+            .split(',')
+            .map((s) => s.trim())
+            .filter(Boolean)
+        : [],
     tasksPerRepo: numberInRange(args, 'tasks', 4, { min: 1, max: 1000, integer: true }),
     concurrency: numberInRange(args, 'concurrency', 2, { min: 1, max: 64, integer: true }),
     seed: numberInRange(args, 'seed', 0, { min: 0, max: 2 ** 31, integer: true }),
@@ -58,13 +74,17 @@ async function corpus(args: Parameters<CliCommand['run']>[0], io: Parameters<Cli
   if (io.json) {
     io.out(JSON.stringify(r, null, 2));
   } else {
-    const lines = [`scoring corpus (${r.repos.length} of ${scoringCorpus().length} repositories), up to ${r.tasks_per_repo} tasks each; cache ${r.cache_dir}`];
+    const lines = [
+      `scoring corpus (${r.repos.length} of ${scoringCorpus().length} repositories), up to ${r.tasks_per_repo} tasks each; cache ${r.cache_dir}`,
+    ];
     for (const x of r.repos) {
       lines.push(`${x.name.padEnd(18)} ${x.error ? 'refused' : `${x.passed}/${x.checked} scored right`.padEnd(20)} ${x.source}`);
       if (x.error) lines.push(`  ${escapeControlChars(x.error).slice(0, 400)}`);
       for (const [k, d] of Object.entries(x.first_detail)) lines.push(`  ${k}: ${escapeControlChars(d ?? '').slice(0, 400)}`);
     }
-    lines.push(`all: ${r.passed} of ${r.checked} caught mutants scored right (${r.share === null ? '—' : `${(r.share * 100).toFixed(1)}%`}); ${r.repos_all_right} of ${r.repos.length} repositories at 100%; ${r.wall_s} s`);
+    lines.push(
+      `all: ${r.passed} of ${r.checked} caught mutants scored right (${r.share === null ? '—' : `${(r.share * 100).toFixed(1)}%`}); ${r.repos_all_right} of ${r.repos.length} repositories at 100%; ${r.wall_s} s`,
+    );
     io.out(lines.join('\n'));
   }
   return r.passed === r.checked && r.repos.every((x) => !x.error) ? 0 : 1;

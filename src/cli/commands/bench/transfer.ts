@@ -9,15 +9,23 @@ import { flagOptions, numberInRange, valueOptions, type CliCommand } from '../..
 import { benchConfig, modelOrEmbedded, type ConfigFlag } from '../options';
 
 const score = (s: HeldoutScore | null) =>
-  s ? `greedy ${s.greedy.resolved}/${s.greedy.episodes}, sampled ${s.sampled.resolved}/${s.sampled.episodes} (${s.sampled.tasks_resolved} task(s)${s.sampled.distinct === null ? '' : `, distinct ${s.sampled.distinct.toFixed(2)}`}), either ${s.tasks_resolved}/${s.tasks} tasks` : '—';
+  s
+    ? `greedy ${s.greedy.resolved}/${s.greedy.episodes}, sampled ${s.sampled.resolved}/${s.sampled.episodes} (${s.sampled.tasks_resolved} task(s)${s.sampled.distinct === null ? '' : `, distinct ${s.sampled.distinct.toFixed(2)}`}), either ${s.tasks_resolved}/${s.tasks} tasks`
+    : '—';
 
 /** The flags that set a field of the runs' config, with the integers each takes. */
-const TRANSFER_FLAGS: readonly ConfigFlag[] = [['iterations', 'iterations', 1, 10_000], ['max-tasks', 'maxTasks', 2, 10_000], ['samples', 'evalSamples', 0, 64]];
+const TRANSFER_FLAGS: readonly ConfigFlag[] = [
+  ['iterations', 'iterations', 1, 10_000],
+  ['max-tasks', 'maxTasks', 2, 10_000],
+  ['samples', 'evalSamples', 0, 64],
+];
 
 export const benchTransferCommand: CliCommand = {
   name: 'bench transfer',
-  summary: 'held-out resolved rate on a panel of real repositories the policy never saw (fetched from Debian), before and after a short RL run on each (slow)',
-  usage: '[--repos A,B] [--no-rl] [--minutes M] [--iterations N] [--max-tasks N] [--samples K] [--model DIR] [--config FILE] [--seed S] [--cache DIR] [--mirror URL] [--json]',
+  summary:
+    'held-out resolved rate on a panel of real repositories the policy never saw (fetched from Debian), before and after a short RL run on each (slow)',
+  usage:
+    '[--repos A,B] [--no-rl] [--minutes M] [--iterations N] [--max-tasks N] [--samples K] [--model DIR] [--config FILE] [--seed S] [--cache DIR] [--mirror URL] [--json]',
   options: {
     ...valueOptions('repos', 'minutes', ...TRANSFER_FLAGS.map(([flag]) => flag), 'model', 'config', 'seed', 'cache', 'mirror'),
     ...flagOptions('no-rl'),
@@ -25,7 +33,13 @@ export const benchTransferCommand: CliCommand = {
   async run(args, io) {
     const v = args.values;
     const config = benchConfig(args, TRANSFER_FLAGS);
-    const repos = typeof v.repos === 'string' ? v.repos.split(',').map((s) => s.trim()).filter(Boolean) : [];
+    const repos =
+      typeof v.repos === 'string'
+        ? v.repos
+            .split(',')
+            .map((s) => s.trim())
+            .filter(Boolean)
+        : [];
     const r = await benchTransfer({
       model: modelOrEmbedded(args),
       repos,
@@ -37,7 +51,10 @@ export const benchTransferCommand: CliCommand = {
       ...(typeof v.mirror === 'string' ? { mirror: v.mirror } : {}),
       onProgress: (m) => io.err(m),
       onEvent: (e, repo) => {
-        if (e.type === 'iteration-finished') io.err(`  ${repo}: iteration ${e.iteration} held-out resolved ${e.metrics['heldout/resolved'] ?? '—'} sampled ${e.metrics['heldout/sampled/resolved'] ?? '—'}`);
+        if (e.type === 'iteration-finished')
+          io.err(
+            `  ${repo}: iteration ${e.iteration} held-out resolved ${e.metrics['heldout/resolved'] ?? '—'} sampled ${e.metrics['heldout/sampled/resolved'] ?? '—'}`,
+          );
         else if (e.type === 'log' && e.level === 'warn') io.err(`  ${repo}: warning: ${e.message}`);
       },
     });
@@ -45,7 +62,9 @@ export const benchTransferCommand: CliCommand = {
       io.out(JSON.stringify(r, null, 2));
       return r.repos.every((x) => x.error) ? 1 : 0;
     }
-    const lines = [`transfer panel (${r.repos.length} of ${TRANSFER_PANEL.length} repositories), ${r.samples} samples per held-out task, ${r.rl ? `RL up to ${r.iterations} iterations or ${r.minutes} min each` : 'no RL'}; cache ${r.cache_dir}`];
+    const lines = [
+      `transfer panel (${r.repos.length} of ${TRANSFER_PANEL.length} repositories), ${r.samples} samples per held-out task, ${r.rl ? `RL up to ${r.iterations} iterations or ${r.minutes} min each` : 'no RL'}; cache ${r.cache_dir}`,
+    ];
     for (const x of r.repos) {
       lines.push(`${x.name}  ${x.source}`);
       if (x.error) {
@@ -56,7 +75,8 @@ export const benchTransferCommand: CliCommand = {
       lines.push(`  before RL  ${score(x.before)}`);
       if (r.rl) lines.push(`  after ${x.rl_iterations} it.  ${score(x.after)}`);
       if (x.paired) {
-        const f = (c: typeof x.paired.greedy) => `+${c.gained} −${c.lost} of ${c.pairs} (p ${c.p_value === null ? '—' : c.p_value.toFixed(3)})`;
+        const f = (c: typeof x.paired.greedy) =>
+          `+${c.gained} −${c.lost} of ${c.pairs} (p ${c.p_value === null ? '—' : c.p_value.toFixed(3)})`;
         lines.push(`  paired     greedy ${f(x.paired.greedy)}, sampled ${f(x.paired.sampled)}`);
       }
     }

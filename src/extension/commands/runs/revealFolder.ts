@@ -6,5 +6,7 @@ import { command } from '../context';
 
 export const runsRevealFolderCommand = command('turnwise.runs.revealFolder', async (_ctx, node?: RunsNode) => {
   if (!node || !('run' in node)) return;
-  await vscode.commands.executeCommand('revealFileInOS', vscode.Uri.file(node.run.dir)).then(undefined, () => vscode.commands.executeCommand('revealInExplorer', vscode.Uri.file(node.run.dir)));
+  await vscode.commands
+    .executeCommand('revealFileInOS', vscode.Uri.file(node.run.dir))
+    .then(undefined, () => vscode.commands.executeCommand('revealInExplorer', vscode.Uri.file(node.run.dir)));
 });

@@ -2,4 +2,7 @@
 import type { TrajectoryRef } from '../../model/runIndex';
 import { command } from '../context';
 
-export const trajectoryShowDiffCommand = command('turnwise.trajectory.showDiff', async (ctx, ref: TrajectoryRef, turn: number, file: string) => ctx.editors.showDiff(ref, turn, file));
+export const trajectoryShowDiffCommand = command(
+  'turnwise.trajectory.showDiff',
+  async (ctx, ref: TrajectoryRef, turn: number, file: string) => ctx.editors.showDiff(ref, turn, file),
+);

@@ -12,12 +12,16 @@ export interface EvaluationsView {
   el: HTMLElement;
   setFiles(files: EvalFileEntry[], selected: string[]): void;
   /** Draws the comparison; returns what was drawn. */
-  setComparison(c: EvalComparison | null, error?: string): { models: number; rows: number; heatmaps: { label: string; ks: number; ts: number; cells: number; max: number | null }[] };
+  setComparison(
+    c: EvalComparison | null,
+    error?: string,
+  ): { models: number; rows: number; heatmaps: { label: string; ks: number; ts: number; cells: number; max: number | null }[] };
 }
 
 const num = (v: number | null | undefined, d = 3) => (typeof v === 'number' && Number.isFinite(v) ? v.toFixed(d) : '—');
 const pctOf = (v: number | null | undefined) => (typeof v === 'number' && Number.isFinite(v) ? `${(v * 100).toFixed(1)}%` : '—');
-const heat = (v: number) => `background:color-mix(in srgb, var(--tw-pos) ${Math.round(8 + 80 * Math.max(0, Math.min(1, v)))}%, transparent)`;
+const heat = (v: number) =>
+  `background:color-mix(in srgb, var(--tw-pos) ${Math.round(8 + 80 * Math.max(0, Math.min(1, v)))}%, transparent)`;
 
 export function evaluationsView(o: { onSelect: (files: string[]) => void; onAdd: () => void }): EvaluationsView {
   const list = h('div', { class: 'eval-files', id: 'eval-files' });
@@ -29,10 +33,21 @@ export function evaluationsView(o: { onSelect: (files: string[]) => void; onAdd:
   const el = h(
     'div',
     { class: 'evals', id: 'evals' },
-    h('section', { class: 'card' }, h('h2', {}, 'Evaluation results files'), list, h('button', { id: 'eval-add', onclick: () => o.onAdd() }, 'Add results file…')),
+    h(
+      'section',
+      { class: 'card' },
+      h('h2', {}, 'Evaluation results files'),
+      list,
+      h('button', { id: 'eval-add', onclick: () => o.onAdd() }, 'Add results file…'),
+    ),
     message,
     notes,
-    h('section', { class: 'card', id: 'eval-heatmaps' }, h('h2', {}, 'PASS@(k,T): one of k sampled episodes resolves the task within T actions'), heatmaps),
+    h(
+      'section',
+      { class: 'card', id: 'eval-heatmaps' },
+      h('h2', {}, 'PASS@(k,T): one of k sampled episodes resolves the task within T actions'),
+      heatmaps,
+    ),
     h('section', { class: 'card', id: 'eval-models' }, h('h2', {}, 'Models, per episode'), table),
     h('section', { class: 'card', id: 'eval-per-task' }, h('h2', {}, 'Per task'), tasks),
   );
@@ -56,18 +71,47 @@ export function evaluationsView(o: { onSelect: (files: string[]) => void; onAdd:
             o.onSelect(checked);
           },
         });
-        const what = [f.kind === 'episodes' ? 'episodes file' : `${f.tasks} task(s)`, f.samples ? `${f.samples} sample(s) per task` : 'greedy only', f.seed !== null ? `seed ${f.seed}` : '', f.createdAt ? f.createdAt.replace('T', ' ').slice(0, 16) : '', f.complete ? '' : 'stopped early'].filter(Boolean).join(' · ');
-        return h('label', { class: 'eval-file', title: f.file }, box, h('span', { class: 'eval-label' }, f.label), h('span', { class: 'muted' }, ` ${f.name} — ${what}`));
+        const what = [
+          f.kind === 'episodes' ? 'episodes file' : `${f.tasks} task(s)`,
+          f.samples ? `${f.samples} sample(s) per task` : 'greedy only',
+          f.seed !== null ? `seed ${f.seed}` : '',
+          f.createdAt ? f.createdAt.replace('T', ' ').slice(0, 16) : '',
+          f.complete ? '' : 'stopped early',
+        ]
+          .filter(Boolean)
+          .join(' · ');
+        return h(
+          'label',
+          { class: 'eval-file', title: f.file },
+          box,
+          h('span', { class: 'eval-label' }, f.label),
+          h('span', { class: 'muted' }, ` ${f.name} — ${what}`),
+        );
       }),
     );
   }
 
   function heatmap(label: string, p: PassAtKTTable | null, maxTurns: number) {
     if (!p || Object.keys(p).length === 0) {
-      return { el: h('div', { class: 'heatmap-card' }, h('h3', {}, label), h('div', { class: 'muted' }, 'no sampled episodes: evaluate with samples (--samples K) for PASS@(k,T)')), ks: 0, ts: 0, cells: 0, max: null };
+      return {
+        el: h(
+          'div',
+          { class: 'heatmap-card' },
+          h('h3', {}, label),
+          h('div', { class: 'muted' }, 'no sampled episodes: evaluate with samples (--samples K) for PASS@(k,T)'),
+        ),
+        ks: 0,
+        ts: 0,
+        cells: 0,
+        max: null,
+      };
     }
-    const ks = Object.keys(p).map(Number).sort((a, b) => a - b);
-    const ts = Object.keys(p[String(ks[0])]).map(Number).sort((a, b) => a - b);
+    const ks = Object.keys(p)
+      .map(Number)
+      .sort((a, b) => a - b);
+    const ts = Object.keys(p[String(ks[0])])
+      .map(Number)
+      .sort((a, b) => a - b);
     let cells = 0;
     let max: number | null = null;
     const rows = ks.map((k) =>
@@ -80,7 +124,18 @@ export function evaluationsView(o: { onSelect: (files: string[]) => void; onAdd:
           if (typeof v !== 'number') return h('td', { class: 'hm-cell empty' }, '');
           cells++;
           max = max === null ? v : Math.max(max, v);
-          return h('td', { class: 'hm-cell', 'data-k': k, 'data-t': T, 'data-value': v.toFixed(4), title: `k=${k}, T=${T}: ${pctOf(v)}`, style: heat(v) }, String(Math.round(v * 100)));
+          return h(
+            'td',
+            {
+              class: 'hm-cell',
+              'data-k': k,
+              'data-t': T,
+              'data-value': v.toFixed(4),
+              title: `k=${k}, T=${T}: ${pctOf(v)}`,
+              style: heat(v),
+            },
+            String(Math.round(v * 100)),
+          );
         }),
       ),
     );
@@ -88,14 +143,35 @@ export function evaluationsView(o: { onSelect: (files: string[]) => void; onAdd:
       'div',
       { class: 'heatmap-card', 'data-model': label },
       h('h3', {}, label),
-      h('table', { class: 'heatmap' }, h('thead', {}, h('tr', {}, h('th', {}, 'k \\ T'), ...ts.map((T) => h('th', {}, String(T))))), h('tbody', {}, ...rows)),
-      h('div', { class: 'muted' }, `T: actions, up to the turn limit ${maxTurns}; k: sampled episodes, up to the fewest any task has; values in %`),
+      h(
+        'table',
+        { class: 'heatmap' },
+        h('thead', {}, h('tr', {}, h('th', {}, 'k \\ T'), ...ts.map((T) => h('th', {}, String(T))))),
+        h('tbody', {}, ...rows),
+      ),
+      h(
+        'div',
+        { class: 'muted' },
+        `T: actions, up to the turn limit ${maxTurns}; k: sampled episodes, up to the fewest any task has; values in %`,
+      ),
     );
     return { el, ks: ks.length, ts: ts.length, cells, max };
   }
 
   function modelsTable(c: EvalComparison): { el: HTMLElement; rows: number } {
-    const head = ['model', 'kind', 'episodes', 'resolved', 'pass rate', 'turns', 'format errors', 'format error rate', 'tokens', 'wall s', 'failed'];
+    const head = [
+      'model',
+      'kind',
+      'episodes',
+      'resolved',
+      'pass rate',
+      'turns',
+      'format errors',
+      'format error rate',
+      'tokens',
+      'wall s',
+      'failed',
+    ];
     const rows: HTMLElement[] = [];
     for (const kind of ['greedy', 'sampled'] as const) {
       for (const m of c.models) {
@@ -120,7 +196,10 @@ export function evaluationsView(o: { onSelect: (files: string[]) => void; onAdd:
         );
       }
     }
-    return { el: h('table', { id: 'eval-models-table' }, h('thead', {}, h('tr', {}, ...head.map((x) => h('th', {}, x)))), h('tbody', {}, ...rows)), rows: rows.length };
+    return {
+      el: h('table', { id: 'eval-models-table' }, h('thead', {}, h('tr', {}, ...head.map((x) => h('th', {}, x)))), h('tbody', {}, ...rows)),
+      rows: rows.length,
+    };
   }
 
   function tasksTable(c: EvalComparison): HTMLElement {
@@ -139,9 +218,22 @@ export function evaluationsView(o: { onSelect: (files: string[]) => void; onAdd:
             ...t.models.map((cell) => {
               const g = cell.greedy;
               const mark = g ? (g.failed ? '!' : g.resolved ? '✓' : '✗') : '';
-              const text = [g ? `${mark} ${num(g.pass_rate, 2)}` : '', cell.sampledEpisodes ? `${cell.sampledResolved}/${cell.sampledEpisodes}` : ''].filter(Boolean).join('  ');
-              const share = cell.sampledEpisodes ? cell.sampledResolved / cell.sampledEpisodes : g?.resolved ?? null;
-              return h('td', { class: 'rate', style: share === null ? undefined : heat(share), title: 'greedy: resolved and pass rate; sampled: resolved of episodes' }, text);
+              const text = [
+                g ? `${mark} ${num(g.pass_rate, 2)}` : '',
+                cell.sampledEpisodes ? `${cell.sampledResolved}/${cell.sampledEpisodes}` : '',
+              ]
+                .filter(Boolean)
+                .join('  ');
+              const share = cell.sampledEpisodes ? cell.sampledResolved / cell.sampledEpisodes : (g?.resolved ?? null);
+              return h(
+                'td',
+                {
+                  class: 'rate',
+                  style: share === null ? undefined : heat(share),
+                  title: 'greedy: resolved and pass rate; sampled: resolved of episodes',
+                },
+                text,
+              );
             }),
           ),
         ),
@@ -160,7 +252,11 @@ export function evaluationsView(o: { onSelect: (files: string[]) => void; onAdd:
       return { models: 0, rows: 0, heatmaps: [] };
     }
     notes.replaceChildren(
-      h('div', {}, `${c.models.length} model(s) on ${c.tasks.length} task(s): ${c.episodes.greedy} greedy and ${c.episodes.sampled} sampled episode(s) each${c.intersection ? ' (the episodes all chosen files share)' : ''}`),
+      h(
+        'div',
+        {},
+        `${c.models.length} model(s) on ${c.tasks.length} task(s): ${c.episodes.greedy} greedy and ${c.episodes.sampled} sampled episode(s) each${c.intersection ? ' (the episodes all chosen files share)' : ''}`,
+      ),
       ...c.notes.map((n) => h('div', { class: c.intersection ? 'warn' : 'muted' }, n)),
     );
     const maps = c.models.map((m) => ({ label: m.label, ...heatmap(m.label, m.pass_at_k_t, m.maxTurns) }));
@@ -168,7 +264,11 @@ export function evaluationsView(o: { onSelect: (files: string[]) => void; onAdd:
     const t = modelsTable(c);
     table.replaceChildren(t.el);
     tasks.replaceChildren(tasksTable(c));
-    return { models: c.models.length, rows: t.rows, heatmaps: maps.map(({ label, ks, ts, cells, max }) => ({ label, ks, ts, cells, max })) };
+    return {
+      models: c.models.length,
+      rows: t.rows,
+      heatmaps: maps.map(({ label, ks, ts, cells, max }) => ({ label, ks, ts, cells, max })),
+    };
   }
 
   return { el, setFiles, setComparison };

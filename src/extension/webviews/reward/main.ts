@@ -50,13 +50,26 @@ const state: {
 } = { runs: [], main: [], ...(vscode.getState() ?? {}) };
 
 // ── layout ─────────────────────────────────────────────────────────────────────────────────────
-const runSelect = h('select', { id: 'run', 'aria-label': 'run', onchange: () => vscode.postMessage(SelectRunCommand.make({ runId: runSelect.value })) });
-const overlaySelect = h('select', { id: 'overlay', 'aria-label': 'overlay run', onchange: () => vscode.postMessage(OverlayRunCommand.make({ runId: overlaySelect.value || null })) });
+const runSelect = h('select', {
+  id: 'run',
+  'aria-label': 'run',
+  onchange: () => vscode.postMessage(SelectRunCommand.make({ runId: runSelect.value })),
+});
+const overlaySelect = h('select', {
+  id: 'overlay',
+  'aria-label': 'overlay run',
+  onchange: () => vscode.postMessage(OverlayRunCommand.make({ runId: overlaySelect.value || null })),
+});
 const statusLine = h('span', { class: 'muted', id: 'status' });
 /** Which model the shown run trained, and its adapter. */
 const modelLine = h('div', { class: 'muted model-line', id: 'model' });
 const grid = h('div', { class: 'grid' });
-const histCard = h('section', { class: 'card', id: 'chart-advantages' }, h('h2', {}, 'Advantage distribution by component'), h('div', { class: 'plot' }));
+const histCard = h(
+  'section',
+  { class: 'card', id: 'chart-advantages' },
+  h('h2', {}, 'Advantage distribution by component'),
+  h('div', { class: 'plot' }),
+);
 const tableCard = h('section', { class: 'card wide', id: 'tasks' }, h('h2', {}, 'Pass rate per task'), h('div', { class: 'table-wrap' }));
 const empty = h('div', { class: 'empty muted', id: 'empty' });
 const viewSelect = h(
@@ -65,10 +78,21 @@ const viewSelect = h(
   h('option', { value: 'runs' }, 'Runs'),
   h('option', { value: 'evals' }, 'Evaluations'),
 );
-const runControls = h('span', { class: 'run-controls' }, h('label', {}, 'Run ', runSelect), h('label', {}, 'Overlay ', overlaySelect), statusLine);
+const runControls = h(
+  'span',
+  { class: 'run-controls' },
+  h('label', {}, 'Run ', runSelect),
+  h('label', {}, 'Overlay ', overlaySelect),
+  statusLine,
+);
 const runsView = h('div', { id: 'runs-view' }, modelLine, empty, grid);
-const evals = evaluationsView({ onSelect: (files) => vscode.postMessage(SelectEvalsCommand.make({ files })), onAdd: () => vscode.postMessage(AddEvalFilesCommand.make({})) });
-document.getElementById('app')!.replaceChildren(h('header', { class: 'toolbar' }, h('label', {}, 'View ', viewSelect), runControls), runsView, evals.el);
+const evals = evaluationsView({
+  onSelect: (files) => vscode.postMessage(SelectEvalsCommand.make({ files })),
+  onAdd: () => vscode.postMessage(AddEvalFilesCommand.make({})),
+});
+document
+  .getElementById('app')!
+  .replaceChildren(h('header', { class: 'toolbar' }, h('label', {}, 'View ', viewSelect), runControls), runsView, evals.el);
 
 function showView(view: PanelView): void {
   state.view = view;
@@ -99,7 +123,14 @@ let palette: string[] = [];
 let axisColor = '#888';
 let gridColor = 'rgba(128,128,128,0.2)';
 function readTheme(): void {
-  palette = [cssVar('--vscode-charts-blue', '#3794ff'), cssVar('--vscode-charts-orange', '#d18616'), cssVar('--vscode-charts-green', '#89d185'), cssVar('--vscode-charts-purple', '#b180d7'), cssVar('--vscode-charts-red', '#f14c4c'), cssVar('--vscode-charts-yellow', '#cca700')];
+  palette = [
+    cssVar('--vscode-charts-blue', '#3794ff'),
+    cssVar('--vscode-charts-orange', '#d18616'),
+    cssVar('--vscode-charts-green', '#89d185'),
+    cssVar('--vscode-charts-purple', '#b180d7'),
+    cssVar('--vscode-charts-red', '#f14c4c'),
+    cssVar('--vscode-charts-yellow', '#cca700'),
+  ];
   axisColor = cssVar('--vscode-descriptionForeground', '#888');
   gridColor = cssVar('--vscode-editorWidget-border', 'rgba(128,128,128,0.25)');
 }
@@ -114,7 +145,10 @@ function axes(rate: boolean): uPlot.Axis[] {
   const a: uPlot.Axis = { stroke: axisColor, grid: { stroke: gridColor, width: 1 }, ticks: { stroke: gridColor, width: 1 } };
   // Iterations are whole numbers: integer tick steps only.
   const incrs = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000];
-  return [{ ...a, label: 'iteration', labelSize: 14, incrs, values: (_u: uPlot, vals: number[]) => vals.map((v) => String(Math.round(v))) }, { ...a, size: 48, values: rate ? (_u: uPlot, vals: number[]) => vals.map((v) => `${Math.round(v * 100)}%`) : undefined }];
+  return [
+    { ...a, label: 'iteration', labelSize: 14, incrs, values: (_u: uPlot, vals: number[]) => vals.map((v) => String(Math.round(v))) },
+    { ...a, size: 48, values: rate ? (_u: uPlot, vals: number[]) => vals.map((v) => `${Math.round(v * 100)}%`) : undefined },
+  ];
 }
 
 // ── charts ─────────────────────────────────────────────────────────────────────────────────────
@@ -141,9 +175,26 @@ function drawCharts(): number {
     cols.series.forEach((s, i) => {
       const color = palette[(s.color + (s.run === 'overlay' ? 3 : 0)) % palette.length];
       const dash = s.run === 'overlay' ? [6, 4] : undefined;
-      if (s.kind === 'line') series.push({ label: s.label, stroke: color, width: 2, dash, spanGaps: true, points: { show: cols.x.length <= 60, size: 5, fill: color } });
+      if (s.kind === 'line')
+        series.push({
+          label: s.label,
+          stroke: color,
+          width: 2,
+          dash,
+          spanGaps: true,
+          points: { show: cols.x.length <= 60, size: 5, fill: color },
+        });
       // Band edges draw the ± std band; they are not entries of their own in the legend (style.css).
-      else series.push({ label: s.label, class: 'band-edge', stroke: withAlpha(color, 0.35), width: 1, dash, spanGaps: true, points: { show: false } });
+      else
+        series.push({
+          label: s.label,
+          class: 'band-edge',
+          stroke: withAlpha(color, 0.35),
+          width: 1,
+          dash,
+          spanGaps: true,
+          points: { show: false },
+        });
       if (s.kind === 'upper') bands.push({ series: [i + 1, i], fill: withAlpha(color, 0.15) });
     });
     const plotEl = c.el.querySelector('.plot') as HTMLElement;
@@ -183,9 +234,24 @@ function drawHistogram(): void {
       width: plotWidth(histCard),
       height: 200,
       title: undefined,
-      series: [{ label: 'advantage' }, ...comps.map((k, i) => ({ label: k, stroke: palette[i % palette.length], fill: withAlpha(palette[i % palette.length], 0.45), paths: bars, points: { show: false } }))],
+      series: [
+        { label: 'advantage' },
+        ...comps.map((k, i) => ({
+          label: k,
+          stroke: palette[i % palette.length],
+          fill: withAlpha(palette[i % palette.length], 0.45),
+          paths: bars,
+          points: { show: false },
+        })),
+      ],
       axes: [
-        { stroke: axisColor, grid: { stroke: gridColor, width: 1 }, label: `advantage (iteration ${hst.iteration}, ${hst.turns} turns)`, labelSize: 14, values: (_u: uPlot, v: number[]) => v.map((x) => x.toFixed(2)) },
+        {
+          stroke: axisColor,
+          grid: { stroke: gridColor, width: 1 },
+          label: `advantage (iteration ${hst.iteration}, ${hst.turns} turns)`,
+          labelSize: 14,
+          values: (_u: uPlot, v: number[]) => v.map((x) => x.toFixed(2)),
+        },
         { stroke: axisColor, grid: { stroke: gridColor, width: 1 }, size: 48 },
       ],
       scales: { x: { time: false } },
@@ -205,13 +271,33 @@ function drawTable(): void {
   const first = Math.max(0, t.iterations.length - TABLE_COLUMNS);
   const its = t.iterations.slice(first);
   const cell = (v: number | null) =>
-    h('td', { class: 'rate', style: v === null ? undefined : `background:${withAlpha(v >= 0.5 ? 'var(--tw-pos)' : 'var(--tw-neg)', 0.15 + 0.5 * Math.abs(v - 0.5))}`, title: v === null ? 'no episode' : `${(v * 100).toFixed(1)}%` }, v === null ? '' : `${Math.round(v * 100)}`);
+    h(
+      'td',
+      {
+        class: 'rate',
+        style:
+          v === null ? undefined : `background:${withAlpha(v >= 0.5 ? 'var(--tw-pos)' : 'var(--tw-neg)', 0.15 + 0.5 * Math.abs(v - 0.5))}`,
+        title: v === null ? 'no episode' : `${(v * 100).toFixed(1)}%`,
+      },
+      v === null ? '' : `${Math.round(v * 100)}`,
+    );
   wrap.replaceChildren(
     h(
       'table',
       {},
       h('thead', {}, h('tr', {}, h('th', {}, 'task'), ...its.map((i) => h('th', {}, String(i))))),
-      h('tbody', {}, ...t.rows.map((r) => h('tr', {}, h('th', { class: 'task', title: r.taskId }, r.split === 'heldout' ? `${r.taskId} (held-out)` : r.taskId), ...r.passRates.slice(first).map(cell)))),
+      h(
+        'tbody',
+        {},
+        ...t.rows.map((r) =>
+          h(
+            'tr',
+            {},
+            h('th', { class: 'task', title: r.taskId }, r.split === 'heldout' ? `${r.taskId} (held-out)` : r.taskId),
+            ...r.passRates.slice(first).map(cell),
+          ),
+        ),
+      ),
     ),
     first > 0 ? h('div', { class: 'muted' }, `last ${TABLE_COLUMNS} of ${t.iterations.length} iterations`) : '',
   );
@@ -220,7 +306,10 @@ function drawTable(): void {
 function drawSelectors(): void {
   const opt = (r: RunEntry, sel?: string) => h('option', { value: r.runId, selected: r.runId === sel }, `${r.runId} (${r.state})`);
   runSelect.replaceChildren(...state.runs.map((r) => opt(r, state.selected)));
-  overlaySelect.replaceChildren(h('option', { value: '' }, '(none)'), ...state.runs.filter((r) => r.runId !== state.selected).map((r) => opt(r, state.overlay)));
+  overlaySelect.replaceChildren(
+    h('option', { value: '' }, '(none)'),
+    ...state.runs.filter((r) => r.runId !== state.selected).map((r) => opt(r, state.overlay)),
+  );
   const shown = state.runs.find((r) => r.runId === state.selected);
   const over = state.runs.find((r) => r.runId === state.overlay);
   const line = (r: RunEntry) => (r.modelDetails?.length ? r.modelDetails.join(' · ') : 'model: not recorded in its config.json');

@@ -58,7 +58,15 @@ export type PassAtKTTable = Record<string, Record<string, number>>;
 
 /** Several results files compared on the episodes they share (eval/report.ts, without the per-episode rows). */
 export interface EvalComparison {
-  models: { label: string; file: string; kind: 'checkpoint' | 'endpoint'; greedy: EvalKindSummary | null; sampled: EvalKindSummary | null; pass_at_k_t: PassAtKTTable | null; maxTurns: number }[];
+  models: {
+    label: string;
+    file: string;
+    kind: 'checkpoint' | 'endpoint';
+    greedy: EvalKindSummary | null;
+    sampled: EvalKindSummary | null;
+    pass_at_k_t: PassAtKTTable | null;
+    maxTurns: number;
+  }[];
   tasks: string[];
   episodes: { greedy: number; sampled: number };
   /** Compared on the episodes all files share (the files covered different ones). */
@@ -108,4 +116,9 @@ export const SelectEvalsCommand = message<{ files: string[] }>()('evals/select')
 /** Asks the host for a file dialog to add results files from elsewhere. */
 export const AddEvalFilesCommand = message<Record<string, never>>()('evals/add');
 /** What the comparison drew: a heatmap per model (its k × T cells) and the table's rows. */
-export const EvalRenderedNotification = message<{ ms: number; models: number; rows: number; heatmaps: { label: string; ks: number; ts: number; cells: number; max: number | null }[] }>()('perf/evalsRendered');
+export const EvalRenderedNotification = message<{
+  ms: number;
+  models: number;
+  rows: number;
+  heatmaps: { label: string; ks: number; ts: number; cells: number; max: number | null }[];
+}>()('perf/evalsRendered');

@@ -14,7 +14,11 @@ export function vscodeApi<S>(): VsCodeApi<S> {
 }
 
 /** Small DOM builder: h('div', {class: 'x'}, child, 'text'). */
-export function h<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Record<string, string | number | boolean | undefined | ((e: Event) => void)> = {}, ...children: Array<Node | string | undefined | null | false>): HTMLElementTagNameMap[K] {
+export function h<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  attrs: Record<string, string | number | boolean | undefined | ((e: Event) => void)> = {},
+  ...children: Array<Node | string | undefined | null | false>
+): HTMLElementTagNameMap[K] {
   const el = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs)) {
     if (v === undefined || v === false) continue;

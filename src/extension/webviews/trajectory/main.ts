@@ -4,7 +4,17 @@
 // Everything the model wrote goes in as text nodes (h), never as markup.
 import './style.css';
 import { h, vscodeApi } from '../shared/vscodeApi';
-import { CurrentTurnNotification, OpenFileCommand, ReadyCommand, SelectTurnCommand, ShowDiffCommand, ShowTrajectoryNotification, type TrajectoryPanelState, type TrajectoryView, type TurnRow } from './protocol';
+import {
+  CurrentTurnNotification,
+  OpenFileCommand,
+  ReadyCommand,
+  SelectTurnCommand,
+  ShowDiffCommand,
+  ShowTrajectoryNotification,
+  type TrajectoryPanelState,
+  type TrajectoryView,
+  type TurnRow,
+} from './protocol';
 
 const vscode = vscodeApi<TrajectoryPanelState>();
 const app = document.getElementById('app')!;
@@ -12,14 +22,18 @@ let view: TrajectoryView | undefined;
 let current = 0;
 const cards = new Map<number, HTMLElement>();
 
-const signed = (x: number | null | undefined, d = 3) => (typeof x === 'number' && Number.isFinite(x) ? `${x >= 0 ? '+' : '−'}${Math.abs(x).toFixed(d)}` : '–');
+const signed = (x: number | null | undefined, d = 3) =>
+  typeof x === 'number' && Number.isFinite(x) ? `${x >= 0 ? '+' : '−'}${Math.abs(x).toFixed(d)}` : '–';
 const pct = (x: number | null | undefined) => (typeof x === 'number' && Number.isFinite(x) ? `${Math.round(x * 100)}%` : '–');
 
 function chip(label: string, value: string, cls = ''): HTMLElement {
   return h('span', { class: `chip ${cls}` }, h('span', { class: 'chip-label' }, label), ' ', h('span', { class: 'chip-value' }, value));
 }
 
-const FORMAT_LABEL = { chat: "chat: the model's own template, one ```bash block per reply", compact: "compact: turnwise-tiny's task/agent/obs segments" } as const;
+const FORMAT_LABEL = {
+  chat: "chat: the model's own template, one ```bash block per reply",
+  compact: "compact: turnwise-tiny's task/agent/obs segments",
+} as const;
 
 /** The reply (chat), the command that ran, or why nothing ran. */
 function actionParts(t: TurnRow): HTMLElement[] {
@@ -27,7 +41,11 @@ function actionParts(t: TurnRow): HTMLElement[] {
   if (t.reply === undefined) return [h('pre', { class: 'action' }, h('code', {}, t.action)), ...(notRun ? [notRun] : [])];
   const reply = [h('div', { class: 'part-label muted' }, 'reply'), h('pre', { class: 'reply' }, t.reply)];
   if (notRun) return [...reply, notRun];
-  return [...reply, h('div', { class: 'part-label muted' }, t.action === 'submit' ? 'submits' : 'runs'), h('pre', { class: 'action' }, h('code', {}, t.action))];
+  return [
+    ...reply,
+    h('div', { class: 'part-label muted' }, t.action === 'submit' ? 'submits' : 'runs'),
+    h('pre', { class: 'action' }, h('code', {}, t.action)),
+  ];
 }
 
 function turnCard(t: TurnRow): HTMLElement {
@@ -42,13 +60,31 @@ function turnCard(t: TurnRow): HTMLElement {
       h('span', { class: `adv-badge adv-${t.style}`, title: 'per-turn advantage' }, `A ${signed(t.advantage)}`),
       h('span', { class: `exit ${t.exitCode === 0 ? 'ok' : 'bad'}` }, t.formatError ? 'format error' : `exit ${t.exitCode ?? '–'}`),
       t.cached
-        ? h('span', { class: 'muted replayed', title: 'the same read-only command had run on an identical workspace in this run; its output was replayed' }, 'replayed')
+        ? h(
+            'span',
+            {
+              class: 'muted replayed',
+              title: 'the same read-only command had run on an identical workspace in this run; its output was replayed',
+            },
+            'replayed',
+          )
         : h('span', { class: 'muted duration' }, `${t.durationMs} ms`),
     ),
     ...actionParts(t),
-    comps.length ? h('div', { class: 'components' }, ...comps.map(([k, v]) => chip(k, signed(v), v > 0 ? 'pos' : v < 0 ? 'neg' : ''))) : undefined,
-    t.intentSignature?.length ? h('div', { class: 'sig' }, h('span', { class: 'muted' }, 'intent '), ...t.intentSignature.map((s) => h('code', { class: 'token' }, s))) : undefined,
-    t.editSignature?.length ? h('div', { class: 'sig' }, h('span', { class: 'muted' }, 'edits '), ...t.editSignature.map((s) => h('code', { class: 'token' }, s))) : undefined,
+    comps.length
+      ? h('div', { class: 'components' }, ...comps.map(([k, v]) => chip(k, signed(v), v > 0 ? 'pos' : v < 0 ? 'neg' : '')))
+      : undefined,
+    t.intentSignature?.length
+      ? h(
+          'div',
+          { class: 'sig' },
+          h('span', { class: 'muted' }, 'intent '),
+          ...t.intentSignature.map((s) => h('code', { class: 'token' }, s)),
+        )
+      : undefined,
+    t.editSignature?.length
+      ? h('div', { class: 'sig' }, h('span', { class: 'muted' }, 'edits '), ...t.editSignature.map((s) => h('code', { class: 'token' }, s)))
+      : undefined,
     t.files.length
       ? h(
           'div',
@@ -57,13 +93,35 @@ function turnCard(t: TurnRow): HTMLElement {
             h(
               'span',
               { class: 'file' },
-              h('a', { href: '#', class: 'open-file', title: `open ${f} as it is after the current turn`, onclick: (e: Event) => (e.preventDefault(), e.stopPropagation(), vscode.postMessage(OpenFileCommand.make({ path: f }))) }, f),
-              h('button', { class: 'diff', title: `Show Diff for Turn ${t.index}`, onclick: (e: Event) => (e.stopPropagation(), vscode.postMessage(ShowDiffCommand.make({ index: t.index, path: f }))) }, 'Diff'),
+              h(
+                'a',
+                {
+                  href: '#',
+                  class: 'open-file',
+                  title: `open ${f} as it is after the current turn`,
+                  onclick: (e: Event) => (e.preventDefault(), e.stopPropagation(), vscode.postMessage(OpenFileCommand.make({ path: f }))),
+                },
+                f,
+              ),
+              h(
+                'button',
+                {
+                  class: 'diff',
+                  title: `Show Diff for Turn ${t.index}`,
+                  onclick: (e: Event) => (e.stopPropagation(), vscode.postMessage(ShowDiffCommand.make({ index: t.index, path: f }))),
+                },
+                'Diff',
+              ),
             ),
           ),
         )
       : undefined,
-    h('details', { class: 'observation' }, h('summary', {}, `observation (${t.observation.split('\n').length} lines)`), h('pre', {}, t.observation)),
+    h(
+      'details',
+      { class: 'observation' },
+      h('summary', {}, `observation (${t.observation.split('\n').length} lines)`),
+      h('pre', {}, t.observation),
+    ),
   );
   return card;
 }
@@ -98,7 +156,9 @@ function render(): void {
         r.testsEdited ? chip('tests edited', 'undone before scoring') : undefined,
         r.tampered !== undefined ? chip('tampered', 'reward 0', 'neg') : undefined,
       ),
-      r.tampered !== undefined ? h('div', { class: 'format-error tampered' }, `tampered with the tests, so the reward is 0:\n${r.tampered}`) : undefined,
+      r.tampered !== undefined
+        ? h('div', { class: 'format-error tampered' }, `tampered with the tests, so the reward is 0:\n${r.tampered}`)
+        : undefined,
       view.failure ? h('div', { class: 'format-error' }, `unscored: ${view.failure}`) : undefined,
       h('div', { class: 'hint muted' }, 'j/k or ↓/↑: next/previous turn · d: diff of the turn · o: observation'),
     ),

@@ -34,7 +34,19 @@ export interface TrajectoryView {
   checkpoint: string;
   /** The action format the checkpoint wrote in (its action_format.json), when recorded. */
   actionFormat?: TrajectoryActionFormat;
-  reward: { reward: number | null; passRate: number | null; resolved: boolean; turns: number; efficiencyPenalty?: number; formatPenalty?: number; repeats?: number; repeatPenalty?: number; testsEdited?: boolean; tampered?: string; error?: string };
+  reward: {
+    reward: number | null;
+    passRate: number | null;
+    resolved: boolean;
+    turns: number;
+    efficiencyPenalty?: number;
+    formatPenalty?: number;
+    repeats?: number;
+    repeatPenalty?: number;
+    testsEdited?: boolean;
+    tampered?: string;
+    error?: string;
+  };
   tests?: { passed: number; failed: number; errors: number; failedNames: string[] };
   failure?: string;
   turns: TurnRow[];
@@ -47,7 +59,9 @@ export interface TrajectoryPanelState {
 }
 
 // host → webview
-export const ShowTrajectoryNotification = message<{ view: TrajectoryView; current: number; state: TrajectoryPanelState }>()('trajectory/show');
+export const ShowTrajectoryNotification = message<{ view: TrajectoryView; current: number; state: TrajectoryPanelState }>()(
+  'trajectory/show',
+);
 export const CurrentTurnNotification = message<{ index: number }>()('turn/current');
 
 // webview → host

@@ -82,6 +82,17 @@ const tierDefs = {
     // The type check is part of the unit tier: a type error fails the run like a failing test.
     const tsc = run(process.execPath, [path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '--noEmit', '-p', root]);
     if (tsc !== 0) return { fail: 'type check failed (tsc --noEmit): see the errors above' };
+    // So is the lint: ESLint's findings and Prettier's layout (npm run lint; npm run format fixes the layout).
+    const eslint = run(process.execPath, [path.join(root, 'node_modules', 'eslint', 'bin', 'eslint.js'), root]);
+    if (eslint !== 0) return { fail: 'lint failed (eslint): see the findings above' };
+    const prettier = run(process.execPath, [
+      path.join(root, 'node_modules', 'prettier', 'bin', 'prettier.cjs'),
+      '--check',
+      '--log-level',
+      'warn',
+      root,
+    ]);
+    if (prettier !== 0) return { fail: 'layout check failed (prettier --check): `npm run format` rewrites the files listed above' };
     return { cmd: process.execPath, args: [mochaBin, 'test/unit/**/*.test.ts'] };
   },
   webgpu: () => {

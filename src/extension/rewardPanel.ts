@@ -11,35 +11,16 @@ import { listIterations, readMetrics, summarizeRun, type TrajectoryScanCache } f
 import { advantageHistogram, taskTable, toPoints } from './model/rewardData';
 import { readTrajectoryAt } from './model/trajScan';
 import type { Trajectory } from '../core/schema';
-import { webviewHtml } from './webviewHtml';
+import { loadWebviewApp, webviewPanelOptions } from './webviewPanel';
 import { services } from './lazy';
 import { comparisonView, listEvalFiles } from './model/evalFiles';
-import {
-  AddEvalFilesCommand,
-  AdvantagesNotification,
-  ClearOverlayNotification,
-  EvalComparisonNotification,
-  EvalFilesNotification,
-  EvalRenderedNotification,
-  SelectEvalsCommand,
-  ShowViewCommand,
-  ViewNotification,
-  type PanelView,
-  MetricsNotification,
-  OverlayRunCommand,
-  ReadyCommand,
-  RenderedNotification,
-  RunsNotification,
-  SelectRunCommand,
-  TasksNotification,
-  type RewardPanelState,
-  type RunRole,
-} from './webviews/reward/protocol';
+import * as msg from './webviews/reward/protocol';
+import type { PanelView, RewardPanelState, RunRole } from './webviews/reward/protocol';
 
 export const REWARD_VIEW_TYPE = 'turnwise.rewardPanel';
 
 /** What the evaluations view reports it drew. */
-type EvalRender = Parameters<typeof EvalRenderedNotification.make>[0];
+type EvalRender = Parameters<typeof msg.EvalRenderedNotification.make>[0];
 /** Trajectories read for the advantage histogram (the latest iteration's first ones). */
 const HISTOGRAM_TRAJECTORIES = 2000;
 
@@ -77,7 +58,7 @@ export class RewardPanel implements vscode.Disposable {
         REWARD_VIEW_TYPE,
         'Turnwise Rewards',
         vscode.ViewColumn.Active,
-        RewardPanel.options(extensionUri),
+        webviewPanelOptions(extensionUri),
       );
       p = new RewardPanel(panel, extensionUri, runs, scans, {});
     } else p.panel.reveal();
@@ -93,14 +74,6 @@ export class RewardPanel implements vscode.Disposable {
     return p;
   }
 
-  static options(extensionUri: vscode.Uri): vscode.WebviewPanelOptions & vscode.WebviewOptions {
-    return {
-      enableScripts: true,
-      retainContextWhenHidden: true,
-      localResourceRoots: [vscode.Uri.joinPath(extensionUri, 'dist', 'webviews')],
-    };
-  }
-
   static revive(
     panel: vscode.WebviewPanel,
     extensionUri: vscode.Uri,
@@ -108,7 +81,7 @@ export class RewardPanel implements vscode.Disposable {
     scans: TrajectoryScanCache,
     state: RewardPanelState | undefined,
   ): void {
-    panel.webview.options = RewardPanel.options(extensionUri);
+    panel.webview.options = webviewPanelOptions(extensionUri);
     new RewardPanel(panel, extensionUri, runs, scans, state ?? {});
   }
 
@@ -121,14 +94,7 @@ export class RewardPanel implements vscode.Disposable {
   ) {
     RewardPanel.current = this;
     this.state = { ...state };
-    const asUri = (f: string) => panel.webview.asWebviewUri(vscode.Uri.joinPath(extensionUri, 'dist', 'webviews', f)).toString();
-    panel.iconPath = vscode.Uri.joinPath(extensionUri, 'media', 'turnwise.svg');
-    panel.webview.html = webviewHtml({
-      cspSource: panel.webview.cspSource,
-      scriptUri: asUri('reward.js'),
-      styleUris: [asUri('reward.css')],
-      title: 'Turnwise Rewards',
-    });
+    loadWebviewApp(panel, extensionUri, 'reward', 'Turnwise Rewards');
     for (const f of this.state.evals ?? []) this.extraEvals.add(f);
     this.disposables.push(
       panel.webview.onDidReceiveMessage((m) => this.onMessage(m)),
@@ -193,7 +159,7 @@ export class RewardPanel implements vscode.Disposable {
       this.state.evals = files.map((f) => path.resolve(f));
     }
     if (!this.ready) return;
-    void this.panel.webview.postMessage(ViewNotification.make({ view }));
+    void this.panel.webview.postMessage(msg.ViewNotification.make({ view }));
     if (view === 'evals') this.sendEvals();
   }
 
@@ -222,10 +188,10 @@ export class RewardPanel implements vscode.Disposable {
         .slice(0, 2)
         .map((f) => f.file);
     const selected = this.state.evals.filter((f) => known.has(f));
-    void this.panel.webview.postMessage(EvalFilesNotification.make({ files, selected }));
+    void this.panel.webview.postMessage(msg.EvalFilesNotification.make({ files, selected }));
     if (selected.length === 0) {
       void this.panel.webview.postMessage(
-        EvalComparisonNotification.make({
+        msg.EvalComparisonNotification.make({
           comparison: null,
           error: files.length
             ? 'Choose one or more results files to compare.'
@@ -237,10 +203,10 @@ export class RewardPanel implements vscode.Disposable {
     try {
       // Files of other tasks or seeds are compared on the episodes they share; the notes say so.
       const report = services().evalReport(selected, { intersect: true });
-      void this.panel.webview.postMessage(EvalComparisonNotification.make({ comparison: comparisonView(report) }));
+      void this.panel.webview.postMessage(msg.EvalComparisonNotification.make({ comparison: comparisonView(report) }));
     } catch (e) {
       void this.panel.webview.postMessage(
-        EvalComparisonNotification.make({ comparison: null, error: e instanceof Error ? e.message : String(e) }),
+        msg.EvalComparisonNotification.make({ comparison: null, error: e instanceof Error ? e.message : String(e) }),
       );
     }
   }
@@ -273,7 +239,7 @@ export class RewardPanel implements vscode.Disposable {
     if (!this.ready) return;
     this.sendRuns();
     if (runId) void this.sendRun(runId, 'overlay');
-    else void this.panel.webview.postMessage(ClearOverlayNotification.make({}));
+    else void this.panel.webview.postMessage(msg.ClearOverlayNotification.make({}));
   }
 
   get selected(): string | undefined {
@@ -292,7 +258,7 @@ export class RewardPanel implements vscode.Disposable {
       };
     });
     if (!this.state.selected && runs[0]) this.state.selected = runs[0].runId;
-    void this.panel.webview.postMessage(RunsNotification.make({ runs, selected: this.state.selected, overlay: this.state.overlay }));
+    void this.panel.webview.postMessage(msg.RunsNotification.make({ runs, selected: this.state.selected, overlay: this.state.overlay }));
   }
 
   private async sendAll(): Promise<void> {
@@ -304,7 +270,7 @@ export class RewardPanel implements vscode.Disposable {
     const dir = this.dirOf(runId);
     if (!dir) return;
     const post = (m: unknown) => this.panel.webview.postMessage(m);
-    await post(MetricsNotification.make({ runId, role, points: toPoints(readMetrics(dir)) }));
+    await post(msg.MetricsNotification.make({ runId, role, points: toPoints(readMetrics(dir)) }));
     // The table and histogram read trajectory files: after the charts, so those show first.
     const its = listIterations(dir);
     const byIteration: Array<Parameters<typeof taskTable>[0][number]> = [];
@@ -314,8 +280,8 @@ export class RewardPanel implements vscode.Disposable {
       if (it.heldoutFile)
         byIteration.push({ iteration: it.iteration, split: 'heldout', summaries: (await this.scans.scan(it.heldoutFile)).summaries });
     }
-    await post(TasksNotification.make({ runId, role, table: taskTable(byIteration) }));
-    await post(AdvantagesNotification.make({ runId, role, histogram: await this.histogram(its) }));
+    await post(msg.TasksNotification.make({ runId, role, table: taskTable(byIteration) }));
+    await post(msg.AdvantagesNotification.make({ runId, role, histogram: await this.histogram(its) }));
   }
 
   private async histogram(its: ReturnType<typeof listIterations>): Promise<ReturnType<typeof advantageHistogram>> {
@@ -337,20 +303,20 @@ export class RewardPanel implements vscode.Disposable {
   }
 
   private onMessage(m: unknown): void {
-    if (ReadyCommand.is(m)) {
+    if (msg.ReadyCommand.is(m)) {
       this.ready = true;
       this.sendRuns();
       void this.sendAll();
       if (this.state.view === 'evals') this.showView('evals');
-    } else if (ShowViewCommand.is(m)) this.showView(m.params.view);
-    else if (SelectEvalsCommand.is(m)) this.selectEvaluations(m.params.files);
-    else if (AddEvalFilesCommand.is(m)) void this.addEvaluations();
-    else if (EvalRenderedNotification.is(m)) {
+    } else if (msg.ShowViewCommand.is(m)) this.showView(m.params.view);
+    else if (msg.SelectEvalsCommand.is(m)) this.selectEvaluations(m.params.files);
+    else if (msg.AddEvalFilesCommand.is(m)) void this.addEvaluations();
+    else if (msg.EvalRenderedNotification.is(m)) {
       this.lastEvalRender = m.params;
       this.evalRendered.fire(m.params);
-    } else if (SelectRunCommand.is(m)) this.select(m.params.runId);
-    else if (OverlayRunCommand.is(m)) this.overlay(m.params.runId);
-    else if (RenderedNotification.is(m)) {
+    } else if (msg.SelectRunCommand.is(m)) this.select(m.params.runId);
+    else if (msg.OverlayRunCommand.is(m)) this.overlay(m.params.runId);
+    else if (msg.RenderedNotification.is(m)) {
       this.lastRender = m.params;
       this.rendered.fire(m.params);
     }

@@ -9,17 +9,9 @@ import { advantageScale, advantageStyle } from './model/turnView';
 import { trajectoryActionFormat, type TrajectoryActionFormat } from './model/runModel';
 import { changedFiles } from './model/blame';
 import { refKey, type TrajectoryEditors } from './trajectoryEditor';
-import { webviewHtml } from './webviewHtml';
-import {
-  CurrentTurnNotification,
-  OpenFileCommand,
-  ReadyCommand,
-  SelectTurnCommand,
-  ShowDiffCommand,
-  ShowTrajectoryNotification,
-  type TrajectoryPanelState,
-  type TrajectoryView,
-} from './webviews/trajectory/protocol';
+import { loadWebviewApp, webviewPanelOptions } from './webviewPanel';
+import * as msg from './webviews/trajectory/protocol';
+import type { TrajectoryPanelState, TrajectoryView } from './webviews/trajectory/protocol';
 
 export const TRAJECTORY_VIEW_TYPE = 'turnwise.trajectory';
 const OBSERVATION_CAP = 8000;
@@ -104,7 +96,7 @@ export class TrajectoryPanel implements vscode.Disposable {
         TRAJECTORY_VIEW_TYPE,
         'Trajectory',
         { viewColumn: vscode.ViewColumn.Two, preserveFocus: false },
-        TrajectoryPanel.options(extensionUri),
+        webviewPanelOptions(extensionUri),
       );
       p = new TrajectoryPanel(panel, extensionUri, editors);
     } else p.panel.reveal(vscode.ViewColumn.Two, false);
@@ -114,14 +106,6 @@ export class TrajectoryPanel implements vscode.Disposable {
     return p;
   }
 
-  static options(extensionUri: vscode.Uri): vscode.WebviewPanelOptions & vscode.WebviewOptions {
-    return {
-      enableScripts: true,
-      retainContextWhenHidden: true,
-      localResourceRoots: [vscode.Uri.joinPath(extensionUri, 'dist', 'webviews')],
-    };
-  }
-
   /** Restores a viewer after a reload (WebviewPanelSerializer). */
   static async revive(
     panel: vscode.WebviewPanel,
@@ -129,7 +113,7 @@ export class TrajectoryPanel implements vscode.Disposable {
     editors: TrajectoryEditors,
     state: TrajectoryPanelState | undefined,
   ): Promise<void> {
-    panel.webview.options = TrajectoryPanel.options(extensionUri);
+    panel.webview.options = webviewPanelOptions(extensionUri);
     const p = new TrajectoryPanel(panel, extensionUri, editors);
     const ref = state?.ref as TrajectoryRef | undefined;
     if (ref && typeof ref.runDir === 'string') {
@@ -149,19 +133,12 @@ export class TrajectoryPanel implements vscode.Disposable {
     private readonly editors: TrajectoryEditors,
   ) {
     TrajectoryPanel.current = this;
-    const asUri = (f: string) => panel.webview.asWebviewUri(vscode.Uri.joinPath(extensionUri, 'dist', 'webviews', f)).toString();
-    panel.iconPath = vscode.Uri.joinPath(extensionUri, 'media', 'turnwise.svg');
-    panel.webview.html = webviewHtml({
-      cspSource: panel.webview.cspSource,
-      scriptUri: asUri('trajectory.js'),
-      styleUris: [asUri('trajectory.css')],
-      title: 'Trajectory',
-    });
+    loadWebviewApp(panel, extensionUri, 'trajectory', 'Trajectory');
     this.disposables.push(
       panel.webview.onDidReceiveMessage((m) => this.onMessage(m)),
       panel.onDidDispose(() => this.dispose()),
       editors.onDidChangeTurn((index) => {
-        if (this.ready) void panel.webview.postMessage(CurrentTurnNotification.make({ index }));
+        if (this.ready) void panel.webview.postMessage(msg.CurrentTurnNotification.make({ index }));
       }),
     );
   }
@@ -182,18 +159,20 @@ export class TrajectoryPanel implements vscode.Disposable {
     if (!a || !this.ref || refKey(a.ref) !== refKey(this.ref)) return;
     const view = trajectoryView(a.traj, trajectoryActionFormat(a.ref.runDir, a.traj));
     this.lastView = view;
-    void this.panel.webview.postMessage(ShowTrajectoryNotification.make({ view, current: a.turn, state: { ref: this.ref, turn: a.turn } }));
+    void this.panel.webview.postMessage(
+      msg.ShowTrajectoryNotification.make({ view, current: a.turn, state: { ref: this.ref, turn: a.turn } }),
+    );
   }
 
   private async onMessage(m: unknown): Promise<void> {
-    if (ReadyCommand.is(m)) {
+    if (msg.ReadyCommand.is(m)) {
       this.ready = true;
       this.post();
-    } else if (SelectTurnCommand.is(m)) {
+    } else if (msg.SelectTurnCommand.is(m)) {
       await this.editors.setTurn(m.params.index);
-    } else if (ShowDiffCommand.is(m)) {
+    } else if (msg.ShowDiffCommand.is(m)) {
       if (this.ref) await this.editors.showDiff(this.ref, m.params.index, m.params.path);
-    } else if (OpenFileCommand.is(m)) {
+    } else if (msg.OpenFileCommand.is(m)) {
       await this.editors.openFile(m.params.path);
     }
   }

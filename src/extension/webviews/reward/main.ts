@@ -9,30 +9,8 @@ import './style.css';
 import { h, vscodeApi } from '../shared/vscodeApi';
 import { CHARTS, chartColumns, type ChartSpec } from '../../model/chartSeries';
 import { evaluationsView } from './compare';
-import {
-  AddEvalFilesCommand,
-  EvalComparisonNotification,
-  EvalFilesNotification,
-  EvalRenderedNotification,
-  SelectEvalsCommand,
-  ShowViewCommand,
-  ViewNotification,
-  type PanelView,
-  AdvantagesNotification,
-  ClearOverlayNotification,
-  MetricsNotification,
-  OverlayRunCommand,
-  ReadyCommand,
-  RenderedNotification,
-  RunsNotification,
-  SelectRunCommand,
-  TasksNotification,
-  type AdvantageHistogram,
-  type MetricsPoint,
-  type RewardPanelState,
-  type RunEntry,
-  type TaskTable,
-} from './protocol';
+import * as msg from './protocol';
+import type { AdvantageHistogram, MetricsPoint, PanelView, RewardPanelState, RunEntry, TaskTable } from './protocol';
 
 const vscode = vscodeApi<RewardPanelState>();
 const TABLE_COLUMNS = 24;
@@ -53,12 +31,12 @@ const state: {
 const runSelect = h('select', {
   id: 'run',
   'aria-label': 'run',
-  onchange: () => vscode.postMessage(SelectRunCommand.make({ runId: runSelect.value })),
+  onchange: () => vscode.postMessage(msg.SelectRunCommand.make({ runId: runSelect.value })),
 });
 const overlaySelect = h('select', {
   id: 'overlay',
   'aria-label': 'overlay run',
-  onchange: () => vscode.postMessage(OverlayRunCommand.make({ runId: overlaySelect.value || null })),
+  onchange: () => vscode.postMessage(msg.OverlayRunCommand.make({ runId: overlaySelect.value || null })),
 });
 const statusLine = h('span', { class: 'muted', id: 'status' });
 /** Which model the shown run trained, and its adapter. */
@@ -74,7 +52,11 @@ const tableCard = h('section', { class: 'card wide', id: 'tasks' }, h('h2', {}, 
 const empty = h('div', { class: 'empty muted', id: 'empty' });
 const viewSelect = h(
   'select',
-  { id: 'view', 'aria-label': 'view', onchange: () => vscode.postMessage(ShowViewCommand.make({ view: viewSelect.value as PanelView })) },
+  {
+    id: 'view',
+    'aria-label': 'view',
+    onchange: () => vscode.postMessage(msg.ShowViewCommand.make({ view: viewSelect.value as PanelView })),
+  },
   h('option', { value: 'runs' }, 'Runs'),
   h('option', { value: 'evals' }, 'Evaluations'),
 );
@@ -87,8 +69,8 @@ const runControls = h(
 );
 const runsView = h('div', { id: 'runs-view' }, modelLine, empty, grid);
 const evals = evaluationsView({
-  onSelect: (files) => vscode.postMessage(SelectEvalsCommand.make({ files })),
-  onAdd: () => vscode.postMessage(AddEvalFilesCommand.make({})),
+  onSelect: (files) => vscode.postMessage(msg.SelectEvalsCommand.make({ files })),
+  onAdd: () => vscode.postMessage(msg.AddEvalFilesCommand.make({})),
 });
 document
   .getElementById('app')!
@@ -331,7 +313,7 @@ function update(): void {
   statusLine.textContent = `${iterations} iteration(s)${last ? ` · last: ${last.iteration}` : ''} · drawn in ${ms.toFixed(1)} ms`;
   document.body.dataset.points = String(points);
   document.body.dataset.iterations = String(iterations);
-  vscode.postMessage(RenderedNotification.make({ ms, iterations, charts: charts.length, points }));
+  vscode.postMessage(msg.RenderedNotification.make({ ms, iterations, charts: charts.length, points }));
 }
 
 function save(): void {
@@ -340,7 +322,7 @@ function save(): void {
 
 window.addEventListener('message', (e: MessageEvent) => {
   const m = e.data as unknown;
-  if (RunsNotification.is(m)) {
+  if (msg.RunsNotification.is(m)) {
     const changedMain = m.params.selected !== state.selected;
     state.runs = m.params.runs;
     state.selected = m.params.selected;
@@ -349,34 +331,34 @@ window.addEventListener('message', (e: MessageEvent) => {
     if (!state.overlay) state.over = undefined;
     drawSelectors();
     save();
-  } else if (MetricsNotification.is(m)) {
+  } else if (msg.MetricsNotification.is(m)) {
     if (m.params.role === 'main' && m.params.runId === state.selected) state.main = m.params.points;
     else if (m.params.role === 'overlay' && m.params.runId === state.overlay) state.over = m.params.points;
     else return;
     update();
-  } else if (TasksNotification.is(m)) {
+  } else if (msg.TasksNotification.is(m)) {
     if (m.params.role === 'main' && m.params.runId === state.selected) {
       state.tasks = m.params.table;
       drawTable();
     }
-  } else if (AdvantagesNotification.is(m)) {
+  } else if (msg.AdvantagesNotification.is(m)) {
     if (m.params.role === 'main' && m.params.runId === state.selected) {
       state.hist = m.params.histogram;
       drawHistogram();
     }
-  } else if (ViewNotification.is(m)) {
+  } else if (msg.ViewNotification.is(m)) {
     showView(m.params.view);
-  } else if (EvalFilesNotification.is(m)) {
+  } else if (msg.EvalFilesNotification.is(m)) {
     state.evals = m.params.selected;
     evals.setFiles(m.params.files, m.params.selected);
     save();
-  } else if (EvalComparisonNotification.is(m)) {
+  } else if (msg.EvalComparisonNotification.is(m)) {
     const t0 = performance.now();
     const drawn = evals.setComparison(m.params.comparison, m.params.error);
     const ms = performance.now() - t0;
     document.body.dataset.heatmapCells = String(drawn.heatmaps.reduce((a, x) => a + x.cells, 0));
-    vscode.postMessage(EvalRenderedNotification.make({ ms, ...drawn }));
-  } else if (ClearOverlayNotification.is(m)) {
+    vscode.postMessage(msg.EvalRenderedNotification.make({ ms, ...drawn }));
+  } else if (msg.ClearOverlayNotification.is(m)) {
     state.over = undefined;
     state.overlay = undefined;
     update();
@@ -397,4 +379,4 @@ new MutationObserver(() => {
 
 drawSelectors();
 showView(state.view ?? 'runs');
-vscode.postMessage(ReadyCommand.make({}));
+vscode.postMessage(msg.ReadyCommand.make({}));

@@ -4,17 +4,8 @@
 // Everything the model wrote goes in as text nodes (h), never as markup.
 import './style.css';
 import { h, vscodeApi } from '../shared/vscodeApi';
-import {
-  CurrentTurnNotification,
-  OpenFileCommand,
-  ReadyCommand,
-  SelectTurnCommand,
-  ShowDiffCommand,
-  ShowTrajectoryNotification,
-  type TrajectoryPanelState,
-  type TrajectoryView,
-  type TurnRow,
-} from './protocol';
+import * as msg from './protocol';
+import type { TrajectoryPanelState, TrajectoryView, TurnRow } from './protocol';
 
 const vscode = vscodeApi<TrajectoryPanelState>();
 const app = document.getElementById('app')!;
@@ -99,7 +90,11 @@ function turnCard(t: TurnRow): HTMLElement {
                   href: '#',
                   class: 'open-file',
                   title: `open ${f} as it is after the current turn`,
-                  onclick: (e: Event) => (e.preventDefault(), e.stopPropagation(), vscode.postMessage(OpenFileCommand.make({ path: f }))),
+                  onclick: (e: Event) => (
+                    e.preventDefault(),
+                    e.stopPropagation(),
+                    vscode.postMessage(msg.OpenFileCommand.make({ path: f }))
+                  ),
                 },
                 f,
               ),
@@ -108,7 +103,7 @@ function turnCard(t: TurnRow): HTMLElement {
                 {
                   class: 'diff',
                   title: `Show Diff for Turn ${t.index}`,
-                  onclick: (e: Event) => (e.stopPropagation(), vscode.postMessage(ShowDiffCommand.make({ index: t.index, path: f }))),
+                  onclick: (e: Event) => (e.stopPropagation(), vscode.postMessage(msg.ShowDiffCommand.make({ index: t.index, path: f }))),
                 },
                 'Diff',
               ),
@@ -186,7 +181,7 @@ function select(index: number): void {
   markCurrent();
   const s = vscode.getState() ?? {};
   vscode.setState({ ...s, turn: index });
-  vscode.postMessage(SelectTurnCommand.make({ index }));
+  vscode.postMessage(msg.SelectTurnCommand.make({ index }));
 }
 
 function step(delta: number): void {
@@ -204,7 +199,7 @@ window.addEventListener('keydown', (e) => {
   else if (e.key === 'End') step(1e9);
   else if (e.key === 'd') {
     const t = view?.turns.find((x) => x.index === current);
-    if (t?.files[0]) vscode.postMessage(ShowDiffCommand.make({ index: t.index, path: t.files[0] }));
+    if (t?.files[0]) vscode.postMessage(msg.ShowDiffCommand.make({ index: t.index, path: t.files[0] }));
     else return;
   } else if (e.key === 'o') {
     const d = cards.get(current)?.querySelector('details');
@@ -215,13 +210,13 @@ window.addEventListener('keydown', (e) => {
 
 window.addEventListener('message', (e: MessageEvent) => {
   const m = e.data as unknown;
-  if (ShowTrajectoryNotification.is(m)) {
+  if (msg.ShowTrajectoryNotification.is(m)) {
     view = m.params.view;
     current = m.params.current;
     vscode.setState(m.params.state);
     render();
     cards.get(current)?.scrollIntoView({ block: 'nearest' });
-  } else if (CurrentTurnNotification.is(m)) {
+  } else if (msg.CurrentTurnNotification.is(m)) {
     current = m.params.index;
     vscode.setState({ ...(vscode.getState() ?? {}), turn: current });
     markCurrent();
@@ -229,4 +224,4 @@ window.addEventListener('message', (e: MessageEvent) => {
 });
 
 app.textContent = 'Loading trajectory…';
-vscode.postMessage(ReadyCommand.make({}));
+vscode.postMessage(msg.ReadyCommand.make({}));

@@ -17,15 +17,13 @@ export const openTrajectoryCommand = command('turnwise.openTrajectory', async (c
     if (!run) return undefined;
     const its = listIterations(run.dir).filter((i) => i.trainFile || i.heldoutFile);
     const it = await vscode.window.showQuickPick(
-      [...its]
-        .reverse()
-        .map((i) => ({
-          label: `Iteration ${i.iteration}`,
-          description: i.metrics
-            ? `pass ${pct(i.metrics['tests/pass_rate'] as number)} · reward ${formatSigned(i.metrics['reward/mean'] as number, 2)}`
-            : 'in progress',
-          it: i,
-        })),
+      [...its].reverse().map((i) => ({
+        label: `Iteration ${i.iteration}`,
+        description: i.metrics
+          ? `pass ${pct(i.metrics['tests/pass_rate'] as number)} · reward ${formatSigned(i.metrics['reward/mean'] as number, 2)}`
+          : 'in progress',
+        it: i,
+      })),
       { title: 'Open Trajectory: iteration' },
     );
     if (!it) return undefined;

@@ -219,52 +219,29 @@ export type WarmstartOptions = WarmstartSettings & WarmstartInputs;
 /** A resolved warm start: its settings, every one set, and its inputs. */
 export type ResolvedWarmstart = WarmstartConfig & WarmstartInputs;
 
+/** The keys of WarmstartInputs (a key added there and not here does not compile). */
+const INPUTS: Record<keyof WarmstartInputs, true> = { episodes: true, workspaceCases: true, settings: true, onLog: true, signal: true };
+
 const invalid = (msg: string) =>
   new TurnwiseError('invalid-input', msg, { hint: 'see docs/configuration.md, "Warm start", for the settings and their ranges' });
 
 /** `given` with its absent settings filled for a warm start of `kind`; throws naming a setting out of its range. */
 export function resolveWarmstartConfig(given: WarmstartSettings, kind: WarmstartKind = 'compact'): WarmstartConfig {
-  const d = WARMSTART_DEFAULTS;
-  const k = d.byKind[kind];
-  const peakLr = given.peakLr ?? k.peakLr;
-  const realShare = given.realShare ?? d.realShare;
+  const { byKind, floorLrShare, ...shared } = WARMSTART_DEFAULTS;
+  // The settings `given` sets: not its absent ones, nor the inputs a WarmstartOptions carries beside them.
+  const set = Object.fromEntries(Object.entries(given).filter(([k, v]) => v !== undefined && !(k in INPUTS))) as WarmstartSettings;
+  const peakLr = set.peakLr ?? byKind[kind].peakLr;
   const c: WarmstartConfig = {
-    out: given.out,
-    ...optional(given, 'from', 'model', 'adapter', 'lora', 'steps'),
-    // The default budget only when no schedule is given: with steps, minutes are a limit.
-    ...(given.minutes !== undefined || given.steps === undefined ? { minutes: given.minutes ?? d.minutes } : {}),
-    seed: given.seed ?? d.seed,
-    rows: given.rows ?? k.rows,
-    rowTokens: given.rowTokens ?? k.rowTokens,
-    peakLr,
-    floorLr: given.floorLr ?? peakLr * d.floorLrShare,
-    warmupFrac: given.warmupFrac ?? d.warmupFrac,
-    promptWeight: given.promptWeight ?? k.promptWeight,
-    curriculumStart: given.curriculumStart ?? d.curriculumStart,
-    curriculumEnd: given.curriculumEnd ?? d.curriculumEnd,
-    episodeShare: given.episodeShare ?? d.episodeShare,
-    workspaceShare: given.workspaceShare ?? d.workspaceShare,
-    loopShare: given.loopShare ?? d.loopShare,
-    numberedShare: given.numberedShare ?? d.numberedShare,
-    candsShare: given.candsShare ?? d.candsShare,
-    noSed: given.noSed ?? d.noSed,
-    realShare,
+    ...shared,
+    ...byKind[kind],
+    episodeFiles: [...shared.episodeFiles],
+    floorLr: peakLr * floorLrShare,
     // Looked for only when real source is asked for.
-    sourceRoots: given.sourceRoots ?? (realShare > 0 ? defaultSourceRoots() : []),
-    poolSize: given.poolSize ?? k.poolSize,
-    realPoolSize: given.realPoolSize ?? d.realPoolSize,
-    maxActionTokens: given.maxActionTokens ?? d.maxActionTokens,
-    evalCases: given.evalCases ?? k.evalCases,
-    evalEveryMin: given.evalEveryMin ?? d.evalEveryMin,
-    checkpointEveryMin: given.checkpointEveryMin ?? d.checkpointEveryMin,
-    ...optional(given, 'workspace'),
-    maxTasks: given.maxTasks ?? d.maxTasks,
-    episodeFiles: given.episodeFiles ?? [...d.episodeFiles],
-    ...optional(given, 'tasksFile', 'run'),
-    runsRoot: given.runsRoot ?? d.runsRoot,
-    taskSeed: given.taskSeed ?? d.taskSeed,
-    heldoutFraction: given.heldoutFraction ?? d.heldoutFraction,
+    sourceRoots: set.sourceRoots ?? ((set.realShare ?? shared.realShare) > 0 ? defaultSourceRoots() : []),
+    ...set,
   };
+  // The default budget only when no schedule is given: with steps, minutes are a limit.
+  if (set.minutes === undefined && set.steps !== undefined) delete c.minutes;
   checkBudget(c);
   for (const [key, range] of Object.entries(WARMSTART_RANGES) as [NumberSetting, SettingRange][]) {
     const v = c[key];
@@ -282,11 +259,6 @@ export function resolveWarmstartConfig(given: WarmstartSettings, kind: Warmstart
   }
   if (typeof c.noSed !== 'boolean') throw invalid(`warm-start setting "noSed" must be true or false, got ${JSON.stringify(c.noSed)}`);
   return c;
-}
-
-/** The settings of `keys` that `given` sets (absent ones stay absent, not undefined). */
-function optional<K extends keyof WarmstartConfig>(given: WarmstartSettings, ...keys: K[]): Partial<Pick<WarmstartConfig, K>> {
-  return Object.fromEntries(keys.filter((k) => given[k] !== undefined).map((k) => [k, given[k]])) as Partial<Pick<WarmstartConfig, K>>;
 }
 
 function inRange(v: unknown, r: SettingRange): boolean {

@@ -6,6 +6,20 @@ import * as assert from 'node:assert/strict';
 import { resolveWarmstartConfig, WARMSTART_DEFAULTS, WARMSTART_RANGES, type WarmstartConfig } from '../../../src/warmstart/config';
 
 describe('warmstart/config: resolveWarmstartConfig', () => {
+  it('keeps only settings: absent ones are filled, undefined ones too, and the inputs beside them stay out', () => {
+    const c = resolveWarmstartConfig({
+      out: '/m',
+      rows: undefined,
+      seed: 3,
+      onLog: () => undefined,
+      episodes: [],
+      settings: { provider: 'cpu' },
+    } as never);
+    assert.equal(c.rows, 8);
+    assert.equal(c.seed, 3);
+    for (const k of ['onLog', 'episodes', 'settings', 'workspaceCases', 'signal']) assert.ok(!(k in c), `${k} is an input, not a setting`);
+  });
+
   it('fills the defaults of the kind of warm start, the others shared', () => {
     const compact = resolveWarmstartConfig({ out: '/m' });
     assert.equal(compact.out, '/m');

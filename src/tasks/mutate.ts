@@ -205,19 +205,27 @@ function pythonEdits(root: SyntaxNode, src: string): Edit[] {
       const c = n.childForFieldName('condition');
       if (c) edits.push(negation(c, 'python'));
     }
-    if (t === 'expression_statement' || t === 'raise_statement') {
-      const only = n.namedChildren[0];
-      const isDocstring = t === 'expression_statement' && only?.type === 'string';
-      if (!isDocstring && n.parent?.type === 'block')
-        edits.push({ operator: 'delete-statement', node: n, start: n.startIndex, end: n.endIndex, replacement: 'pass' });
-    }
-    if (t === 'return_statement' && n.namedChildCount > 0) {
-      edits.push({ operator: 'delete-return', node: n, start: n.startIndex, end: n.endIndex, replacement: 'pass' });
-    }
+    pushDeletions(edits, n, { block: 'block', raise: 'raise_statement', empty: 'pass' });
     for (const c of n.namedChildren) if (c) walk(c);
   };
   walk(root);
   return edits;
+}
+
+/**
+ * delete-statement (an expression or raise/throw statement in a block; never a string alone, a
+ * docstring or directive) and delete-return (a return with a value), each replaced by the
+ * language's empty statement.
+ */
+function pushDeletions(edits: Edit[], n: SyntaxNode, syntax: { block: string; raise: string; empty: string }) {
+  const t = n.type;
+  if ((t === 'expression_statement' || t === syntax.raise) && n.parent?.type === syntax.block) {
+    if (!(t === 'expression_statement' && n.namedChildren[0]?.type === 'string'))
+      edits.push({ operator: 'delete-statement', node: n, start: n.startIndex, end: n.endIndex, replacement: syntax.empty });
+  }
+  if (t === 'return_statement' && n.namedChildCount > 0) {
+    edits.push({ operator: 'delete-return', node: n, start: n.startIndex, end: n.endIndex, replacement: syntax.empty });
+  }
 }
 
 function pushArgumentSwaps(edits: Edit[], call: SyntaxNode, args: SyntaxNode[], src: string) {
@@ -325,14 +333,7 @@ function jsEdits(root: SyntaxNode, src: string): Edit[] {
           edits.push({ operator: 'off-by-one', node: r, start: r.startIndex, end: r.endIndex, replacement: minusOne(r) });
       }
     }
-    if ((t === 'expression_statement' || t === 'throw_statement') && n.parent?.type === 'statement_block') {
-      const only = n.namedChildren[0];
-      if (!(t === 'expression_statement' && only?.type === 'string'))
-        edits.push({ operator: 'delete-statement', node: n, start: n.startIndex, end: n.endIndex, replacement: ';' });
-    }
-    if (t === 'return_statement' && n.namedChildCount > 0) {
-      edits.push({ operator: 'delete-return', node: n, start: n.startIndex, end: n.endIndex, replacement: ';' });
-    }
+    pushDeletions(edits, n, { block: 'statement_block', raise: 'throw_statement', empty: ';' });
     for (const c of n.namedChildren) if (c) walk(c);
   };
   walk(root);

@@ -367,13 +367,7 @@ export class RunDir {
       throw new TurnwiseError('internal', `iteration ${n} cannot be committed before its checkpoint ${this.checkpointDir(n)} is written`);
     }
     const before = this.inventory().rows.filter((r) => r.iteration < n);
-    writeJsonAtomic(path.join(this.iterationDir(n), ITERATION_MARKER), {
-      schema: ITERATION_SCHEMA,
-      runId: this.runId,
-      iteration: n,
-      committedAt: new Date().toISOString(),
-      metrics: row,
-    } satisfies IterationRecord);
+    this.writeMarker(n, row);
     writeFileAtomic(this.file('metrics.jsonl'), toJsonl([...before, row]));
   }
 
@@ -547,16 +541,22 @@ export class RunDir {
   }
 
   /** Writes the markers a legacy or damaged-marker run lacks and rebuilds metrics.jsonl from the committed rows. */
+  /** Writes iteration n's marker: from then on the iteration is complete, whatever the metrics log says. */
+  private writeMarker(n: number, row: MetricsRow): void {
+    const marker: IterationRecord = {
+      schema: ITERATION_SCHEMA,
+      runId: this.runId,
+      iteration: n,
+      committedAt: new Date().toISOString(),
+      metrics: row,
+    };
+    writeJsonAtomic(path.join(this.iterationDir(n), ITERATION_MARKER), marker);
+  }
+
   repairLog(inv: RunInventory = this.inventory()): void {
     for (const n of inv.markersToWrite) {
       const row = inv.rows[inv.committed.indexOf(n)];
-      writeJsonAtomic(path.join(this.iterationDir(n), ITERATION_MARKER), {
-        schema: ITERATION_SCHEMA,
-        runId: this.runId,
-        iteration: n,
-        committedAt: new Date().toISOString(),
-        metrics: row,
-      } satisfies IterationRecord);
+      this.writeMarker(n, row);
     }
     if (inv.metricsLogStale) writeFileAtomic(this.file('metrics.jsonl'), toJsonl(inv.rows));
   }

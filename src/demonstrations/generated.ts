@@ -10,7 +10,7 @@
 // operator, assemble a sed command, fix one given line): a byte-level model of 3M parameters
 // first has to learn to copy from its context (measured: docs/model-card-turnwise-tiny.md).
 import { observationText, SUBMIT, taskText, type Segment } from '../agent/prompt';
-import { mutationCandidates, type MutationCandidate } from '../tasks/mutate';
+import { MUTATION_OPERATORS, mutationCandidates, type MutationCandidate } from '../tasks/mutate';
 import { lineCandidates, twCandsOutput } from './line-candidates';
 
 /** One training example: the segments, and which are actions (trained at full weight). */
@@ -215,15 +215,7 @@ export function generateModule(r: Rng): GeneratedModule {
 }
 
 /** Mutations whose fix can be read off the code (deleted statements cannot be restored by reading). */
-export const FIXABLE_OPERATORS: ReadonlySet<string> = new Set([
-  'flip-comparison',
-  'swap-arithmetic',
-  'swap-boolean',
-  'negate-condition',
-  'off-by-one',
-  'swap-arguments',
-  'change-constant',
-]);
+export const FIXABLE_OPERATORS: ReadonlySet<string> = new Set(MUTATION_OPERATORS.filter((op) => !op.startsWith('delete-')));
 
 const sedPattern = (s: string) => s.replace(/[\\/.*[\]^$]/g, (c) => `\\${c}`);
 const sedReplacement = (s: string) => s.replace(/[\\/&]/g, (c) => `\\${c}`);

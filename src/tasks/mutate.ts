@@ -41,6 +41,11 @@ export interface MutationCandidate {
 
 type Edit = { operator: MutationOperator; node: SyntaxNode; start: number; end: number; replacement: string };
 
+/** An edit of `node` that replaces the text of `at` (default: the node itself) with `replacement`. */
+function edit(operator: MutationOperator, node: SyntaxNode, replacement: string, at: SyntaxNode = node): Edit {
+  return { operator, node, start: at.startIndex, end: at.endIndex, replacement };
+}
+
 const COMPARISON_FLIP: Record<string, string> = {
   '<': '<=',
   '<=': '<',
@@ -165,27 +170,26 @@ function pythonEdits(root: SyntaxNode, src: string): Edit[] {
       // one edit per operator token (a < b < c has two)
       for (const c of n.children)
         if (c && !c.isNamed && COMPARISON_FLIP[c.type] !== undefined) {
-          edits.push({ operator: 'flip-comparison', node: n, start: c.startIndex, end: c.endIndex, replacement: COMPARISON_FLIP[c.type] });
+          edits.push(edit('flip-comparison', n, COMPARISON_FLIP[c.type], c));
         }
     } else if (t === 'binary_operator' || t === 'augmented_assignment') {
       const op = operatorToken(n, ARITH_SWAP);
       const l = n.childForFieldName('left');
       const r = n.childForFieldName('right');
       if (op && !(op.type.startsWith('+') && (isStringLike(l) || isStringLike(r)))) {
-        edits.push({ operator: 'swap-arithmetic', node: n, start: op.startIndex, end: op.endIndex, replacement: ARITH_SWAP[op.type] });
+        edits.push(edit('swap-arithmetic', n, ARITH_SWAP[op.type], op));
       }
     } else if (t === 'boolean_operator') {
       const op = operatorToken(n, BOOL_SWAP);
-      if (op) edits.push({ operator: 'swap-boolean', node: n, start: op.startIndex, end: op.endIndex, replacement: BOOL_SWAP[op.type] });
+      if (op) edits.push(edit('swap-boolean', n, BOOL_SWAP[op.type], op));
     } else if (t === 'integer') {
       if (/^\d+$/.test(n.text)) {
-        edits.push({ operator: 'off-by-one', node: n, start: n.startIndex, end: n.endIndex, replacement: plus(n.text, 1) });
-        if (BigInt(n.text) > 0n)
-          edits.push({ operator: 'off-by-one', node: n, start: n.startIndex, end: n.endIndex, replacement: plus(n.text, -1) });
+        edits.push(edit('off-by-one', n, plus(n.text, 1)));
+        if (BigInt(n.text) > 0n) edits.push(edit('off-by-one', n, plus(n.text, -1)));
       }
     } else if (t === 'true' || t === 'false' || t === 'none') {
       const rep = t === 'true' ? 'False' : t === 'false' ? 'True' : 'False';
-      edits.push({ operator: 'change-constant', node: n, start: n.startIndex, end: n.endIndex, replacement: rep });
+      edits.push(edit('change-constant', n, rep));
     } else if (t === 'call') {
       const args = n.childForFieldName('arguments');
       if (args?.type === 'argument_list') {
@@ -196,8 +200,7 @@ function pythonEdits(root: SyntaxNode, src: string): Edit[] {
         // range bound: range(stop) / range(start, stop[, step]) with a non-literal stop
         if (n.childForFieldName('function')?.text === 'range' && pos.length >= 1 && pos.length <= 3) {
           const stop = pos.length === 1 ? pos[0] : pos[1];
-          if (stop.type !== 'integer')
-            edits.push({ operator: 'off-by-one', node: stop, start: stop.startIndex, end: stop.endIndex, replacement: minusOne(stop) });
+          if (stop.type !== 'integer') edits.push(edit('off-by-one', stop, minusOne(stop)));
         }
       }
     }
@@ -220,11 +223,10 @@ function pythonEdits(root: SyntaxNode, src: string): Edit[] {
 function pushDeletions(edits: Edit[], n: SyntaxNode, syntax: { block: string; raise: string; empty: string }) {
   const t = n.type;
   if ((t === 'expression_statement' || t === syntax.raise) && n.parent?.type === syntax.block) {
-    if (!(t === 'expression_statement' && n.namedChildren[0]?.type === 'string'))
-      edits.push({ operator: 'delete-statement', node: n, start: n.startIndex, end: n.endIndex, replacement: syntax.empty });
+    if (!(t === 'expression_statement' && n.namedChildren[0]?.type === 'string')) edits.push(edit('delete-statement', n, syntax.empty));
   }
   if (t === 'return_statement' && n.namedChildCount > 0) {
-    edits.push({ operator: 'delete-return', node: n, start: n.startIndex, end: n.endIndex, replacement: syntax.empty });
+    edits.push(edit('delete-return', n, syntax.empty));
   }
 }
 
@@ -248,29 +250,17 @@ function negation(cond: SyntaxNode, lang: 'python' | 'js'): Edit {
   if (lang === 'python') {
     if (cond.type === 'not_operator') {
       const arg = cond.childForFieldName('argument');
-      return {
-        operator: 'negate-condition',
-        node: cond,
-        start: cond.startIndex,
-        end: cond.endIndex,
-        replacement: arg ? arg.text : cond.text,
-      };
+      return edit('negate-condition', cond, arg ? arg.text : cond.text);
     }
-    return { operator: 'negate-condition', node: cond, start: cond.startIndex, end: cond.endIndex, replacement: `not (${cond.text})` };
+    return edit('negate-condition', cond, `not (${cond.text})`);
   }
   // JS: the condition is a parenthesized_expression; negate what is inside.
   const inner = cond.type === 'parenthesized_expression' ? (cond.namedChildren[0] ?? cond) : cond;
   if (inner.type === 'unary_expression' && inner.childForFieldName('operator')?.type === '!') {
     const arg = inner.childForFieldName('argument');
-    return {
-      operator: 'negate-condition',
-      node: inner,
-      start: inner.startIndex,
-      end: inner.endIndex,
-      replacement: arg ? arg.text : inner.text,
-    };
+    return edit('negate-condition', inner, arg ? arg.text : inner.text);
   }
-  return { operator: 'negate-condition', node: inner, start: inner.startIndex, end: inner.endIndex, replacement: `!(${inner.text})` };
+  return edit('negate-condition', inner, `!(${inner.text})`);
 }
 
 function jsEdits(root: SyntaxNode, src: string): Edit[] {
@@ -284,32 +274,24 @@ function jsEdits(root: SyntaxNode, src: string): Edit[] {
       const r = n.childForFieldName('right');
       if (op) {
         if (COMPARISON_FLIP[op.type] !== undefined && op.type !== 'in' && op.type !== 'is') {
-          edits.push({
-            operator: 'flip-comparison',
-            node: n,
-            start: op.startIndex,
-            end: op.endIndex,
-            replacement: COMPARISON_FLIP[op.type],
-          });
+          edits.push(edit('flip-comparison', n, COMPARISON_FLIP[op.type], op));
         } else if (ARITH_SWAP[op.type] !== undefined && op.type !== '//' && !(op.type === '+' && (isStringLike(l) || isStringLike(r)))) {
-          edits.push({ operator: 'swap-arithmetic', node: n, start: op.startIndex, end: op.endIndex, replacement: ARITH_SWAP[op.type] });
+          edits.push(edit('swap-arithmetic', n, ARITH_SWAP[op.type], op));
         } else if (BOOL_SWAP[op.type] !== undefined) {
-          edits.push({ operator: 'swap-boolean', node: n, start: op.startIndex, end: op.endIndex, replacement: BOOL_SWAP[op.type] });
+          edits.push(edit('swap-boolean', n, BOOL_SWAP[op.type], op));
         }
       }
     } else if (t === 'augmented_assignment_expression') {
       const op = n.childForFieldName('operator');
-      if (op && ARITH_SWAP[op.type] !== undefined)
-        edits.push({ operator: 'swap-arithmetic', node: n, start: op.startIndex, end: op.endIndex, replacement: ARITH_SWAP[op.type] });
+      if (op && ARITH_SWAP[op.type] !== undefined) edits.push(edit('swap-arithmetic', n, ARITH_SWAP[op.type], op));
     } else if (t === 'number') {
       if (/^\d+$/.test(n.text)) {
-        edits.push({ operator: 'off-by-one', node: n, start: n.startIndex, end: n.endIndex, replacement: plus(n.text, 1) });
-        if (BigInt(n.text) > 0n)
-          edits.push({ operator: 'off-by-one', node: n, start: n.startIndex, end: n.endIndex, replacement: plus(n.text, -1) });
+        edits.push(edit('off-by-one', n, plus(n.text, 1)));
+        if (BigInt(n.text) > 0n) edits.push(edit('off-by-one', n, plus(n.text, -1)));
       }
     } else if (t === 'true' || t === 'false' || t === 'null' || t === 'undefined') {
       const rep = t === 'true' ? 'false' : t === 'false' ? 'true' : t === 'null' ? 'undefined' : 'null';
-      edits.push({ operator: 'change-constant', node: n, start: n.startIndex, end: n.endIndex, replacement: rep });
+      edits.push(edit('change-constant', n, rep));
     } else if (t === 'call_expression' || t === 'new_expression') {
       const args = n.childForFieldName('arguments');
       if (args?.type === 'arguments') {
@@ -329,8 +311,7 @@ function jsEdits(root: SyntaxNode, src: string): Edit[] {
       const cmp = c?.type === 'expression_statement' ? c.namedChildren[0] : c;
       if (cmp?.type === 'binary_expression' && /^[<>]=?$/.test(cmp.childForFieldName('operator')?.type ?? '')) {
         const r = cmp.childForFieldName('right');
-        if (r && r.type !== 'number')
-          edits.push({ operator: 'off-by-one', node: r, start: r.startIndex, end: r.endIndex, replacement: minusOne(r) });
+        if (r && r.type !== 'number') edits.push(edit('off-by-one', r, minusOne(r)));
       }
     }
     pushDeletions(edits, n, { block: 'statement_block', raise: 'throw_statement', empty: ';' });

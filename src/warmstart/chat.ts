@@ -28,7 +28,7 @@ import {
 } from '../demonstrations/chat';
 import { chatFormatOf } from '../train/chat-model';
 import type { FixCase } from '../demonstrations/generated';
-import { lrAt, resolveWarmstartConfig, type WarmstartOptions, type WarmstartResult } from './config';
+import { resolveWarmstartConfig, type WarmstartOptions, type WarmstartResult } from './config';
 import { casePool, drawDemonstration, evalCasePool } from '../demonstrations/cases';
 import { runWarmstartLoop } from './loop';
 import { simulateTurn } from '../demonstrations/simulator';
@@ -130,11 +130,8 @@ export async function warmstartChat(o: WarmstartOptions): Promise<WarmstartResul
     { ...o, ...c },
     {
       trainer,
-      rows,
       rowTokens,
-      seed,
       curriculum: () => 0,
-      lr: (frac) => lrAt(frac, { peak: c.peakLr, floor: c.floorLr, warmup: c.warmupFrac }),
       draw: () => {
         const examples: { ids: number[]; weights: number[] }[] = [];
         for (let i = 0; i < rows * 4; i++) {

@@ -8,17 +8,15 @@ import { writeFileAtomic } from '../core/fs';
 import { PolicyTrainer } from '../policy/training/trainer';
 import { packRows } from '../train/rows';
 import { priorLog, priorRecord, warmstartRecord } from './record';
-import { PLAN_AFTER_STEPS, type ResolvedWarmstart, type WarmstartLogRow, type WarmstartResult } from './config';
+import { lrAt, PLAN_AFTER_STEPS, type ResolvedWarmstart, type WarmstartLogRow, type WarmstartResult } from './config';
 
 /** What a warm start's training loop needs besides its settings: the trainer, how to draw a step's examples, evaluate and save. */
 export interface WarmstartLoop {
   trainer: PolicyTrainer;
-  rows: number;
+  /** Tokens per packed row: the setting, or less where the model's context is shorter. */
   rowTokens: number;
-  seed: number;
   /** The share of curriculum tasks at a fraction of the schedule (logged). */
   curriculum: (frac: number) => number;
-  lr: (frac: number) => number;
   /** Examples for one step (more than fit: packing keeps what does). */
   draw: (frac: number) => { ids: number[]; weights: number[] }[];
   evaluate: () => Promise<Partial<WarmstartLogRow>>;
@@ -34,7 +32,8 @@ export interface WarmstartLoop {
  * final evaluation, and warmstart.json / warmstart-log.jsonl beside the model.
  */
 export async function runWarmstartLoop(o: ResolvedWarmstart, l: WarmstartLoop): Promise<WarmstartResult> {
-  const { trainer, rows, rowTokens } = l;
+  const { trainer, rowTokens } = l;
+  const rows = o.rows;
   const log: WarmstartLogRow[] = [];
   const logFile = path.join(path.dirname(path.resolve(o.out)), `${path.basename(o.out)}.warmstart-log.jsonl`);
   // A warm start continued with --from is the next phase of the one it continues.
@@ -71,7 +70,7 @@ export async function runWarmstartLoop(o: ResolvedWarmstart, l: WarmstartLoop): 
       const frac = schedule === undefined ? 0 : step / schedule;
       const cur = l.curriculum(frac);
       const { batch, tokens: n } = packRows(l.draw(frac), rows, rowTokens);
-      const lr = l.lr(frac);
+      const lr = lrAt(frac, { peak: o.peakLr, floor: o.floorLr, warmup: o.warmupFrac });
       const [m] = await trainer.train({ loss: 'sft', batch: rows, seq: rowTokens }, [batch], { lr, weightDecay: 0.01 });
       step++;
       lastStepMs = Date.now() - stepT0;
@@ -147,7 +146,7 @@ export async function runWarmstartLoop(o: ResolvedWarmstart, l: WarmstartLoop): 
           schedule_steps: schedule ?? step,
           tokens,
           minutes: (Date.now() - t0) / 60_000,
-          seed: l.seed,
+          seed: o.seed,
           final,
         }),
         null,

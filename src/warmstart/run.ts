@@ -20,7 +20,7 @@ import { evaluateEpisodes, evaluateFixes } from './evaluate';
 import { startDir } from './record';
 import { episodeDemonstration } from '../demonstrations/chat';
 import { warmstartChat } from './chat';
-import { lrAt, resolveWarmstartConfig, type WarmstartLogRow, type WarmstartOptions, type WarmstartResult } from './config';
+import { resolveWarmstartConfig, type WarmstartLogRow, type WarmstartOptions, type WarmstartResult } from './config';
 import { casePool, drawDemonstration, evalCasePool } from '../demonstrations/cases';
 import { runWarmstartLoop } from './loop';
 import { modelActionFormat } from '../train/action-format';
@@ -161,11 +161,8 @@ export async function warmstart(o: WarmstartOptions): Promise<WarmstartResult> {
     { ...o, ...c },
     {
       trainer,
-      rows,
       rowTokens,
-      seed,
       curriculum,
-      lr: (frac) => lrAt(frac, { peak: c.peakLr, floor: c.floorLr, warmup: c.warmupFrac }),
       draw: (frac) => {
         const cur = curriculum(frac);
         const examples: { ids: number[]; weights: number[] }[] = [];

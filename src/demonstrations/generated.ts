@@ -10,7 +10,7 @@
 // operator, assemble a sed command, fix one given line): a byte-level model of 3M parameters
 // first has to learn to copy from its context (measured: docs/model-card-turnwise-tiny.md).
 import { observationText, SUBMIT, taskText, type Segment } from '../agent/prompt';
-import { MUTATION_OPERATORS, mutationCandidates, type MutationCandidate } from '../tasks/mutate';
+import { ARITH_SWAP, BOOL_SWAP, COMPARISON_FLIP, MUTATION_OPERATORS, mutationCandidates, type MutationCandidate } from '../tasks/mutate';
 import { lineCandidates, twCandsOutput } from './line-candidates';
 
 /** One training example: the segments, and which are actions (trained at full weight). */
@@ -788,20 +788,18 @@ export function numberedCurriculumTask(r: Rng, c: FixCase, o: { cands?: boolean 
   return one(`In suspect ${k}, replace ${e.old} with ${e.neu}:\n${list}`, fix, 'numbered-edit');
 }
 
-const UNDO_TABLE: Record<string, string> = {
-  '<': '<=',
-  '<=': '<',
-  '>': '>=',
-  '>=': '>',
-  '==': '!=',
-  '!=': '==',
-  '+': '-',
-  '-': '+',
-  and: 'or',
-  or: 'and',
+/** The operators the copy curriculum asks to undo, each with its undo: the mutation engine's own swaps. */
+const UNDO_TABLE: Readonly<Record<string, string>> = {
+  ...only(COMPARISON_FLIP, '<', '<=', '>', '>=', '==', '!='),
+  ...only(ARITH_SWAP, '+', '-'),
+  ...only(BOOL_SWAP, 'and', 'or'),
   True: 'False',
   False: 'True',
 };
+
+function only(table: Readonly<Record<string, string>>, ...keys: string[]): Record<string, string> {
+  return Object.fromEntries(keys.map((k) => [k, table[k]]));
+}
 
 /** Short copy/undo/assemble tasks in the chat format, built from a fix case. */
 export function curriculumTask(r: Rng, c: FixCase): Demonstration {

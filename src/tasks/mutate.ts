@@ -46,7 +46,8 @@ function edit(operator: MutationOperator, node: SyntaxNode, replacement: string,
   return { operator, node, start: at.startIndex, end: at.endIndex, replacement };
 }
 
-const COMPARISON_FLIP: Record<string, string> = {
+/** The operator swaps of the mutation operators flip-comparison, swap-arithmetic and swap-boolean (each its own undo). */
+export const COMPARISON_FLIP: Readonly<Record<string, string>> = {
   '<': '<=',
   '<=': '<',
   '>': '>=',
@@ -60,7 +61,7 @@ const COMPARISON_FLIP: Record<string, string> = {
   is: 'is not',
   'is not': 'is',
 };
-const ARITH_SWAP: Record<string, string> = {
+export const ARITH_SWAP: Readonly<Record<string, string>> = {
   '+': '-',
   '-': '+',
   '*': '/',
@@ -72,7 +73,7 @@ const ARITH_SWAP: Record<string, string> = {
   '*=': '/=',
   '/=': '*=',
 };
-const BOOL_SWAP: Record<string, string> = { and: 'or', or: 'and', '&&': '||', '||': '&&' };
+export const BOOL_SWAP: Readonly<Record<string, string>> = { and: 'or', or: 'and', '&&': '||', '||': '&&' };
 
 function grammarFor(file: string, language: Language): 'python' | 'javascript' | 'typescript' | 'tsx' | undefined {
   if (language === 'python') return 'python';

@@ -244,14 +244,7 @@ export async function restoreFiles(
     .filter((l) => l.startsWith('./'))
     .map((l) => l.slice(2))
     .filter((l) => isTestInfraFile(l) || originals.has(l) || wantedDirs.has(l));
-  for (let i = 0; i < badLinks.length; i += 200)
-    await sandbox.exec(
-      `rm -f -- ${badLinks
-        .slice(i, i + 200)
-        .map(shq)
-        .join(' ')}`,
-      { cwd: workspace, timeoutMs: 60_000 },
-    );
+  await removeFiles(sandbox, workspace, badLinks);
   // Files found under a removed folder link were the agent's, not the workspace's.
   for (const f of [...present.keys()]) if (badLinks.some((l) => f.startsWith(`${l}/`))) present.delete(f);
   const added = [
@@ -274,15 +267,21 @@ export async function restoreFiles(
   }
   for (const f of rewrite) await sandbox.writeFile(`${workspace}/${f}`, bytes.get(f)!);
   const addedFiles = added.filter((f) => !badLinks.includes(f));
-  for (let i = 0; i < addedFiles.length; i += 200)
+  await removeFiles(sandbox, workspace, addedFiles);
+  return { modified, deleted, added };
+}
+
+/** `rm -f` of workspace paths in the sandbox, 200 a command (each path quoted). */
+async function removeFiles(sandbox: Sandbox, workspace: string, files: readonly string[]): Promise<void> {
+  for (let i = 0; i < files.length; i += 200) {
     await sandbox.exec(
-      `rm -f -- ${addedFiles
+      `rm -f -- ${files
         .slice(i, i + 200)
         .map(shq)
         .join(' ')}`,
       { cwd: workspace, timeoutMs: 60_000 },
     );
-  return { modified, deleted, added };
+  }
 }
 
 /**

@@ -222,6 +222,15 @@ export function replaceDirAtomic(target: string, build: (tmpDir: string) => void
 /** Largest user file read whole into memory (task files, trajectories): 256 MiB. */
 export const MAX_READ_BYTES = 256 * 1024 * 1024;
 
+/** Why a file operation failed, in words where they help (a missing file as `missing`), else the error's code. */
+export function fsErrorReason(e: unknown, missing = 'it does not exist'): string {
+  const code = (e as NodeJS.ErrnoException).code;
+  if (code === 'ENOENT') return missing;
+  if (code === 'ENOTDIR') return 'a part of the path is a file, not a folder';
+  if (code === 'EACCES') return 'permission denied';
+  return code ?? (e as Error).message;
+}
+
 /**
  * Reads a user's text file, refusing with a message that says what is wrong: missing, a
  * folder, too large, or binary (a NUL byte in the first 8 KiB; its bytes are never echoed).
@@ -234,16 +243,7 @@ export function readUserTextFile(file: string, what = 'file', options: { hint?: 
   try {
     st = fs.statSync(abs);
   } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    const why =
-      code === 'ENOENT'
-        ? 'it does not exist'
-        : code === 'ENOTDIR'
-          ? 'a part of the path is a file, not a folder'
-          : code === 'EACCES'
-            ? 'permission denied'
-            : (code ?? (e as Error).message);
-    throw new TurnwiseError('not-found', `cannot read ${what} ${abs}: ${why}`, { hint: options.hint ?? 'check the path' });
+    throw new TurnwiseError('not-found', `cannot read ${what} ${abs}: ${fsErrorReason(e)}`, { hint: options.hint ?? 'check the path' });
   }
   if (st.isDirectory())
     throw new TurnwiseError('invalid-input', `${what} ${abs} is a folder, not a file`, {
@@ -266,12 +266,9 @@ export function readUserTextFile(file: string, what = 'file', options: { hint?: 
   try {
     buf = fs.readFileSync(abs);
   } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    throw new TurnwiseError(
-      'not-found',
-      `cannot read ${what} ${abs}: ${code === 'EACCES' ? 'permission denied' : (code ?? (e as Error).message)}`,
-      { hint: options.hint ?? 'check the path and its permissions' },
-    );
+    throw new TurnwiseError('not-found', `cannot read ${what} ${abs}: ${fsErrorReason(e)}`, {
+      hint: options.hint ?? 'check the path and its permissions',
+    });
   }
   if (buf.subarray(0, 8192).includes(0)) {
     throw new TurnwiseError('invalid-file', `${what} ${abs} is a binary file, not text`, {

@@ -11,7 +11,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { TurnwiseError } from './errors';
 import type { MetricsRow } from './events';
-import { parseJsonl, toJsonl, writeFileAtomic, writeJsonAtomic } from './fs';
+import { fsErrorReason, parseJsonl, toJsonl, writeFileAtomic, writeJsonAtomic } from './fs';
 import { SCHEMA, type Task, type Trajectory } from './schema';
 
 /**
@@ -753,12 +753,7 @@ function readText(file: string, what = 'file'): string {
   try {
     st = fs.statSync(file);
   } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    throw new TurnwiseError(
-      'not-found',
-      `cannot read ${file} (${what}): ${code === 'ENOENT' ? 'it is missing' : (code ?? (e as Error).message)}`,
-      { hint: DAMAGED_HINT },
-    );
+    throw new TurnwiseError('not-found', `cannot read ${file} (${what}): ${fsErrorReason(e, 'it is missing')}`, { hint: DAMAGED_HINT });
   }
   if (!st.isFile()) throw new TurnwiseError('invalid-file', `${file} (${what}) is not a file`, { hint: DAMAGED_HINT });
   try {

@@ -12,7 +12,7 @@ function trajectories(rows: { trajId: string }[]): number[][] {
   return [...m.values()];
 }
 
-describe('credit/bench synthetic environment', () => {
+describe('bench/credit synthetic environment', () => {
   const noiseless = (over: Partial<CreditBenchConfig> = {}) => ({ ...DEFAULT_CREDIT_BENCH, noise: 0, ...over });
 
   it('additive: without noise the reward is exactly the sum of the turn contributions; helpful, harmful and neutral turns all occur', () => {

@@ -14,7 +14,7 @@ import { runPassAtKT } from '../../../src/eval/pass-at-k';
 const row = (iteration: number, m: Record<string, number | null>): MetricsRow =>
   ({ schema: 'turnwise/metrics@1', iteration, ...m }) as MetricsRow;
 
-describe('train/bench-learn: learn curves', () => {
+describe('bench/learn: learn curves', () => {
   const metrics = (heldout: (number | null)[], reward: (number | null)[]) =>
     heldout.map((h, i) =>
       row(i, { 'heldout/resolved': h, 'reward/mean': i === 0 ? null : reward[i - 1], ...(i === 0 ? { 'heldout/episodes': 4 } : {}) }),

@@ -44,7 +44,7 @@ const result = (wallMs: number, trajs: Trajectory[], generateMs = 1000, heldMs =
   heldMs,
 });
 
-describe('train/bench-rollout: rollout summary', () => {
+describe('bench/rollout: rollout summary', () => {
   it('passStats: episodes per minute, tokens per generation second, failed and turns counted', () => {
     const s = passStats({
       concurrency: 1,

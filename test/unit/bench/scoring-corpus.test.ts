@@ -3,7 +3,7 @@ import * as assert from 'node:assert/strict';
 import { TRANSFER_PANEL } from '../../../src/tasks/panel';
 import { pickCorpusRepos, SCORING_CORPUS_EXTRA, scoringCorpus } from '../../../src/bench/scoring-corpus';
 
-describe('train/scoring-corpus', () => {
+describe('bench/scoring-corpus', () => {
   it('holds the transfer panel and at least six more repositories, each pinned by archive path and SHA-256, with its own shape', () => {
     const all = scoringCorpus();
     assert.deepEqual(

@@ -23,7 +23,7 @@ const traj = (trajId: string, taskId: string, resolved: boolean, failure?: strin
     ...(failure ? { failure } : {}),
   }) as unknown as Trajectory;
 
-describe('train/transfer: the transfer panel', () => {
+describe('bench/transfer: the transfer panel', () => {
   it('has at least five distinct repositories, each pinned by archive path and SHA-256', () => {
     assert.ok(TRANSFER_PANEL.length >= 5);
     assert.equal(new Set(TRANSFER_PANEL.map((r) => r.name)).size, TRANSFER_PANEL.length);

@@ -35,7 +35,7 @@ function applySed(cmd: string, cwd: string): void {
   execFileSync(SED, ['-i', m![1], m![2]], { cwd, stdio: 'pipe' });
 }
 
-describe('train/demos: fix commands restore the original source when run with sed', function () {
+describe('demonstrations/generated: fix commands restore the original source when run with sed', function () {
   this.timeout(300_000);
   let dir: string;
   before(() => (dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-demos-'))));

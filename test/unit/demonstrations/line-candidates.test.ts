@@ -23,7 +23,7 @@ import { LEDGER_CASE } from '../train/ledger-case';
 
 const fc = LEDGER_CASE;
 
-describe('train/line-candidates: tw-cands variants and the candidate form', () => {
+describe('demonstrations/line-candidates: tw-cands variants and the candidate form', () => {
   it('flips each operator token left to right, then drops a "- 1" bound, then negates the condition', () => {
     assert.deepEqual(lineCandidates('    if a < b and c:'), ['    if a <= b and c:', '    if a < b or c:', '    if not (a < b and c):']);
     assert.deepEqual(lineCandidates('    for i in range(len(xs) - 1):'), [

@@ -21,7 +21,7 @@ import { LEDGER_CASE } from '../train/ledger-case';
 
 const fc = LEDGER_CASE;
 
-describe('train/demos + warmstart-eval: the numbered form', () => {
+describe('demonstrations/numbered + warmstart-eval: the numbered form', () => {
   it('the ranking is numbered from 1 and the fix names the bug by its number, quoted, as one attempt', () => {
     assert.deepEqual(numberedSuspects(fc).slice(0, 2), [
       '[1] src/books/_core/ledger.py:10: if amount <= 0:',

@@ -57,7 +57,7 @@ def clamp(x, lo, hi):
     return x
 `;
 
-describe('train/real-source: fix cases from real Python source', function () {
+describe('demonstrations/real-source: fix cases from real Python source', function () {
   this.timeout(120_000);
   let root: string;
   before(() => {

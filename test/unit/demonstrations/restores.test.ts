@@ -10,7 +10,7 @@ import { editOf, parseLineEdit, sedRestores, simulateTurn } from '../../../src/d
 
 const c = { path: 'shop/grid.py', line: 12, mutatedLine: '    return size >= 7 and a.b', originalLine: '    return size > 7 and a.b' };
 
-describe('train/warmstart: sedRestores (a generated command fixes the mutated line when run)', () => {
+describe('demonstrations/simulator: sedRestores (a generated command fixes the mutated line when run)', () => {
   it('the demonstrated command and an equivalent one restore the line', () => {
     assert.equal(sedRestores("sed -i '12s/>=/>/' shop/grid.py", c), true);
     assert.equal(sedRestores("sed -i '12s/size >= 7/size > 7/' shop/grid.py", c), true);

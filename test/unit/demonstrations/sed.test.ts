@@ -110,7 +110,7 @@ const REFUSED: Array<[string, string]> = [
   ['s/\\x41/b/', 'A'],
 ];
 
-describe('train/sed: the s command in JavaScript, as GNU sed runs it', () => {
+describe('demonstrations/sed: the s command in JavaScript, as GNU sed runs it', () => {
   before(function () {
     if (!hasSed) throw new Error('GNU sed is needed to check demonstrations/sed.ts against it (Debian: apt-get install sed)');
   });

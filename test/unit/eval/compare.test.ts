@@ -15,7 +15,7 @@ const ep = (taskId: string, seed: number, resolved: boolean, sampled: boolean, f
     ...(failure ? { failure } : {}),
   }) as unknown as Trajectory;
 
-describe('train/compare: paired evaluations', () => {
+describe('eval/compare: paired evaluations', () => {
   it('pairs episodes by task and seed, greedy and sampled apart; failed or unpaired episodes are left out', () => {
     const before = [
       ep('a', 1, false, true),

@@ -10,7 +10,7 @@ const ep = (taskId: string, resolved: boolean, actions: number) => ({
   failure: undefined,
 });
 
-describe('train/pass-at-k: PASS@(k,T)', () => {
+describe('eval/pass-at-k: PASS@(k,T)', () => {
   it('passAtK is 1 − C(n−c,k)/C(n,k)', () => {
     assert.equal(passAtK(4, 0, 1), 0);
     assert.equal(passAtK(4, 1, 1), 0.25);

@@ -4,7 +4,7 @@ import { initWeights } from '../../../src/policy/model/weights';
 import { ropeInvFreq } from '../../../src/policy/model/config';
 import { formulaWeights, GOLDEN_CONFIG, GOLDEN_LLAMA, maxAbsDiff, SMALL_CONFIG } from './helpers';
 
-describe('policy/reference: float64 Qwen2 forward', () => {
+describe('policy/reference-forward: float64 Qwen2 forward', () => {
   it('matches an independent numpy implementation of HF Qwen2 (golden/qwen2_np.py)', () => {
     const w = formulaWeights(GOLDEN_CONFIG);
     const ids = [3, 7, 1, 10, 0, 5];

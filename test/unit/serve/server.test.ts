@@ -19,7 +19,7 @@ import { initWeights } from '../../../src/policy/model/weights';
 import { bearerMatches, listensBeyondLoopback, startServer, type RunningServer } from '../../../src/serve/server';
 import { chatFormatOf } from '../../../src/train/chat-model';
 
-describe('train/serve: the OpenAI-compatible server', function () {
+describe('serve/server: the OpenAI-compatible server', function () {
   this.timeout(120_000);
   let tmp: string;
   let dir: string;

@@ -522,7 +522,7 @@ describe('train/rows: one row per episode where the turns continue each other', 
   });
 });
 
-describe('train/warmstart: packRows', () => {
+describe('train/rows: packRows', () => {
   const ex = (len: number, actionFrom: number, v: number) => ({
     ids: Array(len).fill(v),
     weights: Array.from({ length: len }, (_, i) => (i >= actionFrom ? 1 : 0.3)),

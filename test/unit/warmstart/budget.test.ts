@@ -10,7 +10,7 @@ import * as path from 'node:path';
 import { warmstart } from '../../../src/warmstart/run';
 import { checkBudget, lrAt } from '../../../src/warmstart/config';
 
-describe('train/warmstart: the minutes budget', function () {
+describe('warmstart: the minutes budget', function () {
   this.timeout(300_000);
   let tmp: string;
   beforeEach(() => (tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-ws-budget-'))));

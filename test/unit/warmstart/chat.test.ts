@@ -98,7 +98,7 @@ const episode = (taskId: string, trajId: string, resolved = true): Trajectory =>
   seed: 1,
 });
 
-describe('train/warmstart: a chat model in its own chat format (generated Qwen2 folder, LoRA and whole)', function () {
+describe('warmstart/chat: a chat model in its own chat format (generated Qwen2 folder, LoRA and whole)', function () {
   this.timeout(600_000);
   let tmp: string;
   let model: string;

@@ -10,7 +10,7 @@ import { loadCheckpoint } from '../../../src/policy/files/checkpoint';
 import { warmstart } from '../../../src/warmstart/run';
 import type { WarmstartOptions } from '../../../src/warmstart/config';
 
-describe('train/warmstart: phases', function () {
+describe('warmstart: phases', function () {
   this.timeout(300_000);
   let dir: string;
   before(() => (dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-warmstart-'))));

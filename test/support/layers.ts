@@ -2,6 +2,11 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 
+// The layers below the run orchestration, and those each row above adds.
+const MODEL_AND_TOOLS = ['core', 'ast', 'sandbox', 'onnx', 'tasks', 'agent', 'credit', 'policy'];
+const BELOW_TRAIN = [...MODEL_AND_TOOLS, 'demonstrations', 'eval'];
+const BELOW_ENTRY_POINTS = [...BELOW_TRAIN, 'train', 'warmstart', 'serve', 'bench'];
+
 /** layer → the layers it may import (itself always allowed). */
 export const ALLOWED: Record<string, readonly string[]> = {
   core: [],
@@ -14,42 +19,12 @@ export const ALLOWED: Record<string, readonly string[]> = {
   policy: ['core', 'onnx'],
   demonstrations: ['core', 'ast', 'tasks', 'agent'],
   eval: ['core', 'agent'],
-  train: ['core', 'ast', 'sandbox', 'onnx', 'tasks', 'agent', 'credit', 'policy', 'demonstrations', 'eval'],
-  warmstart: ['core', 'ast', 'sandbox', 'onnx', 'tasks', 'agent', 'credit', 'policy', 'demonstrations', 'eval', 'train'],
+  train: BELOW_TRAIN,
+  warmstart: [...BELOW_TRAIN, 'train'],
   serve: ['core', 'onnx', 'agent', 'policy'],
-  bench: ['core', 'ast', 'sandbox', 'onnx', 'tasks', 'agent', 'credit', 'policy', 'demonstrations', 'eval', 'train', 'warmstart'],
-  cli: [
-    'core',
-    'ast',
-    'sandbox',
-    'onnx',
-    'tasks',
-    'agent',
-    'credit',
-    'policy',
-    'demonstrations',
-    'eval',
-    'train',
-    'warmstart',
-    'serve',
-    'bench',
-  ],
-  extension: [
-    'core',
-    'ast',
-    'sandbox',
-    'onnx',
-    'tasks',
-    'agent',
-    'credit',
-    'policy',
-    'demonstrations',
-    'eval',
-    'train',
-    'warmstart',
-    'serve',
-    'bench',
-  ],
+  bench: [...BELOW_TRAIN, 'train', 'warmstart'],
+  cli: BELOW_ENTRY_POINTS,
+  extension: BELOW_ENTRY_POINTS,
 };
 
 const IMPORT_RE =

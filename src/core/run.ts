@@ -272,7 +272,7 @@ export class RunDir {
   }
 
   readConfig<T = unknown>(): T {
-    return readJsonFile(this.file('config.json')) as T;
+    return readRunJson(this.file('config.json')) as T;
   }
 
   writeTasks(tasks: readonly Task[], splits: { train: string[]; heldout: string[] }): void {
@@ -298,7 +298,7 @@ export class RunDir {
    */
   readSplits(tasks?: readonly Task[]): RunSplits {
     const f = this.file('splits.json');
-    const v = readJsonFile(f, "the run's train / held-out split") as Partial<RunSplits> | null;
+    const v = readRunJson(f, "the run's train / held-out split") as Partial<RunSplits> | null;
     const isIds = (x: unknown): x is string[] => Array.isArray(x) && x.every((id) => typeof id === 'string');
     for (const k of ['train', 'heldout'] as const) {
       if (!v || typeof v !== 'object' || !isIds(v[k])) {
@@ -765,7 +765,8 @@ function readText(file: string, what = 'file'): string {
   }
 }
 
-function readJsonFile(file: string, what = 'file'): unknown {
+/** A JSON file of the run directory: one Turnwise wrote, so a problem with it is damage (DAMAGED_HINT). */
+function readRunJson(file: string, what = 'file'): unknown {
   const text = readText(file, what);
   if (text.trim() === '') throw new TurnwiseError('invalid-file', `${file} (${what}) is empty`, { hint: DAMAGED_HINT });
   try {

@@ -243,11 +243,3 @@ export const policyMergeCommand: CliCommand = {
     return 0;
   },
 };
-
-export const policyCommands: CliCommand[] = [
-  policyInitCommand,
-  policyInspectCommand,
-  policyLogitsCommand,
-  policyGenerateCommand,
-  policyMergeCommand,
-];

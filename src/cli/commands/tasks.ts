@@ -239,5 +239,3 @@ export const tasksCheckCommand: CliCommand = {
     return c.ok ? 0 : 1;
   },
 };
-
-export const tasksCommands: CliCommand[] = [tasksCheckCommand, tasksFailingCommand, tasksSynthCommand];

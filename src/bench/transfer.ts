@@ -24,7 +24,7 @@ import { snapshotCheckpoint } from '../policy/files/checkpoint';
 import { compareEvaluations, type PairedChange } from '../eval/compare';
 import { TRANSFER_PANEL, type TransferRepo } from '../tasks/panel';
 import { connectRunPool, DEMO_SETTINGS, resolveTrainConfig, TRAIN_DEFAULTS, type TrainConfig } from '../train/config';
-import { FIXABLE_OPERATORS } from '../demonstrations/generated';
+import { FIXABLE_OPERATORS } from '../demonstrations/fix-cases';
 import { actionDiversity } from '../train/metrics';
 import { trainRun } from '../train/run';
 

@@ -1,17 +1,49 @@
-// The warm start's training material: pools of generated fix cases and the draw of one
-// demonstration from a case, as both warm starts and RL's replay term mix them.
+// The warm start's training material: fix cases from generated modules and pools of them, and the
+// draw of one demonstration from a case, as both warm starts and RL's replay term mix them.
 import { seededRandom } from '../core/random';
-import {
-  candidateEpisode,
-  curriculumTask,
-  fixEpisode,
-  numberedCurriculumTask,
-  numberedEpisode,
-  syntheticCases,
-  type Demonstration,
-  type FixCase,
-} from './generated';
+import { mutationCandidates, type MutationCandidate } from '../tasks/mutate';
+import { FIXABLE_OPERATORS, fixCommand, withTopCandidates, type FixCase } from './fix-cases';
+import { candidateEpisode, curriculumTask, fixEpisode, numberedCurriculumTask, numberedEpisode, type Demonstration } from './forms';
+import { generateModule, int, type GeneratedModule, type Rng } from './generated-modules';
 import { fixPromptTurns } from './simulator';
+import { showContext, simulatedSuspects, testIds } from './tool-output';
+
+/** Up to `n` fix cases from one generated module (parsing dominates: several per module). */
+export async function syntheticCases(r: Rng, n = 4): Promise<FixCase[]> {
+  const mod = generateModule(r);
+  const cands = (await mutationCandidates(mod.path, mod.source, 'python')).filter((c) => FIXABLE_OPERATORS.has(c.operator));
+  const out: FixCase[] = [];
+  for (let i = 0; i < n && cands.length > 0; i++) {
+    const c = cands.splice(Math.floor(r() * cands.length), 1)[0];
+    const fc = caseFromCandidate(r, mod, c);
+    if (fc) out.push(await withTopCandidates(fc));
+  }
+  return out;
+}
+
+function caseFromCandidate(r: Rng, mod: GeneratedModule, c: MutationCandidate): FixCase | undefined {
+  const before = mod.source.split('\n');
+  const after = c.mutatedSource.split('\n');
+  if (before.length !== after.length) return undefined;
+  const line = c.line;
+  if (before[line - 1] === after[line - 1]) return undefined;
+  const fix = fixCommand(mod.path, line, after[line - 1], before[line - 1]);
+  if (!fix) return undefined;
+  const fn = [...mod.functions.entries()].find(([, [a, b]]) => line >= a && line <= b);
+  if (!fn) return undefined;
+  const failing = testIds(r, mod.path, fn[0], int(r, 1, 3));
+  return {
+    path: mod.path,
+    line,
+    mutatedLine: after[line - 1],
+    originalLine: before[line - 1],
+    fix,
+    failing,
+    passing: int(r, 3, 24),
+    suspects: simulatedSuspects(r, mod.path, after, fn[1], line),
+    context: showContext(after, line),
+  };
+}
 
 /** Generates `n` synthetic fix cases (several per generated module). */
 export async function casePool(seed: number, n: number): Promise<FixCase[]> {

@@ -8,7 +8,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { seedOf } from '../core/random';
 import { mutationCandidates } from '../tasks/mutate';
-import { FIXABLE_OPERATORS, fixCommand, showContext, simulatedSuspects, testIds, withTopCandidates, type FixCase } from './generated';
+import { FIXABLE_OPERATORS, fixCommand, withTopCandidates, type FixCase } from './fix-cases';
+import { showContext, simulatedSuspects, testIds } from './tool-output';
 import { TRANSFER_PANEL } from '../tasks/panel';
 
 type Rng = () => number;

@@ -3,7 +3,8 @@
 // -n`, `tw-edit K OLD NEW`, `tw-cands K`, `tw-apply K J`). A sed script the policy writes is
 // applied in JavaScript (sed.ts): policy text never reaches a program on the host.
 import { taskText } from '../agent/prompt';
-import { numberedSuspects, twEditOutput, twShowOutput, twTestOutput, type FixCase } from './generated';
+import type { FixCase } from './fix-cases';
+import { numberedSuspects, twEditOutput, twShowOutput, twTestOutput } from './tool-output';
 import { lineCandidates, twCandsOutput } from './line-candidates';
 import { sedLine } from './sed';
 

@@ -7,7 +7,8 @@
 // generated modules only: never the workspace's tasks, so no held-out task can leak in.
 import { seededRandom } from '../core/random';
 import { encodeDemonstration, type CompactCodec } from './compact-codec';
-import { LOOP_SHARE, type FixCase } from '../demonstrations/generated';
+import type { FixCase } from '../demonstrations/fix-cases';
+import { LOOP_SHARE } from '../demonstrations/forms';
 import { casePool, drawDemonstration } from '../demonstrations/cases';
 
 /** One encoded demonstration: token ids and per-token loss weights (actions 1, the rest 0.3). */

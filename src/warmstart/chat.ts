@@ -27,7 +27,7 @@ import {
   type ChatDemonstration,
 } from '../demonstrations/chat';
 import { chatFormatOf } from '../train/chat-model';
-import type { FixCase } from '../demonstrations/generated';
+import type { FixCase } from '../demonstrations/fix-cases';
 import { resolveWarmstartConfig, type WarmstartOptions, type WarmstartResult } from './config';
 import { casePool, drawDemonstration, evalCasePool } from '../demonstrations/cases';
 import { runWarmstartLoop } from './loop';

@@ -7,7 +7,7 @@
 import { TurnwiseError } from '../core/errors';
 import { RUNS_DIR } from '../core/run';
 import type { SessionSettings } from '../onnx';
-import type { FixCase } from '../demonstrations/generated';
+import type { FixCase } from '../demonstrations/fix-cases';
 import { defaultSourceRoots } from '../demonstrations/real-source';
 import type { LoraConfig } from '../policy/files/lora';
 import type { Task, Trajectory } from '../core/schema';
@@ -54,7 +54,7 @@ export interface WarmstartConfig {
   episodeShare: number;
   /** Share of fix episodes drawn from the workspace's recorded cases, when there are any. */
   workspaceShare: number;
-  /** Share of fix episodes written as attempt loops (demonstrations/generated.ts loopEpisode); 0: none. */
+  /** Share of fix episodes written as attempt loops (demonstrations/forms.ts loopEpisode); 0: none. */
   loopShare: number;
   /** Share of fix episodes and curriculum tasks in the numbered form (`tw-suspects -n`, `tw-edit K OLD NEW`: numberedEpisode); compact only. */
   numberedShare: number;

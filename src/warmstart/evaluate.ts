@@ -2,7 +2,7 @@
 // accuracy (sed form) and whole simulated episodes.
 import type { Policy } from '../policy/inference/policy';
 import { renderPrompt, type CompactCodec } from '../train/compact-codec';
-import type { FixCase } from '../demonstrations/generated';
+import type { FixCase } from '../demonstrations/fix-cases';
 import { editOf, fixPromptTurns, sedRestores, simulateTurn, type FixForm } from '../demonstrations/simulator';
 
 /**

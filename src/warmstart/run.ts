@@ -14,7 +14,7 @@ import { byteLevelTokenizerConfig, byteLevelTokenizerJson, loadTokenizer } from 
 import { PolicyTrainer } from '../policy/training/trainer';
 import { initWeights } from '../policy/model/weights';
 import { compactCodec, encodeDemonstration } from '../train/compact-codec';
-import type { FixCase } from '../demonstrations/generated';
+import type { FixCase } from '../demonstrations/fix-cases';
 import { pythonSourceFiles, realSourcePool } from '../demonstrations/real-source';
 import { evaluateEpisodes, evaluateFixes } from './evaluate';
 import { startDir } from './record';

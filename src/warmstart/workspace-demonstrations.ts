@@ -8,7 +8,8 @@ import type { PoolSnapshot, SandboxPool } from '../sandbox';
 import { detectRunner } from '../tasks/runners';
 import { readWorkspaceFile } from '../tasks/origin';
 import { synthesizeMutationTasks } from '../tasks/synth';
-import { FIXABLE_OPERATORS, fixCommand, showContext, withTopCandidates, type FixCase } from '../demonstrations/generated';
+import { FIXABLE_OPERATORS, fixCommand, withTopCandidates, type FixCase } from '../demonstrations/fix-cases';
+import { showContext } from '../demonstrations/tool-output';
 import { splitTasks } from '../train/split';
 
 /** The one-line fix of a mutation task, from the original file in the workspace. */

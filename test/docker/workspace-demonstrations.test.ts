@@ -9,7 +9,7 @@ import { collectOriginals } from '../../src/tasks/testfiles';
 import { scoreEpisode } from '../../src/tasks/reward';
 import { prepareSandbox } from '../../src/agent/episode';
 import { recordWorkspaceCases } from '../../src/warmstart/workspace-demonstrations';
-import { attemptCommand, candidateEpisode, fixEpisode, numberedEpisode } from '../../src/demonstrations/generated';
+import { attemptCommand, candidateEpisode, fixEpisode, numberedEpisode } from '../../src/demonstrations/forms';
 import { observationText } from '../../src/agent/prompt';
 import { seededRandom } from '../../src/core/random';
 

@@ -5,7 +5,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { TurnwiseError } from '../../core/errors';
 import type { Task, Trajectory } from '../../core/schema';
-import type { FixCase } from '../../demonstrations/generated';
+import type { FixCase } from '../../demonstrations/fix-cases';
 import { parseLoraConfig, type LoraConfig } from '../../policy/files/lora';
 import { SandboxPool } from '../../sandbox';
 import {

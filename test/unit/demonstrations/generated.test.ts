@@ -10,21 +10,11 @@ import * as path from 'node:path';
 import { seededRandom } from '../../../src/core/random';
 import { mutationCandidates } from '../../../src/tasks/mutate';
 import { parseAction } from '../../../src/agent/action';
-import {
-  attemptCommand,
-  curriculumTask,
-  fixCommand,
-  fixEpisode,
-  FIXABLE_OPERATORS,
-  generateModule,
-  LOOP_MAX_FAILED,
-  LOOP_SHARE,
-  RECOVERY_SHARE,
-  SUSPECTS_TOP1,
-  syntheticCases,
-  undoCandidates,
-  withTopCandidates,
-} from '../../../src/demonstrations/generated';
+import { syntheticCases } from '../../../src/demonstrations/cases';
+import { fixCommand, FIXABLE_OPERATORS, undoCandidates, withTopCandidates } from '../../../src/demonstrations/fix-cases';
+import { attemptCommand, curriculumTask, fixEpisode, LOOP_MAX_FAILED, LOOP_SHARE, RECOVERY_SHARE } from '../../../src/demonstrations/forms';
+import { generateModule } from '../../../src/demonstrations/generated-modules';
+import { SUSPECTS_TOP1 } from '../../../src/demonstrations/tool-output';
 
 const SED = fs.existsSync('/bin/sed') ? '/bin/sed' : 'sed';
 
@@ -35,7 +25,7 @@ function applySed(cmd: string, cwd: string): void {
   execFileSync(SED, ['-i', m![1], m![2]], { cwd, stdio: 'pipe' });
 }
 
-describe('demonstrations/generated: fix commands restore the original source when run with sed', function () {
+describe('demonstrations/fix-cases: fix commands restore the original source when run with sed', function () {
   this.timeout(300_000);
   let dir: string;
   before(() => (dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-demos-'))));

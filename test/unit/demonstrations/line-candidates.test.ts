@@ -5,6 +5,7 @@
 // simulation's refusals.
 import * as assert from 'node:assert/strict';
 import { seededRandom } from '../../../src/core/random';
+import type { FixCase } from '../../../src/demonstrations/fix-cases';
 import {
   CANDS_MAX_TURNS,
   candidateAttempt,
@@ -12,12 +13,10 @@ import {
   candidateFix,
   fixVariant,
   numberedCurriculumTask,
-  syntheticCases,
-  type FixCase,
-} from '../../../src/demonstrations/generated';
+} from '../../../src/demonstrations/forms';
 import { argumentSwaps, CANDS_MAX, lineCandidates, twCandsOutput, variantView } from '../../../src/demonstrations/line-candidates';
 import { OBS_PROMPT_CHARS } from '../../../src/agent/prompt';
-import { drawDemonstration } from '../../../src/demonstrations/cases';
+import { drawDemonstration, syntheticCases } from '../../../src/demonstrations/cases';
 import { simulateNumbered, simulateTurn } from '../../../src/demonstrations/simulator';
 import { LEDGER_CASE } from '../train/ledger-case';
 

@@ -5,17 +5,9 @@
 // stray one, and never treat shell text it cannot read as a tool call.
 import * as assert from 'node:assert/strict';
 import { seededRandom } from '../../../src/core/random';
-import {
-  bugSuspect,
-  numberedAttempt,
-  numberedCurriculumTask,
-  numberedEpisode,
-  numberedFix,
-  numberedSuspects,
-  syntheticCases,
-  twEditOutput,
-} from '../../../src/demonstrations/generated';
-import { drawDemonstration } from '../../../src/demonstrations/cases';
+import { bugSuspect, numberedAttempt, numberedCurriculumTask, numberedEpisode, numberedFix } from '../../../src/demonstrations/forms';
+import { numberedSuspects, twEditOutput } from '../../../src/demonstrations/tool-output';
+import { drawDemonstration, syntheticCases } from '../../../src/demonstrations/cases';
 import { fixPromptTurns, numberedRestores, shellWords, simulateNumbered, simulateTurn } from '../../../src/demonstrations/simulator';
 import { LEDGER_CASE } from '../train/ledger-case';
 

@@ -7,7 +7,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { seededRandom } from '../../../src/core/random';
-import { bugSuspect, numberedEpisode, numberedFix } from '../../../src/demonstrations/generated';
+import { bugSuspect, numberedEpisode, numberedFix } from '../../../src/demonstrations/forms';
 import {
   defaultSourceRoots,
   enclosingFunction,

@@ -5,7 +5,8 @@ import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { attemptCommand, type FixCase } from '../../../src/demonstrations/generated';
+import type { FixCase } from '../../../src/demonstrations/fix-cases';
+import { attemptCommand } from '../../../src/demonstrations/forms';
 import { editOf, parseLineEdit, sedRestores, simulateTurn } from '../../../src/demonstrations/simulator';
 
 const c = { path: 'shop/grid.py', line: 12, mutatedLine: '    return size >= 7 and a.b', originalLine: '    return size > 7 and a.b' };

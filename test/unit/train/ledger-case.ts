@@ -1,7 +1,7 @@
 // A fix case for the numbered and candidate forms' unit tests: a flipped comparison on the
 // second suspect of a nested package path, with the first suspect's undo candidate and the
 // bug's context known.
-import type { FixCase } from '../../../src/demonstrations/generated';
+import type { FixCase } from '../../../src/demonstrations/fix-cases';
 
 export const LEDGER_CASE: FixCase = {
   path: 'src/books/_core/ledger.py',

@@ -30,7 +30,7 @@ import {
   PYTHON_SYSTEM,
 } from '../../../src/demonstrations/chat';
 import { chatFormatOf } from '../../../src/train/chat-model';
-import { fixEpisode } from '../../../src/demonstrations/generated';
+import { fixEpisode } from '../../../src/demonstrations/forms';
 import { warmstart } from '../../../src/warmstart/run';
 import { casePool } from '../../../src/demonstrations/cases';
 import type { WarmstartOptions } from '../../../src/warmstart/config';

@@ -24,17 +24,18 @@ export interface RunTasks {
 
 /**
  * The run's tasks and split: read back when the run has them, else made from the config, split
- * and written. Throws when no task is left to train on. `resumed`: the run is being resumed, so a
- * split without a train task is a damaged file, not a configuration to change.
+ * and written. Throws when no task is left to train on: a split read back without one is a damaged
+ * file; a split just made without one is a configuration to change.
  */
 export async function runTasks(
   run: RunDir,
   c: TrainConfig,
-  o: { pool: SandboxPool; resumed: boolean; emit: (b: RunEventBody) => void; log: (message: string) => void; check: () => void },
+  o: { pool: SandboxPool; emit: (b: RunEventBody) => void; log: (message: string) => void; check: () => void },
 ): Promise<RunTasks> {
   let tasks: Task[];
   let splits: { train: string[]; heldout: string[] };
-  if (fs.existsSync(run.file('splits.json'))) {
+  const readBack = fs.existsSync(run.file('splits.json'));
+  if (readBack) {
     // A resume poses the run's tasks again: refused if the workspace no longer holds their files.
     tasks = readTaskFile(run.file('tasks.jsonl'));
     assertWorkspaceHoldsTasks(tasks, c.workspace, run.file('tasks.jsonl'));
@@ -55,7 +56,7 @@ export async function runTasks(
   const train = splits.train.map((id) => byId.get(id)!).filter(Boolean);
   const heldout = splits.heldout.map((id) => byId.get(id)!).filter(Boolean);
   if (train.length === 0) {
-    throw o.resumed
+    throw readBack
       ? new TurnwiseError('invalid-file', `${run.file('splits.json')} holds no train task`, {
           hint: 'restore it from a backup of the run directory; nothing was changed',
         })

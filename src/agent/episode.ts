@@ -62,6 +62,13 @@ export interface EpisodeOptions {
    * episodes, `tw-suspects` then gets the CPU its time guard assumes instead of a third of it.
    */
   commandSlots?: Semaphore;
+  /**
+   * A branch: the first turns of an earlier episode of the same task and policy, replayed as they
+   * were (each command run again in this fresh sandbox, no model call) before the model writes
+   * the rest. The replayed turns keep their tokens and log-probs and are marked `replayed`; the
+   * trajectory's `branch.shared` counts those whose observation came back as the parent saw it.
+   */
+  prefix?: { parent: string; turns: readonly Turn[] };
 }
 
 export const DEFAULT_MAX_TURNS = 8;
@@ -202,6 +209,16 @@ export async function readTurnAction(res: ActResult, format: ActionFormatKind = 
   return { parsed, action, reply: res.text };
 }
 
+/** A replayed turn's action as the parent read it: its command, or the format error it was. */
+function replayedAction(t: Turn): TurnAction {
+  const parsed: ParsedAction = t.formatError
+    ? { kind: 'format-error', reason: t.formatError }
+    : t.action === 'submit'
+      ? { kind: 'submit' }
+      : { kind: 'bash', command: t.action };
+  return { parsed, action: t.action, ...(t.reply !== undefined ? { reply: t.reply } : {}) };
+}
+
 /** Runs one episode to the end and returns its trajectory. Never throws for sandbox trouble. */
 export async function runEpisode(o: EpisodeOptions): Promise<Trajectory> {
   const started = Date.now();
@@ -240,20 +257,26 @@ export async function runEpisode(o: EpisodeOptions): Promise<Trajectory> {
   // process running (files could change behind the tracker's back) or changed files outside the
   // workspace (which the tree does not cover), either of which ends caching for the episode.
   let tree: string | undefined;
+  const prefix = o.prefix?.turns ?? [];
+  // Replayed turns whose observation matched the parent's, counted from the first turn.
+  let shared = 0;
   try {
     tree = (await timed('sandboxMs', () => prepareSandbox(o.sandbox, o.task))).tree;
     for (let k = 0; k < maxTurns; k++) {
       if (o.signal?.aborted) throw new TurnwiseError('internal', 'stopped');
-      const res = await timed('modelWaitMs', () =>
-        o.act({
-          episodeId: o.episodeId,
-          task,
-          turns: promptTurns,
-          ...(system !== undefined ? { system } : {}),
-          seed: (o.seed + Math.imul(k, 0x9e3779b1)) >>> 0,
-        }),
-      );
-      const read = await readTurnAction(res, o.format);
+      const forced = k < prefix.length ? prefix[k] : undefined;
+      const res: Pick<ActResult, 'tokenIds' | 'logprobs' | 'usage'> = forced
+        ? { tokenIds: forced.tokenIds ?? [], logprobs: forced.logprobs ?? [] }
+        : await timed('modelWaitMs', () =>
+            o.act({
+              episodeId: o.episodeId,
+              task,
+              turns: promptTurns,
+              ...(system !== undefined ? { system } : {}),
+              seed: (o.seed + Math.imul(k, 0x9e3779b1)) >>> 0,
+            }),
+          );
+      const read = forced ? replayedAction(forced) : await readTurnAction(res as ActResult, o.format);
       const parsed = read.parsed;
       const t0 = Date.now();
       const waited = { ms: 0 };
@@ -267,6 +290,7 @@ export async function runEpisode(o: EpisodeOptions): Promise<Trajectory> {
         tokenIds: res.tokenIds,
         logprobs: res.logprobs,
         ...(res.usage ? { usage: res.usage } : {}),
+        ...(forced ? { replayed: true } : {}),
       };
       if (parsed.kind === 'submit') {
         turns.push(turn);
@@ -324,8 +348,13 @@ export async function runEpisode(o: EpisodeOptions): Promise<Trajectory> {
         }
       }
       turn.durationMs = Date.now() - t0 - waited.ms;
+      if (forced && shared === k && turn.observation === forced.observation && turn.exitCode === forced.exitCode) shared++;
       turns.push(turn);
-      promptTurns.push({ action: turn.action, observation: turn.observation });
+      promptTurns.push({
+        action: turn.action,
+        observation: turn.observation,
+        ...(forced ? { replayed: { ...(turn.reply !== undefined ? { reply: turn.reply } : {}), tokenIds: turn.tokenIds ?? [] } } : {}),
+      });
     }
     o.onActionsDone?.();
     const actions = turns.filter((t) => t.action !== 'submit').length;
@@ -375,6 +404,7 @@ export async function runEpisode(o: EpisodeOptions): Promise<Trajectory> {
     seed: o.seed,
     startedAt: new Date(started).toISOString(),
     durationMs: Date.now() - started,
+    ...(o.prefix ? { branch: { parent: o.prefix.parent, at: prefix.length, shared } } : {}),
     ...(failure ? { failure } : {}),
   };
 }

@@ -6,7 +6,7 @@
 import { mean } from '../core/stats';
 import { formatError } from '../core/errors';
 import { mapConcurrent, type Semaphore } from '../core/workers';
-import { SCHEMA, type Task, type Trajectory } from '../core/schema';
+import { SCHEMA, type Task, type Trajectory, type Turn } from '../core/schema';
 import type { Sandbox } from '../sandbox/types';
 import { computeReward, type RewardWeights } from '../tasks/reward';
 import type { ScoringOriginals } from '../tasks/testfiles';
@@ -118,6 +118,8 @@ export interface EpisodeJob {
   groupId: string;
   seed: number;
   split: 'train' | 'heldout';
+  /** A branch: the parent episode's first turns, replayed before the model writes (EpisodeOptions.prefix). */
+  prefix?: { parent: string; turns: readonly Turn[] };
 }
 
 export interface RolloutOptions {
@@ -221,6 +223,7 @@ export async function runRollouts(jobs: readonly EpisodeJob[], o: RolloutOptions
           observationCache: o.observationCache,
           commandSlots: o.commandSlots,
           onActionsDone: () => batcher.retire(job.episodeId),
+          ...(job.prefix ? { prefix: job.prefix } : {}),
         });
         o.onEpisode?.(trajectory);
         return trajectory;

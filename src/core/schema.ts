@@ -141,6 +141,12 @@ export interface Turn {
    * workspace in this run (agent/cache.ts), so the command did not run again.
    */
   cached?: boolean;
+  /**
+   * The turn was replayed from the parent episode of a branch (Trajectory.branch): its command ran
+   * again in this episode's sandbox but the model did not write it here, so it is not trained on
+   * from this episode (the parent's turn carries the credit of both).
+   */
+  replayed?: boolean;
   /** Per-turn advantage from the run's estimator, once computed (train trajectories only). */
   advantage?: number;
   /** The named terms of `advantage` (e.g. backbone, residual, tree). */
@@ -164,6 +170,12 @@ export interface Trajectory {
   seed?: number;
   startedAt?: string;
   durationMs?: number;
+  /**
+   * A branch of an earlier episode of its iteration (train/branching.ts): turns 0..at−1 replayed
+   * from episode `parent`, the rest sampled. `shared`: the leading replayed turns whose
+   * observation came back as the parent saw it (the state the two share; at most `at`).
+   */
+  branch?: { parent: string; at: number; shared: number };
   /** Set when the sandbox or the runner failed: the episode is unscored (reward NaN). */
   failure?: string;
 }

@@ -18,6 +18,7 @@ import {
   type EvalResultsFile,
 } from './results';
 import { passAtKT, type PassAtKT } from './pass-at-k';
+import { boundaryVerdict, passChart, passChartSvg, type BoundaryVerdict } from './pass-curves';
 
 export interface ReportModel {
   file: string;
@@ -53,6 +54,11 @@ export interface EvalReport {
   tasks_differ: string[];
   per_task: { taskId: string; models: ReportTaskCell[] }[];
   per_episode: { taskId: string; kind: EpisodeKind; seed: number | null; models: EvalEpisodeRow[] }[];
+  /**
+   * What each later model changed against the first (the base), read from PASS@(k,T) at the
+   * largest k and T (pass-curves.ts boundaryVerdict): sharpened, enlarged, …; where both have samples.
+   */
+  boundary: { base: string; model: string; verdict: BoundaryVerdict }[];
   notes: string[];
 }
 
@@ -177,8 +183,26 @@ export function compareResults(files: readonly EvalResultsFile[], o: { intersect
     tasks_differ: [...differ],
     per_task,
     per_episode,
+    boundary: boundaries(models, tasks.length),
     notes,
   };
+}
+
+/** The first model against each later one, where both have a PASS@(k,T) table. */
+function boundaries(models: readonly ReportModel[], tasks: number): EvalReport['boundary'] {
+  const [base, ...rest] = models;
+  if (!base?.pass_at_k_t) return [];
+  return rest.flatMap((m) => {
+    const v = m.pass_at_k_t ? boundaryVerdict(base.pass_at_k_t!, m.pass_at_k_t, { tasks }) : null;
+    return v ? [{ base: base.label, model: m.label, verdict: v }] : [];
+  });
+}
+
+/** The report's pass curves as an SVG document: pass@k against k per T, every model on one chart, the verdicts under it. */
+export function reportSvg(r: EvalReport): string {
+  const chart = passChart(r.models.map((m) => ({ label: m.label, p: m.pass_at_k_t })));
+  const note = r.boundary.map((b) => `${b.model} vs ${b.base}: ${b.verdict.line}`).join('; ');
+  return passChartSvg(chart, { title: `PASS@(k,T) on ${r.tasks.length} task(s)`, ...(note ? { note } : {}) });
 }
 
 /** Reads the files and compares them. */
@@ -222,7 +246,8 @@ export function formatReport(r: EvalReport): string[] {
         `  ${cut(m.label, w).padEnd(w)}  k=1: T=${tMid} ${f3(p['1'][tMid])} T=${tMax} ${f3(p['1'][tMax])}   k=${kMax}: T=${tMid} ${f3(p[kMax][tMid])} T=${tMax} ${f3(p[kMax][tMax])}`,
       );
     }
-    out.push('  (every k and T in --json: models[].pass_at_k_t)');
+    out.push('  (every k and T in --json: models[].pass_at_k_t; the curves with --plot FILE.svg)');
+    for (const b of r.boundary) out.push(`  ${cut(b.model, w)} vs ${cut(b.base, w)}: ${b.verdict.line}`);
   }
   out.push('per task (greedy ✓/✗, sampled resolved/episodes, greedy pass rate):');
   const tw = Math.min(48, Math.max(4, ...r.tasks.map((t) => t.length)));

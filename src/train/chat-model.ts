@@ -85,6 +85,18 @@ export class ChatActionModel implements ActionModel {
     if (!s) {
       s = { conversation: this.format.conversation(r.system ?? this.system, r.task), seq: this.policy.newSequence(), seen: 0, replies: 0 };
       this.episodes.set(r.episodeId, s);
+      // A branch's first request brings the replies its parent sampled: the conversation starts with them.
+      for (const [i, t] of r.turns.entries()) {
+        if (!t.replayed?.tokenIds.length)
+          throw new TurnwiseError(
+            'internal',
+            `episode ${r.episodeId} starts at turn ${r.turns.length + 1} without the replies of the turns before`,
+          );
+        if (i > 0) s.conversation.addObservation(r.turns[i - 1].observation);
+        const ids = [...t.replayed.tokenIds];
+        s.conversation.addReply({ text: t.replayed.reply ?? t.action, tokenIds: ids, stopped: this.stopIds.includes(ids[ids.length - 1]) });
+        s.replies++;
+      }
     }
     // The request's turns are this model's replies with their observations, one per reply.
     if (r.turns.length !== s.replies) {
@@ -174,7 +186,15 @@ export function chatTurnTokenRows(
   system: string,
   task: string,
   t: {
-    turns: readonly { reply?: string; action: string; observation: string; tokenIds?: number[]; logprobs?: number[]; advantage?: number }[];
+    turns: readonly {
+      reply?: string;
+      action: string;
+      observation: string;
+      tokenIds?: number[];
+      logprobs?: number[];
+      advantage?: number;
+      replayed?: boolean;
+    }[];
   },
   stopIds: readonly number[],
 ): { ids: number[]; actionStart: number; logprobs: number[]; advantage: number }[] {
@@ -185,7 +205,8 @@ export function chatTurnTokenRows(
     // A turn without its ids cannot be placed, nor anything after it.
     if (!tokenIds.length) break;
     const { ids } = conversation.prompt();
-    if (turn.logprobs?.length === tokenIds.length)
+    // A branch's replayed turns are its parent's to train on.
+    if (!turn.replayed && turn.logprobs?.length === tokenIds.length)
       rows.push({ ids: [...ids, ...tokenIds], actionStart: ids.length, logprobs: turn.logprobs, advantage: turn.advantage ?? 0 });
     const last = tokenIds[tokenIds.length - 1];
     conversation.addReply({ text: turn.reply ?? turn.action, tokenIds, stopped: stopIds.includes(last) });

@@ -44,6 +44,15 @@ export interface TrainConfig {
   taskSampling: TaskSampling;
   /** Rollouts per task (G). */
   groupSize: number;
+  /**
+   * Episodes per iteration spent on branches (train/branching.ts): after the first groups, tasks
+   * whose episodes all ended alike get these as continuations from intermediate turns of their own
+   * episodes (the commands before replayed in a fresh sandbox), where the policy was least sure,
+   * split by how often each task's earlier branches ended otherwise. 0: none.
+   */
+  branchEpisodes: number;
+  /** Exploration weight of the branch-point rule (an upper confidence bound over a group's states; 0: uncertainty only). */
+  branchExploration: number;
   maxTurns: number;
   commandTimeoutMs: number;
   /** Episodes in flight (sandboxes held) at once. */
@@ -169,6 +178,8 @@ export const TRAIN_DEFAULTS: TrainConfig = {
   tasksPerIteration: 6,
   taskSampling: 'uniform',
   groupSize: 4,
+  branchEpisodes: 8,
+  branchExploration: 1,
   maxTurns: 8,
   commandTimeoutMs: 20_000,
   concurrency: 8,
@@ -301,6 +312,8 @@ function resolveFields(given: Record<string, unknown>, source: string): TrainCon
   checkNumber('iterations', c.iterations, 0, 100_000, true);
   checkNumber('tasksPerIteration', c.tasksPerIteration, 1, 10_000, true);
   checkNumber('groupSize', c.groupSize, 1, 256, true);
+  checkNumber('branchEpisodes', c.branchEpisodes, 0, 100_000, true);
+  checkNumber('branchExploration', c.branchExploration, 0, 100);
   checkNumber('maxTurns', c.maxTurns, 1, 100, true);
   checkNumber('commandTimeoutMs', c.commandTimeoutMs, 100, 3_600_000, true);
   checkNumber('concurrency', c.concurrency, 1, 256, true);
@@ -447,6 +460,8 @@ export function readRunConfig(run: RunDir): TrainConfig {
       hint: 'restore it from a backup of the run directory; nothing was changed',
     });
   const { schema: _s, runId, startModel: _m, createdAt: _c, actionFormat: _f, ...given } = raw;
+  // A run made before branching existed goes on as it was played.
+  if (!('branchEpisodes' in given)) given.branchEpisodes = 0;
   if (typeof runId === 'string' && runId !== run.runId) {
     throw new TurnwiseError('invalid-file', `${file} is the configuration of run ${runId}, not of ${run.runId}`, {
       hint: "restore this run's own config.json from a backup; nothing was changed",

@@ -38,6 +38,7 @@ import { evaluateGreedyThenSampled } from './evaluate';
 import { canaryTask, runCanary } from './canary';
 import { runTasks, type RunTasks } from './run-tasks';
 import { updateMetrics, updatePolicy, type PolicyUpdate } from './update';
+import { branchStats, gradientMass, mixedGroups, planBranches, shareTreeCredit, type BranchStats } from './branching';
 
 export interface TrainRunOptions {
   config: TrainConfig;
@@ -95,6 +96,8 @@ type Training = RunState & {
   replay?: ReplaySource;
   /** The train groups of the iterations done so far, oldest first: what `informative` task picking weighs by. */
   pastGroups: GroupOutcome[];
+  /** Per task, what its branches did in the iterations done so far: how branchEpisodes is split. */
+  branches: Map<string, BranchStats>;
   budget: Budget;
 };
 
@@ -115,7 +118,7 @@ interface Evaluation {
 /** What an iteration's train steps leave for its metrics row. */
 interface TrainSteps {
   startedMs: number;
-  rollouts: RolloutResult & { canaryS: number };
+  rollouts: RolloutResult & { canaryS: number; branchEpisodes: number };
   advantages: { scored: Trajectory[]; report: AdvantageReport; seconds: number };
   update: PolicyUpdate;
 }
@@ -351,10 +354,15 @@ async function openPolicy(s: RunState): Promise<{ harness: Harness; updateTokens
   return { harness, updateTokens: memory.updateTokens, ...(replay ? { replay } : {}) };
 }
 
-/** The run's state ready to train; a resume reads its past train groups back, so `informative` picks as the uninterrupted run would have. */
+/**
+ * The run's state ready to train; a resume reads its past train episodes back, so `informative`
+ * picks and the branch budget is split as the uninterrupted run would have.
+ */
 function trainingState(s: RunState, tasks: RunTasks, policy: { harness: Harness; updateTokens: number; replay?: ReplaySource }): Training {
   const pastGroups = s.c.taskSampling === 'informative' ? pastGroupOutcomes(s.run, s.last) : [];
-  return Object.assign(s, policy, { tasks, pastGroups, budget: { end: Infinity, evalMs: 0, slowestMs: 0 } });
+  const branches = new Map<string, BranchStats>();
+  if (s.c.branchEpisodes > 0) for (let i = 1; i <= s.last; i++) branchStats(s.run.readTrajectories(i, 'train'), branches);
+  return Object.assign(s, policy, { tasks, pastGroups, branches, budget: { end: Infinity, evalMs: 0, slowestMs: 0 } });
 }
 
 /** Starts the time budget's clock: at each start of the run, after its iteration 0. */
@@ -382,11 +390,18 @@ function iterationJobs(t: Training, n: number): EpisodeJob[] {
 /**
  * Rollouts of iteration n with the policy of checkpoint n−1, and the reward canary (canary.ts)
  * beside them on a train task in turn: its failure stops the run before the advantages and the
- * update use this iteration's rewards, as does the failure of every episode.
+ * update use this iteration's rewards, as does the failure of every episode. Then the branch
+ * budget (branchEpisodes) on the groups that ended alike (branching.ts).
  */
 async function rollouts(t: Training, n: number, jobs: EpisodeJob[]): Promise<TrainSteps['rollouts']> {
   let done = 0;
-  t.emit({ type: 'phase', iteration: n, phase: 'rollout', done: 0, total: jobs.length });
+  let total = jobs.length;
+  const onEpisode = (x: Trajectory) => {
+    done++;
+    t.emit({ type: 'phase', iteration: n, phase: 'rollout', done, total });
+    emitEpisode(t.emit, n, x);
+  };
+  t.emit({ type: 'phase', iteration: n, phase: 'rollout', done: 0, total });
   const ct = canaryTask(t.tasks.train, n);
   const canary = ct
     ? runCanary(t.harness, ct, t.c, `in iteration ${n}`).then(
@@ -394,16 +409,37 @@ async function rollouts(t: Training, n: number, jobs: EpisodeJob[]): Promise<Tra
         (e: unknown) => ({ e }),
       )
     : undefined;
-  const ro = await runRollouts(jobs, {
-    ...rolloutOptions(t.harness, t.c, t.run.checkpointDir(n - 1), n, t.signal, (x) => {
-      done++;
-      t.emit({ type: 'phase', iteration: n, phase: 'rollout', done, total: jobs.length });
-      emitEpisode(t.emit, n, x);
-    }),
-  });
+  const options = rolloutOptions(t.harness, t.c, t.run.checkpointDir(n - 1), n, t.signal, onEpisode);
+  const first = await runRollouts(jobs, options);
   const checked = await canary;
   check(t);
   if (checked && 'e' in checked) throw checked.e;
+  const branchJobs =
+    t.c.branchEpisodes > 0
+      ? planBranches(first.trajectories, {
+          budget: t.c.branchEpisodes,
+          exploration: t.c.branchExploration,
+          seed: t.c.seed,
+          iteration: n,
+          stats: t.branches,
+          tasks: t.tasks.byId,
+        })
+      : [];
+  let ro = first;
+  if (branchJobs.length) {
+    total += branchJobs.length;
+    const more = await runRollouts(branchJobs, options);
+    check(t);
+    ro = {
+      trajectories: [...first.trajectories, ...more.trajectories],
+      wallMs: first.wallMs + more.wallMs,
+      generateMs: first.generateMs + more.generateMs,
+      sandboxMs: first.sandboxMs + more.sandboxMs,
+      rewardMs: first.rewardMs + more.rewardMs,
+      meanBatch: (first.meanBatch * jobs.length + more.meanBatch * branchJobs.length) / (jobs.length + branchJobs.length),
+      heldMs: first.heldMs + more.heldMs,
+    };
+  }
   const trajs = ro.trajectories;
   const failed = trajs.filter((x) => x.failure);
   if (failed.length === trajs.length) {
@@ -413,7 +449,7 @@ async function rollouts(t: Training, n: number, jobs: EpisodeJob[]): Promise<Tra
   }
   if (failed.length)
     t.log(`${failed.length} of ${trajs.length} episodes failed and are left out of the update (first: ${failed[0].failure})`, 'warn');
-  return { ...ro, canaryS: checked ? checked.r.durationMs / 1000 : NaN };
+  return { ...ro, canaryS: checked ? checked.r.durationMs / 1000 : NaN, branchEpisodes: branchJobs.length };
 }
 
 /** Advantages: the run's estimator over the scored episodes, written onto their turns; failed episodes get none. */
@@ -435,6 +471,8 @@ async function advantages(t: Training, n: number, trajs: Trajectory[]): Promise<
       turn.advantageComponents = r.components;
     }
   }
+  // Branches and their parents: the turns they share are trained once, with the subtree's credit.
+  shareTreeCredit(scored);
   return { scored, report, seconds: (Date.now() - t0) / 1000 };
 }
 
@@ -553,6 +591,7 @@ function commit(t: Training, n: number, ev: Evaluation, train?: TrainSteps): voi
   if (train) {
     t.run.writeTrajectories(n, 'train', train.rollouts.trajectories);
     if (t.c.taskSampling === 'informative') t.pastGroups.push(...groupOutcomes(train.rollouts.trajectories));
+    if (t.c.branchEpisodes > 0) branchStats(train.rollouts.trajectories, t.branches);
   }
   // Iteration 0 is its evaluation: its heldout.jsonl is written even when there is no held-out task.
   if (ev.trajs.length || n === 0) t.run.writeTrajectories(n, 'heldout', ev.trajs);
@@ -574,10 +613,15 @@ function trainMetrics(c: TrainConfig, s: TrainSteps): Record<string, number> {
   const advs = scored.flatMap((x) => x.turns.map((turn) => turn.advantage ?? 0));
   // The train pass rate's key is tests/pass_rate (held-out ones keep their prefix).
   const { pass_rate: trainPassRate, ...trainEpisodes } = episodeMetrics('', trajs);
+  const groups = mixedGroups(trajs);
   return {
     ...trainEpisodes,
     'tests/pass_rate': trainPassRate,
     frac_reward_zero_std: report.diagnostics.frac_reward_zero_std,
+    'groups/mixed': groups.mixed,
+    'groups/mixed_first': groups.mixedFirst,
+    'rollout/branch_episodes': s.rollouts.branchEpisodes,
+    'adv/grad_mass': gradientMass(scored),
     'adv/mean': mean(advs),
     'adv/std': advs.length > 1 ? std(advs) : 0,
     'adv/abs_mean': mean(advs.map(Math.abs)),

@@ -19,12 +19,16 @@ const RUN = `episode-docker-${process.pid}`;
 /** A scripted "model": per episode, the next action of a fixed list (then `submit`). */
 class ScriptedModel implements ActionModel {
   calls: ActRequest[][] = [];
+  /** Per request as it was asked (an episode's turns list grows after the call): episode, turns so far, their replayed ids. */
+  asked: { episodeId: string; turns: number; replayed: (readonly number[] | undefined)[] }[] = [];
   constructor(
     private readonly scripts: Record<string, string[]>,
     private readonly delayMs = 0,
   ) {}
   async act(reqs: readonly ActRequest[]): Promise<ActResult[]> {
     this.calls.push([...reqs]);
+    for (const r of reqs)
+      this.asked.push({ episodeId: r.episodeId, turns: r.turns.length, replayed: r.turns.map((t) => t.replayed?.tokenIds) });
     if (this.delayMs) await new Promise((r) => setTimeout(r, this.delayMs));
     return reqs.map((r) => {
       const script = this.scripts[r.episodeId] ?? [];
@@ -138,6 +142,47 @@ describe('docker: episodes in the demo workspace', function () {
     assert.equal(t.reward.formatError, true);
     assert.equal(t.reward.turns, 7);
     assert.ok(t.turns.every((x) => x.tokenIds && x.logprobs && x.tokenIds.length === x.logprobs.length));
+  });
+
+  it('a branch: the parent’s first turns run again in a fresh sandbox without the model, then the model writes the rest', async () => {
+    const fix = fixFor(task);
+    const cache = new ObservationCache();
+    const opts = { provider: poolProvider(pool, snap), checkpoint: 'scripted', originals, concurrency: 1, observationCache: cache };
+    const parentModel = new ScriptedModel({ p: ['echo "unterminated', 'tw-suspects', fix, 'date +%s%N', 'git diff --stat'] });
+    const [parent] = (await runRollouts([{ task, episodeId: 'p', groupId: 'g', seed: 1, split: 'train' }], { ...opts, model: parentModel }))
+      .trajectories;
+    assert.equal(parent.failure, undefined, parent.failure);
+    assert.equal(parent.reward.resolved, true);
+    // The branch replays turns 0..3 and writes turn 4 itself (a command that undoes the fix).
+    const branchModel = new ScriptedModel({ b: ['', '', '', '', `git checkout -q -- ${task.mutation!.file}`] });
+    const prefix = { parent: 'p', turns: parent.turns.slice(0, 4) };
+    const [b] = (
+      await runRollouts([{ task, episodeId: 'b', groupId: 'g', seed: 2, split: 'train', prefix }], { ...opts, model: branchModel })
+    ).trajectories;
+    assert.equal(b.failure, undefined, b.failure);
+    const asked = branchModel.asked;
+    assert.equal(asked[0].turns, 4, 'the model is first asked for turn 4');
+    assert.deepEqual(
+      asked[0].replayed,
+      parent.turns.slice(0, 4).map((t) => t.tokenIds),
+      "the replayed turns reach the model with the parent's sampled ids",
+    );
+    assert.deepEqual(
+      b.turns.map((t) => !!t.replayed),
+      [true, true, true, true, false, false],
+    );
+    for (let k = 0; k < 4; k++) {
+      assert.equal(b.turns[k].action, parent.turns[k].action);
+      assert.deepEqual(b.turns[k].tokenIds, parent.turns[k].tokenIds);
+      assert.deepEqual(b.turns[k].logprobs, parent.turns[k].logprobs);
+    }
+    assert.equal(b.turns[0].formatError, parent.turns[0].formatError, 'a replayed format error is one again, not run');
+    assert.equal(b.turns[0].exitCode, null);
+    // The fix really ran in the branch's own sandbox: its edit is recorded there.
+    assert.equal(b.turns[2].edits?.[0]?.path, task.mutation!.file);
+    assert.notEqual(b.turns[3].observation, parent.turns[3].observation, 'date prints another time');
+    assert.deepEqual(b.branch, { parent: 'p', at: 4, shared: 3 }, 'three turns came back as the parent saw them; the clock did not');
+    assert.equal(b.reward.resolved, false, 'the branch undid the fix');
   });
 
   it('the observation cache: read-only tools replayed on identical workspaces, exactly as a run gives them, never after a detaching command', async () => {

@@ -36,6 +36,8 @@ const TINY = {
   iterations: 2,
   tasksPerIteration: 1,
   groupSize: 4,
+  // Two more episodes where the group ended alike, from its episodes' first turn (train/branching.ts).
+  branchEpisodes: 2,
   maxTurns: 2,
   concurrency: 2,
   maxActionTokens: 32,
@@ -103,6 +105,13 @@ class CliChild {
   }
 }
 
+/** Iteration 1's metrics row, from its iteration-finished event. */
+function m1Row(events: RunEvent[]): Record<string, unknown> {
+  const e = events.find((x) => x.type === 'iteration-finished' && x.iteration === 1);
+  assert.ok(e && e.type === 'iteration-finished');
+  return e.metrics as Record<string, unknown>;
+}
+
 function assertRunDir(run: RunDir, iterations: number): void {
   const metrics = run.readMetrics();
   assert.deepEqual(
@@ -134,6 +143,10 @@ function assertRunDir(run: RunDir, iterations: number): void {
       'rollout/cached_turns',
       'update/dlogp_pos',
       'update/dlogp_neg',
+      'groups/mixed',
+      'groups/mixed_first',
+      'rollout/branch_episodes',
+      'adv/grad_mass',
     ])
       assert.ok(k in m, `metrics row ${n} has ${k}`);
     const shift = [m['update/dlogp_pos'], m['update/dlogp_neg']];
@@ -142,7 +155,23 @@ function assertRunDir(run: RunDir, iterations: number): void {
       `log-prob shifts ${shift}`,
     );
     const trajs = run.readTrajectories(n, 'train');
-    assert.equal(trajs.length, TINY.tasksPerIteration * TINY.groupSize, `iteration ${n}: tasksPerIteration × groupSize trajectories`);
+    const branches = m['rollout/branch_episodes'] as number;
+    assert.equal(
+      trajs.length,
+      TINY.tasksPerIteration * TINY.groupSize + branches,
+      `iteration ${n}: tasksPerIteration × groupSize trajectories, and the branches`,
+    );
+    // Branches go to a group whose first episodes all ended alike, all of the budget.
+    assert.equal(branches, m['groups/mixed_first'] === 0 ? TINY.branchEpisodes : 0, `iteration ${n}: branches ${branches}`);
+    for (const b of trajs.filter((t) => t.branch)) {
+      const parent = trajs.find((t) => t.trajId === b.branch!.parent && !t.branch);
+      assert.ok(parent, `branch ${b.trajId} has its parent in the iteration`);
+      assert.equal(b.groupId, parent!.groupId);
+      assert.equal(b.branch!.at, 1, 'with two turns, a branch replays the first');
+      assert.equal(b.turns[0].action, parent!.turns[0].action);
+      assert.equal(b.turns[0].replayed, true);
+      if (!b.failure) assert.equal(b.turns[0].advantage, 0, 'a replayed turn is trained in its parent');
+    }
     for (const t of trajs) {
       assert.equal(t.iteration, n);
       assert.ok(t.turns.length >= 1 && t.turns.length <= 2, `turns ${t.turns.length}`);
@@ -296,7 +325,7 @@ describe('docker: turnwise train, a real tiny run', function () {
       'each checkpoint is written before its iteration is finished',
     );
     const ep1 = events.filter((e) => e.type === 'episode-finished' && e.iteration === 1 && e.split === 'train');
-    assert.equal(ep1.length, TINY.tasksPerIteration * TINY.groupSize);
+    assert.equal(ep1.length, TINY.tasksPerIteration * TINY.groupSize + (m1Row(events)['rollout/branch_episodes'] as number));
     assert.ok(ep1.every((e) => events.indexOf(e) < fin[1] && events.indexOf(e) > fin[0]));
     const m1 = events[fin[1]];
     assert.ok(m1.type === 'iteration-finished' && m1.metrics.iteration === 1);

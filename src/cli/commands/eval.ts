@@ -59,6 +59,7 @@ const EVAL_OPTIONS = {
     'endpoint-model',
     'endpoint-key-env',
     'max-action-tokens',
+    'plot',
   ),
   ...flagOptions('report', 'intersect'),
 };
@@ -68,7 +69,7 @@ export const evalCommand: CliCommand = {
   summary:
     'evaluate a policy on a task file: resolved rate (pass@1 of the greedy episode), mean turns, format-error rate, PASS@(k,T), per task; --out writes a results file; --report compares results files of several models',
   usage:
-    '--tasks FILE [--model DIR | --endpoint URL [--endpoint-model NAME] [--endpoint-key-env VAR]] [--workspace DIR] [--max-turns N] | --run RUN [--split heldout|train] [--iteration N | --model DIR | --endpoint URL …] [--workspace DIR | --runs DIR]; then [--max-action-tokens N] [--concurrency N] [--samples K] [--seed S] [--out FILE] [--compare EARLIER.jsonl]; or --from FILE --compare EARLIER.jsonl; or --report A.jsonl B.jsonl … [--intersect]',
+    '--tasks FILE [--model DIR | --endpoint URL [--endpoint-model NAME] [--endpoint-key-env VAR]] [--workspace DIR] [--max-turns N] | --run RUN [--split heldout|train] [--iteration N | --model DIR | --endpoint URL …] [--workspace DIR | --runs DIR]; then [--max-action-tokens N] [--concurrency N] [--samples K] [--seed S] [--out FILE] [--compare EARLIER.jsonl]; or --from FILE --compare EARLIER.jsonl; or --report A.jsonl B.jsonl … [--intersect] [--plot CURVES.svg]',
   options: EVAL_OPTIONS,
   allowPositionals: true,
   async run(args, io) {
@@ -77,6 +78,7 @@ export const evalCommand: CliCommand = {
     if (args.positionals.length)
       throw new UsageError(`unexpected argument ${JSON.stringify(args.positionals[0])}; results files to compare go after --report`);
     if (args.values.intersect !== undefined) throw new UsageError('--intersect goes with --report');
+    if (args.values.plot !== undefined) throw new UsageError('--plot goes with --report');
     // --compare: an earlier evaluation's --out file, read (and checked) before any sandbox starts.
     const earlier = typeof args.values.compare === 'string' ? readTrajectories(args.values.compare) : undefined;
     if (earlier && typeof args.values.out === 'string' && path.resolve(args.values.out) === path.resolve(String(args.values.compare))) {

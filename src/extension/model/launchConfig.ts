@@ -31,6 +31,8 @@ export const SETTING_FOR_FIELD: { readonly [K in ConfigPath]: string } = {
   tasksPerIteration: 'train.tasksPerIteration',
   taskSampling: 'train.taskSampling',
   groupSize: 'train.groupSize',
+  branchEpisodes: 'train.branchEpisodes',
+  branchExploration: 'train.branchExploration',
   maxTurns: 'train.maxTurns',
   estimator: 'train.estimator',
   estimatorParams: 'train.estimatorParams',

@@ -227,6 +227,10 @@ describe('evaluation results files and eval --report', () => {
     assert.deepEqual(a.pass_at_k_t, { '1': { '1': 0.25, '2': 0.5, '3': 0.75, '4': 0.75 }, '2': { '1': 0.5, '2': 1, '3': 1, '4': 1 } });
     // B: task a never, task b both at 1 action: 0.5 everywhere.
     assert.deepEqual(b.pass_at_k_t, { '1': { '1': 0.5, '2': 0.5, '3': 0.5, '4': 0.5 }, '2': { '1': 0.5, '2': 0.5, '3': 0.5, '4': 0.5 } });
+    // B against A at k=2, T=4: pass@1 0.75 → 0.5 and pass@2 1 → 0.5, each at least half a task (0.25) down.
+    assert.equal(r.boundary.length, 1);
+    assert.equal(r.boundary[0].verdict.kind, 'narrowed');
+    assert.deepEqual([r.boundary[0].verdict.k, r.boundary[0].verdict.T], [2, 4]);
     const taskB = r.per_task.find((t) => t.taskId === 'b')!;
     assert.equal(taskB.models[0].greedy!.resolved, 0);
     assert.equal(taskB.models[0].greedy!.pass_rate, 0.5);
@@ -297,6 +301,20 @@ describe('evaluation results files and eval --report', () => {
     assert.match(r.out, /qwen-coder @ gpu\.example:8000\s+greedy\s+1\.000\s+1\.00\s+2\.5\s+0\.00\s+—\s+4\.0/);
     assert.match(r.out, /r1 · checkpoint 3\s+k=1: T=2 0\.500 T=4 0\.750 {3}k=2: T=2 1\.000 T=4 1\.000/);
     assert.match(r.out, /\n {2}b\s+✗ 0\.50 1\/2\s+✓ 1\.00 2\/2/);
+    assert.match(
+      r.out,
+      /qwen-coder @ gpu\.example:8000 vs r1 · checkpoint 3: T=4: pass@1 75\.0% → 50\.0%, pass@2 100\.0% → 50\.0%: narrowed/,
+    );
+    // --plot: the curves as an SVG, one per model and T (2 × 4), the verdict under them.
+    const svgFile = path.join(dir, 'curves.svg');
+    const plotted = await cli(['eval', '--report', a, b, '--plot', svgFile]);
+    assert.equal(plotted.code, 0, plotted.err);
+    const svg = fs.readFileSync(svgFile, 'utf8');
+    assert.match(svg, /^<svg xmlns="http:\/\/www\.w3\.org\/2000\/svg"/);
+    assert.equal((svg.match(/<path /g) ?? []).length, 8);
+    assert.match(svg, /narrowed: pass@2 went down/);
+    assert.equal((await cli(['eval', '--report', a, b, '--plot', path.join(dir, 'curves.png')])).code, 2, 'an SVG file only');
+    assert.equal((await cli(['eval', '--run', 'x', '--plot', svgFile])).code, 2, '--plot goes with --report');
     assert.equal((await cli(['eval', '--report'])).code, 2);
     const stray = await cli(['eval', '--report', a, '--samples', '2']);
     assert.equal(stray.code, 2);

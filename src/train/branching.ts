@@ -1,0 +1,281 @@
+// Branching: an iteration's rollout budget spent where outcomes can differ. A group whose
+// episodes all ended the same way (all resolved, or none) gives the update nothing about the fix:
+// its advantages come from the reward's small penalties. Under a fixed budget, sampling such a
+// task again from the start mostly repeats that outcome; sampling it again from an intermediate
+// state of one of its own episodes (the first t commands replayed in a fresh sandbox, then the
+// policy writes the rest) reaches the states where the policy hesitated, as InfoTree does for
+// rollouts under a fixed budget (RIFB).
+//
+// Per iteration: the first groups (groupSize episodes per task) are played; then `branchEpisodes`
+// more go to the uniform groups, split by what each task's earlier branches did (a task whose
+// branches keep ending as its group did gets less: allocateBranches); within a group the branch
+// points are chosen by an uncertainty-weighted upper confidence bound over the states its
+// episodes share (branchPoints). Credit is shared as a tree: the turns a branch replayed are
+// trained once, in its parent, with the mean advantage of every episode that went through them
+// (shareTreeCredit).
+import { seedOf } from '../core/random';
+import type { Trajectory } from '../core/schema';
+import { mean } from '../core/stats';
+import type { EpisodeJob } from '../agent/scheduler';
+
+/** A first-phase group whose scored episodes all ended the same way. */
+export interface UniformGroup {
+  groupId: string;
+  taskId: string;
+  /** Its scored first-phase episodes, in play order. */
+  members: Trajectory[];
+  /** Whether they all resolved the task (or none did). */
+  resolved: boolean;
+}
+
+/** What a task's branches did in earlier iterations: branches played, and those whose outcome differed from their group's. */
+export interface BranchStats {
+  tried: number;
+  flipped: number;
+}
+
+/** One planned branch: replay `parent`'s turns 0..at−1, then sample. */
+export interface BranchPoint {
+  parent: Trajectory;
+  at: number;
+}
+
+const scored = (t: Trajectory) => !t.failure && Number.isFinite(t.reward.reward);
+
+/** The groups of first-phase episodes (no `branch`) with at least two scored members that all ended alike, in play order. */
+export function uniformGroups(trajs: readonly Trajectory[]): UniformGroup[] {
+  const groups = new Map<string, Trajectory[]>();
+  for (const t of trajs) {
+    if (t.branch || !scored(t)) continue;
+    const g = groups.get(t.groupId);
+    if (g) g.push(t);
+    else groups.set(t.groupId, [t]);
+  }
+  const out: UniformGroup[] = [];
+  for (const [groupId, members] of groups) {
+    const resolved = members[0].reward.resolved;
+    if (members.length >= 2 && members.every((m) => m.reward.resolved === resolved))
+      out.push({ groupId, taskId: members[0].taskId, members, resolved });
+  }
+  return out;
+}
+
+/**
+ * Per task, what its branches did in `trajs` (earlier iterations' train episodes): a branch
+ * flipped when its outcome differs from its group's first episodes (which were all alike, or it
+ * would not have been played).
+ */
+export function branchStats(trajs: readonly Trajectory[], into = new Map<string, BranchStats>()): Map<string, BranchStats> {
+  const firstOutcome = new Map<string, boolean>();
+  for (const t of trajs) if (!t.branch && scored(t) && !firstOutcome.has(t.groupId)) firstOutcome.set(t.groupId, t.reward.resolved);
+  for (const t of trajs) {
+    if (!t.branch || !scored(t)) continue;
+    const first = firstOutcome.get(t.groupId);
+    if (first === undefined) continue;
+    const s = into.get(t.taskId) ?? { tried: 0, flipped: 0 };
+    s.tried++;
+    if (t.reward.resolved !== first) s.flipped++;
+    into.set(t.taskId, s);
+  }
+  return into;
+}
+
+/**
+ * A task's share weight: the mean of a Beta(1 + flipped, 1 + tried − flipped) posterior on the
+ * chance that one of its branches ends otherwise than its group, so an untried task weighs 1/2
+ * and one whose branches never flip fades (1/(n + 2) after n).
+ */
+export function branchWeight(s: BranchStats | undefined): number {
+  return ((s?.flipped ?? 0) + 1) / ((s?.tried ?? 0) + 2);
+}
+
+/**
+ * Splits `budget` branch episodes over the groups by their tasks' weights (largest remainder; a
+ * seeded order breaks ties), so a budget smaller than the groups goes to the likeliest. Groups
+ * with no state to branch from (every episode one turn) get none.
+ */
+export function allocateBranches(
+  groups: readonly UniformGroup[],
+  budget: number,
+  stats: ReadonlyMap<string, BranchStats>,
+  seed: number,
+): Map<string, number> {
+  const out = new Map<string, number>();
+  const open = groups.filter((g) => g.members.some((m) => m.turns.length >= 2));
+  if (!open.length || budget <= 0) return out;
+  const w = open.map((g) => branchWeight(stats.get(g.taskId)));
+  const total = w.reduce((a, b) => a + b, 0);
+  const exact = w.map((x) => (budget * x) / total);
+  const given = exact.map(Math.floor);
+  let left = budget - given.reduce((a, b) => a + b, 0);
+  const order = open
+    .map((g, i) => ({ i, rem: exact[i] - given[i], key: seedOf(seed, 'branch-order', g.groupId) }))
+    .sort((a, b) => b.rem - a.rem || a.key - b.key);
+  for (const o of order) {
+    if (left <= 0) break;
+    given[o.i]++;
+    left--;
+  }
+  open.forEach((g, i) => {
+    if (given[i] > 0) out.set(g.groupId, given[i]);
+  });
+  return out;
+}
+
+/**
+ * The policy's uncertainty when it wrote a turn: the surprisal (−log-prob, nats) of the action it
+ * sampled, summed over its tokens: an estimate of the entropy of its choice of action there (most
+ * of an action's tokens are near-certain; the few that choose are where it differs).
+ */
+export function turnUncertainty(t: { logprobs?: readonly number[] }): number {
+  return -(t.logprobs ?? []).reduce((a, b) => a + b, 0);
+}
+
+/**
+ * `count` branch points in a group, by an uncertainty-weighted upper confidence bound (the UUCB
+ * rule of InfoTree). A state is the commands of a prefix (turns 0..t−1, t ≥ 1, with a turn t to
+ * write again); its score is the mean uncertainty of the turn-t actions written there plus
+ * `exploration`·√(ln N / n), n the episodes and branches through it, N those of the group. Each
+ * pick counts as a visit, so a second branch from one state needs a larger margin. Ties go to the
+ * earlier state.
+ */
+export function branchPoints(members: readonly Trajectory[], count: number, exploration: number): BranchPoint[] {
+  interface Node {
+    parent: Trajectory;
+    at: number;
+    uncertainty: number[];
+    visits: number;
+  }
+  const nodes = new Map<string, Node>();
+  for (const m of members) {
+    for (let at = 1; at < m.turns.length; at++) {
+      const key = JSON.stringify(m.turns.slice(0, at).map((u) => u.action));
+      const n = nodes.get(key) ?? { parent: m, at, uncertainty: [], visits: 0 };
+      n.uncertainty.push(turnUncertainty(m.turns[at]));
+      n.visits++;
+      nodes.set(key, n);
+    }
+  }
+  const all = [...nodes.values()];
+  if (!all.length) return [];
+  let N = members.length;
+  const out: BranchPoint[] = [];
+  for (let i = 0; i < count; i++) {
+    let best: Node | undefined;
+    let bestScore = -Infinity;
+    for (const n of all) {
+      const score = mean(n.uncertainty) + exploration * Math.sqrt(Math.log(Math.max(N, 1)) / n.visits);
+      if (score > bestScore + 1e-12 || (Math.abs(score - bestScore) <= 1e-12 && best && n.at < best.at)) {
+        best = n;
+        bestScore = score;
+      }
+    }
+    out.push({ parent: best!.parent, at: best!.at });
+    best!.visits++;
+    N++;
+  }
+  return out;
+}
+
+/**
+ * The branch jobs of iteration `iteration`: `budget` episodes over the uniform groups of the
+ * first-phase episodes `first` (allocateBranches, branchPoints). A branch joins its parent's group
+ * (its advantage baseline), its id `<group>-b<k>`.
+ */
+export function planBranches(
+  first: readonly Trajectory[],
+  o: {
+    budget: number;
+    exploration: number;
+    seed: number;
+    iteration: number;
+    stats: ReadonlyMap<string, BranchStats>;
+    tasks: ReadonlyMap<string, EpisodeJob['task']>;
+  },
+): EpisodeJob[] {
+  const groups = uniformGroups(first);
+  const shares = allocateBranches(groups, o.budget, o.stats, seedOf(o.seed, o.iteration));
+  const jobs: EpisodeJob[] = [];
+  for (const g of groups) {
+    const n = shares.get(g.groupId) ?? 0;
+    branchPoints(g.members, n, o.exploration).forEach((p, k) => {
+      const task = o.tasks.get(g.taskId);
+      if (!task) return;
+      jobs.push({
+        task,
+        episodeId: `${g.groupId}-b${k}`,
+        groupId: g.groupId,
+        seed: seedOf(o.seed, o.iteration, g.groupId, 'branch', k),
+        split: 'train',
+        prefix: { parent: p.parent.trajId, turns: p.parent.turns.slice(0, p.at) },
+      });
+    });
+  }
+  return jobs;
+}
+
+/**
+ * Credit shared as a tree, after the estimator gave every turn of every scored episode its
+ * advantage: a parent's turn k that `m` branches replayed with the state it had (k < shared)
+ * takes the mean advantage (and mean components) of itself and those branches' turn k, since
+ * every episode through that state is an outcome of its action; the branches' replayed turns keep
+ * none (they are not trained on). Returns the turns whose advantage changed.
+ */
+export function shareTreeCredit(trajs: readonly Trajectory[]): number {
+  const byId = new Map(trajs.map((t) => [t.trajId, t]));
+  const through = new Map<Trajectory, Trajectory[]>();
+  for (const b of trajs) {
+    if (!b.branch || !scored(b)) continue;
+    const p = byId.get(b.branch.parent);
+    if (p && scored(p)) through.set(p, [...(through.get(p) ?? []), b]);
+  }
+  let changed = 0;
+  for (const [p, branches] of through) {
+    for (let k = 0; k < p.turns.length; k++) {
+      const sharing = branches.filter((b) => k < b.branch!.shared && b.turns[k]);
+      if (!sharing.length) continue;
+      const turns = [p.turns[k], ...sharing.map((b) => b.turns[k])];
+      p.turns[k].advantage = mean(turns.map((u) => u.advantage ?? 0));
+      const keys = new Set(turns.flatMap((u) => Object.keys(u.advantageComponents ?? {})));
+      if (keys.size)
+        p.turns[k].advantageComponents = Object.fromEntries(
+          [...keys].map((c) => [c, mean(turns.map((u) => u.advantageComponents?.[c] ?? 0))]),
+        );
+      changed++;
+    }
+  }
+  for (const b of trajs) {
+    if (!b.branch) continue;
+    for (const u of b.turns) {
+      if (!u.replayed) continue;
+      u.advantage = 0;
+      delete u.advantageComponents;
+    }
+  }
+  return changed;
+}
+
+/** The iteration's outcome diversity: the share of groups (≥ 2 scored episodes) whose episodes did not all end alike, over all its episodes and over its first ones only. */
+export function mixedGroups(trajs: readonly Trajectory[]): { mixed: number; mixedFirst: number } {
+  const share = (pick: (t: Trajectory) => boolean) => {
+    const groups = new Map<string, boolean[]>();
+    for (const t of trajs) {
+      if (!scored(t) || !pick(t)) continue;
+      groups.set(t.groupId, [...(groups.get(t.groupId) ?? []), t.reward.resolved]);
+    }
+    const counted = [...groups.values()].filter((g) => g.length >= 2);
+    return counted.length ? counted.filter((g) => g.some((x) => x !== g[0])).length / counted.length : NaN;
+  };
+  return { mixed: share(() => true), mixedFirst: share((t) => !t.branch) };
+}
+
+/**
+ * The update's gradient mass: Σ |advantage| × action tokens over the turns the update trains on
+ * (not replayed), per episode played. Under the token-mean loss it is how much push the
+ * iteration's episodes give the policy; a group whose episodes all ended alike adds little.
+ */
+export function gradientMass(trajs: readonly Trajectory[]): number {
+  let mass = 0;
+  for (const t of trajs) for (const u of t.turns) if (!u.replayed) mass += Math.abs(u.advantage ?? 0) * (u.tokenIds?.length ?? 0);
+  return trajs.length ? mass / trajs.length : NaN;
+}

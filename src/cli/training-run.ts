@@ -5,6 +5,7 @@ import * as path from 'node:path';
 import type { RunEvent } from '../core/events';
 import { RUNS_DIR } from '../core/run';
 import { passAtKTCorners, type PassAtKT } from '../eval/pass-at-k';
+import { boundaryVerdict } from '../eval/pass-curves';
 import type { TrainConfig } from '../train/config';
 import { trainRun } from '../train/run';
 import { numberInRange, type CliIO, type ParsedArgs } from './command';
@@ -76,6 +77,8 @@ export function humanEventPrinter(io: CliIO): (e: RunEvent) => void {
           io.out(
             `held-out PASS@(k,T), iteration ${firstPass.iteration} → ${lastPass.iteration}: ${passCorners(firstPass.p)} → ${passCorners(lastPass.p)} (every k and T in --json: the iteration-finished events' pass_at_k_t)`,
           );
+          const v = boundaryVerdict(firstPass.p, lastPass.p);
+          if (v) io.out(`what RL changed (held-out, sampled): ${v.line}`);
         }
         io.err(`run finished: ${e.runDir}`);
         break;

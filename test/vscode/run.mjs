@@ -1403,6 +1403,10 @@ async function evaluateEndpointUiTest(page, workspace) {
     await waitFor('the PASS@(k,T) heatmap', async () => (await cells.count()) === 2 * maxTurns, 30000).catch(async () => {
       throw new Error(`the heatmap has ${await cells.count()} cells, not 2 × ${maxTurns}`);
     });
+    const curves = await frame.locator('#pass-curves path.curve').count();
+    if (curves !== maxTurns) throw new Error(`the pass curves chart has ${curves} curves, not one per T (${maxTurns})`);
+    const swatches = await frame.locator('#hm-scale .hm-swatch').count();
+    if (swatches !== 5) throw new Error(`the heatmap's colour scale has ${swatches} swatches, not 5`);
     const label = await frame.locator('.heatmap-card h3').first().innerText();
     if (!label.includes('scripted-agent')) throw new Error(`the heatmap is labelled "${label}"`);
     const rowsShown = await frame.locator('#eval-models-table tbody tr').count();

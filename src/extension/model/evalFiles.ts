@@ -159,5 +159,6 @@ export function comparisonView(r: EvalReport): EvalComparison {
     intersection: r.intersection,
     notes: r.notes,
     per_task: r.per_task,
+    boundary: r.boundary.map((b) => ({ base: b.base, model: b.model, kind: b.verdict.kind, line: b.verdict.line })),
   };
 }

@@ -362,6 +362,13 @@ describe('Turnwise views', function () {
           { label: 'qwen @ 127.0.0.1:9', ks: 2, ts: 4, cells: 8, max: 0 },
         ]);
         assert.equal(drawn.rows, 4, 'greedy and sampled rows of both models');
+        // Pass curves: one per model and T on one chart; B against A lost pass@1 and pass@2.
+        assert.equal(drawn.curves, 8);
+        assert.equal(drawn.verdicts.length, 1);
+        assert.match(
+          drawn.verdicts[0],
+          /^qwen @ 127\.0\.0\.1:9 against run1 · checkpoint 3: T=4: pass@1 75\.0% → 0\.0%, pass@2 100\.0% → 0\.0%: narrowed/,
+        );
         assert.deepEqual(panel.selectedEvaluations, files);
       } finally {
         for (const f of files) fs.rmSync(f, { force: true });

@@ -1,8 +1,11 @@
-// The reward panel's evaluations view: evaluation results files to choose from, a PASS@(k,T)
-// heatmap per model (k sampled episodes down, a turn budget T across; each cell the probability
-// that one of k episodes resolves a task within T actions), the models' table (resolved rate,
-// pass rate, turns, format errors, tokens and wall time per episode) and the per-task cells. All
-// text from the files goes in as text nodes (no innerHTML); colors through the CSSOM.
+// The reward panel's evaluations view: evaluation results files to choose from, the pass curves
+// (pass@k against k per turn budget T, every model on one chart, the first file's model dashed as
+// the base) with the line that says whether RL sharpened or enlarged, a PASS@(k,T) heatmap per
+// model (k sampled episodes down, a turn budget T across; each cell the probability that one of k
+// episodes resolves a task within T actions) with its colour scale, the models' table (resolved
+// rate, pass rate, turns, format errors, tokens and wall time per episode) and the per-task cells.
+// All text from the files goes in as text nodes (no innerHTML); colors through the CSSOM.
+import { passChart, type PassChart } from '../../../eval/pass-curves';
 import { h } from '../shared/vscodeApi';
 import type { EvalComparison, EvalFileEntry, PassAtKTTable } from './protocol';
 
@@ -15,7 +18,77 @@ export interface EvaluationsView {
   setComparison(
     c: EvalComparison | null,
     error?: string,
-  ): { models: number; rows: number; heatmaps: { label: string; ks: number; ts: number; cells: number; max: number | null }[] };
+  ): {
+    models: number;
+    rows: number;
+    heatmaps: { label: string; ks: number; ts: number; cells: number; max: number | null }[];
+    curves: number;
+    verdicts: string[];
+  };
+}
+
+const SVG = 'http://www.w3.org/2000/svg';
+
+/** An SVG element with attributes; text through textContent only. */
+function s(tag: string, attrs: Record<string, string | number>, text?: string): SVGElement {
+  const el = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
+  if (text !== undefined) el.textContent = text;
+  return el;
+}
+
+/** The pass curves (eval/pass-curves.ts passChart) as an SVG element, coloured by the theme's text colour where it has none. */
+function chartSvg(c: PassChart): SVGElement {
+  const { x, y, w, h: ph } = c.plot;
+  const root = s('svg', { id: 'pass-curves', width: c.width, height: c.height, viewBox: `0 0 ${c.width} ${c.height}`, role: 'img' });
+  root.append(s('title', {}, 'pass@k against k, one curve per turn budget T and model'));
+  for (const t of c.yTicks)
+    root.append(
+      s('line', { x1: x, x2: x + w, y1: t.y, y2: t.y, class: 'grid' }),
+      s('text', { x: x - 6, y: t.y + 4, 'text-anchor': 'end' }, t.label),
+    );
+  for (const t of c.xTicks) root.append(s('text', { x: t.x, y: y + ph + 16, 'text-anchor': 'middle' }, t.label));
+  root.append(
+    s('rect', { x, y, width: w, height: ph, fill: 'none', class: 'frame' }),
+    s('text', { x: x + w / 2, y: y + ph + 34, 'text-anchor': 'middle' }, c.xLabel),
+    s('text', { transform: `translate(14 ${y + ph / 2}) rotate(-90)`, 'text-anchor': 'middle' }, c.yLabel),
+  );
+  for (const se of c.series) {
+    const path = s('path', {
+      d: se.points.map((p, i) => `${i ? 'L' : 'M'}${p.x.toFixed(1)} ${p.y.toFixed(1)}`).join(' '),
+      fill: 'none',
+      stroke: se.color,
+      'stroke-width': 2,
+      class: 'curve',
+      'data-model': se.model,
+      'data-t': se.T,
+      ...(se.dash ? { 'stroke-dasharray': se.dash } : {}),
+    });
+    path.append(s('title', {}, `${se.model}, T=${se.T}`));
+    root.append(path);
+    for (const p of se.points) {
+      const dot = s('circle', { cx: p.x.toFixed(1), cy: p.y.toFixed(1), r: 2.5, fill: se.color });
+      dot.append(s('title', {}, `${se.model}, T=${se.T}, k=${p.k}: ${pctOf(p.value)}`));
+      root.append(dot);
+    }
+  }
+  c.legend.forEach((l, i) => {
+    const ly = y + 8 + i * 18;
+    const lx = x + w + 16;
+    root.append(
+      s('line', {
+        x1: lx,
+        x2: lx + 24,
+        y1: ly,
+        y2: ly,
+        stroke: l.color ?? 'currentColor',
+        'stroke-width': 2,
+        ...(l.dash ? { 'stroke-dasharray': l.dash } : {}),
+      }),
+      s('text', { x: lx + 30, y: ly + 4 }, l.label.length > 18 ? `${l.label.slice(0, 17)}…` : l.label),
+    );
+  });
+  return root;
 }
 
 const num = (v: number | null | undefined, d = 3) => (typeof v === 'number' && Number.isFinite(v) ? v.toFixed(d) : '—');
@@ -28,6 +101,15 @@ export function evaluationsView(o: { onSelect: (files: string[]) => void; onAdd:
   const message = h('div', { class: 'muted', id: 'eval-message' });
   const notes = h('div', { class: 'eval-notes', id: 'eval-notes' });
   const heatmaps = h('div', { class: 'heatmaps', id: 'heatmaps' });
+  const curves = h('div', { class: 'curves', id: 'curves' });
+  const verdicts = h('div', { class: 'verdicts', id: 'verdicts' });
+  // The heatmap's colour scale: the cells' colour at 0, 25, 50, 75 and 100%.
+  const scale = h(
+    'div',
+    { class: 'hm-scale', id: 'hm-scale' },
+    h('span', { class: 'muted' }, 'scale'),
+    ...[0, 0.25, 0.5, 0.75, 1].map((v) => h('span', { class: 'hm-swatch', style: heat(v), 'data-value': v }, `${v * 100}%`)),
+  );
   const table = h('div', { class: 'table-wrap', id: 'eval-table' });
   const tasks = h('div', { class: 'table-wrap', id: 'eval-tasks' });
   const el = h(
@@ -44,8 +126,16 @@ export function evaluationsView(o: { onSelect: (files: string[]) => void; onAdd:
     notes,
     h(
       'section',
+      { class: 'card', id: 'eval-curves' },
+      h('h2', {}, 'Pass curves: pass@k against k for each turn budget T (the first file dashed, as the base)'),
+      verdicts,
+      curves,
+    ),
+    h(
+      'section',
       { class: 'card', id: 'eval-heatmaps' },
       h('h2', {}, 'PASS@(k,T): one of k sampled episodes resolves the task within T actions'),
+      scale,
       heatmaps,
     ),
     h('section', { class: 'card', id: 'eval-models' }, h('h2', {}, 'Models, per episode'), table),
@@ -247,9 +337,11 @@ export function evaluationsView(o: { onSelect: (files: string[]) => void; onAdd:
     if (!c) {
       notes.replaceChildren();
       heatmaps.replaceChildren();
+      curves.replaceChildren();
+      verdicts.replaceChildren();
       table.replaceChildren();
       tasks.replaceChildren();
-      return { models: 0, rows: 0, heatmaps: [] };
+      return { models: 0, rows: 0, heatmaps: [], curves: 0, verdicts: [] };
     }
     notes.replaceChildren(
       h(
@@ -261,6 +353,14 @@ export function evaluationsView(o: { onSelect: (files: string[]) => void; onAdd:
     );
     const maps = c.models.map((m) => ({ label: m.label, ...heatmap(m.label, m.pass_at_k_t, m.maxTurns) }));
     heatmaps.replaceChildren(...maps.map((m) => m.el));
+    const chart = passChart(c.models.map((m) => ({ label: m.label, p: m.pass_at_k_t })));
+    curves.replaceChildren(
+      chart.series.length
+        ? chartSvg(chart)
+        : h('div', { class: 'muted' }, 'no sampled episodes: evaluate with samples (--samples K) to draw pass curves'),
+    );
+    const lines = c.boundary.map((b) => `${b.model} against ${b.base}: ${b.line}`);
+    verdicts.replaceChildren(...c.boundary.map((b, i) => h('div', { class: `verdict ${b.kind}`, 'data-kind': b.kind }, lines[i])));
     const t = modelsTable(c);
     table.replaceChildren(t.el);
     tasks.replaceChildren(tasksTable(c));
@@ -268,6 +368,8 @@ export function evaluationsView(o: { onSelect: (files: string[]) => void; onAdd:
       models: c.models.length,
       rows: t.rows,
       heatmaps: maps.map(({ label, ks, ts, cells, max }) => ({ label, ks, ts, cells, max })),
+      curves: chart.series.length,
+      verdicts: lines,
     };
   }
 

@@ -73,6 +73,8 @@ export interface EvalComparison {
   intersection: boolean;
   notes: string[];
   per_task: { taskId: string; models: ReportTaskCell[] }[];
+  /** What each later model changed against the first (eval/pass-curves.ts boundaryVerdict): its kind and its line. */
+  boundary: { base: string; model: string; kind: string; line: string }[];
 }
 
 /** UI state kept by the webview (getState/setState) and restored by the serializer. */
@@ -121,4 +123,7 @@ export const EvalRenderedNotification = message<{
   models: number;
   rows: number;
   heatmaps: { label: string; ks: number; ts: number; cells: number; max: number | null }[];
+  /** Pass curves drawn (one per model and T), and the verdict lines under them. */
+  curves: number;
+  verdicts: string[];
 }>()('perf/evalsRendered');

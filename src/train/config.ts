@@ -193,7 +193,7 @@ export const TRAIN_DEFAULTS: TrainConfig = {
   minibatches: 4,
   updateTokensPerStep: 0,
   lr: 2e-5,
-  klCoef: 0,
+  klCoef: 0.03,
   entCoef: 0,
   negativeAdvantageWeight: 1,
   lossAggregation: 'token',

@@ -65,7 +65,7 @@ export interface EpisodeOptions {
   /**
    * A branch: the first turns of an earlier episode of the same task and policy, replayed as they
    * were (each command run again in this fresh sandbox, no model call) before the model writes
-   * the rest. The replayed turns keep their tokens and log-probs and are marked `replayed`; the
+   * the rest. The inherited turns keep their tokens and log-probs and are marked `inherited`; the
    * trajectory's `branch.shared` counts those whose observation came back as the parent saw it.
    */
   prefix?: { parent: string; turns: readonly Turn[] };
@@ -209,8 +209,8 @@ export async function readTurnAction(res: ActResult, format: ActionFormatKind = 
   return { parsed, action, reply: res.text };
 }
 
-/** A replayed turn's action as the parent read it: its command, or the format error it was. */
-function replayedAction(t: Turn): TurnAction {
+/** A inherited turn's action as the parent read it: its command, or the format error it was. */
+function inheritedAction(t: Turn): TurnAction {
   const parsed: ParsedAction = t.formatError
     ? { kind: 'format-error', reason: t.formatError }
     : t.action === 'submit'
@@ -276,7 +276,7 @@ export async function runEpisode(o: EpisodeOptions): Promise<Trajectory> {
               seed: (o.seed + Math.imul(k, 0x9e3779b1)) >>> 0,
             }),
           );
-      const read = forced ? replayedAction(forced) : await readTurnAction(res as ActResult, o.format);
+      const read = forced ? inheritedAction(forced) : await readTurnAction(res as ActResult, o.format);
       const parsed = read.parsed;
       const t0 = Date.now();
       const waited = { ms: 0 };
@@ -290,7 +290,7 @@ export async function runEpisode(o: EpisodeOptions): Promise<Trajectory> {
         tokenIds: res.tokenIds,
         logprobs: res.logprobs,
         ...(res.usage ? { usage: res.usage } : {}),
-        ...(forced ? { replayed: true } : {}),
+        ...(forced ? { inherited: true } : {}),
       };
       if (parsed.kind === 'submit') {
         turns.push(turn);
@@ -353,7 +353,7 @@ export async function runEpisode(o: EpisodeOptions): Promise<Trajectory> {
       promptTurns.push({
         action: turn.action,
         observation: turn.observation,
-        ...(forced ? { replayed: { ...(turn.reply !== undefined ? { reply: turn.reply } : {}), tokenIds: turn.tokenIds ?? [] } } : {}),
+        ...(forced ? { inherited: { ...(turn.reply !== undefined ? { reply: turn.reply } : {}), tokenIds: turn.tokenIds ?? [] } } : {}),
       });
     }
     o.onActionsDone?.();

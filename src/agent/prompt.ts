@@ -18,11 +18,11 @@ export interface PromptTurn {
   action: string;
   observation: string;
   /**
-   * Set on the replayed turns of a branch (EpisodeOptions.prefix), which its model did not sample
+   * Set on the inherited turns of a branch (EpisodeOptions.prefix), which its model did not sample
    * under this episode: the reply as the parent episode's model sampled it (a chat model builds its
    * conversation from them). Absent on turns the model sampled for this episode.
    */
-  replayed?: { reply?: string; tokenIds: readonly number[] };
+  inherited?: { reply?: string; tokenIds: readonly number[] };
 }
 
 /** Characters of output kept per observation in the prompt (head 2/3, tail 1/3). */

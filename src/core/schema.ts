@@ -142,11 +142,11 @@ export interface Turn {
    */
   cached?: boolean;
   /**
-   * The turn was replayed from the parent episode of a branch (Trajectory.branch): its command ran
+   * The turn was inherited from the parent episode of a branch (Trajectory.branch): its command ran
    * again in this episode's sandbox but the model did not write it here, so it is not trained on
    * from this episode (the parent's turn carries the credit of both).
    */
-  replayed?: boolean;
+  inherited?: boolean;
   /** Per-turn advantage from the run's estimator, once computed (train trajectories only). */
   advantage?: number;
   /** The named terms of `advantage` (e.g. backbone, residual, tree). */
@@ -172,7 +172,7 @@ export interface Trajectory {
   durationMs?: number;
   /**
    * A branch of an earlier episode of its iteration (train/branching.ts): turns 0..at−1 replayed
-   * from episode `parent`, the rest sampled. `shared`: the leading replayed turns whose
+   * from episode `parent`, the rest sampled. `shared`: the leading inherited turns whose
    * observation came back as the parent saw it (the state the two share; at most `at`).
    */
   branch?: { parent: string; at: number; shared: number };

@@ -54,6 +54,7 @@ export function trajectoryView(traj: Trajectory, actionFormat?: TrajectoryAction
         }
       : undefined,
     failure: traj.failure,
+    ...(traj.branch ? { branch: { ...traj.branch } } : {}),
     turns: traj.turns.map((t) => ({
       index: t.index,
       action: t.action,
@@ -62,6 +63,7 @@ export function trajectoryView(traj: Trajectory, actionFormat?: TrajectoryAction
       exitCode: t.exitCode,
       durationMs: t.durationMs,
       ...(t.cached ? { cached: true } : {}),
+      ...(t.inherited ? { inherited: true } : {}),
       formatError: t.formatError,
       intentSignature: t.intentSignature,
       editSignature: t.editSignature,

@@ -218,7 +218,7 @@ export function planBranches(
  * Credit shared as a tree, after the estimator gave every turn of every scored episode its
  * advantage: a parent's turn k that `m` branches replayed with the state it had (k < shared)
  * takes the mean advantage (and mean components) of itself and those branches' turn k, since
- * every episode through that state is an outcome of its action; the branches' replayed turns keep
+ * every episode through that state is an outcome of its action; the branches' inherited turns keep
  * none (they are not trained on). Returns the turns whose advantage changed.
  */
 export function shareTreeCredit(trajs: readonly Trajectory[]): number {
@@ -247,7 +247,7 @@ export function shareTreeCredit(trajs: readonly Trajectory[]): number {
   for (const b of trajs) {
     if (!b.branch) continue;
     for (const u of b.turns) {
-      if (!u.replayed) continue;
+      if (!u.inherited) continue;
       u.advantage = 0;
       delete u.advantageComponents;
     }
@@ -271,11 +271,11 @@ export function mixedGroups(trajs: readonly Trajectory[]): { mixed: number; mixe
 
 /**
  * The update's gradient mass: Σ |advantage| × action tokens over the turns the update trains on
- * (not replayed), per episode played. Under the token-mean loss it is how much push the
+ * (not inherited), per episode played. Under the token-mean loss it is how much push the
  * iteration's episodes give the policy; a group whose episodes all ended alike adds little.
  */
 export function gradientMass(trajs: readonly Trajectory[]): number {
   let mass = 0;
-  for (const t of trajs) for (const u of t.turns) if (!u.replayed) mass += Math.abs(u.advantage ?? 0) * (u.tokenIds?.length ?? 0);
+  for (const t of trajs) for (const u of t.turns) if (!u.inherited) mass += Math.abs(u.advantage ?? 0) * (u.tokenIds?.length ?? 0);
   return trajs.length ? mass / trajs.length : NaN;
 }

@@ -87,14 +87,18 @@ export class ChatActionModel implements ActionModel {
       this.episodes.set(r.episodeId, s);
       // A branch's first request brings the replies its parent sampled: the conversation starts with them.
       for (const [i, t] of r.turns.entries()) {
-        if (!t.replayed?.tokenIds.length)
+        if (!t.inherited?.tokenIds.length)
           throw new TurnwiseError(
             'internal',
             `episode ${r.episodeId} starts at turn ${r.turns.length + 1} without the replies of the turns before`,
           );
         if (i > 0) s.conversation.addObservation(r.turns[i - 1].observation);
-        const ids = [...t.replayed.tokenIds];
-        s.conversation.addReply({ text: t.replayed.reply ?? t.action, tokenIds: ids, stopped: this.stopIds.includes(ids[ids.length - 1]) });
+        const ids = [...t.inherited.tokenIds];
+        s.conversation.addReply({
+          text: t.inherited.reply ?? t.action,
+          tokenIds: ids,
+          stopped: this.stopIds.includes(ids[ids.length - 1]),
+        });
         s.replies++;
       }
     }
@@ -193,7 +197,7 @@ export function chatTurnTokenRows(
       tokenIds?: number[];
       logprobs?: number[];
       advantage?: number;
-      replayed?: boolean;
+      inherited?: boolean;
     }[];
   },
   stopIds: readonly number[],
@@ -205,8 +209,8 @@ export function chatTurnTokenRows(
     // A turn without its ids cannot be placed, nor anything after it.
     if (!tokenIds.length) break;
     const { ids } = conversation.prompt();
-    // A branch's replayed turns are its parent's to train on.
-    if (!turn.replayed && turn.logprobs?.length === tokenIds.length)
+    // A branch's inherited turns are its parent's to train on.
+    if (!turn.inherited && turn.logprobs?.length === tokenIds.length)
       rows.push({ ids: [...ids, ...tokenIds], actionStart: ids.length, logprobs: turn.logprobs, advantage: turn.advantage ?? 0 });
     const last = tokenIds[tokenIds.length - 1];
     conversation.addReply({ text: turn.reply ?? turn.action, tokenIds, stopped: stopIds.includes(last) });

@@ -39,8 +39,8 @@ export function turnTokenRows(codec: CompactCodec, task: string, t: Trajectory, 
   const rows: TurnRowData[] = [];
   const prior: { action: string; observation: string }[] = [];
   for (const turn of t.turns) {
-    // A branch's replayed turns are its parent's to train on (train/branching.ts).
-    if (!turn.replayed && turn.tokenIds?.length && turn.logprobs?.length === turn.tokenIds.length) {
+    // A branch's inherited turns are its parent's to train on (train/branching.ts).
+    if (!turn.inherited && turn.tokenIds?.length && turn.logprobs?.length === turn.tokenIds.length) {
       const { ids } = renderPrompt(codec, task, prior, promptBudget);
       rows.push({ ids: [...ids, ...turn.tokenIds], actionStart: ids.length, logprobs: turn.logprobs, advantage: turn.advantage ?? 0 });
     }

@@ -20,7 +20,7 @@ const RUN = `episode-docker-${process.pid}`;
 class ScriptedModel implements ActionModel {
   calls: ActRequest[][] = [];
   /** Per request as it was asked (an episode's turns list grows after the call): episode, turns so far, their replayed ids. */
-  asked: { episodeId: string; turns: number; replayed: (readonly number[] | undefined)[] }[] = [];
+  asked: { episodeId: string; turns: number; inherited: (readonly number[] | undefined)[] }[] = [];
   constructor(
     private readonly scripts: Record<string, string[]>,
     private readonly delayMs = 0,
@@ -28,7 +28,7 @@ class ScriptedModel implements ActionModel {
   async act(reqs: readonly ActRequest[]): Promise<ActResult[]> {
     this.calls.push([...reqs]);
     for (const r of reqs)
-      this.asked.push({ episodeId: r.episodeId, turns: r.turns.length, replayed: r.turns.map((t) => t.replayed?.tokenIds) });
+      this.asked.push({ episodeId: r.episodeId, turns: r.turns.length, inherited: r.turns.map((t) => t.inherited?.tokenIds) });
     if (this.delayMs) await new Promise((r) => setTimeout(r, this.delayMs));
     return reqs.map((r) => {
       const script = this.scripts[r.episodeId] ?? [];
@@ -163,12 +163,12 @@ describe('docker: episodes in the demo workspace', function () {
     const asked = branchModel.asked;
     assert.equal(asked[0].turns, 4, 'the model is first asked for turn 4');
     assert.deepEqual(
-      asked[0].replayed,
+      asked[0].inherited,
       parent.turns.slice(0, 4).map((t) => t.tokenIds),
-      "the replayed turns reach the model with the parent's sampled ids",
+      "the inherited turns reach the model with the parent's sampled ids",
     );
     assert.deepEqual(
-      b.turns.map((t) => !!t.replayed),
+      b.turns.map((t) => !!t.inherited),
       [true, true, true, true, false, false],
     );
     for (let k = 0; k < 4; k++) {

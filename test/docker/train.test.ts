@@ -169,7 +169,7 @@ function assertRunDir(run: RunDir, iterations: number): void {
       assert.equal(b.groupId, parent!.groupId);
       assert.equal(b.branch!.at, 1, 'with two turns, a branch replays the first');
       assert.equal(b.turns[0].action, parent!.turns[0].action);
-      assert.equal(b.turns[0].replayed, true);
+      assert.equal(b.turns[0].inherited, true);
       if (!b.failure) assert.equal(b.turns[0].advantage, 0, 'a replayed turn is trained in its parent');
     }
     for (const t of trajs) {

@@ -67,7 +67,7 @@ export function turnHoverMarkdown(turn: Turn, traj: Pick<Trajectory, 'trajId' | 
     '',
     `${open}bash\n${action}\n${close}`,
     '',
-    `exit ${turn.exitCode ?? '–'} · ${turn.cached ? 'replayed from an identical workspace' : `${turn.durationMs} ms`}${turn.formatError ? ` · format error: ${turn.formatError}` : ''}`,
+    `exit ${turn.exitCode ?? '–'} · ${turn.cached ? 'replayed from an identical workspace' : `${turn.durationMs} ms`}${turn.formatError ? ` · format error: ${turn.formatError}` : ''}${turn.inherited ? ' · taken from the parent episode of this branch' : ''}`,
     '',
     `advantage **${formatSigned(turn.advantage)}**${turn.advantageComponents ? ` = ${formatComponents(turn.advantageComponents)}` : ''}`,
     '',

@@ -109,6 +109,9 @@ describe('extension: turn view', () => {
     const replayed = turnHoverMarkdown({ ...turn, cached: true }, t);
     assert.match(replayed, /replayed from an identical workspace/);
     assert.ok(!replayed.includes(`${turn.durationMs} ms`));
+    // A branch's turn taken from its parent says so; a sampled one does not.
+    assert.match(turnHoverMarkdown({ ...turn, inherited: true }, t), /taken from the parent episode of this branch/);
+    assert.ok(!md.includes('parent episode'));
   });
 });
 

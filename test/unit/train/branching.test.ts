@@ -193,14 +193,14 @@ describe('train/branching: credit as a tree', () => {
     const adv = (t: Trajectory, a: number[]) =>
       t.turns.forEach((u, k) => ((u.advantage = a[k]), (u.advantageComponents = { backbone: a[k] })));
     const parent = three('p', 'g-a', false);
-    const b1 = traj('b1', 'g-a', true, [turn(0, 'tw-suspects', [-0.1], { replayed: true }), turn(1, 'tw-apply 3 1'), turn(2, 'submit')], {
+    const b1 = traj('b1', 'g-a', true, [turn(0, 'tw-suspects', [-0.1], { inherited: true }), turn(1, 'tw-apply 3 1'), turn(2, 'submit')], {
       branch: { parent: 'p', at: 1, shared: 1 },
     });
     const b2 = traj(
       'b2',
       'g-a',
       false,
-      [turn(0, 'tw-suspects', [-0.1], { replayed: true }), turn(1, 'tw-apply 1 1', [-2, -1], { replayed: true }), turn(2, 'tw-test')],
+      [turn(0, 'tw-suspects', [-0.1], { inherited: true }), turn(1, 'tw-apply 1 1', [-2, -1], { inherited: true }), turn(2, 'tw-test')],
       // Its turn 1 came back otherwise than the parent's: only turn 0 is shared.
       { branch: { parent: 'p', at: 2, shared: 1 } },
     );
@@ -212,7 +212,7 @@ describe('train/branching: credit as a tree', () => {
     assert.ok(Math.abs(parent.turns[0].advantage! - (-0.5 + 1.5 - 0.5) / 3) < 1e-12, 'turn 0: the mean over the three');
     assert.deepEqual(parent.turns[0].advantageComponents, { backbone: parent.turns[0].advantage });
     assert.equal(parent.turns[1].advantage, -0.5, 'turn 1 was not shared (b2 diverged, b1 branched before it)');
-    assert.deepEqual([b1.turns[0].advantage, b2.turns[0].advantage, b2.turns[1].advantage], [0, 0, 0], 'replayed turns keep no credit');
+    assert.deepEqual([b1.turns[0].advantage, b2.turns[0].advantage, b2.turns[1].advantage], [0, 0, 0], 'inherited turns keep no credit');
     assert.equal(b1.turns[1].advantage, 1.5, 'sampled turns keep theirs');
     assert.equal(b2.turns[2].advantage, -0.3);
   });
@@ -220,7 +220,7 @@ describe('train/branching: credit as a tree', () => {
   it('a failed branch shares nothing', () => {
     const parent = three('p', 'g-a', false);
     parent.turns.forEach((u) => (u.advantage = 1));
-    const b = traj('b', 'g-a', false, [turn(0, 'tw-suspects', [-0.1], { replayed: true, advantage: -3 })], {
+    const b = traj('b', 'g-a', false, [turn(0, 'tw-suspects', [-0.1], { inherited: true, advantage: -3 })], {
       branch: { parent: 'p', at: 1, shared: 1 },
       failure: 'sandbox died',
     });
@@ -228,12 +228,12 @@ describe('train/branching: credit as a tree', () => {
     assert.equal(parent.turns[0].advantage, 1);
   });
 
-  it('replayed turns make no training rows, compact or chat, and the turns after them keep their prompts', () => {
+  it('inherited turns make no training rows, compact or chat, and the turns after them keep their prompts', () => {
     const tokenizer = loadTokenizer(
       JSON.parse(fs.readFileSync(path.join(__dirname, '..', '..', '..', 'models', 'turnwise-tiny', 'tokenizer.json'), 'utf8')),
     );
     const codec = compactCodec(tokenizer);
-    const mk = (replayed: boolean) =>
+    const mk = (inherited: boolean) =>
       traj('b', 'g-a', true, [
         turn(
           0,
@@ -241,7 +241,7 @@ describe('train/branching: credit as a tree', () => {
           actionIds(codec, 'tw-suspects').map(() => -0.1),
           {
             tokenIds: actionIds(codec, 'tw-suspects'),
-            ...(replayed ? { replayed } : {}),
+            ...(inherited ? { inherited } : {}),
             advantage: 0.7,
           },
         ),
@@ -283,7 +283,7 @@ describe('train/branching: what an iteration reports', () => {
         'a-b0',
         'g-a',
         true,
-        [turn(0, 'tw-suspects', [-0.1], { replayed: true, advantage: 5 }), turn(1, 'x', [-1, -1], { advantage: 1 })],
+        [turn(0, 'tw-suspects', [-0.1], { inherited: true, advantage: 5 }), turn(1, 'x', [-1, -1], { advantage: 1 })],
         {
           branch: { parent: 'a0', at: 1, shared: 1 },
         },

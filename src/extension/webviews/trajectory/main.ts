@@ -60,6 +60,17 @@ function turnCard(t: TurnRow): HTMLElement {
             'replayed',
           )
         : h('span', { class: 'muted duration' }, `${t.durationMs} ms`),
+      t.inherited
+        ? h(
+            'span',
+            {
+              class: 'muted inherited',
+              title:
+                'taken from the parent episode of this branch: the command ran again here, the policy did not write it here, and it is trained in the parent',
+            },
+            'from parent',
+          )
+        : undefined,
     ),
     ...actionParts(t),
     comps.length
@@ -136,6 +147,13 @@ function render(): void {
       { class: 'summary' },
       h('h1', {}, view.title),
       h('div', { class: 'muted' }, `${view.split ?? 'train'} · iteration ${view.iteration ?? '?'} · checkpoint ${view.checkpoint}`),
+      view.branch
+        ? h(
+            'div',
+            { class: 'muted branch', id: 'branch' },
+            `a branch of ${view.branch.parent}: its first ${view.branch.at} turn(s) taken from it, ${view.branch.shared} with the same observation`,
+          )
+        : undefined,
       h(
         'div',
         { class: 'chips' },

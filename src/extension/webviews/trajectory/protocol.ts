@@ -16,6 +16,8 @@ export interface TurnRow {
   durationMs: number;
   /** Replayed from the run's observation cache (the command did not run again). */
   cached?: boolean;
+  /** A branch's turn taken from its parent episode (run again, not written or trained here). */
+  inherited?: boolean;
   formatError?: string;
   intentSignature?: string[];
   editSignature?: string[];
@@ -49,6 +51,8 @@ export interface TrajectoryView {
   };
   tests?: { passed: number; failed: number; errors: number; failedNames: string[] };
   failure?: string;
+  /** A branch: the episode it continues and the turns it took from it. */
+  branch?: { parent: string; at: number; shared: number };
   turns: TurnRow[];
 }
 

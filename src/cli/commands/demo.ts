@@ -18,7 +18,9 @@ export const demoCommand: CliCommand = {
     const given: Record<string, unknown> = {
       ...DEMO_CONFIG,
       workspace: demoWorkspace(),
-      ...(quick ? { iterations: 1, maxTasks: 8, tasksPerIteration: 2, groupSize: 2, maxTurns: 4, concurrency: 4, evalSamples: 0 } : {}),
+      ...(quick
+        ? { iterations: 1, maxTasks: 8, tasksPerIteration: 2, groupSize: 2, branchEpisodes: 2, maxTurns: 4, concurrency: 4, evalSamples: 0 }
+        : {}),
     };
     if (args.values.iterations !== undefined) given.iterations = numberInRange(args, 'iterations', 3, { min: 0, integer: true });
     if (typeof args.values.estimator === 'string') given.estimator = args.values.estimator;

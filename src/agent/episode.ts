@@ -28,6 +28,7 @@ import {
 import { formatErrorObservation, observationText, taskText, type PromptTurn } from './prompt';
 import type { ActionFormatKind, ActRequest, ActResult } from './types';
 import type { Semaphore } from '../core/workers';
+import { labelTurns } from './diagnosis';
 
 export interface EpisodeOptions {
   task: Task;
@@ -390,7 +391,7 @@ export async function runEpisode(o: EpisodeOptions): Promise<Trajectory> {
       error: failure ?? 'no reward',
     });
   }
-  return {
+  const trajectory: Trajectory = {
     schema: SCHEMA.trajectory,
     taskId: o.task.id,
     groupId: o.groupId,
@@ -407,4 +408,6 @@ export async function runEpisode(o: EpisodeOptions): Promise<Trajectory> {
     ...(o.prefix ? { branch: { parent: o.prefix.parent, at: prefix.length, shared } } : {}),
     ...(failure ? { failure } : {}),
   };
+  labelTurns(trajectory, o.task);
+  return trajectory;
 }

@@ -147,6 +147,8 @@ export interface Turn {
    * from this episode (the parent's turn carries the credit of both).
    */
   inherited?: boolean;
+  /** What went wrong in this turn (agent/diagnosis.ts FAILURE_LABELS), when anything did. */
+  labels?: string[];
   /** Per-turn advantage from the run's estimator, once computed (train trajectories only). */
   advantage?: number;
   /** The named terms of `advantage` (e.g. backbone, residual, tree). */

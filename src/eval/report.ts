@@ -18,6 +18,7 @@ import {
   type EvalResultsFile,
 } from './results';
 import { passAtKT, type PassAtKT } from './pass-at-k';
+import { FAILURE_LABELS, failureBreakdown, type FailureLabel } from '../agent/diagnosis';
 import { boundaryVerdict, passChart, passChartSvg, type BoundaryVerdict } from './pass-curves';
 
 export interface ReportModel {
@@ -29,6 +30,8 @@ export interface ReportModel {
   /** Over the compared sampled episodes, T up to the turn limit; null without sampled episodes. */
   pass_at_k_t: PassAtKT | null;
   maxTurns: number;
+  /** Per failure label (agent/diagnosis.ts), the share of the model's compared episodes showing it. */
+  failures: Record<FailureLabel, number>;
 }
 
 /** One task's numbers for one model: its greedy episode and its sampled ones. */
@@ -147,6 +150,7 @@ export function compareResults(files: readonly EvalResultsFile[], o: { intersect
       sampled: s.length ? summarizeRows(s) : null,
       pass_at_k_t: sampledTrajs.length ? passAtKT(sampledTrajs, maxTurns) : null,
       maxTurns,
+      failures: failureBreakdown(kept[i]),
     };
   });
   const labels = models.map((m) => m.label);
@@ -248,6 +252,13 @@ export function formatReport(r: EvalReport): string[] {
     }
     out.push('  (every k and T in --json: models[].pass_at_k_t; the curves with --plot FILE.svg)');
     for (const b of r.boundary) out.push(`  ${cut(b.model, w)} vs ${cut(b.base, w)}: ${b.verdict.line}`);
+  }
+  if (r.models.some((m) => FAILURE_LABELS.some((l) => m.failures[l] > 0))) {
+    out.push('what went wrong (share of episodes with each failure label, greedy and sampled):');
+    const lw = Math.max(...FAILURE_LABELS.map((l) => l.length));
+    const cw = Math.max(8, Math.min(24, w));
+    out.push(`  ${''.padEnd(lw)}  ${r.models.map((m) => cut(m.label, cw).padStart(cw)).join('  ')}`);
+    for (const l of FAILURE_LABELS) out.push(`  ${l.padEnd(lw)}  ${r.models.map((m) => f3(m.failures[l], 2).padStart(cw)).join('  ')}`);
   }
   out.push('per task (greedy ✓/✗, sampled resolved/episodes, greedy pass rate):');
   const tw = Math.min(48, Math.max(4, ...r.tasks.map((t) => t.length)));

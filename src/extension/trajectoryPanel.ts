@@ -64,6 +64,7 @@ export function trajectoryView(traj: Trajectory, actionFormat?: TrajectoryAction
       durationMs: t.durationMs,
       ...(t.cached ? { cached: true } : {}),
       ...(t.inherited ? { inherited: true } : {}),
+      ...(t.labels?.length ? { labels: [...t.labels] } : {}),
       formatError: t.formatError,
       intentSignature: t.intentSignature,
       editSignature: t.editSignature,

@@ -1,6 +1,8 @@
 // The episode figures of a run's metrics rows (train and held-out: reward, pass rate, resolved
-// rate, turns, format errors, failed and tampered episodes, how much a group's episodes differ),
+// rate, turns, format errors, failed and tampered episodes, how much a group's episodes differ,
+// the share of episodes with each failure label),
 // and the rows' JSON form.
+import { failureBreakdown } from '../agent/diagnosis';
 import type { Trajectory } from '../core/schema';
 import { mean, std } from '../core/stats';
 
@@ -20,6 +22,8 @@ export function episodeMetrics(prefix: string, trajs: readonly Trajectory[]): Re
     [`${prefix}episodes/tampered`]: trajs.filter((t) => t.reward.tampered !== undefined).length,
     [`${prefix}distinct`]: actionDiversity(trajs),
   };
+  // What went wrong: per failure label, the share of scored episodes that show it (agent/diagnosis.ts).
+  for (const [label, share] of Object.entries(failureBreakdown(scored))) m[`${prefix}failures/${label}`] = share;
   return m;
 }
 

@@ -1,6 +1,7 @@
 // Which charts the reward panel draws and the aligned columns each one gets (uPlot's
 // [x, ...ys] layout), from the main run's and the overlay run's metrics. Shared by the
 // webview (rendering) and unit tests; no DOM, no vscode.
+import { FAILURE_LABELS } from '../../agent/diagnosis';
 import type { MetricsPoint } from '../webviews/reward/protocol';
 
 export interface SeriesSpec {
@@ -18,6 +19,8 @@ export interface ChartSpec {
   series: SeriesSpec[];
   /** Fixed y range [0, 1] for rates. */
   unit?: 'rate';
+  /** Series drawn on top of each other, each filled down to the one below (the main run only). */
+  stacked?: boolean;
 }
 
 export const CHARTS: readonly ChartSpec[] = [
@@ -46,13 +49,19 @@ export const CHARTS: readonly ChartSpec[] = [
   { id: 'loss', title: 'Policy loss', series: [{ key: 'loss/policy', label: 'loss' }] },
   { id: 'kl', title: 'KL', series: [{ key: 'kl', label: 'KL' }] },
   { id: 'gradNorm', title: 'Grad norm', series: [{ key: 'grad_norm', label: 'grad norm' }] },
+  {
+    id: 'failures',
+    title: 'What went wrong: train episodes with each failure label (stacked; the top is labels per episode)',
+    stacked: true,
+    series: FAILURE_LABELS.map((l) => ({ key: `failures/${l}`, label: l, optional: true })),
+  },
 ];
 
 export interface ColumnSeries {
   label: string;
   run: 'main' | 'overlay';
-  /** 'line', or the lower/upper edge of a band around the previous line. */
-  kind: 'line' | 'lower' | 'upper';
+  /** 'line', the lower/upper edge of a band around the previous line, or a layer of a stacked chart (its top edge). */
+  kind: 'line' | 'lower' | 'upper' | 'stack';
   color: number;
 }
 
@@ -80,7 +89,28 @@ export function chartColumns(
   const series: ColumnSeries[] = [];
   let points = 0;
   const runs: Array<['main' | 'overlay', readonly MetricsPoint[], string]> = [['main', main, names.main]];
-  if (overlay) runs.push(['overlay', overlay, names.overlay ?? 'overlay']);
+  if (overlay && !spec.stacked) runs.push(['overlay', overlay, names.overlay ?? 'overlay']);
+  if (spec.stacked) {
+    // Each layer's top: the sum of its value and every layer below (a missing value counts 0 where the row has others).
+    const below = new Array<number | null>(x.length).fill(null);
+    spec.series.forEach((s, si) => {
+      const layer = new Array<number | null>(x.length).fill(null);
+      let n = 0;
+      for (const p of main) {
+        const v = p[s.key];
+        if (typeof v !== 'number' || !Number.isFinite(v)) continue;
+        const i = at.get(p.iteration)!;
+        below[i] = (below[i] ?? 0) + v;
+        layer[i] = below[i];
+        if (v > 0) n++;
+      }
+      if (s.optional && n === 0) return;
+      points += layer.filter((v) => v !== null).length;
+      ys.push(layer.map((v, i) => v ?? below[i]));
+      series.push({ label: s.label, run: 'main', kind: 'stack', color: si });
+    });
+    return { x, ys, series, points };
+  }
   for (const [run, rows, name] of runs) {
     spec.series.forEach((s, si) => {
       const col = (key: string, f: (p: MetricsPoint) => number | null) => {

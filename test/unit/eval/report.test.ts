@@ -227,6 +227,9 @@ describe('evaluation results files and eval --report', () => {
     assert.deepEqual(a.pass_at_k_t, { '1': { '1': 0.25, '2': 0.5, '3': 0.75, '4': 0.75 }, '2': { '1': 0.5, '2': 1, '3': 1, '4': 1 } });
     // B: task a never, task b both at 1 action: 0.5 everywhere.
     assert.deepEqual(b.pass_at_k_t, { '1': { '1': 0.5, '2': 0.5, '3': 0.5, '4': 0.5 }, '2': { '1': 0.5, '2': 0.5, '3': 0.5, '4': 0.5 } });
+    // Failure labels, computed from the episodes (these carry none): A's format errors show.
+    assert.ok(a.failures['format-error'] > 0, JSON.stringify(a.failures));
+    assert.equal(b.failures['format-error'], 0);
     // B against A at k=2, T=4: pass@1 0.75 → 0.5 and pass@2 1 → 0.5, each at least half a task (0.25) down.
     assert.equal(r.boundary.length, 1);
     assert.equal(r.boundary[0].verdict.kind, 'narrowed');
@@ -304,6 +307,10 @@ describe('evaluation results files and eval --report', () => {
     assert.match(
       r.out,
       /qwen-coder @ gpu\.example:8000 vs r1 · checkpoint 3: T=4: pass@1 75\.0% → 50\.0%, pass@2 100\.0% → 50\.0%: narrowed/,
+    );
+    assert.match(
+      r.out,
+      /what went wrong \(share of episodes with each failure label, greedy and sampled\):\n.*\n {2}format-error\s+0\.\d\d\s+0\.00/,
     );
     // --plot: the curves as an SVG, one per model and T (2 × 4), the verdict under them.
     const svgFile = path.join(dir, 'curves.svg');

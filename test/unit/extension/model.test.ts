@@ -226,6 +226,24 @@ describe('extension: reward panel data', () => {
     );
     assert.deepEqual(cols.ys[2], [0.375]);
   });
+  it('stacks the failure labels per iteration: each layer on the ones below, labels never seen left out, no overlay', () => {
+    const failures = CHARTS.find((c) => c.id === 'failures')!;
+    const m = toPoints([
+      { schema: SCHEMA.metrics, iteration: 0, 'heldout/resolved': 0.5 },
+      { schema: SCHEMA.metrics, iteration: 1, 'failures/refused-edit': 0.5, 'failures/turn-limit': 0.25, 'failures/wrong-file': 0 },
+      { schema: SCHEMA.metrics, iteration: 2, 'failures/refused-edit': 0.25, 'failures/turn-limit': 0, 'failures/wrong-file': 0 },
+    ]);
+    const cols = chartColumns(failures, m, m);
+    assert.deepEqual(
+      cols.series.map((s) => [s.label, s.kind, s.run]),
+      [
+        ['refused-edit', 'stack', 'main'],
+        ['turn-limit', 'stack', 'main'],
+      ],
+    );
+    assert.deepEqual(cols.ys[0], [null, 0.5, 0.25]);
+    assert.deepEqual(cols.ys[1], [null, 0.75, 0.25], 'the top of the stack: labels per episode');
+  });
   it('builds the per-task table and the advantage histogram', () => {
     const s = (taskId: string, passRate: number | null) => ({ taskId, passRate }) as never;
     const table = taskTable([

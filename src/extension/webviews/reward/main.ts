@@ -145,6 +145,14 @@ function drawCharts(): number {
   for (const c of charts) {
     const cols = chartColumns(c.spec, state.main, state.over, names());
     points += cols.points;
+    // A chart of optional series only (the failure labels of a run made before they existed) is left out.
+    c.el.hidden = cols.series.length === 0;
+    if (c.el.hidden) {
+      c.plot?.destroy();
+      c.plot = undefined;
+      c.shape = undefined;
+      continue;
+    }
     const shape = JSON.stringify(cols.series.map((s) => [s.label, s.kind, s.run]));
     const data = [cols.x, ...cols.ys] as uPlot.AlignedData;
     if (c.plot && c.shape === shape) {
@@ -157,7 +165,18 @@ function drawCharts(): number {
     cols.series.forEach((s, i) => {
       const color = palette[(s.color + (s.run === 'overlay' ? 3 : 0)) % palette.length];
       const dash = s.run === 'overlay' ? [6, 4] : undefined;
-      if (s.kind === 'line')
+      if (s.kind === 'stack') {
+        // A layer: filled down to the layer below (the first one to the axis).
+        series.push({
+          label: s.label,
+          stroke: color,
+          width: 1,
+          spanGaps: true,
+          points: { show: false },
+          ...(i === 0 ? { fill: withAlpha(color, 0.5) } : {}),
+        });
+        if (i > 0) bands.push({ series: [i + 1, i], fill: withAlpha(color, 0.5) });
+      } else if (s.kind === 'line')
         series.push({
           label: s.label,
           stroke: color,

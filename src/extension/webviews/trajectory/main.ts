@@ -6,6 +6,7 @@ import './style.css';
 import { h, vscodeApi } from '../shared/vscodeApi';
 import * as msg from './protocol';
 import type { TrajectoryPanelState, TrajectoryView, TurnRow } from './protocol';
+import { FAILURE_LABEL_MEANING, type FailureLabel } from '../../../agent/diagnosis';
 
 const vscode = vscodeApi<TrajectoryPanelState>();
 const app = document.getElementById('app')!;
@@ -73,6 +74,15 @@ function turnCard(t: TurnRow): HTMLElement {
         : undefined,
     ),
     ...actionParts(t),
+    t.labels?.length
+      ? h(
+          'div',
+          { class: 'labels' },
+          ...t.labels.map((l) =>
+            h('span', { class: 'chip neg failure-label', 'data-label': l, title: FAILURE_LABEL_MEANING[l as FailureLabel] ?? l }, l),
+          ),
+        )
+      : undefined,
     comps.length
       ? h('div', { class: 'components' }, ...comps.map(([k, v]) => chip(k, signed(v), v > 0 ? 'pos' : v < 0 ? 'neg' : '')))
       : undefined,

@@ -19,6 +19,8 @@ export interface TurnRow {
   /** A branch's turn taken from its parent episode (run again, not written or trained here). */
   inherited?: boolean;
   formatError?: string;
+  /** What went wrong in the turn (agent/diagnosis.ts). */
+  labels?: string[];
   intentSignature?: string[];
   editSignature?: string[];
   advantage?: number;

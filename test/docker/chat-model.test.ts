@@ -179,6 +179,7 @@ describe('docker: a chat model (generated Qwen2 folder, ChatML template) as the 
         iterations: 1,
         tasksPerIteration: 1,
         groupSize: 2,
+        branchEpisodes: 1,
         maxTurns: 2,
         concurrency: 2,
         maxActionTokens: 32,

@@ -140,6 +140,7 @@ describe('docker: a Llama 3 chat model (generated folder, header template) train
       iterations: 1,
       tasksPerIteration: 1,
       groupSize: 2,
+      branchEpisodes: 1,
       maxTurns: 2,
       concurrency: 2,
       maxActionTokens: 32,

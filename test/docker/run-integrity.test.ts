@@ -33,6 +33,7 @@ const TINY = {
   iterations: 2,
   tasksPerIteration: 1,
   groupSize: 2,
+  branchEpisodes: 1,
   maxTurns: 2,
   concurrency: 2,
   maxActionTokens: 32,

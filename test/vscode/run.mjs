@@ -1510,6 +1510,7 @@ const TINY_RUN_SETTINGS = {
   'turnwise.tasks.maxTasks': 4,
   'turnwise.train.tasksPerIteration': 1,
   'turnwise.train.groupSize': 2,
+  'turnwise.train.branchEpisodes': 1,
   'turnwise.train.maxTurns': 2,
   'turnwise.policy.maxActionTokens': 32,
   'turnwise.sandbox.concurrency': 2,

@@ -45,6 +45,25 @@ const EDITED = /^edited (\S+?):\d+/m;
 const TOOL_REFUSAL = /^tw-(?:edit|apply): /m;
 const TEST_FILE = /(^|\/)(tests?|spec|__tests__)\/|(^|\/)test_[^/]*$|_test\.[a-z]+$|\.(test|spec)\.[a-z]+$|(^|\/)conftest\.py$/;
 
+/** Whether a turn failed in a way a repeat of its command would fail again: a format error, a refused edit, a non-zero exit that was not a test run's. */
+export function turnFailed(t: Pick<Turn, 'action' | 'observation' | 'exitCode' | 'formatError'>): boolean {
+  if (t.formatError) return true;
+  if (EDIT_COMMAND.test(t.action) && TOOL_REFUSAL.test(t.observation)) return true;
+  return t.exitCode !== null && t.exitCode !== 0 && !TEST_SUMMARY.test(t.observation);
+}
+
+/** Whether the turns passed the tests since their last edit (a test run after it with nothing failing). */
+export function passedSinceLastEdit(turns: readonly Turn[]): boolean {
+  let passed = false;
+  for (const t of turns) {
+    if (t.action === 'submit') continue;
+    if (!t.formatError && editedFiles(t).length) passed = false;
+    const r = testRun(t);
+    if (r.ran) passed = r.passed;
+  }
+  return passed;
+}
+
 /** The files a turn edited: those it left changed, and those a line tool said it edited (the edit may have been undone in the same command). */
 function editedFiles(t: Turn): string[] {
   const files = new Set((t.edits ?? []).map((e) => e.path));

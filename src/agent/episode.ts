@@ -28,7 +28,7 @@ import {
 import { formatErrorObservation, observationText, taskText, type PromptTurn } from './prompt';
 import type { ActionFormatKind, ActRequest, ActResult } from './types';
 import type { Semaphore } from '../core/workers';
-import { labelTurns } from './diagnosis';
+import { labelTurns, passedSinceLastEdit, turnFailed } from './diagnosis';
 
 export interface EpisodeOptions {
   task: Task;
@@ -70,7 +70,20 @@ export interface EpisodeOptions {
    * trajectory's `branch.shared` counts those whose observation came back as the parent saw it.
    */
   prefix?: { parent: string; turns: readonly Turn[] };
+  /**
+   * Recovery feedback (training only; evaluations never get it): a command that repeats one of
+   * the episode's that failed gets a line saying so after its output, and a first `submit` with no
+   * passing test since the last edit is answered with a line saying so instead of ending the
+   * episode (a second one ends it).
+   */
+  recoveryFeedback?: boolean;
 }
+
+/** The lines of recovery feedback. */
+export const FEEDBACK = {
+  repeat: (k: number) => `note: the same command as turn ${k + 1}, which failed`,
+  submit: 'note: no test has passed since the last edit; run the tests, or submit again to end',
+} as const;
 
 export const DEFAULT_MAX_TURNS = 8;
 export const DEFAULT_COMMAND_TIMEOUT_MS = 20_000;
@@ -261,6 +274,7 @@ export async function runEpisode(o: EpisodeOptions): Promise<Trajectory> {
   const prefix = o.prefix?.turns ?? [];
   // Replayed turns whose observation matched the parent's, counted from the first turn.
   let shared = 0;
+  let warnedSubmit = false;
   try {
     tree = (await timed('sandboxMs', () => prepareSandbox(o.sandbox, o.task))).tree;
     for (let k = 0; k < maxTurns; k++) {
@@ -294,6 +308,16 @@ export async function runEpisode(o: EpisodeOptions): Promise<Trajectory> {
         ...(forced ? { inherited: true } : {}),
       };
       if (parsed.kind === 'submit') {
+        if (o.recoveryFeedback && !warnedSubmit && !passedSinceLastEdit(turns)) {
+          // Answered, not ended: the turn counts, and the model reads why.
+          warnedSubmit = true;
+          turn.feedback = FEEDBACK.submit;
+          turn.observation = FEEDBACK.submit;
+          if (forced && shared === k && turn.observation === forced.observation) shared++;
+          turns.push(turn);
+          promptTurns.push({ action: turn.action, observation: turn.observation });
+          continue;
+        }
         turns.push(turn);
         break;
       }
@@ -346,6 +370,13 @@ export async function runEpisode(o: EpisodeOptions): Promise<Trajectory> {
             sig.push(...(s ? s.tokens : [`E:${e.path}::?`]));
           }
           turn.editSignature = sig;
+        }
+      }
+      if (o.recoveryFeedback) {
+        const k = turns.findIndex((u) => u.action === turn.action && u.action !== 'submit' && turnFailed(u));
+        if (k >= 0) {
+          turn.feedback = FEEDBACK.repeat(k);
+          turn.observation = `${turn.observation}\n${turn.feedback}`;
         }
       }
       turn.durationMs = Date.now() - t0 - waited.ms;

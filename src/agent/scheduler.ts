@@ -146,6 +146,8 @@ export interface RolloutOptions {
   observationCache?: ObservationCache;
   /** Slots the episodes' commands and scoring runs share (EpisodeOptions.commandSlots); none: no limit. */
   commandSlots?: Semaphore;
+  /** Recovery feedback in the observations (EpisodeOptions.recoveryFeedback; training rollouts only). */
+  recoveryFeedback?: boolean;
 }
 
 export interface RolloutResult {
@@ -224,6 +226,7 @@ export async function runRollouts(jobs: readonly EpisodeJob[], o: RolloutOptions
           commandSlots: o.commandSlots,
           onActionsDone: () => batcher.retire(job.episodeId),
           ...(job.prefix ? { prefix: job.prefix } : {}),
+          ...(o.recoveryFeedback ? { recoveryFeedback: true } : {}),
         });
         o.onEpisode?.(trajectory);
         return trajectory;

@@ -149,6 +149,11 @@ export interface Turn {
   inherited?: boolean;
   /** What went wrong in this turn (agent/diagnosis.ts FAILURE_LABELS), when anything did. */
   labels?: string[];
+  /**
+   * The line of recovery feedback the observation ends with (TrainConfig.recoveryFeedback): the
+   * command repeated one that had failed, or a submit came with no passing test since the last edit.
+   */
+  feedback?: string;
   /** Per-turn advantage from the run's estimator, once computed (train trajectories only). */
   advantage?: number;
   /** The named terms of `advantage` (e.g. backbone, residual, tree). */

@@ -16,6 +16,7 @@ import { DEFAULT_REWARD_WEIGHTS } from '../tasks/reward';
 import { parseEngineSpecs, SandboxPool, type EngineSpec } from '../sandbox/pool';
 import type { SandboxLimits } from '../sandbox/types';
 import { TASK_SAMPLINGS, type TaskSampling } from './task-picking';
+import { FAILURE_LABELS } from '../agent/diagnosis';
 
 /** How the policy update weighs action tokens (TrainConfig.lossAggregation). */
 export const LOSS_AGGREGATIONS = ['token', 'episode'] as const;
@@ -53,6 +54,19 @@ export interface TrainConfig {
   branchEpisodes: number;
   /** Exploration weight of the branch-point rule (an upper confidence bound over a group's states; 0: uncertainty only). */
   branchExploration: number;
+  /**
+   * Recovery feedback in training rollouts (agent/episode.ts): a command that repeats one of the
+   * episode's that failed gets a line saying so, and a first submit with no passing test since the
+   * last edit is answered with a line instead of ending the episode. Held-out evaluations never
+   * get it. Off until measured.
+   */
+  recoveryFeedback: boolean;
+  /**
+   * Diagnosis-guided reweighting: a turn with a failure label (agent/diagnosis.ts) and a negative
+   * advantage has it multiplied by the label's weight here (the largest of its labels'), so the
+   * update pushes harder against the named mistakes. {}: off (every weight 1).
+   */
+  diagnosisWeights: Record<string, number>;
   maxTurns: number;
   commandTimeoutMs: number;
   /** Episodes in flight (sandboxes held) at once. */
@@ -180,6 +194,8 @@ export const TRAIN_DEFAULTS: TrainConfig = {
   groupSize: 4,
   branchEpisodes: 8,
   branchExploration: 1,
+  recoveryFeedback: false,
+  diagnosisWeights: {},
   maxTurns: 8,
   commandTimeoutMs: 20_000,
   concurrency: 8,
@@ -314,6 +330,18 @@ function resolveFields(given: Record<string, unknown>, source: string): TrainCon
   checkNumber('groupSize', c.groupSize, 1, 256, true);
   checkNumber('branchEpisodes', c.branchEpisodes, 0, 100_000, true);
   checkNumber('branchExploration', c.branchExploration, 0, 100);
+  if (typeof c.recoveryFeedback !== 'boolean')
+    throw bad(`config field "recoveryFeedback" must be true or false, got ${JSON.stringify(c.recoveryFeedback)}`, 'fix "recoveryFeedback"');
+  if (typeof c.diagnosisWeights !== 'object' || c.diagnosisWeights === null || Array.isArray(c.diagnosisWeights))
+    throw bad('config field "diagnosisWeights" must be an object of failure label → weight', 'e.g. {"repeated-failed-action": 2}');
+  for (const [k, v] of Object.entries(c.diagnosisWeights)) {
+    if (!(FAILURE_LABELS as readonly string[]).includes(k))
+      throw bad(
+        `config field "diagnosisWeights" names an unknown failure label ${JSON.stringify(k)}`,
+        `labels: ${FAILURE_LABELS.join(', ')}`,
+      );
+    checkNumber(`diagnosisWeights.${k}`, v, 0, 100);
+  }
   checkNumber('maxTurns', c.maxTurns, 1, 100, true);
   checkNumber('commandTimeoutMs', c.commandTimeoutMs, 100, 3_600_000, true);
   checkNumber('concurrency', c.concurrency, 1, 256, true);

@@ -39,6 +39,7 @@ import { canaryTask, runCanary } from './canary';
 import { runTasks, type RunTasks } from './run-tasks';
 import { updateMetrics, updatePolicy, type PolicyUpdate } from './update';
 import { branchStats, gradientMass, mixedGroups, planBranches, shareTreeCredit, type BranchStats } from './branching';
+import { reweightByDiagnosis } from './diagnosis-weights';
 
 export interface TrainRunOptions {
   config: TrainConfig;
@@ -409,7 +410,10 @@ async function rollouts(t: Training, n: number, jobs: EpisodeJob[]): Promise<Tra
         (e: unknown) => ({ e }),
       )
     : undefined;
-  const options = rolloutOptions(t.harness, t.c, t.run.checkpointDir(n - 1), n, t.signal, onEpisode);
+  const options = {
+    ...rolloutOptions(t.harness, t.c, t.run.checkpointDir(n - 1), n, t.signal, onEpisode),
+    recoveryFeedback: t.c.recoveryFeedback,
+  };
   const first = await runRollouts(jobs, options);
   const checked = await canary;
   check(t);
@@ -473,6 +477,7 @@ async function advantages(t: Training, n: number, trajs: Trajectory[]): Promise<
   }
   // Branches and their parents: the turns they share are trained once, with the subtree's credit.
   shareTreeCredit(scored);
+  reweightByDiagnosis(scored, t.c.diagnosisWeights);
   return { scored, report, seconds: (Date.now() - t0) / 1000 };
 }
 

@@ -8,7 +8,16 @@ import { SandboxPool, type PoolSnapshot } from '../../src/sandbox';
 import type { Task } from '../../src/core/schema';
 import { synthesizeMutationTasks } from '../../src/tasks/synth';
 import { collectOriginals, type ScoringOriginals } from '../../src/tasks/testfiles';
-import { ObservationCache, poolProvider, runRollouts, type ActionModel, type ActRequest, type ActResult, type Span } from '../../src/agent';
+import {
+  FEEDBACK,
+  ObservationCache,
+  poolProvider,
+  runRollouts,
+  type ActionModel,
+  type ActRequest,
+  type ActResult,
+  type Span,
+} from '../../src/agent';
 import { taskFix } from '../../src/warmstart/workspace-demonstrations';
 import { Semaphore } from '../../src/core/workers';
 import { assertNoContainersLeft } from '../support/containers';
@@ -183,6 +192,34 @@ describe('docker: episodes in the demo workspace', function () {
     assert.notEqual(b.turns[3].observation, parent.turns[3].observation, 'date prints another time');
     assert.deepEqual(b.branch, { parent: 'p', at: 4, shared: 3 }, 'three turns came back as the parent saw them; the clock did not');
     assert.equal(b.reward.resolved, false, 'the branch undid the fix');
+  });
+
+  it('recovery feedback: a repeated failed command and an untested submit are answered with a line; evaluations without it are unchanged', async () => {
+    const fix = fixFor(task);
+    const opts = { provider: poolProvider(pool, snap), checkpoint: 'scripted', originals, concurrency: 2 };
+    const script = ["tw-edit 1 'no such text' 'x'", "tw-edit 1 'no such text' 'x'", 'submit', fix, 'submit'];
+    const model = new ScriptedModel({ fb: script, plain: script });
+    const job = (id: string) => ({ task, episodeId: id, groupId: 'g', seed: 4, split: 'train' as const });
+    const [fb] = (await runRollouts([job('fb')], { ...opts, model, recoveryFeedback: true })).trajectories;
+    const [plain] = (await runRollouts([job('plain')], { ...opts, model })).trajectories;
+    assert.equal(fb.failure, undefined, fb.failure);
+    // tw-suspects never ran, so tw-edit refuses suspect 1; the second time the observation says so.
+    assert.equal(fb.turns[0].feedback, undefined);
+    assert.equal(fb.turns[1].feedback, FEEDBACK.repeat(0));
+    assert.ok(fb.turns[1].observation.endsWith(`\n${FEEDBACK.repeat(0)}`), fb.turns[1].observation);
+    // The first submit came with no passing test: answered, not ended; the fix and a second submit end it.
+    assert.equal(fb.turns[2].action, 'submit');
+    assert.equal(fb.turns[2].observation, FEEDBACK.submit);
+    assert.deepEqual(
+      fb.turns.map((t) => t.action),
+      [...script],
+    );
+    assert.equal(fb.reward.resolved, true);
+    // Without it the first submit ends the episode, unresolved, and no turn carries feedback.
+    assert.equal(plain.turns.length, 3);
+    assert.equal(plain.reward.resolved, false);
+    assert.ok(plain.turns.every((t) => t.feedback === undefined && !t.observation.includes('note:')));
+    assert.deepEqual(plain.turns[1].labels, ['refused-edit', 'repeated-failed-action'], 'labels are written on every episode');
   });
 
   it('the observation cache: read-only tools replayed on identical workspaces, exactly as a run gives them, never after a detaching command', async () => {

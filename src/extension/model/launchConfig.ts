@@ -33,6 +33,8 @@ export const SETTING_FOR_FIELD: { readonly [K in ConfigPath]: string } = {
   groupSize: 'train.groupSize',
   branchEpisodes: 'train.branchEpisodes',
   branchExploration: 'train.branchExploration',
+  recoveryFeedback: 'train.recoveryFeedback',
+  diagnosisWeights: 'train.diagnosisWeights',
   maxTurns: 'train.maxTurns',
   estimator: 'train.estimator',
   estimatorParams: 'train.estimatorParams',

@@ -5,7 +5,7 @@
 import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { failureBreakdown, failureLabels, labelTurns, FAILURE_LABELS } from '../../../src/agent/diagnosis';
+import { failureBreakdown, failureLabels, labelTurns, passedSinceLastEdit, turnFailed, FAILURE_LABELS } from '../../../src/agent/diagnosis';
 import { SCHEMA, type Task, type Trajectory, type Turn } from '../../../src/core/schema';
 
 const FIXTURE = path.join(__dirname, '..', '..', 'fixtures', 'diagnosis', 'demo-episodes.jsonl');
@@ -152,5 +152,26 @@ describe('agent/diagnosis: failure labels', () => {
     assert.equal(br['submit-without-pass'], 0.5);
     assert.equal(br['turn-limit'], 0);
     assert.deepEqual(Object.keys(br), [...FAILURE_LABELS]);
+  });
+});
+
+describe('agent/diagnosis: what recovery feedback reads', () => {
+  it('turnFailed: a format error, a refused edit, a failing command; not a test run that reports failures', () => {
+    assert.equal(turnFailed(turn(0, 'ls nope', 'exit 2\nls: cannot access')), true);
+    assert.equal(turnFailed(turn(0, 'tw-edit 1 a b && tw-test || git checkout -q .', "exit 0\ntw-edit: 'a' is not on x")), true);
+    assert.equal(turnFailed(turn(0, 'x', 'not run', { formatError: 'empty action' })), true);
+    assert.equal(turnFailed(turn(0, 'tw-test', 'exit 1\n1 failed, 2 passed')), false, 'the tests failing is news, not a failed command');
+    assert.equal(turnFailed(turn(0, 'tw-show 1', 'exit 0\n...')), false);
+  });
+
+  it('passedSinceLastEdit: the last test run after the last edit passed', () => {
+    const edit = turn(0, 'tw-apply 1 1', 'exit 0\nedited m.py:2', { edits: [{ path: 'm.py', before: 'a', after: 'b' }] });
+    const pass = turn(1, 'tw-test', 'exit 0\n0 failed, 3 passed');
+    const fail = turn(1, 'tw-test', 'exit 1\n1 failed, 2 passed');
+    assert.equal(passedSinceLastEdit([]), false);
+    assert.equal(passedSinceLastEdit([edit]), false);
+    assert.equal(passedSinceLastEdit([edit, pass]), true);
+    assert.equal(passedSinceLastEdit([edit, fail]), false);
+    assert.equal(passedSinceLastEdit([pass, edit]), false, 'an edit after the pass');
   });
 });

@@ -277,9 +277,42 @@ describe("train/chat-model: a chat model as the agent's ActionModel (generated Q
       topP: 1,
     });
     try {
+      // A new episode that starts later than its first turn must bring its earlier replies (a branch does).
       await assert.rejects(
         model.act([{ episodeId: 'x', task: 't', turns: [{ action: 'ls', observation: 'exit 0' }], seed: 0 }]),
-        /asks for turn 2 but 0 replies were sampled/,
+        /episode x starts at turn 2 without the replies of the turns before/,
+      );
+      // An episode the model knows that skips a turn.
+      await model.act([{ episodeId: 'y', task: 't', turns: [], seed: 0 }]);
+      await assert.rejects(
+        model.act([
+          {
+            episodeId: 'y',
+            task: 't',
+            turns: [
+              { action: 'ls', observation: 'exit 0' },
+              { action: 'ls', observation: 'exit 0' },
+            ],
+            seed: 0,
+          },
+        ]),
+        /asks for turn 3 but 1 reply was sampled/,
+      );
+      // A branch: its first request brings the parent's sampled reply, and the model goes on from it.
+      const parent = await model.act([{ episodeId: 'p', task: 't', turns: [], seed: 1 }]);
+      const [branch] = await model.act([
+        {
+          episodeId: 'b',
+          task: 't',
+          turns: [{ action: 'ls', observation: 'exit 0', inherited: { reply: parent[0].text, tokenIds: parent[0].tokenIds } }],
+          seed: 2,
+        },
+      ]);
+      assert.ok(branch.tokenIds.length > 0);
+      assert.deepEqual(
+        model.conversationIds('b')!.slice(0, model.conversationIds('p')!.length),
+        model.conversationIds('p'),
+        "the branch's conversation starts with the parent's",
       );
     } finally {
       await policy.dispose();

@@ -693,8 +693,8 @@ async function viewUiTests(page, workspace) {
         const n = Number(await frame.locator('body').getAttribute('data-points'));
         return n > 0 ? n : undefined;
       });
-      // Eight metric charts (nine with the failure labels of a run that has them), then the advantage
-      // histogram (it arrives after the trajectories are read).
+      // Eight metric charts (ten with the mixed-outcome share and the failure labels of a run that
+      // has them), then the advantage histogram (it arrives after the trajectories are read).
       const canvases = await waitFor(
         '9 charts (8 metrics + the advantage histogram)',
         async () => {

@@ -43,6 +43,15 @@ export const CHARTS: readonly ChartSpec[] = [
       { key: 'heldout/sampled/resolved', label: 'held-out sampled', optional: true },
     ],
   },
+  {
+    id: 'mixed',
+    title: 'Groups with mixed outcomes (some episodes resolved, some not)',
+    unit: 'rate',
+    series: [
+      { key: 'groups/mixed', label: 'with branches', optional: true },
+      { key: 'groups/mixed_first', label: 'first episodes', optional: true },
+    ],
+  },
   { id: 'reward', title: 'Reward (mean ± std)', series: [{ key: 'reward/mean', label: 'reward', bandKey: 'reward/std' }] },
   { id: 'turns', title: 'Turns per episode', series: [{ key: 'turns/mean', label: 'turns' }] },
   { id: 'formatErrors', title: 'Format errors', series: [{ key: 'format_errors', label: 'format errors' }] },

@@ -291,7 +291,7 @@ describe('Turnwise views', function () {
         const p = api.rewardPanel();
         return p && p.lastRender && p.lastRender.iterations === 4 ? p.lastRender : undefined;
       });
-      assert.equal(r.charts, 9, 'eight metric charts and the failure labels (hidden for a run without them)');
+      assert.equal(r.charts, 10, 'eight metric charts, the mixed-outcome share and the failure labels (hidden for a run without them)');
       assert.ok(r.points > 20, `only ${r.points} points drawn`);
     });
 

@@ -5,6 +5,21 @@ import { trajectoryAdvantages } from '../../credit/advantages';
 import { getEstimator, parseParamArgs } from '../../credit/index';
 import { valueOptions, type CliCommand } from '../command';
 import { requireString } from '../command';
+import { shareTreeCredit } from '../../train/branching';
+import type { Trajectory } from '../../core/schema';
+import type { AdvantageRow } from '../../credit/advantages';
+
+/** The rows' advantages written onto the turns, shared as a tree, and read back into the rows. */
+function treeCredit(trajs: Trajectory[], rows: AdvantageRow[]): void {
+  const byId = new Map(trajs.map((t) => [t.trajId, t]));
+  const turnOf = (r: AdvantageRow) => byId.get(r.trajId)?.turns.find((u) => u.index === r.turn);
+  for (const r of rows) {
+    const u = turnOf(r);
+    if (u) u.advantage = r.advantage;
+  }
+  shareTreeCredit(trajs);
+  for (const r of rows) r.advantage = turnOf(r)?.advantage ?? r.advantage;
+}
 
 export const advantagesCommand: CliCommand = {
   name: 'advantages',
@@ -15,7 +30,10 @@ export const advantagesCommand: CliCommand = {
     const file = requireString(args, 'in');
     const spec = getEstimator(requireString(args, 'estimator'));
     const overrides = parseParamArgs(spec, (args.values.param as string[] | undefined) ?? []);
-    const r = await trajectoryAdvantages(readTrajectories(file), spec.name, overrides);
+    const trajs = readTrajectories(file);
+    const r = await trajectoryAdvantages(trajs, spec.name, overrides);
+    // A run's branches share credit with their parents as a tree (train/branching.ts): the same here.
+    if (trajs.some((t) => t.branch)) treeCredit(trajs, r.rows);
     if (io.json) {
       const rows = r.rows.map(({ command: _command, ...row }) => row);
       io.out(

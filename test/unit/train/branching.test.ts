@@ -21,6 +21,8 @@ import { turnTokenRows } from '../../../src/train/rows';
 import { actionIds, compactCodec } from '../../../src/train/compact-codec';
 import { loadTokenizer } from '../../../src/policy/files/tokenizer';
 import { chatTurnTokenRows } from '../../../src/train/chat-model';
+import { main } from '../../../src/cli/main';
+import * as os from 'node:os';
 
 const turn = (index: number, action: string, logprobs: number[] = [-0.1], extra: Partial<Turn> = {}): Turn => ({
   index,
@@ -271,6 +273,37 @@ describe('train/branching: credit as a tree', () => {
     const chat = chatTurnTokenRows(format, 's', 't', mk(true), [0]);
     assert.equal(chat.length, 1);
     assert.deepEqual(chat[0].ids.slice(0, 1 + actionIds(codec, 'tw-suspects').length), [1, ...actionIds(codec, 'tw-suspects')]);
+  });
+});
+
+describe('turnwise advantages on a file with branches', () => {
+  it('shares credit as the run does: the inherited turn 0, the parent’s turn 0 the mean of the two', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-branch-adv-'));
+    try {
+      const parent = three('p', 'g-a', false);
+      const other = three('q', 'g-a', false);
+      const b = traj('b', 'g-a', true, [turn(0, 'tw-suspects', [-0.1], { inherited: true }), turn(1, 'tw-apply 1 2'), turn(2, 'submit')], {
+        branch: { parent: 'p', at: 1, shared: 1 },
+      });
+      const file = path.join(dir, 'trajectories.jsonl');
+      fs.writeFileSync(file, [parent, other, b].map((t) => JSON.stringify(t)).join('\n') + '\n');
+      let out = '';
+      const code = await main(['advantages', '--in', file, '--estimator', 'grpo', '--param', 'scale=none', '--json'], {
+        out: (t) => (out += t),
+        err: () => undefined,
+      });
+      assert.equal(code, 0);
+      const rows = (JSON.parse(out) as { rows: { trajId: string; turn: number; advantage: number }[] }).rows;
+      const at = (id: string, k: number) => rows.find((r) => r.trajId === id && r.turn === k)!.advantage;
+      // Rewards 0, 0, 1: grpo without scaling gives −1/3, −1/3, 2/3.
+      assert.ok(Math.abs(at('b', 1) - 2 / 3) < 1e-9);
+      assert.equal(at('b', 0), 0, 'inherited');
+      assert.ok(Math.abs(at('p', 0) - (-1 / 3 + 2 / 3) / 2) < 1e-9, 'the parent’s shared turn: the mean of itself and its branch');
+      assert.ok(Math.abs(at('p', 1) + 1 / 3) < 1e-9, 'not shared');
+      assert.ok(Math.abs(at('q', 0) + 1 / 3) < 1e-9, 'another episode with the same command is its own');
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 

@@ -3,10 +3,9 @@
 // it drives TrajectoryEditors, which keeps the editor in step. Restored after a reload.
 import * as path from 'node:path';
 import * as vscode from 'vscode';
-import type { Trajectory } from '../core/schema';
 import type { TrajectoryRef } from './model/runIndex';
-import { advantageScale, advantageStyle } from './model/turnView';
-import { trajectoryActionFormat, type TrajectoryActionFormat } from './model/runModel';
+import { trajectoryActionFormat } from './model/runModel';
+import { trajectoryView } from './model/trajectoryView';
 import { changedFiles } from './model/blame';
 import { refKey, type TrajectoryEditors } from './trajectoryEditor';
 import { loadWebviewApp, webviewPanelOptions } from './webviewPanel';
@@ -14,68 +13,6 @@ import * as msg from './webviews/trajectory/protocol';
 import type { TrajectoryPanelState, TrajectoryView } from './webviews/trajectory/protocol';
 
 export const TRAJECTORY_VIEW_TYPE = 'turnwise.trajectory';
-const OBSERVATION_CAP = 8000;
-const REPLY_CAP = 8000;
-
-const capped = (s: string, cap: number) => (s.length > cap ? `${s.slice(0, cap)}\n… (${s.length - cap} more characters)` : s);
-
-/** What the viewer shows of a trajectory; `actionFormat` is its checkpoint's (trajectoryActionFormat). */
-export function trajectoryView(traj: Trajectory, actionFormat?: TrajectoryActionFormat): TrajectoryView {
-  const scale = advantageScale(traj);
-  const r = traj.reward;
-  const finite = (x: number | undefined) => (typeof x === 'number' && Number.isFinite(x) ? x : null);
-  return {
-    title: `${traj.taskId} · ${traj.trajId}`,
-    trajId: traj.trajId,
-    taskId: traj.taskId,
-    iteration: traj.iteration,
-    split: traj.split,
-    checkpoint: traj.checkpoint,
-    ...(actionFormat ? { actionFormat } : {}),
-    reward: {
-      reward: finite(r?.reward),
-      passRate: finite(r?.passRate),
-      resolved: !!r?.resolved,
-      turns: r?.turns ?? traj.turns.length,
-      efficiencyPenalty: r?.efficiencyPenalty,
-      formatPenalty: r?.formatPenalty,
-      repeats: r?.repeats,
-      repeatPenalty: r?.repeatPenalty,
-      testsEdited: r?.testsEdited,
-      ...(r?.tampered !== undefined ? { tampered: r.tampered } : {}),
-      error: r?.error,
-    },
-    tests: traj.testReport
-      ? {
-          passed: traj.testReport.passed.length,
-          failed: traj.testReport.failed.length,
-          errors: traj.testReport.errors?.length ?? 0,
-          failedNames: traj.testReport.failed.slice(0, 20),
-        }
-      : undefined,
-    failure: traj.failure,
-    ...(traj.branch ? { branch: { ...traj.branch } } : {}),
-    turns: traj.turns.map((t) => ({
-      index: t.index,
-      action: t.action,
-      ...(t.reply !== undefined ? { reply: capped(t.reply, REPLY_CAP) } : {}),
-      observation: capped(t.observation, OBSERVATION_CAP),
-      exitCode: t.exitCode,
-      durationMs: t.durationMs,
-      ...(t.cached ? { cached: true } : {}),
-      ...(t.inherited ? { inherited: true } : {}),
-      ...(t.labels?.length ? { labels: [...t.labels] } : {}),
-      formatError: t.formatError,
-      intentSignature: t.intentSignature,
-      editSignature: t.editSignature,
-      advantage: t.advantage,
-      advantageComponents: t.advantageComponents,
-      style: advantageStyle(t.advantage, scale),
-      files: (t.edits ?? []).map((e) => e.path),
-    })),
-  };
-}
-
 export class TrajectoryPanel implements vscode.Disposable {
   private static current: TrajectoryPanel | undefined;
   private ready = false;

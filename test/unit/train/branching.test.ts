@@ -23,6 +23,8 @@ import { loadTokenizer } from '../../../src/policy/files/tokenizer';
 import { chatTurnTokenRows } from '../../../src/train/chat-model';
 import { main } from '../../../src/cli/main';
 import * as os from 'node:os';
+import { RunDir } from '../../../src/core/run';
+import { readRunConfig, resolveTrainConfig, runConfigRecord } from '../../../src/train/config';
 
 const turn = (index: number, action: string, logprobs: number[] = [-0.1], extra: Partial<Turn> = {}): Turn => ({
   index,
@@ -273,6 +275,32 @@ describe('train/branching: credit as a tree', () => {
     const chat = chatTurnTokenRows(format, 's', 't', mk(true), [0]);
     assert.equal(chat.length, 1);
     assert.deepEqual(chat[0].ids.slice(0, 1 + actionIds(codec, 'tw-suspects').length), [1, ...actionIds(codec, 'tw-suspects')]);
+  });
+});
+
+describe('train/branching: the setting', () => {
+  it('a run made before branching existed resumes without branches; a new run has the default budget', () => {
+    const root = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-branch-cfg-'));
+    try {
+      const c = resolveTrainConfig({});
+      assert.equal(c.branchEpisodes, 8);
+      const {
+        branchEpisodes: _b,
+        branchExploration: _x,
+        ...older
+      } = runConfigRecord(c, { runId: 'old', startModel: '/m', createdAt: 'then' });
+      const old = RunDir.create(root, 'old', older);
+      assert.equal(readRunConfig(old).branchEpisodes, 0);
+      const now = RunDir.create(
+        root,
+        'now',
+        runConfigRecord({ ...c, branchEpisodes: 3 }, { runId: 'now', startModel: '/m', createdAt: 'now' }),
+      );
+      assert.equal(readRunConfig(now).branchEpisodes, 3);
+      assert.throws(() => resolveTrainConfig({ branchEpisodes: -1 }), /"branchEpisodes" must be an integer in \[0, 100000\]/);
+    } finally {
+      fs.rmSync(root, { recursive: true, force: true });
+    }
   });
 });
 

@@ -4,6 +4,7 @@
 import * as path from 'node:path';
 import { benchLearn, LEARN_DEFAULTS, LEARN_ESTIMATORS } from '../../../bench/learn';
 import { passAtKTCorners, type PassAtKT } from '../../../eval/pass-at-k';
+import { boundaryVerdict } from '../../../eval/pass-curves';
 import { numberInRange, valueOptions, type CliCommand } from '../../command';
 import { benchConfig, modelOrEmbedded, workspaceOrDemo, type ConfigFlag } from '../options';
 
@@ -78,6 +79,12 @@ export const benchLearnCommand: CliCommand = {
               `  warm start   ${fmtPassAtKT(r.pass_at_k_t.warmstart)}`,
               `  grpo         ${fmtPassAtKT(r.pass_at_k_t.grpo)}`,
               `  turnwise     ${fmtPassAtKT(r.pass_at_k_t.turnwise)}`,
+              ...LEARN_ESTIMATORS.flatMap((e) => {
+                const base = r.pass_at_k_t!.warmstart;
+                const after = r.pass_at_k_t![e];
+                const v = base && after ? boundaryVerdict(base, after, { tasks: r.heldout_tasks ?? undefined }) : null;
+                return v ? [`  ${e.padEnd(12)} against the warm start: ${v.line}`] : [];
+              }),
             ]
           : []),
       ].join('\n'),

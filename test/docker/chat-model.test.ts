@@ -223,28 +223,40 @@ describe('docker: a chat model (generated Qwen2 folder, ChatML template) as the 
           );
       }
       const trajs = run.readTrajectories(1, 'train');
-      assert.equal(trajs.length, 2);
+      const first = trajs.filter((t) => !t.branch);
+      assert.equal(first.length, 2);
+      assert.equal(
+        trajs.length - first.length,
+        run.readMetrics()[1]['rollout/branch_episodes'],
+        'and the branch, when the group ended alike',
+      );
       trajs.forEach(assertChatTurns);
       // Each turn's recorded log-probs are checkpoint 0's over the conversation rebuilt from the
       // trajectory: the rollout continued from exactly those ids, and the update trains on them.
       const ck = loadCheckpoint(run.checkpointDir(0));
       const policy = new TrainablePolicy(ck.weights, ck.adapter ? { adapter: ck.adapter } : {});
       try {
-        const task = tasks.find((x) => x.id === trajs[0].taskId)!;
-        const rows = chatTurnTokenRows(chatFormatOf(ck, 32), chatSystemMessage(task), chatTaskMessage(task), trajs[0], [
-          ck.tokenizer.tokenId('<|im_end|>')!,
-          ck.tokenizer.tokenId('<|endoftext|>')!,
-        ]);
-        assert.equal(rows.length, trajs[0].turns.length);
-        const lps = await policy.logprobs(
-          rows.map((x) => x.ids),
-          { temperature: c.temperature },
-        );
-        rows.forEach((row, i) =>
-          row.logprobs.forEach((l, k) =>
-            assert.ok(Math.abs(l - lps[i][row.actionStart + k]) < 1e-4, `turn ${i} token ${k}: ${l} vs ${lps[i][row.actionStart + k]}`),
-          ),
-        );
+        // A branch's sampled turns too: its conversation starts with its parent's replies.
+        for (const t of [trajs[0], ...trajs.filter((x) => x.branch)]) {
+          const task = tasks.find((x) => x.id === t.taskId)!;
+          const rows = chatTurnTokenRows(chatFormatOf(ck, 32), chatSystemMessage(task), chatTaskMessage(task), t, [
+            ck.tokenizer.tokenId('<|im_end|>')!,
+            ck.tokenizer.tokenId('<|endoftext|>')!,
+          ]);
+          assert.equal(rows.length, t.turns.filter((u) => !u.inherited).length);
+          const lps = await policy.logprobs(
+            rows.map((x) => x.ids),
+            { temperature: c.temperature },
+          );
+          rows.forEach((row, i) =>
+            row.logprobs.forEach((l, k) =>
+              assert.ok(
+                Math.abs(l - lps[i][row.actionStart + k]) < 1e-4,
+                `${t.trajId} row ${i} token ${k}: ${l} vs ${lps[i][row.actionStart + k]}`,
+              ),
+            ),
+          );
+        }
       } finally {
         await policy.dispose();
       }

@@ -211,7 +211,8 @@ describe('docker: a Llama 3 chat model (generated folder, header template) train
     );
 
     const trajs = run.readTrajectories(1, 'train');
-    assert.equal(trajs.length, 2);
+    assert.equal(trajs.filter((t) => !t.branch).length, 2);
+    assert.equal(trajs.length - 2, run.readMetrics()[1]['rollout/branch_episodes'], 'and the branch of a group that ended alike');
     trajs.forEach(assertChatTurns);
     // The conversation is in the header format: the first prompt is the template's render, to the
     // byte; each turn's log-probs are checkpoint 0's over the conversation rebuilt from the ids.

@@ -208,7 +208,7 @@ export const TRAIN_DEFAULTS: TrainConfig = {
   epochs: 1,
   minibatches: 4,
   updateTokensPerStep: 0,
-  lr: 2e-5,
+  lr: 1e-4,
   klCoef: 0.03,
   entCoef: 0,
   negativeAdvantageWeight: 1,
@@ -252,8 +252,6 @@ export const DEMO_SETTINGS: Partial<TrainConfig> = {
   concurrency: 6,
   estimator: 'turnwise',
   minibatches: 4,
-  // 16 updates in all: at the library default (2e-5) they would barely move a 3M-parameter policy.
-  lr: 1e-4,
   // 8 held-out tasks move the greedy rate in steps of 12.5%: 2 sampled episodes each as well
   // (4 would take the demo to about 20 minutes on 2 cores).
   evalSamples: 2,

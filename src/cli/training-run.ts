@@ -30,7 +30,7 @@ export function humanEventPrinter(io: CliIO): (e: RunEvent) => void {
     if (headerDone) return;
     headerDone = true;
     io.out(
-      `${'iter'.padStart(4)}  ${'reward'.padStart(7)}  ${'pass'.padStart(6)}  ${'resolved'.padStart(8)}  ${'held-out'.padStart(8)}  ${'sampled'.padStart(7)}  ${'turns'.padStart(5)}  ${'time'.padStart(6)}`,
+      `${'iter'.padStart(4)}  ${'reward'.padStart(7)}  ${'pass'.padStart(6)}  ${'resolved'.padStart(8)}  ${'held-out'.padStart(8)}  ${'sampled'.padStart(7)}  ${'turns'.padStart(5)}  ${'mixed'.padStart(5)}  ${'time'.padStart(6)}`,
     );
   };
   return (e) => {
@@ -59,7 +59,7 @@ export function humanEventPrinter(io: CliIO): (e: RunEvent) => void {
         header();
         const m = e.metrics;
         io.out(
-          `${String(e.iteration).padStart(4)}  ${fmt(m['reward/mean']).padStart(7)}  ${fmt(m['tests/pass_rate']).padStart(6)}  ${fmt(m.resolved).padStart(8)}  ${fmt(m['heldout/resolved']).padStart(8)}  ${fmt(m['heldout/sampled/resolved']).padStart(7)}  ${fmt(m['turns/mean'], 1).padStart(5)}  ${fmt(m['time/iteration_s'] ?? m['time/eval_s'], 0).padStart(5)}s`,
+          `${String(e.iteration).padStart(4)}  ${fmt(m['reward/mean']).padStart(7)}  ${fmt(m['tests/pass_rate']).padStart(6)}  ${fmt(m.resolved).padStart(8)}  ${fmt(m['heldout/resolved']).padStart(8)}  ${fmt(m['heldout/sampled/resolved']).padStart(7)}  ${fmt(m['turns/mean'], 1).padStart(5)}  ${fmt(m['groups/mixed'], 2).padStart(5)}  ${fmt(m['time/iteration_s'] ?? m['time/eval_s'], 0).padStart(5)}s`,
         );
         if (e.pass_at_k_t && Object.keys(e.pass_at_k_t).length) {
           io.out(`      held-out PASS@(k,T): ${passCorners(e.pass_at_k_t)}`);

@@ -4,6 +4,10 @@ import { readUserTextFile, parseJsonl, summarizeLineErrors, type LineError } fro
 import { TurnwiseError } from './errors';
 import { SCHEMA, type Trajectory } from './schema';
 
+/** An episode that gives a score: it did not fail in the sandbox and its reward is a number. */
+export const isScored = (t: Pick<Trajectory, 'failure' | 'reward'>): boolean =>
+  !t.failure && typeof t.reward?.reward === 'number' && Number.isFinite(t.reward.reward);
+
 const isStr = (v: unknown): v is string => typeof v === 'string';
 const isStrArray = (v: unknown) => Array.isArray(v) && v.every(isStr);
 

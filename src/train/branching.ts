@@ -17,6 +17,8 @@ import { seedOf } from '../core/random';
 import type { Trajectory } from '../core/schema';
 import { mean } from '../core/stats';
 import type { EpisodeJob } from '../agent/scheduler';
+import { isScored } from '../core/trajectory';
+import { endedAlike, groupOutcomes, scoredGroups } from './task-picking';
 
 /** A first-phase group whose scored episodes all ended the same way. */
 export interface UniformGroup {
@@ -40,24 +42,11 @@ export interface BranchPoint {
   at: number;
 }
 
-const scored = (t: Trajectory) => !t.failure && Number.isFinite(t.reward.reward);
-
-/** The groups of first-phase episodes (no `branch`) with at least two scored members that all ended alike, in play order. */
+/** The groups of first-phase episodes (no `branch`, task-picking.ts scoredGroups) that all ended alike, in play order. */
 export function uniformGroups(trajs: readonly Trajectory[]): UniformGroup[] {
-  const groups = new Map<string, Trajectory[]>();
-  for (const t of trajs) {
-    if (t.branch || !scored(t)) continue;
-    const g = groups.get(t.groupId);
-    if (g) g.push(t);
-    else groups.set(t.groupId, [t]);
-  }
-  const out: UniformGroup[] = [];
-  for (const [groupId, members] of groups) {
-    const resolved = members[0].reward.resolved;
-    if (members.length >= 2 && members.every((m) => m.reward.resolved === resolved))
-      out.push({ groupId, taskId: members[0].taskId, members, resolved });
-  }
-  return out;
+  return [...scoredGroups(trajs.filter((t) => !t.branch))]
+    .filter(([, members]) => endedAlike(members))
+    .map(([groupId, members]) => ({ groupId, taskId: members[0].taskId, members, resolved: members[0].reward.resolved }));
 }
 
 /**
@@ -67,9 +56,9 @@ export function uniformGroups(trajs: readonly Trajectory[]): UniformGroup[] {
  */
 export function branchStats(trajs: readonly Trajectory[], into = new Map<string, BranchStats>()): Map<string, BranchStats> {
   const firstOutcome = new Map<string, boolean>();
-  for (const t of trajs) if (!t.branch && scored(t) && !firstOutcome.has(t.groupId)) firstOutcome.set(t.groupId, t.reward.resolved);
+  for (const t of trajs) if (!t.branch && isScored(t) && !firstOutcome.has(t.groupId)) firstOutcome.set(t.groupId, t.reward.resolved);
   for (const t of trajs) {
-    if (!t.branch || !scored(t)) continue;
+    if (!t.branch || !isScored(t)) continue;
     const first = firstOutcome.get(t.groupId);
     if (first === undefined) continue;
     const s = into.get(t.taskId) ?? { tried: 0, flipped: 0 };
@@ -225,9 +214,9 @@ export function shareTreeCredit(trajs: readonly Trajectory[]): number {
   const byId = new Map(trajs.map((t) => [t.trajId, t]));
   const through = new Map<Trajectory, Trajectory[]>();
   for (const b of trajs) {
-    if (!b.branch || !scored(b)) continue;
+    if (!b.branch || !isScored(b)) continue;
     const p = byId.get(b.branch.parent);
-    if (p && scored(p)) through.set(p, [...(through.get(p) ?? []), b]);
+    if (p && isScored(p)) through.set(p, [...(through.get(p) ?? []), b]);
   }
   let changed = 0;
   for (const [p, branches] of through) {
@@ -255,18 +244,16 @@ export function shareTreeCredit(trajs: readonly Trajectory[]): number {
   return changed;
 }
 
-/** The iteration's outcome diversity: the share of groups (≥ 2 scored episodes) whose episodes did not all end alike, over all its episodes and over its first ones only. */
+/**
+ * The iteration's outcome diversity: the share of its groups (task-picking.ts groupOutcomes) whose
+ * episodes did not all end alike, over all its episodes and over its first ones only; NaN without a group.
+ */
 export function mixedGroups(trajs: readonly Trajectory[]): { mixed: number; mixedFirst: number } {
-  const share = (pick: (t: Trajectory) => boolean) => {
-    const groups = new Map<string, boolean[]>();
-    for (const t of trajs) {
-      if (!scored(t) || !pick(t)) continue;
-      groups.set(t.groupId, [...(groups.get(t.groupId) ?? []), t.reward.resolved]);
-    }
-    const counted = [...groups.values()].filter((g) => g.length >= 2);
-    return counted.length ? counted.filter((g) => g.some((x) => x !== g[0])).length / counted.length : NaN;
+  const share = (ts: readonly Trajectory[]) => {
+    const g = groupOutcomes(ts);
+    return g.length ? g.filter((x) => !x.alike).length / g.length : NaN;
   };
-  return { mixed: share(() => true), mixedFirst: share((t) => !t.branch) };
+  return { mixed: share(trajs), mixedFirst: share(trajs.filter((t) => !t.branch)) };
 }
 
 /**

@@ -4,11 +4,12 @@
 // and the rows' JSON form.
 import { failureBreakdown } from '../agent/diagnosis';
 import type { Trajectory } from '../core/schema';
+import { isScored } from '../core/trajectory';
 import { mean, std } from '../core/stats';
 
 /** The episode figures of an iteration's metrics row (train/ or eval/ by `prefix`). */
 export function episodeMetrics(prefix: string, trajs: readonly Trajectory[]): Record<string, number> {
-  const scored = trajs.filter((t) => !t.failure && Number.isFinite(t.reward.reward));
+  const scored = trajs.filter(isScored);
   const turns = trajs.flatMap((t) => t.turns);
   const m: Record<string, number> = {
     [`${prefix}reward/mean`]: mean(scored.map((t) => t.reward.reward)),

@@ -14,6 +14,7 @@ import { RunDir, newRunId } from '../core/run';
 import { writeFileAtomic, writeJsonAtomic } from '../core/fs';
 import { seedOf } from '../core/random';
 import { SCHEMA, type Trajectory } from '../core/schema';
+import { isScored } from '../core/trajectory';
 import { mean, std } from '../core/stats';
 import { cachedTurnFraction } from '../agent/cache';
 import { runRollouts, type EpisodeJob, type RolloutResult } from '../agent/scheduler';
@@ -701,7 +702,7 @@ function check(s: RunState): void {
 }
 
 /** An episode that gives no score: it failed, or its tests gave no usable report (reward NaN). */
-const unscored = (t: Trajectory) => !!t.failure || !Number.isFinite(t.reward.reward);
+const unscored = (t: Trajectory) => !isScored(t);
 const whyUnscored = (t: Trajectory) => t.failure ?? t.reward.error ?? 'its tests gave no usable report';
 
 function readIfFile(file: string): string | undefined {

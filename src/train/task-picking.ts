@@ -12,6 +12,7 @@
 import { seedOf } from '../core/random';
 import type { RunDir } from '../core/run';
 import type { Trajectory } from '../core/schema';
+import { isScored } from '../core/trajectory';
 
 export const TASK_SAMPLINGS = ['uniform', 'informative'] as const;
 export type TaskSampling = (typeof TASK_SAMPLINGS)[number];
@@ -26,21 +27,25 @@ export interface GroupOutcome {
 }
 
 /**
- * The groups of one iteration's train episodes, in the order they were posed, each alike when its
- * scored episodes (a sandbox failure has no score) were all resolved or none of them. A group
- * with fewer than two scored episodes says nothing either way and is left out.
+ * The scored episodes (a sandbox failure has no score) of each group with two or more of them, by
+ * group id in the order the groups were posed: a group with fewer says nothing about its task.
  */
-export function groupOutcomes(trajectories: readonly Trajectory[]): GroupOutcome[] {
-  const groups = new Map<string, { taskId: string; resolved: boolean[] }>();
+export function scoredGroups(trajectories: readonly Trajectory[]): Map<string, Trajectory[]> {
+  const groups = new Map<string, Trajectory[]>();
   for (const t of trajectories) {
-    const g = groups.get(t.groupId) ?? { taskId: t.taskId, resolved: [] };
-    groups.set(t.groupId, g);
-    const r = t.reward?.reward;
-    if (!t.failure && typeof r === 'number' && Number.isFinite(r)) g.resolved.push(t.reward.resolved === true);
+    const g = groups.get(t.groupId) ?? groups.set(t.groupId, []).get(t.groupId)!;
+    if (isScored(t)) g.push(t);
   }
-  return [...groups.values()]
-    .filter((g) => g.resolved.length >= 2)
-    .map((g) => ({ taskId: g.taskId, alike: g.resolved.every((x) => x === g.resolved[0]) }));
+  for (const [id, g] of groups) if (g.length < 2) groups.delete(id);
+  return groups;
+}
+
+/** Whether a group's episodes were all resolved or none of them. */
+export const endedAlike = (g: readonly Trajectory[]) => g.every((t) => (t.reward.resolved === true) === (g[0].reward.resolved === true));
+
+/** The groups of one iteration's train episodes (scoredGroups), in the order they were posed, each alike when they all ended alike. */
+export function groupOutcomes(trajectories: readonly Trajectory[]): GroupOutcome[] {
+  return [...scoredGroups(trajectories).values()].map((g) => ({ taskId: g[0].taskId, alike: endedAlike(g) }));
 }
 
 /** The train groups of a run's iterations 1..`last`, oldest first, read back from their episodes. */

@@ -9,16 +9,7 @@ import { RunDir } from '../../../src/core/run';
 import { FAILURE_LABELS, failureBreakdown } from '../../../src/agent/diagnosis';
 import { signTestP } from '../../../src/core/stats';
 import type { Task, Trajectory } from '../../../src/core/schema';
-
-const mixedShare = (trajs: readonly Trajectory[], first: boolean) => {
-  const groups = new Map<string, boolean[]>();
-  for (const t of trajs) {
-    if (t.failure || (first && t.branch)) continue;
-    groups.set(t.groupId, [...(groups.get(t.groupId) ?? []), t.reward.resolved]);
-  }
-  const gs = [...groups.values()].filter((g) => g.length >= 2);
-  return gs.length ? gs.filter((g) => g.some((x) => x !== g[0])).length / gs.length : NaN;
-};
+import { mixedGroups } from '../../../src/train/branching';
 
 for (const root of process.argv.slice(2)) {
   let gained = 0;
@@ -64,7 +55,7 @@ for (const root of process.argv.slice(2)) {
     const train = Array.from({ length: last }, (_, i) => run.readTrajectories(i + 1, 'train'));
     const mean = (v: number[]) => v.filter(Number.isFinite).reduce((s, z) => s + z, 0) / v.filter(Number.isFinite).length;
     console.log(
-      `seed ${config.seed}: ${x}/${n} → ${y}/${n} (+${g} −${l})  mixed ${mean(train.map((t) => mixedShare(t, false))).toFixed(2)} (first episodes ${mean(train.map((t) => mixedShare(t, true))).toFixed(2)})  branch episodes ${mean(train.map((t) => t.filter((e) => e.branch).length)).toFixed(1)} per iteration  ${mean(metrics.slice(1).map((m) => (m['time/iteration_s'] as number) ?? NaN)).toFixed(0)} s per iteration`,
+      `seed ${config.seed}: ${x}/${n} → ${y}/${n} (+${g} −${l})  mixed ${mean(train.map((t) => mixedGroups(t).mixed)).toFixed(2)} (first episodes ${mean(train.map((t) => mixedGroups(t).mixedFirst)).toFixed(2)})  branch episodes ${mean(train.map((t) => t.filter((e) => e.branch).length)).toFixed(1)} per iteration  ${mean(metrics.slice(1).map((m) => (m['time/iteration_s'] as number) ?? NaN)).toFixed(0)} s per iteration`,
     );
     gained += g;
     lost += l;

@@ -78,7 +78,8 @@ export function failureLabels(traj: Pick<Trajectory, 'turns' | 'reward' | 'failu
     if (/^timeout\b/.test(t.observation)) add('command-timeout');
     const edited = t.formatError ? [] : editedFiles(t);
     const test = testRun(t);
-    let failed = !!t.formatError || (t.exitCode !== null && t.exitCode !== 0 && !test.ran);
+    // What a repeat of the command is measured against: the same test as recovery feedback's.
+    let failed = turnFailed(t);
     if (!t.formatError && EDIT_COMMAND.test(t.action) && edited.length === 0 && (TOOL_REFUSAL.test(t.observation) || t.exitCode !== 0)) {
       add('refused-edit');
       failed = true;

@@ -223,7 +223,7 @@ export async function readTurnAction(res: ActResult, format: ActionFormatKind = 
   return { parsed, action, reply: res.text };
 }
 
-/** A inherited turn's action as the parent read it: its command, or the format error it was. */
+/** An inherited turn's action as the parent read it: its command, or the format error it was. */
 function inheritedAction(t: Turn): TurnAction {
   const parsed: ParsedAction = t.formatError
     ? { kind: 'format-error', reason: t.formatError }
@@ -308,20 +308,15 @@ export async function runEpisode(o: EpisodeOptions): Promise<Trajectory> {
         ...(forced ? { inherited: true } : {}),
       };
       if (parsed.kind === 'submit') {
-        if (o.recoveryFeedback && !warnedSubmit && !passedSinceLastEdit(turns)) {
-          // Answered, not ended: the turn counts, and the model reads why.
-          warnedSubmit = true;
-          turn.feedback = FEEDBACK.submit;
-          turn.observation = FEEDBACK.submit;
-          if (forced && shared === k && turn.observation === forced.observation) shared++;
+        if (!o.recoveryFeedback || warnedSubmit || passedSinceLastEdit(turns)) {
           turns.push(turn);
-          promptTurns.push({ action: turn.action, observation: turn.observation });
-          continue;
+          break;
         }
-        turns.push(turn);
-        break;
-      }
-      if (parsed.kind === 'format-error') {
+        // Answered, not ended: the turn counts as any other, and the model reads why.
+        warnedSubmit = true;
+        turn.feedback = FEEDBACK.submit;
+        turn.observation = FEEDBACK.submit;
+      } else if (parsed.kind === 'format-error') {
         anyFormatError = true;
         turn.formatError = parsed.reason;
         turn.observation = chat ? chatFormatErrorObservation(parsed.reason) : formatErrorObservation(parsed.reason);

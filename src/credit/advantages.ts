@@ -29,6 +29,18 @@ export interface AdvantageReport {
   rows: AdvantageRow[];
 }
 
+/** Writes each row's advantage and components onto its trajectory's turn (rows of trajectories not in `trajs` are skipped). */
+export function writeTurnAdvantages(trajs: readonly Trajectory[], rows: readonly AdvantageRow[]): void {
+  const byTraj = new Map(trajs.map((x) => [x.trajId, x]));
+  for (const r of rows) {
+    const turn = byTraj.get(r.trajId)?.turns.find((x) => x.index === r.turn);
+    if (turn) {
+      turn.advantage = r.advantage;
+      turn.advantageComponents = r.components;
+    }
+  }
+}
+
 /** Signs every turn, runs estimator `name` with `overrides` and returns one row per turn. */
 export async function trajectoryAdvantages(
   trajs: readonly Trajectory[],

@@ -18,7 +18,7 @@ import { isScored } from '../core/trajectory';
 import { mean, std } from '../core/stats';
 import { cachedTurnFraction } from '../agent/cache';
 import { runRollouts, type EpisodeJob, type RolloutResult } from '../agent/scheduler';
-import { trajectoryAdvantages, type AdvantageReport } from '../credit/advantages';
+import { trajectoryAdvantages, writeTurnAdvantages, type AdvantageReport } from '../credit/advantages';
 import { loadCheckpoint } from '../policy/files/checkpoint';
 import type { SandboxPool } from '../sandbox';
 import { readTaskFile } from '../tasks/taskfile';
@@ -468,14 +468,7 @@ async function advantages(t: Training, n: number, trajs: Trajectory[]): Promise<
     t.c.estimator,
     t.c.estimatorParams,
   );
-  const byTraj = new Map(scored.map((x) => [x.trajId, x]));
-  for (const r of report.rows) {
-    const turn = byTraj.get(r.trajId)?.turns.find((x) => x.index === r.turn);
-    if (turn) {
-      turn.advantage = r.advantage;
-      turn.advantageComponents = r.components;
-    }
-  }
+  writeTurnAdvantages(scored, report.rows);
   // Branches and their parents: the turns they share are trained once, with the subtree's credit.
   shareTreeCredit(scored);
   reweightByDiagnosis(scored, t.c.diagnosisWeights);

@@ -1,7 +1,7 @@
 // `turnwise advantages`: per-turn advantages of a trajectories file under one estimator.
 import { escapeControlChars } from '../../core/text';
 import { readTrajectories } from '../../core/trajectory';
-import { trajectoryAdvantages } from '../../credit/advantages';
+import { trajectoryAdvantages, writeTurnAdvantages } from '../../credit/advantages';
 import { getEstimator, parseParamArgs } from '../../credit/index';
 import { valueOptions, type CliCommand } from '../command';
 import { requireString } from '../command';
@@ -9,16 +9,12 @@ import { shareTreeCredit } from '../../train/branching';
 import type { Trajectory } from '../../core/schema';
 import type { AdvantageRow } from '../../credit/advantages';
 
-/** The rows' advantages written onto the turns, shared as a tree, and read back into the rows. */
+/** The rows' advantages written onto the turns (as a run writes them), shared as a tree, and read back into the rows. */
 function treeCredit(trajs: Trajectory[], rows: AdvantageRow[]): void {
-  const byId = new Map(trajs.map((t) => [t.trajId, t]));
-  const turnOf = (r: AdvantageRow) => byId.get(r.trajId)?.turns.find((u) => u.index === r.turn);
-  for (const r of rows) {
-    const u = turnOf(r);
-    if (u) u.advantage = r.advantage;
-  }
+  writeTurnAdvantages(trajs, rows);
   shareTreeCredit(trajs);
-  for (const r of rows) r.advantage = turnOf(r)?.advantage ?? r.advantage;
+  const byId = new Map(trajs.map((t) => [t.trajId, t]));
+  for (const r of rows) r.advantage = byId.get(r.trajId)?.turns.find((u) => u.index === r.turn)?.advantage ?? r.advantage;
 }
 
 export const advantagesCommand: CliCommand = {

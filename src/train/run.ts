@@ -28,7 +28,7 @@ import { sampledPassAtKT, type PassAtKT } from '../eval/pass-at-k';
 import { connectRunPool, readRunConfig, runConfigRecord, type TrainConfig } from './config';
 import { embeddedModelDir } from './embedded';
 import { assertWorkspaceNames, planResume, type ResumePlan } from './resume';
-import { alikeStreaks, groupOutcomes, pastGroupOutcomes, pickTasks, type GroupOutcome } from './task-picking';
+import { alikeStreaks, groupOutcomes, pastTrainEpisodes, pickTasks, type GroupOutcome } from './task-picking';
 import { modelActionFormat, recordActionFormat } from './action-format';
 import { ReplaySource } from './replay';
 import { assertRunFits, folderModel, runMemoryPlan } from './memory-plan';
@@ -361,9 +361,13 @@ async function openPolicy(s: RunState): Promise<{ harness: Harness; updateTokens
  * picks and the branch budget is split as the uninterrupted run would have.
  */
 function trainingState(s: RunState, tasks: RunTasks, policy: { harness: Harness; updateTokens: number; replay?: ReplaySource }): Training {
-  const pastGroups = s.c.taskSampling === 'informative' ? pastGroupOutcomes(s.run, s.last) : [];
+  const informative = s.c.taskSampling === 'informative';
+  const branching = s.c.branchEpisodes > 0;
+  // Each past iteration's episodes read once, for whichever of the two needs them.
+  const past = informative || branching ? pastTrainEpisodes(s.run, s.last) : [];
+  const pastGroups = informative ? past.flatMap((t) => groupOutcomes(t)) : [];
   const branches = new Map<string, BranchStats>();
-  if (s.c.branchEpisodes > 0) for (let i = 1; i <= s.last; i++) branchStats(s.run.readTrajectories(i, 'train'), branches);
+  if (branching) for (const trajs of past) branchStats(trajs, branches);
   return Object.assign(s, policy, { tasks, pastGroups, branches, budget: { end: Infinity, evalMs: 0, slowestMs: 0 } });
 }
 

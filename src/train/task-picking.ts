@@ -48,9 +48,14 @@ export function groupOutcomes(trajectories: readonly Trajectory[]): GroupOutcome
   return [...scoredGroups(trajectories).values()].map((g) => ({ taskId: g[0].taskId, alike: endedAlike(g) }));
 }
 
+/** The train episodes of a run's iterations 1..`last`, oldest first: what a resume reads its history from. */
+export function pastTrainEpisodes(run: Pick<RunDir, 'readTrajectories'>, last: number): Trajectory[][] {
+  return Array.from({ length: Math.max(0, last) }, (_, i) => run.readTrajectories(i + 1, 'train'));
+}
+
 /** The train groups of a run's iterations 1..`last`, oldest first, read back from their episodes. */
 export function pastGroupOutcomes(run: Pick<RunDir, 'readTrajectories'>, last: number): GroupOutcome[] {
-  return Array.from({ length: Math.max(0, last) }, (_, i) => groupOutcomes(run.readTrajectories(i + 1, 'train'))).flat();
+  return pastTrainEpisodes(run, last).flatMap((t) => groupOutcomes(t));
 }
 
 /** Per task, how many of its latest groups in a row went alike (`outcomes` oldest first; capped). */

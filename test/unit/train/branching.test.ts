@@ -155,14 +155,9 @@ describe('train/branching: the branch budget', () => {
   it('planBranches: jobs that replay the parent’s first turns, in its group, with their own ids and seeds', () => {
     const first = [three('it1-t0-g0', 'g-a', false), three('it1-t0-g1', 'g-a', false), three('b0', 'g-b', true), three('b1', 'g-b', false)];
     const task = { id: 'task-a' } as never;
-    const jobs = planBranches(first, {
-      budget: 3,
-      exploration: 1,
-      seed: 5,
-      iteration: 1,
-      stats: new Map(),
-      tasks: new Map([['task-a', task]]),
-    });
+    const plan = () =>
+      planBranches(first, { budget: 3, exploration: 1, seed: 5, iteration: 1, stats: new Map(), tasks: new Map([['task-a', task]]) });
+    const jobs = plan();
     assert.equal(jobs.length, 3, 'the mixed group g-b gets none; g-a all three');
     assert.deepEqual(
       jobs.map((j) => j.episodeId),
@@ -176,14 +171,7 @@ describe('train/branching: the branch budget', () => {
       assert.deepEqual(j.prefix!.turns, parent.turns.slice(0, j.prefix!.turns.length));
     }
     assert.equal(new Set(jobs.map((j) => j.seed)).size, 3);
-    const again = planBranches(first, {
-      budget: 3,
-      exploration: 1,
-      seed: 5,
-      iteration: 1,
-      stats: new Map(),
-      tasks: new Map([['task-a', task]]),
-    });
+    const again = plan();
     assert.deepEqual(
       again.map((j) => [j.episodeId, j.seed, j.prefix!.turns.length]),
       jobs.map((j) => [j.episodeId, j.seed, j.prefix!.turns.length]),

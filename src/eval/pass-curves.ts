@@ -163,50 +163,125 @@ export function passChart(
   };
 }
 
-const esc = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
-const n1 = (v: number) => (Math.round(v * 10) / 10).toString();
+/** One SVG element as data: its tag, attributes, text and children (text is never markup). */
+export interface SvgNode {
+  tag: string;
+  attrs: Record<string, string | number>;
+  text?: string;
+  children?: SvgNode[];
+}
 
-/** The chart as a standalone SVG document (every label escaped). `title` goes on top; `note` (the verdict) under the axes. */
-export function passChartSvg(c: PassChart, o: { title?: string; note?: string } = {}): string {
-  const top = o.title ? 22 : 0;
-  const bottom = o.note ? 22 : 0;
-  const H = c.height + top + bottom;
-  const out: string[] = [
-    `<svg xmlns="http://www.w3.org/2000/svg" width="${c.width}" height="${H}" viewBox="0 0 ${c.width} ${H}" font-family="sans-serif" font-size="12">`,
-    `<rect width="100%" height="100%" fill="#fff"/>`,
-  ];
-  if (o.title) out.push(`<text x="${c.plot.x}" y="15" font-size="13" font-weight="bold">${esc(o.title)}</text>`);
-  out.push(`<g transform="translate(0 ${top})">`);
+const n1 = (v: number) => Math.round(v * 10) / 10;
+
+/**
+ * The chart's elements: grid, ticks, frame, axis labels, a path and its points per curve (class
+ * `curve`, with its model and T), the legend. `file`: fixed colours for a standalone document;
+ * `page`: classes (`grid`, `frame`) and the text colour that a page's stylesheet sets.
+ */
+export function passChartNodes(c: PassChart, style: 'file' | 'page'): SvgNode[] {
   const { x, y, w, h } = c.plot;
+  const text = (attrs: SvgNode['attrs'], t: string): SvgNode => ({ tag: 'text', attrs, text: t });
+  const title = (t: string): SvgNode => ({ tag: 'title', attrs: {}, text: t });
+  const out: SvgNode[] = [];
   for (const t of c.yTicks)
     out.push(
-      `<line x1="${x}" x2="${x + w}" y1="${n1(t.y)}" y2="${n1(t.y)}" stroke="#ddd"/>`,
-      `<text x="${x - 6}" y="${n1(t.y + 4)}" text-anchor="end">${esc(t.label)}</text>`,
+      {
+        tag: 'line',
+        attrs: { x1: x, x2: x + w, y1: n1(t.y), y2: n1(t.y), ...(style === 'file' ? { stroke: '#ddd' } : { class: 'grid' }) },
+      },
+      text({ x: x - 6, y: n1(t.y + 4), 'text-anchor': 'end' }, t.label),
     );
-  for (const t of c.xTicks) out.push(`<text x="${n1(t.x)}" y="${y + h + 16}" text-anchor="middle">${esc(t.label)}</text>`);
-  out.push(`<rect x="${x}" y="${y}" width="${w}" height="${h}" fill="none" stroke="#888"/>`);
-  out.push(`<text x="${x + w / 2}" y="${y + h + 34}" text-anchor="middle">${esc(c.xLabel)}</text>`);
-  out.push(`<text transform="translate(14 ${y + h / 2}) rotate(-90)" text-anchor="middle">${esc(c.yLabel)}</text>`);
+  for (const t of c.xTicks) out.push(text({ x: n1(t.x), y: y + h + 16, 'text-anchor': 'middle' }, t.label));
+  out.push(
+    { tag: 'rect', attrs: { x, y, width: w, height: h, fill: 'none', ...(style === 'file' ? { stroke: '#888' } : { class: 'frame' }) } },
+    text({ x: x + w / 2, y: y + h + 34, 'text-anchor': 'middle' }, c.xLabel),
+    text({ transform: `translate(14 ${y + h / 2}) rotate(-90)`, 'text-anchor': 'middle' }, c.yLabel),
+  );
   for (const s of c.series) {
-    const d = s.points.map((p, i) => `${i ? 'L' : 'M'}${n1(p.x)} ${n1(p.y)}`).join(' ');
-    out.push(
-      `<path d="${d}" fill="none" stroke="${s.color}" stroke-width="2"${s.dash ? ` stroke-dasharray="${s.dash}"` : ''}><title>${esc(`${s.model}, T=${s.T}`)}</title></path>`,
-    );
+    out.push({
+      tag: 'path',
+      attrs: {
+        d: s.points.map((p, i) => `${i ? 'L' : 'M'}${n1(p.x)} ${n1(p.y)}`).join(' '),
+        fill: 'none',
+        stroke: s.color,
+        'stroke-width': 2,
+        ...(s.dash ? { 'stroke-dasharray': s.dash } : {}),
+        class: 'curve',
+        'data-model': s.model,
+        'data-t': s.T,
+      },
+      children: [title(`${s.model}, T=${s.T}`)],
+    });
     for (const p of s.points)
-      out.push(
-        `<circle cx="${n1(p.x)}" cy="${n1(p.y)}" r="2.5" fill="${s.color}"><title>${esc(`${s.model}, T=${s.T}, k=${p.k}: ${(p.value * 100).toFixed(1)}%`)}</title></circle>`,
-      );
+      out.push({
+        tag: 'circle',
+        attrs: { cx: n1(p.x), cy: n1(p.y), r: 2.5, fill: s.color },
+        children: [title(`${s.model}, T=${s.T}, k=${p.k}: ${(p.value * 100).toFixed(1)}%`)],
+      });
   }
   const lx = x + w + 16;
   c.legend.forEach((l, i) => {
     const ly = y + 8 + i * 18;
     out.push(
-      `<line x1="${lx}" x2="${lx + 24}" y1="${ly}" y2="${ly}" stroke="${l.color ?? '#333'}" stroke-width="2"${l.dash ? ` stroke-dasharray="${l.dash}"` : ''}/>`,
-      `<text x="${lx + 30}" y="${ly + 4}">${esc(l.label.length > 18 ? `${l.label.slice(0, 17)}…` : l.label)}</text>`,
+      {
+        tag: 'line',
+        attrs: {
+          x1: lx,
+          x2: lx + 24,
+          y1: ly,
+          y2: ly,
+          stroke: l.color ?? (style === 'file' ? '#333' : 'currentColor'),
+          'stroke-width': 2,
+          ...(l.dash ? { 'stroke-dasharray': l.dash } : {}),
+        },
+      },
+      text({ x: lx + 30, y: ly + 4 }, l.label.length > 18 ? `${l.label.slice(0, 17)}…` : l.label),
     );
   });
-  out.push('</g>');
-  if (o.note) out.push(`<text x="${c.plot.x}" y="${top + c.height + 14}">${esc(o.note)}</text>`);
+  return out;
+}
+
+const esc = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
+
+/** An element as SVG markup, every attribute and text escaped. */
+function markup(n: SvgNode): string {
+  const attrs = Object.entries(n.attrs)
+    .map(([k, v]) => ` ${k}="${esc(String(v))}"`)
+    .join('');
+  const inner = (n.text !== undefined ? esc(n.text) : '') + (n.children ?? []).map(markup).join('');
+  return inner ? `<${n.tag}${attrs}>${inner}</${n.tag}>` : `<${n.tag}${attrs}/>`;
+}
+
+/** `text` in lines of at most `width` characters, broken at spaces (a longer word stands alone). */
+function wrap(text: string, width: number): string[] {
+  const lines: string[] = [];
+  let line = '';
+  for (const word of text.split(' ')) {
+    if (line && line.length + 1 + word.length > width) {
+      lines.push(line);
+      line = word;
+    } else line = line ? `${line} ${word}` : word;
+  }
+  if (line) lines.push(line);
+  return lines;
+}
+
+/**
+ * The chart as a standalone SVG document (every label escaped). `title` goes on top; `note` (the
+ * verdict) under the axes, wrapped to the chart's width.
+ */
+export function passChartSvg(c: PassChart, o: { title?: string; note?: string } = {}): string {
+  const top = o.title ? 22 : 0;
+  // About 6.5 px a character at 12 px: the note's lines fit the plot's width and the legend's.
+  const note = o.note ? wrap(o.note, Math.floor((c.width - c.plot.x) / 6.5)) : [];
+  const H = c.height + top + (note.length ? 8 + 16 * note.length : 0);
+  const out: string[] = [
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${c.width}" height="${H}" viewBox="0 0 ${c.width} ${H}" font-family="sans-serif" font-size="12">`,
+    `<rect width="100%" height="100%" fill="#fff"/>`,
+  ];
+  if (o.title) out.push(markup({ tag: 'text', attrs: { x: c.plot.x, y: 15, 'font-size': 13, 'font-weight': 'bold' }, text: o.title }));
+  out.push(`<g transform="translate(0 ${top})">`, ...passChartNodes(c, 'file').map(markup), '</g>');
+  note.forEach((line, i) => out.push(markup({ tag: 'text', attrs: { x: c.plot.x, y: top + c.height + 14 + 16 * i }, text: line })));
   out.push('</svg>');
   return out.join('\n') + '\n';
 }

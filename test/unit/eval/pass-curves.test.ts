@@ -70,5 +70,16 @@ describe('eval/pass-curves: the chart', () => {
     assert.match(svg, /&lt;script&gt;x&lt;\/script&gt; &amp; &quot;q&quot;/);
     assert.match(svg, /a&lt;b/);
     assert.match(svg, /n&gt;1/);
+    // A long note is wrapped to the chart's width, every word kept.
+    const note = Array.from({ length: 40 }, (_, i) => `word${i}`).join(' ');
+    const lines = [
+      ...passChartSvg(passChart([{ label: 'm', p: table([0.5]) }]), { note }).matchAll(/<text x="56" y="\d+">([^<]*)<\/text>/g),
+    ].map((m) => m[1]);
+    assert.ok(lines.length >= 3, `${lines.length} lines`);
+    assert.ok(
+      lines.every((l) => l.length <= 89),
+      lines.join('|'),
+    );
+    assert.equal(lines.join(' '), note);
   });
 });

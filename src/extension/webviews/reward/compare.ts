@@ -5,7 +5,7 @@
 // episodes resolves a task within T actions) with its colour scale, the models' table (resolved
 // rate, pass rate, turns, format errors, tokens and wall time per episode) and the per-task cells.
 // All text from the files goes in as text nodes (no innerHTML); colors through the CSSOM.
-import { passChart, type PassChart } from '../../../eval/pass-curves';
+import { passChart, passChartNodes, type PassChart, type SvgNode } from '../../../eval/pass-curves';
 import { h } from '../shared/vscodeApi';
 import type { EvalComparison, EvalFileEntry, PassAtKTTable } from './protocol';
 
@@ -29,66 +29,22 @@ export interface EvaluationsView {
 
 const SVG = 'http://www.w3.org/2000/svg';
 
-/** An SVG element with attributes; text through textContent only. */
-function s(tag: string, attrs: Record<string, string | number>, text?: string): SVGElement {
-  const el = document.createElementNS(SVG, tag);
-  for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
-  if (text !== undefined) el.textContent = text;
+/** An SVG element built from its description (eval/pass-curves.ts SvgNode); text through textContent only. */
+function svgElement(n: SvgNode): SVGElement {
+  const el = document.createElementNS(SVG, n.tag);
+  for (const [k, v] of Object.entries(n.attrs)) el.setAttribute(k, String(v));
+  if (n.text !== undefined) el.textContent = n.text;
+  for (const c of n.children ?? []) el.append(svgElement(c));
   return el;
 }
 
-/** The pass curves (eval/pass-curves.ts passChart) as an SVG element, coloured by the theme's text colour where it has none. */
+/** The pass curves (eval/pass-curves.ts passChart) as an SVG element, coloured by the page's theme where it has no colour of its own. */
 function chartSvg(c: PassChart): SVGElement {
-  const { x, y, w, h: ph } = c.plot;
-  const root = s('svg', { id: 'pass-curves', width: c.width, height: c.height, viewBox: `0 0 ${c.width} ${c.height}`, role: 'img' });
-  root.append(s('title', {}, 'pass@k against k, one curve per turn budget T and model'));
-  for (const t of c.yTicks)
-    root.append(
-      s('line', { x1: x, x2: x + w, y1: t.y, y2: t.y, class: 'grid' }),
-      s('text', { x: x - 6, y: t.y + 4, 'text-anchor': 'end' }, t.label),
-    );
-  for (const t of c.xTicks) root.append(s('text', { x: t.x, y: y + ph + 16, 'text-anchor': 'middle' }, t.label));
-  root.append(
-    s('rect', { x, y, width: w, height: ph, fill: 'none', class: 'frame' }),
-    s('text', { x: x + w / 2, y: y + ph + 34, 'text-anchor': 'middle' }, c.xLabel),
-    s('text', { transform: `translate(14 ${y + ph / 2}) rotate(-90)`, 'text-anchor': 'middle' }, c.yLabel),
-  );
-  for (const se of c.series) {
-    const path = s('path', {
-      d: se.points.map((p, i) => `${i ? 'L' : 'M'}${p.x.toFixed(1)} ${p.y.toFixed(1)}`).join(' '),
-      fill: 'none',
-      stroke: se.color,
-      'stroke-width': 2,
-      class: 'curve',
-      'data-model': se.model,
-      'data-t': se.T,
-      ...(se.dash ? { 'stroke-dasharray': se.dash } : {}),
-    });
-    path.append(s('title', {}, `${se.model}, T=${se.T}`));
-    root.append(path);
-    for (const p of se.points) {
-      const dot = s('circle', { cx: p.x.toFixed(1), cy: p.y.toFixed(1), r: 2.5, fill: se.color });
-      dot.append(s('title', {}, `${se.model}, T=${se.T}, k=${p.k}: ${pctOf(p.value)}`));
-      root.append(dot);
-    }
-  }
-  c.legend.forEach((l, i) => {
-    const ly = y + 8 + i * 18;
-    const lx = x + w + 16;
-    root.append(
-      s('line', {
-        x1: lx,
-        x2: lx + 24,
-        y1: ly,
-        y2: ly,
-        stroke: l.color ?? 'currentColor',
-        'stroke-width': 2,
-        ...(l.dash ? { 'stroke-dasharray': l.dash } : {}),
-      }),
-      s('text', { x: lx + 30, y: ly + 4 }, l.label.length > 18 ? `${l.label.slice(0, 17)}…` : l.label),
-    );
+  return svgElement({
+    tag: 'svg',
+    attrs: { id: 'pass-curves', width: c.width, height: c.height, viewBox: `0 0 ${c.width} ${c.height}`, role: 'img' },
+    children: [{ tag: 'title', attrs: {}, text: 'pass@k against k, one curve per turn budget T and model' }, ...passChartNodes(c, 'page')],
   });
-  return root;
 }
 
 const num = (v: number | null | undefined, d = 3) => (typeof v === 'number' && Number.isFinite(v) ? v.toFixed(d) : '—');

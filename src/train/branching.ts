@@ -186,10 +186,9 @@ export function planBranches(
   const shares = allocateBranches(groups, o.budget, o.stats, seedOf(o.seed, o.iteration));
   const jobs: EpisodeJob[] = [];
   for (const g of groups) {
-    const n = shares.get(g.groupId) ?? 0;
-    branchPoints(g.members, n, o.exploration).forEach((p, k) => {
-      const task = o.tasks.get(g.taskId);
-      if (!task) return;
+    const task = o.tasks.get(g.taskId);
+    if (!task) continue;
+    branchPoints(g.members, shares.get(g.groupId) ?? 0, o.exploration).forEach((p, k) => {
       jobs.push({
         task,
         episodeId: `${g.groupId}-b${k}`,

@@ -390,7 +390,7 @@ export interface CreditBenchResult {
   estimators: Record<string, EstimatorBench>;
   /**
    * Same batches: a3, each of turnwise's changes 1–3 added alone, turnwise residual=loo (changes
-   * 1–4), then the per-turn action margin replacing that residual, one choice at a time (the last row is turnwise's default).
+   * 1–4), then the per-turn action margin replacing that residual, one choice at a time, then the terms added unscaled (the last row is turnwise's default).
    */
   ablation: Record<string, AblationBench>;
   /** Time to sign one batch's commands with tree-sitter-bash (done once per rollout in practice). */
@@ -408,7 +408,12 @@ const ABLATIONS: Record<string, A3Variant> = {
   'turnwise residual=loo (changes 1-4)': TURNWISE_LOO,
   '+margin (actionKey=cluster, pool=cell)': { ...TURNWISE_LOO, margin: { actionKey: 'cluster', marginPool: 'cell' } },
   '+margin (actionKey=edit-intent, pool=cell)': { ...TURNWISE_LOO, margin: { actionKey: 'edit-intent', marginPool: 'cell' } },
-  '+margin (actionKey=edit-intent, pool=task) = turnwise': { ...TURNWISE_LOO, margin: { actionKey: 'edit-intent', marginPool: 'task' } },
+  '+margin (actionKey=edit-intent, pool=task)': { ...TURNWISE_LOO, margin: { actionKey: 'edit-intent', marginPool: 'task' } },
+  '+terms unscaled (termScale=none) = turnwise': {
+    ...TURNWISE_LOO,
+    margin: { actionKey: 'edit-intent', marginPool: 'task' },
+    termScale: 'none',
+  },
 };
 
 function stats(xs: number[]): { mean: number; std: number; max: number } {

@@ -61,6 +61,14 @@ export interface A3Variant {
   editTokens: boolean;
   /** turnwise (ours): the per-turn term is an action margin instead of R − LOO; absent = the per-turn R − LOO residual. */
   margin?: TurnwiseResidual;
+  /**
+   * How the three terms are put on one scale before they are added. `batch` (A³): each is divided by
+   * its mean |value| over the batch, so a term that is zero on most rows is blown up where it is not,
+   * and one task's credit grows with the number of uniform groups beside it. `none` (turnwise): the
+   * terms are added as they are; each is already in units of a group's spread (the backbone and the
+   * per-turn term are robust z-scores squashed to ±1, the tree margin is a shrunk reward difference).
+   */
+  termScale?: 'batch' | 'none';
 }
 
 /** A (promptId, turn k) cell: the rows of trajectories that have a turn k, in batch order. */
@@ -525,10 +533,12 @@ function combineTerms(
   wTrie: number,
   wTree: number,
   bound: number,
+  termScale: 'batch' | 'none',
 ): { advantages: number[]; scored: number[] } {
   const scored: number[] = [];
   for (let i = 0; i < n; i++) if (batch.trajOfRow[i] >= 0) scored.push(i);
-  const meanAbs = (xs: number[]) => scored.reduce((acc, i) => acc + Math.abs(xs[i]), 0) / Math.max(scored.length, 1) + 1e-9;
+  const meanAbs = (xs: number[]) =>
+    termScale === 'none' ? 1 : scored.reduce((acc, i) => acc + Math.abs(xs[i]), 0) / Math.max(scored.length, 1) + 1e-9;
   const [sb, sr, st] = [meanAbs(terms.backbone), meanAbs(terms.resNorm), meanAbs(terms.tree)];
   const advantages = new Array<number>(n).fill(0);
   for (const i of scored)
@@ -563,6 +573,7 @@ function a3Core(rows: readonly TurnRow[], params: Params, ctx: EstimatorContext,
     num(params, 'wTrie'),
     num(params, 'wTree'),
     num(params, 'bound'),
+    variant.termScale ?? 'batch',
   );
 
   const clusters: Record<string, number[]> = {};

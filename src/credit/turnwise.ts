@@ -19,6 +19,7 @@ export const TURNWISE_DEFAULTS: Params = {
   actionTau: ACTION_TAU,
   penalties: 'turn',
   penaltyScale: 0.5,
+  termScale: 'none',
 };
 
 export const TURNWISE_CHOICES = {
@@ -26,6 +27,7 @@ export const TURNWISE_CHOICES = {
   actionKey: ['cluster', 'edit-intent'],
   marginPool: ['cell', 'task'],
   penalties: ['turn', 'episode'],
+  termScale: ['none', 'batch'],
 } as const;
 
 /** turnwise's changes 1–4, plus the per-turn term chosen by params.residual / actionKey / marginPool. */
@@ -38,7 +40,8 @@ export function turnwiseVariant(params: Params): A3Variant {
           marginPool: (params.marginPool ?? TURNWISE_DEFAULTS.marginPool) as TurnwiseResidual['marginPool'],
         }
       : undefined;
-  return { residualPerCell: true, scopeAllIsPrefix: true, editTokens: true, ...(margin ? { margin } : {}) };
+  const termScale = (params.termScale ?? TURNWISE_DEFAULTS.termScale) as NonNullable<A3Variant['termScale']>;
+  return { residualPerCell: true, scopeAllIsPrefix: true, editTokens: true, termScale, ...(margin ? { margin } : {}) };
 }
 
 /**

@@ -170,10 +170,11 @@ describe('turnwise bench credit', function () {
       'turnwise residual=loo (changes 1-4)',
       '+margin (actionKey=cluster, pool=cell)',
       '+margin (actionKey=edit-intent, pool=cell)',
-      '+margin (actionKey=edit-intent, pool=task) = turnwise',
+      '+margin (actionKey=edit-intent, pool=task)',
+      '+terms unscaled (termScale=none) = turnwise',
     ]);
     assert.equal(j.ablation.a3.corr_mean, j.estimators.a3.corr_mean);
-    assert.equal(j.ablation['+margin (actionKey=edit-intent, pool=task) = turnwise'].corr_mean, j.estimators.turnwise.corr_mean);
+    assert.equal(j.ablation['+terms unscaled (termScale=none) = turnwise'].corr_mean, j.estimators.turnwise.corr_mean);
   });
 
   it('environment settings reach the benchmark; a bad one is an error naming it', async () => {

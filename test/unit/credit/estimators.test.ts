@@ -76,7 +76,7 @@ describe('credit/registry', () => {
       treeTau: 0.05,
       timeDecay: 0.84,
     });
-    // turnwise: A³'s defaults plus its per-turn action margin (change 5) and turn penalties (change 6)
+    // turnwise: A³'s defaults plus its per-turn action margin (change 5), turn penalties (change 6) and unscaled terms (change 7)
     assert.deepEqual(getEstimator('turnwise').defaults, {
       ...A3_DEFAULTS,
       residual: 'margin',
@@ -85,6 +85,7 @@ describe('credit/registry', () => {
       actionTau: 0.3,
       penalties: 'turn',
       penaltyScale: 0.5,
+      termScale: 'none',
     });
     assert.deepEqual(TURNWISE_DEFAULTS, getEstimator('turnwise').defaults);
     assert.throws(() => parseParamArgs(getEstimator('turnwise'), ['residual=first']), /one of loo, margin/);
@@ -265,10 +266,8 @@ describe('credit/a3 and turnwise', () => {
     const r = Math.tanh(2 / (0.5 + EPS));
     closeAll(out.components.residual, [r, 0, 0, 0, r, 0, 0, 0]);
     closeAll(out.components.tree, tree);
-    const mb = (4 * bb) / 8 + 1e-9;
-    const mr = (2 * r) / 8 + 1e-9;
-    const mt = (4 * t0 + 4 * t1) / 8 + 1e-9;
-    const A = (b: number, rr: number, t: number) => 1.1 * Math.tanh((b / mb + (0.65 * rr) / mr + t / mt) / 1.1);
+    // combine: the terms as they are (termScale=none), A = 1.1 · tanh((b + .65 r + t) / 1.1)
+    const A = (b: number, rr: number, t: number) => 1.1 * Math.tanh((b + 0.65 * rr + t) / 1.1);
     closeAll(out.advantages, [
       A(bb, r, t0),
       A(bb, 0, t1),
@@ -329,19 +328,57 @@ describe('credit/a3 and turnwise', () => {
     closeAll(out.components.residual, [0, r1, r0, 0, 0, r1, r0, 0]);
     // the residual R − LOO(cluster) of residual=loo is still reported, unused: e.g. a0's turn-0 cluster {a, b} → 1 − 0
     close(out.components.residualRaw[0], 1);
-    // combine as A³: each term over its mean |·| + 1e-9, A = 1.1 · tanh((b̂ + .65 r̂ + t̂) / 1.1)
+    // combine: the terms as they are, A = 1.1 · tanh((b + .65 r + t) / 1.1)
     const bb = Math.tanh(1 / (0.5 + EPS)); // scores [1, 0, 1, 0]: median 0, MAD 0
     const t = out.components.tree;
-    const mb = (4 * bb) / 8 + 1e-9;
-    const mr = (2 * r0 + 2 * r1) / 8 + 1e-9;
-    const mt = t.reduce((s, x) => s + Math.abs(x), 0) / 8 + 1e-9;
     const b = [bb, bb, 0, 0, bb, bb, 0, 0];
     closeAll(
       out.advantages,
+      b.map((x, i) => 1.1 * Math.tanh((x + 0.65 * out.components.residual[i] + t[i]) / 1.1)),
+    );
+    // termScale=batch combines as A³: each term over its mean |·| + 1e-9
+    const batchScaled = computeAdvantages('turnwise', marginBatch(), { ...one, termScale: 'batch' });
+    const mb = (4 * bb) / 8 + 1e-9;
+    const mr = (2 * r0 + 2 * r1) / 8 + 1e-9;
+    const mt = t.reduce((s, x) => s + Math.abs(x), 0) / 8 + 1e-9;
+    closeAll(
+      batchScaled.advantages,
       b.map((x, i) => 1.1 * Math.tanh((x / mb + (0.65 * out.components.residual[i]) / mr + t[i] / mt) / 1.1)),
     );
     // the fixing turns get more credit than the winners' other turns
     assert.ok(out.advantages[1] > out.advantages[0] && out.advantages[5] > out.advantages[4]);
+  });
+
+  it(`turnwise: a task's credit does not depend on how many uniform groups share its batch; a small outcome difference stays small`, () => {
+    const withUniform = (uniformTasks: number, scoreA: number) => {
+      const trajs: Parameters<typeof batchOf>[0] = [
+        ['p', 'a', scoreA, [LS, ['V:python3', 'W:fix.py']], [undefined, E1]],
+        ['p', 'b', 0, [LS, CAT]],
+        ['p', 'c', 0, [CAT, ['V:sed', 'W:-i']]],
+        ['p', 'd', 0, [CAT, LS]],
+      ];
+      for (let q = 0; q < uniformTasks; q++)
+        for (const id of ['w', 'x', 'y', 'z']) trajs.push([`u${q}`, `${id}${q}`, 0, [LS, ['V:submit']]]);
+      return batchOf(trajs);
+    };
+    const alone = computeAdvantages('turnwise', withUniform(0, 1));
+    const crowded = computeAdvantages('turnwise', withUniform(6, 1));
+    closeAll(crowded.advantages.slice(0, 8), alone.advantages, 1e-12);
+    // the uniform groups get nothing
+    assert.ok(crowded.advantages.slice(8).every((x) => x === 0));
+    // A³'s batch scale: the same task's credit grows with the uniform groups beside it
+    const scaledAlone = computeAdvantages('turnwise', withUniform(0, 1), { termScale: 'batch' });
+    const scaledCrowded = computeAdvantages('turnwise', withUniform(6, 1), { termScale: 'batch' });
+    assert.ok(Math.abs(scaledCrowded.advantages[2]) > Math.abs(scaledAlone.advantages[2]) + 0.05);
+    // a pass-rate difference of 0.05 (one test of twenty) in an otherwise failed group: under 0.15 of advantage on every turn,
+    // where the batch scale makes it the largest credit it can give
+    const small = computeAdvantages('turnwise', withUniform(6, 0.05));
+    assert.ok(
+      small.advantages.every((x) => Math.abs(x) < 0.15),
+      JSON.stringify(small.advantages.slice(0, 8)),
+    );
+    const smallScaled = computeAdvantages('turnwise', withUniform(6, 0.05), { termScale: 'batch' });
+    assert.ok(Math.max(...smallScaled.advantages) > 1, JSON.stringify(smallScaled.advantages.slice(0, 8)));
   });
 
   it('turnwise penalties=turn: in a group where nothing was fixed only the penalized turns move; stopping early earns nothing', () => {
@@ -367,7 +404,7 @@ describe('credit/a3 and turnwise', () => {
     // get full-size credit for stopping, and every turn of d's is pushed down, first one included
     const episode = computeAdvantages('turnwise', rows, { penalties: 'episode' });
     assert.ok(
-      [0, 1, 6, 7].every((i) => episode.advantages[i] > 0.5),
+      [0, 1, 6, 7].every((i) => episode.advantages[i] > 0.15),
       JSON.stringify(episode.advantages),
     );
     assert.ok([8, 9, 10, 11, 12].every((i) => episode.advantages[i] < -0.5));

@@ -38,7 +38,7 @@ export const benchCreditCommand: CliCommand = {
           `${n.padEnd(22)} ${e.corr_mean.toFixed(3)} (±${e.corr_std.toFixed(3)})   ${e.corr_within_traj_mean.toFixed(3).padStart(7)}      ${e.corr_within_cell_mean.toFixed(3).padStart(7)}      ${e.ms_per_batch_mean.toFixed(1)} (${e.ms_per_batch_max.toFixed(1)})`,
       ),
       '',
-      "ablation (a3, each of turnwise's changes 1–3 alone, turnwise residual=loo = changes 1–4, then the action margin one choice at a time):",
+      "ablation (a3, each of turnwise's changes 1–3 alone, turnwise residual=loo = changes 1–4, then the action margin one choice at a time, then the terms unscaled):",
       ...Object.entries(r.ablation).map(
         ([n, e]) =>
           `  ${n.padEnd(54)} corr ${e.corr_mean.toFixed(3)}  within-traj ${e.corr_within_traj_mean.toFixed(3)}  within-cell ${e.corr_within_cell_mean.toFixed(3)}`,

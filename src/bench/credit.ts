@@ -422,7 +422,7 @@ function stats(xs: number[]): { mean: number; std: number; max: number } {
 
 export async function runCreditBench(
   partial: Partial<CreditBenchConfig> = {},
-  estimators: readonly string[] = ESTIMATOR_NAMES,
+  estimators: readonly string[] = ESTIMATOR_NAMES.filter((n) => !getEstimator(n).needs),
   onProgress?: (done: number, total: number) => void,
 ): Promise<CreditBenchResult> {
   const cfg = { ...DEFAULT_CREDIT_BENCH, ...partial };
@@ -497,7 +497,7 @@ export async function runCreditBench(
       turnwise_ms_per_batch_le_200: !!out.turnwise && out.turnwise.ms_per_batch_mean <= 200,
       all_ms_per_batch_le_200: Object.values(out).every((e) => e.ms_per_batch_mean <= 200),
     },
-    note: 'timings depend on the machine and its load; estimator times include a3 signing its multi-command snippets, not the per-command signatures (signature_ms_per_batch)',
+    note: 'timings depend on the machine and its load; estimator times include a3 signing its multi-command snippets, not the per-command signatures (signature_ms_per_batch); gear and a2tgpo read a teacher pass over real episodes, which synthetic batches do not have, so they are measured by bench learn',
   };
 }
 

@@ -23,6 +23,22 @@ export interface TurnRow {
    * turnwise charges it to this turn alone (`penalties: turn`), the other estimators ignore it.
    */
   penalty?: number;
+  /** What the teacher pass measured on this turn (gear, a2tgpo; src/train/teacher.ts); absent where the task has no reference fix. */
+  reference?: TurnReference;
+}
+
+/**
+ * A turn seen against its task's reference fix (the mutation's original text and place). The
+ * teacher is the policy itself with the reference fix added to the task it is shown.
+ */
+export interface TurnReference {
+  /** Per action token: the log-prob the student gave the token it sampled (its own prompt). */
+  studentLogp?: number[];
+  /** Per action token: the teacher's log-prob of the same token (the same history, the reference fix in the task). */
+  teacherLogp?: number[];
+  /** log P(the reference fix as the next action) given the history before this turn, and given the history after it. */
+  refBefore?: number;
+  refAfter?: number;
 }
 
 /** Parameter values an estimator accepts: numbers, number lists (scopes) or enum strings (scale). */
@@ -47,6 +63,12 @@ export interface CreditDiagnostics {
   mean_tree_gate: number | null;
   /** Rows whose score is NaN (excluded, advantage 0). */
   rows_nan: number;
+  /**
+   * Share of scored trajectories the estimator could not read against a reference fix (a task with
+   * none, such as a failing-test task, or a turn the teacher pass did not score): they took the
+   * group baseline alone. Only estimators that use the reference report it.
+   */
+  frac_reference_fallback?: number;
 }
 
 export interface EstimatorResult {
@@ -56,6 +78,14 @@ export interface EstimatorResult {
   components: Record<string, number[]>;
   /** Per-row cluster labels, one list per scope (key "scope<s>"); labels are comparable only within a (promptId, turn) cell. */
   clusters?: Record<string, number[]>;
+  /**
+   * Per row, an advantage per action token where the estimator gives tokens of one turn different
+   * credit (gear); null or absent: every token takes the row's advantage. A row's `advantages`
+   * entry is then the mean of its tokens'.
+   */
+  tokenAdvantages?: (number[] | null)[];
+  /** Per row, a factor on the loss's clip range (a2tgpo's adaptive turn-level clipping); absent: 1. */
+  clipScale?: number[];
   diagnostics: CreditDiagnostics;
 }
 
@@ -68,5 +98,10 @@ export interface EstimatorSpec {
   defaults: Params;
   /** For enum parameters: the allowed values. */
   choices?: Record<string, readonly string[]>;
+  /**
+   * What the rows must carry beyond the commands and scores: `reference` asks the run for the
+   * teacher pass (TurnRow.reference) before the estimator runs.
+   */
+  needs?: 'reference';
   fn: EstimatorFn;
 }

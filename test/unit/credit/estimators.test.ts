@@ -40,7 +40,7 @@ function batchOf(trajs: [string, string, number, string[][], (string[] | undefin
 
 describe('credit/registry', () => {
   it('lists the five estimators; unknown and duplicate names raise with the valid ones', () => {
-    assert.deepEqual(estimatorNames(), ['grpo', 'rloo', 'gigpo', 'a3', 'turnwise']);
+    assert.deepEqual(estimatorNames(), ['grpo', 'rloo', 'gigpo', 'a3', 'turnwise', 'gear', 'a2tgpo']);
     assert.throws(
       () => getEstimator('ppo'),
       (e: Error & { hint?: string }) =>
@@ -554,13 +554,20 @@ describe('credit: invariants of every estimator', () => {
             signature: [`V:${v}`, `W:${w}`],
             score,
             observation: k === 0 ? '' : `obs${Math.floor(rnd() * 2)}`,
+            // what a teacher pass would have measured (gear, a2tgpo), from its own stream so the batch stays as it was
+            reference: {
+              studentLogp: [0, 1, 2].map((j) => -Math.abs(Math.sin(seed + p * 7 + t * 3 + k + j))),
+              teacherLogp: [0, 1, 2].map((j) => -3 * Math.abs(Math.cos(seed * 2 + p + t * 5 + k * 3 + j))),
+              refBefore: -10 + Math.sin(seed + p + t + k),
+              refAfter: -10 + Math.sin(seed + p + t + k + 1) * 3,
+            },
           });
         }
       }
     }
     return rows;
   }
-  const all = ['grpo', 'rloo', 'gigpo', 'a3', 'turnwise'];
+  const all = ['grpo', 'rloo', 'gigpo', 'a3', 'turnwise', 'gear', 'a2tgpo'];
 
   for (const name of all) {
     it(`${name}: permuting trajectories within a group permutes the results`, () => {
@@ -601,7 +608,7 @@ describe('credit: invariants of every estimator', () => {
     }
   });
 
-  for (const name of ['grpo', 'a3', 'turnwise']) {
+  for (const name of ['grpo', 'a3', 'turnwise', 'gear', 'a2tgpo']) {
     it(`${name}: adding a constant to every score changes nothing`, () => {
       for (let seed = 1; seed <= 5; seed++) {
         const rows = randomRows(seed);

@@ -154,10 +154,22 @@ export interface Turn {
    * command repeated one that had failed, or a submit came with no passing test since the last edit.
    */
   feedback?: string;
+  /**
+   * What the teacher pass measured on this turn against the task's reference fix (estimators that
+   * need it: gear, a2tgpo; train/teacher.ts). `teacherLogprobs`: the log-prob of each of this turn's
+   * sampled tokens under the same policy shown the reference fix (tokenIds order); `refBefore`,
+   * `refAfter`: log P(the reference fix as the next action) given the history before this turn
+   * and after it. Absent where the task has no reference or the pass could not place the turn.
+   */
+  reference?: { teacherLogprobs?: number[]; refBefore?: number; refAfter?: number };
   /** Per-turn advantage from the run's estimator, once computed (train trajectories only). */
   advantage?: number;
   /** The named terms of `advantage` (e.g. backbone, residual, tree). */
   advantageComponents?: Record<string, number>;
+  /** An advantage per sampled token (tokenIds order) where the estimator gives them different credit (gear); `advantage` is their mean. */
+  tokenAdvantages?: number[];
+  /** A factor on the loss's clip range for this turn's tokens (a2tgpo); absent: 1. */
+  clipScale?: number;
 }
 
 export interface Trajectory {

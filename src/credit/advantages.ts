@@ -18,6 +18,10 @@ export interface AdvantageRow {
   components: Record<string, number>;
   /** Cluster label per scope (comparable only within a (promptId, turn) cell). */
   clusters?: Record<string, number>;
+  /** One advantage per sampled token, where the estimator gives a turn's tokens different credit (gear). */
+  tokenAdvantages?: number[];
+  /** A factor on the loss's clip range for this turn (a2tgpo). */
+  clipScale?: number;
 }
 
 export interface AdvantageReport {
@@ -37,6 +41,10 @@ export function writeTurnAdvantages(trajs: readonly Trajectory[], rows: readonly
     if (turn) {
       turn.advantage = r.advantage;
       turn.advantageComponents = r.components;
+      if (r.tokenAdvantages) turn.tokenAdvantages = r.tokenAdvantages;
+      else delete turn.tokenAdvantages;
+      if (r.clipScale !== undefined && r.clipScale !== 1) turn.clipScale = r.clipScale;
+      else delete turn.clipScale;
     }
   }
 }
@@ -67,6 +75,8 @@ export async function trajectoryAdvantages(
       advantage: result.advantages[i],
       components: Object.fromEntries(names.map((n) => [n, result.components[n][i]])),
       ...(result.clusters ? { clusters: Object.fromEntries(Object.entries(result.clusters).map(([k, v]) => [k, v[i]])) } : {}),
+      ...(result.tokenAdvantages?.[i] ? { tokenAdvantages: result.tokenAdvantages[i]! } : {}),
+      ...(result.clipScale ? { clipScale: result.clipScale[i] } : {}),
     })),
   };
 }

@@ -26,6 +26,17 @@ export function rowsFromTrajectories(trajs: readonly Trajectory[]): TurnRow[] {
         ...(turn.editSignature ? { editSig: turn.editSignature } : {}),
         observation: k === 0 ? '' : (turns[k - 1].observation ?? ''),
         ...(penalties[k] > 0 ? { penalty: penalties[k] } : {}),
+        ...(turn.reference
+          ? {
+              reference: {
+                ...(turn.logprobs && turn.reference.teacherLogprobs
+                  ? { studentLogp: turn.logprobs, teacherLogp: turn.reference.teacherLogprobs }
+                  : {}),
+                ...(turn.reference.refBefore !== undefined ? { refBefore: turn.reference.refBefore } : {}),
+                ...(turn.reference.refAfter !== undefined ? { refAfter: turn.reference.refAfter } : {}),
+              },
+            }
+          : {}),
       });
     });
   }

@@ -223,10 +223,15 @@ export function shareTreeCredit(trajs: readonly Trajectory[]): number {
       const sharing = branches.filter((b) => k < b.branch!.shared && b.turns[k]);
       if (!sharing.length) continue;
       const turns = [p.turns[k], ...sharing.map((b) => b.turns[k])];
-      p.turns[k].advantage = mean(turns.map((u) => u.advantage ?? 0));
+      const pk = p.turns[k];
+      pk.advantage = mean(turns.map((u) => u.advantage ?? 0));
+      // Per-token credit and the clip factor are shared the same way (a turn without them counts with its own advantage, 1).
+      if (turns.some((u) => u.tokenAdvantages))
+        pk.tokenAdvantages = (pk.tokenIds ?? []).map((_, j) => mean(turns.map((u) => u.tokenAdvantages?.[j] ?? u.advantage ?? 0)));
+      if (turns.some((u) => u.clipScale !== undefined)) pk.clipScale = mean(turns.map((u) => u.clipScale ?? 1));
       const keys = new Set(turns.flatMap((u) => Object.keys(u.advantageComponents ?? {})));
       if (keys.size)
-        p.turns[k].advantageComponents = Object.fromEntries(
+        pk.advantageComponents = Object.fromEntries(
           [...keys].map((c) => [c, mean(turns.map((u) => u.advantageComponents?.[c] ?? 0))]),
         );
       changed++;
@@ -238,6 +243,8 @@ export function shareTreeCredit(trajs: readonly Trajectory[]): number {
       if (!u.inherited) continue;
       u.advantage = 0;
       delete u.advantageComponents;
+      delete u.tokenAdvantages;
+      delete u.clipScale;
     }
   }
   return changed;

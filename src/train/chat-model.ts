@@ -13,6 +13,7 @@ import type { ActionFormatKind, ActionModel, ActRequest, ActResult } from '../ag
 import { chatTemplateOf } from '../policy/files/hf';
 import type { LoadedCheckpoint } from '../policy/files/checkpoint';
 import type { PolicyService, SequenceId } from '../policy/trainable';
+import { turnCredit, type TurnRowData } from './rows';
 
 export interface ChatSamplingOptions {
   maxActionTokens: number;
@@ -197,13 +198,15 @@ export function chatTurnTokenRows(
       tokenIds?: number[];
       logprobs?: number[];
       advantage?: number;
+      tokenAdvantages?: number[];
+      clipScale?: number;
       inherited?: boolean;
     }[];
   },
   stopIds: readonly number[],
-): { ids: number[]; actionStart: number; logprobs: number[]; advantage: number }[] {
+): TurnRowData[] {
   const conversation = format.conversation(system, task);
-  const rows: { ids: number[]; actionStart: number; logprobs: number[]; advantage: number }[] = [];
+  const rows: TurnRowData[] = [];
   for (const [k, turn] of t.turns.entries()) {
     const tokenIds = turn.tokenIds ?? [];
     // A turn without its ids cannot be placed, nor anything after it.
@@ -211,7 +214,7 @@ export function chatTurnTokenRows(
     const { ids } = conversation.prompt();
     // A branch's inherited turns are its parent's to train on.
     if (!turn.inherited && turn.logprobs?.length === tokenIds.length)
-      rows.push({ ids: [...ids, ...tokenIds], actionStart: ids.length, logprobs: turn.logprobs, advantage: turn.advantage ?? 0 });
+      rows.push({ ids: [...ids, ...tokenIds], actionStart: ids.length, logprobs: turn.logprobs, ...turnCredit(turn) });
     const last = tokenIds[tokenIds.length - 1];
     conversation.addReply({ text: turn.reply ?? turn.action, tokenIds, stopped: stopIds.includes(last) });
     if (k < t.turns.length - 1) conversation.addObservation(turn.observation);

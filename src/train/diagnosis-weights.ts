@@ -16,6 +16,7 @@ export function reweightByDiagnosis(trajs: readonly Trajectory[], weights: Reado
       if (!ws.length) continue;
       const w = Math.max(...ws);
       u.advantage *= w;
+      if (u.tokenAdvantages) u.tokenAdvantages = u.tokenAdvantages.map((x) => x * w);
       // The components are the advantage's terms: scaled with it, they still add up to it.
       if (u.advantageComponents)
         u.advantageComponents = Object.fromEntries(Object.entries(u.advantageComponents).map(([k, v]) => [k, v * w]));

@@ -17,6 +17,10 @@ export interface TurnRowData {
   actionStart: number;
   logprobs: number[];
   advantage: number;
+  /** One advantage per action token, where the estimator gave them (Turn.tokenAdvantages); else every token takes `advantage`. */
+  tokenAdvantages?: number[];
+  /** Factor on the clip range of this action's tokens (Turn.clipScale); absent: 1. */
+  clipScale?: number;
 }
 
 /** One action inside a training row: where its tokens start, their sampling log-probs, its advantage. */
@@ -24,6 +28,9 @@ export interface ActionSpan {
   start: number;
   logprobs: number[];
   advantage: number;
+  /** Per-token advantages (TurnRowData.tokenAdvantages), same length as logprobs. */
+  tokenAdvantages?: number[];
+  clipScale?: number;
   /** Loss weight of each of its tokens (1 unless the update weighs by episode). */
   weight: number;
 }
@@ -42,11 +49,26 @@ export function turnTokenRows(codec: CompactCodec, task: string, t: Trajectory, 
     // A branch's inherited turns are its parent's to train on (train/branching.ts).
     if (!turn.inherited && turn.tokenIds?.length && turn.logprobs?.length === turn.tokenIds.length) {
       const { ids } = renderPrompt(codec, task, prior, promptBudget);
-      rows.push({ ids: [...ids, ...turn.tokenIds], actionStart: ids.length, logprobs: turn.logprobs, advantage: turn.advantage ?? 0 });
+      rows.push({ ids: [...ids, ...turn.tokenIds], actionStart: ids.length, logprobs: turn.logprobs, ...turnCredit(turn) });
     }
     prior.push({ action: turn.action, observation: turn.observation });
   }
   return rows;
+}
+
+/** A turn's credit as the update reads it: its advantage, per-token advantages when they fit its tokens, its clip factor. */
+export function turnCredit(turn: {
+  advantage?: number;
+  tokenAdvantages?: number[];
+  clipScale?: number;
+  tokenIds?: number[];
+}): Pick<TurnRowData, 'advantage' | 'tokenAdvantages' | 'clipScale'> {
+  const tok = turn.tokenAdvantages;
+  return {
+    advantage: turn.advantage ?? 0,
+    ...(tok && tok.length === turn.tokenIds?.length && tok.every(Number.isFinite) ? { tokenAdvantages: tok } : {}),
+    ...(turn.clipScale !== undefined && Number.isFinite(turn.clipScale) && turn.clipScale > 0 ? { clipScale: turn.clipScale } : {}),
+  };
 }
 
 /**
@@ -96,7 +118,11 @@ export function sameOutcomeAdvantageShare(trajs: readonly Trajectory[]): number 
 
 /** The update's view of the advantages: negative ones times `weight` (config negativeAdvantageWeight). */
 export function weightNegativeAdvantages(rows: readonly TurnRowData[], weight: number): readonly TurnRowData[] {
-  return weight === 1 ? rows : rows.map((r) => (r.advantage < 0 ? { ...r, advantage: r.advantage * weight } : r));
+  if (weight === 1) return rows;
+  return rows.map((r) => {
+    if (r.tokenAdvantages) return { ...r, advantage: r.advantage < 0 ? r.advantage * weight : r.advantage, tokenAdvantages: r.tokenAdvantages.map((a) => (a < 0 ? a * weight : a)) };
+    return r.advantage < 0 ? { ...r, advantage: r.advantage * weight } : r;
+  });
 }
 
 /**
@@ -112,7 +138,14 @@ export function weightNegativeAdvantages(rows: readonly TurnRowData[], weight: n
 export function episodeRows(turnRows: readonly TurnRowData[], weight = 1): TrainRow[] {
   const out: TrainRow[] = [];
   for (const r of turnRows) {
-    const span: ActionSpan = { start: r.actionStart, logprobs: r.logprobs, advantage: r.advantage, weight };
+    const span: ActionSpan = {
+      start: r.actionStart,
+      logprobs: r.logprobs,
+      advantage: r.advantage,
+      ...(r.tokenAdvantages ? { tokenAdvantages: r.tokenAdvantages } : {}),
+      ...(r.clipScale !== undefined ? { clipScale: r.clipScale } : {}),
+      weight,
+    };
     const last = out[out.length - 1];
     if (last && r.ids.length >= last.ids.length && last.ids.every((x, i) => r.ids[i] === x)) {
       last.ids = r.ids;
@@ -142,8 +175,13 @@ export function updateRows(
   const meanSize = mean(sizes.filter((n) => n > 0));
   return trajRows
     .flatMap((rows, e) => episodeRows(rows, aggregation === 'episode' && sizes[e] > 0 ? meanSize / sizes[e] : 1))
-    .map((r) => ({ ids: r.ids, actions: keepZeroAdvantage ? r.actions : r.actions.filter((a) => Math.abs(a.advantage) > 1e-9) }))
+    .map((r) => ({ ids: r.ids, actions: keepZeroAdvantage ? r.actions : r.actions.filter(carriesAdvantage) }))
     .filter((r) => r.actions.length > 0);
+}
+
+/** An action the policy-gradient term can move: some token's advantage is not 0. */
+function carriesAdvantage(a: ActionSpan): boolean {
+  return a.tokenAdvantages ? a.tokenAdvantages.some((x) => Math.abs(x) > 1e-9) : Math.abs(a.advantage) > 1e-9;
 }
 
 const BUCKETS = [128, 256, 384, 512, 768, 1024];
@@ -185,6 +223,8 @@ export function packMinibatches(
     const old = new Array<number>(B * T).fill(0);
     const act = new Array<number>(B * T).fill(0);
     const ref = refs ? new Array<number>(B * T).fill(0) : undefined;
+    // A per-token clip factor only when some action carries one (a2tgpo): the graph without it stays as it was.
+    const clip = rows.some((r) => r.actions.some((a) => a.clipScale !== undefined)) ? new Array<number>(B * T).fill(1) : undefined;
     const rep = replay ? new Array<number>(B * T).fill(0) : undefined;
     part.forEach((r, b) => {
       for (let j = 0; j < r.ids.length; j++) {
@@ -196,8 +236,9 @@ export function packMinibatches(
           const o = b * T + a.start + k;
           mask[o] = a.weight;
           act[o] = 1;
-          adv[o] = a.advantage;
+          adv[o] = a.tokenAdvantages?.[k] ?? a.advantage;
           old[o] = a.logprobs[k];
+          if (clip) clip[o] = a.clipScale ?? 1;
           if (ref) ref[o] = refs![b][a.start + k];
         }
       }
@@ -223,6 +264,7 @@ export function packMinibatches(
         oldLogp: old,
         ...(ref ? { refLogp: ref } : {}),
         ...(rep ? { replayMask: rep } : {}),
+        ...(clip ? { clipScale: clip } : {}),
       },
       B,
       T,

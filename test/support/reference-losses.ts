@@ -37,6 +37,8 @@ export interface PolicyLossInput {
   entropy?: Numbers;
   /** Per-token weight ≥ 0 of replay (demonstration) tokens, [batch, seq]; required when replayCoef > 0. */
   replayMask?: Numbers;
+  /** Per-token factor on the clip range, [batch, seq] (ppo-token): bounds 1 − clipLow·s, 1 + clipHigh·s. Default 1. */
+  clipScale?: Numbers;
 }
 
 export interface PolicyLossParams {
@@ -175,7 +177,8 @@ export const ppoTokenLoss: PolicyLossFn = (input, params) => {
       if (!w) continue;
       const a = advantageAt(input, b, i);
       const ratio = Math.exp(input.logp[i] - input.oldLogp[i]);
-      const s = clippedSurrogate(a, ratio, p);
+      const c = input.clipScale?.[i] ?? 1;
+      const s = clippedSurrogate(a, ratio, { clipLow: p.clipLow * c, clipHigh: p.clipHigh * c });
       pg += w * s.loss;
       if (s.clipped) clipped += w;
       else grad[i] = (w * s.loss) / nTok; // d(−A·e^{logp−old})/d logp = −A·ratio

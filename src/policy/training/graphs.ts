@@ -56,6 +56,8 @@ export interface TrainGraphOptions {
   packed?: boolean;
   /** Add replay_coef · the weighted mean NLL of the replay_mask tokens to the loss. */
   replay?: boolean;
+  /** Take clip_scale [B, T]: a per-token factor on the clip range (token losses only). */
+  clipScale?: boolean;
   /**
    * Train a LoRA adapter of this layout instead of the model: its A and B are the parameters
    * (with gradients and AdamW moments), the base weights frozen inputs fed with the batch.
@@ -137,6 +139,7 @@ export function batchInputs(o: TrainGraphOptions): string[] {
   if (POLICY_LOSSES[o.loss].rl) names.push('advantages', 'old_logp');
   if (o.kl) names.push('ref_logp');
   if (o.replay) names.push('replay_mask');
+  if (o.clipScale) names.push('clip_scale');
   return names;
 }
 
@@ -152,6 +155,8 @@ export interface PolicyLossValues {
   refLogp?: Value;
   /** Per-token weight of replay (demonstration) tokens, [B, N]. */
   replayMask?: Value;
+  /** Per-token factor on the clip range, [B, N]: bounds 1 − clipLow·s, 1 + clipHigh·s. */
+  clipScale?: Value;
   /** Per-token entropy, [B, N]. */
   entropy: Value;
 }
@@ -265,7 +270,15 @@ export function buildPolicyLoss(
   const zero = g.scalar(0, 'float32');
   const entropy = tokenMean(v.entropy);
   const seqCount = (has: Value) => norms?.seqs ?? g.max(g.reduceSum(has), 1);
-  const ops: LossOps = { masked, tokenMean, orOne, lo: g.sub(1, h.clipLow), hi: g.add(1, h.clipHigh), seqCount };
+  const s = v.clipScale;
+  const ops: LossOps = {
+    masked,
+    tokenMean,
+    orOne,
+    lo: g.sub(1, s ? g.mul(h.clipLow, s) : h.clipLow),
+    hi: g.add(1, s ? g.mul(h.clipHigh, s) : h.clipHigh),
+    seqCount,
+  };
   const { pg, clipFrac = zero, approxKl = zero } = PG_LOSSES[kind](g, v, ops);
   let kl: Value = zero;
   if (v.refLogp) {
@@ -516,6 +529,7 @@ export function policyTrainingSpec(c: ModelConfig, o: TrainGraphOptions): Omit<T
         oldLogp: tail('old_logp'),
         refLogp: tail('ref_logp'),
         replayMask: tail('replay_mask'),
+        clipScale: tail('clip_scale'),
       },
       { clipLow: inp.clip_low, clipHigh: inp.clip_high, klCoef: inp.kl_coef, entCoef: inp.ent_coef, replayCoef: inp.replay_coef },
       { kl: o.kl, entropy: o.entropy, replay: o.replay },

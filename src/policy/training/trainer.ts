@@ -59,6 +59,12 @@ export interface TrainBatch {
    * so replay rows carry lossMask 0. Read only when replayCoef ≠ 0; a batch without it has none.
    */
   replayMask?: ArrayLike<number>;
+  /**
+   * Per-token factor (> 0) on the clip range of the RL loss: the ratio is clipped to
+   * [1 − clipLow·s, 1 + clipHigh·s] (a2tgpo's adaptive turn-level clipping). Token losses only
+   * (ppo-token); a batch without it has factor 1. The graph takes it when any batch of a call has it.
+   */
+  clipScale?: ArrayLike<number>;
 }
 
 /**
@@ -233,7 +239,7 @@ export class PolicyTrainer {
   }
 
   private trainer(o: TrainGraphOptions): Trainer {
-    const key = `${o.loss}|B${o.batch}|T${o.seq}|${o.kl ? 'kl' : ''}|${o.entropy ? 'ent' : ''}|${o.weightDecay === false ? 'nowd' : 'wd'}|${o.packed ? 'packed' : ''}|${o.replay ? 'replay' : ''}|${o.lora ? `lora${JSON.stringify(o.lora)}|drop${o.loraDropout ?? 0}` : ''}`;
+    const key = `${o.loss}|B${o.batch}|T${o.seq}|${o.kl ? 'kl' : ''}|${o.entropy ? 'ent' : ''}|${o.weightDecay === false ? 'nowd' : 'wd'}|${o.packed ? 'packed' : ''}|${o.replay ? 'replay' : ''}|${o.clipScale ? 'clipscale' : ''}|${o.lora ? `lora${JSON.stringify(o.lora)}|drop${o.loraDropout ?? 0}` : ''}`;
     let t = this.trainers.get(key);
     if (!t) {
       t = new Trainer({ ...policyTrainingSpec(this.config, o), lrPerStep: true }, key, this.settings, this.cache);
@@ -265,10 +271,15 @@ export class PolicyTrainer {
       replay: lh.replayCoef !== 0,
       weightDecay: (hyper.weightDecay ?? OPTIMIZER_DEFAULTS.weightDecay) !== 0,
       packed: batches.some((b) => b.segmentIds !== undefined),
+      clipScale: batches.some((b) => b.clipScale !== undefined),
       ...(o.logitChunkRows !== undefined ? { logitChunkRows: o.logitChunkRows } : {}),
       ...(o.recomputeLayers !== undefined ? { recomputeLayers: o.recomputeLayers } : {}),
       ...(this.lora ? { lora: this.lora.shape, loraDropout: this.lora.config.lora_dropout } : {}),
     };
+    if (graphOpts.clipScale && POLICY_LOSSES[o.loss].meanOver !== 'tokens')
+      throw new TurnwiseError('invalid-input', `${o.loss} clips one ratio per row, so it cannot take a clip factor per token`, {
+        hint: 'use ppo-token with an estimator that scales the clip per turn (a2tgpo), or another estimator',
+      });
     const lrs = this.learningRates(hyper.lr, K);
     if (graphOpts.packed && !POLICY_LOSSES[o.loss].packable) {
       throw new TurnwiseError('invalid-input', `${o.loss} takes one ratio per row, so it cannot train packed rows`, {
@@ -328,6 +339,7 @@ export class PolicyTrainer {
       for (const [name, a] of [
         ['lossMask', b.lossMask],
         ['replayMask', b.replayMask],
+        ['clipScale', b.clipScale],
       ] as const) {
         if (a === undefined) continue;
         if (a.length !== n) throw new TurnwiseError('invalid-input', `${name} has length ${a.length}, expected batch·seq = ${n}`);
@@ -345,10 +357,11 @@ export class PolicyTrainer {
       old_logp: (b) => b.oldLogp,
       ref_logp: (b) => b.refLogp,
       replay_mask: (b) => b.replayMask,
+      clip_scale: (b) => b.clipScale,
     };
     const weightInputs = new Set(['loss_mask', 'action_mask', 'replay_mask']);
     for (const name of batchInputs(graphOpts))
-      feeds[name] = stack(name, getters[name], name === 'replay_mask' ? 0 : undefined, weightInputs.has(name));
+      feeds[name] = stack(name, getters[name], name === 'replay_mask' ? 0 : name === 'clip_scale' ? 1 : undefined, weightInputs.has(name));
     const opt = { ...OPTIMIZER_DEFAULTS, ...definedOnly(hyper) };
     const temperature = opt.temperature;
     if (!(temperature > 0) || !Number.isFinite(temperature)) {

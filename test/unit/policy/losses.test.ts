@@ -24,7 +24,15 @@ function data(seed: number, weighted = false) {
   const mask = Float32Array.from({ length: n }, (_, i) => (Math.floor(i / N) === 2 ? 0 : r.next() < 0.7 ? 1 : 0)); // row 2 has no action token
   // Per-token weights (lossMask as a weight): the means become Σ w·x / Σ w in both.
   if (weighted) for (let i = 0; i < n; i++) if (mask[i]) mask[i] = [1, 0.3, 0.05, 2][Math.floor(r.next() * 4)];
-  return { logp, oldLogp, refLogp, advantages, entropy, mask };
+  return { logp, oldLogp, refLogp, advantages, entropy, mask } as {
+    logp: Float32Array;
+    oldLogp: Float32Array;
+    refLogp: Float32Array;
+    advantages: Float32Array;
+    entropy: Float32Array;
+    mask: Float32Array;
+    clipScale?: Float32Array;
+  };
 }
 
 async function onnxLoss(
@@ -35,7 +43,15 @@ async function onnxLoss(
   const g = Graph.create('loss');
   const inp = (name: string) => g.input(name, 'float32', [B, N]);
   const logp = inp('logp');
-  const vals = { logp, oldLogp: inp('old'), refLogp: inp('ref'), advantages: inp('adv'), entropy: inp('ent'), mask: inp('mask') };
+  const vals = {
+    logp,
+    oldLogp: inp('old'),
+    refLogp: inp('ref'),
+    advantages: inp('adv'),
+    entropy: inp('ent'),
+    mask: inp('mask'),
+    ...(d.clipScale ? { clipScale: inp('clip') } : {}),
+  };
   const sc = (name: string) => g.input(name, 'float32', []);
   const { loss, metrics } = buildPolicyLoss(
     g,
@@ -57,6 +73,7 @@ async function onnxLoss(
     adv: t(d.advantages),
     ent: t(d.entropy),
     mask: t(d.mask),
+    ...(d.clipScale ? { clip: t(d.clipScale) } : {}),
     cl: x(h.clipLow),
     ch: x(h.clipHigh),
     klc: x(h.klCoef),
@@ -116,4 +133,29 @@ describe('policy/training losses vs test/support/reference-losses.ts', function 
   this.timeout(30000);
   compare('ppo-token', ppoTokenLoss);
   compare('gspo-seq', gspoSeqLoss);
+
+  it('ppo-token with a clip factor per token (a2tgpo) equals the reference, and the factor moves which tokens clip', async () => {
+    const d = data(3);
+    const r = new SeededRandom(11);
+    d.clipScale = Float32Array.from(d.logp, () => 0.3 + 1.4 * r.next());
+    const h = { clipLow: 0.2, clipHigh: 0.2, klCoef: 0.1, entCoef: 0 };
+    const input = {
+      batch: B,
+      seq: N,
+      logp: d.logp,
+      oldLogp: d.oldLogp,
+      advantages: d.advantages,
+      mask: d.mask,
+      refLogp: d.refLogp,
+      entropy: d.entropy,
+    };
+    const want = ppoTokenLoss({ ...input, clipScale: d.clipScale }, h);
+    const got = await onnxLoss('ppo-token', d, h);
+    for (const k of ['loss', 'pgLoss', 'clipFrac'] as const)
+      assert.ok(Math.abs(got[k] - want[k]) < 1e-5 * Math.max(1, Math.abs(want[k])), `${k}: onnx ${got[k]} vs reference ${want[k]}`);
+    for (let i = 0; i < B * N; i++) assert.ok(Math.abs(got.grad[i] - want.gradLogp[i]) < 1e-6, `d loss/d logp[${i}]`);
+    // the factor is not a no-op: the loss differs from the same batch at factor 1
+    const plain = ppoTokenLoss(input, h);
+    assert.ok(Math.abs(want.pgLoss - plain.pgLoss) > 1e-3, `${want.pgLoss} vs ${plain.pgLoss}`);
+  });
 });

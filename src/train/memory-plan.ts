@@ -7,6 +7,8 @@ import * as path from 'node:path';
 import { OBS_PROMPT_CHARS } from '../agent/prompt';
 import type { Check } from '../core/doctor';
 import { TurnwiseError } from '../core/errors';
+import { getEstimator } from '../credit/registry';
+import '../credit/index';
 import { readJsonFile } from '../core/fs';
 import { adapterBaseDir } from '../policy/files/checkpoint';
 import { parameterCount, parseModelConfig, type ModelConfig } from '../policy/model/config';
@@ -41,7 +43,7 @@ export type RunPlanConfig = Pick<
   TrainConfig,
   'maxTurns' | 'maxActionTokens' | 'concurrency' | 'executionProvider' | 'klCoef' | 'updateTokensPerStep' | 'lora'
 > &
-  Partial<Pick<TrainConfig, 'packDecodeWeights'>>;
+  Partial<Pick<TrainConfig, 'packDecodeWeights' | 'estimator'>>;
 
 /** The plan's input for a run, without the token cap. */
 function planInput(c: RunPlanConfig, model: ModelConfig): Omit<MemoryPlanInput, 'updateTokensPerStep'> {
@@ -51,6 +53,7 @@ function planInput(c: RunPlanConfig, model: ModelConfig): Omit<MemoryPlanInput, 
     context: runContextTokens(c, model),
     episodes: c.concurrency,
     klReference: c.klCoef > 0,
+    ...(c.estimator && getEstimator(c.estimator).needs === 'reference' ? { teacherPass: true } : {}),
     ...(c.lora ? { lora: c.lora } : {}),
   };
 }

@@ -19,6 +19,7 @@ import { mean, std } from '../core/stats';
 import { cachedTurnFraction } from '../agent/cache';
 import { runRollouts, type EpisodeJob, type RolloutResult } from '../agent/scheduler';
 import { trajectoryAdvantages, writeTurnAdvantages, type AdvantageReport } from '../credit/advantages';
+import { getEstimator } from '../credit/registry';
 import { loadCheckpoint } from '../policy/files/checkpoint';
 import type { SandboxPool } from '../sandbox';
 import { readTaskFile } from '../tasks/taskfile';
@@ -41,6 +42,7 @@ import { runTasks, type RunTasks } from './run-tasks';
 import { updateMetrics, updatePolicy, type PolicyUpdate } from './update';
 import { branchStats, gradientMass, mixedGroups, planBranches, shareTreeCredit, type BranchStats } from './branching';
 import { reweightByDiagnosis } from './diagnosis-weights';
+import { teacherPass, type TeacherPassResult } from './teacher';
 
 export interface TrainRunOptions {
   config: TrainConfig;
@@ -121,7 +123,7 @@ interface Evaluation {
 interface TrainSteps {
   startedMs: number;
   rollouts: RolloutResult & { canaryS: number; branchEpisodes: number };
-  advantages: { scored: Trajectory[]; report: AdvantageReport; seconds: number };
+  advantages: { scored: Trajectory[]; report: AdvantageReport; seconds: number; teacher?: TeacherPassResult };
   update: PolicyUpdate;
 }
 
@@ -461,11 +463,27 @@ async function rollouts(t: Training, n: number, jobs: EpisodeJob[]): Promise<Tra
   return { ...ro, canaryS: checked ? checked.r.durationMs / 1000 : NaN, branchEpisodes: branchJobs.length };
 }
 
-/** Advantages: the run's estimator over the scored episodes, written onto their turns; failed episodes get none. */
+/**
+ * Advantages: the run's estimator over the scored episodes, written onto their turns; failed
+ * episodes get none. An estimator that reads turns against the reference fix gets the teacher
+ * pass first (teacher.ts), on the policy that sampled them.
+ */
 async function advantages(t: Training, n: number, trajs: Trajectory[]): Promise<TrainSteps['advantages']> {
   t.emit({ type: 'phase', iteration: n, phase: 'advantages' });
   const t0 = Date.now();
   const scored = trajs.filter((x) => !x.failure);
+  const spec = getEstimator(t.c.estimator);
+  const teacher =
+    spec.needs === 'reference'
+      ? await teacherPass(t.harness, scored, t.tasks.byId, {
+          workspace: t.c.workspace,
+          temperature: t.c.temperature,
+          maxActionTokens: t.c.maxActionTokens,
+          teacher: spec.name === 'gear',
+          gain: spec.name === 'a2tgpo',
+        })
+      : undefined;
+  check(t);
   // A group is one picked task slot (the same task may be picked twice in one iteration).
   const report = await trajectoryAdvantages(
     scored.map((x) => ({ ...x, taskId: x.groupId })),
@@ -476,7 +494,7 @@ async function advantages(t: Training, n: number, trajs: Trajectory[]): Promise<
   // Branches and their parents: the turns they share are trained once, with the subtree's credit.
   shareTreeCredit(scored);
   reweightByDiagnosis(scored, t.c.diagnosisWeights);
-  return { scored, report, seconds: (Date.now() - t0) / 1000 };
+  return { scored, report, seconds: (Date.now() - t0) / 1000, ...(teacher ? { teacher } : {}) };
 }
 
 /** The policy update on the scored episodes (update.ts). */
@@ -629,6 +647,10 @@ function trainMetrics(c: TrainConfig, s: TrainSteps): Record<string, number> {
     'adv/std': advs.length > 1 ? std(advs) : 0,
     'adv/abs_mean': mean(advs.map(Math.abs)),
     'adv/same_outcome_share': sameOutcomeAdvantageShare(scored),
+    // Estimators that read the reference fix: the share of episodes that took the group baseline alone, and the teacher pass.
+    'adv/reference_fallback': report.diagnostics.frac_reference_fallback ?? NaN,
+    'teacher/rows': s.advantages.teacher?.rows ?? NaN,
+    'time/teacher_s': s.advantages.teacher?.seconds ?? NaN,
     ...updateMetrics(s.update, c),
     'time/rollout_s': s.rollouts.wallMs / 1000,
     'time/generation_s': s.rollouts.generateMs / 1000,

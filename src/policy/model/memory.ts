@@ -47,6 +47,11 @@ export interface MemoryPlanInput {
   episodes: number;
   /** A KL term to a reference model: with full training, a second copy of the starting weights. */
   klReference?: boolean;
+  /**
+   * The run scores its episodes against the reference fix each iteration (gear, a2tgpo): more
+   * scoring runs on the same sessions, so the same peak; named in the scoring part.
+   */
+  teacherPass?: boolean;
   /** Decode steps hold the weights packed in their session (SessionSettings.packDecodeWeights; CPU only): a second copy while sampling. */
   packedDecode?: boolean;
 }
@@ -120,6 +125,7 @@ export function planMemory(input: MemoryPlanInput): MemoryPlan {
     ...input,
     context,
     klReference: input.klReference ?? false,
+    teacherPass: input.teacherPass ?? false,
     packedDecode: (input.packedDecode ?? false) && input.provider === 'cpu',
   };
   const specs = paramSpecs(c);
@@ -188,7 +194,7 @@ export function planMemory(input: MemoryPlanInput): MemoryPlan {
     where: dev,
     detail: prefillIsLarger
       ? `prefill of ${input.episodes} episodes × ${context} tokens: one layer's attention`
-      : `log-prob scoring of ${SCORING_ROWS} rows × ${context} tokens: one layer's attention and a chunk of ${SCORE_CHUNK_ROWS} positions' logits`,
+      : `log-prob scoring${input.teacherPass ? ' (the KL reference, the update check and the teacher pass)' : ''} of ${SCORING_ROWS} rows × ${context} tokens: one layer's attention and a chunk of ${SCORE_CHUNK_ROWS} positions' logits`,
   });
   if (dev === 'device') {
     parts.push({

@@ -7,7 +7,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { TurnwiseError } from '../core/errors';
 import type { RunDir } from '../core/run';
-import { LOSS_NAMES, RL_LOSS_NAMES, type RlLossName } from '../core/losses';
+import { LOSS_NAMES, POLICY_LOSSES, RL_LOSS_NAMES, type RlLossName } from '../core/losses';
 import { SCHEMA } from '../core/schema';
 // The credit index, not the registry: importing it registers the estimators.
 import { estimatorNames, getEstimator, resolveParams } from '../credit';
@@ -403,6 +403,11 @@ function resolveFields(given: Record<string, unknown>, source: string): TrainCon
       `use one of: ${RL_LOSS_NAMES.join(', ')}`,
     );
   }
+  if (c.estimator === 'a2tgpo' && POLICY_LOSSES[c.loss].meanOver !== 'tokens')
+    throw bad(
+      `estimator a2tgpo scales the clip range per turn, which the loss ${c.loss} (one ratio per turn) cannot take`,
+      'use loss ppo-token with a2tgpo, or another estimator',
+    );
   return c;
 }
 

@@ -122,6 +122,12 @@ describe('train/config: resolveTrainConfig', () => {
     refused({ loss: 'dpo' }, /unknown RL loss "dpo"/, new RegExp(`use one of: ${RL_LOSS_NAMES.join(', ')}`)));
   it('a warm-start-only loss is refused for RL and says why', () =>
     refused({ loss: 'sft' }, /unknown RL loss "sft" \(that loss is for the warm start only\)/, /use one of/));
+  it('a2tgpo with a loss of one ratio per turn is refused before any work', () =>
+    refused(
+      { estimator: 'a2tgpo', loss: 'gspo-seq' },
+      /a2tgpo scales the clip range per turn, which the loss gspo-seq/,
+      /use loss ppo-token/,
+    ));
   it('not an object', () => {
     for (const v of [null, [], 'x']) refused(v as never, /must be a JSON object/, /turnwise\.json/);
   });

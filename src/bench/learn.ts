@@ -1,5 +1,5 @@
 // `turnwise bench learn`: held-out resolved rate after the warm start and after N RL iterations
-// with the grpo and turnwise estimators, identical seeds, tasks and budget. The summary is a pure
+// with each estimator compared (grpo and turnwise unless named), identical seeds, tasks and budget. The summary is a pure
 // function over what the runs return (unit-tested); the rest drives real sandboxes and training runs.
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -12,7 +12,9 @@ import { synthesizeMutationTasks } from '../tasks/synth';
 import { writeTaskFile } from '../tasks/taskfile';
 import { connectRunPool, resolveTrainConfig, TRAIN_DEFAULTS, type TrainConfig, DEMO_SETTINGS } from '../train/config';
 import { trainRun } from '../train/run';
-import { runPairedChange, sumPaired, type PairedChange } from '../eval/compare';
+import { pairedChange, runPairedChange, sumPaired, type PairedChange } from '../eval/compare';
+import { RunDir } from '../core/run';
+import type { Trajectory } from '../core/schema';
 import { meanPassAtKT, runPassAtKT, type PassAtKT } from '../eval/pass-at-k';
 
 const round = (x: number, digits = 3) => (Number.isFinite(x) ? Math.round(x * 10 ** digits) / 10 ** digits : null);
@@ -20,8 +22,8 @@ const round = (x: number, digits = 3) => (Number.isFinite(x) ? Math.round(x * 10
 /** The learn benchmark's training settings (the demo's, with evaluation every iteration). */
 export const LEARN_DEFAULTS: Partial<TrainConfig> = { ...DEMO_SETTINGS, iterations: 4, evalEvery: 1 };
 
+/** The estimators compared when none are named: the plain group baseline and the default. */
 export const LEARN_ESTIMATORS = ['grpo', 'turnwise'] as const;
-export type LearnEstimator = (typeof LEARN_ESTIMATORS)[number];
 
 const num = (v: unknown): number | null => (typeof v === 'number' && Number.isFinite(v) ? v : null);
 
@@ -50,7 +52,7 @@ export function firstImprovement(curve: readonly (number | null)[]): number | nu
 
 export interface LearnRun {
   seed: number;
-  estimator: LearnEstimator;
+  estimator: string;
   runDir: string;
   metrics: MetricsRow[];
   wallS: number;
@@ -58,52 +60,62 @@ export interface LearnRun {
   paired?: { greedy: PairedChange; sampled: PairedChange };
   /** PASS@(k,T) of the sampled held-out episodes at the first and the last evaluation (absent without samples). */
   passAtKT?: { first: PassAtKT | null; last: PassAtKT | null };
+  /** The held-out episodes of its last evaluation: what estimators are compared on, head to head. */
+  lastEval?: Trajectory[];
 }
 
-export interface LearnBenchResult {
-  resolved_warmstart: number | null;
-  resolved_grpo: number | null;
-  resolved_turnwise: number | null;
-  heldout_tasks: number | null;
-  iterations: number;
-  seeds: number[];
+/** One estimator's runs, summed or averaged over the seeds. */
+export interface LearnEstimatorSummary {
+  /** Held-out resolved rate (greedy) after the last iteration, mean over seeds. */
+  resolved: number | null;
   /** Held-out resolved rate per iteration (index 0 = the warm start), mean over seeds. */
-  curve_grpo: (number | null)[];
-  curve_turnwise: (number | null)[];
+  curve: (number | null)[];
   /** Mean train-episode reward per iteration (index 0: no training, null). */
-  reward_curve_grpo: (number | null)[];
-  reward_curve_turnwise: (number | null)[];
+  reward_curve: (number | null)[];
   /**
    * Held-out resolved rate of sampled episodes (config evalSamples per task, the same seeds at
    * every iteration), mean over seeds; all null when evalSamples is 0.
    */
-  sampled_curve_grpo: (number | null)[];
-  sampled_curve_turnwise: (number | null)[];
+  sampled_curve: (number | null)[];
   /** Mean held-out episode reward per iteration. */
-  heldout_reward_curve_grpo: (number | null)[];
-  heldout_reward_curve_turnwise: (number | null)[];
+  heldout_reward_curve: (number | null)[];
   /** First iteration whose held-out resolved rate beats the warm start (null: none did). */
-  first_improvement_grpo: number | null;
-  first_improvement_turnwise: number | null;
+  first_improvement: number | null;
   /**
    * Held-out episodes resolved at the last evaluation but not the first (gained) and the reverse
    * (lost), paired by task and seed, summed over seeds, with the sign test's p-value: the direct
    * answer to "did RL improve on the warm start", far less noisy than a difference of two rates.
    */
-  paired_grpo: { greedy: PairedChange; sampled: PairedChange } | null;
-  paired_turnwise: { greedy: PairedChange; sampled: PairedChange } | null;
+  paired: { greedy: PairedChange; sampled: PairedChange } | null;
+  /** PASS@(k,T) of the sampled held-out episodes after the last iteration, mean over seeds (null without samples). */
+  pass_at_k_t: PassAtKT | null;
+}
+
+export interface LearnBenchResult {
+  resolved_warmstart: number | null;
+  heldout_tasks: number | null;
+  iterations: number;
+  seeds: number[];
+  /** The estimators compared, in the order they ran on each seed. */
+  estimators: string[];
+  by_estimator: Record<string, LearnEstimatorSummary>;
+  /**
+   * Each estimator against each other one on the same held-out episodes (task, seed, greedy or
+   * sampled) of their last evaluations, summed over seeds: `gained` the episodes the first
+   * resolved and the second did not, with the sign test's p-value. Keyed `"<a> vs <b>"`.
+   */
+  head_to_head: Record<string, { greedy: PairedChange; sampled: PairedChange }>;
   /**
    * PASS@(k,T) of the sampled held-out episodes (config evalSamples per task): the probability
-   * that one of k episodes resolves a task within T actions, keyed by k then T, mean over seeds;
-   * at the warm start (every run's first evaluation) and after each estimator's last iteration.
-   * null when evalSamples is 0.
+   * that one of k episodes resolves a task within T actions, keyed by k then T, mean over seeds,
+   * at the warm start (every run's first evaluation); null when evalSamples is 0.
    */
-  pass_at_k_t: { warmstart: PassAtKT | null; grpo: PassAtKT | null; turnwise: PassAtKT | null } | null;
-  /** Both estimators' runs saw the same warm-start evaluation (same tasks, seeds and policy). */
+  pass_at_k_t_warmstart: PassAtKT | null;
+  /** Every estimator's runs saw the same warm-start evaluation (same tasks, seeds and policy). */
   warmstart_agrees: boolean;
   runs: {
     seed: number;
-    estimator: LearnEstimator;
+    estimator: string;
     run_dir: string;
     wall_s: number | null;
     curve: (number | null)[];
@@ -119,41 +131,49 @@ export function learnSummary(
   ctx: { iterations: number; runsRoot: string; config: Record<string, unknown> },
 ): LearnBenchResult {
   const seeds = [...new Set(runs.map((r) => r.seed))];
-  const of = (e: LearnEstimator) => runs.filter((r) => r.estimator === e);
-  const curves = (e: LearnEstimator, key: string) => meanCurve(of(e).map((r) => metricCurve(r.metrics, key, ctx.iterations)));
-  const curveG = curves('grpo', 'heldout/resolved');
-  const curveT = curves('turnwise', 'heldout/resolved');
+  const estimators = [...new Set(runs.map((r) => r.estimator))];
+  const of = (e: string) => runs.filter((r) => r.estimator === e);
+  const curves = (e: string, key: string) => meanCurve(of(e).map((r) => metricCurve(r.metrics, key, ctx.iterations)));
   const warm = seeds.map((s) => runs.filter((r) => r.seed === s).map((r) => metricCurve(r.metrics, 'heldout/resolved', 0)[0]));
   const heldout = runs.map((r) => num(r.metrics.find((m) => m.iteration === 0)?.['heldout/episodes']));
-  const paired = (e: LearnEstimator) => {
-    const ps = of(e).flatMap((r) => (r.paired ? [r.paired] : []));
-    return ps.length ? { greedy: sumPaired(ps.map((p) => p.greedy)), sampled: sumPaired(ps.map((p) => p.sampled)) } : null;
-  };
-  const passKT = {
-    warmstart: meanPassAtKT(runs.map((r) => r.passAtKT?.first)),
-    grpo: meanPassAtKT(of('grpo').map((r) => r.passAtKT?.last)),
-    turnwise: meanPassAtKT(of('turnwise').map((r) => r.passAtKT?.last)),
-  };
+  const summed = (ps: { greedy: PairedChange; sampled: PairedChange }[]) =>
+    ps.length ? { greedy: sumPaired(ps.map((p) => p.greedy)), sampled: sumPaired(ps.map((p) => p.sampled)) } : null;
+  const by_estimator: Record<string, LearnEstimatorSummary> = {};
+  for (const e of estimators) {
+    const curve = curves(e, 'heldout/resolved');
+    by_estimator[e] = {
+      resolved: curve[ctx.iterations] ?? null,
+      curve,
+      reward_curve: curves(e, 'reward/mean'),
+      sampled_curve: curves(e, 'heldout/sampled/resolved'),
+      heldout_reward_curve: curves(e, 'heldout/reward/mean'),
+      first_improvement: firstImprovement(curve),
+      paired: summed(of(e).flatMap((r) => (r.paired ? [r.paired] : []))),
+      pass_at_k_t: meanPassAtKT(of(e).map((r) => r.passAtKT?.last)),
+    };
+  }
+  const head_to_head: LearnBenchResult['head_to_head'] = {};
+  for (const a of estimators)
+    for (const b of estimators) {
+      if (a === b) continue;
+      const parts = seeds.flatMap((seed) => {
+        const ra = of(a).find((r) => r.seed === seed)?.lastEval;
+        const rb = of(b).find((r) => r.seed === seed)?.lastEval;
+        return ra && rb ? [{ greedy: pairedChange(rb, ra, 'greedy'), sampled: pairedChange(rb, ra, 'sampled') }] : [];
+      });
+      const s = summed(parts);
+      if (s) head_to_head[`${a} vs ${b}`] = s;
+    }
+  const first = estimators.length ? by_estimator[estimators[0]].curve[0] : null;
   return {
-    resolved_warmstart: curveG[0] ?? curveT[0] ?? null,
-    resolved_grpo: curveG[ctx.iterations] ?? null,
-    resolved_turnwise: curveT[ctx.iterations] ?? null,
+    resolved_warmstart: first ?? null,
     heldout_tasks: heldout.find((h) => h !== null) ?? null,
     iterations: ctx.iterations,
     seeds,
-    curve_grpo: curveG,
-    curve_turnwise: curveT,
-    reward_curve_grpo: curves('grpo', 'reward/mean'),
-    reward_curve_turnwise: curves('turnwise', 'reward/mean'),
-    sampled_curve_grpo: curves('grpo', 'heldout/sampled/resolved'),
-    sampled_curve_turnwise: curves('turnwise', 'heldout/sampled/resolved'),
-    heldout_reward_curve_grpo: curves('grpo', 'heldout/reward/mean'),
-    heldout_reward_curve_turnwise: curves('turnwise', 'heldout/reward/mean'),
-    first_improvement_grpo: firstImprovement(curveG),
-    first_improvement_turnwise: firstImprovement(curveT),
-    paired_grpo: paired('grpo'),
-    paired_turnwise: paired('turnwise'),
-    pass_at_k_t: passKT.warmstart || passKT.grpo || passKT.turnwise ? passKT : null,
+    estimators,
+    by_estimator,
+    head_to_head,
+    pass_at_k_t_warmstart: meanPassAtKT(runs.map((r) => r.passAtKT?.first)),
     warmstart_agrees: warm.every((w) => w.every((x) => x === w[0])),
     runs: runs.map((r) => ({
       seed: r.seed,
@@ -177,9 +197,11 @@ export interface LearnBenchOptions {
   seeds?: number;
   /** Where the runs go (default: a new temp folder, kept). */
   runsRoot?: string;
-  /** Training settings over LEARN_DEFAULTS (identical for both estimators). */
+  /** Training settings over LEARN_DEFAULTS (identical for every estimator). */
   config?: Partial<TrainConfig>;
-  onEvent?: (e: RunEvent, run: { seed: number; estimator: LearnEstimator }) => void;
+  /** The estimators to compare (default LEARN_ESTIMATORS), each run on every seed's tasks. */
+  estimators?: readonly string[];
+  onEvent?: (e: RunEvent, run: { seed: number; estimator: string }) => void;
   onProgress?: (message: string) => void;
   signal?: AbortSignal;
 }
@@ -212,11 +234,17 @@ export async function benchLearn(o: LearnBenchOptions): Promise<LearnBenchResult
     );
   }
   const base = { ...LEARN_DEFAULTS, ...o.config, iterations: o.iterations, workspace: path.resolve(o.workspace) };
+  const estimators = [...new Set(o.estimators ?? LEARN_ESTIMATORS)];
+  if (!estimators.length)
+    throw new TurnwiseError('invalid-input', 'the learn benchmark needs at least one estimator', {
+      hint: 'e.g. --estimators grpo,turnwise',
+    });
   // Every field checked now, not after the checkpoint copy and minutes of task synthesis.
-  resolveTrainConfig(
-    { ...base, model: o.model, taskSource: 'file', tasksFile: 'tasks.jsonl', estimator: LEARN_ESTIMATORS[0] },
-    'the learn benchmark settings',
-  );
+  for (const estimator of estimators)
+    resolveTrainConfig(
+      { ...base, model: o.model, taskSource: 'file', tasksFile: 'tasks.jsonl', estimator },
+      'the learn benchmark settings',
+    );
   const log = o.onProgress ?? (() => undefined);
   const runsRoot = path.resolve(o.runsRoot ?? fs.mkdtempSync(path.join(os.tmpdir(), 'turnwise-bench-learn-')));
   fs.mkdirSync(runsRoot, { recursive: true });
@@ -224,7 +252,7 @@ export async function benchLearn(o: LearnBenchOptions): Promise<LearnBenchResult
   const model = await snapshotCheckpoint(o.model, path.join(runsRoot, 'start-model'), { optimizer: true });
   const runs: LearnRun[] = [];
   for (let seed = 0; seed < (o.seeds ?? 1); seed++) {
-    // One task file per seed, shared by both estimators: identical tasks and held-out split.
+    // One task file per seed, shared by every estimator: identical tasks and held-out split.
     const tasksFile = path.join(runsRoot, `tasks-seed${seed}.jsonl`);
     if (!fs.existsSync(tasksFile)) {
       log(`seed ${seed}: synthesizing up to ${base.maxTasks} tasks`);
@@ -242,9 +270,9 @@ export async function benchLearn(o: LearnBenchOptions): Promise<LearnBenchResult
         await pool.close();
       }
     }
-    for (const estimator of LEARN_ESTIMATORS) {
+    for (const estimator of estimators) {
       if (o.signal?.aborted) break;
-      // Each seed its own tasks and split (taskSeed = seed); both estimators the same ones.
+      // Each seed its own tasks and split (taskSeed = seed); every estimator the same ones.
       const config = resolveTrainConfig(
         { ...base, model, taskSource: 'file', tasksFile, seed, taskSeed: seed, estimator },
         'the learn benchmark settings',
@@ -268,6 +296,7 @@ export async function benchLearn(o: LearnBenchOptions): Promise<LearnBenchResult
         wallS: (Date.now() - t0) / 1000,
         ...(change ? { paired: { greedy: change.greedy, sampled: change.sampled } } : {}),
         ...(passKT ? { passAtKT: passKT } : {}),
+        ...(change ? { lastEval: RunDir.open(r.runDir).readTrajectories(change.last_eval, 'heldout') } : {}),
       });
       if (r.state === 'stopped') break;
     }

@@ -31,6 +31,7 @@ import { recordedActionFormat } from '../../src/train/action-format';
 import { chatFormatOf, chatTurnTokenRows } from '../../src/train/chat-model';
 import { resolveTrainConfig } from '../../src/train/config';
 import { trainRun } from '../../src/train/run';
+import { referenceFix } from '../../src/train/teacher';
 import { startServer } from '../../src/serve/server';
 import { assertNoContainersLeft } from '../support/containers';
 
@@ -169,8 +170,9 @@ describe('docker: a chat model (generated Qwen2 folder, ChatML template) as the 
     );
   });
 
+  // The full run credits with gear, the LoRA run with a2tgpo: both read the episodes against the mutations' reference fixes.
   for (const lora of [false, true]) {
-    it(`a 1-iteration training run${lora ? ' with a lora block: adapter checkpoints' : ': full checkpoints carrying the template'}; the log-probs are the model's over the conversation's ids`, async () => {
+    it(`a 1-iteration training run${lora ? ' with a lora block (a2tgpo): adapter checkpoints' : ' (gear): full checkpoints carrying the template'}; the log-probs are the model's over the conversation's ids, the teacher's over the conversation with the fix`, async () => {
       const c = resolveTrainConfig({
         workspace: demo,
         taskSource: 'file',
@@ -189,6 +191,7 @@ describe('docker: a chat model (generated Qwen2 folder, ChatML template) as the 
         seed: 5,
         model,
         lr: 1e-3,
+        estimator: lora ? 'a2tgpo' : 'gear',
         ...(lora ? { lora: { r: 4, lora_alpha: 8, target_modules: 'all-linear' } } : {}),
       });
       const logs: string[] = [];
@@ -231,6 +234,23 @@ describe('docker: a chat model (generated Qwen2 folder, ChatML template) as the 
         'and the branch, when the group ended alike',
       );
       trajs.forEach(assertChatTurns);
+      // The teacher pass ran on every episode whose task has a fix it can write (a2tgpo needs the fix as a command).
+      const m1 = run.readMetrics()[1];
+      assert.ok((m1['teacher/rows'] as number) > 0);
+      const placed = (t: Trajectory) =>
+        lora
+          ? referenceFix(
+              tasks.find((x) => x.id === t.taskId)!,
+              demo,
+            )?.command !== undefined
+          : true;
+      assert.equal(m1['adv/reference_fallback'], trajs.filter((t) => !placed(t)).length / trajs.length);
+      for (const t of trajs.filter(placed))
+        for (const u of t.turns) {
+          if (lora)
+            assert.ok(Number.isFinite(u.reference?.refBefore) && Number.isFinite(u.reference?.refAfter), `${t.trajId} turn ${u.index}`);
+          else assert.equal(u.reference?.teacherLogprobs?.length, u.tokenIds!.length);
+        }
       // Each turn's recorded log-probs are checkpoint 0's over the conversation rebuilt from the
       // trajectory: the rollout continued from exactly those ids, and the update trains on them.
       const ck = loadCheckpoint(run.checkpointDir(0));
@@ -248,6 +268,24 @@ describe('docker: a chat model (generated Qwen2 folder, ChatML template) as the 
             rows.map((x) => x.ids),
             { temperature: c.temperature },
           );
+          // gear's teacher: the same policy over the same conversation, the task message with the reference fix
+          if (!lora) {
+            const shown = `${chatTaskMessage(task)}\n\n${referenceFix(task, demo)!.hint}`;
+            const teacherRows = chatTurnTokenRows(chatFormatOf(ck, 32), chatSystemMessage(task), shown, t, [
+              ck.tokenizer.tokenId('<|im_end|>')!,
+              ck.tokenizer.tokenId('<|endoftext|>')!,
+            ]);
+            const tl = await policy.logprobs(
+              teacherRows.map((x) => x.ids),
+              { temperature: c.temperature },
+            );
+            const sampled = t.turns.filter((u) => !u.inherited);
+            teacherRows.forEach((row, i) =>
+              sampled[i].reference!.teacherLogprobs!.forEach((l, k) =>
+                assert.ok(Math.abs(l - tl[i][row.actionStart + k]) < 1e-4, `${t.trajId} teacher row ${i} token ${k}`),
+              ),
+            );
+          }
           rows.forEach((row, i) =>
             row.logprobs.forEach((l, k) =>
               assert.ok(

@@ -58,33 +58,69 @@ describe('bench/learn: learn curves', () => {
       { seed: 1, estimator: 'turnwise', runDir: '/r/t1', metrics: metrics([0.5, 0.75, 1], [0.4, 0.5]), wallS: 13 },
     ];
     const s = learnSummary(runs, { iterations: 2, runsRoot: '/r', config: { groupSize: 4 } });
+    const [g, tw] = [s.by_estimator.grpo, s.by_estimator.turnwise];
+    assert.deepEqual(s.estimators, ['grpo', 'turnwise']);
     assert.equal(s.resolved_warmstart, 0.375);
-    assert.equal(s.resolved_grpo, 0.5);
-    assert.equal(s.resolved_turnwise, 0.75);
+    assert.equal(g.resolved, 0.5);
+    assert.equal(tw.resolved, 0.75);
     assert.equal(s.heldout_tasks, 4);
     assert.deepEqual(s.seeds, [0, 1]);
-    assert.deepEqual(s.curve_grpo, [0.375, 0.375, 0.5]);
-    assert.deepEqual(s.curve_turnwise, [0.375, 0.625, 0.75]);
-    assert.deepEqual(s.reward_curve_grpo, [null, 0.2, 0.3]);
-    assert.deepEqual(s.reward_curve_turnwise, [null, 0.3, 0.4]);
-    assert.deepEqual(s.sampled_curve_grpo, [null, null, null], 'no sampled evaluation in these runs');
-    assert.equal(s.first_improvement_grpo, 2);
-    assert.equal(s.first_improvement_turnwise, 1);
+    assert.deepEqual(g.curve, [0.375, 0.375, 0.5]);
+    assert.deepEqual(tw.curve, [0.375, 0.625, 0.75]);
+    assert.deepEqual(g.reward_curve, [null, 0.2, 0.3]);
+    assert.deepEqual(tw.reward_curve, [null, 0.3, 0.4]);
+    assert.deepEqual(g.sampled_curve, [null, null, null], 'no sampled evaluation in these runs');
+    assert.equal(g.first_improvement, 2);
+    assert.equal(tw.first_improvement, 1);
     assert.equal(s.warmstart_agrees, true);
     assert.deepEqual(
       s.runs.map((r) => r.run_dir),
       ['/r/g0', '/r/t0', '/r/g1', '/r/t1'],
     );
     assert.deepEqual(s.runs[1].curve, [0.25, 0.5, 0.5]);
-    assert.equal(s.paired_grpo, null, 'no paired change without evaluation episodes');
+    assert.equal(g.paired, null, 'no paired change without evaluation episodes');
+    assert.deepEqual(s.head_to_head, {}, 'nor a head-to-head comparison');
     // Paired changes are summed over seeds per estimator, and tested as a sum.
     const pc = (gained: number, lost: number) => ({ pairs: 8, gained, lost, p_value: signTestP(gained, lost) });
     runs[1].paired = { greedy: pc(1, 0), sampled: pc(3, 1) };
     runs[3].paired = { greedy: pc(2, 0), sampled: pc(4, 0) };
-    const t = learnSummary(runs, { iterations: 2, runsRoot: '/r', config: {} }).paired_turnwise!;
+    const t = learnSummary(runs, { iterations: 2, runsRoot: '/r', config: {} }).by_estimator.turnwise.paired!;
     assert.deepEqual([t.greedy.pairs, t.greedy.gained, t.greedy.lost], [16, 3, 0]);
     assert.deepEqual([t.sampled.gained, t.sampled.lost], [7, 1]);
     assert.equal(t.sampled.p_value, signTestP(7, 1));
+  });
+
+  it('learnSummary: any estimators, each against each other on the same held-out episodes of their last evaluations', () => {
+    // A held-out episode of `task`, greedy or sampled (k), resolved or not.
+    const ep = (task: string, k: number | null, resolved: boolean) =>
+      ({
+        taskId: task,
+        trajId: k === null ? `eval-4-${task}` : `evals-4-${task}-${k}`,
+        seed: k ?? 0,
+        turns: [],
+        reward: { resolved },
+      }) as unknown as Trajectory;
+    const last = (resolved: boolean[]) => resolved.map((x, i) => ep(`t${i % 3}`, i < 3 ? null : i, x));
+    const m = metrics([0.25, 0.5], [0.1]);
+    const runs: LearnRun[] = [
+      { seed: 0, estimator: 'grpo', runDir: 'g0', metrics: m, wallS: 1, lastEval: last([false, false, true, false, false]) },
+      { seed: 0, estimator: 'gear', runDir: 'e0', metrics: m, wallS: 1, lastEval: last([true, false, true, true, false]) },
+      { seed: 0, estimator: 'a2tgpo', runDir: 'a0', metrics: m, wallS: 1, lastEval: last([false, true, false, false, false]) },
+      { seed: 1, estimator: 'grpo', runDir: 'g1', metrics: m, wallS: 1, lastEval: last([false, false, false, false, false]) },
+      { seed: 1, estimator: 'gear', runDir: 'e1', metrics: m, wallS: 1, lastEval: last([true, false, false, false, false]) },
+    ];
+    const s = learnSummary(runs, { iterations: 1, runsRoot: 'r', config: {} });
+    assert.deepEqual(s.estimators, ['grpo', 'gear', 'a2tgpo']);
+    // gear against grpo: seed 0 greedy +1 (t0), sampled +1 (k 3); seed 1 greedy +1 (t0)
+    const h = s.head_to_head['gear vs grpo'];
+    assert.deepEqual([h.greedy.pairs, h.greedy.gained, h.greedy.lost], [6, 2, 0]);
+    assert.deepEqual([h.sampled.pairs, h.sampled.gained, h.sampled.lost], [4, 1, 0]);
+    assert.equal(h.greedy.p_value, signTestP(2, 0));
+    // and the reverse is its mirror; a2tgpo (seed 0 only) against grpo: greedy +1 (t1) −1 (t2)
+    assert.deepEqual([s.head_to_head['grpo vs gear'].greedy.gained, s.head_to_head['grpo vs gear'].greedy.lost], [0, 2]);
+    const a = s.head_to_head['a2tgpo vs grpo'];
+    assert.deepEqual([a.greedy.pairs, a.greedy.gained, a.greedy.lost], [3, 1, 1]);
+    assert.equal(Object.keys(s.head_to_head).length, 6);
   });
 
   it('learnSummary: flags estimators whose warm-start evaluations differ on a seed', () => {
@@ -162,10 +198,10 @@ describe('bench/learn: learn curves', () => {
         { seed: 1, estimator: 'turnwise', runDir: 't1', metrics: metrics2, wallS: 1, passAtKT: { first: p.first, last: p.last } },
       ];
       const s = JSON.parse(JSON.stringify(learnSummary(runs, { iterations: 1, runsRoot: 'r', config: {} })));
-      assert.deepEqual(s.pass_at_k_t.warmstart, p.first);
-      assert.deepEqual(s.pass_at_k_t.turnwise, p.last);
+      assert.deepEqual(s.pass_at_k_t_warmstart, p.first);
+      assert.deepEqual(s.by_estimator.turnwise.pass_at_k_t, p.last);
       // grpo: the mean of flat and first.
-      assert.deepEqual(s.pass_at_k_t.grpo, {
+      assert.deepEqual(s.by_estimator.grpo.pass_at_k_t, {
         '1': { '1': 0, '2': 0.125, '3': 0.125, '4': 0.125 },
         '2': { '1': 0, '2': 0.25, '3': 0.25, '4': 0.25 },
       });
@@ -175,7 +211,8 @@ describe('bench/learn: learn curves', () => {
         runsRoot: 'r',
         config: {},
       });
-      assert.equal(none.pass_at_k_t, null, 'no sampled evaluation (evalSamples 0)');
+      assert.equal(none.pass_at_k_t_warmstart, null, 'no sampled evaluation (evalSamples 0)');
+      assert.equal(none.by_estimator.grpo.pass_at_k_t, null);
     } finally {
       fs.rmSync(root, { recursive: true, force: true });
     }

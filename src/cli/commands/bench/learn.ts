@@ -1,8 +1,9 @@
 // `turnwise bench learn`: held-out resolved rate after the warm start and after N RL iterations
-// with grpo and with turnwise, on identical seeds, tasks and budget. Slow (up to an hour on 2
+// with each estimator (grpo and turnwise unless --estimators names others), on identical seeds, tasks and budget. Slow (up to an hour on 2
 // cores at the defaults); not part of `npm run bench`. The work is in src/bench/learn.ts.
 import * as path from 'node:path';
 import { benchLearn, LEARN_DEFAULTS, LEARN_ESTIMATORS } from '../../../bench/learn';
+import type { PairedChange } from '../../../eval/compare';
 import { passAtKTCorners, type PassAtKT } from '../../../eval/pass-at-k';
 import { boundaryVerdict } from '../../../eval/pass-curves';
 import { numberInRange, valueOptions, type CliCommand } from '../../command';
@@ -31,10 +32,11 @@ const LEARN_FLAGS: readonly ConfigFlag[] = [
 
 export const benchLearnCommand: CliCommand = {
   name: 'bench learn',
-  summary: 'held-out resolved rate after warm start vs after N RL iterations with grpo and with turnwise (same seeds and budget; slow)',
+  summary:
+    'held-out resolved rate after warm start vs after N RL iterations with each estimator (grpo and turnwise unless named; same seeds and budget; slow)',
   usage:
-    '[--config FILE] [--iterations N] [--seeds N] [--workspace DIR] [--model DIR] [--runs DIR] [--max-tasks N] [--tasks-per-iteration N] [--group-size G] [--max-turns N] [--concurrency N] [--eval-every N] [--eval-samples K] [--json]',
-  options: valueOptions('config', 'iterations', 'seeds', 'workspace', 'model', 'runs', ...LEARN_FLAGS.map(([flag]) => flag)),
+    '[--config FILE] [--iterations N] [--seeds N] [--estimators A,B,...] [--workspace DIR] [--model DIR] [--runs DIR] [--max-tasks N] [--tasks-per-iteration N] [--group-size G] [--max-turns N] [--concurrency N] [--eval-every N] [--eval-samples K] [--json]',
+  options: valueOptions('config', 'iterations', 'seeds', 'estimators', 'workspace', 'model', 'runs', ...LEARN_FLAGS.map(([flag]) => flag)),
   async run(args, io) {
     const v = args.values;
     const int = (name: string, fallback: number, min = 1) => numberInRange(args, name, fallback, { min, max: 10_000, integer: true });
@@ -46,6 +48,13 @@ export const benchLearnCommand: CliCommand = {
       model: modelOrEmbedded(args),
       iterations: int('iterations', LEARN_DEFAULTS.iterations!),
       seeds: int('seeds', 1),
+      estimators:
+        typeof v.estimators === 'string'
+          ? v.estimators
+              .split(',')
+              .map((e) => e.trim())
+              .filter(Boolean)
+          : LEARN_ESTIMATORS,
       ...(typeof v.runs === 'string' ? { runsRoot: path.resolve(v.runs) } : {}),
       config,
       onProgress: (m) => io.err(m),
@@ -61,29 +70,40 @@ export const benchLearnCommand: CliCommand = {
       io.out(JSON.stringify(r, null, 2));
       return 0;
     }
+    const pad = Math.max(12, ...r.estimators.map((e) => e.length + 2));
+    const f = (c: PairedChange) => `+${c.gained} −${c.lost} of ${c.pairs} (p ${c.p_value === null ? '—' : c.p_value.toFixed(3)})`;
+    const warm = r.pass_at_k_t_warmstart;
     io.out(
       [
         `${r.heldout_tasks} held-out task(s), ${r.iterations} iteration(s), seeds ${r.seeds.join(', ')}; runs in ${r.runs_root}`,
-        `  warm start   ${r.resolved_warmstart}`,
-        `  grpo         ${fmtCurve(r.curve_grpo)}  (first above the warm start: ${r.first_improvement_grpo ?? 'never'})`,
-        `  turnwise     ${fmtCurve(r.curve_turnwise)}  (first above the warm start: ${r.first_improvement_turnwise ?? 'never'})`,
-        ...LEARN_ESTIMATORS.flatMap((e) => {
-          const p = e === 'grpo' ? r.paired_grpo : r.paired_turnwise;
-          if (!p) return [];
-          const f = (c: typeof p.greedy) => `+${c.gained} −${c.lost} of ${c.pairs} (p ${c.p_value === null ? '—' : c.p_value.toFixed(3)})`;
-          return [`  ${e.padEnd(12)} first → last evaluation, same task and seed: greedy ${f(p.greedy)}, sampled ${f(p.sampled)}`];
+        `  ${'warm start'.padEnd(pad)} ${r.resolved_warmstart}`,
+        ...r.estimators.map((e) => {
+          const x = r.by_estimator[e];
+          return `  ${e.padEnd(pad)} ${fmtCurve(x.curve)}  (first above the warm start: ${x.first_improvement ?? 'never'})`;
         }),
-        ...(r.pass_at_k_t
+        ...r.estimators.flatMap((e) => {
+          const p = r.by_estimator[e].paired;
+          return p
+            ? [`  ${e.padEnd(pad)} first → last evaluation, same task and seed: greedy ${f(p.greedy)}, sampled ${f(p.sampled)}`]
+            : [];
+        }),
+        ...(Object.keys(r.head_to_head).length
           ? [
-              'PASS@(k,T) of the sampled held-out episodes (one of k resolves the task within T actions; every k and T in --json: pass_at_k_t):',
-              `  warm start   ${fmtPassAtKT(r.pass_at_k_t.warmstart)}`,
-              `  grpo         ${fmtPassAtKT(r.pass_at_k_t.grpo)}`,
-              `  turnwise     ${fmtPassAtKT(r.pass_at_k_t.turnwise)}`,
-              ...LEARN_ESTIMATORS.flatMap((e) => {
-                const base = r.pass_at_k_t!.warmstart;
-                const after = r.pass_at_k_t![e];
-                const v = base && after ? boundaryVerdict(base, after, { tasks: r.heldout_tasks ?? undefined }) : null;
-                return v ? [`  ${e.padEnd(12)} against the warm start: ${v.line}`] : [];
+              'Head to head at the last evaluation (same task and seed; + the first resolved and the second did not):',
+              ...Object.entries(r.head_to_head)
+                .filter(([k]) => r.estimators.indexOf(k.split(' vs ')[0]) > r.estimators.indexOf(k.split(' vs ')[1]))
+                .map(([k, p]) => `  ${k.padEnd(pad * 2)} greedy ${f(p.greedy)}, sampled ${f(p.sampled)}`),
+            ]
+          : []),
+        ...(warm
+          ? [
+              'PASS@(k,T) of the sampled held-out episodes (one of k resolves the task within T actions; every k and T in --json):',
+              `  ${'warm start'.padEnd(pad)} ${fmtPassAtKT(warm)}`,
+              ...r.estimators.map((e) => `  ${e.padEnd(pad)} ${fmtPassAtKT(r.by_estimator[e].pass_at_k_t)}`),
+              ...r.estimators.flatMap((e) => {
+                const after = r.by_estimator[e].pass_at_k_t;
+                const v = after ? boundaryVerdict(warm, after, { tasks: r.heldout_tasks ?? undefined }) : null;
+                return v ? [`  ${e.padEnd(pad)} against the warm start: ${v.line}`] : [];
               }),
             ]
           : []),

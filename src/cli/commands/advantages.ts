@@ -19,7 +19,7 @@ function treeCredit(trajs: Trajectory[], rows: AdvantageRow[]): void {
 
 export const advantagesCommand: CliCommand = {
   name: 'advantages',
-  summary: 'per-turn advantages of a trajectories file under one estimator (grpo, rloo, gigpo, a3, turnwise)',
+  summary: 'per-turn advantages of a trajectories file under one estimator (grpo, rloo, gigpo, a3, turnwise, gear, a2tgpo)',
   usage: '--in trajectories.jsonl --estimator NAME [--param key=value ...] [--json]',
   options: { ...valueOptions('in', 'estimator'), param: { type: 'string', multiple: true } },
   async run(args, io) {
@@ -46,6 +46,12 @@ export const advantagesCommand: CliCommand = {
     const lines = [
       `${r.estimator}: ${r.trajectories} trajectories, ${r.rows.length} turns`,
       `frac_reward_zero_std ${fmt(d.frac_reward_zero_std)}  cells with ≥2 clusters ${fmt(d.frac_cells_multi_cluster)}  mean tree gate ${fmt(d.mean_tree_gate)}  NaN rows ${d.rows_nan}`,
+      // gear and a2tgpo read what a run's teacher pass stored on the turns; a file without it gets GRPO's advantages.
+      ...(d.frac_reference_fallback !== undefined
+        ? [
+            `read against the reference fix: ${fmt(1 - d.frac_reference_fallback)} of the trajectories${d.frac_reference_fallback > 0 ? ` (the rest, without the teacher pass's measurements on their turns, took GRPO's advantage; a training run with this estimator stores them)` : ''}`,
+          ]
+        : []),
       '',
       `${'task'.padEnd(16)} ${'trajectory'.padEnd(16)} turn  advantage  command`,
       ...r.rows.map((row) => {

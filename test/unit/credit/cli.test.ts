@@ -114,6 +114,19 @@ describe('turnwise advantages', function () {
     assert.match(r.out, /t1 +a +0 +0\.7500 +ls src/);
   });
 
+  it("gear on a file without the teacher pass: GRPO's advantages, and it says so", async () => {
+    const r = await runCli(['advantages', '--in', file, '--estimator', 'gear']);
+    assert.equal(r.code, 0, r.err);
+    assert.match(r.out, /read against the reference fix: 0\.000 of the trajectories \(the rest, without the teacher pass's measurements/);
+    const j = JSON.parse((await runCli(['advantages', '--in', file, '--estimator', 'gear', '--json'])).out);
+    const g = JSON.parse((await runCli(['advantages', '--in', file, '--estimator', 'grpo', '--json'])).out);
+    assert.deepEqual(
+      j.rows.map((x: { advantage: number }) => x.advantage),
+      g.rows.map((x: { advantage: number }) => x.advantage),
+    );
+    assert.equal(j.diagnostics.frac_reference_fallback, 1);
+  });
+
   it('a malformed file lists every bad line with its number', async () => {
     const bad = path.join(dir, 'bad.jsonl');
     fs.writeFileSync(

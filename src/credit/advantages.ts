@@ -41,7 +41,8 @@ export function writeTurnAdvantages(trajs: readonly Trajectory[], rows: readonly
     if (turn) {
       turn.advantage = r.advantage;
       turn.advantageComponents = r.components;
-      if (r.tokenAdvantages) turn.tokenAdvantages = r.tokenAdvantages;
+      // Six decimals: a turn of a few hundred tokens stays a few kilobytes in trajectories.jsonl.
+      if (r.tokenAdvantages) turn.tokenAdvantages = r.tokenAdvantages.map((x) => Math.round(x * 1e6) / 1e6);
       else delete turn.tokenAdvantages;
       if (r.clipScale !== undefined && r.clipScale !== 1) turn.clipScale = r.clipScale;
       else delete turn.clipScale;

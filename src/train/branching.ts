@@ -231,9 +231,7 @@ export function shareTreeCredit(trajs: readonly Trajectory[]): number {
       if (turns.some((u) => u.clipScale !== undefined)) pk.clipScale = mean(turns.map((u) => u.clipScale ?? 1));
       const keys = new Set(turns.flatMap((u) => Object.keys(u.advantageComponents ?? {})));
       if (keys.size)
-        pk.advantageComponents = Object.fromEntries(
-          [...keys].map((c) => [c, mean(turns.map((u) => u.advantageComponents?.[c] ?? 0))]),
-        );
+        pk.advantageComponents = Object.fromEntries([...keys].map((c) => [c, mean(turns.map((u) => u.advantageComponents?.[c] ?? 0))]));
       changed++;
     }
   }

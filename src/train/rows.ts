@@ -120,7 +120,12 @@ export function sameOutcomeAdvantageShare(trajs: readonly Trajectory[]): number 
 export function weightNegativeAdvantages(rows: readonly TurnRowData[], weight: number): readonly TurnRowData[] {
   if (weight === 1) return rows;
   return rows.map((r) => {
-    if (r.tokenAdvantages) return { ...r, advantage: r.advantage < 0 ? r.advantage * weight : r.advantage, tokenAdvantages: r.tokenAdvantages.map((a) => (a < 0 ? a * weight : a)) };
+    if (r.tokenAdvantages)
+      return {
+        ...r,
+        advantage: r.advantage < 0 ? r.advantage * weight : r.advantage,
+        tokenAdvantages: r.tokenAdvantages.map((a) => (a < 0 ? a * weight : a)),
+      };
     return r.advantage < 0 ? { ...r, advantage: r.advantage * weight } : r;
   });
 }

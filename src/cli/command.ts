@@ -46,6 +46,17 @@ export function requireString(args: ParsedArgs, name: string): string {
   return v;
 }
 
+/** A comma-separated list option (`--repos a,b`), its items trimmed and empty ones dropped; `fallback` when not given. */
+export function listOption<T extends readonly string[]>(args: ParsedArgs, name: string, fallback: T): string[] | T {
+  const v = args.values[name];
+  return typeof v === 'string'
+    ? v
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean)
+    : fallback;
+}
+
 export function optionalNumber(args: ParsedArgs, name: string, fallback: number): number {
   const v = args.values[name];
   if (v === undefined) return fallback;

@@ -173,23 +173,32 @@ function inRange(estimator: string, key: string, x: number, lo: number, hi: numb
 export const GEAR_DEFAULTS: Params = { scale: 'group', epsilon: 1e-6, spikeTau: 1.0, divScale: 1.0, weight: 0.5 };
 export const A2TGPO_DEFAULTS: Params = { scale: 'group', epsilon: 1e-6, gamma: 0.9, igCoef: 0.5, clipBeta: 0.3 };
 
+/** An estimator that reads the teacher pass: GRPO's group scale choices, and the run's teacher pass before it. */
+const referenceSpec = (
+  name: string,
+  summary: string,
+  defaults: Params,
+  fn: (rows: readonly TurnRow[], p: Params) => EstimatorResult,
+): EstimatorSpec => ({
+  name,
+  summary,
+  defaults,
+  choices: { scale: ['group', 'batch', 'none'] },
+  needs: 'reference',
+  fn: (rows, params) => fn(rows, params),
+});
+
 export const REFERENCE_SPECS: EstimatorSpec[] = [
-  {
-    name: 'gear',
-    summary:
-      "GRPO's group advantage reweighted per token by a teacher shown the reference fix: segments from divergence spikes share the weight at their start",
-    defaults: GEAR_DEFAULTS,
-    choices: { scale: ['group', 'batch', 'none'] },
-    needs: 'reference',
-    fn: (rows, params) => gearAdvantages(rows, params),
-  },
-  {
-    name: 'a2tgpo',
-    summary:
-      "GRPO's group advantage plus each turn's information gain on the reference fix (turn-group normalized, accumulated / √terms); clip range scaled per turn",
-    defaults: A2TGPO_DEFAULTS,
-    choices: { scale: ['group', 'batch', 'none'] },
-    needs: 'reference',
-    fn: (rows, params) => a2tgpoAdvantages(rows, params),
-  },
+  referenceSpec(
+    'gear',
+    "GRPO's group advantage reweighted per token by a teacher shown the reference fix: segments from divergence spikes share the weight at their start",
+    GEAR_DEFAULTS,
+    gearAdvantages,
+  ),
+  referenceSpec(
+    'a2tgpo',
+    "GRPO's group advantage plus each turn's information gain on the reference fix (turn-group normalized, accumulated / √terms); clip range scaled per turn",
+    A2TGPO_DEFAULTS,
+    a2tgpoAdvantages,
+  ),
 ];

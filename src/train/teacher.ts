@@ -120,6 +120,17 @@ export async function teacherPass(
 
 const sum = (xs: readonly number[]) => xs.reduce((s, x) => s + x, 0);
 
+/** The teacher's row of a turn: its sampled tokens after the teacher's prompt; their log-probs go to Turn.reference. */
+function teacherRow(prompt: readonly number[], turn: Trajectory['turns'][number]): PendingRow {
+  const tokenIds = turn.tokenIds!;
+  return {
+    ids: [...prompt, ...tokenIds],
+    start: prompt.length,
+    n: tokenIds.length,
+    take: (logp) => ((turn.reference ??= {}).teacherLogprobs = logp),
+  };
+}
+
 /** Receivers for the gain rows of one episode: P(fix) after turn k's history is refBefore of k and refAfter of k − 1. */
 function gainTaker(t: Trajectory, k: number): (logp: number[]) => void {
   return (logp) => {
@@ -149,15 +160,7 @@ function compactRows(
   };
   for (const [k, turn] of t.turns.entries()) {
     const tokenIds = turn.tokenIds ?? [];
-    if (o.teacher && tokenIds.length) {
-      const { ids } = renderPrompt(codec, shown, prior, budget);
-      rows.push({
-        ids: [...ids, ...tokenIds],
-        start: ids.length,
-        n: tokenIds.length,
-        take: (logp) => ((turn.reference ??= {}).teacherLogprobs = logp),
-      });
-    }
+    if (o.teacher && tokenIds.length) rows.push(teacherRow(renderPrompt(codec, shown, prior, budget).ids, turn));
     if (o.gain && refIds) gainRow(k);
     prior.push({ action: turn.action, observation: turn.observation });
   }
@@ -182,15 +185,7 @@ function chatRows(harness: Harness, task: Task, t: Trajectory, fix: ReferenceFix
     const tokenIds = turn.tokenIds ?? [];
     // A turn without its ids cannot be placed, nor anything after it (as the update's rows).
     if (!tokenIds.length) break;
-    if (o.teacher) {
-      const { ids } = teacherConv.prompt();
-      rows.push({
-        ids: [...ids, ...tokenIds],
-        start: ids.length,
-        n: tokenIds.length,
-        take: (logp) => ((turn.reference ??= {}).teacherLogprobs = logp),
-      });
-    }
+    if (o.teacher) rows.push(teacherRow(teacherConv.prompt().ids, turn));
     if (o.gain && refIds) gainRow(k);
     const reply = { text: turn.reply ?? turn.action, tokenIds, stopped: stopIds.includes(tokenIds[tokenIds.length - 1]) };
     teacherConv.addReply(reply);

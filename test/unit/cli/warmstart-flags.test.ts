@@ -219,8 +219,9 @@ describe('cli: warmstart --model / --lora / --episodes', function () {
       tasksFile,
       '--out',
       out,
-      '--minutes',
-      '0.1',
+      // A step count, not a few seconds of budget: a loaded machine must not fail it.
+      '--steps',
+      '1',
       '--rows',
       '2',
       '--row-tokens',

@@ -6,7 +6,7 @@ import { benchLearn, LEARN_DEFAULTS, LEARN_ESTIMATORS } from '../../../bench/lea
 import type { PairedChange } from '../../../eval/compare';
 import { passAtKTCorners, type PassAtKT } from '../../../eval/pass-at-k';
 import { boundaryVerdict } from '../../../eval/pass-curves';
-import { numberInRange, valueOptions, type CliCommand } from '../../command';
+import { listOption, numberInRange, valueOptions, type CliCommand } from '../../command';
 import { benchConfig, modelOrEmbedded, workspaceOrDemo, type ConfigFlag } from '../options';
 
 const fmtCurve = (c: (number | null)[]) => c.map((x) => (x === null ? '—' : x.toFixed(2))).join(' → ');
@@ -48,13 +48,7 @@ export const benchLearnCommand: CliCommand = {
       model: modelOrEmbedded(args),
       iterations: int('iterations', LEARN_DEFAULTS.iterations!),
       seeds: int('seeds', 1),
-      estimators:
-        typeof v.estimators === 'string'
-          ? v.estimators
-              .split(',')
-              .map((e) => e.trim())
-              .filter(Boolean)
-          : LEARN_ESTIMATORS,
+      estimators: listOption(args, 'estimators', LEARN_ESTIMATORS),
       ...(typeof v.runs === 'string' ? { runsRoot: path.resolve(v.runs) } : {}),
       config,
       onProgress: (m) => io.err(m),

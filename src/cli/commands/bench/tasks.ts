@@ -3,7 +3,7 @@
 // fix from no fix; `--corpus`: that share on public repositories of different layouts, fetched
 // from Debian's archive (src/bench/scoring-corpus.ts; slow, not part of `npm run bench`).
 import * as path from 'node:path';
-import { flagOptions, numberInRange, optionalNumber, valueOptions, type CliCommand } from '../../command';
+import { flagOptions, listOption, numberInRange, optionalNumber, valueOptions, type CliCommand } from '../../command';
 import { benchTasks } from '../../../bench/tasks';
 import { benchScoringCorpus, scoringCorpus } from '../../../bench/scoring-corpus';
 import { transferCacheDir } from '../../../bench/transfer';
@@ -57,13 +57,7 @@ export const benchTasksCommand: CliCommand = {
 async function corpus(args: Parameters<CliCommand['run']>[0], io: Parameters<CliCommand['run']>[1]): Promise<number> {
   const v = args.values;
   const r = await benchScoringCorpus({
-    repos:
-      typeof v.repos === 'string'
-        ? v.repos
-            .split(',')
-            .map((s) => s.trim())
-            .filter(Boolean)
-        : [],
+    repos: listOption(args, 'repos', []),
     tasksPerRepo: numberInRange(args, 'tasks', 4, { min: 1, max: 1000, integer: true }),
     concurrency: numberInRange(args, 'concurrency', 2, { min: 1, max: 64, integer: true }),
     seed: numberInRange(args, 'seed', 0, { min: 0, max: 2 ** 31, integer: true }),

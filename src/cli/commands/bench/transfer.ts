@@ -5,7 +5,7 @@
 import * as path from 'node:path';
 import { benchTransfer, transferCacheDir, type HeldoutScore } from '../../../bench/transfer';
 import { TRANSFER_PANEL } from '../../../tasks/panel';
-import { flagOptions, numberInRange, valueOptions, type CliCommand } from '../../command';
+import { flagOptions, listOption, numberInRange, valueOptions, type CliCommand } from '../../command';
 import { benchConfig, modelOrEmbedded, type ConfigFlag } from '../options';
 
 const score = (s: HeldoutScore | null) =>
@@ -33,13 +33,7 @@ export const benchTransferCommand: CliCommand = {
   async run(args, io) {
     const v = args.values;
     const config = benchConfig(args, TRANSFER_FLAGS);
-    const repos =
-      typeof v.repos === 'string'
-        ? v.repos
-            .split(',')
-            .map((s) => s.trim())
-            .filter(Boolean)
-        : [];
+    const repos = listOption(args, 'repos', []);
     const r = await benchTransfer({
       model: modelOrEmbedded(args),
       repos,

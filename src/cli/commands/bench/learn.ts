@@ -32,8 +32,7 @@ const LEARN_FLAGS: readonly ConfigFlag[] = [
 
 export const benchLearnCommand: CliCommand = {
   name: 'bench learn',
-  summary:
-    'held-out resolved rate after warm start vs after N RL iterations with each estimator (grpo and turnwise unless named; same seeds and budget; slow)',
+  summary: 'held-out resolved rate after warm start vs after N RL iterations per estimator (default grpo, turnwise; same seeds; slow)',
   usage:
     '[--config FILE] [--iterations N] [--seeds N] [--estimators A,B,...] [--workspace DIR] [--model DIR] [--runs DIR] [--max-tasks N] [--tasks-per-iteration N] [--group-size G] [--max-turns N] [--concurrency N] [--eval-every N] [--eval-samples K] [--json]',
   options: valueOptions('config', 'iterations', 'seeds', 'estimators', 'workspace', 'model', 'runs', ...LEARN_FLAGS.map(([flag]) => flag)),

@@ -120,6 +120,15 @@ export async function teacherPass(
 
 const sum = (xs: readonly number[]) => xs.reduce((s, x) => s + x, 0);
 
+/**
+ * The fix's ids where the policy could write them as one action (within maxActionTokens), else
+ * undefined: a fix longer than an action is not a next action the policy can take, and its row
+ * would not fit the context. Such a task's episodes get no gain (a2tgpo falls back to GRPO).
+ */
+function writable(ids: number[] | undefined, maxActionTokens: number): number[] | undefined {
+  return ids && ids.length <= maxActionTokens ? ids : undefined;
+}
+
 /** The teacher's row of a turn: its sampled tokens after the teacher's prompt; their log-probs go to Turn.reference. */
 function teacherRow(prompt: readonly number[], turn: Trajectory['turns'][number]): PendingRow {
   const tokenIds = turn.tokenIds!;
@@ -151,7 +160,7 @@ function compactRows(
   const budget = harness.contextTokens - o.maxActionTokens;
   const plain = taskText(task);
   const shown = `${plain}\n${fix.hint}`;
-  const refIds = fix.command ? actionIds(codec, fix.command) : undefined;
+  const refIds = writable(fix.command ? actionIds(codec, fix.command) : undefined, o.maxActionTokens);
   const rows: PendingRow[] = [];
   const prior: PromptTurn[] = [];
   const gainRow = (k: number) => {
@@ -168,14 +177,23 @@ function compactRows(
   return rows;
 }
 
-function chatRows(harness: Harness, task: Task, t: Trajectory, fix: ReferenceFix, o: { teacher: boolean; gain: boolean }): PendingRow[] {
+function chatRows(
+  harness: Harness,
+  task: Task,
+  t: Trajectory,
+  fix: ReferenceFix,
+  o: { maxActionTokens: number; teacher: boolean; gain: boolean },
+): PendingRow[] {
   const { format, stopIds } = harness.chat!;
   const system = chatSystemMessage(task);
   const plain = chatTaskMessage(task);
   const teacherConv = format.conversation(system, `${plain}\n\n${fix.hint}`);
   const conv = format.conversation(system, plain);
   const tok = format.o.tokenizer;
-  const refIds = fix.command ? [...tok.encode(chatReplyFor(fix.command).trim(), { special: false }), format.endOfTurn.id] : undefined;
+  const refIds = writable(
+    fix.command ? [...tok.encode(chatReplyFor(fix.command).trim(), { special: false }), format.endOfTurn.id] : undefined,
+    o.maxActionTokens,
+  );
   const rows: PendingRow[] = [];
   const gainRow = (k: number) => {
     const { ids } = conv.prompt();

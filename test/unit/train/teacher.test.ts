@@ -167,6 +167,17 @@ describe('train/teacher: the reference fix and the teacher pass (turnwise-tiny, 
       writeTurnAdvantages(trajs, a2.rows);
       const [mb2] = packMinibatches(updateRows([turnTokenRows(codec, taskText(task), trajs[0], 900)], false), 1);
       assert.ok(mb2.batch.clipScale, 'the minibatch carries the clip factor');
+      // A fix longer than one action (maxActionTokens) is no next action the policy can write: no gain rows, a2tgpo falls back
+      const short = await teacherPass(harness, trajs, tasks, {
+        workspace: ws,
+        temperature: 1,
+        maxActionTokens: 8,
+        teacher: false,
+        gain: true,
+      });
+      assert.equal(short.rows, 0);
+      assert.ok(trajs.every((t) => t.turns.every((u) => u.reference?.refBefore === undefined)));
+      assert.equal((await trajectoryAdvantages(trajs, 'a2tgpo')).diagnostics.frac_reference_fallback, 1);
     } finally {
       await policy.dispose();
     }

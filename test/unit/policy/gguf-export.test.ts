@@ -6,6 +6,7 @@ import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { main } from '../../../src/cli/main';
 import { TurnwiseError } from '../../../src/core/errors';
 import { chatTokenizerFiles, tokenizerJsonSize } from '../../../src/policy/files/bpe';
 import { readGgufFile } from '../../../src/policy/files/gguf';
@@ -250,5 +251,63 @@ describe('policy/files/gguf-export: a model folder as a GGUF file', function () 
         e instanceof TurnwiseError && /does not fit the base model/.test(e.message) && /another base model/.test(e.hint ?? ''),
     );
     for (const f of ['m.gguf', 't.gguf', 's.gguf', 'a.gguf']) assert.ok(!fs.existsSync(path.join(tmp, f)), `no ${f} written`);
+  });
+});
+
+describe('cli: turnwise policy export --format gguf', function () {
+  this.timeout(60_000);
+  let tmp: string;
+  let dir: string;
+  before(() => {
+    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-gguf-cli-'));
+    dir = path.join(tmp, 'model');
+    writeModelFolder(dir, initWeights(qwen2(tokenizerJsonSize(QWEN2_FILES.tokenizerJson)), 1, 0.1), { dtype: 'float32', ...QWEN2_FILES });
+  });
+  after(() => fs.rmSync(tmp, { recursive: true, force: true }));
+
+  async function run(argv: string[]) {
+    const out: string[] = [];
+    const err: string[] = [];
+    const code = await main(argv, { out: (t) => out.push(t), err: (t) => err.push(t) });
+    return { code, out: out.join('\n'), err: err.join('\n') };
+  }
+
+  it('writes the file and the Modelfile, reports them, and refuses bad flags and an existing file', async () => {
+    const file = path.join(tmp, 'out', 'agent.gguf');
+    const r = await run(['policy', 'export', '--model', dir, '--format', 'gguf', '--type', 'q8_0', '--out', file, '--ollama', '--json']);
+    assert.equal(r.code, 0, r.err);
+    const j = JSON.parse(r.out);
+    assert.equal(j.ok, true);
+    assert.equal(j.file, file);
+    assert.equal(j.type, 'q8_0');
+    assert.equal(j.architecture, 'qwen2');
+    assert.equal(j.modelfile, path.join(tmp, 'out', 'Modelfile'));
+    assert.equal(readGgufFile(file).metadata.get('general.file_type')!.value, 7);
+    const again = await run(['policy', 'export', '--model', dir, '--format', 'gguf', '--out', file]);
+    assert.equal(again.code, 1);
+    assert.match(again.err, /already exists/);
+    const forced = await run(['policy', 'export', '--model', dir, '--format', 'gguf', '--out', file, '--force']);
+    assert.equal(forced.code, 0, forced.err);
+    assert.match(forced.out, /wrote .*agent\.gguf: qwen2, 26 tensors at f16/);
+    const noFormat = await run(['policy', 'export', '--model', dir, '--out', path.join(tmp, 'x.gguf')]);
+    assert.notEqual(noFormat.code, 0);
+    assert.match(noFormat.err, /--format is required \(gguf\)/);
+    const badType = await run([
+      'policy',
+      'export',
+      '--model',
+      dir,
+      '--format',
+      'gguf',
+      '--type',
+      'q4_0',
+      '--out',
+      path.join(tmp, 'x.gguf'),
+    ]);
+    assert.notEqual(badType.code, 0);
+    assert.match(badType.err, /--type must be one of f32, f16, q8_0/);
+    const badFormat = await run(['policy', 'export', '--model', dir, '--format', 'onnx', '--out', path.join(tmp, 'x.gguf')]);
+    assert.match(badFormat.err, /--format must be one of gguf/);
+    assert.ok(!fs.existsSync(path.join(tmp, 'x.gguf')));
   });
 });

@@ -24,12 +24,13 @@ const FILE_TYPE: Record<GgufWeightType, number> = { f32: 0, f16: 1, q8_0: 7 };
 /**
  * llama.cpp's architecture for each family Turnwise runs, and whether its rotary embedding pairs
  * adjacent values (llama: Q and K rows are permuted from Hugging Face's rotate-half order) or the
- * two halves of a head (qwen2, NEOX style: rows kept as they are), and whether it reads Llama 3's
- * rope scaling as per-frequency factors (rope_freqs.weight).
+ * two halves of a head (qwen2, NEOX style: rows kept as they are), whether it reads Llama 3's
+ * rope scaling as per-frequency factors (rope_freqs.weight), and whether a head may be of another
+ * size than hidden_size / num_attention_heads (qwen2's loader sizes Q by hidden_size).
  */
-const GGUF_ARCHITECTURES: Record<ModelFamily, { arch: string; permuteQK: boolean; ropeFactors: boolean }> = {
-  qwen2: { arch: 'qwen2', permuteQK: false, ropeFactors: false },
-  llama: { arch: 'llama', permuteQK: true, ropeFactors: true },
+const GGUF_ARCHITECTURES: Record<ModelFamily, { arch: string; permuteQK: boolean; ropeFactors: boolean; freeHeadDim: boolean }> = {
+  qwen2: { arch: 'qwen2', permuteQK: false, ropeFactors: false, freeHeadDim: false },
+  llama: { arch: 'llama', permuteQK: true, ropeFactors: true, freeHeadDim: true },
 };
 
 /** The pre-tokenizer splits llama.cpp implements, by the name tokenizer.ggml.pre gives them. */
@@ -340,6 +341,13 @@ export function exportGguf(modelDir: string, out: string, o: GgufExportOptions =
       {
         hint: `llama.cpp's ${GGUF_ARCHITECTURES[family].arch} architecture has no rope scaling factors; only the llama family's Llama 3 scaling is exported`,
       },
+    );
+  const bc = ck.weights.config;
+  if (!GGUF_ARCHITECTURES[family].freeHeadDim && headDim(bc) * bc.num_attention_heads !== bc.hidden_size)
+    throw new TurnwiseError(
+      'invalid-input',
+      `${ck.dir}: a ${family} model with head_dim ${headDim(bc)} (not hidden_size ${bc.hidden_size} / ${bc.num_attention_heads} heads) cannot be written as GGUF`,
+      { hint: `llama.cpp's ${GGUF_ARCHITECTURES[family].arch} architecture sizes a head as hidden_size / num_attention_heads` },
     );
   const adapterDir = o.adapter ?? ck.adapterDir;
   const adapter = o.adapter ? loadAdapter(o.adapter, ck.weights.config) : ck.adapter;

@@ -241,6 +241,13 @@ describe('policy/files/gguf-export: a model folder as a GGUF file', function () 
       },
     );
     assert.throws(() => exportGguf(scaledQwen, path.join(tmp, 's.gguf')), /qwen2 model with rope_scaling/);
+    // llama.cpp's qwen2 sizes Q by hidden_size: a head_dim of its own is refused (llama takes one: the llama.cpp test).
+    const wideQwen = path.join(tmp, 'qwen-wide');
+    writeModelFolder(wideQwen, initWeights({ ...qwen2(tokenizerJsonSize(QWEN2_FILES.tokenizerJson)), head_dim: 32 }, 1), {
+      dtype: 'float32',
+      ...QWEN2_FILES,
+    });
+    assert.throws(() => exportGguf(wideQwen, path.join(tmp, 'w.gguf')), /qwen2 model with head_dim 32 \(not hidden_size 64 \/ 4 heads\)/);
     // An adapter trained on the llama folder does not fit the qwen2 one.
     const llamaConfig = llama(tokenizerJsonSize(LLAMA_FILES.tokenizerJson));
     const other = path.join(tmp, 'llama-adapter');
@@ -250,7 +257,7 @@ describe('policy/files/gguf-export: a model folder as a GGUF file', function () 
       (e: unknown) =>
         e instanceof TurnwiseError && /does not fit the base model/.test(e.message) && /another base model/.test(e.hint ?? ''),
     );
-    for (const f of ['m.gguf', 't.gguf', 's.gguf', 'a.gguf']) assert.ok(!fs.existsSync(path.join(tmp, f)), `no ${f} written`);
+    for (const f of ['m.gguf', 't.gguf', 's.gguf', 'w.gguf', 'a.gguf']) assert.ok(!fs.existsSync(path.join(tmp, f)), `no ${f} written`);
   });
 });
 

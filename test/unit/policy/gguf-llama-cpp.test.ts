@@ -182,6 +182,43 @@ describe('policy/gguf-export: the GGUF file read and run by llama.cpp (node-llam
     return loadCheckpoint(dir);
   }
 
+  it('llama with MLP biases, a tied head and no rope scaling: logits at every prompt position within 1e-3 at f32', async () => {
+    const family: Family = {
+      ...FAMILIES.llama,
+      seed: 3,
+      config: (vocab) => {
+        const { rope_scaling: _, ...c } = FAMILIES.llama.config(vocab);
+        return { ...c, head_dim: undefined, attention_bias: false, mlp_bias: true, tie_word_embeddings: true };
+      },
+    };
+    const ck = folder(family, 'llama-variant');
+    assert.ok(ck.weights.tensors.has('model.layers.0.mlp.down_proj.bias') && !ck.weights.tensors.has('lm_head.weight'));
+    const file = path.join(tmp, 'llama-variant.gguf');
+    exportGguf(ck.dir, file, { type: 'f32' });
+    const ids = ck.tokenizer.encode(TEXTS[0]);
+    const V = ck.weights.config.vocab_size;
+    const policy = new Policy(ck.weights, ck.tokenizer);
+    const [ours] = await policy.logits([ids]).finally(() => policy.dispose());
+    const model = await llama.loadModel({ modelPath: file, gpuLayers: 0 });
+    let maxDiff = 0;
+    try {
+      const ctx = await model.createContext({
+        contextSize: 64,
+        flashAttention: false,
+        experimentalKvCacheKeyType: 'F32',
+        experimentalKvCacheValueType: 'F32',
+      });
+      const out = await ctx.getSequence().controlledEvaluate(ids.map((t) => [t, { generateNext: { logits: true } }]));
+      out.forEach((r, p) => {
+        for (let v = 0; v < V; v++) maxDiff = Math.max(maxDiff, Math.abs(r!.next!.logits!.get(v)! - ours[p * V + v]));
+      });
+      await ctx.dispose();
+    } finally {
+      await model.dispose();
+    }
+    assert.ok(maxDiff <= TOLERANCE.f32, `largest logit difference ${maxDiff}`);
+  });
+
   for (const [familyName, family] of Object.entries(FAMILIES)) {
     describe(familyName, () => {
       let ck: LoadedCheckpoint;

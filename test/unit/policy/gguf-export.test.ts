@@ -10,7 +10,7 @@ import { main } from '../../../src/cli/main';
 import { TurnwiseError } from '../../../src/core/errors';
 import { chatTokenizerFiles, tokenizerJsonSize } from '../../../src/policy/files/bpe';
 import { readGgufFile } from '../../../src/policy/files/gguf';
-import { exportGguf, llama3RopeFactors, permuteRotaryRows } from '../../../src/policy/files/gguf-export';
+import { exportGguf, ggufTokenizer, llama3RopeFactors, permuteRotaryRows } from '../../../src/policy/files/gguf-export';
 import { writeModelFolder } from '../../../src/policy/files/hf';
 import { initAdapter, parseLoraConfig, saveAdapter } from '../../../src/policy/files/lora';
 import { byteLevelTokenizerConfig, byteLevelTokenizerJson } from '../../../src/policy/files/tokenizer';
@@ -174,6 +174,50 @@ describe('policy/files/gguf-export: a model folder as a GGUF file', function () 
     const viaFolder = exportGguf(adapterDir, path.join(tmp, 'merged-2.gguf'), { type: 'f32' });
     assert.equal(viaFolder.adapter?.scale, 4);
     assert.deepEqual(readGgufFile(viaFolder.file).values('blk.1.attn_q.weight'), merged);
+  });
+
+  it("reads the tokenizer variants real checkpoints carry: merges as pairs, Llama 3's begin token from its post-processor, NFC, non-special added tokens", () => {
+    const config = llama(tokenizerJsonSize(LLAMA_FILES.tokenizerJson) + 64);
+    const json = LLAMA_FILES.tokenizerJson as Record<string, unknown> & {
+      model: { merges: string[] };
+      added_tokens: { id: number; content: string; special: boolean }[];
+    };
+    const plain = ggufTokenizer(json, LLAMA_FILES.tokenizerConfig, config, 'tokenizer.json');
+    assert.equal(plain.addBos, false);
+    const added = json.added_tokens.length;
+    const variant = {
+      ...json,
+      normalizer: { type: 'NFC' },
+      model: { ...json.model, merges: json.model.merges.map((m) => m.split(' ')) },
+      added_tokens: [...json.added_tokens, { id: json.added_tokens[added - 1].id + 1, content: '<tool>', special: false }],
+      post_processor: {
+        type: 'Sequence',
+        processors: [
+          { type: 'ByteLevel' },
+          {
+            type: 'TemplateProcessing',
+            single: [{ SpecialToken: { id: '<|begin_of_text|>', type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } }],
+          },
+        ],
+      },
+    };
+    const t = ggufTokenizer(variant, LLAMA_FILES.tokenizerConfig, config, 'tokenizer.json');
+    assert.deepEqual(t.merges, plain.merges, 'merges given as pairs are written "a b"');
+    assert.equal(t.addBos, true, 'the post-processor puts <|begin_of_text|> first');
+    assert.equal(
+      ggufTokenizer(variant, { ...LLAMA_FILES.tokenizerConfig, add_bos_token: false }, config, 'x').addBos,
+      false,
+      'tokenizer_config.json decides',
+    );
+    const toolId = json.added_tokens[added - 1].id + 1;
+    assert.deepEqual([t.tokens[toolId], t.types[toolId]], ['<tool>', 4], 'a non-special added token is user-defined');
+    assert.deepEqual([t.tokens[toolId + 1], t.types[toolId + 1]], [`[PAD${toolId + 1}]`, 5]);
+    assert.equal(t.types[json.added_tokens[0].id], 3);
+    assert.equal(t.bos, json.added_tokens.find((a) => a.content === '<|begin_of_text|>')!.id);
+    assert.throws(
+      () => ggufTokenizer({ ...json, normalizer: { type: 'Lowercase' } }, undefined, config, 'tokenizer.json'),
+      /the normalizer is "Lowercase"/,
+    );
   });
 
   it('--ollama writes a Modelfile beside the file: FROM it, the end-of-sequence tokens as stops', () => {

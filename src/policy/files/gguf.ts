@@ -133,7 +133,8 @@ const roundAway = (x: number) => Math.sign(x) * Math.round(Math.abs(x));
 
 /** Values (row-major, rows of `dims[0]`) as the bytes of a `type` tensor. */
 export function encodeTensor(values: Float32Array, type: GgmlType): Uint8Array {
-  if (type === 'f32') return new Uint8Array(values.buffer.slice(values.byteOffset, values.byteOffset + values.byteLength));
+  // A view, not a copy (the embedding of a 0.5B model is half a gigabyte); the file is little-endian, as the platforms Turnwise runs on.
+  if (type === 'f32') return new Uint8Array(values.buffer, values.byteOffset, values.byteLength);
   if (type === 'f16') {
     const out = new Uint8Array(values.length * 2);
     const view = new DataView(out.buffer);

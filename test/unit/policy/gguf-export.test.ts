@@ -14,7 +14,7 @@ import { exportGguf, ggufTokenizer, llama3RopeFactors, permuteRotaryRows } from 
 import { writeModelFolder } from '../../../src/policy/files/hf';
 import { initAdapter, parseLoraConfig, saveAdapter } from '../../../src/policy/files/lora';
 import { byteLevelTokenizerConfig, byteLevelTokenizerJson } from '../../../src/policy/files/tokenizer';
-import { ropeInvFreq, type ModelConfig } from '../../../src/policy/model/config';
+import { parameterCount as parameterCountOf, ropeInvFreq, type ModelConfig } from '../../../src/policy/model/config';
 import { initWeights, SeededRandom } from '../../../src/policy/model/weights';
 
 const QWEN2_FILES = chatTokenizerFiles('chatml');
@@ -218,6 +218,54 @@ describe('policy/files/gguf-export: a model folder as a GGUF file', function () 
       () => ggufTokenizer({ ...json, normalizer: { type: 'Lowercase' } }, undefined, config, 'tokenizer.json'),
       /the normalizer is "Lowercase"/,
     );
+  });
+
+  it("the export's key-values, with their value types, as @huggingface/gguf (a maintained reader) reads them", async () => {
+    const reader = path.resolve(__dirname, '../../tools/llama-cpp/node_modules/@huggingface/gguf/dist/index.js');
+    if (!fs.existsSync(reader))
+      throw new Error(`@huggingface/gguf is not installed (${reader} is missing): run \`bash scripts/setup-test-tools.sh unit\``);
+    const { gguf } = (await import(reader)) as {
+      gguf(
+        file: string,
+        o: { allowLocalFile: boolean; typedMetadata: true; computeParametersCount: true },
+      ): Promise<{ typedMetadata: Record<string, { value: unknown; type: number; subType?: number }>; parameterCount: number }>;
+    };
+    const file = path.join(tmp, 'llama-typed.gguf');
+    exportGguf(llamaDir, file, { type: 'q8_0' });
+    const { typedMetadata: m, parameterCount } = await gguf(file, {
+      allowLocalFile: true,
+      typedMetadata: true,
+      computeParametersCount: true,
+    });
+    const [U32, I32, F32, BOOL, STRING, ARRAY] = [4, 5, 6, 7, 8, 9];
+    const config = llama(tokenizerJsonSize(LLAMA_FILES.tokenizerJson));
+    const want: [string, number, unknown][] = [
+      ['general.architecture', STRING, 'llama'],
+      ['general.file_type', U32, 7],
+      ['general.alignment', U32, 32],
+      ['llama.context_length', U32, 1024],
+      ['llama.embedding_length', U32, 64],
+      ['llama.block_count', U32, 1],
+      ['llama.feed_forward_length', U32, 128],
+      ['llama.attention.head_count', U32, 4],
+      ['llama.attention.head_count_kv', U32, 2],
+      ['llama.attention.key_length', U32, 32],
+      ['llama.rope.dimension_count', U32, 32],
+      ['llama.rope.freq_base', F32, 500_000],
+      ['llama.attention.layer_norm_rms_epsilon', F32, Math.fround(1e-5)],
+      ['llama.vocab_size', U32, config.vocab_size],
+      ['tokenizer.ggml.model', STRING, 'gpt2'],
+      ['tokenizer.ggml.pre', STRING, 'llama-bpe'],
+      ['tokenizer.ggml.add_bos_token', BOOL, false],
+      ['tokenizer.chat_template', STRING, LLAMA_FILES.tokenizerConfig.chat_template],
+    ];
+    for (const [k, type, value] of want) assert.deepEqual([m[k]?.type, m[k]?.value], [type, value], k);
+    assert.deepEqual([m['tokenizer.ggml.tokens'].type, m['tokenizer.ggml.tokens'].subType], [ARRAY, STRING]);
+    assert.deepEqual([m['tokenizer.ggml.token_type'].type, m['tokenizer.ggml.token_type'].subType], [ARRAY, I32]);
+    assert.equal((m['tokenizer.ggml.tokens'].value as string[]).length, config.vocab_size);
+    assert.deepEqual([m['tokenizer.ggml.merges'].type, m['tokenizer.ggml.merges'].subType], [ARRAY, STRING]);
+    // Every weight once, and the rope factors (16 of them).
+    assert.equal(parameterCount, parameterCountOf(config) + 16);
   });
 
   it('--ollama writes a Modelfile beside the file: FROM it, the end-of-sequence tokens as stops', () => {

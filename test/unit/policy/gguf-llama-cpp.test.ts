@@ -15,7 +15,8 @@ import { exportGguf, type GgufWeightType } from '../../../src/policy/files/gguf-
 import { writeModelFolder } from '../../../src/policy/files/hf';
 import { Policy } from '../../../src/policy/inference/policy';
 import type { ModelConfig } from '../../../src/policy/model/config';
-import { initWeights, type PolicyWeights } from '../../../src/policy/model/weights';
+import { initWeights, SeededRandom, type PolicyWeights } from '../../../src/policy/model/weights';
+import { initAdapter, parseLoraConfig, saveAdapter } from '../../../src/policy/files/lora';
 
 const TOOL = path.resolve(__dirname, '../../tools/llama-cpp/node_modules/node-llama-cpp/dist/index.js');
 
@@ -216,6 +217,52 @@ describe('policy/gguf-export: the GGUF file read and run by llama.cpp (node-llam
     } finally {
       await model.dispose();
     }
+    assert.ok(maxDiff <= TOLERANCE.f32, `largest logit difference ${maxDiff}`);
+  });
+
+  it("an rsLoRA adapter folded in: llama.cpp's logits are Turnwise's with the adapter on (within 1e-3 at f32)", async () => {
+    const ck = folder(FAMILIES.qwen2, 'qwen2-base');
+    const config = ck.weights.config;
+    const lora = parseLoraConfig({ r: 4, lora_alpha: 16, target_modules: 'all-linear', use_rslora: true }, 'test', ck.dir);
+    const adapter = initAdapter(config, lora, 5);
+    const rng = new SeededRandom(6);
+    for (const [k, t] of adapter.tensors) if (k.includes('lora_B')) for (let i = 0; i < t.length; i++) t[i] = 0.1 * rng.normal();
+    const adapterDir = path.join(tmp, 'qwen2-adapter');
+    saveAdapter(adapterDir, adapter, config);
+    const file = path.join(tmp, 'qwen2-adapted.gguf');
+    exportGguf(ck.dir, file, { adapter: adapterDir, type: 'f32' });
+    const ids = ck.tokenizer.encode(FAMILIES.qwen2.prompt);
+    const V = config.vocab_size;
+    const logitsOf = async (a?: typeof adapter) => {
+      const policy = new Policy(ck.weights, ck.tokenizer, {}, a);
+      const [l] = await policy.logits([ids]).finally(() => policy.dispose());
+      return l;
+    };
+    const ours = await logitsOf(adapter);
+    const base = await logitsOf();
+    const model = await llama.loadModel({ modelPath: file, gpuLayers: 0 });
+    let maxDiff = 0;
+    let fromBase = 0;
+    try {
+      const ctx = await model.createContext({
+        contextSize: 64,
+        flashAttention: false,
+        experimentalKvCacheKeyType: 'F32',
+        experimentalKvCacheValueType: 'F32',
+      });
+      const out = await ctx.getSequence().controlledEvaluate(ids.map((t) => [t, { generateNext: { logits: true } }]));
+      out.forEach((r, p) => {
+        for (let v = 0; v < V; v++) {
+          const x = r!.next!.logits!.get(v)!;
+          maxDiff = Math.max(maxDiff, Math.abs(x - ours[p * V + v]));
+          fromBase = Math.max(fromBase, Math.abs(x - base[p * V + v]));
+        }
+      });
+      await ctx.dispose();
+    } finally {
+      await model.dispose();
+    }
+    assert.ok(fromBase > 100 * TOLERANCE.f32, `the adapter changes the logits (by up to ${fromBase})`);
     assert.ok(maxDiff <= TOLERANCE.f32, `largest logit difference ${maxDiff}`);
   });
 

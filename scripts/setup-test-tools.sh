@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # The test tiers' own tools, installed by `npm test` (scripts/test.mjs) before the tiers run:
+#   unit tier: llama.cpp (node-llama-cpp and its prebuilt CPU binary) and a GGUF reader, which
+#     check the GGUF export (test/tools/llama-cpp, from its lockfile, optional GPU builds left out)
 #   docker tier: the Node test fixtures' runners (mocha, jest: npm ci in each fixture)
 #   webgpu tier: a WebGPU adapter (Mesa's lavapipe without a GPU)
 #   vscode tier: Chromium, code-server and Playwright (cached outside the checkout)
@@ -27,11 +29,24 @@ if want webgpu || want vscode || want docker; then
   fi
 fi
 
+# npm writes node_modules/.package-lock.json on install: newer than the lockfile means done.
+installed() { [ -f "$1/node_modules/.package-lock.json" ] && [ "$1/node_modules/.package-lock.json" -nt "$1/package-lock.json" ]; }
+
+if want unit; then
+  stamp "llama.cpp for the GGUF export's tests (node-llama-cpp, CPU binary)"
+  # Only the registry's packages: --ignore-scripts keeps node-llama-cpp from building or
+  # downloading anything, --omit=optional leaves out its CUDA and Vulkan builds (~350 MB).
+  # `npm install --no-save` from the lockfile rather than `npm ci`: node-llama-cpp names optional
+  # builds for platforms of which the registry has no 3.22.1, which `npm ci` counts as a lockfile
+  # out of sync; the lockfile pins every package that is installed all the same.
+  installed test/tools/llama-cpp ||
+    (cd test/tools/llama-cpp && npm install --no-save --omit=optional --ignore-scripts --no-audit --no-fund --loglevel=error)
+fi
+
 if want docker; then
   stamp "test fixtures' runners (mocha, jest)"
   for fx in test/fixtures/js-mocha test/fixtures/js-jest; do
-    # npm writes node_modules/.package-lock.json on install: newer than the lockfile means done.
-    if [ -f "$fx/node_modules/.package-lock.json" ] && [ "$fx/node_modules/.package-lock.json" -nt "$fx/package-lock.json" ]; then continue; fi
+    if installed "$fx"; then continue; fi
     (cd "$fx" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error)
   done
 fi

@@ -2,7 +2,8 @@
 // 1B) with random weights, written as a BF16 Hugging Face folder and loaded like a user's: load
 // time, prefill, KV-cache decode at batch 1 and 8, a LoRA training step, each with its peak RSS;
 // the same work in PyTorch in a child process (scripts/compare/torch_model_bench.py) for ratios,
-// and the machine's measured memory bandwidth for the ceiling of batch-1 decode.
+// with --against llama.cpp llama.cpp's decode of the same weights (bench/llama-cpp.ts), and the
+// machine's measured memory bandwidth for the ceiling of batch-1 decode.
 import { mean, median } from '../core/stats';
 import * as childProcess from 'node:child_process';
 import * as fs from 'node:fs';
@@ -17,6 +18,7 @@ import { ort, type SessionSettings } from '../onnx';
 import { loadCheckpoint } from '../policy/files/checkpoint';
 import { parameterCount, paramSpecs, type ModelConfig } from '../policy/model/config';
 import { writeModelFolder } from '../policy/files/hf';
+import { llamaCppDecode, writeBenchGguf, type LlamaCppDecodeFigures } from './llama-cpp';
 import { initAdapter, LORA_MODULES, type LoraConfig } from '../policy/files/lora';
 import { Policy } from '../policy/inference/policy';
 import type { Sequence } from '../policy/inference/sequences';
@@ -180,6 +182,8 @@ export interface BenchModelOptions {
   torch?: 'auto' | 'off';
   /** The Python that has torch (default: /usr/bin/python3 where it exists, else python3). */
   python?: string;
+  /** Also time llama.cpp's decode of the same weights (float32 GGUF), for ratios. */
+  againstLlamaCpp?: boolean;
   /** Runs the PyTorch side (default: the script in a child process). Test hook. */
   torchRunner?: (args: TorchArgs) => Promise<TorchFigures>;
   /** Where the generated folder goes (default: a temporary folder, removed afterwards). */
@@ -247,8 +251,16 @@ export interface BenchModelResult {
   decode_batch_vs_torch: number | null;
   train_vs_torch: number | null;
   torch_decode_fraction_of_bound: number | null;
-  /** The figures' targets, each true or false (null where PyTorch is needed and absent). */
+  /** llama.cpp's decode of the same weights (--against llama.cpp), or why it was not run. */
+  llama_cpp: (LlamaCppDecodeFigures & { available: true }) | { available: false; reason: string };
+  /** Turnwise ÷ llama.cpp decode at batch 1 and at decodeBatch (> 1: Turnwise is faster); null without llama.cpp. */
+  decode_vs_llama_cpp: number | null;
+  decode_batch_vs_llama_cpp: number | null;
+  /** The figures' targets, each true or false (null where PyTorch or llama.cpp is needed and absent). */
   targets: {
+    /** Batch decode at least llama.cpp's (sampling many episodes at once is what RL does), batch 1 within 0.8× of it. */
+    decode_batch_at_least_llama_cpp: boolean | null;
+    decode_at_least_0_8_llama_cpp: boolean | null;
     decode_at_least_torch: boolean | null;
     decode_half_of_bound: boolean;
     batch_at_least_4x: boolean;
@@ -580,6 +592,7 @@ export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult
         await fedPolicy.dispose();
       }
     }
+    const contextIds = ctx.tokens.slice();
     // The trainer feeds the policy's own arrays as the frozen base, as a LoRA run's does (one copy of the weights).
     const baseFeeds = policy.baseFeeds();
     await policy.dispose();
@@ -658,11 +671,34 @@ export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult
         torch = { available: false, reason: (e as Error).message };
       }
     }
+    let llamaCpp: BenchModelResult['llama_cpp'];
+    if (!o.againstLlamaCpp) llamaCpp = { available: false, reason: 'not asked for (--against llama.cpp)' };
+    else {
+      log('the same decode in llama.cpp (float32 GGUF)…');
+      const file = path.join(tmp, `${o.shape}.gguf`);
+      try {
+        writeBenchGguf(file, loadCheckpoint(dir, { optimizer: false }).weights);
+        collectGarbage();
+        const f = await llamaCppDecode(file, {
+          context: contextIds,
+          steps: work.decodeSteps,
+          batch: work.decodeBatch,
+          threads,
+          repeats: DECODE_REPEATS,
+        });
+        llamaCpp = { available: true, ...f };
+      } catch (e) {
+        llamaCpp = { available: false, reason: (e as Error).message };
+      } finally {
+        fs.rmSync(file, { force: true });
+      }
+    }
     const b1 = work.decodeSteps / (b1Ms / 1000);
     const bn = (work.decodeBatch * work.decodeSteps) / (bnMs / 1000);
     const prefill = work.prefillTokens / (prefillMs / 1000);
     const train = n / (stepMs / 1000);
     const t = torch.available ? torch : undefined;
+    const l = llamaCpp.available ? llamaCpp : undefined;
     const budget = (params * 4) / 2 ** 20 + 3 * 1024;
     return {
       schema: 'turnwise/bench-model@1',
@@ -716,7 +752,12 @@ export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult
       decode_batch_vs_torch: ratio(bn, t?.decode_tokens_per_s_batch),
       train_vs_torch: ratio(train, t?.lora_train_tokens_per_s),
       torch_decode_fraction_of_bound: t ? round(t.decode_tokens_per_s_b1 / bound, 3) : null,
+      llama_cpp: llamaCpp,
+      decode_vs_llama_cpp: ratio(b1, l?.decode_tokens_per_s_b1),
+      decode_batch_vs_llama_cpp: ratio(bn, l?.decode_tokens_per_s_batch),
       targets: {
+        decode_batch_at_least_llama_cpp: l ? bn >= l.decode_tokens_per_s_batch : null,
+        decode_at_least_0_8_llama_cpp: l ? b1 >= 0.8 * l.decode_tokens_per_s_b1 : null,
         decode_at_least_torch: t ? b1 >= t.decode_tokens_per_s_b1 : null,
         decode_half_of_bound: b1 >= 0.5 * bound,
         batch_at_least_4x: bn >= 4 * b1,

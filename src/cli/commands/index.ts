@@ -17,7 +17,14 @@ import { doctorCommand } from './doctor';
 import { episodeCommand } from './episode';
 import { evalCommand } from './eval';
 import { imagesBuildCommand } from './images';
-import { policyGenerateCommand, policyInitCommand, policyInspectCommand, policyLogitsCommand, policyMergeCommand } from './policy';
+import {
+  policyExportCommand,
+  policyGenerateCommand,
+  policyInitCommand,
+  policyInspectCommand,
+  policyLogitsCommand,
+  policyMergeCommand,
+} from './policy';
 import { sandboxPruneCommand } from './sandbox';
 import { serveCommand } from './serve';
 import { tasksCheckCommand, tasksFailingCommand, tasksSynthCommand } from './tasks';
@@ -39,6 +46,7 @@ export const COMMAND_TABLE: Readonly<Record<string, CliCommand>> = {
   episode: episodeCommand,
   eval: evalCommand,
   'images build': imagesBuildCommand,
+  'policy export': policyExportCommand,
   'policy generate': policyGenerateCommand,
   'policy init': policyInitCommand,
   'policy inspect': policyInspectCommand,

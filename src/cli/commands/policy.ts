@@ -1,4 +1,5 @@
-// `turnwise policy init | inspect | logits | generate`: create, describe and sample the ONNX policy.
+// `turnwise policy init | inspect | logits | generate | merge | export`: create, describe, sample,
+// merge and export the ONNX policy.
 import { TurnwiseError } from '../../core/errors';
 import { escapeControlChars } from '../../core/text';
 import { initPolicyDir, loadPolicy, mergeAdapterFolder, type Policy } from '../../policy';
@@ -7,11 +8,13 @@ import * as path from 'node:path';
 import { parseModelConfig } from '../../policy/model/config';
 import { inspectModelFolder } from '../../policy/files/hf';
 import { inspectAdapterFolder, parseLoraConfig } from '../../policy/files/lora';
+import { exportGguf, GGUF_WEIGHT_TYPES } from '../../policy/files/gguf-export';
 import { TRAIN_DEFAULTS } from '../../train/config';
 import { runMemoryPlan } from '../../train/memory-plan';
 import {
   flagOptions,
   numberInRange,
+  oneOf,
   requireString,
   seedOption,
   UsageError,
@@ -240,6 +243,45 @@ export const policyMergeCommand: CliCommand = {
     });
     if (io.json) io.out(JSON.stringify({ ok: true, ...r }, null, 2));
     else io.out(`wrote ${r.dir}: the base with the adapter folded into ${r.adapted} layers, ${r.dtype}`);
+    return 0;
+  },
+};
+
+/** Formats `policy export` writes. */
+const EXPORT_FORMATS = ['gguf'] as const;
+
+export const policyExportCommand: CliCommand = {
+  name: 'policy export',
+  summary:
+    'write a model (with a LoRA adapter folded in) as one GGUF file for llama.cpp, Ollama and LM Studio: architecture, tokenizer, chat template, weights at f32, f16 or q8_0',
+  usage: `--model DIR [--adapter DIR] --format gguf [--type ${GGUF_WEIGHT_TYPES.join('|')}] --out FILE [--name NAME] [--ollama] [--force] [--json]`,
+  options: { ...valueOptions('model', 'adapter', 'format', 'type', 'out', 'name'), ...flagOptions('ollama', 'force') },
+  async run(args, io) {
+    if (args.values.format === undefined) throw new UsageError(`--format is required (${EXPORT_FORMATS.join(', ')})`);
+    oneOf(args, 'format', EXPORT_FORMATS, 'gguf');
+    const type = oneOf(args, 'type', GGUF_WEIGHT_TYPES, 'f16');
+    const model = requireString(args, 'model');
+    const out = requireString(args, 'out');
+    const r = exportGguf(model, out, {
+      type,
+      ...adapterOption(args),
+      ...(typeof args.values.name === 'string' ? { name: args.values.name } : {}),
+      ollama: args.values.ollama === true,
+      force: args.values.force === true,
+    });
+    if (io.json) {
+      io.out(JSON.stringify({ ok: true, ...r }, null, 2));
+      return 0;
+    }
+    io.out(
+      `wrote ${r.file}: ${r.architecture}, ${r.tensors} tensors at ${r.type} (${mb(r.bytes)}); tokenizer ${r.tokenizer.pre}, ${r.tokenizer.tokens} tokens, ${r.tokenizer.merges} merges; chat template ${r.chatTemplate ? 'included' : 'none'}`,
+    );
+    if (r.adapter)
+      io.out(
+        `  adapter ${r.adapter.dir} folded into ${r.adapter.adapted} layers at scale ${Number(r.adapter.scale.toPrecision(6))} (${r.adapter.useRslora ? 'rsLoRA: alpha/sqrt(r)' : 'alpha/r'})`,
+      );
+    if (r.f16Fallback.length) io.out(`  ${r.f16Fallback.length} tensor(s) at f16: their rows are not whole q8_0 blocks of 32 values`);
+    if (r.modelfile) io.out(`  wrote ${r.modelfile}: \`ollama create NAME -f ${r.modelfile}\` imports it`);
     return 0;
   },
 };

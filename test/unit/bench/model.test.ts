@@ -65,6 +65,9 @@ const KEYS = [
   'decode_batch_vs_torch',
   'train_vs_torch',
   'torch_decode_fraction_of_bound',
+  'llama_cpp',
+  'decode_vs_llama_cpp',
+  'decode_batch_vs_llama_cpp',
   'targets',
 ].sort();
 
@@ -138,6 +141,16 @@ describe('bench model', function () {
       Math.abs(f.decode_batch_speedup - f.decode_tokens_per_s_batch / f.decode_tokens_per_s_b1) <= 0.01 * f.decode_batch_speedup + 2e-3,
     );
     assert.deepEqual(r.torch, { available: false, reason: 'no torch here' });
+    assert.deepEqual(r.llama_cpp, { available: false, reason: 'not asked for (--against llama.cpp)' });
+    assert.deepEqual(
+      [
+        r.decode_vs_llama_cpp,
+        r.decode_batch_vs_llama_cpp,
+        r.targets.decode_batch_at_least_llama_cpp,
+        r.targets.decode_at_least_0_8_llama_cpp,
+      ],
+      [null, null, null, null],
+    );
     assert.deepEqual(
       [
         r.prefill_vs_torch,
@@ -149,6 +162,29 @@ describe('bench model', function () {
       ],
       [null, null, null, null, null, null],
     );
+  });
+
+  it("--against llama.cpp: llama.cpp's decode of the same weights (its CPU build, test/tools/llama-cpp) and Turnwise's ratios to it", async () => {
+    const r = await benchModel({
+      shape: 'tiny-test',
+      settings: { provider: 'cpu', threads: 1 },
+      torch: 'off',
+      againstLlamaCpp: true,
+    });
+    assert.ok(
+      r.llama_cpp.available,
+      `llama.cpp ran: ${(r.llama_cpp as { reason?: string }).reason ?? ''} (bash scripts/setup-test-tools.sh unit installs it)`,
+    );
+    const l = r.llama_cpp;
+    assert.deepEqual([l.version, l.weight_type, l.kv_cache, l.threads], ['3.22.1', 'f32', 'f16', 1]);
+    assert.ok(l.decode_tokens_per_s_b1 > 0 && l.decode_tokens_per_s_batch > 0);
+    const close = (x: number | null, want: number, what: string) =>
+      assert.ok(x !== null && Math.abs(x - want) <= 0.01 * Math.abs(want) + 2e-3, `${what}: ${x} vs ${want}`);
+    close(l.decode_batch_speedup, l.decode_tokens_per_s_batch / l.decode_tokens_per_s_b1, 'llama.cpp batch speedup');
+    close(r.decode_vs_llama_cpp, r.decode_tokens_per_s_b1 / l.decode_tokens_per_s_b1, 'decode_vs_llama_cpp');
+    close(r.decode_batch_vs_llama_cpp, r.decode_tokens_per_s_batch / l.decode_tokens_per_s_batch, 'decode_batch_vs_llama_cpp');
+    assert.equal(r.targets.decode_batch_at_least_llama_cpp, r.decode_tokens_per_s_batch >= l.decode_tokens_per_s_batch);
+    assert.equal(r.targets.decode_at_least_0_8_llama_cpp, r.decode_tokens_per_s_b1 >= 0.8 * l.decode_tokens_per_s_b1);
   });
 
   it('refuses an unknown shape, naming the known ones', async () => {

@@ -5,13 +5,15 @@ import { numberInRange, oneOf, UsageError, valueOptions, type CliCommand } from 
 import { PROVIDER_USAGE, providerOption } from '../options';
 
 const TORCH = ['auto', 'off'] as const;
+/** What `--against` compares with, beside PyTorch. */
+const AGAINST = ['llama.cpp'] as const;
 
 export const benchModelCommand: CliCommand = {
   name: 'bench model',
   summary:
-    "load, prefill, decode (batch 1 and 8) and LoRA-train a model at a real checkpoint's shape (random BF16 weights), beside PyTorch",
-  usage: `--shape ${Object.keys(BENCH_SHAPES).join('|')} ${PROVIDER_USAGE} [--threads N] [--decode-steps N] [--context N] [--train-rows N] [--torch auto|off] [--python PATH] [--json]`,
-  options: valueOptions('shape', 'provider', 'threads', 'decode-steps', 'context', 'train-rows', 'torch', 'python'),
+    "load, prefill, decode (batch 1 and 8) and LoRA-train a model at a real checkpoint's shape (random BF16 weights), beside PyTorch (and llama.cpp's decode with --against llama.cpp)",
+  usage: `--shape ${Object.keys(BENCH_SHAPES).join('|')} ${PROVIDER_USAGE} [--threads N] [--decode-steps N] [--context N] [--train-rows N] [--torch auto|off] [--python PATH] [--against llama.cpp] [--json]`,
+  options: valueOptions('shape', 'provider', 'threads', 'decode-steps', 'context', 'train-rows', 'torch', 'python', 'against'),
   async run(args, io) {
     const shape = args.values.shape as string | undefined;
     if (!shape) throw new UsageError(`--shape is required: one of ${Object.keys(BENCH_SHAPES).join(', ')}`);
@@ -19,6 +21,7 @@ export const benchModelCommand: CliCommand = {
       throw new UsageError(`--shape must be one of ${Object.keys(BENCH_SHAPES).join(', ')}, got ${JSON.stringify(shape)}`);
     const provider = providerOption(args);
     const torch = oneOf(args, 'torch', TORCH, 'auto');
+    const againstLlamaCpp = args.values.against !== undefined && oneOf(args, 'against', AGAINST, 'llama.cpp') === 'llama.cpp';
     const work: Partial<BenchModelWork> = {};
     if (args.values['decode-steps'] !== undefined) work.decodeSteps = numberInRange(args, 'decode-steps', 0, { min: 1, integer: true });
     if (args.values.context !== undefined) {
@@ -31,6 +34,7 @@ export const benchModelCommand: CliCommand = {
       shape,
       work,
       torch,
+      againstLlamaCpp,
       ...(typeof args.values.python === 'string' ? { python: args.values.python } : {}),
       settings: {
         provider,
@@ -55,6 +59,9 @@ export const benchModelCommand: CliCommand = {
         `  decode batch ${w.decodeBatch}  ${r.decode_tokens_per_s_batch} tokens/s (×${r.decode_batch_speedup} batch 1)${vs(r.decode_batch_vs_torch)}  (peak RSS ${r.decode_peak_rss_mb} MB)`,
         `  LoRA train      ${r.lora_train_tokens_per_s} tokens/s, ${r.train_step_s} s per step of ${w.trainRows} × ${w.trainSeq}  (peak RSS ${r.train_step_peak_rss_mb} MB from ${r.train_start_rss_mb} MB held before it, budget ${r.train_rss_budget_mb} MB)${vs(r.train_vs_torch)}`,
         `  memory          ${r.memory_bandwidth_gbs} GB/s stream copy; a decoded token reads ${(r.weights_bytes_per_token / 1e9).toFixed(2)} GB of weights`,
+        r.llama_cpp.available
+          ? `  llama.cpp       node-llama-cpp ${r.llama_cpp.version}, f32 weights: decode ${r.llama_cpp.decode_tokens_per_s_b1} / ${r.llama_cpp.decode_tokens_per_s_batch} tokens/s at batch 1 / ${w.decodeBatch}; Turnwise ×${r.decode_vs_llama_cpp} / ×${r.decode_batch_vs_llama_cpp}`
+          : `  llama.cpp       not run: ${r.llama_cpp.reason}`,
         t
           ? `  PyTorch ${t.torch_version}: prefill ${t.prefill_tokens_per_s}, decode ${t.decode_tokens_per_s_b1} / ${t.decode_tokens_per_s_batch}, LoRA train ${t.lora_train_tokens_per_s} tokens/s (peak RSS ${t.train_step_peak_rss_mb} MB)`
           : `  PyTorch         not run: ${(r.torch as { reason: string }).reason}`,

@@ -89,17 +89,17 @@ export interface MergeResult {
   adapted: number;
 }
 
+/** Weight files of a model folder (safetensors and their index, PyTorch and GGUF files, Turnwise's optimizer state): not copied by a merge. */
+function isWeightsFile(name: string): boolean {
+  return /\.(safetensors|bin|pt|pth|gguf)$/.test(name) || /\.safetensors\.index\.json$/.test(name) || /\.bin\.index\.json$/.test(name);
+}
+
 /**
  * Writes `base` with `adapter` folded in as a Hugging Face folder at `out`: the base's config and
  * dtype (as its config.json names it), its weights with s·B·A added to every adapted layer, and its
  * tokenizer, generation and chat-template files copied. A folder that holds a model is replaced
  * only with `force`.
  */
-/** Weight files of a model folder (safetensors and their index, PyTorch and GGUF files, Turnwise's optimizer state): not copied by a merge. */
-function isWeightsFile(name: string): boolean {
-  return /\.(safetensors|bin|pt|pth|gguf)$/.test(name) || /\.safetensors\.index\.json$/.test(name) || /\.bin\.index\.json$/.test(name);
-}
-
 export function mergeAdapterFolder(base: string, adapterDir: string, out: string, options: { force?: boolean } = {}): MergeResult {
   const ck = loadCheckpoint(base, { optimizer: false });
   const adapter = loadAdapter(adapterDir, ck.weights.config);

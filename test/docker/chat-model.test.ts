@@ -32,6 +32,7 @@ import { chatFormatOf, chatTurnTokenRows } from '../../src/train/chat-model';
 import { resolveTrainConfig } from '../../src/train/config';
 import { trainRun } from '../../src/train/run';
 import { referenceFix } from '../../src/train/teacher';
+import { chatReplyFor } from '../../src/demonstrations/chat';
 import { startServer } from '../../src/serve/server';
 import { assertNoContainersLeft } from '../support/containers';
 
@@ -184,7 +185,8 @@ describe('docker: a chat model (generated Qwen2 folder, ChatML template) as the 
         branchEpisodes: 1,
         maxTurns: 2,
         concurrency: 2,
-        maxActionTokens: 32,
+        // Room for the reference fix as one reply in the a2tgpo run (a longer fix is no action the policy can write).
+        maxActionTokens: lora ? 96 : 32,
         minibatches: 1,
         evalEvery: 0,
         executionProvider: 'cpu',
@@ -237,13 +239,16 @@ describe('docker: a chat model (generated Qwen2 folder, ChatML template) as the 
       // The teacher pass ran on every episode whose task has a fix it can write (a2tgpo needs the fix as a command).
       const m1 = run.readMetrics()[1];
       assert.ok((m1['teacher/rows'] as number) > 0);
-      const placed = (t: Trajectory) =>
-        lora
-          ? referenceFix(
-              tasks.find((x) => x.id === t.taskId)!,
-              demo,
-            )?.command !== undefined
-          : true;
+      const ckTok = loadCheckpoint(model).tokenizer;
+      const placed = (t: Trajectory) => {
+        if (!lora) return true;
+        const command = referenceFix(
+          tasks.find((x) => x.id === t.taskId)!,
+          demo,
+        )?.command;
+        return command !== undefined && ckTok.encode(chatReplyFor(command).trim(), { special: false }).length + 1 <= c.maxActionTokens;
+      };
+      assert.ok(trajs.some(placed), 'some episode was read against its reference fix');
       assert.equal(m1['adv/reference_fallback'], trajs.filter((t) => !placed(t)).length / trajs.length);
       for (const t of trajs.filter(placed))
         for (const u of t.turns) {

@@ -142,8 +142,11 @@ export function sameActionsFraction(a: readonly Trajectory[], b: readonly Trajec
 }
 
 /**
- * Largest |Δ log-prob| between the passes over the turns both sampled the same tokens for (the
- * rounding difference of the batch shapes), or null when no turn is comparable.
+ * Largest |Δ log-prob| between the passes over the turns both sampled the same tokens for after
+ * the same history (the rounding difference of the batch shapes), or null when no turn is
+ * comparable. An episode is compared up to its first turn whose command or output differs: after
+ * it the prompts differ (a command that timed out on a loaded machine in one pass only), and so
+ * may every log-prob.
  */
 export function logprobDrift(a: readonly Trajectory[], b: readonly Trajectory[]): number | null {
   let max: number | null = null;
@@ -151,9 +154,10 @@ export function logprobDrift(a: readonly Trajectory[], b: readonly Trajectory[])
     for (let k = 0; k < Math.min(a[i].turns.length, b[i].turns.length); k++) {
       const x = a[i].turns[k];
       const y = b[i].turns[k];
-      if (!x.tokenIds || !y.tokenIds || !x.logprobs || !y.logprobs || x.tokenIds.join() !== y.tokenIds.join()) continue;
+      if (!x.tokenIds || !y.tokenIds || !x.logprobs || !y.logprobs || x.tokenIds.join() !== y.tokenIds.join()) break;
       for (let j = 0; j < Math.min(x.logprobs.length, y.logprobs.length); j++)
         max = Math.max(max ?? 0, Math.abs(x.logprobs[j] - y.logprobs[j]));
+      if (x.observation !== y.observation) break;
     }
   }
   return max;

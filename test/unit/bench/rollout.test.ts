@@ -269,11 +269,11 @@ describe('bench/rollout: rollout summary', () => {
     assert.equal(sameActionsFraction([], []), null);
   });
 
-  it('logprobDrift: the largest log-prob difference over turns that sampled the same tokens', () => {
-    const turn = (tokenIds: number[], logprobs: number[]) => ({
+  it('logprobDrift: the largest log-prob difference over turns that sampled the same tokens after the same history', () => {
+    const turn = (tokenIds: number[], logprobs: number[], observation = '') => ({
       index: 0,
       action: 'a',
-      observation: '',
+      observation,
       exitCode: 0,
       durationMs: 1,
       tokenIds,
@@ -287,5 +287,11 @@ describe('bench/rollout: rollout summary', () => {
     assert.equal(logprobDrift(a, a), 0);
     assert.equal(logprobDrift([ep(turn([3], [-2]))], [ep(turn([9], [-7]))]), null);
     assert.equal(logprobDrift([], []), null);
+    // After an output that differs (a command timed out in one pass), the prompts differ: the turns after it are not compared.
+    const x = [ep(turn([1], [-0.5], 'ok'), turn([2], [-1]))];
+    const y = [ep(turn([1], [-0.5000002], 'timeout'), turn([2], [-3]))];
+    assert.ok(Math.abs(logprobDrift(x, y)! - 2e-7) < 1e-12);
+    // and after a turn that flipped, neither
+    assert.equal(logprobDrift([ep(turn([3], [-2]), turn([5], [-1]))], [ep(turn([9], [-7]), turn([5], [-4]))]), null);
   });
 });

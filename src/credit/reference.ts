@@ -11,6 +11,7 @@ import { mean, stdUnbiased } from '../core/stats';
 import { TurnwiseError } from '../core/errors';
 import { baseDiagnostics, indexBatch, num } from './batch';
 import { grpoAdvantages } from './grpo';
+import { chargePenaltiesToTurns } from './penalties';
 import type { EstimatorResult, EstimatorSpec, Params, TurnRow } from './types';
 
 /** The group advantage both estimators reshape: GRPO's, with its scale and epsilon. */
@@ -170,10 +171,15 @@ function inRange(estimator: string, key: string, x: number, lo: number, hi: numb
   if (!(x >= lo && x < hi)) throw new TurnwiseError('invalid-input', `${estimator}: ${key} must be in [${lo}, ${hi}), got ${x}`, { hint });
 }
 
-export const GEAR_DEFAULTS: Params = { scale: 'group', epsilon: 1e-6, spikeTau: 1.0, divScale: 1.0, weight: 0.5 };
-export const A2TGPO_DEFAULTS: Params = { scale: 'group', epsilon: 1e-6, gamma: 0.9, igCoef: 0.5, clipBeta: 0.3 };
+/** Shared by both: the penalties stay in the reward (`episode`, as GRPO has them) or are charged to their own turns (`turn`, as turnwise). */
+const PENALTY_DEFAULTS: Params = { penalties: 'episode', penaltyScale: 0.5 };
+export const GEAR_DEFAULTS: Params = { scale: 'group', epsilon: 1e-6, spikeTau: 1.0, divScale: 1.0, weight: 0.5, ...PENALTY_DEFAULTS };
+export const A2TGPO_DEFAULTS: Params = { scale: 'group', epsilon: 1e-6, gamma: 0.9, igCoef: 0.5, clipBeta: 0.3, ...PENALTY_DEFAULTS };
 
-/** An estimator that reads the teacher pass: GRPO's group scale choices, and the run's teacher pass before it. */
+/**
+ * An estimator that reads the teacher pass: GRPO's group scale choices, the run's teacher pass
+ * before it, and its penalties in the reward or charged to their own turns (chargePenaltiesToTurns).
+ */
 const referenceSpec = (
   name: string,
   summary: string,
@@ -183,9 +189,12 @@ const referenceSpec = (
   name,
   summary,
   defaults,
-  choices: { scale: ['group', 'batch', 'none'] },
+  choices: { scale: ['group', 'batch', 'none'], penalties: ['episode', 'turn'] },
   needs: 'reference',
-  fn: (rows, params) => fn(rows, params),
+  fn: (rows, params) =>
+    params.penalties === 'turn'
+      ? chargePenaltiesToTurns(name, rows, num(params, 'penaltyScale'), (outcome) => fn(outcome, params))
+      : fn(rows, params),
 });
 
 export const REFERENCE_SPECS: EstimatorSpec[] = [

@@ -1,9 +1,9 @@
 // `turnwise`, the turn-level, edit-aware variant of A³ (docs/credit-assignment.md): A³'s core
 // (a3.ts) with changes 1–4 switched on, a per-turn action margin in place of R − LOO, and each
 // turn's penalties charged to that turn.
-import { TurnwiseError } from '../core/errors';
 import { ACTION_TAU, A3_DEFAULTS, a3VariantAdvantages, type A3Variant, type TurnwiseResidual } from './a3';
 import { num } from './batch';
+import { chargePenaltiesToTurns } from './penalties';
 import type { EstimatorContext, EstimatorResult, EstimatorSpec, Params, TurnRow } from './types';
 
 /**
@@ -63,20 +63,7 @@ export function turnwiseAdvantages(
   const variant = turnwiseVariant(params);
   if ((params.penalties ?? TURNWISE_DEFAULTS.penalties) !== 'turn') return a3VariantAdvantages(rows, params, ctx, variant);
   const scale = params.penaltyScale === undefined ? (TURNWISE_DEFAULTS.penaltyScale as number) : num(params, 'penaltyScale');
-  if (!(scale > 0))
-    throw new TurnwiseError('invalid-input', `turnwise: penaltyScale must be > 0, got ${scale}`, {
-      hint: 'the reward units one unit of advantage stands for, e.g. 0.5',
-    });
-  const episodePenalty = new Map<string, number>();
-  for (const r of rows) episodePenalty.set(r.trajId, (episodePenalty.get(r.trajId) ?? 0) + (r.penalty ?? 0));
-  const outcome = rows.map((r) => ({ ...r, score: r.score + episodePenalty.get(r.trajId)! }));
-  const result = a3VariantAdvantages(outcome, params, ctx, variant);
-  const charge = rows.map((r) => (Number.isFinite(r.score) ? -(r.penalty ?? 0) / scale : 0));
-  return {
-    ...result,
-    advantages: result.advantages.map((a, i) => a + charge[i]),
-    components: { ...result.components, penalty: charge },
-  };
+  return chargePenaltiesToTurns('turnwise', rows, scale, (outcome) => a3VariantAdvantages(outcome, params, ctx, variant));
 }
 
 export const TURNWISE_SPEC: EstimatorSpec = {

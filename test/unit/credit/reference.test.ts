@@ -101,6 +101,38 @@ describe('credit/gear', () => {
   });
 });
 
+describe('credit/gear and a2tgpo: penalties', () => {
+  // A task where every episode failed: a stopped after one read and submitted; b kept trying and
+  // repeated a command (−0.05 in its reward, charged to its turn 1).
+  const rows = (): TurnRow[] => {
+    const lp = { studentLogp: [-0.5, -0.5], teacherLogp: [-0.5, -0.5], refBefore: -9, refAfter: -9 };
+    const rs = [
+      row('p', 'a', 0, 0, lp),
+      row('p', 'a', 1, 0, lp),
+      row('p', 'b', 0, -0.05, lp),
+      row('p', 'b', 1, -0.05, lp),
+      row('p', 'b', 2, -0.05, lp),
+    ];
+    rs[3].penalty = 0.05;
+    return rs;
+  };
+
+  for (const name of ['gear', 'a2tgpo']) {
+    it(`${name}: penalties in the reward credit the episode that stopped; charged to their turns, only the penalized turn moves`, () => {
+      const episode = computeAdvantages(name, rows());
+      // GRPO over (0, −0.05): a's every turn, its submit included, above the mean
+      assert.ok(episode.advantages.slice(0, 2).every((x) => x > 0.5));
+      const turn = computeAdvantages(name, rows(), { penalties: 'turn' });
+      closeAll(turn.advantages, [0, 0, 0, -0.05 / 0.5, 0], 1e-12);
+      if (turn.tokenAdvantages) closeAll(turn.tokenAdvantages[3]!, [-0.1, -0.1], 1e-12);
+      assert.throws(
+        () => computeAdvantages(name, rows(), { penalties: 'turn', penaltyScale: 0 }),
+        new RegExp(`${name}: penaltyScale must be > 0`),
+      );
+    });
+  }
+});
+
 describe('credit/a2tgpo', () => {
   // Task p: a (R = 1) and b (R = 0) two turns each, c (R = 0) one turn; log P(reference fix) before → after each turn.
   // Gains: a [4, 4], b [1, −3], c [0]. Task q: e's turn 1 was not scored against the reference: e falls back.

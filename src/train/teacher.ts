@@ -149,13 +149,14 @@ function gainTaker(t: Trajectory, k: number): (logp: number[]) => void {
   };
 }
 
-function compactRows(
-  harness: Harness,
-  task: Task,
-  t: Trajectory,
-  fix: ReferenceFix,
-  o: { maxActionTokens: number; teacher: boolean; gain: boolean },
-): PendingRow[] {
+/** Which rows the pass wants, and the action cap a fix must fit to be a next action. */
+interface RowOptions {
+  maxActionTokens: number;
+  teacher: boolean;
+  gain: boolean;
+}
+
+function compactRows(harness: Harness, task: Task, t: Trajectory, fix: ReferenceFix, o: RowOptions): PendingRow[] {
   const codec = harness.codec!;
   const budget = harness.contextTokens - o.maxActionTokens;
   const plain = taskText(task);
@@ -177,13 +178,7 @@ function compactRows(
   return rows;
 }
 
-function chatRows(
-  harness: Harness,
-  task: Task,
-  t: Trajectory,
-  fix: ReferenceFix,
-  o: { maxActionTokens: number; teacher: boolean; gain: boolean },
-): PendingRow[] {
+function chatRows(harness: Harness, task: Task, t: Trajectory, fix: ReferenceFix, o: RowOptions): PendingRow[] {
   const { format, stopIds } = harness.chat!;
   const system = chatSystemMessage(task);
   const plain = chatTaskMessage(task);

@@ -5,6 +5,7 @@
 import * as fs from 'node:fs';
 import { TurnwiseError } from '../../core/errors';
 import { writeFileAtomic } from '../../core/fs';
+import { f32ToF16Bits } from './safetensors';
 
 const MAGIC = 0x46554747; // "GGUF" read as a little-endian u32
 export const GGUF_VERSION = 3;
@@ -80,36 +81,8 @@ const align = (n: number) => Math.ceil(n / GGUF_ALIGNMENT) * GGUF_ALIGNMENT;
 
 // Half precision.
 
-const f32Box = new Float32Array(1);
-const u32Box = new Uint32Array(f32Box.buffer);
-
-/** float32 → IEEE half bits, rounded to nearest, ties to even (overflow to ±inf, NaN kept). */
-export function toHalfBits(x: number): number {
-  f32Box[0] = x;
-  const b = u32Box[0];
-  const sign = (b >>> 16) & 0x8000;
-  const exp = (b >>> 23) & 0xff;
-  let mant = b & 0x7fffff;
-  if (exp === 0xff) return sign | 0x7c00 | (mant ? 0x200 : 0);
-  const e = exp - 127 + 15;
-  if (e >= 0x1f) return sign | 0x7c00;
-  if (e <= 0) {
-    // A half subnormal: m · 2^-24, m = the 24-bit significand shifted right by 14 − e.
-    if (e < -10) return sign;
-    mant |= 0x800000;
-    const shift = 14 - e;
-    let half = mant >>> shift;
-    const rem = mant & ((1 << shift) - 1);
-    const mid = 1 << (shift - 1);
-    if (rem > mid || (rem === mid && half & 1)) half++;
-    return sign | half;
-  }
-  let half = (e << 10) | (mant >>> 13);
-  const rem = mant & 0x1fff;
-  // A carry out of the significand moves to the exponent, up to infinity: still the right rounding.
-  if (rem > 0x1000 || (rem === 0x1000 && half & 1)) half++;
-  return sign | half;
-}
+/** float32 → IEEE half bits, rounded to nearest, ties to even (safetensors.ts's, shared). */
+export const toHalfBits = f32ToF16Bits;
 
 /** IEEE half bits → number. */
 export function fromHalfBits(h: number): number {

@@ -43,36 +43,35 @@ export function f32ToBf16Bits(x: number): number {
   return ((u + 0x7fff + ((u >>> 16) & 1)) >>> 16) & 0xffff;
 }
 
-/** float32 → IEEE half bits, rounded to nearest even; overflow to ±Inf, underflow through subnormals. */
+const f32Box = new Float32Array(1);
+const u32Box = new Uint32Array(f32Box.buffer);
+
+/** float32 → IEEE half bits, rounded to nearest, ties to even; overflow to ±Inf, underflow through subnormals, NaN kept. */
 export function f32ToF16Bits(x: number): number {
-  const u = new Uint32Array(new Float32Array([x]).buffer)[0];
-  const sign = (u >>> 16) & 0x8000;
-  const exp = (u >>> 23) & 0xff;
-  let mant = u & 0x7fffff;
+  f32Box[0] = x;
+  const b = u32Box[0];
+  const sign = (b >>> 16) & 0x8000;
+  const exp = (b >>> 23) & 0xff;
+  let mant = b & 0x7fffff;
   if (exp === 0xff) return sign | 0x7c00 | (mant ? 0x200 : 0);
-  let e = exp - 127 + 15;
+  const e = exp - 127 + 15;
   if (e >= 0x1f) return sign | 0x7c00;
   if (e <= 0) {
+    // A half subnormal: m · 2^-24, m = the 24-bit significand shifted right by 14 − e.
     if (e < -10) return sign;
     mant |= 0x800000;
     const shift = 14 - e;
-    const half = 1 << (shift - 1);
-    let m = mant >>> shift;
-    const rest = mant & ((1 << shift) - 1);
-    if (rest > half || (rest === half && m & 1)) m++;
-    return sign | m;
+    let half = mant >>> shift;
+    const rem = mant & ((1 << shift) - 1);
+    const mid = 1 << (shift - 1);
+    if (rem > mid || (rem === mid && half & 1)) half++;
+    return sign | half;
   }
-  let m = mant >>> 13;
-  const rest = mant & 0x1fff;
-  if (rest > 0x1000 || (rest === 0x1000 && m & 1)) {
-    m++;
-    if (m === 0x400) {
-      m = 0;
-      e++;
-      if (e >= 0x1f) return sign | 0x7c00;
-    }
-  }
-  return sign | (e << 10) | m;
+  let half = (e << 10) | (mant >>> 13);
+  const rem = mant & 0x1fff;
+  // A carry out of the significand moves to the exponent, up to infinity: still the right rounding.
+  if (rem > 0x1000 || (rem === 0x1000 && half & 1)) half++;
+  return sign | half;
 }
 
 function tensorBytes(name: string, t: SafeTensor): Uint8Array {

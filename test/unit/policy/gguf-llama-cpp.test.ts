@@ -166,6 +166,30 @@ describe('policy/gguf-export: the GGUF file read and run by llama.cpp (node-llam
     tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-gguf-llama-'));
     llama = await loadLlamaCpp();
   });
+  /** llama.cpp's logits after every position of `ids` (float32 KV cache), [positions × V] as Turnwise's Policy.logits lays them out. */
+  async function promptLogits(file: string, ids: readonly number[], V: number): Promise<Float32Array> {
+    const model = await llama.loadModel({ modelPath: file, gpuLayers: 0 });
+    try {
+      const ctx = await model.createContext({
+        contextSize: 64,
+        flashAttention: false,
+        experimentalKvCacheKeyType: 'F32',
+        experimentalKvCacheValueType: 'F32',
+      });
+      try {
+        const out = await ctx.getSequence().controlledEvaluate(ids.map((t) => [t, { generateNext: { logits: true } }]));
+        const logits = new Float32Array(out.length * V);
+        out.forEach((r, p) => {
+          for (let v = 0; v < V; v++) logits[p * V + v] = r!.next!.logits!.get(v)!;
+        });
+        return logits;
+      } finally {
+        await ctx.dispose();
+      }
+    } finally {
+      await model.dispose();
+    }
+  }
   after(async () => {
     await llama?.dispose();
     if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
@@ -200,23 +224,8 @@ describe('policy/gguf-export: the GGUF file read and run by llama.cpp (node-llam
     const V = ck.weights.config.vocab_size;
     const policy = new Policy(ck.weights, ck.tokenizer);
     const [ours] = await policy.logits([ids]).finally(() => policy.dispose());
-    const model = await llama.loadModel({ modelPath: file, gpuLayers: 0 });
     let maxDiff = 0;
-    try {
-      const ctx = await model.createContext({
-        contextSize: 64,
-        flashAttention: false,
-        experimentalKvCacheKeyType: 'F32',
-        experimentalKvCacheValueType: 'F32',
-      });
-      const out = await ctx.getSequence().controlledEvaluate(ids.map((t) => [t, { generateNext: { logits: true } }]));
-      out.forEach((r, p) => {
-        for (let v = 0; v < V; v++) maxDiff = Math.max(maxDiff, Math.abs(r!.next!.logits!.get(v)! - ours[p * V + v]));
-      });
-      await ctx.dispose();
-    } finally {
-      await model.dispose();
-    }
+    (await promptLogits(file, ids, V)).forEach((x, i) => (maxDiff = Math.max(maxDiff, Math.abs(x - ours[i]))));
     assert.ok(maxDiff <= TOLERANCE.f32, `largest logit difference ${maxDiff}`);
   });
 
@@ -240,28 +249,12 @@ describe('policy/gguf-export: the GGUF file read and run by llama.cpp (node-llam
     };
     const ours = await logitsOf(adapter);
     const base = await logitsOf();
-    const model = await llama.loadModel({ modelPath: file, gpuLayers: 0 });
     let maxDiff = 0;
     let fromBase = 0;
-    try {
-      const ctx = await model.createContext({
-        contextSize: 64,
-        flashAttention: false,
-        experimentalKvCacheKeyType: 'F32',
-        experimentalKvCacheValueType: 'F32',
-      });
-      const out = await ctx.getSequence().controlledEvaluate(ids.map((t) => [t, { generateNext: { logits: true } }]));
-      out.forEach((r, p) => {
-        for (let v = 0; v < V; v++) {
-          const x = r!.next!.logits!.get(v)!;
-          maxDiff = Math.max(maxDiff, Math.abs(x - ours[p * V + v]));
-          fromBase = Math.max(fromBase, Math.abs(x - base[p * V + v]));
-        }
-      });
-      await ctx.dispose();
-    } finally {
-      await model.dispose();
-    }
+    (await promptLogits(file, ids, V)).forEach((x, i) => {
+      maxDiff = Math.max(maxDiff, Math.abs(x - ours[i]));
+      fromBase = Math.max(fromBase, Math.abs(x - base[i]));
+    });
     assert.ok(fromBase > 100 * TOLERANCE.f32, `the adapter changes the logits (by up to ${fromBase})`);
     assert.ok(maxDiff <= TOLERANCE.f32, `largest logit difference ${maxDiff}`);
   });

@@ -35,6 +35,20 @@ function data(seed: number, weighted = false) {
   };
 }
 
+/** The reference losses' input for `d` (without its clip factor). */
+function lossInput(d: ReturnType<typeof data>) {
+  return {
+    batch: B,
+    seq: N,
+    logp: d.logp,
+    oldLogp: d.oldLogp,
+    advantages: d.advantages,
+    mask: d.mask,
+    refLogp: d.refLogp,
+    entropy: d.entropy,
+  };
+}
+
 async function onnxLoss(
   kind: TrainLoss,
   d: ReturnType<typeof data>,
@@ -101,19 +115,7 @@ function compare(kind: TrainLoss, ref: PolicyLossFn) {
   ] as const) {
     it(`${kind} equals the reference (seed ${seed}, clip ${h.clipLow}/${h.clipHigh}, kl ${h.klCoef}, entropy ${h.entCoef}${weighted ? ', weighted tokens' : ''})`, async () => {
       const d = data(seed, weighted);
-      const want = ref(
-        {
-          batch: B,
-          seq: N,
-          logp: d.logp,
-          oldLogp: d.oldLogp,
-          advantages: d.advantages,
-          mask: d.mask,
-          refLogp: d.refLogp,
-          entropy: d.entropy,
-        },
-        h,
-      );
+      const want = ref(lossInput(d), h);
       const got = await onnxLoss(kind, d, h);
       for (const k of ['loss', 'pgLoss', 'clipFrac', 'approxKl', 'kl', 'entropy'] as const) {
         assert.ok(Math.abs(got[k] - want[k]) < 1e-5 * Math.max(1, Math.abs(want[k])), `${k}: onnx ${got[k]} vs reference ${want[k]}`);
@@ -134,21 +136,12 @@ describe('policy/training losses vs test/support/reference-losses.ts', function 
   compare('ppo-token', ppoTokenLoss);
   compare('gspo-seq', gspoSeqLoss);
 
-  it('ppo-token with a clip factor per token (a2tgpo) equals the reference, and the factor moves which tokens clip', async () => {
+  it('ppo-token with a clip factor per token (a2tgpo) equals the reference, and the factor changes the loss', async () => {
     const d = data(3);
     const r = new SeededRandom(11);
     d.clipScale = Float32Array.from(d.logp, () => 0.3 + 1.4 * r.next());
     const h = { clipLow: 0.2, clipHigh: 0.2, klCoef: 0.1, entCoef: 0 };
-    const input = {
-      batch: B,
-      seq: N,
-      logp: d.logp,
-      oldLogp: d.oldLogp,
-      advantages: d.advantages,
-      mask: d.mask,
-      refLogp: d.refLogp,
-      entropy: d.entropy,
-    };
+    const input = lossInput(d);
     const want = ppoTokenLoss({ ...input, clipScale: d.clipScale }, h);
     const got = await onnxLoss('ppo-token', d, h);
     for (const k of ['loss', 'pgLoss', 'clipFrac'] as const)

@@ -214,6 +214,8 @@ export function packMinibatches(
   const n = Math.max(1, Math.min(minibatches, rows.length));
   const per = Math.ceil(rows.length / n);
   const out: { batch: TrainBatch; B: number; T: number }[] = [];
+  // A per-token clip factor only when some action carries one (a2tgpo): the graph without it stays as it was.
+  const clipped = rows.some((r) => r.actions.some((a) => a.clipScale !== undefined));
   for (let i = 0; i < rows.length; i += per) {
     const part = rows.slice(i, i + per);
     const refs = refLogp?.slice(i, i + per);
@@ -228,8 +230,7 @@ export function packMinibatches(
     const old = new Array<number>(B * T).fill(0);
     const act = new Array<number>(B * T).fill(0);
     const ref = refs ? new Array<number>(B * T).fill(0) : undefined;
-    // A per-token clip factor only when some action carries one (a2tgpo): the graph without it stays as it was.
-    const clip = rows.some((r) => r.actions.some((a) => a.clipScale !== undefined)) ? new Array<number>(B * T).fill(1) : undefined;
+    const clip = clipped ? new Array<number>(B * T).fill(1) : undefined;
     const rep = replay ? new Array<number>(B * T).fill(0) : undefined;
     part.forEach((r, b) => {
       for (let j = 0; j < r.ids.length; j++) {

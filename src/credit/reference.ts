@@ -184,13 +184,14 @@ const referenceSpec = (
   name: string,
   summary: string,
   defaults: Params,
+  needs: NonNullable<EstimatorSpec['needs']>,
   fn: (rows: readonly TurnRow[], p: Params) => EstimatorResult,
 ): EstimatorSpec => ({
   name,
   summary,
   defaults,
   choices: { scale: ['group', 'batch', 'none'], penalties: ['episode', 'turn'] },
-  needs: 'reference',
+  needs,
   fn: (rows, params) =>
     params.penalties === 'turn'
       ? chargePenaltiesToTurns(name, rows, num(params, 'penaltyScale'), (outcome) => fn(outcome, params))
@@ -202,12 +203,14 @@ export const REFERENCE_SPECS: EstimatorSpec[] = [
     'gear',
     "GRPO's group advantage reweighted per token by a teacher shown the reference fix: segments from divergence spikes share the weight at their start",
     GEAR_DEFAULTS,
+    { teacher: true, gain: false },
     gearAdvantages,
   ),
   referenceSpec(
     'a2tgpo',
     "GRPO's group advantage plus each turn's information gain on the reference fix (turn-group normalized, accumulated / √terms); clip range scaled per turn",
     A2TGPO_DEFAULTS,
+    { teacher: false, gain: true },
     a2tgpoAdvantages,
   ),
 ];

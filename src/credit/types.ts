@@ -99,9 +99,10 @@ export interface EstimatorSpec {
   /** For enum parameters: the allowed values. */
   choices?: Record<string, readonly string[]>;
   /**
-   * What the rows must carry beyond the commands and scores: `reference` asks the run for the
-   * teacher pass (TurnRow.reference) before the estimator runs.
+   * What the rows must carry beyond the commands and scores, from the run's teacher pass before
+   * the estimator runs (TurnRow.reference): the teacher's log-probs of the sampled tokens
+   * (`teacher`), the reference fix's log-probability before and after each turn (`gain`).
    */
-  needs?: 'reference';
+  needs?: { teacher: boolean; gain: boolean };
   fn: EstimatorFn;
 }

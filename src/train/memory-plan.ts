@@ -53,7 +53,7 @@ function planInput(c: RunPlanConfig, model: ModelConfig): Omit<MemoryPlanInput, 
     context: runContextTokens(c, model),
     episodes: c.concurrency,
     klReference: c.klCoef > 0,
-    ...(c.estimator && getEstimator(c.estimator).needs === 'reference' ? { teacherPass: true } : {}),
+    ...(c.estimator && getEstimator(c.estimator).needs ? { teacherPass: true } : {}),
     ...(c.lora ? { lora: c.lora } : {}),
   };
 }

@@ -473,16 +473,14 @@ async function advantages(t: Training, n: number, trajs: Trajectory[]): Promise<
   const t0 = Date.now();
   const scored = trajs.filter((x) => !x.failure);
   const spec = getEstimator(t.c.estimator);
-  const teacher =
-    spec.needs === 'reference'
-      ? await teacherPass(t.harness, scored, t.tasks.byId, {
-          workspace: t.c.workspace,
-          temperature: t.c.temperature,
-          maxActionTokens: t.c.maxActionTokens,
-          teacher: spec.name === 'gear',
-          gain: spec.name === 'a2tgpo',
-        })
-      : undefined;
+  const teacher = spec.needs
+    ? await teacherPass(t.harness, scored, t.tasks.byId, {
+        workspace: t.c.workspace,
+        temperature: t.c.temperature,
+        maxActionTokens: t.c.maxActionTokens,
+        ...spec.needs,
+      })
+    : undefined;
   check(t);
   // A group is one picked task slot (the same task may be picked twice in one iteration).
   const report = await trajectoryAdvantages(

@@ -125,6 +125,20 @@ export interface LearnBenchResult {
   config: Record<string, unknown>;
 }
 
+/** A finished run as the summary reads it: its paired change, PASS@(k,T) and last held-out episodes, from its folder. */
+export function learnRunOf(runDir: string, metrics: MetricsRow[], o: { seed: number; estimator: string; wallS: number }): LearnRun {
+  const change = runPairedChange(runDir, metrics);
+  const passKT = runPassAtKT(runDir, metrics);
+  return {
+    ...o,
+    runDir,
+    metrics,
+    ...(change ? { paired: { greedy: change.greedy, sampled: change.sampled } } : {}),
+    ...(passKT ? { passAtKT: passKT } : {}),
+    ...(change ? { lastEval: RunDir.open(runDir).readTrajectories(change.last_eval, 'heldout') } : {}),
+  };
+}
+
 /** Assembles the learn benchmark's result from its finished runs (pure). */
 export function learnSummary(
   runs: readonly LearnRun[],
@@ -286,18 +300,7 @@ export async function benchLearn(o: LearnBenchOptions): Promise<LearnBenchResult
         signal: o.signal,
         onEvent: (e) => o.onEvent?.(e, { seed, estimator }),
       });
-      const change = runPairedChange(r.runDir, r.metrics);
-      const passKT = runPassAtKT(r.runDir, r.metrics);
-      runs.push({
-        seed,
-        estimator,
-        runDir: r.runDir,
-        metrics: r.metrics,
-        wallS: (Date.now() - t0) / 1000,
-        ...(change ? { paired: { greedy: change.greedy, sampled: change.sampled } } : {}),
-        ...(passKT ? { passAtKT: passKT } : {}),
-        ...(change ? { lastEval: RunDir.open(r.runDir).readTrajectories(change.last_eval, 'heldout') } : {}),
-      });
+      runs.push(learnRunOf(r.runDir, r.metrics, { seed, estimator, wallS: (Date.now() - t0) / 1000 }));
       if (r.state === 'stopped') break;
     }
   }

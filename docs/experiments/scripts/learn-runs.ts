@@ -5,12 +5,10 @@
 //   npx tsx docs/experiments/scripts/learn-runs.ts RUNS_ROOT [--json]
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { learnSummary, type LearnRun } from '../../../src/bench/learn';
+import { learnRunOf, learnSummary, type LearnRun } from '../../../src/bench/learn';
 import { FAILURE_LABELS, failureBreakdown } from '../../../src/agent/diagnosis';
 import { RunDir } from '../../../src/core/run';
 import type { Task, Trajectory } from '../../../src/core/schema';
-import { runPairedChange } from '../../../src/eval/compare';
-import { runPassAtKT } from '../../../src/eval/pass-at-k';
 
 const root = process.argv[2];
 const asJson = process.argv.includes('--json');
@@ -30,22 +28,9 @@ for (const name of fs.readdirSync(root).sort()) {
     const t = JSON.parse(line) as Task;
     tasks.set(t.id, t);
   }
-  const change = runPairedChange(run.dir, metrics);
-  const passAtKT = runPassAtKT(run.dir, metrics);
-  const [estimator, seed] = [m[1], Number(m[2])];
-  const lastEval = change ? run.readTrajectories(change.last_eval, 'heldout') : undefined;
-  const r: LearnRun = {
-    seed,
-    estimator,
-    runDir: run.dir,
-    metrics,
-    wallS: NaN,
-    ...(change ? { paired: { greedy: change.greedy, sampled: change.sampled } } : {}),
-    ...(passAtKT ? { passAtKT } : {}),
-    ...(lastEval ? { lastEval } : {}),
-  };
+  const r = learnRunOf(run.dir, metrics, { seed: Number(m[2]), estimator: m[1], wallS: NaN });
   runs.push(r);
-  evals.set(r, { first: run.readTrajectories(0, 'heldout'), last: lastEval ?? [] });
+  evals.set(r, { first: run.readTrajectories(0, 'heldout'), last: r.lastEval ?? [] });
 }
 const estimators = [...new Set(runs.map((r) => r.estimator))];
 const complete = [...new Set(runs.map((r) => r.seed))].filter((s) =>

@@ -1,6 +1,8 @@
 // Fix cases, the facts a demonstration is written from (a mutation task's fix is known): which
 // mutations are fixable, the one-line `sed` that undoes one, a suspect line's undo candidates.
+import type { MutationInfo } from '../core/schema';
 import { MUTATION_OPERATORS, mutationCandidates, type MutationCandidate } from '../tasks/mutate';
+import { readWorkspaceFile } from '../tasks/origin';
 
 /**
  * The facts a fix episode is written from: a mutation of a generated module (cases.ts), of real
@@ -94,6 +96,26 @@ export function fixSpan(mutatedLine: string, originalLine: string): { old: strin
   const neu = originalLine.slice(toks[i].s, originalLine.length - (mutatedLine.length - toks[j].e));
   if (old === '' || count(old) !== 1) return undefined;
   return { old, neu };
+}
+
+/**
+ * The line a mutation changed, read from the original file in the workspace (only a plain file
+ * inside it: a task's path is input, and this reads the host): its number, its text before and
+ * after the mutation, and the mutated file's lines. Undefined where the file does not hold the
+ * mutation's original text there, or the mutation changes the number of lines.
+ */
+export function mutatedLineOf(
+  workspace: string,
+  m: MutationInfo,
+): { line: number; mutatedLine: string; originalLine: string; mutatedLines: string[] } | undefined {
+  const source = readWorkspaceFile(workspace, m.file);
+  if (source === undefined || source.slice(m.span.start, m.span.end) !== m.span.text) return undefined;
+  const mutated = source.slice(0, m.span.start) + m.replacement + source.slice(m.span.end);
+  const line = source.slice(0, m.span.start).split('\n').length;
+  const a = mutated.split('\n');
+  const b = source.split('\n');
+  if (a.length !== b.length) return undefined;
+  return { line, mutatedLine: a[line - 1], originalLine: b[line - 1], mutatedLines: a };
 }
 
 /**

@@ -6,13 +6,11 @@
 //   teacher rows: each sampled action after the task with the reference fix added (gear);
 //   gain rows: the fix as the next action after the history before each turn and after the last (a2tgpo).
 // The results go onto the turns (Turn.reference), where rowsFromTrajectories finds them.
-import * as fs from 'node:fs';
-import * as path from 'node:path';
 import type { Task, Trajectory } from '../core/schema';
 import { chatSystemMessage, chatTaskMessage } from '../agent/chat-format';
 import { taskText, type PromptTurn } from '../agent/prompt';
 import { chatReplyFor } from '../demonstrations/chat';
-import { fixCommand } from '../demonstrations/fix-cases';
+import { fixCommand, mutatedLineOf } from '../demonstrations/fix-cases';
 import { actionIds, renderPrompt } from './compact-codec';
 import type { Harness } from './harness';
 
@@ -26,34 +24,25 @@ export interface ReferenceFix {
 
 /**
  * The reference fix of a mutation task, read against the workspace file it was made from (the
- * line number and the whole line; the file is only read). Undefined for a task with no mutation
+ * line number and the whole line; only a plain file inside the workspace is read). Undefined for a task with no mutation
  * (a failing-test task). Where the file cannot be read or no longer holds the original text, the
  * hint names the text without its line and there is no command.
  */
 export function referenceFix(task: Task, workspace: string): ReferenceFix | undefined {
   const m = task.mutation;
   if (!m) return undefined;
-  let line: number | undefined;
-  let originalLine: string | undefined;
-  let mutatedLine: string | undefined;
+  let at: ReturnType<typeof mutatedLineOf>;
   try {
-    const text = fs.readFileSync(path.join(workspace, m.file), 'utf8');
-    if (text.slice(m.span.start, m.span.end) === m.span.text && !m.span.text.includes('\n') && !m.replacement.includes('\n')) {
-      const lineStart = text.lastIndexOf('\n', m.span.start - 1) + 1;
-      const lineEnd = text.indexOf('\n', m.span.end);
-      originalLine = text.slice(lineStart, lineEnd < 0 ? text.length : lineEnd);
-      mutatedLine = originalLine.slice(0, m.span.start - lineStart) + m.replacement + originalLine.slice(m.span.end - lineStart);
-      line = text.slice(0, lineStart).split('\n').length;
-    }
+    // A one-line change only: the teacher is shown one line.
+    if (!m.span.text.includes('\n') && !m.replacement.includes('\n')) at = mutatedLineOf(workspace, m);
   } catch {
     // unreadable: the hint without its line, no command
   }
-  const where = `${m.file}${line !== undefined ? ` line ${line}` : ''}${m.enclosing ? ` (in ${m.enclosing})` : ''}`;
-  const hint =
-    originalLine !== undefined
-      ? `Reference fix: ${where} should read:\n${originalLine.trim()}`
-      : `Reference fix: in ${where}, \`${m.replacement}\` should be \`${m.span.text}\`.`;
-  const command = line !== undefined ? fixCommand(m.file, line, mutatedLine!, originalLine!) : undefined;
+  const where = `${m.file}${at ? ` line ${at.line}` : ''}${m.enclosing ? ` (in ${m.enclosing})` : ''}`;
+  const hint = at
+    ? `Reference fix: ${where} should read:\n${at.originalLine.trim()}`
+    : `Reference fix: in ${where}, \`${m.replacement}\` should be \`${m.span.text}\`.`;
+  const command = at ? fixCommand(m.file, at.line, at.mutatedLine, at.originalLine) : undefined;
   return { hint, ...(command ? { command } : {}) };
 }
 

@@ -6,9 +6,8 @@ import type { Task } from '../core/schema';
 import { prepareSandbox } from '../agent/episode';
 import type { PoolSnapshot, SandboxPool } from '../sandbox';
 import { detectRunner } from '../tasks/runners';
-import { readWorkspaceFile } from '../tasks/origin';
 import { synthesizeMutationTasks } from '../tasks/synth';
-import { FIXABLE_OPERATORS, fixCommand, withTopCandidates, type FixCase } from '../demonstrations/fix-cases';
+import { FIXABLE_OPERATORS, fixCommand, mutatedLineOf, withTopCandidates, type FixCase } from '../demonstrations/fix-cases';
 import { showContext } from '../demonstrations/tool-output';
 import { splitTasks } from '../train/split';
 
@@ -16,16 +15,11 @@ import { splitTasks } from '../train/split';
 export function taskFix(workspace: string, task: Task): Omit<FixCase, 'failing' | 'passing' | 'suspects'> | undefined {
   const m = task.mutation;
   if (!m || !FIXABLE_OPERATORS.has(m.operator)) return undefined;
-  // Only a plain file inside the workspace: a task's path is input, and this reads the host.
-  const source = readWorkspaceFile(workspace, m.file);
-  if (source === undefined || source.slice(m.span.start, m.span.end) !== m.span.text) return undefined;
-  const mutated = source.slice(0, m.span.start) + m.replacement + source.slice(m.span.end);
-  const line = source.slice(0, m.span.start).split('\n').length;
-  const a = mutated.split('\n');
-  const b = source.split('\n');
-  if (a.length !== b.length) return undefined;
-  const fix = fixCommand(m.file, line, a[line - 1], b[line - 1]);
-  return fix ? { path: m.file, line, mutatedLine: a[line - 1], originalLine: b[line - 1], fix, context: showContext(a, line) } : undefined;
+  const at = mutatedLineOf(workspace, m);
+  if (!at) return undefined;
+  const { line, mutatedLine, originalLine } = at;
+  const fix = fixCommand(m.file, line, mutatedLine, originalLine);
+  return fix ? { path: m.file, line, mutatedLine, originalLine, fix, context: showContext(at.mutatedLines, line) } : undefined;
 }
 
 /** Records a FixCase per fixable task (tw-suspects run in a sandbox with the bug written in). */

@@ -2,7 +2,7 @@
 // symbolic names), so autodiff knows broadcast axes at build time and emits no shape ops for them.
 import { TurnwiseError } from '../core/errors';
 
-export type DType = 'float32' | 'float64' | 'int64' | 'int32' | 'bool';
+export type DType = 'float32' | 'float64' | 'int64' | 'int32' | 'uint8' | 'bool';
 /** A dimension: a number, or a symbolic name ('B', 'T'); names starting with '?' are unknown. */
 export type Dim = number | string;
 export type Shape = readonly Dim[];
@@ -11,7 +11,7 @@ export const OPSET = 17;
 export const IR_VERSION = 8;
 
 /** TensorProto.DataType codes. */
-export const DTYPE_CODE: Record<DType, number> = { float32: 1, int32: 6, int64: 7, bool: 9, float64: 11 };
+export const DTYPE_CODE: Record<DType, number> = { float32: 1, uint8: 2, int32: 6, int64: 7, bool: 9, float64: 11 };
 
 export type TensorData = Float32Array | Float64Array | BigInt64Array | Int32Array | Uint8Array;
 
@@ -216,9 +216,10 @@ export class Graph {
   /**
    * Turns the root graph's input `name` into an initializer holding `tensor`, under the same name
    * (every node reading it reads the initializer): a model whose session holds what other
-   * sessions of the same graph are fed.
+   * sessions of the same graph are fed. `external`: the tensor's bytes are placed outside the
+   * model when it is written, and `tensor.data` is not read.
    */
-  holdInput(name: string, tensor: ConstTensor): Value {
+  holdInput(name: string, tensor: ConstTensor, opts: { external?: boolean } = {}): Value {
     if (this.parent) bad(`holdInput(${name}): only the root graph has initializers`);
     const i = this.inputs.findIndex((v) => v.name === name);
     if (i < 0) bad(`holdInput: the graph has no input ${name}`);
@@ -227,10 +228,37 @@ export class Graph {
     if (v.dtype !== tensor.dtype || v.shape.length !== dims.length || v.shape.some((d, k) => typeof d === 'number' && d !== dims[k])) {
       bad(`holdInput(${name}): a ${tensor.dtype} [${dims}] tensor for an input of ${v.dtype} [${v.shape}]`);
     }
-    if (tensor.data.length !== dims.reduce((a, b) => a * b, 1)) bad(`holdInput(${name}): ${tensor.data.length} values for dims [${dims}]`);
+    // An external tensor's bytes are in a file the model names (toModelProto's `external`): its data here is not read.
+    if (!opts.external && tensor.data.length !== dims.reduce((a, b) => a * b, 1))
+      bad(`holdInput(${name}): ${tensor.data.length} values for dims [${dims}]`);
     this.inputs.splice(i, 1);
     this.state.initializers.push({ name, tensor });
     this.state.constByName.set(name, tensor);
+    return v;
+  }
+
+  /**
+   * Removes the root graph's inputs that no live node or output reads (a graph built from a
+   * shared declaration whose products read other tensors in their place); returns their names.
+   */
+  dropUnreadInputs(): string[] {
+    if (this.parent) bad('dropUnreadInputs: only the root graph');
+    const read = new Set<Value>(this.outputs);
+    for (const n of this.liveNodes()) {
+      for (const v of n.inputs) if (v) read.add(v);
+      for (const a of Object.values(n.attrs)) if (a instanceof Graph) for (const v of a.outerReads()) read.add(v);
+    }
+    const dropped = this.inputs.filter((v) => !read.has(v));
+    for (const v of dropped) this.inputs.splice(this.inputs.indexOf(v), 1);
+    return dropped.map((v) => v.name);
+  }
+
+  /** The root graph's input `name`, declared on first use. */
+  inputOnce(name: string, dtype: DType, shape: Shape): Value {
+    if (this.parent) bad(`inputOnce(${name}): only the root graph`);
+    const v = this.inputs.find((x) => x.name === name);
+    if (!v) return this.input(name, dtype, shape);
+    if (v.dtype !== dtype || v.shape.join() !== shape.join()) bad(`inputOnce(${name}): declared as ${v}, asked as ${dtype}[${shape}]`);
     return v;
   }
 
@@ -826,6 +854,8 @@ export function makeData(dtype: DType, values: ArrayLike<number>): TensorData {
       return BigInt64Array.from(Array.from(values), (x) => BigInt(Math.trunc(x)));
     case 'int32':
       return Int32Array.from(values);
+    case 'uint8':
+      return Uint8Array.from(values);
     case 'bool':
       return Uint8Array.from(values, (x) => (x ? 1 : 0));
   }

@@ -101,5 +101,15 @@ export function toModelProto(g: Graph, opts: { producer?: string; docString?: st
   if (opts.docString) w.string(6, opts.docString);
   w.message(7, (gw) => writeGraph(gw, g, opts.external));
   w.message(8, (o) => o.string(1, '').int(2, OPSET));
+  // ONNX Runtime's own operators (MatMulNBits) are in its contrib domain, version 1.
+  const domains = new Set<string>();
+  const collect = (x: Graph): void => {
+    for (const n of x.liveNodes()) {
+      if (n.domain) domains.add(n.domain);
+      for (const a of Object.values(n.attrs)) if (a instanceof Graph) collect(a);
+    }
+  };
+  collect(g);
+  for (const d of domains) w.message(8, (o) => o.string(1, d).int(2, 1));
   return w.finish();
 }

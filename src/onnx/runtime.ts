@@ -215,6 +215,13 @@ export interface SessionSettings {
    * weights are large enough to gain (Policy's PACK_MIN_WEIGHT_BYTES). Ignored on GPU providers.
    */
   packDecodeWeights?: boolean;
+  /**
+   * For a Policy, not a session: what the CPU decode steps that draw tokens read the base weights
+   * as (the policy's quantize.ts RolloutPrecision): float32, or int8 / int4 blocks quantized once
+   * per weights version. Scoring and training stay float32. `auto` and undefined: the policy's
+   * measured rule (rolloutPrecisionFor). Ignored on GPU providers, with a warning when asked for.
+   */
+  rolloutPrecision?: 'auto' | 'float32' | 'int8' | 'int4';
 }
 
 /** Whether the intra-op workers of a session with settings `s` spin. */
@@ -229,7 +236,14 @@ export interface HostTensor {
   data: TensorData;
 }
 
-const ORT_TYPE: Record<DType, ort.Tensor.Type> = { float32: 'float32', float64: 'float64', int64: 'int64', int32: 'int32', bool: 'bool' };
+const ORT_TYPE: Record<DType, ort.Tensor.Type> = {
+  float32: 'float32',
+  float64: 'float64',
+  int64: 'int64',
+  int32: 'int32',
+  uint8: 'uint8',
+  bool: 'bool',
+};
 
 export function toOrt(t: HostTensor | ort.Tensor): ort.Tensor {
   if (t instanceof ort.Tensor) return t;

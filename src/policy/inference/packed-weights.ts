@@ -4,14 +4,14 @@
 // processes killed before their exit hook go when the next one is made.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { toModelProto, type ExternalTensor, type Graph, type HostTensor } from '../../onnx';
+import { toModelProto, type DType, type ExternalTensor, type Graph, type HostTensor } from '../../onnx';
 import { TurnwiseError } from '../../core/errors';
 import { turnwiseCacheDir } from '../../core/fs';
 
-/** A policy's packed weights: the folder, and where each tensor is in its weights.bin. */
+/** A policy's packed weights: the folder, and where each tensor is in its weights.bin, with its type and shape. */
 export interface PackedWeights {
   dir: string;
-  places: Map<string, ExternalTensor>;
+  places: Map<string, ExternalTensor & { dtype: DType; dims: readonly number[] }>;
 }
 
 /** Folders of packed weights this process has written: removed when their policy is disposed, or at exit. */
@@ -62,14 +62,14 @@ const PACKED_ALIGN = 64 * 1024;
  */
 export function writePackedWeights(feeds: Record<string, HostTensor>): PackedWeights {
   const dir = newPackedDir();
-  const places = new Map<string, ExternalTensor>();
+  const places: PackedWeights['places'] = new Map();
   const fd = fs.openSync(path.join(dir, 'weights.bin'), 'w');
   try {
     let offset = 0;
     for (const [name, t] of Object.entries(feeds)) {
       const d = t.data;
       fs.writeSync(fd, new Uint8Array(d.buffer, d.byteOffset, d.byteLength), 0, d.byteLength, offset);
-      places.set(name, { location: 'weights.bin', offset, length: d.byteLength });
+      places.set(name, { location: 'weights.bin', offset, length: d.byteLength, dtype: t.dtype, dims: t.dims });
       offset += Math.ceil(d.byteLength / PACKED_ALIGN) * PACKED_ALIGN;
     }
     // On disk before the session reads it: the system writing gigabytes back in the background
@@ -88,11 +88,11 @@ export function writePackedWeights(feeds: Record<string, HostTensor>): PackedWei
 
 /**
  * Writes `g` into the packed weights' folder with every tensor of the file held as an initializer
- * stored there (`feeds` gives their shapes); returns the model's path, for a session to load.
+ * stored there; returns the model's path, for a session to load.
  */
-export function writePackedModel(packed: PackedWeights, g: Graph, feeds: Record<string, HostTensor>): string {
-  for (const name of packed.places.keys())
-    g.holdInput(name, { dtype: 'float32', dims: [...feeds[name].dims], data: feeds[name].data as Float32Array });
+export function writePackedModel(packed: PackedWeights, g: Graph): string {
+  for (const [name, t] of packed.places)
+    g.holdInput(name, { dtype: t.dtype, dims: [...t.dims], data: new Uint8Array(0) }, { external: true });
   const model = path.join(packed.dir, `${g.name}.onnx`);
   fs.writeFileSync(model, toModelProto(g, { external: (n) => packed.places.get(n) }));
   return model;

@@ -15,10 +15,13 @@ import {
   MASKED,
   SCORE_CHUNK_ROWS,
   weightFeeds,
+  quantizedNames,
   type LoraShape,
   type ProductForm,
+  type QuantizedForm,
   type StepLogits,
 } from '../model/graphs';
+import { PRECISION_BITS, quantizeBlocks, rolloutPrecisionFor, type RolloutPrecision } from '../model/quantize';
 import type { LoraAdapter } from '../files/lora';
 import type { PolicyTokenizer } from '../files/tokenizer';
 import { SeededRandom, type PolicyWeights } from '../model/weights';
@@ -115,8 +118,14 @@ export class Policy {
   private readonly packSetting: boolean | undefined;
   private readonly onWarning: ((message: string) => void) | undefined;
   private packs: Promise<boolean> | undefined;
-  /** The base weights' file that packed sessions load (written on first use, removed when the weights change). */
-  private packedFile: PackedWeights | undefined;
+  private readonly precisionSetting: RolloutPrecision | 'auto';
+  private precision: Promise<RolloutPrecision> | undefined;
+  /**
+   * The base weights' files that sessions holding them load, by form: float32 for 'packed', the
+   * quantized codes and scales (and the float tensors no product reads: embeddings, norms,
+   * biases) for 'int8' and 'int4'. Written on first use, removed when the weights change.
+   */
+  private heldFiles = new Map<'packed' | QuantizedForm, PackedWeights>();
 
   /** The LoRA adapter's layout when one is on top of the weights (its tensors are in `feeds`). */
   private lora: LoraShape | undefined;
@@ -132,6 +141,7 @@ export class Policy {
     // prefill and decode, with and without an adapter, by the logits they return
     this.sessions = new SessionCache(settings, 8);
     this.packSetting = settings.packDecodeWeights;
+    this.precisionSetting = settings.rolloutPrecision ?? 'auto';
     this.onWarning = settings.onWarning;
     if (adapter) this.setAdapter(adapter);
   }
@@ -176,11 +186,15 @@ export class Policy {
   private baseChanged(): void {
     this.weightsVersion++;
     // Packed sessions hold the old weights: the next draw writes the new ones and packs them again.
-    if (this.packedFile) {
+    if (this.heldFiles.size > 0) {
       void this.releasePacked();
-      removePackedWeights(this.packedFile);
-      this.packedFile = undefined;
+      this.removeHeldFiles();
     }
+  }
+
+  private removeHeldFiles(): void {
+    for (const f of this.heldFiles.values()) removePackedWeights(f);
+    this.heldFiles.clear();
   }
 
   /**
@@ -203,35 +217,104 @@ export class Policy {
   }
 
   /**
-   * The decode step that draws its tokens with the base weights held in the session (ProductForm
-   * 'packed'): the weights go to a file once (packed-weights.ts), which the session loads and
-   * ONNX Runtime packs; the adapter's tensors are still fed.
+   * What this policy's CPU decode steps that draw their tokens read the base weights as
+   * (SessionSettings.rolloutPrecision, `auto` by rolloutPrecisionFor); float32 on a GPU provider,
+   * with one warning when int8 or int4 was asked for.
    */
-  private packedSession(): Promise<OnnxSession> {
-    const lora = this.lora;
-    return this.sessions.get(`decode|sample|packed${lora ? '' : '|base'}`, () => {
-      const g = buildStepGraph(this.config, 'decode', lora, 'sample', 'packed');
-      return writePackedModel((this.packedFile ??= writePackedWeights(this.baseFeeds())), g, this.feeds);
-    });
+  rolloutPrecision(): Promise<RolloutPrecision> {
+    return (this.precision ??= this.provider.then((p) => {
+      const bytes = Object.values(this.baseFeeds()).reduce((n, t) => n + t.data.byteLength, 0);
+      const r = rolloutPrecisionFor(this.precisionSetting, p, bytes);
+      if (r.note) this.warn(r.note);
+      return r.precision;
+    }));
+  }
+
+  private warn(message: string): void {
+    (this.onWarning ?? ((m: string) => process.stderr.write(`turnwise: ${m}\n`)))(message);
   }
 
   /**
-   * The packed session, or undefined when it cannot be made (the weights' file could not be
-   * written, the session not created): one warning, and this policy feeds its weights from then on.
+   * The decode step that draws its tokens with the base weights held in the session: in float32,
+   * packed by ONNX Runtime for its matrix kernel (ProductForm 'packed'), or block-quantized
+   * ('int8', 'int4'). The weights go to a file once per weights version (packed-weights.ts), which
+   * the session loads; the adapter's tensors are still fed, in float32.
    */
-  private async packedSessionOrNone(): Promise<OnnxSession | undefined> {
+  private heldSession(form: 'packed' | QuantizedForm): Promise<OnnxSession> {
+    const lora = this.lora;
+    return this.sessions.get(`decode|sample|packed${form === 'packed' ? '' : `|${form}`}${lora ? '' : '|base'}`, () => {
+      const g = buildStepGraph(this.config, 'decode', lora, 'sample', form);
+      // A quantized graph's products read codes and scales in place of the float weights.
+      if (form !== 'packed') g.dropUnreadInputs();
+      const read = new Set(g.inputs.map((v) => v.name));
+      return writePackedModel(
+        this.heldFile(form, () => (form === 'packed' ? this.baseFeeds() : this.quantizedFeeds(form, read))),
+        g,
+      );
+    });
+  }
+
+  private heldFile(form: 'packed' | QuantizedForm, feeds: () => Record<string, HostTensor>): PackedWeights {
+    let file = this.heldFiles.get(form);
+    if (!file) this.heldFiles.set(form, (file = writePackedWeights(feeds())));
+    return file;
+  }
+
+  /**
+   * The tensors a quantized decode session holds: each product's weight as codes and scales
+   * (quantizeBlocks), and the base tensors the graph still reads in float (`read`).
+   */
+  private quantizedFeeds(form: QuantizedForm, read: ReadonlySet<string>): Record<string, HostTensor> {
+    const out: Record<string, HostTensor> = {};
+    for (const [name, t] of Object.entries(this.baseFeeds())) {
+      const q = quantizedNames(name);
+      if (read.has(q.codes)) {
+        const [rows, cols] = t.dims;
+        const b = quantizeBlocks(t.data as Float32Array, rows, cols, PRECISION_BITS[form]);
+        out[q.codes] = { dtype: 'uint8', dims: [rows, b.scales.length / rows, b.codes.length / b.scales.length], data: b.codes };
+        out[q.scales] = { dtype: 'float32', dims: [b.scales.length], data: b.scales };
+      }
+      if (read.has(name)) out[name] = t;
+    }
+    return out;
+  }
+
+  /**
+   * The session that holds its weights for a decode step that draws tokens, or undefined where
+   * none is made: the quantized one at rolloutPrecision int8 or int4, else the packed one where
+   * packsDecodeWeights says so. One that cannot be made (a file not written, a kernel missing)
+   * gets one warning, and the policy goes on with the next form: float32 packed, then fed.
+   */
+  private async heldDecodeSession(): Promise<OnnxSession | undefined> {
+    const precision = await this.rolloutPrecision();
+    if (precision !== 'float32') {
+      try {
+        return await this.heldSession(precision);
+      } catch (e) {
+        this.precision = Promise.resolve('float32');
+        this.dropHeldFile(precision);
+        const t = e as TurnwiseError;
+        this.warn(`rollouts not quantized to ${precision} (${t.message}${t.hint ? `; ${t.hint}` : ''}); sampling in float32`);
+      }
+    }
+    if (!(await this.packsDecodeWeights())) return undefined;
     try {
-      return await this.packedSession();
+      return await this.heldSession('packed');
     } catch (e) {
       this.packs = Promise.resolve(false);
-      if (this.packedFile) removePackedWeights(this.packedFile);
-      this.packedFile = undefined;
+      this.dropHeldFile('packed');
       const t = e as TurnwiseError;
-      (this.onWarning ?? ((m: string) => process.stderr.write(`turnwise: ${m}\n`)))(
+      this.warn(
         `decode weights not packed (${t.message}${t.hint ? `; ${t.hint}` : ''}); decoding with the weights fed, as fast at one row and slower over several`,
       );
       return undefined;
     }
+  }
+
+  private dropHeldFile(form: 'packed' | QuantizedForm): void {
+    const f = this.heldFiles.get(form);
+    if (f) removePackedWeights(f);
+    this.heldFiles.delete(form);
   }
 
   /**
@@ -359,9 +442,8 @@ export class Policy {
         if (real) cache.nextPos[b]++;
       }
     }
-    // A decode step that draws its tokens, on the CPU with large weights, holds them packed.
-    const packed =
-      P > 0 && want === 'sample' && withAdapter && (await this.packsDecodeWeights()) ? await this.packedSessionOrNone() : undefined;
+    // A decode step that draws its tokens, on the CPU, holds its weights quantized (rolloutPrecision) or, when large, packed.
+    const packed = P > 0 && want === 'sample' && withAdapter ? await this.heldDecodeSession() : undefined;
     // Without the adapter, the base's own tensors only (the same arrays: nothing is copied).
     // With packed weights, the adapter's only (the session holds the base's).
     const weights = packed ? this.adapterFeeds() : withAdapter || !this.lora ? this.feeds : this.baseFeeds();
@@ -806,7 +888,6 @@ export class Policy {
 
   async dispose(): Promise<void> {
     await this.sessions.clear();
-    if (this.packedFile) removePackedWeights(this.packedFile);
-    this.packedFile = undefined;
+    this.removeHeldFiles();
   }
 }

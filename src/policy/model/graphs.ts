@@ -19,6 +19,7 @@ import {
   type LoraConfig,
 } from '../files/lora';
 import type { PolicyWeights } from './weights';
+import { blocksPerRow, PRECISION_BITS, QUANT_BLOCK_SIZE } from './quantize';
 
 /** Additive attention bias for disallowed (future or padding) keys. Finite so fully masked rows stay finite. */
 export const MASKED = -1e9;
@@ -249,8 +250,51 @@ export function lmHead(g: Graph, c: ModelConfig, W: Map<string, Value>, hidden: 
  *   the weights stream at 19.0 GB/s against 15.8 for 'weights-left' (2-core Xeon). The session
  *   holds its own copy of the weights (docs/experiments/2026-12-03-packed-decode.md).
  */
-export type ProductForm = 'one-row' | 'weights-left' | 'packed';
-const PRODUCT_SUFFIX: Record<ProductForm, string> = { 'one-row': '', 'weights-left': '_rows', packed: '_packed' };
+export type ProductForm = 'one-row' | 'weights-left' | 'packed' | QuantizedForm;
+/**
+ * - 'int8', 'int4': MatMulNBits(x, codes, scales), the weights block-quantized (quantize.ts) and
+ *   held by the session as its initializers, as 'packed' holds them in float: the sampling
+ *   sessions of a policy whose rolloutPrecision is int8 or int4. Each product reads the inputs
+ *   `{weight}.codes` and `{weight}.scales` in place of the float weight (Graph.dropUnreadInputs
+ *   removes those no product reads any more).
+ */
+export type QuantizedForm = 'int8' | 'int4';
+const PRODUCT_SUFFIX: Record<ProductForm, string> = {
+  'one-row': '',
+  'weights-left': '_rows',
+  packed: '_packed',
+  int8: '_int8',
+  int4: '_int4',
+};
+
+/**
+ * MatMulNBits' accuracy_level: 4 quantizes each product's input rows to int8 and multiplies in
+ * integers, the CPU kernel's fast path: int4 at the 0.5B shape decodes 25 tokens/s at batch 1 and
+ * 97 at batch 8 with it, 13 and 40 with level 1 (float products), slower than float32 packed at
+ * batch 8 (docs/experiments/2026-12-06-quantized-rollouts.md).
+ */
+export const QUANT_ACCURACY_LEVEL = 4;
+
+/** The names of the quantized inputs that stand for weight `name` in the 'int8' and 'int4' forms. */
+export function quantizedNames(name: string): { codes: string; scales: string } {
+  return { codes: `${name}.codes`, scales: `${name}.scales` };
+}
+
+/** x [..., K] · Wᵀ for W [N, K] read as block-quantized codes and scales (MatMulNBits). */
+function quantizedLinear(g: Graph, x: Value, w: Value, form: QuantizedForm): Value {
+  const [N, K] = w.shape as number[];
+  const bits = PRECISION_BITS[form];
+  const nb = blocksPerRow(K, QUANT_BLOCK_SIZE);
+  const names = quantizedNames(w.name);
+  const codes = g.inputOnce(names.codes, 'uint8', [N, nb, (QUANT_BLOCK_SIZE * bits) / 8]);
+  const scales = g.inputOnce(names.scales, 'float32', [N * nb]);
+  return g.node(
+    'MatMulNBits',
+    [x, codes, scales],
+    { K, N, bits, block_size: QUANT_BLOCK_SIZE, accuracy_level: QUANT_ACCURACY_LEVEL },
+    { domain: 'com.microsoft', outputs: [{ dtype: 'float32', shape: [...x.shape.slice(0, -1), N] }] },
+  )[0];
+}
 
 /**
  * The output shapes [...lead, out] of products with the weight on the left, one tensor per output
@@ -273,6 +317,7 @@ export function rowShapes(g: Graph, lead: Value): RowShapes {
 /** x [..., in] · Wᵀ for W [out, in], in the form `products` says (ProductForm; absent: 'one-row'). */
 export function linear(g: Graph, x: Value, w: Value, products?: ForwardInputs['products']): Value {
   if (!products) return g.matmul(x, g.transpose(w, [1, 0]));
+  if (products.form === 'int8' || products.form === 'int4') return quantizedLinear(g, x, w, products.form);
   const [out, n] = w.shape as number[];
   const rows = g.reshape(x, [-1, n], ['?rows', n]);
   const y = products.form === 'packed' ? g.gemm(rows, w, { transB: true }) : g.transpose(g.gemm(w, rows, { transB: true }), [1, 0]); // [rows, out]

@@ -13,6 +13,7 @@ import { SCORING_ROWS_PER_RUN } from './model/graphs';
 import { PolicyTrainer, type StepMetrics } from './training/trainer';
 import { initAdapter, saveAdapter, zeroAdapterOptimizer, type LoraAdapter, type LoraConfig } from './files/lora';
 import type { PolicyWeights } from './model/weights';
+import type { RolloutPrecision } from './model/quantize';
 
 export type SequenceId = number;
 
@@ -42,6 +43,8 @@ export interface PolicyInfo {
   step: number;
   /** Execution provider the sessions run on. */
   provider: string;
+  /** What the decode steps that draw tokens read the base weights as (SessionSettings.rolloutPrecision). */
+  rolloutPrecision: RolloutPrecision;
   /** The tokenizer files, to build the same tokenizer elsewhere (loadTokenizer). */
   tokenizerJson?: Record<string, unknown>;
   tokenizerConfig?: Record<string, unknown>;
@@ -190,6 +193,7 @@ export class TrainablePolicy implements PolicyService {
       config: this.config,
       step: this.trainer?.step ?? this.options.optimizer?.step ?? 0,
       provider: await this.policy.provider,
+      rolloutPrecision: await this.policy.rolloutPrecision(),
       tokenizerJson: this.options.tokenizerJson,
       tokenizerConfig: this.options.tokenizerConfig,
     }));

@@ -163,6 +163,18 @@ export interface TrainConfig {
    * weights twice, its episodes' caches and the runtime).
    */
   packDecodeWeights: 'auto' | 'on' | 'off';
+  /**
+   * What the CPU decode steps of rollouts read the base weights as: float32, or int8 / int4 blocks
+   * quantized once per weights version (policy/model/quantize.ts); scoring and the update stay
+   * float32, and the update corrects for the sampler's difference (samplerRatioCap). `auto`: the
+   * measured rule (rolloutPrecisionFor). Ignored on GPU providers.
+   */
+  rolloutPrecision: 'auto' | 'float32' | 'int8' | 'int4';
+  /**
+   * With quantized rollouts: the cap on each action token's importance weight p_float / p_sampler,
+   * which multiplies its advantage (truncated importance sampling).
+   */
+  samplerRatioCap: number;
   /** Docker engine host (empty: DOCKER_HOST or the local socket). */
   dockerHost: string;
   /** More engines, `HOST*CAPACITY` each: sandboxes are spread over all of them (with dockerHost). */
@@ -228,6 +240,8 @@ export const TRAIN_DEFAULTS: TrainConfig = {
   taskSeed: 0,
   executionProvider: 'auto',
   packDecodeWeights: 'auto',
+  rolloutPrecision: 'auto',
+  samplerRatioCap: 2,
   dockerHost: '',
   dockerHosts: [],
   sandboxImage: '',
@@ -382,6 +396,12 @@ function resolveFields(given: Record<string, unknown>, source: string): TrainCon
   checkNumber('reward.efficiency', c.reward.efficiency, 0, 10);
   checkNumber('reward.format', c.reward.format, 0, 10);
   checkNumber('reward.repeat', c.reward.repeat, 0, 10);
+  checkNumber('samplerRatioCap', c.samplerRatioCap, 1, 100);
+  if (!['auto', 'float32', 'int8', 'int4'].includes(c.rolloutPrecision))
+    throw bad(
+      `config field "rolloutPrecision" must be auto, float32, int8 or int4, got ${JSON.stringify(c.rolloutPrecision)}`,
+      'fix "rolloutPrecision"',
+    );
   if (!['auto', 'on', 'off'].includes(c.packDecodeWeights))
     throw bad(
       `config field "packDecodeWeights" must be auto, on or off, got ${JSON.stringify(c.packDecodeWeights)}`,

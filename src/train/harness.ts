@@ -74,7 +74,7 @@ export async function openHarness(o: {
     | 'cacheObservations'
     | 'commandConcurrency'
   > &
-    Partial<Pick<TrainConfig, 'packDecodeWeights' | 'maxTurns'>>;
+    Partial<Pick<TrainConfig, 'packDecodeWeights' | 'maxTurns' | 'rolloutPrecision'>>;
   pool?: SandboxPool;
   /**
    * Whether CPU decode steps pack the weights (SessionSettings.packDecodeWeights): a training run's
@@ -98,6 +98,7 @@ export async function openHarness(o: {
       {
         provider: o.config.executionProvider,
         packDecodeWeights: o.packDecodeWeights ?? samplingPacksFolder(o.checkpoint, o.config, o.onLog),
+        rolloutPrecision: o.config.rolloutPrecision ?? 'auto',
       },
       {
         ...(o.referenceDir ? { referenceDir: o.referenceDir } : {}),

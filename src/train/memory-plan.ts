@@ -13,6 +13,7 @@ import { readJsonFile } from '../core/fs';
 import { adapterBaseDir } from '../policy/files/checkpoint';
 import { parameterCount, parseModelConfig, type ModelConfig } from '../policy/model/config';
 import { parseLoraConfig } from '../policy/files/lora';
+import { rolloutPrecisionFor } from '../policy/model/quantize';
 import {
   assertPlanFits,
   autoUpdateTokens,
@@ -43,7 +44,7 @@ export type RunPlanConfig = Pick<
   TrainConfig,
   'maxTurns' | 'maxActionTokens' | 'concurrency' | 'executionProvider' | 'klCoef' | 'updateTokensPerStep' | 'lora'
 > &
-  Partial<Pick<TrainConfig, 'packDecodeWeights' | 'estimator'>>;
+  Partial<Pick<TrainConfig, 'packDecodeWeights' | 'estimator' | 'rolloutPrecision'>>;
 
 /** The plan's input for a run, without the token cap. */
 function planInput(c: RunPlanConfig, model: ModelConfig): Omit<MemoryPlanInput, 'updateTokensPerStep'> {
@@ -54,6 +55,7 @@ function planInput(c: RunPlanConfig, model: ModelConfig): Omit<MemoryPlanInput, 
     episodes: c.concurrency,
     klReference: c.klCoef > 0,
     ...(c.estimator && getEstimator(c.estimator).needs ? { teacherPass: true } : {}),
+    quantizedDecode: rolloutPrecisionFor(c.rolloutPrecision ?? 'auto', 'cpu', parameterCount(model) * 4).precision,
     ...(c.lora ? { lora: c.lora } : {}),
   };
 }
@@ -73,7 +75,8 @@ export function runMemoryPlan(
   const limit = availableMemory(env);
   const plain = planInput(c, model);
   const setting = c.packDecodeWeights ?? 'auto';
-  const packable = packsDecodeWeights(setting, plain.provider, parameterCount(model) * 4);
+  // Quantized rollouts hold their own copy in place of the packed one.
+  const packable = plain.quantizedDecode === 'float32' && packsDecodeWeights(setting, plain.provider, parameterCount(model) * 4);
   // The cap is chosen without the packed copy, which is released while an update runs.
   const updateTokens = c.updateTokensPerStep > 0 ? c.updateTokensPerStep : autoUpdateTokens(plain, limit.bytes);
   const packed = packable ? planMemory({ ...plain, packedDecode: true, updateTokensPerStep: updateTokens }) : undefined;

@@ -13,6 +13,7 @@ import type { TrainConfig } from './config';
 import type { ReplaySource } from './replay';
 import type { Harness } from './harness';
 import { actionLogpShift, packMinibatches, turnTokenRows, updateRows, weightNegativeAdvantages, type ReplayRows } from './rows';
+import { correctSamplerMismatch, rescoreRows, type SamplerCorrection } from './sampler-correction';
 
 /** What one update did. */
 export interface PolicyUpdate {
@@ -23,6 +24,8 @@ export interface PolicyUpdate {
   actions: number;
   /** Mean change of an action's log-probability, by the sign of its advantage (undefined without a step). */
   moved?: { positive: number; negative: number };
+  /** With rollouts sampled from quantized weights: how far the sampler was from the float policy (sampler-correction.ts). */
+  sampler?: SamplerCorrection;
   /** Wall time, the log-prob shift pass included. */
   seconds: number;
 }
@@ -46,13 +49,22 @@ export async function updatePolicy(harness: Harness, scored: readonly Trajectory
   const n = o.iteration;
   const t0 = Date.now();
   const promptBudget = harness.contextTokens - c.maxActionTokens;
-  const turnRows = scored.map((t) => {
+  let turnRows = scored.map((t) => {
     const task = o.tasks.get(t.taskId)!;
     // A chat episode's rows are its conversation built again from the trajectory's ids.
     return harness.chat
       ? chatTurnTokenRows(harness.chat.format, chatSystemMessage(task), chatTaskMessage(task), t, harness.chat.stopIds)
       : turnTokenRows(harness.codec!, taskText(task), t, promptBudget);
   });
+  // Rollouts drawn from quantized weights: the float policy's log-probs become the old ones, and
+  // each token's advantage carries the truncated ratio of the float policy to the sampler.
+  let sampler: SamplerCorrection | undefined;
+  if ((await harness.policy.info()).rolloutPrecision !== 'float32') {
+    const scoredRows = await harness.policy.logprobs(rescoreRows(turnRows).ids, { temperature: c.temperature });
+    const corrected = correctSamplerMismatch(turnRows, scoredRows, c.samplerRatioCap);
+    turnRows = corrected.rows;
+    sampler = corrected.stats;
+  }
   const rows = updateRows(
     turnRows.map((r) => weightNegativeAdvantages(r, c.negativeAdvantageWeight)),
     c.klCoef > 0 || c.entCoef > 0,
@@ -110,6 +122,7 @@ export async function updatePolicy(harness: Harness, scored: readonly Trajectory
     rows: rows.length,
     actions: rows.reduce((a, r) => a + r.actions.length, 0),
     ...(moved ? { moved } : {}),
+    ...(sampler ? { sampler } : {}),
     seconds: (Date.now() - t0) / 1000,
   };
 }
@@ -131,5 +144,9 @@ export function updateMetrics(u: PolicyUpdate, c: Pick<TrainConfig, 'replayCoef'
     'update/dlogp_pos': u.moved?.positive ?? NaN,
     'update/dlogp_neg': u.moved?.negative ?? NaN,
     'update/replay_loss': c.replayCoef > 0 ? sm('replay_loss') : NaN,
+    'sampler/ratio_mean': u.sampler?.ratioMean ?? NaN,
+    'sampler/ratio_max': u.sampler?.ratioMax ?? NaN,
+    'sampler/capped': u.sampler?.cappedFrac ?? NaN,
+    'sampler/kl': u.sampler?.kl ?? NaN,
   };
 }

@@ -239,6 +239,7 @@ describe('docker: turnwise train, a real tiny run', function () {
       'some iteration updated the policy (else the replay check below checks nothing)',
     );
     for (const m of run.readMetrics().slice(1)) {
+      assert.equal(m['sampler/kl'], null, 'float32 rollouts: nothing to correct');
       if ((m['update/steps'] as number) > 0)
         assert.ok(
           (m['update/replay_loss'] as number) > 0.001 && (m['update/replay_loss'] as number) < 1.5,
@@ -332,10 +333,17 @@ describe('docker: turnwise train, a real tiny run', function () {
     await noContainersEventually(r.runId);
   });
 
-  it('a LoRA run: every checkpoint is an adapter over the untouched base, checkpoint 0 is the base, later ones train; eval and resume read them', async () => {
+  it('a LoRA run with int4 rollouts: every checkpoint is an adapter over the untouched base, checkpoint 0 is the base, later ones train; the sampler corrected; eval and resume read them', async () => {
     const runs = path.join(dir, 'runs-lora');
     const baseBytes = fs.readFileSync(path.join(model, 'model.safetensors'));
-    const c = resolveTrainConfig({ ...TINY, model, lr: 5e-3, lora: { r: 4, lora_alpha: 8, target_modules: 'all-linear' } });
+    // Sampled from the base quantized to 4 bits with the float adapter on top; trained in float32.
+    const c = resolveTrainConfig({
+      ...TINY,
+      model,
+      lr: 5e-3,
+      lora: { r: 4, lora_alpha: 8, target_modules: 'all-linear' },
+      rolloutPrecision: 'int4',
+    });
     const r = await trainRun({ config: c, runsRoot: runs });
     assert.equal(r.state, 'finished');
     const run = RunDir.open(r.runDir);
@@ -357,6 +365,13 @@ describe('docker: turnwise train, a real tiny run', function () {
       'checkpoint 0 is the base: B = 0',
     );
     const updated = run.readMetrics().some((m) => (m['update/steps'] as number) > 0);
+    // Every update scored its actions in float32 and weighed them by the sampler's ratio.
+    for (const m of run.readMetrics().slice(1)) {
+      const kl = m['sampler/kl'] as number;
+      assert.ok(kl > 0 && kl < 0.5, `sampler KL ${kl}: int4 is off the float policy, not far off`);
+      assert.ok((m['sampler/ratio_mean'] as number) > 0.5 && (m['sampler/ratio_mean'] as number) < 2, `ratio ${m['sampler/ratio_mean']}`);
+      assert.ok((m['sampler/ratio_max'] as number) >= (m['sampler/ratio_mean'] as number));
+    }
     if (updated)
       assert.ok(
         bOf(2).some((x) => x !== 0),

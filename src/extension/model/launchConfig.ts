@@ -60,6 +60,8 @@ export const SETTING_FOR_FIELD: { readonly [K in ConfigPath]: string } = {
   maxActionTokens: 'policy.maxActionTokens',
   executionProvider: 'executionProvider',
   packDecodeWeights: 'packDecodeWeights',
+  rolloutPrecision: 'rolloutPrecision',
+  samplerRatioCap: 'samplerRatioCap',
   'reward.efficiency': 'reward.efficiencyPenalty',
   'reward.format': 'reward.formatPenalty',
   'reward.repeat': 'reward.repeatPenalty',

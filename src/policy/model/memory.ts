@@ -11,6 +11,7 @@ import { kvBytesPerToken, parameterCount, paramSpecs, type ModelConfig } from '.
 import { SCORE_CHUNK_ROWS, SCORING_ROWS_PER_RUN as SCORING_ROWS } from './graphs';
 import { loraTargets, type LoraConfig } from '../files/lora';
 import { LAYER_ACTIVATION_COUNTS, layerActivationValues, logitChunkRows, recomputeByDefault } from '../training/graphs';
+import { PRECISION_BITS, QUANTIZE_VALUES_PER_S, quantizedSessionBytes } from './quantize';
 
 const F32 = 4;
 const MB = 1024 ** 2;
@@ -54,6 +55,11 @@ export interface MemoryPlanInput {
   teacherPass?: boolean;
   /** Decode steps hold the weights packed in their session (SessionSettings.packDecodeWeights; CPU only): a second copy while sampling. */
   packedDecode?: boolean;
+  /**
+   * Decode steps that draw tokens hold the weights quantized (SessionSettings.rolloutPrecision
+   * int8 or int4; CPU only), in place of the packed copy: the codes, scales and float embedding.
+   */
+  quantizedDecode?: 'float32' | 'int8' | 'int4';
 }
 
 export interface MemoryPart {
@@ -126,7 +132,9 @@ export function planMemory(input: MemoryPlanInput): MemoryPlan {
     context,
     klReference: input.klReference ?? false,
     teacherPass: input.teacherPass ?? false,
-    packedDecode: (input.packedDecode ?? false) && input.provider === 'cpu',
+    packedDecode:
+      (input.packedDecode ?? false) && input.provider === 'cpu' && !(input.quantizedDecode && input.quantizedDecode !== 'float32'),
+    quantizedDecode: input.provider === 'cpu' ? (input.quantizedDecode ?? 'float32') : 'float32',
   };
   const specs = paramSpecs(c);
   const P = specs.reduce((s, p) => s + count(p.shape), 0);
@@ -150,6 +158,15 @@ export function planMemory(input: MemoryPlanInput): MemoryPlan {
       where: 'host',
       detail: `the decode session's own copy, packed for the CPU's matrix kernel (while sampling)${c.tie_word_embeddings ? '; the tied embedding twice' : ''}`,
     });
+  if (full.quantizedDecode !== 'float32') {
+    const bits = PRECISION_BITS[full.quantizedDecode];
+    parts.push({
+      name: `${full.quantizedDecode} decode weights`,
+      bytes: quantizedSessionBytes(c, bits),
+      where: 'host',
+      detail: `the sampling session's ${bits}-bit codes and scales of every product, and the float32 embedding its lookup reads (made once per weights version, in about ${Math.max(1, Math.round(P / QUANTIZE_VALUES_PER_S))} s)`,
+    });
+  }
   if (input.lora) {
     // Adapter, its AdamW moments, the step's new values of all three, and the summed gradient (in and out of the Loop).
     parts.push({

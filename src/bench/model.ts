@@ -26,6 +26,7 @@ import { numel } from '../policy/files/safetensors';
 import { byteLevelTokenizerConfig, byteLevelTokenizerJson } from '../policy/files/tokenizer';
 import { PolicyTrainer, type TrainBatch } from '../policy/training/trainer';
 import { SeededRandom, type PolicyWeights } from '../policy/model/weights';
+import { PRECISION_BITS, quantizedBytesPerToken, samplerKl, type RolloutPrecision } from '../policy/model/quantize';
 
 /** The shapes `bench model` generates, with the config fields of the published checkpoints. */
 export const BENCH_SHAPES: Record<string, ModelConfig> = {
@@ -184,6 +185,8 @@ export interface BenchModelOptions {
   python?: string;
   /** Also time llama.cpp's decode of the same weights (float32 GGUF), for ratios. */
   againstLlamaCpp?: boolean;
+  /** Rollout precisions whose decode is timed beside float32's (default int8 and int4; [] for none). */
+  precisions?: QuantizedPrecision[];
   /** Runs the PyTorch side (default: the script in a child process). Test hook. */
   torchRunner?: (args: TorchArgs) => Promise<TorchFigures>;
   /** Where the generated folder goes (default: a temporary folder, removed afterwards). */
@@ -229,6 +232,13 @@ export interface BenchModelResult {
   decode_fed: { decode_tokens_per_s_b1: number; decode_tokens_per_s_batch: number; decode_batch_speedup: number } | null;
   /** Peak RSS while decoding (with packed weights: their copy included). */
   decode_peak_rss_mb: number;
+  /**
+   * The same decode with the sampling sessions' weights quantized (rolloutPrecision), per
+   * precision: tokens/s, the ratio to the float32 figures above, the weight bytes a token reads
+   * and the bound they allow, the time to quantize and load, and the KL from the quantized policy
+   * to the float one over the batch's sampled tokens (samplerKl's mean, nats per token).
+   */
+  decode_quantized: Partial<Record<QuantizedPrecision, QuantizedDecodeFigures>>;
   /** LoRA training step over trainRows × trainSeq tokens (ppo-token loss, AdamW). */
   lora_train_tokens_per_s: number;
   train_step_s: number;
@@ -267,6 +277,24 @@ export interface BenchModelResult {
     train_at_least_torch: boolean | null;
     train_rss_within_budget: boolean;
   };
+}
+
+type QuantizedPrecision = Exclude<RolloutPrecision, 'float32'>;
+
+export interface QuantizedDecodeFigures {
+  decode_tokens_per_s_b1: number;
+  decode_tokens_per_s_batch: number;
+  /** ÷ the float32 decode of the same run (packed or fed, as decode_weights says). */
+  speedup_b1: number;
+  speedup_batch: number;
+  weights_bytes_per_token: number;
+  decode_bound_tokens_per_s: number;
+  decode_fraction_of_bound: number;
+  /** The first decode call: quantizing the weights, writing and loading them. */
+  setup_s: number;
+  kl_to_float: number;
+  /** Tokens the KL is the mean over. */
+  kl_tokens: number;
 }
 
 const round = (x: number, d = 2) => Math.round(x * 10 ** d) / 10 ** d;
@@ -529,7 +557,7 @@ export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult
     // The policy's feeds are the loaded arrays; nothing else keeps the checkpoint, as in a run.
     const policy = (() => {
       const ck = loadCheckpoint(dir, { optimizer: false });
-      return new Policy(ck.weights, ck.tokenizer, settings);
+      return new Policy(ck.weights, ck.tokenizer, { ...settings, rolloutPrecision: 'float32' });
     })();
     const gen = { temperature: 1, topP: 1, stopIds: [] as number[] };
     await policy.sample([{ seq: policy.newSequence(tokens(4)), maxNewTokens: 1, ...gen }]);
@@ -590,6 +618,51 @@ export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult
         fed = { decode_tokens_per_s_b1: round(f1, 2), decode_tokens_per_s_batch: round(fn, 2), decode_batch_speedup: round(fn / f1) };
       } finally {
         await fedPolicy.dispose();
+      }
+    }
+    const quantized: BenchModelResult['decode_quantized'] = {};
+    for (const precision of o.precisions ?? (['int8', 'int4'] as const)) {
+      log(`decode with ${precision} weights…`);
+      const q = new Policy(policy.baseWeights(), undefined, { ...settings, rolloutPrecision: precision });
+      try {
+        const qctx = q.newSequence(ctx.tokens);
+        await q.extend([{ seq: qctx }]);
+        const qdecode = decodeOn(q, qctx);
+        const tq = performance.now();
+        await qdecode(1, 2);
+        const qsetup = performance.now() - tq;
+        if ((await q.rolloutPrecision()) !== precision) throw new TurnwiseError('internal', `the ${precision} decode fell back to float32`);
+        const q1 = work.decodeSteps / ((await timed(qdecode, 1)) / 1000);
+        await qdecode(work.decodeBatch, 2);
+        const qn = (work.decodeBatch * work.decodeSteps) / ((await timed(qdecode, work.decodeBatch)) / 1000);
+        // The KL from the quantized sampler to the float policy: its own draws, scored by both.
+        const drawn = Array.from({ length: work.decodeBatch }, () => qctx.fork());
+        const rows = await q.sample(drawn.map((seq, b) => ({ seq, seed: 100 + b, maxNewTokens: work.decodeSteps, ...gen })));
+        const scored = await policy.tokenLogprobs(drawn.map((seq) => seq.tokens));
+        let kl = 0;
+        let count = 0;
+        rows.forEach((r, b) => {
+          const from = drawn[b].tokens.length - r.tokenIds.length;
+          r.logprobs.forEach((lq, t) => {
+            kl += samplerKl(lq, scored[b][from + t]);
+            count++;
+          });
+        });
+        // Speed-ups and the bound are filled in once the float figures and the bandwidth are known.
+        quantized[precision] = {
+          decode_tokens_per_s_b1: q1,
+          decode_tokens_per_s_batch: qn,
+          speedup_b1: 0,
+          speedup_batch: 0,
+          weights_bytes_per_token: quantizedBytesPerToken(config, PRECISION_BITS[precision]),
+          decode_bound_tokens_per_s: 0,
+          decode_fraction_of_bound: 0,
+          setup_s: round(qsetup / 1000),
+          kl_to_float: round(kl / Math.max(1, count), 5),
+          kl_tokens: count,
+        };
+      } finally {
+        await q.dispose();
       }
     }
     const contextIds = ctx.tokens.slice();
@@ -699,6 +772,17 @@ export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult
     const train = n / (stepMs / 1000);
     const t = torch.available ? torch : undefined;
     const l = llamaCpp.available ? llamaCpp : undefined;
+    for (const f of Object.values(quantized)) {
+      const qbound = (bandwidth * 1e9) / f.weights_bytes_per_token;
+      Object.assign(f, {
+        speedup_b1: round(f.decode_tokens_per_s_b1 / b1, 3),
+        speedup_batch: round(f.decode_tokens_per_s_batch / bn, 3),
+        decode_bound_tokens_per_s: round(qbound, 2),
+        decode_fraction_of_bound: round(f.decode_tokens_per_s_b1 / qbound, 3),
+        decode_tokens_per_s_b1: round(f.decode_tokens_per_s_b1, 2),
+        decode_tokens_per_s_batch: round(f.decode_tokens_per_s_batch, 2),
+      });
+    }
     const budget = (params * 4) / 2 ** 20 + 3 * 1024;
     return {
       schema: 'turnwise/bench-model@1',
@@ -736,6 +820,7 @@ export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult
       decode_setup_s: round(setupMs / 1000),
       decode_fed: fed,
       decode_peak_rss_mb: decodePeak,
+      decode_quantized: quantized,
       lora_train_tokens_per_s: round(train, 1),
       train_step_s: round(stepMs / 1000, 6),
       train_first_step_s: round(firstMs / 1000),

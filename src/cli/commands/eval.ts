@@ -30,6 +30,7 @@ import { fmt } from '../format';
 import { stopOnSignals } from '../signals';
 import { runsRootFor } from '../training-run';
 import { runEvalReport } from './eval-report';
+import { precisionOption } from './options';
 
 /** `--max-action-tokens N`: the reply limit of every episode of an evaluation, local model or endpoint (the config's range). */
 function maxActionTokensFlag(args: ParsedArgs): { maxActionTokens?: number } {
@@ -60,6 +61,7 @@ const EVAL_OPTIONS = {
     'endpoint-key-env',
     'max-action-tokens',
     'plot',
+    'precision',
   ),
   ...flagOptions('report', 'intersect'),
 };
@@ -69,7 +71,7 @@ export const evalCommand: CliCommand = {
   summary:
     'evaluate a policy on a task file: resolved rate (pass@1 of the greedy episode), mean turns, format-error rate, PASS@(k,T), per task; --out writes a results file; --report compares results files of several models',
   usage:
-    '--tasks FILE [--model DIR | --endpoint URL [--endpoint-model NAME] [--endpoint-key-env VAR]] [--workspace DIR] [--max-turns N] | --run RUN [--split heldout|train] [--iteration N | --model DIR | --endpoint URL …] [--workspace DIR | --runs DIR]; then [--max-action-tokens N] [--concurrency N] [--samples K] [--seed S] [--out FILE] [--compare EARLIER.jsonl]; or --from FILE --compare EARLIER.jsonl; or --report A.jsonl B.jsonl … [--intersect] [--plot CURVES.svg]',
+    '--tasks FILE [--model DIR | --endpoint URL [--endpoint-model NAME] [--endpoint-key-env VAR]] [--workspace DIR] [--max-turns N] | --run RUN [--split heldout|train] [--iteration N | --model DIR | --endpoint URL …] [--workspace DIR | --runs DIR]; then [--max-action-tokens N] [--precision auto|float32|int8|int4] [--concurrency N] [--samples K] [--seed S] [--out FILE] [--compare EARLIER.jsonl]; or --from FILE --compare EARLIER.jsonl; or --report A.jsonl B.jsonl … [--intersect] [--plot CURVES.svg]',
   options: EVAL_OPTIONS,
   allowPositionals: true,
   async run(args, io) {
@@ -189,6 +191,8 @@ async function runEvaluation(args: ParsedArgs, io: CliIO): Promise<EvalEpisodes 
   // (seed, task, k) only, so two checkpoints evaluated with the same seed draw the same numbers.
   const samples = numberInRange(args, 'samples', 0, { min: 0, max: 64, integer: true });
   const provider = typeof args.values.provider === 'string' ? { executionProvider: args.values.provider } : {};
+  const precision = precisionOption(args);
+  if (precision !== undefined) Object.assign(provider, { rolloutPrecision: precision });
   let tasks: Task[];
   let tasksSource: string;
   let model: string;
@@ -257,8 +261,9 @@ async function runEvaluation(args: ParsedArgs, io: CliIO): Promise<EvalEpisodes 
     if (args.values[k] !== undefined && !endpoint) throw new UsageError(`--${k} goes with --endpoint URL`);
   if (endpoint && args.values.model !== undefined)
     throw new UsageError('give --model DIR (a local model) or --endpoint URL (a server), not both');
-  if (endpoint && args.values.provider !== undefined)
-    throw new UsageError('--provider is for a local model; the server decides where its model runs');
+  for (const k of ['provider', 'precision'])
+    if (endpoint && args.values[k] !== undefined)
+      throw new UsageError(`--${k} is for a local model; the server decides where and how its model runs`);
   const { signal, dispose } = stopOnSignals(io);
   const harness = endpoint
     ? await openEndpointHarness({

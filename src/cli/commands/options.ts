@@ -5,6 +5,7 @@ import * as path from 'node:path';
 import { TurnwiseError } from '../../core/errors';
 import { findResource, resourceCandidates } from '../../core/resources';
 import { PROVIDER_SETTINGS, type ProviderSetting } from '../../onnx';
+import { ROLLOUT_PRECISIONS, type RolloutPrecision } from '../../policy/model/quantize';
 import { readConfigFile, type TrainConfig } from '../../train/config';
 import { embeddedModelDir } from '../../train/embedded';
 import { numberInRange, oneOf, type ParsedArgs } from '../command';
@@ -15,6 +16,14 @@ export const PROVIDER_USAGE = `[--provider ${PROVIDER_SETTINGS.join('|')}]`;
 /** --provider: where the ONNX policy runs (`auto` when not given). */
 export function providerOption(args: ParsedArgs): ProviderSetting {
   return oneOf(args, 'provider', PROVIDER_SETTINGS, 'auto');
+}
+
+/** `--precision`, as the usage lines show it: what a local model's sampling sessions read its weights as. */
+export const PRECISION_USAGE = `[--precision ${ROLLOUT_PRECISIONS.join('|')}]`;
+
+/** --precision: the rollout precision of a local model's sampling (rolloutPrecision); undefined when not given. */
+export function precisionOption(args: ParsedArgs): RolloutPrecision | 'auto' | undefined {
+  return args.values.precision === undefined ? undefined : oneOf(args, 'precision', ROLLOUT_PRECISIONS, 'auto');
 }
 
 /** The bundled demo workspace (examples/demo-python of the package, core/resources.ts). */

@@ -6,6 +6,7 @@ import { initPolicyDir, loadPolicy, mergeAdapterFolder, type Policy } from '../.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { parseModelConfig } from '../../policy/model/config';
+import { quantizedBytesPerToken, quantizedSessionBytes, rolloutPrecisionFor } from '../../policy/model/quantize';
 import { inspectModelFolder } from '../../policy/files/hf';
 import { inspectAdapterFolder, parseLoraConfig } from '../../policy/files/lora';
 import { exportGguf, GGUF_WEIGHT_TYPES } from '../../policy/files/gguf-export';
@@ -91,6 +92,13 @@ export const policyInspectCommand: CliCommand = {
     const config = parseModelConfig(JSON.parse(fs.readFileSync(path.join(r.dir, 'config.json'), 'utf8')));
     const lora = parseLoraConfig({ target_modules: 'all-linear' }, 'the default LoRA block');
     const plans = { full: runMemoryPlan(TRAIN_DEFAULTS, config), lora: runMemoryPlan({ ...TRAIN_DEFAULTS, lora }, config) };
+    // What sampling reads per token at each rollout precision, and what the quantized sessions hold.
+    const rollouts = {
+      default: rolloutPrecisionFor(TRAIN_DEFAULTS.rolloutPrecision, 'cpu', r.memory.weightsF32Bytes).precision,
+      float32: { bytesPerToken: r.memory.weightsF32Bytes },
+      int8: { bytesPerToken: quantizedBytesPerToken(config, 8), sessionBytes: quantizedSessionBytes(config, 8) },
+      int4: { bytesPerToken: quantizedBytesPerToken(config, 4), sessionBytes: quantizedSessionBytes(config, 4) },
+    };
     if (io.json) {
       const planJson = (p: (typeof plans)['full']) => ({
         hostBytes: p.plan.host,
@@ -105,6 +113,7 @@ export const policyInspectCommand: CliCommand = {
           {
             ok: true,
             ...r,
+            rolloutPrecision: rollouts,
             memoryPlan: {
               limitBytes: plans.full.limit.bytes,
               limitSource: plans.full.limit.source,
@@ -127,7 +136,8 @@ export const policyInspectCommand: CliCommand = {
   tokenizer     ${r.tokenizer.kind}; ${r.vocab.tokenizer} tokens (config vocab ${r.vocab.config}); end-of-sequence ids ${r.eosIds.join(', ') || 'none'}
   special       ${r.tokenizer.specialTokens.map(escapeControlChars).join(' ') || 'none'}
   chat template ${r.chatTemplate ? `${r.chatTemplate.kind} (${r.chatTemplate.source}, ${r.chatTemplate.chars} characters)` : 'none'}
-  memory        weights ${mb(r.memory.weightsF32Bytes)}; KV cache ${mb(r.memory.kvBytesPerToken * 1024)} per 1,024 tokens of a sequence (${mb(r.memory.kvBytesAtContext)} at full context); full fine-tuning with AdamW ${mb(r.memory.fullFineTuneBytes)}`);
+  memory        weights ${mb(r.memory.weightsF32Bytes)}; KV cache ${mb(r.memory.kvBytesPerToken * 1024)} per 1,024 tokens of a sequence (${mb(r.memory.kvBytesAtContext)} at full context); full fine-tuning with AdamW ${mb(r.memory.fullFineTuneBytes)}
+  rollouts      ${rollouts.default} by default (rolloutPrecision); a sampled token reads ${mb(rollouts.float32.bytesPerToken)} of weights in float32, ${mb(rollouts.int8.bytesPerToken)} at int8, ${mb(rollouts.int4.bytesPerToken)} at int4 (their sessions hold ${mb(rollouts.int8.sessionBytes)} / ${mb(rollouts.int4.sessionBytes)})`);
     io.out(`  a run at the default settings on this machine (turnwise train refuses one that does not fit):`);
     for (const p of [plans.full, plans.lora]) for (const line of p.lines) io.out(`  ${line}`);
     return 0;

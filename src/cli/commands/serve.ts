@@ -2,13 +2,24 @@
 // a signal stops it.
 import { listensBeyondLoopback, startServer } from '../../serve/server';
 import { numberInRange, requireString, UsageError, valueOptions, type CliCommand } from '../command';
-import { PROVIDER_USAGE, providerOption } from './options';
+import { PRECISION_USAGE, precisionOption, PROVIDER_USAGE, providerOption } from './options';
 
 export const serveCommand: CliCommand = {
   name: 'serve',
   summary: 'serve a model (and a LoRA adapter) over the OpenAI-compatible API: /v1/models, /v1/chat/completions, /v1/completions',
-  usage: `--model DIR [--adapter DIR] [--host 127.0.0.1] [--port 8000] [--name ID] [--token-env VAR] [--max-request-kb 1024] [--pack-decode-weights auto|on|off] ${PROVIDER_USAGE} [--json]`,
-  options: valueOptions('model', 'adapter', 'host', 'port', 'name', 'token-env', 'max-request-kb', 'pack-decode-weights', 'provider'),
+  usage: `--model DIR [--adapter DIR] [--host 127.0.0.1] [--port 8000] [--name ID] [--token-env VAR] [--max-request-kb 1024] [--pack-decode-weights auto|on|off] ${PRECISION_USAGE} ${PROVIDER_USAGE} [--json]`,
+  options: valueOptions(
+    'model',
+    'adapter',
+    'host',
+    'port',
+    'name',
+    'token-env',
+    'max-request-kb',
+    'pack-decode-weights',
+    'precision',
+    'provider',
+  ),
   async run(args, io) {
     const port = numberInRange(args, 'port', 8000, { min: 0, max: 65535, integer: true });
     const kb = numberInRange(args, 'max-request-kb', 1024, { min: 1, max: 1024 * 1024, integer: true });
@@ -33,7 +44,11 @@ export const serveCommand: CliCommand = {
       ...(token ? { token } : {}),
       maxRequestBytes: kb * 1024,
       ...(pack !== undefined ? { packDecodeWeights: pack } : {}),
-      settings: { provider: providerOption(args), onWarning: (m) => io.err(`warning: ${m}`) },
+      settings: {
+        provider: providerOption(args),
+        rolloutPrecision: precisionOption(args) ?? 'float32',
+        onWarning: (m) => io.err(`warning: ${m}`),
+      },
       onLog: (line) => io.err(`${new Date().toISOString()} ${line}`),
     });
     const provider = await s.provider;

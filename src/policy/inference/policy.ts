@@ -262,7 +262,9 @@ export class Policy {
 
   /**
    * The tensors a quantized decode session holds: each product's weight as codes and scales
-   * (quantizeBlocks), and the base tensors the graph still reads in float (`read`).
+   * (quantizeBlocks). The float tensors the graph still reads (the embedding its lookup reads,
+   * norms, biases) stay inputs, fed the policy's own arrays: a second float embedding would hold
+   * twice the int4 products' bytes at Qwen2.5's vocabulary.
    */
   private quantizedFeeds(form: QuantizedForm, read: ReadonlySet<string>): Record<string, HostTensor> {
     const out: Record<string, HostTensor> = {};
@@ -274,7 +276,6 @@ export class Policy {
         out[q.codes] = { dtype: 'uint8', dims: [rows, b.scales.length / rows, b.codes.length / b.scales.length], data: b.codes };
         out[q.scales] = { dtype: 'float32', dims: [b.scales.length], data: b.scales };
       }
-      if (read.has(name)) out[name] = t;
     }
     return out;
   }
@@ -331,6 +332,12 @@ export class Policy {
       config: this.config,
       tensors: fromGraphLayout(this.config, new Map(Object.entries(this.baseFeeds()).map(([k, t]) => [k, t.data as Float32Array]))),
     };
+  }
+
+  /** The weight feeds `session` takes as inputs (the same arrays). */
+  private feedsOf(session: OnnxSession): Record<string, HostTensor> {
+    const names = new Set(session.inputNames);
+    return Object.fromEntries(Object.entries(this.feeds).filter(([k]) => names.has(k)));
   }
 
   /** The adapter's feeds (PEFT names), none without one. */
@@ -445,8 +452,8 @@ export class Policy {
     // A decode step that draws its tokens, on the CPU, holds its weights quantized (rolloutPrecision) or, when large, packed.
     const packed = P > 0 && want === 'sample' && withAdapter ? await this.heldDecodeSession() : undefined;
     // Without the adapter, the base's own tensors only (the same arrays: nothing is copied).
-    // With packed weights, the adapter's only (the session holds the base's).
-    const weights = packed ? this.adapterFeeds() : withAdapter || !this.lora ? this.feeds : this.baseFeeds();
+    // A session holding its weights is fed the rest: the adapter's, and a quantized one's float tensors.
+    const weights = packed ? this.feedsOf(packed) : withAdapter || !this.lora ? this.feeds : this.baseFeeds();
     const feeds: Record<string, HostTensor> = {
       ...weights,
       ...extra,

@@ -57,7 +57,7 @@ export interface MemoryPlanInput {
   packedDecode?: boolean;
   /**
    * Decode steps that draw tokens hold the weights quantized (SessionSettings.rolloutPrecision
-   * int8 or int4; CPU only), in place of the packed copy: the codes, scales and float embedding.
+   * int8 or int4; CPU only), in place of the packed copy: every product's codes and scales.
    */
   quantizedDecode?: 'float32' | 'int8' | 'int4';
 }
@@ -164,7 +164,7 @@ export function planMemory(input: MemoryPlanInput): MemoryPlan {
       name: `${full.quantizedDecode} decode weights`,
       bytes: quantizedSessionBytes(c, bits),
       where: 'host',
-      detail: `the sampling session's ${bits}-bit codes and scales of every product, and the float32 embedding its lookup reads (made once per weights version, in about ${Math.max(1, Math.round(P / QUANTIZE_VALUES_PER_S))} s)`,
+      detail: `the sampling session's ${bits}-bit codes and scales of every product (made once per weights version, in about ${Math.max(1, Math.round(P / QUANTIZE_VALUES_PER_S))} s)`,
     });
   }
   if (input.lora) {

@@ -14,7 +14,7 @@ export const ROLLOUT_PRECISIONS: readonly (RolloutPrecision | 'auto')[] = ['auto
 export const PRECISION_BITS: Record<Exclude<RolloutPrecision, 'float32'>, 4 | 8> = { int8: 8, int4: 4 };
 
 /**
- * Columns per block (one scale each): 128 for both precisions. At the 0.5B shape on a 2-core Xeon,
+ * Columns per block (one scale each): 128 for both precisions. At the 0.5B shape on a 2-core AMD EPYC,
  * int4 decodes at 25 / 24 / 34 tokens/s at batch 1 and 97 / 97 / 107 at batch 8 with blocks of
  * 32 / 64 / 128, int8 at 24 / 25 and 71 / 98 with 32 / 128; the KL from the sampler to the float
  * policy on turnwise-tiny's own draws does not grow with the block measurably (int8 4e-5 / 9e-5 at
@@ -38,10 +38,10 @@ export interface BlockQuantized {
 }
 
 /**
- * Weights quantizeBlocks turns into codes per second on one core (2-core Xeon, 0.5B shape: the
- * bench's setup time less the session's load), for the memory plan's estimate of the time it takes.
+ * Weights quantizeBlocks turns into codes per second, on one core of a 2-core AMD EPYC (all 494M
+ * of the 0.5B shape in 11 s, at 8 bits as at 4): the memory plan's estimate of the time it takes.
  */
-export const QUANTIZE_VALUES_PER_S = 100e6;
+export const QUANTIZE_VALUES_PER_S = 45e6;
 
 /** Blocks per row: the last one padded with zeros when blockSize does not divide cols. */
 export function blocksPerRow(cols: number, blockSize: number): number {
@@ -167,9 +167,11 @@ export function samplerKl(lq: number, lp: number): number {
 }
 
 /**
- * What a quantized decode session holds: every product's codes and scales (quantizedBytesPerToken)
- * and the float32 embedding its lookup reads.
+ * What a quantized decode session holds: every product's codes and scales. The float tensors it
+ * reads besides (the embedding's lookup, norms, biases) are fed from the policy's own arrays.
  */
 export function quantizedSessionBytes(c: ModelConfig, bits: 4 | 8): number {
-  return quantizedBytesPerToken(c, bits) + c.vocab_size * c.hidden_size * 4;
+  return paramSpecs(c)
+    .filter((p) => p.shape.length === 1)
+    .reduce((bytes, p) => bytes - p.shape[0] * 4, quantizedBytesPerToken(c, bits));
 }

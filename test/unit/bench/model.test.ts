@@ -6,6 +6,7 @@ import { spawnSync } from 'node:child_process';
 import * as path from 'node:path';
 import { BENCH_SHAPES, benchModel, type TorchFigures } from '../../../src/bench/model';
 import { parameterCount } from '../../../src/policy/model/config';
+import { quantizedBytesPerToken } from '../../../src/policy/model/quantize';
 
 const TORCH: TorchFigures = {
   torch_version: 'stand-in',
@@ -49,6 +50,7 @@ const KEYS = [
   'decode_setup_s',
   'decode_fed',
   'decode_peak_rss_mb',
+  'decode_quantized',
   'lora_train_tokens_per_s',
   'train_step_s',
   'train_first_step_s',
@@ -124,6 +126,19 @@ describe('bench model', function () {
     assert.equal(r.targets.batch_at_least_4x, r.decode_tokens_per_s_batch >= 4 * r.decode_tokens_per_s_b1);
     assert.equal(r.targets.train_rss_within_budget, r.train_step_peak_rss_mb <= r.train_rss_budget_mb);
     assert.deepEqual({ ...r.torch }, { available: true, ...TORCH });
+    // The quantized decode beside the float one: its speeds, ratios, bytes, bound and KL.
+    assert.deepEqual(Object.keys(r.decode_quantized).sort(), ['int4', 'int8']);
+    for (const [p, q] of Object.entries(r.decode_quantized)) {
+      const bits = p === 'int8' ? 8 : 4;
+      assert.equal(q.weights_bytes_per_token, quantizedBytesPerToken(BENCH_SHAPES['tiny-test'], bits));
+      assert.ok(q.decode_tokens_per_s_b1 > 0 && q.decode_tokens_per_s_batch > 0 && q.setup_s > 0, p);
+      close(q.speedup_b1, q.decode_tokens_per_s_b1 / r.decode_tokens_per_s_b1, `${p} speedup_b1`);
+      close(q.speedup_batch, q.decode_tokens_per_s_batch / r.decode_tokens_per_s_batch, `${p} speedup_batch`);
+      close(q.decode_bound_tokens_per_s, (r.memory_bandwidth_gbs * 1e9) / q.weights_bytes_per_token, `${p} bound`);
+      assert.equal(q.kl_tokens, r.work.decodeBatch * r.work.decodeSteps);
+      assert.ok(q.kl_to_float >= 0 && q.kl_to_float < 0.1, `${p} KL ${q.kl_to_float}`);
+    }
+    assert.ok(r.decode_quantized.int4!.weights_bytes_per_token < r.decode_quantized.int8!.weights_bytes_per_token);
   });
 
   it('without PyTorch every ratio is null and the reason is given; packed decode weights are measured against fed ones', async () => {

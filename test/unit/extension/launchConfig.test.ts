@@ -105,6 +105,8 @@ describe('extension: settings → launch config', () => {
       'policy.batchWaitMs': 250,
       executionProvider: 'cpu',
       packDecodeWeights: 'off',
+      rolloutPrecision: 'int8',
+      samplerRatioCap: 3,
       'reward.efficiencyPenalty': 0.2,
       'reward.formatPenalty': 0.3,
       'reward.repeatPenalty': 0.07,

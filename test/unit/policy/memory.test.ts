@@ -6,7 +6,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { TurnwiseError } from '../../../src/core/errors';
-import { TURNWISE_TINY, type ModelConfig } from '../../../src/policy/model/config';
+import { parameterCount, TURNWISE_TINY, type ModelConfig } from '../../../src/policy/model/config';
 import { BENCH_SHAPES } from '../../../src/bench/model';
 import {
   assertPlanFits,
@@ -18,6 +18,8 @@ import {
   samplingPacksWeights,
 } from '../../../src/policy/model/memory';
 import { runMemoryPlan, samplingPacksFolder, type RunPlanConfig } from '../../../src/train/memory-plan';
+import { quantizedSessionBytes } from '../../../src/policy/model/quantize';
+import { TRAIN_DEFAULTS } from '../../../src/train/config';
 
 const FIXTURE = path.join(__dirname, 'fixtures', 'memory-run.ts');
 const MB = 1024 ** 2;
@@ -136,6 +138,36 @@ describe('policy/memory: the memory plan of a run', function () {
     assert.throws(
       () => assertPlanFits(p, { bytes: 512 * MB, source: 'test' }),
       (e: TurnwiseError) => /use a machine with more memory/.test(e.hint!),
+    );
+  });
+
+  it('quantized rollouts hold the codes and scales in place of the packed copy, on the CPU only', () => {
+    const input = { config: QWEN_05B, context: 1024, episodes: 4, updateTokensPerStep: 1024, provider: 'cpu' as const };
+    const fed = planMemory(input);
+    for (const [precision, bits] of [
+      ['int8', 8],
+      ['int4', 4],
+    ] as const) {
+      const q = planMemory({ ...input, quantizedDecode: precision, packedDecode: true });
+      assert.equal(q.input.packedDecode, false, 'the quantized session replaces the packed one');
+      const part = q.parts.find((p) => p.name === `${precision} decode weights`)!;
+      assert.equal(part.bytes, quantizedSessionBytes(QWEN_05B, bits));
+      assert.match(part.detail, /made once per weights version, in about \d+ s/);
+      assert.equal(q.host - fed.host, part.bytes);
+    }
+    // Qwen2.5-0.5B at int4: about an eighth of its float32 weights (4.25 bits of 32 per weight).
+    const ratio = quantizedSessionBytes(QWEN_05B, 4) / (parameterCount(QWEN_05B) * 4);
+    assert.ok(ratio > 0.125 && ratio < 0.14, `${ratio}`);
+    assert.equal(planMemory({ ...input, provider: 'webgpu', quantizedDecode: 'int4' }).input.quantizedDecode, 'float32');
+    const run = { ...TRAIN_DEFAULTS, executionProvider: 'cpu' as const };
+    assert.equal(
+      runMemoryPlan({ ...run, rolloutPrecision: 'int4' }, QWEN_05B, { TURNWISE_MEMORY_LIMIT_MB: '65536' }).packDecodeWeights,
+      false,
+    );
+    assert.ok(
+      runMemoryPlan({ ...run, rolloutPrecision: 'int4' }, QWEN_05B, { TURNWISE_MEMORY_LIMIT_MB: '65536' }).lines.some((l) =>
+        /int4 decode weights/.test(l),
+      ),
     );
   });
 

@@ -7,7 +7,7 @@ import type { PairedChange } from '../../../eval/compare';
 import { passAtKTCorners, type PassAtKT } from '../../../eval/pass-at-k';
 import { boundaryVerdict } from '../../../eval/pass-curves';
 import { listOption, numberInRange, valueOptions, type CliCommand } from '../../command';
-import { benchConfig, modelOrEmbedded, workspaceOrDemo, type ConfigFlag } from '../options';
+import { benchConfig, modelOrEmbedded, precisionOption, workspaceOrDemo, type ConfigFlag } from '../options';
 
 const fmtCurve = (c: (number | null)[]) => c.map((x) => (x === null ? '—' : x.toFixed(2))).join(' → ');
 
@@ -34,14 +34,27 @@ export const benchLearnCommand: CliCommand = {
   name: 'bench learn',
   summary: 'held-out resolved rate after warm start vs after N RL iterations per estimator (default grpo, turnwise; same seeds; slow)',
   usage:
-    '[--config FILE] [--iterations N] [--seeds N] [--estimators A,B,...] [--workspace DIR] [--model DIR] [--runs DIR] [--max-tasks N] [--tasks-per-iteration N] [--group-size G] [--max-turns N] [--concurrency N] [--eval-every N] [--eval-samples K] [--json]',
-  options: valueOptions('config', 'iterations', 'seeds', 'estimators', 'workspace', 'model', 'runs', ...LEARN_FLAGS.map(([flag]) => flag)),
+    '[--config FILE] [--iterations N] [--seeds N] [--estimators A,B,...] [--workspace DIR] [--model DIR] [--runs DIR] [--max-tasks N] [--tasks-per-iteration N] [--group-size G] [--max-turns N] [--concurrency N] [--eval-every N] [--eval-samples K] [--precision auto|float32|int8|int4] [--json]',
+  options: valueOptions(
+    'config',
+    'iterations',
+    'seeds',
+    'estimators',
+    'workspace',
+    'model',
+    'runs',
+    'precision',
+    ...LEARN_FLAGS.map(([flag]) => flag),
+  ),
   async run(args, io) {
     const v = args.values;
     const int = (name: string, fallback: number, min = 1) => numberInRange(args, name, fallback, { min, max: 10_000, integer: true });
     // Settings: the demo's (LEARN_DEFAULTS), then --config's fields (any turnwise.json field the
     // benchmark does not set itself: lr, epochs, klCoef, ...), then the flags given.
     const config = benchConfig(args, LEARN_FLAGS);
+    // --precision: the rollouts' (rolloutPrecision), the update's correction with it.
+    const precision = precisionOption(args);
+    if (precision !== undefined) config.rolloutPrecision = precision;
     const r = await benchLearn({
       workspace: workspaceOrDemo(args),
       model: modelOrEmbedded(args),

@@ -4,12 +4,12 @@ import * as path from 'node:path';
 import { allEpisodesFailed, benchRollout } from '../../../bench/rollout';
 import { TRAIN_DEFAULTS } from '../../../train/config';
 import { flagOptions, numberInRange, seedOption, valueOptions, type CliCommand } from '../../command';
-import { modelOrEmbedded, PROVIDER_USAGE, providerOption, workspaceOrDemo } from '../options';
+import { modelOrEmbedded, PRECISION_USAGE, precisionOption, PROVIDER_USAGE, providerOption, workspaceOrDemo } from '../options';
 
 export const benchRolloutCommand: CliCommand = {
   name: 'bench rollout',
   summary: 'episodes per minute sequential vs concurrent (batched generation) on the demo tasks, with the timings that explain the speedup',
-  usage: `[--workspace DIR] [--model DIR] [--tasks N] [--tasks-file FILE] [--episodes N] [--concurrency N] [--max-turns N] [--seed S] [--repeats N] [--batch-wait-ms MS] [--command-concurrency N] [--no-cache] ${PROVIDER_USAGE} [--json]`,
+  usage: `[--workspace DIR] [--model DIR] [--tasks N] [--tasks-file FILE] [--episodes N] [--concurrency N] [--max-turns N] [--seed S] [--repeats N] [--batch-wait-ms MS] [--command-concurrency N] [--no-cache] ${PRECISION_USAGE} ${PROVIDER_USAGE} [--json]`,
   options: {
     ...valueOptions(
       'workspace',
@@ -24,12 +24,14 @@ export const benchRolloutCommand: CliCommand = {
       'batch-wait-ms',
       'command-concurrency',
       'provider',
+      'precision',
     ),
     ...flagOptions('no-cache'),
   },
   async run(args, io) {
     const v = args.values;
     const provider = providerOption(args);
+    const precision = precisionOption(args);
     const tasks = numberInRange(args, 'tasks', 8, { min: 1, max: 64, integer: true });
     const r = await benchRollout({
       workspace: workspaceOrDemo(args),
@@ -43,6 +45,7 @@ export const benchRolloutCommand: CliCommand = {
       repeats: numberInRange(args, 'repeats', 1, { min: 1, max: 20, integer: true }),
       config: {
         executionProvider: provider,
+        ...(precision !== undefined ? { rolloutPrecision: precision } : {}),
         cacheObservations: v['no-cache'] !== true,
         batchWaitMs: numberInRange(args, 'batch-wait-ms', TRAIN_DEFAULTS.batchWaitMs, { min: 0, max: 60_000, integer: true }),
         commandConcurrency: numberInRange(args, 'command-concurrency', TRAIN_DEFAULTS.commandConcurrency, {

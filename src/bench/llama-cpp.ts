@@ -36,8 +36,8 @@ interface LlamaCppModule {
 
 export interface LlamaCppDecodeFigures {
   version: string;
-  /** The GGUF weight type timed (float32: what Turnwise computes in). */
-  weight_type: 'f32';
+  /** The GGUF weight type timed: f32 against Turnwise's float32, q8_0 (blocks of 32, one f16 scale) against its int8 rollouts. */
+  weight_type: 'f32' | 'q8_0';
   /** llama.cpp's KV cache type (its default, what a user of it gets). */
   kv_cache: 'f16';
   threads: number;
@@ -58,11 +58,11 @@ function locateNodeLlamaCpp(): { entry: string; version: string } {
 }
 
 /**
- * Writes `w` as a float32 GGUF file. The bench model's byte tokenizer has no pre-tokenizer
+ * Writes `w` as a GGUF file of `type` (float32 by default). The bench model's byte tokenizer has no pre-tokenizer
  * llama.cpp knows; decoding from ids needs none, so the file carries a generated BPE tokenizer of
  * the family's kind, cut to the model's vocabulary.
  */
-export function writeBenchGguf(file: string, w: PolicyWeights): void {
+export function writeBenchGguf(file: string, w: PolicyWeights, type: 'f32' | 'q8_0' = 'f32'): void {
   const c = w.config;
   const kind = familyOf(c) === 'llama' ? 'llama3' : 'chatml';
   const specials = (kind === 'llama3' ? LLAMA3_SPECIAL_TOKENS : CHATML_SPECIAL_TOKENS).length;
@@ -74,7 +74,7 @@ export function writeBenchGguf(file: string, w: PolicyWeights): void {
     { ...c, bos_token_id: undefined, eos_token_id: undefined },
     'the bench tokenizer',
   );
-  writeGgufFile(file, ggufMetadata(c, tok, { name: 'turnwise-bench', type: 'f32' }), ggufTensors(w, 'f32').tensors);
+  writeGgufFile(file, ggufMetadata(c, tok, { name: 'turnwise-bench', type }), ggufTensors(w, type).tensors);
 }
 
 /**
@@ -85,7 +85,7 @@ export function writeBenchGguf(file: string, w: PolicyWeights): void {
  */
 export async function llamaCppDecode(
   file: string,
-  o: { context: number[]; steps: number; batch: number; threads: number; repeats: number },
+  o: { context: number[]; steps: number; batch: number; threads: number; repeats: number; weightType?: 'f32' | 'q8_0' },
 ): Promise<LlamaCppDecodeFigures> {
   const { entry, version } = locateNodeLlamaCpp();
   const { getLlama } = (await import(entry)) as LlamaCppModule;
@@ -144,7 +144,7 @@ export async function llamaCppDecode(
       const round = (x: number) => Math.round(x * 100) / 100;
       return {
         version,
-        weight_type: 'f32',
+        weight_type: o.weightType ?? 'f32',
         kv_cache: 'f16',
         threads: o.threads,
         decode_tokens_per_s_b1: round(b1),

@@ -266,6 +266,11 @@ export interface BenchModelResult {
   /** Turnwise ÷ llama.cpp decode at batch 1 and at decodeBatch (> 1: Turnwise is faster); null without llama.cpp. */
   decode_vs_llama_cpp: number | null;
   decode_batch_vs_llama_cpp: number | null;
+  /** With --against llama.cpp and int8 measured: llama.cpp's decode of the same weights at q8_0, or why it was not run. */
+  llama_cpp_q8_0: (LlamaCppDecodeFigures & { available: true }) | { available: false; reason: string };
+  /** Turnwise's int8 decode ÷ llama.cpp's q8_0 at batch 1 and at decodeBatch; null where either is missing. */
+  decode_int8_vs_llama_cpp_q8_0: number | null;
+  decode_batch_int8_vs_llama_cpp_q8_0: number | null;
   /** The figures' targets, each true or false (null where PyTorch or llama.cpp is needed and absent). */
   targets: {
     /** Batch decode at least llama.cpp's (sampling many episodes at once is what RL does), batch 1 within 0.8× of it. */
@@ -744,13 +749,12 @@ export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult
         torch = { available: false, reason: (e as Error).message };
       }
     }
-    let llamaCpp: BenchModelResult['llama_cpp'];
-    if (!o.againstLlamaCpp) llamaCpp = { available: false, reason: 'not asked for (--against llama.cpp)' };
-    else {
-      log('the same decode in llama.cpp (float32 GGUF)…');
-      const file = path.join(tmp, `${o.shape}.gguf`);
+    // llama.cpp's decode of the same weights: at f32 against float32, at q8_0 against int8.
+    const llamaAt = async (type: 'f32' | 'q8_0'): Promise<BenchModelResult['llama_cpp']> => {
+      log(`the same decode in llama.cpp (${type} GGUF)…`);
+      const file = path.join(tmp, `${o.shape}-${type}.gguf`);
       try {
-        writeBenchGguf(file, loadCheckpoint(dir, { optimizer: false }).weights);
+        writeBenchGguf(file, loadCheckpoint(dir, { optimizer: false }).weights, type);
         collectGarbage();
         const f = await llamaCppDecode(file, {
           context: contextIds,
@@ -758,20 +762,31 @@ export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult
           batch: work.decodeBatch,
           threads,
           repeats: DECODE_REPEATS,
+          weightType: type,
         });
-        llamaCpp = { available: true, ...f };
+        return { available: true, ...f };
       } catch (e) {
-        llamaCpp = { available: false, reason: (e as Error).message };
+        return { available: false, reason: (e as Error).message };
       } finally {
         fs.rmSync(file, { force: true });
       }
-    }
+    };
+    const llamaCpp: BenchModelResult['llama_cpp'] = o.againstLlamaCpp
+      ? await llamaAt('f32')
+      : { available: false, reason: 'not asked for (--against llama.cpp)' };
+    const llamaQ8: BenchModelResult['llama_cpp_q8_0'] = !o.againstLlamaCpp
+      ? { available: false, reason: 'not asked for (--against llama.cpp)' }
+      : !quantized.int8
+        ? { available: false, reason: 'int8 decode not measured (--precisions)' }
+        : await llamaAt('q8_0');
     const b1 = work.decodeSteps / (b1Ms / 1000);
     const bn = (work.decodeBatch * work.decodeSteps) / (bnMs / 1000);
     const prefill = work.prefillTokens / (prefillMs / 1000);
     const train = n / (stepMs / 1000);
     const t = torch.available ? torch : undefined;
     const l = llamaCpp.available ? llamaCpp : undefined;
+    const lq = llamaQ8.available ? llamaQ8 : undefined;
+    const int8 = quantized.int8;
     for (const f of Object.values(quantized)) {
       const qbound = (bandwidth * 1e9) / f.weights_bytes_per_token;
       Object.assign(f, {
@@ -840,6 +855,9 @@ export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult
       llama_cpp: llamaCpp,
       decode_vs_llama_cpp: ratio(b1, l?.decode_tokens_per_s_b1),
       decode_batch_vs_llama_cpp: ratio(bn, l?.decode_tokens_per_s_batch),
+      llama_cpp_q8_0: llamaQ8,
+      decode_int8_vs_llama_cpp_q8_0: int8 ? ratio(int8.decode_tokens_per_s_b1, lq?.decode_tokens_per_s_b1) : null,
+      decode_batch_int8_vs_llama_cpp_q8_0: int8 ? ratio(int8.decode_tokens_per_s_batch, lq?.decode_tokens_per_s_batch) : null,
       targets: {
         decode_batch_at_least_llama_cpp: l ? bn >= l.decode_tokens_per_s_batch : null,
         decode_at_least_0_8_llama_cpp: l ? b1 >= 0.8 * l.decode_tokens_per_s_b1 : null,

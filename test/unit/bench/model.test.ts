@@ -70,6 +70,9 @@ const KEYS = [
   'llama_cpp',
   'decode_vs_llama_cpp',
   'decode_batch_vs_llama_cpp',
+  'llama_cpp_q8_0',
+  'decode_int8_vs_llama_cpp_q8_0',
+  'decode_batch_int8_vs_llama_cpp_q8_0',
   'targets',
 ].sort();
 
@@ -157,14 +160,17 @@ describe('bench model', function () {
     );
     assert.deepEqual(r.torch, { available: false, reason: 'no torch here' });
     assert.deepEqual(r.llama_cpp, { available: false, reason: 'not asked for (--against llama.cpp)' });
+    assert.deepEqual(r.llama_cpp_q8_0, { available: false, reason: 'not asked for (--against llama.cpp)' });
     assert.deepEqual(
       [
         r.decode_vs_llama_cpp,
         r.decode_batch_vs_llama_cpp,
+        r.decode_int8_vs_llama_cpp_q8_0,
+        r.decode_batch_int8_vs_llama_cpp_q8_0,
         r.targets.decode_batch_at_least_llama_cpp,
         r.targets.decode_at_least_0_8_llama_cpp,
       ],
-      [null, null, null, null],
+      [null, null, null, null, null, null],
     );
     assert.deepEqual(
       [
@@ -200,6 +206,13 @@ describe('bench model', function () {
     close(r.decode_batch_vs_llama_cpp, r.decode_tokens_per_s_batch / l.decode_tokens_per_s_batch, 'decode_batch_vs_llama_cpp');
     assert.equal(r.targets.decode_batch_at_least_llama_cpp, r.decode_tokens_per_s_batch >= l.decode_tokens_per_s_batch);
     assert.equal(r.targets.decode_at_least_0_8_llama_cpp, r.decode_tokens_per_s_b1 >= 0.8 * l.decode_tokens_per_s_b1);
+    // Turnwise's int8 rollouts beside llama.cpp's q8_0 of the same weights.
+    const q = r.llama_cpp_q8_0;
+    assert.ok(q.available, `llama.cpp q8_0 ran: ${(q as { reason?: string }).reason ?? ''}`);
+    assert.equal(q.weight_type, 'q8_0');
+    const int8 = r.decode_quantized.int8!;
+    close(r.decode_int8_vs_llama_cpp_q8_0, int8.decode_tokens_per_s_b1 / q.decode_tokens_per_s_b1, 'int8 vs q8_0');
+    close(r.decode_batch_int8_vs_llama_cpp_q8_0, int8.decode_tokens_per_s_batch / q.decode_tokens_per_s_batch, 'int8 vs q8_0, batch');
   });
 
   it('refuses an unknown shape, naming the known ones', async () => {

@@ -85,6 +85,11 @@ export const benchModelCommand: CliCommand = {
         r.llama_cpp.available
           ? `  llama.cpp       node-llama-cpp ${r.llama_cpp.version}, f32 weights: decode ${r.llama_cpp.decode_tokens_per_s_b1} / ${r.llama_cpp.decode_tokens_per_s_batch} tokens/s at batch 1 / ${w.decodeBatch}; Turnwise ×${r.decode_vs_llama_cpp} / ×${r.decode_batch_vs_llama_cpp}`
           : `  llama.cpp       not run: ${r.llama_cpp.reason}`,
+        ...(r.llama_cpp_q8_0.available
+          ? [
+              `  llama.cpp q8_0  decode ${r.llama_cpp_q8_0.decode_tokens_per_s_b1} / ${r.llama_cpp_q8_0.decode_tokens_per_s_batch} tokens/s at batch 1 / ${w.decodeBatch}; Turnwise int8 ×${r.decode_int8_vs_llama_cpp_q8_0} / ×${r.decode_batch_int8_vs_llama_cpp_q8_0}`,
+            ]
+          : []),
         t
           ? `  PyTorch ${t.torch_version}: prefill ${t.prefill_tokens_per_s}, decode ${t.decode_tokens_per_s_b1} / ${t.decode_tokens_per_s_batch}, LoRA train ${t.lora_train_tokens_per_s} tokens/s (peak RSS ${t.train_step_peak_rss_mb} MB)`
           : `  PyTorch         not run: ${(r.torch as { reason: string }).reason}`,

@@ -61,6 +61,8 @@ export interface PolicyService {
   reset(seq: SequenceId, ids: readonly number[]): Promise<void>;
   /** Forgets a sequence and its cache. Unknown ids are ignored. */
   release(seq: SequenceId): Promise<void>;
+  /** What sampling reads the base weights as from now on (SessionSettings.rolloutPrecision); the precision it resolved to. */
+  setRolloutPrecision(setting: RolloutPrecision | 'auto'): Promise<RolloutPrecision>;
   /** Appends tokens to sequences and runs them now, batched (Policy.extend). */
   extend(requests: readonly ExtendByIdRequest[]): Promise<void>;
   /** Samples continuations of sequences, batched, per-row seeds (Policy.sample). */
@@ -197,6 +199,10 @@ export class TrainablePolicy implements PolicyService {
       tokenizerJson: this.options.tokenizerJson,
       tokenizerConfig: this.options.tokenizerConfig,
     }));
+  }
+
+  setRolloutPrecision(setting: RolloutPrecision | 'auto'): Promise<RolloutPrecision> {
+    return this.serial(() => this.policy.setRolloutPrecision(setting));
   }
 
   newSequence(tokens: readonly number[] = []): Promise<SequenceId> {

@@ -37,6 +37,8 @@ async function handle(req: WorkerRequest): Promise<{ result: unknown; transfer?:
       return { result: await policy.info() };
     case 'info':
       return { result: await loaded().info() };
+    case 'setRolloutPrecision':
+      return { result: await loaded().setRolloutPrecision(req.setting) };
     case 'newSequence':
       return { result: await loaded().newSequence(req.tokens) };
     case 'tokens':

@@ -22,6 +22,7 @@ import type {
   TrainArgs,
 } from './trainable';
 import type { StepMetrics } from './training/trainer';
+import type { RolloutPrecision } from './model/quantize';
 import type { PolicyWeights } from './model/weights';
 
 /** Session settings that cross the thread boundary (warnings come back as messages). */
@@ -32,6 +33,7 @@ export type WorkerCall =
   | { method: 'loadCheckpoint'; dir: string; options: CheckpointOptions; settings: WorkerSettings }
   | { method: 'loadWeights'; weights: PolicyWeights; options: Omit<TrainableOptions, 'settings'>; settings: WorkerSettings }
   | { method: 'info' }
+  | { method: 'setRolloutPrecision'; setting: RolloutPrecision | 'auto' }
   | { method: 'newSequence'; tokens?: readonly number[] }
   | { method: 'tokens'; seq: SequenceId }
   | { method: 'reset'; seq: SequenceId; ids: readonly number[] }
@@ -191,6 +193,10 @@ export class PolicyWorker implements PolicyService {
 
   info(): Promise<PolicyInfo> {
     return this.call({ method: 'info' });
+  }
+
+  setRolloutPrecision(setting: RolloutPrecision | 'auto'): Promise<RolloutPrecision> {
+    return this.call({ method: 'setRolloutPrecision', setting });
   }
 
   newSequence(tokens?: readonly number[]): Promise<SequenceId> {

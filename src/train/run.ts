@@ -559,19 +559,27 @@ async function evaluation(t: Training, n: number, due: boolean): Promise<Evaluat
   t.emit({ type: 'phase', iteration: n, phase: 'eval', done: 0, total });
   const t0 = Date.now();
   let done = 0;
-  const res = await evaluateGreedyThenSampled(t.harness, tasks.heldout, {
-    iteration: n,
-    seed: c.seed,
-    config: c,
-    checkpoint: t.run.checkpointDir(n),
-    signal: t.signal,
-    onEpisode: (x: Trajectory) => {
-      done++;
-      t.emit({ type: 'phase', iteration: n, phase: 'eval', done, total });
-      emitEpisode(t.emit, n, x);
-    },
-    samples: c.evalSamples,
-  });
+  // The held-out episodes measure the policy being trained: float32, whatever the rollouts sample at.
+  const quantized = (await t.harness.policy.info()).rolloutPrecision !== 'float32';
+  if (quantized) await t.harness.policy.setRolloutPrecision('float32');
+  let res: Awaited<ReturnType<typeof evaluateGreedyThenSampled>>;
+  try {
+    res = await evaluateGreedyThenSampled(t.harness, tasks.heldout, {
+      iteration: n,
+      seed: c.seed,
+      config: c,
+      checkpoint: t.run.checkpointDir(n),
+      signal: t.signal,
+      onEpisode: (x: Trajectory) => {
+        done++;
+        t.emit({ type: 'phase', iteration: n, phase: 'eval', done, total });
+        emitEpisode(t.emit, n, x);
+      },
+      samples: c.evalSamples,
+    });
+  } finally {
+    if (quantized) await t.harness.policy.setRolloutPrecision(c.rolloutPrecision);
+  }
   check(t);
   if (!res) throw new Stopped();
   const m = { ...episodeMetrics('heldout/', res.greedy), ...(c.evalSamples > 0 ? episodeMetrics('heldout/sampled/', res.sampled) : {}) };

@@ -20,6 +20,8 @@ import type { Trajectory } from '../../src/core/schema';
 import { readTrajectories } from '../../src/core/trajectory';
 import { sampledPassAtKT } from '../../src/eval/pass-at-k';
 import { alikeStreaks, pastGroupOutcomes, pickTasks } from '../../src/train/task-picking';
+import { episodeKind } from '../../src/eval/compare';
+import { readEvalResults } from '../../src/eval/results';
 
 const root = path.join(__dirname, '..', '..');
 const demo = path.join(root, 'examples', 'demo-python');
@@ -380,7 +382,30 @@ describe('docker: turnwise train, a real tiny run', function () {
     assert.ok(fs.readFileSync(path.join(model, 'model.safetensors')).equals(baseBytes), 'the base model is untouched');
     // eval --run evaluates the adapter checkpoint; a resume continues the adapters.
     let err = '';
-    assert.equal(await main(['eval', '--run', r.runDir, '--json'], { out: () => undefined, err: (x) => (err += x + '\n') }), 0, err);
+    const evalOut = path.join(dir, 'lora-eval.jsonl');
+    assert.equal(
+      await main(['eval', '--run', r.runDir, '--out', evalOut, '--json'], { out: () => undefined, err: (x) => (err += x + '\n') }),
+      0,
+      err,
+    );
+    // The run's held-out evaluation and `eval --run` both sample the last checkpoint in float32
+    // (not at the rollouts' int4): the greedy episodes' log-probs agree token for token.
+    const inRun = new Map(
+      run
+        .readTrajectories(2, 'heldout')
+        .filter((t) => episodeKind(t) === 'greedy')
+        .map((t) => [t.taskId, t]),
+    );
+    let compared = 0;
+    for (const t of readEvalResults(evalOut).trajectories.filter((x) => episodeKind(x) === 'greedy')) {
+      const a = t.turns[0]?.logprobs;
+      const b = inRun.get(t.taskId)?.turns[0]?.logprobs;
+      if (!a?.length || !b?.length) continue;
+      assert.equal(a.length, b.length);
+      a.forEach((x, i) => assert.ok(Math.abs(x - b[i]) < 1e-4, `${t.taskId} token ${i}: ${x} vs ${b[i]}`));
+      compared++;
+    }
+    assert.ok(compared > 0, 'some greedy episode to compare');
     const more = await trainRun({ config: c, runsRoot: runs, resume: r.runDir, resumeIterations: 3 });
     assert.equal(more.state, 'finished');
     assert.ok(fs.existsSync(path.join(run.checkpointDir(3), 'adapter_model.safetensors')));

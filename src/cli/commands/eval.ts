@@ -191,8 +191,8 @@ async function runEvaluation(args: ParsedArgs, io: CliIO): Promise<EvalEpisodes 
   // (seed, task, k) only, so two checkpoints evaluated with the same seed draw the same numbers.
   const samples = numberInRange(args, 'samples', 0, { min: 0, max: 64, integer: true });
   const provider = typeof args.values.provider === 'string' ? { executionProvider: args.values.provider } : {};
-  const precision = precisionOption(args);
-  if (precision !== undefined) Object.assign(provider, { rolloutPrecision: precision });
+  // An evaluation measures the float policy unless --precision says otherwise (a run's rollouts may be quantized).
+  Object.assign(provider, { rolloutPrecision: precisionOption(args) ?? 'float32' });
   let tasks: Task[];
   let tasksSource: string;
   let model: string;

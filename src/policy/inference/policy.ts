@@ -118,7 +118,7 @@ export class Policy {
   private readonly packSetting: boolean | undefined;
   private readonly onWarning: ((message: string) => void) | undefined;
   private packs: Promise<boolean> | undefined;
-  private readonly precisionSetting: RolloutPrecision | 'auto';
+  private precisionSetting: RolloutPrecision | 'auto';
   private precision: Promise<RolloutPrecision> | undefined;
   /**
    * The base weights' files that sessions holding them load, by form: float32 for 'packed', the
@@ -228,6 +228,20 @@ export class Policy {
       if (r.note) this.warn(r.note);
       return r.precision;
     }));
+  }
+
+  /**
+   * Samples at `setting` from the next draw on (a training run's evaluation samples in float32
+   * whatever its rollouts do). The sessions holding weights are let go; a quantized one's file
+   * stays, so switching back loads it again without quantizing.
+   */
+  async setRolloutPrecision(setting: RolloutPrecision | 'auto'): Promise<RolloutPrecision> {
+    if (setting !== this.precisionSetting) {
+      this.precisionSetting = setting;
+      this.precision = undefined;
+      await this.releasePacked();
+    }
+    return this.rolloutPrecision();
   }
 
   private warn(message: string): void {

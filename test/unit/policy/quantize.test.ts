@@ -148,6 +148,36 @@ describe('policy/quantize: block quantization for quantized rollouts', function 
     assert.ok(off.int4 > off.int8 && off.int4 < 1, `int4 within ${off.int4}`);
   });
 
+  it('setRolloutPrecision switches what the next draws read: float32 draws the float policy’s tokens, back to int4 its own again', async () => {
+    const weights = initWeights(c, 5, 0.3);
+    const p = new Policy(weights, undefined, { provider: 'cpu', rolloutPrecision: 'int4' });
+    const f = new Policy(weights, undefined, { provider: 'cpu', rolloutPrecision: 'float32' });
+    const draw = async (x: Policy) => {
+      const seq = x.newSequence([2, 4, 6, 8, 10]);
+      await x.extend([{ seq }]);
+      return (await x.sample([{ seq, seed: 9, maxNewTokens: 10, temperature: 1, stopIds: [] }]))[0];
+    };
+    try {
+      const int4 = await draw(p);
+      const float = await draw(f);
+      assert.equal(await p.setRolloutPrecision('float32'), 'float32');
+      const switched = await draw(p);
+      assert.deepEqual(switched.tokenIds, float.tokenIds);
+      switched.logprobs.forEach((lp, i) => assert.ok(Math.abs(lp - float.logprobs[i]) < 1e-5));
+      assert.equal(await p.setRolloutPrecision('int4'), 'int4');
+      const back = await draw(p);
+      assert.deepEqual(back.tokenIds, int4.tokenIds);
+      back.logprobs.forEach((lp, i) => assert.ok(Math.abs(lp - int4.logprobs[i]) < 1e-5));
+      assert.ok(
+        int4.logprobs.some((lp, i) => Math.abs(lp - float.logprobs[i]) > 1e-3) || int4.tokenIds.join() !== float.tokenIds.join(),
+        'int4 draws differ from float32 (else the switch checks nothing)',
+      );
+    } finally {
+      await p.dispose();
+      await f.dispose();
+    }
+  });
+
   it('a quantized session that cannot be made: one warning, and the policy samples in float32', async () => {
     const weights = initWeights(c, 5, 0.3);
     const cache = fs.mkdtempSync(path.join(os.tmpdir(), 'turnwise-quant-'));

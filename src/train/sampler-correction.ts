@@ -5,6 +5,7 @@
 // weight min(p / q, cap), so the policy gradient is the float policy's in expectation (up to the
 // cap). Counted per iteration: the ratio's mean and max, the share of tokens capped, and
 // KL(sampler ‖ float) (docs/models.md, "Quantized rollouts").
+import { mean } from '../core/stats';
 import { samplerKl } from '../policy/model/quantize';
 import { episodeRows, type TurnRowData } from './rows';
 
@@ -53,38 +54,34 @@ export function correctSamplerMismatch(
 ): { rows: TurnRowData[][]; stats: SamplerCorrection } {
   const { places } = rescoreRows(turnRows);
   const out = turnRows.map((rows) => rows.slice());
-  let n = 0;
-  let sum = 0;
-  let max = 0;
-  let capped = 0;
-  let kl = 0;
+  // Per corrected token: its ratio p / q and its KL term.
+  const ratios: number[] = [];
+  const kls: number[] = [];
   for (const p of places) {
     const r = turnRows[p.traj][p.turn];
-    // A score that is not a number (never from a sound policy) leaves the token out: weight 0, the sampler's log-prob kept.
     const lp = r.logprobs.map((_, k) => scored[p.row][p.start + k]);
     const tokenAdvantages = r.logprobs.map((lq, k) => {
+      // A score that is not a number (never from a sound policy) leaves the token out: weight 0, the sampler's log-prob kept.
       if (Number.isNaN(lp[k])) {
         lp[k] = lq;
         return 0;
       }
       const ratio = Math.exp(lp[k] - lq);
-      n++;
-      sum += ratio;
-      max = Math.max(max, ratio);
-      if (ratio > cap) capped++;
-      kl += samplerKl(lq, lp[k]);
+      ratios.push(ratio);
+      kls.push(samplerKl(lq, lp[k]));
       return (r.tokenAdvantages?.[k] ?? r.advantage) * Math.min(ratio, cap);
     });
     out[p.traj][p.turn] = { ...r, logprobs: lp, tokenAdvantages };
   }
+  const n = ratios.length;
   return {
     rows: out,
     stats: {
       tokens: n,
-      ratioMean: n ? sum / n : NaN,
-      ratioMax: n ? max : NaN,
-      cappedFrac: n ? capped / n : NaN,
-      kl: n ? kl / n : NaN,
+      ratioMean: n ? mean(ratios) : NaN,
+      ratioMax: n ? ratios.reduce((a, b) => Math.max(a, b), 0) : NaN,
+      cappedFrac: n ? ratios.filter((x) => x > cap).length / n : NaN,
+      kl: n ? mean(kls) : NaN,
     },
   };
 }

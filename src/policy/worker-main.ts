@@ -37,8 +37,6 @@ async function handle(req: WorkerRequest): Promise<{ result: unknown; transfer?:
       return { result: await policy.info() };
     case 'info':
       return { result: await loaded().info() };
-    case 'setRolloutPrecision':
-      return { result: await loaded().setRolloutPrecision(req.setting) };
     case 'newSequence':
       return { result: await loaded().newSequence(req.tokens) };
     case 'tokens':
@@ -66,6 +64,8 @@ async function handle(req: WorkerRequest): Promise<{ result: unknown; transfer?:
       return { result: await loaded().weights() };
     case 'optimizerState':
       return { result: await loaded().optimizerState() };
+    case 'setRolloutPrecision':
+      return { result: await loaded().setRolloutPrecision(req.setting) };
     case 'dispose':
       await policy?.dispose();
       policy = undefined;

@@ -625,7 +625,8 @@ export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult
         await fedPolicy.dispose();
       }
     }
-    const quantized: BenchModelResult['decode_quantized'] = {};
+    // Per precision, what is measured now; the figures are made once the float ones and the bandwidth are known.
+    const measured: Partial<Record<QuantizedPrecision, { b1: number; bn: number; setupS: number; kl: number[] }>> = {};
     for (const precision of o.precisions ?? (['int8', 'int4'] as const)) {
       log(`decode with ${precision} weights…`);
       const q = new Policy(policy.baseWeights(), undefined, { ...settings, rolloutPrecision: precision });
@@ -644,28 +645,11 @@ export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult
         const drawn = Array.from({ length: work.decodeBatch }, () => qctx.fork());
         const rows = await q.sample(drawn.map((seq, b) => ({ seq, seed: 100 + b, maxNewTokens: work.decodeSteps, ...gen })));
         const scored = await policy.tokenLogprobs(drawn.map((seq) => seq.tokens));
-        let kl = 0;
-        let count = 0;
-        rows.forEach((r, b) => {
+        const kl = rows.flatMap((r, b) => {
           const from = drawn[b].tokens.length - r.tokenIds.length;
-          r.logprobs.forEach((lq, t) => {
-            kl += samplerKl(lq, scored[b][from + t]);
-            count++;
-          });
+          return r.logprobs.map((lq, t) => samplerKl(lq, scored[b][from + t]));
         });
-        // Speed-ups and the bound are filled in once the float figures and the bandwidth are known.
-        quantized[precision] = {
-          decode_tokens_per_s_b1: q1,
-          decode_tokens_per_s_batch: qn,
-          speedup_b1: 0,
-          speedup_batch: 0,
-          weights_bytes_per_token: quantizedBytesPerToken(config, PRECISION_BITS[precision]),
-          decode_bound_tokens_per_s: 0,
-          decode_fraction_of_bound: 0,
-          setup_s: round(qsetup / 1000),
-          kl_to_float: round(kl / Math.max(1, count), 5),
-          kl_tokens: count,
-        };
+        measured[precision] = { b1: q1, bn: qn, setupS: qsetup / 1000, kl };
       } finally {
         await q.dispose();
       }
@@ -776,7 +760,7 @@ export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult
       : { available: false, reason: 'not asked for (--against llama.cpp)' };
     const llamaQ8: BenchModelResult['llama_cpp_q8_0'] = !o.againstLlamaCpp
       ? { available: false, reason: 'not asked for (--against llama.cpp)' }
-      : !quantized.int8
+      : !measured.int8
         ? { available: false, reason: 'int8 decode not measured (--precisions)' }
         : await llamaAt('q8_0');
     const b1 = work.decodeSteps / (b1Ms / 1000);
@@ -786,18 +770,26 @@ export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult
     const t = torch.available ? torch : undefined;
     const l = llamaCpp.available ? llamaCpp : undefined;
     const lq = llamaQ8.available ? llamaQ8 : undefined;
-    const int8 = quantized.int8;
-    for (const f of Object.values(quantized)) {
-      const qbound = (bandwidth * 1e9) / f.weights_bytes_per_token;
-      Object.assign(f, {
-        speedup_b1: round(f.decode_tokens_per_s_b1 / b1, 3),
-        speedup_batch: round(f.decode_tokens_per_s_batch / bn, 3),
+    const quantized: BenchModelResult['decode_quantized'] = {};
+    for (const precision of ['int8', 'int4'] as const) {
+      const m = measured[precision];
+      if (!m) continue;
+      const bytes = quantizedBytesPerToken(config, PRECISION_BITS[precision]);
+      const qbound = (bandwidth * 1e9) / bytes;
+      quantized[precision] = {
+        decode_tokens_per_s_b1: round(m.b1, 2),
+        decode_tokens_per_s_batch: round(m.bn, 2),
+        speedup_b1: round(m.b1 / b1, 3),
+        speedup_batch: round(m.bn / bn, 3),
+        weights_bytes_per_token: bytes,
         decode_bound_tokens_per_s: round(qbound, 2),
-        decode_fraction_of_bound: round(f.decode_tokens_per_s_b1 / qbound, 3),
-        decode_tokens_per_s_b1: round(f.decode_tokens_per_s_b1, 2),
-        decode_tokens_per_s_batch: round(f.decode_tokens_per_s_batch, 2),
-      });
+        decode_fraction_of_bound: round(m.b1 / qbound, 3),
+        setup_s: round(m.setupS),
+        kl_to_float: m.kl.length ? round(mean(m.kl), 5) : 0,
+        kl_tokens: m.kl.length,
+      };
     }
+    const int8 = quantized.int8;
     const budget = (params * 4) / 2 ** 20 + 3 * 1024;
     return {
       schema: 'turnwise/bench-model@1',

@@ -48,14 +48,15 @@ export type RunPlanConfig = Pick<
 
 /** The plan's input for a run, without the token cap. */
 function planInput(c: RunPlanConfig, model: ModelConfig): Omit<MemoryPlanInput, 'updateTokensPerStep'> {
+  const provider = c.executionProvider === 'cuda' || c.executionProvider === 'webgpu' ? c.executionProvider : 'cpu';
   return {
     config: model,
-    provider: c.executionProvider === 'cuda' || c.executionProvider === 'webgpu' ? c.executionProvider : 'cpu',
+    provider,
     context: runContextTokens(c, model),
     episodes: c.concurrency,
     klReference: c.klCoef > 0,
     ...(c.estimator && getEstimator(c.estimator).needs ? { teacherPass: true } : {}),
-    quantizedDecode: rolloutPrecisionFor(c.rolloutPrecision ?? 'auto', 'cpu', parameterCount(model) * 4).precision,
+    quantizedDecode: rolloutPrecisionFor(c.rolloutPrecision ?? 'auto', provider, parameterCount(model) * 4).precision,
     ...(c.lora ? { lora: c.lora } : {}),
   };
 }

@@ -122,8 +122,8 @@ export class Policy {
   private precision: Promise<RolloutPrecision> | undefined;
   /**
    * The base weights' files that sessions holding them load, by form: float32 for 'packed', the
-   * quantized codes and scales (and the float tensors no product reads: embeddings, norms,
-   * biases) for 'int8' and 'int4'. Written on first use, removed when the weights change.
+   * products' quantized codes and scales for 'int8' and 'int4'. Written on first use, removed when
+   * the weights change.
    */
   private heldFiles = new Map<'packed' | QuantizedForm, PackedWeights>();
 
@@ -258,11 +258,16 @@ export class Policy {
     const lora = this.lora;
     return this.sessions.get(`decode|sample|packed${form === 'packed' ? '' : `|${form}`}${lora ? '' : '|base'}`, () => {
       const g = buildStepGraph(this.config, 'decode', lora, 'sample', form);
+      if (form === 'packed')
+        return writePackedModel(
+          this.heldFile(form, () => this.baseFeeds()),
+          g,
+        );
       // A quantized graph's products read codes and scales in place of the float weights.
-      if (form !== 'packed') g.dropUnreadInputs();
+      g.dropUnreadInputs();
       const read = new Set(g.inputs.map((v) => v.name));
       return writePackedModel(
-        this.heldFile(form, () => (form === 'packed' ? this.baseFeeds() : this.quantizedFeeds(form, read))),
+        this.heldFile(form, () => this.quantizedFeeds(form, read)),
         g,
       );
     });

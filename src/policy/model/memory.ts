@@ -127,14 +127,14 @@ export function activationValues(c: ModelConfig, rows: number, seq: number, lora
 export function planMemory(input: MemoryPlanInput): MemoryPlan {
   const c = input.config;
   const context = input.context ?? c.max_position_embeddings;
+  const quantizedDecode = input.provider === 'cpu' ? (input.quantizedDecode ?? 'float32') : 'float32';
   const full = {
     ...input,
     context,
     klReference: input.klReference ?? false,
     teacherPass: input.teacherPass ?? false,
-    packedDecode:
-      (input.packedDecode ?? false) && input.provider === 'cpu' && !(input.quantizedDecode && input.quantizedDecode !== 'float32'),
-    quantizedDecode: input.provider === 'cpu' ? (input.quantizedDecode ?? 'float32') : 'float32',
+    packedDecode: (input.packedDecode ?? false) && input.provider === 'cpu' && quantizedDecode === 'float32',
+    quantizedDecode,
   };
   const specs = paramSpecs(c);
   const P = specs.reduce((s, p) => s + count(p.shape), 0);

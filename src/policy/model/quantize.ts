@@ -67,14 +67,14 @@ export function quantizeBlocks(w: Float32Array, rows: number, cols: number, bits
     for (let b = 0; b < nb; b++) {
       const from = b * blockSize;
       const to = Math.min(cols, from + blockSize);
+      // max |w| over the block; a NaN makes it NaN for good (no comparison with NaN is true).
       let max = 0;
-      let finite = true;
       for (let k = from; k < to; k++) {
         const a = Math.abs(w[row + k]);
         if (a > max) max = a;
-        else if (!(a <= max)) finite = false; // NaN
+        else if (!(a <= max)) max = NaN;
       }
-      if (!finite || !Number.isFinite(max))
+      if (!Number.isFinite(max))
         throw new TurnwiseError('invalid-input', `a weight to quantize is not finite (row ${r}, columns ${from}–${to - 1})`, {
           hint: 'the model holds NaN or infinite weights: sample in float32 to see them, or load an earlier checkpoint',
         });
@@ -139,24 +139,6 @@ export function rolloutPrecisionFor(
 }
 
 /**
- * The weight bytes one decode step reads at `bits` (codes and scales of every product's weight,
- * the head's included; float32 norms and biases; the embedding's one row per token left out):
- * what bounds a batch-1 step by the memory bandwidth.
- */
-export function quantizedBytesPerToken(c: ModelConfig, bits: 4 | 8, blockSize = QUANT_BLOCK_SIZE): number {
-  let bytes = 0;
-  for (const p of paramSpecs(c)) {
-    if (p.shape.length === 1) bytes += p.shape[0] * 4;
-    else if (p.name !== 'model.embed_tokens.weight' || c.tie_word_embeddings) {
-      const [rows, cols] = p.shape;
-      const nb = blocksPerRow(cols, blockSize);
-      bytes += rows * nb * ((blockSize * bits) / 8 + 4);
-    }
-  }
-  return bytes;
-}
-
-/**
  * One sampled token's estimate of KL(sampler ‖ trainer), from the sampler's log-prob `lq` of the
  * token it drew and the trainer's `lp` of the same token: (r − 1) − log r with r = p / q, whose
  * mean over the sampler's draws is the KL, and which is never negative (Schulman's k3).
@@ -167,11 +149,26 @@ export function samplerKl(lq: number, lp: number): number {
 }
 
 /**
- * What a quantized decode session holds: every product's codes and scales. The float tensors it
- * reads besides (the embedding's lookup, norms, biases) are fed from the policy's own arrays.
+ * What a quantized decode session holds: every product's codes and scales (the head's included;
+ * the embedding only where it is the head). The float tensors it reads besides (the embedding's
+ * lookup, norms, biases) are fed from the policy's own arrays.
  */
-export function quantizedSessionBytes(c: ModelConfig, bits: 4 | 8): number {
-  return paramSpecs(c)
-    .filter((p) => p.shape.length === 1)
-    .reduce((bytes, p) => bytes - p.shape[0] * 4, quantizedBytesPerToken(c, bits));
+export function quantizedSessionBytes(c: ModelConfig, bits: 4 | 8, blockSize = QUANT_BLOCK_SIZE): number {
+  let bytes = 0;
+  for (const p of paramSpecs(c)) {
+    if (p.shape.length !== 2 || (p.name === 'model.embed_tokens.weight' && !c.tie_word_embeddings)) continue;
+    const [rows, cols] = p.shape;
+    bytes += rows * blocksPerRow(cols, blockSize) * ((blockSize * bits) / 8 + 4);
+  }
+  return bytes;
+}
+
+/**
+ * The weight bytes one decode step reads at `bits`: the session's codes and scales, and the float32
+ * norms and biases (the embedding's one row per token left out): what bounds a batch-1 step by the
+ * memory bandwidth.
+ */
+export function quantizedBytesPerToken(c: ModelConfig, bits: 4 | 8, blockSize = QUANT_BLOCK_SIZE): number {
+  const vectors = paramSpecs(c).filter((p) => p.shape.length === 1);
+  return quantizedSessionBytes(c, bits, blockSize) + vectors.reduce((n, p) => n + p.shape[0] * 4, 0);
 }

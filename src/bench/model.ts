@@ -14,7 +14,7 @@ import * as path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { TurnwiseError } from '../core/errors';
 import { findResource } from '../core/resources';
-import { ort, type SessionSettings } from '../onnx';
+import { meterFeeds, ort, type SessionSettings } from '../onnx';
 import { loadCheckpoint } from '../policy/files/checkpoint';
 import { parameterCount, paramSpecs, type ModelConfig } from '../policy/model/config';
 import { writeModelFolder } from '../policy/files/hf';
@@ -232,6 +232,16 @@ export interface BenchModelResult {
   decode_fed: { decode_tokens_per_s_b1: number; decode_tokens_per_s_batch: number; decode_batch_speedup: number } | null;
   /** Peak RSS while decoding (with packed weights: their copy included). */
   decode_peak_rss_mb: number;
+  /**
+   * Host bytes fed per decode run at batch decodeBatch, and per training step, counted from the
+   * feeds (meterFeeds): what a GPU provider copies in per run. The weight bytes among them: 0 where
+   * the provider keeps the weights on the device (WebGPU) or a session holds them (the CPU's packed
+   * and quantized decode); the CPU provider reads fed bytes in place.
+   */
+  fed_bytes_per_decode_step: number;
+  fed_weight_bytes_per_decode_step: number;
+  fed_bytes_per_train_step: number;
+  fed_weight_bytes_per_train_step: number;
   /**
    * The same decode with the sampling sessions' weights quantized (rolloutPrecision), per
    * precision: tokens/s, the ratio to the float32 figures above, the weight bytes a token reads
@@ -521,6 +531,22 @@ function writeRandomFolder(dir: string, config: ModelConfig, seed: number): void
   );
 }
 
+/** Host bytes fed per run while `work` runs (all of them, and those of the tensors named in `weights`), rounded means. */
+async function fedPerRun(work: () => Promise<unknown>, weights: ReadonlySet<string>): Promise<{ bytes: number; weightBytes: number }> {
+  const meter = meterFeeds();
+  try {
+    await work();
+  } finally {
+    meter.stop();
+  }
+  const runs = Math.max(1, meter.records.length);
+  const sum = (f: (r: (typeof meter.records)[number]) => number) => Math.round(meter.records.reduce((n, r) => n + f(r), 0) / runs);
+  return {
+    bytes: sum((r) => r.hostBytes),
+    weightBytes: sum((r) => Object.entries(r.byName).reduce((n, [k, b]) => n + (weights.has(k) ? b : 0), 0)),
+  };
+}
+
 export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult> {
   const config = o.config ?? BENCH_SHAPES[o.shape];
   if (!config)
@@ -607,6 +633,8 @@ export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult
     await decode(work.decodeBatch, 2);
     const bnMs = await timed(decode, work.decodeBatch);
     const decodePeak = peakRssMb();
+    const weightNames = new Set(Object.keys(policy.baseFeeds()));
+    const decodeFed = await fedPerRun(() => decode(work.decodeBatch, 4), weightNames);
     // With packed weights, the same steps with the weights fed (the policy's own arrays): what packing buys.
     let fed: BenchModelResult['decode_fed'] = null;
     if (packed) {
@@ -697,6 +725,7 @@ export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult
     const stepTimes: number[] = [];
     for (let i = 0; i < work.trainSteps; i++) stepTimes.push(await step());
     const trainPeak = peakRssMb();
+    const trainFed = await fedPerRun(step, weightNames);
     await trainer.dispose();
     const stepMs = mean(stepTimes);
 
@@ -827,6 +856,10 @@ export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult
       decode_setup_s: round(setupMs / 1000),
       decode_fed: fed,
       decode_peak_rss_mb: decodePeak,
+      fed_bytes_per_decode_step: decodeFed.bytes,
+      fed_weight_bytes_per_decode_step: decodeFed.weightBytes,
+      fed_bytes_per_train_step: trainFed.bytes,
+      fed_weight_bytes_per_train_step: trainFed.weightBytes,
       decode_quantized: quantized,
       lora_train_tokens_per_s: round(train, 1),
       train_step_s: round(stepMs / 1000, 6),

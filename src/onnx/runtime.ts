@@ -385,20 +385,52 @@ export class OnnxSession {
   private inFlight = new Set<Promise<unknown>>();
   private released: Promise<void> | undefined;
 
-  /** Runs the session; feeds may be host tensors or ort tensors. Returns host tensors. */
+  /**
+   * Runs the session; feeds may be host tensors or ort tensors. Returns host tensors. On a provider
+   * that keeps tensors on the device (KEEPING_PROVIDERS), a host tensor marked by keepOnDevice is fed
+   * its device copy, uploaded by the first run that needs it.
+   */
   async run(feeds: Record<string, HostTensor | ort.Tensor>, fetches?: readonly string[]): Promise<Record<string, HostTensor>> {
     if (this.released) throw new TurnwiseError('internal', 'this ONNX Runtime session was released; create a new one');
+    const keeps = KEEPING_PROVIDERS.has(this.provider);
     const f: Record<string, ort.Tensor> = {};
-    for (const [k, v] of Object.entries(feeds)) f[k] = toOrt(v);
-    const pending = fetches ? this.session.run(f, fetches) : this.session.run(f);
-    this.inFlight.add(pending);
+    const used: DeviceCopy[] = [];
+    const record: FeedRecord | undefined = feedMeters.size
+      ? { provider: this.provider, hostBytes: 0, deviceTensors: 0, byName: {} }
+      : undefined;
     try {
-      const out = await pending;
-      const res: Record<string, HostTensor> = {};
-      for (const [k, v] of Object.entries(out)) res[k] = fromOrt(v as ort.Tensor);
-      return res;
+      for (const [k, v] of Object.entries(feeds)) {
+        const copy = keeps && !(v instanceof ort.Tensor) ? kept.get(v.data) : undefined;
+        if (copy) {
+          copy.users++;
+          used.push(copy);
+          f[k] = await deviceTensor(copy, v as HostTensor);
+        } else f[k] = toOrt(v);
+        if (record) {
+          const onHost = f[k].location === 'cpu' || f[k].location === undefined;
+          if (onHost) {
+            const bytes = (v instanceof ort.Tensor ? (v.data as TensorData) : (v as HostTensor).data).byteLength;
+            record.hostBytes += bytes;
+            record.byName[k] = bytes;
+          } else record.deviceTensors++;
+        }
+      }
+      if (record) for (const m of feedMeters) m(record);
+      const pending = fetches ? this.session.run(f, fetches) : this.session.run(f);
+      this.inFlight.add(pending);
+      try {
+        const out = await pending;
+        const res: Record<string, HostTensor> = {};
+        for (const [k, v] of Object.entries(out)) res[k] = fromOrt(v as ort.Tensor);
+        return res;
+      } finally {
+        this.inFlight.delete(pending);
+      }
     } finally {
-      this.inFlight.delete(pending);
+      for (const c of used) {
+        c.users--;
+        disposeIfUnheld(c);
+      }
     }
   }
 
@@ -413,6 +445,143 @@ export class OnnxSession {
     })();
     return this.released;
   }
+}
+
+// ---- What crosses into a run, and tensors kept on the device ----
+
+/** What one run was fed, counted from the feeds themselves: the bytes read from host memory. */
+export interface FeedRecord {
+  provider: ExecutionProviderName;
+  /** Bytes of the feeds that were host tensors (what a GPU provider copies in for this run). */
+  hostBytes: number;
+  /** Feeds that were tensors already on the device. */
+  deviceTensors: number;
+  /** Host bytes by input name. */
+  byName: Record<string, number>;
+}
+
+const feedMeters = new Set<(r: FeedRecord) => void>();
+
+/**
+ * Records what every run in this process is fed from now until `stop()`: the tests' and the
+ * benchmarks' view of what crosses to a GPU per step. Costs nothing while no meter is on.
+ */
+export function meterFeeds(): { records: FeedRecord[]; stop(): void } {
+  const records: FeedRecord[] = [];
+  const m = (r: FeedRecord) => records.push(r);
+  feedMeters.add(m);
+  return { records, stop: () => feedMeters.delete(m) };
+}
+
+/**
+ * Providers on which onnxruntime-node can hold a tensor on the device between runs and feed it
+ * to any session of the process: WebGPU (its `gpu-buffer` tensors). The CPU provider reads host
+ * tensors in place; onnxruntime-node's binding takes no CUDA device tensors.
+ */
+export const KEEPING_PROVIDERS: ReadonlySet<ExecutionProviderName> = new Set(['webgpu']);
+
+interface DeviceCopy {
+  /** keepOnDevice calls not yet matched by releaseFromDevice. */
+  holders: number;
+  /** Runs feeding the copy right now. */
+  users: number;
+  bytes: number;
+  tensor?: Promise<ort.Tensor>;
+}
+
+/** Host arrays marked to stay on the device, by identity. */
+const kept = new WeakMap<object, DeviceCopy>();
+let keptBytes = 0;
+
+/**
+ * Marks host tensors (a policy's weights, a trainer's frozen base) to be kept on the device by
+ * providers that can (KEEPING_PROVIDERS): the first run there that feeds one uploads it once, and
+ * every later run of any session is fed the device copy; no host bytes cross again. Marks count:
+ * each call is matched by a releaseFromDevice. A marked array must not be written to (its device
+ * copy would not follow): replace it with a new array and release the old one. No effect on
+ * other providers.
+ */
+export function keepOnDevice(tensors: Iterable<HostTensor>): void {
+  for (const t of tensors) {
+    const c = kept.get(t.data);
+    if (c) c.holders++;
+    else kept.set(t.data, { holders: 1, users: 0, bytes: t.data.byteLength });
+  }
+}
+
+/** Undoes one keepOnDevice of each tensor; a copy no one holds is freed once the runs feeding it end. */
+export function releaseFromDevice(tensors: Iterable<HostTensor>): void {
+  for (const t of tensors) {
+    const c = kept.get(t.data);
+    if (!c || c.holders === 0) continue;
+    c.holders--;
+    if (c.holders === 0) kept.delete(t.data);
+    disposeIfUnheld(c);
+  }
+}
+
+/** Bytes of the tensors uploaded to the device by keepOnDevice marks and not yet freed. */
+export function deviceKeptBytes(): number {
+  return keptBytes;
+}
+
+function disposeIfUnheld(c: DeviceCopy): void {
+  if (c.holders > 0 || c.users > 0 || !c.tensor) return;
+  const t = c.tensor;
+  c.tensor = undefined;
+  void t.then(
+    (x) => {
+      keptBytes -= c.bytes;
+      x.dispose();
+    },
+    () => undefined,
+  );
+}
+
+/** ONNX TensorProto element types. */
+const PROTO_TYPE: Record<DType, number> = { float32: 1, uint8: 2, int32: 6, int64: 7, bool: 9, float64: 11 };
+
+/** Y = Identity(X) over a tensor of any shape: run with gpu-buffer outputs, it uploads X. */
+function identityModel(dtype: DType): Uint8Array {
+  const valueInfo = (w: ProtoWriter, name: string) =>
+    w.string(1, name).message(2, (t) => t.message(1, (tt) => tt.int(1, PROTO_TYPE[dtype])));
+  return new ProtoWriter()
+    .int(1, 8)
+    .string(2, 'turnwise')
+    .message(7, (g) =>
+      g
+        .message(1, (n) => n.string(1, 'X').string(2, 'Y').string(3, 'upload').string(4, 'Identity'))
+        .string(2, 'upload')
+        .message(11, (w) => valueInfo(w, 'X'))
+        .message(12, (w) => valueInfo(w, 'Y')),
+    )
+    .message(8, (o) => o.string(1, '').int(2, 17))
+    .finish();
+}
+
+const uploaders = new Map<DType, Promise<ort.InferenceSession>>();
+
+/** The device copy of `t`, uploaded on first use (through a WebGPU identity session with gpu-buffer outputs). */
+function deviceTensor(c: DeviceCopy, t: HostTensor): Promise<ort.Tensor> {
+  if (!c.tensor) {
+    let up = uploaders.get(t.dtype);
+    if (!up) {
+      up = ort.InferenceSession.create(identityModel(t.dtype), {
+        ...ortOptions('webgpu', {}),
+        preferredOutputLocation: 'gpu-buffer',
+      });
+      up.catch(() => uploaders.delete(t.dtype));
+      uploaders.set(t.dtype, up);
+    }
+    c.tensor = up.then(async (s) => {
+      const y = (await s.run({ X: toOrt(t) })).Y;
+      keptBytes += c.bytes;
+      return y;
+    });
+    // A failed upload is tried again by the next run rather than remembered.
+    c.tensor.catch(() => (c.tensor = undefined));
+  }
+  return c.tensor;
 }
 
 /**

@@ -3,12 +3,14 @@
 // or the float64 reference: the same generated graphs must compute the same numbers on every
 // provider, and a step must not silently fall back to CPU (no warning may be raised).
 import * as assert from 'node:assert/strict';
-import { probeProvider, toModelProto, type SessionSettings } from '../../src/onnx';
+import { deviceKeptBytes, meterFeeds, probeProvider, toModelProto, type FeedRecord, type SessionSettings } from '../../src/onnx';
 import { nodePlacements } from '../../src/onnx/placements';
 import { presetConfig } from '../../src/policy/model/config';
-import { buildStepGraph } from '../../src/policy/model/graphs';
+import { buildStepGraph, graphParamSpecs, loraGraphSpecs } from '../../src/policy/model/graphs';
+import { initAdapter, parseLoraConfig, type LoraAdapter } from '../../src/policy/files/lora';
 import { buildTrainGraph } from '../../src/policy/training/graphs';
 import { benchTrain } from '../../src/bench/train';
+import { benchModel } from '../../src/bench/model';
 import { Policy } from '../../src/policy/inference/policy';
 import { logSoftmax } from '../../src/policy/inference/sampling';
 import { referenceLogits } from '../support/reference-forward';
@@ -80,7 +82,7 @@ describe('webgpu: the policy on a real WebGPU adapter', function () {
     await policy.dispose();
   });
 
-  it('decode steps looped in one run on WebGPU (the GPU default) draw what one step per run draws', async () => {
+  it('decode steps looped in one run (the default where weights are copied per run) draw on WebGPU what one step per run draws', async () => {
     const run = async (perRun: number) => {
       const policy = new Policy(weights, undefined, webgpu);
       policy.decodeStepsPerRun = perRun;
@@ -152,6 +154,69 @@ describe('webgpu: the policy on a real WebGPU adapter', function () {
     await sep.dispose();
   });
 
+  it('weights stay on the device: after the first run, prefill, decode, scoring and a LoRA step feed no weight bytes from the host, and give the CPU results', async () => {
+    const lora = parseLoraConfig({ r: 4, lora_alpha: 8, target_modules: ['q_proj', 'v_proj', 'down_proj'] }, 'test');
+    const adapter: LoraAdapter = initAdapter(SMALL_CONFIG, lora, 5);
+    const rng = new SeededRandom(9);
+    for (const [k, t] of adapter.tensors) if (k.includes('lora_B')) for (let i = 0; i < t.length; i++) t[i] = (rng.next() - 0.5) * 0.2;
+    const baseNames = new Set(graphParamSpecs(SMALL_CONFIG).map((p) => p.name));
+    const adapterNames = new Set(loraGraphSpecs(SMALL_CONFIG, { ...lora, target_modules: [...lora.target_modules] }).map((p) => p.name));
+    const rows = [
+      [1, 2, 3, 4, 5, 6],
+      [7, 8, 9],
+    ];
+    const batch = batchOf(2, 10, 4);
+    const work = async (settings: SessionSettings, meter: boolean) => {
+      const policy = new Policy(weights, undefined, settings, adapter);
+      const trainer = new PolicyTrainer(policy.baseWeights(), undefined, settings, { adapter }, policy.baseFeeds());
+      const once = async () => {
+        const seqs = rows.map((r) => policy.newSequence(r));
+        const drawn = await policy.sample(seqs.map((seq, b) => ({ seq, seed: b, maxNewTokens: 5, temperature: 1, stopIds: [] })));
+        const scored = await policy.tokenLogprobs(rows);
+        const base = await policy.tokenLogprobs(rows, { adapter: false });
+        const [m] = await trainer.train({ loss: 'ppo-token', batch: 2, seq: 10 }, [batch], { lr: 1e-3, klCoef: 0.1 });
+        return { drawn, scored, base, m };
+      };
+      await once(); // the first runs upload the weights
+      const meterOn = meter ? meterFeeds() : undefined;
+      const r = await once();
+      meterOn?.stop();
+      const out = { ...r, records: meterOn?.records ?? [], kept: deviceKeptBytes() };
+      await trainer.dispose();
+      await policy.dispose();
+      return out;
+    };
+    const g = await work(webgpu, true);
+    const c = await work(cpu, false);
+    // Counted from the feeds: every run on WebGPU read its weights from the device.
+    assert.ok(g.records.length >= 4, `${g.records.length} runs metered`);
+    const fed = (r: FeedRecord, names: Set<string>) => Object.keys(r.byName).filter((k) => names.has(k));
+    for (const r of g.records) {
+      assert.equal(r.provider, 'webgpu');
+      assert.deepEqual(fed(r, baseNames), [], 'base weights fed from the host after the first run');
+      assert.ok(r.deviceTensors >= baseNames.size, `${r.deviceTensors} tensors came from the device`);
+    }
+    // The policy's adapter is kept too; only the training step, whose state the adapter is, feeds it.
+    const adapterFed = g.records.filter((r) => fed(r, adapterNames).length > 0);
+    assert.equal(adapterFed.length, 1, `${adapterFed.length} runs fed the adapter from the host`);
+    assert.ok('input_ids' in adapterFed[0].byName && Object.keys(adapterFed[0].byName).some((k) => k.includes('loss_mask')));
+    const weightBytes = [...weights.tensors.values()].reduce((n, t) => n + t.byteLength, 0);
+    assert.ok(g.kept >= weightBytes, `kept ${g.kept} bytes, weights ${weightBytes}`);
+    // The same numbers as the CPU provider.
+    assert.deepEqual(
+      g.drawn.map((r) => r.tokenIds),
+      c.drawn.map((r) => r.tokenIds),
+    );
+    g.drawn.forEach((r, b) => r.logprobs.forEach((lp, t) => assert.ok(Math.abs(lp - c.drawn[b].logprobs[t]) < 1e-4, `draw ${b}.${t}`)));
+    for (const k of ['scored', 'base'] as const)
+      g[k].forEach((r, b) => assert.ok(maxAbsDiff(r, c[k][b]) < 1e-4, `${k} row ${b}: ${maxAbsDiff(r, c[k][b])}`));
+    for (const k of ['loss', 'pg_loss', 'kl', 'grad_norm'] as const)
+      assert.ok(relClose(g.m[k], c.m[k], 1e-4), `${k}: ${g.m[k]} vs ${c.m[k]}`);
+    // Released with the policy and the trainer.
+    await new Promise((r) => setImmediate(r));
+    assert.equal(deviceKeptBytes(), 0);
+  });
+
   it('every float op of the training, prefill and decode graphs is placed on WebGPU, none on the CPU', () => {
     // ONNX Runtime runs nodes its WebGPU provider has no kernel for on the CPU, copying their
     // tensors off the GPU and back on every run (LogSoftmax did, with the logits). Only small
@@ -206,6 +271,16 @@ describe('webgpu: the policy on a real WebGPU adapter', function () {
         `${p.graph}: ${p.cpuNodes} of ${gpu + p.cpuNodes} nodes on the CPU: ${p.onCpu.join(', ')}`,
       );
     }
+  });
+
+  it('bench model on WebGPU: no weight bytes fed per decode step or per training step', async () => {
+    const r = await benchModel({ shape: 'tiny-test', settings: webgpu, torch: 'off', precisions: [] });
+    assert.equal(r.provider, 'webgpu');
+    assert.equal(r.decode_steps_per_run, 1, 'the weights kept on the device, a step per run');
+    assert.equal(r.fed_weight_bytes_per_decode_step, 0);
+    assert.equal(r.fed_weight_bytes_per_train_step, 0);
+    assert.ok(r.fed_bytes_per_decode_step > 0 && r.fed_bytes_per_train_step > 0, 'the ids, the KV cache and the batch are still fed');
+    assert.ok(r.decode_tokens_per_s_b1 > 0 && r.lora_train_tokens_per_s > 0);
   });
 
   it('bench train runs turnwise-tiny on WebGPU and says so', async () => {

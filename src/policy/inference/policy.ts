@@ -2,7 +2,17 @@
 // not), the logits and token log-probs of whole rows (scoring), and batched, seeded generation
 // over per-sequence KV caches (sequences.ts), its tokens drawn on the host (sampling.ts) or in
 // the graph.
-import { SessionCache, toModelProto, type HostTensor, type OnnxSession, type SessionSettings } from '../../onnx';
+import {
+  KEEPING_PROVIDERS,
+  keepOnDevice,
+  releaseFromDevice,
+  SessionCache,
+  toModelProto,
+  type ExecutionProviderName,
+  type HostTensor,
+  type OnnxSession,
+  type SessionSettings,
+} from '../../onnx';
 import { TurnwiseError } from '../../core/errors';
 import type { ModelConfig } from '../model/config';
 import { packsDecodeWeights } from '../model/memory';
@@ -104,9 +114,12 @@ interface SamplePlan {
  */
 const REGATHER_MIN_STEPS = 4;
 /**
- * Decode steps per run on a GPU provider ('auto'), in one ONNX Loop, meant to copy the weights to
- * the device once per 8 tokens. Measured through WebGPU on an H200 it does not: a step costs the
- * same in a Loop as in a run of its own (docs/experiments/2026-12-04-webgpu-h200.md).
+ * Decode steps per run ('auto') on a GPU provider that copies the weights in on every run (CUDA:
+ * onnxruntime-node's binding takes no CUDA device tensors), in one ONNX Loop, meant to copy them
+ * once per 8 tokens. A provider that keeps them on the device (WebGPU, KEEPING_PROVIDERS) runs
+ * one step per run: through WebGPU on an H200 a looped step cost the same as a step of its own
+ * (docs/experiments/2026-12-04-webgpu-h200.md), and the Loop runs on the CPU provider, so its
+ * inputs would be read back to the host.
  */
 export const GPU_DECODE_STEPS_PER_RUN = 8;
 
@@ -137,7 +150,8 @@ export class Policy {
     adapter?: LoraAdapter,
   ) {
     this.config = weights.config;
-    this.feeds = weightFeeds(weights);
+    this.feeds = {};
+    this.replaceFeeds(weightFeeds(weights));
     // prefill and decode, with and without an adapter, by the logits they return
     this.sessions = new SessionCache(settings, 8);
     this.packSetting = settings.packDecodeWeights;
@@ -162,24 +176,41 @@ export class Policy {
       void this.sessions.clear();
       this.lora = shape;
     }
+    const next: Record<string, HostTensor> = {};
     for (const [name, data] of loraToGraphLayout(this.config, adapter)) {
       const spec = loraGraphSpecs(this.config, shape).find((p) => p.name === name)!;
-      this.feeds[name] = { dtype: 'float32', dims: spec.shape, data };
+      next[name] = { dtype: 'float32', dims: spec.shape, data };
     }
+    this.replaceFeeds(next);
     this.weightsVersion++;
+  }
+
+  /**
+   * Sets feeds (weights or adapter tensors), keeping the new arrays on the device where the
+   * provider can (keepOnDevice: uploaded once, then never fed from the host again) and letting go
+   * of the arrays they replace.
+   */
+  private replaceFeeds(next: Record<string, HostTensor>): void {
+    const old = Object.keys(next)
+      .map((k) => this.feeds[k])
+      .filter((t): t is HostTensor => t !== undefined);
+    keepOnDevice(Object.values(next));
+    Object.assign(this.feeds, next);
+    releaseFromDevice(old);
   }
 
   /** Replaces the base weights (an adapter stays on top); sessions are kept, sequence caches recomputed. */
   setWeights(weights: PolicyWeights): void {
-    this.feeds = { ...weightFeeds(weights), ...this.adapterFeeds() };
+    this.replaceFeeds(weightFeeds(weights));
     this.baseChanged();
   }
 
   /** Replaces the weights with tensors already in graph layout (from the trainer, no copy). */
   setGraphWeights(graphTensors: Map<string, Float32Array>): void {
     // The base weights only: an adapter's tensors (PEFT names) are set through setAdapter.
-    for (const [name, t] of Object.entries(this.feeds))
-      if (!name.startsWith('base_model.')) this.feeds[name] = { ...t, data: graphTensors.get(name)! };
+    this.replaceFeeds(
+      Object.fromEntries(Object.entries(this.baseFeeds()).map(([name, t]) => [name, { ...t, data: graphTensors.get(name)! }])),
+    );
     this.baseChanged();
   }
 
@@ -386,8 +417,8 @@ export class Policy {
 
   /**
    * Decode steps per run when the tokens are drawn in the graph: 'auto' runs one on the CPU
-   * provider (it reads the weights in place) and GPU_DECODE_STEPS_PER_RUN on a GPU provider,
-   * whose every run copies the weights in from the host.
+   * provider (it reads the weights in place) and on WebGPU (it keeps them on the device), and
+   * GPU_DECODE_STEPS_PER_RUN on CUDA, whose every run copies the weights in from the host.
    */
   decodeStepsPerRun: number | 'auto' = 'auto';
   /** The provider the last run ran on. */
@@ -750,7 +781,7 @@ export class Policy {
     const done = rows.map(() => false);
     // Rows that need no more than a token and its log-prob (no nucleus, no top log-probs) have
     // their later tokens drawn in the graph: only two numbers per row come back from a step,
-    // and on a GPU several steps run in one run (decodeStepsPerRun).
+    // and on CUDA several steps run in one run (decodeStepsPerRun).
     const inGraph = rows.every((r) => r.plan.topP === 1 && r.plan.top === 0);
     const perRun = inGraph ? this.resolvedDecodeStepsPerRun() : 1;
     const temperature = Float32Array.from(rows, (r) => r.plan.temperature);
@@ -828,7 +859,7 @@ export class Policy {
   resolvedDecodeStepsPerRun(): number {
     const n =
       this.decodeStepsPerRun === 'auto'
-        ? this.ranOn === undefined || this.ranOn === 'cpu'
+        ? this.ranOn === undefined || this.ranOn === 'cpu' || KEEPING_PROVIDERS.has(this.ranOn as ExecutionProviderName)
           ? 1
           : GPU_DECODE_STEPS_PER_RUN
         : this.decodeStepsPerRun;
@@ -915,5 +946,9 @@ export class Policy {
   async dispose(): Promise<void> {
     await this.sessions.clear();
     this.removeHeldFiles();
+    // Released once: a second dispose finds nothing held.
+    if (!this.disposed) releaseFromDevice(Object.values(this.feeds));
+    this.disposed = true;
   }
+  private disposed = false;
 }

@@ -5,7 +5,7 @@
 // (one rate, one per step, or a schedule of the global step such as warmupCosineLr).
 import { TurnwiseError } from '../../core/errors';
 import { lossHyper, OPTIMIZER_DEFAULTS, POLICY_LOSSES, type LossHyper, type OptimizerHyper } from '../../core/losses';
-import { SessionCache, type HostTensor, type SessionSettings } from '../../onnx';
+import { keepOnDevice, releaseFromDevice, SessionCache, type HostTensor, type SessionSettings } from '../../onnx';
 import { Trainer, type TrainState } from '../../onnx/training';
 import { zeroOptimizerState } from '../files/checkpoint';
 import type { OptimizerState } from '../files/optimizer-state';
@@ -164,6 +164,8 @@ export class PolicyTrainer {
         frozen: feeds,
         dropoutSeed: lora.dropoutSeed ?? 0,
       };
+      // The frozen base is fed to every step: on a GPU provider that keeps tensors, it crosses once.
+      keepOnDevice(Object.values(feeds));
       const graph = (m: Map<string, Float32Array>) => Object.fromEntries(loraToGraphLayout(this.config, { config: c, tensors: m }));
       const zeros = () => new Map([...lora.adapter.tensors].map(([k, t]) => [k, new Float32Array(t.length)]));
       const o = lora.optimizer;
@@ -447,7 +449,10 @@ export class PolicyTrainer {
 
   async dispose(): Promise<void> {
     await this.cache.clear();
+    if (this.lora && !this.disposed) releaseFromDevice(Object.values(this.lora.frozen));
+    this.disposed = true;
   }
+  private disposed = false;
 }
 
 interface PackedLayout {

@@ -50,6 +50,10 @@ const KEYS = [
   'decode_setup_s',
   'decode_fed',
   'decode_peak_rss_mb',
+  'fed_bytes_per_decode_step',
+  'fed_weight_bytes_per_decode_step',
+  'fed_bytes_per_train_step',
+  'fed_weight_bytes_per_train_step',
   'decode_quantized',
   'lora_train_tokens_per_s',
   'train_step_s',
@@ -122,6 +126,11 @@ describe('bench model', function () {
     // Weights this small are fed (below PACK_MIN_WEIGHT_BYTES): no comparison to make.
     assert.deepEqual([r.decode_weights, r.decode_fed], ['fed', null]);
     assert.ok(r.decode_setup_s > 0);
+    // On the CPU provider with fed weights, every decode run and the LoRA step read all base weights from the host.
+    assert.equal(r.fed_weight_bytes_per_decode_step, r.weights_bytes_per_token);
+    assert.equal(r.fed_weight_bytes_per_train_step, r.weights_bytes_per_token);
+    assert.ok(r.fed_bytes_per_decode_step > r.fed_weight_bytes_per_decode_step, 'the KV cache and the ids are fed too');
+    assert.ok(r.fed_bytes_per_train_step > r.fed_weight_bytes_per_train_step, 'the adapter, its moments and the batch are fed too');
     close(r.lora_train_tokens_per_s, (r.work.trainRows * r.work.trainSeq) / r.train_step_s, 'lora_train_tokens_per_s');
     close(r.decode_bound_tokens_per_s, (r.memory_bandwidth_gbs * 1e9) / r.weights_bytes_per_token, 'decode_bound_tokens_per_s');
     close(r.decode_fraction_of_bound, r.decode_tokens_per_s_b1 / r.decode_bound_tokens_per_s, 'decode_fraction_of_bound');

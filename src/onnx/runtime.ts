@@ -7,6 +7,7 @@ import * as ort from 'onnxruntime-node';
 import { TurnwiseError } from '../core/errors';
 import type { DType, TensorData } from './graph';
 import { ProtoWriter } from './protobuf';
+import { webgpuAdapters } from './adapters';
 
 export type ExecutionProviderName = 'cpu' | 'cuda' | 'webgpu';
 export const EXECUTION_PROVIDERS: readonly ExecutionProviderName[] = ['cpu', 'cuda', 'webgpu'];
@@ -182,7 +183,7 @@ export async function probeProvider(
   return parsed;
 }
 
-/** The user-facing setting: a provider, or `auto` (CUDA when it loads, else CPU). */
+/** The user-facing setting: a provider, or `auto` (CUDA when it loads, else WebGPU on a GPU adapter, else CPU). */
 export type ProviderSetting = 'auto' | ExecutionProviderName;
 export const PROVIDER_SETTINGS: readonly ProviderSetting[] = ['auto', ...EXECUTION_PROVIDERS];
 
@@ -273,6 +274,18 @@ export function resetProviderState(): void {
   unavailable.clear();
   warned.clear();
   webgpuProbed = false;
+  gpuAdapter = undefined;
+}
+
+let gpuAdapter: boolean | undefined;
+
+/**
+ * Whether `auto` tries WebGPU (after CUDA, before the CPU): only where a GPU adapter is found
+ * (adapters.ts), never on a software one such as lavapipe, which passes the session probe but
+ * runs on the CPU, slower than the CPU provider. Looked up once per process.
+ */
+export function autoTriesWebgpu(): boolean {
+  return (gpuAdapter ??= webgpuAdapters().some((a) => a.kind === 'hardware'));
 }
 
 /**
@@ -320,13 +333,15 @@ export class OnnxSession {
 
   /**
    * Creates a session. `cuda`/`webgpu` that cannot be loaded (onnxruntime-node throws rather than
-   * falling back) give one warning and a CPU session; `auto` tries CUDA silently, then CPU.
+   * falling back) give one warning and a CPU session; `auto` tries CUDA silently, then WebGPU where
+   * a GPU adapter is found (autoTriesWebgpu), then the CPU.
    * `model`: the model's bytes, or the path of a model file (one whose initializers are kept in
    * files beside it).
    */
   static async create(model: Uint8Array | string, settings: SessionSettings = {}): Promise<OnnxSession> {
     const want = settings.provider ?? 'auto';
-    const order: ExecutionProviderName[] = want === 'auto' ? ['cuda', 'cpu'] : want === 'cpu' ? ['cpu'] : [want, 'cpu'];
+    const order: ExecutionProviderName[] =
+      want === 'auto' ? ['cuda', ...(autoTriesWebgpu() ? (['webgpu'] as const) : []), 'cpu'] : want === 'cpu' ? ['cpu'] : [want, 'cpu'];
     let lastError: unknown;
     for (const p of order) {
       if (p === 'cpu' && want !== 'auto' && want !== 'cpu' && unavailable.has(want)) {

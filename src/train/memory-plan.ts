@@ -10,6 +10,7 @@ import { TurnwiseError } from '../core/errors';
 import { getEstimator } from '../credit/registry';
 import '../credit/index';
 import { readJsonFile } from '../core/fs';
+import { autoTriesWebgpu } from '../onnx';
 import { adapterBaseDir } from '../policy/files/checkpoint';
 import { parameterCount, parseModelConfig, type ModelConfig } from '../policy/model/config';
 import { parseLoraConfig } from '../policy/files/lora';
@@ -48,7 +49,13 @@ export type RunPlanConfig = Pick<
 
 /** The plan's input for a run, without the token cap. */
 function planInput(c: RunPlanConfig, model: ModelConfig): Omit<MemoryPlanInput, 'updateTokensPerStep'> {
-  const provider = c.executionProvider === 'cuda' || c.executionProvider === 'webgpu' ? c.executionProvider : 'cpu';
+  // auto: as OnnxSession.create resolves it where CUDA does not load.
+  const provider =
+    c.executionProvider === 'cuda' || c.executionProvider === 'webgpu'
+      ? c.executionProvider
+      : c.executionProvider === 'auto' && autoTriesWebgpu()
+        ? 'webgpu'
+        : 'cpu';
   return {
     config: model,
     provider,
@@ -93,7 +100,7 @@ export function assertRunFits(
   env: NodeJS.ProcessEnv = process.env,
 ): { plan: MemoryPlan; updateTokens: number; lines: string[]; packDecodeWeights: boolean } {
   const r = runMemoryPlan(c, model, env);
-  assertPlanFits(r.plan, r.limit, availableDeviceMemory(env));
+  assertPlanFits(r.plan, r.limit, r.plan.device > 0 ? availableDeviceMemory(env) : undefined);
   return r;
 }
 
@@ -153,7 +160,10 @@ export function memoryPlanCheck(given: Record<string, unknown>, env: NodeJS.Proc
       .slice(0, 3)
       .map((x) => `${x.name} ${mbText(x.bytes)}`)
       .join(', ');
-    const detail = `${mbText(r.plan.host)} of ${mbText(r.limit.bytes)} (${r.limit.source}) at updateTokensPerStep ${r.updateTokens}, ${c.concurrency} episodes in flight × ${r.plan.input.context} tokens, ${rc.lora ? 'LoRA' : 'full training'}; largest: ${top}`;
+    const device = r.plan.device > 0 ? availableDeviceMemory(env) : undefined;
+    const onDevice =
+      r.plan.device > 0 ? `; device ${mbText(r.plan.device)}${device ? ` of ${mbText(device.bytes)} (${device.source})` : ''}` : '';
+    const detail = `${mbText(r.plan.host)} of ${mbText(r.limit.bytes)} (${r.limit.source})${onDevice} at updateTokensPerStep ${r.updateTokens}, ${c.concurrency} episodes in flight × ${r.plan.input.context} tokens, ${rc.lora ? 'LoRA' : 'full training'}; largest: ${top}`;
     try {
       assertRunFits(rc, m.config, env);
     } catch (e) {

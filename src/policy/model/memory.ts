@@ -7,6 +7,7 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import { TurnwiseError } from '../../core/errors';
+import { webgpuAdapters, type GpuAdapter } from '../../onnx/adapters';
 import { kvBytesPerToken, parameterCount, paramSpecs, type ModelConfig } from './config';
 import { SCORE_CHUNK_ROWS, SCORING_ROWS_PER_RUN as SCORING_ROWS } from './graphs';
 import { loraTargets, type LoraConfig } from '../files/lora';
@@ -214,11 +215,28 @@ export function planMemory(input: MemoryPlanInput): MemoryPlan {
       : `log-prob scoring${input.teacherPass ? ' (the KL reference, the update check and the teacher pass)' : ''} of ${SCORING_ROWS} rows × ${context} tokens: one layer's attention and a chunk of ${SCORE_CHUNK_ROWS} positions' logits`,
   });
   if (dev === 'device') {
+    const kept = input.provider === 'webgpu';
     parts.push({
       name: 'device weights',
-      bytes: (P + (input.lora ? 3 * A : 3 * P)) * F32,
+      bytes: P * F32,
       where: 'device',
-      detail: 'the weights (and trained state) fed to a device run are copied to it',
+      detail: kept
+        ? 'the weights, uploaded once per weights version and shared by every session'
+        : 'the weights, copied in by every run that reads them',
+    });
+    parts.push({
+      name: 'device train state',
+      bytes: (input.lora ? 7 * A : 6 * P) * F32,
+      where: 'device',
+      detail: input.lora
+        ? 'the adapter kept for sampling; in a step, the adapter and its 2 AdamW moments in and their next values out'
+        : 'in a step, the 2 AdamW moments in and the next weights and moments out',
+    });
+    parts.push({
+      name: 'device KV caches',
+      bytes: kvCacheBytes(c, input.episodes, context),
+      where: 'device',
+      detail: `a decode step of all ${input.episodes} episodes reads their caches on the device`,
     });
   }
   parts.push({ name: 'runtime', bytes: RUNTIME_BYTES, where: 'host', detail: 'Node, ONNX Runtime, sessions' });
@@ -293,10 +311,18 @@ export function availableMemory(env: NodeJS.ProcessEnv = process.env): { bytes: 
   return { bytes: Math.min(os.totalmem(), free + process.memoryUsage().rss), source: 'available RAM' };
 }
 
-/** Device memory a run may use on a GPU provider: TURNWISE_DEVICE_MEMORY_LIMIT_MB; undefined when unknown (not checked). */
-export function availableDeviceMemory(env: NodeJS.ProcessEnv = process.env): number | undefined {
+/**
+ * Device memory a run may use on a GPU provider: TURNWISE_DEVICE_MEMORY_LIMIT_MB, else the first
+ * GPU adapter's memory where its driver says (nvidia-smi); undefined when unknown (not checked).
+ */
+export function availableDeviceMemory(
+  env: NodeJS.ProcessEnv = process.env,
+  adapters: () => readonly GpuAdapter[] = webgpuAdapters,
+): { bytes: number; source: string } | undefined {
   const set = Number(env.TURNWISE_DEVICE_MEMORY_LIMIT_MB);
-  return set > 0 ? set * MB : undefined;
+  if (set > 0) return { bytes: set * MB, source: 'TURNWISE_DEVICE_MEMORY_LIMIT_MB' };
+  const gpu = adapters().find((a) => a.kind === 'hardware' && a.memoryBytes);
+  return gpu ? { bytes: gpu.memoryBytes!, source: `the memory of the ${gpu.name}` } : undefined;
 }
 
 const mb = (x: number) => `${Math.round(x / MB).toLocaleString('en-US')} MB`;
@@ -338,10 +364,14 @@ export function autoUpdateTokens(input: Omit<MemoryPlanInput, 'updateTokensPerSt
  * largest parts and the settings that would fit (fewer episodes in flight, a smaller
  * updateTokensPerStep, LoRA instead of full training, a shorter context).
  */
-export function assertPlanFits(p: MemoryPlan, limit: { bytes: number; source: string }, deviceLimit?: number): void {
+export function assertPlanFits(
+  p: MemoryPlan,
+  limit: { bytes: number; source: string },
+  deviceLimit?: { bytes: number; source: string },
+): void {
   const i = p.input;
   const over = p.host > limit.bytes;
-  const devOver = deviceLimit !== undefined && p.device > deviceLimit;
+  const devOver = deviceLimit !== undefined && p.device > deviceLimit.bytes;
   if (!over && !devOver) return;
   const biggest = [...p.parts]
     .sort((a, b) => b.bytes - a.bytes)
@@ -350,7 +380,7 @@ export function assertPlanFits(p: MemoryPlan, limit: { bytes: number; source: st
     .join(', ');
   const fixes: string[] = [];
   const again = (o: Partial<MemoryPlanInput>) => planMemory({ ...i, ...o });
-  const fits = (q: MemoryPlan) => q.host <= limit.bytes && (deviceLimit === undefined || q.device <= deviceLimit);
+  const fits = (q: MemoryPlan) => q.host <= limit.bytes && (deviceLimit === undefined || q.device <= deviceLimit.bytes);
   if (i.packedDecode && fits(again({ packedDecode: false })))
     fixes.push('"packDecodeWeights": "off" (decode with the weights fed: no second copy)');
   const caps = [8192, 4096, 2048, 1024, 512, 256].filter((t) => t < i.updateTokensPerStep);
@@ -379,7 +409,7 @@ export function assertPlanFits(p: MemoryPlan, limit: { bytes: number; source: st
   if (ctx !== undefined) fixes.push(`a model with a context of ${ctx} tokens`);
   const where =
     devOver && !over
-      ? `device memory ${mb(p.device)} over the ${mb(deviceLimit!)} of TURNWISE_DEVICE_MEMORY_LIMIT_MB`
+      ? `device memory ${mb(p.device)} over the ${mb(deviceLimit!.bytes)} of ${deviceLimit!.source}`
       : `${mb(p.host)} over the ${mb(limit.bytes)} of ${limit.source}`;
   throw new TurnwiseError('invalid-input', `this run would not fit in memory: its plan needs ${where} (largest: ${biggest})`, {
     hint: fixes.length

@@ -5,6 +5,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import {
+  autoTriesWebgpu,
   Graph,
   OnnxSession,
   SessionCache,
@@ -146,5 +147,21 @@ describe('execution provider probes in a child process', function () {
     if (!w.ok) assert.match(w.error ?? '', /adapter|Vulkan/i);
     assert.equal(c.provider, 'cuda');
     if (!c.ok) assert.match(c.error ?? '', /cuda|CUDA/);
+  });
+});
+
+describe('onnx runtime: the auto provider', () => {
+  it('auto never runs on a software WebGPU adapter: on this machine (no GPU) it gives a CPU session, without a warning', async () => {
+    // lavapipe passes the WebGPU session probe here (the webgpu tier runs on it): only the adapter
+    // lookup keeps auto off it. With a GPU's driver and device present, auto tries WebGPU after CUDA.
+    assert.equal(autoTriesWebgpu(), false);
+    const g = Graph.create('auto');
+    const x = g.input('x', 'float32', [2]);
+    g.output(g.add(x, x), 'y');
+    const s = await OnnxSession.create(toModelProto(g), { provider: 'auto', onWarning: (m) => assert.fail(`auto warned: ${m}`) });
+    assert.equal(s.provider, 'cpu');
+    const y = await s.run({ x: { dtype: 'float32', dims: [2], data: Float32Array.of(1, 2) } });
+    assert.deepEqual(Array.from(y.y.data as Float32Array), [2, 4]);
+    await s.release();
   });
 });

@@ -8,9 +8,11 @@ import * as path from 'node:path';
 import { TurnwiseError } from '../../../src/core/errors';
 import { parameterCount, TURNWISE_TINY, type ModelConfig } from '../../../src/policy/model/config';
 import { BENCH_SHAPES } from '../../../src/bench/model';
+import type { LoraConfig } from '../../../src/policy/files/lora';
 import {
   assertPlanFits,
   autoUpdateTokens,
+  availableDeviceMemory,
   availableMemory,
   formatMemoryPlan,
   PACK_MIN_WEIGHT_BYTES,
@@ -98,6 +100,49 @@ describe('policy/memory: the memory plan of a run', function () {
     // The weights once, plus the adapter, its moments and small buffers (a second copy of the
     // transposed weights would add ~75% of the weights' bytes).
     assert.ok(held < weightBytes * 1.4, `JavaScript buffers ${Math.round(held / MB)} MB for ${Math.round(weightBytes / MB)} MB of weights`);
+  });
+
+  it('on WebGPU the device holds the weights once, the train state and the KV caches; a plan over the GPU memory is refused naming the GPU', () => {
+    const lora = {
+      r: 16,
+      target_modules: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] as LoraConfig['target_modules'],
+    };
+    const input = { config: QWEN_05B, provider: 'webgpu' as const, updateTokensPerStep: 1024, context: 1024, episodes: 8, lora };
+    const p = planMemory(input);
+    const part = (n: string) => p.parts.find((x) => x.name === n)!;
+    assert.equal(part('device weights').bytes, p.parameters * 4, 'one copy of the weights, whatever the sessions');
+    assert.equal(part('device train state').bytes, 7 * p.adapterParameters * 4);
+    assert.equal(part('device KV caches').bytes, part('KV caches').bytes);
+    assert.equal(
+      p.device,
+      p.parts.filter((x) => x.where === 'device').reduce((n, x) => n + x.bytes, 0),
+    );
+    // A GPU where 2 episodes in flight fit and 8 do not.
+    const gpuMb = Math.ceil(planMemory({ ...input, episodes: 2 }).device / MB) + 1;
+    // The GPU's memory from its driver (nvidia-smi's answer given here), unless the variable says otherwise.
+    const gpu = () => [
+      { kind: 'software' as const, name: 'lavapipe', driver: 'libvulkan_lvp.so' },
+      { kind: 'hardware' as const, name: 'NVIDIA T4', driver: 'libGLX_nvidia.so.0', memoryBytes: gpuMb * MB },
+    ];
+    const dev = availableDeviceMemory({}, gpu)!;
+    assert.deepEqual(dev, { bytes: gpuMb * MB, source: 'the memory of the NVIDIA T4' });
+    assert.deepEqual(availableDeviceMemory({ TURNWISE_DEVICE_MEMORY_LIMIT_MB: '4096' }, gpu), {
+      bytes: 4096 * MB,
+      source: 'TURNWISE_DEVICE_MEMORY_LIMIT_MB',
+    });
+    assert.equal(
+      availableDeviceMemory({}, () => []),
+      undefined,
+    );
+    assert.ok(p.device > dev.bytes);
+    const host = { bytes: 1e15, source: 'test' };
+    assert.throws(
+      () => assertPlanFits(p, host, dev),
+      (e: TurnwiseError) =>
+        e.message.includes(`MB over the ${gpuMb.toLocaleString('en-US')} MB of the memory of the NVIDIA T4`) &&
+        /"concurrency": 2/.test(e.hint ?? ''),
+    );
+    assert.doesNotThrow(() => assertPlanFits(p, host, { bytes: p.device, source: 'test' }));
   });
 
   it('a plan over the limit is refused with its numbers and the settings that would fit', () => {

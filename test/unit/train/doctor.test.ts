@@ -59,18 +59,23 @@ describe('doctor checks', () => {
         : { provider: ep, ok: true, bundled: true, ms: 12.3 };
 
     it('one line per provider, each ok when its session runs', async () => {
-      const checks = await providerChecks(probe([]));
+      const checks = await providerChecks(probe([]), [
+        { kind: 'hardware', name: 'NVIDIA H100', driver: 'libGLX_nvidia.so.0', memoryBytes: 80 * 2 ** 30 },
+      ]);
       assert.deepEqual(
         checks.map((c) => [c.name, c.status, c.detail]),
-        ['cpu', 'cuda', 'webgpu'].map((ep) => [`onnxruntime ${ep}`, 'ok', 'session created and ran (12 ms)']),
+        [
+          ...['cpu', 'cuda', 'webgpu'].map((ep) => [`onnxruntime ${ep}`, 'ok', 'session created and ran (12 ms)']),
+          ['webgpu adapter', 'ok', 'NVIDIA H100, 80 GiB [hardware, libGLX_nvidia.so.0]'],
+        ],
       );
     });
 
     it('a missing CPU provider fails the report; a missing GPU provider only warns', async () => {
-      const checks = await providerChecks(probe(['cpu', 'cuda', 'webgpu']));
+      const checks = await providerChecks(probe(['cpu', 'cuda', 'webgpu']), []);
       assert.deepEqual(
         checks.map((c) => c.status),
-        ['fail', 'warn', 'warn'],
+        ['fail', 'warn', 'warn', 'warn'],
       );
       assert.equal(checks[0].detail, 'not available: cpu is broken');
       assert.match(checks[0].fix ?? '', /reinstall onnxruntime-node/);
@@ -78,6 +83,15 @@ describe('doctor checks', () => {
       assert.match(checks[2].fix ?? '', /^optional\. WebGPU/);
       assert.equal(doctorReport(checks).ok, false);
       assert.equal(doctorReport(checks.slice(1)).ok, true);
+    });
+
+    it('a software adapter only (lavapipe) is a warning that names it', async () => {
+      const [, , , a] = await providerChecks(probe([]), [
+        { kind: 'software', name: 'Mesa lavapipe (software, runs on the CPU)', driver: 'libvulkan_lvp.so' },
+      ]);
+      assert.equal(a.status, 'warn');
+      assert.match(a.detail, /^software only: Mesa lavapipe/);
+      assert.match(a.fix ?? '', /slower than the cpu provider/);
     });
   });
 

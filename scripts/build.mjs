@@ -3,38 +3,14 @@
 import * as esbuild from 'esbuild';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { createRequire } from 'node:module';
 import { stageOnnxRuntime } from './lib/vsix.mjs';
+import { copyGrammars, GRAMMARS, NODE_BUNDLE } from './lib/bundle-options.mjs';
 
-const require = createRequire(import.meta.url);
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
 const dist = path.join(root, 'dist');
 const watch = process.argv.includes('--watch');
 
-// Grammars Turnwise parses (src/ast/treesitter.ts GRAMMARS).
-const GRAMMARS = ['bash', 'python', 'javascript', 'typescript', 'tsx', 'go'];
-
-const common = {
-  bundle: true,
-  platform: 'node',
-  target: 'node20',
-  format: 'cjs',
-  sourcemap: true,
-  logLevel: 'warning',
-  // onnxruntime-node loads its native binding relative to itself: external, staged under
-  // dist/node_modules below. ssh2 (dockerode's ssh transport) is bundled; its optional native
-  // speed-ups (cpu-features, *.node) are required inside try/catch and simply absent.
-  external: ['vscode', 'onnxruntime-node', 'cpu-features', '*.node'],
-  // The ESM build of web-tree-sitter calls createRequire(import.meta.url), which breaks in CJS.
-  plugins: [
-    {
-      name: 'web-tree-sitter-cjs',
-      setup(b) {
-        b.onResolve({ filter: /^web-tree-sitter$/ }, () => ({ path: require.resolve('web-tree-sitter') }));
-      },
-    },
-  ],
-};
+const common = NODE_BUNDLE;
 
 const entries = [
   { entryPoints: [path.join(root, 'src/extension/extension.ts')], outfile: path.join(dist, 'extension.js') },
@@ -68,14 +44,6 @@ if (fs.existsSync(webviewRoot)) {
   }
 }
 
-function copyGrammars() {
-  const out = path.join(dist, 'grammars');
-  fs.mkdirSync(out, { recursive: true });
-  const wasmDir = path.join(path.dirname(require.resolve('@vscode/tree-sitter-wasm/package.json')), 'wasm');
-  for (const g of GRAMMARS) fs.copyFileSync(path.join(wasmDir, `tree-sitter-${g}.wasm`), path.join(out, `tree-sitter-${g}.wasm`));
-  fs.copyFileSync(require.resolve('web-tree-sitter/web-tree-sitter.wasm'), path.join(out, 'web-tree-sitter.wasm'));
-}
-
 // onnxruntime-node is a native addon that loads its binding relative to itself, so it stays
 // outside the bundle. Stage it (this platform's binaries only) under dist/node_modules, where
 // require() from dist/*.js finds it; `npm run package` restages it per target (scripts/lib/vsix.mjs).
@@ -100,7 +68,7 @@ function copyEmbeddedModel() {
 }
 
 fs.mkdirSync(dist, { recursive: true });
-copyGrammars();
+copyGrammars(path.join(dist, 'grammars'));
 stageOnnxRuntimeHere();
 copyEmbeddedModel();
 if (watch) {

@@ -411,7 +411,7 @@ export class OnnxSession {
     const f: Record<string, ort.Tensor> = {};
     const used: DeviceCopy[] = [];
     const record: FeedRecord | undefined = feedMeters.size
-      ? { provider: this.provider, hostBytes: 0, deviceTensors: 0, byName: {} }
+      ? { provider: this.provider, hostBytes: 0, uploadBytes: 0, deviceTensors: 0, byName: {} }
       : undefined;
     try {
       for (const [k, v] of Object.entries(feeds)) {
@@ -419,6 +419,7 @@ export class OnnxSession {
         if (copy) {
           copy.users++;
           used.push(copy);
+          if (record && !copy.tensor) record.uploadBytes += copy.bytes;
           f[k] = await deviceTensor(copy, v as HostTensor);
         } else f[k] = toOrt(v);
         if (record) {
@@ -469,7 +470,9 @@ export interface FeedRecord {
   provider: ExecutionProviderName;
   /** Bytes of the feeds that were host tensors (what a GPU provider copies in for this run). */
   hostBytes: number;
-  /** Feeds that were tensors already on the device. */
+  /** Bytes of kept tensors (keepOnDevice) this run uploaded, first used here; fed from the device from now on. */
+  uploadBytes: number;
+  /** Feeds that were tensors on the device. */
   deviceTensors: number;
   /** Host bytes by input name. */
   byName: Record<string, number>;

@@ -195,6 +195,7 @@ describe('webgpu: the policy on a real WebGPU adapter', function () {
       assert.equal(r.provider, 'webgpu');
       assert.deepEqual(fed(r, baseNames), [], 'base weights fed from the host after the first run');
       assert.ok(r.deviceTensors >= baseNames.size, `${r.deviceTensors} tensors came from the device`);
+      assert.equal(r.uploadBytes, 0, 'nothing uploaded again');
     }
     // The policy's adapter is kept too; only the training step, whose state the adapter is, feeds it.
     const adapterFed = g.records.filter((r) => fed(r, adapterNames).length > 0);

@@ -207,8 +207,10 @@ export interface LearnBenchOptions {
   /** Starting checkpoint (copied, optimizer state included, to the runs folder first). */
   model: string;
   iterations: number;
-  /** Seeds 0 … seeds-1; each seed gets its own tasks and both estimators. */
+  /** Seeds firstSeed … firstSeed + seeds − 1; each seed gets its own tasks and every estimator. */
   seeds?: number;
+  /** The first seed (default 0): a later session can add seeds to a comparison already run. */
+  firstSeed?: number;
   /** Where the runs go (default: a new temp folder, kept). */
   runsRoot?: string;
   /** Training settings over LEARN_DEFAULTS (identical for every estimator). */
@@ -265,7 +267,8 @@ export async function benchLearn(o: LearnBenchOptions): Promise<LearnBenchResult
   log(`copying the checkpoint ${o.model}`);
   const model = await snapshotCheckpoint(o.model, path.join(runsRoot, 'start-model'), { optimizer: true });
   const runs: LearnRun[] = [];
-  for (let seed = 0; seed < (o.seeds ?? 1); seed++) {
+  const first = o.firstSeed ?? 0;
+  for (let seed = first; seed < first + (o.seeds ?? 1); seed++) {
     // One task file per seed, shared by every estimator: identical tasks and held-out split.
     const tasksFile = path.join(runsRoot, `tasks-seed${seed}.jsonl`);
     if (!fs.existsSync(tasksFile)) {

@@ -4,7 +4,8 @@
 //   node                      core/doctor.ts (also Check, DoctorReport and the text format)
 //   docker, sandbox images,   sandbox/doctor.ts (the engine answers; base and language images
 //   agent tools                 are built; tw-test/tw-suspects are in the Python image)
-//   onnxruntime cpu|cuda|webgpu  onnx/doctor.ts (each provider creates a session and runs)
+//   onnxruntime cpu|cuda|webgpu  onnx/doctor.ts (each provider creates a session and runs; then
+//   webgpu adapter               the adapters WebGPU would use, GPU or software: onnx/adapters.ts)
 //   tree-sitter grammars      ast/doctor.ts (each grammar loads and parses)
 //   embedded policy           train/embedded.ts (the shipped checkpoint loads)
 import { doctorReport, nodeCheck, type DoctorReport } from '../core/doctor';

@@ -54,6 +54,8 @@ describe('turnwise doctor', function () {
     // The rest of the report is still produced: the CPU provider and grammars are checked for real.
     assert.equal(report.checks.find((c) => c.name === 'onnxruntime cpu')?.status, 'ok');
     assert.equal(report.checks.find((c) => c.name === 'tree-sitter grammars')?.status, 'ok');
+    // No GPU here: the adapter line warns (lavapipe only, or no driver) and never fails the report.
+    assert.equal(report.checks.find((c) => c.name === 'webgpu adapter')?.status, 'warn');
     // Every check, in report order (the order train/doctor.ts lists them in).
     assert.deepEqual(
       report.checks.map((c) => c.name),
@@ -65,6 +67,7 @@ describe('turnwise doctor', function () {
         'onnxruntime cpu',
         'onnxruntime cuda',
         'onnxruntime webgpu',
+        'webgpu adapter',
         'tree-sitter grammars',
         'embedded policy',
       ],

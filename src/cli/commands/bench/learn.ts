@@ -34,11 +34,12 @@ export const benchLearnCommand: CliCommand = {
   name: 'bench learn',
   summary: 'held-out resolved rate after warm start vs after N RL iterations per estimator (default grpo, turnwise; same seeds; slow)',
   usage:
-    '[--config FILE] [--iterations N] [--seeds N] [--estimators A,B,...] [--workspace DIR] [--model DIR] [--runs DIR] [--max-tasks N] [--tasks-per-iteration N] [--group-size G] [--max-turns N] [--concurrency N] [--eval-every N] [--eval-samples K] [--precision auto|float32|int8|int4] [--json]',
+    '[--config FILE] [--iterations N] [--seeds N] [--first-seed K] [--estimators A,B,...] [--workspace DIR] [--model DIR] [--runs DIR] [--max-tasks N] [--tasks-per-iteration N] [--group-size G] [--max-turns N] [--concurrency N] [--eval-every N] [--eval-samples K] [--precision auto|float32|int8|int4] [--json]',
   options: valueOptions(
     'config',
     'iterations',
     'seeds',
+    'first-seed',
     'estimators',
     'workspace',
     'model',
@@ -60,6 +61,7 @@ export const benchLearnCommand: CliCommand = {
       model: modelOrEmbedded(args),
       iterations: int('iterations', LEARN_DEFAULTS.iterations!),
       seeds: int('seeds', 1),
+      firstSeed: int('first-seed', 0, 0),
       estimators: listOption(args, 'estimators', LEARN_ESTIMATORS),
       ...(typeof v.runs === 'string' ? { runsRoot: path.resolve(v.runs) } : {}),
       config,

@@ -76,9 +76,9 @@ has doctor && step doctor node "$HERE/cli.js" doctor --json
 IFS=',' read -r -a GPUS <<< "$PROVIDERS"
 has logits && step logits node "$HERE/gpu-check-model.js" --shape "$SHAPE" --out "$OUT/model" --providers "$PROVIDERS"
 if has bench; then
-  for p in cpu "${GPUS[@]}"; do
-    step "bench-$p" node "$HERE/cli.js" bench model --shape "$SHAPE" --provider "$p" --torch off --precisions none --json
-  done
+  # The CPU at float32 only; each GPU provider with its float16 decode beside float32 (bench model's default there).
+  step bench-cpu node "$HERE/cli.js" bench model --shape "$SHAPE" --provider cpu --torch off --precisions none --json
+  for p in "${GPUS[@]}"; do step "bench-$p" node "$HERE/cli.js" bench model --shape "$SHAPE" --provider "$p" --torch off --json; done
 fi
 if has loop; then
   for p in "${GPUS[@]}"; do step "loop-$p" node "$HERE/gpu-check-loop.js" --shape "$SHAPE" --provider "$p"; done

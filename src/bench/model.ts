@@ -26,7 +26,7 @@ import { numel } from '../policy/files/safetensors';
 import { byteLevelTokenizerConfig, byteLevelTokenizerJson } from '../policy/files/tokenizer';
 import { PolicyTrainer, type TrainBatch } from '../policy/training/trainer';
 import { SeededRandom, type PolicyWeights } from '../policy/model/weights';
-import { PRECISION_BITS, quantizedBytesPerToken, samplerKl, type RolloutPrecision } from '../policy/model/quantize';
+import { halfBytesPerToken, PRECISION_BITS, quantizedBytesPerToken, samplerKl, type RolloutPrecision } from '../policy/model/quantize';
 
 /** The shapes `bench model` generates, with the config fields of the published checkpoints. */
 export const BENCH_SHAPES: Record<string, ModelConfig> = {
@@ -185,7 +185,7 @@ export interface BenchModelOptions {
   python?: string;
   /** Also time llama.cpp's decode of the same weights (float32 GGUF), for ratios. */
   againstLlamaCpp?: boolean;
-  /** Rollout precisions whose decode is timed beside float32's (default int8 and int4; [] for none). */
+  /** Rollout precisions whose decode is timed beside float32's (default: int8 and int4 on the CPU, float16 on a GPU provider; [] for none). */
   precisions?: QuantizedPrecision[];
   /** Runs the PyTorch side (default: the script in a child process). Test hook. */
   torchRunner?: (args: TorchArgs) => Promise<TorchFigures>;
@@ -655,7 +655,7 @@ export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult
     }
     // Per precision, what is measured now; the figures are made once the float ones and the bandwidth are known.
     const measured: Partial<Record<QuantizedPrecision, { b1: number; bn: number; setupS: number; kl: number[] }>> = {};
-    for (const precision of o.precisions ?? (['int8', 'int4'] as const)) {
+    for (const precision of o.precisions ?? (provider === 'cpu' ? (['int8', 'int4'] as const) : (['float16'] as const))) {
       log(`decode with ${precision} weights…`);
       const q = new Policy(policy.baseWeights(), undefined, { ...settings, rolloutPrecision: precision });
       try {
@@ -665,7 +665,14 @@ export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult
         const tq = performance.now();
         await qdecode(1, 2);
         const qsetup = performance.now() - tq;
-        if ((await q.rolloutPrecision()) !== precision) throw new TurnwiseError('internal', `the ${precision} decode fell back to float32`);
+        if ((await q.rolloutPrecision()) !== precision)
+          throw new TurnwiseError(
+            'invalid-input',
+            `${precision} rollouts do not run on the ${provider} provider (they sampled in float32)`,
+            {
+              hint: 'int8 and int4 run on the CPU provider, float16 on GPU providers: name those in --precisions, or none',
+            },
+          );
         const q1 = work.decodeSteps / ((await timed(qdecode, 1)) / 1000);
         await qdecode(work.decodeBatch, 2);
         const qn = (work.decodeBatch * work.decodeSteps) / ((await timed(qdecode, work.decodeBatch)) / 1000);
@@ -800,10 +807,10 @@ export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult
     const l = llamaCpp.available ? llamaCpp : undefined;
     const lq = llamaQ8.available ? llamaQ8 : undefined;
     const quantized: BenchModelResult['decode_quantized'] = {};
-    for (const precision of ['int8', 'int4'] as const) {
+    for (const precision of ['int8', 'int4', 'float16'] as const) {
       const m = measured[precision];
       if (!m) continue;
-      const bytes = quantizedBytesPerToken(config, PRECISION_BITS[precision]);
+      const bytes = precision === 'float16' ? halfBytesPerToken(config) : quantizedBytesPerToken(config, PRECISION_BITS[precision]);
       const qbound = (bandwidth * 1e9) / bytes;
       quantized[precision] = {
         decode_tokens_per_s_b1: round(m.b1, 2),

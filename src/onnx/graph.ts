@@ -2,7 +2,7 @@
 // symbolic names), so autodiff knows broadcast axes at build time and emits no shape ops for them.
 import { TurnwiseError } from '../core/errors';
 
-export type DType = 'float32' | 'float64' | 'int64' | 'int32' | 'uint8' | 'bool';
+export type DType = 'float32' | 'float64' | 'float16' | 'int64' | 'int32' | 'uint8' | 'bool';
 /** A dimension: a number, or a symbolic name ('B', 'T'); names starting with '?' are unknown. */
 export type Dim = number | string;
 export type Shape = readonly Dim[];
@@ -11,9 +11,10 @@ export const OPSET = 17;
 export const IR_VERSION = 8;
 
 /** TensorProto.DataType codes. */
-export const DTYPE_CODE: Record<DType, number> = { float32: 1, uint8: 2, int32: 6, int64: 7, bool: 9, float64: 11 };
+export const DTYPE_CODE: Record<DType, number> = { float32: 1, uint8: 2, int32: 6, int64: 7, bool: 9, float16: 10, float64: 11 };
 
-export type TensorData = Float32Array | Float64Array | BigInt64Array | Int32Array | Uint8Array;
+/** float16 tensors hold their IEEE half-precision bit patterns (toFloat16Bits). */
+export type TensorData = Float32Array | Float64Array | BigInt64Array | Int32Array | Uint8Array | Uint16Array;
 
 /** A constant tensor (initializer or attribute value). */
 export interface ConstTensor {
@@ -858,5 +859,66 @@ export function makeData(dtype: DType, values: ArrayLike<number>): TensorData {
       return Uint8Array.from(values);
     case 'bool':
       return Uint8Array.from(values, (x) => (x ? 1 : 0));
+    case 'float16':
+      return toFloat16Bits(Float32Array.from(values));
   }
+}
+
+const f32 = new Float32Array(1);
+const u32 = new Uint32Array(f32.buffer);
+
+/**
+ * IEEE half-precision bit patterns of `x`, rounded to nearest even; beyond the half range ±Inf,
+ * below it subnormals then ±0; NaN stays NaN.
+ */
+export function toFloat16Bits(x: ArrayLike<number>): Uint16Array {
+  const out = new Uint16Array(x.length);
+  for (let i = 0; i < x.length; i++) {
+    f32[0] = x[i];
+    const b = u32[0];
+    const sign = (b >>> 16) & 0x8000;
+    const exp = (b >>> 23) & 0xff;
+    let mant = b & 0x7fffff;
+    if (exp === 0xff) {
+      out[i] = sign | 0x7c00 | (mant ? 0x200 : 0);
+      continue;
+    }
+    const e = exp - 127 + 15;
+    if (e >= 0x1f) {
+      out[i] = sign | 0x7c00;
+      continue;
+    }
+    if (e <= 0) {
+      if (e < -10) {
+        out[i] = sign;
+        continue;
+      }
+      // Subnormal: the implicit bit made explicit, shifted into place, rounded to nearest even.
+      mant |= 0x800000;
+      const shift = 14 - e;
+      const half = 1 << (shift - 1);
+      const rest = mant & ((1 << shift) - 1);
+      let m = mant >>> shift;
+      if (rest > half || (rest === half && m & 1)) m++;
+      out[i] = sign | m;
+      continue;
+    }
+    let h = (e << 10) | (mant >>> 13);
+    const rest = mant & 0x1fff;
+    if (rest > 0x1000 || (rest === 0x1000 && h & 1)) h++; // a carry into the exponent is right: it rounds up to the next binade or to Inf
+    out[i] = sign | h;
+  }
+  return out;
+}
+
+/** The float values of half-precision bit patterns. */
+export function fromFloat16Bits(h: ArrayLike<number>): Float32Array {
+  const out = new Float32Array(h.length);
+  for (let i = 0; i < h.length; i++) {
+    const sign = h[i] & 0x8000 ? -1 : 1;
+    const e = (h[i] >>> 10) & 0x1f;
+    const m = h[i] & 0x3ff;
+    out[i] = e === 0 ? sign * m * 2 ** -24 : e === 0x1f ? (m ? NaN : sign * Infinity) : sign * (1 + m / 1024) * 2 ** (e - 15);
+  }
+  return out;
 }

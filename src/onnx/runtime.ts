@@ -5,7 +5,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as ort from 'onnxruntime-node';
 import { TurnwiseError } from '../core/errors';
-import type { DType, TensorData } from './graph';
+import { DTYPE_CODE, type DType, type TensorData } from './graph';
 import { ProtoWriter } from './protobuf';
 import { webgpuAdapters } from './adapters';
 
@@ -217,12 +217,13 @@ export interface SessionSettings {
    */
   packDecodeWeights?: boolean;
   /**
-   * For a Policy, not a session: what the CPU decode steps that draw tokens read the base weights
-   * as (the policy's quantize.ts RolloutPrecision): float32, or int8 / int4 blocks quantized once
-   * per weights version. Scoring and training stay float32. `auto` and undefined: the policy's
-   * measured rule (rolloutPrecisionFor). Ignored on GPU providers, with a warning when asked for.
+   * For a Policy, not a session: what the decode steps that draw tokens read the base weights
+   * as (the policy's quantize.ts RolloutPrecision): float32; on the CPU int8 / int4 blocks
+   * quantized once per weights version; on a GPU provider float16 products. Scoring and training
+   * stay float32. `auto` and undefined: the policy's measured rule (rolloutPrecisionFor). A
+   * precision the provider does not run samples in float32, with a warning.
    */
-  rolloutPrecision?: 'auto' | 'float32' | 'int8' | 'int4';
+  rolloutPrecision?: 'auto' | 'float32' | 'float16' | 'int8' | 'int4';
 }
 
 /** Whether the intra-op workers of a session with settings `s` spin. */
@@ -239,6 +240,7 @@ export interface HostTensor {
 
 const ORT_TYPE: Record<DType, ort.Tensor.Type> = {
   float32: 'float32',
+  float16: 'float16',
   float64: 'float64',
   int64: 'int64',
   int32: 'int32',
@@ -556,13 +558,10 @@ function disposeIfUnheld(c: DeviceCopy): void {
   );
 }
 
-/** ONNX TensorProto element types. */
-const PROTO_TYPE: Record<DType, number> = { float32: 1, uint8: 2, int32: 6, int64: 7, bool: 9, float64: 11 };
-
 /** Y = Identity(X) over a tensor of any shape: run with gpu-buffer outputs, it uploads X. */
 function identityModel(dtype: DType): Uint8Array {
   const valueInfo = (w: ProtoWriter, name: string) =>
-    w.string(1, name).message(2, (t) => t.message(1, (tt) => tt.int(1, PROTO_TYPE[dtype])));
+    w.string(1, name).message(2, (t) => t.message(1, (tt) => tt.int(1, DTYPE_CODE[dtype])));
   return new ProtoWriter()
     .int(1, 8)
     .string(2, 'turnwise')

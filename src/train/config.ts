@@ -164,12 +164,12 @@ export interface TrainConfig {
    */
   packDecodeWeights: 'auto' | 'on' | 'off';
   /**
-   * What the CPU decode steps of rollouts read the base weights as: float32, or int8 / int4 blocks
-   * quantized once per weights version (policy/model/quantize.ts); scoring and the update stay
-   * float32, and the update corrects for the sampler's difference (samplerRatioCap). `auto`: the
-   * measured rule (rolloutPrecisionFor). Ignored on GPU providers.
+   * What the decode steps of rollouts read the base weights as: float32; on the CPU int8 / int4
+   * blocks quantized once per weights version (policy/model/quantize.ts); on a GPU provider float16
+   * products. Scoring and the update stay float32, and the update corrects for the sampler's
+   * difference (samplerRatioCap). `auto`: the measured rule (rolloutPrecisionFor).
    */
-  rolloutPrecision: 'auto' | 'float32' | 'int8' | 'int4';
+  rolloutPrecision: 'auto' | 'float32' | 'float16' | 'int8' | 'int4';
   /**
    * With quantized rollouts: the cap on each action token's importance weight p_float / p_sampler,
    * which multiplies its advantage (truncated importance sampling).
@@ -397,9 +397,9 @@ function resolveFields(given: Record<string, unknown>, source: string): TrainCon
   checkNumber('reward.format', c.reward.format, 0, 10);
   checkNumber('reward.repeat', c.reward.repeat, 0, 10);
   checkNumber('samplerRatioCap', c.samplerRatioCap, 1, 100);
-  if (!['auto', 'float32', 'int8', 'int4'].includes(c.rolloutPrecision))
+  if (!['auto', 'float32', 'float16', 'int8', 'int4'].includes(c.rolloutPrecision))
     throw bad(
-      `config field "rolloutPrecision" must be auto, float32, int8 or int4, got ${JSON.stringify(c.rolloutPrecision)}`,
+      `config field "rolloutPrecision" must be auto, float32, float16, int8 or int4, got ${JSON.stringify(c.rolloutPrecision)}`,
       'fix "rolloutPrecision"',
     );
   if (!['auto', 'on', 'off'].includes(c.packDecodeWeights))

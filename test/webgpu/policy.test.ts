@@ -10,7 +10,8 @@ import { buildStepGraph, graphParamSpecs, loraGraphSpecs } from '../../src/polic
 import { initAdapter, parseLoraConfig, type LoraAdapter } from '../../src/policy/files/lora';
 import { buildTrainGraph } from '../../src/policy/training/graphs';
 import { benchTrain } from '../../src/bench/train';
-import { benchModel } from '../../src/bench/model';
+import { BENCH_SHAPES, benchModel } from '../../src/bench/model';
+import { halfBytesPerToken } from '../../src/policy/model/quantize';
 import { Policy } from '../../src/policy/inference/policy';
 import { logSoftmax } from '../../src/policy/inference/sampling';
 import { referenceLogits } from '../support/reference-forward';
@@ -218,6 +219,59 @@ describe('webgpu: the policy on a real WebGPU adapter', function () {
     assert.equal(deviceKeptBytes(), 0);
   });
 
+  it('float16 rollouts on WebGPU: half-precision products draw within 0.01 nats (mean; 0.05 at most) of the float32 policy, their copies kept on the device', async () => {
+    const lora = parseLoraConfig({ r: 4, lora_alpha: 8, target_modules: ['q_proj', 'down_proj'] }, 'test');
+    const adapter: LoraAdapter = initAdapter(SMALL_CONFIG, lora, 6);
+    const half = new Policy(weights, undefined, { ...webgpu, rolloutPrecision: 'float16' }, adapter);
+    const full = new Policy(weights, undefined, webgpu, adapter);
+    assert.equal(await half.rolloutPrecision(), 'float16');
+    const prompts = [
+      [1, 2, 3, 4, 5],
+      [6, 7, 8],
+      [9, 10],
+    ];
+    const draw = (p: Policy, seed: number) => {
+      const seqs = prompts.map((r) => p.newSequence(r));
+      return p
+        .sample(seqs.map((seq, b) => ({ seq, seed: seed + b, maxNewTokens: 12, temperature: 1, stopIds: [] })))
+        .then((rows) => ({ rows, seqs }));
+    };
+    await draw(half, 0); // uploads the weights and their float16 copies
+    const meter = meterFeeds();
+    const { rows, seqs } = await draw(half, 100);
+    meter.stop();
+    for (const r of meter.records) {
+      assert.deepEqual(
+        Object.keys(r.byName).filter((k) => k.endsWith('.f16') || graphParamSpecs(SMALL_CONFIG).some((p) => p.name === k)),
+        [],
+        'weights or their float16 copies fed from the host',
+      );
+      assert.equal(r.uploadBytes, 0);
+    }
+    // The float32 policy scores the float16 sampler's own draws.
+    const scored = await full.tokenLogprobs(seqs.map((s) => s.tokens));
+    let maxDiff = 0;
+    let sum = 0;
+    let n = 0;
+    rows.forEach((r, b) => {
+      const from = seqs[b].tokens.length - r.tokenIds.length;
+      r.logprobs.forEach((lq, t) => {
+        const d = Math.abs(lq - scored[b][from + t]);
+        maxDiff = Math.max(maxDiff, d);
+        sum += d;
+        n++;
+      });
+    });
+    console.log(
+      `      float16 vs float32 log-probs: mean ${(sum / n).toExponential(2)}, max ${maxDiff.toExponential(2)} nats over ${n} tokens`,
+    );
+    assert.ok(sum / n < 0.01 && maxDiff < 0.05, `float16 draws ${sum / n} nats (mean), ${maxDiff} (max) from float32`);
+    // The products really ran in half precision: the log-probs are not float32's to the last bit.
+    assert.ok(maxDiff > 1e-6, `no difference at all (${maxDiff}): the float16 session did not run`);
+    await half.dispose();
+    await full.dispose();
+  });
+
   it('every float op of the training, prefill and decode graphs is placed on WebGPU, none on the CPU', () => {
     // ONNX Runtime runs nodes its WebGPU provider has no kernel for on the CPU, copying their
     // tensors off the GPU and back on every run (LogSoftmax did, with the logits). Only small
@@ -274,14 +328,19 @@ describe('webgpu: the policy on a real WebGPU adapter', function () {
     }
   });
 
-  it('bench model on WebGPU: no weight bytes fed per decode step or per training step', async () => {
-    const r = await benchModel({ shape: 'tiny-test', settings: webgpu, torch: 'off', precisions: [] });
+  it('bench model on WebGPU: no weight bytes fed per decode step or per training step, float16 decode beside float32', async () => {
+    const r = await benchModel({ shape: 'tiny-test', settings: webgpu, torch: 'off' });
     assert.equal(r.provider, 'webgpu');
     assert.equal(r.decode_steps_per_run, 1, 'the weights kept on the device, a step per run');
     assert.equal(r.fed_weight_bytes_per_decode_step, 0);
     assert.equal(r.fed_weight_bytes_per_train_step, 0);
     assert.ok(r.fed_bytes_per_decode_step > 0 && r.fed_bytes_per_train_step > 0, 'the ids, the KV cache and the batch are still fed');
     assert.ok(r.decode_tokens_per_s_b1 > 0 && r.lora_train_tokens_per_s > 0);
+    // On a GPU provider the half-precision decode is measured beside float32's by default.
+    assert.deepEqual(Object.keys(r.decode_quantized), ['float16']);
+    const h = r.decode_quantized.float16!;
+    assert.ok(h.decode_tokens_per_s_b1 > 0 && h.kl_tokens > 0 && h.kl_to_float >= 0 && h.kl_to_float < 0.01, JSON.stringify(h));
+    assert.equal(h.weights_bytes_per_token, halfBytesPerToken(BENCH_SHAPES['tiny-test']));
   });
 
   it('bench train runs turnwise-tiny on WebGPU and says so', async () => {

@@ -5,6 +5,7 @@
 import {
   KEEPING_PROVIDERS,
   keepOnDevice,
+  toFloat16Bits,
   releaseFromDevice,
   SessionCache,
   toModelProto,
@@ -25,6 +26,7 @@ import {
   MASKED,
   SCORE_CHUNK_ROWS,
   weightFeeds,
+  halfName,
   quantizedNames,
   type LoraShape,
   type ProductForm,
@@ -123,6 +125,9 @@ const REGATHER_MIN_STEPS = 4;
  */
 export const GPU_DECODE_STEPS_PER_RUN = 8;
 
+/** The suffix halfName gives a weight's float16 copy. */
+const HALF_SUFFIX = halfName('');
+
 export class Policy {
   readonly config: ModelConfig;
   private feeds: Record<string, HostTensor>;
@@ -216,6 +221,7 @@ export class Policy {
 
   private baseChanged(): void {
     this.weightsVersion++;
+    this.dropHalf();
     // Packed sessions hold the old weights: the next draw writes the new ones and packs them again.
     if (this.heldFiles.size > 0) {
       void this.releasePacked();
@@ -332,12 +338,14 @@ export class Policy {
 
   /**
    * The session that holds its weights for a decode step that draws tokens, or undefined where
-   * none is made: the quantized one at rolloutPrecision int8 or int4, else the packed one where
+   * none is made: at rolloutPrecision float16 the half-precision one (halfSession, its weights fed
+   * like the float ones), the quantized one at int8 or int4, else the packed one where
    * packsDecodeWeights says so. One that cannot be made (a file not written, a kernel missing)
    * gets one warning, and the policy goes on with the next form: float32 packed, then fed.
    */
   private async heldDecodeSession(): Promise<OnnxSession | undefined> {
     const precision = await this.rolloutPrecision();
+    if (precision === 'float16') return this.halfSession();
     if (precision !== 'float32') {
       try {
         return await this.heldSession(precision);
@@ -387,7 +395,48 @@ export class Policy {
   /** The weight feeds `session` takes as inputs (the same arrays). */
   private feedsOf(session: OnnxSession): Record<string, HostTensor> {
     const names = new Set(session.inputNames);
-    return Object.fromEntries(Object.entries(this.feeds).filter(([k]) => names.has(k)));
+    const out = Object.fromEntries(Object.entries(this.feeds).filter(([k]) => names.has(k)));
+    const half = session.inputNames.filter((n) => n.endsWith(HALF_SUFFIX));
+    if (half.length) Object.assign(out, this.halfFeeds(half));
+    return out;
+  }
+
+  /**
+   * The decode step that draws its tokens with half-precision products (ProductForm 'float16'):
+   * it reads each product's float16 copy (halfFeeds) and the float32 tensors the rest of the graph
+   * needs (the embedding's lookup, norms, biases, the adapter).
+   */
+  private halfSession(): Promise<OnnxSession> {
+    const lora = this.lora;
+    return this.sessions.get(`decode|sample|f16${lora ? '' : '|base'}`, () => {
+      const g = buildStepGraph(this.config, 'decode', lora, 'sample', 'float16');
+      g.dropUnreadInputs();
+      return toModelProto(g);
+    });
+  }
+
+  /**
+   * The float16 copies (halfName → [out, in] half bit patterns) of the product weights `names`
+   * stand for, each made on first use once per weights version and kept on the device where the
+   * provider can (keepOnDevice).
+   */
+  private halfFeeds(names: readonly string[]): Record<string, HostTensor> {
+    const half = (this.half ??= {});
+    const made: HostTensor[] = [];
+    for (const n of names) {
+      if (half[n]) continue;
+      const t = this.feeds[n.slice(0, -HALF_SUFFIX.length)];
+      if (!t) throw new TurnwiseError('internal', `a float16 graph reads ${n}, the copy of a weight this policy does not have`);
+      made.push((half[n] = { dtype: 'float16', dims: t.dims, data: toFloat16Bits(t.data as Float32Array) }));
+    }
+    keepOnDevice(made);
+    return Object.fromEntries(names.map((n) => [n, half[n]]));
+  }
+  private half: Record<string, HostTensor> | undefined;
+
+  private dropHalf(): void {
+    if (this.half) releaseFromDevice(Object.values(this.half));
+    this.half = undefined;
   }
 
   /** The adapter's feeds (PEFT names), none without one. */
@@ -549,11 +598,14 @@ export class Policy {
     if (cache.filled + K > cache.capacity)
       throw new TurnwiseError('internal', `KV cache of ${cache.capacity} slots cannot take ${K} more tokens after ${cache.filled}`);
     const lora = this.lora;
-    const session = await this.sessions.get(`loop${lora ? '' : '|base'}${B > 1 ? '|rows' : ''}`, () =>
-      toModelProto(buildDecodeLoopGraph(this.config, lora, B > 1 ? 'weights-left' : 'one-row')),
-    );
+    const half = (await this.rolloutPrecision()) === 'float16';
+    const session = await this.sessions.get(`loop${lora ? '' : '|base'}${half ? '|f16' : B > 1 ? '|rows' : ''}`, () => {
+      const g = buildDecodeLoopGraph(this.config, lora, half ? 'float16' : B > 1 ? 'weights-left' : 'one-row');
+      if (half) g.dropUnreadInputs();
+      return toModelProto(g);
+    });
     const out = await session.run({
-      ...this.feeds,
+      ...(half ? this.feedsOf(session) : this.feeds),
       ...kvCacheFeeds(this.config, cache),
       input_ids: { dtype: 'int64', dims: [B, 1], data: BigInt64Array.from(pending, (id) => BigInt(Math.max(0, id))) },
       position_ids: { dtype: 'int64', dims: [B, 1], data: BigInt64Array.from(cache.nextPos, (p) => BigInt(p)) },
@@ -948,6 +1000,7 @@ export class Policy {
     this.removeHeldFiles();
     // Released once: a second dispose finds nothing held.
     if (!this.disposed) releaseFromDevice(Object.values(this.feeds));
+    this.dropHalf();
     this.disposed = true;
   }
   private disposed = false;

@@ -250,7 +250,7 @@ export function lmHead(g: Graph, c: ModelConfig, W: Map<string, Value>, hidden: 
  *   the weights stream at 19.0 GB/s against 15.8 for 'weights-left' (2-core Xeon). The session
  *   holds its own copy of the weights (docs/experiments/2026-12-03-packed-decode.md).
  */
-export type ProductForm = 'one-row' | 'weights-left' | 'packed' | QuantizedForm;
+export type ProductForm = 'one-row' | 'weights-left' | 'packed' | QuantizedForm | 'float16';
 /**
  * - 'int8', 'int4': MatMulNBits(x, codes, scales), the weights block-quantized (quantize.ts) and
  *   held by the session as its initializers, as 'packed' holds them in float: the sampling
@@ -259,13 +259,31 @@ export type ProductForm = 'one-row' | 'weights-left' | 'packed' | QuantizedForm;
  *   removes those no product reads any more).
  */
 export type QuantizedForm = 'int8' | 'int4';
+/**
+ * - 'float16': Cast(MatMul(Cast(x, f16), W16ᵀ), f32), the weight read as `{weight}.f16` (halfName),
+ *   a float16 copy made once per weights version: the sampling sessions of a policy whose
+ *   rolloutPrecision is float16 (GPU providers). Activations, norms, softmax and the adapter stay
+ *   float32; only the products' operands are half precision.
+ */
 const PRODUCT_SUFFIX: Record<ProductForm, string> = {
   'one-row': '',
   'weights-left': '_rows',
   packed: '_packed',
   int8: '_int8',
   int4: '_int4',
+  float16: '_f16',
 };
+
+/** The name of the float16 input that stands for weight `name` in the 'float16' form. */
+export function halfName(name: string): string {
+  return `${name}.f16`;
+}
+
+/** x [..., K] · Wᵀ for W [N, K] read as its float16 copy, in half precision, the result float32. */
+function halfLinear(g: Graph, x: Value, w: Value): Value {
+  const w16 = g.inputOnce(halfName(w.name), 'float16', w.shape);
+  return g.cast(g.matmul(g.cast(x, 'float16'), g.transpose(w16, [1, 0])), 'float32');
+}
 
 /**
  * MatMulNBits' accuracy_level: 4 quantizes each product's input rows to int8 and multiplies in
@@ -318,6 +336,7 @@ export function rowShapes(g: Graph, lead: Value): RowShapes {
 export function linear(g: Graph, x: Value, w: Value, products?: ForwardInputs['products']): Value {
   if (!products) return g.matmul(x, g.transpose(w, [1, 0]));
   if (products.form === 'int8' || products.form === 'int4') return quantizedLinear(g, x, w, products.form);
+  if (products.form === 'float16') return halfLinear(g, x, w);
   const [out, n] = w.shape as number[];
   const rows = g.reshape(x, [-1, n], ['?rows', n]);
   const y = products.form === 'packed' ? g.gemm(rows, w, { transB: true }) : g.transpose(g.gemm(w, rows, { transB: true }), [1, 0]); // [rows, out]

@@ -12,7 +12,7 @@ import { kvBytesPerToken, parameterCount, paramSpecs, type ModelConfig } from '.
 import { SCORE_CHUNK_ROWS, SCORING_ROWS_PER_RUN as SCORING_ROWS } from './graphs';
 import { loraTargets, type LoraConfig } from '../files/lora';
 import { LAYER_ACTIVATION_COUNTS, layerActivationValues, logitChunkRows, recomputeByDefault } from '../training/graphs';
-import { PRECISION_BITS, QUANTIZE_VALUES_PER_S, quantizedSessionBytes } from './quantize';
+import { halfSessionBytes, PRECISION_BITS, QUANTIZE_VALUES_PER_S, quantizedSessionBytes } from './quantize';
 
 const F32 = 4;
 const MB = 1024 ** 2;
@@ -57,10 +57,12 @@ export interface MemoryPlanInput {
   /** Decode steps hold the weights packed in their session (SessionSettings.packDecodeWeights; CPU only): a second copy while sampling. */
   packedDecode?: boolean;
   /**
-   * Decode steps that draw tokens hold the weights quantized (SessionSettings.rolloutPrecision
-   * int8 or int4; CPU only), in place of the packed copy: every product's codes and scales.
+   * What decode steps that draw tokens read the weights as (SessionSettings.rolloutPrecision): on
+   * the CPU int8 or int4, held quantized in place of the packed copy (every product's codes and
+   * scales); on a GPU provider float16, a half-precision copy of every product's weight kept on
+   * the device beside the float32 weights.
    */
-  quantizedDecode?: 'float32' | 'int8' | 'int4';
+  quantizedDecode?: 'float32' | 'float16' | 'int8' | 'int4';
 }
 
 export interface MemoryPart {
@@ -128,7 +130,10 @@ export function activationValues(c: ModelConfig, rows: number, seq: number, lora
 export function planMemory(input: MemoryPlanInput): MemoryPlan {
   const c = input.config;
   const context = input.context ?? c.max_position_embeddings;
-  const quantizedDecode = input.provider === 'cpu' ? (input.quantizedDecode ?? 'float32') : 'float32';
+  const asked = input.quantizedDecode ?? 'float32';
+  // What each provider runs (rolloutPrecisionFor): the CPU's quantized forms, the GPU's float16.
+  const quantizedDecode: NonNullable<MemoryPlanInput['quantizedDecode']> =
+    input.provider === 'cpu' ? (asked === 'float16' ? 'float32' : asked) : asked === 'float16' ? 'float16' : 'float32';
   const full = {
     ...input,
     context,
@@ -159,7 +164,14 @@ export function planMemory(input: MemoryPlanInput): MemoryPlan {
       where: 'host',
       detail: `the decode session's own copy, packed for the CPU's matrix kernel (while sampling)${c.tie_word_embeddings ? '; the tied embedding twice' : ''}`,
     });
-  if (full.quantizedDecode !== 'float32') {
+  if (full.quantizedDecode === 'float16')
+    parts.push({
+      name: 'float16 decode weights',
+      bytes: halfSessionBytes(c),
+      where: 'device',
+      detail: "every product's weight in half precision, for the sampling steps (made once per weights version)",
+    });
+  else if (full.quantizedDecode !== 'float32') {
     const bits = PRECISION_BITS[full.quantizedDecode];
     parts.push({
       name: `${full.quantizedDecode} decode weights`,

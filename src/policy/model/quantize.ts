@@ -6,12 +6,15 @@
 import { TurnwiseError } from '../../core/errors';
 import { paramSpecs, type ModelConfig } from './config';
 
-/** What the sampling sessions read the base weights as. `auto` resolves by rolloutPrecisionFor. */
-export type RolloutPrecision = 'float32' | 'int8' | 'int4';
-export const ROLLOUT_PRECISIONS: readonly (RolloutPrecision | 'auto')[] = ['auto', 'float32', 'int8', 'int4'];
+/**
+ * What the sampling sessions read the base weights as: float32; int8 or int4 blocks (the CPU's);
+ * float16 products (GPU providers'). `auto` resolves by rolloutPrecisionFor.
+ */
+export type RolloutPrecision = 'float32' | 'float16' | 'int8' | 'int4';
+export const ROLLOUT_PRECISIONS: readonly (RolloutPrecision | 'auto')[] = ['auto', 'float32', 'float16', 'int8', 'int4'];
 
 /** Bits per code of a quantized precision. */
-export const PRECISION_BITS: Record<Exclude<RolloutPrecision, 'float32'>, 4 | 8> = { int8: 8, int4: 4 };
+export const PRECISION_BITS: Record<'int8' | 'int4', 4 | 8> = { int8: 8, int4: 4 };
 
 /**
  * Columns per block (one scale each): 128 for both precisions. At the 0.5B shape on a 2-core AMD EPYC,
@@ -120,9 +123,11 @@ export const QUANT_AUTO_MIN_BYTES = 256 * 1024 * 1024;
 export const QUANT_AUTO_PRECISION: RolloutPrecision = 'float32';
 
 /**
- * The rollout precision a policy samples at: as set on the CPU, `auto` by the measured rule
- * (QUANT_AUTO_PRECISION from QUANT_AUTO_MIN_BYTES of float32 weights); float32 on a GPU provider,
- * with a note when int8 or int4 was set (the quantized sessions are the CPU's).
+ * The rollout precision a policy samples at. On the CPU: as set, `auto` by the measured rule
+ * (QUANT_AUTO_PRECISION from QUANT_AUTO_MIN_BYTES of float32 weights), float16 refused with a
+ * note (x86 CPUs multiply half precision no faster than float32). On a GPU provider: float16 as
+ * set, `auto` float32 (not yet measured against it on a GPU), int8 and int4 refused with a note
+ * (the quantized sessions are the CPU's).
  */
 export function rolloutPrecisionFor(
   setting: RolloutPrecision | 'auto',
@@ -132,8 +137,10 @@ export function rolloutPrecisionFor(
   if (provider !== 'cpu') {
     if (setting === 'int8' || setting === 'int4')
       return { precision: 'float32', note: `rollouts sample in float32 on ${provider}: ${setting} rollouts run on the CPU provider only` };
-    return { precision: 'float32' };
+    return { precision: setting === 'float16' ? 'float16' : 'float32' };
   }
+  if (setting === 'float16')
+    return { precision: 'float32', note: 'rollouts sample in float32 on the CPU: float16 rollouts run on GPU providers only' };
   if (setting !== 'auto') return { precision: setting };
   return { precision: weightBytes >= QUANT_AUTO_MIN_BYTES ? QUANT_AUTO_PRECISION : 'float32' };
 }
@@ -163,12 +170,30 @@ export function quantizedSessionBytes(c: ModelConfig, bits: 4 | 8, blockSize = Q
   return bytes;
 }
 
+/** The float16 copies a half-precision sampling session reads: 2 bytes per value of every product's weight. */
+export function halfSessionBytes(c: ModelConfig): number {
+  let values = 0;
+  for (const p of paramSpecs(c))
+    if (p.shape.length === 2 && !(p.name === 'model.embed_tokens.weight' && !c.tie_word_embeddings)) values += p.shape[0] * p.shape[1];
+  return 2 * values;
+}
+
 /**
  * The weight bytes one decode step reads at `bits`: the session's codes and scales, and the float32
  * norms and biases (the embedding's one row per token left out): what bounds a batch-1 step by the
  * memory bandwidth.
  */
 export function quantizedBytesPerToken(c: ModelConfig, bits: 4 | 8, blockSize = QUANT_BLOCK_SIZE): number {
-  const vectors = paramSpecs(c).filter((p) => p.shape.length === 1);
-  return quantizedSessionBytes(c, bits, blockSize) + vectors.reduce((n, p) => n + p.shape[0] * 4, 0);
+  return quantizedSessionBytes(c, bits, blockSize) + vectorBytes(c);
+}
+
+/** The same for float16 products: their half-precision copies and the float32 norms and biases. */
+export function halfBytesPerToken(c: ModelConfig): number {
+  return halfSessionBytes(c) + vectorBytes(c);
+}
+
+function vectorBytes(c: ModelConfig): number {
+  return paramSpecs(c)
+    .filter((p) => p.shape.length === 1)
+    .reduce((n, p) => n + p.shape[0] * 4, 0);
 }

@@ -9,6 +9,7 @@ import { TurnwiseError } from '../../../src/core/errors';
 import { parameterCount, TURNWISE_TINY, type ModelConfig } from '../../../src/policy/model/config';
 import { BENCH_SHAPES } from '../../../src/bench/model';
 import type { LoraConfig } from '../../../src/policy/files/lora';
+import { halfSessionBytes } from '../../../src/policy/model/quantize';
 import {
   assertPlanFits,
   autoUpdateTokens,
@@ -117,6 +118,13 @@ describe('policy/memory: the memory plan of a run', function () {
       p.device,
       p.parts.filter((x) => x.where === 'device').reduce((n, x) => n + x.bytes, 0),
     );
+    // float16 rollouts add their half-precision copy on the device; the CPU runs none.
+    const half = planMemory({ ...input, quantizedDecode: 'float16' });
+    assert.equal(half.parts.find((x) => x.name === 'float16 decode weights')?.bytes, halfSessionBytes(QWEN_05B));
+    assert.equal(half.device - p.device, halfSessionBytes(QWEN_05B));
+    assert.ok(Math.abs(halfSessionBytes(QWEN_05B) - 2 * p.parameters) < 2e6, 'every product weight, the tied embedding once');
+    const cpuHalf = planMemory({ ...input, provider: 'cpu', quantizedDecode: 'float16' });
+    assert.equal(cpuHalf.input.quantizedDecode, 'float32');
     // A GPU where 2 episodes in flight fit and 8 do not.
     const gpuMb = Math.ceil(planMemory({ ...input, episodes: 2 }).device / MB) + 1;
     // The GPU's memory from its driver (nvidia-smi's answer given here), unless the variable says otherwise.

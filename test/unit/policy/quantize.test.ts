@@ -19,6 +19,7 @@ import {
   QUANT_BLOCK_SIZE,
 } from '../../../src/policy/model/quantize';
 import { initWeights, SeededRandom } from '../../../src/policy/model/weights';
+import { fromFloat16Bits, toFloat16Bits } from '../../../src/onnx';
 import { referenceLogits } from '../../support/reference-forward';
 import { SMALL_CONFIG } from './helpers';
 
@@ -209,13 +210,43 @@ describe('policy/quantize: block quantization for quantized rollouts', function 
     }
   });
 
-  it('the precision rule: as set on the CPU, float32 on a GPU provider (with a note when quantized was asked), auto by size', () => {
+  it('the precision rule: as set on the CPU (float16 refused with a note), float16 or float32 on a GPU provider (a note when quantized was asked), auto by size', () => {
     assert.deepEqual(rolloutPrecisionFor('int8', 'cpu', 1), { precision: 'int8' });
     assert.deepEqual(rolloutPrecisionFor('float32', 'cpu', 1e10), { precision: 'float32' });
     const gpu = rolloutPrecisionFor('int4', 'webgpu', 1e10);
     assert.equal(gpu.precision, 'float32');
     assert.match(gpu.note!, /float32 on webgpu: int4 rollouts run on the CPU provider only/);
     assert.equal(rolloutPrecisionFor('auto', 'cpu', QUANT_AUTO_MIN_BYTES - 1).precision, 'float32');
+    // float16: the GPU providers' form; on the CPU float32 with a note; never chosen by auto yet.
+    assert.deepEqual(rolloutPrecisionFor('float16', 'webgpu', 1e10), { precision: 'float16' });
+    assert.deepEqual(rolloutPrecisionFor('float16', 'cuda', 1), { precision: 'float16' });
+    assert.deepEqual(rolloutPrecisionFor('auto', 'cuda', 1e10), { precision: 'float32' });
+    const cpu16 = rolloutPrecisionFor('float16', 'cpu', 1e10);
+    assert.equal(cpu16.precision, 'float32');
+    assert.match(cpu16.note!, /float16 rollouts run on GPU providers only/);
+  });
+
+  it('float16 bit patterns: exact values, rounding to nearest even, overflow to infinity, subnormals, NaN; and back', () => {
+    const bits = (x: number[]) => Array.from(toFloat16Bits(x));
+    assert.deepEqual(
+      bits([0, -0, 1, -2, 0.5, 65504, 65520, -1e6, 2 ** -24, 2 ** -14, 2 ** -26]),
+      [0x0000, 0x8000, 0x3c00, 0xc000, 0x3800, 0x7bff, 0x7c00, 0xfc00, 0x0001, 0x0400, 0x0000],
+    );
+    // 1 + 2^-11 lies halfway between 1 and 1 + 2^-10: to the even one (1); 1 + 3·2^-11 to 1 + 2^-9.
+    assert.deepEqual(bits([1 + 2 ** -11, 1 + 3 * 2 ** -11, 1 + 2 ** -11 + 2 ** -20]), [0x3c00, 0x3c02, 0x3c01]);
+    assert.equal(bits([NaN])[0] & 0x7c00, 0x7c00);
+    assert.ok((bits([NaN])[0] & 0x3ff) !== 0);
+    assert.deepEqual(bits([Infinity, -Infinity]), [0x7c00, 0xfc00]);
+    // Every half value survives the round trip; random floats come back within half a unit in the last place.
+    const all = Uint16Array.from({ length: 0x7c00 }, (_, i) => i);
+    assert.deepEqual(toFloat16Bits(fromFloat16Bits(all)), all);
+    const r = new SeededRandom(3);
+    for (let i = 0; i < 2000; i++) {
+      const x = (r.next() - 0.5) * 2 ** (Math.floor(r.next() * 30) - 15);
+      const back = fromFloat16Bits(toFloat16Bits([x]))[0];
+      const ulp = 2 ** (Math.max(Math.floor(Math.log2(Math.abs(x))), -14) - 10);
+      assert.ok(Math.abs(back - x) <= ulp / 2 + 1e-30, `${x} → ${back}`);
+    }
   });
 
   it('samplerKl: 0 where the two agree, positive otherwise, and its mean over draws from q is KL(q ‖ p)', () => {

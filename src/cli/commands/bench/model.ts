@@ -8,13 +8,13 @@ const TORCH = ['auto', 'off'] as const;
 /** What `--against` compares with, beside PyTorch. */
 const AGAINST = ['llama.cpp'] as const;
 /** Rollout precisions `--precisions` may name (`none`: float32 only). */
-const PRECISIONS = ['int8', 'int4'] as const;
+const PRECISIONS = ['int8', 'int4', 'float16'] as const;
 
 export const benchModelCommand: CliCommand = {
   name: 'bench model',
   summary:
     "load, prefill, decode (batch 1 and 8) and LoRA-train a model at a real checkpoint's shape (random BF16 weights), beside PyTorch (and llama.cpp's decode with --against llama.cpp)",
-  usage: `--shape ${Object.keys(BENCH_SHAPES).join('|')} ${PROVIDER_USAGE} [--threads N] [--decode-steps N] [--context N] [--train-rows N] [--torch auto|off] [--python PATH] [--against llama.cpp] [--precisions int8,int4|none] [--json]`,
+  usage: `--shape ${Object.keys(BENCH_SHAPES).join('|')} ${PROVIDER_USAGE} [--threads N] [--decode-steps N] [--context N] [--train-rows N] [--torch auto|off] [--python PATH] [--against llama.cpp] [--precisions int8,int4,float16|none] [--json]`,
   options: valueOptions(
     'shape',
     'provider',
@@ -35,11 +35,12 @@ export const benchModelCommand: CliCommand = {
     const provider = providerOption(args);
     const torch = oneOf(args, 'torch', TORCH, 'auto');
     const againstLlamaCpp = args.values.against !== undefined && oneOf(args, 'against', AGAINST, 'llama.cpp') === 'llama.cpp';
-    const listed = listOption(args, 'precisions', PRECISIONS);
-    const precisions = listed.length === 1 && listed[0] === 'none' ? [] : listed;
-    for (const p of precisions)
+    // Not given: bench model's default for the provider (int8 and int4 on the CPU, float16 on a GPU).
+    const listed = args.values.precisions === undefined ? undefined : listOption(args, 'precisions', PRECISIONS);
+    const precisions = listed && listed.length === 1 && listed[0] === 'none' ? [] : listed;
+    for (const p of precisions ?? [])
       if (!(PRECISIONS as readonly string[]).includes(p))
-        throw new UsageError(`--precisions takes int8, int4 or none, comma-separated; got ${JSON.stringify(p)}`);
+        throw new UsageError(`--precisions takes int8, int4, float16 or none, comma-separated; got ${JSON.stringify(p)}`);
     const work: Partial<BenchModelWork> = {};
     if (args.values['decode-steps'] !== undefined) work.decodeSteps = numberInRange(args, 'decode-steps', 0, { min: 1, integer: true });
     if (args.values.context !== undefined) {
@@ -53,7 +54,7 @@ export const benchModelCommand: CliCommand = {
       work,
       torch,
       againstLlamaCpp,
-      precisions: precisions as (typeof PRECISIONS)[number][],
+      ...(precisions ? { precisions: precisions as (typeof PRECISIONS)[number][] } : {}),
       ...(typeof args.values.python === 'string' ? { python: args.values.python } : {}),
       settings: {
         provider,

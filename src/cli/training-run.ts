@@ -11,6 +11,7 @@ import { trainRun } from '../train/run';
 import { numberInRange, type CliIO, type ParsedArgs } from './command';
 import { fmt } from './format';
 import { stopOnSignals } from './signals';
+import { providerOption } from './commands/options';
 
 /** PASS@(k,T) at k = 1 and the largest k, at the turn limit: `k=1 T=6 0.250  k=4 T=6 0.500`. */
 const passCorners = (p: PassAtKT) =>
@@ -111,7 +112,17 @@ export async function runTraining(c: TrainConfig, args: ParsedArgs, io: CliIO, n
     const resume = typeof args.values.resume === 'string' ? args.values.resume : undefined;
     const resumeIterations =
       resume && args.values.iterations !== undefined ? numberInRange(args, 'iterations', 1, { min: 0, integer: true }) : undefined;
-    const r = await trainRun({ config: c, runsRoot, resume, resumeIterations, signal, onEvent: print, name });
+    const resumeProvider = resume && args.values.provider !== undefined ? providerOption(args) : undefined;
+    const r = await trainRun({
+      config: c,
+      runsRoot,
+      resume,
+      resumeIterations,
+      ...(resumeProvider ? { resumeProvider } : {}),
+      signal,
+      onEvent: print,
+      name,
+    });
     return r.state === 'stopped' ? 130 : 0;
   } finally {
     dispose();

@@ -422,7 +422,9 @@ export class OnnxSession {
           copy.users++;
           used.push(copy);
           if (record && !copy.tensor) record.uploadBytes += copy.bytes;
-          f[k] = await deviceTensor(copy, v as HostTensor);
+          f[k] = await deviceTensor(copy, v as HostTensor).catch((e: unknown) => {
+            throw deviceFailure(this.provider, e) ?? e;
+          });
         } else f[k] = toOrt(v);
         if (record) {
           const onHost = f[k].location === 'cpu' || f[k].location === undefined;
@@ -437,7 +439,9 @@ export class OnnxSession {
       const pending = fetches ? this.session.run(f, fetches) : this.session.run(f);
       this.inFlight.add(pending);
       try {
-        const out = await pending;
+        const out = await pending.catch((e: unknown) => {
+          throw deviceFailure(this.provider, e) ?? e;
+        });
         const res: Record<string, HostTensor> = {};
         for (const [k, v] of Object.entries(out)) res[k] = fromOrt(v as ort.Tensor);
         return res;
@@ -463,6 +467,38 @@ export class OnnxSession {
     })();
     return this.released;
   }
+}
+
+// ---- A GPU that fails mid-run ----
+
+/** What the messages of ONNX Runtime's GPU providers (CUDA, Dawn's WebGPU) say when the device runs out of memory. */
+const OUT_OF_MEMORY =
+  /out of memory|\bOOM\b|failed to allocate|BFCArena|cudaErrorMemoryAllocation|CUDNN_STATUS_ALLOC_FAILED|CUBLAS_STATUS_ALLOC_FAILED|buffer allocation failed|exceeds the max buffer size/i;
+/** ... and when the device or its driver is gone. */
+const DEVICE_LOST =
+  /device (?:was |is )?lost|DeviceLost|\bLost\b.*device|illegal memory access|unspecified launch failure|CUDA failure 999|CUDA_ERROR_LAUNCH_FAILED|device-side assert|driver shutting down|no CUDA-capable device/i;
+
+/**
+ * A run's failure on a GPU provider as a TurnwiseError that names the cause and what to change,
+ * or undefined when it is not the device's (a model or input error keeps its own message).
+ */
+export function deviceFailure(provider: ExecutionProviderName, e: unknown): TurnwiseError | undefined {
+  if (provider === 'cpu' || e instanceof TurnwiseError) return undefined;
+  const message = e instanceof Error ? e.message : String(e);
+  const reason = message.split('\n')[0].slice(0, 300);
+  const resume =
+    'a training run keeps its last complete iteration: `turnwise train --resume RUN` continues it (add `--provider cpu` to continue on the CPU)';
+  if (OUT_OF_MEMORY.test(message))
+    return new TurnwiseError('runtime-unavailable', `the ${provider} device ran out of memory: ${reason}`, {
+      hint: `lower "concurrency" (episodes in flight) or "updateTokensPerStep", or use LoRA; TURNWISE_DEVICE_MEMORY_LIMIT_MB makes the memory plan refuse what will not fit before a run starts. ${resume}`,
+      cause: e,
+    });
+  if (DEVICE_LOST.test(message))
+    return new TurnwiseError('runtime-unavailable', `the ${provider} device was lost (its driver failed or reset): ${reason}`, {
+      hint: `check the GPU (nvidia-smi, the kernel log); ${resume}`,
+      cause: e,
+    });
+  return undefined;
 }
 
 // ---- What crosses into a run, and tensors kept on the device ----

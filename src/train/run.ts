@@ -52,6 +52,8 @@ export interface TrainRunOptions {
   resume?: string;
   /** With `resume`: train to this many iterations instead of the run's own count (more, never fewer than done). */
   resumeIterations?: number;
+  /** With resume: the execution provider to continue on instead of the run's (e.g. `cpu` after a GPU failed). */
+  resumeProvider?: TrainConfig['executionProvider'];
   /** Name part of a new run id (default: the workspace folder's name). */
   name?: string;
   signal?: AbortSignal;
@@ -188,12 +190,18 @@ async function openRun(o: TrainRunOptions): Promise<RunState> {
   let pool: SandboxPool | undefined;
   let lock: ReturnType<RunDir['lock']>;
   let plan: ResumePlan | undefined;
+  let providerNote: string | undefined;
   if (o.resume) {
     run = RunDir.open(o.resume, o.runsRoot);
     // Nothing is read for work or written before the lock: a second trainer is refused here.
     lock = run.lock();
     try {
       c = readRunConfig(run);
+      // A resume may continue on another device (the CPU after a GPU failed); config.json keeps the run's own.
+      if (o.resumeProvider && o.resumeProvider !== c.executionProvider) {
+        providerNote = `the run continues on the ${o.resumeProvider} provider (its config.json says ${c.executionProvider}, which it keeps)`;
+        c = { ...c, executionProvider: o.resumeProvider };
+      }
       plan = planResume(run, c, { iterations: o.resumeIterations });
       // A resume that will not fit is refused before any sandbox, as a new run is.
       if (!plan.nothingToDo) assertRunFits(c, folderModel(c.model || embeddedModelDir()).config);
@@ -226,6 +234,7 @@ async function openRun(o: TrainRunOptions): Promise<RunState> {
   const emit = (b: RunEventBody) => o.onEvent?.(makeEvent(run.runId, b));
   const log = (message: string, level: 'info' | 'warn' = 'info') => emit({ type: 'log', level, message });
   if (lock.tookOverFrom) log(`took over the lock of process ${lock.tookOverFrom.pid}, which is gone (it was killed or crashed)`);
+  if (providerNote) log(providerNote);
   if (plan) {
     for (const w of plan.inventory.warnings) log(`${w.file}: ${w.problem}; ${w.fix}`, 'warn');
     // Even a finished run's log is repaired: it is rebuilt from the iterations' markers.

@@ -57,8 +57,11 @@ const TRAIN_OPTIONS = valueOptions(
   'provider',
 );
 
-/** The train flags a resume takes: the run, where runs are, and how many iterations to go to. */
-const RESUME_OPTIONS = new Set(['resume', 'runs', 'iterations']);
+/**
+ * The train flags a resume takes: the run, where runs are, how many iterations to go to, and the
+ * execution provider (to continue on the CPU after a GPU failed).
+ */
+const RESUME_OPTIONS = new Set(['resume', 'runs', 'iterations', 'provider']);
 
 export const trainCommand: CliCommand = {
   name: 'train',
@@ -71,7 +74,7 @@ export const trainCommand: CliCommand = {
       const fixed = Object.keys(TRAIN_OPTIONS).filter((k) => !RESUME_OPTIONS.has(k) && args.values[k] !== undefined);
       if (fixed.length) {
         throw new UsageError(
-          `--resume continues a run with its own settings, so it cannot honour ${fixed.map((k) => `--${k}`).join(', ')} (fixed when the run started); only --iterations N (train it further) and --runs go with it. For other settings start a new run, e.g. from one of its checkpoints: --model RUN/checkpoints/N`,
+          `--resume continues a run with its own settings, so it cannot honour ${fixed.map((k) => `--${k}`).join(', ')} (fixed when the run started); only --iterations N (train it further), --provider (continue on another device) and --runs go with it. For other settings start a new run, e.g. from one of its checkpoints: --model RUN/checkpoints/N`,
         );
       }
     }

@@ -97,6 +97,18 @@ describe('cli: train input that is refused or applied, never ignored', function 
     assert.deepEqual(files(), before);
   });
 
+  it("--resume --provider continues on another device (the CPU after a GPU failed); config.json keeps the run's own", async () => {
+    const run = finishedRun(tmp, { executionProvider: 'webgpu' });
+    const config = fs.readFileSync(run.file('config.json'), 'utf8');
+    const r = await cli(['train', '--resume', run.dir, '--iterations', '3', '--provider', 'cpu']);
+    assert.doesNotMatch(r.out, /cannot honour/);
+    assert.match(r.out, /the run continues on the cpu provider \(its config\.json says webgpu, which it keeps\)/);
+    // It goes on (and stops at the engine this test gives it); config.json is the run's own.
+    assert.equal(r.code, 1, r.out);
+    assert.equal(JSON.parse(fs.readFileSync(run.file('config.json'), 'utf8')).executionProvider, 'webgpu');
+    assert.equal(fs.readFileSync(run.file('config.json'), 'utf8'), config);
+  });
+
   it('--resume of a run whose workspace moved names the config field to change (not --workspace, which a resume refuses)', async () => {
     const run = finishedRun(tmp, { workspace: path.join(tmp, 'moved-away') });
     const r = await cli(['train', '--resume', run.dir, '--iterations', '3']);

@@ -6,6 +6,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import {
   autoTriesWebgpu,
+  deviceFailure,
   Graph,
   OnnxSession,
   SessionCache,
@@ -163,5 +164,46 @@ describe('onnx runtime: the auto provider', () => {
     const y = await s.run({ x: { dtype: 'float32', dims: [2], data: Float32Array.of(1, 2) } });
     assert.deepEqual(Array.from(y.y.data as Float32Array), [2, 4]);
     await s.release();
+  });
+});
+
+describe('onnx runtime: a GPU that fails mid-run', () => {
+  // No GPU here: the messages are those ONNX Runtime's CUDA provider and Dawn (WebGPU) raise for
+  // these failures, given as text.
+  const ortError = (status: string) =>
+    new Error(
+      `[ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION : Non-zero status code returned while running MatMul node. Name:'m' Status Message: ${status}`,
+    );
+
+  it('out of memory names the settings to lower and the resume on the CPU', () => {
+    for (const [provider, status] of [
+      [
+        'cuda',
+        '/onnxruntime_src/onnxruntime/core/framework/bfc_arena.cc:376 void* onnxruntime::BFCArena::AllocateRawInternal(size_t, bool) Failed to allocate memory for requested buffer of size 1073741824',
+      ],
+      ['cuda', 'CUDA failure 2: out of memory ; GPU=0 ; hostname=h ; expr=cudaMalloc((void**)&p, size);'],
+      ['webgpu', 'Buffer allocation failed: Out of memory'],
+    ] as const) {
+      const e = deviceFailure(provider, ortError(status))!;
+      assert.ok(e, status);
+      assert.match(e.message, new RegExp(`^the ${provider} device ran out of memory: `));
+      assert.match(e.hint!, /"concurrency".*"updateTokensPerStep"/);
+      assert.match(e.hint!, /turnwise train --resume RUN.*--provider cpu/);
+    }
+  });
+
+  it('a lost device or a crashed driver says so; errors that are not the device keep their own message', () => {
+    for (const [provider, status] of [
+      ['cuda', 'CUDA failure 700: an illegal memory access was encountered ; GPU=0'],
+      ['cuda', 'CUDA failure 999: unknown error ; GPU=0'],
+      ['webgpu', 'Device lost: the GPU was reset'],
+    ] as const) {
+      const e = deviceFailure(provider, ortError(status))!;
+      assert.match(e.message, new RegExp(`^the ${provider} device was lost`), status);
+      assert.match(e.hint!, /--provider cpu/);
+    }
+    assert.equal(deviceFailure('cuda', ortError('Invalid rank for input: x Got: 3 Expected: 2')), undefined);
+    // The CPU provider's own allocation failure is the host's memory, which the memory plan covers.
+    assert.equal(deviceFailure('cpu', ortError('Failed to allocate memory for requested buffer of size 10')), undefined);
   });
 });

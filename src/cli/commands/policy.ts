@@ -6,7 +6,14 @@ import { initPolicyDir, loadPolicy, mergeAdapterFolder, type Policy } from '../.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { parseModelConfig } from '../../policy/model/config';
-import { quantizedBytesPerToken, quantizedSessionBytes, rolloutPrecisionFor } from '../../policy/model/quantize';
+import {
+  halfBytesPerToken,
+  halfSessionBytes,
+  quantizedBytesPerToken,
+  quantizedSessionBytes,
+  rolloutPrecisionFor,
+} from '../../policy/model/quantize';
+import { availableDeviceMemory } from '../../policy/model/memory';
 import { inspectModelFolder } from '../../policy/files/hf';
 import { inspectAdapterFolder, parseLoraConfig } from '../../policy/files/lora';
 import { exportGguf, GGUF_WEIGHT_TYPES } from '../../policy/files/gguf-export';
@@ -69,8 +76,8 @@ const mb = (n: number) => `${(n / 2 ** 20).toFixed(n < 2 ** 30 ? 1 : 0)} MiB`;
 export const policyInspectCommand: CliCommand = {
   name: 'policy inspect',
   summary: "describe a model folder (a Hugging Face checkpoint or Turnwise's own) without loading its weights",
-  usage: 'DIR [--json]',
-  options: {},
+  usage: `DIR ${PROVIDER_USAGE} [--json]`,
+  options: valueOptions('provider'),
   allowPositionals: true,
   async run(args, io) {
     const dir = args.positionals[0];
@@ -91,13 +98,21 @@ export const policyInspectCommand: CliCommand = {
     // The memory plan of a run at the default settings on this machine, training the model or a LoRA adapter.
     const config = parseModelConfig(JSON.parse(fs.readFileSync(path.join(r.dir, 'config.json'), 'utf8')));
     const lora = parseLoraConfig({ target_modules: 'all-linear' }, 'the default LoRA block');
-    const plans = { full: runMemoryPlan(TRAIN_DEFAULTS, config), lora: runMemoryPlan({ ...TRAIN_DEFAULTS, lora }, config) };
-    // What sampling reads per token at each rollout precision, and what the quantized sessions hold.
+    // --provider: the plans on that provider (a GPU's device memory beside the host's).
+    const settings = {
+      ...TRAIN_DEFAULTS,
+      executionProvider: args.values.provider !== undefined ? providerOption(args) : TRAIN_DEFAULTS.executionProvider,
+    };
+    const plans = { full: runMemoryPlan(settings, config), lora: runMemoryPlan({ ...settings, lora }, config) };
+    const onDevice = plans.full.plan.input.provider;
+    const device = plans.full.plan.device > 0 ? availableDeviceMemory() : undefined;
+    // What sampling reads per token at each rollout precision, and what the quantized or half-precision copies hold.
     const rollouts = {
-      default: rolloutPrecisionFor(TRAIN_DEFAULTS.rolloutPrecision, 'cpu', r.memory.weightsF32Bytes).precision,
+      default: rolloutPrecisionFor(TRAIN_DEFAULTS.rolloutPrecision, onDevice, r.memory.weightsF32Bytes).precision,
       float32: { bytesPerToken: r.memory.weightsF32Bytes },
       int8: { bytesPerToken: quantizedBytesPerToken(config, 8), sessionBytes: quantizedSessionBytes(config, 8) },
       int4: { bytesPerToken: quantizedBytesPerToken(config, 4), sessionBytes: quantizedSessionBytes(config, 4) },
+      float16: { bytesPerToken: halfBytesPerToken(config), sessionBytes: halfSessionBytes(config) },
     };
     if (io.json) {
       const planJson = (p: (typeof plans)['full']) => ({
@@ -115,8 +130,11 @@ export const policyInspectCommand: CliCommand = {
             ...r,
             rolloutPrecision: rollouts,
             memoryPlan: {
+              provider: onDevice,
               limitBytes: plans.full.limit.bytes,
               limitSource: plans.full.limit.source,
+              deviceLimitBytes: device?.bytes ?? null,
+              deviceLimitSource: device?.source ?? null,
               full: planJson(plans.full),
               lora: planJson(plans.lora),
             },
@@ -137,9 +155,15 @@ export const policyInspectCommand: CliCommand = {
   special       ${r.tokenizer.specialTokens.map(escapeControlChars).join(' ') || 'none'}
   chat template ${r.chatTemplate ? `${r.chatTemplate.kind} (${r.chatTemplate.source}, ${r.chatTemplate.chars} characters)` : 'none'}
   memory        weights ${mb(r.memory.weightsF32Bytes)}; KV cache ${mb(r.memory.kvBytesPerToken * 1024)} per 1,024 tokens of a sequence (${mb(r.memory.kvBytesAtContext)} at full context); full fine-tuning with AdamW ${mb(r.memory.fullFineTuneBytes)}
-  rollouts      ${rollouts.default} by default (rolloutPrecision); a sampled token reads ${mb(rollouts.float32.bytesPerToken)} of weights in float32, ${mb(rollouts.int8.bytesPerToken)} at int8, ${mb(rollouts.int4.bytesPerToken)} at int4 (their sessions hold ${mb(rollouts.int8.sessionBytes)} / ${mb(rollouts.int4.sessionBytes)})`);
-    io.out(`  a run at the default settings on this machine (turnwise train refuses one that does not fit):`);
+  rollouts      ${rollouts.default} by default (rolloutPrecision); a sampled token reads ${mb(rollouts.float32.bytesPerToken)} of weights in float32, ${mb(rollouts.int8.bytesPerToken)} at int8, ${mb(rollouts.int4.bytesPerToken)} at int4 (their sessions hold ${mb(rollouts.int8.sessionBytes)} / ${mb(rollouts.int4.sessionBytes)}; CPU), ${mb(rollouts.float16.bytesPerToken)} at float16 (a ${mb(rollouts.float16.sessionBytes)} copy; GPU)`);
+    io.out(
+      `  a run at the default settings on this machine${args.values.provider !== undefined ? ` (${onDevice})` : ''} (turnwise train refuses one that does not fit):`,
+    );
     for (const p of [plans.full, plans.lora]) for (const line of p.lines) io.out(`  ${line}`);
+    if (plans.full.plan.device > 0)
+      io.out(
+        `  device memory: ${device ? `${mb(device.bytes)} (${device.source})` : 'unknown (set TURNWISE_DEVICE_MEMORY_LIMIT_MB to have runs checked against it)'}`,
+      );
     return 0;
   },
 };

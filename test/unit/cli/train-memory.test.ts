@@ -104,7 +104,7 @@ describe('cli: train refuses a run that its memory plan says will not fit', func
     assert.match(r.out, /nonexistent|Docker|docker/);
   });
 
-  it('policy inspect shows the plan of a run at the default settings, full and LoRA', async () => {
+  it("policy inspect shows the plan of a run at the default settings, full and LoRA; --provider a GPU's, with its device memory", async () => {
     process.env.TURNWISE_MEMORY_LIMIT_MB = '8192';
     const text = await cli(['policy', 'inspect', MODEL]);
     assert.equal(text.code, 0, text.out);
@@ -120,6 +120,26 @@ describe('cli: train refuses a run that its memory plan says will not fit', func
     assert.equal(r.memoryPlan.full.updateTokensPerStep, 4096);
     assert.ok(r.memoryPlan.full.hostBytes > r.memoryPlan.lora.hostBytes - 64 * 1024 ** 2);
     assert.ok(r.memoryPlan.full.parts.some((p: { name: string }) => p.name === 'update activations'));
+    assert.equal(r.memoryPlan.provider, 'cpu');
+    assert.equal(r.memoryPlan.full.deviceBytes, 0);
+    // --provider webgpu: the plan on the device, against the memory TURNWISE_DEVICE_MEMORY_LIMIT_MB gives it.
+    process.env.TURNWISE_DEVICE_MEMORY_LIMIT_MB = '4096';
+    try {
+      const gpu = await cli(['policy', 'inspect', MODEL, '--provider', 'webgpu']);
+      assert.equal(gpu.code, 0, gpu.out);
+      assert.match(gpu.out, /a run at the default settings on this machine \(webgpu\)/);
+      assert.match(gpu.out, /memory plan \(webgpu, full training/);
+      assert.match(gpu.out, /device weights .*uploaded once per weights version and shared by every session/);
+      assert.match(gpu.out, /device total +[\d,]+ MB/);
+      assert.match(gpu.out, /device memory: 4096 MiB \(TURNWISE_DEVICE_MEMORY_LIMIT_MB\)/);
+      assert.match(gpu.out, /at float16 \(a [\d.]+ MiB copy; GPU\)/);
+      const gj = JSON.parse((await cli(['policy', 'inspect', MODEL, '--provider', 'webgpu', '--json'])).out);
+      assert.equal(gj.memoryPlan.provider, 'webgpu');
+      assert.equal(gj.memoryPlan.deviceLimitBytes, 4096 * 1024 ** 2);
+      assert.ok(gj.memoryPlan.full.deviceBytes > gj.memoryPlan.lora.deviceBytes);
+    } finally {
+      delete process.env.TURNWISE_DEVICE_MEMORY_LIMIT_MB;
+    }
   });
 
   it("Check Environment's memory plan line: ok under the limit, a warning with the fixes over it", () => {

@@ -67,6 +67,13 @@ export interface TrainConfig {
    * update pushes harder against the named mistakes. {}: off (every weight 1).
    */
   diagnosisWeights: Record<string, number>;
+  /**
+   * Diagnosis charges: a turn with a failure label in an unresolved episode has the label's
+   * charge subtracted from its advantage (the largest of its labels'), whatever the advantage
+   * was, so a mistake the group baseline leaves at 0 (a giving-up submit in a group that all
+   * failed) is still pushed down. {}: off.
+   */
+  diagnosisCharges: Record<string, number>;
   maxTurns: number;
   commandTimeoutMs: number;
   /** Episodes in flight (sandboxes held) at once. */
@@ -208,6 +215,7 @@ export const TRAIN_DEFAULTS: TrainConfig = {
   branchExploration: 1,
   recoveryFeedback: false,
   diagnosisWeights: {},
+  diagnosisCharges: {},
   maxTurns: 8,
   commandTimeoutMs: 20_000,
   concurrency: 8,
@@ -353,6 +361,16 @@ function resolveFields(given: Record<string, unknown>, source: string): TrainCon
         `labels: ${FAILURE_LABELS.join(', ')}`,
       );
     checkNumber(`diagnosisWeights.${k}`, v, 0, 100);
+  }
+  if (typeof c.diagnosisCharges !== 'object' || c.diagnosisCharges === null || Array.isArray(c.diagnosisCharges))
+    throw bad('config field "diagnosisCharges" must be an object of failure label → charge', 'e.g. {"submit-without-pass": 0.5}');
+  for (const [k, v] of Object.entries(c.diagnosisCharges)) {
+    if (!(FAILURE_LABELS as readonly string[]).includes(k))
+      throw bad(
+        `config field "diagnosisCharges" names an unknown failure label ${JSON.stringify(k)}`,
+        `labels: ${FAILURE_LABELS.join(', ')}`,
+      );
+    checkNumber(`diagnosisCharges.${k}`, v, 0, 10);
   }
   checkNumber('maxTurns', c.maxTurns, 1, 100, true);
   checkNumber('commandTimeoutMs', c.commandTimeoutMs, 100, 3_600_000, true);

@@ -41,7 +41,7 @@ import { canaryTask, runCanary } from './canary';
 import { runTasks, type RunTasks } from './run-tasks';
 import { updateMetrics, updatePolicy, type PolicyUpdate } from './update';
 import { branchStats, gradientMass, mixedGroups, planBranches, shareTreeCredit, type BranchStats } from './branching';
-import { reweightByDiagnosis } from './diagnosis-weights';
+import { chargeByDiagnosis, reweightByDiagnosis } from './diagnosis-weights';
 import { teacherPass, type TeacherPassResult } from './teacher';
 
 export interface TrainRunOptions {
@@ -501,6 +501,7 @@ async function advantages(t: Training, n: number, trajs: Trajectory[]): Promise<
   // Branches and their parents: the turns they share are trained once, with the subtree's credit.
   shareTreeCredit(scored);
   reweightByDiagnosis(scored, t.c.diagnosisWeights);
+  chargeByDiagnosis(scored, t.c.diagnosisCharges);
   return { scored, report, seconds: (Date.now() - t0) / 1000, ...(teacher ? { teacher } : {}) };
 }
 

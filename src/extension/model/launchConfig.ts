@@ -35,6 +35,7 @@ export const SETTING_FOR_FIELD: { readonly [K in ConfigPath]: string } = {
   branchExploration: 'train.branchExploration',
   recoveryFeedback: 'train.recoveryFeedback',
   diagnosisWeights: 'train.diagnosisWeights',
+  diagnosisCharges: 'train.diagnosisCharges',
   maxTurns: 'train.maxTurns',
   estimator: 'train.estimator',
   estimatorParams: 'train.estimatorParams',

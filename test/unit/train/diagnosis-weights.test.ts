@@ -1,17 +1,20 @@
-// Diagnosis-guided reweighting (src/train/diagnosis-weights.ts) and its config field.
+// Diagnosis-guided reweighting and charges (src/train/diagnosis-weights.ts) and their config fields.
 import * as assert from 'node:assert/strict';
 import { SCHEMA, type Trajectory } from '../../../src/core/schema';
-import { reweightByDiagnosis } from '../../../src/train/diagnosis-weights';
+import { chargeByDiagnosis, reweightByDiagnosis } from '../../../src/train/diagnosis-weights';
 import { resolveTrainConfig } from '../../../src/train/config';
 
-const traj = (turns: { labels?: string[]; advantage: number; components?: Record<string, number> }[]): Trajectory =>
+const traj = (
+  turns: { labels?: string[]; advantage: number; components?: Record<string, number>; tokens?: number[] }[],
+  resolved = false,
+): Trajectory =>
   ({
     schema: SCHEMA.trajectory,
     taskId: 't',
     groupId: 'g',
     trajId: 'e',
     checkpoint: 'c',
-    reward: { resolved: false, reward: 0 },
+    reward: { resolved, reward: resolved ? 1 : 0 },
     turns: turns.map((u, index) => ({
       index,
       action: 'x',
@@ -21,6 +24,7 @@ const traj = (turns: { labels?: string[]; advantage: number; components?: Record
       advantage: u.advantage,
       ...(u.labels ? { labels: u.labels } : {}),
       ...(u.components ? { advantageComponents: u.components } : {}),
+      ...(u.tokens ? { tokenAdvantages: u.tokens } : {}),
     })),
   }) as unknown as Trajectory;
 
@@ -40,6 +44,34 @@ describe('train/diagnosis-weights: diagnosis-guided reweighting', () => {
     assert.equal(t.turns[2].advantage, -0.2, 'no label');
     assert.equal(t.turns[3].advantage, -0.1, 'a label without a weight');
     assert.equal(reweightByDiagnosis([t], {}), 0, 'off');
+  });
+
+  it('charges: a labelled turn of an unresolved episode loses its charge whatever its advantage (0 included); resolved episodes keep theirs', () => {
+    // A group where every episode failed: the baseline leaves the giving-up submit at 0.
+    const failed = traj([
+      { labels: ['edit-tests-fail'], advantage: -0.2, tokens: [-0.2, -0.2] },
+      { labels: ['submit-without-pass', 'test-never-run'], advantage: 0, tokens: [0, 0, 0], components: { backbone: 0 } },
+      { advantage: 0.1 },
+    ]);
+    const resolved = traj([{ labels: ['submit-without-pass'], advantage: 0.4 }], true);
+    const n = chargeByDiagnosis([failed, resolved], { 'submit-without-pass': 0.5, 'test-never-run': 0.25 });
+    assert.equal(n, 1);
+    assert.equal(failed.turns[1].advantage, -0.5, 'the largest charge of its labels');
+    assert.deepEqual(failed.turns[1].tokenAdvantages, [-0.5, -0.5, -0.5]);
+    assert.deepEqual(failed.turns[1].advantageComponents, { backbone: 0, diagnosis: -0.5 });
+    assert.equal(failed.turns[0].advantage, -0.2, 'a label without a charge');
+    assert.equal(failed.turns[2].advantage, 0.1, 'no label');
+    assert.equal(resolved.turns[0].advantage, 0.4, 'a resolved episode is not charged');
+    assert.equal(chargeByDiagnosis([failed], {}), 0, 'off');
+    assert.deepEqual(resolveTrainConfig({}).diagnosisCharges, {});
+    assert.deepEqual(resolveTrainConfig({ diagnosisCharges: { 'submit-without-pass': 0.5 } }).diagnosisCharges, {
+      'submit-without-pass': 0.5,
+    });
+    assert.throws(
+      () => resolveTrainConfig({ diagnosisCharges: { 'gave-up': 1 } }),
+      /diagnosisCharges" names an unknown failure label "gave-up"/,
+    );
+    assert.throws(() => resolveTrainConfig({ diagnosisCharges: { 'turn-limit': 11 } }), /diagnosisCharges\.turn-limit/);
   });
 
   it('the config takes failure labels with weights, refuses unknown labels and bad weights; recoveryFeedback is a boolean', () => {

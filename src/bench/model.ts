@@ -185,7 +185,7 @@ export interface BenchModelOptions {
   python?: string;
   /** Also time llama.cpp's decode of the same weights (float32 GGUF), for ratios. */
   againstLlamaCpp?: boolean;
-  /** Rollout precisions whose decode is timed beside float32's (default: int8 and int4 on the CPU, float16 on a GPU provider; [] for none). */
+  /** Rollout precisions whose decode is timed beside float32's (default: what the provider runs: int8 and int4 on the CPU, those and float16 on WebGPU, float16 on CUDA; [] for none). */
   precisions?: QuantizedPrecision[];
   /** Runs the PyTorch side (default: the script in a child process). Test hook. */
   torchRunner?: (args: TorchArgs) => Promise<TorchFigures>;
@@ -655,7 +655,9 @@ export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult
     }
     // Per precision, what is measured now; the figures are made once the float ones and the bandwidth are known.
     const measured: Partial<Record<QuantizedPrecision, { b1: number; bn: number; setupS: number; kl: number[] }>> = {};
-    for (const precision of o.precisions ?? (provider === 'cpu' ? (['int8', 'int4'] as const) : (['float16'] as const))) {
+    const byDefault: readonly QuantizedPrecision[] =
+      provider === 'cpu' ? ['int8', 'int4'] : provider === 'webgpu' ? ['float16', 'int8', 'int4'] : ['float16'];
+    for (const precision of o.precisions ?? byDefault) {
       log(`decode with ${precision} weights…`);
       const q = new Policy(policy.baseWeights(), undefined, { ...settings, rolloutPrecision: precision });
       try {
@@ -670,7 +672,7 @@ export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult
             'invalid-input',
             `${precision} rollouts do not run on the ${provider} provider (they sampled in float32)`,
             {
-              hint: 'int8 and int4 run on the CPU provider, float16 on GPU providers: name those in --precisions, or none',
+              hint: 'int8 and int4 run on the CPU and WebGPU providers, float16 on GPU providers: name those in --precisions, or none',
             },
           );
         const q1 = work.decodeSteps / ((await timed(qdecode, 1)) / 1000);

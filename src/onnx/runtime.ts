@@ -218,8 +218,8 @@ export interface SessionSettings {
   packDecodeWeights?: boolean;
   /**
    * For a Policy, not a session: what the decode steps that draw tokens read the base weights
-   * as (the policy's quantize.ts RolloutPrecision): float32; on the CPU int8 / int4 blocks
-   * quantized once per weights version; on a GPU provider float16 products. Scoring and training
+   * as (the policy's quantize.ts RolloutPrecision): float32; on the CPU and WebGPU int8 / int4
+   * blocks quantized once per weights version; on a GPU provider float16 products. Scoring and training
    * stay float32. `auto` and undefined: the policy's measured rule (rolloutPrecisionFor). A
    * precision the provider does not run samples in float32, with a warning.
    */

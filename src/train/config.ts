@@ -171,9 +171,9 @@ export interface TrainConfig {
    */
   packDecodeWeights: 'auto' | 'on' | 'off';
   /**
-   * What the decode steps of rollouts read the base weights as: float32; on the CPU int8 / int4
-   * blocks quantized once per weights version (policy/model/quantize.ts); on a GPU provider float16
-   * products. Scoring and the update stay float32, and the update corrects for the sampler's
+   * What the decode steps of rollouts read the base weights as: float32; on the CPU and WebGPU
+   * int8 / int4 blocks quantized once per weights version (policy/model/quantize.ts); on a GPU
+   * provider float16 products. Scoring and the update stay float32, and the update corrects for the sampler's
    * difference (samplerRatioCap). `auto`: the measured rule (rolloutPrecisionFor).
    */
   rolloutPrecision: 'auto' | 'float32' | 'float16' | 'int8' | 'int4';

@@ -272,6 +272,53 @@ describe('webgpu: the policy on a real WebGPU adapter', function () {
     await full.dispose();
   });
 
+  it('int8 rollouts on WebGPU: MatMulNBits on the device, the codes held by the session, as close to float32 as the CPU int8 sampler', async () => {
+    const full = new Policy(weights, undefined, cpu);
+    const prompts = [
+      [1, 2, 3, 4, 5],
+      [6, 7],
+      [9, 3, 1],
+    ];
+    const drift = async (settings: SessionSettings, meter = false) => {
+      const p = new Policy(weights, undefined, { ...settings, rolloutPrecision: 'int8' });
+      assert.equal(await p.rolloutPrecision(), 'int8');
+      const draw = async (seed: number) => {
+        const seqs = prompts.map((r) => p.newSequence(r));
+        const rows = await p.sample(seqs.map((seq, b) => ({ seq, seed: seed + b, maxNewTokens: 16, temperature: 1, stopIds: [] })));
+        return { rows, seqs };
+      };
+      await draw(0);
+      const m = meter ? meterFeeds() : undefined;
+      const { rows, seqs } = await draw(50);
+      m?.stop();
+      const scored = await full.tokenLogprobs(seqs.map((s) => s.tokens));
+      let sum = 0;
+      let n = 0;
+      rows.forEach((r, b) => {
+        const from = seqs[b].tokens.length - r.tokenIds.length;
+        r.logprobs.forEach((lq, t) => ((sum += Math.abs(lq - scored[b][from + t])), n++));
+      });
+      const provider = await p.provider;
+      await p.dispose();
+      return { mean: sum / n, records: m?.records ?? [], provider };
+    };
+    const g = await drift(webgpu, true);
+    const c = await drift(cpu);
+    assert.equal(g.provider, 'webgpu');
+    assert.ok(g.mean > 0 && g.mean <= 2 * c.mean + 1e-3, `WebGPU int8 ${g.mean} nats from float32, the CPU's int8 ${c.mean}`);
+    for (const r of g.records) {
+      assert.equal(r.provider, 'webgpu');
+      assert.deepEqual(
+        Object.keys(r.byName).filter(
+          (k) => k.endsWith('.codes') || k.endsWith('.scales') || graphParamSpecs(SMALL_CONFIG).some((p) => p.name === k),
+        ),
+        [],
+        'codes or weights fed from the host',
+      );
+    }
+    await full.dispose();
+  });
+
   it('every float op of the training, prefill and decode graphs is placed on WebGPU, none on the CPU', () => {
     // ONNX Runtime runs nodes its WebGPU provider has no kernel for on the CPU, copying their
     // tensors off the GPU and back on every run (LogSoftmax did, with the logits). Only small
@@ -328,7 +375,7 @@ describe('webgpu: the policy on a real WebGPU adapter', function () {
     }
   });
 
-  it('bench model on WebGPU: no weight bytes fed per decode step or per training step, float16 decode beside float32', async () => {
+  it('bench model on WebGPU: no weight bytes fed per decode step or per training step, float16, int8 and int4 decode beside float32', async () => {
     const r = await benchModel({ shape: 'tiny-test', settings: webgpu, torch: 'off' });
     assert.equal(r.provider, 'webgpu');
     assert.equal(r.decode_steps_per_run, 1, 'the weights kept on the device, a step per run');
@@ -336,8 +383,8 @@ describe('webgpu: the policy on a real WebGPU adapter', function () {
     assert.equal(r.fed_weight_bytes_per_train_step, 0);
     assert.ok(r.fed_bytes_per_decode_step > 0 && r.fed_bytes_per_train_step > 0, 'the ids, the KV cache and the batch are still fed');
     assert.ok(r.decode_tokens_per_s_b1 > 0 && r.lora_train_tokens_per_s > 0);
-    // On a GPU provider the half-precision decode is measured beside float32's by default.
-    assert.deepEqual(Object.keys(r.decode_quantized), ['float16']);
+    // On WebGPU the half-precision and quantized decodes are measured beside float32's by default.
+    assert.deepEqual(Object.keys(r.decode_quantized).sort(), ['float16', 'int4', 'int8']);
     const h = r.decode_quantized.float16!;
     assert.ok(h.decode_tokens_per_s_b1 > 0 && h.kl_tokens > 0 && h.kl_to_float >= 0 && h.kl_to_float < 0.01, JSON.stringify(h));
     assert.equal(h.weights_bytes_per_token, halfBytesPerToken(BENCH_SHAPES['tiny-test']));

@@ -125,9 +125,10 @@ export const QUANT_AUTO_PRECISION: RolloutPrecision = 'float32';
 /**
  * The rollout precision a policy samples at. On the CPU: as set, `auto` by the measured rule
  * (QUANT_AUTO_PRECISION from QUANT_AUTO_MIN_BYTES of float32 weights), float16 refused with a
- * note (x86 CPUs multiply half precision no faster than float32). On a GPU provider: float16 as
- * set, `auto` float32 (not yet measured against it on a GPU), int8 and int4 refused with a note
- * (the quantized sessions are the CPU's).
+ * note (x86 CPUs multiply half precision no faster than float32). On WebGPU: as set (its
+ * MatMulNBits runs the quantized sessions, which hold their codes on the device). On CUDA:
+ * float16 as set, int8 and int4 refused with a note (not yet tested there). On a GPU `auto` is
+ * float32: no precision is measured against it on a GPU yet.
  */
 export function rolloutPrecisionFor(
   setting: RolloutPrecision | 'auto',
@@ -135,9 +136,13 @@ export function rolloutPrecisionFor(
   weightBytes: number,
 ): { precision: RolloutPrecision; note?: string } {
   if (provider !== 'cpu') {
-    if (setting === 'int8' || setting === 'int4')
-      return { precision: 'float32', note: `rollouts sample in float32 on ${provider}: ${setting} rollouts run on the CPU provider only` };
-    return { precision: setting === 'float16' ? 'float16' : 'float32' };
+    // WebGPU runs MatMulNBits (its session holds the codes on the device); CUDA's is not yet tested.
+    if ((setting === 'int8' || setting === 'int4') && provider !== 'webgpu')
+      return {
+        precision: 'float32',
+        note: `rollouts sample in float32 on ${provider}: ${setting} rollouts run on the CPU and WebGPU providers`,
+      };
+    return { precision: setting === 'auto' ? 'float32' : setting };
   }
   if (setting === 'float16')
     return { precision: 'float32', note: 'rollouts sample in float32 on the CPU: float16 rollouts run on GPU providers only' };

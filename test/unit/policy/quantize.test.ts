@@ -210,12 +210,14 @@ describe('policy/quantize: block quantization for quantized rollouts', function 
     }
   });
 
-  it('the precision rule: as set on the CPU (float16 refused with a note), float16 or float32 on a GPU provider (a note when quantized was asked), auto by size', () => {
+  it('the precision rule: as set on the CPU (float16 refused with a note), on WebGPU any, on CUDA float16 or float32 (a note when quantized was asked), auto by size', () => {
     assert.deepEqual(rolloutPrecisionFor('int8', 'cpu', 1), { precision: 'int8' });
     assert.deepEqual(rolloutPrecisionFor('float32', 'cpu', 1e10), { precision: 'float32' });
-    const gpu = rolloutPrecisionFor('int4', 'webgpu', 1e10);
+    const gpu = rolloutPrecisionFor('int4', 'cuda', 1e10);
     assert.equal(gpu.precision, 'float32');
-    assert.match(gpu.note!, /float32 on webgpu: int4 rollouts run on the CPU provider only/);
+    assert.match(gpu.note!, /float32 on cuda: int4 rollouts run on the CPU and WebGPU providers/);
+    assert.deepEqual(rolloutPrecisionFor('int4', 'webgpu', 1e10), { precision: 'int4' });
+    assert.deepEqual(rolloutPrecisionFor('auto', 'webgpu', 1e10), { precision: 'float32' });
     assert.equal(rolloutPrecisionFor('auto', 'cpu', QUANT_AUTO_MIN_BYTES - 1).precision, 'float32');
     // float16: the GPU providers' form; on the CPU float32 with a note; never chosen by auto yet.
     assert.deepEqual(rolloutPrecisionFor('float16', 'webgpu', 1e10), { precision: 'float16' });

@@ -352,25 +352,22 @@ function resolveFields(given: Record<string, unknown>, source: string): TrainCon
   checkNumber('branchExploration', c.branchExploration, 0, 100);
   if (typeof c.recoveryFeedback !== 'boolean')
     throw bad(`config field "recoveryFeedback" must be true or false, got ${JSON.stringify(c.recoveryFeedback)}`, 'fix "recoveryFeedback"');
-  if (typeof c.diagnosisWeights !== 'object' || c.diagnosisWeights === null || Array.isArray(c.diagnosisWeights))
-    throw bad('config field "diagnosisWeights" must be an object of failure label → weight', 'e.g. {"repeated-failed-action": 2}');
-  for (const [k, v] of Object.entries(c.diagnosisWeights)) {
-    if (!(FAILURE_LABELS as readonly string[]).includes(k))
+  // Failure label → number maps: diagnosisWeights (multiplied in) and diagnosisCharges (subtracted).
+  for (const [field, max, example] of [
+    ['diagnosisWeights', 100, '{"repeated-failed-action": 2}'],
+    ['diagnosisCharges', 10, '{"submit-without-pass": 0.5}'],
+  ] as const) {
+    const m = c[field];
+    if (typeof m !== 'object' || m === null || Array.isArray(m))
       throw bad(
-        `config field "diagnosisWeights" names an unknown failure label ${JSON.stringify(k)}`,
-        `labels: ${FAILURE_LABELS.join(', ')}`,
+        `config field "${field}" must be an object of failure label → ${field === 'diagnosisWeights' ? 'weight' : 'charge'}`,
+        `e.g. ${example}`,
       );
-    checkNumber(`diagnosisWeights.${k}`, v, 0, 100);
-  }
-  if (typeof c.diagnosisCharges !== 'object' || c.diagnosisCharges === null || Array.isArray(c.diagnosisCharges))
-    throw bad('config field "diagnosisCharges" must be an object of failure label → charge', 'e.g. {"submit-without-pass": 0.5}');
-  for (const [k, v] of Object.entries(c.diagnosisCharges)) {
-    if (!(FAILURE_LABELS as readonly string[]).includes(k))
-      throw bad(
-        `config field "diagnosisCharges" names an unknown failure label ${JSON.stringify(k)}`,
-        `labels: ${FAILURE_LABELS.join(', ')}`,
-      );
-    checkNumber(`diagnosisCharges.${k}`, v, 0, 10);
+    for (const [k, v] of Object.entries(m)) {
+      if (!(FAILURE_LABELS as readonly string[]).includes(k))
+        throw bad(`config field "${field}" names an unknown failure label ${JSON.stringify(k)}`, `labels: ${FAILURE_LABELS.join(', ')}`);
+      checkNumber(`${field}.${k}`, v, 0, max);
+    }
   }
   checkNumber('maxTurns', c.maxTurns, 1, 100, true);
   checkNumber('commandTimeoutMs', c.commandTimeoutMs, 100, 3_600_000, true);

@@ -287,7 +287,8 @@ let gpuAdapter: boolean | undefined;
  * runs on the CPU, slower than the CPU provider. Looked up once per process.
  */
 export function autoTriesWebgpu(): boolean {
-  return (gpuAdapter ??= webgpuAdapters().some((a) => a.kind === 'hardware'));
+  // Only the kind matters here: nvidia-smi (names and memory) is not asked.
+  return (gpuAdapter ??= webgpuAdapters({ gpuInfo: () => [] }).some((a) => a.kind === 'hardware'));
 }
 
 /**

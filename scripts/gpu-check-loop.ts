@@ -42,6 +42,9 @@ const arg = (name: string, fallback: string) => {
   const policy = new Policy(randomWeights(config, 0), undefined, settings, adapter);
   const trainer = new PolicyTrainer(policy.baseWeights(), undefined, settings, { adapter }, policy.baseFeeds());
   const setupS = (performance.now() - t0) / 1000;
+  const ranOn = await policy.provider;
+  if (ranOn !== provider)
+    throw new Error(`asked for ${provider}, which did not load here (it fell back to ${ranOn}): ${warnings.join('; ')}`);
   const V = config.vocab_size;
   const promptIds = Array.from({ length: prompts }, (_, p) => Array.from({ length: promptTokens }, (_, i) => (i * 131 + p * 17 + 7) % V));
   const seq = promptTokens + tokens;
@@ -94,7 +97,6 @@ const arg = (name: string, fallback: string) => {
     });
     process.stderr.write(`iteration ${it}: ${JSON.stringify(rows[rows.length - 1])}\n`);
   }
-  const ranOn = await policy.provider;
   await trainer.dispose();
   await policy.dispose();
   process.stdout.write(

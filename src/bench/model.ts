@@ -595,6 +595,18 @@ export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult
     const loadS = (performance.now() - t0) / 1000;
     const loadPeak = peakRssMb();
     const provider = await policy.provider;
+    // A provider asked for by name that did not load ran everything on the CPU: its figures would be the CPU's.
+    const want = settings.provider ?? 'auto';
+    if (want !== 'auto' && provider !== want) {
+      await policy.dispose();
+      throw new TurnwiseError(
+        'runtime-unavailable',
+        `bench model was asked to run on ${want}, which did not load here (it fell back to ${provider}); nothing was measured`,
+        {
+          hint: 'run `turnwise doctor` for the reason; see docs/gpus.md for installing the provider',
+        },
+      );
+    }
 
     log(`prefill of ${work.prefillTokens} tokens… (resident ${currentRssMb()} MB)`);
     resetPeakRss();

@@ -5,6 +5,7 @@ import { strict as assert } from 'node:assert';
 import { spawnSync } from 'node:child_process';
 import * as path from 'node:path';
 import { BENCH_SHAPES, benchModel, type TorchFigures } from '../../../src/bench/model';
+import { resetProviderState } from '../../../src/onnx';
 import { parameterCount } from '../../../src/policy/model/config';
 import { quantizedBytesPerToken } from '../../../src/policy/model/quantize';
 
@@ -226,6 +227,22 @@ describe('bench model', function () {
 
   it('refuses an unknown shape, naming the known ones', async () => {
     await assert.rejects(benchModel({ shape: 'gpt-5' }), /unknown model shape "gpt-5".*/);
+  });
+
+  it("a provider asked for by name that does not load measures nothing (its figures would be the CPU's)", async () => {
+    // No CUDA provider libraries here: the session falls back to the CPU with a warning (shown once per process: reset).
+    resetProviderState();
+    const warnings: string[] = [];
+    await assert.rejects(
+      benchModel({
+        shape: 'tiny-test',
+        torch: 'off',
+        precisions: [],
+        settings: { provider: 'cuda', threads: 1, onWarning: (m) => warnings.push(m) },
+      }),
+      /bench model was asked to run on cuda, which did not load here \(it fell back to cpu\); nothing was measured/,
+    );
+    assert.equal(warnings.length, 1);
   });
 
   // The bench generates its weights in the process that measures: left to the collector they

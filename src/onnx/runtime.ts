@@ -341,7 +341,12 @@ export class OnnxSession {
    * `model`: the model's bytes, or the path of a model file (one whose initializers are kept in
    * files beside it).
    */
-  static async create(model: Uint8Array | string, settings: SessionSettings = {}): Promise<OnnxSession> {
+  static async create(
+    model: Uint8Array | string,
+    settings: SessionSettings = {},
+    /** Outputs a provider that keeps tensors (KEEPING_PROVIDERS) leaves on the device: read them with runKeeping. */
+    deviceOutputs: readonly string[] = [],
+  ): Promise<OnnxSession> {
     const want = settings.provider ?? 'auto';
     const order: ExecutionProviderName[] =
       want === 'auto' ? ['cuda', ...(autoTriesWebgpu() ? (['webgpu'] as const) : []), 'cpu'] : want === 'cpu' ? ['cpu'] : [want, 'cpu'];
@@ -371,10 +376,14 @@ export class OnnxSession {
       if (p !== 'cpu' && unavailable.has(p)) continue;
       try {
         // Two calls, one per overload of create (a path, the bytes): TypeScript picks an overload by the argument's type.
+        const options: ort.InferenceSession.SessionOptions = {
+          ...ortOptions(p, settings),
+          ...(deviceOutputs.length && KEEPING_PROVIDERS.has(p)
+            ? { preferredOutputLocation: Object.fromEntries(deviceOutputs.map((n) => [n, 'gpu-buffer' as const])) }
+            : {}),
+        };
         const session =
-          typeof model === 'string'
-            ? await ort.InferenceSession.create(model, ortOptions(p, settings))
-            : await ort.InferenceSession.create(model, ortOptions(p, settings));
+          typeof model === 'string' ? await ort.InferenceSession.create(model, options) : await ort.InferenceSession.create(model, options);
         return new OnnxSession(session, p);
       } catch (e) {
         lastError = e;
@@ -409,6 +418,31 @@ export class OnnxSession {
    * its device copy, uploaded by the first run that needs it.
    */
   async run(feeds: Record<string, HostTensor | ort.Tensor>, fetches?: readonly string[]): Promise<Record<string, HostTensor>> {
+    const out = await this.execute(feeds, fetches);
+    const res: Record<string, HostTensor> = {};
+    for (const [k, v] of Object.entries(out)) res[k] = fromOrt(v);
+    return res;
+  }
+
+  /**
+   * Runs the session; the outputs it was created to leave on the device (deviceOutputs, on a
+   * provider that keeps tensors) come back as device tensors, which the caller feeds to a later
+   * run and disposes; the rest as host tensors.
+   */
+  async runKeeping(
+    feeds: Record<string, HostTensor | ort.Tensor>,
+  ): Promise<{ host: Record<string, HostTensor>; device: Record<string, ort.Tensor> }> {
+    const out = await this.execute(feeds);
+    const host: Record<string, HostTensor> = {};
+    const device: Record<string, ort.Tensor> = {};
+    for (const [k, v] of Object.entries(out)) {
+      if (v.location === 'gpu-buffer') device[k] = v;
+      else host[k] = fromOrt(v);
+    }
+    return { host, device };
+  }
+
+  private async execute(feeds: Record<string, HostTensor | ort.Tensor>, fetches?: readonly string[]): Promise<Record<string, ort.Tensor>> {
     if (this.released) throw new TurnwiseError('internal', 'this ONNX Runtime session was released; create a new one');
     const keeps = KEEPING_PROVIDERS.has(this.provider);
     const f: Record<string, ort.Tensor> = {};
@@ -440,12 +474,9 @@ export class OnnxSession {
       const pending = fetches ? this.session.run(f, fetches) : this.session.run(f);
       this.inFlight.add(pending);
       try {
-        const out = await pending.catch((e: unknown) => {
+        return (await pending.catch((e: unknown) => {
           throw deviceFailure(this.provider, e) ?? e;
-        });
-        const res: Record<string, HostTensor> = {};
-        for (const [k, v] of Object.entries(out)) res[k] = fromOrt(v as ort.Tensor);
-        return res;
+        })) as Record<string, ort.Tensor>;
       } finally {
         this.inFlight.delete(pending);
       }
@@ -654,14 +685,14 @@ export class SessionCache {
   }
 
   /** The session under `key`, created from `build`'s model (bytes, or a model file's path) the first time. */
-  get(key: string, build: () => Uint8Array | string): Promise<OnnxSession> {
+  get(key: string, build: () => Uint8Array | string, deviceOutputs: readonly string[] = []): Promise<OnnxSession> {
     const hit = this.map.get(key);
     if (hit) {
       this.map.delete(key);
       this.map.set(key, hit);
       return hit;
     }
-    const p = OnnxSession.create(build(), this.settings);
+    const p = OnnxSession.create(build(), this.settings, deviceOutputs);
     // Forget a failed creation, but only if the key still maps to it (it may have been evicted and rebuilt).
     p.catch(() => this.map.get(key) === p && this.map.delete(key));
     this.map.set(key, p);

@@ -219,6 +219,43 @@ describe('webgpu: the policy on a real WebGPU adapter', function () {
     assert.equal(deviceKeptBytes(), 0);
   });
 
+  it("the KV cache stays on the device through a sample call: after its first draw no step feeds cache bytes, and the draws are the CPU's", async () => {
+    const prompts = [
+      [1, 2, 3, 4, 5, 6, 7],
+      [8, 9],
+      [10, 11, 12],
+    ];
+    const run = async (settings: SessionSettings, meter: boolean) => {
+      const p = new Policy(weights, undefined, settings);
+      const seqs = prompts.map((r) => p.newSequence(r));
+      await p.extend(seqs.map((seq) => ({ seq }))); // the prompts' prefill, outside the metered call
+      const m = meter ? meterFeeds() : undefined;
+      // Budgets that keep every row going, so the call is one round (no regathering).
+      const rows = await p.sample(seqs.map((seq, b) => ({ seq, seed: b, maxNewTokens: 9, temperature: 1, stopIds: [] })));
+      m?.stop();
+      // A second call continues from the sequences' caches: their host copies must hold every step.
+      const more = await p.sample(seqs.map((seq, b) => ({ seq, seed: 10 + b, maxNewTokens: 4, temperature: 0, stopIds: [] })));
+      await p.dispose();
+      return { rows, more, records: m?.records ?? [] };
+    };
+    const g = await run(webgpu, true);
+    const c = await run(cpu, false);
+    assert.deepEqual(
+      g.rows.map((r) => r.tokenIds),
+      c.rows.map((r) => r.tokenIds),
+    );
+    assert.deepEqual(
+      g.more.map((r) => r.tokenIds),
+      c.more.map((r) => r.tokenIds),
+    );
+    g.rows.forEach((r, b) => r.logprobs.forEach((lp, t) => assert.ok(Math.abs(lp - c.rows[b].logprobs[t]) < 1e-4, `row ${b} token ${t}`)));
+    const cacheFed = g.records.map((r) => Object.keys(r.byName).filter((k) => /^cache\.\d+\./.test(k)).length);
+    assert.ok(g.records.length >= 8, `${g.records.length} runs`);
+    // The call's first run (the step that takes each row's pending token) and its first draw read the host's cache; no run after them.
+    assert.ok(cacheFed[0] > 0 && cacheFed[1] > 0, `cache tensors fed per run: ${cacheFed.join(' ')}`);
+    assert.deepEqual(cacheFed.slice(2), new Array(cacheFed.length - 2).fill(0), `cache tensors fed per run: ${cacheFed.join(' ')}`);
+  });
+
   it('float16 rollouts on WebGPU: half-precision products draw within 0.01 nats (mean; 0.05 at most) of the float32 policy, their copies kept on the device', async () => {
     const lora = parseLoraConfig({ r: 4, lora_alpha: 8, target_modules: ['q_proj', 'down_proj'] }, 'test');
     const adapter: LoraAdapter = initAdapter(SMALL_CONFIG, lora, 6);

@@ -1,6 +1,6 @@
 // The KV cache of a batch, as the step graphs read and write it: its layout on the host, the
 // feeds a decode step takes from it, and the keys and values a run returns written into it.
-import type { HostTensor } from '../../onnx';
+import type { HostTensor, ort } from '../../onnx';
 import { headDim, type ModelConfig } from '../model/config';
 import { MASKED } from '../model/graphs';
 
@@ -19,6 +19,19 @@ export interface KvCache {
   bias: Float32Array;
   /** Next position id per row (padding takes none). */
   nextPos: number[];
+  /**
+   * On a provider that keeps tensors on the device: the cache's keys and values there, by feed
+   * name, as they were after `filled` slots (a step that finds `filled` moved on feeds the host's
+   * instead). Dispose with disposeDeviceCache.
+   */
+  device?: { tensors: Record<string, ort.Tensor>; filled: number };
+}
+
+/** Frees the cache's device copy, if it has one. */
+export function disposeDeviceCache(cache: KvCache): void {
+  if (!cache.device) return;
+  for (const t of Object.values(cache.device.tensors)) t.dispose();
+  cache.device = undefined;
 }
 
 /** An empty cache of `capacity` slots for B rows, every slot masked. */

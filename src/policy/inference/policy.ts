@@ -12,6 +12,7 @@ import {
   type ExecutionProviderName,
   type HostTensor,
   type OnnxSession,
+  type ort,
   type SessionSettings,
 } from '../../onnx';
 import { TurnwiseError } from '../../core/errors';
@@ -37,7 +38,7 @@ import { PRECISION_BITS, quantizeBlocks, rolloutPrecisionFor, type RolloutPrecis
 import type { LoraAdapter } from '../files/lora';
 import type { PolicyTokenizer } from '../files/tokenizer';
 import { SeededRandom, type PolicyWeights } from '../model/weights';
-import { keepSlots, kvCacheFeeds, newKvCache, writeNewSlots, type KvCache } from './kv-cache';
+import { disposeDeviceCache, keepSlots, kvCacheFeeds, newKvCache, writeNewSlots, type KvCache } from './kv-cache';
 import { removePackedWeights, writePackedModel, writePackedWeights, type PackedWeights } from './packed-weights';
 import { sampleToken, topLogprobs, type TokenLogprob } from './sampling';
 import { checkTokenIds, gatherSequences, scatterSequences, Sequence } from './sequences';
@@ -345,7 +346,7 @@ export class Policy {
    */
   private async heldDecodeSession(): Promise<OnnxSession | undefined> {
     const precision = await this.rolloutPrecision();
-    if (precision === 'float16') return this.halfSession();
+    if (precision === 'float16') return this.halfSession(this.keepsCache());
     if (precision !== 'float32') {
       try {
         return await this.heldSession(precision);
@@ -406,13 +407,17 @@ export class Policy {
    * it reads each product's float16 copy (halfFeeds) and the float32 tensors the rest of the graph
    * needs (the embedding's lookup, norms, biases, the adapter).
    */
-  private halfSession(): Promise<OnnxSession> {
+  private halfSession(cacheOut = false): Promise<OnnxSession> {
     const lora = this.lora;
-    return this.sessions.get(`decode|sample|f16${lora ? '' : '|base'}`, () => {
-      const g = buildStepGraph(this.config, 'decode', lora, 'sample', 'float16');
-      g.dropUnreadInputs();
-      return toModelProto(g);
-    });
+    return this.sessions.get(
+      `decode|sample|f16${lora ? '' : '|base'}${cacheOut ? '|cacheout' : ''}`,
+      () => {
+        const g = buildStepGraph(this.config, 'decode', lora, 'sample', 'float16', cacheOut);
+        g.dropUnreadInputs();
+        return toModelProto(g);
+      },
+      cacheOut ? this.cacheOutNames() : [],
+    );
   }
 
   /**
@@ -457,11 +462,19 @@ export class Policy {
     withAdapter = true,
     logits: StepLogits = 'all',
     products: Exclude<ProductForm, 'packed'> = 'one-row',
+    cacheOut = false,
   ): Promise<OnnxSession> {
     const lora = withAdapter ? this.lora : undefined;
-    return this.sessions.get(`${kind}|${logits}${lora ? '' : '|base'}${products === 'weights-left' ? '|rows' : ''}`, () =>
-      toModelProto(buildStepGraph(this.config, kind, lora, logits, products)),
+    return this.sessions.get(
+      `${kind}|${logits}${lora ? '' : '|base'}${products === 'weights-left' ? '|rows' : ''}${cacheOut ? '|cacheout' : ''}`,
+      () => toModelProto(buildStepGraph(this.config, kind, lora, logits, products, cacheOut)),
+      cacheOut ? this.cacheOutNames() : [],
     );
+  }
+
+  /** The outputs of a decode graph built with cacheOut: the whole cache after the step, per layer. */
+  private cacheOutNames(): string[] {
+    return Array.from({ length: this.config.num_hidden_layers }, (_, l) => [`cache_out.${l}.key`, `cache_out.${l}.value`]).flat();
   }
 
   /**
@@ -553,7 +566,7 @@ export class Policy {
     // Without the adapter, the base's own tensors only (the same arrays: nothing is copied).
     // A session holding its weights is fed the rest: the adapter's, and a quantized one's float tensors.
     const weights = packed ? this.feedsOf(packed) : withAdapter || !this.lora ? this.feeds : this.baseFeeds();
-    const feeds: Record<string, HostTensor> = {
+    const feeds: Record<string, HostTensor | ort.Tensor> = {
       ...weights,
       ...extra,
       input_ids: { dtype: 'int64', dims: [B, T], data: idArr },
@@ -566,14 +579,50 @@ export class Policy {
       feeds.token_index = { dtype: 'int64', dims: [T], data: BigInt64Array.from({ length: T }, (_, i) => BigInt(i)) };
     } else {
       // Several rows (a batch, or several new tokens) take the products with the weights on the left.
-      session = packed ?? (await this.session('decode', withAdapter, want, B * T > 1 ? 'weights-left' : 'one-row'));
+      // Where tensors stay on the device, a drawing step also returns the whole cache there (keepsCache).
+      const keep = want === 'sample' && this.keepsCache() && (!packed || packed.outputNames.includes('cache_out.0.key'));
+      session = packed ?? (await this.session('decode', withAdapter, want, B * T > 1 ? 'weights-left' : 'one-row', keep));
       const bias = new Float32Array(B * T * T);
       for (let b = 0; b < B; b++)
         for (let i = 0; i < T; i++) for (let j = 0; j < T; j++) bias[(b * T + i) * T + j] = j <= i && mask[b * T + j] ? 0 : MASKED;
       feeds.attn_bias = { dtype: 'float32', dims: [B, 1, T, T], data: bias };
       Object.assign(feeds, kvCacheFeeds(this.config, cache));
+      if (keep) {
+        feeds.cache_slot = { dtype: 'int64', dims: [1], data: BigInt64Array.of(BigInt(P)) };
+        // The device's copy, where it is the cache as it stands; otherwise the host's, copied in once.
+        if (cache.device?.filled === P) Object.assign(feeds, cache.device.tensors);
+        const { host, device } = await session.runKeeping(feeds);
+        disposeDeviceCache(cache);
+        cache.device = {
+          tensors: Object.fromEntries(Object.entries(device).map(([k, t]) => [k.replace(/^cache_out\./, 'cache.'), t])),
+          filled: P + T,
+        };
+        return this.afterRun(session, cache, host, mask, T);
+      }
     }
-    const out = await session.run(feeds);
+    return this.afterRun(session, cache, await session.run(feeds), mask, T);
+  }
+
+  /**
+   * Whether drawing steps keep the batch's KV cache on the device between runs: on a provider
+   * that keeps tensors (the last run's), one step per run, float32 or float16 products (the
+   * quantized sessions return new slots only).
+   */
+  private keepsCache(): boolean {
+    return this.ranOn !== undefined && KEEPING_PROVIDERS.has(this.ranOn as ExecutionProviderName) && this.resolvedDecodeStepsPerRun() === 1;
+  }
+
+  /** A run's new keys and values into the host's cache, their slots unmasked where real. */
+  private afterRun(
+    session: OnnxSession,
+    cache: KvCache,
+    out: Record<string, HostTensor>,
+    mask: Float32Array,
+    T: number,
+  ): Record<string, HostTensor> {
+    const B = mask.length / T;
+    const P = cache.filled;
+    const C = cache.capacity;
     this.ranOn = session.provider;
     writeNewSlots(this.config, cache, out, T);
     for (let b = 0; b < B; b++) for (let i = 0; i < T; i++) if (mask[b * T + i]) cache.bias[b * C + P + i] = 0;
@@ -825,6 +874,22 @@ export class Policy {
     // Room for the fed tokens and every sampled token but the last (it is fed by the next call).
     const steps = Math.max(...rows.map(remaining));
     const first = await this.feedSequences(seqs, fed, steps - 1);
+    try {
+      return await this.drawRound(rows, ids, first);
+    } finally {
+      // The round's cache on the device (keepsCache) goes with the round; the host's stays in the sequences.
+      disposeDeviceCache(first.cache);
+    }
+  }
+
+  /** sampleRound's draws, after its tokens were fed. */
+  private async drawRound(
+    rows: { seq: Sequence; plan: SamplePlan; out: GeneratedRow }[],
+    ids: number[],
+    first: Awaited<ReturnType<Policy['feedSequences']>>,
+  ): Promise<number[]> {
+    const seqs = rows.map((r) => r.seq);
+    const remaining = (r: (typeof rows)[number]) => r.plan.budget - r.out.tokenIds.length;
     const { cache, from } = first;
     let logits: Float32Array | undefined = first.logits; // [B, V]: each row's last token
     let drawn: { ids: BigInt64Array; logprobs: Float32Array; K: number } | undefined;

@@ -602,8 +602,11 @@ export function buildStepGraph(
   lora?: LoraShape,
   logits: StepLogits = 'all',
   products: ProductForm = 'one-row',
+  cacheOut = false,
 ): Graph {
-  const g = Graph.create(`${familyOf(c)}_${kind}${logits === 'all' ? '' : `_${logits}`}${PRODUCT_SUFFIX[products]}`);
+  const g = Graph.create(
+    `${familyOf(c)}_${kind}${logits === 'all' ? '' : `_${logits}`}${PRODUCT_SUFFIX[products]}${cacheOut ? '_cache_out' : ''}`,
+  );
   const W = declareParams(g, c);
   const adapter = lora ? declareLora(g, c, lora) : undefined;
   const d = headDim(c);
@@ -681,6 +684,30 @@ export function buildStepGraph(
     out.present.forEach((p, l) => {
       g.output(p.keyT, `new.${l}.key`);
       g.output(p.value, `new.${l}.value`);
+    });
+  }
+  if (cacheOut && cache) {
+    // The whole cache with this step's keys and values in slots cache_slot.. (the caller's
+    // `filled`): a provider that keeps tensors on the device feeds it back to the next step, so
+    // the cache crosses from the host once per round instead of every step.
+    const slot = g.input('cache_slot', 'int64', [1]);
+    const T = g.gather(g.shapeOf(ids), g.tensor('int64', [1], [1]), 0); // [1]
+    const tail = g.add(slot, T);
+    const end = g.tensor('int64', [1], [2 ** 53]);
+    const zero = g.tensor('int64', [1], [0]);
+    const put = (old: Value, fresh: Value, axis: number, name: string) => {
+      const piece = (from: Value, to: Value) =>
+        g.node(
+          'Slice',
+          [old, from, to, g.tensor('int64', [1], [axis])],
+          {},
+          { outputs: [{ dtype: 'float32', shape: old.shape.map((d, i) => (i === axis ? `?${name}_${i}` : d)) }] },
+        )[0];
+      g.output(g.concat([piece(zero, slot), fresh, piece(tail, end)], axis), name);
+    };
+    cache.forEach((k, l) => {
+      put(k.keyT, out.present[l].keyT, 3, `cache_out.${l}.key`);
+      put(k.value, out.present[l].value, 2, `cache_out.${l}.value`);
     });
   }
   return g;

@@ -645,6 +645,25 @@ function identityModel(dtype: DType): Uint8Array {
 }
 
 const uploaders = new Map<DType, Promise<ort.InferenceSession>>();
+const downloaders = new Map<DType, Promise<ort.InferenceSession>>();
+
+/**
+ * A device tensor's values on the host: an Identity session on WebGPU whose output stays on the
+ * CPU (onnxruntime-node's own download of a gpu-buffer tensor is not usable from Node).
+ */
+export async function downloadTensor(t: ort.Tensor): Promise<HostTensor> {
+  if (t.location !== 'gpu-buffer') return fromOrt(t);
+  const dtype = (Object.keys(ORT_TYPE) as DType[]).find((k) => ORT_TYPE[k] === t.type);
+  if (!dtype) throw new TurnwiseError('internal', `a device tensor of type ${t.type} cannot be read back`);
+  let down = downloaders.get(dtype);
+  if (!down) {
+    down = ort.InferenceSession.create(identityModel(dtype), ortOptions('webgpu', {}));
+    down.catch(() => downloaders.delete(dtype));
+    downloaders.set(dtype, down);
+  }
+  const s = await down;
+  return fromOrt((await s.run({ X: t })).Y);
+}
 
 /** The device copy of `t`, uploaded on first use (through a WebGPU identity session with gpu-buffer outputs). */
 function deviceTensor(c: DeviceCopy, t: HostTensor): Promise<ort.Tensor> {

@@ -16,7 +16,7 @@ import { gradients } from './autodiff';
 import { DType, Dim, Graph, Value, makeData, staticSize } from './graph';
 import { toModelProto } from './model';
 import { adamwStep, clipCoefficient } from './optim';
-import { HostTensor, OnnxSession, SessionCache, SessionSettings } from './runtime';
+import { downloadTensor, HostTensor, OnnxSession, ort, SessionCache, SessionSettings } from './runtime';
 
 export interface ParamSpec {
   /** Graph input name, e.g. a Hugging Face tensor name `model.layers.0.mlp.up_proj.weight`. */
@@ -364,6 +364,34 @@ export interface TrainState {
   v: Record<string, Float32Array | Float64Array>;
   /** Updates done so far. */
   step: number;
+  /**
+   * The AdamW moments on the device (a Trainer that keeps them, on a provider that keeps tensors),
+   * by feed name (TRAIN_IO.m / TRAIN_IO.v of each parameter): the next step reads them there. Then
+   * `m` and `v` hold what hostMoments last read back (empty before): read them through it.
+   */
+  deviceMoments?: Record<string, ort.Tensor>;
+}
+
+/**
+ * The state with its device moments read back into `m` and `v` (the device copies stay the
+ * moments the next step reads); the state itself when it has none.
+ */
+export async function hostMoments(state: TrainState): Promise<TrainState> {
+  if (!state.deviceMoments) return state;
+  const m: TrainState['m'] = {};
+  const v: TrainState['v'] = {};
+  for (const [name, t] of Object.entries(state.deviceMoments)) {
+    const host = (await downloadTensor(t)).data as Float32Array | Float64Array;
+    const [M, V] = [TRAIN_IO.m(''), TRAIN_IO.v('')];
+    if (name.endsWith(M)) m[name.slice(0, -M.length)] = host;
+    else if (name.endsWith(V)) v[name.slice(0, -V.length)] = host;
+  }
+  return { ...state, m, v };
+}
+
+/** Frees a state's device moments (a state no step will read again). */
+export function disposeDeviceMoments(state: TrainState): void {
+  for (const t of Object.values(state.deviceMoments ?? {})) t.dispose();
 }
 
 /** Fresh AdamW state (zero moments, step 0) for the given parameter values. */
@@ -397,14 +425,27 @@ export class Trainer {
     readonly key: string,
     settings: SessionSettings = {},
     cache?: SessionCache,
+    /**
+     * On a provider that keeps tensors (KEEPING_PROVIDERS): leave the AdamW moments on the device
+     * between steps (TrainState.deviceMoments). A step then consumes its state's device moments:
+     * the caller steps each state once and reads the moments through hostMoments.
+     */
+    private readonly keepMoments = false,
   ) {
     this.cache = cache ?? new SessionCache(settings);
   }
 
+  /** The outputs a step leaves on the device when it keeps the moments. */
+  private deviceOutputs(): string[] {
+    return this.keepMoments ? this.spec.params.flatMap((p) => [TRAIN_IO.next(TRAIN_IO.m(p.name)), TRAIN_IO.next(TRAIN_IO.v(p.name))]) : [];
+  }
+
   /** The accumulation graph's session (buildAccumulationGraph): one step over any number of micro-batches. */
   accumulationSession(): Promise<OnnxSession> {
-    return this.cache.get(`${this.key}|spec${specId(this.spec)}|accumulate|${this.spec.dtype ?? 'float32'}`, () =>
-      toModelProto(buildAccumulationGraph(this.spec)),
+    return this.cache.get(
+      `${this.key}|spec${specId(this.spec)}|accumulate|${this.spec.dtype ?? 'float32'}${this.keepMoments ? '|keep' : ''}`,
+      () => toModelProto(buildAccumulationGraph(this.spec)),
+      this.deviceOutputs(),
     );
   }
 
@@ -412,8 +453,9 @@ export class Trainer {
     // The spec's identity is part of the key: two Trainers given the same key (a caller's slip) but
     // different specs sharing one cache must never run each other's graphs.
     return this.cache.get(
-      `${this.key}|spec${specId(this.spec)}|K=${steps}|${this.spec.batchPerStep ? 'stacked' : 'same'}|${this.spec.dtype ?? 'float32'}`,
+      `${this.key}|spec${specId(this.spec)}|K=${steps}|${this.spec.batchPerStep ? 'stacked' : 'same'}|${this.spec.dtype ?? 'float32'}${this.keepMoments ? '|keep' : ''}`,
       () => toModelProto(buildTrainingGraph({ ...this.spec, steps })),
+      this.deviceOutputs(),
     );
   }
 
@@ -469,7 +511,7 @@ export class Trainer {
         hint: 'build it with lrPerStep, or run the steps separately',
       });
     }
-    const feeds: Record<string, HostTensor> = { ...batch };
+    const feeds: Record<string, HostTensor | ort.Tensor> = { ...batch };
     const scalar = (x: number): HostTensor => ({ dtype, dims: [], data: makeData(dtype, [x]) });
     for (const p of this.spec.params) {
       const get = (rec: Record<string, Float32Array | Float64Array>, what: string) => {
@@ -487,19 +529,31 @@ export class Trainer {
         return { dtype, dims: p.shape, data: a } as HostTensor;
       };
       feeds[p.name] = get(state.params, 'values');
-      feeds[TRAIN_IO.m(p.name)] = get(state.m, 'first moment');
-      feeds[TRAIN_IO.v(p.name)] = get(state.v, 'second moment');
+      const [m, v] = [TRAIN_IO.m(p.name), TRAIN_IO.v(p.name)];
+      const dm = state.deviceMoments?.[m];
+      const dv = state.deviceMoments?.[v];
+      feeds[m] = dm ?? get(state.m, 'first moment');
+      feeds[v] = dv ?? get(state.v, 'second moment');
     }
     feeds[TRAIN_IO.step] = scalar(state.step);
     for (const k of TRAIN_IO.hyper)
       feeds[k] = k !== 'lr' ? scalar(h[k]) : lrPerStep ? { dtype, dims: [steps], data: makeData(dtype, lrs) } : scalar(lrs[0]);
-    const out = await s.run(feeds);
+    const { host: out, device } = await s.runKeeping(feeds);
     const next: TrainState = { params: {}, m: {}, v: {}, step: Number((out[TRAIN_IO.next(TRAIN_IO.step)].data as Float32Array)[0]) };
+    const kept = Object.keys(device).length > 0;
+    if (kept) next.deviceMoments = {};
     for (const p of this.spec.params) {
       next.params[p.name] = out[TRAIN_IO.next(p.name)].data as Float32Array;
-      next.m[p.name] = out[TRAIN_IO.next(TRAIN_IO.m(p.name))].data as Float32Array;
-      next.v[p.name] = out[TRAIN_IO.next(TRAIN_IO.v(p.name))].data as Float32Array;
+      for (const [name, rec] of [
+        [TRAIN_IO.m(p.name), next.m],
+        [TRAIN_IO.v(p.name), next.v],
+      ] as const) {
+        if (kept) next.deviceMoments![name] = device[TRAIN_IO.next(name)];
+        else rec[p.name] = out[TRAIN_IO.next(name)].data as Float32Array;
+      }
     }
+    // The moments this step read on the device are replaced by the ones it wrote.
+    disposeDeviceMoments(state);
     const metrics: Record<string, number[]> = {};
     for (const k of ['loss', 'grad_norm', ...(this.spec.metricNames ?? [])])
       metrics[k] = Array.from(out[TRAIN_IO.metric(k)].data as Float32Array, Number);

@@ -273,8 +273,11 @@ export class TrainablePolicy implements PolicyService {
             this.options.settings,
             { adapter: this.options.adapter, optimizer: this.options.optimizer, dropoutSeed: this.options.loraDropoutSeed },
             this.policy.baseFeeds(),
+            { keepMoments: true },
           )
-        : new PolicyTrainer(this.start, this.options.optimizer, this.options.settings, undefined, this.policy.baseFeeds());
+        : new PolicyTrainer(this.start, this.options.optimizer, this.options.settings, undefined, this.policy.baseFeeds(), {
+            keepMoments: true,
+          });
       // The decode session's packed copy of the weights is not held through the step (the step's
       // peak is the weights once, its state and activations); the next draw packs them again.
       await this.policy.releasePacked();
@@ -303,7 +306,8 @@ export class TrainablePolicy implements PolicyService {
   }
 
   saveCheckpoint(dir: string): Promise<void> {
-    return this.serial(() => {
+    return this.serial(async () => {
+      await this.trainer?.syncMoments();
       // A LoRA checkpoint is the adapter and its optimizer state: megabytes, not a copy of the base.
       if (this.options.adapter)
         return saveAdapter(dir, this.trainer?.adapter() ?? this.options.adapter, this.config, this.currentOptimizer());
@@ -325,7 +329,10 @@ export class TrainablePolicy implements PolicyService {
   }
 
   optimizerState(): Promise<OptimizerState> {
-    return this.serial(() => this.currentOptimizer());
+    return this.serial(async () => {
+      await this.trainer?.syncMoments();
+      return this.currentOptimizer();
+    });
   }
 
   dispose(): Promise<void> {

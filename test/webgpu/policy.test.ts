@@ -256,6 +256,49 @@ describe('webgpu: the policy on a real WebGPU adapter', function () {
     assert.deepEqual(cacheFed.slice(2), new Array(cacheFed.length - 2).fill(0), `cache tensors fed per run: ${cacheFed.join(' ')}`);
   });
 
+  it("the AdamW moments stay on the device between LoRA steps: no step after the first feeds them, and they read back as the CPU's", async () => {
+    const lora = parseLoraConfig({ r: 4, lora_alpha: 8, target_modules: ['q_proj', 'v_proj', 'down_proj'] }, 'test');
+    const adapter = initAdapter(SMALL_CONFIG, lora, 8);
+    const batches = [5, 6, 7, 8].map((sd) => batchOf(2, 10, sd));
+    const o = { loss: 'ppo-token' as const, batch: 2, seq: 10 };
+    const hyper = { lr: 3e-3, weightDecay: 0.01 };
+    const run = async (settings: SessionSettings, meter: boolean) => {
+      const t = new PolicyTrainer(weights, undefined, settings, { adapter }, undefined, { keepMoments: true });
+      const metrics = [...(await t.train(o, [batches[0]], hyper))];
+      const m = meter ? meterFeeds() : undefined;
+      metrics.push(...(await t.train(o, [batches[1]], hyper)), ...(await t.train(o, [batches[2]], hyper)));
+      m?.stop();
+      if (settings.provider === 'webgpu')
+        assert.throws(() => t.adapterOptimizerState(), /moments are on the device and were not read back/);
+      await t.syncMoments();
+      const mid = t.adapterOptimizerState()!;
+      // Reading them back leaves the device's copies in place: one more step goes on from them.
+      metrics.push(...(await t.train(o, [batches[3]], hyper)));
+      await t.syncMoments();
+      const end = { opt: t.adapterOptimizerState()!, adapter: t.adapter()!, records: m?.records ?? [] };
+      await t.dispose();
+      return { metrics, mid, ...end };
+    };
+    const g = await run(webgpu, true);
+    const c = await run(cpu, false);
+    const moments = g.records.flatMap((r) => Object.keys(r.byName).filter((k) => /\.adam_[mv]$/.test(k)));
+    assert.ok(g.records.length >= 2, `${g.records.length} runs`);
+    assert.deepEqual(moments, [], 'moments fed from the host after the first step');
+    g.metrics.forEach((m, k) => assert.ok(relClose(m.loss, c.metrics[k].loss, 1e-4), `step ${k}: ${m.loss} vs ${c.metrics[k].loss}`));
+    for (const [which, a, b] of [
+      ['m after 3 steps', g.mid.expAvg, c.mid.expAvg],
+      ['v after 3 steps', g.mid.expAvgSq, c.mid.expAvgSq],
+      ['m after 4 steps', g.opt.expAvg, c.opt.expAvg],
+      ['adapter after 4 steps', g.adapter.tensors, c.adapter.tensors],
+    ] as const)
+      for (const [name, x] of a) {
+        const y = b.get(name)!;
+        const scale = Math.max(1e-12, ...Array.from(y, Math.abs));
+        assert.ok(maxAbsDiff(x, y) <= 2e-4 * scale, `${which}, ${name}: differs by ${maxAbsDiff(x, y)} (scale ${scale})`);
+      }
+    assert.equal(g.opt.step, 4);
+  });
+
   it('float16 rollouts on WebGPU: half-precision products draw within 0.01 nats (mean; 0.05 at most) of the float32 policy, their copies kept on the device', async () => {
     const lora = parseLoraConfig({ r: 4, lora_alpha: 8, target_modules: ['q_proj', 'down_proj'] }, 'test');
     const adapter: LoraAdapter = initAdapter(SMALL_CONFIG, lora, 6);

@@ -6,7 +6,7 @@
 import { TurnwiseError } from '../../core/errors';
 import { lossHyper, OPTIMIZER_DEFAULTS, POLICY_LOSSES, type LossHyper, type OptimizerHyper } from '../../core/losses';
 import { keepOnDevice, releaseFromDevice, SessionCache, type HostTensor, type SessionSettings } from '../../onnx';
-import { Trainer, type TrainState } from '../../onnx/training';
+import { disposeDeviceMoments, hostMoments, Trainer, type TrainState } from '../../onnx/training';
 import { zeroOptimizerState } from '../files/checkpoint';
 import type { OptimizerState } from '../files/optimizer-state';
 import { type ModelConfig } from '../model/config';
@@ -150,6 +150,11 @@ export class PolicyTrainer {
     private readonly settings: SessionSettings = {},
     lora?: LoraTraining,
     graphFeeds?: Record<string, HostTensor>,
+    /**
+     * On a provider that keeps tensors (WebGPU): the AdamW moments stay on the device between
+     * steps; adapterOptimizerState() and optimizerState() then need syncMoments() first.
+     */
+    private readonly o: { keepMoments?: boolean } = {},
   ) {
     this.config = weights.config;
     // With LoRA and the weights given as feeds, the weights are read back from them when asked for.
@@ -194,9 +199,30 @@ export class PolicyTrainer {
     return this.lora ? loraFromGraphLayout(this.config, this.lora.config, this.map(this.state.params)) : undefined;
   }
 
+  /**
+   * Reads moments kept on the device (keepMoments) back to the host, for adapterOptimizerState()
+   * and optimizerState(); the device copies stay what the next step reads.
+   */
+  async syncMoments(): Promise<void> {
+    if (this.state.deviceMoments && !this.momentsRead) {
+      this.state = await hostMoments(this.state);
+      this.momentsRead = true;
+    }
+  }
+  /** Whether the host's moments are the device's (no step since syncMoments). */
+  private momentsRead = false;
+
+  private checkMomentsRead(): void {
+    if (this.state.deviceMoments && !this.momentsRead)
+      throw new TurnwiseError('internal', 'the optimizer moments are on the device and were not read back', {
+        hint: 'await syncMoments() before reading the optimizer state',
+      });
+  }
+
   /** The adapter's AdamW state (PEFT keys and layout); undefined without LoRA. */
   adapterOptimizerState(): OptimizerState | undefined {
     if (!this.lora) return undefined;
+    this.checkMomentsRead();
     const back = (rec: Record<string, Float32Array | Float64Array>) =>
       loraFromGraphLayout(this.config, this.lora!.config, this.map(rec)).tensors;
     return { step: this.state.step, expAvg: back(this.state.m), expAvgSq: back(this.state.v) };
@@ -227,6 +253,7 @@ export class PolicyTrainer {
       throw new TurnwiseError('internal', 'a LoRA trainer has no optimizer state for the base weights', {
         hint: 'read adapterOptimizerState()',
       });
+    this.checkMomentsRead();
     return {
       step: this.state.step,
       expAvg: fromGraphLayout(this.config, this.map(this.state.m)),
@@ -244,7 +271,13 @@ export class PolicyTrainer {
     const key = `${o.loss}|B${o.batch}|T${o.seq}|${o.kl ? 'kl' : ''}|${o.entropy ? 'ent' : ''}|${o.weightDecay === false ? 'nowd' : 'wd'}|${o.packed ? 'packed' : ''}|${o.replay ? 'replay' : ''}|${o.clipScale ? 'clipscale' : ''}|${o.lora ? `lora${JSON.stringify(o.lora)}|drop${o.loraDropout ?? 0}` : ''}`;
     let t = this.trainers.get(key);
     if (!t) {
-      t = new Trainer({ ...policyTrainingSpec(this.config, o), lrPerStep: true }, key, this.settings, this.cache);
+      t = new Trainer(
+        { ...policyTrainingSpec(this.config, o), lrPerStep: true },
+        key,
+        this.settings,
+        this.cache,
+        this.o.keepMoments ?? false,
+      );
       this.trainers.set(key, t);
     }
     return t;
@@ -414,6 +447,7 @@ export class PolicyTrainer {
         }
         const { state, metrics } = await trainer.accumulatedStep(this.state, mf, { lr: lrs[k], ...optHyper });
         this.state = state;
+        this.momentsRead = false;
         const row = {} as StepMetrics;
         for (const name of METRICS) row[name] = metrics[name][0];
         rows.push(row);
@@ -422,6 +456,7 @@ export class PolicyTrainer {
     }
     const { state, metrics } = await this.trainer(graphOpts).step(this.state, feeds, { lr: lrs, ...optHyper }, K);
     this.state = state;
+    this.momentsRead = false;
     for (let k = 0; k < K; k++) {
       const row = {} as StepMetrics;
       for (const name of METRICS) row[name] = metrics[name][k];
@@ -448,6 +483,8 @@ export class PolicyTrainer {
   }
 
   async dispose(): Promise<void> {
+    disposeDeviceMoments(this.state);
+    this.state = { ...this.state, deviceMoments: undefined };
     await this.cache.clear();
     if (this.lora && !this.disposed) releaseFromDevice(Object.values(this.lora.frozen));
     this.disposed = true;

@@ -40,7 +40,7 @@ const arg = (name: string, fallback: string) => {
   const t0 = performance.now();
   const adapter = initAdapter(config, lora, 1);
   const policy = new Policy(randomWeights(config, 0), undefined, settings, adapter);
-  const trainer = new PolicyTrainer(policy.baseWeights(), undefined, settings, { adapter }, policy.baseFeeds());
+  const trainer = new PolicyTrainer(policy.baseWeights(), undefined, settings, { adapter }, policy.baseFeeds(), { keepMoments: true });
   const setupS = (performance.now() - t0) / 1000;
   const ranOn = await policy.provider;
   if (ranOn !== provider)

@@ -726,6 +726,8 @@ export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult
       settings,
       { adapter: initAdapter(config, lora, seed) },
       baseFeeds,
+      // As a run's trainer: on a GPU that keeps tensors, the moments stay there between steps.
+      { keepMoments: true },
     );
     const n = work.trainRows * work.trainSeq;
     const ids = tokens(n);

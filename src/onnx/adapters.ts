@@ -20,8 +20,8 @@ export interface GpuAdapter {
 
 /** Software Vulkan drivers, by their library's name. */
 const SOFTWARE = [
-  { re: /lvp/i, name: 'Mesa lavapipe (software, runs on the CPU)' },
-  { re: /swiftshader/i, name: 'SwiftShader (software, runs on the CPU)' },
+  { re: /lvp/i, name: 'Mesa lavapipe' },
+  { re: /swiftshader/i, name: 'SwiftShader' },
 ];
 
 /** Hardware Vulkan drivers by library name, with the device nodes their GPUs appear as. */
@@ -131,6 +131,9 @@ export function nvidiaGpus(): { name: string; memoryBytes?: number }[] {
 export function describeAdapters(adapters: readonly GpuAdapter[]): string {
   if (!adapters.length) return 'no Vulkan driver found';
   return adapters
-    .map((a) => `${a.name}${a.memoryBytes ? `, ${(a.memoryBytes / 2 ** 30).toFixed(0)} GiB` : ''} [${a.kind}, ${a.driver}]`)
+    .map(
+      (a) =>
+        `${a.name}${a.memoryBytes ? `, ${(a.memoryBytes / 2 ** 30).toFixed(0)} GiB` : ''}, ${a.kind === 'software' ? 'software (runs on the CPU)' : 'GPU'} [${a.driver}]`,
+    )
     .join('; ');
 }

@@ -30,7 +30,7 @@ export function adapterCheck(adapters: readonly GpuAdapter[] = webgpuAdapters())
   return {
     name,
     status: 'warn',
-    detail: adapters.length ? `software only: ${describeAdapters(adapters)}` : 'no GPU driver found',
+    detail: adapters.length ? `no GPU: ${describeAdapters(adapters)}` : 'no GPU driver found',
     fix: adapters.length
       ? 'optional. A software adapter runs WebGPU on the CPU, slower than the cpu provider: keep executionProvider auto or cpu'
       : "optional. For WebGPU install the GPU vendor's Vulkan driver (see docs/gpus.md)",

@@ -26,7 +26,14 @@ import { numel } from '../policy/files/safetensors';
 import { byteLevelTokenizerConfig, byteLevelTokenizerJson } from '../policy/files/tokenizer';
 import { PolicyTrainer, type TrainBatch } from '../policy/training/trainer';
 import { SeededRandom, type PolicyWeights } from '../policy/model/weights';
-import { halfBytesPerToken, PRECISION_BITS, quantizedBytesPerToken, samplerKl, type RolloutPrecision } from '../policy/model/quantize';
+import {
+  halfBytesPerToken,
+  precisionsOn,
+  PRECISION_BITS,
+  quantizedBytesPerToken,
+  samplerKl,
+  type RolloutPrecision,
+} from '../policy/model/quantize';
 
 /** The shapes `bench model` generates, with the config fields of the published checkpoints. */
 export const BENCH_SHAPES: Record<string, ModelConfig> = {
@@ -667,9 +674,7 @@ export async function benchModel(o: BenchModelOptions): Promise<BenchModelResult
     }
     // Per precision, what is measured now; the figures are made once the float ones and the bandwidth are known.
     const measured: Partial<Record<QuantizedPrecision, { b1: number; bn: number; setupS: number; kl: number[] }>> = {};
-    const byDefault: readonly QuantizedPrecision[] =
-      provider === 'cpu' ? ['int8', 'int4'] : provider === 'webgpu' ? ['float16', 'int8', 'int4'] : ['float16'];
-    for (const precision of o.precisions ?? byDefault) {
+    for (const precision of o.precisions ?? precisionsOn(provider)) {
       log(`decode with ${precision} weights…`);
       const q = new Policy(policy.baseWeights(), undefined, { ...settings, rolloutPrecision: precision });
       try {

@@ -12,24 +12,38 @@ import { webgpuAdapters } from './adapters';
 export type ExecutionProviderName = 'cpu' | 'cuda' | 'webgpu';
 export const EXECUTION_PROVIDERS: readonly ExecutionProviderName[] = ['cpu', 'cuda', 'webgpu'];
 
-const FLOAT = 1; // TensorProto.DataType.FLOAT
-
-/** A one-node model, Y = X + X over float[N], used to prove an EP really runs. */
-export function probeModel(): Uint8Array {
-  const valueInfo = (w: ProtoWriter, name: string) =>
-    w.string(1, name).message(2, (t) => t.message(1, (tt) => tt.int(1, FLOAT).message(2, (s) => s.message(1, (d) => d.string(2, 'N')))));
+/**
+ * A one-node model Y = op(X, …, X) (`arity` times X), named `name`: X and Y of `dtype`, of shape
+ * [N] when `vector`, of any shape otherwise.
+ */
+function oneNodeModel(name: string, op: string, arity: number, dtype: DType, vector: boolean): Uint8Array {
+  const valueInfo = (w: ProtoWriter, v: string) =>
+    w.string(1, v).message(2, (t) =>
+      t.message(1, (tt) => {
+        tt.int(1, DTYPE_CODE[dtype]);
+        if (vector) tt.message(2, (s) => s.message(1, (d) => d.string(2, 'N')));
+      }),
+    );
   return new ProtoWriter()
     .int(1, 8) // ir_version
     .string(2, 'turnwise')
     .message(7, (g) =>
       g
-        .message(1, (n) => n.string(1, 'X').string(1, 'X').string(2, 'Y').string(3, 'add').string(4, 'Add'))
-        .string(2, 'probe')
+        .message(1, (n) => {
+          for (let i = 0; i < arity; i++) n.string(1, 'X');
+          n.string(2, 'Y').string(3, op.toLowerCase()).string(4, op);
+        })
+        .string(2, name)
         .message(11, (w) => valueInfo(w, 'X'))
         .message(12, (w) => valueInfo(w, 'Y')),
     )
     .message(8, (o) => o.string(1, '').int(2, 17))
     .finish();
+}
+
+/** A one-node model, Y = X + X over float[N], used to prove an EP really runs. */
+export function probeModel(): Uint8Array {
+  return oneNodeModel('probe', 'Add', 2, 'float32', true);
 }
 
 export interface ProviderProbe {
@@ -254,10 +268,15 @@ export function toOrt(t: HostTensor | ort.Tensor): ort.Tensor {
   return new ort.Tensor(ORT_TYPE[h.dtype], h.data as never, h.dims);
 }
 
-function fromOrt(t: ort.Tensor): HostTensor {
+/** The DType of an ONNX Runtime tensor type. */
+function dtypeOf(t: ort.Tensor): DType {
   const dtype = (Object.keys(ORT_TYPE) as DType[]).find((k) => ORT_TYPE[k] === t.type);
   if (!dtype) throw new TurnwiseError('internal', `ONNX Runtime returned an unsupported tensor type ${t.type}`);
-  return { dtype, dims: t.dims, data: t.data as TensorData };
+  return dtype;
+}
+
+function fromOrt(t: ort.Tensor): HostTensor {
+  return { dtype: dtypeOf(t), dims: t.dims, data: t.data as TensorData };
 }
 
 /** Providers that failed to load in this process: asked again, they go straight to CPU. */
@@ -445,6 +464,10 @@ export class OnnxSession {
   private async execute(feeds: Record<string, HostTensor | ort.Tensor>, fetches?: readonly string[]): Promise<Record<string, ort.Tensor>> {
     if (this.released) throw new TurnwiseError('internal', 'this ONNX Runtime session was released; create a new one');
     const keeps = KEEPING_PROVIDERS.has(this.provider);
+    // An upload or a run the device failed: said as such (deviceFailure), anything else as it came.
+    const failed = (e: unknown): never => {
+      throw deviceFailure(this.provider, e) ?? e;
+    };
     const f: Record<string, ort.Tensor> = {};
     const used: DeviceCopy[] = [];
     const record: FeedRecord | undefined = feedMeters.size
@@ -457,9 +480,7 @@ export class OnnxSession {
           copy.users++;
           used.push(copy);
           if (record && !copy.tensor) record.uploadBytes += copy.bytes;
-          f[k] = await deviceTensor(copy, v as HostTensor).catch((e: unknown) => {
-            throw deviceFailure(this.provider, e) ?? e;
-          });
+          f[k] = await deviceTensor(copy, v as HostTensor).catch(failed);
         } else f[k] = toOrt(v);
         if (record) {
           const onHost = f[k].location === 'cpu' || f[k].location === undefined;
@@ -474,9 +495,7 @@ export class OnnxSession {
       const pending = fetches ? this.session.run(f, fetches) : this.session.run(f);
       this.inFlight.add(pending);
       try {
-        return (await pending.catch((e: unknown) => {
-          throw deviceFailure(this.provider, e) ?? e;
-        })) as Record<string, ort.Tensor>;
+        return (await pending.catch(failed)) as Record<string, ort.Tensor>;
       } finally {
         this.inFlight.delete(pending);
       }
@@ -626,58 +645,44 @@ function disposeIfUnheld(c: DeviceCopy): void {
   );
 }
 
-/** Y = Identity(X) over a tensor of any shape: run with gpu-buffer outputs, it uploads X. */
+/** Y = Identity(X) over a tensor of any shape: run with gpu-buffer outputs it uploads X, fed a device tensor with CPU outputs it reads X back. */
 function identityModel(dtype: DType): Uint8Array {
-  const valueInfo = (w: ProtoWriter, name: string) =>
-    w.string(1, name).message(2, (t) => t.message(1, (tt) => tt.int(1, DTYPE_CODE[dtype])));
-  return new ProtoWriter()
-    .int(1, 8)
-    .string(2, 'turnwise')
-    .message(7, (g) =>
-      g
-        .message(1, (n) => n.string(1, 'X').string(2, 'Y').string(3, 'upload').string(4, 'Identity'))
-        .string(2, 'upload')
-        .message(11, (w) => valueInfo(w, 'X'))
-        .message(12, (w) => valueInfo(w, 'Y')),
-    )
-    .message(8, (o) => o.string(1, '').int(2, 17))
-    .finish();
+  return oneNodeModel('identity', 'Identity', 1, dtype, false);
 }
 
-const uploaders = new Map<DType, Promise<ort.InferenceSession>>();
-const downloaders = new Map<DType, Promise<ort.InferenceSession>>();
+/** WebGPU Identity sessions by dtype and direction, made once: 'up' leaves its output on the device, 'down' on the CPU. */
+const movers = new Map<string, Promise<ort.InferenceSession>>();
+
+function mover(dtype: DType, direction: 'up' | 'down'): Promise<ort.InferenceSession> {
+  const key = `${direction}|${dtype}`;
+  let s = movers.get(key);
+  if (!s) {
+    s = ort.InferenceSession.create(identityModel(dtype), {
+      ...ortOptions('webgpu', {}),
+      ...(direction === 'up' ? { preferredOutputLocation: 'gpu-buffer' as const } : {}),
+    });
+    // A session that could not be made is tried again by the next call rather than remembered.
+    s.catch(() => movers.delete(key));
+    movers.set(key, s);
+  }
+  return s;
+}
 
 /**
- * A device tensor's values on the host: an Identity session on WebGPU whose output stays on the
- * CPU (onnxruntime-node's own download of a gpu-buffer tensor is not usable from Node).
+ * A device tensor's values on the host, read back through an Identity session on WebGPU whose
+ * output stays on the CPU (onnxruntime-node's own download of a gpu-buffer tensor is not usable
+ * from Node); a host tensor as it is.
  */
 export async function downloadTensor(t: ort.Tensor): Promise<HostTensor> {
   if (t.location !== 'gpu-buffer') return fromOrt(t);
-  const dtype = (Object.keys(ORT_TYPE) as DType[]).find((k) => ORT_TYPE[k] === t.type);
-  if (!dtype) throw new TurnwiseError('internal', `a device tensor of type ${t.type} cannot be read back`);
-  let down = downloaders.get(dtype);
-  if (!down) {
-    down = ort.InferenceSession.create(identityModel(dtype), ortOptions('webgpu', {}));
-    down.catch(() => downloaders.delete(dtype));
-    downloaders.set(dtype, down);
-  }
-  const s = await down;
+  const s = await mover(dtypeOf(t), 'down');
   return fromOrt((await s.run({ X: t })).Y);
 }
 
-/** The device copy of `t`, uploaded on first use (through a WebGPU identity session with gpu-buffer outputs). */
+/** The device copy of `t`, uploaded on first use (through a WebGPU Identity session with gpu-buffer outputs). */
 function deviceTensor(c: DeviceCopy, t: HostTensor): Promise<ort.Tensor> {
   if (!c.tensor) {
-    let up = uploaders.get(t.dtype);
-    if (!up) {
-      up = ort.InferenceSession.create(identityModel(t.dtype), {
-        ...ortOptions('webgpu', {}),
-        preferredOutputLocation: 'gpu-buffer',
-      });
-      up.catch(() => uploaders.delete(t.dtype));
-      uploaders.set(t.dtype, up);
-    }
-    c.tensor = up.then(async (s) => {
+    c.tensor = mover(t.dtype, 'up').then(async (s) => {
       const y = (await s.run({ X: toOrt(t) })).Y;
       keptBytes += c.bytes;
       return y;

@@ -150,6 +150,14 @@ export function rolloutPrecisionFor(
   return { precision: weightBytes >= QUANT_AUTO_MIN_BYTES ? QUANT_AUTO_PRECISION : 'float32' };
 }
 
+/** The precisions other than float32 that `provider` samples at when asked (rolloutPrecisionFor's rule). */
+export function precisionsOn(provider: string): Exclude<RolloutPrecision, 'float32'>[] {
+  return ROLLOUT_PRECISIONS.filter(
+    (p): p is Exclude<RolloutPrecision, 'float32'> =>
+      p !== 'auto' && p !== 'float32' && rolloutPrecisionFor(p, provider, 0).precision === p,
+  );
+}
+
 /**
  * One sampled token's estimate of KL(sampler ‖ trainer), from the sampler's log-prob `lq` of the
  * token it drew and the trainer's `lp` of the same token: (r − 1) − log r with r = p / q, whose

@@ -204,16 +204,19 @@ export class PolicyTrainer {
    * and optimizerState(); the device copies stay what the next step reads.
    */
   async syncMoments(): Promise<void> {
-    if (this.state.deviceMoments && !this.momentsRead) {
-      this.state = await hostMoments(this.state);
-      this.momentsRead = true;
-    }
+    if (!this.momentsOnHost()) this.state = await hostMoments(this.state);
   }
-  /** Whether the host's moments are the device's (no step since syncMoments). */
-  private momentsRead = false;
+
+  /**
+   * Whether the host holds the moments: always without device moments; with them, once read back
+   * (a step that keeps them leaves the host's empty).
+   */
+  private momentsOnHost(): boolean {
+    return !this.state.deviceMoments || Object.keys(this.state.m).length > 0;
+  }
 
   private checkMomentsRead(): void {
-    if (this.state.deviceMoments && !this.momentsRead)
+    if (!this.momentsOnHost())
       throw new TurnwiseError('internal', 'the optimizer moments are on the device and were not read back', {
         hint: 'await syncMoments() before reading the optimizer state',
       });
@@ -447,7 +450,6 @@ export class PolicyTrainer {
         }
         const { state, metrics } = await trainer.accumulatedStep(this.state, mf, { lr: lrs[k], ...optHyper });
         this.state = state;
-        this.momentsRead = false;
         const row = {} as StepMetrics;
         for (const name of METRICS) row[name] = metrics[name][0];
         rows.push(row);
@@ -456,7 +458,6 @@ export class PolicyTrainer {
     }
     const { state, metrics } = await this.trainer(graphOpts).step(this.state, feeds, { lr: lrs, ...optHyper }, K);
     this.state = state;
-    this.momentsRead = false;
     for (let k = 0; k < K; k++) {
       const row = {} as StepMetrics;
       for (const name of METRICS) row[name] = metrics[name][k];

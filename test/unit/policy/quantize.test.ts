@@ -13,6 +13,7 @@ import {
   dequantizeBlocks,
   quantizeBlocks,
   quantizedBytesPerToken,
+  precisionsOn,
   rolloutPrecisionFor,
   samplerKl,
   QUANT_AUTO_MIN_BYTES,
@@ -223,6 +224,10 @@ describe('policy/quantize: block quantization for quantized rollouts', function 
     assert.deepEqual(rolloutPrecisionFor('float16', 'webgpu', 1e10), { precision: 'float16' });
     assert.deepEqual(rolloutPrecisionFor('float16', 'cuda', 1), { precision: 'float16' });
     assert.deepEqual(rolloutPrecisionFor('auto', 'cuda', 1e10), { precision: 'float32' });
+    // What each provider samples at when asked, from the same rule (bench model measures these).
+    assert.deepEqual(precisionsOn('cpu'), ['int8', 'int4']);
+    assert.deepEqual(precisionsOn('webgpu'), ['float16', 'int8', 'int4']);
+    assert.deepEqual(precisionsOn('cuda'), ['float16']);
     const cpu16 = rolloutPrecisionFor('float16', 'cpu', 1e10);
     assert.equal(cpu16.precision, 'float32');
     assert.match(cpu16.note!, /float16 rollouts run on GPU providers only/);

@@ -8,6 +8,7 @@ import * as path from 'node:path';
 import type Docker from 'dockerode';
 import * as tar from 'tar-stream';
 import { TurnwiseError } from '../core/errors';
+import { formatMiB } from '../core/units';
 import type { EngineTarget } from './engine';
 import { sandboxError } from './errors';
 import { buildFromContext, imageExists, type BuildProgress } from './images';
@@ -134,7 +135,6 @@ export function listWorkspaceFiles(dir: string, opts: ListOptions = {}): Workspa
 export function checkSnapshotSize(files: WorkspaceFile[], maxBytes: number, root: string): void {
   const total = files.reduce((s, f) => s + f.size, 0);
   if (total <= maxBytes) return;
-  const mb = (n: number) => `${(n / 1024 ** 2).toFixed(1)} MB`;
   const byTop = new Map<string, number>();
   for (const f of files) {
     const top = f.rel.includes('/') ? `${f.rel.split('/')[0]}/` : f.rel;
@@ -143,15 +143,15 @@ export function checkSnapshotSize(files: WorkspaceFile[], maxBytes: number, root
   const largest = [...files]
     .sort((a, b) => b.size - a.size)
     .slice(0, 5)
-    .map((f) => `${f.rel} (${mb(f.size)})`);
+    .map((f) => `${f.rel} (${formatMiB(f.size)})`);
   const folders = [...byTop]
     .filter(([k]) => k.endsWith('/'))
     .sort((a, b) => b[1] - a[1])
     .slice(0, 3)
-    .map(([k, v]) => `${k} (${mb(v)})`);
+    .map(([k, v]) => `${k} (${formatMiB(v)})`);
   throw new TurnwiseError(
     'invalid-input',
-    `workspace ${root} is ${mb(total)}, over the ${mb(maxBytes)} snapshot cap. Largest files: ${largest.join(', ')}` +
+    `workspace ${root} is ${formatMiB(total)}, over the ${formatMiB(maxBytes)} snapshot cap. Largest files: ${largest.join(', ')}` +
       (folders.length ? `; largest folders: ${folders.join(', ')}` : ''),
     { hint: 'add large generated or data files to .gitignore (files it ignores stay out of sandboxes)' },
   );

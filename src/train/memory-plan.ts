@@ -7,6 +7,7 @@ import * as path from 'node:path';
 import { OBS_PROMPT_CHARS } from '../agent/prompt';
 import type { Check } from '../core/doctor';
 import { TurnwiseError } from '../core/errors';
+import { formatMiB } from '../core/units';
 import { getEstimator } from '../credit/registry';
 import '../credit/index';
 import { readJsonFile } from '../core/fs';
@@ -158,12 +159,12 @@ export function memoryPlanCheck(given: Record<string, unknown>, env: NodeJS.Proc
     const top = [...r.plan.parts]
       .sort((a, b) => b.bytes - a.bytes)
       .slice(0, 3)
-      .map((x) => `${x.name} ${mbText(x.bytes)}`)
+      .map((x) => `${x.name} ${formatMiB(x.bytes)}`)
       .join(', ');
     const device = r.plan.device > 0 ? availableDeviceMemory(env) : undefined;
     const onDevice =
-      r.plan.device > 0 ? `; device ${mbText(r.plan.device)}${device ? ` of ${mbText(device.bytes)} (${device.source})` : ''}` : '';
-    const detail = `${mbText(r.plan.host)} of ${mbText(r.limit.bytes)} (${r.limit.source})${onDevice} at updateTokensPerStep ${r.updateTokens}, ${c.concurrency} episodes in flight × ${r.plan.input.context} tokens, ${rc.lora ? 'LoRA' : 'full training'}; largest: ${top}`;
+      r.plan.device > 0 ? `; device ${formatMiB(r.plan.device)}${device ? ` of ${formatMiB(device.bytes)} (${device.source})` : ''}` : '';
+    const detail = `${formatMiB(r.plan.host)} of ${formatMiB(r.limit.bytes)} (${r.limit.source})${onDevice} at updateTokensPerStep ${r.updateTokens}, ${c.concurrency} episodes in flight × ${r.plan.input.context} tokens, ${rc.lora ? 'LoRA' : 'full training'}; largest: ${top}`;
     try {
       assertRunFits(rc, m.config, env);
     } catch (e) {
@@ -180,5 +181,3 @@ export function memoryPlanCheck(given: Record<string, unknown>, env: NodeJS.Proc
     };
   }
 }
-
-const mbText = (x: number) => `${Math.round(x / 1024 ** 2).toLocaleString('en-US')} MB`;

@@ -2,6 +2,7 @@
 // merge and export the ONNX policy.
 import { TurnwiseError } from '../../core/errors';
 import { escapeControlChars } from '../../core/text';
+import { formatMiB } from '../../core/units';
 import { initPolicyDir, loadPolicy, mergeAdapterFolder, type Policy } from '../../policy';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -70,8 +71,6 @@ export const policyInitCommand: CliCommand = {
     return 0;
   },
 };
-
-const mb = (n: number) => `${(n / 2 ** 20).toFixed(n < 2 ** 30 ? 1 : 0)} MiB`;
 
 export const policyInspectCommand: CliCommand = {
   name: 'policy inspect',
@@ -154,15 +153,15 @@ export const policyInspectCommand: CliCommand = {
   tokenizer     ${r.tokenizer.kind}; ${r.vocab.tokenizer} tokens (config vocab ${r.vocab.config}); end-of-sequence ids ${r.eosIds.join(', ') || 'none'}
   special       ${r.tokenizer.specialTokens.map(escapeControlChars).join(' ') || 'none'}
   chat template ${r.chatTemplate ? `${r.chatTemplate.kind} (${r.chatTemplate.source}, ${r.chatTemplate.chars} characters)` : 'none'}
-  memory        weights ${mb(r.memory.weightsF32Bytes)}; KV cache ${mb(r.memory.kvBytesPerToken * 1024)} per 1,024 tokens of a sequence (${mb(r.memory.kvBytesAtContext)} at full context); full fine-tuning with AdamW ${mb(r.memory.fullFineTuneBytes)}
-  rollouts      ${rollouts.default} by default (rolloutPrecision); a sampled token reads ${mb(rollouts.float32.bytesPerToken)} of weights in float32, ${mb(rollouts.int8.bytesPerToken)} at int8, ${mb(rollouts.int4.bytesPerToken)} at int4 (their sessions hold ${mb(rollouts.int8.sessionBytes)} / ${mb(rollouts.int4.sessionBytes)}; CPU), ${mb(rollouts.float16.bytesPerToken)} at float16 (a ${mb(rollouts.float16.sessionBytes)} copy; GPU)`);
+  memory        weights ${formatMiB(r.memory.weightsF32Bytes)}; KV cache ${formatMiB(r.memory.kvBytesPerToken * 1024)} per 1,024 tokens of a sequence (${formatMiB(r.memory.kvBytesAtContext)} at full context); full fine-tuning with AdamW ${formatMiB(r.memory.fullFineTuneBytes)}
+  rollouts      ${rollouts.default} by default (rolloutPrecision); a sampled token reads ${formatMiB(rollouts.float32.bytesPerToken)} of weights in float32, ${formatMiB(rollouts.int8.bytesPerToken)} at int8, ${formatMiB(rollouts.int4.bytesPerToken)} at int4 (their sessions hold ${formatMiB(rollouts.int8.sessionBytes)} / ${formatMiB(rollouts.int4.sessionBytes)}; CPU), ${formatMiB(rollouts.float16.bytesPerToken)} at float16 (a ${formatMiB(rollouts.float16.sessionBytes)} copy; GPU)`);
     io.out(
       `  a run at the default settings on this machine${args.values.provider !== undefined ? ` (${onDevice})` : ''} (turnwise train refuses one that does not fit):`,
     );
     for (const p of [plans.full, plans.lora]) for (const line of p.lines) io.out(`  ${line}`);
     if (plans.full.plan.device > 0)
       io.out(
-        `  device memory: ${device ? `${mb(device.bytes)} (${device.source})` : 'unknown (set TURNWISE_DEVICE_MEMORY_LIMIT_MB to have runs checked against it)'}`,
+        `  device memory: ${device ? `${formatMiB(device.bytes)} (${device.source})` : 'unknown (set TURNWISE_DEVICE_MEMORY_LIMIT_MB to have runs checked against it)'}`,
       );
     return 0;
   },
@@ -308,7 +307,7 @@ export const policyExportCommand: CliCommand = {
       return 0;
     }
     io.out(
-      `wrote ${r.file}: ${r.architecture}, ${r.tensors} tensors at ${r.type} (${mb(r.bytes)}); tokenizer ${r.tokenizer.pre}, ${r.tokenizer.tokens} tokens, ${r.tokenizer.merges} merges; chat template ${r.chatTemplate ? 'included' : 'none'}`,
+      `wrote ${r.file}: ${r.architecture}, ${r.tensors} tensors at ${r.type} (${formatMiB(r.bytes)}); tokenizer ${r.tokenizer.pre}, ${r.tokenizer.tokens} tokens, ${r.tokenizer.merges} merges; chat template ${r.chatTemplate ? 'included' : 'none'}`,
     );
     if (r.adapter)
       io.out(

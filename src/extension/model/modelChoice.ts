@@ -13,6 +13,7 @@ import * as path from 'node:path';
 import type { Check } from '../../core/doctor';
 import { createHash } from 'node:crypto';
 import { replaceDirAtomic } from '../../core/fs';
+import { formatMiB } from '../../core/units';
 import { inspectModelFolder, type ModelInspection } from '../../policy/files/hf';
 import { adapterParameterCount, loadAdapter, LORA_MODULES, parseLoraConfig, type LoraConfig } from '../../policy/files/lora';
 import { parseModelConfig } from '../../policy/model/config';
@@ -120,8 +121,6 @@ function adapterSummary(d: string, baseDir: string, lora: LoraConfig): ModelSumm
     adapter,
   };
 }
-
-const mib = (n: number) => `${(n / 2 ** 20).toFixed(n < 2 ** 30 ? 1 : 0)} MiB`;
 const params = (n: number) => (n >= 1e9 ? `${(n / 1e9).toFixed(2)}B` : n >= 1e5 ? `${(n / 1e6).toFixed(1)}M` : n.toLocaleString('en-US'));
 
 /**
@@ -165,7 +164,7 @@ export function checkModelFolder(dir: string): ModelSummary {
   }
   const i = inspection;
   const tmpl = i.chatTemplate ? `${i.chatTemplate.kind} chat template` : 'no chat template';
-  const summary = `${i.architecture}, ${params(i.parameters)} parameters, ${i.storedDtypes.join('/')}, context ${i.context} tokens, ${tmpl}; weights ${mib(i.memory.weightsF32Bytes)} as float32`;
+  const summary = `${i.architecture}, ${params(i.parameters)} parameters, ${i.storedDtypes.join('/')}, context ${i.context} tokens, ${tmpl}; weights ${formatMiB(i.memory.weightsF32Bytes)} as float32`;
   return { dir: d, inspection, summary };
 }
 

@@ -7,6 +7,7 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import { TurnwiseError } from '../../core/errors';
+import { formatMiB } from '../../core/units';
 import { webgpuAdapters, type GpuAdapter } from '../../onnx/adapters';
 import { kvBytesPerToken, parameterCount, paramSpecs, type ModelConfig } from './config';
 import { SCORE_CHUNK_ROWS, SCORING_ROWS_PER_RUN as SCORING_ROWS } from './graphs';
@@ -298,7 +299,7 @@ export function samplingPacksWeights(
   if (need <= limit.bytes) return { pack: true };
   return {
     pack: false,
-    note: `decoding with the weights fed: packing them would take ${mb(need)} with ${load.episodes} sequence${load.episodes === 1 ? '' : 's'} of ${load.context.toLocaleString('en-US')} tokens, over the ${mb(limit.bytes)} of ${limit.source}`,
+    note: `decoding with the weights fed: packing them would take ${formatMiB(need)} with ${load.episodes} sequence${load.episodes === 1 ? '' : 's'} of ${load.context.toLocaleString('en-US')} tokens, over the ${formatMiB(limit.bytes)} of ${limit.source}`,
   };
 }
 
@@ -337,8 +338,6 @@ export function availableDeviceMemory(
   return gpu ? { bytes: gpu.memoryBytes!, source: `the memory of the ${gpu.name}` } : undefined;
 }
 
-const mb = (x: number) => `${Math.round(x / MB).toLocaleString('en-US')} MB`;
-
 /** Width of the plan's first column: its longest part name ('packed decode weights'). */
 const NAME_WIDTH = 21;
 
@@ -348,11 +347,11 @@ export function formatMemoryPlan(p: MemoryPlan, limit?: number): string[] {
   const lines = [
     `memory plan (${i.provider}, ${i.lora ? `LoRA r ${i.lora.r}` : 'full training'}, ${i.episodes} episodes in flight × ${i.context} tokens, update micro-batches of ${p.microBatch.rows} row${p.microBatch.rows > 1 ? 's' : ''} = ${p.microBatch.tokens} tokens):`,
     ...p.parts.map(
-      (x) => `  ${x.name.padEnd(NAME_WIDTH)} ${mb(x.bytes).padStart(10)}  ${x.where === 'device' ? '[device] ' : ''}${x.detail}`,
+      (x) => `  ${x.name.padEnd(NAME_WIDTH)} ${formatMiB(x.bytes).padStart(10)}  ${x.where === 'device' ? '[device] ' : ''}${x.detail}`,
     ),
-    `  ${'host total'.padEnd(NAME_WIDTH)} ${mb(p.host).padStart(10)}${limit !== undefined ? ` of ${mb(limit)}` : ''}`,
+    `  ${'host total'.padEnd(NAME_WIDTH)} ${formatMiB(p.host).padStart(10)}${limit !== undefined ? ` of ${formatMiB(limit)}` : ''}`,
   ];
-  if (p.device > 0) lines.push(`  ${'device total'.padEnd(NAME_WIDTH)} ${mb(p.device).padStart(10)}`);
+  if (p.device > 0) lines.push(`  ${'device total'.padEnd(NAME_WIDTH)} ${formatMiB(p.device).padStart(10)}`);
   return lines;
 }
 
@@ -388,7 +387,7 @@ export function assertPlanFits(
   const biggest = [...p.parts]
     .sort((a, b) => b.bytes - a.bytes)
     .slice(0, 3)
-    .map((x) => `${x.name} ${mb(x.bytes)}`)
+    .map((x) => `${x.name} ${formatMiB(x.bytes)}`)
     .join(', ');
   const fixes: string[] = [];
   const again = (o: Partial<MemoryPlanInput>) => planMemory({ ...i, ...o });
@@ -421,8 +420,8 @@ export function assertPlanFits(
   if (ctx !== undefined) fixes.push(`a model with a context of ${ctx} tokens`);
   const where =
     devOver && !over
-      ? `device memory ${mb(p.device)} over the ${mb(deviceLimit!.bytes)} of ${deviceLimit!.source}`
-      : `${mb(p.host)} over the ${mb(limit.bytes)} of ${limit.source}`;
+      ? `device memory ${formatMiB(p.device)} over the ${formatMiB(deviceLimit!.bytes)} of ${deviceLimit!.source}`
+      : `${formatMiB(p.host)} over the ${formatMiB(limit.bytes)} of ${limit.source}`;
   throw new TurnwiseError('invalid-input', `this run would not fit in memory: its plan needs ${where} (largest: ${biggest})`, {
     hint: fixes.length
       ? `settings that fit: ${fixes.join('; or ')}`

@@ -51,8 +51,8 @@ describe('cli: train refuses a run that its memory plan says will not fit', func
     );
     const r = await cli(['train', '--workspace', WORKSPACE, '--config', path.join(tmp, 'turnwise.json'), '--runs', runs]);
     assert.equal(r.code, 1, r.out);
-    assert.match(r.out, /would not fit in memory: its plan needs [\d,]+ MB over the 1,200 MB of TURNWISE_MEMORY_LIMIT_MB/);
-    assert.match(r.out, /update activations [\d,]+ MB/);
+    assert.match(r.out, /would not fit in memory: its plan needs [\d,.]+ MiB over the 1,200 MiB of TURNWISE_MEMORY_LIMIT_MB/);
+    assert.match(r.out, /update activations [\d,.]+ MiB/);
     assert.match(r.out, /"updateTokensPerStep": \d+/);
     assert.doesNotMatch(r.out, /check Docker|docker\.sock/);
     assert.ok(!fs.existsSync(runs) || fs.readdirSync(runs).length === 0, 'no run directory');
@@ -89,7 +89,7 @@ describe('cli: train refuses a run that its memory plan says will not fit', func
     const before = fs.readFileSync(path.join(run.dir, 'status.json'), 'utf8');
     const r = await cli(['train', '--resume', 'run-big', '--runs', runs]);
     assert.equal(r.code, 1, r.out);
-    assert.match(r.out, /would not fit in memory: its plan needs [\d,]+ MB over the 1,200 MB of TURNWISE_MEMORY_LIMIT_MB/);
+    assert.match(r.out, /would not fit in memory: its plan needs [\d,.]+ MiB over the 1,200 MiB of TURNWISE_MEMORY_LIMIT_MB/);
     assert.doesNotMatch(r.out, /check Docker|docker\.sock|nonexistent/);
     assert.equal(fs.readFileSync(path.join(run.dir, 'status.json'), 'utf8'), before, 'status unchanged');
     assert.ok(!fs.existsSync(path.join(run.dir, 'lock.json')), 'the lock is released');
@@ -113,7 +113,7 @@ describe('cli: train refuses a run that its memory plan says will not fit', func
       /memory plan \(cpu, full training, 8 episodes in flight × 1024 tokens, update micro-batches of 4 rows = 4096 tokens\)/,
     );
     assert.match(text.out, /memory plan \(cpu, LoRA r 16/);
-    assert.match(text.out, /host total +[\d,]+ MB of 8,192 MB/);
+    assert.match(text.out, /host total +[\d,.]+ MiB of 8,192 MiB/);
     const json = await cli(['policy', 'inspect', MODEL, '--json']);
     const r = JSON.parse(json.out);
     assert.equal(r.memoryPlan.limitBytes, 8192 * 1024 ** 2);
@@ -130,8 +130,8 @@ describe('cli: train refuses a run that its memory plan says will not fit', func
       assert.match(gpu.out, /a run at the default settings on this machine \(webgpu\)/);
       assert.match(gpu.out, /memory plan \(webgpu, full training/);
       assert.match(gpu.out, /device weights .*uploaded once per weights version and shared by every session/);
-      assert.match(gpu.out, /device total +[\d,]+ MB/);
-      assert.match(gpu.out, /device memory: 4096 MiB \(TURNWISE_DEVICE_MEMORY_LIMIT_MB\)/);
+      assert.match(gpu.out, /device total +[\d,.]+ MiB/);
+      assert.match(gpu.out, /device memory: 4,096 MiB \(TURNWISE_DEVICE_MEMORY_LIMIT_MB\)/);
       assert.match(gpu.out, /at float16 \(a [\d.]+ MiB copy; GPU\)/);
       const gj = JSON.parse((await cli(['policy', 'inspect', MODEL, '--provider', 'webgpu', '--json'])).out);
       assert.equal(gj.memoryPlan.provider, 'webgpu');
@@ -148,7 +148,7 @@ describe('cli: train refuses a run that its memory plan says will not fit', func
     assert.equal(ok.status, 'ok', ok.detail);
     assert.match(
       ok.detail,
-      /MB of 65,536 MB \(TURNWISE_MEMORY_LIMIT_MB\) at updateTokensPerStep 4096, 8 episodes in flight × 1024 tokens, full training; largest: update activations/,
+      /MiB of 65,536 MiB \(TURNWISE_MEMORY_LIMIT_MB\) at updateTokensPerStep 4096, 8 episodes in flight × 1024 tokens, full training; largest: update activations/,
     );
     const over = memoryPlanCheck({ ...given, updateTokensPerStep: 8192 }, { TURNWISE_MEMORY_LIMIT_MB: '1200' });
     assert.equal(over.status, 'warn');

@@ -147,7 +147,7 @@ describe('policy/memory: the memory plan of a run', function () {
     assert.throws(
       () => assertPlanFits(p, host, dev),
       (e: TurnwiseError) =>
-        e.message.includes(`MB over the ${gpuMb.toLocaleString('en-US')} MB of the memory of the NVIDIA T4`) &&
+        e.message.includes(`MiB over the ${gpuMb.toLocaleString('en-US')} MiB of the memory of the NVIDIA T4`) &&
         /"concurrency": 2/.test(e.hint ?? ''),
     );
     assert.doesNotThrow(() => assertPlanFits(p, host, { bytes: p.device, source: 'test' }));
@@ -171,7 +171,7 @@ describe('policy/memory: the memory plan of a run', function () {
     assert.match(
       err.message,
       new RegExp(
-        `${Math.round(p.host / MB).toLocaleString('en-US')} MB over the ${limitMb.toLocaleString('en-US')} MB of TURNWISE_MEMORY_LIMIT_MB`,
+        `${Math.round(p.host / MB).toLocaleString('en-US')} MiB over the ${limitMb.toLocaleString('en-US')} MiB of TURNWISE_MEMORY_LIMIT_MB`,
       ),
     );
     assert.match(err.message, /update activations/);
@@ -310,7 +310,7 @@ describe('policy/memory: the memory plan of a run', function () {
     assert.equal(tight.pack, false);
     assert.match(
       tight.note!,
-      /decoding with the weights fed: packing them would take [\d,]+ MB with 8 sequences of 4,096 tokens, over the [\d,]+ MB of the test/,
+      /decoding with the weights fed: packing them would take [\d,.]+ MiB with 8 sequences of 4,096 tokens, over the [\d,.]+ MiB of the test/,
     );
     // Longer sequences hold more: the same memory no longer fits them.
     assert.equal(samplingPacksWeights('auto', 'cpu', QWEN_05B, { episodes: 8, context: 16_384 }, { bytes: need, source: 'x' }).pack, false);
@@ -344,7 +344,7 @@ describe('policy/memory: the memory plan of a run', function () {
       assert.equal(logs.length, 1);
       assert.match(
         logs[0],
-        /packing them would take [\d,]+ MB with 4 sequences of [\d,]+ tokens, over the 2,048 MB of TURNWISE_MEMORY_LIMIT_MB/,
+        /packing them would take [\d,.]+ MiB with 4 sequences of [\d,]+ tokens, over the 2,048 MiB of TURNWISE_MEMORY_LIMIT_MB/,
       );
       assert.equal(at(2 * 1024, 'on'), true);
       const tiny = path.join(__dirname, '..', '..', '..', 'models', 'turnwise-tiny');

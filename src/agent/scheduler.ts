@@ -159,6 +159,8 @@ export interface RolloutResult {
   sandboxMs: number;
   rewardMs: number;
   meanBatch: number;
+  /** Generation batches run (meanBatch is over these). */
+  batches: number;
   /** Summed over actions: time a request waited for a fuller batch (0 without `batchWaitMs`). */
   heldMs: number;
 }
@@ -246,7 +248,23 @@ export async function runRollouts(jobs: readonly EpisodeJob[], o: RolloutOptions
     sandboxMs: timing.sandboxMs,
     rewardMs: timing.rewardMs,
     meanBatch: batcher.batches.length ? mean(batcher.batches) : 0,
+    batches: batcher.batches.length,
     heldMs: batcher.heldMs,
+  };
+}
+
+/** Two rollout phases run one after the other (an iteration's first groups, then its branches) as one result. */
+export function concatRollouts(a: RolloutResult, b: RolloutResult): RolloutResult {
+  const batches = a.batches + b.batches;
+  return {
+    trajectories: [...a.trajectories, ...b.trajectories],
+    wallMs: a.wallMs + b.wallMs,
+    generateMs: a.generateMs + b.generateMs,
+    sandboxMs: a.sandboxMs + b.sandboxMs,
+    rewardMs: a.rewardMs + b.rewardMs,
+    meanBatch: batches ? (a.meanBatch * a.batches + b.meanBatch * b.batches) / batches : 0,
+    batches,
+    heldMs: a.heldMs + b.heldMs,
   };
 }
 

@@ -17,7 +17,7 @@ import { SCHEMA, type Trajectory } from '../core/schema';
 import { isScored } from '../core/trajectory';
 import { mean, std } from '../core/stats';
 import { cachedTurnFraction } from '../agent/cache';
-import { runRollouts, type EpisodeJob, type RolloutResult } from '../agent/scheduler';
+import { concatRollouts, runRollouts, type EpisodeJob, type RolloutResult } from '../agent/scheduler';
 import { trajectoryAdvantages, writeTurnAdvantages, type AdvantageReport } from '../credit/advantages';
 import { getEstimator } from '../credit/registry';
 import { loadCheckpoint } from '../policy/files/checkpoint';
@@ -450,15 +450,7 @@ async function rollouts(t: Training, n: number, jobs: EpisodeJob[]): Promise<Tra
     total += branchJobs.length;
     const more = await runRollouts(branchJobs, options);
     check(t);
-    ro = {
-      trajectories: [...first.trajectories, ...more.trajectories],
-      wallMs: first.wallMs + more.wallMs,
-      generateMs: first.generateMs + more.generateMs,
-      sandboxMs: first.sandboxMs + more.sandboxMs,
-      rewardMs: first.rewardMs + more.rewardMs,
-      meanBatch: (first.meanBatch * jobs.length + more.meanBatch * branchJobs.length) / (jobs.length + branchJobs.length),
-      heldMs: first.heldMs + more.heldMs,
-    };
+    ro = concatRollouts(first, more);
   }
   const trajs = ro.trajectories;
   const failed = trajs.filter((x) => x.failure);

@@ -2,7 +2,7 @@
 // is under test is the batching, not the policy); the real policy behind it is exercised by the
 // docker tier's episode tests and by `bench rollout`.
 import { strict as assert } from 'node:assert';
-import { ActionBatcher } from '../../../src/agent/scheduler';
+import { ActionBatcher, concatRollouts, type RolloutResult } from '../../../src/agent/scheduler';
 import type { ActionModel, ActRequest, ActResult } from '../../../src/agent/types';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -84,5 +84,27 @@ describe('agent/ActionBatcher', () => {
     const t0 = Date.now();
     await b.act(req('stranger'));
     assert.ok(Date.now() - t0 < 1_000);
+  });
+});
+
+describe('concatRollouts', () => {
+  const phase = (meanBatch: number, batches: number, n: number): RolloutResult => ({
+    trajectories: [],
+    wallMs: n,
+    generateMs: 2 * n,
+    sandboxMs: 3 * n,
+    rewardMs: 4 * n,
+    meanBatch,
+    batches,
+    heldMs: 5 * n,
+  });
+
+  it('weighs each phase’s mean batch by its batches, not its episodes, and sums the times', () => {
+    // 24 first episodes in 10 batches of 6 on average, then 8 branches in 8 batches of 1: 68 / 18.
+    const r = concatRollouts(phase(6, 10, 1), phase(1, 8, 10));
+    assert.equal(r.batches, 18);
+    assert.ok(Math.abs(r.meanBatch - 68 / 18) < 1e-12, String(r.meanBatch));
+    assert.deepEqual([r.wallMs, r.generateMs, r.sandboxMs, r.rewardMs, r.heldMs], [11, 22, 33, 44, 55]);
+    assert.equal(concatRollouts(phase(0, 0, 0), phase(0, 0, 0)).meanBatch, 0);
   });
 });

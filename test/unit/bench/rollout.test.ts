@@ -41,6 +41,7 @@ const result = (wallMs: number, trajs: Trajectory[], generateMs = 1000, heldMs =
   sandboxMs: 4000,
   rewardMs: 2000,
   meanBatch: 0,
+  batches: 0,
   heldMs,
 });
 

@@ -74,6 +74,12 @@ export interface TrainConfig {
    * failed) is still pushed down. {}: off.
    */
   diagnosisCharges: Record<string, number>;
+  /**
+   * Weight of the batch term (train/batch-baseline.ts): every turn of an episode gains
+   * batchBaseline · (its test score − the iteration's mean) / 0.5, so what resolved is reinforced
+   * in groups whose episodes all resolved too, where the group baselines give it nothing. 0: off.
+   */
+  batchBaseline: number;
   maxTurns: number;
   commandTimeoutMs: number;
   /** Episodes in flight (sandboxes held) at once. */
@@ -216,6 +222,7 @@ export const TRAIN_DEFAULTS: TrainConfig = {
   recoveryFeedback: false,
   diagnosisWeights: {},
   diagnosisCharges: {},
+  batchBaseline: 0,
   maxTurns: 8,
   commandTimeoutMs: 20_000,
   concurrency: 8,
@@ -369,6 +376,7 @@ function resolveFields(given: Record<string, unknown>, source: string): TrainCon
       checkNumber(`${field}.${k}`, v, 0, max);
     }
   }
+  checkNumber('batchBaseline', c.batchBaseline, 0, 10);
   checkNumber('maxTurns', c.maxTurns, 1, 100, true);
   checkNumber('commandTimeoutMs', c.commandTimeoutMs, 100, 3_600_000, true);
   checkNumber('concurrency', c.concurrency, 1, 256, true);

@@ -42,6 +42,7 @@ import { runTasks, type RunTasks } from './run-tasks';
 import { updateMetrics, updatePolicy, type PolicyUpdate } from './update';
 import { branchStats, gradientMass, mixedGroups, planBranches, shareTreeCredit, type BranchStats } from './branching';
 import { chargeByDiagnosis, reweightByDiagnosis } from './diagnosis-weights';
+import { addBatchBaseline } from './batch-baseline';
 import { teacherPass, type TeacherPassResult } from './teacher';
 
 export interface TrainRunOptions {
@@ -490,6 +491,7 @@ async function advantages(t: Training, n: number, trajs: Trajectory[]): Promise<
     t.c.estimatorParams,
   );
   writeTurnAdvantages(scored, report.rows);
+  addBatchBaseline(scored, t.c.batchBaseline);
   // Branches and their parents: the turns they share are trained once, with the subtree's credit.
   shareTreeCredit(scored);
   reweightByDiagnosis(scored, t.c.diagnosisWeights);

@@ -36,6 +36,7 @@ export const SETTING_FOR_FIELD: { readonly [K in ConfigPath]: string } = {
   recoveryFeedback: 'train.recoveryFeedback',
   diagnosisWeights: 'train.diagnosisWeights',
   diagnosisCharges: 'train.diagnosisCharges',
+  batchBaseline: 'train.batchBaseline',
   maxTurns: 'train.maxTurns',
   estimator: 'train.estimator',
   estimatorParams: 'train.estimatorParams',

@@ -79,6 +79,7 @@ describe('extension: settings → launch config', () => {
       'train.recoveryFeedback': true,
       'train.diagnosisWeights': { 'wrong-file': 2 },
       'train.diagnosisCharges': { 'submit-without-pass': 0.5 },
+      'train.batchBaseline': 0.5,
       'train.maxTurns': 2,
       'train.estimator': 'grpo',
       'train.estimatorParams': { scale: 'none' },
@@ -154,6 +155,7 @@ describe('extension: settings → launch config', () => {
     assert.equal(resolved.recoveryFeedback, true);
     assert.deepEqual(resolved.diagnosisWeights, { 'wrong-file': 2 });
     assert.deepEqual(resolved.diagnosisCharges, { 'submit-without-pass': 0.5 });
+    assert.equal(resolved.batchBaseline, 0.5);
     assert.equal(resolved.lr, 3e-4);
     assert.deepEqual([resolved.lora?.r, resolved.lora?.lora_alpha, resolved.lora?.target_modules], [8, 16, ['q_proj', 'v_proj']]);
     assert.deepEqual(resolved.reward, { efficiency: 0.2, format: 0.3, repeat: 0.07 });

@@ -2,6 +2,7 @@
 // merge and export the ONNX policy.
 import { TurnwiseError } from '../../core/errors';
 import { escapeControlChars } from '../../core/text';
+import { ollamaChat } from '../../agent/ollama-template';
 import { formatMiB } from '../../core/units';
 import { initPolicyDir, loadPolicy, mergeAdapterFolder, type Policy } from '../../policy';
 import * as fs from 'node:fs';
@@ -300,6 +301,7 @@ export const policyExportCommand: CliCommand = {
       ...adapterOption(args),
       ...(typeof args.values.name === 'string' ? { name: args.values.name } : {}),
       ollama: args.values.ollama === true,
+      ollamaChat,
       force: args.values.force === true,
     });
     if (io.json) {
@@ -314,7 +316,13 @@ export const policyExportCommand: CliCommand = {
         `  adapter ${r.adapter.dir} folded into ${r.adapter.adapted} layers at scale ${Number(r.adapter.scale.toPrecision(6))} (${r.adapter.useRslora ? 'rsLoRA: alpha/sqrt(r)' : 'alpha/r'})`,
       );
     if (r.f16Fallback.length) io.out(`  ${r.f16Fallback.length} tensor(s) at f16: their rows are not whole q8_0 blocks of 32 values`);
-    if (r.modelfile) io.out(`  wrote ${r.modelfile}: \`ollama create NAME -f ${r.modelfile}\` imports it`);
+    if (r.modelfile) {
+      io.out(`  wrote ${r.modelfile}: \`ollama create NAME -f ${r.modelfile}\` imports it`);
+      if (r.ollamaTemplate?.written)
+        io.out("  its TEMPLATE is the chat template written as Ollama's, checked against the model's own on sample conversations");
+      else if (r.ollamaTemplate?.why)
+        io.out(`  no TEMPLATE in it: ${r.ollamaTemplate.why}; Ollama then formats chats only if it recognises the file's chat template`);
+    }
     return 0;
   },
 };

@@ -52,6 +52,18 @@ export interface GgufExportOptions {
   name?: string;
   /** Also write an Ollama Modelfile beside the file. */
   ollama?: boolean;
+  /** The model's chat template as Ollama's (agent/ollama-template.ts ollamaChat), for the Modelfile. */
+  ollamaChat?: (
+    found: { template: string; source: string } | undefined,
+    tokenizerConfig: Record<string, unknown> | undefined,
+    bos: string | undefined,
+  ) => OllamaChat | { why: string };
+}
+
+/** A Modelfile's chat: Ollama's Go TEMPLATE and the SYSTEM message the model's template adds. */
+export interface OllamaChat {
+  template: string;
+  system?: string;
 }
 
 export interface GgufExportResult {
@@ -67,6 +79,8 @@ export interface GgufExportResult {
   /** Tensors written at f16 instead of q8_0 because their rows are not a multiple of 32 values. */
   f16Fallback: string[];
   modelfile?: string;
+  /** Whether the Modelfile carries the chat template as Ollama's TEMPLATE, and if not why. */
+  ollamaTemplate?: { written: boolean; why?: string };
 }
 
 /** A tokenizer_config.json special token: a string, or an object with its content. */
@@ -294,9 +308,18 @@ export function ggufMetadata(
   return kv;
 }
 
-/** An Ollama Modelfile for the file `gguf` beside it: the end-of-turn tokens as stops (the template comes from the file). */
-export function ollamaModelfile(gguf: string, stops: readonly string[]): string {
-  const lines = [`FROM ./${gguf}`, ...stops.map((s) => `PARAMETER stop ${JSON.stringify(s)}`)];
+/**
+ * An Ollama Modelfile for the file `gguf` beside it: the end-of-turn tokens as stops and, when
+ * the model's chat template could be written as Ollama's (agent/ollama-template.ts), its TEMPLATE and
+ * the SYSTEM message the template puts in a conversation without one.
+ */
+export function ollamaModelfile(gguf: string, stops: readonly string[], chat?: OllamaChat): string {
+  const lines = [`FROM ./${gguf}`];
+  if (chat) {
+    lines.push(`TEMPLATE """${chat.template}"""`);
+    if (chat.system !== undefined) lines.push(`SYSTEM """${chat.system}"""`);
+  }
+  lines.push(...stops.map((s) => `PARAMETER stop ${JSON.stringify(s)}`));
   return lines.join('\n') + '\n';
 }
 
@@ -355,11 +378,13 @@ export function exportGguf(modelDir: string, out: string, o: GgufExportOptions =
   const c = weights.config;
   const tokSource = path.join(ck.dir, 'tokenizer.json');
   const tok = ggufTokenizer(ck.tokenizerJson, ck.tokenizerConfig, c, tokSource);
-  const template = chatTemplateOf(ck.dir, ck.tokenizerConfig)?.template;
+  const found = chatTemplateOf(ck.dir, ck.tokenizerConfig);
+  const template = found?.template;
   const name = o.name ?? path.basename(path.resolve(modelDir));
   const { tensors, f16Fallback } = ggufTensors(weights, type);
   const bytes = writeGgufFile(file, ggufMetadata(c, tok, { name, type, chatTemplate: template }), tensors);
   let written: string | undefined;
+  let ollamaTemplate: GgufExportResult['ollamaTemplate'];
   if (o.ollama) {
     const eosIds = [
       ...new Set([
@@ -369,8 +394,12 @@ export function exportGguf(modelDir: string, out: string, o: GgufExportOptions =
       ]),
     ];
     const stops = eosIds.map((id) => tok.tokens[id]).filter((t): t is string => t !== undefined);
-    writeFileAtomic(modelfile, ollamaModelfile(path.basename(file), stops));
+    const chat = o.ollamaChat
+      ? o.ollamaChat(found, ck.tokenizerConfig, tok.addBos && tok.bos !== undefined ? tok.tokens[tok.bos] : undefined)
+      : { why: 'no chat template translation was given' };
+    writeFileAtomic(modelfile, ollamaModelfile(path.basename(file), stops, 'why' in chat ? undefined : chat));
     written = modelfile;
+    ollamaTemplate = 'why' in chat ? { written: false, why: chat.why } : { written: true };
   }
   return {
     file,
@@ -399,5 +428,6 @@ export function exportGguf(modelDir: string, out: string, o: GgufExportOptions =
     chatTemplate: template !== undefined,
     f16Fallback,
     ...(written ? { modelfile: written } : {}),
+    ...(ollamaTemplate ? { ollamaTemplate } : {}),
   };
 }

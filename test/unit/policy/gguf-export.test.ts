@@ -8,6 +8,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { main } from '../../../src/cli/main';
 import { TurnwiseError } from '../../../src/core/errors';
+import { ollamaChat } from '../../../src/agent/ollama-template';
 import { chatTokenizerFiles, tokenizerJsonSize } from '../../../src/policy/files/bpe';
 import { readGgufFile } from '../../../src/policy/files/gguf';
 import { exportGguf, ggufTokenizer, llama3RopeFactors, permuteRotaryRows } from '../../../src/policy/files/gguf-export';
@@ -268,11 +269,25 @@ describe('policy/files/gguf-export: a model folder as a GGUF file', function () 
     assert.equal(parameterCount, parameterCountOf(config) + 16);
   });
 
-  it('--ollama writes a Modelfile beside the file: FROM it, the end-of-sequence tokens as stops', () => {
+  it('--ollama writes a Modelfile beside the file: FROM it, the chat template as TEMPLATE and SYSTEM, the end-of-sequence tokens as stops', () => {
     const dir = path.join(tmp, 'ollama');
-    const r = exportGguf(qwenDir, path.join(dir, 'tw.gguf'), { ollama: true, name: 'my-agent' });
+    const r = exportGguf(qwenDir, path.join(dir, 'tw.gguf'), { ollama: true, ollamaChat, name: 'my-agent' });
     assert.equal(r.modelfile, path.join(dir, 'Modelfile'));
-    assert.equal(fs.readFileSync(r.modelfile!, 'utf8'), 'FROM ./tw.gguf\nPARAMETER stop "<|im_end|>"\nPARAMETER stop "<|endoftext|>"\n');
+    const chat = ollamaChat({ template: QWEN2_FILES.tokenizerConfig.chat_template as string, source: 't' }, undefined, undefined);
+    assert.ok(!('why' in chat));
+    assert.deepEqual(r.ollamaTemplate, { written: true });
+    assert.equal(
+      fs.readFileSync(r.modelfile!, 'utf8'),
+      `FROM ./tw.gguf\nTEMPLATE """${chat.template}"""\nSYSTEM """${chat.system}"""\nPARAMETER stop "<|im_end|>"\nPARAMETER stop "<|endoftext|>"\n`,
+    );
+    assert.match(chat.template, /^\{\{ range \.Messages \}\}/);
+    // Without a translation: no TEMPLATE, and the result says why.
+    const plain = exportGguf(qwenDir, path.join(tmp, 'ollama-plain', 'tw.gguf'), { ollama: true });
+    assert.equal(
+      fs.readFileSync(plain.modelfile!, 'utf8'),
+      'FROM ./tw.gguf\nPARAMETER stop "<|im_end|>"\nPARAMETER stop "<|endoftext|>"\n',
+    );
+    assert.equal(plain.ollamaTemplate?.written, false);
     const g = readGgufFile(r.file);
     assert.equal(g.metadata.get('general.name')!.value, 'my-agent');
     assert.equal(g.metadata.get('tokenizer.chat_template')!.value, QWEN2_FILES.tokenizerConfig.chat_template);
@@ -381,6 +396,8 @@ describe('cli: turnwise policy export --format gguf', function () {
     assert.equal(j.type, 'q8_0');
     assert.equal(j.architecture, 'qwen2');
     assert.equal(j.modelfile, path.join(tmp, 'out', 'Modelfile'));
+    assert.deepEqual(j.ollamaTemplate, { written: true });
+    assert.match(fs.readFileSync(j.modelfile, 'utf8'), /^FROM \.\/agent\.gguf\nTEMPLATE """\{\{ range \.Messages \}\}/);
     assert.equal(readGgufFile(file).metadata.get('general.file_type')!.value, 7);
     const again = await run(['policy', 'export', '--model', dir, '--format', 'gguf', '--out', file]);
     assert.equal(again.code, 1);

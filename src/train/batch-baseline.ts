@@ -4,7 +4,10 @@
 // episodes all resolved gives its actions nothing, while the failed episodes of mixed groups push
 // theirs down. An action most groups resolve with ("try the first candidate") is then pushed down
 // on the few tasks where it was wrong and never up where it was right. Against the batch's mean,
-// what resolved is pushed up wherever it did.
+// what resolved is pushed up wherever it did. Across tasks, though, an episode's score is mostly
+// its task's difficulty, and the term credits that too: what the policy writes on hard tasks
+// (free edits, after the candidates failed) goes down, what ends every easy one (`submit`) up.
+// Off by default for that reason (docs/credit-assignment.md).
 import type { Trajectory } from '../core/schema';
 
 /** Test-score units per unit of advantage: a resolved episode against an unresolved one whose other tests pass (0.5 apart) is 1. */

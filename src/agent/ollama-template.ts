@@ -3,7 +3,8 @@
 // Jinja template only when it recognises it as one of its library's. Rendering the Jinja
 // template on conversations of marker strings gives the text each role's message is wrapped in,
 // the generation prompt, and the system message the template adds when none is given; the Go
-// template then wraps each message the same way. A template whose wrapping depends on more than
+// template then wraps each message the same way, and writes the default system message when the
+// conversation has none. A template whose wrapping depends on more than
 // the role (the message's position, its content) cannot be written so: the derivation renders
 // both on further conversations and gives up unless every one comes out the same.
 import { ChatTemplate, templateTokens, type ChatMessage, type ChatRole } from './chat-template';
@@ -13,7 +14,7 @@ export interface OllamaChatParts {
   prefix: Record<'system' | 'user' | 'assistant', string>;
   suffix: Record<'system' | 'user' | 'assistant', string>;
   generation: string;
-  /** The system message the template puts in when the conversation has none (Modelfile SYSTEM). */
+  /** The system message the template puts in when the conversation has none. */
   defaultSystem?: string;
   /** Text before the first message, when the tokenizer does not add it (not the BOS token). */
   lead: string;
@@ -40,7 +41,7 @@ const after = (a: string, b: string) => (a.startsWith(b) ? a.slice(b.length) : u
 /** `a` without its trailing `b`, or undefined when it does not end with it. */
 const before = (a: string, b: string) => (a.endsWith(b) ? a.slice(0, a.length - b.length) : undefined);
 
-/** Renders `messages` as the derived parts do: Ollama's Go template below, with the Modelfile's SYSTEM. */
+/** Renders `messages` as the Go template of the derived parts does (ollamaGoTemplate). */
 export function renderOllama(p: OllamaChatParts, messages: readonly ChatMessage[]): string {
   const all: ChatMessage[] =
     messages[0]?.role !== 'system' && p.defaultSystem !== undefined
@@ -142,26 +143,33 @@ export function ollamaChatParts(template: ChatTemplate, bos?: string): OllamaCha
 /** Go template literal text: `{{` written as a template action that prints it. */
 const goText = (s: string) => s.replace(/\{\{/g, '{{ "{{" }}');
 
-/** The Modelfile TEMPLATE body for the parts (Ollama's Go template over `.Messages`). */
+/**
+ * The Modelfile TEMPLATE body for the parts (Ollama's Go template over `.Messages`). The
+ * template's default system message is part of it, written when no message is a system one
+ * (a Modelfile SYSTEM would not stand in for an empty one, as Llama 3's date header is).
+ */
 export function ollamaGoTemplate(p: OllamaChatParts): string {
   const role = (r: 'system' | 'user' | 'assistant') => `${goText(p.prefix[r])}{{ .Content }}${goText(p.suffix[r])}`;
-  return (
-    `${goText(p.lead)}{{ range .Messages }}{{ if eq .Role "system" }}${role('system')}` +
-    `{{ else if eq .Role "user" }}${role('user')}{{ else if eq .Role "assistant" }}${role('assistant')}{{ end }}{{ end }}` +
-    goText(p.generation)
-  );
+  const fallback =
+    p.defaultSystem === undefined
+      ? ''
+      : '{{ $system := false }}{{ range .Messages }}{{ if eq .Role "system" }}{{ $system = true }}{{ end }}{{ end }}' +
+        `{{ if not $system }}${goText(p.prefix.system + p.defaultSystem + p.suffix.system)}{{ end }}`;
+  const messages =
+    `{{ range .Messages }}{{ if eq .Role "system" }}${role('system')}` +
+    `{{ else if eq .Role "user" }}${role('user')}{{ else if eq .Role "assistant" }}${role('assistant')}{{ end }}{{ end }}`;
+  return goText(p.lead) + fallback + messages + goText(p.generation);
 }
 
 /**
- * The Modelfile's chat for a model's chat template (`found`, as hf.ts's chatTemplateOf gives it):
- * Ollama's TEMPLATE and, when the template adds one, the SYSTEM message; or why there is none.
- * `bos`: the BOS token's text when the tokenizer adds it itself.
+ * The Modelfile's TEMPLATE for a model's chat template (`found`, as hf.ts's chatTemplateOf gives
+ * it), or why there is none. `bos`: the BOS token's text when the tokenizer adds it itself.
  */
 export function ollamaChat(
   found: { template: string; source: string } | undefined,
   tokenizerConfig: Record<string, unknown> | undefined,
   bos: string | undefined,
-): { template: string; system?: string } | { why: string } {
+): { template: string } | { why: string } {
   if (!found) return { why: 'the model has no chat template' };
   let parts: OllamaChatParts | { why: string };
   try {
@@ -172,7 +180,5 @@ export function ollamaChat(
   if ('why' in parts) return parts;
   const template = ollamaGoTemplate(parts);
   // A Modelfile string ends at the first """: such text cannot be written in one.
-  if ((template + (parts.defaultSystem ?? '')).includes('"""'))
-    return { why: 'the chat template holds """, which ends a Modelfile string' };
-  return { template, ...(parts.defaultSystem !== undefined ? { system: parts.defaultSystem } : {}) };
+  return template.includes('"""') ? { why: 'the chat template holds """, which ends a Modelfile string' } : { template };
 }

@@ -60,10 +60,9 @@ export interface GgufExportOptions {
   ) => OllamaChat | { why: string };
 }
 
-/** A Modelfile's chat: Ollama's Go TEMPLATE and the SYSTEM message the model's template adds. */
+/** A Modelfile's chat: Ollama's Go TEMPLATE (with the model's default system message in it). */
 export interface OllamaChat {
   template: string;
-  system?: string;
 }
 
 export interface GgufExportResult {
@@ -310,15 +309,11 @@ export function ggufMetadata(
 
 /**
  * An Ollama Modelfile for the file `gguf` beside it: the end-of-turn tokens as stops and, when
- * the model's chat template could be written as Ollama's (agent/ollama-template.ts), its TEMPLATE and
- * the SYSTEM message the template puts in a conversation without one.
+ * the model's chat template could be written as Ollama's (agent/ollama-template.ts), its TEMPLATE.
  */
 export function ollamaModelfile(gguf: string, stops: readonly string[], chat?: OllamaChat): string {
   const lines = [`FROM ./${gguf}`];
-  if (chat) {
-    lines.push(`TEMPLATE """${chat.template}"""`);
-    if (chat.system !== undefined) lines.push(`SYSTEM """${chat.system}"""`);
-  }
+  if (chat) lines.push(`TEMPLATE """${chat.template}"""`);
   lines.push(...stops.map((s) => `PARAMETER stop ${JSON.stringify(s)}`));
   return lines.join('\n') + '\n';
 }

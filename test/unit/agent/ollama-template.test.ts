@@ -29,12 +29,14 @@ describe('agent/ollama-template: the chat template as Ollama’s', () => {
     assert.equal(p.defaultSystem, 'You are a helpful coding assistant.');
     assert.equal(
       ollamaGoTemplate(p),
-      '{{ range .Messages }}{{ if eq .Role "system" }}<|im_start|>system\n{{ .Content }}<|im_end|>\n' +
+      '{{ $system := false }}{{ range .Messages }}{{ if eq .Role "system" }}{{ $system = true }}{{ end }}{{ end }}' +
+        '{{ if not $system }}<|im_start|>system\nYou are a helpful coding assistant.<|im_end|>\n{{ end }}' +
+        '{{ range .Messages }}{{ if eq .Role "system" }}<|im_start|>system\n{{ .Content }}<|im_end|>\n' +
         '{{ else if eq .Role "user" }}<|im_start|>user\n{{ .Content }}<|im_end|>\n' +
         '{{ else if eq .Role "assistant" }}<|im_start|>assistant\n{{ .Content }}<|im_end|>\n{{ end }}{{ end }}<|im_start|>assistant\n',
     );
     const t = new ChatTemplate(CHATML_TEMPLATE, 'test');
-    // With and without a system message (the Modelfile's SYSTEM stands in for the template's default).
+    // With and without a system message (the Go template writes the default one when none is given).
     assert.equal(renderOllama(p, conversation), t.render(conversation, true));
     assert.equal(renderOllama(p, conversation.slice(1)), t.render(conversation.slice(1), true));
   });
@@ -54,6 +56,27 @@ describe('agent/ollama-template: the chat template as Ollama’s', () => {
     assert.equal(renderOllama(own, conversation.slice(1)), t.render(conversation.slice(1), true));
   });
 
+  it('a system header written even without a system message (Llama 3.1’s kind): the default is an empty message, written by the Go template', () => {
+    const dated = [
+      '{{- bos_token }}',
+      "{%- if messages[0].role == 'system' %}{%- set sys = messages[0].content %}{%- set rest = messages[1:] %}",
+      "{%- else %}{%- set sys = '' %}{%- set rest = messages %}{%- endif %}",
+      "{{- '<|start_header_id|>system<|end_header_id|>\\n\\nToday Date: 01 Jan 2026\\n\\n' + sys + '<|eot_id|>' }}",
+      "{%- for m in rest %}{{- '<|start_header_id|>' + m.role + '<|end_header_id|>\\n\\n' + m.content + '<|eot_id|>' }}{%- endfor %}",
+      "{%- if add_generation_prompt %}{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{%- endif %}",
+    ].join('');
+    const tokens = { bos_token: '<|begin_of_text|>' };
+    const p = parts(dated, '<|begin_of_text|>', tokens);
+    assert.equal(p.defaultSystem, '');
+    assert.equal(p.prefix.system, '<|start_header_id|>system<|end_header_id|>\n\nToday Date: 01 Jan 2026\n\n');
+    const t = new ChatTemplate(dated, 'test', tokens);
+    for (const c of [conversation, conversation.slice(1)]) assert.equal('<|begin_of_text|>' + renderOllama(p, c), t.render(c, true));
+    assert.match(
+      ollamaGoTemplate(p),
+      /\{\{ if not \$system \}\}<\|start_header_id\|>system<\|end_header_id\|>\n\nToday Date: 01 Jan 2026\n\n<\|eot_id\|>\{\{ end \}\}/,
+    );
+  });
+
   it('a template whose wrapping depends on more than the role is refused with the reason', () => {
     // The first user message is wrapped differently from the later ones.
     const byPlace = [
@@ -70,10 +93,10 @@ describe('agent/ollama-template: the chat template as Ollama’s', () => {
     assert.ok('why' in q && /leaves out or reorders/.test(q.why), JSON.stringify(q));
   });
 
-  it('ollamaChat: the Modelfile’s TEMPLATE and SYSTEM, or why not (none, """ in the text, `{{` escaped)', () => {
+  it('ollamaChat: the Modelfile’s TEMPLATE, or why not (none, """ in the text, `{{` escaped)', () => {
     const c = ollamaChat({ template: CHATML_TEMPLATE, source: 'test' }, undefined, undefined);
     assert.ok(!('why' in c));
-    assert.equal((c as { system?: string }).system, 'You are a helpful coding assistant.');
+    assert.ok(c.template.includes('{{ if not $system }}<|im_start|>system\nYou are a helpful coding assistant.'), c.template);
     assert.deepEqual(ollamaChat(undefined, undefined, undefined), { why: 'the model has no chat template' });
     const quotes = CHATML_TEMPLATE.replace('You are a helpful coding assistant.', 'Say """hi""".');
     assert.match((ollamaChat({ template: quotes, source: 'test' }, undefined, undefined) as { why: string }).why, /"""/);

@@ -269,7 +269,7 @@ describe('policy/files/gguf-export: a model folder as a GGUF file', function () 
     assert.equal(parameterCount, parameterCountOf(config) + 16);
   });
 
-  it('--ollama writes a Modelfile beside the file: FROM it, the chat template as TEMPLATE and SYSTEM, the end-of-sequence tokens as stops', () => {
+  it('--ollama writes a Modelfile beside the file: FROM it, the chat template as TEMPLATE, the end-of-sequence tokens as stops', () => {
     const dir = path.join(tmp, 'ollama');
     const r = exportGguf(qwenDir, path.join(dir, 'tw.gguf'), { ollama: true, ollamaChat, name: 'my-agent' });
     assert.equal(r.modelfile, path.join(dir, 'Modelfile'));
@@ -278,9 +278,9 @@ describe('policy/files/gguf-export: a model folder as a GGUF file', function () 
     assert.deepEqual(r.ollamaTemplate, { written: true });
     assert.equal(
       fs.readFileSync(r.modelfile!, 'utf8'),
-      `FROM ./tw.gguf\nTEMPLATE """${chat.template}"""\nSYSTEM """${chat.system}"""\nPARAMETER stop "<|im_end|>"\nPARAMETER stop "<|endoftext|>"\n`,
+      `FROM ./tw.gguf\nTEMPLATE """${chat.template}"""\nPARAMETER stop "<|im_end|>"\nPARAMETER stop "<|endoftext|>"\n`,
     );
-    assert.match(chat.template, /^\{\{ range \.Messages \}\}/);
+    assert.match(chat.template, /^\{\{ \$system := false \}\}/);
     // Without a translation: no TEMPLATE, and the result says why.
     const plain = exportGguf(qwenDir, path.join(tmp, 'ollama-plain', 'tw.gguf'), { ollama: true });
     assert.equal(
@@ -397,7 +397,7 @@ describe('cli: turnwise policy export --format gguf', function () {
     assert.equal(j.architecture, 'qwen2');
     assert.equal(j.modelfile, path.join(tmp, 'out', 'Modelfile'));
     assert.deepEqual(j.ollamaTemplate, { written: true });
-    assert.match(fs.readFileSync(j.modelfile, 'utf8'), /^FROM \.\/agent\.gguf\nTEMPLATE """\{\{ range \.Messages \}\}/);
+    assert.match(fs.readFileSync(j.modelfile, 'utf8'), /^FROM \.\/agent\.gguf\nTEMPLATE """\{\{ \$system := false \}\}/);
     assert.equal(readGgufFile(file).metadata.get('general.file_type')!.value, 7);
     const again = await run(['policy', 'export', '--model', dir, '--format', 'gguf', '--out', file]);
     assert.equal(again.code, 1);

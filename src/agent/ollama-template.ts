@@ -4,9 +4,9 @@
 // template on conversations of marker strings gives the text each role's message is wrapped in,
 // the generation prompt, and the system message the template adds when none is given; the Go
 // template then wraps each message the same way, and writes the default system message when the
-// conversation has none. A template whose wrapping depends on more than
-// the role (the message's position, its content) cannot be written so: the derivation renders
-// both on further conversations and gives up unless every one comes out the same.
+// conversation has none. A template whose wrapping depends on more than the role (the message's
+// position, its content) cannot be written so: the derivation renders both on further
+// conversations and gives up unless every one comes out the same.
 import { ChatTemplate, templateTokens, type ChatMessage, type ChatRole } from './chat-template';
 
 /** What a message of each role is wrapped in, and what follows the last one before the reply. */
@@ -90,14 +90,13 @@ export function ollamaChatParts(template: ChatTemplate, bos?: string): OllamaCha
   const systemSuffix = userPrefix !== undefined ? before(f[1], userPrefix) : undefined;
   if (generation === undefined || assistantPrefix === undefined || userPrefix === undefined || systemSuffix === undefined)
     return { why: "the chat template's text around a message depends on more than its role" };
-  let lead = '';
   let systemPrefix = f[0];
   if (bos && systemPrefix.startsWith(bos)) systemPrefix = systemPrefix.slice(bos.length);
   const parts: OllamaChatParts = {
     prefix: { system: systemPrefix, user: userPrefix, assistant: assistantPrefix },
     suffix: { system: systemSuffix, user: userSuffix, assistant: assistantSuffix },
     generation,
-    lead,
+    lead: '',
   };
   // Without a system message: the template's own, when it writes one in the same wrapping.
   const bare = bos && ns[0].startsWith(bos) ? ns[0].slice(bos.length) : ns[0];
@@ -109,8 +108,7 @@ export function ollamaChatParts(template: ChatTemplate, bos?: string): OllamaCha
       const l = before(bare, userPrefix);
       if (l === undefined || !systemPrefix.startsWith(l))
         return { why: 'the chat template writes something else before a conversation without a system message' };
-      lead = l;
-      parts.lead = lead;
+      parts.lead = l;
       parts.prefix.system = systemPrefix.slice(l.length);
     } else parts.defaultSystem = sys;
   }

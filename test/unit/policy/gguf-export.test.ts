@@ -405,6 +405,12 @@ describe('cli: turnwise policy export --format gguf', function () {
     const forced = await run(['policy', 'export', '--model', dir, '--format', 'gguf', '--out', file, '--force']);
     assert.equal(forced.code, 0, forced.err);
     assert.match(forced.out, /wrote .*agent\.gguf: qwen2, 26 tensors at f16/);
+    const text = await run(['policy', 'export', '--model', dir, '--format', 'gguf', '--out', path.join(tmp, 'text', 'a.gguf'), '--ollama']);
+    assert.equal(text.code, 0, text.err);
+    assert.match(
+      text.out,
+      /wrote .*Modelfile: `ollama create NAME -f .*Modelfile` imports it\n {2}its TEMPLATE is the chat template written as Ollama's/,
+    );
     const noFormat = await run(['policy', 'export', '--model', dir, '--out', path.join(tmp, 'x.gguf')]);
     assert.notEqual(noFormat.code, 0);
     assert.match(noFormat.err, /--format is required \(gguf\)/);

@@ -11,8 +11,8 @@ import { ChatTemplate, templateTokens, type ChatMessage, type ChatRole } from '.
 
 /** What a message of each role is wrapped in, and what follows the last one before the reply. */
 export interface OllamaChatParts {
-  prefix: Record<'system' | 'user' | 'assistant', string>;
-  suffix: Record<'system' | 'user' | 'assistant', string>;
+  prefix: Record<ChatRole, string>;
+  suffix: Record<ChatRole, string>;
   generation: string;
   /** The system message the template puts in when the conversation has none. */
   defaultSystem?: string;
@@ -47,11 +47,7 @@ export function renderOllama(p: OllamaChatParts, messages: readonly ChatMessage[
     messages[0]?.role !== 'system' && p.defaultSystem !== undefined
       ? [{ role: 'system', content: p.defaultSystem }, ...messages]
       : [...messages];
-  const wrap = (m: ChatMessage) => {
-    const r = m.role as 'system' | 'user' | 'assistant';
-    return p.prefix[r] + m.content + p.suffix[r];
-  };
-  return p.lead + all.map(wrap).join('') + p.generation;
+  return p.lead + all.map((m) => p.prefix[m.role] + m.content + p.suffix[m.role]).join('') + p.generation;
 }
 
 /**
@@ -90,8 +86,9 @@ export function ollamaChatParts(template: ChatTemplate, bos?: string): OllamaCha
   const systemSuffix = userPrefix !== undefined ? before(f[1], userPrefix) : undefined;
   if (generation === undefined || assistantPrefix === undefined || userPrefix === undefined || systemSuffix === undefined)
     return { why: "the chat template's text around a message depends on more than its role" };
-  let systemPrefix = f[0];
-  if (bos && systemPrefix.startsWith(bos)) systemPrefix = systemPrefix.slice(bos.length);
+  // The BOS token the tokenizer adds: not part of the template's text.
+  const unBos = (text: string) => (bos && text.startsWith(bos) ? text.slice(bos.length) : text);
+  const systemPrefix = unBos(f[0]);
   const parts: OllamaChatParts = {
     prefix: { system: systemPrefix, user: userPrefix, assistant: assistantPrefix },
     suffix: { system: systemSuffix, user: userSuffix, assistant: assistantSuffix },
@@ -99,7 +96,7 @@ export function ollamaChatParts(template: ChatTemplate, bos?: string): OllamaCha
     lead: '',
   };
   // Without a system message: the template's own, when it writes one in the same wrapping.
-  const bare = bos && ns[0].startsWith(bos) ? ns[0].slice(bos.length) : ns[0];
+  const bare = unBos(ns[0]);
   if (bare !== userPrefix) {
     const inner = after(bare, systemPrefix);
     const sys = inner !== undefined ? before(inner, systemSuffix + userPrefix) : undefined;
@@ -128,11 +125,10 @@ export function ollamaChatParts(template: ChatTemplate, bos?: string): OllamaCha
   for (const c of checks) {
     let want: string;
     try {
-      want = template.render(c, true, at);
+      want = unBos(template.render(c, true, at));
     } catch {
       continue;
     }
-    if (bos && want.startsWith(bos)) want = want.slice(bos.length);
     if (renderOllama(parts, c) !== want) return { why: "the chat template's text around a message depends on more than its role" };
   }
   return parts;
@@ -147,7 +143,7 @@ const goText = (s: string) => s.replace(/\{\{/g, '{{ "{{" }}');
  * (a Modelfile SYSTEM would not stand in for an empty one, as Llama 3's date header is).
  */
 export function ollamaGoTemplate(p: OllamaChatParts): string {
-  const role = (r: 'system' | 'user' | 'assistant') => `${goText(p.prefix[r])}{{ .Content }}${goText(p.suffix[r])}`;
+  const role = (r: ChatRole) => `${goText(p.prefix[r])}{{ .Content }}${goText(p.suffix[r])}`;
   const fallback =
     p.defaultSystem === undefined
       ? ''

@@ -9,6 +9,7 @@
 // (free edits, after the candidates failed) goes down, what ends every easy one (`submit`) up.
 // Off by default for that reason (docs/credit-assignment.md).
 import type { Trajectory } from '../core/schema';
+import { mean } from '../core/stats';
 
 /** Test-score units per unit of advantage: a resolved episode against an unresolved one whose other tests pass (0.5 apart) is 1. */
 export const BATCH_BASELINE_SCALE = 0.5;
@@ -22,9 +23,9 @@ export function addBatchBaseline(trajs: readonly Trajectory[], weight: number): 
   if (!(weight > 0)) return NaN;
   const scored = trajs.filter((t) => Number.isFinite(t.reward?.testScore));
   if (!scored.length) return NaN;
-  const mean = scored.reduce((a, t) => a + t.reward!.testScore!, 0) / scored.length;
+  const batchMean = mean(scored.map((t) => t.reward!.testScore!));
   for (const t of scored) {
-    const term = (weight * (t.reward!.testScore! - mean)) / BATCH_BASELINE_SCALE;
+    const term = (weight * (t.reward!.testScore! - batchMean)) / BATCH_BASELINE_SCALE;
     for (const u of t.turns) {
       // Turns with no advantage take no part in the update (inherited turns of a branch).
       if (typeof u.advantage !== 'number') continue;
@@ -33,5 +34,5 @@ export function addBatchBaseline(trajs: readonly Trajectory[], weight: number): 
       if (u.advantageComponents) u.advantageComponents = { ...u.advantageComponents, batch: term };
     }
   }
-  return mean;
+  return batchMean;
 }

@@ -238,10 +238,20 @@ def _guard_seconds():
         return 60.0
 
 
-# A variant that loops forever (i += 1 -> i -= 1) is cut off after this much CPU time (the same
-# under any load) or, if it sleeps instead, this much wall time.
+# A variant that loops forever (i += 1 -> i -= 1) is cut off after this much CPU time or, if it
+# sleeps instead, this much wall time: the floors of the limits below.
 MUTANT_CPU_SECONDS = 1.0
 MUTANT_WALL_SECONDS = 8.0
+
+
+def mutant_limits(run_wall, run_cpu):
+    """(CPU seconds, wall seconds) one variant's test run may take, from what the tool's own first
+    run of the whole suite (traced, so dearer than any variant's run) cost just now: twice its CPU
+    time and four times its wall time, never under the floors above. Contention stretches both
+    (a forked pytest run on a cgroup shared with busy processes measured 3x the CPU time and 30x
+    the wall time of an idle one), and a fixed limit would cut every variant short on a busy
+    machine and rank by that; a suite that is slow on its own gets room in the same way."""
+    return max(MUTANT_CPU_SECONDS, 2.0 * run_cpu), max(MUTANT_WALL_SECONDS, 4.0 * run_wall)
 
 _CMP = ["<", "<=", ">", ">=", "==", "!="]
 _ARITH = ["+", "-", "*", "/", "//", "%"]
@@ -297,9 +307,9 @@ def _forget_workspace_modules(roots):
             del sys.modules[name]
 
 
-def _passing_in_child(copy, ids):
+def _passing_in_child(copy, ids, cpu_seconds, wall_seconds):
     """Run `ids` (all tests when empty) on the copy in a forked child: the number that pass, or
-    -1 when the child failed or ran out of time."""
+    -1 when the child failed or ran past either limit."""
     rd, wr = os.pipe()
     pid = os.fork()
     if pid == 0:  # child: never returns
@@ -307,8 +317,8 @@ def _passing_in_child(copy, ids):
         n = -1
         try:
             # SIGPROF / SIGALRM end the child (no handler): read as -1 below.
-            signal.setitimer(signal.ITIMER_PROF, MUTANT_CPU_SECONDS)
-            signal.setitimer(signal.ITIMER_REAL, MUTANT_WALL_SECONDS)
+            signal.setitimer(signal.ITIMER_PROF, cpu_seconds)
+            signal.setitimer(signal.ITIMER_REAL, wall_seconds)
             _forget_workspace_modules([ROOT, copy])
             sys.path[:] = [p for p in sys.path if os.path.realpath(p or ".") != ROOT]
             sys.path.insert(0, copy)
@@ -341,16 +351,35 @@ def _passing_in_child(copy, ids):
         return -1
 
 
-def mutation_scores(candidates, failed, total):
+class _GuardReached(Exception):
+    """The wall-clock guard passed during the re-ranking."""
+
+
+def mutation_scores(candidates, failed, total, limits=(MUTANT_CPU_SECONDS, MUTANT_WALL_SECONDS)):
     """For each (abs path, line) in `candidates` (most suspicious first), the most tests any of
     its one-token variants makes pass: failing tests first (a variant that fixes none scores 0),
     then the whole suite for those that fix some. Stops after MUTATE_RUNS test runs (lines not
     reached score 0), at the wall-clock guard, or at a variant that makes all `total` tests pass
-    (no later line can rank above it). Returns the scores and whether the guard stopped it."""
+    (no later line can rank above it). `limits` bound each variant's run (mutant_limits); the
+    guard bounds it too, and a run the guard stopped counts as not run. Returns the scores and
+    whether the guard stopped it."""
+    cpu_limit, wall_limit = limits
     scores = {}
     cut = False
     deadline = _STARTED + _guard_seconds()
     runs = 0
+
+    def run(ids):
+        nonlocal runs
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise _GuardReached()
+        n = _passing_in_child(copy, ids, cpu_limit, min(wall_limit, left))
+        if n < 0 and time.monotonic() >= deadline:
+            raise _GuardReached()
+        runs += 1
+        return n
+
     tmp = tempfile.mkdtemp(prefix="tw-mutants-")
     copy = os.path.join(tmp, "ws")
     try:
@@ -377,19 +406,20 @@ def mutation_scores(candidates, failed, total):
                 with open(target, "w", encoding="utf-8") as fh:
                     fh.write("\n".join(mutated))
                 try:
-                    fixed = _passing_in_child(copy, failed)
-                    runs += 1
+                    fixed = run(failed)
                     if fixed > 0:
-                        whole = _passing_in_child(copy, [])
-                        runs += 1
+                        whole = run([])
                         best = max(best, whole if whole > 0 else fixed)
+                except _GuardReached:
+                    cut = True
+                    break
                 finally:
                     with open(target, "w", encoding="utf-8") as fh:
                         fh.write(original)
                 if best >= total:
                     break
             scores[(f, line)] = best
-            if best >= total or runs >= MUTATE_RUNS:
+            if cut or best >= total or runs >= MUTATE_RUNS:
                 break
             if time.monotonic() > deadline:
                 cut = True
@@ -418,7 +448,9 @@ def _mutable(ranked):
 
 def tw_suspects(numbered=False):
     _save_suspects([])
+    w0, c0 = time.monotonic(), time.process_time()
     code, col, out = _run(True)
+    limits = mutant_limits(time.monotonic() - w0, time.process_time() - c0)
     failed, passed = _summary(col)
     if not col.outcomes and not col.errors:
         print("no tests ran (pytest exit %d)" % code)
@@ -470,7 +502,7 @@ def tw_suspects(numbered=False):
         if (f, line) in import_only and (code_line[0] in "'\"" or code_line.startswith(("import ", "from ")) or code_line == "pass"):
             continue
         ranked.append((rel, line, f, code_line))
-    mscore, cut = mutation_scores(_mutable(ranked), failed, len(failed) + passed) if os.environ.get("TW_MUTATE", "1") != "0" else ({}, False)
+    mscore, cut = mutation_scores(_mutable(ranked), failed, len(failed) + passed, limits) if os.environ.get("TW_MUTATE", "1") != "0" else ({}, False)
     # Stable sort: equal mutation scores keep the Ochiai order.
     ranked.sort(key=lambda t: -mscore.get((t[2], t[1]), 0))
     shown = ranked[:5]

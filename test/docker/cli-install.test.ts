@@ -2,7 +2,9 @@
 // into a temporary prefix (dependencies from the npm registry or the local cache), then
 // `turnwise doctor --json` and `turnwise demo --quick` run from outside the checkout, with the
 // embedded model, the grammars, the sandbox images' sources and the demo workspace coming from
-// the installed package. Needs `npm run build` first (the package carries dist/).
+// the installed package. The demo run is the docker tier's check of the demo itself too: events
+// in order, metrics, checkpoints that load, every held-out task evaluated, no container left.
+// Needs `npm run build` first (the package carries dist/).
 import * as assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
@@ -10,6 +12,8 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import Docker from 'dockerode';
 import { parseEventLine, type RunEvent } from '../../src/core/events';
+import { RunDir } from '../../src/core/run';
+import { loadCheckpoint } from '../../src/policy/files/checkpoint';
 import type { DoctorReport } from '../../src/train/doctor';
 
 const root = path.join(__dirname, '..', '..');
@@ -109,15 +113,37 @@ describe('the CLI installed from its npm package (npm pack, npm install -g)', fu
       .split('\n')
       .map(parseEventLine)
       .filter((e): e is RunEvent => !!e);
-    const started = events.find((e) => e.type === 'run-started') as Extract<RunEvent, { type: 'run-started' }> | undefined;
-    assert.ok(started, `no run-started event in: ${r.stdout.slice(0, 1000)}`);
+    const types = events.map((e) => e.type);
+    // Both events must be there: indexOf of a missing one is -1, which any order check would pass.
+    const startedAt = types.indexOf('run-started');
+    const firstIteration = types.indexOf('iteration-finished');
+    assert.ok(startedAt >= 0, `no run-started event in: ${r.stdout.slice(0, 1000)}`);
+    assert.ok(
+      firstIteration > startedAt,
+      `run-started (event ${startedAt}) comes before the first iteration-finished (event ${firstIteration})`,
+    );
+    const started = events[startedAt] as Extract<RunEvent, { type: 'run-started' }>;
     assert.deepEqual(
       events.filter((e) => e.type === 'iteration-finished').map((e) => (e as { iteration: number }).iteration),
       [0, 1],
     );
-    assert.equal(events[events.length - 1].type, 'run-finished');
+    assert.equal(types[types.length - 1], 'run-finished');
+    assert.ok(started.heldoutTasks >= 1 && started.trainTasks >= 1);
     assert.ok(started.runDir.startsWith(runs), `${started.runDir} is under --runs`);
-    assert.ok(fs.existsSync(path.join(started.runDir, 'metrics.jsonl')));
+    // The run directory, as the package's embedded policy left it.
+    const runDir = RunDir.open(started.runDir);
+    const metrics = runDir.readMetrics();
+    assert.equal(typeof metrics[0]['heldout/resolved'], 'number', 'iteration 0 evaluates the starting policy on the held-out tasks');
+    assert.equal(typeof metrics[1]['reward/mean'], 'number');
+    assert.equal(typeof metrics[1]['heldout/resolved'], 'number');
+    for (const k of ['time/generation_s', 'time/sandbox_s', 'time/reward_s', 'time/advantages_s', 'time/update_s'])
+      assert.equal(typeof metrics[1][k], 'number', k);
+    for (const n of [0, 1]) assert.ok(loadCheckpoint(runDir.checkpointDir(n)).weights.tensors.size > 0);
+    const split = runDir.readSplits();
+    assert.equal(split.train.filter((id) => split.heldout.includes(id)).length, 0, 'train and held-out are disjoint');
+    const evalTrajs = runDir.readTrajectories(1, 'heldout');
+    assert.deepEqual(new Set(evalTrajs.map((t) => t.taskId)), new Set(split.heldout), 'every held-out task was evaluated');
+    assert.equal(runDir.readStatus()?.state, 'finished');
     assert.ok(
       !fs.existsSync(path.join(pkgDir, '.turnwise')) && !fs.existsSync(path.join(pkgDir, 'examples', 'demo-python', '.turnwise')),
       'nothing written into the installed package',

@@ -35,6 +35,16 @@ describe('docker: agent tools in the Python sandbox (tw-suspects mutation rankin
     assert.equal(left.length, 0);
   });
 
+  /** A snapshot of a Python workspace made of `files` (relative path to text) in a folder `name` of the test's temp folder. */
+  async function snapshotOf(name: string, files: Record<string, string>): Promise<PoolSnapshot> {
+    const ws = path.join(dir, name);
+    for (const [rel, text] of Object.entries(files)) {
+      fs.mkdirSync(path.dirname(path.join(ws, rel)), { recursive: true });
+      fs.writeFileSync(path.join(ws, rel), text);
+    }
+    return pool.snapshot(ws, { language: 'python' });
+  }
+
   async function inSandbox<T>(
     snap: PoolSnapshot,
     f: (exec: (cmd: string) => Promise<{ exitCode: number | null; stdout: string; stderr: string }>) => Promise<T>,
@@ -94,49 +104,46 @@ describe('docker: agent tools in the Python sandbox (tw-suspects mutation rankin
 
   it("the ranking does not depend on the machine's load: the same lines under CPU contention that makes it slower than a time budget would allow", async () => {
     const snap = await pool.snapshot(demo, { language: 'python' });
-    const sb = await pool.acquire(snap, { rollout: 'tools-load' });
-    try {
-      const exec = (cmd: string) => sb.exec(cmd, { timeoutMs: 180_000 });
-      await exec(`sed -i '14s/if qty <= 0:/if not (qty <= 0):/' inventory/stock.py`);
-      const t0 = Date.now();
-      const idle = await exec('tw-suspects');
-      const idleMs = Date.now() - t0;
-      assert.equal(suspectLines(idle.stdout)[0], 'inventory/stock.py:14: if not (qty <= 0):', idle.stdout);
-      // Busy loops in the same container (it has one CPU), doubled until the tool runs past the
-      // 12 s time budget the re-ranking once had (which then cut it short and ranked by Ochiai
-      // alone: the constructor first). Doubled, not computed from the idle time: contention
-      // stretches a pytest run far more than the loops' share of the CPU would say (30x the wall
-      // time for 8 loops), and by how much depends on the kernel.
-      const tries: string[] = [];
-      let busyMs = 0;
-      for (let hogs = 1; busyMs <= 12_000 && hogs <= 64; hogs *= 2) {
-        const t1 = Date.now();
-        const busy = await exec(
-          `for i in $(seq ${hogs}); do (while :; do :; done) & done; tw-suspects; rc=$?; kill $(jobs -p) 2>/dev/null; exit $rc`,
-        );
-        busyMs = Date.now() - t1;
-        tries.push(`${hogs} loops: ${busyMs} ms`);
-        const what = `idle ${idleMs} ms; ${tries.join(', ')}`;
-        assert.equal(busy.exitCode, 1, `${what}\n${busy.stdout}${busy.stderr}`);
-        assert.equal(busy.stdout, idle.stdout, what);
-      }
-      assert.ok(busyMs > 12_000, `precondition: contention made the tool slower than 12 s (idle ${idleMs} ms; ${tries.join(', ')})`);
-    } finally {
-      await sb.dispose();
-    }
+    await inSandbox(
+      snap,
+      async (exec) => {
+        await exec(`sed -i '14s/if qty <= 0:/if not (qty <= 0):/' inventory/stock.py`);
+        const t0 = Date.now();
+        const idle = await exec('tw-suspects');
+        const idleMs = Date.now() - t0;
+        assert.equal(suspectLines(idle.stdout)[0], 'inventory/stock.py:14: if not (qty <= 0):', idle.stdout);
+        // Busy loops in the same container (it has one CPU), doubled until the tool runs past the
+        // 12 s time budget the re-ranking once had (which then cut it short and ranked by Ochiai
+        // alone: the constructor first). Doubled, not computed from the idle time: contention
+        // stretches a pytest run far more than the loops' share of the CPU would say (30x the wall
+        // time for 8 loops), and by how much depends on the kernel.
+        const tries: string[] = [];
+        let busyMs = 0;
+        for (let hogs = 1; busyMs <= 12_000 && hogs <= 64; hogs *= 2) {
+          const t1 = Date.now();
+          const busy = await exec(
+            `for i in $(seq ${hogs}); do (while :; do :; done) & done; tw-suspects; rc=$?; kill $(jobs -p) 2>/dev/null; exit $rc`,
+          );
+          busyMs = Date.now() - t1;
+          tries.push(`${hogs} loops: ${busyMs} ms`);
+          const what = `idle ${idleMs} ms; ${tries.join(', ')}`;
+          assert.equal(busy.exitCode, 1, `${what}\n${busy.stdout}${busy.stderr}`);
+          assert.equal(busy.stdout, idle.stdout, what);
+        }
+        assert.ok(busyMs > 12_000, `precondition: contention made the tool slower than 12 s (idle ${idleMs} ms; ${tries.join(', ')})`);
+      },
+      180_000,
+    );
   });
 
   it('a variant that loops forever is cut off, and the bug line after it still ranks first', async () => {
-    const ws = path.join(dir, 'loop');
-    fs.mkdirSync(path.join(ws, 'tests'), { recursive: true });
     // Ochiai ties lines 2-5 (every test runs them all) and keeps them in line order; line 4's
     // variants `i -= 1`, `i *= 1`, ... never end.
-    fs.writeFileSync(path.join(ws, 'counter.py'), 'def count_up(n):\n    i = 0\n    while i < n:\n        i += 1\n    return i + 1\n');
-    fs.writeFileSync(
-      path.join(ws, 'tests', 'test_counter.py'),
-      'from counter import count_up\n\n\ndef test_three():\n    assert count_up(3) == 3\n\n\ndef test_zero():\n    assert count_up(0) == 0\n',
-    );
-    const snap = await pool.snapshot(ws, { language: 'python' });
+    const snap = await snapshotOf('loop', {
+      'counter.py': 'def count_up(n):\n    i = 0\n    while i < n:\n        i += 1\n    return i + 1\n',
+      'tests/test_counter.py':
+        'from counter import count_up\n\n\ndef test_three():\n    assert count_up(3) == 3\n\n\ndef test_zero():\n    assert count_up(0) == 0\n',
+    });
     await inSandbox(snap, async (exec) => {
       const t0 = Date.now();
       const r = await exec('tw-suspects');
@@ -153,16 +160,13 @@ describe('docker: agent tools in the Python sandbox (tw-suspects mutation rankin
   });
 
   it("a suite slower than the floor of the per-variant CPU limit: the variants still run (the limits come from the suite's own run), and the bug ranks first", async () => {
-    const ws = path.join(dir, 'slow');
-    fs.mkdirSync(path.join(ws, 'tests'), { recursive: true });
     // Ochiai ties lines 2-3 and keeps line order; line 2 has no one-token variant, so the
     // re-ranking tries line 3 alone, whose `* 1` fixes it. The test spends ~1.2 CPU s in C
     // (PBKDF2, calibrated here), more than the 1 s floor: with a fixed 1 s limit every variant's
     // run is cut off, none scores, and the Ochiai order (line 2 first) stands.
-    fs.writeFileSync(path.join(ws, 'totals.py'), 'def doubled_total(n):\n    total = sum(range(n))\n    return total * 2\n');
-    fs.writeFileSync(
-      path.join(ws, 'tests', 'test_totals.py'),
-      [
+    const snap = await snapshotOf('slow', {
+      'totals.py': 'def doubled_total(n):\n    total = sum(range(n))\n    return total * 2\n',
+      'tests/test_totals.py': [
         'import hashlib',
         'import pathlib',
         '',
@@ -176,9 +180,8 @@ describe('docker: agent tools in the Python sandbox (tw-suspects mutation rankin
         '    assert doubled_total(10) == 45',
         '',
       ].join('\n'),
-    );
-    fs.writeFileSync(path.join(ws, 'tests', 'rounds.txt'), '1\n');
-    const snap = await pool.snapshot(ws, { language: 'python' });
+      'tests/rounds.txt': '1\n',
+    });
     // A command limit whose guard (80% of it) a loaded machine does not reach: about 6 CPU s of
     // variant runs.
     await inSandbox(

@@ -355,7 +355,7 @@ class _GuardReached(Exception):
     """The wall-clock guard passed during the re-ranking."""
 
 
-def mutation_scores(candidates, failed, total, limits=(MUTANT_CPU_SECONDS, MUTANT_WALL_SECONDS)):
+def mutation_scores(candidates, failed, total, limits):
     """For each (abs path, line) in `candidates` (most suspicious first), the most tests any of
     its one-token variants makes pass: failing tests first (a variant that fixes none scores 0),
     then the whole suite for those that fix some. Stops after MUTATE_RUNS test runs (lines not

@@ -73,7 +73,11 @@ export function writeNewSlots(c: ModelConfig, cache: KvCache, out: Record<string
     const v = out[`new.${l}.value`].data as Float32Array; // [B,nkv,T,d]
     const K = cache.keys[l];
     const V = cache.values[l];
-    for (let r = 0; r < B * nkv * d; r++) K.set(k.subarray(r * T, (r + 1) * T), r * C + P);
+    if (T === 1) {
+      // A decode step: one value per key row, written directly. A subarray and a set per value
+      // took 6-7 ms per step at 8 rows of the Qwen2.5-0.5B shape (24,576 calls), 3% of the step.
+      for (let r = 0; r < B * nkv * d; r++) K[r * C + P] = k[r];
+    } else for (let r = 0; r < B * nkv * d; r++) K.set(k.subarray(r * T, (r + 1) * T), r * C + P);
     for (let bh = 0; bh < B * nkv; bh++) V.set(v.subarray(bh * T * d, (bh + 1) * T * d), (bh * C + P) * d);
   }
 }

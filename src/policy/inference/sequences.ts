@@ -25,9 +25,9 @@ export class Sequence {
   version = -1;
   /** @internal Slots allocated per layer (grows by doubling up to max_position_embeddings). */
   capacity = 0;
-  /** @internal Per layer, keys transposed [nkv, d, capacity]. */
+  /** @internal Per layer, keys [nkv, capacity, d]. */
   keys: Float32Array[] = [];
-  /** @internal Per layer, values [nkv, capacity, d]. */
+  /** @internal Per layer, values transposed [nkv, d, capacity]. */
   values: Float32Array[] = [];
   /** @internal Set while a batched call uses the sequence. */
   busy = false;
@@ -128,12 +128,12 @@ export class Sequence {
     const keys: Float32Array[] = [];
     const values: Float32Array[] = [];
     for (let l = 0; l < c.num_hidden_layers; l++) {
-      const k = new Float32Array(nkv * d * cap);
-      const v = new Float32Array(nkv * cap * d);
+      const k = new Float32Array(nkv * cap * d);
+      const v = new Float32Array(nkv * d * cap);
       if (this.cached > 0) {
-        for (let r = 0; r < nkv * d; r++) k.set(this.keys[l].subarray(r * this.capacity, r * this.capacity + this.cached), r * cap);
         for (let h = 0; h < nkv; h++)
-          v.set(this.values[l].subarray(h * this.capacity * d, (h * this.capacity + this.cached) * d), h * cap * d);
+          k.set(this.keys[l].subarray(h * this.capacity * d, (h * this.capacity + this.cached) * d), h * cap * d);
+        for (let r = 0; r < nkv * d; r++) v.set(this.values[l].subarray(r * this.capacity, r * this.capacity + this.cached), r * cap);
       }
       keys.push(k);
       values.push(v);
@@ -181,8 +181,8 @@ export function gatherSequences(c: ModelConfig, seqs: readonly Sequence[], capac
     for (let l = 0; l < c.num_hidden_layers; l++) {
       const K = cache.keys[l];
       const V = cache.values[l];
-      for (let r = 0; r < nkv * d; r++) K.set(s.keys[l].subarray(r * s.capacity, r * s.capacity + n), (b * nkv * d + r) * C);
-      for (let h = 0; h < nkv; h++) V.set(s.values[l].subarray(h * s.capacity * d, (h * s.capacity + n) * d), (b * nkv + h) * C * d);
+      for (let h = 0; h < nkv; h++) K.set(s.keys[l].subarray(h * s.capacity * d, (h * s.capacity + n) * d), (b * nkv + h) * C * d);
+      for (let r = 0; r < nkv * d; r++) V.set(s.values[l].subarray(r * s.capacity, r * s.capacity + n), (b * nkv * d + r) * C);
     }
     cache.bias.fill(0, b * C, b * C + n);
   });
@@ -215,10 +215,10 @@ export function scatterSequences(c: ModelConfig, cache: KvCache, seqs: readonly 
       for (let l = 0; l < c.num_hidden_layers; l++) {
         const K = cache.keys[l];
         const V = cache.values[l];
-        for (let r = 0; r < nkv * d; r++)
-          s.keys[l].set(K.subarray((b * nkv * d + r) * C + a, (b * nkv * d + r) * C + e), r * s.capacity + at);
         for (let h = 0; h < nkv; h++)
-          s.values[l].set(V.subarray(((b * nkv + h) * C + a) * d, ((b * nkv + h) * C + e) * d), (h * s.capacity + at) * d);
+          s.keys[l].set(K.subarray(((b * nkv + h) * C + a) * d, ((b * nkv + h) * C + e) * d), (h * s.capacity + at) * d);
+        for (let r = 0; r < nkv * d; r++)
+          s.values[l].set(V.subarray((b * nkv * d + r) * C + a, (b * nkv * d + r) * C + e), r * s.capacity + at);
       }
       at += n;
     }

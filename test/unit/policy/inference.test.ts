@@ -132,9 +132,11 @@ describe('policy/inference: ONNX forward, KV cache, sampling', function () {
     const g = buildStepGraph(SMALL_CONFIG, 'decode');
     const d = SMALL_CONFIG.hidden_size / SMALL_CONFIG.num_attention_heads;
     const key0 = g.inputs.find((v) => v.name === 'cache.0.key')!;
-    assert.deepEqual(key0.shape, ['B', SMALL_CONFIG.num_key_value_heads, d, 'C']);
+    assert.deepEqual(key0.shape, ['B', SMALL_CONFIG.num_key_value_heads, 'C', d]);
+    assert.deepEqual(g.inputs.find((v) => v.name === 'cache.0.value')!.shape, ['B', SMALL_CONFIG.num_key_value_heads, d, 'C']);
     for (const o of g.outputs) assert.ok(!o.shape.includes('C'), `${o.name} [${o.shape}] is cache-sized`);
-    assert.deepEqual(g.outputs.find((o) => o.name === 'new.0.key')!.shape, ['B', SMALL_CONFIG.num_key_value_heads, d, 'T']);
+    assert.deepEqual(g.outputs.find((o) => o.name === 'new.0.key')!.shape, ['B', SMALL_CONFIG.num_key_value_heads, 'T', d]);
+    assert.deepEqual(g.outputs.find((o) => o.name === 'new.0.value')!.shape, ['B', SMALL_CONFIG.num_key_value_heads, d, 'T']);
   });
 
   it('generation up to max_position_embeddings fills the cache exactly; KV decode = full recomputation there too', async () => {

@@ -31,7 +31,6 @@ interface TraceEvent {
   name: string;
   dur: number;
   ts: number;
-  pid: number;
   args?: { op_name?: string };
 }
 
@@ -86,11 +85,11 @@ async function main(): Promise<void> {
   };
   if (!values['no-profile']) {
     // The decode session's profile: the one with the most runs.
-    let best: { file: string; runs: number; events: TraceEvent[] } | undefined;
+    let best: { runs: number; events: TraceEvent[] } | undefined;
     for (const f of fs.readdirSync(dir).filter((x) => x.endsWith('.json'))) {
       const events = JSON.parse(fs.readFileSync(path.join(dir, f), 'utf8')) as TraceEvent[];
       const runs = events.filter((e) => e.cat === 'Session' && e.name === 'model_run').length;
-      if (!best || runs > best.runs) best = { file: f, runs, events };
+      if (!best || runs > best.runs) best = { runs, events };
     }
     if (!best) throw new Error(`no profile written in ${dir}`);
     const runs = best.events.filter((e) => e.cat === 'Session' && e.name === 'model_run').slice(2);
@@ -102,7 +101,7 @@ async function main(): Promise<void> {
     for (const n of nodes) {
       const op = n.args?.op_name ?? '?';
       byOp.set(op, (byOp.get(op) ?? 0) + n.dur);
-      const name = n.name.replace(/_kernel_time$/, '').replace(/layer\d+/, 'layerN');
+      const name = n.name.replace(/_kernel_time$/, '');
       byNode.set(name, (byNode.get(name) ?? 0) + n.dur);
     }
     const runUs = runs.reduce((s, r) => s + r.dur, 0);

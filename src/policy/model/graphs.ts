@@ -441,25 +441,27 @@ export function buildDecoder(
   const heads = (x: Value, n: number) => g.transpose(g.reshape(x, [0, 0, n, d], [B, T, n, d]), [0, 2, 1, 3]);
   const bias5 = g.unsqueeze(inp.bias, [1]); // [B,1,1,T,T]
   if (!!inp.cache !== !!inp.cacheBias) throw new Error('buildForward: cache and cacheBias go together');
-  // The new tokens' bias [B,1,T,T] repeated for each query head of a group and transposed, as the
-  // cached attention keeps its scores: [B,1,T,g·T] (keys, queries). The cache's [B,1,1,C] likewise: [B,1,C,1].
+  // The biases as the cached attention keeps its scores, transposed (keys, queries): the new
+  // tokens' [B,1,T,T] repeated for each query head of a group, [B,1,T,g·T], and the cache's
+  // [B,1,1,C] as [B,1,C,g·T], expanded over the queries once here rather than added in every layer
+  // with a broadcast along the innermost axis (g·T numbers), which runs element by element.
   if (inp.local && (!inp.cache || T !== 1)) throw new Error('buildForward: local keys need a cache and one new token per row');
   const groupBiasT =
     inp.cache && !inp.local
       ? g.transpose(g.reshape(g.expand(bias5, [1, 1, group, 1, 1]), [0, 1, -1, 0], [B, 1, '?gT', T]), [0, 1, 3, 2])
       : undefined;
-  // Expanded over the queries once, not in every layer: an add that broadcasts along the
-  // innermost axis (g·T numbers) runs element by element.
-  const cacheBiasT = inp.cacheBias
-    ? g.expand(
-        g.reshape(inp.cacheBias, [0, 1, -1, 1], [B, 1, inp.dims.C ?? '?C', 1]),
-        g.concat(
-          [g.tensor('int64', [3], [1, 1, 1]), groupBiasT ? g.slice(g.shapeOf(groupBiasT), [3], [4], [0]) : g.tensor('int64', [1], [group])],
-          0,
-        ),
-        [B, 1, inp.dims.C ?? '?C', '?gT'],
-      )
-    : undefined;
+  const expandOverQueries = (cacheBias: Value) => {
+    const C = inp.dims.C ?? '?C';
+    // g·T from the new tokens' bias (shape ops only: integer arithmetic would run on the CPU provider).
+    const gT = groupBiasT ? g.slice(g.shapeOf(groupBiasT), [3], [4], [0]) : g.tensor('int64', [1], [group]);
+    return g.expand(g.reshape(cacheBias, [0, 1, -1, 1], [B, 1, C, 1]), g.concat([g.tensor('int64', [3], [1, 1, 1]), gT], 0), [
+      B,
+      1,
+      C,
+      '?gT',
+    ]);
+  };
+  const cacheBiasT = inp.cacheBias ? expandOverQueries(inp.cacheBias) : undefined;
   const scale = 1 / Math.sqrt(d);
   // Scaled scores of grouped queries [B,nkv,g,T,d] against transposed keys [B,nkv,d,S], plus a bias.
   const scores = (qs: Value, ksT: Value, b: Value) => g.add(g.mul(g.matmul(qs, g.unsqueeze(ksT, [2])), scale), b);

@@ -165,7 +165,7 @@ for (const tier of tiers) {
   } else {
     // A non-zero exit with no failed test (e.g. a crash after the run) still fails the tier.
     const failed = s.failed + (code !== 0 && s.failed === 0 ? 1 : 0);
-    results.push({ tier, passed: s.passed, failed, skipped: s.skipped });
+    results.push({ tier, passed: s.passed, failed, skipped: s.skipped, failures: s.failures });
     console.log(`${tier}: ${s.passed} passed, ${failed} failed, ${s.skipped} skipped (${secs} s)`);
   }
 }

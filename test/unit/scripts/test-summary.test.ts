@@ -21,4 +21,26 @@ describe('scripts/lib/test-summary', () => {
     ]);
     assert.equal(s.failed, 1);
   });
+
+  it('names each failed test under its tier with the first line of its message, so the tail of a long log says what failed', async () => {
+    const { summarize } = (await import(path.resolve(__dirname, '../../../scripts/lib/test-summary.mjs'))) as {
+      summarize: (r: object[]) => { lines: string[] };
+    };
+    const long = 'x'.repeat(400);
+    const s = summarize([
+      {
+        tier: 'unit',
+        passed: 10,
+        failed: 2,
+        skipped: 0,
+        failures: [
+          { title: 'a suite a test', error: '\nexpected 1 to equal 2\n  at stack' },
+          { title: 'b long', error: long },
+        ],
+      },
+    ]);
+    assert.equal(s.lines[1], '    ✗ a suite a test: expected 1 to equal 2');
+    assert.equal(s.lines[2], `    ✗ b long: ${'x'.repeat(299)}…`);
+    assert.equal(s.lines.at(-1), 'total: 10 passed, 2 failed, 0 skipped');
+  });
 });

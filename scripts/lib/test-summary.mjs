@@ -27,7 +27,7 @@ export function summarize(results) {
 }
 
 /** An error message's first non-empty line, cut to 300 characters. */
-function firstLine(message) {
+export function firstLine(message) {
   const line =
     String(message ?? '')
       .split('\n')

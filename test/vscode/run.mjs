@@ -17,6 +17,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { createRequire } from 'node:module';
 import { format } from 'node:util';
+import { firstLine } from '../../scripts/lib/test-summary.mjs';
 
 const here = path.dirname(new URL(import.meta.url).pathname);
 const root = path.resolve(here, '..', '..');
@@ -63,7 +64,7 @@ function finish() {
   if (perfs.length && fs.existsSync(resultsDir)) fs.writeFileSync(path.join(resultsDir, 'perf.json'), JSON.stringify(perfs, null, 2));
   if (process.env.TURNWISE_TEST_SUMMARY) fs.writeFileSync(process.env.TURNWISE_TEST_SUMMARY, JSON.stringify(summary, null, 2));
   console.log(`\nvscode tier: ${summary.passed} passed, ${summary.failed} failed, ${summary.skipped} skipped (${elapsed()})`);
-  for (const f of summary.failures) console.log(`  ✗ ${f.title}: ${String(f.error).split('\n')[0]}`);
+  for (const f of summary.failures) console.log(`  ✗ ${f.title}: ${firstLine(f.error)}`);
   if (fs.existsSync(resultsDir)) console.log(`  artifacts: ${path.relative(process.cwd(), resultsDir) || resultsDir}/`);
   process.exitCode = summary.failed > 0 ? 1 : 0;
 }

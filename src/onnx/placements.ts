@@ -7,6 +7,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { parsePlacements } from './ops';
+import './telemetry';
 
 export interface GraphPlacements {
   graph: string;

@@ -3,6 +3,7 @@
 import * as childProcess from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import './telemetry';
 import * as ort from 'onnxruntime-node';
 import { TurnwiseError } from '../core/errors';
 import { DTYPE_CODE, type DType, type TensorData } from './graph';

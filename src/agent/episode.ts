@@ -69,7 +69,7 @@ export interface EpisodeOptions {
    * the rest. The inherited turns keep their tokens and log-probs and are marked `inherited`; the
    * trajectory's `branch.shared` counts those whose observation came back as the parent saw it.
    */
-  prefix?: { parent: string; turns: readonly Turn[] };
+  prefix?: BranchPrefix;
   /**
    * Recovery feedback (training only; evaluations never get it): a command that repeats one of
    * the episode's that failed gets a line saying so after its output, and a first `submit` with no
@@ -233,6 +233,27 @@ function inheritedAction(t: Turn): TurnAction {
   return { parsed, action: t.action, ...(t.reply !== undefined ? { reply: t.reply } : {}) };
 }
 
+/** Where a branch starts (EpisodeOptions.prefix). */
+export interface BranchPrefix {
+  /** The episode whose first turns are replayed. */
+  parent: string;
+  turns: readonly Turn[];
+  /**
+   * Actions the branch's first own turn should not repeat: those its group's episodes already
+   * wrote in that state. A draw that repeats one is drawn again with another seed, up to
+   * `redraws` times (the last draw stands even if it repeats); the trajectory's `branch.redrawn`
+   * counts the draws set aside. A branch that writes what its parent wrote there replays the
+   * parent's state and mostly its outcome, so it teaches the update nothing new.
+   */
+  avoid?: readonly string[];
+  redraws?: number;
+}
+
+/** The seed of turn `k`'s draw number `draw` (0: the turn's first draw) of an episode seeded `seed`. */
+export function turnSeed(seed: number, k: number, draw = 0): number {
+  return (seed + Math.imul(k, 0x9e3779b1) + Math.imul(draw, 0x85ebca6b)) >>> 0;
+}
+
 /** Runs one episode to the end and returns its trajectory. Never throws for sandbox trouble. */
 export async function runEpisode(o: EpisodeOptions): Promise<Trajectory> {
   const started = Date.now();
@@ -274,24 +295,39 @@ export async function runEpisode(o: EpisodeOptions): Promise<Trajectory> {
   const prefix = o.prefix?.turns ?? [];
   // Replayed turns whose observation matched the parent's, counted from the first turn.
   let shared = 0;
+  // Draws of the branch's first own turn set aside for repeating an avoided action.
+  let redrawn = 0;
   let warnedSubmit = false;
   try {
     tree = (await timed('sandboxMs', () => prepareSandbox(o.sandbox, o.task))).tree;
     for (let k = 0; k < maxTurns; k++) {
       if (o.signal?.aborted) throw new TurnwiseError('internal', 'stopped');
       const forced = k < prefix.length ? prefix[k] : undefined;
-      const res: Pick<ActResult, 'tokenIds' | 'logprobs' | 'usage'> = forced
-        ? { tokenIds: forced.tokenIds ?? [], logprobs: forced.logprobs ?? [] }
-        : await timed('modelWaitMs', () =>
+      let res: Pick<ActResult, 'tokenIds' | 'logprobs' | 'usage'>;
+      let read: TurnAction;
+      if (forced) {
+        res = { tokenIds: forced.tokenIds ?? [], logprobs: forced.logprobs ?? [] };
+        read = inheritedAction(forced);
+      } else {
+        // A branch's first own turn is drawn again while it repeats what its group already wrote there.
+        const avoid = k === prefix.length ? o.prefix?.avoid : undefined;
+        const redraws = avoid?.length ? (o.prefix?.redraws ?? 0) : 0;
+        for (let draw = 0; ; draw++) {
+          const got = await timed('modelWaitMs', () =>
             o.act({
               episodeId: o.episodeId,
               task,
               turns: promptTurns,
               ...(system !== undefined ? { system } : {}),
-              seed: (o.seed + Math.imul(k, 0x9e3779b1)) >>> 0,
+              seed: turnSeed(o.seed, k, draw),
             }),
           );
-      const read = forced ? inheritedAction(forced) : await readTurnAction(res as ActResult, o.format);
+          res = got;
+          read = await readTurnAction(got, o.format);
+          if (draw >= redraws || !avoid!.includes(read.action)) break;
+          redrawn++;
+        }
+      }
       const parsed = read.parsed;
       const t0 = Date.now();
       const waited = { ms: 0 };
@@ -431,7 +467,7 @@ export async function runEpisode(o: EpisodeOptions): Promise<Trajectory> {
     seed: o.seed,
     startedAt: new Date(started).toISOString(),
     durationMs: Date.now() - started,
-    ...(o.prefix ? { branch: { parent: o.prefix.parent, at: prefix.length, shared } } : {}),
+    ...(o.prefix ? { branch: { parent: o.prefix.parent, at: prefix.length, shared, ...(redrawn ? { redrawn } : {}) } } : {}),
     ...(failure ? { failure } : {}),
   };
   labelTurns(trajectory, o.task);

@@ -6,12 +6,12 @@
 import { mean } from '../core/stats';
 import { formatError } from '../core/errors';
 import { mapConcurrent, type Semaphore } from '../core/workers';
-import { SCHEMA, type Task, type Trajectory, type Turn } from '../core/schema';
+import { SCHEMA, type Task, type Trajectory } from '../core/schema';
 import type { Sandbox } from '../sandbox/types';
 import { computeReward, type RewardWeights } from '../tasks/reward';
 import type { ScoringOriginals } from '../tasks/testfiles';
 import type { ObservationCache } from './cache';
-import { DEFAULT_MAX_TURNS, runEpisode } from './episode';
+import { DEFAULT_MAX_TURNS, runEpisode, type BranchPrefix } from './episode';
 import type { ActionModel, ActRequest, ActResult, SandboxProvider } from './types';
 
 /** One interval of work, for overlap checks and timing breakdowns. */
@@ -119,7 +119,7 @@ export interface EpisodeJob {
   seed: number;
   split: 'train' | 'heldout';
   /** A branch: the parent episode's first turns, replayed before the model writes (EpisodeOptions.prefix). */
-  prefix?: { parent: string; turns: readonly Turn[] };
+  prefix?: BranchPrefix;
 }
 
 export interface RolloutOptions {

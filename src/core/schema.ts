@@ -193,8 +193,10 @@ export interface Trajectory {
    * A branch of an earlier episode of its iteration (train/branching.ts): turns 0..at−1 replayed
    * from episode `parent`, the rest sampled. `shared`: the leading inherited turns whose
    * observation came back as the parent saw it (the state the two share; at most `at`).
+   * `redrawn`: draws of turn `at` set aside because they repeated an action the group had
+   * already written in that state (agent/episode.ts BranchPrefix); absent when none.
    */
-  branch?: { parent: string; at: number; shared: number };
+  branch?: { parent: string; at: number; shared: number; redrawn?: number };
   /** Set when the sandbox or the runner failed: the episode is unscored (reward NaN). */
   failure?: string;
 }

@@ -40,6 +40,8 @@ export interface BranchStats {
 export interface BranchPoint {
   parent: Trajectory;
   at: number;
+  /** The distinct actions the group's episodes wrote at turn `at` in that state, in play order: what the branch should not repeat. */
+  written: string[];
 }
 
 /** The groups of first-phase episodes (no `branch`, task-picking.ts scoredGroups) that all ended alike, in play order. */
@@ -133,14 +135,16 @@ export function branchPoints(members: readonly Trajectory[], count: number, expl
     parent: Trajectory;
     at: number;
     uncertainty: number[];
+    written: Set<string>;
     visits: number;
   }
   const nodes = new Map<string, Node>();
   for (const m of members) {
     for (let at = 1; at < m.turns.length; at++) {
       const key = JSON.stringify(m.turns.slice(0, at).map((u) => u.action));
-      const n = nodes.get(key) ?? { parent: m, at, uncertainty: [], visits: 0 };
+      const n = nodes.get(key) ?? { parent: m, at, uncertainty: [], written: new Set<string>(), visits: 0 };
       n.uncertainty.push(turnUncertainty(m.turns[at]));
+      n.written.add(m.turns[at].action);
       n.visits++;
       nodes.set(key, n);
     }
@@ -159,7 +163,7 @@ export function branchPoints(members: readonly Trajectory[], count: number, expl
         bestScore = score;
       }
     }
-    out.push({ parent: best!.parent, at: best!.at });
+    out.push({ parent: best!.parent, at: best!.at, written: [...best!.written] });
     best!.visits++;
     N++;
   }
@@ -176,6 +180,8 @@ export function planBranches(
   o: {
     budget: number;
     exploration: number;
+    /** Draws a branch's first own turn may take to write something its group has not (BranchPrefix.redraws); 0: one draw. */
+    redraws: number;
     seed: number;
     iteration: number;
     stats: ReadonlyMap<string, BranchStats>;
@@ -195,7 +201,11 @@ export function planBranches(
         groupId: g.groupId,
         seed: seedOf(o.seed, o.iteration, g.groupId, 'branch', k),
         split: 'train',
-        prefix: { parent: p.parent.trajId, turns: p.parent.turns.slice(0, p.at) },
+        prefix: {
+          parent: p.parent.trajId,
+          turns: p.parent.turns.slice(0, p.at),
+          ...(o.redraws > 0 ? { avoid: p.written, redraws: o.redraws } : {}),
+        },
       });
     });
   }
@@ -258,6 +268,38 @@ export function mixedGroups(trajs: readonly Trajectory[]): { mixed: number; mixe
     return g.length ? g.filter((x) => !x.alike).length / g.length : NaN;
   };
   return { mixed: share(trajs), mixedFirst: share(trajs.filter((t) => !t.branch)) };
+}
+
+/**
+ * The share of an iteration's scored branches whose first own action is none of the actions their
+ * group's first episodes wrote in the same state (the state of the replayed commands): a branch
+ * that writes one of those mostly repeats that episode's outcome. NaN without a branch.
+ */
+export function branchNewActions(trajs: readonly Trajectory[]): number {
+  const written = new Map<string, Set<string>>();
+  const key = (groupId: string, actions: readonly string[]) => JSON.stringify([groupId, ...actions]);
+  for (const t of trajs) {
+    if (t.branch || !isScored(t)) continue;
+    for (let at = 1; at < t.turns.length; at++) {
+      const k = key(
+        t.groupId,
+        t.turns.slice(0, at).map((u) => u.action),
+      );
+      (written.get(k) ?? written.set(k, new Set()).get(k)!).add(t.turns[at].action);
+    }
+  }
+  const branches = trajs.filter((t) => t.branch && isScored(t) && t.turns.length > t.branch.at);
+  if (!branches.length) return NaN;
+  const fresh = branches.filter((b) => {
+    const seen = written.get(
+      key(
+        b.groupId,
+        b.turns.slice(0, b.branch!.at).map((u) => u.action),
+      ),
+    );
+    return !seen?.has(b.turns[b.branch!.at].action);
+  });
+  return fresh.length / branches.length;
 }
 
 /**

@@ -81,28 +81,39 @@ export class ChatActionModel implements ActionModel {
     this.stopIds = [...new Set([format.endOfTurn.id, ...eosIds])];
   }
 
+  /**
+   * A conversation that starts with the replies the request's turns bring (a branch's inherited
+   * turns; none for a first turn), on `seq` (a new sequence when absent).
+   */
+  private startEpisode(r: ActRequest, seq = this.policy.newSequence()): EpisodeState {
+    const s: EpisodeState = { conversation: this.format.conversation(r.system ?? this.system, r.task), seq, seen: 0, replies: 0 };
+    for (const [i, t] of r.turns.entries()) {
+      if (!t.inherited?.tokenIds.length)
+        throw new TurnwiseError(
+          'internal',
+          `episode ${r.episodeId} starts at turn ${r.turns.length + 1} without the replies of the turns before`,
+        );
+      if (i > 0) s.conversation.addObservation(r.turns[i - 1].observation);
+      const ids = [...t.inherited.tokenIds];
+      s.conversation.addReply({
+        text: t.inherited.reply ?? t.action,
+        tokenIds: ids,
+        stopped: this.stopIds.includes(ids[ids.length - 1]),
+      });
+      s.replies++;
+    }
+    this.episodes.set(r.episodeId, s);
+    return s;
+  }
+
   private episode(r: ActRequest): EpisodeState {
     let s = this.episodes.get(r.episodeId);
-    if (!s) {
-      s = { conversation: this.format.conversation(r.system ?? this.system, r.task), seq: this.policy.newSequence(), seen: 0, replies: 0 };
-      this.episodes.set(r.episodeId, s);
-      // A branch's first request brings the replies its parent sampled: the conversation starts with them.
-      for (const [i, t] of r.turns.entries()) {
-        if (!t.inherited?.tokenIds.length)
-          throw new TurnwiseError(
-            'internal',
-            `episode ${r.episodeId} starts at turn ${r.turns.length + 1} without the replies of the turns before`,
-          );
-        if (i > 0) s.conversation.addObservation(r.turns[i - 1].observation);
-        const ids = [...t.inherited.tokenIds];
-        s.conversation.addReply({
-          text: t.inherited.reply ?? t.action,
-          tokenIds: ids,
-          stopped: this.stopIds.includes(ids[ids.length - 1]),
-        });
-        s.replies++;
-      }
-    }
+    // A branch's first request brings the replies its parent sampled: the conversation starts with them.
+    if (!s) s = this.startEpisode(r);
+    // The turn just drawn asked for again (a branch's first own turn drawn again, agent/episode.ts
+    // BranchPrefix): the conversation starts over from the inherited replies on the same sequence,
+    // whose cache of the prompt is kept by the reset of the next sample.
+    else if (r.turns.length === s.replies - 1 && r.turns.every((t) => t.inherited)) s = this.startEpisode(r, s.seq);
     // The request's turns are this model's replies with their observations, one per reply.
     if (r.turns.length !== s.replies) {
       throw new TurnwiseError(

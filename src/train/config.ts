@@ -55,6 +55,12 @@ export interface TrainConfig {
   /** Exploration weight of the branch-point rule (an upper confidence bound over a group's states; 0: uncertainty only). */
   branchExploration: number;
   /**
+   * Draws a branch's first own turn may take to write an action its group has not written in that
+   * state (agent/episode.ts BranchPrefix): a branch that repeats its parent's action mostly repeats
+   * its outcome. 0: one draw, whatever it writes.
+   */
+  branchRedraws: number;
+  /**
    * Recovery feedback in training rollouts (agent/episode.ts): a command that repeats one of the
    * episode's that failed gets a line saying so, and a first submit with no passing test since the
    * last edit is answered with a line instead of ending the episode. Held-out evaluations never
@@ -219,6 +225,7 @@ export const TRAIN_DEFAULTS: TrainConfig = {
   groupSize: 4,
   branchEpisodes: 8,
   branchExploration: 1,
+  branchRedraws: 4,
   recoveryFeedback: false,
   diagnosisWeights: {},
   diagnosisCharges: {},
@@ -357,6 +364,7 @@ function resolveFields(given: Record<string, unknown>, source: string): TrainCon
   checkNumber('groupSize', c.groupSize, 1, 256, true);
   checkNumber('branchEpisodes', c.branchEpisodes, 0, 100_000, true);
   checkNumber('branchExploration', c.branchExploration, 0, 100);
+  checkNumber('branchRedraws', c.branchRedraws, 0, 64, true);
   if (typeof c.recoveryFeedback !== 'boolean')
     throw bad(`config field "recoveryFeedback" must be true or false, got ${JSON.stringify(c.recoveryFeedback)}`, 'fix "recoveryFeedback"');
   // Failure label → number maps: diagnosisWeights (multiplied in) and diagnosisCharges (subtracted).
@@ -536,6 +544,8 @@ export function readRunConfig(run: RunDir): TrainConfig {
   const { schema: _s, runId, startModel: _m, createdAt: _c, actionFormat: _f, ...given } = raw;
   // A run made before branching existed goes on as it was played.
   if (!('branchEpisodes' in given)) given.branchEpisodes = 0;
+  // One made before a branch's first turn was drawn again keeps one draw.
+  if (!('branchRedraws' in given)) given.branchRedraws = 0;
   if (typeof runId === 'string' && runId !== run.runId) {
     throw new TurnwiseError('invalid-file', `${file} is the configuration of run ${runId}, not of ${run.runId}`, {
       hint: "restore this run's own config.json from a backup; nothing was changed",

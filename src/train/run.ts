@@ -40,7 +40,7 @@ import { evaluateGreedyThenSampled } from './evaluate';
 import { canaryTask, runCanary } from './canary';
 import { runTasks, type RunTasks } from './run-tasks';
 import { updateMetrics, updatePolicy, type PolicyUpdate } from './update';
-import { branchStats, gradientMass, mixedGroups, planBranches, shareTreeCredit, type BranchStats } from './branching';
+import { branchNewActions, branchStats, gradientMass, mixedGroups, planBranches, shareTreeCredit, type BranchStats } from './branching';
 import { chargeByDiagnosis, reweightByDiagnosis } from './diagnosis-weights';
 import { addBatchBaseline } from './batch-baseline';
 import { teacherPass, type TeacherPassResult } from './teacher';
@@ -440,6 +440,7 @@ async function rollouts(t: Training, n: number, jobs: EpisodeJob[]): Promise<Tra
       ? planBranches(first.trajectories, {
           budget: t.c.branchEpisodes,
           exploration: t.c.branchExploration,
+          redraws: t.c.branchRedraws,
           seed: t.c.seed,
           iteration: n,
           stats: t.branches,
@@ -652,6 +653,7 @@ function trainMetrics(c: TrainConfig, s: TrainSteps): Record<string, number> {
     'groups/mixed': groups.mixed,
     'groups/mixed_first': groups.mixedFirst,
     'rollout/branch_episodes': s.rollouts.branchEpisodes,
+    'rollout/branch_new_action': branchNewActions(trajs),
     'adv/grad_mass': gradientMass(scored),
     'adv/mean': mean(advs),
     'adv/std': advs.length > 1 ? std(advs) : 0,

@@ -13,6 +13,7 @@ import {
   ObservationCache,
   poolProvider,
   runRollouts,
+  turnSeed,
   type ActionModel,
   type ActRequest,
   type ActResult,
@@ -192,6 +193,73 @@ describe('docker: episodes in the demo workspace', function () {
     assert.notEqual(b.turns[3].observation, parent.turns[3].observation, 'date prints another time');
     assert.deepEqual(b.branch, { parent: 'p', at: 4, shared: 3 }, 'three turns came back as the parent saw them; the clock did not');
     assert.equal(b.reward.resolved, false, 'the branch undid the fix');
+  });
+
+  it('a branch’s first own turn is drawn again, with a new seed, while it repeats what its group wrote there; the last draw stands', async () => {
+    const opts = { provider: poolProvider(pool, snap), checkpoint: 'scripted', originals, concurrency: 2 };
+    const [parent] = (
+      await runRollouts([{ task, episodeId: 'p', groupId: 'g', seed: 1, split: 'train' }], {
+        ...opts,
+        model: new ScriptedModel({ p: ['echo one', 'echo two', 'submit'] }),
+      })
+    ).trajectories;
+    assert.equal(parent.failure, undefined, parent.failure);
+    /** Per episode, the replies of successive requests for the branch's first own turn (2), then `submit`; the seeds it was asked with. */
+    class DrawModel implements ActionModel {
+      seeds: Record<string, number[]> = {};
+      constructor(private readonly draws: Record<string, string[]>) {}
+      async act(reqs: readonly ActRequest[]): Promise<ActResult[]> {
+        return reqs.map((r) => {
+          let text = 'submit';
+          if (r.turns.length === 2) {
+            (this.seeds[r.episodeId] ??= []).push(r.seed);
+            text = this.draws[r.episodeId].shift() ?? 'submit';
+          }
+          return {
+            text,
+            tokenIds: [...Buffer.from(text)],
+            logprobs: [...Buffer.from(text)].map(() => -0.5),
+            finishReason: 'stop' as const,
+          };
+        });
+      }
+      release(): void {}
+    }
+    const model = new DrawModel({
+      r: ['submit', 'echo three', 'echo four'],
+      all: ['submit', 'submit', 'submit', 'echo x'],
+      one: ['submit', 'echo y'],
+    });
+    const prefix = (redraws?: number) => ({
+      parent: 'p',
+      turns: parent.turns.slice(0, 2),
+      ...(redraws !== undefined ? { avoid: ['submit', 'echo three'], redraws } : {}),
+    });
+    const { trajectories } = await runRollouts(
+      [
+        { task, episodeId: 'r', groupId: 'g', seed: 5, split: 'train', prefix: prefix(3) },
+        { task, episodeId: 'all', groupId: 'g', seed: 6, split: 'train', prefix: prefix(2) },
+        { task, episodeId: 'one', groupId: 'g', seed: 7, split: 'train', prefix: prefix() },
+      ],
+      { ...opts, model },
+    );
+    const by = Object.fromEntries(trajectories.map((t) => [t.trajId, t]));
+    // Two draws repeated what the group wrote; the third did not and stands.
+    assert.deepEqual(
+      by.r.turns.map((t) => t.action),
+      ['echo one', 'echo two', 'echo four', 'submit'],
+    );
+    assert.deepEqual(by.r.branch, { parent: 'p', at: 2, shared: 2, redrawn: 2 });
+    assert.equal(model.seeds.r[0], turnSeed(5, 2, 0), 'the first draw has the seed an unbranched turn would have');
+    assert.equal(new Set(model.seeds.r).size, 3, 'each draw its own seed');
+    // Redraws run out: the last draw stands even though it repeats.
+    assert.equal(model.seeds.all.length, 3);
+    assert.equal(by.all.turns[2].action, 'submit');
+    assert.deepEqual(by.all.branch, { parent: 'p', at: 2, shared: 2, redrawn: 2 });
+    // Nothing to avoid: one draw, whatever it writes.
+    assert.equal(model.seeds.one.length, 1);
+    assert.equal(by.one.turns.length, 3);
+    assert.deepEqual(by.one.branch, { parent: 'p', at: 2, shared: 2 });
   });
 
   it('recovery feedback: a repeated failed command and an untested submit are answered with a line; evaluations without it are unchanged', async () => {

@@ -148,6 +148,7 @@ function assertRunDir(run: RunDir, iterations: number): void {
       'groups/mixed',
       'groups/mixed_first',
       'rollout/branch_episodes',
+      'rollout/branch_new_action',
       'adv/grad_mass',
     ])
       assert.ok(k in m, `metrics row ${n} has ${k}`);
@@ -165,7 +166,12 @@ function assertRunDir(run: RunDir, iterations: number): void {
     );
     // Branches go to a group whose first episodes all ended alike, all of the budget.
     assert.equal(branches, m['groups/mixed_first'] === 0 ? TINY.branchEpisodes : 0, `iteration ${n}: branches ${branches}`);
+    const fresh = m['rollout/branch_new_action'];
+    if (trajs.some((t) => t.branch && !t.failure))
+      assert.ok(typeof fresh === 'number' && fresh >= 0 && fresh <= 1, `iteration ${n}: branches with a new first action ${fresh}`);
     for (const b of trajs.filter((t) => t.branch)) {
+      // The default redraws: at most 4 draws of the branch's first own turn set aside.
+      assert.ok((b.branch!.redrawn ?? 0) <= 4, `branch ${b.trajId} redrawn ${b.branch!.redrawn}`);
       const parent = trajs.find((t) => t.trajId === b.branch!.parent && !t.branch);
       assert.ok(parent, `branch ${b.trajId} has its parent in the iteration`);
       assert.equal(b.groupId, parent!.groupId);

@@ -33,6 +33,7 @@ export const SETTING_FOR_FIELD: { readonly [K in ConfigPath]: string } = {
   groupSize: 'train.groupSize',
   branchEpisodes: 'train.branchEpisodes',
   branchExploration: 'train.branchExploration',
+  branchRedraws: 'train.branchRedraws',
   recoveryFeedback: 'train.recoveryFeedback',
   diagnosisWeights: 'train.diagnosisWeights',
   diagnosisCharges: 'train.diagnosisCharges',

@@ -76,6 +76,7 @@ describe('extension: settings → launch config', () => {
       'train.groupSize': 2,
       'train.branchEpisodes': 3,
       'train.branchExploration': 0.5,
+      'train.branchRedraws': 2,
       'train.recoveryFeedback': true,
       'train.diagnosisWeights': { 'wrong-file': 2 },
       'train.diagnosisCharges': { 'submit-without-pass': 0.5 },
@@ -152,6 +153,7 @@ describe('extension: settings → launch config', () => {
     assert.equal(resolved.groupSize, 2);
     assert.equal(resolved.branchEpisodes, 3);
     assert.equal(resolved.branchExploration, 0.5);
+    assert.equal(resolved.branchRedraws, 2);
     assert.equal(resolved.recoveryFeedback, true);
     assert.deepEqual(resolved.diagnosisWeights, { 'wrong-file': 2 });
     assert.deepEqual(resolved.diagnosisCharges, { 'submit-without-pass': 0.5 });

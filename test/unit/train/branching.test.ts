@@ -7,6 +7,7 @@ import * as path from 'node:path';
 import { SCHEMA, type Trajectory, type Turn } from '../../../src/core/schema';
 import {
   allocateBranches,
+  branchNewActions,
   branchPoints,
   branchStats,
   branchWeight,
@@ -152,11 +153,31 @@ describe('train/branching: the branch budget', () => {
     assert.deepEqual(branchPoints([traj('x', 'g-x', false, [turn(0, 'submit')])], 2, 1), [], 'no state to branch from');
   });
 
+  it('branchPoints: a state’s written actions are the distinct ones its episodes wrote next, in play order', () => {
+    const m = (id: string, second: string, third: string) =>
+      traj(id, 'g-a', false, [turn(0, 'tw-suspects', [-0.1]), turn(1, second, [-3]), turn(2, third, [-0.1])]);
+    const members = [m('m0', 'tw-apply 1 1', 'submit'), m('m1', 'tw-apply 1 2', 'submit'), m('m2', 'tw-apply 1 1', 'tw-test')];
+    const [p] = branchPoints(members, 1, 0);
+    assert.equal(p.at, 1);
+    assert.deepEqual(p.written, ['tw-apply 1 1', 'tw-apply 1 2']);
+    // The state after tw-suspects, tw-apply 1 1 is m0's and m2's: both of their third actions.
+    const after = branchPoints([members[0], members[2]], 4, 100).find((x) => x.at === 2)!;
+    assert.deepEqual(after.written, ['submit', 'tw-test']);
+  });
+
   it('planBranches: jobs that replay the parent’s first turns, in its group, with their own ids and seeds', () => {
     const first = [three('it1-t0-g0', 'g-a', false), three('it1-t0-g1', 'g-a', false), three('b0', 'g-b', true), three('b1', 'g-b', false)];
     const task = { id: 'task-a' } as never;
-    const plan = () =>
-      planBranches(first, { budget: 3, exploration: 1, seed: 5, iteration: 1, stats: new Map(), tasks: new Map([['task-a', task]]) });
+    const plan = (redraws = 4) =>
+      planBranches(first, {
+        budget: 3,
+        exploration: 1,
+        redraws,
+        seed: 5,
+        iteration: 1,
+        stats: new Map(),
+        tasks: new Map([['task-a', task]]),
+      });
     const jobs = plan();
     assert.equal(jobs.length, 3, 'the mixed group g-b gets none; g-a all three');
     assert.deepEqual(
@@ -169,7 +190,14 @@ describe('train/branching: the branch budget', () => {
       assert.ok(j.prefix && j.prefix.turns.length >= 1 && j.prefix.turns.length <= 2);
       const parent = first.find((t) => t.trajId === j.prefix!.parent)!;
       assert.deepEqual(j.prefix!.turns, parent.turns.slice(0, j.prefix!.turns.length));
+      // What the group wrote in that state (both episodes wrote the same there) is what the branch's first turn should not repeat.
+      assert.deepEqual(j.prefix!.avoid, [parent.turns[j.prefix!.turns.length].action]);
+      assert.equal(j.prefix!.redraws, 4);
     }
+    assert.ok(
+      plan(0).every((j) => j.prefix!.avoid === undefined && j.prefix!.redraws === undefined),
+      'no redraws: nothing to avoid',
+    );
     assert.equal(new Set(jobs.map((j) => j.seed)).size, 3);
     const again = plan();
     assert.deepEqual(
@@ -275,10 +303,18 @@ describe('train/branching: the setting', () => {
       const {
         branchEpisodes: _b,
         branchExploration: _x,
+        branchRedraws: _r,
         ...older
       } = runConfigRecord(c, { runId: 'old', startModel: '/m', createdAt: 'then' });
       const old = RunDir.create(root, 'old', older);
       assert.equal(readRunConfig(old).branchEpisodes, 0);
+      assert.equal(readRunConfig(old).branchRedraws, 0, 'nor redraws');
+      // A run made with branches but before redraws keeps its budget and draws once.
+      const { branchRedraws: _r2, ...before } = runConfigRecord(c, { runId: 'before', startModel: '/m', createdAt: 'then' });
+      const mid = readRunConfig(RunDir.create(root, 'before', before));
+      assert.deepEqual([mid.branchEpisodes, mid.branchRedraws], [8, 0]);
+      assert.equal(c.branchRedraws, 4);
+      assert.throws(() => resolveTrainConfig({ branchRedraws: 1.5 }), /"branchRedraws" must be an integer in \[0, 64\]/);
       const now = RunDir.create(
         root,
         'now',
@@ -324,6 +360,25 @@ describe('turnwise advantages on a file with branches', () => {
 });
 
 describe('train/branching: what an iteration reports', () => {
+  it('branchNewActions: the share of branches whose first own action no first episode wrote in that state', () => {
+    const first = [
+      traj('f0', 'g-a', false, [turn(0, 'tw-suspects'), turn(1, 'tw-apply 1 1'), turn(2, 'submit')]),
+      traj('f1', 'g-a', false, [turn(0, 'tw-suspects'), turn(1, 'tw-apply 1 2'), turn(2, 'submit')]),
+    ];
+    const branch = (id: string, second: string, extra: Partial<Trajectory> = {}) =>
+      traj(id, 'g-a', false, [turn(0, 'tw-suspects', [-0.1], { inherited: true }), turn(1, second), turn(2, 'submit')], {
+        branch: { parent: 'f0', at: 1, shared: 1 },
+        ...extra,
+      });
+    // f1 wrote tw-apply 1 2 in the same state: not new, although the parent wrote otherwise.
+    const trajs = [...first, branch('b0', 'tw-apply 1 3'), branch('b1', 'tw-apply 1 2'), branch('b2', 'tw-apply 1 1')];
+    assert.equal(branchNewActions(trajs), 1 / 3);
+    // Another group's first episodes are not this one's.
+    assert.equal(branchNewActions([...first.map((t) => ({ ...t, groupId: 'g-b' })), branch('b1', 'tw-apply 1 2')]), 1);
+    // A branch that failed in its sandbox is not counted; none left: NaN.
+    assert.ok(Number.isNaN(branchNewActions([...first, branch('b3', 'tw-apply 1 3', { failure: 'no sandbox' })])));
+  });
+
   it('mixedGroups over all episodes and over the first ones; gradientMass counts trained tokens only', () => {
     const trajs = [
       three('a0', 'g-a', false),

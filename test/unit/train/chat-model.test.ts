@@ -314,6 +314,21 @@ describe("train/chat-model: a chat model as the agent's ActionModel (generated Q
         model.conversationIds('p'),
         "the branch's conversation starts with the parent's",
       );
+      // The branch's first own turn asked for again (a redraw): the conversation starts over from the
+      // inherited reply, so the same seed draws the same reply, and another seed another one.
+      const bTurns = [{ action: 'ls', observation: 'exit 0', inherited: { reply: parent[0].text, tokenIds: parent[0].tokenIds } }];
+      const firstIds = model.conversationIds('b')!;
+      const [same] = await model.act([{ episodeId: 'b', task: 't', turns: bTurns, seed: 2 }]);
+      assert.deepEqual(same.tokenIds, branch.tokenIds);
+      assert.deepEqual(model.conversationIds('b'), firstIds, 'the first draw is no longer in the conversation');
+      const [other] = await model.act([{ episodeId: 'b', task: 't', turns: bTurns, seed: 7 }]);
+      assert.notDeepEqual(other.tokenIds, branch.tokenIds);
+      assert.deepEqual(model.conversationIds('b'), [...firstIds.slice(0, firstIds.length - branch.tokenIds.length), ...other.tokenIds]);
+      // The episode goes on from the redrawn reply.
+      const [next] = await model.act([
+        { episodeId: 'b', task: 't', turns: [...bTurns, { action: 'pwd', observation: 'exit 0\n/work' }], seed: 3 },
+      ]);
+      assert.ok(next.tokenIds.length > 0);
     } finally {
       await policy.dispose();
     }

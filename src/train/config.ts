@@ -161,8 +161,9 @@ export interface TrainConfig {
   evalSamples: number;
   /**
    * Time budget in minutes, counted from the first RL iteration of each start of the run: once an
-   * iteration ends and another as long as the slowest so far would pass it, that iteration is
-   * evaluated and the run stops (state stopped, resumable). 0: none.
+   * iteration ends and another as long as the slowest so far, with the evaluation that would end
+   * the run, would pass it, that iteration is evaluated and the run stops (state stopped,
+   * resumable). 0: none.
    */
   maxMinutes: number;
   /** The run's random seed: rollout sampling, task order per iteration, minibatches, replay draws. */

@@ -108,8 +108,11 @@ type Training = RunState & {
   budget: Budget;
 };
 
-/** The time budget (maxMinutes): its end, and the longest evaluation and iteration so far, which it expects of the next. */
-interface Budget {
+/**
+ * The time budget (maxMinutes): its end, and the longest evaluation and the longest iteration so
+ * far (rollouts to checkpoint, its evaluation left out), which it expects of the next.
+ */
+export interface Budget {
   end: number;
   evalMs: number;
   slowestMs: number;
@@ -158,9 +161,11 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
       const adv = await advantages(t, n, played.trajectories);
       const upd = await update(t, n, adv.scored);
       await checkpoint(t, n);
-      const outOfTime = lastInBudget(t, n, startedMs);
+      const workMs = Date.now() - startedMs;
+      const outOfTime =
+        n < t.c.iterations && !fitsAnotherIteration({ ...t.budget, now: Date.now(), workMs, evaluatedNow: evalDue(t.c, n) });
       const ev = await evaluation(t, n, evalDue(t.c, n) || outOfTime);
-      t.budget.slowestMs = Math.max(t.budget.slowestMs, Date.now() - startedMs);
+      t.budget.slowestMs = Math.max(t.budget.slowestMs, workMs);
       commit(t, n, ev, { startedMs, rollouts: played, advantages: adv, update: upd });
       if (outOfTime) return stopOutOfTime(t, n);
     }
@@ -536,14 +541,14 @@ async function checkpoint(t: Training, n: number): Promise<void> {
 }
 
 /**
- * Whether iteration n is the last the time budget fits: another as long as the slowest so far
- * (an evaluation included) would pass its end. That iteration is evaluated whatever evalEvery
- * says, so the run ends on a held-out measurement.
+ * Whether the time budget fits another iteration after the one that just did `workMs` of work:
+ * going on costs that one's evaluation where evalEvery makes one due anyway, then an iteration as
+ * long as the longest so far and the evaluation that ends the run (the last iteration is always
+ * evaluated), each as long as the longest so far. When it does not fit, the iteration just done
+ * is the last and is evaluated whatever evalEvery says, so the run ends on a held-out measurement.
  */
-function lastInBudget(t: Training, n: number, startedMs: number): boolean {
-  const { end, evalMs, slowestMs } = t.budget;
-  const workMs = Date.now() - startedMs;
-  return n < t.c.iterations && Date.now() + evalMs + Math.max(slowestMs, workMs + evalMs) > end;
+export function fitsAnotherIteration(b: Budget & { now: number; workMs: number; evaluatedNow: boolean }): boolean {
+  return b.now + (b.evaluatedNow ? b.evalMs : 0) + Math.max(b.slowestMs, b.workMs) + b.evalMs <= b.end;
 }
 
 /** Whether iteration n is evaluated by evalEvery (the first and the last always are). */

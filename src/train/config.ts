@@ -226,7 +226,7 @@ export const TRAIN_DEFAULTS: TrainConfig = {
   groupSize: 4,
   branchEpisodes: 8,
   branchExploration: 1,
-  branchRedraws: 4,
+  branchRedraws: 0,
   recoveryFeedback: false,
   diagnosisWeights: {},
   diagnosisCharges: {},

@@ -170,8 +170,8 @@ function assertRunDir(run: RunDir, iterations: number): void {
     if (trajs.some((t) => t.branch && !t.failure))
       assert.ok(typeof fresh === 'number' && fresh >= 0 && fresh <= 1, `iteration ${n}: branches with a new first action ${fresh}`);
     for (const b of trajs.filter((t) => t.branch)) {
-      // The default redraws: at most 4 draws of the branch's first own turn set aside.
-      assert.ok((b.branch!.redrawn ?? 0) <= 4, `branch ${b.trajId} redrawn ${b.branch!.redrawn}`);
+      // No redraws by default: a branch's first own turn is drawn once.
+      assert.equal(b.branch!.redrawn, undefined, `branch ${b.trajId} redrawn ${b.branch!.redrawn}`);
       const parent = trajs.find((t) => t.trajId === b.branch!.parent && !t.branch);
       assert.ok(parent, `branch ${b.trajId} has its parent in the iteration`);
       assert.equal(b.groupId, parent!.groupId);

@@ -313,7 +313,13 @@ describe('train/branching: the setting', () => {
       const { branchRedraws: _r2, ...before } = runConfigRecord(c, { runId: 'before', startModel: '/m', createdAt: 'then' });
       const mid = readRunConfig(RunDir.create(root, 'before', before));
       assert.deepEqual([mid.branchEpisodes, mid.branchRedraws], [8, 0]);
-      assert.equal(c.branchRedraws, 4);
+      assert.equal(
+        readRunConfig(
+          RunDir.create(root, 'four', runConfigRecord({ ...c, branchRedraws: 4 }, { runId: 'four', startModel: '/m', createdAt: 'now' })),
+        ).branchRedraws,
+        4,
+      );
+      assert.equal(c.branchRedraws, 0, 'off by default');
       assert.throws(() => resolveTrainConfig({ branchRedraws: 1.5 }), /"branchRedraws" must be an integer in \[0, 64\]/);
       const now = RunDir.create(
         root,

@@ -218,6 +218,8 @@ export interface TransferResult {
   schema: 'turnwise/bench-transfer@1';
   model: string;
   rl: boolean;
+  /** The RL runs' advantage estimator. */
+  estimator: string;
   /** RL budget per repository. */
   minutes: number;
   iterations: number;
@@ -247,6 +249,8 @@ export interface TransferOptions {
   minutes?: number;
   /** Training settings over TRANSFER_DEFAULTS. */
   config?: Partial<TrainConfig>;
+  /** The RL runs' advantage estimator (default `turnwise`, the run default). */
+  estimator?: string;
   seed?: number;
   cacheDir?: string;
   mirror?: string;
@@ -270,7 +274,7 @@ export async function benchTransfer(o: TransferOptions): Promise<TransferResult>
   const cacheDir = path.resolve(o.cacheDir ?? transferCacheDir());
   const seed = o.seed ?? 0;
   const minutes = o.minutes ?? 30;
-  const base: Partial<TrainConfig> = { ...TRANSFER_DEFAULTS, ...o.config, seed, taskSeed: seed, estimator: 'turnwise' };
+  const base: Partial<TrainConfig> = { ...TRANSFER_DEFAULTS, ...o.config, seed, taskSeed: seed, estimator: o.estimator ?? 'turnwise' };
   const iterations = o.noRl ? 0 : base.iterations!;
   // Checked before any download.
   resolveTrainConfig(
@@ -386,6 +390,7 @@ export async function benchTransfer(o: TransferOptions): Promise<TransferResult>
     schema: 'turnwise/bench-transfer@1',
     model: o.model,
     rl: !o.noRl,
+    estimator: base.estimator!,
     minutes,
     iterations,
     samples: base.evalSamples!,

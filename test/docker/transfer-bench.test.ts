@@ -33,6 +33,8 @@ describe('docker: bench transfer, an RL budget that stops between evaluations', 
       repos: [TRANSFER_PANEL[0].name],
       minutes: 0.001,
       cacheDir: cache,
+      // Another estimator than the default: the run trains with it and the result says so.
+      estimator: 'grpo',
       config: {
         maxTasks: 6,
         heldoutFraction: 0.34,
@@ -60,6 +62,8 @@ describe('docker: bench transfer, an RL budget that stops between evaluations', 
     // The run itself ended on an evaluation: iteration 1's held-out episodes are in its directory,
     // and it says stopped (resumable), not finished.
     const run = RunDir.open(res.run_dir!);
+    assert.equal(r.estimator, 'grpo');
+    assert.equal(run.readConfig<{ estimator: string }>()?.estimator, 'grpo');
     assert.equal(run.readStatus()?.state, 'stopped');
     assert.equal(run.lastCompleteIteration(), 1);
     assert.equal(run.readTrajectories(1, 'heldout').length, 2 * res.heldout_tasks);

@@ -8,7 +8,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import type { Trajectory } from '../../../src/core/schema';
 import { TurnwiseError } from '../../../src/core/errors';
-import { fetchRepo, heldoutScore, pickRepos, repoSettings } from '../../../src/bench/transfer';
+import { benchTransfer, fetchRepo, heldoutScore, pickRepos, repoSettings } from '../../../src/bench/transfer';
 import { TRANSFER_PANEL } from '../../../src/tasks/panel';
 import { TRAIN_DEFAULTS } from '../../../src/train/config';
 
@@ -108,5 +108,29 @@ describe('bench/transfer: the transfer panel', () => {
     );
     assert.equal(same.sampled.distinct, 0.5);
     assert.equal(heldoutScore([traj('eval-0-0', 'a', true)], 1).sampled.distinct, null);
+  });
+});
+
+describe('bench/transfer: settings refused before any download', () => {
+  const model = path.join(__dirname, '..', '..', '..', 'models', 'turnwise-tiny');
+  let cache: string;
+  beforeEach(() => (cache = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-transfer-unit-'))));
+  afterEach(() => fs.rmSync(cache, { recursive: true, force: true }));
+  // A mirror nothing answers on: a download attempt would fail with another message.
+  const o = () => ({ model, repos: ['xmltodict'], cacheDir: cache, mirror: 'http://127.0.0.1:9' });
+
+  it('an unknown --estimator, naming the known ones', async () => {
+    await assert.rejects(benchTransfer({ ...o(), estimator: 'nope' }), (e: Error) => {
+      assert.ok(e instanceof TurnwiseError);
+      assert.match(e.message, /unknown estimator "nope"/);
+      assert.match(String(e.hint), /grpo.*turnwise|turnwise.*grpo/);
+      return true;
+    });
+    assert.deepEqual(fs.readdirSync(cache), [], 'nothing fetched or written');
+  });
+
+  it('the estimator given in --config instead of --estimator', async () => {
+    await assert.rejects(benchTransfer({ ...o(), config: { estimator: 'grpo' } }), /sets "estimator" itself/);
+    assert.deepEqual(fs.readdirSync(cache), []);
   });
 });

@@ -25,9 +25,9 @@ export const benchTransferCommand: CliCommand = {
   summary:
     'held-out resolved rate on a panel of real repositories the policy never saw (fetched from Debian), before and after a short RL run on each (slow)',
   usage:
-    '[--repos A,B] [--no-rl] [--minutes M] [--iterations N] [--max-tasks N] [--samples K] [--model DIR] [--config FILE] [--seed S] [--cache DIR] [--mirror URL] [--json]',
+    '[--repos A,B] [--no-rl] [--minutes M] [--iterations N] [--max-tasks N] [--samples K] [--estimator NAME] [--model DIR] [--config FILE] [--seed S] [--cache DIR] [--mirror URL] [--json]',
   options: {
-    ...valueOptions('repos', 'minutes', ...TRANSFER_FLAGS.map(([flag]) => flag), 'model', 'config', 'seed', 'cache', 'mirror'),
+    ...valueOptions('repos', 'minutes', ...TRANSFER_FLAGS.map(([flag]) => flag), 'estimator', 'model', 'config', 'seed', 'cache', 'mirror'),
     ...flagOptions('no-rl'),
   },
   async run(args, io) {
@@ -40,6 +40,7 @@ export const benchTransferCommand: CliCommand = {
       noRl: v['no-rl'] === true,
       minutes: numberInRange(args, 'minutes', 30, { min: 0, max: 100_000, minExclusive: true }),
       config,
+      ...(typeof v.estimator === 'string' ? { estimator: v.estimator } : {}),
       seed: numberInRange(args, 'seed', 0, { min: 0, max: 2 ** 31, integer: true }),
       cacheDir: typeof v.cache === 'string' ? path.resolve(v.cache) : transferCacheDir(),
       ...(typeof v.mirror === 'string' ? { mirror: v.mirror } : {}),
@@ -57,7 +58,7 @@ export const benchTransferCommand: CliCommand = {
       return r.repos.every((x) => x.error) ? 1 : 0;
     }
     const lines = [
-      `transfer panel (${r.repos.length} of ${TRANSFER_PANEL.length} repositories), ${r.samples} samples per held-out task, ${r.rl ? `RL up to ${r.iterations} iterations or ${r.minutes} min each` : 'no RL'}; cache ${r.cache_dir}`,
+      `transfer panel (${r.repos.length} of ${TRANSFER_PANEL.length} repositories), ${r.samples} samples per held-out task, ${r.rl ? `RL (${r.estimator}) up to ${r.iterations} iterations or ${r.minutes} min each` : 'no RL'}; cache ${r.cache_dir}`,
     ];
     for (const x of r.repos) {
       lines.push(`${x.name}  ${x.source}`);

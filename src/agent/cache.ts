@@ -28,6 +28,19 @@ export interface CachedObservation {
  */
 export const TOOL_STATE_DIR = '/tmp/turnwise-tools';
 export const TOOL_STATE_FILE = `${TOOL_STATE_DIR}/suspects.json`;
+/**
+ * The task's tests, one id per line, written as an episode starts: `tw-test` and `tw-suspects`
+ * count only these, so a test the workspace ships broken (failing before the bug too) neither
+ * makes `tw-test` fail after the right fix nor points `tw-suspects` at the lines it runs
+ * (sandbox-images/python/tools/turnwise_tools.py, REQUIRED_FILE).
+ */
+export const REQUIRED_TESTS_FILE = `${TOOL_STATE_DIR}/required-tests`;
+
+/** The task's tests as REQUIRED_TESTS_FILE holds them (sorted, one per line), or undefined when the task lists none. */
+export function requiredTestsText(task: { fail_to_pass: readonly string[]; pass_to_pass: readonly string[] }): string | undefined {
+  const ids = [...new Set([...task.fail_to_pass, ...task.pass_to_pass])].filter((id) => !id.includes('\n')).sort();
+  return ids.length ? `${ids.join('\n')}\n` : undefined;
+}
 
 /** Whether a cacheable command leaves tool state that its replay must restore. */
 export function leavesToolState(command: string): boolean {

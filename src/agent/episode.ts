@@ -10,6 +10,7 @@ import { shellQuote } from '../sandbox/shell';
 import type { Sandbox } from '../sandbox/types';
 import { WORKSPACE_DIR } from '../sandbox/types';
 import { repeatedTurns } from '../core/repeats';
+import { seedOf } from '../core/random';
 import { computeReward, scoreEpisode, type RewardWeights } from '../tasks/reward';
 import { HIDE_HISTORY_COMMAND, writeTaskBug } from '../tasks/pose';
 import type { ScoringOriginals } from '../tasks/testfiles';
@@ -21,6 +22,8 @@ import {
   leavesToolState,
   mayDetach,
   ObservationCache,
+  REQUIRED_TESTS_FILE,
+  requiredTestsText,
   TOOL_STATE_DIR,
   TOOL_STATE_FILE,
   type CachedObservation,
@@ -142,7 +145,12 @@ async function must(sb: Sandbox, command: string, what: string, timeoutMs = 60_0
  */
 export async function prepareSandbox(sb: Sandbox, task: Task): Promise<{ tree: string }> {
   await writeTaskBug(sb, task);
-  const track = `${TRACK} init -q && ${TRACK} add -A -f . && ${TRACK} commit -q --no-verify --allow-empty -m base && touch ${START_MARK} && ${TRACK} rev-parse 'HEAD^{tree}'`;
+  // The task's tests for the tools, in place before the start mark (part of the sandbox as the
+  // episode found it). Written by the shell: /tmp is a tmpfs the archive API does not see.
+  const required = requiredTestsText(task);
+  const place =
+    required !== undefined ? `mkdir -p -m 700 ${TOOL_STATE_DIR} && printf '%s' ${shellQuote(required)} > ${REQUIRED_TESTS_FILE} && ` : '';
+  const track = `${place}${TRACK} init -q && ${TRACK} add -A -f . && ${TRACK} commit -q --no-verify --allow-empty -m base && touch ${START_MARK} && ${TRACK} rev-parse 'HEAD^{tree}'`;
   const out = await must(
     sb,
     task.mutation ? `${HIDE_HISTORY_COMMAND} && ${track}` : track,
@@ -293,6 +301,7 @@ export async function runEpisode(o: EpisodeOptions): Promise<Trajectory> {
   // workspace (which the tree does not cover), either of which ends caching for the episode.
   let tree: string | undefined;
   const prefix = o.prefix?.turns ?? [];
+  const testsKey = seedOf(requiredTestsText(o.task) ?? '').toString(16);
   // Replayed turns whose observation matched the parent's, counted from the first turn.
   let shared = 0;
   // Draws of the branch's first own turn set aside for repeating an avoided action.
@@ -359,7 +368,8 @@ export async function runEpisode(o: EpisodeOptions): Promise<Trajectory> {
       } else {
         turn.intentSignature = signBash(parsed.command);
         const cache = o.observationCache && tree !== undefined && cacheableCommand(parsed.command) ? o.observationCache : undefined;
-        const claim = cache?.claim(ObservationCache.key(tree!, parsed.command, timeoutMs));
+        // The task's tests are in the key: tw-test counts only those (REQUIRED_TESTS_FILE).
+        const claim = cache?.claim(ObservationCache.key(`${tree!}:${testsKey}`, parsed.command, timeoutMs));
         const replay = claim && 'wait' in claim ? await timed('sandboxMs', () => claim.wait) : undefined;
         let edits: FileEdit[] = [];
         if (replay) {

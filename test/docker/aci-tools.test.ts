@@ -16,7 +16,15 @@ import type { Task, Trajectory } from '../../src/core/schema';
 import { synthesizeMutationTasks } from '../../src/tasks/synth';
 import { writeTaskFile } from '../../src/tasks/taskfile';
 import { collectOriginals, type ScoringOriginals } from '../../src/tasks/testfiles';
-import { ObservationCache, poolProvider, runRollouts, type ActionModel, type ActRequest, type ActResult } from '../../src/agent';
+import {
+  ObservationCache,
+  poolProvider,
+  REQUIRED_TESTS_FILE,
+  runRollouts,
+  type ActionModel,
+  type ActRequest,
+  type ActResult,
+} from '../../src/agent';
 import { taskFix } from '../../src/warmstart/workspace-demonstrations';
 import { lineCandidates, twCandsOutput, variantView } from '../../src/demonstrations/line-candidates';
 import { main } from '../../src/cli/main';
@@ -154,6 +162,29 @@ describe('docker: numbered suspects in the Python sandbox (tw-suspects -n, tw-sh
     assert.deepEqual({ ...tools.reward }, { ...idle.reward });
     assert.equal(tools.reward.resolved, false);
     assert.ok(!tools.reward.testsEdited);
+  });
+
+  it("a test the workspace ships broken is not the task's: tw-test passes after the fix and counts it apart, tw-suspects ranks without it", async () => {
+    // A test that fails whatever the code does, added before the fix (as a repository might ship
+    // one that needs a data file it lacks). The task's list (the episode wrote it) does not name it.
+    const broken = "printf 'def test_shipped_broken():\\n    assert False\\n' > tests/test_shipped_broken.py";
+    const { a } = await play({
+      a: list(broken, 'tw-suspects -n', fix.fix, 'tw-test', `rm ${REQUIRED_TESTS_FILE}`, 'tw-test'),
+    });
+    const [, suspects, , counted, , every] = a.turns;
+    assert.match(
+      suspects.observation,
+      /^exit \d\n\d+ failed, \d+ passed, 1 other failing \(not the task's tests\)\n/,
+      suspects.observation,
+    );
+    assert.ok(!suspects.observation.includes('test_shipped_broken'), 'its lines are not suspects');
+    bugNumber(suspects.observation);
+    assert.equal(counted.exitCode, 0, counted.observation);
+    assert.match(counted.observation, /^exit 0\n0 failed, \d+ passed, 1 other failing \(not the task's tests\)$/);
+    // Without the task's list every test counts: the shipped-broken one fails tw-test.
+    assert.equal(every.exitCode, 1, every.observation);
+    assert.match(every.observation, /FAIL tests\/test_shipped_broken\.py::test_shipped_broken\n1 failed, \d+ passed$/);
+    assert.equal(a.reward.resolved, true, 'the reward scores the task’s tests alone, as before');
   });
 
   it('a fix through tw-edit K scores exactly as the same fix by sed; the edit changes only that line', async () => {

@@ -27,6 +27,11 @@ A tiny policy has ~1,000 bytes of context, so the tools print little and in a fi
                for the agent to find out.
   tw-apply K J writes variant J of `tw-cands K` to suspect K's line (the same refusals as
                tw-edit) and prints the line before and after.
+A test that already failed before the bug (one a workspace ships broken: a missing data file, a
+network call) is not the task's: where the episode wrote the task's tests to REQUIRED_FILE, tw-test
+and tw-suspects count only those (a developer knows which tests were red before their change);
+the others' failures are counted apart on the summary line and never make tw-test fail. Without
+the file every test counts.
 tw-test and tw-suspects only read the workspace: nothing is written besides what pytest itself
 writes (no cache, no bytecode); the mutants are tried on a copy in a temporary directory, each in
 a forked child with a time limit. tw-suspects keeps its last ranking in STATE_DIR (outside the
@@ -52,6 +57,8 @@ ROOT = os.path.realpath(os.environ.get("TW_ROOT", os.getcwd()))
 # the tests never see it (the episode's edit tracker leaves this folder out of its checks).
 STATE_DIR = os.environ.get("TW_STATE_DIR", "/tmp/turnwise-tools")
 STATE_FILE = os.path.join(STATE_DIR, "suspects.json")
+# The task's tests, one id per line (written as the episode starts; see the module's text).
+REQUIRED_FILE = os.path.join(STATE_DIR, "required-tests")
 _STARTED = time.monotonic()
 
 
@@ -163,8 +170,24 @@ def _run(trace):
     return code, col, buf.getvalue()
 
 
+def _required():
+    """The task's test ids (REQUIRED_FILE), or None when there is no such list."""
+    try:
+        with open(REQUIRED_FILE, encoding="utf-8") as f:
+            ids = {l.rstrip("\n") for l in f if l.strip()}
+    except OSError:
+        return None
+    return ids or None
+
+
+def _counted(nid, required):
+    return required is None or nid in required
+
+
 def _summary(col):
-    failed = sorted(n for n, o in col.outcomes.items() if o == "failed")
+    """The task's failing tests (sorted) and the passing count; failures of other tests are left out."""
+    required = _required()
+    failed = sorted(n for n, o in col.outcomes.items() if o == "failed" and _counted(n, required))
     passed = sum(1 for o in col.outcomes.values() if o == "passed")
     return failed, passed
 
@@ -173,6 +196,10 @@ def _counts(failed, passed, col):
     line = "%d failed, %d passed" % (len(failed), passed)
     if col.errors:
         line += ", %d error%s" % (len(col.errors), "" if len(col.errors) == 1 else "s")
+    required = _required()
+    others = sum(1 for n, o in col.outcomes.items() if o == "failed" and not _counted(n, required))
+    if others:
+        line += ", %d other%s failing (not the task's tests)" % (others, "" if others == 1 else "s")
     return line
 
 
@@ -464,7 +491,10 @@ def tw_suspects(numbered=False):
     if not failed:
         return 1 if col.errors or stopped else 0
     ef, ep = {}, {}
+    required = _required()
     for nid, outcome in col.outcomes.items():
+        if not _counted(nid, required):
+            continue
         for key in col.lines.get(nid, ()):
             d = ef if outcome == "failed" else ep
             d[key] = d.get(key, 0) + 1

@@ -46,7 +46,8 @@ function workspaceArg(args: ParsedArgs): string {
   return ws;
 }
 
-function formatSynthSummary(s: SynthSummary, out: string, n: number): string {
+/** What `tasks synth` prints after writing its tasks. */
+export function formatSynthSummary(s: SynthSummary, out: string, n: number): string {
   const rows = Object.entries(s.operators)
     .filter(([, c]) => c.candidates > 0)
     .map(
@@ -64,6 +65,11 @@ function formatSynthSummary(s: SynthSummary, out: string, n: number): string {
     `  ${'operator'.padEnd(18)} ${'cands'.padStart(5)} ${'tried'.padStart(6)} ${'kept'.padStart(5)} ${'dropped'.padStart(8)}`,
     ...rows,
     `dropped because: ${drops || 'none'}`,
+    ...(s.baseline.failing
+      ? [
+          `${s.baseline.failing} test(s) fail on the unchanged workspace: no task uses them, and the agent's tw-test and tw-suspects do not count them`,
+        ]
+      : []),
     ...(s.baseline.unstable ? [`${s.baseline.unstable} test(s) passed in only one of two runs of the suite: no task uses them`] : []),
     ...scoringLines(s.scoring),
     `${s.tasksPerMinute.toFixed(1)} validated tasks/min with ${s.concurrency} sandbox(es) in parallel`,

@@ -122,6 +122,9 @@ export function turnUncertainty(t: { logprobs?: readonly number[] }): number {
   return -(t.logprobs ?? []).reduce((a, b) => a + b, 0);
 }
 
+/** The state an episode reached before its turn `at`: the commands of turns 0..at−1 (episodes that ran the same ones share it). */
+const stateKey = (t: Trajectory, at: number): string => JSON.stringify(t.turns.slice(0, at).map((u) => u.action));
+
 /**
  * `count` branch points in a group, by an uncertainty-weighted upper confidence bound (the UUCB
  * rule of InfoTree). A state is the commands of a prefix (turns 0..t−1, t ≥ 1, with a turn t to
@@ -141,7 +144,7 @@ export function branchPoints(members: readonly Trajectory[], count: number, expl
   const nodes = new Map<string, Node>();
   for (const m of members) {
     for (let at = 1; at < m.turns.length; at++) {
-      const key = JSON.stringify(m.turns.slice(0, at).map((u) => u.action));
+      const key = stateKey(m, at);
       const n = nodes.get(key) ?? { parent: m, at, uncertainty: [], written: new Set<string>(), visits: 0 };
       n.uncertainty.push(turnUncertainty(m.turns[at]));
       n.written.add(m.turns[at].action);
@@ -277,28 +280,17 @@ export function mixedGroups(trajs: readonly Trajectory[]): { mixed: number; mixe
  */
 export function branchNewActions(trajs: readonly Trajectory[]): number {
   const written = new Map<string, Set<string>>();
-  const key = (groupId: string, actions: readonly string[]) => JSON.stringify([groupId, ...actions]);
+  const key = (t: Trajectory, at: number) => `${t.groupId}\0${stateKey(t, at)}`;
   for (const t of trajs) {
     if (t.branch || !isScored(t)) continue;
     for (let at = 1; at < t.turns.length; at++) {
-      const k = key(
-        t.groupId,
-        t.turns.slice(0, at).map((u) => u.action),
-      );
+      const k = key(t, at);
       (written.get(k) ?? written.set(k, new Set()).get(k)!).add(t.turns[at].action);
     }
   }
   const branches = trajs.filter((t) => t.branch && isScored(t) && t.turns.length > t.branch.at);
   if (!branches.length) return NaN;
-  const fresh = branches.filter((b) => {
-    const seen = written.get(
-      key(
-        b.groupId,
-        b.turns.slice(0, b.branch!.at).map((u) => u.action),
-      ),
-    );
-    return !seen?.has(b.turns[b.branch!.at].action);
-  });
+  const fresh = branches.filter((b) => !written.get(key(b, b.branch!.at))?.has(b.turns[b.branch!.at].action));
   return fresh.length / branches.length;
 }
 

@@ -184,20 +184,18 @@ def _counted(nid, required):
     return required is None or nid in required
 
 
-def _summary(col):
-    """The task's failing tests (sorted) and the passing count; failures of other tests are left out."""
-    required = _required()
+def _summary(col, required):
+    """The task's failing tests (sorted), the passing count, and how many other tests failed."""
     failed = sorted(n for n, o in col.outcomes.items() if o == "failed" and _counted(n, required))
+    others = sum(1 for n, o in col.outcomes.items() if o == "failed" and not _counted(n, required))
     passed = sum(1 for o in col.outcomes.values() if o == "passed")
-    return failed, passed
+    return failed, passed, others
 
 
-def _counts(failed, passed, col):
+def _counts(failed, passed, others, col):
     line = "%d failed, %d passed" % (len(failed), passed)
     if col.errors:
         line += ", %d error%s" % (len(col.errors), "" if len(col.errors) == 1 else "s")
-    required = _required()
-    others = sum(1 for n, o in col.outcomes.items() if o == "failed" and not _counted(n, required))
     if others:
         line += ", %d other%s failing (not the task's tests)" % (others, "" if others == 1 else "s")
     return line
@@ -220,7 +218,8 @@ def _stopped(code, out):
 
 def tw_test():
     code, col, out = _run(False)
-    failed, passed = _summary(col)
+    required = _required()
+    failed, passed, others = _summary(col, required)
     if not col.outcomes and not col.errors:
         tail = [l for l in out.strip().splitlines() if l.strip()][-3:]
         print("no tests ran (pytest exit %d)" % code)
@@ -233,7 +232,7 @@ def tw_test():
         print(l)
     if len(shown) > 3:
         print("... %d more" % (len(shown) - 3))
-    print(_counts(failed, passed, col))
+    print(_counts(failed, passed, others, col))
     stopped = _stopped(code, out)
     if stopped:
         print(stopped)
@@ -478,11 +477,12 @@ def tw_suspects(numbered=False):
     w0, c0 = time.monotonic(), time.process_time()
     code, col, out = _run(True)
     limits = mutant_limits(time.monotonic() - w0, time.process_time() - c0)
-    failed, passed = _summary(col)
+    required = _required()
+    failed, passed, others = _summary(col, required)
     if not col.outcomes and not col.errors:
         print("no tests ran (pytest exit %d)" % code)
         return 2
-    print(_counts(failed, passed, col))
+    print(_counts(failed, passed, others, col))
     for n in col.errors[:2]:
         print("ERROR " + n)
     stopped = _stopped(code, out)
@@ -491,7 +491,6 @@ def tw_suspects(numbered=False):
     if not failed:
         return 1 if col.errors or stopped else 0
     ef, ep = {}, {}
-    required = _required()
     for nid, outcome in col.outcomes.items():
         if not _counted(nid, required):
             continue

@@ -1,6 +1,6 @@
 // ONNX Runtime's own telemetry, off in every process that loads it through Turnwise. Left on, its
 // initialization reads /etc/machine-id and /proc/cpuinfo and leaves an empty
-// `mat-debug-<pid>.log` in the temporary folder of every process that creates a session (the
+// `mat-debug-<pid>.log` (on some machines) in the temporary folder of every process that creates a session (the
 // policy worker, each probe child, each test process): hundreds of files over a day of runs.
 // Turnwise sends nothing anywhere, and the runtime it loads should not either. A user who set
 // ORT_DISABLE_TELEMETRY themselves keeps their value. Imported before onnxruntime-node, and

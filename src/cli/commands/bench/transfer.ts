@@ -4,8 +4,18 @@
 // train tasks, paired as `eval --compare` pairs them. Slow; not part of `npm run bench`.
 import * as path from 'node:path';
 import { benchTransfer, transferCacheDir, type HeldoutScore } from '../../../bench/transfer';
+import { compareTransferResults, formatTransferComparison, readTransferResult } from '../../../bench/transfer-compare';
 import { TRANSFER_PANEL } from '../../../tasks/panel';
-import { flagOptions, listOption, numberInRange, valueOptions, type CliCommand } from '../../command';
+import {
+  flagOptions,
+  listOption,
+  numberInRange,
+  UsageError,
+  valueOptions,
+  type CliCommand,
+  type CliIO,
+  type ParsedArgs,
+} from '../../command';
 import { benchConfig, modelOrEmbedded, type ConfigFlag } from '../options';
 
 const score = (s: HeldoutScore | null) =>
@@ -20,17 +30,40 @@ const TRANSFER_FLAGS: readonly ConfigFlag[] = [
   ['samples', 'evalSamples', 0, 64],
 ];
 
+/** --compare A.json B.json: two benches' results compared episode by episode (no sandbox). */
+function runCompare(args: ParsedArgs, io: CliIO, flags: readonly string[]): number {
+  const files = args.positionals;
+  if (files.length !== 2)
+    throw new UsageError(
+      `--compare takes two results files of \`turnwise bench transfer --json\`: --compare A.json B.json (got ${files.length})`,
+    );
+  const clash = flags.filter((k) => k !== 'compare' && args.values[k] !== undefined);
+  if (clash.length) throw new UsageError(`--compare reads benches already run; it takes no ${clash.map((k) => `--${k}`).join(', ')}`);
+  const [a, b] = files.map((f) => path.resolve(f));
+  const c = compareTransferResults(readTransferResult(a), readTransferResult(b), { a, b });
+  if (io.json) io.out(JSON.stringify(c, null, 2));
+  else for (const line of formatTransferComparison(c)) io.out(line);
+  return c.repos.length ? 0 : 1;
+}
+
+const TRANSFER_OPTIONS = {
+  ...valueOptions('repos', 'minutes', ...TRANSFER_FLAGS.map(([flag]) => flag), 'estimator', 'model', 'config', 'seed', 'cache', 'mirror'),
+  ...flagOptions('no-rl', 'compare'),
+};
+
 export const benchTransferCommand: CliCommand = {
   name: 'bench transfer',
   summary:
     'held-out resolved rate on a panel of real repositories the policy never saw (fetched from Debian), before and after a short RL run on each (slow)',
   usage:
-    '[--repos A,B] [--no-rl] [--minutes M] [--iterations N] [--max-tasks N] [--samples K] [--estimator NAME] [--model DIR] [--config FILE] [--seed S] [--cache DIR] [--mirror URL] [--json]',
-  options: {
-    ...valueOptions('repos', 'minutes', ...TRANSFER_FLAGS.map(([flag]) => flag), 'estimator', 'model', 'config', 'seed', 'cache', 'mirror'),
-    ...flagOptions('no-rl'),
-  },
+    '[--repos A,B] [--no-rl] [--minutes M] [--iterations N] [--max-tasks N] [--samples K] [--estimator NAME] [--model DIR] [--config FILE] [--seed S] [--cache DIR] [--mirror URL] [--json]; or --compare A.json B.json [--json]',
+  options: TRANSFER_OPTIONS,
+  allowPositionals: true,
   async run(args, io) {
+    // --compare A B: the last held-out episodes of two benches paired by task and seed, per repository.
+    if (args.values.compare === true) return runCompare(args, io, Object.keys(TRANSFER_OPTIONS));
+    if (args.positionals.length)
+      throw new UsageError(`unexpected argument ${JSON.stringify(args.positionals[0])}; results files to compare go after --compare`);
     const v = args.values;
     const config = benchConfig(args, TRANSFER_FLAGS);
     const repos = listOption(args, 'repos', []);

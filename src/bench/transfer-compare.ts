@@ -11,10 +11,13 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { TurnwiseError } from '../core/errors';
 import { RunDir } from '../core/run';
-import { compareEvaluations, sumPaired, type PairedChange } from '../eval/compare';
+import { compareEvaluations, formatPaired, sumPaired, type PairedChange } from '../eval/compare';
 import type { TransferResult } from './transfer';
 
-/** Below this, a repository's sampled split counts as a win for one side. */
+/**
+ * Below this, in both the sign test over episodes and the sign-flip test by task, a repository's
+ * sampled split counts as a win for one side: one task that flipped all of its samples is not one.
+ */
 export const TRANSFER_COMPARE_ALPHA = 0.05;
 
 /** One side of the comparison, as its results file says. */
@@ -38,7 +41,7 @@ export interface TransferRepoComparison {
   /** A's episode against B's with the same task and seed: `gained` resolved by B only, `lost` by A only. */
   greedy: PairedChange;
   sampled: PairedChange;
-  /** Which side's sampled episodes resolved more at p < TRANSFER_COMPARE_ALPHA, else 'neither'. */
+  /** Which side's sampled episodes resolved more at p < TRANSFER_COMPARE_ALPHA by episode and by task, else 'neither'. */
   better: 'a' | 'b' | 'neither';
   /** Observations where tw-suspects was cut short by the clock, per side: pairs differing by them are the machine's doing. */
   cut_short: { a: number; b: number };
@@ -199,7 +202,7 @@ export function compareTransferResults(a: TransferResult, b: TransferResult, fil
     const c = compareEvaluations(ea.episodes, eb.episodes);
     const resolvedOf = (kind: 'greedy' | 'sampled', which: 'before' | 'after') =>
       c.tasks.filter((t) => t.kind === kind).reduce((s, t) => s + t[which], 0);
-    const p = c.sampled.p_value;
+    const significant = [c.sampled.p_value, c.sampled.p_value_tasks].every((p) => p !== null && p < TRANSFER_COMPARE_ALPHA);
     repos.push({
       name: ra.name,
       a_iteration: ea.iteration,
@@ -208,7 +211,7 @@ export function compareTransferResults(a: TransferResult, b: TransferResult, fil
       b_resolved: { greedy: resolvedOf('greedy', 'after'), sampled: resolvedOf('sampled', 'after') },
       greedy: c.greedy,
       sampled: c.sampled,
-      better: p !== null && p < TRANSFER_COMPARE_ALPHA ? (c.sampled.gained > c.sampled.lost ? 'b' : 'a') : 'neither',
+      better: significant ? (c.sampled.gained > c.sampled.lost ? 'b' : 'a') : 'neither',
       cut_short: { a: c.cut_short.before, b: c.cut_short.after },
     });
   }
@@ -228,7 +231,7 @@ export function compareTransferResults(a: TransferResult, b: TransferResult, fil
   };
 }
 
-const fmtP = (c: PairedChange) => `B +${c.gained} −${c.lost} of ${c.pairs} (p ${c.p_value === null ? '—' : c.p_value.toFixed(3)})`;
+const fmtP = (c: PairedChange, byTask = false) => formatPaired(c, { byTask, prefix: 'B ' });
 const fmtValue = (v: unknown) => (v === null ? 'unset' : typeof v === 'string' ? v || '""' : JSON.stringify(v));
 
 /** The comparison as lines for a terminal. */
@@ -247,7 +250,7 @@ export function formatTransferComparison(c: TransferComparison): string[] {
   const width = Math.max(8, ...c.repos.map((r) => r.name.length));
   for (const r of c.repos) {
     lines.push(
-      `${r.name.padEnd(width)}  it. ${r.a_iteration} vs ${r.b_iteration}; sampled ${r.a_resolved.sampled} vs ${r.b_resolved.sampled}: ${fmtP(r.sampled)}; greedy ${r.a_resolved.greedy} vs ${r.b_resolved.greedy}: ${fmtP(r.greedy)}`,
+      `${r.name.padEnd(width)}  it. ${r.a_iteration} vs ${r.b_iteration}; sampled ${r.a_resolved.sampled} vs ${r.b_resolved.sampled}: ${fmtP(r.sampled, true)}; greedy ${r.a_resolved.greedy} vs ${r.b_resolved.greedy}: ${fmtP(r.greedy)}`,
     );
     if (r.cut_short.a || r.cut_short.b)
       lines.push(
@@ -255,10 +258,10 @@ export function formatTransferComparison(c: TransferComparison): string[] {
       );
   }
   for (const s of c.skipped) lines.push(`${s.name.padEnd(width)}  not compared: ${s.reason}`);
-  if (c.repos.length > 1) lines.push(`${'pooled'.padEnd(width)}  sampled ${fmtP(c.pooled.sampled)}; greedy ${fmtP(c.pooled.greedy)}`);
+  if (c.repos.length > 1) lines.push(`${'pooled'.padEnd(width)}  sampled ${fmtP(c.pooled.sampled, true)}; greedy ${fmtP(c.pooled.greedy)}`);
   const named = (xs: string[]) => (xs.length ? ` (${xs.join(', ')})` : '');
   lines.push(
-    `sampled, p < ${c.alpha}: B better on ${c.b_better.length} of ${c.repos.length} repositories${named(c.b_better)}, A better on ${c.a_better.length}${named(c.a_better)}`,
+    `sampled, p < ${c.alpha} by episode and by task: B better on ${c.b_better.length} of ${c.repos.length} repositories${named(c.b_better)}, A better on ${c.a_better.length}${named(c.a_better)}`,
   );
   return lines;
 }

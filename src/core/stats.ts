@@ -51,6 +51,39 @@ function squaredDeviations(xs: readonly number[]): { ss: number; n: number } {
 }
 
 /**
+ * Two-sided exact sign-flip (randomization) test on integer differences, one per cluster: under
+ * the null each cluster's difference is as likely to have come out with the other sign, so the
+ * p-value is the share of the 2^n sign patterns whose |sum| is at least the observed |sum|. With
+ * paired episodes clustered by task (d = a task's gained − lost among its pairs), it tells one
+ * task that flipped all of its samples from many tasks that moved one each, which the sign test
+ * over episodes cannot: a task's samples share its bug, so they are not independent pairs. With
+ * every d = ±1 it equals the sign test. Exact by dynamic programming over the reachable sums.
+ * null when every difference is 0.
+ */
+export function signFlipP(diffs: readonly number[]): number | null {
+  const d = diffs.filter((x) => x !== 0).map((x) => Math.abs(x));
+  if (!d.length) return null;
+  if (d.some((x) => !Number.isInteger(x))) throw new Error('signFlipP takes integer differences');
+  const observed = Math.abs(diffs.reduce((a, x) => a + x, 0));
+  const total = d.reduce((a, x) => a + x, 0);
+  // count[s + total]: the share of sign patterns of the clusters so far whose sum is s.
+  let count = new Float64Array(2 * total + 1);
+  count[total] = 1;
+  for (const x of d) {
+    const next = new Float64Array(count.length);
+    for (let i = 0; i < count.length; i++) {
+      if (!count[i]) continue;
+      if (i + x < next.length) next[i + x] += count[i] / 2;
+      if (i - x >= 0) next[i - x] += count[i] / 2;
+    }
+    count = next;
+  }
+  let tail = 0;
+  for (let i = 0; i < count.length; i++) if (Math.abs(i - total) >= observed) tail += count[i];
+  return Math.min(1, Number(tail.toPrecision(12)));
+}
+
+/**
  * Two-sided exact binomial (p = 1/2) test of `a` successes against `b` (the sign test, McNemar's
  * exact test on the pairs that changed); null when both are 0.
  */

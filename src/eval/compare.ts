@@ -7,7 +7,7 @@ import { CUT_SHORT_MARKER } from '../agent/cache';
 import type { MetricsRow } from '../core/events';
 import { RunDir } from '../core/run';
 import type { Trajectory } from '../core/schema';
-import { signTestP } from '../core/stats';
+import { signFlipP, signTestP } from '../core/stats';
 
 export type EpisodeKind = 'greedy' | 'sampled';
 
@@ -24,6 +24,29 @@ export interface PairedChange {
    * this uneven if the policy change changed nothing. null without a changed pair.
    */
   p_value: number | null;
+  /**
+   * Each task's net change among its pairs (gained − lost) by task id, for the tasks where it is
+   * not 0: a task's sampled episodes share its bug, so they move together.
+   */
+  task_nets: Record<string, number>;
+  /**
+   * The sign-flip test by task on task_nets (core/stats signFlipP): each task's pairs counted as
+   * one, so one task that flipped all of its samples is one change, not eight. Equal to p_value
+   * when every task has one pair (greedy). null without a net change.
+   */
+  p_value_tasks: number | null;
+}
+
+const fmtPValue = (p: number | null) => (p === null ? '—' : p < 0.001 ? p.toExponential(1) : p.toFixed(3));
+
+/**
+ * A paired change for a terminal: `+gained −lost of pairs (p …)`, and with `byTask` the test by
+ * task beside it (for sampled episodes, several per task; greedy ones have one per task, where the
+ * two tests agree).
+ */
+export function formatPaired(c: PairedChange, o: { byTask?: boolean; prefix?: string } = {}): string {
+  const byTask = o.byTask && c.p_value !== null ? `, by task ${fmtPValue(c.p_value_tasks)}` : '';
+  return `${o.prefix ?? ''}+${c.gained} −${c.lost} of ${c.pairs} (p ${fmtPValue(c.p_value)}${byTask})`;
 }
 
 /** Sampled evaluation episodes carry `evals-` ids, greedy ones `eval-` (train/evaluate.ts). */
@@ -45,9 +68,22 @@ function twins(before: readonly Trajectory[], after: readonly Trajectory[], kind
 }
 
 function counted(pairs: readonly [Trajectory, Trajectory][]): PairedChange {
-  const gained = pairs.filter(([was, now]) => !was.reward.resolved && now.reward.resolved).length;
-  const lost = pairs.filter(([was, now]) => was.reward.resolved && !now.reward.resolved).length;
-  return { pairs: pairs.length, gained, lost, p_value: signTestP(gained, lost) };
+  let gained = 0;
+  let lost = 0;
+  const nets: Record<string, number> = {};
+  for (const [was, now] of pairs) {
+    const d = +!!now.reward.resolved - +!!was.reward.resolved;
+    if (d > 0) gained++;
+    if (d < 0) lost++;
+    if (d) nets[was.taskId] = (nets[was.taskId] ?? 0) + d;
+  }
+  return changed(pairs.length, gained, lost, nets);
+}
+
+/** A PairedChange from its counts and its tasks' net changes (zero nets dropped). */
+function changed(pairs: number, gained: number, lost: number, nets: Record<string, number>): PairedChange {
+  const task_nets = Object.fromEntries(Object.entries(nets).filter(([, d]) => d !== 0));
+  return { pairs, gained, lost, p_value: signTestP(gained, lost), task_nets, p_value_tasks: signFlipP(Object.values(task_nets)) };
 }
 
 /** How episodes of `kind` changed from `before` to `after`. */
@@ -55,12 +91,19 @@ export function pairedChange(before: readonly Trajectory[], after: readonly Traj
   return counted(twins(before, after, kind));
 }
 
-/** Sums paired changes (over seeds, runs or kinds) and tests the sum. */
+/**
+ * Sums paired changes (over seeds, runs or repositories) and tests the sum; a task in several
+ * parts (the same task under two seeds) is one task, its nets added.
+ */
 export function sumPaired(parts: readonly PairedChange[]): PairedChange {
-  const pairs = parts.reduce((x, p) => x + p.pairs, 0);
-  const gained = parts.reduce((x, p) => x + p.gained, 0);
-  const lost = parts.reduce((x, p) => x + p.lost, 0);
-  return { pairs, gained, lost, p_value: signTestP(gained, lost) };
+  const nets: Record<string, number> = {};
+  for (const p of parts) for (const [id, d] of Object.entries(p.task_nets ?? {})) nets[id] = (nets[id] ?? 0) + d;
+  return changed(
+    parts.reduce((x, p) => x + p.pairs, 0),
+    parts.reduce((x, p) => x + p.gained, 0),
+    parts.reduce((x, p) => x + p.lost, 0),
+    nets,
+  );
 }
 
 /** A run's first and last held-out evaluations, paired (see pairedChange). */

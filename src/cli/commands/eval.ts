@@ -5,7 +5,7 @@ import { TurnwiseError } from '../../core/errors';
 import { assertWritableOutput } from '../../core/fs';
 import { allEpisodesFailed, readTrajectories } from '../../core/trajectory';
 import type { Task, Trajectory } from '../../core/schema';
-import { compareEvaluations, episodeKind, type EvalComparison, type PairedChange } from '../../eval/compare';
+import { compareEvaluations, episodeKind, formatPaired, type EvalComparison } from '../../eval/compare';
 import { passAtKT } from '../../eval/pass-at-k';
 import { checkpointModel, endpointModel, evalResultsHeader, readEvalResults, writeEvalResults, type EvalModel } from '../../eval/results';
 import { assertWorkspaceHoldsTasks } from '../../tasks/origin';
@@ -346,14 +346,11 @@ async function runEvaluation(args: ParsedArgs, io: CliIO): Promise<EvalEpisodes 
   }
 }
 
-const signed = (p: PairedChange) =>
-  `+${p.gained} −${p.lost}${p.p_value === null ? '' : ` (p ${p.p_value < 0.001 ? p.p_value.toExponential(1) : fmt(p.p_value, 3)})`}`;
-
 function printComparison(io: CliIO, earlierFile: string, c: EvalComparison): void {
   io.out(`compared with ${earlierFile}, episode by episode (same task and seed):`);
   for (const kind of ['greedy', 'sampled'] as const) {
     const p = c[kind];
-    if (p.pairs > 0) io.out(`  ${kind.padEnd(7)} ${String(p.pairs).padStart(4)} pairs  ${signed(p)}`);
+    if (p.pairs > 0) io.out(`  ${kind.padEnd(7)} ${formatPaired(p, { byTask: kind === 'sampled' })}`);
   }
   if (c.greedy.pairs + c.sampled.pairs === 0)
     io.out('  no episode has a twin: evaluate the same tasks with the same --seed (and --samples) to compare');

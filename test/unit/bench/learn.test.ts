@@ -81,13 +81,21 @@ describe('bench/learn: learn curves', () => {
     assert.equal(g.paired, null, 'no paired change without evaluation episodes');
     assert.deepEqual(s.head_to_head, {}, 'nor a head-to-head comparison');
     // Paired changes are summed over seeds per estimator, and tested as a sum.
-    const pc = (gained: number, lost: number) => ({ pairs: 8, gained, lost, p_value: signTestP(gained, lost) });
+    const pc = (gained: number, lost: number) => ({
+      pairs: 8,
+      gained,
+      lost,
+      p_value: signTestP(gained, lost),
+      task_nets: { x: gained - lost },
+      p_value_tasks: null,
+    });
     runs[1].paired = { greedy: pc(1, 0), sampled: pc(3, 1) };
     runs[3].paired = { greedy: pc(2, 0), sampled: pc(4, 0) };
     const t = learnSummary(runs, { iterations: 2, runsRoot: '/r', config: {} }).by_estimator.turnwise.paired!;
     assert.deepEqual([t.greedy.pairs, t.greedy.gained, t.greedy.lost], [16, 3, 0]);
     assert.deepEqual([t.sampled.gained, t.sampled.lost], [7, 1]);
     assert.equal(t.sampled.p_value, signTestP(7, 1));
+    assert.deepEqual(t.sampled.task_nets, { x: 6 }, 'one task under two seeds is one task by task');
   });
 
   it('learnSummary: any estimators, each against each other on the same held-out episodes of their last evaluations', () => {

@@ -138,14 +138,16 @@ describe('bench transfer --compare', () => {
     assert.deepEqual([x.name, x.a_iteration, x.b_iteration], ['x', 5, 7]);
     assert.deepEqual(x.a_resolved, { greedy: 0, sampled: 2 });
     assert.deepEqual(x.b_resolved, { greedy: 1, sampled: 20 });
-    // 18 samples gained, none lost: p = 2 / 2^18.
-    assert.deepEqual({ ...x.sampled, p_value: null }, { pairs: 20, gained: 18, lost: 0, p_value: null });
-    assert.ok(x.sampled.p_value! < 1e-4 && x.sampled.p_value! > 0);
-    assert.deepEqual(x.greedy, { pairs: 10, gained: 1, lost: 0, p_value: 1 });
+    // 18 samples gained, none lost: p = 2 / 2^18; by task, ten tasks all up: 2 / 2^10.
+    assert.deepEqual([x.sampled.pairs, x.sampled.gained, x.sampled.lost], [20, 18, 0]);
+    assert.ok(Math.abs(x.sampled.p_value! - 2 / 2 ** 18) < 1e-12);
+    assert.ok(Math.abs(x.sampled.p_value_tasks! - 2 / 2 ** 10) < 1e-12);
+    assert.deepEqual(x.greedy, { pairs: 10, gained: 1, lost: 0, p_value: 1, task_nets: { t0: 1 }, p_value_tasks: 1 });
     assert.equal(x.better, 'b');
-    assert.deepEqual({ ...y.sampled }, { pairs: 2, gained: 0, lost: 1, p_value: 1 });
+    assert.deepEqual(y.sampled, { pairs: 2, gained: 0, lost: 1, p_value: 1, task_nets: { u: -1 }, p_value_tasks: 1 });
     assert.equal(y.better, 'neither');
-    assert.deepEqual(c.pooled.sampled, { pairs: 22, gained: 18, lost: 1, p_value: c.pooled.sampled.p_value });
+    assert.deepEqual([c.pooled.sampled.pairs, c.pooled.sampled.gained, c.pooled.sampled.lost], [22, 18, 1]);
+    assert.equal(Object.keys(c.pooled.sampled.task_nets).length, 11, 'pooled by task over both repositories');
     assert.deepEqual(c.b_better, ['x']);
     assert.deepEqual(c.a_better, []);
     assert.deepEqual(c.differences, { estimator: ['turnwise', 'gear'], lr: [1e-4, 5e-5] }, 'the run ids and paths are not settings');
@@ -156,7 +158,10 @@ describe('bench transfer --compare', () => {
     );
     const text = formatTransferComparison(c).join('\n');
     assert.match(text, /settings that differ: estimator turnwise → gear; lr 0.0001 → 0.00005/);
-    assert.match(text, /x +it\. 5 vs 7; sampled 2 vs 20: B \+18 −0 of 20/);
+    assert.match(
+      text,
+      /x +it\. 5 vs 7; sampled 2 vs 20: B \+18 −0 of 20 \(p 7\.6e-6, by task 0\.002\); greedy 0 vs 1: B \+1 −0 of 10 \(p 1\.000\)/,
+    );
     assert.match(text, /B better on 1 of 2 repositories \(x\), A better on 0/);
   });
 
@@ -195,6 +200,23 @@ describe('bench transfer --compare', () => {
     const text = formatTransferComparison(c).join('\n');
     assert.match(text, /starting weights: differ/);
     assert.doesNotMatch(text, /the same bench twice/);
+  });
+
+  it('one task that flipped all of its samples is no win: significant by episode, not by task', () => {
+    // 16 held-out tasks with 8 samples each; B resolves all 8 samples of t0 where A resolved none.
+    const many = Array.from({ length: 16 }, (_, i) => `t${i}`);
+    const ax = writeRun(root, 'ax', { heldout: many, last: 1, outcome: () => [false, ...Array(8).fill(false)] });
+    const bx = writeRun(root, 'bx', { heldout: many, last: 1, outcome: (t) => [false, ...Array(8).fill(t === 't0')] });
+    const c = compareTransferResults(result([{ name: 'x', run_dir: ax }], 'turnwise'), result([{ name: 'x', run_dir: bx }], 'gear'), {
+      a: 'A.json',
+      b: 'B.json',
+    });
+    const x = c.repos[0];
+    assert.deepEqual([x.sampled.gained, x.sampled.lost, x.sampled.pairs], [8, 0, 128]);
+    assert.ok(x.sampled.p_value! < 0.01, 'the sign test over episodes calls it significant');
+    assert.equal(x.sampled.p_value_tasks, 1);
+    assert.equal(x.better, 'neither');
+    assert.deepEqual(c.b_better, []);
   });
 
   it('the CLI: two files compared as text and JSON; a file that is not a bench result, or one file, refused', async () => {

@@ -67,8 +67,16 @@ describe('cli: turnwise eval --from --compare', () => {
     assert.equal(j.taskCount, 2);
     assert.equal(j.resolved, 1, 'greedy: both tasks resolved after');
     assert.equal(j.sampled.resolved, 5 / 8);
-    assert.deepEqual(j.compare.greedy, { pairs: 2, gained: 1, lost: 0, p_value: 1 });
-    assert.deepEqual(j.compare.sampled, { pairs: 8, gained: 3, lost: 1, p_value: signTestP(3, 1) });
+    assert.deepEqual(j.compare.greedy, { pairs: 2, gained: 1, lost: 0, p_value: 1, task_nets: { a: 1 }, p_value_tasks: 1 });
+    // By task: a +3, b −1; every sign pattern of (3, 1) reaches |2|.
+    assert.deepEqual(j.compare.sampled, {
+      pairs: 8,
+      gained: 3,
+      lost: 1,
+      p_value: signTestP(3, 1),
+      task_nets: { a: 3, b: -1 },
+      p_value_tasks: 1,
+    });
     assert.deepEqual(
       j.compare.tasks.filter((t: { kind: string }) => t.kind === 'sampled'),
       [
@@ -87,7 +95,7 @@ describe('cli: turnwise eval --from --compare', () => {
     const human = await cli(['eval', '--from', path.join(dir, 'after.jsonl'), '--compare', path.join(dir, 'before.jsonl')]);
     assert.equal(human.code, 0, human.err);
     assert.match(human.out, /sampled \(4 per task\): resolved 0\.625/);
-    assert.match(human.out, /sampled\s+8 pairs\s+\+3 −1 \(p 0\.625\)/);
+    assert.match(human.out, /sampled\s+\+3 −1 of 8 \(p 0\.625, by task 1\.000\)/);
     assert.match(human.out, /a sampled 1\/4 → 4\/4 {2}\+3 −0/);
     assert.doesNotMatch(human.out, /warning: tw-suspects/);
   });

@@ -1,7 +1,7 @@
 // Two evaluations compared episode by episode (bench learn's paired change, `turnwise eval --compare`).
 import { strict as assert } from 'node:assert';
 import type { Trajectory } from '../../../src/core/schema';
-import { signTestP } from '../../../src/core/stats';
+import { signFlipP, signTestP } from '../../../src/core/stats';
 import { CUT_SHORT_MARKER } from '../../../src/agent/cache';
 import { compareEvaluations, pairedChange, sumPaired } from '../../../src/eval/compare';
 
@@ -34,12 +34,32 @@ describe('eval/compare: paired evaluations', () => {
       ep('c', 1, true, true),
     ];
     const s = pairedChange(before, after, 'sampled');
-    assert.deepEqual({ ...s, p_value: null }, { pairs: 3, gained: 2, lost: 1, p_value: null });
-    assert.equal(s.p_value, 1);
-    assert.deepEqual(pairedChange(before, after, 'greedy'), { pairs: 1, gained: 1, lost: 0, p_value: 1 });
-    const sum = sumPaired([s, { pairs: 10, gained: 4, lost: 0, p_value: null }]);
+    // Task a: +1 −1 (net 0, left out of the nets); task b: +1.
+    assert.deepEqual(s, { pairs: 3, gained: 2, lost: 1, p_value: 1, task_nets: { b: 1 }, p_value_tasks: 1 });
+    assert.deepEqual(pairedChange(before, after, 'greedy'), {
+      pairs: 1,
+      gained: 1,
+      lost: 0,
+      p_value: 1,
+      task_nets: { a: 1 },
+      p_value_tasks: 1,
+    });
+    // Summed: task b's nets add up (the same task under another seed is one cluster), c is new.
+    const sum = sumPaired([s, { pairs: 10, gained: 4, lost: 0, p_value: null, task_nets: { b: 3, c: 1 }, p_value_tasks: null }]);
     assert.deepEqual({ pairs: sum.pairs, gained: sum.gained, lost: sum.lost }, { pairs: 13, gained: 6, lost: 1 });
     assert.ok(Math.abs(sum.p_value! - signTestP(6, 1)!) < 1e-12);
+    assert.deepEqual(sum.task_nets, { b: 4, c: 1 });
+    assert.equal(sum.p_value_tasks, signFlipP([4, 1]));
+    assert.equal(sum.p_value_tasks, 0.5, 'two tasks that both gained: 2 of 4 sign patterns reach |5|');
+  });
+
+  it('one task that flipped all of its samples is one change by task: the sign test says p < 0.01, the test by task p = 1', () => {
+    const before = Array.from({ length: 8 }, (_, k) => ep('a', k, false, true));
+    const after = Array.from({ length: 8 }, (_, k) => ep('a', k, true, true));
+    const s = pairedChange([...before, ep('b', 0, true, true)], [...after, ep('b', 0, true, true)], 'sampled');
+    assert.deepEqual([s.gained, s.lost, s.task_nets], [8, 0, { a: 8 }]);
+    assert.ok(s.p_value! < 0.01);
+    assert.equal(s.p_value_tasks, 1);
   });
 
   it('compareEvaluations: per-task rows, the unpaired on each side, and cut-short tw-suspects answers counted', () => {
@@ -60,8 +80,8 @@ describe('eval/compare: paired evaluations', () => {
       ep('a', 5, true, true, 'runner failed'),
     ];
     const c = compareEvaluations(before, after);
-    assert.deepEqual(c.greedy, { pairs: 1, gained: 1, lost: 0, p_value: 1 });
-    assert.deepEqual({ ...c.sampled, p_value: null }, { pairs: 3, gained: 1, lost: 1, p_value: null });
+    assert.deepEqual(c.greedy, { pairs: 1, gained: 1, lost: 0, p_value: 1, task_nets: { a: 1 }, p_value_tasks: 1 });
+    assert.deepEqual(c.sampled, { pairs: 3, gained: 1, lost: 1, p_value: 1, task_nets: { a: 1, b: -1 }, p_value_tasks: 1 });
     assert.deepEqual(c.tasks, [
       { taskId: 'a', kind: 'greedy', pairs: 1, before: 0, after: 1, gained: 1, lost: 0 },
       { taskId: 'a', kind: 'sampled', pairs: 2, before: 1, after: 2, gained: 1, lost: 0 },

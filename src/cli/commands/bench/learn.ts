@@ -3,7 +3,7 @@
 // cores at the defaults); not part of `npm run bench`. The work is in src/bench/learn.ts.
 import * as path from 'node:path';
 import { benchLearn, LEARN_DEFAULTS, LEARN_ESTIMATORS } from '../../../bench/learn';
-import type { PairedChange } from '../../../eval/compare';
+import { formatPaired, type PairedChange } from '../../../eval/compare';
 import { passAtKTCorners, type PassAtKT } from '../../../eval/pass-at-k';
 import { boundaryVerdict } from '../../../eval/pass-curves';
 import { listOption, numberInRange, valueOptions, type CliCommand } from '../../command';
@@ -79,7 +79,7 @@ export const benchLearnCommand: CliCommand = {
       return 0;
     }
     const pad = Math.max(12, ...r.estimators.map((e) => e.length + 2));
-    const f = (c: PairedChange) => `+${c.gained} −${c.lost} of ${c.pairs} (p ${c.p_value === null ? '—' : c.p_value.toFixed(3)})`;
+    const f = (c: PairedChange) => formatPaired(c, { byTask: true });
     const warm = r.pass_at_k_t_warmstart;
     io.out(
       [

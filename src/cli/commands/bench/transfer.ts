@@ -4,6 +4,7 @@
 // train tasks, paired as `eval --compare` pairs them. Slow; not part of `npm run bench`.
 import * as path from 'node:path';
 import { benchTransfer, transferCacheDir, type HeldoutScore } from '../../../bench/transfer';
+import { formatPaired } from '../../../eval/compare';
 import { compareTransferResults, formatTransferComparison, readTransferResult } from '../../../bench/transfer-compare';
 import { TRANSFER_PANEL } from '../../../tasks/panel';
 import {
@@ -103,9 +104,7 @@ export const benchTransferCommand: CliCommand = {
       lines.push(`  before RL  ${score(x.before)}`);
       if (r.rl) lines.push(`  after ${x.rl_iterations} it.  ${score(x.after)}`);
       if (x.paired) {
-        const f = (c: typeof x.paired.greedy) =>
-          `+${c.gained} −${c.lost} of ${c.pairs} (p ${c.p_value === null ? '—' : c.p_value.toFixed(3)})`;
-        lines.push(`  paired     greedy ${f(x.paired.greedy)}, sampled ${f(x.paired.sampled)}`);
+        lines.push(`  paired     greedy ${formatPaired(x.paired.greedy)}, sampled ${formatPaired(x.paired.sampled, { byTask: true })}`);
       }
     }
     io.out(lines.join('\n'));

@@ -311,8 +311,8 @@ describe('docker: turnwise train, a real tiny run', function () {
     assert.deepEqual(redone, actionsOf(run.readTrajectories(2, 'heldout')));
     assert.equal(again.model, run.checkpointDir(2));
     assert.equal(again.taskCount, h);
-    assert.deepEqual(again.compare.greedy, { pairs: h, gained: 0, lost: 0, p_value: null });
-    assert.deepEqual(again.compare.sampled, { pairs: 2 * h, gained: 0, lost: 0, p_value: null });
+    assert.deepEqual(again.compare.greedy, { pairs: h, gained: 0, lost: 0, p_value: null, task_nets: {}, p_value_tasks: null });
+    assert.deepEqual(again.compare.sampled, { pairs: 2 * h, gained: 0, lost: 0, p_value: null, task_nets: {}, p_value_tasks: null });
     assert.deepEqual(again.compare.unpaired, { before: 0, after: 0 });
     assert.equal(again.resolved, m2['heldout/resolved']);
 
@@ -505,8 +505,8 @@ describe('docker: turnwise train, a real tiny run', function () {
     ]);
     assert.equal(again.code, 0, again.err);
     const cmp = JSON.parse(again.out).compare;
-    assert.deepEqual(cmp.greedy, { pairs: 2, gained: 0, lost: 0, p_value: null });
-    assert.deepEqual(cmp.sampled, { pairs: 4, gained: 0, lost: 0, p_value: null });
+    assert.deepEqual(cmp.greedy, { pairs: 2, gained: 0, lost: 0, p_value: null, task_nets: {}, p_value_tasks: null });
+    assert.deepEqual(cmp.sampled, { pairs: 4, gained: 0, lost: 0, p_value: null, task_nets: {}, p_value_tasks: null });
     assert.deepEqual(cmp.unpaired, { before: 0, after: 0 });
     const resolvedBefore = all.filter((t) => t.trajId.startsWith('evals-') && t.reward.resolved).length;
     assert.equal(

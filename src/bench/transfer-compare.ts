@@ -26,7 +26,9 @@ export interface TransferSide {
   model: string;
   estimator: string;
   rl: boolean;
+  /** The tasks' and held-out episodes' seed, and the RL runs' own (results written before --rl-seed: the same). */
   seed: number;
+  rl_seed: number;
 }
 
 /** One repository of both benches. */
@@ -142,6 +144,7 @@ const side = (file: string, r: TransferResult): TransferSide => ({
   estimator: r.estimator ?? String(r.config?.estimator ?? 'turnwise'),
   rl: r.rl,
   seed: r.seed,
+  rl_seed: r.rl_seed ?? r.seed,
 });
 
 /** The fields of two resolved run configs that differ, added to `out` (a field already there is kept). */
@@ -236,7 +239,7 @@ const fmtValue = (v: unknown) => (v === null ? 'unset' : typeof v === 'string' ?
 
 /** The comparison as lines for a terminal. */
 export function formatTransferComparison(c: TransferComparison): string[] {
-  const who = (s: TransferSide) => `${s.file} (${s.rl ? `RL with ${s.estimator}` : 'no RL'}, seed ${s.seed})`;
+  const who = (s: TransferSide) => `${s.file} (${s.rl ? `RL with ${s.estimator}, RL seed ${s.rl_seed}` : 'no RL'}, tasks seed ${s.seed})`;
   const lines = [`A: ${who(c.a)}`, `B: ${who(c.b)}`];
   const diffs = Object.entries(c.differences);
   lines.push(
@@ -246,7 +249,9 @@ export function formatTransferComparison(c: TransferComparison): string[] {
   );
   if (c.same_start_weights !== null) lines.push(`starting weights: ${c.same_start_weights ? 'the same' : 'differ'}`);
   if (!diffs.length && c.same_start_weights)
-    lines.push('(the same bench twice: pairs that differ are chance and the machine, and say how large a difference chance makes)');
+    lines.push(
+      '(the same bench twice: its evaluations draw the same episodes, so pairs that differ come from the RL runs: their iteration counts, or the machine)',
+    );
   const width = Math.max(8, ...c.repos.map((r) => r.name.length));
   for (const r of c.repos) {
     lines.push(

@@ -224,7 +224,9 @@ export interface TransferResult {
   minutes: number;
   iterations: number;
   samples: number;
+  /** The tasks' and held-out episodes' seed, and the RL runs' own. */
   seed: number;
+  rl_seed: number;
   cache_dir: string;
   repos: TransferRepoResult[];
   /** Panel sums. */
@@ -251,7 +253,13 @@ export interface TransferOptions {
   config?: Partial<TrainConfig>;
   /** The RL runs' advantage estimator (default `turnwise`, the run default). */
   estimator?: string;
+  /** Seed of the tasks, their split and the held-out episodes (the runs' taskSeed); default 0. */
   seed?: number;
+  /**
+   * Seed of the RL runs alone (their `seed`: rollout draws, task order, minibatches); default
+   * `seed`. Benches that differ only in it train on the same tasks and evaluate the same episodes.
+   */
+  rlSeed?: number;
   cacheDir?: string;
   mirror?: string;
   onProgress?: (m: string) => void;
@@ -259,8 +267,23 @@ export interface TransferOptions {
   signal?: AbortSignal;
 }
 
-/** Config fields the bench sets itself per repository. */
-export const TRANSFER_CONTROLLED_FIELDS = ['workspace', 'model', 'taskSource', 'tasksFile', 'estimator', 'maxMinutes'] as const;
+/** Config fields the bench sets itself per repository (the seeds from --seed and --rl-seed). */
+export const TRANSFER_CONTROLLED_FIELDS = [
+  'workspace',
+  'model',
+  'taskSource',
+  'tasksFile',
+  'estimator',
+  'maxMinutes',
+  'seed',
+  'taskSeed',
+] as const;
+
+/** The runs' settings before each repository's own: TRANSFER_DEFAULTS, --config, the seeds and the estimator. */
+export function transferBaseConfig(o: Pick<TransferOptions, 'config' | 'seed' | 'rlSeed' | 'estimator'>): Partial<TrainConfig> {
+  const seed = o.seed ?? 0;
+  return { ...TRANSFER_DEFAULTS, ...o.config, seed: o.rlSeed ?? seed, taskSeed: seed, estimator: o.estimator ?? 'turnwise' };
+}
 
 export async function benchTransfer(o: TransferOptions): Promise<TransferResult> {
   const controlled = TRANSFER_CONTROLLED_FIELDS.filter((k) => o.config?.[k] !== undefined);
@@ -268,13 +291,15 @@ export async function benchTransfer(o: TransferOptions): Promise<TransferResult>
     throw new TurnwiseError(
       'invalid-input',
       `the transfer bench sets ${controlled.map((k) => JSON.stringify(k)).join(', ')} itself; its settings may not`,
-      { hint: 'remove those fields from --config' },
+      {
+        hint: `remove those fields from --config${controlled.some((k) => k === 'seed' || k === 'taskSeed') ? ' (the seeds are --seed, of the tasks and held-out episodes, and --rl-seed, of the RL runs)' : ''}`,
+      },
     );
   const repos = pickRepos(o.repos);
   const cacheDir = path.resolve(o.cacheDir ?? transferCacheDir());
   const seed = o.seed ?? 0;
   const minutes = o.minutes ?? 30;
-  const base: Partial<TrainConfig> = { ...TRANSFER_DEFAULTS, ...o.config, seed, taskSeed: seed, estimator: o.estimator ?? 'turnwise' };
+  const base = transferBaseConfig(o);
   const iterations = o.noRl ? 0 : base.iterations!;
   // Checked before any download.
   resolveTrainConfig(
@@ -395,6 +420,7 @@ export async function benchTransfer(o: TransferOptions): Promise<TransferResult>
     iterations,
     samples: base.evalSamples!,
     seed,
+    rl_seed: base.seed!,
     cache_dir: cacheDir,
     repos: out,
     totals: {

@@ -166,12 +166,15 @@ export interface TrainConfig {
    * resumable). 0: none.
    */
   maxMinutes: number;
-  /** The run's random seed: rollout sampling, task order per iteration, minibatches, replay draws. */
+  /**
+   * The run's random seed: rollout sampling, task order per iteration, minibatches, replay draws.
+   * Not the held-out evaluations', which draw from taskSeed (train/evaluate.ts evaluationSeed).
+   */
   seed: number;
   /**
-   * Seed of the task synthesis and of the train / held-out split, apart from `seed` so that runs
-   * that differ only in `seed` train and evaluate on the same tasks (their held-out rates and
-   * paired episodes then compare). The embedded policy's demonstrations came from the train split
+   * Seed of the task synthesis, of the train / held-out split and of the held-out evaluations'
+   * episodes, apart from `seed` so that runs that differ only in `seed` train and evaluate on the
+   * same tasks with the same episode seeds (their held-out rates and paired episodes then compare). The embedded policy's demonstrations came from the train split
    * of taskSeed 0.
    */
   taskSeed: number;

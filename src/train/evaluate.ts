@@ -64,6 +64,17 @@ export function summarizeEval(trajs: readonly Trajectory[]): EvalSummary {
 }
 
 /**
+ * The seed a run's held-out evaluations draw their episodes from: its taskSeed, not its seed.
+ * Runs that differ only in `seed` (another draw of the same RL on the same tasks) then evaluate
+ * with the same episode seeds, so their episodes pair by task and seed: a comparison of two
+ * methods can pool several RL seeds of each, which a comparison of one run per method cannot
+ * tell from the spread between seeds. `turnwise eval --run` defaults to it as well.
+ */
+export function evaluationSeed(c: Pick<TrainConfig, 'taskSeed'>): number {
+  return c.taskSeed;
+}
+
+/**
  * Runs `tasks` once each with greedy decoding (held-out evaluation), or `samples` sampled
  * episodes each at the run's temperature. A task's sampling seed does not depend on the
  * iteration: every evaluation of a run draws the same random numbers, so a change in the held-out

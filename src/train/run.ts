@@ -36,7 +36,7 @@ import { assertRunFits, folderModel, runMemoryPlan } from './memory-plan';
 import { sameOutcomeAdvantageShare } from './rows';
 import { episodeMetrics, jsonSafe } from './metrics';
 import { checkActionRoom, openHarness, rolloutOptions, type Harness } from './harness';
-import { evaluateGreedyThenSampled } from './evaluate';
+import { evaluateGreedyThenSampled, evaluationSeed } from './evaluate';
 import { canaryTask, runCanary } from './canary';
 import { runTasks, type RunTasks } from './run-tasks';
 import { updateMetrics, updatePolicy, type PolicyUpdate } from './update';
@@ -576,7 +576,7 @@ async function evaluation(t: Training, n: number, due: boolean): Promise<Evaluat
   try {
     res = await evaluateGreedyThenSampled(t.harness, tasks.heldout, {
       iteration: n,
-      seed: c.seed,
+      seed: evaluationSeed(c),
       config: c,
       checkpoint: t.run.checkpointDir(n),
       signal: t.signal,

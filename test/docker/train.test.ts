@@ -9,6 +9,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { parseEventLine, type RunEvent } from '../../src/core/events';
+import { seedOf } from '../../src/core/random';
 import { RunDir } from '../../src/core/run';
 import { loadCheckpoint } from '../../src/policy/files/checkpoint';
 import { connectEngine } from '../../src/sandbox/engine';
@@ -264,6 +265,9 @@ describe('docker: turnwise train, a real tiny run', function () {
         .sort();
     assert.equal(new Set(seeds(0)).size, 2 * h, 'distinct seeds per sample');
     assert.deepEqual(seeds(0), seeds(2));
+    // They draw from the run's taskSeed (0), not its seed (3): runs that differ only in seed pair.
+    const heldoutIds = [...new Set(run.readTrajectories(0, 'heldout').map((t) => t.taskId))];
+    assert.deepEqual(seeds(0), heldoutIds.flatMap((id) => [0, 1].map((k) => `${id}:${seedOf(0, 'eval-sample', id, k)}`)).sort());
     // The evaluations' events carry PASS@(k,T) of their sampled episodes (k up to 2, T up to the turn limit).
     for (const n of [0, 2]) {
       const fin = events.find((e) => e.type === 'iteration-finished' && e.iteration === n) as Extract<

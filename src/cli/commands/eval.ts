@@ -13,7 +13,7 @@ import { detectRunner } from '../../tasks/runners';
 import { readTaskFile } from '../../tasks/taskfile';
 import { resolveTrainConfig, TRAIN_DEFAULTS, type TrainConfig } from '../../train/config';
 import { embeddedModelDir } from '../../train/embedded';
-import { evaluateGreedyThenSampled, runEvalTarget, summarizeEval } from '../../train/evaluate';
+import { evaluateGreedyThenSampled, evaluationSeed, runEvalTarget, summarizeEval } from '../../train/evaluate';
 import { openEndpointHarness, openHarness } from '../../train/harness';
 import {
   flagOptions,
@@ -222,7 +222,8 @@ async function runEvaluation(args: ParsedArgs, io: CliIO): Promise<EvalEpisodes 
       ...target.config,
       ...maxActionTokensFlag(args),
       concurrency: numberInRange(args, 'concurrency', target.config.concurrency, { min: 1, max: 64, integer: true }),
-      seed: args.values.seed !== undefined ? seedOption(args) : target.config.seed,
+      // The run's evaluations draw from its taskSeed (evaluationSeed): these episodes pair with theirs.
+      seed: args.values.seed !== undefined ? seedOption(args) : evaluationSeed(target.config),
       ...provider,
     });
     if (!io.json)

@@ -76,6 +76,7 @@ const result = (repos: { name: string; run_dir: string | null; error?: string }[
     iterations: 1000,
     samples: 2,
     seed: 0,
+    rl_seed: estimator === 'gear' ? 1 : 0,
     cache_dir: '/c',
     repos: repos.map((r) => ({ ...r, name: r.name })),
     totals: {},

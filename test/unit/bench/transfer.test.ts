@@ -8,7 +8,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import type { Trajectory } from '../../../src/core/schema';
 import { TurnwiseError } from '../../../src/core/errors';
-import { benchTransfer, fetchRepo, heldoutScore, pickRepos, repoSettings } from '../../../src/bench/transfer';
+import { benchTransfer, fetchRepo, heldoutScore, pickRepos, repoSettings, transferBaseConfig } from '../../../src/bench/transfer';
 import { TRANSFER_PANEL } from '../../../src/tasks/panel';
 import { TRAIN_DEFAULTS } from '../../../src/train/config';
 
@@ -131,6 +131,19 @@ describe('bench/transfer: settings refused before any download', () => {
 
   it('the estimator given in --config instead of --estimator', async () => {
     await assert.rejects(benchTransfer({ ...o(), config: { estimator: 'grpo' } }), /sets "estimator" itself/);
+    assert.deepEqual(fs.readdirSync(cache), []);
+  });
+
+  it('--seed sets the tasks and the held-out episodes, --rl-seed the RL runs alone; seeds in --config are refused', async () => {
+    assert.deepEqual([transferBaseConfig({}).seed, transferBaseConfig({}).taskSeed], [0, 0]);
+    assert.deepEqual([transferBaseConfig({ seed: 2 }).seed, transferBaseConfig({ seed: 2 }).taskSeed], [2, 2]);
+    const b = transferBaseConfig({ seed: 2, rlSeed: 5, estimator: 'gear', config: { lr: 5e-5 } });
+    assert.deepEqual([b.seed, b.taskSeed, b.estimator, b.lr, b.maxTasks], [5, 2, 'gear', 5e-5, 64]);
+    await assert.rejects(benchTransfer({ ...o(), config: { seed: 3 } }), (e: Error) => {
+      assert.match(e.message, /sets "seed" itself/);
+      assert.match(String((e as TurnwiseError).hint), /--rl-seed/);
+      return true;
+    });
     assert.deepEqual(fs.readdirSync(cache), []);
   });
 });

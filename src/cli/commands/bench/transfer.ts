@@ -48,7 +48,18 @@ function runCompare(args: ParsedArgs, io: CliIO, flags: readonly string[]): numb
 }
 
 const TRANSFER_OPTIONS = {
-  ...valueOptions('repos', 'minutes', ...TRANSFER_FLAGS.map(([flag]) => flag), 'estimator', 'model', 'config', 'seed', 'cache', 'mirror'),
+  ...valueOptions(
+    'repos',
+    'minutes',
+    ...TRANSFER_FLAGS.map(([flag]) => flag),
+    'estimator',
+    'model',
+    'config',
+    'seed',
+    'rl-seed',
+    'cache',
+    'mirror',
+  ),
   ...flagOptions('no-rl', 'compare'),
 };
 
@@ -57,7 +68,7 @@ export const benchTransferCommand: CliCommand = {
   summary:
     'held-out resolved rate on a panel of real repositories the policy never saw (fetched from Debian), before and after a short RL run on each (slow)',
   usage:
-    '[--repos A,B] [--no-rl] [--minutes M] [--iterations N] [--max-tasks N] [--samples K] [--estimator NAME] [--model DIR] [--config FILE] [--seed S] [--cache DIR] [--mirror URL] [--json]; or --compare A.json B.json [--json]',
+    '[--repos A,B] [--no-rl] [--minutes M] [--iterations N] [--max-tasks N] [--samples K] [--estimator NAME] [--model DIR] [--config FILE] [--seed S] [--rl-seed S] [--cache DIR] [--mirror URL] [--json]; or --compare A.json B.json [--json]',
   options: TRANSFER_OPTIONS,
   allowPositionals: true,
   async run(args, io) {
@@ -76,6 +87,7 @@ export const benchTransferCommand: CliCommand = {
       config,
       ...(typeof v.estimator === 'string' ? { estimator: v.estimator } : {}),
       seed: numberInRange(args, 'seed', 0, { min: 0, max: 2 ** 31, integer: true }),
+      ...(v['rl-seed'] !== undefined ? { rlSeed: numberInRange(args, 'rl-seed', 0, { min: 0, max: 2 ** 31, integer: true }) } : {}),
       cacheDir: typeof v.cache === 'string' ? path.resolve(v.cache) : transferCacheDir(),
       ...(typeof v.mirror === 'string' ? { mirror: v.mirror } : {}),
       onProgress: (m) => io.err(m),

@@ -28,6 +28,7 @@ import {
 import { sandboxPruneCommand } from './sandbox';
 import { serveCommand } from './serve';
 import { tasksCheckCommand, tasksFailingCommand, tasksSynthCommand } from './tasks';
+import { tasksReachCommand } from './tasks-reach';
 import { trainCommand } from './train';
 import { warmstartCommand } from './warmstart';
 
@@ -56,6 +57,7 @@ export const COMMAND_TABLE: Readonly<Record<string, CliCommand>> = {
   serve: serveCommand,
   'tasks check': tasksCheckCommand,
   'tasks failing': tasksFailingCommand,
+  'tasks reach': tasksReachCommand,
   'tasks synth': tasksSynthCommand,
   train: trainCommand,
   warmstart: warmstartCommand,

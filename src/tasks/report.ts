@@ -70,40 +70,69 @@ export function relativize(p: string, root = '/workspace'): string {
 }
 
 /**
- * Splits a report made of parts (each introduced by a `#turnwise-report file=<path>` line)
- * into its parts. Text before the first marker is a part without a file.
+ * How the node:test runner writes a part's content (runners.ts): each line behind one space, so
+ * that no line a test prints into its report, and no line of a crashed file's stderr, can start a
+ * part or mark a load error. Only the runner's own lines start with `#`.
  */
-export function splitReportParts(text: string): Array<{ file?: string; text: string }> {
-  if (!text.includes(REPORT_PART_MARKER)) return [{ text }];
-  const parts: Array<{ file?: string; text: string }> = [];
-  const lines = text.split('\n');
-  let cur: { file?: string; lines: string[] } = { lines: [] };
-  for (const line of lines) {
+export const PART_LINE_PREFIX = ' ';
+
+/** A part of a multi-part report as the runner writes it (the parser's inverse, for tests and tools). */
+export function encodeReportPart(file: string, content: string, loadError = false): string {
+  const body =
+    content === ''
+      ? ''
+      : content
+          .split('\n')
+          .map((l) => PART_LINE_PREFIX + l)
+          .join('\n') + '\n';
+  return `${REPORT_PART_MARKER}${file}\n${loadError ? LOAD_ERROR_MARKER + '\n' : ''}${body}\n`;
+}
+
+/**
+ * Splits a node:test runner's report into its parts: each starts with a `#turnwise-report
+ * file=<path>` line, may go on with the `#turnwise-load-error` line (the file died before writing
+ * its report; its stderr follows), and holds its content behind PART_LINE_PREFIX, which comes off.
+ * A line that is neither a marker, a prefixed line nor blank was not written by the runner: the
+ * report is refused rather than read.
+ */
+export function splitReportParts(text: string): Array<{ file?: string; text: string; loadError?: boolean }> {
+  const parts: Array<{ file?: string; text: string; loadError?: boolean }> = [];
+  let cur: { file: string; lines: string[]; loadError: boolean } | undefined;
+  const close = () => cur && parts.push({ file: cur.file, text: cur.lines.join('\n'), ...(cur.loadError ? { loadError: true } : {}) });
+  for (const line of text.split('\n')) {
     if (line.startsWith(REPORT_PART_MARKER)) {
-      if (cur.file !== undefined || cur.lines.some((l) => l.trim() !== '')) parts.push({ file: cur.file, text: cur.lines.join('\n') });
-      cur = { file: line.slice(REPORT_PART_MARKER.length).trim(), lines: [] };
-    } else cur.lines.push(line);
+      close();
+      cur = { file: line.slice(REPORT_PART_MARKER.length).trim(), lines: [], loadError: false };
+    } else if (cur && !cur.lines.length && !cur.loadError && line === LOAD_ERROR_MARKER) cur.loadError = true;
+    else if (cur && line.startsWith(PART_LINE_PREFIX)) cur.lines.push(line.slice(PART_LINE_PREFIX.length));
+    else if (line.trim() !== '')
+      throw reportError(
+        `the multi-part test report holds a line its runner did not write (${JSON.stringify(line.slice(0, 80))})`,
+        "each part of a node:test report is written by Turnwise's runner command; a custom test command should use another report format",
+      );
   }
-  if (cur.file !== undefined || cur.lines.some((l) => l.trim() !== '')) parts.push({ file: cur.file, text: cur.lines.join('\n') });
+  close();
   return parts;
 }
 
 /** Parses a report of any supported format; multi-part reports are parsed part by part. */
 export function parseReport(format: ReportFormat, text: string, opts: ParseOptions = {}): TestReport {
   if (text.trim() === '') throw reportError(`the ${format} test report is empty`);
-  const parts = splitReportParts(text);
+  // Only the node:test runner writes parts (one per test file). Any other report is one part,
+  // whatever its text holds: a failure message that prints a marker line splits nothing.
+  const parts: Array<{ file?: string; text: string; loadError?: boolean }> = opts.flavor === 'node' ? splitReportParts(text) : [{ text }];
   const report: TestReport = { format, tests: [], collectionErrors: [] };
   for (const part of parts) {
     const o = { ...opts, file: part.file ?? opts.file };
     let r: TestReport;
+    if (part.loadError) {
+      const stderr = part.text.trim();
+      report.collectionErrors.push({ file: o.file, message: cap(stderr || 'the test file exited before writing a report') });
+      continue;
+    }
     if (part.text.trim() === '') {
       // A part with no report at all: the runner crashed before writing it for this file.
       report.collectionErrors.push({ file: o.file, message: 'the test runner wrote no report for this file' });
-      continue;
-    }
-    if (part.text.trimStart().startsWith(LOAD_ERROR_MARKER)) {
-      const stderr = part.text.trimStart().slice(LOAD_ERROR_MARKER.length).trim();
-      report.collectionErrors.push({ file: o.file, message: cap(stderr || 'the test file exited before writing a report') });
       continue;
     }
     if (format === 'junit-xml') r = parseJunit(part.text, o);

@@ -8,7 +8,7 @@ import * as path from 'node:path';
 import { TurnwiseError } from '../core/errors';
 import type { Language, ReportFormat, RunnerKind } from '../core/schema';
 import type { JunitFlavor } from './report';
-import { LOAD_ERROR_MARKER, PYTEST_NODEID_PROPERTY, REPORT_PART_MARKER } from './report';
+import { LOAD_ERROR_MARKER, PART_LINE_PREFIX, PYTEST_NODEID_PROPERTY, REPORT_PART_MARKER } from './report';
 import { pytestNodeFile } from './nodeid';
 import { matchesPythonFiles, pytestCollection } from './pytest-config';
 import { listWorkspaceFiles } from './testfiles';
@@ -102,7 +102,10 @@ export function runnerCommand(kind: RunnerKind, files: string[], reportPath = DE
       // report part (all in parallel), concatenated behind `#turnwise-report file=` markers.
       // Files run directly (`node --test-reporter=junit f`, one process) rather than under
       // `node --test` (two processes): half the start-up cost, same results per file. A file
-      // that dies before writing its report gets its stderr tail as a load-error part.
+      // that dies before writing its report gets its stderr tail as a load-error part. Every line
+      // of a part's content goes behind PART_LINE_PREFIX, so nothing a test or the code under
+      // test prints can start a part of its own (report.ts splitReportParts).
+      const PREFIX = shq(`s/^/${PART_LINE_PREFIX}/`);
       if (files.length === 0) throw new TurnwiseError('invalid-input', 'node:test runner needs the list of test files');
       const runs = files
         .map((f, i) => `(node --test-reporter=junit --test-reporter-destination=${R}.d/${i}.xml ${shq(f)} >/dev/null 2>${R}.d/${i}.err) &`)
@@ -110,7 +113,7 @@ export function runnerCommand(kind: RunnerKind, files: string[], reportPath = DE
       const cat = files
         .map(
           (f, i) =>
-            `echo ${shq(REPORT_PART_MARKER + f)}; if [ -s ${R}.d/${i}.xml ]; then cat ${R}.d/${i}.xml; else echo ${shq(LOAD_ERROR_MARKER)}; tail -c 3000 ${R}.d/${i}.err; fi; echo`,
+            `echo ${shq(REPORT_PART_MARKER + f)}; if [ -s ${R}.d/${i}.xml ]; then sed ${PREFIX} ${R}.d/${i}.xml; else echo ${shq(LOAD_ERROR_MARKER)}; tail -c 3000 ${R}.d/${i}.err | sed ${PREFIX}; fi; echo`,
         )
         .join('; ');
       return `${prep} && mkdir -p ${R}.d; ${runs} wait; { ${cat}; } > ${R}`;

@@ -5,7 +5,14 @@ import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { TurnwiseError } from '../../../src/core/errors';
-import { LOAD_ERROR_MARKER, parseReport, splitReportParts, REPORT_PART_MARKER, type TestReport } from '../../../src/tasks/report';
+import {
+  encodeReportPart,
+  LOAD_ERROR_MARKER,
+  parseReport,
+  splitReportParts,
+  REPORT_PART_MARKER,
+  type TestReport,
+} from '../../../src/tasks/report';
 
 const dir = path.join(__dirname, '..', '..', 'fixtures', 'reports');
 const read = (f: string) => fs.readFileSync(path.join(dir, f), 'utf8');
@@ -78,10 +85,24 @@ describe('tasks/report: pytest JUnit XML', () => {
     const r = parseReport('junit-xml', read('pytest7-mixed.xml'));
     assert.ok(byId(r)['tests/test_mix.py::test_ok']);
   });
+
+  it('a failure text that prints marker lines splits nothing: a pytest report is one part', () => {
+    // The code under test's assertion message, as pytest writes it into the failure's text.
+    const inject = `\n${REPORT_PART_MARKER}tests/test_mix.py\n${LOAD_ERROR_MARKER}\n`;
+    const xml = read('pytest7-mixed.xml').replace('tests/test_mix.py:8: in test_fail', `tests/test_mix.py:8: in test_fail${inject}`);
+    assert.ok(xml.includes(inject));
+    const r = parseReport('junit-xml', xml, { flavor: 'pytest', root: '/s/py' });
+    const clean = parseReport('junit-xml', read('pytest7-mixed.xml'), { flavor: 'pytest', root: '/s/py' });
+    assert.deepEqual(
+      r.tests.map((t) => [t.id, t.outcome]),
+      clean.tests.map((t) => [t.id, t.outcome]),
+    );
+    assert.equal(byId(r)['tests/test_mix.py::test_fail'].outcome, 'failed');
+  });
 });
 
 describe('tasks/report: node:test junit (per-file parts)', () => {
-  const bundle = (files: Array<[string, string]>) => files.map(([f, x]) => `${REPORT_PART_MARKER}${f}\n${read(x)}\n`).join('');
+  const bundle = (files: Array<[string, string]>) => files.map(([f, x]) => encodeReportPart(f, read(x))).join('');
 
   it('ids carry the file and the describe path; same test name in two files stays distinct', () => {
     const text = bundle([
@@ -118,7 +139,7 @@ describe('tasks/report: node:test junit (per-file parts)', () => {
   });
 
   it('a file that does not load is a collection error, and a part with no report is one too', () => {
-    const text = bundle([['test/syntax.test.js', 'node18-syntax.test.xml']]) + `${REPORT_PART_MARKER}test/empty.test.js\n\n`;
+    const text = bundle([['test/syntax.test.js', 'node18-syntax.test.xml']]) + encodeReportPart('test/empty.test.js', '');
     const r = parseReport('junit-xml', text, { flavor: 'node', root: '/s/js' });
     assert.equal(r.tests.length, 0);
     assert.deepEqual(
@@ -128,15 +149,41 @@ describe('tasks/report: node:test junit (per-file parts)', () => {
   });
 
   it('a file that died before writing its report becomes a collection error with its stderr', () => {
-    const text = `${REPORT_PART_MARKER}test/a.test.js\n${LOAD_ERROR_MARKER}\n/workspace/src/x.js:3\nSyntaxError: Unexpected token ')'\n`;
+    const text = encodeReportPart('test/a.test.js', "/workspace/src/x.js:3\nSyntaxError: Unexpected token ')'", true);
+    assert.ok(
+      text.startsWith(`${REPORT_PART_MARKER}test/a.test.js\n${LOAD_ERROR_MARKER}\n /workspace/src/x.js:3\n`),
+      'content behind the prefix',
+    );
     const r = parseReport('junit-xml', text, { flavor: 'node' });
     assert.equal(r.tests.length, 0);
     assert.equal(r.collectionErrors[0].file, 'test/a.test.js');
     assert.match(r.collectionErrors[0].message, /SyntaxError: Unexpected token/);
   });
 
+  it("a crashed file's stderr that prints marker lines and a passing report stays that file's load error: no part is forged", () => {
+    // The code under test throws at import with a message laid out as a report part of its own.
+    const forged = [
+      'Error: ',
+      `${REPORT_PART_MARKER}test/a.test.js`,
+      '<testsuites><testsuite name="math"><testcase name="adds"/></testsuite></testsuites>',
+      `${REPORT_PART_MARKER}x`,
+      LOAD_ERROR_MARKER,
+      '    at Object.<anonymous> (/workspace/src/foo.js:1:7)',
+    ].join('\n');
+    const r = parseReport('junit-xml', encodeReportPart('test/a.test.js', forged, true), { flavor: 'node' });
+    assert.deepEqual(r.tests, [], 'no test result comes out of the stderr');
+    assert.equal(r.collectionErrors.length, 1);
+    assert.equal(r.collectionErrors[0].file, 'test/a.test.js');
+    assert.match(r.collectionErrors[0].message, /testcase name="adds"/, 'the forged text is only the error message');
+  });
+
+  it('a line of a multi-part report the runner did not write (no prefix, no marker) refuses the report', () => {
+    const text = encodeReportPart('a.js', '<x/>') + '<testsuites><testsuite><testcase name="adds"/></testsuite></testsuites>\n';
+    assert.throws(() => parseReport('junit-xml', text, { flavor: 'node' }), /a line its runner did not write/);
+  });
+
   it('splitReportParts keeps the order and the file names', () => {
-    const parts = splitReportParts(`${REPORT_PART_MARKER}a.js\n<x/>\n${REPORT_PART_MARKER}b.js\n<y/>\n`);
+    const parts = splitReportParts(encodeReportPart('a.js', '<x/>') + encodeReportPart('b.js', '<y/>'));
     assert.deepEqual(
       parts.map((p) => [p.file, p.text.trim()]),
       [

@@ -372,6 +372,13 @@ export interface RunTestsResult {
   report?: TestReport;
   /** Set when there is no usable report (missing, unreadable). */
   error?: string;
+  /**
+   * Whose doing the missing report is: `sandbox` when the sandbox could not prepare or clean up
+   * the run (nothing says how the tests would have gone), `tests` when the test command ran and
+   * left no report Turnwise can read (timed out, crashed, printed into it): as far as anyone can
+   * tell, the tests did not pass.
+   */
+  errorBy?: 'sandbox' | 'tests';
   timedOut: boolean;
   exitCode: number | null;
   durationMs: number;
@@ -383,7 +390,8 @@ function flavorOf(task: Pick<Task, 'runner'>): JunitFlavor | undefined {
 
 /**
  * Runs a test command in the sandbox and parses its report. Never throws for a bad report:
- * the error is returned, so callers can score NaN. `$TURNWISE_REPORT` names the report path.
+ * the error is returned with whose doing it is (errorBy), so callers can score the run or leave
+ * it unscored. `$TURNWISE_REPORT` names the report path.
  */
 export async function runTests(
   sandbox: Sandbox,
@@ -406,6 +414,7 @@ export async function runTests(
       exitCode: null,
       durationMs: 0,
       error: `cannot remove an old report at ${reportPath} before the test run (exit ${clear.exitCode}): ${clear.stderr.slice(-300)}`,
+      errorBy: 'sandbox',
     };
   }
   const res = await sandbox.exec(spec.testCommand, {
@@ -419,7 +428,11 @@ export async function runTests(
     // stopped before the report is read, so it cannot keep rewriting it.
     const k = await sandbox.exec(KILL_STRAYS_COMMAND, { timeoutMs: 30_000 });
     if (k.exitCode !== 0)
-      return { ...base, error: `cannot stop what the test run left running (exit ${k.exitCode}): ${k.stderr.slice(-300)}` };
+      return {
+        ...base,
+        error: `cannot stop what the test run left running (exit ${k.exitCode}): ${k.stderr.slice(-300)}`,
+        errorBy: 'sandbox',
+      };
   }
   // Read with cat, not the archive API: /tmp is a tmpfs, which `docker cp` cannot see.
   const cat = await sandbox.exec(`cat -- ${shq(reportPath)}`, { timeoutMs: 30_000, maxOutputBytes: REPORT_MAX_BYTES });
@@ -428,14 +441,15 @@ export async function runTests(
     const why = res.timedOut
       ? `the test command timed out after ${Math.round(res.durationMs / 1000)} s`
       : `the test command exited with ${res.exitCode}`;
-    return { ...base, error: `no test report at ${reportPath}: ${why}${tail ? `; its last output:\n${tail}` : ''}` };
+    return { ...base, error: `no test report at ${reportPath}: ${why}${tail ? `; its last output:\n${tail}` : ''}`, errorBy: 'tests' };
   }
-  if (cat.truncated) return { ...base, error: `the test report at ${reportPath} is larger than ${REPORT_MAX_BYTES} bytes` };
+  if (cat.truncated)
+    return { ...base, error: `the test report at ${reportPath} is larger than ${REPORT_MAX_BYTES} bytes`, errorBy: 'tests' };
   const text = cat.stdout;
   try {
     return { ...base, report: parseReport(spec.reportFormat ?? 'junit-xml', text, { flavor: flavorOf(spec), root: workspace }) };
   } catch (e) {
-    return { ...base, error: formatError(e) };
+    return { ...base, error: formatError(e), errorBy: 'tests' };
   }
 }
 
@@ -677,6 +691,16 @@ export async function scoreEpisode(sandbox: Sandbox, task: Task, opts: ScoreOpti
       );
   }
   const tamper = tampered.length ? { tampered: tampered.join('\n') } : {};
+  if (!run.report && run.errorBy === 'tests') {
+    // The test command ran and left nothing readable: code under test that hangs, kills the
+    // runner or prints into its report. Unscored, such an episode would leave the averages and
+    // the baselines instead of counting as a failure, and a policy could learn to make every
+    // failed attempt do that; so every test of the task counts as not passing, as a developer
+    // whose test run crashed would count them.
+    const reward = computeReward({ ...common, ...tamper, outcomes: new Map() });
+    if (!reward.tampered) reward.error = `${run.error ?? 'no test report'}; every test of the task counts as failing`;
+    return { reward, testReport: { passed: [], failed: [], errors: ids }, restored };
+  }
   if (!run.report) {
     return { reward: computeReward({ ...common, ...tamper, outcomes: undefined, error: run.error ?? 'no test report' }), restored };
   }

@@ -169,16 +169,18 @@ describe('docker: tasks from the fixtures', function () {
       assert.deepEqual(fixed.testReport?.failed, []);
     });
 
-    it('a missing or garbage report gives NaN with the reason, not 0', async () => {
+    it('a test run that leaves a missing or garbage report scores every test as failing, with the reason (not NaN: the code under test can do that)', async () => {
       const task = results['py-shop'].tasks[0];
       const garbage = await episode(
         { ...task, testCommand: 'mkdir -p /tmp/turnwise && echo "<testsuites><testcase name=" > /tmp/turnwise/report' },
         async () => undefined,
       );
-      assert.ok(Number.isNaN(garbage.reward.reward));
-      assert.match(garbage.reward.error!, /cannot be read/);
+      assert.deepEqual([garbage.reward.passRate, garbage.reward.testScore, garbage.reward.resolved], [0, 0, false]);
+      assert.ok(Number.isFinite(garbage.reward.reward) && garbage.reward.reward <= 0);
+      assert.match(garbage.reward.error!, /cannot be read.*every test of the task counts as failing/s);
+      assert.deepEqual(garbage.testReport?.passed, []);
       const missing = await episode({ ...task, testCommand: 'rm -rf /tmp/turnwise; echo crashed >&2; exit 3' }, async () => undefined);
-      assert.ok(Number.isNaN(missing.reward.passRate));
+      assert.deepEqual([missing.reward.passRate, missing.reward.resolved], [0, false]);
       assert.match(
         missing.reward.error!,
         /no test report at \/tmp\/turnwise\/report: the test command exited with 3; its last output:\ncrashed/,

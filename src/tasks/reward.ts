@@ -453,9 +453,17 @@ export async function runTests(
   }
 }
 
+/**
+ * Each test id's outcome. An id reported more than once (a test that failed and then errored at
+ * teardown; two tests of one title) is passed only when every entry passed, else its first other
+ * outcome: a copy that still fails is not hidden by one that passes.
+ */
 export function outcomesOf(report: TestReport): Map<string, TestOutcome> {
   const m = new Map<string, TestOutcome>();
-  for (const t of report.tests) m.set(t.id, t.outcome);
+  for (const t of report.tests) {
+    const was = m.get(t.id);
+    if (was === undefined || was === 'passed') m.set(t.id, t.outcome);
+  }
   return m;
 }
 

@@ -163,6 +163,25 @@ async function baselineRun(
 }
 
 /**
+ * The tests two baseline reports both say passed (sorted as the first report has them), and the
+ * ids only one of them does. An id a report holds more than once (two tests of one title in one
+ * file or describe block) names no single test: the reward could not tell which copy a fix made
+ * pass, so it is neither passing nor unstable, and no task uses it.
+ */
+export function stablePassing(a: TestReport, b: TestReport): { passing: string[]; unstable: string[] } {
+  const passedIn = (r: TestReport) => {
+    const copies = new Map<string, number>();
+    for (const t of r.tests) copies.set(t.id, (copies.get(t.id) ?? 0) + 1);
+    return new Set(r.tests.filter((t) => t.outcome === 'passed' && copies.get(t.id) === 1).map((t) => t.id));
+  };
+  const pa = passedIn(a);
+  const pb = passedIn(b);
+  const passing = [...pa].filter((id) => pb.has(id));
+  const unstable = [...new Set([...pa, ...pb])].filter((id) => !(pa.has(id) && pb.has(id))).sort();
+  return { passing, unstable };
+}
+
+/**
  * The suite run twice on the unmodified snapshot (at once when two sandboxes may run): a test is
  * passing only when both runs report it passed under the same id. One that fails now and then, or
  * whose id changes from run to run (a parameter id holding an object's address, a time), would
@@ -179,11 +198,7 @@ async function stableBaseline(
     concurrency > 1
       ? await Promise.all([baselineRun(pool, snap, runner, timeoutMs), baselineRun(pool, snap, runner, timeoutMs)])
       : [await baselineRun(pool, snap, runner, timeoutMs), await baselineRun(pool, snap, runner, timeoutMs)];
-  const passedIn = (r: TestReport) => new Set(r.tests.filter((t) => t.outcome === 'passed').map((t) => t.id));
-  const pa = passedIn(a.report);
-  const pb = passedIn(b.report);
-  const passing = [...pa].filter((id) => pb.has(id));
-  const unstable = [...new Set([...pa, ...pb])].filter((id) => !(pa.has(id) && pb.has(id))).sort();
+  const { passing, unstable } = stablePassing(a.report, b.report);
   return { ...a, passing, unstable };
 }
 

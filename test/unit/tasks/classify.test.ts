@@ -1,7 +1,7 @@
 // classifyMutant: what a mutant's test run means for the task (pure; runs built by hand).
 import * as assert from 'node:assert/strict';
-import { classifyMutant } from '../../../src/tasks/synth';
-import type { RunTestsResult } from '../../../src/tasks/reward';
+import { classifyMutant, stablePassing } from '../../../src/tasks/synth';
+import { outcomesOf, type RunTestsResult } from '../../../src/tasks/reward';
 import type { TestResult } from '../../../src/tasks/report';
 
 const run = (
@@ -52,6 +52,30 @@ describe('tasks/synth: classifyMutant', () => {
     assert.equal(
       (classifyMutant(base, { timedOut: false, exitCode: 2, durationMs: 5, error: 'no test report' }) as { reason: string }).reason,
       'no-report',
+    );
+  });
+});
+
+describe('tasks/synth: stablePassing and the reward: an id reported twice', () => {
+  const report = (tests: TestResult[]) => ({ format: 'junit-xml' as const, tests, collectionErrors: [] });
+
+  it('an id the report holds twice (two tests of one title) is neither passing nor unstable: no task uses it', () => {
+    const a = report([t('f::adds', 'passed'), t('f::works', 'passed'), t('f::works', 'passed'), t('f::flaky', 'passed')]);
+    const b = report([t('f::adds', 'passed'), t('f::works', 'passed'), t('f::works', 'passed'), t('f::flaky', 'failed')]);
+    assert.deepEqual(stablePassing(a, b), { passing: ['f::adds'], unstable: ['f::flaky'] });
+  });
+
+  it('the reward: an id with a copy that did not pass has not passed, whichever copy comes last', () => {
+    const o = outcomesOf(
+      report([t('f::works', 'failed'), t('f::works', 'passed'), t('f::ok', 'passed'), t('f::x', 'passed'), t('f::x', 'error')]),
+    );
+    assert.deepEqual(
+      [...o],
+      [
+        ['f::works', 'failed'],
+        ['f::ok', 'passed'],
+        ['f::x', 'error'],
+      ],
     );
   });
 });

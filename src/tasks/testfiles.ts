@@ -50,9 +50,21 @@ function prunedForTestScan(name: string): boolean {
   return name.startsWith('.') || name.endsWith('.egg') || TEST_SCAN_PRUNE.includes(name);
 }
 
-/** Whether the test scan skips a path: one of its folders is pruned. */
+/** Whether the test scan skips a path: one of its folders is pruned, and it is not a file scanned everywhere. */
 function underPrunedFolder(rel: string): boolean {
-  return rel.split('/').slice(0, -1).some(prunedForTestScan);
+  return rel.split('/').slice(0, -1).some(prunedForTestScan) && !scannedEverywhere(rel);
+}
+
+/**
+ * Files the test scan covers inside pruned folders too. pytest loads a conftest.py from every
+ * folder it collects, and a project's own norecursedirs may collect build/ or a dot folder, which
+ * pytest's defaults leave out. Python reads package metadata, and pytest its plugins' entry
+ * points, from every `*.dist-info`, `*.egg-info` and `*.egg` folder on its path, whatever the
+ * case of the name and dot-named ones included; the workspace is on that path.
+ */
+function scannedEverywhere(rel: string): boolean {
+  const parts = rel.split('/');
+  return parts[parts.length - 1] === 'conftest.py' || parts.slice(0, -1).some((p) => METADATA_DIR.test(p));
 }
 
 /**
@@ -85,7 +97,7 @@ const RUNNER_CONFIG = [
  * An agent's such files are removed before scoring and the snapshot's put back.
  */
 const LOADED_BY_PRESENCE = [/\.py[co]$/, /\.(so|pyd|node|dylib)$/];
-const METADATA_DIR = /\.(dist|egg)-info$/;
+const METADATA_DIR = /\.(dist-info|egg-info|egg)$/i;
 
 /** Test file names by language (the runners' own discovery rules, union of common ones). */
 const TEST_NAME: Array<[RegExp, Language]> = [

@@ -4,7 +4,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { TurnwiseError } from '../../../src/core/errors';
 import { commandForTests, detectRunner, runnerCommand } from '../../../src/tasks/runners';
-import { collectOriginals, isMutableSource, isTestInfraFile, originalSource } from '../../../src/tasks/testfiles';
+import { collectOriginals, inTestScan, isMutableSource, isTestInfraFile, originalSource } from '../../../src/tasks/testfiles';
 
 const fixtures = path.join(__dirname, '..', '..', 'fixtures');
 
@@ -114,9 +114,25 @@ describe('tasks/testfiles', () => {
       'sitecustomize.py',
       'pyproject.toml',
       'package.json',
+      'evil-1.0.dist-info/entry_points.txt',
+      '.evil.dist-info/entry_points.txt',
+      'EVIL-1.0.DIST-INFO/entry_points.txt',
+      'x.Egg-Info/entry_points.txt',
+      'x.egg/EGG-INFO/entry_points.txt',
     ]) {
       assert.equal(isTestInfraFile(f), true, f);
     }
+    // Pruned folders (pytest's default norecursedirs) are left out of the scan, but for a conftest.py
+    // (a project's norecursedirs may collect them) and package metadata (Python reads it anywhere on its path).
+    for (const f of [
+      'build/conftest.py',
+      '.hidden/conftest.py',
+      '.x.dist-info/entry_points.txt',
+      'venv/X.DIST-INFO/METADATA',
+      'tests/test_a.py',
+    ])
+      assert.equal(inTestScan(f), true, f);
+    for (const f of ['build/test_a.py', '.hidden/pytest.ini', 'dist/helpers.js']) assert.equal(inTestScan(f), false, f);
     for (const f of ['shop/pricing.py', 'src/index.ts', 'lib/contest.py', 'src/testing_utils.js'])
       assert.equal(isTestInfraFile(f), false, f);
     assert.equal(isMutableSource('shop/pricing.py'), true);

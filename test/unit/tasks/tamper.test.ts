@@ -174,9 +174,10 @@ describe('tasks/testfiles: what scoring restores', () => {
     for (const f of ['.env', 'shop/pricing.py', 'README.md', 'data/prices.json']) assert.equal(isTestInfraFile(f), false, f);
   });
 
-  it('the scan covers dot files and prunes only dot folders', () => {
+  it('the scan covers dot files and prunes only dot folders (but for a conftest.py or package metadata)', () => {
     assert.equal(inTestScan('.mocharc.yml'), true);
-    assert.equal(inTestScan('.venv/lib/conftest.py'), false);
+    assert.equal(inTestScan('.venv/lib/test_x.py'), false);
+    assert.equal(inTestScan('.venv/lib/conftest.py'), true, "a project's norecursedirs may have pytest collect it");
     assert.equal(inTestScan('node_modules/x/test.js'), false);
     assert.match(findCommand('-print'), /-type d -name '\.\*'/);
     assert.doesNotMatch(findCommand('-print'), /\( -name '\.\*'/);

@@ -187,6 +187,18 @@ describe('docker: numbered suspects in the Python sandbox (tw-suspects -n, tw-sh
     assert.equal(a.reward.resolved, true, 'the reward scores the task’s tests alone, as before');
   });
 
+  it("tw-test does not call a run clean while one of the task's tests is skipped: skipping the failing tests is no fix", async () => {
+    // The bug stays; the agent marks the failing tests' file skipped (scoring restores the file).
+    const file = task.fail_to_pass[0].split('::')[0];
+    const skip = `{ printf 'import pytest\\npytestmark = pytest.mark.skip\\n'; cat ${file}; } > /tmp/skipped.py && cp /tmp/skipped.py ${file}`;
+    const { a } = await play({ a: list(skip, 'tw-test') });
+    const t = a.turns[1];
+    assert.equal(t.exitCode, 1, t.observation);
+    assert.match(t.observation, new RegExp(`NOT PASSED ${task.fail_to_pass[0].replace(/[.[\]()]/g, '\\$&')} \\(skipped\\)`));
+    assert.match(t.observation, /^0 failed, \d+ passed, \d+ of the task's tests skipped or not run$/m);
+    assert.equal(a.reward.resolved, false);
+  });
+
   it('a fix through tw-edit K scores exactly as the same fix by sed; the edit changes only that line', async () => {
     const q = (s: string) => shellQuote(s);
     const { edit, sed } = await play({

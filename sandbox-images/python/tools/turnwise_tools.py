@@ -86,6 +86,9 @@ class _Collector:
         nid = report.nodeid
         if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
             self.outcomes[nid] = report.outcome
+        elif report.when == "teardown" and report.failed:
+            # An error in teardown is an error of the test in the scoring report: not a pass.
+            self.outcomes[nid] = "failed"
 
 
 def _tracer(seen, cache):
@@ -192,8 +195,25 @@ def _summary(col, required):
     return failed, passed, others
 
 
-def _counts(failed, passed, others, col):
+def _not_passed(col, required):
+    """The task's tests that neither passed nor failed (skipped, xfailed, or not run at all), with
+    why, sorted: the reward counts them as not passing, so tw-test must not call the run clean."""
+    if required is None:
+        return []
+    out = []
+    for n in sorted(required):
+        o = col.outcomes.get(n)
+        if o is None:
+            out.append((n, "did not run"))
+        elif o not in ("passed", "failed"):
+            out.append((n, o))
+    return out
+
+
+def _counts(failed, passed, others, col, not_passed=()):
     line = "%d failed, %d passed" % (len(failed), passed)
+    if not_passed:
+        line += ", %d of the task's tests skipped or not run" % len(not_passed)
     if col.errors:
         line += ", %d error%s" % (len(col.errors), "" if len(col.errors) == 1 else "s")
     if others:
@@ -226,17 +246,18 @@ def tw_test():
         for l in tail:
             print(l[:160])
         return 2
+    not_passed = _not_passed(col, required)
     # Files that do not even import come first: every test in them is lost.
-    shown = ["ERROR " + n for n in col.errors] + ["FAIL " + n for n in failed]
+    shown = ["ERROR " + n for n in col.errors] + ["FAIL " + n for n in failed] + ["NOT PASSED %s (%s)" % x for x in not_passed]
     for l in shown[:3]:
         print(l)
     if len(shown) > 3:
         print("... %d more" % (len(shown) - 3))
-    print(_counts(failed, passed, others, col))
+    print(_counts(failed, passed, others, col, not_passed))
     stopped = _stopped(code, out)
     if stopped:
         print(stopped)
-    return 1 if failed or col.errors or stopped else 0
+    return 1 if failed or col.errors or stopped or not_passed else 0
 
 
 # --- mutation analysis -------------------------------------------------------------------------

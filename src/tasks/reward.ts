@@ -17,7 +17,7 @@ import { parseReport, type JunitFlavor, type TestOutcome, type TestReport } from
 import { shellQuote as shq } from '../sandbox/shell';
 import { DEFAULT_REPORT_PATH } from './runners';
 import { isPytestDoctestId, parsePytestNodeId, pytestNodeFile } from './nodeid';
-import { tamperReasons, type ScannedFile } from './tamper';
+import { addedModuleNames, tamperReasons, type ScannedFile } from './tamper';
 import {
   findCommand,
   hashFilesCommand,
@@ -526,6 +526,48 @@ export async function scanForTampering(
 }
 
 /**
+ * Top-level module names of the packages installed in the sandbox's Python (site-packages and
+ * dist-packages), one a line: read with the workspace off the path and the environment ignored.
+ */
+export const INSTALLED_MODULES_COMMAND = `python3 -E -P -s -c ${shq(
+  "import pkgutil\nfor m in sorted({m.name for m in pkgutil.iter_modules() if str(getattr(m.module_finder, 'path', '')).endswith(('site-packages', 'dist-packages'))}): print(m)",
+)}`;
+
+/**
+ * Added Python modules named like a package installed in the sandbox (tamper.ts addedModuleNames):
+ * on the test run's path, where the workspace comes before site-packages, each stands in for that
+ * package wherever the runner, a plugin or the tests import it. No fix needs one; one reason each.
+ */
+export async function shadowingModules(
+  sandbox: Sandbox,
+  originals: ScoringOriginals,
+  hashes: ReadonlyMap<string, string>,
+  language: Task['language'],
+): Promise<string[]> {
+  if (language !== 'python') return [];
+  const known = new Set([...originals.sources.keys(), ...originals.tests.keys(), ...originals.data.keys(), ...originals.links.keys()]);
+  const added = [...hashes.keys()].filter((f) => f.endsWith('.py') && !known.has(f) && !isTestInfraFile(f));
+  if (!added.length) return [];
+  const dirs = new Set<string>();
+  for (const f of known) for (let i = f.indexOf('/'); i >= 0; i = f.indexOf('/', i + 1)) dirs.add(f.slice(0, i));
+  const names = addedModuleNames(added, dirs);
+  if (!names.size) return [];
+  const r = await sandbox.exec(INSTALLED_MODULES_COMMAND, { cwd: '/', timeoutMs: 30_000 });
+  if (r.exitCode !== 0)
+    throw new TurnwiseError(
+      'sandbox-failed',
+      `cannot list the sandbox's installed Python packages (exit ${r.exitCode}): ${r.stderr.slice(-300)}`,
+    );
+  const installed = new Set(r.stdout.split('\n').map((l) => l.trim()));
+  return [...names]
+    .filter(([n]) => installed.has(n))
+    .map(
+      ([n, f]) =>
+        `${f}: adds a module named ${n}, like a package installed in the sandbox; on the test run's path it stands in for that package`,
+    );
+}
+
+/**
  * The tests a task may score: for pytest, those defined in test files (restored before scoring).
  * A doctest collected from the code under test (`pkg/mod.py::pkg.mod.func`, --doctest-modules)
  * or from a document (`README.md::README.md`, --doctest-glob) lives in a file the agent may edit,
@@ -660,7 +702,11 @@ export async function scoreEpisode(sandbox: Sandbox, task: Task, opts: ScoreOpti
       ...(await restoreFiles(sandbox, scoringRestoreSet(opts.originals, task), WORKSPACE_DIR, hashes)),
       ...(dependencies.length ? { dependencies } : {}),
     };
-    tampered = [...(await newLinks(sandbox, opts.originals)), ...(await scanForTampering(sandbox, opts.originals, hashes))];
+    tampered = [
+      ...(await newLinks(sandbox, opts.originals)),
+      ...(await scanForTampering(sandbox, opts.originals, hashes)),
+      ...(await shadowingModules(sandbox, opts.originals, hashes, task.language)),
+    ];
   } catch (e) {
     const reward = computeReward({
       outcomes: undefined,

@@ -124,3 +124,28 @@ export function tamperReasons(files: readonly ScannedFile[]): string[] {
   }
   return reasons;
 }
+
+/**
+ * The top-level module names the agent's added Python files could stand in for, each with the
+ * first file that gives it: an added file's own module name (`packaging.py`), and each folder on
+ * its path that the snapshot did not have (`src/packaging/version.py` gives `packaging`), as
+ * Python imports them when that folder's parent is on its path. The workspace comes before
+ * site-packages on the test run's path, so a name an installed package has makes the test run
+ * load the agent's code where it asks for that package (pytest's lazily imported helpers, a
+ * plugin, the tests' assertion library). Only Python identifiers count.
+ */
+export function addedModuleNames(added: readonly string[], snapshotDirs: ReadonlySet<string>): Map<string, string> {
+  const names = new Map<string, string>();
+  const ident = (w: string) => /^[A-Za-z_][A-Za-z0-9_]*$/.test(w);
+  for (const f of [...added].sort()) {
+    if (!f.endsWith('.py')) continue;
+    const parts = f.split('/');
+    const stem = parts[parts.length - 1].slice(0, -3);
+    if (stem !== '__init__' && ident(stem) && !names.has(stem)) names.set(stem, f);
+    for (let i = 0; i < parts.length - 1; i++) {
+      const dir = parts.slice(0, i + 1).join('/');
+      if (!snapshotDirs.has(dir) && ident(parts[i]) && !names.has(parts[i])) names.set(parts[i], f);
+    }
+  }
+  return names;
+}

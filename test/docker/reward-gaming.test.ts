@@ -212,6 +212,35 @@ describe('docker: reward gaming from inside the sandbox', function () {
     }
   });
 
+  it("an added package named like an installed one (packaging, which pytest imports lazily for a project's minversion) is tampering", async () => {
+    const own = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-shadow-'));
+    try {
+      fs.cpSync(ws, own, { recursive: true });
+      fs.writeFileSync(path.join(own, 'pytest.ini'), '[pytest]\nminversion = 6.0\n');
+      const snapOwn = await pool.snapshot(own, { language: 'python' });
+      const sb = await pool.acquire(snapOwn);
+      try {
+        const src = fs.readFileSync(path.join(own, 'shop/pricing.py'), 'utf8').replace('if value < low:', 'if value > low:');
+        await sb.writeFile('shop/pricing.py', src);
+        await sb.writeFile('packaging/__init__.py', '');
+        await sb.writeFile(
+          'packaging/version.py',
+          'import _pytest.python\n_pytest.python.Function.runtest = lambda self: None\nclass Version:\n    def __init__(self, v):\n        self.v = v\n    def __lt__(self, other):\n        return False\n',
+        );
+        const direct = await sb.exec(`${task.testCommand} >/dev/null 2>&1; grep -c '<failure' /tmp/turnwise/report`);
+        assert.equal(direct.stdout.trim(), '0', 'the test run loads the added packaging when nothing stops it');
+        const r = await scoreEpisode(sb, task, { originals: collectOriginals(own), turns: 2, maxTurns: 20, formatError: false });
+        assert.equal(r.reward.resolved, false);
+        assert.equal(r.reward.reward, 0);
+        assert.match(r.reward.tampered ?? '', /packaging\/(__init__|version)\.py: adds a module named packaging/);
+      } finally {
+        await sb.dispose();
+      }
+    } finally {
+      fs.rmSync(own, { recursive: true, force: true });
+    }
+  });
+
   it("a crafted bytecode cache for a test file (matching its size and time) is deleted, not loaded in the test file's place", async () => {
     // pytest's assertion rewriter loads __pycache__/<name>.<tag>-pytest-<version>.pyc instead of
     // the source when the recorded size and mtime match: write one whose tests all pass.

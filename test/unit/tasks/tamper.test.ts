@@ -3,7 +3,7 @@
 // runner machinery (restored) and which the runner configuration pulls in.
 import * as assert from 'node:assert/strict';
 import { computeReward, scorableTestIds, unknownReportIds } from '../../../src/tasks/reward';
-import { tamperFindings, tamperReasons } from '../../../src/tasks/tamper';
+import { addedModuleNames, tamperFindings, tamperReasons } from '../../../src/tasks/tamper';
 import { findCommand, hashFilesCommand, inTestScan, isTestInfraFile, runnerLoadedFiles } from '../../../src/tasks/testfiles';
 import type { TestReport } from '../../../src/tasks/report';
 
@@ -223,5 +223,33 @@ describe('tasks/testfiles: what scoring restores', () => {
       ),
       [],
     );
+  });
+});
+
+describe('tasks/tamper: addedModuleNames', () => {
+  it("an added file's module name and each new folder on its path, first file first; old folders and non-identifiers are not names", () => {
+    const dirs = new Set(['src', 'src/shop', 'docs']);
+    const names = addedModuleNames(
+      [
+        'packaging/version.py',
+        'packaging/__init__.py',
+        'src/tomli.py',
+        'src/shop/new_helper.py',
+        'src/vendor/zipp/__init__.py',
+        'my-tool.py',
+        'notes.txt',
+      ],
+      dirs,
+    );
+    assert.deepEqual(Object.fromEntries(names), {
+      packaging: 'packaging/__init__.py',
+      version: 'packaging/version.py',
+      tomli: 'src/tomli.py',
+      new_helper: 'src/shop/new_helper.py',
+      vendor: 'src/vendor/zipp/__init__.py',
+      zipp: 'src/vendor/zipp/__init__.py',
+    });
+    assert.equal(names.has('src'), false, 'src was in the snapshot');
+    assert.equal(names.has('shop'), false, 'src/shop was in the snapshot');
   });
 });

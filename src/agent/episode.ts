@@ -102,12 +102,26 @@ const TRACK = `git --git-dir=${TRACK_DIR} --work-tree=${WORKSPACE_DIR}`;
 const START_MARK = `${TRACK_DIR}/episode-start`;
 /**
  * Prints a path if anything in the places the sandbox user may write outside the workspace
- * (home, temp folders) changed since the episode started: the workspace's tree id then no
+ * (home, temp folders) changed since the episode started: the workspace's digest then no
  * longer describes all a command can read (a usercustomize.py in ~/.local changes what
- * `tw-test` prints), so the episode stops using the observation cache. The tools' own state
- * folder is left out: no cacheable tool reads it (agent/cache.ts, TOOL_STATE_DIR).
+ * `tw-test` prints; a rewritten task test list in the tools' folder changes what it counts), so
+ * the episode stops using the observation cache. By change time, which no one can set back
+ * (`touch -d` moves the modification time only). Left out: the tracker's git folder, and the
+ * ranking the tools keep (suspects.json and its temporary copies), which the cache restores
+ * itself; the tools' folder itself is searched, its task test list included.
  */
-const OUTSIDE_CHANGED = `find /home/agent /tmp /var/tmp /run/lock /dev/shm -mindepth 1 \\( -path ${TRACK_DIR} -o -path ${TOOL_STATE_DIR} \\) -prune -o -newer ${START_MARK} -print -quit 2>/dev/null`;
+const OUTSIDE_CHANGED = `find /home/agent /tmp /var/tmp /run/lock /dev/shm -mindepth 1 \\( -path ${TRACK_DIR} -prune \\) -o \\( -path ${TOOL_STATE_DIR} -o -path ${TOOL_STATE_FILE} -o -path '${TOOL_STATE_FILE}.*' \\) -o -cnewer ${START_MARK} -print -quit 2>/dev/null`;
+
+/**
+ * The observation cache's key for the workspace: a SHA-256 over every file's path and content
+ * (sorted, .git and node_modules left out), read by the shell, not by the edit tracker. The
+ * tracker's git folder is the sandbox user's, so its index could be told to overlook a file
+ * (`update-index --assume-unchanged`), a failed `add` left its tree as it was, and a clean filter
+ * in its config could rewrite what it hashes: a tree id from it could name the task's starting
+ * state while the files held a fix, and a `tw-test` answer stored under that name would reach
+ * every other episode of the task. A file the command cannot read puts its error in the digest.
+ */
+const WORKSPACE_DIGEST = `find ${WORKSPACE_DIR} -mindepth 1 \\( -name node_modules -o -name .git \\) -prune -o \\( -type f -o -type l \\) -print0 | LC_ALL=C sort -z | xargs -0 -r sha256sum -z -- 2>&1 | sha256sum | cut -c1-64`;
 
 /** Puts a replayed command's tool state back (best effort: a folder the agent broke stays broken, as if the tool had run). */
 async function restoreToolState(sb: Sandbox, state: string): Promise<void> {
@@ -150,7 +164,7 @@ export async function prepareSandbox(sb: Sandbox, task: Task): Promise<{ tree: s
   const required = requiredTestsText(task);
   const place =
     required !== undefined ? `mkdir -p -m 700 ${TOOL_STATE_DIR} && printf '%s' ${shellQuote(required)} > ${REQUIRED_TESTS_FILE} && ` : '';
-  const track = `${place}${TRACK} init -q && ${TRACK} add -A -f . && ${TRACK} commit -q --no-verify --allow-empty -m base && touch ${START_MARK} && ${TRACK} rev-parse 'HEAD^{tree}'`;
+  const track = `${place}${TRACK} init -q && ${TRACK} add -A -f . && ${TRACK} commit -q --no-verify --allow-empty -m base && touch ${START_MARK} && ${WORKSPACE_DIGEST}`;
   const out = await must(
     sb,
     task.mutation ? `${HIDE_HISTORY_COMMAND} && ${track}` : track,
@@ -167,15 +181,16 @@ function treeId(out: string): string {
 }
 
 /**
- * Files changed since the last call, with their text before and after; the tree id of the
- * workspace now (the observation cache's key), and whether anything outside the workspace the
- * agent can write changed since the episode started; commits the new state.
+ * Files changed since the last call, with their text before and after (from the edit tracker);
+ * the workspace's digest now (WORKSPACE_DIGEST, the observation cache's key), and whether
+ * anything outside the workspace the agent can write changed since the episode started; commits
+ * the new state.
  */
 export async function collectEdits(sb: Sandbox): Promise<{ edits: FileEdit[]; tree: string; outsideChanged: boolean }> {
   const out = await must(
     sb,
     // Without find (a custom image) the answer is "changed": the cache is never used on a guess.
-    `${TRACK} add -A -f . >/dev/null 2>&1; command -v find >/dev/null && test -z "$(${OUTSIDE_CHANGED})" && echo inside-only || echo outside-changed; ${TRACK} write-tree && ${TRACK} diff --cached --name-status --no-renames -z HEAD`,
+    `${TRACK} add -A -f . >/dev/null 2>&1; command -v find >/dev/null && test -z "$(${OUTSIDE_CHANGED})" && echo inside-only || echo outside-changed; ${WORKSPACE_DIGEST} && ${TRACK} diff --cached --name-status --no-renames -z HEAD`,
     'listing changed files',
     30_000,
   );

@@ -359,6 +359,24 @@ describe('docker: numbered suspects in the Python sandbox (tw-suspects -n, tw-sh
     assert.equal(eps.a.turns[2].cached, true, 'tw-suspects -n again on the same tree is replayed');
   });
 
+  it("one episode cannot plant a tw-test answer for the others: a fix the tracker's index overlooks, or a rewritten test list, is not stored under the starting state", async () => {
+    const cache = new ObservationCache();
+    const failingAt = (t: Trajectory['turns'][number]) => /^exit 1\n/.test(t.observation) && /[1-9]\d* failed/.test(t.observation);
+    // A: the tracker's index told to overlook the buggy file, the fix applied, then tw-test (0 failed).
+    const hide = `git --git-dir=/home/agent/.turnwise-track --work-tree=/workspace update-index --assume-unchanged ${fix.path}`;
+    const { a } = await play({ a: list(hide, fix.fix, 'tw-test') }, cache);
+    assert.match(a.turns[2].observation, /^exit 0\n0 failed/, a.turns[2].observation);
+    // A2: the task's test list rewritten to one passing test, then tw-test (0 failed).
+    const { a2 } = await play(
+      { a2: list(`printf '%s\\n' ${task.pass_to_pass[0] ? `'${task.pass_to_pass[0]}'` : 'x'} > ${REQUIRED_TESTS_FILE}`, 'tw-test') },
+      cache,
+    );
+    assert.match(a2.turns[1].observation, /^exit 0\n0 failed/, a2.turns[1].observation);
+    // B, afterwards on the same cache, with the bug in place: its tw-test says the tests fail.
+    const { b } = await play({ b: list('tw-test') }, cache);
+    assert.ok(failingAt(b.turns[0]), `B sees its own failing tests, not a planted answer:\n${b.turns[0].observation}`);
+  });
+
   it('turnwise episode shows what the tools print', async () => {
     const cmds = path.join(dir, 'cmds.sh');
     fs.writeFileSync(cmds, 'tw-suspects -n\ntw-show 1\ntw-tokens 1\ntw-cands 1\n');

@@ -118,12 +118,17 @@ export function mutatedLineOf(
   return { line, mutatedLine: a[line - 1], originalLine: b[line - 1], mutatedLines: a };
 }
 
+/** A file path a demonstrated command holds as it is: no character bash would read as anything but itself. */
+const PLAIN_PATH = /^[A-Za-z0-9_./+-]+$/;
+
 /**
  * The one-line `sed` that turns the mutated line back into the original (fixSpan). Undefined
- * when the change spans lines or the line holds a single quote (the command is single-quoted).
+ * when the change spans lines, the line holds a single quote (the command is single-quoted), or
+ * the path holds a character bash would interpret (a space, `$(…)`): a workspace's file names
+ * are data, and a demonstration must not teach a command that runs part of one.
  */
 export function fixCommand(path: string, line: number, mutatedLine: string, originalLine: string): string | undefined {
-  if (mutatedLine.includes("'") || originalLine.includes("'")) return undefined;
+  if (mutatedLine.includes("'") || originalLine.includes("'") || !PLAIN_PATH.test(path)) return undefined;
   const e = fixSpan(mutatedLine, originalLine);
   return e && `sed -i '${line}s/${sedPattern(e.old)}/${sedReplacement(e.neu)}/' ${path}`;
 }

@@ -17,7 +17,7 @@ import {
   type TrajectoryRef,
 } from './model/runIndex';
 import type { TrajectorySummary } from './model/trajScan';
-import { formatSigned, pct } from './model/turnView';
+import { escapeMarkdown, formatSigned, pct } from './model/turnView';
 
 export type RunsNode =
   | { kind: 'run'; run: RunSummary }
@@ -38,7 +38,6 @@ const STATE_ICON: Record<string, [string, string?]> = {
 };
 
 /** Text shown as itself inside a MarkdownString (paths and names may hold `_`, `*`, brackets). */
-const escapeMarkdown = (s: string) => s.replace(/[\\`*_{}[\]()#+\-.!|<>]/g, (c) => `\\${c}`);
 
 export function trajectoryRef(n: Extract<RunsNode, { kind: 'trajectory' }>): TrajectoryRef {
   return {

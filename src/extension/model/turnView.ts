@@ -58,16 +58,19 @@ const fence = (s: string) => {
   return { open: f, close: f };
 };
 
+/** Text from a trajectory (the policy's, a run folder's) as Markdown that renders as that text: no link, image or markup. */
+export const escapeMarkdown = (s: string) => s.replace(/[\\`*_{}[\]()#+\-.!|<>~]/g, (c) => `\\${c}`).replace(/\n/g, ' ');
+
 /** Hover markdown for a line a turn wrote: its command, exit code and advantage. */
 export function turnHoverMarkdown(turn: Turn, traj: Pick<Trajectory, 'trajId' | 'reward'>): string {
   const action = turn.action.length > 1200 ? `${turn.action.slice(0, 1200)}\n…` : turn.action;
   const { open, close } = fence(action);
   const lines = [
-    `**Turnwise · turn ${turn.index}** of ${traj.trajId}`,
+    `**Turnwise · turn ${turn.index}** of ${escapeMarkdown(traj.trajId)}`,
     '',
     `${open}bash\n${action}\n${close}`,
     '',
-    `exit ${turn.exitCode ?? '–'} · ${turn.cached ? 'replayed from an identical workspace' : `${turn.durationMs} ms`}${turn.formatError ? ` · format error: ${turn.formatError}` : ''}${turn.inherited ? ' · taken from the parent episode of this branch' : ''}`,
+    `exit ${turn.exitCode ?? '–'} · ${turn.cached ? 'replayed from an identical workspace' : `${turn.durationMs} ms`}${turn.formatError ? ` · format error: ${escapeMarkdown(turn.formatError)}` : ''}${turn.inherited ? ' · taken from the parent episode of this branch' : ''}`,
     '',
     `advantage **${formatSigned(turn.advantage)}**${turn.advantageComponents ? ` = ${formatComponents(turn.advantageComponents)}` : ''}`,
     '',

@@ -113,6 +113,12 @@ describe('demonstrations/fix-cases: fix commands restore the original source whe
     assert.equal(fixCommand('m.py', 1, "x = 'a' + b", "x = 'a' - b"), undefined);
   });
 
+  it('no command for a file whose name bash would interpret: a workspace file name is data, not part of a command', () => {
+    assert.equal(fixCommand('pkg/m.py', 1, 'x = a + b', 'x = a - b'), "sed -i '1s/+/-/' pkg/m.py");
+    for (const p of ['my file.py', '$(touch pwned).py', 'a;b.py', '`x`.py', 'a*.py'])
+      assert.equal(fixCommand(p, 1, 'x = a + b', 'x = a - b'), undefined, p);
+  });
+
   it('episodes and curriculum tasks are deterministic per seed and end with submit', async () => {
     const cases = await syntheticCases(seededRandom(3), 3);
     assert.ok(cases.length > 0);

@@ -112,6 +112,11 @@ describe('extension: turn view', () => {
     // A branch's turn taken from its parent says so; a sampled one does not.
     assert.match(turnHoverMarkdown({ ...turn, inherited: true }, t), /taken from the parent episode of this branch/);
     assert.ok(!md.includes('parent episode'));
+    // The policy's text in a format error, and a run folder's trajectory id, render as text: no image, link or markup.
+    const hostile = turnHoverMarkdown({ ...turn, formatError: 'near ![](https://x.y/a)' }, { ...t, trajId: '[x](https://x.y) *b*' });
+    assert.ok(!hostile.includes('](https://'), hostile);
+    assert.match(hostile, /format error: near \\!\\\[\\\]\\\(https:\/\/x\\\.y\/a\\\)/);
+    assert.match(hostile, /of \\\[x\\\]\\\(https:\/\/x\\\.y\\\) \\\*b\\\*/);
   });
 });
 

@@ -27,8 +27,8 @@ import {
 } from './policy';
 import { sandboxPruneCommand } from './sandbox';
 import { serveCommand } from './serve';
-import { tasksCheckCommand, tasksFailingCommand, tasksSynthCommand } from './tasks';
-import { tasksReachCommand } from './tasks-reach';
+import { tasksCheckCommand, tasksFailingCommand, tasksReachCommand, tasksSynthCommand } from './tasks';
+
 import { trainCommand } from './train';
 import { warmstartCommand } from './warmstart';
 

@@ -119,7 +119,9 @@ export function runnerCommand(kind: RunnerKind, files: string[], reportPath = DE
       return `${prep} && mkdir -p ${R}.d; ${runs} wait; { ${cat}; } > ${R}`;
     }
     case 'mocha':
-      return `${prep}; node_modules/.bin/mocha --reporter xunit --reporter-option output=${R} ${args}`.trimEnd();
+      // --exit: the run ends when the tests do, so no timer the code under test left behind can
+      // rewrite the report after the reporter closed it.
+      return `${prep}; node_modules/.bin/mocha --exit --reporter xunit --reporter-option output=${R} ${args}`.trimEnd();
     case 'jest':
       // A cache of its own, emptied with the report: jest's default cache in /tmp holds transformed
       // test files, which an agent could plant there.

@@ -38,7 +38,7 @@ const PYTHON: Probe[] = [
   },
 ];
 
-const JS_MODULES = String.raw`mocha|jest|@jest\/[^'"\x60]*|jest-[^'"\x60]*|expect|chai|node:test|node:child_process|child_process|node:module|module|node:vm|vm|node:worker_threads|worker_threads`;
+const JS_MODULES = String.raw`mocha|jest|@jest\/[^'"\x60]*|jest-[^'"\x60]*|expect|chai|node:test|node:child_process|child_process|node:module|module|node:vm|vm|node:worker_threads|worker_threads|(?:node:)?assert(?:\/strict)?`;
 
 const JAVASCRIPT: Probe[] = [
   {
@@ -59,6 +59,10 @@ const JAVASCRIPT: Probe[] = [
   { label: 'rewrites the module loader or its cache', re: /\bModule\._\w+|\brequire\.(?:cache|extensions)\b/g },
   { label: 'patches stack traces', re: /\bError\.(?:prepareStackTrace|captureStackTrace)\b/g },
   { label: 'loads code dynamically', re: /(?<![.\w])eval\s*\(|\bnew\s+Function\b|(?<![.\w])Function\s*\(/g },
+  // `expect.extend` redefines matchers for every test; a bare `test = …` replaces the runner's
+  // global under 'use strict' too (the globals probe above needs a `global.` prefix).
+  { label: "redefines the test framework's matchers or globals", re: /\bexpect\.extend\b|^\s*(?:it|test|describe|expect)\s*=(?!=)/gm },
+  { label: "reads the runner's command line or other processes", re: /\bprocess\.(?:argv|execArgv|ppid)\b|\/proc\//g },
 ];
 
 /**

@@ -33,7 +33,12 @@ export const SKIP_DIRS = new Set([
   '.cache',
 ]);
 
-const TEST_DIRS = new Set(['test', 'tests', '__tests__', 'testing', 'spec']);
+/**
+ * Folders whose files are test infrastructure: test folders by convention, and jest's
+ * `__snapshots__` (the expected values of snapshot tests) and `__mocks__` (jest uses a
+ * `__mocks__` module in place of a package of that name for every test, with no call naming it).
+ */
+const TEST_DIRS = new Set(['test', 'tests', '__tests__', 'testing', 'spec', '__snapshots__', '__mocks__']);
 
 /**
  * Folders the test-infrastructure scan (the originals, and the restore inside the sandbox)
@@ -52,19 +57,27 @@ function prunedForTestScan(name: string): boolean {
 
 /** Whether the test scan skips a path: one of its folders is pruned, and it is not a file scanned everywhere. */
 function underPrunedFolder(rel: string): boolean {
-  return rel.split('/').slice(0, -1).some(prunedForTestScan) && !scannedEverywhere(rel);
+  const dirs = rel.split('/').slice(0, -1);
+  // node_modules is restored as a whole (restoreDependencies), never file by file.
+  return dirs.includes('node_modules') || (dirs.some(prunedForTestScan) && !scannedEverywhere(rel));
 }
 
 /**
  * Files the test scan covers inside pruned folders too. pytest loads a conftest.py from every
  * folder it collects, and a project's own norecursedirs may collect build/ or a dot folder, which
- * pytest's defaults leave out. Python reads package metadata, and pytest its plugins' entry
+ * pytest's defaults leave out; jest runs every file its testMatch names, in build/, dist/ and
+ * dot folders as well, and reads `__snapshots__` and `__mocks__` wherever they are. Python reads package metadata, and pytest its plugins' entry
  * points, from every `*.dist-info`, `*.egg-info` and `*.egg` folder on its path, whatever the
  * case of the name and dot-named ones included; the workspace is on that path.
  */
 function scannedEverywhere(rel: string): boolean {
   const parts = rel.split('/');
-  return parts[parts.length - 1] === 'conftest.py' || parts.slice(0, -1).some((p) => METADATA_DIR.test(p));
+  const base = parts[parts.length - 1];
+  return (
+    base === 'conftest.py' ||
+    TEST_NAME.some(([r]) => r.test(base)) ||
+    parts.slice(0, -1).some((p) => METADATA_DIR.test(p) || TEST_DIRS.has(p))
+  );
 }
 
 /**
@@ -85,8 +98,8 @@ const RUNNER_CONFIG = [
   /^jest\.setup\.[cm]?[jt]s$/,
   /^\.mocharc\.(js|cjs|json|jsonc|ya?ml)$/,
   /^vitest\.config\.[cm]?[jt]s$/,
-  /^babel\.config\.([cm]?js|json)$/,
-  /^\.babelrc(\.([cm]?js|json))?$/,
+  /^babel\.config\.([cm]?[jt]s|json)$/,
+  /^\.babelrc(\.([cm]?[jt]s|json))?$/,
   /^\.swcrc$/,
 ];
 
@@ -103,9 +116,12 @@ const METADATA_DIR = /\.(dist-info|egg-info|egg)$/i;
 const TEST_NAME: Array<[RegExp, Language]> = [
   [/^test_.*\.py$/, 'python'],
   [/^.*_test\.py$/, 'python'],
-  [/^.*[.\-_](test|spec)\.[cm]?js$/, 'javascript'],
+  // jest's default testMatch (`?(*.)+(spec|test).[jt]s?(x)`), bare names included, and mocha's
+  // `-`/`_` forms; `.snap` files are snapshot tests' expected values.
+  [/^(.*[.\-_])?(test|spec)\.[cm]?jsx?$/, 'javascript'],
   [/^test(-.*)?\.[cm]?js$/, 'javascript'],
-  [/^.*[.\-_](test|spec)\.[cm]?tsx?$/, 'typescript'],
+  [/^(.*[.\-_])?(test|spec)\.[cm]?tsx?$/, 'typescript'],
+  [/^.*\.snap$/, 'javascript'],
   [/^.*_test\.go$/, 'go'],
 ];
 

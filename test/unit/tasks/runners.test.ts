@@ -119,6 +119,13 @@ describe('tasks/testfiles', () => {
       'EVIL-1.0.DIST-INFO/entry_points.txt',
       'x.Egg-Info/entry_points.txt',
       'x.egg/EGG-INFO/entry_points.txt',
+      'src/App.test.jsx',
+      'src/spec.js',
+      'src/test.ts',
+      'src/__mocks__/chai.js',
+      'src/__snapshots__/App.test.jsx.snap',
+      'babel.config.ts',
+      'src/.babelrc.cts',
     ]) {
       assert.equal(isTestInfraFile(f), true, f);
     }
@@ -132,7 +139,16 @@ describe('tasks/testfiles', () => {
       'tests/test_a.py',
     ])
       assert.equal(inTestScan(f), true, f);
-    for (const f of ['build/test_a.py', '.hidden/pytest.ini', 'dist/helpers.js']) assert.equal(inTestScan(f), false, f);
+    for (const f of ['build/helpers.py', '.hidden/pytest.ini', 'dist/helpers.js']) assert.equal(inTestScan(f), false, f);
+    // jest runs test-named files wherever they are, and reads __snapshots__ and __mocks__ anywhere.
+    for (const f of [
+      'build/pwn.test.js',
+      'dist/x.spec.tsx',
+      '.hidden/App.test.jsx',
+      'build/__mocks__/chai.js',
+      'dist/__snapshots__/a.test.js.snap',
+    ])
+      assert.equal(inTestScan(f), true, f);
     for (const f of ['shop/pricing.py', 'src/index.ts', 'lib/contest.py', 'src/testing_utils.js'])
       assert.equal(isTestInfraFile(f), false, f);
     assert.equal(isMutableSource('shop/pricing.py'), true);

@@ -499,11 +499,16 @@ export async function scanForTampering(
   originals: ScoringOriginals,
   hashes: ReadonlyMap<string, string>,
   workspace = WORKSPACE_DIR,
+  taskLanguage?: Task['language'],
 ): Promise<string[]> {
   const files: ScannedFile[] = [];
   const reasons: string[] = [];
+  const js = taskLanguage === 'javascript' || taskLanguage === 'typescript';
   for (const [f, h] of hashes) {
-    const language = languageOfFile(f);
+    // Node's require loads a file of any other extension (or none) as JavaScript: in a JavaScript
+    // task an added file that is not source by its name is read as source too.
+    const added = !originals.sources.has(f) && !originals.data.has(f) && !originals.tests.has(f);
+    const language = languageOfFile(f) ?? (js && added ? 'javascript' : undefined);
     if (!language || isTestInfraFile(f) || originals.tests.has(f) || originals.sources.get(f) === h) continue;
     const r = await sandbox.exec(`head -c ${TAMPER_SCAN_FILE_BYTES + 1} -- ${shq(f)}`, {
       cwd: workspace,
@@ -704,7 +709,7 @@ export async function scoreEpisode(sandbox: Sandbox, task: Task, opts: ScoreOpti
     };
     tampered = [
       ...(await newLinks(sandbox, opts.originals)),
-      ...(await scanForTampering(sandbox, opts.originals, hashes)),
+      ...(await scanForTampering(sandbox, opts.originals, hashes, WORKSPACE_DIR, task.language)),
       ...(await shadowingModules(sandbox, opts.originals, hashes, task.language)),
     ];
   } catch (e) {

@@ -53,9 +53,20 @@ export function containerSpec(opts: StartOptions, owner = ownerId(), host = os.h
     // A login shell once, so each command inherits the login environment without paying for it.
     Cmd: ['bash', '-l', '-c', SHELL_SERVER],
     Entrypoint: [],
-    User: SANDBOX_USER,
+    // The shell server is root, with no capability but switching user and signalling; each
+    // command runs as the sandbox user (shell.ts SHELL_SERVER says why).
+    User: '0:0',
     WorkingDir: WORKSPACE_DIR,
-    Env: ['HOME=/home/agent', 'LANG=C.UTF-8', 'PYTHONDONTWRITEBYTECODE=1', 'TERM=dumb'],
+    Env: [
+      'HOME=/home/agent',
+      'USER=agent',
+      'LOGNAME=agent',
+      'LANG=C.UTF-8',
+      'PYTHONDONTWRITEBYTECODE=1',
+      'TERM=dumb',
+      `TW_UID=${SANDBOX_USER.split(':')[0]}`,
+      `TW_GID=${SANDBOX_USER.split(':')[1]}`,
+    ],
     AttachStdin: true,
     AttachStdout: true,
     AttachStderr: true,
@@ -75,6 +86,7 @@ export function containerSpec(opts: StartOptions, owner = ownerId(), host = os.h
     HostConfig: {
       NetworkMode: 'none',
       CapDrop: ['ALL'],
+      CapAdd: ['SETUID', 'SETGID', 'KILL', 'SETPCAP'],
       SecurityOpt: ['no-new-privileges'],
       Memory: limits.memoryBytes,
       MemorySwap: limits.memoryBytes, // equal to Memory: no swap
@@ -168,7 +180,15 @@ export class DockerSandbox implements Sandbox {
   private async boot(readyTimeoutMs: number): Promise<void> {
     const socket = (await this.container.attach({ stream: true, stdin: true, stdout: true, stderr: true, hijack: true })) as Duplex;
     this.socket = socket;
-    socket.on('data', (chunk: Buffer) => this.demux.push(chunk));
+    socket.on('data', (chunk: Buffer) => {
+      // What the shell sends is the container's: a frame the parser refuses ends this sandbox, never the process.
+      try {
+        this.demux.push(chunk);
+      } catch (e) {
+        this.die(`the sandbox shell sent what it cannot have sent: ${(e as Error).message}`);
+        void this.dispose().catch(() => undefined);
+      }
+    });
     socket.on('error', (e) => this.die(`the attach stream failed: ${e.message}`));
     socket.on('close', () => this.die('the sandbox shell ended (the container stopped or was removed)'));
     const ready = new Promise<void>((resolve, reject) => {

@@ -21,9 +21,22 @@ export const READY_MARKER = '\0TWREADY\0';
  * the prelude (host-quoted `cd`/`export` lines) and the command, byte counted.
  * Container to host, after the command's output on each stream: `\0TW<ID>:<rc>:<oom>:<timedout>\0`.
  * LC_ALL=C is a shell variable here, not exported: `read -N` counts bytes, children keep LANG.
+ *
+ * The server runs as root with only the capabilities to change user, to signal and to empty a
+ * child's capability bounding set (no file access beyond root's own); every command runs as the
+ * sandbox user ($TW_UID:$TW_GID, no capabilities, an empty bounding set, no groups). A command can then neither signal the server nor open its
+ * descriptors in /proc: with the server's uid, one command could stop it, read the next
+ * requests with their ids from its stdin and answer them itself (scoring's included). Nothing
+ * a command can see holds an id: a long command is read from descriptor 3, not from a file
+ * named after its id.
  */
 export const SHELL_SERVER = String.raw`
 LC_ALL=C
+# In a sandbox TW_UID and TW_GID are set (container.ts) and every command drops to them; without
+# them (the protocol's own tests, run by a user on the host) commands run as the server does.
+drop=(); [[ -n $TW_UID ]] && drop=(setpriv --reuid="$TW_UID" --regid="$TW_GID" --clear-groups --inh-caps=-all --bounding-set=-all)
+rund=${'$'}{TW_RUN_DIR:-/run/turnwise}
+mkdir -p -m 700 "$rund"
 cd /workspace 2>/dev/null || cd /
 oomf=/sys/fs/cgroup/memory.events
 [[ -r $oomf ]] || oomf=/sys/fs/cgroup/memory/memory.oom_control
@@ -36,13 +49,16 @@ while IFS=' ' read -r id tmo plen clen; do
   oomcount; o0=$__oom
   printf -v tsec '%d.%03d' $(( tmo / 1000 )) $(( tmo % 1000 ))
   t0=${'$'}{EPOCHREALTIME/./}
-  # One argument may not exceed 128 KiB (MAX_ARG_STRLEN): a longer command goes through a file.
-  if (( clen > 100000 )); then cf=/tmp/.tw-cmd-$id; printf '%s' "$cmd" > "$cf"; set -- bash "$cf"; else cf=''; set -- bash -c "$cmd"; fi
-  ( export TW_COMMAND_TIMEOUT_MS=$tmo; eval "$pre" && exec timeout -k 2 "$tsec" "$@" ) </dev/null &
+  # One argument may not exceed 128 KiB (MAX_ARG_STRLEN): a longer command goes through a file,
+  # in the server's own folder, handed over as an open descriptor (its name holds the id).
+  if (( clen > 100000 )); then cf=$rund/cmd-$id; printf '%s' "$cmd" > "$cf"; set -- bash /dev/fd/3; else cf=/dev/null; set -- bash -c "$cmd"; fi
+  # The prelude (cd, exports) runs as the sandbox user too: a workspace it made unreadable to
+  # others is still its own.
+  ( export TW_COMMAND_TIMEOUT_MS=$tmo; exec "${'$'}{drop[@]}" timeout -k 2 "$tsec" bash -c "$pre"$'\n''exec "$@"' tw "$@" ) </dev/null 3<"$cf" &
   pid=$!
   { wait "$pid"; } 2>/dev/null; rc=$?
   kill -KILL -- "-$pid" 2>/dev/null
-  [[ -n $cf ]] && rm -f "$cf"
+  [[ $cf != /dev/null ]] && rm -f "$cf"
   t1=${'$'}{EPOCHREALTIME/./}
   oomcount
   to=0

@@ -110,17 +110,45 @@ describe('sandbox isolation (docker)', function () {
     assert.equal(left.stdout.trim(), '0');
   });
 
+  it("a command can neither signal the shell server nor open its descriptors (it could answer the host's requests itself), and the server keeps answering", async () => {
+    const r = await sb.exec(
+      'srv=$(ps -o ppid= -p $PPID | tr -d " "); while [ "$(stat -c %u /proc/$srv)" != 0 ]; do srv=$(ps -o ppid= -p $srv | tr -d " "); done; ' +
+        'echo server=$srv uid=$(stat -c %u /proc/$srv); kill -STOP $srv 2>&1; echo kill=$?; cat /proc/$srv/fd/0 2>&1 | head -c 200; echo; ls -l /proc/$srv/fd/ 2>&1 | head -3',
+    );
+    assert.match(r.stdout, /server=\d+ uid=0/);
+    assert.match(r.stdout, /Operation not permitted/);
+    assert.match(r.stdout, /kill=1/);
+    assert.match(r.stdout, /Permission denied/);
+    const after = await sb.exec('echo still');
+    assert.equal(after.stdout, 'still\n');
+    assert.equal(after.exitCode, 0);
+  });
+
+  it('a long command (read through a descriptor) cannot learn its request id from its own name', async () => {
+    const pad = `# ${'x'.repeat(120_000)}\n`;
+    const r = await sb.exec(`${pad}echo "name=$0"; ls /run/turnwise 2>&1 | head -2`);
+    assert.equal(r.exitCode, 0, r.stderr);
+    assert.match(r.stdout, /^name=\/dev\/fd\/3\n/);
+    assert.match(r.stdout, /Permission denied/);
+  });
+
   it('gives up on a wedged shell at the caller deadline and says so on the next exec', async () => {
     const wedge = await DockerSandbox.start(docker, target, { image, run: RUN });
     try {
-      // Stop the shell server itself (the parent of this command's `timeout`): no sentinel can come.
+      // Freeze the container from the engine: no sentinel can come.
       const t0 = Date.now();
-      const r = await wedge.exec('kill -STOP $(ps -o ppid= -p $PPID)', { timeoutMs: 500 });
+      const pending = wedge.exec('sleep 0.2; echo late', { timeoutMs: 500 });
+      await docker.getContainer(wedge.id).pause();
+      const r = await pending;
       assert.equal(r.timedOut, true);
       assert.equal(r.exitCode, null);
       assert.ok(Date.now() - t0 < 15_000);
       assert.equal(wedge.alive, false);
       await assert.rejects(wedge.exec('true'), (e: unknown) => e instanceof TurnwiseError && e.code === 'sandbox-failed');
+      await docker
+        .getContainer(wedge.id)
+        .unpause()
+        .catch(() => undefined);
     } finally {
       await wedge.dispose();
     }

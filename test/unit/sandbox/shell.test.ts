@@ -12,7 +12,10 @@ class LocalShell {
   private child: ChildProcessWithoutNullStreams;
   private n = 0;
   constructor() {
-    this.child = spawn('bash', ['-c', SHELL_SERVER], { stdio: 'pipe' });
+    this.child = spawn('bash', ['-c', SHELL_SERVER], {
+      stdio: 'pipe',
+      env: { ...process.env, TW_UID: '', TW_RUN_DIR: fs.mkdtempSync(path.join(os.tmpdir(), 'tw-shell-run-')) },
+    });
   }
   /** Consumes the READY marker on both streams. */
   ready() {

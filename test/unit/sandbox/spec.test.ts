@@ -19,7 +19,10 @@ describe('sandbox/container spec', () => {
     assert.equal(h.NanoCpus, 1e9);
     assert.equal(h.Init, true);
     assert.match(h.Tmpfs!['/tmp'], /size=536870912/);
-    assert.equal(s.User, '1000:1000');
+    // The shell server is root with only CAP_SETUID, CAP_SETGID, CAP_KILL and CAP_SETPCAP; its commands run as 1000:1000.
+    assert.equal(s.User, '0:0');
+    assert.deepEqual(h.CapAdd, ['SETUID', 'SETGID', 'KILL', 'SETPCAP']);
+    assert.ok(s.Env!.includes('TW_UID=1000') && s.Env!.includes('TW_GID=1000') && s.Env!.includes('HOME=/home/agent'));
     assert.deepEqual(s.Labels, { [LABEL.run]: 'run 1', [LABEL.rollout]: 'r7', [LABEL.owner]: '123:456', [LABEL.host]: 'hostA' });
     assert.match(s.name!, /^tw-run-1-[0-9a-f]{8}$/);
     const custom = containerSpec({ image: 'i', run: 'r', limits: { memoryBytes: 1e8, pidsLimit: 32 } });

@@ -112,6 +112,9 @@ const START_MARK = `${TRACK_DIR}/episode-start`;
  */
 const OUTSIDE_CHANGED = `find /home/agent /tmp /var/tmp /run/lock /dev/shm -mindepth 1 \\( -path ${TRACK_DIR} -prune \\) -o \\( -path ${TOOL_STATE_DIR} -o -path ${TOOL_STATE_FILE} -o -path '${TOOL_STATE_FILE}.*' \\) -o -cnewer ${START_MARK} -print -quit 2>/dev/null`;
 
+/** Files this large or larger enter the workspace digest by size and modification time, not content (a sparse terabyte would take the turn's time limit to read). */
+const DIGEST_MAX_BYTES = 32 * 1024 * 1024;
+
 /**
  * The observation cache's key for the workspace: a SHA-256 over every file's path and content
  * (sorted, .git and node_modules left out), read by the shell, not by the edit tracker. The
@@ -121,7 +124,8 @@ const OUTSIDE_CHANGED = `find /home/agent /tmp /var/tmp /run/lock /dev/shm -mind
  * state while the files held a fix, and a `tw-test` answer stored under that name would reach
  * every other episode of the task. A file the command cannot read puts its error in the digest.
  */
-const WORKSPACE_DIGEST = `find ${WORKSPACE_DIR} -mindepth 1 \\( -name node_modules -o -name .git \\) -prune -o \\( -type f -o -type l \\) -print0 | LC_ALL=C sort -z | xargs -0 -r sha256sum -z -- 2>&1 | sha256sum | cut -c1-64`;
+const DIGEST_FIND = `find ${WORKSPACE_DIR} -mindepth 1 \\( -name node_modules -o -name .git \\) -prune -o \\( -type f -o -type l \\)`;
+const WORKSPACE_DIGEST = `{ ${DIGEST_FIND} -size -${DIGEST_MAX_BYTES}c -print0 | LC_ALL=C sort -z | xargs -0 -r sha256sum -z -- 2>&1; ${DIGEST_FIND} -size +${DIGEST_MAX_BYTES - 1}c -printf '%p %s %T@\\0' | LC_ALL=C sort -z; } | sha256sum | cut -c1-64`;
 
 /** Puts a replayed command's tool state back (best effort: a folder the agent broke stays broken, as if the tool had run). */
 async function restoreToolState(sb: Sandbox, state: string): Promise<void> {
@@ -187,17 +191,23 @@ function treeId(out: string): string {
  * the new state.
  */
 export async function collectEdits(sb: Sandbox): Promise<{ edits: FileEdit[]; tree: string; outsideChanged: boolean }> {
-  const out = await must(
+  const state = await must(
     sb,
     // Without find (a custom image) the answer is "changed": the cache is never used on a guess.
-    `${TRACK} add -A -f . >/dev/null 2>&1; command -v find >/dev/null && test -z "$(${OUTSIDE_CHANGED})" && echo inside-only || echo outside-changed; ${WORKSPACE_DIGEST} && ${TRACK} diff --cached --name-status --no-renames -z HEAD`,
-    'listing changed files',
+    `command -v find >/dev/null && test -z "$(${OUTSIDE_CHANGED})" && echo inside-only || echo outside-changed; ${WORKSPACE_DIGEST}`,
+    'reading the workspace state',
     30_000,
   );
-  const [flag, treeLine] = out.split('\n', 2);
+  const [flag, treeLine] = state.split('\n', 2);
   const outsideChanged = flag !== 'inside-only';
   const tree = treeId(treeLine ?? '');
-  const rest = out.slice(flag.length + 1 + (treeLine ?? '').length + 1);
+  // The tracker is the agent's to break (its git folder is in the agent's home): then the turn
+  // records no edits, and the episode goes on.
+  const listing = await sb.exec(`${TRACK} add -A -f . >/dev/null 2>&1; ${TRACK} diff --cached --name-status --no-renames -z HEAD`, {
+    timeoutMs: 30_000,
+  });
+  if (listing.exitCode !== 0 || listing.truncated) return { edits: [], tree, outsideChanged };
+  const rest = listing.stdout;
   const parts = rest.split('\0').filter((p) => p !== '');
   const changes: { status: string; path: string }[] = [];
   for (let i = 0; i + 1 < parts.length; i += 2) changes.push({ status: parts[i], path: parts[i + 1] });
@@ -220,7 +230,7 @@ export async function collectEdits(sb: Sandbox): Promise<{ edits: FileEdit[]; tr
       ...(truncated ? { truncated } : {}),
     });
   }
-  await must(sb, `${TRACK} commit -q --no-verify -m turn`, 'recording the turn', 30_000);
+  await sb.exec(`${TRACK} commit -q --no-verify -m turn`, { timeoutMs: 30_000 });
   return { edits, tree, outsideChanged };
 }
 

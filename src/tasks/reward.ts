@@ -125,6 +125,17 @@ export function computeReward(input: RewardInput): RewardComponents {
   };
 }
 
+/**
+ * A scoring step's command failed in a sandbox that still answers: something the agent left (an
+ * unreadable folder, a file too large to hash in time, every process slot taken) stopped it. The
+ * episode then counts as failing every test; only a sandbox that no longer answers leaves it unscored.
+ */
+export class PreparationFailed extends TurnwiseError {
+  constructor(message: string) {
+    super('sandbox-failed', message);
+  }
+}
+
 const sha = (b: Buffer | string) => createHash('sha256').update(b).digest('hex');
 
 export interface RestoreResult {
@@ -146,8 +157,7 @@ export async function hashWorkspace(sandbox: Sandbox, workspace = WORKSPACE_DIR)
   // A file the agent made unreadable is missing from the output and so gets rewritten; only
   // no output at all (or a cut one) means the list cannot be trusted.
   if (list.truncated || list.timedOut || (list.exitCode !== 0 && list.stdout.trim() === '')) {
-    throw new TurnwiseError(
-      'sandbox-failed',
+    throw new PreparationFailed(
       `cannot hash the workspace files to restore the tests (exit ${list.exitCode}${list.truncated ? ', output truncated' : ''}): ${list.stderr.slice(-300)}`,
     );
   }
@@ -232,8 +242,7 @@ export async function restoreFiles(
     maxOutputBytes: 8 * 1024 * 1024,
   });
   if (links.truncated || links.timedOut || links.exitCode !== 0) {
-    throw new TurnwiseError(
-      'sandbox-failed',
+    throw new PreparationFailed(
       `cannot list the workspace's symlinks to restore the tests (exit ${links.exitCode}): ${links.stderr.slice(-300)}`,
     );
   }
@@ -296,7 +305,7 @@ export async function newLinks(sandbox: Sandbox, originals: ScoringOriginals, wo
     maxOutputBytes: 8 * 1024 * 1024,
   });
   if (r.exitCode !== 0 || r.truncated || r.timedOut)
-    throw new TurnwiseError('sandbox-failed', `cannot list the workspace's symlinks (exit ${r.exitCode}): ${r.stderr.slice(-300)}`);
+    throw new PreparationFailed(`cannot list the workspace's symlinks (exit ${r.exitCode}): ${r.stderr.slice(-300)}`);
   const parts = r.stdout.split('\0');
   const reasons: string[] = [];
   for (let i = 0; i + 1 < parts.length; i += 2) {
@@ -333,8 +342,7 @@ fi; } | sort -u`;
 export async function restoreDependencies(sandbox: Sandbox, workspace = WORKSPACE_DIR): Promise<string[]> {
   const r = await sandbox.exec(RESTORE_DEPENDENCIES_COMMAND, { cwd: workspace, timeoutMs: 120_000, maxOutputBytes: 1024 * 1024 });
   if (r.exitCode !== 0 || r.timedOut) {
-    throw new TurnwiseError(
-      'sandbox-failed',
+    throw new PreparationFailed(
       `cannot put the workspace's dependencies (node_modules) back before scoring (exit ${r.exitCode}): ${r.stderr.slice(-300)}`,
     );
   }
@@ -516,7 +524,7 @@ export async function scanForTampering(
       maxOutputBytes: TAMPER_SCAN_FILE_BYTES + 1024,
     });
     if (r.exitCode !== 0)
-      throw new TurnwiseError('sandbox-failed', `cannot read ${f} back for the tamper scan (exit ${r.exitCode}): ${r.stderr.slice(-300)}`);
+      throw new PreparationFailed(`cannot read ${f} back for the tamper scan (exit ${r.exitCode}): ${r.stderr.slice(-300)}`);
     if (r.truncated || Buffer.byteLength(r.stdout) > TAMPER_SCAN_FILE_BYTES) {
       reasons.push(`${f}: over ${TAMPER_SCAN_FILE_BYTES} bytes after the agent's edit, too large to check`);
       continue;
@@ -684,6 +692,15 @@ export const KILL_STRAYS_COMMAND = String.raw`declare -A keep; p=$BASHPID; while
  */
 const CLEAR_BYTECODE_COMMAND = `find . \\( -name node_modules -o -name .git \\) -prune -o -type d -name __pycache__ -prune -exec rm -rf -- {} +`;
 
+/** Whether the sandbox still runs a command. */
+async function answers(sandbox: Sandbox): Promise<boolean> {
+  try {
+    return (await sandbox.exec('true', { timeoutMs: 10_000 })).exitCode === 0;
+  } catch {
+    return false;
+  }
+}
+
 /**
  * Scores a finished episode in its own sandbox: stop the agent's processes, put back the
  * dependencies and test files, scan the agent's edits for tampering, run the tests, compute R.
@@ -694,14 +711,11 @@ export async function scoreEpisode(sandbox: Sandbox, task: Task, opts: ScoreOpti
   try {
     const k = await sandbox.exec(KILL_STRAYS_COMMAND, { timeoutMs: 30_000 });
     if (k.exitCode !== 0)
-      throw new TurnwiseError('sandbox-failed', `cannot stop the agent's leftover processes (exit ${k.exitCode}): ${k.stderr.slice(-300)}`);
+      throw new PreparationFailed(`cannot stop the agent's leftover processes (exit ${k.exitCode}): ${k.stderr.slice(-300)}`);
     const dependencies = await restoreDependencies(sandbox);
     const clear = await sandbox.exec(CLEAR_BYTECODE_COMMAND, { timeoutMs: 60_000 });
     if (clear.exitCode !== 0)
-      throw new TurnwiseError(
-        'sandbox-failed',
-        `cannot delete the workspace's bytecode caches (exit ${clear.exitCode}): ${clear.stderr.slice(-300)}`,
-      );
+      throw new PreparationFailed(`cannot delete the workspace's bytecode caches (exit ${clear.exitCode}): ${clear.stderr.slice(-300)}`);
     const hashes = await hashWorkspace(sandbox);
     restored = {
       ...(await restoreFiles(sandbox, scoringRestoreSet(opts.originals, task), WORKSPACE_DIR, hashes)),
@@ -713,17 +727,32 @@ export async function scoreEpisode(sandbox: Sandbox, task: Task, opts: ScoreOpti
       ...(await shadowingModules(sandbox, opts.originals, hashes, task.language)),
     ];
   } catch (e) {
-    const reward = computeReward({
-      outcomes: undefined,
+    const base = {
       failToPass: task.fail_to_pass,
       passToPass: task.pass_to_pass,
       turns: opts.turns,
       maxTurns: opts.maxTurns,
       formatError: opts.formatError,
       weights: opts.weights,
+    };
+    const none = { modified: [], deleted: [], added: [] };
+    if (e instanceof PreparationFailed && (await answers(sandbox))) {
+      // What the agent left stopped scoring before any test ran: as a test run it broke, every
+      // test counts as failing. Unscored, the episode would leave the averages and baselines.
+      const reward = computeReward({ ...base, outcomes: new Map() });
+      reward.error = `scoring could not prepare the workspace the agent left, so no test ran: ${formatError(e)}; every test of the task counts as failing`;
+      return {
+        reward,
+        testReport: { passed: [], failed: [], errors: [...new Set([...task.fail_to_pass, ...task.pass_to_pass])] },
+        restored: none,
+      };
+    }
+    const reward = computeReward({
+      ...base,
+      outcomes: undefined,
       error: `the test files could not be restored, so the tests cannot be trusted: ${formatError(e)}`,
     });
-    return { reward, restored: { modified: [], deleted: [], added: [] } };
+    return { reward, restored: none };
   }
   // Test infrastructure and dependencies the agent changed; the other files a mutation task puts
   // back (data, the agent's notes) are not tests.

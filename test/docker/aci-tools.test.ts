@@ -377,6 +377,14 @@ describe('docker: numbered suspects in the Python sandbox (tw-suspects -n, tw-sh
     assert.ok(failingAt(b.turns[0]), `B sees its own failing tests, not a planted answer:\n${b.turns[0].observation}`);
   });
 
+  it("an episode that deletes the edit tracker goes on and is scored (its turns record no edits); the tracker is the agent's to break", async () => {
+    const { a } = await play({ a: list('rm -rf /home/agent/.turnwise-track', fix.fix, 'tw-test') });
+    assert.equal(a.failure, undefined);
+    assert.equal(a.turns.length, 4);
+    assert.match(a.turns[2].observation, /^exit 0\n0 failed/);
+    assert.equal(a.reward.resolved, true, 'the fix is scored as any other');
+  });
+
   it('turnwise episode shows what the tools print', async () => {
     const cmds = path.join(dir, 'cmds.sh');
     fs.writeFileSync(cmds, 'tw-suspects -n\ntw-show 1\ntw-tokens 1\ntw-cands 1\n');

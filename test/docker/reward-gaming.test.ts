@@ -241,6 +241,16 @@ describe('docker: reward gaming from inside the sandbox', function () {
     }
   });
 
+  it('a folder made unreadable, which stops scoring before any test runs, scores as failing every test, not as unscored', async () => {
+    const r = await episode(async (sb) => {
+      assert.equal((await sb.exec('mkdir -p blocked/__pycache__ && chmod 000 blocked')).exitCode, 0);
+    });
+    assert.ok(Number.isFinite(r.reward.reward), `scored: ${JSON.stringify(r.reward)}`);
+    assert.deepEqual([r.reward.passRate, r.reward.resolved], [0, false]);
+    assert.match(r.reward.error ?? '', /scoring could not prepare the workspace the agent left.*every test of the task counts as failing/s);
+    assert.ok(!(r.reward.reward > honestReward));
+  });
+
   it("a crafted bytecode cache for a test file (matching its size and time) is deleted, not loaded in the test file's place", async () => {
     // pytest's assertion rewriter loads __pycache__/<name>.<tag>-pytest-<version>.pyc instead of
     // the source when the recorded size and mtime match: write one whose tests all pass.

@@ -31,15 +31,19 @@ export interface TransferSide {
   rl_seed: number;
 }
 
+/** One side's evaluation of a repository in a comparison. */
+export interface ComparedEvaluation {
+  iteration: number;
+  greedy: number;
+  sampled: number;
+}
+
 /** One repository of both benches. */
 export interface TransferRepoComparison {
   name: string;
-  /** The held-out evaluation compared on each side (0: the starting policy's, as with --no-rl). */
-  a_iteration: number;
-  b_iteration: number;
-  /** Resolved episodes of each side among the pairs. */
-  a_resolved: { greedy: number; sampled: number };
-  b_resolved: { greedy: number; sampled: number };
+  /** Each side's compared held-out evaluation (`iteration` 0: the starting policy's, as with --no-rl) and its resolved episodes among the pairs. */
+  a: ComparedEvaluation;
+  b: ComparedEvaluation;
   /** A's episode against B's with the same task and seed: `gained` resolved by B only, `lost` by A only. */
   greedy: PairedChange;
   sampled: PairedChange;
@@ -208,10 +212,8 @@ export function compareTransferResults(a: TransferResult, b: TransferResult, fil
     const significant = [c.sampled.p_value, c.sampled.p_value_tasks].every((p) => p !== null && p < TRANSFER_COMPARE_ALPHA);
     repos.push({
       name: ra.name,
-      a_iteration: ea.iteration,
-      b_iteration: eb.iteration,
-      a_resolved: { greedy: resolvedOf('greedy', 'before'), sampled: resolvedOf('sampled', 'before') },
-      b_resolved: { greedy: resolvedOf('greedy', 'after'), sampled: resolvedOf('sampled', 'after') },
+      a: { iteration: ea.iteration, greedy: resolvedOf('greedy', 'before'), sampled: resolvedOf('sampled', 'before') },
+      b: { iteration: eb.iteration, greedy: resolvedOf('greedy', 'after'), sampled: resolvedOf('sampled', 'after') },
       greedy: c.greedy,
       sampled: c.sampled,
       better: significant ? (c.sampled.gained > c.sampled.lost ? 'b' : 'a') : 'neither',
@@ -255,7 +257,7 @@ export function formatTransferComparison(c: TransferComparison): string[] {
   const width = Math.max(8, ...c.repos.map((r) => r.name.length));
   for (const r of c.repos) {
     lines.push(
-      `${r.name.padEnd(width)}  it. ${r.a_iteration} vs ${r.b_iteration}; sampled ${r.a_resolved.sampled} vs ${r.b_resolved.sampled}: ${fmtP(r.sampled, true)}; greedy ${r.a_resolved.greedy} vs ${r.b_resolved.greedy}: ${fmtP(r.greedy)}`,
+      `${r.name.padEnd(width)}  it. ${r.a.iteration} vs ${r.b.iteration}; sampled ${r.a.sampled} vs ${r.b.sampled}: ${fmtP(r.sampled, true)}; greedy ${r.a.greedy} vs ${r.b.greedy}: ${fmtP(r.greedy)}`,
     );
     if (r.cut_short.a || r.cut_short.b)
       lines.push(

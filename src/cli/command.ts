@@ -107,3 +107,12 @@ export function seedOption(args: ParsedArgs, name = 'seed'): number {
 export class UsageError extends Error {
   override name = 'UsageError';
 }
+
+/**
+ * For a command with a mode that reads files named after a flag (`eval --report A B`, `bench
+ * transfer --compare A B`): outside that mode, a file name is a mistake, said as such.
+ */
+export function refuseStrayFiles(args: ParsedArgs, flag: string): void {
+  if (args.positionals.length)
+    throw new UsageError(`unexpected argument ${JSON.stringify(args.positionals[0])}; results files to compare go after --${flag}`);
+}

@@ -19,6 +19,7 @@ import {
   flagOptions,
   numberInRange,
   requireString,
+  refuseStrayFiles,
   seedOption,
   UsageError,
   valueOptions,
@@ -77,8 +78,7 @@ export const evalCommand: CliCommand = {
   async run(args, io) {
     // --report A B …: results files of several models compared (no sandbox).
     if (args.values.report === true) return runEvalReport(args, io, Object.keys(EVAL_OPTIONS));
-    if (args.positionals.length)
-      throw new UsageError(`unexpected argument ${JSON.stringify(args.positionals[0])}; results files to compare go after --report`);
+    refuseStrayFiles(args, 'report');
     if (args.values.intersect !== undefined) throw new UsageError('--intersect goes with --report');
     if (args.values.plot !== undefined) throw new UsageError('--plot goes with --report');
     // --compare: an earlier evaluation's --out file, read (and checked) before any sandbox starts.

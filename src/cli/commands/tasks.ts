@@ -14,7 +14,6 @@ import { RUNNER_KINDS, type RunnerOverride } from '../../tasks/runners';
 import {
   listOption,
   numberInRange,
-  oneOf,
   requireString,
   seedOption,
   UsageError,
@@ -282,7 +281,8 @@ export const tasksReachCommand: CliCommand = {
       if (args.positionals.length || v.workspace !== undefined)
         throw new UsageError('--run takes the tasks and the workspace from the run; give no task file or --workspace');
       const run = RunDir.open(v.run, typeof v.runs === 'string' ? path.resolve(v.runs) : undefined);
-      const split = oneOf(args, 'split', ['heldout', 'train'] as const, 'heldout');
+      const split = v.split ?? 'heldout';
+      if (split !== 'heldout' && split !== 'train') throw new UsageError(`--split takes heldout or train, got ${JSON.stringify(split)}`);
       config = readRunConfig(run);
       const ids = new Set(run.readSplits()[split]);
       tasks = run.readTasks().filter((t) => ids.has(t.id));

@@ -136,9 +136,9 @@ describe('bench transfer --compare', () => {
       { a: 'A.json', b: 'B.json' },
     );
     const [x, y] = c.repos;
-    assert.deepEqual([x.name, x.a_iteration, x.b_iteration], ['x', 5, 7]);
-    assert.deepEqual(x.a_resolved, { greedy: 0, sampled: 2 });
-    assert.deepEqual(x.b_resolved, { greedy: 1, sampled: 20 });
+    assert.equal(x.name, 'x');
+    assert.deepEqual(x.a, { iteration: 5, greedy: 0, sampled: 2 });
+    assert.deepEqual(x.b, { iteration: 7, greedy: 1, sampled: 20 });
     // 18 samples gained, none lost: p = 2 / 2^18; by task, ten tasks all up: 2 / 2^10.
     assert.deepEqual([x.sampled.pairs, x.sampled.gained, x.sampled.lost], [20, 18, 0]);
     assert.ok(Math.abs(x.sampled.p_value! - 2 / 2 ** 18) < 1e-12);

@@ -11,6 +11,7 @@ import {
   flagOptions,
   listOption,
   numberInRange,
+  refuseStrayFiles,
   UsageError,
   valueOptions,
   type CliCommand,
@@ -31,22 +32,6 @@ const TRANSFER_FLAGS: readonly ConfigFlag[] = [
   ['samples', 'evalSamples', 0, 64],
 ];
 
-/** --compare A.json B.json: two benches' results compared episode by episode (no sandbox). */
-function runCompare(args: ParsedArgs, io: CliIO, flags: readonly string[]): number {
-  const files = args.positionals;
-  if (files.length !== 2)
-    throw new UsageError(
-      `--compare takes two results files of \`turnwise bench transfer --json\`: --compare A.json B.json (got ${files.length})`,
-    );
-  const clash = flags.filter((k) => k !== 'compare' && args.values[k] !== undefined);
-  if (clash.length) throw new UsageError(`--compare reads benches already run; it takes no ${clash.map((k) => `--${k}`).join(', ')}`);
-  const [a, b] = files.map((f) => path.resolve(f));
-  const c = compareTransferResults(readTransferResult(a), readTransferResult(b), { a, b });
-  if (io.json) io.out(JSON.stringify(c, null, 2));
-  else for (const line of formatTransferComparison(c)) io.out(line);
-  return c.repos.length ? 0 : 1;
-}
-
 const TRANSFER_OPTIONS = {
   ...valueOptions(
     'repos',
@@ -63,19 +48,34 @@ const TRANSFER_OPTIONS = {
   ...flagOptions('no-rl', 'compare'),
 };
 
+/** --compare A.json B.json: two benches' results compared episode by episode (no sandbox). */
+function runCompare(args: ParsedArgs, io: CliIO, flags: readonly string[]): number {
+  const files = args.positionals;
+  if (files.length !== 2)
+    throw new UsageError(
+      `--compare takes two results files of \`turnwise bench transfer --json\`: --compare A.json B.json (got ${files.length})`,
+    );
+  const clash = flags.filter((k) => k !== 'compare' && args.values[k] !== undefined);
+  if (clash.length) throw new UsageError(`--compare reads benches already run; it takes no ${clash.map((k) => `--${k}`).join(', ')}`);
+  const [a, b] = files.map((f) => path.resolve(f));
+  const c = compareTransferResults(readTransferResult(a), readTransferResult(b), { a, b });
+  if (io.json) io.out(JSON.stringify(c, null, 2));
+  else for (const line of formatTransferComparison(c)) io.out(line);
+  return c.repos.length ? 0 : 1;
+}
+
 export const benchTransferCommand: CliCommand = {
   name: 'bench transfer',
   summary:
     'held-out resolved rate on a panel of real repositories the policy never saw (fetched from Debian), before and after a short RL run on each (slow)',
+  // The two files of --compare are positional.
+  allowPositionals: true,
+  options: TRANSFER_OPTIONS,
   usage:
     '[--repos A,B] [--no-rl] [--minutes M] [--iterations N] [--max-tasks N] [--samples K] [--estimator NAME] [--model DIR] [--config FILE] [--seed S] [--rl-seed S] [--cache DIR] [--mirror URL] [--json]; or --compare A.json B.json [--json]',
-  options: TRANSFER_OPTIONS,
-  allowPositionals: true,
   async run(args, io) {
-    // --compare A B: the last held-out episodes of two benches paired by task and seed, per repository.
     if (args.values.compare === true) return runCompare(args, io, Object.keys(TRANSFER_OPTIONS));
-    if (args.positionals.length)
-      throw new UsageError(`unexpected argument ${JSON.stringify(args.positionals[0])}; results files to compare go after --compare`);
+    refuseStrayFiles(args, 'compare');
     const v = args.values;
     const config = benchConfig(args, TRANSFER_FLAGS);
     const repos = listOption(args, 'repos', []);

@@ -84,10 +84,16 @@ export interface TrainableOptions {
   optimizer?: OptimizerState;
   /**
    * Train this LoRA adapter on top of the frozen weights instead of the weights themselves; its
-   * AdamW state in `optimizer` (PEFT keys) when resumed. The KL reference is then the base with
-   * the adapter off, on the same weight tensors.
+   * AdamW state in `optimizer` (PEFT keys) when resumed. The KL reference is then the starting
+   * policy: the base with the adapter off when the adapter starts as the base (every B zero, a
+   * fresh one), else the base with a frozen copy of the adapter as it started (`referenceAdapter`).
    */
   adapter?: LoraAdapter;
+  /**
+   * The adapter the KL reference runs with (a LoRA run resumed: its checkpoint 0's); default: a
+   * copy of `adapter` as given, when any of its B tensors is not zero (a warm-started adapter).
+   */
+  referenceAdapter?: LoraAdapter;
   /** Seed of the adapter's dropout masks (lora_dropout > 0): a run's, so a resume drops what the uninterrupted run would. Default 0. */
   loraDropoutSeed?: number;
   /** KL reference weights (default: the starting weights). */
@@ -125,11 +131,17 @@ export class TrainablePolicy implements PolicyService {
    */
   private readonly held: PolicyWeights | undefined;
 
+  /** The adapter the KL reference runs with; undefined: the base alone (or the reference weights). */
+  private readonly referenceAdapter: LoraAdapter | undefined;
+
   constructor(
     start: PolicyWeights,
     private readonly options: TrainableOptions = {},
   ) {
     this.config = start.config;
+    // Copied before the policy holds it: training updates the adapter's arrays in place.
+    const ref = options.referenceAdapter ?? options.adapter;
+    this.referenceAdapter = ref && !adapterIsBase(ref) ? copyAdapter(ref) : undefined;
     this.policy = new Policy(start, undefined, options.settings, options.adapter);
     this.held = options.adapter ? undefined : start;
   }
@@ -142,7 +154,8 @@ export class TrainablePolicy implements PolicyService {
    * Loads a checkpoint directory (weights, optimizer state, tokenizer); the reference defaults to
    * its weights. An adapter folder loads as its base with the adapter (and the adapter's optimizer
    * state) to train; `lora` puts a fresh adapter (B = 0, so it starts as the model) on a model
-   * folder, the start of a LoRA run. The reference of a LoRA policy is its base.
+   * folder, the start of a LoRA run. The reference of a LoRA policy is its starting policy: with
+   * `referenceDir` (a resumed run's checkpoint 0), the adapter that folder holds.
    */
   static fromCheckpoint(dir: string, settings: SessionSettings = {}, options: CheckpointOptions = {}): TrainablePolicy {
     const ck = loadCheckpoint(dir);
@@ -156,7 +169,14 @@ export class TrainablePolicy implements PolicyService {
       // Its checkpoints name the base by the folder it was loaded from: a relative name, right
       // beside the adapter's own folder, would not be right beside a run's checkpoints/N.
       const adapter = { ...ck.adapter, config: { ...ck.adapter.config, base_model_name_or_path: ck.dir } };
-      return new TrainablePolicy(ck.weights, { adapter, ...(ck.adapterOptimizer ? { optimizer: ck.adapterOptimizer } : {}), ...tok });
+      // A resumed run's reference is the adapter its checkpoint 0 holds (the one it started with).
+      const referenceAdapter = options.referenceDir ? loadCheckpoint(options.referenceDir, { optimizer: false }).adapter : undefined;
+      return new TrainablePolicy(ck.weights, {
+        adapter,
+        ...(referenceAdapter ? { referenceAdapter } : {}),
+        ...(ck.adapterOptimizer ? { optimizer: ck.adapterOptimizer } : {}),
+        ...tok,
+      });
     }
     if (options.lora) {
       const config = { ...options.lora.config, base_model_name_or_path: ck.dir };
@@ -239,11 +259,18 @@ export class TrainablePolicy implements PolicyService {
       const temperature = options.temperature ?? 1;
       if (!(temperature > 0) || !Number.isFinite(temperature))
         throw new TurnwiseError('invalid-input', `log-prob temperature must be a finite number > 0, got ${temperature}`);
-      // A LoRA policy's reference is its base, the adapter off: the same weight tensors, no second copy.
-      const baseOnly = options.model === 'reference' && !!this.options.adapter && !this.options.reference;
+      // A LoRA policy's reference is its starting policy: a fresh adapter's is its base, the adapter
+      // off (the same weight tensors, no second copy); a warm-started adapter's is the base with
+      // the adapter as it started, in a policy of its own over the same base arrays.
+      const baseOnly = options.model === 'reference' && !!this.options.adapter && !this.options.reference && !this.referenceAdapter;
       const policy =
         options.model === 'reference' && !baseOnly
-          ? (this.referencePolicy ??= new Policy(this.options.reference ?? this.start, undefined, this.options.settings))
+          ? (this.referencePolicy ??= new Policy(
+              this.options.reference ?? this.start,
+              undefined,
+              this.options.settings,
+              this.referenceAdapter,
+            ))
           : this.policy;
       const out: Float32Array[] = rows.map((r) => new Float32Array(r.length));
       // Rows of similar length run together, so little of each run is padding.
@@ -344,4 +371,14 @@ export class TrainablePolicy implements PolicyService {
       await this.trainer?.dispose();
     });
   }
+}
+
+/** Whether an adapter changes nothing: every B tensor zero (a fresh adapter, PEFT's initialization). */
+export function adapterIsBase(a: LoraAdapter): boolean {
+  for (const [name, t] of a.tensors) if (/lora_B/.test(name) && t.some((x) => x !== 0)) return false;
+  return true;
+}
+
+function copyAdapter(a: LoraAdapter): LoraAdapter {
+  return { config: { ...a.config }, tensors: new Map([...a.tensors].map(([k, v]) => [k, Float32Array.from(v)])) };
 }

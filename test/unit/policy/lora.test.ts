@@ -28,7 +28,7 @@ import {
   saveAdapter,
   type LoraAdapter,
 } from '../../../src/policy/files/lora';
-import { TrainablePolicy } from '../../../src/policy/trainable';
+import { adapterIsBase, TrainablePolicy } from '../../../src/policy/trainable';
 import type { TrainBatch } from '../../../src/policy/training/trainer';
 import { Policy } from '../../../src/policy/inference/policy';
 import { logSoftmax } from '../../../src/policy/inference/sampling';
@@ -484,6 +484,40 @@ describe('policy/lora: a LoRA policy in training (TrainablePolicy)', function ()
       const [a1, a2] = [await tp.adapter(), await tp2.adapter()];
       for (const [k, t] of a1!.tensors) assert.equal(maxAbsDiff(t, a2!.tensors.get(k)!), 0, `${k} differs after the resume`);
       await tp2.dispose();
+    } finally {
+      await tp.dispose();
+      await base.dispose();
+    }
+  });
+
+  it('a warm-started adapter (B not zero): the KL reference is the starting policy, the adapter as it started, not the bare base; a resume names it', async () => {
+    const w = initWeights(c, 23, 0.3);
+    const adapter = initAdapter(c, parseLoraConfig({ r: 4, lora_alpha: 8, target_modules: 'all-linear' }, 'test'), 29);
+    const r = new SeededRandom(5);
+    for (const [k, t] of adapter.tensors) if (k.includes('lora_B')) for (let i = 0; i < t.length; i++) t[i] = (r.next() - 0.5) * 0.4;
+    assert.equal(adapterIsBase(adapter), false);
+    const tp = new TrainablePolicy(w, { adapter, settings: { provider: 'cpu' } });
+    const base = new Policy(w, undefined, { provider: 'cpu' });
+    try {
+      const [cur0] = await tp.logprobs(rows);
+      const [ref0] = await tp.logprobs(rows, { model: 'reference' });
+      assert.ok(maxAbsDiff(cur0, ref0) < 1e-6, `the reference is the starting policy (${maxAbsDiff(cur0, ref0)})`);
+      const [lb] = await base.logits(rows);
+      const baseLp = rows[0].map((id, t) => (t === 0 ? 0 : logSoftmax(lb.subarray((t - 1) * c.vocab_size, t * c.vocab_size))[id]));
+      assert.ok(maxAbsDiff(ref0, Float32Array.from(baseLp)) > 1e-3, 'not the base with the adapter off');
+      await tp.train({ loss: 'sft', batch: B, seq: T }, [batchOf(1), batchOf(2)], { lr: 5e-2 });
+      const [cur] = await tp.logprobs(rows);
+      const [ref] = await tp.logprobs(rows, { model: 'reference' });
+      assert.ok(maxAbsDiff(cur, ref) > 1e-3, 'training moved the adapter');
+      assert.ok(maxAbsDiff(ref, ref0) < 1e-6, 'the reference stayed the adapter as it started (a copy, not the trained arrays)');
+      // A resumed run: its adapter is the trained one, its reference the one it started with (checkpoint 0's).
+      const resumed = new TrainablePolicy(w, { adapter: await tp.adapter(), referenceAdapter: adapter, settings: { provider: 'cpu' } });
+      try {
+        const [refBack] = await resumed.logprobs(rows, { model: 'reference' });
+        assert.ok(maxAbsDiff(refBack, ref0) < 1e-6);
+      } finally {
+        await resumed.dispose();
+      }
     } finally {
       await tp.dispose();
       await base.dispose();

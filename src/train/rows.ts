@@ -4,6 +4,7 @@
 // term; and the update's diagnostics over them (the log-prob shift by advantage sign, the share of
 // the advantage mass in same-outcome groups).
 import type { Trajectory } from '../core/schema';
+import { POLICY_LOSSES, type LossName } from '../core/losses';
 import { mean } from '../core/stats';
 import type { TrainBatch } from '../policy/training/trainer';
 import { renderPrompt, type CompactCodec } from './compact-codec';
@@ -140,7 +141,7 @@ export function weightNegativeAdvantages(rows: readonly TurnRowData[], weight: n
  * A row that does not continue the previous one (an action re-encoded differently, a cut
  * action, the oldest turns dropped) starts a new row. Every action gets the loss weight `weight`.
  */
-export function episodeRows(turnRows: readonly TurnRowData[], weight = 1): TrainRow[] {
+export function episodeRows(turnRows: readonly TurnRowData[], weight = 1, merge = true): TrainRow[] {
   const out: TrainRow[] = [];
   for (const r of turnRows) {
     const span: ActionSpan = {
@@ -152,7 +153,7 @@ export function episodeRows(turnRows: readonly TurnRowData[], weight = 1): Train
       weight,
     };
     const last = out[out.length - 1];
-    if (last && r.ids.length >= last.ids.length && last.ids.every((x, i) => r.ids[i] === x)) {
+    if (merge && last && r.ids.length >= last.ids.length && last.ids.every((x, i) => r.ids[i] === x)) {
       last.ids = r.ids;
       last.actions.push(span);
     } else {
@@ -163,7 +164,8 @@ export function episodeRows(turnRows: readonly TurnRowData[], weight = 1): Train
 }
 
 /**
- * The rows an update trains on: each trajectory's turns merged (episodeRows), keeping only the
+ * The rows an update trains on: each trajectory's turns merged (episodeRows; one row a turn for a
+ * sequence-level loss), keeping only the
  * actions the loss can move: with no KL or entropy term, an action whose advantage is zero adds
  * nothing but weight to the token mean, so it is left out.
  * `aggregation` (config lossAggregation): `token` weighs every action token 1; `episode` gives
@@ -175,11 +177,15 @@ export function updateRows(
   trajRows: readonly (readonly TurnRowData[])[],
   keepZeroAdvantage: boolean,
   aggregation: LossAggregation = 'token',
+  loss: LossName = 'ppo-token',
 ): TrainRow[] {
   const sizes = trajRows.map((rows) => rows.reduce((s, r) => s + r.logprobs.length, 0));
   const meanSize = mean(sizes.filter((n) => n > 0));
+  // A sequence-level loss (gspo-seq) takes one ratio per row: its rows stay one a turn, or the
+  // turns of an episode would share one ratio and turns of opposite advantage cancel.
+  const merge = POLICY_LOSSES[loss].meanOver !== 'sequences';
   return trajRows
-    .flatMap((rows, e) => episodeRows(rows, aggregation === 'episode' && sizes[e] > 0 ? meanSize / sizes[e] : 1))
+    .flatMap((rows, e) => episodeRows(rows, aggregation === 'episode' && sizes[e] > 0 ? meanSize / sizes[e] : 1, merge))
     .map((r) => ({ ids: r.ids, actions: keepZeroAdvantage ? r.actions : r.actions.filter(carriesAdvantage) }))
     .filter((r) => r.actions.length > 0);
 }

@@ -69,6 +69,7 @@ export async function updatePolicy(harness: Harness, scored: readonly Trajectory
     turnRows.map((r) => weightNegativeAdvantages(r, c.negativeAdvantageWeight)),
     c.klCoef > 0 || c.entCoef > 0,
     c.lossAggregation,
+    c.loss,
   );
   const steps: StepMetrics[] = [];
   if (rows.length) {

@@ -230,6 +230,25 @@ describe('train/rows: one row per episode where the turns continue each other', 
     );
   });
 
+  it('updateRows for a sequence-level loss (gspo-seq): one row a turn, so turns of opposite advantage keep a ratio each', () => {
+    const t0 = turn([], [1, 2, 3], [4, 5], 1);
+    const t1 = turn(t0.ids, [6], [7, 8], -1);
+    const merged = updateRows([[t0, t1]], false, 'token', 'ppo-token');
+    assert.deepEqual(
+      merged.map((r) => r.actions.map((a) => a.advantage)),
+      [[1, -1]],
+      'a token-level loss: one row, both actions',
+    );
+    const perTurn = updateRows([[t0, t1]], false, 'token', 'gspo-seq');
+    assert.deepEqual(
+      perTurn.map((r) => [r.ids, r.actions.map((a) => a.advantage)]),
+      [
+        [t0.ids, [1]],
+        [t1.ids, [-1]],
+      ],
+    );
+  });
+
   it('updateRows by episode: an episode of n action tokens weighs n̄ / n per token, carried into lossMask (actionMask stays 0/1)', () => {
     // Episode A: 2 + 1 action tokens; episode B: 1 + 5 + 3 = 9 (a failed one that kept trying).
     const a0 = turn([], [1, 2], [3, 4], 1);

@@ -265,16 +265,27 @@ describe('policy/training: bounded memory (the head in chunks, layers recomputed
     } finally {
       await policy.dispose();
     }
-    // TrainablePolicy.logprobs goes through it: the reference of a LoRA policy is its base.
+    // TrainablePolicy.logprobs goes through it: the reference of a LoRA policy is its starting
+    // policy, here (B not zero) the base with the adapter as it started; with a fresh adapter, the base.
     const tp = new TrainablePolicy(w, { adapter: ad, settings: { provider: 'cpu' } });
+    const started = new Policy(w, undefined, { provider: 'cpu' }, ad);
     const base = new Policy(w, undefined, { provider: 'cpu' });
+    const fresh = new TrainablePolicy(w, {
+      adapter: initAdapter(c, parseLoraConfig({ r: 2, lora_alpha: 4, target_modules: 'all-linear' }, 'test'), 3),
+      settings: { provider: 'cpu' },
+    });
     try {
       const row = Array.from({ length: 33 }, (_, i) => (i * 7) % c.vocab_size);
       const [ref] = await tp.logprobs([row], { model: 'reference' });
+      const [withAdapter] = await started.tokenLogprobs([row]);
+      assert.ok(maxAbsDiff(ref, withAdapter) < 1e-6);
+      const [freshRef] = await fresh.logprobs([row], { model: 'reference' });
       const [plain] = await base.tokenLogprobs([row]);
-      assert.ok(maxAbsDiff(ref, plain) < 1e-6);
+      assert.ok(maxAbsDiff(freshRef, plain) < 1e-6);
     } finally {
       await tp.dispose();
+      await fresh.dispose();
+      await started.dispose();
       await base.dispose();
     }
   });

@@ -217,7 +217,7 @@ export class DockerSandbox implements Sandbox {
       this.onDead = (why) =>
         reject(
           new TurnwiseError('sandbox-failed', `sandbox ${this.name} ended while starting: ${why}`, {
-            hint: 'check that the image has bash and that the engine has free memory',
+            hint: 'check that the image has bash and setpriv (util-linux: the shell runs every command as the sandbox user through it), and that the engine has free memory',
           }),
         );
       this.readyCleanup = () => clearTimeout(timer);

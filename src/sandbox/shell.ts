@@ -35,6 +35,8 @@ LC_ALL=C
 # In a sandbox TW_UID and TW_GID are set (container.ts) and every command drops to them; without
 # them (the protocol's own tests, run by a user on the host) commands run as the server does.
 drop=(); [[ -n $TW_UID ]] && drop=(setpriv --reuid="$TW_UID" --regid="$TW_GID" --clear-groups --inh-caps=-all --bounding-set=-all)
+# No command may run with the server's identity: without setpriv the shell does not start.
+[[ -n $TW_UID ]] && ! command -v setpriv >/dev/null && { echo 'turnwise: the sandbox image has no setpriv (util-linux)' >&2; exit 3; }
 rund=${'$'}{TW_RUN_DIR:-/run/turnwise}
 mkdir -p -m 700 "$rund"
 cd /workspace 2>/dev/null || cd /

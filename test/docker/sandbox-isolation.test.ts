@@ -132,6 +132,28 @@ describe('sandbox isolation (docker)', function () {
     assert.match(r.stdout, /Permission denied/);
   });
 
+  it('an image without setpriv (which runs every command as the sandbox user) does not start, and the error names it', async () => {
+    // The snapshot image with setpriv removed, committed from a one-off root container.
+    const c = await docker.createContainer({ Image: image, User: '0:0', Entrypoint: [], Cmd: ['rm', '-f', '/usr/bin/setpriv'] });
+    const tag = `turnwise-test/no-setpriv:${process.pid}`;
+    try {
+      await c.start();
+      await c.wait();
+      await c.commit({ repo: tag.split(':')[0], tag: tag.split(':')[1] });
+      await assert.rejects(DockerSandbox.start(docker, target, { image: tag, run: RUN, readyTimeoutMs: 30_000 }), (e: unknown) => {
+        assert.ok(e instanceof TurnwiseError, String(e));
+        assert.match(String(e.hint), /setpriv/);
+        return true;
+      });
+    } finally {
+      await c.remove({ force: true }).catch(() => undefined);
+      await docker
+        .getImage(tag)
+        .remove({ force: true })
+        .catch(() => undefined);
+    }
+  });
+
   it('gives up on a wedged shell at the caller deadline and says so on the next exec', async () => {
     const wedge = await DockerSandbox.start(docker, target, { image, run: RUN });
     try {

@@ -48,16 +48,44 @@ describe('docker: reward gaming from inside the sandbox', function () {
   let snap: PoolSnapshot;
   let honestReward: number;
 
+  /** The task's starting state, clamp broken, in a sandbox of `dir` (the fixture or a copy of it). */
+  async function writeBug(sb: Awaited<ReturnType<SandboxPool['acquire']>>, dir = ws): Promise<void> {
+    const src = fs.readFileSync(path.join(dir, 'shop/pricing.py'), 'utf8').replace('if value < low:', 'if value > low:');
+    await sb.writeFile('shop/pricing.py', src);
+  }
+
   async function episode(agent: (sb: Awaited<ReturnType<SandboxPool['acquire']>>) => Promise<void>) {
     const sb = await pool.acquire(snap);
     try {
-      // the task's starting state: clamp broken
-      const src = fs.readFileSync(path.join(ws, 'shop/pricing.py'), 'utf8').replace('if value < low:', 'if value > low:');
-      await sb.writeFile('shop/pricing.py', src);
+      await writeBug(sb);
       await agent(sb);
       return await scoreEpisode(sb, task, { originals: collectOriginals(ws), turns: 2, maxTurns: 20, formatError: false });
     } finally {
       await sb.dispose();
+    }
+  }
+
+  /**
+   * A sandbox of a copy of the fixture whose pytest.ini is `ini` (a project configured otherwise
+   * than the fixture), the task's bug written in; `body` gets it and the copy's originals.
+   */
+  async function withPytestIni(
+    ini: string,
+    body: (sb: Awaited<ReturnType<SandboxPool['acquire']>>, originals: ReturnType<typeof collectOriginals>) => Promise<void>,
+  ): Promise<void> {
+    const own = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-ini-'));
+    try {
+      fs.cpSync(ws, own, { recursive: true });
+      fs.writeFileSync(path.join(own, 'pytest.ini'), ini);
+      const sb = await pool.acquire(await pool.snapshot(own, { language: 'python' }));
+      try {
+        await writeBug(sb, own);
+        await body(sb, collectOriginals(own));
+      } finally {
+        await sb.dispose();
+      }
+    } finally {
+      fs.rmSync(own, { recursive: true, force: true });
     }
   }
 
@@ -187,58 +215,32 @@ describe('docker: reward gaming from inside the sandbox', function () {
 
   it("a conftest.py in build/ is removed before scoring when the project's norecursedirs lets pytest collect build/", async () => {
     // A project that overrides pytest's default norecursedirs: its build/ is collected.
-    const own = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-norecurse-'));
-    try {
-      fs.cpSync(ws, own, { recursive: true });
-      fs.writeFileSync(path.join(own, 'pytest.ini'), '[pytest]\nnorecursedirs = docs .git\n');
-      const snapOwn = await pool.snapshot(own, { language: 'python' });
-      const sb = await pool.acquire(snapOwn);
-      try {
-        const src = fs.readFileSync(path.join(own, 'shop/pricing.py'), 'utf8').replace('if value < low:', 'if value > low:');
-        await sb.writeFile('shop/pricing.py', src);
-        await sb.exec(
-          `mkdir -p build && printf 'def pytest_collection_modifyitems(session, config, items):\n    for item in items:\n        item.runtest = lambda: None\n' > build/conftest.py && touch build/test_nothing.py`,
-        );
-        const direct = await sb.exec(`${task.testCommand} >/dev/null 2>&1; grep -c '<failure' /tmp/turnwise/report`);
-        assert.equal(direct.stdout.trim(), '0', 'pytest loads build/conftest.py under this norecursedirs when nothing removes it');
-        const r = await scoreEpisode(sb, task, { originals: collectOriginals(own), turns: 2, maxTurns: 20, formatError: false });
-        assert.equal(r.reward.resolved, false);
-        assert.ok(r.restored.added.includes('build/conftest.py'), JSON.stringify(r.restored));
-      } finally {
-        await sb.dispose();
-      }
-    } finally {
-      fs.rmSync(own, { recursive: true, force: true });
-    }
+    await withPytestIni('[pytest]\nnorecursedirs = docs .git\n', async (sb, originals) => {
+      await sb.exec(
+        `mkdir -p build && printf 'def pytest_collection_modifyitems(session, config, items):\n    for item in items:\n        item.runtest = lambda: None\n' > build/conftest.py && touch build/test_nothing.py`,
+      );
+      const direct = await sb.exec(`${task.testCommand} >/dev/null 2>&1; grep -c '<failure' /tmp/turnwise/report`);
+      assert.equal(direct.stdout.trim(), '0', 'pytest loads build/conftest.py under this norecursedirs when nothing removes it');
+      const r = await scoreEpisode(sb, task, { originals, turns: 2, maxTurns: 20, formatError: false });
+      assert.equal(r.reward.resolved, false);
+      assert.ok(r.restored.added.includes('build/conftest.py'), JSON.stringify(r.restored));
+    });
   });
 
   it("an added package named like an installed one (packaging, which pytest imports lazily for a project's minversion) is tampering", async () => {
-    const own = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-shadow-'));
-    try {
-      fs.cpSync(ws, own, { recursive: true });
-      fs.writeFileSync(path.join(own, 'pytest.ini'), '[pytest]\nminversion = 6.0\n');
-      const snapOwn = await pool.snapshot(own, { language: 'python' });
-      const sb = await pool.acquire(snapOwn);
-      try {
-        const src = fs.readFileSync(path.join(own, 'shop/pricing.py'), 'utf8').replace('if value < low:', 'if value > low:');
-        await sb.writeFile('shop/pricing.py', src);
-        await sb.writeFile('packaging/__init__.py', '');
-        await sb.writeFile(
-          'packaging/version.py',
-          'import _pytest.python\n_pytest.python.Function.runtest = lambda self: None\nclass Version:\n    def __init__(self, v):\n        self.v = v\n    def __lt__(self, other):\n        return False\n',
-        );
-        const direct = await sb.exec(`${task.testCommand} >/dev/null 2>&1; grep -c '<failure' /tmp/turnwise/report`);
-        assert.equal(direct.stdout.trim(), '0', 'the test run loads the added packaging when nothing stops it');
-        const r = await scoreEpisode(sb, task, { originals: collectOriginals(own), turns: 2, maxTurns: 20, formatError: false });
-        assert.equal(r.reward.resolved, false);
-        assert.equal(r.reward.reward, 0);
-        assert.match(r.reward.tampered ?? '', /packaging\/(__init__|version)\.py: adds a module named packaging/);
-      } finally {
-        await sb.dispose();
-      }
-    } finally {
-      fs.rmSync(own, { recursive: true, force: true });
-    }
+    await withPytestIni('[pytest]\nminversion = 6.0\n', async (sb, originals) => {
+      await sb.writeFile('packaging/__init__.py', '');
+      await sb.writeFile(
+        'packaging/version.py',
+        'import _pytest.python\n_pytest.python.Function.runtest = lambda self: None\nclass Version:\n    def __init__(self, v):\n        self.v = v\n    def __lt__(self, other):\n        return False\n',
+      );
+      const direct = await sb.exec(`${task.testCommand} >/dev/null 2>&1; grep -c '<failure' /tmp/turnwise/report`);
+      assert.equal(direct.stdout.trim(), '0', 'the test run loads the added packaging when nothing stops it');
+      const r = await scoreEpisode(sb, task, { originals, turns: 2, maxTurns: 20, formatError: false });
+      assert.equal(r.reward.resolved, false);
+      assert.equal(r.reward.reward, 0);
+      assert.match(r.reward.tampered ?? '', /packaging\/(__init__|version)\.py: adds a module named packaging/);
+    });
   });
 
   it('a folder made unreadable, which stops scoring before any test runs, scores as failing every test, not as unscored', async () => {

@@ -14,6 +14,7 @@ import { RUNNER_KINDS, type RunnerOverride } from '../../tasks/runners';
 import {
   listOption,
   numberInRange,
+  oneOf,
   requireString,
   seedOption,
   UsageError,
@@ -281,8 +282,7 @@ export const tasksReachCommand: CliCommand = {
       if (args.positionals.length || v.workspace !== undefined)
         throw new UsageError('--run takes the tasks and the workspace from the run; give no task file or --workspace');
       const run = RunDir.open(v.run, typeof v.runs === 'string' ? path.resolve(v.runs) : undefined);
-      const split = v.split ?? 'heldout';
-      if (split !== 'heldout' && split !== 'train') throw new UsageError(`--split takes heldout or train, got ${JSON.stringify(split)}`);
+      const split = oneOf(args, 'split', ['heldout', 'train'] as const, 'heldout');
       config = readRunConfig(run);
       const ids = new Set(run.readSplits()[split]);
       tasks = run.readTasks().filter((t) => ids.has(t.id));
@@ -292,7 +292,7 @@ export const tasksReachCommand: CliCommand = {
       if (args.positionals.length !== 1) throw new UsageError('give one task file (or --run RUN)');
       if (typeof v.workspace !== 'string') throw new UsageError('give --workspace DIR, the folder the tasks were made from');
       tasks = readTaskFile(path.resolve(args.positionals[0]));
-      workspace = path.resolve(v.workspace);
+      workspace = workspaceArg(args);
     }
     const wanted: readonly string[] = listOption(args, 'ids', [] as string[]);
     if (wanted.length) {

@@ -3,7 +3,16 @@
 import { seededRandom } from '../core/random';
 import { mutationCandidates, type MutationCandidate } from '../tasks/mutate';
 import { FIXABLE_OPERATORS, fixCommand, withTopCandidates, type FixCase } from './fix-cases';
-import { candidateEpisode, curriculumTask, fixEpisode, numberedCurriculumTask, numberedEpisode, type Demonstration } from './forms';
+import {
+  candidateEpisode,
+  curriculumTask,
+  fixEpisode,
+  numberedCurriculumTask,
+  numberedEpisode,
+  walkEpisode,
+  withBugRanked,
+  type Demonstration,
+} from './forms';
 import { generateModule, int, type GeneratedModule, type Rng } from './generated-modules';
 import { fixPromptTurns } from './simulator';
 import { showContext, simulatedSuspects, testIds } from './tool-output';
@@ -63,37 +72,52 @@ export function evalCasePool(seed: number, n: number): Promise<FixCase[]> {
  * probability `curriculum`, else a whole fix episode (85%; attempt loops in `loopShare` of them)
  * or just the fix turn in context; in `numberedShare` of draws the numbered form of either
  * (numbered curriculum tasks, numberedEpisode) where the case has one, and in `candsShare` of
- * those the candidate form (candidateEpisode). RL's replay term (train/replay.ts) draws the same way.
+ * those the candidate form (candidateEpisode), or in `walkShare` of candidate draws the walk form
+ * (walkEpisode), its case's bug moved below the first suspect in `lowerShare` of them
+ * (withBugRanked, suspect 2 to 5). RL's replay term (train/replay.ts) draws the same way.
  */
-export function drawDemonstration(
-  r: () => number,
-  c: FixCase,
-  o: { curriculum: number; loopShare: number; numberedShare?: number; candsShare?: number },
-): Demonstration;
-export function drawDemonstration(
-  r: () => number,
-  c: FixCase,
-  o: { curriculum: number; loopShare: number; numberedShare?: number; candsShare?: number; noSed: true },
-): Demonstration | undefined;
+export function drawDemonstration(r: () => number, c: FixCase, o: DrawMix): Demonstration;
+export function drawDemonstration(r: () => number, c: FixCase, o: DrawMix & { noSed: true }): Demonstration | undefined;
 /**
  * With `noSed`, every draw is in the numbered form (numberedShare 1) and a case without one
  * gives undefined (the caller draws another case): no example writes a path or a sed command.
  */
-export function drawDemonstration(
-  r: () => number,
-  c: FixCase,
-  o: { curriculum: number; loopShare: number; numberedShare?: number; candsShare?: number; noSed?: boolean },
-): Demonstration | undefined {
+export function drawDemonstration(r: () => number, c: FixCase, o: DrawMix & { noSed?: boolean }): Demonstration | undefined {
   // A draw only when a numbered (or candidate) share is set: a recipe without those forms keeps its random stream.
   const numbered = o.noSed || (!!o.numberedShare && r() < o.numberedShare);
   const cands = numbered && !!o.candsShare && r() < o.candsShare;
   if (r() < o.curriculum) return (numbered && numberedCurriculumTask(r, c, { cands })) || (o.noSed ? undefined : curriculumTask(r, c));
   if (numbered) {
-    const d = (cands && candidateEpisode(c)) || numberedEpisode(r, c);
+    const d = (cands && candidateForm(r, c, o)) || numberedEpisode(r, c);
     if (d) return d;
     if (o.noSed) return undefined;
   }
   return r() < 0.85 ? fixEpisode(r, c, { loopShare: o.loopShare }) : { kind: 'fix-turn', segments: fixOnlySegments(c) };
+}
+
+/** The shares of each form in a draw (drawDemonstration). */
+export interface DrawMix {
+  curriculum: number;
+  loopShare: number;
+  numberedShare?: number;
+  candsShare?: number;
+  walkShare?: number;
+  lowerShare?: number;
+}
+
+/** A candidate-form draw: the walk in `walkShare` of them (its bug lower in `lowerShare` where such a walk fits), else the listed form. */
+function candidateForm(r: () => number, c: FixCase, o: DrawMix): Demonstration | undefined {
+  // No draw without walks: the random stream of recipes made before them stays the same.
+  if (!o.walkShare || r() >= o.walkShare) return candidateEpisode(c);
+  if (o.lowerShare && r() < o.lowerShare) {
+    // Suspect 2 to 5, or the lowest above it whose walk fits in the turns.
+    for (let k = 2 + Math.floor(r() * 4); k >= 2; k--) {
+      const lower = withBugRanked(c, k);
+      const d = lower && walkEpisode(lower);
+      if (d) return d;
+    }
+  }
+  return walkEpisode(c) || candidateEpisode(c);
 }
 
 /** Just the fix turn in context (task, tw-suspects and its output, the fix), a short full-weight example. */

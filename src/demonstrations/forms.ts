@@ -229,7 +229,10 @@ export function candidateEpisode(c: FixCase): Demonstration | undefined {
   const failedTries = (sk: number, path: string, line: number, code: string, variants: readonly string[]) => {
     // The edit, tw-test failing, then `git checkout -q .` succeeding: the command's exit code is 0.
     variants.forEach((v, i) =>
-      turn(candidateAttempt(sk, i + 1), obs(0, `${twEditOutput(path, line, code, v)}\n${twTestOutput(c.failing, c.passing)}`)),
+      turn(
+        candidateAttempt(sk, i + 1),
+        obs(0, `${twEditOutput(path, line, code, v, { j: i + 1, n: lineCandidates(code).length })}\n${twTestOutput(c.failing, c.passing)}`),
+      ),
     );
   };
   // The suspects above the bug, parsed; the ranking cuts a line at 100 characters, and past that
@@ -248,9 +251,67 @@ export function candidateEpisode(c: FixCase): Demonstration | undefined {
   });
   turn(`tw-cands ${k}`, obs(0, twCandsOutput(c.path, c.line, c.mutatedLine)));
   failedTries(k, c.path, c.line, c.mutatedLine, lineCandidates(c.mutatedLine).slice(0, j - 1));
-  turn(candidateAttempt(k, j), obs(0, `${twEditOutput(c.path, c.line, c.mutatedLine, c.originalLine)}\n${allPassed(c)}`));
+  turn(candidateAttempt(k, j), obs(0, `${applyOutput(c, j)}\n${allPassed(c)}`));
   turn(SUBMIT);
   return { kind: k === 1 ? 'episode-cands' : 'episode-cands-lower', segments: segs };
+}
+
+/** What `tw-apply` prints when it writes variant `j` of the case's bug line. */
+const applyOutput = (c: FixCase, j: number) =>
+  twEditOutput(c.path, c.line, c.mutatedLine, lineCandidates(c.mutatedLine)[j - 1], { j, n: lineCandidates(c.mutatedLine).length });
+
+/**
+ * The teacher's episode in the walk form: `tw-suspects -n`, then the variants of each suspect
+ * from the top, in their listed order, each written with `tw-apply K J`, tested and put back
+ * when the tests still fail, until one makes them pass, and submit. No `tw-cands`: tw-apply says
+ * "variant J of N", and after a line's last variant the walk goes on with the next suspect's
+ * first. So every try follows from the one before it (the next number, or the next suspect), as
+ * in the candidate form, at a turn fewer per suspect: a bug on suspect 2 or 3 fits in the turn
+ * limit when the lines above it have few variants. Undefined when the case has no candidate
+ * fix, a suspect above the bug is cut in the ranking or has no variants, or the tries do not
+ * fit in CANDS_MAX_TURNS commands.
+ */
+export function walkEpisode(c: FixCase): Demonstration | undefined {
+  const k = bugSuspect(c);
+  const j = fixVariant(c);
+  if (k === 0 || j === 0) return undefined;
+  const parsed = c.suspects.slice(0, k - 1).map((l) => /^(\S+):(\d+): (.*)$/.exec(l));
+  if (parsed.some((m) => !m || m[3].length >= 100)) return undefined;
+  const above = parsed.map((m) => ({ path: m![1], line: Number(m![2]), code: m![3], variants: lineCandidates(m![3]) }));
+  if (above.some((x) => x.variants.length === 0)) return undefined;
+  if (1 + above.reduce((s, x) => s + x.variants.length, 0) + j > CANDS_MAX_TURNS) return undefined;
+  const segs: Segment[] = [{ role: 'task', text: taskText({ fail_to_pass: c.failing, source: 'mutation' }) }];
+  const turn = (action: string, observation: string) => segs.push({ role: 'agent', text: action }, { role: 'obs', text: observation });
+  const failing = twTestOutput(c.failing, c.passing);
+  turn('tw-suspects -n', numberedSuspectsObservation(c));
+  above.forEach((x, i) =>
+    x.variants.forEach((v, vi) =>
+      turn(
+        candidateAttempt(i + 1, vi + 1),
+        obs(0, `${twEditOutput(x.path, x.line, x.code, v, { j: vi + 1, n: x.variants.length })}\n${failing}`),
+      ),
+    ),
+  );
+  for (let vi = 1; vi < j; vi++) turn(candidateAttempt(k, vi), obs(0, `${applyOutput(c, vi)}\n${failing}`));
+  turn(candidateAttempt(k, j), obs(0, `${applyOutput(c, j)}\n${allPassed(c)}`));
+  segs.push({ role: 'agent', text: SUBMIT });
+  return { kind: k === 1 ? 'episode-walk' : 'episode-walk-lower', segments: segs };
+}
+
+/**
+ * The case with its ranking redrawn so the bug is suspect `k` (2 or lower; the others keep their
+ * order): the warm start's rankings put the bug first as often as tw-suspects does on the demo
+ * workspace, and a walk past the first suspect is shown only where it is not (`lowerShare`).
+ * Undefined when the ranking has fewer than `k` lines or does not show the bug.
+ */
+export function withBugRanked(c: FixCase, k: number): FixCase | undefined {
+  const at = bugSuspect(c);
+  if (at === 0 || k < 1 || k > c.suspects.length) return undefined;
+  const others = c.suspects.filter((_, i) => i !== at - 1);
+  const suspects = [...others.slice(0, k - 1), c.suspects[at - 1], ...others.slice(k - 1)];
+  // topCandidates are the first suspect's undo edits: no longer that line's once it moved.
+  const { topCandidates: _, ...rest } = c;
+  return { ...rest, suspects };
 }
 
 /**

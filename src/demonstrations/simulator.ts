@@ -4,7 +4,7 @@
 // applied in JavaScript (sed.ts): policy text never reaches a program on the host.
 import { taskText } from '../agent/prompt';
 import type { FixCase } from './fix-cases';
-import { numberedSuspects, twEditOutput, twShowOutput, twTestOutput } from './tool-output';
+import { numberedSuspects, obs, twEditOutput, twShowOutput, twTestOutput } from './tool-output';
 import { lineCandidates, twCandsOutput } from './line-candidates';
 import { sedLine } from './sed';
 
@@ -78,7 +78,7 @@ export function simulateTurn(st: SimState, c: FixCase, cmd: string): string {
   if (co) return (simulatedCheckout(st, c, co[1]), 'exit 0');
   if (cmd === 'tw-test') {
     const t = simulatedTests(st, c);
-    return `exit ${t.code}\n${t.out}`;
+    return obs(t.code, t.out);
   }
   const e = parseLineEdit(cmd);
   if (!e) return 'exit 0';
@@ -125,7 +125,8 @@ function attemptTail(st: SimState, c: FixCase, code: number, out: string, test: 
     simulatedCheckout(st, c, undo);
     code = 0;
   }
-  return out ? `exit ${code}\n${out}` : `exit ${code}`;
+  // As the episode loop shows a real one (observationText): long output cut in the middle.
+  return obs(code, out);
 }
 
 /** Single-quoted or plain shell words: `tw-edit 2 'a < b' 'a <= b'` → ['tw-edit', '2', 'a < b', 'a <= b']; undefined for anything else (other quoting, `$`, globs). */
@@ -154,7 +155,7 @@ const ATTEMPT_TAIL = /^(.*?)(?: && (tw-test))?(?: \|\| git checkout (?:-q )?(?:-
 export function simulateNumbered(st: SimState, c: FixCase, cmd: string): string | undefined {
   if (cmd === 'tw-suspects -n' || cmd === 'tw-suspects --numbered') {
     const failing = st.line === c.originalLine && !st.stray ? 0 : c.failing.length;
-    return `exit ${failing ? 1 : 0}\n${[`${failing} failed, ${c.passing + c.failing.length - failing} passed`, ...numberedSuspects(c)].join('\n')}`;
+    return obs(failing ? 1 : 0, [`${failing} failed, ${c.passing + c.failing.length - failing} passed`, ...numberedSuspects(c)].join('\n'));
   }
   // (a command over several lines is not one of these tools' calls)
   const tail = ATTEMPT_TAIL.exec(cmd);
@@ -167,24 +168,26 @@ export function simulateNumbered(st: SimState, c: FixCase, cmd: string): string 
     if (tail[2] || tail[3]) return undefined;
     const s = words.length === 2 ? suspect(words[1]) : undefined;
     if (!s) return `exit ${words.length === 2 ? 1 : 2}`;
-    return `exit 0\n${twCandsOutput(s[1], Number(s[2]), isBug(s) ? st.line : s[3])}`;
+    return obs(0, twCandsOutput(s[1], Number(s[2]), isBug(s) ? st.line : s[3]));
   }
   if (words[0] === 'tw-apply') {
     const usage = !(words.length === 3 && /^\d+$/.test(words[2]));
     const s = usage ? undefined : suspect(words[1]);
     const text = s ? (isBug(s) ? st.line : s[3]) : undefined;
-    const variant = text !== undefined ? lineCandidates(text)[Number(words[2]) - 1] : undefined;
+    const variants = text !== undefined ? lineCandidates(text) : [];
+    const j = Number(words[2]);
+    const variant = variants[j - 1];
     if (!s || text === undefined || variant === undefined) return attemptTail(st, c, usage ? 2 : 1, '', !!tail[2], tail[3]);
     if (isBug(s)) st.line = variant;
     else st.stray = true;
-    return attemptTail(st, c, 0, twEditOutput(s[1], Number(s[2]), text, variant), !!tail[2], tail[3]);
+    return attemptTail(st, c, 0, twEditOutput(s[1], Number(s[2]), text, variant, { j, n: variants.length }), !!tail[2], tail[3]);
   }
   if (words[0] === 'tw-show') {
     if (tail[2] || tail[3]) return undefined;
     const s = words.length === 2 ? suspect(words[1]) : undefined;
     if (!s) return `exit ${words.length === 2 ? 1 : 2}`;
     const show = s[1] === c.path && Number(s[2]) === c.line ? twShowOutput(c) : undefined;
-    return show ? `exit 0\n${show}` : `exit 0\n${s[1]}:${s[2]}`;
+    return obs(0, show ?? `${s[1]}:${s[2]}`);
   }
   const s = words.length === 4 ? suspect(words[1]) : undefined;
   let code = 0;

@@ -105,9 +105,13 @@ export function numberedSuspects(c: Pick<FixCase, 'suspects'>): string[] {
 export const numberedSuspectsObservation = (c: FixCase) =>
   obs(1, [`${c.failing.length} failed, ${c.passing} passed`, ...numberedSuspects(c)].join('\n'));
 
-/** What `tw-edit` prints for an edit of `path:line` from `code` to `edited`. */
-export function twEditOutput(path: string, line: number, code: string, edited: string): string {
-  return [`edited ${path}:${line}`, `- ${code.trim().slice(0, 100)}`, `+ ${edited.trim().slice(0, 100)}`].join('\n');
+/**
+ * What `tw-edit` prints for an edit of `path:line` from `code` to `edited`; `tw-apply` names the
+ * variant it wrote and how many the line has (`variant`), so an agent sees when a line's are used up.
+ */
+export function twEditOutput(path: string, line: number, code: string, edited: string, variant?: { j: number; n: number }): string {
+  const which = variant ? ` (variant ${variant.j} of ${variant.n})` : '';
+  return [`edited ${path}:${line}${which}`, `- ${code.trim().slice(0, 100)}`, `+ ${edited.trim().slice(0, 100)}`].join('\n');
 }
 
 /** What `tw-show K` prints for the case's bug line (its context known). */

@@ -60,6 +60,10 @@ export interface WarmstartConfig {
   numberedShare: number;
   /** Share of numbered draws in the candidate form (`tw-cands K`, `tw-apply K J`: candidateEpisode) where the case has one; compact only. */
   candsShare: number;
+  /** Share of candidate-form draws in the walk form (`tw-apply K J` down the ranking, no `tw-cands`: walkEpisode) where the case has one; compact only. */
+  walkShare: number;
+  /** Share of walk draws whose case's ranking is redrawn with the bug at suspect 2 to 5 (withBugRanked); compact only. */
+  lowerShare: number;
   /** No sed-form examples at all: every example in the numbered (or candidate) form, a case without one drawn again (drawDemonstration); compact only. */
   noSed: boolean;
   /** Share of generated fix cases drawn from real Python source installed on this machine (demonstrations/real-source.ts); compact only. */
@@ -131,6 +135,8 @@ export const WARMSTART_DEFAULTS: WarmstartDefaults = {
   loopShare: 0,
   numberedShare: 0,
   candsShare: 0,
+  walkShare: 0,
+  lowerShare: 0,
   noSed: false,
   realShare: 0,
   realPoolSize: 2000,
@@ -186,6 +192,8 @@ export const WARMSTART_RANGES: Record<NumberSetting, SettingRange> = {
   loopShare: SHARE,
   numberedShare: SHARE,
   candsShare: SHARE,
+  walkShare: SHARE,
+  lowerShare: SHARE,
   realShare: SHARE,
   poolSize: { min: 1, max: 1_000_000, integer: true },
   realPoolSize: { min: 1, max: 1_000_000, integer: true },

@@ -148,7 +148,14 @@ export async function warmstart(o: WarmstartOptions): Promise<WarmstartResult> {
   const episodeSegs = (o.episodes ?? []).map((e) => episodeDemonstration(e.trajectory, e.task, 'compact'));
   const epShare = episodeSegs.length ? c.episodeShare : 0;
   const drawMix = (cur: number) => {
-    const mix = { curriculum: cur, loopShare: c.loopShare, numberedShare, candsShare: c.candsShare };
+    const mix = {
+      curriculum: cur,
+      loopShare: c.loopShare,
+      numberedShare,
+      candsShare: c.candsShare,
+      walkShare: c.walkShare,
+      lowerShare: c.lowerShare,
+    };
     if (!c.noSed) return drawDemonstration(r, pickCase(), mix).segments;
     // A case without a numbered form is drawn again; after 20 such the example is left out.
     for (let t = 0; t < 20; t++) {

@@ -26,7 +26,8 @@ A tiny policy has ~1,000 bytes of context, so the tools print little and in a fi
                list in the line's order; none is tried, and which one (if any) fixes the line is
                for the agent to find out.
   tw-apply K J writes variant J of `tw-cands K` to suspect K's line (the same refusals as
-               tw-edit) and prints the line before and after.
+               tw-edit) and prints the line before and after, its place followed by
+               "(variant J of N)": N is how many variants the line has.
 A test that already failed before the bug (one a workspace ships broken: a missing data file, a
 network call) is not the task's: where the episode wrote the task's tests to REQUIRED_FILE, tw-test
 and tw-suspects count only those (a developer knows which tests were red before their change);
@@ -700,14 +701,15 @@ def _lines_and_code(rel, full, line):
     return lines, _line_of(lines, rel, line)
 
 
-def _write_line(rel, full, line, lines, code, edited):
-    """Writes `edited` over line `line` (its line ending kept), prints the line before and after,
-    and says so when the file no longer parses (exit 1)."""
+def _write_line(rel, full, line, lines, code, edited, which=""):
+    """Writes `edited` over line `line` (its line ending kept), prints the line before and after
+    (`which` after its place: the variant tw-apply wrote), and says so when the file no longer
+    parses (exit 1)."""
     lines[line - 1] = edited + lines[line - 1][len(code):]
     text = "\n".join(lines)
     with open(full, "w", encoding="utf-8", newline="") as fh:
         fh.write(text)
-    print("edited %s:%d" % (rel, line))
+    print("edited %s:%d%s" % (rel, line, which))
     print("- " + code.strip()[:100])
     print("+ " + edited.strip()[:100])
     if full.endswith(".py"):
@@ -943,7 +945,8 @@ def tw_apply(args):
         raise Refused("%s:%d has no one-token variants: %s" % (rel, line, code.strip()[:100]))
     if not 1 <= j <= len(cands):
         raise Refused("no variant %d: tw-cands %s lists %d (1-%d)" % (j, args[0], len(cands), len(cands)))
-    return _write_line(rel, full, line, lines, code, cands[j - 1])
+    # "variant J of N": the agent sees when it has tried the line's last one.
+    return _write_line(rel, full, line, lines, code, cands[j - 1], " (variant %d of %d)" % (j, len(cands)))
 
 
 def main(argv):

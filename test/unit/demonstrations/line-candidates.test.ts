@@ -13,6 +13,8 @@ import {
   candidateFix,
   fixVariant,
   numberedCurriculumTask,
+  walkEpisode,
+  withBugRanked,
 } from '../../../src/demonstrations/forms';
 import { argumentSwaps, CANDS_MAX, lineCandidates, twCandsOutput, variantView } from '../../../src/demonstrations/line-candidates';
 import { OBS_PROMPT_CHARS } from '../../../src/agent/prompt';
@@ -198,6 +200,109 @@ describe('demonstrations/line-candidates: tw-cands variants and the candidate fo
     assert.equal(candidateEpisode(deep), undefined);
   });
 
+  it('the walk form: tw-apply down the ranking with no tw-cands, on to the next suspect after "variant N of N"; its observations are the simulation\'s', () => {
+    // The ledger's bug is suspect 2, its fix variant 1; suspect 1 has three variants. The listed
+    // form (a tw-cands per suspect) does not fit in the turns; the walk does, in five commands.
+    assert.equal(candidateEpisode(fc), undefined);
+    const ep = walkEpisode(fc)!;
+    assert.equal(ep.kind, 'episode-walk-lower');
+    const acts = ep.segments.filter((x) => x.role === 'agent').map((x) => x.text);
+    const obs = ep.segments.filter((x) => x.role === 'obs').map((x) => x.text);
+    assert.deepEqual(acts, [
+      'tw-suspects -n',
+      candidateAttempt(1, 1),
+      candidateAttempt(1, 2),
+      candidateAttempt(1, 3),
+      candidateFix(fc),
+      'submit',
+    ]);
+    assert.match(
+      obs[1],
+      /^exit 0\nedited src\/books\/_core\/ledger\.py:10 \(variant 1 of 3\)\n- if amount <= 0:\n\+ if amount < 0:\nFAIL /,
+    );
+    assert.match(obs[3], /ledger\.py:10 \(variant 3 of 3\)\n/, 'the last of the line: the next try is the next suspect');
+    assert.match(obs[4], /ledger\.py:12 \(variant 1 of 2\)\n[^]*\n0 failed, 10 passed$/);
+    const st = { line: fc.mutatedLine, stray: false };
+    for (let i = 0; i < acts.length - 1; i++) assert.equal(simulateTurn(st, fc, acts[i]), obs[i], acts[i]);
+    assert.equal(st.line, fc.originalLine);
+    assert.equal(st.stray, false);
+    // A suspect above the bug with no variants would cost a refused turn: not walked.
+    const noVariants = { ...fc, suspects: ['src/books/_core/ledger.py:14: self.rows.append((amount, note))', fc.suspects[1]] };
+    assert.equal(walkEpisode(noVariants), undefined);
+    // Six tries above the bug and the fix do not fit in CANDS_MAX_TURNS commands.
+    const deep = {
+      ...fc,
+      suspects: ['src/books/_core/ledger.py:20: x = a * b * c', 'src/books/_core/ledger.py:21: y = a * b', fc.suspects[1]],
+    };
+    assert.equal(lineCandidates('x = a * b * c').length + lineCandidates('y = a * b').length, 9);
+    assert.equal(walkEpisode(deep), undefined);
+  });
+
+  it("withBugRanked moves the bug to suspect K, keeps the other lines in their order, and drops the first suspect's undo candidates", () => {
+    const top: FixCase = { ...fc, suspects: [fc.suspects[1], fc.suspects[0], fc.suspects[2]] };
+    const c = withBugRanked(top, 3)!;
+    assert.deepEqual(c.suspects, [fc.suspects[0], fc.suspects[2], fc.suspects[1]]);
+    assert.equal(c.topCandidates, undefined);
+    assert.deepEqual(withBugRanked(top, 2)!.suspects, fc.suspects);
+    assert.equal(withBugRanked(top, 4), undefined, 'only three lines ranked');
+    assert.equal(withBugRanked({ ...fc, suspects: [fc.suspects[0]] }, 1), undefined, 'the bug is not shown');
+  });
+
+  it('the warm start draws the walk only when asked: without walkShare its draws are the same as before; with it, walks and, in lowerShare, walks past the first suspect', async () => {
+    let cases: FixCase[] = [];
+    for (let seed = 3; cases.length < 8; seed++)
+      cases = cases.concat((await syntheticCases(seededRandom(seed), 4)).filter((c) => walkEpisode(c)));
+    const kinds = (extra: { walkShare?: number; lowerShare?: number }) => {
+      const r = seededRandom(11);
+      return Array.from(
+        { length: 400 },
+        (_, i) =>
+          drawDemonstration(r, cases[i % cases.length], { curriculum: 0.2, loopShare: 0.6, numberedShare: 1, candsShare: 0.85, ...extra })
+            .kind,
+      );
+    };
+    const before = kinds({});
+    assert.deepEqual(kinds({ walkShare: 0, lowerShare: 0.5 }), before, 'walkShare 0: the same random stream');
+    assert.ok(!before.some((k) => k.includes('walk')));
+    const walks = kinds({ walkShare: 1 });
+    assert.ok(walks.filter((k) => k.startsWith('episode-walk')).length > 200, 'most episode draws are walks');
+    assert.ok(!walks.some((k) => k.startsWith('episode-cands')), 'every case here has a walk');
+    const lower = kinds({ walkShare: 1, lowerShare: 1 });
+    const n = lower.filter((k) => k === 'episode-walk-lower').length;
+    assert.ok(n > 3 * walks.filter((k) => k === 'episode-walk-lower').length && n > 60, `${n} walks past the first suspect`);
+  });
+
+  it("generated cases: each walk episode restores its case in the simulation, and each try is the next variant or, after a line's last, the next suspect's first", async () => {
+    const r = seededRandom(7);
+    let cases: FixCase[] = [];
+    while (cases.length < 60) cases = cases.concat(await syntheticCases(r, 4));
+    let walked = 0;
+    let lower = 0;
+    for (const base of cases) {
+      for (const c of [base, withBugRanked(base, 2), withBugRanked(base, 3)]) {
+        const ep = c && walkEpisode(c);
+        if (!c || !ep) continue;
+        walked++;
+        if (ep.kind === 'episode-walk-lower') lower++;
+        const acts = ep.segments.filter((x) => x.role === 'agent').map((x) => x.text);
+        const obs = ep.segments.filter((x) => x.role === 'obs').map((x) => x.text);
+        const st = { line: c.mutatedLine, stray: false };
+        for (let i = 0; i < acts.length - 1; i++) assert.equal(simulateTurn(st, c, acts[i]), obs[i], `${c.path}:${c.line} ${acts[i]}`);
+        assert.equal(st.line, c.originalLine, `${c.path}:${c.line}`);
+        assert.ok(acts.length - 1 <= CANDS_MAX_TURNS);
+        let [k, j, last] = [1, 0, false];
+        for (let i = 1; i < acts.length - 1; i++) {
+          const t = /^tw-apply (\d+) (\d+) /.exec(acts[i])!;
+          [k, j] = last ? [k + 1, 1] : [k, j + 1];
+          assert.deepEqual([Number(t[1]), Number(t[2])], [k, j], acts.join(' | '));
+          const m = /\(variant (\d+) of (\d+)\)/.exec(obs[i])!;
+          last = m[1] === m[2];
+        }
+      }
+    }
+    assert.ok(walked >= 60 && lower >= 15, `${walked} walks, ${lower} past the first suspect`);
+  });
+
   it('the warm start with noSed draws no sed-form example at all: no path, no sed, a case without a numbered form drawn again', async () => {
     const cases = await syntheticCases(seededRandom(3), 6);
     const r = seededRandom(5);
@@ -225,7 +330,7 @@ describe('demonstrations/line-candidates: tw-cands variants and the candidate fo
     assert.equal(simulateNumbered(st, fc, 'tw-cands 2'), `exit 0\n${twCandsOutput(fc.path, 12, fc.mutatedLine)}`);
     assert.match(
       simulateNumbered(st, fc, candidateAttempt(2, 2))!,
-      /^exit 0\nedited src\/books\/_core\/ledger\.py:12\n- if len\(self\.rows\) > self\.limit:\n\+ if not \(len/,
+      /^exit 0\nedited src\/books\/_core\/ledger\.py:12 \(variant 2 of 2\)\n- if len\(self\.rows\) > self\.limit:\n\+ if not \(len/,
     );
     assert.equal(st.line, fc.mutatedLine, 'put back by git checkout');
     assert.equal(simulateNumbered(st, fc, 'tw-apply 2 9'), 'exit 1');
@@ -236,7 +341,7 @@ describe('demonstrations/line-candidates: tw-cands variants and the candidate fo
     st = { line: fc.mutatedLine, stray: false };
     assert.match(
       simulateNumbered(st, fc, 'tw-apply 1 1')!,
-      /^exit 0\nedited src\/books\/_core\/ledger\.py:10\n- if amount <= 0:\n\+ if amount < 0:$/,
+      /^exit 0\nedited src\/books\/_core\/ledger\.py:10 \(variant 1 of 3\)\n- if amount <= 0:\n\+ if amount < 0:$/,
     );
     assert.equal(st.stray, true);
     assert.match(simulateNumbered(st, fc, 'tw-apply 2 1 && tw-test')!, /1 failed, 9 passed$/, 'the fix with a stray edit left still fails');

@@ -28,6 +28,12 @@ export interface FixCase {
   topCandidates?: { code: string; fix: string }[];
   /** The mutated file's lines around the bug (from `first`, 1-based), as `tw-show` prints them; absent: not known. */
   context?: { first: number; lines: string[] };
+  /**
+   * The first of the bug line's `tw-cands` variants (1-based) that makes the tests pass, where it
+   * comes before the one that restores the original: a workspace's tests may accept another
+   * change too (recorded in a sandbox: recordWorkspaceCases). Absent: only the original passes.
+   */
+  firstPassingVariant?: number;
 }
 
 /** Mutations whose fix can be read off the code (deleted statements cannot be restored by reading). */

@@ -198,6 +198,15 @@ export function fixVariant(c: Pick<FixCase, 'mutatedLine' | 'originalLine'>): nu
   return lineCandidates(c.mutatedLine).indexOf(c.originalLine) + 1;
 }
 
+/**
+ * The variant a try in order stops at: the first that makes the tests pass (the recorded one
+ * where the workspace's tests accept an earlier variant, else the original's); 0: none listed.
+ */
+export function stopVariant(c: Pick<FixCase, 'mutatedLine' | 'originalLine' | 'firstPassingVariant'>): number {
+  const j = fixVariant(c);
+  return j > 0 && c.firstPassingVariant && c.firstPassingVariant < j ? c.firstPassingVariant : j;
+}
+
 /** The candidate-form fix of a case: `tw-apply K J` of its bug's suspect and the original line; undefined when either is not listed. */
 export function candidateFix(c: FixCase): string | undefined {
   const k = bugSuspect(c);
@@ -218,7 +227,7 @@ export function candidateFix(c: FixCase): string | undefined {
  */
 export function candidateEpisode(c: FixCase): Demonstration | undefined {
   const k = bugSuspect(c);
-  const j = fixVariant(c);
+  const j = stopVariant(c);
   if (k === 0 || j === 0) return undefined;
   const segs: Segment[] = [{ role: 'task', text: taskText({ fail_to_pass: c.failing, source: 'mutation' }) }];
   const turn = (action: string, observation?: string) => {
@@ -273,7 +282,7 @@ const applyOutput = (c: FixCase, j: number) =>
  */
 export function walkEpisode(c: FixCase): Demonstration | undefined {
   const k = bugSuspect(c);
-  const j = fixVariant(c);
+  const j = stopVariant(c);
   if (k === 0 || j === 0) return undefined;
   const parsed = c.suspects.slice(0, k - 1).map((l) => /^(\S+):(\d+): (.*)$/.exec(l));
   if (parsed.some((m) => !m || m[3].length >= 100)) return undefined;

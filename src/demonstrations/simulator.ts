@@ -99,9 +99,15 @@ export type SimState = { line: string; stray: boolean };
 
 /** `tw-test` in a simulated episode: all pass once the bug line is restored with no stray edit left. */
 function simulatedTests(st: SimState, c: FixCase): { code: number; out: string } {
-  return st.line === c.originalLine && !st.stray
+  return passes(st, c)
     ? { code: 0, out: twTestOutput([], c.failing.length + c.passing) }
     : { code: 1, out: twTestOutput(c.failing, c.passing) };
+}
+
+/** The tests pass: the bug line restored (or made the variant the workspace's tests accept too) and no stray edit left. */
+function passes(st: SimState, c: FixCase): boolean {
+  const also = c.firstPassingVariant ? lineCandidates(c.mutatedLine)[c.firstPassingVariant - 1] : undefined;
+  return !st.stray && (st.line === c.originalLine || (also !== undefined && st.line === also));
 }
 
 /** `git checkout PATH` (or `.`): the case's file back as the task had it, any stray edit undone. */
@@ -154,7 +160,7 @@ const ATTEMPT_TAIL = /^(.*?)(?: && (tw-test))?(?: \|\| git checkout (?:-q )?(?:-
  */
 export function simulateNumbered(st: SimState, c: FixCase, cmd: string): string | undefined {
   if (cmd === 'tw-suspects -n' || cmd === 'tw-suspects --numbered') {
-    const failing = st.line === c.originalLine && !st.stray ? 0 : c.failing.length;
+    const failing = passes(st, c) ? 0 : c.failing.length;
     return obs(failing ? 1 : 0, [`${failing} failed, ${c.passing + c.failing.length - failing} passed`, ...numberedSuspects(c)].join('\n'));
   }
   // (a command over several lines is not one of these tools' calls)

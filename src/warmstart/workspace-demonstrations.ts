@@ -4,11 +4,13 @@
 // are written next to the warm-started model, and a run never holds out one of them).
 import type { Task } from '../core/schema';
 import { prepareSandbox } from '../agent/episode';
-import type { PoolSnapshot, SandboxPool } from '../sandbox';
+import type { PoolSnapshot, Sandbox, SandboxPool } from '../sandbox';
+import { shellQuote } from '../sandbox/shell';
 import { detectRunner } from '../tasks/runners';
 import { synthesizeMutationTasks } from '../tasks/synth';
 import { FIXABLE_OPERATORS, fixCommand, mutatedLineOf, withTopCandidates, type FixCase } from '../demonstrations/fix-cases';
 import { showContext } from '../demonstrations/tool-output';
+import { fixVariant } from '../demonstrations/forms';
 import { splitTasks } from '../train/split';
 
 /** The one-line fix of a mutation task, from the original file in the workspace. */
@@ -43,7 +45,17 @@ export async function recordWorkspaceCases(o: {
       const suspects = lines.slice(1).filter((l) => /^\S+:\d+: /.test(l));
       // Only bugs the tool points at: a demonstration must be derivable from what the model sees.
       if (r.exitCode === 1 && m && Number(m[1]) > 0 && suspects.some((l) => l.startsWith(`${fix!.path}:${fix!.line}: `))) {
-        out.push(await withTopCandidates({ ...fix!, taskId: t.id, failing: t.fail_to_pass, passing: Number(m[2]), suspects }));
+        const firstPassingVariant = await earlierPassingVariant(sb, fix!);
+        out.push(
+          await withTopCandidates({
+            ...fix!,
+            taskId: t.id,
+            failing: t.fail_to_pass,
+            passing: Number(m[2]),
+            suspects,
+            ...(firstPassingVariant ? { firstPassingVariant } : {}),
+          }),
+        );
       }
     } finally {
       await sb.dispose();
@@ -51,6 +63,28 @@ export async function recordWorkspaceCases(o: {
     o.onProgress?.(++done, todo.length);
   }
   return out;
+}
+
+/**
+ * The first of the bug line's variants listed before the original's that makes the workspace's
+ * tests pass, tried in the sandbox as a try in order does (`tw-apply`, `tw-test`, the file put
+ * back); undefined when none does. A demonstration that tries variants in order stops there.
+ */
+async function earlierPassingVariant(
+  sb: Sandbox,
+  fix: Pick<FixCase, 'path' | 'line' | 'mutatedLine' | 'originalLine'>,
+): Promise<number | undefined> {
+  const j = fixVariant(fix);
+  for (let v = 1; v < j; v++) {
+    const r = await sb.exec(
+      `tw-apply ${shellQuote(`${fix.path}:${fix.line}`)} ${v} >/dev/null && tw-test >/dev/null; s=$?; git checkout -q .; exit $s`,
+      {
+        timeoutMs: 60_000,
+      },
+    );
+    if (r.exitCode === 0) return v;
+  }
+  return undefined;
 }
 
 /**

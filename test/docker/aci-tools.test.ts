@@ -250,7 +250,11 @@ describe('docker: numbered suspects in the Python sandbox (tw-suspects -n, tw-sh
     const [, cands, applied] = apply.turns;
     assert.equal(cands.observation, `exit 0\n${twCandsOutput(fix.path, fix.line, fix.mutatedLine)}`);
     assert.equal(cands.edits, undefined, 'tw-cands changes no file');
-    assert.match(applied.observation, new RegExp(`^exit 0\\nedited ${fix.path.replace(/[.]/g, '\\.')}:${fix.line}\\n`));
+    const n = lineCandidates(fix.mutatedLine).length;
+    assert.match(
+      applied.observation,
+      new RegExp(`^exit 0\\nedited ${fix.path.replace(/[.]/g, '\\.')}:${fix.line} \\(variant ${j} of ${n}\\)\\n`),
+    );
     assert.match(applied.observation, /\n0 failed, \d+ passed/);
     assert.deepEqual(
       applied.edits?.map((x) => x.path),

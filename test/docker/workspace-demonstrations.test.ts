@@ -9,7 +9,7 @@ import { collectOriginals } from '../../src/tasks/testfiles';
 import { scoreEpisode } from '../../src/tasks/reward';
 import { prepareSandbox } from '../../src/agent/episode';
 import { recordWorkspaceCases } from '../../src/warmstart/workspace-demonstrations';
-import { attemptCommand, candidateEpisode, fixEpisode, numberedEpisode } from '../../src/demonstrations/forms';
+import { attemptCommand, candidateEpisode, fixEpisode, numberedEpisode, walkEpisode } from '../../src/demonstrations/forms';
 import { observationText } from '../../src/agent/prompt';
 import { seededRandom } from '../../src/core/random';
 
@@ -136,7 +136,7 @@ describe('docker: demonstrations recorded from the demo workspace', function () 
   // The candidate form likewise. A wrong variant's tests are shown as the task's own failures
   // (the warm start does not run them): there the edit's lines must match and the tests fail;
   // every other observation must be exactly what the real tools print.
-  it('candidate demonstrations (tw-suspects -n, tw-cands K, tw-apply K J tries) print in the sandbox what they teach, and resolve the task', async () => {
+  it('candidate and walk demonstrations (tw-suspects -n, [tw-cands K,] tw-apply K J tries) print in the sandbox what they teach, "variant J of N" included, and resolve the task', async () => {
     const { tasks } = await synthesizeMutationTasks({
       workspace: demo,
       pool,
@@ -150,11 +150,12 @@ describe('docker: demonstrations recorded from the demo workspace', function () 
     const originals = collectOriginals(demo);
     let checked = 0;
     let tries = 0;
-    for (const c of cases) {
+    const walks = new Set<string>();
+    for (const [c, ep] of cases.flatMap((c) => [[c, candidateEpisode(c)] as const, [c, walkEpisode(c)] as const])) {
       const task = tasks.find((t) => t.id === c.taskId)!;
       // Its variants tried in order up to the fix: failed tries where the fix is not the first.
-      const ep = candidateEpisode(c);
       if (!ep) continue;
+      if (ep.kind.startsWith('episode-walk')) walks.add(c.taskId!);
       const sb = await pool.acquire(snapshot, { rollout: `cands-${c.taskId}` });
       try {
         await prepareSandbox(sb, task);
@@ -183,6 +184,7 @@ describe('docker: demonstrations recorded from the demo workspace', function () 
       }
     }
     assert.ok(checked >= 2, `${checked} candidate episodes run`);
+    assert.ok(walks.size >= 2, `${walks.size} walks run`);
     assert.ok(tries >= 1, `${tries} failed tries checked`);
   });
 });

@@ -55,6 +55,8 @@ export interface TransferRepoComparison {
 
 export interface TransferComparison {
   schema: 'turnwise/bench-transfer-compare@1';
+  /** The held-out evaluation of each run compared: the last, or the first (`--start`: the starting policies). */
+  at: CompareAt;
   a: TransferSide;
   b: TransferSide;
   /**
@@ -109,15 +111,18 @@ interface RunSide {
   config: Record<string, unknown>;
 }
 
-/** The last held-out evaluation of a run folder (its iteration and episodes), its split and its resolved config. */
-function lastHeldout(runDir: string): RunSide {
+/** Which held-out evaluation of each run is compared: the last (after RL), or the first (the starting policy, before any update). */
+export type CompareAt = 'last' | 'start';
+
+/** The last (or, `at` 'start', the first) held-out evaluation of a run folder (its iteration and episodes), its split and its resolved config. */
+function heldoutEvaluation(runDir: string, at: CompareAt): RunSide {
   const run = RunDir.open(runDir);
   const evals = run
     .readMetrics()
     .filter((m) => typeof m['heldout/resolved'] === 'number')
     .map((m) => m.iteration);
   if (!evals.length) throw new Error(`${runDir} holds no held-out evaluation`);
-  const iteration = evals[evals.length - 1];
+  const iteration = at === 'start' ? evals[0] : evals[evals.length - 1];
   return {
     iteration,
     heldout: run.readSplits().heldout,
@@ -166,10 +171,17 @@ export function settingDifferences(
 
 /**
  * Compares two transfer benches: per repository both ran (in A's order), B's last held-out
- * episodes against A's with the same task and seed. A repository is skipped, with the reason, when
+ * episodes against A's with the same task and seed; with `at` 'start', each run's first held-out
+ * evaluation (the policy it started from: another model, or the same with other tools), so a
+ * bench with RL pairs up with one run with --no-rl. A repository is skipped, with the reason, when
  * either side has no run folder (it failed), the folder is gone, or the held-out tasks differ.
  */
-export function compareTransferResults(a: TransferResult, b: TransferResult, files: { a: string; b: string }): TransferComparison {
+export function compareTransferResults(
+  a: TransferResult,
+  b: TransferResult,
+  files: { a: string; b: string },
+  at: CompareAt = 'last',
+): TransferComparison {
   const repos: TransferRepoComparison[] = [];
   const skipped: { name: string; reason: string }[] = [];
   const differences: Record<string, [unknown, unknown]> = {};
@@ -192,8 +204,8 @@ export function compareTransferResults(a: TransferResult, b: TransferResult, fil
     let ea: RunSide;
     let eb: RunSide;
     try {
-      ea = lastHeldout(ra.run_dir!);
-      eb = lastHeldout(rb.run_dir!);
+      ea = heldoutEvaluation(ra.run_dir!, at);
+      eb = heldoutEvaluation(rb.run_dir!, at);
     } catch (e) {
       skipped.push({ name: ra.name, reason: (e as Error).message });
       continue;
@@ -223,6 +235,7 @@ export function compareTransferResults(a: TransferResult, b: TransferResult, fil
   for (const rb of b.repos) if (!a.repos.some((r) => r.name === rb.name)) skipped.push({ name: rb.name, reason: 'only in B' });
   return {
     schema: 'turnwise/bench-transfer-compare@1',
+    at,
     a: side(files.a, a),
     b: side(files.b, b),
     differences,
@@ -243,6 +256,7 @@ const fmtValue = (v: unknown) => (v === null ? 'unset' : typeof v === 'string' ?
 export function formatTransferComparison(c: TransferComparison): string[] {
   const who = (s: TransferSide) => `${s.file} (${s.rl ? `RL with ${s.estimator}, RL seed ${s.rl_seed}` : 'no RL'}, tasks seed ${s.seed})`;
   const lines = [`A: ${who(c.a)}`, `B: ${who(c.b)}`];
+  if (c.at === 'start') lines.push("compared: each run's first held-out evaluation, the policy it started from (before any update)");
   const diffs = Object.entries(c.differences);
   lines.push(
     diffs.length
@@ -250,7 +264,7 @@ export function formatTransferComparison(c: TransferComparison): string[] {
       : 'settings that differ: none',
   );
   if (c.same_start_weights !== null) lines.push(`starting weights: ${c.same_start_weights ? 'the same' : 'differ'}`);
-  if (!diffs.length && c.same_start_weights)
+  if (!diffs.length && c.same_start_weights && c.at === 'last')
     lines.push(
       '(the same bench twice: its evaluations draw the same episodes, so pairs that differ come from the RL runs: their iteration counts, or the machine)',
     );

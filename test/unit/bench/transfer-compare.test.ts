@@ -40,7 +40,15 @@ const ep = (task: string, seed: number, resolved: boolean, k?: number, observati
 function writeRun(
   root: string,
   id: string,
-  o: { heldout: string[]; last: number; outcome: (task: string) => boolean[]; config?: Record<string, unknown>; startModel?: string },
+  o: {
+    heldout: string[];
+    last: number;
+    outcome: (task: string) => boolean[];
+    /** The first evaluation's outcomes (absent: nothing resolved). */
+    first?: (task: string) => boolean[];
+    config?: Record<string, unknown>;
+    startModel?: string;
+  },
 ): string {
   const run = RunDir.create(root, id, {
     schema: 'turnwise/run-config@1',
@@ -56,7 +64,7 @@ function writeRun(
   );
   const episodes = (it: number) =>
     o.heldout.flatMap((task, i) => {
-      const [greedy, ...samples] = it === o.last ? o.outcome(task) : [false, false, false];
+      const [greedy, ...samples] = it === o.last ? o.outcome(task) : (o.first?.(task) ?? [false, false, false]);
       return [ep(task, 100 + i, greedy), ...samples.map((r, k) => ep(task, 1000 + 10 * i + k, r, k))];
     });
   run.writeTrajectories(0, 'heldout', episodes(0));
@@ -164,6 +172,24 @@ describe('bench transfer --compare', () => {
       /x +it\. 5 vs 7; sampled 2 vs 20: B \+18 −0 of 20 \(p 7\.6e-6, by task 0\.002\); greedy 0 vs 1: B \+1 −0 of 10 \(p 1\.000\)/,
     );
     assert.match(text, /B better on 1 of 2 repositories \(x\), A better on 0/);
+  });
+
+  it('--start compares the first held-out evaluations: a bench with RL against one without, by the policies they started from', () => {
+    // A started resolving nothing and RL'd to everything; B (no RL: its first evaluation is its
+    // last) started resolving both samples of every task.
+    const ax = writeRun(root, 'ax', { heldout: tasks, last: 4, outcome: () => [true, true, true], startModel });
+    const bx = writeRun(root, 'bx', { heldout: tasks, last: 0, outcome: () => [false, true, true], startModel });
+    const a = result([{ name: 'x', run_dir: ax }], 'turnwise');
+    const b = result([{ name: 'x', run_dir: bx }], 'turnwise');
+    const last = compareTransferResults(a, b, { a: 'A.json', b: 'B.json' });
+    assert.deepEqual([last.repos[0].a.iteration, last.repos[0].b.iteration], [4, 0]);
+    assert.equal(last.repos[0].better, 'neither', 'after RL, A resolves every sample too');
+    const start = compareTransferResults(a, b, { a: 'A.json', b: 'B.json' }, 'start');
+    assert.equal(start.at, 'start');
+    assert.deepEqual(start.repos[0].a, { iteration: 0, greedy: 0, sampled: 0 });
+    assert.deepEqual(start.repos[0].b, { iteration: 0, greedy: 0, sampled: 20 });
+    assert.equal(start.repos[0].better, 'b');
+    assert.match(formatTransferComparison(start).join('\n'), /first held-out evaluation, the policy it started from/);
   });
 
   it('A better where B lost at p < 0.05; other held-out tasks, other weights and the clock are said', () => {

@@ -45,7 +45,7 @@ const TRANSFER_OPTIONS = {
     'cache',
     'mirror',
   ),
-  ...flagOptions('no-rl', 'compare'),
+  ...flagOptions('no-rl', 'compare', 'start'),
 };
 
 /** --compare A.json B.json: two benches' results compared episode by episode (no sandbox). */
@@ -55,10 +55,10 @@ function runCompare(args: ParsedArgs, io: CliIO, flags: readonly string[]): numb
     throw new UsageError(
       `--compare takes two results files of \`turnwise bench transfer --json\`: --compare A.json B.json (got ${files.length})`,
     );
-  const clash = flags.filter((k) => k !== 'compare' && args.values[k] !== undefined);
+  const clash = flags.filter((k) => k !== 'compare' && k !== 'start' && args.values[k] !== undefined);
   if (clash.length) throw new UsageError(`--compare reads benches already run; it takes no ${clash.map((k) => `--${k}`).join(', ')}`);
   const [a, b] = files.map((f) => path.resolve(f));
-  const c = compareTransferResults(readTransferResult(a), readTransferResult(b), { a, b });
+  const c = compareTransferResults(readTransferResult(a), readTransferResult(b), { a, b }, args.values.start === true ? 'start' : 'last');
   if (io.json) io.out(JSON.stringify(c, null, 2));
   else for (const line of formatTransferComparison(c)) io.out(line);
   return c.repos.length ? 0 : 1;
@@ -72,9 +72,11 @@ export const benchTransferCommand: CliCommand = {
   allowPositionals: true,
   options: TRANSFER_OPTIONS,
   usage:
-    '[--repos A,B] [--no-rl] [--minutes M] [--iterations N] [--max-tasks N] [--samples K] [--estimator NAME] [--model DIR] [--config FILE] [--seed S] [--rl-seed S] [--cache DIR] [--mirror URL] [--json]; or --compare A.json B.json [--json]',
+    '[--repos A,B] [--no-rl] [--minutes M] [--iterations N] [--max-tasks N] [--samples K] [--estimator NAME] [--model DIR] [--config FILE] [--seed S] [--rl-seed S] [--cache DIR] [--mirror URL] [--json]; or --compare A.json B.json [--start] [--json]',
   async run(args, io) {
     if (args.values.compare === true) return runCompare(args, io, Object.keys(TRANSFER_OPTIONS));
+    if (args.values.start === true)
+      throw new UsageError('--start goes with --compare A.json B.json: it compares the starting evaluations of two benches');
     refuseStrayFiles(args, 'compare');
     const v = args.values;
     const config = benchConfig(args, TRANSFER_FLAGS);

@@ -5,12 +5,16 @@ import { disposeAllSandboxes } from '../sandbox';
 import type { CliIO } from './command';
 
 /**
- * SIGINT/SIGTERM abort the run (cleanly: containers removed, partial iteration discarded). A
+ * SIGINT/SIGTERM abort the run (cleanly: for a training run, containers removed and the partial
+ * iteration discarded; `stopping` says what the command does). A
  * second signal does not wait for that: it removes this process's sandboxes (a few seconds at
  * most) and exits; the run directory is marked stopped on exit (trainRun). A closed stdout (the
  * editor that started us went away) must not crash the cleanup either.
  */
-export function stopOnSignals(io: CliIO): { signal: AbortSignal; dispose: () => void } {
+export function stopOnSignals(
+  io: CliIO,
+  stopping = 'stopping after cleanup (containers removed, the unfinished iteration discarded)',
+): { signal: AbortSignal; dispose: () => void } {
   const ac = new AbortController();
   let count = 0;
   const ignore = () => undefined;
@@ -19,9 +23,7 @@ export function stopOnSignals(io: CliIO): { signal: AbortSignal; dispose: () => 
   const onSig = (sig: NodeJS.Signals) => {
     count++;
     if (count === 1) {
-      io.err(
-        `\nturnwise: ${sig}: stopping after cleanup (containers removed, the unfinished iteration discarded); press Ctrl-C again to force`,
-      );
+      io.err(`\nturnwise: ${sig}: ${stopping}; press Ctrl-C again to force`);
       ac.abort();
     } else if (count === 2) {
       // Policy workers too: process.exit() mid-run would end their threads inside an ONNX

@@ -234,7 +234,7 @@ export const warmstartCommand: CliCommand = {
         `${sel.read} episode(s) read, ${sel.resolved} resolved: ${sel.kept.length} of ${tasks} task(s) are demonstrations${sel.heldOut ? `; ${sel.heldOut} of ${sel.heldOutTasks.length} held-out task(s) left out (held out for evaluation)` : ''}`,
       );
     }
-    const { signal, dispose } = stopOnSignals(io);
+    const { signal, dispose } = stopOnSignals(io, `stopping after the current step (the weights trained so far saved to ${c.out})`);
     let workspaceCases: FixCase[] | undefined;
     try {
       if (c.workspace !== undefined) {

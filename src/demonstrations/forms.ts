@@ -11,6 +11,7 @@ import {
   numberedSuspectsObservation,
   obs,
   suspectsObservation,
+  twApplyRefusal,
   twEditOutput,
   twShowOutput,
   twTestOutput,
@@ -274,11 +275,11 @@ const applyOutput = (c: FixCase, j: number) =>
  * from the top, in their listed order, each written with `tw-apply K J`, tested and put back
  * when the tests still fail, until one makes them pass, and submit. No `tw-cands`: tw-apply says
  * "variant J of N", and after a line's last variant the walk goes on with the next suspect's
- * first. So every try follows from the one before it (the next number, or the next suspect), as
- * in the candidate form, at a turn fewer per suspect: a bug on suspect 2 or 3 fits in the turn
- * limit when the lines above it have few variants. Undefined when the case has no candidate
- * fix, a suspect above the bug is cut in the ranking or has no variants, or the tries do not
- * fit in CANDS_MAX_TURNS commands.
+ * first; a line without variants is one try that tw-apply refuses, and then the next suspect.
+ * So every try follows from the one before it (the next number, or the next suspect), as in the
+ * candidate form, at a turn fewer per suspect: a bug on suspect 2 or 3 fits in the turn limit
+ * when the lines above it have few variants. Undefined when the case has no candidate fix, a
+ * suspect above the bug is cut in the ranking, or the tries do not fit in CANDS_MAX_TURNS commands.
  */
 export function walkEpisode(c: FixCase): Demonstration | undefined {
   const k = bugSuspect(c);
@@ -287,20 +288,22 @@ export function walkEpisode(c: FixCase): Demonstration | undefined {
   const parsed = c.suspects.slice(0, k - 1).map((l) => /^(\S+):(\d+): (.*)$/.exec(l));
   if (parsed.some((m) => !m || m[3].length >= 100)) return undefined;
   const above = parsed.map((m) => ({ path: m![1], line: Number(m![2]), code: m![3], variants: lineCandidates(m![3]) }));
-  if (above.some((x) => x.variants.length === 0)) return undefined;
-  if (1 + above.reduce((s, x) => s + x.variants.length, 0) + j > CANDS_MAX_TURNS) return undefined;
+  // A line without variants costs one refused try.
+  if (1 + above.reduce((s, x) => s + Math.max(1, x.variants.length), 0) + j > CANDS_MAX_TURNS) return undefined;
   const segs: Segment[] = [{ role: 'task', text: taskText({ fail_to_pass: c.failing, source: 'mutation' }) }];
   const turn = (action: string, observation: string) => segs.push({ role: 'agent', text: action }, { role: 'obs', text: observation });
   const failing = twTestOutput(c.failing, c.passing);
   turn('tw-suspects -n', numberedSuspectsObservation(c));
-  above.forEach((x, i) =>
+  above.forEach((x, i) => {
+    // tw-apply refuses (exit 1), so `git checkout -q .` runs and the command exits 0.
+    if (!x.variants.length) turn(candidateAttempt(i + 1, 1), obs(0, twApplyRefusal(x.path, x.line, x.code, i + 1, 1, 0)));
     x.variants.forEach((v, vi) =>
       turn(
         candidateAttempt(i + 1, vi + 1),
         obs(0, `${twEditOutput(x.path, x.line, x.code, v, { j: vi + 1, n: x.variants.length })}\n${failing}`),
       ),
-    ),
-  );
+    );
+  });
   for (let vi = 1; vi < j; vi++) turn(candidateAttempt(k, vi), obs(0, `${applyOutput(c, vi)}\n${failing}`));
   turn(candidateAttempt(k, j), obs(0, `${applyOutput(c, j)}\n${allPassed(c)}`));
   segs.push({ role: 'agent', text: SUBMIT });

@@ -4,7 +4,7 @@
 // applied in JavaScript (sed.ts): policy text never reaches a program on the host.
 import { taskText } from '../agent/prompt';
 import type { FixCase } from './fix-cases';
-import { numberedSuspects, obs, twEditOutput, twShowOutput, twTestOutput } from './tool-output';
+import { numberedSuspects, obs, twApplyRefusal, twEditOutput, twShowOutput, twTestOutput } from './tool-output';
 import { lineCandidates, twCandsOutput } from './line-candidates';
 import { sedLine } from './sed';
 
@@ -183,7 +183,10 @@ export function simulateNumbered(st: SimState, c: FixCase, cmd: string): string 
     const variants = text !== undefined ? lineCandidates(text) : [];
     const j = Number(words[2]);
     const variant = variants[j - 1];
-    if (!s || text === undefined || variant === undefined) return attemptTail(st, c, usage ? 2 : 1, '', !!tail[2], tail[3]);
+    if (!s || text === undefined) return attemptTail(st, c, usage ? 2 : 1, '', !!tail[2], tail[3]);
+    // The tool's refusal, as it prints it (exit 1).
+    if (variant === undefined)
+      return attemptTail(st, c, 1, twApplyRefusal(s[1], Number(s[2]), text, Number(words[1]), j, variants.length), !!tail[2], tail[3]);
     if (isBug(s)) st.line = variant;
     else st.stray = true;
     return attemptTail(st, c, 0, twEditOutput(s[1], Number(s[2]), text, variant, { j, n: variants.length }), !!tail[2], tail[3]);

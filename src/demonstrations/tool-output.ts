@@ -126,3 +126,10 @@ export function twShowOutput(c: Pick<FixCase, 'path' | 'line' | 'context'>): str
     ),
   ].join('\n');
 }
+
+/** What `tw-apply K J` prints when it refuses: the line `path:line` (its text `code`) has no variants, or none numbered `j` of `n`. */
+export function twApplyRefusal(path: string, line: number, code: string, k: number, j: number, n: number): string {
+  return n === 0
+    ? `tw-apply: ${path}:${line} has no one-token variants: ${code.trim().slice(0, 100)}`
+    : `tw-apply: no variant ${j}: tw-cands ${k} lists ${n} (1-${n})`;
+}

@@ -107,3 +107,47 @@ export function encodeDemonstration(
   }
   return { ids, weights };
 }
+
+/**
+ * The training examples of a demonstration as the policy meets its turns: the whole episode as one
+ * example (encodeDemonstration) while every action's prompt fits in `promptBudget` tokens; past
+ * that, each later action in an example of its own, after the prompt the episode loop would give
+ * it then (renderPrompt: the task, a marker for the turns dropped, the latest turns that fit),
+ * its prompt at weight 0 (already trained on in the first example). A long episode is so trained
+ * whole, and in the truncated context it runs in, instead of being left out for its length.
+ */
+export function encodeDemonstrationTurns(
+  c: CompactCodec,
+  segments: readonly Segment[],
+  promptWeight: number,
+  promptBudget: number,
+): { ids: number[]; weights: number[] }[] {
+  const task = segments[0]?.role === 'task' ? segments[0].text : undefined;
+  // Where each action starts in the whole encoding, and the turns before it.
+  const whole = encodeDemonstration(c, segments, promptWeight);
+  if (task === undefined) return [whole];
+  const turns: PromptTurn[] = [];
+  const actions: { index: number; turn: number }[] = [];
+  for (let i = 1; i < segments.length; i++) {
+    const seg = segments[i];
+    if (seg.role !== 'agent') continue;
+    actions.push({ index: i, turn: turns.length });
+    const next = segments[i + 1];
+    turns.push({ action: seg.text, observation: next?.role === 'obs' ? next.text : '' });
+  }
+  // The first action whose prompt (everything before it, and the action prefix) is over budget.
+  const prefixLen = (index: number) => encodeDemonstration(c, segments.slice(0, index), promptWeight).ids.length + actionPrefix(c).length;
+  const cut = actions.findIndex((a) => prefixLen(a.index) > promptBudget);
+  if (cut < 0) return [whole];
+  const out = cut > 0 ? [encodeDemonstration(c, segments.slice(0, actions[cut].index), promptWeight)] : [];
+  for (const a of actions.slice(cut)) {
+    const { ids: prompt } = renderPrompt(c, task, turns.slice(0, a.turn), promptBudget);
+    const act = [...actionIds(c, segments[a.index].text), ...c.text('\n')];
+    out.push({
+      ids: [...prompt, ...act],
+      // The trailing newline after <|im_end|> is format, not action.
+      weights: [...prompt.map(() => 0), ...act.map((_, i) => (i < act.length - 1 ? 1 : 0))],
+    });
+  }
+  return out;
+}

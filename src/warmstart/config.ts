@@ -64,6 +64,12 @@ export interface WarmstartConfig {
   walkShare: number;
   /** Share of walk draws whose case's ranking is redrawn with the bug at suspect 2 to 5 (withBugRanked); compact only. */
   lowerShare: number;
+  /**
+   * Fix episodes longer than a prompt can hold: `turns` trains each later action after the prompt
+   * the episode loop would give it (encodeDemonstrationTurns); `drop` leaves such an episode out
+   * (how phases 1-11 of turnwise-tiny were trained). Compact only.
+   */
+  longEpisodes: 'turns' | 'drop';
   /** No sed-form examples at all: every example in the numbered (or candidate) form, a case without one drawn again (drawDemonstration); compact only. */
   noSed: boolean;
   /** Share of generated fix cases drawn from real Python source installed on this machine (demonstrations/real-source.ts); compact only. */
@@ -137,6 +143,7 @@ export const WARMSTART_DEFAULTS: WarmstartDefaults = {
   candsShare: 0,
   walkShare: 0,
   lowerShare: 0,
+  longEpisodes: 'turns',
   noSed: false,
   realShare: 0,
   realPoolSize: 2000,
@@ -266,6 +273,8 @@ export function resolveWarmstartConfig(given: WarmstartSettings, kind: Warmstart
       throw invalid(`warm-start setting "${key}" must be a list of paths, got ${JSON.stringify(c[key])}`);
   }
   if (typeof c.noSed !== 'boolean') throw invalid(`warm-start setting "noSed" must be true or false, got ${JSON.stringify(c.noSed)}`);
+  if (c.longEpisodes !== 'turns' && c.longEpisodes !== 'drop')
+    throw invalid(`warm-start setting "longEpisodes" must be "turns" or "drop", got ${JSON.stringify(c.longEpisodes)}`);
   return c;
 }
 

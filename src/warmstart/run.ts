@@ -13,7 +13,7 @@ import { Policy } from '../policy/inference/policy';
 import { byteLevelTokenizerConfig, byteLevelTokenizerJson, loadTokenizer } from '../policy/files/tokenizer';
 import { PolicyTrainer } from '../policy/training/trainer';
 import { initWeights } from '../policy/model/weights';
-import { compactCodec, encodeDemonstration } from '../train/compact-codec';
+import { compactCodec, encodeDemonstration, encodeDemonstrationTurns } from '../train/compact-codec';
 import type { FixCase } from '../demonstrations/fix-cases';
 import { pythonSourceFiles, realSourcePool } from '../demonstrations/real-source';
 import { evaluateEpisodes, evaluateFixes } from './evaluate';
@@ -179,8 +179,12 @@ export async function warmstart(o: WarmstartOptions): Promise<WarmstartResult> {
           const segments =
             epShare > 0 && (epShare >= 1 || r() < epShare) ? episodeSegs[Math.floor(r() * episodeSegs.length)] : drawMix(cur);
           if (!segments) continue;
-          const enc = encodeDemonstration(codec, segments, c.promptWeight);
-          if (enc.ids.length <= Math.min(rowTokens, ctx)) examples.push(enc);
+          const limit = Math.min(rowTokens, ctx);
+          const encs =
+            c.longEpisodes === 'turns'
+              ? encodeDemonstrationTurns(codec, segments, c.promptWeight, limit - c.maxActionTokens)
+              : [encodeDemonstration(codec, segments, c.promptWeight)];
+          for (const enc of encs) if (enc.ids.length <= limit) examples.push(enc);
         }
         return examples;
       },

@@ -27,6 +27,7 @@ import {
 } from '../../src/agent';
 import { taskFix } from '../../src/warmstart/workspace-demonstrations';
 import { lineCandidates, twCandsOutput, variantView } from '../../src/demonstrations/line-candidates';
+import { twApplyRefusal } from '../../src/demonstrations/tool-output';
 import { main } from '../../src/cli/main';
 import { assertNoContainersLeft } from '../support/containers';
 
@@ -57,7 +58,7 @@ const list =
  * Doing nothing for up to six turns: distinct no-op commands, so that none is a repeat (a turn
  * that re-ran a command for the same output costs reward.repeat).
  */
-const IDLE_ACTIONS = ['true', ': 1', ': 2', ': 3', ': 4', ': 5'];
+const IDLE_ACTIONS = ['true', ': 1', ': 2', ': 3', ': 4', ': 5', ': 6'];
 const idleFor = (n: number): Script => list(...IDLE_ACTIONS.slice(0, n));
 
 describe('docker: numbered suspects in the Python sandbox (tw-suspects -n, tw-show, tw-tokens, tw-edit, tw-cands, tw-apply)', function () {
@@ -268,11 +269,22 @@ describe('docker: numbered suspects in the Python sandbox (tw-suspects -n, tw-sh
   it('tw-apply refuses a variant not listed, a test file and a bad number; nothing is written and the reward does not move', async () => {
     const testFile = [...originals.tests.keys()][0];
     const { bad, idle } = await play({
-      bad: list('tw-suspects -n', 'tw-apply 1 99', `tw-apply ${testFile}:1 1`, 'tw-apply 1 x', 'tw-apply 1', 'tw-cands 1 2'),
-      idle: idleFor(6),
+      bad: list(
+        'tw-suspects -n',
+        'tw-apply 1 99',
+        `tw-apply ${testFile}:1 1`,
+        'tw-apply 1 x',
+        'tw-apply 1',
+        'tw-cands 1 2',
+        'tw-apply inventory/stock.py:1 1',
+      ),
+      idle: idleFor(7),
     });
-    const [, far, test, word, short, extra] = bad.turns;
+    const [, far, test, word, short, extra, none] = bad.turns;
     assert.match(far.observation, /^exit 1\ntw-apply: no variant 99: tw-cands 1 lists \d+ \(1-\d+\)/);
+    // Word for word what the demonstrations and their simulator show (twApplyRefusal).
+    const docstring = fs.readFileSync(path.join(demo, 'inventory', 'stock.py'), 'utf8').split('\n')[0];
+    assert.equal(none.observation, `exit 1\n${twApplyRefusal('inventory/stock.py', 1, docstring, 1, 1, 0)}`);
     assert.match(test.observation, /^exit 1\ntw-apply: \S+ is a test file: tw-apply changes the code under test/);
     assert.match(word.observation, /^exit 2\ntw-apply: usage: tw-apply K J/);
     assert.match(short.observation, /^exit 2\ntw-apply: usage: tw-apply K J/);

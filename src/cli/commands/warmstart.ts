@@ -113,6 +113,7 @@ export const WARMSTART_FLAGS: readonly WarmstartFlag[] = [
   { flag: 'cands-share', field: 'candsShare', read: 'number' },
   { flag: 'walk-share', field: 'walkShare', read: 'number' },
   { flag: 'lower-share', field: 'lowerShare', read: 'number' },
+  { flag: 'long-episodes', field: 'longEpisodes', read: 'text' },
   { flag: 'no-sed', field: 'noSed', read: 'switch' },
   { flag: 'real-share', field: 'realShare', read: 'number' },
   { flag: 'source-root', field: 'sourceRoots', read: 'paths' },
@@ -166,7 +167,7 @@ export const warmstartCommand: CliCommand = {
   summary:
     "supervised warm start: generated fix episodes (+ a copy curriculum for turnwise-tiny), a workspace's recorded ones, or the resolved episodes of eval results; a chat model in its own chat format, LoRA when asked",
   usage:
-    '--out DIR [--force] [--from DIR | --model DIR [--adapter DIR | --lora SPEC]] [--episodes FILE… (--tasks FILE [--task-seed S] [--heldout-fraction F] | --run RUN [--runs DIR]) [--episode-share F]] [--steps N] [--minutes M] [--seed S] [--workspace DIR [--task-seed S] [--max-tasks N] [--heldout-fraction F] [--workspace-share F]] [--real-share F [--source-root DIR…]] [--numbered-share F [--cands-share F [--walk-share F [--lower-share F]]] | --no-sed [--cands-share F [--walk-share F [--lower-share F]]]] [--peak-lr X] [--curriculum A,B] [--rows N] [--row-tokens T] [--loop-share F] [--max-action-tokens N]',
+    '--out DIR [--force] [--from DIR | --model DIR [--adapter DIR | --lora SPEC]] [--episodes FILE… (--tasks FILE [--task-seed S] [--heldout-fraction F] | --run RUN [--runs DIR]) [--episode-share F]] [--steps N] [--minutes M] [--seed S] [--workspace DIR [--task-seed S] [--max-tasks N] [--heldout-fraction F] [--workspace-share F]] [--real-share F [--source-root DIR…]] [--numbered-share F [--cands-share F [--walk-share F [--lower-share F]]] | --no-sed [--cands-share F [--walk-share F [--lower-share F]]]] [--peak-lr X] [--curriculum A,B] [--rows N] [--row-tokens T] [--loop-share F] [--long-episodes turns|drop] [--max-action-tokens N]',
   options: WARMSTART_OPTIONS,
   // The results files after --episodes: `--episodes A.jsonl B.jsonl`.
   allowPositionals: true,

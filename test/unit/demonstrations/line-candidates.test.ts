@@ -226,9 +226,15 @@ describe('demonstrations/line-candidates: tw-cands variants and the candidate fo
     for (let i = 0; i < acts.length - 1; i++) assert.equal(simulateTurn(st, fc, acts[i]), obs[i], acts[i]);
     assert.equal(st.line, fc.originalLine);
     assert.equal(st.stray, false);
-    // A suspect above the bug with no variants would cost a refused turn: not walked.
+    // A suspect above the bug with no variants costs one try, which tw-apply refuses; then the next suspect.
     const noVariants = { ...fc, suspects: ['src/books/_core/ledger.py:14: self.rows.append((amount, note))', fc.suspects[1]] };
-    assert.equal(walkEpisode(noVariants), undefined);
+    const past = walkEpisode(noVariants)!;
+    const pastActs = past.segments.filter((x) => x.role === 'agent').map((x) => x.text);
+    const pastObs = past.segments.filter((x) => x.role === 'obs').map((x) => x.text);
+    assert.deepEqual(pastActs, ['tw-suspects -n', candidateAttempt(1, 1), candidateFix(fc), 'submit']);
+    assert.equal(pastObs[1], 'exit 0\ntw-apply: src/books/_core/ledger.py:14 has no one-token variants: self.rows.append((amount, note))');
+    const pst = { line: fc.mutatedLine, stray: false };
+    for (let i = 0; i < pastActs.length - 1; i++) assert.equal(simulateTurn(pst, noVariants, pastActs[i]), pastObs[i], pastActs[i]);
     // Six tries above the bug and the fix do not fit in CANDS_MAX_TURNS commands.
     const deep = {
       ...fc,
@@ -295,8 +301,9 @@ describe('demonstrations/line-candidates: tw-cands variants and the candidate fo
           const t = /^tw-apply (\d+) (\d+) /.exec(acts[i])!;
           [k, j] = last ? [k + 1, 1] : [k, j + 1];
           assert.deepEqual([Number(t[1]), Number(t[2])], [k, j], acts.join(' | '));
-          const m = /\(variant (\d+) of (\d+)\)/.exec(obs[i])!;
-          last = m[1] === m[2];
+          // After a line's last variant, or a refusal (a line without variants), the next suspect.
+          const m = /\(variant (\d+) of (\d+)\)/.exec(obs[i]);
+          last = m ? m[1] === m[2] : /has no one-token variants/.test(obs[i]);
         }
       }
     }
@@ -333,7 +340,12 @@ describe('demonstrations/line-candidates: tw-cands variants and the candidate fo
       /^exit 0\nedited src\/books\/_core\/ledger\.py:12 \(variant 2 of 2\)\n- if len\(self\.rows\) > self\.limit:\n\+ if not \(len/,
     );
     assert.equal(st.line, fc.mutatedLine, 'put back by git checkout');
-    assert.equal(simulateNumbered(st, fc, 'tw-apply 2 9'), 'exit 1');
+    // The refusals read as the sandbox tool prints them (test/docker/aci-tools.test.ts).
+    assert.equal(simulateNumbered(st, fc, 'tw-apply 2 9'), 'exit 1\ntw-apply: no variant 9: tw-cands 2 lists 2 (1-2)');
+    assert.equal(
+      simulateNumbered(st, fc, 'tw-apply 3 1'),
+      'exit 1\ntw-apply: src/books/_core/ledger.py:14 has no one-token variants: self.rows.append((amount, note))',
+    );
     assert.equal(simulateNumbered(st, fc, 'tw-apply 7 1'), 'exit 1');
     assert.equal(simulateNumbered(st, fc, 'tw-apply 2'), 'exit 2');
     assert.equal(simulateNumbered(st, fc, 'tw-cands'), 'exit 2');

@@ -4,7 +4,15 @@
 import * as assert from 'node:assert/strict';
 import { promptSegments } from '../../../src/agent/prompt';
 import { byteLevelTokenizer } from '../../../src/policy/files/tokenizer';
-import { actionIds, actionPrefix, compactCodec, encodeDemonstration, renderPrompt, segmentIds } from '../../../src/train/compact-codec';
+import {
+  actionIds,
+  actionPrefix,
+  compactCodec,
+  encodeDemonstration,
+  encodeDemonstrationTurns,
+  renderPrompt,
+  segmentIds,
+} from '../../../src/train/compact-codec';
 
 const codec = compactCodec(byteLevelTokenizer());
 const count = (ids: readonly number[], x: number) => ids.filter((i) => i === x).length;
@@ -59,6 +67,50 @@ describe('train/compact-codec: encoding', () => {
 describe('train/compact-codec: renderPrompt under a budget', () => {
   const task = 'Fix the code so this test passes:\ntests/test_a.py::test_one';
   const turns = Array.from({ length: 12 }, (_, k) => turn(k));
+
+  it('encodeDemonstrationTurns: a long episode is trained whole up to the budget, then each later action after the prompt the loop would give it', () => {
+    const turns = Array.from({ length: 8 }, (_, k) => turn(k, 150));
+    const segments = [
+      { role: 'task' as const, text: 'Fix the failing test.' },
+      ...turns.flatMap((t) => [
+        { role: 'agent' as const, text: t.action },
+        { role: 'obs' as const, text: t.observation },
+      ]),
+      { role: 'agent' as const, text: 'submit' },
+    ];
+    const budget = 600;
+    const whole = encodeDemonstration(codec, segments, 0.3);
+    assert.ok(whole.ids.length > budget);
+    // A short episode is one example, as encodeDemonstration makes it.
+    assert.deepEqual(encodeDemonstrationTurns(codec, segments.slice(0, 5), 0.3, budget), [
+      encodeDemonstration(codec, segments.slice(0, 5), 0.3),
+    ]);
+    const ex = encodeDemonstrationTurns(codec, segments, 0.3, budget);
+    assert.ok(ex.length > 2);
+    // The first example is the episode's head: every action whose prompt fits the budget.
+    assert.deepEqual(ex[0].ids, whole.ids.slice(0, ex[0].ids.length));
+    assert.deepEqual(ex[0].weights, whole.weights.slice(0, ex[0].ids.length));
+    // Each later example: the loop's prompt at that turn (marker and all), then the action at weight 1.
+    const actions = [...turns.map((t) => t.action), 'submit'];
+    const later = ex.slice(1);
+    const first = actions.length - later.length;
+    assert.ok(first > 0, 'the head trains the actions before the cut (all actions trained once: below)');
+    later.forEach((e, i) => {
+      const k = first + i;
+      const { ids: prompt, firstTurn } = renderPrompt(codec, 'Fix the failing test.', turns.slice(0, k), budget);
+      assert.ok(prompt.length <= budget);
+      assert.ok(firstTurn > 0, `turn ${k}: the oldest turns dropped, as in an episode`);
+      const act = [...actionIds(codec, actions[k]), ...codec.text('\n')];
+      assert.deepEqual(e.ids, [...prompt, ...act]);
+      assert.deepEqual(e.weights, [...prompt.map(() => 0), ...act.map((_, j) => (j < act.length - 1 ? 1 : 0))]);
+    });
+    // Every action's tokens are trained at weight 1 exactly once over the examples.
+    const trained = ex.reduce((n, e) => n + e.weights.filter((w) => w === 1).length, 0);
+    assert.equal(
+      trained,
+      actions.reduce((n, a) => n + actionIds(codec, a).length, 0),
+    );
+  });
 
   it('everything fits: all turns, no marker', () => {
     const r = renderPrompt(codec, task, turns.slice(0, 2), 2000);

@@ -40,6 +40,8 @@ export function stopOnSignals(
     dispose: () => {
       process.off('SIGINT', onSig);
       process.off('SIGTERM', onSig);
+      process.stdout.off('error', ignore);
+      process.stderr.off('error', ignore);
     },
   };
 }

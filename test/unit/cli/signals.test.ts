@@ -9,6 +9,7 @@ describe('cli/signals: the first signal stops a command cleanly and says how', (
 
   it("aborts the command's signal once, with the command's own words (a training run's by default)", () => {
     const before = process.listenerCount('SIGTERM');
+    const stdoutBefore = process.stdout.listenerCount('error');
     const lines: string[] = [];
     const s = stopOnSignals(io(lines), 'stopping after the current step (the weights trained so far saved to /tmp/out)');
     try {
@@ -31,7 +32,9 @@ describe('cli/signals: the first signal stops a command cleanly and says how', (
     } finally {
       t.dispose();
     }
-    // Disposed: neither listens any longer.
+    // Disposed: neither listens any longer, to the signal or to stdout's errors (a command run
+    // many times in one process, as the tests do, would pile them up).
     assert.equal(process.listenerCount('SIGTERM'), before);
+    assert.equal(process.stdout.listenerCount('error'), stdoutBefore);
   });
 });

@@ -229,46 +229,59 @@ export function candidateFix(c: FixCase): string | undefined {
 export function candidateEpisode(c: FixCase): Demonstration | undefined {
   const k = bugSuspect(c);
   const j = stopVariant(c);
-  if (k === 0 || j === 0) return undefined;
-  const segs: Segment[] = [{ role: 'task', text: taskText({ fail_to_pass: c.failing, source: 'mutation' }) }];
-  const turn = (action: string, observation?: string) => {
-    segs.push({ role: 'agent', text: action });
-    if (observation !== undefined) segs.push({ role: 'obs', text: observation });
-  };
-  // Each of `variants` (of suspect sk's line, in their order) written, its tests failing, and put back.
-  const failedTries = (sk: number, path: string, line: number, code: string, variants: readonly string[]) => {
-    // The edit, tw-test failing, then `git checkout -q .` succeeding: the command's exit code is 0.
-    variants.forEach((v, i) =>
-      turn(
-        candidateAttempt(sk, i + 1),
-        obs(0, `${twEditOutput(path, line, code, v, { j: i + 1, n: lineCandidates(code).length })}\n${twTestOutput(c.failing, c.passing)}`),
-      ),
-    );
-  };
-  // The suspects above the bug, parsed; the ranking cuts a line at 100 characters, and past that
-  // its variants are not known here.
-  const parsed = c.suspects.slice(0, k - 1).map((l) => /^(\S+):(\d+): (.*)$/.exec(l));
-  if (parsed.some((m) => !m || m[3].length >= 100)) return undefined;
-  const above = parsed.map((m) => ({ path: m![1], line: Number(m![2]), code: m![3], variants: lineCandidates(m![3]) }));
+  const above = k > 0 && j > 0 ? suspectsAbove(c, k) : undefined;
+  if (!above) return undefined;
   // tw-suspects, a tw-cands per suspect down to the bug, every variant above it, the bug line's
   // variants before the fix, and the fix.
   const commands = 1 + k + above.reduce((s, x) => s + x.variants.length, 0) + (j - 1) + 1;
   if (commands > CANDS_MAX_TURNS) return undefined;
+  const segs: Segment[] = [{ role: 'task', text: taskText({ fail_to_pass: c.failing, source: 'mutation' }) }];
+  const turn = (action: string, observation: string) => segs.push({ role: 'agent', text: action }, { role: 'obs', text: observation });
+  const bug = bugLine(c);
   turn('tw-suspects -n', numberedSuspectsObservation(c));
   above.forEach((x, i) => {
     turn(`tw-cands ${i + 1}`, obs(0, twCandsOutput(x.path, x.line, x.code)));
-    failedTries(i + 1, x.path, x.line, x.code, x.variants);
+    x.variants.forEach((_, vi) => turn(...failedTry(c, i + 1, x, vi + 1)));
   });
   turn(`tw-cands ${k}`, obs(0, twCandsOutput(c.path, c.line, c.mutatedLine)));
-  failedTries(k, c.path, c.line, c.mutatedLine, lineCandidates(c.mutatedLine).slice(0, j - 1));
-  turn(candidateAttempt(k, j), obs(0, `${applyOutput(c, j)}\n${allPassed(c)}`));
-  turn(SUBMIT);
+  for (let vi = 1; vi < j; vi++) turn(...failedTry(c, k, bug, vi));
+  turn(candidateAttempt(k, j), obs(0, `${applyOutput(bug, j)}\n${allPassed(c)}`));
+  segs.push({ role: 'agent', text: SUBMIT });
   return { kind: k === 1 ? 'episode-cands' : 'episode-cands-lower', segments: segs };
 }
 
-/** What `tw-apply` prints when it writes variant `j` of the case's bug line. */
-const applyOutput = (c: FixCase, j: number) =>
-  twEditOutput(c.path, c.line, c.mutatedLine, lineCandidates(c.mutatedLine)[j - 1], { j, n: lineCandidates(c.mutatedLine).length });
+/** A suspect's line as the tries of the candidate and walk forms see it: its place, its text and its tw-cands variants. */
+interface TriedLine {
+  path: string;
+  line: number;
+  code: string;
+  variants: string[];
+}
+
+/** The case's bug line before its fix. */
+const bugLine = (c: FixCase): TriedLine => ({ path: c.path, line: c.line, code: c.mutatedLine, variants: lineCandidates(c.mutatedLine) });
+
+/**
+ * The suspects ranked above suspect `k`, parsed; undefined when one is cut in the ranking (it cuts
+ * a line at 100 characters, and past that its variants are not known here).
+ */
+function suspectsAbove(c: FixCase, k: number): TriedLine[] | undefined {
+  const parsed = c.suspects.slice(0, k - 1).map((l) => /^(\S+):(\d+): (.*)$/.exec(l));
+  if (parsed.some((m) => !m || m[3].length >= 100)) return undefined;
+  return parsed.map((m) => ({ path: m![1], line: Number(m![2]), code: m![3], variants: lineCandidates(m![3]) }));
+}
+
+/** What `tw-apply` prints when it writes variant `j` of line `x`. */
+const applyOutput = (x: TriedLine, j: number) => twEditOutput(x.path, x.line, x.code, x.variants[j - 1], { j, n: x.variants.length });
+
+/**
+ * A try of variant `j` of suspect `k`'s line `x` whose tests still fail: the edit, tw-test failing,
+ * then `git checkout -q .` succeeding, so the command exits 0. The action and its observation.
+ */
+const failedTry = (c: FixCase, k: number, x: TriedLine, j: number): [string, string] => [
+  candidateAttempt(k, j),
+  obs(0, `${applyOutput(x, j)}\n${twTestOutput(c.failing, c.passing)}`),
+];
 
 /**
  * The teacher's episode in the walk form: `tw-suspects -n`, then the variants of each suspect
@@ -284,28 +297,20 @@ const applyOutput = (c: FixCase, j: number) =>
 export function walkEpisode(c: FixCase): Demonstration | undefined {
   const k = bugSuspect(c);
   const j = stopVariant(c);
-  if (k === 0 || j === 0) return undefined;
-  const parsed = c.suspects.slice(0, k - 1).map((l) => /^(\S+):(\d+): (.*)$/.exec(l));
-  if (parsed.some((m) => !m || m[3].length >= 100)) return undefined;
-  const above = parsed.map((m) => ({ path: m![1], line: Number(m![2]), code: m![3], variants: lineCandidates(m![3]) }));
+  const above = k > 0 && j > 0 ? suspectsAbove(c, k) : undefined;
   // A line without variants costs one refused try.
-  if (1 + above.reduce((s, x) => s + Math.max(1, x.variants.length), 0) + j > CANDS_MAX_TURNS) return undefined;
+  if (!above || 1 + above.reduce((s, x) => s + Math.max(1, x.variants.length), 0) + j > CANDS_MAX_TURNS) return undefined;
   const segs: Segment[] = [{ role: 'task', text: taskText({ fail_to_pass: c.failing, source: 'mutation' }) }];
   const turn = (action: string, observation: string) => segs.push({ role: 'agent', text: action }, { role: 'obs', text: observation });
-  const failing = twTestOutput(c.failing, c.passing);
+  const bug = bugLine(c);
   turn('tw-suspects -n', numberedSuspectsObservation(c));
   above.forEach((x, i) => {
     // tw-apply refuses (exit 1), so `git checkout -q .` runs and the command exits 0.
     if (!x.variants.length) turn(candidateAttempt(i + 1, 1), obs(0, twApplyRefusal(x.path, x.line, x.code, i + 1, 1, 0)));
-    x.variants.forEach((v, vi) =>
-      turn(
-        candidateAttempt(i + 1, vi + 1),
-        obs(0, `${twEditOutput(x.path, x.line, x.code, v, { j: vi + 1, n: x.variants.length })}\n${failing}`),
-      ),
-    );
+    x.variants.forEach((_, vi) => turn(...failedTry(c, i + 1, x, vi + 1)));
   });
-  for (let vi = 1; vi < j; vi++) turn(candidateAttempt(k, vi), obs(0, `${applyOutput(c, vi)}\n${failing}`));
-  turn(candidateAttempt(k, j), obs(0, `${applyOutput(c, j)}\n${allPassed(c)}`));
+  for (let vi = 1; vi < j; vi++) turn(...failedTry(c, k, bug, vi));
+  turn(candidateAttempt(k, j), obs(0, `${applyOutput(bug, j)}\n${allPassed(c)}`));
   segs.push({ role: 'agent', text: SUBMIT });
   return { kind: k === 1 ? 'episode-walk' : 'episode-walk-lower', segments: segs };
 }

@@ -122,10 +122,16 @@ export function encodeDemonstrationTurns(
   promptWeight: number,
   promptBudget: number,
 ): { ids: number[]; weights: number[] }[] {
-  const task = segments[0]?.role === 'task' ? segments[0].text : undefined;
-  // Where each action starts in the whole encoding, and the turns before it.
   const whole = encodeDemonstration(c, segments, promptWeight);
-  if (task === undefined) return [whole];
+  if (segments[0]?.role !== 'task') return [whole];
+  const task = segments[0].text;
+  // The whole encoding is its segments' encodings end to end: where each segment starts in it.
+  const starts: number[] = [];
+  let at = 0;
+  for (const seg of segments) {
+    starts.push(at);
+    at += encodeDemonstration(c, [seg], promptWeight).ids.length;
+  }
   const turns: PromptTurn[] = [];
   const actions: { index: number; turn: number }[] = [];
   for (let i = 1; i < segments.length; i++) {
@@ -136,10 +142,11 @@ export function encodeDemonstrationTurns(
     turns.push({ action: seg.text, observation: next?.role === 'obs' ? next.text : '' });
   }
   // The first action whose prompt (everything before it, and the action prefix) is over budget.
-  const prefixLen = (index: number) => encodeDemonstration(c, segments.slice(0, index), promptWeight).ids.length + actionPrefix(c).length;
-  const cut = actions.findIndex((a) => prefixLen(a.index) > promptBudget);
+  const prefix = actionPrefix(c).length;
+  const cut = actions.findIndex((a) => starts[a.index] + prefix > promptBudget);
   if (cut < 0) return [whole];
-  const out = cut > 0 ? [encodeDemonstration(c, segments.slice(0, actions[cut].index), promptWeight)] : [];
+  const head = starts[actions[cut].index];
+  const out = cut > 0 ? [{ ids: whole.ids.slice(0, head), weights: whole.weights.slice(0, head) }] : [];
   for (const a of actions.slice(cut)) {
     const { ids: prompt } = renderPrompt(c, task, turns.slice(0, a.turn), promptBudget);
     const act = [...actionIds(c, segments[a.index].text), ...c.text('\n')];

@@ -15,14 +15,28 @@ import {
   numberedCurriculumTask,
   walkEpisode,
   withBugRanked,
+  type Demonstration,
 } from '../../../src/demonstrations/forms';
 import { argumentSwaps, CANDS_MAX, lineCandidates, twCandsOutput, variantView } from '../../../src/demonstrations/line-candidates';
 import { OBS_PROMPT_CHARS } from '../../../src/agent/prompt';
 import { drawDemonstration, syntheticCases } from '../../../src/demonstrations/cases';
-import { simulateNumbered, simulateTurn } from '../../../src/demonstrations/simulator';
+import { simulateNumbered, simulateTurn, type SimState } from '../../../src/demonstrations/simulator';
 import { LEDGER_CASE } from '../train/ledger-case';
 
 const fc = LEDGER_CASE;
+
+/** A demonstration's actions and observations, in order. */
+const turnsOf = (d: Demonstration) => ({
+  acts: d.segments.filter((x) => x.role === 'agent').map((x) => x.text),
+  obs: d.segments.filter((x) => x.role === 'obs').map((x) => x.text),
+});
+
+/** Every action but the closing submit simulated on `c` from its bug, each observation the demonstration's own (`label` before the action in a failure); the state it ends in. */
+function replay(c: FixCase, acts: readonly string[], obs: readonly string[], label = ''): SimState {
+  const st = { line: c.mutatedLine, stray: false };
+  for (let i = 0; i < acts.length - 1; i++) assert.equal(simulateTurn(st, c, acts[i]), obs[i], `${label}${acts[i]}`);
+  return st;
+}
 
 describe('demonstrations/line-candidates: tw-cands variants and the candidate form', () => {
   it('flips each operator token left to right, then drops a "- 1" bound, then negates the condition', () => {
@@ -120,8 +134,7 @@ describe('demonstrations/line-candidates: tw-cands variants and the candidate fo
     const c: FixCase = { ...fc, suspects: ['src/books/_core/ledger.py:10: if ready or late:', ...fc.suspects.slice(1)] };
     const ep = candidateEpisode(c)!;
     assert.equal(ep.kind, 'episode-cands-lower');
-    const acts = ep.segments.filter((x) => x.role === 'agent').map((x) => x.text);
-    const obs = ep.segments.filter((x) => x.role === 'obs').map((x) => x.text);
+    const { acts, obs } = turnsOf(ep);
     assert.deepEqual(acts, [
       'tw-suspects -n',
       'tw-cands 1',
@@ -132,8 +145,7 @@ describe('demonstrations/line-candidates: tw-cands variants and the candidate fo
       'submit',
     ]);
     for (const a of acts) assert.ok(!a.includes('ledger') && !a.includes("'"), `${a}: no path, nothing copied`);
-    const st = { line: c.mutatedLine, stray: false };
-    for (let i = 0; i < acts.length - 1; i++) assert.equal(simulateTurn(st, c, acts[i]), obs[i], acts[i]);
+    const st = replay(c, acts, obs);
     assert.equal(st.line, c.originalLine);
     assert.equal(st.stray, false);
     // The ledger's own suspect 1 has three variants: with suspect 2's fix they do not fit in the turns.
@@ -182,15 +194,13 @@ describe('demonstrations/line-candidates: tw-cands variants and the candidate fo
     };
     const ep = candidateEpisode(c)!;
     assert.equal(ep.kind, 'episode-cands-lower');
-    const acts = ep.segments.filter((x) => x.role === 'agent').map((x) => x.text);
-    const obs = ep.segments.filter((x) => x.role === 'obs').map((x) => x.text);
+    const { acts, obs } = turnsOf(ep);
     assert.deepEqual(acts.slice(0, 3), ['tw-suspects -n', 'tw-cands 1', 'tw-cands 2'], 'straight on from a line without variants');
     assert.match(obs[1], /no one-token variants of this line$/);
     assert.equal(acts[3], candidateAttempt(2, 1), "suspect 2's only variant, tried");
     assert.deepEqual(acts.slice(-3), ['tw-cands 3', candidateFix(c), 'submit']);
     assert.ok(acts.length - 1 <= CANDS_MAX_TURNS, 'the fix within the budget');
-    const st = { line: c.mutatedLine, stray: false };
-    for (let i = 0; i < acts.length - 1; i++) assert.equal(simulateTurn(st, c, acts[i]), obs[i], acts[i]);
+    const st = replay(c, acts, obs);
     assert.equal(st.line, c.originalLine);
     // Four suspects with variants above the bug cannot each be tried and the fix written within the budget.
     const deep = {
@@ -206,8 +216,7 @@ describe('demonstrations/line-candidates: tw-cands variants and the candidate fo
     assert.equal(candidateEpisode(fc), undefined);
     const ep = walkEpisode(fc)!;
     assert.equal(ep.kind, 'episode-walk-lower');
-    const acts = ep.segments.filter((x) => x.role === 'agent').map((x) => x.text);
-    const obs = ep.segments.filter((x) => x.role === 'obs').map((x) => x.text);
+    const { acts, obs } = turnsOf(ep);
     assert.deepEqual(acts, [
       'tw-suspects -n',
       candidateAttempt(1, 1),
@@ -222,19 +231,16 @@ describe('demonstrations/line-candidates: tw-cands variants and the candidate fo
     );
     assert.match(obs[3], /ledger\.py:10 \(variant 3 of 3\)\n/, 'the last of the line: the next try is the next suspect');
     assert.match(obs[4], /ledger\.py:12 \(variant 1 of 2\)\n[^]*\n0 failed, 10 passed$/);
-    const st = { line: fc.mutatedLine, stray: false };
-    for (let i = 0; i < acts.length - 1; i++) assert.equal(simulateTurn(st, fc, acts[i]), obs[i], acts[i]);
+    const st = replay(fc, acts, obs);
     assert.equal(st.line, fc.originalLine);
     assert.equal(st.stray, false);
     // A suspect above the bug with no variants costs one try, which tw-apply refuses; then the next suspect.
     const noVariants = { ...fc, suspects: ['src/books/_core/ledger.py:14: self.rows.append((amount, note))', fc.suspects[1]] };
     const past = walkEpisode(noVariants)!;
-    const pastActs = past.segments.filter((x) => x.role === 'agent').map((x) => x.text);
-    const pastObs = past.segments.filter((x) => x.role === 'obs').map((x) => x.text);
+    const { acts: pastActs, obs: pastObs } = turnsOf(past);
     assert.deepEqual(pastActs, ['tw-suspects -n', candidateAttempt(1, 1), candidateFix(fc), 'submit']);
     assert.equal(pastObs[1], 'exit 0\ntw-apply: src/books/_core/ledger.py:14 has no one-token variants: self.rows.append((amount, note))');
-    const pst = { line: fc.mutatedLine, stray: false };
-    for (let i = 0; i < pastActs.length - 1; i++) assert.equal(simulateTurn(pst, noVariants, pastActs[i]), pastObs[i], pastActs[i]);
+    replay(noVariants, pastActs, pastObs);
     // Six tries above the bug and the fix do not fit in CANDS_MAX_TURNS commands.
     const deep = {
       ...fc,
@@ -290,10 +296,8 @@ describe('demonstrations/line-candidates: tw-cands variants and the candidate fo
         if (!c || !ep) continue;
         walked++;
         if (ep.kind === 'episode-walk-lower') lower++;
-        const acts = ep.segments.filter((x) => x.role === 'agent').map((x) => x.text);
-        const obs = ep.segments.filter((x) => x.role === 'obs').map((x) => x.text);
-        const st = { line: c.mutatedLine, stray: false };
-        for (let i = 0; i < acts.length - 1; i++) assert.equal(simulateTurn(st, c, acts[i]), obs[i], `${c.path}:${c.line} ${acts[i]}`);
+        const { acts, obs } = turnsOf(ep);
+        const st = replay(c, acts, obs, `${c.path}:${c.line} `);
         assert.equal(st.line, c.originalLine, `${c.path}:${c.line}`);
         assert.ok(acts.length - 1 <= CANDS_MAX_TURNS);
         let [k, j, last] = [1, 0, false];
@@ -375,10 +379,8 @@ describe('demonstrations/line-candidates: tw-cands variants and the candidate fo
       const ep = candidateEpisode(c);
       if (!ep) continue;
       episodes++;
-      const acts = ep.segments.filter((x) => x.role === 'agent').map((x) => x.text);
-      const obs = ep.segments.filter((x) => x.role === 'obs').map((x) => x.text);
-      const st = { line: c.mutatedLine, stray: false };
-      for (let i = 0; i < acts.length - 1; i++) assert.equal(simulateTurn(st, c, acts[i]), obs[i], `${c.path}:${c.line} ${acts[i]}`);
+      const { acts, obs } = turnsOf(ep);
+      const st = replay(c, acts, obs, `${c.path}:${c.line} `);
       assert.equal(st.line, c.originalLine, `${c.path}:${c.line}`);
       // Each try is the next variant of the suspect its tw-cands listed last, from 1.
       let listed = 0;

@@ -321,6 +321,7 @@ export interface RolloutBenchOptions {
       | 'temperature'
       | 'topP'
       | 'commandTimeoutMs'
+      | 'testTimeoutMs'
       | 'dockerHost'
       | 'batchWaitMs'
       | 'cacheObservations'
@@ -402,6 +403,7 @@ export async function benchRollout(o: RolloutBenchOptions): Promise<RolloutBench
         batchWaitMs: c.batchWaitMs,
         maxTurns: turns,
         commandTimeoutMs: c.commandTimeoutMs,
+        testTimeoutMs: c.testTimeoutMs,
         rewardWeights: c.reward,
         signal: o.signal,
         spans,

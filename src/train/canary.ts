@@ -34,7 +34,7 @@ export function canaryTask(tasks: readonly Task[], k: number): Task | undefined 
 export async function runCanary(
   harness: Pick<EvalHarness, 'pool' | 'snapshot' | 'originals'>,
   task: Task,
-  c: Pick<TrainConfig, 'maxTurns' | 'reward'>,
+  c: Pick<TrainConfig, 'maxTurns' | 'reward' | 'testTimeoutMs'>,
   where: string,
 ): Promise<CanaryResult> {
   const t0 = Date.now();
@@ -44,19 +44,20 @@ export async function runCanary(
       originals: harness.originals,
       maxTurns: c.maxTurns,
       weights: c.reward,
+      timeoutMs: c.testTimeoutMs,
       parallel: true,
     });
   let check = await once();
   // A sandbox that failed to start says nothing of the reward: one more try before stopping.
   if (check.problem?.kind === 'sandbox-error') check = await once();
   if (!check.ok) {
-    throw new TurnwiseError(
-      'test-report',
-      `the reward canary failed ${where}: task ${task.id}: ${check.problem!.kind}: ${check.problem!.detail}`,
-      {
-        hint: `the reward no longer tells a fix from no fix on this workspace, so nothing was learned from this iteration's rewards; check the task with \`turnwise tasks check TASKS.jsonl --workspace DIR\` (the run's tasks.jsonl), and make the tasks again (\`turnwise tasks synth\`) if the workspace, its tests or the sandbox image changed`,
-      },
-    );
+    const detail = check.problem!.detail;
+    const limitS = Math.round(c.testTimeoutMs / 1000);
+    throw new TurnwiseError('test-report', `the reward canary failed ${where}: task ${task.id}: ${check.problem!.kind}: ${detail}`, {
+      hint: /the test command timed out/.test(detail)
+        ? `the scoring test run took longer than testTimeoutMs (${limitS} s): raise testTimeoutMs (the setting turnwise.sandbox.testTimeoutMs) well above the suite's time on this machine (\`turnwise tasks synth\` prints it)`
+        : `the reward no longer tells a fix from no fix on this workspace, so nothing was learned from this iteration's rewards; check the task with \`turnwise tasks check TASKS.jsonl --workspace DIR\` (the run's tasks.jsonl), and make the tasks again (\`turnwise tasks synth\`) if the workspace, its tests or the sandbox image changed`,
+    });
   }
   return { check, durationMs: Date.now() - t0 };
 }

@@ -88,6 +88,12 @@ export interface TrainConfig {
   batchBaseline: number;
   maxTurns: number;
   commandTimeoutMs: number;
+  /**
+   * Time limit of the test run that scores an episode (and of the reward canary's runs), in
+   * milliseconds. A run past it scores as failing: set it well above the suite's time on a loaded
+   * machine (`tasks synth` prints the suite's time per run).
+   */
+  testTimeoutMs: number;
   /** Episodes in flight (sandboxes held) at once. */
   concurrency: number;
   /**
@@ -236,6 +242,7 @@ export const TRAIN_DEFAULTS: TrainConfig = {
   batchBaseline: 0,
   maxTurns: 8,
   commandTimeoutMs: 20_000,
+  testTimeoutMs: 120_000,
   concurrency: 8,
   commandConcurrency: 0,
   batchWaitMs: 0,
@@ -391,6 +398,7 @@ function resolveFields(given: Record<string, unknown>, source: string): TrainCon
   checkNumber('batchBaseline', c.batchBaseline, 0, 10);
   checkNumber('maxTurns', c.maxTurns, 1, 100, true);
   checkNumber('commandTimeoutMs', c.commandTimeoutMs, 100, 3_600_000, true);
+  checkNumber('testTimeoutMs', c.testTimeoutMs, 1_000, 3_600_000, true);
   checkNumber('concurrency', c.concurrency, 1, 256, true);
   checkNumber('commandConcurrency', c.commandConcurrency, 0, 4096, true);
   checkNumber('epochs', c.epochs, 1, 100, true);

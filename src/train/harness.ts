@@ -230,6 +230,7 @@ export function rolloutOptions(
     batchWaitMs: c.batchWaitMs,
     maxTurns: c.maxTurns,
     commandTimeoutMs: c.commandTimeoutMs,
+    testTimeoutMs: c.testTimeoutMs,
     rewardWeights: c.reward,
     iteration,
     signal,

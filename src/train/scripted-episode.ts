@@ -28,7 +28,7 @@ export interface ScriptedEpisodeOptions {
   config?: Partial<
     Pick<
       TrainConfig,
-      'dockerHost' | 'dockerHosts' | 'sandboxMemoryMb' | 'sandboxCpus' | 'sandboxPids' | 'sandboxImage' | 'commandTimeoutMs' | 'reward'
+      'dockerHost' | 'dockerHosts' | 'sandboxMemoryMb' | 'sandboxCpus' | 'sandboxPids' | 'sandboxImage' | 'commandTimeoutMs' | 'testTimeoutMs' | 'reward'
     >
   >;
   onProgress?: (message: string) => void;
@@ -131,6 +131,7 @@ export async function runScriptedEpisode(
         originals: collectOriginals(plan.workspace),
         maxTurns: plan.maxTurns,
         commandTimeoutMs: c.commandTimeoutMs,
+        testTimeoutMs: c.testTimeoutMs,
         rewardWeights: c.reward,
       });
     } finally {

@@ -161,6 +161,7 @@ export async function toolsReach(
           originals,
           maxTurns: 3,
           commandTimeoutMs: c.commandTimeoutMs,
+          testTimeoutMs: c.testTimeoutMs,
           rewardWeights: c.reward,
         });
         row.resolved = !t.failure && t.reward.resolved === true;

@@ -117,6 +117,45 @@ const ROWS: Row[] = [
     fix: /turnwise tasks check/,
   },
   {
+    // The scoring test run has its own time limit (testTimeoutMs): a suite slower than it cannot
+    // be scored, and the canary of the starting evaluation says which setting to raise.
+    name: 'a scoring time limit below the time the suite takes (testTimeoutMs)',
+    setup: (d) => {
+      withShop(d);
+      copyModel(d);
+      fs.writeFileSync(path.join(d, 'ws', 'tests', 'conftest.py'), 'import time\n\ntime.sleep(4)\n');
+      fs.writeFileSync(path.join(d, 'ws', 'tests', 'test_todo.py'), 'def test_todo():\n    assert False\n');
+      const task = {
+        schema: 'turnwise/task@1',
+        id: 'slow-suite',
+        source: 'file',
+        instruction: 'Make tests/test_todo.py::test_todo pass.',
+        language: 'python',
+        testCommand: runnerCommand('pytest', []),
+        reportFormat: 'junit-xml',
+        runner: 'pytest',
+        fail_to_pass: ['tests/test_todo.py::test_todo'],
+        pass_to_pass: [],
+      };
+      fs.writeFileSync(
+        path.join(d, 'tasks.jsonl'),
+        [task, { ...task, id: 'slow-suite-2' }].map((t) => JSON.stringify(t)).join('\n') + '\n',
+      );
+    },
+    argv: (d) =>
+      config(d, {
+        taskSource: 'file',
+        tasksFile: path.join(d, 'tasks.jsonl'),
+        heldoutFraction: 0.5,
+        iterations: 1,
+        model: model(d),
+        testTimeoutMs: 1500,
+      }),
+    code: 1,
+    problem: /reward canary failed in the evaluation of iteration 0: task slow-suite(-2)?: unscorable: .*timed out after/,
+    fix: /raise testTimeoutMs .*turnwise\.sandbox\.testTimeoutMs/,
+  },
+  {
     name: 'Docker down',
     setup: (d) => {
       withShop(d);

@@ -69,6 +69,7 @@ export const SETTING_FOR_FIELD: { readonly [K in ConfigPath]: string } = {
   'reward.format': 'reward.formatPenalty',
   'reward.repeat': 'reward.repeatPenalty',
   commandTimeoutMs: 'sandbox.commandTimeoutMs',
+  testTimeoutMs: 'sandbox.testTimeoutMs',
   concurrency: 'sandbox.concurrency',
   commandConcurrency: 'sandbox.commandConcurrency',
   batchWaitMs: 'policy.batchWaitMs',

@@ -114,6 +114,7 @@ describe('extension: settings → launch config', () => {
       'reward.formatPenalty': 0.3,
       'reward.repeatPenalty': 0.07,
       'sandbox.commandTimeoutMs': 5000,
+      'sandbox.testTimeoutMs': 300000,
       'sandbox.concurrency': 2,
       'sandbox.commandConcurrency': 3,
       'sandbox.cacheObservations': false,

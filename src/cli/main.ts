@@ -89,7 +89,8 @@ export async function main(argv: string[], io?: Partial<CliIO>): Promise<number>
     }
     cli.err(`turnwise ${command.name}: ${formatError(e)}`);
     if (!isTurnwiseError(e) && process.env.TURNWISE_DEBUG) cli.err((e as Error).stack ?? '');
-    return 1;
+    // Stopped on a signal before the work was done (core/stop.ts): the shell's code for SIGINT.
+    return isTurnwiseError(e) && e.code === 'stopped' ? 130 : 1;
   }
 }
 

@@ -11,6 +11,7 @@ export type ErrorCode =
   | 'not-found'
   | 'runtime-unavailable'
   | 'test-report'
+  | 'stopped'
   | 'internal';
 
 /**

@@ -1,5 +1,6 @@
 // The core layer: types, file formats, errors. Imports nothing from other layers.
 export * from './errors';
+export * from './stop';
 export * from './fs';
 export * from './schema';
 export * from './random';

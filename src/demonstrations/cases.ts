@@ -1,6 +1,7 @@
 // The warm start's training material: fix cases from generated modules and pools of them, and the
 // draw of one demonstration from a case, as both warm starts and RL's replay term mix them.
 import { seededRandom } from '../core/random';
+import { stopPoint } from '../core/stop';
 import { mutationCandidates, type MutationCandidate } from '../tasks/mutate';
 import { FIXABLE_OPERATORS, fixCommand, withTopCandidates, type FixCase } from './fix-cases';
 import {
@@ -54,17 +55,23 @@ function caseFromCandidate(r: Rng, mod: GeneratedModule, c: MutationCandidate): 
   };
 }
 
-/** Generates `n` synthetic fix cases (several per generated module). */
-export async function casePool(seed: number, n: number): Promise<FixCase[]> {
+/**
+ * Generates `n` synthetic fix cases (several per generated module). With a signal, an abort
+ * stops it within a module's cases (StoppedError); the cases drawn do not depend on it.
+ */
+export async function casePool(seed: number, n: number, signal?: AbortSignal): Promise<FixCase[]> {
   const r = seededRandom(seed);
   const out: FixCase[] = [];
-  while (out.length < n) out.push(...(await syntheticCases(r, 5)));
+  while (out.length < n) {
+    await stopPoint(signal, `generating fix cases (${out.length} of ${n})`);
+    out.push(...(await syntheticCases(r, 5)));
+  }
   return out.slice(0, n);
 }
 
 /** The held-out generated cases a warm start with `seed` evaluates on (its train pool uses another stream). */
-export function evalCasePool(seed: number, n: number): Promise<FixCase[]> {
-  return casePool(seed * 7919 + 2, n);
+export function evalCasePool(seed: number, n: number, signal?: AbortSignal): Promise<FixCase[]> {
+  return casePool(seed * 7919 + 2, n, signal);
 }
 
 /**

@@ -7,6 +7,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { seedOf } from '../core/random';
+import { stopPoint } from '../core/stop';
 import { mutationCandidates } from '../tasks/mutate';
 import { FIXABLE_OPERATORS, fixCommand, withTopCandidates, type FixCase } from './fix-cases';
 import { showContext, simulatedSuspects, testIds } from './tool-output';
@@ -202,12 +203,13 @@ export async function realSourcePool(
   r: Rng,
   files: readonly SourceFile[],
   n: number,
-  o: { heldOut?: boolean; perFile?: number } = {},
+  o: { heldOut?: boolean; perFile?: number; signal?: AbortSignal } = {},
 ): Promise<FixCase[]> {
   const usable = files.filter((f) => isHeldOutSource(f) === !!o.heldOut);
   const out: FixCase[] = [];
   if (usable.length === 0) return out;
   for (let tries = 0; out.length < n && tries < n * 4; tries++) {
+    await stopPoint(o.signal, `making fix cases from Python source (${out.length} of ${n})`);
     const f = usable[Math.floor(r() * usable.length)];
     out.push(...(await realSourceCases(r, f, Math.min(o.perFile ?? 6, n - out.length))));
   }

@@ -28,7 +28,15 @@ export interface ScriptedEpisodeOptions {
   config?: Partial<
     Pick<
       TrainConfig,
-      'dockerHost' | 'dockerHosts' | 'sandboxMemoryMb' | 'sandboxCpus' | 'sandboxPids' | 'sandboxImage' | 'commandTimeoutMs' | 'testTimeoutMs' | 'reward'
+      | 'dockerHost'
+      | 'dockerHosts'
+      | 'sandboxMemoryMb'
+      | 'sandboxCpus'
+      | 'sandboxPids'
+      | 'sandboxImage'
+      | 'commandTimeoutMs'
+      | 'testTimeoutMs'
+      | 'reward'
     >
   >;
   onProgress?: (message: string) => void;

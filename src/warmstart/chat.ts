@@ -80,8 +80,8 @@ export async function warmstartChat(o: WarmstartOptions): Promise<WarmstartResul
 
   const episodes: ChatDemonstration[] = (o.episodes ?? []).map((e) => episodeDemonstration(e.trajectory, e.task, 'chat'));
   const epShare = episodes.length ? c.episodeShare : 0;
-  const pool = epShare >= 1 ? [] : await casePool(seed * 7919 + 1, c.poolSize);
-  const evalCases = await evalCasePool(seed, c.evalCases);
+  const pool = epShare >= 1 ? [] : await casePool(seed * 7919 + 1, c.poolSize, o.signal);
+  const evalCases = await evalCasePool(seed, c.evalCases, o.signal);
   const r = seededRandom(seed * 7919 + 3);
   const pickCase = (): FixCase =>
     wsShare > 0 && r() < wsShare ? o.workspaceCases![Math.floor(r() * o.workspaceCases!.length)] : pool[Math.floor(r() * pool.length)];

@@ -88,16 +88,16 @@ export async function warmstart(o: WarmstartOptions): Promise<WarmstartResult> {
   // Train cases and held-out eval cases come from different seeds of the generator (none are
   // generated for a warm start on episodes alone).
   const onlyEpisodes = !!o.episodes?.length && c.episodeShare >= 1;
-  const pool = onlyEpisodes ? [] : await casePool(seed * 7919 + 1, c.poolSize);
-  const evalCases = await evalCasePool(seed, c.evalCases);
+  const pool = onlyEpisodes ? [] : await casePool(seed * 7919 + 1, c.poolSize, o.signal);
+  const evalCases = await evalCasePool(seed, c.evalCases, o.signal);
   // Real source: train cases from most files, held-out cases from the files set aside for evaluation.
   let realPool: FixCase[] = [];
   let realEval: FixCase[] = [];
   if (realShare > 0 && !onlyEpisodes) {
     const roots = c.sourceRoots;
     const files = pythonSourceFiles(roots);
-    realPool = await realSourcePool(seededRandom(seed * 7919 + 5), files, c.realPoolSize);
-    realEval = await realSourcePool(seededRandom(seed * 7919 + 6), files, 32, { heldOut: true, perFile: 2 });
+    realPool = await realSourcePool(seededRandom(seed * 7919 + 5), files, c.realPoolSize, { signal: o.signal });
+    realEval = await realSourcePool(seededRandom(seed * 7919 + 6), files, 32, { heldOut: true, perFile: 2, signal: o.signal });
     if (realPool.length === 0) {
       throw new TurnwiseError(
         'invalid-input',

@@ -3,6 +3,7 @@
 // Only train-split tasks may be given: held-out tasks never become demonstrations (the ids used
 // are written next to the warm-started model, and a run never holds out one of them).
 import type { Task } from '../core/schema';
+import { stopPoint } from '../core/stop';
 import { prepareSandbox } from '../agent/episode';
 import type { PoolSnapshot, Sandbox, SandboxPool } from '../sandbox';
 import { shellQuote } from '../sandbox/shell';
@@ -98,15 +99,19 @@ export async function workspaceCasesFor(o: {
   heldoutFraction: number;
   pool: SandboxPool;
   onLog?: (m: string) => void;
+  /** Checked between the stages (synthesis, recording): an abort stops at the next (StoppedError). */
+  signal?: AbortSignal;
 }): Promise<{ cases: FixCase[]; heldout: string[] }> {
   const runner = detectRunner(o.workspace);
   const { tasks } = await synthesizeMutationTasks({ workspace: o.workspace, pool: o.pool, seed: o.seed, max: o.maxTasks });
+  await stopPoint(o.signal, `making the workspace's tasks (${tasks.length} made)`);
   const split = splitTasks(tasks, o.heldoutFraction, o.seed);
   const train = new Set(split.train);
   const snapshot = await o.pool.snapshot(o.workspace, { language: runner.language });
   o.onLog?.(
     `${tasks.length} task(s) in ${o.workspace}: ${split.train.length} train, ${split.heldout.length} held out (never demonstrated)`,
   );
+  await stopPoint(o.signal, "preparing the workspace's demonstrations");
   const cases = await recordWorkspaceCases({ workspace: o.workspace, tasks: tasks.filter((t) => train.has(t.id)), pool: o.pool, snapshot });
   o.onLog?.(`${cases.length} demonstration case(s) recorded from the train split`);
   return { cases, heldout: split.heldout };

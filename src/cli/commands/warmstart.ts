@@ -253,6 +253,7 @@ export const warmstartCommand: CliCommand = {
             heldoutFraction: c.heldoutFraction,
             pool,
             onLog: (m) => io.err(m),
+            signal,
           });
           workspaceCases = r.cases;
         } finally {

@@ -188,6 +188,38 @@ describe('docker: numbered suspects in the Python sandbox (tw-suspects -n, tw-sh
     assert.equal(a.reward.resolved, true, 'the reward scores the task’s tests alone, as before');
   });
 
+  it("a module that fails to import: tw-suspects ranks its traceback's source lines, innermost first; fixed, the ranking is the tests' again", async () => {
+    // The agent breaks the import of a module every test file imports: no test runs, each test
+    // module is a collection error, and the tracebacks end in the source line that raised.
+    const broken =
+      "printf '\\n\\ndef _scale(n):\\n    return 10 // (n - 1)\\n\\n\\nSCALES = [_scale(k) for k in range(3)]\\n' >> inventory/stock.py";
+    const { a } = await play({ a: list(broken, 'tw-suspects -n', 'tw-show 1', "tw-edit 1 '(n - 1)' '(n + 1)'", 'tw-suspects -n') });
+    const [, suspects, show, edit, again] = a.turns;
+    const lines = fs.readFileSync(path.join(demo, 'inventory', 'stock.py'), 'utf8').split('\n').length;
+    // printf appends after the file's last newline: `def _scale` is on line lines + 2.
+    const raises = lines + 3;
+    assert.equal(suspects.exitCode, 1, suspects.observation);
+    assert.match(suspects.observation, /^exit 1\n0 failed, 0 passed, \d+ errors?\nERROR tests\/test_\w+\.py\n/, suspects.observation);
+    assert.match(
+      suspects.observation,
+      new RegExp(`\\n\\[1\\] inventory/stock\\.py:${raises}: return 10 // \\(n - 1\\)\\n`),
+      suspects.observation,
+    );
+    assert.match(
+      suspects.observation,
+      new RegExp(`\\n\\[2\\] inventory/stock\\.py:${raises + 3}: SCALES = \\[_scale\\(k\\) for k in range\\(3\\)\\]`),
+    );
+    assert.match(show.observation, new RegExp(`^>${raises} `, 'm'), show.observation);
+    assert.match(
+      edit.observation,
+      new RegExp(`edited inventory/stock\\.py:${raises}\\n- return 10 // \\(n - 1\\)\\n\\+ return 10 // \\(n \\+ 1\\)`),
+      edit.observation,
+    );
+    // The module imports again: the tests run, and the task's bug is a suspect as it was.
+    assert.doesNotMatch(again.observation, /ERROR/);
+    bugNumber(again.observation);
+  });
+
   it("tw-test does not call a run clean while one of the task's tests is skipped: skipping the failing tests is no fix", async () => {
     // The bug stays; the agent marks the failing tests' file skipped (scoring restores the file).
     const file = task.fail_to_pass[0].split('::')[0];

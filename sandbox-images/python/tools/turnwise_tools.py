@@ -12,7 +12,10 @@ A tiny policy has ~1,000 bytes of context, so the tools print little and in a fi
                the ranking does not depend on the machine's load). Prints the summary line, then
                up to 5 lines as "path:line: code". It ranks lines only; it never says which change.
                TW_MUTATE=0 turns the re-ranking off (Ochiai order only). `tw-suspects -n` prints
-               the same lines numbered, "[K] path:line: code", for the commands below.
+               the same lines numbered, "[K] path:line: code", for the commands below. When no
+               test of the task failed because the tests could not run (a module that fails to
+               import, pytest stopping on an internal error), the suspects are the source lines
+               of those errors' tracebacks, the innermost first.
   tw-show K    prints suspect K's file around its line (K: a number from the last tw-suspects, or
                path:line), the line itself marked with ">".
   tw-tokens K  prints the tokens of suspect K's line, one list, as Python's tokenizer splits it.
@@ -82,6 +85,9 @@ class _Collector:
         self.lines = {}
         self.import_lines = set()
         self.errors = []
+        # Per collection error or pytest internal error: the workspace source lines (file, line)
+        # of its traceback, innermost first.
+        self.error_frames = []
 
     def pytest_runtest_logreport(self, report):
         nid = report.nodeid
@@ -90,6 +96,27 @@ class _Collector:
         elif report.when == "teardown" and report.failed:
             # An error in teardown is an error of the test in the scoring report: not a pass.
             self.outcomes[nid] = "failed"
+
+
+def _in_source(path, cache):
+    """Whether `path` (a code object's file name) is the workspace's own source, not its tests."""
+    ok = cache.get(path)
+    if ok is None:
+        rp = os.path.realpath(path)
+        ok = rp.startswith(ROOT + os.sep) and rp.endswith(".py") and not _is_test_file(rp)
+        cache[path] = ok
+    return ok
+
+
+def _source_frames(tb, cache):
+    """The (file, line) of each frame of traceback `tb` in the workspace's source, innermost first."""
+    out = []
+    while tb is not None:
+        f = tb.tb_frame.f_code.co_filename
+        if _in_source(f, cache):
+            out.append((f, tb.tb_lineno))
+        tb = tb.tb_next
+    return out[::-1]
 
 
 def _tracer(seen, cache):
@@ -103,12 +130,7 @@ def _tracer(seen, cache):
 
     def global_(frame, event, arg):
         f = frame.f_code.co_filename
-        ok = cache.get(f)
-        if ok is None:
-            rp = os.path.realpath(f)
-            ok = rp.startswith(ROOT + os.sep) and rp.endswith(".py") and not _is_test_file(rp)
-            cache[f] = ok
-        if ok:
+        if _in_source(f, cache):
             seen.add((f, frame.f_lineno))
             return local
         return None
@@ -156,6 +178,15 @@ def _make_plugin(col):
         def pytest_collectreport(self, report):
             if report.failed:
                 col.errors.append(report.nodeid or "collection")
+
+        # The tracebacks of what kept tests from running: a module that fails to import (a
+        # collection error), and an error inside pytest itself.
+        def pytest_exception_interact(self, node, call, report):
+            if isinstance(report, pytest.CollectReport) and call.excinfo is not None:
+                col.error_frames.append(_source_frames(call.excinfo.tb, cache))
+
+        def pytest_internalerror(self, excrepr, excinfo):
+            col.error_frames.append(_source_frames(excinfo.tb, cache))
 
     return Plugin()
 
@@ -511,6 +542,9 @@ def tw_suspects(numbered=False):
     if stopped:
         print(stopped)
     if not failed:
+        if (col.errors or stopped) and any(col.error_frames):
+            _show_suspects(_error_suspects(col.error_frames), numbered)
+            return 1
         return 1 if col.errors or stopped else 0
     ef, ep = {}, {}
     for nid, outcome in col.outcomes.items():
@@ -532,18 +566,7 @@ def tw_suspects(numbered=False):
         np_ = ep.get(key, 0)
         scored.append((-(nf / math.sqrt(total_f * (nf + np_))), -nf, os.path.relpath(os.path.realpath(key[0]), ROOT), key[1], key[0]))
     scored.sort()
-    texts = {}
-
-    def code_at(f, line):
-        if f not in texts:
-            try:
-                with open(f, encoding="utf-8", errors="replace") as fh:
-                    texts[f] = fh.read().split("\n")
-            except OSError:
-                texts[f] = []
-        lines = texts[f]
-        return lines[line - 1].strip() if 0 < line <= len(lines) else ""
-
+    code_at = _code_reader()
     ranked = []
     for _, _, rel, line, f in scored:
         code_line = code_at(f, line)
@@ -556,15 +579,54 @@ def tw_suspects(numbered=False):
     mscore, cut = mutation_scores(_mutable(ranked), failed, len(failed) + passed, limits) if os.environ.get("TW_MUTATE", "1") != "0" else ({}, False)
     # Stable sort: equal mutation scores keep the Ochiai order.
     ranked.sort(key=lambda t: -mscore.get((t[2], t[1]), 0))
-    shown = ranked[:5]
-    _save_suspects([(rel, line) for rel, line, _, _ in shown])
-    for k, (rel, line, _, code_line) in enumerate(shown, 1):
-        print("%s%s:%d: %s" % ("[%d] " % k if numbered else "", rel, line, code_line[:100]))
+    _show_suspects(ranked, numbered)
     if not ranked:
         print("no source line ran in a failing test")
     if cut:
         print(CUT_SHORT)
     return 1
+
+
+def _code_reader():
+    """code_at(file, line): the line's text, stripped ("" past the end or for a file that cannot be read)."""
+    texts = {}
+
+    def code_at(f, line):
+        if f not in texts:
+            try:
+                with open(f, encoding="utf-8", errors="replace") as fh:
+                    texts[f] = fh.read().split("\n")
+            except OSError:
+                texts[f] = []
+        lines = texts[f]
+        return lines[line - 1].strip() if 0 < line <= len(lines) else ""
+
+    return code_at
+
+
+def _error_suspects(tracebacks):
+    """Suspects from the source lines of the tracebacks of errors that kept the tests from running:
+    a line nearer the innermost frame of some traceback first, then one in more of them."""
+    depth, count = {}, {}
+    for frames in tracebacks:
+        for d, key in enumerate(dict.fromkeys(frames)):
+            depth[key] = min(depth.get(key, d), d)
+            count[key] = count.get(key, 0) + 1
+    code_at = _code_reader()
+    ranked = []
+    for f, line in sorted(depth, key=lambda k: (depth[k], -count[k], os.path.realpath(k[0]), k[1])):
+        code_line = code_at(f, line)
+        if code_line:
+            ranked.append((os.path.relpath(os.path.realpath(f), ROOT), line, f, code_line))
+    return ranked
+
+
+def _show_suspects(ranked, numbered):
+    """Prints the first five of `ranked` ((rel, line, file, code) each) and keeps them for the numbered commands."""
+    shown = ranked[:5]
+    _save_suspects([(rel, line) for rel, line, _, _ in shown])
+    for k, (rel, line, _, code_line) in enumerate(shown, 1):
+        print("%s%s:%d: %s" % ("[%d] " % k if numbered else "", rel, line, code_line[:100]))
 
 
 # --- suspects by number: tw-show, tw-tokens, tw-edit, tw-cands, tw-apply ---------------------

@@ -273,11 +273,60 @@ export function originalData(o: ScoringOriginals, rel: string): Buffer {
 }
 
 /**
- * Workspace files that the runner configuration among `configs` names: every string of a JS or
- * JSON runner config (jest.config.*, .mocharc.*, package.json) that is a path of the workspace
- * (`./`, `<rootDir>/` or plain, with or without its extension), and every module of a pytest
- * config's `-p NAME` or a conftest's `pytest_plugins`. Reads the snapshot's own files (data): a
- * name that is not a file of the workspace is ignored.
+ * Keys of a JS test runner's configuration whose values name the code under test, the tests, or
+ * patterns over them, never a file the runner loads as its own machinery: a path under one of
+ * them is not put back before scoring (the agent's fix of the code under test must stand). Also
+ * package.json's own fields that name the package's modules (main, exports, ...), for a runner
+ * block read as text.
+ */
+const NOT_RUNNER_FILE_KEYS = new Set([
+  'collectCoverageFrom',
+  'coveragePathIgnorePatterns',
+  'coverageDirectory',
+  'roots',
+  'rootDir',
+  'modulePaths',
+  'moduleDirectories',
+  'testMatch',
+  'testRegex',
+  'testPathIgnorePatterns',
+  'modulePathIgnorePatterns',
+  'watchPathIgnorePatterns',
+  'transformIgnorePatterns',
+  'spec',
+  'ignore',
+  'extension',
+  'files',
+  'include',
+  'exclude',
+  'main',
+  'module',
+  'types',
+  'typings',
+  'exports',
+  'bin',
+  'browser',
+]);
+
+/** The runner blocks of package.json (the rest of it names the package itself: its main module, its scripts). */
+const PACKAGE_RUNNER_KEYS = ['jest', 'mocha', 'ava', 'vitest'];
+
+/** The property key a string literal at `at` in JS/JSON text belongs to: the last `key:` before it. */
+function keyBefore(text: string, at: number): string | undefined {
+  const head = text.slice(Math.max(0, at - 2000), at);
+  let key: string | undefined;
+  for (const m of head.matchAll(/([A-Za-z_$][\w$]*)['"]?\s*:(?!:)/g)) key = m[1];
+  return key;
+}
+
+/**
+ * Workspace files that the runner configuration among `configs` names: the strings of a JS or
+ * JSON runner config (jest.config.*, .mocharc.*, vitest.config.*, package.json's jest, mocha,
+ * ava and vitest blocks) that are paths of the workspace (`./`, `<rootDir>/`, `path.join(__dirname,
+ * ...)` or plain with a folder, with or without an extension), except under keys that name the
+ * code under test or the tests (NOT_RUNNER_FILE_KEYS); and every module of a pytest config's
+ * `-p NAME` or a conftest's `pytest_plugins`. Reads the snapshot's own files (data): a name that
+ * is not a file of the workspace is ignored.
  */
 export function runnerLoadedFiles(configs: ReadonlyMap<string, Buffer>, workspaceFiles: ReadonlySet<string>): string[] {
   const found = new Set<string>();
@@ -287,6 +336,18 @@ export function runnerLoadedFiles(configs: ReadonlyMap<string, Buffer>, workspac
     for (const cand of [rel, ...['.js', '.cjs', '.mjs', '.ts', '.cts', '.mts', '.json'].map((e) => `${rel}${e}`), `${rel}/index.js`]) {
       if (workspaceFiles.has(cand)) return void found.add(cand);
     }
+  };
+  // A string that reads as a path: `./x`, `<rootDir>/x`, or plain with a folder (`src/setup.js`).
+  const addPath = (base: string, ref: string) => {
+    if (/^(\.{1,2}\/|<rootDir>\/|[\w@-][\w./@-]*\/[\w.-]+$)/.test(ref)) add(base, ref);
+  };
+  /** Every string in a runner block of package.json, but those under NOT_RUNNER_FILE_KEYS. */
+  const runnerStrings = (v: unknown): string[] => {
+    if (typeof v === 'string') return [v];
+    if (Array.isArray(v)) return v.flatMap(runnerStrings);
+    if (v && typeof v === 'object')
+      return Object.entries(v as Record<string, unknown>).flatMap(([k, x]) => (NOT_RUNNER_FILE_KEYS.has(k) ? [] : runnerStrings(x)));
+    return [];
   };
   const addModule = (base: string, mod: string) => {
     const p = mod.replace(/\./g, '/');
@@ -298,11 +359,37 @@ export function runnerLoadedFiles(configs: ReadonlyMap<string, Buffer>, workspac
     const base = path.posix.dirname(rel);
     const name = rel.split('/').pop() ?? rel;
     const text = buf.toString('utf8');
-    if (/^(jest\.config\.|jest\.setup\.|\.mocharc\.|package\.json$|vitest\.config\.)/.test(name)) {
+    if (name === 'package.json') {
+      let pkg: unknown;
+      try {
+        pkg = JSON.parse(text);
+      } catch {
+        continue; // npm cannot read it either: the test command fails, whatever is put back
+      }
+      if (pkg && typeof pkg === 'object')
+        for (const k of PACKAGE_RUNNER_KEYS) for (const ref of runnerStrings((pkg as Record<string, unknown>)[k])) addPath(base, ref);
+    } else if (/\.ya?ml$/.test(name) && name.startsWith('.mocharc.')) {
+      // YAML: `require: ./setup.js`, and lists under a key (`- ./setup.js`).
+      let key: string | undefined;
+      for (const line of text.split('\n')) {
+        const top = line.match(/^([\w-]+)\s*:\s*(.*)$/);
+        if (top) key = top[1];
+        const value = top ? top[2] : (line.match(/^\s*-\s*(.*)$/)?.[1] ?? '');
+        const ref = value
+          .replace(/\s+#.*$/, '')
+          .trim()
+          .replace(/^(['"])(.*)\1$/, '$2');
+        if (key && !NOT_RUNNER_FILE_KEYS.has(key) && /^\.{1,2}\//.test(ref)) add(base, ref);
+      }
+    } else if (/^(jest\.config\.|jest\.setup\.|\.mocharc\.|vitest\.config\.)/.test(name)) {
+      // path.join(__dirname, 'setup.js') / path.resolve(__dirname, 'test', 'setup.js').
+      for (const m of text.matchAll(/\bpath\.(?:join|resolve)\(\s*__dirname\s*((?:,\s*(['"`])[^'"`\n]{1,200}\2\s*){1,8})\)/g)) {
+        if (NOT_RUNNER_FILE_KEYS.has(keyBefore(text, m.index) ?? '')) continue;
+        const parts = [...m[1].matchAll(/(['"`])([^'"`\n]{1,200})\1/g)].map((q) => q[2]);
+        add(base, path.posix.join(...parts));
+      }
       for (const m of text.matchAll(/(['"`])((?:(?!\1)[^\\\n]|\\.){1,300})\1/g))
-        if (/^(\.{1,2}\/|<rootDir>\/|[\w@-][\w./@-]*\/[\w.-]+$)/.test(m[2])) add(base, m[2]);
-      // YAML lists in .mocharc.yml: `- ./setup.js` and `require: ./setup.js`.
-      if (/\.ya?ml$/.test(name)) for (const m of text.matchAll(/(?:^\s*-\s*|:\s+)(\.{1,2}\/[^\s#'"]+)/gm)) add(base, m[1]);
+        if (!NOT_RUNNER_FILE_KEYS.has(keyBefore(text, m.index) ?? '')) addPath(base, m[2]);
     } else if (/^(\.?pytest\.ini|tox\.ini|setup\.cfg|pyproject\.toml)$/.test(name)) {
       // Only what pytest reads: the addopts of its own section. A `-p` elsewhere is another tool's
       // (tox.ini's `[testenv] commands = mypy -p pkg` names the package under test, not a plugin).

@@ -6,7 +6,9 @@
 //   - parametrized ids holding `::`: the report check split them on every `::` and zeroed every
 //     episode as tampered;
 //   - task files whose tasks cannot tell a fix from no fix: named with the reason; a suite that
-//     cannot be collected: refused; tests made at run time under names no file spells: scored.
+//     cannot be collected: refused; tests made at run time under names no file spells: scored;
+//   - a package.json whose `main` names the module under test: it was taken for a runner setup
+//     file, put back before scoring and never mutated.
 import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -171,6 +173,31 @@ describe('docker: the scoring check', function () {
       assert.equal(c.reference!.resolved, true);
       assert.equal(c.reference!.passRate, 1);
       assert.equal(c.reference!.tampered, undefined);
+    }
+  });
+
+  it('a package.json whose main, exports and files name the code under test: its mutations are tasks, scored unresolved with no fix and resolved with the reference', async () => {
+    // These fields name the package's own modules; read as runner setup files, the module would
+    // be put back before every scoring run (every fix undone) and never mutated.
+    const ws = path.join(dir, 'js-main');
+    fs.cpSync(path.join(__dirname, '..', 'fixtures', 'js-shop'), ws, { recursive: true });
+    const pkg = JSON.parse(fs.readFileSync(path.join(ws, 'package.json'), 'utf8'));
+    Object.assign(pkg, { main: './src/pricing.js', exports: { '.': './src/pricing.js' }, files: ['src/pricing.js', 'src/inventory.js'] });
+    fs.writeFileSync(path.join(ws, 'package.json'), JSON.stringify(pkg, null, 2));
+    const restored = collectOriginals(ws).tests;
+    assert.ok(!restored.has('src/pricing.js') && !restored.has('src/inventory.js'), [...restored.keys()].join(', '));
+    const r = await synthesizeMutationTasks({ workspace: ws, pool, seed: 1, max: 4, concurrency: 2 });
+    assert.ok(
+      r.tasks.some((t) => t.mutation!.file === 'src/pricing.js'),
+      r.tasks.map((t) => t.mutation!.file).join(', '),
+    );
+    assert.equal(r.summary.scoring.passed, r.summary.scoring.checked, JSON.stringify(r.summary.scoring));
+    const { checks } = await checkTasksInWorkspace(r.tasks, { workspace: ws, pool });
+    for (const c of checks) {
+      assert.equal(c.ok, true, JSON.stringify(c.problem));
+      assert.equal(c.noop!.resolved, false);
+      assert.equal(c.reference!.resolved, true);
+      assert.equal(c.reference!.testsChanged, undefined, 'scoring put nothing back over the fix');
     }
   });
 

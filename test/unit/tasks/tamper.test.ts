@@ -240,6 +240,64 @@ describe('tasks/testfiles: what scoring restores', () => {
   });
 });
 
+describe('tasks/testfiles: runnerLoadedFiles leaves the code under test alone', () => {
+  // What scoring puts back must be runner machinery only: a fix of a file named here is undone
+  // before the tests run, so a package's main module taken for a setup file scores every fix 0.
+  const ws = new Set([
+    'index.js',
+    'lib/index.js',
+    'lib/cli.js',
+    'lib/types.d.ts',
+    'src/main.js',
+    'test/setup.js',
+    'test/env.js',
+    'test/a.spec.js',
+    'support/hooks.js',
+    'setup.js',
+  ]);
+
+  it('package.json: only its runner blocks (jest, mocha, ava, vitest) name runner files; main, exports, bin, files and types do not', () => {
+    const pkg = {
+      name: 'x',
+      main: './lib/index.js',
+      module: 'lib/index.js',
+      types: 'lib/types.d.ts',
+      bin: { x: './lib/cli.js' },
+      exports: { '.': './lib/index.js' },
+      files: ['lib/index.js'],
+      scripts: { test: 'jest' },
+      jest: { setupFiles: ['<rootDir>/test/setup.js'], collectCoverageFrom: ['src/main.js'], roots: ['<rootDir>/src/main.js'] },
+      mocha: { require: './support/hooks.js', spec: './test/a.spec.js' },
+    };
+    assert.deepEqual(runnerLoadedFiles(new Map([['package.json', Buffer.from(JSON.stringify(pkg))]]), ws), [
+      'support/hooks.js',
+      'test/setup.js',
+    ]);
+    // A package.json npm cannot parse names nothing (its tests cannot run either).
+    assert.deepEqual(runnerLoadedFiles(new Map([['package.json', Buffer.from('{"main": "./lib/index.js",')]]), ws), []);
+  });
+
+  it('jest.config.js: path.join / path.resolve from __dirname are read; coverage, roots and test patterns are not runner files', () => {
+    const cfg = [
+      "const path = require('path');",
+      'module.exports = {',
+      "  setupFilesAfterEnv: [path.join(__dirname, 'setup.js')],",
+      "  globalSetup: path.resolve(__dirname, 'test', 'env.js'),",
+      "  collectCoverageFrom: ['src/main.js', 'lib/**/*.js'],",
+      "  roots: [path.join(__dirname, 'lib/index.js')],",
+      "  testMatch: ['<rootDir>/test/a.spec.js'],",
+      "  testEnvironment: 'node',",
+      '};',
+    ].join('\n');
+    assert.deepEqual(runnerLoadedFiles(new Map([['jest.config.js', Buffer.from(cfg)]]), ws), ['setup.js', 'test/env.js']);
+  });
+
+  it('.mocharc.yml: require and file lists are runner files, spec and ignore are the tests', () => {
+    const yml = 'require:\n  - ./support/hooks.js\nfile: ./test/setup.js\nspec:\n  - ./test/a.spec.js\nignore: ./lib/index.js\n';
+    assert.deepEqual(runnerLoadedFiles(new Map([['.mocharc.yml', Buffer.from(yml)]]), ws), ['support/hooks.js', 'test/setup.js']);
+  });
+});
+
 describe('tasks/tamper: addedModuleNames', () => {
   it("an added file's module name and each new folder on its path, first file first; old folders and non-identifiers are not names", () => {
     const dirs = new Set(['src', 'src/shop', 'docs']);

@@ -500,9 +500,13 @@ export function readConfigFile(file: string): Record<string, unknown> {
 }
 
 /** The sandbox pool a config asks for: engines (TURNWISE_DOCKER_ENGINES wins), limits, image. */
-export function poolSettings(
-  c: Pick<TrainConfig, 'dockerHost' | 'dockerHosts' | 'sandboxMemoryMb' | 'sandboxCpus' | 'sandboxPids' | 'sandboxImage'>,
-): {
+/** The settings that say where sandboxes run and what each may use. */
+export type SandboxSettings = Pick<
+  TrainConfig,
+  'dockerHost' | 'dockerHosts' | 'sandboxMemoryMb' | 'sandboxCpus' | 'sandboxPids' | 'sandboxImage'
+>;
+
+export function poolSettings(c: SandboxSettings): {
   engines?: EngineSpec[];
   limits: SandboxLimits;
   baseImage?: string;
@@ -535,7 +539,7 @@ export function commandSlotCount(
 }
 
 /** The sandbox pool of a run (or a benchmark) as its config asks: poolSettings' engines and limits. */
-export function connectRunPool(run: string, c: Parameters<typeof poolSettings>[0]): Promise<SandboxPool> {
+export function connectRunPool(run: string, c: SandboxSettings): Promise<SandboxPool> {
   const ps = poolSettings(c);
   return SandboxPool.connect({ run, ...(ps.engines ? { engines: ps.engines } : {}), limits: ps.limits });
 }

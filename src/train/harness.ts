@@ -17,7 +17,7 @@ import type { PolicyService } from '../policy/trainable';
 import { SandboxPool, type PoolSnapshot } from '../sandbox';
 import { collectOriginals, type ScoringOriginals } from '../tasks/testfiles';
 import { compactCodec, type CompactCodec } from './compact-codec';
-import { commandSlotCount, connectRunPool, poolSettings, type TrainConfig } from './config';
+import { commandSlotCount, connectRunPool, poolSettings, type SandboxSettings, type TrainConfig } from './config';
 import { samplingPacksFolder } from './memory-plan';
 import { assertWorkspaceNames } from './resume';
 import { CompactActionModel } from './compact-model';
@@ -58,22 +58,11 @@ export async function openHarness(o: {
   lora?: { config: NonNullable<TrainConfig['lora']>; seed: number };
   /** Seed of a LoRA run's dropout masks (the run's, on every harness, so a resume drops the same elements). */
   loraDropoutSeed?: number;
-  config: Pick<
-    TrainConfig,
-    | 'dockerHost'
-    | 'dockerHosts'
-    | 'sandboxMemoryMb'
-    | 'sandboxCpus'
-    | 'sandboxPids'
-    | 'sandboxImage'
-    | 'executionProvider'
-    | 'maxActionTokens'
-    | 'temperature'
-    | 'topP'
-    | 'concurrency'
-    | 'cacheObservations'
-    | 'commandConcurrency'
-  > &
+  config: SandboxSettings &
+    Pick<
+      TrainConfig,
+      'executionProvider' | 'maxActionTokens' | 'temperature' | 'topP' | 'concurrency' | 'cacheObservations' | 'commandConcurrency'
+    > &
     Partial<Pick<TrainConfig, 'packDecodeWeights' | 'maxTurns' | 'rolloutPrecision'>>;
   pool?: SandboxPool;
   /**

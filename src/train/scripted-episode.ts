@@ -12,7 +12,7 @@ import type { ActionModel } from '../agent/types';
 import { assertWorkspaceHoldsTasks } from '../tasks/origin';
 import { readTaskFile } from '../tasks/taskfile';
 import { collectOriginals } from '../tasks/testfiles';
-import { connectRunPool, poolSettings, TRAIN_DEFAULTS, type TrainConfig } from './config';
+import { connectRunPool, poolSettings, TRAIN_DEFAULTS, type SandboxSettings, type TrainConfig } from './config';
 
 export interface ScriptedEpisodeOptions {
   tasksFile: string;
@@ -25,20 +25,7 @@ export interface ScriptedEpisodeOptions {
   /** Default: a training run's (TRAIN_DEFAULTS.maxTurns), so the efficiency penalty is the one RL sees. */
   maxTurns?: number;
   /** Sandbox and reward settings; default TRAIN_DEFAULTS. */
-  config?: Partial<
-    Pick<
-      TrainConfig,
-      | 'dockerHost'
-      | 'dockerHosts'
-      | 'sandboxMemoryMb'
-      | 'sandboxCpus'
-      | 'sandboxPids'
-      | 'sandboxImage'
-      | 'commandTimeoutMs'
-      | 'testTimeoutMs'
-      | 'reward'
-    >
-  >;
+  config?: Partial<SandboxSettings & Pick<TrainConfig, 'commandTimeoutMs' | 'testTimeoutMs' | 'reward'>>;
   onProgress?: (message: string) => void;
 }
 

@@ -103,7 +103,32 @@ export async function workspaceCasesFor(o: {
   signal?: AbortSignal;
 }): Promise<{ cases: FixCase[]; heldout: string[] }> {
   const runner = detectRunner(o.workspace);
-  const { tasks } = await synthesizeMutationTasks({ workspace: o.workspace, pool: o.pool, seed: o.seed, max: o.maxTasks });
+  // Synthesis takes a minute or more: its phases, and the validation every tenth of the way.
+  let phase: string | undefined;
+  let shown = -1;
+  const { tasks } = await synthesizeMutationTasks({
+    workspace: o.workspace,
+    pool: o.pool,
+    seed: o.seed,
+    max: o.maxTasks,
+    onProgress: (p) => {
+      if (p.phase !== phase) {
+        phase = p.phase;
+        o.onLog?.(
+          p.phase === 'snapshot'
+            ? `making tasks from ${o.workspace}: building the workspace snapshot…`
+            : p.phase === 'baseline'
+              ? 'running the test suite (baseline)…'
+              : 'validating mutants…',
+        );
+      }
+      const tenth = p.total > 0 ? Math.floor((10 * p.tried) / p.total) : 0;
+      if (p.phase === 'validate' && tenth > shown) {
+        shown = tenth;
+        if (p.tried > 0) o.onLog?.(`  ${p.tried} of up to ${p.total} mutants tried, ${p.kept} kept`);
+      }
+    },
+  });
   await stopPoint(o.signal, `making the workspace's tasks (${tasks.length} made)`);
   const split = splitTasks(tasks, o.heldoutFraction, o.seed);
   const train = new Set(split.train);

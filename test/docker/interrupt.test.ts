@@ -1,5 +1,6 @@
 // Ctrl-C (SIGINT) or SIGTERM while sandboxes are being created or a snapshot is being built:
-// afterwards zero containers of the run and zero images of the workspace remain.
+// afterwards zero containers of the run and zero images of the workspace remain. And a warm start
+// stopped while it records the workspace's demonstrations says so and exits 130.
 import * as assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
@@ -59,6 +60,60 @@ describe('interrupted runs leave nothing behind (docker)', function () {
       );
     });
   }
+
+  it("SIGINT while `turnwise warmstart --workspace` records the workspace's demonstrations: exit 130, stopped, nothing written, no container left", async () => {
+    // A real signal to a child process: in this one it would also stop every later test's sandboxes.
+    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-ws-stop-'));
+    const out = path.join(tmp, 'model');
+    const child = spawn(
+      process.execPath,
+      [
+        '--require',
+        'tsx/cjs',
+        path.join(ROOT, 'src', 'cli', 'main.ts'),
+        'warmstart',
+        '--workspace',
+        path.join(ROOT, 'examples', 'demo-python'),
+        '--out',
+        out,
+        '--steps',
+        '5',
+      ],
+      { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    let text = '';
+    let sent = false;
+    let sentAt = 0;
+    const onData = (d: Buffer) => {
+      text += d;
+      // Mutants are being validated in sandboxes: the workspace's tasks are being made.
+      if (!sent && /validating mutants/.test(text)) {
+        sent = true;
+        setTimeout(() => {
+          sentAt = Date.now();
+          child.kill('SIGINT');
+        }, 1000);
+      }
+    };
+    child.stdout.on('data', onData);
+    child.stderr.on('data', onData);
+    const code = await new Promise<number | null>((resolve) => child.once('exit', (c) => resolve(c)));
+    const stopS = (Date.now() - sentAt) / 1000;
+    try {
+      assert.ok(sent, text);
+      assert.ok(stopS < 30, `stopped ${stopS} s after the signal`);
+      assert.equal(code, 130, text);
+      assert.match(
+        text,
+        /turnwise warmstart: stopped while (making the workspace's tasks|preparing the workspace's demonstrations|recording the workspace's demonstrations|generating fix cases)/,
+      );
+      assert.equal(fs.existsSync(out), false, 'nothing written');
+      const left = await docker.listContainers({ all: true, filters: { label: [`${LABEL.run}=warmstart-${child.pid}`] } });
+      assert.equal(left.length, 0, `${left.length} container(s) of the warm start left`);
+    } finally {
+      fs.rmSync(tmp, { recursive: true, force: true });
+    }
+  });
 
   it('what a killed snapshot build left is reaped at the next start once stale; finished snapshots and other images stay', async () => {
     const { docker, target } = connectEngine();

@@ -276,8 +276,7 @@ export function originalData(o: ScoringOriginals, rel: string): Buffer {
  * Keys of a JS test runner's configuration whose values name the code under test, the tests, or
  * patterns over them, never a file the runner loads as its own machinery: a path under one of
  * them is not put back before scoring (the agent's fix of the code under test must stand). Also
- * package.json's own fields that name the package's modules (main, exports, ...), for a runner
- * block read as text.
+ * the fields that name a package's own modules (main, exports, ...) wherever they appear.
  */
 const NOT_RUNNER_FILE_KEYS = new Set([
   'collectCoverageFrom',

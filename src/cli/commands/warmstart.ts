@@ -236,7 +236,10 @@ export const warmstartCommand: CliCommand = {
         `${sel.read} episode(s) read, ${sel.resolved} resolved: ${sel.kept.length} of ${tasks} task(s) are demonstrations${sel.heldOut ? `; ${sel.heldOut} of ${sel.heldOutTasks.length} held-out task(s) left out (held out for evaluation)` : ''}`,
       );
     }
-    const { signal, dispose } = stopOnSignals(io, `stopping after the current step (the weights trained so far saved to ${c.out})`);
+    const { signal, dispose } = stopOnSignals(
+      io,
+      `stopping: before the first step at once, with nothing written; after it, once the current step ends (the weights trained so far saved to ${c.out})`,
+    );
     let workspaceCases: FixCase[] | undefined;
     try {
       if (c.workspace !== undefined) {

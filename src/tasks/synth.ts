@@ -53,6 +53,15 @@ export interface SynthProgress {
   total: number;
 }
 
+/** The line that says a synthesis phase has begun (`timeoutS`: the baseline run's limit, when one was given). */
+export function synthPhaseText(phase: SynthProgress['phase'], timeoutS?: number): string {
+  return phase === 'snapshot'
+    ? 'building the workspace snapshot…'
+    : phase === 'baseline'
+      ? `running the test suite once (baseline${timeoutS !== undefined ? `, timeout ${timeoutS} s` : ''})…`
+      : 'validating mutants…';
+}
+
 export interface SourceOptions {
   workspace: string;
   override?: RunnerOverride;

@@ -499,13 +499,13 @@ export function readConfigFile(file: string): Record<string, unknown> {
   }
 }
 
-/** The sandbox pool a config asks for: engines (TURNWISE_DOCKER_ENGINES wins), limits, image. */
 /** The settings that say where sandboxes run and what each may use. */
 export type SandboxSettings = Pick<
   TrainConfig,
   'dockerHost' | 'dockerHosts' | 'sandboxMemoryMb' | 'sandboxCpus' | 'sandboxPids' | 'sandboxImage'
 >;
 
+/** The sandbox pool a config asks for: engines (TURNWISE_DOCKER_ENGINES wins), limits, image. */
 export function poolSettings(c: SandboxSettings): {
   engines?: EngineSpec[];
   limits: SandboxLimits;

@@ -8,7 +8,7 @@ import { prepareSandbox } from '../agent/episode';
 import type { PoolSnapshot, Sandbox, SandboxPool } from '../sandbox';
 import { shellQuote } from '../sandbox/shell';
 import { detectRunner } from '../tasks/runners';
-import { synthesizeMutationTasks } from '../tasks/synth';
+import { synthesizeMutationTasks, synthPhaseText } from '../tasks/synth';
 import { FIXABLE_OPERATORS, fixCommand, mutatedLineOf, withTopCandidates, type FixCase } from '../demonstrations/fix-cases';
 import { showContext } from '../demonstrations/tool-output';
 import { fixVariant } from '../demonstrations/forms';
@@ -106,6 +106,7 @@ export async function workspaceCasesFor(o: {
   // Synthesis takes a minute or more: its phases, and the validation every tenth of the way.
   let phase: string | undefined;
   let shown = -1;
+  o.onLog?.(`making tasks from ${o.workspace}`);
   const { tasks } = await synthesizeMutationTasks({
     workspace: o.workspace,
     pool: o.pool,
@@ -114,13 +115,7 @@ export async function workspaceCasesFor(o: {
     onProgress: (p) => {
       if (p.phase !== phase) {
         phase = p.phase;
-        o.onLog?.(
-          p.phase === 'snapshot'
-            ? `making tasks from ${o.workspace}: building the workspace snapshot…`
-            : p.phase === 'baseline'
-              ? 'running the test suite (baseline)…'
-              : 'validating mutants…',
-        );
+        o.onLog?.(synthPhaseText(p.phase));
       }
       const tenth = p.total > 0 ? Math.floor((10 * p.tried) / p.total) : 0;
       if (p.phase === 'validate' && tenth > shown) {

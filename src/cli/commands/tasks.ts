@@ -8,7 +8,7 @@ import { assertWritableOutput, summarizeLineErrors } from '../../core/fs';
 import { escapeControlChars } from '../../core/text';
 import type { ReportFormat, RunnerKind, Task } from '../../core/schema';
 import { checkTaskFile, readTaskFile, writeTaskFile } from '../../tasks/taskfile';
-import { failingTestTasks, synthesizeMutationTasks, type SynthSummary } from '../../tasks/synth';
+import { failingTestTasks, synthesizeMutationTasks, synthPhaseText, type SynthSummary } from '../../tasks/synth';
 import { checkTasksInWorkspace, type ScoringCheckSummary } from '../../tasks/scoring-check';
 import { RUNNER_KINDS, type RunnerOverride } from '../../tasks/runners';
 import {
@@ -139,14 +139,7 @@ export const tasksSynthCommand: CliCommand = {
       onProgress: (p) => {
         if (p.phase !== phase) {
           phase = p.phase;
-          if (!io.json)
-            io.err(
-              p.phase === 'snapshot'
-                ? 'building the workspace snapshot…'
-                : p.phase === 'baseline'
-                  ? `running the test suite once (baseline${timeoutS !== undefined ? `, timeout ${timeoutS} s` : ''})…`
-                  : 'validating mutants…',
-            );
+          if (!io.json) io.err(synthPhaseText(p.phase, timeoutS));
         }
         if (p.phase !== 'validate') return;
         bar ??= new ProgressBar('validating mutants', p.total, { json: io.json });

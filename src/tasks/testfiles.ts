@@ -305,17 +305,85 @@ const NOT_RUNNER_FILE_KEYS = new Set([
   'exports',
   'bin',
   'browser',
+  // Modules jest loads in place of others, for the tests and the code under test alike: a stand-in
+  // in `__mocks__` or a test folder is test infrastructure by its place; a source module named
+  // here (`'^config$': '<rootDir>/src/config.js'`) is code under test, whose fix must stand.
+  'moduleNameMapper',
 ]);
 
 /** The runner blocks of package.json (the rest of it names the package itself: its main module, its scripts). */
 const PACKAGE_RUNNER_KEYS = ['jest', 'mocha', 'ava', 'vitest'];
 
-/** The property key a string literal at `at` in JS/JSON text belongs to: the last `key:` before it. */
-function keyBefore(text: string, at: number): string | undefined {
-  const head = text.slice(Math.max(0, at - 2000), at);
-  let key: string | undefined;
-  for (const m of head.matchAll(/([A-Za-z_$][\w$]*)['"]?\s*:(?!:)/g)) key = m[1];
-  return key;
+/** A string literal of JS text with the property keys it sits under, outermost first (its own key last). */
+interface KeyedLiteral {
+  value: string;
+  index: number;
+  keys: string[];
+}
+
+/**
+ * The string literals of JS or JSON text, each with the keys of the objects it is nested in, in
+ * one pass: `{ setupFiles: [path.join(__dirname, 'a.js')], moduleNameMapper: { '^c$': './c.js' } }`
+ * gives 'a.js' under setupFiles and './c.js' under moduleNameMapper, '^c$'. Comments are
+ * skipped; a string followed by `:` is a key, not a literal. Regular-expression literals are not
+ * told apart from division (a quote inside one can shift what follows; the runner configs read
+ * here hold their patterns as strings).
+ */
+function keyedLiterals(text: string): KeyedLiteral[] {
+  const out: KeyedLiteral[] = [];
+  // Per open bracket, the key its value belongs to; `pending` is the key of the current level.
+  const stack: (string | undefined)[] = [];
+  let pending: string | undefined;
+  const keys = () => [...stack, pending].filter((k): k is string => k !== undefined);
+  /** Index of the first non-space character at or after i. */
+  const skipSpace = (i: number) => {
+    while (i < text.length && /\s/.test(text[i])) i++;
+    return i;
+  };
+  const isKey = (end: number) => {
+    const j = skipSpace(end);
+    return text[j] === ':' && text[j + 1] !== ':';
+  };
+  let i = 0;
+  while (i < text.length) {
+    const ch = text[i];
+    if (ch === '/' && text[i + 1] === '/') {
+      const nl = text.indexOf('\n', i);
+      i = nl < 0 ? text.length : nl + 1;
+    } else if (ch === '/' && text[i + 1] === '*') {
+      const close = text.indexOf('*/', i + 2);
+      i = close < 0 ? text.length : close + 2;
+    } else if (ch === "'" || ch === '"' || ch === '`') {
+      let j = i + 1;
+      let value = '';
+      while (j < text.length && text[j] !== ch) {
+        if (text[j] === '\\' && j + 1 < text.length) {
+          value += text[j + 1];
+          j += 2;
+        } else if (text[j] === '\n' && ch !== '`') break;
+        else value += text[j++];
+      }
+      if (isKey(j + 1)) pending = value;
+      else out.push({ value, index: i, keys: keys() });
+      i = j + 1;
+    } else if (/[A-Za-z_$]/.test(ch)) {
+      let j = i + 1;
+      while (j < text.length && /[\w$]/.test(text[j])) j++;
+      if (isKey(j)) pending = text.slice(i, j);
+      i = j;
+    } else {
+      if (ch === '{' || ch === '[' || ch === '(') {
+        stack.push(pending);
+        pending = undefined;
+      } else if (ch === '}' || ch === ']' || ch === ')') {
+        pending = stack.pop();
+      } else if (ch === ',' || ch === ';') {
+        pending = undefined;
+      }
+      i++;
+    }
+  }
+  return out;
 }
 
 /**
@@ -381,14 +449,18 @@ export function runnerLoadedFiles(configs: ReadonlyMap<string, Buffer>, workspac
         if (key && !NOT_RUNNER_FILE_KEYS.has(key) && /^\.{1,2}\//.test(ref)) add(base, ref);
       }
     } else if (/^(jest\.config\.|jest\.setup\.|\.mocharc\.|vitest\.config\.)/.test(name)) {
+      // Skipped under a key that names the code under test or the tests, at any depth.
+      const literals = keyedLiterals(text).filter((l) => !l.keys.some((k) => NOT_RUNNER_FILE_KEYS.has(k)));
+      const at = new Map(literals.map((l) => [l.index, l]));
       // path.join(__dirname, 'setup.js') / path.resolve(__dirname, 'test', 'setup.js').
+      const joined = new Set<number>();
       for (const m of text.matchAll(/\bpath\.(?:join|resolve)\(\s*__dirname\s*((?:,\s*(['"`])[^'"`\n]{1,200}\2\s*){1,8})\)/g)) {
-        if (NOT_RUNNER_FILE_KEYS.has(keyBefore(text, m.index) ?? '')) continue;
-        const parts = [...m[1].matchAll(/(['"`])([^'"`\n]{1,200})\1/g)].map((q) => q[2]);
-        add(base, path.posix.join(...parts));
+        const starts = [...m[1].matchAll(/(['"`])([^'"`\n]{1,200})\1/g)].map((q) => m.index + m[0].indexOf(m[1]) + q.index);
+        if (!starts.every((s) => at.has(s))) continue;
+        for (const s of starts) joined.add(s);
+        add(base, path.posix.join(...starts.map((s) => at.get(s)!.value)));
       }
-      for (const m of text.matchAll(/(['"`])((?:(?!\1)[^\\\n]|\\.){1,300})\1/g))
-        if (!NOT_RUNNER_FILE_KEYS.has(keyBefore(text, m.index) ?? '')) addPath(base, m[2]);
+      for (const l of literals) if (!joined.has(l.index) && l.value.length <= 300) addPath(base, l.value);
     } else if (/^(\.?pytest\.ini|tox\.ini|setup\.cfg|pyproject\.toml)$/.test(name)) {
       // Only what pytest reads: the addopts of its own section. A `-p` elsewhere is another tool's
       // (tox.ini's `[testenv] commands = mypy -p pkg` names the package under test, not a plugin).

@@ -292,6 +292,24 @@ describe('tasks/testfiles: runnerLoadedFiles leaves the code under test alone', 
     assert.deepEqual(runnerLoadedFiles(new Map([['jest.config.js', Buffer.from(cfg)]]), ws), ['setup.js', 'test/env.js']);
   });
 
+  it('jest moduleNameMapper: a source module it names is code under test; the keys count at any depth', () => {
+    const files = new Set([...ws, 'src/config.js', '__mocks__/style.js', 'jest/env.js', 'jest/transform.js']);
+    const cfg = [
+      '// setupFiles: ["src/config.js"] in a comment names nothing',
+      'module.exports = {',
+      '  /* a block comment: "lib/cli.js" */',
+      "  moduleNameMapper: { '^config$': '<rootDir>/src/config.js', '\\\\.css$': '<rootDir>/__mocks__/style.js' },",
+      '  projects: [',
+      "    { displayName: 'unit', setupFiles: ['<rootDir>/jest/env.js'], roots: ['<rootDir>/lib/index.js'],",
+      "      transform: { '^.+\\\\.js$': './jest/transform.js' } },",
+      '  ],',
+      '};',
+    ].join('\n');
+    assert.deepEqual(runnerLoadedFiles(new Map([['jest.config.js', Buffer.from(cfg)]]), files), ['jest/env.js', 'jest/transform.js']);
+    const pkg = { jest: { moduleNameMapper: { '^config$': '<rootDir>/src/config.js' }, setupFiles: ['./jest/env.js'] } };
+    assert.deepEqual(runnerLoadedFiles(new Map([['package.json', Buffer.from(JSON.stringify(pkg))]]), files), ['jest/env.js']);
+  });
+
   it('.mocharc.yml: require and file lists are runner files, spec and ignore are the tests', () => {
     const yml = 'require:\n  - ./support/hooks.js\nfile: ./test/setup.js\nspec:\n  - ./test/a.spec.js\nignore: ./lib/index.js\n';
     assert.deepEqual(runnerLoadedFiles(new Map([['.mocharc.yml', Buffer.from(yml)]]), ws), ['support/hooks.js', 'test/setup.js']);

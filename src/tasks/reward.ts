@@ -480,6 +480,8 @@ export interface EpisodeScore {
   /** Per-test summary stored with the trajectory (only the task's tests). */
   testReport?: { passed: string[]; failed: string[]; errors?: string[] };
   restored: RestoreResult;
+  /** The test command ran past its time limit (ScoreOptions.timeoutMs), report or not. */
+  testTimedOut?: true;
 }
 
 export interface ScoreOptions {
@@ -760,6 +762,7 @@ export async function scoreEpisode(sandbox: Sandbox, task: Task, opts: ScoreOpti
   const testsEdited =
     [...restored.modified, ...restored.deleted, ...restored.added].some(isTest) || (restored.dependencies?.length ?? 0) > 0;
   const run = await runTests(sandbox, task, { timeoutMs: opts.timeoutMs, killStrays: true });
+  const timedOut = run.timedOut ? { testTimedOut: true as const } : {};
   const ids = [...new Set([...task.fail_to_pass, ...task.pass_to_pass])];
   const common = {
     failToPass: task.fail_to_pass,
@@ -787,10 +790,14 @@ export async function scoreEpisode(sandbox: Sandbox, task: Task, opts: ScoreOpti
     // whose test run crashed would count them.
     const reward = computeReward({ ...common, ...tamper, outcomes: new Map() });
     if (!reward.tampered) reward.error = `${run.error ?? 'no test report'}; every test of the task counts as failing`;
-    return { reward, testReport: { passed: [], failed: [], errors: ids }, restored };
+    return { reward, testReport: { passed: [], failed: [], errors: ids }, restored, ...timedOut };
   }
   if (!run.report) {
-    return { reward: computeReward({ ...common, ...tamper, outcomes: undefined, error: run.error ?? 'no test report' }), restored };
+    return {
+      reward: computeReward({ ...common, ...tamper, outcomes: undefined, error: run.error ?? 'no test report' }),
+      restored,
+      ...timedOut,
+    };
   }
   const outcomes = outcomesOf(run.report);
   const passed = ids.filter((id) => outcomes.get(id) === 'passed');
@@ -799,5 +806,5 @@ export async function scoreEpisode(sandbox: Sandbox, task: Task, opts: ScoreOpti
   // A run that timed out but left a report still scores what it reported; the rest count as not passing.
   const reward = computeReward({ ...common, ...tamper, outcomes });
   if (run.timedOut) reward.error = `the test run timed out; ${missing.length} of the task's tests have no result and count as failing`;
-  return { reward, testReport: { passed, failed, ...(missing.length ? { errors: missing } : {}) }, restored };
+  return { reward, testReport: { passed, failed, ...(missing.length ? { errors: missing } : {}) }, restored, ...timedOut };
 }

@@ -61,6 +61,8 @@ export interface CheckedEpisode {
   notPassing: string[];
   /** The task's tests that passed. */
   passing: string[];
+  /** The test command ran past the time limit. */
+  timedOut?: true;
 }
 
 export interface ScoringCheck {
@@ -101,6 +103,7 @@ function episodeOf(task: Task, s: EpisodeScore): CheckedEpisode {
     ...(changed.length ? { testsChanged: changed } : {}),
     notPassing: ids.filter((id) => !passing.has(id)),
     passing: ids.filter((id) => passing.has(id)),
+    ...(s.testTimedOut ? { timedOut: true as const } : {}),
   };
 }
 

@@ -54,9 +54,10 @@ export async function runCanary(
     const detail = check.problem!.detail;
     const limitS = Math.round(c.testTimeoutMs / 1000);
     throw new TurnwiseError('test-report', `the reward canary failed ${where}: task ${task.id}: ${check.problem!.kind}: ${detail}`, {
-      hint: /the test command timed out/.test(detail)
-        ? `the scoring test run took longer than testTimeoutMs (${limitS} s): raise testTimeoutMs (the setting turnwise.sandbox.testTimeoutMs) well above the suite's time on this machine (\`turnwise tasks synth\` prints it)`
-        : `the reward no longer tells a fix from no fix on this workspace, so nothing was learned from this iteration's rewards; check the task with \`turnwise tasks check TASKS.jsonl --workspace DIR\` (the run's tasks.jsonl), and make the tasks again (\`turnwise tasks synth\`) if the workspace, its tests or the sandbox image changed`,
+      hint:
+        check.noop?.timedOut || check.reference?.timedOut
+          ? `the scoring test run took longer than testTimeoutMs (${limitS} s): raise testTimeoutMs (the setting turnwise.sandbox.testTimeoutMs) well above the suite's time on this machine (\`turnwise tasks synth\` prints it)`
+          : `the reward no longer tells a fix from no fix on this workspace, so nothing was learned from this iteration's rewards; check the task with \`turnwise tasks check TASKS.jsonl --workspace DIR\` (the run's tasks.jsonl), and make the tasks again (\`turnwise tasks synth\`) if the workspace, its tests or the sandbox image changed`,
     });
   }
   return { check, durationMs: Date.now() - t0 };

@@ -23,6 +23,7 @@ import {
 } from './mutate';
 import { seededRandom } from '../core/random';
 import { runWorkers } from '../core/workers';
+import { StoppedError, stopPoint } from '../core/stop';
 import type { TestReport, TestResult } from './report';
 import { runTests, scorableTestIds, type RunTestsResult } from './reward';
 import { checkTaskScoring, ScoringCheckError, summarizeScoringChecks, type ScoringCheck, type ScoringCheckSummary } from './scoring-check';
@@ -86,6 +87,11 @@ export interface SynthOptions extends SourceOptions {
   /** Stop after keeping this many tasks per operator (spreads a small --max over operators). */
   maxPerOperator?: number;
   onProgress?: (p: SynthProgress) => void;
+  /**
+   * Stops the synthesis: no new mutant is started, the ones under way end, the sandboxes are
+   * removed, and a StoppedError (core/stop.ts) is thrown; nothing is returned.
+   */
+  signal?: AbortSignal;
 }
 
 export interface OperatorCounts {
@@ -136,6 +142,13 @@ async function withPool<T>(opts: SourceOptions, fn: (pool: SandboxPool) => Promi
 async function snapshotFor(pool: SandboxPool, workspace: string, runner: TestRunner): Promise<PoolSnapshot> {
   return pool.snapshot(workspace, { language: runner.language === 'python' ? 'python' : 'javascript' });
 }
+
+/** What a synthesis stopped by a signal was doing, by phase. */
+const STOPPED_IN: Record<SynthProgress['phase'], string> = {
+  snapshot: 'taking the workspace snapshot',
+  baseline: "running the workspace's tests",
+  validate: 'validating mutants',
+};
 
 /** The default timeout of the baseline run (a whole suite) when the user gave none. */
 export const DEFAULT_BASELINE_TIMEOUT_MS = 300_000;
@@ -250,11 +263,13 @@ export async function workspaceCandidates(
   runner: TestRunner,
   operators?: MutationOperator[],
   restored?: ReadonlyMap<string, unknown>,
+  signal?: AbortSignal,
 ): Promise<MutationCandidate[]> {
   const wantPython = runner.language === 'python';
   const out: MutationCandidate[] = [];
   for (const rel of listWorkspaceFiles(workspace)) {
     if (!isMutableSource(rel) || restored?.has(rel)) continue;
+    await stopPoint(signal, 'synthesizing tasks (parsing the workspace for mutants)');
     const lang = languageOfFile(rel)!;
     if ((lang === 'python') !== wantPython) continue;
     let text: string;
@@ -310,7 +325,7 @@ export async function synthesizeMutationTasks(opts: SynthOptions): Promise<Synth
     });
   }
   const originals = collectOriginals(opts.workspace);
-  const all = await workspaceCandidates(opts.workspace, runner, opts.operators, originals.tests);
+  const all = await workspaceCandidates(opts.workspace, runner, opts.operators, originals.tests, opts.signal);
   const { kept: unique, duplicates } = dedupeCandidates(all);
   const ordered = orderCandidates(unique, seed);
   const maxCandidates = Math.min(ordered.length, opts.maxCandidates ?? max * 5);
@@ -330,6 +345,10 @@ export async function synthesizeMutationTasks(opts: SynthOptions): Promise<Synth
   emit();
   try {
     return await synthInPool();
+  } catch (e) {
+    // A signal's cleanup removes this process's sandboxes (sandbox/lifecycle.ts): what fails
+    // after it is the stop, not a fault of the workspace.
+    throw opts.signal?.aborted && !(e instanceof StoppedError) ? new StoppedError(`synthesizing tasks (${STOPPED_IN[phase]})`) : e;
   } finally {
     clearInterval(ticker);
   }
@@ -338,7 +357,9 @@ export async function synthesizeMutationTasks(opts: SynthOptions): Promise<Synth
       const snap = await snapshotFor(pool, opts.workspace, runner);
       phase = 'baseline';
       emit();
+      await stopPoint(opts.signal, 'synthesizing tasks (taking the workspace snapshot)');
       const base = await stableBaseline(pool, snap, runner, opts.timeoutMs ?? DEFAULT_BASELINE_TIMEOUT_MS, concurrency);
+      await stopPoint(opts.signal, "synthesizing tasks (running the workspace's tests)");
       phase = 'validate';
       const allPassing = base.passing;
       // Doctests of the code under test are not scored (the agent could edit them): scorableTestIds.
@@ -400,62 +421,68 @@ export async function synthesizeMutationTasks(opts: SynthOptions): Promise<Synth
       const held: Array<Sandbox | undefined> = [];
       report();
       try {
-        await runWorkers(concurrency, nextCandidate, async ({ c, index }, w) => {
-          const sb = (held[w] ??= await pool.acquire(snap, { rollout: `validate-${w}` }));
-          let run: RunTestsResult | undefined;
-          let sandboxError: string | undefined;
-          try {
-            await sb.writeFile(c.file, c.mutatedSource);
-            run = await runTests(
-              sb,
-              { testCommand: runner.command, reportFormat: runner.reportFormat, runner: runner.kind },
-              { timeoutMs, reportPath: runner.reportPath },
-            );
-          } catch (e) {
-            sandboxError = (e as Error).message;
-          }
-          // The sandbox is reused for the next mutant only when it is back to the snapshot: the
-          // mutated file, and anything this run wrote or deleted (the snapshot is a committed git
-          // repo; ignored files such as node_modules are kept, so no -x).
-          const reset =
-            run?.timedOut || sandboxError ? undefined : await sb.exec(RESET_WORKSPACE, { timeoutMs: 60_000 }).catch(() => undefined);
-          if (reset?.exitCode !== 0) {
-            // Leftover processes, a dead container or a workspace that could not be reset: never reuse it.
-            await sb.dispose().catch(() => undefined);
-            held[w] = undefined;
-          }
-          const verdict = run ? classifyMutant(passing, run) : ({ kept: false, reason: 'sandbox-error', detail: sandboxError } as const);
-          // A mutant its tests catch becomes a task only when its reward tells the truth: the no-op
-          // and the reference fix scored as an agent's episode is (fresh sandboxes, one at a time).
-          let check: ScoringCheck | undefined;
-          const task = verdict.kept ? mutationTask(opts.workspace, c, runner, verdict.failToPass, verdict.passToPass) : undefined;
-          if (task) {
-            check = await checkTaskScoring(task, {
-              acquire: (role) => pool.acquire(snap, { rollout: `check-${role}-${w}` }),
-              originals,
-              timeoutMs,
-            });
-            checks.push({ index, check });
-          }
-          tried++;
-          operators[c.operator].tried++;
-          if (check && !check.ok) {
-            dropped['scoring-check']++;
-            droppedN++;
-            operators[c.operator].dropped++;
-          } else if (task) {
-            valid.push({ index, c, task });
-            validPerOp.set(c.operator, (validPerOp.get(c.operator) ?? 0) + 1);
-          } else if (!verdict.kept) {
-            dropped[verdict.reason]++;
-            droppedN++;
-            operators[c.operator].dropped++;
-          }
-          report();
-        });
+        await runWorkers(
+          concurrency,
+          nextCandidate,
+          async ({ c, index }, w) => {
+            const sb = (held[w] ??= await pool.acquire(snap, { rollout: `validate-${w}` }));
+            let run: RunTestsResult | undefined;
+            let sandboxError: string | undefined;
+            try {
+              await sb.writeFile(c.file, c.mutatedSource);
+              run = await runTests(
+                sb,
+                { testCommand: runner.command, reportFormat: runner.reportFormat, runner: runner.kind },
+                { timeoutMs, reportPath: runner.reportPath },
+              );
+            } catch (e) {
+              sandboxError = (e as Error).message;
+            }
+            // The sandbox is reused for the next mutant only when it is back to the snapshot: the
+            // mutated file, and anything this run wrote or deleted (the snapshot is a committed git
+            // repo; ignored files such as node_modules are kept, so no -x).
+            const reset =
+              run?.timedOut || sandboxError ? undefined : await sb.exec(RESET_WORKSPACE, { timeoutMs: 60_000 }).catch(() => undefined);
+            if (reset?.exitCode !== 0) {
+              // Leftover processes, a dead container or a workspace that could not be reset: never reuse it.
+              await sb.dispose().catch(() => undefined);
+              held[w] = undefined;
+            }
+            const verdict = run ? classifyMutant(passing, run) : ({ kept: false, reason: 'sandbox-error', detail: sandboxError } as const);
+            // A mutant its tests catch becomes a task only when its reward tells the truth: the no-op
+            // and the reference fix scored as an agent's episode is (fresh sandboxes, one at a time).
+            let check: ScoringCheck | undefined;
+            const task = verdict.kept ? mutationTask(opts.workspace, c, runner, verdict.failToPass, verdict.passToPass) : undefined;
+            if (task) {
+              check = await checkTaskScoring(task, {
+                acquire: (role) => pool.acquire(snap, { rollout: `check-${role}-${w}` }),
+                originals,
+                timeoutMs,
+              });
+              checks.push({ index, check });
+            }
+            tried++;
+            operators[c.operator].tried++;
+            if (check && !check.ok) {
+              dropped['scoring-check']++;
+              droppedN++;
+              operators[c.operator].dropped++;
+            } else if (task) {
+              valid.push({ index, c, task });
+              validPerOp.set(c.operator, (validPerOp.get(c.operator) ?? 0) + 1);
+            } else if (!verdict.kept) {
+              dropped[verdict.reason]++;
+              droppedN++;
+              operators[c.operator].dropped++;
+            }
+            report();
+          },
+          opts.signal,
+        );
       } finally {
         await Promise.all(held.map((sb) => sb?.dispose().catch(() => undefined)));
       }
+      await stopPoint(opts.signal, `synthesizing tasks (validating mutants: ${tried} tried, ${valid.length} valid)`);
       const validationMs = Date.now() - tV;
       const chosen: typeof valid = [];
       const chosenPerOp = new Map<string, number>();

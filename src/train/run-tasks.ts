@@ -30,7 +30,7 @@ export interface RunTasks {
 export async function runTasks(
   run: RunDir,
   c: TrainConfig,
-  o: { pool: SandboxPool; emit: (b: RunEventBody) => void; log: (message: string) => void; check: () => void },
+  o: { pool: SandboxPool; emit: (b: RunEventBody) => void; log: (message: string) => void; check: () => void; signal?: AbortSignal },
 ): Promise<RunTasks> {
   let tasks: Task[];
   let splits: { train: string[]; heldout: string[] };
@@ -42,7 +42,7 @@ export async function runTasks(
     splits = run.readSplits(tasks);
   } else {
     o.emit({ type: 'phase', iteration: 0, phase: 'tasks', detail: `${c.taskSource} tasks from ${c.workspace}` });
-    tasks = await resolveTasks(c, o.pool, o.emit);
+    tasks = await resolveTasks(c, o.pool, o.emit, o.signal);
     o.check();
     if (tasks.length === 0) throw noTaskError(c);
     // Tasks the starting model saw as demonstrations stay in the train split.
@@ -68,7 +68,7 @@ export async function runTasks(
 }
 
 /** Makes the tasks of a new run from its config (synthesis runs in sandboxes of `pool`). */
-async function resolveTasks(c: TrainConfig, pool: SandboxPool, emit: (b: RunEventBody) => void): Promise<Task[]> {
+async function resolveTasks(c: TrainConfig, pool: SandboxPool, emit: (b: RunEventBody) => void, signal?: AbortSignal): Promise<Task[]> {
   const override = c.testCommand ? { command: c.testCommand } : undefined;
   if (c.taskSource === 'file') return readTaskFile(c.tasksFile!);
   if (c.taskSource === 'failing-tests') {
@@ -81,6 +81,7 @@ async function resolveTasks(c: TrainConfig, pool: SandboxPool, emit: (b: RunEven
     seed: c.taskSeed,
     max: c.maxTasks,
     override,
+    signal,
     onProgress: (p) =>
       emit({
         type: 'phase',

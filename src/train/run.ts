@@ -143,7 +143,7 @@ export async function trainRun(o: TrainRunOptions): Promise<TrainRunResult> {
   const unguard = guardExit(s);
   try {
     await connectSandboxes(s);
-    const tasks = await runTasks(s.run, s.c, { pool: s.pool!, emit: s.emit, log: s.log, check: () => check(s) });
+    const tasks = await runTasks(s.run, s.c, { pool: s.pool!, emit: s.emit, log: s.log, check: () => check(s), signal: s.signal });
     announce(s, tasks);
     const t = trainingState(s, tasks, await openPolicy(s));
     if (t.last < 0) {

@@ -112,6 +112,7 @@ export async function workspaceCasesFor(o: {
     pool: o.pool,
     seed: o.seed,
     max: o.maxTasks,
+    signal: o.signal,
     onProgress: (p) => {
       if (p.phase !== phase) {
         phase = p.phase;

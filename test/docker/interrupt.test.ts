@@ -1,6 +1,7 @@
 // Ctrl-C (SIGINT) or SIGTERM while sandboxes are being created or a snapshot is being built:
 // afterwards zero containers of the run and zero images of the workspace remain. And a warm start
-// stopped while it records the workspace's demonstrations says so and exits 130.
+// stopped while it records the workspace's demonstrations, or a task synthesis stopped while it
+// validates mutants, says so and exits 130.
 import * as assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
@@ -105,11 +106,59 @@ describe('interrupted runs leave nothing behind (docker)', function () {
       assert.equal(code, 130, text);
       assert.match(
         text,
-        /turnwise warmstart: stopped while (making the workspace's tasks|preparing the workspace's demonstrations|recording the workspace's demonstrations|generating fix cases)/,
+        /turnwise warmstart: stopped while (synthesizing tasks|making the workspace's tasks|preparing the workspace's demonstrations|recording the workspace's demonstrations|generating fix cases)/,
       );
       assert.equal(fs.existsSync(out), false, 'nothing written');
       const left = await docker.listContainers({ all: true, filters: { label: [`${LABEL.run}=warmstart-${child.pid}`] } });
       assert.equal(left.length, 0, `${left.length} container(s) of the warm start left`);
+    } finally {
+      fs.rmSync(tmp, { recursive: true, force: true });
+    }
+  });
+
+  it('SIGINT while `turnwise tasks synth` validates mutants: exit 130, stopped, --out not written, no container left', async () => {
+    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-synth-stop-'));
+    const out = path.join(tmp, 'tasks.jsonl');
+    const child = spawn(
+      process.execPath,
+      [
+        '--require',
+        'tsx/cjs',
+        path.join(ROOT, 'src', 'cli', 'main.ts'),
+        'tasks',
+        'synth',
+        '--workspace',
+        path.join(ROOT, 'examples', 'demo-python'),
+        '--out',
+        out,
+        '--max',
+        '50',
+      ],
+      { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    let text = '';
+    let sentAt = 0;
+    const onData = (d: Buffer) => {
+      text += d;
+      if (!sentAt && /validating mutants/.test(text)) {
+        sentAt = Date.now();
+        setTimeout(() => child.kill('SIGINT'), 1000);
+      }
+    };
+    child.stdout.on('data', onData);
+    child.stderr.on('data', onData);
+    const code = await new Promise<number | null>((resolve) => child.once('exit', (c) => resolve(c)));
+    const stopS = (Date.now() - sentAt) / 1000 - 1;
+    try {
+      assert.ok(sentAt, text);
+      assert.ok(stopS < 30, `stopped ${stopS} s after the signal`);
+      assert.equal(code, 130, text);
+      assert.match(text, /turnwise tasks synth: stopped while synthesizing tasks \(validating mutants/);
+      assert.equal(fs.existsSync(out), false, 'nothing written');
+      // The pool's run label is tasks-<pid>-…: no container of this process is left.
+      const all = await docker.listContainers({ all: true });
+      const left = all.filter((c) => (c.Labels?.[LABEL.run] ?? '').startsWith(`tasks-${child.pid}-`));
+      assert.equal(left.length, 0, `${left.length} container(s) of the synthesis left`);
     } finally {
       fs.rmSync(tmp, { recursive: true, force: true });
     }

@@ -8,6 +8,7 @@ import { assertWritableOutput, summarizeLineErrors } from '../../core/fs';
 import { escapeControlChars } from '../../core/text';
 import type { ReportFormat, RunnerKind, Task } from '../../core/schema';
 import { checkTaskFile, readTaskFile, writeTaskFile } from '../../tasks/taskfile';
+import { stopOnSignals } from '../signals';
 import { failingTestTasks, synthesizeMutationTasks, synthPhaseText, type SynthSummary } from '../../tasks/synth';
 import { checkTasksInWorkspace, type ScoringCheckSummary } from '../../tasks/scoring-check';
 import { RUNNER_KINDS, type RunnerOverride } from '../../tasks/runners';
@@ -128,6 +129,10 @@ export const tasksSynthCommand: CliCommand = {
       args.values.timeout !== undefined ? numberInRange(args, 'timeout', 0, { min: 0, minExclusive: true, max: 86_400 }) : undefined;
     let bar: ProgressBar | undefined;
     let phase = '';
+    const { signal, dispose } = stopOnSignals(
+      io,
+      `stopping once the mutants under test are done (containers removed, nothing written to ${out})`,
+    );
     const r = await synthesizeMutationTasks({
       workspace,
       max,
@@ -136,6 +141,7 @@ export const tasksSynthCommand: CliCommand = {
       maxCandidates,
       timeoutMs: timeoutS !== undefined ? timeoutS * 1000 : undefined,
       override,
+      signal,
       onProgress: (p) => {
         if (p.phase !== phase) {
           phase = p.phase;
@@ -145,7 +151,7 @@ export const tasksSynthCommand: CliCommand = {
         bar ??= new ProgressBar('validating mutants', p.total, { json: io.json });
         bar.update(p.tried, `kept ${p.kept}, dropped ${p.dropped}`);
       },
-    });
+    }).finally(dispose);
     bar?.done(`kept ${r.tasks.length}`);
     if (r.tasks.length > 0) writeTaskFile(out, r.tasks);
     const summary = formatSynthSummary(r.summary, out, r.tasks.length);

@@ -3,7 +3,8 @@
 // the sign test over episodes and the test by task), the train iterations' metrics averaged over
 // the first five, the last five and all of them (mixed-outcome ratio, resolved, KL, branch
 // episodes and how many changed their group's outcome, seconds of rollout and update), the train
-// groups by outcome (all resolved, none, mixed), and the held-out failure labels of the sampled
+// groups by outcome (all resolved, none, mixed), the train tasks by outcome with the mixed ratio a
+// hindsight picker would reach, and the held-out failure labels of the sampled
 // episodes first → last.
 //   npx tsx docs/experiments/scripts/transfer-runs.ts RESULT.json [RESULT2.json …] [--json]
 import { failureBreakdown, FAILURE_LABELS } from '../../../src/agent/diagnosis';
@@ -47,7 +48,43 @@ function groupsOf(run: RunDir, last: number) {
       if (firstOutcome.has(t.groupId) && firstOutcome.get(t.groupId) !== !!t.reward.resolved) flipped++;
     }
   }
-  return { groups: classes, branches, branches_that_changed_the_outcome: flipped };
+  return { groups: classes, branches, branches_that_changed_the_outcome: flipped, tasks: tasksOf(run, last) };
+}
+
+/**
+ * The train tasks by what their first-phase episodes did over the whole run: posed, every episode
+ * resolved, none, some; and the mixed-outcome ratio a picker that knew each task's resolve rate p
+ * over the run (hindsight) would expect from the tasksPerIteration tasks with the highest chance
+ * of a mixed group of G, 1 − p^G − (1 − p)^G: a ceiling on what picking alone could reach.
+ */
+function tasksOf(run: RunDir, last: number) {
+  const per = new Map<string, { n: number; k: number }>();
+  let perIteration = 0;
+  let G = 0;
+  for (let n = 1; n <= last; n++) {
+    const first = run.readTrajectories(n, 'train').filter((t) => !t.branch && !t.failure);
+    const groups = scoredGroups(first);
+    perIteration = Math.max(perIteration, groups.size);
+    for (const g of groups.values()) {
+      G = Math.max(G, g.length);
+      const e = per.get(g[0].taskId) ?? per.set(g[0].taskId, { n: 0, k: 0 }).get(g[0].taskId)!;
+      e.n += g.length;
+      e.k += g.filter((t) => t.reward.resolved).length;
+    }
+  }
+  const rates = [...per.values()];
+  const mixedChance = (p: number) => 1 - p ** G - (1 - p) ** G;
+  const best = rates
+    .map((e) => mixedChance(e.k / e.n))
+    .sort((a, b) => b - a)
+    .slice(0, perIteration);
+  return {
+    posed: rates.length,
+    all_resolved: rates.filter((e) => e.k === e.n).length,
+    none_resolved: rates.filter((e) => e.k === 0).length,
+    some_resolved: rates.filter((e) => e.k > 0 && e.k < e.n).length,
+    hindsight_picker_mixed: best.length ? Number(mean(best).toFixed(3)) : null,
+  };
 }
 
 const labels = (ts: readonly Trajectory[], tasks: ReadonlyMap<string, Task>) =>
@@ -67,6 +104,7 @@ type Summary = {
   groups: Record<string, number>;
   branches: number;
   branches_that_changed_the_outcome: number;
+  tasks: ReturnType<typeof tasksOf>;
   sampled_labels: Record<string, number[]>;
 };
 
@@ -127,6 +165,7 @@ else
     console.log(
       `  train groups ${JSON.stringify(x.groups)}; branches ${x.branches}, ${x.branches_that_changed_the_outcome} changed the outcome`,
     );
+    console.log(`  train tasks ${JSON.stringify(x.tasks)}`);
     console.log(
       `  sampled held-out labels first → last: ${Object.entries(x.sampled_labels)
         .map(([l, [b, a]]) => `${l} ${b} → ${a}`)

@@ -30,13 +30,9 @@ function packedDecodeBytes(c: ModelConfig): number {
   return (parameterCount(c) + (c.tie_word_embeddings ? c.vocab_size * c.hidden_size : 0)) * F32;
 }
 
-/**
- * KV caches of `episodes` sequences of `context` tokens: each sequence's own, and the batched cache
- * a decode step feeds and gets back, whose buffers are kept from call to call with a quarter more
- * room to grow (inference/kv-cache.ts KvBufferPool).
- */
+/** KV caches of `episodes` sequences of `context` tokens: each sequence's own, and the batched cache a decode step feeds and gets back. */
 function kvCacheBytes(c: ModelConfig, episodes: number, context: number): number {
-  return Math.ceil(3.25 * episodes * context * kvBytesPerToken(c));
+  return 3 * episodes * context * kvBytesPerToken(c);
 }
 
 /** What a plan is for. */

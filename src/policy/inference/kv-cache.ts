@@ -34,73 +34,17 @@ export function disposeDeviceCache(cache: KvCache): void {
   cache.device = undefined;
 }
 
-/**
- * An empty cache of `capacity` slots for B rows, every slot masked. Its keys and values are zero,
- * or, taken from `pool`, whatever an earlier call left there (`reused`): the caller overwrites or
- * zeroes every slot (gatherSequences zeroes each row's slots past what it copies), since a masked
- * slot's key still enters the softmax, where a NaN from a broken earlier run would spread.
- */
-export function newKvCache(c: ModelConfig, B: number, capacity: number, pool?: KvBufferPool): KvCache & { reused: boolean } {
+/** An empty cache of `capacity` slots for B rows, every slot masked. */
+export function newKvCache(c: ModelConfig, B: number, capacity: number): KvCache {
   const n = B * c.num_key_value_heads * headDim(c) * capacity;
-  let reused = false;
-  const take = () => {
-    if (!pool) return new Float32Array(n);
-    const t = pool.take(n);
-    reused ||= !t.fresh;
-    return t.array;
-  };
   return {
     capacity,
     filled: 0,
-    keys: Array.from({ length: c.num_hidden_layers }, take),
-    values: Array.from({ length: c.num_hidden_layers }, take),
+    keys: Array.from({ length: c.num_hidden_layers }, () => new Float32Array(n)),
+    values: Array.from({ length: c.num_hidden_layers }, () => new Float32Array(n)),
     bias: new Float32Array(B * capacity).fill(MASKED),
     nextPos: new Array(B).fill(0),
-    reused,
   };
-}
-
-/** Room a pooled buffer is allocated with beyond what it was asked for: contexts grow turn by turn. */
-const POOL_GROWTH = 1.25;
-
-/**
- * The buffers of batch caches, kept from one call to the next. A batch cache of 8 rows at the
- * Qwen2.5-0.5B shape and 1,024 tokens is 200 MB; allocated afresh for every call, each of its pages
- * costs a fault and the kernel's zeroing on first touch, which was most of the host time of a
- * sampling call outside its runs. A buffer is allocated with room to grow, taken back when the
- * call ends, and handed to a later call it fits. At most `maxFree` buffers wait (one cache's: two
- * per layer); memory the plan counts anyway (memory.ts: the batched cache of every episode).
- */
-export class KvBufferPool {
-  private free: ArrayBuffer[] = [];
-  constructor(private readonly maxFree: number) {}
-
-  /** A Float32Array of exactly `floats` elements: a free buffer it fits (the smallest), or a new one. */
-  take(floats: number): { array: Float32Array; fresh: boolean } {
-    let best = -1;
-    for (let i = 0; i < this.free.length; i++)
-      if (this.free[i].byteLength >= 4 * floats && (best < 0 || this.free[i].byteLength < this.free[best].byteLength)) best = i;
-    if (best >= 0) return { array: new Float32Array(this.free.splice(best, 1)[0], 0, floats), fresh: false };
-    return { array: new Float32Array(new ArrayBuffer(4 * Math.ceil(floats * POOL_GROWTH)), 0, floats), fresh: true };
-  }
-
-  /** Takes back a cache's keys and values (the cache must not be used after). */
-  give(cache: Pick<KvCache, 'keys' | 'values'>): void {
-    for (const a of [...cache.keys, ...cache.values]) if (a.byteOffset === 0) this.free.push(a.buffer as ArrayBuffer);
-    cache.keys = [];
-    cache.values = [];
-    if (this.free.length > this.maxFree) this.free = this.free.sort((a, b) => b.byteLength - a.byteLength).slice(0, this.maxFree);
-  }
-
-  /** Drops every waiting buffer. */
-  clear(): void {
-    this.free = [];
-  }
-
-  /** Bytes waiting in the pool. */
-  get freeBytes(): number {
-    return this.free.reduce((n, b) => n + b.byteLength, 0);
-  }
 }
 
 /** The cache as a decode graph takes it. Every slot is fed (capacity C): unfilled and padding slots are masked out. */

@@ -38,7 +38,7 @@ import { PRECISION_BITS, quantizeBlocks, rolloutPrecisionFor, type RolloutPrecis
 import type { LoraAdapter } from '../files/lora';
 import type { PolicyTokenizer } from '../files/tokenizer';
 import { SeededRandom, type PolicyWeights } from '../model/weights';
-import { disposeDeviceCache, keepSlots, KvBufferPool, kvCacheFeeds, newKvCache, writeNewSlots, type KvCache } from './kv-cache';
+import { disposeDeviceCache, keepSlots, kvCacheFeeds, newKvCache, writeNewSlots, type KvCache } from './kv-cache';
 import { removePackedWeights, writePackedModel, writePackedWeights, type PackedWeights } from './packed-weights';
 import { sampleToken, topLogprobs, type TokenLogprob } from './sampling';
 import { checkTokenIds, gatherSequences, scatterSequences, Sequence } from './sequences';
@@ -149,9 +149,6 @@ export class Policy {
   /** The LoRA adapter's layout when one is on top of the weights (its tensors are in `feeds`). */
   private lora: LoraShape | undefined;
 
-  /** Buffers of the batch caches of calls over sequences, reused from call to call (kv-cache.ts). */
-  private readonly kvPool: KvBufferPool;
-
   constructor(
     weights: PolicyWeights,
     readonly tokenizer?: PolicyTokenizer,
@@ -159,7 +156,6 @@ export class Policy {
     adapter?: LoraAdapter,
   ) {
     this.config = weights.config;
-    this.kvPool = new KvBufferPool(2 * weights.config.num_hidden_layers);
     this.feeds = {};
     this.replaceFeeds(weightFeeds(weights));
     // prefill and decode, with and without an adapter, by the logits they return
@@ -781,7 +777,7 @@ export class Policy {
     const T = Math.max(...rows.map((r) => r.length));
     const padded = rows.map((r) => (r.length < T ? [...r, ...new Array(T - r.length).fill(-1)] : r));
     const from = Math.max(...seqs.map((s) => s.cached));
-    const cache = gatherSequences(this.config, seqs, from + T + extra, this.kvPool);
+    const cache = gatherSequences(this.config, seqs, from + T + extra);
     const out = await this.step(cache, padded, true, logits ? rows.map((r) => r.length - 1) : 'none');
     return { cache, logits: out, from };
   }
@@ -802,8 +798,6 @@ export class Policy {
       const rows = seqs.map((s) => s.tokens.slice(s.cached, s.length - 1));
       const { cache, from } = await this.feedSequences(seqs, rows, 0, false);
       scatterSequences(this.config, cache, seqs, from, this.weightsVersion);
-      disposeDeviceCache(cache);
-      this.kvPool.give(cache);
     } catch (e) {
       requests.forEach((r, i) => r.seq.restore(lengths[i]));
       throw e;
@@ -883,10 +877,8 @@ export class Policy {
     try {
       return await this.drawRound(rows, ids, first);
     } finally {
-      // The round's cache on the device (keepsCache) goes with the round; the host's stays in the
-      // sequences, its buffers for the next call.
+      // The round's cache on the device (keepsCache) goes with the round; the host's stays in the sequences.
       disposeDeviceCache(first.cache);
-      this.kvPool.give(first.cache);
     }
   }
 
@@ -1069,7 +1061,6 @@ export class Policy {
   }
 
   async dispose(): Promise<void> {
-    this.kvPool.clear();
     await this.sessions.clear();
     this.removeHeldFiles();
     // Released once: a second dispose finds nothing held.

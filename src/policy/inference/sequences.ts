@@ -5,7 +5,7 @@
 // Policy.sample.
 import { TurnwiseError } from '../../core/errors';
 import { headDim, type ModelConfig } from '../model/config';
-import { newKvCache, type KvBufferPool, type KvCache } from './kv-cache';
+import { newKvCache, type KvCache } from './kv-cache';
 
 /**
  * One growing token sequence (an episode's conversation) with its own KV cache. `tokens` is
@@ -168,31 +168,21 @@ export function checkTokenIds(c: ModelConfig, ids: readonly number[], already = 
  * A batch cache of capacity `capacity` holding each sequence's cached slots at the start of its
  * row (row b: slots 0..cached−1, the rest masked until written). Positions continue per row.
  */
-export function gatherSequences(c: ModelConfig, seqs: readonly Sequence[], capacity: number, pool?: KvBufferPool): KvCache {
+export function gatherSequences(c: ModelConfig, seqs: readonly Sequence[], capacity: number): KvCache {
   const B = seqs.length;
-  const { reused, ...cache } = newKvCache(c, B, capacity, pool);
+  const cache = newKvCache(c, B, capacity);
   const nkv = c.num_key_value_heads;
   const d = headDim(c);
   const C = capacity;
   seqs.forEach((s, b) => {
     const n = s.cached;
     cache.nextPos[b] = n;
-    if (n === 0 && !reused) return;
+    if (n === 0) return;
     for (let l = 0; l < c.num_hidden_layers; l++) {
       const K = cache.keys[l];
       const V = cache.values[l];
-      for (let h = 0; h < nkv; h++) {
-        const at = (b * nkv + h) * C * d;
-        if (n > 0) K.set(s.keys[l].subarray(h * s.capacity * d, (h * s.capacity + n) * d), at);
-        // A reused buffer holds an earlier call's numbers: the masked slots must be finite zeros
-        // (a masked slot's key still enters the softmax, where a NaN would spread).
-        if (reused) K.fill(0, at + n * d, at + C * d);
-      }
-      for (let r = 0; r < nkv * d; r++) {
-        const at = (b * nkv * d + r) * C;
-        if (n > 0) V.set(s.values[l].subarray(r * s.capacity, r * s.capacity + n), at);
-        if (reused) V.fill(0, at + n, at + C);
-      }
+      for (let h = 0; h < nkv; h++) K.set(s.keys[l].subarray(h * s.capacity * d, (h * s.capacity + n) * d), (b * nkv + h) * C * d);
+      for (let r = 0; r < nkv * d; r++) V.set(s.values[l].subarray(r * s.capacity, r * s.capacity + n), (b * nkv * d + r) * C);
     }
     cache.bias.fill(0, b * C, b * C + n);
   });

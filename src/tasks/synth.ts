@@ -343,23 +343,25 @@ export async function synthesizeMutationTasks(opts: SynthOptions): Promise<Synth
   const ticker = opts.onProgress ? setInterval(emit, 1000) : undefined;
   ticker?.unref();
   emit();
+  // What a stop names: the phase under way, and `detail`.
+  const stoppedWhile = (detail = '') => `synthesizing tasks (${STOPPED_IN[phase]}${detail})`;
   try {
     return await synthInPool();
   } catch (e) {
     // A signal's cleanup removes this process's sandboxes (sandbox/lifecycle.ts): what fails
     // after it is the stop, not a fault of the workspace.
-    throw opts.signal?.aborted && !(e instanceof StoppedError) ? new StoppedError(`synthesizing tasks (${STOPPED_IN[phase]})`) : e;
+    throw opts.signal?.aborted && !(e instanceof StoppedError) ? new StoppedError(stoppedWhile()) : e;
   } finally {
     clearInterval(ticker);
   }
   async function synthInPool(): Promise<SynthResult> {
     return withPool(opts, async (pool) => {
       const snap = await snapshotFor(pool, opts.workspace, runner);
+      await stopPoint(opts.signal, stoppedWhile());
       phase = 'baseline';
       emit();
-      await stopPoint(opts.signal, 'synthesizing tasks (taking the workspace snapshot)');
       const base = await stableBaseline(pool, snap, runner, opts.timeoutMs ?? DEFAULT_BASELINE_TIMEOUT_MS, concurrency);
-      await stopPoint(opts.signal, "synthesizing tasks (running the workspace's tests)");
+      await stopPoint(opts.signal, stoppedWhile());
       phase = 'validate';
       const allPassing = base.passing;
       // Doctests of the code under test are not scored (the agent could edit them): scorableTestIds.
@@ -482,7 +484,7 @@ export async function synthesizeMutationTasks(opts: SynthOptions): Promise<Synth
       } finally {
         await Promise.all(held.map((sb) => sb?.dispose().catch(() => undefined)));
       }
-      await stopPoint(opts.signal, `synthesizing tasks (validating mutants: ${tried} tried, ${valid.length} valid)`);
+      await stopPoint(opts.signal, stoppedWhile(`: ${tried} tried, ${valid.length} valid`));
       const validationMs = Date.now() - tV;
       const chosen: typeof valid = [];
       const chosenPerOp = new Map<string, number>();

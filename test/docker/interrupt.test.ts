@@ -37,6 +37,35 @@ function interrupt(args: string[], signal: NodeJS.Signals, delayMs: number): Pro
   return new Promise((resolve) => child.once('exit', () => resolve(out + err)));
 }
 
+/**
+ * Runs the CLI with `args`, sends SIGINT one second after its output first matches `when`, and
+ * resolves when it has exited: its exit code, its output, its pid, and the seconds from the
+ * signal to the exit (NaN when the signal was never sent).
+ */
+async function interruptCli(args: string[], when: RegExp): Promise<{ code: number | null; text: string; pid: number; stopS: number }> {
+  const child = spawn(process.execPath, ['--require', 'tsx/cjs', path.join(ROOT, 'src', 'cli', 'main.ts'), ...args], {
+    cwd: ROOT,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let text = '';
+  let seen = false;
+  let sentAt = NaN;
+  const onData = (d: Buffer) => {
+    text += d;
+    if (!seen && when.test(text)) {
+      seen = true;
+      setTimeout(() => {
+        sentAt = Date.now();
+        child.kill('SIGINT');
+      }, 1000);
+    }
+  };
+  child.stdout.on('data', onData);
+  child.stderr.on('data', onData);
+  const code = await new Promise<number | null>((resolve) => child.once('exit', (c) => resolve(c)));
+  return { code, text, pid: child.pid!, stopS: (Date.now() - sentAt) / 1000 };
+}
+
 describe('interrupted runs leave nothing behind (docker)', function () {
   this.timeout(240_000);
   const { docker, target } = connectEngine();
@@ -66,42 +95,13 @@ describe('interrupted runs leave nothing behind (docker)', function () {
     // A real signal to a child process: in this one it would also stop every later test's sandboxes.
     const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-ws-stop-'));
     const out = path.join(tmp, 'model');
-    const child = spawn(
-      process.execPath,
-      [
-        '--require',
-        'tsx/cjs',
-        path.join(ROOT, 'src', 'cli', 'main.ts'),
-        'warmstart',
-        '--workspace',
-        path.join(ROOT, 'examples', 'demo-python'),
-        '--out',
-        out,
-        '--steps',
-        '5',
-      ],
-      { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
+    // Mutants are being validated in sandboxes: the workspace's tasks are being made.
+    const { code, text, pid, stopS } = await interruptCli(
+      ['warmstart', '--workspace', path.join(ROOT, 'examples', 'demo-python'), '--out', out, '--steps', '5'],
+      /validating mutants/,
     );
-    let text = '';
-    let sent = false;
-    let sentAt = 0;
-    const onData = (d: Buffer) => {
-      text += d;
-      // Mutants are being validated in sandboxes: the workspace's tasks are being made.
-      if (!sent && /validating mutants/.test(text)) {
-        sent = true;
-        setTimeout(() => {
-          sentAt = Date.now();
-          child.kill('SIGINT');
-        }, 1000);
-      }
-    };
-    child.stdout.on('data', onData);
-    child.stderr.on('data', onData);
-    const code = await new Promise<number | null>((resolve) => child.once('exit', (c) => resolve(c)));
-    const stopS = (Date.now() - sentAt) / 1000;
     try {
-      assert.ok(sent, text);
+      assert.ok(Number.isFinite(stopS), text);
       assert.ok(stopS < 30, `stopped ${stopS} s after the signal`);
       assert.equal(code, 130, text);
       assert.match(
@@ -109,7 +109,7 @@ describe('interrupted runs leave nothing behind (docker)', function () {
         /turnwise warmstart: stopped while (synthesizing tasks|making the workspace's tasks|preparing the workspace's demonstrations|recording the workspace's demonstrations|generating fix cases)/,
       );
       assert.equal(fs.existsSync(out), false, 'nothing written');
-      const left = await docker.listContainers({ all: true, filters: { label: [`${LABEL.run}=warmstart-${child.pid}`] } });
+      const left = await docker.listContainers({ all: true, filters: { label: [`${LABEL.run}=warmstart-${pid}`] } });
       assert.equal(left.length, 0, `${left.length} container(s) of the warm start left`);
     } finally {
       fs.rmSync(tmp, { recursive: true, force: true });
@@ -119,45 +119,19 @@ describe('interrupted runs leave nothing behind (docker)', function () {
   it('SIGINT while `turnwise tasks synth` validates mutants: exit 130, stopped, --out not written, no container left', async () => {
     const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-synth-stop-'));
     const out = path.join(tmp, 'tasks.jsonl');
-    const child = spawn(
-      process.execPath,
-      [
-        '--require',
-        'tsx/cjs',
-        path.join(ROOT, 'src', 'cli', 'main.ts'),
-        'tasks',
-        'synth',
-        '--workspace',
-        path.join(ROOT, 'examples', 'demo-python'),
-        '--out',
-        out,
-        '--max',
-        '50',
-      ],
-      { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
+    const { code, text, pid, stopS } = await interruptCli(
+      ['tasks', 'synth', '--workspace', path.join(ROOT, 'examples', 'demo-python'), '--out', out, '--max', '50'],
+      /validating mutants/,
     );
-    let text = '';
-    let sentAt = 0;
-    const onData = (d: Buffer) => {
-      text += d;
-      if (!sentAt && /validating mutants/.test(text)) {
-        sentAt = Date.now();
-        setTimeout(() => child.kill('SIGINT'), 1000);
-      }
-    };
-    child.stdout.on('data', onData);
-    child.stderr.on('data', onData);
-    const code = await new Promise<number | null>((resolve) => child.once('exit', (c) => resolve(c)));
-    const stopS = (Date.now() - sentAt) / 1000 - 1;
     try {
-      assert.ok(sentAt, text);
+      assert.ok(Number.isFinite(stopS), text);
       assert.ok(stopS < 30, `stopped ${stopS} s after the signal`);
       assert.equal(code, 130, text);
       assert.match(text, /turnwise tasks synth: stopped while synthesizing tasks \(validating mutants/);
       assert.equal(fs.existsSync(out), false, 'nothing written');
       // The pool's run label is tasks-<pid>-…: no container of this process is left.
       const all = await docker.listContainers({ all: true });
-      const left = all.filter((c) => (c.Labels?.[LABEL.run] ?? '').startsWith(`tasks-${child.pid}-`));
+      const left = all.filter((c) => (c.Labels?.[LABEL.run] ?? '').startsWith(`tasks-${pid}-`));
       assert.equal(left.length, 0, `${left.length} container(s) of the synthesis left`);
     } finally {
       fs.rmSync(tmp, { recursive: true, force: true });

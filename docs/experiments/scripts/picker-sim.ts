@@ -9,7 +9,8 @@
 //   hindsight    the tasksPerIteration tasks with the highest chance of a mixed group (knows the rates).
 // The rates are held fixed (a policy that learns settles its tasks, so a real run's ratio falls
 // over the run): the figures say what the picker can do with what it sees, not what a run gets.
-//   npx tsx docs/experiments/scripts/picker-sim.ts RESULT.json [RESULT2.json …]
+// --group G and --tasks N pose N tasks of G episodes per iteration instead of the run's own.
+//   npx tsx docs/experiments/scripts/picker-sim.ts RESULT.json [RESULT2.json …] [--group G --tasks N]
 import { readTransferResult } from '../../../src/bench/transfer-compare';
 import { RunDir } from '../../../src/core/run';
 import { seededRandom } from '../../../src/core/random';
@@ -54,7 +55,14 @@ function simulate(
   return mixed / groups;
 }
 
-for (const file of process.argv.slice(2)) {
+const argv = process.argv.slice(2);
+const flag = (name: string) => {
+  const i = argv.indexOf(name);
+  return i >= 0 ? Number(argv.splice(i, 2)[1]) : undefined;
+};
+const groupOverride = flag('--group');
+const tasksOverride = flag('--tasks');
+for (const file of argv) {
   for (const repo of readTransferResult(file).repos) {
     if (!repo.run_dir) continue;
     const run = RunDir.open(repo.run_dir);
@@ -79,19 +87,18 @@ for (const file of process.argv.slice(2)) {
       ...posed,
       ...Array.from({ length: Math.max(0, trainTasks - posed.length) }, () => posed[Math.floor(fill() * posed.length)]),
     ];
+    const [tasks, group] = [tasksOverride ?? perIteration, groupOverride ?? G];
     const row: Record<string, unknown> = {
       repo: repo.name,
       file,
       iterations: last,
       train_tasks: rates.length,
       posed: posed.length,
-      per_iteration: perIteration,
-      G,
+      per_iteration: tasks,
+      G: group,
     };
     for (const picker of ['uniform', 'informative', 'hindsight'] as const) {
-      row[picker] = Number(
-        mean(Array.from({ length: REPLICAS }, (_, s) => simulate(rates, picker, last, perIteration, G, s + 1))).toFixed(3),
-      );
+      row[picker] = Number(mean(Array.from({ length: REPLICAS }, (_, s) => simulate(rates, picker, last, tasks, group, s + 1))).toFixed(3));
     }
     process.stdout.write(JSON.stringify(row) + '\n');
   }

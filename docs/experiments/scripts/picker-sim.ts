@@ -15,7 +15,8 @@ import { readTransferResult } from '../../../src/bench/transfer-compare';
 import { RunDir } from '../../../src/core/run';
 import { seededRandom } from '../../../src/core/random';
 import { mean } from '../../../src/core/stats';
-import { alikeStreaks, scoredGroups, taskWeight, type GroupOutcome } from '../../../src/train/task-picking';
+import { alikeStreaks, taskWeight, type GroupOutcome } from '../../../src/train/task-picking';
+import { mixedChance, trainTaskOutcomes } from './task-outcomes';
 
 const REPLICAS = 400;
 
@@ -28,7 +29,6 @@ function simulate(
   seed: number,
 ) {
   const rand = seededRandom(seed);
-  const mixedChance = (p: number) => 1 - p ** G - (1 - p) ** G;
   const past: GroupOutcome[] = [];
   let mixed = 0;
   let groups = 0;
@@ -37,7 +37,7 @@ function simulate(
     const ids = rates.map((_, i) => i);
     const posed =
       picker === 'hindsight'
-        ? ids.sort((a, b) => mixedChance(rates[b]) - mixedChance(rates[a])).slice(0, perIteration)
+        ? ids.sort((a, b) => mixedChance(rates[b], G) - mixedChance(rates[a], G)).slice(0, perIteration)
         : ids
             .map((i) => ({ i, key: -Math.log(1 - rand()) / (picker === 'uniform' ? 1 : taskWeight(streaks.get(String(i)) ?? 0)) }))
             .sort((a, b) => a.key - b.key)
@@ -67,19 +67,7 @@ for (const file of argv) {
     if (!repo.run_dir) continue;
     const run = RunDir.open(repo.run_dir);
     const last = run.lastCompleteIteration();
-    const per = new Map<string, { n: number; k: number }>();
-    let perIteration = 0;
-    let G = 0;
-    for (let n = 1; n <= last; n++) {
-      const groups = scoredGroups(run.readTrajectories(n, 'train').filter((t) => !t.branch && !t.failure));
-      perIteration = Math.max(perIteration, groups.size);
-      for (const g of groups.values()) {
-        G = Math.max(G, g.length);
-        const e = per.get(g[0].taskId) ?? per.set(g[0].taskId, { n: 0, k: 0 }).get(g[0].taskId)!;
-        e.n += g.length;
-        e.k += g.filter((t) => t.reward.resolved).length;
-      }
-    }
+    const { per, perIteration, G } = trainTaskOutcomes(run, last);
     const posed = [...per.values()].map((e) => (e.k + 0.5) / (e.n + 1));
     const fill = seededRandom(7);
     const trainTasks = repo.train_tasks ?? posed.length;

@@ -15,6 +15,7 @@ import type { Task, Trajectory } from '../../../src/core/schema';
 import { mean } from '../../../src/core/stats';
 import { compareEvaluations, episodeKind, formatPaired, type PairedChange } from '../../../src/eval/compare';
 import { endedAlike, scoredGroups } from '../../../src/train/task-picking';
+import { mixedChance, trainTaskOutcomes } from './task-outcomes';
 
 const KEYS = ['groups/mixed', 'groups/mixed_first', 'resolved', 'kl', 'rollout/branch_episodes', 'time/rollout_s', 'time/update_s'];
 
@@ -58,24 +59,10 @@ function groupsOf(run: RunDir, last: number) {
  * of a mixed group of G, 1 − p^G − (1 − p)^G: a ceiling on what picking alone could reach.
  */
 function tasksOf(run: RunDir, last: number) {
-  const per = new Map<string, { n: number; k: number }>();
-  let perIteration = 0;
-  let G = 0;
-  for (let n = 1; n <= last; n++) {
-    const first = run.readTrajectories(n, 'train').filter((t) => !t.branch && !t.failure);
-    const groups = scoredGroups(first);
-    perIteration = Math.max(perIteration, groups.size);
-    for (const g of groups.values()) {
-      G = Math.max(G, g.length);
-      const e = per.get(g[0].taskId) ?? per.set(g[0].taskId, { n: 0, k: 0 }).get(g[0].taskId)!;
-      e.n += g.length;
-      e.k += g.filter((t) => t.reward.resolved).length;
-    }
-  }
+  const { per, perIteration, G } = trainTaskOutcomes(run, last);
   const rates = [...per.values()];
-  const mixedChance = (p: number) => 1 - p ** G - (1 - p) ** G;
   const best = rates
-    .map((e) => mixedChance(e.k / e.n))
+    .map((e) => mixedChance(e.k / e.n, G))
     .sort((a, b) => b - a)
     .slice(0, perIteration);
   return {

@@ -131,6 +131,8 @@ if (process.env.TURNWISE_SKIP_TEST_SETUP !== '1') {
 
 const results = [];
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'turnwise-test-'));
+// Tasks cached by training runs (tasks/cache.ts): one folder for this test run, not the user's.
+const taskCache = path.join(tmp, 'task-cache');
 for (const tier of tiers) {
   const def = tierDefs[tier];
   if (!def) {
@@ -156,7 +158,7 @@ for (const tier of tiers) {
     continue;
   }
   const summaryFile = path.join(tmp, `${tier}.json`);
-  const code = run(plan.cmd, plan.args, { TURNWISE_TEST_SUMMARY: summaryFile });
+  const code = run(plan.cmd, plan.args, { TURNWISE_TEST_SUMMARY: summaryFile, TURNWISE_TASK_CACHE: taskCache });
   const s = readSummary(summaryFile);
   const secs = ((Date.now() - t0) / 1000).toFixed(1);
   if (!s) {

@@ -27,11 +27,9 @@ import { connectRunPool, DEMO_SETTINGS, resolveTrainConfig, TRAIN_DEFAULTS, type
 import { FIXABLE_OPERATORS } from '../demonstrations/fix-cases';
 import { actionDiversity } from '../train/metrics';
 import { trainRun } from '../train/run';
+import { SYNTHESIS_VERSION } from '../tasks/cache';
 
 const execFileP = promisify(execFile);
-
-/** Version of the task synthesis the bench's cached tasks come from (2: doctests of the code under test are not scored). */
-const TASKS_VERSION = 2;
 
 /** The bench's settings for one repository: its own command limit unless --config gives one. */
 export function repoSettings(
@@ -334,11 +332,11 @@ export async function benchTransfer(o: TransferOptions): Promise<TransferResult>
     try {
       const workspace = await fetchRepo(repo, { cacheDir, mirror: o.mirror, log });
       // Tasks per repository, seed and size, kept between benches: synthesis runs the suite per
-      // mutant. The file name carries TASKS_VERSION, so tasks made by an older synthesis are made again.
+      // mutant. The file name carries SYNTHESIS_VERSION, so tasks made by an older synthesis are made again.
       const tasksFile = path.join(
         cacheDir,
         'tasks',
-        `${repo.name}-${repo.version}-seed${seed}-max${base.maxTasks}-v${TASKS_VERSION}.jsonl`,
+        `${repo.name}-${repo.version}-seed${seed}-max${base.maxTasks}-v${SYNTHESIS_VERSION}.jsonl`,
       );
       if (!fs.existsSync(tasksFile)) {
         log(`${repo.name}: synthesizing up to ${base.maxTasks} one-token mutation tasks`);

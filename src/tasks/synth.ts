@@ -139,7 +139,8 @@ async function withPool<T>(opts: SourceOptions, fn: (pool: SandboxPool) => Promi
   }
 }
 
-async function snapshotFor(pool: SandboxPool, workspace: string, runner: TestRunner): Promise<PoolSnapshot> {
+/** The snapshot tasks of `workspace` run in: its files over the image of the runner's language. */
+export async function snapshotFor(pool: SandboxPool, workspace: string, runner: TestRunner): Promise<PoolSnapshot> {
   return pool.snapshot(workspace, { language: runner.language === 'python' ? 'python' : 'javascript' });
 }
 

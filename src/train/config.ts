@@ -32,6 +32,11 @@ export interface TrainConfig {
   maxTasks: number;
   /** Fraction of tasks held out for evaluation (never trained on). */
   heldoutFraction: number;
+  /**
+   * Reuse the tasks a run already made from the same workspace content (snapshot hash), test
+   * runner and task settings, kept under ~/.cache/turnwise/tasks (tasks/cache.ts); false makes them again.
+   */
+  reuseTasks: boolean;
   /** Starting checkpoint; empty: the embedded warm-started turnwise-tiny. */
   model: string;
   iterations: number;
@@ -228,6 +233,7 @@ export const TRAIN_DEFAULTS: TrainConfig = {
   taskSource: 'mutation',
   maxTasks: 32,
   heldoutFraction: 0.25,
+  reuseTasks: true,
   model: '',
   iterations: 4,
   tasksPerIteration: 6,
@@ -354,11 +360,8 @@ function resolveFields(given: Record<string, unknown>, source: string): TrainCon
     if (typeof c[k] !== 'string') throw bad(`config field "${k}" must be a string`, `fix "${k}"`);
   if (!Array.isArray(c.dockerHosts) || c.dockerHosts.some((h) => typeof h !== 'string'))
     throw bad('config field "dockerHosts" must be a list of strings', 'e.g. ["ssh://me@box*16"]');
-  if (typeof c.cacheObservations !== 'boolean')
-    throw bad(
-      `config field "cacheObservations" must be true or false, got ${JSON.stringify(c.cacheObservations)}`,
-      'fix "cacheObservations"',
-    );
+  for (const k of ['cacheObservations', 'reuseTasks'] as const)
+    if (typeof c[k] !== 'boolean') throw bad(`config field "${k}" must be true or false, got ${JSON.stringify(c[k])}`, `fix "${k}"`);
   checkNumber('sandboxMemoryMb', c.sandboxMemoryMb, 64, 1024 * 1024, true);
   checkNumber('sandboxCpus', c.sandboxCpus, 0.1, 1024);
   checkNumber('sandboxPids', c.sandboxPids, 16, 1_000_000, true);

@@ -7,7 +7,9 @@ import type { RunEventBody } from '../core/events';
 import type { RunDir } from '../core/run';
 import type { Task } from '../core/schema';
 import type { SandboxPool } from '../sandbox';
-import { DEFAULT_BASELINE_TIMEOUT_MS, failingTestTasks, synthesizeMutationTasks } from '../tasks/synth';
+import { DEFAULT_BASELINE_TIMEOUT_MS, failingTestTasks, snapshotFor, synthesizeMutationTasks } from '../tasks/synth';
+import { readCachedTasks, taskCacheDir, writeCachedTasks, type TaskCacheKey } from '../tasks/cache';
+import { detectRunner, type RunnerOverride } from '../tasks/runners';
 import { readTaskFile } from '../tasks/taskfile';
 import { assertWorkspaceHoldsTasks } from '../tasks/origin';
 import { demonstrationTaskIds } from '../demonstrations/record';
@@ -30,7 +32,13 @@ export interface RunTasks {
 export async function runTasks(
   run: RunDir,
   c: TrainConfig,
-  o: { pool: SandboxPool; emit: (b: RunEventBody) => void; log: (message: string) => void; check: () => void; signal?: AbortSignal },
+  o: {
+    pool: SandboxPool;
+    emit: (b: RunEventBody) => void;
+    log: (message: string, level?: 'info' | 'warn') => void;
+    check: () => void;
+    signal?: AbortSignal;
+  },
 ): Promise<RunTasks> {
   let tasks: Task[];
   let splits: { train: string[]; heldout: string[] };
@@ -42,7 +50,7 @@ export async function runTasks(
     splits = run.readSplits(tasks);
   } else {
     o.emit({ type: 'phase', iteration: 0, phase: 'tasks', detail: `${c.taskSource} tasks from ${c.workspace}` });
-    tasks = await resolveTasks(c, o.pool, o.emit, o.signal);
+    tasks = await resolveTasks(c, o.pool, o.emit, o.log, o.signal);
     o.check();
     if (tasks.length === 0) throw noTaskError(c);
     // Tasks the starting model saw as demonstrations stay in the train split.
@@ -67,10 +75,58 @@ export async function runTasks(
   return { byId, train, heldout };
 }
 
-/** Makes the tasks of a new run from its config (synthesis runs in sandboxes of `pool`). */
-async function resolveTasks(c: TrainConfig, pool: SandboxPool, emit: (b: RunEventBody) => void, signal?: AbortSignal): Promise<Task[]> {
+/**
+ * Makes the tasks of a new run from its config (synthesis runs in sandboxes of `pool`), or reads
+ * them back from the task cache (tasks/cache.ts) when `reuseTasks` is on and a run already made
+ * them from the same workspace content with the same settings.
+ */
+async function resolveTasks(
+  c: TrainConfig,
+  pool: SandboxPool,
+  emit: (b: RunEventBody) => void,
+  log: (message: string, level?: 'info' | 'warn') => void,
+  signal?: AbortSignal,
+): Promise<Task[]> {
   const override = c.testCommand ? { command: c.testCommand } : undefined;
   if (c.taskSource === 'file') return readTaskFile(c.tasksFile!);
+  const key = c.reuseTasks ? await cacheKey(c, pool, override) : undefined;
+  if (key) {
+    const hit = readCachedTasks(key, (why) => log(why, 'warn'));
+    if (hit) {
+      log(
+        `reusing ${hit.tasks.length} ${c.taskSource} task(s) made ${hit.madeAt.toISOString().slice(0, 16).replace('T', ' ')} UTC from the same workspace content and task settings (${hit.file}); set reuseTasks to false to make them again`,
+      );
+      return hit.tasks;
+    }
+  }
+  const tasks = await makeTasks(c, pool, emit, override, signal);
+  if (key) writeCachedTasks(key, tasks, (why) => log(why, 'warn'));
+  return tasks;
+}
+
+/** The cache key of the run's tasks, or undefined where they are not cached (a Go workspace's mutations: synthesis refuses them). */
+async function cacheKey(c: TrainConfig, pool: SandboxPool, override: RunnerOverride | undefined): Promise<TaskCacheKey | undefined> {
+  if (!taskCacheDir()) return undefined;
+  const runner = detectRunner(c.workspace, override);
+  if (c.taskSource === 'mutation' && runner.language === 'go') return undefined;
+  const snap = await snapshotFor(pool, c.workspace, runner);
+  return {
+    source: c.taskSource as TaskCacheKey['source'],
+    snapshot: snap.hash,
+    runner: { kind: runner.kind, command: runner.command, reportPath: runner.reportPath },
+    seed: c.taskSeed,
+    ...(c.taskSource === 'mutation' ? { max: c.maxTasks } : {}),
+  };
+}
+
+/** Synthesizes the run's tasks: mutations of the workspace's code, or its failing tests. */
+async function makeTasks(
+  c: TrainConfig,
+  pool: SandboxPool,
+  emit: (b: RunEventBody) => void,
+  override: RunnerOverride | undefined,
+  signal?: AbortSignal,
+): Promise<Task[]> {
   if (c.taskSource === 'failing-tests') {
     const r = await failingTestTasks({ workspace: c.workspace, pool, seed: c.taskSeed, override });
     return r.tasks;

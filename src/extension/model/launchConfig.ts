@@ -24,6 +24,7 @@ export const SETTING_FOR_FIELD: { readonly [K in ConfigPath]: string } = {
   maxTasks: 'tasks.maxTasks',
   heldoutFraction: 'tasks.heldoutFraction',
   taskSeed: 'tasks.taskSeed',
+  reuseTasks: 'tasks.reuseTasks',
   testCommand: 'tasks.testCommand',
   model: 'train.model',
   lora: 'train.lora',

@@ -68,6 +68,7 @@ describe('extension: settings → launch config', () => {
     const user: Record<string, unknown> = {
       'tasks.maxTasks': 4,
       'tasks.heldoutFraction': 0.5,
+      'tasks.reuseTasks': false,
       'tasks.taskSeed': 3,
       'tasks.testCommand': 'python -m pytest -q',
       'train.model': 'models/start',

@@ -179,36 +179,44 @@ describe('extension: trajectory file scan', () => {
     assert.equal(tasks[0].resolved, summaries.slice(0, 4).filter((s) => s.resolved).length);
   });
 
-  it('an iteration of 10,000 trajectories is scanned without parsing the turns: at least 2x faster than JSON.parse', async function () {
-    // Relative, not a wall-clock limit: both sides run under the same load (a timed test flaked on
-    // a busy CI machine). Best of 3 each. Here: ~280 ms scan + group vs ~1,150 ms for JSON.parse.
+  it('an iteration of 10,000 trajectories is scanned without parsing the turns: JSON.parse sees under 5% of the bytes', async function () {
+    // What makes the scan cheap, counted rather than timed (a timed test flakes on a busy machine;
+    // the speed itself is printed): the turns, most of each line, are skipped, never parsed.
     this.timeout(120000);
     const ws = fs.mkdtempSync(path.join(tmp, 'big-'));
     const dir = writeFixtureRun(ws, { runId: 'big__turnwise__1__20250101-000000', iterations: 1, trajectories: 10000, groupSize: 8 });
     const file = path.join(dir, 'iterations', '1', 'trajectories.jsonl');
-    const mb = fs.statSync(file).size / 2 ** 20;
-    let ms = Infinity;
-    let parseMs = Infinity;
-    let count = 0;
-    let groups = 0;
-    for (let k = 0; k < 3; k++) {
-      const t0 = performance.now();
-      const { summaries } = await scanTrajectoryFile(file);
-      groups = groupByTask(summaries, 'train').length;
-      ms = Math.min(ms, performance.now() - t0);
-      count = summaries.length;
-      const t1 = performance.now();
-      fs.readFileSync(file, 'utf8')
-        .split('\n')
-        .filter(Boolean)
-        .map((l) => JSON.parse(l));
-      parseMs = Math.min(parseMs, performance.now() - t1);
+    const bytes = fs.statSync(file).size;
+    const parse = JSON.parse;
+    let parsedChars = 0;
+    JSON.parse = ((text: string, reviver?: Parameters<typeof parse>[1]) => {
+      parsedChars += String(text).length;
+      return parse(text, reviver);
+    }) as typeof JSON.parse;
+    let summaries: Awaited<ReturnType<typeof scanTrajectoryFile>>['summaries'];
+    const t0 = performance.now();
+    try {
+      summaries = (await scanTrajectoryFile(file)).summaries;
+    } finally {
+      JSON.parse = parse;
     }
+    const groups = groupByTask(summaries, 'train').length;
+    const ms = performance.now() - t0;
     console.log(
-      `      10,000 trajectories (${mb.toFixed(1)} MiB): scan + group ${ms.toFixed(0)} ms (${groups} tasks); full JSON.parse ${parseMs.toFixed(0)} ms`,
+      `      10,000 trajectories (${(bytes / 2 ** 20).toFixed(1)} MiB): scan + group ${ms.toFixed(0)} ms (${groups} tasks); ${parsedChars} characters through JSON.parse`,
     );
-    assert.equal(count, 10000);
+    assert.equal(summaries.length, 10000);
     assert.equal(groups, 1250);
-    assert.ok(ms * 2 <= parseMs, `scan + group took ${ms.toFixed(0)} ms, JSON.parse ${parseMs.toFixed(0)} ms`);
+    assert.ok(parsedChars < bytes * 0.05, `JSON.parse read ${parsedChars} of ${bytes} bytes: the scan parsed the turns`);
+    // The summaries are what a full parse gives.
+    const full = fs
+      .readFileSync(file, 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as { trajId: string; reward: { reward: number; resolved: boolean } });
+    assert.deepEqual(
+      summaries.slice(0, 50).map((x) => [x.trajId, x.reward, x.resolved]),
+      full.slice(0, 50).map((t) => [t.trajId, t.reward.reward, t.reward.resolved]),
+    );
   });
 });

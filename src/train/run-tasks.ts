@@ -128,7 +128,7 @@ async function makeTasks(
   signal?: AbortSignal,
 ): Promise<Task[]> {
   if (c.taskSource === 'failing-tests') {
-    const r = await failingTestTasks({ workspace: c.workspace, pool, seed: c.taskSeed, override });
+    const r = await failingTestTasks({ workspace: c.workspace, pool, seed: c.taskSeed, override, signal });
     return r.tasks;
   }
   const r = await synthesizeMutationTasks({

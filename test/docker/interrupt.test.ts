@@ -138,6 +138,31 @@ describe('interrupted runs leave nothing behind (docker)', function () {
     }
   });
 
+  it('SIGINT while `turnwise tasks failing` runs a slow suite: exit 130 within seconds, stopped, --out not written, no container left', async () => {
+    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-failing-stop-'));
+    const ws = path.join(tmp, 'ws');
+    fs.cpSync(path.join(ROOT, 'test', 'fixtures', 'py-failing'), ws, { recursive: true });
+    // Two runs of this suite take two minutes: a stop that waited for them would be seen.
+    fs.writeFileSync(path.join(ws, 'tests', 'test_slow.py'), 'import time\n\n\ndef test_slow():\n    time.sleep(60)\n');
+    const out = path.join(tmp, 'tasks.jsonl');
+    const { code, text, pid, stopS } = await interruptCli(['tasks', 'failing', '--workspace', ws, '--out', out], /running the test suite/);
+    try {
+      assert.ok(Number.isFinite(stopS), text);
+      assert.ok(stopS < 30, `stopped ${stopS} s after the signal`);
+      assert.equal(code, 130, text);
+      assert.match(
+        text,
+        /turnwise tasks failing: stopped while collecting failing tests \((taking the workspace snapshot|running the workspace's tests)\)/,
+      );
+      assert.equal(fs.existsSync(out), false, 'nothing written');
+      const all = await docker.listContainers({ all: true });
+      const left = all.filter((c) => (c.Labels?.[LABEL.run] ?? '').startsWith(`tasks-${pid}-`));
+      assert.equal(left.length, 0, `${left.length} container(s) left`);
+    } finally {
+      fs.rmSync(tmp, { recursive: true, force: true });
+    }
+  });
+
   it('what a killed snapshot build left is reaped at the next start once stale; finished snapshots and other images stay', async () => {
     const { docker, target } = connectEngine();
     const stamp = `${process.pid}-${Date.now()}`;

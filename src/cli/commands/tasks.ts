@@ -175,7 +175,8 @@ export const tasksFailingCommand: CliCommand = {
     const { workspace, out, seed, override } = commonTaskArgs(args);
     const passToPassSample = numberInRange(args, 'pass-to-pass', 20, { min: 0, integer: true });
     if (!io.json) io.err('running the test suite in a sandbox…');
-    const { tasks, summary } = await failingTestTasks({ workspace, seed, passToPassSample, override });
+    const { signal, dispose } = stopOnSignals(io, `stopping (containers removed, nothing written to ${out})`);
+    const { tasks, summary } = await failingTestTasks({ workspace, seed, passToPassSample, override, signal }).finally(dispose);
     // Nothing to write is not an empty file: an existing --out (earlier tasks) is kept.
     if (tasks.length > 0) writeTaskFile(out, tasks);
     if (io.json) io.out(JSON.stringify({ ok: true, out: tasks.length > 0 ? out : null, tasks: tasks.length, summary }, null, 2));

@@ -40,6 +40,8 @@ function userEnv(prefix: string): NodeJS.ProcessEnv {
   for (const [k, v] of Object.entries(process.env))
     if (!k.startsWith('TURNWISE_') && !k.startsWith('npm_') && k !== 'NODE_OPTIONS') env[k] = v;
   env.PATH = `${path.join(prefix, 'bin')}${path.delimiter}${process.env.PATH ?? ''}`;
+  // Tasks the demo synthesizes are kept beside the install, not in this machine's ~/.cache.
+  env.TURNWISE_TASK_CACHE = path.join(path.dirname(prefix), 'task-cache');
   return env;
 }
 

@@ -187,6 +187,8 @@ function codeServerEnv(tools, state, extra = {}) {
     ...env,
     XDG_CONFIG_HOME: path.join(state, 'xdg-config'),
     XDG_DATA_HOME: path.join(state, 'xdg-data'),
+    // Tasks that runs synthesize: this test run's folder (npm test's), else one of its own, never ~/.cache.
+    TURNWISE_TASK_CACHE: process.env.TURNWISE_TASK_CACHE || path.join(state, 'task-cache'),
     // The suite's index.js loads mocha from the provisioned tools (extension host inherits env).
     TURNWISE_MOCHA: tools.mocha,
     // Lets the suite check that the extension it sees is the one under development here.

@@ -10,6 +10,7 @@
 // a test that fails whatever the code (a task nobody can resolve).
 import { formatError, TurnwiseError } from '../core/errors';
 import { runWorkers } from '../core/workers';
+import { StoppedError, stopPoint } from '../core/stop';
 import { SandboxPool, type PoolSnapshot } from '../sandbox';
 import type { RewardComponents, Task } from '../core/schema';
 import type { Sandbox } from '../sandbox/types';
@@ -247,6 +248,8 @@ export interface WorkspaceCheckOptions {
   concurrency?: number;
   timeoutMs?: number;
   onProgress?: (done: number, total: number, last: ScoringCheck) => void;
+  /** Stops before the next task: the sandboxes are removed and a StoppedError is thrown. */
+  signal?: AbortSignal;
 }
 
 /**
@@ -274,6 +277,7 @@ export async function checkTasksInWorkspace(
       Math.max(1, o.concurrency ?? 2),
       () => queue.shift(),
       async ({ task, i }, w) => {
+        await stopPoint(o.signal, `checking how the tasks score (${done} of ${tasks.length} checked)`);
         const snap = await snapOf(task.language);
         checks[i] = await checkTaskScoring(task, {
           acquire: (role) => pool.acquire(snap, { rollout: `check-${role}-${w}` }),
@@ -284,6 +288,9 @@ export async function checkTasksInWorkspace(
       },
     );
     return { checks, summary: summarizeScoringChecks(checks) };
+  } catch (e) {
+    // What fails after a signal's cleanup removed the sandboxes is the stop, not the task.
+    throw o.signal?.aborted && !(e instanceof StoppedError) ? new StoppedError(`checking how the tasks score`) : e;
   } finally {
     if (!o.pool) await pool.close();
   }

@@ -12,6 +12,10 @@ import * as tar from 'tar-stream';
 import { buildFromContext, ensureLanguageImage } from '../../src/sandbox/images';
 import { LABEL } from '../../src/sandbox/owner';
 import { reapInterruptedBuilds } from '../../src/sandbox/reaper';
+import { SCHEMA, type Task } from '../../src/core/schema';
+import { taskOrigin } from '../../src/tasks/origin';
+import { commandForTests, detectRunner } from '../../src/tasks/runners';
+import { writeTaskFile } from '../../src/tasks/taskfile';
 
 /** A build context holding only this Dockerfile. */
 function dockerfileContext(text: string): NodeJS.ReadableStream {
@@ -157,6 +161,45 @@ describe('interrupted runs leave nothing behind (docker)', function () {
       assert.equal(fs.existsSync(out), false, 'nothing written');
       const all = await docker.listContainers({ all: true });
       const left = all.filter((c) => (c.Labels?.[LABEL.run] ?? '').startsWith(`tasks-${pid}-`));
+      assert.equal(left.length, 0, `${left.length} container(s) left`);
+    } finally {
+      fs.rmSync(tmp, { recursive: true, force: true });
+    }
+  });
+
+  it('SIGINT while `turnwise tasks check --workspace` scores tasks of a slow suite: exit 130 within seconds, no container left', async () => {
+    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-check-stop-'));
+    const ws = path.join(tmp, 'ws');
+    fs.cpSync(path.join(ROOT, 'test', 'fixtures', 'py-failing'), ws, { recursive: true });
+    fs.writeFileSync(path.join(ws, 'tests', 'test_slow.py'), 'import time\n\n\ndef test_slow():\n    time.sleep(60)\n');
+    // Three failing-test tasks whose runs each include the minute-long test: a stop that waited for them would be seen.
+    const runner = detectRunner(ws);
+    const ids = ['test_slugify_joins_with_dashes', 'test_slugify_drops_punctuation_words', 'test_slugify_joins_with_dashes'].map(
+      (t) => `tests/test_textkit.py::${t}`,
+    );
+    const tasks: Task[] = ids.map((id, k) => ({
+      schema: SCHEMA.task,
+      id: `slow-${k}`,
+      source: 'failing-tests',
+      instruction: `make ${id} pass`,
+      language: 'python',
+      testCommand: commandForTests(runner, [id, 'tests/test_slow.py::test_slow']),
+      reportFormat: runner.reportFormat,
+      runner: runner.kind,
+      fail_to_pass: [id],
+      pass_to_pass: ['tests/test_slow.py::test_slow'],
+      origin: taskOrigin(ws, ['tests/test_textkit.py']),
+    }));
+    const file = path.join(tmp, 'tasks.jsonl');
+    writeTaskFile(file, tasks);
+    const { code, text, pid, stopS } = await interruptCli(['tasks', 'check', file, '--workspace', ws], /scoring 3 task\(s\) in sandboxes/);
+    try {
+      assert.ok(Number.isFinite(stopS), text);
+      assert.ok(stopS < 30, `stopped ${stopS} s after the signal`);
+      assert.equal(code, 130, text);
+      assert.match(text, /turnwise tasks check: stopped while checking how the tasks score/);
+      const all = await docker.listContainers({ all: true });
+      const left = all.filter((c) => (c.Labels?.[LABEL.run] ?? '').startsWith(`tasks-check-${pid}-`));
       assert.equal(left.length, 0, `${left.length} container(s) left`);
     } finally {
       fs.rmSync(tmp, { recursive: true, force: true });

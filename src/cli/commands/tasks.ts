@@ -215,13 +215,17 @@ export const tasksCheckCommand: CliCommand = {
     if (c.ok && workspace) {
       // Every task through the scoring path: its no-op must score unresolved, its reference fix resolved.
       const tasks = readTaskFile(c.file);
+      if (!io.json)
+        io.err(`scoring ${tasks.length} task(s) in sandboxes of ${workspace}: each one's no-op, and its reference fix where it has one…`);
       const bar = new ProgressBar('scoring check', tasks.length, { json: io.json });
+      const { signal, dispose } = stopOnSignals(io, 'stopping (containers removed)');
       const r = await checkTasksInWorkspace(tasks, {
         workspace,
         concurrency,
         timeoutMs: timeoutS !== undefined ? timeoutS * 1000 : undefined,
         onProgress: (done, _n, last) => bar.update(done, last.ok ? `${last.taskId} ok` : `${last.taskId} ${last.problem?.kind}`),
-      });
+        signal,
+      }).finally(dispose);
       bar.done(`${r.summary.passed} of ${r.summary.checked} passed`);
       if (io.json) io.out(JSON.stringify({ ...c, scoring: r.summary, checks: r.checks }, null, 2));
       else {

@@ -72,24 +72,50 @@ export function turnCredit(turn: {
   };
 }
 
+/** How far an update moved the actions of its rows (actionLogpShift). */
+export interface LogpShift {
+  /** Mean change of an action's log-probability (summed over its tokens), over actions with positive advantage (NaN: none). */
+  positive: number;
+  /** The same over actions with negative advantage. */
+  negative: number;
+  /** Mean over every action token of the k3 estimate of KL(after ‖ before): e^d − d − 1 with d = before − after. */
+  kl: number;
+  /** The largest fall of one action token's log-probability (0 when none fell). */
+  maxFall: number;
+}
+
 /**
- * Mean change of an action's log-probability (summed over its tokens) from the rollout policy
- * (`logprobs` recorded when sampled) to `after` (per-row log-probs aligned with the ids, as
- * PolicyService.logprobs gives them), over actions with positive and with negative advantage
- * (NaN where there are none).
+ * How far `after` (per-row log-probs aligned with the ids, as PolicyService.logprobs gives them)
+ * moved the rows' actions from the rollout policy (`logprobs` recorded when sampled): the mean
+ * change of an action's log-probability by the sign of its advantage, and over all action tokens
+ * (those with advantage 0 too) the k3 KL and the largest single-token fall. The per-step `kl`
+ * metric is measured before each step, on its minibatch: these see the update's last step too.
  */
-export function actionLogpShift(rows: readonly TrainRow[], after: readonly ArrayLike<number>[]): { positive: number; negative: number } {
+export function actionLogpShift(rows: readonly TrainRow[], after: readonly ArrayLike<number>[]): LogpShift {
   const pos: number[] = [];
   const neg: number[] = [];
+  let k3 = 0;
+  let tokens = 0;
+  let maxFall = 0;
   rows.forEach((r, i) => {
     for (const a of r.actions) {
-      if (a.advantage === 0) continue;
-      let d = 0;
-      for (let k = 0; k < a.logprobs.length; k++) d += after[i][a.start + k] - a.logprobs[k];
-      (a.advantage > 0 ? pos : neg).push(d);
+      let sum = 0;
+      for (let k = 0; k < a.logprobs.length; k++) {
+        const d = a.logprobs[k] - after[i][a.start + k];
+        sum -= d;
+        k3 += Math.expm1(d) - d;
+        tokens++;
+        if (d > maxFall) maxFall = d;
+      }
+      if (a.advantage !== 0) (a.advantage > 0 ? pos : neg).push(sum);
     }
   });
-  return { positive: pos.length ? mean(pos) : NaN, negative: neg.length ? mean(neg) : NaN };
+  return {
+    positive: pos.length ? mean(pos) : NaN,
+    negative: neg.length ? mean(neg) : NaN,
+    kl: tokens ? k3 / tokens : NaN,
+    maxFall: tokens ? maxFall : NaN,
+  };
 }
 
 /**

@@ -12,7 +12,15 @@ import { chatTurnTokenRows } from './chat-model';
 import type { TrainConfig } from './config';
 import type { ReplaySource } from './replay';
 import type { Harness } from './harness';
-import { actionLogpShift, packMinibatches, turnTokenRows, updateRows, weightNegativeAdvantages, type ReplayRows } from './rows';
+import {
+  actionLogpShift,
+  packMinibatches,
+  type LogpShift,
+  turnTokenRows,
+  updateRows,
+  weightNegativeAdvantages,
+  type ReplayRows,
+} from './rows';
 import { correctSamplerMismatch, rescoreRows, type SamplerCorrection } from './sampler-correction';
 
 /** What one update did. */
@@ -22,8 +30,8 @@ export interface PolicyUpdate {
   /** Training rows, and actions in them. */
   rows: number;
   actions: number;
-  /** Mean change of an action's log-probability, by the sign of its advantage (undefined without a step). */
-  moved?: { positive: number; negative: number };
+  /** How far the update moved the actions it learned from (undefined without a step). */
+  moved?: LogpShift;
   /** With rollouts sampled from quantized weights: how far the sampler was from the float policy (sampler-correction.ts). */
   sampler?: SamplerCorrection;
   /** Wall time, the log-prob shift pass included. */
@@ -144,6 +152,8 @@ export function updateMetrics(u: PolicyUpdate, c: Pick<TrainConfig, 'replayCoef'
     'update/actions': u.actions,
     'update/dlogp_pos': u.moved?.positive ?? NaN,
     'update/dlogp_neg': u.moved?.negative ?? NaN,
+    'update/kl_moved': u.moved?.kl ?? NaN,
+    'update/max_token_fall': u.moved?.maxFall ?? NaN,
     'update/replay_loss': c.replayCoef > 0 ? sm('replay_loss') : NaN,
     'sampler/ratio_mean': u.sampler?.ratioMean ?? NaN,
     'sampler/ratio_max': u.sampler?.ratioMax ?? NaN,

@@ -146,6 +146,8 @@ function assertRunDir(run: RunDir, iterations: number): void {
       'rollout/cached_turns',
       'update/dlogp_pos',
       'update/dlogp_neg',
+      'update/kl_moved',
+      'update/max_token_fall',
       'groups/mixed',
       'groups/mixed_first',
       'rollout/branch_episodes',
@@ -157,6 +159,12 @@ function assertRunDir(run: RunDir, iterations: number): void {
     assert.ok(
       shift.every((x) => x === null || (typeof x === 'number' && Number.isFinite(x))),
       `log-prob shifts ${shift}`,
+    );
+    // A step moved something: the KL from the rollout policy and the largest fall are ≥ 0 (null without a step).
+    const moved = [m['update/kl_moved'], m['update/max_token_fall']];
+    assert.ok(
+      m['update/steps'] === 0 ? moved.every((x) => x === null) : moved.every((x) => typeof x === 'number' && x >= 0),
+      `update moved ${moved} after ${m['update/steps']} step(s)`,
     );
     const trajs = run.readTrajectories(n, 'train');
     const branches = m['rollout/branch_episodes'] as number;

@@ -438,6 +438,16 @@ describe('train/rows: one row per episode where the turns continue each other', 
     assert.ok(Math.abs(r.positive - (0.4 + 0.2) / 2) < 1e-6, `positive ${r.positive}`);
     assert.ok(Math.abs(r.negative - -1.5) < 1e-6, `negative ${r.negative}`);
     assert.ok(Number.isNaN(actionLogpShift([rows[1]], [after[1]]).negative), 'no negative action: NaN, not 0');
+    // Over all seven action tokens (the advantage-0 one too), d = before − after.
+    const ds = [-0.5 - -0.3, -0.5 - -0.3, -1 - -2, -2 - -2.5, -0.3 - -0.2, -0.3 - -0.2, -9 - 0];
+    const k3 = ds.reduce((s, d) => s + Math.exp(d) - d - 1, 0) / ds.length;
+    assert.ok(Math.abs(r.kl - k3) < 1e-6, `kl ${r.kl} vs ${k3}`);
+    assert.ok(Math.abs(r.maxFall - 1) < 1e-6, `the largest fall is row 0's third action token: ${r.maxFall}`);
+    assert.equal(
+      actionLogpShift([{ ids: [1, 2], actions: [{ start: 1, logprobs: [-1], advantage: 1, weight: 1 }] }], [[0, -0.5]]).maxFall,
+      0,
+      'a rise is no fall',
+    );
   });
 
   it('sameOutcomeAdvantageShare: the |advantage| mass of groups whose episodes all resolved or all failed', () => {

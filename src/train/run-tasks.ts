@@ -2,6 +2,7 @@
 // failing tests, or mutations of its code, synthesized in the run's sandboxes) and written to the
 // run directory; read back from there on a resume.
 import * as fs from 'node:fs';
+import * as path from 'node:path';
 import { TurnwiseError } from '../core/errors';
 import type { RunEventBody } from '../core/events';
 import type { RunDir } from '../core/run';
@@ -96,7 +97,9 @@ async function resolveTasks(
       log(
         `reusing ${hit.tasks.length} ${c.taskSource} task(s) made ${hit.madeAt.toISOString().slice(0, 16).replace('T', ' ')} UTC from the same workspace content and task settings (${hit.file}); set reuseTasks to false to make them again`,
       );
-      return hit.tasks;
+      // The same content may sit in another folder (a copy, another clone): the run's tasks name its own.
+      const root = path.resolve(c.workspace);
+      return hit.tasks.map((t) => (t.origin ? { ...t, origin: { ...t.origin, workspace: root } } : t));
     }
   }
   const tasks = await makeTasks(c, pool, emit, override, signal);

@@ -84,7 +84,13 @@ describe('docker: a run reuses the tasks an earlier run made from the same works
       second.r!.heldout.map((t) => t.id),
       first.r!.heldout.map((t) => t.id),
     );
-    assert.equal(fs.readFileSync(second.run.file('tasks.jsonl'), 'utf8'), fs.readFileSync(first.run.file('tasks.jsonl'), 'utf8'));
+    // The same tasks, each recording the folder this run read (the copy), not the first run's.
+    const secondTasks = second.run.readTasks();
+    assert.deepEqual(
+      secondTasks.map((t) => ({ ...t, origin: { ...t.origin!, workspace: ws } })),
+      first.run.readTasks(),
+    );
+    assert.ok(secondTasks.every((t) => t.origin?.workspace === copy));
 
     // Another seed is another key.
     const seeded = await tasksOf({ ...c, taskSeed: 5 }, true);

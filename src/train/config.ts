@@ -246,7 +246,7 @@ export const TRAIN_DEFAULTS: TrainConfig = {
   diagnosisWeights: {},
   diagnosisCharges: {},
   batchBaseline: 0,
-  maxTurns: 8,
+  maxTurns: 6,
   commandTimeoutMs: 20_000,
   testTimeoutMs: 120_000,
   concurrency: 8,

@@ -67,7 +67,13 @@ async function main(): Promise<void> {
   rows.forEach((r, i) => {
     for (let k = 0; k < r.logprobs.length; k++) {
       const d = lp0[i][r.actionStart + k] - lp1[i][r.actionStart + k];
-      tokens.push({ k3: Math.exp(d) - d - 1, fall: d, advantage: r.advantage, trajId: r.trajId, text: tokenizer.decode([r.ids[r.actionStart + k]], false) });
+      tokens.push({
+        k3: Math.exp(d) - d - 1,
+        fall: d,
+        advantage: r.advantage,
+        trajId: r.trajId,
+        text: tokenizer.decode([r.ids[r.actionStart + k]], false),
+      });
     }
   });
   const k3 = tokens.reduce((s, t) => s + t.k3, 0) / tokens.length;

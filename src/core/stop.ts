@@ -21,3 +21,12 @@ export async function stopPoint(signal: AbortSignal | undefined, what: string): 
   await new Promise<void>((resolve) => setImmediate(resolve));
   if (signal.aborted) throw new StoppedError(what);
 }
+
+/**
+ * What to throw for `e`, an error of work under `signal`: a StoppedError naming `what` once the
+ * signal is aborted (a signal's cleanup removes this process's sandboxes, sandbox/lifecycle.ts, so
+ * what fails after it is the stop, not a fault of the work), else `e` itself.
+ */
+export function stoppedOr(e: unknown, signal: AbortSignal | undefined, what: string): unknown {
+  return signal?.aborted && !(e instanceof StoppedError) ? new StoppedError(what) : e;
+}

@@ -55,6 +55,11 @@ export function taskCacheName(key: TaskCacheKey): string {
   return `${key.source}-${createHash('sha256').update(canonical).digest('hex').slice(0, 32)}`;
 }
 
+/** The file holding the tasks of `key` in the cache folder `dir`. */
+function cacheFile(dir: string, key: TaskCacheKey): string {
+  return path.join(dir, `${taskCacheName(key)}.jsonl`);
+}
+
 export interface CachedTasks {
   tasks: Task[];
   file: string;
@@ -69,7 +74,7 @@ export interface CachedTasks {
 export function readCachedTasks(key: TaskCacheKey, onDamaged?: (why: string) => void): CachedTasks | undefined {
   const dir = taskCacheDir();
   if (!dir) return undefined;
-  const file = path.join(dir, `${taskCacheName(key)}.jsonl`);
+  const file = cacheFile(dir, key);
   let text: string;
   let madeAt: Date;
   try {
@@ -96,7 +101,7 @@ export function readCachedTasks(key: TaskCacheKey, onDamaged?: (why: string) => 
 export function writeCachedTasks(key: TaskCacheKey, tasks: Task[], onError?: (why: string) => void): string | undefined {
   const dir = taskCacheDir();
   if (!dir || tasks.length === 0) return undefined;
-  const file = path.join(dir, `${taskCacheName(key)}.jsonl`);
+  const file = cacheFile(dir, key);
   try {
     fs.mkdirSync(dir, { recursive: true });
     writeTaskFile(file, tasks);

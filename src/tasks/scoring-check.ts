@@ -10,7 +10,7 @@
 // a test that fails whatever the code (a task nobody can resolve).
 import { formatError, TurnwiseError } from '../core/errors';
 import { runWorkers } from '../core/workers';
-import { StoppedError, stopPoint } from '../core/stop';
+import { stoppedOr, stopPoint } from '../core/stop';
 import { SandboxPool, type PoolSnapshot } from '../sandbox';
 import type { RewardComponents, Task } from '../core/schema';
 import type { Sandbox } from '../sandbox/types';
@@ -289,8 +289,7 @@ export async function checkTasksInWorkspace(
     );
     return { checks, summary: summarizeScoringChecks(checks) };
   } catch (e) {
-    // What fails after a signal's cleanup removed the sandboxes is the stop, not the task.
-    throw o.signal?.aborted && !(e instanceof StoppedError) ? new StoppedError(`checking how the tasks score`) : e;
+    throw stoppedOr(e, o.signal, 'checking how the tasks score');
   } finally {
     if (!o.pool) await pool.close();
   }

@@ -23,7 +23,7 @@ import {
 } from './mutate';
 import { seededRandom } from '../core/random';
 import { runWorkers } from '../core/workers';
-import { StoppedError, stopPoint } from '../core/stop';
+import { stoppedOr, stopPoint } from '../core/stop';
 import type { TestReport, TestResult } from './report';
 import { runTests, scorableTestIds, type RunTestsResult } from './reward';
 import { checkTaskScoring, ScoringCheckError, summarizeScoringChecks, type ScoringCheck, type ScoringCheckSummary } from './scoring-check';
@@ -349,9 +349,7 @@ export async function synthesizeMutationTasks(opts: SynthOptions): Promise<Synth
   try {
     return await synthInPool();
   } catch (e) {
-    // A signal's cleanup removes this process's sandboxes (sandbox/lifecycle.ts): what fails
-    // after it is the stop, not a fault of the workspace.
-    throw opts.signal?.aborted && !(e instanceof StoppedError) ? new StoppedError(stoppedWhile()) : e;
+    throw stoppedOr(e, opts.signal, stoppedWhile());
   } finally {
     clearInterval(ticker);
   }
@@ -565,95 +563,89 @@ export async function failingTestTasks(opts: FailingOptions): Promise<{ tasks: T
   const originals = collectOriginals(opts.workspace);
   let doing = 'taking the workspace snapshot';
   const stop = () => stopPoint(opts.signal, `collecting failing tests (${doing})`);
-  try {
-    return await failingInPool();
-  } catch (e) {
-    // As in synthesis: what fails after the signal's cleanup removed the sandboxes is the stop.
-    throw opts.signal?.aborted && !(e instanceof StoppedError) ? new StoppedError(`collecting failing tests (${doing})`) : e;
-  }
-  function failingInPool() {
-    return withPool(opts, async (pool) => {
-      const snap = await snapshotFor(pool, opts.workspace, runner);
-      await stop();
-      doing = "running the workspace's tests";
-      const timeoutMs = opts.timeoutMs ?? DEFAULT_BASELINE_TIMEOUT_MS;
-      const base = await stableBaseline(pool, snap, runner, timeoutMs, 2);
-      await stop();
-      doing = 'checking how the tasks score';
-      const report = base.report;
-      const unstable = new Set(base.unstable);
-      const scorable = new Set(
-        scorableTestIds(
-          report.tests.map((t) => t.id),
-          runner.kind,
-        ),
-      );
-      // A test that failed in one run and passed in the other is no task: its fix would be luck.
-      const failing = failingOf(report).filter((t) => scorable.has(t.id) && !unstable.has(t.id));
-      const passing = base.passing.filter((id) => scorable.has(id));
-      const byFile = new Map<string, TestResult[]>();
-      for (const t of failing) {
-        const f = runner.kind === 'pytest' ? pytestNodeFile(t.id) : (t.file ?? t.id.split('::')[0]);
-        byFile.set(f, [...(byFile.get(f) ?? []), t]);
-      }
-      const rand = seededRandom(opts.seed ?? 0);
-      const tasks: Task[] = [];
-      for (const [file, tests] of [...byFile].sort((a, b) => (a[0] < b[0] ? -1 : 1))) {
-        const p2p = shuffle(passing, rand).slice(0, sample).sort();
-        const f2p = tests.map((t) => t.id);
-        tasks.push({
-          schema: SCHEMA.task,
-          id: `fail-${hash(`${file}\0${f2p.join('\0')}`)}`,
-          source: 'failing-tests',
-          instruction: buildInstruction(tests.map((t) => ({ id: t.id, message: t.message }))),
-          language: runner.language,
-          testCommand: commandForTests(runner, [...f2p, ...p2p]),
-          reportFormat: runner.reportFormat,
-          runner: runner.kind,
-          fail_to_pass: f2p,
-          pass_to_pass: p2p,
-          origin: taskOrigin(opts.workspace, [file]),
+  return withPool(opts, async (pool) => {
+    const snap = await snapshotFor(pool, opts.workspace, runner);
+    await stop();
+    doing = "running the workspace's tests";
+    const timeoutMs = opts.timeoutMs ?? DEFAULT_BASELINE_TIMEOUT_MS;
+    const base = await stableBaseline(pool, snap, runner, timeoutMs, 2);
+    await stop();
+    doing = 'checking how the tasks score';
+    const report = base.report;
+    const unstable = new Set(base.unstable);
+    const scorable = new Set(
+      scorableTestIds(
+        report.tests.map((t) => t.id),
+        runner.kind,
+      ),
+    );
+    // A test that failed in one run and passed in the other is no task: its fix would be luck.
+    const failing = failingOf(report).filter((t) => scorable.has(t.id) && !unstable.has(t.id));
+    const passing = base.passing.filter((id) => scorable.has(id));
+    const byFile = new Map<string, TestResult[]>();
+    for (const t of failing) {
+      const f = runner.kind === 'pytest' ? pytestNodeFile(t.id) : (t.file ?? t.id.split('::')[0]);
+      byFile.set(f, [...(byFile.get(f) ?? []), t]);
+    }
+    const rand = seededRandom(opts.seed ?? 0);
+    const tasks: Task[] = [];
+    for (const [file, tests] of [...byFile].sort((a, b) => (a[0] < b[0] ? -1 : 1))) {
+      const p2p = shuffle(passing, rand).slice(0, sample).sort();
+      const f2p = tests.map((t) => t.id);
+      tasks.push({
+        schema: SCHEMA.task,
+        id: `fail-${hash(`${file}\0${f2p.join('\0')}`)}`,
+        source: 'failing-tests',
+        instruction: buildInstruction(tests.map((t) => ({ id: t.id, message: t.message }))),
+        language: runner.language,
+        testCommand: commandForTests(runner, [...f2p, ...p2p]),
+        reportFormat: runner.reportFormat,
+        runner: runner.kind,
+        fail_to_pass: f2p,
+        pass_to_pass: p2p,
+        origin: taskOrigin(opts.workspace, [file]),
+      });
+    }
+    // Each task's no-op episode through the scoring path: its failing tests must still fail there.
+    const checks: ScoringCheck[] = [];
+    const queue = tasks.map((task, i) => ({ task, i }));
+    await runWorkers(
+      2,
+      () => queue.shift(),
+      async ({ task, i }, w) => {
+        await stop();
+        checks[i] = await checkTaskScoring(task, {
+          acquire: (role) => pool.acquire(snap, { rollout: `check-${role}-${w}` }),
+          originals,
+          timeoutMs,
         });
-      }
-      // Each task's no-op episode through the scoring path: its failing tests must still fail there.
-      const checks: ScoringCheck[] = [];
-      const queue = tasks.map((task, i) => ({ task, i }));
-      await runWorkers(
-        2,
-        () => queue.shift(),
-        async ({ task, i }, w) => {
-          await stop();
-          checks[i] = await checkTaskScoring(task, {
-            acquire: (role) => pool.acquire(snap, { rollout: `check-${role}-${w}` }),
-            originals,
-            timeoutMs,
-          });
-        },
+      },
+    );
+    const scoring = summarizeScoringChecks(checks);
+    const kept = tasks.filter((_, i) => checks[i].ok);
+    if (kept.length === 0 && tasks.length > 0) {
+      throw new ScoringCheckError(
+        `no failing-test task of ${opts.workspace} passes the scoring check: ${scoring.repositoryProblem ?? Object.values(scoring.firstDetail)[0]}`,
+        scoring,
+        'the failing tests must fail in a sandbox episode that changes nothing and the report must name them as the suite does; run `turnwise tasks check FILE --workspace DIR` on a task file to see the scores',
       );
-      const scoring = summarizeScoringChecks(checks);
-      const kept = tasks.filter((_, i) => checks[i].ok);
-      if (kept.length === 0 && tasks.length > 0) {
-        throw new ScoringCheckError(
-          `no failing-test task of ${opts.workspace} passes the scoring check: ${scoring.repositoryProblem ?? Object.values(scoring.firstDetail)[0]}`,
-          scoring,
-          'the failing tests must fail in a sandbox episode that changes nothing and the report must name them as the suite does; run `turnwise tasks check FILE --workspace DIR` on a task file to see the scores',
-        );
-      }
-      return {
-        tasks: kept,
-        summary: {
-          workspace: opts.workspace,
-          runner: runner.kind,
-          tests: report.tests.length,
-          passing: passing.length,
-          failing: failing.length,
-          collectionErrors: report.collectionErrors,
-          unstable: unstable.size,
-          tasks: kept.length,
-          scoring,
-          durationMs: Date.now() - t0,
-        },
-      };
-    });
-  }
+    }
+    return {
+      tasks: kept,
+      summary: {
+        workspace: opts.workspace,
+        runner: runner.kind,
+        tests: report.tests.length,
+        passing: passing.length,
+        failing: failing.length,
+        collectionErrors: report.collectionErrors,
+        unstable: unstable.size,
+        tasks: kept.length,
+        scoring,
+        durationMs: Date.now() - t0,
+      },
+    };
+  }).catch((e: unknown) => {
+    throw stoppedOr(e, opts.signal, `collecting failing tests (${doing})`);
+  });
 }

@@ -70,6 +70,20 @@ async function interruptCli(args: string[], when: RegExp): Promise<{ code: numbe
   return { code, text, pid: child.pid!, stopS: (Date.now() - sentAt) / 1000 };
 }
 
+/** A copy of py-failing (two failing tests) under `tmp` with a test that sleeps a minute: a stop that waited for the suite would be seen. */
+function slowFailingWorkspace(tmp: string): string {
+  const ws = path.join(tmp, 'ws');
+  fs.cpSync(path.join(ROOT, 'test', 'fixtures', 'py-failing'), ws, { recursive: true });
+  fs.writeFileSync(path.join(ws, 'tests', 'test_slow.py'), 'import time\n\n\ndef test_slow():\n    time.sleep(60)\n');
+  return ws;
+}
+
+/** Containers (any state) whose run label starts with `prefix`: what a stopped command left. */
+async function containersLeft(prefix: string): Promise<number> {
+  const all = await connectEngine().docker.listContainers({ all: true });
+  return all.filter((c) => (c.Labels?.[LABEL.run] ?? '').startsWith(prefix)).length;
+}
+
 describe('interrupted runs leave nothing behind (docker)', function () {
   this.timeout(240_000);
   const { docker, target } = connectEngine();
@@ -134,9 +148,8 @@ describe('interrupted runs leave nothing behind (docker)', function () {
       assert.match(text, /turnwise tasks synth: stopped while synthesizing tasks \(validating mutants/);
       assert.equal(fs.existsSync(out), false, 'nothing written');
       // The pool's run label is tasks-<pid>-…: no container of this process is left.
-      const all = await docker.listContainers({ all: true });
-      const left = all.filter((c) => (c.Labels?.[LABEL.run] ?? '').startsWith(`tasks-${pid}-`));
-      assert.equal(left.length, 0, `${left.length} container(s) of the synthesis left`);
+      const left = await containersLeft(`tasks-${pid}-`);
+      assert.equal(left, 0, `${left} container(s) of the synthesis left`);
     } finally {
       fs.rmSync(tmp, { recursive: true, force: true });
     }
@@ -144,10 +157,8 @@ describe('interrupted runs leave nothing behind (docker)', function () {
 
   it('SIGINT while `turnwise tasks failing` runs a slow suite: exit 130 within seconds, stopped, --out not written, no container left', async () => {
     const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-failing-stop-'));
-    const ws = path.join(tmp, 'ws');
-    fs.cpSync(path.join(ROOT, 'test', 'fixtures', 'py-failing'), ws, { recursive: true });
-    // Two runs of this suite take two minutes: a stop that waited for them would be seen.
-    fs.writeFileSync(path.join(ws, 'tests', 'test_slow.py'), 'import time\n\n\ndef test_slow():\n    time.sleep(60)\n');
+    // Two runs of this suite take two minutes.
+    const ws = slowFailingWorkspace(tmp);
     const out = path.join(tmp, 'tasks.jsonl');
     const { code, text, pid, stopS } = await interruptCli(['tasks', 'failing', '--workspace', ws, '--out', out], /running the test suite/);
     try {
@@ -159,9 +170,8 @@ describe('interrupted runs leave nothing behind (docker)', function () {
         /turnwise tasks failing: stopped while collecting failing tests \((taking the workspace snapshot|running the workspace's tests)\)/,
       );
       assert.equal(fs.existsSync(out), false, 'nothing written');
-      const all = await docker.listContainers({ all: true });
-      const left = all.filter((c) => (c.Labels?.[LABEL.run] ?? '').startsWith(`tasks-${pid}-`));
-      assert.equal(left.length, 0, `${left.length} container(s) left`);
+      const left = await containersLeft(`tasks-${pid}-`);
+      assert.equal(left, 0, `${left} container(s) left`);
     } finally {
       fs.rmSync(tmp, { recursive: true, force: true });
     }
@@ -169,9 +179,7 @@ describe('interrupted runs leave nothing behind (docker)', function () {
 
   it('SIGINT while `turnwise tasks check --workspace` scores tasks of a slow suite: exit 130 within seconds, no container left', async () => {
     const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tw-check-stop-'));
-    const ws = path.join(tmp, 'ws');
-    fs.cpSync(path.join(ROOT, 'test', 'fixtures', 'py-failing'), ws, { recursive: true });
-    fs.writeFileSync(path.join(ws, 'tests', 'test_slow.py'), 'import time\n\n\ndef test_slow():\n    time.sleep(60)\n');
+    const ws = slowFailingWorkspace(tmp);
     // Three failing-test tasks whose runs each include the minute-long test: a stop that waited for them would be seen.
     const runner = detectRunner(ws);
     const ids = ['test_slugify_joins_with_dashes', 'test_slugify_drops_punctuation_words', 'test_slugify_joins_with_dashes'].map(
@@ -198,9 +206,8 @@ describe('interrupted runs leave nothing behind (docker)', function () {
       assert.ok(stopS < 30, `stopped ${stopS} s after the signal`);
       assert.equal(code, 130, text);
       assert.match(text, /turnwise tasks check: stopped while checking how the tasks score/);
-      const all = await docker.listContainers({ all: true });
-      const left = all.filter((c) => (c.Labels?.[LABEL.run] ?? '').startsWith(`tasks-check-${pid}-`));
-      assert.equal(left.length, 0, `${left.length} container(s) left`);
+      const left = await containersLeft(`tasks-check-${pid}-`);
+      assert.equal(left, 0, `${left} container(s) left`);
     } finally {
       fs.rmSync(tmp, { recursive: true, force: true });
     }

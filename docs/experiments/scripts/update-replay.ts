@@ -53,7 +53,7 @@ async function main(): Promise<void> {
     policy.train = (...args: TrainArgs) => {
       const [o, b, h] = args;
       const peak = h.lr as number;
-      return train(o, b, { ...h, lr: (step: number) => (peak * Math.min(1, (step + 1) / warmup)) as number });
+      return train(o, b, { ...h, lr: (step: number) => peak * Math.min(1, (step + 1) / warmup) });
     };
   }
   // updatePolicy reads the harness's policy, codec and context length only.

@@ -23,7 +23,7 @@ import { workspaceCasesFor } from '../../warmstart/workspace-demonstrations';
 import { flagOptions, numberInRange, requireString, UsageError, type CliCommand, type OptionSpec, type ParsedArgs } from '../command';
 import { fmt } from '../format';
 import { stopOnSignals } from '../signals';
-import { StoppedError } from '../../core/stop';
+import { stoppedOr } from '../../core/stop';
 
 /**
  * --lora SPEC: a LoRA block as the run config's `lora` takes it: a JSON object, a file holding
@@ -259,9 +259,7 @@ export const warmstartCommand: CliCommand = {
             onLog: (m) => io.err(m),
             signal,
           }).catch((e: unknown) => {
-            // The signal also removed this process's sandboxes (sandbox/lifecycle.ts): what fails
-            // after that is the stop, not a fault of the workspace.
-            throw signal.aborted && !(e instanceof StoppedError) ? new StoppedError("recording the workspace's demonstrations") : e;
+            throw stoppedOr(e, signal, "recording the workspace's demonstrations");
           });
           workspaceCases = r.cases;
         } finally {

@@ -2,22 +2,12 @@ import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { SCHEMA, type Task } from '../../../src/core/schema';
+import type { Task } from '../../../src/core/schema';
+import { FILE_TASK } from '../../support/taskFixture';
 import { readCachedTasks, taskCacheDir, taskCacheName, writeCachedTasks, type TaskCacheKey } from '../../../src/tasks/cache';
 import { readTaskFile } from '../../../src/tasks/taskfile';
 
-const task: Task = {
-  schema: SCHEMA.task,
-  id: 't1',
-  source: 'file',
-  instruction: 'make tests/test_x.py::test_a pass',
-  language: 'python',
-  testCommand: 'python3 -m pytest --junitxml=$TURNWISE_REPORT',
-  reportFormat: 'junit-xml',
-  runner: 'pytest',
-  fail_to_pass: ['tests/test_x.py::test_a'],
-  pass_to_pass: ['tests/test_x.py::test_b'],
-};
+const task: Task = FILE_TASK;
 
 const key: TaskCacheKey = {
   source: 'mutation',

@@ -3,21 +3,11 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { TurnwiseError } from '../../../src/core/errors';
-import { SCHEMA, type Task } from '../../../src/core/schema';
+import type { Task } from '../../../src/core/schema';
+import { FILE_TASK } from '../../support/taskFixture';
 import { parseTaskFile, readTaskFile, validateTask, writeTaskFile } from '../../../src/tasks/taskfile';
 
-const good: Task = {
-  schema: SCHEMA.task,
-  id: 't1',
-  source: 'file',
-  instruction: 'make tests/test_x.py::test_a pass',
-  language: 'python',
-  testCommand: 'python3 -m pytest --junitxml=$TURNWISE_REPORT',
-  reportFormat: 'junit-xml',
-  runner: 'pytest',
-  fail_to_pass: ['tests/test_x.py::test_a'],
-  pass_to_pass: ['tests/test_x.py::test_b'],
-};
+const good: Task = FILE_TASK;
 const line = (o: unknown) => JSON.stringify(o);
 
 describe('tasks/taskfile', () => {
